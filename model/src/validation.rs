@@ -1,0 +1,142 @@
+//! Validation problems: every one names the field path it is about and the reason.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// One problem with one field, e.g. `spec.template_parameters.vm_memory.value`:
+/// `expected a quantity such as "4Gi", got the integer 4`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct FieldError {
+    /// Dotted path of the field, from the root of the request object.
+    pub field: String,
+    /// Why the value is not accepted, in words a user can act on.
+    pub reason: String,
+}
+
+impl FieldError {
+    /// A problem with `field` for `reason`.
+    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self { field: field.into(), reason: reason.into() }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.reason)
+    }
+}
+
+/// All the problems found in one object, never just the first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, thiserror::Error)]
+pub struct ValidationErrors(pub Vec<FieldError>);
+
+impl ValidationErrors {
+    /// Records a problem.
+    pub fn push(&mut self, field: impl Into<String>, reason: impl Into<String>) {
+        self.0.push(FieldError::new(field, reason));
+    }
+
+    /// Whether no problem was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `Ok(value)` when no problem was recorded, else all of them.
+    pub fn into_result<T>(self, value: T) -> Result<T, ValidationErrors> {
+        if self.0.is_empty() { Ok(value) } else { Err(self) }
+    }
+
+    /// Adds all problems from `other`.
+    pub fn extend(&mut self, other: ValidationErrors) {
+        self.0.extend(other.0);
+    }
+
+    /// The problems, in the order they were found.
+    pub fn iter(&self) -> impl Iterator<Item = &FieldError> {
+        self.0.iter()
+    }
+}
+
+impl fmt::Display for ValidationErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks that `name` is a DNS-1123 label (lowercase letters, digits and `-`,
+/// starting and ending with an alphanumeric, at most 63 characters), so it
+/// can name Kubernetes objects and host names unchanged.
+pub fn check_dns_label(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if name.len() > 63 {
+        return Err(format!("must be at most 63 characters, got {}", name.len()));
+    }
+    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+    if !name.chars().all(ok_char) {
+        return Err(format!("{name:?} must contain only lowercase letters, digits and '-'"));
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        return Err(format!("{name:?} must start and end with a letter or digit"));
+    }
+    Ok(())
+}
+
+/// Checks an identifier for templates and parameters: lowercase letters,
+/// digits, `_` and `-`, starting with a letter, at most 63 characters.
+pub fn check_identifier(id: &str) -> Result<(), String> {
+    if id.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if id.len() > 63 {
+        return Err(format!("must be at most 63 characters, got {}", id.len()));
+    }
+    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-';
+    if !id.starts_with(|c: char| c.is_ascii_lowercase()) || !id.chars().all(ok_char) {
+        return Err(format!(
+            "{id:?} must start with a lowercase letter and contain only lowercase letters, digits, '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_labels() {
+        assert!(check_dns_label("myvm").is_ok());
+        assert!(check_dns_label("web-1").is_ok());
+        assert!(check_dns_label("MyVM").unwrap_err().contains("lowercase"));
+        assert!(check_dns_label("-a").unwrap_err().contains("start and end"));
+        assert!(check_dns_label(&"a".repeat(64)).unwrap_err().contains("63"));
+        assert!(check_dns_label("").is_err());
+    }
+
+    #[test]
+    fn identifiers() {
+        assert!(check_identifier("simple_vm").is_ok());
+        assert!(check_identifier("ocp_virt_vm").is_ok());
+        assert!(check_identifier("1vm").is_err());
+        assert!(check_identifier("a b").is_err());
+    }
+
+    #[test]
+    fn display_joins_every_problem() {
+        let mut e = ValidationErrors::default();
+        e.push("a", "bad");
+        e.push("b", "worse");
+        assert_eq!(e.to_string(), "a: bad; b: worse");
+        assert!(e.into_result(()).is_err());
+    }
+}

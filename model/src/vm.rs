@@ -1,0 +1,349 @@
+//! Virtual machines as the API shows them (the seed design's JSON), and the
+//! request shapes that create and change them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::value::ParameterValue;
+
+/// The `@type` of a virtual machine in API responses.
+pub const VM_TYPE_URL: &str = "type.googleapis.com/fulfillment.v1.VirtualMachine";
+
+/// The power state a tenant asks for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum PowerState {
+    /// Running.
+    #[default]
+    Started,
+    /// Powered off; disks are kept.
+    Stopped,
+}
+
+impl PowerState {
+    /// `started` or `stopped`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Started => "started",
+            Self::Stopped => "stopped",
+        }
+    }
+}
+
+impl FromStr for PowerState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "started" => Ok(Self::Started),
+            "stopped" => Ok(Self::Stopped),
+            _ => Err(format!("expected \"started\" or \"stopped\", got {s:?}")),
+        }
+    }
+}
+
+/// What the tenant wants.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct VirtualMachineSpec {
+    /// Template id.
+    pub template: String,
+    /// Parameter values, each wrapped as `{"value": ...}`, returned exactly as written.
+    #[serde(default)]
+    pub template_parameters: BTreeMap<String, ParameterValue>,
+    /// `started` (default) or `stopped`.
+    #[serde(default)]
+    pub state: PowerState,
+}
+
+/// The observed state of a VM.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum VmState {
+    /// Being created, started, stopped or changed.
+    #[default]
+    #[serde(rename = "VIRTUAL_MACHINE_STATE_PROGRESSING")]
+    Progressing,
+    /// Running, and the guest answers its readiness probe.
+    #[serde(rename = "VIRTUAL_MACHINE_STATE_READY")]
+    Ready,
+    /// Powered off as asked.
+    #[serde(rename = "VIRTUAL_MACHINE_STATE_STOPPED")]
+    Stopped,
+    /// Could not be made to match the spec; see the FAILED condition.
+    #[serde(rename = "VIRTUAL_MACHINE_STATE_FAILED")]
+    Failed,
+    /// Being deleted; the record goes once the backend has cleaned up.
+    #[serde(rename = "VIRTUAL_MACHINE_STATE_DELETING")]
+    Deleting,
+}
+
+impl VmState {
+    /// Every state.
+    pub const ALL: [Self; 5] = [Self::Progressing, Self::Ready, Self::Stopped, Self::Failed, Self::Deleting];
+
+    /// The wire name, e.g. `VIRTUAL_MACHINE_STATE_READY`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Progressing => "VIRTUAL_MACHINE_STATE_PROGRESSING",
+            Self::Ready => "VIRTUAL_MACHINE_STATE_READY",
+            Self::Stopped => "VIRTUAL_MACHINE_STATE_STOPPED",
+            Self::Failed => "VIRTUAL_MACHINE_STATE_FAILED",
+            Self::Deleting => "VIRTUAL_MACHINE_STATE_DELETING",
+        }
+    }
+
+    /// The short name, e.g. `READY`.
+    pub fn short(self) -> &'static str {
+        &self.as_str()["VIRTUAL_MACHINE_STATE_".len()..]
+    }
+}
+
+impl fmt::Display for VmState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for VmState {
+    type Err = String;
+    /// Accepts the wire name or the short name, in any case (`ready`, `READY`,
+    /// `VIRTUAL_MACHINE_STATE_READY`).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let up = s.to_ascii_uppercase();
+        Self::ALL
+            .into_iter()
+            .find(|st| st.as_str() == up || st.short() == up)
+            .ok_or_else(|| format!("unknown state {s:?}: expected one of PROGRESSING, READY, STOPPED, FAILED, DELETING"))
+    }
+}
+
+/// The kinds of condition a VM reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum ConditionType {
+    /// The VM is moving towards its spec.
+    #[serde(rename = "VIRTUAL_MACHINE_CONDITION_TYPE_PROGRESSING")]
+    Progressing,
+    /// The guest answers.
+    #[serde(rename = "VIRTUAL_MACHINE_CONDITION_TYPE_READY")]
+    Ready,
+    /// The VM cannot be made to match its spec.
+    #[serde(rename = "VIRTUAL_MACHINE_CONDITION_TYPE_FAILED")]
+    Failed,
+    /// The VM works but something is wrong (e.g. it is being healed).
+    #[serde(rename = "VIRTUAL_MACHINE_CONDITION_TYPE_DEGRADED")]
+    Degraded,
+}
+
+impl ConditionType {
+    /// Every condition type, in the order they are reported.
+    pub const ALL: [Self; 4] = [Self::Progressing, Self::Ready, Self::Failed, Self::Degraded];
+}
+
+/// A condition's truth value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum ConditionStatus {
+    /// Not known yet.
+    #[default]
+    #[serde(rename = "CONDITION_STATUS_UNSPECIFIED")]
+    Unspecified,
+    /// True.
+    #[serde(rename = "CONDITION_STATUS_TRUE")]
+    True,
+    /// False.
+    #[serde(rename = "CONDITION_STATUS_FALSE")]
+    False,
+}
+
+impl From<bool> for ConditionStatus {
+    fn from(b: bool) -> Self {
+        if b { Self::True } else { Self::False }
+    }
+}
+
+/// One condition of a VM.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Condition {
+    /// Which condition.
+    #[serde(rename = "type")]
+    pub kind: ConditionType,
+    /// Whether it holds.
+    pub status: ConditionStatus,
+    /// When `status` last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<DateTime<Utc>>,
+    /// A CamelCase machine-readable reason, e.g. `NoGPUAvailable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A human-readable message.
+    #[serde(default)]
+    pub message: String,
+}
+
+/// What the VM is now.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct VirtualMachineStatus {
+    /// Overall state.
+    pub state: VmState,
+    /// PROGRESSING, READY, FAILED and DEGRADED, always all four.
+    pub conditions: Vec<Condition>,
+    /// The address assigned to the VM itself.
+    #[serde(rename = "internalIP", default, skip_serializing_if = "Option::is_none")]
+    pub internal_ip: Option<String>,
+    /// The floating address pointing to the VM.
+    #[serde(rename = "externalIP", default, skip_serializing_if = "Option::is_none")]
+    pub external_ip: Option<String>,
+}
+
+impl VirtualMachineStatus {
+    /// The condition of kind `kind`, if reported.
+    pub fn condition(&self, kind: ConditionType) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.kind == kind)
+    }
+}
+
+/// Server-managed metadata.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Metadata {
+    /// Unique per tenant; a DNS label.
+    pub name: String,
+    /// The owning tenant.
+    pub tenant: String,
+    /// When it was created.
+    pub creation_timestamp: DateTime<Utc>,
+    /// When deletion was requested, if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<DateTime<Utc>>,
+    /// Who created it.
+    pub creators: Vec<String>,
+    /// Incremented on every spec change; send it back on PATCH to detect lost updates.
+    pub version: i64,
+}
+
+/// A virtual machine as the API returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct VirtualMachine {
+    /// Always `type.googleapis.com/fulfillment.v1.VirtualMachine`.
+    #[serde(rename = "@type")]
+    pub type_url: String,
+    /// UUID assigned by the server.
+    pub id: String,
+    /// Name, tenant, timestamps and version.
+    pub metadata: Metadata,
+    /// What the tenant asked for.
+    pub spec: VirtualMachineSpec,
+    /// What the VM is now.
+    pub status: VirtualMachineStatus,
+}
+
+/// Metadata a tenant may give on create.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MetadataInput {
+    /// The VM's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// On PATCH: the version the change is based on; a stale one is refused with 409.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
+}
+
+/// The object of a create request. As in the seed design, `id` may carry the
+/// name the tenant wants (`"id": "myvm"`); the server assigns the real id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CreateVirtualMachine {
+    /// Accepted and ignored.
+    #[serde(rename = "@type", default, skip_serializing)]
+    pub type_url: Option<String>,
+    /// The name the tenant wants, when `metadata.name` is not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `name` here wins over `id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MetadataInput>,
+    /// What the tenant wants.
+    pub spec: VirtualMachineSpec,
+    /// Accepted and ignored: status is the server's.
+    #[serde(default, skip_serializing)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub status: Option<serde_json::Value>,
+}
+
+impl CreateVirtualMachine {
+    /// The name asked for: `metadata.name`, else `id`.
+    pub fn requested_name(&self) -> Option<&str> {
+        self.metadata.as_ref().and_then(|m| m.name.as_deref()).or(self.id.as_deref())
+    }
+}
+
+/// The spec fields a PATCH may change; absent fields are left alone.
+/// `template_parameters`, when present, replaces the whole map.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SpecPatch {
+    /// Must equal the current template: a VM cannot change template in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// New parameters (the whole map).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_parameters: Option<BTreeMap<String, ParameterValue>>,
+    /// New power state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<PowerState>,
+}
+
+/// The object of a PATCH request.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PatchVirtualMachine {
+    /// Accepted and ignored.
+    #[serde(rename = "@type", default, skip_serializing)]
+    pub type_url: Option<String>,
+    /// Accepted; must equal the path's id when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `version` enables optimistic concurrency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MetadataInput>,
+    /// The changes.
+    #[serde(default)]
+    pub spec: SpecPatch,
+    /// Accepted and ignored: status is the server's.
+    #[serde(default, skip_serializing)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub status: Option<serde_json::Value>,
+}
+
+/// The request and response envelope: `{"object": ...}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Envelope<T> {
+    /// The object.
+    pub object: T,
+}
+
+/// A page of a list: `{"items": [...], "size": n, "total": n}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Page<T> {
+    /// The items on this page.
+    pub items: Vec<T>,
+    /// How many items are on this page.
+    pub size: u64,
+    /// How many items match, over all pages.
+    pub total: u64,
+}
