@@ -331,6 +331,7 @@ pub struct PatchVirtualMachine {
 
 /// The request and response envelope: `{"object": ...}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Envelope<T> {
     /// The object.
@@ -339,6 +340,7 @@ pub struct Envelope<T> {
 
 /// A page of a list: `{"items": [...], "size": n, "total": n}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Page<T> {
     /// The items on this page.
     pub items: Vec<T>,

@@ -1,0 +1,68 @@
+//! Request extractors whose rejections name the field and the reason.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+
+/// A JSON body; a bad one is refused with 400 naming the field that is wrong.
+pub struct ApiJson<T>(pub T);
+
+/// The path of a serde error, or `body` at the root.
+fn field_of(path: &serde_path_to_error::Path) -> String {
+    let p = path.to_string();
+    if p == "." || p.is_empty() { "body".into() } else { p }
+}
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| ApiError::field("body", e.body_text()))?;
+        if bytes.is_empty() {
+            return Err(ApiError::field("body", "is empty: expected a JSON object"));
+        }
+        let de = &mut serde_json::Deserializer::from_slice(&bytes);
+        match serde_path_to_error::deserialize(de) {
+            Ok(v) => Ok(Self(v)),
+            Err(e) => {
+                let field = field_of(e.path());
+                let inner = e.into_inner();
+                let reason = if inner.is_syntax() || inner.is_eof() {
+                    format!("is not valid JSON: {inner}")
+                } else {
+                    // serde's messages end with " at line L column C"; the field path says where.
+                    let msg = inner.to_string();
+                    match msg.rfind(" at line ") {
+                        Some(i) => msg[..i].to_owned(),
+                        None => msg,
+                    }
+                };
+                Err(ApiError::field(field, reason))
+            }
+        }
+    }
+}
+
+/// A query string; a bad one is refused with 400 naming the parameter.
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let q = parts.uri.query().unwrap_or("");
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded_parse(q));
+        serde_path_to_error::deserialize(de).map(Self).map_err(|e| {
+            let field = field_of(e.path());
+            let field = if field == "body" { "query".into() } else { field };
+            ApiError::field(field, e.into_inner().to_string())
+        })
+    }
+}
+
+fn form_urlencoded_parse(q: &str) -> form_urlencoded::Parse<'_> {
+    form_urlencoded::parse(q.as_bytes())
+}

@@ -1,0 +1,126 @@
+//! The REST/JSON API under `/api/fulfillment/v1`, plus `/healthz`,
+//! `/metrics` and the OpenAPI document at `/api/openapi.json`.
+
+mod extract;
+mod openapi;
+mod templates;
+mod vms;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+use tokio::sync::Notify;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+
+pub use extract::{ApiJson, ApiQuery};
+pub use openapi::openapi_document;
+
+use crate::auth::Keys;
+use crate::backend::Backend;
+use crate::error::{ApiError, Code};
+use crate::metrics::{HttpLabels, Metrics};
+use crate::store::Store;
+
+/// Prefix of every API route.
+pub const PREFIX: &str = "/api/fulfillment/v1";
+
+/// Largest page a list returns.
+pub const MAX_PAGE: u64 = 1000;
+
+/// Page size when none is asked for.
+pub const DEFAULT_PAGE: u64 = 100;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    /// Durable state.
+    pub store: Store,
+    /// Token keys.
+    pub keys: Keys,
+    /// Wakes the reconciler after a change.
+    pub wake: Arc<Notify>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// The backend, for `/healthz`.
+    pub backend: Arc<dyn Backend>,
+}
+
+/// Paging parameters shared by every list.
+#[derive(Debug, Clone, Copy, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct Paging {
+    /// Items to skip (default 0).
+    pub offset: Option<u64>,
+    /// Items to return, 1 to 1000 (default 100).
+    pub limit: Option<u64>,
+}
+
+impl Paging {
+    /// `(offset, limit)` with defaults, or a 400 naming `limit`.
+    pub fn resolve(self) -> Result<(u64, u64), ApiError> {
+        let limit = self.limit.unwrap_or(DEFAULT_PAGE);
+        if limit == 0 || limit > MAX_PAGE {
+            return Err(ApiError::field("limit", format!("must be between 1 and {MAX_PAGE}, got {limit}")));
+        }
+        Ok((self.offset.unwrap_or(0), limit))
+    }
+}
+
+/// Builds the router.
+pub fn router(state: AppState) -> Router {
+    let api = Router::new().merge(templates::routes()).merge(vms::routes());
+    Router::new()
+        .nest(PREFIX, api)
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/api/openapi.json", get(|| async { Json(openapi_document()) }))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), record_metrics))
+        .layer(TraceLayer::new_for_http())
+        .layer(CatchPanicLayer::custom(|_| ApiError::internal("handler panicked").into_response()))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, Code::Unimplemented, "no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, Code::Unimplemented, "method not allowed on this route")
+}
+
+async fn record_metrics(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().to_string();
+    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "unmatched".into());
+    let resp = next.run(req).await;
+    state.metrics.observe_http(HttpLabels { method, route, status: resp.status().as_u16() }, started.elapsed());
+    resp
+}
+
+/// Liveness and readiness, with the backend and database in use.
+#[utoipa::path(get, path = "/healthz", tag = "health", responses((status = 200, description = "Healthy"), (status = 503, description = "The database does not answer")))]
+async fn healthz(State(state): State<AppState>) -> Response {
+    let db = state.store.ping().await;
+    let body = serde_json::json!({
+        "status": if db.is_ok() { "ok" } else { "unavailable" },
+        "version": env!("CARGO_PKG_VERSION"),
+        "database": state.store.dialect().as_str(),
+        "backend": { "name": state.backend.name(), "details": state.backend.health() },
+    });
+    let code = if db.is_ok() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (code, Json(body)).into_response()
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.render()).into_response()
+}

@@ -1,0 +1,36 @@
+//! The OpenAPI 3 document, generated from the handlers and the model types.
+
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use super::{templates, vms};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "vmaas fulfillment API", description = "Virtual machines and templates, per tenant. Errors are `{code, message, details[{field, reason}]}` with gRPC code numbers."),
+    paths(
+        super::healthz,
+        templates::list, templates::read, templates::create, templates::update, templates::remove,
+        vms::list, vms::read, vms::create, vms::patch, vms::remove,
+    ),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "templates", description = "Virtual machine templates: published by administrators, used by tenants"),
+        (name = "virtual machines", description = "A tenant's virtual machines"),
+    )
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme("bearer", SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build()));
+    }
+}
+
+/// The OpenAPI document.
+pub fn openapi_document() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}

@@ -1,0 +1,107 @@
+//! `virtual_machine_templates`: everyone lists and reads; administrators publish.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::Utc;
+use tracing::info;
+use vmaas_model::{Envelope, Page, Template, ValidationErrors, VirtualMachineTemplate};
+
+use super::{ApiJson, ApiQuery, AppState, Paging};
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/virtual_machine_templates", get(list).post(create))
+        .route("/virtual_machine_templates/{id}", get(read).put(update).delete(remove))
+}
+
+/// Checks a published template, prefixing every field path with `object.`.
+fn check(t: &VirtualMachineTemplate) -> Result<VirtualMachineTemplate, ApiError> {
+    let mut wire = t.clone();
+    wire.type_url = None;
+    wire.metadata = None;
+    Template::compile(wire.clone()).map_err(|errs| {
+        let mut out = ValidationErrors::default();
+        for e in errs.0 {
+            out.push(format!("object.{}", e.field), e.reason);
+        }
+        ApiError::invalid(out)
+    })?;
+    Ok(wire)
+}
+
+/// List templates.
+#[utoipa::path(get, path = "/api/fulfillment/v1/virtual_machine_templates", tag = "templates", params(Paging),
+    responses((status = 200, body = Page<VirtualMachineTemplate>), (status = 400, body = ApiError), (status = 401, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn list(State(s): State<AppState>, _caller: Caller, ApiQuery(paging): ApiQuery<Paging>) -> Result<Json<Page<VirtualMachineTemplate>>, ApiError> {
+    let (offset, limit) = paging.resolve()?;
+    let (items, total) = s.store.list_templates(offset, limit).await?;
+    let items: Vec<_> = items.iter().map(|r| r.to_api()).collect();
+    Ok(Json(Page { size: items.len() as u64, items, total }))
+}
+
+/// Get one template.
+#[utoipa::path(get, path = "/api/fulfillment/v1/virtual_machine_templates/{id}", tag = "templates",
+    params(("id" = String, Path, description = "Template id")),
+    responses((status = 200, body = Envelope<VirtualMachineTemplate>), (status = 404, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn read(State(s): State<AppState>, _caller: Caller, Path(id): Path<String>) -> Result<Json<Envelope<VirtualMachineTemplate>>, ApiError> {
+    let r = s.store.get_template(&id).await?;
+    Ok(Json(Envelope { object: r.to_api() }))
+}
+
+/// Publish a template (administrators only).
+#[utoipa::path(post, path = "/api/fulfillment/v1/virtual_machine_templates", tag = "templates",
+    request_body = Envelope<VirtualMachineTemplate>,
+    responses((status = 201, body = Envelope<VirtualMachineTemplate>), (status = 400, body = ApiError), (status = 403, body = ApiError), (status = 409, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn create(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<Envelope<VirtualMachineTemplate>>,
+) -> Result<(StatusCode, Json<Envelope<VirtualMachineTemplate>>), ApiError> {
+    caller.require_admin("publish templates")?;
+    let wire = check(&req.object)?;
+    let r = s.store.insert_template(&wire, Utc::now()).await?;
+    info!(template = %wire.id, by = %caller.subject, "template published");
+    Ok((StatusCode::CREATED, Json(Envelope { object: r.to_api() })))
+}
+
+/// Replace a template (administrators only). Send `metadata.version` to refuse lost updates.
+#[utoipa::path(put, path = "/api/fulfillment/v1/virtual_machine_templates/{id}", tag = "templates",
+    params(("id" = String, Path, description = "Template id")),
+    request_body = Envelope<VirtualMachineTemplate>,
+    responses((status = 200, body = Envelope<VirtualMachineTemplate>), (status = 400, body = ApiError), (status = 403, body = ApiError), (status = 404, body = ApiError), (status = 409, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn update(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<Envelope<VirtualMachineTemplate>>,
+) -> Result<Json<Envelope<VirtualMachineTemplate>>, ApiError> {
+    caller.require_admin("change templates")?;
+    if req.object.id != id {
+        return Err(ApiError::field("object.id", format!("must match the id in the path ({id:?}), got {:?}", req.object.id)));
+    }
+    let version = req.object.metadata.as_ref().and_then(|m| m.version);
+    let wire = check(&req.object)?;
+    let r = s.store.update_template(&wire, version, Utc::now()).await?;
+    info!(template = %id, version = r.version, by = %caller.subject, "template updated");
+    Ok(Json(Envelope { object: r.to_api() }))
+}
+
+/// Remove a template no VM uses (administrators only).
+#[utoipa::path(delete, path = "/api/fulfillment/v1/virtual_machine_templates/{id}", tag = "templates",
+    params(("id" = String, Path, description = "Template id")),
+    responses((status = 204, description = "Removed"), (status = 403, body = ApiError), (status = 404, body = ApiError), (status = 409, body = ApiError, description = "Still used by VMs")),
+    security(("bearer" = [])))]
+pub(super) async fn remove(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+    caller.require_admin("delete templates")?;
+    s.store.delete_template(&id).await?;
+    info!(template = %id, by = %caller.subject, "template deleted");
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,228 @@
+//! `virtual_machines`: each tenant sees and changes only its own; administrators see all.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::Utc;
+use serde::Deserialize;
+use tracing::info;
+use vmaas_model::validation::check_dns_label;
+use vmaas_model::{
+    CreateVirtualMachine, Desired, Envelope, Observation, Page, PatchVirtualMachine, Phase, Resolved, Template, ValidationErrors,
+    VirtualMachine, VirtualMachineSpec, VmState, derive_status, initial_status,
+};
+
+use super::{ApiJson, ApiQuery, AppState, Paging};
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::store::{Scope, StoreError, VmFilter, VmRecord};
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/virtual_machines", get(list).post(create))
+        .route("/virtual_machines/{id}", get(read).patch(patch).delete(remove))
+}
+
+fn scope(caller: &Caller) -> Scope {
+    if caller.is_admin() { Scope::All } else { Scope::Tenant(caller.tenant.clone()) }
+}
+
+/// Validates `spec` against its template, naming fields from `object.spec`.
+async fn resolve(s: &AppState, spec: &VirtualMachineSpec, errs: &mut ValidationErrors) -> Result<Option<Resolved>, ApiError> {
+    let record = match s.store.get_template(&spec.template).await {
+        Ok(r) => r,
+        Err(StoreError::NotFound { .. }) => {
+            errs.push("object.spec.template", format!("template {:?} does not exist; list them with GET /api/fulfillment/v1/virtual_machine_templates", spec.template));
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let template = Template::compile(record.template).map_err(|e| ApiError::internal(format!("stored template {:?} is invalid: {e}", spec.template)))?;
+    match template.resolve(&spec.template_parameters, "object.spec.template_parameters") {
+        Ok(r) => Ok(Some(r)),
+        Err(e) => {
+            errs.extend(e);
+            Ok(None)
+        }
+    }
+}
+
+/// Query of a VM list.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct ListQuery {
+    /// Items to skip (default 0).
+    offset: Option<u64>,
+    /// Items to return, 1 to 1000 (default 100).
+    limit: Option<u64>,
+    /// Only the VM with this exact name.
+    name: Option<String>,
+    /// Only VMs in this state: `READY` or `VIRTUAL_MACHINE_STATE_READY`, any case.
+    state: Option<String>,
+}
+
+/// List virtual machines, oldest first.
+#[utoipa::path(get, path = "/api/fulfillment/v1/virtual_machines", tag = "virtual machines", params(ListQuery),
+    responses((status = 200, body = Page<VirtualMachine>), (status = 400, body = ApiError), (status = 401, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Json<Page<VirtualMachine>>, ApiError> {
+    let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
+    let state = q.state.as_deref().map(str::parse::<VmState>).transpose().map_err(|e| ApiError::field("state", e))?;
+    let filter = VmFilter { name: q.name, state, offset, limit };
+    let (items, total) = s.store.list_vms(&scope(&caller), &filter).await?;
+    let items: Vec<_> = items.iter().map(VmRecord::to_api).collect();
+    Ok(Json(Page { size: items.len() as u64, items, total }))
+}
+
+/// Get one virtual machine.
+#[utoipa::path(get, path = "/api/fulfillment/v1/virtual_machines/{id}", tag = "virtual machines",
+    params(("id" = String, Path, description = "VM id (UUID)")),
+    responses((status = 200, body = Envelope<VirtualMachine>), (status = 404, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<Envelope<VirtualMachine>>, ApiError> {
+    let vm = s.store.get_vm(&id, &scope(&caller)).await?;
+    Ok(Json(Envelope { object: vm.to_api() }))
+}
+
+/// Create a virtual machine from a template.
+///
+/// The name is `object.metadata.name`, or else `object.id` as in the seed
+/// design; the server assigns the real id.
+#[utoipa::path(post, path = "/api/fulfillment/v1/virtual_machines", tag = "virtual machines",
+    request_body = Envelope<CreateVirtualMachine>,
+    responses((status = 201, body = Envelope<VirtualMachine>), (status = 400, body = ApiError), (status = 409, body = ApiError, description = "The name is taken")),
+    security(("bearer" = [])))]
+pub(super) async fn create(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<Envelope<CreateVirtualMachine>>,
+) -> Result<(StatusCode, Json<Envelope<VirtualMachine>>), ApiError> {
+    let obj = req.object;
+    let mut errs = ValidationErrors::default();
+    let name_field = if obj.metadata.as_ref().is_some_and(|m| m.name.is_some()) { "object.metadata.name" } else { "object.id" };
+    let name = match obj.requested_name() {
+        None => {
+            errs.push("object.metadata.name", "is required (or give the name as object.id)");
+            None
+        }
+        Some(n) => match check_dns_label(n) {
+            Ok(()) => Some(n.to_owned()),
+            Err(reason) => {
+                errs.push(name_field, reason);
+                None
+            }
+        },
+    };
+    let resolved = resolve(&s, &obj.spec, &mut errs).await?;
+    let (Some(name), Some(resolved), true) = (name, resolved, errs.is_empty()) else {
+        return Err(ApiError::invalid(errs));
+    };
+    let now = Utc::now();
+    let rec = VmRecord {
+        id: uuid::Uuid::new_v4().to_string(),
+        tenant: caller.tenant.clone(),
+        name,
+        status: initial_status(obj.spec.state, now),
+        spec: obj.spec,
+        resolved: resolved.spec,
+        creators: vec![caller.subject.clone()],
+        version: 1,
+        created_at: now,
+        deleted_at: None,
+    };
+    s.store.insert_vm(&rec).await?;
+    s.wake.notify_one();
+    info!(vm = %rec.id, name = %rec.name, tenant = %rec.tenant, template = %rec.spec.template, "virtual machine created");
+    Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
+}
+
+/// Change a virtual machine's spec: its power `state` or its `template_parameters`.
+///
+/// Send `object.metadata.version` to refuse lost updates: a stale version gets 409.
+#[utoipa::path(patch, path = "/api/fulfillment/v1/virtual_machines/{id}", tag = "virtual machines",
+    params(("id" = String, Path, description = "VM id (UUID)")),
+    request_body = Envelope<PatchVirtualMachine>,
+    responses((status = 200, body = Envelope<VirtualMachine>), (status = 400, body = ApiError), (status = 404, body = ApiError), (status = 409, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn patch(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<Envelope<PatchVirtualMachine>>,
+) -> Result<Json<Envelope<VirtualMachine>>, ApiError> {
+    let p = req.object;
+    let current = s.store.get_vm(&id, &scope(&caller)).await?;
+    if current.deleted_at.is_some() {
+        return Err(ApiError::precondition(format!("virtual machine {:?} is being deleted", current.name)));
+    }
+    let mut errs = ValidationErrors::default();
+    if let Some(pid) = p.id.as_deref().filter(|pid| *pid != id) {
+        errs.push("object.id", format!("must match the id in the path ({id:?}), got {pid:?}"));
+    }
+    if let Some(t) = p.spec.template.as_deref().filter(|t| *t != current.spec.template) {
+        errs.push(
+            "object.spec.template",
+            format!("cannot change from {:?} to {t:?} in place; delete the VM and create a new one", current.spec.template),
+        );
+    }
+    let expected = p.metadata.as_ref().and_then(|m| m.version).unwrap_or(current.version);
+    if expected != current.version {
+        return Err(StoreError::Conflict(format!(
+            "virtual machine {:?} was changed concurrently: version {expected} is not current (it is {}); read it again and retry",
+            current.name, current.version
+        ))
+        .into());
+    }
+    let mut next = current.clone();
+    if let Some(state) = p.spec.state {
+        next.spec.state = state;
+    }
+    if let Some(params) = p.spec.template_parameters {
+        next.spec.template_parameters = params;
+    }
+    if next.spec == current.spec {
+        return if errs.is_empty() { Ok(Json(Envelope { object: current.to_api() })) } else { Err(ApiError::invalid(errs)) };
+    }
+    if next.spec.template_parameters != current.spec.template_parameters {
+        if let Some(r) = resolve(&s, &next.spec, &mut errs).await? {
+            next.resolved = r.spec;
+        }
+    }
+    if !errs.is_empty() {
+        return Err(ApiError::invalid(errs));
+    }
+    if next.spec.state != current.spec.state {
+        // Show at once that the VM is on its way; the reconciler takes it from here.
+        let phase = match current.status.state {
+            VmState::Ready => Phase::Ready,
+            VmState::Stopped => Phase::Stopped,
+            _ => Phase::Absent,
+        };
+        let mut obs = Observation::new(phase);
+        obs.internal_ip = current.status.internal_ip.clone();
+        obs.external_ip = current.status.external_ip.clone();
+        next.status = derive_status(Desired::Power(next.spec.state), &obs, &current.status, Utc::now());
+    }
+    let saved = s.store.update_vm_spec(&next, expected).await?;
+    s.wake.notify_one();
+    info!(vm = %id, version = saved.version, state = saved.spec.state.as_str(), "virtual machine updated");
+    Ok(Json(Envelope { object: saved.to_api() }))
+}
+
+/// Delete a virtual machine. It shows as DELETING until the backend has
+/// removed everything it had; then it is gone (404).
+#[utoipa::path(delete, path = "/api/fulfillment/v1/virtual_machines/{id}", tag = "virtual machines",
+    params(("id" = String, Path, description = "VM id (UUID)")),
+    responses((status = 202, body = Envelope<VirtualMachine>, description = "Deletion started"), (status = 404, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn remove(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<(StatusCode, Json<Envelope<VirtualMachine>>), ApiError> {
+    let sc = scope(&caller);
+    let current = s.store.get_vm(&id, &sc).await?;
+    let now = Utc::now();
+    let status = derive_status(Desired::Deleted, &Observation::new(Phase::Absent), &current.status, now);
+    let rec = s.store.mark_vm_deleted(&id, &sc, &status, now).await?;
+    s.wake.notify_one();
+    info!(vm = %id, name = %rec.name, "virtual machine deletion requested");
+    Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
+}

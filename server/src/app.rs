@@ -1,0 +1,119 @@
+//! Wiring: configuration in, a running API and reconciler out.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+use tracing::info;
+
+use crate::api::{AppState, router};
+use crate::auth::{KEY_FILE, KeyError, Keys};
+use crate::backend::Backend;
+use crate::metrics::Metrics;
+use crate::reconciler::{Reconciler, ReconcilerConfig};
+use crate::store::{Store, StoreError};
+
+/// How to run the server.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address the API listens on.
+    pub listen: SocketAddr,
+    /// Directory for the SQLite database, the token key and backend state.
+    pub data_dir: PathBuf,
+    /// `postgres://…` to share state between replicas; SQLite in `data_dir` when absent.
+    pub database_url: Option<String>,
+    /// Token signing key; `data_dir/jwt-hs256.key` when absent. Replicas must share it.
+    pub key_file: Option<PathBuf>,
+    /// Time between reconcile passes when nothing changes.
+    pub reconcile_interval: Duration,
+}
+
+impl Config {
+    /// The signing key file in use.
+    pub fn key_path(&self) -> PathBuf {
+        self.key_file.clone().unwrap_or_else(|| self.data_dir.join(KEY_FILE))
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The data directory cannot be created.
+    #[error("data directory {path}: {source}")]
+    DataDir {
+        /// The directory.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The key cannot be loaded.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// The database cannot be opened or migrated.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The address cannot be bound.
+    #[error("listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+/// A configured server, not yet serving.
+pub struct App {
+    /// Shared by every handler.
+    pub state: AppState,
+    config: Config,
+}
+
+impl App {
+    /// Opens the store (migrating it) and the keys.
+    pub async fn open(config: Config, backend: Arc<dyn Backend>) -> Result<Self, StartError> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::DataDir { path: config.data_dir.clone(), source })?;
+        let store = match &config.database_url {
+            Some(url) => Store::connect(url).await?,
+            None => Store::open_sqlite(&config.data_dir).await?,
+        };
+        let keys = Keys::load_or_create(&config.key_path())?;
+        let state = AppState { store, keys, wake: Arc::new(Notify::new()), metrics: Arc::new(Metrics::new()), backend };
+        Ok(Self { state, config })
+    }
+
+    /// The router, for serving or for in-process use.
+    pub fn router(&self) -> axum::Router {
+        router(self.state.clone())
+    }
+
+    /// Serves the API and runs the reconciler until `shutdown` resolves.
+    pub async fn serve(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), StartError> {
+        let addr = self.config.listen;
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| StartError::Listen { addr, source })?;
+        let local = listener.local_addr().map_err(|source| StartError::Listen { addr, source })?;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let reconciler = Reconciler::new(
+            self.state.store.clone(),
+            self.state.backend.clone(),
+            self.state.wake.clone(),
+            self.state.metrics.clone(),
+            ReconcilerConfig { interval: self.config.reconcile_interval, ..Default::default() },
+        );
+        let rec_task = tokio::spawn(reconciler.run(stop_rx));
+        info!(
+            listen = %local,
+            database = self.state.store.dialect().as_str(),
+            backend = self.state.backend.name(),
+            data_dir = %self.config.data_dir.display(),
+            "vmaas-server ready"
+        );
+        let app = self.router();
+        let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+        let _ = stop_tx.send(true);
+        let _ = rec_task.await;
+        served.map_err(|source| StartError::Listen { addr, source })
+    }
+}

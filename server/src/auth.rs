@@ -1,0 +1,218 @@
+//! Bearer tokens: JWTs (HS256) signed by a key kept in the data directory,
+//! carrying `tenant` and `role` claims.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+
+use crate::api::AppState;
+use crate::error::ApiError;
+
+/// Issuer written into and required of every token.
+pub const ISSUER: &str = "vmaas";
+
+/// Name of the signing key file in the data directory.
+pub const KEY_FILE: &str = "jwt-hs256.key";
+
+/// What a caller may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Publishes templates and sees every tenant's VMs.
+    Admin,
+    /// Manages its own tenant's VMs.
+    Tenant,
+}
+
+/// The claims of a vmaas token.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Claims {
+    /// Who: shown as the VM's creator.
+    pub sub: String,
+    /// The tenant the caller acts in.
+    pub tenant: String,
+    /// `admin` or `tenant`.
+    pub role: Role,
+    /// Issuer, always `vmaas`.
+    pub iss: String,
+    /// Issued at (seconds since the epoch).
+    pub iat: u64,
+    /// Expires at (seconds since the epoch).
+    pub exp: u64,
+}
+
+/// An authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// Who.
+    pub subject: String,
+    /// The tenant acted in.
+    pub tenant: String,
+    /// What they may do.
+    pub role: Role,
+}
+
+impl Caller {
+    /// Whether the caller is an administrator.
+    pub fn is_admin(&self) -> bool {
+        self.role == Role::Admin
+    }
+
+    /// Fails with 403 unless the caller is an administrator.
+    pub fn require_admin(&self, what: &str) -> Result<(), ApiError> {
+        if self.is_admin() { Ok(()) } else { Err(ApiError::forbidden(format!("only administrators may {what}"))) }
+    }
+}
+
+/// Why a key could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// Reading or writing the key file failed.
+    #[error("signing key {path}: {source}")]
+    Io {
+        /// The key file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The key file is too short to be a key.
+    #[error("signing key {0} holds fewer than 32 bytes")]
+    TooShort(PathBuf),
+}
+
+/// Signs and checks tokens with one symmetric key.
+#[derive(Clone)]
+pub struct Keys {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    validation: Validation,
+}
+
+impl Keys {
+    /// Loads the key at `path`, creating it (32 random bytes, mode 0600) if absent.
+    pub fn load_or_create(path: &Path) -> Result<Self, KeyError> {
+        let io = |source| KeyError::Io { path: path.to_owned(), source };
+        let secret = match fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(dir) = path.parent() {
+                    fs::create_dir_all(dir).map_err(io)?;
+                }
+                let mut bytes = vec![0u8; 32];
+                rand::rng().fill_bytes(&mut bytes);
+                let mut opts = fs::OpenOptions::new();
+                opts.write(true).create_new(true);
+                #[cfg(unix)]
+                std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+                match opts.open(path) {
+                    Ok(mut f) => {
+                        f.write_all(&bytes).map_err(io)?;
+                        f.sync_all().map_err(io)?;
+                        bytes
+                    }
+                    // Another process created it first: use theirs.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => fs::read(path).map_err(io)?,
+                    Err(e) => return Err(io(e)),
+                }
+            }
+            Err(e) => return Err(io(e)),
+        };
+        if secret.len() < 32 {
+            return Err(KeyError::TooShort(path.to_owned()));
+        }
+        Ok(Self::from_secret(&secret))
+    }
+
+    /// Keys from raw secret bytes.
+    pub fn from_secret(secret: &[u8]) -> Self {
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.set_issuer(&[ISSUER]);
+        validation.set_required_spec_claims(&["exp", "iss", "sub"]);
+        validation.leeway = 30;
+        Self { encoding: EncodingKey::from_secret(secret), decoding: DecodingKey::from_secret(secret), validation }
+    }
+
+    /// Issues a token for `tenant` with `role`, valid for `ttl`.
+    pub fn issue(&self, subject: &str, tenant: &str, role: Role, ttl: Duration) -> Result<String, jsonwebtoken::errors::Error> {
+        let now = jsonwebtoken::get_current_timestamp();
+        let claims = Claims { sub: subject.into(), tenant: tenant.into(), role, iss: ISSUER.into(), iat: now, exp: now.saturating_add(ttl.as_secs()) };
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+    }
+
+    /// Checks a token and returns its caller.
+    pub fn verify(&self, token: &str) -> Result<Caller, ApiError> {
+        let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation).map_err(|e| {
+            use jsonwebtoken::errors::ErrorKind as K;
+            let why = match e.kind() {
+                K::ExpiredSignature => "the token has expired",
+                K::InvalidSignature => "the token's signature does not match this server's key",
+                K::InvalidIssuer => "the token was not issued by vmaas",
+                K::MissingRequiredClaim(_) => "the token lacks a required claim",
+                _ => "the token is malformed",
+            };
+            ApiError::unauthenticated(format!("invalid bearer token: {why}"))
+        })?;
+        let c = data.claims;
+        if c.tenant.is_empty() {
+            return Err(ApiError::unauthenticated("invalid bearer token: the tenant claim is empty"));
+        }
+        Ok(Caller { subject: c.sub, tenant: c.tenant, role: c.role })
+    }
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let header = parts
+            .headers
+            .get(AUTHORIZATION)
+            .ok_or_else(|| ApiError::unauthenticated("missing Authorization header: send \"Authorization: Bearer <token>\""))?;
+        let value = header.to_str().map_err(|_| ApiError::unauthenticated("the Authorization header is not text"))?;
+        let token = value
+            .strip_prefix("Bearer ")
+            .or_else(|| value.strip_prefix("bearer "))
+            .ok_or_else(|| ApiError::unauthenticated("the Authorization header must be \"Bearer <token>\""))?;
+        state.keys.verify(token.trim())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_and_verify() {
+        let k = Keys::from_secret(&[7u8; 32]);
+        let t = k.issue("alice", "acme", Role::Tenant, Duration::from_secs(60)).unwrap();
+        let c = k.verify(&t).unwrap();
+        assert_eq!(c, Caller { subject: "alice".into(), tenant: "acme".into(), role: Role::Tenant });
+        let other = Keys::from_secret(&[8u8; 32]);
+        let e = other.verify(&t).unwrap_err();
+        assert!(e.message.contains("signature"), "{}", e.message);
+        assert!(k.verify("garbage").is_err());
+    }
+
+    #[test]
+    fn key_file_is_created_once_and_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(KEY_FILE);
+        let a = Keys::load_or_create(&p).unwrap();
+        let t = a.issue("x", "y", Role::Admin, Duration::from_secs(60)).unwrap();
+        let b = Keys::load_or_create(&p).unwrap();
+        assert!(b.verify(&t).is_ok());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! The backend trait: what the reconciler needs from whatever runs the VMs.
+//!
+//! A backend is level-triggered and idempotent: [`Backend::ensure`] is called
+//! again and again with the whole desired state and makes one cheap step
+//! towards it, reporting what it sees. Slow work (booting, probing) happens in
+//! the backend's own tasks between calls.
+
+use async_trait::async_trait;
+use vmaas_model::{Observation, PowerState, ResolvedSpec};
+
+/// Everything a backend needs to know about one VM.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmTarget {
+    /// Server-assigned UUID; stable for the VM's whole life.
+    pub id: String,
+    /// Owner.
+    pub tenant: String,
+    /// Name, unique per tenant.
+    pub name: String,
+    /// Run or stay off.
+    pub power: PowerState,
+    /// The machine to build.
+    pub spec: ResolvedSpec,
+    /// Spec version: a change means the spec may have changed.
+    pub version: i64,
+}
+
+/// How far a deletion has gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cleanup {
+    /// Everything the VM had is gone; the record may be removed.
+    Done,
+    /// Still removing; ask again later.
+    InProgress,
+}
+
+/// A failure talking to the backend. Failures the tenant must act on are not
+/// errors but observations in `Phase::Failed`.
+#[derive(Debug, thiserror::Error)]
+#[error("{context}: {message}")]
+pub struct BackendError {
+    /// What was being done.
+    pub context: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl BackendError {
+    /// An error while doing `context`.
+    pub fn new(context: impl Into<String>, message: impl std::fmt::Display) -> Self {
+        Self { context: context.into(), message: message.to_string() }
+    }
+}
+
+/// Runs VMs.
+#[async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// Short name, e.g. `qemu`.
+    fn name(&self) -> &'static str;
+
+    /// Details for `/healthz`, e.g. the accelerator in use.
+    fn health(&self) -> serde_json::Value {
+        serde_json::Value::Object(Default::default())
+    }
+
+    /// Makes one step towards `target` and reports what the VM is now.
+    async fn ensure(&self, target: &VmTarget) -> Result<Observation, BackendError>;
+
+    /// Makes one step towards removing everything VM `id` has.
+    async fn delete(&self, id: &str) -> Result<Cleanup, BackendError>;
+
+    /// Called once per reconcile pass with the ids of every VM that exists, so
+    /// the backend can clean up what belongs to none of them.
+    async fn retain(&self, _known: &[String]) -> Result<(), BackendError> {
+        Ok(())
+    }
+}

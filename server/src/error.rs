@@ -1,0 +1,127 @@
+//! API errors: `{"code": <gRPC code>, "message": "...", "details": [{"field", "reason"}]}`
+//! with the HTTP status that matches the code.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use vmaas_model::{FieldError, ValidationErrors};
+
+use crate::store::StoreError;
+
+/// gRPC status codes used by the API, with their numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Code {
+    /// The request is malformed or a value is invalid (400).
+    InvalidArgument = 3,
+    /// No such object, or not yours (404).
+    NotFound = 5,
+    /// An object with that name exists (409).
+    AlreadyExists = 6,
+    /// The caller may not do this (403).
+    PermissionDenied = 7,
+    /// The object is not in a state that allows this (409).
+    FailedPrecondition = 9,
+    /// A concurrent change won: re-read and retry (409).
+    Aborted = 10,
+    /// The route does not exist or the method is not supported (404/405).
+    Unimplemented = 12,
+    /// A bug or an unexpected failure (500).
+    Internal = 13,
+    /// A dependency is down (503).
+    Unavailable = 14,
+    /// No valid credentials (401).
+    Unauthenticated = 16,
+}
+
+/// An error as the API returns it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ApiError {
+    /// The HTTP status.
+    #[serde(skip)]
+    pub status: StatusCode,
+    /// The gRPC status code number.
+    #[schema(value_type = u8)]
+    #[serde(serialize_with = "code_number")]
+    pub code: Code,
+    /// What went wrong.
+    pub message: String,
+    /// One entry per bad field.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<FieldError>,
+}
+
+fn code_number<S: serde::Serializer>(c: &Code, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u8(*c as u8)
+}
+
+impl ApiError {
+    /// An error with a status, a code and a message.
+    pub fn new(status: StatusCode, code: Code, message: impl Into<String>) -> Self {
+        Self { status, code, message: message.into(), details: Vec::new() }
+    }
+
+    /// 400 for one bad field.
+    pub fn field(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        let mut e = ValidationErrors::default();
+        e.push(field, reason);
+        Self::invalid(e)
+    }
+
+    /// 400 listing every bad field.
+    pub fn invalid(errs: ValidationErrors) -> Self {
+        let message = match errs.0.len() {
+            1 => format!("invalid request: {}", errs),
+            n => format!("invalid request: {n} problems: {errs}"),
+        };
+        Self { status: StatusCode::BAD_REQUEST, code: Code::InvalidArgument, message, details: errs.0 }
+    }
+
+    /// 404, worded the same whether the object does not exist or belongs to another tenant.
+    pub fn not_found(kind: &str, id: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, Code::NotFound, format!("{kind} {id:?} not found"))
+    }
+
+    /// 401.
+    pub fn unauthenticated(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, Code::Unauthenticated, message)
+    }
+
+    /// 403.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, Code::PermissionDenied, message)
+    }
+
+    /// 409 for a state that forbids the operation.
+    pub fn precondition(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, Code::FailedPrecondition, message)
+    }
+
+    /// 500, logging the cause and hiding it from the caller.
+    pub fn internal(err: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %err, "internal error");
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, Code::Internal, "internal error; see the server log")
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound { kind, id } => Self::not_found(kind, &id),
+            StoreError::AlreadyExists(m) => Self::new(StatusCode::CONFLICT, Code::AlreadyExists, m),
+            StoreError::Conflict(m) => Self::new(StatusCode::CONFLICT, Code::Aborted, m),
+            StoreError::InUse(m) => Self::precondition(m),
+            other => Self::internal(other),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut resp = (self.status, axum::Json(&self)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"vmaas\""));
+        }
+        resp
+    }
+}

@@ -1,0 +1,100 @@
+//! Prometheus metrics, served at `/metrics` in the text exposition format.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels of an HTTP request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HttpLabels {
+    /// GET, POST, …
+    pub method: String,
+    /// The route template, e.g. `/api/fulfillment/v1/virtual_machines/{id}`.
+    pub route: String,
+    /// The response status code.
+    pub status: u16,
+}
+
+/// Labels of a VM count.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    /// e.g. `READY`.
+    pub state: String,
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.0001, 2.0, 18))
+}
+
+/// Every metric the server exports.
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    http_requests: Family<HttpLabels, Counter>,
+    http_duration: Family<HttpLabels, Histogram, fn() -> Histogram>,
+    reconcile_passes: Counter,
+    reconcile_errors: Counter,
+    reconcile_duration: Histogram,
+    vms: Family<StateLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("vmaas");
+        let http_requests = Family::<HttpLabels, Counter>::default();
+        let http_duration = Family::<HttpLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
+        let reconcile_passes = Counter::default();
+        let reconcile_errors = Counter::default();
+        let reconcile_duration = latency_histogram();
+        let vms = Family::<StateLabels, Gauge>::default();
+        registry.register("http_requests", "HTTP requests served", http_requests.clone());
+        registry.register("http_request_duration_seconds", "HTTP request latency", http_duration.clone());
+        registry.register("reconcile_passes", "Reconcile passes run", reconcile_passes.clone());
+        registry.register("reconcile_backend_errors", "Backend errors seen while reconciling", reconcile_errors.clone());
+        registry.register("reconcile_pass_duration_seconds", "Duration of a reconcile pass", reconcile_duration.clone());
+        registry.register("virtual_machines", "Virtual machines by state, as of the last reconcile pass", vms.clone());
+        Self { registry: Mutex::new(registry), http_requests, http_duration, reconcile_passes, reconcile_errors, reconcile_duration, vms }
+    }
+
+    /// Records one HTTP request.
+    pub fn observe_http(&self, labels: HttpLabels, elapsed: Duration) {
+        self.http_duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
+        self.http_requests.get_or_create(&labels).inc();
+    }
+
+    /// Records one reconcile pass.
+    pub fn observe_pass(&self, elapsed: Duration, errors: usize) {
+        self.reconcile_passes.inc();
+        self.reconcile_errors.inc_by(errors as u64);
+        self.reconcile_duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// Sets the number of VMs in each state.
+    pub fn set_vm_counts(&self, counts: impl IntoIterator<Item = (&'static str, i64)>) {
+        for (state, n) in counts {
+            self.vms.get_or_create(&StateLabels { state: state.to_owned() }).set(n);
+        }
+    }
+
+    /// The metrics in the Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
