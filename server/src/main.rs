@@ -101,7 +101,8 @@ fn default_data_dir() -> PathBuf {
 
 fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("VMAAS_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),

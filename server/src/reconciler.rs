@@ -192,10 +192,13 @@ impl Reconciler {
         if status == vm.status {
             return Ok(Outcome::Unchanged);
         }
+        if !self.store.update_vm_status(vm, &status).await? {
+            debug!("the VM changed while it was reconciled; the next pass takes it from there");
+            return Ok(Outcome::Unchanged);
+        }
         if status.state != vm.status.state {
             info!(from = vm.status.state.short(), to = status.state.short(), "state changed");
         }
-        self.store.update_vm_status(&vm.id, &status).await?;
         Ok(Outcome::Updated)
     }
 }

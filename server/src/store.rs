@@ -469,15 +469,22 @@ impl Store {
         self.get_vm(id, scope).await
     }
 
-    /// Writes a VM's status, as observed by the reconciler.
-    pub async fn update_vm_status(&self, id: &str, status: &VirtualMachineStatus) -> Result<(), StoreError> {
-        sqlx::query("UPDATE virtual_machines SET status = $1, state = $2 WHERE id = $3")
-            .bind(json(status)?)
-            .bind(status.state.as_str())
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+    /// Writes a VM's status, as observed by the reconciler from `seen`. Does
+    /// nothing if the VM changed since (a new spec version, or deletion
+    /// requested): the next pass observes it afresh.
+    pub async fn update_vm_status(&self, seen: &VmRecord, status: &VirtualMachineStatus) -> Result<bool, StoreError> {
+        let r = sqlx::query(
+            "UPDATE virtual_machines SET status = $1, state = $2 \
+             WHERE id = $3 AND version = $4 AND (CASE WHEN deleted_at IS NULL THEN 0 ELSE 1 END) = $5",
+        )
+        .bind(json(status)?)
+        .bind(status.state.as_str())
+        .bind(&seen.id)
+        .bind(seen.version)
+        .bind(i64::from(seen.deleted_at.is_some()))
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected() > 0)
     }
 
     /// Removes a VM for good, once the backend has cleaned up after it.

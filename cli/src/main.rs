@@ -1,0 +1,382 @@
+//! `vmaas`: the command line for tenants and administrators.
+
+mod config;
+mod output;
+mod sync;
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use vmaas_client::{Client, VmQuery, WaitFor, describe_status};
+use vmaas_model::vm::MetadataInput;
+use vmaas_model::{CreateVirtualMachine, ParameterValue, PatchVirtualMachine, PowerState, Template, VirtualMachine, VirtualMachineSpec, VirtualMachineTemplate};
+
+use crate::output::Format;
+
+/// Manage vmaas virtual machines and templates.
+#[derive(Parser, Debug)]
+#[command(name = "vmaas", version, about)]
+struct Cli {
+    /// Server URL [default: from the config file, else http://127.0.0.1:8000].
+    #[arg(long, global = true, env = "VMAAS_ENDPOINT")]
+    endpoint: Option<String>,
+    /// Bearer token [default: from the config file].
+    #[arg(long, global = true, env = "VMAAS_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Config file [default: ~/.config/vmaas/config.yaml].
+    #[arg(long, global = true, env = "VMAAS_CONFIG")]
+    config: Option<PathBuf>,
+    /// Output format.
+    #[arg(short, long, global = true, value_enum, default_value = "table")]
+    output: Format,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Virtual machines.
+    #[command(subcommand, alias = "vms")]
+    Vm(VmCmd),
+    /// Virtual machine templates.
+    #[command(subcommand, alias = "templates")]
+    Template(TemplateCmd),
+    /// Save the endpoint and token in the config file.
+    Login {
+        /// Server URL.
+        #[arg(long = "server")]
+        server: Option<String>,
+    },
+    /// Print a shell completion script.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum VmCmd {
+    /// Create a VM from a template.
+    Create {
+        /// Name, unique in your tenant.
+        name: String,
+        /// Template id.
+        #[arg(short, long)]
+        template: String,
+        /// Template parameter, as NAME=VALUE (typed by the template; lists are comma-separated).
+        #[arg(short = 'p', long = "param", value_name = "NAME=VALUE")]
+        params: Vec<String>,
+        /// Create it powered off.
+        #[arg(long)]
+        stopped: bool,
+        /// Wait until it is READY (or STOPPED with --stopped).
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait waits.
+        #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+    },
+    /// List VMs.
+    #[command(alias = "ls")]
+    List {
+        /// Only VMs in this state (READY, STOPPED, PROGRESSING, FAILED, DELETING).
+        #[arg(long)]
+        state: Option<String>,
+        /// Only the VM with this name.
+        #[arg(long)]
+        name: Option<String>,
+        /// Skip this many.
+        #[arg(long)]
+        offset: Option<u64>,
+        /// Show at most this many.
+        #[arg(long)]
+        limit: Option<u64>,
+    },
+    /// Show a VM.
+    Get {
+        /// Name or id.
+        vm: String,
+    },
+    /// Power a VM on.
+    Start(PowerArgs),
+    /// Power a VM off.
+    Stop(PowerArgs),
+    /// Delete a VM and everything it has.
+    #[command(alias = "rm")]
+    Delete {
+        /// Name or id.
+        vm: String,
+        /// Wait until it is gone.
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait waits.
+        #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+    },
+    /// Wait until a VM is READY, STOPPED or deleted.
+    Wait {
+        /// Name or id.
+        vm: String,
+        /// What to wait for.
+        #[arg(long = "for", value_enum, default_value = "ready")]
+        target: WaitTarget,
+        /// How long to wait.
+        #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+    },
+}
+
+#[derive(Args, Debug)]
+struct PowerArgs {
+    /// Name or id.
+    vm: String,
+    /// Wait until it gets there.
+    #[arg(long)]
+    wait: bool,
+    /// How long --wait waits.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum WaitTarget {
+    Ready,
+    Stopped,
+    Deleted,
+}
+
+#[derive(Subcommand, Debug)]
+enum TemplateCmd {
+    /// List templates.
+    #[command(alias = "ls")]
+    List,
+    /// Show a template and its parameters.
+    Get {
+        /// Template id.
+        id: String,
+    },
+    /// Publish a template from a YAML or JSON file (administrators).
+    Create {
+        /// The file.
+        #[arg(short, long)]
+        file: PathBuf,
+    },
+    /// Replace a template from a YAML or JSON file (administrators).
+    Update {
+        /// The file.
+        #[arg(short, long)]
+        file: PathBuf,
+    },
+    /// Delete a template no VM uses (administrators).
+    Delete {
+        /// Template id.
+        id: String,
+    },
+    /// Make the server's templates match a directory of files (administrators).
+    Sync {
+        /// Directory of *.yaml, *.yml and *.json template files.
+        dir: PathBuf,
+        /// Do not delete templates that have no file.
+        #[arg(long)]
+        no_prune: bool,
+        /// Show what would change, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+/// Reports progress of a wait on stderr, one line per change.
+fn progress_printer(quiet: bool) -> impl FnMut(&VirtualMachine) {
+    let started = Instant::now();
+    move |vm: &VirtualMachine| {
+        if !quiet {
+            eprintln!("[{:>5.1}s] {}: {}", started.elapsed().as_secs_f64(), vm.metadata.name, describe_status(vm));
+        }
+    }
+}
+
+async fn wait(client: &Client, vm: &VirtualMachine, target: WaitFor, timeout: Duration) -> anyhow::Result<Option<VirtualMachine>> {
+    let quiet = !std::io::stderr().is_terminal() && std::env::var_os("VMAAS_PROGRESS").is_none();
+    Ok(client.wait_vm(&vm.id, target, timeout, Duration::from_millis(500), progress_printer(quiet)).await?)
+}
+
+fn read_template_file(path: &PathBuf) -> anyhow::Result<VirtualMachineTemplate> {
+    let dir_report = sync::read_dir_file(path)?;
+    Ok(dir_report)
+}
+
+async fn typed_params(client: &Client, template: &str, params: &[String]) -> anyhow::Result<BTreeMap<String, ParameterValue>> {
+    let mut wire = client.get_template(template).await.with_context(|| format!("looking up template {template:?}"))?;
+    wire.metadata = None;
+    wire.type_url = None;
+    let t = Template::compile(wire).map_err(|e| anyhow::anyhow!("template {template:?} is invalid: {e}"))?;
+    let mut out = BTreeMap::new();
+    let mut problems = Vec::new();
+    for p in params {
+        let Some((k, v)) = p.split_once('=') else {
+            problems.push(format!("-p {p:?}: expected NAME=VALUE"));
+            continue;
+        };
+        match t.value_from_text(k, v) {
+            Ok(json) => {
+                out.insert(k.to_owned(), ParameterValue::new(json));
+            }
+            Err(reason) => problems.push(format!("-p {k}: {reason}")),
+        }
+    }
+    if !problems.is_empty() {
+        bail!("bad parameters:\n  {}", problems.join("\n  "));
+    }
+    Ok(out)
+}
+
+async fn set_power(client: &Client, args: &PowerArgs, state: PowerState, format: Format) -> anyhow::Result<()> {
+    let vm = client.find_vm(&args.vm).await?;
+    let patch = PatchVirtualMachine {
+        metadata: Some(MetadataInput { name: None, version: Some(vm.metadata.version) }),
+        spec: vmaas_model::vm::SpecPatch { state: Some(state), ..Default::default() },
+        ..Default::default()
+    };
+    let mut vm = client.patch_vm(&vm.id, &patch).await?;
+    if args.wait {
+        let target = if state == PowerState::Started { WaitFor::Ready } else { WaitFor::Stopped };
+        if let Some(v) = wait(client, &vm, target, args.timeout).await? {
+            vm = v;
+        }
+    }
+    output::vm(format, &vm)
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let cfg_path = cli.config.clone().unwrap_or_else(config::default_path);
+    let format = cli.output;
+    if let Command::Completions { shell } = cli.command {
+        clap_complete::generate(shell, &mut Cli::command(), "vmaas", &mut std::io::stdout());
+        return Ok(());
+    }
+    if let Command::Login { server } = &cli.command {
+        let mut file = config::load(&cfg_path)?;
+        if let Some(e) = server.clone().or(cli.endpoint.clone()) {
+            file.endpoint = Some(e);
+        }
+        if let Some(t) = cli.token.clone() {
+            file.token = Some(t);
+        }
+        config::save(&cfg_path, &file)?;
+        eprintln!("saved {}", cfg_path.display());
+        return Ok(());
+    }
+    let (endpoint, token) = config::resolve(cli.endpoint, cli.token, &cfg_path)?;
+    let client = Client::new(&endpoint, token)?;
+    match cli.command {
+        Command::Completions { .. } | Command::Login { .. } => unreachable!("handled above"),
+        Command::Template(cmd) => match cmd {
+            TemplateCmd::List => {
+                let ts = client.all_templates().await?;
+                output::templates(format, &ts, ts.len() as u64)
+            }
+            TemplateCmd::Get { id } => output::template(format, &client.get_template(&id).await?),
+            TemplateCmd::Create { file } => output::template(format, &client.create_template(&read_template_file(&file)?).await?),
+            TemplateCmd::Update { file } => {
+                let t = read_template_file(&file)?;
+                output::template(format, &client.update_template(&t).await?)
+            }
+            TemplateCmd::Delete { id } => {
+                client.delete_template(&id).await?;
+                eprintln!("template {id:?} deleted");
+                Ok(())
+            }
+            TemplateCmd::Sync { dir, no_prune, dry_run } => {
+                let r = sync::sync(&client, &dir, !no_prune, dry_run).await?;
+                if format == Format::Table {
+                    let verb = if dry_run { "would be " } else { "" };
+                    for (what, ids) in [("created", &r.created), ("updated", &r.updated), ("deleted", &r.deleted), ("unchanged", &r.unchanged), ("kept (in use)", &r.kept)] {
+                        if !ids.is_empty() {
+                            println!("{verb}{what}: {}", ids.join(", "));
+                        }
+                    }
+                    Ok(())
+                } else {
+                    output::structured(format, &r)
+                }
+            }
+        },
+        Command::Vm(cmd) => match cmd {
+            VmCmd::Create { name, template, params, stopped, wait: do_wait, timeout } => {
+                let template_parameters = typed_params(&client, &template, &params).await?;
+                let req = CreateVirtualMachine {
+                    type_url: None,
+                    id: None,
+                    metadata: Some(MetadataInput { name: Some(name), version: None }),
+                    spec: VirtualMachineSpec { template, template_parameters, state: if stopped { PowerState::Stopped } else { PowerState::Started } },
+                    status: None,
+                };
+                let mut vm = client.create_vm(&req).await?;
+                if do_wait {
+                    let target = if stopped { WaitFor::Stopped } else { WaitFor::Ready };
+                    if let Some(v) = wait(&client, &vm, target, timeout).await? {
+                        vm = v;
+                    }
+                }
+                output::vm(format, &vm)
+            }
+            VmCmd::List { state, name, offset, limit } => {
+                let page = client.list_vms(&VmQuery { name, state, offset, limit }).await?;
+                output::vms(format, &page.items, page.total)
+            }
+            VmCmd::Get { vm } => output::vm(format, &client.find_vm(&vm).await?),
+            VmCmd::Start(args) => set_power(&client, &args, PowerState::Started, format).await,
+            VmCmd::Stop(args) => set_power(&client, &args, PowerState::Stopped, format).await,
+            VmCmd::Delete { vm, wait: do_wait, timeout } => {
+                let vm = client.find_vm(&vm).await?;
+                let deleting = client.delete_vm(&vm.id).await?;
+                if do_wait {
+                    wait(&client, &deleting, WaitFor::Deleted, timeout).await?;
+                    eprintln!("virtual machine {:?} deleted", vm.metadata.name);
+                    Ok(())
+                } else {
+                    output::vm(format, &deleting)
+                }
+            }
+            VmCmd::Wait { vm, target, timeout } => {
+                let vm = client.find_vm(&vm).await?;
+                let target = match target {
+                    WaitTarget::Ready => WaitFor::Ready,
+                    WaitTarget::Stopped => WaitFor::Stopped,
+                    WaitTarget::Deleted => WaitFor::Deleted,
+                };
+                match wait(&client, &vm, target, timeout).await? {
+                    Some(vm) => output::vm(format, &vm),
+                    None => {
+                        eprintln!("virtual machine {:?} deleted", vm.metadata.name);
+                        Ok(())
+                    }
+                }
+            }
+        },
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = rt.block_on(run(cli)) {
+        eprintln!("error: {e:#}");
+        if let Some(vmaas_client::Error::Api { details, .. }) = e.downcast_ref::<vmaas_client::Error>() {
+            for d in details {
+                eprintln!("  {}: {}", d.field, d.reason);
+            }
+        }
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,336 @@
+//! # vmaas-client
+//!
+//! A typed client for the fulfillment API, shared by the CLI, the Terraform
+//! provider, the end-to-end tests and the benchmarks.
+//!
+//! - [`Client`]: one method per API operation, plus [`Client::find_vm`]
+//!   (by name or id) and [`Client::wait_vm`] (poll until a state).
+//! - [`Error`]: the API's `{code, message, details}` errors, kept intact.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use vmaas_model::{
+    ConditionStatus, ConditionType, CreateVirtualMachine, Envelope, FieldError, Page, PatchVirtualMachine, VirtualMachine,
+    VirtualMachineTemplate, VmState,
+};
+
+/// Prefix of every API route.
+pub const PREFIX: &str = "/api/fulfillment/v1";
+
+/// What went wrong calling the API.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The server answered with an error.
+    #[error("{message} (HTTP {status})")]
+    Api {
+        /// HTTP status.
+        status: u16,
+        /// gRPC code number.
+        code: u8,
+        /// The server's message.
+        message: String,
+        /// One entry per bad field.
+        details: Vec<FieldError>,
+    },
+    /// The server could not be reached, or the transfer failed.
+    #[error("cannot reach the vmaas server at {endpoint}: {source}")]
+    Transport {
+        /// The endpoint.
+        endpoint: String,
+        /// The cause.
+        source: reqwest::Error,
+    },
+    /// The answer was not what the API promises.
+    #[error("unexpected answer from the server: {0}")]
+    Decode(String),
+    /// A wait ran out of time.
+    #[error("timed out after {waited:?} waiting for {what}; last seen: {last}")]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// How long.
+        waited: Duration,
+        /// The last state and condition seen.
+        last: String,
+    },
+    /// A wait ended in a state that cannot lead where it was going.
+    #[error("{what}: the VM is FAILED: {reason}")]
+    Failed {
+        /// What was awaited.
+        what: String,
+        /// The FAILED condition's reason and message.
+        reason: String,
+    },
+    /// A bad argument to the client itself (e.g. an unparsable endpoint).
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl Error {
+    /// The HTTP status of an API error.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a 404.
+    pub fn is_not_found(&self) -> bool {
+        self.status() == Some(404)
+    }
+}
+
+/// What a wait waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitFor {
+    /// READY.
+    Ready,
+    /// STOPPED.
+    Stopped,
+    /// Gone (404).
+    Deleted,
+}
+
+/// Filters of a VM list.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct VmQuery {
+    /// Exact name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// State, e.g. `READY`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Items to skip.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// Items to return.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+}
+
+/// A client of one server, with one token.
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    endpoint: String,
+    token: Option<String>,
+}
+
+/// A one-line summary of a VM's status: `PROGRESSING (Booting: the guest is booting)`.
+pub fn describe_status(vm: &VirtualMachine) -> String {
+    let s = &vm.status;
+    let interesting = [ConditionType::Failed, ConditionType::Progressing, ConditionType::Degraded]
+        .into_iter()
+        .filter_map(|k| s.condition(k))
+        .find(|c| c.status == ConditionStatus::True);
+    match interesting {
+        Some(c) => format!("{} ({}: {})", s.state.short(), c.reason.as_deref().unwrap_or("-"), c.message),
+        None => s.state.short().to_owned(),
+    }
+}
+
+impl Client {
+    /// A client of `endpoint` (e.g. `http://127.0.0.1:8000`) sending `token`.
+    pub fn new(endpoint: &str, token: Option<String>) -> Result<Self, Error> {
+        let endpoint = endpoint.trim_end_matches('/').to_owned();
+        if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+            return Err(Error::Usage(format!("endpoint {endpoint:?} must start with http:// or https://")));
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(60))
+            .user_agent(concat!("vmaas-client/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| Error::Usage(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self { http, endpoint, token })
+    }
+
+    /// The endpoint.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    async fn call<B: Serialize, T: DeserializeOwned>(&self, method: Method, path: &str, query: Option<&VmQuery>, body: Option<&B>) -> Result<Option<T>, Error> {
+        let url = format!("{}{}{}", self.endpoint, PREFIX, path);
+        let mut req = self.http.request(method, &url);
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(q) = query {
+            req = req.query(q);
+        }
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let transport = |source| Error::Transport { endpoint: self.endpoint.clone(), source };
+        let resp = req.send().await.map_err(transport)?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(transport)?;
+        if status.is_success() {
+            if status == StatusCode::NO_CONTENT || bytes.is_empty() {
+                return Ok(None);
+            }
+            return serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::Decode(format!("{url}: {e}")));
+        }
+        #[derive(serde::Deserialize)]
+        struct Body {
+            code: u8,
+            message: String,
+            #[serde(default)]
+            details: Vec<FieldError>,
+        }
+        match serde_json::from_slice::<Body>(&bytes) {
+            Ok(b) => Err(Error::Api { status: status.as_u16(), code: b.code, message: b.message, details: b.details }),
+            Err(_) => Err(Error::Api { status: status.as_u16(), code: 2, message: String::from_utf8_lossy(&bytes).into_owned(), details: vec![] }),
+        }
+    }
+
+    async fn object<B: Serialize, T: DeserializeOwned>(&self, method: Method, path: &str, body: Option<&B>) -> Result<T, Error> {
+        self.call::<B, Envelope<T>>(method, path, None, body)
+            .await?
+            .map(|e| e.object)
+            .ok_or_else(|| Error::Decode(format!("{path}: empty body")))
+    }
+
+    // ---- templates ----
+
+    /// A page of templates.
+    pub async fn list_templates(&self, offset: u64, limit: u64) -> Result<Page<VirtualMachineTemplate>, Error> {
+        let q = VmQuery { offset: Some(offset), limit: Some(limit), ..Default::default() };
+        self.call::<(), _>(Method::GET, "/virtual_machine_templates", Some(&q), None).await?.ok_or_else(|| Error::Decode("empty list".into()))
+    }
+
+    /// Every template, over as many pages as it takes.
+    pub async fn all_templates(&self) -> Result<Vec<VirtualMachineTemplate>, Error> {
+        let mut out = Vec::new();
+        loop {
+            let page = self.list_templates(out.len() as u64, 1000).await?;
+            let done = page.items.is_empty() || out.len() as u64 + page.size >= page.total;
+            out.extend(page.items);
+            if done {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// One template.
+    pub async fn get_template(&self, id: &str) -> Result<VirtualMachineTemplate, Error> {
+        self.object::<(), _>(Method::GET, &format!("/virtual_machine_templates/{id}"), None).await
+    }
+
+    /// Publishes a template (administrators).
+    pub async fn create_template(&self, t: &VirtualMachineTemplate) -> Result<VirtualMachineTemplate, Error> {
+        self.object(Method::POST, "/virtual_machine_templates", Some(&Envelope { object: t })).await
+    }
+
+    /// Replaces a template (administrators).
+    pub async fn update_template(&self, t: &VirtualMachineTemplate) -> Result<VirtualMachineTemplate, Error> {
+        self.object(Method::PUT, &format!("/virtual_machine_templates/{}", t.id), Some(&Envelope { object: t })).await
+    }
+
+    /// Removes a template (administrators).
+    pub async fn delete_template(&self, id: &str) -> Result<(), Error> {
+        self.call::<(), serde_json::Value>(Method::DELETE, &format!("/virtual_machine_templates/{id}"), None, None).await.map(|_| ())
+    }
+
+    // ---- virtual machines ----
+
+    /// A page of VMs.
+    pub async fn list_vms(&self, q: &VmQuery) -> Result<Page<VirtualMachine>, Error> {
+        self.call::<(), _>(Method::GET, "/virtual_machines", Some(q), None).await?.ok_or_else(|| Error::Decode("empty list".into()))
+    }
+
+    /// One VM by id.
+    pub async fn get_vm(&self, id: &str) -> Result<VirtualMachine, Error> {
+        self.object::<(), _>(Method::GET, &format!("/virtual_machines/{id}"), None).await
+    }
+
+    /// One VM by id (a UUID) or by name.
+    pub async fn find_vm(&self, name_or_id: &str) -> Result<VirtualMachine, Error> {
+        if uuid::Uuid::parse_str(name_or_id).is_ok() {
+            return self.get_vm(name_or_id).await;
+        }
+        let page = self.list_vms(&VmQuery { name: Some(name_or_id.to_owned()), ..Default::default() }).await?;
+        page.items.into_iter().next().ok_or_else(|| Error::Api {
+            status: 404,
+            code: 5,
+            message: format!("virtual machine {name_or_id:?} not found"),
+            details: vec![],
+        })
+    }
+
+    /// Creates a VM.
+    pub async fn create_vm(&self, vm: &CreateVirtualMachine) -> Result<VirtualMachine, Error> {
+        self.object(Method::POST, "/virtual_machines", Some(&Envelope { object: vm })).await
+    }
+
+    /// Changes a VM's spec.
+    pub async fn patch_vm(&self, id: &str, patch: &PatchVirtualMachine) -> Result<VirtualMachine, Error> {
+        self.object(Method::PATCH, &format!("/virtual_machines/{id}"), Some(&Envelope { object: patch })).await
+    }
+
+    /// Starts deleting a VM.
+    pub async fn delete_vm(&self, id: &str) -> Result<VirtualMachine, Error> {
+        self.object::<(), _>(Method::DELETE, &format!("/virtual_machines/{id}"), None).await
+    }
+
+    /// Polls VM `id` every `every` until it reaches `target`, calling
+    /// `progress` on every change of its status line. Fails at once if the VM
+    /// is FAILED while waiting for READY, and after `timeout` otherwise.
+    pub async fn wait_vm(
+        &self,
+        id: &str,
+        target: WaitFor,
+        timeout: Duration,
+        every: Duration,
+        mut progress: impl FnMut(&VirtualMachine),
+    ) -> Result<Option<VirtualMachine>, Error> {
+        let started = Instant::now();
+        let what = match target {
+            WaitFor::Ready => format!("virtual machine {id} to be READY (running, with its guest answering its readiness probe)"),
+            WaitFor::Stopped => format!("virtual machine {id} to be STOPPED"),
+            WaitFor::Deleted => format!("virtual machine {id} to be deleted"),
+        };
+        let mut last_line = String::from("nothing yet");
+        loop {
+            match self.get_vm(id).await {
+                Ok(vm) => {
+                    let line = describe_status(&vm);
+                    if line != last_line {
+                        progress(&vm);
+                        last_line = line;
+                    }
+                    let st = vm.status.state;
+                    match (target, st) {
+                        (WaitFor::Ready, VmState::Ready) | (WaitFor::Stopped, VmState::Stopped) => return Ok(Some(vm)),
+                        (WaitFor::Ready | WaitFor::Stopped, VmState::Failed) => {
+                            let reason = vm
+                                .status
+                                .condition(ConditionType::Failed)
+                                .map(|c| format!("{}: {}", c.reason.as_deref().unwrap_or("-"), c.message))
+                                .unwrap_or_default();
+                            return Err(Error::Failed { what, reason });
+                        }
+                        (WaitFor::Ready | WaitFor::Stopped, VmState::Deleting) => {
+                            return Err(Error::Failed { what, reason: "the VM is being deleted".into() });
+                        }
+                        _ => {}
+                    }
+                }
+                Err(e) if e.is_not_found() && target == WaitFor::Deleted => return Ok(None),
+                Err(e) => return Err(e),
+            }
+            if started.elapsed() >= timeout {
+                return Err(Error::Timeout { what, waited: timeout, last: last_line });
+            }
+            tokio::time::sleep(every.min(timeout.saturating_sub(started.elapsed())).max(Duration::from_millis(10))).await;
+        }
+    }
+}

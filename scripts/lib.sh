@@ -1,0 +1,53 @@
+# Shared helpers for the project's scripts. Source it; do not run it.
+# shellcheck shell=bash
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CACHE=${VMAAS_CACHE:-$ROOT/.cache}
+# One build directory shared by every clone on this machine, so a fresh
+# clone (as in CI) does not rebuild the dependencies from scratch.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vmaas/target}
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+export DEBIAN_FRONTEND=noninteractive
+mkdir -p "$CACHE"
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"; else sudo -n "$@"; fi
+}
+
+APT_UPDATED=
+# apt_install PKG...: installs the Debian packages that are missing.
+apt_install() {
+    local missing=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    log "installing Debian packages: ${missing[*]}"
+    if [ -z "$APT_UPDATED" ]; then as_root apt-get update -qq >/dev/null; APT_UPDATED=1; fi
+    as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# free_port: prints a TCP port free on 127.0.0.1.
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# build_bins: builds every binary of the workspace (debug profile).
+build_bins() {
+    log "building (cargo, target dir $CARGO_TARGET_DIR)"
+    (cd "$ROOT" && cargo build --locked --workspace --bins)
+    BIN=$CARGO_TARGET_DIR/debug
+}
+
+# wait_http URL SECONDS: waits until URL answers 200.
+wait_http() {
+    local url=$1 secs=${2:-30} i
+    for ((i = 0; i < secs * 10; i++)); do
+        curl -fsS -o /dev/null "$url" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}

@@ -1,0 +1,238 @@
+//! Harness for end-to-end tests: starts the real `vmaas-server` binary on a
+//! fresh data directory and a fresh database (SQLite, or a new database on
+//! the PostgreSQL server named by `VMAAS_TEST_DATABASE_URL`), mints tokens
+//! with `vmaas-server token`, and runs the real `vmaas` CLI.
+//!
+//! Build the binaries first: `cargo build --bins` (the test script does).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::Value;
+use sqlx::Connection;
+
+/// Where cargo put the binaries of this build.
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    // target/<profile>/deps/<test> -> target/<profile>/<name>
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let p = dir.join(name);
+    assert!(p.exists(), "{} is missing: run `cargo build --bins` before the end-to-end tests", p.display());
+    p
+}
+
+/// Which database a test server uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Db {
+    /// SQLite in the data directory.
+    Sqlite,
+    /// A new database on the test PostgreSQL server.
+    Postgres,
+}
+
+/// The PostgreSQL server to test against, if any. With
+/// `VMAAS_REQUIRE_POSTGRES=1` its absence fails the test instead of skipping it.
+pub fn postgres_url() -> Option<String> {
+    match std::env::var("VMAAS_TEST_DATABASE_URL") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ => {
+            assert!(std::env::var("VMAAS_REQUIRE_POSTGRES").as_deref() != Ok("1"), "VMAAS_REQUIRE_POSTGRES=1 but VMAAS_TEST_DATABASE_URL is not set");
+            eprintln!("skipping: VMAAS_TEST_DATABASE_URL is not set");
+            None
+        }
+    }
+}
+
+/// Creates a fresh database on the test server and returns its URL.
+pub async fn fresh_postgres_db(base: &str) -> String {
+    let name = format!("vmaas_test_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::postgres::PgConnection::connect(base).await.expect("connect to the test PostgreSQL");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.expect("create database");
+    let (prefix, _) = base.rsplit_once('/').expect("database URL has a path");
+    format!("{prefix}/{name}")
+}
+
+/// A running `vmaas-server`.
+pub struct Server {
+    child: Option<Child>,
+    /// Its data directory.
+    pub data_dir: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+    /// `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+    /// The database URL, for PostgreSQL.
+    pub database_url: Option<String>,
+    extra: Vec<String>,
+    http: reqwest::Client,
+}
+
+impl Server {
+    /// Starts a server with a new data directory on `db`, or `None` when PostgreSQL is not available.
+    pub async fn start(db: Db) -> Option<Self> {
+        Self::start_with(db, &[]).await
+    }
+
+    /// Same, with extra command-line arguments.
+    pub async fn start_with(db: Db, extra: &[&str]) -> Option<Self> {
+        let database_url = match db {
+            Db::Sqlite => None,
+            Db::Postgres => Some(fresh_postgres_db(&postgres_url()?).await),
+        };
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut s = Self {
+            child: None,
+            data_dir: tmp.path().to_owned(),
+            _tmp: Some(tmp),
+            endpoint: String::new(),
+            database_url,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            http: reqwest::Client::new(),
+        };
+        s.launch().await;
+        Some(s)
+    }
+
+    /// A second replica: same database, same signing key, its own data directory.
+    pub async fn replica_of(other: &Server) -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let key = other.data_dir.join("jwt-hs256.key");
+        let mut s = Self {
+            child: None,
+            data_dir: tmp.path().to_owned(),
+            _tmp: Some(tmp),
+            endpoint: String::new(),
+            database_url: other.database_url.clone(),
+            extra: vec!["--jwt-key-file".into(), key.display().to_string()],
+            http: reqwest::Client::new(),
+        };
+        s.launch().await;
+        s
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.data_dir.join("server.log")
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    async fn launch(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path()).expect("log file");
+        let start_len = log.metadata().map(|m| m.len()).unwrap_or(0) as usize;
+        let mut cmd = Command::new(bin("vmaas-server"));
+        cmd.arg("--listen").arg("127.0.0.1:0").arg("--data-dir").arg(&self.data_dir).arg("--reconcile-interval").arg("200ms");
+        if let Some(u) = &self.database_url {
+            cmd.arg("--database-url").arg(u);
+        }
+        cmd.args(&self.extra);
+        cmd.env("VMAAS_LOG", "info,tower_http=warn").stdout(Stdio::null()).stderr(log);
+        self.child = Some(cmd.spawn().expect("spawn vmaas-server"));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let text = self.log();
+            if let Some(line) = text[start_len.min(text.len())..].lines().find(|l| l.contains("vmaas-server ready")) {
+                let addr = line.split("listen=").nth(1).and_then(|r| r.split_whitespace().next()).expect("listen= in the ready line");
+                self.endpoint = format!("http://{addr}");
+                return;
+            }
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("vmaas-server exited with {status} before it was ready:\n{text}");
+            }
+            assert!(Instant::now() < deadline, "vmaas-server not ready in 30s:\n{text}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Stops the server (SIGTERM, then SIGKILL after 10 s).
+    pub async fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while c.try_wait().ok().flatten().is_none() {
+                if Instant::now() > deadline {
+                    let _ = c.kill();
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let _ = c.wait();
+        }
+    }
+
+    /// Stops and starts the server on the same data directory and database.
+    pub async fn restart(&mut self) {
+        self.stop().await;
+        self.launch().await;
+    }
+
+    /// A token from `vmaas-server token`.
+    pub fn token(&self, tenant: &str, admin: bool) -> String {
+        let mut cmd = Command::new(bin("vmaas-server"));
+        cmd.arg("token").arg("--tenant").arg(tenant).arg("--data-dir").arg(&self.data_dir);
+        if admin {
+            cmd.arg("--admin");
+        }
+        let out = cmd.output().expect("run vmaas-server token");
+        assert!(out.status.success(), "token: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).expect("utf8").trim().to_owned()
+    }
+
+    /// A typed client with `token`.
+    pub fn client(&self, token: &str) -> vmaas_client::Client {
+        vmaas_client::Client::new(&self.endpoint, Some(token.to_owned())).expect("client")
+    }
+
+    /// A raw request: `(status, JSON body or Null)`.
+    pub async fn raw(&self, method: Method, path: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
+        let mut req = self.http.request(method, format!("{}{path}", self.endpoint));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.expect("request");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.expect("body");
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    /// Runs the `vmaas` CLI against this server with `token`.
+    pub fn cli(&self, token: &str, args: &[&str]) -> Output {
+        Command::new(bin("vmaas"))
+            .args(args)
+            .env("VMAAS_ENDPOINT", &self.endpoint)
+            .env("VMAAS_TOKEN", token)
+            .env("VMAAS_CONFIG", self.data_dir.join("cli-config.yaml"))
+            .output()
+            .expect("run vmaas")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Runs an async test body once on SQLite and once on PostgreSQL.
+#[macro_export]
+macro_rules! on_both_databases {
+    ($(#[$m:meta])* async fn $name:ident($db:ident: Db) $body:block) => {
+        mod $name {
+            use super::*;
+            async fn run($db: Db) $body
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() { run(Db::Sqlite).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() { if $crate::postgres_url().is_some() { run(Db::Postgres).await } }
+        }
+    };
+}

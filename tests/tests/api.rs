@@ -1,0 +1,404 @@
+//! The API, served by the real `vmaas-server` binary, on SQLite and on PostgreSQL.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use vmaas_tests::{Db, Server, on_both_databases};
+
+const V1: &str = "/api/fulfillment/v1";
+
+fn seed_template() -> Value {
+    json!({
+      "object": {
+        "id": "simple_vm",
+        "title": "Simple VM Template",
+        "description": "This template provisions a virtual machine. CPU, memory, and boot volume size is configurable",
+        "parameters": [
+          { "name": "vm_cpu_cores", "default": { "value": 2 } },
+          { "name": "vm_memory", "default": { "value": "2Gi" } },
+          { "name": "vm_disk_size", "default": { "value": "20Gi" } }
+        ]
+      }
+    })
+}
+
+fn seed_vm(name: &str) -> Value {
+    json!({
+      "object": {
+        "id": name,
+        "spec": {
+          "state": "started",
+          "template": "simple_vm",
+          "template_parameters": {
+            "vm_cpu_cores": { "value": 4 },
+            "vm_disk_size": { "value": "30Gi" },
+            "vm_memory": { "value": "4Gi" }
+          }
+        }
+      }
+    })
+}
+
+async fn publish_seed(s: &Server, admin: &str) {
+    let (st, body) = s.raw(Method::POST, &format!("{V1}/virtual_machine_templates"), Some(admin), Some(seed_template())).await;
+    assert_eq!(st, 201, "{body}");
+}
+
+on_both_databases! {
+    async fn seed_examples_work_as_written(db: Db) {
+        let Some(s) = Server::start(db).await else { return };
+        let admin = s.token("ops", true);
+        let guest = s.token("guest", false);
+        let (st, t) = s.raw(Method::POST, &format!("{V1}/virtual_machine_templates"), Some(&admin), Some(seed_template())).await;
+        assert_eq!(st, 201, "{t}");
+        assert_eq!(t["object"]["id"], "simple_vm");
+        assert_eq!(t["object"]["parameters"][1]["default"]["value"], "2Gi");
+
+        let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&guest), Some(seed_vm("myvm"))).await;
+        assert_eq!(st, 201, "{vm}");
+        let o = &vm["object"];
+        assert_eq!(o["@type"], "type.googleapis.com/fulfillment.v1.VirtualMachine");
+        let id = o["id"].as_str().unwrap();
+        assert!(uuid::Uuid::parse_str(id).is_ok(), "id {id} is a UUID");
+        assert_eq!(o["metadata"]["name"], "myvm");
+        assert_eq!(o["metadata"]["tenant"], "guest");
+        assert_eq!(o["metadata"]["creators"], json!(["guest"]));
+        assert!(o["metadata"]["creation_timestamp"].as_str().unwrap().ends_with('Z'));
+        assert_eq!(o["spec"]["template_parameters"]["vm_memory"]["value"], "4Gi");
+        assert_eq!(o["spec"]["template_parameters"]["vm_cpu_cores"]["value"], 4);
+        let types: Vec<&str> = o["status"]["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
+        assert_eq!(types, [
+            "VIRTUAL_MACHINE_CONDITION_TYPE_PROGRESSING",
+            "VIRTUAL_MACHINE_CONDITION_TYPE_READY",
+            "VIRTUAL_MACHINE_CONDITION_TYPE_FAILED",
+            "VIRTUAL_MACHINE_CONDITION_TYPE_DEGRADED",
+        ]);
+        assert_eq!(o["status"]["state"], "VIRTUAL_MACHINE_STATE_PROGRESSING");
+
+        let (st, got) = s.raw(Method::GET, &format!("{V1}/virtual_machines/{id}"), Some(&guest), None).await;
+        assert_eq!(st, 200);
+        assert_eq!(got["object"]["spec"], o["spec"]);
+        // The none backend reports why nothing runs.
+        let mut reason = Value::Null;
+        for _ in 0..50 {
+            let (_, got) = s.raw(Method::GET, &format!("{V1}/virtual_machines/{id}"), Some(&guest), None).await;
+            reason = got["object"]["status"]["conditions"][0]["reason"].clone();
+            if reason == "NoBackend" { break }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert_eq!(reason, "NoBackend");
+    }
+}
+
+on_both_databases! {
+    async fn tenants_never_see_each_other(db: Db) {
+        let Some(s) = Server::start(db).await else { return };
+        let admin = s.token("ops", true);
+        let a = s.token("acme", false);
+        let b = s.token("globex", false);
+        publish_seed(&s, &admin).await;
+        let (_, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&a), Some(seed_vm("web"))).await;
+        let id = vm["object"]["id"].as_str().unwrap().to_owned();
+        // Same name in another tenant is fine.
+        let (st, _) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&b), Some(seed_vm("web"))).await;
+        assert_eq!(st, 201);
+
+        for (method, body) in [(Method::GET, None), (Method::PATCH, Some(json!({"object": {"spec": {"state": "stopped"}}}))), (Method::DELETE, None)] {
+            let (st, err) = s.raw(method.clone(), &format!("{V1}/virtual_machines/{id}"), Some(&b), body).await;
+            assert_eq!(st, 404, "{method} {err}");
+            assert_eq!(err["code"], 5);
+            assert_eq!(err["message"], format!("virtual machine \"{id}\" not found"));
+        }
+        // A missing id gets the very same answer.
+        let missing = uuid::Uuid::new_v4();
+        let (st, err) = s.raw(Method::GET, &format!("{V1}/virtual_machines/{missing}"), Some(&b), None).await;
+        assert_eq!(st, 404);
+        assert_eq!(err["message"], format!("virtual machine \"{missing}\" not found"));
+
+        let (_, list_b) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&b), None).await;
+        assert_eq!(list_b["total"], 1);
+        assert_eq!(list_b["items"][0]["metadata"]["tenant"], "globex");
+        let (_, list_admin) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&admin), None).await;
+        assert_eq!(list_admin["total"], 2);
+        // The owner still has it, untouched.
+        let (st, mine) = s.raw(Method::GET, &format!("{V1}/virtual_machines/{id}"), Some(&a), None).await;
+        assert_eq!(st, 200);
+        assert_eq!(mine["object"]["spec"]["state"], "started");
+        assert!(mine["object"]["metadata"].get("deletion_timestamp").is_none());
+    }
+}
+
+on_both_databases! {
+    async fn authentication_and_roles(db: Db) {
+        let Some(s) = Server::start(db).await else { return };
+        let tenant = s.token("acme", false);
+        let (st, err) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), None, None).await;
+        assert_eq!(st, 401);
+        assert_eq!(err["code"], 16);
+        assert!(err["message"].as_str().unwrap().contains("missing Authorization header"), "{err}");
+        let (st, err) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some("not.a.jwt"), None).await;
+        assert_eq!(st, 401);
+        assert!(err["message"].as_str().unwrap().contains("invalid bearer token"), "{err}");
+        // A token signed by another server's key.
+        let Some(other) = Server::start(Db::Sqlite).await else { return };
+        let foreign = other.token("acme", true);
+        let (st, err) = s.raw(Method::GET, &format!("{V1}/virtual_machine_templates"), Some(&foreign), None).await;
+        assert_eq!(st, 401);
+        assert!(err["message"].as_str().unwrap().contains("signature"), "{err}");
+
+        for (method, path) in [
+            (Method::POST, format!("{V1}/virtual_machine_templates")),
+            (Method::PUT, format!("{V1}/virtual_machine_templates/simple_vm")),
+            (Method::DELETE, format!("{V1}/virtual_machine_templates/simple_vm")),
+        ] {
+            let (st, err) = s.raw(method.clone(), &path, Some(&tenant), Some(seed_template())).await;
+            assert_eq!(st, 403, "{method} {path}: {err}");
+            assert_eq!(err["code"], 7);
+        }
+        let (st, list) = s.raw(Method::GET, &format!("{V1}/virtual_machine_templates"), Some(&tenant), None).await;
+        assert_eq!(st, 200);
+        assert_eq!(list["total"], 0);
+    }
+}
+
+on_both_databases! {
+    async fn conflicts(db: Db) {
+        let Some(s) = Server::start(db).await else { return };
+        let admin = s.token("ops", true);
+        let t = s.token("acme", false);
+        publish_seed(&s, &admin).await;
+        let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machine_templates"), Some(&admin), Some(seed_template())).await;
+        assert_eq!((st, err["code"].clone()), (409, json!(6)));
+
+        let (_, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed_vm("db"))).await;
+        let id = vm["object"]["id"].as_str().unwrap().to_owned();
+        let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed_vm("db"))).await;
+        assert_eq!(st, 409);
+        assert_eq!(err["code"], 6);
+        assert_eq!(err["message"], "a virtual machine named \"db\" already exists");
+
+        // Optimistic concurrency on metadata.version.
+        let patch = |v: i64, state: &str| json!({"object": {"metadata": {"version": v}, "spec": {"state": state}}});
+        let (st, p1) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(patch(1, "stopped"))).await;
+        assert_eq!(st, 200, "{p1}");
+        assert_eq!(p1["object"]["metadata"]["version"], 2);
+        assert_eq!(p1["object"]["spec"]["state"], "stopped");
+        let (st, err) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(patch(1, "started"))).await;
+        assert_eq!(st, 409, "{err}");
+        assert_eq!(err["code"], 10);
+        assert!(err["message"].as_str().unwrap().contains("version 1 is not current (it is 2)"), "{err}");
+        // The losing update changed nothing.
+        let (_, now) = s.raw(Method::GET, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await;
+        assert_eq!(now["object"]["spec"]["state"], "stopped");
+        // Parameters change through PATCH and are re-validated.
+        let (st, err) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t),
+            Some(json!({"object": {"spec": {"template_parameters": {"vm_memory": {"value": "lots"}}}}}))).await;
+        assert_eq!(st, 400, "{err}");
+        assert_eq!(err["details"][0]["field"], "object.spec.template_parameters.vm_memory.value");
+        let (st, err) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t),
+            Some(json!({"object": {"spec": {"template": "other"}}}))).await;
+        assert_eq!(st, 400, "{err}");
+        assert_eq!(err["details"][0]["field"], "object.spec.template");
+
+        // A template in use cannot be deleted.
+        let (st, err) = s.raw(Method::DELETE, &format!("{V1}/virtual_machine_templates/simple_vm"), Some(&admin), None).await;
+        assert_eq!(st, 409, "{err}");
+        assert_eq!(err["code"], 9);
+        assert!(err["message"].as_str().unwrap().contains("used by 1 virtual machine"), "{err}");
+        // Stale template update.
+        let mut upd = seed_template();
+        upd["object"]["title"] = json!("Renamed");
+        upd["object"]["metadata"] = json!({"version": 1});
+        let (st, ok) = s.raw(Method::PUT, &format!("{V1}/virtual_machine_templates/simple_vm"), Some(&admin), Some(upd.clone())).await;
+        assert_eq!(st, 200, "{ok}");
+        assert_eq!(ok["object"]["metadata"]["version"], 2);
+        let (st, err) = s.raw(Method::PUT, &format!("{V1}/virtual_machine_templates/simple_vm"), Some(&admin), Some(upd)).await;
+        assert_eq!((st, err["code"].clone()), (409, json!(10)));
+    }
+}
+
+on_both_databases! {
+    async fn validation_errors_name_every_field(db: Db) {
+        let Some(s) = Server::start(db).await else { return };
+        let admin = s.token("ops", true);
+        let t = s.token("acme", false);
+        publish_seed(&s, &admin).await;
+        let bad = json!({"object": {"id": "Bad_Name", "spec": {"template": "simple_vm", "template_parameters": {
+            "vm_cpu_cores": {"value": "4"}, "vm_memory": {"value": "4GB"}, "vm_gpu": {"value": 1}}}}});
+        let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(bad)).await;
+        assert_eq!(st, 400);
+        assert_eq!(err["code"], 3);
+        assert_eq!(err["details"], json!([
+            {"field": "object.id", "reason": "\"Bad_Name\" must contain only lowercase letters, digits and '-'"},
+            {"field": "object.spec.template_parameters.vm_cpu_cores.value", "reason": "expected an integer, got the string \"4\""},
+            {"field": "object.spec.template_parameters.vm_gpu", "reason": "unknown parameter \"vm_gpu\"; valid parameters are: vm_cpu_cores, vm_disk_size, vm_memory"},
+            {"field": "object.spec.template_parameters.vm_memory.value", "reason": "\"4GB\" has an unknown suffix \"GB\": use one of Ki, Mi, Gi, Ti, Pi, Ei, n, u, m, k, M, G, T, P, E"},
+        ]));
+        let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t),
+            Some(json!({"object": {"id": "x", "spec": {"template": "nope"}}}))).await;
+        assert_eq!(st, 400);
+        assert_eq!(err["details"][0]["field"], "object.spec.template");
+        assert!(err["details"][0]["reason"].as_str().unwrap().contains("template \"nope\" does not exist"));
+        let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t),
+            Some(json!({"object": {"id": "x", "spec": {"template": "simple_vm", "state": "paused"}}}))).await;
+        assert_eq!(st, 400);
+        assert_eq!(err["details"][0]["field"], "object.spec.state");
+        assert!(err["details"][0]["reason"].as_str().unwrap().contains("unknown variant `paused`"), "{err}");
+        let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(json!({"object": {"spec": {"template": "simple_vm"}}}))).await;
+        assert_eq!(st, 400);
+        assert_eq!(err["details"][0]["field"], "object.metadata.name");
+        // Not JSON at all.
+        let resp = reqwest::Client::new().post(format!("{}{V1}/virtual_machines", s.endpoint)).bearer_auth(&t).body("{oops").send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 400);
+        let err: Value = resp.json().await.unwrap();
+        assert!(err["details"][0]["reason"].as_str().unwrap().starts_with("is not valid JSON"), "{err}");
+        // Bad templates from an admin: every problem at once.
+        let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machine_templates"), Some(&admin), Some(json!({"object": {
+            "id": "t2", "parameters": [{"name": "vm_memory", "default": {"value": 3}}, {"name": "n", "type": "integer", "min": 5, "max": 1}]}}))).await;
+        assert_eq!(st, 400);
+        let fields: Vec<&str> = err["details"].as_array().unwrap().iter().map(|d| d["field"].as_str().unwrap()).collect();
+        assert_eq!(fields, ["object.parameters[1].min"]);
+        // Nothing was stored by any failed request.
+        let (_, list) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&t), None).await;
+        assert_eq!(list["total"], 0);
+    }
+}
+
+on_both_databases! {
+    async fn pagination_and_filters(db: Db) {
+        let Some(s) = Server::start(db).await else { return };
+        let admin = s.token("ops", true);
+        let t = s.token("acme", false);
+        publish_seed(&s, &admin).await;
+        for i in 0..25 {
+            let mut body = seed_vm(&format!("vm-{i:02}"));
+            if i % 5 == 0 { body["object"]["spec"]["state"] = json!("stopped"); }
+            let (st, _) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
+            assert_eq!(st, 201);
+        }
+        let mut names = Vec::new();
+        for (offset, size) in [(0, 10), (10, 10), (20, 5), (30, 0)] {
+            let (st, page) = s.raw(Method::GET, &format!("{V1}/virtual_machines?offset={offset}&limit=10"), Some(&t), None).await;
+            assert_eq!(st, 200);
+            assert_eq!(page["size"], size);
+            assert_eq!(page["total"], 25);
+            names.extend(page["items"].as_array().unwrap().iter().map(|v| v["metadata"]["name"].as_str().unwrap().to_owned()));
+        }
+        let want: Vec<String> = (0..25).map(|i| format!("vm-{i:02}")).collect();
+        assert_eq!(names, want, "every VM once, oldest first");
+        let (_, one) = s.raw(Method::GET, &format!("{V1}/virtual_machines?name=vm-07"), Some(&t), None).await;
+        assert_eq!((one["total"].clone(), one["items"][0]["metadata"]["name"].clone()), (json!(1), json!("vm-07")));
+        // Wait for the reconciler to mark the stopped ones STOPPED, then filter on state.
+        let mut stopped = json!(0);
+        for _ in 0..100 {
+            let (_, p) = s.raw(Method::GET, &format!("{V1}/virtual_machines?state=stopped"), Some(&t), None).await;
+            stopped = p["total"].clone();
+            if stopped == 5 { break }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert_eq!(stopped, 5);
+        let (_, p) = s.raw(Method::GET, &format!("{V1}/virtual_machines?state=VIRTUAL_MACHINE_STATE_PROGRESSING&limit=3"), Some(&t), None).await;
+        assert_eq!((p["total"].clone(), p["size"].clone()), (json!(20), json!(3)));
+        for (q, field) in [("limit=0", "limit"), ("limit=5000", "limit"), ("offset=-1", "offset"), ("state=sleepy", "state")] {
+            let (st, err) = s.raw(Method::GET, &format!("{V1}/virtual_machines?{q}"), Some(&t), None).await;
+            assert_eq!(st, 400, "{q}");
+            assert_eq!(err["details"][0]["field"], field, "{q}: {err}");
+        }
+    }
+}
+
+on_both_databases! {
+    async fn restart_loses_nothing(db: Db) {
+        let Some(mut s) = Server::start(db).await else { return };
+        let admin = s.token("ops", true);
+        let t = s.token("acme", false);
+        publish_seed(&s, &admin).await;
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let (_, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed_vm(&format!("keep-{i}")))).await;
+            ids.push(vm["object"]["id"].as_str().unwrap().to_owned());
+        }
+        let (_, before) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&t), None).await;
+        let old_endpoint = s.endpoint.clone();
+        s.restart().await;
+        assert_ne!(s.endpoint, "", "restarted on {} (was {old_endpoint})", s.endpoint);
+        // Old tokens still work: the key is in the data directory.
+        let (st, after) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&t), None).await;
+        assert_eq!(st, 200);
+        assert_eq!(after["total"], 3);
+        let spec = |v: &Value| v["items"].as_array().unwrap().iter().map(|i| (i["id"].clone(), i["spec"].clone(), i["metadata"]["creation_timestamp"].clone())).collect::<Vec<_>>();
+        assert_eq!(spec(&before), spec(&after));
+        let (st, tpl) = s.raw(Method::GET, &format!("{V1}/virtual_machine_templates/simple_vm"), Some(&t), None).await;
+        assert_eq!(st, 200);
+        assert_eq!(tpl["object"]["parameters"], seed_template()["object"]["parameters"]);
+        assert!(s.log().matches("vmaas-server ready").count() == 2);
+    }
+}
+
+on_both_databases! {
+    async fn delete_goes_through_deleting(db: Db) {
+        let Some(s) = Server::start(db).await else { return };
+        let admin = s.token("ops", true);
+        let t = s.token("acme", false);
+        publish_seed(&s, &admin).await;
+        let (_, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed_vm("gone"))).await;
+        let id = vm["object"]["id"].as_str().unwrap().to_owned();
+        let (st, d) = s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await;
+        assert_eq!(st, 202, "{d}");
+        assert_eq!(d["object"]["status"]["state"], "VIRTUAL_MACHINE_STATE_DELETING");
+        assert!(d["object"]["metadata"]["deletion_timestamp"].is_string());
+        let mut last = 0;
+        for _ in 0..100 {
+            let (st, _) = s.raw(Method::GET, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await;
+            last = st;
+            if st == 404 { break }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert_eq!(last, 404);
+        // The name is free again.
+        let (st, _) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed_vm("gone"))).await;
+        assert_eq!(st, 201);
+    }
+}
+
+#[tokio::test]
+async fn openapi_health_and_metrics() {
+    let s = Server::start(Db::Sqlite).await.unwrap();
+    let (st, doc) = s.raw(Method::GET, "/api/openapi.json", None, None).await;
+    assert_eq!(st, 200);
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    for p in ["/api/fulfillment/v1/virtual_machines", "/api/fulfillment/v1/virtual_machines/{id}", "/api/fulfillment/v1/virtual_machine_templates"] {
+        assert!(doc["paths"].get(p).is_some(), "{p} in the OpenAPI document");
+    }
+    assert!(doc["components"]["schemas"].get("VirtualMachine").is_some());
+    let (st, h) = s.raw(Method::GET, "/healthz", None, None).await;
+    assert_eq!(st, 200);
+    assert_eq!(h["status"], "ok");
+    assert_eq!(h["database"], "sqlite");
+    let t = s.token("acme", false);
+    let _ = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&t), None).await;
+    let text = reqwest::get(format!("{}/metrics", s.endpoint)).await.unwrap().text().await.unwrap();
+    assert!(text.contains(r#"vmaas_http_requests_total{method="GET",route="/api/fulfillment/v1/virtual_machines",status="200"} 1"#), "{text}");
+    let (st, err) = s.raw(Method::GET, "/api/fulfillment/v1/nothing", Some(&t), None).await;
+    assert_eq!((st, err["code"].clone()), (404, json!(12)));
+}
+
+/// Two replicas on one PostgreSQL: both serve the same state, one reconciles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_postgres() {
+    let Some(a) = Server::start(Db::Postgres).await else { return };
+    let b = Server::replica_of(&a).await;
+    let admin = a.token("ops", true);
+    let t = a.token("acme", false);
+    publish_seed(&a, &admin).await;
+    let (st, vm) = a.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed_vm("shared"))).await;
+    assert_eq!(st, 201);
+    let id = vm["object"]["id"].as_str().unwrap();
+    let (st, seen) = b.raw(Method::GET, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await;
+    assert_eq!(st, 200, "replica b serves what replica a stored: {seen}");
+    // A name taken through one replica is taken for the other.
+    let (st, _) = b.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed_vm("shared"))).await;
+    assert_eq!(st, 409);
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    let leaders = [&a, &b].iter().filter(|s| s.log().contains("reconciler lease acquired")).count();
+    assert_eq!(leaders, 1, "exactly one replica reconciles:\nA:\n{}\nB:\n{}", a.log(), b.log());
+}
