@@ -54,6 +54,9 @@ pub enum StartError {
     /// The database cannot be opened or migrated.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Another server uses the data directory's SQLite database.
+    #[error("another vmaas-server is using {0}: stop it, or give this one its own --data-dir")]
+    Locked(PathBuf),
     /// The address cannot be bound.
     #[error("listen on {addr}: {source}")]
     Listen {
@@ -69,19 +72,33 @@ pub struct App {
     /// Shared by every handler.
     pub state: AppState,
     config: Config,
+    /// Held while the server runs: the embedded database has one owner.
+    _lock: Option<std::fs::File>,
 }
 
 impl App {
     /// Opens the store (migrating it) and the keys.
     pub async fn open(config: Config, backend: Arc<dyn Backend>) -> Result<Self, StartError> {
         std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::DataDir { path: config.data_dir.clone(), source })?;
+        let mut lock = None;
         let store = match &config.database_url {
             Some(url) => Store::connect(url).await?,
-            None => Store::open_sqlite(&config.data_dir).await?,
+            None => {
+                let path = config.data_dir.join("vmaas.lock");
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(&path)
+                    .map_err(|source| StartError::DataDir { path: path.clone(), source })?;
+                file.try_lock().map_err(|_| StartError::Locked(config.data_dir.clone()))?;
+                lock = Some(file);
+                Store::open_sqlite(&config.data_dir).await?
+            }
         };
         let keys = Keys::load_or_create(&config.key_path())?;
         let state = AppState { store, keys, wake: Arc::new(Notify::new()), metrics: Arc::new(Metrics::new()), backend };
-        Ok(Self { state, config })
+        Ok(Self { state, config, _lock: lock })
     }
 
     /// The router, for serving or for in-process use.

@@ -1,7 +1,9 @@
 //! Bearer tokens: JWTs (HS256) signed by a key kept in the data directory,
 //! carrying `tenant` and `role` claims.
 
+use std::collections::HashMap;
 use std::fs;
+use std::sync::{Arc, RwLock};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -94,7 +96,13 @@ pub struct Keys {
     encoding: EncodingKey,
     decoding: DecodingKey,
     validation: Validation,
+    /// Tokens already verified, with their caller and expiry, so a client
+    /// that sends the same token again is not verified again.
+    verified: Arc<RwLock<HashMap<String, (Caller, u64)>>>,
 }
+
+/// Most tokens remembered as verified; the memory is cleared when full.
+const VERIFIED_CACHE: usize = 4096;
 
 impl Keys {
     /// Loads the key at `path`, creating it (32 random bytes, mode 0600) if absent.
@@ -137,7 +145,7 @@ impl Keys {
         validation.set_issuer(&[ISSUER]);
         validation.set_required_spec_claims(&["exp", "iss", "sub"]);
         validation.leeway = 30;
-        Self { encoding: EncodingKey::from_secret(secret), decoding: DecodingKey::from_secret(secret), validation }
+        Self { encoding: EncodingKey::from_secret(secret), decoding: DecodingKey::from_secret(secret), validation, verified: Default::default() }
     }
 
     /// Issues a token for `tenant` with `role`, valid for `ttl`.
@@ -149,6 +157,22 @@ impl Keys {
 
     /// Checks a token and returns its caller.
     pub fn verify(&self, token: &str) -> Result<Caller, ApiError> {
+        let now = jsonwebtoken::get_current_timestamp();
+        if let Some((caller, exp)) = self.verified.read().unwrap_or_else(|p| p.into_inner()).get(token) {
+            if now < exp.saturating_add(self.validation.leeway) {
+                return Ok(caller.clone());
+            }
+        }
+        let (caller, exp) = self.verify_signed(token)?;
+        let mut cache = self.verified.write().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= VERIFIED_CACHE {
+            cache.clear();
+        }
+        cache.insert(token.to_owned(), (caller.clone(), exp));
+        Ok(caller)
+    }
+
+    fn verify_signed(&self, token: &str) -> Result<(Caller, u64), ApiError> {
         let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation).map_err(|e| {
             use jsonwebtoken::errors::ErrorKind as K;
             let why = match e.kind() {
@@ -164,7 +188,7 @@ impl Keys {
         if c.tenant.is_empty() {
             return Err(ApiError::unauthenticated("invalid bearer token: the tenant claim is empty"));
         }
-        Ok(Caller { subject: c.sub, tenant: c.tenant, role: c.role })
+        Ok((Caller { subject: c.sub, tenant: c.tenant, role: c.role }, c.exp))
     }
 }
 

@@ -4,8 +4,9 @@
 //! `Any` driver. Objects are stored as JSON documents beside the columns that
 //! queries filter and sort on.
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
-use std::str::FromStr;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -178,10 +179,96 @@ pub struct VmFilter {
 }
 
 /// The store.
+///
+/// With SQLite, this process is the only one using the database file, so the
+/// store also keeps every object in memory: reads are served from memory,
+/// and writes go to SQLite first and then to memory, one at a time. With
+/// PostgreSQL, other replicas write too, so every read goes to the database.
 #[derive(Clone)]
 pub struct Store {
     pool: AnyPool,
     dialect: Dialect,
+    mem: Option<Arc<Mem>>,
+}
+
+/// The in-memory copy of an exclusively owned database.
+struct Mem {
+    /// Serialises writes, so memory is updated in the order the database was.
+    write: tokio::sync::Mutex<()>,
+    state: RwLock<MemState>,
+}
+
+/// A VM in memory, with its API representation serialised once per change.
+struct Cached {
+    rec: VmRecord,
+    json: Arc<str>,
+}
+
+#[derive(Default)]
+struct MemState {
+    vms: HashMap<String, Cached>,
+    /// (tenant, creation time, id): each tenant's VMs in list order.
+    by_tenant: BTreeSet<(String, String, String)>,
+    /// (creation time, id): every VM in list order.
+    by_time: BTreeSet<(String, String)>,
+    /// VMs per tenant.
+    counts: HashMap<String, u64>,
+    templates: BTreeMap<String, TemplateRecord>,
+}
+
+impl MemState {
+    fn put_vm(&mut self, vm: VmRecord) {
+        let created = ts(vm.created_at);
+        if self.by_time.insert((created.clone(), vm.id.clone())) {
+            *self.counts.entry(vm.tenant.clone()).or_default() += 1;
+        }
+        self.by_tenant.insert((vm.tenant.clone(), created, vm.id.clone()));
+        let json: Arc<str> = serde_json::to_string(&vm.to_api()).unwrap_or_default().into();
+        self.vms.insert(vm.id.clone(), Cached { rec: vm, json });
+    }
+
+    fn remove_vm(&mut self, id: &str) {
+        if let Some(c) = self.vms.remove(id) {
+            let created = ts(c.rec.created_at);
+            self.by_time.remove(&(created.clone(), c.rec.id.clone()));
+            self.by_tenant.remove(&(c.rec.tenant.clone(), created, c.rec.id));
+            if let Some(n) = self.counts.get_mut(&c.rec.tenant) {
+                *n = n.saturating_sub(1);
+            }
+        }
+    }
+
+    fn visible(&self, id: &str, scope: &Scope) -> Option<&Cached> {
+        self.vms.get(id).filter(|c| scope.tenant().is_none_or(|t| t == c.rec.tenant))
+    }
+
+    fn list<T>(&self, scope: &Scope, f: &VmFilter, pick: impl Fn(&Cached) -> T) -> (Vec<T>, u64) {
+        let ids: Box<dyn Iterator<Item = &String>> = match scope.tenant() {
+            Some(t) => Box::new(self.by_tenant.range((t.to_owned(), String::new(), String::new())..).take_while(move |k| k.0 == t).map(|k| &k.2)),
+            None => Box::new(self.by_time.iter().map(|k| &k.1)),
+        };
+        let vms = ids.filter_map(|id| self.vms.get(id));
+        let skip = usize::try_from(f.offset).unwrap_or(usize::MAX);
+        let take = usize::try_from(f.limit).unwrap_or(usize::MAX);
+        if f.name.is_none() && f.state.is_none() {
+            // No filter: the total is known without a scan.
+            let total = match scope.tenant() {
+                Some(t) => self.counts.get(t).copied().unwrap_or(0),
+                None => self.vms.len() as u64,
+            };
+            return (vms.skip(skip).take(take).map(pick).collect(), total);
+        }
+        let matches = |c: &&Cached| f.name.as_deref().is_none_or(|n| n == c.rec.name) && f.state.is_none_or(|st| st == c.rec.status.state);
+        let mut total = 0u64;
+        let mut items = Vec::new();
+        for c in vms.filter(matches) {
+            if total >= f.offset && items.len() < take {
+                items.push(pick(c));
+            }
+            total += 1;
+        }
+        (items, total)
+    }
 }
 
 fn ts(t: DateTime<Utc>) -> String {
@@ -259,7 +346,49 @@ impl Store {
             sqlx::query("PRAGMA journal_mode=WAL").execute(&pool).await?;
         }
         MIGRATOR.run(&pool).await?;
-        Ok(Self { pool, dialect })
+        let mut store = Self { pool, dialect, mem: None };
+        if dialect == Dialect::Sqlite {
+            let mut state = MemState::default();
+            for vm in store.all_vms().await? {
+                state.put_vm(vm);
+            }
+            let (templates, _) = store.list_templates(0, i64::MAX as u64).await?;
+            state.templates = templates.into_iter().map(|t| (t.template.id.clone(), t)).collect();
+            store.mem = Some(Arc::new(Mem { write: tokio::sync::Mutex::new(()), state: RwLock::new(state) }));
+        }
+        Ok(store)
+    }
+
+    /// Takes the write lock when memory mirrors the database.
+    async fn write_lock(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match &self.mem {
+            Some(m) => Some(m.write.lock().await),
+            None => None,
+        }
+    }
+
+    /// Runs `f` on the in-memory state, if there is one.
+    fn with_mem<R>(&self, f: impl FnOnce(&mut MemState) -> R) -> Option<R> {
+        self.mem.as_ref().map(|m| f(&mut m.state.write().unwrap_or_else(|p| p.into_inner())))
+    }
+
+    /// Reads the in-memory state, if there is one.
+    fn read_mem<R>(&self, f: impl FnOnce(&MemState) -> R) -> Option<R> {
+        self.mem.as_ref().map(|m| f(&m.state.read().unwrap_or_else(|p| p.into_inner())))
+    }
+
+    /// Re-reads a VM from the database into memory after a write.
+    async fn refresh_vm(&self, id: &str) -> Result<Option<VmRecord>, StoreError> {
+        let row = sqlx::query(AssertSqlSafe(format!("SELECT {VM_COLUMNS} FROM virtual_machines WHERE id = $1")))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        let vm = row.as_ref().map(vm_from_row).transpose()?;
+        self.with_mem(|m| match &vm {
+            Some(v) => m.put_vm(v.clone()),
+            None => m.remove_vm(id),
+        });
+        Ok(vm)
     }
 
     /// Which database this is.
@@ -277,32 +406,45 @@ impl Store {
 
     /// Publishes a new template.
     pub async fn insert_template(&self, t: &VirtualMachineTemplate, now: DateTime<Utc>) -> Result<TemplateRecord, StoreError> {
-        let body = json(t)?;
+        let _w = self.write_lock().await;
         let r = sqlx::query("INSERT INTO templates (id, body, version, created_at, updated_at) VALUES ($1, $2, 1, $3, $3)")
             .bind(&t.id)
-            .bind(body)
+            .bind(json(t)?)
             .bind(ts(now))
             .execute(&self.pool)
             .await;
         match r {
             Err(e) if is_unique_violation(&e) => Err(StoreError::AlreadyExists(format!("template {:?} already exists", t.id))),
             Err(e) => Err(e.into()),
-            Ok(_) => Ok(TemplateRecord { template: t.clone(), version: 1, created_at: now, updated_at: now }),
+            Ok(_) => {
+                let rec = TemplateRecord { template: t.clone(), version: 1, created_at: now, updated_at: now };
+                self.with_mem(|m| m.templates.insert(t.id.clone(), rec.clone()));
+                Ok(rec)
+            }
         }
     }
 
     /// The template `id`.
     pub async fn get_template(&self, id: &str) -> Result<TemplateRecord, StoreError> {
+        let not_found = || StoreError::NotFound { kind: "template", id: id.to_owned() };
+        if let Some(found) = self.read_mem(|m| m.templates.get(id).cloned()) {
+            return found.ok_or_else(not_found);
+        }
         let row = sqlx::query("SELECT body, version, created_at, updated_at FROM templates WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
             .await?
-            .ok_or_else(|| StoreError::NotFound { kind: "template", id: id.to_owned() })?;
+            .ok_or_else(not_found)?;
         template_from_row(&row)
     }
 
     /// A page of templates in id order, and the total.
     pub async fn list_templates(&self, offset: u64, limit: u64) -> Result<(Vec<TemplateRecord>, u64), StoreError> {
+        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+        let take = usize::try_from(limit).unwrap_or(usize::MAX);
+        if let Some(page) = self.read_mem(|m| (m.templates.values().skip(skip).take(take).cloned().collect(), m.templates.len() as u64)) {
+            return Ok(page);
+        }
         let rows = sqlx::query("SELECT body, version, created_at, updated_at FROM templates ORDER BY id LIMIT $1 OFFSET $2")
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
             .bind(i64::try_from(offset).unwrap_or(i64::MAX))
@@ -315,9 +457,10 @@ impl Store {
 
     /// Replaces a template, if `expected_version` (when given) is current.
     pub async fn update_template(&self, t: &VirtualMachineTemplate, expected_version: Option<i64>, now: DateTime<Utc>) -> Result<TemplateRecord, StoreError> {
+        let _w = self.write_lock().await;
         let current = self.get_template(&t.id).await?;
         let base = expected_version.unwrap_or(current.version);
-        if current.template == *t && expected_version.is_none_or(|v| v == current.version) {
+        if current.template == *t && base == current.version {
             return Ok(current);
         }
         let r = sqlx::query("UPDATE templates SET body = $1, version = version + 1, updated_at = $2 WHERE id = $3 AND version = $4")
@@ -333,11 +476,14 @@ impl Store {
                 t.id
             )));
         }
-        Ok(TemplateRecord { template: t.clone(), version: base + 1, created_at: current.created_at, updated_at: now })
+        let rec = TemplateRecord { template: t.clone(), version: base + 1, created_at: current.created_at, updated_at: now };
+        self.with_mem(|m| m.templates.insert(t.id.clone(), rec.clone()));
+        Ok(rec)
     }
 
     /// Removes a template no VM uses.
     pub async fn delete_template(&self, id: &str) -> Result<(), StoreError> {
+        let _w = self.write_lock().await;
         let used: i64 = sqlx::query("SELECT COUNT(*) AS n FROM virtual_machines WHERE template = $1")
             .bind(id)
             .fetch_one(&self.pool)
@@ -350,6 +496,7 @@ impl Store {
         if r.rows_affected() == 0 {
             return Err(StoreError::NotFound { kind: "template", id: id.to_owned() });
         }
+        self.with_mem(|m| m.templates.remove(id));
         Ok(())
     }
 
@@ -357,6 +504,7 @@ impl Store {
 
     /// Stores a new VM; its name must be free in its tenant.
     pub async fn insert_vm(&self, vm: &VmRecord) -> Result<(), StoreError> {
+        let _w = self.write_lock().await;
         let r = sqlx::query(
             "INSERT INTO virtual_machines (id, tenant, name, template, state, spec, resolved, status, creators, version, created_at, deleted_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, NULL)",
@@ -377,24 +525,29 @@ impl Store {
         match r {
             Err(e) if is_unique_violation(&e) => Err(StoreError::AlreadyExists(format!("a virtual machine named {:?} already exists", vm.name))),
             Err(e) => Err(e.into()),
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                self.with_mem(|m| m.put_vm(vm.clone()));
+                Ok(())
+            }
         }
     }
 
     /// The VM `id`, if `scope` may see it.
     pub async fn get_vm(&self, id: &str, scope: &Scope) -> Result<VmRecord, StoreError> {
+        let not_found = || StoreError::NotFound { kind: "virtual machine", id: id.to_owned() };
+        if let Some(found) = self.read_mem(|m| m.visible(id, scope).map(|c| c.rec.clone())) {
+            return found.ok_or_else(not_found);
+        }
         let sql = format!("SELECT {VM_COLUMNS} FROM virtual_machines WHERE id = $1 AND ($2 IS NULL OR tenant = $2)");
-        let row = sqlx::query(AssertSqlSafe(sql))
-            .bind(id)
-            .bind(scope.tenant())
-            .fetch_optional(&self.pool)
-            .await?
-            .ok_or_else(|| StoreError::NotFound { kind: "virtual machine", id: id.to_owned() })?;
+        let row = sqlx::query(AssertSqlSafe(sql)).bind(id).bind(scope.tenant()).fetch_optional(&self.pool).await?.ok_or_else(not_found)?;
         vm_from_row(&row)
     }
 
     /// A page of the VMs `scope` may see, oldest first, and the total matching.
     pub async fn list_vms(&self, scope: &Scope, f: &VmFilter) -> Result<(Vec<VmRecord>, u64), StoreError> {
+        if let Some(page) = self.read_mem(|m| m.list(scope, f, |c| c.rec.clone())) {
+            return Ok(page);
+        }
         let cond = "($1 IS NULL OR tenant = $1) AND ($2 IS NULL OR name = $2) AND ($3 IS NULL OR state = $3)";
         let sql = format!("SELECT {VM_COLUMNS} FROM virtual_machines WHERE {cond} ORDER BY created_at, id LIMIT $4 OFFSET $5");
         let state = f.state.map(VmState::as_str);
@@ -417,8 +570,32 @@ impl Store {
         Ok((items, u64::try_from(total).unwrap_or(0)))
     }
 
-    /// Every VM, for the reconciler.
+    /// The VM `id` as the API's JSON, if `scope` may see it. Served from the
+    /// serialised copy in memory when there is one.
+    pub async fn get_vm_json(&self, id: &str, scope: &Scope) -> Result<Arc<str>, StoreError> {
+        let not_found = || StoreError::NotFound { kind: "virtual machine", id: id.to_owned() };
+        if let Some(found) = self.read_mem(|m| m.visible(id, scope).map(|c| c.json.clone())) {
+            return found.ok_or_else(not_found);
+        }
+        Ok(serde_json::to_string(&self.get_vm(id, scope).await?.to_api())?.into())
+    }
+
+    /// A page of VMs as the API's JSON, and the total matching.
+    pub async fn list_vms_json(&self, scope: &Scope, f: &VmFilter) -> Result<(Vec<Arc<str>>, u64), StoreError> {
+        if let Some(page) = self.read_mem(|m| m.list(scope, f, |c| c.json.clone())) {
+            return Ok(page);
+        }
+        let (items, total) = self.list_vms(scope, f).await?;
+        let items = items.iter().map(|v| serde_json::to_string(&v.to_api()).map(Arc::from)).collect::<Result<_, _>>()?;
+        Ok((items, total))
+    }
+
+    /// Every VM, for the reconciler, oldest first.
     pub async fn all_vms(&self) -> Result<Vec<VmRecord>, StoreError> {
+        let all = VmFilter { limit: u64::MAX, ..Default::default() };
+        if let Some((vms, _)) = self.read_mem(|m| m.list(&Scope::All, &all, |c| c.rec.clone())) {
+            return Ok(vms);
+        }
         let rows = sqlx::query(AssertSqlSafe(format!("SELECT {VM_COLUMNS} FROM virtual_machines ORDER BY created_at, id"))).fetch_all(&self.pool).await?;
         rows.iter().map(vm_from_row).collect()
     }
@@ -426,6 +603,7 @@ impl Store {
     /// Replaces a VM's spec if its version is still `expected_version`, and
     /// returns the record with the new version.
     pub async fn update_vm_spec(&self, vm: &VmRecord, expected_version: i64) -> Result<VmRecord, StoreError> {
+        let _w = self.write_lock().await;
         let r = sqlx::query(
             "UPDATE virtual_machines SET spec = $1, resolved = $2, status = $3, state = $4, version = version + 1 \
              WHERE id = $5 AND version = $6 AND deleted_at IS NULL",
@@ -450,11 +628,13 @@ impl Store {
         }
         let mut out = vm.clone();
         out.version = expected_version + 1;
+        self.with_mem(|m| m.put_vm(out.clone()));
         Ok(out)
     }
 
     /// Marks a VM for deletion (idempotent) and sets its status.
     pub async fn mark_vm_deleted(&self, id: &str, scope: &Scope, status: &VirtualMachineStatus, now: DateTime<Utc>) -> Result<VmRecord, StoreError> {
+        let _w = self.write_lock().await;
         sqlx::query(
             "UPDATE virtual_machines SET deleted_at = COALESCE(deleted_at, $1), status = $2, state = $3 \
              WHERE id = $4 AND ($5 IS NULL OR tenant = $5)",
@@ -466,6 +646,9 @@ impl Store {
         .bind(scope.tenant())
         .execute(&self.pool)
         .await?;
+        if self.mem.is_some() {
+            self.refresh_vm(id).await?;
+        }
         self.get_vm(id, scope).await
     }
 
@@ -473,6 +656,7 @@ impl Store {
     /// nothing if the VM changed since (a new spec version, or deletion
     /// requested): the next pass observes it afresh.
     pub async fn update_vm_status(&self, seen: &VmRecord, status: &VirtualMachineStatus) -> Result<bool, StoreError> {
+        let _w = self.write_lock().await;
         let r = sqlx::query(
             "UPDATE virtual_machines SET status = $1, state = $2 \
              WHERE id = $3 AND version = $4 AND (CASE WHEN deleted_at IS NULL THEN 0 ELSE 1 END) = $5",
@@ -484,12 +668,25 @@ impl Store {
         .bind(i64::from(seen.deleted_at.is_some()))
         .execute(&self.pool)
         .await?;
-        Ok(r.rows_affected() > 0)
+        let written = r.rows_affected() > 0;
+        if written {
+            self.with_mem(|m| {
+                if let Some(mut vm) = m.vms.get(&seen.id).map(|c| c.rec.clone()) {
+                    vm.status = status.clone();
+                    m.put_vm(vm);
+                }
+            });
+        }
+        Ok(written)
     }
 
     /// Removes a VM for good, once the backend has cleaned up after it.
     pub async fn remove_vm(&self, id: &str) -> Result<(), StoreError> {
+        let _w = self.write_lock().await;
         sqlx::query("DELETE FROM virtual_machines WHERE id = $1 AND deleted_at IS NOT NULL").bind(id).execute(&self.pool).await?;
+        if self.mem.is_some() {
+            self.refresh_vm(id).await?;
+        }
         Ok(())
     }
 
@@ -518,16 +715,5 @@ impl Store {
     pub async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
         sqlx::query("DELETE FROM leases WHERE name = $1 AND holder = $2").bind(name).bind(holder).execute(&self.pool).await?;
         Ok(())
-    }
-}
-
-impl FromStr for Dialect {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "sqlite" => Ok(Self::Sqlite),
-            "postgres" | "postgresql" => Ok(Self::Postgres),
-            _ => Err(format!("unknown database {s:?}")),
-        }
     }
 }

@@ -402,3 +402,17 @@ async fn replicas_share_postgres() {
     let leaders = [&a, &b].iter().filter(|s| s.log().contains("reconciler lease acquired")).count();
     assert_eq!(leaders, 1, "exactly one replica reconciles:\nA:\n{}\nB:\n{}", a.log(), b.log());
 }
+
+/// The embedded database has one owner: a second server on the same data directory refuses to start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_server_per_data_directory() {
+    let s = Server::start(Db::Sqlite).await.unwrap();
+    let out = std::process::Command::new(vmaas_tests::bin("vmaas-server"))
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&s.data_dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("another vmaas-server is using"), "{err}");
+}

@@ -1,0 +1,194 @@
+//! `vmaas-bench`: benchmarks that print figures.
+//!
+//! `vmaas-bench api` measures GET-by-id and list throughput and p50/p99
+//! latency of the real router on SQLite at N concurrent connections, next to
+//! a bare axum handler on the same machine, and prints the ratios.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use axum::Router;
+use axum::routing::get;
+use clap::{Parser, Subcommand};
+use serde_json::json;
+use vmaas_server::app::{App, Config};
+use vmaas_server::auth::Role;
+use vmaas_server::none_backend::NoBackend;
+
+#[derive(Parser)]
+#[command(name = "vmaas-bench", about = "vmaas benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// API throughput and latency versus a bare axum handler.
+    Api {
+        /// Concurrent connections.
+        #[arg(long, default_value_t = 64)]
+        connections: usize,
+        /// Measuring time per scenario.
+        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        duration: Duration,
+        /// VMs stored before measuring.
+        #[arg(long, default_value_t = 500)]
+        vms: usize,
+        /// Page size of the list scenario.
+        #[arg(long, default_value_t = 20)]
+        page: usize,
+    },
+}
+
+struct Figures {
+    name: String,
+    rps: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    errors: u64,
+}
+
+async fn serve(router: Router) -> anyhow::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    Ok(addr)
+}
+
+/// Drives `connections` workers, each with its own keep-alive connection,
+/// through `urls` in turn for `duration`, after a one-second warm-up.
+async fn load(name: &str, urls: Arc<Vec<String>>, token: Option<String>, connections: usize, duration: Duration) -> anyhow::Result<Figures> {
+    let mut tasks = Vec::new();
+    let warmup = Duration::from_secs(1);
+    let start = Instant::now() + Duration::from_millis(100);
+    for w in 0..connections {
+        let urls = urls.clone();
+        let token = token.clone();
+        let client = reqwest::Client::builder().pool_max_idle_per_host(1).build()?;
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(1 << 16);
+            let mut errors = 0u64;
+            let mut i = w;
+            tokio::time::sleep_until(start.into()).await;
+            let measure_from = start + warmup;
+            let end = measure_from + duration;
+            loop {
+                let t0 = Instant::now();
+                if t0 >= end {
+                    break;
+                }
+                let mut req = client.get(&urls[i % urls.len()]);
+                if let Some(t) = &token {
+                    req = req.bearer_auth(t);
+                }
+                i += 7;
+                let ok = match req.send().await {
+                    Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
+                    Err(_) => false,
+                };
+                if t0 >= measure_from {
+                    if ok {
+                        lat.push(t0.elapsed().as_micros() as u32);
+                    } else {
+                        errors += 1;
+                    }
+                }
+            }
+            (lat, errors)
+        }));
+    }
+    let mut all = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        let (l, e) = t.await?;
+        all.extend(l);
+        errors += e;
+    }
+    all.sort_unstable();
+    let pct = |p: f64| all.get(((all.len() as f64 - 1.0) * p) as usize).copied().unwrap_or(0) as f64 / 1000.0;
+    Ok(Figures { name: name.into(), rps: all.len() as f64 / duration.as_secs_f64(), p50_ms: pct(0.50), p99_ms: pct(0.99), errors })
+}
+
+async fn api(connections: usize, duration: Duration, vms: usize, page: usize) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let config = Config {
+        listen: "127.0.0.1:0".parse()?,
+        data_dir: dir.path().to_owned(),
+        database_url: None,
+        key_file: None,
+        reconcile_interval: Duration::from_secs(3600),
+    };
+    let app = App::open(config, Arc::new(NoBackend)).await?;
+    let admin = app.state.keys.issue("ops", "ops", Role::Admin, Duration::from_secs(3600))?;
+    let token = app.state.keys.issue("bench", "bench", Role::Tenant, Duration::from_secs(3600))?;
+    let vmaas = serve(app.router()).await?;
+    let base = format!("http://{vmaas}/api/fulfillment/v1");
+
+    // Seed through the API.
+    let http = reqwest::Client::new();
+    let tpl = json!({"object": {"id": "simple_vm", "parameters": [
+        {"name": "vm_cpu_cores", "default": {"value": 2}}, {"name": "vm_memory", "default": {"value": "2Gi"}}, {"name": "vm_disk_size", "default": {"value": "20Gi"}}]}});
+    let r = http.post(format!("{base}/virtual_machine_templates")).bearer_auth(&admin).json(&tpl).send().await?;
+    if !r.status().is_success() {
+        bail!("publishing the template: {}", r.text().await?);
+    }
+    let mut ids = Vec::new();
+    let mut sample = String::new();
+    for i in 0..vms {
+        let body = json!({"object": {"id": format!("vm-{i}"), "spec": {"template": "simple_vm", "template_parameters": {"vm_cpu_cores": {"value": 4}, "vm_memory": {"value": "4Gi"}}}}});
+        let r = http.post(format!("{base}/virtual_machines")).bearer_auth(&token).json(&body).send().await?;
+        let text = r.text().await?;
+        let v: serde_json::Value = serde_json::from_str(&text).context("create response")?;
+        ids.push(v["object"]["id"].as_str().context("id")?.to_owned());
+        sample = text;
+    }
+    let list_sample = http.get(format!("{base}/virtual_machines?limit={page}")).bearer_auth(&token).send().await?.text().await?;
+
+    // The bare handler returns bodies of the same sizes, prebuilt.
+    let one: &'static str = Box::leak(sample.into_boxed_str());
+    let many: &'static str = Box::leak(list_sample.into_boxed_str());
+    let bare = serve(Router::new().route("/one", get(move || async move { one })).route("/many", get(move || async move { many }))).await?;
+
+    let by_id: Arc<Vec<String>> = Arc::new(ids.iter().map(|id| format!("{base}/virtual_machines/{id}")).collect());
+    let list = Arc::new(vec![format!("{base}/virtual_machines?limit={page}")]);
+    println!("vmaas-bench api: {connections} connections, {} s per scenario, {vms} VMs on SQLite, list page {page}, {} cores", duration.as_secs(), std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    // Each pair runs back to back, twice, alternating, and the better run of
+    // each counts: the machine's noise hits both sides alike.
+    let one_url = Arc::new(vec![format!("http://{bare}/one")]);
+    let many_url = Arc::new(vec![format!("http://{bare}/many")]);
+    let mut results: Vec<Figures> = Vec::new();
+    for (bare_name, bare_urls, name, urls) in [
+        ("bare axum, one object", one_url, "vmaas GET virtual_machines/{id}", by_id),
+        ("bare axum, list-sized body", many_url, "vmaas GET virtual_machines (list)", list),
+    ] {
+        let mut best_bare: Option<Figures> = None;
+        let mut best: Option<Figures> = None;
+        for _ in 0..2 {
+            let b = load(bare_name, bare_urls.clone(), None, connections, duration).await?;
+            let v = load(name, urls.clone(), Some(token.clone()), connections, duration).await?;
+            if best_bare.as_ref().is_none_or(|x| b.rps > x.rps) { best_bare = Some(b); }
+            if best.as_ref().is_none_or(|x| v.rps > x.rps) { best = Some(v); }
+        }
+        results.extend(best_bare);
+        results.extend(best);
+    }
+    println!("{:<36} {:>10} {:>9} {:>9} {:>7}", "scenario", "req/s", "p50 ms", "p99 ms", "errors");
+    for f in &results {
+        println!("{:<36} {:>10.0} {:>9.2} {:>9.2} {:>7}", f.name, f.rps, f.p50_ms, f.p99_ms, f.errors);
+    }
+    println!("ratio GET by id / bare: {:.0}%", 100.0 * results[1].rps / results[0].rps);
+    println!("ratio list / bare:      {:.0}%", 100.0 * results[3].rps / results[2].rps);
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    match Cli::parse().cmd {
+        Cmd::Api { connections, duration, vms, page } => api(connections, duration, vms, page).await,
+    }
+}

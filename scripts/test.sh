@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Sets up everything the tests need and runs the whole suite:
+# unit and property tests, then the end-to-end tests against the real
+# binaries on SQLite and on a PostgreSQL cluster started here on loopback.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+
+apt_install postgresql curl ca-certificates
+. "$ROOT/scripts/deps.sh"
+ensure_runtime_deps
+
+build_bins
+
+pgdir=$(mktemp -d "${TMPDIR:-/tmp}/vmaas-pg.XXXXXX")
+trap 'scripts/postgres.sh stop "$pgdir"' EXIT
+log "starting PostgreSQL on loopback"
+VMAAS_TEST_DATABASE_URL=$(scripts/postgres.sh start "$pgdir")
+export VMAAS_TEST_DATABASE_URL VMAAS_REQUIRE_POSTGRES=1
+
+log "running the tests"
+if cargo nextest --version >/dev/null 2>&1; then
+    cargo nextest run --locked --workspace --no-fail-fast --failure-output final "$@"
+    cargo test --locked --workspace --doc -q
+else
+    cargo test --locked --workspace --no-fail-fast "$@"
+fi
+log "all tests passed"
