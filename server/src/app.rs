@@ -10,7 +10,7 @@ use tracing::info;
 
 use crate::api::{AppState, router};
 use crate::auth::{KEY_FILE, KeyError, Keys};
-use crate::backend::Backend;
+use vmaas_backend::Backend;
 use crate::metrics::Metrics;
 use crate::reconciler::{Reconciler, ReconcilerConfig};
 use crate::store::{Store, StoreError};
@@ -97,7 +97,9 @@ impl App {
             }
         };
         let keys = Keys::load_or_create(&config.key_path())?;
-        let state = AppState { store, keys, wake: Arc::new(Notify::new()), metrics: Arc::new(Metrics::new()), backend };
+        let wake = Arc::new(Notify::new());
+        backend.attach(wake.clone());
+        let state = AppState { store, keys, wake, metrics: Arc::new(Metrics::new()), backend, tickets: Default::default() };
         Ok(Self { state, config, _lock: lock })
     }
 

@@ -8,8 +8,8 @@
 //! - [`auth`]: bearer tokens (JWT) with `tenant` and `role` claims.
 //! - [`store`]: SQLite or PostgreSQL, one schema, migrated at start-up.
 //! - [`reconciler`]: the level-triggered loop from spec to status.
-//! - [`backend`]: the trait a hypervisor backend implements;
-//!   [`none_backend`] is the API-only one.
+//! - [`none_backend`]: the API-only backend (the trait is in `vmaas-backend`,
+//!   the real backends in their own crates).
 //! - [`error`]: the API's error shape; [`metrics`]: Prometheus metrics.
 
 #![forbid(unsafe_code)]
@@ -18,7 +18,6 @@
 pub mod api;
 pub mod app;
 pub mod auth;
-pub mod backend;
 pub mod error;
 pub mod metrics;
 pub mod none_backend;

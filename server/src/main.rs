@@ -9,7 +9,10 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use vmaas_server::app::{App, Config};
 use vmaas_server::auth::{KEY_FILE, Keys, Role};
-use vmaas_server::backend::Backend;
+use vmaas_backend::Backend;
+use vmaas_qemu::accel::{Accel, AccelChoice};
+use vmaas_qemu::images::Catalog;
+use vmaas_qemu::{QemuBackend, QemuConfig};
 use vmaas_server::none_backend::NoBackend;
 
 /// The vmaas fulfillment server.
@@ -32,8 +35,20 @@ enum Command {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum BackendKind {
+    /// Real VMs on this host under QEMU (KVM or TCG).
+    Qemu,
     /// Record VMs without running them (API only).
     None,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum AccelArg {
+    /// KVM if it really runs guests here, else TCG.
+    Auto,
+    /// Hardware virtualization.
+    Kvm,
+    /// Software emulation.
+    Tcg,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -51,8 +66,26 @@ struct ServeArgs {
     #[arg(long, env = "VMAAS_JWT_KEY_FILE")]
     jwt_key_file: Option<PathBuf>,
     /// What runs the VMs.
-    #[arg(long, env = "VMAAS_BACKEND", value_enum, default_value = "none")]
+    #[arg(long, env = "VMAAS_BACKEND", value_enum, default_value = "qemu")]
     backend: BackendKind,
+    /// qemu: directory of base images [default: ~/.local/share/vmaas/images].
+    #[arg(long, env = "VMAAS_IMAGES_DIR")]
+    images_dir: Option<PathBuf>,
+    /// qemu: the image a template's `default` image means.
+    #[arg(long, env = "VMAAS_DEFAULT_IMAGE", default_value = "test-guest")]
+    default_image: String,
+    /// qemu: loopback addresses given to VMs as external IPs.
+    #[arg(long, env = "VMAAS_EXTERNAL_IP_POOL", default_value = "127.42.0.0/16")]
+    external_ip_pool: vmaas_qemu::pool::Cidr,
+    /// qemu: accelerator.
+    #[arg(long, env = "VMAAS_ACCEL", value_enum, default_value = "auto")]
+    accel: AccelArg,
+    /// qemu: the QEMU binary.
+    #[arg(long, env = "VMAAS_QEMU", default_value = "qemu-system-x86_64")]
+    qemu: PathBuf,
+    /// qemu: time a guest gets to power off before it is stopped hard.
+    #[arg(long, env = "VMAAS_STOP_GRACE", default_value = "30s", value_parser = humantime::parse_duration)]
+    stop_grace: Duration,
     /// Time between reconcile passes when nothing changes (e.g. 1s, 500ms).
     #[arg(long, env = "VMAAS_RECONCILE_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration)]
     reconcile_interval: Duration,
@@ -87,6 +120,13 @@ struct TokenArgs {
     /// Token signing key file (default: DATA_DIR/jwt-hs256.key).
     #[arg(long, env = "VMAAS_JWT_KEY_FILE")]
     jwt_key_file: Option<PathBuf>,
+}
+
+fn default_images_dir() -> PathBuf {
+    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        Some(h) => PathBuf::from(h).join(".local/share/vmaas/images"),
+        None => PathBuf::from("vmaas-images"),
+    }
 }
 
 fn default_data_dir() -> PathBuf {
@@ -133,6 +173,23 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let data_dir = args.data_dir.unwrap_or_else(default_data_dir);
     let backend: Arc<dyn Backend> = match args.backend {
         BackendKind::None => Arc::new(NoBackend),
+        BackendKind::Qemu => {
+            let accel = match args.accel {
+                AccelArg::Auto => AccelChoice::Auto,
+                AccelArg::Kvm => AccelChoice::Force(Accel::Kvm),
+                AccelArg::Tcg => AccelChoice::Force(Accel::Tcg),
+            };
+            let cfg = QemuConfig {
+                state_dir: data_dir.join("vms"),
+                images: Catalog::new(args.images_dir.unwrap_or_else(default_images_dir), args.default_image),
+                pool: args.external_ip_pool,
+                accel,
+                qemu: args.qemu,
+                qemu_img: PathBuf::from("qemu-img"),
+                stop_grace: args.stop_grace,
+            };
+            Arc::new(QemuBackend::new(cfg).await.context("starting the qemu backend")?)
+        }
     };
     let config = Config {
         listen: args.listen,

@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use vmaas_model::{Observation, Phase, PowerState, Reason};
 
-use crate::backend::{Backend, BackendError, Cleanup, VmTarget};
+use vmaas_backend::{Backend, BackendError, Cleanup, VmTarget};
 
 /// A backend that runs nothing.
 #[derive(Debug, Default)]

@@ -16,7 +16,7 @@ use tokio::sync::{Notify, watch};
 use tracing::{Instrument, debug, info, info_span, warn};
 use vmaas_model::{Desired, Observation, Phase, Reason, derive_status};
 
-use crate::backend::{Backend, Cleanup, VmTarget};
+use vmaas_backend::{Backend, Cleanup, VmTarget};
 use crate::metrics::Metrics;
 use crate::store::{Store, StoreError, VmRecord};
 
@@ -221,7 +221,7 @@ mod tests {
     use vmaas_model::{ConditionStatus, ConditionType, PowerState, ResolvedSpec, VirtualMachineSpec, VmState, initial_status};
 
     use super::*;
-    use crate::backend::BackendError;
+    use vmaas_backend::BackendError;
     use crate::store::Scope;
 
     /// A test-only backend: a VM boots in `boot_steps` calls, stops at once,

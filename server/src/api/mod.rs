@@ -1,6 +1,7 @@
 //! The REST/JSON API under `/api/fulfillment/v1`, plus `/healthz`,
 //! `/metrics` and the OpenAPI document at `/api/openapi.json`.
 
+mod console;
 mod extract;
 mod openapi;
 mod templates;
@@ -24,7 +25,7 @@ pub use extract::{ApiJson, ApiQuery};
 pub use openapi::openapi_document;
 
 use crate::auth::Keys;
-use crate::backend::Backend;
+use vmaas_backend::Backend;
 use crate::error::{ApiError, Code};
 use crate::metrics::{HttpLabels, Metrics};
 use crate::store::Store;
@@ -49,8 +50,10 @@ pub struct AppState {
     pub wake: Arc<Notify>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// The backend, for `/healthz`.
+    /// The backend.
     pub backend: Arc<dyn Backend>,
+    /// Console tickets not used yet.
+    pub tickets: Arc<console::Tickets>,
 }
 
 /// Paging parameters shared by every list.
@@ -76,7 +79,7 @@ impl Paging {
 
 /// Builds the router.
 pub fn router(state: AppState) -> Router {
-    let api = Router::new().merge(templates::routes()).merge(vms::routes());
+    let api = Router::new().merge(templates::routes()).merge(vms::routes()).merge(console::routes());
     Router::new()
         .nest(PREFIX, api)
         .route("/healthz", get(healthz))

@@ -3,7 +3,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{templates, vms};
+use super::{console, templates, vms};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -12,6 +12,7 @@ use super::{templates, vms};
         super::healthz,
         templates::list, templates::read, templates::create, templates::update, templates::remove,
         vms::list, vms::read, vms::create, vms::patch, vms::remove,
+        console::create_session, console::console, console::console_log,
     ),
     modifiers(&BearerAuth),
     tags(

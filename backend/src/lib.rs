@@ -1,3 +1,5 @@
+//! # vmaas-backend
+//!
 //! The backend trait: what the reconciler needs from whatever runs the VMs.
 //!
 //! A backend is level-triggered and idempotent: [`Backend::ensure`] is called
@@ -5,8 +7,17 @@
 //! towards it, reporting what it sees. Slow work (booting, probing) happens in
 //! the backend's own tasks between calls.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use std::sync::Arc;
+
 use async_trait::async_trait;
+use bytes::Bytes;
+use tokio::sync::{Notify, broadcast, mpsc};
 use vmaas_model::{Observation, PowerState, ResolvedSpec};
+
+
 
 /// Everything a backend needs to know about one VM.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,11 +63,37 @@ impl BackendError {
     }
 }
 
+/// A live serial console: what was printed so far, what is printed from
+/// now on, and a way to type.
+pub struct Console {
+    /// The buffered output, oldest first.
+    pub history: Vec<u8>,
+    /// Output from now on.
+    pub output: broadcast::Receiver<Bytes>,
+    /// Input to the guest.
+    pub input: mpsc::Sender<Bytes>,
+}
+
 /// Runs VMs.
 #[async_trait]
 pub trait Backend: Send + Sync + 'static {
     /// Short name, e.g. `qemu`.
     fn name(&self) -> &'static str;
+
+    /// Gives the backend a way to wake the reconciler when something changes
+    /// (a guest becomes ready, a process exits), so it need not wait for the
+    /// next tick.
+    fn attach(&self, _wake: Arc<Notify>) {}
+
+    /// The serial console of VM `id`.
+    async fn console(&self, _id: &str) -> Result<Console, BackendError> {
+        Err(BackendError::new("opening the console", format!("the {} backend has no serial console", self.name())))
+    }
+
+    /// The buffered console output of VM `id`.
+    async fn console_log(&self, id: &str) -> Result<Vec<u8>, BackendError> {
+        Ok(self.console(id).await?.history)
+    }
 
     /// Details for `/healthz`, e.g. the accelerator in use.
     fn health(&self) -> serde_json::Value {

@@ -1,0 +1,97 @@
+//! External IPs: a pool of loopback addresses (default `127.42.0.0/16`),
+//! each given to at most one VM at a time.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::str::FromStr;
+
+/// An IPv4 network in CIDR form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    base: u32,
+    prefix: u8,
+}
+
+impl FromStr for Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (addr, prefix) = s.split_once('/').ok_or_else(|| format!("{s:?} is not in CIDR form (e.g. 127.42.0.0/16)"))?;
+        let addr: Ipv4Addr = addr.parse().map_err(|e| format!("{s:?}: {e}"))?;
+        let prefix: u8 = prefix.parse().ok().filter(|p| (8..=30).contains(p)).ok_or_else(|| format!("{s:?}: the prefix must be between 8 and 30"))?;
+        let mask = u32::MAX << (32 - prefix);
+        Ok(Self { base: u32::from(addr) & mask, prefix })
+    }
+}
+
+impl Cidr {
+    /// Usable host addresses: the network and broadcast addresses excluded.
+    fn hosts(self) -> impl Iterator<Item = Ipv4Addr> {
+        let size = 1u64 << (32 - self.prefix);
+        (1..size - 1).map(move |i| Ipv4Addr::from(self.base.wrapping_add(i as u32)))
+    }
+}
+
+/// Which address belongs to which VM.
+#[derive(Debug)]
+pub struct IpPool {
+    cidr: Cidr,
+    owners: BTreeMap<Ipv4Addr, String>,
+}
+
+impl IpPool {
+    /// An empty pool over `cidr`.
+    pub fn new(cidr: Cidr) -> Self {
+        Self { cidr, owners: BTreeMap::new() }
+    }
+
+    /// Records that `vm` holds `ip` (when re-adopting).
+    pub fn reserve(&mut self, ip: Ipv4Addr, vm: &str) -> Result<(), String> {
+        match self.owners.get(&ip) {
+            Some(o) if o != vm => Err(format!("{ip} is held by VM {o}")),
+            _ => {
+                self.owners.insert(ip, vm.to_owned());
+                Ok(())
+            }
+        }
+    }
+
+    /// The address `vm` holds, or a free one for it.
+    pub fn allocate(&mut self, vm: &str) -> Option<Ipv4Addr> {
+        if let Some((ip, _)) = self.owners.iter().find(|(_, o)| o.as_str() == vm) {
+            return Some(*ip);
+        }
+        let ip = self.cidr.hosts().find(|ip| !self.owners.contains_key(ip))?;
+        self.owners.insert(ip, vm.to_owned());
+        Some(ip)
+    }
+
+    /// Gives back whatever `vm` holds.
+    pub fn release(&mut self, vm: &str) {
+        self.owners.retain(|_, o| o != vm);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocates_distinct_addresses_and_reuses_released_ones() {
+        let mut p = IpPool::new("127.42.0.0/30".parse().unwrap());
+        let a = p.allocate("a").unwrap();
+        let b = p.allocate("b").unwrap();
+        assert_eq!((a, b), (Ipv4Addr::new(127, 42, 0, 1), Ipv4Addr::new(127, 42, 0, 2)));
+        assert_eq!(p.allocate("a"), Some(a), "the same VM keeps its address");
+        assert_eq!(p.allocate("c"), None, "a /30 has two hosts");
+        p.release("a");
+        assert_eq!(p.allocate("c"), Some(a));
+        assert!(p.reserve(b, "c").is_err());
+    }
+
+    #[test]
+    fn cidr_parsing() {
+        assert!("127.42.0.0/16".parse::<Cidr>().is_ok());
+        assert!("127.42.0.0".parse::<Cidr>().unwrap_err().contains("CIDR"));
+        assert!("127.42.0.0/31".parse::<Cidr>().is_err());
+    }
+}

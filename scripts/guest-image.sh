@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Builds the test guest image from Debian packages only, and caches it:
+#   IMAGES/test-guest/vmlinux      the Debian kernel, uncompressed (boots by PVH)
+#   IMAGES/test-guest/initrd.cpio  busybox-static + the virtio/ext4 modules + guest/init
+#   IMAGES/test-guest/disk.qcow2   a small ext4 base disk (VMs get copy-on-write overlays)
+#   IMAGES/test-guest/image.json   how to boot it
+# IMAGES is $VMAAS_IMAGES_DIR, default ~/.local/share/vmaas/images.
+# Rebuilds only when this script or guest/ changed.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+IMAGES=${VMAAS_IMAGES_DIR:-$HOME/.local/share/vmaas/images}
+OUT=$IMAGES/test-guest
+stamp=$(cat "$0" "$ROOT/guest/init" "$ROOT/guest/udhcpc.script" | sha256sum | cut -c1-16)
+if [ -f "$OUT/image.json" ] && [ "$(cat "$OUT/.stamp" 2>/dev/null)" = "$stamp" ]; then
+    exit 0
+fi
+apt_install e2fsprogs qemu-utils python3
+log "building the test guest image in $OUT"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+kpkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/ { print $2; exit }')
+[ -n "$kpkg" ] || die "cannot find the kernel package behind linux-image-amd64"
+# apt-get download writes as _apt when it can: give it a directory it may write.
+chmod 777 "$work"
+apt-get download -q "$kpkg" busybox-static >/dev/null
+dpkg -x "$kpkg"_*.deb kernel
+dpkg -x busybox-static_*.deb busybox
+kver=${kpkg#linux-image-}
+
+python3 - "$work" "$kver" "$ROOT/guest" <<'PY'
+import lzma, os, stat, sys
+work, kver, guest = sys.argv[1:4]
+k = os.path.join(work, "kernel")
+# vmlinux: the XZ stream inside the bzImage.
+bz = open(f"{k}/boot/vmlinuz-{kver}", "rb").read()
+start = bz.find(b"\xfd7zXZ\x00")
+if start < 0:
+    sys.exit("no XZ stream in the kernel image")
+vmlinux = lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(bz[start:])
+open(f"{work}/vmlinux", "wb").write(vmlinux)
+
+# Modules and their dependencies (the "depends=" of each module's
+# .modinfo), in load order.
+moddir = f"{k}/lib/modules/{kver}"
+by_name = {}
+for root, _, files in os.walk(moddir):
+    for f in files:
+        if f.endswith(".ko"):
+            by_name[f[:-3].replace("-", "_")] = os.path.relpath(os.path.join(root, f), moddir)
+deps = {}
+for name, rel in by_name.items():
+    data = open(f"{moddir}/{rel}", "rb").read()
+    i = data.find(b"\0depends=")
+    names = data[i + 9:data.index(b"\0", i + 1)].decode().split(",") if i >= 0 else []
+    deps[rel] = [by_name[n.replace("-", "_")] for n in names if n]
+wanted = ["virtio_pci", "virtio_net", "virtio_blk", "ext4", "crc32c_generic", "button", "evdev"]
+order = []
+def visit(m):
+    if m in order:
+        return
+    for d in deps[m]:
+        visit(d)
+    order.append(m)
+for w in wanted:
+    if w in by_name:
+        visit(by_name[w])
+
+# A newc cpio archive, written directly.
+entries = []
+def add(path, mode, data=b""):
+    entries.append((path, mode, data))
+for d in ["bin", "sbin", "dev", "proc", "sys", "etc", "lib", "lib/modules", "www", "data", "tmp", "run"]:
+    add(d, stat.S_IFDIR | 0o755)
+add("bin/busybox", stat.S_IFREG | 0o755, open(f"{work}/busybox/bin/busybox", "rb").read())
+add("init", stat.S_IFREG | 0o755, open(f"{guest}/init", "rb").read())
+add("etc/udhcpc.script", stat.S_IFREG | 0o755, open(f"{guest}/udhcpc.script", "rb").read())
+add("etc/modules", stat.S_IFREG | 0o644, "".join(os.path.basename(m) + "\n" for m in order).encode())
+add("etc/passwd", stat.S_IFREG | 0o644, b"root:x:0:0:root:/root:/bin/sh\n")
+add("dev/console", stat.S_IFCHR | 0o600)
+for m in order:
+    add("lib/modules/" + os.path.basename(m), stat.S_IFREG | 0o644, open(f"{moddir}/{m}", "rb").read())
+out = bytearray()
+def pad(n):
+    return b"\0" * ((4 - n % 4) % 4)
+for ino, (path, mode, data) in enumerate(entries + [("TRAILER!!!", 0, b"")], start=1):
+    name = path.encode() + b"\0"
+    rdev = (5, 1) if path == "dev/console" else (0, 0)
+    fields = [ino, mode, 0, 0, 1, 0, len(data), 0, 0, rdev[0], rdev[1], len(name), 0]
+    hdr = b"070701" + b"".join(b"%08X" % f for f in fields)
+    out += hdr + name + pad(len(hdr) + len(name)) + data + pad(len(data))
+open(f"{work}/initrd.cpio", "wb").write(out)
+PY
+
+mkdir -p rootfs
+echo "test-guest base disk, built $(date -u +%Y-%m-%dT%H:%M:%SZ) from $kpkg" >rootfs/image-id
+mkfs.ext4 -q -F -L vmaas-base -d rootfs disk.raw 64M
+qemu-img convert -q -f raw -O qcow2 disk.raw disk.qcow2
+
+mkdir -p "$OUT.new"
+mv vmlinux initrd.cpio disk.qcow2 "$OUT.new/"
+cat >"$OUT.new/image.json" <<JSON
+{
+  "name": "test-guest",
+  "description": "Debian $kver kernel with a busybox initramfs: DHCP, httpd on port 80, shell on ttyS0",
+  "kernel": "vmlinux",
+  "initrd": "initrd.cpio",
+  "disk": "disk.qcow2",
+  "cmdline": "console=ttyS0 panic=-1 quiet"
+}
+JSON
+echo "$stamp" >"$OUT.new/.stamp"
+rm -rf "$OUT"
+mv "$OUT.new" "$OUT"
+log "test guest image ready: $(du -sh "$OUT" | cut -f1)"

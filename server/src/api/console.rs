@@ -1,0 +1,167 @@
+//! The serial console: a WebSocket per viewer, authorised by a short-lived
+//! single-use ticket (or the tenant's bearer token), and the buffered log.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use bytes::Bytes;
+use chrono::Utc;
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use tracing::{debug, info};
+
+use super::{ApiQuery, AppState, PREFIX};
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::store::Scope;
+
+/// How long a console ticket is valid.
+pub const TICKET_TTL: Duration = Duration::from_secs(60);
+
+struct Ticket {
+    vm: String,
+    expires: Instant,
+}
+
+/// Console tickets handed out and not used yet.
+#[derive(Default)]
+pub struct Tickets(Mutex<HashMap<String, Ticket>>);
+
+impl Tickets {
+    fn issue(&self, vm: &str) -> String {
+        let mut raw = [0u8; 24];
+        rand::rng().fill_bytes(&mut raw);
+        let ticket: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        map.retain(|_, t| t.expires > now);
+        map.insert(ticket.clone(), Ticket { vm: vm.to_owned(), expires: now + TICKET_TTL });
+        ticket
+    }
+
+    /// Uses up `ticket`; true if it was valid for `vm`.
+    fn redeem(&self, ticket: &str, vm: &str) -> bool {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match map.remove(ticket) {
+            Some(t) => t.vm == vm && t.expires > Instant::now(),
+            None => false,
+        }
+    }
+}
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/virtual_machines/{id}/console_sessions", post(create_session))
+        .route("/virtual_machines/{id}/console", get(console))
+        .route("/virtual_machines/{id}/console_log", get(console_log))
+}
+
+fn scope(caller: &Caller) -> Scope {
+    if caller.is_admin() { Scope::All } else { Scope::Tenant(caller.tenant.clone()) }
+}
+
+/// A console session: connect to `url` within `expires_at`, once.
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ConsoleSession {
+    /// The single-use ticket.
+    pub ticket: String,
+    /// When the ticket stops being valid.
+    pub expires_at: chrono::DateTime<Utc>,
+    /// The WebSocket path, ticket included.
+    pub url: String,
+}
+
+/// Open a console session: a single-use ticket for the console WebSocket, valid for 60 s.
+#[utoipa::path(post, path = "/api/fulfillment/v1/virtual_machines/{id}/console_sessions", tag = "virtual machines",
+    params(("id" = String, Path, description = "VM id (UUID)")),
+    responses((status = 201, body = ConsoleSession), (status = 404, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn create_session(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<(StatusCode, Json<ConsoleSession>), ApiError> {
+    s.store.get_vm(&id, &scope(&caller)).await?;
+    let ticket = s.tickets.issue(&id);
+    let expires_at = Utc::now() + chrono::Duration::from_std(TICKET_TTL).unwrap_or_default();
+    let url = format!("{PREFIX}/virtual_machines/{id}/console?ticket={ticket}");
+    info!(vm = %id, by = %caller.subject, "console session opened");
+    Ok((StatusCode::CREATED, Json(ConsoleSession { ticket, expires_at, url })))
+}
+
+#[derive(Deserialize)]
+pub(super) struct ConsoleQuery {
+    ticket: Option<String>,
+}
+
+/// The serial console over a WebSocket: output as binary frames (the buffered
+/// log first), input from text or binary frames. Authorised by `?ticket=`
+/// from a console session, or by the bearer token.
+#[utoipa::path(get, path = "/api/fulfillment/v1/virtual_machines/{id}/console", tag = "virtual machines",
+    params(("id" = String, Path, description = "VM id (UUID)"), ("ticket" = Option<String>, Query, description = "Ticket from console_sessions")),
+    responses((status = 101, description = "Switching to the WebSocket protocol"), (status = 401, body = ApiError), (status = 404, body = ApiError)))]
+pub(super) async fn console(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    ApiQuery(q): ApiQuery<ConsoleQuery>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Result<Response, ApiError> {
+    match q.ticket {
+        Some(t) => {
+            if !s.tickets.redeem(&t, &id) {
+                return Err(ApiError::unauthenticated("the console ticket is unknown, used already, expired, or for another VM"));
+            }
+        }
+        None => {
+            let token = headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .ok_or_else(|| ApiError::unauthenticated("send ?ticket= from POST …/console_sessions, or a bearer token"))?;
+            let caller = s.keys.verify(token.trim())?;
+            s.store.get_vm(&id, &scope(&caller)).await?;
+        }
+    }
+    let console = s.backend.console(&id).await.map_err(|e| ApiError::precondition(e.to_string()))?;
+    Ok(ws.on_upgrade(move |socket| pump(socket, console, id)))
+}
+
+async fn pump(mut socket: WebSocket, mut console: vmaas_backend::Console, id: String) {
+    if !console.history.is_empty() && socket.send(Message::Binary(Bytes::from(std::mem::take(&mut console.history)))).await.is_err() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            out = console.output.recv() => match out {
+                Ok(chunk) => if socket.send(Message::Binary(chunk)).await.is_err() { break },
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => debug!(vm = %id, skipped = n, "console viewer lagged"),
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                    let _ = socket.send(Message::Close(None)).await;
+                    break;
+                }
+            },
+            msg = socket.recv() => match msg {
+                Some(Ok(Message::Text(t))) => { if console.input.send(Bytes::from(t.as_str().to_owned())).await.is_err() { break } }
+                Some(Ok(Message::Binary(b))) => { if console.input.send(b).await.is_err() { break } }
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+    debug!(vm = %id, "console viewer left");
+}
+
+/// The buffered serial console output, as plain text.
+#[utoipa::path(get, path = "/api/fulfillment/v1/virtual_machines/{id}/console_log", tag = "virtual machines",
+    params(("id" = String, Path, description = "VM id (UUID)")),
+    responses((status = 200, description = "The console log", content_type = "text/plain"), (status = 404, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn console_log(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+    s.store.get_vm(&id, &scope(&caller)).await?;
+    let log = s.backend.console_log(&id).await.map_err(|e| ApiError::precondition(e.to_string()))?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], log).into_response())
+}
