@@ -1,6 +1,7 @@
 //! `vmaas`: the command line for tenants and administrators.
 
 mod config;
+mod console;
 mod output;
 mod sync;
 
@@ -116,6 +117,28 @@ enum VmCmd {
         /// How long --wait waits.
         #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
         timeout: Duration,
+    },
+    /// Attach to a VM's serial console (interactive on a terminal; Ctrl-] leaves).
+    ///
+    /// Without a terminal (or with --batch) it sends standard input and prints
+    /// the output until the guest is quiet for --idle.
+    Console {
+        /// Name or id.
+        vm: String,
+        /// Non-interactive: send stdin, print the output.
+        #[arg(long)]
+        batch: bool,
+        /// Batch mode: stop after this long without output.
+        #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+        idle: Duration,
+        /// Batch mode: print the buffered output first.
+        #[arg(long)]
+        history: bool,
+    },
+    /// Print a VM's buffered serial console output.
+    Logs {
+        /// Name or id.
+        vm: String,
     },
     /// Wait until a VM is READY, STOPPED or deleted.
     Wait {
@@ -341,6 +364,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 } else {
                     output::vm(format, &deleting)
                 }
+            }
+            VmCmd::Console { vm, batch, idle, history } => {
+                let vm = client.find_vm(&vm).await?;
+                console::run(&client, &vm.id, &vm.metadata.name, console::Options { batch, idle, history }).await
+            }
+            VmCmd::Logs { vm } => {
+                let vm = client.find_vm(&vm).await?;
+                let log = client.console_log(&vm.id).await?;
+                use std::io::Write;
+                std::io::stdout().write_all(&log)?;
+                Ok(())
             }
             VmCmd::Wait { vm, target, timeout } => {
                 let vm = client.find_vm(&vm).await?;

@@ -87,6 +87,17 @@ impl Error {
     }
 }
 
+/// A console session, from `POST …/console_sessions`.
+#[derive(Debug, Clone, serde::Deserialize, Serialize)]
+pub struct ConsoleSession {
+    /// The single-use ticket.
+    pub ticket: String,
+    /// When it expires.
+    pub expires_at: String,
+    /// The WebSocket path, ticket included.
+    pub url: String,
+}
+
 /// What a wait waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitFor {
@@ -279,6 +290,46 @@ impl Client {
     /// Starts deleting a VM.
     pub async fn delete_vm(&self, id: &str) -> Result<VirtualMachine, Error> {
         self.object::<(), _>(Method::DELETE, &format!("/virtual_machines/{id}"), None).await
+    }
+
+    /// Opens a console session: a single-use ticket for the console WebSocket.
+    pub async fn console_session(&self, id: &str) -> Result<ConsoleSession, Error> {
+        self.call::<(), ConsoleSession>(Method::POST, &format!("/virtual_machines/{id}/console_sessions"), None, None)
+            .await?
+            .ok_or_else(|| Error::Decode("empty console session".into()))
+    }
+
+    /// The WebSocket URL of a console session.
+    pub fn console_url(&self, session: &ConsoleSession) -> String {
+        let ws = self.endpoint.replacen("https://", "wss://", 1).replacen("http://", "ws://", 1);
+        let origin = match ws.find("://").map(|i| i + 3).and_then(|i| ws[i..].find('/').map(|j| i + j)) {
+            Some(end) => &ws[..end],
+            None => ws.as_str(),
+        };
+        format!("{origin}{}", session.url)
+    }
+
+    /// The buffered console output of VM `id`.
+    pub async fn console_log(&self, id: &str) -> Result<Vec<u8>, Error> {
+        let url = format!("{}{}/virtual_machines/{id}/console_log", self.endpoint, PREFIX);
+        let mut req = self.http.get(&url);
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        let transport = |source| Error::Transport { endpoint: self.endpoint.clone(), source };
+        let resp = req.send().await.map_err(transport)?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(transport)?;
+        if status.is_success() {
+            return Ok(bytes.to_vec());
+        }
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        Err(Error::Api {
+            status: status.as_u16(),
+            code: v["code"].as_u64().unwrap_or(2) as u8,
+            message: v["message"].as_str().unwrap_or("error").to_owned(),
+            details: vec![],
+        })
     }
 
     /// Polls VM `id` every `every` until it reaches `target`, calling

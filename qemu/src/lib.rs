@@ -110,6 +110,9 @@ struct VmFile {
     tenant: String,
     name: String,
     external_ip: Option<Ipv4Addr>,
+    /// The host port forwarded to the guest's probe port in the current boot.
+    #[serde(default)]
+    probe_port: Option<u16>,
 }
 
 /// One VM's runtime state.
@@ -121,6 +124,7 @@ struct Vm {
     console: Option<SerialConsole>,
     ready: Arc<AtomicBool>,
     probe: Option<JoinHandle<()>>,
+    exit_watch: Option<JoinHandle<()>>,
     started: Option<Instant>,
     /// Set when a stop was asked: the moment to stop hard.
     stop_deadline: Option<Instant>,
@@ -141,8 +145,8 @@ impl Vm {
     }
 
     fn stop_runtime(&mut self) {
-        if let Some(p) = self.probe.take() {
-            p.abort();
+        for t in [self.probe.take(), self.exit_watch.take()].into_iter().flatten() {
+            t.abort();
         }
         self.console = None;
         self.pid = None;
@@ -319,6 +323,7 @@ impl QemuBackend {
             console: None,
             ready: Arc::new(AtomicBool::new(false)),
             probe: None,
+            exit_watch: None,
             started: None,
             stop_deadline: None,
             crashes: Vec::new(),
@@ -337,7 +342,7 @@ impl QemuBackend {
         }
         let dir = self.cfg.state_dir.join(&t.id);
         std::fs::create_dir_all(&dir).map_err(|e| BackendError::new(format!("creating {}", dir.display()), e))?;
-        let vm = self.new_vm(dir, VmFile { id: t.id.clone(), tenant: t.tenant.clone(), name: t.name.clone(), external_ip: None });
+        let vm = self.new_vm(dir, VmFile { id: t.id.clone(), tenant: t.tenant.clone(), name: t.name.clone(), external_ip: None, probe_port: None });
         vm.save()?;
         let h = Arc::new(tokio::sync::Mutex::new(vm));
         Ok(self.vms.lock().unwrap_or_else(|p| p.into_inner()).entry(t.id.clone()).or_insert(h).clone())
@@ -451,6 +456,8 @@ impl QemuBackend {
             return Err(Reason::new(reason, format!("QEMU refused to start: {err}")));
         }
         let pid = read_pid(&vm.path("qemu.pid")).ok_or_else(|| Reason::new("QemuFailed", "QEMU started but wrote no pid file"))?;
+        vm.file.probe_port = probe_port;
+        vm.save().map_err(|e| Reason::new("StateError", e.to_string()))?;
         vm.pid = Some(pid);
         vm.started = Some(Instant::now());
         vm.stop_deadline = None;
@@ -460,6 +467,7 @@ impl QemuBackend {
             Err(e) => warn!(vm = %t.id, error = %e, "cannot attach the serial console"),
         }
         self.start_probe(vm, probe, probe_port);
+        self.watch_exit(vm, pid);
         info!(vm = %t.id, name = %t.name, pid, external_ip = %ext, accel = self.accel.accel.as_str(), "guest started");
         Ok(())
     }
@@ -507,7 +515,6 @@ impl QemuBackend {
                         kill(pid);
                     }
                 }
-                self.watch_exit(vm, pid);
             }
             Some(deadline) if Instant::now() >= deadline => {
                 warn!(vm = %vm.file.id, grace = ?self.cfg.stop_grace, "the guest did not power off in time; stopping hard");
@@ -523,19 +530,20 @@ impl QemuBackend {
         }
     }
 
-    /// Wakes the reconciler as soon as `pid` exits.
-    fn watch_exit(&self, vm: &Vm, pid: i32) {
+    /// Wakes the reconciler as soon as `pid` exits, however it exits
+    /// (powered off, crashed, killed), so the status follows at once.
+    fn watch_exit(&self, vm: &mut Vm, pid: i32) {
         let Some(wake) = self.wake() else { return };
         let id = vm.file.id.clone();
-        tokio::spawn(async move {
-            for _ in 0..6000 {
-                if !alive(pid, &id) {
-                    wake.notify_one();
-                    return;
-                }
+        if let Some(w) = vm.exit_watch.take() {
+            w.abort();
+        }
+        vm.exit_watch = Some(tokio::spawn(async move {
+            while alive(pid, &id) {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-        });
+            wake.notify_one();
+        }));
     }
 
     async fn ensure_vm(&self, vm: &mut Vm, t: &VmTarget) -> Result<Observation, BackendError> {
@@ -566,7 +574,12 @@ impl QemuBackend {
             vm.failed = Some((t.version, reason.clone()));
             return Ok(vm.observation(Phase::Failed(reason)));
         }
-        if let Some(_pid) = running {
+        if let Some(pid) = running {
+            if vm.probe.is_none() {
+                // Re-adopted after a server restart: probe and watch it again.
+                self.start_probe(vm, effective_probe(&t.spec), vm.file.probe_port);
+                self.watch_exit(vm, pid);
+            }
             if vm.stop_deadline.is_some() {
                 // A stop is still under way: start again once it is done.
                 return Ok(vm.observation(Phase::Stopping(Reason::new("PoweringOff", "finishing the previous power-off before starting"))));
