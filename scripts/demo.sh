@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The main job, from nothing: installs what is missing, builds, starts
-# vmaas-server with its embedded defaults, publishes the example templates,
-# and creates a VM through the CLI.
+# The main job, from nothing: installs what is missing (QEMU, the test
+# guest image), builds, starts vmaas-server with its embedded defaults
+# (SQLite, the qemu backend), publishes the example templates, creates a VM
+# through the CLI, waits until its guest answers, and fetches its web page
+# on its external IP.
 #
 #   scripts/demo.sh          run it; the server keeps running afterwards
 #   scripts/demo.sh down     stop the server and remove the demo's data
@@ -22,6 +24,10 @@ stop_server() {
 }
 
 if [ "${1:-}" = down ]; then
+    if [ -f "$DEMO/server.pid" ] && [ -x "${CARGO_TARGET_DIR}/debug/vmaas" ]; then
+        VMAAS_ENDPOINT=$ENDPOINT VMAAS_TOKEN=$("$CARGO_TARGET_DIR/debug/vmaas-server" token --tenant demo --data-dir "$DEMO/data") \
+            "$CARGO_TARGET_DIR/debug/vmaas" vm delete demo-vm --wait >/dev/null 2>&1 || true
+    fi
     stop_server
     rm -rf "$DEMO"
     log "demo stopped and removed"
@@ -30,6 +36,7 @@ fi
 
 . "$ROOT/scripts/deps.sh"
 ensure_runtime_deps
+"$ROOT/scripts/guest-image.sh"
 build_bins
 stop_server
 mkdir -p "$DEMO"
@@ -49,15 +56,19 @@ VMAAS_TOKEN=$ADMIN "$BIN/vmaas" template sync examples/templates
 export VMAAS_TOKEN=$TOKEN
 "$BIN/vmaas" template list
 
-log "creating a VM as tenant 'demo' (vmaas vm create)"
+log "creating a VM as tenant 'demo' (vmaas vm create --wait)"
 "$BIN/vmaas" vm delete demo-vm --wait >/dev/null 2>&1 || true
-"$BIN/vmaas" vm create demo-vm --template simple_vm -p vm_cpu_cores=2 -p vm_memory=1Gi
+"$BIN/vmaas" vm create demo-vm --template tiny -p vm_memory=256Mi --wait --timeout 3m
 "$BIN/vmaas" vm list
+ip=$("$BIN/vmaas" -o json vm get demo-vm | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["externalIP"])')
+log "the guest's web server on its external IP: curl http://$ip/"
+curl -fsS "http://$ip/"
 
 cat <<EOT
 
 The server keeps running at $ENDPOINT. Try:
   export VMAAS_ENDPOINT=$ENDPOINT VMAAS_TOKEN=\$($BIN/vmaas-server token --tenant demo --data-dir $DEMO/data)
   $BIN/vmaas vm get demo-vm
+  $BIN/vmaas vm console demo-vm        # Ctrl-] leaves
 Stop it with: scripts/demo.sh down
 EOT

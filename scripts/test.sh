@@ -9,6 +9,7 @@ cd "$ROOT"
 apt_install postgresql curl ca-certificates
 . "$ROOT/scripts/deps.sh"
 ensure_runtime_deps
+"$ROOT/scripts/guest-image.sh"
 
 build_bins
 

@@ -106,7 +106,11 @@ impl SerialConsole {
 
     /// The last `n` lines of output, as text.
     pub fn last_lines(&self, n: usize) -> String {
-        let text = String::from_utf8_lossy(&self.history()).replace('\r', "");
+        let tail: Vec<u8> = {
+            let ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+            ring.iter().skip(ring.len().saturating_sub(8 * 1024)).copied().collect()
+        };
+        let text = String::from_utf8_lossy(&tail).replace('\r', "");
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         lines[lines.len().saturating_sub(n)..].join("\n")
     }

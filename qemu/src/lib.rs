@@ -223,6 +223,11 @@ async fn probe_once(check: &ProbeCheck, port: u16) -> bool {
     }
 }
 
+/// The first line of `console` that reports a kernel panic, if any.
+fn panic_line(console: &str) -> Option<String> {
+    console.lines().find(|l| l.contains("Kernel panic") || l.contains("PANIC: early exception")).map(|l| l.trim().to_owned())
+}
+
 /// The probe a VM is checked with: the template's, else a TCP check of the
 /// first exposed TCP port, else none (ready once the guest prints on its console).
 fn effective_probe(spec: &ResolvedSpec) -> Option<Probe> {
@@ -588,6 +593,13 @@ impl QemuBackend {
                 vm.degraded = None;
                 return Ok(vm.observation(Phase::Ready));
             }
+            if let Some(line) = vm.console.as_ref().and_then(|c| panic_line(&c.last_lines(12))) {
+                // A kernel that panics early hangs instead of rebooting: stop it.
+                kill(pid);
+                let reason = Reason::new("GuestPanicked", format!("the guest kernel panicked: {line}"));
+                vm.failed = Some((t.version, reason.clone()));
+                return Ok(vm.observation(Phase::Failed(reason)));
+            }
             let probe = effective_probe(&t.spec);
             let timeout = Duration::from_secs(u64::from(probe.as_ref().map(|p| p.timeout_seconds).unwrap_or(300)));
             if vm.started.is_some_and(|s| s.elapsed() > timeout) {
@@ -608,8 +620,8 @@ impl QemuBackend {
         if vm.pid.is_some() {
             let tail = vm.console.as_ref().map(|c| c.last_lines(4)).unwrap_or_default();
             vm.stop_runtime();
-            if let Some(line) = tail.lines().find(|l| l.contains("Kernel panic")) {
-                let reason = Reason::new("GuestPanicked", format!("the guest kernel panicked: {}", line.trim()));
+            if let Some(line) = panic_line(&tail) {
+                let reason = Reason::new("GuestPanicked", format!("the guest kernel panicked: {line}"));
                 vm.failed = Some((t.version, reason.clone()));
                 return Ok(vm.observation(Phase::Failed(reason)));
             }

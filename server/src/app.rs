@@ -67,34 +67,50 @@ pub enum StartError {
     },
 }
 
+/// An exclusive lock on a data directory: its database and its VMs have one
+/// owner. Take it before anything touches the directory.
+pub struct DataDirLock {
+    _file: std::fs::File,
+}
+
+impl DataDirLock {
+    /// Locks `dir` (creating it), or fails if another server holds it.
+    pub fn acquire(dir: &std::path::Path) -> Result<Self, StartError> {
+        std::fs::create_dir_all(dir).map_err(|source| StartError::DataDir { path: dir.to_owned(), source })?;
+        let path = dir.join("vmaas.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|source| StartError::DataDir { path: path.clone(), source })?;
+        file.try_lock().map_err(|_| StartError::Locked(dir.to_owned()))?;
+        Ok(Self { _file: file })
+    }
+}
+
 /// A configured server, not yet serving.
 pub struct App {
     /// Shared by every handler.
     pub state: AppState,
     config: Config,
-    /// Held while the server runs: the embedded database has one owner.
-    _lock: Option<std::fs::File>,
+    /// Held while the server runs: a data directory has one owner.
+    _lock: DataDirLock,
 }
 
 impl App {
-    /// Opens the store (migrating it) and the keys.
+    /// Locks the data directory, opens the store (migrating it) and the keys.
     pub async fn open(config: Config, backend: Arc<dyn Backend>) -> Result<Self, StartError> {
+        let lock = DataDirLock::acquire(&config.data_dir)?;
+        Self::open_locked(config, backend, lock).await
+    }
+
+    /// Like [`App::open`], with the data directory locked already.
+    pub async fn open_locked(config: Config, backend: Arc<dyn Backend>, lock: DataDirLock) -> Result<Self, StartError> {
         std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::DataDir { path: config.data_dir.clone(), source })?;
-        let mut lock = None;
         let store = match &config.database_url {
             Some(url) => Store::connect(url).await?,
-            None => {
-                let path = config.data_dir.join("vmaas.lock");
-                let file = std::fs::OpenOptions::new()
-                    .create(true)
-                    .truncate(false)
-                    .write(true)
-                    .open(&path)
-                    .map_err(|source| StartError::DataDir { path: path.clone(), source })?;
-                file.try_lock().map_err(|_| StartError::Locked(config.data_dir.clone()))?;
-                lock = Some(file);
-                Store::open_sqlite(&config.data_dir).await?
-            }
+            None => Store::open_sqlite(&config.data_dir).await?,
         };
         let keys = Keys::load_or_create(&config.key_path())?;
         let wake = Arc::new(Notify::new());

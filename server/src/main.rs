@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use vmaas_server::app::{App, Config};
+use vmaas_server::app::{App, Config, DataDirLock};
 use vmaas_server::auth::{KEY_FILE, Keys, Role};
 use vmaas_backend::Backend;
 use vmaas_qemu::accel::{Accel, AccelChoice};
@@ -171,6 +171,8 @@ async fn shutdown_signal() {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     init_logs(args.log_format);
     let data_dir = args.data_dir.unwrap_or_else(default_data_dir);
+    // Before the backend looks at the VMs in the data directory.
+    let early_lock = DataDirLock::acquire(&data_dir)?;
     let backend: Arc<dyn Backend> = match args.backend {
         BackendKind::None => Arc::new(NoBackend),
         BackendKind::Qemu => {
@@ -198,7 +200,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         key_file: args.jwt_key_file,
         reconcile_interval: args.reconcile_interval,
     };
-    let app = App::open(config, backend).await.context("starting vmaas-server")?;
+    let app = App::open_locked(config, backend, early_lock).await.context("starting vmaas-server")?;
     app.serve(shutdown_signal()).await.context("serving")?;
     Ok(())
 }

@@ -23,6 +23,34 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
+/// The images directory: `VMAAS_IMAGES_DIR`, else ~/.local/share/vmaas/images.
+pub fn images_dir() -> PathBuf {
+    match std::env::var_os("VMAAS_IMAGES_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".local/share/vmaas/images"),
+    }
+}
+
+fn rand_byte() -> u8 {
+    uuid::Uuid::new_v4().as_bytes()[0]
+}
+
+/// Pids of the live QEMU processes whose command line contains `needle`.
+pub fn qemu_pids(needle: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd);
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let zombie = stat.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z'));
+        if cmd.starts_with("qemu-system") && cmd.contains(needle) && !zombie {
+            out.push(pid);
+        }
+    }
+    out
+}
+
 /// Which database a test server uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Db {
@@ -69,9 +97,26 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts a server with a new data directory on `db`, or `None` when PostgreSQL is not available.
+    /// Starts an API-only server (`--backend none`) with a new data
+    /// directory on `db`, or `None` when PostgreSQL is not available.
     pub async fn start(db: Db) -> Option<Self> {
-        Self::start_with(db, &[]).await
+        Self::start_with(db, &["--backend", "none"]).await
+    }
+
+    /// Starts a server with the qemu backend on SQLite, with the test guest
+    /// image and an external IP pool of its own.
+    pub async fn start_qemu() -> Self {
+        let pool = format!("127.{}.{}.0/24", 50 + rand_byte() % 200, rand_byte());
+        let images = images_dir();
+        assert!(
+            images.join("test-guest/image.json").exists(),
+            "the test guest is missing in {}: run scripts/guest-image.sh (scripts/test.sh does)",
+            images.display()
+        );
+        let images = images.display().to_string();
+        Self::start_with(Db::Sqlite, &["--backend", "qemu", "--images-dir", &images, "--external-ip-pool", &pool, "--stop-grace", "10s"])
+            .await
+            .expect("sqlite")
     }
 
     /// Same, with extra command-line arguments.
@@ -104,7 +149,7 @@ impl Server {
             _tmp: Some(tmp),
             endpoint: String::new(),
             database_url: other.database_url.clone(),
-            extra: vec!["--jwt-key-file".into(), key.display().to_string()],
+            extra: vec!["--backend".into(), "none".into(), "--jwt-key-file".into(), key.display().to_string()],
             http: reqwest::Client::new(),
         };
         s.launch().await;
@@ -218,6 +263,10 @@ impl Drop for Server {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        // Guests run daemonized: stop any this server left behind.
+        for pid in qemu_pids(&self.data_dir.display().to_string()) {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
         }
     }
 }

@@ -1,0 +1,254 @@
+//! The qemu backend with real QEMU and the real test guest.
+
+use std::time::{Duration, Instant};
+
+use futures::{SinkExt, StreamExt};
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use vmaas_tests::{Server, qemu_pids};
+
+const V1: &str = "/api/fulfillment/v1";
+const TINY: &str = include_str!("../../examples/templates/tiny.yaml");
+
+/// Publishes the `tiny` example template, plus templates made to fail.
+async fn publish(s: &Server) {
+    let admin = s.token("ops", true);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tiny.yaml"), TINY).unwrap();
+    std::fs::write(
+        dir.path().join("bad.yaml"),
+        "id: starved\nparameters:\n  - {name: vm_memory, type: quantity, default: {value: 64Mi}}\nspec_defaults:\n  image: test-guest\n  exposed_ports: [{port: 80}]\n  readiness_probe: {http: {port: 80}, timeout_seconds: 60}\n\
+         ---\nid: greedy\nspec_defaults: {cpu_cores: 512, image: test-guest}\n\
+         ---\nid: gpu\nspec_defaults: {image: test-guest, gpus: [{name: gpu0, device_name: nvidia.com/GA102GL_A10}]}\n\
+         ---\nid: noimage\nspec_defaults: {image: no-such-image}\n",
+    )
+    .unwrap();
+    let out = s.cli(&admin, &["template", "sync", dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+async fn create(s: &Server, token: &str, name: &str, template: &str) -> String {
+    let body = json!({"object": {"metadata": {"name": name}, "spec": {"template": template}}});
+    let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(token), Some(body)).await;
+    assert_eq!(st, 201, "{vm}");
+    vm["object"]["id"].as_str().unwrap().to_owned()
+}
+
+async fn get(s: &Server, token: &str, id: &str) -> (u16, Value) {
+    s.raw(Method::GET, &format!("{V1}/virtual_machines/{id}"), Some(token), None).await
+}
+
+/// Polls until `pred` holds for the VM, or panics with the last status and the server log.
+async fn wait_until(s: &Server, token: &str, id: &str, what: &str, secs: u64, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let (st, vm) = get(s, token, id).await;
+        if st == 200 && pred(&vm["object"]) {
+            return vm["object"].clone();
+        }
+        if Instant::now() > deadline {
+            panic!("timed out waiting for {what}; last: {st} {vm:#}\nserver log:\n{}", s.log());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn state(v: &Value) -> &str {
+    v["status"]["state"].as_str().unwrap_or("")
+}
+
+fn condition<'a>(v: &'a Value, kind: &str) -> &'a Value {
+    v["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"].as_str().unwrap().ends_with(kind)).unwrap()
+}
+
+async fn http_get(ip: &str) -> Result<String, reqwest::Error> {
+    reqwest::Client::builder().timeout(Duration::from_secs(5)).build()?.get(format!("http://{ip}/")).send().await?.text().await
+}
+
+async fn wait_ready(s: &Server, token: &str, id: &str) -> Value {
+    wait_until(s, token, id, "READY", 120, |v| state(v) == "VIRTUAL_MACHINE_STATE_READY").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_ready_stop_start_delete() {
+    let s = Server::start_qemu().await;
+    publish(&s).await;
+    let t = s.token("acme", false);
+    let id = create(&s, &t, "web", "tiny").await;
+    let vm = wait_ready(&s, &t, &id).await;
+    assert_eq!(vm["status"]["internalIP"], "10.0.2.15");
+    let ip = vm["status"]["externalIP"].as_str().unwrap().to_owned();
+    assert!(ip.starts_with("127."), "{ip}");
+    let page = http_get(&ip).await.unwrap();
+    assert!(page.contains("vmaas test guest web"), "{page}");
+    assert!(page.contains("disk: test-guest base disk"), "the guest mounted its overlay disk: {page}");
+    assert_eq!(qemu_pids(&id).len(), 1);
+    let vm_dir = s.data_dir.join("vms").join(&id);
+    assert!(vm_dir.join("disk.qcow2").exists() && vm_dir.join("qmp.sock").exists());
+
+    // Stop: STOPPED, and the process is gone.
+    let (st, _) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(json!({"object": {"spec": {"state": "stopped"}}}))).await;
+    assert_eq!(st, 200);
+    let vm = wait_until(&s, &t, &id, "STOPPED", 30, |v| state(v) == "VIRTUAL_MACHINE_STATE_STOPPED").await;
+    assert!(vm["status"].get("externalIP").is_none());
+    assert!(qemu_pids(&id).is_empty(), "no QEMU once STOPPED");
+    assert!(http_get(&ip).await.is_err());
+    assert!(s.log().contains("ACPI power-down sent"), "stopped by the ACPI power button");
+
+    // Start: READY again, same external IP, disk kept.
+    let (st, _) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(json!({"object": {"spec": {"state": "started"}}}))).await;
+    assert_eq!(st, 200);
+    let vm = wait_ready(&s, &t, &id).await;
+    assert_eq!(vm["status"]["externalIP"], ip.as_str());
+    assert!(http_get(&ip).await.unwrap().contains("vmaas test guest web"));
+
+    // Delete: no process, socket or file left.
+    let (st, _) = s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await;
+    assert_eq!(st, 202);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get(&s, &t, &id).await.0 != 404 {
+        assert!(Instant::now() < deadline, "not deleted:\n{}", s.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(qemu_pids(&id).is_empty());
+    assert!(!vm_dir.exists(), "{} is gone", vm_dir.display());
+    assert!(http_get(&ip).await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_over_websocket() {
+    let s = Server::start_qemu().await;
+    publish(&s).await;
+    let t = s.token("acme", false);
+    let id = create(&s, &t, "shell", "tiny").await;
+    wait_ready(&s, &t, &id).await;
+    let (st, session) = s.raw(Method::POST, &format!("{V1}/virtual_machines/{id}/console_sessions"), Some(&t), None).await;
+    assert_eq!(st, 201, "{session}");
+    let url = format!("{}{}", s.endpoint.replace("http://", "ws://"), session["url"].as_str().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(url.as_str()).await.unwrap();
+    // The buffered log comes first: the boot was recorded before anyone connected.
+    let first = tokio::time::timeout(Duration::from_secs(5), ws.next()).await.unwrap().unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first.into_data()).contains("vmaas-guest: ready"));
+    ws.send(Message::Text("echo marker-$((6*7))\n".into())).await.unwrap();
+    let mut seen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !seen.contains("marker-42") {
+        assert!(Instant::now() < deadline, "no command output; saw: {seen}");
+        if let Ok(Some(Ok(m))) = tokio::time::timeout(Duration::from_secs(1), ws.next()).await {
+            seen.push_str(&String::from_utf8_lossy(&m.into_data()));
+        }
+    }
+    // The ticket is single-use.
+    assert!(tokio_tungstenite::connect_async(url.as_str()).await.is_err());
+    // Another tenant cannot open one.
+    let other = s.token("globex", false);
+    let (st, _) = s.raw(Method::POST, &format!("{V1}/virtual_machines/{id}/console_sessions"), Some(&other), None).await;
+    assert_eq!(st, 404);
+    // The log has the command and its output, through the CLI too.
+    let out = s.cli(&t, &["vm", "logs", "shell"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("marker-42"));
+    let out = std::process::Command::new(vmaas_tests::bin("vmaas"))
+        .args(["vm", "console", "shell", "--batch", "--idle", "3s"])
+        .env("VMAAS_ENDPOINT", &s.endpoint)
+        .env("VMAAS_TOKEN", &t)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(b"echo cli-$((40+2))\n")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cli-42"), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_guest_is_healed_and_restart_readopts() {
+    let mut s = Server::start_qemu().await;
+    publish(&s).await;
+    let t = s.token("acme", false);
+    let id = create(&s, &t, "phoenix", "tiny").await;
+    wait_ready(&s, &t, &id).await;
+    let pids = qemu_pids(&id);
+    assert_eq!(pids.len(), 1);
+    std::process::Command::new("kill").arg("-9").arg(pids[0].to_string()).status().unwrap();
+    let vm = wait_until(&s, &t, &id, "DEGRADED", 20, |v| condition(v, "DEGRADED")["status"] == "CONDITION_STATUS_TRUE").await;
+    assert_eq!(condition(&vm, "DEGRADED")["reason"], "GuestRestarted");
+    let vm = wait_ready(&s, &t, &id).await;
+    assert_eq!(condition(&vm, "DEGRADED")["status"], "CONDITION_STATUS_FALSE");
+    let healed = qemu_pids(&id);
+    assert_eq!(healed.len(), 1);
+    assert_ne!(healed[0], pids[0]);
+    let ip = vm["status"]["externalIP"].as_str().unwrap().to_owned();
+    assert!(http_get(&ip).await.unwrap().contains("phoenix"));
+
+    // A server restart re-adopts the running guest: same process, no duplicate.
+    s.restart().await;
+    let vm = wait_ready(&s, &t, &id).await;
+    assert_eq!(qemu_pids(&id), healed);
+    assert!(s.log().contains("re-adopted a running VM"));
+    assert_eq!(vm["status"]["externalIP"], ip.as_str());
+    // The console survives the restart too.
+    let out = s.cli(&t, &["vm", "logs", "phoenix"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("vmaas-guest: ready"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_get_distinct_external_ips() {
+    let s = Server::start_qemu().await;
+    publish(&s).await;
+    let a = s.token("acme", false);
+    let b = s.token("globex", false);
+    let ida = create(&s, &a, "same-name", "tiny").await;
+    let idb = create(&s, &b, "same-name", "tiny").await;
+    let va = wait_ready(&s, &a, &ida).await;
+    let vb = wait_ready(&s, &b, &idb).await;
+    let (ipa, ipb) = (va["status"]["externalIP"].as_str().unwrap(), vb["status"]["externalIP"].as_str().unwrap());
+    assert_ne!(ipa, ipb);
+    for ip in [ipa, ipb] {
+        assert!(http_get(ip).await.unwrap().contains("same-name"));
+    }
+    // Deleting one releases its address; the next VM may get it, never both at once.
+    s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{ida}"), Some(&a), None).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get(&s, &a, &ida).await.0 != 404 {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let idc = create(&s, &a, "third", "tiny").await;
+    let vc = wait_ready(&s, &a, &idc).await;
+    assert_ne!(vc["status"]["externalIP"].as_str().unwrap(), ipb);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_inputs_fail_clearly() {
+    let s = Server::start_qemu().await;
+    publish(&s).await;
+    let t = s.token("acme", false);
+    // Unknown template: refused by the API.
+    let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(json!({"object": {"id": "x", "spec": {"template": "nope"}}}))).await;
+    assert_eq!(st, 400);
+    assert_eq!(err["details"][0]["field"], "object.spec.template");
+    // Too many cores, a GPU on a host without one, a missing image: FAILED with a reason.
+    for (name, template, reason, words) in [
+        ("greedy", "greedy", "InsufficientCPU", "asks for 512 CPU cores"),
+        ("gpu", "gpu", "NoGPUAvailable", "nvidia.com/GA102GL_A10"),
+        ("noimage", "noimage", "ImageNotFound", "no-such-image"),
+    ] {
+        let id = create(&s, &t, name, template).await;
+        let vm = wait_until(&s, &t, &id, "FAILED", 30, |v| state(v) == "VIRTUAL_MACHINE_STATE_FAILED").await;
+        let failed = condition(&vm, "FAILED");
+        assert_eq!(failed["reason"], reason, "{vm:#}");
+        assert!(failed["message"].as_str().unwrap().contains(words), "{vm:#}");
+        assert!(qemu_pids(&id).is_empty(), "nothing runs for {name}");
+    }
+    // Memory too small to boot: the guest cannot come up, and the VM says why.
+    let id = create(&s, &t, "starved", "starved").await;
+    let vm = wait_until(&s, &t, &id, "FAILED", 120, |v| state(v) == "VIRTUAL_MACHINE_STATE_FAILED").await;
+    let failed = condition(&vm, "FAILED");
+    assert_eq!(failed["reason"], "GuestPanicked", "{vm:#}");
+    assert!(failed["message"].as_str().unwrap().contains("panic"), "{vm:#}");
+    assert!(qemu_pids(&id).is_empty(), "the hung guest was stopped");
+}
