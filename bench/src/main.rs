@@ -41,6 +41,18 @@ enum Cmd {
         #[arg(long, default_value_t = 20)]
         page: usize,
     },
+    /// Real VMs: create→READY, stop, delete, memory, and a burst.
+    Qemu {
+        /// VMs created one after another.
+        #[arg(long, default_value_t = 5)]
+        vms: usize,
+        /// VMs created at once.
+        #[arg(long, default_value_t = 10)]
+        burst: usize,
+        /// Images directory [default: ~/.local/share/vmaas/images].
+        #[arg(long)]
+        images_dir: Option<std::path::PathBuf>,
+    },
 }
 
 struct Figures {
@@ -186,9 +198,136 @@ async fn api(connections: usize, duration: Duration, vms: usize, page: usize) ->
     Ok(())
 }
 
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted.get(((sorted.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0.0)
+}
+
+fn rss_kib(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .unwrap_or(0)
+}
+
+async fn timed_wait(c: &vmaas_client::Client, id: &str, target: vmaas_client::WaitFor) -> anyhow::Result<f64> {
+    let t = Instant::now();
+    c.wait_vm(id, target, Duration::from_secs(300), Duration::from_millis(50), |_| {}).await?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// create→READY, stop→STOPPED, delete→gone, RSS per idle VM, and N VMs at once,
+/// with real QEMU and the test guest, through the real API.
+async fn qemu(vms: usize, burst: usize, images: std::path::PathBuf) -> anyhow::Result<()> {
+    use vmaas_client::WaitFor;
+    use vmaas_model::{CreateVirtualMachine, PowerState, VirtualMachineSpec};
+    let dir = tempfile::tempdir()?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let cfg = vmaas_qemu::QemuConfig {
+        state_dir: dir.path().join("vms"),
+        images: vmaas_qemu::images::Catalog::new(images, "test-guest".into()),
+        pool: "127.43.0.0/24".parse().map_err(anyhow::Error::msg)?,
+        accel: vmaas_qemu::accel::AccelChoice::Auto,
+        qemu: "qemu-system-x86_64".into(),
+        qemu_img: "qemu-img".into(),
+        stop_grace: Duration::from_secs(30),
+    };
+    let backend = Arc::new(vmaas_qemu::QemuBackend::new(cfg).await?);
+    let accel = backend.accel().accel.as_str();
+    let config = Config {
+        listen: format!("127.0.0.1:{port}").parse()?,
+        data_dir: dir.path().to_owned(),
+        database_url: None,
+        key_file: None,
+        reconcile_interval: Duration::from_secs(1),
+    };
+    let app = App::open(config, backend).await?;
+    let admin = app.state.keys.issue("ops", "ops", Role::Admin, Duration::from_secs(3600))?;
+    let token = app.state.keys.issue("bench", "bench", Role::Tenant, Duration::from_secs(3600))?;
+    tokio::spawn(app.serve(std::future::pending()));
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let adm = vmaas_client::Client::new(&endpoint, Some(admin))?;
+    let c = vmaas_client::Client::new(&endpoint, Some(token))?;
+    for _ in 0..100 {
+        if adm.all_templates().await.is_ok() { break }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let tiny: vmaas_model::VirtualMachineTemplate = serde_json::from_value(tiny_template())?;
+    adm.create_template(&tiny).await?;
+    let req = |name: String| CreateVirtualMachine {
+        type_url: None,
+        id: Some(name),
+        metadata: None,
+        spec: VirtualMachineSpec { template: "tiny".into(), template_parameters: Default::default(), state: PowerState::Started },
+        status: None,
+    };
+    println!("vmaas-bench qemu: accelerator {accel}, {} cores, test guest (256Mi, 1 core), {vms} VMs one after another, then {burst} at once", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+
+    let mut ready = Vec::new();
+    let mut ids = Vec::new();
+    for i in 0..vms {
+        let t = Instant::now();
+        let vm = c.create_vm(&req(format!("seq-{i}"))).await?;
+        c.wait_vm(&vm.id, WaitFor::Ready, Duration::from_secs(300), Duration::from_millis(50), |_| {}).await?;
+        ready.push(t.elapsed().as_secs_f64());
+        ids.push(vm.id);
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let pids: Vec<i32> = ids.iter().filter_map(|id| std::fs::read_to_string(dir.path().join("vms").join(id).join("qemu.pid")).ok()?.trim().parse().ok()).collect();
+    let rss: Vec<u64> = pids.iter().map(|p| rss_kib(*p)).collect();
+    let mut stop = Vec::new();
+    let mut delete = Vec::new();
+    for id in &ids {
+        let patch = vmaas_model::PatchVirtualMachine { spec: vmaas_model::vm::SpecPatch { state: Some(PowerState::Stopped), ..Default::default() }, ..Default::default() };
+        let t = Instant::now();
+        c.patch_vm(id, &patch).await?;
+        c.wait_vm(id, WaitFor::Stopped, Duration::from_secs(120), Duration::from_millis(20), |_| {}).await?;
+        stop.push(t.elapsed().as_secs_f64());
+    }
+    for id in &ids {
+        let t = Instant::now();
+        c.delete_vm(id).await?;
+        c.wait_vm(id, WaitFor::Deleted, Duration::from_secs(120), Duration::from_millis(20), |_| {}).await?;
+        delete.push(t.elapsed().as_secs_f64());
+    }
+    let t = Instant::now();
+    let reqs: Vec<_> = (0..burst).map(|i| req(format!("burst-{i}"))).collect();
+    let created = futures::future::try_join_all(reqs.iter().map(|r| c.create_vm(r))).await?;
+    futures::future::try_join_all(created.iter().map(|vm| timed_wait(&c, &vm.id, WaitFor::Ready))).await?;
+    let burst_total = t.elapsed().as_secs_f64();
+    futures::future::try_join_all(created.iter().map(|vm| c.delete_vm(&vm.id))).await?;
+    futures::future::try_join_all(created.iter().map(|vm| timed_wait(&c, &vm.id, WaitFor::Deleted))).await?;
+
+    for v in [&mut ready, &mut stop, &mut delete] {
+        v.sort_by(|a, b| a.total_cmp(b));
+    }
+    println!("create→READY   p50 {:.2} s   p95 {:.2} s   (n={})", percentile(&ready, 0.5), percentile(&ready, 0.95), ready.len());
+    println!("stop→STOPPED   p50 {:.2} s   max {:.2} s", percentile(&stop, 0.5), percentile(&stop, 1.0));
+    println!("delete→gone    p50 {:.2} s   max {:.2} s", percentile(&delete, 0.5), percentile(&delete, 1.0));
+    println!("RSS per idle VM  {:.0} MiB (mean of {} QEMU processes)", rss.iter().sum::<u64>() as f64 / rss.len().max(1) as f64 / 1024.0, rss.len());
+    println!("{burst} VMs at once, all READY: {burst_total:.2} s");
+    Ok(())
+}
+
+/// The `tiny` example template, as JSON.
+fn tiny_template() -> serde_json::Value {
+    json!({
+        "id": "tiny",
+        "parameters": [{"name": "vm_memory", "type": "quantity", "default": {"value": "256Mi"}}],
+        "spec_defaults": {
+            "image": "test-guest",
+            "exposed_ports": [{"port": 80}],
+            "readiness_probe": {"http": {"port": 80, "path": "/"}, "timeout_seconds": 120}
+        }
+    })
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
         Cmd::Api { connections, duration, vms, page } => api(connections, duration, vms, page).await,
+        Cmd::Qemu { vms, burst, images_dir } => {
+            let images = images_dir.unwrap_or_else(|| std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".local/share/vmaas/images"));
+            qemu(vms, burst, images).await
+        }
     }
 }
