@@ -168,7 +168,8 @@ impl Client {
         &self.endpoint
     }
 
-    async fn call<B: Serialize, T: DeserializeOwned>(&self, method: Method, path: &str, query: Option<&VmQuery>, body: Option<&B>) -> Result<Option<T>, Error> {
+    /// Sends a request; the body of a success, or the API's error.
+    async fn send<B: Serialize>(&self, method: Method, path: &str, query: Option<&VmQuery>, body: Option<&B>) -> Result<(StatusCode, bytes::Bytes), Error> {
         let url = format!("{}{}{}", self.endpoint, PREFIX, path);
         let mut req = self.http.request(method, &url);
         if let Some(t) = &self.token {
@@ -185,10 +186,7 @@ impl Client {
         let status = resp.status();
         let bytes = resp.bytes().await.map_err(transport)?;
         if status.is_success() {
-            if status == StatusCode::NO_CONTENT || bytes.is_empty() {
-                return Ok(None);
-            }
-            return serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::Decode(format!("{url}: {e}")));
+            return Ok((status, bytes));
         }
         #[derive(serde::Deserialize)]
         struct Body {
@@ -197,10 +195,18 @@ impl Client {
             #[serde(default)]
             details: Vec<FieldError>,
         }
-        match serde_json::from_slice::<Body>(&bytes) {
-            Ok(b) => Err(Error::Api { status: status.as_u16(), code: b.code, message: b.message, details: b.details }),
-            Err(_) => Err(Error::Api { status: status.as_u16(), code: 2, message: String::from_utf8_lossy(&bytes).into_owned(), details: vec![] }),
+        Err(match serde_json::from_slice::<Body>(&bytes) {
+            Ok(b) => Error::Api { status: status.as_u16(), code: b.code, message: b.message, details: b.details },
+            Err(_) => Error::Api { status: status.as_u16(), code: 2, message: String::from_utf8_lossy(&bytes).into_owned(), details: vec![] },
+        })
+    }
+
+    async fn call<B: Serialize, T: DeserializeOwned>(&self, method: Method, path: &str, query: Option<&VmQuery>, body: Option<&B>) -> Result<Option<T>, Error> {
+        let (status, bytes) = self.send(method, path, query, body).await?;
+        if status == StatusCode::NO_CONTENT || bytes.is_empty() {
+            return Ok(None);
         }
+        serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::Decode(format!("{path}: {e}")))
     }
 
     async fn object<B: Serialize, T: DeserializeOwned>(&self, method: Method, path: &str, body: Option<&B>) -> Result<T, Error> {
@@ -311,25 +317,8 @@ impl Client {
 
     /// The buffered console output of VM `id`.
     pub async fn console_log(&self, id: &str) -> Result<Vec<u8>, Error> {
-        let url = format!("{}{}/virtual_machines/{id}/console_log", self.endpoint, PREFIX);
-        let mut req = self.http.get(&url);
-        if let Some(t) = &self.token {
-            req = req.bearer_auth(t);
-        }
-        let transport = |source| Error::Transport { endpoint: self.endpoint.clone(), source };
-        let resp = req.send().await.map_err(transport)?;
-        let status = resp.status();
-        let bytes = resp.bytes().await.map_err(transport)?;
-        if status.is_success() {
-            return Ok(bytes.to_vec());
-        }
-        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-        Err(Error::Api {
-            status: status.as_u16(),
-            code: v["code"].as_u64().unwrap_or(2) as u8,
-            message: v["message"].as_str().unwrap_or("error").to_owned(),
-            details: vec![],
-        })
+        let (_, bytes) = self.send::<()>(Method::GET, &format!("/virtual_machines/{id}/console_log"), None, None).await?;
+        Ok(bytes.to_vec())
     }
 
     /// Polls VM `id` every `every` until it reaches `target`, calling
