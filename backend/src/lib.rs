@@ -34,6 +34,9 @@ pub struct VmTarget {
     pub spec: ResolvedSpec,
     /// Spec version: a change means the spec may have changed.
     pub version: i64,
+    /// Restarts requested so far: a count the backend has not acted on yet
+    /// asks for one more restart.
+    pub restarts: i64,
 }
 
 /// How far a deletion has gone.

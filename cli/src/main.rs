@@ -106,6 +106,8 @@ enum VmCmd {
     Start(PowerArgs),
     /// Power a VM off.
     Stop(PowerArgs),
+    /// Restart a running VM (its guest is stopped and booted again).
+    Restart(PowerArgs),
     /// Delete a VM and everything it has.
     #[command(alias = "rm")]
     Delete {
@@ -354,6 +356,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             VmCmd::Get { vm } => output::vm(format, &client.find_vm(&vm).await?),
             VmCmd::Start(args) => set_power(&client, &args, PowerState::Started, format).await,
             VmCmd::Stop(args) => set_power(&client, &args, PowerState::Stopped, format).await,
+            VmCmd::Restart(args) => {
+                let vm = client.find_vm(&args.vm).await?;
+                let mut vm = client.restart_vm(&vm.id).await?;
+                if args.wait {
+                    if let Some(v) = wait(&client, &vm, WaitFor::Ready, args.timeout).await? {
+                        vm = v;
+                    }
+                }
+                output::vm(format, &vm)
+            }
             VmCmd::Delete { vm, wait: do_wait, timeout } => {
                 let vm = client.find_vm(&vm).await?;
                 let deleting = client.delete_vm(&vm.id).await?;

@@ -293,6 +293,11 @@ impl Client {
         self.object(Method::PATCH, &format!("/virtual_machines/{id}"), Some(&Envelope { object: patch })).await
     }
 
+    /// Restarts a running VM.
+    pub async fn restart_vm(&self, id: &str) -> Result<VirtualMachine, Error> {
+        self.object::<(), _>(Method::POST, &format!("/virtual_machines/{id}/restart"), None).await
+    }
+
     /// Starts deleting a VM.
     pub async fn delete_vm(&self, id: &str) -> Result<VirtualMachine, Error> {
         self.object::<(), _>(Method::DELETE, &format!("/virtual_machines/{id}"), None).await

@@ -113,6 +113,9 @@ struct VmFile {
     /// The host port forwarded to the guest's probe port in the current boot.
     #[serde(default)]
     probe_port: Option<u16>,
+    /// The restart requests acted on.
+    #[serde(default)]
+    restarts: i64,
 }
 
 /// One VM's runtime state.
@@ -347,7 +350,7 @@ impl QemuBackend {
         }
         let dir = self.cfg.state_dir.join(&t.id);
         std::fs::create_dir_all(&dir).map_err(|e| BackendError::new(format!("creating {}", dir.display()), e))?;
-        let vm = self.new_vm(dir, VmFile { id: t.id.clone(), tenant: t.tenant.clone(), name: t.name.clone(), external_ip: None, probe_port: None });
+        let vm = self.new_vm(dir, VmFile { id: t.id.clone(), tenant: t.tenant.clone(), name: t.name.clone(), external_ip: None, probe_port: None, restarts: t.restarts });
         vm.save()?;
         let h = Arc::new(tokio::sync::Mutex::new(vm));
         Ok(self.vms.lock().unwrap_or_else(|p| p.into_inner()).entry(t.id.clone()).or_insert(h).clone())
@@ -578,6 +581,36 @@ impl QemuBackend {
         if let Some(reason) = self.capacity_problem(&t.spec) {
             vm.failed = Some((t.version, reason.clone()));
             return Ok(vm.observation(Phase::Failed(reason)));
+        }
+        if let (Some(pid), true) = (running, t.restarts > vm.file.restarts) {
+            vm.file.restarts = t.restarts;
+            vm.save()?;
+            info!(vm = %t.id, "restarting the guest");
+            if let Ok(mut q) = Qmp::connect(&vm.path("qmp.sock")).await {
+                let _ = q.execute("quit", None).await;
+            }
+            for _ in 0..50 {
+                if !alive(pid, &t.id) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            if alive(pid, &t.id) {
+                kill(pid);
+            }
+            vm.stop_runtime();
+            return match self.boot(vm, t).await {
+                Ok(()) => Ok(vm.observation(Phase::Starting(Reason::new("Restarting", "the guest was restarted as asked and is booting")))),
+                Err(reason) => {
+                    vm.failed = Some((t.version, reason.clone()));
+                    Ok(vm.observation(Phase::Failed(reason)))
+                }
+            };
+        }
+        if t.restarts > vm.file.restarts {
+            // Not running: the boot below is the restart.
+            vm.file.restarts = t.restarts;
+            vm.save()?;
         }
         if let Some(pid) = running {
             if vm.probe.is_none() {

@@ -170,6 +170,7 @@ impl Reconciler {
             power: vm.power(),
             spec: vm.resolved.clone(),
             version: vm.version,
+            restarts: vm.restarts,
         };
         let desired = Desired::Power(vm.power());
         match self.backend.ensure(&target).await {
@@ -303,6 +304,7 @@ mod tests {
             version: 1,
             created_at: now,
             deleted_at: None,
+            restarts: 0,
         };
         store.insert_vm(&rec).await.unwrap();
         rec.id

@@ -138,6 +138,8 @@ pub struct VmRecord {
     pub created_at: DateTime<Utc>,
     /// Set once deletion was requested.
     pub deleted_at: Option<DateTime<Utc>>,
+    /// Restarts requested so far.
+    pub restarts: i64,
 }
 
 impl VmRecord {
@@ -293,7 +295,7 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
 
-const VM_COLUMNS: &str = "id, tenant, name, spec, resolved, status, creators, version, created_at, deleted_at";
+const VM_COLUMNS: &str = "id, tenant, name, spec, resolved, status, creators, version, created_at, deleted_at, restarts";
 
 fn vm_from_row(row: &AnyRow) -> Result<VmRecord, StoreError> {
     let deleted: Option<String> = row.try_get("deleted_at")?;
@@ -308,6 +310,7 @@ fn vm_from_row(row: &AnyRow) -> Result<VmRecord, StoreError> {
         version: row.try_get("version")?,
         created_at: parse_ts(&row.try_get::<String, _>("created_at")?)?,
         deleted_at: deleted.as_deref().map(parse_ts).transpose()?,
+        restarts: row.try_get("restarts")?,
     })
 }
 
@@ -650,6 +653,24 @@ impl Store {
             self.refresh_vm(id).await?;
         }
         self.get_vm(id, scope).await
+    }
+
+    /// Asks for a restart of a VM that is not being deleted; returns the record.
+    pub async fn request_restart(&self, id: &str, scope: &Scope) -> Result<VmRecord, StoreError> {
+        let _w = self.write_lock().await;
+        let r = sqlx::query("UPDATE virtual_machines SET restarts = restarts + 1 WHERE id = $1 AND ($2 IS NULL OR tenant = $2) AND deleted_at IS NULL")
+            .bind(id)
+            .bind(scope.tenant())
+            .execute(&self.pool)
+            .await?;
+        if self.mem.is_some() {
+            self.refresh_vm(id).await?;
+        }
+        let vm = self.get_vm(id, scope).await?;
+        if r.rows_affected() == 0 {
+            return Err(StoreError::InUse(format!("virtual machine {:?} is being deleted", vm.name)));
+        }
+        Ok(vm)
     }
 
     /// Writes a VM's status, as observed by the reconciler from `seen`. Does

@@ -103,6 +103,18 @@ async fn lifecycle_ready_stop_start_delete() {
     assert_eq!(vm["status"]["externalIP"], ip.as_str());
     assert!(http_get(&ip).await.unwrap().contains("vmaas test guest web"));
 
+    // Restart: a new guest process, READY again.
+    let before = qemu_pids(&id);
+    let (st, r) = s.raw(Method::POST, &format!("{V1}/virtual_machines/{id}/restart"), Some(&t), None).await;
+    assert_eq!(st, 202, "{r}");
+    assert_eq!(state(&r["object"]), "VIRTUAL_MACHINE_STATE_PROGRESSING");
+    let vm = wait_ready(&s, &t, &id).await;
+    let after = qemu_pids(&id);
+    assert_eq!(after.len(), 1);
+    assert_ne!(after, before, "a restart boots a new guest");
+    assert_eq!(vm["status"]["externalIP"], ip.as_str());
+    assert!(http_get(&ip).await.unwrap().contains("vmaas test guest web"));
+
     // Delete: no process, socket or file left.
     let (st, _) = s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await;
     assert_eq!(st, 202);

@@ -11,7 +11,7 @@ use super::{console, templates, vms};
     paths(
         super::healthz,
         templates::list, templates::read, templates::create, templates::update, templates::remove,
-        vms::list, vms::read, vms::create, vms::patch, vms::remove,
+        vms::list, vms::read, vms::create, vms::patch, vms::remove, vms::restart,
         console::create_session, console::console, console::console_log,
     ),
     modifiers(&BearerAuth),

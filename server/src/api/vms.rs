@@ -23,6 +23,7 @@ pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route("/virtual_machines", get(list).post(create))
         .route("/virtual_machines/{id}", get(read).patch(patch).delete(remove))
+        .route("/virtual_machines/{id}/restart", axum::routing::post(restart))
 }
 
 fn scope(caller: &Caller) -> Scope {
@@ -145,6 +146,7 @@ pub(super) async fn create(
         version: 1,
         created_at: now,
         deleted_at: None,
+        restarts: 0,
     };
     s.store.insert_vm(&rec).await?;
     s.wake.notify_one();
@@ -239,5 +241,31 @@ pub(super) async fn remove(State(s): State<AppState>, caller: Caller, Path(id): 
     let rec = s.store.mark_vm_deleted(&id, &sc, &status, now).await?;
     s.wake.notify_one();
     info!(vm = %id, name = %rec.name, "virtual machine deletion requested");
+    Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
+}
+
+/// Restart a running virtual machine: its guest is stopped and booted again
+/// (PROGRESSING, then READY once it answers).
+#[utoipa::path(post, path = "/api/fulfillment/v1/virtual_machines/{id}/restart", tag = "virtual machines",
+    params(("id" = String, Path, description = "VM id (UUID)")),
+    responses((status = 202, body = Envelope<VirtualMachine>, description = "Restart requested"), (status = 404, body = ApiError), (status = 409, body = ApiError, description = "Stopped or being deleted")),
+    security(("bearer" = [])))]
+pub(super) async fn restart(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<(StatusCode, Json<Envelope<VirtualMachine>>), ApiError> {
+    let sc = scope(&caller);
+    let current = s.store.get_vm(&id, &sc).await?;
+    if current.spec.state == vmaas_model::PowerState::Stopped {
+        return Err(ApiError::precondition(format!("virtual machine {:?} is stopped: start it instead", current.name)));
+    }
+    let mut rec = s.store.request_restart(&id, &sc).await?;
+    // Show at once that the VM is on its way down and up again.
+    let mut obs = Observation::new(Phase::Starting(vmaas_model::Reason::new("Restarting", "a restart was requested")));
+    obs.internal_ip = rec.status.internal_ip.clone();
+    obs.external_ip = rec.status.external_ip.clone();
+    let status = derive_status(Desired::Power(rec.spec.state), &obs, &rec.status, Utc::now());
+    if s.store.update_vm_status(&rec, &status).await? {
+        rec.status = status;
+    }
+    s.wake.notify_one();
+    info!(vm = %id, restarts = rec.restarts, "virtual machine restart requested");
     Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
 }
