@@ -10,6 +10,7 @@ apt_install postgresql curl ca-certificates
 . "$ROOT/scripts/deps.sh"
 ensure_runtime_deps
 "$ROOT/scripts/guest-image.sh"
+"$ROOT/scripts/debian-image.sh"
 
 build_bins
 

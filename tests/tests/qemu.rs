@@ -264,3 +264,44 @@ async fn bad_inputs_fail_clearly() {
     assert!(failed["message"].as_str().unwrap().contains("panic"), "{vm:#}");
     assert!(qemu_pids(&id).is_empty(), "the hung guest was stopped");
 }
+
+/// The debootstrap-built Debian image boots from a copy-on-write overlay of its base disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debian_boots_from_an_overlay() {
+    let s = Server::start_qemu().await;
+    assert!(vmaas_tests::images_dir().join("debian-12/image.json").exists(), "build it with scripts/debian-image.sh (scripts/test.sh does)");
+    let admin = s.token("ops", true);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("debian.yaml"), include_str!("../../examples/templates/debian.yaml")).unwrap();
+    assert!(s.cli(&admin, &["template", "sync", dir.path().to_str().unwrap()]).status.success());
+    let t = s.token("acme", false);
+    let id = create(&s, &t, "deb", "debian").await;
+    let vm = wait_until(&s, &t, &id, "READY", 300, |v| state(v) == "VIRTUAL_MACHINE_STATE_READY").await;
+    let ip = vm["status"]["externalIP"].as_str().unwrap();
+    assert!(http_get(ip).await.unwrap().contains("vmaas debian-12 guest"));
+    // The VM's disk is an overlay whose backing file is the image's base disk.
+    let info = std::process::Command::new("qemu-img")
+        .args(["info", "-U", "--output=json"])
+        .arg(s.data_dir.join("vms").join(&id).join("disk.qcow2"))
+        .output()
+        .unwrap();
+    let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert!(info["backing-filename"].as_str().unwrap().ends_with("debian-12/disk.qcow2"), "{info}");
+    assert_eq!(info["virtual-size"], 4u64 << 30, "sized by vm_disk_size");
+    // systemd is PID 1 on the disk's root file system.
+    let out = std::process::Command::new(vmaas_tests::bin("vmaas"))
+        .args(["vm", "console", "deb", "--batch", "--idle", "3s"])
+        .env("VMAAS_ENDPOINT", &s.endpoint)
+        .env("VMAAS_TOKEN", &t)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(b"\necho pid1=$(cat /proc/1/comm) root=$(findmnt -no SOURCE /)\n")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("pid1=systemd root=/dev/vda"), "{text}");
+}
