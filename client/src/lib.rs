@@ -150,11 +150,25 @@ pub fn describe_status(vm: &VirtualMachine) -> String {
 impl Client {
     /// A client of `endpoint` (e.g. `http://127.0.0.1:8000`) sending `token`.
     pub fn new(endpoint: &str, token: Option<String>) -> Result<Self, Error> {
+        Self::with_tls(endpoint, token, false, None)
+    }
+
+    /// Like [`Client::new`], for HTTPS endpoints: `insecure` skips the
+    /// certificate check; `ca_pem` adds a CA to trust.
+    pub fn with_tls(endpoint: &str, token: Option<String>, insecure: bool, ca_pem: Option<&[u8]>) -> Result<Self, Error> {
         let endpoint = endpoint.trim_end_matches('/').to_owned();
         if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
             return Err(Error::Usage(format!("endpoint {endpoint:?} must start with http:// or https://")));
         }
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder();
+        if insecure {
+            builder = builder.tls_danger_accept_invalid_certs(true);
+        }
+        if let Some(pem) = ca_pem {
+            let cert = reqwest::Certificate::from_pem(pem).map_err(|e| Error::Usage(format!("the CA file is not a PEM certificate: {e}")))?;
+            builder = builder.tls_certs_merge([cert]);
+        }
+        let http = builder
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(60))
             .user_agent(concat!("vmaas-client/", env!("CARGO_PKG_VERSION")))
