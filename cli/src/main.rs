@@ -389,7 +389,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 Ok(())
             }
             VmCmd::Wait { vm, target, timeout } => {
-                let vm = client.find_vm(&vm).await?;
+                let vm = match client.find_vm(&vm).await {
+                    // Already gone is what --for deleted waits for.
+                    Err(e) if e.is_not_found() && matches!(target, WaitTarget::Deleted) => {
+                        eprintln!("virtual machine {vm:?} deleted");
+                        return Ok(());
+                    }
+                    other => other?,
+                };
                 let target = match target {
                     WaitTarget::Ready => WaitFor::Ready,
                     WaitTarget::Stopped => WaitFor::Stopped,

@@ -196,7 +196,7 @@ fn free_local_port() -> std::io::Result<u16> {
 }
 
 /// One readiness check through the probe forward on 127.0.0.1:`port`.
-async fn probe_once(check: &ProbeCheck, port: u16) -> bool {
+async fn probe_once(check: &ProbeCheck, port: u16, qmp: &Path) -> bool {
     let connect = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(("127.0.0.1", port)));
     let Ok(Ok(mut s)) = connect.await else { return false };
     match check {
@@ -213,17 +213,31 @@ async fn probe_once(check: &ProbeCheck, port: u16) -> bool {
             matches!(code, Some(200..=399))
         }
         ProbeCheck::Tcp { .. } => {
-            // QEMU's user network accepts on the host side at once and closes
-            // when the guest refuses: only a connection that stays open (or
-            // says something) reaches a listening guest.
+            // QEMU's user network accepts on the host side at once, whether or
+            // not the guest listens. Ask QEMU whether its side of this
+            // connection reached ESTABLISHED with the guest.
             let mut buf = [0u8; 1];
-            match tokio::time::timeout(Duration::from_millis(500), s.read(&mut buf)).await {
-                Err(_) => true,
-                Ok(Ok(n)) => n > 0,
-                Ok(Err(_)) => false,
+            match tokio::time::timeout(Duration::from_millis(300), s.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => return true,
+                Ok(_) => return false,
+                Err(_) => {}
             }
+            let Ok(mut q) = Qmp::connect(qmp).await else { return false };
+            let Ok(table) = q.execute("human-monitor-command", Some(serde_json::json!({"command-line": "info usernet"}))).await else { return false };
+            let established = usernet_established(table.as_str().unwrap_or(""), port);
+            drop(s);
+            established
         }
     }
+}
+
+/// Whether QEMU's user-network table shows an established TCP connection
+/// through the host forward on 127.0.0.1:`port`.
+fn usernet_established(table: &str, port: u16) -> bool {
+    table.lines().any(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        cols.len() >= 4 && cols[0] == "TCP[ESTABLISHED]" && cols[2] == "127.0.0.1" && cols[3] == port.to_string()
+    })
 }
 
 /// The first line of `console` that reports a kernel panic, if any.
@@ -487,10 +501,11 @@ impl QemuBackend {
         let ready = vm.ready.clone();
         let wake = self.wake();
         let log = vm.path("console.log");
+        let qmp = vm.path("qmp.sock");
         vm.probe = Some(tokio::spawn(async move {
             loop {
                 let ok = match (&probe, port) {
-                    (Some(p), Some(port)) => probe_once(&p.check, port).await,
+                    (Some(p), Some(port)) => probe_once(&p.check, port, &qmp).await,
                     // No probe: the guest answers once it prints on its console.
                     _ => std::fs::metadata(&log).map(|m| m.len() > 0).unwrap_or(false),
                 };
@@ -780,5 +795,18 @@ impl Backend for QemuBackend {
             return Ok(data[data.len().saturating_sub(console::RING)..].to_vec());
         }
         Ok(Vec::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_usernet_table() {
+        let table = "Hub -1 (net0):\n  Protocol[State]    FD  Source Address  Port   Dest. Address  Port RecvQ SendQ\n  TCP[ESTABLISHED]   19       127.0.0.1 45269       10.0.2.15    22     0     0\n  TCP[SYN_SYNC]      20       127.0.0.1 45270       10.0.2.15    22     0     0\n  TCP[HOST_FORWARD]  14       127.0.0.1 45269       10.0.2.15    22     0     0\n";
+        assert!(usernet_established(table, 45269));
+        assert!(!usernet_established(table, 45270));
+        assert!(!usernet_established(table, 1));
     }
 }

@@ -21,7 +21,9 @@ async fn publish(s: &Server) {
         "id: starved\nparameters:\n  - {name: vm_memory, type: quantity, default: {value: 64Mi}}\nspec_defaults:\n  image: test-guest\n  exposed_ports: [{port: 80}]\n  readiness_probe: {http: {port: 80}, timeout_seconds: 60}\n\
          ---\nid: greedy\nspec_defaults: {cpu_cores: 512, image: test-guest}\n\
          ---\nid: gpu\nspec_defaults: {image: test-guest, gpus: [{name: gpu0, device_name: nvidia.com/GA102GL_A10}]}\n\
-         ---\nid: noimage\nspec_defaults: {image: no-such-image}\n",
+         ---\nid: noimage\nspec_defaults: {image: no-such-image}\n\
+         ---\nid: tcp80\nspec_defaults: {image: test-guest, readiness_probe: {tcp: {port: 80}}}\n\
+         ---\nid: tcp81\nspec_defaults: {image: test-guest, readiness_probe: {tcp: {port: 81}, timeout_seconds: 20}}\n",
     )
     .unwrap();
     let out = s.cli(&admin, &["template", "sync", dir.path().to_str().unwrap()]);
@@ -261,6 +263,14 @@ async fn bad_inputs_fail_clearly() {
     let vm = wait_until(&s, &t, &id, "FAILED", 120, |v| state(v) == "VIRTUAL_MACHINE_STATE_FAILED").await;
     let failed = condition(&vm, "FAILED");
     assert_eq!(failed["reason"], "GuestPanicked", "{vm:#}");
+    // A TCP probe is READY only once the guest itself accepts: port 80 is
+    // served, port 81 is not (QEMU's forward alone must not count).
+    let open = create(&s, &t, "tcp80", "tcp80").await;
+    let closed = create(&s, &t, "tcp81", "tcp81").await;
+    wait_ready(&s, &t, &open).await;
+    let vm = wait_until(&s, &t, &closed, "FAILED", 60, |v| state(v) == "VIRTUAL_MACHINE_STATE_FAILED").await;
+    assert_eq!(condition(&vm, "FAILED")["reason"], "ReadinessTimeout", "{vm:#}");
+    assert!(condition(&vm, "FAILED")["message"].as_str().unwrap().contains("a TCP connection to port 81"), "{vm:#}");
     assert!(failed["message"].as_str().unwrap().contains("panic"), "{vm:#}");
     assert!(qemu_pids(&id).is_empty(), "the hung guest was stopped");
 }

