@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The main job, from nothing: installs what is missing (QEMU, the test
-# guest image), builds, starts vmaas-server with its embedded defaults
-# (SQLite, the qemu backend), publishes the example templates, creates a VM
-# through the CLI, waits until its guest answers, and fetches its web page
-# on its external IP.
+# guest image, Terraform), builds, starts vmaas-server with its embedded
+# defaults (SQLite, the qemu backend), publishes the example templates, runs
+# a real `terraform apply` of examples/terraform/quickstart that boots a VM,
+# creates another VM through the CLI, and fetches both guests' web pages on
+# their external IPs.
 #
 #   scripts/demo.sh          run it; the server keeps running afterwards
 #   scripts/demo.sh down     stop the server and remove the demo's data
@@ -24,6 +25,11 @@ stop_server() {
 }
 
 if [ "${1:-}" = down ]; then
+    if [ -f "$DEMO/terraform/terraform.tfstate" ] && [ -f "$DEMO/server.pid" ]; then
+        eval "$("$ROOT/scripts/terraform.sh")"
+        (cd "$DEMO/terraform" && VMAAS_ENDPOINT=$ENDPOINT VMAAS_TOKEN=$("$CARGO_TARGET_DIR/debug/vmaas-server" token --tenant demo --data-dir "$DEMO/data") \
+            TF_CLI_CONFIG_FILE=$DEMO/terraform/tf.rc CHECKPOINT_DISABLE=1 "$VMAAS_TF103" destroy -auto-approve -no-color >/dev/null) || true
+    fi
     if [ -f "$DEMO/server.pid" ] && [ -x "${CARGO_TARGET_DIR}/debug/vmaas" ]; then
         VMAAS_ENDPOINT=$ENDPOINT VMAAS_TOKEN=$("$CARGO_TARGET_DIR/debug/vmaas-server" token --tenant demo --data-dir "$DEMO/data") \
             "$CARGO_TARGET_DIR/debug/vmaas" vm delete demo-vm --wait >/dev/null 2>&1 || true
@@ -56,7 +62,18 @@ VMAAS_TOKEN=$ADMIN "$BIN/vmaas" template sync examples/templates
 export VMAAS_TOKEN=$TOKEN
 "$BIN/vmaas" template list
 
-log "creating a VM as tenant 'demo' (vmaas vm create --wait)"
+log "terraform apply (Terraform 1.0.3) of examples/terraform/quickstart: one VM, READY when its guest answers"
+eval "$("$ROOT/scripts/terraform.sh")"
+TFDIR=$DEMO/terraform
+mkdir -p "$TFDIR"
+cp examples/terraform/quickstart/main.tf "$TFDIR/"
+printf 'provider_installation {\n  dev_overrides {\n    "vmaas/vmaas" = "%s"\n  }\n  direct {}\n}\n' "$BIN" >"$TFDIR/tf.rc"
+(cd "$TFDIR" && TF_CLI_CONFIG_FILE=$TFDIR/tf.rc CHECKPOINT_DISABLE=1 "$VMAAS_TF103" apply -auto-approve -input=false -no-color)
+tf_ip=$(cd "$TFDIR" && TF_CLI_CONFIG_FILE=$TFDIR/tf.rc CHECKPOINT_DISABLE=1 "$VMAAS_TF103" output -raw external_ip)
+log "the Terraform VM's web server: curl http://$tf_ip/"
+curl -fsS "http://$tf_ip/"
+
+log "creating a VM as tenant 'demo' with the CLI (vmaas vm create --wait)"
 "$BIN/vmaas" vm delete demo-vm --wait >/dev/null 2>&1 || true
 "$BIN/vmaas" vm create demo-vm --template tiny -p vm_memory=256Mi --wait --timeout 3m
 "$BIN/vmaas" vm list

@@ -11,6 +11,8 @@ apt_install postgresql curl ca-certificates
 ensure_runtime_deps
 "$ROOT/scripts/guest-image.sh"
 "$ROOT/scripts/debian-image.sh"
+eval "$("$ROOT/scripts/terraform.sh")"
+export VMAAS_TF103 VMAAS_TF115_PYTHON
 
 build_bins
 
