@@ -487,3 +487,96 @@ impl Provider for VmaasProvider {
         Ok(Response::new(stop_provider::Response { error: String::new() }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vm(params: Value, state: &str) -> Value {
+        object(vec![
+            ("id", Value::from("0b3c5e0e-0000-4000-8000-000000000000")),
+            ("name", Value::from("web")),
+            ("template", Value::from("tiny")),
+            ("template_parameters", params),
+            ("state", Value::from(state)),
+            ("status", Value::from("READY")),
+            ("internal_ip", Value::from("10.0.2.15")),
+            ("external_ip", Value::from("127.42.0.1")),
+            ("conditions", Value::Array(vec![])),
+            ("timeouts", Value::Nil),
+        ])
+    }
+
+    fn params(pairs: &[(&str, &str)]) -> Value {
+        Value::Map(pairs.iter().map(|(k, v)| (Value::from(*k), Value::from(*v))).collect())
+    }
+
+    fn names(paths: &[AttributePath]) -> Vec<String> {
+        paths
+            .iter()
+            .map(|p| match &p.steps[0].selector {
+                Some(Selector::AttributeName(n)) => n.clone(),
+                _ => String::new(),
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn create_plans_computed_values_as_unknown() {
+        let p = VmaasProvider::default();
+        let mut proposed = vm(params(&[("vm_memory", "4Gi")]), "started");
+        set(&mut proposed, "state", Value::Nil);
+        for a in ["id", "status", "internal_ip", "external_ip", "conditions"] {
+            set(&mut proposed, a, Value::Nil);
+        }
+        let mut diags = vec![];
+        let (planned, replace) = p.plan_vm(&Value::Nil, &proposed, &mut diags).await;
+        assert!(replace.is_empty() && diags.is_empty());
+        assert_eq!(string(get(&planned, "state")).as_deref(), Some("started"));
+        for a in ["id", "status", "internal_ip", "external_ip", "conditions"] {
+            assert!(is_unknown(get(&planned, a)), "{a} is known after apply");
+        }
+    }
+
+    #[tokio::test]
+    async fn state_changes_in_place_and_parameters_force_replacement() {
+        let p = VmaasProvider::default();
+        let prior = vm(params(&[("vm_memory", "4Gi")]), "started");
+        let (planned, replace) = p.plan_vm(&prior, &vm(params(&[("vm_memory", "4Gi")]), "stopped"), &mut vec![]).await;
+        assert!(replace.is_empty());
+        assert!(is_unknown(get(&planned, "status")));
+        assert_eq!(string(get(&planned, "id")), string(get(&prior, "id")), "same VM");
+
+        let (_, replace) = p.plan_vm(&prior, &vm(params(&[("vm_memory", "8Gi")]), "started"), &mut vec![]).await;
+        assert_eq!(names(&replace), ["template_parameters"]);
+        let mut renamed = vm(params(&[("vm_memory", "4Gi")]), "started");
+        set(&mut renamed, "name", Value::from("other"));
+        assert_eq!(names(&p.plan_vm(&prior, &renamed, &mut vec![]).await.1), ["name"]);
+
+        // No change: nothing unknown, nothing replaced.
+        let (planned, replace) = p.plan_vm(&prior, &prior, &mut vec![]).await;
+        assert!(replace.is_empty());
+        assert_eq!(planned, prior);
+        // An empty map and no map are the same parameters.
+        let (_, replace) = p.plan_vm(&vm(Value::Nil, "started"), &vm(Value::Map(vec![]), "started"), &mut vec![]).await;
+        assert!(replace.is_empty());
+        // Destroy.
+        assert!(p.plan_vm(&prior, &Value::Nil, &mut vec![]).await.0.is_nil());
+    }
+
+    #[test]
+    fn parameters_keep_the_text_written() {
+        assert_eq!(param_to_string(&serde_json::json!("4096Mi")), "4096Mi");
+        assert_eq!(param_to_string(&serde_json::json!(4)), "4");
+        assert_eq!(param_to_string(&serde_json::json!(true)), "true");
+        assert_eq!(param_to_string(&serde_json::json!(["a", "b"])), "a,b");
+    }
+
+    #[test]
+    fn timeouts_parse_with_a_readable_error() {
+        let s = object(vec![("timeouts", object(vec![("create", Value::from("90s")), ("delete", Value::from("soon"))]))]);
+        assert_eq!(timeout(&s, "create").unwrap(), Duration::from_secs(90));
+        assert_eq!(timeout(&s, "update").unwrap(), DEFAULT_TIMEOUT);
+        assert!(timeout(&s, "delete").unwrap_err().contains("\"soon\" is not a duration"));
+    }
+}
