@@ -41,6 +41,21 @@ enum Cmd {
         #[arg(long, default_value_t = 20)]
         page: usize,
     },
+    /// `terraform apply` of N VMs against the slowest VM, and the provider's overhead.
+    Terraform {
+        /// VMs in the apply.
+        #[arg(long, default_value_t = 5)]
+        vms: usize,
+        /// Images directory [default: ~/.local/share/vmaas/images].
+        #[arg(long)]
+        images_dir: Option<std::path::PathBuf>,
+        /// The terraform binary (scripts/terraform.sh prints VMAAS_TF103).
+        #[arg(long, env = "VMAAS_TF103")]
+        terraform: std::path::PathBuf,
+        /// Directory holding terraform-provider-vmaas.
+        #[arg(long)]
+        plugins: std::path::PathBuf,
+    },
     /// Real VMs: create→READY, stop, delete, memory, and a burst.
     Qemu {
         /// VMs created one after another.
@@ -215,11 +230,16 @@ async fn timed_wait(c: &vmaas_client::Client, id: &str, target: vmaas_client::Wa
     Ok(t.elapsed().as_secs_f64())
 }
 
-/// create→READY, stop→STOPPED, delete→gone, RSS per idle VM, and N VMs at once,
-/// with real QEMU and the test guest, through the real API.
-async fn qemu(vms: usize, burst: usize, images: std::path::PathBuf) -> anyhow::Result<()> {
-    use vmaas_client::WaitFor;
-    use vmaas_model::{CreateVirtualMachine, PowerState, VirtualMachineSpec};
+/// A server with the qemu backend, in-process, with the `tiny` template published.
+struct QemuServer {
+    dir: tempfile::TempDir,
+    endpoint: String,
+    token: String,
+    client: vmaas_client::Client,
+    accel: &'static str,
+}
+
+async fn start_qemu_server(images: std::path::PathBuf) -> anyhow::Result<QemuServer> {
     let dir = tempfile::tempdir()?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let cfg = vmaas_qemu::QemuConfig {
@@ -246,13 +266,25 @@ async fn qemu(vms: usize, burst: usize, images: std::path::PathBuf) -> anyhow::R
     tokio::spawn(app.serve(std::future::pending()));
     let endpoint = format!("http://127.0.0.1:{port}");
     let adm = vmaas_client::Client::new(&endpoint, Some(admin))?;
-    let c = vmaas_client::Client::new(&endpoint, Some(token))?;
     for _ in 0..100 {
-        if adm.all_templates().await.is_ok() { break }
+        if adm.all_templates().await.is_ok() {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let tiny: vmaas_model::VirtualMachineTemplate = serde_json::from_value(tiny_template())?;
     adm.create_template(&tiny).await?;
+    let client = vmaas_client::Client::new(&endpoint, Some(token.clone()))?;
+    Ok(QemuServer { dir, endpoint, token, client, accel })
+}
+
+/// create→READY, stop→STOPPED, delete→gone, RSS per idle VM, and N VMs at once,
+/// with real QEMU and the test guest, through the real API.
+async fn qemu(vms: usize, burst: usize, images: std::path::PathBuf) -> anyhow::Result<()> {
+    use vmaas_client::WaitFor;
+    use vmaas_model::{CreateVirtualMachine, PowerState, VirtualMachineSpec};
+    let srv = start_qemu_server(images).await?;
+    let (dir, c, accel) = (&srv.dir, &srv.client, srv.accel);
     let req = |name: String| CreateVirtualMachine {
         type_url: None,
         id: Some(name),
@@ -292,10 +324,10 @@ async fn qemu(vms: usize, burst: usize, images: std::path::PathBuf) -> anyhow::R
     let t = Instant::now();
     let reqs: Vec<_> = (0..burst).map(|i| req(format!("burst-{i}"))).collect();
     let created = futures::future::try_join_all(reqs.iter().map(|r| c.create_vm(r))).await?;
-    futures::future::try_join_all(created.iter().map(|vm| timed_wait(&c, &vm.id, WaitFor::Ready))).await?;
+    futures::future::try_join_all(created.iter().map(|vm| timed_wait(c, &vm.id, WaitFor::Ready))).await?;
     let burst_total = t.elapsed().as_secs_f64();
     futures::future::try_join_all(created.iter().map(|vm| c.delete_vm(&vm.id))).await?;
-    futures::future::try_join_all(created.iter().map(|vm| timed_wait(&c, &vm.id, WaitFor::Deleted))).await?;
+    futures::future::try_join_all(created.iter().map(|vm| timed_wait(c, &vm.id, WaitFor::Deleted))).await?;
 
     for v in [&mut ready, &mut stop, &mut delete] {
         v.sort_by(|a, b| a.total_cmp(b));
@@ -305,6 +337,68 @@ async fn qemu(vms: usize, burst: usize, images: std::path::PathBuf) -> anyhow::R
     println!("delete→gone    p50 {:.2} s   max {:.2} s", percentile(&delete, 0.5), percentile(&delete, 1.0));
     println!("RSS per idle VM  {:.0} MiB (mean of {} QEMU processes)", rss.iter().sum::<u64>() as f64 / rss.len().max(1) as f64 / 1024.0, rss.len());
     println!("{burst} VMs at once, all READY: {burst_total:.2} s");
+    Ok(())
+}
+
+/// `terraform apply` of examples/terraform/ci-ephemeral with N VMs, against
+/// the slowest VM's own create→READY, and the provider's overhead per VM
+/// against the same N VMs made with direct API calls.
+async fn terraform_bench(n: usize, images: std::path::PathBuf, tf: std::path::PathBuf, plugins: std::path::PathBuf) -> anyhow::Result<()> {
+    use vmaas_client::WaitFor;
+    use vmaas_model::{CreateVirtualMachine, PowerState, VirtualMachineSpec};
+    let srv = start_qemu_server(images).await?;
+    let work = tempfile::tempdir()?;
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/terraform/ci-ephemeral/main.tf");
+    std::fs::copy(&example, work.path().join("main.tf"))?;
+    let rc = work.path().join("tf.rc");
+    std::fs::write(&rc, format!("provider_installation {{\n  dev_overrides {{\n    \"vmaas/vmaas\" = \"{}\"\n  }}\n  direct {{}}\n}}\n", plugins.display()))?;
+    let run = |args: &[&str]| -> anyhow::Result<f64> {
+        let t = Instant::now();
+        let out = std::process::Command::new(&tf)
+            .args(args)
+            .current_dir(work.path())
+            .env("TF_CLI_CONFIG_FILE", &rc)
+            .env("CHECKPOINT_DISABLE", "1")
+            .env("VMAAS_ENDPOINT", &srv.endpoint)
+            .env("VMAAS_TOKEN", &srv.token)
+            .output()?;
+        if !out.status.success() {
+            bail!("terraform {args:?}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(t.elapsed().as_secs_f64())
+    };
+    let count = format!("count_vms={n}");
+    // Warm-up: the first run pays for loading the plugin and reading the schema.
+    run(&["plan", "-input=false", "-var", &count])?;
+    let apply = run(&["apply", "-auto-approve", "-input=false", "-var", &count])?;
+    let page = srv.client.list_vms(&vmaas_client::VmQuery::default()).await?;
+    let mut slowest = 0f64;
+    for vm in &page.items {
+        let ready = vm.status.condition(vmaas_model::ConditionType::Ready).and_then(|c| c.last_transition_time).context("READY time")?;
+        slowest = slowest.max((ready - vm.metadata.creation_timestamp).num_milliseconds() as f64 / 1000.0);
+    }
+    run(&["destroy", "-auto-approve", "-input=false", "-var", &count])?;
+
+    let reqs: Vec<CreateVirtualMachine> = (0..n)
+        .map(|i| CreateVirtualMachine {
+            type_url: None,
+            id: Some(format!("api-{i}")),
+            metadata: None,
+            spec: VirtualMachineSpec { template: "tiny".into(), template_parameters: Default::default(), state: PowerState::Started },
+            status: None,
+        })
+        .collect();
+    let t = Instant::now();
+    let c = &srv.client;
+    let created = futures::future::try_join_all(reqs.iter().map(|r| c.create_vm(r))).await?;
+    futures::future::try_join_all(created.iter().map(|vm| timed_wait(c, &vm.id, WaitFor::Ready))).await?;
+    let direct = t.elapsed().as_secs_f64();
+    futures::future::try_join_all(created.iter().map(|vm| c.delete_vm(&vm.id))).await?;
+
+    println!("vmaas-bench terraform: {} VMs from examples/terraform/ci-ephemeral, accelerator {}, {}", n, srv.accel, tf.display());
+    println!("terraform apply                 {apply:.2} s");
+    println!("slowest VM create→READY         {slowest:.2} s   (apply − slowest = {:.2} s; target ≤ 5 s)", apply - slowest);
+    println!("same {n} VMs by direct API calls {direct:.2} s   (provider overhead {:.2} s per VM)", (apply - direct) / n as f64);
     Ok(())
 }
 
@@ -325,6 +419,10 @@ fn tiny_template() -> serde_json::Value {
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
         Cmd::Api { connections, duration, vms, page } => api(connections, duration, vms, page).await,
+        Cmd::Terraform { vms, images_dir, terraform, plugins } => {
+            let images = images_dir.unwrap_or_else(|| std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".local/share/vmaas/images"));
+            terraform_bench(vms, images, terraform, plugins).await
+        }
         Cmd::Qemu { vms, burst, images_dir } => {
             let images = images_dir.unwrap_or_else(|| std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".local/share/vmaas/images"));
             qemu(vms, burst, images).await
