@@ -6,6 +6,7 @@
 //! - [`plugin`]: the go-plugin side: cookie, AutoMTLS, handshake.
 //! - [`schema`]: resource and data source schemas.
 //! - [`provider`]: planning and applying, through [`vmaas_client`].
+//! - [`template_resource`]: `vmaas_template`, templates as Terraform values.
 //! - [`value`]: cty values as msgpack.
 
 #![forbid(unsafe_code)]
@@ -14,6 +15,7 @@
 pub mod plugin;
 pub mod provider;
 pub mod schema;
+pub mod template_resource;
 pub mod value;
 
 /// Generated protocol types and services.

@@ -14,6 +14,7 @@ use crate::proto::attribute_path::{Step, step::Selector};
 use crate::proto::provider_server::Provider;
 use crate::proto::*;
 use crate::schema;
+use crate::template_resource;
 use crate::value::{self, get, is_unknown, object, set, string, unknown};
 
 /// Resource type of a VM.
@@ -133,6 +134,69 @@ fn template_state(t: &VirtualMachineTemplate) -> Value {
 }
 
 impl VmaasProvider {
+    async fn plan_template(&self, prior: &Value, proposed: &Value, diags: &mut Vec<Diagnostic>) -> (Value, Vec<AttributePath>) {
+        if proposed.is_nil() {
+            return (Value::Nil, Vec::new());
+        }
+        let mut replace = Vec::new();
+        if !prior.is_nil() && get(prior, "id") != get(proposed, "id") {
+            replace.push(path(&["id"]));
+        }
+        match template_resource::from_tf(proposed) {
+            Ok(t) => {
+                if let Err(errs) = Template::compile(t) {
+                    for e in errs.iter() {
+                        diags.push(error(format!("invalid template: {}", e.field), e.reason.clone(), None));
+                    }
+                }
+            }
+            Err(e) => diags.push(error("invalid template", e, None)),
+        }
+        (proposed.clone(), replace)
+    }
+
+    async fn apply_template(&self, prior: &Value, planned: &Value, diags: &mut Vec<Diagnostic>) -> Value {
+        let client = match self.client() {
+            Ok(c) => c,
+            Err(e) => {
+                diags.push(error("the vmaas provider is not configured", e.message(), None));
+                return prior.clone();
+            }
+        };
+        if planned.is_nil() {
+            let id = string(get(prior, "id")).unwrap_or_default();
+            return match client.delete_template(&id).await {
+                Ok(()) => Value::Nil,
+                Err(e) if e.is_not_found() => Value::Nil,
+                Err(e) => {
+                    diags.push(error(format!("cannot delete template {id:?}"), e.to_string(), None));
+                    prior.clone()
+                }
+            };
+        }
+        let t = match template_resource::from_tf(planned) {
+            Ok(t) => t,
+            Err(e) => {
+                diags.push(error("invalid template", e, None));
+                return prior.clone();
+            }
+        };
+        let r = if prior.is_nil() { client.create_template(&t).await } else { client.update_template(&t).await };
+        match r {
+            Ok(saved) => template_resource::to_tf(&saved, planned),
+            Err(e) => {
+                let mut d = error(format!("cannot save template {:?}", t.id), e.to_string(), None);
+                if let vmaas_client::Error::Api { details, .. } = &e {
+                    for fe in details {
+                        d.detail.push_str(&format!("\n{}: {}", fe.field, fe.reason));
+                    }
+                }
+                diags.push(d);
+                prior.clone()
+            }
+        }
+    }
+
     fn client(&self) -> Result<Client, Status> {
         self.client
             .read()
@@ -334,7 +398,7 @@ impl Provider for VmaasProvider {
             server_capabilities: Some(ServerCapabilities { plan_destroy: false, get_provider_schema_optional: false }),
             diagnostics: vec![],
             data_sources: [TEMPLATE, TEMPLATES].iter().map(|t| get_metadata::DataSourceMetadata { type_name: (*t).into() }).collect(),
-            resources: vec![get_metadata::ResourceMetadata { type_name: VM.into() }],
+            resources: [VM, TEMPLATE].iter().map(|t| get_metadata::ResourceMetadata { type_name: (*t).into() }).collect(),
         }))
     }
 
@@ -356,6 +420,9 @@ impl Provider for VmaasProvider {
     async fn validate_resource_config(&self, r: Request<validate_resource_config::Request>) -> Result<Response<validate_resource_config::Response>, Status> {
         let config = value::decode(r.get_ref().config.as_ref()).map_err(bad)?;
         let mut diagnostics = Vec::new();
+        if r.get_ref().type_name == TEMPLATE {
+            return Ok(Response::new(validate_resource_config::Response { diagnostics }));
+        }
         if let Some(s) = string(get(&config, "state")) {
             if s != "started" && s != "stopped" {
                 diagnostics.push(error("invalid state", format!("expected \"started\" or \"stopped\", got {s:?}"), Some(path(&["state"]))));
@@ -415,6 +482,14 @@ impl Provider for VmaasProvider {
             return Ok(Response::new(read_resource::Response { new_state: Some(value::encode(&Value::Nil)), diagnostics: vec![], private: vec![] }));
         };
         let client = self.client()?;
+        if r.get_ref().type_name == TEMPLATE {
+            let (new_state, diagnostics) = match client.get_template(&id).await {
+                Ok(t) => (template_resource::to_tf(&t, &state), vec![]),
+                Err(e) if e.is_not_found() => (Value::Nil, vec![]),
+                Err(e) => (state.clone(), vec![error("cannot read the template", e.to_string(), None)]),
+            };
+            return Ok(Response::new(read_resource::Response { new_state: Some(value::encode(&new_state)), diagnostics, private: vec![] }));
+        }
         let (new_state, diagnostics) = match client.get_vm(&id).await {
             Ok(vm) => (vm_state(&vm, &state), vec![]),
             // Deleted outside Terraform: forget it, the next plan re-creates it.
@@ -429,7 +504,10 @@ impl Provider for VmaasProvider {
         let prior = value::decode(req.prior_state.as_ref()).map_err(bad)?;
         let proposed = value::decode(req.proposed_new_state.as_ref()).map_err(bad)?;
         let mut diagnostics = Vec::new();
-        let (planned, requires_replace) = self.plan_vm(&prior, &proposed, &mut diagnostics).await;
+        let (planned, requires_replace) = match req.type_name.as_str() {
+            TEMPLATE => self.plan_template(&prior, &proposed, &mut diagnostics).await,
+            _ => self.plan_vm(&prior, &proposed, &mut diagnostics).await,
+        };
         Ok(Response::new(plan_resource_change::Response { planned_state: Some(value::encode(&planned)), requires_replace, planned_private: vec![], diagnostics }))
     }
 
@@ -438,13 +516,26 @@ impl Provider for VmaasProvider {
         let prior = value::decode(req.prior_state.as_ref()).map_err(bad)?;
         let planned = value::decode(req.planned_state.as_ref()).map_err(bad)?;
         let mut diagnostics = Vec::new();
-        let new_state = self.apply_vm(&prior, &planned, &mut diagnostics).await;
+        let new_state = match req.type_name.as_str() {
+            TEMPLATE => self.apply_template(&prior, &planned, &mut diagnostics).await,
+            _ => self.apply_vm(&prior, &planned, &mut diagnostics).await,
+        };
         Ok(Response::new(apply_resource_change::Response { new_state: Some(value::encode(&new_state)), private: vec![], diagnostics }))
     }
 
     async fn import_resource_state(&self, r: Request<import_resource_state::Request>) -> Result<Response<import_resource_state::Response>, Status> {
         let client = self.client()?;
         let id = &r.get_ref().id;
+        if r.get_ref().type_name == TEMPLATE {
+            let (imported, diagnostics) = match client.get_template(id).await {
+                Ok(t) => {
+                    let state = template_resource::to_tf(&t, &Value::Nil);
+                    (vec![import_resource_state::ImportedResource { type_name: TEMPLATE.into(), state: Some(value::encode(&state)), private: vec![] }], vec![])
+                }
+                Err(e) => (vec![], vec![error(format!("cannot import template {id:?}"), e.to_string(), None)]),
+            };
+            return Ok(Response::new(import_resource_state::Response { imported_resources: imported, diagnostics }));
+        }
         let (imported, diagnostics) = match client.find_vm(id).await {
             Ok(vm) => {
                 let state = vm_state(&vm, &Value::Nil);

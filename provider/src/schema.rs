@@ -111,7 +111,7 @@ pub fn provider_schema() -> get_provider_schema::Response {
     let templates = block("Every virtual machine template.", vec![attr("templates", &list, Mode::Computed, "The templates, each with `id`, `title`, `description` and `parameters`.")], vec![]);
     get_provider_schema::Response {
         provider: Some(provider),
-        resource_schemas: HashMap::from([(VM.to_owned(), vm)]),
+        resource_schemas: HashMap::from([(VM.to_owned(), vm), (TEMPLATE.to_owned(), crate::template_resource::schema())]),
         data_source_schemas: HashMap::from([(TEMPLATE.to_owned(), template), (TEMPLATES.to_owned(), templates)]),
         diagnostics: vec![],
         provider_meta: None,

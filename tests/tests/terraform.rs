@@ -213,3 +213,89 @@ async fn terraform_1_0_3() {
 async fn terraform_1_15_5() {
     scenario(Tf::V1_15_5).await;
 }
+
+const TEMPLATE_TF: &str = r#"
+terraform {
+  required_providers {
+    vmaas = { source = "vmaas/vmaas" }
+  }
+}
+provider "vmaas" {}
+
+variable "title" {
+  type    = string
+  default = "Small VM"
+}
+
+resource "vmaas_template" "small" {
+  id          = "small"
+  title       = var.title
+  description = "A small VM, published from Terraform."
+  parameter {
+    name    = "vm_cpu_cores"
+    min     = "1"
+    max     = "4"
+    default = "1"
+  }
+  parameter {
+    name    = "vm_memory"
+    type    = "quantity"
+    min     = "128Mi"
+    default = "256Mi"
+  }
+  spec_defaults {
+    image = "test-guest"
+    exposed_port {
+      port = 80
+      name = "http"
+    }
+    readiness_probe {
+      http_port = 80
+    }
+  }
+}
+"#;
+
+async fn template_scenario(tf: Tf) {
+    let s = Server::start(vmaas_tests::Db::Sqlite).await.unwrap();
+    let admin = s.token("ops", true);
+    let w = Workspace::new(tf, &s, &admin, TEMPLATE_TF);
+    w.apply(&[]);
+    let (_, t) = s.raw(Method::GET, "/api/fulfillment/v1/virtual_machine_templates/small", Some(&admin), None).await;
+    assert_eq!(t["object"]["title"], "Small VM");
+    assert_eq!(t["object"]["parameters"][0]["default"]["value"], 1, "typed as an integer");
+    assert_eq!(t["object"]["parameters"][1]["min"], "128Mi");
+    assert_eq!(t["object"]["spec_defaults"]["exposed_ports"][0]["port"], 80);
+    assert_eq!(w.plan_code(&[]).0, 0, "no drift");
+    let text = w.apply(&["-var", "title=Renamed"]);
+    assert!(text.contains("0 added, 1 changed, 0 destroyed"), "{text}");
+    let (_, t) = s.raw(Method::GET, "/api/fulfillment/v1/virtual_machine_templates/small", Some(&admin), None).await;
+    assert_eq!(t["object"]["title"], "Renamed");
+    w.ok(&["state", "rm", "vmaas_template.small"]);
+    w.ok(&["import", "-var", "title=Renamed", "vmaas_template.small", "small"]);
+    assert_eq!(w.plan_code(&["-var", "title=Renamed"]).0, 0, "no drift after import");
+    // A bad bound fails at plan with the field named.
+    let bad = TEMPLATE_TF.replace("min     = \"128Mi\"", "min     = \"lots\"");
+    let w2 = Workspace::new(tf, &s, &admin, &bad);
+    let (code, text) = w2.plan_code(&[]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("parameters[1].min"), "{text}");
+    // A tenant may not publish.
+    let tenant = s.token("acme", false);
+    let w3 = Workspace::new(tf, &s, &tenant, &TEMPLATE_TF.replace("\"small\"", "\"other\""));
+    let o = w3.run(&["apply", "-auto-approve", "-no-color", "-input=false"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("only administrators"), "{}", String::from_utf8_lossy(&o.stderr));
+    w.ok(&["destroy", "-auto-approve", "-no-color", "-var", "title=Renamed"]);
+    let (st, _) = s.raw(Method::GET, "/api/fulfillment/v1/virtual_machine_templates/small", Some(&admin), None).await;
+    assert_eq!(st, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn template_resource_terraform_1_0_3() {
+    template_scenario(Tf::V1_0_3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn template_resource_terraform_1_15_5() {
+    template_scenario(Tf::V1_15_5).await;
+}
