@@ -73,6 +73,15 @@ tf_ip=$(cd "$TFDIR" && TF_CLI_CONFIG_FILE=$TFDIR/tf.rc CHECKPOINT_DISABLE=1 "$VM
 log "the Terraform VM's web server: curl http://$tf_ip/"
 curl -fsS "http://$tf_ip/"
 
+log "examples/terraform/ci-ephemeral: 2 short-lived VMs, as a CI pipeline makes them, then destroyed"
+CIDIR=$DEMO/ci-ephemeral
+mkdir -p "$CIDIR"
+cp examples/terraform/ci-ephemeral/main.tf "$CIDIR/"
+cp "$TFDIR/tf.rc" "$CIDIR/tf.rc"
+(cd "$CIDIR" && export TF_CLI_CONFIG_FILE=$CIDIR/tf.rc CHECKPOINT_DISABLE=1 &&
+    "$VMAAS_TF103" apply -auto-approve -input=false -no-color -var count_vms=2 | tail -n 6 &&
+    "$VMAAS_TF103" destroy -auto-approve -input=false -no-color -var count_vms=2 | tail -n 1)
+
 log "creating a VM as tenant 'demo' with the CLI (vmaas vm create --wait)"
 "$BIN/vmaas" vm delete demo-vm --wait >/dev/null 2>&1 || true
 "$BIN/vmaas" vm create demo-vm --template tiny -p vm_memory=256Mi --wait --timeout 3m
