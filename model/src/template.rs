@@ -535,7 +535,7 @@ pub fn check_value(kind: &Kind, value: &Value) -> Result<TypedValue, String> {
                 check_text(item, None, None, allowed, pattern, &format!("item {i} "))?;
             }
         }
-        _ => unreachable!("TypedValue::check returns the kind's type"),
+        (kind, other) => return Err(format!("internal error: a {} parameter got {}", kind.parameter_type(), describe(&other.to_json()))),
     }
     Ok(typed)
 }

@@ -156,13 +156,7 @@ impl VmaasProvider {
     }
 
     async fn apply_template(&self, prior: &Value, planned: &Value, diags: &mut Vec<Diagnostic>) -> Value {
-        let client = match self.client() {
-            Ok(c) => c,
-            Err(e) => {
-                diags.push(error("the vmaas provider is not configured", e.message(), None));
-                return prior.clone();
-            }
-        };
+        let Some(client) = self.configured_client(diags) else { return prior.clone() };
         if planned.is_nil() {
             let id = string(get(prior, "id")).unwrap_or_default();
             return match client.delete_template(&id).await {
@@ -193,6 +187,17 @@ impl VmaasProvider {
                 }
                 diags.push(d);
                 prior.clone()
+            }
+        }
+    }
+
+    /// The client, or a diagnostic saying the provider is not configured.
+    fn configured_client(&self, diags: &mut Vec<Diagnostic>) -> Option<Client> {
+        match self.client() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                diags.push(error("the vmaas provider is not configured", e.message(), None));
+                None
             }
         }
     }
@@ -296,13 +301,7 @@ impl VmaasProvider {
     }
 
     async fn apply_vm(&self, prior: &Value, planned: &Value, diags: &mut Vec<Diagnostic>) -> Value {
-        let client = match self.client() {
-            Ok(c) => c,
-            Err(e) => {
-                diags.push(error("the vmaas provider is not configured", e.message(), None));
-                return prior.clone();
-            }
-        };
+        let Some(client) = self.configured_client(diags) else { return prior.clone() };
         if planned.is_nil() {
             let Some(id) = string(get(prior, "id")) else { return Value::Nil };
             let wait = match timeout(prior, "delete") {

@@ -248,13 +248,26 @@ impl Server {
 
     /// Runs the `vmaas` CLI against this server with `token`.
     pub fn cli(&self, token: &str, args: &[&str]) -> Output {
-        Command::new(bin("vmaas"))
+        self.cli_with_stdin(token, args, b"")
+    }
+
+    /// Runs the `vmaas` CLI with `stdin` as its standard input.
+    pub fn cli_with_stdin(&self, token: &str, args: &[&str], stdin: &[u8]) -> Output {
+        use std::io::Write;
+        let mut child = Command::new(bin("vmaas"))
             .args(args)
             .env("VMAAS_ENDPOINT", &self.endpoint)
             .env("VMAAS_TOKEN", token)
             .env("VMAAS_CONFIG", self.data_dir.join("cli-config.yaml"))
-            .output()
-            .expect("run vmaas")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run vmaas");
+        if let Some(mut input) = child.stdin.take() {
+            input.write_all(stdin).expect("write stdin");
+        }
+        child.wait_with_output().expect("wait for vmaas")
     }
 }
 

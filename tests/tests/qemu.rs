@@ -162,19 +162,7 @@ async fn console_over_websocket() {
     // The log has the command and its output, through the CLI too.
     let out = s.cli(&t, &["vm", "logs", "shell"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("marker-42"));
-    let out = std::process::Command::new(vmaas_tests::bin("vmaas"))
-        .args(["vm", "console", "shell", "--batch", "--idle", "3s"])
-        .env("VMAAS_ENDPOINT", &s.endpoint)
-        .env("VMAAS_TOKEN", &t)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin.take().unwrap().write_all(b"echo cli-$((40+2))\n")?;
-            c.wait_with_output()
-        })
-        .unwrap();
+    let out = s.cli_with_stdin(&t, &["vm", "console", "shell", "--batch", "--idle", "3s"], b"echo cli-$((40+2))\n");
     assert!(String::from_utf8_lossy(&out.stdout).contains("cli-42"), "{}", String::from_utf8_lossy(&out.stdout));
 }
 
@@ -299,19 +287,7 @@ async fn debian_boots_from_an_overlay() {
     assert!(info["backing-filename"].as_str().unwrap().ends_with("debian-12/disk.qcow2"), "{info}");
     assert_eq!(info["virtual-size"], 4u64 << 30, "sized by vm_disk_size");
     // systemd is PID 1 on the disk's root file system.
-    let out = std::process::Command::new(vmaas_tests::bin("vmaas"))
-        .args(["vm", "console", "deb", "--batch", "--idle", "3s"])
-        .env("VMAAS_ENDPOINT", &s.endpoint)
-        .env("VMAAS_TOKEN", &t)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin.take().unwrap().write_all(b"\necho pid1=$(cat /proc/1/comm) root=$(findmnt -no SOURCE /)\n")?;
-            c.wait_with_output()
-        })
-        .unwrap();
+    let out = s.cli_with_stdin(&t, &["vm", "console", "deb", "--batch", "--idle", "3s"], b"\necho pid1=$(cat /proc/1/comm) root=$(findmnt -no SOURCE /)\n");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("pid1=systemd root=/dev/vda"), "{text}");
 }
