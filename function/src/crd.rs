@@ -1,0 +1,294 @@
+//! Typed subsets of the objects rendered: KubeVirt `VirtualMachine`, CDI
+//! `DataVolume` templates, OVN-Kubernetes `UserDefinedNetwork` and
+//! `ClusterUserDefinedNetwork`. Only the fields vmaas sets are modelled;
+//! tests check every rendered object against the upstream schemas.
+
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `kubevirt.io/v1` VirtualMachine spec (subset).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(group = "kubevirt.io", version = "v1", kind = "VirtualMachine", namespaced)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineSpec {
+    /// `Always` (started) or `Halted` (stopped).
+    pub run_strategy: String,
+    /// Disks created with the VM.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_volume_templates: Vec<DataVolumeTemplate>,
+    /// The VMI template.
+    pub template: VmiTemplate,
+}
+
+/// A CDI DataVolume template inside a VM.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DataVolumeTemplate {
+    /// Object metadata (the name).
+    pub metadata: ObjectMeta,
+    /// The DataVolume spec.
+    pub spec: DataVolumeSpec,
+}
+
+/// Minimal object metadata.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    /// Name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// `cdi.kubevirt.io/v1beta1` DataVolume spec (subset).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DataVolumeSpec {
+    /// The image to clone, as a DataSource.
+    pub source_ref: SourceRef,
+    /// Size (and class) of the volume.
+    pub storage: Storage,
+}
+
+/// A reference to a CDI DataSource.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceRef {
+    /// Always `DataSource`.
+    pub kind: String,
+    /// The DataSource (the image name).
+    pub name: String,
+    /// Where the DataSources live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// Storage of a DataVolume.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Storage {
+    /// `{requests: {storage: 30Gi}}`.
+    pub resources: Resources,
+    /// Storage class, if not the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+}
+
+/// Resource requests.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Resources {
+    /// e.g. `storage: 30Gi`.
+    pub requests: BTreeMap<String, String>,
+}
+
+/// The VMI template of a VM.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct VmiTemplate {
+    /// Labels (propagated to the launcher pod) and annotations.
+    pub metadata: ObjectMeta,
+    /// The VMI spec.
+    pub spec: VmiSpec,
+}
+
+/// VMI spec (subset).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VmiSpec {
+    /// CPU, memory and devices.
+    pub domain: Domain,
+    /// `LiveMigrate`: survive node maintenance.
+    pub eviction_strategy: String,
+    /// Networks the interfaces attach to.
+    pub networks: Vec<Network>,
+    /// Volumes the disks use.
+    pub volumes: Vec<Volume>,
+    /// Readiness probe, from the template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub readiness_probe: Option<Value>,
+}
+
+/// Domain (subset).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Domain {
+    /// CPU topology.
+    pub cpu: Cpu,
+    /// Guest memory.
+    pub memory: Memory,
+    /// Disks, interfaces, GPUs.
+    pub devices: Devices,
+}
+
+/// CPU topology.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Cpu {
+    /// Cores.
+    pub cores: u32,
+}
+
+/// Guest memory.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Memory {
+    /// e.g. `4Gi`.
+    pub guest: String,
+}
+
+/// Devices (subset).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Devices {
+    /// Disks.
+    pub disks: Vec<Disk>,
+    /// Interfaces.
+    pub interfaces: Vec<Interface>,
+    /// GPUs passed through.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<GpuDevice>,
+}
+
+/// A disk.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Disk {
+    /// Name of its volume.
+    pub name: String,
+    /// `{bus: virtio}`.
+    pub disk: DiskTarget,
+}
+
+/// Disk bus.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct DiskTarget {
+    /// `virtio`.
+    pub bus: String,
+}
+
+/// A network interface.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Interface {
+    /// Name of its network.
+    pub name: String,
+    /// `masquerade` on the pod network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub masquerade: Option<Value>,
+    /// `{name: l2bridge}` on a primary user-defined network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<Binding>,
+    /// Guest ports (masquerade).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<Port>,
+}
+
+/// A network binding plugin.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Binding {
+    /// e.g. `l2bridge`.
+    pub name: String,
+}
+
+/// A port on an interface.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Port {
+    /// Port number.
+    pub port: u16,
+    /// `TCP` or `UDP`.
+    pub protocol: String,
+}
+
+/// A GPU: `{name, deviceName}`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuDevice {
+    /// Name in the VM.
+    pub name: String,
+    /// Host resource name.
+    pub device_name: String,
+}
+
+/// A network: the pod network (or the primary UDN that replaces it).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Network {
+    /// Name.
+    pub name: String,
+    /// `{}`.
+    #[schemars(with = "serde_json::Value")]
+    pub pod: Value,
+}
+
+/// A volume.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Volume {
+    /// Name.
+    pub name: String,
+    /// From a DataVolume template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_volume: Option<NamedRef>,
+    /// Cloud-init.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud_init_no_cloud: Option<CloudInit>,
+}
+
+/// A reference by name.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct NamedRef {
+    /// Name.
+    pub name: String,
+}
+
+/// Cloud-init NoCloud data.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CloudInit {
+    /// User data (with the SSH keys).
+    pub user_data: String,
+}
+
+/// `k8s.ovn.org/v1` UserDefinedNetwork spec.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(group = "k8s.ovn.org", version = "v1", kind = "UserDefinedNetwork", namespaced)]
+pub struct UserDefinedNetworkSpec {
+    /// `Layer2`.
+    pub topology: String,
+    /// The layer-2 network.
+    pub layer2: Layer2,
+}
+
+/// A layer-2 network.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Layer2 {
+    /// `Primary`.
+    pub role: String,
+    /// CIDRs.
+    pub subnets: Vec<String>,
+    /// `{lifecycle: Persistent}`: VMs keep their IPs across migrations.
+    pub ipam: Ipam,
+}
+
+/// IP address management.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Ipam {
+    /// `Persistent`.
+    pub lifecycle: String,
+}
+
+/// `k8s.ovn.org/v1` ClusterUserDefinedNetwork spec (the localnet variant).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(group = "k8s.ovn.org", version = "v1", kind = "ClusterUserDefinedNetwork")]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterUserDefinedNetworkSpec {
+    /// Which namespaces get the network.
+    #[schemars(with = "serde_json::Value")]
+    pub namespace_selector: Value,
+    /// The network.
+    #[schemars(with = "serde_json::Value")]
+    pub network: Value,
+}
