@@ -56,6 +56,12 @@ enum Cmd {
         #[arg(long)]
         plugins: std::path::PathBuf,
     },
+    /// function-vmaas: RunFunction latency over gRPC on loopback, and the in-process render time.
+    Function {
+        /// Calls to measure.
+        #[arg(long, default_value_t = 5000)]
+        calls: usize,
+    },
     /// Real VMs: create→READY, stop, delete, memory, and a burst.
     Qemu {
         /// VMs created one after another.
@@ -402,6 +408,84 @@ async fn terraform_bench(n: usize, images: std::path::PathBuf, tf: std::path::Pa
     Ok(())
 }
 
+fn example(file: &str) -> anyhow::Result<serde_json::Value> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/compositions").join(file);
+    Ok(serde_norway::from_str(&std::fs::read_to_string(&path).with_context(|| path.display().to_string())?)?)
+}
+
+/// RunFunction p50/p99 over gRPC on loopback for a VM with a network and a
+/// LoadBalancer, and the in-process render time.
+async fn function_bench(calls: usize) -> anyhow::Result<()> {
+    use function_sdk_rust::proto::v1::function_runner_service_client::FunctionRunnerServiceClient;
+    use function_sdk_rust::proto::v1::{RequestMeta, Resource, RunFunctionRequest, State};
+    use function_sdk_rust::resource::json_to_struct;
+    use vmaas_function::render::{FunctionInput, VmXrSpec, render_vm};
+
+    let xr = example("xr-virtualmachine.yaml")?;
+    let observed = example("observed-virtualmachine.yaml")?;
+    let input_json = example("input.yaml")?;
+    let obj = |v: &serde_json::Value| v.as_object().map(json_to_struct).context("an object");
+    let mut req = RunFunctionRequest {
+        meta: Some(RequestMeta { tag: "bench".into(), ..Default::default() }),
+        observed: Some(State { composite: Some(Resource { resource: Some(obj(&xr)?), ..Default::default() }), ..Default::default() }),
+        input: Some(obj(&input_json)?),
+        ..Default::default()
+    };
+    if let Some(state) = req.observed.as_mut() {
+        for (name, r) in observed["resources"].as_object().context("resources")? {
+            state.resources.insert(name.clone(), Resource { resource: Some(obj(r)?), ..Default::default() });
+        }
+    }
+
+    // In-process render.
+    let input: FunctionInput = serde_json::from_value(input_json.clone())?;
+    let spec: VmXrSpec = serde_json::from_value(xr["spec"].clone())?;
+    let template = vmaas_model::Template::compile(input.templates[0].clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut render = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        let r = render_vm("myvm", &spec, &template, &input).map_err(|e| anyhow::anyhow!("{e}"))?;
+        std::hint::black_box(serde_json::to_value(&r.vm)?);
+        render.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    render.sort_by(|a, b| a.total_cmp(b));
+
+    // Over gRPC.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let args = function_sdk_rust::Args {
+        debug: false,
+        address: format!("127.0.0.1:{port}"),
+        tls_certs_dir: None,
+        insecure: true,
+        max_recv_message_size: None,
+        metrics_address: String::new(),
+    };
+    tokio::spawn(async move {
+        let _ = function_sdk_rust::serve(vmaas_function::function::VmaasFunction, &args).await;
+    });
+    let mut client = loop {
+        match FunctionRunnerServiceClient::connect(format!("http://127.0.0.1:{port}")).await {
+            Ok(c) => break c,
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    };
+    for _ in 0..200 {
+        client.run_function(req.clone()).await?;
+    }
+    let mut lat = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        let rsp = client.run_function(req.clone()).await?.into_inner();
+        lat.push(t.elapsed().as_secs_f64() * 1000.0);
+        std::hint::black_box(rsp);
+    }
+    lat.sort_by(|a, b| a.total_cmp(b));
+    println!("vmaas-bench function: {calls} calls, VM with an inline network and a LoadBalancer");
+    println!("RunFunction over gRPC   p50 {:.3} ms   p99 {:.3} ms   (target p99 ≤ 5 ms)", percentile(&lat, 0.5), percentile(&lat, 0.99));
+    println!("render in process       p50 {:.1} µs   p99 {:.1} µs   (target ≤ 200 µs)", percentile(&render, 0.5), percentile(&render, 0.99));
+    Ok(())
+}
+
 /// The `tiny` example template, as JSON.
 fn tiny_template() -> serde_json::Value {
     json!({
@@ -419,6 +503,7 @@ fn tiny_template() -> serde_json::Value {
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
         Cmd::Api { connections, duration, vms, page } => api(connections, duration, vms, page).await,
+        Cmd::Function { calls } => function_bench(calls).await,
         Cmd::Terraform { vms, images_dir, terraform, plugins } => {
             let images = images_dir.unwrap_or_else(|| std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".local/share/vmaas/images"));
             terraform_bench(vms, images, terraform, plugins).await
