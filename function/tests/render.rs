@@ -179,3 +179,18 @@ fn the_schema_check_catches_bad_objects() {
     udn["spec"]["topology"] = json!("Mesh");
     assert!(!jsonschema::validator_for(&crd_schema("k8s.ovn.org_userdefinednetworks.yaml")).unwrap().is_valid(&udn));
 }
+
+/// Every object kind, as rendered for the examples; the snapshots in
+/// tests/snapshots were reviewed by hand.
+#[test]
+fn snapshots_of_every_object_kind() {
+    let input = input();
+    let spec: VmXrSpec = serde_json::from_value(example("xr-virtualmachine.yaml")["spec"].clone()).unwrap();
+    let r = render_vm("myvm", &spec, &template(&input, "simple_vm"), &input).unwrap();
+    insta::assert_json_snapshot!("kubevirt_virtualmachine", r.vm);
+    insta::assert_json_snapshot!("namespace", r.namespace.unwrap());
+    insta::assert_json_snapshot!("userdefinednetwork", r.udn.unwrap());
+    insta::assert_json_snapshot!("loadbalancer_service", r.service.unwrap());
+    let local: NetworkXrSpec = serde_json::from_value(json!({"ipv4Cidr": "192.168.50.0/24", "localnet": "physnet1"})).unwrap();
+    insta::assert_json_snapshot!("clusteruserdefinednetwork", render_network("lab", &local).cudn.unwrap());
+}
