@@ -16,6 +16,16 @@ export VMAAS_TF103 VMAAS_TF115_PYTHON
 
 build_bins
 
+# The upstream schemas the function's output is checked against live in the
+# shared directory beside the repository (or beside the one it was cloned from).
+if [ -z "${VMAAS_SHARED:-}" ]; then
+    for c in "$ROOT/../shared" "$(git -C "$ROOT" remote get-url origin 2>/dev/null)/../shared"; do
+        if [ -d "$c/schemas" ]; then VMAAS_SHARED=$(cd "$c" && pwd); break; fi
+    done
+fi
+[ -n "${VMAAS_SHARED:-}" ] || die "cannot find the shared directory (with schemas/) beside the repository; set VMAAS_SHARED"
+export VMAAS_SHARED
+
 pgdir=$(mktemp -d "${TMPDIR:-/tmp}/vmaas-pg.XXXXXX")
 trap 'scripts/postgres.sh stop "$pgdir"' EXIT
 log "starting PostgreSQL on loopback"
