@@ -291,8 +291,13 @@ fn from_json<T: DeserializeOwned>(s: &str) -> Result<T, StoreError> {
     Ok(serde_json::from_str(s)?)
 }
 
-fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
+/// The outcome of an insert: a taken unique key is `AlreadyExists(taken())`.
+fn inserted<T>(r: Result<T, sqlx::Error>, taken: impl FnOnce() -> String) -> Result<(), StoreError> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(sqlx::Error::Database(d)) if d.is_unique_violation() => Err(StoreError::AlreadyExists(taken())),
+        Err(e) => Err(e.into()),
+    }
 }
 
 const VM_COLUMNS: &str = "id, tenant, name, spec, resolved, status, creators, version, created_at, deleted_at, restarts";
@@ -416,15 +421,10 @@ impl Store {
             .bind(ts(now))
             .execute(&self.pool)
             .await;
-        match r {
-            Err(e) if is_unique_violation(&e) => Err(StoreError::AlreadyExists(format!("template {:?} already exists", t.id))),
-            Err(e) => Err(e.into()),
-            Ok(_) => {
-                let rec = TemplateRecord { template: t.clone(), version: 1, created_at: now, updated_at: now };
-                self.with_mem(|m| m.templates.insert(t.id.clone(), rec.clone()));
-                Ok(rec)
-            }
-        }
+        inserted(r, || format!("template {:?} already exists", t.id))?;
+        let rec = TemplateRecord { template: t.clone(), version: 1, created_at: now, updated_at: now };
+        self.with_mem(|m| m.templates.insert(t.id.clone(), rec.clone()));
+        Ok(rec)
     }
 
     /// The template `id`.
@@ -525,14 +525,9 @@ impl Store {
         .bind(ts(vm.created_at))
         .execute(&self.pool)
         .await;
-        match r {
-            Err(e) if is_unique_violation(&e) => Err(StoreError::AlreadyExists(format!("a virtual machine named {:?} already exists", vm.name))),
-            Err(e) => Err(e.into()),
-            Ok(_) => {
-                self.with_mem(|m| m.put_vm(vm.clone()));
-                Ok(())
-            }
-        }
+        inserted(r, || format!("a virtual machine named {:?} already exists", vm.name))?;
+        self.with_mem(|m| m.put_vm(vm.clone()));
+        Ok(())
     }
 
     /// The VM `id`, if `scope` may see it.
