@@ -19,7 +19,8 @@ build_bins
 # The upstream schemas the function's output is checked against live in the
 # shared directory beside the repository (or beside the one it was cloned from).
 if [ -z "${VMAAS_SHARED:-}" ]; then
-    for c in "$ROOT/../shared" "$(git -C "$ROOT" remote get-url origin 2>/dev/null)/../shared"; do
+    origin=$(git -C "$ROOT" remote get-url origin 2>/dev/null || true)
+    for c in "$ROOT/../shared" "$ROOT/../../shared" "$ROOT/../../../shared" "$origin/../shared"; do
         if [ -d "$c/schemas" ]; then VMAAS_SHARED=$(cd "$c" && pwd); break; fi
     done
 fi
