@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tonic::{Request, Response, Status};
 use vmaas_model::{Desired, Observation, Phase, Reason, Template, VirtualMachineStatus, VirtualMachineTemplate, derive_status};
 
-use crate::render::{FunctionInput, NetworkXrSpec, VmXrSpec, render_network, render_vm};
+use vmaas_model::k8s::render::{FunctionInput, NetworkXrSpec, VmXrSpec, network_namespace, render_network, render_vm};
 
 /// How long Crossplane may cache a response.
 pub const TTL: Duration = Duration::from_secs(60);
@@ -111,7 +111,7 @@ impl VmaasFunction {
         if let Some(c) = &net.cudn {
             put(&mut rsp, "cudn", c, observed(req, "cudn").is_some())?;
         }
-        resource::update_status(response::desired_composite(&mut rsp), &json!({"namespace": crate::render::network_namespace(name), "ipv4Cidr": spec.ipv4_cidr}))?;
+        resource::update_status(response::desired_composite(&mut rsp), &json!({"namespace": network_namespace(name), "ipv4Cidr": spec.ipv4_cidr}))?;
         response::normal(&mut rsp, format!("rendered private network {name}"));
         Ok(rsp)
     }

@@ -13,12 +13,15 @@
 //! - [`vm`]: virtual machines and the request shapes of the API.
 //! - [`status`]: the state machine from backend observations to VM status.
 //! - [`validation`]: field-path errors, always all of them at once.
+//! - `k8s` (feature `kubernetes`): the pure rendering into Kubernetes objects.
 //!
 //! The crate does no I/O.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "kubernetes")]
+pub mod k8s;
 pub mod quantity;
 pub mod spec;
 pub mod status;

@@ -8,9 +8,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta as K8sMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use vmaas_model::{ParameterValue, PowerState, ProbeCheck, Protocol, ResolvedSpec, Template, ValidationErrors, VirtualMachineTemplate};
+use crate::{ParameterValue, PowerState, ProbeCheck, Protocol, ResolvedSpec, Template, ValidationErrors, VirtualMachineTemplate};
 
-use crate::crd::*;
+use super::crd::*;
 
 /// Label on the launcher pod that the LoadBalancer selects.
 pub const VM_LABEL: &str = "vmaas.io/vm";
