@@ -286,7 +286,13 @@ async fn debian_boots_from_an_overlay() {
     let info: Value = serde_json::from_slice(&info.stdout).unwrap();
     assert!(info["backing-filename"].as_str().unwrap().ends_with("debian-12/disk.qcow2"), "{info}");
     assert_eq!(info["virtual-size"], 4u64 << 30, "sized by vm_disk_size");
-    // systemd is PID 1 on the disk's root file system.
+    // systemd is PID 1 on the disk's root file system. The web server can
+    // answer before the console's autologin shell is up: wait for its prompt.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !String::from_utf8_lossy(&s.cli(&t, &["vm", "logs", "deb"]).stdout).contains("root@vmaas-debian") {
+        assert!(Instant::now() < deadline, "no shell prompt on the console:\n{}", String::from_utf8_lossy(&s.cli(&t, &["vm", "logs", "deb"]).stdout));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     let out = s.cli_with_stdin(&t, &["vm", "console", "deb", "--batch", "--idle", "3s"], b"\necho pid1=$(cat /proc/1/comm) root=$(findmnt -no SOURCE /)\n");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("pid1=systemd root=/dev/vda"), "{text}");
