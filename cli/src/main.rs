@@ -235,10 +235,8 @@ fn read_template_file(path: &PathBuf) -> anyhow::Result<VirtualMachineTemplate> 
 }
 
 async fn typed_params(client: &Client, template: &str, params: &[String]) -> anyhow::Result<BTreeMap<String, ParameterValue>> {
-    let mut wire = client.get_template(template).await.with_context(|| format!("looking up template {template:?}"))?;
-    wire.metadata = None;
-    wire.type_url = None;
-    let t = Template::compile(wire).map_err(|e| anyhow::anyhow!("template {template:?} is invalid: {e}"))?;
+    let wire = client.get_template(template).await.with_context(|| format!("looking up template {template:?}"))?;
+    let t = Template::compile(wire.published()).map_err(|e| anyhow::anyhow!("template {template:?} is invalid: {e}"))?;
     let mut out = BTreeMap::new();
     let mut problems = Vec::new();
     for p in params {

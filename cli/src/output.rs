@@ -83,8 +83,7 @@ pub fn vm(format: Format, v: &VirtualMachine) -> anyhow::Result<()> {
         vec!["Version".into(), v.metadata.version.to_string()],
     ];
     for c in &v.status.conditions {
-        let kind = serde_json::to_value(c.kind).ok().and_then(|k| k.as_str().map(|s| s.trim_start_matches("VIRTUAL_MACHINE_CONDITION_TYPE_").to_owned())).unwrap_or_default();
-        let status = serde_json::to_value(c.status).ok().and_then(|k| k.as_str().map(|s| s.trim_start_matches("CONDITION_STATUS_").to_owned())).unwrap_or_default();
+        let (kind, status) = (c.kind.short(), c.status.short());
         let detail = match (&c.reason, c.message.is_empty()) {
             (Some(r), false) => format!(" {r}: {}", c.message),
             (Some(r), true) => format!(" {r}"),
@@ -121,10 +120,7 @@ pub fn template(format: Format, t: &VirtualMachineTemplate) -> anyhow::Result<()
     if !t.description.is_empty() {
         println!("{}\n", t.description);
     }
-    let mut wire = t.clone();
-    wire.metadata = None;
-    wire.type_url = None;
-    let compiled = vmaas_model::Template::compile(wire).ok();
+    let compiled = vmaas_model::Template::compile(t.clone().published()).ok();
     let rows = t
         .parameters
         .iter()

@@ -95,17 +95,11 @@ pub fn read_dir_file(f: &Path) -> anyhow::Result<VirtualMachineTemplate> {
     }
 }
 
-fn strip(mut t: VirtualMachineTemplate) -> VirtualMachineTemplate {
-    t.metadata = None;
-    t.type_url = None;
-    t
-}
-
 /// Makes the server's templates match `dir`. With `prune`, templates not in
 /// `dir` are deleted. With `dry_run`, nothing is changed.
 pub async fn sync(client: &Client, dir: &Path, prune: bool, dry_run: bool) -> anyhow::Result<Report> {
     let wanted = read_dir(dir)?;
-    let existing: BTreeMap<String, VirtualMachineTemplate> = client.all_templates().await?.into_iter().map(|t| (t.id.clone(), strip(t))).collect();
+    let existing: BTreeMap<String, VirtualMachineTemplate> = client.all_templates().await?.into_iter().map(|t| (t.id.clone(), t.published())).collect();
     let mut report = Report::default();
     for (id, (_, t)) in &wanted {
         match existing.get(id) {

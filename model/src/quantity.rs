@@ -88,11 +88,6 @@ impl Quantity {
     pub fn nanos(&self) -> i128 {
         self.nanos
     }
-
-    /// Whether the value is a whole number of units.
-    pub fn is_integral(&self) -> bool {
-        self.nanos % NANO == 0
-    }
 }
 
 impl PartialEq for Quantity {

@@ -48,6 +48,16 @@ pub struct VirtualMachineTemplate {
     pub metadata: Option<TemplateMetadata>,
 }
 
+impl VirtualMachineTemplate {
+    /// The template as published: without the server-managed `@type` and
+    /// `metadata`, which is what is compared, stored and compiled.
+    pub fn published(mut self) -> Self {
+        self.type_url = None;
+        self.metadata = None;
+        self
+    }
+}
+
 /// Server-managed template metadata.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

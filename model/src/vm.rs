@@ -144,6 +144,16 @@ pub enum ConditionType {
 impl ConditionType {
     /// Every condition type, in the order they are reported.
     pub const ALL: [Self; 4] = [Self::Progressing, Self::Ready, Self::Failed, Self::Degraded];
+
+    /// The short name, e.g. `READY`.
+    pub fn short(self) -> &'static str {
+        match self {
+            Self::Progressing => "PROGRESSING",
+            Self::Ready => "READY",
+            Self::Failed => "FAILED",
+            Self::Degraded => "DEGRADED",
+        }
+    }
 }
 
 /// A condition's truth value.
@@ -160,6 +170,17 @@ pub enum ConditionStatus {
     /// False.
     #[serde(rename = "CONDITION_STATUS_FALSE")]
     False,
+}
+
+impl ConditionStatus {
+    /// The short name: `TRUE`, `FALSE` or `UNSPECIFIED`.
+    pub fn short(self) -> &'static str {
+        match self {
+            Self::Unspecified => "UNSPECIFIED",
+            Self::True => "TRUE",
+            Self::False => "FALSE",
+        }
+    }
 }
 
 impl From<bool> for ConditionStatus {

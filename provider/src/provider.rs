@@ -81,10 +81,9 @@ fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
             .conditions
             .iter()
             .map(|c| {
-                let plain = |v: serde_json::Value, prefix: &str| v.as_str().map(|s| s.trim_start_matches(prefix).to_owned()).unwrap_or_default();
                 object(vec![
-                    ("type", Value::from(plain(serde_json::to_value(c.kind).unwrap_or_default(), "VIRTUAL_MACHINE_CONDITION_TYPE_"))),
-                    ("status", Value::from(plain(serde_json::to_value(c.status).unwrap_or_default(), "CONDITION_STATUS_"))),
+                    ("type", Value::from(c.kind.short())),
+                    ("status", Value::from(c.status.short())),
                     ("reason", value::opt_string(c.reason.as_deref())),
                     ("message", Value::from(c.message.as_str())),
                 ])
@@ -106,10 +105,7 @@ fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
 }
 
 fn template_state(t: &VirtualMachineTemplate) -> Value {
-    let mut wire = t.clone();
-    wire.metadata = None;
-    wire.type_url = None;
-    let compiled = Template::compile(wire).ok();
+    let compiled = Template::compile(t.clone().published()).ok();
     let params = t
         .parameters
         .iter()
@@ -213,7 +209,7 @@ impl VmaasProvider {
     /// Types the text parameters in `params` with `template`'s declared
     /// types; every problem becomes a diagnostic on its map key.
     async fn typed_params(&self, client: &Client, template: &str, params: &Value, diags: &mut Vec<Diagnostic>) -> Option<BTreeMap<String, ParameterValue>> {
-        let mut wire = match client.get_template(template).await {
+        let wire = match client.get_template(template).await {
             Ok(t) => t,
             Err(e) if e.is_not_found() => {
                 diags.push(error(format!("template {template:?} does not exist"), "list the templates with the vmaas_templates data source or `vmaas template list`", Some(path(&["template"]))));
@@ -224,9 +220,7 @@ impl VmaasProvider {
                 return None;
             }
         };
-        wire.metadata = None;
-        wire.type_url = None;
-        let compiled = match Template::compile(wire) {
+        let compiled = match Template::compile(wire.published()) {
             Ok(c) => c,
             Err(e) => {
                 diags.push(error(format!("template {template:?} is invalid"), e.to_string(), Some(path(&["template"]))));

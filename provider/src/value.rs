@@ -26,11 +26,6 @@ pub fn is_unknown(v: &Value) -> bool {
     matches!(v, Value::Ext(0 | 12, _))
 }
 
-/// Whether `v` is known and not null.
-pub fn is_set(v: &Value) -> bool {
-    !v.is_nil() && !is_unknown(v)
-}
-
 /// Decodes a dynamic value (msgpack, else JSON); absent is null.
 pub fn decode(dv: Option<&DynamicValue>) -> Result<Value, ValueError> {
     let Some(dv) = dv else { return Ok(Value::Nil) };

@@ -51,6 +51,15 @@ pub enum StoreError {
     Corrupt(#[from] serde_json::Error),
 }
 
+impl StoreError {
+    /// A VM change based on version `expected` when the VM is at `current`.
+    pub fn stale_vm(name: &str, expected: i64, current: i64) -> Self {
+        Self::Conflict(format!(
+            "virtual machine {name:?} was changed concurrently: version {expected} is not current (it is {current}); read it again and retry"
+        ))
+    }
+}
+
 /// Which database is behind the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
@@ -385,18 +394,22 @@ impl Store {
         self.mem.as_ref().map(|m| f(&m.state.read().unwrap_or_else(|p| p.into_inner())))
     }
 
-    /// Re-reads a VM from the database into memory after a write.
-    async fn refresh_vm(&self, id: &str) -> Result<Option<VmRecord>, StoreError> {
+    /// Re-reads a VM from the database into memory after a write; nothing
+    /// to do when there is no memory copy.
+    async fn refresh_vm(&self, id: &str) -> Result<(), StoreError> {
+        if self.mem.is_none() {
+            return Ok(());
+        }
         let row = sqlx::query(AssertSqlSafe(format!("SELECT {VM_COLUMNS} FROM virtual_machines WHERE id = $1")))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
         let vm = row.as_ref().map(vm_from_row).transpose()?;
-        self.with_mem(|m| match &vm {
-            Some(v) => m.put_vm(v.clone()),
+        self.with_mem(|m| match vm {
+            Some(v) => m.put_vm(v),
             None => m.remove_vm(id),
         });
-        Ok(vm)
+        Ok(())
     }
 
     /// Which database this is.
@@ -619,10 +632,7 @@ impl Store {
             if current.deleted_at.is_some() {
                 return Err(StoreError::InUse(format!("virtual machine {:?} is being deleted", vm.name)));
             }
-            return Err(StoreError::Conflict(format!(
-                "virtual machine {:?} was changed concurrently: version {expected_version} is not current (it is {}); read it again and retry",
-                vm.name, current.version
-            )));
+            return Err(StoreError::stale_vm(&vm.name, expected_version, current.version));
         }
         let mut out = vm.clone();
         out.version = expected_version + 1;
@@ -644,9 +654,7 @@ impl Store {
         .bind(scope.tenant())
         .execute(&self.pool)
         .await?;
-        if self.mem.is_some() {
-            self.refresh_vm(id).await?;
-        }
+        self.refresh_vm(id).await?;
         self.get_vm(id, scope).await
     }
 
@@ -658,9 +666,7 @@ impl Store {
             .bind(scope.tenant())
             .execute(&self.pool)
             .await?;
-        if self.mem.is_some() {
-            self.refresh_vm(id).await?;
-        }
+        self.refresh_vm(id).await?;
         let vm = self.get_vm(id, scope).await?;
         if r.rows_affected() == 0 {
             return Err(StoreError::InUse(format!("virtual machine {:?} is being deleted", vm.name)));
@@ -700,9 +706,7 @@ impl Store {
     pub async fn remove_vm(&self, id: &str) -> Result<(), StoreError> {
         let _w = self.write_lock().await;
         sqlx::query("DELETE FROM virtual_machines WHERE id = $1 AND deleted_at IS NOT NULL").bind(id).execute(&self.pool).await?;
-        if self.mem.is_some() {
-            self.refresh_vm(id).await?;
-        }
+        self.refresh_vm(id).await?;
         Ok(())
     }
 

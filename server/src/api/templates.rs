@@ -20,9 +20,7 @@ pub(super) fn routes() -> Router<AppState> {
 
 /// Checks a published template, prefixing every field path with `object.`.
 fn check(t: &VirtualMachineTemplate) -> Result<VirtualMachineTemplate, ApiError> {
-    let mut wire = t.clone();
-    wire.type_url = None;
-    wire.metadata = None;
+    let wire = t.clone().published();
     Template::compile(wire.clone()).map_err(|errs| {
         let mut out = ValidationErrors::default();
         for e in errs.0 {

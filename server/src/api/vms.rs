@@ -185,11 +185,7 @@ pub(super) async fn patch(
     }
     let expected = p.metadata.as_ref().and_then(|m| m.version).unwrap_or(current.version);
     if expected != current.version {
-        return Err(StoreError::Conflict(format!(
-            "virtual machine {:?} was changed concurrently: version {expected} is not current (it is {}); read it again and retry",
-            current.name, current.version
-        ))
-        .into());
+        return Err(StoreError::stale_vm(&current.name, expected, current.version).into());
     }
     let mut next = current.clone();
     if let Some(state) = p.spec.state {
