@@ -17,8 +17,6 @@ use bytes::Bytes;
 use tokio::sync::{Notify, broadcast, mpsc};
 use vmaas_model::{Observation, PowerState, ResolvedSpec};
 
-
-
 /// Everything a backend needs to know about one VM.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VmTarget {

@@ -95,7 +95,13 @@ async fn serve(router: Router) -> anyhow::Result<SocketAddr> {
 
 /// Drives `connections` workers, each with its own keep-alive connection,
 /// through `urls` in turn for `duration`, after a one-second warm-up.
-async fn load(name: &str, urls: Arc<Vec<String>>, token: Option<String>, connections: usize, duration: Duration) -> anyhow::Result<Figures> {
+async fn load(
+    name: &str,
+    urls: Arc<Vec<String>>,
+    token: Option<String>,
+    connections: usize,
+    duration: Duration,
+) -> anyhow::Result<Figures> {
     let mut tasks = Vec::new();
     let warmup = Duration::from_secs(1);
     let start = Instant::now() + Duration::from_millis(100);
@@ -189,7 +195,11 @@ async fn api(connections: usize, duration: Duration, vms: usize, page: usize) ->
 
     let by_id: Arc<Vec<String>> = Arc::new(ids.iter().map(|id| format!("{base}/virtual_machines/{id}")).collect());
     let list = Arc::new(vec![format!("{base}/virtual_machines?limit={page}")]);
-    println!("vmaas-bench api: {connections} connections, {} s per scenario, {vms} VMs on SQLite, list page {page}, {} cores", duration.as_secs(), std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    println!(
+        "vmaas-bench api: {connections} connections, {} s per scenario, {vms} VMs on SQLite, list page {page}, {} cores",
+        duration.as_secs(),
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    );
     // Each pair runs back to back, twice, alternating, and the better run of
     // each counts: the machine's noise hits both sides alike.
     let one_url = Arc::new(vec![format!("http://{bare}/one")]);
@@ -204,8 +214,12 @@ async fn api(connections: usize, duration: Duration, vms: usize, page: usize) ->
         for _ in 0..2 {
             let b = load(bare_name, bare_urls.clone(), None, connections, duration).await?;
             let v = load(name, urls.clone(), Some(token.clone()), connections, duration).await?;
-            if best_bare.as_ref().is_none_or(|x| b.rps > x.rps) { best_bare = Some(b); }
-            if best.as_ref().is_none_or(|x| v.rps > x.rps) { best = Some(v); }
+            if best_bare.as_ref().is_none_or(|x| b.rps > x.rps) {
+                best_bare = Some(b);
+            }
+            if best.as_ref().is_none_or(|x| v.rps > x.rps) {
+                best = Some(v);
+            }
         }
         results.extend(best_bare);
         results.extend(best);
@@ -298,7 +312,10 @@ async fn qemu(vms: usize, burst: usize, images: std::path::PathBuf) -> anyhow::R
         spec: VirtualMachineSpec { template: "tiny".into(), template_parameters: Default::default(), state: PowerState::Started },
         status: None,
     };
-    println!("vmaas-bench qemu: accelerator {accel}, {} cores, test guest (256Mi, 1 core), {vms} VMs one after another, then {burst} at once", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    println!(
+        "vmaas-bench qemu: accelerator {accel}, {} cores, test guest (256Mi, 1 core), {vms} VMs one after another, then {burst} at once",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    );
 
     let mut ready = Vec::new();
     let mut ids = Vec::new();
@@ -310,12 +327,18 @@ async fn qemu(vms: usize, burst: usize, images: std::path::PathBuf) -> anyhow::R
         ids.push(vm.id);
     }
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let pids: Vec<i32> = ids.iter().filter_map(|id| std::fs::read_to_string(dir.path().join("vms").join(id).join("qemu.pid")).ok()?.trim().parse().ok()).collect();
+    let pids: Vec<i32> = ids
+        .iter()
+        .filter_map(|id| std::fs::read_to_string(dir.path().join("vms").join(id).join("qemu.pid")).ok()?.trim().parse().ok())
+        .collect();
     let rss: Vec<u64> = pids.iter().map(|p| rss_kib(*p)).collect();
     let mut stop = Vec::new();
     let mut delete = Vec::new();
     for id in &ids {
-        let patch = vmaas_model::PatchVirtualMachine { spec: vmaas_model::vm::SpecPatch { state: Some(PowerState::Stopped), ..Default::default() }, ..Default::default() };
+        let patch = vmaas_model::PatchVirtualMachine {
+            spec: vmaas_model::vm::SpecPatch { state: Some(PowerState::Stopped), ..Default::default() },
+            ..Default::default()
+        };
         let t = Instant::now();
         c.patch_vm(id, &patch).await?;
         c.wait_vm(id, WaitFor::Stopped, Duration::from_secs(120), Duration::from_millis(20), |_| {}).await?;
@@ -341,7 +364,11 @@ async fn qemu(vms: usize, burst: usize, images: std::path::PathBuf) -> anyhow::R
     println!("create→READY   p50 {:.2} s   p95 {:.2} s   (n={})", percentile(&ready, 0.5), percentile(&ready, 0.95), ready.len());
     println!("stop→STOPPED   p50 {:.2} s   max {:.2} s", percentile(&stop, 0.5), percentile(&stop, 1.0));
     println!("delete→gone    p50 {:.2} s   max {:.2} s", percentile(&delete, 0.5), percentile(&delete, 1.0));
-    println!("RSS per idle VM  {:.0} MiB (mean of {} QEMU processes)", rss.iter().sum::<u64>() as f64 / rss.len().max(1) as f64 / 1024.0, rss.len());
+    println!(
+        "RSS per idle VM  {:.0} MiB (mean of {} QEMU processes)",
+        rss.iter().sum::<u64>() as f64 / rss.len().max(1) as f64 / 1024.0,
+        rss.len()
+    );
     println!("{burst} VMs at once, all READY: {burst_total:.2} s");
     Ok(())
 }
@@ -357,7 +384,10 @@ async fn terraform_bench(n: usize, images: std::path::PathBuf, tf: std::path::Pa
     let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/terraform/ci-ephemeral/main.tf");
     std::fs::copy(&example, work.path().join("main.tf"))?;
     let rc = work.path().join("tf.rc");
-    std::fs::write(&rc, format!("provider_installation {{\n  dev_overrides {{\n    \"vmaas/vmaas\" = \"{}\"\n  }}\n  direct {{}}\n}}\n", plugins.display()))?;
+    std::fs::write(
+        &rc,
+        format!("provider_installation {{\n  dev_overrides {{\n    \"vmaas/vmaas\" = \"{}\"\n  }}\n  direct {{}}\n}}\n", plugins.display()),
+    )?;
     let run = |args: &[&str]| -> anyhow::Result<f64> {
         let t = Instant::now();
         let out = std::process::Command::new(&tf)
@@ -482,7 +512,11 @@ async fn function_bench(calls: usize) -> anyhow::Result<()> {
     lat.sort_by(|a, b| a.total_cmp(b));
     println!("vmaas-bench function: {calls} calls, VM with an inline network and a LoadBalancer");
     println!("RunFunction over gRPC   p50 {:.3} ms   p99 {:.3} ms   (target p99 ≤ 5 ms)", percentile(&lat, 0.5), percentile(&lat, 0.99));
-    println!("render in process       p50 {:.1} µs   p99 {:.1} µs   (target ≤ 200 µs)", percentile(&render, 0.5), percentile(&render, 0.99));
+    println!(
+        "render in process       p50 {:.1} µs   p99 {:.1} µs   (target ≤ 200 µs)",
+        percentile(&render, 0.5),
+        percentile(&render, 0.99)
+    );
     Ok(())
 }
 
@@ -505,11 +539,15 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Api { connections, duration, vms, page } => api(connections, duration, vms, page).await,
         Cmd::Function { calls } => function_bench(calls).await,
         Cmd::Terraform { vms, images_dir, terraform, plugins } => {
-            let images = images_dir.unwrap_or_else(|| std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".local/share/vmaas/images"));
+            let images = images_dir.unwrap_or_else(|| {
+                std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".local/share/vmaas/images")
+            });
             terraform_bench(vms, images, terraform, plugins).await
         }
         Cmd::Qemu { vms, burst, images_dir } => {
-            let images = images_dir.unwrap_or_else(|| std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".local/share/vmaas/images"));
+            let images = images_dir.unwrap_or_else(|| {
+                std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".local/share/vmaas/images")
+            });
             qemu(vms, burst, images).await
         }
     }

@@ -14,7 +14,10 @@ use anyhow::{Context, bail};
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use vmaas_client::{Client, VmQuery, WaitFor, describe_status};
 use vmaas_model::vm::MetadataInput;
-use vmaas_model::{CreateVirtualMachine, ParameterValue, PatchVirtualMachine, PowerState, Template, VirtualMachine, VirtualMachineSpec, VirtualMachineTemplate};
+use vmaas_model::{
+    CreateVirtualMachine, ParameterValue, PatchVirtualMachine, PowerState, Template, VirtualMachine, VirtualMachineSpec,
+    VirtualMachineTemplate,
+};
 
 use crate::output::Format;
 
@@ -317,7 +320,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 let r = sync::sync(&client, &dir, !no_prune, dry_run).await?;
                 if format == Format::Table {
                     let verb = if dry_run { "would be " } else { "" };
-                    for (what, ids) in [("created", &r.created), ("updated", &r.updated), ("deleted", &r.deleted), ("unchanged", &r.unchanged), ("kept (in use)", &r.kept)] {
+                    for (what, ids) in [
+                        ("created", &r.created),
+                        ("updated", &r.updated),
+                        ("deleted", &r.deleted),
+                        ("unchanged", &r.unchanged),
+                        ("kept (in use)", &r.kept),
+                    ] {
                         if !ids.is_empty() {
                             println!("{verb}{what}: {}", ids.join(", "));
                         }
@@ -335,7 +344,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     type_url: None,
                     id: None,
                     metadata: Some(MetadataInput { name: Some(name), version: None }),
-                    spec: VirtualMachineSpec { template, template_parameters, state: if stopped { PowerState::Stopped } else { PowerState::Started } },
+                    spec: VirtualMachineSpec {
+                        template,
+                        template_parameters,
+                        state: if stopped { PowerState::Stopped } else { PowerState::Started },
+                    },
                     status: None,
                 };
                 let mut vm = client.create_vm(&req).await?;

@@ -99,7 +99,8 @@ pub fn read_dir_file(f: &Path) -> anyhow::Result<VirtualMachineTemplate> {
 /// `dir` are deleted. With `dry_run`, nothing is changed.
 pub async fn sync(client: &Client, dir: &Path, prune: bool, dry_run: bool) -> anyhow::Result<Report> {
     let wanted = read_dir(dir)?;
-    let existing: BTreeMap<String, VirtualMachineTemplate> = client.all_templates().await?.into_iter().map(|t| (t.id.clone(), t.published())).collect();
+    let existing: BTreeMap<String, VirtualMachineTemplate> =
+        client.all_templates().await?.into_iter().map(|t| (t.id.clone(), t.published())).collect();
     let mut report = Report::default();
     for (id, (_, t)) in &wanted {
         match existing.get(id) {

@@ -165,7 +165,8 @@ impl Client {
             builder = builder.tls_danger_accept_invalid_certs(true);
         }
         if let Some(pem) = ca_pem {
-            let cert = reqwest::Certificate::from_pem(pem).map_err(|e| Error::Usage(format!("the CA file is not a PEM certificate: {e}")))?;
+            let cert =
+                reqwest::Certificate::from_pem(pem).map_err(|e| Error::Usage(format!("the CA file is not a PEM certificate: {e}")))?;
             builder = builder.tls_certs_merge([cert]);
         }
         let http = builder
@@ -183,7 +184,13 @@ impl Client {
     }
 
     /// Sends a request; the body of a success, or the API's error.
-    async fn send<B: Serialize>(&self, method: Method, path: &str, query: Option<&VmQuery>, body: Option<&B>) -> Result<(StatusCode, bytes::Bytes), Error> {
+    async fn send<B: Serialize>(
+        &self,
+        method: Method,
+        path: &str,
+        query: Option<&VmQuery>,
+        body: Option<&B>,
+    ) -> Result<(StatusCode, bytes::Bytes), Error> {
         let url = format!("{}{}{}", self.endpoint, PREFIX, path);
         let mut req = self.http.request(method, &url);
         if let Some(t) = &self.token {
@@ -211,11 +218,19 @@ impl Client {
         }
         Err(match serde_json::from_slice::<Body>(&bytes) {
             Ok(b) => Error::Api { status: status.as_u16(), code: b.code, message: b.message, details: b.details },
-            Err(_) => Error::Api { status: status.as_u16(), code: 2, message: String::from_utf8_lossy(&bytes).into_owned(), details: vec![] },
+            Err(_) => {
+                Error::Api { status: status.as_u16(), code: 2, message: String::from_utf8_lossy(&bytes).into_owned(), details: vec![] }
+            }
         })
     }
 
-    async fn call<B: Serialize, T: DeserializeOwned>(&self, method: Method, path: &str, query: Option<&VmQuery>, body: Option<&B>) -> Result<Option<T>, Error> {
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        query: Option<&VmQuery>,
+        body: Option<&B>,
+    ) -> Result<Option<T>, Error> {
         let (status, bytes) = self.send(method, path, query, body).await?;
         if status == StatusCode::NO_CONTENT || bytes.is_empty() {
             return Ok(None);
@@ -235,7 +250,9 @@ impl Client {
     /// A page of templates.
     pub async fn list_templates(&self, offset: u64, limit: u64) -> Result<Page<VirtualMachineTemplate>, Error> {
         let q = VmQuery { offset: Some(offset), limit: Some(limit), ..Default::default() };
-        self.call::<(), _>(Method::GET, "/virtual_machine_templates", Some(&q), None).await?.ok_or_else(|| Error::Decode("empty list".into()))
+        self.call::<(), _>(Method::GET, "/virtual_machine_templates", Some(&q), None)
+            .await?
+            .ok_or_else(|| Error::Decode("empty list".into()))
     }
 
     /// Every template, over as many pages as it takes.

@@ -50,7 +50,12 @@ pub fn vm_phase(vm: Option<&Value>, started: bool) -> Phase {
 }
 
 impl VmaasFunction {
-    fn templates(&self, req: &RunFunctionRequest, input: &FunctionInput, rsp: &mut RunFunctionResponse) -> Option<Vec<VirtualMachineTemplate>> {
+    fn templates(
+        &self,
+        req: &RunFunctionRequest,
+        input: &FunctionInput,
+        rsp: &mut RunFunctionResponse,
+    ) -> Option<Vec<VirtualMachineTemplate>> {
         let mut all = input.templates.clone();
         if input.templates_from_cluster {
             response::require_resources(rsp, "templates", "vmaas.io/v1alpha1", "VirtualMachineTemplate", None, None);
@@ -95,7 +100,13 @@ impl VmaasFunction {
         }
     }
 
-    fn network(&self, req: &RunFunctionRequest, xr: &Value, name: &str, mut rsp: RunFunctionResponse) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
+    fn network(
+        &self,
+        req: &RunFunctionRequest,
+        xr: &Value,
+        name: &str,
+        mut rsp: RunFunctionResponse,
+    ) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
         let spec: NetworkXrSpec = match serde_json::from_value(xr["spec"].clone()) {
             Ok(s) => s,
             Err(e) => {
@@ -111,12 +122,22 @@ impl VmaasFunction {
         if let Some(c) = &net.cudn {
             put(&mut rsp, "cudn", c, observed(req, "cudn").is_some())?;
         }
-        resource::update_status(response::desired_composite(&mut rsp), &json!({"namespace": network_namespace(name), "ipv4Cidr": spec.ipv4_cidr}))?;
+        resource::update_status(
+            response::desired_composite(&mut rsp),
+            &json!({"namespace": network_namespace(name), "ipv4Cidr": spec.ipv4_cidr}),
+        )?;
         response::normal(&mut rsp, format!("rendered private network {name}"));
         Ok(rsp)
     }
 
-    fn vm(&self, req: &RunFunctionRequest, xr: &Value, name: &str, input: &FunctionInput, mut rsp: RunFunctionResponse) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
+    fn vm(
+        &self,
+        req: &RunFunctionRequest,
+        xr: &Value,
+        name: &str,
+        input: &FunctionInput,
+        mut rsp: RunFunctionResponse,
+    ) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
         let spec: VmXrSpec = match serde_json::from_value(xr["spec"].clone()) {
             Ok(s) => s,
             Err(e) => {
@@ -146,7 +167,14 @@ impl VmaasFunction {
                 return Ok(rsp);
             }
         };
-        response::require_resources(&mut rsp, "vmi", "kubevirt.io/v1", "VirtualMachineInstance", Some(ResourceMatch::Name(name.to_owned())), Some(r.namespace_name.clone()));
+        response::require_resources(
+            &mut rsp,
+            "vmi",
+            "kubevirt.io/v1",
+            "VirtualMachineInstance",
+            Some(ResourceMatch::Name(name.to_owned())),
+            Some(r.namespace_name.clone()),
+        );
         let observed_vm = observed(req, "vm");
         let observed_svc = observed(req, "service");
         let vmi = request::get_required_resource(req, "vmi");
@@ -159,13 +187,18 @@ impl VmaasFunction {
         let started = spec.state == vmaas_model::PowerState::Started;
         let phase = vm_phase(observed_vm.as_ref(), started);
         put(&mut rsp, "vm", &r.vm, matches!(phase, Phase::Ready) || (!started && matches!(phase, Phase::Stopped)))?;
-        let external_ip = observed_svc
-            .as_ref()
-            .and_then(|s| s["status"]["loadBalancer"]["ingress"].as_array()?.first().and_then(|i| i["ip"].as_str().or(i["hostname"].as_str())).map(str::to_owned));
+        let external_ip = observed_svc.as_ref().and_then(|s| {
+            s["status"]["loadBalancer"]["ingress"]
+                .as_array()?
+                .first()
+                .and_then(|i| i["ip"].as_str().or(i["hostname"].as_str()))
+                .map(str::to_owned)
+        });
         if let Some(svc) = &r.service {
             put(&mut rsp, "service", svc, external_ip.is_some())?;
         }
-        let internal_ip = vmi.as_ref().and_then(|v| v["status"]["interfaces"].as_array()?.first()?["ipAddress"].as_str().map(str::to_owned));
+        let internal_ip =
+            vmi.as_ref().and_then(|v| v["status"]["interfaces"].as_array()?.first()?["ipAddress"].as_str().map(str::to_owned));
         let mut obs = Observation::new(phase);
         obs.internal_ip = internal_ip;
         obs.external_ip = external_ip;

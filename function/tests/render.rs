@@ -9,7 +9,9 @@ use vmaas_model::k8s::render::{FunctionInput, NetworkXrSpec, VmXrSpec, render_ne
 use vmaas_model::{Phase, Template};
 
 fn shared() -> PathBuf {
-    let p = std::env::var_os("VMAAS_SHARED").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"));
+    let p = std::env::var_os("VMAAS_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"));
     assert!(p.join("schemas").exists(), "the upstream schemas are missing at {}/schemas", p.display());
     p
 }
@@ -112,7 +114,10 @@ fn seed_vm_renders_valid_objects() {
     assert_eq!(svc["spec"]["type"], "LoadBalancer");
     assert_eq!(svc["spec"]["selector"]["vmaas.io/vm"], "myvm");
     assert_eq!(vmi.get("metadata"), None);
-    assert_eq!(vm["spec"]["template"]["metadata"]["labels"]["vmaas.io/vm"], "myvm", "the launcher pod carries the label the Service selects");
+    assert_eq!(
+        vm["spec"]["template"]["metadata"]["labels"]["vmaas.io/vm"], "myvm",
+        "the launcher pod carries the label the Service selects"
+    );
     assert_eq!(svc["metadata"]["annotations"]["metallb.io/address-pool"], "public");
     let ports: Vec<i64> = svc["spec"]["ports"].as_array().unwrap().iter().map(|p| p["port"].as_i64().unwrap()).collect();
     assert_eq!(ports, [22, 80]);
@@ -121,7 +126,8 @@ fn seed_vm_renders_valid_objects() {
 #[test]
 fn stopped_vm_without_network_uses_the_pod_network() {
     let input = input();
-    let spec: VmXrSpec = serde_json::from_value(json!({"template": "simple_vm", "state": "stopped", "templateParameters": {"vm_memory": "8Gi"}})).unwrap();
+    let spec: VmXrSpec =
+        serde_json::from_value(json!({"template": "simple_vm", "state": "stopped", "templateParameters": {"vm_memory": "8Gi"}})).unwrap();
     let r = render_vm("plain", &spec, &template(&input, "simple_vm"), &input).unwrap();
     let vm = serde_json::to_value(&r.vm).unwrap();
     assert_valid(&json_schema("kubevirt.io_virtualmachine_v1.json"), &vm, "the KubeVirt VirtualMachine");
@@ -134,7 +140,9 @@ fn stopped_vm_without_network_uses_the_pod_network() {
 #[test]
 fn bad_parameters_give_the_servers_messages() {
     let input = input();
-    let spec: VmXrSpec = serde_json::from_value(json!({"template": "simple_vm", "templateParameters": {"vm_memory": {"value": "4GB"}, "vm_colour": "red"}})).unwrap();
+    let spec: VmXrSpec =
+        serde_json::from_value(json!({"template": "simple_vm", "templateParameters": {"vm_memory": {"value": "4GB"}, "vm_colour": "red"}}))
+            .unwrap();
     let errs = render_vm("bad", &spec, &template(&input, "simple_vm"), &input).unwrap_err().to_string();
     assert!(errs.contains("spec.templateParameters.vm_colour: unknown parameter \"vm_colour\"; valid parameters are: vm_cpu_cores, vm_disk_size, vm_memory"), "{errs}");
     assert!(errs.contains("spec.templateParameters.vm_memory.value: \"4GB\" has an unknown suffix \"GB\""), "{errs}");
@@ -175,7 +183,9 @@ fn the_schema_check_catches_bad_objects() {
     vm["spec"]["template"]["spec"]["domain"]["devices"]["gpus"] = json!([{"deviceName": "nvidia.com/A10"}]);
     let validator = jsonschema::validator_for(&json_schema("kubevirt.io_virtualmachine_v1.json")).unwrap();
     assert!(validator.iter_errors(&vm).count() >= 2, "a number runStrategy and a GPU without a name are refused");
-    let mut udn = serde_json::to_value(render_network("n", &serde_json::from_value(json!({"ipv4Cidr": "10.0.0.0/8"})).unwrap()).udn.unwrap()).unwrap();
+    let mut udn =
+        serde_json::to_value(render_network("n", &serde_json::from_value(json!({"ipv4Cidr": "10.0.0.0/8"})).unwrap()).udn.unwrap())
+            .unwrap();
     udn["spec"]["topology"] = json!("Mesh");
     assert!(!jsonschema::validator_for(&crd_schema("k8s.ovn.org_userdefinednetworks.yaml")).unwrap().is_valid(&udn));
 }

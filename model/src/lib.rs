@@ -4,16 +4,20 @@
 //! Terraform provider and the Crossplane function all validate and resolve a
 //! VM with this crate, so a VM means the same thing everywhere.
 //!
-//! - [`quantity`]: `4Gi` and `4096Mi`, equal in value, each kept as written.
-//! - [`value`]: parameter values, `{"value": ...}` on the wire, typed once checked.
+//! - [`kind`]: the kinds of object, by name.
+//! - [`object`]: what every kind shares on the wire: metadata, envelope, pages.
 //! - [`template`]: templates as published, and [`Template`], their checked form,
 //!   which validates a tenant's parameters and applies the defaults.
-//! - [`spec`]: the machine a template describes, down to the [`ResolvedSpec`]
-//!   a backend builds.
-//! - [`vm`]: virtual machines and the request shapes of the API.
-//! - [`status`]: the state machine from backend observations to VM status.
+//! - [`spec`]: what a template publishes about the machine.
+//! - [`machine`]: the [`MachineSpec`] a backend builds: boot source, CPU,
+//!   memory, disks, NICs, GPUs, cloud-init, exposed ports, probe.
+//! - [`vm`]: virtual machines, the request shapes of the API, and
+//!   [`vm::status`], the state machine from backend observations to status.
+//! - [`quantity`]: `4Gi` and `4096Mi`, equal in value, each kept as written.
+//! - [`value`]: parameter values, `{"value": ...}` on the wire, typed once checked.
 //! - [`validation`]: field-path errors, always all of them at once.
-//! - `k8s` (feature `kubernetes`): the pure rendering into Kubernetes objects.
+//! - `k8s` (feature `kubernetes`): the pure rendering into Kubernetes objects,
+//!   and the reading of their status back.
 //!
 //! The crate does no I/O.
 
@@ -22,21 +26,26 @@
 
 #[cfg(feature = "kubernetes")]
 pub mod k8s;
+pub mod kind;
+pub mod machine;
+pub mod object;
 pub mod quantity;
 pub mod spec;
-pub mod status;
 pub mod template;
 pub mod validation;
 pub mod value;
 pub mod vm;
 
+pub use kind::ObjectKind;
+pub use machine::{BootSource, CloudInit, Cpu, DEFAULT_IMAGE, Disk, DiskSource, MachineSpec, Nic, NicNetwork};
+pub use object::{Envelope, Metadata, MetadataInput, Page};
 pub use quantity::{Quantity, QuantityError};
-pub use spec::{ExposedPort, Gpu, Probe, ProbeCheck, Protocol, ReadinessProbe, ResolvedSpec, SpecDefaults};
-pub use status::{Desired, Observation, Phase, Reason, derive_status, initial_status};
+pub use spec::{ExposedPort, Gpu, Probe, ProbeCheck, Protocol, ReadinessProbe, SpecDefaults};
 pub use template::{ParameterDefinition, ParameterType, Resolved, SpecField, Template, VirtualMachineTemplate};
 pub use validation::{FieldError, ValidationErrors};
 pub use value::{ParameterValue, TypedValue};
+pub use vm::status::{Desired, Observation, Phase, Reason, derive_status, initial_status};
 pub use vm::{
-    Condition, ConditionStatus, ConditionType, CreateVirtualMachine, Envelope, Metadata, Page, PatchVirtualMachine, PowerState,
-    VirtualMachine, VirtualMachineSpec, VirtualMachineStatus, VmState,
+    Condition, ConditionStatus, ConditionType, CreateVirtualMachine, PatchVirtualMachine, PowerState, VirtualMachine, VirtualMachineSpec,
+    VirtualMachineStatus, VmState,
 };

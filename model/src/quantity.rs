@@ -53,14 +53,8 @@ impl Quantity {
 
     /// A quantity of `bytes` written with the largest binary suffix that divides it.
     pub fn from_bytes(bytes: u64) -> Self {
-        const UNITS: [(&str, u64); 6] = [
-            ("Ei", 1 << 60),
-            ("Pi", 1 << 50),
-            ("Ti", 1 << 40),
-            ("Gi", 1 << 30),
-            ("Mi", 1 << 20),
-            ("Ki", 1 << 10),
-        ];
+        const UNITS: [(&str, u64); 6] =
+            [("Ei", 1 << 60), ("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)];
         let text = UNITS
             .iter()
             .find(|(_, m)| bytes != 0 && bytes % m == 0)
@@ -210,10 +204,7 @@ fn parse_nanos(text: &str) -> Result<i128, QuantityError> {
     // Mantissa as an exact fraction: digits / 10^frac_len.
     let mut mantissa: i128 = 0;
     for d in int_digits.bytes().chain(frac_digits.bytes()) {
-        mantissa = mantissa
-            .checked_mul(10)
-            .and_then(|m| m.checked_add(i128::from(d - b'0')))
-            .ok_or_else(overflow)?;
+        mantissa = mantissa.checked_mul(10).and_then(|m| m.checked_add(i128::from(d - b'0'))).ok_or_else(overflow)?;
     }
     let frac_len = u32::try_from(frac_digits.len()).map_err(|_| overflow())?;
 

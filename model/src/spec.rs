@@ -1,6 +1,6 @@
-//! The machine a template describes: the defaults a template publishes
-//! ([`SpecDefaults`], all optional) and the fully resolved spec a backend
-//! builds ([`ResolvedSpec`], nothing optional that a backend needs).
+//! What a template publishes about the machine: [`SpecDefaults`] (all
+//! optional) and the parts it is made of (GPUs, exposed ports, probes). The
+//! resolved machine a backend builds is [`crate::machine::MachineSpec`].
 
 use serde::{Deserialize, Serialize};
 
@@ -189,88 +189,55 @@ impl ProbeCheck {
     }
 }
 
-/// The machine to build: the template's defaults with the tenant's parameters
-/// applied. This is what every backend and renderer consumes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ResolvedSpec {
-    /// Virtual CPU cores.
-    pub cpu_cores: u32,
-    /// Guest memory.
-    pub memory: Quantity,
-    /// Boot disk size.
-    pub disk_size: Quantity,
-    /// Base image name.
-    pub image: String,
-    /// GPUs to pass through.
-    pub gpus: Vec<Gpu>,
-    /// Guest ports exposed on the external IP.
-    pub exposed_ports: Vec<ExposedPort>,
-    /// Readiness probe; without one, a running guest is ready.
-    pub readiness_probe: Option<Probe>,
-    /// Cloud-init user data.
-    pub user_data: Option<String>,
-    /// SSH public keys.
-    pub ssh_keys: Vec<String>,
-}
-
-impl Default for ResolvedSpec {
-    fn default() -> Self {
-        Self {
-            cpu_cores: 1,
-            memory: Quantity::from_bytes(1 << 30),
-            disk_size: Quantity::from_bytes(10 << 30),
-            image: DEFAULT_IMAGE.into(),
-            gpus: Vec::new(),
-            exposed_ports: Vec::new(),
-            readiness_probe: None,
-            user_data: None,
-            ssh_keys: Vec::new(),
-        }
-    }
-}
-
-impl ResolvedSpec {
-    /// Guest memory in bytes.
-    pub fn memory_bytes(&self) -> u64 {
-        self.memory.to_units_ceil().unwrap_or(0)
-    }
-
-    /// Boot disk size in bytes.
-    pub fn disk_bytes(&self) -> u64 {
-        self.disk_size.to_units_ceil().unwrap_or(0)
-    }
-
-    /// Checks the values no backend can build, naming each field as `spec.<field>`.
-    pub fn check(&self) -> Result<(), ValidationErrors> {
+impl ReadinessProbe {
+    /// Checks the probe and fills in its timing defaults, naming fields under `path`.
+    pub fn compile(&self, path: &str) -> Result<Probe, ValidationErrors> {
         let mut errs = ValidationErrors::default();
-        if self.cpu_cores == 0 {
-            errs.push("spec.cpu_cores", "must be at least 1, got 0");
-        }
-        match self.memory.to_units_ceil() {
-            Some(b) if b >= MIN_MEMORY_BYTES => {}
-            _ => errs.push("spec.memory", format!("must be at least 64Mi, got {}", self.memory)),
-        }
-        match self.disk_size.to_units_ceil() {
-            Some(b) if b > 0 => {}
-            _ => errs.push("spec.disk_size", format!("must be greater than 0, got {}", self.disk_size)),
-        }
-        if self.image.is_empty() {
-            errs.push("spec.image", "must not be empty");
-        }
-        let mut ports = std::collections::BTreeSet::new();
-        for (i, p) in self.exposed_ports.iter().enumerate() {
-            if p.port == 0 {
-                errs.push(format!("spec.exposed_ports[{i}].port"), "must be between 1 and 65535");
+        let check = match (&self.tcp, &self.http) {
+            (Some(t), None) => Some(ProbeCheck::Tcp { port: t.port }),
+            (None, Some(h)) => {
+                if !h.path.starts_with('/') {
+                    errs.push(format!("{path}.http.path"), format!("must start with '/', got {:?}", h.path));
+                }
+                Some(ProbeCheck::Http { port: h.port, path: h.path.clone() })
             }
-            if !ports.insert((p.port, p.protocol)) {
-                errs.push(format!("spec.exposed_ports[{i}]"), format!("{}/{} is exposed twice", p.port, p.protocol.as_str()));
+            (None, None) => {
+                errs.push(path, "must set exactly one of tcp or http");
+                None
             }
-        }
-        for (i, g) in self.gpus.iter().enumerate() {
-            if g.device_name.is_empty() {
-                errs.push(format!("spec.gpus[{i}].device_name"), "must not be empty");
+            (Some(_), Some(_)) => {
+                errs.push(path, "must set exactly one of tcp or http, not both");
+                None
+            }
+        };
+        for (v, what) in [(self.period_seconds, "period_seconds"), (self.timeout_seconds, "timeout_seconds")] {
+            if v == Some(0) {
+                errs.push(format!("{path}.{what}"), "must be at least 1");
             }
         }
-        errs.into_result(())
+        match check {
+            Some(check) if errs.is_empty() => {
+                Ok(Probe { check, period_seconds: self.period_seconds.unwrap_or(1), timeout_seconds: self.timeout_seconds.unwrap_or(300) })
+            }
+            _ => Err(errs),
+        }
+    }
+}
+
+impl ExposedPort {
+    /// Parses `80`, `80/tcp` or `53/udp`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (port, proto) = s.split_once('/').unwrap_or((s, "tcp"));
+        let port: u16 = port
+            .parse()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("{s:?} is not a port: expected 1-65535 with an optional /tcp or /udp"))?;
+        let protocol = match proto {
+            "tcp" | "TCP" => Protocol::Tcp,
+            "udp" | "UDP" => Protocol::Udp,
+            other => return Err(format!("{s:?} has protocol {other:?}: expected tcp or udp")),
+        };
+        Ok(Self { port, protocol, name: None })
     }
 }

@@ -102,9 +102,7 @@ pub fn check_identifier(id: &str) -> Result<(), String> {
     }
     let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-';
     if !id.starts_with(|c: char| c.is_ascii_lowercase()) || !id.chars().all(ok_char) {
-        return Err(format!(
-            "{id:?} must start with a lowercase letter and contain only lowercase letters, digits, '_' and '-'"
-        ));
+        return Err(format!("{id:?} must start with a lowercase letter and contain only lowercase letters, digits, '_' and '-'"));
     }
     Ok(())
 }

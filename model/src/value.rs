@@ -57,7 +57,9 @@ impl TypedValue {
                 Value::Array(items) => items
                     .iter()
                     .enumerate()
-                    .map(|(i, item)| item.as_str().map(str::to_owned).ok_or_else(|| format!("item {i}: expected a string, got {}", describe(item))))
+                    .map(|(i, item)| {
+                        item.as_str().map(str::to_owned).ok_or_else(|| format!("item {i}: expected a string, got {}", describe(item)))
+                    })
                     .collect::<Result<_, _>>()
                     .map(Self::List),
                 _ => Err(wrong("a list of strings")),

@@ -33,7 +33,7 @@ fn seed_template_compiles_and_infers_types() {
     let kinds: Vec<_> = t.parameters().iter().map(|p| p.kind.parameter_type()).collect();
     assert_eq!(kinds, [ParameterType::Integer, ParameterType::Quantity, ParameterType::Quantity]);
     let r = t.resolve(&BTreeMap::new(), "spec.template_parameters").unwrap();
-    assert_eq!(r.spec.cpu_cores, 2);
+    assert_eq!(r.spec.cpu.cores, 2);
     assert_eq!(r.spec.memory_bytes(), 2 << 30);
     assert_eq!(r.spec.disk_bytes(), 20 << 30);
 }
@@ -58,7 +58,7 @@ fn seed_vm_request_resolves() {
     assert_eq!(req.object.requested_name(), Some("myvm"));
     let t = Template::compile(seed_template()).unwrap();
     let r = t.resolve(&req.object.spec.template_parameters, "spec.template_parameters").unwrap();
-    assert_eq!(r.spec.cpu_cores, 4);
+    assert_eq!(r.spec.cpu.cores, 4);
     assert_eq!(r.spec.memory_bytes(), 4 << 30);
     // Stored as written.
     let back = serde_json::to_value(&req.object.spec.template_parameters).unwrap();
@@ -125,9 +125,7 @@ fn constraints_and_required() {
             "spec.template_parameters.vm_ssh_keys.value: must have at most 2 items, got 3",
         ]
     );
-    let ok = t
-        .resolve(&params(json!({"flavour": {"value": "large"}, "vm_memory": {"value": "4096Mi"}})), "p")
-        .unwrap();
+    let ok = t.resolve(&params(json!({"flavour": {"value": "large"}, "vm_memory": {"value": "4096Mi"}})), "p").unwrap();
     assert_eq!(ok.spec.memory.as_str(), "4096Mi");
     assert_eq!(ok.spec.memory, Quantity::parse("4Gi").unwrap());
 }
@@ -178,8 +176,19 @@ fn vm_serialises_in_the_seed_shape() {
     let vm = VirtualMachine {
         type_url: vm::VM_TYPE_URL.into(),
         id: "fecb9b9e-07ac-4d56-8b48-9d50aab71677".into(),
-        metadata: Metadata { name: "myvm".into(), tenant: "guest".into(), creation_timestamp: now, deletion_timestamp: None, creators: vec!["guest".into()], version: 1 },
-        spec: VirtualMachineSpec { template: "simple_vm".into(), template_parameters: params(json!({"vm_memory": {"value": "4Gi"}})), state: PowerState::Started },
+        metadata: Metadata {
+            name: "myvm".into(),
+            tenant: "guest".into(),
+            creation_timestamp: now,
+            deletion_timestamp: None,
+            creators: vec!["guest".into()],
+            version: 1,
+        },
+        spec: VirtualMachineSpec {
+            template: "simple_vm".into(),
+            template_parameters: params(json!({"vm_memory": {"value": "4Gi"}})),
+            state: PowerState::Started,
+        },
         status: {
             let mut o = Observation::new(Phase::Ready);
             o.internal_ip = Some("10.0.0.1".into());
@@ -239,7 +248,7 @@ proptest! {
         if let Some(e) = extra { given.insert("zz_extra".to_string(), ParameterValue::new(e)); }
         match t.resolve(&given, "spec.template_parameters") {
             Ok(r) => {
-                prop_assert!((1..=64).contains(&r.spec.cpu_cores));
+                prop_assert!((1..=64).contains(&r.spec.cpu.cores));
                 prop_assert!(r.spec.memory_bytes() >= 64 << 20 && r.spec.memory_bytes() <= 64 << 30);
                 prop_assert!(!given.contains_key("zz_extra"));
             }

@@ -8,7 +8,10 @@ use rmpv::Value;
 use tonic::{Request, Response, Status};
 use vmaas_client::{Client, WaitFor, describe_status};
 use vmaas_model::vm::{MetadataInput, SpecPatch};
-use vmaas_model::{CreateVirtualMachine, ParameterValue, PatchVirtualMachine, PowerState, Template, VirtualMachine, VirtualMachineSpec, VirtualMachineTemplate};
+use vmaas_model::{
+    CreateVirtualMachine, ParameterValue, PatchVirtualMachine, PowerState, Template, VirtualMachine, VirtualMachineSpec,
+    VirtualMachineTemplate,
+};
 
 use crate::proto::attribute_path::{Step, step::Selector};
 use crate::proto::provider_server::Provider;
@@ -74,7 +77,8 @@ fn timeout(state: &Value, which: &str) -> Result<Duration, String> {
 /// The Terraform state of a VM, keeping the shape of what the user wrote
 /// (a null parameter map stays null) and their `timeouts`.
 fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
-    let params: Vec<(Value, Value)> = vm.spec.template_parameters.iter().map(|(k, p)| (Value::from(k.as_str()), Value::from(param_to_string(&p.value)))).collect();
+    let params: Vec<(Value, Value)> =
+        vm.spec.template_parameters.iter().map(|(k, p)| (Value::from(k.as_str()), Value::from(param_to_string(&p.value)))).collect();
     let params = if params.is_empty() && get(like, "template_parameters").is_nil() { Value::Nil } else { Value::Map(params) };
     let conditions = Value::Array(
         vm.status
@@ -208,11 +212,21 @@ impl VmaasProvider {
 
     /// Types the text parameters in `params` with `template`'s declared
     /// types; every problem becomes a diagnostic on its map key.
-    async fn typed_params(&self, client: &Client, template: &str, params: &Value, diags: &mut Vec<Diagnostic>) -> Option<BTreeMap<String, ParameterValue>> {
+    async fn typed_params(
+        &self,
+        client: &Client,
+        template: &str,
+        params: &Value,
+        diags: &mut Vec<Diagnostic>,
+    ) -> Option<BTreeMap<String, ParameterValue>> {
         let wire = match client.get_template(template).await {
             Ok(t) => t,
             Err(e) if e.is_not_found() => {
-                diags.push(error(format!("template {template:?} does not exist"), "list the templates with the vmaas_templates data source or `vmaas template list`", Some(path(&["template"]))));
+                diags.push(error(
+                    format!("template {template:?} does not exist"),
+                    "list the templates with the vmaas_templates data source or `vmaas template list`",
+                    Some(path(&["template"])),
+                ));
                 return None;
             }
             Err(e) => {
@@ -239,7 +253,9 @@ impl VmaasProvider {
                 Ok(j) => {
                     out.insert(k, ParameterValue::new(j));
                 }
-                Err(reason) => diags.push(error(format!("invalid template parameter {k:?}"), reason, Some(map_key_path("template_parameters", &k)))),
+                Err(reason) => {
+                    diags.push(error(format!("invalid template parameter {k:?}"), reason, Some(map_key_path("template_parameters", &k))))
+                }
             }
         }
         if !diags.is_empty() {
@@ -249,7 +265,11 @@ impl VmaasProvider {
             if let Err(errs) = compiled.resolve(&out, "template_parameters") {
                 for e in errs.iter() {
                     let key = e.field.trim_start_matches("template_parameters.").trim_end_matches(".value").to_owned();
-                    diags.push(error(format!("invalid template parameter {key:?}"), e.reason.clone(), Some(map_key_path("template_parameters", &key))));
+                    diags.push(error(
+                        format!("invalid template parameter {key:?}"),
+                        e.reason.clone(),
+                        Some(map_key_path("template_parameters", &key)),
+                    ));
                 }
                 return None;
             }
@@ -328,7 +348,9 @@ impl VmaasProvider {
         let (vm, which) = if prior.is_nil() {
             let name = string(get(planned, "name")).unwrap_or_default();
             let template = string(get(planned, "template")).unwrap_or_default();
-            let Some(params) = self.typed_params(&client, &template, get(planned, "template_parameters"), diags).await else { return Value::Nil };
+            let Some(params) = self.typed_params(&client, &template, get(planned, "template_parameters"), diags).await else {
+                return Value::Nil;
+            };
             let req = CreateVirtualMachine {
                 type_url: None,
                 id: None,
@@ -377,7 +399,15 @@ impl VmaasProvider {
                     Some(v) => format!("{e}\nLast status: {}", describe_status(v)),
                     None => e.to_string(),
                 };
-                diags.push(error(format!("virtual machine {:?} did not become {}", vm.metadata.name, if target == WaitFor::Ready { "READY" } else { "STOPPED" }), detail, None));
+                diags.push(error(
+                    format!(
+                        "virtual machine {:?} did not become {}",
+                        vm.metadata.name,
+                        if target == WaitFor::Ready { "READY" } else { "STOPPED" }
+                    ),
+                    detail,
+                    None,
+                ));
                 vm_state(last.as_ref().unwrap_or(&vm), planned)
             }
         }
@@ -395,22 +425,35 @@ impl Provider for VmaasProvider {
         }))
     }
 
-    async fn get_provider_schema(&self, _r: Request<get_provider_schema::Request>) -> Result<Response<get_provider_schema::Response>, Status> {
+    async fn get_provider_schema(
+        &self,
+        _r: Request<get_provider_schema::Request>,
+    ) -> Result<Response<get_provider_schema::Response>, Status> {
         Ok(Response::new(schema::provider_schema()))
     }
 
-    async fn validate_provider_config(&self, r: Request<validate_provider_config::Request>) -> Result<Response<validate_provider_config::Response>, Status> {
+    async fn validate_provider_config(
+        &self,
+        r: Request<validate_provider_config::Request>,
+    ) -> Result<Response<validate_provider_config::Response>, Status> {
         let config = value::decode(r.get_ref().config.as_ref()).map_err(bad)?;
         let mut diagnostics = Vec::new();
         if let Some(e) = string(get(&config, "endpoint")) {
             if !(e.starts_with("http://") || e.starts_with("https://")) {
-                diagnostics.push(error("invalid endpoint", format!("{e:?} must start with http:// or https://"), Some(path(&["endpoint"]))));
+                diagnostics.push(error(
+                    "invalid endpoint",
+                    format!("{e:?} must start with http:// or https://"),
+                    Some(path(&["endpoint"])),
+                ));
             }
         }
         Ok(Response::new(validate_provider_config::Response { diagnostics }))
     }
 
-    async fn validate_resource_config(&self, r: Request<validate_resource_config::Request>) -> Result<Response<validate_resource_config::Response>, Status> {
+    async fn validate_resource_config(
+        &self,
+        r: Request<validate_resource_config::Request>,
+    ) -> Result<Response<validate_resource_config::Response>, Status> {
         let config = value::decode(r.get_ref().config.as_ref()).map_err(bad)?;
         let mut diagnostics = Vec::new();
         if r.get_ref().type_name == TEMPLATE {
@@ -434,11 +477,17 @@ impl Provider for VmaasProvider {
         Ok(Response::new(validate_resource_config::Response { diagnostics }))
     }
 
-    async fn validate_data_resource_config(&self, _r: Request<validate_data_resource_config::Request>) -> Result<Response<validate_data_resource_config::Response>, Status> {
+    async fn validate_data_resource_config(
+        &self,
+        _r: Request<validate_data_resource_config::Request>,
+    ) -> Result<Response<validate_data_resource_config::Response>, Status> {
         Ok(Response::new(validate_data_resource_config::Response { diagnostics: vec![] }))
     }
 
-    async fn upgrade_resource_state(&self, r: Request<upgrade_resource_state::Request>) -> Result<Response<upgrade_resource_state::Response>, Status> {
+    async fn upgrade_resource_state(
+        &self,
+        r: Request<upgrade_resource_state::Request>,
+    ) -> Result<Response<upgrade_resource_state::Response>, Status> {
         let raw = r.get_ref().raw_state.as_ref().map(|s| s.json.clone()).unwrap_or_default();
         let v = if raw.is_empty() { Value::Nil } else { value::from_json(&serde_json::from_slice(&raw).map_err(bad)?) };
         Ok(Response::new(upgrade_resource_state::Response { upgraded_state: Some(value::encode(&v)), diagnostics: vec![] }))
@@ -472,7 +521,11 @@ impl Provider for VmaasProvider {
     async fn read_resource(&self, r: Request<read_resource::Request>) -> Result<Response<read_resource::Response>, Status> {
         let state = value::decode(r.get_ref().current_state.as_ref()).map_err(bad)?;
         let Some(id) = string(get(&state, "id")) else {
-            return Ok(Response::new(read_resource::Response { new_state: Some(value::encode(&Value::Nil)), diagnostics: vec![], private: vec![] }));
+            return Ok(Response::new(read_resource::Response {
+                new_state: Some(value::encode(&Value::Nil)),
+                diagnostics: vec![],
+                private: vec![],
+            }));
         };
         let client = self.client()?;
         if r.get_ref().type_name == TEMPLATE {
@@ -492,7 +545,10 @@ impl Provider for VmaasProvider {
         Ok(Response::new(read_resource::Response { new_state: Some(value::encode(&new_state)), diagnostics, private: vec![] }))
     }
 
-    async fn plan_resource_change(&self, r: Request<plan_resource_change::Request>) -> Result<Response<plan_resource_change::Response>, Status> {
+    async fn plan_resource_change(
+        &self,
+        r: Request<plan_resource_change::Request>,
+    ) -> Result<Response<plan_resource_change::Response>, Status> {
         let req = r.get_ref();
         let prior = value::decode(req.prior_state.as_ref()).map_err(bad)?;
         let proposed = value::decode(req.proposed_new_state.as_ref()).map_err(bad)?;
@@ -501,10 +557,18 @@ impl Provider for VmaasProvider {
             TEMPLATE => self.plan_template(&prior, &proposed, &mut diagnostics).await,
             _ => self.plan_vm(&prior, &proposed, &mut diagnostics).await,
         };
-        Ok(Response::new(plan_resource_change::Response { planned_state: Some(value::encode(&planned)), requires_replace, planned_private: vec![], diagnostics }))
+        Ok(Response::new(plan_resource_change::Response {
+            planned_state: Some(value::encode(&planned)),
+            requires_replace,
+            planned_private: vec![],
+            diagnostics,
+        }))
     }
 
-    async fn apply_resource_change(&self, r: Request<apply_resource_change::Request>) -> Result<Response<apply_resource_change::Response>, Status> {
+    async fn apply_resource_change(
+        &self,
+        r: Request<apply_resource_change::Request>,
+    ) -> Result<Response<apply_resource_change::Response>, Status> {
         let req = r.get_ref();
         let prior = value::decode(req.prior_state.as_ref()).map_err(bad)?;
         let planned = value::decode(req.planned_state.as_ref()).map_err(bad)?;
@@ -516,14 +580,24 @@ impl Provider for VmaasProvider {
         Ok(Response::new(apply_resource_change::Response { new_state: Some(value::encode(&new_state)), private: vec![], diagnostics }))
     }
 
-    async fn import_resource_state(&self, r: Request<import_resource_state::Request>) -> Result<Response<import_resource_state::Response>, Status> {
+    async fn import_resource_state(
+        &self,
+        r: Request<import_resource_state::Request>,
+    ) -> Result<Response<import_resource_state::Response>, Status> {
         let client = self.client()?;
         let id = &r.get_ref().id;
         if r.get_ref().type_name == TEMPLATE {
             let (imported, diagnostics) = match client.get_template(id).await {
                 Ok(t) => {
                     let state = template_resource::to_tf(&t, &Value::Nil);
-                    (vec![import_resource_state::ImportedResource { type_name: TEMPLATE.into(), state: Some(value::encode(&state)), private: vec![] }], vec![])
+                    (
+                        vec![import_resource_state::ImportedResource {
+                            type_name: TEMPLATE.into(),
+                            state: Some(value::encode(&state)),
+                            private: vec![],
+                        }],
+                        vec![],
+                    )
                 }
                 Err(e) => (vec![], vec![error(format!("cannot import template {id:?}"), e.to_string(), None)]),
             };
@@ -532,9 +606,18 @@ impl Provider for VmaasProvider {
         let (imported, diagnostics) = match client.find_vm(id).await {
             Ok(vm) => {
                 let state = vm_state(&vm, &Value::Nil);
-                (vec![import_resource_state::ImportedResource { type_name: VM.into(), state: Some(value::encode(&state)), private: vec![] }], vec![])
+                (
+                    vec![import_resource_state::ImportedResource {
+                        type_name: VM.into(),
+                        state: Some(value::encode(&state)),
+                        private: vec![],
+                    }],
+                    vec![],
+                )
             }
-            Err(e) => (vec![], vec![error(format!("cannot import virtual machine {id:?}"), format!("{e} (import takes a VM id or name)"), None)]),
+            Err(e) => {
+                (vec![], vec![error(format!("cannot import virtual machine {id:?}"), format!("{e} (import takes a VM id or name)"), None)])
+            }
         };
         Ok(Response::new(import_resource_state::Response { imported_resources: imported, diagnostics }))
     }

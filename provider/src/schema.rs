@@ -33,7 +33,17 @@ fn attr(name: &str, ty: &str, mode: Mode, description: &str) -> Attribute {
 }
 
 fn block(description: &str, attributes: Vec<Attribute>, block_types: Vec<NestedBlock>) -> Schema {
-    Schema { version: 0, block: Some(Block { version: 0, attributes, block_types, description: description.into(), description_kind: StringKind::Markdown as i32, deprecated: false }) }
+    Schema {
+        version: 0,
+        block: Some(Block {
+            version: 0,
+            attributes,
+            block_types,
+            description: description.into(),
+            description_kind: StringKind::Markdown as i32,
+            deprecated: false,
+        }),
+    }
 }
 
 /// `list(object({...}))` of string attributes (and a `required` bool for parameters).
@@ -43,11 +53,23 @@ fn list_of_objects(fields: &[(&str, &str)]) -> String {
 }
 
 fn template_fields() -> Vec<Attribute> {
-    let params = list_of_objects(&[("name", STRING), ("title", STRING), ("description", STRING), ("type", STRING), ("required", BOOL), ("default", STRING)]);
+    let params = list_of_objects(&[
+        ("name", STRING),
+        ("title", STRING),
+        ("description", STRING),
+        ("type", STRING),
+        ("required", BOOL),
+        ("default", STRING),
+    ]);
     vec![
         attr("title", STRING, Mode::Computed, "Short human title."),
         attr("description", STRING, Mode::Computed, "Longer description, in Markdown."),
-        attr("parameters", &params, Mode::Computed, "The parameters VMs may set: `name`, `title`, `description`, `type` (bool, integer, string, quantity, list), `required`, and `default` as text."),
+        attr(
+            "parameters",
+            &params,
+            Mode::Computed,
+            "The parameters VMs may set: `name`, `title`, `description`, `type` (bool, integer, string, quantity, list), `required`, and `default` as text.",
+        ),
     ]
 }
 
@@ -100,15 +122,39 @@ pub fn provider_schema() -> get_provider_schema::Response {
             attr("status", STRING, Mode::Computed, "READY, PROGRESSING, STOPPED, FAILED or DELETING."),
             attr("internal_ip", STRING, Mode::Computed, "The address of the VM itself."),
             attr("external_ip", STRING, Mode::Computed, "The floating address pointing to the VM."),
-            attr("conditions", &conditions, Mode::Computed, "PROGRESSING, READY, FAILED and DEGRADED, each with `status`, `reason` and `message`."),
+            attr(
+                "conditions",
+                &conditions,
+                Mode::Computed,
+                "PROGRESSING, READY, FAILED and DEGRADED, each with `status`, `reason` and `message`.",
+            ),
         ],
         vec![timeouts],
     );
     let mut one = vec![attr("id", STRING, Mode::Required, "Template id.")];
     one.extend(template_fields());
     let template = block("One virtual machine template.", one, vec![]);
-    let list = list_of_objects(&[("id", STRING), ("title", STRING), ("description", STRING), ("parameters", &list_of_objects(&[("name", STRING), ("title", STRING), ("description", STRING), ("type", STRING), ("required", BOOL), ("default", STRING)]))]);
-    let templates = block("Every virtual machine template.", vec![attr("templates", &list, Mode::Computed, "The templates, each with `id`, `title`, `description` and `parameters`.")], vec![]);
+    let list = list_of_objects(&[
+        ("id", STRING),
+        ("title", STRING),
+        ("description", STRING),
+        (
+            "parameters",
+            &list_of_objects(&[
+                ("name", STRING),
+                ("title", STRING),
+                ("description", STRING),
+                ("type", STRING),
+                ("required", BOOL),
+                ("default", STRING),
+            ]),
+        ),
+    ]);
+    let templates = block(
+        "Every virtual machine template.",
+        vec![attr("templates", &list, Mode::Computed, "The templates, each with `id`, `title`, `description` and `parameters`.")],
+        vec![],
+    );
     get_provider_schema::Response {
         provider: Some(provider),
         resource_schemas: HashMap::from([(VM.to_owned(), vm), (TEMPLATE.to_owned(), crate::template_resource::schema())]),

@@ -5,7 +5,10 @@
 
 use rmpv::Value;
 use vmaas_model::spec::{HttpProbe, TcpProbe};
-use vmaas_model::{ExposedPort, Gpu, ParameterDefinition, ParameterType, ParameterValue, Protocol, Quantity, ReadinessProbe, SpecDefaults, SpecField, VirtualMachineTemplate};
+use vmaas_model::{
+    ExposedPort, Gpu, ParameterDefinition, ParameterType, ParameterValue, Protocol, Quantity, ReadinessProbe, SpecDefaults, SpecField,
+    VirtualMachineTemplate,
+};
 
 use crate::proto::schema::{Attribute, Block, NestedBlock, nested_block::NestingMode};
 use crate::proto::{Schema, StringKind};
@@ -33,7 +36,14 @@ fn attr(name: &str, ty: &str, required: bool, description: &str) -> Attribute {
 fn nested(name: &str, nesting: NestingMode, description: &str, attributes: Vec<Attribute>, blocks: Vec<NestedBlock>) -> NestedBlock {
     NestedBlock {
         type_name: name.into(),
-        block: Some(Block { version: 0, attributes, block_types: blocks, description: description.into(), description_kind: StringKind::Markdown as i32, deprecated: false }),
+        block: Some(Block {
+            version: 0,
+            attributes,
+            block_types: blocks,
+            description: description.into(),
+            description_kind: StringKind::Markdown as i32,
+            deprecated: false,
+        }),
         nesting: nesting as i32,
         min_items: 0,
         max_items: 0,
@@ -50,14 +60,24 @@ pub fn schema() -> Schema {
             attr("name", STRING, true, "The name tenants use, e.g. `vm_memory`."),
             attr("title", STRING, false, "Short human title."),
             attr("description", STRING, false, "Longer description, in Markdown."),
-            attr("type", STRING, false, "`bool`, `integer`, `string`, `quantity` or `list`; when absent it comes from the spec field the parameter sets, else from the default."),
+            attr(
+                "type",
+                STRING,
+                false,
+                "`bool`, `integer`, `string`, `quantity` or `list`; when absent it comes from the spec field the parameter sets, else from the default.",
+            ),
             attr("required", BOOL, false, "Whether tenants must set it."),
             attr("default", STRING, false, "Default value as text, typed like the parameter (`\"2\"`, `\"2Gi\"`, `\"a,b\"`)."),
             attr("min", STRING, false, "Smallest value (integer, quantity), length (string) or item count (list), as text."),
             attr("max", STRING, false, "Largest value, length or item count, as text."),
             attr("enum", STRING_LIST, false, "The only values allowed, as text."),
             attr("pattern", STRING, false, "A regular expression every string (or list item) must match."),
-            attr("maps_to", STRING, false, "The spec field it sets (`cpu_cores`, `memory`, `disk_size`, `image`, `gpus`, `exposed_ports`, `ssh_keys`, `user_data`); defaults from the name (`vm_memory` sets `memory`)."),
+            attr(
+                "maps_to",
+                STRING,
+                false,
+                "The spec field it sets (`cpu_cores`, `memory`, `disk_size`, `image`, `gpus`, `exposed_ports`, `ssh_keys`, `user_data`); defaults from the name (`vm_memory` sets `memory`).",
+            ),
         ],
         vec![],
     );
@@ -89,7 +109,10 @@ pub fn schema() -> Schema {
         "gpu",
         NestingMode::List,
         "A GPU passed through to the guest.",
-        vec![attr("name", STRING, true, "Device name in the VM, e.g. `gpu0`."), attr("device_name", STRING, true, "Host resource name, e.g. `nvidia.com/GA102GL_A10`.")],
+        vec![
+            attr("name", STRING, true, "Device name in the VM, e.g. `gpu0`."),
+            attr("device_name", STRING, true, "Host resource name, e.g. `nvidia.com/GA102GL_A10`."),
+        ],
         vec![],
     );
     let defaults = nested(
@@ -111,7 +134,10 @@ pub fn schema() -> Schema {
         block: Some(Block {
             version: 0,
             attributes: vec![
-                Attribute { computed: false, ..attr("id", STRING, true, "Template id tenants reference, e.g. `simple_vm`. Changing it replaces the template.") },
+                Attribute {
+                    computed: false,
+                    ..attr("id", STRING, true, "Template id tenants reference, e.g. `simple_vm`. Changing it replaces the template.")
+                },
                 attr("title", STRING, false, "Short human title."),
                 attr("description", STRING, false, "Longer description, in Markdown."),
             ],
@@ -157,16 +183,24 @@ pub fn from_tf(v: &Value) -> Result<VirtualMachineTemplate, String> {
     for p in items(get(v, "parameter")) {
         let name = string(get(p, "name")).unwrap_or_default();
         let kind: Option<ParameterType> = match string(get(p, "type")) {
-            Some(t) => Some(serde_json::from_value(serde_json::Value::String(t.clone())).map_err(|_| format!("parameter {name:?}: unknown type {t:?}"))?),
+            Some(t) => Some(
+                serde_json::from_value(serde_json::Value::String(t.clone()))
+                    .map_err(|_| format!("parameter {name:?}: unknown type {t:?}"))?,
+            ),
             None => None,
         };
         let maps_to: Option<SpecField> = match string(get(p, "maps_to")) {
-            Some(m) => Some(serde_json::from_value(serde_json::Value::String(m.clone())).map_err(|_| format!("parameter {name:?}: unknown spec field {m:?}"))?),
+            Some(m) => Some(
+                serde_json::from_value(serde_json::Value::String(m.clone()))
+                    .map_err(|_| format!("parameter {name:?}: unknown spec field {m:?}"))?,
+            ),
             None => None,
         };
         let effective = kind.or_else(|| maps_to.or_else(|| SpecField::well_known(&name)).map(SpecField::parameter_type));
         let default = string(get(p, "default")).map(|d| match effective {
-            Some(t) => vmaas_model::TypedValue::from_text(t, &d).map(|tv| ParameterValue::new(tv.to_json())).unwrap_or_else(|_| ParameterValue::new(d.clone())),
+            Some(t) => vmaas_model::TypedValue::from_text(t, &d)
+                .map(|tv| ParameterValue::new(tv.to_json()))
+                .unwrap_or_else(|_| ParameterValue::new(d.clone())),
             None => ParameterValue::new(d),
         });
         parameters.push(ParameterDefinition {
@@ -184,11 +218,14 @@ pub fn from_tf(v: &Value) -> Result<VirtualMachineTemplate, String> {
         });
     }
     let sd = get(v, "spec_defaults");
-    let quantity = |key: &str| -> Result<Option<Quantity>, String> { string(get(sd, key)).map(|q| Quantity::parse(&q).map_err(|e| format!("spec_defaults.{key}: {e}"))).transpose() };
+    let quantity = |key: &str| -> Result<Option<Quantity>, String> {
+        string(get(sd, key)).map(|q| Quantity::parse(&q).map_err(|e| format!("spec_defaults.{key}: {e}"))).transpose()
+    };
     let probe = get(sd, "readiness_probe");
     let readiness_probe = (!probe.is_nil()).then(|| ReadinessProbe {
         tcp: num(get(probe, "tcp_port")).map(|p| TcpProbe { port: p as u16 }),
-        http: num(get(probe, "http_port")).map(|p| HttpProbe { port: p as u16, path: string(get(probe, "http_path")).unwrap_or_else(|| "/".into()) }),
+        http: num(get(probe, "http_port"))
+            .map(|p| HttpProbe { port: p as u16, path: string(get(probe, "http_path")).unwrap_or_else(|| "/".into()) }),
         period_seconds: num(get(probe, "period_seconds")).map(|n| n as u32),
         timeout_seconds: num(get(probe, "timeout_seconds")).map(|n| n as u32),
     });
@@ -197,7 +234,13 @@ pub fn from_tf(v: &Value) -> Result<VirtualMachineTemplate, String> {
         memory: quantity("memory")?,
         disk_size: quantity("disk_size")?,
         image: string(get(sd, "image")),
-        gpus: items(get(sd, "gpu")).iter().map(|g| Gpu { name: string(get(g, "name")).unwrap_or_default(), device_name: string(get(g, "device_name")).unwrap_or_default() }).collect(),
+        gpus: items(get(sd, "gpu"))
+            .iter()
+            .map(|g| Gpu {
+                name: string(get(g, "name")).unwrap_or_default(),
+                device_name: string(get(g, "device_name")).unwrap_or_default(),
+            })
+            .collect(),
         exposed_ports: items(get(sd, "exposed_port"))
             .iter()
             .map(|p| ExposedPort {
@@ -306,13 +349,29 @@ pub fn to_tf(t: &VirtualMachineTemplate, like: &Value) -> Value {
                         .enumerate()
                         .map(|(i, p)| {
                             let lp = items(get(like_sd, "exposed_port")).get(i).unwrap_or(&Value::Nil);
-                            let proto = if p.protocol == Protocol::Tcp && get(lp, "protocol").is_nil() { Value::Nil } else { Value::from(p.protocol.as_str()) };
-                            object(vec![("port", Value::from(i64::from(p.port))), ("protocol", proto), ("name", opt_str(p.name.as_deref()))])
+                            let proto = if p.protocol == Protocol::Tcp && get(lp, "protocol").is_nil() {
+                                Value::Nil
+                            } else {
+                                Value::from(p.protocol.as_str())
+                            };
+                            object(vec![
+                                ("port", Value::from(i64::from(p.port))),
+                                ("protocol", proto),
+                                ("name", opt_str(p.name.as_deref())),
+                            ])
                         })
                         .collect(),
                 ),
             ),
-            ("gpu", Value::Array(sd.gpus.iter().map(|g| object(vec![("name", Value::from(g.name.as_str())), ("device_name", Value::from(g.device_name.as_str()))])).collect())),
+            (
+                "gpu",
+                Value::Array(
+                    sd.gpus
+                        .iter()
+                        .map(|g| object(vec![("name", Value::from(g.name.as_str())), ("device_name", Value::from(g.device_name.as_str()))]))
+                        .collect(),
+                ),
+            ),
         ])
     };
     object(vec![

@@ -110,7 +110,11 @@ mod tests {
 
     #[test]
     fn round_trip_with_unknowns() {
-        let v = object(vec![("id", unknown()), ("name", Value::from("web")), ("params", Value::Map(vec![(Value::from("vm_memory"), Value::from("4Gi"))]))]);
+        let v = object(vec![
+            ("id", unknown()),
+            ("name", Value::from("web")),
+            ("params", Value::Map(vec![(Value::from("vm_memory"), Value::from("4Gi"))])),
+        ]);
         let back = decode(Some(&encode(&v))).unwrap();
         assert_eq!(back, v);
         assert!(is_unknown(get(&back, "id")));

@@ -73,7 +73,8 @@ async fn kvm_runs_a_guest(qemu: &Path, scratch: &Path) -> Result<(), String> {
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .output();
-    let out = tokio::time::timeout(Duration::from_secs(10), run).await.map_err(|_| "the KVM probe guest did not finish in 10 s".to_string())?;
+    let out =
+        tokio::time::timeout(Duration::from_secs(10), run).await.map_err(|_| "the KVM probe guest did not finish in 10 s".to_string())?;
     let _ = std::fs::remove_file(&bios);
     let out = out.map_err(|e| format!("running {}: {e}", qemu.display()))?;
     if out.status.code() == Some(99) {

@@ -92,7 +92,8 @@ impl Host {
         if let Ok(entries) = std::fs::read_dir("/sys/bus/pci/devices") {
             for e in entries.flatten() {
                 let class = std::fs::read_to_string(e.path().join("class")).unwrap_or_default();
-                let driver = std::fs::read_link(e.path().join("driver")).ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+                let driver =
+                    std::fs::read_link(e.path().join("driver")).ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
                 if class.trim().starts_with("0x03") && driver.as_deref() == Some("vfio-pci") {
                     gpus.push(e.file_name().to_string_lossy().into_owned());
                 }
@@ -223,7 +224,9 @@ async fn probe_once(check: &ProbeCheck, port: u16, qmp: &Path) -> bool {
                 Err(_) => {}
             }
             let Ok(mut q) = Qmp::connect(qmp).await else { return false };
-            let Ok(table) = q.execute("human-monitor-command", Some(serde_json::json!({"command-line": "info usernet"}))).await else { return false };
+            let Ok(table) = q.execute("human-monitor-command", Some(serde_json::json!({"command-line": "info usernet"}))).await else {
+                return false;
+            };
             let established = usernet_established(table.as_str().unwrap_or(""), port);
             drop(s);
             established
@@ -249,10 +252,11 @@ fn panic_line(console: &str) -> Option<String> {
 /// first exposed TCP port, else none (ready once the guest prints on its console).
 fn effective_probe(spec: &ResolvedSpec) -> Option<Probe> {
     spec.readiness_probe.clone().or_else(|| {
-        spec.exposed_ports
-            .iter()
-            .find(|p| p.protocol == Protocol::Tcp)
-            .map(|p| Probe { check: ProbeCheck::Tcp { port: p.port }, period_seconds: 1, timeout_seconds: 300 })
+        spec.exposed_ports.iter().find(|p| p.protocol == Protocol::Tcp).map(|p| Probe {
+            check: ProbeCheck::Tcp { port: p.port },
+            period_seconds: 1,
+            timeout_seconds: 300,
+        })
     })
 }
 
@@ -294,7 +298,8 @@ impl QemuBackend {
         let accel = accel::detect(cfg.accel, &cfg.qemu, &cfg.state_dir).await;
         info!(accelerator = accel.accel.as_str(), reason = %accel.reason, "qemu accelerator chosen");
         let host = Host::probe();
-        let backend = Self { pool: Mutex::new(IpPool::new(cfg.pool)), cfg, accel, host, vms: Mutex::new(HashMap::new()), wake: OnceLock::new() };
+        let backend =
+            Self { pool: Mutex::new(IpPool::new(cfg.pool)), cfg, accel, host, vms: Mutex::new(HashMap::new()), wake: OnceLock::new() };
         backend.adopt_all().await;
         Ok(backend)
     }
@@ -364,7 +369,17 @@ impl QemuBackend {
         }
         let dir = self.cfg.state_dir.join(&t.id);
         std::fs::create_dir_all(&dir).map_err(|e| BackendError::new(format!("creating {}", dir.display()), e))?;
-        let vm = self.new_vm(dir, VmFile { id: t.id.clone(), tenant: t.tenant.clone(), name: t.name.clone(), external_ip: None, probe_port: None, restarts: t.restarts });
+        let vm = self.new_vm(
+            dir,
+            VmFile {
+                id: t.id.clone(),
+                tenant: t.tenant.clone(),
+                name: t.name.clone(),
+                external_ip: None,
+                probe_port: None,
+                restarts: t.restarts,
+            },
+        );
         vm.save()?;
         let h = Arc::new(tokio::sync::Mutex::new(vm));
         Ok(self.vms.lock().unwrap_or_else(|p| p.into_inner()).entry(t.id.clone()).or_insert(h).clone())
@@ -389,7 +404,10 @@ impl QemuBackend {
             ));
         }
         if spec.cpu_cores > self.host.cpus {
-            return Some(Reason::new("InsufficientCPU", format!("the VM asks for {} CPU cores; this host has {}", spec.cpu_cores, self.host.cpus)));
+            return Some(Reason::new(
+                "InsufficientCPU",
+                format!("the VM asks for {} CPU cores; this host has {}", spec.cpu_cores, self.host.cpus),
+            ));
         }
         if self.host.memory_bytes > 0 && spec.memory_bytes() > self.host.memory_bytes {
             return Some(Reason::new(
@@ -401,7 +419,11 @@ impl QemuBackend {
     }
 
     async fn qemu_img(&self, args: &[&std::ffi::OsStr]) -> Result<(), String> {
-        let out = Command::new(&self.cfg.qemu_img).args(args).output().await.map_err(|e| format!("running {}: {e}", self.cfg.qemu_img.display()))?;
+        let out = Command::new(&self.cfg.qemu_img)
+            .args(args)
+            .output()
+            .await
+            .map_err(|e| format!("running {}: {e}", self.cfg.qemu_img.display()))?;
         if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()) }
     }
 
@@ -411,10 +433,22 @@ impl QemuBackend {
         let disk = vm.path("disk.qcow2");
         if !disk.exists() {
             let size = t.spec.disk_bytes().to_string();
-            let base = std::fs::canonicalize(image.disk()).map_err(|e| Reason::new("ImageNotFound", format!("{}: {e}", image.disk().display())))?;
-            self.qemu_img(&["create".as_ref(), "-q".as_ref(), "-f".as_ref(), "qcow2".as_ref(), "-F".as_ref(), "qcow2".as_ref(), "-b".as_ref(), base.as_os_str(), disk.as_os_str(), size.as_ref()])
-                .await
-                .map_err(|m| Reason::new("DiskError", format!("creating the disk overlay ({} on {}): {m}", t.spec.disk_size, t.spec.image)))?;
+            let base = std::fs::canonicalize(image.disk())
+                .map_err(|e| Reason::new("ImageNotFound", format!("{}: {e}", image.disk().display())))?;
+            self.qemu_img(&[
+                "create".as_ref(),
+                "-q".as_ref(),
+                "-f".as_ref(),
+                "qcow2".as_ref(),
+                "-F".as_ref(),
+                "qcow2".as_ref(),
+                "-b".as_ref(),
+                base.as_os_str(),
+                disk.as_os_str(),
+                size.as_ref(),
+            ])
+            .await
+            .map_err(|m| Reason::new("DiskError", format!("creating the disk overlay ({} on {}): {m}", t.spec.disk_size, t.spec.image)))?;
         }
         let ext = match vm.file.external_ip {
             Some(ip) => ip,
@@ -657,7 +691,10 @@ impl QemuBackend {
                     None => "console output".into(),
                 };
                 let tail = vm.console.as_ref().map(|c| c.last_lines(3)).unwrap_or_default();
-                let reason = Reason::new("ReadinessTimeout", format!("the guest did not answer {what} within {timeout:?}; last console lines:\n{tail}"));
+                let reason = Reason::new(
+                    "ReadinessTimeout",
+                    format!("the guest did not answer {what} within {timeout:?}; last console lines:\n{tail}"),
+                );
                 vm.failed = Some((t.version, reason.clone()));
                 return Ok(vm.observation(Phase::Failed(reason)));
             }
@@ -677,19 +714,27 @@ impl QemuBackend {
             vm.crashes.retain(|c| now.duration_since(*c) < Duration::from_secs(300));
             vm.crashes.push(now);
             if vm.crashes.len() >= 3 {
-                let reason = Reason::new("CrashLoop", format!("QEMU exited {} times in 5 minutes; last console lines:\n{tail}", vm.crashes.len()));
+                let reason =
+                    Reason::new("CrashLoop", format!("QEMU exited {} times in 5 minutes; last console lines:\n{tail}", vm.crashes.len()));
                 vm.failed = Some((t.version, reason.clone()));
                 return Ok(vm.observation(Phase::Failed(reason)));
             }
             warn!(vm = %t.id, "the guest's QEMU exited unexpectedly; restarting it");
-            vm.degraded = Some(Reason::new("GuestRestarted", format!("QEMU exited unexpectedly and was restarted ({} time(s) in 5 minutes)", vm.crashes.len())));
+            vm.degraded = Some(Reason::new(
+                "GuestRestarted",
+                format!("QEMU exited unexpectedly and was restarted ({} time(s) in 5 minutes)", vm.crashes.len()),
+            ));
             restarting = true;
         } else {
             vm.stop_runtime();
         }
         match self.boot(vm, t).await {
             Ok(()) => {
-                let reason = if restarting { Reason::new("Restarting", "the guest is booting again") } else { Reason::new("Booting", "the guest is booting") };
+                let reason = if restarting {
+                    Reason::new("Restarting", "the guest is booting again")
+                } else {
+                    Reason::new("Booting", "the guest is booting")
+                };
                 Ok(vm.observation(Phase::Starting(reason)))
             }
             Err(reason) => {

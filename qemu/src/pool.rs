@@ -17,7 +17,8 @@ impl FromStr for Cidr {
     fn from_str(s: &str) -> Result<Self, String> {
         let (addr, prefix) = s.split_once('/').ok_or_else(|| format!("{s:?} is not in CIDR form (e.g. 127.42.0.0/16)"))?;
         let addr: Ipv4Addr = addr.parse().map_err(|e| format!("{s:?}: {e}"))?;
-        let prefix: u8 = prefix.parse().ok().filter(|p| (8..=30).contains(p)).ok_or_else(|| format!("{s:?}: the prefix must be between 8 and 30"))?;
+        let prefix: u8 =
+            prefix.parse().ok().filter(|p| (8..=30).contains(p)).ok_or_else(|| format!("{s:?}: the prefix must be between 8 and 30"))?;
         let mask = u32::MAX << (32 - prefix);
         Ok(Self { base: u32::from(addr) & mask, prefix })
     }

@@ -10,10 +10,10 @@ use tracing::info;
 
 use crate::api::{AppState, router};
 use crate::auth::{KEY_FILE, KeyError, Keys};
-use vmaas_backend::Backend;
 use crate::metrics::Metrics;
 use crate::reconciler::{Reconciler, ReconcilerConfig};
 use crate::store::{Store, StoreError};
+use vmaas_backend::Backend;
 
 /// How to run the server.
 #[derive(Debug, Clone)]

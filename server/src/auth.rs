@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::sync::{Arc, RwLock};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use axum::extract::FromRequestParts;
@@ -145,13 +145,25 @@ impl Keys {
         validation.set_issuer(&[ISSUER]);
         validation.set_required_spec_claims(&["exp", "iss", "sub"]);
         validation.leeway = 30;
-        Self { encoding: EncodingKey::from_secret(secret), decoding: DecodingKey::from_secret(secret), validation, verified: Default::default() }
+        Self {
+            encoding: EncodingKey::from_secret(secret),
+            decoding: DecodingKey::from_secret(secret),
+            validation,
+            verified: Default::default(),
+        }
     }
 
     /// Issues a token for `tenant` with `role`, valid for `ttl`.
     pub fn issue(&self, subject: &str, tenant: &str, role: Role, ttl: Duration) -> Result<String, jsonwebtoken::errors::Error> {
         let now = jsonwebtoken::get_current_timestamp();
-        let claims = Claims { sub: subject.into(), tenant: tenant.into(), role, iss: ISSUER.into(), iat: now, exp: now.saturating_add(ttl.as_secs()) };
+        let claims = Claims {
+            sub: subject.into(),
+            tenant: tenant.into(),
+            role,
+            iss: ISSUER.into(),
+            iat: now,
+            exp: now.saturating_add(ttl.as_secs()),
+        };
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
     }
 

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use vmaas_server::app::{App, Config, DataDirLock};
-use vmaas_server::auth::{KEY_FILE, Keys, Role};
 use vmaas_backend::Backend;
 use vmaas_qemu::accel::{Accel, AccelChoice};
 use vmaas_qemu::images::Catalog;
 use vmaas_qemu::{QemuBackend, QemuConfig};
+use vmaas_server::app::{App, Config, DataDirLock};
+use vmaas_server::auth::{KEY_FILE, Keys, Role};
 use vmaas_server::none_backend::NoBackend;
 
 /// The vmaas fulfillment server.

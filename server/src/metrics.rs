@@ -54,7 +54,8 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("vmaas");
         let http_requests = Family::<HttpLabels, Counter>::default();
-        let http_duration = Family::<HttpLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
+        let http_duration =
+            Family::<HttpLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
         let reconcile_passes = Counter::default();
         let reconcile_errors = Counter::default();
         let reconcile_duration = latency_histogram();

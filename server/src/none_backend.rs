@@ -22,7 +22,9 @@ impl Backend for NoBackend {
     async fn ensure(&self, target: &VmTarget) -> Result<Observation, BackendError> {
         Ok(Observation::new(match target.power {
             PowerState::Stopped => Phase::Stopped,
-            PowerState::Started => Phase::Starting(Reason::new("NoBackend", "this server runs with --backend none: VMs are recorded but never started")),
+            PowerState::Started => {
+                Phase::Starting(Reason::new("NoBackend", "this server runs with --backend none: VMs are recorded but never started"))
+            }
         }))
     }
 

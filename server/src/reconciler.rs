@@ -16,9 +16,9 @@ use tokio::sync::{Notify, watch};
 use tracing::{Instrument, debug, info, info_span, warn};
 use vmaas_model::{Desired, Observation, Phase, Reason, derive_status};
 
-use vmaas_backend::{Backend, Cleanup, VmTarget};
 use crate::metrics::Metrics;
 use crate::store::{Store, StoreError, VmRecord};
+use vmaas_backend::{Backend, Cleanup, VmTarget};
 
 /// Name of the lease that elects the reconciling replica.
 pub const LEASE: &str = "reconciler";
@@ -38,7 +38,12 @@ pub struct ReconcilerConfig {
 
 impl Default for ReconcilerConfig {
     fn default() -> Self {
-        Self { interval: Duration::from_secs(1), lease_ttl: Duration::from_secs(15), concurrency: 8, holder: uuid::Uuid::new_v4().to_string() }
+        Self {
+            interval: Duration::from_secs(1),
+            lease_ttl: Duration::from_secs(15),
+            concurrency: 8,
+            holder: uuid::Uuid::new_v4().to_string(),
+        }
     }
 }
 
@@ -222,8 +227,8 @@ mod tests {
     use vmaas_model::{ConditionStatus, ConditionType, PowerState, ResolvedSpec, VirtualMachineSpec, VmState, initial_status};
 
     use super::*;
-    use vmaas_backend::BackendError;
     use crate::store::Scope;
+    use vmaas_backend::BackendError;
 
     /// A test-only backend: a VM boots in `boot_steps` calls, stops at once,
     /// and takes two calls to delete. GPUs are never available.
@@ -287,7 +292,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open_sqlite(dir.path()).await.unwrap();
         let backend = Arc::new(MemoryBackend::default());
-        let r = Reconciler::new(store.clone(), backend.clone(), Arc::new(Notify::new()), Arc::new(Metrics::new()), ReconcilerConfig::default());
+        let r =
+            Reconciler::new(store.clone(), backend.clone(), Arc::new(Notify::new()), Arc::new(Metrics::new()), ReconcilerConfig::default());
         (dir, store, backend, r)
     }
 
@@ -364,7 +370,8 @@ mod tests {
         let report = r.pass().await.unwrap();
         assert_eq!(report.errors, 1);
         let statuses = [store.get_vm(&failing, &Scope::All).await.unwrap(), store.get_vm(&ok, &Scope::All).await.unwrap()];
-        let errored = statuses.iter().find(|v| v.status.condition(ConditionType::Degraded).unwrap().status == ConditionStatus::True).unwrap();
+        let errored =
+            statuses.iter().find(|v| v.status.condition(ConditionType::Degraded).unwrap().status == ConditionStatus::True).unwrap();
         assert_eq!(errored.status.condition(ConditionType::Degraded).unwrap().reason.as_deref(), Some("BackendError"));
         assert!(errored.status.condition(ConditionType::Degraded).unwrap().message.contains("connection refused"));
     }

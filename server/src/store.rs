@@ -16,7 +16,9 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, AssertSqlSafe, Row};
 use vmaas_model::template::TemplateMetadata;
 use vmaas_model::vm::VM_TYPE_URL;
-use vmaas_model::{Metadata, PowerState, ResolvedSpec, VirtualMachine, VirtualMachineSpec, VirtualMachineStatus, VirtualMachineTemplate, VmState};
+use vmaas_model::{
+    Metadata, PowerState, ResolvedSpec, VirtualMachine, VirtualMachineSpec, VirtualMachineStatus, VirtualMachineTemplate, VmState,
+};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
@@ -255,7 +257,9 @@ impl MemState {
 
     fn list<T>(&self, scope: &Scope, f: &VmFilter, pick: impl Fn(&Cached) -> T) -> (Vec<T>, u64) {
         let ids: Box<dyn Iterator<Item = &String>> = match scope.tenant() {
-            Some(t) => Box::new(self.by_tenant.range((t.to_owned(), String::new(), String::new())..).take_while(move |k| k.0 == t).map(|k| &k.2)),
+            Some(t) => {
+                Box::new(self.by_tenant.range((t.to_owned(), String::new(), String::new())..).take_while(move |k| k.0 == t).map(|k| &k.2))
+            }
             None => Box::new(self.by_time.iter().map(|k| &k.1)),
         };
         let vms = ids.filter_map(|id| self.vms.get(id));
@@ -352,12 +356,8 @@ impl Store {
             Dialect::Sqlite => 8,
             Dialect::Postgres => 16,
         };
-        let pool = AnyPoolOptions::new()
-            .max_connections(max)
-            .min_connections(1)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect(url)
-            .await?;
+        let pool =
+            AnyPoolOptions::new().max_connections(max).min_connections(1).acquire_timeout(Duration::from_secs(10)).connect(url).await?;
         if dialect == Dialect::Sqlite {
             // Persistent for the file: readers never block the writer.
             sqlx::query("PRAGMA journal_mode=WAL").execute(&pool).await?;
@@ -472,7 +472,12 @@ impl Store {
     }
 
     /// Replaces a template, if `expected_version` (when given) is current.
-    pub async fn update_template(&self, t: &VirtualMachineTemplate, expected_version: Option<i64>, now: DateTime<Utc>) -> Result<TemplateRecord, StoreError> {
+    pub async fn update_template(
+        &self,
+        t: &VirtualMachineTemplate,
+        expected_version: Option<i64>,
+        now: DateTime<Utc>,
+    ) -> Result<TemplateRecord, StoreError> {
         let _w = self.write_lock().await;
         let current = self.get_template(&t.id).await?;
         let base = expected_version.unwrap_or(current.version);
@@ -607,7 +612,9 @@ impl Store {
         if let Some((vms, _)) = self.read_mem(|m| m.list(&Scope::All, &all, |c| c.rec.clone())) {
             return Ok(vms);
         }
-        let rows = sqlx::query(AssertSqlSafe(format!("SELECT {VM_COLUMNS} FROM virtual_machines ORDER BY created_at, id"))).fetch_all(&self.pool).await?;
+        let rows = sqlx::query(AssertSqlSafe(format!("SELECT {VM_COLUMNS} FROM virtual_machines ORDER BY created_at, id")))
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(vm_from_row).collect()
     }
 
@@ -641,7 +648,13 @@ impl Store {
     }
 
     /// Marks a VM for deletion (idempotent) and sets its status.
-    pub async fn mark_vm_deleted(&self, id: &str, scope: &Scope, status: &VirtualMachineStatus, now: DateTime<Utc>) -> Result<VmRecord, StoreError> {
+    pub async fn mark_vm_deleted(
+        &self,
+        id: &str,
+        scope: &Scope,
+        status: &VirtualMachineStatus,
+        now: DateTime<Utc>,
+    ) -> Result<VmRecord, StoreError> {
         let _w = self.write_lock().await;
         sqlx::query(
             "UPDATE virtual_machines SET deleted_at = COALESCE(deleted_at, $1), status = $2, state = $3 \
@@ -661,11 +674,13 @@ impl Store {
     /// Asks for a restart of a VM that is not being deleted; returns the record.
     pub async fn request_restart(&self, id: &str, scope: &Scope) -> Result<VmRecord, StoreError> {
         let _w = self.write_lock().await;
-        let r = sqlx::query("UPDATE virtual_machines SET restarts = restarts + 1 WHERE id = $1 AND ($2 IS NULL OR tenant = $2) AND deleted_at IS NULL")
-            .bind(id)
-            .bind(scope.tenant())
-            .execute(&self.pool)
-            .await?;
+        let r = sqlx::query(
+            "UPDATE virtual_machines SET restarts = restarts + 1 WHERE id = $1 AND ($2 IS NULL OR tenant = $2) AND deleted_at IS NULL",
+        )
+        .bind(id)
+        .bind(scope.tenant())
+        .execute(&self.pool)
+        .await?;
         self.refresh_vm(id).await?;
         let vm = self.get_vm(id, scope).await?;
         if r.rows_affected() == 0 {

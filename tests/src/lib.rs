@@ -66,7 +66,10 @@ pub fn postgres_url() -> Option<String> {
     match std::env::var("VMAAS_TEST_DATABASE_URL") {
         Ok(u) if !u.is_empty() => Some(u),
         _ => {
-            assert!(std::env::var("VMAAS_REQUIRE_POSTGRES").as_deref() != Ok("1"), "VMAAS_REQUIRE_POSTGRES=1 but VMAAS_TEST_DATABASE_URL is not set");
+            assert!(
+                std::env::var("VMAAS_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+                "VMAAS_REQUIRE_POSTGRES=1 but VMAAS_TEST_DATABASE_URL is not set"
+            );
             eprintln!("skipping: VMAAS_TEST_DATABASE_URL is not set");
             None
         }

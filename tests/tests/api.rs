@@ -366,7 +366,11 @@ async fn openapi_health_and_metrics() {
     let (st, doc) = s.raw(Method::GET, "/api/openapi.json", None, None).await;
     assert_eq!(st, 200);
     assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
-    for p in ["/api/fulfillment/v1/virtual_machines", "/api/fulfillment/v1/virtual_machines/{id}", "/api/fulfillment/v1/virtual_machine_templates"] {
+    for p in [
+        "/api/fulfillment/v1/virtual_machines",
+        "/api/fulfillment/v1/virtual_machines/{id}",
+        "/api/fulfillment/v1/virtual_machine_templates",
+    ] {
         assert!(doc["paths"].get(p).is_some(), "{p} in the OpenAPI document");
     }
     assert!(doc["components"]["schemas"].get("VirtualMachine").is_some());
@@ -377,7 +381,10 @@ async fn openapi_health_and_metrics() {
     let t = s.token("acme", false);
     let _ = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&t), None).await;
     let text = reqwest::get(format!("{}/metrics", s.endpoint)).await.unwrap().text().await.unwrap();
-    assert!(text.contains(r#"vmaas_http_requests_total{method="GET",route="/api/fulfillment/v1/virtual_machines",status="200"} 1"#), "{text}");
+    assert!(
+        text.contains(r#"vmaas_http_requests_total{method="GET",route="/api/fulfillment/v1/virtual_machines",status="200"} 1"#),
+        "{text}"
+    );
     let (st, err) = s.raw(Method::GET, "/api/fulfillment/v1/nothing", Some(&t), None).await;
     assert_eq!((st, err["code"].clone()), (404, json!(12)));
 }

@@ -6,7 +6,13 @@ use serde_json::Value;
 use vmaas_tests::{Db, Server};
 
 fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "vmaas failed ({}):\nstdout: {}\nstderr: {}", o.status, String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "vmaas failed ({}):\nstdout: {}\nstderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -46,7 +52,11 @@ async fn template_sync_is_idempotent_and_prunes() {
     assert_eq!(list["total"], 1);
     assert_eq!(list["items"][0]["title"], "Tiny VM v2");
     // A bad file changes nothing and says where the problem is.
-    std::fs::write(dir.path().join("bad.yaml"), "id: bad\nparameters:\n  - name: vm_memory\n    default: {value: 12}\n    min: 1Gi\n    max: 1Mi\n").unwrap();
+    std::fs::write(
+        dir.path().join("bad.yaml"),
+        "id: bad\nparameters:\n  - name: vm_memory\n    default: {value: 12}\n    min: 1Gi\n    max: 1Mi\n",
+    )
+    .unwrap();
     let err = fails(&s.cli(&admin, &["template", "sync", d]));
     assert!(err.contains("bad.yaml") && err.contains("parameters[0].min"), "{err}");
     // Tenants cannot publish.
@@ -67,7 +77,8 @@ async fn vm_lifecycle_through_the_cli() {
     assert!(tpl.contains("vm_memory") && tpl.contains("quantity"), "{tpl}");
 
     // Parameters typed from the template: 4 becomes an integer, 4096Mi a quantity.
-    let out = ok(&s.cli(&t, &["-o", "json", "vm", "create", "web", "-t", "simple_vm", "-p", "vm_cpu_cores=4", "-p", "vm_memory=4096Mi", "--stopped"]));
+    let out = ok(&s
+        .cli(&t, &["-o", "json", "vm", "create", "web", "-t", "simple_vm", "-p", "vm_cpu_cores=4", "-p", "vm_memory=4096Mi", "--stopped"]));
     let vm: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(vm["spec"]["template_parameters"]["vm_cpu_cores"]["value"], 4);
     assert_eq!(vm["spec"]["template_parameters"]["vm_memory"]["value"], "4096Mi");

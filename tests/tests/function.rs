@@ -96,11 +96,65 @@ fn python_client_mtls() {
     let case = case_dir();
     let tls = tempfile::tempdir().unwrap();
     let d = tls.path();
-    openssl(d, &["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "1", "-subj", "/CN=test-ca"]);
+    openssl(
+        d,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=test-ca",
+        ],
+    );
     std::fs::write(d.join("san.ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
     for who in ["tls", "client"] {
-        openssl(d, &["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", &format!("{who}.key"), "-out", &format!("{who}.csr"), "-subj", &format!("/CN={who}")]);
-        openssl(d, &["x509", "-req", "-in", &format!("{who}.csr"), "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", &format!("{who}.crt"), "-days", "1", "-extfile", "san.ext"]);
+        openssl(
+            d,
+            &[
+                "req",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                &format!("{who}.key"),
+                "-out",
+                &format!("{who}.csr"),
+                "-subj",
+                &format!("/CN={who}"),
+            ],
+        );
+        openssl(
+            d,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &format!("{who}.csr"),
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &format!("{who}.crt"),
+                "-days",
+                "1",
+                "-extfile",
+                "san.ext",
+            ],
+        );
     }
     let (_f, addr) = start(&["--tls-certs-dir", d.to_str().unwrap()]);
     assert!(client(&addr, case.path(), Some(d)).contains("ok"));

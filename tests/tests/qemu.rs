@@ -90,7 +90,9 @@ async fn lifecycle_ready_stop_start_delete() {
     assert!(vm_dir.join("disk.qcow2").exists() && vm_dir.join("qmp.sock").exists());
 
     // Stop: STOPPED, and the process is gone.
-    let (st, _) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(json!({"object": {"spec": {"state": "stopped"}}}))).await;
+    let (st, _) = s
+        .raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(json!({"object": {"spec": {"state": "stopped"}}})))
+        .await;
     assert_eq!(st, 200);
     let vm = wait_until(&s, &t, &id, "STOPPED", 30, |v| state(v) == "VIRTUAL_MACHINE_STATE_STOPPED").await;
     assert!(vm["status"].get("externalIP").is_none());
@@ -99,7 +101,9 @@ async fn lifecycle_ready_stop_start_delete() {
     assert!(s.log().contains("ACPI power-down sent"), "stopped by the ACPI power button");
 
     // Start: READY again, same external IP, disk kept.
-    let (st, _) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(json!({"object": {"spec": {"state": "started"}}}))).await;
+    let (st, _) = s
+        .raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(json!({"object": {"spec": {"state": "started"}}})))
+        .await;
     assert_eq!(st, 200);
     let vm = wait_ready(&s, &t, &id).await;
     assert_eq!(vm["status"]["externalIP"], ip.as_str());
@@ -230,7 +234,9 @@ async fn bad_inputs_fail_clearly() {
     publish(&s).await;
     let t = s.token("acme", false);
     // Unknown template: refused by the API.
-    let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(json!({"object": {"id": "x", "spec": {"template": "nope"}}}))).await;
+    let (st, err) = s
+        .raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(json!({"object": {"id": "x", "spec": {"template": "nope"}}})))
+        .await;
     assert_eq!(st, 400);
     assert_eq!(err["details"][0]["field"], "object.spec.template");
     // Too many cores, a GPU on a host without one, a missing image: FAILED with a reason.
@@ -267,7 +273,10 @@ async fn bad_inputs_fail_clearly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn debian_boots_from_an_overlay() {
     let s = Server::start_qemu().await;
-    assert!(vmaas_tests::images_dir().join("debian-12/image.json").exists(), "build it with scripts/debian-image.sh (scripts/test.sh does)");
+    assert!(
+        vmaas_tests::images_dir().join("debian-12/image.json").exists(),
+        "build it with scripts/debian-image.sh (scripts/test.sh does)"
+    );
     let admin = s.token("ops", true);
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("debian.yaml"), include_str!("../../examples/templates/debian.yaml")).unwrap();
@@ -290,10 +299,18 @@ async fn debian_boots_from_an_overlay() {
     // answer before the console's autologin shell is up: wait for its prompt.
     let deadline = Instant::now() + Duration::from_secs(120);
     while !String::from_utf8_lossy(&s.cli(&t, &["vm", "logs", "deb"]).stdout).contains("root@vmaas-debian") {
-        assert!(Instant::now() < deadline, "no shell prompt on the console:\n{}", String::from_utf8_lossy(&s.cli(&t, &["vm", "logs", "deb"]).stdout));
+        assert!(
+            Instant::now() < deadline,
+            "no shell prompt on the console:\n{}",
+            String::from_utf8_lossy(&s.cli(&t, &["vm", "logs", "deb"]).stdout)
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let out = s.cli_with_stdin(&t, &["vm", "console", "deb", "--batch", "--idle", "3s"], b"\necho pid1=$(cat /proc/1/comm) root=$(findmnt -no SOURCE /)\n");
+    let out = s.cli_with_stdin(
+        &t,
+        &["vm", "console", "deb", "--batch", "--idle", "3s"],
+        b"\necho pid1=$(cat /proc/1/comm) root=$(findmnt -no SOURCE /)\n",
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("pid1=systemd root=/dev/vda"), "{text}");
 }

@@ -58,7 +58,10 @@ impl Workspace {
         let plugins = bin("terraform-provider-vmaas").parent().unwrap().to_owned();
         std::fs::write(
             dir.path().join("tf.rc"),
-            format!("provider_installation {{\n  dev_overrides {{\n    \"vmaas/vmaas\" = \"{}\"\n  }}\n  direct {{}}\n}}\n", plugins.display()),
+            format!(
+                "provider_installation {{\n  dev_overrides {{\n    \"vmaas/vmaas\" = \"{}\"\n  }}\n  direct {{}}\n}}\n",
+                plugins.display()
+            ),
         )
         .unwrap();
         Self { dir, tf, endpoint: s.endpoint.clone(), token: token.to_owned() }
@@ -103,7 +106,8 @@ impl Workspace {
     }
 }
 
-const NEVER_READY: &str = "id: never_ready\nspec_defaults:\n  image: test-guest\n  readiness_probe: {tcp: {port: 2222}, timeout_seconds: 600}\n";
+const NEVER_READY: &str =
+    "id: never_ready\nspec_defaults:\n  image: test-guest\n  readiness_probe: {tcp: {port: 2222}, timeout_seconds: 600}\n";
 
 async fn setup() -> (Server, String) {
     let s = Server::start_qemu().await;
@@ -170,7 +174,10 @@ async fn scenario(tf: Tf) {
     w.ok(&["state", "rm", "vmaas_virtual_machine.vm"]);
     w.ok(&["import", "-var", "memory=512Mi", "vmaas_virtual_machine.vm", "quickstart"]);
     let (code, text) = w.plan_code(&["-var", "memory=512Mi"]);
-    assert!(code == 0 || (code == 2 && !text.contains("must be replaced") && text.contains("0 to add, 1 to change, 0 to destroy")), "after import:\n{text}");
+    assert!(
+        code == 0 || (code == 2 && !text.contains("must be replaced") && text.contains("0 to add, 1 to change, 0 to destroy")),
+        "after import:\n{text}"
+    );
     w.apply(&["-var", "memory=512Mi"]);
     assert_eq!(w.plan_code(&["-var", "memory=512Mi"]).0, 0);
 

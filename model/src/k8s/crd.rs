@@ -54,7 +54,11 @@ pub struct ObjectMeta {
 #[serde(rename_all = "camelCase")]
 pub struct DataVolumeSpec {
     /// The image to clone, as a DataSource.
-    pub source_ref: SourceRef,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_ref: Option<SourceRef>,
+    /// Another source, e.g. `{"blank": {}}` for an empty disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Value>,
     /// Size (and class) of the volume.
     pub storage: Storage,
 }

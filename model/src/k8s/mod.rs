@@ -1,9 +1,10 @@
-//! The pure rendering of the model into Kubernetes objects (feature
-//! `kubernetes`): what `function-vmaas` returns to Crossplane, and what a
-//! KubeVirt backend applies.
+//! Kubernetes (feature `kubernetes`): what `function-vmaas` returns to
+//! Crossplane, and what a KubeVirt backend applies and watches.
 //!
 //! - [`crd`]: typed subsets of KubeVirt, CDI and OVN-K UDN objects.
-//! - [`render`]: a VM or a private network into those objects.
+//! - [`render`]: a machine spec plus plain options into those objects.
+//! - [`observe`]: their reported status back into an observation.
 
 pub mod crd;
+pub mod observe;
 pub mod render;

@@ -1,5 +1,7 @@
-//! Pure rendering: a VM (or a private network) in the vmaas model, resolved
-//! with the shared model crate, into the Kubernetes objects that run it.
+//! Pure rendering: a [`MachineSpec`] plus plain options into the Kubernetes
+//! objects that run it (a KubeVirt VM with its disks, a LoadBalancer
+//! Service), and the namespaces and OVN-K networks they live in. The
+//! Crossplane function and a KubeVirt backend both render through here.
 
 use std::collections::BTreeMap;
 
@@ -8,9 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta as K8sMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use crate::{ParameterValue, PowerState, ProbeCheck, Protocol, ResolvedSpec, Template, ValidationErrors, VirtualMachineTemplate};
 
 use super::crd::*;
+use crate::machine::{DiskSource, MachineSpec};
+use crate::{PowerState, ProbeCheck, Protocol};
 
 /// Label on the launcher pod that the LoadBalancer selects.
 pub const VM_LABEL: &str = "vmaas.io/vm";
@@ -33,103 +36,45 @@ fn metallb() -> String {
     "metallb".into()
 }
 
-/// The function's input (`vmaas.fn.io/v1alpha1` `Input`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct FunctionInput {
-    /// Always `vmaas.fn.io/v1alpha1`.
-    #[serde(default)]
-    pub api_version: String,
-    /// Always `Input`.
-    #[serde(default)]
-    pub kind: String,
-    /// Template catalog, inline.
-    #[serde(default)]
-    pub templates: Vec<VirtualMachineTemplate>,
-    /// Also read cluster-scoped `VirtualMachineTemplate` objects (`vmaas.io/v1alpha1`).
-    #[serde(default)]
-    pub templates_from_cluster: bool,
-    /// Floating IP implementation.
-    #[serde(default)]
-    pub floating_ip: FloatingIp,
+/// How a VM's default NIC is attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodNetwork {
+    /// The cluster's pod network, masqueraded.
+    Masquerade,
+    /// The namespace's primary user-defined network, bridged at layer 2.
+    PrimaryUdn,
+}
+
+/// Everything besides the machine that decides how a VM renders.
+#[derive(Debug, Clone)]
+pub struct VmOptions {
+    /// Name of the KubeVirt VM (and prefix of its other objects).
+    pub name: String,
+    /// Namespace of the VM and its Service.
+    pub namespace: String,
+    /// Run or stay off.
+    pub power: PowerState,
+    /// How the default NIC is attached.
+    pub network: PodNetwork,
     /// Namespace of the CDI DataSources that images name.
-    #[serde(default = "default_ds_namespace")]
     pub data_source_namespace: String,
-    /// Storage class of boot disks (the cluster default when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Storage class of the disks (the cluster default when absent).
     pub storage_class: Option<String>,
-}
-
-fn default_ds_namespace() -> String {
-    "openshift-virtualization-os-images".into()
-}
-
-/// The `spec` of a `VirtualMachine` XR.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct VmXrSpec {
-    /// Template id.
-    pub template: String,
-    /// Parameters: `{name: value}` or `{name: {value: ...}}`.
-    #[serde(default)]
-    pub template_parameters: BTreeMap<String, Value>,
-    /// `started` (default) or `stopped`.
-    #[serde(default)]
-    pub state: PowerState,
-    /// A `VirtualPrivateNetwork` XR's name, or an inline CIDR such as `10.200.0.0/16`.
-    #[serde(default)]
-    pub network: Option<String>,
-    /// Ports exposed on the floating IP (the template's when empty).
-    #[serde(default)]
-    pub expose: Vec<u16>,
-    /// SSH public keys.
-    #[serde(default)]
-    pub ssh_keys: Vec<String>,
-    /// Cloud-init user data.
-    #[serde(default)]
-    pub user_data: Option<String>,
-    /// Crossplane's own fields are passed through untouched.
-    #[serde(flatten)]
-    pub crossplane: BTreeMap<String, Value>,
-}
-
-/// The `spec` of a `VirtualPrivateNetwork` XR.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NetworkXrSpec {
-    /// The subnet, e.g. `192.168.100.0/24`.
-    pub ipv4_cidr: String,
-    /// Attach to this physical network (localnet) instead of an overlay.
-    #[serde(default)]
-    pub localnet: Option<String>,
+    /// How the floating IP is implemented.
+    pub floating_ip: FloatingIp,
 }
 
 /// Everything rendered for one VM.
 #[derive(Debug, Clone, Serialize)]
 pub struct RenderedVm {
-    /// The namespace the VM lives in.
-    pub namespace_name: String,
-    /// The namespace, when the VM owns it.
-    pub namespace: Option<Namespace>,
-    /// Its private network, when given inline.
-    pub udn: Option<UserDefinedNetwork>,
     /// The KubeVirt VM.
     pub vm: VirtualMachine,
     /// The floating IP, when ports are exposed.
     pub service: Option<Service>,
 }
 
-/// Namespace of a VM's own objects.
-pub fn vm_namespace(xr_name: &str) -> String {
-    format!("vmaas-{xr_name}")
-}
-
-/// Namespace of a private network (and the VMs on it).
-pub fn network_namespace(network: &str) -> String {
-    format!("vmaas-net-{network}")
-}
-
-fn namespace(name: &str, primary_udn: bool) -> Namespace {
+/// A namespace managed by vmaas, labelled for a primary UDN when asked.
+pub fn namespace(name: &str, primary_udn: bool) -> Namespace {
     let mut labels = BTreeMap::from([("app.kubernetes.io/managed-by".to_owned(), "function-vmaas".to_owned())]);
     if primary_udn {
         labels.insert(PRIMARY_UDN_LABEL.into(), String::new());
@@ -137,7 +82,8 @@ fn namespace(name: &str, primary_udn: bool) -> Namespace {
     Namespace { metadata: K8sMeta { name: Some(name.into()), labels: Some(labels), ..Default::default() }, ..Default::default() }
 }
 
-fn udn(name: &str, ns: &str, cidr: &str) -> UserDefinedNetwork {
+/// A primary layer-2 UDN `name` in namespace `ns` with subnet `cidr`, with persistent IPAM.
+pub fn udn(name: &str, ns: &str, cidr: &str) -> UserDefinedNetwork {
     let mut u = UserDefinedNetwork::new(
         name,
         UserDefinedNetworkSpec {
@@ -149,33 +95,34 @@ fn udn(name: &str, ns: &str, cidr: &str) -> UserDefinedNetwork {
     u
 }
 
-/// Wraps bare parameter values as `{"value": ...}`.
-pub fn wrap_parameters(p: &BTreeMap<String, Value>) -> BTreeMap<String, ParameterValue> {
-    p.iter()
-        .map(|(k, v)| {
-            let value = match v {
-                Value::Object(o) if o.len() == 1 && o.contains_key("value") => o["value"].clone(),
-                other => other.clone(),
-            };
-            (k.clone(), ParameterValue::new(value))
-        })
-        .collect()
+/// A secondary localnet CUDN `name` on physical network `physical`, selecting namespace `ns`.
+pub fn localnet_cudn(name: &str, ns: &str, physical: &str, cidr: &str) -> ClusterUserDefinedNetwork {
+    ClusterUserDefinedNetwork::new(
+        name,
+        ClusterUserDefinedNetworkSpec {
+            namespace_selector: json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": [ns]}]}),
+            network: json!({
+                "topology": "Localnet",
+                "localnet": {"role": "Secondary", "physicalNetworkName": physical, "subnets": [cidr], "ipam": {"mode": "Enabled", "lifecycle": "Persistent"}}
+            }),
+        },
+    )
 }
 
-fn cloud_init(spec: &ResolvedSpec, xr: &VmXrSpec) -> String {
-    let keys: Vec<&String> = spec.ssh_keys.iter().chain(xr.ssh_keys.iter()).collect();
-    let user = xr.user_data.as_ref().or(spec.user_data.as_ref());
-    match user {
-        Some(u) if keys.is_empty() => u.clone(),
+/// The cloud-init user data of a machine: its user data as written, with
+/// its SSH keys added (to a `#cloud-config`, or as one of its own).
+pub fn cloud_init_user_data(c: &crate::machine::CloudInit) -> String {
+    match &c.user_data {
+        Some(u) if c.ssh_keys.is_empty() => u.clone(),
         Some(u) if u.starts_with("#cloud-config") => {
-            let list: Vec<String> = keys.iter().map(|k| format!("  - {k}")).collect();
+            let list: Vec<String> = c.ssh_keys.iter().map(|k| format!("  - {k}")).collect();
             format!("{}\nssh_authorized_keys:\n{}\n", u.trim_end(), list.join("\n"))
         }
         _ => {
             let mut s = String::from("#cloud-config\n");
-            if !keys.is_empty() {
+            if !c.ssh_keys.is_empty() {
                 s.push_str("ssh_authorized_keys:\n");
-                for k in keys {
+                for k in &c.ssh_keys {
                     s.push_str(&format!("  - {k}\n"));
                 }
             }
@@ -184,141 +131,137 @@ fn cloud_init(spec: &ResolvedSpec, xr: &VmXrSpec) -> String {
     }
 }
 
-/// Renders the VM of XR `name`: validates its parameters against `template`
-/// (every problem, with the same messages as the server), then builds the objects.
-pub fn render_vm(name: &str, xr: &VmXrSpec, template: &Template, input: &FunctionInput) -> Result<RenderedVm, ValidationErrors> {
-    let resolved = template.resolve(&wrap_parameters(&xr.template_parameters), "spec.templateParameters")?;
-    let spec = resolved.spec;
-    let (ns, own_ns, inline_cidr) = match xr.network.as_deref() {
-        Some(cidr) if cidr.contains('/') => (vm_namespace(name), true, Some(cidr)),
-        Some(net) => (network_namespace(net), false, None),
-        None => (vm_namespace(name), true, None),
-    };
-    let on_udn = xr.network.is_some();
-    let mut ports: Vec<(u16, Protocol)> = spec.exposed_ports.iter().map(|p| (p.port, p.protocol)).collect();
-    if !xr.expose.is_empty() {
-        ports = xr.expose.iter().map(|p| (*p, Protocol::Tcp)).collect();
-    }
-    let proto = |p: Protocol| if p == Protocol::Udp { "UDP" } else { "TCP" }.to_owned();
-    let interface = if on_udn {
-        Interface { name: "default".into(), masquerade: None, binding: Some(Binding { name: "l2bridge".into() }), ports: vec![] }
-    } else {
-        Interface { name: "default".into(), masquerade: Some(json!({})), binding: None, ports: ports.iter().map(|(p, pr)| Port { port: *p, protocol: proto(*pr) }).collect() }
-    };
-    let readiness_probe = spec.readiness_probe.as_ref().map(|p| {
-        let check = match &p.check {
+fn proto(p: Protocol) -> String {
+    if p == Protocol::Udp { "UDP" } else { "TCP" }.to_owned()
+}
+
+fn readiness_probe(spec: &MachineSpec) -> Option<Value> {
+    spec.readiness_probe.as_ref().map(|p| {
+        let mut v = match &p.check {
             ProbeCheck::Http { port, path } => json!({"httpGet": {"port": port, "path": path}}),
             ProbeCheck::Tcp { port } => json!({"tcpSocket": {"port": port}}),
         };
-        let mut v = check;
         v["periodSeconds"] = json!(p.period_seconds);
         v["failureThreshold"] = json!((p.timeout_seconds / p.period_seconds.max(1)).max(1));
         v
-    });
-    let root = format!("{name}-root");
-    let labels = BTreeMap::from([(VM_LABEL.to_owned(), name.to_owned())]);
-    let mut vm = VirtualMachine::new(
-        name,
-        VirtualMachineSpec {
-            run_strategy: if xr.state == PowerState::Started { "Always" } else { "Halted" }.into(),
-            data_volume_templates: vec![DataVolumeTemplate {
-                metadata: ObjectMeta { name: Some(root.clone()), ..Default::default() },
-                spec: DataVolumeSpec {
-                    source_ref: SourceRef { kind: "DataSource".into(), name: spec.image.clone(), namespace: Some(input.data_source_namespace.clone()) },
-                    storage: Storage {
-                        resources: Resources { requests: BTreeMap::from([("storage".to_owned(), spec.disk_size.as_str().to_owned())]) },
-                        storage_class_name: input.storage_class.clone(),
-                    },
+    })
+}
+
+/// One DataVolume template, disk and volume per machine disk; the root disk
+/// is named `rootdisk` and clones the boot image's DataSource.
+fn disks(spec: &MachineSpec, o: &VmOptions) -> (Vec<DataVolumeTemplate>, Vec<Disk>, Vec<Volume>) {
+    let (mut dvs, mut disks, mut volumes) = (Vec::new(), Vec::new(), Vec::new());
+    for d in &spec.disks {
+        let (disk_name, dv_name, source_ref, source) = match d.source {
+            DiskSource::Image => (
+                "rootdisk".to_owned(),
+                format!("{}-root", o.name),
+                Some(SourceRef { kind: "DataSource".into(), name: spec.boot.image.clone(), namespace: Some(o.data_source_namespace.clone()) }),
+                None,
+            ),
+            DiskSource::Blank => (d.name.clone(), format!("{}-{}", o.name, d.name), None, Some(json!({"blank": {}}))),
+        };
+        dvs.push(DataVolumeTemplate {
+            metadata: ObjectMeta { name: Some(dv_name.clone()), ..Default::default() },
+            spec: DataVolumeSpec {
+                source_ref,
+                source,
+                storage: Storage {
+                    resources: Resources { requests: BTreeMap::from([("storage".to_owned(), d.size.as_str().to_owned())]) },
+                    storage_class_name: o.storage_class.clone(),
                 },
-            }],
+            },
+        });
+        disks.push(Disk { name: disk_name.clone(), disk: DiskTarget { bus: "virtio".into() } });
+        volumes.push(Volume { name: disk_name, data_volume: Some(NamedRef { name: dv_name }), cloud_init_no_cloud: None });
+    }
+    disks.push(Disk { name: "cloudinitdisk".into(), disk: DiskTarget { bus: "virtio".into() } });
+    volumes.push(Volume {
+        name: "cloudinitdisk".into(),
+        data_volume: None,
+        cloud_init_no_cloud: Some(CloudInit { user_data: cloud_init_user_data(&spec.cloud_init) }),
+    });
+    (dvs, disks, volumes)
+}
+
+fn interface(spec: &MachineSpec, o: &VmOptions) -> Interface {
+    match o.network {
+        PodNetwork::PrimaryUdn => {
+            Interface { name: "default".into(), masquerade: None, binding: Some(Binding { name: "l2bridge".into() }), ports: vec![] }
+        }
+        PodNetwork::Masquerade => Interface {
+            name: "default".into(),
+            masquerade: Some(json!({})),
+            binding: None,
+            ports: spec.exposed_ports.iter().map(|p| Port { port: p.port, protocol: proto(p.protocol) }).collect(),
+        },
+    }
+}
+
+/// Renders the KubeVirt VM of `spec`, and its floating-IP Service when ports are exposed.
+pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
+    let labels = BTreeMap::from([(VM_LABEL.to_owned(), o.name.clone())]);
+    let (data_volume_templates, disks, volumes) = disks(spec, o);
+    let mut vm = VirtualMachine::new(
+        &o.name,
+        VirtualMachineSpec {
+            run_strategy: if o.power == PowerState::Started { "Always" } else { "Halted" }.into(),
+            data_volume_templates,
             template: VmiTemplate {
                 metadata: ObjectMeta { name: None, labels: labels.clone(), annotations: BTreeMap::new() },
                 spec: VmiSpec {
                     domain: Domain {
-                        cpu: Cpu { cores: spec.cpu_cores },
+                        cpu: Cpu { cores: spec.cpu.cores },
                         memory: Memory { guest: spec.memory.as_str().to_owned() },
                         devices: Devices {
-                            disks: vec![
-                                Disk { name: "rootdisk".into(), disk: DiskTarget { bus: "virtio".into() } },
-                                Disk { name: "cloudinitdisk".into(), disk: DiskTarget { bus: "virtio".into() } },
-                            ],
-                            interfaces: vec![interface],
+                            disks,
+                            interfaces: vec![interface(spec, o)],
                             gpus: spec.gpus.iter().map(|g| GpuDevice { name: g.name.clone(), device_name: g.device_name.clone() }).collect(),
                         },
                     },
                     eviction_strategy: "LiveMigrate".into(),
                     networks: vec![Network { name: "default".into(), pod: json!({}) }],
-                    volumes: vec![
-                        Volume { name: "rootdisk".into(), data_volume: Some(NamedRef { name: root }), cloud_init_no_cloud: None },
-                        Volume { name: "cloudinitdisk".into(), data_volume: None, cloud_init_no_cloud: Some(CloudInit { user_data: cloud_init(&spec, xr) }) },
-                    ],
-                    readiness_probe,
+                    volumes,
+                    readiness_probe: readiness_probe(spec),
                 },
             },
         },
     );
-    vm.metadata.namespace = Some(ns.clone());
-    vm.metadata.labels = Some(labels.clone());
-    let service = (!ports.is_empty()).then(|| {
-        let mut annotations = BTreeMap::from([("vmaas.io/floating-ip-provider".to_owned(), input.floating_ip.provider.clone())]);
-        if let Some(pool) = &input.floating_ip.address_pool {
-            let key = if input.floating_ip.provider == "esi" { "vmaas.io/esi-network" } else { "metallb.io/address-pool" };
-            annotations.insert(key.into(), pool.clone());
-        }
-        Service {
-            metadata: K8sMeta { name: Some(format!("{name}-floating-ip")), namespace: Some(ns.clone()), annotations: Some(annotations), labels: Some(labels.clone()), ..Default::default() },
-            spec: Some(ServiceSpec {
-                type_: Some("LoadBalancer".into()),
-                selector: Some(labels.clone()),
-                ports: Some(
-                    ports
-                        .iter()
-                        .map(|(p, pr)| ServicePort { name: Some(format!("{}-{p}", proto(*pr).to_lowercase())), port: i32::from(*p), target_port: Some(IntOrString::Int(i32::from(*p))), protocol: Some(proto(*pr)), ..Default::default() })
-                        .collect(),
-                ),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    });
-    Ok(RenderedVm {
-        namespace: own_ns.then(|| namespace(&ns, inline_cidr.is_some())),
-        udn: inline_cidr.map(|c| udn(name, &ns, c)),
-        namespace_name: ns,
-        vm,
-        service,
-    })
+    vm.metadata.namespace = Some(o.namespace.clone());
+    vm.metadata.labels = Some(labels);
+    RenderedVm { vm, service: service(spec, o) }
 }
 
-/// What a private network renders to.
-#[derive(Debug, Clone, Serialize)]
-pub struct RenderedNetwork {
-    /// Its namespace (labelled for a primary UDN).
-    pub namespace: Namespace,
-    /// The overlay network.
-    pub udn: Option<UserDefinedNetwork>,
-    /// The localnet variant.
-    pub cudn: Option<ClusterUserDefinedNetwork>,
-}
-
-/// Renders the `VirtualPrivateNetwork` XR `name`.
-pub fn render_network(name: &str, spec: &NetworkXrSpec) -> RenderedNetwork {
-    let ns = network_namespace(name);
-    match &spec.localnet {
-        None => RenderedNetwork { namespace: namespace(&ns, true), udn: Some(udn(name, &ns, &spec.ipv4_cidr)), cudn: None },
-        Some(physical) => RenderedNetwork {
-            namespace: namespace(&ns, false),
-            udn: None,
-            cudn: Some(ClusterUserDefinedNetwork::new(
-                name,
-                ClusterUserDefinedNetworkSpec {
-                    namespace_selector: json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": [ns]}]}),
-                    network: json!({
-                        "topology": "Localnet",
-                        "localnet": {"role": "Secondary", "physicalNetworkName": physical, "subnets": [spec.ipv4_cidr], "ipam": {"mode": "Enabled", "lifecycle": "Persistent"}}
-                    }),
-                },
-            )),
-        },
+fn service(spec: &MachineSpec, o: &VmOptions) -> Option<Service> {
+    if spec.exposed_ports.is_empty() {
+        return None;
     }
+    let labels = BTreeMap::from([(VM_LABEL.to_owned(), o.name.clone())]);
+    let mut annotations = BTreeMap::from([("vmaas.io/floating-ip-provider".to_owned(), o.floating_ip.provider.clone())]);
+    if let Some(pool) = &o.floating_ip.address_pool {
+        let key = if o.floating_ip.provider == "esi" { "vmaas.io/esi-network" } else { "metallb.io/address-pool" };
+        annotations.insert(key.into(), pool.clone());
+    }
+    let ports = spec
+        .exposed_ports
+        .iter()
+        .map(|p| ServicePort {
+            name: Some(format!("{}-{}", proto(p.protocol).to_lowercase(), p.port)),
+            port: i32::from(p.port),
+            target_port: Some(IntOrString::Int(i32::from(p.port))),
+            protocol: Some(proto(p.protocol)),
+            ..Default::default()
+        })
+        .collect();
+    Some(Service {
+        metadata: K8sMeta {
+            name: Some(format!("{}-floating-ip", o.name)),
+            namespace: Some(o.namespace.clone()),
+            annotations: Some(annotations),
+            labels: Some(labels.clone()),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec { type_: Some("LoadBalancer".into()), selector: Some(labels), ports: Some(ports), ..Default::default() }),
+        ..Default::default()
+    })
 }

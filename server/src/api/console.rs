@@ -83,7 +83,11 @@ pub struct ConsoleSession {
     params(("id" = String, Path, description = "VM id (UUID)")),
     responses((status = 201, body = ConsoleSession), (status = 404, body = ApiError)),
     security(("bearer" = [])))]
-pub(super) async fn create_session(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<(StatusCode, Json<ConsoleSession>), ApiError> {
+pub(super) async fn create_session(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<ConsoleSession>), ApiError> {
     s.store.get_vm(&id, &scope(&caller)).await?;
     let ticket = s.tickets.issue(&id);
     let expires_at = Utc::now() + chrono::Duration::from_std(TICKET_TTL).unwrap_or_default();

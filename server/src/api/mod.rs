@@ -25,10 +25,10 @@ pub use extract::{ApiJson, ApiQuery};
 pub use openapi::openapi_document;
 
 use crate::auth::Keys;
-use vmaas_backend::Backend;
 use crate::error::{ApiError, Code};
 use crate::metrics::{HttpLabels, Metrics};
 use crate::store::Store;
+use vmaas_backend::Backend;
 
 /// Prefix of every API route.
 pub const PREFIX: &str = "/api/fulfillment/v1";

@@ -35,7 +35,11 @@ fn check(t: &VirtualMachineTemplate) -> Result<VirtualMachineTemplate, ApiError>
 #[utoipa::path(get, path = "/api/fulfillment/v1/virtual_machine_templates", tag = "templates", params(Paging),
     responses((status = 200, body = Page<VirtualMachineTemplate>), (status = 400, body = ApiError), (status = 401, body = ApiError)),
     security(("bearer" = [])))]
-pub(super) async fn list(State(s): State<AppState>, _caller: Caller, ApiQuery(paging): ApiQuery<Paging>) -> Result<Json<Page<VirtualMachineTemplate>>, ApiError> {
+pub(super) async fn list(
+    State(s): State<AppState>,
+    _caller: Caller,
+    ApiQuery(paging): ApiQuery<Paging>,
+) -> Result<Json<Page<VirtualMachineTemplate>>, ApiError> {
     let (offset, limit) = paging.resolve()?;
     let (items, total) = s.store.list_templates(offset, limit).await?;
     let items: Vec<_> = items.iter().map(|r| r.to_api()).collect();
@@ -47,7 +51,11 @@ pub(super) async fn list(State(s): State<AppState>, _caller: Caller, ApiQuery(pa
     params(("id" = String, Path, description = "Template id")),
     responses((status = 200, body = Envelope<VirtualMachineTemplate>), (status = 404, body = ApiError)),
     security(("bearer" = [])))]
-pub(super) async fn read(State(s): State<AppState>, _caller: Caller, Path(id): Path<String>) -> Result<Json<Envelope<VirtualMachineTemplate>>, ApiError> {
+pub(super) async fn read(
+    State(s): State<AppState>,
+    _caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Envelope<VirtualMachineTemplate>>, ApiError> {
     let r = s.store.get_template(&id).await?;
     Ok(Json(Envelope { object: r.to_api() }))
 }

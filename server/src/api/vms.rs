@@ -35,12 +35,16 @@ async fn resolve(s: &AppState, spec: &VirtualMachineSpec, errs: &mut ValidationE
     let record = match s.store.get_template(&spec.template).await {
         Ok(r) => r,
         Err(StoreError::NotFound { .. }) => {
-            errs.push("object.spec.template", format!("template {:?} does not exist; list them with GET /api/fulfillment/v1/virtual_machine_templates", spec.template));
+            errs.push(
+                "object.spec.template",
+                format!("template {:?} does not exist; list them with GET /api/fulfillment/v1/virtual_machine_templates", spec.template),
+            );
             return Ok(None);
         }
         Err(e) => return Err(e.into()),
     };
-    let template = Template::compile(record.template).map_err(|e| ApiError::internal(format!("stored template {:?} is invalid: {e}", spec.template)))?;
+    let template = Template::compile(record.template)
+        .map_err(|e| ApiError::internal(format!("stored template {:?} is invalid: {e}", spec.template)))?;
     match template.resolve(&spec.template_parameters, "object.spec.template_parameters") {
         Ok(r) => Ok(Some(r)),
         Err(e) => {
@@ -229,7 +233,11 @@ pub(super) async fn patch(
     params(("id" = String, Path, description = "VM id (UUID)")),
     responses((status = 202, body = Envelope<VirtualMachine>, description = "Deletion started"), (status = 404, body = ApiError)),
     security(("bearer" = [])))]
-pub(super) async fn remove(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<(StatusCode, Json<Envelope<VirtualMachine>>), ApiError> {
+pub(super) async fn remove(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Envelope<VirtualMachine>>), ApiError> {
     let sc = scope(&caller);
     let current = s.store.get_vm(&id, &sc).await?;
     let now = Utc::now();
@@ -246,7 +254,11 @@ pub(super) async fn remove(State(s): State<AppState>, caller: Caller, Path(id): 
     params(("id" = String, Path, description = "VM id (UUID)")),
     responses((status = 202, body = Envelope<VirtualMachine>, description = "Restart requested"), (status = 404, body = ApiError), (status = 409, body = ApiError, description = "Stopped or being deleted")),
     security(("bearer" = [])))]
-pub(super) async fn restart(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<(StatusCode, Json<Envelope<VirtualMachine>>), ApiError> {
+pub(super) async fn restart(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Envelope<VirtualMachine>>), ApiError> {
     let sc = scope(&caller);
     let current = s.store.get_vm(&id, &sc).await?;
     if current.spec.state == vmaas_model::PowerState::Stopped {

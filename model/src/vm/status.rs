@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::vm::{Condition, ConditionStatus, ConditionType, PowerState, VirtualMachineStatus, VmState};
+use super::{Condition, ConditionStatus, ConditionType, PowerState, VirtualMachineStatus, VmState};
 
 /// A CamelCase reason and a human message, as conditions carry them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,7 +70,12 @@ pub enum Desired {
 
 /// The status to show for `observed` when `desired` is wanted, keeping each
 /// condition's `last_transition_time` from `previous` unless its status changed.
-pub fn derive_status(desired: Desired, observed: &Observation, previous: &VirtualMachineStatus, now: DateTime<Utc>) -> VirtualMachineStatus {
+pub fn derive_status(
+    desired: Desired,
+    observed: &Observation,
+    previous: &VirtualMachineStatus,
+    now: DateTime<Utc>,
+) -> VirtualMachineStatus {
     use ConditionType as C;
     let none = || None::<Reason>;
     let (state, progressing, failed): (VmState, Option<Reason>, Option<Reason>) = match (desired, &observed.phase) {
@@ -78,7 +83,9 @@ pub fn derive_status(desired: Desired, observed: &Observation, previous: &Virtua
         (_, Phase::Failed(r)) => (VmState::Failed, none(), Some(r.clone())),
         (Desired::Power(PowerState::Started), Phase::Ready) => (VmState::Ready, none(), none()),
         (Desired::Power(PowerState::Started), Phase::Starting(r)) => (VmState::Progressing, Some(r.clone()), none()),
-        (Desired::Power(PowerState::Started), Phase::Absent) => (VmState::Progressing, Some(Reason::new("Creating", "the VM is being created")), none()),
+        (Desired::Power(PowerState::Started), Phase::Absent) => {
+            (VmState::Progressing, Some(Reason::new("Creating", "the VM is being created")), none())
+        }
         (Desired::Power(PowerState::Started), Phase::Stopping(_) | Phase::Stopped) => {
             (VmState::Progressing, Some(Reason::new("Starting", "the VM is being started")), none())
         }
@@ -177,9 +184,11 @@ mod tests {
 
     #[test]
     fn stop_and_failure_and_delete() {
-        let stopped = derive_status(Desired::Power(PowerState::Stopped), &Observation::new(Phase::Stopped), &VirtualMachineStatus::default(), t(0));
+        let stopped =
+            derive_status(Desired::Power(PowerState::Stopped), &Observation::new(Phase::Stopped), &VirtualMachineStatus::default(), t(0));
         assert_eq!(stopped.state, VmState::Stopped);
-        let stopping = derive_status(Desired::Power(PowerState::Stopped), &Observation::new(Phase::Ready), &VirtualMachineStatus::default(), t(0));
+        let stopping =
+            derive_status(Desired::Power(PowerState::Stopped), &Observation::new(Phase::Ready), &VirtualMachineStatus::default(), t(0));
         assert_eq!(stopping.state, VmState::Progressing);
         assert_eq!(cond(&stopping, ConditionType::Progressing).reason.as_deref(), Some("Stopping"));
         let failed = derive_status(

@@ -1,5 +1,8 @@
-//! Virtual machines as the API shows them (the seed design's JSON), and the
-//! request shapes that create and change them.
+//! Virtual machines as the API shows them (the seed design's JSON), the
+//! request shapes that create and change them, and (in [`status`]) the state
+//! machine from backend observations to their status.
+
+pub mod status;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -8,6 +11,7 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::object::{Metadata, MetadataInput};
 use crate::value::ParameterValue;
 
 /// The `@type` of a virtual machine in API responses.
@@ -232,24 +236,6 @@ impl VirtualMachineStatus {
     }
 }
 
-/// Server-managed metadata.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Metadata {
-    /// Unique per tenant; a DNS label.
-    pub name: String,
-    /// The owning tenant.
-    pub tenant: String,
-    /// When it was created.
-    pub creation_timestamp: DateTime<Utc>,
-    /// When deletion was requested, if it was.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deletion_timestamp: Option<DateTime<Utc>>,
-    /// Who created it.
-    pub creators: Vec<String>,
-    /// Incremented on every spec change; send it back on PATCH to detect lost updates.
-    pub version: i64,
-}
 
 /// A virtual machine as the API returns it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -268,17 +254,6 @@ pub struct VirtualMachine {
     pub status: VirtualMachineStatus,
 }
 
-/// Metadata a tenant may give on create.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct MetadataInput {
-    /// The VM's name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// On PATCH: the version the change is based on; a stale one is refused with 409.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<i64>,
-}
 
 /// The object of a create request. As in the seed design, `id` may carry the
 /// name the tenant wants (`"id": "myvm"`); the server assigns the real id.
@@ -350,23 +325,4 @@ pub struct PatchVirtualMachine {
     pub status: Option<serde_json::Value>,
 }
 
-/// The request and response envelope: `{"object": ...}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct Envelope<T> {
-    /// The object.
-    pub object: T,
-}
 
-/// A page of a list: `{"items": [...], "size": n, "total": n}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Page<T> {
-    /// The items on this page.
-    pub items: Vec<T>,
-    /// How many items are on this page.
-    pub size: u64,
-    /// How many items match, over all pages.
-    pub total: u64,
-}

@@ -1,0 +1,67 @@
+//! Reading Kubernetes objects back: what KubeVirt, its VMI and a
+//! LoadBalancer Service report, mapped into an [`Observation`] that
+//! [`crate::derive_status`] turns into the same status every backend shows.
+
+use serde_json::Value;
+
+use crate::{Observation, Phase, Reason};
+
+/// `printableStatus` values after which KubeVirt will not start the VM without a change.
+const FATAL: [&str; 6] = ["ErrorUnschedulable", "ErrImagePull", "ImagePullBackOff", "ErrorPvcNotFound", "DataVolumeError", "CrashLoopBackOff"];
+
+/// The phase of an observed KubeVirt VM, from `status.ready` and `printableStatus`.
+pub fn vm_phase(vm: Option<&Value>, started: bool) -> Phase {
+    let Some(vm) = vm else { return Phase::Absent };
+    let printable = vm["status"]["printableStatus"].as_str().unwrap_or("");
+    let ready = vm["status"]["ready"].as_bool().unwrap_or(false);
+    match printable {
+        p if FATAL.contains(&p) => Phase::Failed(Reason::new(p, format!("KubeVirt reports the VM as {p}"))),
+        "Stopped" if !started => Phase::Stopped,
+        "Stopping" | "Terminating" => Phase::Stopping(Reason::new(printable, "KubeVirt is stopping the VM")),
+        _ if ready => Phase::Ready,
+        "" => Phase::Starting(Reason::new("Provisioning", "the KubeVirt VM has no status yet")),
+        other => Phase::Starting(Reason::new(other, format!("KubeVirt reports the VM as {other}"))),
+    }
+}
+
+/// The first interface address a VMI reports.
+pub fn vmi_address(vmi: &Value) -> Option<String> {
+    vmi["status"]["interfaces"].as_array()?.first()?["ipAddress"].as_str().map(str::to_owned)
+}
+
+/// The ingress address (or host name) of a LoadBalancer Service.
+pub fn service_address(svc: &Value) -> Option<String> {
+    let first = svc["status"]["loadBalancer"]["ingress"].as_array()?.first()?;
+    first["ip"].as_str().or(first["hostname"].as_str()).map(str::to_owned)
+}
+
+/// Everything observed of one VM: the KubeVirt VM, its VMI and its Service.
+pub fn observe_vm(vm: Option<&Value>, vmi: Option<&Value>, service: Option<&Value>, started: bool) -> Observation {
+    let mut obs = Observation::new(vm_phase(vm, started));
+    obs.internal_ip = vmi.and_then(vmi_address);
+    obs.external_ip = service.and_then(service_address);
+    obs
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn maps_kubevirt_status() {
+        assert_eq!(vm_phase(None, true), Phase::Absent);
+        let ready = json!({"status": {"printableStatus": "Running", "ready": true}});
+        assert_eq!(vm_phase(Some(&ready), true), Phase::Ready);
+        let stopped = json!({"status": {"printableStatus": "Stopped"}});
+        assert_eq!(vm_phase(Some(&stopped), false), Phase::Stopped);
+        assert!(matches!(vm_phase(Some(&stopped), true), Phase::Starting(_)));
+        let bad = json!({"status": {"printableStatus": "ErrorUnschedulable"}});
+        assert!(matches!(vm_phase(Some(&bad), true), Phase::Failed(r) if r.reason == "ErrorUnschedulable"));
+        let vmi = json!({"status": {"interfaces": [{"ipAddress": "10.128.0.5"}]}});
+        let svc = json!({"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}}});
+        let obs = observe_vm(Some(&ready), Some(&vmi), Some(&svc), true);
+        assert_eq!((obs.internal_ip.as_deref(), obs.external_ip.as_deref()), (Some("10.128.0.5"), Some("192.0.2.10")));
+    }
+}

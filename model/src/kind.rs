@@ -1,0 +1,66 @@
+//! The kinds of object the API serves, by name: what the store files them
+//! under, what the reconciler queues and what a backend says it can run.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A kind of object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectKind {
+    /// A virtual machine template (global, published by administrators).
+    Template,
+    /// A virtual machine (a tenant's).
+    VirtualMachine,
+}
+
+impl ObjectKind {
+    /// Every kind.
+    pub const ALL: [Self; 2] = [Self::Template, Self::VirtualMachine];
+
+    /// The stored name, e.g. `virtual_machine`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Template => "template",
+            Self::VirtualMachine => "virtual_machine",
+        }
+    }
+
+    /// The name in messages, e.g. `virtual machine`.
+    pub fn human(self) -> &'static str {
+        match self {
+            Self::Template => "template",
+            Self::VirtualMachine => "virtual machine",
+        }
+    }
+
+    /// The kind stored as `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// Whether objects of this kind belong to a tenant (else they are global).
+    pub fn is_tenant_scoped(self) -> bool {
+        !matches!(self, Self::Template)
+    }
+}
+
+impl fmt::Display for ObjectKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for k in ObjectKind::ALL {
+            assert_eq!(ObjectKind::parse(k.as_str()), Some(k));
+        }
+        assert_eq!(ObjectKind::parse("virtual machine"), None);
+    }
+}

@@ -1,0 +1,314 @@
+//! The machine a backend builds: a template's defaults with the tenant's
+//! parameters applied, shaped like the machine itself (boot source, CPU,
+//! memory, a list of disks, a list of NICs, GPUs, cloud-init, exposed ports
+//! and a readiness probe). Every backend and renderer consumes a
+//! [`MachineSpec`]; nothing in it is optional that a backend needs.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::quantity::Quantity;
+use crate::spec::{ExposedPort, Gpu, Probe};
+use crate::validation::ValidationErrors;
+
+/// Image a VM boots when its template names none. Each backend maps it to a real image.
+pub const DEFAULT_IMAGE: &str = "default";
+
+/// Smallest guest memory accepted, in bytes (64 MiB).
+pub const MIN_MEMORY_BYTES: u64 = 64 << 20;
+
+/// Name of the disk a VM boots from.
+pub const ROOT_DISK: &str = "root";
+
+/// Name of the NIC on the backend's own network.
+pub const DEFAULT_NIC: &str = "default";
+
+/// What the VM boots.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BootSource {
+    /// Base image name; each backend maps [`DEFAULT_IMAGE`] to its own default.
+    pub image: String,
+}
+
+/// The virtual CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cpu {
+    /// Virtual CPU cores.
+    pub cores: u32,
+}
+
+/// Where a disk's content comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type")]
+pub enum DiskSource {
+    /// A copy-on-write clone of the boot image.
+    Image,
+    /// Empty.
+    Blank,
+}
+
+/// One disk of the machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Disk {
+    /// Unique within the machine, e.g. `root`.
+    pub name: String,
+    /// Capacity.
+    pub size: Quantity,
+    /// Initial content.
+    pub source: DiskSource,
+}
+
+/// The network a NIC is on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type")]
+pub enum NicNetwork {
+    /// The backend's own network: QEMU user networking, or the pod network on KubeVirt.
+    Default,
+}
+
+/// One network interface of the machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Nic {
+    /// Unique within the machine, e.g. `default`.
+    pub name: String,
+    /// What it is plugged into.
+    pub network: NicNetwork,
+}
+
+/// What cloud-init gives the guest.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloudInit {
+    /// User data, as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data: Option<String>,
+    /// SSH public keys to authorise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ssh_keys: Vec<String>,
+}
+
+/// The machine to build.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MachineSpec {
+    /// What it boots.
+    pub boot: BootSource,
+    /// Its CPUs.
+    pub cpu: Cpu,
+    /// Guest memory.
+    pub memory: Quantity,
+    /// Its disks; the first, [`ROOT_DISK`], is a clone of the boot image.
+    pub disks: Vec<Disk>,
+    /// Its network interfaces.
+    pub nics: Vec<Nic>,
+    /// GPUs to pass through.
+    pub gpus: Vec<Gpu>,
+    /// What cloud-init gives the guest.
+    pub cloud_init: CloudInit,
+    /// Guest ports exposed on the external IP.
+    pub exposed_ports: Vec<ExposedPort>,
+    /// Readiness probe; without one, a running guest is ready.
+    pub readiness_probe: Option<Probe>,
+}
+
+impl Default for MachineSpec {
+    fn default() -> Self {
+        Self {
+            boot: BootSource { image: DEFAULT_IMAGE.into() },
+            cpu: Cpu { cores: 1 },
+            memory: Quantity::from_bytes(1 << 30),
+            disks: vec![Disk { name: ROOT_DISK.into(), size: Quantity::from_bytes(10 << 30), source: DiskSource::Image }],
+            nics: vec![Nic { name: DEFAULT_NIC.into(), network: NicNetwork::Default }],
+            gpus: Vec::new(),
+            cloud_init: CloudInit::default(),
+            exposed_ports: Vec::new(),
+            readiness_probe: None,
+        }
+    }
+}
+
+impl MachineSpec {
+    /// Guest memory in bytes.
+    pub fn memory_bytes(&self) -> u64 {
+        self.memory.to_units_ceil().unwrap_or(0)
+    }
+
+    /// The disk the VM boots from, if it has one.
+    pub fn root_disk(&self) -> Option<&Disk> {
+        self.disks.iter().find(|d| d.source == DiskSource::Image)
+    }
+
+    /// The root disk, added if the spec has none.
+    pub fn root_disk_mut(&mut self) -> &mut Disk {
+        let i = match self.disks.iter().position(|d| d.source == DiskSource::Image) {
+            Some(i) => i,
+            None => {
+                self.disks.insert(0, Disk { name: ROOT_DISK.into(), size: Quantity::from_bytes(10 << 30), source: DiskSource::Image });
+                0
+            }
+        };
+        &mut self.disks[i]
+    }
+
+    /// Boot disk size in bytes (0 without a root disk).
+    pub fn disk_bytes(&self) -> u64 {
+        self.root_disk().and_then(|d| d.size.to_units_ceil()).unwrap_or(0)
+    }
+
+    /// Checks the values no backend can build, naming each field as
+    /// `spec.<field>` in the names templates use (`cpu_cores`, `disk_size`, …).
+    pub fn check(&self) -> Result<(), ValidationErrors> {
+        let mut errs = ValidationErrors::default();
+        if self.cpu.cores == 0 {
+            errs.push("spec.cpu_cores", "must be at least 1, got 0");
+        }
+        match self.memory.to_units_ceil() {
+            Some(b) if b >= MIN_MEMORY_BYTES => {}
+            _ => errs.push("spec.memory", format!("must be at least 64Mi, got {}", self.memory)),
+        }
+        check_disks(&self.disks, &mut errs);
+        if self.boot.image.is_empty() {
+            errs.push("spec.image", "must not be empty");
+        }
+        check_unique("spec.nics", self.nics.iter().map(|n| n.name.as_str()), &mut errs);
+        let mut ports = BTreeSet::new();
+        for (i, p) in self.exposed_ports.iter().enumerate() {
+            if p.port == 0 {
+                errs.push(format!("spec.exposed_ports[{i}].port"), "must be between 1 and 65535");
+            }
+            if !ports.insert((p.port, p.protocol)) {
+                errs.push(format!("spec.exposed_ports[{i}]"), format!("{}/{} is exposed twice", p.port, p.protocol.as_str()));
+            }
+        }
+        for (i, g) in self.gpus.iter().enumerate() {
+            if g.device_name.is_empty() {
+                errs.push(format!("spec.gpus[{i}].device_name"), "must not be empty");
+            }
+        }
+        errs.into_result(())
+    }
+}
+
+fn check_disks(disks: &[Disk], errs: &mut ValidationErrors) {
+    for (i, d) in disks.iter().enumerate() {
+        let field = if d.source == DiskSource::Image { "spec.disk_size".to_owned() } else { format!("spec.disks[{i}].size") };
+        match d.size.to_units_ceil() {
+            Some(b) if b > 0 => {}
+            _ => errs.push(field, format!("must be greater than 0, got {}", d.size)),
+        }
+    }
+    if disks.iter().filter(|d| d.source == DiskSource::Image).count() > 1 {
+        errs.push("spec.disks", "only one disk can be a clone of the boot image");
+    }
+    check_unique("spec.disks", disks.iter().map(|d| d.name.as_str()), errs);
+}
+
+fn check_unique<'a>(path: &str, names: impl Iterator<Item = &'a str>, errs: &mut ValidationErrors) {
+    let mut seen = BTreeSet::new();
+    for (i, n) in names.enumerate() {
+        if !seen.insert(n) {
+            errs.push(format!("{path}[{i}].name"), format!("{n:?} is used twice"));
+        }
+    }
+}
+
+/// Stored specs are read in the current shape, or in the flat shape of the
+/// first release (`cpu_cores`, `disk_size`, `image`, `user_data`, `ssh_keys`).
+impl<'de> Deserialize<'de> for MachineSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Stored {
+            Current(Current),
+            Flat(Flat),
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Current {
+            boot: BootSource,
+            cpu: Cpu,
+            memory: Quantity,
+            disks: Vec<Disk>,
+            nics: Vec<Nic>,
+            gpus: Vec<Gpu>,
+            cloud_init: CloudInit,
+            exposed_ports: Vec<ExposedPort>,
+            readiness_probe: Option<Probe>,
+        }
+        #[derive(Deserialize)]
+        struct Flat {
+            cpu_cores: u32,
+            memory: Quantity,
+            disk_size: Quantity,
+            image: String,
+            gpus: Vec<Gpu>,
+            exposed_ports: Vec<ExposedPort>,
+            readiness_probe: Option<Probe>,
+            user_data: Option<String>,
+            ssh_keys: Vec<String>,
+        }
+        Ok(match Stored::deserialize(d)? {
+            Stored::Current(c) => Self {
+                boot: c.boot,
+                cpu: c.cpu,
+                memory: c.memory,
+                disks: c.disks,
+                nics: c.nics,
+                gpus: c.gpus,
+                cloud_init: c.cloud_init,
+                exposed_ports: c.exposed_ports,
+                readiness_probe: c.readiness_probe,
+            },
+            Stored::Flat(f) => {
+                let mut m = Self {
+                    boot: BootSource { image: f.image },
+                    cpu: Cpu { cores: f.cpu_cores },
+                    memory: f.memory,
+                    gpus: f.gpus,
+                    cloud_init: CloudInit { user_data: f.user_data, ssh_keys: f.ssh_keys },
+                    exposed_ports: f.exposed_ports,
+                    readiness_probe: f.readiness_probe,
+                    ..Self::default()
+                };
+                m.root_disk_mut().size = f.disk_size;
+                m
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_reads_the_first_release_shape() {
+        let m = MachineSpec::default();
+        let back: MachineSpec = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
+        let flat = r##"{"cpu_cores":4,"memory":"4Gi","disk_size":"30Gi","image":"debian-12","gpus":[],"exposed_ports":[{"port":80,"protocol":"tcp"}],
+            "readiness_probe":null,"user_data":"#cloud-config","ssh_keys":["ssh-ed25519 AAAA"]}"##;
+        let old: MachineSpec = serde_json::from_str(flat).unwrap();
+        assert_eq!(old.cpu.cores, 4);
+        assert_eq!(old.disk_bytes(), 30 << 30);
+        assert_eq!(old.boot.image, "debian-12");
+        assert_eq!(old.nics.len(), 1);
+        assert_eq!(old.cloud_init.ssh_keys, ["ssh-ed25519 AAAA"]);
+        assert!(serde_json::from_str::<MachineSpec>(r#"{"cpu":{"cores":1}}"#).is_err());
+    }
+
+    #[test]
+    fn check_names_each_field() {
+        let mut m = MachineSpec::default();
+        m.cpu.cores = 0;
+        m.root_disk_mut().size = Quantity::from_bytes(0);
+        m.disks.push(Disk { name: ROOT_DISK.into(), size: Quantity::from_bytes(1 << 30), source: DiskSource::Blank });
+        let e = m.check().unwrap_err();
+        let fields: Vec<&str> = e.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(fields, ["spec.cpu_cores", "spec.disk_size", "spec.disks[1].name"]);
+    }
+}

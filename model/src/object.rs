@@ -1,0 +1,57 @@
+//! What every kind of object shares on the wire: server-managed metadata,
+//! the `{"object": …}` envelope and list pages.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Server-managed metadata.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Metadata {
+    /// Unique per tenant; a DNS label.
+    pub name: String,
+    /// The owning tenant.
+    pub tenant: String,
+    /// When it was created.
+    pub creation_timestamp: DateTime<Utc>,
+    /// When deletion was requested, if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<DateTime<Utc>>,
+    /// Who created it.
+    pub creators: Vec<String>,
+    /// Incremented on every spec change; send it back on PATCH to detect lost updates.
+    pub version: i64,
+}
+
+/// Metadata a tenant may give on create.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MetadataInput {
+    /// The VM's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// On PATCH: the version the change is based on; a stale one is refused with 409.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
+}
+
+/// The request and response envelope: `{"object": ...}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Envelope<T> {
+    /// The object.
+    pub object: T,
+}
+
+/// A page of a list: `{"items": [...], "size": n, "total": n}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Page<T> {
+    /// The items on this page.
+    pub items: Vec<T>,
+    /// How many items are on this page.
+    pub size: u64,
+    /// How many items match, over all pages.
+    pub total: u64,
+}
