@@ -449,7 +449,7 @@ async fn function_bench(calls: usize) -> anyhow::Result<()> {
     use function_sdk_rust::proto::v1::function_runner_service_client::FunctionRunnerServiceClient;
     use function_sdk_rust::proto::v1::{RequestMeta, Resource, RunFunctionRequest, State};
     use function_sdk_rust::resource::json_to_struct;
-    use vmaas_model::k8s::render::{FunctionInput, VmXrSpec, render_vm};
+    use vmaas_function::xr::{FunctionInput, VmXrSpec, render_vm};
 
     let xr = example("xr-virtualmachine.yaml")?;
     let observed = example("observed-virtualmachine.yaml")?;

@@ -10,9 +10,10 @@ use function_sdk_rust::{request, resource, response};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tonic::{Request, Response, Status};
-use vmaas_model::{Desired, Observation, Phase, Reason, Template, VirtualMachineStatus, VirtualMachineTemplate, derive_status};
+use vmaas_model::k8s::observe::observe_vm;
+use vmaas_model::{Desired, Phase, Template, VirtualMachineStatus, VirtualMachineTemplate, derive_status};
 
-use vmaas_model::k8s::render::{FunctionInput, NetworkXrSpec, VmXrSpec, network_namespace, render_network, render_vm};
+use crate::xr::{FunctionInput, NetworkXrSpec, VmXrSpec, network_namespace, render_network, render_vm};
 
 /// How long Crossplane may cache a response.
 pub const TTL: Duration = Duration::from_secs(60);
@@ -30,23 +31,6 @@ fn put<T: Serialize>(rsp: &mut RunFunctionResponse, name: &str, object: &T, read
     resource::update(r, object)?;
     resource::set_ready(r, if ready { Ready::True } else { Ready::False });
     Ok(())
-}
-
-/// The phase of an observed KubeVirt VM, from `status.ready` and `printableStatus`.
-pub fn vm_phase(vm: Option<&Value>, started: bool) -> Phase {
-    let Some(vm) = vm else { return Phase::Absent };
-    let printable = vm["status"]["printableStatus"].as_str().unwrap_or("");
-    let ready = vm["status"]["ready"].as_bool().unwrap_or(false);
-    match printable {
-        "ErrorUnschedulable" | "ErrImagePull" | "ImagePullBackOff" | "ErrorPvcNotFound" | "DataVolumeError" | "CrashLoopBackOff" => {
-            Phase::Failed(Reason::new(printable, format!("KubeVirt reports the VM as {printable}")))
-        }
-        "Stopped" if !started => Phase::Stopped,
-        "Stopping" | "Terminating" => Phase::Stopping(Reason::new(printable, "KubeVirt is stopping the VM")),
-        _ if ready => Phase::Ready,
-        "" => Phase::Starting(Reason::new("Provisioning", "the KubeVirt VM has no status yet")),
-        other => Phase::Starting(Reason::new(other, format!("KubeVirt reports the VM as {other}"))),
-    }
 }
 
 impl VmaasFunction {
@@ -185,23 +169,12 @@ impl VmaasFunction {
             put(&mut rsp, "udn", u, observed(req, "udn").is_some())?;
         }
         let started = spec.state == vmaas_model::PowerState::Started;
-        let phase = vm_phase(observed_vm.as_ref(), started);
-        put(&mut rsp, "vm", &r.vm, matches!(phase, Phase::Ready) || (!started && matches!(phase, Phase::Stopped)))?;
-        let external_ip = observed_svc.as_ref().and_then(|s| {
-            s["status"]["loadBalancer"]["ingress"]
-                .as_array()?
-                .first()
-                .and_then(|i| i["ip"].as_str().or(i["hostname"].as_str()))
-                .map(str::to_owned)
-        });
+        let obs = observe_vm(observed_vm.as_ref(), vmi.as_ref(), observed_svc.as_ref(), started);
+        let vm_ready = matches!(obs.phase, Phase::Ready) || (!started && matches!(obs.phase, Phase::Stopped));
+        put(&mut rsp, "vm", &r.vm, vm_ready)?;
         if let Some(svc) = &r.service {
-            put(&mut rsp, "service", svc, external_ip.is_some())?;
+            put(&mut rsp, "service", svc, obs.external_ip.is_some())?;
         }
-        let internal_ip =
-            vmi.as_ref().and_then(|v| v["status"]["interfaces"].as_array()?.first()?["ipAddress"].as_str().map(str::to_owned));
-        let mut obs = Observation::new(phase);
-        obs.internal_ip = internal_ip;
-        obs.external_ip = external_ip;
         let previous: VirtualMachineStatus = serde_json::from_value(xr["status"].clone()).unwrap_or_default();
         let status = derive_status(Desired::Power(spec.state), &obs, &previous, chrono::Utc::now());
         resource::update_status(response::desired_composite(&mut rsp), &status)?;

@@ -7,8 +7,11 @@
 //!
 //! - [`function`]: `RunFunction`: input, XR and observed state in; desired
 //!   objects, readiness and XR status out.
+//! - [`xr`]: the function's input and XR specs, and how an XR becomes a
+//!   machine spec plus rendering options for the shared model.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod function;
+pub mod xr;
