@@ -1,0 +1,30 @@
+//! Serial consoles, for backends whose VMs have one.
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tokio::sync::{broadcast, mpsc};
+
+use crate::error::BackendError;
+
+/// A live serial console: what was printed so far, what is printed from
+/// now on, and a way to type.
+pub struct Console {
+    /// The buffered output, oldest first.
+    pub history: Vec<u8>,
+    /// Output from now on.
+    pub output: broadcast::Receiver<Bytes>,
+    /// Input to the guest.
+    pub input: mpsc::Sender<Bytes>,
+}
+
+/// The serial consoles of a backend's VMs.
+#[async_trait]
+pub trait Consoles: Send + Sync {
+    /// The live console of VM `id`.
+    async fn open(&self, id: &str) -> Result<Console, BackendError>;
+
+    /// The buffered console output of VM `id`.
+    async fn log(&self, id: &str) -> Result<Vec<u8>, BackendError> {
+        Ok(self.open(id).await?.history)
+    }
+}

@@ -1,0 +1,210 @@
+//! The QEMU command line, typed: one `-blockdev`/`-device` pair per disk and
+//! one `-netdev`/`-device` pair per NIC, each with its own id, built from the
+//! machine spec and rendered into arguments in one place.
+
+use std::ffi::OsString;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+use vmaas_model::{ExposedPort, MachineSpec};
+
+use crate::accel::Accel;
+
+/// Booting a kernel directly, as the test images do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelBoot {
+    /// The kernel.
+    pub kernel: PathBuf,
+    /// Its initrd, if any.
+    pub initrd: Option<PathBuf>,
+    /// The kernel command line.
+    pub append: String,
+}
+
+/// One disk: a qcow2 file on virtio-blk.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiskArg {
+    /// Node and device id, e.g. `disk-root`.
+    pub id: String,
+    /// The qcow2 file.
+    pub file: PathBuf,
+    /// Boot order, for the boot disk.
+    pub boot_index: Option<u32>,
+}
+
+/// A forward of a host port to a guest port on QEMU's user network.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Forward {
+    /// `tcp` or `udp`.
+    pub protocol: &'static str,
+    /// Host address.
+    pub host: Ipv4Addr,
+    /// Host port.
+    pub host_port: u16,
+    /// Guest port.
+    pub guest_port: u16,
+}
+
+/// One NIC on QEMU's user network (the backend's default network).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserNicArg {
+    /// Netdev and device id, e.g. `nic-default`.
+    pub id: String,
+    /// The guest's host name offered by DHCP.
+    pub hostname: String,
+    /// Host ports forwarded into the guest.
+    pub forwards: Vec<Forward>,
+}
+
+/// A whole QEMU invocation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QemuArgs {
+    /// `-name` (shown in `ps`) and the process name.
+    pub name: String,
+    /// Accelerator.
+    pub accel: Accel,
+    /// Virtual CPUs.
+    pub cpus: u32,
+    /// Memory in MiB.
+    pub memory_mib: u64,
+    /// Direct kernel boot, if the image has a kernel.
+    pub kernel: Option<KernelBoot>,
+    /// Disks, boot disk first.
+    pub disks: Vec<DiskArg>,
+    /// NICs.
+    pub nics: Vec<UserNicArg>,
+    /// PCI addresses of host GPUs to pass through.
+    pub gpus: Vec<String>,
+    /// Serial console socket.
+    pub serial: PathBuf,
+    /// QMP socket.
+    pub qmp: PathBuf,
+    /// Pid file written once daemonized.
+    pub pidfile: PathBuf,
+}
+
+/// The address QEMU's user-mode network gives the guest.
+pub const GUEST_IP: &str = "10.0.2.15";
+
+impl QemuArgs {
+    /// The host forwards of a VM's exposed ports on `external`, plus its probe forward.
+    pub fn forwards(exposed: &[ExposedPort], external: Ipv4Addr, probe: Option<(u16, u16)>) -> Vec<Forward> {
+        let mut f: Vec<Forward> =
+            exposed.iter().map(|p| Forward { protocol: p.protocol.as_str(), host: external, host_port: p.port, guest_port: p.port }).collect();
+        if let Some((host_port, guest_port)) = probe {
+            f.push(Forward { protocol: "tcp", host: Ipv4Addr::LOCALHOST, host_port, guest_port });
+        }
+        f
+    }
+
+    /// CPU and memory from the machine spec.
+    pub fn shape(spec: &MachineSpec) -> (u32, u64) {
+        (spec.cpu.cores, spec.memory_bytes().div_ceil(1 << 20))
+    }
+
+    /// The arguments, in order.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut a: Vec<OsString> = Vec::new();
+        let mut push = |parts: &[&str]| a.extend(parts.iter().map(OsString::from));
+        push(&["-name", &self.name]);
+        push(&["-machine", "pc", "-accel", self.accel.as_str()]);
+        push(&["-cpu", if self.accel == Accel::Kvm { "host" } else { "max" }]);
+        push(&["-smp", &self.cpus.to_string(), "-m", &format!("{}M", self.memory_mib)]);
+        push(&["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]);
+        if let Some(k) = &self.kernel {
+            push(&["-kernel", &k.kernel.to_string_lossy()]);
+            if let Some(i) = &k.initrd {
+                push(&["-initrd", &i.to_string_lossy()]);
+            }
+            push(&["-append", &k.append]);
+        }
+        for d in &self.disks {
+            let node = format!(
+                "{{\"driver\":\"qcow2\",\"node-name\":\"{id}\",\"discard\":\"unmap\",\"file\":{{\"driver\":\"file\",\"filename\":{file},\"cache\":{{\"direct\":false}}}}}}",
+                id = d.id,
+                file = serde_json::Value::String(d.file.to_string_lossy().into_owned())
+            );
+            push(&["-blockdev", &node]);
+            let mut dev = format!("virtio-blk-pci,drive={},id=dev-{}", d.id, d.id);
+            if let Some(b) = d.boot_index {
+                dev.push_str(&format!(",bootindex={b}"));
+            }
+            push(&["-device", &dev]);
+        }
+        for n in &self.nics {
+            let mut netdev = format!("user,id={},net=10.0.2.0/24,dhcpstart={GUEST_IP},hostname={}", n.id, n.hostname);
+            for f in &n.forwards {
+                netdev.push_str(&format!(",hostfwd={}:{}:{}-:{}", f.protocol, f.host, f.host_port, f.guest_port));
+            }
+            push(&["-netdev", &netdev, "-device", &format!("virtio-net-pci,netdev={},id=dev-{}", n.id, n.id)]);
+        }
+        push(&["-chardev", &format!("socket,id=serial0,path={},server=on,wait=off", self.serial.display())]);
+        push(&["-serial", "chardev:serial0"]);
+        push(&["-qmp", &format!("unix:{},server=on,wait=off", self.qmp.display())]);
+        for (i, addr) in self.gpus.iter().enumerate() {
+            push(&["-device", &format!("vfio-pci,host={addr},id=gpu{i}")]);
+        }
+        push(&["-daemonize", "-pidfile", &self.pidfile.to_string_lossy()]);
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> QemuArgs {
+        QemuArgs {
+            name: "vmaas-web,process=vmaas-0b3c5e0e".into(),
+            accel: Accel::Tcg,
+            cpus: 2,
+            memory_mib: 256,
+            kernel: None,
+            disks: vec![
+                DiskArg { id: "disk-root".into(), file: "/v/disk.qcow2".into(), boot_index: Some(1) },
+                DiskArg { id: "disk-data".into(), file: "/v/data.qcow2".into(), boot_index: None },
+            ],
+            nics: vec![UserNicArg {
+                id: "nic-default".into(),
+                hostname: "web".into(),
+                forwards: QemuArgs::forwards(
+                    &[ExposedPort { port: 80, protocol: vmaas_model::Protocol::Tcp, name: None }],
+                    Ipv4Addr::new(127, 42, 0, 1),
+                    Some((40000, 80)),
+                ),
+            }],
+            gpus: vec![],
+            serial: "/v/serial.sock".into(),
+            qmp: "/v/qmp.sock".into(),
+            pidfile: "/v/qemu.pid".into(),
+        }
+    }
+
+    fn after<'a>(a: &'a [String], flag: &str) -> Vec<&'a str> {
+        a.windows(2).filter(|w| w[0] == flag).map(|w| w[1].as_str()).collect()
+    }
+
+    #[test]
+    fn one_blockdev_and_device_per_disk_and_one_netdev_per_nic() {
+        let a: Vec<String> = args().to_args().into_iter().map(|s| s.into_string().unwrap()).collect();
+        let blockdevs = after(&a, "-blockdev");
+        assert_eq!(blockdevs.len(), 2);
+        let root: serde_json::Value = serde_json::from_str(blockdevs[0]).unwrap();
+        assert_eq!(root["node-name"], "disk-root");
+        assert_eq!(root["file"]["filename"], "/v/disk.qcow2");
+        let devices = after(&a, "-device");
+        assert_eq!(
+            devices,
+            [
+                "virtio-blk-pci,drive=disk-root,id=dev-disk-root,bootindex=1",
+                "virtio-blk-pci,drive=disk-data,id=dev-disk-data",
+                "virtio-net-pci,netdev=nic-default,id=dev-nic-default"
+            ]
+        );
+        assert_eq!(
+            after(&a, "-netdev"),
+            ["user,id=nic-default,net=10.0.2.0/24,dhcpstart=10.0.2.15,hostname=web,hostfwd=tcp:127.42.0.1:80-:80,hostfwd=tcp:127.0.0.1:40000-:80"]
+        );
+        assert_eq!(after(&a, "-m"), ["256M"]);
+    }
+}

@@ -1,0 +1,66 @@
+//! What this host can give a VM, and why it cannot run one.
+
+use serde::Serialize;
+use vmaas_model::{MachineSpec, Reason};
+
+/// CPUs, memory and GPUs of the host.
+#[derive(Debug, Clone, Serialize)]
+pub struct Host {
+    /// Logical CPUs.
+    pub cpus: u32,
+    /// Memory in bytes (0 if unknown).
+    pub memory_bytes: u64,
+    /// PCI addresses of GPUs bound to vfio-pci.
+    pub gpus: Vec<String>,
+}
+
+impl Host {
+    /// Reads the host's resources (blocking: call once, at start-up).
+    pub fn probe() -> Self {
+        let cpus = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+        let memory_bytes = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| m.lines().find(|l| l.starts_with("MemTotal:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()))
+            .map(|kib| kib * 1024)
+            .unwrap_or(0);
+        let mut gpus = Vec::new();
+        if let Ok(entries) = std::fs::read_dir("/sys/bus/pci/devices") {
+            for e in entries.flatten() {
+                let class = std::fs::read_to_string(e.path().join("class")).unwrap_or_default();
+                let driver =
+                    std::fs::read_link(e.path().join("driver")).ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+                if class.trim().starts_with("0x03") && driver.as_deref() == Some("vfio-pci") {
+                    gpus.push(e.file_name().to_string_lossy().into_owned());
+                }
+            }
+        }
+        gpus.sort();
+        Self { cpus, memory_bytes, gpus }
+    }
+
+    /// Why this host cannot run `spec`, if it cannot.
+    pub fn capacity_problem(&self, spec: &MachineSpec) -> Option<Reason> {
+        if !spec.gpus.is_empty() && self.gpus.len() < spec.gpus.len() {
+            let asked: Vec<&str> = spec.gpus.iter().map(|g| g.device_name.as_str()).collect();
+            return Some(Reason::new(
+                "NoGPUAvailable",
+                format!(
+                    "the VM asks for {} GPU(s) ({}); this host has {} GPU(s) bound to vfio-pci",
+                    spec.gpus.len(),
+                    asked.join(", "),
+                    self.gpus.len()
+                ),
+            ));
+        }
+        if spec.cpu.cores > self.cpus {
+            return Some(Reason::new("InsufficientCPU", format!("the VM asks for {} CPU cores; this host has {}", spec.cpu.cores, self.cpus)));
+        }
+        if self.memory_bytes > 0 && spec.memory_bytes() > self.memory_bytes {
+            return Some(Reason::new(
+                "InsufficientMemory",
+                format!("the VM asks for {} of memory; this host has {} MiB", spec.memory, self.memory_bytes >> 20),
+            ));
+        }
+        None
+    }
+}

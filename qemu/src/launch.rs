@@ -1,0 +1,167 @@
+//! Starting a VM's QEMU (its disks, its external IP, its command line) and
+//! removing everything a VM has.
+
+use std::ffi::OsStr;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::Command;
+use tracing::info;
+use vmaas_backend::{BackendError, VmTarget};
+use vmaas_model::{DiskSource, Reason};
+
+use crate::Vms;
+use crate::argv::{DiskArg, KernelBoot, QemuArgs, UserNicArg};
+use crate::lifecycle::{Stop, Vm};
+use crate::probe::effective_probe;
+use crate::process::{Process, free_local_port, read_pid};
+
+fn failed(reason: &str, message: impl Into<String>) -> Stop {
+    Stop::Failed(Reason::new(reason, message))
+}
+
+impl Vms {
+    async fn qemu_img(&self, args: &[&OsStr]) -> Result<(), String> {
+        let out = Command::new(&self.cfg.qemu_img)
+            .args(args)
+            .output()
+            .await
+            .map_err(|e| format!("running {}: {e}", self.cfg.qemu_img.display()))?;
+        if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()) }
+    }
+
+    /// One qcow2 file per disk of the machine, created on first boot.
+    async fn disks(&self, vm: &Vm, t: &VmTarget, base: &std::path::Path) -> Result<Vec<DiskArg>, Stop> {
+        let mut out = Vec::new();
+        for d in &t.spec.machine.disks {
+            let is_root = d.source == DiskSource::Image;
+            let file = if is_root { vm.path("disk.qcow2") } else { vm.path(&format!("disk-{}.qcow2", d.name)) };
+            if !tokio::fs::try_exists(&file).await.unwrap_or(false) {
+                let size = d.size.to_units_ceil().unwrap_or(0).to_string();
+                let mut args: Vec<&OsStr> = vec!["create".as_ref(), "-q".as_ref(), "-f".as_ref(), "qcow2".as_ref()];
+                if is_root {
+                    args.extend(["-F".as_ref(), "qcow2".as_ref(), "-b".as_ref(), base.as_os_str()]);
+                }
+                args.extend([file.as_os_str(), size.as_ref()]);
+                self.qemu_img(&args).await.map_err(|m| failed("DiskError", format!("creating disk {} ({}): {m}", d.name, d.size)))?;
+            }
+            out.push(DiskArg { id: format!("disk-{}", d.name), file, boot_index: is_root.then_some(1) });
+        }
+        Ok(out)
+    }
+
+    /// Starts QEMU for `t`, daemonized, and takes hold of its process.
+    pub(crate) async fn launch(&self, vm: &mut Vm, t: &VmTarget) -> Result<Process, Stop> {
+        let machine = &t.spec.machine;
+        let catalog = self.cfg.images.clone();
+        let name = machine.boot.image.clone();
+        let image = tokio::task::spawn_blocking(move || catalog.get(&name))
+            .await
+            .map_err(|e| Stop::Backend(BackendError::transient("reading the image catalog", e)))?
+            .map_err(|m| failed("ImageNotFound", m))?;
+        let base = tokio::fs::canonicalize(image.disk())
+            .await
+            .map_err(|e| failed("ImageNotFound", format!("{}: {e}", image.disk().display())))?;
+        let disks = self.disks(vm, t, &base).await?;
+        let external = match vm.file.external_ip {
+            Some(ip) => ip,
+            None => {
+                let ip = self.pool_lock().allocate(&t.id).ok_or_else(|| failed("NoExternalIP", "the external IP pool is exhausted"))?;
+                vm.file.external_ip = Some(ip);
+                vm.file.save(&vm.dir).await?;
+                ip
+            }
+        };
+        let probe = effective_probe(machine);
+        let probe_port = match &probe {
+            Some(_) => Some(free_local_port().map_err(|e| failed("PortForwardFailed", e.to_string()))?),
+            None => None,
+        };
+        let forwards = QemuArgs::forwards(&machine.exposed_ports, external, probe_port.zip(probe.as_ref().map(|p| p.check.port())));
+        // One user network per VM: the first NIC carries the forwards.
+        let nics: Vec<UserNicArg> = machine
+            .nics
+            .iter()
+            .enumerate()
+            .map(|(i, n)| UserNicArg {
+                id: format!("nic-{}", n.name),
+                hostname: t.name.clone(),
+                forwards: if i == 0 { forwards.clone() } else { Vec::new() },
+            })
+            .collect();
+        for f in ["qmp.sock", "serial.sock", "qemu.pid"] {
+            let _ = tokio::fs::remove_file(vm.path(f)).await;
+        }
+        let (cpus, memory_mib) = QemuArgs::shape(machine);
+        let kernel = image.kernel().map(|kernel| KernelBoot {
+            kernel,
+            initrd: image.initrd(),
+            append: format!(
+                "{} vmaas.name={} vmaas.id={}",
+                image.manifest.cmdline.clone().unwrap_or_else(|| "console=ttyS0".into()),
+                t.name,
+                t.id
+            ),
+        });
+        let args = QemuArgs {
+            name: format!("vmaas-{},process=vmaas-{}", t.name, &t.id[..8.min(t.id.len())]),
+            accel: self.accel.accel,
+            cpus,
+            memory_mib,
+            kernel,
+            disks,
+            nics,
+            gpus: self.host.gpus.iter().take(machine.gpus.len()).cloned().collect(),
+            serial: vm.path("serial.sock"),
+            qmp: vm.path("qmp.sock"),
+            pidfile: vm.path("qemu.pid"),
+        };
+        let out = Command::new(&self.cfg.qemu)
+            .args(args.to_args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .await
+            .map_err(|e| failed("QemuFailed", format!("running {}: {e}", self.cfg.qemu.display())))?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+            let reason = if err.contains("host forwarding") || err.contains("hostfwd") { "PortForwardFailed" } else { "QemuFailed" };
+            return Err(failed(reason, format!("QEMU refused to start: {err}")));
+        }
+        let pid = read_pid(&vm.path("qemu.pid")).await.ok_or_else(|| failed("QemuFailed", "QEMU started but wrote no pid file"))?;
+        vm.file.probe_port = probe_port;
+        vm.file.save(&vm.dir).await?;
+        Process::adopt(pid, &t.id).await.ok_or_else(|| failed("QemuFailed", format!("QEMU (pid {pid}) exited right after it started")))
+    }
+
+    /// Removes everything VM `id` has: its process, directory and external IP.
+    pub(crate) async fn delete_vm(&self, id: &str) -> Result<(), BackendError> {
+        let handle = self.handle(id);
+        let dir = self.cfg.state_dir.join(id);
+        let process = match &handle {
+            Some(h) => h.lock().await.process.clone(),
+            None => match read_pid(&dir.join("qemu.pid")).await {
+                Some(pid) => Process::adopt(pid, id).await.map(std::sync::Arc::new),
+                None => None,
+            },
+        };
+        if let Some(p) = process.filter(|p| !p.has_exited()) {
+            if !p.kill_and_wait(Duration::from_secs(2)).await {
+                return Err(BackendError::transient("stopping the guest", format!("QEMU (pid {}) survives SIGKILL", p.pid())));
+            }
+        }
+        if let Some(h) = &handle {
+            h.lock().await.stop_runtime();
+        }
+        match tokio::fs::remove_dir_all(&dir).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(BackendError::transient(format!("removing {}", dir.display()), e)),
+        }
+        self.pool_lock().release(id);
+        self.forget(id);
+        info!(vm = %id, "guest deleted");
+        Ok(())
+    }
+}

@@ -1,0 +1,334 @@
+//! One VM's life: its runtime state, and the steps `ensure` takes towards
+//! the spec (power off, stay failed, restart, watch a running guest, heal a
+//! crashed one, boot). A step that cannot go on returns [`Stop::Failed`],
+//! and one place turns that into the standing FAILED observation.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+use vmaas_backend::{BackendError, Requeue, VmTarget};
+use vmaas_model::{ObjectKind, Observation, Phase, PowerState, Reason};
+
+use crate::Vms;
+use crate::argv::GUEST_IP;
+use crate::console::SerialConsole;
+use crate::probe::{self, ProbeJob, effective_probe, panic_line};
+use crate::process::Process;
+use crate::qmp::Qmp;
+use crate::state::VmFile;
+
+/// How often a VM on its way somewhere is looked at again.
+const STEP: Duration = Duration::from_millis(500);
+
+/// One VM's runtime state.
+pub(crate) struct Vm {
+    pub(crate) dir: PathBuf,
+    pub(crate) file: VmFile,
+    /// The QEMU process we started or adopted, until we see it gone.
+    pub(crate) process: Option<Arc<Process>>,
+    pub(crate) console: Option<SerialConsole>,
+    ready: Arc<AtomicBool>,
+    probe: Option<JoinHandle<()>>,
+    exit_watch: Option<JoinHandle<()>>,
+    started: Option<Instant>,
+    /// Set when a stop was asked: the moment to stop hard.
+    stop_deadline: Option<Instant>,
+    crashes: Vec<Instant>,
+    degraded: Option<Reason>,
+    /// A failure that stands until the spec (version) or power state changes.
+    failed: Option<(i64, Reason)>,
+}
+
+/// Why a step could not go on.
+pub(crate) enum Stop {
+    /// The VM cannot run as it is: FAILED until its spec changes.
+    Failed(Reason),
+    /// The backend failed.
+    Backend(BackendError),
+}
+
+impl From<BackendError> for Stop {
+    fn from(e: BackendError) -> Self {
+        Self::Backend(e)
+    }
+}
+
+type Step = Result<(Observation, Requeue), Stop>;
+
+impl Vm {
+    pub(crate) fn new(dir: PathBuf, file: VmFile) -> Self {
+        Self {
+            dir,
+            file,
+            process: None,
+            console: None,
+            ready: Arc::new(AtomicBool::new(false)),
+            probe: None,
+            exit_watch: None,
+            started: None,
+            stop_deadline: None,
+            crashes: Vec::new(),
+            degraded: None,
+            failed: None,
+        }
+    }
+
+    pub(crate) fn path(&self, f: &str) -> PathBuf {
+        self.dir.join(f)
+    }
+
+    /// Takes over a QEMU that kept running while the server was down.
+    pub(crate) fn adopt(&mut self, process: Process, console: Option<SerialConsole>) {
+        self.process = Some(Arc::new(process));
+        self.console = console;
+        self.started = Some(Instant::now());
+    }
+
+    pub(crate) fn stop_runtime(&mut self) {
+        for t in [self.probe.take(), self.exit_watch.take()].into_iter().flatten() {
+            t.abort();
+        }
+        self.console = None;
+        self.process = None;
+        self.started = None;
+        self.stop_deadline = None;
+        self.ready.store(false, Ordering::SeqCst);
+    }
+
+    fn observation(&self, phase: Phase) -> Observation {
+        let mut o = Observation::new(phase);
+        if self.process.is_some() {
+            o.internal_ip = Some(GUEST_IP.into());
+        }
+        o.external_ip = self.file.external_ip.map(|ip| ip.to_string());
+        o.degraded = self.degraded.clone();
+        o
+    }
+
+    fn running(&self) -> Option<Arc<Process>> {
+        self.process.as_ref().filter(|p| !p.has_exited()).cloned()
+    }
+
+    fn console_tail(&self, lines: usize) -> String {
+        self.console.as_ref().map(|c| c.last_lines(lines)).unwrap_or_default()
+    }
+}
+
+fn starting(reason: &str, message: &str) -> Phase {
+    Phase::Starting(Reason::new(reason, message))
+}
+
+impl Vms {
+    /// Makes one step towards `t` for `vm`.
+    pub(crate) async fn ensure_vm(&self, vm: &mut Vm, t: &VmTarget) -> Result<(Observation, Requeue), BackendError> {
+        if t.spec.power == PowerState::Stopped {
+            return Ok(self.ensure_stopped(vm).await);
+        }
+        if let Some((version, reason)) = &vm.failed {
+            if *version == t.version {
+                return Ok((vm.observation(Phase::Failed(reason.clone())), Requeue::AwaitChange));
+            }
+            vm.failed = None;
+            vm.crashes.clear();
+        }
+        match self.ensure_started(vm, t).await {
+            Ok(step) => Ok(step),
+            Err(Stop::Backend(e)) => Err(e),
+            Err(Stop::Failed(reason)) => {
+                vm.failed = Some((t.version, reason.clone()));
+                Ok((vm.observation(Phase::Failed(reason)), Requeue::AwaitChange))
+            }
+        }
+    }
+
+    async fn ensure_stopped(&self, vm: &mut Vm) -> (Observation, Requeue) {
+        vm.failed = None;
+        vm.degraded = None;
+        vm.crashes.clear();
+        match vm.running() {
+            Some(p) => {
+                self.stop_step(vm, &p).await;
+                (vm.observation(starting_stop()), Requeue::after(STEP))
+            }
+            None => {
+                vm.stop_runtime();
+                (vm.observation(Phase::Stopped), Requeue::AwaitChange)
+            }
+        }
+    }
+
+    async fn ensure_started(&self, vm: &mut Vm, t: &VmTarget) -> Step {
+        if let Some(reason) = self.host.capacity_problem(&t.spec.machine) {
+            return Err(Stop::Failed(reason));
+        }
+        if t.spec.requests.restart > vm.file.restarts {
+            vm.file.restarts = t.spec.requests.restart;
+            vm.file.save(&vm.dir).await?;
+            if let Some(p) = vm.running() {
+                info!(vm = %t.id, "restarting the guest");
+                self.quit(vm, &p).await;
+                vm.stop_runtime();
+                self.boot(vm, t).await?;
+                let phase = starting("Restarting", "the guest was restarted as asked and is booting");
+                return Ok((vm.observation(phase), Requeue::after(STEP)));
+            }
+        }
+        match vm.running() {
+            Some(p) => self.watch_running(vm, t, &p),
+            None => self.heal_or_boot(vm, t).await,
+        }
+    }
+
+    /// A guest is running: is it ready, panicked, too slow, or still booting?
+    fn watch_running(&self, vm: &mut Vm, t: &VmTarget, p: &Arc<Process>) -> Step {
+        if vm.probe.is_none() {
+            // Re-adopted after a server restart: probe and watch it again.
+            self.start_probe(vm, t);
+            self.watch_exit(vm, p);
+        }
+        if vm.stop_deadline.is_some() {
+            let phase = Phase::Stopping(Reason::new("PoweringOff", "finishing the previous power-off before starting"));
+            return Ok((vm.observation(phase), Requeue::after(STEP)));
+        }
+        if vm.ready.load(Ordering::SeqCst) {
+            vm.degraded = None;
+            return Ok((vm.observation(Phase::Ready), Requeue::AwaitChange));
+        }
+        if let Some(line) = panic_line(&vm.console_tail(12)) {
+            // A kernel that panics early hangs instead of rebooting: stop it.
+            p.kill();
+            return Err(Stop::Failed(Reason::new("GuestPanicked", format!("the guest kernel panicked: {line}"))));
+        }
+        let probe = effective_probe(&t.spec.machine);
+        let timeout = Duration::from_secs(u64::from(probe.as_ref().map(|p| p.timeout_seconds).unwrap_or(300)));
+        if vm.started.is_some_and(|s| s.elapsed() > timeout) {
+            let message = format!(
+                "the guest did not answer {} within {timeout:?}; last console lines:\n{}",
+                probe::describe(probe.as_ref()),
+                vm.console_tail(3)
+            );
+            return Err(Stop::Failed(Reason::new("ReadinessTimeout", message)));
+        }
+        Ok((vm.observation(starting("Booting", "the guest is booting; waiting for its readiness probe")), Requeue::after(STEP)))
+    }
+
+    /// Not running, but it should be: heal a crash (or give up on a crash
+    /// loop or a panic), or boot for the first time.
+    async fn heal_or_boot(&self, vm: &mut Vm, t: &VmTarget) -> Step {
+        let crashed = vm.process.is_some();
+        let tail = vm.console_tail(4);
+        vm.stop_runtime();
+        if !crashed {
+            self.boot(vm, t).await?;
+            return Ok((vm.observation(starting("Booting", "the guest is booting")), Requeue::after(STEP)));
+        }
+        if let Some(line) = panic_line(&tail) {
+            return Err(Stop::Failed(Reason::new("GuestPanicked", format!("the guest kernel panicked: {line}"))));
+        }
+        let now = Instant::now();
+        vm.crashes.retain(|c| now.duration_since(*c) < Duration::from_secs(300));
+        vm.crashes.push(now);
+        if vm.crashes.len() >= 3 {
+            let message = format!("QEMU exited {} times in 5 minutes; last console lines:\n{tail}", vm.crashes.len());
+            return Err(Stop::Failed(Reason::new("CrashLoop", message)));
+        }
+        warn!(vm = %t.id, "the guest's QEMU exited unexpectedly; restarting it");
+        let message = format!("QEMU exited unexpectedly and was restarted ({} time(s) in 5 minutes)", vm.crashes.len());
+        vm.degraded = Some(Reason::new("GuestRestarted", message));
+        self.boot(vm, t).await?;
+        Ok((vm.observation(starting("Restarting", "the guest is booting again")), Requeue::after(STEP)))
+    }
+
+    /// Boots the guest and starts watching it.
+    async fn boot(&self, vm: &mut Vm, t: &VmTarget) -> Result<(), Stop> {
+        let process = self.launch(vm, t).await?;
+        vm.started = Some(Instant::now());
+        vm.stop_deadline = None;
+        vm.ready.store(false, Ordering::SeqCst);
+        match SerialConsole::attach(&vm.path("serial.sock"), vm.path("console.log")).await {
+            Ok(c) => vm.console = Some(c),
+            Err(e) => warn!(vm = %t.id, error = %e, "cannot attach the serial console"),
+        }
+        let process = Arc::new(process);
+        vm.process = Some(process.clone());
+        self.start_probe(vm, t);
+        self.watch_exit(vm, &process);
+        info!(vm = %t.id, name = %t.name, pid = process.pid(), accel = self.accel.accel.as_str(), "guest started");
+        Ok(())
+    }
+
+    fn start_probe(&self, vm: &mut Vm, t: &VmTarget) {
+        if let Some(p) = vm.probe.take() {
+            p.abort();
+        }
+        let job = ProbeJob {
+            probe: effective_probe(&t.spec.machine),
+            port: vm.file.probe_port,
+            qmp: vm.path("qmp.sock"),
+            console_log: vm.path("console.log"),
+        };
+        let (wake, id) = (self.wake.get().cloned(), t.id.clone());
+        vm.probe = Some(probe::spawn(job, vm.ready.clone(), move || {
+            if let Some(w) = wake {
+                w.wake(ObjectKind::VirtualMachine, &id);
+            }
+        }));
+    }
+
+    /// Wakes the reconciler for this VM as soon as its QEMU exits, however it
+    /// exits (powered off, crashed, killed), so the status follows at once.
+    fn watch_exit(&self, vm: &mut Vm, p: &Arc<Process>) {
+        let Some(wake) = self.wake.get().cloned() else { return };
+        if let Some(w) = vm.exit_watch.take() {
+            w.abort();
+        }
+        let (p, id) = (p.clone(), vm.file.id.clone());
+        vm.exit_watch = Some(tokio::spawn(async move {
+            p.exited().await;
+            wake.wake(ObjectKind::VirtualMachine, &id);
+        }));
+    }
+
+    /// Asks the guest to power off (ACPI), or stops it hard once the grace period is over.
+    async fn stop_step(&self, vm: &mut Vm, p: &Process) {
+        match vm.stop_deadline {
+            None => {
+                vm.stop_deadline = Some(Instant::now() + self.cfg.stop_grace);
+                let r = match Qmp::connect(&vm.path("qmp.sock")).await {
+                    Ok(mut q) => q.execute("system_powerdown", None).await.map(|_| ()),
+                    Err(e) => Err(e),
+                };
+                match r {
+                    Ok(()) => info!(vm = %vm.file.id, "ACPI power-down sent"),
+                    Err(e) => {
+                        warn!(vm = %vm.file.id, error = %e, "power-down failed; stopping hard");
+                        p.kill();
+                    }
+                }
+            }
+            Some(deadline) if Instant::now() >= deadline => {
+                warn!(vm = %vm.file.id, grace = ?self.cfg.stop_grace, "the guest did not power off in time; stopping hard");
+                self.quit(vm, p).await;
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Stops QEMU now: `quit` over QMP, then SIGKILL if it lingers.
+    async fn quit(&self, vm: &Vm, p: &Process) {
+        if let Ok(mut q) = Qmp::connect(&vm.path("qmp.sock")).await {
+            let _ = q.execute("quit", None).await;
+        }
+        if tokio::time::timeout(Duration::from_secs(1), p.exited()).await.is_err() {
+            p.kill_and_wait(Duration::from_secs(2)).await;
+        }
+    }
+}
+
+fn starting_stop() -> Phase {
+    Phase::Stopping(Reason::new("PoweringOff", "the guest is powering off"))
+}

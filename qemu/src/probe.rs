@@ -1,0 +1,130 @@
+//! Readiness probes: the template's check, run through a private host
+//! forward until the guest answers, in a task of its own.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+use vmaas_model::{MachineSpec, Probe, ProbeCheck, Protocol};
+
+use crate::qmp::Qmp;
+
+/// The probe a VM is checked with: the template's, else a TCP check of the
+/// first exposed TCP port, else none (ready once the guest prints on its console).
+pub fn effective_probe(spec: &MachineSpec) -> Option<Probe> {
+    spec.readiness_probe.clone().or_else(|| {
+        spec.exposed_ports
+            .iter()
+            .find(|p| p.protocol == Protocol::Tcp)
+            .map(|p| Probe { check: ProbeCheck::Tcp { port: p.port }, period_seconds: 1, timeout_seconds: 300 })
+    })
+}
+
+/// What a probe task needs.
+pub struct ProbeJob {
+    /// The check, if any.
+    pub probe: Option<Probe>,
+    /// The host port forwarded to the probed guest port.
+    pub port: Option<u16>,
+    /// The VM's QMP socket.
+    pub qmp: PathBuf,
+    /// The console log (readiness without a probe).
+    pub console_log: PathBuf,
+}
+
+/// Runs `job` until the guest answers, then sets `ready` and calls `on_ready`.
+pub fn spawn(job: ProbeJob, ready: Arc<AtomicBool>, on_ready: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let ok = match (&job.probe, job.port) {
+                (Some(p), Some(port)) => probe_once(&p.check, port, &job.qmp).await,
+                _ => tokio::fs::metadata(&job.console_log).await.map(|m| m.len() > 0).unwrap_or(false),
+            };
+            if ok {
+                ready.store(true, Ordering::SeqCst);
+                on_ready();
+                return;
+            }
+            let period = job.probe.as_ref().map(|p| p.period_seconds).unwrap_or(1);
+            tokio::time::sleep(Duration::from_millis(u64::from(period) * 1000 / 4).max(Duration::from_millis(200))).await;
+        }
+    })
+}
+
+/// One readiness check through the probe forward on 127.0.0.1:`port`.
+async fn probe_once(check: &ProbeCheck, port: u16, qmp: &Path) -> bool {
+    let connect = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(("127.0.0.1", port)));
+    let Ok(Ok(mut s)) = connect.await else { return false };
+    match check {
+        ProbeCheck::Http { path, .. } => {
+            let req = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\nUser-Agent: vmaas-probe\r\n\r\n");
+            if s.write_all(req.as_bytes()).await.is_err() {
+                return false;
+            }
+            let mut buf = [0u8; 32];
+            let read = tokio::time::timeout(Duration::from_secs(3), s.read(&mut buf)).await;
+            let Ok(Ok(n)) = read else { return false };
+            let line = String::from_utf8_lossy(&buf[..n]);
+            let code = line.split_whitespace().nth(1).and_then(|c| c.parse::<u16>().ok());
+            matches!(code, Some(200..=399))
+        }
+        ProbeCheck::Tcp { .. } => {
+            // QEMU's user network accepts on the host side at once, whether or
+            // not the guest listens. Ask QEMU whether its side of this
+            // connection reached ESTABLISHED with the guest.
+            let mut buf = [0u8; 1];
+            match tokio::time::timeout(Duration::from_millis(300), s.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => return true,
+                Ok(_) => return false,
+                Err(_) => {}
+            }
+            let Ok(mut q) = Qmp::connect(qmp).await else { return false };
+            let cmd = serde_json::json!({"command-line": "info usernet"});
+            let Ok(table) = q.execute("human-monitor-command", Some(cmd)).await else { return false };
+            let established = usernet_established(table.as_str().unwrap_or(""), port);
+            drop(s);
+            established
+        }
+    }
+}
+
+/// Whether QEMU's user-network table shows an established TCP connection
+/// through the host forward on 127.0.0.1:`port`.
+fn usernet_established(table: &str, port: u16) -> bool {
+    table.lines().any(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        cols.len() >= 4 && cols[0] == "TCP[ESTABLISHED]" && cols[2] == "127.0.0.1" && cols[3] == port.to_string()
+    })
+}
+
+/// The first line of `console` that reports a kernel panic, if any.
+pub fn panic_line(console: &str) -> Option<String> {
+    console.lines().find(|l| l.contains("Kernel panic") || l.contains("PANIC: early exception")).map(|l| l.trim().to_owned())
+}
+
+/// What a probe waits for, for messages.
+pub fn describe(probe: Option<&Probe>) -> String {
+    match probe.map(|p| &p.check) {
+        Some(ProbeCheck::Http { port, path }) => format!("an HTTP GET of port {port}{path}"),
+        Some(ProbeCheck::Tcp { port }) => format!("a TCP connection to port {port}"),
+        None => "console output".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_usernet_table() {
+        let table = "Hub -1 (net0):\n  Protocol[State]    FD  Source Address  Port   Dest. Address  Port RecvQ SendQ\n  TCP[ESTABLISHED]   19       127.0.0.1 45269       10.0.2.15    22     0     0\n  TCP[SYN_SYNC]      20       127.0.0.1 45270       10.0.2.15    22     0     0\n  TCP[HOST_FORWARD]  14       127.0.0.1 45269       10.0.2.15    22     0     0\n";
+        assert!(usernet_established(table, 45269));
+        assert!(!usernet_established(table, 45270));
+        assert!(!usernet_established(table, 1));
+        assert!(panic_line("ok\n[ 0.1] Kernel panic - not syncing: VFS\n").unwrap().starts_with("[ 0.1] Kernel panic"));
+    }
+}

@@ -1,0 +1,81 @@
+//! What is kept on disk for each VM (`vm.json`), written crash-consistently:
+//! a temporary file, fsynced, then renamed over the old one.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use vmaas_backend::BackendError;
+
+/// Name of the state file in a VM's directory.
+pub const STATE_FILE: &str = "vm.json";
+
+/// One VM's state file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VmFile {
+    /// The VM's id.
+    pub id: String,
+    /// Its tenant.
+    pub tenant: String,
+    /// Its name.
+    pub name: String,
+    /// Its external IP, once allocated.
+    pub external_ip: Option<Ipv4Addr>,
+    /// The host port forwarded to the guest's probe port in the current boot.
+    #[serde(default)]
+    pub probe_port: Option<u16>,
+    /// The restart generation acted on.
+    #[serde(default)]
+    pub restarts: u64,
+}
+
+impl VmFile {
+    /// Reads `dir/vm.json`; `None` when there is none or it does not decode.
+    pub async fn load(dir: &Path) -> Option<Result<Self, serde_json::Error>> {
+        let text = tokio::fs::read(dir.join(STATE_FILE)).await.ok()?;
+        Some(serde_json::from_slice(&text))
+    }
+
+    /// Writes `dir/vm.json` atomically, off the async runtime.
+    pub async fn save(&self, dir: &Path) -> Result<(), BackendError> {
+        let text = serde_json::to_vec_pretty(self).map_err(|e| BackendError::transient("encoding vm.json", e))?;
+        let path = dir.join(STATE_FILE);
+        let context = format!("saving {}", path.display());
+        tokio::task::spawn_blocking(move || write_atomic(&path, &text))
+            .await
+            .map_err(|e| BackendError::transient(context.clone(), e))?
+            .map_err(|e| BackendError::transient(context, e))
+    }
+}
+
+/// Writes `data` to `path` through a fsynced temporary file and a rename.
+pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp: PathBuf = path.with_extension("tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn saves_atomically_and_reads_back() {
+        let d = tempfile::tempdir().unwrap();
+        let f = VmFile { id: "a".into(), tenant: "t".into(), name: "n".into(), external_ip: None, probe_port: Some(4), restarts: 2 };
+        f.save(d.path()).await.unwrap();
+        assert_eq!(VmFile::load(d.path()).await.unwrap().unwrap(), f);
+        assert!(!d.path().join("vm.tmp").exists());
+        std::fs::write(d.path().join(STATE_FILE), b"{").unwrap();
+        assert!(VmFile::load(d.path()).await.unwrap().is_err());
+    }
+}
