@@ -5,13 +5,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tracing::info;
 
 use crate::api::{AppState, router};
 use crate::auth::{KEY_FILE, KeyError, Keys};
 use crate::metrics::Metrics;
-use crate::reconciler::{Reconciler, ReconcilerConfig};
+use crate::reconciler::{Queue, Reconciler, ReconcilerConfig};
 use crate::store::{Store, StoreError};
 use vmaas_backend::Backend;
 
@@ -113,9 +113,7 @@ impl App {
             None => Store::open_sqlite(&config.data_dir).await?,
         };
         let keys = Keys::load_or_create(&config.key_path())?;
-        let wake = Arc::new(Notify::new());
-        backend.attach(wake.clone());
-        let state = AppState { store, keys, wake, metrics: Arc::new(Metrics::new()), backend, tickets: Default::default() };
+        let state = AppState { store, keys, queue: Arc::new(Queue::default()), metrics: Arc::new(Metrics::new()), backend, tickets: Default::default() };
         Ok(Self { state, config, _lock: lock })
     }
 
@@ -133,11 +131,11 @@ impl App {
         let reconciler = Reconciler::new(
             self.state.store.clone(),
             self.state.backend.clone(),
-            self.state.wake.clone(),
+            self.state.queue.clone(),
             self.state.metrics.clone(),
             ReconcilerConfig { interval: self.config.reconcile_interval, ..Default::default() },
         );
-        let rec_task = tokio::spawn(reconciler.run(stop_rx));
+        let rec_task = tokio::spawn(Arc::new(reconciler).run(stop_rx));
         info!(
             listen = %local,
             database = self.state.store.dialect().as_str(),

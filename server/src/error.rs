@@ -111,6 +111,7 @@ impl From<StoreError> for ApiError {
             StoreError::AlreadyExists(m) => Self::new(StatusCode::CONFLICT, Code::AlreadyExists, m),
             StoreError::Conflict(m) => Self::new(StatusCode::CONFLICT, Code::Aborted, m),
             StoreError::InUse(m) => Self::precondition(m),
+            StoreError::MissingReference(m) => Self::precondition(m),
             other => Self::internal(other),
         }
     }

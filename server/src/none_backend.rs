@@ -4,28 +4,44 @@
 //! reason `NoBackend`, stop at once, and are removed at once. For API-only
 //! deployments and for the API's own tests; `qemu` runs real VMs.
 
-use async_trait::async_trait;
-use vmaas_model::{Observation, Phase, PowerState, Reason};
+use std::sync::Arc;
 
-use vmaas_backend::{Backend, BackendError, Cleanup, VmTarget};
+use async_trait::async_trait;
+use vmaas_backend::{Backend, BackendError, Capabilities, Cleanup, Driver, Requeue, VmDriver, VmObservation, VmSpec, VmTarget};
+use vmaas_model::{ObjectKind, Observation, Phase, PowerState, Reason};
 
 /// A backend that runs nothing.
 #[derive(Debug, Default)]
 pub struct NoBackend;
 
-#[async_trait]
+/// Its VM driver: records, never runs.
+#[derive(Debug, Default)]
+pub struct NoVms;
+
 impl Backend for NoBackend {
     fn name(&self) -> &'static str {
         "none"
     }
 
-    async fn ensure(&self, target: &VmTarget) -> Result<Observation, BackendError> {
-        Ok(Observation::new(match target.power {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { kinds: vec![ObjectKind::VirtualMachine], ..Default::default() }
+    }
+
+    fn vms(&self) -> Arc<VmDriver> {
+        Arc::new(NoVms)
+    }
+}
+
+#[async_trait]
+impl Driver<VmSpec, VmObservation> for NoVms {
+    async fn ensure(&self, target: &VmTarget) -> Result<(VmObservation, Requeue), BackendError> {
+        let observation = Observation::new(match target.spec.power {
             PowerState::Stopped => Phase::Stopped,
             PowerState::Started => {
                 Phase::Starting(Reason::new("NoBackend", "this server runs with --backend none: VMs are recorded but never started"))
             }
-        }))
+        });
+        Ok((VmObservation { observation, acted: target.spec.requests }, Requeue::AwaitChange))
     }
 
     async fn delete(&self, _id: &str) -> Result<Cleanup, BackendError> {

@@ -130,8 +130,13 @@ pub(super) async fn console(
             s.store.get_vm(&id, &scope(&caller)).await?;
         }
     }
-    let console = s.backend.console(&id).await.map_err(|e| ApiError::precondition(e.to_string()))?;
+    let console = consoles(&s)?.open(&id).await.map_err(|e| ApiError::precondition(e.to_string()))?;
     Ok(ws.on_upgrade(move |socket| pump(socket, console, id)))
+}
+
+/// The backend's consoles, or a 400 saying it has none.
+fn consoles(s: &AppState) -> Result<std::sync::Arc<dyn vmaas_backend::Consoles>, ApiError> {
+    s.backend.consoles().ok_or_else(|| ApiError::precondition(format!("the {} backend has no serial console", s.backend.name())))
 }
 
 async fn pump(mut socket: WebSocket, mut console: vmaas_backend::Console, id: String) {
@@ -166,6 +171,6 @@ async fn pump(mut socket: WebSocket, mut console: vmaas_backend::Console, id: St
     security(("bearer" = [])))]
 pub(super) async fn console_log(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
     s.store.get_vm(&id, &scope(&caller)).await?;
-    let log = s.backend.console_log(&id).await.map_err(|e| ApiError::precondition(e.to_string()))?;
+    let log = consoles(&s)?.log(&id).await.map_err(|e| ApiError::precondition(e.to_string()))?;
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], log).into_response())
 }

@@ -17,7 +17,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
-use tokio::sync::Notify;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 
@@ -27,6 +26,7 @@ pub use openapi::openapi_document;
 use crate::auth::Keys;
 use crate::error::{ApiError, Code};
 use crate::metrics::{HttpLabels, Metrics};
+use crate::reconciler::Queue;
 use crate::store::Store;
 use vmaas_backend::Backend;
 
@@ -46,8 +46,8 @@ pub struct AppState {
     pub store: Store,
     /// Token keys.
     pub keys: Keys,
-    /// Wakes the reconciler after a change.
-    pub wake: Arc<Notify>,
+    /// The reconciler's queue: a change enqueues the object it changed.
+    pub queue: Arc<Queue>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// The backend.
@@ -118,7 +118,7 @@ async fn healthz(State(state): State<AppState>) -> Response {
         "status": if db.is_ok() { "ok" } else { "unavailable" },
         "version": env!("CARGO_PKG_VERSION"),
         "database": state.store.dialect().as_str(),
-        "backend": { "name": state.backend.name(), "details": state.backend.health() },
+        "backend": { "name": state.backend.name(), "capabilities": state.backend.capabilities(), "details": state.backend.health() },
     });
     let code = if db.is_ok() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (code, Json(body)).into_response()

@@ -10,14 +10,18 @@ use serde::Deserialize;
 use tracing::info;
 use vmaas_model::validation::check_dns_label;
 use vmaas_model::{
-    CreateVirtualMachine, Desired, Envelope, Observation, Page, PatchVirtualMachine, Phase, Resolved, Template, ValidationErrors,
-    VirtualMachine, VirtualMachineSpec, VmState, derive_status, initial_status,
+    CreateVirtualMachine, Envelope, ObjectKind, Page, PatchVirtualMachine, Resolved, Template, ValidationErrors, VirtualMachine,
+    VirtualMachineSpec, VmState,
 };
 
 use super::{ApiJson, ApiQuery, AppState, Paging};
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::reconciler;
 use crate::store::{Scope, StoreError, VmFilter, VmRecord};
+
+/// How long a change waits for the reconciler to acknowledge it.
+const ACK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -138,22 +142,12 @@ pub(super) async fn create(
     let (Some(name), Some(resolved), true) = (name, resolved, errs.is_empty()) else {
         return Err(ApiError::invalid(errs));
     };
-    let now = Utc::now();
-    let rec = VmRecord {
-        id: uuid::Uuid::new_v4().to_string(),
-        tenant: caller.tenant.clone(),
-        name,
-        status: initial_status(obj.spec.state, now),
-        spec: obj.spec,
-        resolved: resolved.spec,
-        creators: vec![caller.subject.clone()],
-        version: 1,
-        created_at: now,
-        deleted_at: None,
-        restarts: 0,
-    };
-    s.store.insert_vm(&rec).await?;
-    s.wake.notify_one();
+    let rec = VmRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, obj.spec, resolved.spec, Utc::now());
+    s.store.insert_vm(&rec).await.map_err(|e| match e {
+        StoreError::MissingReference(reason) => ApiError::field("object.spec.template", reason),
+        other => other.into(),
+    })?;
+    s.queue.enqueue(ObjectKind::VirtualMachine, &rec.id);
     info!(vm = %rec.id, name = %rec.name, tenant = %rec.tenant, template = %rec.spec.template, "virtual machine created");
     Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
 }
@@ -203,28 +197,32 @@ pub(super) async fn patch(
     }
     if next.spec.template_parameters != current.spec.template_parameters {
         if let Some(r) = resolve(&s, &next.spec, &mut errs).await? {
-            next.resolved = r.spec;
+            next.machine = r.spec;
         }
     }
     if !errs.is_empty() {
         return Err(ApiError::invalid(errs));
     }
-    if next.spec.state != current.spec.state {
-        // Show at once that the VM is on its way; the reconciler takes it from here.
-        let phase = match current.status.state {
-            VmState::Ready => Phase::Ready,
-            VmState::Stopped => Phase::Stopped,
-            _ => Phase::Absent,
-        };
-        let mut obs = Observation::new(phase);
-        obs.internal_ip = current.status.internal_ip.clone();
-        obs.external_ip = current.status.external_ip.clone();
-        next.status = derive_status(Desired::Power(next.spec.state), &obs, &current.status, Utc::now());
-    }
     let saved = s.store.update_vm_spec(&next, expected).await?;
-    s.wake.notify_one();
     info!(vm = %id, version = saved.version, state = saved.spec.state.as_str(), "virtual machine updated");
-    Ok(Json(Envelope { object: saved.to_api() }))
+    let vm = settle(&s, &saved).await?;
+    Ok(Json(Envelope { object: vm.to_api() }))
+}
+
+/// Enqueues a changed VM and waits briefly for the reconciler to acknowledge
+/// the change, so the answer shows where the VM is going.
+async fn settle(s: &AppState, changed: &VmRecord) -> Result<VmRecord, ApiError> {
+    s.queue.enqueue(ObjectKind::VirtualMachine, &changed.id);
+    match reconciler::acknowledged(&s.store, &s.queue, &changed.id, changed.version, ACK_WAIT).await {
+        Ok(vm) => Ok(vm),
+        // Deleted and cleaned up already: show it as the reconciler last wrote it.
+        Err(StoreError::NotFound { .. }) => {
+            let mut gone = changed.clone();
+            gone.status = reconciler::deleting_status(changed);
+            Ok(gone)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Delete a virtual machine. It shows as DELETING until the backend has
@@ -238,13 +236,9 @@ pub(super) async fn remove(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Envelope<VirtualMachine>>), ApiError> {
-    let sc = scope(&caller);
-    let current = s.store.get_vm(&id, &sc).await?;
-    let now = Utc::now();
-    let status = derive_status(Desired::Deleted, &Observation::new(Phase::Absent), &current.status, now);
-    let rec = s.store.mark_vm_deleted(&id, &sc, &status, now).await?;
-    s.wake.notify_one();
-    info!(vm = %id, name = %rec.name, "virtual machine deletion requested");
+    let marked = s.store.mark_vm_deleted(&id, &scope(&caller), Utc::now()).await?;
+    info!(vm = %id, name = %marked.name, "virtual machine deletion requested");
+    let rec = settle(&s, &marked).await?;
     Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
 }
 
@@ -264,16 +258,8 @@ pub(super) async fn restart(
     if current.spec.state == vmaas_model::PowerState::Stopped {
         return Err(ApiError::precondition(format!("virtual machine {:?} is stopped: start it instead", current.name)));
     }
-    let mut rec = s.store.request_restart(&id, &sc).await?;
-    // Show at once that the VM is on its way down and up again.
-    let mut obs = Observation::new(Phase::Starting(vmaas_model::Reason::new("Restarting", "a restart was requested")));
-    obs.internal_ip = rec.status.internal_ip.clone();
-    obs.external_ip = rec.status.external_ip.clone();
-    let status = derive_status(Desired::Power(rec.spec.state), &obs, &rec.status, Utc::now());
-    if s.store.update_vm_status(&rec, &status).await? {
-        rec.status = status;
-    }
-    s.wake.notify_one();
-    info!(vm = %id, restarts = rec.restarts, "virtual machine restart requested");
+    let requested = s.store.request_restart(&id, &sc).await?;
+    info!(vm = %id, restart = requested.requests.restart, "virtual machine restart requested");
+    let rec = settle(&s, &requested).await?;
     Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
 }

@@ -1,0 +1,253 @@
+//! The reconciler: the only writer of status. Level-triggered, per object.
+//!
+//! Objects come off a [`Queue`]: enqueued by the API when their desired state
+//! changes, by the backend when something happens to them, by a cheap sweep
+//! for changes made by other replicas, and by a full resync now and then.
+//! Each kind has a reconcile function (`vm`) that reads the object, resolves
+//! what its driver needs, makes one step through the driver, writes the
+//! status and says when to look again. No object is reconciled twice at
+//! once. With several replicas on one PostgreSQL, a lease in the database
+//! makes sure only one replica reconciles at a time.
+
+mod queue;
+mod vm;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use tokio::sync::watch;
+use tracing::{Instrument, debug, info, info_span, warn};
+use vmaas_backend::{Backend, Wake};
+use vmaas_model::ObjectKind;
+
+pub use queue::{Key, Queue};
+pub(crate) use vm::deleting_status;
+
+use crate::metrics::Metrics;
+use crate::store::{Scope, Store, StoreError, VmRecord};
+
+/// Name of the lease that elects the reconciling replica.
+pub const LEASE: &str = "reconciler";
+
+/// Tuning of the loop.
+#[derive(Debug, Clone)]
+pub struct ReconcilerConfig {
+    /// Time between sweeps for changes the API of another replica made.
+    pub interval: Duration,
+    /// Time between full resyncs of every object.
+    pub resync: Duration,
+    /// How long a lease lasts without renewal.
+    pub lease_ttl: Duration,
+    /// How many objects are reconciled at once.
+    pub concurrency: usize,
+    /// This replica's identity in the lease.
+    pub holder: String,
+}
+
+impl Default for ReconcilerConfig {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(1),
+            resync: Duration::from_secs(10),
+            lease_ttl: Duration::from_secs(15),
+            concurrency: 8,
+            holder: uuid::Uuid::new_v4().to_string(),
+        }
+    }
+}
+
+/// The reconciler.
+pub struct Reconciler {
+    store: Store,
+    backend: Arc<dyn Backend>,
+    queue: Arc<Queue>,
+    metrics: Arc<Metrics>,
+    config: ReconcilerConfig,
+    leader: AtomicBool,
+}
+
+/// What one pass did, for tests and logs.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PassReport {
+    /// Objects looked at.
+    pub seen: usize,
+    /// Statuses written.
+    pub updated: usize,
+    /// Records removed after cleanup.
+    pub removed: usize,
+    /// Backend errors.
+    pub errors: usize,
+}
+
+/// What one reconcile of one object did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Unchanged,
+    Updated,
+    Removed,
+    BackendError,
+}
+
+impl Reconciler {
+    /// A reconciler over `store` and `backend`, fed by `queue`; the backend is
+    /// given a way to wake it for one object.
+    pub fn new(store: Store, backend: Arc<dyn Backend>, queue: Arc<Queue>, metrics: Arc<Metrics>, config: ReconcilerConfig) -> Self {
+        Self { store, backend, queue, metrics, config, leader: AtomicBool::new(false) }
+    }
+
+    /// Runs until `shutdown` turns true: the lease, the sweeps and the workers.
+    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        info!(backend = self.backend.name(), holder = %self.config.holder, "reconciler started");
+        let (wake, mut woken) = Wake::channel();
+        self.backend.attach(wake);
+        let q = self.queue.clone();
+        let forward = tokio::spawn(async move {
+            while let Some((kind, id)) = woken.recv().await {
+                q.enqueue(kind, &id);
+            }
+        });
+        let workers: Vec<_> = (0..self.config.concurrency.max(1)).map(|_| tokio::spawn(self.clone().work())).collect();
+        let mut last_resync: Option<Instant> = None;
+        loop {
+            let was_leader = self.leader.load(Ordering::SeqCst);
+            let leader = self.renew_lease().await;
+            if leader {
+                let full = !was_leader || last_resync.is_none_or(|t| t.elapsed() >= self.config.resync);
+                if let Err(e) = self.sweep(full).await {
+                    warn!(error = %e, "reconcile sweep failed");
+                }
+                if full {
+                    last_resync = Some(Instant::now());
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.config.interval) => {}
+                _ = shutdown.changed() => break,
+            }
+            if *shutdown.borrow() {
+                break;
+            }
+        }
+        for w in workers {
+            w.abort();
+        }
+        forward.abort();
+        if self.leader.load(Ordering::SeqCst) {
+            let _ = self.store.release_lease(LEASE, &self.config.holder).await;
+        }
+        info!("reconciler stopped");
+    }
+
+    async fn renew_lease(&self) -> bool {
+        let held = match self.store.acquire_lease(LEASE, &self.config.holder, Utc::now(), self.config.lease_ttl).await {
+            Ok(held) => held,
+            Err(e) => {
+                warn!(error = %e, "cannot renew the reconciler lease");
+                false
+            }
+        };
+        if self.leader.swap(held, Ordering::SeqCst) != held {
+            info!(leader = held, "reconciler lease {}", if held { "acquired" } else { "lost" });
+        }
+        held
+    }
+
+    /// Enqueues every object (`full`), or those whose desired state changed
+    /// since their status was written; a full sweep also lets the backend
+    /// deal with what belongs to no object, and counts the states.
+    async fn sweep(&self, full: bool) -> Result<(), StoreError> {
+        let vms = self.store.all_vms().await?;
+        for vm in vms.iter().filter(|v| full || v.unacknowledged() || v.deleted_at.is_some()) {
+            self.queue.enqueue(ObjectKind::VirtualMachine, &vm.id);
+        }
+        if full {
+            self.count_states(&vms);
+            let ids: Vec<String> = vms.iter().map(|v| v.id.clone()).collect();
+            if let Err(e) = self.backend.vms().retain(&ids).await {
+                warn!(error = %e, "backend cleanup of unknown VMs failed");
+            }
+        }
+        Ok(())
+    }
+
+    fn count_states(&self, vms: &[VmRecord]) {
+        let mut counts = std::collections::BTreeMap::new();
+        for vm in vms {
+            *counts.entry(vm.status.state.short()).or_insert(0i64) += 1;
+        }
+        self.metrics.set_vm_counts(vmaas_model::VmState::ALL.iter().map(|s| (s.short(), counts.get(s.short()).copied().unwrap_or(0))));
+    }
+
+    /// One worker: takes due objects off the queue while this replica leads.
+    async fn work(self: Arc<Self>) {
+        loop {
+            let key = self.queue.next().await;
+            if !self.leader.load(Ordering::SeqCst) {
+                self.queue.done(key, None);
+                tokio::time::sleep(self.config.interval).await;
+                continue;
+            }
+            let started = Instant::now();
+            let span = info_span!("reconcile", kind = %key.0, id = %key.1);
+            let (outcome, requeue) = match self.reconcile(&key).instrument(span).await {
+                Ok(r) => r,
+                Err(e) => {
+                    warn!(kind = %key.0, id = %key.1, error = %e, "reconcile failed; will retry");
+                    (Outcome::BackendError, Some(Duration::from_secs(1)))
+                }
+            };
+            self.metrics.observe_pass(started.elapsed(), usize::from(outcome == Outcome::BackendError));
+            self.queue.done(key, requeue);
+        }
+    }
+
+    /// One pass over one object, by kind: what it did, and when to look again.
+    async fn reconcile(&self, key: &Key) -> Result<(Outcome, Option<Duration>), StoreError> {
+        match key.0 {
+            ObjectKind::VirtualMachine => vm::reconcile(self, &key.1).await,
+            ObjectKind::Template => Ok((Outcome::Unchanged, None)),
+        }
+    }
+
+    /// One pass over every object, in order, now (for tests and tools).
+    pub async fn pass(&self) -> Result<PassReport, StoreError> {
+        let vms = self.store.all_vms().await?;
+        let mut report = PassReport { seen: vms.len(), ..Default::default() };
+        for v in &vms {
+            match vm::reconcile(self, &v.id).await?.0 {
+                Outcome::Unchanged => {}
+                Outcome::Updated => report.updated += 1,
+                Outcome::Removed => report.removed += 1,
+                Outcome::BackendError => report.errors += 1,
+            }
+        }
+        let ids: Vec<String> = vms.iter().map(|v| v.id.clone()).collect();
+        if let Err(e) = self.backend.vms().retain(&ids).await {
+            warn!(error = %e, "backend cleanup of unknown VMs failed");
+        }
+        debug!(?report, "reconcile pass");
+        Ok(report)
+    }
+}
+
+/// Waits (at most `at_most`) until the reconciler has written a status for
+/// version `version` of VM `id`, and returns the VM as it is then. The API
+/// answers a change with this, so the answer already shows where the VM is
+/// going, and the reconciler stays the only writer of status.
+pub async fn acknowledged(store: &Store, queue: &Queue, id: &str, version: i64, at_most: Duration) -> Result<VmRecord, StoreError> {
+    let deadline = Instant::now() + at_most;
+    loop {
+        let vm = store.get_vm(id, &Scope::All).await?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if vm.observed_version >= version || left.is_zero() {
+            return Ok(vm);
+        }
+        // Another replica may be the one reconciling: look again soon either way.
+        queue.wait_status(left.min(Duration::from_millis(50))).await;
+    }
+}
+
+#[cfg(test)]
+mod tests;

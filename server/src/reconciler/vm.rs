@@ -1,0 +1,157 @@
+//! Reconciling one VM: acknowledge a new desired state at once, then one
+//! step through the VM driver, then the status derived from what it saw.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use tracing::{info, warn};
+use vmaas_backend::{BackendError, Cleanup, ErrorKind, Requeue, Requests, VmSpec, VmTarget};
+use vmaas_model::{Desired, Observation, Phase, PowerState, Reason, VmState, derive_status};
+
+use super::{Outcome, Reconciler};
+use crate::store::{Scope, StoreError, VmRecord};
+
+/// How soon a VM is looked at again after a transient backend error.
+const RETRY: Duration = Duration::from_secs(1);
+/// How soon a deletion under way is looked at again.
+const CLEANUP: Duration = Duration::from_millis(500);
+
+fn requeue(r: Requeue) -> Option<Duration> {
+    match r {
+        Requeue::After(d) => Some(d),
+        Requeue::AwaitChange => None,
+    }
+}
+
+fn desired(vm: &VmRecord) -> Desired {
+    if vm.deleted_at.is_some() { Desired::Deleted } else { Desired::Power(vm.power()) }
+}
+
+/// The observation the last status stands for, keeping its addresses.
+fn last_observation(vm: &VmRecord, phase: Phase) -> Observation {
+    let mut o = Observation::new(phase);
+    o.internal_ip = vm.status.internal_ip.clone();
+    o.external_ip = vm.status.external_ip.clone();
+    o
+}
+
+/// What the status says at once when the desired state changed, before the
+/// backend has done anything: where the VM is going.
+fn acknowledgement(vm: &VmRecord) -> Option<Observation> {
+    if vm.deleted_at.is_some() {
+        return Some(deleting());
+    }
+    if vm.power() == PowerState::Started && vm.requests.restart > vm.acted.restart {
+        return Some(last_observation(vm, Phase::Starting(Reason::new("Restarting", "a restart was requested"))));
+    }
+    let consistent = matches!(
+        (vm.power(), vm.status.state),
+        (PowerState::Started, VmState::Ready | VmState::Progressing | VmState::Failed) | (PowerState::Stopped, VmState::Stopped)
+    );
+    if consistent {
+        return None;
+    }
+    let phase = match vm.status.state {
+        VmState::Ready => Phase::Ready,
+        VmState::Stopped => Phase::Stopped,
+        _ => Phase::Absent,
+    };
+    Some(last_observation(vm, phase))
+}
+
+/// What a VM being deleted is observed as until its backend is done.
+fn deleting() -> Observation {
+    Observation::new(Phase::Absent)
+}
+
+/// The status of a VM whose deletion was requested, as the reconciler
+/// writes it (and as the API shows it when the VM is already gone).
+pub(crate) fn deleting_status(vm: &VmRecord) -> vmaas_model::VirtualMachineStatus {
+    derive_status(Desired::Deleted, &deleting(), &vm.status, Utc::now())
+}
+
+/// One pass over VM `id`.
+pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Option<Duration>), StoreError> {
+    let mut vm = match r.store.get_vm(id, &Scope::All).await {
+        Ok(vm) => vm,
+        Err(StoreError::NotFound { .. }) => return Ok((Outcome::Unchanged, None)),
+        Err(e) => return Err(e),
+    };
+    if vm.unacknowledged() {
+        let status = match acknowledgement(&vm) {
+            Some(obs) => derive_status(desired(&vm), &obs, &vm.status, Utc::now()),
+            None => vm.status.clone(),
+        };
+        if r.store.write_vm_status(&vm, &status, vm.acted).await? {
+            vm.status = status;
+            vm.observed_version = vm.version;
+            r.queue.status_written();
+        }
+    }
+    if vm.deleted_at.is_some() {
+        return delete(r, &vm).await;
+    }
+    let target = VmTarget {
+        id: vm.id.clone(),
+        tenant: vm.tenant.clone(),
+        name: vm.name.clone(),
+        version: vm.version,
+        spec: VmSpec { power: vm.power(), machine: vm.machine.clone(), requests: vm.requests },
+    };
+    match r.backend.vms().ensure(&target).await {
+        Ok((seen, next)) => Ok((write(r, &vm, &seen.observation, seen.acted).await?, requeue(next))),
+        Err(e) => backend_failed(r, &vm, e).await,
+    }
+}
+
+/// A backend failure: a transient one keeps the last phase and is retried;
+/// a request the backend refuses fails the VM until its spec changes.
+async fn backend_failed(r: &Reconciler, vm: &VmRecord, e: BackendError) -> Result<(Outcome, Option<Duration>), StoreError> {
+    warn!(error = %e, kind = e.kind.as_str(), "backend error");
+    let obs = match e.kind {
+        ErrorKind::Transient => {
+            let mut o = last_observation(vm, Phase::Starting(Reason::new("BackendError", e.to_string())));
+            o.degraded = Some(Reason::new("BackendError", e.to_string()));
+            o
+        }
+        ErrorKind::Invalid => Observation::new(Phase::Failed(Reason::new("BackendRefused", e.to_string()))),
+        ErrorKind::Unsupported => Observation::new(Phase::Failed(Reason::new("Unsupported", e.to_string()))),
+    };
+    write(r, vm, &obs, vm.acted).await?;
+    Ok((Outcome::BackendError, e.is_transient().then_some(RETRY)))
+}
+
+async fn delete(r: &Reconciler, vm: &VmRecord) -> Result<(Outcome, Option<Duration>), StoreError> {
+    match r.backend.vms().delete(&vm.id).await {
+        Ok(Cleanup::Done) => {
+            r.store.remove_vm(&vm.id).await?;
+            info!(vm = %vm.id, name = %vm.name, "virtual machine removed");
+            Ok((Outcome::Removed, None))
+        }
+        Ok(Cleanup::InProgress) => Ok((write(r, vm, &Observation::new(Phase::Absent), vm.acted).await?, Some(CLEANUP))),
+        Err(e) => {
+            warn!(error = %e, "cleanup failed; will retry");
+            let mut obs = Observation::new(Phase::Absent);
+            obs.degraded = Some(Reason::new("CleanupFailed", e.to_string()));
+            write(r, vm, &obs, vm.acted).await?;
+            Ok((Outcome::BackendError, Some(RETRY)))
+        }
+    }
+}
+
+/// Derives and writes the status for `obs`, if it changed.
+async fn write(r: &Reconciler, vm: &VmRecord, obs: &Observation, acted: Requests) -> Result<Outcome, StoreError> {
+    let status = derive_status(desired(vm), obs, &vm.status, Utc::now());
+    if status == vm.status && acted == vm.acted {
+        return Ok(Outcome::Unchanged);
+    }
+    if !r.store.write_vm_status(vm, &status, acted).await? {
+        tracing::debug!("the VM changed while it was reconciled; the next pass takes it from there");
+        return Ok(Outcome::Unchanged);
+    }
+    r.queue.status_written();
+    if status.state != vm.status.state {
+        info!(vm = %vm.id, from = vm.status.state.short(), to = status.state.short(), "state changed");
+    }
+    Ok(Outcome::Updated)
+}

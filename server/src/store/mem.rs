@@ -1,0 +1,115 @@
+//! The in-memory copy of an exclusively owned database: every object with
+//! its API representation serialised once per change, and per-kind indexes
+//! in list order, so reads never touch SQLite.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use vmaas_model::ObjectKind;
+
+use super::objects::{Filter, Row};
+use super::{Scope, StoreError, ts};
+
+/// The API's JSON of a row, by kind: the one place a new kind registers here.
+pub(super) fn api_json(row: &Row) -> Result<String, StoreError> {
+    match row.kind {
+        ObjectKind::VirtualMachine => super::vm::api_json(row),
+        ObjectKind::Template => super::template::api_json(row),
+    }
+}
+
+/// An object in memory, with its API representation.
+pub(super) struct Cached {
+    pub(super) row: Row,
+    pub(super) json: Arc<str>,
+}
+
+/// One kind's indexes.
+#[derive(Default)]
+struct KindIndex {
+    /// (sort key, id): every object in list order.
+    order: BTreeSet<(String, String)>,
+    /// (tenant, sort key, id): each tenant's objects in list order.
+    by_tenant: BTreeSet<(String, String, String)>,
+    /// Objects per tenant.
+    counts: HashMap<String, u64>,
+}
+
+#[derive(Default)]
+pub(super) struct MemState {
+    objects: HashMap<String, Cached>,
+    kinds: HashMap<ObjectKind, KindIndex>,
+}
+
+fn sort_key(row: &Row) -> String {
+    if row.kind.is_tenant_scoped() { ts(row.created_at) } else { row.name.clone() }
+}
+
+impl MemState {
+    pub(super) fn put(&mut self, row: Row) {
+        self.remove(&row.id);
+        let idx = self.kinds.entry(row.kind).or_default();
+        let key = sort_key(&row);
+        idx.order.insert((key.clone(), row.id.clone()));
+        idx.by_tenant.insert((row.tenant.clone(), key, row.id.clone()));
+        *idx.counts.entry(row.tenant.clone()).or_default() += 1;
+        let json: Arc<str> = api_json(&row).unwrap_or_default().into();
+        self.objects.insert(row.id.clone(), Cached { row, json });
+    }
+
+    pub(super) fn remove(&mut self, id: &str) {
+        let Some(c) = self.objects.remove(id) else { return };
+        if let Some(idx) = self.kinds.get_mut(&c.row.kind) {
+            let key = sort_key(&c.row);
+            idx.order.remove(&(key.clone(), c.row.id.clone()));
+            idx.by_tenant.remove(&(c.row.tenant.clone(), key, c.row.id));
+            if let Some(n) = idx.counts.get_mut(&c.row.tenant) {
+                *n = n.saturating_sub(1);
+            }
+        }
+    }
+
+    pub(super) fn set_status(&mut self, id: &str, status: Arc<str>, state: &str, observed: Arc<str>, observed_version: i64) {
+        if let Some(c) = self.objects.get_mut(id) {
+            c.row.status = status;
+            c.row.state = state.to_owned();
+            c.row.observed = observed;
+            c.row.observed_version = observed_version;
+            c.json = api_json(&c.row).unwrap_or_default().into();
+        }
+    }
+
+    pub(super) fn visible(&self, kind: ObjectKind, id: &str, scope: &Scope) -> Option<&Cached> {
+        self.objects.get(id).filter(|c| c.row.kind == kind && (!kind.is_tenant_scoped() || scope.tenant().is_none_or(|t| t == c.row.tenant)))
+    }
+
+    pub(super) fn list<T>(&self, kind: ObjectKind, scope: &Scope, f: &Filter, pick: impl Fn(&Cached) -> T) -> (Vec<T>, u64) {
+        let Some(idx) = self.kinds.get(&kind) else { return (Vec::new(), 0) };
+        let tenant = if kind.is_tenant_scoped() { scope.tenant() } else { None };
+        let ids: Box<dyn Iterator<Item = &String>> = match tenant {
+            Some(t) => Box::new(idx.by_tenant.range((t.to_owned(), String::new(), String::new())..).take_while(move |k| k.0 == t).map(|k| &k.2)),
+            None => Box::new(idx.order.iter().map(|k| &k.1)),
+        };
+        let objects = ids.filter_map(|id| self.objects.get(id));
+        let skip = usize::try_from(f.offset).unwrap_or(usize::MAX);
+        let take = usize::try_from(f.limit).unwrap_or(usize::MAX);
+        if f.name.is_none() && f.state.is_none() {
+            // No filter: the total is known without a scan.
+            let total = match tenant {
+                Some(t) => idx.counts.get(t).copied().unwrap_or(0),
+                None => idx.order.len() as u64,
+            };
+            return (objects.skip(skip).take(take).map(pick).collect(), total);
+        }
+        let matches = |c: &&Cached| f.name.as_deref().is_none_or(|n| n == c.row.name) && f.state.as_deref().is_none_or(|s| s == c.row.state);
+        let mut total = 0u64;
+        let mut items = Vec::new();
+        for c in objects.filter(matches) {
+            if total >= f.offset && items.len() < take {
+                items.push(pick(c));
+            }
+            total += 1;
+        }
+        (items, total)
+    }
+}

@@ -1,0 +1,372 @@
+//! The generic operations every kind uses: insert with references, read,
+//! list, change the spec, mark for deletion, write status (the reconciler's
+//! alone), remove. Reads come from memory when the store has a copy there.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row as _};
+use vmaas_model::ObjectKind;
+
+use super::{Scope, Store, StoreError, parse_ts, ts};
+
+/// One stored object, its documents kept as JSON text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// Server-assigned id.
+    pub id: String,
+    /// Its kind.
+    pub kind: ObjectKind,
+    /// Owner; empty for global kinds.
+    pub tenant: String,
+    /// Unique per kind and tenant.
+    pub name: String,
+    /// The desired state, as the kind stores it.
+    pub spec: Arc<str>,
+    /// The last status the reconciler wrote.
+    pub status: Arc<str>,
+    /// `status.state`, for filtering.
+    pub state: String,
+    /// What the reconciler remembers of what the backend acted on.
+    pub observed: Arc<str>,
+    /// The version the status was derived from.
+    pub observed_version: i64,
+    /// Who created it.
+    pub creators: Vec<String>,
+    /// Incremented on every change of the desired state (spec, requests, deletion).
+    pub version: i64,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last change of the desired state.
+    pub updated_at: DateTime<Utc>,
+    /// Set once deletion was requested.
+    pub deleted_at: Option<DateTime<Utc>>,
+}
+
+/// A new object and what it refers to.
+#[derive(Debug, Clone)]
+pub struct NewObject {
+    /// The row to insert (version 1).
+    pub row: Row,
+    /// `(target id, role)`: the objects it refers to, which must exist.
+    pub refs: Vec<(String, String)>,
+}
+
+/// Filters and paging for lists.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Exact name.
+    pub name: Option<String>,
+    /// Exact `status.state`.
+    pub state: Option<String>,
+    /// Skip this many.
+    pub offset: u64,
+    /// Return at most this many.
+    pub limit: u64,
+}
+
+impl Filter {
+    /// Everything.
+    pub fn all() -> Self {
+        Self { limit: u64::MAX, ..Default::default() }
+    }
+}
+
+const COLUMNS: &str =
+    "id, kind, tenant, name, spec, status, state, observed, observed_version, creators, version, created_at, updated_at, deleted_at";
+
+/// The list order of a kind: global kinds by name, tenants' by creation.
+pub(super) fn order_by(kind: ObjectKind) -> &'static str {
+    if kind.is_tenant_scoped() { "created_at, id" } else { "name, id" }
+}
+
+/// The tenant a query is limited to, if any.
+fn tenant_of<'a>(kind: ObjectKind, scope: &'a Scope) -> Option<&'a str> {
+    if kind.is_tenant_scoped() { scope.tenant() } else { None }
+}
+
+fn from_row(r: &AnyRow) -> Result<Row, StoreError> {
+    let kind: String = r.try_get("kind")?;
+    let kind = ObjectKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(serde::de::Error::custom(format!("unknown kind {kind:?}"))))?;
+    let deleted: Option<String> = r.try_get("deleted_at")?;
+    Ok(Row {
+        id: r.try_get("id")?,
+        kind,
+        tenant: r.try_get("tenant")?,
+        name: r.try_get("name")?,
+        spec: r.try_get::<String, _>("spec")?.into(),
+        status: r.try_get::<String, _>("status")?.into(),
+        state: r.try_get("state")?,
+        observed: r.try_get::<String, _>("observed")?.into(),
+        observed_version: r.try_get("observed_version")?,
+        creators: serde_json::from_str(&r.try_get::<String, _>("creators")?)?,
+        version: r.try_get("version")?,
+        created_at: parse_ts(&r.try_get::<String, _>("created_at")?)?,
+        updated_at: parse_ts(&r.try_get::<String, _>("updated_at")?)?,
+        deleted_at: deleted.as_deref().map(parse_ts).transpose()?,
+    })
+}
+
+fn not_found(kind: ObjectKind, id: &str) -> StoreError {
+    StoreError::NotFound { kind: kind.human(), id: id.to_owned() }
+}
+
+/// Maps the database's refusals: a taken name, a missing reference.
+fn refused(e: sqlx::Error, taken: impl FnOnce() -> String, missing: impl FnOnce() -> String) -> StoreError {
+    match &e {
+        sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::AlreadyExists(taken()),
+        sqlx::Error::Database(d) if d.is_foreign_key_violation() || d.message().contains("FOREIGN KEY") => {
+            StoreError::MissingReference(missing())
+        }
+        _ => e.into(),
+    }
+}
+
+impl Store {
+    /// Every row of every kind, from the database (to fill memory at start-up).
+    pub(super) async fn sql_all(&self) -> Result<Vec<Row>, StoreError> {
+        let rows = sqlx::query(AssertSqlSafe(format!("SELECT {COLUMNS} FROM objects"))).fetch_all(&self.pool).await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    async fn sql_get(&self, id: &str) -> Result<Option<Row>, StoreError> {
+        let row = sqlx::query(AssertSqlSafe(format!("SELECT {COLUMNS} FROM objects WHERE id = $1"))).bind(id).fetch_optional(&self.pool).await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    /// Re-reads object `id` into memory after a write (nothing to do without memory).
+    async fn refresh(&self, id: &str) -> Result<(), StoreError> {
+        if self.mem.is_none() {
+            return Ok(());
+        }
+        let row = self.sql_get(id).await?;
+        self.with_mem(|m| match row {
+            Some(r) => m.put(r),
+            None => m.remove(id),
+        });
+        Ok(())
+    }
+
+    /// Stores a new object and its references in one transaction: its name
+    /// must be free, and everything it refers to must exist.
+    pub async fn insert(&self, new: &NewObject) -> Result<(), StoreError> {
+        let _w = self.write_lock().await;
+        let r = &new.row;
+        let mut tx = self.pool.begin().await?;
+        let taken = || format!("a {} named {:?} already exists", r.kind.human(), r.name);
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO objects ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL)"
+        )))
+        .bind(&r.id)
+        .bind(r.kind.as_str())
+        .bind(&r.tenant)
+        .bind(&r.name)
+        .bind(&*r.spec)
+        .bind(&*r.status)
+        .bind(&r.state)
+        .bind(&*r.observed)
+        .bind(r.observed_version)
+        .bind(serde_json::to_string(&r.creators)?)
+        .bind(r.version)
+        .bind(ts(r.created_at))
+        .bind(ts(r.updated_at))
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| refused(e, taken, String::new))?;
+        for (target, role) in &new.refs {
+            sqlx::query("INSERT INTO refs (source, target, role) VALUES ($1, $2, $3)")
+                .bind(&r.id)
+                .bind(target)
+                .bind(role)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| refused(e, taken, || format!("{role} {target:?} does not exist")))?;
+        }
+        tx.commit().await?;
+        self.with_mem(|m| m.put(r.clone()));
+        Ok(())
+    }
+
+    /// Object `id` of `kind`, if `scope` may see it.
+    pub async fn get(&self, kind: ObjectKind, id: &str, scope: &Scope) -> Result<Row, StoreError> {
+        if let Some(found) = self.read_mem(|m| m.visible(kind, id, scope).map(|c| c.row.clone())) {
+            return found.ok_or_else(|| not_found(kind, id));
+        }
+        let sql = format!("SELECT {COLUMNS} FROM objects WHERE id = $1 AND kind = $2 AND ($3 IS NULL OR tenant = $3)");
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(id)
+            .bind(kind.as_str())
+            .bind(tenant_of(kind, scope))
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| not_found(kind, id))?;
+        from_row(&row)
+    }
+
+    /// Object `id` as the API's JSON, served from memory when there is a copy.
+    pub async fn get_json(&self, kind: ObjectKind, id: &str, scope: &Scope) -> Result<Arc<str>, StoreError> {
+        if let Some(found) = self.read_mem(|m| m.visible(kind, id, scope).map(|c| c.json.clone())) {
+            return found.ok_or_else(|| not_found(kind, id));
+        }
+        Ok(super::mem::api_json(&self.get(kind, id, scope).await?)?.into())
+    }
+
+    /// A page of the objects of `kind` that `scope` may see, in list order, and the total matching.
+    pub async fn list(&self, kind: ObjectKind, scope: &Scope, f: &Filter) -> Result<(Vec<Row>, u64), StoreError> {
+        if let Some(page) = self.read_mem(|m| m.list(kind, scope, f, |c| c.row.clone())) {
+            return Ok(page);
+        }
+        let cond = "kind = $1 AND ($2 IS NULL OR tenant = $2) AND ($3 IS NULL OR name = $3) AND ($4 IS NULL OR state = $4)";
+        let sql = format!("SELECT {COLUMNS} FROM objects WHERE {cond} ORDER BY {} LIMIT $5 OFFSET $6", order_by(kind));
+        let tenant = tenant_of(kind, scope);
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(kind.as_str())
+            .bind(tenant)
+            .bind(f.name.as_deref())
+            .bind(f.state.as_deref())
+            .bind(i64::try_from(f.limit).unwrap_or(i64::MAX))
+            .bind(i64::try_from(f.offset).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await?;
+        let total: i64 = sqlx::query(AssertSqlSafe(format!("SELECT COUNT(*) AS n FROM objects WHERE {cond}")))
+            .bind(kind.as_str())
+            .bind(tenant)
+            .bind(f.name.as_deref())
+            .bind(f.state.as_deref())
+            .fetch_one(&self.pool)
+            .await?
+            .try_get("n")?;
+        let items = rows.iter().map(from_row).collect::<Result<_, _>>()?;
+        Ok((items, u64::try_from(total).unwrap_or(0)))
+    }
+
+    /// A page of objects as the API's JSON, and the total matching.
+    pub async fn list_json(&self, kind: ObjectKind, scope: &Scope, f: &Filter) -> Result<(Vec<Arc<str>>, u64), StoreError> {
+        if let Some(page) = self.read_mem(|m| m.list(kind, scope, f, |c| c.json.clone())) {
+            return Ok(page);
+        }
+        let (rows, total) = self.list(kind, scope, f).await?;
+        let items = rows.iter().map(|r| super::mem::api_json(r).map(Arc::from)).collect::<Result<_, _>>()?;
+        Ok((items, total))
+    }
+
+    /// Every object of `kind`, in list order (for the reconciler).
+    pub async fn all(&self, kind: ObjectKind) -> Result<Vec<Row>, StoreError> {
+        Ok(self.list(kind, &Scope::All, &Filter::all()).await?.0)
+    }
+
+    /// Replaces the desired state of `current` if its version is still
+    /// `expected`; returns the row with the new version.
+    pub async fn update_spec(&self, current: &Row, expected: i64, spec: String, now: DateTime<Utc>) -> Result<Row, StoreError> {
+        let _w = self.write_lock().await;
+        let r = sqlx::query(
+            "UPDATE objects SET spec = $1, version = version + 1, updated_at = $2 WHERE id = $3 AND version = $4 AND deleted_at IS NULL",
+        )
+        .bind(&spec)
+        .bind(ts(now))
+        .bind(&current.id)
+        .bind(expected)
+        .execute(&self.pool)
+        .await?;
+        if r.rows_affected() == 0 {
+            let latest = self.sql_get(&current.id).await?.ok_or_else(|| not_found(current.kind, &current.id))?;
+            if latest.deleted_at.is_some() {
+                return Err(StoreError::InUse(format!("{} {:?} is being deleted", current.kind.human(), current.name)));
+            }
+            return Err(StoreError::stale(current.kind, &current.name, expected, latest.version));
+        }
+        let mut out = current.clone();
+        out.spec = spec.into();
+        out.version = expected + 1;
+        out.updated_at = now;
+        self.with_mem(|m| m.put(out.clone()));
+        Ok(out)
+    }
+
+    /// Marks object `id` for deletion (idempotent: the first mark stands) and
+    /// returns it; the reconciler removes it once the backend has cleaned up.
+    pub async fn mark_deleted(&self, kind: ObjectKind, id: &str, scope: &Scope, now: DateTime<Utc>) -> Result<Row, StoreError> {
+        let _w = self.write_lock().await;
+        sqlx::query(
+            "UPDATE objects SET deleted_at = $1, version = version + 1 \
+             WHERE id = $2 AND kind = $3 AND ($4 IS NULL OR tenant = $4) AND deleted_at IS NULL",
+        )
+        .bind(ts(now))
+        .bind(id)
+        .bind(kind.as_str())
+        .bind(tenant_of(kind, scope))
+        .execute(&self.pool)
+        .await?;
+        self.refresh(id).await?;
+        self.get(kind, id, scope).await
+    }
+
+    /// Writes the status derived from `seen`, unless the object changed
+    /// since (a new version, or removed): the next pass observes it afresh.
+    pub async fn write_status(&self, seen: &Row, status: String, state: &str, observed: String) -> Result<bool, StoreError> {
+        let _w = self.write_lock().await;
+        let r = sqlx::query("UPDATE objects SET status = $1, state = $2, observed = $3, observed_version = $4 WHERE id = $5 AND version = $4")
+            .bind(&status)
+            .bind(state)
+            .bind(&observed)
+            .bind(seen.version)
+            .bind(&seen.id)
+            .execute(&self.pool)
+            .await?;
+        let written = r.rows_affected() > 0;
+        if written {
+            self.with_mem(|m| m.set_status(&seen.id, status.into(), state, observed.into(), seen.version));
+        }
+        Ok(written)
+    }
+
+    /// Removes an object marked for deletion, for good.
+    pub async fn remove(&self, id: &str) -> Result<(), StoreError> {
+        let _w = self.write_lock().await;
+        sqlx::query("DELETE FROM objects WHERE id = $1 AND deleted_at IS NOT NULL").bind(id).execute(&self.pool).await?;
+        self.refresh(id).await
+    }
+
+    /// Deletes object `id` at once, unless something refers to it: then the
+    /// refusal names the referrers.
+    pub async fn delete_now(&self, kind: ObjectKind, id: &str) -> Result<(), StoreError> {
+        let _w = self.write_lock().await;
+        let row = self.sql_get(id).await?.filter(|r| r.kind == kind).ok_or_else(|| not_found(kind, id))?;
+        let in_use = |referrers: Vec<Row>| {
+            let names: Vec<&str> = referrers.iter().map(|r| r.name.as_str()).collect();
+            let what = referrers.first().map(|r| r.kind.human()).unwrap_or("object");
+            StoreError::InUse(format!(
+                "{} {:?} is used by {} {what}(s): {}; delete them first",
+                kind.human(),
+                row.name,
+                referrers.len(),
+                names.join(", ")
+            ))
+        };
+        let referrers = self.referrers(id).await?;
+        if !referrers.is_empty() {
+            return Err(in_use(referrers));
+        }
+        match sqlx::query("DELETE FROM objects WHERE id = $1").bind(id).execute(&self.pool).await {
+            Ok(_) => {}
+            Err(e) => {
+                return match refused(e, String::new, String::new) {
+                    StoreError::MissingReference(_) => Err(in_use(self.referrers(id).await?)),
+                    other => Err(other),
+                };
+            }
+        }
+        self.refresh(id).await
+    }
+
+    /// The objects that refer to object `id`.
+    pub async fn referrers(&self, id: &str) -> Result<Vec<Row>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM objects o WHERE o.id IN (SELECT source FROM refs WHERE target = $1) ORDER BY o.created_at, o.id",
+            COLUMNS.split(", ").map(|c| format!("o.{c}")).collect::<Vec<_>>().join(", ")
+        );
+        let rows = sqlx::query(AssertSqlSafe(sql)).bind(id).fetch_all(&self.pool).await?;
+        rows.iter().map(from_row).collect()
+    }
+}

@@ -1,0 +1,253 @@
+//! Virtual machines in the store: the tenant's spec as written, the machine
+//! it resolved to, and the requests (restart) by generation.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use vmaas_backend::Requests;
+use vmaas_model::vm::VM_TYPE_URL;
+use vmaas_model::{MachineSpec, Metadata, ObjectKind, PowerState, VirtualMachine, VirtualMachineSpec, VirtualMachineStatus, VmState, initial_status};
+
+use super::objects::{Filter, NewObject, Row};
+use super::{Scope, Store, StoreError};
+use crate::store::template::object_id as template_id;
+
+const KIND: ObjectKind = ObjectKind::VirtualMachine;
+
+/// What a VM stores as its desired state.
+#[derive(Serialize, Deserialize)]
+struct StoredSpec {
+    spec: VirtualMachineSpec,
+    machine: MachineSpec,
+    #[serde(default)]
+    requests: Requests,
+}
+
+/// A stored virtual machine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmRecord {
+    /// Server-assigned UUID.
+    pub id: String,
+    /// Owner.
+    pub tenant: String,
+    /// Unique per tenant.
+    pub name: String,
+    /// What the tenant asked for, as written.
+    pub spec: VirtualMachineSpec,
+    /// The machine the spec resolved to against its template when it was last set.
+    pub machine: MachineSpec,
+    /// One-off requests by generation (restart).
+    pub requests: Requests,
+    /// Last status written by the reconciler.
+    pub status: VirtualMachineStatus,
+    /// The request generations the backend has acted on, as last observed.
+    pub acted: Requests,
+    /// The version `status` was derived from.
+    pub observed_version: i64,
+    /// Who created it.
+    pub creators: Vec<String>,
+    /// Incremented on every change of the desired state (spec, requests, deletion).
+    pub version: i64,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Set once deletion was requested.
+    pub deleted_at: Option<DateTime<Utc>>,
+}
+
+impl VmRecord {
+    /// A new VM, version 1, with the status of a VM not observed yet.
+    pub fn new(
+        id: String,
+        tenant: &str,
+        name: &str,
+        creator: &str,
+        spec: VirtualMachineSpec,
+        machine: MachineSpec,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            id,
+            tenant: tenant.to_owned(),
+            name: name.to_owned(),
+            status: initial_status(spec.state, now),
+            spec,
+            machine,
+            requests: Requests::default(),
+            acted: Requests::default(),
+            observed_version: 0,
+            creators: vec![creator.to_owned()],
+            version: 1,
+            created_at: now,
+            deleted_at: None,
+        }
+    }
+
+    /// The VM as the API returns it.
+    pub fn to_api(&self) -> VirtualMachine {
+        VirtualMachine {
+            type_url: VM_TYPE_URL.into(),
+            id: self.id.clone(),
+            metadata: Metadata {
+                name: self.name.clone(),
+                tenant: self.tenant.clone(),
+                creation_timestamp: self.created_at,
+                deletion_timestamp: self.deleted_at,
+                creators: self.creators.clone(),
+                version: self.version,
+            },
+            spec: self.spec.clone(),
+            status: self.status.clone(),
+        }
+    }
+
+    /// The power state asked for.
+    pub fn power(&self) -> PowerState {
+        self.spec.state
+    }
+
+    /// Whether the reconciler has not yet written a status for the current version.
+    pub fn unacknowledged(&self) -> bool {
+        self.observed_version < self.version
+    }
+
+    /// The record of a stored row.
+    pub fn from_row(row: &Row) -> Result<Self, StoreError> {
+        let stored: StoredSpec = serde_json::from_str(&row.spec)?;
+        Ok(Self {
+            id: row.id.clone(),
+            tenant: row.tenant.clone(),
+            name: row.name.clone(),
+            spec: stored.spec,
+            machine: stored.machine,
+            requests: stored.requests,
+            status: serde_json::from_str(&row.status)?,
+            acted: serde_json::from_str(&row.observed).unwrap_or_default(),
+            observed_version: row.observed_version,
+            creators: row.creators.clone(),
+            version: row.version,
+            created_at: row.created_at,
+            deleted_at: row.deleted_at,
+        })
+    }
+
+    fn spec_doc(&self) -> Result<String, StoreError> {
+        Ok(serde_json::to_string(&StoredSpec { spec: self.spec.clone(), machine: self.machine.clone(), requests: self.requests })?)
+    }
+
+    fn to_row(&self) -> Result<Row, StoreError> {
+        Ok(Row {
+            id: self.id.clone(),
+            kind: KIND,
+            tenant: self.tenant.clone(),
+            name: self.name.clone(),
+            spec: self.spec_doc()?.into(),
+            status: serde_json::to_string(&self.status)?.into(),
+            state: self.status.state.as_str().to_owned(),
+            observed: serde_json::to_string(&self.acted)?.into(),
+            observed_version: self.observed_version,
+            creators: self.creators.clone(),
+            version: self.version,
+            created_at: self.created_at,
+            updated_at: self.created_at,
+            deleted_at: self.deleted_at,
+        })
+    }
+}
+
+/// The API's JSON of a VM row.
+pub(super) fn api_json(row: &Row) -> Result<String, StoreError> {
+    Ok(serde_json::to_string(&VmRecord::from_row(row)?.to_api())?)
+}
+
+/// Filters and paging for listing VMs.
+#[derive(Debug, Clone, Default)]
+pub struct VmFilter {
+    /// Exact name.
+    pub name: Option<String>,
+    /// Current state.
+    pub state: Option<VmState>,
+    /// Skip this many.
+    pub offset: u64,
+    /// Return at most this many.
+    pub limit: u64,
+}
+
+impl From<&VmFilter> for Filter {
+    fn from(f: &VmFilter) -> Self {
+        Self { name: f.name.clone(), state: f.state.map(|s| s.as_str().to_owned()), offset: f.offset, limit: f.limit }
+    }
+}
+
+impl Store {
+    /// Stores a new VM; its name must be free in its tenant and its template must exist.
+    pub async fn insert_vm(&self, vm: &VmRecord) -> Result<(), StoreError> {
+        let refs = vec![(template_id(&vm.spec.template), "template".to_owned())];
+        match self.insert(&NewObject { row: vm.to_row()?, refs }).await {
+            Err(StoreError::MissingReference(_)) => {
+                Err(StoreError::MissingReference(format!("template {:?} does not exist (any more)", vm.spec.template)))
+            }
+            other => other,
+        }
+    }
+
+    /// The VM `id`, if `scope` may see it.
+    pub async fn get_vm(&self, id: &str, scope: &Scope) -> Result<VmRecord, StoreError> {
+        VmRecord::from_row(&self.get(KIND, id, scope).await?)
+    }
+
+    /// The VM `id` as the API's JSON, if `scope` may see it.
+    pub async fn get_vm_json(&self, id: &str, scope: &Scope) -> Result<std::sync::Arc<str>, StoreError> {
+        self.get_json(KIND, id, scope).await
+    }
+
+    /// A page of VMs as the API's JSON, and the total matching.
+    pub async fn list_vms_json(&self, scope: &Scope, f: &VmFilter) -> Result<(Vec<std::sync::Arc<str>>, u64), StoreError> {
+        self.list_json(KIND, scope, &f.into()).await
+    }
+
+    /// Every VM, oldest first.
+    pub async fn all_vms(&self) -> Result<Vec<VmRecord>, StoreError> {
+        self.all(KIND).await?.iter().map(VmRecord::from_row).collect()
+    }
+
+    /// Replaces a VM's desired state if its version is still `expected`, and
+    /// returns the record with the new version.
+    pub async fn update_vm_spec(&self, vm: &VmRecord, expected: i64) -> Result<VmRecord, StoreError> {
+        let current = self.get(KIND, &vm.id, &Scope::All).await?;
+        let saved = self.update_spec(&current, expected, vm.spec_doc()?, Utc::now()).await?;
+        VmRecord::from_row(&saved)
+    }
+
+    /// Marks a VM for deletion (idempotent).
+    pub async fn mark_vm_deleted(&self, id: &str, scope: &Scope, now: DateTime<Utc>) -> Result<VmRecord, StoreError> {
+        VmRecord::from_row(&self.mark_deleted(KIND, id, scope, now).await?)
+    }
+
+    /// Raises the restart generation of a VM that is not being deleted.
+    pub async fn request_restart(&self, id: &str, scope: &Scope) -> Result<VmRecord, StoreError> {
+        let mut last = None;
+        for _ in 0..5 {
+            let mut vm = self.get_vm(id, scope).await?;
+            if vm.deleted_at.is_some() {
+                return Err(StoreError::InUse(format!("virtual machine {:?} is being deleted", vm.name)));
+            }
+            vm.requests.restart += 1;
+            match self.update_vm_spec(&vm, vm.version).await {
+                Err(e @ StoreError::Conflict(_)) => last = Some(e),
+                other => return other,
+            }
+        }
+        Err(last.unwrap_or_else(|| StoreError::Conflict("the VM keeps changing; retry".into())))
+    }
+
+    /// Writes a VM's status as the reconciler derived it from `seen`; false
+    /// when the VM changed since.
+    pub async fn write_vm_status(&self, seen: &VmRecord, status: &VirtualMachineStatus, acted: Requests) -> Result<bool, StoreError> {
+        let row = seen.to_row()?;
+        self.write_status(&row, serde_json::to_string(status)?, status.state.as_str(), serde_json::to_string(&acted)?).await
+    }
+
+    /// Removes a VM for good, once the backend has cleaned up after it.
+    pub async fn remove_vm(&self, id: &str) -> Result<(), StoreError> {
+        self.remove(id).await
+    }
+}
