@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
-use vmaas_model::k8s::observe::vm_phase;
 use vmaas_function::xr::{FunctionInput, NetworkXrSpec, VmXrSpec, render_network, render_vm};
+use vmaas_model::k8s::observe::vm_phase;
 use vmaas_model::{Phase, Template};
 
 fn shared() -> PathBuf {

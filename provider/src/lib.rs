@@ -4,19 +4,27 @@
 //! protocol 6 over gRPC (tonic 0.14), with go-plugin's handshake and AutoMTLS.
 //!
 //! - [`plugin`]: the go-plugin side: cookie, AutoMTLS, handshake.
-//! - [`schema`]: resource and data source schemas.
-//! - [`provider`]: planning and applying, through [`vmaas_client`].
+//! - [`provider`]: configuration, and every call dispatched by type name.
+//! - [`resource`]: the `Resource` and `DataSource` traits and their registry.
+//! - [`vm_resource`]: `vmaas_virtual_machine`.
 //! - [`template_resource`]: `vmaas_template`, templates as Terraform values.
+//! - [`template_data`]: the `vmaas_template` and `vmaas_templates` data sources.
+//! - [`schema`]: schema building blocks and the provider's own schema.
+//! - [`diag`]: diagnostics and attribute paths.
 //! - [`value`]: cty values as msgpack.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod diag;
 pub mod plugin;
 pub mod provider;
+pub mod resource;
 pub mod schema;
+pub mod template_data;
 pub mod template_resource;
 pub mod value;
+pub mod vm_resource;
 
 /// Generated protocol types and services.
 #[allow(missing_docs, clippy::all)]

@@ -2,23 +2,23 @@
 
 use std::collections::HashMap;
 
-use crate::proto::schema::{Attribute, Block, NestedBlock, nested_block::NestingMode};
+use crate::proto::schema::{Attribute, Block, NestedBlock};
 use crate::proto::{Schema, StringKind, get_provider_schema};
-use crate::provider::{TEMPLATE, TEMPLATES, VM};
+use crate::resource::Registry;
 
-const STRING: &str = "\"string\"";
-const BOOL: &str = "\"bool\"";
-const STRING_MAP: &str = "[\"map\",\"string\"]";
+pub(crate) const STRING: &str = "\"string\"";
+pub(crate) const BOOL: &str = "\"bool\"";
+pub(crate) const STRING_MAP: &str = "[\"map\",\"string\"]";
 
 #[derive(Clone, Copy)]
-enum Mode {
+pub(crate) enum Mode {
     Required,
     Optional,
     Computed,
     OptionalComputed,
 }
 
-fn attr(name: &str, ty: &str, mode: Mode, description: &str) -> Attribute {
+pub(crate) fn attr(name: &str, ty: &str, mode: Mode, description: &str) -> Attribute {
     Attribute {
         name: name.into(),
         r#type: ty.as_bytes().to_vec(),
@@ -32,7 +32,7 @@ fn attr(name: &str, ty: &str, mode: Mode, description: &str) -> Attribute {
     }
 }
 
-fn block(description: &str, attributes: Vec<Attribute>, block_types: Vec<NestedBlock>) -> Schema {
+pub(crate) fn block(description: &str, attributes: Vec<Attribute>, block_types: Vec<NestedBlock>) -> Schema {
     Schema {
         version: 0,
         block: Some(Block {
@@ -47,12 +47,12 @@ fn block(description: &str, attributes: Vec<Attribute>, block_types: Vec<NestedB
 }
 
 /// `list(object({...}))` of string attributes (and a `required` bool for parameters).
-fn list_of_objects(fields: &[(&str, &str)]) -> String {
+pub(crate) fn list_of_objects(fields: &[(&str, &str)]) -> String {
     let inner: Vec<String> = fields.iter().map(|(n, t)| format!("\"{n}\":{t}")).collect();
     format!("[\"list\",[\"object\",{{{}}}]]", inner.join(","))
 }
 
-fn template_fields() -> Vec<Attribute> {
+pub(crate) fn template_fields() -> Vec<Attribute> {
     let params = list_of_objects(&[
         ("name", STRING),
         ("title", STRING),
@@ -74,7 +74,7 @@ fn template_fields() -> Vec<Attribute> {
 }
 
 /// The whole schema response.
-pub fn provider_schema() -> get_provider_schema::Response {
+pub fn provider_schema(registry: &Registry) -> get_provider_schema::Response {
     let mut token = attr("token", STRING, Mode::Optional, "Bearer token. Also read from `VMAAS_TOKEN`.");
     token.sensitive = true;
     let provider = block(
@@ -87,78 +87,10 @@ pub fn provider_schema() -> get_provider_schema::Response {
         ],
         vec![],
     );
-    let conditions = list_of_objects(&[("type", STRING), ("status", STRING), ("reason", STRING), ("message", STRING)]);
-    let timeouts = NestedBlock {
-        type_name: "timeouts".into(),
-        block: Some(Block {
-            version: 0,
-            attributes: vec![
-                attr("create", STRING, Mode::Optional, "How long to wait for a new VM to be READY (default `10m`)."),
-                attr("update", STRING, Mode::Optional, "How long to wait after a change of `state` (default `10m`)."),
-                attr("delete", STRING, Mode::Optional, "How long to wait for the VM to be gone (default `10m`)."),
-            ],
-            block_types: vec![],
-            description: "Timeouts, as durations such as `90s` or `10m`.".into(),
-            description_kind: StringKind::Markdown as i32,
-            deprecated: false,
-        }),
-        nesting: NestingMode::Single as i32,
-        min_items: 0,
-        max_items: 0,
-    };
-    let vm = block(
-        "A virtual machine made from a template. Create waits until the VM is READY: running, with its guest answering its readiness probe.",
-        vec![
-            attr("id", STRING, Mode::Computed, "The VM's id (a UUID)."),
-            attr("name", STRING, Mode::Required, "Name, unique in the tenant (a DNS label). Changing it replaces the VM."),
-            attr("template", STRING, Mode::Required, "Template id. Changing it replaces the VM."),
-            attr(
-                "template_parameters",
-                STRING_MAP,
-                Mode::Optional,
-                "Template parameters as text; the provider types them from the template (`\"4\"` for an integer, `\"4Gi\"` for a quantity, `\"a,b\"` for a list). Changing one replaces the VM.",
-            ),
-            attr("state", STRING, Mode::OptionalComputed, "`started` (default) or `stopped`. Changes in place."),
-            attr("status", STRING, Mode::Computed, "READY, PROGRESSING, STOPPED, FAILED or DELETING."),
-            attr("internal_ip", STRING, Mode::Computed, "The address of the VM itself."),
-            attr("external_ip", STRING, Mode::Computed, "The floating address pointing to the VM."),
-            attr(
-                "conditions",
-                &conditions,
-                Mode::Computed,
-                "PROGRESSING, READY, FAILED and DEGRADED, each with `status`, `reason` and `message`.",
-            ),
-        ],
-        vec![timeouts],
-    );
-    let mut one = vec![attr("id", STRING, Mode::Required, "Template id.")];
-    one.extend(template_fields());
-    let template = block("One virtual machine template.", one, vec![]);
-    let list = list_of_objects(&[
-        ("id", STRING),
-        ("title", STRING),
-        ("description", STRING),
-        (
-            "parameters",
-            &list_of_objects(&[
-                ("name", STRING),
-                ("title", STRING),
-                ("description", STRING),
-                ("type", STRING),
-                ("required", BOOL),
-                ("default", STRING),
-            ]),
-        ),
-    ]);
-    let templates = block(
-        "Every virtual machine template.",
-        vec![attr("templates", &list, Mode::Computed, "The templates, each with `id`, `title`, `description` and `parameters`.")],
-        vec![],
-    );
     get_provider_schema::Response {
         provider: Some(provider),
-        resource_schemas: HashMap::from([(VM.to_owned(), vm), (TEMPLATE.to_owned(), crate::template_resource::schema())]),
-        data_source_schemas: HashMap::from([(TEMPLATE.to_owned(), template), (TEMPLATES.to_owned(), templates)]),
+        resource_schemas: registry.resources().map(|r| (r.type_name().to_owned(), r.schema())).collect::<HashMap<_, _>>(),
+        data_source_schemas: registry.data_sources().map(|d| (d.type_name().to_owned(), d.schema())).collect::<HashMap<_, _>>(),
         diagnostics: vec![],
         provider_meta: None,
         server_capabilities: Some(crate::proto::ServerCapabilities { plan_destroy: false, get_provider_schema_optional: false }),
@@ -171,7 +103,7 @@ mod tests {
 
     #[test]
     fn every_type_is_valid_json_and_described() {
-        let s = provider_schema();
+        let s = provider_schema(&Registry::standard());
         let all = s.resource_schemas.values().chain(s.data_source_schemas.values()).chain(s.provider.iter());
         for schema in all {
             let b = schema.block.as_ref().unwrap();

@@ -7,11 +7,14 @@ use rmpv::Value;
 use vmaas_model::spec::{HttpProbe, TcpProbe};
 use vmaas_model::{
     ExposedPort, Gpu, ParameterDefinition, ParameterType, ParameterValue, Protocol, Quantity, ReadinessProbe, SpecDefaults, SpecField,
-    VirtualMachineTemplate,
+    Template, VirtualMachineTemplate,
 };
 
+use crate::diag::{api_error, error, path};
 use crate::proto::schema::{Attribute, Block, NestedBlock, nested_block::NestingMode};
+use crate::proto::{AttributePath, Diagnostic};
 use crate::proto::{Schema, StringKind};
+use crate::resource::{Ctx, Resource};
 use crate::value::{get, object, string};
 
 const STRING: &str = "\"string\"";
@@ -51,7 +54,7 @@ fn nested(name: &str, nesting: NestingMode, description: &str, attributes: Vec<A
 }
 
 /// The resource's schema.
-pub fn schema() -> Schema {
+fn schema() -> Schema {
     let parameter = nested(
         "parameter",
         NestingMode::List,
@@ -381,6 +384,103 @@ pub fn to_tf(t: &VirtualMachineTemplate, like: &Value) -> Value {
         ("parameter", Value::Array(params)),
         ("spec_defaults", spec_defaults),
     ])
+}
+
+/// Resource type of a template.
+pub const TEMPLATE: &str = "vmaas_template";
+
+/// The `vmaas_template` resource: administrators publish templates.
+pub struct TemplateResource;
+
+impl TemplateResource {
+    async fn plan_template(&self, prior: &Value, proposed: &Value, diags: &mut Vec<Diagnostic>) -> (Value, Vec<AttributePath>) {
+        if proposed.is_nil() {
+            return (Value::Nil, Vec::new());
+        }
+        let mut replace = Vec::new();
+        if !prior.is_nil() && get(prior, "id") != get(proposed, "id") {
+            replace.push(path(&["id"]));
+        }
+        match from_tf(proposed) {
+            Ok(t) => {
+                if let Err(errs) = Template::compile(t) {
+                    for e in errs.iter() {
+                        diags.push(error(format!("invalid template: {}", e.field), e.reason.clone(), None));
+                    }
+                }
+            }
+            Err(e) => diags.push(error("invalid template", e, None)),
+        }
+        (proposed.clone(), replace)
+    }
+
+    async fn apply_template(&self, ctx: &Ctx, prior: &Value, planned: &Value, diags: &mut Vec<Diagnostic>) -> Value {
+        let Some(client) = ctx.client_or_diag(diags) else { return prior.clone() };
+        if planned.is_nil() {
+            let id = string(get(prior, "id")).unwrap_or_default();
+            return match client.delete_template(&id).await {
+                Ok(()) => Value::Nil,
+                Err(e) if e.is_not_found() => Value::Nil,
+                Err(e) => {
+                    diags.push(error(format!("cannot delete template {id:?}"), e.to_string(), None));
+                    prior.clone()
+                }
+            };
+        }
+        let t = match from_tf(planned) {
+            Ok(t) => t,
+            Err(e) => {
+                diags.push(error("invalid template", e, None));
+                return prior.clone();
+            }
+        };
+        let r = if prior.is_nil() { client.create_template(&t).await } else { client.update_template(&t).await };
+        match r {
+            Ok(saved) => to_tf(&saved, planned),
+            Err(e) => {
+                diags.push(api_error(format!("cannot save template {:?}", t.id), &e));
+                prior.clone()
+            }
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Resource for TemplateResource {
+    fn type_name(&self) -> &'static str {
+        TEMPLATE
+    }
+
+    fn schema(&self) -> Schema {
+        schema()
+    }
+
+    async fn plan(&self, _ctx: &Ctx, prior: &Value, proposed: &Value, diags: &mut Vec<Diagnostic>) -> (Value, Vec<AttributePath>) {
+        self.plan_template(prior, proposed, diags).await
+    }
+
+    async fn apply(&self, ctx: &Ctx, prior: &Value, planned: &Value, diags: &mut Vec<Diagnostic>) -> Value {
+        self.apply_template(ctx, prior, planned, diags).await
+    }
+
+    async fn read(&self, ctx: &Ctx, id: &str, state: &Value) -> (Value, Vec<Diagnostic>) {
+        let mut diags = Vec::new();
+        let Some(client) = ctx.client_or_diag(&mut diags) else { return (state.clone(), diags) };
+        match client.get_template(id).await {
+            Ok(t) => (to_tf(&t, state), vec![]),
+            Err(e) if e.is_not_found() => (Value::Nil, vec![]),
+            Err(e) => (state.clone(), vec![error("cannot read the template", e.to_string(), None)]),
+        }
+    }
+
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Value, Diagnostic> {
+        let mut diags = Vec::new();
+        let Some(client) = ctx.client_or_diag(&mut diags) else { return Err(diags.remove(0)) };
+        match client.get_template(id).await {
+            Ok(t) => Ok(to_tf(&t, &Value::Nil)),
+            Err(e) => Err(error(format!("cannot import template {id:?}"), e.to_string(), None)),
+        }
+    }
 }
 
 #[cfg(test)]

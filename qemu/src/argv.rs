@@ -89,8 +89,10 @@ pub const GUEST_IP: &str = "10.0.2.15";
 impl QemuArgs {
     /// The host forwards of a VM's exposed ports on `external`, plus its probe forward.
     pub fn forwards(exposed: &[ExposedPort], external: Ipv4Addr, probe: Option<(u16, u16)>) -> Vec<Forward> {
-        let mut f: Vec<Forward> =
-            exposed.iter().map(|p| Forward { protocol: p.protocol.as_str(), host: external, host_port: p.port, guest_port: p.port }).collect();
+        let mut f: Vec<Forward> = exposed
+            .iter()
+            .map(|p| Forward { protocol: p.protocol.as_str(), host: external, host_port: p.port, guest_port: p.port })
+            .collect();
         if let Some((host_port, guest_port)) = probe {
             f.push(Forward { protocol: "tcp", host: Ipv4Addr::LOCALHOST, host_port, guest_port });
         }
@@ -203,7 +205,9 @@ mod tests {
         );
         assert_eq!(
             after(&a, "-netdev"),
-            ["user,id=nic-default,net=10.0.2.0/24,dhcpstart=10.0.2.15,hostname=web,hostfwd=tcp:127.42.0.1:80-:80,hostfwd=tcp:127.0.0.1:40000-:80"]
+            [
+                "user,id=nic-default,net=10.0.2.0/24,dhcpstart=10.0.2.15,hostname=web,hostfwd=tcp:127.42.0.1:80-:80,hostfwd=tcp:127.0.0.1:40000-:80"
+            ]
         );
         assert_eq!(after(&a, "-m"), ["256M"]);
     }

@@ -53,7 +53,10 @@ impl Host {
             ));
         }
         if spec.cpu.cores > self.cpus {
-            return Some(Reason::new("InsufficientCPU", format!("the VM asks for {} CPU cores; this host has {}", spec.cpu.cores, self.cpus)));
+            return Some(Reason::new(
+                "InsufficientCPU",
+                format!("the VM asks for {} CPU cores; this host has {}", spec.cpu.cores, self.cpus),
+            ));
         }
         if self.memory_bytes > 0 && spec.memory_bytes() > self.memory_bytes {
             return Some(Reason::new(

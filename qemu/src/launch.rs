@@ -59,9 +59,8 @@ impl Vms {
             .await
             .map_err(|e| Stop::Backend(BackendError::transient("reading the image catalog", e)))?
             .map_err(|m| failed("ImageNotFound", m))?;
-        let base = tokio::fs::canonicalize(image.disk())
-            .await
-            .map_err(|e| failed("ImageNotFound", format!("{}: {e}", image.disk().display())))?;
+        let base =
+            tokio::fs::canonicalize(image.disk()).await.map_err(|e| failed("ImageNotFound", format!("{}: {e}", image.disk().display())))?;
         let disks = self.disks(vm, t, &base).await?;
         let external = match vm.file.external_ip {
             Some(ip) => ip,

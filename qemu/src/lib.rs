@@ -47,12 +47,13 @@ use async_trait::async_trait;
 use tokio::process::Command;
 use tracing::{info, warn};
 use vmaas_backend::{
-    Backend, BackendError, Capabilities, Cleanup, Console, Consoles, Driver, Requests, Requeue, VmDriver, VmObservation, VmSpec, VmTarget, Wake,
+    Backend, BackendError, Capabilities, Cleanup, Console, Consoles, Driver, Requests, Requeue, VmDriver, VmObservation, VmSpec, VmTarget,
+    Wake,
 };
 use vmaas_model::ObjectKind;
 
-pub use crate::argv::GUEST_IP;
 use crate::accel::{AccelChoice, AccelDecision};
+pub use crate::argv::GUEST_IP;
 use crate::console::SerialConsole;
 use crate::host::Host;
 use crate::images::Catalog;
@@ -116,7 +117,9 @@ impl QemuBackend {
     /// Starts the backend: picks the accelerator and re-adopts the VMs
     /// that kept running while the server was down.
     pub async fn new(cfg: QemuConfig) -> Result<Self, QemuStartError> {
-        tokio::fs::create_dir_all(&cfg.state_dir).await.map_err(|source| QemuStartError::StateDir { path: cfg.state_dir.clone(), source })?;
+        tokio::fs::create_dir_all(&cfg.state_dir)
+            .await
+            .map_err(|source| QemuStartError::StateDir { path: cfg.state_dir.clone(), source })?;
         let version = Command::new(&cfg.qemu).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().await;
         if !version.map(|s| s.success()).unwrap_or(false) {
             return Err(QemuStartError::NoQemu(cfg.qemu.clone()));
@@ -264,7 +267,8 @@ impl Driver<VmSpec, VmObservation> for Vms {
     }
 
     async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
-        let mut entries = tokio::fs::read_dir(&self.cfg.state_dir).await.map_err(|e| BackendError::transient("listing VM directories", e))?;
+        let mut entries =
+            tokio::fs::read_dir(&self.cfg.state_dir).await.map_err(|e| BackendError::transient("listing VM directories", e))?;
         let mut on_disk = Vec::new();
         while let Ok(Some(e)) = entries.next_entry().await {
             if tokio::fs::try_exists(e.path().join(state::STATE_FILE)).await.unwrap_or(false) {

@@ -17,10 +17,11 @@ use crate::qmp::Qmp;
 /// first exposed TCP port, else none (ready once the guest prints on its console).
 pub fn effective_probe(spec: &MachineSpec) -> Option<Probe> {
     spec.readiness_probe.clone().or_else(|| {
-        spec.exposed_ports
-            .iter()
-            .find(|p| p.protocol == Protocol::Tcp)
-            .map(|p| Probe { check: ProbeCheck::Tcp { port: p.port }, period_seconds: 1, timeout_seconds: 300 })
+        spec.exposed_ports.iter().find(|p| p.protocol == Protocol::Tcp).map(|p| Probe {
+            check: ProbeCheck::Tcp { port: p.port },
+            period_seconds: 1,
+            timeout_seconds: 300,
+        })
     })
 }
 

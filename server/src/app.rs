@@ -113,7 +113,14 @@ impl App {
             None => Store::open_sqlite(&config.data_dir).await?,
         };
         let keys = Keys::load_or_create(&config.key_path())?;
-        let state = AppState { store, keys, queue: Arc::new(Queue::default()), metrics: Arc::new(Metrics::new()), backend, tickets: Default::default() };
+        let state = AppState {
+            store,
+            keys,
+            queue: Arc::new(Queue::default()),
+            metrics: Arc::new(Metrics::new()),
+            backend,
+            tickets: Default::default(),
+        };
         Ok(Self { state, config, _lock: lock })
     }
 

@@ -7,7 +7,8 @@ use serde_json::Value;
 use crate::{Observation, Phase, Reason};
 
 /// `printableStatus` values after which KubeVirt will not start the VM without a change.
-const FATAL: [&str; 6] = ["ErrorUnschedulable", "ErrImagePull", "ImagePullBackOff", "ErrorPvcNotFound", "DataVolumeError", "CrashLoopBackOff"];
+const FATAL: [&str; 6] =
+    ["ErrorUnschedulable", "ErrImagePull", "ImagePullBackOff", "ErrorPvcNotFound", "DataVolumeError", "CrashLoopBackOff"];
 
 /// The phase of an observed KubeVirt VM, from `status.ready` and `printableStatus`.
 pub fn vm_phase(vm: Option<&Value>, started: bool) -> Phase {

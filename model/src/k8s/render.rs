@@ -156,7 +156,11 @@ fn disks(spec: &MachineSpec, o: &VmOptions) -> (Vec<DataVolumeTemplate>, Vec<Dis
             DiskSource::Image => (
                 "rootdisk".to_owned(),
                 format!("{}-root", o.name),
-                Some(SourceRef { kind: "DataSource".into(), name: spec.boot.image.clone(), namespace: Some(o.data_source_namespace.clone()) }),
+                Some(SourceRef {
+                    kind: "DataSource".into(),
+                    name: spec.boot.image.clone(),
+                    namespace: Some(o.data_source_namespace.clone()),
+                }),
                 None,
             ),
             DiskSource::Blank => (d.name.clone(), format!("{}-{}", o.name, d.name), None, Some(json!({"blank": {}}))),
@@ -216,7 +220,11 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
                         devices: Devices {
                             disks,
                             interfaces: vec![interface(spec, o)],
-                            gpus: spec.gpus.iter().map(|g| GpuDevice { name: g.name.clone(), device_name: g.device_name.clone() }).collect(),
+                            gpus: spec
+                                .gpus
+                                .iter()
+                                .map(|g| GpuDevice { name: g.name.clone(), device_name: g.device_name.clone() })
+                                .collect(),
                         },
                     },
                     eviction_strategy: "LiveMigrate".into(),

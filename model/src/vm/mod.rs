@@ -11,7 +11,7 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::object::{Metadata, MetadataInput};
+pub use crate::object::{Metadata, MetadataInput};
 use crate::value::ParameterValue;
 
 /// The `@type` of a virtual machine in API responses.
@@ -236,7 +236,6 @@ impl VirtualMachineStatus {
     }
 }
 
-
 /// A virtual machine as the API returns it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -253,7 +252,6 @@ pub struct VirtualMachine {
     /// What the VM is now.
     pub status: VirtualMachineStatus,
 }
-
 
 /// The object of a create request. As in the seed design, `id` may carry the
 /// name the tenant wants (`"id": "myvm"`); the server assigns the real id.
@@ -324,5 +322,3 @@ pub struct PatchVirtualMachine {
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub status: Option<serde_json::Value>,
 }
-
-

@@ -62,7 +62,8 @@ impl Queue {
             let wait = {
                 let mut s = self.lock();
                 let now = Instant::now();
-                let ready = s.due.iter().filter(|(k, _)| !s.running.contains(*k)).min_by_key(|(_, at)| **at).map(|(k, at)| (k.clone(), *at));
+                let ready =
+                    s.due.iter().filter(|(k, _)| !s.running.contains(*k)).min_by_key(|(_, at)| **at).map(|(k, at)| (k.clone(), *at));
                 match ready {
                     Some((key, at)) if at <= now => {
                         s.due.remove(&key);

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use tracing::{info, warn};
-use vmaas_backend::{BackendError, Cleanup, ErrorKind, Requeue, Requests, VmSpec, VmTarget};
+use vmaas_backend::{BackendError, Cleanup, ErrorKind, Requests, Requeue, VmSpec, VmTarget};
 use vmaas_model::{Desired, Observation, Phase, PowerState, Reason, VmState, derive_status};
 
 use super::{Outcome, Reconciler};

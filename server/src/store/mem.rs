@@ -80,14 +80,18 @@ impl MemState {
     }
 
     pub(super) fn visible(&self, kind: ObjectKind, id: &str, scope: &Scope) -> Option<&Cached> {
-        self.objects.get(id).filter(|c| c.row.kind == kind && (!kind.is_tenant_scoped() || scope.tenant().is_none_or(|t| t == c.row.tenant)))
+        self.objects
+            .get(id)
+            .filter(|c| c.row.kind == kind && (!kind.is_tenant_scoped() || scope.tenant().is_none_or(|t| t == c.row.tenant)))
     }
 
     pub(super) fn list<T>(&self, kind: ObjectKind, scope: &Scope, f: &Filter, pick: impl Fn(&Cached) -> T) -> (Vec<T>, u64) {
         let Some(idx) = self.kinds.get(&kind) else { return (Vec::new(), 0) };
         let tenant = if kind.is_tenant_scoped() { scope.tenant() } else { None };
         let ids: Box<dyn Iterator<Item = &String>> = match tenant {
-            Some(t) => Box::new(idx.by_tenant.range((t.to_owned(), String::new(), String::new())..).take_while(move |k| k.0 == t).map(|k| &k.2)),
+            Some(t) => {
+                Box::new(idx.by_tenant.range((t.to_owned(), String::new(), String::new())..).take_while(move |k| k.0 == t).map(|k| &k.2))
+            }
             None => Box::new(idx.order.iter().map(|k| &k.1)),
         };
         let objects = ids.filter_map(|id| self.objects.get(id));
@@ -101,7 +105,8 @@ impl MemState {
             };
             return (objects.skip(skip).take(take).map(pick).collect(), total);
         }
-        let matches = |c: &&Cached| f.name.as_deref().is_none_or(|n| n == c.row.name) && f.state.as_deref().is_none_or(|s| s == c.row.state);
+        let matches =
+            |c: &&Cached| f.name.as_deref().is_none_or(|n| n == c.row.name) && f.state.as_deref().is_none_or(|s| s == c.row.state);
         let mut total = 0u64;
         let mut items = Vec::new();
         for c in objects.filter(matches) {

@@ -131,7 +131,8 @@ impl Store {
     }
 
     async fn sql_get(&self, id: &str) -> Result<Option<Row>, StoreError> {
-        let row = sqlx::query(AssertSqlSafe(format!("SELECT {COLUMNS} FROM objects WHERE id = $1"))).bind(id).fetch_optional(&self.pool).await?;
+        let row =
+            sqlx::query(AssertSqlSafe(format!("SELECT {COLUMNS} FROM objects WHERE id = $1"))).bind(id).fetch_optional(&self.pool).await?;
         row.as_ref().map(from_row).transpose()
     }
 
@@ -306,14 +307,15 @@ impl Store {
     /// since (a new version, or removed): the next pass observes it afresh.
     pub async fn write_status(&self, seen: &Row, status: String, state: &str, observed: String) -> Result<bool, StoreError> {
         let _w = self.write_lock().await;
-        let r = sqlx::query("UPDATE objects SET status = $1, state = $2, observed = $3, observed_version = $4 WHERE id = $5 AND version = $4")
-            .bind(&status)
-            .bind(state)
-            .bind(&observed)
-            .bind(seen.version)
-            .bind(&seen.id)
-            .execute(&self.pool)
-            .await?;
+        let r =
+            sqlx::query("UPDATE objects SET status = $1, state = $2, observed = $3, observed_version = $4 WHERE id = $5 AND version = $4")
+                .bind(&status)
+                .bind(state)
+                .bind(&observed)
+                .bind(seen.version)
+                .bind(&seen.id)
+                .execute(&self.pool)
+                .await?;
         let written = r.rows_affected() > 0;
         if written {
             self.with_mem(|m| m.set_status(&seen.id, status.into(), state, observed.into(), seen.version));

@@ -32,13 +32,21 @@ impl TemplateRecord {
     pub fn to_api(&self) -> VirtualMachineTemplate {
         let mut t = self.template.clone();
         t.type_url = Some(TEMPLATE_TYPE_URL.into());
-        t.metadata =
-            Some(TemplateMetadata { creation_timestamp: Some(self.created_at), update_timestamp: Some(self.updated_at), version: Some(self.version) });
+        t.metadata = Some(TemplateMetadata {
+            creation_timestamp: Some(self.created_at),
+            update_timestamp: Some(self.updated_at),
+            version: Some(self.version),
+        });
         t
     }
 
     fn from_row(row: &Row) -> Result<Self, StoreError> {
-        Ok(Self { template: serde_json::from_str(&row.spec)?, version: row.version, created_at: row.created_at, updated_at: row.updated_at })
+        Ok(Self {
+            template: serde_json::from_str(&row.spec)?,
+            version: row.version,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        })
     }
 }
 
@@ -95,7 +103,10 @@ impl Store {
         expected_version: Option<i64>,
         now: DateTime<Utc>,
     ) -> Result<TemplateRecord, StoreError> {
-        let row = self.get(KIND, &object_id(&t.id), &Scope::All).await.map_err(|_| StoreError::NotFound { kind: "template", id: t.id.clone() })?;
+        let row = self
+            .get(KIND, &object_id(&t.id), &Scope::All)
+            .await
+            .map_err(|_| StoreError::NotFound { kind: "template", id: t.id.clone() })?;
         let current = TemplateRecord::from_row(&row)?;
         let base = expected_version.unwrap_or(current.version);
         if current.template == *t && base == current.version {

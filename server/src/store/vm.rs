@@ -5,7 +5,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vmaas_backend::Requests;
 use vmaas_model::vm::VM_TYPE_URL;
-use vmaas_model::{MachineSpec, Metadata, ObjectKind, PowerState, VirtualMachine, VirtualMachineSpec, VirtualMachineStatus, VmState, initial_status};
+use vmaas_model::{
+    MachineSpec, Metadata, ObjectKind, PowerState, VirtualMachine, VirtualMachineSpec, VirtualMachineStatus, VmState, initial_status,
+};
 
 use super::objects::{Filter, NewObject, Row};
 use super::{Scope, Store, StoreError};

@@ -1,0 +1,473 @@
+//! `vmaas_virtual_machine`: a VM made from a template. Parameters are typed
+//! by the template through the shared model and checked at plan; `state`
+//! changes in place; create waits until the VM is READY.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rmpv::Value;
+use vmaas_client::{Client, WaitFor, describe_status};
+use vmaas_model::vm::{MetadataInput, SpecPatch};
+use vmaas_model::{CreateVirtualMachine, ParameterValue, PatchVirtualMachine, PowerState, Template, VirtualMachine, VirtualMachineSpec};
+
+use crate::diag::{api_error, error, map_key_path, path};
+use crate::proto::schema::{Block, NestedBlock, nested_block::NestingMode};
+use crate::proto::{AttributePath, Diagnostic, Schema, StringKind};
+use crate::resource::{Ctx, Resource};
+use crate::schema::{Mode, STRING, STRING_MAP, attr, block, list_of_objects};
+use crate::value::{self, get, is_unknown, object, set, string, unknown};
+
+/// Resource type of a VM.
+pub const VM: &str = "vmaas_virtual_machine";
+
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The `vmaas_virtual_machine` resource.
+pub struct VmResource;
+
+/// A parameter value as the string Terraform keeps: quantities and strings
+/// as written, integers in decimal, lists comma-separated.
+pub(crate) fn param_to_string(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(items) => items.iter().map(param_to_string).collect::<Vec<_>>().join(","),
+        other => other.to_string(),
+    }
+}
+
+/// The timeout `which` (create, update, delete) from a `timeouts` block.
+fn timeout(state: &Value, which: &str) -> Result<Duration, String> {
+    match string(get(get(state, "timeouts"), which)) {
+        None => Ok(DEFAULT_TIMEOUT),
+        Some(t) => humantime::parse_duration(&t).map_err(|e| format!("{t:?} is not a duration (e.g. \"10m\", \"90s\"): {e}")),
+    }
+}
+
+/// The Terraform state of a VM, keeping the shape of what the user wrote
+/// (a null parameter map stays null) and their `timeouts`.
+fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
+    let params: Vec<(Value, Value)> =
+        vm.spec.template_parameters.iter().map(|(k, p)| (Value::from(k.as_str()), Value::from(param_to_string(&p.value)))).collect();
+    let params = if params.is_empty() && get(like, "template_parameters").is_nil() { Value::Nil } else { Value::Map(params) };
+    let conditions = Value::Array(
+        vm.status
+            .conditions
+            .iter()
+            .map(|c| {
+                object(vec![
+                    ("type", Value::from(c.kind.short())),
+                    ("status", Value::from(c.status.short())),
+                    ("reason", value::opt_string(c.reason.as_deref())),
+                    ("message", Value::from(c.message.as_str())),
+                ])
+            })
+            .collect(),
+    );
+    object(vec![
+        ("id", Value::from(vm.id.as_str())),
+        ("name", Value::from(vm.metadata.name.as_str())),
+        ("template", Value::from(vm.spec.template.as_str())),
+        ("template_parameters", params),
+        ("state", Value::from(vm.spec.state.as_str())),
+        ("status", Value::from(vm.status.state.short())),
+        ("internal_ip", value::opt_string(vm.status.internal_ip.as_deref())),
+        ("external_ip", value::opt_string(vm.status.external_ip.as_deref())),
+        ("conditions", conditions),
+        ("timeouts", get(like, "timeouts").clone()),
+    ])
+}
+
+impl VmResource {
+    /// Types the text parameters in `params` with `template`'s declared
+    /// types; every problem becomes a diagnostic on its map key.
+    async fn typed_params(
+        client: &Client,
+        template: &str,
+        params: &Value,
+        diags: &mut Vec<Diagnostic>,
+    ) -> Option<BTreeMap<String, ParameterValue>> {
+        let wire = match client.get_template(template).await {
+            Ok(t) => t,
+            Err(e) if e.is_not_found() => {
+                diags.push(error(
+                    format!("template {template:?} does not exist"),
+                    "list the templates with the vmaas_templates data source or `vmaas template list`",
+                    Some(path(&["template"])),
+                ));
+                return None;
+            }
+            Err(e) => {
+                diags.push(error("cannot read the template", e.to_string(), Some(path(&["template"]))));
+                return None;
+            }
+        };
+        let compiled = match Template::compile(wire.published()) {
+            Ok(c) => c,
+            Err(e) => {
+                diags.push(error(format!("template {template:?} is invalid"), e.to_string(), Some(path(&["template"]))));
+                return None;
+            }
+        };
+        let mut out = BTreeMap::new();
+        let mut complete = true;
+        for (k, v) in value::string_map(params) {
+            if is_unknown(&v) {
+                complete = false;
+                continue;
+            }
+            let Some(text) = string(&v) else { continue };
+            match compiled.value_from_text(&k, &text) {
+                Ok(j) => {
+                    out.insert(k, ParameterValue::new(j));
+                }
+                Err(reason) => {
+                    diags.push(error(format!("invalid template parameter {k:?}"), reason, Some(map_key_path("template_parameters", &k))))
+                }
+            }
+        }
+        if !diags.is_empty() {
+            return None;
+        }
+        if complete {
+            if let Err(errs) = compiled.resolve(&out, "template_parameters") {
+                for e in errs.iter() {
+                    let key = e.field.trim_start_matches("template_parameters.").trim_end_matches(".value").to_owned();
+                    diags.push(error(
+                        format!("invalid template parameter {key:?}"),
+                        e.reason.clone(),
+                        Some(map_key_path("template_parameters", &key)),
+                    ));
+                }
+                return None;
+            }
+        }
+        Some(out)
+    }
+
+    async fn plan_vm(&self, ctx: &Ctx, prior: &Value, proposed: &Value, diags: &mut Vec<Diagnostic>) -> (Value, Vec<AttributePath>) {
+        if proposed.is_nil() {
+            return (Value::Nil, Vec::new());
+        }
+        let mut planned = proposed.clone();
+        if get(&planned, "state").is_nil() {
+            set(&mut planned, "state", Value::from("started"));
+        }
+        let mut replace = Vec::new();
+        let creating = prior.is_nil();
+        if !creating {
+            for attr in ["name", "template", "template_parameters"] {
+                let (a, b) = (get(prior, attr), get(proposed, attr));
+                let empty = |v: &Value| v.is_nil() || matches!(v, Value::Map(m) if m.is_empty());
+                if a != b && !(empty(a) && empty(b)) {
+                    replace.push(path(&[attr]));
+                }
+            }
+        }
+        let state_changed = !creating && get(prior, "state") != get(&planned, "state");
+        if creating || !replace.is_empty() {
+            for attr in ["id", "status", "internal_ip", "external_ip", "conditions"] {
+                set(&mut planned, attr, unknown());
+            }
+        } else if state_changed {
+            for attr in ["status", "internal_ip", "external_ip", "conditions"] {
+                set(&mut planned, attr, unknown());
+            }
+        }
+        if creating || !replace.is_empty() {
+            if let (Some(client), Some(template)) = (ctx.client(), string(get(proposed, "template"))) {
+                Self::typed_params(client, &template, get(proposed, "template_parameters"), diags).await;
+            }
+        }
+        (planned, replace)
+    }
+
+    async fn apply_vm(&self, ctx: &Ctx, prior: &Value, planned: &Value, diags: &mut Vec<Diagnostic>) -> Value {
+        let Some(client) = ctx.client_or_diag(diags) else { return prior.clone() };
+        if planned.is_nil() {
+            let Some(id) = string(get(prior, "id")) else { return Value::Nil };
+            let wait = match timeout(prior, "delete") {
+                Ok(t) => t,
+                Err(e) => {
+                    diags.push(error("invalid timeouts.delete", e, Some(path(&["timeouts", "delete"]))));
+                    return prior.clone();
+                }
+            };
+            return match client.delete_vm(&id).await {
+                Err(e) if e.is_not_found() => Value::Nil,
+                Err(e) => {
+                    diags.push(error("cannot delete the virtual machine", e.to_string(), None));
+                    prior.clone()
+                }
+                Ok(_) => match client.wait_vm(&id, WaitFor::Deleted, wait, Duration::from_millis(500), |_| {}).await {
+                    Ok(_) => Value::Nil,
+                    Err(e) => {
+                        diags.push(error("the virtual machine was not deleted in time", e.to_string(), None));
+                        prior.clone()
+                    }
+                },
+            };
+        }
+        let power = match string(get(planned, "state")).as_deref() {
+            Some("stopped") => PowerState::Stopped,
+            _ => PowerState::Started,
+        };
+        let target = if power == PowerState::Stopped { WaitFor::Stopped } else { WaitFor::Ready };
+        let (vm, which) = if prior.is_nil() {
+            let name = string(get(planned, "name")).unwrap_or_default();
+            let template = string(get(planned, "template")).unwrap_or_default();
+            let Some(params) = Self::typed_params(client, &template, get(planned, "template_parameters"), diags).await else {
+                return Value::Nil;
+            };
+            let req = CreateVirtualMachine {
+                type_url: None,
+                id: None,
+                metadata: Some(MetadataInput { name: Some(name), version: None }),
+                spec: VirtualMachineSpec { template, template_parameters: params, state: power },
+                status: None,
+            };
+            match client.create_vm(&req).await {
+                Ok(vm) => (vm, "create"),
+                Err(e) => {
+                    diags.push(api_error("cannot create the virtual machine", &e));
+                    return Value::Nil;
+                }
+            }
+        } else {
+            let id = string(get(prior, "id")).unwrap_or_default();
+            let patch = PatchVirtualMachine { spec: SpecPatch { state: Some(power), ..Default::default() }, ..Default::default() };
+            match client.patch_vm(&id, &patch).await {
+                Ok(vm) => (vm, "update"),
+                Err(e) => {
+                    diags.push(error("cannot update the virtual machine", e.to_string(), None));
+                    return prior.clone();
+                }
+            }
+        };
+        let wait = match timeout(planned, which) {
+            Ok(t) => t,
+            Err(e) => {
+                diags.push(error(format!("invalid timeouts.{which}"), e, Some(path(&["timeouts", which]))));
+                return vm_state(&vm, planned);
+            }
+        };
+        match client.wait_vm(&vm.id, target, wait, Duration::from_millis(500), |_| {}).await {
+            Ok(Some(done)) => vm_state(&done, planned),
+            Ok(None) => vm_state(&vm, planned),
+            Err(e) => {
+                // The VM exists: keep it in the state (Terraform taints it), never leave it behind silently.
+                let last = client.get_vm(&vm.id).await.ok();
+                let detail = match &last {
+                    Some(v) => format!("{e}\nLast status: {}", describe_status(v)),
+                    None => e.to_string(),
+                };
+                diags.push(error(
+                    format!(
+                        "virtual machine {:?} did not become {}",
+                        vm.metadata.name,
+                        if target == WaitFor::Ready { "READY" } else { "STOPPED" }
+                    ),
+                    detail,
+                    None,
+                ));
+                vm_state(last.as_ref().unwrap_or(&vm), planned)
+            }
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Resource for VmResource {
+    fn type_name(&self) -> &'static str {
+        VM
+    }
+
+    fn schema(&self) -> Schema {
+        let conditions = list_of_objects(&[("type", STRING), ("status", STRING), ("reason", STRING), ("message", STRING)]);
+        let timeouts = NestedBlock {
+            type_name: "timeouts".into(),
+            block: Some(Block {
+                version: 0,
+                attributes: vec![
+                    attr("create", STRING, Mode::Optional, "How long to wait for a new VM to be READY (default `10m`)."),
+                    attr("update", STRING, Mode::Optional, "How long to wait after a change of `state` (default `10m`)."),
+                    attr("delete", STRING, Mode::Optional, "How long to wait for the VM to be gone (default `10m`)."),
+                ],
+                block_types: vec![],
+                description: "Timeouts, as durations such as `90s` or `10m`.".into(),
+                description_kind: StringKind::Markdown as i32,
+                deprecated: false,
+            }),
+            nesting: NestingMode::Single as i32,
+            min_items: 0,
+            max_items: 0,
+        };
+        block(
+            "A virtual machine made from a template. Create waits until the VM is READY: running, with its guest answering its readiness probe.",
+            vec![
+                attr("id", STRING, Mode::Computed, "The VM's id (a UUID)."),
+                attr("name", STRING, Mode::Required, "Name, unique in the tenant (a DNS label). Changing it replaces the VM."),
+                attr("template", STRING, Mode::Required, "Template id. Changing it replaces the VM."),
+                attr(
+                    "template_parameters",
+                    STRING_MAP,
+                    Mode::Optional,
+                    "Template parameters as text; the provider types them from the template (`\"4\"` for an integer, `\"4Gi\"` for a quantity, `\"a,b\"` for a list). Changing one replaces the VM.",
+                ),
+                attr("state", STRING, Mode::OptionalComputed, "`started` (default) or `stopped`. Changes in place."),
+                attr("status", STRING, Mode::Computed, "READY, PROGRESSING, STOPPED, FAILED or DELETING."),
+                attr("internal_ip", STRING, Mode::Computed, "The address of the VM itself."),
+                attr("external_ip", STRING, Mode::Computed, "The floating address pointing to the VM."),
+                attr(
+                    "conditions",
+                    &conditions,
+                    Mode::Computed,
+                    "PROGRESSING, READY, FAILED and DEGRADED, each with `status`, `reason` and `message`.",
+                ),
+            ],
+            vec![timeouts],
+        )
+    }
+
+    fn validate(&self, config: &Value) -> Vec<Diagnostic> {
+        let config = config.clone();
+        let mut diagnostics = Vec::new();
+        if let Some(s) = string(get(&config, "state")) {
+            if s != "started" && s != "stopped" {
+                diagnostics.push(error("invalid state", format!("expected \"started\" or \"stopped\", got {s:?}"), Some(path(&["state"]))));
+            }
+        }
+        if let Some(n) = string(get(&config, "name")) {
+            if let Err(reason) = vmaas_model::validation::check_dns_label(&n) {
+                diagnostics.push(error("invalid name", reason, Some(path(&["name"]))));
+            }
+        }
+        for which in ["create", "update", "delete"] {
+            if let Err(e) = timeout(&config, which) {
+                diagnostics.push(error(format!("invalid timeouts.{which}"), e, Some(path(&["timeouts", which]))));
+            }
+        }
+        diagnostics
+    }
+
+    async fn plan(&self, ctx: &Ctx, prior: &Value, proposed: &Value, diags: &mut Vec<Diagnostic>) -> (Value, Vec<AttributePath>) {
+        self.plan_vm(ctx, prior, proposed, diags).await
+    }
+
+    async fn apply(&self, ctx: &Ctx, prior: &Value, planned: &Value, diags: &mut Vec<Diagnostic>) -> Value {
+        self.apply_vm(ctx, prior, planned, diags).await
+    }
+
+    async fn read(&self, ctx: &Ctx, id: &str, state: &Value) -> (Value, Vec<Diagnostic>) {
+        let mut diags = Vec::new();
+        let Some(client) = ctx.client_or_diag(&mut diags) else { return (state.clone(), diags) };
+        match client.get_vm(id).await {
+            Ok(vm) => (vm_state(&vm, state), vec![]),
+            // Deleted outside Terraform: forget it, the next plan re-creates it.
+            Err(e) if e.is_not_found() => (Value::Nil, vec![]),
+            Err(e) => (state.clone(), vec![error("cannot read the virtual machine", e.to_string(), None)]),
+        }
+    }
+
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Value, Diagnostic> {
+        let mut diags = Vec::new();
+        let Some(client) = ctx.client_or_diag(&mut diags) else { return Err(diags.remove(0)) };
+        match client.find_vm(id).await {
+            Ok(vm) => Ok(vm_state(&vm, &Value::Nil)),
+            Err(e) => Err(error(format!("cannot import virtual machine {id:?}"), format!("{e} (import takes a VM id or name)"), None)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::attribute_path::step::Selector;
+
+    fn vm(params: Value, state: &str) -> Value {
+        object(vec![
+            ("id", Value::from("0b3c5e0e-0000-4000-8000-000000000000")),
+            ("name", Value::from("web")),
+            ("template", Value::from("tiny")),
+            ("template_parameters", params),
+            ("state", Value::from(state)),
+            ("status", Value::from("READY")),
+            ("internal_ip", Value::from("10.0.2.15")),
+            ("external_ip", Value::from("127.42.0.1")),
+            ("conditions", Value::Array(vec![])),
+            ("timeouts", Value::Nil),
+        ])
+    }
+
+    fn params(pairs: &[(&str, &str)]) -> Value {
+        Value::Map(pairs.iter().map(|(k, v)| (Value::from(*k), Value::from(*v))).collect())
+    }
+
+    fn names(paths: &[AttributePath]) -> Vec<String> {
+        paths
+            .iter()
+            .map(|p| match &p.steps[0].selector {
+                Some(Selector::AttributeName(n)) => n.clone(),
+                _ => String::new(),
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn create_plans_computed_values_as_unknown() {
+        let (p, ctx) = (VmResource, Ctx::default());
+        let mut proposed = vm(params(&[("vm_memory", "4Gi")]), "started");
+        set(&mut proposed, "state", Value::Nil);
+        for a in ["id", "status", "internal_ip", "external_ip", "conditions"] {
+            set(&mut proposed, a, Value::Nil);
+        }
+        let mut diags = vec![];
+        let (planned, replace) = p.plan_vm(&ctx, &Value::Nil, &proposed, &mut diags).await;
+        assert!(replace.is_empty() && diags.is_empty());
+        assert_eq!(string(get(&planned, "state")).as_deref(), Some("started"));
+        for a in ["id", "status", "internal_ip", "external_ip", "conditions"] {
+            assert!(is_unknown(get(&planned, a)), "{a} is known after apply");
+        }
+    }
+
+    #[tokio::test]
+    async fn state_changes_in_place_and_parameters_force_replacement() {
+        let (p, ctx) = (VmResource, Ctx::default());
+        let prior = vm(params(&[("vm_memory", "4Gi")]), "started");
+        let (planned, replace) = p.plan_vm(&ctx, &prior, &vm(params(&[("vm_memory", "4Gi")]), "stopped"), &mut vec![]).await;
+        assert!(replace.is_empty());
+        assert!(is_unknown(get(&planned, "status")));
+        assert_eq!(string(get(&planned, "id")), string(get(&prior, "id")), "same VM");
+
+        let (_, replace) = p.plan_vm(&ctx, &prior, &vm(params(&[("vm_memory", "8Gi")]), "started"), &mut vec![]).await;
+        assert_eq!(names(&replace), ["template_parameters"]);
+        let mut renamed = vm(params(&[("vm_memory", "4Gi")]), "started");
+        set(&mut renamed, "name", Value::from("other"));
+        assert_eq!(names(&p.plan_vm(&ctx, &prior, &renamed, &mut vec![]).await.1), ["name"]);
+
+        // No change: nothing unknown, nothing replaced.
+        let (planned, replace) = p.plan_vm(&ctx, &prior, &prior, &mut vec![]).await;
+        assert!(replace.is_empty());
+        assert_eq!(planned, prior);
+        // An empty map and no map are the same parameters.
+        let (_, replace) = p.plan_vm(&ctx, &vm(Value::Nil, "started"), &vm(Value::Map(vec![]), "started"), &mut vec![]).await;
+        assert!(replace.is_empty());
+        // Destroy.
+        assert!(p.plan_vm(&ctx, &prior, &Value::Nil, &mut vec![]).await.0.is_nil());
+    }
+
+    #[test]
+    fn parameters_keep_the_text_written() {
+        assert_eq!(param_to_string(&serde_json::json!("4096Mi")), "4096Mi");
+        assert_eq!(param_to_string(&serde_json::json!(4)), "4");
+        assert_eq!(param_to_string(&serde_json::json!(true)), "true");
+        assert_eq!(param_to_string(&serde_json::json!(["a", "b"])), "a,b");
+    }
+
+    #[test]
+    fn timeouts_parse_with_a_readable_error() {
+        let s = object(vec![("timeouts", object(vec![("create", Value::from("90s")), ("delete", Value::from("soon"))]))]);
+        assert_eq!(timeout(&s, "create").unwrap(), Duration::from_secs(90));
+        assert_eq!(timeout(&s, "update").unwrap(), DEFAULT_TIMEOUT);
+        assert!(timeout(&s, "delete").unwrap_err().contains("\"soon\" is not a duration"));
+    }
+}
