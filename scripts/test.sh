@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything the tests need and runs the whole suite:
-# unit and property tests, then the end-to-end tests against the real
-# binaries on SQLite and on a PostgreSQL cluster started here on loopback.
+# formatting and lints, unit and property tests, then the end-to-end tests
+# against the real binaries on SQLite and on a PostgreSQL cluster started
+# here on loopback.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -14,7 +15,11 @@ ensure_runtime_deps
 eval "$("$ROOT/scripts/terraform.sh")"
 export VMAAS_TF103 VMAAS_TF115_PYTHON
 
+log "checking formatting (cargo fmt --check)"
+cargo fmt --all --check || die "cargo fmt --check: run cargo fmt and commit"
 build_bins
+log "linting (cargo clippy -D warnings)"
+cargo clippy --locked --workspace --all-targets -- -D warnings
 
 # The upstream schemas the function's output is checked against live in the
 # shared directory beside the repository (or beside the one it was cloned from).

@@ -88,10 +88,10 @@ pub async fn run(client: &Client, id: &str, name: &str, opts: Options) -> anyhow
     let mut out = std::io::stdout();
     // The first message is the buffered history.
     let first = tokio::time::timeout(Duration::from_millis(500), rx.next()).await;
-    if let Ok(Some(Ok(Message::Binary(b)))) = &first {
-        if opts.history {
-            out.write_all(b)?;
-        }
+    if let Ok(Some(Ok(Message::Binary(b)))) = &first
+        && opts.history
+    {
+        out.write_all(b)?;
     }
     if !input.is_empty() {
         tx.send(Message::Binary(input.into())).await?;

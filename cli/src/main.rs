@@ -232,7 +232,7 @@ async fn wait(client: &Client, vm: &VirtualMachine, target: WaitFor, timeout: Du
     Ok(client.wait_vm(&vm.id, target, timeout, Duration::from_millis(500), progress_printer(quiet)).await?)
 }
 
-fn read_template_file(path: &PathBuf) -> anyhow::Result<VirtualMachineTemplate> {
+fn read_template_file(path: &std::path::Path) -> anyhow::Result<VirtualMachineTemplate> {
     let dir_report = sync::read_dir_file(path)?;
     Ok(dir_report)
 }
@@ -370,10 +370,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             VmCmd::Restart(args) => {
                 let vm = client.find_vm(&args.vm).await?;
                 let mut vm = client.restart_vm(&vm.id).await?;
-                if args.wait {
-                    if let Some(v) = wait(&client, &vm, WaitFor::Ready, args.timeout).await? {
-                        vm = v;
-                    }
+                if args.wait
+                    && let Some(v) = wait(&client, &vm, WaitFor::Ready, args.timeout).await?
+                {
+                    vm = v;
                 }
                 output::vm(format, &vm)
             }

@@ -57,7 +57,7 @@ impl Quantity {
             [("Ei", 1 << 60), ("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)];
         let text = UNITS
             .iter()
-            .find(|(_, m)| bytes != 0 && bytes % m == 0)
+            .find(|(_, m)| bytes != 0 && bytes.is_multiple_of(*m))
             .map(|(s, m)| format!("{}{}", bytes / m, s))
             .unwrap_or_else(|| bytes.to_string());
         Self { text, nanos: i128::from(bytes) * NANO }

@@ -6,7 +6,7 @@
 //! - [`plugin`]: the go-plugin side: cookie, AutoMTLS, handshake.
 //! - [`provider`]: configuration, and every call dispatched by type name.
 //! - [`resource`]: the `Resource` and `DataSource` traits and their registry.
-//! - [`vm_resource`]: `vmaas_virtual_machine`.
+//! - [`vm_resource`]: the `vmaas_virtual_machine` resource.
 //! - [`template_resource`]: `vmaas_template`, templates as Terraform values.
 //! - [`template_data`]: the `vmaas_template` and `vmaas_templates` data sources.
 //! - [`schema`]: schema building blocks and the provider's own schema.

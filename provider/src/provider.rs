@@ -69,14 +69,10 @@ impl Provider for VmaasProvider {
     ) -> Result<Response<validate_provider_config::Response>, Status> {
         let config = value::decode(r.get_ref().config.as_ref()).map_err(bad)?;
         let mut diagnostics = Vec::new();
-        if let Some(e) = string(get(&config, "endpoint")) {
-            if !(e.starts_with("http://") || e.starts_with("https://")) {
-                diagnostics.push(error(
-                    "invalid endpoint",
-                    format!("{e:?} must start with http:// or https://"),
-                    Some(path(&["endpoint"])),
-                ));
-            }
+        if let Some(e) = string(get(&config, "endpoint"))
+            && !(e.starts_with("http://") || e.starts_with("https://"))
+        {
+            diagnostics.push(error("invalid endpoint", format!("{e:?} must start with http:// or https://"), Some(path(&["endpoint"]))));
         }
         Ok(Response::new(validate_provider_config::Response { diagnostics }))
     }

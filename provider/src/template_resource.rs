@@ -171,10 +171,8 @@ fn typed(ty: Option<ParameterType>, count_like: bool, text: &str) -> serde_json:
         Some(ParameterType::String | ParameterType::List) => count_like,
         _ => false,
     };
-    if as_number {
-        if let Ok(n) = text.trim().parse::<i64>() {
-            return serde_json::Value::from(n);
-        }
+    if as_number && let Ok(n) = text.trim().parse::<i64>() {
+        return serde_json::Value::from(n);
     }
     serde_json::Value::String(text.to_owned())
 }

@@ -121,25 +121,23 @@ impl VmResource {
                     out.insert(k, ParameterValue::new(j));
                 }
                 Err(reason) => {
-                    diags.push(error(format!("invalid template parameter {k:?}"), reason, Some(map_key_path("template_parameters", &k))))
+                    diags.push(error(format!("invalid template parameter {k:?}"), reason, Some(map_key_path("template_parameters", &k))));
                 }
             }
         }
         if !diags.is_empty() {
             return None;
         }
-        if complete {
-            if let Err(errs) = compiled.resolve(&out, "template_parameters") {
-                for e in errs.iter() {
-                    let key = e.field.trim_start_matches("template_parameters.").trim_end_matches(".value").to_owned();
-                    diags.push(error(
-                        format!("invalid template parameter {key:?}"),
-                        e.reason.clone(),
-                        Some(map_key_path("template_parameters", &key)),
-                    ));
-                }
-                return None;
+        if complete && let Err(errs) = compiled.resolve(&out, "template_parameters") {
+            for e in errs.iter() {
+                let key = e.field.trim_start_matches("template_parameters.").trim_end_matches(".value").to_owned();
+                diags.push(error(
+                    format!("invalid template parameter {key:?}"),
+                    e.reason.clone(),
+                    Some(map_key_path("template_parameters", &key)),
+                ));
             }
+            return None;
         }
         Some(out)
     }
@@ -173,10 +171,10 @@ impl VmResource {
                 set(&mut planned, attr, unknown());
             }
         }
-        if creating || !replace.is_empty() {
-            if let (Some(client), Some(template)) = (ctx.client(), string(get(proposed, "template"))) {
-                Self::typed_params(client, &template, get(proposed, "template_parameters"), diags).await;
-            }
+        if (creating || !replace.is_empty())
+            && let (Some(client), Some(template)) = (ctx.client(), string(get(proposed, "template")))
+        {
+            Self::typed_params(client, &template, get(proposed, "template_parameters"), diags).await;
         }
         (planned, replace)
     }
@@ -331,15 +329,16 @@ impl Resource for VmResource {
     fn validate(&self, config: &Value) -> Vec<Diagnostic> {
         let config = config.clone();
         let mut diagnostics = Vec::new();
-        if let Some(s) = string(get(&config, "state")) {
-            if s != "started" && s != "stopped" {
-                diagnostics.push(error("invalid state", format!("expected \"started\" or \"stopped\", got {s:?}"), Some(path(&["state"]))));
-            }
+        if let Some(s) = string(get(&config, "state"))
+            && s != "started"
+            && s != "stopped"
+        {
+            diagnostics.push(error("invalid state", format!("expected \"started\" or \"stopped\", got {s:?}"), Some(path(&["state"]))));
         }
-        if let Some(n) = string(get(&config, "name")) {
-            if let Err(reason) = vmaas_model::validation::check_dns_label(&n) {
-                diagnostics.push(error("invalid name", reason, Some(path(&["name"]))));
-            }
+        if let Some(n) = string(get(&config, "name"))
+            && let Err(reason) = vmaas_model::validation::check_dns_label(&n)
+        {
+            diagnostics.push(error("invalid name", reason, Some(path(&["name"]))));
         }
         for which in ["create", "update", "delete"] {
             if let Err(e) = timeout(&config, which) {

@@ -145,10 +145,10 @@ impl Vms {
                 None => None,
             },
         };
-        if let Some(p) = process.filter(|p| !p.has_exited()) {
-            if !p.kill_and_wait(Duration::from_secs(2)).await {
-                return Err(BackendError::transient("stopping the guest", format!("QEMU (pid {}) survives SIGKILL", p.pid())));
-            }
+        if let Some(p) = process.filter(|p| !p.has_exited())
+            && !p.kill_and_wait(Duration::from_secs(2)).await
+        {
+            return Err(BackendError::transient("stopping the guest", format!("QEMU (pid {}) survives SIGKILL", p.pid())));
         }
         if let Some(h) = &handle {
             h.lock().await.stop_runtime();

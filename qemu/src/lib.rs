@@ -159,10 +159,10 @@ impl Vms {
                     continue;
                 }
             };
-            if let Some(ip) = file.external_ip {
-                if let Err(e) = self.pool_lock().reserve(ip, &file.id) {
-                    warn!(vm = %file.id, error = %e, "external IP conflict");
-                }
+            if let Some(ip) = file.external_ip
+                && let Err(e) = self.pool_lock().reserve(ip, &file.id)
+            {
+                warn!(vm = %file.id, error = %e, "external IP conflict");
             }
             let mut vm = Vm::new(dir, file);
             if let Some(p) = self.adopt_process(&vm).await {

@@ -170,10 +170,10 @@ impl Keys {
     /// Checks a token and returns its caller.
     pub fn verify(&self, token: &str) -> Result<Caller, ApiError> {
         let now = jsonwebtoken::get_current_timestamp();
-        if let Some((caller, exp)) = self.verified.read().unwrap_or_else(|p| p.into_inner()).get(token) {
-            if now < exp.saturating_add(self.validation.leeway) {
-                return Ok(caller.clone());
-            }
+        if let Some((caller, exp)) = self.verified.read().unwrap_or_else(|p| p.into_inner()).get(token)
+            && now < exp.saturating_add(self.validation.leeway)
+        {
+            return Ok(caller.clone());
         }
         let (caller, exp) = self.verify_signed(token)?;
         let mut cache = self.verified.write().unwrap_or_else(|p| p.into_inner());

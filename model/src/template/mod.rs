@@ -116,10 +116,10 @@ impl Template {
                 errs.push(format!("{path}.name"), format!("duplicates parameters[{first}].name {:?}", p.name));
             }
             if let Some(param) = p.compile(&path, &mut errs) {
-                if let Some(t) = param.target {
-                    if let Some(first) = targets.insert(t, i) {
-                        errs.push(format!("{path}.maps_to"), format!("spec field {} is already set by parameters[{first}]", t.as_str()));
-                    }
+                if let Some(t) = param.target
+                    && let Some(first) = targets.insert(t, i)
+                {
+                    errs.push(format!("{path}.maps_to"), format!("spec field {} is already set by parameters[{first}]", t.as_str()));
                 }
                 parameters.push(param);
             }
@@ -186,7 +186,7 @@ impl Template {
                     Err(reason) => errs.push(format!("{prefix}.{}.value", p.name), reason),
                 },
                 None if p.required => {
-                    errs.push(format!("{prefix}.{}", p.name), format!("required parameter is missing (a {})", p.kind.parameter_type()))
+                    errs.push(format!("{prefix}.{}", p.name), format!("required parameter is missing (a {})", p.kind.parameter_type()));
                 }
                 None => {
                     if let Some(d) = &p.default {

@@ -223,13 +223,13 @@ impl ParameterDefinition {
                 return None;
             }
         };
-        if let Some(field) = target {
-            if field.parameter_type() != ty {
-                errs.push(
-                    format!("{path}.type"),
-                    format!("is {ty}, but the parameter sets spec field {} which takes a {}", field.as_str(), field.parameter_type()),
-                );
-            }
+        if let Some(field) = target
+            && field.parameter_type() != ty
+        {
+            errs.push(
+                format!("{path}.type"),
+                format!("is {ty}, but the parameter sets spec field {} which takes a {}", field.as_str(), field.parameter_type()),
+            );
         }
         let pattern_for = |errs: &mut ValidationErrors| compile_pattern(&self.pattern, path, errs);
         let reject = |what: &str, errs: &mut ValidationErrors| {
@@ -388,7 +388,7 @@ pub fn check_value(kind: &Kind, value: &Value) -> Result<TypedValue, String> {
             }
         }
         (Kind::String { min_len, max_len, allowed, pattern }, TypedValue::String(s)) => {
-            check_text(s, *min_len, *max_len, allowed, pattern, "")?
+            check_text(s, *min_len, *max_len, allowed, pattern, "")?;
         }
         (Kind::List { min_items, max_items, allowed, pattern }, TypedValue::List(items)) => {
             if let Some(m) = min_items.filter(|m| items.len() < *m) {

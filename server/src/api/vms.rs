@@ -195,10 +195,10 @@ pub(super) async fn patch(
     if next.spec == current.spec {
         return if errs.is_empty() { Ok(Json(Envelope { object: current.to_api() })) } else { Err(ApiError::invalid(errs)) };
     }
-    if next.spec.template_parameters != current.spec.template_parameters {
-        if let Some(r) = resolve(&s, &next.spec, &mut errs).await? {
-            next.machine = r.spec;
-        }
+    if next.spec.template_parameters != current.spec.template_parameters
+        && let Some(r) = resolve(&s, &next.spec, &mut errs).await?
+    {
+        next.machine = r.spec;
     }
     if !errs.is_empty() {
         return Err(ApiError::invalid(errs));

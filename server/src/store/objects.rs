@@ -82,7 +82,7 @@ pub(super) fn order_by(kind: ObjectKind) -> &'static str {
 }
 
 /// The tenant a query is limited to, if any.
-fn tenant_of<'a>(kind: ObjectKind, scope: &'a Scope) -> Option<&'a str> {
+fn tenant_of(kind: ObjectKind, scope: &Scope) -> Option<&str> {
     if kind.is_tenant_scoped() { scope.tenant() } else { None }
 }
 
