@@ -423,3 +423,31 @@ async fn one_server_per_data_directory() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("another vmaas-server is using"), "{err}");
 }
+
+on_both_databases! {
+    async fn template_delete_never_races_a_create_into_an_orphan(db: Db) {
+        let Some(s) = Server::start(db).await else { return };
+        let admin = s.token("ops", true);
+        let t = s.token("acme", false);
+        let mut outcomes = std::collections::BTreeMap::new();
+        for round in 0..20 {
+            let id = format!("racy{round}");
+            let (st, body) =
+                s.raw(Method::POST, &format!("{V1}/virtual_machine_templates"), Some(&admin), Some(json!({"object": {"id": id}}))).await;
+            assert_eq!(st, 201, "{body}");
+            let vm = json!({"object": {"metadata": {"name": format!("vm{round}")}, "spec": {"template": id}}});
+            let (vms, template) = (format!("{V1}/virtual_machines"), format!("{V1}/virtual_machine_templates/{id}"));
+            let create = s.raw(Method::POST, &vms, Some(&t), Some(vm));
+            let delete = s.raw(Method::DELETE, &template, Some(&admin), None);
+            let ((created, body), (deleted, _)) = tokio::join!(create, delete);
+            assert!(!(created == 201 && deleted == 204), "round {round}: the VM was created and its template deleted: {body}");
+            assert!(created == 201 || deleted == 204, "round {round}: neither happened ({created}, {deleted}): {body}");
+            if created != 201 {
+                assert_eq!(created, 400, "{body}");
+                assert!(body["message"].as_str().unwrap_or("").contains(&id) || body.to_string().contains(&id), "{body}");
+            }
+            *outcomes.entry((created, deleted)).or_insert(0) += 1;
+        }
+        eprintln!("outcomes (create, delete): {outcomes:?}");
+    }
+}

@@ -30,6 +30,9 @@ pub use vm::{VmFilter, VmRecord};
 
 use self::mem::MemState;
 
+#[cfg(test)]
+mod tests;
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// Why a store operation failed.

@@ -1,0 +1,113 @@
+//! The store over a real SQLite file: upgrades, references, versions.
+
+use std::borrow::Cow;
+
+use chrono::Utc;
+use serde_json::json;
+use vmaas_model::{MachineSpec, PowerState, VirtualMachineSpec, VirtualMachineTemplate, VmState};
+
+use super::*;
+use vmaas_backend::Requests;
+
+fn template(id: &str) -> VirtualMachineTemplate {
+    serde_json::from_value(json!({"id": id})).unwrap()
+}
+
+fn vm(name: &str, template: &str) -> VmRecord {
+    let spec = VirtualMachineSpec { template: template.into(), template_parameters: Default::default(), state: PowerState::Started };
+    VmRecord::new(uuid::Uuid::new_v4().to_string(), "acme", name, "acme", spec, MachineSpec::default(), Utc::now())
+}
+
+#[tokio::test]
+async fn upgrades_a_first_release_database_keeping_every_object() {
+    let dir = tempfile::tempdir().unwrap();
+    sqlx::any::install_default_drivers();
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("vmaas.db").display());
+    let pool = sqlx::AnyPool::connect(&url).await.unwrap();
+    let first_release =
+        sqlx::migrate::Migrator { migrations: Cow::Owned(MIGRATOR.migrations[..2].to_vec()), ..sqlx::migrate::Migrator::DEFAULT };
+    first_release.run(&pool).await.unwrap();
+    let now = "2026-11-01T10:00:00.000000000Z";
+    sqlx::query(
+        "INSERT INTO templates (id, body, version, created_at, updated_at) VALUES ('simple_vm', '{\"id\":\"simple_vm\"}', 3, $1, $1)",
+    )
+    .bind(now)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let resolved = r#"{"cpu_cores":4,"memory":"4Gi","disk_size":"30Gi","image":"default","gpus":[],"exposed_ports":[],"readiness_probe":null,"user_data":null,"ssh_keys":["k"]}"#;
+    let status = serde_json::to_string(&vmaas_model::initial_status(PowerState::Started, Utc::now())).unwrap();
+    sqlx::query(
+        "INSERT INTO virtual_machines (id, tenant, name, template, state, spec, resolved, status, creators, version, created_at, deleted_at, restarts) \
+         VALUES ('0b3c5e0e-0000-4000-8000-000000000001', 'acme', 'myvm', 'simple_vm', 'VIRTUAL_MACHINE_STATE_READY', \
+         '{\"template\":\"simple_vm\",\"template_parameters\":{},\"state\":\"started\"}', $1, $2, '[\"acme\"]', 5, $3, NULL, 2)",
+    )
+    .bind(resolved)
+    .bind(&status)
+    .bind(now)
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+
+    let store = Store::open_sqlite(dir.path()).await.unwrap();
+    let t = store.get_template("simple_vm").await.unwrap();
+    assert_eq!(t.version, 3);
+    let v = store.get_vm("0b3c5e0e-0000-4000-8000-000000000001", &Scope::Tenant("acme".into())).await.unwrap();
+    assert_eq!((v.name.as_str(), v.version, v.machine.cpu.cores), ("myvm", 5, 4));
+    assert_eq!(v.machine.disk_bytes(), 30 << 30);
+    assert_eq!(v.machine.cloud_init.ssh_keys, ["k"]);
+    assert_eq!((v.requests.restart, v.acted.restart), (2, 2), "a restart acted on before the upgrade is not repeated");
+    assert!(!v.unacknowledged());
+    // The reference to the template came along.
+    let err = store.delete_template("simple_vm").await.unwrap_err().to_string();
+    assert!(err.contains("is used by 1 virtual machine(s): myvm"), "{err}");
+}
+
+#[tokio::test]
+async fn references_are_enforced_and_name_the_referrers() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_sqlite(dir.path()).await.unwrap();
+    let missing = store.insert_vm(&vm("a", "nope")).await.unwrap_err();
+    assert!(matches!(&missing, StoreError::MissingReference(m) if m.contains("\"nope\" does not exist")), "{missing}");
+    assert!(store.all_vms().await.unwrap().is_empty(), "nothing half-made");
+
+    store.insert_template(&template("tpl"), Utc::now()).await.unwrap();
+    let (a, b) = (vm("a", "tpl"), vm("b", "tpl"));
+    store.insert_vm(&a).await.unwrap();
+    store.insert_vm(&b).await.unwrap();
+    let taken = store.insert_vm(&vm("a", "tpl")).await.unwrap_err();
+    assert!(matches!(taken, StoreError::AlreadyExists(_)));
+    let in_use = store.delete_template("tpl").await.unwrap_err().to_string();
+    assert!(in_use.contains("is used by 2 virtual machine(s): a, b"), "{in_use}");
+
+    for v in [&a, &b] {
+        store.mark_vm_deleted(&v.id, &Scope::All, Utc::now()).await.unwrap();
+        store.remove_vm(&v.id).await.unwrap();
+    }
+    store.delete_template("tpl").await.unwrap();
+    assert!(matches!(store.get_template("tpl").await, Err(StoreError::NotFound { .. })));
+}
+
+#[tokio::test]
+async fn every_change_of_the_desired_state_is_a_new_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_sqlite(dir.path()).await.unwrap();
+    store.insert_template(&template("tpl"), Utc::now()).await.unwrap();
+    let v = vm("a", "tpl");
+    store.insert_vm(&v).await.unwrap();
+    let restarted = store.request_restart(&v.id, &Scope::All).await.unwrap();
+    assert_eq!((restarted.version, restarted.requests.restart), (2, 1));
+    // A status derived from version 1 no longer lands.
+    let mut status = v.status.clone();
+    status.state = VmState::Ready;
+    assert!(!store.write_vm_status(&v, &status, Requests::default()).await.unwrap());
+    assert!(store.write_vm_status(&restarted, &status, Requests::default()).await.unwrap());
+    let deleted = store.mark_vm_deleted(&v.id, &Scope::All, Utc::now()).await.unwrap();
+    assert_eq!(deleted.version, 3);
+    assert!(deleted.unacknowledged());
+    let stale = store.update_vm_spec(&restarted, restarted.version).await.unwrap_err();
+    assert!(stale.to_string().contains("is being deleted"), "{stale}");
+    // Another tenant sees nothing.
+    assert!(matches!(store.get_vm(&v.id, &Scope::Tenant("other".into())).await, Err(StoreError::NotFound { .. })));
+}
