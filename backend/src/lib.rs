@@ -12,6 +12,7 @@
 //!
 //! - [`driver`]: the per-kind driver trait, its target and requeue hint.
 //! - [`vm`]: what a VM driver is given and reports.
+//! - [`network`]: what a virtual network driver is given and reports.
 //! - [`console`]: serial consoles, for backends that have them.
 //! - [`error`]: failures, with a kind that tells the reconciler what to do.
 
@@ -21,6 +22,7 @@
 pub mod console;
 pub mod driver;
 pub mod error;
+pub mod network;
 pub mod vm;
 
 use std::sync::Arc;
@@ -28,6 +30,7 @@ use std::sync::Arc;
 pub use console::{Console, Consoles};
 pub use driver::{Cleanup, Driver, Requeue, Target, Wake};
 pub use error::{BackendError, ErrorKind};
+pub use network::{NetworkDriver, NetworkObservation, NetworkSpec, NetworkTarget};
 pub use vm::{Requests, VmDriver, VmObservation, VmSpec, VmTarget};
 use vmaas_model::ObjectKind;
 
@@ -63,6 +66,11 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The driver of virtual machines.
     fn vms(&self) -> Arc<VmDriver>;
+
+    /// The driver of virtual networks, if the backend runs them.
+    fn networks(&self) -> Option<Arc<NetworkDriver>> {
+        None
+    }
 
     /// Serial consoles, if VMs have them.
     fn consoles(&self) -> Option<Arc<dyn Consoles>> {

@@ -5,10 +5,13 @@
 //!
 //! - [`Client`]: one method per API operation, plus [`Client::find_vm`]
 //!   (by name or id) and [`Client::wait_vm`] (poll until a state).
+//! - `networks`: the virtual network calls, [`Client::wait_network`] among them.
 //! - [`Error`]: the API's `{code, message, details}` errors, kept intact.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+mod networks;
 
 use std::time::{Duration, Instant};
 

@@ -13,17 +13,20 @@ pub enum ObjectKind {
     Template,
     /// A virtual machine (a tenant's).
     VirtualMachine,
+    /// A virtual network (a tenant's).
+    VirtualNetwork,
 }
 
 impl ObjectKind {
     /// Every kind.
-    pub const ALL: [Self; 2] = [Self::Template, Self::VirtualMachine];
+    pub const ALL: [Self; 3] = [Self::Template, Self::VirtualMachine, Self::VirtualNetwork];
 
     /// The stored name, e.g. `virtual_machine`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Template => "template",
             Self::VirtualMachine => "virtual_machine",
+            Self::VirtualNetwork => "virtual_network",
         }
     }
 
@@ -32,6 +35,7 @@ impl ObjectKind {
         match self {
             Self::Template => "template",
             Self::VirtualMachine => "virtual machine",
+            Self::VirtualNetwork => "virtual network",
         }
     }
 

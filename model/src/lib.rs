@@ -11,6 +11,7 @@
 //! - [`spec`]: what a template publishes about the machine.
 //! - [`machine`]: the [`MachineSpec`] a backend builds: boot source, CPU,
 //!   memory, disks, NICs, GPUs, cloud-init, exposed ports, probe.
+//! - [`network`]: virtual networks (OSAC's `VirtualNetwork`).
 //! - [`vm`]: virtual machines, the request shapes of the API, and
 //!   [`vm::status`], the state machine from backend observations to status.
 //! - [`quantity`]: `4Gi` and `4096Mi`, equal in value, each kept as written.
@@ -28,6 +29,7 @@
 pub mod k8s;
 pub mod kind;
 pub mod machine;
+pub mod network;
 pub mod object;
 pub mod quantity;
 pub mod spec;
@@ -38,6 +40,7 @@ pub mod vm;
 
 pub use kind::ObjectKind;
 pub use machine::{BootSource, CloudInit, Cpu, DEFAULT_IMAGE, Disk, DiskSource, MachineSpec, Nic, NicNetwork};
+pub use network::{CreateVirtualNetwork, VirtualNetwork, VirtualNetworkSpec, VirtualNetworkState, VirtualNetworkStatus};
 pub use object::{Envelope, Metadata, MetadataInput, Page};
 pub use quantity::{Quantity, QuantityError};
 pub use spec::{ExposedPort, Gpu, Probe, ProbeCheck, Protocol, ReadinessProbe, SpecDefaults};

@@ -7,6 +7,7 @@
 //! - [`provider`]: configuration, and every call dispatched by type name.
 //! - [`resource`]: the `Resource` and `DataSource` traits and their registry.
 //! - [`vm_resource`]: the `vmaas_virtual_machine` resource.
+//! - [`network_resource`]: the `vmaas_virtual_network` resource.
 //! - [`template_resource`]: `vmaas_template`, templates as Terraform values.
 //! - [`template_data`]: the `vmaas_template` and `vmaas_templates` data sources.
 //! - [`schema`]: schema building blocks and the provider's own schema.
@@ -17,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod diag;
+pub mod network_resource;
 pub mod plugin;
 pub mod provider;
 pub mod resource;

@@ -90,6 +90,7 @@ impl Registry {
         let mut r = Self::default();
         r.add_resource(crate::vm_resource::VmResource);
         r.add_resource(crate::template_resource::TemplateResource);
+        r.add_resource(crate::network_resource::NetworkResource);
         r.add_data_source(crate::template_data::TemplateData);
         r.add_data_source(crate::template_data::TemplatesData);
         r
@@ -141,7 +142,7 @@ mod tests {
         assert!(r.resource("vmaas_virtual_machine").is_ok());
         let d = r.resource("vmaas_virtual_machin").err().unwrap();
         assert!(d.summary.contains("unknown resource type \"vmaas_virtual_machin\""));
-        assert!(d.detail.contains("vmaas_template, vmaas_virtual_machine"));
+        assert!(d.detail.contains("vmaas_template, vmaas_virtual_machine, vmaas_virtual_network"));
         assert!(r.data_source("vmaas_virtual_machine").is_err());
     }
 }

@@ -13,6 +13,7 @@
 //! - [`console`]: the serial console, owned for the guest's whole life.
 //! - [`qmp`]: the QMP client.
 //! - [`state`]: each VM's `vm.json`, written atomically.
+//! - [`network`]: virtual networks and their address plans.
 //! - `lifecycle` and `launch`: the steps of `ensure`, booting and deleting.
 //!
 //! Each VM has a directory `STATE/<id>/` with its disks (the root disk a
@@ -31,6 +32,7 @@ pub mod host;
 pub mod images;
 mod launch;
 mod lifecycle;
+pub mod network;
 pub mod pool;
 pub mod probe;
 pub mod process;
@@ -47,8 +49,8 @@ use async_trait::async_trait;
 use tokio::process::Command;
 use tracing::{info, warn};
 use vmaas_backend::{
-    Backend, BackendError, Capabilities, Cleanup, Console, Consoles, Driver, Requests, Requeue, VmDriver, VmObservation, VmSpec, VmTarget,
-    Wake,
+    Backend, BackendError, Capabilities, Cleanup, Console, Consoles, Driver, NetworkDriver, Requests, Requeue, VmDriver, VmObservation,
+    VmSpec, VmTarget, Wake,
 };
 use vmaas_model::ObjectKind;
 
@@ -101,6 +103,7 @@ pub enum QemuStartError {
 /// The qemu backend.
 pub struct QemuBackend {
     vms: Arc<Vms>,
+    networks: Arc<network::Networks>,
 }
 
 /// The VM driver: every VM's runtime state, and what they share.
@@ -129,7 +132,8 @@ impl QemuBackend {
         let host = tokio::task::spawn_blocking(Host::probe).await.unwrap_or(Host { cpus: 1, memory_bytes: 0, gpus: Vec::new() });
         let vms = Vms { pool: Mutex::new(IpPool::new(cfg.pool)), cfg, accel, host, vms: Mutex::new(HashMap::new()), wake: OnceLock::new() };
         vms.adopt_all().await;
-        Ok(Self { vms: Arc::new(vms) })
+        let networks = network::Networks::new(vms.cfg.state_dir.parent().unwrap_or(&vms.cfg.state_dir).join("networks"));
+        Ok(Self { vms: Arc::new(vms), networks: Arc::new(networks) })
     }
 
     /// The accelerator in use.
@@ -224,7 +228,12 @@ impl Backend for QemuBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { kinds: vec![ObjectKind::VirtualMachine], live_migration: false, gpus: !self.vms.host.gpus.is_empty(), console: true }
+        Capabilities {
+            kinds: vec![ObjectKind::VirtualMachine, ObjectKind::VirtualNetwork],
+            live_migration: false,
+            gpus: !self.vms.host.gpus.is_empty(),
+            console: true,
+        }
     }
 
     fn health(&self) -> serde_json::Value {
@@ -245,6 +254,10 @@ impl Backend for QemuBackend {
 
     fn vms(&self) -> Arc<VmDriver> {
         self.vms.clone()
+    }
+
+    fn networks(&self) -> Option<Arc<NetworkDriver>> {
+        Some(self.networks.clone())
     }
 
     fn consoles(&self) -> Option<Arc<dyn Consoles>> {

@@ -92,8 +92,17 @@ mod tests {
     async fn sees_a_process_exit_without_polling() {
         let mut child = tokio::process::Command::new("sh").args(["-c", "sleep 30; true", "vmaas-test-marker"]).spawn().unwrap();
         let pid = child.id().unwrap() as i32;
+        // Right after the fork the child may not have exec'd yet: its command line is still ours.
+        let mut adopted = None;
+        for _ in 0..100 {
+            adopted = Process::adopt(pid, "vmaas-test-marker").await;
+            if adopted.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let p = adopted.expect("the shell's command line names the marker");
         assert!(Process::adopt(pid, "someone-else").await.is_none(), "another VM's process is not adopted");
-        let p = Process::adopt(pid, "vmaas-test-marker").await.unwrap();
         assert!(!p.has_exited());
         assert!(p.kill_and_wait(Duration::from_secs(5)).await);
         assert!(p.has_exited());

@@ -306,3 +306,67 @@ async fn template_resource_terraform_1_0_3() {
 async fn template_resource_terraform_1_15_5() {
     template_scenario(Tf::V1_15_5).await;
 }
+
+const NETWORK_TF: &str = r#"
+terraform {
+  required_providers {
+    vmaas = { source = "vmaas/vmaas" }
+  }
+}
+provider "vmaas" {}
+
+variable "cidr" {
+  type    = string
+  default = "10.10.0.0/16"
+}
+
+resource "vmaas_virtual_network" "lab" {
+  name      = "lab"
+  ipv4_cidr = var.cidr
+}
+
+output "id" {
+  value = vmaas_virtual_network.lab.id
+}
+
+output "state" {
+  value = vmaas_virtual_network.lab.state
+}
+"#;
+
+async fn network_scenario(tf: Tf) {
+    let s = Server::start_qemu().await;
+    let t = s.token("acme", false);
+    let w = Workspace::new(tf, &s, &t, NETWORK_TF);
+    w.apply(&[]);
+    assert_eq!(w.output("state"), "READY");
+    let id = w.output("id");
+    let plan = s.data_dir.join("networks").join(&id).join("network.json");
+    let saved: Value = serde_json::from_slice(&std::fs::read(&plan).unwrap()).unwrap();
+    assert_eq!(saved["ipv4_cidr"], "10.10.0.0/16", "the qemu backend keeps the address plan");
+    assert_eq!(w.plan_code(&[]).0, 0, "no drift");
+    // The address space cannot change in place: a new network replaces the old.
+    let text = w.apply(&["-var", "cidr=10.20.0.0/16"]);
+    assert!(text.contains("1 added, 0 changed, 1 destroyed"), "{text}");
+    let new_id = w.output("id");
+    assert_ne!(new_id, id);
+    assert!(!plan.exists(), "the replaced network's state is gone");
+    // A bad CIDR fails at plan, naming the attribute and the reason.
+    let (code, text) = w.plan_code(&["-var", "cidr=10.20.0.1/16"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("host bits set"), "{text}");
+    w.ok(&["destroy", "-auto-approve", "-no-color", "-var", "cidr=10.20.0.0/16"]);
+    let (_, list) = s.raw(Method::GET, "/api/fulfillment/v1/virtual_networks", Some(&t), None).await;
+    assert_eq!(list["total"], 0, "{list}");
+    assert!(!s.data_dir.join("networks").join(&new_id).exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_resource_terraform_1_0_3() {
+    network_scenario(Tf::V1_0_3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_resource_terraform_1_15_5() {
+    network_scenario(Tf::V1_15_5).await;
+}

@@ -17,10 +17,10 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use tracing::{debug, info};
 
+use super::scope;
 use super::{ApiQuery, AppState, PREFIX};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::store::Scope;
 
 /// How long a console ticket is valid.
 pub const TICKET_TTL: Duration = Duration::from_secs(60);
@@ -61,10 +61,6 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/virtual_machines/{id}/console_sessions", post(create_session))
         .route("/virtual_machines/{id}/console", get(console))
         .route("/virtual_machines/{id}/console_log", get(console_log))
-}
-
-fn scope(caller: &Caller) -> Scope {
-    if caller.is_admin() { Scope::All } else { Scope::Tenant(caller.tenant.clone()) }
 }
 
 /// A console session: connect to `url` within `expires_at`, once.

@@ -3,6 +3,7 @@
 
 mod console;
 mod extract;
+mod networks;
 mod openapi;
 mod templates;
 mod vms;
@@ -77,9 +78,33 @@ impl Paging {
     }
 }
 
+/// What `caller` may see: its own tenant's objects, or every tenant's for administrators.
+fn scope(caller: &crate::auth::Caller) -> crate::store::Scope {
+    if caller.is_admin() { crate::store::Scope::All } else { crate::store::Scope::Tenant(caller.tenant.clone()) }
+}
+
+/// A response whose body is JSON serialised already.
+fn raw_json(body: String) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// A page `{"items": [...], "size": n, "total": n}` of items serialised already.
+fn page_json(items: &[Arc<str>], total: u64) -> Response {
+    let mut body = String::with_capacity(items.iter().map(|i| i.len() + 1).sum::<usize>() + 48);
+    body.push_str("{\"items\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(item);
+    }
+    body.push_str(&format!("],\"size\":{},\"total\":{total}}}", items.len()));
+    raw_json(body)
+}
+
 /// Builds the router.
 pub fn router(state: AppState) -> Router {
-    let api = Router::new().merge(templates::routes()).merge(vms::routes()).merge(console::routes());
+    let api = Router::new().merge(templates::routes()).merge(vms::routes()).merge(networks::routes()).merge(console::routes());
     Router::new()
         .nest(PREFIX, api)
         .route("/healthz", get(healthz))

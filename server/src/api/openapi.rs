@@ -3,7 +3,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{console, templates, vms};
+use super::{console, networks, templates, vms};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -12,12 +12,14 @@ use super::{console, templates, vms};
         super::healthz,
         templates::list, templates::read, templates::create, templates::update, templates::remove,
         vms::list, vms::read, vms::create, vms::patch, vms::remove, vms::restart,
+        networks::list, networks::read, networks::create, networks::remove,
         console::create_session, console::console, console::console_log,
     ),
     modifiers(&BearerAuth),
     tags(
         (name = "templates", description = "Virtual machine templates: published by administrators, used by tenants"),
         (name = "virtual machines", description = "A tenant's virtual machines"),
+        (name = "virtual networks", description = "A tenant's virtual networks (OSAC's VirtualNetwork)"),
     )
 )]
 struct ApiDoc;

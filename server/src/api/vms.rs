@@ -1,8 +1,8 @@
 //! `virtual_machines`: each tenant sees and changes only its own; administrators see all.
 
 use axum::extract::{Path, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::Utc;
@@ -14,11 +14,11 @@ use vmaas_model::{
     VirtualMachineSpec, VmState,
 };
 
-use super::{ApiJson, ApiQuery, AppState, Paging};
+use super::{ApiJson, ApiQuery, AppState, Paging, page_json, raw_json, scope};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::reconciler;
-use crate::store::{Scope, StoreError, VmFilter, VmRecord};
+use crate::store::{StoreError, VmFilter, VmRecord};
 
 /// How long a change waits for the reconciler to acknowledge it.
 const ACK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -28,10 +28,6 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/virtual_machines", get(list).post(create))
         .route("/virtual_machines/{id}", get(read).patch(patch).delete(remove))
         .route("/virtual_machines/{id}/restart", axum::routing::post(restart))
-}
-
-fn scope(caller: &Caller) -> Scope {
-    if caller.is_admin() { Scope::All } else { Scope::Tenant(caller.tenant.clone()) }
 }
 
 /// Validates `spec` against its template, naming fields from `object.spec`.
@@ -81,22 +77,7 @@ pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q):
     let state = q.state.as_deref().map(str::parse::<VmState>).transpose().map_err(|e| ApiError::field("state", e))?;
     let filter = VmFilter { name: q.name, state, offset, limit };
     let (items, total) = s.store.list_vms_json(&scope(&caller), &filter).await?;
-    // The items are serialised already: join them into the page.
-    let mut body = String::with_capacity(items.iter().map(|i| i.len() + 1).sum::<usize>() + 48);
-    body.push_str("{\"items\":[");
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            body.push(',');
-        }
-        body.push_str(item);
-    }
-    body.push_str(&format!("],\"size\":{},\"total\":{total}}}", items.len()));
-    Ok(raw_json(body))
-}
-
-/// A response whose body is JSON serialised already.
-fn raw_json(body: String) -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+    Ok(page_json(&items, total))
 }
 
 /// Get one virtual machine.

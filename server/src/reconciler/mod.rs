@@ -9,6 +9,7 @@
 //! once. With several replicas on one PostgreSQL, a lease in the database
 //! makes sure only one replica reconciles at a time.
 
+mod network;
 mod queue;
 mod vm;
 
@@ -162,6 +163,9 @@ impl Reconciler {
         for vm in vms.iter().filter(|v| full || v.unacknowledged() || v.deleted_at.is_some()) {
             self.queue.enqueue(ObjectKind::VirtualMachine, &vm.id);
         }
+        for n in self.store.all_networks().await?.iter().filter(|n| full || n.unacknowledged() || n.deleted_at.is_some()) {
+            self.queue.enqueue(ObjectKind::VirtualNetwork, &n.id);
+        }
         if full {
             self.count_states(&vms);
             let ids: Vec<String> = vms.iter().map(|v| v.id.clone()).collect();
@@ -207,6 +211,7 @@ impl Reconciler {
     async fn reconcile(&self, key: &Key) -> Result<(Outcome, Option<Duration>), StoreError> {
         match key.0 {
             ObjectKind::VirtualMachine => vm::reconcile(self, &key.1).await,
+            ObjectKind::VirtualNetwork => network::reconcile(self, &key.1).await,
             ObjectKind::Template => Ok((Outcome::Unchanged, None)),
         }
     }

@@ -8,9 +8,10 @@
 //!
 //! - [`objects`]: the generic operations every kind uses.
 //! - `mem`: the in-memory read path over an exclusively owned SQLite file.
-//! - [`vm`] and [`template`]: the typed records of each kind, on top.
+//! - [`vm`], [`template`] and [`network`]: the typed records of each kind, on top.
 
 mod mem;
+pub mod network;
 pub mod objects;
 pub mod template;
 pub mod vm;
@@ -24,6 +25,7 @@ use sqlx::AnyPool;
 use sqlx::any::AnyPoolOptions;
 use vmaas_model::ObjectKind;
 
+pub use network::NetworkRecord;
 pub use objects::{Filter, NewObject, Row};
 pub use template::TemplateRecord;
 pub use vm::{VmFilter, VmRecord};

@@ -1,0 +1,29 @@
+//! What a virtual network driver is given and what it reports.
+
+use crate::driver::{Driver, Target};
+
+/// The desired state of one virtual network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkSpec {
+    /// The IPv4 address space, checked.
+    pub ipv4_cidr: Option<String>,
+    /// The IPv6 address space, checked.
+    pub ipv6_cidr: Option<String>,
+}
+
+/// One network as a driver sees it.
+pub type NetworkTarget = Target<NetworkSpec>;
+
+/// Where a network is, as its driver sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetworkObservation {
+    /// Being set up.
+    Pending(String),
+    /// Usable.
+    Ready,
+    /// Cannot be set up as it is.
+    Failed(String),
+}
+
+/// The driver of virtual networks.
+pub type NetworkDriver = dyn Driver<NetworkSpec, NetworkObservation>;

@@ -1,0 +1,246 @@
+//! Virtual networks, in the shape of OSAC's `osac.public.v1.VirtualNetwork`:
+//! a tenant's private address space (`ipv4_cidr` and/or `ipv6_cidr`), with a
+//! state `VIRTUAL_NETWORK_STATE_PENDING|READY|FAILED`. The spec is immutable
+//! once created, as in OSAC.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::object::{Metadata, MetadataInput};
+use crate::validation::ValidationErrors;
+
+/// The `@type` of a virtual network in API responses.
+pub const VIRTUAL_NETWORK_TYPE_URL: &str = "type.googleapis.com/osac.public.v1.VirtualNetwork";
+
+/// What the tenant asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct VirtualNetworkSpec {
+    /// The network class; empty for the provider's default.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub network_class: String,
+    /// The IPv4 address space, e.g. `10.10.0.0/16`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv4_cidr: Option<String>,
+    /// The IPv6 address space, e.g. `fd00:10::/48`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv6_cidr: Option<String>,
+}
+
+/// Why a CIDR is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CidrError {
+    /// Not `address/length`.
+    #[error("{0:?} is not a CIDR: expected an address and a prefix length, e.g. 10.0.0.0/16")]
+    Syntax(String),
+    /// The address is of the other family.
+    #[error("{0:?} is not an IPv{1} CIDR")]
+    Family(String, u8),
+    /// The prefix is too long to hold hosts, or longer than the address.
+    #[error("{cidr:?} has prefix length {len}: it must be at most {max}")]
+    PrefixTooLong {
+        /// The CIDR.
+        cidr: String,
+        /// Its prefix length.
+        len: u8,
+        /// The longest accepted.
+        max: u8,
+    },
+    /// Bits are set after the prefix.
+    #[error("{cidr:?} has host bits set: the network is {network}")]
+    HostBits {
+        /// The CIDR.
+        cidr: String,
+        /// What it should be.
+        network: String,
+    },
+}
+
+/// A checked CIDR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    /// The network address.
+    pub addr: IpAddr,
+    /// The prefix length.
+    pub len: u8,
+}
+
+impl Cidr {
+    /// Parses `text` as a network of IP version `version` (4 or 6) with room for hosts.
+    pub fn parse(text: &str, version: u8) -> Result<Self, CidrError> {
+        let syntax = || CidrError::Syntax(text.to_owned());
+        let (addr, len) = text.split_once('/').ok_or_else(syntax)?;
+        let addr: IpAddr = addr.parse().map_err(|_| syntax())?;
+        let len: u8 = len.parse().map_err(|_| syntax())?;
+        let (bits, max) = match (addr, version) {
+            (IpAddr::V4(a), 4) => (u128::from(u32::from(a)) << 96, 30),
+            (IpAddr::V6(a), 6) => (u128::from(a), 126),
+            _ => return Err(CidrError::Family(text.to_owned(), version)),
+        };
+        if len > max {
+            return Err(CidrError::PrefixTooLong { cidr: text.to_owned(), len, max });
+        }
+        let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len)) };
+        if bits & !mask != 0 {
+            let net = bits & mask;
+            let network = match addr {
+                IpAddr::V4(_) => std::net::Ipv4Addr::from((net >> 96) as u32).to_string(),
+                IpAddr::V6(_) => std::net::Ipv6Addr::from(net).to_string(),
+            };
+            return Err(CidrError::HostBits { cidr: text.to_owned(), network: format!("{network}/{len}") });
+        }
+        Ok(Self { addr, len })
+    }
+}
+
+impl VirtualNetworkSpec {
+    /// Checks the spec, naming fields under `prefix` (e.g. `object.spec`).
+    pub fn check(&self, prefix: &str) -> Result<(), ValidationErrors> {
+        let mut errs = ValidationErrors::default();
+        if self.ipv4_cidr.is_none() && self.ipv6_cidr.is_none() {
+            errs.push(format!("{prefix}.ipv4_cidr"), "is required (or give ipv6_cidr)");
+        }
+        for (field, cidr, version) in [("ipv4_cidr", &self.ipv4_cidr, 4), ("ipv6_cidr", &self.ipv6_cidr, 6)] {
+            if let Some(Err(e)) = cidr.as_deref().map(|c| Cidr::parse(c, version)) {
+                errs.push(format!("{prefix}.{field}"), e.to_string());
+            }
+        }
+        if !self.network_class.is_empty() {
+            errs.push(
+                format!("{prefix}.network_class"),
+                format!("{:?} is not offered: leave it empty for the default", self.network_class),
+            );
+        }
+        errs.into_result(())
+    }
+}
+
+/// The state of a virtual network.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum VirtualNetworkState {
+    /// Being set up (or torn down).
+    #[default]
+    #[serde(rename = "VIRTUAL_NETWORK_STATE_PENDING")]
+    Pending,
+    /// Usable.
+    #[serde(rename = "VIRTUAL_NETWORK_STATE_READY")]
+    Ready,
+    /// Could not be set up; see the message.
+    #[serde(rename = "VIRTUAL_NETWORK_STATE_FAILED")]
+    Failed,
+}
+
+impl VirtualNetworkState {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "VIRTUAL_NETWORK_STATE_PENDING",
+            Self::Ready => "VIRTUAL_NETWORK_STATE_READY",
+            Self::Failed => "VIRTUAL_NETWORK_STATE_FAILED",
+        }
+    }
+}
+
+impl fmt::Display for VirtualNetworkState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the network is now.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct VirtualNetworkStatus {
+    /// Overall state.
+    pub state: VirtualNetworkState,
+    /// Why it is pending or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A virtual network as the API returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct VirtualNetwork {
+    /// Always `type.googleapis.com/osac.public.v1.VirtualNetwork`.
+    #[serde(rename = "@type")]
+    pub type_url: String,
+    /// UUID assigned by the server.
+    pub id: String,
+    /// Name, tenant, timestamps and version.
+    pub metadata: Metadata,
+    /// What the tenant asked for.
+    pub spec: VirtualNetworkSpec,
+    /// What the network is now.
+    pub status: VirtualNetworkStatus,
+}
+
+/// The object of a create request; as for VMs, `id` may carry the name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CreateVirtualNetwork {
+    /// Accepted and ignored.
+    #[serde(rename = "@type", default, skip_serializing)]
+    pub type_url: Option<String>,
+    /// The name the tenant wants, when `metadata.name` is not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `name` here wins over `id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MetadataInput>,
+    /// What the tenant wants.
+    pub spec: VirtualNetworkSpec,
+    /// Accepted and ignored: status is the server's.
+    #[serde(default, skip_serializing)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub status: Option<serde_json::Value>,
+}
+
+impl CreateVirtualNetwork {
+    /// The name asked for: `metadata.name`, else `id`.
+    pub fn requested_name(&self) -> Option<&str> {
+        self.metadata.as_ref().and_then(|m| m.name.as_deref()).or(self.id.as_deref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors(spec: serde_json::Value) -> Vec<String> {
+        let spec: VirtualNetworkSpec = serde_json::from_value(spec).unwrap();
+        spec.check("spec").err().map(|e| e.iter().map(|f| format!("{}: {}", f.field, f.reason)).collect()).unwrap_or_default()
+    }
+
+    #[test]
+    fn cidrs_are_checked_by_family_prefix_and_host_bits() {
+        assert!(errors(serde_json::json!({"ipv4_cidr": "10.10.0.0/16"})).is_empty());
+        assert!(errors(serde_json::json!({"ipv4_cidr": "10.10.0.0/16", "ipv6_cidr": "fd00:10::/48"})).is_empty());
+        assert_eq!(errors(serde_json::json!({})), ["spec.ipv4_cidr: is required (or give ipv6_cidr)"]);
+        assert_eq!(
+            errors(serde_json::json!({"ipv4_cidr": "10.10.0.1/16"})),
+            ["spec.ipv4_cidr: \"10.10.0.1/16\" has host bits set: the network is 10.10.0.0/16"]
+        );
+        assert_eq!(
+            errors(serde_json::json!({"ipv4_cidr": "10.0.0.0/31"})),
+            ["spec.ipv4_cidr: \"10.0.0.0/31\" has prefix length 31: it must be at most 30"]
+        );
+        assert_eq!(errors(serde_json::json!({"ipv6_cidr": "10.0.0.0/8"})), ["spec.ipv6_cidr: \"10.0.0.0/8\" is not an IPv6 CIDR"]);
+        assert!(errors(serde_json::json!({"ipv4_cidr": "ten"}))[0].contains("is not a CIDR"));
+        assert!(
+            serde_json::from_value::<VirtualNetworkSpec>(serde_json::json!({"ipv4cidr": "10.0.0.0/8"})).is_err(),
+            "unknown fields are refused"
+        );
+    }
+
+    #[test]
+    fn states_use_osac_names() {
+        let s = VirtualNetworkStatus { state: VirtualNetworkState::Ready, message: None };
+        assert_eq!(serde_json::to_value(&s).unwrap(), serde_json::json!({"state": "VIRTUAL_NETWORK_STATE_READY"}));
+    }
+}
