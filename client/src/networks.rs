@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use reqwest::Method;
-use vmaas_model::{CreateVirtualNetwork, Page, VirtualNetwork, VirtualNetworkState};
+use vmaas_model::{CreateVirtualNetwork, Envelope, Page, VirtualNetwork, VirtualNetworkState};
 
 use crate::{Client, Error};
 
@@ -20,7 +20,7 @@ impl Client {
 
     /// Creates a network.
     pub async fn create_network(&self, n: &CreateVirtualNetwork) -> Result<VirtualNetwork, Error> {
-        self.object(Method::POST, "/virtual_networks", Some(n)).await
+        self.object(Method::POST, "/virtual_networks", Some(&Envelope { object: n })).await
     }
 
     /// Starts deleting a network.
