@@ -90,7 +90,13 @@ mod tests {
 
     #[tokio::test]
     async fn sees_a_process_exit_without_polling() {
-        let mut child = tokio::process::Command::new("sh").args(["-c", "sleep 30; true", "vmaas-test-marker"]).spawn().unwrap();
+        let mut child = tokio::process::Command::new("sh")
+            .args(["-c", "read line", "vmaas-test-marker"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
         let pid = child.id().unwrap() as i32;
         // Right after the fork the child may not have exec'd yet: its command line is still ours.
         let mut adopted = None;
