@@ -55,3 +55,12 @@ pub struct Page<T> {
     /// How many items match, over all pages.
     pub total: u64,
 }
+
+/// The name a create request asks for: `metadata.name`, else `id` (the seed
+/// design's `"id": "myvm"`); and the field it came from, for errors.
+pub fn requested_name<'a>(metadata: Option<&'a MetadataInput>, id: Option<&'a str>) -> Option<(&'a str, &'static str)> {
+    match metadata.and_then(|m| m.name.as_deref()) {
+        Some(n) => Some((n, "object.metadata.name")),
+        None => id.map(|n| (n, "object.id")),
+    }
+}

@@ -55,7 +55,7 @@ fn seed_vm_request_resolves() {
       }
     }))
     .unwrap();
-    assert_eq!(req.object.requested_name(), Some("myvm"));
+    assert_eq!(req.object.requested_name(), Some(("myvm", "object.id")));
     let t = Template::compile(seed_template()).unwrap();
     let r = t.resolve(&req.object.spec.template_parameters, "spec.template_parameters").unwrap();
     assert_eq!(r.spec.cpu.cores, 4);

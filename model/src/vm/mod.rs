@@ -277,9 +277,9 @@ pub struct CreateVirtualMachine {
 }
 
 impl CreateVirtualMachine {
-    /// The name asked for: `metadata.name`, else `id`.
-    pub fn requested_name(&self) -> Option<&str> {
-        self.metadata.as_ref().and_then(|m| m.name.as_deref()).or(self.id.as_deref())
+    /// The name asked for (`metadata.name`, else `id`), and the field it came from.
+    pub fn requested_name(&self) -> Option<(&str, &'static str)> {
+        crate::object::requested_name(self.metadata.as_ref(), self.id.as_deref())
     }
 }
 

@@ -83,6 +83,24 @@ fn scope(caller: &crate::auth::Caller) -> crate::store::Scope {
     if caller.is_admin() { crate::store::Scope::All } else { crate::store::Scope::Tenant(caller.tenant.clone()) }
 }
 
+/// The name a create request asks for, checked as a DNS label; every
+/// problem goes into `errs`, naming the field it came from.
+fn checked_name(requested: Option<(&str, &'static str)>, errs: &mut vmaas_model::ValidationErrors) -> Option<String> {
+    match requested {
+        None => {
+            errs.push("object.metadata.name", "is required (or give the name as object.id)");
+            None
+        }
+        Some((name, field)) => match vmaas_model::validation::check_dns_label(name) {
+            Ok(()) => Some(name.to_owned()),
+            Err(reason) => {
+                errs.push(field, reason);
+                None
+            }
+        },
+    }
+}
+
 /// A response whose body is JSON serialised already.
 fn raw_json(body: String) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()

@@ -9,10 +9,9 @@ use axum::{Json, Router};
 use chrono::Utc;
 use serde::Deserialize;
 use tracing::info;
-use vmaas_model::validation::check_dns_label;
 use vmaas_model::{CreateVirtualNetwork, Envelope, ObjectKind, Page, ValidationErrors, VirtualNetwork, VirtualNetworkState};
 
-use super::{ApiJson, ApiQuery, AppState, Paging, page_json, raw_json, scope};
+use super::{ApiJson, ApiQuery, AppState, Paging, checked_name, page_json, raw_json, scope};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::store::{Filter, NetworkRecord};
@@ -76,20 +75,12 @@ pub(super) async fn create(
 ) -> Result<(StatusCode, Json<Envelope<VirtualNetwork>>), ApiError> {
     let obj = req.object;
     let mut errs = ValidationErrors::default();
-    let name_field = if obj.metadata.as_ref().is_some_and(|m| m.name.is_some()) { "object.metadata.name" } else { "object.id" };
-    match obj.requested_name() {
-        None => errs.push("object.metadata.name", "is required (or give the name as object.id)"),
-        Some(n) => {
-            if let Err(reason) = check_dns_label(n) {
-                errs.push(name_field, reason);
-            }
-        }
-    }
+    let name = checked_name(obj.requested_name(), &mut errs);
     if let Err(e) = obj.spec.check("object.spec") {
         errs.extend(e);
     }
-    let Some(name) = obj.requested_name().filter(|_| errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
-    let rec = NetworkRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, name, &caller.subject, obj.spec.clone(), Utc::now());
+    let (Some(name), true) = (name, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
+    let rec = NetworkRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, obj.spec.clone(), Utc::now());
     s.store.insert_network(&rec).await?;
     s.queue.enqueue(ObjectKind::VirtualNetwork, &rec.id);
     info!(network = %rec.id, name = %rec.name, tenant = %rec.tenant, "virtual network created");

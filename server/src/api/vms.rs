@@ -8,13 +8,12 @@ use axum::{Json, Router};
 use chrono::Utc;
 use serde::Deserialize;
 use tracing::info;
-use vmaas_model::validation::check_dns_label;
 use vmaas_model::{
     CreateVirtualMachine, Envelope, ObjectKind, Page, PatchVirtualMachine, Resolved, Template, ValidationErrors, VirtualMachine,
     VirtualMachineSpec, VmState,
 };
 
-use super::{ApiJson, ApiQuery, AppState, Paging, page_json, raw_json, scope};
+use super::{ApiJson, ApiQuery, AppState, Paging, checked_name, page_json, raw_json, scope};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::reconciler;
@@ -105,20 +104,7 @@ pub(super) async fn create(
 ) -> Result<(StatusCode, Json<Envelope<VirtualMachine>>), ApiError> {
     let obj = req.object;
     let mut errs = ValidationErrors::default();
-    let name_field = if obj.metadata.as_ref().is_some_and(|m| m.name.is_some()) { "object.metadata.name" } else { "object.id" };
-    let name = match obj.requested_name() {
-        None => {
-            errs.push("object.metadata.name", "is required (or give the name as object.id)");
-            None
-        }
-        Some(n) => match check_dns_label(n) {
-            Ok(()) => Some(n.to_owned()),
-            Err(reason) => {
-                errs.push(name_field, reason);
-                None
-            }
-        },
-    };
+    let name = checked_name(obj.requested_name(), &mut errs);
     let resolved = resolve(&s, &obj.spec, &mut errs).await?;
     let (Some(name), Some(resolved), true) = (name, resolved, errs.is_empty()) else {
         return Err(ApiError::invalid(errs));
