@@ -52,15 +52,20 @@ pub(crate) fn list_of_objects(fields: &[(&str, &str)]) -> String {
     format!("[\"list\",[\"object\",{{{}}}]]", inner.join(","))
 }
 
-pub(crate) fn template_fields() -> Vec<Attribute> {
-    let params = list_of_objects(&[
+/// The type of a template's `parameters` as data: a list of objects.
+pub(crate) fn parameters_type() -> String {
+    list_of_objects(&[
         ("name", STRING),
         ("title", STRING),
         ("description", STRING),
         ("type", STRING),
         ("required", BOOL),
         ("default", STRING),
-    ]);
+    ])
+}
+
+pub(crate) fn template_fields() -> Vec<Attribute> {
+    let params = parameters_type();
     vec![
         attr("title", STRING, Mode::Computed, "Short human title."),
         attr("description", STRING, Mode::Computed, "Longer description, in Markdown."),

@@ -6,7 +6,7 @@ use vmaas_model::{Template, VirtualMachineTemplate};
 use crate::diag::{error, path};
 use crate::proto::{Diagnostic, Schema};
 use crate::resource::{Ctx, DataSource};
-use crate::schema::{BOOL, Mode, STRING, attr, block, list_of_objects, template_fields};
+use crate::schema::{Mode, STRING, attr, block, list_of_objects, parameters_type, template_fields};
 use crate::value::{self, get, object, string};
 use crate::vm_resource::param_to_string;
 
@@ -78,22 +78,7 @@ impl DataSource for TemplatesData {
     }
 
     fn schema(&self) -> Schema {
-        let list = list_of_objects(&[
-            ("id", STRING),
-            ("title", STRING),
-            ("description", STRING),
-            (
-                "parameters",
-                &list_of_objects(&[
-                    ("name", STRING),
-                    ("title", STRING),
-                    ("description", STRING),
-                    ("type", STRING),
-                    ("required", BOOL),
-                    ("default", STRING),
-                ]),
-            ),
-        ]);
+        let list = list_of_objects(&[("id", STRING), ("title", STRING), ("description", STRING), ("parameters", &parameters_type())]);
         block(
             "Every virtual machine template.",
             vec![attr("templates", &list, Mode::Computed, "The templates, each with `id`, `title`, `description` and `parameters`.")],
