@@ -27,10 +27,13 @@ pub use queue::{Key, Queue};
 pub(crate) use vm::deleting_status;
 
 use crate::metrics::Metrics;
-use crate::store::{Scope, Store, StoreError, VmRecord};
+use crate::store::{Row, Scope, Store, StoreError, VmRecord};
 
 /// Name of the lease that elects the reconciling replica.
 pub const LEASE: &str = "reconciler";
+
+/// The kinds the reconciler drives (templates have no status).
+const RECONCILED: [ObjectKind; 2] = [ObjectKind::VirtualMachine, ObjectKind::VirtualNetwork];
 
 /// Tuning of the loop.
 #[derive(Debug, Clone)]
@@ -157,31 +160,31 @@ impl Reconciler {
 
     /// Enqueues every object (`full`), or those whose desired state changed
     /// since their status was written; a full sweep also lets the backend
-    /// deal with what belongs to no object, and counts the states.
+    /// deal with what belongs to no VM, and counts the VM states. Works on
+    /// the stored rows: nothing is decoded.
     async fn sweep(&self, full: bool) -> Result<(), StoreError> {
-        let vms = self.store.all_vms().await?;
-        for vm in vms.iter().filter(|v| full || v.unacknowledged() || v.deleted_at.is_some()) {
-            self.queue.enqueue(ObjectKind::VirtualMachine, &vm.id);
-        }
-        for n in self.store.all_networks().await?.iter().filter(|n| full || n.unacknowledged() || n.deleted_at.is_some()) {
-            self.queue.enqueue(ObjectKind::VirtualNetwork, &n.id);
-        }
-        if full {
-            self.count_states(&vms);
-            let ids: Vec<String> = vms.iter().map(|v| v.id.clone()).collect();
-            if let Err(e) = self.backend.vms().retain(&ids).await {
-                warn!(error = %e, "backend cleanup of unknown VMs failed");
+        for kind in RECONCILED {
+            let rows = self.store.all(kind).await?;
+            for row in rows.iter().filter(|r| full || r.observed_version < r.version || r.deleted_at.is_some()) {
+                self.queue.enqueue(kind, &row.id);
+            }
+            if full && kind == ObjectKind::VirtualMachine {
+                self.count_states(&rows);
+                let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+                if let Err(e) = self.backend.vms().retain(&ids).await {
+                    warn!(error = %e, "backend cleanup of unknown VMs failed");
+                }
             }
         }
         Ok(())
     }
 
-    fn count_states(&self, vms: &[VmRecord]) {
+    fn count_states(&self, vms: &[Row]) {
         let mut counts = std::collections::BTreeMap::new();
         for vm in vms {
-            *counts.entry(vm.status.state.short()).or_insert(0i64) += 1;
+            *counts.entry(vm.state.as_str()).or_insert(0i64) += 1;
         }
-        self.metrics.set_vm_counts(vmaas_model::VmState::ALL.iter().map(|s| (s.short(), counts.get(s.short()).copied().unwrap_or(0))));
+        self.metrics.set_vm_counts(vmaas_model::VmState::ALL.iter().map(|s| (s.short(), counts.get(s.as_str()).copied().unwrap_or(0))));
     }
 
     /// One worker: takes due objects off the queue while this replica leads.

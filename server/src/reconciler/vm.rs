@@ -128,10 +128,10 @@ async fn delete(r: &Reconciler, vm: &VmRecord) -> Result<(Outcome, Option<Durati
             info!(vm = %vm.id, name = %vm.name, "virtual machine removed");
             Ok((Outcome::Removed, None))
         }
-        Ok(Cleanup::InProgress) => Ok((write(r, vm, &Observation::new(Phase::Absent), vm.acted).await?, Some(CLEANUP))),
+        Ok(Cleanup::InProgress) => Ok((write(r, vm, &deleting(), vm.acted).await?, Some(CLEANUP))),
         Err(e) => {
             warn!(error = %e, "cleanup failed; will retry");
-            let mut obs = Observation::new(Phase::Absent);
+            let mut obs = deleting();
             obs.degraded = Some(Reason::new("CleanupFailed", e.to_string()));
             write(r, vm, &obs, vm.acted).await?;
             Ok((Outcome::BackendError, Some(RETRY)))

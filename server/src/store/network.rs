@@ -126,11 +126,6 @@ impl Store {
         NetworkRecord::from_row(&self.get(KIND, id, scope).await?)
     }
 
-    /// Every network, oldest first.
-    pub async fn all_networks(&self) -> Result<Vec<NetworkRecord>, StoreError> {
-        self.all(KIND).await?.iter().map(NetworkRecord::from_row).collect()
-    }
-
     /// A page of networks as the API's JSON, and the total matching.
     pub async fn list_networks_json(&self, scope: &Scope, f: &Filter) -> Result<(Vec<std::sync::Arc<str>>, u64), StoreError> {
         self.list_json(KIND, scope, f).await
