@@ -15,6 +15,7 @@
 //! - [`network`]: what a virtual network driver is given and reports.
 //! - [`console`]: serial consoles, for backends that have them.
 //! - [`error`]: failures, with a kind that tells the reconciler what to do.
+//! - [`host`]: what is on the host without a stored object, and what the host can give.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -22,6 +23,7 @@
 pub mod console;
 pub mod driver;
 pub mod error;
+pub mod host;
 pub mod network;
 pub mod vm;
 
@@ -30,6 +32,7 @@ use std::sync::Arc;
 pub use console::{Console, Consoles};
 pub use driver::{Cleanup, Driver, Requeue, Target, Wake};
 pub use error::{BackendError, ErrorKind};
+pub use host::{HostCapacity, Quarantined};
 pub use network::{NetworkDriver, NetworkObservation, NetworkSpec, NetworkTarget};
 pub use vm::{Requests, VmDriver, VmObservation, VmSpec, VmTarget};
 use vmaas_model::ObjectKind;
@@ -74,6 +77,23 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Serial consoles, if VMs have them.
     fn consoles(&self) -> Option<Arc<dyn Consoles>> {
+        None
+    }
+
+    /// Ids of the VMs this backend holds on its host, whether or not the
+    /// store knows them (checked at start against an empty store).
+    fn inventory(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Resources on the host that belong to no stored object, as of the
+    /// last [`Driver::retain`].
+    fn quarantine(&self) -> Vec<Quarantined> {
+        Vec::new()
+    }
+
+    /// What the host can give VMs, if the backend runs them here.
+    fn capacity(&self) -> Option<HostCapacity> {
         None
     }
 }

@@ -155,13 +155,7 @@ async fn load(
 
 async fn api(connections: usize, duration: Duration, vms: usize, page: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let config = Config {
-        listen: "127.0.0.1:0".parse()?,
-        data_dir: dir.path().to_owned(),
-        database_url: None,
-        key_file: None,
-        reconcile_interval: Duration::from_secs(3600),
-    };
+    let config = Config { reconcile_interval: Duration::from_secs(3600), ..Config::new("127.0.0.1:0".parse()?, dir.path().to_owned()) };
     let app = App::open(config, Arc::new(NoBackend)).await?;
     let admin = app.state.keys.issue("ops", "ops", Role::Admin, Duration::from_secs(3600))?;
     let token = app.state.keys.issue("bench", "bench", Role::Tenant, Duration::from_secs(3600))?;
@@ -270,16 +264,11 @@ async fn start_qemu_server(images: std::path::PathBuf) -> anyhow::Result<QemuSer
         qemu: "qemu-system-x86_64".into(),
         qemu_img: "qemu-img".into(),
         stop_grace: Duration::from_secs(30),
+        egress: Vec::new(),
     };
     let backend = Arc::new(vmaas_qemu::QemuBackend::new(cfg).await?);
     let accel = backend.accel().accel.as_str();
-    let config = Config {
-        listen: format!("127.0.0.1:{port}").parse()?,
-        data_dir: dir.path().to_owned(),
-        database_url: None,
-        key_file: None,
-        reconcile_interval: Duration::from_secs(1),
-    };
+    let config = Config::new(format!("127.0.0.1:{port}").parse()?, dir.path().to_owned());
     let app = App::open(config, backend).await?;
     let admin = app.state.keys.issue("ops", "ops", Role::Admin, Duration::from_secs(3600))?;
     let token = app.state.keys.issue("bench", "bench", Role::Tenant, Duration::from_secs(3600))?;

@@ -263,7 +263,7 @@ async fn typed_params(client: &Client, template: &str, params: &[String]) -> any
 async fn set_power(client: &Client, args: &PowerArgs, state: PowerState, format: Format) -> anyhow::Result<()> {
     let vm = client.find_vm(&args.vm).await?;
     let patch = PatchVirtualMachine {
-        metadata: Some(MetadataInput { name: None, version: Some(vm.metadata.version) }),
+        metadata: Some(MetadataInput { version: Some(vm.metadata.version), ..Default::default() }),
         spec: vmaas_model::vm::SpecPatch { state: Some(state), ..Default::default() },
         ..Default::default()
     };
@@ -343,7 +343,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 let req = CreateVirtualMachine {
                     type_url: None,
                     id: None,
-                    metadata: Some(MetadataInput { name: Some(name), version: None }),
+                    metadata: Some(MetadataInput { name: Some(name), ..Default::default() }),
                     spec: VirtualMachineSpec {
                         template,
                         template_parameters,

@@ -327,6 +327,25 @@ impl Client {
         self.object(Method::PATCH, &format!("/virtual_machines/{id}"), Some(&Envelope { object: patch })).await
     }
 
+    /// Changes a VM's spec based on the version just read, so a concurrent
+    /// change is never overwritten unseen: on a 409 (someone else changed it
+    /// in between) it reads the VM again and retries, up to `attempts` times.
+    pub async fn patch_vm_versioned(&self, id: &str, patch: &PatchVirtualMachine, attempts: u32) -> Result<VirtualMachine, Error> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let current = self.get_vm(id).await?;
+            let mut p = patch.clone();
+            p.metadata.get_or_insert_with(Default::default).version = Some(current.metadata.version);
+            match self.patch_vm(id, &p).await {
+                Err(Error::Api { status: 409, code: 10, .. }) if attempt < attempts.max(1) => {
+                    tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Restarts a running VM.
     pub async fn restart_vm(&self, id: &str) -> Result<VirtualMachine, Error> {
         self.object::<(), _>(Method::POST, &format!("/virtual_machines/{id}/restart"), None).await

@@ -23,9 +23,12 @@ pub struct Metadata {
     pub version: i64,
 }
 
-/// Metadata a tenant may give on create.
+/// Metadata a tenant may give on create. The fields the server owns (as an
+/// object read back shows them) are accepted and ignored; any other field
+/// is refused, so a misspelt one is not dropped silently.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
 pub struct MetadataInput {
     /// The VM's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -33,6 +36,22 @@ pub struct MetadataInput {
     /// On PATCH: the version the change is based on; a stale one is refused with 409.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<i64>,
+    /// Accepted and ignored: the server's.
+    #[serde(default, skip_serializing)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub tenant: Option<serde_json::Value>,
+    /// Accepted and ignored: the server's.
+    #[serde(default, skip_serializing)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub creation_timestamp: Option<serde_json::Value>,
+    /// Accepted and ignored: the server's.
+    #[serde(default, skip_serializing)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub deletion_timestamp: Option<serde_json::Value>,
+    /// Accepted and ignored: the server's.
+    #[serde(default, skip_serializing)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<String>>))]
+    pub creators: Option<serde_json::Value>,
 }
 
 /// The request and response envelope: `{"object": ...}`.

@@ -38,7 +38,7 @@ impl NetworkResource {
         let req = CreateVirtualNetwork {
             type_url: None,
             id: None,
-            metadata: Some(MetadataInput { name: string(get(planned, "name")), version: None }),
+            metadata: Some(MetadataInput { name: string(get(planned, "name")), ..Default::default() }),
             spec: VirtualNetworkSpec {
                 network_class: String::new(),
                 ipv4_cidr: string(get(planned, "ipv4_cidr")),

@@ -219,7 +219,7 @@ impl VmResource {
             let req = CreateVirtualMachine {
                 type_url: None,
                 id: None,
-                metadata: Some(MetadataInput { name: Some(name), version: None }),
+                metadata: Some(MetadataInput { name: Some(name), ..Default::default() }),
                 spec: VirtualMachineSpec { template, template_parameters: params, state: power },
                 status: None,
             };
@@ -233,7 +233,7 @@ impl VmResource {
         } else {
             let id = string(get(prior, "id")).unwrap_or_default();
             let patch = PatchVirtualMachine { spec: SpecPatch { state: Some(power), ..Default::default() }, ..Default::default() };
-            match client.patch_vm(&id, &patch).await {
+            match client.patch_vm_versioned(&id, &patch, 5).await {
                 Ok(vm) => (vm, "update"),
                 Err(e) => {
                     diags.push(error("cannot update the virtual machine", e.to_string(), None));

@@ -54,6 +54,9 @@ pub struct UserNicArg {
     pub hostname: String,
     /// Host ports forwarded into the guest.
     pub forwards: Vec<Forward>,
+    /// Whether the guest may open connections beyond its network (as the
+    /// host): off by default (`restrict=on`); forwards work either way.
+    pub egress: bool,
 }
 
 /// A whole QEMU invocation.
@@ -135,6 +138,9 @@ impl QemuArgs {
         }
         for n in &self.nics {
             let mut netdev = format!("user,id={},net=10.0.2.0/24,dhcpstart={GUEST_IP},hostname={}", n.id, n.hostname);
+            if !n.egress {
+                netdev.push_str(",restrict=on");
+            }
             for f in &n.forwards {
                 netdev.push_str(&format!(",hostfwd={}:{}:{}-:{}", f.protocol, f.host, f.host_port, f.guest_port));
             }
@@ -174,6 +180,7 @@ mod tests {
                     Ipv4Addr::new(127, 42, 0, 1),
                     Some((40000, 80)),
                 ),
+                egress: false,
             }],
             gpus: vec![],
             serial: "/v/serial.sock".into(),
@@ -206,9 +213,17 @@ mod tests {
         assert_eq!(
             after(&a, "-netdev"),
             [
-                "user,id=nic-default,net=10.0.2.0/24,dhcpstart=10.0.2.15,hostname=web,hostfwd=tcp:127.42.0.1:80-:80,hostfwd=tcp:127.0.0.1:40000-:80"
+                "user,id=nic-default,net=10.0.2.0/24,dhcpstart=10.0.2.15,hostname=web,restrict=on,hostfwd=tcp:127.42.0.1:80-:80,hostfwd=tcp:127.0.0.1:40000-:80"
             ]
         );
         assert_eq!(after(&a, "-m"), ["256M"]);
+    }
+
+    #[test]
+    fn egress_is_closed_unless_opened() {
+        let mut q = args();
+        q.nics[0].egress = true;
+        let a: Vec<String> = q.to_args().into_iter().map(|s| s.into_string().unwrap()).collect();
+        assert!(!after(&a, "-netdev")[0].contains("restrict"), "{a:?}");
     }
 }

@@ -20,6 +20,32 @@ fn failed(reason: &str, message: impl Into<String>) -> Stop {
     Stop::Failed(Reason::new(reason, message))
 }
 
+/// Starts a detached watcher that stops QEMU `pid` once the VM's directory
+/// (its state file) is gone: a guest whose host state was removed behind the
+/// server's back (a deleted data directory) does not run on forever. It
+/// checks every 2 s, and kills only a process whose command line still
+/// names the VM.
+async fn sentinel(dir: &std::path::Path, pid: i32, id: &str) {
+    const SCRIPT: &str = r#"(
+        trap '' HUP
+        while kill -0 "$2" 2>/dev/null && [ -e "$1/vm.json" ]; do sleep 2; done
+        if tr '\0' ' ' < "/proc/$2/cmdline" 2>/dev/null | grep -qF -- "$3"; then kill -9 "$2"; fi
+    ) </dev/null >/dev/null 2>&1 &"#;
+    let spawned = Command::new("sh")
+        .args(["-c", SCRIPT, "vmaas-sentinel"])
+        .arg(dir)
+        .arg(pid.to_string())
+        .arg(id)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await;
+    if let Err(e) = spawned {
+        tracing::warn!(vm = %id, error = %e, "cannot start the guest's sentinel");
+    }
+}
+
 impl Vms {
     async fn qemu_img(&self, args: &[&OsStr]) -> Result<(), String> {
         let out = Command::new(&self.cfg.qemu_img)
@@ -86,6 +112,7 @@ impl Vms {
                 id: format!("nic-{}", n.name),
                 hostname: t.name.clone(),
                 forwards: if i == 0 { forwards.clone() } else { Vec::new() },
+                egress: self.cfg.egress.iter().any(|n| n == crate::DEFAULT_NETWORK),
             })
             .collect();
         for f in ["qmp.sock", "serial.sock", "qemu.pid"] {
@@ -130,7 +157,9 @@ impl Vms {
         }
         let pid = read_pid(&vm.path("qemu.pid")).await.ok_or_else(|| failed("QemuFailed", "QEMU started but wrote no pid file"))?;
         vm.file.probe_port = probe_port;
+        vm.file.ready_pid = None;
         vm.file.save(&vm.dir).await?;
+        sentinel(&vm.dir, pid, &t.id).await;
         Process::adopt(pid, &t.id).await.ok_or_else(|| failed("QemuFailed", format!("QEMU (pid {pid}) exited right after it started")))
     }
 

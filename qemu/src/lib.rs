@@ -15,6 +15,9 @@
 //! - [`state`]: each VM's `vm.json`, written atomically.
 //! - [`network`]: virtual networks and their address plans.
 //! - `lifecycle` and `launch`: the steps of `ensure`, booting and deleting.
+//! - `adopt` and `recover`: guests found on the host at start (state files
+//!   rebuilt from the running QEMU), and the quarantine of VMs the store
+//!   does not know, which are kept, never deleted behind an operator's back.
 //!
 //! Each VM has a directory `STATE/<id>/` with its disks (the root disk a
 //! copy-on-write overlay of the image's base disk), its QMP and serial
@@ -26,6 +29,7 @@
 #![warn(missing_docs)]
 
 pub mod accel;
+mod adopt;
 pub mod argv;
 pub mod console;
 pub mod host;
@@ -37,9 +41,10 @@ pub mod pool;
 pub mod probe;
 pub mod process;
 pub mod qmp;
+mod recover;
 pub mod state;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -49,8 +54,8 @@ use async_trait::async_trait;
 use tokio::process::Command;
 use tracing::{info, warn};
 use vmaas_backend::{
-    Backend, BackendError, Capabilities, Cleanup, Console, Consoles, Driver, NetworkDriver, Requests, Requeue, VmDriver, VmObservation,
-    VmSpec, VmTarget, Wake,
+    Backend, BackendError, Capabilities, Cleanup, Console, Consoles, Driver, HostCapacity, NetworkDriver, Quarantined, Requests, Requeue,
+    VmDriver, VmObservation, VmSpec, VmTarget, Wake,
 };
 use vmaas_model::ObjectKind;
 
@@ -61,8 +66,6 @@ use crate::host::Host;
 use crate::images::Catalog;
 use crate::lifecycle::Vm;
 use crate::pool::{Cidr, IpPool};
-use crate::process::{Process, read_pid};
-use crate::qmp::Qmp;
 use crate::state::VmFile;
 
 /// How the backend runs.
@@ -82,7 +85,14 @@ pub struct QemuConfig {
     pub qemu_img: PathBuf,
     /// How long a guest gets to power off before it is stopped hard.
     pub stop_grace: Duration,
+    /// Networks whose guests may open connections beyond them, as the host
+    /// ([`DEFAULT_NETWORK`] is the user network every VM has). Closed
+    /// (`restrict=on`) for every other network.
+    pub egress: Vec<String>,
 }
+
+/// The network every VM's first NIC is on.
+pub const DEFAULT_NETWORK: &str = "default";
 
 /// Why the backend could not start.
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +123,7 @@ pub struct Vms {
     host: Host,
     pool: Mutex<IpPool>,
     vms: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Vm>>>>,
+    quarantine: Mutex<BTreeMap<String, Quarantined>>,
     wake: OnceLock<Wake>,
 }
 
@@ -130,7 +141,15 @@ impl QemuBackend {
         let accel = accel::detect(cfg.accel, &cfg.qemu, &cfg.state_dir).await;
         info!(accelerator = accel.accel.as_str(), reason = %accel.reason, "qemu accelerator chosen");
         let host = tokio::task::spawn_blocking(Host::probe).await.unwrap_or(Host { cpus: 1, memory_bytes: 0, gpus: Vec::new() });
-        let vms = Vms { pool: Mutex::new(IpPool::new(cfg.pool)), cfg, accel, host, vms: Mutex::new(HashMap::new()), wake: OnceLock::new() };
+        let vms = Vms {
+            pool: Mutex::new(IpPool::new(cfg.pool)),
+            cfg,
+            accel,
+            host,
+            vms: Mutex::new(HashMap::new()),
+            quarantine: Mutex::new(BTreeMap::new()),
+            wake: OnceLock::new(),
+        };
         vms.adopt_all().await;
         let networks = network::Networks::new(vms.cfg.state_dir.parent().unwrap_or(&vms.cfg.state_dir).join("networks"));
         Ok(Self { vms: Arc::new(vms), networks: Arc::new(networks) })
@@ -151,47 +170,8 @@ impl Vms {
         self.vms.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn adopt_all(&self) {
-        let Ok(mut entries) = tokio::fs::read_dir(&self.cfg.state_dir).await else { return };
-        while let Ok(Some(e)) = entries.next_entry().await {
-            let dir = e.path();
-            let file = match VmFile::load(&dir).await {
-                None => continue,
-                Some(Ok(f)) => f,
-                Some(Err(error)) => {
-                    warn!(dir = %dir.display(), %error, "ignoring a VM directory with an unreadable vm.json");
-                    continue;
-                }
-            };
-            if let Some(ip) = file.external_ip
-                && let Err(e) = self.pool_lock().reserve(ip, &file.id)
-            {
-                warn!(vm = %file.id, error = %e, "external IP conflict");
-            }
-            let mut vm = Vm::new(dir, file);
-            if let Some(p) = self.adopt_process(&vm).await {
-                let status = match Qmp::connect(&vm.path("qmp.sock")).await {
-                    Ok(mut q) => q.status().await.unwrap_or_else(|e| e.to_string()),
-                    Err(e) => e.to_string(),
-                };
-                let console = match SerialConsole::attach(&vm.path("serial.sock"), vm.path("console.log")).await {
-                    Ok(c) => Some(c),
-                    Err(e) => {
-                        warn!(vm = %vm.file.id, error = %e, "cannot reattach the serial console");
-                        None
-                    }
-                };
-                info!(vm = %vm.file.id, name = %vm.file.name, pid = p.pid(), qemu_status = %status, "re-adopted a running VM");
-                vm.adopt(p, console);
-            }
-            let id = vm.file.id.clone();
-            self.map().insert(id, Arc::new(tokio::sync::Mutex::new(vm)));
-        }
-    }
-
-    async fn adopt_process(&self, vm: &Vm) -> Option<Process> {
-        let pid = read_pid(&vm.path("qemu.pid")).await?;
-        Process::adopt(pid, &vm.file.id).await
+    fn quarantine_lock(&self) -> MutexGuard<'_, BTreeMap<String, Quarantined>> {
+        self.quarantine.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn handle(&self, id: &str) -> Option<Arc<tokio::sync::Mutex<Vm>>> {
@@ -200,6 +180,21 @@ impl Vms {
 
     fn forget(&self, id: &str) {
         self.map().remove(id);
+        self.quarantine_lock().remove(id);
+    }
+
+    /// Marks `vm` as asked for, and fills in what a rebuilt state file lacks.
+    async fn claim(&self, vm: &mut Vm, t: &VmTarget) -> Result<(), BackendError> {
+        vm.claimed = true;
+        if vm.recovered {
+            vm.file.tenant = t.tenant.clone();
+            vm.file.name = t.name.clone();
+            vm.file.restarts = t.spec.requests.restart;
+            vm.file.save(&vm.dir).await?;
+            vm.recovered = false;
+            info!(vm = %t.id, "recovered VM state completed from the store");
+        }
+        Ok(())
     }
 
     async fn handle_for(&self, t: &VmTarget) -> Result<Arc<tokio::sync::Mutex<Vm>>, BackendError> {
@@ -215,6 +210,7 @@ impl Vms {
             external_ip: None,
             probe_port: None,
             restarts: t.spec.requests.restart,
+            ready_pid: None,
         };
         file.save(&dir).await?;
         let h = Arc::new(tokio::sync::Mutex::new(Vm::new(dir, file)));
@@ -263,6 +259,22 @@ impl Backend for QemuBackend {
     fn consoles(&self) -> Option<Arc<dyn Consoles>> {
         Some(self.vms.clone())
     }
+
+    fn inventory(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.vms.map().keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    fn quarantine(&self) -> Vec<Quarantined> {
+        self.vms.quarantine_lock().values().cloned().collect()
+    }
+
+    fn capacity(&self) -> Option<HostCapacity> {
+        let disk_bytes = rustix::fs::statvfs(&self.vms.cfg.state_dir).map(|s| s.f_blocks.saturating_mul(s.f_frsize)).unwrap_or(0);
+        let h = &self.vms.host;
+        Some(HostCapacity { cpus: h.cpus, memory_bytes: h.memory_bytes, disk_bytes })
+    }
 }
 
 #[async_trait]
@@ -270,6 +282,7 @@ impl Driver<VmSpec, VmObservation> for Vms {
     async fn ensure(&self, t: &VmTarget) -> Result<(VmObservation, Requeue), BackendError> {
         let h = self.handle_for(t).await?;
         let mut vm = h.lock().await;
+        self.claim(&mut vm, t).await?;
         let (observation, requeue) = self.ensure_vm(&mut vm, t).await?;
         Ok((VmObservation { observation, acted: Requests { restart: vm.file.restarts } }, requeue))
     }
@@ -280,19 +293,7 @@ impl Driver<VmSpec, VmObservation> for Vms {
     }
 
     async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
-        let mut entries =
-            tokio::fs::read_dir(&self.cfg.state_dir).await.map_err(|e| BackendError::transient("listing VM directories", e))?;
-        let mut on_disk = Vec::new();
-        while let Ok(Some(e)) = entries.next_entry().await {
-            if tokio::fs::try_exists(e.path().join(state::STATE_FILE)).await.unwrap_or(false) {
-                on_disk.push(e.file_name().to_string_lossy().into_owned());
-            }
-        }
-        for id in on_disk.iter().filter(|id| !known.contains(id)) {
-            warn!(vm = %id, "removing a VM that no longer exists in the store");
-            self.delete_vm(id).await?;
-        }
-        Ok(())
+        self.quarantine_unknown(known).await
     }
 }
 

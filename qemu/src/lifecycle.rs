@@ -41,6 +41,12 @@ pub(crate) struct Vm {
     degraded: Option<Reason>,
     /// A failure that stands until the spec (version) or power state changes.
     failed: Option<(i64, Reason)>,
+    /// The state file was rebuilt from the host: the first `ensure` fills in
+    /// what only the store knows.
+    pub(crate) recovered: bool,
+    /// The reconciler has asked for this VM since the server started: it is
+    /// not a candidate for quarantine.
+    pub(crate) claimed: bool,
 }
 
 /// Why a step could not go on.
@@ -74,6 +80,8 @@ impl Vm {
             crashes: Vec::new(),
             degraded: None,
             failed: None,
+            recovered: false,
+            claimed: false,
         }
     }
 
@@ -81,11 +89,18 @@ impl Vm {
         self.dir.join(f)
     }
 
-    /// Takes over a QEMU that kept running while the server was down.
+    /// Takes over a QEMU that kept running while the server was down; a
+    /// guest that had passed its probe in this process is ready at once.
     pub(crate) fn adopt(&mut self, process: Process, console: Option<SerialConsole>) {
+        self.ready.store(self.file.ready_pid == Some(process.pid()), Ordering::SeqCst);
         self.process = Some(Arc::new(process));
         self.console = console;
         self.started = Some(Instant::now());
+    }
+
+    /// Whether the guest runs (for reports).
+    pub(crate) fn is_running(&self) -> bool {
+        self.running().is_some()
     }
 
     pub(crate) fn stop_runtime(&mut self) {
@@ -178,13 +193,13 @@ impl Vms {
             }
         }
         match vm.running() {
-            Some(p) => self.watch_running(vm, t, &p),
+            Some(p) => self.watch_running(vm, t, &p).await,
             None => self.heal_or_boot(vm, t).await,
         }
     }
 
     /// A guest is running: is it ready, panicked, too slow, or still booting?
-    fn watch_running(&self, vm: &mut Vm, t: &VmTarget, p: &Arc<Process>) -> Step {
+    async fn watch_running(&self, vm: &mut Vm, t: &VmTarget, p: &Arc<Process>) -> Step {
         if vm.probe.is_none() {
             // Re-adopted after a server restart: probe and watch it again.
             self.start_probe(vm, t);
@@ -195,6 +210,10 @@ impl Vms {
             return Ok((vm.observation(phase), Requeue::after(STEP)));
         }
         if vm.ready.load(Ordering::SeqCst) {
+            if vm.file.ready_pid != Some(p.pid()) {
+                vm.file.ready_pid = Some(p.pid());
+                vm.file.save(&vm.dir).await?;
+            }
             vm.degraded = None;
             return Ok((vm.observation(Phase::Ready), Requeue::AwaitChange));
         }

@@ -10,6 +10,9 @@ use tracing::info;
 
 use crate::api::{AppState, router};
 use crate::auth::{KEY_FILE, KeyError, Keys};
+use crate::capacity::Overcommit;
+use crate::identity::IdentityError;
+use crate::serve::HttpLimits;
 use crate::metrics::Metrics;
 use crate::reconciler::{Queue, Reconciler, ReconcilerConfig};
 use crate::store::{Store, StoreError};
@@ -28,9 +31,31 @@ pub struct Config {
     pub key_file: Option<PathBuf>,
     /// Time between reconcile passes when nothing changes.
     pub reconcile_interval: Duration,
+    /// Accept a database other than the one the host state records (or an
+    /// empty one while the host holds VMs); unknown VMs are quarantined.
+    pub adopt_store: bool,
+    /// Limits of the HTTP server.
+    pub http: HttpLimits,
+    /// How far VMs may overcommit the host.
+    pub overcommit: Overcommit,
 }
 
 impl Config {
+    /// A configuration listening on `listen` over `data_dir`, with SQLite,
+    /// the default limits, and a reconcile pass every second.
+    pub fn new(listen: SocketAddr, data_dir: PathBuf) -> Self {
+        Self {
+            listen,
+            data_dir,
+            database_url: None,
+            key_file: None,
+            reconcile_interval: Duration::from_secs(1),
+            adopt_store: false,
+            http: HttpLimits::default(),
+            overcommit: Overcommit::default(),
+        }
+    }
+
     /// The signing key file in use.
     pub fn key_path(&self) -> PathBuf {
         self.key_file.clone().unwrap_or_else(|| self.data_dir.join(KEY_FILE))
@@ -54,6 +79,9 @@ pub enum StartError {
     /// The database cannot be opened or migrated.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The database is not the one the host state belongs to.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
     /// Another server uses the data directory's SQLite database.
     #[error("another vmaas-server is using {0}: stop it, or give this one its own --data-dir")]
     Locked(PathBuf),
@@ -89,6 +117,14 @@ impl DataDirLock {
     }
 }
 
+/// Opens the store `config` names (PostgreSQL, or SQLite in the data directory).
+pub async fn open_store(config: &Config) -> Result<Store, StoreError> {
+    match &config.database_url {
+        Some(url) => Store::connect(url).await,
+        None => Store::open_sqlite(&config.data_dir).await,
+    }
+}
+
 /// A configured server, not yet serving.
 pub struct App {
     /// Shared by every handler.
@@ -108,10 +144,8 @@ impl App {
     /// Like [`App::open`], with the data directory locked already.
     pub async fn open_locked(config: Config, backend: Arc<dyn Backend>, lock: DataDirLock) -> Result<Self, StartError> {
         std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::DataDir { path: config.data_dir.clone(), source })?;
-        let store = match &config.database_url {
-            Some(url) => Store::connect(url).await?,
-            None => Store::open_sqlite(&config.data_dir).await?,
-        };
+        let store = open_store(&config).await?;
+        crate::identity::check(&store, &config.data_dir, backend.as_ref(), config.adopt_store).await?;
         let keys = Keys::load_or_create(&config.key_path())?;
         let state = AppState {
             store,
@@ -120,13 +154,17 @@ impl App {
             metrics: Arc::new(Metrics::new()),
             backend,
             tickets: Default::default(),
+            overcommit: config.overcommit,
+            admission: Default::default(),
         };
         Ok(Self { state, config, _lock: lock })
     }
 
-    /// The router, for serving or for in-process use.
+    /// The router, for serving or for in-process use, with the body limits.
     pub fn router(&self) -> axum::Router {
         router(self.state.clone())
+            .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(self.config.http.body_timeout))
+            .layer(axum::extract::DefaultBodyLimit::max(self.config.http.max_body_bytes))
     }
 
     /// Serves the API and runs the reconciler until `shutdown` resolves.
@@ -151,7 +189,7 @@ impl App {
             "vmaas-server ready"
         );
         let app = self.router();
-        let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+        let served = crate::serve::serve(listener, app, self.config.http, shutdown).await;
         let _ = stop_tx.send(true);
         let _ = rec_task.await;
         served.map_err(|source| StartError::Listen { addr, source })

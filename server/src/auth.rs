@@ -145,6 +145,7 @@ impl Keys {
         validation.set_issuer(&[ISSUER]);
         validation.set_required_spec_claims(&["exp", "iss", "sub"]);
         validation.leeway = 30;
+        validation.validate_nbf = true;
         Self {
             encoding: EncodingKey::from_secret(secret),
             decoding: DecodingKey::from_secret(secret),
@@ -189,6 +190,7 @@ impl Keys {
             use jsonwebtoken::errors::ErrorKind as K;
             let why = match e.kind() {
                 K::ExpiredSignature => "the token has expired",
+                K::ImmatureSignature => "the token is not valid yet (its nbf is in the future)",
                 K::InvalidSignature => "the token's signature does not match this server's key",
                 K::InvalidIssuer => "the token was not issued by vmaas",
                 K::MissingRequiredClaim(_) => "the token lacks a required claim",
@@ -235,6 +237,21 @@ mod tests {
         let e = other.verify(&t).unwrap_err();
         assert!(e.message.contains("signature"), "{}", e.message);
         assert!(k.verify("garbage").is_err());
+    }
+
+    #[test]
+    fn a_token_not_valid_yet_is_refused() {
+        let secret = [7u8; 32];
+        let k = Keys::from_secret(&secret);
+        let now = jsonwebtoken::get_current_timestamp();
+        let claims = serde_json::json!({"sub": "a", "tenant": "acme", "role": "tenant", "iss": ISSUER, "iat": now, "exp": now + 7200, "nbf": now + 3600});
+        let early = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(&secret)).unwrap();
+        let e = k.verify(&early).unwrap_err();
+        assert!(e.message.contains("not valid yet"), "{}", e.message);
+        let mut ok = claims.clone();
+        ok["nbf"] = serde_json::json!(now - 10);
+        let ready = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &ok, &EncodingKey::from_secret(&secret)).unwrap();
+        assert!(k.verify(&ready).is_ok());
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub enum Code {
     AlreadyExists = 6,
     /// The caller may not do this (403).
     PermissionDenied = 7,
+    /// The host or a quota has no room for what is asked (429, as gRPC gateways map it).
+    ResourceExhausted = 8,
     /// The object is not in a state that allows this (409).
     FailedPrecondition = 9,
     /// A concurrent change won: re-read and retry (409).
@@ -95,6 +97,14 @@ impl ApiError {
     /// 409 for a state that forbids the operation.
     pub fn precondition(message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, Code::FailedPrecondition, message)
+    }
+
+    /// 429 RESOURCE_EXHAUSTED, naming the resource that ran out.
+    pub fn exhausted(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        let mut errs = ValidationErrors::default();
+        errs.push(field, reason);
+        let message = format!("resource exhausted: {errs}");
+        Self { status: StatusCode::TOO_MANY_REQUESTS, code: Code::ResourceExhausted, message, details: errs.0 }
     }
 
     /// 500, logging the cause and hiding it from the caller.

@@ -3,13 +3,16 @@
 //! The fulfillment server: a multi-tenant REST/JSON API for templates and
 //! virtual machines, a durable store, and a reconciler that drives a backend.
 //!
-//! - [`app`]: configuration and start-up.
+//! - [`app`]: configuration and start-up; [`serve`]: the HTTP loop and its limits.
 //! - [`api`]: the HTTP routes, the OpenAPI document, health and metrics.
 //! - [`auth`]: bearer tokens (JWT) with `tenant` and `role` claims.
 //! - [`store`]: SQLite or PostgreSQL, one schema, migrated at start-up.
 //! - [`reconciler`]: the level-triggered loop from spec to status.
 //! - [`none_backend`]: the API-only backend (the trait is in `vmaas-backend`,
 //!   the real backends in their own crates).
+//! - [`identity`]: the store's identity, checked against the host state.
+//! - [`capacity`]: what VMs ask for against what the host can give.
+//! - [`gc`]: what the host holds that no stored object owns.
 //! - [`error`]: the API's error shape; [`metrics`]: Prometheus metrics.
 
 #![forbid(unsafe_code)]
@@ -18,8 +21,12 @@
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod capacity;
 pub mod error;
+pub mod gc;
+pub mod identity;
 pub mod metrics;
 pub mod none_backend;
 pub mod reconciler;
+pub mod serve;
 pub mod store;

@@ -12,6 +12,8 @@ use vmaas_qemu::accel::{Accel, AccelChoice};
 use vmaas_qemu::images::Catalog;
 use vmaas_qemu::{QemuBackend, QemuConfig};
 use vmaas_server::app::{App, Config, DataDirLock};
+use vmaas_server::capacity::Overcommit;
+use vmaas_server::serve::HttpLimits;
 use vmaas_server::auth::{KEY_FILE, Keys, Role};
 use vmaas_server::none_backend::NoBackend;
 
@@ -31,6 +33,18 @@ enum Command {
     Serve(ServeArgs),
     /// Print a bearer token signed with the server's key.
     Token(TokenArgs),
+    /// List (--dry-run) or remove what the host holds that no stored object
+    /// owns (what the server quarantines). Run it with the server stopped.
+    Gc(GcArgs),
+}
+
+#[derive(Args, Debug)]
+struct GcArgs {
+    #[command(flatten)]
+    serve: ServeArgs,
+    /// Only list what would be removed.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -89,6 +103,36 @@ struct ServeArgs {
     /// Time between reconcile passes when nothing changes (e.g. 1s, 500ms).
     #[arg(long, env = "VMAAS_RECONCILE_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration)]
     reconcile_interval: Duration,
+    /// qemu: networks whose guests may open connections beyond them, as the
+    /// host (`default` is the network every VM has). Closed unless listed.
+    #[arg(long, env = "VMAAS_GUEST_EGRESS", value_delimiter = ',')]
+    guest_egress: Vec<String>,
+    /// Accept a database other than the one this data directory records (or
+    /// an empty one while it holds VMs); VMs it does not know are quarantined.
+    #[arg(long, env = "VMAAS_ADOPT_STORE")]
+    adopt_store: bool,
+    /// Time a client has to send a request's headers (and to start the next
+    /// request on a kept-alive connection).
+    #[arg(long, env = "VMAAS_HTTP_HEADER_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    http_header_timeout: Duration,
+    /// Time a client has to send a request's body.
+    #[arg(long, env = "VMAAS_HTTP_BODY_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    http_body_timeout: Duration,
+    /// Connections served at once; more are answered 503.
+    #[arg(long, env = "VMAAS_MAX_CONNECTIONS", default_value_t = 1024)]
+    max_connections: usize,
+    /// Largest request body in bytes; larger ones are answered 413.
+    #[arg(long, env = "VMAAS_MAX_BODY_BYTES", default_value_t = 1 << 20)]
+    max_body_bytes: usize,
+    /// Virtual CPUs of running VMs per host CPU.
+    #[arg(long, env = "VMAAS_CPU_OVERCOMMIT", default_value_t = 16.0)]
+    cpu_overcommit: f64,
+    /// Memory of running VMs per byte of host memory.
+    #[arg(long, env = "VMAAS_MEMORY_OVERCOMMIT", default_value_t = 1.5)]
+    memory_overcommit: f64,
+    /// Disk capacity of all VMs per byte of the file system holding the disks.
+    #[arg(long, env = "VMAAS_DISK_OVERCOMMIT", default_value_t = 2.0)]
+    disk_overcommit: f64,
     /// Log format.
     #[arg(long, env = "VMAAS_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -168,12 +212,9 @@ async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    init_logs(args.log_format);
-    let data_dir = args.data_dir.unwrap_or_else(default_data_dir);
-    // Before the backend looks at the VMs in the data directory.
-    let early_lock = DataDirLock::acquire(&data_dir)?;
-    let backend: Arc<dyn Backend> = match args.backend {
+/// The backend the arguments ask for, over `data_dir`.
+async fn backend(args: &ServeArgs, data_dir: &std::path::Path) -> anyhow::Result<Arc<dyn Backend>> {
+    Ok(match args.backend {
         BackendKind::None => Arc::new(NoBackend),
         BackendKind::Qemu => {
             let accel = match args.accel {
@@ -183,25 +224,66 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             };
             let cfg = QemuConfig {
                 state_dir: data_dir.join("vms"),
-                images: Catalog::new(args.images_dir.unwrap_or_else(default_images_dir), args.default_image),
+                images: Catalog::new(args.images_dir.clone().unwrap_or_else(default_images_dir), args.default_image.clone()),
                 pool: args.external_ip_pool,
                 accel,
-                qemu: args.qemu,
+                qemu: args.qemu.clone(),
                 qemu_img: PathBuf::from("qemu-img"),
                 stop_grace: args.stop_grace,
+                egress: args.guest_egress.clone(),
             };
             Arc::new(QemuBackend::new(cfg).await.context("starting the qemu backend")?)
         }
-    };
-    let config = Config {
+    })
+}
+
+fn config(args: &ServeArgs, data_dir: PathBuf) -> Config {
+    Config {
         listen: args.listen,
         data_dir,
-        database_url: args.database_url,
-        key_file: args.jwt_key_file,
+        database_url: args.database_url.clone(),
+        key_file: args.jwt_key_file.clone(),
         reconcile_interval: args.reconcile_interval,
-    };
-    let app = App::open_locked(config, backend, early_lock).await.context("starting vmaas-server")?;
+        adopt_store: args.adopt_store,
+        http: HttpLimits {
+            header_timeout: args.http_header_timeout,
+            body_timeout: args.http_body_timeout,
+            max_connections: args.max_connections.max(1),
+            max_body_bytes: args.max_body_bytes,
+        },
+        overcommit: Overcommit { cpu: args.cpu_overcommit, memory: args.memory_overcommit, disk: args.disk_overcommit },
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    init_logs(args.log_format);
+    let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    // Before the backend looks at the VMs in the data directory.
+    let early_lock = DataDirLock::acquire(&data_dir)?;
+    let backend = backend(&args, &data_dir).await?;
+    let app = App::open_locked(config(&args, data_dir), backend, early_lock).await.context("starting vmaas-server")?;
     app.serve(shutdown_signal()).await.context("serving")?;
+    Ok(())
+}
+
+async fn gc(args: GcArgs) -> anyhow::Result<()> {
+    init_logs(args.serve.log_format);
+    let data_dir = args.serve.data_dir.clone().unwrap_or_else(default_data_dir);
+    let _lock = DataDirLock::acquire(&data_dir)?;
+    let backend = backend(&args.serve, &data_dir).await?;
+    let cfg = config(&args.serve, data_dir);
+    let store = vmaas_server::app::open_store(&cfg).await?;
+    vmaas_server::identity::check(&store, &cfg.data_dir, backend.as_ref(), cfg.adopt_store).await?;
+    let found = vmaas_server::gc::collect(&store, backend.as_ref(), args.dry_run).await?;
+    let verb = if args.dry_run { "would remove" } else { "removed" };
+    for q in &found {
+        let running = if q.running { "running" } else { "stopped" };
+        let (name, tenant) = (q.name.as_deref().unwrap_or("?"), q.tenant.as_deref().unwrap_or("?"));
+        println!("{verb} {} {} (name {name}, tenant {tenant}, {running}) at {}", q.kind.human(), q.id, q.path);
+    }
+    if found.is_empty() {
+        println!("nothing on this host is unknown to the store");
+    }
     Ok(())
 }
 
@@ -222,6 +304,7 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Token(t)) => token(t),
         Some(Command::Serve(s)) => serve(s).await,
+        Some(Command::Gc(g)) => gc(g).await,
         None => serve(cli.serve).await,
     }
 }

@@ -41,6 +41,7 @@ pub struct Metrics {
     reconcile_errors: Counter,
     reconcile_duration: Histogram,
     vms: Family<StateLabels, Gauge>,
+    quarantined: Gauge,
 }
 
 impl Default for Metrics {
@@ -60,13 +61,28 @@ impl Metrics {
         let reconcile_errors = Counter::default();
         let reconcile_duration = latency_histogram();
         let vms = Family::<StateLabels, Gauge>::default();
+        let quarantined = Gauge::default();
         registry.register("http_requests", "HTTP requests served", http_requests.clone());
         registry.register("http_request_duration_seconds", "HTTP request latency", http_duration.clone());
         registry.register("reconcile_passes", "Reconcile passes run", reconcile_passes.clone());
         registry.register("reconcile_backend_errors", "Backend errors seen while reconciling", reconcile_errors.clone());
         registry.register("reconcile_pass_duration_seconds", "Duration of a reconcile pass", reconcile_duration.clone());
         registry.register("virtual_machines", "Virtual machines by state, as of the last reconcile pass", vms.clone());
-        Self { registry: Mutex::new(registry), http_requests, http_duration, reconcile_passes, reconcile_errors, reconcile_duration, vms }
+        registry.register(
+            "quarantined_resources",
+            "Resources on the host that belong to no stored object (kept, not deleted; see docs/operations.md)",
+            quarantined.clone(),
+        );
+        Self {
+            registry: Mutex::new(registry),
+            http_requests,
+            http_duration,
+            reconcile_passes,
+            reconcile_errors,
+            reconcile_duration,
+            vms,
+            quarantined,
+        }
     }
 
     /// Records one HTTP request.
@@ -87,6 +103,11 @@ impl Metrics {
         for (state, n) in counts {
             self.vms.get_or_create(&StateLabels { state: state.to_owned() }).set(n);
         }
+    }
+
+    /// Sets the number of quarantined resources.
+    pub fn set_quarantined(&self, n: usize) {
+        self.quarantined.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// The metrics in the Prometheus text format.

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -20,13 +21,23 @@ use tracing::{debug, info};
 use super::scope;
 use super::{ApiQuery, AppState, PREFIX};
 use crate::auth::Caller;
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 
 /// How long a console ticket is valid.
 pub const TICKET_TTL: Duration = Duration::from_secs(60);
 
+/// Unused tickets one VM may have at once.
+pub const TICKETS_PER_VM: usize = 8;
+
+/// Unused tickets one tenant may have at once.
+pub const TICKETS_PER_TENANT: usize = 32;
+
+/// Unused tickets the server keeps at most.
+pub const TICKETS_TOTAL: usize = 4096;
+
 struct Ticket {
     vm: String,
+    tenant: String,
     expires: Instant,
 }
 
@@ -35,15 +46,31 @@ struct Ticket {
 pub struct Tickets(Mutex<HashMap<String, Ticket>>);
 
 impl Tickets {
-    fn issue(&self, vm: &str) -> String {
+    /// A new ticket for `vm` of `tenant`, unless that would pass a cap.
+    fn issue(&self, vm: &str, tenant: &str) -> Result<String, ApiError> {
         let mut raw = [0u8; 24];
         rand::rng().fill_bytes(&mut raw);
         let ticket: String = raw.iter().map(|b| format!("{b:02x}")).collect();
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         map.retain(|_, t| t.expires > now);
-        map.insert(ticket.clone(), Ticket { vm: vm.to_owned(), expires: now + TICKET_TTL });
-        ticket
+        let cap = |n: usize, what: &str| {
+            ApiError::exhausted(
+                "console_sessions",
+                format!("{what} has {n} unused console tickets already: use them or let them expire ({}s)", TICKET_TTL.as_secs()),
+            )
+        };
+        if map.values().filter(|t| t.vm == vm).count() >= TICKETS_PER_VM {
+            return Err(cap(TICKETS_PER_VM, "this virtual machine"));
+        }
+        if map.values().filter(|t| t.tenant == tenant).count() >= TICKETS_PER_TENANT {
+            return Err(cap(TICKETS_PER_TENANT, "this tenant"));
+        }
+        if map.len() >= TICKETS_TOTAL {
+            return Err(cap(TICKETS_TOTAL, "the server"));
+        }
+        map.insert(ticket.clone(), Ticket { vm: vm.to_owned(), tenant: tenant.to_owned(), expires: now + TICKET_TTL });
+        Ok(ticket)
     }
 
     /// Uses up `ticket`; true if it was valid for `vm`.
@@ -77,15 +104,15 @@ pub struct ConsoleSession {
 /// Open a console session: a single-use ticket for the console WebSocket, valid for 60 s.
 #[utoipa::path(post, path = "/api/fulfillment/v1/virtual_machines/{id}/console_sessions", tag = "virtual machines",
     params(("id" = String, Path, description = "VM id (UUID)")),
-    responses((status = 201, body = ConsoleSession), (status = 404, body = ApiError)),
+    responses((status = 201, body = ConsoleSession), (status = 404, body = ApiError), (status = 429, body = ApiError, description = "Too many unused tickets")),
     security(("bearer" = [])))]
 pub(super) async fn create_session(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<ConsoleSession>), ApiError> {
-    s.store.get_vm(&id, &scope(&caller)).await?;
-    let ticket = s.tickets.issue(&id);
+    let vm = s.store.get_vm(&id, &scope(&caller)).await?;
+    let ticket = s.tickets.issue(&id, &vm.tenant)?;
     let expires_at = Utc::now() + chrono::Duration::from_std(TICKET_TTL).unwrap_or_default();
     let url = format!("{PREFIX}/virtual_machines/{id}/console?ticket={ticket}");
     info!(vm = %id, by = %caller.subject, "console session opened");
@@ -102,13 +129,13 @@ pub(super) struct ConsoleQuery {
 /// from a console session, or by the bearer token.
 #[utoipa::path(get, path = "/api/fulfillment/v1/virtual_machines/{id}/console", tag = "virtual machines",
     params(("id" = String, Path, description = "VM id (UUID)"), ("ticket" = Option<String>, Query, description = "Ticket from console_sessions")),
-    responses((status = 101, description = "Switching to the WebSocket protocol"), (status = 401, body = ApiError), (status = 404, body = ApiError)))]
+    responses((status = 101, description = "Switching to the WebSocket protocol"), (status = 400, body = ApiError, description = "Not a WebSocket request"), (status = 401, body = ApiError), (status = 404, body = ApiError)))]
 pub(super) async fn console(
     State(s): State<AppState>,
     Path(id): Path<String>,
     ApiQuery(q): ApiQuery<ConsoleQuery>,
     headers: HeaderMap,
-    ws: WebSocketUpgrade,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     match q.ticket {
         Some(t) => {
@@ -126,6 +153,9 @@ pub(super) async fn console(
             s.store.get_vm(&id, &scope(&caller)).await?;
         }
     }
+    let ws = ws.map_err(|e| {
+        ApiError::new(e.status(), Code::InvalidArgument, format!("this is a WebSocket endpoint; connect with a WebSocket client ({})", e.body_text()))
+    })?;
     let console = consoles(&s)?.open(&id).await.map_err(|e| ApiError::precondition(e.to_string()))?;
     Ok(ws.on_upgrade(move |socket| pump(socket, console, id)))
 }

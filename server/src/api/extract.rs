@@ -5,28 +5,54 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
-use crate::error::ApiError;
+use axum::http::StatusCode;
+
+use crate::error::{ApiError, Code};
 
 /// A JSON body; a bad one is refused with 400 naming the field that is wrong.
 pub struct ApiJson<T>(pub T);
 
-/// The path of a serde error, or `body` at the root.
+/// The path of a serde error, or `body` at the root or where the parser
+/// had not reached a field yet (`?` in the path).
 fn field_of(path: &serde_path_to_error::Path) -> String {
     let p = path.to_string();
-    if p == "." || p.is_empty() { "body".into() } else { p }
+    if p == "." || p.is_empty() || p.contains('?') { "body".into() } else { p }
+}
+
+/// The rejection of a body that cannot be read: 413 when it is too large,
+/// 408 when it comes too slowly, 400 otherwise.
+fn unreadable(e: axum::extract::rejection::BytesRejection) -> ApiError {
+    let status = e.status();
+    let text = e.body_text();
+    let reason = if status == StatusCode::PAYLOAD_TOO_LARGE {
+        "is larger than the server accepts (see --max-body-bytes)".to_owned()
+    } else if text.contains("timed out") || text.contains("Timeout") {
+        return ApiError::new(StatusCode::REQUEST_TIMEOUT, Code::InvalidArgument, "the request body was not sent in time");
+    } else {
+        text
+    };
+    let mut e = ApiError::field("body", reason);
+    if status.is_client_error() {
+        e.status = status;
+    }
+    e
 }
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| ApiError::field("body", e.body_text()))?;
+        let bytes = Bytes::from_request(req, state).await.map_err(unreadable)?;
         if bytes.is_empty() {
             return Err(ApiError::field("body", "is empty: expected a JSON object"));
         }
         let de = &mut serde_json::Deserializer::from_slice(&bytes);
-        match serde_path_to_error::deserialize(de) {
-            Ok(v) => Ok(Self(v)),
+        match serde_path_to_error::deserialize(&mut *de) {
+            Ok(v) => {
+                // One JSON document, nothing after it but white space.
+                de.end().map_err(|e| ApiError::field("body", format!("has data after the JSON document: {e}")))?;
+                Ok(Self(v))
+            }
             Err(e) => {
                 let field = field_of(e.path());
                 let inner = e.into_inner();

@@ -55,6 +55,11 @@ pub struct AppState {
     pub backend: Arc<dyn Backend>,
     /// Console tickets not used yet.
     pub tickets: Arc<console::Tickets>,
+    /// How far VMs may overcommit the host.
+    pub overcommit: crate::capacity::Overcommit,
+    /// Serialises the capacity check and the insert of creates and changes,
+    /// so that two requests cannot both take the last room.
+    pub admission: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Paging parameters shared by every list.
@@ -144,9 +149,24 @@ async fn method_not_allowed() -> ApiError {
     ApiError::new(StatusCode::METHOD_NOT_ALLOWED, Code::Unimplemented, "method not allowed on this route")
 }
 
+/// The method as a metric label: one of the standard methods, or `OTHER`,
+/// so that clients cannot grow the label set.
+fn method_label(m: &axum::http::Method) -> &'static str {
+    match m.as_str() {
+        "GET" => "GET",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "PATCH" => "PATCH",
+        "DELETE" => "DELETE",
+        "HEAD" => "HEAD",
+        "OPTIONS" => "OPTIONS",
+        _ => "OTHER",
+    }
+}
+
 async fn record_metrics(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let method = req.method().to_string();
+    let method = method_label(req.method()).to_owned();
     let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "unmatched".into());
     let resp = next.run(req).await;
     state.metrics.observe_http(HttpLabels { method, route, status: resp.status().as_u16() }, started.elapsed());
@@ -162,6 +182,7 @@ async fn healthz(State(state): State<AppState>) -> Response {
         "version": env!("CARGO_PKG_VERSION"),
         "database": state.store.dialect().as_str(),
         "backend": { "name": state.backend.name(), "capabilities": state.backend.capabilities(), "details": state.backend.health() },
+        "quarantine": state.backend.quarantine(),
     });
     let code = if db.is_ok() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (code, Json(body)).into_response()

@@ -15,6 +15,7 @@ use vmaas_model::{
 
 use super::{ApiJson, ApiQuery, AppState, Paging, checked_name, page_json, raw_json, scope};
 use crate::auth::Caller;
+use crate::capacity::{self, Usage};
 use crate::error::ApiError;
 use crate::reconciler;
 use crate::store::{StoreError, VmFilter, VmRecord};
@@ -95,7 +96,8 @@ pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Pa
 /// design; the server assigns the real id.
 #[utoipa::path(post, path = "/api/fulfillment/v1/virtual_machines", tag = "virtual machines",
     request_body = Envelope<CreateVirtualMachine>,
-    responses((status = 201, body = Envelope<VirtualMachine>), (status = 400, body = ApiError), (status = 409, body = ApiError, description = "The name is taken")),
+    responses((status = 201, body = Envelope<VirtualMachine>), (status = 400, body = ApiError), (status = 409, body = ApiError, description = "The name is taken"),
+        (status = 429, body = ApiError, description = "RESOURCE_EXHAUSTED: the host has no room for the CPU, memory or disk asked for")),
     security(("bearer" = [])))]
 pub(super) async fn create(
     State(s): State<AppState>,
@@ -110,6 +112,7 @@ pub(super) async fn create(
         return Err(ApiError::invalid(errs));
     };
     let rec = VmRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, obj.spec, resolved.spec, Utc::now());
+    let _admitted = admit(&s, &rec, None).await?;
     s.store.insert_vm(&rec).await.map_err(|e| match e {
         StoreError::MissingReference(reason) => ApiError::field("object.spec.template", reason),
         other => other.into(),
@@ -170,10 +173,30 @@ pub(super) async fn patch(
     if !errs.is_empty() {
         return Err(ApiError::invalid(errs));
     }
+    let _admitted = admit(&s, &next, Some(&current)).await?;
     let saved = s.store.update_vm_spec(&next, expected).await?;
     info!(vm = %id, version = saved.version, state = saved.spec.state.as_str(), "virtual machine updated");
     let vm = settle(&s, &saved).await?;
     Ok(Json(Envelope { object: vm.to_api() }))
+}
+
+/// Checks that `vm` (replacing `current`, on a change) fits on the host.
+/// Holds the admission lock until the caller has stored it, so that two
+/// requests cannot both take the last room. Nothing to check when the
+/// backend does not run VMs on this host, or when a change asks for less.
+async fn admit<'a>(s: &'a AppState, vm: &VmRecord, current: Option<&VmRecord>) -> Result<Option<tokio::sync::MutexGuard<'a, ()>>, ApiError> {
+    let Some(host) = s.backend.capacity() else { return Ok(None) };
+    let asked = Usage::of(&vm.machine, vm.spec.state);
+    if let Some(c) = current {
+        let before = Usage::of(&c.machine, c.spec.state);
+        if asked.cpus <= before.cpus && asked.memory_bytes <= before.memory_bytes && asked.disk_bytes <= before.disk_bytes {
+            return Ok(None);
+        }
+    }
+    let guard = s.admission.lock().await;
+    let vms = s.store.all_vms().await?;
+    capacity::check(&host, &s.overcommit, Usage::of_all(&vms, Some(&vm.id)), asked)?;
+    Ok(Some(guard))
 }
 
 /// Enqueues a changed VM and waits briefly for the reconciler to acknowledge

@@ -9,6 +9,7 @@
 //! once. With several replicas on one PostgreSQL, a lease in the database
 //! makes sure only one replica reconciles at a time.
 
+pub mod lease;
 mod network;
 mod queue;
 mod vm;
@@ -42,7 +43,8 @@ pub struct ReconcilerConfig {
     pub interval: Duration,
     /// Time between full resyncs of every object.
     pub resync: Duration,
-    /// How long a lease lasts without renewal.
+    /// How long a lease lasts without renewal (at least three intervals);
+    /// a holder on this host that is gone is taken over at once.
     pub lease_ttl: Duration,
     /// How many objects are reconciled at once.
     pub concurrency: usize,
@@ -55,9 +57,9 @@ impl Default for ReconcilerConfig {
         Self {
             interval: Duration::from_secs(1),
             resync: Duration::from_secs(10),
-            lease_ttl: Duration::from_secs(15),
+            lease_ttl: Duration::from_secs(5),
             concurrency: 8,
-            holder: uuid::Uuid::new_v4().to_string(),
+            holder: lease::holder(),
         }
     }
 }
@@ -145,7 +147,7 @@ impl Reconciler {
     }
 
     async fn renew_lease(&self) -> bool {
-        let held = match self.store.acquire_lease(LEASE, &self.config.holder, Utc::now(), self.config.lease_ttl).await {
+        let held = match self.try_lease().await {
             Ok(held) => held,
             Err(e) => {
                 warn!(error = %e, "cannot renew the reconciler lease");
@@ -158,9 +160,29 @@ impl Reconciler {
         held
     }
 
+    /// Takes or renews the lease, taking it over at once from a holder on
+    /// this host that is gone (a server killed before it could release it).
+    async fn try_lease(&self) -> Result<bool, StoreError> {
+        let ttl = self.config.lease_ttl.max(self.config.interval * 3);
+        let me = &self.config.holder;
+        if self.store.acquire_lease(LEASE, me, Utc::now(), ttl).await? {
+            return Ok(true);
+        }
+        match self.store.lease_holder(LEASE).await? {
+            Some(gone) if lease::is_gone(&gone) => {
+                let taken = self.store.take_over_lease(LEASE, &gone, me, Utc::now(), ttl).await?;
+                if taken {
+                    info!(previous = %gone, "took over the reconciler lease from a process that is gone");
+                }
+                Ok(taken)
+            }
+            _ => Ok(false),
+        }
+    }
+
     /// Enqueues every object (`full`), or those whose desired state changed
     /// since their status was written; a full sweep also lets the backend
-    /// deal with what belongs to no VM, and counts the VM states. Works on
+    /// quarantine what belongs to no VM, and counts the VM states. Works on
     /// the stored rows: nothing is decoded.
     async fn sweep(&self, full: bool) -> Result<(), StoreError> {
         for kind in RECONCILED {
@@ -172,8 +194,9 @@ impl Reconciler {
                 self.count_states(&rows);
                 let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
                 if let Err(e) = self.backend.vms().retain(&ids).await {
-                    warn!(error = %e, "backend cleanup of unknown VMs failed");
+                    warn!(error = %e, "backend check of unknown VMs failed");
                 }
+                self.metrics.set_quarantined(self.backend.quarantine().len());
             }
         }
         Ok(())
@@ -233,8 +256,9 @@ impl Reconciler {
         }
         let ids: Vec<String> = vms.iter().map(|v| v.id.clone()).collect();
         if let Err(e) = self.backend.vms().retain(&ids).await {
-            warn!(error = %e, "backend cleanup of unknown VMs failed");
+            warn!(error = %e, "backend check of unknown VMs failed");
         }
+        self.metrics.set_quarantined(self.backend.quarantine().len());
         debug!(?report, "reconcile pass");
         Ok(report)
     }

@@ -1,0 +1,135 @@
+//! What the backend finds on the host at start, and what it keeps without
+//! being asked: re-adopting running guests (recovering damaged state
+//! files from the running QEMU), and quarantining VMs no stored object owns.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tracing::{info, warn};
+use vmaas_backend::{BackendError, Quarantined};
+use vmaas_model::ObjectKind;
+
+use crate::Vms;
+use crate::console::SerialConsole;
+use crate::lifecycle::Vm;
+use crate::process::Process;
+use crate::qmp::Qmp;
+use crate::recover::{Found, find_qemu, rebuild};
+use crate::state::VmFile;
+
+impl Vms {
+    /// Adopts every VM directory under the state directory.
+    pub(crate) async fn adopt_all(&self) {
+        let Ok(mut entries) = tokio::fs::read_dir(&self.cfg.state_dir).await else { return };
+        while let Ok(Some(e)) = entries.next_entry().await {
+            if let Some(vm) = self.adopt_dir(e.path()).await {
+                let id = vm.file.id.clone();
+                self.map().insert(id, Arc::new(tokio::sync::Mutex::new(vm)));
+            }
+        }
+    }
+
+    /// The VM in `dir`, with its running QEMU if there is one. A damaged or
+    /// missing state file (beside a disk) is rebuilt from the running QEMU.
+    async fn adopt_dir(&self, dir: PathBuf) -> Option<Vm> {
+        let loaded = VmFile::load(&dir).await;
+        let has_disk = tokio::fs::try_exists(dir.join("disk.qcow2")).await.unwrap_or(false);
+        if loaded.is_none() && !has_disk {
+            return None;
+        }
+        let probe_dir = dir.clone();
+        let found = tokio::task::spawn_blocking(move || find_qemu(&probe_dir)).await.ok().flatten();
+        let (file, recovered) = match loaded {
+            Some(Ok(f)) => (f, false),
+            damaged => {
+                let why = match damaged {
+                    Some(Err(e)) => e.to_string(),
+                    _ => "missing".to_owned(),
+                };
+                let file = rebuild(&dir, found.as_ref());
+                warn!(dir = %dir.display(), error = %why, qemu_pid = ?found.as_ref().map(|f| f.pid), "damaged vm.json: rebuilt from the host");
+                if let Err(e) = file.save(&dir).await {
+                    warn!(dir = %dir.display(), error = %e, "cannot save the rebuilt vm.json");
+                }
+                (file, true)
+            }
+        };
+        if let Some(ip) = file.external_ip
+            && let Err(e) = self.pool_lock().reserve(ip, &file.id)
+        {
+            warn!(vm = %file.id, error = %e, "external IP conflict");
+        }
+        let mut vm = Vm::new(dir, file);
+        vm.recovered = recovered;
+        if let Some(p) = self.adopt_process(&vm, found.as_ref()).await {
+            self.reattach(&mut vm, p).await;
+        }
+        Some(vm)
+    }
+
+    async fn adopt_process(&self, vm: &Vm, found: Option<&Found>) -> Option<Process> {
+        let f = found?;
+        let p = Process::adopt(f.pid, &vm.file.id).await?;
+        // The pid file may be what was lost: write it again.
+        let _ = crate::state::write_atomic(&vm.path("qemu.pid"), format!("{}\n", f.pid).as_bytes());
+        Some(p)
+    }
+
+    async fn reattach(&self, vm: &mut Vm, p: Process) {
+        let status = match Qmp::connect(&vm.path("qmp.sock")).await {
+            Ok(mut q) => q.status().await.unwrap_or_else(|e| e.to_string()),
+            Err(e) => e.to_string(),
+        };
+        let console = match SerialConsole::attach(&vm.path("serial.sock"), vm.path("console.log")).await {
+            Ok(c) => Some(c),
+            Err(e) => {
+                warn!(vm = %vm.file.id, error = %e, "cannot reattach the serial console");
+                None
+            }
+        };
+        info!(vm = %vm.file.id, name = %vm.file.name, pid = p.pid(), qemu_status = %status, "re-adopted a running VM");
+        vm.adopt(p, console);
+    }
+
+    /// Quarantines the VMs on the host that no stored object owns and the
+    /// reconciler never asked for: they are kept (a guest keeps running)
+    /// and reported, never deleted here.
+    pub(crate) async fn quarantine_unknown(&self, known: &[String]) -> Result<(), BackendError> {
+        let known: HashSet<&str> = known.iter().map(String::as_str).collect();
+        let handles: Vec<_> = self.map().iter().filter(|(id, _)| !known.contains(id.as_str())).map(|(_, h)| h.clone()).collect();
+        let mut found = BTreeMap::new();
+        for h in handles {
+            let vm = h.lock().await;
+            if vm.claimed {
+                continue;
+            }
+            found.insert(vm.file.id.clone(), quarantined(&vm));
+        }
+        let mut q = self.quarantine_lock();
+        for (id, item) in &found {
+            if !q.contains_key(id) {
+                warn!(vm = %id, name = ?item.name, tenant = ?item.tenant, running = item.running, path = %item.path,
+                    "quarantined a VM the store does not know: kept, not deleted (see docs/operations.md)");
+            }
+        }
+        *q = found;
+        Ok(())
+    }
+}
+
+fn quarantined(vm: &Vm) -> Quarantined {
+    let known = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    Quarantined {
+        kind: ObjectKind::VirtualMachine,
+        id: vm.file.id.clone(),
+        name: known(&vm.file.name),
+        tenant: known(&vm.file.tenant),
+        running: vm.is_running(),
+        path: display(&vm.dir),
+    }
+}
+
+fn display(p: &Path) -> String {
+    p.display().to_string()
+}

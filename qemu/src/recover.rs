@@ -1,0 +1,120 @@
+//! Finding a VM's QEMU again when its state file is damaged or its pid
+//! file is gone, so that a running guest is adopted, never shadowed by a
+//! second QEMU: `/proc` says which process runs with the VM's QMP socket,
+//! and its command line says which addresses it forwards.
+
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use crate::state::VmFile;
+
+/// A QEMU process found for a VM directory, and its command line.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Found {
+    pub(crate) pid: i32,
+    pub(crate) args: Vec<String>,
+}
+
+fn cmdline(pid: i32) -> Option<Vec<String>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(raw.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect())
+}
+
+fn runs_in(args: &[String], qmp: &str) -> bool {
+    args.iter().any(|a| a.contains(qmp))
+}
+
+/// The QEMU process of the VM in `dir`: the pid file's, if its command line
+/// names the directory's QMP socket, else any process whose does. Blocking.
+pub(crate) fn find_qemu(dir: &Path) -> Option<Found> {
+    let qmp = dir.join("qmp.sock").display().to_string();
+    let from_file = std::fs::read_to_string(dir.join("qemu.pid")).ok().and_then(|s| s.trim().parse::<i32>().ok());
+    if let Some(pid) = from_file
+        && let Some(args) = cmdline(pid).filter(|a| runs_in(a, &qmp))
+    {
+        return Some(Found { pid, args });
+    }
+    let entries = std::fs::read_dir("/proc").ok()?;
+    entries.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).find_map(|pid| {
+        let args = cmdline(pid)?;
+        runs_in(&args, &qmp).then_some(Found { pid, args })
+    })
+}
+
+/// The host forwards in a QEMU command line: `(host address, host port, guest port)`.
+fn forwards(args: &[String]) -> Vec<(Ipv4Addr, u16, u16)> {
+    let mut out = Vec::new();
+    for netdev in args.windows(2).filter(|w| w[0] == "-netdev").map(|w| w[1].as_str()) {
+        for fwd in netdev.split(',').filter_map(|p| p.strip_prefix("hostfwd=")) {
+            // tcp:127.42.0.1:80-:80
+            let mut parts = fwd.splitn(2, '-');
+            let (host, guest) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            let mut h = host.split(':').skip(1);
+            let addr = h.next().and_then(|a| a.parse().ok());
+            let port = h.next().and_then(|p| p.parse().ok());
+            let guest_port = guest.rsplit(':').next().and_then(|p| p.parse().ok());
+            if let (Some(a), Some(p), Some(g)) = (addr, port, guest_port) {
+                out.push((a, p, g));
+            }
+        }
+    }
+    out
+}
+
+/// A state file rebuilt for the VM in `dir` from its running QEMU, if any:
+/// the id from the directory, the external IP and probe port from the
+/// forwards. Tenant, name and the restart generation are not on the host:
+/// the first `ensure` fills them in from the store.
+pub(crate) fn rebuild(dir: &Path, found: Option<&Found>) -> VmFile {
+    let id = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let fwd = found.map(|f| forwards(&f.args)).unwrap_or_default();
+    VmFile {
+        id,
+        tenant: String::new(),
+        name: String::new(),
+        external_ip: fwd.iter().map(|f| f.0).find(|a| *a != Ipv4Addr::LOCALHOST),
+        probe_port: fwd.iter().find(|f| f.0 == Ipv4Addr::LOCALHOST).map(|f| f.1),
+        restarts: 0,
+        ready_pid: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_forwards_back_from_the_command_line() {
+        let args: Vec<String> = ["qemu", "-netdev", "user,id=nic-default,restrict=on,hostfwd=tcp:127.42.0.7:80-:80,hostfwd=tcp:127.0.0.1:40001-:80"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let f = rebuild(Path::new("/x/vms/abc"), Some(&Found { pid: 1, args }));
+        assert_eq!(f.id, "abc");
+        assert_eq!(f.external_ip, Some(Ipv4Addr::new(127, 42, 0, 7)));
+        assert_eq!(f.probe_port, Some(40001));
+        assert_eq!(rebuild(Path::new("/x/vms/abc"), None).external_ip, None);
+    }
+
+    #[test]
+    fn finds_a_process_by_its_socket_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let qmp = dir.path().join("qmp.sock").display().to_string();
+        let mut child = std::process::Command::new("sleep").args(["30", &qmp]).spawn().unwrap();
+        let pid = child.id() as i32;
+        let mut found = None;
+        for _ in 0..100 {
+            found = find_qemu(dir.path());
+            if found.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(found.map(|f| f.pid), Some(pid), "found through /proc without a pid file");
+        std::fs::write(dir.path().join("qemu.pid"), "1").unwrap();
+        assert_eq!(find_qemu(dir.path()).map(|f| f.pid), Some(pid), "a pid file naming another process is not believed");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(find_qemu(dir.path()).is_none());
+    }
+}

@@ -1,0 +1,143 @@
+//! Capacity checks at create and change: what VMs ask for (CPU, memory,
+//! disk) against what the host can give, with configurable overcommit. A
+//! request that does not fit is RESOURCE_EXHAUSTED, naming the resource,
+//! before anything is stored.
+
+use vmaas_backend::HostCapacity;
+use vmaas_model::{MachineSpec, PowerState};
+
+use crate::error::ApiError;
+use crate::store::VmRecord;
+
+/// How far the sum of what VMs ask for may exceed what the host has.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Overcommit {
+    /// Virtual CPUs per host CPU, over running VMs.
+    pub cpu: f64,
+    /// Memory promised per byte of host memory, over running VMs.
+    pub memory: f64,
+    /// Disk capacity promised per byte of the file system holding the disks
+    /// (copy-on-write disks only take what is written), over every VM.
+    pub disk: f64,
+}
+
+impl Default for Overcommit {
+    fn default() -> Self {
+        Self { cpu: 16.0, memory: 1.5, disk: 2.0 }
+    }
+}
+
+/// What VMs ask for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Virtual CPUs.
+    pub cpus: u64,
+    /// Memory, bytes.
+    pub memory_bytes: u64,
+    /// Disk capacity, bytes.
+    pub disk_bytes: u64,
+}
+
+impl Usage {
+    /// What one machine asks for; a stopped one holds only its disks.
+    pub fn of(machine: &MachineSpec, power: PowerState) -> Self {
+        let running = power != PowerState::Stopped;
+        let disk_bytes = machine.disks.iter().map(|d| d.size.to_units_ceil().unwrap_or(u64::MAX)).fold(0u64, u64::saturating_add);
+        Self {
+            cpus: if running { u64::from(machine.cpu.cores) } else { 0 },
+            memory_bytes: if running { machine.memory_bytes() } else { 0 },
+            disk_bytes,
+        }
+    }
+
+    /// What every VM of `vms` but `except` asks for.
+    pub fn of_all(vms: &[VmRecord], except: Option<&str>) -> Self {
+        vms.iter().filter(|v| Some(v.id.as_str()) != except).map(|v| Self::of(&v.machine, v.spec.state)).fold(Self::default(), |a, b| Self {
+            cpus: a.cpus.saturating_add(b.cpus),
+            memory_bytes: a.memory_bytes.saturating_add(b.memory_bytes),
+            disk_bytes: a.disk_bytes.saturating_add(b.disk_bytes),
+        })
+    }
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.1} GiB", b as f64 / f64::from(1u32 << 30))
+}
+
+fn scaled(v: u64, factor: f64) -> u64 {
+    (v as f64 * factor.max(0.0)).min(u64::MAX as f64) as u64
+}
+
+/// Whether `asked` fits beside `used` on `host`; else RESOURCE_EXHAUSTED naming the resource.
+pub fn check(host: &HostCapacity, over: &Overcommit, used: Usage, asked: Usage) -> Result<(), ApiError> {
+    let cpu_limit = scaled(u64::from(host.cpus), over.cpu);
+    if asked.cpus > u64::from(host.cpus) {
+        return Err(ApiError::exhausted("cpu", format!("the VM asks for {} CPU cores; this host has {}", asked.cpus, host.cpus)));
+    }
+    if used.cpus.saturating_add(asked.cpus) > cpu_limit {
+        return Err(ApiError::exhausted(
+            "cpu",
+            format!("{} more virtual CPUs do not fit: {} of {cpu_limit} ({} CPUs × {} overcommit) are promised", asked.cpus, used.cpus, host.cpus, over.cpu),
+        ));
+    }
+    if host.memory_bytes > 0 {
+        if asked.memory_bytes > host.memory_bytes {
+            return Err(ApiError::exhausted("memory", format!("the VM asks for {} of memory; this host has {}", gib(asked.memory_bytes), gib(host.memory_bytes))));
+        }
+        let limit = scaled(host.memory_bytes, over.memory);
+        if used.memory_bytes.saturating_add(asked.memory_bytes) > limit {
+            return Err(ApiError::exhausted(
+                "memory",
+                format!("{} more memory does not fit: {} of {} (× {} overcommit) is promised", gib(asked.memory_bytes), gib(used.memory_bytes), gib(limit), over.memory),
+            ));
+        }
+    }
+    if host.disk_bytes > 0 {
+        let limit = scaled(host.disk_bytes, over.disk);
+        if used.disk_bytes.saturating_add(asked.disk_bytes) > limit {
+            return Err(ApiError::exhausted(
+                "disk",
+                format!(
+                    "{} of disk does not fit: the disks' file system holds {}, {} may be promised (× {} overcommit), {} is promised already",
+                    gib(asked.disk_bytes),
+                    gib(host.disk_bytes),
+                    gib(limit),
+                    over.disk,
+                    gib(used.disk_bytes)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+    const HOST: HostCapacity = HostCapacity { cpus: 2, memory_bytes: 24 * GIB, disk_bytes: 69 * GIB };
+
+    fn usage(cpus: u64, mem_gib: u64, disk_gib: u64) -> Usage {
+        Usage { cpus, memory_bytes: mem_gib * GIB, disk_bytes: disk_gib * GIB }
+    }
+
+    fn field(r: Result<(), ApiError>) -> String {
+        let e = r.expect_err("refused");
+        assert_eq!(e.status, axum::http::StatusCode::TOO_MANY_REQUESTS);
+        e.details[0].field.clone()
+    }
+
+    #[test]
+    fn names_the_resource_that_does_not_fit() {
+        let o = Overcommit::default();
+        assert!(check(&HOST, &o, usage(0, 0, 0), usage(2, 1, 10)).is_ok());
+        assert_eq!(field(check(&HOST, &o, usage(0, 0, 0), usage(0, 0, 100 * 1024))), "disk", "a 100Ti disk on a 69 GiB host");
+        assert_eq!(field(check(&HOST, &o, usage(0, 0, 0), usage(4, 1, 1))), "cpu", "more cores than the host has");
+        assert_eq!(field(check(&HOST, &o, usage(31, 0, 0), usage(2, 1, 1))), "cpu", "beyond 16× of 2 CPUs");
+        assert_eq!(field(check(&HOST, &o, usage(0, 0, 0), usage(1, 25, 1))), "memory");
+        assert_eq!(field(check(&HOST, &o, usage(0, 30, 0), usage(1, 8, 1))), "memory", "beyond 1.5× of 24 GiB");
+        assert!(check(&HOST, &o, usage(0, 30, 0), usage(1, 6, 1)).is_ok());
+        assert_eq!(field(check(&HOST, &o, usage(0, 0, 130), usage(1, 1, 10))), "disk", "beyond 2× of 69 GiB");
+    }
+}
