@@ -100,7 +100,12 @@ mod tests {
     fn finds_a_process_by_its_socket_path() {
         let dir = tempfile::tempdir().unwrap();
         let qmp = dir.path().join("qmp.sock").display().to_string();
-        let mut child = std::process::Command::new("sleep").args(["30", &qmp]).spawn().unwrap();
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "while :; do sleep 0.1; done", &qmp])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
         let pid = child.id() as i32;
         let mut found = None;
         for _ in 0..100 {

@@ -5,6 +5,8 @@
 //!
 //! Build the binaries first: `cargo build --bins` (the test script does).
 
+pub mod vms;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -209,6 +211,54 @@ impl Server {
             }
             let _ = c.wait();
         }
+    }
+
+    /// Kills the server with SIGKILL, as a crash would: nothing is released.
+    pub async fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts the server again (after [`Server::stop`] or [`Server::kill9`]).
+    pub async fn relaunch(&mut self) {
+        self.launch().await;
+    }
+
+    /// The extra arguments the server runs with.
+    pub fn extra(&self) -> &[String] {
+        &self.extra
+    }
+
+    /// Replaces the extra arguments of the next launch.
+    pub fn set_extra(&mut self, extra: &[&str]) {
+        self.extra = extra.iter().map(|s| s.to_string()).collect();
+    }
+
+    /// Runs `vmaas-server ARGS` on this server's data directory, database
+    /// and extra arguments to its end (killed after 60 s): `gc`, or a start
+    /// that must fail.
+    pub fn server_command(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(bin("vmaas-server"));
+        cmd.args(args).arg("--data-dir").arg(&self.data_dir);
+        if let Some(u) = &self.database_url {
+            cmd.arg("--database-url").arg(u);
+        }
+        let mut child = cmd
+            .args(&self.extra)
+            .env("VMAAS_LOG", "info,tower_http=warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run vmaas-server");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        child.wait_with_output().expect("wait for vmaas-server")
     }
 
     /// Stops and starts the server on the same data directory and database.

@@ -6,9 +6,9 @@ use futures::{SinkExt, StreamExt};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
+use vmaas_tests::vms::{V1, create, get, state, wait_ready, wait_until};
 use vmaas_tests::{Server, qemu_pids};
 
-const V1: &str = "/api/fulfillment/v1";
 const TINY: &str = include_str!("../../examples/templates/tiny.yaml");
 
 /// Publishes the `tiny` example template, plus templates made to fail.
@@ -30,35 +30,9 @@ async fn publish(s: &Server) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
-async fn create(s: &Server, token: &str, name: &str, template: &str) -> String {
-    let body = json!({"object": {"metadata": {"name": name}, "spec": {"template": template}}});
-    let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(token), Some(body)).await;
-    assert_eq!(st, 201, "{vm}");
-    vm["object"]["id"].as_str().unwrap().to_owned()
-}
 
-async fn get(s: &Server, token: &str, id: &str) -> (u16, Value) {
-    s.raw(Method::GET, &format!("{V1}/virtual_machines/{id}"), Some(token), None).await
-}
 
-/// Polls until `pred` holds for the VM, or panics with the last status and the server log.
-async fn wait_until(s: &Server, token: &str, id: &str, what: &str, secs: u64, pred: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let (st, vm) = get(s, token, id).await;
-        if st == 200 && pred(&vm["object"]) {
-            return vm["object"].clone();
-        }
-        if Instant::now() > deadline {
-            panic!("timed out waiting for {what}; last: {st} {vm:#}\nserver log:\n{}", s.log());
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
 
-fn state(v: &Value) -> &str {
-    v["status"]["state"].as_str().unwrap_or("")
-}
 
 fn condition<'a>(v: &'a Value, kind: &str) -> &'a Value {
     v["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"].as_str().unwrap().ends_with(kind)).unwrap()
@@ -68,9 +42,6 @@ async fn http_get(ip: &str) -> Result<String, reqwest::Error> {
     reqwest::Client::builder().timeout(Duration::from_secs(5)).build()?.get(format!("http://{ip}/")).send().await?.text().await
 }
 
-async fn wait_ready(s: &Server, token: &str, id: &str) -> Value {
-    wait_until(s, token, id, "READY", 120, |v| state(v) == "VIRTUAL_MACHINE_STATE_READY").await
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lifecycle_ready_stop_start_delete() {

@@ -1,0 +1,61 @@
+//! VM helpers shared by the end-to-end tests: create, read and wait.
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::Server;
+
+/// Prefix of the API routes.
+pub const V1: &str = "/api/fulfillment/v1";
+
+/// Creates VM `name` from `template`; panics unless the answer is 201.
+pub async fn create(s: &Server, token: &str, name: &str, template: &str) -> String {
+    let body = json!({"object": {"metadata": {"name": name}, "spec": {"template": template}}});
+    let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(token), Some(body)).await;
+    assert_eq!(st, 201, "{vm}");
+    vm["object"]["id"].as_str().unwrap().to_owned()
+}
+
+/// Reads one VM: `(status, body)`.
+pub async fn get(s: &Server, token: &str, id: &str) -> (u16, Value) {
+    s.raw(Method::GET, &format!("{V1}/virtual_machines/{id}"), Some(token), None).await
+}
+
+/// Polls until `pred` holds for the VM, or panics with the last status and the server log.
+pub async fn wait_until(s: &Server, token: &str, id: &str, what: &str, secs: u64, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let (st, vm) = get(s, token, id).await;
+        if st == 200 && pred(&vm["object"]) {
+            return vm["object"].clone();
+        }
+        if Instant::now() > deadline {
+            panic!("timed out waiting for {what}; last: {st} {vm:#}\nserver log:\n{}", s.log());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The state of a VM object, e.g. `VIRTUAL_MACHINE_STATE_READY`.
+pub fn state(v: &Value) -> &str {
+    v["status"]["state"].as_str().unwrap_or("")
+}
+
+/// Waits (2 min at most) for the VM to be READY.
+pub async fn wait_ready(s: &Server, token: &str, id: &str) -> Value {
+    wait_until(s, token, id, "READY", 120, |v| state(v) == "VIRTUAL_MACHINE_STATE_READY").await
+}
+
+/// Publishes the templates of `yaml` (documents separated by `---`) with `vmaas template sync`.
+pub fn publish(s: &Server, yaml: &str) {
+    let admin = s.token("ops", true);
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("templates.yaml"), yaml).expect("write templates");
+    let out = s.cli(&admin, &["template", "sync", dir.path().to_str().expect("utf-8 path")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The `tiny` example template.
+pub const TINY: &str = include_str!("../../examples/templates/tiny.yaml");
