@@ -3,6 +3,9 @@
 use serde::Serialize;
 use vmaas_model::{MachineSpec, Reason};
 
+/// Most virtual CPUs of one VM (QEMU's `pc` machine).
+pub const MAX_VCPUS: u32 = 255;
+
 /// CPUs, memory and GPUs of the host.
 #[derive(Debug, Clone, Serialize)]
 pub struct Host {
@@ -52,10 +55,12 @@ impl Host {
                 ),
             ));
         }
-        if spec.cpu.cores > self.cpus {
+        // More virtual CPUs than host CPUs run (the API bounds the total with
+        // its overcommit); QEMU's `pc` machine takes at most 255.
+        if spec.cpu.cores > MAX_VCPUS {
             return Some(Reason::new(
                 "InsufficientCPU",
-                format!("the VM asks for {} CPU cores; this host has {}", spec.cpu.cores, self.cpus),
+                format!("the VM asks for {} CPU cores; a VM here has at most {MAX_VCPUS} (this host has {})", spec.cpu.cores, self.cpus),
             ));
         }
         if self.memory_bytes > 0 && spec.memory_bytes() > self.memory_bytes {

@@ -20,6 +20,7 @@ async fn publish(s: &Server) {
         dir.path().join("bad.yaml"),
         "id: starved\nparameters:\n  - {name: vm_memory, type: quantity, default: {value: 64Mi}}\nspec_defaults:\n  image: test-guest\n  exposed_ports: [{port: 80}]\n  readiness_probe: {http: {port: 80}, timeout_seconds: 60}\n\
          ---\nid: greedy\nspec_defaults: {cpu_cores: 512, image: test-guest}\n\
+         ---\nid: hoarder\nspec_defaults: {disk_size: 100Ti, image: test-guest}\n\
          ---\nid: gpu\nspec_defaults: {image: test-guest, gpus: [{name: gpu0, device_name: nvidia.com/GA102GL_A10}]}\n\
          ---\nid: noimage\nspec_defaults: {image: no-such-image}\n\
          ---\nid: tcp80\nspec_defaults: {image: test-guest, readiness_probe: {tcp: {port: 80}}}\n\
@@ -210,9 +211,16 @@ async fn bad_inputs_fail_clearly() {
         .await;
     assert_eq!(st, 400);
     assert_eq!(err["details"][0]["field"], "object.spec.template");
-    // Too many cores, a GPU on a host without one, a missing image: FAILED with a reason.
+    // More than the host can give: refused at create, naming the resource, nothing stored.
+    for (template, field) in [("greedy", "cpu"), ("hoarder", "disk")] {
+        let body = json!({"object": {"metadata": {"name": template}, "spec": {"template": template}}});
+        let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
+        assert_eq!((st, err["code"].as_u64()), (429, Some(8)), "{err}");
+        assert_eq!(err["details"][0]["field"], field, "{err}");
+        assert_eq!(s.raw(Method::GET, &format!("{V1}/virtual_machines?name={template}"), Some(&t), None).await.1["total"], 0);
+    }
+    // A GPU on a host without one, a missing image: FAILED with a reason.
     for (name, template, reason, words) in [
-        ("greedy", "greedy", "InsufficientCPU", "asks for 512 CPU cores"),
         ("gpu", "gpu", "NoGPUAvailable", "nvidia.com/GA102GL_A10"),
         ("noimage", "noimage", "ImageNotFound", "no-such-image"),
     ] {
