@@ -451,3 +451,34 @@ on_both_databases! {
         eprintln!("outcomes (create, delete): {outcomes:?}");
     }
 }
+
+on_both_databases! {
+    async fn versioned_patches_retry_instead_of_failing_or_overwriting(db: Db) {
+        let Some(s) = Server::start(db).await else { return };
+        let admin = s.token("ops", true);
+        publish_seed(&s, &admin).await;
+        let t = s.token("acme", false);
+        let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed_vm("contended"))).await;
+        assert_eq!(st, 201, "{vm}");
+        let id = vm["object"]["id"].as_str().unwrap().to_owned();
+        let version = vm["object"]["metadata"]["version"].as_i64().unwrap();
+        let client = s.client(&t);
+        // Ten writers at once, as ten `terraform apply` runs would: every change lands, one after the other.
+        let writers = (1..=10).map(|cores: i64| {
+            let (client, id) = (client.clone(), id.clone());
+            async move {
+                let params = std::collections::BTreeMap::from([("vm_cpu_cores".to_owned(), serde_json::from_value(json!({"value": cores})).unwrap())]);
+                let patch = vmaas_model::PatchVirtualMachine {
+                    spec: vmaas_model::vm::SpecPatch { template_parameters: Some(params), ..Default::default() },
+                    ..Default::default()
+                };
+                client.patch_vm_versioned(&id, &patch, 20).await
+            }
+        });
+        for r in futures::future::join_all(writers).await {
+            r.expect("a versioned patch retries on 409 instead of failing");
+        }
+        let (_, after) = s.raw(Method::GET, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await;
+        assert_eq!(after["object"]["metadata"]["version"].as_i64().unwrap(), version + 10, "ten changes, none lost: {after}");
+    }
+}
