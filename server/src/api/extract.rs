@@ -43,31 +43,37 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         let bytes = Bytes::from_request(req, state).await.map_err(unreadable)?;
-        if bytes.is_empty() {
-            return Err(ApiError::field("body", "is empty: expected a JSON object"));
+        decode(&bytes).map(Self)
+    }
+}
+
+/// Decodes one JSON document (nothing after it but white space) into `T`;
+/// a bad one is a 400 naming the field that is wrong.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.is_empty() {
+        return Err(ApiError::field("body", "is empty: expected a JSON object"));
+    }
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    match serde_path_to_error::deserialize(&mut *de) {
+        Ok(v) => {
+            // One JSON document, nothing after it but white space.
+            de.end().map_err(|e| ApiError::field("body", format!("has data after the JSON document: {e}")))?;
+            Ok(v)
         }
-        let de = &mut serde_json::Deserializer::from_slice(&bytes);
-        match serde_path_to_error::deserialize(&mut *de) {
-            Ok(v) => {
-                // One JSON document, nothing after it but white space.
-                de.end().map_err(|e| ApiError::field("body", format!("has data after the JSON document: {e}")))?;
-                Ok(Self(v))
-            }
-            Err(e) => {
-                let field = field_of(e.path());
-                let inner = e.into_inner();
-                let reason = if inner.is_syntax() || inner.is_eof() {
-                    format!("is not valid JSON: {inner}")
-                } else {
-                    // serde's messages end with " at line L column C"; the field path says where.
-                    let msg = inner.to_string();
-                    match msg.rfind(" at line ") {
-                        Some(i) => msg[..i].to_owned(),
-                        None => msg,
-                    }
-                };
-                Err(ApiError::field(field, reason))
-            }
+        Err(e) => {
+            let field = field_of(e.path());
+            let inner = e.into_inner();
+            let reason = if inner.is_syntax() || inner.is_eof() {
+                format!("is not valid JSON: {inner}")
+            } else {
+                // serde's messages end with " at line L column C"; the field path says where.
+                let msg = inner.to_string();
+                match msg.rfind(" at line ") {
+                    Some(i) => msg[..i].to_owned(),
+                    None => msg,
+                }
+            };
+            Err(ApiError::field(field, reason))
         }
     }
 }

@@ -3,6 +3,8 @@
 
 mod console;
 mod extract;
+#[cfg(test)]
+mod fuzz;
 mod networks;
 mod openapi;
 mod templates;
@@ -21,7 +23,7 @@ use serde::Deserialize;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 
-pub use extract::{ApiJson, ApiQuery};
+pub use extract::{ApiJson, ApiQuery, decode};
 pub use openapi::openapi_document;
 
 use crate::auth::Keys;
