@@ -85,10 +85,11 @@ mod tests {
 
     #[test]
     fn reads_the_forwards_back_from_the_command_line() {
-        let args: Vec<String> = ["qemu", "-netdev", "user,id=nic-default,restrict=on,hostfwd=tcp:127.42.0.7:80-:80,hostfwd=tcp:127.0.0.1:40001-:80"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let args: Vec<String> =
+            ["qemu", "-netdev", "user,id=nic-default,restrict=on,hostfwd=tcp:127.42.0.7:80-:80,hostfwd=tcp:127.0.0.1:40001-:80"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
         let f = rebuild(Path::new("/x/vms/abc"), Some(&Found { pid: 1, args }));
         assert_eq!(f.id, "abc");
         assert_eq!(f.external_ip, Some(Ipv4Addr::new(127, 42, 0, 7)));

@@ -75,7 +75,15 @@ mod tests {
     #[tokio::test]
     async fn saves_atomically_and_reads_back() {
         let d = tempfile::tempdir().unwrap();
-        let f = VmFile { id: "a".into(), tenant: "t".into(), name: "n".into(), external_ip: None, probe_port: Some(4), restarts: 2, ready_pid: Some(7) };
+        let f = VmFile {
+            id: "a".into(),
+            tenant: "t".into(),
+            name: "n".into(),
+            external_ip: None,
+            probe_port: Some(4),
+            restarts: 2,
+            ready_pid: Some(7),
+        };
         f.save(d.path()).await.unwrap();
         assert_eq!(VmFile::load(d.path()).await.unwrap().unwrap(), f);
         assert!(!d.path().join("vm.tmp").exists());

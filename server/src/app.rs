@@ -12,9 +12,9 @@ use crate::api::{AppState, router};
 use crate::auth::{KEY_FILE, KeyError, Keys};
 use crate::capacity::Overcommit;
 use crate::identity::IdentityError;
-use crate::serve::HttpLimits;
 use crate::metrics::Metrics;
 use crate::reconciler::{Queue, Reconciler, ReconcilerConfig};
+use crate::serve::HttpLimits;
 use crate::store::{Store, StoreError};
 use vmaas_backend::Backend;
 
@@ -156,6 +156,7 @@ impl App {
             tickets: Default::default(),
             overcommit: config.overcommit,
             admission: Default::default(),
+            progress: Default::default(),
         };
         Ok(Self { state, config, _lock: lock })
     }
@@ -179,7 +180,8 @@ impl App {
             self.state.queue.clone(),
             self.state.metrics.clone(),
             ReconcilerConfig { interval: self.config.reconcile_interval, ..Default::default() },
-        );
+        )
+        .with_progress(self.state.progress.clone());
         let rec_task = tokio::spawn(Arc::new(reconciler).run(stop_rx));
         info!(
             listen = %local,

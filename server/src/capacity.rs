@@ -53,10 +53,12 @@ impl Usage {
 
     /// What every VM of `vms` but `except` asks for.
     pub fn of_all(vms: &[VmRecord], except: Option<&str>) -> Self {
-        vms.iter().filter(|v| Some(v.id.as_str()) != except).map(|v| Self::of(&v.machine, v.spec.state)).fold(Self::default(), |a, b| Self {
-            cpus: a.cpus.saturating_add(b.cpus),
-            memory_bytes: a.memory_bytes.saturating_add(b.memory_bytes),
-            disk_bytes: a.disk_bytes.saturating_add(b.disk_bytes),
+        vms.iter().filter(|v| Some(v.id.as_str()) != except).map(|v| Self::of(&v.machine, v.spec.state)).fold(Self::default(), |a, b| {
+            Self {
+                cpus: a.cpus.saturating_add(b.cpus),
+                memory_bytes: a.memory_bytes.saturating_add(b.memory_bytes),
+                disk_bytes: a.disk_bytes.saturating_add(b.disk_bytes),
+            }
         })
     }
 }
@@ -75,18 +77,30 @@ pub fn check(host: &HostCapacity, over: &Overcommit, used: Usage, asked: Usage) 
     if used.cpus.saturating_add(asked.cpus) > cpu_limit {
         return Err(ApiError::exhausted(
             "cpu",
-            format!("{} more virtual CPUs do not fit: {} of {cpu_limit} ({} CPUs × {} overcommit) are promised", asked.cpus, used.cpus, host.cpus, over.cpu),
+            format!(
+                "{} more virtual CPUs do not fit: {} of {cpu_limit} ({} CPUs × {} overcommit) are promised",
+                asked.cpus, used.cpus, host.cpus, over.cpu
+            ),
         ));
     }
     if host.memory_bytes > 0 {
         if asked.memory_bytes > host.memory_bytes {
-            return Err(ApiError::exhausted("memory", format!("the VM asks for {} of memory; this host has {}", gib(asked.memory_bytes), gib(host.memory_bytes))));
+            return Err(ApiError::exhausted(
+                "memory",
+                format!("the VM asks for {} of memory; this host has {}", gib(asked.memory_bytes), gib(host.memory_bytes)),
+            ));
         }
         let limit = scaled(host.memory_bytes, over.memory);
         if used.memory_bytes.saturating_add(asked.memory_bytes) > limit {
             return Err(ApiError::exhausted(
                 "memory",
-                format!("{} more memory does not fit: {} of {} (× {} overcommit) is promised", gib(asked.memory_bytes), gib(used.memory_bytes), gib(limit), over.memory),
+                format!(
+                    "{} more memory does not fit: {} of {} (× {} overcommit) is promised",
+                    gib(asked.memory_bytes),
+                    gib(used.memory_bytes),
+                    gib(limit),
+                    over.memory
+                ),
             ));
         }
     }

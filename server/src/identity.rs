@@ -62,7 +62,8 @@ fn read(path: &Path) -> Result<Option<String>, IdentityError> {
 }
 
 fn write(path: &Path, id: &str) -> Result<(), IdentityError> {
-    vmaas_qemu::state::write_atomic(path, format!("{id}\n").as_bytes()).map_err(|source| IdentityError::Io { path: path.to_owned(), source })
+    vmaas_qemu::state::write_atomic(path, format!("{id}\n").as_bytes())
+        .map_err(|source| IdentityError::Io { path: path.to_owned(), source })
 }
 
 /// Checks that `store` is the one the host state in `data_dir` belongs to,

@@ -12,10 +12,10 @@ use vmaas_qemu::accel::{Accel, AccelChoice};
 use vmaas_qemu::images::Catalog;
 use vmaas_qemu::{QemuBackend, QemuConfig};
 use vmaas_server::app::{App, Config, DataDirLock};
-use vmaas_server::capacity::Overcommit;
-use vmaas_server::serve::HttpLimits;
 use vmaas_server::auth::{KEY_FILE, Keys, Role};
+use vmaas_server::capacity::Overcommit;
 use vmaas_server::none_backend::NoBackend;
+use vmaas_server::serve::HttpLimits;
 
 /// The vmaas fulfillment server.
 #[derive(Parser, Debug)]

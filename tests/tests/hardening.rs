@@ -103,10 +103,18 @@ async fn a_lost_database_quarantines_guests_and_never_destroys_them() {
     s.set_extra(&base.iter().map(String::as_str).collect::<Vec<_>>());
     let out = s.server_command(&["gc", "--dry-run"]);
     let listed = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success() && listed.contains(&format!("would remove virtual machine {kept}")), "{listed}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success() && listed.contains(&format!("would remove virtual machine {kept}")),
+        "{listed}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(alive(kept_pid), "a dry run removes nothing");
     let out = s.server_command(&["gc"]);
-    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("removed virtual machine"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("removed virtual machine"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!alive(kept_pid) && !s.data_dir.join("vms").join(&kept).exists());
 }
 

@@ -84,7 +84,8 @@ fn closed_within(c: &mut TcpStream, wait: Duration) -> bool {
     c.set_read_timeout(Some(wait)).unwrap();
     let mut buf = [0u8; 512];
     match c.read(&mut buf) {
-        Ok(_) => true,
+        // Closed (0 bytes), or answered (a 408 is fine too).
+        Ok(_n) => true,
         Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
     }
 }

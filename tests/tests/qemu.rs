@@ -31,10 +31,6 @@ async fn publish(s: &Server) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
-
-
-
-
 fn condition<'a>(v: &'a Value, kind: &str) -> &'a Value {
     v["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"].as_str().unwrap().ends_with(kind)).unwrap()
 }
@@ -42,7 +38,6 @@ fn condition<'a>(v: &'a Value, kind: &str) -> &'a Value {
 async fn http_get(ip: &str) -> Result<String, reqwest::Error> {
     reqwest::Client::builder().timeout(Duration::from_secs(5)).build()?.get(format!("http://{ip}/")).send().await?.text().await
 }
-
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lifecycle_ready_stop_start_delete() {
@@ -220,10 +215,9 @@ async fn bad_inputs_fail_clearly() {
         assert_eq!(s.raw(Method::GET, &format!("{V1}/virtual_machines?name={template}"), Some(&t), None).await.1["total"], 0);
     }
     // A GPU on a host without one, a missing image: FAILED with a reason.
-    for (name, template, reason, words) in [
-        ("gpu", "gpu", "NoGPUAvailable", "nvidia.com/GA102GL_A10"),
-        ("noimage", "noimage", "ImageNotFound", "no-such-image"),
-    ] {
+    for (name, template, reason, words) in
+        [("gpu", "gpu", "NoGPUAvailable", "nvidia.com/GA102GL_A10"), ("noimage", "noimage", "ImageNotFound", "no-such-image")]
+    {
         let id = create(&s, &t, name, template).await;
         let vm = wait_until(&s, &t, &id, "FAILED", 30, |v| state(v) == "VIRTUAL_MACHINE_STATE_FAILED").await;
         let failed = condition(&vm, "FAILED");

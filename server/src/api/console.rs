@@ -154,7 +154,11 @@ pub(super) async fn console(
         }
     }
     let ws = ws.map_err(|e| {
-        ApiError::new(e.status(), Code::InvalidArgument, format!("this is a WebSocket endpoint; connect with a WebSocket client ({})", e.body_text()))
+        ApiError::new(
+            e.status(),
+            Code::InvalidArgument,
+            format!("this is a WebSocket endpoint; connect with a WebSocket client ({})", e.body_text()),
+        )
     })?;
     let console = consoles(&s)?.open(&id).await.map_err(|e| ApiError::precondition(e.to_string()))?;
     Ok(ws.on_upgrade(move |socket| pump(socket, console, id)))

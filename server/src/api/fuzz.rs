@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use vmaas_model::{CreateVirtualMachine, CreateVirtualNetwork, Envelope, ParameterValue, PatchVirtualMachine, Template, VirtualMachineTemplate};
+use vmaas_model::{
+    CreateVirtualMachine, CreateVirtualNetwork, Envelope, ParameterValue, PatchVirtualMachine, Template, VirtualMachineTemplate,
+};
 
 use super::decode;
 use crate::error::ApiError;
@@ -27,14 +29,30 @@ fn json_tree() -> impl Strategy<Value = Value> {
         prop_oneof![Just("2Gi"), Just("-1"), Just("100Ti"), Just("1e400"), Just("tiny"), Just("started"), Just("")].prop_map(|s| json!(s)),
     ];
     let keys = prop_oneof![
-        Just("object"), Just("metadata"), Just("name"), Just("spec"), Just("template"), Just("template_parameters"),
-        Just("value"), Just("state"), Just("id"), Just("version"), Just("ipv4_cidr"), Just("parameters"), Just("default"),
-        Just("type"), Just("min"), Just("max"), Just("@type"), Just("x")
+        Just("object"),
+        Just("metadata"),
+        Just("name"),
+        Just("spec"),
+        Just("template"),
+        Just("template_parameters"),
+        Just("value"),
+        Just("state"),
+        Just("id"),
+        Just("version"),
+        Just("ipv4_cidr"),
+        Just("parameters"),
+        Just("default"),
+        Just("type"),
+        Just("min"),
+        Just("max"),
+        Just("@type"),
+        Just("x")
     ];
     leaf.prop_recursive(5, 64, 6, move |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
-            prop::collection::btree_map(keys.clone().prop_map(str::to_owned), inner, 0..5).prop_map(|m| Value::Object(m.into_iter().collect())),
+            prop::collection::btree_map(keys.clone().prop_map(str::to_owned), inner, 0..5)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
 }

@@ -59,6 +59,8 @@ pub struct AppState {
     pub tickets: Arc<console::Tickets>,
     /// How far VMs may overcommit the host.
     pub overcommit: crate::capacity::Overcommit,
+    /// How far the reconciler has caught up since start.
+    pub progress: Arc<crate::reconciler::Progress>,
     /// Serialises the capacity check and the insert of creates and changes,
     /// so that two requests cannot both take the last room.
     pub admission: Arc<tokio::sync::Mutex<()>>,
@@ -185,6 +187,7 @@ async fn healthz(State(state): State<AppState>) -> Response {
         "database": state.store.dialect().as_str(),
         "backend": { "name": state.backend.name(), "capabilities": state.backend.capabilities(), "details": state.backend.health() },
         "quarantine": state.backend.quarantine(),
+        "reconciler": state.progress.report(),
     });
     let code = if db.is_ok() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (code, Json(body)).into_response()

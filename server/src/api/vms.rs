@@ -184,7 +184,11 @@ pub(super) async fn patch(
 /// Holds the admission lock until the caller has stored it, so that two
 /// requests cannot both take the last room. Nothing to check when the
 /// backend does not run VMs on this host, or when a change asks for less.
-async fn admit<'a>(s: &'a AppState, vm: &VmRecord, current: Option<&VmRecord>) -> Result<Option<tokio::sync::MutexGuard<'a, ()>>, ApiError> {
+async fn admit<'a>(
+    s: &'a AppState,
+    vm: &VmRecord,
+    current: Option<&VmRecord>,
+) -> Result<Option<tokio::sync::MutexGuard<'a, ()>>, ApiError> {
     let Some(host) = s.backend.capacity() else { return Ok(None) };
     let asked = Usage::of(&vm.machine, vm.spec.state);
     if let Some(c) = current {

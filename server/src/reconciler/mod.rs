@@ -11,6 +11,7 @@
 
 pub mod lease;
 mod network;
+mod progress;
 mod queue;
 mod vm;
 
@@ -24,6 +25,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use vmaas_backend::{Backend, Wake};
 use vmaas_model::ObjectKind;
 
+pub use progress::{Progress, ProgressReport};
 pub use queue::{Key, Queue};
 pub(crate) use vm::deleting_status;
 
@@ -72,6 +74,7 @@ pub struct Reconciler {
     metrics: Arc<Metrics>,
     config: ReconcilerConfig,
     leader: AtomicBool,
+    progress: Arc<Progress>,
 }
 
 /// What one pass did, for tests and logs.
@@ -100,7 +103,13 @@ impl Reconciler {
     /// A reconciler over `store` and `backend`, fed by `queue`; the backend is
     /// given a way to wake it for one object.
     pub fn new(store: Store, backend: Arc<dyn Backend>, queue: Arc<Queue>, metrics: Arc<Metrics>, config: ReconcilerConfig) -> Self {
-        Self { store, backend, queue, metrics, config, leader: AtomicBool::new(false) }
+        Self { store, backend, queue, metrics, config, leader: AtomicBool::new(false), progress: Arc::default() }
+    }
+
+    /// Reports its progress into `progress` (shown by `/healthz`).
+    pub fn with_progress(mut self, progress: Arc<Progress>) -> Self {
+        self.progress = progress;
+        self
     }
 
     /// Runs until `shutdown` turns true: the lease, the sweeps and the workers.
@@ -154,6 +163,7 @@ impl Reconciler {
                 false
             }
         };
+        self.progress.set_leader(held);
         if self.leader.swap(held, Ordering::SeqCst) != held {
             info!(leader = held, "reconciler lease {}", if held { "acquired" } else { "lost" });
         }
@@ -185,8 +195,12 @@ impl Reconciler {
     /// quarantine what belongs to no VM, and counts the VM states. Works on
     /// the stored rows: nothing is decoded.
     async fn sweep(&self, full: bool) -> Result<(), StoreError> {
+        let mut seen = Vec::new();
         for kind in RECONCILED {
             let rows = self.store.all(kind).await?;
+            if full {
+                seen.extend(rows.iter().map(|r| (kind, r.id.clone())));
+            }
             for row in rows.iter().filter(|r| full || r.observed_version < r.version || r.deleted_at.is_some()) {
                 self.queue.enqueue(kind, &row.id);
             }
@@ -198,6 +212,9 @@ impl Reconciler {
                 }
                 self.metrics.set_quarantined(self.backend.quarantine().len());
             }
+        }
+        if full {
+            self.progress.first_sweep(seen);
         }
         Ok(())
     }
@@ -229,6 +246,9 @@ impl Reconciler {
                 }
             };
             self.metrics.observe_pass(started.elapsed(), usize::from(outcome == Outcome::BackendError));
+            if outcome != Outcome::BackendError {
+                self.progress.reconciled(&key);
+            }
             self.queue.done(key, requeue);
         }
     }

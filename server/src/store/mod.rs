@@ -232,13 +232,14 @@ impl Store {
     /// made just now is new (or was emptied), whatever the host holds.
     pub async fn identity(&self) -> Result<(String, bool), StoreError> {
         let fresh = uuid::Uuid::new_v4().to_string();
-        let made = sqlx::query("INSERT INTO store_identity (singleton, id, created_at) VALUES (1, $1, $2) ON CONFLICT (singleton) DO NOTHING")
-            .bind(&fresh)
-            .bind(ts(Utc::now()))
-            .execute(&self.pool)
-            .await?
-            .rows_affected()
-            > 0;
+        let made =
+            sqlx::query("INSERT INTO store_identity (singleton, id, created_at) VALUES (1, $1, $2) ON CONFLICT (singleton) DO NOTHING")
+                .bind(&fresh)
+                .bind(ts(Utc::now()))
+                .execute(&self.pool)
+                .await?
+                .rows_affected()
+                > 0;
         let id: String = sqlx::query_scalar("SELECT id FROM store_identity WHERE singleton = 1").fetch_one(&self.pool).await?;
         Ok((id, made))
     }
@@ -271,7 +272,14 @@ impl Store {
 
     /// Takes the lease `name` from `gone` (a holder known to be dead) for
     /// `holder` until `ttl` from `now`; false if `gone` no longer holds it.
-    pub async fn take_over_lease(&self, name: &str, gone: &str, holder: &str, now: DateTime<Utc>, ttl: Duration) -> Result<bool, StoreError> {
+    pub async fn take_over_lease(
+        &self,
+        name: &str,
+        gone: &str,
+        holder: &str,
+        now: DateTime<Utc>,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
         let until = now.timestamp_millis() + i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2);
         let r = sqlx::query("UPDATE leases SET holder = $1, expires_at = $2 WHERE name = $3 AND holder = $4")
             .bind(holder)

@@ -1,0 +1,254 @@
+//! The benchmarks on real VMs: the qemu backend through the API, and
+//! `terraform apply`. Each deletes what it creates and checks that no QEMU
+//! process is left behind.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::json;
+use vmaas_server::app::{App, Config};
+use vmaas_server::auth::Role;
+
+use crate::percentile;
+
+fn rss_kib(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .unwrap_or(0)
+}
+
+async fn timed_wait(c: &vmaas_client::Client, id: &str, target: vmaas_client::WaitFor) -> anyhow::Result<f64> {
+    let t = Instant::now();
+    c.wait_vm(id, target, Duration::from_secs(300), Duration::from_millis(50), |_| {}).await?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// Pids of the QEMU processes whose command line names `dir`.
+pub fn guests_of(dir: &std::path::Path) -> Vec<i32> {
+    let needle = dir.display().to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd);
+            cmd.contains("qemu-system") && cmd.contains(&needle)
+        })
+        .collect()
+}
+
+/// Fails if a QEMU of `dir` still runs: a benchmark deletes what it creates.
+pub fn none_left(dir: &std::path::Path) -> anyhow::Result<()> {
+    let left = guests_of(dir);
+    if !left.is_empty() {
+        bail!("QEMU processes left behind in {}: {left:?}", dir.display());
+    }
+    Ok(())
+}
+
+/// A server with the qemu backend, in-process, with the `tiny` template published.
+struct QemuServer {
+    dir: tempfile::TempDir,
+    endpoint: String,
+    token: String,
+    client: vmaas_client::Client,
+    accel: &'static str,
+}
+
+async fn start_qemu_server(images: std::path::PathBuf) -> anyhow::Result<QemuServer> {
+    let dir = tempfile::tempdir()?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let cfg = vmaas_qemu::QemuConfig {
+        state_dir: dir.path().join("vms"),
+        images: vmaas_qemu::images::Catalog::new(images, "test-guest".into()),
+        pool: "127.43.0.0/24".parse().map_err(anyhow::Error::msg)?,
+        accel: vmaas_qemu::accel::AccelChoice::Auto,
+        qemu: "qemu-system-x86_64".into(),
+        qemu_img: "qemu-img".into(),
+        stop_grace: Duration::from_secs(30),
+        egress: Vec::new(),
+    };
+    let backend = Arc::new(vmaas_qemu::QemuBackend::new(cfg).await?);
+    let accel = backend.accel().accel.as_str();
+    let config = Config::new(format!("127.0.0.1:{port}").parse()?, dir.path().to_owned());
+    let app = App::open(config, backend).await?;
+    let admin = app.state.keys.issue("ops", "ops", Role::Admin, Duration::from_secs(3600))?;
+    let token = app.state.keys.issue("bench", "bench", Role::Tenant, Duration::from_secs(3600))?;
+    tokio::spawn(app.serve(std::future::pending()));
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let adm = vmaas_client::Client::new(&endpoint, Some(admin))?;
+    for _ in 0..100 {
+        if adm.all_templates().await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let tiny: vmaas_model::VirtualMachineTemplate = serde_json::from_value(tiny_template())?;
+    adm.create_template(&tiny).await?;
+    let client = vmaas_client::Client::new(&endpoint, Some(token.clone()))?;
+    Ok(QemuServer { dir, endpoint, token, client, accel })
+}
+
+/// create→READY, stop→STOPPED, delete→gone, RSS per idle VM, and N VMs at once,
+/// with real QEMU and the test guest, through the real API.
+pub async fn qemu(vms: usize, burst: usize, images: std::path::PathBuf) -> anyhow::Result<()> {
+    use vmaas_client::WaitFor;
+    use vmaas_model::{CreateVirtualMachine, PowerState, VirtualMachineSpec};
+    let srv = start_qemu_server(images).await?;
+    let (dir, c, accel) = (&srv.dir, &srv.client, srv.accel);
+    let req = |name: String| CreateVirtualMachine {
+        type_url: None,
+        id: Some(name),
+        metadata: None,
+        spec: VirtualMachineSpec { template: "tiny".into(), template_parameters: Default::default(), state: PowerState::Started },
+        status: None,
+    };
+    println!(
+        "vmaas-bench qemu: accelerator {accel}, {} cores, test guest (256Mi, 1 core), {vms} VMs one after another, then {burst} at once",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    );
+
+    let mut ready = Vec::new();
+    let mut ids = Vec::new();
+    for i in 0..vms {
+        let t = Instant::now();
+        let vm = c.create_vm(&req(format!("seq-{i}"))).await?;
+        c.wait_vm(&vm.id, WaitFor::Ready, Duration::from_secs(300), Duration::from_millis(50), |_| {}).await?;
+        ready.push(t.elapsed().as_secs_f64());
+        ids.push(vm.id);
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let pids: Vec<i32> = ids
+        .iter()
+        .filter_map(|id| std::fs::read_to_string(dir.path().join("vms").join(id).join("qemu.pid")).ok()?.trim().parse().ok())
+        .collect();
+    let rss: Vec<u64> = pids.iter().map(|p| rss_kib(*p)).collect();
+    let mut stop = Vec::new();
+    let mut delete = Vec::new();
+    for id in &ids {
+        let patch = vmaas_model::PatchVirtualMachine {
+            spec: vmaas_model::vm::SpecPatch { state: Some(PowerState::Stopped), ..Default::default() },
+            ..Default::default()
+        };
+        let t = Instant::now();
+        c.patch_vm(id, &patch).await?;
+        c.wait_vm(id, WaitFor::Stopped, Duration::from_secs(120), Duration::from_millis(20), |_| {}).await?;
+        stop.push(t.elapsed().as_secs_f64());
+    }
+    for id in &ids {
+        let t = Instant::now();
+        c.delete_vm(id).await?;
+        c.wait_vm(id, WaitFor::Deleted, Duration::from_secs(120), Duration::from_millis(20), |_| {}).await?;
+        delete.push(t.elapsed().as_secs_f64());
+    }
+    let t = Instant::now();
+    let reqs: Vec<_> = (0..burst).map(|i| req(format!("burst-{i}"))).collect();
+    let created = futures::future::try_join_all(reqs.iter().map(|r| c.create_vm(r))).await?;
+    futures::future::try_join_all(created.iter().map(|vm| timed_wait(c, &vm.id, WaitFor::Ready))).await?;
+    let burst_total = t.elapsed().as_secs_f64();
+    futures::future::try_join_all(created.iter().map(|vm| c.delete_vm(&vm.id))).await?;
+    futures::future::try_join_all(created.iter().map(|vm| timed_wait(c, &vm.id, WaitFor::Deleted))).await?;
+    none_left(dir.path())?;
+
+    for v in [&mut ready, &mut stop, &mut delete] {
+        v.sort_by(|a, b| a.total_cmp(b));
+    }
+    println!("create→READY   p50 {:.2} s   p95 {:.2} s   (n={})", percentile(&ready, 0.5), percentile(&ready, 0.95), ready.len());
+    println!("stop→STOPPED   p50 {:.2} s   max {:.2} s", percentile(&stop, 0.5), percentile(&stop, 1.0));
+    println!("delete→gone    p50 {:.2} s   max {:.2} s", percentile(&delete, 0.5), percentile(&delete, 1.0));
+    println!(
+        "RSS per idle VM  {:.0} MiB (mean of {} QEMU processes)",
+        rss.iter().sum::<u64>() as f64 / rss.len().max(1) as f64 / 1024.0,
+        rss.len()
+    );
+    println!("{burst} VMs at once, all READY: {burst_total:.2} s");
+    Ok(())
+}
+
+/// `terraform apply` of examples/terraform/ci-ephemeral with N VMs, against
+/// the slowest VM's own create→READY, and the provider's overhead per VM
+/// against the same N VMs made with direct API calls.
+pub async fn terraform_bench(
+    n: usize,
+    images: std::path::PathBuf,
+    tf: std::path::PathBuf,
+    plugins: std::path::PathBuf,
+) -> anyhow::Result<()> {
+    use vmaas_client::WaitFor;
+    use vmaas_model::{CreateVirtualMachine, PowerState, VirtualMachineSpec};
+    let srv = start_qemu_server(images).await?;
+    let work = tempfile::tempdir()?;
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/terraform/ci-ephemeral/main.tf");
+    std::fs::copy(&example, work.path().join("main.tf"))?;
+    let rc = work.path().join("tf.rc");
+    std::fs::write(
+        &rc,
+        format!("provider_installation {{\n  dev_overrides {{\n    \"vmaas/vmaas\" = \"{}\"\n  }}\n  direct {{}}\n}}\n", plugins.display()),
+    )?;
+    let run = |args: &[&str]| -> anyhow::Result<f64> {
+        let t = Instant::now();
+        let out = std::process::Command::new(&tf)
+            .args(args)
+            .current_dir(work.path())
+            .env("TF_CLI_CONFIG_FILE", &rc)
+            .env("CHECKPOINT_DISABLE", "1")
+            .env("VMAAS_ENDPOINT", &srv.endpoint)
+            .env("VMAAS_TOKEN", &srv.token)
+            .output()?;
+        if !out.status.success() {
+            bail!("terraform {args:?}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(t.elapsed().as_secs_f64())
+    };
+    let count = format!("count_vms={n}");
+    // Warm-up: the first run pays for loading the plugin and reading the schema.
+    run(&["plan", "-input=false", "-var", &count])?;
+    let apply = run(&["apply", "-auto-approve", "-input=false", "-var", &count])?;
+    let page = srv.client.list_vms(&vmaas_client::VmQuery::default()).await?;
+    let mut slowest = 0f64;
+    for vm in &page.items {
+        let ready = vm.status.condition(vmaas_model::ConditionType::Ready).and_then(|c| c.last_transition_time).context("READY time")?;
+        slowest = slowest.max((ready - vm.metadata.creation_timestamp).num_milliseconds() as f64 / 1000.0);
+    }
+    run(&["destroy", "-auto-approve", "-input=false", "-var", &count])?;
+
+    let reqs: Vec<CreateVirtualMachine> = (0..n)
+        .map(|i| CreateVirtualMachine {
+            type_url: None,
+            id: Some(format!("api-{i}")),
+            metadata: None,
+            spec: VirtualMachineSpec { template: "tiny".into(), template_parameters: Default::default(), state: PowerState::Started },
+            status: None,
+        })
+        .collect();
+    let t = Instant::now();
+    let c = &srv.client;
+    let created = futures::future::try_join_all(reqs.iter().map(|r| c.create_vm(r))).await?;
+    futures::future::try_join_all(created.iter().map(|vm| timed_wait(c, &vm.id, WaitFor::Ready))).await?;
+    let direct = t.elapsed().as_secs_f64();
+    futures::future::try_join_all(created.iter().map(|vm| c.delete_vm(&vm.id))).await?;
+    futures::future::try_join_all(created.iter().map(|vm| timed_wait(c, &vm.id, WaitFor::Deleted))).await?;
+    none_left(srv.dir.path())?;
+
+    println!("vmaas-bench terraform: {} VMs from examples/terraform/ci-ephemeral, accelerator {}, {}", n, srv.accel, tf.display());
+    println!("terraform apply                 {apply:.2} s");
+    println!("slowest VM create→READY         {slowest:.2} s   (apply − slowest = {:.2} s; target ≤ 5 s)", apply - slowest);
+    println!("same {n} VMs by direct API calls {direct:.2} s   (provider overhead {:.2} s per VM)", (apply - direct) / n as f64);
+    Ok(())
+}
+
+/// The `tiny` example template, as JSON.
+pub fn tiny_template() -> serde_json::Value {
+    json!({
+        "id": "tiny",
+        "parameters": [{"name": "vm_memory", "type": "quantity", "default": {"value": "256Mi"}}],
+        "spec_defaults": {
+            "image": "test-guest",
+            "exposed_ports": [{"port": 80}],
+            "readiness_probe": {"http": {"port": 80, "path": "/"}, "timeout_seconds": 120}
+        }
+    })
+}
