@@ -107,7 +107,7 @@ cat >"$OUT.new/image.json" <<JSON
   "kernel": "vmlinux",
   "initrd": "initrd.cpio",
   "disk": "disk.qcow2",
-  "cmdline": "console=ttyS0 earlyprintk=serial,ttyS0 panic=-1 quiet"
+  "cmdline": "console=ttyS0 earlyprintk=serial,ttyS0 panic=-1 no_timer_check quiet"
 }
 JSON
 echo "$stamp" >"$OUT.new/.stamp"

@@ -15,6 +15,9 @@ use vmaas_model::{CreateVirtualMachine, PowerState, VirtualMachineSpec, VirtualM
 use crate::percentile;
 use crate::vms::{none_left, tiny_template};
 
+/// VMs booted at once while preparing.
+const WAVE: usize = 10;
+
 /// A `vmaas-server` process over one data directory.
 struct ServerProcess {
     bin: PathBuf,
@@ -139,18 +142,24 @@ pub async fn recovery(n: usize, rounds: usize, images: PathBuf) -> anyhow::Resul
     println!("vmaas-bench recovery: {n} VMs of the test guest, then {rounds} × kill -9 of the server and a restart");
     let boot = Instant::now();
     let mut ids = Vec::new();
-    for i in 0..n {
-        let req = CreateVirtualMachine {
-            type_url: None,
-            id: Some(format!("r-{i}")),
-            metadata: None,
-            spec: VirtualMachineSpec { template: "tiny".into(), template_parameters: Default::default(), state: PowerState::Started },
-            status: None,
-        };
-        ids.push(c.create_vm(&req).await?.id);
-    }
-    for id in &ids {
-        c.wait_vm(id, WaitFor::Ready, Duration::from_secs(900), Duration::from_millis(500), |_| {}).await?;
+    // In waves: fifty software-emulated guests booting at once on two cores
+    // starve each other's timers.
+    for wave in (0..n).collect::<Vec<_>>().chunks(WAVE) {
+        let mut started = Vec::new();
+        for i in wave {
+            let req = CreateVirtualMachine {
+                type_url: None,
+                id: Some(format!("r-{i}")),
+                metadata: None,
+                spec: VirtualMachineSpec { template: "tiny".into(), template_parameters: Default::default(), state: PowerState::Started },
+                status: None,
+            };
+            started.push(c.create_vm(&req).await?.id);
+        }
+        for id in &started {
+            c.wait_vm(id, WaitFor::Ready, Duration::from_secs(600), Duration::from_millis(500), |_| {}).await?;
+        }
+        ids.extend(started);
     }
     println!("{n} VMs READY after {:.1} s", boot.elapsed().as_secs_f64());
     let (mut api, mut synced, mut regressions) = (Vec::new(), Vec::new(), 0);
