@@ -73,6 +73,10 @@ enum Cmd {
         /// Kills and restarts measured.
         #[arg(long, default_value_t = 3)]
         rounds: usize,
+        /// The server binary [default: vmaas-server beside vmaas-bench]; another
+        /// release's, to compare.
+        #[arg(long)]
+        server: Option<std::path::PathBuf>,
         /// Images directory [default: ~/.local/share/vmaas/images].
         #[arg(long)]
         images_dir: Option<std::path::PathBuf>,
@@ -340,11 +344,11 @@ async fn main() -> anyhow::Result<()> {
             });
             vms::terraform_bench(vms, images, terraform, plugins).await
         }
-        Cmd::Recovery { vms, rounds, images_dir } => {
+        Cmd::Recovery { vms, rounds, images_dir, server } => {
             let images = images_dir.unwrap_or_else(|| {
                 std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".local/share/vmaas/images")
             });
-            recovery::recovery(vms, rounds, images).await
+            recovery::recovery(vms, rounds, images, server).await
         }
         Cmd::Qemu { vms, burst, images_dir } => {
             let images = images_dir.unwrap_or_else(|| {

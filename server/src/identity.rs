@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use tracing::{info, warn};
 use vmaas_backend::Backend;
+use vmaas_model::ObjectKind;
 
 use crate::store::{Store, StoreError};
 
@@ -76,8 +77,13 @@ pub async fn check(store: &Store, data_dir: &Path, backend: &dyn Backend, adopt:
         Some(h) if *h != store_id => Some(IdentityError::Mismatch { store: store_id.clone(), host: h.clone(), file: path.clone() }),
         Some(_) => None,
         None => {
+            // No record on the host: a first start, or a data directory of a
+            // release before identities. Only a new store without a VM while
+            // the host holds some is refused; a store that has its objects
+            // (an upgrade) gets its identity recorded.
             let vms = backend.inventory().len();
-            (made_now && vms > 0).then_some(IdentityError::EmptyStore { vms })
+            let empty = made_now && vms > 0 && store.all(ObjectKind::VirtualMachine).await?.is_empty();
+            empty.then_some(IdentityError::EmptyStore { vms })
         }
     };
     match problem {

@@ -232,8 +232,8 @@ impl Server {
     }
 
     /// Replaces the extra arguments of the next launch.
-    pub fn set_extra(&mut self, extra: &[&str]) {
-        self.extra = extra.iter().map(|s| s.to_string()).collect();
+    pub fn set_extra(&mut self, extra: &[impl AsRef<str>]) {
+        self.extra = extra.iter().map(|s| s.as_ref().to_owned()).collect();
     }
 
     /// Runs `vmaas-server ARGS` on this server's data directory, database

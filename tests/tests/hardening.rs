@@ -75,10 +75,9 @@ async fn a_lost_database_quarantines_guests_and_never_destroys_them() {
 
     // Accepting the empty database quarantines the guests: kept running, reported.
     std::fs::remove_file(&db).unwrap();
-    let mut extra: Vec<String> = Vec::new();
-    extra.extend(["--adopt-store".to_owned()]);
-    let base = qemu_args(&s);
-    let with_adopt: Vec<&str> = base.iter().map(String::as_str).chain(extra.iter().map(String::as_str)).collect();
+    let base = s.extra().to_vec();
+    let mut with_adopt = base.clone();
+    with_adopt.push("--adopt-store".to_owned());
     s.set_extra(&with_adopt);
     s.relaunch().await;
     let h = wait_health(&s, "both VMs quarantined", |h| h["quarantine"].as_array().is_some_and(|q| q.len() == 2)).await;
@@ -100,7 +99,7 @@ async fn a_lost_database_quarantines_guests_and_never_destroys_them() {
     }
 
     // gc lists, then removes, what the store does not know.
-    s.set_extra(&base.iter().map(String::as_str).collect::<Vec<_>>());
+    s.set_extra(&base);
     let out = s.server_command(&["gc", "--dry-run"]);
     let listed = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
@@ -118,11 +117,6 @@ async fn a_lost_database_quarantines_guests_and_never_destroys_them() {
     assert!(!alive(kept_pid) && !s.data_dir.join("vms").join(&kept).exists());
 }
 
-/// The extra arguments of a qemu test server, as `Server::start_qemu` set them.
-fn qemu_args(s: &Server) -> Vec<String> {
-    s.extra().to_vec()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_with_a_damaged_state_file_neither_stalls_nor_shadows_the_guest() {
     let mut s = Server::start_qemu().await;
@@ -135,6 +129,13 @@ async fn a_crash_with_a_damaged_state_file_neither_stalls_nor_shadows_the_guest(
 
     s.kill9().await;
     std::fs::write(s.data_dir.join("vms").join(&id).join("vm.json"), b"{\"id\": \"trunc").unwrap();
+    // As a data directory of the release before store identities: its database
+    // has its VMs, nothing records an identity, and the server starts.
+    std::fs::remove_file(s.data_dir.join("store-identity")).unwrap();
+    let url = format!("sqlite://{}", s.data_dir.join("vmaas.db").display());
+    let mut db = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url).await.unwrap();
+    sqlx::query("DELETE FROM store_identity").execute(&mut db).await.unwrap();
+    drop(db);
     s.relaunch().await;
     // READY from the first answer on: no PROGRESSING flap after a restart.
     let deadline = Instant::now() + Duration::from_secs(3);
@@ -192,7 +193,7 @@ async fn guest_egress_is_closed_unless_an_administrator_opens_it() {
     let mut open = Server::start_qemu().await;
     let mut args = open.extra().to_vec();
     args.extend(["--guest-egress".to_owned(), "default".to_owned()]);
-    open.set_extra(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    open.set_extra(&args);
     open.restart().await;
     let mut ids = Vec::new();
     for s in [&closed, &open] {
