@@ -106,10 +106,10 @@ async fn kill_9_at_random_points_loses_duplicates_and_orphans_nothing() {
         let now = lookup(&s, &t, &name).await;
         match (op, answer) {
             (Op::Create, Some(201)) | (Op::Start, Some(200)) => {
-                assert_eq!(now.as_ref().map(|v| v["spec"]["state"] != "stopped"), Some(true), "{op:?} {name} was lost")
+                assert_eq!(now.as_ref().map(|v| v["spec"]["state"] != "stopped"), Some(true), "{op:?} {name} was lost");
             }
             (Op::Stop, Some(200)) => {
-                assert_eq!(now.as_ref().map(|v| v["spec"]["state"] == "stopped"), Some(true), "stop of {name} was lost")
+                assert_eq!(now.as_ref().map(|v| v["spec"]["state"] == "stopped"), Some(true), "stop of {name} was lost");
             }
             (Op::Delete, Some(202)) => assert!(now.is_none(), "the deletion of {name} was lost"),
             _ => {}
