@@ -410,6 +410,23 @@ async fn replicas_share_postgres() {
     assert_eq!(leaders, 1, "exactly one replica reconciles:\nA:\n{}\nB:\n{}", a.log(), b.log());
 }
 
+/// A replica killed with `kill -9` while it reconciles: the other takes the
+/// lease over at once (the holder was a process of this host that is gone),
+/// instead of waiting for it to expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_leader_is_replaced_at_once() {
+    let Some(mut a) = Server::start(Db::Postgres).await else { return };
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let b = Server::replica_of(&a).await;
+    assert!(a.log().contains("reconciler lease acquired"), "{}", a.log());
+    a.kill9().await;
+    let started = std::time::Instant::now();
+    while !b.log().contains("took over the reconciler lease from a process that is gone") {
+        assert!(started.elapsed() < std::time::Duration::from_secs(3), "the survivor did not take over:\n{}", b.log());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 /// The embedded database has one owner: a second server on the same data directory refuses to start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_server_per_data_directory() {
