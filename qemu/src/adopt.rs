@@ -71,8 +71,10 @@ impl Vms {
     async fn adopt_process(&self, vm: &Vm, found: Option<&Found>) -> Option<Process> {
         let f = found?;
         let p = Process::adopt(f.pid, &vm.file.id).await?;
-        // The pid file may be what was lost: write it again.
-        let _ = crate::state::write_atomic(&vm.path("qemu.pid"), format!("{}\n", f.pid).as_bytes());
+        if !f.by_pid_file {
+            // The pid file was lost or names another process: write it again.
+            let _ = crate::state::write_atomic(&vm.path("qemu.pid"), format!("{}\n", f.pid).as_bytes());
+        }
         Some(p)
     }
 

@@ -13,6 +13,8 @@ use crate::state::VmFile;
 pub(crate) struct Found {
     pub(crate) pid: i32,
     pub(crate) args: Vec<String>,
+    /// Whether the pid file named it (else it was found through `/proc`).
+    pub(crate) by_pid_file: bool,
 }
 
 fn cmdline(pid: i32) -> Option<Vec<String>> {
@@ -32,12 +34,12 @@ pub(crate) fn find_qemu(dir: &Path) -> Option<Found> {
     if let Some(pid) = from_file
         && let Some(args) = cmdline(pid).filter(|a| runs_in(a, &qmp))
     {
-        return Some(Found { pid, args });
+        return Some(Found { pid, args, by_pid_file: true });
     }
     let entries = std::fs::read_dir("/proc").ok()?;
     entries.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).find_map(|pid| {
         let args = cmdline(pid)?;
-        runs_in(&args, &qmp).then_some(Found { pid, args })
+        runs_in(&args, &qmp).then_some(Found { pid, args, by_pid_file: false })
     })
 }
 
@@ -90,7 +92,7 @@ mod tests {
                 .iter()
                 .map(|s| s.to_string())
                 .collect();
-        let f = rebuild(Path::new("/x/vms/abc"), Some(&Found { pid: 1, args }));
+        let f = rebuild(Path::new("/x/vms/abc"), Some(&Found { pid: 1, args, by_pid_file: true }));
         assert_eq!(f.id, "abc");
         assert_eq!(f.external_ip, Some(Ipv4Addr::new(127, 42, 0, 7)));
         assert_eq!(f.probe_port, Some(40001));
