@@ -2,7 +2,8 @@
 # Sets up everything the tests need and runs the whole suite:
 # formatting and lints, unit and property tests, then the end-to-end tests
 # against the real binaries on SQLite and on a PostgreSQL cluster started
-# here on loopback.
+# here on loopback, and the Kubernetes tests against a real kube-apiserver
+# and etcd (scripts/k8s.sh), each test starting its own on loopback.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -31,6 +32,9 @@ if [ -z "${VMAAS_SHARED:-}" ]; then
 fi
 [ -n "${VMAAS_SHARED:-}" ] || die "cannot find the shared directory (with schemas/) beside the repository; set VMAAS_SHARED"
 export VMAAS_SHARED
+# A real kube-apiserver and etcd for the Kubernetes tests (envtest style).
+k8s_env=$("$ROOT/scripts/k8s.sh" "$VMAAS_SHARED")
+eval "export $(echo $k8s_env)"
 
 pgdir=$(mktemp -d "${TMPDIR:-/tmp}/vmaas-pg.XXXXXX")
 trap 'scripts/postgres.sh stop "$pgdir"' EXIT

@@ -1,0 +1,223 @@
+//! A real Kubernetes API server for tests, in the style of envtest: a real
+//! `kube-apiserver` and a real etcd on loopback (from `scripts/k8s.sh`), with
+//! the CRDs of KubeVirt, CDI, OVN-Kubernetes, MetalLB and Crossplane
+//! installed. No controller runs: a test plays KubeVirt's part by writing
+//! status itself.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const TOKEN: &str = "vmaas-test-token";
+
+/// A running API server and its etcd, stopped on drop.
+pub struct Cluster {
+    children: Vec<Child>,
+    _dir: tempfile::TempDir,
+    /// `https://127.0.0.1:PORT`.
+    pub url: String,
+    http: reqwest::Client,
+}
+
+fn env_path(var: &str, default: PathBuf) -> PathBuf {
+    std::env::var_os(var).map(PathBuf::from).unwrap_or(default)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+fn spawn(cmd: &mut Command, log: &std::path::Path) -> Child {
+    let out = std::fs::File::create(log).expect("log file");
+    cmd.stdin(Stdio::null()).stdout(out.try_clone().expect("log")).stderr(out).spawn().expect("start a cluster process")
+}
+
+/// Where the k8s material is: `VMAAS_K8S_DIR`, else the shared directory beside the repository.
+pub fn k8s_dir() -> PathBuf {
+    env_path("VMAAS_K8S_DIR", PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/k8s"))
+}
+
+impl Cluster {
+    /// Starts etcd and kube-apiserver on free loopback ports and installs
+    /// every CRD in the shared `k8s/crds`. Panics with what to run when the
+    /// binaries are missing.
+    pub async fn start() -> Self {
+        let apiserver = env_path("VMAAS_KUBE_APISERVER", PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.cache/k8s/kube-apiserver"));
+        let etcd = env_path("VMAAS_ETCD", PathBuf::from("/usr/bin/etcd"));
+        for p in [&apiserver, &etcd] {
+            assert!(p.exists(), "{} is missing: run `eval \"$(scripts/k8s.sh ../shared)\"` (scripts/test.sh does)", p.display());
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        let (ep, pp, mp, ap) = (free_port(), free_port(), free_port(), free_port());
+        let mut children = Vec::new();
+        children.push(spawn(
+            Command::new(&etcd)
+                .arg("--data-dir")
+                .arg(d.join("etcd"))
+                .args([
+                    "--listen-client-urls",
+                    &format!("http://127.0.0.1:{ep}"),
+                    "--advertise-client-urls",
+                    &format!("http://127.0.0.1:{ep}"),
+                ])
+                .args([
+                    "--listen-peer-urls",
+                    &format!("http://127.0.0.1:{pp}"),
+                    "--initial-advertise-peer-urls",
+                    &format!("http://127.0.0.1:{pp}"),
+                ])
+                .args([
+                    "--initial-cluster",
+                    &format!("default=http://127.0.0.1:{pp}"),
+                    "--listen-metrics-urls",
+                    &format!("http://127.0.0.1:{mp}"),
+                ]),
+            &d.join("etcd.log"),
+        ));
+        let key = d.join("sa.key");
+        let ok = Command::new("openssl").arg("genrsa").arg("-out").arg(&key).arg("2048").stderr(Stdio::null()).status().expect("openssl");
+        assert!(ok.success());
+        let ok = Command::new("openssl")
+            .arg("rsa")
+            .arg("-in")
+            .arg(&key)
+            .arg("-pubout")
+            .arg("-out")
+            .arg(d.join("sa.pub"))
+            .stderr(Stdio::null())
+            .status()
+            .expect("openssl");
+        assert!(ok.success());
+        std::fs::write(d.join("tokens.csv"), format!("{TOKEN},admin,1,\"system:masters\"\n")).expect("tokens");
+        children.push(spawn(
+            Command::new(&apiserver)
+                .args(["--etcd-servers", &format!("http://127.0.0.1:{ep}"), "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"])
+                .args(["--secure-port", &ap.to_string(), "--authorization-mode=RBAC", "--enable-priority-and-fairness=false"])
+                .arg("--cert-dir")
+                .arg(d.join("certs"))
+                .arg("--token-auth-file")
+                .arg(d.join("tokens.csv"))
+                .args(["--service-account-issuer=https://kubernetes.default.svc", "--service-cluster-ip-range=10.96.0.0/16"])
+                .arg("--service-account-key-file")
+                .arg(d.join("sa.pub"))
+                .arg("--service-account-signing-key-file")
+                .arg(&key),
+            &d.join("apiserver.log"),
+        ));
+        let http = reqwest::Client::builder().danger_accept_invalid_certs(true).timeout(Duration::from_secs(30)).build().expect("client");
+        let c = Self { children, url: format!("https://127.0.0.1:{ap}"), http, _dir: dir };
+        c.wait_ready().await;
+        c.install_crds().await;
+        c
+    }
+
+    async fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let r = self.http.get(format!("{}/readyz", self.url)).bearer_auth(TOKEN).send().await;
+            if let Ok(r) = r
+                && r.status().is_success()
+            {
+                return;
+            }
+            let log = std::fs::read_to_string(self._dir.path().join("apiserver.log")).unwrap_or_default();
+            assert!(Instant::now() < deadline, "kube-apiserver not ready in 120 s:\n{}", &log[log.len().saturating_sub(3000)..]);
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    async fn install_crds(&self) {
+        let mut names = Vec::new();
+        let mut files: Vec<PathBuf> = std::fs::read_dir(k8s_dir().join("crds")).expect("k8s/crds").flatten().map(|e| e.path()).collect();
+        files.sort();
+        for f in files {
+            let text = std::fs::read_to_string(&f).expect("crd file");
+            let crd: Value = serde_norway::from_str(&text).expect("crd yaml/json");
+            if crd["kind"] != "CustomResourceDefinition" {
+                continue;
+            }
+            names.push(self.install_crd(&crd).await);
+        }
+        for n in names {
+            self.wait_established(&n).await;
+        }
+    }
+
+    /// Creates a CRD; returns its name (wait for it with [`Cluster::wait_established`]).
+    pub async fn install_crd(&self, crd: &Value) -> String {
+        let (st, body) = self.request(Method::POST, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", Some(crd), None).await;
+        assert!(st == 201 || st == 409, "installing {}: {st} {body}", crd["metadata"]["name"]);
+        crd["metadata"]["name"].as_str().unwrap_or_default().to_owned()
+    }
+
+    /// Waits until CRD `name` is established.
+    pub async fn wait_established(&self, name: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (_, crd) =
+                self.request(Method::GET, &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"), None, None).await;
+            let established = crd["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"));
+            if established {
+                return;
+            }
+            assert!(Instant::now() < deadline, "CRD {name} not established: {crd}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A request with the admin token: `(status, JSON body or Null)`.
+    pub async fn request(&self, method: Method, path: &str, body: Option<&Value>, content_type: Option<&str>) -> (u16, Value) {
+        let mut req = self.http.request(method, format!("{}{path}", self.url)).bearer_auth(TOKEN);
+        if let Some(b) = body {
+            req = req.header("content-type", content_type.unwrap_or("application/json")).body(b.to_string());
+        }
+        let resp = req.send().await.expect("request to kube-apiserver");
+        let st = resp.status().as_u16();
+        (st, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    /// The path of an object: `/api/v1/namespaces/NS/services/NAME` or `/apis/GROUP/VERSION/…`.
+    pub fn path_of(obj: &Value, plural: &str) -> String {
+        let api = obj["apiVersion"].as_str().unwrap_or_default();
+        let base = if api.contains('/') { format!("/apis/{api}") } else { format!("/api/{api}") };
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        match obj["metadata"]["namespace"].as_str() {
+            Some(ns) => format!("{base}/namespaces/{ns}/{plural}/{name}"),
+            None => format!("{base}/{plural}/{name}"),
+        }
+    }
+
+    /// Server-side apply of `obj` (as `manager`), refusing unknown fields.
+    pub async fn apply(&self, obj: &Value, plural: &str, manager: &str) -> (u16, Value) {
+        let path = format!("{}?fieldManager={manager}&fieldValidation=Strict&force=true", Self::path_of(obj, plural));
+        self.request(Method::PATCH, &path, Some(obj), Some("application/apply-patch+yaml")).await
+    }
+
+    /// Writes `status` through the status subresource, as a controller would.
+    pub async fn write_status(&self, obj: &Value, plural: &str, status: Value) -> (u16, Value) {
+        let path = format!("{}/status", Self::path_of(obj, plural));
+        self.request(Method::PATCH, &path, Some(&json!({ "status": status })), Some("application/merge-patch+json")).await
+    }
+
+    /// Creates namespace `name`.
+    pub async fn namespace(&self, name: &str) {
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        let (st, body) = self.apply(&ns, "namespaces", "vmaas-tests").await;
+        assert!(st == 200 || st == 201, "namespace {name}: {st} {body}");
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().rev() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
