@@ -91,7 +91,7 @@ impl VmaasFunction {
         name: &str,
         mut rsp: RunFunctionResponse,
     ) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
-        let spec: NetworkXrSpec = match serde_json::from_value(xr["spec"].clone()) {
+        let spec = match NetworkXrSpec::from_xr(&xr["spec"]) {
             Ok(s) => s,
             Err(e) => {
                 response::fatal(&mut rsp, format!("spec: {e}"));
@@ -122,7 +122,7 @@ impl VmaasFunction {
         input: &FunctionInput,
         mut rsp: RunFunctionResponse,
     ) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
-        let spec: VmXrSpec = match serde_json::from_value(xr["spec"].clone()) {
+        let spec = match VmXrSpec::from_xr(&xr["spec"]) {
             Ok(s) => s,
             Err(e) => {
                 response::fatal(&mut rsp, format!("spec: {e}"));

@@ -67,14 +67,53 @@ pub struct VmXrSpec {
     /// Cloud-init user data.
     #[serde(default)]
     pub user_data: Option<String>,
-    /// Crossplane's own fields are passed through untouched.
-    #[serde(flatten)]
-    pub crossplane: BTreeMap<String, Value>,
+}
+
+/// The fields Crossplane itself writes into an XR's `spec`: `crossplane`
+/// (v2) and the v1 names. They are Crossplane's: ignored here.
+pub const CROSSPLANE_FIELDS: [&str; 11] = [
+    "crossplane",
+    "compositionRef",
+    "compositionSelector",
+    "compositionRevisionRef",
+    "compositionRevisionSelector",
+    "compositionUpdatePolicy",
+    "claimRef",
+    "resourceRefs",
+    "writeConnectionSecretToRef",
+    "publishConnectionDetailsTo",
+    "environmentConfigRefs",
+];
+
+/// An XR's `spec` without Crossplane's own fields, for decoding strictly.
+fn without_crossplane(spec: &Value) -> Value {
+    let mut s = spec.clone();
+    if let Some(o) = s.as_object_mut() {
+        for f in CROSSPLANE_FIELDS {
+            o.remove(f);
+        }
+    }
+    s
+}
+
+impl VmXrSpec {
+    /// Decodes a VM XR's `spec`: Crossplane's own fields are ignored, any
+    /// other unknown field is an error naming it.
+    pub fn from_xr(spec: &Value) -> Result<Self, serde_json::Error> {
+        serde_json::from_value(without_crossplane(spec))
+    }
+}
+
+impl NetworkXrSpec {
+    /// Decodes a network XR's `spec`, as [`VmXrSpec::from_xr`] does.
+    pub fn from_xr(spec: &Value) -> Result<Self, serde_json::Error> {
+        serde_json::from_value(without_crossplane(spec))
+    }
 }
 
 /// The `spec` of a `VirtualPrivateNetwork` XR.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NetworkXrSpec {
     /// The subnet, e.g. `192.168.100.0/24`.
     pub ipv4_cidr: String,

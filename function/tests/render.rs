@@ -92,7 +92,7 @@ fn seed_vm_renders_valid_objects() {
     let vmi = &vm["spec"]["template"]["spec"];
     assert_eq!(vmi["domain"]["cpu"]["cores"], 4);
     assert_eq!(vmi["domain"]["memory"]["guest"], "4Gi", "as written");
-    assert_eq!(vmi["evictionStrategy"], "LiveMigrate");
+    assert_eq!(vmi["evictionStrategy"], "LiveMigrateIfPossible");
     assert_eq!(vmi["domain"]["devices"]["interfaces"][0]["binding"]["name"], "l2bridge", "primary UDN binding");
     assert_eq!(vmi["readinessProbe"]["tcpSocket"]["port"], 22);
     assert!(vmi["volumes"][1]["cloudInitNoCloud"]["userData"].as_str().unwrap().contains("ssh-ed25519"));
@@ -203,4 +203,21 @@ fn snapshots_of_every_object_kind() {
     insta::assert_json_snapshot!("loadbalancer_service", r.service.unwrap());
     let local: NetworkXrSpec = serde_json::from_value(json!({"ipv4Cidr": "192.168.50.0/24", "localnet": "physnet1"})).unwrap();
     insta::assert_json_snapshot!("clusteruserdefinednetwork", render_network("lab", &local).cudn.unwrap());
+}
+
+#[test]
+fn crossplane_s_own_xr_fields_are_accepted() {
+    // Crossplane v2 writes spec.crossplane on every XR; v1 claims' XRs carry compositionRef & co.
+    let mut xr = example("xr-virtualmachine.yaml");
+    xr["spec"]["crossplane"] =
+        serde_json::json!({"compositionRef": {"name": "vm"}, "resourceRefs": [], "compositionUpdatePolicy": "Automatic"});
+    xr["spec"]["compositionRef"] = serde_json::json!({"name": "vm"});
+    xr["spec"]["resourceRefs"] = serde_json::json!([]);
+    let spec = VmXrSpec::from_xr(&xr["spec"]).expect("Crossplane's fields are accepted");
+    let input = input();
+    assert!(render_vm("myvm", &spec, &template(&input, &spec.template), &input).is_ok());
+    // A misspelt field of ours is still refused.
+    xr["spec"]["tempalte"] = serde_json::json!("x");
+    let err = VmXrSpec::from_xr(&xr["spec"]).unwrap_err().to_string();
+    assert!(err.contains("tempalte"), "{err}");
 }

@@ -109,8 +109,38 @@ pub fn localnet_cudn(name: &str, ns: &str, physical: &str, cidr: &str) -> Cluste
     )
 }
 
+/// Boundary of the MIME multipart user data (cloud-init's own format for
+/// several parts).
+const BOUNDARY: &str = "vmaas-user-data-part";
+
+/// A `#cloud-config` document holding only `keys`.
+fn keys_config(keys: &[String]) -> String {
+    let mut s = String::from("#cloud-config\n");
+    if !keys.is_empty() {
+        s.push_str("ssh_authorized_keys:\n");
+        for k in keys {
+            s.push_str(&format!("  - {k}\n"));
+        }
+    }
+    s
+}
+
+/// cloud-init's MIME type of a user-data document, from its first line.
+fn user_data_type(u: &str) -> &'static str {
+    const TYPES: [(&str, &str); 5] = [
+        ("#!", "text/x-shellscript"),
+        ("#cloud-boothook", "text/cloud-boothook"),
+        ("#include", "text/x-include-url"),
+        ("#part-handler", "text/part-handler"),
+        ("## template: jinja", "text/jinja2"),
+    ];
+    TYPES.iter().find(|(prefix, _)| u.starts_with(prefix)).map(|(_, t)| *t).unwrap_or("text/plain")
+}
+
 /// The cloud-init user data of a machine: its user data as written, with
-/// its SSH keys added (to a `#cloud-config`, or as one of its own).
+/// its SSH keys added: into a `#cloud-config`, or, beside any other kind of
+/// user data (a script), as a second part of a MIME multipart document, so
+/// that neither is lost.
 pub fn cloud_init_user_data(c: &crate::machine::CloudInit) -> String {
     match &c.user_data {
         Some(u) if c.ssh_keys.is_empty() => u.clone(),
@@ -118,16 +148,14 @@ pub fn cloud_init_user_data(c: &crate::machine::CloudInit) -> String {
             let list: Vec<String> = c.ssh_keys.iter().map(|k| format!("  - {k}")).collect();
             format!("{}\nssh_authorized_keys:\n{}\n", u.trim_end(), list.join("\n"))
         }
-        _ => {
-            let mut s = String::from("#cloud-config\n");
-            if !c.ssh_keys.is_empty() {
-                s.push_str("ssh_authorized_keys:\n");
-                for k in &c.ssh_keys {
-                    s.push_str(&format!("  - {k}\n"));
-                }
-            }
-            s
-        }
+        Some(u) => format!(
+            "Content-Type: multipart/mixed; boundary=\"{BOUNDARY}\"\nMIME-Version: 1.0\n\n\
+             --{BOUNDARY}\nContent-Type: text/cloud-config; charset=\"utf-8\"\n\n{keys}\n\
+             --{BOUNDARY}\nContent-Type: {kind}; charset=\"utf-8\"\n\n{u}\n--{BOUNDARY}--\n",
+            keys = keys_config(&c.ssh_keys),
+            kind = user_data_type(u),
+        ),
+        None => keys_config(&c.ssh_keys),
     }
 }
 
@@ -135,14 +163,19 @@ fn proto(p: Protocol) -> String {
     if p == Protocol::Udp { "UDP" } else { "TCP" }.to_owned()
 }
 
+/// Missed probes before a running guest counts as not ready.
+const PROBE_FAILURES: u32 = 3;
+
 fn readiness_probe(spec: &MachineSpec) -> Option<Value> {
     spec.readiness_probe.as_ref().map(|p| {
         let mut v = match &p.check {
             ProbeCheck::Http { port, path } => json!({"httpGet": {"port": port, "path": path}}),
             ProbeCheck::Tcp { port } => json!({"tcpSocket": {"port": port}}),
         };
+        // A guest that stops answering is not ready after three misses; how
+        // long it may take to boot is the status's business, not the probe's.
         v["periodSeconds"] = json!(p.period_seconds);
-        v["failureThreshold"] = json!((p.timeout_seconds / p.period_seconds.max(1)).max(1));
+        v["failureThreshold"] = json!(PROBE_FAILURES);
         v
     })
 }
@@ -193,13 +226,30 @@ fn interface(spec: &MachineSpec, o: &VmOptions) -> Interface {
         PodNetwork::PrimaryUdn => {
             Interface { name: "default".into(), masquerade: None, binding: Some(Binding { name: "l2bridge".into() }), ports: vec![] }
         }
-        PodNetwork::Masquerade => Interface {
-            name: "default".into(),
-            masquerade: Some(json!({})),
-            binding: None,
-            ports: spec.exposed_ports.iter().map(|p| Port { port: p.port, protocol: proto(p.protocol) }).collect(),
-        },
+        PodNetwork::Masquerade => {
+            Interface { name: "default".into(), masquerade: Some(json!({})), binding: None, ports: masquerade_ports(spec) }
+        }
     }
+}
+
+/// The ports KubeVirt forwards into a masqueraded guest: the exposed ones,
+/// plus the readiness probe's (else the probe never reaches the guest).
+fn masquerade_ports(spec: &MachineSpec) -> Vec<Port> {
+    let mut ports: Vec<Port> = spec.exposed_ports.iter().map(|p| Port { port: p.port, protocol: proto(p.protocol) }).collect();
+    if let Some(p) = &spec.readiness_probe {
+        let port = p.check.port();
+        if !ports.iter().any(|x| x.port == port && x.protocol == "TCP") {
+            ports.push(Port { port, protocol: "TCP".into() });
+        }
+    }
+    ports
+}
+
+/// How the VM leaves a node being drained: live migration needs a VM that
+/// can move (no host GPU); `LiveMigrateIfPossible` does not block the drain
+/// when its storage cannot follow it (no ReadWriteMany).
+fn eviction_strategy(spec: &MachineSpec) -> &'static str {
+    if spec.gpus.is_empty() { "LiveMigrateIfPossible" } else { "None" }
 }
 
 /// Renders the KubeVirt VM of `spec`, and its floating-IP Service when ports are exposed.
@@ -227,7 +277,7 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
                                 .collect(),
                         },
                     },
-                    eviction_strategy: "LiveMigrate".into(),
+                    eviction_strategy: eviction_strategy(spec).into(),
                     networks: vec![Network { name: "default".into(), pod: json!({}) }],
                     volumes,
                     readiness_probe: readiness_probe(spec),
@@ -240,8 +290,9 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
     RenderedVm { vm, service: service(spec, o) }
 }
 
+/// The floating IP of a running VM with exposed ports (a stopped VM has none).
 fn service(spec: &MachineSpec, o: &VmOptions) -> Option<Service> {
-    if spec.exposed_ports.is_empty() {
+    if spec.exposed_ports.is_empty() || o.power == PowerState::Stopped {
         return None;
     }
     let labels = BTreeMap::from([(VM_LABEL.to_owned(), o.name.clone())]);
@@ -272,4 +323,84 @@ fn service(spec: &MachineSpec, o: &VmOptions) -> Option<Service> {
         spec: Some(ServiceSpec { type_: Some("LoadBalancer".into()), selector: Some(labels), ports: Some(ports), ..Default::default() }),
         ..Default::default()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::CloudInit as Ci;
+    use crate::spec::{ExposedPort, Gpu, Probe};
+
+    fn options(power: PowerState) -> VmOptions {
+        VmOptions {
+            name: "web".into(),
+            namespace: "team-a".into(),
+            power,
+            network: PodNetwork::Masquerade,
+            data_source_namespace: "images".into(),
+            storage_class: None,
+            floating_ip: FloatingIp::default(),
+        }
+    }
+
+    fn probed_on(port: u16) -> MachineSpec {
+        MachineSpec {
+            exposed_ports: vec![ExposedPort { port: 443, protocol: Protocol::Tcp, name: None }],
+            readiness_probe: Some(Probe { check: ProbeCheck::Tcp { port }, period_seconds: 5, timeout_seconds: 600 }),
+            ..MachineSpec::default()
+        }
+    }
+
+    fn vm_json(spec: &MachineSpec, power: PowerState) -> Value {
+        serde_json::to_value(render_vm(spec, &options(power)).vm).unwrap()
+    }
+
+    #[test]
+    fn the_probe_port_is_forwarded_into_a_masqueraded_guest() {
+        let vm = vm_json(&probed_on(8080), PowerState::Started);
+        let ports = &vm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][0]["ports"];
+        assert_eq!(ports, &json!([{"port": 443, "protocol": "TCP"}, {"port": 8080, "protocol": "TCP"}]));
+        let vm = vm_json(&probed_on(443), PowerState::Started);
+        assert_eq!(vm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][0]["ports"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_dead_guest_is_not_ready_after_three_missed_probes() {
+        let vm = vm_json(&probed_on(80), PowerState::Started);
+        let probe = &vm["spec"]["template"]["spec"]["readinessProbe"];
+        assert_eq!((probe["periodSeconds"].as_u64(), probe["failureThreshold"].as_u64()), (Some(5), Some(3)), "{probe}");
+    }
+
+    #[test]
+    fn only_a_vm_that_can_move_is_live_migrated_and_none_blocks_a_drain() {
+        let vm = vm_json(&MachineSpec::default(), PowerState::Started);
+        assert_eq!(vm["spec"]["template"]["spec"]["evictionStrategy"], "LiveMigrateIfPossible");
+        let gpu = MachineSpec { gpus: vec![Gpu { name: "g".into(), device_name: "nvidia.com/A10".into() }], ..MachineSpec::default() };
+        assert_eq!(vm_json(&gpu, PowerState::Started)["spec"]["template"]["spec"]["evictionStrategy"], "None");
+    }
+
+    #[test]
+    fn a_stopped_vm_has_no_floating_ip() {
+        let spec = probed_on(443);
+        assert!(render_vm(&spec, &options(PowerState::Started)).service.is_some());
+        assert!(render_vm(&spec, &options(PowerState::Stopped)).service.is_none());
+    }
+
+    #[test]
+    fn a_script_and_ssh_keys_both_reach_the_guest() {
+        let keys = vec!["ssh-ed25519 AAAA k@x".to_owned()];
+        let script = Ci { user_data: Some("#!/bin/sh\necho hi > /tmp/hi\n".into()), ssh_keys: keys.clone() };
+        let out = cloud_init_user_data(&script);
+        assert!(out.starts_with("Content-Type: multipart/mixed"), "{out}");
+        assert!(out.contains("Content-Type: text/x-shellscript") && out.contains("echo hi > /tmp/hi"), "{out}");
+        assert!(out.contains("Content-Type: text/cloud-config") && out.contains("  - ssh-ed25519 AAAA k@x"), "{out}");
+        let config = Ci { user_data: Some("#cloud-config\npackages: [nginx]\n".into()), ssh_keys: keys.clone() };
+        assert_eq!(cloud_init_user_data(&config), "#cloud-config\npackages: [nginx]\nssh_authorized_keys:\n  - ssh-ed25519 AAAA k@x\n");
+        assert_eq!(
+            cloud_init_user_data(&Ci { user_data: None, ssh_keys: keys }),
+            "#cloud-config\nssh_authorized_keys:\n  - ssh-ed25519 AAAA k@x\n"
+        );
+        let alone = Ci { user_data: Some("#!/bin/sh\n".into()), ssh_keys: vec![] };
+        assert_eq!(cloud_init_user_data(&alone), "#!/bin/sh\n");
+    }
 }
