@@ -74,7 +74,10 @@ def main():
     xr_desired = resource.struct_to_dict(rsp.desired.composite.resource)
     check(set(xr_desired.keys()) == {"status"}, f"only the XR status is set: {sorted(xr_desired.keys())}")
     status = xr_desired["status"]
-    check(status["state"] == "VIRTUAL_MACHINE_STATE_READY", f"state READY: {status['state']}")
+    check(status["state"] == "READY", f"state READY: {status['state']}")
+    check("conditions" not in status, "conditions are Crossplane's: the function sets its own through the response")
+    cond = [c for c in rsp.conditions if c.type == "VirtualMachineReady"]
+    check(len(cond) == 1 and cond[0].status == fnv1.STATUS_CONDITION_TRUE and cond[0].reason, f"the VirtualMachineReady condition: {cond}")
     check(status["internalIP"] == "10.200.0.5", "internalIP from the VMI")
     check(status["externalIP"] == "193.1.2.3", "externalIP from the LoadBalancer")
     check(all(r.severity == fnv1.SEVERITY_NORMAL for r in rsp.results), "normal results only")

@@ -8,11 +8,12 @@ use function_sdk_rust::proto::v1::{Ready, Resource, RunFunctionRequest, RunFunct
 use function_sdk_rust::response::ResourceMatch;
 use function_sdk_rust::{request, resource, response};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tonic::{Request, Response, Status};
 use vmaas_model::k8s::observe::observe_vm;
 use vmaas_model::{Desired, Phase, Template, VirtualMachineStatus, VirtualMachineTemplate, derive_status};
 
+use crate::status;
 use crate::xr::{FunctionInput, NetworkXrSpec, VmXrSpec, network_namespace, render_network, render_vm};
 
 /// How long Crossplane may cache a response.
@@ -106,10 +107,7 @@ impl VmaasFunction {
         if let Some(c) = &net.cudn {
             put(&mut rsp, "cudn", c, observed(req, "cudn").is_some())?;
         }
-        resource::update_status(
-            response::desired_composite(&mut rsp),
-            &json!({"namespace": network_namespace(name), "ipv4Cidr": spec.ipv4_cidr}),
-        )?;
+        resource::update_status(response::desired_composite(&mut rsp), &status::network_status(&network_namespace(name), &spec.ipv4_cidr))?;
         response::normal(&mut rsp, format!("rendered private network {name}"));
         Ok(rsp)
     }
@@ -175,9 +173,9 @@ impl VmaasFunction {
         if let Some(svc) = &r.service {
             put(&mut rsp, "service", svc, obs.external_ip.is_some())?;
         }
-        let previous: VirtualMachineStatus = serde_json::from_value(xr["status"].clone()).unwrap_or_default();
-        let status = derive_status(Desired::Power(spec.state), &obs, &previous, chrono::Utc::now());
-        resource::update_status(response::desired_composite(&mut rsp), &status)?;
+        let status = derive_status(Desired::Power(spec.state), &obs, &VirtualMachineStatus::default(), chrono::Utc::now());
+        resource::update_status(response::desired_composite(&mut rsp), &status::vm_status(&status))?;
+        status::vm_condition(&mut rsp, &status);
         response::normal(&mut rsp, format!("rendered virtual machine {name}: {}", status.state.short()));
         Ok(rsp)
     }

@@ -7,6 +7,8 @@
 //!
 //! - [`function`]: `RunFunction`: input, XR and observed state in; desired
 //!   objects, readiness and XR status out.
+//! - [`status`]: the XR status and the function's condition, in the shapes
+//!   Crossplane accepts.
 //! - [`xr`]: the function's input and XR specs, and how an XR becomes a
 //!   machine spec plus rendering options for the shared model.
 
@@ -14,4 +16,5 @@
 #![warn(missing_docs)]
 
 pub mod function;
+pub mod status;
 pub mod xr;

@@ -201,7 +201,7 @@ impl Cluster {
 
     /// Writes `status` through the status subresource, as a controller would.
     pub async fn write_status(&self, obj: &Value, plural: &str, status: Value) -> (u16, Value) {
-        let path = format!("{}/status", Self::path_of(obj, plural));
+        let path = format!("{}/status?fieldValidation=Strict", Self::path_of(obj, plural));
         self.request(Method::PATCH, &path, Some(&json!({ "status": status })), Some("application/merge-patch+json")).await
     }
 
