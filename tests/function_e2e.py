@@ -91,6 +91,13 @@ def main():
     check(len(fatal) == 1, "one fatal result for a bad parameter")
     check("spec.templateParameters.vm_memory.value" in fatal[0].message and "GB" in fatal[0].message, fatal[0].message)
 
+    long = json.loads(json.dumps(xr))
+    long["metadata"]["name"] = "v" * 60
+    rsp = stub.RunFunction(request(long, {}, fn_input, "e2e-4"), timeout=10)
+    fatal = [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    check(len(fatal) == 1 and "metadata.name" in fatal[0].message and "63" in fatal[0].message, f"an over-long name: {fatal}")
+    check(not any(k in rsp.desired.resources for k in ("vm", "namespace", "service")), "nothing composed for a bad XR")
+
     net = load(case, "network.json")
     rsp = stub.RunFunction(request(net, {}, fn_input, "e2e-3"), timeout=10)
     udn = resource.struct_to_dict(rsp.desired.resources["udn"].resource)

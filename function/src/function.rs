@@ -14,7 +14,7 @@ use vmaas_model::k8s::observe::observe_vm;
 use vmaas_model::{Desired, Phase, Template, VirtualMachineStatus, VirtualMachineTemplate, derive_status};
 
 use crate::status;
-use crate::xr::{FunctionInput, NetworkXrSpec, VmXrSpec, network_namespace, render_network, render_vm};
+use crate::xr::{FunctionInput, MAX_NAME, NetworkXrSpec, VmXrSpec, network_namespace, render_network, render_vm, template_from_object};
 
 /// How long Crossplane may cache a response.
 pub const TTL: Duration = Duration::from_secs(60);
@@ -46,11 +46,7 @@ impl VmaasFunction {
             response::require_resources(rsp, "templates", "vmaas.io/v1alpha1", "VirtualMachineTemplate", None, None);
             let found = request::get_required_resources(req, "templates")?;
             for t in found {
-                let mut spec = t["spec"].clone();
-                if spec.get("id").is_none() {
-                    spec["id"] = t["metadata"]["name"].clone();
-                }
-                match serde_json::from_value::<VirtualMachineTemplate>(spec) {
+                match template_from_object(&t) {
                     Ok(tpl) => all.push(tpl),
                     Err(e) => {
                         response::warning(rsp, format!("ignoring VirtualMachineTemplate {}: {e}", t["metadata"]["name"]));
@@ -149,6 +145,16 @@ impl VmaasFunction {
                 return Ok(rsp);
             }
         };
+        if let Some(long) = r.too_long() {
+            response::fatal(
+                &mut rsp,
+                format!(
+                    "metadata.name: too long: it would name an object {long:?} ({} characters, at most {MAX_NAME}); choose a shorter name",
+                    long.len()
+                ),
+            );
+            return Ok(rsp);
+        }
         response::require_resources(
             &mut rsp,
             "vmi",

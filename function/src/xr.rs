@@ -158,6 +158,37 @@ pub fn network_namespace(network: &str) -> String {
     format!("vmaas-net-{network}")
 }
 
+/// The template a cluster `VirtualMachineTemplate` object holds: its `spec`,
+/// with `spec.id` defaulting to the object's name.
+pub fn template_from_object(obj: &Value) -> Result<VirtualMachineTemplate, serde_json::Error> {
+    let mut spec = obj["spec"].clone();
+    if spec.get("id").is_none() {
+        spec["id"] = obj["metadata"]["name"].clone();
+    }
+    serde_json::from_value(spec)
+}
+
+/// Longest name of a Kubernetes object the function composes (a DNS label).
+pub const MAX_NAME: usize = 63;
+
+impl RenderedVm {
+    /// The names of every object rendered.
+    pub fn names(&self) -> Vec<String> {
+        let mut names = vec![self.namespace_name.clone()];
+        names.extend(self.vm.metadata.name.clone());
+        names.extend(self.vm.spec.data_volume_templates.iter().filter_map(|d| d.metadata.name.clone()));
+        names.extend(self.udn.iter().filter_map(|u| u.metadata.name.clone()));
+        names.extend(self.service.iter().filter_map(|s| s.metadata.name.clone()));
+        names
+    }
+
+    /// A name of a rendered object that is too long for Kubernetes, if any:
+    /// the XR's name (or its network's) must be shorter.
+    pub fn too_long(&self) -> Option<String> {
+        self.names().into_iter().find(|n| n.len() > MAX_NAME)
+    }
+}
+
 /// Wraps bare parameter values as `{"value": ...}`.
 pub fn wrap_parameters(p: &BTreeMap<String, Value>) -> BTreeMap<String, ParameterValue> {
     p.iter()

@@ -221,3 +221,15 @@ fn crossplane_s_own_xr_fields_are_accepted() {
     let err = VmXrSpec::from_xr(&xr["spec"]).unwrap_err().to_string();
     assert!(err.contains("tempalte"), "{err}");
 }
+
+#[test]
+fn names_too_long_for_kubernetes_are_caught() {
+    let input = input();
+    let spec = VmXrSpec::from_xr(&example("xr-virtualmachine.yaml")["spec"]).unwrap();
+    let ok = render_vm(&"a".repeat(40), &spec, &template(&input, "simple_vm"), &input).unwrap();
+    assert_eq!(ok.too_long(), None, "{:?}", ok.names());
+    // A valid DNS label of 60 characters still makes `vmaas-<name>` and `<name>-floating-ip` too long.
+    let long = render_vm(&"b".repeat(60), &spec, &template(&input, "simple_vm"), &input).unwrap();
+    let name = long.too_long().expect("a derived name over 63 characters");
+    assert!(name.len() > 63 && name.contains(&"b".repeat(60)), "{name}");
+}

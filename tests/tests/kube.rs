@@ -146,3 +146,24 @@ async fn xrs_and_the_status_the_function_writes_are_accepted_as_crossplane_insta
     let (_, now) = k.request(reqwest::Method::GET, &Cluster::path_of(&net, "virtualprivatenetworks"), None, None).await;
     assert_eq!(now["status"]["ipv4Cidr"], "192.168.100.0/24", "a declared field, not pruned: {now:#}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_template_catalog_installs_and_every_template_compiles() {
+    let k = Cluster::start().await;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/compositions");
+    let crd: Value = serde_norway::from_str(&std::fs::read_to_string(dir.join("crd-virtualmachinetemplate.yaml")).unwrap()).unwrap();
+    let name = k.install_crd(&crd).await;
+    k.wait_established(&name).await;
+    let text = std::fs::read_to_string(dir.join("templates.yaml")).unwrap();
+    let mut ids = Vec::new();
+    for doc in serde_norway::Deserializer::from_str(&text) {
+        let obj = <Value as serde::Deserialize>::deserialize(doc).unwrap();
+        let (st, body) = k.apply(&obj, "virtualmachinetemplates", "platform-team").await;
+        assert!(st == 200 || st == 201, "{st} {body:#}");
+        // What the function does with each object Crossplane hands it.
+        let template = vmaas_function::xr::template_from_object(&body).unwrap();
+        ids.push(template.id.clone());
+        Template::compile(template).unwrap();
+    }
+    assert_eq!(ids, ["simple_vm", "web"]);
+}
