@@ -106,6 +106,19 @@ async fn slow_clients_are_cut_off_and_a_connection_cap_answers_503() {
     assert_eq!(cut, 200, "every half-sent request is cut off");
     drop(slow);
 
+    // A body that stops arriving is answered 408, as JSON, once the body deadline passes.
+    let s = Server::start_with(Db::Sqlite, &["--backend", "none", "--http-body-timeout", "1s"]).await.unwrap();
+    let t = s.token("acme", false);
+    let mut c = TcpStream::connect(s.endpoint.trim_start_matches("http://")).unwrap();
+    let head = format!(
+        "POST {V1}/virtual_machines HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {t}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"object\""
+    );
+    c.write_all(head.as_bytes()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut answer = String::new();
+    let _ = c.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408") && answer.contains("not sent in time"), "{answer}");
+
     // Over the cap, a connection gets a JSON 503 at once; below it, service again.
     let s = Server::start_with(Db::Sqlite, &["--backend", "none", "--max-connections", "8"]).await.unwrap();
     let held: Vec<TcpStream> = (0..8).map(|_| half_request(&s.endpoint)).collect();

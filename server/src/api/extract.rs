@@ -19,17 +19,30 @@ fn field_of(path: &serde_path_to_error::Path) -> String {
     if p == "." || p.is_empty() || p.contains('?') { "body".into() } else { p }
 }
 
+/// Whether the body read failed because the body timeout (the router's
+/// `RequestBodyTimeoutLayer`) ran out: its error is somewhere in the chain.
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if c.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
 /// The rejection of a body that cannot be read: 413 when it is too large,
 /// 408 when it comes too slowly, 400 otherwise.
 fn unreadable(e: axum::extract::rejection::BytesRejection) -> ApiError {
+    if timed_out(&e) {
+        return ApiError::new(StatusCode::REQUEST_TIMEOUT, Code::InvalidArgument, "the request body was not sent in time");
+    }
     let status = e.status();
-    let text = e.body_text();
     let reason = if status == StatusCode::PAYLOAD_TOO_LARGE {
         "is larger than the server accepts (see --max-body-bytes)".to_owned()
-    } else if text.contains("timed out") || text.contains("Timeout") {
-        return ApiError::new(StatusCode::REQUEST_TIMEOUT, Code::InvalidArgument, "the request body was not sent in time");
     } else {
-        text
+        e.body_text()
     };
     let mut e = ApiError::field("body", reason);
     if status.is_client_error() {
