@@ -333,28 +333,18 @@ async fn function_bench(calls: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The images directory asked for, or the default ~/.local/share/vmaas/images.
+fn images(asked: Option<std::path::PathBuf>) -> std::path::PathBuf {
+    asked.unwrap_or_else(|| std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".local/share/vmaas/images"))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
         Cmd::Api { connections, duration, vms, page } => api(connections, duration, vms, page).await,
         Cmd::Function { calls } => function_bench(calls).await,
-        Cmd::Terraform { vms, images_dir, terraform, plugins } => {
-            let images = images_dir.unwrap_or_else(|| {
-                std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".local/share/vmaas/images")
-            });
-            vms::terraform_bench(vms, images, terraform, plugins).await
-        }
-        Cmd::Recovery { vms, rounds, images_dir, server } => {
-            let images = images_dir.unwrap_or_else(|| {
-                std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".local/share/vmaas/images")
-            });
-            recovery::recovery(vms, rounds, images, server).await
-        }
-        Cmd::Qemu { vms, burst, images_dir } => {
-            let images = images_dir.unwrap_or_else(|| {
-                std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".local/share/vmaas/images")
-            });
-            vms::qemu(vms, burst, images).await
-        }
+        Cmd::Terraform { vms, images_dir, terraform, plugins } => vms::terraform_bench(vms, images(images_dir), terraform, plugins).await,
+        Cmd::Recovery { vms, rounds, images_dir, server } => recovery::recovery(vms, rounds, images(images_dir), server).await,
+        Cmd::Qemu { vms, burst, images_dir } => vms::qemu(vms, burst, images(images_dir)).await,
     }
 }

@@ -3,7 +3,7 @@
 //! files from the running QEMU), and quarantining VMs no stored object owns.
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use tracing::{info, warn};
@@ -62,15 +62,17 @@ impl Vms {
         }
         let mut vm = Vm::new(dir, file);
         vm.recovered = recovered;
-        if let Some(p) = self.adopt_process(&vm, found.as_ref()).await {
+        if let Some(p) = self.adopt_process(&vm, found.as_ref()) {
             self.reattach(&mut vm, p).await;
         }
         Some(vm)
     }
 
-    async fn adopt_process(&self, vm: &Vm, found: Option<&Found>) -> Option<Process> {
+    /// Holds the QEMU `find_qemu` found (its command line names the VM's
+    /// sockets, so it is not read again).
+    fn adopt_process(&self, vm: &Vm, found: Option<&Found>) -> Option<Process> {
         let f = found?;
-        let p = Process::adopt(f.pid, &vm.file.id).await?;
+        let p = Process::hold(f.pid)?;
         if !f.by_pid_file {
             // The pid file was lost or names another process: write it again.
             let _ = crate::state::write_atomic(&vm.path("qemu.pid"), format!("{}\n", f.pid).as_bytes());
@@ -128,10 +130,6 @@ fn quarantined(vm: &Vm) -> Quarantined {
         name: known(&vm.file.name),
         tenant: known(&vm.file.tenant),
         running: vm.is_running(),
-        path: display(&vm.dir),
+        path: vm.dir.display().to_string(),
     }
-}
-
-fn display(p: &Path) -> String {
-    p.display().to_string()
 }

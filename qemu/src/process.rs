@@ -30,6 +30,12 @@ impl Process {
         if !ours {
             return None;
         }
+        Self::hold(pid)
+    }
+
+    /// Takes hold of process `pid`, already known (from its command line) to
+    /// be the VM's QEMU, if it is alive.
+    pub fn hold(pid: i32) -> Option<Self> {
         let fd = pidfd_open(Pid::from_raw(pid)?, PidfdFlags::empty()).ok()?;
         // `AsyncFd::new` is deprecated for fds that may be closed behind its
         // back; an `OwnedFd` it owns cannot be, which is what its unsafe

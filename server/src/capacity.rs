@@ -53,13 +53,21 @@ impl Usage {
 
     /// What every VM of `vms` but `except` asks for.
     pub fn of_all(vms: &[VmRecord], except: Option<&str>) -> Self {
-        vms.iter().filter(|v| Some(v.id.as_str()) != except).map(|v| Self::of(&v.machine, v.spec.state)).fold(Self::default(), |a, b| {
-            Self {
-                cpus: a.cpus.saturating_add(b.cpus),
-                memory_bytes: a.memory_bytes.saturating_add(b.memory_bytes),
-                disk_bytes: a.disk_bytes.saturating_add(b.disk_bytes),
-            }
-        })
+        vms.iter().filter(|v| Some(v.id.as_str()) != except).map(|v| Self::of(&v.machine, v.spec.state)).fold(Self::default(), Self::plus)
+    }
+
+    /// Both together.
+    fn plus(self, b: Self) -> Self {
+        Self {
+            cpus: self.cpus.saturating_add(b.cpus),
+            memory_bytes: self.memory_bytes.saturating_add(b.memory_bytes),
+            disk_bytes: self.disk_bytes.saturating_add(b.disk_bytes),
+        }
+    }
+
+    /// Whether this asks for more of any resource than `before`.
+    pub fn grows_from(&self, before: &Self) -> bool {
+        self.cpus > before.cpus || self.memory_bytes > before.memory_bytes || self.disk_bytes > before.disk_bytes
     }
 }
 

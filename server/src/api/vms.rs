@@ -191,11 +191,8 @@ async fn admit<'a>(
 ) -> Result<Option<tokio::sync::MutexGuard<'a, ()>>, ApiError> {
     let Some(host) = s.backend.capacity() else { return Ok(None) };
     let asked = Usage::of(&vm.machine, vm.spec.state);
-    if let Some(c) = current {
-        let before = Usage::of(&c.machine, c.spec.state);
-        if asked.cpus <= before.cpus && asked.memory_bytes <= before.memory_bytes && asked.disk_bytes <= before.disk_bytes {
-            return Ok(None);
-        }
+    if current.is_some_and(|c| !asked.grows_from(&Usage::of(&c.machine, c.spec.state))) {
+        return Ok(None);
     }
     let guard = s.admission.lock().await;
     let vms = s.store.all_vms().await?;

@@ -207,16 +207,21 @@ impl Reconciler {
             if full && kind == ObjectKind::VirtualMachine {
                 self.count_states(&rows);
                 let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
-                if let Err(e) = self.backend.vms().retain(&ids).await {
-                    warn!(error = %e, "backend check of unknown VMs failed");
-                }
-                self.metrics.set_quarantined(self.backend.quarantine().len());
+                self.quarantine_unknown(&ids).await;
             }
         }
         if full {
             self.progress.first_sweep(seen);
         }
         Ok(())
+    }
+
+    /// Lets the backend quarantine the VMs not among `known`, and counts them.
+    async fn quarantine_unknown(&self, known: &[String]) {
+        if let Err(e) = self.backend.vms().retain(known).await {
+            warn!(error = %e, "backend check of unknown VMs failed");
+        }
+        self.metrics.set_quarantined(self.backend.quarantine().len());
     }
 
     fn count_states(&self, vms: &[Row]) {
@@ -275,10 +280,7 @@ impl Reconciler {
             }
         }
         let ids: Vec<String> = vms.iter().map(|v| v.id.clone()).collect();
-        if let Err(e) = self.backend.vms().retain(&ids).await {
-            warn!(error = %e, "backend check of unknown VMs failed");
-        }
-        self.metrics.set_quarantined(self.backend.quarantine().len());
+        self.quarantine_unknown(&ids).await;
         debug!(?report, "reconcile pass");
         Ok(report)
     }
