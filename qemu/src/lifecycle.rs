@@ -201,7 +201,12 @@ impl Vms {
     /// A guest is running: is it ready, panicked, too slow, or still booting?
     async fn watch_running(&self, vm: &mut Vm, t: &VmTarget, p: &Arc<Process>) -> Step {
         if vm.probe.is_none() {
-            // Re-adopted after a server restart: probe and watch it again.
+            // Re-adopted after a server restart: a guest that answers now is
+            // ready in the first report (no PROGRESSING flap); probe and
+            // watch it again.
+            if !vm.ready.load(Ordering::SeqCst) && probe::check(&probe_job(vm, t)).await {
+                vm.ready.store(true, Ordering::SeqCst);
+            }
             self.start_probe(vm, t);
             self.watch_exit(vm, p);
         }
@@ -284,12 +289,7 @@ impl Vms {
         if let Some(p) = vm.probe.take() {
             p.abort();
         }
-        let job = ProbeJob {
-            probe: effective_probe(&t.spec.machine),
-            port: vm.file.probe_port,
-            qmp: vm.path("qmp.sock"),
-            console_log: vm.path("console.log"),
-        };
+        let job = probe_job(vm, t);
         let (wake, id) = (self.wake.get().cloned(), t.id.clone());
         vm.probe = Some(probe::spawn(job, vm.ready.clone(), move || {
             if let Some(w) = wake {
@@ -350,4 +350,14 @@ impl Vms {
 
 fn starting_stop() -> Phase {
     Phase::Stopping(Reason::new("PoweringOff", "the guest is powering off"))
+}
+
+/// What probing `vm` takes.
+fn probe_job(vm: &Vm, t: &VmTarget) -> ProbeJob {
+    ProbeJob {
+        probe: effective_probe(&t.spec.machine),
+        port: vm.file.probe_port,
+        qmp: vm.path("qmp.sock"),
+        console_log: vm.path("console.log"),
+    }
 }

@@ -41,11 +41,7 @@ pub struct ProbeJob {
 pub fn spawn(job: ProbeJob, ready: Arc<AtomicBool>, on_ready: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            let ok = match (&job.probe, job.port) {
-                (Some(p), Some(port)) => probe_once(&p.check, port, &job.qmp).await,
-                _ => tokio::fs::metadata(&job.console_log).await.map(|m| m.len() > 0).unwrap_or(false),
-            };
-            if ok {
+            if check(&job).await {
                 ready.store(true, Ordering::SeqCst);
                 on_ready();
                 return;
@@ -54,6 +50,15 @@ pub fn spawn(job: ProbeJob, ready: Arc<AtomicBool>, on_ready: impl FnOnce() + Se
             tokio::time::sleep(Duration::from_millis(u64::from(period) * 1000 / 4).max(Duration::from_millis(200))).await;
         }
     })
+}
+
+/// One readiness check of `job`: its probe, or without one a console that
+/// has printed something.
+pub async fn check(job: &ProbeJob) -> bool {
+    match (&job.probe, job.port) {
+        (Some(p), Some(port)) => probe_once(&p.check, port, &job.qmp).await,
+        _ => tokio::fs::metadata(&job.console_log).await.map(|m| m.len() > 0).unwrap_or(false),
+    }
 }
 
 /// One readiness check through the probe forward on 127.0.0.1:`port`.
