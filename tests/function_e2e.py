@@ -3,8 +3,8 @@ the PyPI package crossplane-function-sdk-python, over gRPC.
 
     python function_e2e.py ADDRESS CASE_DIR [TLS_DIR]
 
-CASE_DIR holds xr.json, observed.json, input.json and network.json (the
-examples, converted from YAML). With TLS_DIR (ca.crt, client.crt,
+CASE_DIR holds xr.json, observed.json, input.json, network.json and
+physical.json (the examples, converted from YAML). With TLS_DIR (ca.crt, client.crt,
 client.key) the call uses mTLS. Exits non-zero on the first failed check.
 """
 import json
@@ -61,7 +61,10 @@ def main():
     check(rsp.meta.tag == "e2e-1", "meta.tag is copied")
     check(rsp.meta.ttl.seconds > 0, "meta.ttl is set")
     names = set(rsp.desired.resources.keys())
-    check({"namespace", "udn", "vm", "service", "earlier-step"} <= names, f"desired resources: {sorted(names)}")
+    check(names == {"udn", "vm", "service", "earlier-step"}, f"desired resources: {sorted(names)}")
+    for n in ("udn", "vm", "service"):
+        meta = resource.struct_to_dict(rsp.desired.resources[n].resource)["metadata"]
+        check(meta["namespace"] == "team-a", f"{n} is in the XR's namespace: {meta}")
     vm = resource.struct_to_dict(rsp.desired.resources["vm"].resource)
     check(vm["apiVersion"] == "kubevirt.io/v1" and vm["kind"] == "VirtualMachine", "a KubeVirt VM")
     check(vm["spec"]["runStrategy"] == "Always", "runStrategy from state")
@@ -78,11 +81,13 @@ def main():
     check("conditions" not in status, "conditions are Crossplane's: the function sets its own through the response")
     cond = [c for c in rsp.conditions if c.type == "VirtualMachineReady"]
     check(len(cond) == 1 and cond[0].status == fnv1.STATUS_CONDITION_TRUE and cond[0].reason, f"the VirtualMachineReady condition: {cond}")
-    check(status["internalIP"] == "10.200.0.5", "internalIP from the VMI")
+    check(status["internalIP"] == "10.200.0.5", "internalIP: the private network's address in the VMI")
+    nets = vm["spec"]["template"]["spec"]["networks"]
+    check(nets == [{"name": "default", "pod": {}}, {"name": "private", "multus": {"networkName": "myvm-net"}}], f"networks: {nets}")
     check(status["externalIP"] == "193.1.2.3", "externalIP from the LoadBalancer")
     check(all(r.severity == fnv1.SEVERITY_NORMAL for r in rsp.results), "normal results only")
     sel = rsp.requirements.resources["vmi"]
-    check(sel.kind == "VirtualMachineInstance" and sel.match_name == "myvm" and sel.namespace == "vmaas-myvm", "the VMI is required")
+    check(sel.kind == "VirtualMachineInstance" and sel.match_name == "myvm" and sel.namespace == "team-a", "the VMI is required")
 
     bad = json.loads(json.dumps(xr))
     bad["spec"]["templateParameters"]["vm_memory"] = {"value": "4GB"}
@@ -91,19 +96,55 @@ def main():
     check(len(fatal) == 1, "one fatal result for a bad parameter")
     check("spec.templateParameters.vm_memory.value" in fatal[0].message and "GB" in fatal[0].message, fatal[0].message)
 
-    long = json.loads(json.dumps(xr))
-    long["metadata"]["name"] = "v" * 60
-    rsp = stub.RunFunction(request(long, {}, fn_input, "e2e-4"), timeout=10)
-    fatal = [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    def fatal_of(obj, tag, observed=None, extra=None):
+        req = request(obj, observed or {}, fn_input, tag)
+        for name, items in (extra or {}).items():
+            for o in items:
+                req.required_resources[name].items.add().resource.update(o)
+        rsp = stub.RunFunction(req, timeout=10)
+        fatal = [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+        composed = set(rsp.desired.resources.keys()) - {"earlier-step"}
+        return fatal, composed
+
+    longest = json.loads(json.dumps(xr))
+    longest["metadata"]["name"] = "v" * 63
+    rsp = stub.RunFunction(request(longest, {}, fn_input, "e2e-4"), timeout=10)
+    check(not [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL], "a 63-character name composes")
+    for n, r in rsp.desired.resources.items():
+        name = resource.struct_to_dict(r.resource)["metadata"]["name"]
+        check(len(name) <= 63, f"{n} is named within 63 characters: {name}")
+
+    too_long = json.loads(json.dumps(xr))
+    too_long["metadata"]["name"] = "v" * 64
+    fatal, composed = fatal_of(too_long, "e2e-5")
     check(len(fatal) == 1 and "metadata.name" in fatal[0].message and "63" in fatal[0].message, f"an over-long name: {fatal}")
-    check(not any(k in rsp.desired.resources for k in ("vm", "namespace", "service")), "nothing composed for a bad XR")
+    check(not composed, f"nothing composed for a bad XR: {composed}")
+
+    unknown = json.loads(json.dumps(xr))
+    unknown["spec"]["template"] = "no_such_template"
+    fatal, composed = fatal_of(unknown, "e2e-6")
+    check(len(fatal) == 1 and "spec.template" in fatal[0].message and "no_such_template" in fatal[0].message, f"an unknown template: {fatal}")
+    check(not composed, f"nothing composed for an unknown template: {composed}")
+
+    physical = load(case, "physical.json")
+    elsewhere = json.loads(json.dumps(xr))
+    elsewhere["metadata"]["namespace"] = "team-b"
+    elsewhere["spec"]["physicalNetwork"] = physical["metadata"]["name"]
+    fatal, composed = fatal_of(elsewhere, "e2e-7", extra={"physical-network": [physical]})
+    check(len(fatal) == 1 and "spec.physicalNetwork" in fatal[0].message and "team-b" in fatal[0].message, f"a network not offered: {fatal}")
+    check(not composed, f"nothing composed on a network not offered: {composed}")
 
     net = load(case, "network.json")
     rsp = stub.RunFunction(request(net, {}, fn_input, "e2e-3"), timeout=10)
+    check(set(rsp.desired.resources.keys()) == {"udn", "earlier-step"}, f"a network composes its UDN: {rsp.desired.resources.keys()}")
     udn = resource.struct_to_dict(rsp.desired.resources["udn"].resource)
     check(udn["kind"] == "UserDefinedNetwork" and udn["spec"]["layer2"]["subnets"] == ["192.168.100.0/24"], "the private network's UDN")
-    ns = resource.struct_to_dict(rsp.desired.resources["namespace"].resource)
-    check("k8s.ovn.org/primary-user-defined-network" in ns["metadata"]["labels"], "the namespace is labelled")
+    check(udn["metadata"] == {"name": "example", "namespace": "team-a"}, f"in the XR's namespace: {udn['metadata']}")
+
+    rsp = stub.RunFunction(request(physical, {}, fn_input, "e2e-8"), timeout=10)
+    cudn = resource.struct_to_dict(rsp.desired.resources["cudn"].resource)
+    check(cudn["kind"] == "ClusterUserDefinedNetwork" and "namespace" not in cudn["metadata"], "a cluster-scoped CUDN")
+    check(cudn["spec"]["network"]["localnet"]["vlan"] == {"mode": "Access", "access": {"id": 120}}, f"the VLAN: {cudn['spec']}")
     print("ok")
 
 

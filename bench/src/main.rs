@@ -262,7 +262,8 @@ async fn function_bench(calls: usize) -> anyhow::Result<()> {
     use function_sdk_rust::proto::v1::function_runner_service_client::FunctionRunnerServiceClient;
     use function_sdk_rust::proto::v1::{RequestMeta, Resource, RunFunctionRequest, State};
     use function_sdk_rust::resource::json_to_struct;
-    use vmaas_function::xr::{FunctionInput, VmXrSpec, render_vm};
+    use vmaas_function::render::render_vm;
+    use vmaas_function::xr::{FunctionInput, VmXrSpec};
 
     let xr = example("xr-virtualmachine.yaml")?;
     let observed = example("observed-virtualmachine.yaml")?;
@@ -287,7 +288,7 @@ async fn function_bench(calls: usize) -> anyhow::Result<()> {
     let mut render = Vec::with_capacity(calls);
     for _ in 0..calls {
         let t = Instant::now();
-        let r = render_vm("myvm", &spec, &template, &input).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let r = render_vm("myvm", "team-a", &spec, &template, &input).map_err(|e| anyhow::anyhow!("{e}"))?;
         std::hint::black_box(serde_json::to_value(&r.vm)?);
         render.push(t.elapsed().as_secs_f64() * 1e6);
     }

@@ -5,16 +5,19 @@
 //! `kubernetes` feature renders the objects), into the objects a KubeVirt
 //! cluster with OVN-Kubernetes runs a VM with.
 //!
-//! - [`function`]: `RunFunction`: input, XR and observed state in; desired
-//!   objects, readiness and XR status out.
-//! - [`status`]: the XR status and the function's condition, in the shapes
-//!   Crossplane accepts.
-//! - [`xr`]: the function's input and XR specs, and how an XR becomes a
-//!   machine spec plus rendering options for the shared model.
+//! - [`function`]: `RunFunction`: decodes the XR and dispatches by kind.
+//! - `vm`, `network`: what each kind of XR composes and reports.
+//! - [`render`]: an XR into Kubernetes objects, in the XR's scope.
+//! - [`status`]: the XR status and the function's conditions, in the
+//!   shapes Crossplane accepts.
+//! - [`xr`]: the function's input and the XR specs.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod function;
+mod network;
+pub mod render;
 pub mod status;
+mod vm;
 pub mod xr;

@@ -62,9 +62,77 @@ pub fn vm_condition(rsp: &mut RunFunctionResponse, status: &VirtualMachineStatus
     }
 }
 
-/// The private network XR's `status`.
-pub fn network_status(namespace: &str, cidr: &str) -> Value {
-    json!({ "namespace": namespace, "ipv4Cidr": cidr })
+fn text_of(xr: &Value, field: &str) -> String {
+    xr["status"][field].as_str().unwrap_or_default().to_owned()
+}
+
+/// Type of the function's condition on a network XR.
+pub const NETWORK_CONDITION: &str = "NetworkReady";
+
+/// A network's state as OVN-K reports it on its (C)UDN: the condition
+/// `NetworkCreated` (`NetworkReady` in older releases).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkState {
+    /// `READY`, `PENDING` or `FAILED`.
+    pub state: &'static str,
+    /// The reason, in CamelCase.
+    pub reason: String,
+    /// OVN-K's message, if any.
+    pub message: String,
+}
+
+impl NetworkState {
+    /// The state of an observed UDN or CUDN (`None`: not created yet).
+    pub fn of(observed: Option<&Value>) -> Self {
+        let cond = observed
+            .and_then(|o| o["status"]["conditions"].as_array())
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "NetworkCreated").or_else(|| cs.iter().find(|c| c["type"] == "NetworkReady")));
+        let text = |c: &Value, k: &str| c[k].as_str().unwrap_or_default().to_owned();
+        match cond {
+            Some(c) if c["status"] == "True" => Self { state: "READY", reason: text(c, "reason"), message: text(c, "message") },
+            Some(c) if c["status"] == "False" => Self { state: "FAILED", reason: text(c, "reason"), message: text(c, "message") },
+            _ => Self { state: "PENDING", reason: "Pending".into(), message: "waiting for OVN-Kubernetes to create the network".into() },
+        }
+    }
+
+    /// The state of a network XR, as this function wrote it in its status.
+    pub fn of_xr(xr: &Value) -> Self {
+        match xr["status"]["state"].as_str() {
+            Some("READY") => Self { state: "READY", reason: "Ready".into(), message: String::new() },
+            Some("FAILED") => Self { state: "FAILED", reason: "Failed".into(), message: text_of(xr, "message") },
+            _ => Self { state: "PENDING", reason: "Pending".into(), message: text_of(xr, "message") },
+        }
+    }
+
+    /// Whether VMs can attach.
+    pub fn ready(&self) -> bool {
+        self.state == "READY"
+    }
+
+    /// The network XR's `status`: the state, its message, and `fields`.
+    pub fn to_status(&self, fields: Value) -> Value {
+        let mut s = json!({ "state": self.state });
+        if !self.message.is_empty() {
+            s["message"] = json!(self.message);
+        }
+        if let (Some(o), Some(f)) = (s.as_object_mut(), fields.as_object()) {
+            o.extend(f.clone());
+        }
+        s
+    }
+
+    /// Adds the `NetworkReady` condition to the response.
+    pub fn condition(&self, rsp: &mut RunFunctionResponse) {
+        let reason = if self.reason.is_empty() { camel(self.state) } else { self.reason.clone() };
+        let c = if self.ready() {
+            response::condition_true(rsp, NETWORK_CONDITION, reason)
+        } else {
+            response::condition_false(rsp, NETWORK_CONDITION, reason)
+        };
+        if !self.message.is_empty() {
+            c.message = Some(self.message.clone());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -90,5 +158,24 @@ mod tests {
         vm_condition(&mut rsp, &status(Phase::Ready));
         assert!(!rsp.conditions[0].reason.is_empty());
         assert_eq!(vm_status(&status(Phase::Ready))["state"], "READY");
+    }
+
+    #[test]
+    fn a_network_is_ready_when_ovn_k_created_it() {
+        assert_eq!(NetworkState::of(None).state, "PENDING");
+        let created = json!({"status": {"conditions": [
+            {"type": "NetworkCreated", "status": "True", "reason": "NetworkAttachmentDefinitionCreated", "message": "created"}]}});
+        let s = NetworkState::of(Some(&created));
+        assert!(s.ready());
+        assert_eq!(
+            s.to_status(json!({"ipv4Cidr": "10.0.0.0/24"})),
+            json!({"state": "READY", "message": "created", "ipv4Cidr": "10.0.0.0/24"})
+        );
+        let bad = json!({"status": {"conditions": [{"type": "NetworkCreated", "status": "False", "reason": "SyncError", "message": "overlaps"}]}});
+        let s = NetworkState::of(Some(&bad));
+        assert_eq!((s.state, s.reason.as_str()), ("FAILED", "SyncError"));
+        let mut rsp = RunFunctionResponse::default();
+        s.condition(&mut rsp);
+        assert_eq!((rsp.conditions[0].r#type.as_str(), rsp.conditions[0].message.as_deref()), (NETWORK_CONDITION, Some("overlaps")));
     }
 }

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
-use vmaas_function::xr::{FunctionInput, NetworkXrSpec, VmXrSpec, render_network, render_vm};
+use vmaas_function::render::{render_network, render_physical, render_vm};
+use vmaas_function::xr::{FunctionInput, NetworkXrSpec, PhysicalNetworkXrSpec, VmXrSpec};
 use vmaas_model::k8s::observe::vm_phase;
 use vmaas_model::{Phase, Template};
 
@@ -71,10 +72,9 @@ fn check_udn_cel(udn: &Value) {
     if ipam["lifecycle"] == "Persistent" {
         assert!(ipam.get("mode").is_none() || ipam["mode"] == "Enabled");
     }
-    // Primary networks need subnets unless IPAM is disabled.
-    if l2["role"] == "Primary" {
-        assert!(!l2["subnets"].as_array().unwrap().is_empty());
-    }
+    // Subnets are required unless IPAM is disabled.
+    assert!(!l2["subnets"].as_array().unwrap().is_empty());
+    assert!(l2.get("joinSubnets").is_none() || l2["role"] == "Primary", "joinSubnets is only for a primary network");
 }
 
 #[test]
@@ -82,18 +82,20 @@ fn seed_vm_renders_valid_objects() {
     let input = input();
     let xr = example("xr-virtualmachine.yaml");
     let spec: VmXrSpec = serde_json::from_value(xr["spec"].clone()).unwrap();
-    let r = render_vm("myvm", &spec, &template(&input, "simple_vm"), &input).unwrap();
+    let r = render_vm("myvm", "team-a", &spec, &template(&input, "simple_vm"), &input).unwrap();
 
     let vm = serde_json::to_value(&r.vm).unwrap();
     assert_valid(&json_schema("kubevirt.io_virtualmachine_v1.json"), &vm, "the KubeVirt VirtualMachine");
     assert_eq!(vm["apiVersion"], "kubevirt.io/v1");
-    assert_eq!(vm["metadata"]["namespace"], "vmaas-myvm");
+    assert_eq!(vm["metadata"]["namespace"], "team-a", "in the XR's namespace");
     assert_eq!(vm["spec"]["runStrategy"], "Always");
     let vmi = &vm["spec"]["template"]["spec"];
     assert_eq!(vmi["domain"]["cpu"]["cores"], 4);
     assert_eq!(vmi["domain"]["memory"]["guest"], "4Gi", "as written");
     assert_eq!(vmi["evictionStrategy"], "LiveMigrateIfPossible");
-    assert_eq!(vmi["domain"]["devices"]["interfaces"][0]["binding"]["name"], "l2bridge", "primary UDN binding");
+    assert!(vmi["domain"]["devices"]["interfaces"][0]["masquerade"].is_object(), "the pod network first");
+    assert_eq!(vmi["domain"]["devices"]["interfaces"][1], json!({"name": "private", "bridge": {}}), "bridged onto the private network");
+    assert_eq!(vmi["networks"][1], json!({"name": "private", "multus": {"networkName": "myvm-net"}}));
     assert_eq!(vmi["readinessProbe"]["tcpSocket"]["port"], 22);
     assert!(vmi["volumes"][1]["cloudInitNoCloud"]["userData"].as_str().unwrap().contains("ssh-ed25519"));
     let dv = &vm["spec"]["dataVolumeTemplates"][0];
@@ -106,9 +108,7 @@ fn seed_vm_renders_valid_objects() {
     assert_valid(&crd_schema("k8s.ovn.org_userdefinednetworks.yaml"), &udn, "the UserDefinedNetwork");
     check_udn_cel(&udn);
     assert_eq!(udn["spec"]["layer2"]["subnets"], json!(["10.200.0.0/16"]));
-
-    let ns = serde_json::to_value(r.namespace.as_ref().unwrap()).unwrap();
-    assert_eq!(ns["metadata"]["labels"]["k8s.ovn.org/primary-user-defined-network"], "");
+    assert_eq!(udn["metadata"], json!({"name": "myvm-net", "namespace": "team-a"}));
 
     let svc = serde_json::to_value(r.service.as_ref().unwrap()).unwrap();
     assert_eq!(svc["spec"]["type"], "LoadBalancer");
@@ -128,12 +128,13 @@ fn stopped_vm_without_network_uses_the_pod_network() {
     let input = input();
     let spec: VmXrSpec =
         serde_json::from_value(json!({"template": "simple_vm", "state": "stopped", "templateParameters": {"vm_memory": "8Gi"}})).unwrap();
-    let r = render_vm("plain", &spec, &template(&input, "simple_vm"), &input).unwrap();
+    let r = render_vm("plain", "team-a", &spec, &template(&input, "simple_vm"), &input).unwrap();
     let vm = serde_json::to_value(&r.vm).unwrap();
     assert_valid(&json_schema("kubevirt.io_virtualmachine_v1.json"), &vm, "the KubeVirt VirtualMachine");
     assert_eq!(vm["spec"]["runStrategy"], "Halted");
     assert_eq!(vm["spec"]["template"]["spec"]["domain"]["memory"]["guest"], "8Gi", "a bare value is accepted");
     assert!(vm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][0].get("masquerade").is_some());
+    assert_eq!(vm["spec"]["template"]["spec"]["networks"].as_array().unwrap().len(), 1, "only the pod network");
     assert!(r.udn.is_none());
 }
 
@@ -143,26 +144,68 @@ fn bad_parameters_give_the_servers_messages() {
     let spec: VmXrSpec =
         serde_json::from_value(json!({"template": "simple_vm", "templateParameters": {"vm_memory": {"value": "4GB"}, "vm_colour": "red"}}))
             .unwrap();
-    let errs = render_vm("bad", &spec, &template(&input, "simple_vm"), &input).unwrap_err().to_string();
+    let errs = render_vm("bad", "team-a", &spec, &template(&input, "simple_vm"), &input).unwrap_err().to_string();
     assert!(errs.contains("spec.templateParameters.vm_colour: unknown parameter \"vm_colour\"; valid parameters are: vm_cpu_cores, vm_disk_size, vm_memory"), "{errs}");
     assert!(errs.contains("spec.templateParameters.vm_memory.value: \"4GB\" has an unknown suffix \"GB\""), "{errs}");
+}
+
+fn physical(spec: Value) -> PhysicalNetworkXrSpec {
+    PhysicalNetworkXrSpec::from_xr(&spec).unwrap()
 }
 
 #[test]
 fn networks_render_valid_udn_and_localnet_cudn() {
     let spec: NetworkXrSpec = serde_json::from_value(example("xr-virtualprivatenetwork.yaml")["spec"].clone()).unwrap();
-    let n = render_network("example", &spec);
-    let udn = serde_json::to_value(n.udn.as_ref().unwrap()).unwrap();
+    let udn = serde_json::to_value(render_network("example", "team-a", &spec).unwrap()).unwrap();
     assert_valid(&crd_schema("k8s.ovn.org_userdefinednetworks.yaml"), &udn, "the UserDefinedNetwork");
     check_udn_cel(&udn);
-    assert_eq!(udn["metadata"]["namespace"], "vmaas-net-example");
+    assert_eq!(udn["metadata"], json!({"name": "example", "namespace": "team-a"}));
+    assert_eq!(udn["spec"]["layer2"]["role"], "Secondary");
 
-    let local: NetworkXrSpec = serde_json::from_value(json!({"ipv4Cidr": "192.168.50.0/24", "localnet": "physnet1"})).unwrap();
-    let n = render_network("lab", &local);
-    let cudn = serde_json::to_value(n.cudn.as_ref().unwrap()).unwrap();
+    let lab = physical(example("xr-physicalnetwork.yaml")["spec"].clone());
+    let cudn = serde_json::to_value(render_physical("lab", &lab).unwrap()).unwrap();
     assert_valid(&crd_schema("k8s.ovn.org_clusteruserdefinednetworks.yaml"), &cudn, "the ClusterUserDefinedNetwork");
     assert_eq!(cudn["spec"]["network"]["topology"], "Localnet");
+    assert_eq!(cudn["metadata"].get("namespace"), None, "cluster-scoped");
     assert!(is_cidr(cudn["spec"]["network"]["localnet"]["subnets"][0].as_str().unwrap()));
+    let bring_your_own = physical(json!({"physicalNetworkName": "physnet1", "namespaces": ["team-a", "team-b"]}));
+    let cudn = serde_json::to_value(render_physical("dc", &bring_your_own).unwrap()).unwrap();
+    assert_valid(&crd_schema("k8s.ovn.org_clusteruserdefinednetworks.yaml"), &cudn, "a localnet without IPAM");
+}
+
+#[test]
+fn bad_networks_name_their_fields() {
+    let bad = NetworkXrSpec { ipv4_cidr: "10.0.0.1/8".into() };
+    let e = render_network("n", "team-a", &bad).unwrap_err().to_string();
+    assert!(e.contains("spec.ipv4Cidr") && e.contains("host bits"), "{e}");
+    let e =
+        render_physical("p", &physical(json!({"physicalNetworkName": "a:b", "ipv4Cidr": "nope", "vlan": 5000, "namespaces": ["Team_A"]})))
+            .unwrap_err()
+            .to_string();
+    for field in ["spec.physicalNetworkName", "spec.ipv4Cidr", "spec.vlan", "spec.namespaces[0]"] {
+        assert!(e.contains(field), "{field} in {e}");
+    }
+    assert!(render_physical("p", &physical(json!({"physicalNetworkName": "x", "namespaces": []}))).is_err());
+    let input = input();
+    let spec: VmXrSpec =
+        serde_json::from_value(json!({"template": "simple_vm", "network": "10.0.0.0/33", "physicalNetwork": "No"})).unwrap();
+    let e = render_vm("v", "team-a", &spec, &template(&input, "simple_vm"), &input).unwrap_err().to_string();
+    assert!(e.contains("spec.network") && e.contains("spec.physicalNetwork"), "{e}");
+}
+
+#[test]
+fn a_vm_on_a_named_network_and_a_physical_one_gets_a_nic_on_each() {
+    let input = input();
+    let spec: VmXrSpec = serde_json::from_value(json!({"template": "simple_vm", "network": "example", "physicalNetwork": "lab"})).unwrap();
+    let r = render_vm("two", "team-a", &spec, &template(&input, "simple_vm"), &input).unwrap();
+    assert!(r.udn.is_none(), "the named network is its own XR's");
+    let vm = serde_json::to_value(&r.vm).unwrap();
+    assert_valid(&json_schema("kubevirt.io_virtualmachine_v1.json"), &vm, "the KubeVirt VirtualMachine");
+    assert_eq!(
+        vm["spec"]["template"]["spec"]["networks"],
+        json!([{"name": "default", "pod": {}}, {"name": "private", "multus": {"networkName": "example"}},
+               {"name": "physical", "multus": {"networkName": "lab"}}])
+    );
 }
 
 #[test]
@@ -178,14 +221,12 @@ fn kubevirt_status_maps_to_phases() {
 fn the_schema_check_catches_bad_objects() {
     let input = input();
     let spec: VmXrSpec = serde_json::from_value(json!({"template": "simple_vm"})).unwrap();
-    let mut vm = serde_json::to_value(render_vm("x", &spec, &template(&input, "simple_vm"), &input).unwrap().vm).unwrap();
+    let mut vm = serde_json::to_value(render_vm("x", "team-a", &spec, &template(&input, "simple_vm"), &input).unwrap().vm).unwrap();
     vm["spec"]["runStrategy"] = json!(5);
     vm["spec"]["template"]["spec"]["domain"]["devices"]["gpus"] = json!([{"deviceName": "nvidia.com/A10"}]);
     let validator = jsonschema::validator_for(&json_schema("kubevirt.io_virtualmachine_v1.json")).unwrap();
     assert!(validator.iter_errors(&vm).count() >= 2, "a number runStrategy and a GPU without a name are refused");
-    let mut udn =
-        serde_json::to_value(render_network("n", &serde_json::from_value(json!({"ipv4Cidr": "10.0.0.0/8"})).unwrap()).udn.unwrap())
-            .unwrap();
+    let mut udn = serde_json::to_value(render_network("n", "team-a", &NetworkXrSpec { ipv4_cidr: "10.0.0.0/8".into() }).unwrap()).unwrap();
     udn["spec"]["topology"] = json!("Mesh");
     assert!(!jsonschema::validator_for(&crd_schema("k8s.ovn.org_userdefinednetworks.yaml")).unwrap().is_valid(&udn));
 }
@@ -196,13 +237,12 @@ fn the_schema_check_catches_bad_objects() {
 fn snapshots_of_every_object_kind() {
     let input = input();
     let spec: VmXrSpec = serde_json::from_value(example("xr-virtualmachine.yaml")["spec"].clone()).unwrap();
-    let r = render_vm("myvm", &spec, &template(&input, "simple_vm"), &input).unwrap();
+    let r = render_vm("myvm", "team-a", &spec, &template(&input, "simple_vm"), &input).unwrap();
     insta::assert_json_snapshot!("kubevirt_virtualmachine", r.vm);
-    insta::assert_json_snapshot!("namespace", r.namespace.unwrap());
     insta::assert_json_snapshot!("userdefinednetwork", r.udn.unwrap());
     insta::assert_json_snapshot!("loadbalancer_service", r.service.unwrap());
-    let local: NetworkXrSpec = serde_json::from_value(json!({"ipv4Cidr": "192.168.50.0/24", "localnet": "physnet1"})).unwrap();
-    insta::assert_json_snapshot!("clusteruserdefinednetwork", render_network("lab", &local).cudn.unwrap());
+    let lab = physical(example("xr-physicalnetwork.yaml")["spec"].clone());
+    insta::assert_json_snapshot!("clusteruserdefinednetwork", render_physical("lab", &lab).unwrap());
 }
 
 #[test]
@@ -215,7 +255,7 @@ fn crossplane_s_own_xr_fields_are_accepted() {
     xr["spec"]["resourceRefs"] = serde_json::json!([]);
     let spec = VmXrSpec::from_xr(&xr["spec"]).expect("Crossplane's fields are accepted");
     let input = input();
-    assert!(render_vm("myvm", &spec, &template(&input, &spec.template), &input).is_ok());
+    assert!(render_vm("myvm", "team-a", &spec, &template(&input, &spec.template), &input).is_ok());
     // A misspelt field of ours is still refused.
     xr["spec"]["tempalte"] = serde_json::json!("x");
     let err = VmXrSpec::from_xr(&xr["spec"]).unwrap_err().to_string();
@@ -223,13 +263,24 @@ fn crossplane_s_own_xr_fields_are_accepted() {
 }
 
 #[test]
-fn names_too_long_for_kubernetes_are_caught() {
+fn every_derived_name_fits_and_names_of_two_long_vms_differ() {
     let input = input();
     let spec = VmXrSpec::from_xr(&example("xr-virtualmachine.yaml")["spec"]).unwrap();
-    let ok = render_vm(&"a".repeat(40), &spec, &template(&input, "simple_vm"), &input).unwrap();
-    assert_eq!(ok.too_long(), None, "{:?}", ok.names());
-    // A valid DNS label of 60 characters still makes `vmaas-<name>` and `<name>-floating-ip` too long.
-    let long = render_vm(&"b".repeat(60), &spec, &template(&input, "simple_vm"), &input).unwrap();
-    let name = long.too_long().expect("a derived name over 63 characters");
-    assert!(name.len() > 63 && name.contains(&"b".repeat(60)), "{name}");
+    let names = |vm: &str| {
+        let r = render_vm(vm, "team-a", &spec, &template(&input, "simple_vm"), &input).unwrap();
+        let mut n = vec![r.vm.metadata.name.clone().unwrap()];
+        n.extend(r.vm.spec.data_volume_templates.iter().filter_map(|d| d.metadata.name.clone()));
+        n.extend(r.udn.iter().filter_map(|u| u.metadata.name.clone()));
+        n.extend(r.service.iter().filter_map(|s| s.metadata.name.clone()));
+        n
+    };
+    assert_eq!(names("myvm"), ["myvm", "myvm-root", "myvm-net", "myvm-floating-ip"], "short names stay readable");
+    let a = names(&format!("{}a", "v".repeat(62)));
+    let b = names(&format!("{}b", "v".repeat(62)));
+    for n in a.iter().chain(&b) {
+        assert!(n.len() <= 63 && vmaas_model::validation::check_dns_label(n).is_ok(), "{n}");
+    }
+    for (x, y) in a.iter().zip(&b) {
+        assert_ne!(x, y, "two VMs whose names share a long prefix get different objects");
+    }
 }

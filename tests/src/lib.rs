@@ -5,6 +5,7 @@
 //!
 //! Build the binaries first: `cargo build --bins` (the test script does).
 
+pub mod crossplane;
 pub mod k8s;
 pub mod vms;
 

@@ -28,6 +28,7 @@ fn case_dir() -> tempfile::TempDir {
         ("observed-virtualmachine.yaml", "observed.json"),
         ("input.yaml", "input.json"),
         ("xr-virtualprivatenetwork.yaml", "network.json"),
+        ("xr-physicalnetwork.yaml", "physical.json"),
     ] {
         let text = std::fs::read_to_string(repo().join("examples/compositions").join(yaml)).unwrap();
         let v: serde_json::Value = yaml_to_json(&text);

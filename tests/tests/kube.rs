@@ -1,13 +1,14 @@
 //! What the model renders for Kubernetes, against a real kube-apiserver with
 //! the real CRDs (`vmaas_tests::k8s`): accepted with strict field
 //! validation by server-side apply, and read back through KubeVirt's and
-//! the Service's status the way the model observes it.
+//! the Service's status the way the model observes it. The whole package,
+//! composed through the function, is tested in `composition.rs`.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 use vmaas_model::k8s::observe::observe_vm;
-use vmaas_model::k8s::render::{FloatingIp, PodNetwork, VmOptions, render_vm};
+use vmaas_model::k8s::render::{FloatingIp, VmOptions, render_vm};
 use vmaas_model::{MachineSpec, Phase, PowerState, Template, VirtualMachineTemplate};
 use vmaas_tests::k8s::Cluster;
 use vmaas_tests::vms::TINY;
@@ -22,7 +23,7 @@ fn options(power: PowerState) -> VmOptions {
         name: "web".into(),
         namespace: "team-a".into(),
         power,
-        network: PodNetwork::Masquerade,
+        attachments: vec![],
         data_source_namespace: "os-images".into(),
         storage_class: None,
         floating_ip: FloatingIp::default(),
@@ -83,68 +84,6 @@ async fn a_stopped_vm_renders_halted_and_is_accepted() {
     let (st, vm_now) = k.write_status(&vm, "virtualmachines", json!({"ready": false, "printableStatus": "Stopped"})).await;
     assert_eq!(st, 200, "{vm_now}");
     assert!(matches!(observe_vm(Some(&vm_now), None, None, false).phase, Phase::Stopped));
-}
-
-/// The CRD Crossplane generates for the XRs of `xrd` (with `../shared/k8s/xrd2crd.py`).
-fn xr_crd(xrd: &str) -> Value {
-    let script = vmaas_tests::k8s::k8s_dir().join("xrd2crd.py");
-    let xrd = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/compositions").join(xrd);
-    let out = std::process::Command::new("python3").arg(script).arg(&xrd).output().unwrap();
-    assert!(out.status.success(), "xrd2crd: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn example(file: &str) -> Value {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/compositions").join(file);
-    serde_norway::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn xrs_and_the_status_the_function_writes_are_accepted_as_crossplane_installs_them() {
-    use vmaas_function::status::{network_status, vm_status};
-    use vmaas_model::{Desired, Observation, Reason, VirtualMachineStatus, derive_status};
-    let k = Cluster::start().await;
-    for xrd in ["xrd-virtualmachine.yaml", "xrd-virtualprivatenetwork.yaml"] {
-        let name = k.install_crd(&xr_crd(xrd)).await;
-        k.wait_established(&name).await;
-    }
-    k.namespace("team-a").await;
-    // The example XRs, with what Crossplane v2 writes into them.
-    let mut vm = example("xr-virtualmachine.yaml");
-    vm["spec"]["crossplane"] = json!({"compositionRef": {"name": "vmaas-virtualmachine"}, "resourceRefs": []});
-    let (st, body) = k.apply(&vm, "virtualmachines", "crossplane").await;
-    assert!(st == 200 || st == 201, "the example VM XR is refused: {st} {body:#}");
-    let net = example("xr-virtualprivatenetwork.yaml");
-    let (st, body) = k.apply(&net, "virtualprivatenetworks", "crossplane").await;
-    assert!(st == 200 || st == 201, "the example network XR is refused: {st} {body:#}");
-
-    // The status the function writes, for a failed and for a ready VM, through the status subresource.
-    let started = Desired::Power(PowerState::Started);
-    let failed = derive_status(
-        started,
-        &Observation::new(Phase::Failed(Reason::new("DataVolumeError", "the boot image cannot be cloned"))),
-        &VirtualMachineStatus::default(),
-        chrono::Utc::now(),
-    );
-    let mut ready_obs = Observation::new(Phase::Ready);
-    ready_obs.internal_ip = Some("10.200.0.5".into());
-    ready_obs.external_ip = Some("192.0.2.10".into());
-    let ready = derive_status(started, &ready_obs, &failed, chrono::Utc::now());
-    for s in [&failed, &ready] {
-        let (st, body) = k.write_status(&vm, "virtualmachines", vm_status(s)).await;
-        assert_eq!(st, 200, "the XR status is refused: {body:#}");
-    }
-    let (_, now) = k.request(reqwest::Method::GET, &Cluster::path_of(&vm, "virtualmachines"), None, None).await;
-    assert_eq!((now["status"]["state"].as_str(), now["status"]["externalIP"].as_str()), (Some("READY"), Some("192.0.2.10")), "{now:#}");
-    // Crossplane's own conditions sit beside it in the schema it installs.
-    let crossplane =
-        json!({"conditions": [{"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": "2026-11-22T10:00:00Z"}]});
-    let (st, body) = k.write_status(&vm, "virtualmachines", crossplane).await;
-    assert_eq!(st, 200, "{body:#}");
-    let (st, body) = k.write_status(&net, "virtualprivatenetworks", network_status("team-a", "192.168.100.0/24")).await;
-    assert_eq!(st, 200, "{body:#}");
-    let (_, now) = k.request(reqwest::Method::GET, &Cluster::path_of(&net, "virtualprivatenetworks"), None, None).await;
-    assert_eq!(now["status"]["ipv4Cidr"], "192.168.100.0/24", "a declared field, not pruned: {now:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -183,19 +183,13 @@ pub struct Interface {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<serde_json::Value>")]
     pub masquerade: Option<Value>,
-    /// `{name: l2bridge}` on a primary user-defined network.
+    /// `bridge` on a secondary (Multus) network.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub binding: Option<Binding>,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub bridge: Option<Value>,
     /// Guest ports (masquerade).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<Port>,
-}
-
-/// A network binding plugin.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-pub struct Binding {
-    /// e.g. `l2bridge`.
-    pub name: String,
 }
 
 /// A port on an interface.
@@ -217,14 +211,27 @@ pub struct GpuDevice {
     pub device_name: String,
 }
 
-/// A network: the pod network (or the primary UDN that replaces it).
+/// A network: the pod network, or a Multus network (the attachment
+/// definition OVN-K creates for a user-defined network).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 pub struct Network {
     /// Name.
     pub name: String,
-    /// `{}`.
-    #[schemars(with = "serde_json::Value")]
-    pub pod: Value,
+    /// `{}` for the pod network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub pod: Option<Value>,
+    /// The Multus network, for a secondary one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multus: Option<Multus>,
+}
+
+/// A Multus network reference.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Multus {
+    /// `[namespace/]name` of the network attachment definition.
+    pub network_name: String,
 }
 
 /// A volume.
@@ -269,7 +276,7 @@ pub struct UserDefinedNetworkSpec {
 /// A layer-2 network.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 pub struct Layer2 {
-    /// `Primary`.
+    /// `Secondary`: an extra NIC beside the pod network.
     pub role: String,
     /// CIDRs.
     pub subnets: Vec<String>,

@@ -4,7 +4,9 @@
 //! - [`crd`]: typed subsets of KubeVirt, CDI and OVN-K UDN objects.
 //! - [`render`]: a machine spec plus plain options into those objects.
 //! - [`observe`]: their reported status back into an observation.
+//! - [`names`]: names of rendered objects that always fit.
 
 pub mod crd;
+pub mod names;
 pub mod observe;
 pub mod render;

@@ -25,9 +25,12 @@ pub fn vm_phase(vm: Option<&Value>, started: bool) -> Phase {
     }
 }
 
-/// The first interface address a VMI reports.
+/// The VM's internal address from its VMI: its first attachment's (a NIC
+/// other than the pod network's `default`), else the pod network's.
 pub fn vmi_address(vmi: &Value) -> Option<String> {
-    vmi["status"]["interfaces"].as_array()?.first()?["ipAddress"].as_str().map(str::to_owned)
+    let nics = vmi["status"]["interfaces"].as_array()?;
+    let address = |n: &Value| n["ipAddress"].as_str().filter(|a| !a.is_empty()).map(str::to_owned);
+    nics.iter().filter(|n| n["name"] != "default").find_map(address).or_else(|| nics.iter().find_map(address))
 }
 
 /// The ingress address (or host name) of a LoadBalancer Service.
@@ -64,5 +67,10 @@ mod tests {
         let svc = json!({"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}}});
         let obs = observe_vm(Some(&ready), Some(&vmi), Some(&svc), true);
         assert_eq!((obs.internal_ip.as_deref(), obs.external_ip.as_deref()), (Some("10.128.0.5"), Some("192.0.2.10")));
+        let two = json!({"status": {"interfaces": [
+            {"name": "default", "ipAddress": "10.128.0.5"}, {"name": "private", "ipAddress": "10.200.0.7"}]}});
+        assert_eq!(vmi_address(&two).as_deref(), Some("10.200.0.7"), "the attachment's address comes first");
+        let pending = json!({"status": {"interfaces": [{"name": "default", "ipAddress": "10.128.0.5"}, {"name": "private"}]}});
+        assert_eq!(vmi_address(&pending).as_deref(), Some("10.128.0.5"));
     }
 }

@@ -1,24 +1,23 @@
 //! Pure rendering: a [`MachineSpec`] plus plain options into the Kubernetes
 //! objects that run it (a KubeVirt VM with its disks, a LoadBalancer
-//! Service), and the namespaces and OVN-K networks they live in. The
+//! Service), and the OVN-K user-defined networks they attach to. The
 //! Crossplane function and a KubeVirt backend both render through here.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Namespace, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta as K8sMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::crd::*;
+use super::names::derived;
 use crate::machine::{DiskSource, MachineSpec};
 use crate::{PowerState, ProbeCheck, Protocol};
 
 /// Label on the launcher pod that the LoadBalancer selects.
 pub const VM_LABEL: &str = "vmaas.io/vm";
-/// Label of a namespace whose primary network is a user-defined network.
-pub const PRIMARY_UDN_LABEL: &str = "k8s.ovn.org/primary-user-defined-network";
 
 /// How floating IPs are implemented.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,13 +35,14 @@ fn metallb() -> String {
     "metallb".into()
 }
 
-/// How a VM's default NIC is attached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PodNetwork {
-    /// The cluster's pod network, masqueraded.
-    Masquerade,
-    /// The namespace's primary user-defined network, bridged at layer 2.
-    PrimaryUdn,
+/// A secondary NIC: bridged onto a Multus network, the attachment
+/// definition OVN-K creates for a user-defined network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attachment {
+    /// The interface's (and network's) name in the VM.
+    pub name: String,
+    /// The network attachment definition, `[namespace/]name`.
+    pub network_name: String,
 }
 
 /// Everything besides the machine that decides how a VM renders.
@@ -54,8 +54,9 @@ pub struct VmOptions {
     pub namespace: String,
     /// Run or stay off.
     pub power: PowerState,
-    /// How the default NIC is attached.
-    pub network: PodNetwork,
+    /// NICs beside the default one (the pod network, masqueraded, which
+    /// carries the floating IP and the readiness probe).
+    pub attachments: Vec<Attachment>,
     /// Namespace of the CDI DataSources that images name.
     pub data_source_namespace: String,
     /// Storage class of the disks (the cluster default when absent).
@@ -73,38 +74,52 @@ pub struct RenderedVm {
     pub service: Option<Service>,
 }
 
-/// A namespace managed by vmaas, labelled for a primary UDN when asked.
-pub fn namespace(name: &str, primary_udn: bool) -> Namespace {
-    let mut labels = BTreeMap::from([("app.kubernetes.io/managed-by".to_owned(), "function-vmaas".to_owned())]);
-    if primary_udn {
-        labels.insert(PRIMARY_UDN_LABEL.into(), String::new());
-    }
-    Namespace { metadata: K8sMeta { name: Some(name.into()), labels: Some(labels), ..Default::default() }, ..Default::default() }
-}
-
-/// A primary layer-2 UDN `name` in namespace `ns` with subnet `cidr`, with persistent IPAM.
+/// A secondary layer-2 UDN `name` in namespace `ns` with subnet `cidr`,
+/// with persistent IPAM (a VM keeps its address across migrations).
 pub fn udn(name: &str, ns: &str, cidr: &str) -> UserDefinedNetwork {
     let mut u = UserDefinedNetwork::new(
         name,
         UserDefinedNetworkSpec {
             topology: "Layer2".into(),
-            layer2: Layer2 { role: "Primary".into(), subnets: vec![cidr.into()], ipam: Ipam { lifecycle: "Persistent".into() } },
+            layer2: Layer2 { role: "Secondary".into(), subnets: vec![cidr.into()], ipam: Ipam { lifecycle: "Persistent".into() } },
         },
     );
     u.metadata.namespace = Some(ns.into());
     u
 }
 
-/// A secondary localnet CUDN `name` on physical network `physical`, selecting namespace `ns`.
-pub fn localnet_cudn(name: &str, ns: &str, physical: &str, cidr: &str) -> ClusterUserDefinedNetwork {
+/// A physical (localnet) network as OVN-K offers it to namespaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Localnet<'a> {
+    /// The bridge mapping's name on the nodes.
+    pub physical_network: &'a str,
+    /// The subnet OVN-K assigns addresses from, or none (the guests bring
+    /// their own addresses, e.g. from the physical network's DHCP).
+    pub cidr: Option<&'a str>,
+    /// The access VLAN, if the network is tagged.
+    pub vlan: Option<u16>,
+    /// The namespaces whose VMs may attach.
+    pub namespaces: &'a [String],
+}
+
+/// A secondary localnet CUDN `name` on `net`, selecting its namespaces.
+pub fn localnet_cudn(name: &str, net: &Localnet<'_>) -> ClusterUserDefinedNetwork {
+    let mut localnet = json!({"role": "Secondary", "physicalNetworkName": net.physical_network});
+    match net.cidr {
+        Some(c) => {
+            localnet["subnets"] = json!([c]);
+            localnet["ipam"] = json!({"mode": "Enabled", "lifecycle": "Persistent"});
+        }
+        None => localnet["ipam"] = json!({"mode": "Disabled"}),
+    }
+    if let Some(id) = net.vlan {
+        localnet["vlan"] = json!({"mode": "Access", "access": {"id": id}});
+    }
     ClusterUserDefinedNetwork::new(
         name,
         ClusterUserDefinedNetworkSpec {
-            namespace_selector: json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": [ns]}]}),
-            network: json!({
-                "topology": "Localnet",
-                "localnet": {"role": "Secondary", "physicalNetworkName": physical, "subnets": [cidr], "ipam": {"mode": "Enabled", "lifecycle": "Persistent"}}
-            }),
+            namespace_selector: json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": net.namespaces}]}),
+            network: json!({"topology": "Localnet", "localnet": localnet}),
         },
     )
 }
@@ -188,7 +203,7 @@ fn disks(spec: &MachineSpec, o: &VmOptions) -> (Vec<DataVolumeTemplate>, Vec<Dis
         let (disk_name, dv_name, source_ref, source) = match d.source {
             DiskSource::Image => (
                 "rootdisk".to_owned(),
-                format!("{}-root", o.name),
+                derived(&o.name, "root"),
                 Some(SourceRef {
                     kind: "DataSource".into(),
                     name: spec.boot.image.clone(),
@@ -196,7 +211,7 @@ fn disks(spec: &MachineSpec, o: &VmOptions) -> (Vec<DataVolumeTemplate>, Vec<Dis
                 }),
                 None,
             ),
-            DiskSource::Blank => (d.name.clone(), format!("{}-{}", o.name, d.name), None, Some(json!({"blank": {}}))),
+            DiskSource::Blank => (d.name.clone(), derived(&o.name, &d.name), None, Some(json!({"blank": {}}))),
         };
         dvs.push(DataVolumeTemplate {
             metadata: ObjectMeta { name: Some(dv_name.clone()), ..Default::default() },
@@ -221,15 +236,15 @@ fn disks(spec: &MachineSpec, o: &VmOptions) -> (Vec<DataVolumeTemplate>, Vec<Dis
     (dvs, disks, volumes)
 }
 
-fn interface(spec: &MachineSpec, o: &VmOptions) -> Interface {
-    match o.network {
-        PodNetwork::PrimaryUdn => {
-            Interface { name: "default".into(), masquerade: None, binding: Some(Binding { name: "l2bridge".into() }), ports: vec![] }
-        }
-        PodNetwork::Masquerade => {
-            Interface { name: "default".into(), masquerade: Some(json!({})), binding: None, ports: masquerade_ports(spec) }
-        }
+/// The default NIC (pod network, masqueraded) and one bridged NIC per attachment.
+fn interfaces(spec: &MachineSpec, o: &VmOptions) -> (Vec<Interface>, Vec<Network>) {
+    let mut nics = vec![Interface { name: "default".into(), masquerade: Some(json!({})), bridge: None, ports: masquerade_ports(spec) }];
+    let mut nets = vec![Network { name: "default".into(), pod: Some(json!({})), multus: None }];
+    for a in &o.attachments {
+        nics.push(Interface { name: a.name.clone(), masquerade: None, bridge: Some(json!({})), ports: vec![] });
+        nets.push(Network { name: a.name.clone(), pod: None, multus: Some(Multus { network_name: a.network_name.clone() }) });
     }
+    (nics, nets)
 }
 
 /// The ports KubeVirt forwards into a masqueraded guest: the exposed ones,
@@ -256,6 +271,7 @@ fn eviction_strategy(spec: &MachineSpec) -> &'static str {
 pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
     let labels = BTreeMap::from([(VM_LABEL.to_owned(), o.name.clone())]);
     let (data_volume_templates, disks, volumes) = disks(spec, o);
+    let (interfaces, networks) = interfaces(spec, o);
     let mut vm = VirtualMachine::new(
         &o.name,
         VirtualMachineSpec {
@@ -269,7 +285,7 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
                         memory: Memory { guest: spec.memory.as_str().to_owned() },
                         devices: Devices {
                             disks,
-                            interfaces: vec![interface(spec, o)],
+                            interfaces,
                             gpus: spec
                                 .gpus
                                 .iter()
@@ -278,7 +294,7 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
                         },
                     },
                     eviction_strategy: eviction_strategy(spec).into(),
-                    networks: vec![Network { name: "default".into(), pod: json!({}) }],
+                    networks,
                     volumes,
                     readiness_probe: readiness_probe(spec),
                 },
@@ -314,7 +330,7 @@ fn service(spec: &MachineSpec, o: &VmOptions) -> Option<Service> {
         .collect();
     Some(Service {
         metadata: K8sMeta {
-            name: Some(format!("{}-floating-ip", o.name)),
+            name: Some(derived(&o.name, "floating-ip")),
             namespace: Some(o.namespace.clone()),
             annotations: Some(annotations),
             labels: Some(labels.clone()),
@@ -336,7 +352,7 @@ mod tests {
             name: "web".into(),
             namespace: "team-a".into(),
             power,
-            network: PodNetwork::Masquerade,
+            attachments: vec![],
             data_source_namespace: "images".into(),
             storage_class: None,
             floating_ip: FloatingIp::default(),
@@ -402,5 +418,27 @@ mod tests {
         );
         let alone = Ci { user_data: Some("#!/bin/sh\n".into()), ssh_keys: vec![] };
         assert_eq!(cloud_init_user_data(&alone), "#!/bin/sh\n");
+    }
+
+    #[test]
+    fn attachments_are_bridged_multus_nics_beside_the_pod_network() {
+        let mut o = options(PowerState::Started);
+        o.attachments = vec![Attachment { name: "private".into(), network_name: "lab".into() }];
+        let vm = serde_json::to_value(render_vm(&probed_on(22), &o).vm).unwrap();
+        let t = &vm["spec"]["template"]["spec"];
+        assert_eq!(t["domain"]["devices"]["interfaces"][1], json!({"name": "private", "bridge": {}}));
+        assert_eq!(t["networks"], json!([{"name": "default", "pod": {}}, {"name": "private", "multus": {"networkName": "lab"}}]));
+        assert!(t["domain"]["devices"]["interfaces"][0]["masquerade"].is_object(), "the pod network stays first");
+    }
+
+    #[test]
+    fn a_localnet_without_a_subnet_disables_ipam_and_a_vlan_is_access_mode() {
+        let ns = vec!["team-a".to_owned()];
+        let net = Localnet { physical_network: "physnet1", cidr: None, vlan: Some(120), namespaces: &ns };
+        let c = serde_json::to_value(localnet_cudn("lab", &net)).unwrap();
+        let l = &c["spec"]["network"]["localnet"];
+        assert_eq!((l["ipam"].clone(), l.get("subnets")), (json!({"mode": "Disabled"}), None));
+        assert_eq!(l["vlan"], json!({"mode": "Access", "access": {"id": 120}}));
+        assert_eq!(c["spec"]["namespaceSelector"]["matchExpressions"][0]["values"], json!(["team-a"]));
     }
 }

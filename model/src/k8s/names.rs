@@ -1,0 +1,55 @@
+//! Names of the objects rendered for one vmaas object: readable, stable
+//! across releases, and always valid Kubernetes names.
+
+/// Longest name of an object whose name must be a DNS label (a VM, whose
+/// VMI names its pod's host; a Service; a network).
+pub const MAX_NAME: usize = 63;
+
+/// Hex digits of the hash that keeps shortened names distinct.
+const HASH_DIGITS: usize = 8;
+
+/// `base-suffix` when that fits in [`MAX_NAME`] characters; otherwise a
+/// readable prefix of it, a dash and a short hash of the whole name, so two
+/// long names that share their prefix still differ.
+pub fn derived(base: &str, suffix: &str) -> String {
+    let full = if suffix.is_empty() { base.to_owned() } else { format!("{base}-{suffix}") };
+    if full.len() <= MAX_NAME {
+        return full;
+    }
+    let keep = MAX_NAME - HASH_DIGITS - 1;
+    // Names are ASCII (DNS labels); a prefix never ends in a dash.
+    let prefix = full[..keep].trim_end_matches(['-', '.']);
+    format!("{prefix}-{:0width$x}", fnv1a(&full) & 0xffff_ffff, width = HASH_DIGITS)
+}
+
+/// 64-bit FNV-1a: small, and fixed forever (a name must not change between
+/// releases, or every object would be renamed).
+fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_names_stay_readable_and_long_ones_fit_and_differ() {
+        assert_eq!(derived("web", "root"), "web-root");
+        assert_eq!(derived("web", ""), "web");
+        let a = derived(&"a".repeat(60), "root");
+        let b = derived(&"a".repeat(60), "data");
+        assert!(a.len() <= MAX_NAME && b.len() <= MAX_NAME, "{a} {b}");
+        assert_ne!(a, b);
+        assert!(a.starts_with(&"a".repeat(40)), "{a}");
+        assert_eq!(a, derived(&"a".repeat(60), "root"), "stable");
+        let dashed = derived(&format!("{}-{}", "x".repeat(53), "y".repeat(10)), "net");
+        assert!(!dashed.contains("--") && dashed.len() <= MAX_NAME, "{dashed}");
+    }
+
+    #[test]
+    fn the_hash_is_the_published_fnv1a() {
+        // Reference values of 64-bit FNV-1a.
+        assert_eq!(fnv1a(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a("a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}

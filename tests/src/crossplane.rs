@@ -1,0 +1,336 @@
+//! Crossplane's part, played against a real kube-apiserver ([`Cluster`]):
+//! one reconcile of a composite resource through the real `function-vmaas`
+//! over gRPC. Requirements are fetched until they settle (as Crossplane
+//! does, at most five calls), then every desired composed resource is
+//! applied the way Crossplane v2 applies it (server-side apply, the
+//! `crossplane.io/composite` label, the composition-resource-name
+//! annotation, a controller owner reference to the XR, a namespaced XR's
+//! resources forced into its namespace and cluster-scoped ones refused),
+//! resources no longer desired are deleted, and the XR's `resourceRefs` and
+//! status (Crossplane's `Ready` and `Synced` plus the function's
+//! conditions) are written.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use function_sdk_rust::proto::v1::function_runner_service_client::FunctionRunnerServiceClient;
+use function_sdk_rust::proto::v1::resource_selector::Match;
+use function_sdk_rust::proto::v1::{
+    Ready, Resource, ResourceSelector, Resources, RunFunctionRequest, RunFunctionResponse, Severity, State, Status,
+};
+use function_sdk_rust::resource::{json_to_struct, struct_to_json};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::k8s::Cluster;
+
+/// Crossplane's label naming a composed resource's XR.
+pub const COMPOSITE_LABEL: &str = "crossplane.io/composite";
+/// Crossplane's annotation naming a composed resource in the pipeline.
+pub const RESOURCE_NAME: &str = "crossplane.io/composition-resource-name";
+
+/// A running `function-vmaas`, killed on drop.
+pub struct FunctionProcess {
+    child: Child,
+    /// Its gRPC address.
+    pub addr: String,
+}
+
+impl FunctionProcess {
+    /// Starts the real binary on a free loopback port (insecure, as
+    /// Crossplane's `--insecure` development mode).
+    pub fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let addr = format!("127.0.0.1:{port}");
+        let child = Command::new(crate::bin("function-vmaas"))
+            .args(["--insecure", "--address", &addr, "--metrics-address", ""])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start function-vmaas");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(Instant::now() < deadline, "function-vmaas did not listen on {addr}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self { child, addr }
+    }
+}
+
+impl Drop for FunctionProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What one reconcile did.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Fatal results: nothing was applied.
+    pub fatal: Vec<String>,
+    /// Warning results.
+    pub warnings: Vec<String>,
+    /// The composed resources now in the cluster, by pipeline name.
+    pub composed: BTreeMap<String, Value>,
+    /// The XR now in the cluster.
+    pub xr: Value,
+}
+
+impl Outcome {
+    /// The condition `type` of the XR's status.
+    pub fn condition(&self, kind: &str) -> Option<&Value> {
+        self.xr["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == kind)
+    }
+
+    /// Whether Crossplane would call the XR ready.
+    pub fn ready(&self) -> bool {
+        self.condition("Ready").is_some_and(|c| c["status"] == "True")
+    }
+}
+
+/// An API resource as discovery describes it.
+#[derive(Debug, Clone)]
+pub struct ApiResource {
+    /// Its plural.
+    pub plural: String,
+    /// Whether its objects live in namespaces.
+    pub namespaced: bool,
+}
+
+/// Plays Crossplane for XRs whose Composition runs `function-vmaas` with `input`.
+pub struct Crossplane<'a> {
+    k: &'a Cluster,
+    addr: String,
+    input: Value,
+}
+
+/// The XRDs, Compositions and example XRs of the shipped package.
+pub fn compositions_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/compositions")
+}
+
+impl<'a> Crossplane<'a> {
+    /// Crossplane for a Composition whose pipeline step has `input`.
+    pub fn new(k: &'a Cluster, function: &FunctionProcess, input: Value) -> Self {
+        Self { k, addr: format!("http://{}", function.addr), input }
+    }
+
+    /// The plural and scope of `apiVersion`/`kind`, from discovery.
+    pub async fn discover(&self, api_version: &str, kind: &str) -> ApiResource {
+        let path = if api_version.contains('/') { format!("/apis/{api_version}") } else { format!("/api/{api_version}") };
+        let (st, list) = self.k.request(Method::GET, &path, None, None).await;
+        assert_eq!(st, 200, "discovery of {api_version}: {list}");
+        let r = list["resources"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|r| r["kind"] == kind && !r["name"].as_str().unwrap_or("/").contains('/')))
+            .unwrap_or_else(|| panic!("{api_version} serves no {kind}"));
+        ApiResource { plural: r["name"].as_str().unwrap().to_owned(), namespaced: r["namespaced"] == true }
+    }
+
+    async fn get(&self, obj: &Value) -> Option<Value> {
+        let r = self.discover(obj["apiVersion"].as_str()?, obj["kind"].as_str()?).await;
+        let (st, body) = self.k.request(Method::GET, &Cluster::path_of(obj, &r.plural), None, None).await;
+        (st == 200).then_some(body)
+    }
+
+    /// What a selector of the function's requirements matches.
+    async fn fetch(&self, s: &ResourceSelector) -> Vec<Value> {
+        let r = self.discover(&s.api_version, &s.kind).await;
+        let mut stub = json!({"apiVersion": s.api_version, "kind": s.kind, "metadata": {}});
+        if let Some(ns) = s.namespace.as_ref().filter(|_| r.namespaced) {
+            stub["metadata"]["namespace"] = json!(ns);
+        }
+        match &s.r#match {
+            Some(Match::MatchName(n)) => {
+                stub["metadata"]["name"] = json!(n);
+                let (st, body) = self.k.request(Method::GET, &Cluster::path_of(&stub, &r.plural), None, None).await;
+                if st == 200 { vec![body] } else { vec![] }
+            }
+            Some(Match::MatchLabels(l)) => {
+                let selector: Vec<String> = l.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let path = format!("{}?labelSelector={}", Cluster::path_of(&stub, &r.plural), selector.join(","));
+                let (_, body) = self.k.request(Method::GET, &path, None, None).await;
+                body["items"].as_array().cloned().unwrap_or_default()
+            }
+            None => {
+                let (_, body) = self.k.request(Method::GET, &Cluster::path_of(&stub, &r.plural), None, None).await;
+                let kind = s.kind.clone();
+                let items = body["items"].as_array().cloned().unwrap_or_default();
+                // A list answers without apiVersion/kind on its items.
+                items
+                    .into_iter()
+                    .map(|mut i| {
+                        i["apiVersion"] = json!(s.api_version);
+                        i["kind"] = json!(kind);
+                        i
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    fn resource(obj: &Value) -> Resource {
+        Resource { resource: obj.as_object().map(json_to_struct), ..Default::default() }
+    }
+
+    /// Calls the function until its requirements settle (at most five calls).
+    async fn run_pipeline(&self, xr: &Value, observed: &BTreeMap<String, Value>) -> RunFunctionResponse {
+        let mut client = FunctionRunnerServiceClient::connect(self.addr.clone()).await.expect("connect to function-vmaas");
+        let mut required: HashMap<String, Resources> = HashMap::new();
+        let mut asked: Option<HashMap<String, ResourceSelector>> = None;
+        for _ in 0..5 {
+            let req = RunFunctionRequest {
+                observed: Some(State {
+                    composite: Some(Self::resource(xr)),
+                    resources: observed.iter().map(|(k, v)| (k.clone(), Self::resource(v))).collect(),
+                }),
+                desired: Some(State { composite: Some(Resource::default()), resources: HashMap::new() }),
+                input: self.input.as_object().map(json_to_struct),
+                required_resources: required.clone(),
+                ..Default::default()
+            };
+            let rsp = client.run_function(req).await.expect("RunFunction").into_inner();
+            let now = rsp.requirements.as_ref().map(|r| r.resources.clone()).unwrap_or_default();
+            if asked.as_ref() == Some(&now) || now.is_empty() {
+                return rsp;
+            }
+            required.clear();
+            for (name, sel) in &now {
+                let items = self.fetch(sel).await.iter().map(Self::resource).collect();
+                required.insert(name.clone(), Resources { items });
+            }
+            asked = Some(now);
+        }
+        panic!("the function's requirements did not settle in five calls");
+    }
+
+    /// The composed resources of `xr` now in the cluster, by pipeline name.
+    async fn observed(&self, xr: &Value) -> BTreeMap<String, Value> {
+        let mut out = BTreeMap::new();
+        for r in xr["spec"]["crossplane"]["resourceRefs"].as_array().cloned().unwrap_or_default() {
+            let mut stub = json!({"apiVersion": r["apiVersion"], "kind": r["kind"], "metadata": {"name": r["name"]}});
+            let ns = r["namespace"].as_str().or(xr["metadata"]["namespace"].as_str());
+            let scope = self.discover(r["apiVersion"].as_str().unwrap(), r["kind"].as_str().unwrap()).await;
+            if let Some(ns) = ns.filter(|_| scope.namespaced) {
+                stub["metadata"]["namespace"] = json!(ns);
+            }
+            if let Some(obj) = self.get(&stub).await {
+                let key = obj["metadata"]["annotations"][RESOURCE_NAME].as_str().unwrap_or_default().to_owned();
+                out.insert(key, obj);
+            }
+        }
+        out
+    }
+
+    /// Makes `desired` a composed resource of `xr`, as Crossplane v2 does.
+    async fn compose(&self, xr: &Value, key: &str, mut desired: Value) -> Value {
+        let api = desired["apiVersion"].as_str().unwrap().to_owned();
+        let scope = self.discover(&api, desired["kind"].as_str().unwrap()).await;
+        if let Some(ns) = xr["metadata"]["namespace"].as_str() {
+            assert!(scope.namespaced, "a namespaced XR cannot compose the cluster-scoped {key}: {desired:#}");
+            let asked = desired["metadata"]["namespace"].as_str().unwrap_or(ns);
+            assert_eq!(asked, ns, "{key} is put in another namespace than its XR's");
+            desired["metadata"]["namespace"] = json!(ns);
+        }
+        let meta = &mut desired["metadata"];
+        meta["labels"][COMPOSITE_LABEL] = xr["metadata"]["name"].clone();
+        meta["annotations"][RESOURCE_NAME] = json!(key);
+        meta["ownerReferences"] = json!([{
+            "apiVersion": xr["apiVersion"], "kind": xr["kind"], "name": xr["metadata"]["name"],
+            "uid": xr["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true,
+        }]);
+        let (st, body) = self.k.apply(&desired, &scope.plural, "apiextensions.crossplane.io/composed").await;
+        assert!(st == 200 || st == 201, "the API server refuses composed resource {key}: {st} {body:#}");
+        body
+    }
+
+    /// One reconcile of the XR `xr` (as stored) of resource `plural`.
+    pub async fn reconcile(&self, plural: &str, xr: &Value) -> Outcome {
+        let (st, xr) = self.k.request(Method::GET, &Cluster::path_of(xr, plural), None, None).await;
+        assert_eq!(st, 200, "the XR: {xr}");
+        let observed = self.observed(&xr).await;
+        let rsp = self.run_pipeline(&xr, &observed).await;
+        let of = |s: Severity| rsp.results.iter().filter(|r| r.severity == s as i32).map(|r| r.message.clone()).collect::<Vec<_>>();
+        let (fatal, warnings) = (of(Severity::Fatal), of(Severity::Warning));
+        if !fatal.is_empty() {
+            return Outcome { fatal, warnings, composed: observed, xr };
+        }
+        let desired = rsp.desired.clone().unwrap_or_default();
+        let mut composed = BTreeMap::new();
+        let mut all_ready = true;
+        for (key, r) in &desired.resources {
+            let obj = r.resource.as_ref().map(struct_to_json).unwrap_or(Value::Null);
+            composed.insert(key.clone(), self.compose(&xr, key, obj).await);
+            all_ready &= r.ready == Ready::True as i32;
+        }
+        for (key, obj) in &observed {
+            if !composed.contains_key(key) {
+                let scope = self.discover(obj["apiVersion"].as_str().unwrap(), obj["kind"].as_str().unwrap()).await;
+                self.k.request(Method::DELETE, &Cluster::path_of(obj, &scope.plural), None, None).await;
+            }
+        }
+        let xr = self.write_refs(plural, &xr, &composed).await;
+        let status = desired.composite.as_ref().and_then(|c| c.resource.as_ref()).map(struct_to_json);
+        let xr = self.write_status(plural, &xr, status, &rsp, all_ready).await;
+        Outcome { fatal, warnings, composed, xr }
+    }
+
+    /// Records the composed resources in the XR's `spec.crossplane.resourceRefs`.
+    async fn write_refs(&self, plural: &str, xr: &Value, composed: &BTreeMap<String, Value>) -> Value {
+        let namespaced = xr["metadata"]["namespace"].is_string();
+        let refs: Vec<Value> = composed
+            .values()
+            .map(|o| {
+                let mut r = json!({"apiVersion": o["apiVersion"], "kind": o["kind"], "name": o["metadata"]["name"]});
+                if let (false, Some(ns)) = (namespaced, o["metadata"]["namespace"].as_str()) {
+                    r["namespace"] = json!(ns);
+                }
+                r
+            })
+            .collect();
+        let mut patch = json!({"apiVersion": xr["apiVersion"], "kind": xr["kind"], "metadata": {"name": xr["metadata"]["name"]},
+            "spec": {"crossplane": {"resourceRefs": refs}}});
+        if namespaced {
+            patch["metadata"]["namespace"] = xr["metadata"]["namespace"].clone();
+        }
+        let (st, body) = self.k.apply(&patch, plural, "apiextensions.crossplane.io/composite").await;
+        assert_eq!(st, 200, "writing the XR's resourceRefs: {body:#}");
+        body
+    }
+
+    /// Writes the XR's status: the function's fields, Crossplane's `Ready`
+    /// and `Synced`, and the function's conditions.
+    async fn write_status(&self, plural: &str, xr: &Value, status: Option<Value>, rsp: &RunFunctionResponse, ready: bool) -> Value {
+        let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let mut status = status.and_then(|s| s.get("status").cloned()).unwrap_or_else(|| json!({}));
+        let mut conditions = vec![
+            json!({"type": "Synced", "status": "True", "reason": "ReconcileSuccess", "lastTransitionTime": now}),
+            if ready {
+                json!({"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": now})
+            } else {
+                json!({"type": "Ready", "status": "False", "reason": "Creating", "lastTransitionTime": now})
+            },
+        ];
+        for c in &rsp.conditions {
+            let state = if c.status == Status::ConditionTrue as i32 {
+                "True"
+            } else if c.status == Status::ConditionFalse as i32 {
+                "False"
+            } else {
+                "Unknown"
+            };
+            let mut v = json!({"type": c.r#type, "status": state, "reason": c.reason, "lastTransitionTime": now});
+            if let Some(m) = &c.message {
+                v["message"] = json!(m);
+            }
+            conditions.push(v);
+        }
+        status["conditions"] = json!(conditions);
+        let (st, body) = self.k.write_status(xr, plural, status).await;
+        assert_eq!(st, 200, "the API server refuses the XR status: {body:#}");
+        body
+    }
+}

@@ -1,0 +1,233 @@
+//! The shipped Crossplane package, installed as shipped into a real
+//! kube-apiserver with the real CRDs, and composed through the real
+//! `function-vmaas` over gRPC by a test playing Crossplane
+//! (`vmaas_tests::crossplane`): every example XR composes objects the API
+//! server accepts, in the XR's own scope; then the test plays OVN-K,
+//! KubeVirt and the load balancer, and the XRs report ready with their
+//! addresses. Bad XRs end in a fatal result and compose nothing.
+
+use serde_json::{Value, json};
+use vmaas_tests::crossplane::{COMPOSITE_LABEL, Crossplane, FunctionProcess, Outcome, compositions_dir};
+use vmaas_tests::k8s::{Cluster, k8s_dir};
+
+fn example(file: &str) -> Value {
+    serde_norway::from_str(&std::fs::read_to_string(compositions_dir().join(file)).unwrap()).unwrap()
+}
+
+fn documents(file: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(compositions_dir().join(file)).unwrap();
+    serde_norway::Deserializer::from_str(&text).map(|d| <Value as serde::Deserialize>::deserialize(d).unwrap()).collect()
+}
+
+/// The CRD Crossplane generates for the XRs of `xrd` (`../shared/k8s/xrd2crd.py`).
+fn xr_crd(xrd: &str) -> Value {
+    let out = std::process::Command::new("python3").arg(k8s_dir().join("xrd2crd.py")).arg(compositions_dir().join(xrd)).output().unwrap();
+    assert!(out.status.success(), "xrd2crd: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The function input of a shipped Composition's only pipeline step.
+fn input_of(composition: &str) -> Value {
+    example(composition)["spec"]["pipeline"][0]["input"].clone()
+}
+
+async fn applied(k: &Cluster, obj: &Value, plural: &str, manager: &str) -> Value {
+    let (st, body) = k.apply(obj, plural, manager).await;
+    assert!(st == 200 || st == 201, "{plural} refused: {st} {body:#}");
+    body
+}
+
+/// A cluster with the package installed as shipped: XRDs, Compositions,
+/// the Function, the template CRD and catalog, the XR CRDs Crossplane
+/// would generate, and the namespaces of two teams.
+async fn installed() -> (Cluster, FunctionProcess) {
+    let k = Cluster::start().await;
+    for kind in ["virtualmachine", "virtualprivatenetwork", "physicalnetwork"] {
+        let xrd = format!("xrd-{kind}.yaml");
+        applied(&k, &example(&xrd), "compositeresourcedefinitions", "platform-team").await;
+        applied(&k, &example(&format!("composition-{kind}.yaml")), "compositions", "platform-team").await;
+        let name = k.install_crd(&xr_crd(&xrd)).await;
+        k.wait_established(&name).await;
+    }
+    applied(&k, &example("function.yaml"), "functions", "platform-team").await;
+    let name = k.install_crd(&example("crd-virtualmachinetemplate.yaml")).await;
+    k.wait_established(&name).await;
+    for t in documents("templates.yaml") {
+        applied(&k, &t, "virtualmachinetemplates", "platform-team").await;
+    }
+    for ns in ["team-a", "team-b"] {
+        k.namespace(ns).await;
+    }
+    (k, FunctionProcess::start())
+}
+
+/// Plays OVN-K: the network of `obj` (a UDN or CUDN) is created.
+async fn ovn_created(k: &Cluster, obj: &Value, plural: &str) {
+    let cond = json!([{"type": "NetworkCreated", "status": "True", "reason": "NetworkAttachmentDefinitionCreated",
+        "message": "NetworkAttachmentDefinition has been created", "lastTransitionTime": "2026-11-22T10:00:00Z"}]);
+    let (st, body) = k.write_status(obj, plural, json!({"conditions": cond})).await;
+    assert_eq!(st, 200, "{body:#}");
+}
+
+/// Plays KubeVirt and the load balancer for a started VM: ready, its VMI
+/// addressed on each NIC, its Service given an ingress IP.
+async fn kubevirt_runs(k: &Cluster, o: &Outcome, nics: &[(&str, &str)]) {
+    let vm = &o.composed["vm"];
+    let (st, body) = k.write_status(vm, "virtualmachines", json!({"ready": true, "printableStatus": "Running"})).await;
+    assert_eq!(st, 200, "{body:#}");
+    let vmi = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": vm["metadata"]["name"], "namespace": vm["metadata"]["namespace"]}, "spec": {"domain": {"devices": {}}}});
+    applied(k, &vmi, "virtualmachineinstances", "virt-controller").await;
+    let interfaces: Vec<Value> = nics.iter().map(|(n, ip)| json!({"name": n, "ipAddress": ip})).collect();
+    let (st, body) = k.write_status(&vmi, "virtualmachineinstances", json!({"interfaces": interfaces})).await;
+    assert_eq!(st, 200, "{body:#}");
+    if let Some(svc) = o.composed.get("service") {
+        let (st, body) = k.write_status(svc, "services", json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}})).await;
+        assert_eq!(st, 200, "{body:#}");
+    }
+}
+
+/// Every composed resource carries Crossplane's marks and sits in the XR's scope.
+fn assert_composed_by(o: &Outcome) {
+    let xr_ns = o.xr["metadata"]["namespace"].as_str();
+    for (key, obj) in &o.composed {
+        assert_eq!(obj["metadata"]["labels"][COMPOSITE_LABEL], o.xr["metadata"]["name"], "{key}");
+        assert_eq!(obj["metadata"]["ownerReferences"][0]["uid"], o.xr["metadata"]["uid"], "{key}");
+        assert_eq!(obj["metadata"]["namespace"].as_str(), xr_ns, "{key} is in its XR's namespace (or cluster-scoped with it)");
+        assert!(obj["metadata"]["name"].as_str().unwrap().len() <= 63, "{key}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_shipped_example_composes_and_reports_ready_once_the_cluster_runs_it() {
+    let (k, f) = installed().await;
+
+    // The platform team's physical network for team-a.
+    let net_xp = Crossplane::new(&k, &f, input_of("composition-physicalnetwork.yaml"));
+    let lab = applied(&k, &example("xr-physicalnetwork.yaml"), "physicalnetworks", "platform-team").await;
+    let o = net_xp.reconcile("physicalnetworks", &lab).await;
+    assert!(o.fatal.is_empty(), "{:?}", o.fatal);
+    assert_eq!(o.composed.keys().collect::<Vec<_>>(), ["cudn"]);
+    assert_composed_by(&o);
+    assert!(!o.ready() && o.xr["status"]["state"] == "PENDING", "{:#}", o.xr);
+    ovn_created(&k, &o.composed["cudn"], "clusteruserdefinednetworks").await;
+    let o = net_xp.reconcile("physicalnetworks", &lab).await;
+    assert!(o.ready() && o.xr["status"]["state"] == "READY", "{:#}", o.xr);
+    assert_eq!(o.condition("NetworkReady").unwrap()["status"], "True");
+
+    // Team-a's private network.
+    let private_xp = Crossplane::new(&k, &f, input_of("composition-virtualprivatenetwork.yaml"));
+    let net = applied(&k, &example("xr-virtualprivatenetwork.yaml"), "virtualprivatenetworks", "team-a").await;
+    let o = private_xp.reconcile("virtualprivatenetworks", &net).await;
+    assert_composed_by(&o);
+    ovn_created(&k, &o.composed["udn"], "userdefinednetworks").await;
+    let o = private_xp.reconcile("virtualprivatenetworks", &net).await;
+    assert!(o.ready() && o.xr["status"]["ipv4Cidr"] == "192.168.100.0/24", "{:#}", o.xr);
+
+    // The seed's VM, also on the lab network, with Crossplane's spec.crossplane.
+    let vm_xp = Crossplane::new(&k, &f, input_of("composition-virtualmachine.yaml"));
+    let mut xr = example("xr-virtualmachine.yaml");
+    xr["spec"]["physicalNetwork"] = json!("lab");
+    xr["spec"]["crossplane"] = json!({"compositionRef": {"name": "virtualmachines.vmaas.io"}});
+    let vm = applied(&k, &xr, "virtualmachines", "team-a").await;
+    let o = vm_xp.reconcile("virtualmachines", &vm).await;
+    assert!(o.fatal.is_empty() && o.warnings.is_empty(), "{:?} {:?}", o.fatal, o.warnings);
+    assert_eq!(o.composed.keys().collect::<Vec<_>>(), ["service", "udn", "vm"]);
+    assert_composed_by(&o);
+    assert!(!o.ready() && o.xr["status"]["state"] == "PROGRESSING", "{:#}", o.xr);
+    let nets = &o.composed["vm"]["spec"]["template"]["spec"]["networks"];
+    assert_eq!(nets[1]["multus"]["networkName"], "myvm-net");
+    assert_eq!(nets[2]["multus"]["networkName"], "lab");
+
+    ovn_created(&k, &o.composed["udn"], "userdefinednetworks").await;
+    kubevirt_runs(&k, &o, &[("default", "10.128.0.12"), ("private", "10.200.0.5"), ("physical", "192.168.50.7")]).await;
+    let o = vm_xp.reconcile("virtualmachines", &vm).await;
+    assert!(o.ready(), "{:#}", o.xr);
+    let status = &o.xr["status"];
+    assert_eq!(
+        (status["state"].as_str(), status["internalIP"].as_str(), status["externalIP"].as_str()),
+        (Some("READY"), Some("10.200.0.5"), Some("192.0.2.10")),
+        "{status:#}"
+    );
+    assert_eq!(o.condition("VirtualMachineReady").unwrap()["status"], "True", "{status:#}");
+
+    // Stopped: KubeVirt halts it, and its floating IP goes away.
+    let mut stop = xr.clone();
+    stop["spec"]["state"] = json!("stopped");
+    applied(&k, &stop, "virtualmachines", "team-a").await;
+    let o = vm_xp.reconcile("virtualmachines", &vm).await;
+    assert_eq!(o.composed["vm"]["spec"]["runStrategy"], "Halted");
+    assert!(!o.composed.contains_key("service"), "no floating IP for a stopped VM");
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "myvm-floating-ip", "namespace": "team-a"}});
+    assert_eq!(k.request(reqwest::Method::GET, &Cluster::path_of(&svc, "services"), None, None).await.0, 404);
+    let (st, _) = k.write_status(&o.composed["vm"], "virtualmachines", json!({"ready": false, "printableStatus": "Stopped"})).await;
+    assert_eq!(st, 200);
+    let o = vm_xp.reconcile("virtualmachines", &vm).await;
+    assert!(o.ready() && o.xr["status"]["state"] == "STOPPED", "{:#}", o.xr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn teams_never_collide_and_bad_xrs_compose_nothing() {
+    let (k, f) = installed().await;
+    let lab = applied(&k, &example("xr-physicalnetwork.yaml"), "physicalnetworks", "platform-team").await;
+    Crossplane::new(&k, &f, input_of("composition-physicalnetwork.yaml")).reconcile("physicalnetworks", &lab).await;
+    let xp = Crossplane::new(&k, &f, input_of("composition-virtualmachine.yaml"));
+    let vm_in = |ns: &str, spec: Value| {
+        let mut xr = example("xr-virtualmachine.yaml");
+        xr["metadata"]["namespace"] = json!(ns);
+        if let (Some(x), Some(s)) = (xr["spec"].as_object_mut(), spec.as_object()) {
+            for (k, v) in s {
+                if v.is_null() {
+                    x.remove(k);
+                } else {
+                    x.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        xr
+    };
+
+    // `myvm` of team-a and `myvm` of team-b: each team's objects, in its namespace.
+    let a = applied(&k, &vm_in("team-a", json!({})), "virtualmachines", "team-a").await;
+    let b = applied(&k, &vm_in("team-b", json!({"network": "example"})), "virtualmachines", "team-b").await;
+    let oa = xp.reconcile("virtualmachines", &a).await;
+    let ob = xp.reconcile("virtualmachines", &b).await;
+    assert_composed_by(&oa);
+    assert_composed_by(&ob);
+    assert_ne!(oa.composed["vm"]["metadata"]["uid"], ob.composed["vm"]["metadata"]["uid"]);
+    // Team-b has no network "example" (team-a's is not theirs): the VM waits for it.
+    assert!(ob.warnings.iter().any(|w| w.contains("spec.network") && w.contains("team-b")), "{:?}", ob.warnings);
+    assert!(!ob.composed.contains_key("udn"));
+
+    // Bad XRs, and a physical network not offered to team-b: fatal, nothing composed.
+    let bad_cases = [
+        ("offered", json!({"network": null, "physicalNetwork": "lab"}), "spec.physicalNetwork"),
+        ("unknown-template", json!({"template": "no_such_template"}), "spec.template"),
+        ("bad-parameter", json!({"templateParameters": {"vm_memory": {"value": "4GB"}}}), "spec.templateParameters.vm_memory"),
+        ("bad-network", json!({"network": "10.0.0.1/8"}), "spec.network"),
+    ];
+    for (name, spec, field) in bad_cases {
+        let mut xr = vm_in("team-b", spec);
+        xr["metadata"]["name"] = json!(name);
+        let xr = applied(&k, &xr, "virtualmachines", "team-b").await;
+        let o = xp.reconcile("virtualmachines", &xr).await;
+        assert!(o.fatal.len() == 1 && o.fatal[0].contains(field), "{name}: {:?}", o.fatal);
+        assert!(o.composed.is_empty(), "{name}: nothing composed: {:?}", o.composed.keys());
+        let vm = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": name, "namespace": "team-b"}});
+        assert_eq!(k.request(reqwest::Method::GET, &Cluster::path_of(&vm, "virtualmachines"), None, None).await.0, 404, "{name}");
+    }
+
+    // The longest name an XR can have composes objects whose names all fit;
+    // a longer one is refused by the XR's own CRD.
+    let long = "v".repeat(63);
+    let mut xr = vm_in("team-a", json!({}));
+    xr["metadata"]["name"] = json!(long);
+    let xr = applied(&k, &xr, "virtualmachines", "team-a").await;
+    let o = xp.reconcile("virtualmachines", &xr).await;
+    assert!(o.fatal.is_empty() && o.composed.len() == 3, "{:?}", o.fatal);
+    assert_composed_by(&o);
+    let mut longer = vm_in("team-a", json!({}));
+    longer["metadata"]["name"] = json!("v".repeat(64));
+    let (st, _) = k.apply(&longer, "virtualmachines", "team-a").await;
+    assert_eq!(st, 422, "the XR CRD caps names at 63 characters");
+}
