@@ -124,8 +124,26 @@ async fn every_shipped_example_composes_and_reports_ready_once_the_cluster_runs_
     let o = private_xp.reconcile("virtualprivatenetworks", &net).await;
     assert!(o.ready() && o.xr["status"]["ipv4Cidr"] == "192.168.100.0/24", "{:#}", o.xr);
 
-    // The seed's VM, also on the lab network, with Crossplane's spec.crossplane.
+    // A web server from the cluster's catalog on that network, with a script and a key.
     let vm_xp = Crossplane::new(&k, &f, input_of("composition-virtualmachine.yaml"));
+    let web = json!({"apiVersion": "vmaas.io/v1alpha1", "kind": "VirtualMachine", "metadata": {"name": "web", "namespace": "team-a"},
+        "spec": {"template": "web", "templateParameters": {"vm_memory": "2Gi"}, "network": "example",
+                 "userData": "#!/bin/sh\necho hello > /tmp/hello\n", "sshKeys": ["ssh-ed25519 AAAAC3Nz web@example"]}});
+    let web = applied(&k, &web, "virtualmachines", "team-a").await;
+    let o = vm_xp.reconcile("virtualmachines", &web).await;
+    assert!(o.fatal.is_empty() && o.warnings.is_empty(), "{:?} {:?}", o.fatal, o.warnings);
+    assert_eq!(o.composed.keys().collect::<Vec<_>>(), ["service", "vm"], "the named network is its own XR's");
+    assert_composed_by(&o);
+    let t = &o.composed["vm"]["spec"]["template"]["spec"];
+    assert_eq!(t["networks"][1]["multus"]["networkName"], "example");
+    assert_eq!(t["domain"]["memory"]["guest"], "2Gi");
+    let user_data = t["volumes"].as_array().unwrap().iter().find_map(|v| v["cloudInitNoCloud"]["userData"].as_str()).unwrap();
+    assert!(user_data.contains("echo hello") && user_data.contains("web@example"), "{user_data}");
+    kubevirt_runs(&k, &o, &[("default", "10.128.0.9"), ("private", "192.168.100.9")]).await;
+    let o = vm_xp.reconcile("virtualmachines", &web).await;
+    assert!(o.ready() && o.xr["status"]["internalIP"] == "192.168.100.9", "{:#}", o.xr);
+
+    // The seed's VM, on a network of its own and on the lab network, with Crossplane's spec.crossplane.
     let mut xr = example("xr-virtualmachine.yaml");
     xr["spec"]["physicalNetwork"] = json!("lab");
     xr["spec"]["crossplane"] = json!({"compositionRef": {"name": "virtualmachines.vmaas.io"}});
