@@ -39,13 +39,14 @@ pub struct FunctionProcess {
 }
 
 impl FunctionProcess {
-    /// Starts the real binary on a free loopback port (insecure, as
-    /// Crossplane's `--insecure` development mode).
-    pub fn start() -> Self {
+    /// Starts the real binary on a free loopback port with `extra` flags
+    /// (`--insecure`, or `--tls-certs-dir DIR`).
+    pub fn start(extra: &[&str]) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let addr = format!("127.0.0.1:{port}");
         let child = Command::new(crate::bin("function-vmaas"))
-            .args(["--insecure", "--address", &addr, "--metrics-address", ""])
+            .args(["--address", &addr, "--metrics-address", ""])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -58,7 +58,7 @@ async fn installed() -> (Cluster, FunctionProcess) {
     for ns in ["team-a", "team-b"] {
         k.namespace(ns).await;
     }
-    (k, FunctionProcess::start())
+    (k, FunctionProcess::start(&["--insecure"]))
 }
 
 /// Plays OVN-K: the network of `obj` (a UDN or CUDN) is created.

@@ -3,10 +3,9 @@
 //! with mTLS.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-use vmaas_tests::bin;
+use vmaas_tests::crossplane::FunctionProcess;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -41,33 +40,6 @@ fn yaml_to_json(text: &str) -> serde_json::Value {
     serde_norway::from_str(text).unwrap()
 }
 
-struct Function(Child);
-
-impl Drop for Function {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start(extra: &[&str]) -> (Function, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let addr = format!("127.0.0.1:{port}");
-    let child = Command::new(bin("function-vmaas"))
-        .args(["--address", &addr, "--metrics-address", ""])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start function-vmaas");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(Instant::now() < deadline, "function-vmaas did not listen on {addr}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Function(child), addr)
-}
-
 fn client(addr: &str, case: &Path, tls: Option<&Path>) -> String {
     let mut c = Command::new(python());
     c.arg(repo().join("tests/function_e2e.py")).arg(addr).arg(case);
@@ -83,7 +55,8 @@ fn client(addr: &str, case: &Path, tls: Option<&Path>) -> String {
 #[test]
 fn python_client_insecure() {
     let case = case_dir();
-    let (_f, addr) = start(&["--insecure"]);
+    let f = FunctionProcess::start(&["--insecure"]);
+    let addr = f.addr.clone();
     assert!(client(&addr, case.path(), None).contains("ok"));
 }
 
@@ -157,7 +130,8 @@ fn python_client_mtls() {
             ],
         );
     }
-    let (_f, addr) = start(&["--tls-certs-dir", d.to_str().unwrap()]);
+    let f = FunctionProcess::start(&["--tls-certs-dir", d.to_str().unwrap()]);
+    let addr = f.addr.clone();
     assert!(client(&addr, case.path(), Some(d)).contains("ok"));
     // Without a client certificate the function refuses the call.
     let mut c = Command::new(python());
