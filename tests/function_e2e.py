@@ -4,7 +4,8 @@ the PyPI package crossplane-function-sdk-python, over gRPC.
     python function_e2e.py ADDRESS CASE_DIR [TLS_DIR]
 
 CASE_DIR holds xr.json, observed.json, input.json, network.json and
-physical.json (the examples, converted from YAML). With TLS_DIR (ca.crt, client.crt,
+physical.json (the examples, converted from YAML; the claims as the XRs
+Crossplane makes for them). With TLS_DIR (ca.crt, client.crt,
 client.key) the call uses mTLS. Exits non-zero on the first failed check.
 """
 import json
@@ -61,10 +62,15 @@ def main():
     check(rsp.meta.tag == "e2e-1", "meta.tag is copied")
     check(rsp.meta.ttl.seconds > 0, "meta.ttl is set")
     names = set(rsp.desired.resources.keys())
-    check(names == {"udn", "vm", "service", "earlier-step"}, f"desired resources: {sorted(names)}")
+    check(names == {"namespace", "udn", "vm", "service", "earlier-step"}, f"desired resources: {sorted(names)}")
+    ns = resource.struct_to_dict(rsp.desired.resources["namespace"].resource)
+    vm_ns = ns["metadata"]["name"]
+    check(vm_ns.startswith("vmaas-team-a-myvm-"), f"a namespace of the VM's own, named for its tenant: {vm_ns}")
+    check(ns["metadata"]["labels"]["vmaas.io/tenant"] == "team-a", "labelled with its tenant")
+    check("k8s.ovn.org/primary-user-defined-network" in ns["metadata"]["labels"], "labelled for its primary UDN")
     for n in ("udn", "vm", "service"):
         meta = resource.struct_to_dict(rsp.desired.resources[n].resource)["metadata"]
-        check(meta["namespace"] == "team-a", f"{n} is in the XR's namespace: {meta}")
+        check(meta["namespace"] == vm_ns, f"{n} is in the VM's namespace: {meta}")
     vm = resource.struct_to_dict(rsp.desired.resources["vm"].resource)
     check(vm["apiVersion"] == "kubevirt.io/v1" and vm["kind"] == "VirtualMachine", "a KubeVirt VM")
     check(vm["spec"]["runStrategy"] == "Always", "runStrategy from state")
@@ -81,13 +87,14 @@ def main():
     check("conditions" not in status, "conditions are Crossplane's: the function sets its own through the response")
     cond = [c for c in rsp.conditions if c.type == "VirtualMachineReady"]
     check(len(cond) == 1 and cond[0].status == fnv1.STATUS_CONDITION_TRUE and cond[0].reason, f"the VirtualMachineReady condition: {cond}")
-    check(status["internalIP"] == "10.200.0.5", "internalIP: the private network's address in the VMI")
-    nets = vm["spec"]["template"]["spec"]["networks"]
-    check(nets == [{"name": "default", "pod": {}}, {"name": "private", "multus": {"networkName": "myvm-net"}}], f"networks: {nets}")
+    check(status["internalIP"] == "10.200.0.5", "internalIP: the VM's address on its network, from the VMI")
+    check(status["namespace"] == vm_ns, "the XR says where its VM lives")
+    nic = vm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][0]
+    check(nic == {"name": "default", "binding": {"name": "l2bridge"}}, f"bridged onto the primary UDN: {nic}")
     check(status["externalIP"] == "193.1.2.3", "externalIP from the LoadBalancer")
     check(all(r.severity == fnv1.SEVERITY_NORMAL for r in rsp.results), "normal results only")
     sel = rsp.requirements.resources["vmi"]
-    check(sel.kind == "VirtualMachineInstance" and sel.match_name == "myvm" and sel.namespace == "team-a", "the VMI is required")
+    check(sel.kind == "VirtualMachineInstance" and sel.match_name == "myvm" and sel.namespace == vm_ns, "the VMI is required")
 
     bad = json.loads(json.dumps(xr))
     bad["spec"]["templateParameters"]["vm_memory"] = {"value": "4GB"}
@@ -108,6 +115,7 @@ def main():
 
     longest = json.loads(json.dumps(xr))
     longest["metadata"]["name"] = "v" * 63
+    longest["metadata"]["labels"]["crossplane.io/claim-name"] = "v" * 63
     rsp = stub.RunFunction(request(longest, {}, fn_input, "e2e-4"), timeout=10)
     check(not [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL], "a 63-character name composes")
     for n, r in rsp.desired.resources.items():
@@ -128,7 +136,7 @@ def main():
 
     physical = load(case, "physical.json")
     elsewhere = json.loads(json.dumps(xr))
-    elsewhere["metadata"]["namespace"] = "team-b"
+    elsewhere["metadata"]["labels"]["crossplane.io/claim-namespace"] = "team-b"
     elsewhere["spec"]["physicalNetwork"] = physical["metadata"]["name"]
     fatal, composed = fatal_of(elsewhere, "e2e-7", extra={"physical-network": [physical]})
     check(len(fatal) == 1 and "spec.physicalNetwork" in fatal[0].message and "team-b" in fatal[0].message, f"a network not offered: {fatal}")
@@ -136,10 +144,12 @@ def main():
 
     net = load(case, "network.json")
     rsp = stub.RunFunction(request(net, {}, fn_input, "e2e-3"), timeout=10)
-    check(set(rsp.desired.resources.keys()) == {"udn", "earlier-step"}, f"a network composes its UDN: {rsp.desired.resources.keys()}")
+    check(set(rsp.desired.resources.keys()) == {"namespace", "udn", "earlier-step"}, f"a network: {rsp.desired.resources.keys()}")
     udn = resource.struct_to_dict(rsp.desired.resources["udn"].resource)
     check(udn["kind"] == "UserDefinedNetwork" and udn["spec"]["layer2"]["subnets"] == ["192.168.100.0/24"], "the private network's UDN")
-    check(udn["metadata"] == {"name": "example", "namespace": "team-a"}, f"in the XR's namespace: {udn['metadata']}")
+    check(udn["spec"]["layer2"]["role"] == "Primary", "a primary UDN")
+    net_ns = resource.struct_to_dict(rsp.desired.resources["namespace"].resource)["metadata"]["name"]
+    check(udn["metadata"] == {"name": "example", "namespace": net_ns}, f"in the network's namespace: {udn['metadata']}")
 
     rsp = stub.RunFunction(request(physical, {}, fn_input, "e2e-8"), timeout=10)
     cudn = resource.struct_to_dict(rsp.desired.resources["cudn"].resource)

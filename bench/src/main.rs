@@ -263,9 +263,14 @@ async fn function_bench(calls: usize) -> anyhow::Result<()> {
     use function_sdk_rust::proto::v1::{RequestMeta, Resource, RunFunctionRequest, State};
     use function_sdk_rust::resource::json_to_struct;
     use vmaas_function::render::render_vm;
-    use vmaas_function::xr::{FunctionInput, VmXrSpec};
+    use vmaas_function::xr::{FunctionInput, Owner, VmXrSpec};
 
-    let xr = example("xr-virtualmachine.yaml")?;
+    // The XR Crossplane makes for the example claim.
+    let claim = example("claim-virtualmachine.yaml")?;
+    let xr = serde_json::json!({
+        "apiVersion": claim["apiVersion"], "kind": "XVirtualMachine", "spec": claim["spec"],
+        "metadata": {"name": "myvm-x7k2p", "labels": {"crossplane.io/claim-name": "myvm", "crossplane.io/claim-namespace": "team-a"}},
+    });
     let observed = example("observed-virtualmachine.yaml")?;
     let input_json = example("input.yaml")?;
     let obj = |v: &serde_json::Value| v.as_object().map(json_to_struct).context("an object");
@@ -288,7 +293,8 @@ async fn function_bench(calls: usize) -> anyhow::Result<()> {
     let mut render = Vec::with_capacity(calls);
     for _ in 0..calls {
         let t = Instant::now();
-        let r = render_vm("myvm", "team-a", &spec, &template, &input).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let r = render_vm(&Owner { tenant: "team-a".into(), name: "myvm".into() }, &spec, &template, &input)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         std::hint::black_box(serde_json::to_value(&r.vm)?);
         render.push(t.elapsed().as_secs_f64() * 1e6);
     }

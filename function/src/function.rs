@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tonic::{Request, Response, Status};
 
-use crate::xr::FunctionInput;
+use crate::xr::{FunctionInput, Owner};
 
 /// How long Crossplane may cache a response.
 pub const TTL: Duration = Duration::from_secs(60);
@@ -20,13 +20,11 @@ pub const TTL: Duration = Duration::from_secs(60);
 #[derive(Debug, Default, Clone)]
 pub struct VmaasFunction;
 
-/// What every handler gets: the request, the XR and its identity.
+/// What every handler gets: the request, the XR and its name, the input.
 pub(crate) struct Call<'a> {
     pub req: &'a RunFunctionRequest,
     pub xr: &'a Value,
     pub name: &'a str,
-    /// The XR's namespace (empty for a cluster-scoped XR).
-    pub namespace: &'a str,
     pub input: &'a FunctionInput,
 }
 
@@ -67,18 +65,20 @@ impl VmaasFunction {
             return fatal(rsp, "the request has no observed composite resource");
         };
         let name = xr["metadata"]["name"].as_str().unwrap_or("");
-        if let Err(reason) = vmaas_model::validation::check_dns_label(name) {
-            return fatal(rsp, format!("metadata.name: {reason}"));
+        // The XR's name, and its claim's (which names the VM): DNS labels.
+        for n in [name, Owner::of(&xr).name.as_str()] {
+            if let Err(reason) = vmaas_model::validation::check_dns_label(n) {
+                return fatal(rsp, format!("metadata.name: {n:?}: {reason}"));
+            }
         }
-        let namespace = xr["metadata"]["namespace"].as_str().unwrap_or("");
-        let call = Call { req, xr: &xr, name, namespace, input: &input };
+        let call = Call { req, xr: &xr, name, input: &input };
         match xr["kind"].as_str().unwrap_or("") {
-            "VirtualMachine" => crate::vm::run(&call, rsp),
-            "VirtualPrivateNetwork" => crate::network::private(&call, rsp),
+            "XVirtualMachine" => crate::vm::run(&call, rsp),
+            "XVirtualPrivateNetwork" => crate::network::private(&call, rsp),
             "PhysicalNetwork" => crate::network::physical(&call, rsp),
             other => fatal(
                 rsp,
-                format!("kind: {other:?} is not a kind function-vmaas composes (VirtualMachine, VirtualPrivateNetwork, PhysicalNetwork)"),
+                format!("kind: {other:?} is not a kind function-vmaas composes (XVirtualMachine, XVirtualPrivateNetwork, PhysicalNetwork)"),
             ),
         }
     }

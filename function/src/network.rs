@@ -1,6 +1,7 @@
-//! Network XRs: a tenant's `VirtualPrivateNetwork` (a secondary layer-2
-//! UDN in its namespace) and a platform team's cluster-scoped
-//! `PhysicalNetwork` (a localnet CUDN offered to the namespaces it lists).
+//! Network XRs: a tenant's private network (`XVirtualPrivateNetwork`, from
+//! a `VirtualPrivateNetwork` claim: a namespace with a primary layer-2 UDN,
+//! where the VMs on it live) and a platform team's `PhysicalNetwork` (a
+//! localnet CUDN offered to the tenants it lists).
 
 use function_sdk_rust::proto::v1::RunFunctionResponse;
 use function_sdk_rust::{resource, response};
@@ -9,26 +10,26 @@ use serde_json::json;
 use crate::function::{Call, fatal, put};
 use crate::render::{render_network, render_physical};
 use crate::status::NetworkState;
-use crate::xr::{NetworkXrSpec, PhysicalNetworkXrSpec};
+use crate::xr::{NetworkXrSpec, Owner, PhysicalNetworkXrSpec};
 
-/// Composes a `VirtualPrivateNetwork` XR.
+/// Composes an `XVirtualPrivateNetwork`.
 pub(crate) fn private(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
-    if call.namespace.is_empty() {
-        return fatal(rsp, "metadata.namespace: a VirtualPrivateNetwork lives in the namespace of the VMs that use it");
-    }
+    let owner = Owner::of(call.xr);
     let spec = match NetworkXrSpec::from_xr(&call.xr["spec"]) {
         Ok(s) => s,
         Err(e) => return fatal(rsp, format!("spec: {e}")),
     };
-    let udn = match render_network(call.name, call.namespace, &spec) {
-        Ok(u) => u,
+    let net = match render_network(&owner, &spec) {
+        Ok(n) => n,
         Err(e) => return fatal(rsp, format!("invalid VirtualPrivateNetwork: {e}")),
     };
     let state = NetworkState::of(call.observed("udn").as_ref());
-    put(&mut rsp, "udn", &udn, state.ready())?;
-    resource::update_status(response::desired_composite(&mut rsp), &state.to_status(json!({"ipv4Cidr": spec.ipv4_cidr})))?;
+    put(&mut rsp, "namespace", &net.namespace, call.observed("namespace").is_some())?;
+    put(&mut rsp, "udn", &net.udn, state.ready())?;
+    let fields = json!({"ipv4Cidr": spec.ipv4_cidr, "namespace": net.namespace.metadata.name});
+    resource::update_status(response::desired_composite(&mut rsp), &state.to_status(fields))?;
     state.condition(&mut rsp);
-    response::normal(&mut rsp, format!("rendered private network {}: {}", call.name, state.state));
+    response::normal(&mut rsp, format!("rendered private network of {}: {}", owner.describe(), state.state));
     Ok(rsp)
 }
 

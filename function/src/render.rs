@@ -1,31 +1,32 @@
 //! How an XR becomes Kubernetes objects, through the shared model's
-//! renderer. The scope rule of Crossplane v2 holds by construction: a
-//! namespaced XR (`VirtualMachine`, `VirtualPrivateNetwork`) renders only
-//! namespaced objects in its own namespace; the cluster-scoped
-//! `PhysicalNetwork` renders the one cluster-scoped network. Every name is
-//! a valid Kubernetes name, whatever the XR's name ([`derived`]).
+//! renderer. The XRs are cluster-scoped (teams use them through claims in
+//! their namespaces), so they compose what the seed design asks: a
+//! namespace per VM or per private network, labelled with its tenant, a
+//! primary layer-2 UDN in it, and the cluster-wide localnet CUDN of a
+//! physical network. Namespace names come from the tenant and the claim's
+//! name plus a hash ([`unique`]), so two teams never meet; every other name
+//! is [`derived`] and always fits.
 
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Namespace, Service};
 use serde::Serialize;
 use vmaas_model::k8s::crd::{ClusterUserDefinedNetwork, UserDefinedNetwork, VirtualMachine};
-use vmaas_model::k8s::names::derived;
-use vmaas_model::k8s::render::{self, Attachment, Localnet, VmOptions, localnet_cudn, udn};
+use vmaas_model::k8s::names::unique;
+use vmaas_model::k8s::render::{self, Attachment, Localnet, PodNetwork, VmOptions, localnet_cudn, namespace, udn};
 use vmaas_model::network::Cidr;
+use vmaas_model::validation::{FieldError, check_dns_label};
 use vmaas_model::{ExposedPort, Protocol, Template, ValidationErrors};
 
-use crate::xr::{FunctionInput, NetworkXrSpec, PhysicalNetworkXrSpec, VmXrSpec, wrap_parameters};
+use crate::xr::{FunctionInput, NetworkXrSpec, Owner, PhysicalNetworkXrSpec, VmXrSpec, wrap_parameters};
 
-/// The VM's NIC on its private network.
-pub const PRIVATE_NIC: &str = "private";
 /// The VM's NIC on its physical network.
 pub const PHYSICAL_NIC: &str = "physical";
 
-/// What a VM XR's `spec.network` names.
+/// What a VM's `spec.network` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NetworkRef<'a> {
     /// A network of the VM's own, with this CIDR.
     Inline(&'a str),
-    /// A `VirtualPrivateNetwork` XR in the VM's namespace.
+    /// A `VirtualPrivateNetwork` claim of the VM claim's namespace.
     Named(&'a str),
 }
 
@@ -37,20 +38,43 @@ impl VmXrSpec {
     }
 }
 
-/// Everything rendered for one VM XR, all in the XR's namespace.
+/// The namespace of a VM of its own (no network, or an inline one).
+pub fn vm_namespace(owner: &Owner) -> String {
+    unique(&["vmaas", &owner.tenant, &owner.name])
+}
+
+/// The namespace of the private network `network` of `tenant`, where the
+/// VMs on it live.
+pub fn network_namespace(tenant: &str, network: &str) -> String {
+    unique(&["vmaas-net", tenant, network])
+}
+
+/// Everything rendered for one VM XR.
 #[derive(Debug, Clone, Serialize)]
 pub struct RenderedVm {
-    /// The KubeVirt VM (named as the XR).
+    /// The namespace the VM lives in.
+    pub namespace_name: String,
+    /// That namespace, when the VM owns it (no named network).
+    pub namespace: Option<Namespace>,
+    /// The VM's own private network, when `spec.network` is a CIDR.
+    pub udn: Option<UserDefinedNetwork>,
+    /// The KubeVirt VM (named as the claim).
     pub vm: VirtualMachine,
     /// The floating IP, when ports are exposed and the VM runs.
     pub service: Option<Service>,
-    /// The VM's own private network, when `spec.network` is a CIDR.
-    pub udn: Option<UserDefinedNetwork>,
 }
 
-/// The UDN (and attachment definition) name of the inline network of VM `vm`.
-pub fn inline_network_name(vm: &str) -> String {
-    derived(vm, "net")
+/// Everything rendered for one private network XR.
+#[derive(Debug, Clone, Serialize)]
+pub struct RenderedNetwork {
+    /// Its namespace, labelled for a primary UDN.
+    pub namespace: Namespace,
+    /// The network.
+    pub udn: UserDefinedNetwork,
+}
+
+fn errors(field: &str, reason: impl Into<String>) -> ValidationErrors {
+    ValidationErrors(vec![FieldError::new(field, reason)])
 }
 
 /// Checks what the XR adds to the template: the inline CIDR and the
@@ -64,46 +88,23 @@ fn check_xr(xr: &VmXrSpec) -> Result<(), ValidationErrors> {
             }
         }
         Some(NetworkRef::Named(n)) => {
-            if let Err(e) = vmaas_model::validation::check_dns_label(n) {
+            if let Err(e) = check_dns_label(n) {
                 errs.push("spec.network", format!("{n:?} is neither a CIDR nor a network's name: {e}"));
             }
         }
         None => {}
     }
-    if let Some(Err(e)) = xr.physical_network.as_deref().map(vmaas_model::validation::check_dns_label) {
+    if let Some(Err(e)) = xr.physical_network.as_deref().map(check_dns_label) {
         errs.push("spec.physicalNetwork", e);
     }
     if errs.0.is_empty() { Ok(()) } else { Err(errs) }
 }
 
-/// The secondary NICs of a VM XR: its private network, then its physical one.
-fn attachments(name: &str, xr: &VmXrSpec) -> Vec<Attachment> {
-    let mut a = Vec::new();
-    match xr.network_ref() {
-        Some(NetworkRef::Inline(_)) => a.push(Attachment { name: PRIVATE_NIC.into(), network_name: inline_network_name(name) }),
-        Some(NetworkRef::Named(n)) => a.push(Attachment { name: PRIVATE_NIC.into(), network_name: n.to_owned() }),
-        None => {}
-    }
-    if let Some(p) = &xr.physical_network {
-        a.push(Attachment { name: PHYSICAL_NIC.into(), network_name: p.clone() });
-    }
-    a
-}
-
-/// Renders the VM of XR `name` in `namespace`: validates its parameters
-/// against `template` (every problem, with the same messages as the
-/// server), applies what the XR adds to the machine, then renders through
-/// the shared model.
-pub fn render_vm(
-    name: &str,
-    namespace: &str,
-    xr: &VmXrSpec,
-    template: &Template,
-    input: &FunctionInput,
-) -> Result<RenderedVm, ValidationErrors> {
+/// The machine the XR asks for: the template resolved with its
+/// parameters, plus what the XR adds (ports, keys, user data).
+fn machine(xr: &VmXrSpec, template: &Template) -> Result<vmaas_model::MachineSpec, ValidationErrors> {
     let resolved = template.resolve(&wrap_parameters(&xr.template_parameters), "spec.templateParameters");
-    let checked = check_xr(xr);
-    let mut spec = match (resolved, checked) {
+    let mut spec = match (resolved, check_xr(xr)) {
         (Ok(t), Ok(())) => t.spec,
         (Err(mut a), Err(b)) => {
             a.0.extend(b.0);
@@ -118,34 +119,50 @@ pub fn render_vm(
     if let Some(u) = &xr.user_data {
         spec.cloud_init.user_data = Some(u.clone());
     }
+    Ok(spec)
+}
+
+/// Renders the VM of `owner`: validates its parameters against `template`
+/// (every problem, with the same messages as the server), then renders
+/// through the shared model into its namespace: its own, or its named
+/// network's.
+pub fn render_vm(owner: &Owner, xr: &VmXrSpec, template: &Template, input: &FunctionInput) -> Result<RenderedVm, ValidationErrors> {
+    let spec = machine(xr, template)?;
+    let (ns, own, inline) = match xr.network_ref() {
+        Some(NetworkRef::Named(n)) => (network_namespace(&owner.tenant, n), false, None),
+        Some(NetworkRef::Inline(cidr)) => (vm_namespace(owner), true, Some(cidr)),
+        None => (vm_namespace(owner), true, None),
+    };
     let options = VmOptions {
-        name: name.to_owned(),
-        namespace: namespace.to_owned(),
+        name: owner.name.clone(),
+        namespace: ns.clone(),
         power: xr.state,
-        attachments: attachments(name, xr),
+        network: if xr.network.is_some() { PodNetwork::PrimaryUdn } else { PodNetwork::Masquerade },
+        attachments: xr.physical_network.iter().map(|p| Attachment { name: PHYSICAL_NIC.into(), network_name: p.clone() }).collect(),
         data_source_namespace: input.data_source_namespace.clone(),
         storage_class: input.storage_class.clone(),
         floating_ip: input.floating_ip.clone(),
     };
     let r = render::render_vm(&spec, &options);
-    let udn = match xr.network_ref() {
-        Some(NetworkRef::Inline(cidr)) => Some(udn(&inline_network_name(name), namespace, cidr)),
-        _ => None,
-    };
-    Ok(RenderedVm { vm: r.vm, service: r.service, udn })
+    Ok(RenderedVm {
+        namespace: own.then(|| namespace(&ns, inline.is_some(), &owner.tenant)),
+        udn: inline.map(|cidr| udn(&owner.name, &ns, cidr)),
+        namespace_name: ns,
+        vm: r.vm,
+        service: r.service,
+    })
 }
 
-/// Renders the `VirtualPrivateNetwork` XR `name` of `namespace`: a
-/// secondary layer-2 UDN of the same name there.
-pub fn render_network(name: &str, namespace: &str, spec: &NetworkXrSpec) -> Result<UserDefinedNetwork, ValidationErrors> {
-    if let Err(e) = Cidr::parse(&spec.ipv4_cidr, 4) {
-        return Err(ValidationErrors(vec![vmaas_model::validation::FieldError::new("spec.ipv4Cidr", e.to_string())]));
-    }
-    Ok(udn(name, namespace, &spec.ipv4_cidr))
+/// Renders the private network of `owner`: its namespace, labelled for a
+/// primary UDN, and a layer-2 UDN of the claim's name in it.
+pub fn render_network(owner: &Owner, spec: &NetworkXrSpec) -> Result<RenderedNetwork, ValidationErrors> {
+    Cidr::parse(&spec.ipv4_cidr, 4).map_err(|e| errors("spec.ipv4Cidr", e.to_string()))?;
+    let ns = network_namespace(&owner.tenant, &owner.name);
+    Ok(RenderedNetwork { namespace: namespace(&ns, true, &owner.tenant), udn: udn(&owner.name, &ns, &spec.ipv4_cidr) })
 }
 
 /// Renders the `PhysicalNetwork` XR `name`: a localnet CUDN of the same
-/// name, offered to the namespaces it lists.
+/// name, offered to the vmaas namespaces of the tenants it lists.
 pub fn render_physical(name: &str, spec: &PhysicalNetworkXrSpec) -> Result<ClusterUserDefinedNetwork, ValidationErrors> {
     let mut errs = ValidationErrors::default();
     if let Some(Err(e)) = spec.ipv4_cidr.as_deref().map(|c| Cidr::parse(c, 4)) {
@@ -155,7 +172,7 @@ pub fn render_physical(name: &str, spec: &PhysicalNetworkXrSpec) -> Result<Clust
         errs.push("spec.namespaces", "name at least one namespace whose VMs may attach");
     }
     for (i, ns) in spec.namespaces.iter().enumerate() {
-        if let Err(e) = vmaas_model::validation::check_dns_label(ns) {
+        if let Err(e) = check_dns_label(ns) {
             errs.push(format!("spec.namespaces[{i}]"), e);
         }
     }
@@ -172,7 +189,7 @@ pub fn render_physical(name: &str, spec: &PhysicalNetworkXrSpec) -> Result<Clust
         physical_network: &spec.physical_network_name,
         cidr: spec.ipv4_cidr.as_deref(),
         vlan: spec.vlan,
-        namespaces: &spec.namespaces,
+        tenants: &spec.namespaces,
     };
     Ok(localnet_cudn(name, &net))
 }

@@ -1,7 +1,8 @@
-//! `VirtualMachine` XRs: the template resolved with the XR's parameters,
-//! the KubeVirt VM, its floating IP and its own network rendered into the
-//! XR's namespace, the networks it names checked, and its status read back
-//! from KubeVirt.
+//! `XVirtualMachine`s (from `VirtualMachine` claims): the template
+//! resolved with the XR's parameters; the KubeVirt VM and its floating IP
+//! rendered into its own namespace (with its own network) or into its named
+//! network's; the networks it names checked; its status read back from
+//! KubeVirt.
 
 use function_sdk_rust::proto::v1::{RunFunctionRequest, RunFunctionResponse};
 use function_sdk_rust::response::ResourceMatch;
@@ -10,24 +11,27 @@ use vmaas_model::k8s::observe::observe_vm;
 use vmaas_model::{Desired, Phase, PowerState, Template, VirtualMachineStatus, VirtualMachineTemplate, derive_status};
 
 use crate::function::{Call, fatal, put};
-use crate::render::{NetworkRef, render_vm};
+use crate::render::{NetworkRef, PHYSICAL_NIC, RenderedVm, render_vm};
 use crate::status::{self, NetworkState};
-use crate::xr::{FunctionInput, VmXrSpec, template_from_object};
+use crate::xr::{CLAIM_NAME_LABEL, CLAIM_NAMESPACE_LABEL, FunctionInput, Owner, VmXrSpec, template_from_object};
 
 /// API version of the XRs this package defines.
 const XR_API: &str = "vmaas.io/v1alpha1";
 
-/// Asks Crossplane for what rendering and observing the VM takes: the
-/// cluster's templates, the VMI, and the networks the VM names.
-fn require(rsp: &mut RunFunctionResponse, call: &Call<'_>, spec: &VmXrSpec) {
-    if call.input.templates_from_cluster {
-        response::require_resources(rsp, "templates", XR_API, "VirtualMachineTemplate", None, None);
-    }
+/// Asks Crossplane for what observing the VM takes: its VMI, and the
+/// networks it names (a private network by its claim, of the same tenant).
+fn require(rsp: &mut RunFunctionResponse, owner: &Owner, spec: &VmXrSpec, r: &RenderedVm) {
     let by_name = |n: &str| Some(ResourceMatch::Name(n.to_owned()));
-    let ns = Some(call.namespace.to_owned());
-    response::require_resources(rsp, "vmi", "kubevirt.io/v1", "VirtualMachineInstance", by_name(call.name), ns.clone());
+    let ns = Some(r.namespace_name.clone());
+    response::require_resources(rsp, "vmi", "kubevirt.io/v1", "VirtualMachineInstance", by_name(&owner.name), ns);
     if let Some(NetworkRef::Named(n)) = spec.network_ref() {
-        response::require_resources(rsp, "network", XR_API, "VirtualPrivateNetwork", by_name(n), ns);
+        let m = if owner.tenant.is_empty() {
+            by_name(n)
+        } else {
+            let labels = [(CLAIM_NAMESPACE_LABEL, owner.tenant.as_str()), (CLAIM_NAME_LABEL, n)];
+            Some(ResourceMatch::Labels(labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()))
+        };
+        response::require_resources(rsp, "network", XR_API, "XVirtualPrivateNetwork", m, None);
     }
     if let Some(p) = &spec.physical_network {
         response::require_resources(rsp, "physical-network", XR_API, "PhysicalNetwork", by_name(p), None);
@@ -39,6 +43,7 @@ fn require(rsp: &mut RunFunctionResponse, call: &Call<'_>, spec: &VmXrSpec) {
 fn templates(req: &RunFunctionRequest, input: &FunctionInput, rsp: &mut RunFunctionResponse) -> Option<Vec<VirtualMachineTemplate>> {
     let mut all = input.templates.clone();
     if input.templates_from_cluster {
+        response::require_resources(rsp, "templates", XR_API, "VirtualMachineTemplate", None, None);
         for t in request::get_required_resources(req, "templates")? {
             match template_from_object(&t) {
                 Ok(tpl) => all.push(tpl),
@@ -57,29 +62,35 @@ fn template(catalog: Vec<VirtualMachineTemplate>, id: &str) -> Result<Template, 
     Template::compile(wire).map_err(|e| format!("spec.template: template {id:?} is invalid: {e}"))
 }
 
+/// What the networks a VM names allow.
+enum Networks {
+    /// Compose the VM; these networks are not ready (yet): it starts once they are.
+    Compose(Vec<String>),
+    /// The named private network does not exist (yet): the VM has no
+    /// namespace to live in, so nothing is composed.
+    Wait(String),
+}
+
 /// Checks the networks the VM names, once Crossplane has fetched them:
-/// `Err` is fatal (a physical network that does not admit the VM's
-/// namespace); the warnings name networks not there or not ready (yet):
-/// the VM is composed and starts once they are.
-fn check_networks(call: &Call<'_>, spec: &VmXrSpec) -> Result<Vec<String>, String> {
+/// `Err` is fatal (a physical network that does not admit the VM's tenant).
+fn check_networks(call: &Call<'_>, owner: &Owner, spec: &VmXrSpec) -> Result<Networks, String> {
     let mut waiting = Vec::new();
     if let Some(NetworkRef::Named(n)) = spec.network_ref() {
-        match request::get_required_resource(call.req, "network") {
-            Some(net) => {
-                let state = NetworkState::of_xr(&net);
-                if !state.ready() {
-                    waiting.push(format!("spec.network: VirtualPrivateNetwork {n:?} is {}", state.state));
-                }
-            }
-            None => waiting.push(format!("spec.network: no VirtualPrivateNetwork {n:?} in namespace {:?} (yet)", call.namespace)),
+        let found = request::get_required_resources(call.req, "network").unwrap_or_default();
+        let Some(net) = found.first() else {
+            return Ok(Networks::Wait(format!("spec.network: no VirtualPrivateNetwork {n:?} in namespace {:?} (yet)", owner.tenant)));
+        };
+        let state = NetworkState::of_xr(net);
+        if !state.ready() {
+            waiting.push(format!("spec.network: VirtualPrivateNetwork {n:?} is {}", state.state));
         }
     }
     if let Some(p) = &spec.physical_network {
         match request::get_required_resource(call.req, "physical-network") {
             Some(net) => {
-                let admitted = net["spec"]["namespaces"].as_array().is_some_and(|a| a.iter().any(|n| n == call.namespace));
+                let admitted = net["spec"]["namespaces"].as_array().is_some_and(|a| a.iter().any(|n| n == owner.tenant.as_str()));
                 if !admitted {
-                    return Err(format!("spec.physicalNetwork: PhysicalNetwork {p:?} does not admit namespace {:?}", call.namespace));
+                    return Err(format!("spec.physicalNetwork: PhysicalNetwork {p:?} does not admit namespace {:?}", owner.tenant));
                 }
                 let state = NetworkState::of_xr(&net);
                 if !state.ready() {
@@ -89,19 +100,16 @@ fn check_networks(call: &Call<'_>, spec: &VmXrSpec) -> Result<Vec<String>, Strin
             None => waiting.push(format!("spec.physicalNetwork: no PhysicalNetwork {p:?} (yet)")),
         }
     }
-    Ok(waiting)
+    Ok(Networks::Compose(waiting))
 }
 
-/// Composes a `VirtualMachine` XR.
+/// Composes an `XVirtualMachine`.
 pub(crate) fn run(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
-    if call.namespace.is_empty() {
-        return fatal(rsp, "metadata.namespace: a VirtualMachine XR is namespaced; its VM lives in its namespace");
-    }
+    let owner = Owner::of(call.xr);
     let spec = match VmXrSpec::from_xr(&call.xr["spec"]) {
         Ok(s) => s,
         Err(e) => return fatal(rsp, format!("spec: {e}")),
     };
-    require(&mut rsp, call, &spec);
     let Some(catalog) = templates(call.req, call.input, &mut rsp) else {
         response::normal(&mut rsp, "waiting for Crossplane to fetch the VirtualMachineTemplates");
         return Ok(rsp);
@@ -110,31 +118,44 @@ pub(crate) fn run(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFu
         Ok(t) => t,
         Err(e) => return fatal(rsp, e),
     };
-    let r = match render_vm(call.name, call.namespace, &spec, &template, call.input) {
+    let r = match render_vm(&owner, &spec, &template, call.input) {
         Ok(r) => r,
         Err(errs) => return fatal(rsp, format!("invalid VirtualMachine: {errs}")),
     };
-    let waiting = match check_networks(call, &spec) {
-        Ok(w) => w,
+    require(&mut rsp, &owner, &spec, &r);
+    let waiting = match check_networks(call, &owner, &spec) {
+        Ok(Networks::Compose(w)) => w,
+        Ok(Networks::Wait(why)) => {
+            response::warning(&mut rsp, format!("{why}: the VM is created once it exists"));
+            return Ok(rsp);
+        }
         Err(e) => return fatal(rsp, e),
     };
+    if let Some(ns) = &r.namespace {
+        put(&mut rsp, "namespace", ns, call.observed("namespace").is_some())?;
+    }
     if let Some(u) = &r.udn {
         put(&mut rsp, "udn", u, NetworkState::of(call.observed("udn").as_ref()).ready())?;
     }
     let started = spec.state == PowerState::Started;
     let vmi = request::get_required_resource(call.req, "vmi");
-    let obs = observe_vm(call.observed("vm").as_ref(), vmi.as_ref(), call.observed("service").as_ref(), started);
+    // The internal address is the one on the VM's first network: its private
+    // one (the primary UDN, NIC `default`), else its physical one.
+    let nic = if spec.network.is_none() && spec.physical_network.is_some() { PHYSICAL_NIC } else { "default" };
+    let obs = observe_vm(call.observed("vm").as_ref(), vmi.as_ref(), call.observed("service").as_ref(), started, nic);
     let vm_ready = matches!(obs.phase, Phase::Ready) || (!started && matches!(obs.phase, Phase::Stopped));
     put(&mut rsp, "vm", &r.vm, vm_ready && waiting.is_empty())?;
     if let Some(svc) = &r.service {
         put(&mut rsp, "service", svc, obs.external_ip.is_some())?;
     }
     let status = derive_status(Desired::Power(spec.state), &obs, &VirtualMachineStatus::default(), chrono::Utc::now());
-    resource::update_status(response::desired_composite(&mut rsp), &status::vm_status(&status))?;
+    let mut xr_status = status::vm_status(&status);
+    xr_status["namespace"] = r.namespace_name.clone().into();
+    resource::update_status(response::desired_composite(&mut rsp), &xr_status)?;
     status::vm_condition(&mut rsp, &status);
     for w in waiting {
         response::warning(&mut rsp, format!("{w}: the VM starts once it is ready"));
     }
-    response::normal(&mut rsp, format!("rendered virtual machine {}: {}", call.name, status.state.short()));
+    response::normal(&mut rsp, format!("rendered the virtual machine of {}: {}", owner.describe(), status.state.short()));
     Ok(rsp)
 }

@@ -51,12 +51,12 @@ pub struct VmXrSpec {
     /// `started` (default) or `stopped`.
     #[serde(default)]
     pub state: PowerState,
-    /// A `VirtualPrivateNetwork` XR's name in the VM's namespace, or an
-    /// inline CIDR such as `10.200.0.0/16` (a network of the VM's own).
+    /// A `VirtualPrivateNetwork` claim's name in the VM claim's namespace,
+    /// or an inline CIDR such as `10.200.0.0/16` (a network of the VM's own).
     #[serde(default)]
     pub network: Option<String>,
-    /// A `PhysicalNetwork` XR's name: a NIC on that physical L2 network
-    /// (it must admit the VM's namespace).
+    /// A `PhysicalNetwork`'s name: a NIC on that physical L2 network (it
+    /// must admit the VM claim's namespace).
     #[serde(default)]
     pub physical_network: Option<String>,
     /// Ports exposed on the floating IP (the template's when empty).
@@ -112,8 +112,8 @@ impl NetworkXrSpec {
     }
 }
 
-/// The `spec` of a `VirtualPrivateNetwork` XR: a private layer-2 network
-/// in its namespace.
+/// The `spec` of a `VirtualPrivateNetwork` (claim or XR): a tenant's
+/// private layer-2 network.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NetworkXrSpec {
@@ -135,7 +135,7 @@ pub struct PhysicalNetworkXrSpec {
     /// The access VLAN on the physical network.
     #[serde(default)]
     pub vlan: Option<u16>,
-    /// The namespaces whose VMs may attach.
+    /// The tenants (the namespaces of the claims) whose VMs may attach.
     pub namespaces: Vec<String>,
 }
 
@@ -143,6 +143,39 @@ impl PhysicalNetworkXrSpec {
     /// Decodes a physical network XR's `spec`, as [`VmXrSpec::from_xr`] does.
     pub fn from_xr(spec: &Value) -> Result<Self, serde_json::Error> {
         serde_json::from_value(without_crossplane(spec))
+    }
+}
+
+/// Crossplane's label on an XR made for a claim: the claim's namespace.
+pub const CLAIM_NAMESPACE_LABEL: &str = "crossplane.io/claim-namespace";
+/// Crossplane's label on an XR made for a claim: the claim's name.
+pub const CLAIM_NAME_LABEL: &str = "crossplane.io/claim-name";
+
+/// Whose an XR is, and what it is called there: a claim's namespace (the
+/// tenant) and name, or for an XR made directly (by the platform team) no
+/// tenant and the XR's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// The claim's namespace, or empty.
+    pub tenant: String,
+    /// The claim's name, or the XR's.
+    pub name: String,
+}
+
+impl Owner {
+    /// The owner of the XR `xr`, from the labels Crossplane puts on it.
+    pub fn of(xr: &Value) -> Self {
+        let labels = &xr["metadata"]["labels"];
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        match (labels[CLAIM_NAMESPACE_LABEL].as_str(), labels[CLAIM_NAME_LABEL].as_str()) {
+            (Some(ns), Some(name)) if !ns.is_empty() && !name.is_empty() => Self { tenant: ns.into(), name: name.into() },
+            _ => Self { tenant: String::new(), name: text(&xr["metadata"]["name"]) },
+        }
+    }
+
+    /// Who it is, in words (`claim team-a/myvm`, `XR myvm`).
+    pub fn describe(&self) -> String {
+        if self.tenant.is_empty() { format!("XR {}", self.name) } else { format!("claim {}/{}", self.tenant, self.name) }
     }
 }
 

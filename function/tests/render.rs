@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
-use vmaas_function::render::{render_network, render_physical, render_vm};
-use vmaas_function::xr::{FunctionInput, NetworkXrSpec, PhysicalNetworkXrSpec, VmXrSpec};
+use vmaas_function::render::{network_namespace, render_network, render_physical, render_vm, vm_namespace};
+use vmaas_function::xr::{FunctionInput, NetworkXrSpec, Owner, PhysicalNetworkXrSpec, VmXrSpec};
 use vmaas_model::k8s::observe::vm_phase;
 use vmaas_model::{Phase, Template};
 
@@ -37,6 +37,11 @@ fn assert_valid(schema: &Value, object: &Value, what: &str) {
 fn example(file: &str) -> Value {
     let text = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/compositions").join(file)).unwrap();
     serde_norway::from_str(&text).unwrap()
+}
+
+/// The owner of team-a's claim `name`.
+fn team_a(name: &str) -> Owner {
+    Owner { tenant: "team-a".into(), name: name.into() }
 }
 
 fn input() -> FunctionInput {
@@ -72,30 +77,30 @@ fn check_udn_cel(udn: &Value) {
     if ipam["lifecycle"] == "Persistent" {
         assert!(ipam.get("mode").is_none() || ipam["mode"] == "Enabled");
     }
-    // Subnets are required unless IPAM is disabled.
-    assert!(!l2["subnets"].as_array().unwrap().is_empty());
-    assert!(l2.get("joinSubnets").is_none() || l2["role"] == "Primary", "joinSubnets is only for a primary network");
+    // Primary networks need subnets unless IPAM is disabled.
+    if l2["role"] == "Primary" {
+        assert!(!l2["subnets"].as_array().unwrap().is_empty());
+    }
 }
 
 #[test]
 fn seed_vm_renders_valid_objects() {
     let input = input();
-    let xr = example("xr-virtualmachine.yaml");
+    let xr = example("claim-virtualmachine.yaml");
     let spec: VmXrSpec = serde_json::from_value(xr["spec"].clone()).unwrap();
-    let r = render_vm("myvm", "team-a", &spec, &template(&input, "simple_vm"), &input).unwrap();
+    let r = render_vm(&team_a("myvm"), &spec, &template(&input, "simple_vm"), &input).unwrap();
 
     let vm = serde_json::to_value(&r.vm).unwrap();
     assert_valid(&json_schema("kubevirt.io_virtualmachine_v1.json"), &vm, "the KubeVirt VirtualMachine");
     assert_eq!(vm["apiVersion"], "kubevirt.io/v1");
-    assert_eq!(vm["metadata"]["namespace"], "team-a", "in the XR's namespace");
+    assert_eq!(vm["metadata"]["namespace"], vm_namespace(&team_a("myvm")), "in a namespace of its own");
+    assert!(r.namespace_name.starts_with("vmaas-team-a-myvm-"), "{}", r.namespace_name);
     assert_eq!(vm["spec"]["runStrategy"], "Always");
     let vmi = &vm["spec"]["template"]["spec"];
     assert_eq!(vmi["domain"]["cpu"]["cores"], 4);
     assert_eq!(vmi["domain"]["memory"]["guest"], "4Gi", "as written");
     assert_eq!(vmi["evictionStrategy"], "LiveMigrateIfPossible");
-    assert!(vmi["domain"]["devices"]["interfaces"][0]["masquerade"].is_object(), "the pod network first");
-    assert_eq!(vmi["domain"]["devices"]["interfaces"][1], json!({"name": "private", "bridge": {}}), "bridged onto the private network");
-    assert_eq!(vmi["networks"][1], json!({"name": "private", "multus": {"networkName": "myvm-net"}}));
+    assert_eq!(vmi["domain"]["devices"]["interfaces"][0]["binding"]["name"], "l2bridge", "primary UDN binding");
     assert_eq!(vmi["readinessProbe"]["tcpSocket"]["port"], 22);
     assert!(vmi["volumes"][1]["cloudInitNoCloud"]["userData"].as_str().unwrap().contains("ssh-ed25519"));
     let dv = &vm["spec"]["dataVolumeTemplates"][0];
@@ -108,7 +113,11 @@ fn seed_vm_renders_valid_objects() {
     assert_valid(&crd_schema("k8s.ovn.org_userdefinednetworks.yaml"), &udn, "the UserDefinedNetwork");
     check_udn_cel(&udn);
     assert_eq!(udn["spec"]["layer2"]["subnets"], json!(["10.200.0.0/16"]));
-    assert_eq!(udn["metadata"], json!({"name": "myvm-net", "namespace": "team-a"}));
+    assert_eq!(udn["metadata"], json!({"name": "myvm", "namespace": r.namespace_name}));
+
+    let ns = serde_json::to_value(r.namespace.as_ref().unwrap()).unwrap();
+    assert_eq!(ns["metadata"]["labels"]["k8s.ovn.org/primary-user-defined-network"], "");
+    assert_eq!(ns["metadata"]["labels"]["vmaas.io/tenant"], "team-a");
 
     let svc = serde_json::to_value(r.service.as_ref().unwrap()).unwrap();
     assert_eq!(svc["spec"]["type"], "LoadBalancer");
@@ -128,7 +137,7 @@ fn stopped_vm_without_network_uses_the_pod_network() {
     let input = input();
     let spec: VmXrSpec =
         serde_json::from_value(json!({"template": "simple_vm", "state": "stopped", "templateParameters": {"vm_memory": "8Gi"}})).unwrap();
-    let r = render_vm("plain", "team-a", &spec, &template(&input, "simple_vm"), &input).unwrap();
+    let r = render_vm(&team_a("plain"), &spec, &template(&input, "simple_vm"), &input).unwrap();
     let vm = serde_json::to_value(&r.vm).unwrap();
     assert_valid(&json_schema("kubevirt.io_virtualmachine_v1.json"), &vm, "the KubeVirt VirtualMachine");
     assert_eq!(vm["spec"]["runStrategy"], "Halted");
@@ -144,7 +153,7 @@ fn bad_parameters_give_the_servers_messages() {
     let spec: VmXrSpec =
         serde_json::from_value(json!({"template": "simple_vm", "templateParameters": {"vm_memory": {"value": "4GB"}, "vm_colour": "red"}}))
             .unwrap();
-    let errs = render_vm("bad", "team-a", &spec, &template(&input, "simple_vm"), &input).unwrap_err().to_string();
+    let errs = render_vm(&team_a("bad"), &spec, &template(&input, "simple_vm"), &input).unwrap_err().to_string();
     assert!(errs.contains("spec.templateParameters.vm_colour: unknown parameter \"vm_colour\"; valid parameters are: vm_cpu_cores, vm_disk_size, vm_memory"), "{errs}");
     assert!(errs.contains("spec.templateParameters.vm_memory.value: \"4GB\" has an unknown suffix \"GB\""), "{errs}");
 }
@@ -155,12 +164,14 @@ fn physical(spec: Value) -> PhysicalNetworkXrSpec {
 
 #[test]
 fn networks_render_valid_udn_and_localnet_cudn() {
-    let spec: NetworkXrSpec = serde_json::from_value(example("xr-virtualprivatenetwork.yaml")["spec"].clone()).unwrap();
-    let udn = serde_json::to_value(render_network("example", "team-a", &spec).unwrap()).unwrap();
+    let spec: NetworkXrSpec = serde_json::from_value(example("claim-virtualprivatenetwork.yaml")["spec"].clone()).unwrap();
+    let n = render_network(&team_a("example"), &spec).unwrap();
+    let udn = serde_json::to_value(&n.udn).unwrap();
     assert_valid(&crd_schema("k8s.ovn.org_userdefinednetworks.yaml"), &udn, "the UserDefinedNetwork");
     check_udn_cel(&udn);
-    assert_eq!(udn["metadata"], json!({"name": "example", "namespace": "team-a"}));
-    assert_eq!(udn["spec"]["layer2"]["role"], "Secondary");
+    assert_eq!(udn["metadata"], json!({"name": "example", "namespace": network_namespace("team-a", "example")}));
+    assert_eq!(n.namespace.metadata.name, Some(network_namespace("team-a", "example")));
+    assert_eq!(udn["spec"]["layer2"]["role"], "Primary");
 
     let lab = physical(example("xr-physicalnetwork.yaml")["spec"].clone());
     let cudn = serde_json::to_value(render_physical("lab", &lab).unwrap()).unwrap();
@@ -176,7 +187,7 @@ fn networks_render_valid_udn_and_localnet_cudn() {
 #[test]
 fn bad_networks_name_their_fields() {
     let bad = NetworkXrSpec { ipv4_cidr: "10.0.0.1/8".into() };
-    let e = render_network("n", "team-a", &bad).unwrap_err().to_string();
+    let e = render_network(&team_a("n"), &bad).unwrap_err().to_string();
     assert!(e.contains("spec.ipv4Cidr") && e.contains("host bits"), "{e}");
     let e =
         render_physical("p", &physical(json!({"physicalNetworkName": "a:b", "ipv4Cidr": "nope", "vlan": 5000, "namespaces": ["Team_A"]})))
@@ -189,23 +200,25 @@ fn bad_networks_name_their_fields() {
     let input = input();
     let spec: VmXrSpec =
         serde_json::from_value(json!({"template": "simple_vm", "network": "10.0.0.0/33", "physicalNetwork": "No"})).unwrap();
-    let e = render_vm("v", "team-a", &spec, &template(&input, "simple_vm"), &input).unwrap_err().to_string();
+    let e = render_vm(&team_a("v"), &spec, &template(&input, "simple_vm"), &input).unwrap_err().to_string();
     assert!(e.contains("spec.network") && e.contains("spec.physicalNetwork"), "{e}");
 }
 
 #[test]
-fn a_vm_on_a_named_network_and_a_physical_one_gets_a_nic_on_each() {
+fn a_vm_on_a_named_network_lives_in_its_namespace_and_a_physical_one_is_a_second_nic() {
     let input = input();
     let spec: VmXrSpec = serde_json::from_value(json!({"template": "simple_vm", "network": "example", "physicalNetwork": "lab"})).unwrap();
-    let r = render_vm("two", "team-a", &spec, &template(&input, "simple_vm"), &input).unwrap();
-    assert!(r.udn.is_none(), "the named network is its own XR's");
+    let r = render_vm(&team_a("two"), &spec, &template(&input, "simple_vm"), &input).unwrap();
+    assert!(r.udn.is_none() && r.namespace.is_none(), "the named network's XR owns both");
+    assert_eq!(r.namespace_name, network_namespace("team-a", "example"));
     let vm = serde_json::to_value(&r.vm).unwrap();
     assert_valid(&json_schema("kubevirt.io_virtualmachine_v1.json"), &vm, "the KubeVirt VirtualMachine");
     assert_eq!(
         vm["spec"]["template"]["spec"]["networks"],
-        json!([{"name": "default", "pod": {}}, {"name": "private", "multus": {"networkName": "example"}},
-               {"name": "physical", "multus": {"networkName": "lab"}}])
+        json!([{"name": "default", "pod": {}}, {"name": "physical", "multus": {"networkName": "lab"}}])
     );
+    // The same network name of another team is another namespace.
+    assert_ne!(network_namespace("team-b", "example"), r.namespace_name);
 }
 
 #[test]
@@ -221,12 +234,13 @@ fn kubevirt_status_maps_to_phases() {
 fn the_schema_check_catches_bad_objects() {
     let input = input();
     let spec: VmXrSpec = serde_json::from_value(json!({"template": "simple_vm"})).unwrap();
-    let mut vm = serde_json::to_value(render_vm("x", "team-a", &spec, &template(&input, "simple_vm"), &input).unwrap().vm).unwrap();
+    let mut vm = serde_json::to_value(render_vm(&team_a("x"), &spec, &template(&input, "simple_vm"), &input).unwrap().vm).unwrap();
     vm["spec"]["runStrategy"] = json!(5);
     vm["spec"]["template"]["spec"]["domain"]["devices"]["gpus"] = json!([{"deviceName": "nvidia.com/A10"}]);
     let validator = jsonschema::validator_for(&json_schema("kubevirt.io_virtualmachine_v1.json")).unwrap();
     assert!(validator.iter_errors(&vm).count() >= 2, "a number runStrategy and a GPU without a name are refused");
-    let mut udn = serde_json::to_value(render_network("n", "team-a", &NetworkXrSpec { ipv4_cidr: "10.0.0.0/8".into() }).unwrap()).unwrap();
+    let mut udn =
+        serde_json::to_value(render_network(&team_a("n"), &NetworkXrSpec { ipv4_cidr: "10.0.0.0/8".into() }).unwrap().udn).unwrap();
     udn["spec"]["topology"] = json!("Mesh");
     assert!(!jsonschema::validator_for(&crd_schema("k8s.ovn.org_userdefinednetworks.yaml")).unwrap().is_valid(&udn));
 }
@@ -236,9 +250,10 @@ fn the_schema_check_catches_bad_objects() {
 #[test]
 fn snapshots_of_every_object_kind() {
     let input = input();
-    let spec: VmXrSpec = serde_json::from_value(example("xr-virtualmachine.yaml")["spec"].clone()).unwrap();
-    let r = render_vm("myvm", "team-a", &spec, &template(&input, "simple_vm"), &input).unwrap();
+    let spec: VmXrSpec = serde_json::from_value(example("claim-virtualmachine.yaml")["spec"].clone()).unwrap();
+    let r = render_vm(&team_a("myvm"), &spec, &template(&input, "simple_vm"), &input).unwrap();
     insta::assert_json_snapshot!("kubevirt_virtualmachine", r.vm);
+    insta::assert_json_snapshot!("namespace", r.namespace.unwrap());
     insta::assert_json_snapshot!("userdefinednetwork", r.udn.unwrap());
     insta::assert_json_snapshot!("loadbalancer_service", r.service.unwrap());
     let lab = physical(example("xr-physicalnetwork.yaml")["spec"].clone());
@@ -248,14 +263,14 @@ fn snapshots_of_every_object_kind() {
 #[test]
 fn crossplane_s_own_xr_fields_are_accepted() {
     // Crossplane v2 writes spec.crossplane on every XR; v1 claims' XRs carry compositionRef & co.
-    let mut xr = example("xr-virtualmachine.yaml");
+    let mut xr = example("claim-virtualmachine.yaml");
     xr["spec"]["crossplane"] =
         serde_json::json!({"compositionRef": {"name": "vm"}, "resourceRefs": [], "compositionUpdatePolicy": "Automatic"});
     xr["spec"]["compositionRef"] = serde_json::json!({"name": "vm"});
     xr["spec"]["resourceRefs"] = serde_json::json!([]);
     let spec = VmXrSpec::from_xr(&xr["spec"]).expect("Crossplane's fields are accepted");
     let input = input();
-    assert!(render_vm("myvm", "team-a", &spec, &template(&input, &spec.template), &input).is_ok());
+    assert!(render_vm(&team_a("myvm"), &spec, &template(&input, &spec.template), &input).is_ok());
     // A misspelt field of ours is still refused.
     xr["spec"]["tempalte"] = serde_json::json!("x");
     let err = VmXrSpec::from_xr(&xr["spec"]).unwrap_err().to_string();
@@ -265,16 +280,16 @@ fn crossplane_s_own_xr_fields_are_accepted() {
 #[test]
 fn every_derived_name_fits_and_names_of_two_long_vms_differ() {
     let input = input();
-    let spec = VmXrSpec::from_xr(&example("xr-virtualmachine.yaml")["spec"]).unwrap();
+    let spec = VmXrSpec::from_xr(&example("claim-virtualmachine.yaml")["spec"]).unwrap();
     let names = |vm: &str| {
-        let r = render_vm(vm, "team-a", &spec, &template(&input, "simple_vm"), &input).unwrap();
-        let mut n = vec![r.vm.metadata.name.clone().unwrap()];
+        let r = render_vm(&team_a(vm), &spec, &template(&input, "simple_vm"), &input).unwrap();
+        let mut n = vec![r.namespace_name.clone(), r.vm.metadata.name.clone().unwrap()];
         n.extend(r.vm.spec.data_volume_templates.iter().filter_map(|d| d.metadata.name.clone()));
         n.extend(r.udn.iter().filter_map(|u| u.metadata.name.clone()));
         n.extend(r.service.iter().filter_map(|s| s.metadata.name.clone()));
         n
     };
-    assert_eq!(names("myvm"), ["myvm", "myvm-root", "myvm-net", "myvm-floating-ip"], "short names stay readable");
+    assert_eq!(names("myvm")[1..], ["myvm", "myvm-root", "myvm", "myvm-floating-ip"], "short names stay readable");
     let a = names(&format!("{}a", "v".repeat(62)));
     let b = names(&format!("{}b", "v".repeat(62)));
     for n in a.iter().chain(&b) {
@@ -283,4 +298,14 @@ fn every_derived_name_fits_and_names_of_two_long_vms_differ() {
     for (x, y) in a.iter().zip(&b) {
         assert_ne!(x, y, "two VMs whose names share a long prefix get different objects");
     }
+}
+
+#[test]
+fn an_xr_belongs_to_its_claim_or_to_the_platform_team() {
+    let claimed = json!({"metadata": {"name": "myvm-x7k2p",
+        "labels": {"crossplane.io/claim-namespace": "team-a", "crossplane.io/claim-name": "myvm"}}});
+    assert_eq!(Owner::of(&claimed), team_a("myvm"));
+    let direct = json!({"metadata": {"name": "shared-runner"}});
+    assert_eq!(Owner::of(&direct), Owner { tenant: String::new(), name: "shared-runner".into() });
+    assert_ne!(vm_namespace(&Owner::of(&direct)), vm_namespace(&team_a("shared-runner")));
 }

@@ -8,7 +8,9 @@
 //! resources forced into its namespace and cluster-scoped ones refused),
 //! resources no longer desired are deleted, and the XR's `resourceRefs` and
 //! status (Crossplane's `Ready` and `Synced` plus the function's
-//! conditions) are written.
+//! conditions) are written. For a claim it plays the claim controller too:
+//! the XR made for the claim (Crossplane's claim labels, the claim's spec),
+//! the claim's `resourceRef`, and the XR's status copied back to the claim.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -67,6 +69,68 @@ impl Drop for FunctionProcess {
     }
 }
 
+/// Crossplane's label on an XR naming its claim's namespace.
+pub const CLAIM_NAMESPACE: &str = "crossplane.io/claim-namespace";
+/// Crossplane's label on an XR naming its claim.
+pub const CLAIM_NAME: &str = "crossplane.io/claim-name";
+
+/// The fields of a claim's `spec` that are Crossplane's, not the XR's.
+const CLAIM_ONLY: [&str; 7] = [
+    "compositionRef",
+    "compositionSelector",
+    "compositionRevisionRef",
+    "compositionRevisionSelector",
+    "compositionUpdatePolicy",
+    "compositeDeletePolicy",
+    "resourceRef",
+];
+
+/// The XR Crossplane makes for `claim` (kind `X<claim kind>`), named
+/// `<claim>-<suffix>` (the claim's name cut as `generateName` does), with
+/// the claim labels and the claim's spec.
+pub fn xr_for_claim(claim: &Value, suffix: &str) -> Value {
+    let mut spec = claim["spec"].clone();
+    if let Some(o) = spec.as_object_mut() {
+        for f in CLAIM_ONLY {
+            o.remove(f);
+        }
+    }
+    let name = claim["metadata"]["name"].as_str().unwrap_or_default();
+    // As Kubernetes' generateName: the base cut so that the name fits 63.
+    let base = &name[..name.len().min(57)];
+    json!({
+        "apiVersion": claim["apiVersion"],
+        "kind": format!("X{}", claim["kind"].as_str().unwrap_or_default()),
+        "metadata": {"name": format!("{base}-{suffix}"), "labels": {CLAIM_NAME: name, CLAIM_NAMESPACE: claim["metadata"]["namespace"]}},
+        "spec": spec,
+    })
+}
+
+/// The claim CRD Crossplane generates for an XRD with `claimNames`, from
+/// the XR's CRD (`xr_crd`, by `../shared/k8s/xrd2crd.py`): namespaced, the
+/// claim's names, Crossplane's claim fields at the top of `spec`, the XR's
+/// status.
+pub fn claim_crd(xrd: &Value, xr_crd: &Value) -> Value {
+    let names = &xrd["spec"]["claimNames"];
+    let mut crd = xr_crd.clone();
+    crd["metadata"]["name"] = json!(format!("{}.{}", names["plural"].as_str().unwrap(), xrd["spec"]["group"].as_str().unwrap()));
+    crd["spec"]["names"] = json!({"kind": names["kind"], "plural": names["plural"], "categories": ["claim"]});
+    crd["spec"]["scope"] = json!("Namespaced");
+    let name_ref = json!({"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}});
+    let selector = json!({"type": "object", "properties": {"matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}}});
+    for v in crd["spec"]["versions"].as_array_mut().unwrap() {
+        let spec = &mut v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+        spec.as_object_mut().unwrap().remove("crossplane");
+        spec["compositionRef"] = name_ref.clone();
+        spec["compositionSelector"] = selector.clone();
+        spec["compositionUpdatePolicy"] = json!({"type": "string", "enum": ["Automatic", "Manual"]});
+        spec["compositeDeletePolicy"] = json!({"type": "string", "enum": ["Background", "Foreground"]});
+        spec["resourceRef"] = json!({"type": "object", "required": ["apiVersion", "kind", "name"],
+            "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "name": {"type": "string"}}});
+    }
+    crd
+}
+
 /// What one reconcile did.
 #[derive(Debug)]
 pub struct Outcome {
@@ -78,6 +142,8 @@ pub struct Outcome {
     pub composed: BTreeMap<String, Value>,
     /// The XR now in the cluster.
     pub xr: Value,
+    /// The claim now in the cluster, for a claim.
+    pub claim: Option<Value>,
 }
 
 impl Outcome {
@@ -257,12 +323,17 @@ impl<'a> Crossplane<'a> {
         let of = |s: Severity| rsp.results.iter().filter(|r| r.severity == s as i32).map(|r| r.message.clone()).collect::<Vec<_>>();
         let (fatal, warnings) = (of(Severity::Fatal), of(Severity::Warning));
         if !fatal.is_empty() {
-            return Outcome { fatal, warnings, composed: observed, xr };
+            return Outcome { fatal, warnings, composed: observed, xr, claim: None };
         }
         let desired = rsp.desired.clone().unwrap_or_default();
         let mut composed = BTreeMap::new();
         let mut all_ready = true;
-        for (key, r) in &desired.resources {
+        // Namespaces first: Crossplane would fail the reconcile that applies
+        // an object before its namespace exists and succeed on the next one;
+        // applying them first gets there in one.
+        let mut order: Vec<(&String, &Resource)> = desired.resources.iter().collect();
+        order.sort_by_key(|(_, r)| r.resource.as_ref().map(struct_to_json).is_none_or(|o| o["kind"] != "Namespace"));
+        for (key, r) in order {
             let obj = r.resource.as_ref().map(struct_to_json).unwrap_or(Value::Null);
             composed.insert(key.clone(), self.compose(&xr, key, obj).await);
             all_ready &= r.ready == Ready::True as i32;
@@ -276,7 +347,37 @@ impl<'a> Crossplane<'a> {
         let xr = self.write_refs(plural, &xr, &composed).await;
         let status = desired.composite.as_ref().and_then(|c| c.resource.as_ref()).map(struct_to_json);
         let xr = self.write_status(plural, &xr, status, &rsp, all_ready).await;
-        Outcome { fatal, warnings, composed, xr }
+        Outcome { fatal, warnings, composed, xr, claim: None }
+    }
+
+    /// One reconcile of the claim `claim` (as stored) of resource `plural`:
+    /// its XR (of resource `xr_plural`) made or updated from it, reconciled,
+    /// and its status copied back to the claim.
+    pub async fn reconcile_claim(&self, plural: &str, xr_plural: &str, claim: &Value) -> Outcome {
+        let (st, claim) = self.k.request(Method::GET, &Cluster::path_of(claim, plural), None, None).await;
+        assert_eq!(st, 200, "the claim: {claim}");
+        let suffix = match claim["spec"]["resourceRef"]["name"].as_str() {
+            Some(xr) => xr.rsplit('-').next().unwrap_or_default().to_owned(),
+            None => uuid::Uuid::new_v4().simple().to_string()[..5].to_owned(),
+        };
+        let xr = xr_for_claim(&claim, &suffix);
+        let xr = {
+            let (st, body) = self.k.apply(&xr, xr_plural, "apiextensions.crossplane.io/claim").await;
+            assert!(st == 200 || st == 201, "the XR of a claim is refused: {st} {body:#}");
+            body
+        };
+        let mut reference = json!({"apiVersion": claim["apiVersion"], "kind": claim["kind"],
+            "metadata": {"name": claim["metadata"]["name"], "namespace": claim["metadata"]["namespace"]},
+            "spec": {"resourceRef": {"apiVersion": xr["apiVersion"], "kind": xr["kind"], "name": xr["metadata"]["name"]}}});
+        let (st, body) = self.k.apply(&reference, plural, "apiextensions.crossplane.io/claim").await;
+        assert_eq!(st, 200, "the claim's resourceRef: {body:#}");
+        let mut outcome = self.reconcile(xr_plural, &xr).await;
+        let status = outcome.xr["status"].clone();
+        reference.as_object_mut().map(|o| o.remove("spec"));
+        let (st, claim) = self.k.write_status(&reference, plural, status).await;
+        assert_eq!(st, 200, "the API server refuses the claim's status: {claim:#}");
+        outcome.claim = Some(claim);
+        outcome
     }
 
     /// Records the composed resources in the XR's `spec.crossplane.resourceRefs`.

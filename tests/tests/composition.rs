@@ -1,13 +1,14 @@
 //! The shipped Crossplane package, installed as shipped into a real
 //! kube-apiserver with the real CRDs, and composed through the real
-//! `function-vmaas` over gRPC by a test playing Crossplane
-//! (`vmaas_tests::crossplane`): every example XR composes objects the API
-//! server accepts, in the XR's own scope; then the test plays OVN-K,
-//! KubeVirt and the load balancer, and the XRs report ready with their
-//! addresses. Bad XRs end in a fatal result and compose nothing.
+//! `function-vmaas` over gRPC by a test playing Crossplane and its claim
+//! controller (`vmaas_tests::crossplane`): every example claim and XR
+//! composes objects the API server accepts; then the test plays OVN-K,
+//! KubeVirt and the load balancer, and the claims report ready with their
+//! addresses. Teams never meet; bad claims end in a fatal result and
+//! compose nothing.
 
 use serde_json::{Value, json};
-use vmaas_tests::crossplane::{COMPOSITE_LABEL, Crossplane, FunctionProcess, Outcome, compositions_dir};
+use vmaas_tests::crossplane::{COMPOSITE_LABEL, Crossplane, FunctionProcess, Outcome, claim_crd, compositions_dir};
 use vmaas_tests::k8s::{Cluster, k8s_dir};
 
 fn example(file: &str) -> Value {
@@ -37,21 +38,28 @@ async fn applied(k: &Cluster, obj: &Value, plural: &str, manager: &str) -> Value
     body
 }
 
+async fn install(k: &Cluster, crd: &Value) {
+    let name = k.install_crd(crd).await;
+    k.wait_established(&name).await;
+}
+
 /// A cluster with the package installed as shipped: XRDs, Compositions,
-/// the Function, the template CRD and catalog, the XR CRDs Crossplane
-/// would generate, and the namespaces of two teams.
+/// the Function, the template CRD and catalog, the XR and claim CRDs
+/// Crossplane would generate, and the namespaces of two teams.
 async fn installed() -> (Cluster, FunctionProcess) {
     let k = Cluster::start().await;
     for kind in ["virtualmachine", "virtualprivatenetwork", "physicalnetwork"] {
-        let xrd = format!("xrd-{kind}.yaml");
-        applied(&k, &example(&xrd), "compositeresourcedefinitions", "platform-team").await;
+        let file = format!("xrd-{kind}.yaml");
+        let xrd = applied(&k, &example(&file), "compositeresourcedefinitions", "platform-team").await;
         applied(&k, &example(&format!("composition-{kind}.yaml")), "compositions", "platform-team").await;
-        let name = k.install_crd(&xr_crd(&xrd)).await;
-        k.wait_established(&name).await;
+        let crd = xr_crd(&file);
+        install(&k, &crd).await;
+        if xrd["spec"].get("claimNames").is_some() {
+            install(&k, &claim_crd(&xrd, &crd)).await;
+        }
     }
     applied(&k, &example("function.yaml"), "functions", "platform-team").await;
-    let name = k.install_crd(&example("crd-virtualmachinetemplate.yaml")).await;
-    k.wait_established(&name).await;
+    install(&k, &example("crd-virtualmachinetemplate.yaml")).await;
     for t in documents("templates.yaml") {
         applied(&k, &t, "virtualmachinetemplates", "platform-team").await;
     }
@@ -87,42 +95,56 @@ async fn kubevirt_runs(k: &Cluster, o: &Outcome, nics: &[(&str, &str)]) {
     }
 }
 
-/// Every composed resource carries Crossplane's marks and sits in the XR's scope.
+/// Every composed resource carries Crossplane's marks, fits 63 characters,
+/// and (namespaced) sits in the namespace the XR reports.
 fn assert_composed_by(o: &Outcome) {
-    let xr_ns = o.xr["metadata"]["namespace"].as_str();
     for (key, obj) in &o.composed {
         assert_eq!(obj["metadata"]["labels"][COMPOSITE_LABEL], o.xr["metadata"]["name"], "{key}");
         assert_eq!(obj["metadata"]["ownerReferences"][0]["uid"], o.xr["metadata"]["uid"], "{key}");
-        assert_eq!(obj["metadata"]["namespace"].as_str(), xr_ns, "{key} is in its XR's namespace (or cluster-scoped with it)");
         assert!(obj["metadata"]["name"].as_str().unwrap().len() <= 63, "{key}");
+        if let Some(ns) = obj["metadata"]["namespace"].as_str() {
+            assert_eq!(Some(ns), o.xr["status"]["namespace"].as_str(), "{key} is in the namespace its XR reports");
+        }
     }
+}
+
+/// The claim's status, as its owner sees it.
+fn claim_status(o: &Outcome) -> &Value {
+    &o.claim.as_ref().expect("a claim")["status"]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_shipped_example_composes_and_reports_ready_once_the_cluster_runs_it() {
     let (k, f) = installed().await;
 
-    // The platform team's physical network for team-a.
+    // The platform team's physical network, for team-a.
     let net_xp = Crossplane::new(&k, &f, input_of("composition-physicalnetwork.yaml"));
     let lab = applied(&k, &example("xr-physicalnetwork.yaml"), "physicalnetworks", "platform-team").await;
     let o = net_xp.reconcile("physicalnetworks", &lab).await;
     assert!(o.fatal.is_empty(), "{:?}", o.fatal);
     assert_eq!(o.composed.keys().collect::<Vec<_>>(), ["cudn"]);
-    assert_composed_by(&o);
     assert!(!o.ready() && o.xr["status"]["state"] == "PENDING", "{:#}", o.xr);
-    ovn_created(&k, &o.composed["cudn"], "clusteruserdefinednetworks").await;
+    let cudn = o.composed["cudn"].clone();
+    ovn_created(&k, &cudn, "clusteruserdefinednetworks").await;
     let o = net_xp.reconcile("physicalnetworks", &lab).await;
     assert!(o.ready() && o.xr["status"]["state"] == "READY", "{:#}", o.xr);
     assert_eq!(o.condition("NetworkReady").unwrap()["status"], "True");
 
-    // Team-a's private network.
+    // Team-a's private network: a namespace of its own with a primary UDN.
     let private_xp = Crossplane::new(&k, &f, input_of("composition-virtualprivatenetwork.yaml"));
-    let net = applied(&k, &example("xr-virtualprivatenetwork.yaml"), "virtualprivatenetworks", "team-a").await;
-    let o = private_xp.reconcile("virtualprivatenetworks", &net).await;
+    let claim = applied(&k, &example("claim-virtualprivatenetwork.yaml"), "virtualprivatenetworks", "team-a").await;
+    let o = private_xp.reconcile_claim("virtualprivatenetworks", "xvirtualprivatenetworks", &claim).await;
+    assert_eq!(o.composed.keys().collect::<Vec<_>>(), ["namespace", "udn"]);
     assert_composed_by(&o);
+    let labels = &o.composed["namespace"]["metadata"]["labels"];
+    assert!(labels["k8s.ovn.org/primary-user-defined-network"] == "" && labels["vmaas.io/tenant"] == "team-a", "{labels}");
+    assert_eq!(o.composed["udn"]["spec"]["layer2"]["role"], "Primary");
     ovn_created(&k, &o.composed["udn"], "userdefinednetworks").await;
-    let o = private_xp.reconcile("virtualprivatenetworks", &net).await;
-    assert!(o.ready() && o.xr["status"]["ipv4Cidr"] == "192.168.100.0/24", "{:#}", o.xr);
+    let o = private_xp.reconcile_claim("virtualprivatenetworks", "xvirtualprivatenetworks", &claim).await;
+    assert!(o.ready(), "{:#}", o.xr);
+    let net_ns = o.xr["status"]["namespace"].as_str().unwrap().to_owned();
+    assert_eq!(claim_status(&o)["state"], "READY", "the claim shows its XR's status");
+    assert_eq!(claim_status(&o)["ipv4Cidr"], "192.168.100.0/24");
 
     // A web server from the cluster's catalog on that network, with a script and a key.
     let vm_xp = Crossplane::new(&k, &f, input_of("composition-virtualmachine.yaml"));
@@ -130,38 +152,41 @@ async fn every_shipped_example_composes_and_reports_ready_once_the_cluster_runs_
         "spec": {"template": "web", "templateParameters": {"vm_memory": "2Gi"}, "network": "example",
                  "userData": "#!/bin/sh\necho hello > /tmp/hello\n", "sshKeys": ["ssh-ed25519 AAAAC3Nz web@example"]}});
     let web = applied(&k, &web, "virtualmachines", "team-a").await;
-    let o = vm_xp.reconcile("virtualmachines", &web).await;
+    let o = vm_xp.reconcile_claim("virtualmachines", "xvirtualmachines", &web).await;
     assert!(o.fatal.is_empty() && o.warnings.is_empty(), "{:?} {:?}", o.fatal, o.warnings);
-    assert_eq!(o.composed.keys().collect::<Vec<_>>(), ["service", "vm"], "the named network is its own XR's");
+    assert_eq!(o.composed.keys().collect::<Vec<_>>(), ["service", "vm"], "the VM lives in its network's namespace");
     assert_composed_by(&o);
+    assert_eq!(o.composed["vm"]["metadata"]["namespace"], net_ns.as_str());
     let t = &o.composed["vm"]["spec"]["template"]["spec"];
-    assert_eq!(t["networks"][1]["multus"]["networkName"], "example");
+    assert_eq!(t["domain"]["devices"]["interfaces"][0]["binding"]["name"], "l2bridge", "bridged onto the primary UDN");
     assert_eq!(t["domain"]["memory"]["guest"], "2Gi");
     let user_data = t["volumes"].as_array().unwrap().iter().find_map(|v| v["cloudInitNoCloud"]["userData"].as_str()).unwrap();
     assert!(user_data.contains("echo hello") && user_data.contains("web@example"), "{user_data}");
-    kubevirt_runs(&k, &o, &[("default", "10.128.0.9"), ("private", "192.168.100.9")]).await;
-    let o = vm_xp.reconcile("virtualmachines", &web).await;
-    assert!(o.ready() && o.xr["status"]["internalIP"] == "192.168.100.9", "{:#}", o.xr);
+    kubevirt_runs(&k, &o, &[("default", "192.168.100.9")]).await;
+    let o = vm_xp.reconcile_claim("virtualmachines", "xvirtualmachines", &web).await;
+    assert!(o.ready() && claim_status(&o)["internalIP"] == "192.168.100.9", "{:#}", o.xr);
 
-    // The seed's VM, on a network of its own and on the lab network, with Crossplane's spec.crossplane.
-    let mut xr = example("xr-virtualmachine.yaml");
-    xr["spec"]["physicalNetwork"] = json!("lab");
-    xr["spec"]["crossplane"] = json!({"compositionRef": {"name": "virtualmachines.vmaas.io"}});
-    let vm = applied(&k, &xr, "virtualmachines", "team-a").await;
-    let o = vm_xp.reconcile("virtualmachines", &vm).await;
+    // The seed's VM, on a network of its own and on the lab network.
+    let mut claim = example("claim-virtualmachine.yaml");
+    claim["spec"]["physicalNetwork"] = json!("lab");
+    let vm = applied(&k, &claim, "virtualmachines", "team-a").await;
+    let o = vm_xp.reconcile_claim("virtualmachines", "xvirtualmachines", &vm).await;
     assert!(o.fatal.is_empty() && o.warnings.is_empty(), "{:?} {:?}", o.fatal, o.warnings);
-    assert_eq!(o.composed.keys().collect::<Vec<_>>(), ["service", "udn", "vm"]);
+    assert_eq!(o.composed.keys().collect::<Vec<_>>(), ["namespace", "service", "udn", "vm"]);
     assert_composed_by(&o);
     assert!(!o.ready() && o.xr["status"]["state"] == "PROGRESSING", "{:#}", o.xr);
-    let nets = &o.composed["vm"]["spec"]["template"]["spec"]["networks"];
-    assert_eq!(nets[1]["multus"]["networkName"], "myvm-net");
-    assert_eq!(nets[2]["multus"]["networkName"], "lab");
+    // The lab CUDN selects this VM's namespace: OVN-K gives it the network.
+    let selector = &cudn["spec"]["namespaceSelector"]["matchExpressions"][0];
+    let ns_labels = &o.composed["namespace"]["metadata"]["labels"];
+    let key = selector["key"].as_str().unwrap();
+    assert!(selector["values"].as_array().unwrap().contains(&ns_labels[key]), "{selector} vs {ns_labels}");
+    assert_eq!(o.composed["vm"]["spec"]["template"]["spec"]["networks"][1]["multus"]["networkName"], "lab");
 
     ovn_created(&k, &o.composed["udn"], "userdefinednetworks").await;
-    kubevirt_runs(&k, &o, &[("default", "10.128.0.12"), ("private", "10.200.0.5"), ("physical", "192.168.50.7")]).await;
-    let o = vm_xp.reconcile("virtualmachines", &vm).await;
+    kubevirt_runs(&k, &o, &[("default", "10.200.0.5"), ("physical", "192.168.50.7")]).await;
+    let o = vm_xp.reconcile_claim("virtualmachines", "xvirtualmachines", &vm).await;
     assert!(o.ready(), "{:#}", o.xr);
-    let status = &o.xr["status"];
+    let status = claim_status(&o);
     assert_eq!(
         (status["state"].as_str(), status["internalIP"].as_str(), status["externalIP"].as_str()),
         (Some("READY"), Some("10.200.0.5"), Some("192.0.2.10")),
@@ -170,54 +195,66 @@ async fn every_shipped_example_composes_and_reports_ready_once_the_cluster_runs_
     assert_eq!(o.condition("VirtualMachineReady").unwrap()["status"], "True", "{status:#}");
 
     // Stopped: KubeVirt halts it, and its floating IP goes away.
-    let mut stop = xr.clone();
+    let mut stop = claim.clone();
     stop["spec"]["state"] = json!("stopped");
     applied(&k, &stop, "virtualmachines", "team-a").await;
-    let o = vm_xp.reconcile("virtualmachines", &vm).await;
+    let svc = o.composed["service"].clone();
+    let o = vm_xp.reconcile_claim("virtualmachines", "xvirtualmachines", &vm).await;
     assert_eq!(o.composed["vm"]["spec"]["runStrategy"], "Halted");
     assert!(!o.composed.contains_key("service"), "no floating IP for a stopped VM");
-    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "myvm-floating-ip", "namespace": "team-a"}});
     assert_eq!(k.request(reqwest::Method::GET, &Cluster::path_of(&svc, "services"), None, None).await.0, 404);
     let (st, _) = k.write_status(&o.composed["vm"], "virtualmachines", json!({"ready": false, "printableStatus": "Stopped"})).await;
     assert_eq!(st, 200);
-    let o = vm_xp.reconcile("virtualmachines", &vm).await;
-    assert!(o.ready() && o.xr["status"]["state"] == "STOPPED", "{:#}", o.xr);
+    let o = vm_xp.reconcile_claim("virtualmachines", "xvirtualmachines", &vm).await;
+    assert!(o.ready() && claim_status(&o)["state"] == "STOPPED", "{:#}", o.xr);
+}
+
+/// `claim-virtualmachine.yaml` in `ns`, with `spec` merged in (null removes a field).
+fn vm_claim(ns: &str, name: &str, spec: Value) -> Value {
+    let mut claim = example("claim-virtualmachine.yaml");
+    claim["metadata"]["namespace"] = json!(ns);
+    claim["metadata"]["name"] = json!(name);
+    if let (Some(x), Some(s)) = (claim["spec"].as_object_mut(), spec.as_object()) {
+        for (k, v) in s {
+            if v.is_null() {
+                x.remove(k);
+            } else {
+                x.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    claim
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn teams_never_collide_and_bad_xrs_compose_nothing() {
+async fn teams_never_collide_and_bad_claims_compose_nothing() {
     let (k, f) = installed().await;
     let lab = applied(&k, &example("xr-physicalnetwork.yaml"), "physicalnetworks", "platform-team").await;
     Crossplane::new(&k, &f, input_of("composition-physicalnetwork.yaml")).reconcile("physicalnetworks", &lab).await;
+    let net_xp = Crossplane::new(&k, &f, input_of("composition-virtualprivatenetwork.yaml"));
+    let net = applied(&k, &example("claim-virtualprivatenetwork.yaml"), "virtualprivatenetworks", "team-a").await;
+    net_xp.reconcile_claim("virtualprivatenetworks", "xvirtualprivatenetworks", &net).await;
     let xp = Crossplane::new(&k, &f, input_of("composition-virtualmachine.yaml"));
-    let vm_in = |ns: &str, spec: Value| {
-        let mut xr = example("xr-virtualmachine.yaml");
-        xr["metadata"]["namespace"] = json!(ns);
-        if let (Some(x), Some(s)) = (xr["spec"].as_object_mut(), spec.as_object()) {
-            for (k, v) in s {
-                if v.is_null() {
-                    x.remove(k);
-                } else {
-                    x.insert(k.clone(), v.clone());
-                }
-            }
-        }
-        xr
-    };
+    let claim = |ns: &str, name: &str, spec: Value| vm_claim(ns, name, spec);
 
-    // `myvm` of team-a and `myvm` of team-b: each team's objects, in its namespace.
-    let a = applied(&k, &vm_in("team-a", json!({})), "virtualmachines", "team-a").await;
-    let b = applied(&k, &vm_in("team-b", json!({"network": "example"})), "virtualmachines", "team-b").await;
-    let oa = xp.reconcile("virtualmachines", &a).await;
-    let ob = xp.reconcile("virtualmachines", &b).await;
+    // `myvm` of team-a and `myvm` of team-b: two XRs, two namespaces, two VMs.
+    let a = applied(&k, &claim("team-a", "myvm", json!({})), "virtualmachines", "team-a").await;
+    let b = applied(&k, &claim("team-b", "myvm", json!({})), "virtualmachines", "team-b").await;
+    let oa = xp.reconcile_claim("virtualmachines", "xvirtualmachines", &a).await;
+    let ob = xp.reconcile_claim("virtualmachines", "xvirtualmachines", &b).await;
     assert_composed_by(&oa);
     assert_composed_by(&ob);
+    assert_ne!(oa.xr["status"]["namespace"], ob.xr["status"]["namespace"]);
     assert_ne!(oa.composed["vm"]["metadata"]["uid"], ob.composed["vm"]["metadata"]["uid"]);
-    // Team-b has no network "example" (team-a's is not theirs): the VM waits for it.
-    assert!(ob.warnings.iter().any(|w| w.contains("spec.network") && w.contains("team-b")), "{:?}", ob.warnings);
-    assert!(!ob.composed.contains_key("udn"));
+    assert_eq!(ob.composed["namespace"]["metadata"]["labels"]["vmaas.io/tenant"], "team-b");
 
-    // Bad XRs, and a physical network not offered to team-b: fatal, nothing composed.
+    // Team-b has no network "example" (team-a's is not theirs): the VM waits, nothing composed.
+    let c = applied(&k, &claim("team-b", "other", json!({"network": "example"})), "virtualmachines", "team-b").await;
+    let oc = xp.reconcile_claim("virtualmachines", "xvirtualmachines", &c).await;
+    assert!(oc.warnings.iter().any(|w| w.contains("spec.network") && w.contains("team-b")), "{:?}", oc.warnings);
+    assert!(oc.composed.is_empty(), "{:?}", oc.composed.keys());
+
+    // Bad claims, and a physical network not offered to team-b: fatal, nothing composed.
     let bad_cases = [
         ("offered", json!({"network": null, "physicalNetwork": "lab"}), "spec.physicalNetwork"),
         ("unknown-template", json!({"template": "no_such_template"}), "spec.template"),
@@ -225,27 +262,21 @@ async fn teams_never_collide_and_bad_xrs_compose_nothing() {
         ("bad-network", json!({"network": "10.0.0.1/8"}), "spec.network"),
     ];
     for (name, spec, field) in bad_cases {
-        let mut xr = vm_in("team-b", spec);
-        xr["metadata"]["name"] = json!(name);
-        let xr = applied(&k, &xr, "virtualmachines", "team-b").await;
-        let o = xp.reconcile("virtualmachines", &xr).await;
+        let c = applied(&k, &claim("team-b", name, spec), "virtualmachines", "team-b").await;
+        let o = xp.reconcile_claim("virtualmachines", "xvirtualmachines", &c).await;
         assert!(o.fatal.len() == 1 && o.fatal[0].contains(field), "{name}: {:?}", o.fatal);
         assert!(o.composed.is_empty(), "{name}: nothing composed: {:?}", o.composed.keys());
-        let vm = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": name, "namespace": "team-b"}});
-        assert_eq!(k.request(reqwest::Method::GET, &Cluster::path_of(&vm, "virtualmachines"), None, None).await.0, 404, "{name}");
+        let (_, vms) = k.request(reqwest::Method::GET, "/apis/kubevirt.io/v1/virtualmachines", None, None).await;
+        let names: Vec<&str> = vms["items"].as_array().unwrap().iter().filter_map(|v| v["metadata"]["name"].as_str()).collect();
+        assert!(!names.contains(&name), "{name}: {names:?}");
     }
 
-    // The longest name an XR can have composes objects whose names all fit;
-    // a longer one is refused by the XR's own CRD.
-    let long = "v".repeat(63);
-    let mut xr = vm_in("team-a", json!({}));
-    xr["metadata"]["name"] = json!(long);
-    let xr = applied(&k, &xr, "virtualmachines", "team-a").await;
-    let o = xp.reconcile("virtualmachines", &xr).await;
-    assert!(o.fatal.is_empty() && o.composed.len() == 3, "{:?}", o.fatal);
+    // The longest name a claim can have composes objects whose names all
+    // fit; a longer one is refused by the claim's own CRD.
+    let c = applied(&k, &claim("team-a", &"v".repeat(63), json!({})), "virtualmachines", "team-a").await;
+    let o = xp.reconcile_claim("virtualmachines", "xvirtualmachines", &c).await;
+    assert!(o.fatal.is_empty() && o.composed.len() == 4, "{:?} {:?}", o.fatal, o.composed.keys());
     assert_composed_by(&o);
-    let mut longer = vm_in("team-a", json!({}));
-    longer["metadata"]["name"] = json!("v".repeat(64));
-    let (st, _) = k.apply(&longer, "virtualmachines", "team-a").await;
-    assert_eq!(st, 422, "the XR CRD caps names at 63 characters");
+    let (st, _) = k.apply(&claim("team-a", &"v".repeat(64), json!({})), "virtualmachines", "team-a").await;
+    assert_eq!(st, 422, "the claim CRD caps names at 63 characters");
 }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use vmaas_tests::crossplane::FunctionProcess;
+use vmaas_tests::crossplane::{FunctionProcess, xr_for_claim};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -19,18 +19,22 @@ fn python() -> PathBuf {
     p
 }
 
-/// Converts the YAML examples into the JSON files the client reads.
+/// Converts the YAML examples into the JSON files the client reads: the
+/// claims as the XRs Crossplane makes for them.
 fn case_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    for (yaml, json) in [
-        ("xr-virtualmachine.yaml", "xr.json"),
-        ("observed-virtualmachine.yaml", "observed.json"),
-        ("input.yaml", "input.json"),
-        ("xr-virtualprivatenetwork.yaml", "network.json"),
-        ("xr-physicalnetwork.yaml", "physical.json"),
+    for (yaml, json, claim) in [
+        ("claim-virtualmachine.yaml", "xr.json", true),
+        ("observed-virtualmachine.yaml", "observed.json", false),
+        ("input.yaml", "input.json", false),
+        ("claim-virtualprivatenetwork.yaml", "network.json", true),
+        ("xr-physicalnetwork.yaml", "physical.json", false),
     ] {
         let text = std::fs::read_to_string(repo().join("examples/compositions").join(yaml)).unwrap();
-        let v: serde_json::Value = yaml_to_json(&text);
+        let mut v: serde_json::Value = yaml_to_json(&text);
+        if claim {
+            v = xr_for_claim(&v, "x7k2p");
+        }
         std::fs::write(dir.path().join(json), serde_json::to_vec(&v).unwrap()).unwrap();
     }
     dir

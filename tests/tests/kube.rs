@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 use vmaas_model::k8s::observe::observe_vm;
-use vmaas_model::k8s::render::{FloatingIp, VmOptions, render_vm};
+use vmaas_model::k8s::render::{FloatingIp, PodNetwork, VmOptions, render_vm};
 use vmaas_model::{MachineSpec, Phase, PowerState, Template, VirtualMachineTemplate};
 use vmaas_tests::k8s::Cluster;
 use vmaas_tests::vms::TINY;
@@ -23,6 +23,7 @@ fn options(power: PowerState) -> VmOptions {
         name: "web".into(),
         namespace: "team-a".into(),
         power,
+        network: PodNetwork::Masquerade,
         attachments: vec![],
         data_source_namespace: "os-images".into(),
         storage_class: None,
@@ -49,7 +50,7 @@ async fn a_rendered_vm_is_accepted_and_observed_through_its_status() {
     assert!(st == 200 || st == 201, "the Service is refused: {st} {applied_svc:#}");
 
     // Before KubeVirt says anything, the VM is not ready.
-    let o = observe_vm(Some(&applied), None, Some(&applied_svc), true);
+    let o = observe_vm(Some(&applied), None, Some(&applied_svc), true, "default");
     assert!(!matches!(o.phase, Phase::Ready), "{o:?}");
 
     // Play KubeVirt and the load balancer: the VM runs and is ready, its VMI has an address, the Service an ingress.
@@ -67,7 +68,7 @@ async fn a_rendered_vm_is_accepted_and_observed_through_its_status() {
     assert_eq!(st, 200, "{vmi_now}");
     let (st, svc_now) = k.write_status(&svc, "services", json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}})).await;
     assert_eq!(st, 200, "{svc_now}");
-    let o = observe_vm(Some(&vm_now), Some(&vmi_now), Some(&svc_now), true);
+    let o = observe_vm(Some(&vm_now), Some(&vmi_now), Some(&svc_now), true, "default");
     assert!(matches!(o.phase, Phase::Ready), "{o:?}");
     assert_eq!((o.internal_ip.as_deref(), o.external_ip.as_deref()), (Some("10.128.0.7"), Some("192.0.2.10")));
 }
@@ -83,7 +84,7 @@ async fn a_stopped_vm_renders_halted_and_is_accepted() {
     assert_eq!(applied["spec"]["runStrategy"], "Halted");
     let (st, vm_now) = k.write_status(&vm, "virtualmachines", json!({"ready": false, "printableStatus": "Stopped"})).await;
     assert_eq!(st, 200, "{vm_now}");
-    assert!(matches!(observe_vm(Some(&vm_now), None, None, false).phase, Phase::Stopped));
+    assert!(matches!(observe_vm(Some(&vm_now), None, None, false, "default").phase, Phase::Stopped));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

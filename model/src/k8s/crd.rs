@@ -187,9 +187,19 @@ pub struct Interface {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<serde_json::Value>")]
     pub bridge: Option<Value>,
+    /// `{name: l2bridge}` on a primary user-defined network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<Binding>,
     /// Guest ports (masquerade).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<Port>,
+}
+
+/// A network binding plugin.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Binding {
+    /// e.g. `l2bridge`.
+    pub name: String,
 }
 
 /// A port on an interface.
@@ -276,7 +286,7 @@ pub struct UserDefinedNetworkSpec {
 /// A layer-2 network.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 pub struct Layer2 {
-    /// `Secondary`: an extra NIC beside the pod network.
+    /// `Primary`: the network replaces the pod network in its namespace.
     pub role: String,
     /// CIDRs.
     pub subnets: Vec<String>,

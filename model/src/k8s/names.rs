@@ -22,6 +22,19 @@ pub fn derived(base: &str, suffix: &str) -> String {
     format!("{prefix}-{:0width$x}", fnv1a(&full) & 0xffff_ffff, width = HASH_DIGITS)
 }
 
+/// A name unique to `parts` (e.g. a tenant and its object's name): the
+/// parts joined by dashes, cut to fit, then a dash and a hash of the parts
+/// themselves, so `a-b` + `c` and `a` + `b-c` never meet, and names of two
+/// tenants never collide in a cluster-wide space (namespaces).
+pub fn unique(parts: &[&str]) -> String {
+    let readable = parts.iter().filter(|p| !p.is_empty()).copied().collect::<Vec<_>>().join("-");
+    let keep = MAX_NAME - HASH_DIGITS - 1;
+    let prefix = readable[..readable.len().min(keep)].trim_end_matches(['-', '.']);
+    // `/` is never in a Kubernetes name: the joined parts are unambiguous.
+    let hash = fnv1a(&parts.join("/")) & 0xffff_ffff;
+    format!("{prefix}-{hash:0width$x}", width = HASH_DIGITS)
+}
+
 /// 64-bit FNV-1a: small, and fixed forever (a name must not change between
 /// releases, or every object would be renamed).
 fn fnv1a(s: &str) -> u64 {
@@ -44,6 +57,17 @@ mod tests {
         assert_eq!(a, derived(&"a".repeat(60), "root"), "stable");
         let dashed = derived(&format!("{}-{}", "x".repeat(53), "y".repeat(10)), "net");
         assert!(!dashed.contains("--") && dashed.len() <= MAX_NAME, "{dashed}");
+    }
+
+    #[test]
+    fn unique_names_fit_and_never_confuse_their_parts() {
+        let a = unique(&["vmaas", "a-b", "c"]);
+        let b = unique(&["vmaas", "a", "b-c"]);
+        assert!(a.starts_with("vmaas-a-b-c-") && b.starts_with("vmaas-a-b-c-"), "{a} {b}");
+        assert_ne!(a, b);
+        let long = unique(&["vmaas", &"t".repeat(63), &"n".repeat(63)]);
+        assert!(long.len() <= MAX_NAME && !long.contains("--"), "{long}");
+        assert_eq!(long, unique(&["vmaas", &"t".repeat(63), &"n".repeat(63)]), "stable");
     }
 
     #[test]

@@ -25,12 +25,12 @@ pub fn vm_phase(vm: Option<&Value>, started: bool) -> Phase {
     }
 }
 
-/// The VM's internal address from its VMI: its first attachment's (a NIC
-/// other than the pod network's `default`), else the pod network's.
-pub fn vmi_address(vmi: &Value) -> Option<String> {
+/// The VM's internal address from its VMI: that of its NIC `nic` (the one
+/// on its first network), else the first address it reports.
+pub fn vmi_address(vmi: &Value, nic: &str) -> Option<String> {
     let nics = vmi["status"]["interfaces"].as_array()?;
     let address = |n: &Value| n["ipAddress"].as_str().filter(|a| !a.is_empty()).map(str::to_owned);
-    nics.iter().filter(|n| n["name"] != "default").find_map(address).or_else(|| nics.iter().find_map(address))
+    nics.iter().filter(|n| n["name"] == nic).find_map(address).or_else(|| nics.iter().find_map(address))
 }
 
 /// The ingress address (or host name) of a LoadBalancer Service.
@@ -39,10 +39,11 @@ pub fn service_address(svc: &Value) -> Option<String> {
     first["ip"].as_str().or(first["hostname"].as_str()).map(str::to_owned)
 }
 
-/// Everything observed of one VM: the KubeVirt VM, its VMI and its Service.
-pub fn observe_vm(vm: Option<&Value>, vmi: Option<&Value>, service: Option<&Value>, started: bool) -> Observation {
+/// Everything observed of one VM: the KubeVirt VM, its VMI (`nic` names
+/// the NIC whose address is the VM's internal one) and its Service.
+pub fn observe_vm(vm: Option<&Value>, vmi: Option<&Value>, service: Option<&Value>, started: bool, nic: &str) -> Observation {
     let mut obs = Observation::new(vm_phase(vm, started));
-    obs.internal_ip = vmi.and_then(vmi_address);
+    obs.internal_ip = vmi.and_then(|v| vmi_address(v, nic));
     obs.external_ip = service.and_then(service_address);
     obs
 }
@@ -65,12 +66,13 @@ mod tests {
         assert!(matches!(vm_phase(Some(&bad), true), Phase::Failed(r) if r.reason == "ErrorUnschedulable"));
         let vmi = json!({"status": {"interfaces": [{"ipAddress": "10.128.0.5"}]}});
         let svc = json!({"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}}});
-        let obs = observe_vm(Some(&ready), Some(&vmi), Some(&svc), true);
+        let obs = observe_vm(Some(&ready), Some(&vmi), Some(&svc), true, "default");
         assert_eq!((obs.internal_ip.as_deref(), obs.external_ip.as_deref()), (Some("10.128.0.5"), Some("192.0.2.10")));
         let two = json!({"status": {"interfaces": [
             {"name": "default", "ipAddress": "10.128.0.5"}, {"name": "private", "ipAddress": "10.200.0.7"}]}});
-        assert_eq!(vmi_address(&two).as_deref(), Some("10.200.0.7"), "the attachment's address comes first");
+        assert_eq!(vmi_address(&two, "private").as_deref(), Some("10.200.0.7"), "the NIC asked for");
+        assert_eq!(vmi_address(&two, "default").as_deref(), Some("10.128.0.5"));
         let pending = json!({"status": {"interfaces": [{"name": "default", "ipAddress": "10.128.0.5"}, {"name": "private"}]}});
-        assert_eq!(vmi_address(&pending).as_deref(), Some("10.128.0.5"));
+        assert_eq!(vmi_address(&pending, "private").as_deref(), Some("10.128.0.5"), "else the first address");
     }
 }

@@ -1,11 +1,11 @@
 //! Pure rendering: a [`MachineSpec`] plus plain options into the Kubernetes
 //! objects that run it (a KubeVirt VM with its disks, a LoadBalancer
-//! Service), and the OVN-K user-defined networks they attach to. The
-//! Crossplane function and a KubeVirt backend both render through here.
+//! Service), and the namespaces and OVN-K user-defined networks they live
+//! in. The Crossplane function and a KubeVirt backend both render through here.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::{Namespace, Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta as K8sMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::{Deserialize, Serialize};
@@ -18,6 +18,10 @@ use crate::{PowerState, ProbeCheck, Protocol};
 
 /// Label on the launcher pod that the LoadBalancer selects.
 pub const VM_LABEL: &str = "vmaas.io/vm";
+/// Label of a namespace whose primary network is a user-defined network.
+pub const PRIMARY_UDN_LABEL: &str = "k8s.ovn.org/primary-user-defined-network";
+/// Label naming the tenant (a team's namespace) a vmaas namespace serves.
+pub const TENANT_LABEL: &str = "vmaas.io/tenant";
 
 /// How floating IPs are implemented.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,6 +37,15 @@ pub struct FloatingIp {
 
 fn metallb() -> String {
     "metallb".into()
+}
+
+/// How a VM's first NIC is attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodNetwork {
+    /// The cluster's pod network, masqueraded.
+    Masquerade,
+    /// The namespace's primary user-defined network, bridged at layer 2.
+    PrimaryUdn,
 }
 
 /// A secondary NIC: bridged onto a Multus network, the attachment
@@ -54,8 +67,10 @@ pub struct VmOptions {
     pub namespace: String,
     /// Run or stay off.
     pub power: PowerState,
-    /// NICs beside the default one (the pod network, masqueraded, which
-    /// carries the floating IP and the readiness probe).
+    /// How the first NIC (`default`, which carries the floating IP and the
+    /// readiness probe) is attached.
+    pub network: PodNetwork,
+    /// NICs beside the first one (a physical network).
     pub attachments: Vec<Attachment>,
     /// Namespace of the CDI DataSources that images name.
     pub data_source_namespace: String,
@@ -74,14 +89,27 @@ pub struct RenderedVm {
     pub service: Option<Service>,
 }
 
-/// A secondary layer-2 UDN `name` in namespace `ns` with subnet `cidr`,
-/// with persistent IPAM (a VM keeps its address across migrations).
+/// A namespace managed by vmaas for `tenant`, labelled for a primary UDN when asked.
+pub fn namespace(name: &str, primary_udn: bool, tenant: &str) -> Namespace {
+    let mut labels = BTreeMap::from([
+        ("app.kubernetes.io/managed-by".to_owned(), "function-vmaas".to_owned()),
+        (TENANT_LABEL.to_owned(), tenant.to_owned()),
+    ]);
+    if primary_udn {
+        labels.insert(PRIMARY_UDN_LABEL.into(), String::new());
+    }
+    Namespace { metadata: K8sMeta { name: Some(name.into()), labels: Some(labels), ..Default::default() }, ..Default::default() }
+}
+
+/// A primary layer-2 UDN `name` in namespace `ns` with subnet `cidr`, with
+/// persistent IPAM (a VM keeps its address across live migrations, which
+/// KubeVirt supports on layer-2 UDNs).
 pub fn udn(name: &str, ns: &str, cidr: &str) -> UserDefinedNetwork {
     let mut u = UserDefinedNetwork::new(
         name,
         UserDefinedNetworkSpec {
             topology: "Layer2".into(),
-            layer2: Layer2 { role: "Secondary".into(), subnets: vec![cidr.into()], ipam: Ipam { lifecycle: "Persistent".into() } },
+            layer2: Layer2 { role: "Primary".into(), subnets: vec![cidr.into()], ipam: Ipam { lifecycle: "Persistent".into() } },
         },
     );
     u.metadata.namespace = Some(ns.into());
@@ -98,11 +126,12 @@ pub struct Localnet<'a> {
     pub cidr: Option<&'a str>,
     /// The access VLAN, if the network is tagged.
     pub vlan: Option<u16>,
-    /// The namespaces whose VMs may attach.
-    pub namespaces: &'a [String],
+    /// The tenants (teams' namespaces) whose VMs may attach: the CUDN
+    /// selects the vmaas namespaces labelled for them.
+    pub tenants: &'a [String],
 }
 
-/// A secondary localnet CUDN `name` on `net`, selecting its namespaces.
+/// A secondary localnet CUDN `name` on `net`, selecting its tenants' namespaces.
 pub fn localnet_cudn(name: &str, net: &Localnet<'_>) -> ClusterUserDefinedNetwork {
     let mut localnet = json!({"role": "Secondary", "physicalNetworkName": net.physical_network});
     match net.cidr {
@@ -118,7 +147,7 @@ pub fn localnet_cudn(name: &str, net: &Localnet<'_>) -> ClusterUserDefinedNetwor
     ClusterUserDefinedNetwork::new(
         name,
         ClusterUserDefinedNetworkSpec {
-            namespace_selector: json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": net.namespaces}]}),
+            namespace_selector: json!({"matchExpressions": [{"key": TENANT_LABEL, "operator": "In", "values": net.tenants}]}),
             network: json!({"topology": "Localnet", "localnet": localnet}),
         },
     )
@@ -236,12 +265,18 @@ fn disks(spec: &MachineSpec, o: &VmOptions) -> (Vec<DataVolumeTemplate>, Vec<Dis
     (dvs, disks, volumes)
 }
 
-/// The default NIC (pod network, masqueraded) and one bridged NIC per attachment.
+/// The first NIC (`default`: the pod network masqueraded, or the primary
+/// UDN bridged) and one bridged NIC per attachment.
 fn interfaces(spec: &MachineSpec, o: &VmOptions) -> (Vec<Interface>, Vec<Network>) {
-    let mut nics = vec![Interface { name: "default".into(), masquerade: Some(json!({})), bridge: None, ports: masquerade_ports(spec) }];
+    let nic = |name: &str| Interface { name: name.into(), masquerade: None, bridge: None, binding: None, ports: vec![] };
+    let first = match o.network {
+        PodNetwork::PrimaryUdn => Interface { binding: Some(Binding { name: "l2bridge".into() }), ..nic("default") },
+        PodNetwork::Masquerade => Interface { masquerade: Some(json!({})), ports: masquerade_ports(spec), ..nic("default") },
+    };
+    let mut nics = vec![first];
     let mut nets = vec![Network { name: "default".into(), pod: Some(json!({})), multus: None }];
     for a in &o.attachments {
-        nics.push(Interface { name: a.name.clone(), masquerade: None, bridge: Some(json!({})), ports: vec![] });
+        nics.push(Interface { bridge: Some(json!({})), ..nic(&a.name) });
         nets.push(Network { name: a.name.clone(), pod: None, multus: Some(Multus { network_name: a.network_name.clone() }) });
     }
     (nics, nets)
@@ -352,6 +387,7 @@ mod tests {
             name: "web".into(),
             namespace: "team-a".into(),
             power,
+            network: PodNetwork::Masquerade,
             attachments: vec![],
             data_source_namespace: "images".into(),
             storage_class: None,
@@ -423,22 +459,29 @@ mod tests {
     #[test]
     fn attachments_are_bridged_multus_nics_beside_the_pod_network() {
         let mut o = options(PowerState::Started);
-        o.attachments = vec![Attachment { name: "private".into(), network_name: "lab".into() }];
+        o.attachments = vec![Attachment { name: "physical".into(), network_name: "lab".into() }];
         let vm = serde_json::to_value(render_vm(&probed_on(22), &o).vm).unwrap();
         let t = &vm["spec"]["template"]["spec"];
-        assert_eq!(t["domain"]["devices"]["interfaces"][1], json!({"name": "private", "bridge": {}}));
-        assert_eq!(t["networks"], json!([{"name": "default", "pod": {}}, {"name": "private", "multus": {"networkName": "lab"}}]));
+        assert_eq!(t["domain"]["devices"]["interfaces"][1], json!({"name": "physical", "bridge": {}}));
+        assert_eq!(t["networks"], json!([{"name": "default", "pod": {}}, {"name": "physical", "multus": {"networkName": "lab"}}]));
         assert!(t["domain"]["devices"]["interfaces"][0]["masquerade"].is_object(), "the pod network stays first");
+        o.network = PodNetwork::PrimaryUdn;
+        let vm = serde_json::to_value(render_vm(&probed_on(22), &o).vm).unwrap();
+        let first = &vm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][0];
+        assert_eq!(first, &json!({"name": "default", "binding": {"name": "l2bridge"}}), "a primary UDN is bridged");
     }
 
     #[test]
     fn a_localnet_without_a_subnet_disables_ipam_and_a_vlan_is_access_mode() {
         let ns = vec!["team-a".to_owned()];
-        let net = Localnet { physical_network: "physnet1", cidr: None, vlan: Some(120), namespaces: &ns };
+        let net = Localnet { physical_network: "physnet1", cidr: None, vlan: Some(120), tenants: &ns };
         let c = serde_json::to_value(localnet_cudn("lab", &net)).unwrap();
         let l = &c["spec"]["network"]["localnet"];
         assert_eq!((l["ipam"].clone(), l.get("subnets")), (json!({"mode": "Disabled"}), None));
         assert_eq!(l["vlan"], json!({"mode": "Access", "access": {"id": 120}}));
-        assert_eq!(c["spec"]["namespaceSelector"]["matchExpressions"][0]["values"], json!(["team-a"]));
+        assert_eq!(
+            c["spec"]["namespaceSelector"]["matchExpressions"][0],
+            json!({"key": "vmaas.io/tenant", "operator": "In", "values": ["team-a"]})
+        );
     }
 }
