@@ -17,6 +17,7 @@ use vmaas_server::app::{App, Config};
 use vmaas_server::auth::Role;
 use vmaas_server::none_backend::NoBackend;
 
+mod network;
 mod recovery;
 mod vms;
 
@@ -58,6 +59,12 @@ enum Cmd {
         /// Directory holding terraform-provider-vmaas.
         #[arg(long)]
         plugins: std::path::PathBuf,
+    },
+    /// The user-space switch: forwarding rate in process and through unix sockets, DHCP answer time.
+    Network {
+        /// Frames forwarded in process.
+        #[arg(long, default_value_t = 5_000_000)]
+        frames: usize,
     },
     /// function-vmaas: RunFunction latency over gRPC on loopback, and the in-process render time.
     Function {
@@ -350,6 +357,7 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
         Cmd::Api { connections, duration, vms, page } => api(connections, duration, vms, page).await,
         Cmd::Function { calls } => function_bench(calls).await,
+        Cmd::Network { frames } => network::network(frames).await,
         Cmd::Terraform { vms, images_dir, terraform, plugins } => vms::terraform_bench(vms, images(images_dir), terraform, plugins).await,
         Cmd::Recovery { vms, rounds, images_dir, server } => recovery::recovery(vms, rounds, images(images_dir), server).await,
         Cmd::Qemu { vms, burst, images_dir } => vms::qemu(vms, burst, images(images_dir)).await,

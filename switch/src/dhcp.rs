@@ -1,0 +1,219 @@
+//! The segment's DHCP server: a port asking for an address gets the one the
+//! API assigned it (DISCOVER → OFFER, REQUEST → ACK, or NAK for any other
+//! address), so the guest's address is always the one in the VM's status.
+
+use std::net::Ipv4Addr;
+
+use crate::fabric::{PortConfig, SubnetConfig};
+use crate::frame::{Ipv4, Mac, udp_frame};
+
+/// UDP port of DHCP servers.
+pub const SERVER_PORT: u16 = 67;
+/// UDP port of DHCP clients.
+pub const CLIENT_PORT: u16 = 68;
+
+const COOKIE: [u8; 4] = [99, 130, 83, 99];
+const BOOTP_LEN: usize = 240;
+
+/// DHCP message types (option 53).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageType {
+    /// 1
+    Discover,
+    /// 2
+    Offer,
+    /// 3
+    Request,
+    /// 5
+    Ack,
+    /// 6
+    Nak,
+    /// Any other (decline, release, inform).
+    Other(u8),
+}
+
+impl MessageType {
+    fn from_code(c: u8) -> Self {
+        match c {
+            1 => Self::Discover,
+            2 => Self::Offer,
+            3 => Self::Request,
+            5 => Self::Ack,
+            6 => Self::Nak,
+            o => Self::Other(o),
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            Self::Discover => 1,
+            Self::Offer => 2,
+            Self::Request => 3,
+            Self::Ack => 5,
+            Self::Nak => 6,
+            Self::Other(o) => o,
+        }
+    }
+}
+
+/// A DHCP message, as far as the server reads one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// BOOTP op: 1 request, 2 reply.
+    pub op: u8,
+    /// Transaction id.
+    pub xid: [u8; 4],
+    /// Flags (the broadcast bit).
+    pub flags: [u8; 2],
+    /// Client address (renewals).
+    pub ciaddr: Ipv4Addr,
+    /// Address offered or acknowledged.
+    pub yiaddr: Ipv4Addr,
+    /// Client hardware address.
+    pub chaddr: Mac,
+    /// Option 53.
+    pub kind: MessageType,
+    /// Option 50.
+    pub requested: Option<Ipv4Addr>,
+    /// Option 54.
+    pub server: Option<Ipv4Addr>,
+    /// Every option, as `(code, value)`.
+    pub options: Vec<(u8, Vec<u8>)>,
+}
+
+fn ip4(b: &[u8]) -> Option<Ipv4Addr> {
+    (b.len() == 4).then(|| Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+}
+
+impl Message {
+    /// Parses the BOOTP payload `p` (after the UDP header).
+    pub fn parse(p: &[u8]) -> Option<Self> {
+        if p.len() < BOOTP_LEN || p[236..240] != COOKIE || p[1] != 1 || p[2] != 6 {
+            return None;
+        }
+        let mut options = Vec::new();
+        let mut i = BOOTP_LEN;
+        while i < p.len() {
+            match p[i] {
+                0 => i += 1,
+                255 => break,
+                code => {
+                    let len = usize::from(*p.get(i + 1)?);
+                    options.push((code, p.get(i + 2..i + 2 + len)?.to_vec()));
+                    i += 2 + len;
+                }
+            }
+        }
+        let opt = |c: u8| options.iter().find(|(k, _)| *k == c).map(|(_, v)| v.as_slice());
+        let mut chaddr = [0u8; 6];
+        chaddr.copy_from_slice(&p[28..34]);
+        Some(Self {
+            op: p[0],
+            xid: [p[4], p[5], p[6], p[7]],
+            flags: [p[10], p[11]],
+            ciaddr: ip4(&p[12..16])?,
+            yiaddr: ip4(&p[16..20])?,
+            chaddr: Mac(chaddr),
+            kind: MessageType::from_code(*opt(53)?.first()?),
+            requested: opt(50).and_then(ip4),
+            server: opt(54).and_then(ip4),
+            options,
+        })
+    }
+
+    /// The message as a BOOTP payload.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut p = vec![0u8; BOOTP_LEN];
+        p[0] = self.op;
+        p[1] = 1;
+        p[2] = 6;
+        p[4..8].copy_from_slice(&self.xid);
+        p[10..12].copy_from_slice(&self.flags);
+        p[12..16].copy_from_slice(&self.ciaddr.octets());
+        p[16..20].copy_from_slice(&self.yiaddr.octets());
+        p[28..34].copy_from_slice(&self.chaddr.0);
+        p[236..240].copy_from_slice(&COOKIE);
+        p.extend_from_slice(&[53, 1, self.kind.code()]);
+        for (code, value) in self.options.iter().filter(|(c, _)| *c != 53) {
+            p.push(*code);
+            p.push(value.len() as u8);
+            p.extend_from_slice(value);
+        }
+        p.push(255);
+        // BOOTP's minimum message: some clients drop shorter ones.
+        p.resize(p.len().max(300), 0);
+        p
+    }
+}
+
+/// A request from a client to the server, built as a guest's DHCP client
+/// would (for tests and benchmarks).
+pub fn client_frame(mac: Mac, kind: MessageType, xid: [u8; 4], requested: Option<Ipv4Addr>) -> Vec<u8> {
+    let mut options = Vec::new();
+    if let Some(ip) = requested {
+        options.push((50, ip.octets().to_vec()));
+    }
+    let m = Message {
+        op: 1,
+        xid,
+        flags: [0x80, 0],
+        ciaddr: Ipv4Addr::UNSPECIFIED,
+        yiaddr: Ipv4Addr::UNSPECIFIED,
+        chaddr: mac,
+        kind,
+        requested,
+        server: None,
+        options,
+    };
+    udp_frame((mac, Ipv4Addr::UNSPECIFIED, CLIENT_PORT), (Mac::BROADCAST, Ipv4Addr::BROADCAST, SERVER_PORT), &m.encode())
+}
+
+/// Whether `ip` in `frame` is a DHCP request to a server.
+pub fn is_request(frame: &[u8], ip: &Ipv4) -> bool {
+    ip.proto == crate::frame::PROTO_UDP && ip.ports(frame).is_some_and(|(s, d)| s == CLIENT_PORT && d == SERVER_PORT)
+}
+
+/// The server's answer to the DHCP request in `frame` from `port`, if any.
+pub fn answer(subnet: &SubnetConfig, port: &PortConfig, frame: &[u8], ip: &Ipv4) -> Option<Vec<u8>> {
+    let m = Message::parse(frame.get(ip.payload + 8..)?)?;
+    if m.op != 1 || m.chaddr != port.mac {
+        return None;
+    }
+    let kind = match m.kind {
+        MessageType::Discover => MessageType::Offer,
+        MessageType::Request => {
+            let asked = m.requested.unwrap_or(m.ciaddr);
+            let ours = m.server.is_none_or(|s| s == subnet.gateway);
+            if !ours {
+                return None;
+            }
+            if asked == port.ip { MessageType::Ack } else { MessageType::Nak }
+        }
+        _ => return None,
+    };
+    let mut options = vec![(54, subnet.gateway.octets().to_vec())];
+    if kind != MessageType::Nak {
+        options.push((51, subnet.lease_seconds.to_be_bytes().to_vec()));
+        options.push((58, (subnet.lease_seconds / 2).to_be_bytes().to_vec()));
+        options.push((1, subnet.mask().octets().to_vec()));
+        options.push((28, subnet.broadcast().octets().to_vec()));
+        if let Some(h) = port.hostname.as_ref().filter(|h| !h.is_empty() && h.len() < 64) {
+            options.push((12, h.as_bytes().to_vec()));
+        }
+    }
+    let reply = Message {
+        op: 2,
+        xid: m.xid,
+        flags: m.flags,
+        ciaddr: Ipv4Addr::UNSPECIFIED,
+        yiaddr: if kind == MessageType::Nak { Ipv4Addr::UNSPECIFIED } else { port.ip },
+        chaddr: m.chaddr,
+        kind,
+        requested: None,
+        server: Some(subnet.gateway),
+        options,
+    };
+    // To the client's MAC and the broadcast address: a client with no
+    // address yet and one renewing both take it.
+    Some(udp_frame((subnet.gateway_mac, subnet.gateway, SERVER_PORT), (m.chaddr, Ipv4Addr::BROADCAST, CLIENT_PORT), &reply.encode()))
+}

@@ -1,0 +1,251 @@
+//! The forwarding core of one segment, pure and synchronous (so it is
+//! tested and measured without I/O). Guest ports have the MAC and address
+//! the API assigned them: a frame from a guest with another source MAC or
+//! IPv4 address is dropped (no spoofing), and only ARP and IPv4 pass.
+//! Uplink ports (a physical L2 network) carry any source, and their MACs
+//! are learned. The gateway address of the subnet is the switch's own: it
+//! answers ARP for it and serves DHCP; nothing is routed off the segment.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+use crate::dhcp;
+use crate::frame::{Arp, ETHERTYPE_ARP, ETHERTYPE_IPV4, Ethernet, Ipv4, Mac};
+
+/// A port's number on its segment.
+pub type PortId = u32;
+
+/// The subnet a segment carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubnetConfig {
+    /// Network address.
+    pub network: Ipv4Addr,
+    /// Prefix length.
+    pub prefix: u8,
+    /// The gateway: the switch's own address on the segment.
+    pub gateway: Ipv4Addr,
+    /// The gateway's MAC.
+    pub gateway_mac: Mac,
+    /// DHCP lease time.
+    pub lease_seconds: u32,
+}
+
+impl SubnetConfig {
+    /// The netmask.
+    pub fn mask(&self) -> Ipv4Addr {
+        Ipv4Addr::from(if self.prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(self.prefix)) })
+    }
+
+    /// The broadcast address.
+    pub fn broadcast(&self) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.network) | !u32::from(self.mask()))
+    }
+
+    /// Whether `ip` is in the subnet.
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        u32::from(ip) & u32::from(self.mask()) == u32::from(self.network)
+    }
+}
+
+/// What a port is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortKind {
+    /// A guest NIC with its assigned MAC and address.
+    Guest(PortConfig),
+    /// A link to a physical L2 network: any source, learned.
+    Uplink,
+}
+
+/// A guest port's identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortConfig {
+    /// The NIC's MAC (QEMU's `mac=`).
+    pub mac: Mac,
+    /// Its address (served by DHCP).
+    pub ip: Ipv4Addr,
+    /// Host name offered by DHCP.
+    pub hostname: Option<String>,
+}
+
+/// Why a frame was not delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Drop {
+    /// Too short to be Ethernet.
+    Runt,
+    /// From an unknown port.
+    NoPort,
+    /// Source MAC or address not the port's.
+    Spoofed,
+    /// Neither IPv4 nor ARP.
+    Protocol,
+    /// To a MAC no port has.
+    Unknown,
+    /// Back to the port it came from, or to the gateway (nothing is routed).
+    Nowhere,
+}
+
+/// Where a frame goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// To this one port.
+    Unicast(PortId),
+    /// To every port but the sender.
+    Flood,
+    /// The switch answers the sender with this frame.
+    Reply(Vec<u8>),
+    /// Nowhere.
+    Drop(Drop),
+}
+
+/// Counters of one segment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Frames delivered to one port.
+    pub unicast: u64,
+    /// Frames flooded.
+    pub flooded: u64,
+    /// Frames the switch answered (ARP, DHCP).
+    pub answered: u64,
+    /// Frames dropped, by reason.
+    pub dropped: HashMap<Drop, u64>,
+}
+
+/// One segment's ports and forwarding table.
+#[derive(Debug)]
+pub struct Fabric {
+    subnet: SubnetConfig,
+    ports: HashMap<PortId, PortKind>,
+    /// Guests' MACs (fixed) and uplinks' learned ones.
+    table: HashMap<Mac, PortId>,
+    stats: Stats,
+}
+
+impl Fabric {
+    /// An empty segment for `subnet`.
+    pub fn new(subnet: SubnetConfig) -> Self {
+        Self { subnet, ports: HashMap::new(), table: HashMap::new(), stats: Stats::default() }
+    }
+
+    /// The subnet.
+    pub fn subnet(&self) -> &SubnetConfig {
+        &self.subnet
+    }
+
+    /// Adds (or replaces) port `id`.
+    pub fn add_port(&mut self, id: PortId, kind: PortKind) {
+        self.remove_port(id);
+        if let PortKind::Guest(c) = &kind {
+            self.table.insert(c.mac, id);
+        }
+        self.ports.insert(id, kind);
+    }
+
+    /// Removes port `id` and what was learned on it.
+    pub fn remove_port(&mut self, id: PortId) {
+        self.ports.remove(&id);
+        self.table.retain(|_, p| *p != id);
+    }
+
+    /// The ports, for flooding.
+    pub fn port_ids(&self) -> impl Iterator<Item = PortId> + '_ {
+        self.ports.keys().copied()
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    fn drop(&mut self, why: Drop) -> Verdict {
+        *self.stats.dropped.entry(why).or_default() += 1;
+        Verdict::Drop(why)
+    }
+
+    /// Decides where `frame`, received on port `from`, goes.
+    pub fn receive(&mut self, from: PortId, frame: &[u8]) -> Verdict {
+        let Some(eth) = Ethernet::parse(frame) else { return self.drop(Drop::Runt) };
+        let guest = match self.ports.get(&from) {
+            None => return self.drop(Drop::NoPort),
+            Some(PortKind::Guest(c)) => Some(c.clone()),
+            Some(PortKind::Uplink) => None,
+        };
+        match &guest {
+            Some(c) => {
+                if let Err(why) = self.admit(c, &eth, frame) {
+                    return self.drop(why);
+                }
+                if let Some(reply) = self.answer(c, &eth, frame) {
+                    self.stats.answered += 1;
+                    return Verdict::Reply(reply);
+                }
+            }
+            None if !eth.src.is_group() => {
+                self.table.insert(eth.src, from);
+            }
+            None => {}
+        }
+        self.deliver(from, eth.dst)
+    }
+
+    /// Checks a guest's frame: its own MAC, its own address (or none while
+    /// it asks DHCP or probes with ARP), IPv4 or ARP only.
+    fn admit(&self, c: &PortConfig, eth: &Ethernet, frame: &[u8]) -> Result<(), Drop> {
+        if eth.src != c.mac {
+            return Err(Drop::Spoofed);
+        }
+        match eth.ethertype {
+            ETHERTYPE_IPV4 => {
+                let ip = Ipv4::parse(frame).ok_or(Drop::Protocol)?;
+                let dhcp = ip.src.is_unspecified() && dhcp::is_request(frame, &ip);
+                if ip.src == c.ip || dhcp { Ok(()) } else { Err(Drop::Spoofed) }
+            }
+            ETHERTYPE_ARP => {
+                let a = Arp::parse(frame).ok_or(Drop::Protocol)?;
+                if a.sha == c.mac && (a.spa == c.ip || a.spa.is_unspecified()) { Ok(()) } else { Err(Drop::Spoofed) }
+            }
+            _ => Err(Drop::Protocol),
+        }
+    }
+
+    /// The switch's own answer to a guest: ARP for the gateway, DHCP.
+    fn answer(&self, c: &PortConfig, eth: &Ethernet, frame: &[u8]) -> Option<Vec<u8>> {
+        match eth.ethertype {
+            ETHERTYPE_ARP => {
+                let a = Arp::parse(frame)?;
+                (a.op == 1 && a.tpa == self.subnet.gateway).then(|| {
+                    let reply = Arp { op: 2, sha: self.subnet.gateway_mac, spa: self.subnet.gateway, tha: a.sha, tpa: a.spa };
+                    reply.to_frame(self.subnet.gateway_mac, a.sha)
+                })
+            }
+            ETHERTYPE_IPV4 => {
+                let ip = Ipv4::parse(frame)?;
+                dhcp::is_request(frame, &ip).then(|| dhcp::answer(&self.subnet, c, frame, &ip)).flatten()
+            }
+            _ => None,
+        }
+    }
+
+    fn deliver(&mut self, from: PortId, dst: Mac) -> Verdict {
+        if dst.is_group() {
+            self.stats.flooded += 1;
+            return Verdict::Flood;
+        }
+        match self.table.get(&dst).copied() {
+            Some(p) if p != from => {
+                self.stats.unicast += 1;
+                Verdict::Unicast(p)
+            }
+            Some(_) => self.drop(Drop::Nowhere),
+            None if dst == self.subnet.gateway_mac => self.drop(Drop::Nowhere),
+            // Unknown on the segment: an uplink may know it.
+            None if self.ports.values().any(|k| *k == PortKind::Uplink) => {
+                self.stats.flooded += 1;
+                Verdict::Flood
+            }
+            None => self.drop(Drop::Unknown),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,118 @@
+use std::net::Ipv4Addr;
+
+use super::*;
+use crate::dhcp::{Message, MessageType, client_frame};
+use crate::frame::{PROTO_UDP, udp_frame};
+
+fn subnet() -> SubnetConfig {
+    SubnetConfig {
+        network: Ipv4Addr::new(10, 1, 0, 0),
+        prefix: 24,
+        gateway: Ipv4Addr::new(10, 1, 0, 1),
+        gateway_mac: Mac::local(b"gw"),
+        lease_seconds: 3600,
+    }
+}
+
+fn guest(n: u8) -> PortConfig {
+    PortConfig { mac: Mac::local(&[n]), ip: Ipv4Addr::new(10, 1, 0, 10 + n), hostname: Some(format!("vm{n}")) }
+}
+
+fn fabric() -> Fabric {
+    let mut f = Fabric::new(subnet());
+    f.add_port(1, PortKind::Guest(guest(1)));
+    f.add_port(2, PortKind::Guest(guest(2)));
+    f
+}
+
+/// A UDP frame from guest `a` to guest `b`.
+fn between(a: &PortConfig, b: &PortConfig) -> Vec<u8> {
+    udp_frame((a.mac, a.ip, 5000), (b.mac, b.ip, 80), b"x")
+}
+
+#[test]
+fn the_subnet_knows_its_mask_and_broadcast() {
+    let s = subnet();
+    assert_eq!((s.mask(), s.broadcast()), (Ipv4Addr::new(255, 255, 255, 0), Ipv4Addr::new(10, 1, 0, 255)));
+    assert!(s.contains(Ipv4Addr::new(10, 1, 0, 200)) && !s.contains(Ipv4Addr::new(10, 1, 1, 1)));
+}
+
+#[test]
+fn guests_reach_each_other_by_their_macs_and_broadcasts_flood() {
+    let mut f = fabric();
+    assert_eq!(f.receive(1, &between(&guest(1), &guest(2))), Verdict::Unicast(2));
+    assert_eq!(f.receive(2, &between(&guest(2), &guest(1))), Verdict::Unicast(1));
+    let who_has = Arp { op: 1, sha: guest(1).mac, spa: guest(1).ip, tha: Mac::default(), tpa: guest(2).ip };
+    assert_eq!(f.receive(1, &who_has.to_frame(guest(1).mac, Mac::BROADCAST)), Verdict::Flood);
+    let stranger = PortConfig { mac: Mac::local(b"nobody"), ..guest(3) };
+    assert_eq!(f.receive(1, &between(&guest(1), &stranger)), Verdict::Drop(Drop::Unknown));
+    assert_eq!(f.stats().unicast, 2);
+}
+
+#[test]
+fn a_guest_cannot_spoof_a_mac_or_an_address() {
+    let mut f = fabric();
+    let other_mac = PortConfig { mac: guest(2).mac, ..guest(1) };
+    assert_eq!(f.receive(1, &between(&other_mac, &guest(2))), Verdict::Drop(Drop::Spoofed));
+    let other_ip = PortConfig { ip: Ipv4Addr::new(10, 1, 0, 99), ..guest(1) };
+    assert_eq!(f.receive(1, &between(&other_ip, &guest(2))), Verdict::Drop(Drop::Spoofed));
+    let arp = Arp { op: 2, sha: guest(1).mac, spa: guest(2).ip, tha: guest(2).mac, tpa: guest(2).ip };
+    assert_eq!(f.receive(1, &arp.to_frame(guest(1).mac, guest(2).mac)), Verdict::Drop(Drop::Spoofed), "ARP poisoning");
+    let mut ipv6 = between(&guest(1), &guest(2));
+    ipv6[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+    assert_eq!(f.receive(1, &ipv6), Verdict::Drop(Drop::Protocol));
+    assert_eq!(f.receive(9, &between(&guest(1), &guest(2))), Verdict::Drop(Drop::NoPort));
+    assert_eq!(f.receive(1, &[0u8; 10]), Verdict::Drop(Drop::Runt));
+    assert_eq!(f.stats().dropped[&Drop::Spoofed], 3);
+}
+
+#[test]
+fn the_gateway_answers_arp_and_nothing_is_routed_through_it() {
+    let mut f = fabric();
+    let g = guest(1);
+    let who_has = Arp { op: 1, sha: g.mac, spa: g.ip, tha: Mac::default(), tpa: subnet().gateway };
+    let Verdict::Reply(r) = f.receive(1, &who_has.to_frame(g.mac, Mac::BROADCAST)) else { panic!("no ARP reply") };
+    let a = Arp::parse(&r).unwrap();
+    assert_eq!((a.op, a.sha, a.spa, a.tha, a.tpa), (2, subnet().gateway_mac, subnet().gateway, g.mac, g.ip));
+    assert_eq!(Ethernet::parse(&r).unwrap().dst, g.mac);
+    let gw = PortConfig { mac: subnet().gateway_mac, ip: Ipv4Addr::new(8, 8, 8, 8), hostname: None };
+    assert_eq!(f.receive(1, &between(&g, &gw)), Verdict::Drop(Drop::Nowhere), "off the segment goes nowhere");
+}
+
+fn dhcp_reply(v: Verdict) -> Message {
+    let Verdict::Reply(r) = v else { panic!("no DHCP reply: {v:?}") };
+    let ip = Ipv4::parse(&r).unwrap();
+    assert_eq!((ip.proto, ip.ports(&r)), (PROTO_UDP, Some((67, 68))));
+    Message::parse(&r[ip.payload + 8..]).unwrap()
+}
+
+#[test]
+fn dhcp_gives_each_guest_its_assigned_address() {
+    let mut f = fabric();
+    let g = guest(2);
+    let offer = dhcp_reply(f.receive(2, &client_frame(g.mac, MessageType::Discover, [1, 2, 3, 4], None)));
+    assert_eq!((offer.kind, offer.yiaddr, offer.xid), (MessageType::Offer, g.ip, [1, 2, 3, 4]));
+    let opt = |m: &Message, c: u8| m.options.iter().find(|(k, _)| *k == c).map(|(_, v)| v.clone());
+    assert_eq!(opt(&offer, 1), Some(vec![255, 255, 255, 0]));
+    assert_eq!(opt(&offer, 54), Some(vec![10, 1, 0, 1]));
+    assert_eq!(opt(&offer, 12), Some(b"vm2".to_vec()));
+    assert_eq!(opt(&offer, 3), None, "no router: the guest's default route stays where it is");
+    let ack = dhcp_reply(f.receive(2, &client_frame(g.mac, MessageType::Request, [1, 2, 3, 5], Some(g.ip))));
+    assert_eq!((ack.kind, ack.yiaddr), (MessageType::Ack, g.ip));
+    let nak = dhcp_reply(f.receive(2, &client_frame(g.mac, MessageType::Request, [1, 2, 3, 6], Some(guest(1).ip))));
+    assert_eq!(nak.kind, MessageType::Nak, "another guest's address is refused");
+    // A DHCP request is answered, never forwarded to the other guests.
+    assert_eq!(f.stats().flooded, 0);
+}
+
+#[test]
+fn an_uplink_learns_the_macs_behind_it() {
+    let mut f = fabric();
+    f.add_port(7, PortKind::Uplink);
+    let outside = PortConfig { mac: Mac::local(b"router"), ip: Ipv4Addr::new(10, 1, 0, 254), hostname: None };
+    assert_eq!(f.receive(1, &between(&guest(1), &outside)), Verdict::Flood, "unknown: the uplink may have it");
+    assert_eq!(f.receive(7, &between(&outside, &guest(1))), Verdict::Unicast(1));
+    assert_eq!(f.receive(1, &between(&guest(1), &outside)), Verdict::Unicast(7), "learned");
+    f.remove_port(7);
+    assert_eq!(f.receive(1, &between(&guest(1), &outside)), Verdict::Drop(Drop::Unknown), "forgotten with its port");
+}

@@ -1,0 +1,29 @@
+//! # vmaas-switch
+//!
+//! The Ethernet segments of guest networks, in user space: each subnet is
+//! a [`Segment`], a learning switch whose ports are QEMU NICs connected over
+//! unix stream sockets (`-netdev stream`). No root, no bridges, no host
+//! routes, and no packet ever leaves the process for the host's networks.
+//!
+//! - [`frame`]: Ethernet, ARP, IPv4 and UDP, read and written in place.
+//! - [`fabric`]: the forwarding core, pure and synchronous: ports with
+//!   their assigned MAC and address, MAC learning, flooding, anti-spoofing,
+//!   and the gateway's own answers.
+//! - [`dhcp`]: the segment's DHCP server: each port gets the address the
+//!   API assigned it.
+//! - [`port`]: QEMU's stream framing (a 4-byte big-endian length before
+//!   each frame).
+//! - [`segment`]: a fabric served on unix sockets by tokio tasks.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod dhcp;
+pub mod fabric;
+pub mod frame;
+pub mod port;
+pub mod segment;
+
+pub use fabric::{Fabric, PortConfig, PortId, SubnetConfig};
+pub use frame::Mac;
+pub use segment::{Segment, SegmentError};
