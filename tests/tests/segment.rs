@@ -1,0 +1,143 @@
+//! Real QEMU guests on the user-space switch: two test guests whose second
+//! NIC is a `-netdev stream` port of one segment get the addresses the
+//! switch's DHCP assigns them and fetch each other's web page; a third on
+//! another segment with the same addresses (another tenant's network) gets
+//! nothing from them. All guest traffic stays inside the switch: every
+//! address a guest is asked to reach is on its own segment (the first NIC
+//! is QEMU's user network with `restrict=on`, and nothing is forwarded to it).
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use vmaas_switch::fabric::PortKind;
+use vmaas_switch::{Mac, PortConfig, Segment, SubnetConfig};
+use vmaas_tests::images_dir;
+
+/// Segment `n`: every one carries 10.55.1.0/24, as two tenants' networks may.
+fn subnet(n: u8) -> SubnetConfig {
+    SubnetConfig {
+        network: Ipv4Addr::new(10, 55, 1, 0),
+        prefix: 24,
+        gateway: Ipv4Addr::new(10, 55, 1, 1),
+        gateway_mac: Mac::local(&[b'g', n]),
+        lease_seconds: 3600,
+    }
+}
+
+/// A test guest under QEMU with its serial console on stdin/stdout.
+struct Guest {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Guest {
+    fn boot(name: &str, mac: Mac, socket: &Path) -> Self {
+        let image = images_dir().join("test-guest");
+        let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(image.join("image.json")).unwrap()).unwrap();
+        let append = format!("{} vmaas.name={name}", meta["cmdline"].as_str().unwrap());
+        let stream = format!("stream,id=seg,server=off,addr.type=unix,addr.path={},reconnect-ms=1000", socket.display());
+        let mut child = Command::new("qemu-system-x86_64")
+            .args(["-machine", "pc", "-accel", "tcg", "-cpu", "max", "-m", "192M", "-smp", "1"])
+            .args(["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot", "-serial", "stdio"])
+            .arg("-kernel")
+            .arg(image.join("vmlinux"))
+            .arg("-initrd")
+            .arg(image.join("initrd.cpio"))
+            .args(["-append", &append])
+            .args(["-netdev", "user,id=up,restrict=on", "-device", "virtio-net-pci,netdev=up"])
+            .args(["-netdev", &stream, "-device", &format!("virtio-net-pci,netdev=seg,mac={mac}")])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("qemu-system-x86_64");
+        let stdin = child.stdin.take().unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Self { child, stdin, lines }
+    }
+
+    /// Waits for a console line containing `needle`; returns it.
+    fn expect(&mut self, needle: &str, within: Duration) -> Option<String> {
+        let deadline = Instant::now() + within;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.contains(needle) => return Some(l),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    /// Types `cmd` on the console and waits for a line holding `want`
+    /// (which the command's own echo must not contain).
+    fn run(&mut self, cmd: &str, want: &str, within: Duration) -> Option<String> {
+        assert!(!cmd.contains(want), "the echo of {cmd:?} would match {want:?}");
+        writeln!(self.stdin, "{cmd}").unwrap();
+        self.stdin.flush().unwrap();
+        self.expect(want, within)
+    }
+}
+
+impl Drop for Guest {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guests_on_one_segment_reach_each_other_and_not_another_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, other) = (Segment::start(subnet(1)), Segment::start(subnet(2)));
+    let nic = |n: u8, seg: u8| PortConfig { mac: Mac::local(&[n, seg]), ip: Ipv4Addr::new(10, 55, 1, 10 + n), hostname: None };
+    let sock = |n: &str| dir.path().join(format!("{n}.sock"));
+    one.add_port(1, PortKind::Guest(nic(1, 1)), &sock("a")).await.unwrap();
+    one.add_port(2, PortKind::Guest(nic(2, 1)), &sock("b")).await.unwrap();
+    other.add_port(1, PortKind::Guest(nic(3, 2)), &sock("c")).await.unwrap();
+
+    let mut guests: Vec<Guest> = [("a", nic(1, 1)), ("b", nic(2, 1)), ("c", nic(3, 2))]
+        .iter()
+        .map(|(n, c)| Guest::boot(&format!("guest-{n}"), c.mac, &sock(n)))
+        .collect();
+    for (g, name) in guests.iter_mut().zip(["a", "b", "c"]) {
+        assert!(g.expect("vmaas-guest: ready", Duration::from_secs(240)).is_some(), "guest {name} did not boot");
+    }
+    // Each guest's segment NIC has the address the switch's DHCP gave it.
+    let got = guests[1].run("ip -4 -o addr show eth1", "inet 10.55.1.12/24", Duration::from_secs(20));
+    assert!(got.is_some(), "guest b's segment NIC lacks its assigned address");
+    let b_ip = nic(2, 1).ip;
+    // The page of b, fetched by a over the segment, names b and its segment address.
+    let fetch = format!("timeout 10 wget -O- http://{b_ip}/ 2>/dev/null | sed -n 's/.*test guest guest-\\(b\\)<.*/PAGE-OF-\\1/p'");
+    let mut page = None;
+    for _ in 0..5 {
+        page = guests[0].run(&fetch, "PAGE-OF-b", Duration::from_secs(20));
+        if page.is_some() {
+            break;
+        }
+    }
+    assert!(page.is_some(), "guest a could not fetch guest b's page over the segment");
+    let stats = one.stats().await.unwrap();
+    assert!(stats.answered >= 2 && stats.unicast > 0, "DHCP answered and frames switched: {stats:?}");
+    // Busybox's wget, as a tenant would use it; the guest's own ping too.
+    let ping = format!("ping -c 1 -W 3 {b_ip} >/dev/null && echo PING\"OK\"");
+    assert!(guests[0].run(&ping, "PINGOK", Duration::from_secs(20)).is_some(), "ICMP between guests");
+    // c, on another segment with the same subnet, cannot reach b's address.
+    let probe = format!("timeout 5 wget -O- http://{b_ip}/ >/dev/null 2>&1 && echo REACH\"ED\" || echo ISO\"LATED\"");
+    let got = guests[2].run(&probe, "ISOLATED", Duration::from_secs(30));
+    assert!(got.is_some(), "guest c reached another segment");
+}
