@@ -71,7 +71,7 @@ impl Guest {
     }
 
     /// Waits for a console line containing `needle`; returns it.
-    fn expect(&mut self, needle: &str, within: Duration) -> Option<String> {
+    fn expect(&self, needle: &str, within: Duration) -> Option<String> {
         let deadline = Instant::now() + within;
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
             match self.lines.recv_timeout(left) {
@@ -114,7 +114,7 @@ async fn guests_on_one_segment_reach_each_other_and_not_another_segment() {
         .iter()
         .map(|(n, c)| Guest::boot(&format!("guest-{n}"), c.mac, &sock(n)))
         .collect();
-    for (g, name) in guests.iter_mut().zip(["a", "b", "c"]) {
+    for (g, name) in guests.iter().zip(["a", "b", "c"]) {
         assert!(g.expect("vmaas-guest: ready", Duration::from_secs(240)).is_some(), "guest {name} did not boot");
     }
     // Each guest's segment NIC has the address the switch's DHCP gave it.
