@@ -11,6 +11,7 @@ use anyhow::Context;
 use tokio::net::UnixStream;
 use vmaas_switch::dhcp::{MessageType, client_frame};
 use vmaas_switch::fabric::{PortKind, Verdict};
+use vmaas_switch::firewall::{Firewall, Protocol, Rule};
 use vmaas_switch::frame::udp_frame;
 use vmaas_switch::port::{read_frame, write_frame};
 use vmaas_switch::{Fabric, Mac, PortConfig, Segment, SubnetConfig};
@@ -26,7 +27,7 @@ fn subnet() -> SubnetConfig {
 }
 
 fn nic(n: u8) -> PortConfig {
-    PortConfig { mac: Mac::local(&[n]), ip: Ipv4Addr::new(10, 77, 0, 10 + n), hostname: None }
+    PortConfig { mac: Mac::local(&[n]), ip: Ipv4Addr::new(10, 77, 0, 10 + n), hostname: None, firewall: None }
 }
 
 /// A 64-byte frame from guest 1 to guest 2 (the minimum Ethernet frame, without its FCS).
@@ -40,11 +41,14 @@ fn rate(n: usize, t: Duration) -> f64 {
     n as f64 / t.as_secs_f64()
 }
 
-/// Frames per second through `Fabric::receive`, in process.
-fn fabric_rate(frames: usize) -> anyhow::Result<f64> {
+/// Frames per second through `Fabric::receive`, in process; with
+/// `guarded`, the receiver has a security group (the stateful path).
+fn fabric_rate(frames: usize, guarded: bool) -> anyhow::Result<f64> {
     let mut f = Fabric::new(subnet());
     f.add_port(1, PortKind::Guest(nic(1)));
-    f.add_port(2, PortKind::Guest(nic(2)));
+    let rule = Rule { protocol: Protocol::Udp, port_from: 5001, port_to: 5001, cidr: (Ipv4Addr::new(10, 77, 0, 0), 24) };
+    let firewall = guarded.then(|| Firewall { ingress: vec![rule], egress: vec![] });
+    f.add_port(2, PortKind::Guest(PortConfig { firewall, ..nic(2) }));
     let frame = small_frame();
     let start = Instant::now();
     for _ in 0..frames {
@@ -106,8 +110,10 @@ async fn socket_rate(frames: usize) -> anyhow::Result<f64> {
 pub async fn network(frames: usize) -> anyhow::Result<()> {
     let frames = frames.clamp(1000, 20_000_000);
     println!("switch forwarding, 64-byte frames between two guest ports");
-    let r = fabric_rate(frames)?;
+    let r = fabric_rate(frames, false)?;
     println!("  in process: {r:.0} frames/s ({frames} frames; goal >= 500000)");
+    let g = fabric_rate(frames, true)?;
+    println!("  in process, the receiver behind a security group: {g:.0} frames/s");
     let s = socket_rate(frames.min(200_000)).await?;
     println!("  through unix sockets with QEMU framing: {s:.0} frames/s");
     println!("DHCP: {:.2} us per DISCOVER answered, in process", dhcp_micros(100_000));

@@ -5,11 +5,13 @@
 //! Uplink ports (a physical L2 network) carry any source, and their MACs
 //! are learned. The gateway address of the subnet is the switch's own: it
 //! answers ARP for it and serves DHCP; nothing is routed off the segment.
+//! Guest NICs with security groups are firewalled statefully ([`crate::firewall`]).
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use crate::dhcp;
+use crate::firewall::{Conntrack, Firewall, Packet};
 use crate::frame::{Arp, ETHERTYPE_ARP, ETHERTYPE_IPV4, Ethernet, Ipv4, Mac};
 
 /// A port's number on its segment.
@@ -65,6 +67,8 @@ pub struct PortConfig {
     pub ip: Ipv4Addr,
     /// Host name offered by DHCP.
     pub hostname: Option<String>,
+    /// Its security groups' rules; none: everything passes.
+    pub firewall: Option<Firewall>,
 }
 
 /// Why a frame was not delivered.
@@ -82,6 +86,8 @@ pub enum Drop {
     Unknown,
     /// Back to the port it came from, or to the gateway (nothing is routed).
     Nowhere,
+    /// Refused by a security group.
+    Firewall,
 }
 
 /// Where a frame goes.
@@ -117,13 +123,14 @@ pub struct Fabric {
     ports: HashMap<PortId, PortKind>,
     /// Guests' MACs (fixed) and uplinks' learned ones.
     table: HashMap<Mac, PortId>,
+    conntrack: Conntrack,
     stats: Stats,
 }
 
 impl Fabric {
     /// An empty segment for `subnet`.
     pub fn new(subnet: SubnetConfig) -> Self {
-        Self { subnet, ports: HashMap::new(), table: HashMap::new(), stats: Stats::default() }
+        Self { subnet, ports: HashMap::new(), table: HashMap::new(), conntrack: Conntrack::default(), stats: Stats::default() }
     }
 
     /// The subnet.
@@ -138,6 +145,16 @@ impl Fabric {
             self.table.insert(c.mac, id);
         }
         self.ports.insert(id, kind);
+    }
+
+    /// Replaces the firewall of guest port `id` (its security groups
+    /// changed): every flow is checked again from its next packet, so a
+    /// removed rule cuts the flows it allowed.
+    pub fn set_firewall(&mut self, id: PortId, firewall: Option<Firewall>) {
+        if let Some(PortKind::Guest(c)) = self.ports.get_mut(&id) {
+            c.firewall = firewall;
+            self.conntrack.clear();
+        }
     }
 
     /// Removes port `id` and what was learned on it.
@@ -184,7 +201,21 @@ impl Fabric {
             }
             None => {}
         }
-        self.deliver(from, eth.dst)
+        match self.deliver(from, eth.dst) {
+            Verdict::Unicast(to) if eth.ethertype == ETHERTYPE_IPV4 && !self.firewalls_allow(from, to, frame) => self.drop(Drop::Firewall),
+            v => v,
+        }
+    }
+
+    /// Whether the sender's egress and the receiver's ingress rules (or a
+    /// flow they allowed) let this IPv4 frame through.
+    fn firewalls_allow(&mut self, from: PortId, to: PortId, frame: &[u8]) -> bool {
+        let (out, inn) = (firewall_of(&self.ports, from), firewall_of(&self.ports, to));
+        if out.is_none() && inn.is_none() {
+            return true;
+        }
+        let Some(ip) = Ipv4::parse(frame) else { return false };
+        self.conntrack.allow(&Packet::of(&ip, frame), out, inn, std::time::Instant::now())
     }
 
     /// Checks a guest's frame: its own MAC, its own address (or none while
@@ -244,6 +275,14 @@ impl Fabric {
             }
             None => self.drop(Drop::Unknown),
         }
+    }
+}
+
+/// The firewall of guest port `id`, if it has one.
+fn firewall_of(ports: &HashMap<PortId, PortKind>, id: PortId) -> Option<&Firewall> {
+    match ports.get(&id) {
+        Some(PortKind::Guest(c)) => c.firewall.as_ref(),
+        _ => None,
     }
 }
 

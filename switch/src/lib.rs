@@ -9,6 +9,7 @@
 //! - [`fabric`]: the forwarding core, pure and synchronous: ports with
 //!   their assigned MAC and address, MAC learning, flooding, anti-spoofing,
 //!   and the gateway's own answers.
+//! - [`firewall`]: security groups on NICs, stateful.
 //! - [`dhcp`]: the segment's DHCP server: each port gets the address the
 //!   API assigned it.
 //! - [`port`]: QEMU's stream framing (a 4-byte big-endian length before
@@ -20,6 +21,7 @@
 
 pub mod dhcp;
 pub mod fabric;
+pub mod firewall;
 pub mod frame;
 pub mod port;
 pub mod segment;

@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
 use crate::fabric::{Fabric, PortId, PortKind, Stats, SubnetConfig, Verdict};
+use crate::firewall::Firewall;
 use tokio::io::AsyncWriteExt;
 
 use crate::port::read_frame;
@@ -40,6 +41,7 @@ enum Command {
     Frame(PortId, Vec<u8>),
     Add(PortId, PortKind, mpsc::Sender<Vec<u8>>),
     Remove(PortId),
+    Firewall(PortId, Option<Firewall>),
     Stats(oneshot::Sender<Stats>),
 }
 
@@ -82,6 +84,12 @@ impl Segment {
             let _ = std::fs::remove_file(path);
         }
         self.tx.send(Command::Remove(id)).await.map_err(|_| SegmentError::Stopped)
+    }
+
+    /// Replaces the firewall of guest port `id` at once (its security
+    /// groups changed); no restart of anything.
+    pub async fn set_firewall(&self, id: PortId, firewall: Option<Firewall>) -> Result<(), SegmentError> {
+        self.tx.send(Command::Firewall(id, firewall)).await.map_err(|_| SegmentError::Stopped)
     }
 
     /// The segment's counters.
@@ -129,6 +137,7 @@ async fn run(mut fabric: Fabric, mut rx: mpsc::Receiver<Command>) {
                 fabric.remove_port(id);
                 out.remove(&id);
             }
+            Command::Firewall(id, firewall) => fabric.set_firewall(id, firewall),
             Command::Stats(reply) => {
                 let _ = reply.send(fabric.stats().clone());
             }

@@ -24,7 +24,7 @@ fn subnet() -> SubnetConfig {
 }
 
 fn nic(n: u8) -> PortConfig {
-    PortConfig { mac: Mac::local(&[n]), ip: Ipv4Addr::new(10, 9, 0, 10 + n), hostname: None }
+    PortConfig { mac: Mac::local(&[n]), ip: Ipv4Addr::new(10, 9, 0, 10 + n), hostname: None, firewall: None }
 }
 
 async fn connect(path: &std::path::Path) -> UnixStream {

@@ -104,7 +104,8 @@ impl Drop for Guest {
 async fn guests_on_one_segment_reach_each_other_and_not_another_segment() {
     let dir = tempfile::tempdir().unwrap();
     let (one, other) = (Segment::start(subnet(1)), Segment::start(subnet(2)));
-    let nic = |n: u8, seg: u8| PortConfig { mac: Mac::local(&[n, seg]), ip: Ipv4Addr::new(10, 55, 1, 10 + n), hostname: None };
+    let nic =
+        |n: u8, seg: u8| PortConfig { mac: Mac::local(&[n, seg]), ip: Ipv4Addr::new(10, 55, 1, 10 + n), hostname: None, firewall: None };
     let sock = |n: &str| dir.path().join(format!("{n}.sock"));
     one.add_port(1, PortKind::Guest(nic(1, 1)), &sock("a")).await.unwrap();
     one.add_port(2, PortKind::Guest(nic(2, 1)), &sock("b")).await.unwrap();

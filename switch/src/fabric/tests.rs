@@ -15,7 +15,7 @@ fn subnet() -> SubnetConfig {
 }
 
 fn guest(n: u8) -> PortConfig {
-    PortConfig { mac: Mac::local(&[n]), ip: Ipv4Addr::new(10, 1, 0, 10 + n), hostname: Some(format!("vm{n}")) }
+    PortConfig { mac: Mac::local(&[n]), ip: Ipv4Addr::new(10, 1, 0, 10 + n), hostname: Some(format!("vm{n}")), firewall: None }
 }
 
 fn fabric() -> Fabric {
@@ -75,7 +75,7 @@ fn the_gateway_answers_arp_and_nothing_is_routed_through_it() {
     let a = Arp::parse(&r).unwrap();
     assert_eq!((a.op, a.sha, a.spa, a.tha, a.tpa), (2, subnet().gateway_mac, subnet().gateway, g.mac, g.ip));
     assert_eq!(Ethernet::parse(&r).unwrap().dst, g.mac);
-    let gw = PortConfig { mac: subnet().gateway_mac, ip: Ipv4Addr::new(8, 8, 8, 8), hostname: None };
+    let gw = PortConfig { mac: subnet().gateway_mac, ip: Ipv4Addr::new(8, 8, 8, 8), hostname: None, firewall: None };
     assert_eq!(f.receive(1, &between(&g, &gw)), Verdict::Drop(Drop::Nowhere), "off the segment goes nowhere");
 }
 
@@ -109,10 +109,42 @@ fn dhcp_gives_each_guest_its_assigned_address() {
 fn an_uplink_learns_the_macs_behind_it() {
     let mut f = fabric();
     f.add_port(7, PortKind::Uplink);
-    let outside = PortConfig { mac: Mac::local(b"router"), ip: Ipv4Addr::new(10, 1, 0, 254), hostname: None };
+    let outside = PortConfig { mac: Mac::local(b"router"), ip: Ipv4Addr::new(10, 1, 0, 254), hostname: None, firewall: None };
     assert_eq!(f.receive(1, &between(&guest(1), &outside)), Verdict::Flood, "unknown: the uplink may have it");
     assert_eq!(f.receive(7, &between(&outside, &guest(1))), Verdict::Unicast(1));
     assert_eq!(f.receive(1, &between(&guest(1), &outside)), Verdict::Unicast(7), "learned");
     f.remove_port(7);
     assert_eq!(f.receive(1, &between(&guest(1), &outside)), Verdict::Drop(Drop::Unknown), "forgotten with its port");
 }
+
+#[test]
+fn security_groups_are_enforced_statefully_and_changes_apply_at_once() {
+    use crate::firewall::{Firewall, Protocol, Rule};
+    let mut f = fabric();
+    let web = Firewall {
+        ingress: vec![Rule { protocol: Protocol::Tcp, port_from: 80, port_to: 80, cidr: (Ipv4Addr::new(10, 1, 0, 0), 24) }],
+        egress: vec![],
+    };
+    f.set_firewall(2, Some(web.clone()));
+    let tcp = |a: &PortConfig, b: &PortConfig, sport: u16, dport: u16| {
+        let mut fr = udp_frame((a.mac, a.ip, sport), (b.mac, b.ip, dport), &[0u8; 20]);
+        fr[ETH_HEADER_PROTO] = crate::frame::PROTO_TCP;
+        fr
+    };
+    assert_eq!(f.receive(1, &tcp(&guest(1), &guest(2), 40000, 80)), Verdict::Unicast(2), "80 is open");
+    assert_eq!(f.receive(2, &tcp(&guest(2), &guest(1), 80, 40000)), Verdict::Unicast(1), "its reply passes");
+    assert_eq!(f.receive(1, &tcp(&guest(1), &guest(2), 40001, 22)), Verdict::Drop(Drop::Firewall), "22 is closed");
+    assert_eq!(f.receive(2, &tcp(&guest(2), &guest(1), 5000, 22)), Verdict::Drop(Drop::Firewall), "web opens nothing");
+    let arp = Arp { op: 1, sha: guest(1).mac, spa: guest(1).ip, tha: Mac::default(), tpa: guest(2).ip };
+    assert_eq!(f.receive(1, &arp.to_frame(guest(1).mac, guest(2).mac)), Verdict::Unicast(2), "ARP is not firewalled");
+    // A rule added opens 22 without a restart; removing the group cuts nothing it should not.
+    let mut ssh = web.clone();
+    ssh.ingress.push(Rule { protocol: Protocol::Tcp, port_from: 22, port_to: 22, cidr: (Ipv4Addr::UNSPECIFIED, 0) });
+    f.set_firewall(2, Some(ssh));
+    assert_eq!(f.receive(1, &tcp(&guest(1), &guest(2), 40001, 22)), Verdict::Unicast(2));
+    f.set_firewall(2, Some(web));
+    assert_eq!(f.receive(1, &tcp(&guest(1), &guest(2), 40001, 22)), Verdict::Drop(Drop::Firewall), "removed: the flow is cut");
+}
+
+/// Offset of the IPv4 protocol byte in a frame.
+const ETH_HEADER_PROTO: usize = crate::frame::ETH_HEADER + 9;
