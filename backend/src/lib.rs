@@ -33,7 +33,7 @@ pub use console::{Console, Consoles};
 pub use driver::{Cleanup, Driver, Requeue, Target, Wake};
 pub use error::{BackendError, ErrorKind};
 pub use host::{HostCapacity, Quarantined};
-pub use network::{NetworkDriver, NetworkObservation, NetworkSpec, NetworkTarget};
+pub use network::{NetworkDriver, NetworkObservation, NetworkSpec, NetworkTarget, SubnetDriver, SubnetSpec, SubnetTarget};
 pub use vm::{Requests, VmDriver, VmObservation, VmSpec, VmTarget};
 use vmaas_model::ObjectKind;
 
@@ -72,6 +72,11 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The driver of virtual networks, if the backend runs them.
     fn networks(&self) -> Option<Arc<NetworkDriver>> {
+        None
+    }
+
+    /// The driver of subnets, if the backend runs them.
+    fn subnets(&self) -> Option<Arc<SubnetDriver>> {
         None
     }
 

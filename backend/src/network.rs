@@ -27,3 +27,18 @@ pub enum NetworkObservation {
 
 /// The driver of virtual networks.
 pub type NetworkDriver = dyn Driver<NetworkSpec, NetworkObservation>;
+
+/// The desired state of one subnet: an Ethernet segment of its network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubnetSpec {
+    /// The virtual network's id.
+    pub virtual_network: String,
+    /// The IPv4 range, checked (inside the network's, overlapping no sibling).
+    pub ipv4_cidr: String,
+}
+
+/// One subnet as a driver sees it.
+pub type SubnetTarget = Target<SubnetSpec>;
+
+/// The driver of subnets (their observations are a network's).
+pub type SubnetDriver = dyn Driver<SubnetSpec, NetworkObservation>;

@@ -15,11 +15,13 @@ pub enum ObjectKind {
     VirtualMachine,
     /// A virtual network (a tenant's).
     VirtualNetwork,
+    /// A subnet of a virtual network (a tenant's).
+    Subnet,
 }
 
 impl ObjectKind {
     /// Every kind.
-    pub const ALL: [Self; 3] = [Self::Template, Self::VirtualMachine, Self::VirtualNetwork];
+    pub const ALL: [Self; 4] = [Self::Template, Self::VirtualMachine, Self::VirtualNetwork, Self::Subnet];
 
     /// The stored name, e.g. `virtual_machine`.
     pub fn as_str(self) -> &'static str {
@@ -27,6 +29,7 @@ impl ObjectKind {
             Self::Template => "template",
             Self::VirtualMachine => "virtual_machine",
             Self::VirtualNetwork => "virtual_network",
+            Self::Subnet => "subnet",
         }
     }
 
@@ -36,6 +39,7 @@ impl ObjectKind {
             Self::Template => "template",
             Self::VirtualMachine => "virtual machine",
             Self::VirtualNetwork => "virtual network",
+            Self::Subnet => "subnet",
         }
     }
 

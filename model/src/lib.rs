@@ -12,6 +12,7 @@
 //! - [`machine`]: the [`MachineSpec`] a backend builds: boot source, CPU,
 //!   memory, disks, NICs, GPUs, cloud-init, exposed ports, probe.
 //! - [`network`]: virtual networks (OSAC's `VirtualNetwork`).
+//! - [`subnet`]: subnets of virtual networks (OSAC's `Subnet`).
 //! - [`vm`]: virtual machines, the request shapes of the API, and
 //!   [`vm::status`], the state machine from backend observations to status.
 //! - [`quantity`]: `4Gi` and `4096Mi`, equal in value, each kept as written.
@@ -33,6 +34,7 @@ pub mod network;
 pub mod object;
 pub mod quantity;
 pub mod spec;
+pub mod subnet;
 pub mod template;
 pub mod validation;
 pub mod value;
@@ -44,6 +46,7 @@ pub use network::{CreateVirtualNetwork, VirtualNetwork, VirtualNetworkSpec, Virt
 pub use object::{Envelope, Metadata, MetadataInput, Page};
 pub use quantity::{Quantity, QuantityError};
 pub use spec::{ExposedPort, Gpu, Probe, ProbeCheck, Protocol, ReadinessProbe, SpecDefaults};
+pub use subnet::{CreateSubnet, Subnet, SubnetSpec, SubnetState, SubnetStatus};
 pub use template::{ParameterDefinition, ParameterType, Resolved, SpecField, Template, VirtualMachineTemplate};
 pub use validation::{FieldError, ValidationErrors};
 pub use value::{ParameterValue, TypedValue};

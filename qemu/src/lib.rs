@@ -14,6 +14,7 @@
 //! - [`qmp`]: the QMP client.
 //! - [`state`]: each VM's `vm.json`, written atomically.
 //! - [`network`]: virtual networks and their address plans.
+//! - [`subnet`]: subnets, each a running segment of the user-space switch.
 //! - `lifecycle` and `launch`: the steps of `ensure`, booting and deleting.
 //! - `adopt` and `recover`: guests found on the host at start (state files
 //!   rebuilt from the running QEMU), and the quarantine of VMs the store
@@ -43,6 +44,7 @@ pub mod process;
 pub mod qmp;
 mod recover;
 pub mod state;
+pub mod subnet;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -55,7 +57,7 @@ use tokio::process::Command;
 use tracing::{info, warn};
 use vmaas_backend::{
     Backend, BackendError, Capabilities, Cleanup, Console, Consoles, Driver, HostCapacity, NetworkDriver, Quarantined, Requests, Requeue,
-    VmDriver, VmObservation, VmSpec, VmTarget, Wake,
+    SubnetDriver, VmDriver, VmObservation, VmSpec, VmTarget, Wake,
 };
 use vmaas_model::ObjectKind;
 
@@ -114,6 +116,7 @@ pub enum QemuStartError {
 pub struct QemuBackend {
     vms: Arc<Vms>,
     networks: Arc<network::Networks>,
+    subnets: Arc<subnet::Subnets>,
 }
 
 /// The VM driver: every VM's runtime state, and what they share.
@@ -151,8 +154,10 @@ impl QemuBackend {
             wake: OnceLock::new(),
         };
         vms.adopt_all().await;
-        let networks = network::Networks::new(vms.cfg.state_dir.parent().unwrap_or(&vms.cfg.state_dir).join("networks"));
-        Ok(Self { vms: Arc::new(vms), networks: Arc::new(networks) })
+        let data = vms.cfg.state_dir.parent().unwrap_or(&vms.cfg.state_dir).to_owned();
+        let networks = network::Networks::new(data.join("networks"));
+        let subnets = subnet::Subnets::new(data.join("subnets"));
+        Ok(Self { vms: Arc::new(vms), networks: Arc::new(networks), subnets: Arc::new(subnets) })
     }
 
     /// The accelerator in use.
@@ -254,6 +259,10 @@ impl Backend for QemuBackend {
 
     fn networks(&self) -> Option<Arc<NetworkDriver>> {
         Some(self.networks.clone())
+    }
+
+    fn subnets(&self) -> Option<Arc<SubnetDriver>> {
+        Some(self.subnets.clone())
     }
 
     fn consoles(&self) -> Option<Arc<dyn Consoles>> {

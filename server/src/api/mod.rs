@@ -7,6 +7,7 @@ mod extract;
 mod fuzz;
 mod networks;
 mod openapi;
+mod subnets;
 mod templates;
 mod vms;
 
@@ -131,7 +132,12 @@ fn page_json(items: &[Arc<str>], total: u64) -> Response {
 
 /// Builds the router.
 pub fn router(state: AppState) -> Router {
-    let api = Router::new().merge(templates::routes()).merge(vms::routes()).merge(networks::routes()).merge(console::routes());
+    let api = Router::new()
+        .merge(templates::routes())
+        .merge(vms::routes())
+        .merge(networks::routes())
+        .merge(subnets::routes())
+        .merge(console::routes());
     Router::new()
         .nest(PREFIX, api)
         .route("/healthz", get(healthz))

@@ -14,7 +14,7 @@ use vmaas_model::{CreateVirtualNetwork, Envelope, ObjectKind, Page, ValidationEr
 use super::{ApiJson, ApiQuery, AppState, Paging, checked_name, page_json, raw_json, scope};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::store::{Filter, NetworkRecord};
+use crate::store::{Filter, NetworkKind, NetworkRecord};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/virtual_networks", get(list).post(create)).route("/virtual_networks/{id}", get(read).delete(remove))
@@ -49,7 +49,8 @@ fn parse_state(s: &str) -> Result<VirtualNetworkState, ApiError> {
 pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Response, ApiError> {
     let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
     let state = q.state.as_deref().map(parse_state).transpose()?.map(|st| st.as_str().to_owned());
-    let (items, total) = s.store.list_networks_json(&scope(&caller), &Filter { name: q.name, state, offset, limit }).await?;
+    let (items, total) =
+        s.store.list_json(ObjectKind::VirtualNetwork, &scope(&caller), &Filter { name: q.name, state, offset, limit }).await?;
     Ok(page_json(&items, total))
 }
 
@@ -81,23 +82,27 @@ pub(super) async fn create(
     }
     let (Some(name), true) = (name, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
     let rec = NetworkRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, obj.spec.clone(), Utc::now());
-    s.store.insert_network(&rec).await?;
+    s.store.insert_record(&rec, Vec::new()).await?;
     s.queue.enqueue(ObjectKind::VirtualNetwork, &rec.id);
     info!(network = %rec.id, name = %rec.name, tenant = %rec.tenant, "virtual network created");
     Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
 }
 
-/// Delete a virtual network; it is gone (404) once the backend has removed it.
+/// Delete a virtual network; refused (409) while it has subnets; it is gone
+/// (404) once the backend has removed it.
 #[utoipa::path(delete, path = "/api/fulfillment/v1/virtual_networks/{id}", tag = "virtual networks",
     params(("id" = String, Path, description = "Network id (UUID)")),
-    responses((status = 202, body = Envelope<VirtualNetwork>, description = "Deletion started"), (status = 404, body = ApiError)),
+    responses((status = 202, body = Envelope<VirtualNetwork>, description = "Deletion started"), (status = 404, body = ApiError),
+        (status = 409, body = ApiError, description = "FAILED_PRECONDITION: it has subnets")),
     security(("bearer" = [])))]
 pub(super) async fn remove(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Envelope<VirtualNetwork>>), ApiError> {
-    let rec = s.store.mark_network_deleted(&id, &scope(&caller), Utc::now()).await?;
+    let row = s.store.get(ObjectKind::VirtualNetwork, &id, &scope(&caller)).await?;
+    s.store.ensure_unused(&row).await?;
+    let rec = s.store.mark_record_deleted::<NetworkKind>(&id, &scope(&caller), Utc::now()).await?;
     s.queue.enqueue(ObjectKind::VirtualNetwork, &id);
     info!(network = %id, name = %rec.name, "virtual network deletion requested");
     Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))

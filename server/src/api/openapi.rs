@@ -3,7 +3,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{console, networks, templates, vms};
+use super::{console, networks, subnets, templates, vms};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -13,6 +13,7 @@ use super::{console, networks, templates, vms};
         templates::list, templates::read, templates::create, templates::update, templates::remove,
         vms::list, vms::read, vms::create, vms::patch, vms::remove, vms::restart,
         networks::list, networks::read, networks::create, networks::remove,
+        subnets::list, subnets::read, subnets::create, subnets::remove,
         console::create_session, console::console, console::console_log,
     ),
     modifiers(&BearerAuth),
@@ -20,6 +21,7 @@ use super::{console, networks, templates, vms};
         (name = "templates", description = "Virtual machine templates: published by administrators, used by tenants"),
         (name = "virtual machines", description = "A tenant's virtual machines"),
         (name = "virtual networks", description = "A tenant's virtual networks (OSAC's VirtualNetwork)"),
+        (name = "subnets", description = "Ranges of a tenant's virtual networks, each an Ethernet segment (OSAC's Subnet)"),
     )
 )]
 struct ApiDoc;

@@ -36,7 +36,7 @@ use crate::store::{Row, Scope, Store, StoreError, VmRecord};
 pub const LEASE: &str = "reconciler";
 
 /// The kinds the reconciler drives (templates have no status).
-const RECONCILED: [ObjectKind; 2] = [ObjectKind::VirtualMachine, ObjectKind::VirtualNetwork];
+const RECONCILED: [ObjectKind; 3] = [ObjectKind::VirtualMachine, ObjectKind::VirtualNetwork, ObjectKind::Subnet];
 
 /// Tuning of the loop.
 #[derive(Debug, Clone)]
@@ -262,7 +262,8 @@ impl Reconciler {
     async fn reconcile(&self, key: &Key) -> Result<(Outcome, Option<Duration>), StoreError> {
         match key.0 {
             ObjectKind::VirtualMachine => vm::reconcile(self, &key.1).await,
-            ObjectKind::VirtualNetwork => network::reconcile(self, &key.1).await,
+            ObjectKind::VirtualNetwork => network::reconcile::<crate::store::NetworkKind>(self, &key.1).await,
+            ObjectKind::Subnet => network::reconcile::<crate::store::SubnetKind>(self, &key.1).await,
             ObjectKind::Template => Ok((Outcome::Unchanged, None)),
         }
     }

@@ -1,83 +1,131 @@
-//! Reconciling one virtual network through the backend's network driver.
+//! Reconciling virtual networks and subnets through the backend's drivers:
+//! the same steps for both (a spec to ensure, a deletion to finish, a
+//! status from what the driver reports), over [`Simple`] kinds.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::{info, warn};
-use vmaas_backend::{BackendError, Cleanup, NetworkObservation, NetworkSpec, NetworkTarget, Requeue};
-use vmaas_model::{VirtualNetworkState, VirtualNetworkStatus};
+use vmaas_backend::{Backend, BackendError, Cleanup, Driver, NetworkObservation, NetworkSpec, Requeue, SubnetSpec, Target};
+use vmaas_model::{SubnetState, SubnetStatus, VirtualNetworkState, VirtualNetworkStatus};
 
 use super::{Outcome, Reconciler};
-use crate::store::{NetworkRecord, Scope, StoreError};
+use crate::store::record::{Kind, Record};
+use crate::store::{NetworkKind, Scope, StoreError, SubnetKind};
 
-/// How soon a network is looked at again after a transient failure.
+/// How soon an object is looked at again after a transient failure.
 const RETRY: Duration = Duration::from_secs(1);
 
-fn status(state: VirtualNetworkState, message: Option<String>) -> VirtualNetworkStatus {
-    VirtualNetworkStatus { state, message }
+/// A kind reconciled by a driver that reports a [`NetworkObservation`].
+pub(super) trait Simple: Kind {
+    /// What its driver is given.
+    type Target: Send + Sync;
+    /// Its name in logs.
+    const LABEL: &'static str;
+    /// The backend's driver of this kind, if it runs it.
+    fn driver(b: &dyn Backend) -> Option<Arc<dyn Driver<Self::Target, NetworkObservation>>>;
+    /// The driver's spec.
+    fn target(spec: &Self::Spec) -> Self::Target;
+    /// The status of what the driver saw.
+    fn status(seen: NetworkObservation) -> Self::Status;
 }
 
-/// One pass over network `id`.
-pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Option<Duration>), StoreError> {
-    let net = match r.store.get_network(id, &Scope::All).await {
+impl Simple for NetworkKind {
+    type Target = NetworkSpec;
+    const LABEL: &'static str = "virtual network";
+
+    fn driver(b: &dyn Backend) -> Option<Arc<dyn Driver<NetworkSpec, NetworkObservation>>> {
+        b.networks()
+    }
+
+    fn target(spec: &Self::Spec) -> NetworkSpec {
+        NetworkSpec { ipv4_cidr: spec.ipv4_cidr.clone(), ipv6_cidr: spec.ipv6_cidr.clone() }
+    }
+
+    fn status(seen: NetworkObservation) -> VirtualNetworkStatus {
+        let (state, message) = match seen {
+            NetworkObservation::Pending(m) => (VirtualNetworkState::Pending, Some(m)),
+            NetworkObservation::Ready => (VirtualNetworkState::Ready, None),
+            NetworkObservation::Failed(m) => (VirtualNetworkState::Failed, Some(m)),
+        };
+        VirtualNetworkStatus { state, message }
+    }
+}
+
+impl Simple for SubnetKind {
+    type Target = SubnetSpec;
+    const LABEL: &'static str = "subnet";
+
+    fn driver(b: &dyn Backend) -> Option<Arc<dyn Driver<SubnetSpec, NetworkObservation>>> {
+        b.subnets()
+    }
+
+    fn target(spec: &Self::Spec) -> SubnetSpec {
+        SubnetSpec { virtual_network: spec.virtual_network.clone(), ipv4_cidr: spec.ipv4_cidr.clone().unwrap_or_default() }
+    }
+
+    fn status(seen: NetworkObservation) -> SubnetStatus {
+        let (state, message) = match seen {
+            NetworkObservation::Pending(m) => (SubnetState::Pending, Some(m)),
+            NetworkObservation::Ready => (SubnetState::Ready, None),
+            NetworkObservation::Failed(m) => (SubnetState::Failed, Some(m)),
+        };
+        SubnetStatus { state, message }
+    }
+}
+
+/// One pass over object `id` of kind `K`.
+pub(super) async fn reconcile<K: Simple>(r: &Reconciler, id: &str) -> Result<(Outcome, Option<Duration>), StoreError> {
+    let rec = match r.store.get_record::<K>(id, &Scope::All).await {
         Ok(n) => n,
         Err(StoreError::NotFound { .. }) => return Ok((Outcome::Unchanged, None)),
         Err(e) => return Err(e),
     };
-    let Some(driver) = r.backend.networks() else {
-        let message = format!("the {} backend does not run virtual networks", r.backend.name());
-        if net.deleted_at.is_some() {
-            r.store.remove(&net.id).await?;
+    let Some(driver) = K::driver(r.backend.as_ref()) else {
+        if rec.deleted_at.is_some() {
+            r.store.remove(&rec.id).await?;
             return Ok((Outcome::Removed, None));
         }
-        return Ok((write(r, &net, status(VirtualNetworkState::Failed, Some(message))).await?, None));
+        let message = format!("the {} backend does not run {}s", r.backend.name(), K::LABEL);
+        return Ok((write(r, &rec, K::status(NetworkObservation::Failed(message))).await?, None));
     };
-    if net.deleted_at.is_some() {
-        return match driver.delete(&net.id).await {
+    if rec.deleted_at.is_some() {
+        return match driver.delete(&rec.id).await {
             Ok(Cleanup::Done) => {
-                r.store.remove(&net.id).await?;
-                info!(network = %net.id, name = %net.name, "virtual network removed");
+                r.store.remove(&rec.id).await?;
+                info!(id = %rec.id, name = %rec.name, "{} removed", K::LABEL);
                 Ok((Outcome::Removed, None))
             }
             Ok(Cleanup::InProgress) => Ok((Outcome::Unchanged, Some(RETRY))),
-            Err(e) => failed(r, &net, e).await,
+            Err(e) => failed(r, &rec, e).await,
         };
     }
-    let target = NetworkTarget {
-        id: net.id.clone(),
-        tenant: net.tenant.clone(),
-        name: net.name.clone(),
-        version: net.version,
-        spec: NetworkSpec { ipv4_cidr: net.spec.ipv4_cidr.clone(), ipv6_cidr: net.spec.ipv6_cidr.clone() },
-    };
+    let target =
+        Target { id: rec.id.clone(), tenant: rec.tenant.clone(), name: rec.name.clone(), version: rec.version, spec: K::target(&rec.spec) };
     match driver.ensure(&target).await {
         Ok((seen, next)) => {
-            let s = match seen {
-                NetworkObservation::Pending(m) => status(VirtualNetworkState::Pending, Some(m)),
-                NetworkObservation::Ready => status(VirtualNetworkState::Ready, None),
-                NetworkObservation::Failed(m) => status(VirtualNetworkState::Failed, Some(m)),
-            };
             let next = match next {
                 Requeue::After(d) => Some(d),
                 Requeue::AwaitChange => None,
             };
-            Ok((write(r, &net, s).await?, next))
+            Ok((write(r, &rec, K::status(seen)).await?, next))
         }
-        Err(e) => failed(r, &net, e).await,
+        Err(e) => failed(r, &rec, e).await,
     }
 }
 
-async fn failed(r: &Reconciler, net: &NetworkRecord, e: BackendError) -> Result<(Outcome, Option<Duration>), StoreError> {
-    warn!(network = %net.id, error = %e, "backend error");
-    let state = if e.is_transient() { VirtualNetworkState::Pending } else { VirtualNetworkState::Failed };
-    write(r, net, status(state, Some(e.to_string()))).await?;
+async fn failed<K: Simple>(r: &Reconciler, rec: &Record<K>, e: BackendError) -> Result<(Outcome, Option<Duration>), StoreError> {
+    warn!(id = %rec.id, error = %e, "backend error on a {}", K::LABEL);
+    let seen = if e.is_transient() { NetworkObservation::Pending(e.to_string()) } else { NetworkObservation::Failed(e.to_string()) };
+    write(r, rec, K::status(seen)).await?;
     Ok((Outcome::BackendError, e.is_transient().then_some(RETRY)))
 }
 
-async fn write(r: &Reconciler, net: &NetworkRecord, s: VirtualNetworkStatus) -> Result<Outcome, StoreError> {
-    if s == net.status && !net.unacknowledged() {
+async fn write<K: Simple>(r: &Reconciler, rec: &Record<K>, s: K::Status) -> Result<Outcome, StoreError> {
+    if s == rec.status && !rec.unacknowledged() {
         return Ok(Outcome::Unchanged);
     }
-    if !r.store.write_network_status(net, &s).await? {
+    if !r.store.write_record_status(rec, &s).await? {
         return Ok(Outcome::Unchanged);
     }
     r.queue.status_written();

@@ -15,7 +15,8 @@ pub(super) fn api_json(row: &Row) -> Result<String, StoreError> {
     match row.kind {
         ObjectKind::VirtualMachine => super::vm::api_json(row),
         ObjectKind::Template => super::template::api_json(row),
-        ObjectKind::VirtualNetwork => super::network::api_json(row),
+        ObjectKind::VirtualNetwork => super::record::api_json::<super::NetworkKind>(row),
+        ObjectKind::Subnet => super::record::api_json::<super::SubnetKind>(row),
     }
 }
 

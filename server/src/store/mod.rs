@@ -8,11 +8,13 @@
 //!
 //! - [`objects`]: the generic operations every kind uses.
 //! - `mem`: the in-memory read path over an exclusively owned SQLite file.
+//! - [`record`]: the typed record of a simple kind (networks, subnets).
 //! - [`vm`], [`template`] and [`network`]: the typed records of each kind, on top.
 
 mod mem;
 pub mod network;
 pub mod objects;
+pub mod record;
 pub mod template;
 pub mod vm;
 
@@ -25,7 +27,7 @@ use sqlx::AnyPool;
 use sqlx::any::AnyPoolOptions;
 use vmaas_model::ObjectKind;
 
-pub use network::NetworkRecord;
+pub use network::{NetworkKind, NetworkRecord, SUBNET_OF, SubnetKind, SubnetRecord};
 pub use objects::{Filter, NewObject, Row};
 pub use template::TemplateRecord;
 pub use vm::{VmFilter, VmRecord};

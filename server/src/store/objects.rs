@@ -335,17 +335,7 @@ impl Store {
     pub async fn delete_now(&self, kind: ObjectKind, id: &str) -> Result<(), StoreError> {
         let _w = self.write_lock().await;
         let row = self.sql_get(id).await?.filter(|r| r.kind == kind).ok_or_else(|| not_found(kind, id))?;
-        let in_use = |referrers: Vec<Row>| {
-            let names: Vec<&str> = referrers.iter().map(|r| r.name.as_str()).collect();
-            let what = referrers.first().map(|r| r.kind.human()).unwrap_or("object");
-            StoreError::InUse(format!(
-                "{} {:?} is used by {} {what}(s): {}; delete them first",
-                kind.human(),
-                row.name,
-                referrers.len(),
-                names.join(", ")
-            ))
-        };
+        let in_use = |referrers: Vec<Row>| in_use(&row, &referrers);
         let referrers = self.referrers(id).await?;
         if !referrers.is_empty() {
             return Err(in_use(referrers));
@@ -362,6 +352,12 @@ impl Store {
         self.refresh(id).await
     }
 
+    /// Refuses (`InUse`, naming them) if anything refers to `row`.
+    pub async fn ensure_unused(&self, row: &Row) -> Result<(), StoreError> {
+        let referrers = self.referrers(&row.id).await?;
+        if referrers.is_empty() { Ok(()) } else { Err(in_use(row, &referrers)) }
+    }
+
     /// The objects that refer to object `id`.
     pub async fn referrers(&self, id: &str) -> Result<Vec<Row>, StoreError> {
         let sql = format!(
@@ -371,4 +367,17 @@ impl Store {
         let rows = sqlx::query(AssertSqlSafe(sql)).bind(id).fetch_all(&self.pool).await?;
         rows.iter().map(from_row).collect()
     }
+}
+
+/// The refusal to delete `row`, naming what uses it.
+fn in_use(row: &Row, referrers: &[Row]) -> StoreError {
+    let names: Vec<&str> = referrers.iter().map(|r| r.name.as_str()).collect();
+    let what = referrers.first().map(|r| r.kind.human()).unwrap_or("object");
+    StoreError::InUse(format!(
+        "{} {:?} is used by {} {what}(s): {}; delete them first",
+        row.kind.human(),
+        row.name,
+        referrers.len(),
+        names.join(", ")
+    ))
 }

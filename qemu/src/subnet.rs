@@ -1,0 +1,152 @@
+//! Subnets on this host: each is a running [`Segment`] of the user-space
+//! switch (`vmaas-switch`), with its plan in `DATA_DIR/subnets/<id>/
+//! subnet.json` and its NICs' sockets under `DATA_DIR/sw/`. The gateway is
+//! the subnet's first address, and the switch's own.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use tracing::info;
+use vmaas_backend::{BackendError, Cleanup, Driver, NetworkObservation, Requeue, SubnetSpec, SubnetTarget};
+use vmaas_switch::{Mac, Segment, SubnetConfig};
+
+use crate::state::write_atomic;
+
+/// Name of a subnet's state file.
+const FILE: &str = "subnet.json";
+/// DHCP lease time offered to guests.
+const LEASE_SECONDS: u32 = 86_400;
+
+/// What is kept on disk for a subnet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct SubnetFile {
+    id: String,
+    tenant: String,
+    name: String,
+    virtual_network: String,
+    ipv4_cidr: String,
+}
+
+/// The switch configuration of a subnet: its network, prefix and gateway
+/// (the first address), the gateway's MAC derived from the subnet's id.
+pub fn switch_config(id: &str, cidr: &str) -> Option<SubnetConfig> {
+    let (addr, len) = cidr.split_once('/')?;
+    let network: Ipv4Addr = addr.parse().ok()?;
+    let prefix: u8 = len.parse().ok().filter(|l| *l <= 30)?;
+    let gateway = Ipv4Addr::from(u32::from(network) + 1);
+    Some(SubnetConfig {
+        network,
+        prefix,
+        gateway,
+        gateway_mac: Mac::local(format!("gateway/{id}").as_bytes()),
+        lease_seconds: LEASE_SECONDS,
+    })
+}
+
+/// The subnet driver: the segments running in this process.
+pub struct Subnets {
+    dir: PathBuf,
+    segments: Mutex<HashMap<String, Arc<Segment>>>,
+}
+
+impl Subnets {
+    /// Subnets kept under `dir`.
+    pub fn new(dir: PathBuf) -> Self {
+        Self { dir, segments: Mutex::new(HashMap::new()) }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Segment>>> {
+        self.segments.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The running segment of subnet `id`.
+    pub fn segment(&self, id: &str) -> Option<Arc<Segment>> {
+        self.lock().get(id).cloned()
+    }
+
+    async fn save(&self, file: &SubnetFile) -> Result<(), BackendError> {
+        let dir = self.dir.join(&file.id);
+        let context = format!("saving {}", dir.join(FILE).display());
+        tokio::fs::create_dir_all(&dir).await.map_err(|e| BackendError::transient(context.clone(), e))?;
+        let data = serde_json::to_vec_pretty(file).map_err(|e| BackendError::transient(context.clone(), e))?;
+        tokio::task::spawn_blocking(move || write_atomic(&dir.join(FILE), &data))
+            .await
+            .map_err(|e| BackendError::transient(context.clone(), e))?
+            .map_err(|e| BackendError::transient(context, e))
+    }
+}
+
+#[async_trait]
+impl Driver<SubnetSpec, NetworkObservation> for Subnets {
+    async fn ensure(&self, t: &SubnetTarget) -> Result<(NetworkObservation, Requeue), BackendError> {
+        let Some(config) = switch_config(&t.id, &t.spec.ipv4_cidr) else {
+            return Ok((
+                NetworkObservation::Failed(format!("{:?} is not a subnet this host can serve", t.spec.ipv4_cidr)),
+                Requeue::AwaitChange,
+            ));
+        };
+        if self.segment(&t.id).is_none() {
+            let file = SubnetFile {
+                id: t.id.clone(),
+                tenant: t.tenant.clone(),
+                name: t.name.clone(),
+                virtual_network: t.spec.virtual_network.clone(),
+                ipv4_cidr: t.spec.ipv4_cidr.clone(),
+            };
+            self.save(&file).await?;
+            let gateway = config.gateway;
+            self.lock().entry(t.id.clone()).or_insert_with(|| Arc::new(Segment::start(config)));
+            info!(subnet = %t.id, name = %t.name, cidr = %t.spec.ipv4_cidr, %gateway, "subnet segment running");
+        }
+        Ok((NetworkObservation::Ready, Requeue::AwaitChange))
+    }
+
+    async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
+        self.lock().remove(id);
+        let dir = self.dir.join(id);
+        match tokio::fs::remove_dir_all(&dir).await {
+            Ok(()) => info!(subnet = %id, "subnet removed"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(BackendError::transient(format!("removing {}", dir.display()), e)),
+        }
+        Ok(Cleanup::Done)
+    }
+
+    async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
+        self.lock().retain(|id, _| known.contains(id));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use vmaas_backend::Target;
+
+    use super::*;
+
+    #[test]
+    fn the_gateway_is_the_first_address() {
+        let c = switch_config("s1", "10.10.1.0/24").unwrap();
+        assert_eq!((c.gateway, c.prefix), (Ipv4Addr::new(10, 10, 1, 1), 24));
+        assert_eq!(c.gateway_mac, switch_config("s1", "10.10.1.0/24").unwrap().gateway_mac, "stable");
+        assert!(switch_config("s1", "10.10.1.0/31").is_none() && switch_config("s1", "nope").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_subnet_runs_a_segment_until_deleted() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Subnets::new(d.path().join("subnets"));
+        let spec = SubnetSpec { virtual_network: "n1".into(), ipv4_cidr: "10.10.1.0/24".into() };
+        let t = Target { id: "s1".into(), tenant: "acme".into(), name: "front".into(), version: 1, spec };
+        assert_eq!(s.ensure(&t).await.unwrap().0, NetworkObservation::Ready);
+        let seg = s.segment("s1").expect("a running segment");
+        assert!(seg.stats().await.is_ok());
+        assert!(d.path().join("subnets/s1/subnet.json").exists());
+        assert_eq!(s.delete("s1").await.unwrap(), Cleanup::Done);
+        assert!(s.segment("s1").is_none() && !d.path().join("subnets/s1").exists());
+    }
+}

@@ -1,0 +1,186 @@
+//! `subnets`: ranges of a tenant's virtual networks (OSAC's `Subnet`), each
+//! an Ethernet segment on the qemu backend. A subnet names its network (by
+//! id or name; stored as the id), lies inside the network's range and
+//! overlaps none of its siblings; a network with subnets cannot be deleted.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::Utc;
+use serde::Deserialize;
+use tracing::info;
+use vmaas_model::network::Cidr;
+use vmaas_model::{CreateSubnet, Envelope, ObjectKind, Page, Subnet, SubnetState, ValidationErrors};
+
+use super::{ApiJson, ApiQuery, AppState, Paging, checked_name, page_json, raw_json, scope};
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::store::{Filter, NetworkKind, NetworkRecord, SUBNET_OF, Scope, StoreError, SubnetKind, SubnetRecord};
+
+const FIELD: &str = "object.spec.virtual_network";
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new().route("/subnets", get(list).post(create)).route("/subnets/{id}", get(read).delete(remove))
+}
+
+/// Query of a subnet list.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct ListQuery {
+    /// Items to skip (default 0).
+    offset: Option<u64>,
+    /// Items to return, 1 to 1000 (default 100).
+    limit: Option<u64>,
+    /// Only the subnet with this exact name.
+    name: Option<String>,
+    /// Only subnets in this state, e.g. `SUBNET_STATE_READY` or `READY`.
+    state: Option<String>,
+}
+
+fn parse_state(s: &str) -> Result<SubnetState, ApiError> {
+    let up = s.to_ascii_uppercase();
+    SubnetState::ALL.into_iter().find(|st| st.as_str() == up || st.as_str().ends_with(&format!("_{up}"))).ok_or_else(|| {
+        ApiError::field("state", format!("unknown state {s:?}: expected one of PENDING, READY, FAILED, DELETING, DELETE_FAILED"))
+    })
+}
+
+/// List subnets, oldest first.
+#[utoipa::path(get, path = "/api/fulfillment/v1/subnets", tag = "subnets", params(ListQuery),
+    responses((status = 200, body = Page<Subnet>), (status = 400, body = ApiError), (status = 401, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Response, ApiError> {
+    let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
+    let state = q.state.as_deref().map(parse_state).transpose()?.map(|st| st.as_str().to_owned());
+    let (items, total) = s.store.list_json(ObjectKind::Subnet, &scope(&caller), &Filter { name: q.name, state, offset, limit }).await?;
+    Ok(page_json(&items, total))
+}
+
+/// Get one subnet.
+#[utoipa::path(get, path = "/api/fulfillment/v1/subnets/{id}", tag = "subnets",
+    params(("id" = String, Path, description = "Subnet id (UUID)")),
+    responses((status = 200, body = Envelope<Subnet>), (status = 404, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let n = s.store.get_json(ObjectKind::Subnet, &id, &scope(&caller)).await?;
+    Ok(raw_json(format!("{{\"object\":{n}}}")))
+}
+
+/// The caller's network named `reference` (an id, else a name).
+pub(super) async fn network(s: &AppState, scope: &Scope, reference: &str) -> Result<Option<NetworkRecord>, ApiError> {
+    match s.store.get_record::<NetworkKind>(reference, scope).await {
+        Ok(n) => return Ok(Some(n)),
+        Err(StoreError::NotFound { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let f = Filter { name: Some(reference.to_owned()), ..Filter::all() };
+    let (rows, _) = s.store.list(ObjectKind::VirtualNetwork, scope, &f).await?;
+    match rows.first() {
+        Some(r) => Ok(Some(s.store.get_record::<NetworkKind>(&r.id, scope).await?)),
+        None => Ok(None),
+    }
+}
+
+/// Whether `inner` lies inside `outer`.
+fn within(inner: &Cidr, outer: &Cidr) -> bool {
+    inner.len >= outer.len && contains(outer, inner)
+}
+
+/// Whether `a` and `b` share an address.
+fn overlap(a: &Cidr, b: &Cidr) -> bool {
+    contains(a, b) || contains(b, a)
+}
+
+/// Whether `net` holds the first address of `c`.
+fn contains(net: &Cidr, c: &Cidr) -> bool {
+    let bits = |x: &Cidr| match x.addr {
+        std::net::IpAddr::V4(a) => u32::from(a),
+        std::net::IpAddr::V6(_) => 0,
+    };
+    let mask = if net.len == 0 { 0 } else { u32::MAX << (32 - u32::from(net.len)) };
+    bits(c) & mask == bits(net) & mask
+}
+
+/// Checks the subnet against its network and its siblings; returns the network.
+async fn check_placement(s: &AppState, caller: &Caller, spec: &vmaas_model::SubnetSpec, cidr: &Cidr) -> Result<NetworkRecord, ApiError> {
+    let reference = spec.virtual_network.trim();
+    let Some(net) = network(s, &scope(caller), reference).await? else {
+        return Err(ApiError::field(
+            FIELD,
+            format!("you have no virtual network {reference:?}; list them with GET /api/fulfillment/v1/virtual_networks"),
+        ));
+    };
+    if net.deleted_at.is_some() {
+        return Err(ApiError::field(FIELD, format!("virtual network {:?} is being deleted", net.name)));
+    }
+    let Some(range) = net.spec.ipv4_cidr.as_deref().and_then(|c| Cidr::parse(c, 4).ok()) else {
+        return Err(ApiError::field(FIELD, format!("virtual network {:?} has no IPv4 range", net.name)));
+    };
+    let text = spec.ipv4_cidr.as_deref().unwrap_or_default();
+    if !within(cidr, &range) {
+        return Err(ApiError::field(
+            "object.spec.ipv4_cidr",
+            format!("{text} is not inside the network's {}", net.spec.ipv4_cidr.as_deref().unwrap_or("")),
+        ));
+    }
+    for sib in s.store.all_records::<SubnetKind>().await?.iter().filter(|x| x.spec.virtual_network == net.id) {
+        let theirs = sib.spec.ipv4_cidr.as_deref().and_then(|c| Cidr::parse(c, 4).ok());
+        if theirs.is_some_and(|t| overlap(cidr, &t)) {
+            return Err(ApiError::field(
+                "object.spec.ipv4_cidr",
+                format!("{text} overlaps subnet {:?} ({})", sib.name, sib.spec.ipv4_cidr.as_deref().unwrap_or("")),
+            ));
+        }
+    }
+    Ok(net)
+}
+
+/// Create a subnet. It is PENDING until the backend runs its segment.
+#[utoipa::path(post, path = "/api/fulfillment/v1/subnets", tag = "subnets",
+    request_body = Envelope<CreateSubnet>,
+    responses((status = 201, body = Envelope<Subnet>), (status = 400, body = ApiError), (status = 409, body = ApiError, description = "The name is taken")),
+    security(("bearer" = [])))]
+pub(super) async fn create(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<Envelope<CreateSubnet>>,
+) -> Result<(StatusCode, Json<Envelope<Subnet>>), ApiError> {
+    let obj = req.object;
+    let mut errs = ValidationErrors::default();
+    let name = checked_name(obj.requested_name(), &mut errs);
+    let cidr = obj.spec.check("object.spec").map_err(|e| errs.extend(e)).ok();
+    let (Some(name), Some(cidr), true) = (name, cidr, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
+    // Placement and insertion under one lock: two subnets cannot both take a range.
+    let _admission = s.admission.lock().await;
+    let net = check_placement(&s, &caller, &obj.spec, &cidr).await?;
+    let mut spec = obj.spec.clone();
+    spec.virtual_network = net.id.clone();
+    let rec = SubnetRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
+    s.store.insert_record(&rec, vec![(net.id.clone(), SUBNET_OF.to_owned())]).await.map_err(|e| match e {
+        StoreError::MissingReference(reason) => ApiError::field(FIELD, reason),
+        other => other.into(),
+    })?;
+    s.queue.enqueue(ObjectKind::Subnet, &rec.id);
+    info!(subnet = %rec.id, name = %rec.name, network = %net.id, tenant = %rec.tenant, "subnet created");
+    Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
+}
+
+/// Delete a subnet; refused (409) while VMs are attached to it.
+#[utoipa::path(delete, path = "/api/fulfillment/v1/subnets/{id}", tag = "subnets",
+    params(("id" = String, Path, description = "Subnet id (UUID)")),
+    responses((status = 202, body = Envelope<Subnet>, description = "Deletion started"), (status = 404, body = ApiError),
+        (status = 409, body = ApiError, description = "FAILED_PRECONDITION: VMs are attached to it")),
+    security(("bearer" = [])))]
+pub(super) async fn remove(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Envelope<Subnet>>), ApiError> {
+    let row = s.store.get(ObjectKind::Subnet, &id, &scope(&caller)).await?;
+    s.store.ensure_unused(&row).await?;
+    let rec = s.store.mark_record_deleted::<SubnetKind>(&id, &scope(&caller), Utc::now()).await?;
+    s.queue.enqueue(ObjectKind::Subnet, &id);
+    info!(subnet = %id, name = %rec.name, "subnet deletion requested");
+    Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
+}

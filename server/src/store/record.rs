@@ -1,0 +1,157 @@
+//! The typed record of a tenant's object of a simple kind (a spec, a
+//! status with a state, no observed host state): what networks and subnets
+//! share, over the generic rows of [`super::objects`].
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use vmaas_model::{Metadata, ObjectKind};
+
+use super::objects::{NewObject, Row};
+use super::{Scope, Store, StoreError};
+
+/// A kind stored as a [`Record`].
+pub trait Kind {
+    /// The kind.
+    const KIND: ObjectKind;
+    /// What the tenant asks for.
+    type Spec: Serialize + DeserializeOwned + Clone + PartialEq;
+    /// What the object is now.
+    type Status: Serialize + DeserializeOwned + Clone + Default + PartialEq;
+    /// The API's object.
+    type Api: Serialize;
+
+    /// The wire name of the status's state (stored for filtering).
+    fn state(status: &Self::Status) -> &'static str;
+
+    /// The API's object from its parts.
+    fn api(id: String, metadata: Metadata, spec: Self::Spec, status: Self::Status) -> Self::Api;
+}
+
+/// A stored object of kind `K`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record<K: Kind> {
+    /// Server-assigned UUID.
+    pub id: String,
+    /// Owner.
+    pub tenant: String,
+    /// Unique per tenant and kind.
+    pub name: String,
+    /// What the tenant asked for.
+    pub spec: K::Spec,
+    /// Last status written by the reconciler.
+    pub status: K::Status,
+    /// The version `status` was derived from.
+    pub observed_version: i64,
+    /// Who created it.
+    pub creators: Vec<String>,
+    /// Incremented on every change of the desired state.
+    pub version: i64,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Set once deletion was requested.
+    pub deleted_at: Option<DateTime<Utc>>,
+}
+
+impl<K: Kind> Record<K> {
+    /// A new object, version 1, with the default (pending) status.
+    pub fn new(id: String, tenant: &str, name: &str, creator: &str, spec: K::Spec, now: DateTime<Utc>) -> Self {
+        Self {
+            id,
+            tenant: tenant.to_owned(),
+            name: name.to_owned(),
+            spec,
+            status: K::Status::default(),
+            observed_version: 0,
+            creators: vec![creator.to_owned()],
+            version: 1,
+            created_at: now,
+            deleted_at: None,
+        }
+    }
+
+    /// The object as the API returns it.
+    pub fn to_api(&self) -> K::Api {
+        let metadata = Metadata {
+            name: self.name.clone(),
+            tenant: self.tenant.clone(),
+            creation_timestamp: self.created_at,
+            deletion_timestamp: self.deleted_at,
+            creators: self.creators.clone(),
+            version: self.version,
+        };
+        K::api(self.id.clone(), metadata, self.spec.clone(), self.status.clone())
+    }
+
+    /// Whether the reconciler has not yet written a status for the current version.
+    pub fn unacknowledged(&self) -> bool {
+        self.observed_version < self.version
+    }
+
+    pub(super) fn from_row(row: &Row) -> Result<Self, StoreError> {
+        Ok(Self {
+            id: row.id.clone(),
+            tenant: row.tenant.clone(),
+            name: row.name.clone(),
+            spec: serde_json::from_str(&row.spec)?,
+            status: serde_json::from_str(&row.status)?,
+            observed_version: row.observed_version,
+            creators: row.creators.clone(),
+            version: row.version,
+            created_at: row.created_at,
+            deleted_at: row.deleted_at,
+        })
+    }
+
+    pub(super) fn to_row(&self) -> Result<Row, StoreError> {
+        Ok(Row {
+            id: self.id.clone(),
+            kind: K::KIND,
+            tenant: self.tenant.clone(),
+            name: self.name.clone(),
+            spec: serde_json::to_string(&self.spec)?.into(),
+            status: serde_json::to_string(&self.status)?.into(),
+            state: K::state(&self.status).to_owned(),
+            observed: "{}".into(),
+            observed_version: self.observed_version,
+            creators: self.creators.clone(),
+            version: self.version,
+            created_at: self.created_at,
+            updated_at: self.created_at,
+            deleted_at: self.deleted_at,
+        })
+    }
+}
+
+/// The API's JSON of a row of kind `K`.
+pub(super) fn api_json<K: Kind>(row: &Row) -> Result<String, StoreError> {
+    Ok(serde_json::to_string(&Record::<K>::from_row(row)?.to_api())?)
+}
+
+impl Store {
+    /// Stores a new object that refers to `refs` (`(id, role)`); its name
+    /// must be free in its tenant, and what it refers to must exist.
+    pub async fn insert_record<K: Kind>(&self, r: &Record<K>, refs: Vec<(String, String)>) -> Result<(), StoreError> {
+        self.insert(&NewObject { row: r.to_row()?, refs }).await
+    }
+
+    /// The object `id` of kind `K`, if `scope` may see it.
+    pub async fn get_record<K: Kind>(&self, id: &str, scope: &Scope) -> Result<Record<K>, StoreError> {
+        Record::from_row(&self.get(K::KIND, id, scope).await?)
+    }
+
+    /// Every object of kind `K` (for cross-object checks and the reconciler).
+    pub async fn all_records<K: Kind>(&self) -> Result<Vec<Record<K>>, StoreError> {
+        self.all(K::KIND).await?.iter().map(Record::from_row).collect()
+    }
+
+    /// Marks an object for deletion (idempotent).
+    pub async fn mark_record_deleted<K: Kind>(&self, id: &str, scope: &Scope, now: DateTime<Utc>) -> Result<Record<K>, StoreError> {
+        Record::from_row(&self.mark_deleted(K::KIND, id, scope, now).await?)
+    }
+
+    /// Writes an object's status as the reconciler derived it from `seen`.
+    pub async fn write_record_status<K: Kind>(&self, seen: &Record<K>, status: &K::Status) -> Result<bool, StoreError> {
+        self.write_status(&seen.to_row()?, serde_json::to_string(status)?, K::state(status), "{}".into()).await
+    }
+}
