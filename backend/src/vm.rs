@@ -22,6 +22,8 @@ pub struct VmSpec {
     pub machine: MachineSpec,
     /// One-off requests, by generation.
     pub requests: Requests,
+    /// NICs on subnets, in order.
+    pub attachments: Vec<Attachment>,
 }
 
 /// One VM as a driver sees it.
@@ -38,3 +40,25 @@ pub struct VmObservation {
 
 /// The driver of virtual machines.
 pub type VmDriver = dyn Driver<VmSpec, VmObservation>;
+
+/// One NIC of a VM on a subnet, resolved by the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attachment {
+    /// The subnet's id.
+    pub subnet: String,
+    /// The NIC's address (the server's IPAM, kept for the VM's life).
+    pub ip: std::net::Ipv4Addr,
+    /// The NIC's MAC, stable for the VM's life (`52:54:…`).
+    pub mac: String,
+}
+
+impl Attachment {
+    /// The MAC of NIC `index` of VM `vm`: locally administered, the same
+    /// for the VM's whole life and on every server.
+    pub fn mac_for(vm: &str, index: usize) -> String {
+        let seed = format!("{vm}/{index}");
+        let h = seed.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+        let b = h.to_be_bytes();
+        format!("52:54:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3])
+    }
+}

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use vmaas_client::{Client, VmQuery, WaitFor};
-use vmaas_model::{CreateVirtualMachine, PowerState, VirtualMachineSpec, VirtualMachineTemplate, VmState};
+use vmaas_model::{CreateVirtualMachine, VirtualMachineSpec, VirtualMachineTemplate, VmState};
 
 use crate::percentile;
 use crate::vms::{none_left, tiny_template};
@@ -175,7 +175,7 @@ pub async fn recovery(n: usize, rounds: usize, images: PathBuf, server: Option<P
                 type_url: None,
                 id: Some(format!("r-{i}")),
                 metadata: None,
-                spec: VirtualMachineSpec { template: "tiny".into(), template_parameters: Default::default(), state: PowerState::Started },
+                spec: VirtualMachineSpec::new("tiny"),
                 status: None,
             };
             started.push(c.create_vm(&req).await?.id);

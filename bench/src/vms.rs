@@ -96,14 +96,14 @@ async fn start_qemu_server(images: std::path::PathBuf) -> anyhow::Result<QemuSer
 /// with real QEMU and the test guest, through the real API.
 pub async fn qemu(vms: usize, burst: usize, images: std::path::PathBuf) -> anyhow::Result<()> {
     use vmaas_client::WaitFor;
-    use vmaas_model::{CreateVirtualMachine, PowerState, VirtualMachineSpec};
+    use vmaas_model::{CreateVirtualMachine, VirtualMachineSpec};
     let srv = start_qemu_server(images).await?;
     let (dir, c, accel) = (&srv.dir, &srv.client, srv.accel);
     let req = |name: String| CreateVirtualMachine {
         type_url: None,
         id: Some(name),
         metadata: None,
-        spec: VirtualMachineSpec { template: "tiny".into(), template_parameters: Default::default(), state: PowerState::Started },
+        spec: VirtualMachineSpec::new("tiny"),
         status: None,
     };
     println!(
@@ -130,7 +130,7 @@ pub async fn qemu(vms: usize, burst: usize, images: std::path::PathBuf) -> anyho
     let mut delete = Vec::new();
     for id in &ids {
         let patch = vmaas_model::PatchVirtualMachine {
-            spec: vmaas_model::vm::SpecPatch { state: Some(PowerState::Stopped), ..Default::default() },
+            spec: vmaas_model::vm::SpecPatch { state: Some(vmaas_model::PowerState::Stopped), ..Default::default() },
             ..Default::default()
         };
         let t = Instant::now();
@@ -178,7 +178,7 @@ pub async fn terraform_bench(
     plugins: std::path::PathBuf,
 ) -> anyhow::Result<()> {
     use vmaas_client::WaitFor;
-    use vmaas_model::{CreateVirtualMachine, PowerState, VirtualMachineSpec};
+    use vmaas_model::{CreateVirtualMachine, VirtualMachineSpec};
     let srv = start_qemu_server(images).await?;
     let work = tempfile::tempdir()?;
     let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/terraform/ci-ephemeral/main.tf");
@@ -220,7 +220,7 @@ pub async fn terraform_bench(
             type_url: None,
             id: Some(format!("api-{i}")),
             metadata: None,
-            spec: VirtualMachineSpec { template: "tiny".into(), template_parameters: Default::default(), state: PowerState::Started },
+            spec: VirtualMachineSpec::new("tiny"),
             status: None,
         })
         .collect();

@@ -15,7 +15,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use vmaas_client::{Client, VmQuery, WaitFor, describe_status};
 use vmaas_model::vm::MetadataInput;
 use vmaas_model::{
-    CreateVirtualMachine, ParameterValue, PatchVirtualMachine, PowerState, Template, VirtualMachine, VirtualMachineSpec,
+    CreateVirtualMachine, NetworkAttachment, ParameterValue, PatchVirtualMachine, PowerState, Template, VirtualMachine, VirtualMachineSpec,
     VirtualMachineTemplate,
 };
 
@@ -77,6 +77,9 @@ enum VmCmd {
         /// Create it powered off.
         #[arg(long)]
         stopped: bool,
+        /// A NIC on a subnet, as NAME[,ip=ADDR][,sg=GROUP…]; repeat for several NICs.
+        #[arg(long = "subnet", value_name = "NAME[,ip=ADDR][,sg=GROUP]", value_parser = parse_attachment)]
+        subnets: Vec<NetworkAttachment>,
         /// Wait until it is READY (or STOPPED with --stopped).
         #[arg(long)]
         wait: bool,
@@ -338,7 +341,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         },
         Command::Vm(cmd) => match cmd {
-            VmCmd::Create { name, template, params, stopped, wait: do_wait, timeout } => {
+            VmCmd::Create { name, template, params, stopped, subnets, wait: do_wait, timeout } => {
                 let template_parameters = typed_params(&client, &template, &params).await?;
                 let req = CreateVirtualMachine {
                     type_url: None,
@@ -348,6 +351,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         template,
                         template_parameters,
                         state: if stopped { PowerState::Stopped } else { PowerState::Started },
+                        network_attachments: subnets,
                     },
                     status: None,
                 };
@@ -443,4 +447,19 @@ fn main() {
         }
         std::process::exit(1);
     }
+}
+
+/// `NAME[,ip=ADDR][,sg=GROUP]…` into a NIC on a subnet.
+fn parse_attachment(s: &str) -> Result<NetworkAttachment, String> {
+    let mut parts = s.split(',');
+    let subnet = parts.next().filter(|n| !n.is_empty()).ok_or("give the subnet's name first, e.g. front,ip=10.0.1.5")?;
+    let mut a = NetworkAttachment { subnet: subnet.to_owned(), ..Default::default() };
+    for p in parts {
+        match p.split_once('=') {
+            Some(("ip", ip)) => a.ip_address = Some(ip.to_owned()),
+            Some(("sg", g)) => a.security_groups.push(g.to_owned()),
+            _ => return Err(format!("{p:?}: expected ip=ADDR or sg=GROUP")),
+        }
+    }
+    Ok(a)
 }

@@ -185,9 +185,8 @@ fn vm_serialises_in_the_seed_shape() {
             version: 1,
         },
         spec: VirtualMachineSpec {
-            template: "simple_vm".into(),
             template_parameters: params(json!({"vm_memory": {"value": "4Gi"}})),
-            state: PowerState::Started,
+            ..VirtualMachineSpec::new("simple_vm")
         },
         status: {
             let mut o = Observation::new(Phase::Ready);

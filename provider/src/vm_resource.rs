@@ -220,7 +220,7 @@ impl VmResource {
                 type_url: None,
                 id: None,
                 metadata: Some(MetadataInput { name: Some(name), ..Default::default() }),
-                spec: VirtualMachineSpec { template, template_parameters: params, state: power },
+                spec: VirtualMachineSpec { template, template_parameters: params, state: power, network_attachments: Vec::new() },
                 status: None,
             };
             match client.create_vm(&req).await {

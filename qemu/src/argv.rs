@@ -59,6 +59,18 @@ pub struct UserNicArg {
     pub egress: bool,
 }
 
+/// One NIC on a subnet: a port of the subnet's segment in the user-space
+/// switch, over its unix socket (QEMU reconnects if the server restarts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SegmentNicArg {
+    /// Netdev and device id, e.g. `nic-subnet0`.
+    pub id: String,
+    /// The port's socket.
+    pub socket: PathBuf,
+    /// The NIC's MAC.
+    pub mac: String,
+}
+
 /// A whole QEMU invocation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QemuArgs {
@@ -74,8 +86,10 @@ pub struct QemuArgs {
     pub kernel: Option<KernelBoot>,
     /// Disks, boot disk first.
     pub disks: Vec<DiskArg>,
-    /// NICs.
+    /// NICs on the host's user network.
     pub nics: Vec<UserNicArg>,
+    /// NICs on subnets, after those.
+    pub segment_nics: Vec<SegmentNicArg>,
     /// PCI addresses of host GPUs to pass through.
     pub gpus: Vec<String>,
     /// Serial console socket.
@@ -146,6 +160,10 @@ impl QemuArgs {
             }
             push(&["-netdev", &netdev, "-device", &format!("virtio-net-pci,netdev={},id=dev-{}", n.id, n.id)]);
         }
+        for n in &self.segment_nics {
+            let netdev = format!("stream,id={},server=off,addr.type=unix,addr.path={},reconnect-ms=1000", n.id, n.socket.display());
+            push(&["-netdev", &netdev, "-device", &format!("virtio-net-pci,netdev={},id=dev-{},mac={}", n.id, n.id, n.mac)]);
+        }
         push(&["-chardev", &format!("socket,id=serial0,path={},server=on,wait=off", self.serial.display())]);
         push(&["-serial", "chardev:serial0"]);
         push(&["-qmp", &format!("unix:{},server=on,wait=off", self.qmp.display())]);
@@ -182,6 +200,7 @@ mod tests {
                 ),
                 egress: false,
             }],
+            segment_nics: vec![],
             gpus: vec![],
             serial: "/v/serial.sock".into(),
             qmp: "/v/qmp.sock".into(),
@@ -225,5 +244,17 @@ mod tests {
         q.nics[0].egress = true;
         let a: Vec<String> = q.to_args().into_iter().map(|s| s.into_string().unwrap()).collect();
         assert!(!after(&a, "-netdev")[0].contains("restrict"), "{a:?}");
+    }
+
+    #[test]
+    fn a_subnet_nic_is_a_stream_netdev_on_its_port_socket() {
+        let mut q = args();
+        q.segment_nics.push(SegmentNicArg { id: "nic-subnet0".into(), socket: "/d/sw/abc-0.sock".into(), mac: "52:54:00:01:02:03".into() });
+        let a: Vec<String> = q.to_args().into_iter().map(|s| s.into_string().unwrap()).collect();
+        assert_eq!(after(&a, "-netdev")[1], "stream,id=nic-subnet0,server=off,addr.type=unix,addr.path=/d/sw/abc-0.sock,reconnect-ms=1000");
+        assert_eq!(
+            after(&a, "-device").last().copied(),
+            Some("virtio-net-pci,netdev=nic-subnet0,id=dev-nic-subnet0,mac=52:54:00:01:02:03")
+        );
     }
 }

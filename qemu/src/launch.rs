@@ -137,6 +137,7 @@ impl Vms {
             kernel,
             disks,
             nics,
+            segment_nics: vm.segment_nics.clone(),
             gpus: self.host.gpus.iter().take(machine.gpus.len()).cloned().collect(),
             serial: vm.path("serial.sock"),
             qmp: vm.path("qmp.sock"),
@@ -182,6 +183,7 @@ impl Vms {
         if let Some(h) = &handle {
             h.lock().await.stop_runtime();
         }
+        self.detach_ports(id).await;
         match tokio::fs::remove_dir_all(&dir).await {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

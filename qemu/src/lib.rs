@@ -39,6 +39,7 @@ mod launch;
 mod lifecycle;
 pub mod network;
 pub mod pool;
+mod ports;
 pub mod probe;
 pub mod process;
 pub mod qmp;
@@ -128,6 +129,7 @@ pub struct Vms {
     vms: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Vm>>>>,
     quarantine: Mutex<BTreeMap<String, Quarantined>>,
     wake: OnceLock<Wake>,
+    subnets: Arc<subnet::Subnets>,
 }
 
 impl QemuBackend {
@@ -144,6 +146,8 @@ impl QemuBackend {
         let accel = accel::detect(cfg.accel, &cfg.qemu, &cfg.state_dir).await;
         info!(accelerator = accel.accel.as_str(), reason = %accel.reason, "qemu accelerator chosen");
         let host = tokio::task::spawn_blocking(Host::probe).await.unwrap_or(Host { cpus: 1, memory_bytes: 0, gpus: Vec::new() });
+        let data = cfg.state_dir.parent().unwrap_or(&cfg.state_dir).to_owned();
+        let subnets = Arc::new(subnet::Subnets::new(data.join("subnets")));
         let vms = Vms {
             pool: Mutex::new(IpPool::new(cfg.pool)),
             cfg,
@@ -152,12 +156,11 @@ impl QemuBackend {
             vms: Mutex::new(HashMap::new()),
             quarantine: Mutex::new(BTreeMap::new()),
             wake: OnceLock::new(),
+            subnets: subnets.clone(),
         };
         vms.adopt_all().await;
-        let data = vms.cfg.state_dir.parent().unwrap_or(&vms.cfg.state_dir).to_owned();
         let networks = network::Networks::new(data.join("networks"));
-        let subnets = subnet::Subnets::new(data.join("subnets"));
-        Ok(Self { vms: Arc::new(vms), networks: Arc::new(networks), subnets: Arc::new(subnets) })
+        Ok(Self { vms: Arc::new(vms), networks: Arc::new(networks), subnets })
     }
 
     /// The accelerator in use.
@@ -292,6 +295,8 @@ impl Driver<VmSpec, VmObservation> for Vms {
         let h = self.handle_for(t).await?;
         let mut vm = h.lock().await;
         self.claim(&mut vm, t).await?;
+        vm.segment_nics = self.attach_ports(t).await?;
+        vm.attached_ip = t.spec.attachments.first().map(|a| a.ip);
         let (observation, requeue) = self.ensure_vm(&mut vm, t).await?;
         Ok((VmObservation { observation, acted: Requests { restart: vm.file.restarts } }, requeue))
     }

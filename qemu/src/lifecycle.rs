@@ -47,6 +47,10 @@ pub(crate) struct Vm {
     /// The reconciler has asked for this VM since the server started: it is
     /// not a candidate for quarantine.
     pub(crate) claimed: bool,
+    /// Its NICs on subnets, as QEMU arguments.
+    pub(crate) segment_nics: Vec<crate::argv::SegmentNicArg>,
+    /// The address of its first NIC on a subnet: its internal address.
+    pub(crate) attached_ip: Option<std::net::Ipv4Addr>,
 }
 
 /// Why a step could not go on.
@@ -82,6 +86,8 @@ impl Vm {
             failed: None,
             recovered: false,
             claimed: false,
+            segment_nics: Vec::new(),
+            attached_ip: None,
         }
     }
 
@@ -117,7 +123,7 @@ impl Vm {
     fn observation(&self, phase: Phase) -> Observation {
         let mut o = Observation::new(phase);
         if self.process.is_some() {
-            o.internal_ip = Some(GUEST_IP.into());
+            o.internal_ip = Some(self.attached_ip.map(|ip| ip.to_string()).unwrap_or_else(|| GUEST_IP.into()));
         }
         o.external_ip = self.file.external_ip.map(|ip| ip.to_string());
         o.degraded = self.degraded.clone();

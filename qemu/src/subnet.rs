@@ -68,6 +68,11 @@ impl Subnets {
         self.lock().get(id).cloned()
     }
 
+    /// Every running segment.
+    pub fn all(&self) -> Vec<Arc<Segment>> {
+        self.lock().values().cloned().collect()
+    }
+
     async fn save(&self, file: &SubnetFile) -> Result<(), BackendError> {
         let dir = self.dir.join(&file.id);
         let context = format!("saving {}", dir.join(FILE).display());

@@ -77,6 +77,11 @@ impl Segment {
         Ok(())
     }
 
+    /// Whether port `id` is served.
+    pub fn has_port(&self, id: PortId) -> bool {
+        self.lock().contains_key(&id)
+    }
+
     /// Stops serving port `id` and removes its socket.
     pub async fn remove_port(&self, id: PortId) -> Result<(), SegmentError> {
         if let Some((task, path)) = self.lock().remove(&id) {

@@ -63,6 +63,38 @@ pub struct VirtualMachineSpec {
     /// `started` (default) or `stopped`.
     #[serde(default)]
     pub state: PowerState,
+    /// NICs on subnets (OSAC's `network_attachments`), beside the host
+    /// network every VM has; the first one's address is `status.internalIP`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_attachments: Vec<NetworkAttachment>,
+}
+
+impl VirtualMachineSpec {
+    /// A started VM of `template`, with the template's defaults and no NIC on a subnet.
+    pub fn new(template: impl Into<String>) -> Self {
+        Self {
+            template: template.into(),
+            template_parameters: BTreeMap::new(),
+            state: PowerState::Started,
+            network_attachments: Vec::new(),
+        }
+    }
+}
+
+/// One NIC on a subnet.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NetworkAttachment {
+    /// The subnet: its id (its name is accepted on create and replaced by the id).
+    pub subnet: String,
+    /// Security groups of the NIC (none: everything inside the network passes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_groups: Vec<String>,
+    /// The NIC's address: as asked, else assigned by the server, and kept
+    /// for the VM's life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_address: Option<String>,
 }
 
 /// The observed state of a VM.

@@ -1,6 +1,7 @@
 //! The REST/JSON API under `/api/fulfillment/v1`, plus `/healthz`,
 //! `/metrics` and the OpenAPI document at `/api/openapi.json`.
 
+mod attach;
 mod console;
 mod extract;
 #[cfg(test)]

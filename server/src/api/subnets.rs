@@ -17,6 +17,7 @@ use vmaas_model::{CreateSubnet, Envelope, ObjectKind, Page, Subnet, SubnetState,
 use super::{ApiJson, ApiQuery, AppState, Paging, checked_name, page_json, raw_json, scope};
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::store::record::{Kind, Record};
 use crate::store::{Filter, NetworkKind, NetworkRecord, SUBNET_OF, Scope, StoreError, SubnetKind, SubnetRecord};
 
 const FIELD: &str = "object.spec.virtual_network";
@@ -67,17 +68,17 @@ pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Pa
     Ok(raw_json(format!("{{\"object\":{n}}}")))
 }
 
-/// The caller's network named `reference` (an id, else a name).
-pub(super) async fn network(s: &AppState, scope: &Scope, reference: &str) -> Result<Option<NetworkRecord>, ApiError> {
-    match s.store.get_record::<NetworkKind>(reference, scope).await {
+/// The caller's object of kind `K` named `reference` (an id, else a name).
+pub(super) async fn find<K: Kind>(s: &AppState, scope: &Scope, reference: &str) -> Result<Option<Record<K>>, ApiError> {
+    match s.store.get_record::<K>(reference, scope).await {
         Ok(n) => return Ok(Some(n)),
         Err(StoreError::NotFound { .. }) => {}
         Err(e) => return Err(e.into()),
     }
     let f = Filter { name: Some(reference.to_owned()), ..Filter::all() };
-    let (rows, _) = s.store.list(ObjectKind::VirtualNetwork, scope, &f).await?;
+    let (rows, _) = s.store.list(K::KIND, scope, &f).await?;
     match rows.first() {
-        Some(r) => Ok(Some(s.store.get_record::<NetworkKind>(&r.id, scope).await?)),
+        Some(r) => Ok(Some(s.store.get_record::<K>(&r.id, scope).await?)),
         None => Ok(None),
     }
 }
@@ -105,7 +106,7 @@ fn contains(net: &Cidr, c: &Cidr) -> bool {
 /// Checks the subnet against its network and its siblings; returns the network.
 async fn check_placement(s: &AppState, caller: &Caller, spec: &vmaas_model::SubnetSpec, cidr: &Cidr) -> Result<NetworkRecord, ApiError> {
     let reference = spec.virtual_network.trim();
-    let Some(net) = network(s, &scope(caller), reference).await? else {
+    let Some(net) = find::<NetworkKind>(s, &scope(caller), reference).await? else {
         return Err(ApiError::field(
             FIELD,
             format!("you have no virtual network {reference:?}; list them with GET /api/fulfillment/v1/virtual_networks"),

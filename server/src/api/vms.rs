@@ -13,7 +13,7 @@ use vmaas_model::{
     VirtualMachineSpec, VmState,
 };
 
-use super::{ApiJson, ApiQuery, AppState, Paging, checked_name, page_json, raw_json, scope};
+use super::{ApiJson, ApiQuery, AppState, Paging, attach, checked_name, page_json, raw_json, scope};
 use crate::auth::Caller;
 use crate::capacity::{self, Usage};
 use crate::error::ApiError;
@@ -111,10 +111,21 @@ pub(super) async fn create(
     let (Some(name), Some(resolved), true) = (name, resolved, errs.is_empty()) else {
         return Err(ApiError::invalid(errs));
     };
-    let rec = VmRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, obj.spec, resolved.spec, Utc::now());
-    let _admitted = admit(&s, &rec, None).await?;
+    let mut rec =
+        VmRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, obj.spec, resolved.spec, Utc::now());
+    let admitted = admit(&s, &rec, None).await?;
+    // Addresses are assigned under the admission lock too.
+    let _lock = match admitted {
+        Some(guard) => guard,
+        None => s.admission.lock().await,
+    };
+    let wanted = std::mem::take(&mut rec.spec.network_attachments);
+    rec.spec.network_attachments = attach::resolve(&s, &scope(&caller), &wanted, &mut errs).await?;
+    if !errs.is_empty() {
+        return Err(ApiError::invalid(errs));
+    }
     s.store.insert_vm(&rec).await.map_err(|e| match e {
-        StoreError::MissingReference(reason) => ApiError::field("object.spec.template", reason),
+        StoreError::MissingReference(reason) => ApiError::field("object.spec", reason),
         other => other.into(),
     })?;
     s.queue.enqueue(ObjectKind::VirtualMachine, &rec.id);

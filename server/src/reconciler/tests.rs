@@ -96,7 +96,7 @@ async fn setup() -> (tempfile::TempDir, Store, Arc<ScriptedVms>, Reconciler) {
 }
 
 async fn add_vm(store: &Store, name: &str, power: PowerState, machine: MachineSpec) -> String {
-    let spec = VirtualMachineSpec { template: "tpl".into(), template_parameters: Default::default(), state: power };
+    let spec = VirtualMachineSpec { state: power, ..VirtualMachineSpec::new("tpl") };
     let rec = VmRecord::new(uuid::Uuid::new_v4().to_string(), "t1", name, "t1", spec, machine, Utc::now());
     store.insert_vm(&rec).await.unwrap();
     rec.id

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use tracing::{info, warn};
-use vmaas_backend::{BackendError, Cleanup, ErrorKind, Requests, Requeue, VmSpec, VmTarget};
+use vmaas_backend::{Attachment, BackendError, Cleanup, ErrorKind, Requests, Requeue, VmSpec, VmTarget};
 use vmaas_model::{Desired, Observation, Phase, PowerState, Reason, VmState, derive_status};
 
 use super::{Outcome, Reconciler};
@@ -96,12 +96,25 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Opti
         tenant: vm.tenant.clone(),
         name: vm.name.clone(),
         version: vm.version,
-        spec: VmSpec { power: vm.power(), machine: vm.machine.clone(), requests: vm.requests },
+        spec: VmSpec { power: vm.power(), machine: vm.machine.clone(), requests: vm.requests, attachments: attachments(&vm) },
     };
     match r.backend.vms().ensure(&target).await {
         Ok((seen, next)) => Ok((write(r, &vm, &seen.observation, seen.acted).await?, requeue(next))),
         Err(e) => backend_failed(r, &vm, e).await,
     }
+}
+
+/// The VM's NICs on subnets, as the server resolved them at create.
+fn attachments(vm: &VmRecord) -> Vec<Attachment> {
+    vm.spec
+        .network_attachments
+        .iter()
+        .enumerate()
+        .filter_map(|(i, a)| {
+            let ip = a.ip_address.as_deref()?.parse().ok()?;
+            Some(Attachment { subnet: a.subnet.clone(), ip, mac: Attachment::mac_for(&vm.id, i) })
+        })
+        .collect()
 }
 
 /// A backend failure: a transient one keeps the last phase and is retried;

@@ -14,7 +14,7 @@ fn template(id: &str) -> VirtualMachineTemplate {
 }
 
 fn vm(name: &str, template: &str) -> VmRecord {
-    let spec = VirtualMachineSpec { template: template.into(), template_parameters: Default::default(), state: PowerState::Started };
+    let spec = VirtualMachineSpec::new(template);
     VmRecord::new(uuid::Uuid::new_v4().to_string(), "acme", name, "acme", spec, MachineSpec::default(), Utc::now())
 }
 

@@ -182,11 +182,13 @@ impl From<&VmFilter> for Filter {
 impl Store {
     /// Stores a new VM; its name must be free in its tenant and its template must exist.
     pub async fn insert_vm(&self, vm: &VmRecord) -> Result<(), StoreError> {
-        let refs = vec![(template_id(&vm.spec.template), "template".to_owned())];
+        let mut refs = vec![(template_id(&vm.spec.template), "template".to_owned())];
+        refs.extend(vm.spec.network_attachments.iter().map(|a| (a.subnet.clone(), "subnet".to_owned())));
         match self.insert(&NewObject { row: vm.to_row()?, refs }).await {
-            Err(StoreError::MissingReference(_)) => {
-                Err(StoreError::MissingReference(format!("template {:?} does not exist (any more)", vm.spec.template)))
-            }
+            Err(StoreError::MissingReference(_)) => Err(StoreError::MissingReference(format!(
+                "template {:?} or a subnet the VM attaches to does not exist (any more)",
+                vm.spec.template
+            ))),
             other => other,
         }
     }
