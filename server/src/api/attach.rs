@@ -101,7 +101,7 @@ pub(super) async fn resolve(
         let used = taken(s, &subnet.id).await?;
         match address(i, a.ip_address.as_deref(), &subnet, &used) {
             Ok(ip) => {
-                out.push(NetworkAttachment { subnet: subnet.id.clone(), security_groups: Vec::new(), ip_address: Some(ip.to_string()) })
+                out.push(NetworkAttachment { subnet: subnet.id.clone(), security_groups: Vec::new(), ip_address: Some(ip.to_string()) });
             }
             Err((f, why)) => errs.push(f, why),
         }
