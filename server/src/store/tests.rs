@@ -69,7 +69,10 @@ async fn references_are_enforced_and_name_the_referrers() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open_sqlite(dir.path()).await.unwrap();
     let missing = store.insert_vm(&vm("a", "nope")).await.unwrap_err();
-    assert!(matches!(&missing, StoreError::MissingReference(m) if m.contains("\"nope\" does not exist")), "{missing}");
+    assert!(
+        matches!(&missing, StoreError::MissingReference(m) if m.contains("\"nope\" or a subnet the VM attaches to does not exist")),
+        "{missing}"
+    );
     assert!(store.all_vms().await.unwrap().is_empty(), "nothing half-made");
 
     store.insert_template(&template("tpl"), Utc::now()).await.unwrap();
