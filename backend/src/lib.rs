@@ -34,7 +34,7 @@ pub use driver::{Cleanup, Driver, Requeue, Target, Wake};
 pub use error::{BackendError, ErrorKind};
 pub use host::{HostCapacity, Quarantined};
 pub use network::{NetworkDriver, NetworkObservation, NetworkSpec, NetworkTarget, SubnetDriver, SubnetSpec, SubnetTarget};
-pub use vm::{Attachment, Requests, VmDriver, VmObservation, VmSpec, VmTarget};
+pub use vm::{Attachment, Firewall, Requests, VmDriver, VmObservation, VmSpec, VmTarget};
 use vmaas_model::ObjectKind;
 
 /// What a backend can do, for `/healthz` and for refusing what it cannot.

@@ -50,6 +50,17 @@ pub struct Attachment {
     pub ip: std::net::Ipv4Addr,
     /// The NIC's MAC, stable for the VM's life (`52:54:…`).
     pub mac: String,
+    /// The rules of its security groups, merged; none: everything passes.
+    pub firewall: Option<Firewall>,
+}
+
+/// What a NIC's security groups allow, merged.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Firewall {
+    /// What may come in.
+    pub ingress: Vec<vmaas_model::security_group::CheckedRule>,
+    /// What may go out.
+    pub egress: Vec<vmaas_model::security_group::CheckedRule>,
 }
 
 impl Attachment {

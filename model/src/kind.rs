@@ -17,11 +17,13 @@ pub enum ObjectKind {
     VirtualNetwork,
     /// A subnet of a virtual network (a tenant's).
     Subnet,
+    /// A security group of a virtual network (a tenant's).
+    SecurityGroup,
 }
 
 impl ObjectKind {
     /// Every kind.
-    pub const ALL: [Self; 4] = [Self::Template, Self::VirtualMachine, Self::VirtualNetwork, Self::Subnet];
+    pub const ALL: [Self; 5] = [Self::Template, Self::VirtualMachine, Self::VirtualNetwork, Self::Subnet, Self::SecurityGroup];
 
     /// The stored name, e.g. `virtual_machine`.
     pub fn as_str(self) -> &'static str {
@@ -30,6 +32,7 @@ impl ObjectKind {
             Self::VirtualMachine => "virtual_machine",
             Self::VirtualNetwork => "virtual_network",
             Self::Subnet => "subnet",
+            Self::SecurityGroup => "security_group",
         }
     }
 
@@ -40,6 +43,7 @@ impl ObjectKind {
             Self::VirtualMachine => "virtual machine",
             Self::VirtualNetwork => "virtual network",
             Self::Subnet => "subnet",
+            Self::SecurityGroup => "security group",
         }
     }
 

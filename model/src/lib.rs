@@ -13,6 +13,7 @@
 //!   memory, disks, NICs, GPUs, cloud-init, exposed ports, probe.
 //! - [`network`]: virtual networks (OSAC's `VirtualNetwork`).
 //! - [`subnet`]: subnets of virtual networks (OSAC's `Subnet`).
+//! - [`security_group`]: rules for NICs (OSAC's `SecurityGroup`).
 //! - [`vm`]: virtual machines, the request shapes of the API, and
 //!   [`vm::status`], the state machine from backend observations to status.
 //! - [`quantity`]: `4Gi` and `4096Mi`, equal in value, each kept as written.
@@ -33,6 +34,7 @@ pub mod machine;
 pub mod network;
 pub mod object;
 pub mod quantity;
+pub mod security_group;
 pub mod spec;
 pub mod subnet;
 pub mod template;
@@ -45,6 +47,9 @@ pub use machine::{BootSource, CloudInit, Cpu, DEFAULT_IMAGE, Disk, DiskSource, M
 pub use network::{CreateVirtualNetwork, VirtualNetwork, VirtualNetworkSpec, VirtualNetworkState, VirtualNetworkStatus};
 pub use object::{Envelope, Metadata, MetadataInput, Page};
 pub use quantity::{Quantity, QuantityError};
+pub use security_group::{
+    CreateSecurityGroup, PatchSecurityGroup, SecurityGroup, SecurityGroupSpec, SecurityGroupState, SecurityGroupStatus, SecurityRule,
+};
 pub use spec::{ExposedPort, Gpu, Probe, ProbeCheck, Protocol, ReadinessProbe, SpecDefaults};
 pub use subnet::{CreateSubnet, Subnet, SubnetSpec, SubnetState, SubnetStatus};
 pub use template::{ParameterDefinition, ParameterType, Resolved, SpecField, Template, VirtualMachineTemplate};

@@ -6,11 +6,29 @@
 use std::path::PathBuf;
 
 use vmaas_backend::{BackendError, VmTarget};
+use vmaas_model::security_group::{CheckedRule, Protocol};
 use vmaas_switch::fabric::PortKind;
+use vmaas_switch::firewall::{Firewall, Protocol as SwitchProtocol, Rule};
 use vmaas_switch::{Mac, PortConfig, PortId};
 
 use crate::Vms;
 use crate::argv::SegmentNicArg;
+
+/// The switch's firewall of a NIC's merged security groups.
+fn firewall(f: &vmaas_backend::Firewall) -> Firewall {
+    let rule = |r: &CheckedRule| Rule {
+        protocol: match r.protocol {
+            Protocol::Tcp => SwitchProtocol::Tcp,
+            Protocol::Udp => SwitchProtocol::Udp,
+            Protocol::Icmp => SwitchProtocol::Icmp,
+            Protocol::All => SwitchProtocol::All,
+        },
+        port_from: r.ports.0,
+        port_to: r.ports.1,
+        cidr: r.cidr,
+    };
+    Firewall { ingress: f.ingress.iter().map(rule).collect(), egress: f.egress.iter().map(rule).collect() }
+}
 
 /// NICs on subnets a VM may have.
 pub const MAX_NICS: usize = 8;
@@ -51,8 +69,12 @@ impl Vms {
                 .ok_or_else(|| BackendError::transient("attaching NICs", format!("subnet {} is not running yet", a.subnet)))?;
             let mac = Mac::parse(&a.mac).ok_or_else(|| BackendError::invalid("attaching NICs", format!("{:?} is not a MAC", a.mac)))?;
             let (id, socket) = (port_id(&t.id, i), self.port_socket(&t.id, i));
-            if !segment.has_port(id) {
-                let cfg = PortConfig { mac, ip: a.ip, hostname: Some(t.name.clone()), firewall: None };
+            let firewall = a.firewall.as_ref().map(firewall);
+            if segment.has_port(id) {
+                // Its security groups may have changed: applied at once (nothing if not).
+                segment.set_firewall(id, firewall).await.map_err(|e| BackendError::transient("attaching NICs", e))?;
+            } else {
+                let cfg = PortConfig { mac, ip: a.ip, hostname: Some(t.name.clone()), firewall };
                 segment.add_port(id, PortKind::Guest(cfg), &socket).await.map_err(|e| BackendError::transient("attaching NICs", e))?;
             }
             nics.push(SegmentNicArg { id: format!("nic-subnet{i}"), socket, mac: a.mac.clone() });

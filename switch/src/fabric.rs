@@ -149,9 +149,12 @@ impl Fabric {
 
     /// Replaces the firewall of guest port `id` (its security groups
     /// changed): every flow is checked again from its next packet, so a
-    /// removed rule cuts the flows it allowed.
+    /// removed rule cuts the flows it allowed. The same rules again change
+    /// nothing.
     pub fn set_firewall(&mut self, id: PortId, firewall: Option<Firewall>) {
-        if let Some(PortKind::Guest(c)) = self.ports.get_mut(&id) {
+        if let Some(PortKind::Guest(c)) = self.ports.get_mut(&id)
+            && c.firewall != firewall
+        {
             c.firewall = firewall;
             self.conntrack.clear();
         }

@@ -1,10 +1,11 @@
 //! VMs with NICs on subnets, end to end with real guests: created through
-//! the `vmaas` CLI (`--subnet NAME[,ip=ADDR]`), addressed by the server's
-//! IPAM (or as asked), and connected by the user-space switch: two VMs on
-//! one subnet fetch each other's page through `vmaas vm console`; a VM on
-//! another network with the same range reaches nothing of theirs; a subnet
-//! in use cannot be deleted. Every address a guest is asked to reach is on
-//! its own subnet.
+//! the `vmaas` CLI (`--subnet NAME[,ip=ADDR][,sg=GROUP]`), addressed by the
+//! server's IPAM (or as asked), and connected by the user-space switch: two
+//! VMs on one subnet fetch each other's page through `vmaas vm console`; a
+//! VM on another network with the same range reaches nothing of theirs; a
+//! security group without the port blocks it and a rule added opens it,
+//! without a restart; a subnet or group in use cannot be deleted. Every
+//! address a guest is asked to reach is on its own subnet.
 
 use std::time::{Duration, Instant};
 
@@ -45,15 +46,17 @@ fn create(s: &Server, t: &str, name: &str, subnet: &str) -> String {
     v["id"].as_str().or(v["object"]["id"].as_str()).unwrap().to_owned()
 }
 
-/// Runs `line` on VM `name`'s console through the CLI; returns what it printed.
+/// Runs `line` on VM `name`'s console through the CLI, reading until the
+/// guest is quiet for 7 s (longer than any timeout the lines use); returns
+/// what it printed.
 fn console(s: &Server, t: &str, name: &str, line: &str) -> String {
-    let out = s.cli_with_stdin(t, &["vm", "console", name, "--batch", "--idle", "4s"], format!("{line}\n").as_bytes());
+    let out = s.cli_with_stdin(t, &["vm", "console", name, "--batch", "--idle", "7s"], format!("{line}\n").as_bytes());
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Fetches `ip`'s page from VM `from`, a few times (the first ARP may be slow); true if it named `host`.
 fn fetches(s: &Server, t: &str, from: &str, ip: &str, host: &str) -> bool {
-    let cmd = format!("timeout 8 wget -O- http://{ip}/ 2>/dev/null | sed -n 's/.*test guest \\([a-z]*\\)<.*/PAGE-OF-\\1/p'");
+    let cmd = format!("timeout 5 wget -O- http://{ip}/ 2>/dev/null | sed -n 's/.*test guest \\([a-z]*\\)<.*/PAGE-OF-\\1/p'");
     (0..3).any(|_| console(s, t, from, &cmd).contains(&format!("PAGE-OF-{host}")))
 }
 
@@ -65,9 +68,15 @@ async fn vms_on_one_subnet_reach_each_other_and_nothing_else() {
     let front = subnet(&s, &t, "lab", "front", "10.30.1.0/24").await;
     subnet(&s, &t, "other", "back", "10.30.1.0/24").await;
 
+    let sg = |name: &str, network: &str, ingress: Value| json!({"object": {"metadata": {"name": name}, "spec": {"virtual_network": network, "ingress": ingress}}});
+    let icmp = post(&s, &t, "security_groups", sg("icmp-only", "lab", json!([{"protocol": "PROTOCOL_ICMP"}]))).await;
+    let icmp = icmp["object"]["id"].as_str().unwrap().to_owned();
+    post(&s, &t, "security_groups", sg("elsewhere", "other", json!([]))).await;
+
     let a = create(&s, &t, "alpha", "front");
     let b = create(&s, &t, "beta", "front,ip=10.30.1.50");
     let c = create(&s, &t, "gamma", "back");
+    create(&s, &t, "delta", "front,ip=10.30.1.60,sg=icmp-only");
     let (_, va) = get(&s, &t, &a).await;
     let (_, vb) = get(&s, &t, &b).await;
     let (_, vc) = get(&s, &t, &c).await;
@@ -83,12 +92,31 @@ async fn vms_on_one_subnet_reach_each_other_and_nothing_else() {
         console(&s, &t, "gamma", "timeout 5 wget -O- http://10.30.1.50/ >/dev/null 2>&1 && echo REACH\"ED\" || echo ISO\"LATED\"");
     assert!(isolated.contains("ISOLATED") && !isolated.contains("REACHED"), "gamma reached another network: {isolated}");
 
+    // delta's group lets ICMP in, not HTTP; a rule added opens HTTP at once.
+    let ping = console(&s, &t, "alpha", "ping -c 1 -W 3 10.30.1.60 >/dev/null && echo PING\"OK\"");
+    assert!(ping.contains("PINGOK"), "ICMP is allowed: {ping}");
+    let blocked = console(&s, &t, "alpha", "timeout 5 wget -O- http://10.30.1.60/ >/dev/null 2>&1 && echo REACH\"ED\" || echo BLOCK\"ED\"");
+    assert!(blocked.contains("BLOCKED") && !blocked.contains("REACHED"), "HTTP must be blocked: {blocked}");
+    let patch = json!({"object": {"spec": {"ingress": [{"protocol": "PROTOCOL_ICMP"}, {"protocol": "PROTOCOL_TCP", "port_from": 80, "ipv4_cidr": "10.30.1.0/24"}]}}});
+    let (st, v) = s.raw(Method::PATCH, &format!("{V1}/security_groups/{icmp}"), Some(&t), Some(patch)).await;
+    assert_eq!(st, 200, "{v}");
+    assert!(fetches(&s, &t, "alpha", "10.30.1.60", "delta"), "the added rule did not open HTTP\n{}", s.log());
+
     // Bad attachments name the field and the reason; nothing is made.
     for (spec, field, reason) in [
         (json!([{"subnet": "front", "ip_address": "10.30.1.50"}]), "object.spec.network_attachments[0].ip_address", "is taken"),
         (json!([{"subnet": "front", "ip_address": "10.30.2.9"}]), "object.spec.network_attachments[0].ip_address", "is not a VM address"),
         (json!([{"subnet": "nope"}]), "object.spec.network_attachments[0].subnet", "you have no subnet"),
-        (json!([{"subnet": "front", "security_groups": ["web"]}]), "object.spec.network_attachments[0].security_groups", "not offered yet"),
+        (
+            json!([{"subnet": "front", "security_groups": ["web"]}]),
+            "object.spec.network_attachments[0].security_groups[0]",
+            "you have no security group",
+        ),
+        (
+            json!([{"subnet": "front", "security_groups": ["elsewhere"]}]),
+            "object.spec.network_attachments[0].security_groups[0]",
+            "is for another virtual network",
+        ),
         (json!([{"subnet": "front"}, {"subnet": "front"}]), "object.spec.network_attachments[1].subnet", "already has a NIC"),
     ] {
         let body = json!({"object": {"metadata": {"name": "bad"}, "spec": {"template": "tiny", "network_attachments": spec}}});
@@ -98,7 +126,7 @@ async fn vms_on_one_subnet_reach_each_other_and_nothing_else() {
         assert!(e["details"][0]["reason"].as_str().unwrap().contains(reason), "{e}");
     }
     let (_, page) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&t), None).await;
-    assert_eq!(page["total"], 3, "nothing half-made");
+    assert_eq!(page["total"], 4, "nothing half-made");
 
     // Another tenant cannot attach to acme's subnet.
     let other = s.token("globex", false);
@@ -110,5 +138,8 @@ async fn vms_on_one_subnet_reach_each_other_and_nothing_else() {
     let (st, e) = s.raw(Method::DELETE, &format!("{V1}/subnets/{front}"), Some(&t), None).await;
     assert_eq!(st, 409, "{e}");
     let msg = e["message"].as_str().unwrap();
-    assert!(msg.contains("is used by 2 virtual machine(s)") && msg.contains("alpha") && msg.contains("beta"), "{e}");
+    assert!(msg.contains("is used by 3 virtual machine(s)") && msg.contains("alpha") && msg.contains("beta"), "{e}");
+    let (st, e) = s.raw(Method::DELETE, &format!("{V1}/security_groups/{icmp}"), Some(&t), None).await;
+    assert_eq!(st, 409, "a group in use: {e}");
+    assert!(e["message"].as_str().unwrap().contains("delta"), "{e}");
 }

@@ -116,3 +116,54 @@ async fn on_the_qemu_backend_a_subnet_is_a_running_segment() {
     }
     wait_state(&s, &t, &format!("{SUBNETS}/{id}"), "SUBNET_STATE_READY").await;
 }
+
+const SGS: &str = "/api/fulfillment/v1/security_groups";
+
+on_both_databases! {
+    async fn security_groups_are_checked_replaced_and_per_tenant(db: Db) {
+        let Some(s) = Server::start(db).await else { return };
+        let (acme, other) = (s.token("acme", false), s.token("other", false));
+        let (st, n) = create(&s, &acme, NETS, json!({"object": {"metadata": {"name": "lab"}, "spec": {"ipv4_cidr": "10.10.0.0/16"}}})).await;
+        assert_eq!(st, 201, "{n}");
+        let net = n["object"]["id"].as_str().unwrap().to_owned();
+        let web = json!({"object": {"metadata": {"name": "web"}, "spec": {"virtual_network": "lab",
+            "ingress": [{"protocol": "PROTOCOL_TCP", "port_from": 80, "port_to": 443, "ipv4_cidr": "10.10.1.0/24"}]}}});
+        let (st, g) = create(&s, &acme, SGS, web).await;
+        assert_eq!(st, 201, "{g}");
+        let o = &g["object"];
+        assert_eq!(o["@type"], "type.googleapis.com/osac.public.v1.SecurityGroup");
+        assert_eq!(o["spec"]["virtual_network"], net.as_str(), "stored as the network's id");
+        let id = o["id"].as_str().unwrap().to_owned();
+        wait_state(&s, &acme, &format!("{SGS}/{id}"), "SECURITY_GROUP_STATE_READY").await;
+
+        // Bad rules name the field and the reason.
+        let bad = json!({"object": {"metadata": {"name": "bad"}, "spec": {"virtual_network": "lab",
+            "ingress": [{"protocol": "PROTOCOL_TCP", "port_from": 70000}], "egress": [{"protocol": "PROTOCOL_ICMP", "port_from": 1}]}}});
+        let (st, e) = create(&s, &acme, SGS, bad).await;
+        assert_refused(st, &e, "object.spec.ingress[0].port_from", "70000 is not a port");
+        assert_eq!(e["details"][1]["field"], "object.spec.egress[0].port_from", "{e}");
+        let (st, e) = create(&s, &acme, SGS, json!({"object": {"metadata": {"name": "x"}, "spec": {"virtual_network": "nope"}}})).await;
+        assert_refused(st, &e, "object.spec.virtual_network", "you have no virtual network");
+
+        // PATCH replaces the rules; a stale version is refused.
+        let patch = json!({"object": {"metadata": {"version": 1}, "spec": {"ingress": [{"protocol": "PROTOCOL_ICMP"}]}}});
+        let (st, v) = s.raw(Method::PATCH, &format!("{SGS}/{id}"), Some(&acme), Some(patch.clone())).await;
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(v["object"]["spec"]["ingress"], json!([{"protocol": "PROTOCOL_ICMP"}]));
+        assert_eq!(v["object"]["metadata"]["version"], 2);
+        let (st, e) = s.raw(Method::PATCH, &format!("{SGS}/{id}"), Some(&acme), Some(patch)).await;
+        assert_eq!(st, 409, "stale: {e}");
+        let bad_patch = json!({"object": {"spec": {"egress": [{"protocol": "PROTOCOL_UDP", "port_from": 9, "port_to": 8}]}}});
+        let (st, e) = s.raw(Method::PATCH, &format!("{SGS}/{id}"), Some(&acme), Some(bad_patch)).await;
+        assert_refused(st, &e, "object.spec.egress[0].port_to", "below port_from");
+
+        // Another tenant sees and changes nothing; the network is in use.
+        for m in [Method::GET, Method::DELETE] {
+            assert_eq!(s.raw(m, &format!("{SGS}/{id}"), Some(&other), None).await.0, 404);
+        }
+        let (st, e) = s.raw(Method::DELETE, &format!("{NETS}/{net}"), Some(&acme), None).await;
+        assert!(st == 409 && e["message"].as_str().unwrap().contains("security group(s): web"), "{st} {e}");
+        let (st, _) = s.raw(Method::DELETE, &format!("{SGS}/{id}"), Some(&acme), None).await;
+        assert_eq!(st, 202);
+    }
+}

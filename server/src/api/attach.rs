@@ -12,7 +12,7 @@ use vmaas_model::{NetworkAttachment, ValidationErrors};
 
 use super::AppState;
 use crate::error::ApiError;
-use crate::store::{Scope, SubnetKind, SubnetRecord};
+use crate::store::{Scope, SecurityGroupKind, SubnetKind, SubnetRecord};
 
 /// Field of attachment `i`'s `what`.
 fn field(i: usize, what: &str) -> String {
@@ -72,6 +72,32 @@ fn address(i: usize, asked: Option<&str>, subnet: &SubnetRecord, used: &HashSet<
     }
 }
 
+/// The security groups of attachment `i` as ids: the caller's, by id or
+/// name, of the subnet's network, not being deleted.
+async fn security_groups(
+    s: &AppState,
+    scope: &Scope,
+    i: usize,
+    wanted: &[String],
+    subnet: &SubnetRecord,
+    errs: &mut ValidationErrors,
+) -> Result<Vec<String>, ApiError> {
+    let mut ids: Vec<String> = Vec::new();
+    for (j, g) in wanted.iter().enumerate() {
+        let f = field(i, &format!("security_groups[{j}]"));
+        match super::subnets::find::<SecurityGroupKind>(s, scope, g.trim()).await? {
+            None => errs.push(f, format!("you have no security group {g:?}; list them with GET /api/fulfillment/v1/security_groups")),
+            Some(sg) if sg.deleted_at.is_some() => errs.push(f, format!("security group {:?} is being deleted", sg.name)),
+            Some(sg) if sg.spec.virtual_network != subnet.spec.virtual_network => {
+                errs.push(f, format!("security group {:?} is for another virtual network than subnet {:?}", sg.name, subnet.name));
+            }
+            Some(sg) if !ids.contains(&sg.id) => ids.push(sg.id),
+            Some(_) => {}
+        }
+    }
+    Ok(ids)
+}
+
 /// Resolves the NICs a VM asks for; problems go into `errs`.
 pub(super) async fn resolve(
     s: &AppState,
@@ -82,9 +108,6 @@ pub(super) async fn resolve(
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     for (i, a) in wanted.iter().enumerate() {
-        if !a.security_groups.is_empty() {
-            errs.push(field(i, "security_groups"), "security groups are not offered yet: leave it empty");
-        }
         let Some(subnet) = super::subnets::find::<SubnetKind>(s, scope, a.subnet.trim()).await? else {
             errs.push(field(i, "subnet"), format!("you have no subnet {:?}; list them with GET /api/fulfillment/v1/subnets", a.subnet));
             continue;
@@ -97,11 +120,12 @@ pub(super) async fn resolve(
             errs.push(field(i, "subnet"), format!("the VM already has a NIC on subnet {:?}", subnet.name));
             continue;
         }
+        let groups = security_groups(s, scope, i, &a.security_groups, &subnet, errs).await?;
         // One NIC per subnet: only other VMs' addresses can be taken.
         let used = taken(s, &subnet.id).await?;
         match address(i, a.ip_address.as_deref(), &subnet, &used) {
             Ok(ip) => {
-                out.push(NetworkAttachment { subnet: subnet.id.clone(), security_groups: Vec::new(), ip_address: Some(ip.to_string()) });
+                out.push(NetworkAttachment { subnet: subnet.id.clone(), security_groups: groups, ip_address: Some(ip.to_string()) });
             }
             Err((f, why)) => errs.push(f, why),
         }

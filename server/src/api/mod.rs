@@ -8,6 +8,7 @@ mod extract;
 mod fuzz;
 mod networks;
 mod openapi;
+mod security_groups;
 mod subnets;
 mod templates;
 mod vms;
@@ -138,6 +139,7 @@ pub fn router(state: AppState) -> Router {
         .merge(vms::routes())
         .merge(networks::routes())
         .merge(subnets::routes())
+        .merge(security_groups::routes())
         .merge(console::routes());
     Router::new()
         .nest(PREFIX, api)

@@ -3,7 +3,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{console, networks, subnets, templates, vms};
+use super::{console, networks, security_groups, subnets, templates, vms};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -14,6 +14,7 @@ use super::{console, networks, subnets, templates, vms};
         vms::list, vms::read, vms::create, vms::patch, vms::remove, vms::restart,
         networks::list, networks::read, networks::create, networks::remove,
         subnets::list, subnets::read, subnets::create, subnets::remove,
+        security_groups::list, security_groups::read, security_groups::create, security_groups::patch, security_groups::remove,
         console::create_session, console::console, console::console_log,
     ),
     modifiers(&BearerAuth),
@@ -22,6 +23,7 @@ use super::{console, networks, subnets, templates, vms};
         (name = "virtual machines", description = "A tenant's virtual machines"),
         (name = "virtual networks", description = "A tenant's virtual networks (OSAC's VirtualNetwork)"),
         (name = "subnets", description = "Ranges of a tenant's virtual networks, each an Ethernet segment (OSAC's Subnet)"),
+        (name = "security groups", description = "Stateful rules for the NICs of a virtual network (OSAC's SecurityGroup)"),
     )
 )]
 struct ApiDoc;

@@ -36,7 +36,7 @@ use crate::store::{Row, Scope, Store, StoreError, VmRecord};
 pub const LEASE: &str = "reconciler";
 
 /// The kinds the reconciler drives (templates have no status).
-const RECONCILED: [ObjectKind; 3] = [ObjectKind::VirtualMachine, ObjectKind::VirtualNetwork, ObjectKind::Subnet];
+const RECONCILED: [ObjectKind; 4] = [ObjectKind::VirtualMachine, ObjectKind::VirtualNetwork, ObjectKind::Subnet, ObjectKind::SecurityGroup];
 
 /// Tuning of the loop.
 #[derive(Debug, Clone)]
@@ -264,6 +264,7 @@ impl Reconciler {
             ObjectKind::VirtualMachine => vm::reconcile(self, &key.1).await,
             ObjectKind::VirtualNetwork => network::reconcile::<crate::store::NetworkKind>(self, &key.1).await,
             ObjectKind::Subnet => network::reconcile::<crate::store::SubnetKind>(self, &key.1).await,
+            ObjectKind::SecurityGroup => network::reconcile::<crate::store::SecurityGroupKind>(self, &key.1).await,
             ObjectKind::Template => Ok((Outcome::Unchanged, None)),
         }
     }

@@ -1,17 +1,19 @@
-//! Reconciling virtual networks and subnets through the backend's drivers:
-//! the same steps for both (a spec to ensure, a deletion to finish, a
-//! status from what the driver reports), over [`Simple`] kinds.
+//! Reconciling virtual networks, subnets and security groups: the same
+//! steps for all (a spec to ensure, a deletion to finish, a status from what
+//! the driver reports), over [`Simple`] kinds. Security groups have no
+//! driver: their rules are enforced on the NICs that have them, by the VMs'
+//! reconcile.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::{info, warn};
 use vmaas_backend::{Backend, BackendError, Cleanup, Driver, NetworkObservation, NetworkSpec, Requeue, SubnetSpec, Target};
-use vmaas_model::{SubnetState, SubnetStatus, VirtualNetworkState, VirtualNetworkStatus};
+use vmaas_model::{SecurityGroupState, SecurityGroupStatus, SubnetState, SubnetStatus, VirtualNetworkState, VirtualNetworkStatus};
 
 use super::{Outcome, Reconciler};
 use crate::store::record::{Kind, Record};
-use crate::store::{NetworkKind, Scope, StoreError, SubnetKind};
+use crate::store::{NetworkKind, Scope, SecurityGroupKind, StoreError, SubnetKind};
 
 /// How soon an object is looked at again after a transient failure.
 const RETRY: Duration = Duration::from_secs(1);
@@ -22,6 +24,8 @@ pub(super) trait Simple: Kind {
     type Target: Send + Sync;
     /// Its name in logs.
     const LABEL: &'static str;
+    /// Whether it is the server's alone (no driver: READY once stored).
+    const LOCAL: bool = false;
     /// The backend's driver of this kind, if it runs it.
     fn driver(b: &dyn Backend) -> Option<Arc<dyn Driver<Self::Target, NetworkObservation>>>;
     /// The driver's spec.
@@ -49,6 +53,27 @@ impl Simple for NetworkKind {
             NetworkObservation::Failed(m) => (VirtualNetworkState::Failed, Some(m)),
         };
         VirtualNetworkStatus { state, message }
+    }
+}
+
+impl Simple for SecurityGroupKind {
+    type Target = ();
+    const LABEL: &'static str = "security group";
+    const LOCAL: bool = true;
+
+    fn driver(_: &dyn Backend) -> Option<Arc<dyn Driver<(), NetworkObservation>>> {
+        None
+    }
+
+    fn target(_: &Self::Spec) {}
+
+    fn status(seen: NetworkObservation) -> SecurityGroupStatus {
+        let (state, message) = match seen {
+            NetworkObservation::Pending(m) => (SecurityGroupState::Pending, Some(m)),
+            NetworkObservation::Ready => (SecurityGroupState::Ready, None),
+            NetworkObservation::Failed(m) => (SecurityGroupState::Failed, Some(m)),
+        };
+        SecurityGroupStatus { state, message }
     }
 }
 
@@ -85,6 +110,9 @@ pub(super) async fn reconcile<K: Simple>(r: &Reconciler, id: &str) -> Result<(Ou
         if rec.deleted_at.is_some() {
             r.store.remove(&rec.id).await?;
             return Ok((Outcome::Removed, None));
+        }
+        if K::LOCAL {
+            return Ok((write(r, &rec, K::status(NetworkObservation::Ready)).await?, None));
         }
         let message = format!("the {} backend does not run {}s", r.backend.name(), K::LABEL);
         return Ok((write(r, &rec, K::status(NetworkObservation::Failed(message))).await?, None));

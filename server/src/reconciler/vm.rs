@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use chrono::Utc;
 use tracing::{info, warn};
-use vmaas_backend::{Attachment, BackendError, Cleanup, ErrorKind, Requests, Requeue, VmSpec, VmTarget};
+use vmaas_backend::{Attachment, BackendError, Cleanup, ErrorKind, Firewall, Requests, Requeue, VmSpec, VmTarget};
 use vmaas_model::{Desired, Observation, Phase, PowerState, Reason, VmState, derive_status};
 
 use super::{Outcome, Reconciler};
-use crate::store::{Scope, StoreError, VmRecord};
+use crate::store::{Scope, SecurityGroupKind, StoreError, VmRecord};
 
 /// How soon a VM is looked at again after a transient backend error.
 const RETRY: Duration = Duration::from_secs(1);
@@ -96,7 +96,7 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Opti
         tenant: vm.tenant.clone(),
         name: vm.name.clone(),
         version: vm.version,
-        spec: VmSpec { power: vm.power(), machine: vm.machine.clone(), requests: vm.requests, attachments: attachments(&vm) },
+        spec: VmSpec { power: vm.power(), machine: vm.machine.clone(), requests: vm.requests, attachments: attachments(r, &vm).await? },
     };
     match r.backend.vms().ensure(&target).await {
         Ok((seen, next)) => Ok((write(r, &vm, &seen.observation, seen.acted).await?, requeue(next))),
@@ -104,17 +104,32 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Opti
     }
 }
 
-/// The VM's NICs on subnets, as the server resolved them at create.
-fn attachments(vm: &VmRecord) -> Vec<Attachment> {
-    vm.spec
-        .network_attachments
-        .iter()
-        .enumerate()
-        .filter_map(|(i, a)| {
-            let ip = a.ip_address.as_deref()?.parse().ok()?;
-            Some(Attachment { subnet: a.subnet.clone(), ip, mac: Attachment::mac_for(&vm.id, i) })
-        })
-        .collect()
+/// The VM's NICs on subnets, as the server resolved them at create, each
+/// with the current rules of its security groups.
+async fn attachments(r: &Reconciler, vm: &VmRecord) -> Result<Vec<Attachment>, StoreError> {
+    let mut out = Vec::new();
+    for (i, a) in vm.spec.network_attachments.iter().enumerate() {
+        let Some(ip) = a.ip_address.as_deref().and_then(|ip| ip.parse().ok()) else { continue };
+        let firewall = if a.security_groups.is_empty() { None } else { Some(firewall(r, &a.security_groups).await?) };
+        out.push(Attachment { subnet: a.subnet.clone(), ip, mac: Attachment::mac_for(&vm.id, i), firewall });
+    }
+    Ok(out)
+}
+
+/// The rules of security groups `ids`, merged (a group gone allows nothing).
+async fn firewall(r: &Reconciler, ids: &[String]) -> Result<Firewall, StoreError> {
+    let mut f = Firewall::default();
+    for id in ids {
+        let sg = match r.store.get_record::<SecurityGroupKind>(id, &Scope::All).await {
+            Ok(sg) => sg,
+            Err(StoreError::NotFound { .. }) => continue,
+            Err(e) => return Err(e),
+        };
+        let mut ignored = vmaas_model::ValidationErrors::default();
+        f.ingress.extend(sg.spec.ingress.iter().filter_map(|rule| rule.check("", &mut ignored)));
+        f.egress.extend(sg.spec.egress.iter().filter_map(|rule| rule.check("", &mut ignored)));
+    }
+    Ok(f)
 }
 
 /// A backend failure: a transient one keeps the last phase and is retried;

@@ -17,6 +17,7 @@ pub(super) fn api_json(row: &Row) -> Result<String, StoreError> {
         ObjectKind::Template => super::template::api_json(row),
         ObjectKind::VirtualNetwork => super::record::api_json::<super::NetworkKind>(row),
         ObjectKind::Subnet => super::record::api_json::<super::SubnetKind>(row),
+        ObjectKind::SecurityGroup => super::record::api_json::<super::SecurityGroupKind>(row),
     }
 }
 

@@ -27,7 +27,7 @@ use sqlx::AnyPool;
 use sqlx::any::AnyPoolOptions;
 use vmaas_model::ObjectKind;
 
-pub use network::{NetworkKind, NetworkRecord, SUBNET_OF, SubnetKind, SubnetRecord};
+pub use network::{NetworkKind, NetworkRecord, SUBNET_OF, SecurityGroupKind, SecurityGroupRecord, SubnetKind, SubnetRecord};
 pub use objects::{Filter, NewObject, Row};
 pub use template::TemplateRecord;
 pub use vm::{VmFilter, VmRecord};

@@ -1,10 +1,15 @@
-//! Virtual networks and their subnets in the store: [`Record`]s of the
-//! tenant's spec and the status the reconciler wrote. A subnet refers to
-//! its network, so a network with subnets cannot be deleted.
+//! Virtual networks, their subnets and security groups in the store:
+//! [`Record`]s of the tenant's spec and the status the reconciler wrote.
+//! Subnets and security groups refer to their network, so a network with
+//! either cannot be deleted.
 
 use vmaas_model::network::VIRTUAL_NETWORK_TYPE_URL;
+use vmaas_model::security_group::SECURITY_GROUP_TYPE_URL;
 use vmaas_model::subnet::SUBNET_TYPE_URL;
-use vmaas_model::{Metadata, ObjectKind, Subnet, SubnetSpec, SubnetStatus, VirtualNetwork, VirtualNetworkSpec, VirtualNetworkStatus};
+use vmaas_model::{
+    Metadata, ObjectKind, SecurityGroup, SecurityGroupSpec, SecurityGroupStatus, Subnet, SubnetSpec, SubnetStatus, VirtualNetwork,
+    VirtualNetworkSpec, VirtualNetworkStatus,
+};
 
 use super::record::{Kind, Record};
 
@@ -46,10 +51,31 @@ impl Kind for SubnetKind {
     }
 }
 
+/// The security group kind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SecurityGroupKind;
+
+impl Kind for SecurityGroupKind {
+    const KIND: ObjectKind = ObjectKind::SecurityGroup;
+    type Spec = SecurityGroupSpec;
+    type Status = SecurityGroupStatus;
+    type Api = SecurityGroup;
+
+    fn state(status: &SecurityGroupStatus) -> &'static str {
+        status.state.as_str()
+    }
+
+    fn api(id: String, metadata: Metadata, spec: SecurityGroupSpec, status: SecurityGroupStatus) -> SecurityGroup {
+        SecurityGroup { type_url: SECURITY_GROUP_TYPE_URL.into(), id, metadata, spec, status }
+    }
+}
+
 /// A stored virtual network.
 pub type NetworkRecord = Record<NetworkKind>;
 /// A stored subnet.
 pub type SubnetRecord = Record<SubnetKind>;
+/// A stored security group.
+pub type SecurityGroupRecord = Record<SecurityGroupKind>;
 
 /// The role of a subnet's reference to its network.
 pub const SUBNET_OF: &str = "virtual_network";

@@ -145,6 +145,19 @@ impl Store {
         self.all(K::KIND).await?.iter().map(Record::from_row).collect()
     }
 
+    /// Replaces the spec of `current` if it is still at version `expected`
+    /// (else a stale-version refusal); returns the new record.
+    pub async fn update_record_spec<K: Kind>(
+        &self,
+        current: &Record<K>,
+        expected: i64,
+        spec: K::Spec,
+        now: DateTime<Utc>,
+    ) -> Result<Record<K>, StoreError> {
+        let row = self.update_spec(&current.to_row()?, expected, serde_json::to_string(&spec)?, now).await?;
+        Record::from_row(&row)
+    }
+
     /// Marks an object for deletion (idempotent).
     pub async fn mark_record_deleted<K: Kind>(&self, id: &str, scope: &Scope, now: DateTime<Utc>) -> Result<Record<K>, StoreError> {
         Record::from_row(&self.mark_deleted(K::KIND, id, scope, now).await?)

@@ -183,10 +183,15 @@ impl Store {
     /// Stores a new VM; its name must be free in its tenant and its template must exist.
     pub async fn insert_vm(&self, vm: &VmRecord) -> Result<(), StoreError> {
         let mut refs = vec![(template_id(&vm.spec.template), "template".to_owned())];
-        refs.extend(vm.spec.network_attachments.iter().map(|a| (a.subnet.clone(), "subnet".to_owned())));
+        for a in &vm.spec.network_attachments {
+            refs.push((a.subnet.clone(), "subnet".to_owned()));
+            refs.extend(a.security_groups.iter().map(|g| (g.clone(), "security_group".to_owned())));
+        }
+        refs.sort();
+        refs.dedup_by(|a, b| a.0 == b.0);
         match self.insert(&NewObject { row: vm.to_row()?, refs }).await {
             Err(StoreError::MissingReference(_)) => Err(StoreError::MissingReference(format!(
-                "template {:?} or a subnet the VM attaches to does not exist (any more)",
+                "template {:?}, or a subnet or security group of the VM, does not exist (any more)",
                 vm.spec.template
             ))),
             other => other,

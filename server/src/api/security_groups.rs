@@ -1,0 +1,157 @@
+//! `security_groups`: rules for the NICs of one of a tenant's virtual
+//! networks (OSAC's `SecurityGroup`). A PATCH replaces its rules, and every
+//! NIC that has the group enforces the new rules at once (its VMs are
+//! reconciled); a group in use cannot be deleted.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::Utc;
+use serde::Deserialize;
+use tracing::info;
+use vmaas_model::{
+    CreateSecurityGroup, Envelope, ObjectKind, Page, PatchSecurityGroup, SecurityGroup, SecurityGroupState, ValidationErrors,
+};
+
+use super::subnets::find;
+use super::{ApiJson, ApiQuery, AppState, Paging, checked_name, page_json, raw_json, scope};
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::store::{Filter, NetworkKind, SecurityGroupKind, SecurityGroupRecord};
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new().route("/security_groups", get(list).post(create)).route("/security_groups/{id}", get(read).patch(patch).delete(remove))
+}
+
+/// Query of a security group list.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct ListQuery {
+    /// Items to skip (default 0).
+    offset: Option<u64>,
+    /// Items to return, 1 to 1000 (default 100).
+    limit: Option<u64>,
+    /// Only the group with this exact name.
+    name: Option<String>,
+    /// Only groups in this state, e.g. `SECURITY_GROUP_STATE_READY` or `READY`.
+    state: Option<String>,
+}
+
+fn parse_state(s: &str) -> Result<SecurityGroupState, ApiError> {
+    let up = s.to_ascii_uppercase();
+    SecurityGroupState::ALL.into_iter().find(|st| st.as_str() == up || st.as_str().ends_with(&format!("_{up}"))).ok_or_else(|| {
+        ApiError::field("state", format!("unknown state {s:?}: expected one of PENDING, READY, FAILED, DELETING, DELETE_FAILED"))
+    })
+}
+
+/// List security groups, oldest first.
+#[utoipa::path(get, path = "/api/fulfillment/v1/security_groups", tag = "security groups", params(ListQuery),
+    responses((status = 200, body = Page<SecurityGroup>), (status = 400, body = ApiError), (status = 401, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Response, ApiError> {
+    let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
+    let state = q.state.as_deref().map(parse_state).transpose()?.map(|st| st.as_str().to_owned());
+    let f = Filter { name: q.name, state, offset, limit };
+    let (items, total) = s.store.list_json(ObjectKind::SecurityGroup, &scope(&caller), &f).await?;
+    Ok(page_json(&items, total))
+}
+
+/// Get one security group.
+#[utoipa::path(get, path = "/api/fulfillment/v1/security_groups/{id}", tag = "security groups",
+    params(("id" = String, Path, description = "Security group id (UUID)")),
+    responses((status = 200, body = Envelope<SecurityGroup>), (status = 404, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let n = s.store.get_json(ObjectKind::SecurityGroup, &id, &scope(&caller)).await?;
+    Ok(raw_json(format!("{{\"object\":{n}}}")))
+}
+
+/// Create a security group for the NICs of one of your virtual networks.
+#[utoipa::path(post, path = "/api/fulfillment/v1/security_groups", tag = "security groups",
+    request_body = Envelope<CreateSecurityGroup>,
+    responses((status = 201, body = Envelope<SecurityGroup>), (status = 400, body = ApiError), (status = 409, body = ApiError, description = "The name is taken")),
+    security(("bearer" = [])))]
+pub(super) async fn create(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<Envelope<CreateSecurityGroup>>,
+) -> Result<(StatusCode, Json<Envelope<SecurityGroup>>), ApiError> {
+    let obj = req.object;
+    let mut errs = ValidationErrors::default();
+    let name = checked_name(obj.requested_name(), &mut errs);
+    if let Err(e) = obj.spec.check("object.spec") {
+        errs.extend(e);
+    }
+    let (Some(name), true) = (name, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
+    let reference = obj.spec.virtual_network.trim();
+    let Some(net) = find::<NetworkKind>(&s, &scope(&caller), reference).await? else {
+        return Err(ApiError::field(
+            "object.spec.virtual_network",
+            format!("you have no virtual network {reference:?}; list them with GET /api/fulfillment/v1/virtual_networks"),
+        ));
+    };
+    let mut spec = obj.spec.clone();
+    spec.virtual_network = net.id.clone();
+    let rec = SecurityGroupRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
+    s.store.insert_record(&rec, vec![(net.id.clone(), "virtual_network".to_owned())]).await?;
+    s.queue.enqueue(ObjectKind::SecurityGroup, &rec.id);
+    info!(security_group = %rec.id, name = %rec.name, network = %net.id, "security group created");
+    Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
+}
+
+/// Replace a security group's `ingress` and/or `egress` rules; every NIC
+/// that has it enforces them at once, without a restart.
+///
+/// Send `object.metadata.version` to refuse lost updates: a stale version gets 409.
+#[utoipa::path(patch, path = "/api/fulfillment/v1/security_groups/{id}", tag = "security groups",
+    params(("id" = String, Path, description = "Security group id (UUID)")),
+    request_body = Envelope<PatchSecurityGroup>,
+    responses((status = 200, body = Envelope<SecurityGroup>), (status = 400, body = ApiError), (status = 404, body = ApiError), (status = 409, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn patch(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<Envelope<PatchSecurityGroup>>,
+) -> Result<Json<Envelope<SecurityGroup>>, ApiError> {
+    let current = s.store.get_record::<SecurityGroupKind>(&id, &scope(&caller)).await?;
+    let p = req.object;
+    let expected = p.metadata.as_ref().and_then(|m| m.version).unwrap_or(current.version);
+    let mut spec = current.spec.clone();
+    if let Some(rules) = p.spec.ingress {
+        spec.ingress = rules;
+    }
+    if let Some(rules) = p.spec.egress {
+        spec.egress = rules;
+    }
+    spec.check("object.spec").map_err(ApiError::invalid)?;
+    let updated = s.store.update_record_spec(&current, expected, spec, Utc::now()).await?;
+    s.queue.enqueue(ObjectKind::SecurityGroup, &id);
+    // The NICs that have it take the new rules with their VMs' next reconcile: now.
+    for vm in s.store.referrers(&id).await?.iter().filter(|r| r.kind == ObjectKind::VirtualMachine) {
+        s.queue.enqueue(ObjectKind::VirtualMachine, &vm.id);
+    }
+    info!(security_group = %id, name = %updated.name, version = updated.version, "security group rules replaced");
+    Ok(Json(Envelope { object: updated.to_api() }))
+}
+
+/// Delete a security group; refused (409) while NICs have it.
+#[utoipa::path(delete, path = "/api/fulfillment/v1/security_groups/{id}", tag = "security groups",
+    params(("id" = String, Path, description = "Security group id (UUID)")),
+    responses((status = 202, body = Envelope<SecurityGroup>, description = "Deletion started"), (status = 404, body = ApiError),
+        (status = 409, body = ApiError, description = "FAILED_PRECONDITION: NICs have it")),
+    security(("bearer" = [])))]
+pub(super) async fn remove(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Envelope<SecurityGroup>>), ApiError> {
+    let row = s.store.get(ObjectKind::SecurityGroup, &id, &scope(&caller)).await?;
+    s.store.ensure_unused(&row).await?;
+    let rec = s.store.mark_record_deleted::<SecurityGroupKind>(&id, &scope(&caller), Utc::now()).await?;
+    s.queue.enqueue(ObjectKind::SecurityGroup, &id);
+    info!(security_group = %id, name = %rec.name, "security group deletion requested");
+    Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
+}
