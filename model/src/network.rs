@@ -135,6 +135,9 @@ pub enum VirtualNetworkState {
 }
 
 impl VirtualNetworkState {
+    /// Every state.
+    pub const ALL: [Self; 3] = [Self::Pending, Self::Ready, Self::Failed];
+
     /// The wire name.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -9,6 +9,7 @@ mod fuzz;
 mod networks;
 mod openapi;
 mod security_groups;
+mod simple;
 mod subnets;
 mod templates;
 mod vms;

@@ -7,51 +7,28 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::Utc;
-use serde::Deserialize;
 use tracing::info;
 use vmaas_model::{CreateVirtualNetwork, Envelope, ObjectKind, Page, ValidationErrors, VirtualNetwork, VirtualNetworkState};
 
-use super::{ApiJson, ApiQuery, AppState, Paging, checked_name, page_json, raw_json, scope};
+use super::{ApiJson, ApiQuery, AppState, checked_name, simple};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::store::{Filter, NetworkKind, NetworkRecord};
+use crate::store::{NetworkKind, NetworkRecord};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/virtual_networks", get(list).post(create)).route("/virtual_networks/{id}", get(read).delete(remove))
 }
 
-/// Query of a network list.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub(super) struct ListQuery {
-    /// Items to skip (default 0).
-    offset: Option<u64>,
-    /// Items to return, 1 to 1000 (default 100).
-    limit: Option<u64>,
-    /// Only the network with this exact name.
-    name: Option<String>,
-    /// Only networks in this state, e.g. `VIRTUAL_NETWORK_STATE_READY` or `READY`.
-    state: Option<String>,
-}
-
-fn parse_state(s: &str) -> Result<VirtualNetworkState, ApiError> {
-    let up = s.to_ascii_uppercase();
-    [VirtualNetworkState::Pending, VirtualNetworkState::Ready, VirtualNetworkState::Failed]
-        .into_iter()
-        .find(|st| st.as_str() == up || st.as_str().ends_with(&format!("_{up}")))
-        .ok_or_else(|| ApiError::field("state", format!("unknown state {s:?}: expected one of PENDING, READY, FAILED")))
-}
-
 /// List virtual networks, oldest first.
-#[utoipa::path(get, path = "/api/fulfillment/v1/virtual_networks", tag = "virtual networks", params(ListQuery),
+#[utoipa::path(get, path = "/api/fulfillment/v1/virtual_networks", tag = "virtual networks", params(simple::ListQuery),
     responses((status = 200, body = Page<VirtualNetwork>), (status = 400, body = ApiError), (status = 401, body = ApiError)),
     security(("bearer" = [])))]
-pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Response, ApiError> {
-    let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
-    let state = q.state.as_deref().map(parse_state).transpose()?.map(|st| st.as_str().to_owned());
-    let (items, total) =
-        s.store.list_json(ObjectKind::VirtualNetwork, &scope(&caller), &Filter { name: q.name, state, offset, limit }).await?;
-    Ok(page_json(&items, total))
+pub(super) async fn list(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<simple::ListQuery>,
+) -> Result<Response, ApiError> {
+    simple::list::<NetworkKind>(&s, &caller, q, &VirtualNetworkState::ALL.map(VirtualNetworkState::as_str)).await
 }
 
 /// Get one virtual network.
@@ -60,8 +37,7 @@ pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q):
     responses((status = 200, body = Envelope<VirtualNetwork>), (status = 404, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let n = s.store.get_json(ObjectKind::VirtualNetwork, &id, &scope(&caller)).await?;
-    Ok(raw_json(format!("{{\"object\":{n}}}")))
+    simple::read::<NetworkKind>(&s, &caller, &id).await
 }
 
 /// Create a virtual network. It is PENDING until the backend has set it up.
@@ -100,10 +76,5 @@ pub(super) async fn remove(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Envelope<VirtualNetwork>>), ApiError> {
-    let row = s.store.get(ObjectKind::VirtualNetwork, &id, &scope(&caller)).await?;
-    s.store.ensure_unused(&row).await?;
-    let rec = s.store.mark_record_deleted::<NetworkKind>(&id, &scope(&caller), Utc::now()).await?;
-    s.queue.enqueue(ObjectKind::VirtualNetwork, &id);
-    info!(network = %id, name = %rec.name, "virtual network deletion requested");
-    Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
+    simple::remove::<NetworkKind>(&s, &caller, &id).await
 }

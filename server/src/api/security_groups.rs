@@ -9,53 +9,31 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::Utc;
-use serde::Deserialize;
 use tracing::info;
 use vmaas_model::{
     CreateSecurityGroup, Envelope, ObjectKind, Page, PatchSecurityGroup, SecurityGroup, SecurityGroupState, ValidationErrors,
 };
 
 use super::subnets::find;
-use super::{ApiJson, ApiQuery, AppState, Paging, checked_name, page_json, raw_json, scope};
+use super::{ApiJson, ApiQuery, AppState, checked_name, scope, simple};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::store::{Filter, NetworkKind, SecurityGroupKind, SecurityGroupRecord};
+use crate::store::{NetworkKind, SecurityGroupKind, SecurityGroupRecord};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/security_groups", get(list).post(create)).route("/security_groups/{id}", get(read).patch(patch).delete(remove))
 }
 
-/// Query of a security group list.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub(super) struct ListQuery {
-    /// Items to skip (default 0).
-    offset: Option<u64>,
-    /// Items to return, 1 to 1000 (default 100).
-    limit: Option<u64>,
-    /// Only the group with this exact name.
-    name: Option<String>,
-    /// Only groups in this state, e.g. `SECURITY_GROUP_STATE_READY` or `READY`.
-    state: Option<String>,
-}
-
-fn parse_state(s: &str) -> Result<SecurityGroupState, ApiError> {
-    let up = s.to_ascii_uppercase();
-    SecurityGroupState::ALL.into_iter().find(|st| st.as_str() == up || st.as_str().ends_with(&format!("_{up}"))).ok_or_else(|| {
-        ApiError::field("state", format!("unknown state {s:?}: expected one of PENDING, READY, FAILED, DELETING, DELETE_FAILED"))
-    })
-}
-
 /// List security groups, oldest first.
-#[utoipa::path(get, path = "/api/fulfillment/v1/security_groups", tag = "security groups", params(ListQuery),
+#[utoipa::path(get, path = "/api/fulfillment/v1/security_groups", tag = "security groups", params(simple::ListQuery),
     responses((status = 200, body = Page<SecurityGroup>), (status = 400, body = ApiError), (status = 401, body = ApiError)),
     security(("bearer" = [])))]
-pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Response, ApiError> {
-    let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
-    let state = q.state.as_deref().map(parse_state).transpose()?.map(|st| st.as_str().to_owned());
-    let f = Filter { name: q.name, state, offset, limit };
-    let (items, total) = s.store.list_json(ObjectKind::SecurityGroup, &scope(&caller), &f).await?;
-    Ok(page_json(&items, total))
+pub(super) async fn list(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<simple::ListQuery>,
+) -> Result<Response, ApiError> {
+    simple::list::<SecurityGroupKind>(&s, &caller, q, &SecurityGroupState::ALL.map(SecurityGroupState::as_str)).await
 }
 
 /// Get one security group.
@@ -64,8 +42,7 @@ pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q):
     responses((status = 200, body = Envelope<SecurityGroup>), (status = 404, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let n = s.store.get_json(ObjectKind::SecurityGroup, &id, &scope(&caller)).await?;
-    Ok(raw_json(format!("{{\"object\":{n}}}")))
+    simple::read::<SecurityGroupKind>(&s, &caller, &id).await
 }
 
 /// Create a security group for the NICs of one of your virtual networks.
@@ -148,10 +125,5 @@ pub(super) async fn remove(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Envelope<SecurityGroup>>), ApiError> {
-    let row = s.store.get(ObjectKind::SecurityGroup, &id, &scope(&caller)).await?;
-    s.store.ensure_unused(&row).await?;
-    let rec = s.store.mark_record_deleted::<SecurityGroupKind>(&id, &scope(&caller), Utc::now()).await?;
-    s.queue.enqueue(ObjectKind::SecurityGroup, &id);
-    info!(security_group = %id, name = %rec.name, "security group deletion requested");
-    Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
+    simple::remove::<SecurityGroupKind>(&s, &caller, &id).await
 }

@@ -9,12 +9,11 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::Utc;
-use serde::Deserialize;
 use tracing::info;
 use vmaas_model::network::Cidr;
 use vmaas_model::{CreateSubnet, Envelope, ObjectKind, Page, Subnet, SubnetState, ValidationErrors};
 
-use super::{ApiJson, ApiQuery, AppState, Paging, checked_name, page_json, raw_json, scope};
+use super::{ApiJson, ApiQuery, AppState, checked_name, scope, simple};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::store::record::{Kind, Record};
@@ -26,36 +25,16 @@ pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/subnets", get(list).post(create)).route("/subnets/{id}", get(read).delete(remove))
 }
 
-/// Query of a subnet list.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub(super) struct ListQuery {
-    /// Items to skip (default 0).
-    offset: Option<u64>,
-    /// Items to return, 1 to 1000 (default 100).
-    limit: Option<u64>,
-    /// Only the subnet with this exact name.
-    name: Option<String>,
-    /// Only subnets in this state, e.g. `SUBNET_STATE_READY` or `READY`.
-    state: Option<String>,
-}
-
-fn parse_state(s: &str) -> Result<SubnetState, ApiError> {
-    let up = s.to_ascii_uppercase();
-    SubnetState::ALL.into_iter().find(|st| st.as_str() == up || st.as_str().ends_with(&format!("_{up}"))).ok_or_else(|| {
-        ApiError::field("state", format!("unknown state {s:?}: expected one of PENDING, READY, FAILED, DELETING, DELETE_FAILED"))
-    })
-}
-
 /// List subnets, oldest first.
-#[utoipa::path(get, path = "/api/fulfillment/v1/subnets", tag = "subnets", params(ListQuery),
+#[utoipa::path(get, path = "/api/fulfillment/v1/subnets", tag = "subnets", params(simple::ListQuery),
     responses((status = 200, body = Page<Subnet>), (status = 400, body = ApiError), (status = 401, body = ApiError)),
     security(("bearer" = [])))]
-pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Response, ApiError> {
-    let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
-    let state = q.state.as_deref().map(parse_state).transpose()?.map(|st| st.as_str().to_owned());
-    let (items, total) = s.store.list_json(ObjectKind::Subnet, &scope(&caller), &Filter { name: q.name, state, offset, limit }).await?;
-    Ok(page_json(&items, total))
+pub(super) async fn list(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<simple::ListQuery>,
+) -> Result<Response, ApiError> {
+    simple::list::<SubnetKind>(&s, &caller, q, &SubnetState::ALL.map(SubnetState::as_str)).await
 }
 
 /// Get one subnet.
@@ -64,8 +43,7 @@ pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q):
     responses((status = 200, body = Envelope<Subnet>), (status = 404, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let n = s.store.get_json(ObjectKind::Subnet, &id, &scope(&caller)).await?;
-    Ok(raw_json(format!("{{\"object\":{n}}}")))
+    simple::read::<SubnetKind>(&s, &caller, &id).await
 }
 
 /// The caller's object of kind `K` named `reference` (an id, else a name).
@@ -178,10 +156,5 @@ pub(super) async fn remove(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Envelope<Subnet>>), ApiError> {
-    let row = s.store.get(ObjectKind::Subnet, &id, &scope(&caller)).await?;
-    s.store.ensure_unused(&row).await?;
-    let rec = s.store.mark_record_deleted::<SubnetKind>(&id, &scope(&caller), Utc::now()).await?;
-    s.queue.enqueue(ObjectKind::Subnet, &id);
-    info!(subnet = %id, name = %rec.name, "subnet deletion requested");
-    Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
+    simple::remove::<SubnetKind>(&s, &caller, &id).await
 }

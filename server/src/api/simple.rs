@@ -1,0 +1,82 @@
+//! What the handlers of the simple kinds (virtual networks, subnets,
+//! security groups) share: the list query, the state filter, reading one,
+//! deleting one that nothing uses. Each kind's module keeps its own
+//! handlers (for their OpenAPI documents) and calls these.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::Response;
+use chrono::Utc;
+use serde::Deserialize;
+use tracing::info;
+use vmaas_model::Envelope;
+
+use super::{AppState, Paging, page_json, raw_json, scope};
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::store::Filter;
+use crate::store::record::Kind;
+
+/// Query of a list.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct ListQuery {
+    /// Items to skip (default 0).
+    offset: Option<u64>,
+    /// Items to return, 1 to 1000 (default 100).
+    limit: Option<u64>,
+    /// Only the object with this exact name.
+    name: Option<String>,
+    /// Only objects in this state: its full name (e.g. `SUBNET_STATE_READY`) or its last word (`READY`), any case.
+    state: Option<String>,
+}
+
+/// The state named `text` among `states` (full wire names), by its full
+/// name or its last word.
+fn parse_state(text: &str, states: &[&'static str]) -> Result<&'static str, ApiError> {
+    let up = text.to_ascii_uppercase();
+    states.iter().copied().find(|st| *st == up || st.ends_with(&format!("_STATE_{up}"))).ok_or_else(|| {
+        let words: Vec<&str> = states.iter().map(|s| s.split("_STATE_").nth(1).unwrap_or(s)).collect();
+        ApiError::field("state", format!("unknown state {text:?}: expected one of {}", words.join(", ")))
+    })
+}
+
+/// A page of the caller's objects of kind `K` (`states`: the kind's state names).
+pub(super) async fn list<K: Kind>(s: &AppState, caller: &Caller, q: ListQuery, states: &[&'static str]) -> Result<Response, ApiError> {
+    let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
+    let state = q.state.as_deref().map(|t| parse_state(t, states)).transpose()?.map(str::to_owned);
+    let (items, total) = s.store.list_json(K::KIND, &scope(caller), &Filter { name: q.name, state, offset, limit }).await?;
+    Ok(page_json(&items, total))
+}
+
+/// One of the caller's objects of kind `K`.
+pub(super) async fn read<K: Kind>(s: &AppState, caller: &Caller, id: &str) -> Result<Response, ApiError> {
+    let n = s.store.get_json(K::KIND, id, &scope(caller)).await?;
+    Ok(raw_json(format!("{{\"object\":{n}}}")))
+}
+
+/// Starts deleting one of the caller's objects of kind `K`, unless
+/// something uses it (409 naming the users).
+pub(super) async fn remove<K: Kind>(s: &AppState, caller: &Caller, id: &str) -> Result<(StatusCode, Json<Envelope<K::Api>>), ApiError> {
+    let row = s.store.get(K::KIND, id, &scope(caller)).await?;
+    s.store.ensure_unused(&row).await?;
+    let rec = s.store.mark_record_deleted::<K>(id, &scope(caller), Utc::now()).await?;
+    s.queue.enqueue(K::KIND, id);
+    info!(id = %id, name = %rec.name, kind = K::KIND.as_str(), "deletion requested");
+    Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_are_named_fully_or_by_their_last_word() {
+        let states = ["SUBNET_STATE_PENDING", "SUBNET_STATE_READY", "SUBNET_STATE_DELETE_FAILED"];
+        assert_eq!(parse_state("ready", &states).unwrap(), "SUBNET_STATE_READY");
+        assert_eq!(parse_state("SUBNET_STATE_PENDING", &states).unwrap(), "SUBNET_STATE_PENDING");
+        assert_eq!(parse_state("delete_failed", &states).unwrap(), "SUBNET_STATE_DELETE_FAILED");
+        let e = parse_state("failed", &states).unwrap_err();
+        assert!(format!("{e:?}").contains("expected one of PENDING, READY, DELETE_FAILED"), "{e:?}");
+    }
+}
