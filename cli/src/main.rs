@@ -2,6 +2,7 @@
 
 mod config;
 mod console;
+mod net;
 mod output;
 mod sync;
 
@@ -49,6 +50,15 @@ enum Command {
     /// Virtual machine templates.
     #[command(subcommand, alias = "templates")]
     Template(TemplateCmd),
+    /// Virtual networks.
+    #[command(subcommand, alias = "networks")]
+    Network(net::NetworkCmd),
+    /// Subnets of virtual networks.
+    #[command(subcommand, alias = "subnets")]
+    Subnet(net::SubnetCmd),
+    /// Security groups of virtual networks.
+    #[command(subcommand, name = "security-group", alias = "security-groups")]
+    SecurityGroup(net::SecurityGroupCmd),
     /// Save the endpoint and token in the config file.
     Login {
         /// Server URL.
@@ -340,6 +350,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             }
         },
+        Command::Network(cmd) => net::network(&client, cmd, format).await,
+        Command::Subnet(cmd) => net::subnet(&client, cmd, format).await,
+        Command::SecurityGroup(cmd) => net::security_group(&client, cmd, format).await,
         Command::Vm(cmd) => match cmd {
             VmCmd::Create { name, template, params, stopped, subnets, wait: do_wait, timeout } => {
                 let template_parameters = typed_params(&client, &template, &params).await?;

@@ -38,6 +38,12 @@ fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
     t.to_string().lines().map(|l| l.trim_end().trim_start_matches(' ')).collect::<Vec<_>>().join("\n")
 }
 
+/// Prints rows under `header`.
+pub fn rows(header: &[&str], rows: Vec<Vec<String>>) -> anyhow::Result<()> {
+    println!("{}", table(header, rows));
+    Ok(())
+}
+
 /// Prints VMs.
 pub fn vms(format: Format, vms: &[VirtualMachine], total: u64) -> anyhow::Result<()> {
     if format != Format::Table {

@@ -6,12 +6,14 @@
 //! - [`Client`]: one method per API operation, plus [`Client::find_vm`]
 //!   (by name or id) and [`Client::wait_vm`] (poll until a state).
 //! - `networks`: the virtual network calls, [`Client::wait_network`] among them.
+//! - `objects`: the calls every simple kind shares (subnets, security groups).
 //! - [`Error`]: the API's `{code, message, details}` errors, kept intact.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod networks;
+mod objects;
 
 use std::time::{Duration, Instant};
 

@@ -20,13 +20,20 @@ async fn post(s: &Server, t: &str, path: &str, body: Value) -> Value {
     v
 }
 
-/// A network and a subnet of it, READY.
+/// `vmaas ARGS -o json`, which must succeed; its JSON.
+fn cli_json(s: &Server, t: &str, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    let out = s.cli(t, &all);
+    assert!(out.status.success(), "vmaas {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// A network and a subnet of it, made with the CLI, READY.
 async fn subnet(s: &Server, t: &str, network: &str, name: &str, cidr: &str) -> String {
-    post(s, t, "virtual_networks", json!({"object": {"metadata": {"name": network}, "spec": {"ipv4_cidr": "10.30.0.0/16"}}})).await;
-    let sn =
-        post(s, t, "subnets", json!({"object": {"metadata": {"name": name}, "spec": {"virtual_network": network, "ipv4_cidr": cidr}}}))
-            .await;
-    let id = sn["object"]["id"].as_str().unwrap().to_owned();
+    cli_json(s, t, &["network", "create", network, "--cidr", "10.30.0.0/16"]);
+    let sn = cli_json(s, t, &["subnet", "create", name, "--network", network, "--cidr", cidr]);
+    let id = sn["id"].as_str().unwrap().to_owned();
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let (_, v) = s.raw(Method::GET, &format!("{V1}/subnets/{id}"), Some(t), None).await;
@@ -68,10 +75,10 @@ async fn vms_on_one_subnet_reach_each_other_and_nothing_else() {
     let front = subnet(&s, &t, "lab", "front", "10.30.1.0/24").await;
     subnet(&s, &t, "other", "back", "10.30.1.0/24").await;
 
-    let sg = |name: &str, network: &str, ingress: Value| json!({"object": {"metadata": {"name": name}, "spec": {"virtual_network": network, "ingress": ingress}}});
-    let icmp = post(&s, &t, "security_groups", sg("icmp-only", "lab", json!([{"protocol": "PROTOCOL_ICMP"}]))).await;
-    let icmp = icmp["object"]["id"].as_str().unwrap().to_owned();
-    post(&s, &t, "security_groups", sg("elsewhere", "other", json!([]))).await;
+    let icmp = cli_json(&s, &t, &["security-group", "create", "icmp-only", "--network", "lab", "--ingress", "icmp"]);
+    assert_eq!(icmp["spec"]["ingress"], json!([{"protocol": "PROTOCOL_ICMP"}]));
+    let icmp = icmp["id"].as_str().unwrap().to_owned();
+    post(&s, &t, "security_groups", json!({"object": {"metadata": {"name": "elsewhere"}, "spec": {"virtual_network": "other"}}})).await;
 
     let a = create(&s, &t, "alpha", "front");
     let b = create(&s, &t, "beta", "front,ip=10.30.1.50");
@@ -97,9 +104,8 @@ async fn vms_on_one_subnet_reach_each_other_and_nothing_else() {
     assert!(ping.contains("PINGOK"), "ICMP is allowed: {ping}");
     let blocked = console(&s, &t, "alpha", "timeout 5 wget -O- http://10.30.1.60/ >/dev/null 2>&1 && echo REACH\"ED\" || echo BLOCK\"ED\"");
     assert!(blocked.contains("BLOCKED") && !blocked.contains("REACHED"), "HTTP must be blocked: {blocked}");
-    let patch = json!({"object": {"spec": {"ingress": [{"protocol": "PROTOCOL_ICMP"}, {"protocol": "PROTOCOL_TCP", "port_from": 80, "ipv4_cidr": "10.30.1.0/24"}]}}});
-    let (st, v) = s.raw(Method::PATCH, &format!("{V1}/security_groups/{icmp}"), Some(&t), Some(patch)).await;
-    assert_eq!(st, 200, "{v}");
+    let v = cli_json(&s, &t, &["security-group", "set-rules", "icmp-only", "--ingress", "icmp", "--ingress", "tcp:80@10.30.1.0/24"]);
+    assert_eq!(v["spec"]["ingress"][1], json!({"protocol": "PROTOCOL_TCP", "port_from": 80, "ipv4_cidr": "10.30.1.0/24"}), "{v}");
     assert!(fetches(&s, &t, "alpha", "10.30.1.60", "delta"), "the added rule did not open HTTP\n{}", s.log());
 
     // Bad attachments name the field and the reason; nothing is made.
@@ -134,7 +140,9 @@ async fn vms_on_one_subnet_reach_each_other_and_nothing_else() {
     let (st, e) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&other), Some(body)).await;
     assert_eq!((st, e["details"][0]["field"].as_str()), (400, Some("object.spec.network_attachments[0].subnet")), "{e}");
 
-    // A subnet in use cannot be deleted; the refusal names its VMs.
+    // A subnet in use cannot be deleted; the refusal names its VMs (the CLI says so too).
+    let out = s.cli(&t, &["subnet", "delete", "front"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("is used by 3 virtual machine(s)"), "{out:?}");
     let (st, e) = s.raw(Method::DELETE, &format!("{V1}/subnets/{front}"), Some(&t), None).await;
     assert_eq!(st, 409, "{e}");
     let msg = e["message"].as_str().unwrap();

@@ -1,0 +1,49 @@
+//! The simple kinds (virtual networks, subnets, security groups), by their
+//! collection path (`/subnets`): list, find by id or name, create, patch,
+//! delete.
+
+use reqwest::Method;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use vmaas_model::{Envelope, Page};
+
+use crate::{Client, Error, VmQuery};
+
+impl Client {
+    /// Every object of the collection `path` the caller may see (first 1000).
+    pub async fn list_objects<T: DeserializeOwned>(&self, path: &str) -> Result<Page<T>, Error> {
+        self.call::<(), _>(Method::GET, &format!("{path}?limit=1000"), None, None).await?.ok_or_else(|| Error::Decode("empty list".into()))
+    }
+
+    /// The object of collection `path` with this id, or else this name.
+    pub async fn find_object<T: DeserializeOwned>(&self, path: &str, name_or_id: &str) -> Result<T, Error> {
+        if uuid::Uuid::parse_str(name_or_id).is_ok() {
+            return self.object::<(), _>(Method::GET, &format!("{path}/{name_or_id}"), None).await;
+        }
+        let page: Page<T> = self
+            .call::<(), _>(Method::GET, path, Some(&VmQuery { name: Some(name_or_id.to_owned()), ..Default::default() }), None)
+            .await?
+            .ok_or_else(|| Error::Decode("empty list".into()))?;
+        page.items.into_iter().next().ok_or_else(|| Error::Api {
+            status: 404,
+            code: 5,
+            message: format!("{} {name_or_id:?} not found", path.trim_start_matches('/').trim_end_matches('s').replace('_', " ")),
+            details: vec![],
+        })
+    }
+
+    /// Creates an object in collection `path`.
+    pub async fn create_object<B: Serialize, T: DeserializeOwned>(&self, path: &str, object: &B) -> Result<T, Error> {
+        self.object(Method::POST, path, Some(&Envelope { object })).await
+    }
+
+    /// Changes object `id` of collection `path`.
+    pub async fn patch_object<B: Serialize, T: DeserializeOwned>(&self, path: &str, id: &str, object: &B) -> Result<T, Error> {
+        self.object(Method::PATCH, &format!("{path}/{id}"), Some(&Envelope { object })).await
+    }
+
+    /// Starts deleting object `id` of collection `path`.
+    pub async fn delete_object<T: DeserializeOwned>(&self, path: &str, id: &str) -> Result<T, Error> {
+        self.object::<(), _>(Method::DELETE, &format!("{path}/{id}"), None).await
+    }
+}
