@@ -114,12 +114,14 @@ pub(super) async fn create(
     let mut rec =
         VmRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, obj.spec, resolved.spec, Utc::now());
     let admitted = admit(&s, &rec, None).await?;
-    // Addresses are assigned under the admission lock too.
-    let _lock = match admitted {
-        Some(guard) => guard,
-        None => s.admission.lock().await,
-    };
+    // Addresses are assigned under the admission lock too (taken only for a
+    // VM with NICs on subnets when capacity did not take it).
     let wanted = std::mem::take(&mut rec.spec.network_attachments);
+    let _lock = match admitted {
+        Some(guard) => Some(guard),
+        None if !wanted.is_empty() => Some(s.admission.lock().await),
+        None => None,
+    };
     rec.spec.network_attachments = attach::resolve(&s, &scope(&caller), &wanted, &mut errs).await?;
     if !errs.is_empty() {
         return Err(ApiError::invalid(errs));
