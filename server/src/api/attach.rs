@@ -85,7 +85,7 @@ async fn security_groups(
     let mut ids: Vec<String> = Vec::new();
     for (j, g) in wanted.iter().enumerate() {
         let f = field(i, &format!("security_groups[{j}]"));
-        match super::subnets::find::<SecurityGroupKind>(s, scope, g.trim()).await? {
+        match super::simple::find::<SecurityGroupKind>(s, scope, g.trim()).await? {
             None => errs.push(f, format!("you have no security group {g:?}; list them with GET /api/fulfillment/v1/security_groups")),
             Some(sg) if sg.deleted_at.is_some() => errs.push(f, format!("security group {:?} is being deleted", sg.name)),
             Some(sg) if sg.spec.virtual_network != subnet.spec.virtual_network => {
@@ -108,7 +108,7 @@ pub(super) async fn resolve(
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     for (i, a) in wanted.iter().enumerate() {
-        let Some(subnet) = super::subnets::find::<SubnetKind>(s, scope, a.subnet.trim()).await? else {
+        let Some(subnet) = super::simple::find::<SubnetKind>(s, scope, a.subnet.trim()).await? else {
             errs.push(field(i, "subnet"), format!("you have no subnet {:?}; list them with GET /api/fulfillment/v1/subnets", a.subnet));
             continue;
         };

@@ -14,11 +14,10 @@ use vmaas_model::{
     CreateSecurityGroup, Envelope, ObjectKind, Page, PatchSecurityGroup, SecurityGroup, SecurityGroupState, ValidationErrors,
 };
 
-use super::subnets::find;
 use super::{ApiJson, ApiQuery, AppState, checked_name, scope, simple};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::store::{NetworkKind, SecurityGroupKind, SecurityGroupRecord};
+use crate::store::{SecurityGroupKind, SecurityGroupRecord};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/security_groups", get(list).post(create)).route("/security_groups/{id}", get(read).patch(patch).delete(remove))
@@ -62,13 +61,7 @@ pub(super) async fn create(
         errs.extend(e);
     }
     let (Some(name), true) = (name, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
-    let reference = obj.spec.virtual_network.trim();
-    let Some(net) = find::<NetworkKind>(&s, &scope(&caller), reference).await? else {
-        return Err(ApiError::field(
-            "object.spec.virtual_network",
-            format!("you have no virtual network {reference:?}; list them with GET /api/fulfillment/v1/virtual_networks"),
-        ));
-    };
+    let net = simple::network(&s, &scope(&caller), &obj.spec.virtual_network).await?;
     let mut spec = obj.spec.clone();
     spec.virtual_network = net.id.clone();
     let rec = SecurityGroupRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());

@@ -14,8 +14,8 @@ use vmaas_model::Envelope;
 use super::{AppState, Paging, page_json, raw_json, scope};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::store::Filter;
-use crate::store::record::Kind;
+use crate::store::record::{Kind, Record};
+use crate::store::{Filter, NetworkKind, NetworkRecord, Scope, StoreError};
 
 /// Query of a list.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -64,6 +64,33 @@ pub(super) async fn remove<K: Kind>(s: &AppState, caller: &Caller, id: &str) -> 
     s.queue.enqueue(K::KIND, id);
     info!(id = %id, name = %rec.name, kind = K::KIND.as_str(), "deletion requested");
     Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
+}
+
+/// The caller's object of kind `K` named `reference` (an id, else a name).
+pub(super) async fn find<K: Kind>(s: &AppState, scope: &Scope, reference: &str) -> Result<Option<Record<K>>, ApiError> {
+    match s.store.get_record::<K>(reference, scope).await {
+        Ok(n) => return Ok(Some(n)),
+        Err(StoreError::NotFound { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let f = Filter { name: Some(reference.to_owned()), ..Filter::all() };
+    let (rows, _) = s.store.list(K::KIND, scope, &f).await?;
+    match rows.first() {
+        Some(r) => Ok(Some(s.store.get_record::<K>(&r.id, scope).await?)),
+        None => Ok(None),
+    }
+}
+
+/// The caller's virtual network named by `reference` (id or name) in a
+/// spec's `virtual_network`, else a 400 naming `object.spec.virtual_network`.
+pub(super) async fn network(s: &AppState, scope: &Scope, reference: &str) -> Result<NetworkRecord, ApiError> {
+    let reference = reference.trim();
+    find::<NetworkKind>(s, scope, reference).await?.ok_or_else(|| {
+        ApiError::field(
+            "object.spec.virtual_network",
+            format!("you have no virtual network {reference:?}; list them with GET /api/fulfillment/v1/virtual_networks"),
+        )
+    })
 }
 
 #[cfg(test)]

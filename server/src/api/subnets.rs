@@ -16,8 +16,7 @@ use vmaas_model::{CreateSubnet, Envelope, ObjectKind, Page, Subnet, SubnetState,
 use super::{ApiJson, ApiQuery, AppState, checked_name, scope, simple};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::store::record::{Kind, Record};
-use crate::store::{Filter, NetworkKind, NetworkRecord, SUBNET_OF, Scope, StoreError, SubnetKind, SubnetRecord};
+use crate::store::{NetworkRecord, SUBNET_OF, StoreError, SubnetKind, SubnetRecord};
 
 const FIELD: &str = "object.spec.virtual_network";
 
@@ -46,21 +45,6 @@ pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Pa
     simple::read::<SubnetKind>(&s, &caller, &id).await
 }
 
-/// The caller's object of kind `K` named `reference` (an id, else a name).
-pub(super) async fn find<K: Kind>(s: &AppState, scope: &Scope, reference: &str) -> Result<Option<Record<K>>, ApiError> {
-    match s.store.get_record::<K>(reference, scope).await {
-        Ok(n) => return Ok(Some(n)),
-        Err(StoreError::NotFound { .. }) => {}
-        Err(e) => return Err(e.into()),
-    }
-    let f = Filter { name: Some(reference.to_owned()), ..Filter::all() };
-    let (rows, _) = s.store.list(K::KIND, scope, &f).await?;
-    match rows.first() {
-        Some(r) => Ok(Some(s.store.get_record::<K>(&r.id, scope).await?)),
-        None => Ok(None),
-    }
-}
-
 /// Whether `inner` lies inside `outer`.
 fn within(inner: &Cidr, outer: &Cidr) -> bool {
     inner.len >= outer.len && contains(outer, inner)
@@ -83,13 +67,7 @@ fn contains(net: &Cidr, c: &Cidr) -> bool {
 
 /// Checks the subnet against its network and its siblings; returns the network.
 async fn check_placement(s: &AppState, caller: &Caller, spec: &vmaas_model::SubnetSpec, cidr: &Cidr) -> Result<NetworkRecord, ApiError> {
-    let reference = spec.virtual_network.trim();
-    let Some(net) = find::<NetworkKind>(s, &scope(caller), reference).await? else {
-        return Err(ApiError::field(
-            FIELD,
-            format!("you have no virtual network {reference:?}; list them with GET /api/fulfillment/v1/virtual_networks"),
-        ));
-    };
+    let net = simple::network(s, &scope(caller), &spec.virtual_network).await?;
     if net.deleted_at.is_some() {
         return Err(ApiError::field(FIELD, format!("virtual network {:?} is being deleted", net.name)));
     }
