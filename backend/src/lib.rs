@@ -13,6 +13,7 @@
 //! - [`driver`]: the per-kind driver trait, its target and requeue hint.
 //! - [`vm`]: what a VM driver is given and reports.
 //! - [`network`]: what a virtual network driver is given and reports.
+//! - [`balancer`]: what a load balancer driver is given and reports.
 //! - [`console`]: serial consoles, for backends that have them.
 //! - [`error`]: failures, with a kind that tells the reconciler what to do.
 //! - [`host`]: what is on the host without a stored object, and what the host can give.
@@ -20,6 +21,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod balancer;
 pub mod console;
 pub mod driver;
 pub mod error;
@@ -29,6 +31,7 @@ pub mod vm;
 
 use std::sync::Arc;
 
+pub use balancer::{BalancerDriver, BalancerObservation, BalancerProblem, BalancerSpec, BalancerTarget, Mapping};
 pub use console::{Console, Consoles};
 pub use driver::{Cleanup, Driver, Requeue, Target, Wake};
 pub use error::{BackendError, ErrorKind};
@@ -77,6 +80,11 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The driver of subnets, if the backend runs them.
     fn subnets(&self) -> Option<Arc<SubnetDriver>> {
+        None
+    }
+
+    /// The driver of load balancers, if the backend runs them.
+    fn load_balancers(&self) -> Option<Arc<BalancerDriver>> {
         None
     }
 

@@ -24,6 +24,10 @@ pub struct VmSpec {
     pub requests: Requests,
     /// NICs on subnets, in order.
     pub attachments: Vec<Attachment>,
+    /// External IPs attached to it: its exposed ports answer on each.
+    pub external_ips: Vec<std::net::Ipv4Addr>,
+    /// TCP ports load balancers reach on it (besides its exposed ports).
+    pub balanced_ports: Vec<u16>,
 }
 
 /// One VM as a driver sees it.

@@ -19,11 +19,26 @@ pub enum ObjectKind {
     Subnet,
     /// A security group of a virtual network (a tenant's).
     SecurityGroup,
+    /// An address from an external IP pool (a tenant's).
+    ExternalIp,
+    /// An external IP on a VM (a tenant's).
+    ExternalIpAttachment,
+    /// A load balancer over VMs of one subnet (a tenant's).
+    LoadBalancer,
 }
 
 impl ObjectKind {
     /// Every kind.
-    pub const ALL: [Self; 5] = [Self::Template, Self::VirtualMachine, Self::VirtualNetwork, Self::Subnet, Self::SecurityGroup];
+    pub const ALL: [Self; 8] = [
+        Self::Template,
+        Self::VirtualMachine,
+        Self::VirtualNetwork,
+        Self::Subnet,
+        Self::SecurityGroup,
+        Self::ExternalIp,
+        Self::ExternalIpAttachment,
+        Self::LoadBalancer,
+    ];
 
     /// The stored name, e.g. `virtual_machine`.
     pub fn as_str(self) -> &'static str {
@@ -33,6 +48,9 @@ impl ObjectKind {
             Self::VirtualNetwork => "virtual_network",
             Self::Subnet => "subnet",
             Self::SecurityGroup => "security_group",
+            Self::ExternalIp => "external_ip",
+            Self::ExternalIpAttachment => "external_ip_attachment",
+            Self::LoadBalancer => "load_balancer",
         }
     }
 
@@ -44,6 +62,9 @@ impl ObjectKind {
             Self::VirtualNetwork => "virtual network",
             Self::Subnet => "subnet",
             Self::SecurityGroup => "security group",
+            Self::ExternalIp => "external IP",
+            Self::ExternalIpAttachment => "external IP attachment",
+            Self::LoadBalancer => "load balancer",
         }
     }
 

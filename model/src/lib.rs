@@ -14,6 +14,9 @@
 //! - [`network`]: virtual networks (OSAC's `VirtualNetwork`).
 //! - [`subnet`]: subnets of virtual networks (OSAC's `Subnet`).
 //! - [`security_group`]: rules for NICs (OSAC's `SecurityGroup`).
+//! - [`external_ip`]: external IP pools, external IPs and their attachments
+//!   to VMs (OSAC's `ExternalIPPool`, `ExternalIP`, `ExternalIPAttachment`).
+//! - [`load_balancer`]: load balancers over the VMs of a subnet (seed 001).
 //! - [`vm`]: virtual machines, the request shapes of the API, and
 //!   [`vm::status`], the state machine from backend observations to status.
 //! - [`quantity`]: `4Gi` and `4096Mi`, equal in value, each kept as written.
@@ -27,9 +30,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod external_ip;
 #[cfg(feature = "kubernetes")]
 pub mod k8s;
 pub mod kind;
+pub mod load_balancer;
 pub mod machine;
 pub mod network;
 pub mod object;
@@ -42,10 +47,15 @@ pub mod validation;
 pub mod value;
 pub mod vm;
 
+pub use external_ip::{
+    ExternalIp, ExternalIpAttachment, ExternalIpAttachmentSpec, ExternalIpAttachmentState, ExternalIpAttachmentStatus, ExternalIpPool,
+    ExternalIpSpec, ExternalIpState, ExternalIpStatus, PatchExternalIpAttachment,
+};
 pub use kind::ObjectKind;
+pub use load_balancer::{LoadBalancer, LoadBalancerSpec, LoadBalancerState, LoadBalancerStatus, PatchLoadBalancer, PortMapping};
 pub use machine::{BootSource, CloudInit, Cpu, DEFAULT_IMAGE, Disk, DiskSource, MachineSpec, Nic, NicNetwork};
 pub use network::{CreateVirtualNetwork, VirtualNetwork, VirtualNetworkSpec, VirtualNetworkState, VirtualNetworkStatus};
-pub use object::{Envelope, Metadata, MetadataInput, Page};
+pub use object::{CreateObject, Envelope, Metadata, MetadataInput, Page};
 pub use quantity::{Quantity, QuantityError};
 pub use security_group::{
     CreateSecurityGroup, PatchSecurityGroup, SecurityGroup, SecurityGroupSpec, SecurityGroupState, SecurityGroupStatus, SecurityRule,

@@ -94,6 +94,45 @@ impl Cidr {
         }
         Ok(Self { addr, len })
     }
+
+    /// The address as 128 bits (IPv4 in the top 32) and the prefix over them.
+    fn wide(&self) -> (u128, u32) {
+        match self.addr {
+            IpAddr::V4(a) => (u128::from(u32::from(a)) << 96, u32::from(self.len)),
+            IpAddr::V6(a) => (u128::from(a), u32::from(self.len)),
+        }
+    }
+
+    fn same_family(&self, other: &Cidr) -> bool {
+        self.addr.is_ipv4() == other.addr.is_ipv4()
+    }
+
+    /// Whether `addr` is in this network.
+    pub fn contains(&self, addr: IpAddr) -> bool {
+        Cidr { addr, len: if addr.is_ipv4() { 32 } else { 128 } }.within(self)
+    }
+
+    /// Whether this network lies inside `outer`.
+    pub fn within(&self, outer: &Cidr) -> bool {
+        let ((a, a_len), (b, b_len)) = (self.wide(), outer.wide());
+        let mask = if b_len == 0 { 0 } else { u128::MAX << (128 - b_len) };
+        self.same_family(outer) && a_len >= b_len && a & mask == b & mask
+    }
+
+    /// Whether the two networks share an address.
+    pub fn overlaps(&self, other: &Cidr) -> bool {
+        self.within(other) || other.within(self)
+    }
+
+    /// The usable IPv4 host addresses (network and broadcast excluded), in
+    /// order; none for IPv6.
+    pub fn ipv4_hosts(&self) -> impl Iterator<Item = std::net::Ipv4Addr> + use<> {
+        let (base, size) = match self.addr {
+            IpAddr::V4(a) => (u32::from(a), 1u64 << (32 - u32::from(self.len))),
+            IpAddr::V6(_) => (0, 0),
+        };
+        (1..size.saturating_sub(1)).map(move |i| std::net::Ipv4Addr::from(base.wrapping_add(i as u32)))
+    }
 }
 
 impl VirtualNetworkSpec {
@@ -245,5 +284,21 @@ mod tests {
     fn states_use_osac_names() {
         let s = VirtualNetworkStatus { state: VirtualNetworkState::Ready, message: None };
         assert_eq!(serde_json::to_value(&s).unwrap(), serde_json::json!({"state": "VIRTUAL_NETWORK_STATE_READY"}));
+    }
+
+    #[test]
+    fn networks_contain_and_overlap() {
+        let net = Cidr::parse("10.0.0.0/16", 4).unwrap();
+        let a = Cidr::parse("10.0.1.0/24", 4).unwrap();
+        let b = Cidr::parse("10.0.0.0/23", 4).unwrap();
+        let c = Cidr::parse("10.1.0.0/24", 4).unwrap();
+        assert!(a.within(&net) && !net.within(&a) && !c.within(&net));
+        assert!(a.overlaps(&b) && b.overlaps(&a) && !a.overlaps(&c));
+        assert!(a.contains("10.0.1.77".parse().unwrap()) && !a.contains("10.0.2.1".parse().unwrap()));
+        assert!(!a.contains("::1".parse().unwrap()));
+        let hosts: Vec<String> = Cidr::parse("127.9.0.0/30", 4).unwrap().ipv4_hosts().map(|h| h.to_string()).collect();
+        assert_eq!(hosts, ["127.9.0.1", "127.9.0.2"]);
+        assert_eq!(Cidr::parse("fd00::/64", 6).unwrap().ipv4_hosts().count(), 0);
+        assert!(Cidr::parse("fd00::/64", 6).unwrap().within(&Cidr::parse("fd00::/48", 6).unwrap()));
     }
 }

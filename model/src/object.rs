@@ -75,6 +75,74 @@ pub struct Page<T> {
     pub total: u64,
 }
 
+/// The object of a create request of a kind whose create carries a spec
+/// alone: `id` may carry the name, server-owned fields are accepted and
+/// ignored, anything else is refused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CreateObject<S> {
+    /// Accepted and ignored.
+    #[serde(rename = "@type", default, skip_serializing)]
+    pub type_url: Option<String>,
+    /// The name asked for, when `metadata.name` is not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `name` here wins over `id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MetadataInput>,
+    /// What the tenant wants.
+    pub spec: S,
+    /// Accepted and ignored: status is the server's.
+    #[serde(default, skip_serializing)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub status: Option<serde_json::Value>,
+}
+
+impl<S> CreateObject<S> {
+    /// The name asked for (`metadata.name`, else `id`), and the field it came from.
+    pub fn requested_name(&self) -> Option<(&str, &'static str)> {
+        requested_name(self.metadata.as_ref(), self.id.as_deref())
+    }
+}
+
+/// Defines a state enum with its OSAC wire names (`PREFIX_PENDING`, …),
+/// `ALL`, `as_str` and `Display`; the first variant is the default.
+#[macro_export]
+macro_rules! wire_states {
+    ($(#[$m:meta])* $name:ident { $(#[$vm:meta])* $first:ident = $fw:literal, $($(#[$vms:meta])* $v:ident = $w:literal,)* }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+        pub enum $name {
+            $(#[$vm])*
+            #[default]
+            #[serde(rename = $fw)]
+            $first,
+            $($(#[$vms])* #[serde(rename = $w)] $v,)*
+        }
+
+        impl $name {
+            /// Every state.
+            pub const ALL: &'static [Self] = &[Self::$first, $(Self::$v,)*];
+
+            /// The wire name.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    Self::$first => $fw,
+                    $(Self::$v => $w,)*
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
 /// The name a create request asks for: `metadata.name`, else `id` (the seed
 /// design's `"id": "myvm"`); and the field it came from, for errors.
 pub fn requested_name<'a>(metadata: Option<&'a MetadataInput>, id: Option<&'a str>) -> Option<(&'a str, &'static str)> {

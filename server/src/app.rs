@@ -13,6 +13,7 @@ use crate::auth::{KEY_FILE, KeyError, Keys};
 use crate::capacity::Overcommit;
 use crate::identity::IdentityError;
 use crate::metrics::Metrics;
+use crate::pools::Pools;
 use crate::reconciler::{Queue, Reconciler, ReconcilerConfig};
 use crate::serve::HttpLimits;
 use crate::store::{Store, StoreError};
@@ -38,6 +39,8 @@ pub struct Config {
     pub http: HttpLimits,
     /// How far VMs may overcommit the host.
     pub overcommit: Overcommit,
+    /// The external IP pools, the default first.
+    pub pools: Pools,
 }
 
 impl Config {
@@ -53,6 +56,7 @@ impl Config {
             adopt_store: false,
             http: HttpLimits::default(),
             overcommit: Overcommit::default(),
+            pools: Pools::loopback(),
         }
     }
 
@@ -157,6 +161,7 @@ impl App {
             overcommit: config.overcommit,
             admission: Default::default(),
             progress: Default::default(),
+            pools: Arc::new(config.pools.clone()),
         };
         Ok(Self { state, config, _lock: lock })
     }

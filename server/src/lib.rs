@@ -27,6 +27,7 @@ pub mod gc;
 pub mod identity;
 pub mod metrics;
 pub mod none_backend;
+pub mod pools;
 pub mod reconciler;
 pub mod serve;
 pub mod store;

@@ -15,6 +15,7 @@ use vmaas_server::app::{App, Config, DataDirLock};
 use vmaas_server::auth::{KEY_FILE, Keys, Role};
 use vmaas_server::capacity::Overcommit;
 use vmaas_server::none_backend::NoBackend;
+use vmaas_server::pools::Pools;
 use vmaas_server::serve::HttpLimits;
 
 /// The vmaas fulfillment server.
@@ -88,9 +89,14 @@ struct ServeArgs {
     /// qemu: the image a template's `default` image means.
     #[arg(long, env = "VMAAS_DEFAULT_IMAGE", default_value = "test-guest")]
     default_image: String,
-    /// qemu: loopback addresses given to VMs as external IPs.
-    #[arg(long, env = "VMAAS_EXTERNAL_IP_POOL", default_value = "127.42.0.0/16")]
-    external_ip_pool: vmaas_qemu::pool::Cidr,
+    /// qemu: loopback addresses each VM gets for its exposed ports and
+    /// its load balancers (its `externalIP` while no external IP is attached).
+    #[arg(long, env = "VMAAS_VM_ADDRESS_POOL", default_value = "127.42.0.0/16")]
+    vm_address_pool: vmaas_qemu::pool::Cidr,
+    /// External IP pools, `[NAME=]CIDR`, repeatable; the first is the
+    /// default (named `default` unless named). Addresses the host serves.
+    #[arg(long = "external-ip-pool", env = "VMAAS_EXTERNAL_IP_POOLS", value_delimiter = ',', default_value = vmaas_server::pools::DEFAULT_RANGE)]
+    external_ip_pools: Vec<vmaas_server::pools::Pool>,
     /// qemu: accelerator.
     #[arg(long, env = "VMAAS_ACCEL", value_enum, default_value = "auto")]
     accel: AccelArg,
@@ -225,7 +231,7 @@ async fn backend(args: &ServeArgs, data_dir: &std::path::Path) -> anyhow::Result
             let cfg = QemuConfig {
                 state_dir: data_dir.join("vms"),
                 images: Catalog::new(args.images_dir.clone().unwrap_or_else(default_images_dir), args.default_image.clone()),
-                pool: args.external_ip_pool,
+                pool: args.vm_address_pool,
                 accel,
                 qemu: args.qemu.clone(),
                 qemu_img: PathBuf::from("qemu-img"),
@@ -237,8 +243,8 @@ async fn backend(args: &ServeArgs, data_dir: &std::path::Path) -> anyhow::Result
     })
 }
 
-fn config(args: &ServeArgs, data_dir: PathBuf) -> Config {
-    Config {
+fn config(args: &ServeArgs, data_dir: PathBuf) -> anyhow::Result<Config> {
+    Ok(Config {
         listen: args.listen,
         data_dir,
         database_url: args.database_url.clone(),
@@ -252,7 +258,8 @@ fn config(args: &ServeArgs, data_dir: PathBuf) -> Config {
             max_body_bytes: args.max_body_bytes,
         },
         overcommit: Overcommit { cpu: args.cpu_overcommit, memory: args.memory_overcommit, disk: args.disk_overcommit },
-    }
+        pools: Pools::new(args.external_ip_pools.clone()).map_err(anyhow::Error::msg)?,
+    })
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -261,7 +268,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Before the backend looks at the VMs in the data directory.
     let early_lock = DataDirLock::acquire(&data_dir)?;
     let backend = backend(&args, &data_dir).await?;
-    let app = App::open_locked(config(&args, data_dir), backend, early_lock).await.context("starting vmaas-server")?;
+    let app = App::open_locked(config(&args, data_dir)?, backend, early_lock).await.context("starting vmaas-server")?;
     app.serve(shutdown_signal()).await.context("serving")?;
     Ok(())
 }
@@ -271,7 +278,7 @@ async fn gc(args: GcArgs) -> anyhow::Result<()> {
     let data_dir = args.serve.data_dir.clone().unwrap_or_else(default_data_dir);
     let _lock = DataDirLock::acquire(&data_dir)?;
     let backend = backend(&args.serve, &data_dir).await?;
-    let cfg = config(&args.serve, data_dir);
+    let cfg = config(&args.serve, data_dir)?;
     let store = vmaas_server::app::open_store(&cfg).await?;
     vmaas_server::identity::check(&store, &cfg.data_dir, backend.as_ref(), cfg.adopt_store).await?;
     let found = vmaas_server::gc::collect(&store, backend.as_ref(), args.dry_run).await?;

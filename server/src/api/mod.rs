@@ -3,9 +3,12 @@
 
 mod attach;
 mod console;
+mod external_ips;
 mod extract;
 #[cfg(test)]
 mod fuzz;
+mod ip_attachments;
+mod load_balancers;
 mod networks;
 mod openapi;
 mod security_groups;
@@ -68,6 +71,8 @@ pub struct AppState {
     /// Serialises the capacity check and the insert of creates and changes,
     /// so that two requests cannot both take the last room.
     pub admission: Arc<tokio::sync::Mutex<()>>,
+    /// The external IP pools.
+    pub pools: Arc<crate::pools::Pools>,
 }
 
 /// Paging parameters shared by every list.
@@ -141,6 +146,9 @@ pub fn router(state: AppState) -> Router {
         .merge(networks::routes())
         .merge(subnets::routes())
         .merge(security_groups::routes())
+        .merge(external_ips::routes())
+        .merge(ip_attachments::routes())
+        .merge(load_balancers::routes())
         .merge(console::routes());
     Router::new()
         .nest(PREFIX, api)

@@ -9,13 +9,13 @@ use axum::response::Response;
 use chrono::Utc;
 use serde::Deserialize;
 use tracing::info;
-use vmaas_model::Envelope;
+use vmaas_model::{Envelope, ObjectKind};
 
 use super::{AppState, Paging, page_json, raw_json, scope};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::store::record::{Kind, Record};
-use crate::store::{Filter, NetworkKind, NetworkRecord, Scope, StoreError};
+use crate::store::{Filter, NetworkKind, NetworkRecord, Row, Scope, StoreError};
 
 /// Query of a list.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -78,6 +78,26 @@ pub(super) async fn find<K: Kind>(s: &AppState, scope: &Scope, reference: &str) 
     match rows.first() {
         Some(r) => Ok(Some(s.store.get_record::<K>(&r.id, scope).await?)),
         None => Ok(None),
+    }
+}
+
+/// The caller's object of `kind` named `reference` (an id, else a name),
+/// as a row (for kinds that are not [`Record`]s, such as VMs), else a 400
+/// naming `field`.
+pub(super) async fn row(s: &AppState, scope: &Scope, kind: ObjectKind, reference: &str, field: &str) -> Result<Row, ApiError> {
+    let reference = reference.trim();
+    let found = match s.store.get(kind, reference, scope).await {
+        Ok(r) => Some(r),
+        Err(StoreError::NotFound { .. }) => {
+            let f = Filter { name: Some(reference.to_owned()), ..Filter::all() };
+            s.store.list(kind, scope, &f).await?.0.into_iter().next()
+        }
+        Err(e) => return Err(e.into()),
+    };
+    match found {
+        Some(r) if r.deleted_at.is_some() => Err(ApiError::field(field, format!("{} {:?} is being deleted", kind.human(), r.name))),
+        Some(r) => Ok(r),
+        None => Err(ApiError::field(field, format!("you have no {} {reference:?}", kind.human()))),
     }
 }
 

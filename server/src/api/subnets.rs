@@ -45,26 +45,6 @@ pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Pa
     simple::read::<SubnetKind>(&s, &caller, &id).await
 }
 
-/// Whether `inner` lies inside `outer`.
-fn within(inner: &Cidr, outer: &Cidr) -> bool {
-    inner.len >= outer.len && contains(outer, inner)
-}
-
-/// Whether `a` and `b` share an address.
-fn overlap(a: &Cidr, b: &Cidr) -> bool {
-    contains(a, b) || contains(b, a)
-}
-
-/// Whether `net` holds the first address of `c`.
-fn contains(net: &Cidr, c: &Cidr) -> bool {
-    let bits = |x: &Cidr| match x.addr {
-        std::net::IpAddr::V4(a) => u32::from(a),
-        std::net::IpAddr::V6(_) => 0,
-    };
-    let mask = if net.len == 0 { 0 } else { u32::MAX << (32 - u32::from(net.len)) };
-    bits(c) & mask == bits(net) & mask
-}
-
 /// Checks the subnet against its network and its siblings; returns the network.
 async fn check_placement(s: &AppState, caller: &Caller, spec: &vmaas_model::SubnetSpec, cidr: &Cidr) -> Result<NetworkRecord, ApiError> {
     let net = simple::network(s, &scope(caller), &spec.virtual_network).await?;
@@ -75,7 +55,7 @@ async fn check_placement(s: &AppState, caller: &Caller, spec: &vmaas_model::Subn
         return Err(ApiError::field(FIELD, format!("virtual network {:?} has no IPv4 range", net.name)));
     };
     let text = spec.ipv4_cidr.as_deref().unwrap_or_default();
-    if !within(cidr, &range) {
+    if !cidr.within(&range) {
         return Err(ApiError::field(
             "object.spec.ipv4_cidr",
             format!("{text} is not inside the network's {}", net.spec.ipv4_cidr.as_deref().unwrap_or("")),
@@ -83,7 +63,7 @@ async fn check_placement(s: &AppState, caller: &Caller, spec: &vmaas_model::Subn
     }
     for sib in s.store.all_records::<SubnetKind>().await?.iter().filter(|x| x.spec.virtual_network == net.id) {
         let theirs = sib.spec.ipv4_cidr.as_deref().and_then(|c| Cidr::parse(c, 4).ok());
-        if theirs.is_some_and(|t| overlap(cidr, &t)) {
+        if theirs.is_some_and(|t| cidr.overlaps(&t)) {
             return Err(ApiError::field(
                 "object.spec.ipv4_cidr",
                 format!("{text} overlaps subnet {:?} ({})", sib.name, sib.spec.ipv4_cidr.as_deref().unwrap_or("")),

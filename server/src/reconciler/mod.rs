@@ -9,6 +9,7 @@
 //! once. With several replicas on one PostgreSQL, a lease in the database
 //! makes sure only one replica reconciles at a time.
 
+mod external;
 pub mod lease;
 mod network;
 mod progress;
@@ -36,7 +37,15 @@ use crate::store::{Row, Scope, Store, StoreError, VmRecord};
 pub const LEASE: &str = "reconciler";
 
 /// The kinds the reconciler drives (templates have no status).
-const RECONCILED: [ObjectKind; 4] = [ObjectKind::VirtualMachine, ObjectKind::VirtualNetwork, ObjectKind::Subnet, ObjectKind::SecurityGroup];
+const RECONCILED: [ObjectKind; 7] = [
+    ObjectKind::VirtualMachine,
+    ObjectKind::VirtualNetwork,
+    ObjectKind::Subnet,
+    ObjectKind::SecurityGroup,
+    ObjectKind::ExternalIp,
+    ObjectKind::ExternalIpAttachment,
+    ObjectKind::LoadBalancer,
+];
 
 /// Tuning of the loop.
 #[derive(Debug, Clone)]
@@ -265,6 +274,9 @@ impl Reconciler {
             ObjectKind::VirtualNetwork => network::reconcile::<crate::store::NetworkKind>(self, &key.1).await,
             ObjectKind::Subnet => network::reconcile::<crate::store::SubnetKind>(self, &key.1).await,
             ObjectKind::SecurityGroup => network::reconcile::<crate::store::SecurityGroupKind>(self, &key.1).await,
+            ObjectKind::ExternalIp => external::reconcile_ip(self, &key.1).await,
+            ObjectKind::ExternalIpAttachment => external::reconcile_attachment(self, &key.1).await,
+            ObjectKind::LoadBalancer => external::reconcile_balancer(self, &key.1).await,
             ObjectKind::Template => Ok((Outcome::Unchanged, None)),
         }
     }

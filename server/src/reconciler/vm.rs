@@ -91,13 +91,16 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Opti
     if vm.deleted_at.is_some() {
         return delete(r, &vm).await;
     }
-    let target = VmTarget {
-        id: vm.id.clone(),
-        tenant: vm.tenant.clone(),
-        name: vm.name.clone(),
-        version: vm.version,
-        spec: VmSpec { power: vm.power(), machine: vm.machine.clone(), requests: vm.requests, attachments: attachments(r, &vm).await? },
+    let (external_ips, balanced_ports) = super::external::exposure(r, &vm).await?;
+    let spec = VmSpec {
+        power: vm.power(),
+        machine: vm.machine.clone(),
+        requests: vm.requests,
+        attachments: attachments(r, &vm).await?,
+        external_ips,
+        balanced_ports,
     };
+    let target = VmTarget { id: vm.id.clone(), tenant: vm.tenant.clone(), name: vm.name.clone(), version: vm.version, spec };
     match r.backend.vms().ensure(&target).await {
         Ok((seen, next)) => Ok((write(r, &vm, &seen.observation, seen.acted).await?, requeue(next))),
         Err(e) => backend_failed(r, &vm, e).await,

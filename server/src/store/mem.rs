@@ -18,6 +18,9 @@ pub(super) fn api_json(row: &Row) -> Result<String, StoreError> {
         ObjectKind::VirtualNetwork => super::record::api_json::<super::NetworkKind>(row),
         ObjectKind::Subnet => super::record::api_json::<super::SubnetKind>(row),
         ObjectKind::SecurityGroup => super::record::api_json::<super::SecurityGroupKind>(row),
+        ObjectKind::ExternalIp => super::record::api_json::<super::ExternalIpKind>(row),
+        ObjectKind::ExternalIpAttachment => super::record::api_json::<super::AttachmentKind>(row),
+        ObjectKind::LoadBalancer => super::record::api_json::<super::LoadBalancerKind>(row),
     }
 }
 

@@ -11,6 +11,7 @@
 //! - [`record`]: the typed record of a simple kind (networks, subnets).
 //! - [`vm`], [`template`] and [`network`]: the typed records of each kind, on top.
 
+pub mod external;
 mod mem;
 pub mod network;
 pub mod objects;
@@ -27,6 +28,9 @@ use sqlx::AnyPool;
 use sqlx::any::AnyPoolOptions;
 use vmaas_model::ObjectKind;
 
+pub use external::{
+    ATTACHMENT_OF, AttachmentKind, AttachmentRecord, BALANCER_ON, ExternalIpKind, ExternalIpRecord, LoadBalancerKind, LoadBalancerRecord,
+};
 pub use network::{NetworkKind, NetworkRecord, SUBNET_OF, SecurityGroupKind, SecurityGroupRecord, SubnetKind, SubnetRecord};
 pub use objects::{Filter, NewObject, Row};
 pub use template::TemplateRecord;

@@ -1,0 +1,204 @@
+//! Reconciling external IPs, their attachments and load balancers.
+//!
+//! External IPs and attachments are the server's alone: an address is
+//! allocated at create and served by the VM it is attached to (its VM's
+//! reconcile gives the backend the addresses, [`exposure`]). Load balancers
+//! run in the backend's balancer driver, which reports the healthy targets.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use tracing::{info, warn};
+use vmaas_backend::{BalancerObservation, BalancerProblem, BalancerSpec, Cleanup, Mapping, Requeue, Target};
+use vmaas_model::load_balancer::LbProtocol;
+use vmaas_model::{ExternalIpAttachmentState, ExternalIpAttachmentStatus, LoadBalancerState, LoadBalancerStatus, ObjectKind};
+
+use super::{Outcome, Reconciler};
+use crate::store::record::{Kind, Record};
+use crate::store::{AttachmentKind, AttachmentRecord, ExternalIpKind, LoadBalancerKind, LoadBalancerRecord, Scope, StoreError, VmRecord};
+
+/// How soon an object is looked at again after a transient failure.
+const RETRY: Duration = Duration::from_secs(1);
+
+type Pass = Result<(Outcome, Option<Duration>), StoreError>;
+
+/// What a VM serves beyond its own address: the external IPs attached to
+/// it, and the TCP ports its load balancers reach.
+pub(super) async fn exposure(r: &Reconciler, vm: &VmRecord) -> Result<(Vec<Ipv4Addr>, Vec<u16>), StoreError> {
+    let mut ips = Vec::new();
+    for a in r.store.all_records::<AttachmentKind>().await? {
+        if a.deleted_at.is_some() || a.spec.compute_instance.as_deref() != Some(vm.id.as_str()) {
+            continue;
+        }
+        if let Ok(ip) = a.status.external_ip_address.parse() {
+            ips.push(ip);
+        }
+    }
+    let mut ports: Vec<u16> = Vec::new();
+    for lb in r.store.all_records::<LoadBalancerKind>().await? {
+        if lb.deleted_at.is_some() || !lb.spec.targets.contains(&vm.id) {
+            continue;
+        }
+        let tcp = lb.spec.port_mappings.iter().filter(|m| m.protocol == LbProtocol::Tcp);
+        ports.extend(tcp.filter_map(|m| u16::try_from(m.internal_port).ok()));
+    }
+    ips.sort_unstable();
+    ips.dedup();
+    ports.sort_unstable();
+    ports.dedup();
+    Ok((ips, ports))
+}
+
+async fn get<K: Kind>(r: &Reconciler, id: &str) -> Result<Option<Record<K>>, StoreError> {
+    match r.store.get_record::<K>(id, &Scope::All).await {
+        Ok(rec) => Ok(Some(rec)),
+        Err(StoreError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+async fn write<K: Kind>(r: &Reconciler, rec: &Record<K>, s: K::Status) -> Result<Outcome, StoreError> {
+    if s == rec.status && !rec.unacknowledged() {
+        return Ok(Outcome::Unchanged);
+    }
+    if !r.store.write_record_status(rec, &s).await? {
+        return Ok(Outcome::Unchanged);
+    }
+    r.queue.status_written();
+    Ok(Outcome::Updated)
+}
+
+/// An external IP: released when deleted; `attached` while an attachment holds it.
+pub(super) async fn reconcile_ip(r: &Reconciler, id: &str) -> Pass {
+    let Some(ip) = get::<ExternalIpKind>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
+    if ip.deleted_at.is_some() {
+        r.store.remove(&ip.id).await?;
+        info!(external_ip = %ip.id, address = %ip.status.address, "external IP released");
+        return Ok((Outcome::Removed, None));
+    }
+    let attached = r.store.all_records::<AttachmentKind>().await?.iter().any(|a| a.spec.external_ip == ip.id && a.deleted_at.is_none());
+    let mut status = ip.status.clone();
+    status.attached = attached;
+    Ok((write(r, &ip, status).await?, None))
+}
+
+/// An attachment: READY while its VM exists; on deletion, its VM and
+/// address are looked at again (the VM drops the address).
+pub(super) async fn reconcile_attachment(r: &Reconciler, id: &str) -> Pass {
+    let Some(a) = get::<AttachmentKind>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
+    if a.deleted_at.is_some() {
+        r.store.remove(&a.id).await?;
+        wake_neighbours(r, &a);
+        info!(attachment = %a.id, "external IP detached");
+        return Ok((Outcome::Removed, None));
+    }
+    let vm = match a.spec.compute_instance.as_deref() {
+        Some(vm) => match r.store.get_vm(vm, &Scope::All).await {
+            Ok(v) => Some(v),
+            Err(StoreError::NotFound { .. }) => None,
+            Err(e) => return Err(e),
+        },
+        None => None,
+    };
+    let mut status = ExternalIpAttachmentStatus { external_ip_address: a.status.external_ip_address.clone(), ..Default::default() };
+    match vm.filter(|v| v.deleted_at.is_none()) {
+        Some(_) => status.state = ExternalIpAttachmentState::Ready,
+        None => {
+            status.state = ExternalIpAttachmentState::Failed;
+            status.message = Some("its virtual machine is gone: move the attachment to another one with PATCH, or delete it".into());
+        }
+    }
+    Ok((write(r, &a, status).await?, None))
+}
+
+fn wake_neighbours(r: &Reconciler, a: &AttachmentRecord) {
+    r.queue.enqueue(ObjectKind::ExternalIp, &a.spec.external_ip);
+    if let Some(vm) = &a.spec.compute_instance {
+        r.queue.enqueue(ObjectKind::VirtualMachine, vm);
+    }
+}
+
+/// What the balancer driver is given.
+fn balancer_spec(lb: &LoadBalancerRecord) -> Option<BalancerSpec> {
+    let address = lb.status.address.parse().ok()?;
+    let mappings = lb
+        .spec
+        .port_mappings
+        .iter()
+        .filter_map(|m| {
+            Some(Mapping {
+                protocol: m.protocol,
+                external_port: u16::try_from(m.external_port).ok()?,
+                internal_port: u16::try_from(m.internal_port).ok()?,
+            })
+        })
+        .collect();
+    Some(BalancerSpec { address, mappings, targets: lb.spec.targets.clone() })
+}
+
+fn balancer_status(lb: &LoadBalancerRecord, seen: Result<BalancerObservation, String>) -> LoadBalancerStatus {
+    let mut s = LoadBalancerStatus { address: lb.status.address.clone(), ..Default::default() };
+    match seen {
+        Ok(o) => {
+            (s.state, s.message) = match o.problem {
+                None => (LoadBalancerState::Ready, None),
+                Some(BalancerProblem::Pending(m)) => (LoadBalancerState::Pending, Some(m)),
+                Some(BalancerProblem::Failed(m)) => (LoadBalancerState::Failed, Some(m)),
+            };
+            s.healthy_targets = o.healthy;
+        }
+        Err(m) => (s.state, s.message) = (LoadBalancerState::Failed, Some(m)),
+    }
+    s
+}
+
+/// A load balancer: one step of its driver, then its status.
+pub(super) async fn reconcile_balancer(r: &Reconciler, id: &str) -> Pass {
+    let Some(lb) = get::<LoadBalancerKind>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
+    let driver = r.backend.load_balancers();
+    if lb.deleted_at.is_some() {
+        if let Some(d) = &driver {
+            match d.delete(&lb.id).await {
+                Ok(Cleanup::Done) => {}
+                Ok(Cleanup::InProgress) => return Ok((Outcome::Unchanged, Some(RETRY))),
+                Err(e) => {
+                    warn!(load_balancer = %lb.id, error = %e, "removing a load balancer failed; will retry");
+                    return Ok((Outcome::BackendError, Some(RETRY)));
+                }
+            }
+        }
+        r.store.remove(&lb.id).await?;
+        for vm in &lb.spec.targets {
+            r.queue.enqueue(ObjectKind::VirtualMachine, vm);
+        }
+        info!(load_balancer = %lb.id, name = %lb.name, "load balancer removed");
+        return Ok((Outcome::Removed, None));
+    }
+    let Some(driver) = driver else {
+        let status = balancer_status(&lb, Err(format!("the {} backend does not run load balancers", r.backend.name())));
+        return Ok((write(r, &lb, status).await?, None));
+    };
+    let Some(spec) = balancer_spec(&lb) else {
+        return Ok((write(r, &lb, balancer_status(&lb, Err("its address or ports do not parse".into()))).await?, None));
+    };
+    let target = Target { id: lb.id.clone(), tenant: lb.tenant.clone(), name: lb.name.clone(), version: lb.version, spec };
+    match driver.ensure(&target).await {
+        Ok((seen, next)) => {
+            let next = match next {
+                Requeue::After(d) => Some(d),
+                Requeue::AwaitChange => None,
+            };
+            Ok((write(r, &lb, balancer_status(&lb, Ok(seen))).await?, next))
+        }
+        Err(e) => {
+            warn!(load_balancer = %lb.id, error = %e, "backend error on a load balancer");
+            let seen = if e.is_transient() {
+                Ok(BalancerObservation { problem: Some(BalancerProblem::Pending(e.to_string())), healthy: Vec::new() })
+            } else {
+                Err(e.to_string())
+            };
+            write(r, &lb, balancer_status(&lb, seen)).await?;
+            Ok((Outcome::BackendError, e.is_transient().then_some(RETRY)))
+        }
+    }
+}
