@@ -33,7 +33,16 @@ impl ServerProcess {
     fn start(&mut self) -> anyhow::Result<()> {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("server.log"))?;
         let mut cmd = Command::new(&self.bin);
-        cmd.args(["--listen", &format!("127.0.0.1:{}", self.port), "--backend", "qemu", "--external-ip-pool", "127.44.0.0/24"]);
+        cmd.args([
+            "--listen",
+            &format!("127.0.0.1:{}", self.port),
+            "--backend",
+            "qemu",
+            "--vm-address-pool",
+            "127.44.0.0/24",
+            "--external-ip-pool",
+            "127.45.0.0/24",
+        ]);
         if self.overcommit {
             cmd.args(["--cpu-overcommit", "64"]);
         }

@@ -2,6 +2,7 @@
 
 mod config;
 mod console;
+mod expose;
 mod net;
 mod output;
 mod sync;
@@ -59,6 +60,12 @@ enum Command {
     /// Security groups of virtual networks.
     #[command(subcommand, name = "security-group", alias = "security-groups")]
     SecurityGroup(net::SecurityGroupCmd),
+    /// Addresses from external IP pools, and their attachments to VMs.
+    #[command(subcommand, name = "external-ip", alias = "external-ips")]
+    ExternalIp(expose::ExternalIpCmd),
+    /// Load balancers over VMs of one subnet.
+    #[command(subcommand, name = "load-balancer", alias = "load-balancers")]
+    LoadBalancer(expose::LoadBalancerCmd),
     /// Save the endpoint and token in the config file.
     Login {
         /// Server URL.
@@ -353,6 +360,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Network(cmd) => net::network(&client, cmd, format).await,
         Command::Subnet(cmd) => net::subnet(&client, cmd, format).await,
         Command::SecurityGroup(cmd) => net::security_group(&client, cmd, format).await,
+        Command::ExternalIp(cmd) => expose::external_ip(&client, cmd, format).await,
+        Command::LoadBalancer(cmd) => expose::load_balancer(&client, cmd, format).await,
         Command::Vm(cmd) => match cmd {
             VmCmd::Create { name, template, params, stopped, subnets, wait: do_wait, timeout } => {
                 let template_parameters = typed_params(&client, &template, &params).await?;

@@ -144,17 +144,17 @@ pub fn parse_rule(s: &str) -> Result<SecurityRule, String> {
     Ok(SecurityRule { protocol, port_from, port_to, ipv4_cidr: cidr, ipv6_cidr: None })
 }
 
-fn named(name: String) -> Option<MetadataInput> {
+pub(crate) fn named(name: String) -> Option<MetadataInput> {
     Some(MetadataInput { name: Some(name), ..Default::default() })
 }
 
 /// Prints one object, or its row.
-fn one<T: Serialize>(format: Format, value: &T, row: Vec<String>, header: &[&str]) -> anyhow::Result<()> {
+pub(crate) fn one<T: Serialize>(format: Format, value: &T, row: Vec<String>, header: &[&str]) -> anyhow::Result<()> {
     if format == Format::Table { output::rows(header, vec![row]) } else { output::structured(format, value) }
 }
 
 /// Prints a page, or its rows.
-fn page<T: Serialize + DeserializeOwned>(
+pub(crate) fn page<T: Serialize + DeserializeOwned>(
     format: Format,
     p: &Page<T>,
     row: impl Fn(&T) -> Vec<String>,

@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
-use vmaas_model::{ExposedPort, MachineSpec};
+use vmaas_model::{ExposedPort, MachineSpec, Protocol};
 
 use crate::accel::Accel;
 
@@ -33,16 +33,28 @@ pub struct DiskArg {
 }
 
 /// A forward of a host port to a guest port on QEMU's user network.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Forward {
     /// `tcp` or `udp`.
-    pub protocol: &'static str,
+    pub protocol: Protocol,
     /// Host address.
     pub host: Ipv4Addr,
     /// Host port.
     pub host_port: u16,
     /// Guest port.
     pub guest_port: u16,
+}
+
+impl Forward {
+    /// The rule as `hostfwd` and `hostfwd_add` take it: `tcp:ADDR:PORT-:GPORT`.
+    pub fn rule(&self) -> String {
+        format!("{}:{}:{}-:{}", self.protocol.as_str(), self.host, self.host_port, self.guest_port)
+    }
+
+    /// The host side as `hostfwd_remove` takes it: `tcp:ADDR:PORT`.
+    pub fn host_side(&self) -> String {
+        format!("{}:{}:{}", self.protocol.as_str(), self.host, self.host_port)
+    }
 }
 
 /// One NIC on QEMU's user network (the backend's default network).
@@ -106,12 +118,10 @@ pub const GUEST_IP: &str = "10.0.2.15";
 impl QemuArgs {
     /// The host forwards of a VM's exposed ports on `external`, plus its probe forward.
     pub fn forwards(exposed: &[ExposedPort], external: Ipv4Addr, probe: Option<(u16, u16)>) -> Vec<Forward> {
-        let mut f: Vec<Forward> = exposed
-            .iter()
-            .map(|p| Forward { protocol: p.protocol.as_str(), host: external, host_port: p.port, guest_port: p.port })
-            .collect();
+        let mut f: Vec<Forward> =
+            exposed.iter().map(|p| Forward { protocol: p.protocol, host: external, host_port: p.port, guest_port: p.port }).collect();
         if let Some((host_port, guest_port)) = probe {
-            f.push(Forward { protocol: "tcp", host: Ipv4Addr::LOCALHOST, host_port, guest_port });
+            f.push(Forward { protocol: Protocol::Tcp, host: Ipv4Addr::LOCALHOST, host_port, guest_port });
         }
         f
     }
@@ -156,7 +166,7 @@ impl QemuArgs {
                 netdev.push_str(",restrict=on");
             }
             for f in &n.forwards {
-                netdev.push_str(&format!(",hostfwd={}:{}:{}-:{}", f.protocol, f.host, f.host_port, f.guest_port));
+                netdev.push_str(&format!(",hostfwd={}", f.rule()));
             }
             push(&["-netdev", &netdev, "-device", &format!("virtio-net-pci,netdev={},id=dev-{}", n.id, n.id)]);
         }

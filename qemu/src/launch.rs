@@ -102,7 +102,9 @@ impl Vms {
             Some(_) => Some(free_local_port().map_err(|e| failed("PortForwardFailed", e.to_string()))?),
             None => None,
         };
-        let forwards = QemuArgs::forwards(&machine.exposed_ports, external, probe_port.zip(probe.as_ref().map(|p| p.check.port())));
+        let extra = crate::forwards::wanted(t, external);
+        let mut forwards = QemuArgs::forwards(&machine.exposed_ports, external, probe_port.zip(probe.as_ref().map(|p| p.check.port())));
+        forwards.extend(extra.iter().cloned());
         // One user network per VM: the first NIC carries the forwards.
         let nics: Vec<UserNicArg> = machine
             .nics
@@ -159,6 +161,7 @@ impl Vms {
         let pid = read_pid(&vm.path("qemu.pid")).await.ok_or_else(|| failed("QemuFailed", "QEMU started but wrote no pid file"))?;
         vm.file.probe_port = probe_port;
         vm.file.ready_pid = None;
+        vm.file.forwards = extra;
         vm.file.save(&vm.dir).await?;
         sentinel(&vm.dir, pid, &t.id).await;
         Process::adopt(pid, &t.id).await.ok_or_else(|| failed("QemuFailed", format!("QEMU (pid {pid}) exited right after it started")))

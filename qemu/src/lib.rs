@@ -15,6 +15,9 @@
 //! - [`state`]: each VM's `vm.json`, written atomically.
 //! - [`network`]: virtual networks and their address plans.
 //! - [`subnet`]: subnets, each a running segment of the user-space switch.
+//! - [`balancer`] and [`proxy`]: load balancers, a TCP proxy per port over
+//!   the targets that pass their probe; `forwards`: external IPs and
+//!   balanced ports forwarded into running guests.
 //! - `lifecycle` and `launch`: the steps of `ensure`, booting and deleting.
 //! - `adopt` and `recover`: guests found on the host at start (state files
 //!   rebuilt from the running QEMU), and the quarantine of VMs the store
@@ -32,7 +35,9 @@
 pub mod accel;
 mod adopt;
 pub mod argv;
+pub mod balancer;
 pub mod console;
+mod forwards;
 pub mod host;
 pub mod images;
 mod launch;
@@ -42,6 +47,7 @@ pub mod pool;
 mod ports;
 pub mod probe;
 pub mod process;
+pub mod proxy;
 pub mod qmp;
 mod recover;
 pub mod state;
@@ -118,6 +124,7 @@ pub struct QemuBackend {
     vms: Arc<Vms>,
     networks: Arc<network::Networks>,
     subnets: Arc<subnet::Subnets>,
+    balancers: Arc<balancer::Balancers>,
 }
 
 /// The VM driver: every VM's runtime state, and what they share.
@@ -128,8 +135,9 @@ pub struct Vms {
     pool: Mutex<IpPool>,
     vms: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Vm>>>>,
     quarantine: Mutex<BTreeMap<String, Quarantined>>,
-    wake: OnceLock<Wake>,
+    wake: Arc<OnceLock<Wake>>,
     subnets: Arc<subnet::Subnets>,
+    endpoints: Arc<balancer::Endpoints>,
 }
 
 impl QemuBackend {
@@ -155,12 +163,14 @@ impl QemuBackend {
             host,
             vms: Mutex::new(HashMap::new()),
             quarantine: Mutex::new(BTreeMap::new()),
-            wake: OnceLock::new(),
+            wake: Arc::new(OnceLock::new()),
             subnets: subnets.clone(),
+            endpoints: Arc::new(balancer::Endpoints::default()),
         };
         vms.adopt_all().await;
         let networks = network::Networks::new(data.join("networks"));
-        Ok(Self { vms: Arc::new(vms), networks: Arc::new(networks), subnets })
+        let balancers = Arc::new(balancer::Balancers::new(vms.endpoints.clone(), vms.wake.clone()));
+        Ok(Self { vms: Arc::new(vms), networks: Arc::new(networks), subnets, balancers })
     }
 
     /// The accelerator in use.
@@ -188,7 +198,14 @@ impl Vms {
 
     fn forget(&self, id: &str) {
         self.map().remove(id);
+        self.endpoints.remove(id);
         self.quarantine_lock().remove(id);
+    }
+
+    /// Gives a running guest the extra forwards `t` asks for.
+    async fn sync_forwards(&self, vm: &mut Vm, t: &VmTarget) -> Result<(), BackendError> {
+        let (Some(own), Some(nic), true) = (vm.file.external_ip, t.spec.machine.nics.first(), vm.is_running()) else { return Ok(()) };
+        forwards::sync(vm, &format!("nic-{}", nic.name), forwards::wanted(t, own)).await
     }
 
     /// Marks `vm` as asked for, and fills in what a rebuilt state file lacks.
@@ -219,6 +236,7 @@ impl Vms {
             probe_port: None,
             restarts: t.spec.requests.restart,
             ready_pid: None,
+            forwards: Vec::new(),
         };
         file.save(&dir).await?;
         let h = Arc::new(tokio::sync::Mutex::new(Vm::new(dir, file)));
@@ -233,7 +251,15 @@ impl Backend for QemuBackend {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            kinds: vec![ObjectKind::VirtualMachine, ObjectKind::VirtualNetwork],
+            kinds: vec![
+                ObjectKind::VirtualMachine,
+                ObjectKind::VirtualNetwork,
+                ObjectKind::Subnet,
+                ObjectKind::SecurityGroup,
+                ObjectKind::ExternalIp,
+                ObjectKind::ExternalIpAttachment,
+                ObjectKind::LoadBalancer,
+            ],
             live_migration: false,
             gpus: !self.vms.host.gpus.is_empty(),
             console: true,
@@ -268,6 +294,10 @@ impl Backend for QemuBackend {
         Some(self.subnets.clone())
     }
 
+    fn load_balancers(&self) -> Option<Arc<vmaas_backend::BalancerDriver>> {
+        Some(self.balancers.clone())
+    }
+
     fn consoles(&self) -> Option<Arc<dyn Consoles>> {
         Some(self.vms.clone())
     }
@@ -297,7 +327,12 @@ impl Driver<VmSpec, VmObservation> for Vms {
         self.claim(&mut vm, t).await?;
         vm.segment_nics = self.attach_ports(t).await?;
         vm.attached_ip = t.spec.attachments.first().map(|a| a.ip);
+        vm.attached_external = t.spec.external_ips.first().copied();
         let (observation, requeue) = self.ensure_vm(&mut vm, t).await?;
+        self.sync_forwards(&mut vm, t).await?;
+        if let Some(own) = vm.file.external_ip {
+            self.endpoints.set(&t.id, own, vm.ready.clone());
+        }
         Ok((VmObservation { observation, acted: Requests { restart: vm.file.restarts } }, requeue))
     }
 

@@ -31,7 +31,7 @@ pub(crate) struct Vm {
     /// The QEMU process we started or adopted, until we see it gone.
     pub(crate) process: Option<Arc<Process>>,
     pub(crate) console: Option<SerialConsole>,
-    ready: Arc<AtomicBool>,
+    pub(crate) ready: Arc<AtomicBool>,
     probe: Option<JoinHandle<()>>,
     exit_watch: Option<JoinHandle<()>>,
     started: Option<Instant>,
@@ -51,6 +51,8 @@ pub(crate) struct Vm {
     pub(crate) segment_nics: Vec<crate::argv::SegmentNicArg>,
     /// The address of its first NIC on a subnet: its internal address.
     pub(crate) attached_ip: Option<std::net::Ipv4Addr>,
+    /// The first external IP attached to it: its external address.
+    pub(crate) attached_external: Option<std::net::Ipv4Addr>,
 }
 
 /// Why a step could not go on.
@@ -88,6 +90,7 @@ impl Vm {
             claimed: false,
             segment_nics: Vec::new(),
             attached_ip: None,
+            attached_external: None,
         }
     }
 
@@ -125,7 +128,7 @@ impl Vm {
         if self.process.is_some() {
             o.internal_ip = Some(self.attached_ip.map(|ip| ip.to_string()).unwrap_or_else(|| GUEST_IP.into()));
         }
-        o.external_ip = self.file.external_ip.map(|ip| ip.to_string());
+        o.external_ip = self.attached_external.or(self.file.external_ip).map(|ip| ip.to_string());
         o.degraded = self.degraded.clone();
         o
     }

@@ -78,6 +78,7 @@ pub(crate) fn rebuild(dir: &Path, found: Option<&Found>) -> VmFile {
         probe_port: fwd.iter().find(|f| f.0 == Ipv4Addr::LOCALHOST).map(|f| f.1),
         restarts: 0,
         ready_pid: None,
+        forwards: Vec::new(),
     }
 }
 

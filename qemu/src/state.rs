@@ -31,6 +31,10 @@ pub struct VmFile {
     /// that re-adopts that process reports it ready at once.
     #[serde(default)]
     pub ready_pid: Option<i32>,
+    /// The forwards applied beyond its own (external IPs attached, ports
+    /// its load balancers reach), as QEMU has them now.
+    #[serde(default)]
+    pub forwards: Vec<crate::argv::Forward>,
 }
 
 impl VmFile {
@@ -83,6 +87,7 @@ mod tests {
             probe_port: Some(4),
             restarts: 2,
             ready_pid: Some(7),
+            forwards: Vec::new(),
         };
         f.save(d.path()).await.unwrap();
         assert_eq!(VmFile::load(d.path()).await.unwrap().unwrap(), f);

@@ -113,7 +113,8 @@ impl Server {
     /// Starts a server with the qemu backend on SQLite, with the test guest
     /// image and an external IP pool of its own.
     pub async fn start_qemu() -> Self {
-        let pool = format!("127.{}.{}.0/24", 50 + rand_byte() % 200, rand_byte());
+        let (a, b) = (50 + rand_byte() % 200, rand_byte());
+        let (pool, external) = (format!("127.{a}.{b}.0/25"), format!("127.{a}.{b}.128/25"));
         let images = images_dir();
         assert!(
             images.join("test-guest/image.json").exists(),
@@ -121,9 +122,19 @@ impl Server {
             images.display()
         );
         let images = images.display().to_string();
-        Self::start_with(Db::Sqlite, &["--backend", "qemu", "--images-dir", &images, "--external-ip-pool", &pool, "--stop-grace", "10s"])
-            .await
-            .expect("sqlite")
+        let args = [
+            "--backend",
+            "qemu",
+            "--images-dir",
+            &images,
+            "--vm-address-pool",
+            &pool,
+            "--external-ip-pool",
+            &external,
+            "--stop-grace",
+            "10s",
+        ];
+        Self::start_with(Db::Sqlite, &args).await.expect("sqlite")
     }
 
     /// Same, with extra command-line arguments.

@@ -369,15 +369,15 @@ impl Store {
     }
 }
 
-/// The refusal to delete `row`, naming what uses it.
+/// The refusal to delete `row`, naming what uses it, kind by kind.
 fn in_use(row: &Row, referrers: &[Row]) -> StoreError {
-    let names: Vec<&str> = referrers.iter().map(|r| r.name.as_str()).collect();
-    let what = referrers.first().map(|r| r.kind.human()).unwrap_or("object");
-    StoreError::InUse(format!(
-        "{} {:?} is used by {} {what}(s): {}; delete them first",
-        row.kind.human(),
-        row.name,
-        referrers.len(),
-        names.join(", ")
-    ))
+    let mut kinds: Vec<(ObjectKind, Vec<&str>)> = Vec::new();
+    for r in referrers {
+        match kinds.iter_mut().find(|(k, _)| *k == r.kind) {
+            Some((_, names)) => names.push(&r.name),
+            None => kinds.push((r.kind, vec![&r.name])),
+        }
+    }
+    let users: Vec<String> = kinds.iter().map(|(k, names)| format!("{} {}(s): {}", names.len(), k.human(), names.join(", "))).collect();
+    StoreError::InUse(format!("{} {:?} is used by {}; delete them first", row.kind.human(), row.name, users.join("; ")))
 }

@@ -1,0 +1,164 @@
+//! External IPs and load balancers, end to end with real guests, through
+//! the `vmaas` CLI: an external IP answers with its VM's page on its
+//! loopback address and follows a re-attachment without a restart; a load
+//! balancer spreads connections over two VMs and skips one that is
+//! stopped; what is in use cannot be deleted; bad input is a 400 naming
+//! the field. Every connection goes to a loopback address.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use vmaas_tests::Server;
+use vmaas_tests::vms::{TINY, V1, publish};
+
+/// `vmaas ARGS -o json`, which must succeed; its JSON.
+fn cli_json(s: &Server, t: &str, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    let out = s.cli(t, &all);
+    assert!(out.status.success(), "vmaas {args:?}: {}\n{}", String::from_utf8_lossy(&out.stderr), s.log());
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The test guest's name from the page on `addr` port 80, if it answers.
+async fn page_of(addr: &str) -> Option<String> {
+    let fetch = async {
+        let mut c = tokio::net::TcpStream::connect((addr, 80)).await.ok()?;
+        c.write_all(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n").await.ok()?;
+        let mut body = String::new();
+        c.read_to_string(&mut body).await.ok()?;
+        let start = body.find("test guest ")? + "test guest ".len();
+        Some(body[start..].chars().take_while(char::is_ascii_alphanumeric).collect::<String>())
+    };
+    tokio::time::timeout(Duration::from_secs(5), fetch).await.ok().flatten()
+}
+
+/// Waits (at most 60 s) until `addr` serves the page of `name`.
+async fn until_page(s: &Server, addr: &str, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while page_of(addr).await.as_deref() != Some(name) {
+        assert!(Instant::now() < deadline, "{addr} never served {name}'s page\n{}", s.log());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Waits (at most 60 s) until GET `path` satisfies `ok`; returns the object.
+async fn until(s: &Server, t: &str, path: &str, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, v) = s.raw(Method::GET, &format!("{V1}/{path}"), Some(t), None).await;
+        if ok(&v["object"]) {
+            return v["object"].clone();
+        }
+        assert!(Instant::now() < deadline, "{path}: never {what}: {v}\n{}", s.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn vm(s: &Server, t: &str, name: &str) -> String {
+    let v = cli_json(s, t, &["vm", "create", name, "-t", "tiny", "--subnet", "front", "--wait", "--timeout", "5m"]);
+    v["id"].as_str().or(v["object"]["id"].as_str()).unwrap().to_owned()
+}
+
+async fn refused(s: &Server, t: &str, method: Method, path: &str, body: Option<Value>, status: u16) -> String {
+    let (st, v) = s.raw(method, &format!("{V1}/{path}"), Some(t), body).await;
+    assert_eq!(st, status, "{path}: {v}");
+    v.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_ips_follow_their_attachment_and_balancers_skip_stopped_targets() {
+    let s = Server::start_qemu().await;
+    publish(&s, TINY);
+    let t = s.token("acme", false);
+    cli_json(&s, &t, &["network", "create", "lab", "--cidr", "10.40.0.0/16"]);
+    cli_json(&s, &t, &["subnet", "create", "front", "--network", "lab", "--cidr", "10.40.1.0/24"]);
+    cli_json(&s, &t, &["subnet", "create", "back", "--network", "lab", "--cidr", "10.40.2.0/24"]);
+    let web1 = vm(&s, &t, "web1");
+    let web2 = vm(&s, &t, "web2");
+
+    // An external IP answers with web1's page, then with web2's once moved.
+    let pools = cli_json(&s, &t, &["external-ip", "pools"]);
+    assert_eq!(pools["items"][0]["id"], "default", "{pools}");
+    assert!(pools["items"][0]["spec"].get("cidrs").is_none(), "tenants do not see the ranges: {pools}");
+    let ip = cli_json(&s, &t, &["external-ip", "create", "pub"]);
+    let (ip_id, addr) = (ip["id"].as_str().unwrap().to_owned(), ip["status"]["address"].as_str().unwrap().to_owned());
+    assert_eq!(ip["status"]["state"], "EXTERNAL_IP_STATE_ALLOCATED");
+    let att = cli_json(&s, &t, &["external-ip", "attach", "pub", "--vm", "web1"]);
+    assert_eq!(att["spec"]["compute_instance"], web1.as_str(), "{att}");
+    until_page(&s, &addr, "web1").await;
+    until(&s, &t, &format!("virtual_machines/{web1}"), "showing the external IP", |v| v["status"]["externalIP"] == addr.as_str()).await;
+    until(&s, &t, &format!("external_ips/{ip_id}"), "attached", |v| v["status"]["attached"] == true).await;
+    let busy = refused(&s, &t, Method::DELETE, &format!("external_ips/{ip_id}"), None, 409).await;
+    assert!(busy.contains("external IP attachment") && busy.contains("pub"), "{busy}");
+    cli_json(&s, &t, &["external-ip", "attach", "pub", "--vm", "web2"]);
+    until_page(&s, &addr, "web2").await;
+    until(&s, &t, &format!("virtual_machines/{web2}"), "showing the external IP", |v| v["status"]["externalIP"] == addr.as_str()).await;
+    let web1_now =
+        until(&s, &t, &format!("virtual_machines/{web1}"), "back on its own address", |v| v["status"]["externalIP"] != addr.as_str()).await;
+    assert_ne!(page_of(web1_now["status"]["externalIP"].as_str().unwrap()).await, None, "web1 still answers on its own address");
+    cli_json(&s, &t, &["external-ip", "detach", "pub"]);
+    until(&s, &t, &format!("external_ips/{ip_id}"), "detached", |v| v["status"]["attached"] == false).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while page_of(&addr).await.is_some() {
+        assert!(Instant::now() < deadline, "{addr} still answers after the detach");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+
+    // A load balancer spreads over both, and skips web2 once it is stopped.
+    let lb =
+        cli_json(&s, &t, &["load-balancer", "create", "lb", "--subnet", "front", "--target", "web1", "--target", "web2", "--port", "80"]);
+    let (lb_id, lb_addr) = (lb["id"].as_str().unwrap().to_owned(), lb["status"]["address"].as_str().unwrap().to_owned());
+    assert_ne!(lb_addr, addr);
+    until(&s, &t, &format!("load_balancers/{lb_id}"), "READY with two healthy targets", |v| {
+        v["status"]["state"] == "LOAD_BALANCER_STATE_READY" && v["status"]["healthy_targets"].as_array().map(Vec::len) == Some(2)
+    })
+    .await;
+    let mut seen = BTreeSet::new();
+    for _ in 0..8 {
+        seen.extend(page_of(&lb_addr).await);
+    }
+    assert_eq!(seen, BTreeSet::from(["web1".to_owned(), "web2".to_owned()]), "connections are spread over both");
+    let out = s.cli(&t, &["vm", "stop", "web2", "--wait", "--timeout", "2m"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    until(&s, &t, &format!("load_balancers/{lb_id}"), "down to web1", |v| v["status"]["healthy_targets"] == json!([web1])).await;
+    for _ in 0..6 {
+        assert_eq!(page_of(&lb_addr).await.as_deref(), Some("web1"), "a stopped target gets no connection");
+    }
+
+    // In use: the subnet cannot go. Bad input: 400s naming the field.
+    let busy = refused(&s, &t, Method::DELETE, &format!("subnets/{}", lb["spec"]["subnet"].as_str().unwrap()), None, 409).await;
+    assert!(busy.contains("2 virtual machine(s): web1, web2; 1 load balancer(s): lb"), "{busy}");
+    let bad = |spec: Value| Some(json!({"object": {"metadata": {"name": "bad"}, "spec": spec}}));
+    let m = json!([{"protocol": "PROTOCOL_TCP", "external_port": 80, "internal_port": 80}]);
+    let e =
+        refused(&s, &t, Method::POST, "load_balancers", bad(json!({"subnet": "back", "targets": ["web1"], "port_mappings": m})), 400).await;
+    assert!(e.contains("object.spec.targets[0]") && e.contains("no NIC on subnet"), "{e}");
+    let ports = json!([{"external_port": 0, "internal_port": 70000}]);
+    let e = refused(&s, &t, Method::POST, "load_balancers", bad(json!({"subnet": "front", "port_mappings": ports})), 400).await;
+    assert!(e.contains("object.spec.port_mappings[0].external_port") && e.contains("object.spec.port_mappings[0].internal_port"), "{e}");
+    let e = refused(&s, &t, Method::POST, "external_ips", bad(json!({"pool": "nope"})), 400).await;
+    assert!(e.contains("object.spec.pool"), "{e}");
+    let e = refused(&s, &t, Method::POST, "external_ip_attachments", bad(json!({"external_ip": "pub", "compute_instance": "ghost"})), 400)
+        .await;
+    assert!(e.contains("object.spec.compute_instance") && e.contains("ghost"), "{e}");
+
+    // Another tenant sees none of it and cannot use it.
+    let other = s.token("globex", false);
+    refused(&s, &other, Method::GET, &format!("load_balancers/{lb_id}"), None, 404).await;
+    let e = refused(&s, &other, Method::POST, "external_ip_attachments", bad(json!({"external_ip": ip_id, "compute_instance": web1})), 400)
+        .await;
+    assert!(e.contains("object.spec.external_ip"), "{e}");
+
+    // Deleting the load balancer frees its address; the IP can go once detached.
+    cli_json(&s, &t, &["load-balancer", "delete", "lb"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while page_of(&lb_addr).await.is_some() {
+        assert!(Instant::now() < deadline, "{lb_addr} still answers after the delete");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    cli_json(&s, &t, &["external-ip", "delete", "pub"]);
+}
