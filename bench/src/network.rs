@@ -1,7 +1,7 @@
 //! `vmaas-bench network`: the user-space switch's forwarding rate in
 //! process (64-byte frames between two guest ports, the goal is
 //! ≥ 500k frames/s), through real unix sockets with QEMU's stream framing,
-//! and the DHCP server's answer time. Bounded in count and time; all
+//! the DHCP server's answer time, and the latency a load balancer adds. Bounded in count and time; all
 //! traffic stays in this process and its unix sockets.
 
 use std::net::Ipv4Addr;
@@ -106,6 +106,72 @@ async fn socket_rate(frames: usize) -> anyhow::Result<f64> {
     Ok(rate(got, t))
 }
 
+/// Round-trip times (µs, sorted) of `n` 64-byte request/response pairs to
+/// `addr`, each on a new connection (what a balancer sees per request).
+async fn round_trips(addr: std::net::SocketAddr, n: usize) -> anyhow::Result<Vec<f64>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut out = Vec::with_capacity(n);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for _ in 0..n {
+        anyhow::ensure!(Instant::now() < deadline, "the round trips took over 60 s");
+        let start = Instant::now();
+        let mut c = tokio::net::TcpStream::connect(addr).await?;
+        c.set_nodelay(true)?;
+        c.write_all(&[7u8; 64]).await?;
+        let mut buf = [0u8; 64];
+        c.read_exact(&mut buf).await?;
+        out.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    out.sort_by(f64::total_cmp);
+    Ok(out)
+}
+
+/// An echo server on loopback: the balancer's target.
+async fn echo_server() -> anyhow::Result<std::net::SocketAddr> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = l.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            let _ = s.set_nodelay(true);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 64];
+                while s.read_exact(&mut buf).await.is_ok() {
+                    if s.write_all(&buf).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    Ok(addr)
+}
+
+/// The latency a load balancer's proxy adds: a new connection and a 64-byte
+/// exchange to an echo server on loopback, directly and through the proxy.
+async fn balancer_latency(n: usize) -> anyhow::Result<()> {
+    use std::sync::Arc;
+    use vmaas_qemu::proxy::{Backends, Proxy};
+    let target = echo_server().await?;
+    let backends = Arc::new(Backends::default());
+    backends.set(vec![target]);
+    let proxy = Proxy::start("127.0.0.1:0".parse()?, backends).await?;
+    round_trips(target, n.min(200)).await?;
+    round_trips(proxy.local_addr(), n.min(200)).await?;
+    let direct = round_trips(target, n).await?;
+    let through = round_trips(proxy.local_addr(), n).await?;
+    let p = crate::percentile;
+    println!("load balancer ({n} connections, each one 64-byte request and answer, loopback)");
+    println!("  direct:        p50 {:.0} us, p99 {:.0} us", p(&direct, 0.5), p(&direct, 0.99));
+    println!("  through it:    p50 {:.0} us, p99 {:.0} us", p(&through, 0.5), p(&through, 0.99));
+    println!(
+        "  added:         p50 {:.0} us, p99 {:.0} us (goal: p99 <= 1000 us)",
+        p(&through, 0.5) - p(&direct, 0.5),
+        p(&through, 0.99) - p(&direct, 0.99)
+    );
+    Ok(())
+}
+
 /// Runs the network benchmark.
 pub async fn network(frames: usize) -> anyhow::Result<()> {
     let frames = frames.clamp(1000, 20_000_000);
@@ -117,5 +183,5 @@ pub async fn network(frames: usize) -> anyhow::Result<()> {
     let s = socket_rate(frames.min(200_000)).await?;
     println!("  through unix sockets with QEMU framing: {s:.0} frames/s");
     println!("DHCP: {:.2} us per DISCOVER answered, in process", dhcp_micros(100_000));
-    Ok(())
+    balancer_latency(5000).await
 }
