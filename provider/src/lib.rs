@@ -8,6 +8,9 @@
 //! - [`resource`]: the `Resource` and `DataSource` traits and their registry.
 //! - [`vm_resource`]: the `vmaas_virtual_machine` resource.
 //! - [`network_resource`]: the `vmaas_virtual_network` resource.
+//! - [`object_resource`] over [`kinds`]: subnets, security groups, external
+//!   IPs, their attachments and load balancers, each a resource and a data
+//!   source from one description.
 //! - [`template_resource`]: `vmaas_template`, templates as Terraform values.
 //! - [`template_data`]: the `vmaas_template` and `vmaas_templates` data sources.
 //! - [`schema`]: schema building blocks and the provider's own schema.
@@ -18,7 +21,9 @@
 #![warn(missing_docs)]
 
 pub mod diag;
+pub mod kinds;
 pub mod network_resource;
+pub mod object_resource;
 pub mod plugin;
 pub mod provider;
 pub mod resource;

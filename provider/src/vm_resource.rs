@@ -8,7 +8,9 @@ use std::time::Duration;
 use rmpv::Value;
 use vmaas_client::{Client, WaitFor, describe_status};
 use vmaas_model::vm::{MetadataInput, SpecPatch};
-use vmaas_model::{CreateVirtualMachine, ParameterValue, PatchVirtualMachine, PowerState, Template, VirtualMachine, VirtualMachineSpec};
+use vmaas_model::{
+    CreateVirtualMachine, NetworkAttachment, ParameterValue, PatchVirtualMachine, PowerState, Template, VirtualMachine, VirtualMachineSpec,
+};
 
 use crate::diag::{api_error, error, map_key_path, path};
 use crate::proto::schema::{Block, NestedBlock, nested_block::NestingMode};
@@ -43,6 +45,39 @@ fn timeout(state: &Value, which: &str) -> Result<Duration, String> {
     }
 }
 
+/// The `network_attachment` block: a NIC on a subnet.
+fn nic_block() -> NestedBlock {
+    NestedBlock {
+        type_name: "network_attachment".into(),
+        block: Some(Block {
+            version: 0,
+            attributes: vec![
+                attr("subnet", STRING, Mode::Required, "The subnet, by id or name."),
+                attr(
+                    "security_groups",
+                    "[\"list\",\"string\"]",
+                    Mode::Optional,
+                    "Security groups of the subnet's network, by id or name; none: everything inside the network passes.",
+                ),
+                attr(
+                    "ip_address",
+                    STRING,
+                    Mode::Optional,
+                    "A fixed address on the subnet; absent: the server assigns one (see `internal_ip` for the first NIC's).",
+                ),
+            ],
+            block_types: vec![],
+            description: "A NIC on a subnet, in order (the first one's address is `internal_ip`). Changing the NICs replaces the VM."
+                .into(),
+            description_kind: StringKind::Markdown as i32,
+            deprecated: false,
+        }),
+        nesting: NestingMode::List as i32,
+        min_items: 0,
+        max_items: 0,
+    }
+}
+
 /// The Terraform state of a VM, keeping the shape of what the user wrote
 /// (a null parameter map stays null) and their `timeouts`.
 fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
@@ -73,8 +108,46 @@ fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
         ("internal_ip", value::opt_string(vm.status.internal_ip.as_deref())),
         ("external_ip", value::opt_string(vm.status.external_ip.as_deref())),
         ("conditions", conditions),
+        ("network_attachment", nics_state(vm, like)),
         ("timeouts", get(like, "timeouts").clone()),
     ])
+}
+
+/// The `network_attachment` blocks: as written (references by name stay
+/// names), or from the VM when there is nothing written (import).
+fn nics_state(vm: &VirtualMachine, like: &Value) -> Value {
+    if let Value::Array(_) = get(like, "network_attachment") {
+        return get(like, "network_attachment").clone();
+    }
+    Value::Array(
+        vm.spec
+            .network_attachments
+            .iter()
+            .map(|a| {
+                object(vec![
+                    ("subnet", Value::from(a.subnet.as_str())),
+                    ("security_groups", Value::Array(a.security_groups.iter().map(|g| Value::from(g.as_str())).collect())),
+                    ("ip_address", value::opt_string(a.ip_address.as_deref())),
+                ])
+            })
+            .collect(),
+    )
+}
+
+/// The NICs the `network_attachment` blocks ask for.
+fn nics(planned: &Value) -> Vec<NetworkAttachment> {
+    let Value::Array(blocks) = get(planned, "network_attachment") else { return Vec::new() };
+    blocks
+        .iter()
+        .map(|b| NetworkAttachment {
+            subnet: string(get(b, "subnet")).unwrap_or_default(),
+            security_groups: match get(b, "security_groups") {
+                Value::Array(g) => g.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect(),
+                _ => Vec::new(),
+            },
+            ip_address: string(get(b, "ip_address")),
+        })
+        .collect()
 }
 
 impl VmResource {
@@ -153,7 +226,7 @@ impl VmResource {
         let mut replace = Vec::new();
         let creating = prior.is_nil();
         if !creating {
-            for attr in ["name", "template", "template_parameters"] {
+            for attr in ["name", "template", "template_parameters", "network_attachment"] {
                 let (a, b) = (get(prior, attr), get(proposed, attr));
                 let empty = |v: &Value| v.is_nil() || matches!(v, Value::Map(m) if m.is_empty());
                 if a != b && !(empty(a) && empty(b)) {
@@ -220,7 +293,7 @@ impl VmResource {
                 type_url: None,
                 id: None,
                 metadata: Some(MetadataInput { name: Some(name), ..Default::default() }),
-                spec: VirtualMachineSpec { template, template_parameters: params, state: power, network_attachments: Vec::new() },
+                spec: VirtualMachineSpec { template, template_parameters: params, state: power, network_attachments: nics(planned) },
                 status: None,
             };
             match client.create_vm(&req).await {
@@ -322,7 +395,7 @@ impl Resource for VmResource {
                     "PROGRESSING, READY, FAILED and DEGRADED, each with `status`, `reason` and `message`.",
                 ),
             ],
-            vec![timeouts],
+            vec![timeouts, nic_block()],
         )
     }
 

@@ -70,6 +70,10 @@ impl Workspace {
         Self { dir, tf, endpoint: s.endpoint.clone(), token: token.to_owned() }
     }
 
+    fn add_file(&self, name: &str, text: &str) {
+        std::fs::write(self.dir.path().join(name), text).unwrap();
+    }
+
     fn run(&self, args: &[&str]) -> Output {
         let mut c = terraform(self.tf);
         c.args(args)
@@ -372,6 +376,121 @@ async fn network_resource_terraform_1_0_3() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn network_resource_terraform_1_15_5() {
     network_scenario(Tf::V1_15_5).await;
+}
+
+/// What the test adds to the two-tier example: an external IP on a web VM
+/// (moved by a variable), and the data sources.
+const TWO_TIER_EXTRA: &str = r#"
+variable "direct_to" {
+  type    = number
+  default = 0
+}
+
+resource "vmaas_external_ip" "direct" {
+  name = "direct"
+  pool = "default"
+}
+
+resource "vmaas_external_ip_attachment" "direct" {
+  name             = "direct"
+  external_ip      = vmaas_external_ip.direct.id
+  compute_instance = vmaas_virtual_machine.web[var.direct_to].name
+}
+
+data "vmaas_subnet" "app" {
+  name = vmaas_subnet.app.name
+}
+
+data "vmaas_load_balancer" "web" {
+  name = vmaas_load_balancer.web.name
+}
+
+output "direct" {
+  value = vmaas_external_ip_attachment.direct.external_ip_address
+}
+
+output "subnet_cidr" {
+  value = data.vmaas_subnet.app.ipv4_cidr
+}
+
+output "lb_ports" {
+  value = data.vmaas_load_balancer.web.port_mapping[0].external_port
+}
+"#;
+
+/// The page of whatever answers on `addr` port 80, or "" (bounded).
+async fn page(addr: &str) -> String {
+    let get =
+        reqwest::Client::builder().no_proxy().timeout(std::time::Duration::from_secs(5)).build().unwrap().get(format!("http://{addr}/"));
+    match get.send().await {
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+/// Waits (at most 60 s) until `addr` has served every page of `names`.
+async fn until_served(addr: &str, names: &[&str]) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut seen = std::collections::BTreeSet::new();
+    while !names.iter().all(|n| seen.contains(*n)) {
+        assert!(std::time::Instant::now() < deadline, "{addr} served only {seen:?} of {names:?}");
+        let body = page(addr).await;
+        seen.extend(names.iter().filter(|n| body.contains(&format!("test guest {n}<"))).map(|n| n.to_string()));
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+async fn two_tier_scenario(tf: Tf) {
+    let (s, t) = setup().await;
+    let main_tf = std::fs::read_to_string(repo().join("examples/terraform/two-tier/main.tf")).unwrap();
+    let w = Workspace::new(tf, &s, &t, &main_tf);
+    w.add_file("extra.tf", TWO_TIER_EXTRA);
+    let text = w.apply(&[]);
+    assert!(text.contains("Apply complete! Resources: 10 added"), "{text}");
+    let lb = w.output("load_balancer");
+    until_served(&lb, &["two-tier-web-0", "two-tier-web-1"]).await;
+    let direct = w.output("direct");
+    until_served(&direct, &["two-tier-web-0"]).await;
+    assert_eq!(w.output("subnet_cidr"), "10.60.1.0/24");
+    assert_eq!(w.output("lb_ports"), "80");
+    assert_eq!(w.output("backend_ip"), "10.60.1.20");
+    // The web tier reaches the private backend through its security group.
+    let cmd = "timeout 5 wget -O- http://10.60.1.20/ 2>/dev/null | grep -c two-tier-back''end";
+    let reached = (0..3).any(|_| {
+        let out = s.cli_with_stdin(&t, &["vm", "console", "two-tier-web-1", "--batch", "--idle", "7s"], format!("{cmd}\n").as_bytes());
+        String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == "1")
+    });
+    assert!(reached, "web-1 cannot reach the backend\n{}", s.log());
+    assert_eq!(w.plan_code(&[]).0, 0, "no drift after apply");
+    // Moving the external IP is a change in place, and the traffic follows.
+    let text = w.apply(&["-var", "direct_to=1"]);
+    assert!(text.contains("0 added, 1 changed, 0 destroyed"), "{text}");
+    until_served(&direct, &["two-tier-web-1"]).await;
+    // Import: an external IP forgotten by the state comes back as it was.
+    let id = w.ok(&["state", "show", "-no-color", "vmaas_external_ip.direct"]);
+    let id = id
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("id").map(|r| r.trim_start_matches([' ', '=']).trim_matches('"').to_owned()))
+        .unwrap();
+    w.ok(&["state", "rm", "vmaas_external_ip.direct"]);
+    w.ok(&["import", "-var", "direct_to=1", "vmaas_external_ip.direct", &id]);
+    assert_eq!(w.plan_code(&["-var", "direct_to=1"]).0, 0, "the import matches the configuration");
+    w.ok(&["destroy", "-auto-approve", "-no-color", "-var", "direct_to=1"]);
+    for kind in ["virtual_machines", "load_balancers", "external_ips", "subnets", "security_groups", "virtual_networks"] {
+        let (_, list) = s.raw(Method::GET, &format!("/api/fulfillment/v1/{kind}"), Some(&t), None).await;
+        assert_eq!(list["total"], 0, "{kind}: {list}");
+    }
+    assert_eq!(page(&lb).await, "", "the load balancer's address no longer answers");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tier_terraform_1_0_3() {
+    two_tier_scenario(Tf::V1_0_3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tier_terraform_1_15_5() {
+    two_tier_scenario(Tf::V1_15_5).await;
 }
 
 /// `vmaas-bench terraform` deletes every VM it creates (its direct-API phase

@@ -1,0 +1,111 @@
+//! The network kinds the provider manages, described for
+//! [`crate::object_resource`]: subnets, security groups, external IPs and
+//! their attachments, and load balancers.
+
+use crate::object_resource::{Change, Field, Kind, Ty};
+
+const RULE: Ty = Ty::Blocks(&[
+    ("protocol", Ty::Str, "`PROTOCOL_TCP`, `PROTOCOL_UDP`, `PROTOCOL_ICMP` or `PROTOCOL_ALL`."),
+    ("port_from", Ty::Int, "First port (TCP and UDP); absent: every port."),
+    ("port_to", Ty::Int, "Last port, inclusive; absent: `port_from` alone."),
+    ("ipv4_cidr", Ty::Str, "The other side's addresses; absent: anywhere."),
+]);
+
+const MAPPING: Ty = Ty::Blocks(&[
+    ("protocol", Ty::Str, "`PROTOCOL_TCP` (or `PROTOCOL_UDP` where the backend offers it)."),
+    ("external_port", Ty::Int, "The port on the load balancer's address."),
+    ("internal_port", Ty::Int, "The port on each target."),
+]);
+
+const fn field(name: &'static str, ty: Ty, change: Change, json: &'static str, doc: &'static str) -> Field {
+    Field { name, ty, change, json, doc }
+}
+
+const STATE: Field = field("state", Ty::Str, Change::Output, "/status/state", "The state, e.g. `SUBNET_STATE_READY`.");
+
+/// `vmaas_subnet`.
+pub static SUBNET: Kind = Kind {
+    type_name: "vmaas_subnet",
+    path: "/subnets",
+    doc: "A subnet of a virtual network (OSAC's `Subnet`): an Ethernet segment its VMs' NICs are on. Create waits until it is READY; any change replaces it.",
+    fields: &[
+        field("virtual_network", Ty::Str, Change::Replace, "/spec/virtual_network", "The virtual network, by id or name."),
+        field("ipv4_cidr", Ty::Str, Change::Replace, "/spec/ipv4_cidr", "Its range, inside the network's, e.g. `10.10.1.0/24`."),
+        STATE,
+    ],
+    ready: &["SUBNET_STATE_READY"],
+};
+
+/// `vmaas_security_group`.
+pub static SECURITY_GROUP: Kind = Kind {
+    type_name: "vmaas_security_group",
+    path: "/security_groups",
+    doc: "Stateful rules for NICs of a virtual network (OSAC's `SecurityGroup`). Rule changes apply in place, at once, on every NIC that has the group.",
+    fields: &[
+        field("virtual_network", Ty::Str, Change::Replace, "/spec/virtual_network", "The virtual network, by id or name."),
+        field("ingress", RULE, Change::Patch, "/spec/ingress", "What may come in; one block per rule."),
+        field("egress", RULE, Change::Patch, "/spec/egress", "What may go out; one block per rule."),
+        STATE,
+    ],
+    ready: &["SECURITY_GROUP_STATE_READY"],
+};
+
+/// `vmaas_external_ip`.
+pub static EXTERNAL_IP: Kind = Kind {
+    type_name: "vmaas_external_ip",
+    path: "/external_ips",
+    doc: "An address from an external IP pool (OSAC's `ExternalIP`), kept until destroyed.",
+    fields: &[
+        field("pool", Ty::Str, Change::ReplaceOptional, "/spec/pool", "The pool, by name; absent: the default pool."),
+        field("address", Ty::Str, Change::Output, "/status/address", "The address allocated."),
+        field("attached", Ty::Bool, Change::Output, "/status/attached", "Whether an attachment holds it."),
+        STATE,
+    ],
+    ready: &["EXTERNAL_IP_STATE_ALLOCATED"],
+};
+
+/// `vmaas_external_ip_attachment`.
+pub static EXTERNAL_IP_ATTACHMENT: Kind = Kind {
+    type_name: "vmaas_external_ip_attachment",
+    path: "/external_ip_attachments",
+    doc: "An external IP on a VM (OSAC's `ExternalIPAttachment`): the VM's exposed ports answer on the address. Changing `compute_instance` moves it in place.",
+    fields: &[
+        field("external_ip", Ty::Str, Change::Replace, "/spec/external_ip", "The external IP, by id or name."),
+        field("compute_instance", Ty::Str, Change::Patch, "/spec/compute_instance", "The VM, by id or name."),
+        field("external_ip_address", Ty::Str, Change::Output, "/status/external_ip_address", "The address attached."),
+        STATE,
+    ],
+    ready: &["EXTERNAL_IP_ATTACHMENT_STATE_READY"],
+};
+
+/// `vmaas_load_balancer`.
+pub static LOAD_BALANCER: Kind = Kind {
+    type_name: "vmaas_load_balancer",
+    path: "/load_balancers",
+    doc: "A load balancer (seed 001's `LoadBalancer`): an address whose ports spread connections over the targets that pass their probe. Targets and ports change in place.",
+    fields: &[
+        field("subnet", Ty::Str, Change::Replace, "/spec/subnet", "The subnet its targets are on, by id or name."),
+        field("targets", Ty::StrList, Change::Patch, "/spec/targets", "The VMs behind it, by id or name."),
+        field("port_mapping", MAPPING, Change::Patch, "/spec/port_mappings", "One block per port."),
+        field("address", Ty::Str, Change::Output, "/status/address", "The address it answers on."),
+        field("healthy_targets", Ty::StrList, Change::Output, "/status/healthy_targets", "The ids of the targets that pass their probe."),
+        STATE,
+    ],
+    ready: &["LOAD_BALANCER_STATE_READY"],
+};
+
+/// Every kind described here, each a resource and a data source.
+pub static ALL: [&Kind; 5] = [&SUBNET, &SECURITY_GROUP, &EXTERNAL_IP, &EXTERNAL_IP_ATTACHMENT, &LOAD_BALANCER];
+
+/// The `vmaas_virtual_network` data source (its resource has its own module).
+pub static NETWORK_DATA: Kind = Kind {
+    type_name: "vmaas_virtual_network",
+    path: "/virtual_networks",
+    doc: "One of your virtual networks, by name.",
+    fields: &[
+        field("ipv4_cidr", Ty::Str, Change::Replace, "/spec/ipv4_cidr", "The IPv4 address space."),
+        field("ipv6_cidr", Ty::Str, Change::ReplaceOptional, "/spec/ipv6_cidr", "The IPv6 address space."),
+        STATE,
+    ],
+    ready: &["VIRTUAL_NETWORK_STATE_READY"],
+};

@@ -1,0 +1,472 @@
+//! The network kinds as resources and data sources, from one description
+//! each ([`Kind`]): which attributes there are, where each sits in the
+//! API's JSON, and whether changing it replaces the object, patches it, or
+//! is the server's to say. Create waits until the object reaches a ready
+//! state, destroy until it is gone; import reads it by id.
+//!
+//! What the user wrote is kept in the state for the inputs (a reference by
+//! name stays a name although the server stores the id); outputs come from
+//! the server.
+
+use std::time::{Duration, Instant};
+
+use rmpv::Value;
+use serde_json::{Map, Value as Json};
+use vmaas_client::Client;
+
+use crate::diag::{api_error, error};
+use crate::proto::schema::{Block, NestedBlock, nested_block::NestingMode};
+use crate::proto::{AttributePath, Diagnostic, Schema};
+use crate::resource::{Ctx, DataSource, Resource};
+use crate::schema::{Mode, STRING, attr, block};
+use crate::value::{self, get, object, set, unknown};
+
+/// How long create and destroy wait.
+const WAIT: Duration = Duration::from_secs(600);
+
+/// The type of an attribute.
+#[derive(Debug, Clone, Copy)]
+pub enum Ty {
+    /// A string.
+    Str,
+    /// A whole number.
+    Int,
+    /// A boolean.
+    Bool,
+    /// A list of strings.
+    StrList,
+    /// Nested blocks of these scalar attributes (name, type, doc).
+    Blocks(&'static [(&'static str, Ty, &'static str)]),
+}
+
+impl Ty {
+    fn cty(self) -> &'static str {
+        match self {
+            Ty::Str => STRING,
+            Ty::Int => "\"number\"",
+            Ty::Bool => "\"bool\"",
+            Ty::StrList => "[\"list\",\"string\"]",
+            Ty::Blocks(_) => "",
+        }
+    }
+}
+
+/// What changing an attribute does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// A required input; a change replaces the object.
+    Replace,
+    /// An optional input; a change replaces the object.
+    ReplaceOptional,
+    /// An input changed in place with a PATCH of its spec field.
+    Patch,
+    /// The server's: computed.
+    Output,
+}
+
+/// One attribute.
+#[derive(Debug, Clone, Copy)]
+pub struct Field {
+    /// The attribute's name.
+    pub name: &'static str,
+    /// Its type.
+    pub ty: Ty,
+    /// What a change does.
+    pub change: Change,
+    /// Where it is in the API's object, e.g. `/spec/ipv4_cidr`.
+    pub json: &'static str,
+    /// Its description.
+    pub doc: &'static str,
+}
+
+/// One kind, described.
+#[derive(Debug)]
+pub struct Kind {
+    /// The resource type, e.g. `vmaas_subnet`.
+    pub type_name: &'static str,
+    /// The collection, e.g. `/subnets`.
+    pub path: &'static str,
+    /// The resource's description.
+    pub doc: &'static str,
+    /// Its attributes besides `id` and `name`.
+    pub fields: &'static [Field],
+    /// The states in which create is done.
+    pub ready: &'static [&'static str],
+}
+
+fn scalar_to_json(v: &Value, ty: Ty) -> Option<Json> {
+    match (ty, v) {
+        (_, Value::Nil) => None,
+        (Ty::Str, v) => v.as_str().map(Json::from),
+        (Ty::Int, v) => v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)).map(Json::from),
+        (Ty::Bool, v) => v.as_bool().map(Json::from),
+        (Ty::StrList, Value::Array(items)) => Some(Json::Array(items.iter().filter_map(|i| i.as_str().map(Json::from)).collect())),
+        (Ty::Blocks(attrs), Value::Array(items)) => Some(Json::Array(
+            items
+                .iter()
+                .map(|item| {
+                    let m: Map<String, Json> =
+                        attrs.iter().filter_map(|(n, t, _)| Some(((*n).to_owned(), scalar_to_json(get(item, n), *t)?))).collect();
+                    Json::Object(m)
+                })
+                .collect(),
+        )),
+        _ => None,
+    }
+}
+
+fn json_to_value(j: Option<&Json>, ty: Ty) -> Value {
+    let Some(j) = j.filter(|j| !j.is_null()) else {
+        return match ty {
+            Ty::StrList | Ty::Blocks(_) => Value::Array(Vec::new()),
+            _ => Value::Nil,
+        };
+    };
+    match ty {
+        Ty::Blocks(attrs) => Value::Array(
+            j.as_array()
+                .into_iter()
+                .flatten()
+                .map(|item| object(attrs.iter().map(|(n, t, _)| (*n, json_to_value(item.get(*n), *t))).collect()))
+                .collect(),
+        ),
+        _ => value::from_json(j),
+    }
+}
+
+/// Sets `pointer` (e.g. `/spec/pool`) in `root` to `v`.
+fn put(root: &mut Json, pointer: &str, v: Json) {
+    let mut at = root;
+    let parts: Vec<&str> = pointer.trim_start_matches('/').split('/').collect();
+    for (i, p) in parts.iter().enumerate() {
+        if !at.is_object() {
+            *at = Json::Object(Map::new());
+        }
+        let Json::Object(m) = at else { return };
+        if i + 1 == parts.len() {
+            m.insert((*p).to_owned(), v);
+            return;
+        }
+        at = m.entry((*p).to_owned()).or_insert_with(|| Json::Object(Map::new()));
+    }
+}
+
+impl Kind {
+    fn inputs(&self) -> impl Iterator<Item = &Field> {
+        self.fields.iter().filter(|f| f.change != Change::Output)
+    }
+
+    /// The create request's object from the planned values.
+    fn create_body(&self, planned: &Value) -> Json {
+        let mut body = serde_json::json!({ "metadata": { "name": get(planned, "name").as_str().unwrap_or_default() }, "spec": {} });
+        for f in self.inputs() {
+            if let Some(v) = scalar_to_json(get(planned, f.name), f.ty) {
+                put(&mut body, f.json, v);
+            }
+        }
+        body
+    }
+
+    /// The state from the API's object; inputs from `inputs` when given
+    /// (what the user wrote), else from the object (import).
+    fn state(&self, api: &Json, inputs: Option<&Value>) -> Value {
+        let mut pairs =
+            vec![("id", json_to_value(api.get("id"), Ty::Str)), ("name", json_to_value(api.pointer("/metadata/name"), Ty::Str))];
+        for f in self.fields {
+            let v = match (f.change, inputs) {
+                (Change::Output, _) | (_, None) => json_to_value(api.pointer(f.json), f.ty),
+                (_, Some(i)) => get(i, f.name).clone(),
+            };
+            pairs.push((f.name, v));
+        }
+        object(pairs)
+    }
+
+    fn schema(&self, data: bool) -> Schema {
+        let mut attrs = vec![
+            attr("id", STRING, Mode::Computed, "The id (a UUID)."),
+            attr("name", STRING, Mode::Required, "Name, unique in the tenant (a DNS label). Changing it replaces the object."),
+        ];
+        let mut blocks = Vec::new();
+        for f in self.fields {
+            let mode = match (data, f.change) {
+                (true, _) | (_, Change::Output) => Mode::Computed,
+                (_, Change::Replace) => Mode::Required,
+                _ => Mode::Optional,
+            };
+            match f.ty {
+                Ty::Blocks(inner) if !data && f.change != Change::Output => blocks.push(nested(f, inner)),
+                Ty::Blocks(inner) => {
+                    let fields: Vec<(&str, &str)> = inner.iter().map(|(n, t, _)| (*n, t.cty())).collect();
+                    attrs.push(attr(f.name, &crate::schema::list_of_objects(&fields), Mode::Computed, f.doc));
+                }
+                ty => attrs.push(attr(f.name, ty.cty(), mode, f.doc)),
+            }
+        }
+        block(self.doc, attrs, blocks)
+    }
+}
+
+fn nested(f: &Field, inner: &[(&'static str, Ty, &'static str)]) -> NestedBlock {
+    NestedBlock {
+        type_name: f.name.into(),
+        block: Some(Block {
+            attributes: inner
+                .iter()
+                .map(|(n, t, d)| attr(n, t.cty(), if *n == "protocol" { Mode::Required } else { Mode::Optional }, d))
+                .collect(),
+            description: f.doc.into(),
+            ..Default::default()
+        }),
+        nesting: NestingMode::List as i32,
+        min_items: 0,
+        max_items: 0,
+    }
+}
+
+/// A resource over a [`Kind`].
+pub struct ObjectResource(pub &'static Kind);
+
+/// A data source over a [`Kind`]: one object, by name.
+pub struct ObjectData(pub &'static Kind);
+
+async fn wait(client: &Client, k: &Kind, id: &str, gone: bool) -> Result<Option<Json>, String> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match client.find_object::<Json>(k.path, id).await {
+            Err(e) if gone && e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e.to_string()),
+            Ok(o) if !gone => {
+                let state = o.pointer("/status/state").and_then(Json::as_str).unwrap_or_default();
+                if k.ready.contains(&state) {
+                    return Ok(Some(o));
+                }
+                if state.ends_with("_FAILED") {
+                    let message = o.pointer("/status/message").and_then(Json::as_str).unwrap_or_default();
+                    return Err(format!("it is {state}: {message}"));
+                }
+            }
+            Ok(_) => {}
+        }
+        if Instant::now() > deadline {
+            return Err(format!("not done after {WAIT:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+impl ObjectResource {
+    async fn create(&self, client: &Client, planned: &Value, diags: &mut Vec<Diagnostic>) -> Value {
+        let k = self.0;
+        let created: Json = match client.create_object(k.path, &k.create_body(planned)).await {
+            Ok(o) => o,
+            Err(e) => {
+                diags.push(api_error(format!("cannot create the {}", k.type_name), &e));
+                return Value::Nil;
+            }
+        };
+        let id = created.get("id").and_then(Json::as_str).unwrap_or_default().to_owned();
+        match wait(client, k, &id, false).await {
+            Ok(o) => k.state(o.as_ref().unwrap_or(&created), Some(planned)),
+            Err(e) => {
+                diags.push(error(format!("{} {id} did not become ready", k.type_name), e, None));
+                k.state(&created, Some(planned))
+            }
+        }
+    }
+
+    async fn update(&self, client: &Client, prior: &Value, planned: &Value, diags: &mut Vec<Diagnostic>) -> Value {
+        let k = self.0;
+        let id = get(prior, "id").as_str().unwrap_or_default().to_owned();
+        let mut body = serde_json::json!({ "spec": {} });
+        for f in k.fields.iter().filter(|f| f.change == Change::Patch && get(prior, f.name) != get(planned, f.name)) {
+            put(&mut body, f.json, scalar_to_json(get(planned, f.name), f.ty).unwrap_or(Json::Array(Vec::new())));
+        }
+        match client.patch_object::<_, Json>(k.path, &id, &body).await {
+            Ok(o) => {
+                let o = wait(client, k, &id, false).await.ok().flatten().unwrap_or(o);
+                k.state(&o, Some(planned))
+            }
+            Err(e) => {
+                diags.push(api_error(format!("cannot change the {}", k.type_name), &e));
+                prior.clone()
+            }
+        }
+    }
+
+    async fn destroy(&self, client: &Client, prior: &Value, diags: &mut Vec<Diagnostic>) -> Value {
+        let k = self.0;
+        let Some(id) = get(prior, "id").as_str().map(str::to_owned) else { return Value::Nil };
+        match client.delete_object::<Json>(k.path, &id).await {
+            Err(e) if e.is_not_found() => Value::Nil,
+            Err(e) => {
+                diags.push(api_error(format!("cannot delete the {}", k.type_name), &e));
+                prior.clone()
+            }
+            Ok(_) => match wait(client, k, &id, true).await {
+                Ok(_) => Value::Nil,
+                Err(e) => {
+                    diags.push(error(format!("{} {id} was not deleted", k.type_name), e, None));
+                    prior.clone()
+                }
+            },
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Resource for ObjectResource {
+    fn type_name(&self) -> &'static str {
+        self.0.type_name
+    }
+
+    fn schema(&self) -> Schema {
+        self.0.schema(false)
+    }
+
+    fn validate(&self, config: &Value) -> Vec<Diagnostic> {
+        match get(config, "name").as_str().map(vmaas_model::validation::check_dns_label) {
+            Some(Err(reason)) => vec![error("invalid name", reason, Some(crate::diag::path(&["name"])))],
+            _ => Vec::new(),
+        }
+    }
+
+    async fn plan(&self, _ctx: &Ctx, prior: &Value, proposed: &Value, _diags: &mut Vec<Diagnostic>) -> (Value, Vec<AttributePath>) {
+        if proposed.is_nil() {
+            return (Value::Nil, Vec::new());
+        }
+        let k = self.0;
+        let mut planned = proposed.clone();
+        let differs = |n: &str| !prior.is_nil() && get(prior, n) != get(proposed, n);
+        let replace: Vec<AttributePath> = std::iter::once("name")
+            .chain(k.fields.iter().filter(|f| matches!(f.change, Change::Replace | Change::ReplaceOptional)).map(|f| f.name))
+            .filter(|n| differs(n))
+            .map(|n| crate::diag::path(&[n]))
+            .collect();
+        let patched = k.fields.iter().any(|f| f.change == Change::Patch && differs(f.name));
+        if prior.is_nil() || !replace.is_empty() {
+            set(&mut planned, "id", unknown());
+        }
+        if prior.is_nil() || !replace.is_empty() || patched {
+            for f in k.fields.iter().filter(|f| f.change == Change::Output) {
+                set(&mut planned, f.name, unknown());
+            }
+        }
+        (planned, replace)
+    }
+
+    async fn apply(&self, ctx: &Ctx, prior: &Value, planned: &Value, diags: &mut Vec<Diagnostic>) -> Value {
+        let Some(client) = ctx.client_or_diag(diags) else { return prior.clone() };
+        match (prior.is_nil(), planned.is_nil()) {
+            (_, true) => self.destroy(client, prior, diags).await,
+            (true, false) => self.create(client, planned, diags).await,
+            (false, false) => self.update(client, prior, planned, diags).await,
+        }
+    }
+
+    async fn read(&self, ctx: &Ctx, id: &str, state: &Value) -> (Value, Vec<Diagnostic>) {
+        let mut diags = Vec::new();
+        let Some(client) = ctx.client_or_diag(&mut diags) else { return (state.clone(), diags) };
+        match client.find_object::<Json>(self.0.path, id).await {
+            Ok(o) => (self.0.state(&o, Some(state)), vec![]),
+            Err(e) if e.is_not_found() => (Value::Nil, vec![]),
+            Err(e) => (state.clone(), vec![error(format!("cannot read the {}", self.0.type_name), e.to_string(), None)]),
+        }
+    }
+
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Value, Diagnostic> {
+        let mut diags = Vec::new();
+        let Some(client) = ctx.client_or_diag(&mut diags) else { return Err(diags.remove(0)) };
+        let o = client.find_object::<Json>(self.0.path, id).await;
+        o.map(|o| self.0.state(&o, None)).map_err(|e| error(format!("cannot import {} {id:?}", self.0.type_name), e.to_string(), None))
+    }
+}
+
+#[tonic::async_trait]
+impl DataSource for ObjectData {
+    fn type_name(&self) -> &'static str {
+        self.0.type_name
+    }
+
+    fn schema(&self) -> Schema {
+        self.0.schema(true)
+    }
+
+    async fn read(&self, ctx: &Ctx, config: &Value, diags: &mut Vec<Diagnostic>) -> Value {
+        let Some(client) = ctx.client_or_diag(diags) else { return Value::Nil };
+        let name = get(config, "name").as_str().unwrap_or_default();
+        match client.find_object::<Json>(self.0.path, name).await {
+            Ok(o) => self.0.state(&o, None),
+            Err(e) => {
+                diags.push(api_error(format!("cannot read {} {name:?}", self.0.type_name), &e));
+                Value::Nil
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kinds::{LOAD_BALANCER, SECURITY_GROUP};
+
+    fn lb(targets: &[&str], subnet: &str) -> Value {
+        object(vec![
+            ("id", Value::from("00000000-0000-4000-8000-000000000001")),
+            ("name", Value::from("web")),
+            ("subnet", Value::from(subnet)),
+            ("targets", Value::Array(targets.iter().map(|t| Value::from(*t)).collect())),
+            (
+                "port_mapping",
+                Value::Array(vec![object(vec![
+                    ("protocol", Value::from("PROTOCOL_TCP")),
+                    ("external_port", Value::from(80)),
+                    ("internal_port", Value::from(8080)),
+                ])]),
+            ),
+            ("address", Value::from("127.43.0.2")),
+            ("healthy_targets", Value::Array(vec![])),
+            ("state", Value::from("LOAD_BALANCER_STATE_READY")),
+        ])
+    }
+
+    #[tokio::test]
+    async fn targets_patch_in_place_and_the_subnet_replaces() {
+        let (r, ctx) = (ObjectResource(&LOAD_BALANCER), Ctx::default());
+        let prior = lb(&["a"], "front");
+        let (planned, replace) = r.plan(&ctx, &prior, &prior, &mut vec![]).await;
+        assert!(replace.is_empty() && planned == prior, "no change, no plan");
+        let (planned, replace) = r.plan(&ctx, &prior, &lb(&["a", "b"], "front"), &mut vec![]).await;
+        assert!(replace.is_empty(), "targets change in place");
+        assert!(value::is_unknown(get(&planned, "healthy_targets")) && !value::is_unknown(get(&planned, "id")));
+        let (planned, replace) = r.plan(&ctx, &prior, &lb(&["a"], "back"), &mut vec![]).await;
+        assert_eq!(replace, vec![crate::diag::path(&["subnet"])]);
+        assert!(value::is_unknown(get(&planned, "id")));
+    }
+
+    #[test]
+    fn the_request_follows_the_api_and_the_state_keeps_what_was_written() {
+        let body = LOAD_BALANCER.create_body(&lb(&["web-0"], "front"));
+        assert_eq!(
+            body,
+            serde_json::json!({"metadata": {"name": "web"}, "spec": {"subnet": "front", "targets": ["web-0"],
+                "port_mappings": [{"protocol": "PROTOCOL_TCP", "external_port": 80, "internal_port": 8080}]}})
+        );
+        let api = serde_json::json!({"id": "x", "metadata": {"name": "web"}, "spec": {"subnet": "9f0c", "targets": ["id-0"],
+            "port_mappings": [{"protocol": "PROTOCOL_TCP", "external_port": 80, "internal_port": 8080}]},
+            "status": {"address": "127.43.0.9", "healthy_targets": ["id-0"], "state": "LOAD_BALANCER_STATE_READY"}});
+        let written = lb(&["web-0"], "front");
+        let state = LOAD_BALANCER.state(&api, Some(&written));
+        assert_eq!(get(&state, "subnet").as_str(), Some("front"), "a name written stays a name");
+        assert_eq!(get(&state, "address").as_str(), Some("127.43.0.9"));
+        let imported = LOAD_BALANCER.state(&api, None);
+        assert_eq!(get(&imported, "subnet").as_str(), Some("9f0c"));
+        let rules = SECURITY_GROUP.state(&serde_json::json!({"spec": {"ingress": [{"protocol": "PROTOCOL_ICMP"}]}}), None);
+        let first = &get(&rules, "ingress").as_array().unwrap()[0];
+        assert!(
+            get(first, "port_from").is_nil() && get(first, "protocol").as_str() == Some("PROTOCOL_ICMP"),
+            "absent block fields are null"
+        );
+        assert_eq!(get(&rules, "egress"), &Value::Array(vec![]));
+    }
+}
