@@ -7,66 +7,25 @@ use vmaas_model::external_ip::{EXTERNAL_IP_ATTACHMENT_TYPE_URL, EXTERNAL_IP_TYPE
 use vmaas_model::load_balancer::LOAD_BALANCER_TYPE_URL;
 use vmaas_model::{
     ExternalIp, ExternalIpAttachment, ExternalIpAttachmentSpec, ExternalIpAttachmentStatus, ExternalIpSpec, ExternalIpStatus, LoadBalancer,
-    LoadBalancerSpec, LoadBalancerStatus, Metadata, ObjectKind,
+    LoadBalancerSpec, LoadBalancerStatus, ObjectKind,
 };
 
-use super::record::{Kind, Record};
+use super::record::Record;
 
-/// The external IP kind.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ExternalIpKind;
-
-impl Kind for ExternalIpKind {
-    const KIND: ObjectKind = ObjectKind::ExternalIp;
-    type Spec = ExternalIpSpec;
-    type Status = ExternalIpStatus;
-    type Api = ExternalIp;
-
-    fn state(status: &ExternalIpStatus) -> &'static str {
-        status.state.as_str()
-    }
-
-    fn api(id: String, metadata: Metadata, spec: ExternalIpSpec, status: ExternalIpStatus) -> ExternalIp {
-        ExternalIp { type_url: EXTERNAL_IP_TYPE_URL.into(), id, metadata, spec, status }
-    }
+crate::record_kind! {
+    /// The external IP kind.
+    ExternalIpKind: ObjectKind::ExternalIp, ExternalIpSpec, ExternalIpStatus, ExternalIp, EXTERNAL_IP_TYPE_URL
 }
 
-/// The external IP attachment kind.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AttachmentKind;
-
-impl Kind for AttachmentKind {
-    const KIND: ObjectKind = ObjectKind::ExternalIpAttachment;
-    type Spec = ExternalIpAttachmentSpec;
-    type Status = ExternalIpAttachmentStatus;
-    type Api = ExternalIpAttachment;
-
-    fn state(status: &ExternalIpAttachmentStatus) -> &'static str {
-        status.state.as_str()
-    }
-
-    fn api(id: String, metadata: Metadata, spec: ExternalIpAttachmentSpec, status: ExternalIpAttachmentStatus) -> ExternalIpAttachment {
-        ExternalIpAttachment { type_url: EXTERNAL_IP_ATTACHMENT_TYPE_URL.into(), id, metadata, spec, status }
-    }
+crate::record_kind! {
+    /// The external IP attachment kind.
+    AttachmentKind: ObjectKind::ExternalIpAttachment, ExternalIpAttachmentSpec, ExternalIpAttachmentStatus, ExternalIpAttachment,
+        EXTERNAL_IP_ATTACHMENT_TYPE_URL
 }
 
-/// The load balancer kind.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LoadBalancerKind;
-
-impl Kind for LoadBalancerKind {
-    const KIND: ObjectKind = ObjectKind::LoadBalancer;
-    type Spec = LoadBalancerSpec;
-    type Status = LoadBalancerStatus;
-    type Api = LoadBalancer;
-
-    fn state(status: &LoadBalancerStatus) -> &'static str {
-        status.state.as_str()
-    }
-
-    fn api(id: String, metadata: Metadata, spec: LoadBalancerSpec, status: LoadBalancerStatus) -> LoadBalancer {
-        LoadBalancer { type_url: LOAD_BALANCER_TYPE_URL.into(), id, metadata, spec, status }
-    }
+crate::record_kind! {
+    /// The load balancer kind.
+    LoadBalancerKind: ObjectKind::LoadBalancer, LoadBalancerSpec, LoadBalancerStatus, LoadBalancer, LOAD_BALANCER_TYPE_URL
 }
 
 /// A stored external IP.

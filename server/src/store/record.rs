@@ -28,6 +28,33 @@ pub trait Kind {
     fn api(id: String, metadata: Metadata, spec: Self::Spec, status: Self::Status) -> Self::Api;
 }
 
+/// Declares a [`Kind`] of the store: its marker type, the object kind,
+/// the model's spec, status and API types, and the `@type` of the API's
+/// object (whose status has a `state` with `as_str`).
+#[macro_export]
+macro_rules! record_kind {
+    ($(#[$m:meta])* $name:ident: $kind:expr, $spec:ty, $status:ty, $api:ident, $type_url:expr) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct $name;
+
+        impl $crate::store::record::Kind for $name {
+            const KIND: vmaas_model::ObjectKind = $kind;
+            type Spec = $spec;
+            type Status = $status;
+            type Api = $api;
+
+            fn state(status: &$status) -> &'static str {
+                status.state.as_str()
+            }
+
+            fn api(id: String, metadata: vmaas_model::Metadata, spec: $spec, status: $status) -> $api {
+                $api { type_url: $type_url.into(), id, metadata, spec, status }
+            }
+        }
+    };
+}
+
 /// A stored object of kind `K`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record<K: Kind> {
