@@ -19,6 +19,7 @@ use vmaas_server::none_backend::NoBackend;
 
 mod network;
 mod recovery;
+mod throughput;
 mod vms;
 
 #[derive(Parser)]
@@ -65,6 +66,12 @@ enum Cmd {
         /// Frames forwarded in process.
         #[arg(long, default_value_t = 5_000_000)]
         frames: usize,
+    },
+    /// Two real test guests: TCP throughput over a switch segment against QEMU's own socket networking, and DHCP time in the guest.
+    Guests {
+        /// Megabytes sent from one guest to the other.
+        #[arg(long, default_value_t = 64)]
+        megabytes: u32,
     },
     /// function-vmaas: RunFunction latency over gRPC on loopback, and the in-process render time.
     Function {
@@ -358,6 +365,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Api { connections, duration, vms, page } => api(connections, duration, vms, page).await,
         Cmd::Function { calls } => function_bench(calls).await,
         Cmd::Network { frames } => network::network(frames).await,
+        Cmd::Guests { megabytes } => throughput::guests(megabytes).await,
         Cmd::Terraform { vms, images_dir, terraform, plugins } => vms::terraform_bench(vms, images(images_dir), terraform, plugins).await,
         Cmd::Recovery { vms, rounds, images_dir, server } => recovery::recovery(vms, rounds, images(images_dir), server).await,
         Cmd::Qemu { vms, burst, images_dir } => vms::qemu(vms, burst, images(images_dir)).await,

@@ -202,8 +202,11 @@ pub struct VirtualNetworkStatus {
     /// Why it is pending or failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// How many objects use it (subnets, security groups, NICs of VMs,
+    /// load balancers); while any does, it cannot be deleted.
+    #[serde(default)]
+    pub users: u32,
 }
-
 /// A virtual network as the API returns it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -282,7 +285,7 @@ mod tests {
 
     #[test]
     fn states_use_osac_names() {
-        let s = VirtualNetworkStatus { state: VirtualNetworkState::Ready, message: None };
+        let s = VirtualNetworkStatus { state: VirtualNetworkState::Ready, message: None, users: 0 };
         assert_eq!(serde_json::to_value(&s).unwrap(), serde_json::json!({"state": "VIRTUAL_NETWORK_STATE_READY"}));
     }
 

@@ -208,8 +208,11 @@ pub struct SecurityGroupStatus {
     /// Why it is pending or failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// How many objects use it (subnets, security groups, NICs of VMs,
+    /// load balancers); while any does, it cannot be deleted.
+    #[serde(default)]
+    pub users: u32,
 }
-
 /// A security group as the API returns it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -327,6 +327,7 @@ impl Driver<VmSpec, VmObservation> for Vms {
         self.claim(&mut vm, t).await?;
         vm.segment_nics = self.attach_ports(t).await?;
         vm.attached_ip = t.spec.attachments.first().map(|a| a.ip);
+        vm.nic_ips = t.spec.attachments.iter().map(|a| a.ip).collect();
         vm.attached_external = t.spec.external_ips.first().copied();
         let (observation, requeue) = self.ensure_vm(&mut vm, t).await?;
         self.sync_forwards(&mut vm, t).await?;

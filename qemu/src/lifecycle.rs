@@ -51,6 +51,8 @@ pub(crate) struct Vm {
     pub(crate) segment_nics: Vec<crate::argv::SegmentNicArg>,
     /// The address of its first NIC on a subnet: its internal address.
     pub(crate) attached_ip: Option<std::net::Ipv4Addr>,
+    /// The addresses of its NICs on subnets, in order.
+    pub(crate) nic_ips: Vec<std::net::Ipv4Addr>,
     /// The first external IP attached to it: its external address.
     pub(crate) attached_external: Option<std::net::Ipv4Addr>,
 }
@@ -91,6 +93,7 @@ impl Vm {
             segment_nics: Vec::new(),
             attached_ip: None,
             attached_external: None,
+            nic_ips: Vec::new(),
         }
     }
 
@@ -127,6 +130,7 @@ impl Vm {
         let mut o = Observation::new(phase);
         if self.process.is_some() {
             o.internal_ip = Some(self.attached_ip.map(|ip| ip.to_string()).unwrap_or_else(|| GUEST_IP.into()));
+            o.nic_ips = self.nic_ips.iter().map(ToString::to_string).collect();
         }
         o.external_ip = self.attached_external.or(self.file.external_ip).map(|ip| ip.to_string());
         o.degraded = self.degraded.clone();

@@ -58,8 +58,10 @@ async fn until(s: &Server, t: &str, path: &str, what: &str, ok: impl Fn(&Value) 
     }
 }
 
-fn vm(s: &Server, t: &str, name: &str) -> String {
-    let v = cli_json(s, t, &["vm", "create", name, "-t", "tiny", "--subnet", "front", "--wait", "--timeout", "5m"]);
+fn vm(s: &Server, t: &str, name: &str, more: &[&str]) -> String {
+    let mut args = vec!["vm", "create", name, "-t", "tiny", "--subnet", "front", "--wait", "--timeout", "5m"];
+    args.extend(more);
+    let v = cli_json(s, t, &args);
     v["id"].as_str().or(v["object"]["id"].as_str()).unwrap().to_owned()
 }
 
@@ -77,8 +79,12 @@ async fn external_ips_follow_their_attachment_and_balancers_skip_stopped_targets
     cli_json(&s, &t, &["network", "create", "lab", "--cidr", "10.40.0.0/16"]);
     cli_json(&s, &t, &["subnet", "create", "front", "--network", "lab", "--cidr", "10.40.1.0/24"]);
     cli_json(&s, &t, &["subnet", "create", "back", "--network", "lab", "--cidr", "10.40.2.0/24"]);
-    let web1 = vm(&s, &t, "web1");
-    let web2 = vm(&s, &t, "web2");
+    let web1 = vm(&s, &t, "web1", &[]);
+    let web2 = vm(&s, &t, "web2", &["--subnet", "back,ip=10.40.2.9"]);
+    // Every NIC's address is in the status, in order; the first is internalIP.
+    let ips = until(&s, &t, &format!("virtual_machines/{web2}"), "listing both NICs", |v| v["status"]["internalIPs"].is_array()).await;
+    assert_eq!(ips["status"]["internalIPs"], json!(["10.40.1.3", "10.40.2.9"]), "{ips}");
+    assert_eq!(ips["status"]["internalIP"], "10.40.1.3");
 
     // An external IP answers with web1's page, then with web2's once moved.
     let pools = cli_json(&s, &t, &["external-ip", "pools"]);
@@ -129,7 +135,9 @@ async fn external_ips_follow_their_attachment_and_balancers_skip_stopped_targets
         assert_eq!(page_of(&lb_addr).await.as_deref(), Some("web1"), "a stopped target gets no connection");
     }
 
-    // In use: the subnet cannot go. Bad input: 400s naming the field.
+    // In use: the subnet counts its users and cannot go. Bad input: 400s naming the field.
+    let front = format!("subnets/{}", lb["spec"]["subnet"].as_str().unwrap());
+    until(&s, &t, &front, "counting two VMs and the load balancer", |v| v["status"]["users"] == 3).await;
     let busy = refused(&s, &t, Method::DELETE, &format!("subnets/{}", lb["spec"]["subnet"].as_str().unwrap()), None, 409).await;
     assert!(busy.contains("2 virtual machine(s): web1, web2; 1 load balancer(s): lb"), "{busy}");
     let bad = |spec: Value| Some(json!({"object": {"metadata": {"name": "bad"}, "spec": spec}}));
@@ -161,4 +169,5 @@ async fn external_ips_follow_their_attachment_and_balancers_skip_stopped_targets
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     cli_json(&s, &t, &["external-ip", "delete", "pub"]);
+    until(&s, &t, &front, "counting the two VMs only", |v| v["status"]["users"] == 2).await;
 }

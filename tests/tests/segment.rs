@@ -6,16 +6,19 @@
 //! address a guest is asked to reach is on its own segment (the first NIC
 //! is QEMU's user network with `restrict=on`, and nothing is forwarded to it).
 
-use std::io::{BufRead, BufReader, Write};
 use std::net::Ipv4Addr;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use vmaas_switch::fabric::PortKind;
 use vmaas_switch::{Mac, PortConfig, Segment, SubnetConfig};
-use vmaas_tests::images_dir;
+use vmaas_tests::guest::Guest;
+
+/// A test guest whose second NIC is a port of a segment, on `socket`.
+fn boot(name: &str, mac: Mac, socket: &Path) -> Guest {
+    let stream = format!("stream,id=seg,server=off,addr.type=unix,addr.path={},reconnect-ms=1000", socket.display());
+    Guest::boot(name, &mac.to_string(), &stream)
+}
 
 /// Segment `n`: every one carries 10.55.1.0/24, as two tenants' networks may.
 fn subnet(n: u8) -> SubnetConfig {
@@ -25,78 +28,6 @@ fn subnet(n: u8) -> SubnetConfig {
         gateway: Ipv4Addr::new(10, 55, 1, 1),
         gateway_mac: Mac::local(&[b'g', n]),
         lease_seconds: 3600,
-    }
-}
-
-/// A test guest under QEMU with its serial console on stdin/stdout.
-struct Guest {
-    child: Child,
-    stdin: ChildStdin,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Guest {
-    fn boot(name: &str, mac: Mac, socket: &Path) -> Self {
-        let image = images_dir().join("test-guest");
-        let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(image.join("image.json")).unwrap()).unwrap();
-        let append = format!("{} vmaas.name={name}", meta["cmdline"].as_str().unwrap());
-        let stream = format!("stream,id=seg,server=off,addr.type=unix,addr.path={},reconnect-ms=1000", socket.display());
-        let mut child = Command::new("qemu-system-x86_64")
-            .args(["-machine", "pc", "-accel", "tcg", "-cpu", "max", "-m", "192M", "-smp", "1"])
-            .args(["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot", "-serial", "stdio"])
-            .arg("-kernel")
-            .arg(image.join("vmlinux"))
-            .arg("-initrd")
-            .arg(image.join("initrd.cpio"))
-            .args(["-append", &append])
-            .args(["-netdev", "user,id=up,restrict=on", "-device", "virtio-net-pci,netdev=up"])
-            .args(["-netdev", &stream, "-device", &format!("virtio-net-pci,netdev=seg,mac={mac}")])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("qemu-system-x86_64");
-        let stdin = child.stdin.take().unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { return };
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        Self { child, stdin, lines }
-    }
-
-    /// Waits for a console line containing `needle`; returns it.
-    fn expect(&self, needle: &str, within: Duration) -> Option<String> {
-        let deadline = Instant::now() + within;
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(l) if l.contains(needle) => return Some(l),
-                Ok(_) => {}
-                Err(_) => return None,
-            }
-        }
-        None
-    }
-
-    /// Types `cmd` on the console and waits for a line holding `want`
-    /// (which the command's own echo must not contain).
-    fn run(&mut self, cmd: &str, want: &str, within: Duration) -> Option<String> {
-        assert!(!cmd.contains(want), "the echo of {cmd:?} would match {want:?}");
-        writeln!(self.stdin, "{cmd}").unwrap();
-        self.stdin.flush().unwrap();
-        self.expect(want, within)
-    }
-}
-
-impl Drop for Guest {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -111,10 +42,8 @@ async fn guests_on_one_segment_reach_each_other_and_not_another_segment() {
     one.add_port(2, PortKind::Guest(nic(2, 1)), &sock("b")).await.unwrap();
     other.add_port(1, PortKind::Guest(nic(3, 2)), &sock("c")).await.unwrap();
 
-    let mut guests: Vec<Guest> = [("a", nic(1, 1)), ("b", nic(2, 1)), ("c", nic(3, 2))]
-        .iter()
-        .map(|(n, c)| Guest::boot(&format!("guest-{n}"), c.mac, &sock(n)))
-        .collect();
+    let mut guests: Vec<Guest> =
+        [("a", nic(1, 1)), ("b", nic(2, 1)), ("c", nic(3, 2))].iter().map(|(n, c)| boot(&format!("guest-{n}"), c.mac, &sock(n))).collect();
     for (g, name) in guests.iter().zip(["a", "b", "c"]) {
         assert!(g.expect("vmaas-guest: ready", Duration::from_secs(240)).is_some(), "guest {name} did not boot");
     }

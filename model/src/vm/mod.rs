@@ -259,6 +259,10 @@ pub struct VirtualMachineStatus {
     /// The floating address pointing to the VM.
     #[serde(rename = "externalIP", default, skip_serializing_if = "Option::is_none")]
     pub external_ip: Option<String>,
+    /// The address of each of its NICs on subnets, in the order of
+    /// `spec.network_attachments` (the first is `internalIP`).
+    #[serde(rename = "internalIPs", default, skip_serializing_if = "Vec::is_empty")]
+    pub internal_ips: Vec<String>,
 }
 
 impl VirtualMachineStatus {

@@ -48,6 +48,8 @@ pub struct Observation {
     pub internal_ip: Option<String>,
     /// The floating address pointing to it, once assigned.
     pub external_ip: Option<String>,
+    /// The address of each NIC on a subnet, in order, once running.
+    pub nic_ips: Vec<String>,
     /// Set while something is wrong but being handled, e.g. a crashed guest being restarted.
     pub degraded: Option<Reason>,
 }
@@ -55,7 +57,7 @@ pub struct Observation {
 impl Observation {
     /// An observation of `phase` with no addresses and nothing degraded.
     pub fn new(phase: Phase) -> Self {
-        Self { phase, internal_ip: None, external_ip: None, degraded: None }
+        Self { phase, internal_ip: None, external_ip: None, nic_ips: Vec::new(), degraded: None }
     }
 }
 
@@ -124,6 +126,7 @@ pub fn derive_status(
         conditions,
         internal_ip: observed.internal_ip.clone().filter(|_| keep_ips),
         external_ip: observed.external_ip.clone().filter(|_| keep_ips),
+        internal_ips: if keep_ips { observed.nic_ips.clone() } else { Vec::new() },
     }
 }
 

@@ -98,6 +98,7 @@ pub(super) async fn create(
     rec.status = LoadBalancerStatus { address: address.to_string(), ..Default::default() };
     s.store.insert_record(&rec, vec![(subnet.id.clone(), BALANCER_ON.to_owned())]).await?;
     s.queue.enqueue(ObjectKind::LoadBalancer, &rec.id);
+    s.queue.enqueue(ObjectKind::Subnet, &subnet.id);
     for vm in &rec.spec.targets {
         s.queue.enqueue(ObjectKind::VirtualMachine, vm);
     }

@@ -67,6 +67,7 @@ pub(super) async fn create(
     let rec = SecurityGroupRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
     s.store.insert_record(&rec, vec![(net.id.clone(), "virtual_network".to_owned())]).await?;
     s.queue.enqueue(ObjectKind::SecurityGroup, &rec.id);
+    s.queue.enqueue(ObjectKind::VirtualNetwork, &net.id);
     info!(security_group = %rec.id, name = %rec.name, network = %net.id, "security group created");
     Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
 }

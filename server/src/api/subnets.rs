@@ -99,6 +99,7 @@ pub(super) async fn create(
         other => other.into(),
     })?;
     s.queue.enqueue(ObjectKind::Subnet, &rec.id);
+    s.queue.enqueue(ObjectKind::VirtualNetwork, &net.id);
     info!(subnet = %rec.id, name = %rec.name, network = %net.id, tenant = %rec.tenant, "subnet created");
     Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
 }

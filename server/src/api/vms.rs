@@ -131,6 +131,13 @@ pub(super) async fn create(
         other => other.into(),
     })?;
     s.queue.enqueue(ObjectKind::VirtualMachine, &rec.id);
+    // Its subnets and groups count one more user.
+    for a in &rec.spec.network_attachments {
+        s.queue.enqueue(ObjectKind::Subnet, &a.subnet);
+        for g in &a.security_groups {
+            s.queue.enqueue(ObjectKind::SecurityGroup, g);
+        }
+    }
     info!(vm = %rec.id, name = %rec.name, tenant = %rec.tenant, template = %rec.spec.template, "virtual machine created");
     Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
 }

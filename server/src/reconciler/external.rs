@@ -168,6 +168,7 @@ pub(super) async fn reconcile_balancer(r: &Reconciler, id: &str) -> Pass {
             }
         }
         r.store.remove(&lb.id).await?;
+        r.queue.enqueue(ObjectKind::Subnet, &lb.spec.subnet);
         for vm in &lb.spec.targets {
             r.queue.enqueue(ObjectKind::VirtualMachine, vm);
         }

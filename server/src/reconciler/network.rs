@@ -30,8 +30,12 @@ pub(super) trait Simple: Kind {
     fn driver(b: &dyn Backend) -> Option<Arc<dyn Driver<Self::Target, NetworkObservation>>>;
     /// The driver's spec.
     fn target(spec: &Self::Spec) -> Self::Target;
-    /// The status of what the driver saw.
-    fn status(seen: NetworkObservation) -> Self::Status;
+    /// The status of what the driver saw, with the count of its users.
+    fn status(seen: NetworkObservation, users: u32) -> Self::Status;
+    /// The object whose count of users it is among (its network), if any.
+    fn parent(_spec: &Self::Spec) -> Option<&str> {
+        None
+    }
 }
 
 impl Simple for NetworkKind {
@@ -46,13 +50,13 @@ impl Simple for NetworkKind {
         NetworkSpec { ipv4_cidr: spec.ipv4_cidr.clone(), ipv6_cidr: spec.ipv6_cidr.clone() }
     }
 
-    fn status(seen: NetworkObservation) -> VirtualNetworkStatus {
+    fn status(seen: NetworkObservation, users: u32) -> VirtualNetworkStatus {
         let (state, message) = match seen {
             NetworkObservation::Pending(m) => (VirtualNetworkState::Pending, Some(m)),
             NetworkObservation::Ready => (VirtualNetworkState::Ready, None),
             NetworkObservation::Failed(m) => (VirtualNetworkState::Failed, Some(m)),
         };
-        VirtualNetworkStatus { state, message }
+        VirtualNetworkStatus { state, message, users }
     }
 }
 
@@ -67,13 +71,17 @@ impl Simple for SecurityGroupKind {
 
     fn target(_: &Self::Spec) {}
 
-    fn status(seen: NetworkObservation) -> SecurityGroupStatus {
+    fn parent(spec: &Self::Spec) -> Option<&str> {
+        Some(&spec.virtual_network)
+    }
+
+    fn status(seen: NetworkObservation, users: u32) -> SecurityGroupStatus {
         let (state, message) = match seen {
             NetworkObservation::Pending(m) => (SecurityGroupState::Pending, Some(m)),
             NetworkObservation::Ready => (SecurityGroupState::Ready, None),
             NetworkObservation::Failed(m) => (SecurityGroupState::Failed, Some(m)),
         };
-        SecurityGroupStatus { state, message }
+        SecurityGroupStatus { state, message, users }
     }
 }
 
@@ -85,17 +93,21 @@ impl Simple for SubnetKind {
         b.subnets()
     }
 
+    fn parent(spec: &Self::Spec) -> Option<&str> {
+        Some(&spec.virtual_network)
+    }
+
     fn target(spec: &Self::Spec) -> SubnetSpec {
         SubnetSpec { virtual_network: spec.virtual_network.clone(), ipv4_cidr: spec.ipv4_cidr.clone().unwrap_or_default() }
     }
 
-    fn status(seen: NetworkObservation) -> SubnetStatus {
+    fn status(seen: NetworkObservation, users: u32) -> SubnetStatus {
         let (state, message) = match seen {
             NetworkObservation::Pending(m) => (SubnetState::Pending, Some(m)),
             NetworkObservation::Ready => (SubnetState::Ready, None),
             NetworkObservation::Failed(m) => (SubnetState::Failed, Some(m)),
         };
-        SubnetStatus { state, message }
+        SubnetStatus { state, message, users }
     }
 }
 
@@ -106,26 +118,22 @@ pub(super) async fn reconcile<K: Simple>(r: &Reconciler, id: &str) -> Result<(Ou
         Err(StoreError::NotFound { .. }) => return Ok((Outcome::Unchanged, None)),
         Err(e) => return Err(e),
     };
+    let users = u32::try_from(r.store.referrers(&rec.id).await?.len()).unwrap_or(u32::MAX);
     let Some(driver) = K::driver(r.backend.as_ref()) else {
         if rec.deleted_at.is_some() {
-            r.store.remove(&rec.id).await?;
-            return Ok((Outcome::Removed, None));
+            return removed(r, &rec).await;
         }
         if K::LOCAL {
-            return Ok((write(r, &rec, K::status(NetworkObservation::Ready)).await?, None));
+            return Ok((write(r, &rec, K::status(NetworkObservation::Ready, users)).await?, None));
         }
         let message = format!("the {} backend does not run {}s", r.backend.name(), K::LABEL);
-        return Ok((write(r, &rec, K::status(NetworkObservation::Failed(message))).await?, None));
+        return Ok((write(r, &rec, K::status(NetworkObservation::Failed(message), users)).await?, None));
     };
     if rec.deleted_at.is_some() {
         return match driver.delete(&rec.id).await {
-            Ok(Cleanup::Done) => {
-                r.store.remove(&rec.id).await?;
-                info!(id = %rec.id, name = %rec.name, "{} removed", K::LABEL);
-                Ok((Outcome::Removed, None))
-            }
+            Ok(Cleanup::Done) => removed(r, &rec).await,
             Ok(Cleanup::InProgress) => Ok((Outcome::Unchanged, Some(RETRY))),
-            Err(e) => failed(r, &rec, e).await,
+            Err(e) => failed(r, &rec, e, users).await,
         };
     }
     let target =
@@ -136,16 +144,31 @@ pub(super) async fn reconcile<K: Simple>(r: &Reconciler, id: &str) -> Result<(Ou
                 Requeue::After(d) => Some(d),
                 Requeue::AwaitChange => None,
             };
-            Ok((write(r, &rec, K::status(seen)).await?, next))
+            Ok((write(r, &rec, K::status(seen, users)).await?, next))
         }
-        Err(e) => failed(r, &rec, e).await,
+        Err(e) => failed(r, &rec, e, users).await,
     }
 }
 
-async fn failed<K: Simple>(r: &Reconciler, rec: &Record<K>, e: BackendError) -> Result<(Outcome, Option<Duration>), StoreError> {
+/// Removes the record of a deleted object; its network counts one user less.
+async fn removed<K: Simple>(r: &Reconciler, rec: &Record<K>) -> Result<(Outcome, Option<Duration>), StoreError> {
+    r.store.remove(&rec.id).await?;
+    if let Some(parent) = K::parent(&rec.spec) {
+        r.queue.enqueue(vmaas_model::ObjectKind::VirtualNetwork, parent);
+    }
+    info!(id = %rec.id, name = %rec.name, "{} removed", K::LABEL);
+    Ok((Outcome::Removed, None))
+}
+
+async fn failed<K: Simple>(
+    r: &Reconciler,
+    rec: &Record<K>,
+    e: BackendError,
+    users: u32,
+) -> Result<(Outcome, Option<Duration>), StoreError> {
     warn!(id = %rec.id, error = %e, "backend error on a {}", K::LABEL);
     let seen = if e.is_transient() { NetworkObservation::Pending(e.to_string()) } else { NetworkObservation::Failed(e.to_string()) };
-    write(r, rec, K::status(seen)).await?;
+    write(r, rec, K::status(seen, users)).await?;
     Ok((Outcome::BackendError, e.is_transient().then_some(RETRY)))
 }
 

@@ -32,6 +32,7 @@ fn last_observation(vm: &VmRecord, phase: Phase) -> Observation {
     let mut o = Observation::new(phase);
     o.internal_ip = vm.status.internal_ip.clone();
     o.external_ip = vm.status.external_ip.clone();
+    o.nic_ips = vm.status.internal_ips.clone();
     o
 }
 
@@ -156,6 +157,12 @@ async fn delete(r: &Reconciler, vm: &VmRecord) -> Result<(Outcome, Option<Durati
     match r.backend.vms().delete(&vm.id).await {
         Ok(Cleanup::Done) => {
             r.store.remove_vm(&vm.id).await?;
+            for a in &vm.spec.network_attachments {
+                r.queue.enqueue(vmaas_model::ObjectKind::Subnet, &a.subnet);
+                for g in &a.security_groups {
+                    r.queue.enqueue(vmaas_model::ObjectKind::SecurityGroup, g);
+                }
+            }
             info!(vm = %vm.id, name = %vm.name, "virtual machine removed");
             Ok((Outcome::Removed, None))
         }

@@ -1,0 +1,133 @@
+//! `vmaas-bench guests`: TCP throughput between two real test guests (QEMU,
+//! busybox `nc`), once over a segment of the user-space switch and once
+//! over QEMU's own socket networking (`-netdev socket`, a TCP connection on
+//! loopback between the two QEMUs) as the baseline; and the time from a
+//! DHCP request to an address in the guest. All guest traffic stays in the
+//! switch or the loopback connection between the two QEMUs; the guests are
+//! asked to reach nothing but each other.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use anyhow::Context;
+use vmaas_switch::fabric::PortKind;
+use vmaas_switch::{Mac, PortConfig, Segment, SubnetConfig};
+use vmaas_tests::guest::Guest;
+
+const BOOT: Duration = Duration::from_secs(300);
+
+fn subnet() -> SubnetConfig {
+    SubnetConfig {
+        network: Ipv4Addr::new(10, 56, 1, 0),
+        prefix: 24,
+        gateway: Ipv4Addr::new(10, 56, 1, 1),
+        gateway_mac: Mac::local(b"bench-gw"),
+        lease_seconds: 3600,
+    }
+}
+
+fn nic(n: u8) -> PortConfig {
+    PortConfig { mac: Mac::local(&[b'b', n]), ip: Ipv4Addr::new(10, 56, 1, 10 + n), hostname: None, firewall: None }
+}
+
+/// MB/s from `sender` to `receiver` (at `to`): `megabytes` of zeros through
+/// busybox `nc`, as busybox `dd` reports it on the sending side (the pipe
+/// into `nc` holds it to the network's pace).
+fn transfer(sender: &mut Guest, receiver: &mut Guest, to: Ipv4Addr, megabytes: u32) -> anyhow::Result<f64> {
+    receiver.run("nc -l -p 5001 >/dev/null & echo LIST''ENING", "LISTENING", Duration::from_secs(20)).context("nc -l")?;
+    std::thread::sleep(Duration::from_millis(500));
+    let cmd = format!("dd if=/dev/zero bs=64k count={} 2>/tmp/dd.out | nc -w 3 {to} 5001; echo SENT''-DONE", megabytes * 16);
+    let deadline = Duration::from_secs(120 + u64::from(megabytes));
+    sender.run(&cmd, "SENT-DONE", deadline).context("the transfer did not finish")?;
+    let line = sender
+        .run("sed -n 's/.*copied, \\(.*\\)/RA''TE:\\1/p' /tmp/dd.out", "RATE:", Duration::from_secs(20))
+        .context("dd reported no rate")?;
+    parse_rate(&line).with_context(|| format!("cannot read a rate in {line:?}"))
+}
+
+/// MB/s from busybox dd's `…, 1.2s, 52.4MB/s` (or `…kB/s`).
+fn parse_rate(line: &str) -> Option<f64> {
+    let rate = line.rsplit(", ").next()?.trim();
+    let (n, unit) = rate.split_at(rate.find(|c: char| c.is_ascii_alphabetic())?);
+    let n: f64 = n.trim().parse().ok()?;
+    match unit.trim() {
+        "MB/s" => Some(n),
+        "kB/s" => Some(n / 1000.0),
+        "GB/s" => Some(n * 1000.0),
+        "B/s" => Some(n / 1e6),
+        _ => None,
+    }
+}
+
+/// Boots two guests on a segment; their MB/s, and the DHCP time.
+async fn over_segment(megabytes: u32) -> anyhow::Result<(f64, f64)> {
+    let dir = tempfile::tempdir()?;
+    let seg = Segment::start(subnet());
+    let (a, b) = (dir.path().join("a.sock"), dir.path().join("b.sock"));
+    seg.add_port(1, PortKind::Guest(nic(1)), &a).await?;
+    seg.add_port(2, PortKind::Guest(nic(2)), &b).await?;
+    let stream = |p: &std::path::Path| format!("stream,id=seg,server=off,addr.type=unix,addr.path={},reconnect-ms=1000", p.display());
+    let (mut ga, mut gb) =
+        (Guest::boot("bench-a", &nic(1).mac.to_string(), &stream(&a)), Guest::boot("bench-b", &nic(2).mac.to_string(), &stream(&b)));
+    for g in [&ga, &gb] {
+        g.expect("vmaas-guest: ready", BOOT).context("a guest did not boot")?;
+    }
+    let dhcp = tokio::task::block_in_place(|| dhcp_times(&mut ga))?;
+    let rate = tokio::task::block_in_place(|| transfer(&mut ga, &mut gb, nic(2).ip, megabytes))?;
+    Ok((rate, dhcp))
+}
+
+/// The median of five DHCP rounds, in milliseconds, timed by the guest's clock.
+fn dhcp_times(g: &mut Guest) -> anyhow::Result<f64> {
+    let mut ms = Vec::new();
+    for _ in 0..5 {
+        let cmd = "ip addr flush dev eth1; s=$(date +%s%N); udhcpc -i eth1 -s /etc/udhcpc.script -q -n -t 5 -T 1 >/dev/null 2>&1; e=$(date +%s%N); ip -4 -o addr show eth1 | grep -q 10.56.1 && echo DHCP-MS:$(( (e - s) / 1000000 ))";
+        let line = g.run(cmd, "DHCP-MS:", Duration::from_secs(30)).context("udhcpc gave no address")?;
+        let n: f64 = line.rsplit("DHCP-MS:").next().unwrap_or("").trim().parse().context("the DHCP time")?;
+        ms.push(n);
+    }
+    ms.sort_by(f64::total_cmp);
+    Ok(ms[ms.len() / 2])
+}
+
+/// Boots two guests joined by QEMU's socket networking; their MB/s.
+fn over_qemu_socket(megabytes: u32) -> anyhow::Result<f64> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let mut ga = Guest::boot("base-a", &nic(1).mac.to_string(), &format!("socket,id=seg,listen=127.0.0.1:{port}"));
+    std::thread::sleep(Duration::from_millis(500));
+    let mut gb = Guest::boot("base-b", &nic(2).mac.to_string(), &format!("socket,id=seg,connect=127.0.0.1:{port}"));
+    for g in [&ga, &gb] {
+        g.expect("vmaas-guest: ready", BOOT).context("a guest did not boot")?;
+    }
+    // No DHCP on QEMU's socket network: the same addresses, set by hand.
+    for (g, n) in [(&mut ga, 1), (&mut gb, 2)] {
+        let cmd = format!("ip addr flush dev eth1; ip addr add {}/24 dev eth1 && echo AD''DED", nic(n).ip);
+        g.run(&cmd, "ADDED", Duration::from_secs(10)).context("ip addr add")?;
+    }
+    transfer(&mut ga, &mut gb, nic(2).ip, megabytes)
+}
+
+/// Runs the guest benchmark.
+pub async fn guests(megabytes: u32) -> anyhow::Result<()> {
+    let megabytes = megabytes.clamp(1, 512);
+    println!("guest to guest TCP ({megabytes} MB through busybox nc, two TCG guests with one vCPU each)");
+    let (switch, dhcp) = over_segment(megabytes).await?;
+    println!("  over a segment of the vmaas switch: {switch:.1} MB/s");
+    let base = tokio::task::block_in_place(|| over_qemu_socket(megabytes))?;
+    println!("  over QEMU's socket networking:      {base:.1} MB/s");
+    println!("  ratio: {:.2} (goal >= 0.8)", switch / base);
+    println!("DHCP, request to address in the guest (median of 5): {dhcp:.0} ms");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busybox_dd_rates_parse() {
+        assert_eq!(parse_rate("RATE:1.9s, 34.5MB/s"), Some(34.5));
+        assert_eq!(parse_rate("67108864 bytes (64.0MB) copied, 2.1s, 900.0kB/s"), Some(0.9));
+        assert_eq!(parse_rate("nothing"), None);
+    }
+}
