@@ -286,7 +286,7 @@ mod tests {
     #[test]
     fn states_use_osac_names() {
         let s = VirtualNetworkStatus { state: VirtualNetworkState::Ready, message: None, users: 0 };
-        assert_eq!(serde_json::to_value(&s).unwrap(), serde_json::json!({"state": "VIRTUAL_NETWORK_STATE_READY"}));
+        assert_eq!(serde_json::to_value(&s).unwrap(), serde_json::json!({"state": "VIRTUAL_NETWORK_STATE_READY", "users": 0}));
     }
 
     #[test]

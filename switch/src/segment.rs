@@ -1,14 +1,18 @@
-//! A [`Fabric`] served by tokio: one task owns the fabric; each port has a
-//! unix socket that its QEMU NIC connects to (`-netdev stream,server=off`,
-//! which reconnects after a server restart), a reader task per connection
-//! and a bounded queue of frames to send (full: the frame is dropped, as a
-//! congested switch does, so one slow guest never stalls the segment).
+//! A [`Fabric`] served by tokio: each port has a unix socket that its QEMU
+//! NIC connects to (`-netdev stream,server=off`, which reconnects after a
+//! server restart), a reader task per connection that switches each frame
+//! itself (the fabric is shared behind a lock held for one frame's
+//! decision), and a bounded queue of frames to send, drained by the port's
+//! writer (full: the frame is dropped, as a congested switch does, so one
+//! slow guest never stalls the segment). A frame costs one hand-off, from
+//! the sender's reader to the receiver's writer.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::net::UnixListener;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
@@ -32,32 +36,47 @@ pub enum SegmentError {
         /// Why.
         source: std::io::Error,
     },
-    /// The segment's task is gone.
-    #[error("the segment is stopped")]
-    Stopped,
 }
 
-enum Command {
-    Frame(PortId, Vec<u8>),
-    Add(PortId, PortKind, mpsc::Sender<Vec<u8>>),
-    Remove(PortId),
-    Firewall(PortId, Option<Firewall>),
-    Stats(oneshot::Sender<Stats>),
+/// The fabric and every port's queue.
+struct Switch {
+    fabric: Fabric,
+    out: HashMap<PortId, mpsc::Sender<Vec<u8>>>,
+}
+
+impl Switch {
+    /// Switches one frame that came in on `from` into the queues it goes to.
+    fn forward(&mut self, from: PortId, frame: Vec<u8>) {
+        match self.fabric.receive(from, &frame) {
+            Verdict::Unicast(to) => send(&self.out, to, frame),
+            Verdict::Flood => {
+                for (to, _) in self.out.iter().filter(|(p, _)| **p != from) {
+                    send(&self.out, *to, frame.clone());
+                }
+            }
+            Verdict::Reply(r) => send(&self.out, from, r),
+            Verdict::Drop(why) => debug!(port = from, ?why, "frame dropped"),
+        }
+    }
+}
+
+type Shared = Arc<Mutex<Switch>>;
+
+fn lock(s: &Shared) -> MutexGuard<'_, Switch> {
+    s.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// One running segment.
 pub struct Segment {
-    tx: mpsc::Sender<Command>,
-    task: JoinHandle<()>,
-    ports: std::sync::Mutex<HashMap<PortId, (JoinHandle<()>, PathBuf)>>,
+    switch: Shared,
+    ports: Mutex<HashMap<PortId, (JoinHandle<()>, PathBuf)>>,
 }
 
 impl Segment {
     /// Starts an empty segment for `subnet`.
     pub fn start(subnet: SubnetConfig) -> Self {
-        let (tx, rx) = mpsc::channel(4096);
-        let task = tokio::spawn(run(Fabric::new(subnet), rx));
-        Self { tx, task, ports: std::sync::Mutex::new(HashMap::new()) }
+        let switch = Arc::new(Mutex::new(Switch { fabric: Fabric::new(subnet), out: HashMap::new() }));
+        Self { switch, ports: Mutex::new(HashMap::new()) }
     }
 
     /// Serves port `id` on a new unix socket at `path` (a stale socket
@@ -66,8 +85,12 @@ impl Segment {
         let _ = std::fs::remove_file(path);
         let listener = UnixListener::bind(path).map_err(|source| SegmentError::Listen { path: path.to_owned(), source })?;
         let (out_tx, out_rx) = mpsc::channel(PORT_QUEUE);
-        self.tx.send(Command::Add(id, kind, out_tx)).await.map_err(|_| SegmentError::Stopped)?;
-        let task = tokio::spawn(serve(listener, id, self.tx.clone(), out_rx));
+        {
+            let mut sw = lock(&self.switch);
+            sw.fabric.add_port(id, kind);
+            sw.out.insert(id, out_tx);
+        }
+        let task = tokio::spawn(serve(listener, id, self.switch.clone(), out_rx));
         if let Some((old, old_path)) = self.lock().insert(id, (task, path.to_owned())) {
             old.abort();
             if old_path != path {
@@ -88,24 +111,26 @@ impl Segment {
             task.abort();
             let _ = std::fs::remove_file(path);
         }
-        self.tx.send(Command::Remove(id)).await.map_err(|_| SegmentError::Stopped)
+        let mut sw = lock(&self.switch);
+        sw.fabric.remove_port(id);
+        sw.out.remove(&id);
+        Ok(())
     }
 
     /// Replaces the firewall of guest port `id` at once (its security
     /// groups changed); no restart of anything.
     pub async fn set_firewall(&self, id: PortId, firewall: Option<Firewall>) -> Result<(), SegmentError> {
-        self.tx.send(Command::Firewall(id, firewall)).await.map_err(|_| SegmentError::Stopped)
+        lock(&self.switch).fabric.set_firewall(id, firewall);
+        Ok(())
     }
 
     /// The segment's counters.
     pub async fn stats(&self) -> Result<Stats, SegmentError> {
-        let (tx, rx) = oneshot::channel();
-        self.tx.send(Command::Stats(tx)).await.map_err(|_| SegmentError::Stopped)?;
-        rx.await.map_err(|_| SegmentError::Stopped)
+        Ok(lock(&self.switch).fabric.stats().clone())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PortId, (JoinHandle<()>, PathBuf)>> {
-        self.ports.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, HashMap<PortId, (JoinHandle<()>, PathBuf)>> {
+        self.ports.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -114,38 +139,6 @@ impl Drop for Segment {
         for (_, (task, path)) in self.lock().drain() {
             task.abort();
             let _ = std::fs::remove_file(path);
-        }
-        self.task.abort();
-    }
-}
-
-/// The fabric's task: frames in, frames out to the ports' queues.
-async fn run(mut fabric: Fabric, mut rx: mpsc::Receiver<Command>) {
-    let mut out: HashMap<PortId, mpsc::Sender<Vec<u8>>> = HashMap::new();
-    while let Some(cmd) = rx.recv().await {
-        match cmd {
-            Command::Frame(from, frame) => match fabric.receive(from, &frame) {
-                Verdict::Unicast(to) => send(&out, to, frame),
-                Verdict::Flood => {
-                    for (to, _) in out.iter().filter(|(p, _)| **p != from) {
-                        send(&out, *to, frame.clone());
-                    }
-                }
-                Verdict::Reply(r) => send(&out, from, r),
-                Verdict::Drop(why) => debug!(port = from, ?why, "frame dropped"),
-            },
-            Command::Add(id, kind, tx) => {
-                fabric.add_port(id, kind);
-                out.insert(id, tx);
-            }
-            Command::Remove(id) => {
-                fabric.remove_port(id);
-                out.remove(&id);
-            }
-            Command::Firewall(id, firewall) => fabric.set_firewall(id, firewall),
-            Command::Stats(reply) => {
-                let _ = reply.send(fabric.stats().clone());
-            }
         }
     }
 }
@@ -173,7 +166,7 @@ async fn write_batch(w: &mut tokio::net::unix::OwnedWriteHalf, first: Vec<u8>, o
 
 /// One port: accepts its NIC's connection (a new one replaces the old),
 /// reads its frames into the segment and writes the segment's to it.
-async fn serve(listener: UnixListener, id: PortId, seg: mpsc::Sender<Command>, mut out: mpsc::Receiver<Vec<u8>>) {
+async fn serve(listener: UnixListener, id: PortId, switch: Shared, mut out: mpsc::Receiver<Vec<u8>>) {
     loop {
         let stream = loop {
             tokio::select! {
@@ -189,15 +182,13 @@ async fn serve(listener: UnixListener, id: PortId, seg: mpsc::Sender<Command>, m
             }
         };
         let (r, mut w) = stream.into_split();
-        let seg_in = seg.clone();
+        let switch_in = switch.clone();
         let mut reader = tokio::spawn(async move {
             // Buffered: a frame's length and body in one read, often several frames.
             let mut r = tokio::io::BufReader::with_capacity(1 << 16, r);
             let mut buf = Vec::with_capacity(2048);
             while let Ok(true) = read_frame(&mut r, &mut buf).await {
-                if seg_in.send(Command::Frame(id, std::mem::take(&mut buf))).await.is_err() {
-                    return;
-                }
+                lock(&switch_in).forward(id, std::mem::replace(&mut buf, Vec::with_capacity(2048)));
             }
         });
         loop {

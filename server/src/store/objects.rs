@@ -289,18 +289,25 @@ impl Store {
     /// returns it; the reconciler removes it once the backend has cleaned up.
     pub async fn mark_deleted(&self, kind: ObjectKind, id: &str, scope: &Scope, now: DateTime<Utc>) -> Result<Row, StoreError> {
         let _w = self.write_lock().await;
-        sqlx::query(
+        // RETURNING: the reconciler of another replica may remove the row
+        // as soon as it is marked, before it could be read back.
+        let sql = format!(
             "UPDATE objects SET deleted_at = $1, version = version + 1 \
-             WHERE id = $2 AND kind = $3 AND ($4 IS NULL OR tenant = $4) AND deleted_at IS NULL",
-        )
-        .bind(ts(now))
-        .bind(id)
-        .bind(kind.as_str())
-        .bind(tenant_of(kind, scope))
-        .execute(&self.pool)
-        .await?;
+             WHERE id = $2 AND kind = $3 AND ($4 IS NULL OR tenant = $4) AND deleted_at IS NULL RETURNING {COLUMNS}"
+        );
+        let marked = sqlx::query(AssertSqlSafe(sql))
+            .bind(ts(now))
+            .bind(id)
+            .bind(kind.as_str())
+            .bind(tenant_of(kind, scope))
+            .fetch_optional(&self.pool)
+            .await?;
         self.refresh(id).await?;
-        self.get(kind, id, scope).await
+        match marked {
+            Some(r) => from_row(&r),
+            // Marked already (or not the caller's): as it is now.
+            None => self.get(kind, id, scope).await,
+        }
     }
 
     /// Writes the status derived from `seen`, unless the object changed
