@@ -1,6 +1,6 @@
 //! `RunFunction`: the XR and the input in, desired objects, readiness and
 //! XR status out. Each kind of XR has its own module ([`crate::vm`],
-//! [`crate::network`]); this one decodes what they share and dispatches.
+//! [`crate::network`], [`crate::balancer`]); this one decodes what they share and dispatches.
 
 use std::time::Duration;
 
@@ -74,11 +74,15 @@ impl VmaasFunction {
         let call = Call { req, xr: &xr, name, input: &input };
         match xr["kind"].as_str().unwrap_or("") {
             "XVirtualMachine" => crate::vm::run(&call, rsp),
-            "XVirtualPrivateNetwork" => crate::network::private(&call, rsp),
+            "XVirtualPrivateSubnet" => crate::network::private(&call, rsp),
             "PhysicalNetwork" => crate::network::physical(&call, rsp),
+            "XLoadBalancer" => crate::balancer::run(&call, rsp),
             other => fatal(
                 rsp,
-                format!("kind: {other:?} is not a kind function-vmaas composes (XVirtualMachine, XVirtualPrivateNetwork, PhysicalNetwork)"),
+                format!(
+                    "kind: {other:?} is not a kind function-vmaas composes \
+                     (XVirtualMachine, XVirtualPrivateSubnet, PhysicalNetwork, XLoadBalancer)"
+                ),
             ),
         }
     }

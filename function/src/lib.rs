@@ -6,7 +6,8 @@
 //! cluster with OVN-Kubernetes runs a VM with.
 //!
 //! - [`function`]: `RunFunction`: decodes the XR and dispatches by kind.
-//! - `vm`, `network`: what each kind of XR composes and reports.
+//! - `vm`, `network`, `balancer`: what each kind of XR composes and reports.
+//! - [`usage`]: the `ClusterUsage` that keeps a network while a VM is on it.
 //! - [`render`]: an XR into Kubernetes objects, in the XR's scope.
 //! - [`status`]: the XR status and the function's conditions, in the
 //!   shapes Crossplane accepts.
@@ -15,9 +16,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod balancer;
 pub mod function;
 mod network;
 pub mod render;
 pub mod status;
+pub mod usage;
 mod vm;
 pub mod xr;

@@ -1,5 +1,5 @@
-//! Network XRs: a tenant's private network (`XVirtualPrivateNetwork`, from
-//! a `VirtualPrivateNetwork` claim: a namespace with a primary layer-2 UDN,
+//! Network XRs: a tenant's private network (`XVirtualPrivateSubnet`, from
+//! a `VirtualPrivateSubnet` claim: a namespace with a primary layer-2 UDN,
 //! where the VMs on it live) and a platform team's `PhysicalNetwork` (a
 //! localnet CUDN offered to the tenants it lists).
 
@@ -12,7 +12,7 @@ use crate::render::{render_network, render_physical};
 use crate::status::NetworkState;
 use crate::xr::{NetworkXrSpec, Owner, PhysicalNetworkXrSpec};
 
-/// Composes an `XVirtualPrivateNetwork`.
+/// Composes an `XVirtualPrivateSubnet`.
 pub(crate) fn private(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
     let owner = Owner::of(call.xr);
     let spec = match NetworkXrSpec::from_xr(&call.xr["spec"]) {
@@ -21,7 +21,7 @@ pub(crate) fn private(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<R
     };
     let net = match render_network(&owner, &spec) {
         Ok(n) => n,
-        Err(e) => return fatal(rsp, format!("invalid VirtualPrivateNetwork: {e}")),
+        Err(e) => return fatal(rsp, format!("invalid VirtualPrivateSubnet: {e}")),
     };
     let state = NetworkState::of(call.observed("udn").as_ref());
     put(&mut rsp, "namespace", &net.namespace, call.observed("namespace").is_some())?;

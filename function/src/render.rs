@@ -26,7 +26,7 @@ pub const PHYSICAL_NIC: &str = "physical";
 pub enum NetworkRef<'a> {
     /// A network of the VM's own, with this CIDR.
     Inline(&'a str),
-    /// A `VirtualPrivateNetwork` claim of the VM claim's namespace.
+    /// A `VirtualPrivateSubnet` claim of the VM claim's namespace.
     Named(&'a str),
 }
 

@@ -7,16 +7,17 @@
 use function_sdk_rust::proto::v1::{RunFunctionRequest, RunFunctionResponse};
 use function_sdk_rust::response::ResourceMatch;
 use function_sdk_rust::{request, resource, response};
+use serde_json::Value;
+use vmaas_model::k8s::balancer::{MEMBER, balancer_label};
 use vmaas_model::k8s::observe::observe_vm;
 use vmaas_model::{Desired, Phase, PowerState, Template, VirtualMachineStatus, VirtualMachineTemplate, derive_status};
 
+use crate::balancer::require_tenants;
 use crate::function::{Call, fatal, put};
 use crate::render::{NetworkRef, PHYSICAL_NIC, RenderedVm, render_vm};
 use crate::status::{self, NetworkState};
-use crate::xr::{CLAIM_NAME_LABEL, CLAIM_NAMESPACE_LABEL, FunctionInput, Owner, VmXrSpec, template_from_object};
-
-/// API version of the XRs this package defines.
-const XR_API: &str = "vmaas.io/v1alpha1";
+use crate::usage::usage_of;
+use crate::xr::{CLAIM_NAME_LABEL, CLAIM_NAMESPACE_LABEL, FunctionInput, Owner, VmXrSpec, XR_API, template_from_object};
 
 /// Asks Crossplane for what observing the VM takes: its VMI, and the
 /// networks it names (a private network by its claim, of the same tenant).
@@ -31,7 +32,7 @@ fn require(rsp: &mut RunFunctionResponse, owner: &Owner, spec: &VmXrSpec, r: &Re
             let labels = [(CLAIM_NAMESPACE_LABEL, owner.tenant.as_str()), (CLAIM_NAME_LABEL, n)];
             Some(ResourceMatch::Labels(labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()))
         };
-        response::require_resources(rsp, "network", XR_API, "XVirtualPrivateNetwork", m, None);
+        response::require_resources(rsp, "network", XR_API, "XVirtualPrivateSubnet", m, None);
     }
     if let Some(p) = &spec.physical_network {
         response::require_resources(rsp, "physical-network", XR_API, "PhysicalNetwork", by_name(p), None);
@@ -64,8 +65,9 @@ fn template(catalog: Vec<VirtualMachineTemplate>, id: &str) -> Result<Template, 
 
 /// What the networks a VM names allow.
 enum Networks {
-    /// Compose the VM; these networks are not ready (yet): it starts once they are.
-    Compose(Vec<String>),
+    /// Compose the VM; these networks are not ready (yet): it starts once
+    /// they are. The private network's XR, when it names one: the VM uses it.
+    Compose { waiting: Vec<String>, used: Option<Value> },
     /// The named private network does not exist (yet): the VM has no
     /// namespace to live in, so nothing is composed.
     Wait(String),
@@ -74,16 +76,17 @@ enum Networks {
 /// Checks the networks the VM names, once Crossplane has fetched them:
 /// `Err` is fatal (a physical network that does not admit the VM's tenant).
 fn check_networks(call: &Call<'_>, owner: &Owner, spec: &VmXrSpec) -> Result<Networks, String> {
-    let mut waiting = Vec::new();
+    let (mut waiting, mut used) = (Vec::new(), None);
     if let Some(NetworkRef::Named(n)) = spec.network_ref() {
         let found = request::get_required_resources(call.req, "network").unwrap_or_default();
         let Some(net) = found.first() else {
-            return Ok(Networks::Wait(format!("spec.network: no VirtualPrivateNetwork {n:?} in namespace {:?} (yet)", owner.tenant)));
+            return Ok(Networks::Wait(format!("spec.network: no VirtualPrivateSubnet {n:?} in namespace {:?} (yet)", owner.tenant)));
         };
         let state = NetworkState::of_xr(net);
         if !state.ready() {
-            waiting.push(format!("spec.network: VirtualPrivateNetwork {n:?} is {}", state.state));
+            waiting.push(format!("spec.network: VirtualPrivateSubnet {n:?} is {}", state.state));
         }
+        used = Some(net.clone());
     }
     if let Some(p) = &spec.physical_network {
         match request::get_required_resource(call.req, "physical-network") {
@@ -100,7 +103,17 @@ fn check_networks(call: &Call<'_>, owner: &Owner, spec: &VmXrSpec) -> Result<Net
             None => waiting.push(format!("spec.physicalNetwork: no PhysicalNetwork {p:?} (yet)")),
         }
     }
-    Ok(Networks::Compose(waiting))
+    Ok(Networks::Compose { waiting, used })
+}
+
+/// Labels the VM's pods for each load balancer of its tenant that names it.
+fn join_balancers(r: &mut RenderedVm, owner: &Owner, balancers: &[Value]) {
+    for lb in balancers {
+        let names_it = lb["spec"]["hostRefs"].as_array().is_some_and(|hs| hs.iter().any(|h| h["name"] == owner.name.as_str()));
+        if names_it {
+            r.vm.spec.template.metadata.labels.insert(balancer_label(&Owner::of(lb).name), MEMBER.to_owned());
+        }
+    }
 }
 
 /// Composes an `XVirtualMachine`.
@@ -118,13 +131,21 @@ pub(crate) fn run(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFu
         Ok(t) => t,
         Err(e) => return fatal(rsp, e),
     };
-    let r = match render_vm(&owner, &spec, &template, call.input) {
+    let mut r = match render_vm(&owner, &spec, &template, call.input) {
         Ok(r) => r,
         Err(errs) => return fatal(rsp, format!("invalid VirtualMachine: {errs}")),
     };
     require(&mut rsp, &owner, &spec, &r);
+    require_tenants(&mut rsp, "balancers", "XLoadBalancer", &owner);
+    let balancers = request::get_required_resources(call.req, "balancers").unwrap_or_default();
+    join_balancers(&mut r, &owner, &balancers);
     let waiting = match check_networks(call, &owner, &spec) {
-        Ok(Networks::Compose(w)) => w,
+        Ok(Networks::Compose { waiting, used }) => {
+            if let Some(net) = used {
+                put(&mut rsp, "usage", &usage_of(&net, call.xr), call.observed("usage").is_some())?;
+            }
+            waiting
+        }
         Ok(Networks::Wait(why)) => {
             response::warning(&mut rsp, format!("{why}: the VM is created once it exists"));
             return Ok(rsp);

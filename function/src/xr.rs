@@ -6,7 +6,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use vmaas_model::k8s::render::FloatingIp;
+use vmaas_model::load_balancer::{LbProtocol, PortMapping};
 use vmaas_model::{ParameterValue, PowerState, VirtualMachineTemplate};
+
+/// API version of the XRs this package defines.
+pub const XR_API: &str = "vmaas.io/v1alpha1";
 
 /// The function's input (`vmaas.fn.io/v1alpha1` `Input`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -51,7 +55,7 @@ pub struct VmXrSpec {
     /// `started` (default) or `stopped`.
     #[serde(default)]
     pub state: PowerState,
-    /// A `VirtualPrivateNetwork` claim's name in the VM claim's namespace,
+    /// A `VirtualPrivateSubnet` claim's name in the VM claim's namespace,
     /// or an inline CIDR such as `10.200.0.0/16` (a network of the VM's own).
     #[serde(default)]
     pub network: Option<String>,
@@ -112,7 +116,7 @@ impl NetworkXrSpec {
     }
 }
 
-/// The `spec` of a `VirtualPrivateNetwork` (claim or XR): a tenant's
+/// The `spec` of a `VirtualPrivateSubnet` (claim or XR): a tenant's
 /// private layer-2 network.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -143,6 +147,55 @@ impl PhysicalNetworkXrSpec {
     /// Decodes a physical network XR's `spec`, as [`VmXrSpec::from_xr`] does.
     pub fn from_xr(spec: &Value) -> Result<Self, serde_json::Error> {
         serde_json::from_value(without_crossplane(spec))
+    }
+}
+
+/// The `spec` of a `LoadBalancer` (claim or XR), seed 001's shape.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoadBalancerXrSpec {
+    /// The VMs behind it, by their claims' names (XRs' for XRs made directly).
+    pub host_refs: Vec<HostRef>,
+    /// Its ports.
+    pub port_mapping: Vec<XrPortMapping>,
+}
+
+/// One VM behind a load balancer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HostRef {
+    /// `VirtualMachine` (or the seed's `VirtualMachineHost`).
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// The VM's claim name.
+    pub name: String,
+}
+
+/// One port of a load balancer (the seed's `portMapping` item).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct XrPortMapping {
+    /// `TCP` (default) or `UDP`.
+    #[serde(default)]
+    pub protocol: LbProtocol,
+    /// The port on the load balancer's address.
+    pub external_port: i32,
+    /// The port on each VM.
+    pub internal_port: i32,
+}
+
+impl LoadBalancerXrSpec {
+    /// Decodes a load balancer XR's `spec`, as [`VmXrSpec::from_xr`] does.
+    pub fn from_xr(spec: &Value) -> Result<Self, serde_json::Error> {
+        serde_json::from_value(without_crossplane(spec))
+    }
+
+    /// The port mappings in the shared model's terms.
+    pub fn mappings(&self) -> Vec<PortMapping> {
+        self.port_mapping
+            .iter()
+            .map(|m| PortMapping { protocol: m.protocol, external_port: m.external_port, internal_port: m.internal_port })
+            .collect()
     }
 }
 

@@ -164,7 +164,7 @@ fn physical(spec: Value) -> PhysicalNetworkXrSpec {
 
 #[test]
 fn networks_render_valid_udn_and_localnet_cudn() {
-    let spec: NetworkXrSpec = serde_json::from_value(example("claim-virtualprivatenetwork.yaml")["spec"].clone()).unwrap();
+    let spec: NetworkXrSpec = serde_json::from_value(example("claim-virtualprivatesubnet.yaml")["spec"].clone()).unwrap();
     let n = render_network(&team_a("example"), &spec).unwrap();
     let udn = serde_json::to_value(&n.udn).unwrap();
     assert_valid(&crd_schema("k8s.ovn.org_userdefinednetworks.yaml"), &udn, "the UserDefinedNetwork");

@@ -6,10 +6,15 @@
 //! writer (full: the frame is dropped, as a congested switch does, so one
 //! slow guest never stalls the segment). A frame costs one hand-off, from
 //! the sender's reader to the receiver's writer.
+//!
+//! Every segment runs on one thread of its own ([`runtime`]), a tokio
+//! runtime with a single worker: a frame's hand-off from reader to writer
+//! is then a local wake-up, not a wake-up of another thread, and the
+//! switch never competes with the server's request handling for a worker.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use tokio::net::UnixListener;
 use tokio::sync::mpsc;
@@ -24,6 +29,21 @@ use crate::port::read_frame;
 
 /// Frames queued towards one port before it drops.
 const PORT_QUEUE: usize = 4096;
+
+/// The switch's own runtime: one thread, started on first use, that
+/// serves every segment's ports.
+fn runtime() -> &'static tokio::runtime::Handle {
+    static RUNTIME: OnceLock<tokio::runtime::Handle> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("the switch's runtime cannot start");
+        let handle = rt.handle().clone();
+        std::thread::Builder::new()
+            .name("vmaas-switch".into())
+            .spawn(move || rt.block_on(std::future::pending::<()>()))
+            .expect("the switch's thread cannot start");
+        handle
+    })
+}
 
 /// Why a segment could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -83,14 +103,22 @@ impl Segment {
     /// there is replaced).
     pub async fn add_port(&self, id: PortId, kind: PortKind, path: &Path) -> Result<(), SegmentError> {
         let _ = std::fs::remove_file(path);
-        let listener = UnixListener::bind(path).map_err(|source| SegmentError::Listen { path: path.to_owned(), source })?;
+        let listen = |source| SegmentError::Listen { path: path.to_owned(), source };
+        let listener = std::os::unix::net::UnixListener::bind(path).map_err(listen)?;
+        listener.set_nonblocking(true).map_err(listen)?;
         let (out_tx, out_rx) = mpsc::channel(PORT_QUEUE);
         {
             let mut sw = lock(&self.switch);
             sw.fabric.add_port(id, kind);
             sw.out.insert(id, out_tx);
         }
-        let task = tokio::spawn(serve(listener, id, self.switch.clone(), out_rx));
+        let switch = self.switch.clone();
+        let task = runtime().spawn(async move {
+            match UnixListener::from_std(listener) {
+                Ok(l) => serve(l, id, switch, out_rx).await,
+                Err(e) => warn!(port = id, error = %e, "serving a NIC's socket"),
+            }
+        });
         if let Some((old, old_path)) = self.lock().insert(id, (task, path.to_owned())) {
             old.abort();
             if old_path != path {
@@ -183,7 +211,7 @@ async fn serve(listener: UnixListener, id: PortId, switch: Shared, mut out: mpsc
         };
         let (r, mut w) = stream.into_split();
         let switch_in = switch.clone();
-        let mut reader = tokio::spawn(async move {
+        let mut reader = runtime().spawn(async move {
             // Buffered: a frame's length and body in one read, often several frames.
             let mut r = tokio::io::BufReader::with_capacity(1 << 16, r);
             let mut buf = Vec::with_capacity(2048);

@@ -219,24 +219,25 @@ impl<'a> Crossplane<'a> {
             Some(Match::MatchLabels(l)) => {
                 let selector: Vec<String> = l.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 let path = format!("{}?labelSelector={}", Cluster::path_of(&stub, &r.plural), selector.join(","));
-                let (_, body) = self.k.request(Method::GET, &path, None, None).await;
-                body["items"].as_array().cloned().unwrap_or_default()
+                self.list(&path, s).await
             }
-            None => {
-                let (_, body) = self.k.request(Method::GET, &Cluster::path_of(&stub, &r.plural), None, None).await;
-                let kind = s.kind.clone();
-                let items = body["items"].as_array().cloned().unwrap_or_default();
-                // A list answers without apiVersion/kind on its items.
-                items
-                    .into_iter()
-                    .map(|mut i| {
-                        i["apiVersion"] = json!(s.api_version);
-                        i["kind"] = json!(kind);
-                        i
-                    })
-                    .collect()
-            }
+            None => self.list(&Cluster::path_of(&stub, &r.plural), s).await,
         }
+    }
+
+    /// The items of a list, each with its `apiVersion` and `kind` (which a
+    /// list answers without), as Crossplane hands them to a function.
+    async fn list(&self, path: &str, s: &ResourceSelector) -> Vec<Value> {
+        let (_, body) = self.k.request(Method::GET, path, None, None).await;
+        let items = body["items"].as_array().cloned().unwrap_or_default();
+        items
+            .into_iter()
+            .map(|mut i| {
+                i["apiVersion"] = json!(s.api_version);
+                i["kind"] = json!(s.kind);
+                i
+            })
+            .collect()
     }
 
     fn resource(obj: &Value) -> Resource {
@@ -378,6 +379,45 @@ impl<'a> Crossplane<'a> {
         assert_eq!(st, 200, "the API server refuses the claim's status: {claim:#}");
         outcome.claim = Some(claim);
         outcome
+    }
+
+    /// Deletes the claim `claim` (as stored) of resource `plural`, its XR
+    /// (of `xr_plural`) and what that composed, as Crossplane does, unless
+    /// a `ClusterUsage` names the XR as used: then Crossplane's usage
+    /// webhook refuses, and so does this, with its reason.
+    pub async fn delete_claim(&self, plural: &str, xr_plural: &str, claim: &Value) -> Result<(), String> {
+        let (st, claim) = self.k.request(Method::GET, &Cluster::path_of(claim, plural), None, None).await;
+        assert_eq!(st, 200, "the claim: {claim}");
+        let r = &claim["spec"]["resourceRef"];
+        let stub = json!({"apiVersion": r["apiVersion"], "kind": r["kind"], "metadata": {"name": r["name"]}});
+        let (st, xr) = self.k.request(Method::GET, &Cluster::path_of(&stub, xr_plural), None, None).await;
+        assert_eq!(st, 200, "the claim's XR: {xr}");
+        let (st, usages) = self.k.request(Method::GET, "/apis/protection.crossplane.io/v1beta1/clusterusages", None, None).await;
+        assert_eq!(st, 200, "{usages}");
+        let users: Vec<String> = usages["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|u| u["spec"]["of"]["kind"] == xr["kind"] && u["spec"]["of"]["resourceRef"]["name"] == xr["metadata"]["name"])
+            .map(|u| {
+                format!(
+                    "{}/{}",
+                    u["spec"]["by"]["kind"].as_str().unwrap_or("?"),
+                    u["spec"]["by"]["resourceRef"]["name"].as_str().unwrap_or("?")
+                )
+            })
+            .collect();
+        if !users.is_empty() {
+            return Err(format!("This resource is in-use by {} usage(s), by resource(s) {}", users.len(), users.join(", ")));
+        }
+        for obj in self.observed(&xr).await.values() {
+            let scope = self.discover(obj["apiVersion"].as_str().unwrap(), obj["kind"].as_str().unwrap()).await;
+            self.k.request(Method::DELETE, &Cluster::path_of(obj, &scope.plural), None, None).await;
+        }
+        self.k.request(Method::DELETE, &Cluster::path_of(&xr, xr_plural), None, None).await;
+        let (st, body) = self.k.request(Method::DELETE, &Cluster::path_of(&claim, plural), None, None).await;
+        assert_eq!(st, 200, "deleting the claim: {body}");
+        Ok(())
     }
 
     /// Records the composed resources in the XR's `spec.crossplane.resourceRefs`.

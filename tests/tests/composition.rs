@@ -43,12 +43,19 @@ async fn install(k: &Cluster, crd: &Value) {
     k.wait_established(&name).await;
 }
 
+/// Crossplane's `ClusterUsage` CRD (`../shared/k8s` has none).
+fn usage_crd() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds/protection.crossplane.io_clusterusages.yaml")
+}
+
 /// A cluster with the package installed as shipped: XRDs, Compositions,
 /// the Function, the template CRD and catalog, the XR and claim CRDs
 /// Crossplane would generate, and the namespaces of two teams.
 async fn installed() -> (Cluster, FunctionProcess) {
     let k = Cluster::start().await;
-    for kind in ["virtualmachine", "virtualprivatenetwork", "physicalnetwork"] {
+    let usage: Value = serde_norway::from_str(&std::fs::read_to_string(usage_crd()).unwrap()).unwrap();
+    install(&k, &usage).await;
+    for kind in ["virtualmachine", "virtualprivatesubnet", "physicalnetwork", "loadbalancer"] {
         let file = format!("xrd-{kind}.yaml");
         let xrd = applied(&k, &example(&file), "compositeresourcedefinitions", "platform-team").await;
         applied(&k, &example(&format!("composition-{kind}.yaml")), "compositions", "platform-team").await;
@@ -78,16 +85,20 @@ async fn ovn_created(k: &Cluster, obj: &Value, plural: &str) {
 }
 
 /// Plays KubeVirt and the load balancer for a started VM: ready, its VMI
+/// (labelled from the VM's template, as its launcher pod is) ready and
 /// addressed on each NIC, its Service given an ingress IP.
 async fn kubevirt_runs(k: &Cluster, o: &Outcome, nics: &[(&str, &str)]) {
     let vm = &o.composed["vm"];
     let (st, body) = k.write_status(vm, "virtualmachines", json!({"ready": true, "printableStatus": "Running"})).await;
     assert_eq!(st, 200, "{body:#}");
     let vmi = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-        "metadata": {"name": vm["metadata"]["name"], "namespace": vm["metadata"]["namespace"]}, "spec": {"domain": {"devices": {}}}});
+        "metadata": {"name": vm["metadata"]["name"], "namespace": vm["metadata"]["namespace"],
+                     "labels": vm["spec"]["template"]["metadata"]["labels"]},
+        "spec": {"domain": {"devices": {}}}});
     applied(k, &vmi, "virtualmachineinstances", "virt-controller").await;
     let interfaces: Vec<Value> = nics.iter().map(|(n, ip)| json!({"name": n, "ipAddress": ip})).collect();
-    let (st, body) = k.write_status(&vmi, "virtualmachineinstances", json!({"interfaces": interfaces})).await;
+    let status = json!({"phase": "Running", "interfaces": interfaces, "conditions": [{"type": "Ready", "status": "True"}]});
+    let (st, body) = k.write_status(&vmi, "virtualmachineinstances", status).await;
     assert_eq!(st, 200, "{body:#}");
     if let Some(svc) = o.composed.get("service") {
         let (st, body) = k.write_status(svc, "services", json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}})).await;
@@ -131,16 +142,16 @@ async fn every_shipped_example_composes_and_reports_ready_once_the_cluster_runs_
     assert_eq!(o.condition("NetworkReady").unwrap()["status"], "True");
 
     // Team-a's private network: a namespace of its own with a primary UDN.
-    let private_xp = Crossplane::new(&k, &f, input_of("composition-virtualprivatenetwork.yaml"));
-    let claim = applied(&k, &example("claim-virtualprivatenetwork.yaml"), "virtualprivatenetworks", "team-a").await;
-    let o = private_xp.reconcile_claim("virtualprivatenetworks", "xvirtualprivatenetworks", &claim).await;
+    let private_xp = Crossplane::new(&k, &f, input_of("composition-virtualprivatesubnet.yaml"));
+    let claim = applied(&k, &example("claim-virtualprivatesubnet.yaml"), "virtualprivatesubnets", "team-a").await;
+    let o = private_xp.reconcile_claim("virtualprivatesubnets", "xvirtualprivatesubnets", &claim).await;
     assert_eq!(o.composed.keys().collect::<Vec<_>>(), ["namespace", "udn"]);
     assert_composed_by(&o);
     let labels = &o.composed["namespace"]["metadata"]["labels"];
     assert!(labels["k8s.ovn.org/primary-user-defined-network"] == "" && labels["vmaas.io/tenant"] == "team-a", "{labels}");
     assert_eq!(o.composed["udn"]["spec"]["layer2"]["role"], "Primary");
     ovn_created(&k, &o.composed["udn"], "userdefinednetworks").await;
-    let o = private_xp.reconcile_claim("virtualprivatenetworks", "xvirtualprivatenetworks", &claim).await;
+    let o = private_xp.reconcile_claim("virtualprivatesubnets", "xvirtualprivatesubnets", &claim).await;
     assert!(o.ready(), "{:#}", o.xr);
     let net_ns = o.xr["status"]["namespace"].as_str().unwrap().to_owned();
     assert_eq!(claim_status(&o)["state"], "READY", "the claim shows its XR's status");
@@ -154,7 +165,7 @@ async fn every_shipped_example_composes_and_reports_ready_once_the_cluster_runs_
     let web = applied(&k, &web, "virtualmachines", "team-a").await;
     let o = vm_xp.reconcile_claim("virtualmachines", "xvirtualmachines", &web).await;
     assert!(o.fatal.is_empty() && o.warnings.is_empty(), "{:?} {:?}", o.fatal, o.warnings);
-    assert_eq!(o.composed.keys().collect::<Vec<_>>(), ["service", "vm"], "the VM lives in its network's namespace");
+    assert_eq!(o.composed.keys().collect::<Vec<_>>(), ["service", "usage", "vm"], "the VM lives in its network's namespace, and uses it");
     assert_composed_by(&o);
     assert_eq!(o.composed["vm"]["metadata"]["namespace"], net_ns.as_str());
     let t = &o.composed["vm"]["spec"]["template"]["spec"];
@@ -231,9 +242,9 @@ async fn teams_never_collide_and_bad_claims_compose_nothing() {
     let (k, f) = installed().await;
     let lab = applied(&k, &example("xr-physicalnetwork.yaml"), "physicalnetworks", "platform-team").await;
     Crossplane::new(&k, &f, input_of("composition-physicalnetwork.yaml")).reconcile("physicalnetworks", &lab).await;
-    let net_xp = Crossplane::new(&k, &f, input_of("composition-virtualprivatenetwork.yaml"));
-    let net = applied(&k, &example("claim-virtualprivatenetwork.yaml"), "virtualprivatenetworks", "team-a").await;
-    net_xp.reconcile_claim("virtualprivatenetworks", "xvirtualprivatenetworks", &net).await;
+    let net_xp = Crossplane::new(&k, &f, input_of("composition-virtualprivatesubnet.yaml"));
+    let net = applied(&k, &example("claim-virtualprivatesubnet.yaml"), "virtualprivatesubnets", "team-a").await;
+    net_xp.reconcile_claim("virtualprivatesubnets", "xvirtualprivatesubnets", &net).await;
     let xp = Crossplane::new(&k, &f, input_of("composition-virtualmachine.yaml"));
     let claim = |ns: &str, name: &str, spec: Value| vm_claim(ns, name, spec);
 
@@ -279,4 +290,110 @@ async fn teams_never_collide_and_bad_claims_compose_nothing() {
     assert_composed_by(&o);
     let (st, _) = k.apply(&claim("team-a", &"v".repeat(64), json!({})), "virtualmachines", "team-a").await;
     assert_eq!(st, 422, "the claim CRD caps names at 63 characters");
+}
+
+/// Plays the cluster's load balancer: the Service `svc` gets `ip`.
+async fn address_given(k: &Cluster, svc: &Value, ip: &str) {
+    let (st, body) = k.write_status(svc, "services", json!({"loadBalancer": {"ingress": [{"ip": ip}]}})).await;
+    assert_eq!(st, 200, "{body:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_balancer_spreads_over_its_hosts_and_a_used_subnet_is_kept() {
+    let (k, f) = installed().await;
+    let net_xp = Crossplane::new(&k, &f, input_of("composition-virtualprivatesubnet.yaml"));
+    let vm_xp = Crossplane::new(&k, &f, input_of("composition-virtualmachine.yaml"));
+    let lb_xp = Crossplane::new(&k, &f, input_of("composition-loadbalancer.yaml"));
+    let net = applied(&k, &example("claim-virtualprivatesubnet.yaml"), "virtualprivatesubnets", "team-a").await;
+    let o = net_xp.reconcile_claim("virtualprivatesubnets", "xvirtualprivatesubnets", &net).await;
+    ovn_created(&k, &o.composed["udn"], "userdefinednetworks").await;
+    let net_ns = o.xr["status"]["namespace"].as_str().unwrap().to_owned();
+
+    // The seed's load balancer before its hosts: it waits, composing nothing.
+    let lb = applied(&k, &example("claim-loadbalancer.yaml"), "loadbalancers", "team-a").await;
+    let o = lb_xp.reconcile_claim("loadbalancers", "xloadbalancers", &lb).await;
+    assert!(o.fatal.is_empty() && o.composed.is_empty(), "{:?} {:?}", o.fatal, o.composed.keys());
+    assert!(o.warnings.iter().any(|w| w.contains("spec.hostRefs")), "{:?}", o.warnings);
+
+    // Two web VMs on the network: each is labelled for the load balancer,
+    // and uses the network.
+    let mut webs = Vec::new();
+    for (name, ip) in [("web-1", "192.168.100.11"), ("web-2", "192.168.100.12")] {
+        let c = applied(&k, &vm_claim("team-a", name, json!({"network": "example", "expose": []})), "virtualmachines", "team-a").await;
+        let o = vm_xp.reconcile_claim("virtualmachines", "xvirtualmachines", &c).await;
+        assert!(o.fatal.is_empty(), "{:?}", o.fatal);
+        assert_eq!(o.composed["vm"]["spec"]["template"]["metadata"]["labels"]["lb.vmaas.io/example"], "true", "{name}");
+        let usage = &o.composed["usage"]["spec"];
+        assert_eq!(
+            (usage["of"]["kind"].as_str(), usage["by"]["resourceRef"]["name"].as_str()),
+            (Some("XVirtualPrivateSubnet"), o.xr["metadata"]["name"].as_str())
+        );
+        kubevirt_runs(&k, &o, &[("default", ip)]).await;
+        webs.push((c, o));
+    }
+    // A VM the load balancer does not name carries no label.
+    let other = applied(&k, &vm_claim("team-a", "db", json!({"network": "example", "expose": []})), "virtualmachines", "team-a").await;
+    let o = vm_xp.reconcile_claim("virtualmachines", "xvirtualmachines", &other).await;
+    assert!(o.composed["vm"]["spec"]["template"]["metadata"]["labels"].get("lb.vmaas.io/example").is_none());
+    kubevirt_runs(&k, &o, &[("default", "192.168.100.13")]).await;
+
+    // The Service is in the VMs' namespace and selects exactly the two web VMs' pods.
+    let o = lb_xp.reconcile_claim("loadbalancers", "xloadbalancers", &lb).await;
+    assert!(o.fatal.is_empty(), "{:?}", o.fatal);
+    let svc = o.composed["service"].clone();
+    assert_eq!(svc["metadata"]["namespace"], net_ns.as_str());
+    assert_eq!(svc["spec"]["type"], "LoadBalancer");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 80);
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8080);
+    let selector = svc["spec"]["selector"].as_object().unwrap().clone();
+    let path = format!("/apis/kubevirt.io/v1/namespaces/{net_ns}/virtualmachineinstances");
+    let (_, vmis) = k.request(reqwest::Method::GET, &path, None, None).await;
+    let selected: Vec<&str> = vmis["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| selector.iter().all(|(key, val)| &v["metadata"]["labels"][key] == val))
+        .filter_map(|v| v["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(selected, ["web-1", "web-2"], "the Service selects the launcher pods of its hosts only");
+    assert!(!o.ready() && claim_status(&o)["state"] == "PENDING", "{:#}", o.xr);
+
+    address_given(&k, &svc, "192.0.2.80").await;
+    let o = lb_xp.reconcile_claim("loadbalancers", "xloadbalancers", &lb).await;
+    assert!(o.ready(), "{:#}", o.xr);
+    let status = claim_status(&o);
+    assert_eq!((status["state"].as_str(), status["address"].as_str()), (Some("READY"), Some("192.0.2.80")), "{status:#}");
+    assert_eq!(status["healthyTargets"], json!(["web-1", "web-2"]));
+    assert_eq!(o.condition("LoadBalancerReady").unwrap()["status"], "True");
+
+    // KubeVirt stops web-2: its pod goes, and the load balancer says so.
+    let web2 = &webs[1].1.composed["vm"];
+    let vmi = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "metadata": {"name": "web-2", "namespace": web2["metadata"]["namespace"]}});
+    let (st, _) = k.request(reqwest::Method::DELETE, &Cluster::path_of(&vmi, "virtualmachineinstances"), None, None).await;
+    assert_eq!(st, 200);
+    let o = lb_xp.reconcile_claim("loadbalancers", "xloadbalancers", &lb).await;
+    let status = claim_status(&o);
+    assert_eq!(status["healthyTargets"], json!(["web-1"]), "{status:#}");
+    assert!(status["message"].as_str().unwrap().contains("web-2: not running"), "{status:#}");
+
+    // A load balancer over VMs on two networks is refused, naming the host.
+    let mut bad = example("claim-loadbalancer.yaml");
+    bad["metadata"]["name"] = json!("across");
+    bad["spec"]["hostRefs"] = json!([{"name": "web-1"}, {"name": "alone"}]);
+    let alone = applied(&k, &vm_claim("team-a", "alone", json!({})), "virtualmachines", "team-a").await;
+    vm_xp.reconcile_claim("virtualmachines", "xvirtualmachines", &alone).await;
+    let bad = applied(&k, &bad, "loadbalancers", "team-a").await;
+    let o = lb_xp.reconcile_claim("loadbalancers", "xloadbalancers", &bad).await;
+    assert!(o.fatal.len() == 1 && o.fatal[0].contains("spec.hostRefs[1]") && o.fatal[0].contains("same network"), "{:?}", o.fatal);
+    assert!(o.composed.is_empty());
+
+    // The subnet is in use: Crossplane refuses to delete it, naming its users.
+    let refused = net_xp.delete_claim("virtualprivatesubnets", "xvirtualprivatesubnets", &net).await.unwrap_err();
+    assert!(refused.contains("3 usage(s)") && refused.contains("XVirtualMachine/"), "{refused}");
+    for c in [&webs[0].0, &webs[1].0, &other] {
+        vm_xp.delete_claim("virtualmachines", "xvirtualmachines", c).await.expect("a VM is not in use");
+    }
+    net_xp.delete_claim("virtualprivatesubnets", "xvirtualprivatesubnets", &net).await.expect("no VM uses the network any more");
+    let (st, ns) = k.request(reqwest::Method::GET, &format!("/api/v1/namespaces/{net_ns}"), None, None).await;
+    assert!(st == 404 || ns["metadata"]["deletionTimestamp"].is_string(), "the network's namespace goes: {st} {ns:#}");
 }

@@ -27,7 +27,7 @@ fn case_dir() -> tempfile::TempDir {
         ("claim-virtualmachine.yaml", "xr.json", true),
         ("observed-virtualmachine.yaml", "observed.json", false),
         ("input.yaml", "input.json", false),
-        ("claim-virtualprivatenetwork.yaml", "network.json", true),
+        ("claim-virtualprivatesubnet.yaml", "network.json", true),
         ("xr-physicalnetwork.yaml", "physical.json", false),
     ] {
         let text = std::fs::read_to_string(repo().join("examples/compositions").join(yaml)).unwrap();

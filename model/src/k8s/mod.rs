@@ -5,7 +5,9 @@
 //! - [`render`]: a machine spec plus plain options into those objects.
 //! - [`observe`]: their reported status back into an observation.
 //! - [`names`]: names of rendered objects that always fit.
+//! - [`balancer`]: a load balancer as a Service over its VMs' launcher pods.
 
+pub mod balancer;
 pub mod crd;
 pub mod names;
 pub mod observe;

@@ -39,6 +39,19 @@ fn metallb() -> String {
     "metallb".into()
 }
 
+impl FloatingIp {
+    /// The annotations that ask the cluster's load balancer for an address
+    /// of this kind, on a Service of type `LoadBalancer`.
+    pub fn annotations(&self) -> BTreeMap<String, String> {
+        let mut a = BTreeMap::from([("vmaas.io/floating-ip-provider".to_owned(), self.provider.clone())]);
+        if let Some(pool) = &self.address_pool {
+            let key = if self.provider == "esi" { "vmaas.io/esi-network" } else { "metallb.io/address-pool" };
+            a.insert(key.into(), pool.clone());
+        }
+        a
+    }
+}
+
 /// How a VM's first NIC is attached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PodNetwork {
@@ -203,7 +216,7 @@ pub fn cloud_init_user_data(c: &crate::machine::CloudInit) -> String {
     }
 }
 
-fn proto(p: Protocol) -> String {
+pub(crate) fn proto(p: Protocol) -> String {
     if p == Protocol::Udp { "UDP" } else { "TCP" }.to_owned()
 }
 
@@ -347,11 +360,7 @@ fn service(spec: &MachineSpec, o: &VmOptions) -> Option<Service> {
         return None;
     }
     let labels = BTreeMap::from([(VM_LABEL.to_owned(), o.name.clone())]);
-    let mut annotations = BTreeMap::from([("vmaas.io/floating-ip-provider".to_owned(), o.floating_ip.provider.clone())]);
-    if let Some(pool) = &o.floating_ip.address_pool {
-        let key = if o.floating_ip.provider == "esi" { "vmaas.io/esi-network" } else { "metallb.io/address-pool" };
-        annotations.insert(key.into(), pool.clone());
-    }
+    let annotations = o.floating_ip.annotations();
     let ports = spec
         .exposed_ports
         .iter()

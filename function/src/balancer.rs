@@ -1,0 +1,169 @@
+//! `XLoadBalancer`s (from seed 001's `LoadBalancer` claims): one address in
+//! front of some of the tenant's VMs. The VMs it names must be on the same
+//! network (so in one namespace); it composes a Service of type
+//! `LoadBalancer` there whose selector is its own label, which the VM XRs
+//! it names put on their launcher pods ([`crate::vm`]). Its status reads
+//! back the address and which VMs serve.
+
+use std::collections::BTreeSet;
+
+use function_sdk_rust::proto::v1::RunFunctionResponse;
+use function_sdk_rust::response::ResourceMatch;
+use function_sdk_rust::{request, resource, response};
+use serde_json::{Value, json};
+use vmaas_model::k8s::balancer::{BalancerOptions, Membership, balancer_service, member};
+use vmaas_model::k8s::observe::service_address;
+
+use crate::function::{Call, fatal, put};
+use crate::render::{network_namespace, vm_namespace};
+use crate::xr::{CLAIM_NAMESPACE_LABEL, LoadBalancerXrSpec, Owner, VmXrSpec, XR_API};
+
+/// The condition the XR reports.
+pub const BALANCER_CONDITION: &str = "LoadBalancerReady";
+
+/// Asks for `kind` XRs of `owner`'s tenant (all of them for an XR made
+/// directly): what a load balancer and its VMs find each other by.
+pub(crate) fn require_tenants(rsp: &mut RunFunctionResponse, name: &str, kind: &str, owner: &Owner) {
+    let m = (!owner.tenant.is_empty())
+        .then(|| ResourceMatch::Labels([(CLAIM_NAMESPACE_LABEL.to_owned(), owner.tenant.clone())].into_iter().collect()));
+    response::require_resources(rsp, name, XR_API, kind, m, None);
+}
+
+/// Whether the XR `xr` (of the tenant asked for) is the one called `name`.
+pub(crate) fn is_named(xr: &Value, name: &str) -> bool {
+    Owner::of(xr).name == name
+}
+
+/// The namespace a VM XR lives in: its named network's, or its own.
+fn namespace_of(vm: &Value) -> Result<(String, String), String> {
+    let owner = Owner::of(vm);
+    let spec = VmXrSpec::from_xr(&vm["spec"]).map_err(|e| format!("its spec is invalid: {e}"))?;
+    Ok(match spec.network.as_deref() {
+        Some(n) if !n.contains('/') => (network_namespace(&owner.tenant, n), format!("network {n:?}")),
+        _ => (vm_namespace(&owner), "a network of its own".to_owned()),
+    })
+}
+
+/// Checks the spec beyond what the claim's CRD does: each VM and each
+/// external port at most once.
+fn check(spec: &LoadBalancerXrSpec) -> Result<(), String> {
+    let mut hosts = BTreeSet::new();
+    for (i, h) in spec.host_refs.iter().enumerate() {
+        if !hosts.insert(h.name.as_str()) {
+            return Err(format!("spec.hostRefs[{i}].name: {:?} is named twice", h.name));
+        }
+        if h.kind.as_deref().is_some_and(|k| k != "VirtualMachine" && k != "VirtualMachineHost") {
+            return Err(format!("spec.hostRefs[{i}].kind: {:?} is not VirtualMachine", h.kind));
+        }
+    }
+    let mut ports = BTreeSet::new();
+    for (i, m) in spec.port_mapping.iter().enumerate() {
+        for (field, p) in [("externalPort", m.external_port), ("internalPort", m.internal_port)] {
+            if !(1..=65535).contains(&p) {
+                return Err(format!("spec.portMapping[{i}].{field}: {p} is not a port (1 to 65535)"));
+            }
+        }
+        if !ports.insert((m.protocol, m.external_port)) {
+            return Err(format!("spec.portMapping[{i}].externalPort: {} is mapped twice", m.external_port));
+        }
+    }
+    if spec.host_refs.is_empty() || spec.port_mapping.is_empty() {
+        return Err("spec: name at least one host and one port mapping".into());
+    }
+    Ok(())
+}
+
+/// The one namespace of the hosts that exist, or the fatal message naming
+/// the host on another network. `None`: no host exists (yet).
+fn common_namespace(spec: &LoadBalancerXrSpec, vms: &[Value]) -> Result<Option<String>, String> {
+    let mut first: Option<(String, String, &str)> = None;
+    for (i, h) in spec.host_refs.iter().enumerate() {
+        let Some(vm) = vms.iter().find(|v| is_named(v, &h.name)) else { continue };
+        let (ns, net) = namespace_of(vm).map_err(|e| format!("spec.hostRefs[{i}]: VirtualMachine {:?}: {e}", h.name))?;
+        match &first {
+            None => first = Some((ns, net, &h.name)),
+            Some((ns0, net0, name0)) if *ns0 != ns => {
+                return Err(format!(
+                    "spec.hostRefs[{i}]: VirtualMachine {:?} is on {net}, not on {net0} like {name0:?}: all hosts must be on the same network",
+                    h.name
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(first.map(|(ns, _, _)| ns))
+}
+
+/// The hosts that serve, and why the others do not.
+fn membership(spec: &LoadBalancerXrSpec, owner: &Owner, vms: &[Value], vmis: &[Value]) -> (Vec<String>, Vec<String>) {
+    let (mut serving, mut not) = (Vec::new(), Vec::new());
+    for h in &spec.host_refs {
+        if !vms.iter().any(|v| is_named(v, &h.name)) {
+            not.push(format!("{}: no such VirtualMachine (yet)", h.name));
+            continue;
+        }
+        match vmis.iter().find(|v| v["metadata"]["name"] == h.name.as_str()).map(|v| member(v, &owner.name)) {
+            Some(Membership::Serving) => serving.push(h.name.clone()),
+            Some(Membership::NotReady) => not.push(format!("{}: not ready", h.name)),
+            Some(Membership::Unlabelled) => not.push(format!("{}: joins at its next start (it was running before it was named)", h.name)),
+            None => not.push(format!("{}: not running", h.name)),
+        }
+    }
+    (serving, not)
+}
+
+/// Composes an `XLoadBalancer`.
+pub(crate) fn run(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
+    let owner = Owner::of(call.xr);
+    let spec = match LoadBalancerXrSpec::from_xr(&call.xr["spec"]) {
+        Ok(s) => s,
+        Err(e) => return fatal(rsp, format!("spec: {e}")),
+    };
+    if let Err(e) = check(&spec) {
+        return fatal(rsp, e);
+    }
+    require_tenants(&mut rsp, "hosts", "XVirtualMachine", &owner);
+    let Some(vms) = request::get_required_resources(call.req, "hosts") else {
+        response::normal(&mut rsp, "waiting for Crossplane to fetch the VirtualMachines");
+        return Ok(rsp);
+    };
+    let ns = match common_namespace(&spec, &vms) {
+        Ok(Some(ns)) => ns,
+        Ok(None) => {
+            response::warning(&mut rsp, "spec.hostRefs: none of the VirtualMachines exists (yet): the load balancer is made once one does");
+            return Ok(rsp);
+        }
+        Err(e) => return fatal(rsp, e),
+    };
+    response::require_resources(&mut rsp, "vmis", "kubevirt.io/v1", "VirtualMachineInstance", None, Some(ns.clone()));
+    let vmis = request::get_required_resources(call.req, "vmis").unwrap_or_default();
+    let svc =
+        balancer_service(&spec.mappings(), &BalancerOptions { name: &owner.name, namespace: &ns, floating_ip: &call.input.floating_ip });
+    let address = call.observed("service").as_ref().and_then(service_address);
+    put(&mut rsp, "service", &svc, address.is_some())?;
+    let (serving, not) = membership(&spec, &owner, &vms, &vmis);
+    let ready = address.is_some() && !serving.is_empty();
+    let mut why = not.clone();
+    if address.is_none() {
+        why.insert(0, "the cluster has not given the Service an address yet".into());
+    }
+    let mut status = json!({"namespace": ns, "state": if ready { "READY" } else { "PENDING" }, "healthyTargets": serving});
+    if let Some(a) = &address {
+        status["address"] = json!(a);
+    }
+    if !why.is_empty() {
+        status["message"] = json!(why.join("; "));
+    }
+    resource::update_status(response::desired_composite(&mut rsp), &status)?;
+    let c = if ready {
+        response::condition_true(&mut rsp, BALANCER_CONDITION, "Available")
+    } else {
+        response::condition_false(&mut rsp, BALANCER_CONDITION, "Waiting")
+    };
+    if !why.is_empty() {
+        c.message = Some(why.join("; "));
+    }
+    let state = if ready { "READY" } else { "PENDING" };
+    response::normal(&mut rsp, format!("rendered the load balancer of {}: {state}, {} host(s) serving", owner.describe(), serving.len()));
+    Ok(rsp)
+}
