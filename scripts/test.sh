@@ -8,7 +8,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
-apt_install postgresql curl ca-certificates openssl
+apt_install postgresql curl ca-certificates openssl iproute2
 . "$ROOT/scripts/deps.sh"
 ensure_runtime_deps
 "$ROOT/scripts/guest-image.sh"

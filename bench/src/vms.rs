@@ -70,6 +70,7 @@ async fn start_qemu_server(images: std::path::PathBuf) -> anyhow::Result<QemuSer
         qemu_img: "qemu-img".into(),
         stop_grace: Duration::from_secs(30),
         egress: Vec::new(),
+        uplinks: Vec::new(),
     };
     let backend = Arc::new(vmaas_qemu::QemuBackend::new(cfg).await?);
     let accel = backend.accel().accel.as_str();

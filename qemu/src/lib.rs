@@ -98,6 +98,9 @@ pub struct QemuConfig {
     /// ([`DEFAULT_NETWORK`] is the user network every VM has). Closed
     /// (`restrict=on`) for every other network.
     pub egress: Vec<String>,
+    /// Physical L2 uplinks: a virtual network's id and the host TAP device
+    /// or bridge its subnets' segments are joined to.
+    pub uplinks: Vec<(String, String)>,
 }
 
 /// The network every VM's first NIC is on.
@@ -155,7 +158,7 @@ impl QemuBackend {
         info!(accelerator = accel.accel.as_str(), reason = %accel.reason, "qemu accelerator chosen");
         let host = tokio::task::spawn_blocking(Host::probe).await.unwrap_or(Host { cpus: 1, memory_bytes: 0, gpus: Vec::new() });
         let data = cfg.state_dir.parent().unwrap_or(&cfg.state_dir).to_owned();
-        let subnets = Arc::new(subnet::Subnets::new(data.join("subnets")));
+        let subnets = Arc::new(subnet::Subnets::new(data.join("subnets"), &cfg.uplinks));
         let vms = Vms {
             pool: Mutex::new(IpPool::new(cfg.pool)),
             cfg,

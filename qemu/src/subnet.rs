@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tracing::info;
 use vmaas_backend::{BackendError, Cleanup, Driver, NetworkObservation, Requeue, SubnetSpec, SubnetTarget};
-use vmaas_switch::{Mac, Segment, SubnetConfig};
+use vmaas_switch::{Mac, Segment, SubnetConfig, Uplink};
 
 use crate::state::write_atomic;
 
@@ -51,12 +51,47 @@ pub fn switch_config(id: &str, cidr: &str) -> Option<SubnetConfig> {
 pub struct Subnets {
     dir: PathBuf,
     segments: Mutex<HashMap<String, Arc<Segment>>>,
+    /// The administrator's uplinks: network id → host interface.
+    uplink_ifaces: HashMap<String, String>,
+    /// The uplinks opened, by network id.
+    uplinks: Mutex<HashMap<String, Arc<Uplink>>>,
 }
 
 impl Subnets {
-    /// Subnets kept under `dir`.
-    pub fn new(dir: PathBuf) -> Self {
-        Self { dir, segments: Mutex::new(HashMap::new()) }
+    /// Subnets kept under `dir`; the networks in `uplinks` (network id →
+    /// host TAP or bridge) are joined to that interface.
+    pub fn new(dir: PathBuf, uplinks: &[(String, String)]) -> Self {
+        Self {
+            dir,
+            segments: Mutex::new(HashMap::new()),
+            uplink_ifaces: uplinks.iter().cloned().collect(),
+            uplinks: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Joins `segment` of network `network` to the network's uplink, if the
+    /// administrator gave it one (opened on first use).
+    fn join_uplink(&self, network: &str, segment: &Arc<Segment>) -> Result<(), BackendError> {
+        let Some(iface) = self.uplink_ifaces.get(network) else { return Ok(()) };
+        let mut uplinks = self.uplinks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let uplink = match uplinks.get(network) {
+            Some(u) => u.clone(),
+            None => {
+                let context = format!("opening the uplink {iface} of network {network}");
+                let tap = vmaas_tap::open(iface).map_err(|e| BackendError::transient(context.clone(), e))?;
+                let bridge = tap.bridge.clone();
+                let u = Arc::new(Uplink::start(tap).map_err(|e| BackendError::transient(context, e))?);
+                info!(%network, %iface, tap = %u.tap, ?bridge, "uplink open");
+                uplinks.insert(network.to_owned(), u.clone());
+                u
+            }
+        };
+        let before = uplink.segments();
+        uplink.join(segment);
+        if uplink.segments() > before {
+            info!(%network, %iface, "uplink joined a subnet");
+        }
+        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Segment>>> {
@@ -107,6 +142,9 @@ impl Driver<SubnetSpec, NetworkObservation> for Subnets {
             self.lock().entry(t.id.clone()).or_insert_with(|| Arc::new(Segment::start(config)));
             info!(subnet = %t.id, name = %t.name, cidr = %t.spec.ipv4_cidr, %gateway, "subnet segment running");
         }
+        if let Some(segment) = self.segment(&t.id) {
+            self.join_uplink(&t.spec.virtual_network, &segment)?;
+        }
         Ok((NetworkObservation::Ready, Requeue::AwaitChange))
     }
 
@@ -144,7 +182,7 @@ mod tests {
     #[tokio::test]
     async fn a_subnet_runs_a_segment_until_deleted() {
         let d = tempfile::tempdir().unwrap();
-        let s = Subnets::new(d.path().join("subnets"));
+        let s = Subnets::new(d.path().join("subnets"), &[]);
         let spec = SubnetSpec { virtual_network: "n1".into(), ipv4_cidr: "10.10.1.0/24".into() };
         let t = Target { id: "s1".into(), tenant: "acme".into(), name: "front".into(), version: 1, spec };
         assert_eq!(s.ensure(&t).await.unwrap().0, NetworkObservation::Ready);

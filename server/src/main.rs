@@ -113,6 +113,12 @@ struct ServeArgs {
     /// host (`default` is the network every VM has). Closed unless listed.
     #[arg(long, env = "VMAAS_GUEST_EGRESS", value_delimiter = ',')]
     guest_egress: Vec<String>,
+    /// qemu: physical L2 uplinks, `NETWORK=IFACE` (repeatable): the subnets
+    /// of the virtual network with id NETWORK are joined to the host TAP
+    /// device IFACE (or to a TAP of the server's own added to IFACE if it
+    /// is a bridge). Needs CAP_NET_ADMIN.
+    #[arg(long = "uplink", env = "VMAAS_UPLINKS", value_delimiter = ',', value_parser = parse_uplink)]
+    uplinks: Vec<(String, String)>,
     /// Accept a database other than the one this data directory records (or
     /// an empty one while it holds VMs); VMs it does not know are quarantined.
     #[arg(long, env = "VMAAS_ADOPT_STORE")]
@@ -218,6 +224,14 @@ async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
+/// `NETWORK=IFACE` of `--uplink`.
+fn parse_uplink(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((net, iface)) if !net.is_empty() && !iface.is_empty() && iface.len() < 16 => Ok((net.to_owned(), iface.to_owned())),
+        _ => Err(format!("{s:?}: expected NETWORK=IFACE (a virtual network's id, a host interface of at most 15 characters)")),
+    }
+}
+
 /// The backend the arguments ask for, over `data_dir`.
 async fn backend(args: &ServeArgs, data_dir: &std::path::Path) -> anyhow::Result<Arc<dyn Backend>> {
     Ok(match args.backend {
@@ -237,6 +251,7 @@ async fn backend(args: &ServeArgs, data_dir: &std::path::Path) -> anyhow::Result
                 qemu_img: PathBuf::from("qemu-img"),
                 stop_grace: args.stop_grace,
                 egress: args.guest_egress.clone(),
+                uplinks: args.uplinks.clone(),
             };
             Arc::new(QemuBackend::new(cfg).await.context("starting the qemu backend")?)
         }

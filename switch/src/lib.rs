@@ -15,6 +15,7 @@
 //! - [`port`]: QEMU's stream framing (a 4-byte big-endian length before
 //!   each frame).
 //! - [`segment`]: a fabric served on unix sockets by tokio tasks.
+//! - [`uplink`]: a network's segments joined to a host TAP device.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -25,7 +26,9 @@ pub mod firewall;
 pub mod frame;
 pub mod port;
 pub mod segment;
+pub mod uplink;
 
 pub use fabric::{Fabric, PortConfig, PortId, SubnetConfig};
 pub use frame::Mac;
 pub use segment::{Segment, SegmentError};
+pub use uplink::Uplink;

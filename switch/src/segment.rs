@@ -32,7 +32,7 @@ const PORT_QUEUE: usize = 4096;
 
 /// The switch's own runtime: one thread, started on first use, that
 /// serves every segment's ports.
-fn runtime() -> &'static tokio::runtime::Handle {
+pub(crate) fn runtime() -> &'static tokio::runtime::Handle {
     static RUNTIME: OnceLock<tokio::runtime::Handle> = OnceLock::new();
     RUNTIME.get_or_init(|| {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("the switch's runtime cannot start");
@@ -126,6 +126,20 @@ impl Segment {
             }
         }
         Ok(())
+    }
+
+    /// Joins an uplink as port `id` (a physical L2 network: any source,
+    /// learned): the frames the segment sends it go to `out`, and
+    /// [`Segment::inject`] brings its frames in.
+    pub fn add_uplink(&self, id: PortId, out: mpsc::Sender<Vec<u8>>) {
+        let mut sw = lock(&self.switch);
+        sw.fabric.add_port(id, PortKind::Uplink);
+        sw.out.insert(id, out);
+    }
+
+    /// Switches `frame`, which came in on uplink port `id`.
+    pub fn inject(&self, id: PortId, frame: Vec<u8>) {
+        lock(&self.switch).forward(id, frame);
     }
 
     /// Whether port `id` is served.
