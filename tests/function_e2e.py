@@ -151,6 +151,32 @@ def main():
     net_ns = resource.struct_to_dict(rsp.desired.resources["namespace"].resource)["metadata"]["name"]
     check(udn["metadata"] == {"name": "example", "namespace": net_ns}, f"in the network's namespace: {udn['metadata']}")
 
+    # Seed 001's load balancer over two web VMs of that network: a Service in
+    # the network's namespace selecting its own label; web-1's VMI serves.
+    lb = load(case, "loadbalancer.json")
+    hosts = []
+    for name in ("web-1", "web-2"):
+        h = json.loads(json.dumps(xr))
+        h["metadata"]["name"] = name + "-x7k2p"
+        h["metadata"]["labels"]["crossplane.io/claim-name"] = name
+        h["spec"]["network"] = "example"
+        hosts.append(h)
+    vmi = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+           "metadata": {"name": "web-1", "namespace": net_ns, "labels": {"lb.vmaas.io/example": "true"}},
+           "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    rsp = stub.RunFunction(request(lb, {"required": {"hosts": hosts, "vmis": [vmi]}}, fn_input, "e2e-9"), timeout=10)
+    svc = resource.struct_to_dict(rsp.desired.resources["service"].resource)
+    check(svc["kind"] == "Service" and svc["metadata"]["namespace"] == net_ns, f"the load balancer's Service: {svc['metadata']}")
+    check(svc["spec"]["selector"] == {"lb.vmaas.io/example": "true"}, f"its selector: {svc['spec']}")
+    check(svc["spec"]["ports"][0]["port"] == 80 and svc["spec"]["ports"][0]["targetPort"] == 8080, f"its ports: {svc['spec']['ports']}")
+    status = resource.struct_to_dict(rsp.desired.composite.resource)["status"]
+    check(status["healthyTargets"] == ["web-1"] and "web-2: not running" in status["message"], f"the load balancer's status: {status}")
+    rsp = stub.RunFunction(request(hosts[0], {"required": {"balancers": [lb], "network": [net]}}, fn_input, "e2e-10"), timeout=10)
+    web = resource.struct_to_dict(rsp.desired.resources["vm"].resource)
+    check(web["spec"]["template"]["metadata"]["labels"].get("lb.vmaas.io/example") == "true", "a host carries the label")
+    usage = resource.struct_to_dict(rsp.desired.resources["usage"].resource)
+    check(usage["kind"] == "ClusterUsage" and usage["spec"]["of"]["resourceRef"]["name"] == net["metadata"]["name"], f"the host uses its network: {usage}")
+
     rsp = stub.RunFunction(request(physical, {}, fn_input, "e2e-8"), timeout=10)
     cudn = resource.struct_to_dict(rsp.desired.resources["cudn"].resource)
     check(cudn["kind"] == "ClusterUserDefinedNetwork" and "namespace" not in cudn["metadata"], "a cluster-scoped CUDN")

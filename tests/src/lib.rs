@@ -318,6 +318,16 @@ impl Server {
         self.cli_with_stdin(token, args, b"")
     }
 
+    /// `vmaas ARGS -o json` as `token`, which must succeed; its JSON (the
+    /// server's log in the failure).
+    pub fn cli_json(&self, token: &str, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        let out = self.cli(token, &all);
+        assert!(out.status.success(), "vmaas {args:?}: {}\n{}", String::from_utf8_lossy(&out.stderr), self.log());
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+    }
+
     /// Runs the `vmaas` CLI with `stdin` as its standard input.
     pub fn cli_with_stdin(&self, token: &str, args: &[&str], stdin: &[u8]) -> Output {
         use std::io::Write;

@@ -20,19 +20,10 @@ async fn post(s: &Server, t: &str, path: &str, body: Value) -> Value {
     v
 }
 
-/// `vmaas ARGS -o json`, which must succeed; its JSON.
-fn cli_json(s: &Server, t: &str, args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.extend(["-o", "json"]);
-    let out = s.cli(t, &all);
-    assert!(out.status.success(), "vmaas {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
-}
-
 /// A network and a subnet of it, made with the CLI, READY.
 async fn subnet(s: &Server, t: &str, network: &str, name: &str, cidr: &str) -> String {
-    cli_json(s, t, &["network", "create", network, "--cidr", "10.30.0.0/16"]);
-    let sn = cli_json(s, t, &["subnet", "create", name, "--network", network, "--cidr", cidr]);
+    s.cli_json(t, &["network", "create", network, "--cidr", "10.30.0.0/16"]);
+    let sn = s.cli_json(t, &["subnet", "create", name, "--network", network, "--cidr", cidr]);
     let id = sn["id"].as_str().unwrap().to_owned();
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
@@ -75,7 +66,7 @@ async fn vms_on_one_subnet_reach_each_other_and_nothing_else() {
     let front = subnet(&s, &t, "lab", "front", "10.30.1.0/24").await;
     subnet(&s, &t, "other", "back", "10.30.1.0/24").await;
 
-    let icmp = cli_json(&s, &t, &["security-group", "create", "icmp-only", "--network", "lab", "--ingress", "icmp"]);
+    let icmp = s.cli_json(&t, &["security-group", "create", "icmp-only", "--network", "lab", "--ingress", "icmp"]);
     assert_eq!(icmp["spec"]["ingress"], json!([{"protocol": "PROTOCOL_ICMP"}]));
     let icmp = icmp["id"].as_str().unwrap().to_owned();
     post(&s, &t, "security_groups", json!({"object": {"metadata": {"name": "elsewhere"}, "spec": {"virtual_network": "other"}}})).await;
@@ -104,7 +95,7 @@ async fn vms_on_one_subnet_reach_each_other_and_nothing_else() {
     assert!(ping.contains("PINGOK"), "ICMP is allowed: {ping}");
     let blocked = console(&s, &t, "alpha", "timeout 5 wget -O- http://10.30.1.60/ >/dev/null 2>&1 && echo REACH\"ED\" || echo BLOCK\"ED\"");
     assert!(blocked.contains("BLOCKED") && !blocked.contains("REACHED"), "HTTP must be blocked: {blocked}");
-    let v = cli_json(&s, &t, &["security-group", "set-rules", "icmp-only", "--ingress", "icmp", "--ingress", "tcp:80@10.30.1.0/24"]);
+    let v = s.cli_json(&t, &["security-group", "set-rules", "icmp-only", "--ingress", "icmp", "--ingress", "tcp:80@10.30.1.0/24"]);
     assert_eq!(v["spec"]["ingress"][1], json!({"protocol": "PROTOCOL_TCP", "port_from": 80, "ipv4_cidr": "10.30.1.0/24"}), "{v}");
     assert!(fetches(&s, &t, "alpha", "10.30.1.60", "delta"), "the added rule did not open HTTP\n{}", s.log());
 

@@ -14,15 +14,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use vmaas_tests::Server;
 use vmaas_tests::vms::{TINY, V1, publish};
 
-/// `vmaas ARGS -o json`, which must succeed; its JSON.
-fn cli_json(s: &Server, t: &str, args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.extend(["-o", "json"]);
-    let out = s.cli(t, &all);
-    assert!(out.status.success(), "vmaas {args:?}: {}\n{}", String::from_utf8_lossy(&out.stderr), s.log());
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
-}
-
 /// The test guest's name from the page on `addr` port 80, if it answers.
 async fn page_of(addr: &str) -> Option<String> {
     let fetch = async {
@@ -61,7 +52,7 @@ async fn until(s: &Server, t: &str, path: &str, what: &str, ok: impl Fn(&Value) 
 fn vm(s: &Server, t: &str, name: &str, more: &[&str]) -> String {
     let mut args = vec!["vm", "create", name, "-t", "tiny", "--subnet", "front", "--wait", "--timeout", "5m"];
     args.extend(more);
-    let v = cli_json(s, t, &args);
+    let v = s.cli_json(t, &args);
     v["id"].as_str().or(v["object"]["id"].as_str()).unwrap().to_owned()
 }
 
@@ -76,9 +67,9 @@ async fn external_ips_follow_their_attachment_and_balancers_skip_stopped_targets
     let s = Server::start_qemu().await;
     publish(&s, TINY);
     let t = s.token("acme", false);
-    cli_json(&s, &t, &["network", "create", "lab", "--cidr", "10.40.0.0/16"]);
-    cli_json(&s, &t, &["subnet", "create", "front", "--network", "lab", "--cidr", "10.40.1.0/24"]);
-    cli_json(&s, &t, &["subnet", "create", "back", "--network", "lab", "--cidr", "10.40.2.0/24"]);
+    s.cli_json(&t, &["network", "create", "lab", "--cidr", "10.40.0.0/16"]);
+    s.cli_json(&t, &["subnet", "create", "front", "--network", "lab", "--cidr", "10.40.1.0/24"]);
+    s.cli_json(&t, &["subnet", "create", "back", "--network", "lab", "--cidr", "10.40.2.0/24"]);
     let web1 = vm(&s, &t, "web1", &[]);
     let web2 = vm(&s, &t, "web2", &["--subnet", "back,ip=10.40.2.9"]);
     // Every NIC's address is in the status, in order; the first is internalIP.
@@ -87,26 +78,26 @@ async fn external_ips_follow_their_attachment_and_balancers_skip_stopped_targets
     assert_eq!(ips["status"]["internalIP"], "10.40.1.3");
 
     // An external IP answers with web1's page, then with web2's once moved.
-    let pools = cli_json(&s, &t, &["external-ip", "pools"]);
+    let pools = s.cli_json(&t, &["external-ip", "pools"]);
     assert_eq!(pools["items"][0]["id"], "default", "{pools}");
     assert!(pools["items"][0]["spec"].get("cidrs").is_none(), "tenants do not see the ranges: {pools}");
-    let ip = cli_json(&s, &t, &["external-ip", "create", "pub"]);
+    let ip = s.cli_json(&t, &["external-ip", "create", "pub"]);
     let (ip_id, addr) = (ip["id"].as_str().unwrap().to_owned(), ip["status"]["address"].as_str().unwrap().to_owned());
     assert_eq!(ip["status"]["state"], "EXTERNAL_IP_STATE_ALLOCATED");
-    let att = cli_json(&s, &t, &["external-ip", "attach", "pub", "--vm", "web1"]);
+    let att = s.cli_json(&t, &["external-ip", "attach", "pub", "--vm", "web1"]);
     assert_eq!(att["spec"]["compute_instance"], web1.as_str(), "{att}");
     until_page(&s, &addr, "web1").await;
     until(&s, &t, &format!("virtual_machines/{web1}"), "showing the external IP", |v| v["status"]["externalIP"] == addr.as_str()).await;
     until(&s, &t, &format!("external_ips/{ip_id}"), "attached", |v| v["status"]["attached"] == true).await;
     let busy = refused(&s, &t, Method::DELETE, &format!("external_ips/{ip_id}"), None, 409).await;
     assert!(busy.contains("external IP attachment") && busy.contains("pub"), "{busy}");
-    cli_json(&s, &t, &["external-ip", "attach", "pub", "--vm", "web2"]);
+    s.cli_json(&t, &["external-ip", "attach", "pub", "--vm", "web2"]);
     until_page(&s, &addr, "web2").await;
     until(&s, &t, &format!("virtual_machines/{web2}"), "showing the external IP", |v| v["status"]["externalIP"] == addr.as_str()).await;
     let web1_now =
         until(&s, &t, &format!("virtual_machines/{web1}"), "back on its own address", |v| v["status"]["externalIP"] != addr.as_str()).await;
     assert_ne!(page_of(web1_now["status"]["externalIP"].as_str().unwrap()).await, None, "web1 still answers on its own address");
-    cli_json(&s, &t, &["external-ip", "detach", "pub"]);
+    s.cli_json(&t, &["external-ip", "detach", "pub"]);
     until(&s, &t, &format!("external_ips/{ip_id}"), "detached", |v| v["status"]["attached"] == false).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     while page_of(&addr).await.is_some() {
@@ -116,7 +107,7 @@ async fn external_ips_follow_their_attachment_and_balancers_skip_stopped_targets
 
     // A load balancer spreads over both, and skips web2 once it is stopped.
     let lb =
-        cli_json(&s, &t, &["load-balancer", "create", "lb", "--subnet", "front", "--target", "web1", "--target", "web2", "--port", "80"]);
+        s.cli_json(&t, &["load-balancer", "create", "lb", "--subnet", "front", "--target", "web1", "--target", "web2", "--port", "80"]);
     let (lb_id, lb_addr) = (lb["id"].as_str().unwrap().to_owned(), lb["status"]["address"].as_str().unwrap().to_owned());
     assert_ne!(lb_addr, addr);
     until(&s, &t, &format!("load_balancers/{lb_id}"), "READY with two healthy targets", |v| {
@@ -162,12 +153,12 @@ async fn external_ips_follow_their_attachment_and_balancers_skip_stopped_targets
     assert!(e.contains("object.spec.external_ip"), "{e}");
 
     // Deleting the load balancer frees its address; the IP can go once detached.
-    cli_json(&s, &t, &["load-balancer", "delete", "lb"]);
+    s.cli_json(&t, &["load-balancer", "delete", "lb"]);
     let deadline = Instant::now() + Duration::from_secs(30);
     while page_of(&lb_addr).await.is_some() {
         assert!(Instant::now() < deadline, "{lb_addr} still answers after the delete");
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    cli_json(&s, &t, &["external-ip", "delete", "pub"]);
+    s.cli_json(&t, &["external-ip", "delete", "pub"]);
     until(&s, &t, &front, "counting the two VMs only", |v| v["status"]["users"] == 2).await;
 }

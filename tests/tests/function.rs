@@ -29,6 +29,7 @@ fn case_dir() -> tempfile::TempDir {
         ("input.yaml", "input.json", false),
         ("claim-virtualprivatesubnet.yaml", "network.json", true),
         ("xr-physicalnetwork.yaml", "physical.json", false),
+        ("claim-loadbalancer.yaml", "loadbalancer.json", true),
     ] {
         let text = std::fs::read_to_string(repo().join("examples/compositions").join(yaml)).unwrap();
         let mut v: serde_json::Value = yaml_to_json(&text);

@@ -103,15 +103,6 @@ impl Drop for Physical {
     }
 }
 
-/// `vmaas ARGS -o json`, which must succeed; its JSON.
-fn cli_json(s: &Server, t: &str, args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.extend(["-o", "json"]);
-    let out = s.cli(t, &all);
-    assert!(out.status.success(), "vmaas {args:?}: {}\n{}", String::from_utf8_lossy(&out.stderr), s.log());
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
-}
-
 fn id_of(v: &Value) -> String {
     v["id"].as_str().or(v["object"]["id"].as_str()).expect("an id").to_owned()
 }
@@ -123,12 +114,12 @@ async fn an_uplinked_subnet_reaches_the_physical_network_and_no_other_does() {
     let mut s = Server::start_qemu().await;
     publish(&s, TINY);
     let t = s.token("acme", false);
-    let lab = id_of(&cli_json(&s, &t, &["network", "create", "lab", "--cidr", "10.77.0.0/16"]));
-    cli_json(&s, &t, &["subnet", "create", "front", "--network", "lab", "--cidr", "10.77.1.0/24"]);
-    cli_json(&s, &t, &["network", "create", "other", "--cidr", "10.77.0.0/16"]);
-    cli_json(&s, &t, &["subnet", "create", "shadow", "--network", "other", "--cidr", "10.77.1.0/24"]);
-    let bridged = id_of(&cli_json(&s, &t, &["network", "create", "bridged", "--cidr", "10.78.0.0/16"]));
-    cli_json(&s, &t, &["subnet", "create", "back", "--network", "bridged", "--cidr", "10.78.1.0/24"]);
+    let lab = id_of(&s.cli_json(&t, &["network", "create", "lab", "--cidr", "10.77.0.0/16"]));
+    s.cli_json(&t, &["subnet", "create", "front", "--network", "lab", "--cidr", "10.77.1.0/24"]);
+    s.cli_json(&t, &["network", "create", "other", "--cidr", "10.77.0.0/16"]);
+    s.cli_json(&t, &["subnet", "create", "shadow", "--network", "other", "--cidr", "10.77.1.0/24"]);
+    let bridged = id_of(&s.cli_json(&t, &["network", "create", "bridged", "--cidr", "10.78.0.0/16"]));
+    s.cli_json(&t, &["subnet", "create", "back", "--network", "bridged", "--cidr", "10.78.1.0/24"]);
 
     // The administrator uplinks `lab` to the TAP and `bridged` to the bridge.
     let mut extra = s.extra().to_vec();
@@ -145,7 +136,7 @@ async fn an_uplinked_subnet_reaches_the_physical_network_and_no_other_does() {
 
     for (name, subnet, ip) in [("web", "front", "10.77.1.10"), ("hidden", "shadow", "10.77.1.11"), ("db", "back", "10.78.1.10")] {
         let nic = format!("{subnet},ip={ip}");
-        cli_json(&s, &t, &["vm", "create", name, "-t", "tiny", "--subnet", &nic, "--wait", "--timeout", "5m"]);
+        s.cli_json(&t, &["vm", "create", name, "-t", "tiny", "--subnet", &nic, "--wait", "--timeout", "5m"]);
     }
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
