@@ -29,9 +29,11 @@ pub(crate) fn require_tenants(rsp: &mut RunFunctionResponse, name: &str, kind: &
     response::require_resources(rsp, name, XR_API, kind, m, None);
 }
 
-/// Whether the XR `xr` (of the tenant asked for) is the one called `name`.
-pub(crate) fn is_named(xr: &Value, name: &str) -> bool {
-    Owner::of(xr).name == name
+/// Whether the XR `xr` is the one `owner`'s tenant calls `name` (an XR
+/// made directly, without a tenant, only ever names another such XR).
+pub(crate) fn is_named(xr: &Value, owner: &Owner, name: &str) -> bool {
+    let o = Owner::of(xr);
+    o.name == name && o.tenant == owner.tenant
 }
 
 /// The namespace a VM XR lives in: its named network's, or its own.
@@ -75,10 +77,10 @@ fn check(spec: &LoadBalancerXrSpec) -> Result<(), String> {
 
 /// The one namespace of the hosts that exist, or the fatal message naming
 /// the host on another network. `None`: no host exists (yet).
-fn common_namespace(spec: &LoadBalancerXrSpec, vms: &[Value]) -> Result<Option<String>, String> {
+fn common_namespace(spec: &LoadBalancerXrSpec, owner: &Owner, vms: &[Value]) -> Result<Option<String>, String> {
     let mut first: Option<(String, String, &str)> = None;
     for (i, h) in spec.host_refs.iter().enumerate() {
-        let Some(vm) = vms.iter().find(|v| is_named(v, &h.name)) else { continue };
+        let Some(vm) = vms.iter().find(|v| is_named(v, owner, &h.name)) else { continue };
         let (ns, net) = namespace_of(vm).map_err(|e| format!("spec.hostRefs[{i}]: VirtualMachine {:?}: {e}", h.name))?;
         match &first {
             None => first = Some((ns, net, &h.name)),
@@ -98,7 +100,7 @@ fn common_namespace(spec: &LoadBalancerXrSpec, vms: &[Value]) -> Result<Option<S
 fn membership(spec: &LoadBalancerXrSpec, owner: &Owner, vms: &[Value], vmis: &[Value]) -> (Vec<String>, Vec<String>) {
     let (mut serving, mut not) = (Vec::new(), Vec::new());
     for h in &spec.host_refs {
-        if !vms.iter().any(|v| is_named(v, &h.name)) {
+        if !vms.iter().any(|v| is_named(v, owner, &h.name)) {
             not.push(format!("{}: no such VirtualMachine (yet)", h.name));
             continue;
         }
@@ -127,7 +129,7 @@ pub(crate) fn run(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFu
         response::normal(&mut rsp, "waiting for Crossplane to fetch the VirtualMachines");
         return Ok(rsp);
     };
-    let ns = match common_namespace(&spec, &vms) {
+    let ns = match common_namespace(&spec, &owner, &vms) {
         Ok(Some(ns)) => ns,
         Ok(None) => {
             response::warning(&mut rsp, "spec.hostRefs: none of the VirtualMachines exists (yet): the load balancer is made once one does");
@@ -166,4 +168,42 @@ pub(crate) fn run(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFu
     let state = if ready { "READY" } else { "PENDING" };
     response::normal(&mut rsp, format!("rendered the load balancer of {}: {state}, {} host(s) serving", owner.describe(), serving.len()));
     Ok(rsp)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::xr::CLAIM_NAME_LABEL;
+
+    /// An XR named `name`, made for the claim `claim` (tenant, name) if any.
+    fn xr(name: &str, claim: Option<(&str, &str)>) -> Value {
+        let labels = claim.map_or(json!({}), |(t, n)| json!({CLAIM_NAMESPACE_LABEL: t, CLAIM_NAME_LABEL: n}));
+        json!({"metadata": {"name": name, "labels": labels}})
+    }
+
+    #[test]
+    fn hosts_are_found_in_the_balancers_tenant_only() {
+        let team = Owner { tenant: "team-a".into(), name: "lb".into() };
+        let platform = Owner { tenant: String::new(), name: "lb".into() };
+        let (team_web, platform_web) = (xr("web-x1", Some(("team-a", "web"))), xr("web", None));
+        assert!(is_named(&team_web, &team, "web"));
+        assert!(!is_named(&platform_web, &team, "web"), "a team never reaches the platform's VMs");
+        assert!(is_named(&platform_web, &platform, "web"));
+        assert!(!is_named(&team_web, &platform, "web"), "nor the platform's load balancers a team's");
+    }
+
+    #[test]
+    fn a_host_or_a_port_twice_is_refused_naming_it() {
+        let spec = |hosts: Value, ports: Value| LoadBalancerXrSpec::from_xr(&json!({"hostRefs": hosts, "portMapping": ports})).unwrap();
+        let one_port = json!([{"externalPort": 80, "internalPort": 8080}]);
+        let twice = spec(json!([{"name": "a"}, {"name": "a"}]), one_port.clone());
+        assert_eq!(check(&twice).unwrap_err(), "spec.hostRefs[1].name: \"a\" is named twice");
+        let ports = json!([{"externalPort": 80, "internalPort": 1}, {"protocol": "TCP", "externalPort": 80, "internalPort": 2}]);
+        assert!(check(&spec(json!([{"name": "a"}]), ports)).unwrap_err().starts_with("spec.portMapping[1].externalPort"));
+        let udp = json!([{"externalPort": 53, "internalPort": 53}, {"protocol": "UDP", "externalPort": 53, "internalPort": 53}]);
+        assert!(check(&spec(json!([{"name": "a"}]), udp)).is_ok(), "TCP and UDP on one port are two mappings");
+        assert!(check(&spec(json!([{"name": "a", "kind": "Pod"}]), one_port)).unwrap_err().starts_with("spec.hostRefs[0].kind"));
+    }
 }

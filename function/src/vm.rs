@@ -109,9 +109,10 @@ fn check_networks(call: &Call<'_>, owner: &Owner, spec: &VmXrSpec) -> Result<Net
 /// Labels the VM's pods for each load balancer of its tenant that names it.
 fn join_balancers(r: &mut RenderedVm, owner: &Owner, balancers: &[Value]) {
     for lb in balancers {
+        let lb_owner = Owner::of(lb);
         let names_it = lb["spec"]["hostRefs"].as_array().is_some_and(|hs| hs.iter().any(|h| h["name"] == owner.name.as_str()));
-        if names_it {
-            r.vm.spec.template.metadata.labels.insert(balancer_label(&Owner::of(lb).name), MEMBER.to_owned());
+        if names_it && lb_owner.tenant == owner.tenant {
+            r.vm.spec.template.metadata.labels.insert(balancer_label(&lb_owner.name), MEMBER.to_owned());
         }
     }
 }
