@@ -11,11 +11,13 @@ use function_sdk_rust::proto::v1::RunFunctionResponse;
 use function_sdk_rust::response::ResourceMatch;
 use function_sdk_rust::{request, resource, response};
 use serde_json::{Value, json};
+use vmaas_model::ValidationErrors;
 use vmaas_model::k8s::balancer::{BalancerOptions, Membership, balancer_service, member};
 use vmaas_model::k8s::observe::service_address;
+use vmaas_model::load_balancer::check_mapping_ports;
 
 use crate::function::{Call, fatal, put};
-use crate::render::{network_namespace, vm_namespace};
+use crate::render::{NetworkRef, vm_home};
 use crate::xr::{CLAIM_NAMESPACE_LABEL, LoadBalancerXrSpec, Owner, VmXrSpec, XR_API};
 
 /// The condition the XR reports.
@@ -36,14 +38,14 @@ pub(crate) fn is_named(xr: &Value, owner: &Owner, name: &str) -> bool {
     o.name == name && o.tenant == owner.tenant
 }
 
-/// The namespace a VM XR lives in: its named network's, or its own.
+/// The namespace a VM XR lives in, and its network in words.
 fn namespace_of(vm: &Value) -> Result<(String, String), String> {
-    let owner = Owner::of(vm);
     let spec = VmXrSpec::from_xr(&vm["spec"]).map_err(|e| format!("its spec is invalid: {e}"))?;
-    Ok(match spec.network.as_deref() {
-        Some(n) if !n.contains('/') => (network_namespace(&owner.tenant, n), format!("network {n:?}")),
-        _ => (vm_namespace(&owner), "a network of its own".to_owned()),
-    })
+    let network = match spec.network_ref() {
+        Some(NetworkRef::Named(n)) => format!("network {n:?}"),
+        _ => "a network of its own".to_owned(),
+    };
+    Ok((vm_home(&Owner::of(vm), &spec), network))
 }
 
 /// Checks the spec beyond what the claim's CRD does: each VM and each
@@ -58,16 +60,10 @@ fn check(spec: &LoadBalancerXrSpec) -> Result<(), String> {
             return Err(format!("spec.hostRefs[{i}].kind: {:?} is not VirtualMachine", h.kind));
         }
     }
-    let mut ports = BTreeSet::new();
-    for (i, m) in spec.port_mapping.iter().enumerate() {
-        for (field, p) in [("externalPort", m.external_port), ("internalPort", m.internal_port)] {
-            if !(1..=65535).contains(&p) {
-                return Err(format!("spec.portMapping[{i}].{field}: {p} is not a port (1 to 65535)"));
-            }
-        }
-        if !ports.insert((m.protocol, m.external_port)) {
-            return Err(format!("spec.portMapping[{i}].externalPort: {} is mapped twice", m.external_port));
-        }
+    let mut errs = ValidationErrors::default();
+    check_mapping_ports(&spec.mappings(), "spec.portMapping", ("externalPort", "internalPort"), &mut errs);
+    if !errs.0.is_empty() {
+        return Err(errs.to_string());
     }
     if spec.host_refs.is_empty() || spec.port_mapping.is_empty() {
         return Err("spec: name at least one host and one port mapping".into());

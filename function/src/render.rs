@@ -49,6 +49,15 @@ pub fn network_namespace(tenant: &str, network: &str) -> String {
     unique(&["vmaas-net", tenant, network])
 }
 
+/// The namespace the VM of `owner` lives in: its named network's, or its
+/// own (no network, or an inline one).
+pub fn vm_home(owner: &Owner, xr: &VmXrSpec) -> String {
+    match xr.network_ref() {
+        Some(NetworkRef::Named(n)) => network_namespace(&owner.tenant, n),
+        Some(NetworkRef::Inline(_)) | None => vm_namespace(owner),
+    }
+}
+
 /// Everything rendered for one VM XR.
 #[derive(Debug, Clone, Serialize)]
 pub struct RenderedVm {
@@ -128,10 +137,11 @@ fn machine(xr: &VmXrSpec, template: &Template) -> Result<vmaas_model::MachineSpe
 /// network's.
 pub fn render_vm(owner: &Owner, xr: &VmXrSpec, template: &Template, input: &FunctionInput) -> Result<RenderedVm, ValidationErrors> {
     let spec = machine(xr, template)?;
-    let (ns, own, inline) = match xr.network_ref() {
-        Some(NetworkRef::Named(n)) => (network_namespace(&owner.tenant, n), false, None),
-        Some(NetworkRef::Inline(cidr)) => (vm_namespace(owner), true, Some(cidr)),
-        None => (vm_namespace(owner), true, None),
+    let ns = vm_home(owner, xr);
+    let (own, inline) = match xr.network_ref() {
+        Some(NetworkRef::Named(_)) => (false, None),
+        Some(NetworkRef::Inline(cidr)) => (true, Some(cidr)),
+        None => (true, None),
     };
     let options = VmOptions {
         name: owner.name.clone(),

@@ -77,12 +77,21 @@ pub fn check_mappings(mappings: &[PortMapping], prefix: &str, errs: &mut Validat
     if mappings.len() > MAX_PORT_MAPPINGS {
         errs.push(prefix, format!("has {} mappings; at most {MAX_PORT_MAPPINGS} are allowed", mappings.len()));
     }
+    check_mapping_ports(mappings, prefix, ("external_port", "internal_port"), errs);
+}
+
+/// Checks each mapping's ports (real ports, each external port of a
+/// protocol mapped once), naming fields under `prefix` with `names` for the
+/// external and internal port (the API's `external_port`, a Crossplane
+/// claim's `externalPort`).
+pub fn check_mapping_ports(mappings: &[PortMapping], prefix: &str, names: (&str, &str), errs: &mut ValidationErrors) {
+    let (external, internal) = names;
     let mut seen = BTreeSet::new();
     for (i, m) in mappings.iter().enumerate() {
-        check_port(errs, format!("{prefix}[{i}].external_port"), m.external_port);
-        check_port(errs, format!("{prefix}[{i}].internal_port"), m.internal_port);
+        check_port(errs, format!("{prefix}[{i}].{external}"), m.external_port);
+        check_port(errs, format!("{prefix}[{i}].{internal}"), m.internal_port);
         if !seen.insert((m.protocol, m.external_port)) {
-            errs.push(format!("{prefix}[{i}].external_port"), format!("{} is mapped twice", m.external_port));
+            errs.push(format!("{prefix}[{i}].{external}"), format!("{} is mapped twice", m.external_port));
         }
     }
 }

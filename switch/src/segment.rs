@@ -65,6 +65,12 @@ struct Switch {
 }
 
 impl Switch {
+    /// Adds port `id`, whose frames from the segment go to `out`.
+    fn attach(&mut self, id: PortId, kind: PortKind, out: mpsc::Sender<Vec<u8>>) {
+        self.fabric.add_port(id, kind);
+        self.out.insert(id, out);
+    }
+
     /// Switches one frame that came in on `from` into the queues it goes to.
     fn forward(&mut self, from: PortId, frame: Vec<u8>) {
         match self.fabric.receive(from, &frame) {
@@ -107,11 +113,7 @@ impl Segment {
         let listener = std::os::unix::net::UnixListener::bind(path).map_err(listen)?;
         listener.set_nonblocking(true).map_err(listen)?;
         let (out_tx, out_rx) = mpsc::channel(PORT_QUEUE);
-        {
-            let mut sw = lock(&self.switch);
-            sw.fabric.add_port(id, kind);
-            sw.out.insert(id, out_tx);
-        }
+        lock(&self.switch).attach(id, kind, out_tx);
         let switch = self.switch.clone();
         let task = runtime().spawn(async move {
             match UnixListener::from_std(listener) {
@@ -132,9 +134,7 @@ impl Segment {
     /// learned): the frames the segment sends it go to `out`, and
     /// [`Segment::inject`] brings its frames in.
     pub fn add_uplink(&self, id: PortId, out: mpsc::Sender<Vec<u8>>) {
-        let mut sw = lock(&self.switch);
-        sw.fabric.add_port(id, PortKind::Uplink);
-        sw.out.insert(id, out);
+        lock(&self.switch).attach(id, PortKind::Uplink, out);
     }
 
     /// Switches `frame`, which came in on uplink port `id`.

@@ -216,7 +216,7 @@ pub fn cloud_init_user_data(c: &crate::machine::CloudInit) -> String {
     }
 }
 
-pub(crate) fn proto(p: Protocol) -> String {
+fn proto(p: Protocol) -> String {
     if p == Protocol::Udp { "UDP" } else { "TCP" }.to_owned()
 }
 
