@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the debian-12 image and caches it: a Debian minbase root made with
-# debootstrap (plus systemd, networking and a web server), turned into an
+# debootstrap (plus systemd, networking, cloud-init, OpenSSH and a web
+# server), turned into an
 # ext4 file system with mkfs.ext4 -d, then into a qcow2 base disk. It boots
 # with the test guest's kernel and initramfs, which hand over to systemd.
 #   IMAGES/debian-12/{vmlinux,initrd.cpio,disk.qcow2,image.json}
@@ -24,9 +25,40 @@ trap 'rm -rf "$work"' EXIT
 root=$work/root
 debootstrap --variant=minbase --include=systemd-sysv,udev,busybox,iproute2,ifupdown,isc-dhcp-client,kmod \
     bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log"; die "debootstrap failed"; }
+# cloud-init, OpenSSH and sudo come through apt inside the root (debootstrap
+# alone cannot order the configuration of cloud-init's Python packages);
+# nothing is started in the chroot.
+echo "deb $mirror bookworm main" >"$root/etc/apt/sources.list"
+printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+chmod +x "$root/usr/sbin/policy-rc.d"
+mount -t proc proc "$root/proc"
+trap 'umount "$root/proc" 2>/dev/null || true; rm -rf "$work"' EXIT
+chroot "$root" apt-get -q update >"$work/apt.log" 2>&1 || { tail -20 "$work/apt.log"; die "apt-get update in the image failed"; }
+DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get -q install -y --no-install-recommends cloud-init openssh-server sudo \
+    >>"$work/apt.log" 2>&1 || { tail -20 "$work/apt.log"; die "installing cloud-init in the image failed"; }
+chroot "$root" apt-get clean
+umount "$root/proc"
+rm -f "$root/usr/sbin/policy-rc.d"
 
 echo vmaas-debian >"$root/etc/hostname"
-printf 'auto lo\niface lo inet loopback\nallow-hotplug eth0\niface eth0 inet dhcp\n' >"$root/etc/network/interfaces"
+# cloud-init configures the NICs from the seed's network-config (written to
+# interfaces.d), the host name, the default user "debian" with the tenant's
+# SSH keys, and runs the user data. It reads the NoCloud seed disk and
+# nothing else: no probe of any metadata address.
+printf 'auto lo\niface lo inet loopback\nsource /etc/network/interfaces.d/*\n' >"$root/etc/network/interfaces"
+mkdir -p "$root/etc/network/interfaces.d"
+cat >"$root/etc/cloud/cloud.cfg.d/90-vmaas.cfg" <<'CFG'
+datasource_list: [ NoCloud, None ]
+datasource:
+  NoCloud:
+    fs_label: cidata
+# Each VM makes its own host keys on its first boot; ed25519 and ECDSA are
+# quick to make even on an emulated CPU.
+ssh_deletekeys: true
+ssh_genkeytypes: [ed25519, ecdsa]
+CFG
+# Host keys are per VM (cloud-init makes them): none ship in the image.
+rm -f "$root"/etc/ssh/ssh_host_*
 # Interfaces keep their kernel names (eth0), as ifupdown expects.
 ln -sf /dev/null "$root/etc/systemd/network/99-default.link"
 printf '/dev/vda / ext4 defaults 0 1\n' >"$root/etc/fstab"
@@ -62,7 +94,7 @@ cp "$IMAGES/test-guest/vmlinux" "$IMAGES/test-guest/initrd.cpio" "$OUT.new/"
 cat >"$OUT.new/image.json" <<JSON
 {
   "name": "debian-12",
-  "description": "Debian 12 minbase with systemd, DHCP and a web server on port 80; root on /dev/vda",
+  "description": "Debian 12 minbase with systemd, cloud-init (NoCloud), OpenSSH and a web server on port 80; root on /dev/vda",
   "kernel": "vmlinux",
   "initrd": "initrd.cpio",
   "disk": "disk.qcow2",

@@ -55,7 +55,8 @@ for name, rel in by_name.items():
     i = data.find(b"\0depends=")
     names = data[i + 9:data.index(b"\0", i + 1)].decode().split(",") if i >= 0 else []
     deps[rel] = [by_name[n.replace("-", "_")] for n in names if n]
-wanted = ["virtio_pci", "virtio_net", "virtio_blk", "ext4", "crc32c_generic", "button", "evdev"]
+# vfat and its code pages read cloud-init's NoCloud seed disk (label CIDATA).
+wanted = ["virtio_pci", "virtio_net", "virtio_blk", "ext4", "crc32c_generic", "button", "evdev", "vfat", "nls_cp437", "nls_utf8", "nls_ascii"]
 order = []
 def visit(m):
     if m in order:
@@ -71,7 +72,7 @@ for w in wanted:
 entries = []
 def add(path, mode, data=b""):
     entries.append((path, mode, data))
-for d in ["bin", "sbin", "dev", "proc", "sys", "etc", "lib", "lib/modules", "www", "data", "tmp", "run"]:
+for d in ["bin", "sbin", "dev", "proc", "sys", "etc", "lib", "lib/modules", "www", "data", "tmp", "run", "root"]:
     add(d, stat.S_IFDIR | 0o755)
 add("bin/busybox", stat.S_IFREG | 0o755, open(f"{work}/busybox/bin/busybox", "rb").read())
 add("init", stat.S_IFREG | 0o755, open(f"{guest}/init", "rb").read())

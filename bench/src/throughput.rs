@@ -94,6 +94,8 @@ enum Direct {
     /// `-netdev stream` on a unix socket: the framing and QEMU backend the
     /// switch's ports use, with one QEMU listening.
     Stream,
+    /// `-netdev dgram` on two unix datagram sockets: one frame per datagram.
+    Dgram,
 }
 
 /// Boots two guests joined directly by QEMU's networking; their MB/s.
@@ -108,6 +110,11 @@ fn over_qemu(how: Direct, megabytes: u32) -> anyhow::Result<f64> {
             let path = dir.path().join("direct.sock").display().to_string();
             let addr = format!("addr.type=unix,addr.path={path}");
             (format!("stream,id=seg,server=on,{addr}"), format!("stream,id=seg,server=off,{addr},reconnect-ms=1000"))
+        }
+        Direct::Dgram => {
+            let (a, b) = (dir.path().join("a.dgram").display().to_string(), dir.path().join("b.dgram").display().to_string());
+            let end = |l: &str, r: &str| format!("dgram,id=seg,local.type=unix,local.path={l},remote.type=unix,remote.path={r}");
+            (end(&a, &b), end(&b, &a))
         }
     };
     let mut ga = Guest::boot("base-a", &nic(1).mac.to_string(), &listen);
@@ -134,6 +141,8 @@ pub async fn guests(megabytes: u32) -> anyhow::Result<()> {
     println!("  over QEMU's socket networking:      {base:.1} MB/s");
     let stream = tokio::task::block_in_place(|| over_qemu(Direct::Stream, megabytes))?;
     println!("  over QEMU's stream networking:      {stream:.1} MB/s (the switch ports' backend, QEMU to QEMU)");
+    let dgram = tokio::task::block_in_place(|| over_qemu(Direct::Dgram, megabytes))?;
+    println!("  over QEMU's dgram networking:       {dgram:.1} MB/s (unix datagrams, QEMU to QEMU)");
     println!("  ratio to socket: {:.2} (goal >= 0.8); to stream: {:.2}", switch / base, switch / stream);
     println!("DHCP, request to address in the guest (mean of 5 rounds): {dhcp:.0} ms");
     Ok(())

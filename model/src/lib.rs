@@ -11,6 +11,10 @@
 //! - [`spec`]: what a template publishes about the machine.
 //! - [`machine`]: the [`MachineSpec`] a backend builds: boot source, CPU,
 //!   memory, disks, NICs, GPUs, cloud-init, exposed ports, probe.
+//! - [`nocloud`]: cloud-init's NoCloud seed of a VM (meta-data, user-data,
+//!   network-config) and the checks of SSH keys and user data.
+//! - [`boot_shape`]: what a running guest keeps until it restarts (CPUs,
+//!   memory, disk sizes), for the `RESTART_REQUIRED` condition.
 //! - [`network`]: virtual networks (OSAC's `VirtualNetwork`).
 //! - [`subnet`]: subnets of virtual networks (OSAC's `Subnet`).
 //! - [`security_group`]: rules for NICs (OSAC's `SecurityGroup`).
@@ -30,6 +34,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod boot_shape;
 pub mod external_ip;
 #[cfg(feature = "kubernetes")]
 pub mod k8s;
@@ -37,6 +42,7 @@ pub mod kind;
 pub mod load_balancer;
 pub mod machine;
 pub mod network;
+pub mod nocloud;
 pub mod object;
 pub mod quantity;
 pub mod security_group;

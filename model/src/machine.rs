@@ -189,6 +189,12 @@ impl MachineSpec {
                 errs.push(format!("spec.gpus[{i}].device_name"), "must not be empty");
             }
         }
+        if let Err(e) = crate::nocloud::check_ssh_keys(&self.cloud_init.ssh_keys) {
+            errs.push("spec.ssh_keys", e);
+        }
+        if let Some(Err(e)) = self.cloud_init.user_data.as_deref().map(crate::nocloud::check_user_data) {
+            errs.push("spec.user_data", e);
+        }
         errs.into_result(())
     }
 }
@@ -307,8 +313,9 @@ mod tests {
         m.cpu.cores = 0;
         m.root_disk_mut().size = Quantity::from_bytes(0);
         m.disks.push(Disk { name: ROOT_DISK.into(), size: Quantity::from_bytes(1 << 30), source: DiskSource::Blank });
+        m.cloud_init = CloudInit { user_data: Some("a\0b".into()), ssh_keys: vec!["not a key".into()] };
         let e = m.check().unwrap_err();
         let fields: Vec<&str> = e.iter().map(|f| f.field.as_str()).collect();
-        assert_eq!(fields, ["spec.cpu_cores", "spec.disk_size", "spec.disks[1].name"]);
+        assert_eq!(fields, ["spec.cpu_cores", "spec.disk_size", "spec.disks[1].name", "spec.ssh_keys", "spec.user_data"]);
     }
 }

@@ -62,6 +62,8 @@ impl Forward {
 pub struct UserNicArg {
     /// Netdev and device id, e.g. `nic-default`.
     pub id: String,
+    /// The NIC's MAC (the cloud-init network configuration names it by it).
+    pub mac: String,
     /// The guest's host name offered by DHCP.
     pub hostname: String,
     /// Host ports forwarded into the guest.
@@ -98,6 +100,8 @@ pub struct QemuArgs {
     pub kernel: Option<KernelBoot>,
     /// Disks, boot disk first.
     pub disks: Vec<DiskArg>,
+    /// The NoCloud seed (a raw FAT image), read-only after the disks.
+    pub seed: Option<PathBuf>,
     /// NICs on the host's user network.
     pub nics: Vec<UserNicArg>,
     /// NICs on subnets, after those.
@@ -160,6 +164,13 @@ impl QemuArgs {
             }
             push(&["-device", &dev]);
         }
+        if let Some(seed) = &self.seed {
+            let file = serde_json::Value::String(seed.to_string_lossy().into_owned());
+            let node = format!(
+                "{{\"driver\":\"raw\",\"node-name\":\"cidata\",\"read-only\":true,\"file\":{{\"driver\":\"file\",\"filename\":{file},\"read-only\":true}}}}"
+            );
+            push(&["-blockdev", &node, "-device", "virtio-blk-pci,drive=cidata,id=dev-cidata"]);
+        }
         for n in &self.nics {
             let mut netdev = format!("user,id={},net=10.0.2.0/24,dhcpstart={GUEST_IP},hostname={}", n.id, n.hostname);
             if !n.egress {
@@ -168,7 +179,7 @@ impl QemuArgs {
             for f in &n.forwards {
                 netdev.push_str(&format!(",hostfwd={}", f.rule()));
             }
-            push(&["-netdev", &netdev, "-device", &format!("virtio-net-pci,netdev={},id=dev-{}", n.id, n.id)]);
+            push(&["-netdev", &netdev, "-device", &format!("virtio-net-pci,netdev={},id=dev-{},mac={}", n.id, n.id, n.mac)]);
         }
         for n in &self.segment_nics {
             let netdev = format!("stream,id={},server=off,addr.type=unix,addr.path={},reconnect-ms=1000", n.id, n.socket.display());
@@ -208,9 +219,11 @@ mod tests {
                     Ipv4Addr::new(127, 42, 0, 1),
                     Some((40000, 80)),
                 ),
+                mac: "52:54:00:12:34:56".into(),
                 egress: false,
             }],
             segment_nics: vec![],
+            seed: Some("/v/cidata.img".into()),
             gpus: vec![],
             serial: "/v/serial.sock".into(),
             qmp: "/v/qmp.sock".into(),
@@ -226,17 +239,23 @@ mod tests {
     fn one_blockdev_and_device_per_disk_and_one_netdev_per_nic() {
         let a: Vec<String> = args().to_args().into_iter().map(|s| s.into_string().unwrap()).collect();
         let blockdevs = after(&a, "-blockdev");
-        assert_eq!(blockdevs.len(), 2);
+        assert_eq!(blockdevs.len(), 3);
         let root: serde_json::Value = serde_json::from_str(blockdevs[0]).unwrap();
         assert_eq!(root["node-name"], "disk-root");
         assert_eq!(root["file"]["filename"], "/v/disk.qcow2");
+        let seed: serde_json::Value = serde_json::from_str(blockdevs[2]).unwrap();
+        assert_eq!(
+            (&seed["driver"], &seed["read-only"], &seed["file"]["filename"]),
+            (&"raw".into(), &true.into(), &"/v/cidata.img".into())
+        );
         let devices = after(&a, "-device");
         assert_eq!(
             devices,
             [
                 "virtio-blk-pci,drive=disk-root,id=dev-disk-root,bootindex=1",
                 "virtio-blk-pci,drive=disk-data,id=dev-disk-data",
-                "virtio-net-pci,netdev=nic-default,id=dev-nic-default"
+                "virtio-blk-pci,drive=cidata,id=dev-cidata",
+                "virtio-net-pci,netdev=nic-default,id=dev-nic-default,mac=52:54:00:12:34:56"
             ]
         );
         assert_eq!(

@@ -8,13 +8,21 @@ use std::time::Duration;
 use tokio::process::Command;
 use tracing::info;
 use vmaas_backend::{BackendError, VmTarget};
+use vmaas_model::boot_shape::BootShape;
 use vmaas_model::{DiskSource, Reason};
 
 use crate::Vms;
 use crate::argv::{DiskArg, KernelBoot, QemuArgs, UserNicArg};
+use crate::cidata;
 use crate::lifecycle::{Stop, Vm};
 use crate::probe::effective_probe;
 use crate::process::{Process, free_local_port, read_pid};
+
+/// The MAC of the `i`th NIC on QEMU's user network: QEMU's own default
+/// sequence, written out so the cloud-init network configuration can name it.
+fn user_mac(i: usize) -> String {
+    format!("52:54:00:12:34:{:02x}", (0x56 + i) & 0xff)
+}
 
 fn failed(reason: &str, message: impl Into<String>) -> Stop {
     Stop::Failed(Reason::new(reason, message))
@@ -56,13 +64,44 @@ impl Vms {
         if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()) }
     }
 
-    /// One qcow2 file per disk of the machine, created on first boot.
+    /// Grows `file` to `disk`'s size if it is smaller (a disk never shrinks:
+    /// the API refuses that); the guest's file system grows at its boot.
+    async fn grow(&self, file: &std::path::Path, disk: &vmaas_model::Disk) -> Result<(), Stop> {
+        let wanted = disk.size.to_units_ceil().unwrap_or(0);
+        let out = Command::new(&self.cfg.qemu_img)
+            .args(["info", "-U", "--output=json"])
+            .arg(file)
+            .output()
+            .await
+            .map_err(|e| failed("DiskError", format!("running {}: {e}", self.cfg.qemu_img.display())))?;
+        let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let Some(size) = info["virtual-size"].as_u64() else {
+            return Err(failed(
+                "DiskError",
+                format!("cannot read the size of disk {}: {}", disk.name, String::from_utf8_lossy(&out.stderr).trim()),
+            ));
+        };
+        if size >= wanted {
+            return Ok(());
+        }
+        let wanted = wanted.to_string();
+        self.qemu_img(&["resize".as_ref(), "-q".as_ref(), "-f".as_ref(), "qcow2".as_ref(), file.as_os_str(), wanted.as_ref()])
+            .await
+            .map_err(|m| failed("DiskError", format!("growing disk {} to {}: {m}", disk.name, disk.size)))?;
+        info!(disk = %disk.name, from = size, to = %disk.size, "disk grown");
+        Ok(())
+    }
+
+    /// One qcow2 file per disk of the machine, created on first boot and
+    /// grown when the spec asks for more.
     async fn disks(&self, vm: &Vm, t: &VmTarget, base: &std::path::Path) -> Result<Vec<DiskArg>, Stop> {
         let mut out = Vec::new();
         for d in &t.spec.machine.disks {
             let is_root = d.source == DiskSource::Image;
             let file = if is_root { vm.path("disk.qcow2") } else { vm.path(&format!("disk-{}.qcow2", d.name)) };
-            if !tokio::fs::try_exists(&file).await.unwrap_or(false) {
+            if tokio::fs::try_exists(&file).await.unwrap_or(false) {
+                self.grow(&file, d).await?;
+            } else {
                 let size = d.size.to_units_ceil().unwrap_or(0).to_string();
                 let mut args: Vec<&OsStr> = vec!["create".as_ref(), "-q".as_ref(), "-f".as_ref(), "qcow2".as_ref()];
                 if is_root {
@@ -112,6 +151,7 @@ impl Vms {
             .enumerate()
             .map(|(i, n)| UserNicArg {
                 id: format!("nic-{}", n.name),
+                mac: user_mac(i),
                 hostname: t.name.clone(),
                 forwards: if i == 0 { forwards.clone() } else { Vec::new() },
                 egress: self.cfg.egress.iter().any(|n| n == crate::DEFAULT_NETWORK),
@@ -120,16 +160,19 @@ impl Vms {
         for f in ["qmp.sock", "serial.sock", "qemu.pid"] {
             let _ = tokio::fs::remove_file(vm.path(f)).await;
         }
+        let macs: Vec<&str> = nics.iter().map(|n| n.mac.as_str()).chain(vm.segment_nics.iter().map(|n| n.mac.as_str())).collect();
+        let seed = vmaas_model::nocloud::seed(&t.id, &t.name, &machine.cloud_init, &macs);
+        let seed_file = vm.path(cidata::FILE);
+        let path = seed_file.clone();
+        tokio::task::spawn_blocking(move || cidata::write(&path, &seed))
+            .await
+            .map_err(|e| Stop::Backend(BackendError::transient("writing the cloud-init seed", e)))?
+            .map_err(|e| failed("DiskError", format!("writing the cloud-init seed {}: {e}", seed_file.display())))?;
         let (cpus, memory_mib) = QemuArgs::shape(machine);
         let kernel = image.kernel().map(|kernel| KernelBoot {
             kernel,
             initrd: image.initrd(),
-            append: format!(
-                "{} vmaas.name={} vmaas.id={}",
-                image.manifest.cmdline.clone().unwrap_or_else(|| "console=ttyS0".into()),
-                t.name,
-                t.id
-            ),
+            append: format!("{} vmaas.id={}", image.manifest.cmdline.clone().unwrap_or_else(|| "console=ttyS0".into()), t.id),
         });
         let args = QemuArgs {
             name: format!("vmaas-{},process=vmaas-{}", t.name, &t.id[..8.min(t.id.len())]),
@@ -138,6 +181,7 @@ impl Vms {
             memory_mib,
             kernel,
             disks,
+            seed: Some(seed_file),
             nics,
             segment_nics: vm.segment_nics.clone(),
             gpus: self.host.gpus.iter().take(machine.gpus.len()).cloned().collect(),
@@ -162,6 +206,7 @@ impl Vms {
         vm.file.probe_port = probe_port;
         vm.file.ready_pid = None;
         vm.file.forwards = extra;
+        vm.file.booted = Some(BootShape::of(machine));
         vm.file.save(&vm.dir).await?;
         sentinel(&vm.dir, pid, &t.id).await;
         Process::adopt(pid, &t.id).await.ok_or_else(|| failed("QemuFailed", format!("QEMU (pid {pid}) exited right after it started")))

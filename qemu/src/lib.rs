@@ -36,6 +36,7 @@ pub mod accel;
 mod adopt;
 pub mod argv;
 pub mod balancer;
+pub mod cidata;
 pub mod console;
 mod forwards;
 pub mod host;
@@ -240,6 +241,7 @@ impl Vms {
             restarts: t.spec.requests.restart,
             ready_pid: None,
             forwards: Vec::new(),
+            booted: None,
         };
         file.save(&dir).await?;
         let h = Arc::new(tokio::sync::Mutex::new(Vm::new(dir, file)));
@@ -332,7 +334,8 @@ impl Driver<VmSpec, VmObservation> for Vms {
         vm.attached_ip = t.spec.attachments.first().map(|a| a.ip);
         vm.nic_ips = t.spec.attachments.iter().map(|a| a.ip).collect();
         vm.attached_external = t.spec.external_ips.first().copied();
-        let (observation, requeue) = self.ensure_vm(&mut vm, t).await?;
+        let (mut observation, requeue) = self.ensure_vm(&mut vm, t).await?;
+        observation.restart_required = vm.restart_required(&t.spec.machine);
         self.sync_forwards(&mut vm, t).await?;
         if let Some(own) = vm.file.external_ip {
             self.endpoints.set(&t.id, own, vm.ready.clone());

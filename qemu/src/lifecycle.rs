@@ -137,6 +137,13 @@ impl Vm {
         o
     }
 
+    /// Why the running guest needs a restart to match `machine`, if it does.
+    pub(crate) fn restart_required(&self, machine: &vmaas_model::MachineSpec) -> Option<Reason> {
+        self.running()?;
+        let changes = self.file.booted.as_ref()?.pending(&vmaas_model::boot_shape::BootShape::of(machine))?;
+        Some(Reason::new("ConfigurationChanged", format!("{changes}: takes effect at the next restart")))
+    }
+
     fn running(&self) -> Option<Arc<Process>> {
         self.process.as_ref().filter(|p| !p.has_exited()).cloned()
     }

@@ -79,6 +79,7 @@ pub(crate) fn rebuild(dir: &Path, found: Option<&Found>) -> VmFile {
         restarts: 0,
         ready_pid: None,
         forwards: Vec::new(),
+        booted: None,
     }
 }
 

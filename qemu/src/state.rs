@@ -35,6 +35,9 @@ pub struct VmFile {
     /// its load balancers reach), as QEMU has them now.
     #[serde(default)]
     pub forwards: Vec<crate::argv::Forward>,
+    /// The CPUs, memory and disk sizes the running QEMU was started with.
+    #[serde(default)]
+    pub booted: Option<vmaas_model::boot_shape::BootShape>,
 }
 
 impl VmFile {
@@ -88,6 +91,7 @@ mod tests {
             restarts: 2,
             ready_pid: Some(7),
             forwards: Vec::new(),
+            booted: None,
         };
         f.save(d.path()).await.unwrap();
         assert_eq!(VmFile::load(d.path()).await.unwrap().unwrap(), f);

@@ -242,48 +242,57 @@ async fn bad_inputs_fail_clearly() {
     assert!(qemu_pids(&id).is_empty(), "the hung guest was stopped");
 }
 
-/// The debootstrap-built Debian image boots from a copy-on-write overlay of its base disk.
+/// Runs `cmd` on the VM's console; what it printed.
+fn console(s: &Server, token: &str, vm: &str, cmd: &str) -> String {
+    let out = s.cli_with_stdin(token, &["vm", "console", vm, "--batch", "--idle", "3s"], format!("\n{cmd}\n").as_bytes());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// CPU, memory and disk size change at the next restart, shown by
+/// RESTART_REQUIRED meanwhile; a disk grows and never shrinks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn debian_boots_from_an_overlay() {
+async fn a_new_shape_waits_for_a_restart_and_disks_only_grow() {
     let s = Server::start_qemu().await;
-    assert!(
-        vmaas_tests::images_dir().join("debian-12/image.json").exists(),
-        "build it with scripts/debian-image.sh (scripts/test.sh does)"
-    );
-    let admin = s.token("ops", true);
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("debian.yaml"), include_str!("../../examples/templates/debian.yaml")).unwrap();
-    assert!(s.cli(&admin, &["template", "sync", dir.path().to_str().unwrap()]).status.success());
+    publish(&s).await;
     let t = s.token("acme", false);
-    let id = create(&s, &t, "deb", "debian").await;
-    let vm = wait_until(&s, &t, &id, "READY", 300, |v| state(v) == "VIRTUAL_MACHINE_STATE_READY").await;
-    let ip = vm["status"]["externalIP"].as_str().unwrap();
-    assert!(http_get(ip).await.unwrap().contains("vmaas debian-12 guest"));
-    // The VM's disk is an overlay whose backing file is the image's base disk.
-    let info = std::process::Command::new("qemu-img")
-        .args(["info", "-U", "--output=json"])
-        .arg(s.data_dir.join("vms").join(&id).join("disk.qcow2"))
-        .output()
-        .unwrap();
-    let info: Value = serde_json::from_slice(&info.stdout).unwrap();
-    assert!(info["backing-filename"].as_str().unwrap().ends_with("debian-12/disk.qcow2"), "{info}");
-    assert_eq!(info["virtual-size"], 4u64 << 30, "sized by vm_disk_size");
-    // systemd is PID 1 on the disk's root file system. The web server can
-    // answer before the console's autologin shell is up: wait for its prompt.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !String::from_utf8_lossy(&s.cli(&t, &["vm", "logs", "deb"]).stdout).contains("root@vmaas-debian") {
-        assert!(
-            Instant::now() < deadline,
-            "no shell prompt on the console:\n{}",
-            String::from_utf8_lossy(&s.cli(&t, &["vm", "logs", "deb"]).stdout)
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    let out = s.cli_with_stdin(
-        &t,
-        &["vm", "console", "deb", "--batch", "--idle", "3s"],
-        b"\necho pid1=$(cat /proc/1/comm) root=$(findmnt -no SOURCE /)\n",
+    let id = create(&s, &t, "grow", "tiny").await;
+    let before = wait_ready(&s, &t, &id).await;
+    assert_eq!(before["status"]["conditions"].as_array().unwrap().len(), 4, "RESTART_REQUIRED is listed once it holds");
+    let path = format!("{V1}/virtual_machines/{id}");
+    let bigger = json!({"vm_cpu_cores": {"value": 2}, "vm_memory": {"value": "320Mi"}, "vm_disk_size": {"value": "2Gi"}});
+    let (st, vm) = s.raw(Method::PATCH, &path, Some(&t), Some(json!({"object": {"spec": {"template_parameters": bigger}}}))).await;
+    assert_eq!(st, 200, "{vm}");
+    let holds = |v: &Value| {
+        v["status"]["conditions"].as_array().is_some_and(|c| {
+            c.iter().any(|c| c["type"] == "VIRTUAL_MACHINE_CONDITION_TYPE_RESTART_REQUIRED" && c["status"] == "CONDITION_STATUS_TRUE")
+        })
+    };
+    let vm = wait_until(&s, &t, &id, "RESTART_REQUIRED", 30, holds).await;
+    let message = condition(&vm, "RESTART_REQUIRED")["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.contains("cpu_cores 1 → 2") && message.contains("memory 256Mi → 320Mi") && message.contains("disk root 1024Mi → 2048Mi"),
+        "{message}"
     );
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("pid1=systemd root=/dev/vda"), "{text}");
+    assert_eq!(state(&vm), "VIRTUAL_MACHINE_STATE_READY", "the guest runs on meanwhile");
+    let text = console(&s, &t, "grow", "echo cpus=$(grep -c ^processor /proc/cpuinfo) sectors=$(cat /sys/block/vda/size)");
+    assert!(text.contains("cpus=1 sectors=2097152"), "unchanged until the restart: {text}");
+
+    let (st, body) = s.raw(Method::POST, &format!("{path}/restart"), Some(&t), None).await;
+    assert!(st == 200 || st == 202, "{st} {body}");
+    let vm = wait_until(&s, &t, &id, "READY after the restart", 120, |v| {
+        state(v) == "VIRTUAL_MACHINE_STATE_READY" && condition(v, "RESTART_REQUIRED")["status"] == "CONDITION_STATUS_FALSE"
+    })
+    .await;
+    assert_eq!(condition(&vm, "RESTART_REQUIRED")["message"], "", "{vm:#}");
+    let text = console(&s, &t, "grow", "echo cpus=$(grep -c ^processor /proc/cpuinfo) sectors=$(cat /sys/block/vda/size)");
+    assert!(text.contains("cpus=2 sectors=4194304"), "applied by the restart: {text}");
+
+    // Shrinking is refused, naming the parameter; the VM is unchanged.
+    let smaller = json!({"vm_cpu_cores": {"value": 2}, "vm_memory": {"value": "320Mi"}, "vm_disk_size": {"value": "1Gi"}});
+    let (st, err) = s.raw(Method::PATCH, &path, Some(&t), Some(json!({"object": {"spec": {"template_parameters": smaller}}}))).await;
+    assert_eq!(st, 400, "{err}");
+    assert!(err.to_string().contains("object.spec.template_parameters.vm_disk_size"), "{err}");
+    assert!(err.to_string().contains("disk root cannot shrink from 2Gi to 1Gi"), "{err}");
+    let (_, now) = get(&s, &t, &id).await;
+    assert_eq!(now["object"]["spec"]["template_parameters"]["vm_disk_size"]["value"], "2Gi");
 }

@@ -45,7 +45,16 @@ pub fn observe_vm(vm: Option<&Value>, vmi: Option<&Value>, service: Option<&Valu
     let mut obs = Observation::new(vm_phase(vm, started));
     obs.internal_ip = vmi.and_then(|v| vmi_address(v, nic));
     obs.external_ip = service.and_then(service_address);
+    obs.restart_required = vm.and_then(restart_required);
     obs
+}
+
+/// KubeVirt's own `RestartRequired` condition on the VM: a change to its
+/// template that the running VMI takes only when it is made again.
+fn restart_required(vm: &Value) -> Option<Reason> {
+    let c = vm["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == "RestartRequired" && c["status"] == "True")?;
+    let message = c["message"].as_str().unwrap_or("the VM's template changed; a restart applies it");
+    Some(Reason::new("ConfigurationChanged", message))
 }
 
 #[cfg(test)]
@@ -74,5 +83,15 @@ mod tests {
         assert_eq!(vmi_address(&two, "default").as_deref(), Some("10.128.0.5"));
         let pending = json!({"status": {"interfaces": [{"name": "default", "ipAddress": "10.128.0.5"}, {"name": "private"}]}});
         assert_eq!(vmi_address(&pending, "private").as_deref(), Some("10.128.0.5"), "else the first address");
+    }
+
+    #[test]
+    fn kubevirt_restart_required_is_reported() {
+        let changed = json!({"status": {"printableStatus": "Running", "ready": true,
+            "conditions": [{"type": "RestartRequired", "status": "True", "message": "a non-live-updatable field was changed"}]}});
+        let obs = observe_vm(Some(&changed), None, None, true, "default");
+        assert_eq!(obs.restart_required.unwrap().message, "a non-live-updatable field was changed");
+        let settled = json!({"status": {"conditions": [{"type": "RestartRequired", "status": "False"}]}});
+        assert!(observe_vm(Some(&settled), None, None, true, "default").restart_required.is_none());
     }
 }

@@ -72,12 +72,14 @@ fn set_exposed_ports(m: &mut MachineSpec, v: &TypedValue) -> Result<(), String> 
 
 fn set_ssh_keys(m: &mut MachineSpec, v: &TypedValue) -> Result<(), String> {
     let TypedValue::List(l) = v else { return Err(mismatch("ssh_keys", v)) };
+    crate::nocloud::check_ssh_keys(l)?;
     m.cloud_init.ssh_keys = l.clone();
     Ok(())
 }
 
 fn set_user_data(m: &mut MachineSpec, v: &TypedValue) -> Result<(), String> {
     let TypedValue::String(s) = v else { return Err(mismatch("user_data", v)) };
+    crate::nocloud::check_user_data(s)?;
     m.cloud_init.user_data = Some(s.clone());
     Ok(())
 }

@@ -152,6 +152,12 @@ impl Template {
         &self.parameters
     }
 
+    /// The name of the parameter that sets spec field `field` (`disk_size`), if one does.
+    pub fn parameter_setting(&self, field: &str) -> Option<&str> {
+        let field = SpecField::named(field)?;
+        self.parameters.iter().find(|p| p.target == Some(field)).map(|p| p.name.as_str())
+    }
+
     /// The parameter called `name`.
     pub fn parameter(&self, name: &str) -> Option<&Parameter> {
         self.parameters.iter().find(|p| p.name == name)

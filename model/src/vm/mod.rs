@@ -175,11 +175,16 @@ pub enum ConditionType {
     /// The VM works but something is wrong (e.g. it is being healed).
     #[serde(rename = "VIRTUAL_MACHINE_CONDITION_TYPE_DEGRADED")]
     Degraded,
+    /// The spec changed in a way the running guest takes only at its next
+    /// restart (CPUs, memory, disk size): OSAC's `RESTART_REQUIRED`. Listed
+    /// from the first time it holds.
+    #[serde(rename = "VIRTUAL_MACHINE_CONDITION_TYPE_RESTART_REQUIRED")]
+    RestartRequired,
 }
 
 impl ConditionType {
     /// Every condition type, in the order they are reported.
-    pub const ALL: [Self; 4] = [Self::Progressing, Self::Ready, Self::Failed, Self::Degraded];
+    pub const ALL: [Self; 5] = [Self::Progressing, Self::Ready, Self::Failed, Self::Degraded, Self::RestartRequired];
 
     /// The short name, e.g. `READY`.
     pub fn short(self) -> &'static str {
@@ -188,6 +193,7 @@ impl ConditionType {
             Self::Ready => "READY",
             Self::Failed => "FAILED",
             Self::Degraded => "DEGRADED",
+            Self::RestartRequired => "RESTART_REQUIRED",
         }
     }
 }

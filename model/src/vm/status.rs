@@ -52,12 +52,15 @@ pub struct Observation {
     pub nic_ips: Vec<String>,
     /// Set while something is wrong but being handled, e.g. a crashed guest being restarted.
     pub degraded: Option<Reason>,
+    /// Set while the running guest has an older shape than the spec asks
+    /// (see [`crate::boot_shape`]): a restart applies it.
+    pub restart_required: Option<Reason>,
 }
 
 impl Observation {
     /// An observation of `phase` with no addresses and nothing degraded.
     pub fn new(phase: Phase) -> Self {
-        Self { phase, internal_ip: None, external_ip: None, nic_ips: Vec::new(), degraded: None }
+        Self { phase, internal_ip: None, external_ip: None, nic_ips: Vec::new(), degraded: None, restart_required: None }
     }
 }
 
@@ -106,9 +109,13 @@ pub fn derive_status(
         (C::Ready, ready_reason),
         (C::Failed, failed),
         (C::Degraded, if state == VmState::Deleting { None } else { observed.degraded.clone() }),
+        (C::RestartRequired, if state == VmState::Ready { observed.restart_required.clone() } else { None }),
     ];
     let conditions = wanted
         .into_iter()
+        // RESTART_REQUIRED is listed once it has held (OSAC's VirtualMachine,
+        // and seed 000's example, list the other four only).
+        .filter(|(kind, holds)| *kind != C::RestartRequired || holds.is_some() || previous.condition(*kind).is_some())
         .map(|(kind, holds)| {
             let status = ConditionStatus::from(holds.is_some());
             let prev = previous.condition(kind);
@@ -169,8 +176,16 @@ mod tests {
         assert_eq!(cond(&s, ConditionType::Progressing).status, ConditionStatus::False);
         assert_eq!(cond(&s, ConditionType::Failed).status, ConditionStatus::False);
         assert_eq!(cond(&s, ConditionType::Degraded).status, ConditionStatus::False);
+        assert!(s.condition(ConditionType::RestartRequired).is_none(), "not listed before it first holds");
         assert_eq!(s.conditions.len(), 4);
         assert_eq!(s.external_ip.as_deref(), Some("127.42.0.1"));
+        // A pending shape shows only on a running VM.
+        obs.restart_required = Some(Reason::new("ConfigurationChanged", "cpu_cores 1 → 2"));
+        let s = derive_status(Desired::Power(PowerState::Started), &obs, &s, t(1));
+        assert_eq!(cond(&s, ConditionType::RestartRequired).status, ConditionStatus::True);
+        assert_eq!(s.conditions.len(), 5);
+        let s = derive_status(Desired::Power(PowerState::Stopped), &Observation { phase: Phase::Stopped, ..obs }, &s, t(2));
+        assert_eq!(cond(&s, ConditionType::RestartRequired).status, ConditionStatus::False);
     }
 
     #[test]

@@ -9,8 +9,8 @@ use chrono::Utc;
 use serde::Deserialize;
 use tracing::info;
 use vmaas_model::{
-    CreateVirtualMachine, Envelope, ObjectKind, Page, PatchVirtualMachine, Resolved, Template, ValidationErrors, VirtualMachine,
-    VirtualMachineSpec, VmState,
+    CreateVirtualMachine, Envelope, MachineSpec, ObjectKind, Page, PatchVirtualMachine, Resolved, Template, ValidationErrors,
+    VirtualMachine, VirtualMachineSpec, VmState,
 };
 
 use super::{ApiJson, ApiQuery, AppState, Paging, attach, checked_name, page_json, raw_json, scope};
@@ -31,7 +31,7 @@ pub(super) fn routes() -> Router<AppState> {
 }
 
 /// Validates `spec` against its template, naming fields from `object.spec`.
-async fn resolve(s: &AppState, spec: &VirtualMachineSpec, errs: &mut ValidationErrors) -> Result<Option<Resolved>, ApiError> {
+async fn resolve(s: &AppState, spec: &VirtualMachineSpec, errs: &mut ValidationErrors) -> Result<Option<(Template, Resolved)>, ApiError> {
     let record = match s.store.get_template(&spec.template).await {
         Ok(r) => r,
         Err(StoreError::NotFound { .. }) => {
@@ -46,7 +46,7 @@ async fn resolve(s: &AppState, spec: &VirtualMachineSpec, errs: &mut ValidationE
     let template = Template::compile(record.template)
         .map_err(|e| ApiError::internal(format!("stored template {:?} is invalid: {e}", spec.template)))?;
     match template.resolve(&spec.template_parameters, "object.spec.template_parameters") {
-        Ok(r) => Ok(Some(r)),
+        Ok(r) => Ok(Some((template, r))),
         Err(e) => {
             errs.extend(e);
             Ok(None)
@@ -108,7 +108,7 @@ pub(super) async fn create(
     let mut errs = ValidationErrors::default();
     let name = checked_name(obj.requested_name(), &mut errs);
     let resolved = resolve(&s, &obj.spec, &mut errs).await?;
-    let (Some(name), Some(resolved), true) = (name, resolved, errs.is_empty()) else {
+    let (Some(name), Some((_, resolved)), true) = (name, resolved, errs.is_empty()) else {
         return Err(ApiError::invalid(errs));
     };
     let mut rec =
@@ -186,8 +186,9 @@ pub(super) async fn patch(
         return if errs.is_empty() { Ok(Json(Envelope { object: current.to_api() })) } else { Err(ApiError::invalid(errs)) };
     }
     if next.spec.template_parameters != current.spec.template_parameters
-        && let Some(r) = resolve(&s, &next.spec, &mut errs).await?
+        && let Some((template, r)) = resolve(&s, &next.spec, &mut errs).await?
     {
+        check_no_shrink(&template, &current.machine, &r.spec, &mut errs);
         next.machine = r.spec;
     }
     if !errs.is_empty() {
@@ -198,6 +199,18 @@ pub(super) async fn patch(
     info!(vm = %id, version = saved.version, state = saved.spec.state.as_str(), "virtual machine updated");
     let vm = settle(&s, &saved).await?;
     Ok(Json(Envelope { object: vm.to_api() }))
+}
+
+/// Refuses a change that makes a disk smaller: disks only grow (a smaller
+/// overlay would cut the guest's file system short).
+fn check_no_shrink(template: &Template, current: &MachineSpec, next: &MachineSpec, errs: &mut ValidationErrors) {
+    for (disk, from, to) in vmaas_model::boot_shape::shrunk_disks(current, next) {
+        let field = match template.parameter_setting("disk_size") {
+            Some(p) => format!("object.spec.template_parameters.{p}"),
+            None => "object.spec.template_parameters".into(),
+        };
+        errs.push(field, format!("disk {disk} cannot shrink from {from} to {to}; disks only grow"));
+    }
 }
 
 /// Checks that `vm` (replacing `current`, on a change) fits on the host.

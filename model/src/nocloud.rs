@@ -1,0 +1,175 @@
+//! cloud-init's NoCloud seed of a VM: the three files (`meta-data`,
+//! `user-data`, `network-config`) a backend hands the guest, and the checks
+//! of what a tenant may put in them.
+//!
+//! SSH keys travel in `meta-data` (`public-keys`), so the user data reaches
+//! the guest exactly as written, be it `#cloud-config`, a script or MIME.
+//! The network configuration names every NIC by its MAC, in PCI order
+//! (`eth0`, `eth1`, …), and asks DHCP on each: the backend's DHCP server
+//! (QEMU's, or the user-space switch for subnets) hands out the address
+//! the API shows, so one source of truth decides it.
+
+use crate::machine::CloudInit;
+
+/// The largest user data accepted, in bytes.
+pub const MAX_USER_DATA: usize = 64 * 1024;
+
+/// The most SSH keys a VM takes.
+pub const MAX_SSH_KEYS: usize = 32;
+
+/// The longest SSH public key line accepted.
+const MAX_KEY_LEN: usize = 16 * 1024;
+
+/// Key types cloud-init and OpenSSH accept in `authorized_keys`.
+const KEY_TYPES: &[&str] = &[
+    "ssh-ed25519",
+    "ssh-rsa",
+    "ssh-dss",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+];
+
+/// Checks one SSH public key: one line of `TYPE BASE64 [COMMENT]`, printable
+/// ASCII, a known type.
+pub fn check_ssh_key(key: &str) -> Result<(), String> {
+    if key.len() > MAX_KEY_LEN {
+        return Err(format!("is {} bytes long, at most {MAX_KEY_LEN} are allowed", key.len()));
+    }
+    if let Some(c) = key.chars().find(|c| !(c.is_ascii_graphic() || *c == ' ')) {
+        return Err(format!("must be one line of printable ASCII, found {c:?}"));
+    }
+    let mut parts = key.split(' ').filter(|p| !p.is_empty());
+    let kind = parts.next().ok_or("must not be empty")?;
+    if !KEY_TYPES.contains(&kind) {
+        return Err(format!("must start with a key type ({}), got {kind:?}", KEY_TYPES.join(", ")));
+    }
+    let body = parts.next().ok_or("has no key after its type")?;
+    let base64 = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=');
+    if body.len() < 4 || !body.chars().all(base64) {
+        return Err("must have the base64 key after its type".into());
+    }
+    Ok(())
+}
+
+/// Checks a list of SSH keys.
+pub fn check_ssh_keys(keys: &[String]) -> Result<(), String> {
+    if keys.len() > MAX_SSH_KEYS {
+        return Err(format!("has {} keys, at most {MAX_SSH_KEYS} are allowed", keys.len()));
+    }
+    for (i, k) in keys.iter().enumerate() {
+        check_ssh_key(k).map_err(|e| format!("item {i} {e}"))?;
+    }
+    Ok(())
+}
+
+/// Checks user data: its size, and no NUL byte.
+pub fn check_user_data(data: &str) -> Result<(), String> {
+    if data.len() > MAX_USER_DATA {
+        return Err(format!("is {} bytes long, at most {MAX_USER_DATA} are allowed", data.len()));
+    }
+    if data.contains('\0') {
+        return Err("must not contain a NUL byte".into());
+    }
+    Ok(())
+}
+
+/// The files of a NoCloud seed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seed {
+    /// `meta-data`: instance id, host name, SSH keys.
+    pub meta_data: String,
+    /// `user-data`, as the tenant wrote it (empty without any).
+    pub user_data: String,
+    /// `network-config`, version 1.
+    pub network_config: String,
+}
+
+impl Seed {
+    /// The files by name, as they go on the seed's file system.
+    pub fn files(&self) -> [(&'static str, &str); 3] {
+        [("meta-data", &self.meta_data), ("user-data", &self.user_data), ("network-config", &self.network_config)]
+    }
+}
+
+/// Renders YAML the simplest readers take too: one `key: "value"` per
+/// line, and each key on its own `  - "…"` line (JSON strings are YAML).
+fn meta_data(id: &str, hostname: &str, keys: &[String]) -> String {
+    let q = |s: &str| serde_json::Value::String(s.to_owned()).to_string();
+    let mut out = format!("instance-id: {}\nlocal-hostname: {}\n", q(id), q(hostname));
+    if !keys.is_empty() {
+        out.push_str("public-keys:\n");
+        for k in keys {
+            out.push_str(&format!("  - {}\n", q(k)));
+        }
+    }
+    out
+}
+
+/// A NIC as the guest sees it: its MAC, in PCI order.
+pub type NicMac<'a> = &'a str;
+
+/// The network configuration: each NIC named `ethN` by its MAC, on DHCP.
+fn network_config(macs: &[NicMac<'_>]) -> String {
+    let mut out = String::from("version: 1\nconfig:\n");
+    for (i, mac) in macs.iter().enumerate() {
+        out.push_str(&format!("  - type: physical\n    name: eth{i}\n    mac_address: \"{mac}\"\n    subnets:\n      - type: dhcp\n"));
+    }
+    out
+}
+
+/// The seed of VM `id` called `hostname`, with NICs `macs` in PCI order.
+pub fn seed(id: &str, hostname: &str, cloud_init: &CloudInit, macs: &[NicMac<'_>]) -> Seed {
+    Seed {
+        meta_data: meta_data(id, hostname, &cloud_init.ssh_keys),
+        user_data: cloud_init.user_data.clone().unwrap_or_default(),
+        network_config: network_config(macs),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAbc user@host";
+
+    #[test]
+    fn keys_are_checked_one_by_one() {
+        assert!(check_ssh_key(KEY).is_ok());
+        assert!(check_ssh_key("ssh-rsa AAAAB3NzaC1yc2EAAAADAQAB").is_ok());
+        assert!(check_ssh_key("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5\nssh-rsa AAAA").unwrap_err().contains("one line"));
+        assert!(check_ssh_key("hello AAAAC3NzaC1lZDI1NTE5").unwrap_err().contains("key type"));
+        assert!(check_ssh_key("ssh-ed25519").unwrap_err().contains("no key"));
+        assert!(check_ssh_key("ssh-ed25519 not-base64!!!!!!!!!!!!").unwrap_err().contains("base64"));
+        assert!(check_ssh_key("").unwrap_err().contains("empty"));
+        let many = vec![KEY.to_owned(); MAX_SSH_KEYS + 1];
+        assert!(check_ssh_keys(&many).unwrap_err().contains("at most 32"));
+        assert!(check_ssh_keys(&[KEY.into(), "x".into()]).unwrap_err().starts_with("item 1 "));
+    }
+
+    #[test]
+    fn user_data_is_bounded() {
+        assert!(check_user_data("#cloud-config\n").is_ok());
+        assert!(check_user_data(&"x".repeat(MAX_USER_DATA + 1)).unwrap_err().contains("at most 65536"));
+        assert!(check_user_data("a\0b").unwrap_err().contains("NUL"));
+    }
+
+    #[test]
+    fn the_seed_carries_name_keys_user_data_and_nics() {
+        let ci = CloudInit { user_data: Some("#!/bin/sh\necho hi\n".into()), ssh_keys: vec![KEY.into(), "ssh-rsa AAAA \"q\"".into()] };
+        let s = seed("0b3c", "web-1", &ci, &["52:54:00:12:34:56", "02:00:00:00:00:07"]);
+        assert_eq!(
+            s.meta_data,
+            "instance-id: \"0b3c\"\nlocal-hostname: \"web-1\"\npublic-keys:\n  - \"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAbc user@host\"\n  - \"ssh-rsa AAAA \\\"q\\\"\"\n"
+        );
+        assert_eq!(s.user_data, "#!/bin/sh\necho hi\n", "user data as written");
+        assert!(s.network_config.contains("name: eth1\n    mac_address: \"02:00:00:00:00:07\""), "{}", s.network_config);
+        assert_eq!(s.network_config.matches("type: dhcp").count(), 2);
+        let bare = seed("0b3c", "web-1", &CloudInit::default(), &[]);
+        assert!(!bare.meta_data.contains("public-keys"));
+        assert_eq!(bare.user_data, "");
+        assert_eq!(s.files().map(|(n, _)| n), ["meta-data", "user-data", "network-config"]);
+    }
+}

@@ -1,0 +1,150 @@
+//! Guests configured as asked: the qemu backend hands every guest its
+//! cloud-init NoCloud seed (host name, SSH keys, user data, network), the
+//! test guest applies it, and the Debian image runs cloud-init from it.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use vmaas_tests::Server;
+use vmaas_tests::vms::{V1, publish, state, wait_ready, wait_until};
+
+const TINY: &str = include_str!("../../examples/templates/tiny.yaml");
+const DEBIAN: &str = include_str!("../../examples/templates/debian.yaml");
+
+/// Creates VM `name` from `template` with `params`; the VM's id.
+async fn create_with(s: &Server, token: &str, name: &str, template: &str, params: Value) -> String {
+    let body = json!({"object": {"metadata": {"name": name}, "spec": {"template": template, "template_parameters": params}}});
+    let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(token), Some(body)).await;
+    assert_eq!(st, 201, "{vm}");
+    vm["object"]["id"].as_str().unwrap().to_owned()
+}
+
+/// A fresh ed25519 key pair in `dir`: (private key path, public key line).
+fn keypair(dir: &Path) -> (std::path::PathBuf, String) {
+    let key = dir.join("id_ed25519");
+    let out =
+        Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-C", "tenant@vmaas-test", "-f"]).arg(&key).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    (key, public.trim().to_owned())
+}
+
+/// Types `input` on the VM's console and returns what it printed.
+fn console(s: &Server, token: &str, vm: &str, input: &str) -> String {
+    let out = s.cli_with_stdin(token, &["vm", "console", vm, "--batch", "--idle", "3s"], input.as_bytes());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_test_guest_takes_its_name_and_keys_from_the_seed() {
+    let s = Server::start_qemu().await;
+    publish(&s, TINY);
+    let t = s.token("acme", false);
+    let keys = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOne one@acme", "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQTwo two@acme"];
+    let id = create_with(&s, &t, "seeded", "tiny", json!({"vm_ssh_keys": {"value": keys}})).await;
+    wait_ready(&s, &t, &id).await;
+    // The host name comes only from the seed (the kernel command line no
+    // longer names the VM), and the keys are written as cloud-init would.
+    let text = console(&s, &t, "seeded", "\necho name=$(hostname); cat /root/.ssh/authorized_keys; echo keys-done\n");
+    assert!(text.contains("name=seeded"), "{text}");
+    for k in keys {
+        assert!(text.contains(k), "{k} in {text}");
+    }
+    let log = String::from_utf8_lossy(&s.cli(&t, &["vm", "logs", "seeded"]).stdout).into_owned();
+    assert!(log.contains("cloud-init seed on /dev/vd") && log.contains("2 ssh keys"), "{log}");
+    // The seed is a file of the VM, read-only to QEMU, gone with the VM.
+    let seed = s.data_dir.join("vms").join(&id).join("cidata.img");
+    assert!(seed.exists(), "{}", seed.display());
+
+    // A key that is not one, or user data too large: 400 naming the parameter; nothing made.
+    for (params, field, reason) in [
+        (json!({"vm_ssh_keys": {"value": ["ssh-ed25519 AAAAC3Nz ok", "password123"]}}), "vm_ssh_keys", "item 1 must start with a key type"),
+        (json!({"vm_ssh_keys": {"value": ["ssh-ed25519 AAAA\nrm -rf /"]}}), "vm_ssh_keys", "one line"),
+    ] {
+        let body = json!({"object": {"metadata": {"name": "bad"}, "spec": {"template": "tiny", "template_parameters": params}}});
+        let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
+        assert_eq!(st, 400, "{err}");
+        let text = err.to_string();
+        assert!(text.contains(field) && text.contains(reason), "{text}");
+    }
+    let (_, list) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&t), None).await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 1, "{list}");
+}
+
+/// Runs `command` on the VM over SSH as `debian` with `key`.
+fn ssh(ip: &str, key: &Path, command: &str) -> std::process::Output {
+    Command::new("ssh")
+        .args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5"])
+        .args(["-o", "LogLevel=ERROR", "-i"])
+        .arg(key)
+        .arg(format!("debian@{ip}"))
+        .arg(command)
+        .output()
+        .unwrap()
+}
+
+/// The Debian image boots from a copy-on-write overlay of its base disk, and
+/// cloud-init applies the seed: the tenant's key opens SSH on the VM's
+/// external address, and the user data ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debian_runs_cloud_init_from_its_seed() {
+    let s = Server::start_qemu().await;
+    assert!(
+        vmaas_tests::images_dir().join("debian-12/image.json").exists(),
+        "build it with scripts/debian-image.sh (scripts/test.sh does)"
+    );
+    publish(&s, DEBIAN);
+    let t = s.token("acme", false);
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = keypair(dir.path());
+    let user_data = "#cloud-config\nwrite_files:\n  - path: /var/tmp/from-user-data\n    content: \"written by cloud-init\\n\"\n";
+    let params = json!({"vm_ssh_keys": {"value": [public]}, "vm_user_data": {"value": user_data}});
+    let id = create_with(&s, &t, "deb", "debian", params).await;
+    let vm = wait_until(&s, &t, &id, "READY", 400, |v| state(v) == "VIRTUAL_MACHINE_STATE_READY").await;
+    let ip = vm["status"]["externalIP"].as_str().unwrap().to_owned();
+
+    // The VM's disk is an overlay whose backing file is the image's base disk.
+    let info = Command::new("qemu-img")
+        .args(["info", "-U", "--output=json"])
+        .arg(s.data_dir.join("vms").join(&id).join("disk.qcow2"))
+        .output()
+        .unwrap();
+    let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert!(info["backing-filename"].as_str().unwrap().ends_with("debian-12/disk.qcow2"), "{info}");
+    assert_eq!(info["virtual-size"], 4u64 << 30, "sized by vm_disk_size");
+
+    // SSH with the tenant's key on the external address (cloud-init makes
+    // the host keys and authorises the key on its first boot).
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let out = loop {
+        let out = ssh(&ip, &key, "cloud-init status --wait >/dev/null; echo who=$(id -un) host=$(hostname) pid1=$(cat /proc/1/comm)");
+        if out.status.success() || Instant::now() > deadline {
+            break out;
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("who=debian host=deb pid1=systemd"), "{text} {}", String::from_utf8_lossy(&out.stderr));
+    // Another key does not open it.
+    let other_dir = dir.path().join("other");
+    std::fs::create_dir(&other_dir).unwrap();
+    let (other, _) = keypair(&other_dir);
+    assert!(!ssh(&ip, &other, "true").status.success(), "a key the tenant did not give is refused");
+
+    // The user data ran: its file is there, seen on the serial console
+    // (once its autologin shell, named after the VM, is up).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !String::from_utf8_lossy(&s.cli(&t, &["vm", "logs", "deb"]).stdout).contains("root@deb") {
+        assert!(
+            Instant::now() < deadline,
+            "no shell prompt on the console:\n{}",
+            String::from_utf8_lossy(&s.cli(&t, &["vm", "logs", "deb"]).stdout)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let text = console(&s, &t, "deb", "\necho root=$(findmnt -no SOURCE /) file=$(cat /var/tmp/from-user-data)\n");
+    assert!(text.contains("root=/dev/vda file=written by cloud-init"), "{text}");
+}
