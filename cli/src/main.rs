@@ -97,6 +97,12 @@ enum VmCmd {
         /// A NIC on a subnet, as NAME[,ip=ADDR][,sg=GROUP…]; repeat for several NICs.
         #[arg(long = "subnet", value_name = "NAME[,ip=ADDR][,sg=GROUP]", value_parser = parse_attachment)]
         subnets: Vec<NetworkAttachment>,
+        /// An SSH public key, or a file of them (e.g. ~/.ssh/id_ed25519.pub); repeat for several.
+        #[arg(long = "ssh-key", value_name = "KEY|FILE")]
+        ssh_keys: Vec<String>,
+        /// A file of cloud-init user data (#cloud-config, a script…), in place of the template's.
+        #[arg(long = "user-data", value_name = "FILE")]
+        user_data: Option<PathBuf>,
         /// Wait until it is READY (or STOPPED with --stopped).
         #[arg(long)]
         wait: bool,
@@ -363,8 +369,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::ExternalIp(cmd) => expose::external_ip(&client, cmd, format).await,
         Command::LoadBalancer(cmd) => expose::load_balancer(&client, cmd, format).await,
         Command::Vm(cmd) => match cmd {
-            VmCmd::Create { name, template, params, stopped, subnets, wait: do_wait, timeout } => {
+            VmCmd::Create { name, template, params, stopped, subnets, ssh_keys, user_data, wait: do_wait, timeout } => {
                 let template_parameters = typed_params(&client, &template, &params).await?;
+                let (ssh_public_key, user_data) = guest_config(&ssh_keys, user_data.as_deref())?;
                 let req = CreateVirtualMachine {
                     type_url: None,
                     id: None,
@@ -374,6 +381,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         template_parameters,
                         state: if stopped { PowerState::Stopped } else { PowerState::Started },
                         network_attachments: subnets,
+                        user_data,
+                        ssh_public_key,
                     },
                     status: None,
                 };
@@ -484,4 +493,24 @@ fn parse_attachment(s: &str) -> Result<NetworkAttachment, String> {
         }
     }
     Ok(a)
+}
+
+/// `--ssh-key` values (each a key, or a file of keys) as one key per line,
+/// and the `--user-data` file's content.
+fn guest_config(keys: &[String], user_data: Option<&std::path::Path>) -> anyhow::Result<(Option<String>, Option<String>)> {
+    let mut lines = Vec::new();
+    for k in keys {
+        let path = std::path::Path::new(k);
+        if path.is_file() {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading --ssh-key {}", path.display()))?;
+            lines.extend(text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_owned));
+        } else {
+            lines.push(k.trim().to_owned());
+        }
+    }
+    let user_data = match user_data {
+        Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("reading --user-data {}", p.display()))?),
+        None => None,
+    };
+    Ok(((!lines.is_empty()).then(|| lines.join("\n")), user_data))
 }

@@ -23,6 +23,16 @@ pub fn map_key_path(attr: &str, key: &str) -> AttributePath {
     }
 }
 
+/// The path of element `i` of list attribute `attr`.
+pub fn index_path(attr: &str, i: usize) -> AttributePath {
+    AttributePath {
+        steps: vec![
+            Step { selector: Some(Selector::AttributeName(attr.to_owned())) },
+            Step { selector: Some(Selector::ElementKeyInt(i as i64)) },
+        ],
+    }
+}
+
 /// An error diagnostic for a failed API call, with every field problem the server named.
 pub fn api_error(summary: impl Into<String>, e: &vmaas_client::Error) -> Diagnostic {
     let mut d = error(summary, e.to_string(), None);

@@ -109,8 +109,23 @@ fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
         ("external_ip", value::opt_string(vm.status.external_ip.as_deref())),
         ("conditions", conditions),
         ("network_attachment", nics_state(vm, like)),
+        ("ssh_keys", keys_state(vm, like)),
+        ("user_data", value::opt_string(vm.spec.user_data.as_deref())),
         ("timeouts", get(like, "timeouts").clone()),
     ])
+}
+
+/// `ssh_keys` as the VM has them (null when unset and not written).
+fn keys_state(vm: &VirtualMachine, like: &Value) -> Value {
+    let keys = vm.spec.ssh_keys();
+    if keys.is_empty() && get(like, "ssh_keys").is_nil() { Value::Nil } else { Value::Array(keys.into_iter().map(Value::from).collect()) }
+}
+
+/// The planned `ssh_keys`, one per line as the API takes them.
+fn planned_keys(planned: &Value) -> Option<String> {
+    let Value::Array(keys) = get(planned, "ssh_keys") else { return None };
+    let lines: Vec<&str> = keys.iter().filter_map(Value::as_str).collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
 /// The `network_attachment` blocks: as written (references by name stay
@@ -226,7 +241,7 @@ impl VmResource {
         let mut replace = Vec::new();
         let creating = prior.is_nil();
         if !creating {
-            for attr in ["name", "template", "template_parameters", "network_attachment"] {
+            for attr in ["name", "template", "template_parameters", "network_attachment", "ssh_keys", "user_data"] {
                 let (a, b) = (get(prior, attr), get(proposed, attr));
                 let empty = |v: &Value| v.is_nil() || matches!(v, Value::Map(m) if m.is_empty());
                 if a != b && !(empty(a) && empty(b)) {
@@ -293,7 +308,14 @@ impl VmResource {
                 type_url: None,
                 id: None,
                 metadata: Some(MetadataInput { name: Some(name), ..Default::default() }),
-                spec: VirtualMachineSpec { template, template_parameters: params, state: power, network_attachments: nics(planned) },
+                spec: VirtualMachineSpec {
+                    template,
+                    template_parameters: params,
+                    state: power,
+                    network_attachments: nics(planned),
+                    user_data: string(get(planned, "user_data")),
+                    ssh_public_key: planned_keys(planned),
+                },
                 status: None,
             };
             match client.create_vm(&req).await {
@@ -384,6 +406,18 @@ impl Resource for VmResource {
                     Mode::Optional,
                     "Template parameters as text; the provider types them from the template (`\"4\"` for an integer, `\"4Gi\"` for a quantity, `\"a,b\"` for a list). Changing one replaces the VM.",
                 ),
+                attr(
+                    "ssh_keys",
+                    "[\"list\",\"string\"]",
+                    Mode::Optional,
+                    "SSH public keys the guest authorises (on the Debian image, for the user `debian`), beside the template's. Changing them replaces the VM.",
+                ),
+                attr(
+                    "user_data",
+                    STRING,
+                    Mode::Optional,
+                    "cloud-init user data (`#cloud-config`, a script…), in place of the template's; it runs on the first boot. Changing it replaces the VM.",
+                ),
                 attr("state", STRING, Mode::OptionalComputed, "`started` (default) or `stopped`. Changes in place."),
                 attr("status", STRING, Mode::Computed, "READY, PROGRESSING, STOPPED, FAILED or DELETING."),
                 attr("internal_ip", STRING, Mode::Computed, "The address of the VM itself."),
@@ -392,7 +426,7 @@ impl Resource for VmResource {
                     "conditions",
                     &conditions,
                     Mode::Computed,
-                    "PROGRESSING, READY, FAILED and DEGRADED, each with `status`, `reason` and `message`.",
+                    "PROGRESSING, READY, FAILED and DEGRADED (and RESTART_REQUIRED once it held), each with `status`, `reason` and `message`.",
                 ),
             ],
             vec![timeouts, nic_block()],
@@ -412,6 +446,16 @@ impl Resource for VmResource {
             && let Err(reason) = vmaas_model::validation::check_dns_label(&n)
         {
             diagnostics.push(error("invalid name", reason, Some(path(&["name"]))));
+        }
+        if let Value::Array(keys) = get(&config, "ssh_keys") {
+            for (i, k) in keys.iter().enumerate() {
+                if let Some(Err(reason)) = k.as_str().map(vmaas_model::nocloud::check_ssh_key) {
+                    diagnostics.push(error("invalid SSH key", reason, Some(crate::diag::index_path("ssh_keys", i))));
+                }
+            }
+        }
+        if let Some(Err(reason)) = string(get(&config, "user_data")).as_deref().map(vmaas_model::nocloud::check_user_data) {
+            diagnostics.push(error("invalid user_data", reason, Some(path(&["user_data"]))));
         }
         for which in ["create", "update", "delete"] {
             if let Err(e) = timeout(&config, which) {

@@ -283,8 +283,14 @@ impl Vms {
         warn!(vm = %t.id, "the guest's QEMU exited unexpectedly; restarting it");
         let message = format!("QEMU exited unexpectedly and was restarted ({} time(s) in 5 minutes)", vm.crashes.len());
         vm.degraded = Some(Reason::new("GuestRestarted", message));
-        self.boot(vm, t).await?;
-        Ok((vm.observation(starting("Restarting", "the guest is booting again")), Requeue::after(STEP)))
+        match self.boot(vm, t).await {
+            Ok(()) => Ok((vm.observation(starting("Restarting", "the guest is booting again")), Requeue::after(STEP))),
+            // Right after a crash the dead QEMU may still hold its files: the
+            // reconciler tries again after its backoff, as a first boot
+            // (whose failure is final), before the VM is called FAILED.
+            Err(Stop::Failed(r)) => Err(Stop::Backend(BackendError::transient("restarting the guest after its QEMU exited", r.message))),
+            Err(e) => Err(e),
+        }
     }
 
     /// Boots the guest and starts watching it.

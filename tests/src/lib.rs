@@ -8,6 +8,7 @@
 pub mod crossplane;
 pub mod guest;
 pub mod k8s;
+pub mod tf;
 pub mod vms;
 
 use std::path::{Path, PathBuf};

@@ -484,7 +484,11 @@ on_both_databases! {
         let writers = (1..=10).map(|cores: i64| {
             let (client, id) = (client.clone(), id.clone());
             async move {
-                let params = std::collections::BTreeMap::from([("vm_cpu_cores".to_owned(), serde_json::from_value(json!({"value": cores})).unwrap())]);
+                // The whole map, as PATCH takes it: the seed's disk size stays (disks never shrink).
+                let params = std::collections::BTreeMap::from([
+                    ("vm_cpu_cores".to_owned(), serde_json::from_value(json!({"value": cores})).unwrap()),
+                    ("vm_disk_size".to_owned(), serde_json::from_value(json!({"value": "30Gi"})).unwrap()),
+                ]);
                 let patch = vmaas_model::PatchVirtualMachine {
                     spec: vmaas_model::vm::SpecPatch { template_parameters: Some(params), ..Default::default() },
                     ..Default::default()

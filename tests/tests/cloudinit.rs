@@ -70,8 +70,50 @@ async fn the_test_guest_takes_its_name_and_keys_from_the_seed() {
         let text = err.to_string();
         assert!(text.contains(field) && text.contains(reason), "{text}");
     }
+    // OSAC's spec fields, bad: 400 naming them.
+    let body = json!({"object": {"metadata": {"name": "bad"}, "spec": {"template": "tiny", "ssh_public_key": "ssh-ed25519 AAAAC3Nz ok\nnot-a-key", "user_data": "a\u{0}b"}}});
+    let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
+    assert_eq!(st, 400, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("object.spec.ssh_public_key") && text.contains("key 2 must start with a key type"), "{text}");
+    assert!(text.contains("object.spec.user_data") && text.contains("NUL"), "{text}");
     let (_, list) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&t), None).await;
     assert_eq!(list["items"].as_array().unwrap().len(), 1, "{list}");
+
+    // The CLI: --ssh-key takes a key or a file of keys, --user-data a file;
+    // they join the template's keys (OSAC's `ssh_public_key`, `user_data`).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("keys.pub");
+    std::fs::write(&file, format!("# mine\n{}\n", keys[1])).unwrap();
+    let data = dir.path().join("user-data");
+    std::fs::write(&data, "#cloud-config\n").unwrap();
+    let out = s.cli(
+        &t,
+        &[
+            "vm",
+            "create",
+            "cli",
+            "-t",
+            "tiny",
+            "-p",
+            &format!("vm_ssh_keys={}", keys[0]),
+            "--ssh-key",
+            file.to_str().unwrap(),
+            "--ssh-key",
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIThree three@acme",
+            "--user-data",
+            data.to_str().unwrap(),
+            "--wait",
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let vm = s.cli_json(&t, &["vm", "get", "cli"]);
+    assert_eq!(vm["spec"]["ssh_public_key"], format!("{}\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIThree three@acme", keys[1]), "{vm}");
+    assert_eq!(vm["spec"]["user_data"], "#cloud-config\n");
+    let text = console(&s, &t, "cli", "\ncat /root/.ssh/authorized_keys; echo keys-done\n");
+    for k in [keys[0], keys[1], "three@acme"] {
+        assert!(text.contains(k), "{k} in {text}");
+    }
 }
 
 /// Runs `command` on the VM over SSH as `debian` with `key`.

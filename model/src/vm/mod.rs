@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 pub use crate::object::{Metadata, MetadataInput};
+use crate::validation::ValidationErrors;
 use crate::value::ParameterValue;
 
 /// The `@type` of a virtual machine in API responses.
@@ -67,6 +68,13 @@ pub struct VirtualMachineSpec {
     /// network every VM has; the first one's address is `status.internalIP`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network_attachments: Vec<NetworkAttachment>,
+    /// cloud-init user data (OSAC's `user_data`), in place of the template's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data: Option<String>,
+    /// SSH public keys (OSAC's `ssh_public_key`): one key, or several one
+    /// per line, authorised beside the template's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_public_key: Option<String>,
 }
 
 impl VirtualMachineSpec {
@@ -77,6 +85,41 @@ impl VirtualMachineSpec {
             template_parameters: BTreeMap::new(),
             state: PowerState::Started,
             network_attachments: Vec::new(),
+            user_data: None,
+            ssh_public_key: None,
+        }
+    }
+
+    /// The keys of `ssh_public_key`, one per non-empty line.
+    pub fn ssh_keys(&self) -> Vec<String> {
+        self.ssh_public_key.as_deref().unwrap_or("").lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect()
+    }
+
+    /// Applies `user_data` and `ssh_public_key` over the cloud-init the
+    /// template resolved to, naming fields as `{prefix}.user_data`.
+    pub fn apply_guest_config(&self, machine: &mut crate::MachineSpec, prefix: &str, errs: &mut ValidationErrors) {
+        if let Some(u) = &self.user_data {
+            match crate::nocloud::check_user_data(u) {
+                Ok(()) => machine.cloud_init.user_data = Some(u.clone()),
+                Err(e) => errs.push(format!("{prefix}.user_data"), e),
+            }
+        }
+        let keys = self.ssh_keys();
+        let bad: Vec<String> = keys
+            .iter()
+            .enumerate()
+            .filter_map(|(i, k)| crate::nocloud::check_ssh_key(k).err().map(|e| format!("key {} {e}", i + 1)))
+            .collect();
+        if !bad.is_empty() {
+            return errs.push(format!("{prefix}.ssh_public_key"), bad.join("; "));
+        }
+        for k in keys {
+            if !machine.cloud_init.ssh_keys.contains(&k) {
+                machine.cloud_init.ssh_keys.push(k);
+            }
+        }
+        if let Err(e) = crate::nocloud::check_ssh_keys(&machine.cloud_init.ssh_keys) {
+            errs.push(format!("{prefix}.ssh_public_key"), format!("with the template's keys, {e}"));
         }
     }
 }
@@ -340,6 +383,12 @@ pub struct SpecPatch {
     /// New power state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<PowerState>,
+    /// New user data (`""` removes it); the guest reads it at its next start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data: Option<String>,
+    /// New SSH keys (`""` removes them); the guest reads them at its next start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_public_key: Option<String>,
 }
 
 /// The object of a PATCH request.

