@@ -33,6 +33,9 @@ pub type NetworkDriver = dyn Driver<NetworkSpec, NetworkObservation>;
 pub struct SubnetSpec {
     /// The virtual network's id.
     pub virtual_network: String,
+    /// The virtual network's name (in the subnet's tenant), for
+    /// configuration that names networks as `TENANT/NAME`.
+    pub network_name: String,
     /// The IPv4 range, checked (inside the network's, overlapping no sibling).
     pub ipv4_cidr: String,
 }

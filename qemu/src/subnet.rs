@@ -69,10 +69,17 @@ impl Subnets {
         }
     }
 
-    /// Joins `segment` of network `network` to the network's uplink, if the
-    /// administrator gave it one (opened on first use).
-    fn join_uplink(&self, network: &str, segment: &Arc<Segment>) -> Result<(), BackendError> {
-        let Some(iface) = self.uplink_ifaces.get(network) else { return Ok(()) };
+    /// The uplink interface the administrator gave network `id` (named
+    /// `tenant/name` by its tenant), by its id or by that name.
+    fn uplink_iface(&self, id: &str, tenant: &str, name: &str) -> Option<&String> {
+        self.uplink_ifaces.get(id).or_else(|| self.uplink_ifaces.get(&format!("{tenant}/{name}")))
+    }
+
+    /// Joins `segment` of network `network` (of subnet `t`) to the network's
+    /// uplink, if the administrator gave it one (opened on first use).
+    fn join_uplink(&self, t: &SubnetTarget, segment: &Arc<Segment>) -> Result<(), BackendError> {
+        let network = t.spec.virtual_network.as_str();
+        let Some(iface) = self.uplink_iface(network, &t.tenant, &t.spec.network_name) else { return Ok(()) };
         let mut uplinks = self.uplinks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let uplink = match uplinks.get(network) {
             Some(u) => u.clone(),
@@ -143,7 +150,7 @@ impl Driver<SubnetSpec, NetworkObservation> for Subnets {
             info!(subnet = %t.id, name = %t.name, cidr = %t.spec.ipv4_cidr, %gateway, "subnet segment running");
         }
         if let Some(segment) = self.segment(&t.id) {
-            self.join_uplink(&t.spec.virtual_network, &segment)?;
+            self.join_uplink(t, &segment)?;
         }
         Ok((NetworkObservation::Ready, Requeue::AwaitChange))
     }
@@ -183,7 +190,7 @@ mod tests {
     async fn a_subnet_runs_a_segment_until_deleted() {
         let d = tempfile::tempdir().unwrap();
         let s = Subnets::new(d.path().join("subnets"), &[]);
-        let spec = SubnetSpec { virtual_network: "n1".into(), ipv4_cidr: "10.10.1.0/24".into() };
+        let spec = SubnetSpec { virtual_network: "n1".into(), network_name: "lab".into(), ipv4_cidr: "10.10.1.0/24".into() };
         let t = Target { id: "s1".into(), tenant: "acme".into(), name: "front".into(), version: 1, spec };
         assert_eq!(s.ensure(&t).await.unwrap().0, NetworkObservation::Ready);
         let seg = s.segment("s1").expect("a running segment");

@@ -114,9 +114,9 @@ struct ServeArgs {
     #[arg(long, env = "VMAAS_GUEST_EGRESS", value_delimiter = ',')]
     guest_egress: Vec<String>,
     /// qemu: physical L2 uplinks, `NETWORK=IFACE` (repeatable): the subnets
-    /// of the virtual network with id NETWORK are joined to the host TAP
-    /// device IFACE (or to a TAP of the server's own added to IFACE if it
-    /// is a bridge). Needs CAP_NET_ADMIN.
+    /// of the virtual network NETWORK (its id, or `TENANT/NAME`) are joined
+    /// to the host TAP device IFACE (or to a TAP of the server's own added
+    /// to IFACE if it is a bridge). Needs CAP_NET_ADMIN.
     #[arg(long = "uplink", env = "VMAAS_UPLINKS", value_delimiter = ',', value_parser = parse_uplink)]
     uplinks: Vec<(String, String)>,
     /// Accept a database other than the one this data directory records (or
@@ -228,7 +228,9 @@ async fn shutdown_signal() {
 fn parse_uplink(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((net, iface)) if !net.is_empty() && !iface.is_empty() && iface.len() < 16 => Ok((net.to_owned(), iface.to_owned())),
-        _ => Err(format!("{s:?}: expected NETWORK=IFACE (a virtual network's id, a host interface of at most 15 characters)")),
+        _ => {
+            Err(format!("{s:?}: expected NETWORK=IFACE (a virtual network's id or TENANT/NAME, a host interface of at most 15 characters)"))
+        }
     }
 }
 

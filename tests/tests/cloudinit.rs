@@ -189,4 +189,35 @@ async fn debian_runs_cloud_init_from_its_seed() {
     }
     let text = console(&s, &t, "deb", "\necho root=$(findmnt -no SOURCE /) file=$(cat /var/tmp/from-user-data)\n");
     assert!(text.contains("root=/dev/vda file=written by cloud-init"), "{text}");
+
+    // A bigger disk: RESTART_REQUIRED until a restart, then the root file
+    // system has grown (cloud-init's resize_rootfs at that boot).
+    let (_, now) = s.raw(Method::GET, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await;
+    let mut params = now["object"]["spec"]["template_parameters"].clone();
+    params["vm_disk_size"] = json!({"value": "5Gi"});
+    let patch = json!({"object": {"spec": {"template_parameters": params}}});
+    let (st, body) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(patch)).await;
+    assert_eq!(st, 200, "{body}");
+    let restart_required = |v: &Value, status: &str| {
+        v["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "VIRTUAL_MACHINE_CONDITION_TYPE_RESTART_REQUIRED" && c["status"] == status))
+    };
+    wait_until(&s, &t, &id, "RESTART_REQUIRED", 30, |v| restart_required(v, "CONDITION_STATUS_TRUE")).await;
+    let (st, body) = s.raw(Method::POST, &format!("{V1}/virtual_machines/{id}/restart"), Some(&t), None).await;
+    assert!(st == 200 || st == 202, "{st} {body}");
+    wait_until(&s, &t, &id, "READY after the restart", 400, |v| {
+        state(v) == "VIRTUAL_MACHINE_STATE_READY" && restart_required(v, "CONDITION_STATUS_FALSE")
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let out = loop {
+        let out = ssh(&ip, &key, "cloud-init status --wait >/dev/null; df -B1 --output=size / | tail -n 1");
+        if out.status.success() || Instant::now() > deadline {
+            break out;
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    };
+    let size: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0);
+    assert!(size > 9 << 29, "the root file system grew to about 5Gi: {size} {}", String::from_utf8_lossy(&out.stderr));
 }

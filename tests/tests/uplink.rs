@@ -118,12 +118,13 @@ async fn an_uplinked_subnet_reaches_the_physical_network_and_no_other_does() {
     s.cli_json(&t, &["subnet", "create", "front", "--network", "lab", "--cidr", "10.77.1.0/24"]);
     s.cli_json(&t, &["network", "create", "other", "--cidr", "10.77.0.0/16"]);
     s.cli_json(&t, &["subnet", "create", "shadow", "--network", "other", "--cidr", "10.77.1.0/24"]);
-    let bridged = id_of(&s.cli_json(&t, &["network", "create", "bridged", "--cidr", "10.78.0.0/16"]));
+    s.cli_json(&t, &["network", "create", "bridged", "--cidr", "10.78.0.0/16"]);
     s.cli_json(&t, &["subnet", "create", "back", "--network", "bridged", "--cidr", "10.78.1.0/24"]);
 
-    // The administrator uplinks `lab` to the TAP and `bridged` to the bridge.
+    // The administrator uplinks `lab` (by id) to the TAP and `bridged` (by
+    // tenant and name) to the bridge.
     let mut extra = s.extra().to_vec();
-    extra.extend(["--uplink".to_owned(), format!("{lab}={},{bridged}={}", phys.tap, phys.bridge)]);
+    extra.extend(["--uplink".to_owned(), format!("{lab}={},acme/bridged={}", phys.tap, phys.bridge)]);
     s.set_extra(&extra);
     s.restart().await;
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -29,7 +29,7 @@ pub(super) trait Simple: Kind {
     /// The backend's driver of this kind, if it runs it.
     fn driver(b: &dyn Backend) -> Option<Arc<dyn Driver<Self::Target, NetworkObservation>>>;
     /// The driver's spec.
-    fn target(spec: &Self::Spec) -> Self::Target;
+    fn target(spec: &Self::Spec, parent_name: &str) -> Self::Target;
     /// The status of what the driver saw, with the count of its users.
     fn status(seen: NetworkObservation, users: u32) -> Self::Status;
     /// The object whose count of users it is among (its network), if any.
@@ -46,7 +46,7 @@ impl Simple for NetworkKind {
         b.networks()
     }
 
-    fn target(spec: &Self::Spec) -> NetworkSpec {
+    fn target(spec: &Self::Spec, _: &str) -> NetworkSpec {
         NetworkSpec { ipv4_cidr: spec.ipv4_cidr.clone(), ipv6_cidr: spec.ipv6_cidr.clone() }
     }
 
@@ -69,7 +69,7 @@ impl Simple for SecurityGroupKind {
         None
     }
 
-    fn target(_: &Self::Spec) {}
+    fn target(_: &Self::Spec, _: &str) {}
 
     fn parent(spec: &Self::Spec) -> Option<&str> {
         Some(&spec.virtual_network)
@@ -97,8 +97,12 @@ impl Simple for SubnetKind {
         Some(&spec.virtual_network)
     }
 
-    fn target(spec: &Self::Spec) -> SubnetSpec {
-        SubnetSpec { virtual_network: spec.virtual_network.clone(), ipv4_cidr: spec.ipv4_cidr.clone().unwrap_or_default() }
+    fn target(spec: &Self::Spec, parent_name: &str) -> SubnetSpec {
+        SubnetSpec {
+            virtual_network: spec.virtual_network.clone(),
+            network_name: parent_name.to_owned(),
+            ipv4_cidr: spec.ipv4_cidr.clone().unwrap_or_default(),
+        }
     }
 
     fn status(seen: NetworkObservation, users: u32) -> SubnetStatus {
@@ -136,8 +140,16 @@ pub(super) async fn reconcile<K: Simple>(r: &Reconciler, id: &str) -> Result<(Ou
             Err(e) => failed(r, &rec, e, users).await,
         };
     }
-    let target =
-        Target { id: rec.id.clone(), tenant: rec.tenant.clone(), name: rec.name.clone(), version: rec.version, spec: K::target(&rec.spec) };
+    let parent_name = match K::parent(&rec.spec) {
+        Some(p) => match r.store.get(vmaas_model::ObjectKind::VirtualNetwork, p, &Scope::All).await {
+            Ok(row) => row.name,
+            Err(StoreError::NotFound { .. }) => String::new(),
+            Err(e) => return Err(e),
+        },
+        None => String::new(),
+    };
+    let spec = K::target(&rec.spec, &parent_name);
+    let target = Target { id: rec.id.clone(), tenant: rec.tenant.clone(), name: rec.name.clone(), version: rec.version, spec };
     match driver.ensure(&target).await {
         Ok((seen, next)) => {
             let next = match next {
