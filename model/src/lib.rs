@@ -21,6 +21,8 @@
 //! - [`external_ip`]: external IP pools, external IPs and their attachments
 //!   to VMs (OSAC's `ExternalIPPool`, `ExternalIP`, `ExternalIPAttachment`).
 //! - [`load_balancer`]: load balancers over the VMs of a subnet (seed 001).
+//! - [`volume`]: volumes that outlive VMs and their attachments to VMs
+//!   (seed 001's block storage; served in a later release).
 //! - [`vm`]: virtual machines, the request shapes of the API, and
 //!   [`vm::status`], the state machine from backend observations to status.
 //! - [`quantity`]: `4Gi` and `4096Mi`, equal in value, each kept as written.
@@ -52,6 +54,7 @@ pub mod template;
 pub mod validation;
 pub mod value;
 pub mod vm;
+pub mod volume;
 
 pub use external_ip::{
     ExternalIp, ExternalIpAttachment, ExternalIpAttachmentSpec, ExternalIpAttachmentState, ExternalIpAttachmentStatus, ExternalIpPool,

@@ -128,6 +128,20 @@ fn ssh(ip: &str, key: &Path, command: &str) -> std::process::Output {
         .unwrap()
 }
 
+/// Runs `command` over SSH once the guest lets the key in and cloud-init
+/// is done (retried for 5 minutes at most); the last attempt's output.
+async fn ssh_once_up(ip: &str, key: &Path, command: &str) -> std::process::Output {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let command = format!("cloud-init status --wait >/dev/null; {command}");
+    loop {
+        let out = ssh(ip, key, &command);
+        if out.status.success() || Instant::now() > deadline {
+            return out;
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+}
+
 /// The Debian image boots from a copy-on-write overlay of its base disk, and
 /// cloud-init applies the seed: the tenant's key opens SSH on the VM's
 /// external address, and the user data ran.
@@ -160,14 +174,7 @@ async fn debian_runs_cloud_init_from_its_seed() {
 
     // SSH with the tenant's key on the external address (cloud-init makes
     // the host keys and authorises the key on its first boot).
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let out = loop {
-        let out = ssh(&ip, &key, "cloud-init status --wait >/dev/null; echo who=$(id -un) host=$(hostname) pid1=$(cat /proc/1/comm)");
-        if out.status.success() || Instant::now() > deadline {
-            break out;
-        }
-        tokio::time::sleep(Duration::from_secs(3)).await;
-    };
+    let out = ssh_once_up(&ip, &key, "echo who=$(id -un) host=$(hostname) pid1=$(cat /proc/1/comm)").await;
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("who=debian host=deb pid1=systemd"), "{text} {}", String::from_utf8_lossy(&out.stderr));
     // Another key does not open it.
@@ -210,14 +217,7 @@ async fn debian_runs_cloud_init_from_its_seed() {
         state(v) == "VIRTUAL_MACHINE_STATE_READY" && restart_required(v, "CONDITION_STATUS_FALSE")
     })
     .await;
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let out = loop {
-        let out = ssh(&ip, &key, "cloud-init status --wait >/dev/null; df -B1 --output=size / | tail -n 1");
-        if out.status.success() || Instant::now() > deadline {
-            break out;
-        }
-        tokio::time::sleep(Duration::from_secs(3)).await;
-    };
+    let out = ssh_once_up(&ip, &key, "df -B1 --output=size / | tail -n 1").await;
     let size: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0);
     assert!(size > 9 << 29, "the root file system grew to about 5Gi: {size} {}", String::from_utf8_lossy(&out.stderr));
 }
