@@ -17,6 +17,7 @@
 //! - [`console`]: serial consoles, for backends that have them.
 //! - [`error`]: failures, with a kind that tells the reconciler what to do.
 //! - [`host`]: what is on the host without a stored object, and what the host can give.
+//! - [`image`]: the images a backend can boot VMs from.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -26,6 +27,7 @@ pub mod console;
 pub mod driver;
 pub mod error;
 pub mod host;
+pub mod image;
 pub mod network;
 pub mod vm;
 
@@ -36,6 +38,7 @@ pub use console::{Console, Consoles};
 pub use driver::{Cleanup, Driver, Requeue, Target, Wake};
 pub use error::{BackendError, ErrorKind};
 pub use host::{HostCapacity, Quarantined};
+pub use image::CatalogImage;
 pub use network::{NetworkDriver, NetworkObservation, NetworkSpec, NetworkTarget, SubnetDriver, SubnetSpec, SubnetTarget};
 pub use vm::{Attachment, Firewall, Requests, VmDriver, VmObservation, VmSpec, VmTarget};
 use vmaas_model::ObjectKind;
@@ -107,6 +110,13 @@ pub trait Backend: Send + Sync + 'static {
 
     /// What the host can give VMs, if the backend runs them here.
     fn capacity(&self) -> Option<HostCapacity> {
+        None
+    }
+
+    /// The images VMs can boot from (the administrator's catalog), if the
+    /// backend keeps one; it may read files, so callers run it off the
+    /// async runtime.
+    fn images(&self) -> Option<Vec<CatalogImage>> {
         None
     }
 }

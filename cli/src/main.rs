@@ -3,6 +3,7 @@
 mod config;
 mod console;
 mod expose;
+mod images;
 mod net;
 mod output;
 mod sync;
@@ -63,6 +64,9 @@ enum Command {
     /// Addresses from external IP pools, and their attachments to VMs.
     #[command(subcommand, name = "external-ip", alias = "external-ips")]
     ExternalIp(expose::ExternalIpCmd),
+    /// OS images VMs boot from.
+    #[command(subcommand, alias = "images")]
+    Image(images::ImageCmd),
     /// Load balancers over VMs of one subnet.
     #[command(subcommand, name = "load-balancer", alias = "load-balancers")]
     LoadBalancer(expose::LoadBalancerCmd),
@@ -367,6 +371,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Subnet(cmd) => net::subnet(&client, cmd, format).await,
         Command::SecurityGroup(cmd) => net::security_group(&client, cmd, format).await,
         Command::ExternalIp(cmd) => expose::external_ip(&client, cmd, format).await,
+        Command::Image(cmd) => images::image(&client, cmd, format).await,
         Command::LoadBalancer(cmd) => expose::load_balancer(&client, cmd, format).await,
         Command::Vm(cmd) => match cmd {
             VmCmd::Create { name, template, params, stopped, subnets, ssh_keys, user_data, wait: do_wait, timeout } => {

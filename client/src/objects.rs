@@ -15,6 +15,11 @@ impl Client {
         self.call::<(), _>(Method::GET, &format!("{path}?limit=1000"), None, None).await?.ok_or_else(|| Error::Decode("empty list".into()))
     }
 
+    /// The object `id` of collection `path` (for kinds named by their id, such as images).
+    pub async fn get_object<T: DeserializeOwned>(&self, path: &str, id: &str) -> Result<T, Error> {
+        self.object::<(), _>(Method::GET, &format!("{path}/{id}"), None).await
+    }
+
     /// The object of collection `path` with this id, or else this name.
     pub async fn find_object<T: DeserializeOwned>(&self, path: &str, name_or_id: &str) -> Result<T, Error> {
         if uuid::Uuid::parse_str(name_or_id).is_ok() {

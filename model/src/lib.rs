@@ -13,6 +13,7 @@
 //!   memory, disks, NICs, GPUs, cloud-init, exposed ports, probe.
 //! - [`nocloud`]: cloud-init's NoCloud seed of a VM (meta-data, user-data,
 //!   network-config) and the checks of SSH keys and user data.
+//! - [`image`]: OS images VMs boot from (the backend's public catalog).
 //! - [`boot_shape`]: what a running guest keeps until it restarts (CPUs,
 //!   memory, disk sizes), for the `RESTART_REQUIRED` condition.
 //! - [`network`]: virtual networks (OSAC's `VirtualNetwork`).
@@ -38,6 +39,7 @@
 
 pub mod boot_shape;
 pub mod external_ip;
+pub mod image;
 #[cfg(feature = "kubernetes")]
 pub mod k8s;
 pub mod kind;

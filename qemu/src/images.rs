@@ -71,6 +71,41 @@ impl Catalog {
         &self.dir
     }
 
+    /// Every image of the directory, by name, with its disk's format and
+    /// size, or why VMs cannot boot from it.
+    pub fn list(&self) -> Vec<vmaas_backend::CatalogImage> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return Vec::new() };
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter(|e| e.path().join("image.json").is_file())
+            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+            .filter(|n| !n.starts_with('.') && !n.ends_with(".new"))
+            .collect();
+        names.sort();
+        names.into_iter().map(|name| self.describe(name)).collect()
+    }
+
+    fn describe(&self, name: String) -> vmaas_backend::CatalogImage {
+        let default = name == self.default;
+        let mut out = vmaas_backend::CatalogImage {
+            name,
+            description: String::new(),
+            format: String::new(),
+            virtual_size: 0,
+            problem: None,
+            default,
+        };
+        match self.get(&out.name).and_then(|i| probe(&i.disk()).map(|d| (i, d)).map_err(|e| format!("reading its disk: {e}"))) {
+            Ok((image, disk)) => {
+                out.description = image.manifest.description;
+                out.format = disk.format.into();
+                out.virtual_size = disk.virtual_size;
+            }
+            Err(m) => out.problem = Some(m),
+        }
+        out
+    }
+
     /// The image called `name`, or why there is none.
     pub fn get(&self, name: &str) -> Result<Image, String> {
         let name = if name == vmaas_model::spec::DEFAULT_IMAGE { self.default.as_str() } else { name };
@@ -94,5 +129,77 @@ impl Catalog {
             }
         }
         Ok(image)
+    }
+}
+
+/// What a disk file's header says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskInfo {
+    /// `qcow2` or `raw`.
+    pub format: &'static str,
+    /// The size the guest sees, in bytes.
+    pub virtual_size: u64,
+    /// Whether a qcow2 header names a backing file.
+    pub has_backing_file: bool,
+}
+
+/// Reads a disk's header: a qcow2 file (magic `QFI\xfb`: the virtual size
+/// at byte 24, the backing file's offset at byte 8), else raw (its length).
+pub fn probe(path: &Path) -> std::io::Result<DiskInfo> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut header = [0u8; 32];
+    let n = f.read(&mut header)?;
+    if n == header.len() && header[..4] == *b"QFI\xfb" {
+        let be = |at: usize| u64::from_be_bytes(header[at..at + 8].try_into().unwrap_or_default());
+        return Ok(DiskInfo { format: "qcow2", virtual_size: be(24), has_backing_file: be(8) != 0 });
+    }
+    Ok(DiskInfo { format: "raw", virtual_size: f.metadata()?.len(), has_backing_file: false })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn qemu_img(args: &[&str]) {
+        let out = std::process::Command::new("qemu-img").args(args).output().expect("qemu-img");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    #[test]
+    fn headers_give_format_size_and_backing_files() {
+        let d = tempfile::tempdir().unwrap();
+        let p = |n: &str| d.path().join(n).to_string_lossy().into_owned();
+        qemu_img(&["create", "-q", "-f", "qcow2", &p("base.qcow2"), "3G"]);
+        qemu_img(&["create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", &p("base.qcow2"), &p("over.qcow2"), "5G"]);
+        std::fs::write(p("disk.raw"), vec![0u8; 4096]).unwrap();
+        assert_eq!(
+            probe(Path::new(&p("base.qcow2"))).unwrap(),
+            DiskInfo { format: "qcow2", virtual_size: 3 << 30, has_backing_file: false }
+        );
+        assert_eq!(
+            probe(Path::new(&p("over.qcow2"))).unwrap(),
+            DiskInfo { format: "qcow2", virtual_size: 5 << 30, has_backing_file: true }
+        );
+        assert_eq!(probe(Path::new(&p("disk.raw"))).unwrap(), DiskInfo { format: "raw", virtual_size: 4096, has_backing_file: false });
+    }
+
+    #[test]
+    fn the_catalog_lists_images_and_says_what_is_wrong_with_one() {
+        let d = tempfile::tempdir().unwrap();
+        let good = d.path().join("good");
+        std::fs::create_dir(&good).unwrap();
+        qemu_img(&["create", "-q", "-f", "qcow2", &good.join("disk.qcow2").to_string_lossy(), "1G"]);
+        std::fs::write(good.join("image.json"), r#"{"name": "good", "description": "a disk", "disk": "disk.qcow2"}"#).unwrap();
+        let broken = d.path().join("broken");
+        std::fs::create_dir(&broken).unwrap();
+        std::fs::write(broken.join("image.json"), r#"{"name": "broken", "disk": "gone.qcow2"}"#).unwrap();
+        std::fs::create_dir(d.path().join("not-an-image")).unwrap();
+        let list = Catalog::new(d.path().to_owned(), "good".into()).list();
+        let names: Vec<&str> = list.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(names, ["broken", "good"]);
+        assert!(list[0].problem.as_deref().unwrap().contains("gone.qcow2 is missing"), "{:?}", list[0]);
+        assert_eq!((list[1].format.as_str(), list[1].virtual_size, list[1].description.as_str()), ("qcow2", 1 << 30, "a disk"));
+        assert!(list[1].default && !list[0].default);
     }
 }

@@ -322,6 +322,10 @@ impl Backend for QemuBackend {
         let h = &self.vms.host;
         Some(HostCapacity { cpus: h.cpus, memory_bytes: h.memory_bytes, disk_bytes })
     }
+
+    fn images(&self) -> Option<Vec<vmaas_backend::CatalogImage>> {
+        Some(self.vms.cfg.images.list())
+    }
 }
 
 #[async_trait]

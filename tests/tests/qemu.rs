@@ -214,10 +214,14 @@ async fn bad_inputs_fail_clearly() {
         assert_eq!(err["details"][0]["field"], field, "{err}");
         assert_eq!(s.raw(Method::GET, &format!("{V1}/virtual_machines?name={template}"), Some(&t), None).await.1["total"], 0);
     }
-    // A GPU on a host without one, a missing image: FAILED with a reason.
-    for (name, template, reason, words) in
-        [("gpu", "gpu", "NoGPUAvailable", "nvidia.com/GA102GL_A10"), ("noimage", "noimage", "ImageNotFound", "no-such-image")]
-    {
+    // An image the server does not have: refused at create, naming the template that chose it.
+    let body = json!({"object": {"metadata": {"name": "noimage"}, "spec": {"template": "noimage"}}});
+    let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
+    assert_eq!(st, 400, "{err}");
+    assert_eq!(err["details"][0]["field"], "object.spec.template", "{err}");
+    assert!(err["details"][0]["reason"].as_str().unwrap().contains("no image \"no-such-image\""), "{err}");
+    // A GPU on a host without one: FAILED with a reason.
+    for (name, template, reason, words) in [("gpu", "gpu", "NoGPUAvailable", "nvidia.com/GA102GL_A10")] {
         let id = create(&s, &t, name, template).await;
         let vm = wait_until(&s, &t, &id, "FAILED", 30, |v| state(v) == "VIRTUAL_MACHINE_STATE_FAILED").await;
         let failed = condition(&vm, "FAILED");

@@ -7,6 +7,7 @@ mod external_ips;
 mod extract;
 #[cfg(test)]
 mod fuzz;
+mod images;
 mod ip_attachments;
 mod load_balancers;
 mod networks;
@@ -149,6 +150,7 @@ pub fn router(state: AppState) -> Router {
         .merge(external_ips::routes())
         .merge(ip_attachments::routes())
         .merge(load_balancers::routes())
+        .merge(images::routes())
         .merge(console::routes());
     Router::new()
         .nest(PREFIX, api)

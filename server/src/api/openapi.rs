@@ -3,7 +3,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{console, external_ips, ip_attachments, load_balancers, networks, security_groups, subnets, templates, vms};
+use super::{console, external_ips, images, ip_attachments, load_balancers, networks, security_groups, subnets, templates, vms};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -19,6 +19,7 @@ use super::{console, external_ips, ip_attachments, load_balancers, networks, sec
         external_ips::list, external_ips::read, external_ips::create, external_ips::remove,
         ip_attachments::list, ip_attachments::read, ip_attachments::create, ip_attachments::patch, ip_attachments::remove,
         load_balancers::list, load_balancers::read, load_balancers::create, load_balancers::patch, load_balancers::remove,
+        images::list, images::read,
         console::create_session, console::console, console::console_log,
     ),
     modifiers(&BearerAuth),
@@ -29,6 +30,7 @@ use super::{console, external_ips, ip_attachments, load_balancers, networks, sec
         (name = "subnets", description = "Ranges of a tenant's virtual networks, each an Ethernet segment (OSAC's Subnet)"),
         (name = "security groups", description = "Stateful rules for the NICs of a virtual network (OSAC's SecurityGroup)"),
         (name = "external IPs", description = "Pools of addresses the host serves, a tenant's addresses from them, and their attachments to VMs (OSAC's ExternalIPPool, ExternalIP, ExternalIPAttachment)"),
+        (name = "images", description = "OS images VMs boot from: the administrators' public images"),
         (name = "load balancers", description = "Addresses whose ports spread connections over a tenant's VMs on one subnet (seed 001's LoadBalancer)"),
     )
 )]

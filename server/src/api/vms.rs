@@ -112,6 +112,9 @@ pub(super) async fn create(
     let mut errs = ValidationErrors::default();
     let name = checked_name(obj.requested_name(), &mut errs);
     let resolved = resolve(&s, &obj.spec, &mut errs).await?;
+    if let Some((template, r)) = &resolved {
+        super::images::check_image(&s, &r.spec, &image_field(template), &mut errs).await?;
+    }
     let (Some(name), Some((_, resolved)), true) = (name, resolved, errs.is_empty()) else {
         return Err(ApiError::invalid(errs));
     };
@@ -199,6 +202,7 @@ pub(super) async fn patch(
         && let Some((template, r)) = resolve(&s, &next.spec, &mut errs).await?
     {
         check_no_shrink(&template, &current.machine, &r.spec, &mut errs);
+        super::images::check_image(&s, &r.spec, &image_field(&template), &mut errs).await?;
         next.machine = r.spec;
     }
     if !errs.is_empty() {
@@ -209,6 +213,14 @@ pub(super) async fn patch(
     info!(vm = %id, version = saved.version, state = saved.spec.state.as_str(), "virtual machine updated");
     let vm = settle(&s, &saved).await?;
     Ok(Json(Envelope { object: vm.to_api() }))
+}
+
+/// The field that chose a VM's image: its template's image parameter, else the template.
+fn image_field(template: &Template) -> String {
+    match template.parameter_setting("image") {
+        Some(p) => format!("object.spec.template_parameters.{p}"),
+        None => "object.spec.template".into(),
+    }
 }
 
 /// Whether the parts of two specs the machine is resolved from are equal.

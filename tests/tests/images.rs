@@ -1,0 +1,68 @@
+//! `images`: the administrators' public images, as the qemu backend's
+//! catalog holds them, with the VMs booting from each counted per tenant;
+//! a VM naming an image the server lacks is refused at create.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use vmaas_tests::vms::{V1, create, publish};
+use vmaas_tests::{Server, images_dir};
+
+const PICK: &str =
+    "id: pick\nparameters:\n  - {name: vm_image, type: string, default: {value: test-guest}}\nspec_defaults:\n  memory: 256Mi\n";
+const FIXED: &str = "id: fixed\nspec_defaults: {image: no-such-image}\n";
+
+fn image<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list["items"].as_array().unwrap().iter().find(|i| i["id"] == name).unwrap_or_else(|| panic!("no {name} in {list:#}"))
+}
+
+fn virtual_size(disk: &std::path::Path) -> u64 {
+    let out = std::process::Command::new("qemu-img").args(["info", "-U", "--output=json"]).arg(disk).output().unwrap();
+    serde_json::from_slice::<Value>(&out.stdout).unwrap()["virtual-size"].as_u64().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn public_images_are_listed_counted_and_checked() {
+    let s = Server::start_qemu().await;
+    publish(&s, &format!("{}\n---\n{PICK}---\n{FIXED}", include_str!("../../examples/templates/tiny.yaml")));
+    let (acme, globex, admin) = (s.token("acme", false), s.token("globex", false), s.token("ops", true));
+
+    let (st, list) = s.raw(Method::GET, &format!("{V1}/images"), Some(&acme), None).await;
+    assert_eq!(st, 200, "{list}");
+    let guest = image(&list, "test-guest");
+    assert_eq!(guest["status"]["state"], "IMAGE_STATE_READY");
+    assert_eq!(guest["status"]["format"], "qcow2");
+    assert_eq!(guest["status"]["virtual_size"], virtual_size(&images_dir().join("test-guest/disk.qcow2")), "the disk's own size");
+    assert_eq!(guest["metadata"]["public"], true);
+    assert_eq!(guest["status"]["references"], 0);
+    assert!(image(&list, "debian-12")["spec"]["description"].as_str().unwrap().contains("cloud-init"));
+
+    // A VM booting it counts for its tenant (and the administrators), not for another tenant.
+    create(&s, &acme, "web", "tiny").await;
+    for (token, n) in [(&acme, 1), (&globex, 0), (&admin, 1)] {
+        let (_, one) = s.raw(Method::GET, &format!("{V1}/images/test-guest"), Some(token), None).await;
+        assert_eq!(one["object"]["status"]["references"], n, "{one}");
+    }
+    let (st, _) = s.raw(Method::GET, &format!("{V1}/images/nope"), Some(&acme), None).await;
+    assert_eq!(st, 404);
+
+    // An image the server lacks: 400 naming what chose it, nothing stored.
+    for (template, params, field) in [
+        ("pick", json!({"vm_image": {"value": "nope"}}), "object.spec.template_parameters.vm_image"),
+        ("fixed", json!({}), "object.spec.template"),
+    ] {
+        let body = json!({"object": {"metadata": {"name": "bad"}, "spec": {"template": template, "template_parameters": params}}});
+        let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&acme), Some(body)).await;
+        assert_eq!(st, 400, "{err}");
+        assert_eq!(err["details"][0]["field"], field, "{err}");
+        assert!(err["details"][0]["reason"].as_str().unwrap().contains("test-guest"), "the images there are: {err}");
+    }
+    let (_, vms) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&acme), None).await;
+    assert_eq!(vms["total"], 1, "{vms}");
+
+    // The CLI lists them.
+    let out = s.cli(&acme, &["image", "list"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("test-guest") && text.contains("READY") && text.contains("qcow2"), "{text}");
+    let one = s.cli_json(&acme, &["image", "get", "debian-12"]);
+    assert_eq!(one["status"]["state"], "IMAGE_STATE_READY", "{one}");
+}
