@@ -13,6 +13,7 @@
 //!   source from one description.
 //! - [`template_resource`]: `vmaas_template`, templates as Terraform values.
 //! - [`template_data`]: the `vmaas_template` and `vmaas_templates` data sources.
+//! - [`image_data`]: the `vmaas_images` data source.
 //! - [`schema`]: schema building blocks and the provider's own schema.
 //! - [`diag`]: diagnostics and attribute paths.
 //! - [`value`]: cty values as msgpack.
@@ -21,6 +22,7 @@
 #![warn(missing_docs)]
 
 pub mod diag;
+pub mod image_data;
 pub mod kinds;
 pub mod network_resource;
 pub mod object_resource;

@@ -8,6 +8,7 @@ use crate::resource::Registry;
 
 pub(crate) const STRING: &str = "\"string\"";
 pub(crate) const BOOL: &str = "\"bool\"";
+pub(crate) const NUMBER: &str = "\"number\"";
 pub(crate) const STRING_MAP: &str = "[\"map\",\"string\"]";
 
 #[derive(Clone, Copy)]

@@ -1,6 +1,6 @@
 //! `ssh_keys` and `user_data` on `vmaas_virtual_machine`, with both
 //! Terraform versions: checked at plan, applied by the guest, no drift, and
-//! a change replaces the VM.
+//! a change replaces the VM; and the `vmaas_images` data source.
 
 use reqwest::Method;
 use serde_json::Value;
@@ -29,6 +29,9 @@ async fn scenario(tf: Tf) {
 
     w.apply(&["-var", &key]);
     assert_eq!(w.output("status"), "READY");
+    // The vmaas_images data source lists the server's images.
+    let images: Value = serde_json::from_str(&w.ok(&["output", "-json", "images"])).unwrap();
+    assert!(images.as_array().unwrap().iter().any(|i| i == "test-guest"), "{images}");
     let vm = &vms(&s, &t).await["items"][0];
     assert_eq!(vm["spec"]["ssh_public_key"], KEY, "{vm}");
     assert!(vm["spec"]["user_data"].as_str().unwrap().contains("content: \"hello\\n\""), "{vm}");

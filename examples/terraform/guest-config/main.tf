@@ -43,6 +43,13 @@ resource "vmaas_virtual_machine" "vm" {
   }
 }
 
+# The images VMs can boot from (for template_parameters = { vm_image = ... }).
+data "vmaas_images" "all" {}
+
+output "images" {
+  value = [for i in data.vmaas_images.all.images : i.name if i.state == "READY"]
+}
+
 output "external_ip" {
   value = vmaas_virtual_machine.vm.external_ip
 }
