@@ -147,6 +147,30 @@ fn stopped_vm_without_network_uses_the_pod_network() {
     assert!(r.udn.is_none());
 }
 
+/// `simple_vm` with its image given as `image` (a name or a URL).
+fn simple_vm_with_image(input: &FunctionInput, image: &str) -> Result<Template, vmaas_model::ValidationErrors> {
+    let mut wire = input.templates.iter().find(|t| t.id == "simple_vm").unwrap().clone();
+    wire.spec_defaults.image = Some(image.into());
+    Template::compile(wire)
+}
+
+#[test]
+fn an_image_url_is_imported_by_cdi_and_other_schemes_are_refused() {
+    let input = input();
+    let spec: VmXrSpec = serde_json::from_value(json!({"template": "simple_vm"})).unwrap();
+    let url = "https://images.example/debian-12.qcow2";
+    let r = render_vm(&team_a("fromurl"), &spec, &simple_vm_with_image(&input, url).unwrap(), &input).unwrap();
+    let vm = serde_json::to_value(&r.vm).unwrap();
+    assert_valid(&json_schema("kubevirt.io_virtualmachine_v1.json"), &vm, "the KubeVirt VirtualMachine");
+    let dv = &vm["spec"]["dataVolumeTemplates"][0];
+    assert_eq!(dv["spec"]["source"], json!({"http": {"url": url}}));
+    assert!(dv["spec"].get("sourceRef").is_none(), "{dv}");
+    let datavolume = json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "metadata": dv["metadata"], "spec": dv["spec"]});
+    assert_valid(&json_schema("cdi.kubevirt.io_datavolume_v1beta1.json"), &datavolume, "the CDI DataVolume template");
+    let errs = simple_vm_with_image(&input, "file:///etc/shadow").unwrap_err().to_string();
+    assert!(errs.contains("spec_defaults.image: an image URL must be http or https, got \"file\""), "{errs}");
+}
+
 #[test]
 fn bad_parameters_give_the_servers_messages() {
     let input = input();

@@ -28,8 +28,29 @@ pub const DEFAULT_NIC: &str = "default";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BootSource {
-    /// Base image name; each backend maps [`DEFAULT_IMAGE`] to its own default.
+    /// Base image name; each backend maps [`DEFAULT_IMAGE`] to its own
+    /// default. An `http(s)://` URL names an image to import on demand.
     pub image: String,
+}
+
+impl BootSource {
+    /// Whether the image is a URL to import from.
+    pub fn is_url(&self) -> bool {
+        self.image.contains("://")
+    }
+
+    /// Checks an image URL: `http` or `https`, with a host, no spaces.
+    pub fn check_url(&self) -> Result<(), String> {
+        let Some((scheme, rest)) = self.image.split_once("://") else { return Ok(()) };
+        if scheme != "http" && scheme != "https" {
+            return Err(format!("an image URL must be http or https, got {scheme:?}"));
+        }
+        let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+        if host.is_empty() || self.image.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!("{:?} is not a URL with a host", self.image));
+        }
+        Ok(())
+    }
 }
 
 /// The virtual CPUs.
@@ -173,6 +194,8 @@ impl MachineSpec {
         check_disks(&self.disks, &mut errs);
         if self.boot.image.is_empty() {
             errs.push("spec.image", "must not be empty");
+        } else if let Err(e) = self.boot.check_url() {
+            errs.push("spec.image", e);
         }
         check_unique("spec.nics", self.nics.iter().map(|n| n.name.as_str()), &mut errs);
         let mut ports = BTreeSet::new();
@@ -314,8 +337,20 @@ mod tests {
         m.root_disk_mut().size = Quantity::from_bytes(0);
         m.disks.push(Disk { name: ROOT_DISK.into(), size: Quantity::from_bytes(1 << 30), source: DiskSource::Blank });
         m.cloud_init = CloudInit { user_data: Some("a\0b".into()), ssh_keys: vec!["not a key".into()] };
+        m.boot.image = "ftp://mirror/disk.qcow2".into();
         let e = m.check().unwrap_err();
         let fields: Vec<&str> = e.iter().map(|f| f.field.as_str()).collect();
-        assert_eq!(fields, ["spec.cpu_cores", "spec.disk_size", "spec.disks[1].name", "spec.ssh_keys", "spec.user_data"]);
+        assert_eq!(fields, ["spec.cpu_cores", "spec.disk_size", "spec.disks[1].name", "spec.image", "spec.ssh_keys", "spec.user_data"]);
+        assert!(e.iter().any(|f| f.reason.contains("must be http or https, got \"ftp\"")), "{e}");
+    }
+
+    #[test]
+    fn image_urls_are_http_with_a_host() {
+        let b = |i: &str| BootSource { image: i.into() };
+        assert!(b("debian-12").check_url().is_ok() && !b("debian-12").is_url());
+        assert!(b("https://images.example/debian.qcow2").check_url().is_ok() && b("https://x/y").is_url());
+        assert!(b("file:///etc/shadow").check_url().unwrap_err().contains("http or https"));
+        assert!(b("http:///nohost").check_url().unwrap_err().contains("with a host"));
+        assert!(b("http://a b/c").check_url().is_err());
     }
 }

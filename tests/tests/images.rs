@@ -45,10 +45,12 @@ async fn public_images_are_listed_counted_and_checked() {
     let (st, _) = s.raw(Method::GET, &format!("{V1}/images/nope"), Some(&acme), None).await;
     assert_eq!(st, 404);
 
-    // An image the server lacks: 400 naming what chose it, nothing stored.
+    // An image the server lacks (or a URL, which this backend does not
+    // import yet): 400 naming what chose it, nothing stored.
     for (template, params, field) in [
         ("pick", json!({"vm_image": {"value": "nope"}}), "object.spec.template_parameters.vm_image"),
         ("fixed", json!({}), "object.spec.template"),
+        ("pick", json!({"vm_image": {"value": "https://127.0.0.1:1/disk.qcow2"}}), "object.spec.template_parameters.vm_image"),
     ] {
         let body = json!({"object": {"metadata": {"name": "bad"}, "spec": {"template": template, "template_parameters": params}}});
         let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&acme), Some(body)).await;
@@ -56,6 +58,12 @@ async fn public_images_are_listed_counted_and_checked() {
         assert_eq!(err["details"][0]["field"], field, "{err}");
         assert!(err["details"][0]["reason"].as_str().unwrap().contains("test-guest"), "the images there are: {err}");
     }
+    // A URL of another scheme (which would read the server's own files) is refused as such.
+    let body = json!({"object": {"metadata": {"name": "bad"}, "spec": {"template": "pick", "template_parameters": {"vm_image": {"value": "file:///etc/shadow"}}}}});
+    let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&acme), Some(body)).await;
+    assert_eq!(st, 400, "{err}");
+    assert_eq!(err["details"][0]["field"], "object.spec.template_parameters.vm_image.value", "{err}");
+    assert_eq!(err["details"][0]["reason"], "an image URL must be http or https, got \"file\"", "{err}");
     let (_, vms) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&acme), None).await;
     assert_eq!(vms["total"], 1, "{vms}");
 

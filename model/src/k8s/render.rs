@@ -238,11 +238,17 @@ fn readiness_probe(spec: &MachineSpec) -> Option<Value> {
 }
 
 /// One DataVolume template, disk and volume per machine disk; the root disk
-/// is named `rootdisk` and clones the boot image's DataSource.
+/// is named `rootdisk` and clones the boot image's DataSource (or imports
+/// it over HTTP when the image is a URL).
 fn disks(spec: &MachineSpec, o: &VmOptions) -> (Vec<DataVolumeTemplate>, Vec<Disk>, Vec<Volume>) {
     let (mut dvs, mut disks, mut volumes) = (Vec::new(), Vec::new(), Vec::new());
     for d in &spec.disks {
         let (disk_name, dv_name, source_ref, source) = match d.source {
+            // An image given as a URL is imported by CDI on demand (seed
+            // 004's vmDiskImageTemplate); a name clones a DataSource.
+            DiskSource::Image if spec.boot.is_url() => {
+                ("rootdisk".to_owned(), derived(&o.name, "root"), None, Some(json!({"http": {"url": spec.boot.image}})))
+            }
             DiskSource::Image => (
                 "rootdisk".to_owned(),
                 derived(&o.name, "root"),

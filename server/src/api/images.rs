@@ -86,6 +86,10 @@ pub(super) async fn check_image(s: &AppState, machine: &MachineSpec, field: &str
         Some(CatalogImage { problem: Some(p), name, .. }) => errs.push(field, format!("image {name:?} cannot be booted: {p}")),
         Some(_) => {}
         None if wanted == DEFAULT_IMAGE => {}
+        None if machine.boot.is_url() => {
+            let names: Vec<&str> = images.iter().map(|i| i.name.as_str()).collect();
+            errs.push(field, format!("this backend does not import images from URLs yet; images are {}", names.join(", ")));
+        }
         None => {
             let names: Vec<&str> = images.iter().map(|i| i.name.as_str()).collect();
             errs.push(field, format!("there is no image {wanted:?}; images are {} (GET /api/fulfillment/v1/images)", names.join(", ")));
