@@ -205,7 +205,7 @@ impl Vms {
             vm.file.save(&vm.dir).await?;
             if let Some(p) = vm.running() {
                 info!(vm = %t.id, "restarting the guest");
-                self.quit(vm, &p).await;
+                self.power_off(vm, &p).await;
                 vm.stop_runtime();
                 self.boot(vm, t).await?;
                 let phase = starting("Restarting", "the guest was restarted as asked and is booting");
@@ -364,6 +364,23 @@ impl Vms {
     }
 
     /// Stops QEMU now: `quit` over QMP, then SIGKILL if it lingers.
+    /// Powers the guest off for a restart as a real machine is: the ACPI
+    /// power button, then up to the stop grace for the guest to flush its
+    /// disks and power off (with `-no-reboot` QEMU then exits); only then
+    /// a hard stop. Pulling the plug at once would lose what the guest had
+    /// not written yet (a Debian guest's fresh SSH host keys, say).
+    async fn power_off(&self, vm: &Vm, p: &Process) {
+        let sent = match Qmp::connect(&vm.path("qmp.sock")).await {
+            Ok(mut q) => q.execute("system_powerdown", None).await.is_ok(),
+            Err(_) => false,
+        };
+        if sent && tokio::time::timeout(self.cfg.stop_grace, p.exited()).await.is_ok() {
+            return;
+        }
+        warn!(vm = %vm.file.id, grace = ?self.cfg.stop_grace, "the guest did not power off in time; stopping hard");
+        self.quit(vm, p).await;
+    }
+
     async fn quit(&self, vm: &Vm, p: &Process) {
         if let Ok(mut q) = Qmp::connect(&vm.path("qmp.sock")).await {
             let _ = q.execute("quit", None).await;

@@ -174,7 +174,7 @@ async fn debian_runs_cloud_init_from_its_seed() {
 
     // SSH with the tenant's key on the external address (cloud-init makes
     // the host keys and authorises the key on its first boot).
-    let out = ssh_once_up(&ip, &key, "echo who=$(id -un) host=$(hostname) pid1=$(cat /proc/1/comm)").await;
+    let out = ssh_once_up(&ip, &key, "echo who=$(id -un) host=$(hostname) pid1=$(cat /proc/1/comm); sync").await;
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("who=debian host=deb pid1=systemd"), "{text} {}", String::from_utf8_lossy(&out.stderr));
     // Another key does not open it.

@@ -290,6 +290,10 @@ async fn a_new_shape_waits_for_a_restart_and_disks_only_grow() {
     assert_eq!(condition(&vm, "RESTART_REQUIRED")["message"], "", "{vm:#}");
     let text = console(&s, &t, "grow", "echo cpus=$(grep -c ^processor /proc/cpuinfo) sectors=$(cat /sys/block/vda/size)");
     assert!(text.contains("cpus=2 sectors=4194304"), "applied by the restart: {text}");
+    // The restart was a clean power-off (the ACPI button, the guest synced
+    // and powered off), not a pulled plug.
+    let log = String::from_utf8_lossy(&s.cli(&t, &["vm", "logs", "grow"]).stdout).into_owned();
+    assert!(log.contains("power button pressed, powering off"), "{log}");
 
     // Shrinking is refused, naming the parameter; the VM is unchanged.
     let smaller = json!({"vm_cpu_cores": {"value": 2}, "vm_memory": {"value": "320Mi"}, "vm_disk_size": {"value": "1Gi"}});
