@@ -68,19 +68,12 @@ impl Vms {
     /// the API refuses that); the guest's file system grows at its boot.
     async fn grow(&self, file: &std::path::Path, disk: &vmaas_model::Disk) -> Result<(), Stop> {
         let wanted = disk.size.to_units_ceil().unwrap_or(0);
-        let out = Command::new(&self.cfg.qemu_img)
-            .args(["info", "-U", "--output=json"])
-            .arg(file)
-            .output()
+        let path = file.to_owned();
+        let size = tokio::task::spawn_blocking(move || crate::images::probe(&path))
             .await
-            .map_err(|e| failed("DiskError", format!("running {}: {e}", self.cfg.qemu_img.display())))?;
-        let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        let Some(size) = info["virtual-size"].as_u64() else {
-            return Err(failed(
-                "DiskError",
-                format!("cannot read the size of disk {}: {}", disk.name, String::from_utf8_lossy(&out.stderr).trim()),
-            ));
-        };
+            .map_err(|e| Stop::Backend(BackendError::transient("reading a disk's header", e)))?
+            .map_err(|e| failed("DiskError", format!("cannot read the size of disk {}: {e}", disk.name)))?
+            .virtual_size;
         if size >= wanted {
             return Ok(());
         }

@@ -343,11 +343,7 @@ impl Vms {
         match vm.stop_deadline {
             None => {
                 vm.stop_deadline = Some(Instant::now() + self.cfg.stop_grace);
-                let r = match Qmp::connect(&vm.path("qmp.sock")).await {
-                    Ok(mut q) => q.execute("system_powerdown", None).await.map(|_| ()),
-                    Err(e) => Err(e),
-                };
-                match r {
+                match press_power_button(vm).await {
                     Ok(()) => info!(vm = %vm.file.id, "ACPI power-down sent"),
                     Err(e) => {
                         warn!(vm = %vm.file.id, error = %e, "power-down failed; stopping hard");
@@ -363,17 +359,13 @@ impl Vms {
         }
     }
 
-    /// Stops QEMU now: `quit` over QMP, then SIGKILL if it lingers.
     /// Powers the guest off for a restart as a real machine is: the ACPI
     /// power button, then up to the stop grace for the guest to flush its
     /// disks and power off (with `-no-reboot` QEMU then exits); only then
     /// a hard stop. Pulling the plug at once would lose what the guest had
     /// not written yet (a Debian guest's fresh SSH host keys, say).
     async fn power_off(&self, vm: &Vm, p: &Process) {
-        let sent = match Qmp::connect(&vm.path("qmp.sock")).await {
-            Ok(mut q) => q.execute("system_powerdown", None).await.is_ok(),
-            Err(_) => false,
-        };
+        let sent = press_power_button(vm).await.is_ok();
         if sent && tokio::time::timeout(self.cfg.stop_grace, p.exited()).await.is_ok() {
             return;
         }
@@ -381,6 +373,7 @@ impl Vms {
         self.quit(vm, p).await;
     }
 
+    /// Stops QEMU now: `quit` over QMP, then SIGKILL if it lingers.
     async fn quit(&self, vm: &Vm, p: &Process) {
         if let Ok(mut q) = Qmp::connect(&vm.path("qmp.sock")).await {
             let _ = q.execute("quit", None).await;
@@ -389,6 +382,11 @@ impl Vms {
             p.kill_and_wait(Duration::from_secs(2)).await;
         }
     }
+}
+
+/// Presses the guest's ACPI power button (QMP `system_powerdown`).
+async fn press_power_button(vm: &Vm) -> Result<(), crate::qmp::QmpError> {
+    Qmp::connect(&vm.path("qmp.sock")).await?.execute("system_powerdown", None).await.map(|_| ())
 }
 
 fn starting_stop() -> Phase {

@@ -118,8 +118,14 @@ impl VirtualMachineSpec {
                 machine.cloud_init.ssh_keys.push(k);
             }
         }
-        if let Err(e) = crate::nocloud::check_ssh_keys(&machine.cloud_init.ssh_keys) {
-            errs.push(format!("{prefix}.ssh_public_key"), format!("with the template's keys, {e}"));
+        // Each key was checked above (and the template's when it was
+        // resolved): only the total is left to check.
+        let n = machine.cloud_init.ssh_keys.len();
+        if n > crate::nocloud::MAX_SSH_KEYS {
+            errs.push(
+                format!("{prefix}.ssh_public_key"),
+                format!("with the template's keys, has {n} keys, at most {} are allowed", crate::nocloud::MAX_SSH_KEYS),
+            );
         }
     }
 }

@@ -82,18 +82,15 @@ pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Pa
 pub(super) async fn check_image(s: &AppState, machine: &MachineSpec, field: &str, errs: &mut ValidationErrors) -> Result<(), ApiError> {
     let Some(images) = catalog(s).await? else { return Ok(()) };
     let wanted = &machine.boot.image;
+    let names = || images.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ");
     match images.iter().find(|i| boots(machine, i)) {
         Some(CatalogImage { problem: Some(p), name, .. }) => errs.push(field, format!("image {name:?} cannot be booted: {p}")),
         Some(_) => {}
         None if wanted == DEFAULT_IMAGE => {}
         None if machine.boot.is_url() => {
-            let names: Vec<&str> = images.iter().map(|i| i.name.as_str()).collect();
-            errs.push(field, format!("this backend does not import images from URLs yet; images are {}", names.join(", ")));
+            errs.push(field, format!("this backend does not import images from URLs yet; images are {}", names()));
         }
-        None => {
-            let names: Vec<&str> = images.iter().map(|i| i.name.as_str()).collect();
-            errs.push(field, format!("there is no image {wanted:?}; images are {} (GET /api/fulfillment/v1/images)", names.join(", ")));
-        }
+        None => errs.push(field, format!("there is no image {wanted:?}; images are {} (GET /api/fulfillment/v1/images)", names())),
     }
     Ok(())
 }
