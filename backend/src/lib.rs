@@ -18,6 +18,7 @@
 //! - [`error`]: failures, with a kind that tells the reconciler what to do.
 //! - [`host`]: what is on the host without a stored object, and what the host can give.
 //! - [`image`]: the images a backend can boot VMs from.
+//! - [`volume`]: what a volume driver is given and reports, and volumes on VMs.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -30,6 +31,7 @@ pub mod host;
 pub mod image;
 pub mod network;
 pub mod vm;
+pub mod volume;
 
 use std::sync::Arc;
 
@@ -42,6 +44,7 @@ pub use image::CatalogImage;
 pub use network::{NetworkDriver, NetworkObservation, NetworkSpec, NetworkTarget, SubnetDriver, SubnetSpec, SubnetTarget};
 pub use vm::{Attachment, Firewall, Requests, VmDriver, VmObservation, VmSpec, VmTarget};
 use vmaas_model::ObjectKind;
+pub use volume::{DiskPresence, VolumeDisk, VolumeDriver, VolumeObservation, VolumePresence, VolumeSpec, VolumeTarget};
 
 /// What a backend can do, for `/healthz` and for refusing what it cannot.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -88,6 +91,11 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The driver of load balancers, if the backend runs them.
     fn load_balancers(&self) -> Option<Arc<BalancerDriver>> {
+        None
+    }
+
+    /// The driver of volumes, if the backend runs them.
+    fn volumes(&self) -> Option<Arc<VolumeDriver>> {
         None
     }
 

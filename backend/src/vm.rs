@@ -28,6 +28,8 @@ pub struct VmSpec {
     pub external_ips: Vec<std::net::Ipv4Addr>,
     /// TCP ports load balancers reach on it (besides its exposed ports).
     pub balanced_ports: Vec<u16>,
+    /// Volumes on it, in the order they were attached.
+    pub volumes: Vec<crate::volume::VolumeDisk>,
 }
 
 /// One VM as a driver sees it.
@@ -40,6 +42,8 @@ pub struct VmObservation {
     pub observation: Observation,
     /// The request generations acted on so far.
     pub acted: Requests,
+    /// Where each volume it has (or had, or was asked to have) is.
+    pub volumes: crate::volume::VolumePresence,
 }
 
 /// The driver of virtual machines.

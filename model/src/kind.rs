@@ -25,11 +25,15 @@ pub enum ObjectKind {
     ExternalIpAttachment,
     /// A load balancer over VMs of one subnet (a tenant's).
     LoadBalancer,
+    /// Block storage that outlives VMs (a tenant's).
+    Volume,
+    /// A volume on a VM (a tenant's).
+    VolumeAttachment,
 }
 
 impl ObjectKind {
     /// Every kind.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 10] = [
         Self::Template,
         Self::VirtualMachine,
         Self::VirtualNetwork,
@@ -38,6 +42,8 @@ impl ObjectKind {
         Self::ExternalIp,
         Self::ExternalIpAttachment,
         Self::LoadBalancer,
+        Self::Volume,
+        Self::VolumeAttachment,
     ];
 
     /// The stored name, e.g. `virtual_machine`.
@@ -51,6 +57,8 @@ impl ObjectKind {
             Self::ExternalIp => "external_ip",
             Self::ExternalIpAttachment => "external_ip_attachment",
             Self::LoadBalancer => "load_balancer",
+            Self::Volume => "volume",
+            Self::VolumeAttachment => "volume_attachment",
         }
     }
 
@@ -65,6 +73,8 @@ impl ObjectKind {
             Self::ExternalIp => "external IP",
             Self::ExternalIpAttachment => "external IP attachment",
             Self::LoadBalancer => "load balancer",
+            Self::Volume => "volume",
+            Self::VolumeAttachment => "volume attachment",
         }
     }
 

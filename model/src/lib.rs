@@ -81,3 +81,7 @@ pub use vm::{
     Condition, ConditionStatus, ConditionType, CreateVirtualMachine, NetworkAttachment, PatchVirtualMachine, PowerState, VirtualMachine,
     VirtualMachineSpec, VirtualMachineStatus, VmState,
 };
+pub use volume::{
+    PatchVolume, Volume, VolumeAttachment, VolumeAttachmentSpec, VolumeAttachmentState, VolumeAttachmentStatus, VolumeSpec, VolumeState,
+    VolumeStatus,
+};

@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::object::Metadata;
+use crate::object::{Metadata, MetadataInput};
 use crate::quantity::Quantity;
 use crate::validation::ValidationErrors;
 
@@ -53,6 +53,55 @@ impl VolumeSpec {
             errs.push(format!("{prefix}.source_image"), "must name an image when given");
         }
         errs.into_result(())
+    }
+}
+
+/// What a PATCH of a volume may change: its size, which only grows (a
+/// running guest sees the new size at once).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct VolumePatchSpec {
+    /// The new size; not smaller than the current one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, example = "20Gi"))]
+    pub size: Option<Quantity>,
+}
+
+/// The object of a PATCH of a volume.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PatchVolume {
+    /// Accepted and ignored.
+    #[serde(rename = "@type", default, skip_serializing)]
+    pub type_url: Option<String>,
+    /// Accepted and ignored (the path names the volume).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `version`, when given, must be the current one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MetadataInput>,
+    /// What changes.
+    #[serde(default)]
+    pub spec: VolumePatchSpec,
+}
+
+impl VolumeSpec {
+    /// This spec with `patch` applied, checked: the size only grows.
+    pub fn patched(&self, patch: &VolumePatchSpec) -> Result<Self, ValidationErrors> {
+        let mut next = self.clone();
+        if let Some(size) = &patch.size {
+            next.size = size.clone();
+        }
+        next.check("object.spec")?;
+        let (old, new) = (self.size.to_units_ceil().unwrap_or(0), next.size.to_units_ceil().unwrap_or(0));
+        if new < old {
+            let mut errs = ValidationErrors::default();
+            errs.push("object.spec.size", format!("a volume only grows: {} is smaller than its size {}", next.size, self.size));
+            return Err(errs);
+        }
+        Ok(next)
     }
 }
 
@@ -210,6 +259,18 @@ mod tests {
         let bad: VolumeAttachmentSpec = serde_json::from_value(json!({"volume": "", "compute_instance": " "})).unwrap();
         let fields: Vec<String> = bad.check("spec").unwrap_err().0.into_iter().map(|f| f.field).collect();
         assert_eq!(fields, ["spec.volume", "spec.compute_instance"]);
+    }
+
+    #[test]
+    fn a_volume_only_grows() {
+        let spec: VolumeSpec = serde_json::from_value(json!({"size": "2Gi"})).unwrap();
+        let grow: VolumePatchSpec = serde_json::from_value(json!({"size": "3Gi"})).unwrap();
+        assert_eq!(spec.patched(&grow).unwrap().size.to_string(), "3Gi");
+        let shrink: VolumePatchSpec = serde_json::from_value(json!({"size": "1Gi"})).unwrap();
+        let e = spec.patched(&shrink).unwrap_err();
+        assert_eq!(e.0[0].field, "object.spec.size");
+        assert!(e.0[0].reason.contains("only grows"), "{e:?}");
+        assert_eq!(spec.patched(&VolumePatchSpec::default()).unwrap(), spec);
     }
 
     #[test]

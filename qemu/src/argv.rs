@@ -32,6 +32,40 @@ pub struct DiskArg {
     pub boot_index: Option<u32>,
 }
 
+/// A volume: a qcow2 file on virtio-blk carrying the volume's serial,
+/// after the seed, so it can be unplugged and plugged again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VolumeArg {
+    /// The disk's serial in the guest.
+    pub serial: String,
+    /// The volume's qcow2 file.
+    pub file: PathBuf,
+}
+
+impl VolumeArg {
+    /// Its block node's name.
+    pub fn node(&self) -> String {
+        format!("vn-{}", self.serial)
+    }
+
+    /// Its device's id.
+    pub fn device(&self) -> String {
+        format!("vol-{}", self.serial)
+    }
+
+    /// Its block node, as `-blockdev` and QMP's `blockdev-add` take it.
+    pub fn blockdev(&self) -> serde_json::Value {
+        let file = self.file.to_string_lossy();
+        serde_json::json!({"driver": "qcow2", "node-name": self.node(), "discard": "unmap",
+            "file": {"driver": "file", "filename": file, "cache": {"direct": false}}})
+    }
+
+    /// Its device, as QMP's `device_add` takes it.
+    pub fn device_json(&self) -> serde_json::Value {
+        serde_json::json!({"driver": "virtio-blk-pci", "id": self.device(), "drive": self.node(), "serial": self.serial})
+    }
+}
+
 /// A forward of a host port to a guest port on QEMU's user network.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Forward {
@@ -102,6 +136,8 @@ pub struct QemuArgs {
     pub disks: Vec<DiskArg>,
     /// The NoCloud seed (a raw FAT image), read-only after the disks.
     pub seed: Option<PathBuf>,
+    /// Volumes, after the seed.
+    pub volumes: Vec<VolumeArg>,
     /// NICs on the host's user network.
     pub nics: Vec<UserNicArg>,
     /// NICs on subnets, after those.
@@ -171,6 +207,10 @@ impl QemuArgs {
             );
             push(&["-blockdev", &node, "-device", "virtio-blk-pci,drive=cidata,id=dev-cidata"]);
         }
+        for v in &self.volumes {
+            let dev = format!("virtio-blk-pci,drive={},id={},serial={}", v.node(), v.device(), v.serial);
+            push(&["-blockdev", &v.blockdev().to_string(), "-device", &dev]);
+        }
         for n in &self.nics {
             let mut netdev = format!("user,id={},net=10.0.2.0/24,dhcpstart={GUEST_IP},hostname={}", n.id, n.hostname);
             if !n.egress {
@@ -224,6 +264,7 @@ mod tests {
             }],
             segment_nics: vec![],
             seed: Some("/v/cidata.img".into()),
+            volumes: vec![],
             gpus: vec![],
             serial: "/v/serial.sock".into(),
             qmp: "/v/qmp.sock".into(),
@@ -265,6 +306,21 @@ mod tests {
             ]
         );
         assert_eq!(after(&a, "-m"), ["256M"]);
+    }
+
+    #[test]
+    fn volumes_come_after_the_seed_with_their_serial() {
+        let mut q = args();
+        q.volumes.push(VolumeArg { serial: "0b3c5e0e12344abc9def".into(), file: "/d/volumes/0b3c.qcow2".into() });
+        let a: Vec<String> = q.to_args().into_iter().map(|s| s.into_string().unwrap()).collect();
+        let node: serde_json::Value = serde_json::from_str(after(&a, "-blockdev")[3]).unwrap();
+        assert_eq!((&node["node-name"], &node["file"]["filename"]), (&"vn-0b3c5e0e12344abc9def".into(), &"/d/volumes/0b3c.qcow2".into()));
+        assert_eq!(node, q.volumes[0].blockdev(), "the command line and hotplug name the node alike");
+        assert_eq!(
+            after(&a, "-device")[3],
+            "virtio-blk-pci,drive=vn-0b3c5e0e12344abc9def,id=vol-0b3c5e0e12344abc9def,serial=0b3c5e0e12344abc9def"
+        );
+        assert!(q.volumes[0].node().len() < 32, "QEMU's node names hold 31 characters");
     }
 
     #[test]

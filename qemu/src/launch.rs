@@ -56,32 +56,19 @@ async fn sentinel(dir: &std::path::Path, pid: i32, id: &str) {
 
 impl Vms {
     async fn qemu_img(&self, args: &[&OsStr]) -> Result<(), String> {
-        let out = Command::new(&self.cfg.qemu_img)
-            .args(args)
-            .output()
-            .await
-            .map_err(|e| format!("running {}: {e}", self.cfg.qemu_img.display()))?;
-        if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()) }
+        crate::volumes::qemu_img(&self.cfg.qemu_img, args).await
     }
 
     /// Grows `file` to `disk`'s size if it is smaller (a disk never shrinks:
     /// the API refuses that); the guest's file system grows at its boot.
     async fn grow(&self, file: &std::path::Path, disk: &vmaas_model::Disk) -> Result<(), Stop> {
         let wanted = disk.size.to_units_ceil().unwrap_or(0);
-        let path = file.to_owned();
-        let size = tokio::task::spawn_blocking(move || crate::images::probe(&path))
-            .await
-            .map_err(|e| Stop::Backend(BackendError::transient("reading a disk's header", e)))?
-            .map_err(|e| failed("DiskError", format!("cannot read the size of disk {}: {e}", disk.name)))?
-            .virtual_size;
-        if size >= wanted {
-            return Ok(());
-        }
-        let wanted = wanted.to_string();
-        self.qemu_img(&["resize".as_ref(), "-q".as_ref(), "-f".as_ref(), "qcow2".as_ref(), file.as_os_str(), wanted.as_ref()])
+        let grown = crate::volumes::grow_file(&self.cfg.qemu_img, file, wanted)
             .await
             .map_err(|m| failed("DiskError", format!("growing disk {} to {}: {m}", disk.name, disk.size)))?;
-        info!(disk = %disk.name, from = size, to = %disk.size, "disk grown");
+        if let Some(from) = grown {
+            info!(disk = %disk.name, from, to = %disk.size, "disk grown");
+        }
         Ok(())
     }
 
@@ -161,6 +148,7 @@ impl Vms {
             .await
             .map_err(|e| Stop::Backend(BackendError::transient("writing the cloud-init seed", e)))?
             .map_err(|e| failed("DiskError", format!("writing the cloud-init seed {}: {e}", seed_file.display())))?;
+        let (volumes, plugged) = self.boot_volumes(t).await;
         let (cpus, memory_mib) = QemuArgs::shape(machine);
         let kernel = image.kernel().map(|kernel| KernelBoot {
             kernel,
@@ -175,6 +163,7 @@ impl Vms {
             kernel,
             disks,
             seed: Some(seed_file),
+            volumes,
             nics,
             segment_nics: vm.segment_nics.clone(),
             gpus: self.host.gpus.iter().take(machine.gpus.len()).cloned().collect(),
@@ -200,6 +189,7 @@ impl Vms {
         vm.file.ready_pid = None;
         vm.file.forwards = extra;
         vm.file.booted = Some(BootShape::of(machine));
+        vm.file.volumes = plugged;
         vm.file.save(&vm.dir).await?;
         sentinel(&vm.dir, pid, &t.id).await;
         Process::adopt(pid, &t.id).await.ok_or_else(|| failed("QemuFailed", format!("QEMU (pid {pid}) exited right after it started")))

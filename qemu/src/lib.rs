@@ -18,6 +18,8 @@
 //! - [`balancer`] and [`proxy`]: load balancers, a TCP proxy per port over
 //!   the targets that pass their probe; `forwards`: external IPs and
 //!   balanced ports forwarded into running guests.
+//! - [`volumes`]: volumes, one qcow2 file each outside every VM's
+//!   directory; `hotplug`: volumes put on and taken off running guests.
 //! - `lifecycle` and `launch`: the steps of `ensure`, booting and deleting.
 //! - `adopt` and `recover`: guests found on the host at start (state files
 //!   rebuilt from the running QEMU), and the quarantine of VMs the store
@@ -40,6 +42,7 @@ pub mod cidata;
 pub mod console;
 mod forwards;
 pub mod host;
+mod hotplug;
 pub mod images;
 mod launch;
 mod lifecycle;
@@ -53,6 +56,7 @@ pub mod qmp;
 mod recover;
 pub mod state;
 pub mod subnet;
+pub mod volumes;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -129,6 +133,7 @@ pub struct QemuBackend {
     networks: Arc<network::Networks>,
     subnets: Arc<subnet::Subnets>,
     balancers: Arc<balancer::Balancers>,
+    volumes: Arc<volumes::Volumes>,
 }
 
 /// The VM driver: every VM's runtime state, and what they share.
@@ -142,6 +147,8 @@ pub struct Vms {
     wake: Arc<OnceLock<Wake>>,
     subnets: Arc<subnet::Subnets>,
     endpoints: Arc<balancer::Endpoints>,
+    /// Where volume files are.
+    volume_dir: PathBuf,
 }
 
 impl QemuBackend {
@@ -160,6 +167,7 @@ impl QemuBackend {
         let host = tokio::task::spawn_blocking(Host::probe).await.unwrap_or(Host { cpus: 1, memory_bytes: 0, gpus: Vec::new() });
         let data = cfg.state_dir.parent().unwrap_or(&cfg.state_dir).to_owned();
         let subnets = Arc::new(subnet::Subnets::new(data.join("subnets"), &cfg.uplinks));
+        let volumes = Arc::new(volumes::Volumes::new(data.join("volumes"), cfg.images.clone(), cfg.qemu_img.clone()));
         let vms = Vms {
             pool: Mutex::new(IpPool::new(cfg.pool)),
             cfg,
@@ -170,11 +178,12 @@ impl QemuBackend {
             wake: Arc::new(OnceLock::new()),
             subnets: subnets.clone(),
             endpoints: Arc::new(balancer::Endpoints::default()),
+            volume_dir: data.join("volumes"),
         };
         vms.adopt_all().await;
         let networks = network::Networks::new(data.join("networks"));
         let balancers = Arc::new(balancer::Balancers::new(vms.endpoints.clone(), vms.wake.clone()));
-        Ok(Self { vms: Arc::new(vms), networks: Arc::new(networks), subnets, balancers })
+        Ok(Self { vms: Arc::new(vms), networks: Arc::new(networks), subnets, balancers, volumes })
     }
 
     /// The accelerator in use.
@@ -242,6 +251,7 @@ impl Vms {
             ready_pid: None,
             forwards: Vec::new(),
             booted: None,
+            volumes: Vec::new(),
         };
         file.save(&dir).await?;
         let h = Arc::new(tokio::sync::Mutex::new(Vm::new(dir, file)));
@@ -264,6 +274,8 @@ impl Backend for QemuBackend {
                 ObjectKind::ExternalIp,
                 ObjectKind::ExternalIpAttachment,
                 ObjectKind::LoadBalancer,
+                ObjectKind::Volume,
+                ObjectKind::VolumeAttachment,
             ],
             live_migration: false,
             gpus: !self.vms.host.gpus.is_empty(),
@@ -303,6 +315,10 @@ impl Backend for QemuBackend {
         Some(self.balancers.clone())
     }
 
+    fn volumes(&self) -> Option<Arc<vmaas_backend::VolumeDriver>> {
+        Some(self.volumes.clone())
+    }
+
     fn consoles(&self) -> Option<Arc<dyn Consoles>> {
         Some(self.vms.clone())
     }
@@ -338,13 +354,17 @@ impl Driver<VmSpec, VmObservation> for Vms {
         vm.attached_ip = t.spec.attachments.first().map(|a| a.ip);
         vm.nic_ips = t.spec.attachments.iter().map(|a| a.ip).collect();
         vm.attached_external = t.spec.external_ips.first().copied();
-        let (mut observation, requeue) = self.ensure_vm(&mut vm, t).await?;
+        let (mut observation, mut requeue) = self.ensure_vm(&mut vm, t).await?;
         observation.restart_required = vm.restart_required(&t.spec.machine);
         self.sync_forwards(&mut vm, t).await?;
         if let Some(own) = vm.file.external_ip {
             self.endpoints.set(&t.id, own, vm.ready.clone());
         }
-        Ok((VmObservation { observation, acted: Requests { restart: vm.file.restarts } }, requeue))
+        let (volumes, unplugging) = self.sync_volumes(&mut vm, t).await?;
+        if unplugging && !matches!(requeue, Requeue::After(d) if d <= hotplug::UNPLUG_STEP) {
+            requeue = Requeue::after(hotplug::UNPLUG_STEP);
+        }
+        Ok((VmObservation { observation, acted: Requests { restart: vm.file.restarts }, volumes }, requeue))
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {

@@ -80,6 +80,7 @@ pub(crate) fn rebuild(dir: &Path, found: Option<&Found>) -> VmFile {
         ready_pid: None,
         forwards: Vec::new(),
         booted: None,
+        volumes: Vec::new(),
     }
 }
 

@@ -38,6 +38,9 @@ pub struct VmFile {
     /// The CPUs, memory and disk sizes the running QEMU was started with.
     #[serde(default)]
     pub booted: Option<vmaas_model::boot_shape::BootShape>,
+    /// The volumes the running QEMU has (from its command line or plugged since).
+    #[serde(default)]
+    pub volumes: Vec<crate::hotplug::PluggedVolume>,
 }
 
 impl VmFile {
@@ -92,6 +95,7 @@ mod tests {
             ready_pid: Some(7),
             forwards: Vec::new(),
             booted: None,
+            volumes: Vec::new(),
         };
         f.save(d.path()).await.unwrap();
         assert_eq!(VmFile::load(d.path()).await.unwrap().unwrap(), f);

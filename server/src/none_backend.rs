@@ -41,7 +41,7 @@ impl Driver<VmSpec, VmObservation> for NoVms {
                 Phase::Starting(Reason::new("NoBackend", "this server runs with --backend none: VMs are recorded but never started"))
             }
         });
-        Ok((VmObservation { observation, acted: target.spec.requests }, Requeue::AwaitChange))
+        Ok((VmObservation { observation, acted: target.spec.requests, volumes: Default::default() }, Requeue::AwaitChange))
     }
 
     async fn delete(&self, _id: &str) -> Result<Cleanup, BackendError> {

@@ -17,6 +17,8 @@ mod simple;
 mod subnets;
 mod templates;
 mod vms;
+mod volume_attachments;
+mod volumes;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -151,6 +153,8 @@ pub fn router(state: AppState) -> Router {
         .merge(ip_attachments::routes())
         .merge(load_balancers::routes())
         .merge(images::routes())
+        .merge(volumes::routes())
+        .merge(volume_attachments::routes())
         .merge(console::routes());
     Router::new()
         .nest(PREFIX, api)

@@ -49,7 +49,7 @@ pub(super) async fn exposure(r: &Reconciler, vm: &VmRecord) -> Result<(Vec<Ipv4A
     Ok((ips, ports))
 }
 
-async fn get<K: Kind>(r: &Reconciler, id: &str) -> Result<Option<Record<K>>, StoreError> {
+pub(super) async fn get<K: Kind>(r: &Reconciler, id: &str) -> Result<Option<Record<K>>, StoreError> {
     match r.store.get_record::<K>(id, &Scope::All).await {
         Ok(rec) => Ok(Some(rec)),
         Err(StoreError::NotFound { .. }) => Ok(None),
@@ -57,7 +57,7 @@ async fn get<K: Kind>(r: &Reconciler, id: &str) -> Result<Option<Record<K>>, Sto
     }
 }
 
-async fn write<K: Kind>(r: &Reconciler, rec: &Record<K>, s: K::Status) -> Result<Outcome, StoreError> {
+pub(super) async fn write<K: Kind>(r: &Reconciler, rec: &Record<K>, s: K::Status) -> Result<Outcome, StoreError> {
     if s == rec.status && !rec.unacknowledged() {
         return Ok(Outcome::Unchanged);
     }

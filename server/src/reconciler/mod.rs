@@ -15,6 +15,7 @@ mod network;
 mod progress;
 mod queue;
 mod vm;
+mod volume;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,7 +38,7 @@ use crate::store::{Row, Scope, Store, StoreError, VmRecord};
 pub const LEASE: &str = "reconciler";
 
 /// The kinds the reconciler drives (templates have no status).
-const RECONCILED: [ObjectKind; 7] = [
+const RECONCILED: [ObjectKind; 9] = [
     ObjectKind::VirtualMachine,
     ObjectKind::VirtualNetwork,
     ObjectKind::Subnet,
@@ -45,6 +46,8 @@ const RECONCILED: [ObjectKind; 7] = [
     ObjectKind::ExternalIp,
     ObjectKind::ExternalIpAttachment,
     ObjectKind::LoadBalancer,
+    ObjectKind::Volume,
+    ObjectKind::VolumeAttachment,
 ];
 
 /// Tuning of the loop.
@@ -84,6 +87,8 @@ pub struct Reconciler {
     config: ReconcilerConfig,
     leader: AtomicBool,
     progress: Arc<Progress>,
+    /// Where each VM's volumes were at its last reconcile.
+    volumes_seen: volume::Seen,
 }
 
 /// What one pass did, for tests and logs.
@@ -112,7 +117,16 @@ impl Reconciler {
     /// A reconciler over `store` and `backend`, fed by `queue`; the backend is
     /// given a way to wake it for one object.
     pub fn new(store: Store, backend: Arc<dyn Backend>, queue: Arc<Queue>, metrics: Arc<Metrics>, config: ReconcilerConfig) -> Self {
-        Self { store, backend, queue, metrics, config, leader: AtomicBool::new(false), progress: Arc::default() }
+        Self {
+            store,
+            backend,
+            queue,
+            metrics,
+            config,
+            leader: AtomicBool::new(false),
+            progress: Arc::default(),
+            volumes_seen: Default::default(),
+        }
     }
 
     /// Reports its progress into `progress` (shown by `/healthz`).
@@ -277,6 +291,8 @@ impl Reconciler {
             ObjectKind::ExternalIp => external::reconcile_ip(self, &key.1).await,
             ObjectKind::ExternalIpAttachment => external::reconcile_attachment(self, &key.1).await,
             ObjectKind::LoadBalancer => external::reconcile_balancer(self, &key.1).await,
+            ObjectKind::Volume => volume::reconcile_volume(self, &key.1).await,
+            ObjectKind::VolumeAttachment => volume::reconcile_attachment(self, &key.1).await,
             ObjectKind::Template => Ok((Outcome::Unchanged, None)),
         }
     }

@@ -27,7 +27,8 @@ impl Driver<VmSpec, VmObservation> for ScriptedVms {
         if let Some(e) = self.fail_next.lock().unwrap().take() {
             return Err(e);
         }
-        let seen = |observation| Ok((VmObservation { observation, acted: t.spec.requests }, Requeue::AwaitChange));
+        let seen =
+            |observation| Ok((VmObservation { observation, acted: t.spec.requests, volumes: Default::default() }, Requeue::AwaitChange));
         if !t.spec.machine.gpus.is_empty() {
             return seen(Observation::new(Phase::Failed(Reason::new("NoGPUAvailable", "no GPU on this host"))));
         }

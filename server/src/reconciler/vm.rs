@@ -16,7 +16,7 @@ const RETRY: Duration = Duration::from_secs(1);
 /// How soon a deletion under way is looked at again.
 const CLEANUP: Duration = Duration::from_millis(500);
 
-fn requeue(r: Requeue) -> Option<Duration> {
+pub(super) fn requeue(r: Requeue) -> Option<Duration> {
     match r {
         Requeue::After(d) => Some(d),
         Requeue::AwaitChange => None,
@@ -100,10 +100,14 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Opti
         attachments: attachments(r, &vm).await?,
         external_ips,
         balanced_ports,
+        volumes: super::volume::disks(r, &vm).await?,
     };
     let target = VmTarget { id: vm.id.clone(), tenant: vm.tenant.clone(), name: vm.name.clone(), version: vm.version, spec };
     match r.backend.vms().ensure(&target).await {
-        Ok((seen, next)) => Ok((write(r, &vm, &seen.observation, seen.acted).await?, requeue(next))),
+        Ok((seen, next)) => {
+            super::volume::note_presence(r, &vm.id, seen.volumes).await?;
+            Ok((write(r, &vm, &seen.observation, seen.acted).await?, requeue(next)))
+        }
         Err(e) => backend_failed(r, &vm, e).await,
     }
 }
@@ -156,6 +160,7 @@ async fn backend_failed(r: &Reconciler, vm: &VmRecord, e: BackendError) -> Resul
 async fn delete(r: &Reconciler, vm: &VmRecord) -> Result<(Outcome, Option<Duration>), StoreError> {
     match r.backend.vms().delete(&vm.id).await {
         Ok(Cleanup::Done) => {
+            super::volume::detach_all(r, &vm.id).await?;
             r.store.remove_vm(&vm.id).await?;
             for a in &vm.spec.network_attachments {
                 r.queue.enqueue(vmaas_model::ObjectKind::Subnet, &a.subnet);

@@ -21,6 +21,8 @@ pub(super) fn api_json(row: &Row) -> Result<String, StoreError> {
         ObjectKind::ExternalIp => super::record::api_json::<super::ExternalIpKind>(row),
         ObjectKind::ExternalIpAttachment => super::record::api_json::<super::AttachmentKind>(row),
         ObjectKind::LoadBalancer => super::record::api_json::<super::LoadBalancerKind>(row),
+        ObjectKind::Volume => super::record::api_json::<super::VolumeKind>(row),
+        ObjectKind::VolumeAttachment => super::record::api_json::<super::VolumeAttachmentKind>(row),
     }
 }
 

@@ -9,7 +9,7 @@
 //! - [`objects`]: the generic operations every kind uses.
 //! - `mem`: the in-memory read path over an exclusively owned SQLite file.
 //! - [`record`]: the typed record of a simple kind (networks, subnets).
-//! - [`vm`], [`template`] and [`network`]: the typed records of each kind, on top.
+//! - [`vm`], [`template`], [`network`], [`external`] and [`volume`]: the typed records of each kind, on top.
 
 pub mod external;
 mod mem;
@@ -18,6 +18,7 @@ pub mod objects;
 pub mod record;
 pub mod template;
 pub mod vm;
+pub mod volume;
 
 use std::path::Path;
 use std::sync::{Arc, RwLock};
@@ -35,6 +36,7 @@ pub use network::{NetworkKind, NetworkRecord, SUBNET_OF, SecurityGroupKind, Secu
 pub use objects::{Filter, NewObject, Row};
 pub use template::TemplateRecord;
 pub use vm::{VmFilter, VmRecord};
+pub use volume::{VOLUME_OF, VolumeAttachmentKind, VolumeAttachmentRecord, VolumeKind, VolumeRecord};
 
 use self::mem::MemState;
 

@@ -1,0 +1,138 @@
+//! Volumes on this host: one qcow2 file each, `DATA_DIR/volumes/<id>.qcow2`,
+//! blank or a copy-on-write overlay of a catalog image's base disk (the
+//! image file is never written). A volume is made under a temporary name
+//! and renamed once whole, so a file with the volume's name is always a
+//! usable disk. Files live outside every VM's directory: deleting a VM
+//! never deletes its volumes.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use tracing::info;
+use vmaas_backend::{BackendError, Cleanup, Driver, Requeue, VolumeObservation, VolumeSpec, VolumeTarget};
+
+use crate::images::{Catalog, probe};
+
+/// Runs `qemu-img` (`bin`) with `args`; its error output on failure.
+pub(crate) async fn qemu_img(bin: &Path, args: &[&OsStr]) -> Result<(), String> {
+    let out = tokio::process::Command::new(bin).args(args).output().await.map_err(|e| format!("running {}: {e}", bin.display()))?;
+    if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()) }
+}
+
+/// The virtual size of the qcow2 or raw file at `path`, off the runtime.
+pub(crate) async fn virtual_size(path: &Path) -> Result<u64, String> {
+    let p = path.to_owned();
+    tokio::task::spawn_blocking(move || probe(&p))
+        .await
+        .map_err(|e| e.to_string())?
+        .map(|d| d.virtual_size)
+        .map_err(|e| format!("reading {}: {e}", path.display()))
+}
+
+/// Grows the file at `path` to `wanted` bytes if it is smaller; the size
+/// it had, when it grew.
+pub(crate) async fn grow_file(bin: &Path, path: &Path, wanted: u64) -> Result<Option<u64>, String> {
+    let size = virtual_size(path).await?;
+    if size >= wanted {
+        return Ok(None);
+    }
+    let w = wanted.to_string();
+    qemu_img(bin, &["resize".as_ref(), "-q".as_ref(), "-f".as_ref(), "qcow2".as_ref(), path.as_os_str(), w.as_ref()]).await?;
+    Ok(Some(size))
+}
+
+/// The volume driver.
+pub struct Volumes {
+    dir: PathBuf,
+    images: Catalog,
+    qemu_img: PathBuf,
+}
+
+impl Volumes {
+    /// Volumes kept under `dir`, made from `images` with `qemu_img`.
+    pub fn new(dir: PathBuf, images: Catalog, qemu_img: PathBuf) -> Self {
+        Self { dir, images, qemu_img }
+    }
+
+    /// The file of volume `id`.
+    pub fn path(dir: &Path, id: &str) -> PathBuf {
+        dir.join(format!("{id}.qcow2"))
+    }
+
+    /// Makes the file of `t`, or why it cannot be made.
+    async fn create(&self, t: &VolumeTarget, file: &Path) -> Result<(), VolumeObservation> {
+        let failed = VolumeObservation::Failed;
+        let transient = |e: std::io::Error| VolumeObservation::Pending(format!("cannot write {}: {e}", self.dir.display()));
+        tokio::fs::create_dir_all(&self.dir).await.map_err(transient)?;
+        let base = match &t.spec.source_image {
+            Some(name) => Some(self.base_of(name, t.spec.size_bytes).await.map_err(failed)?),
+            None => None,
+        };
+        let part = file.with_extension("qcow2.part");
+        let size = t.spec.size_bytes.to_string();
+        let mut args: Vec<&OsStr> = vec!["create".as_ref(), "-q".as_ref(), "-f".as_ref(), "qcow2".as_ref()];
+        if let Some(b) = &base {
+            args.extend(["-F".as_ref(), "qcow2".as_ref(), "-b".as_ref(), b.as_os_str()]);
+        }
+        args.extend([part.as_os_str(), size.as_ref()]);
+        qemu_img(&self.qemu_img, &args).await.map_err(|m| failed(format!("creating its disk: {m}")))?;
+        tokio::fs::rename(&part, file).await.map_err(transient)?;
+        info!(volume = %t.id, name = %t.name, bytes = t.spec.size_bytes, image = ?t.spec.source_image, "volume created");
+        Ok(())
+    }
+
+    /// The base disk of image `name`, if a volume of `size` bytes can start as it.
+    async fn base_of(&self, name: &str, size: u64) -> Result<PathBuf, String> {
+        let catalog = self.images.clone();
+        let n = name.to_owned();
+        let image = tokio::task::spawn_blocking(move || catalog.get(&n)).await.map_err(|e| e.to_string())??;
+        let base = tokio::fs::canonicalize(image.disk()).await.map_err(|e| format!("{}: {e}", image.disk().display()))?;
+        let needed = virtual_size(&base).await?;
+        if size < needed {
+            return Err(format!("image {name:?} needs a volume of at least {needed} bytes, not {size}"));
+        }
+        Ok(base)
+    }
+
+    /// Grows the file of a detached volume to `t`'s size (a VM grows the
+    /// volumes it has itself, see `hotplug`).
+    async fn grow(&self, t: &VolumeTarget, file: &Path) -> Result<(), VolumeObservation> {
+        if t.spec.attached_to.is_some() {
+            return Ok(());
+        }
+        let grown = grow_file(&self.qemu_img, file, t.spec.size_bytes)
+            .await
+            .map_err(|m| VolumeObservation::Pending(format!("growing its disk: {m}")))?;
+        if let Some(from) = grown {
+            info!(volume = %t.id, from, to = t.spec.size_bytes, "volume grown");
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Driver<VolumeSpec, VolumeObservation> for Volumes {
+    async fn ensure(&self, t: &VolumeTarget) -> Result<(VolumeObservation, Requeue), BackendError> {
+        let file = Self::path(&self.dir, &t.id);
+        let made =
+            if tokio::fs::try_exists(&file).await.unwrap_or(false) { self.grow(t, &file).await } else { self.create(t, &file).await };
+        Ok(match made {
+            Ok(()) => (VolumeObservation::Ready, Requeue::AwaitChange),
+            Err(o @ VolumeObservation::Pending(_)) => (o, Requeue::after(std::time::Duration::from_secs(2))),
+            Err(o) => (o, Requeue::AwaitChange),
+        })
+    }
+
+    async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
+        let file = Self::path(&self.dir, id);
+        for f in [file.with_extension("qcow2.part"), file] {
+            match tokio::fs::remove_file(&f).await {
+                Ok(()) => info!(volume = %id, file = %f.display(), "volume file removed"),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(BackendError::transient(format!("removing {}", f.display()), e)),
+            }
+        }
+        Ok(Cleanup::Done)
+    }
+}

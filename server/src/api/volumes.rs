@@ -1,0 +1,139 @@
+//! `volumes`: block storage that outlives VMs. Blank, or starting as an
+//! image (a copy-on-write overlay: the image is never written); grows with
+//! PATCH, even while attached; refused deletion while attached.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::Utc;
+use tracing::info;
+use vmaas_model::{CreateObject, Envelope, ObjectKind, Page, PatchVolume, ValidationErrors, Volume, VolumeSpec, VolumeState};
+
+use super::{ApiJson, ApiQuery, AppState, checked_name, images, scope, simple};
+use crate::auth::Caller;
+use crate::error::{ApiError, Code};
+use crate::store::{VolumeAttachmentKind, VolumeKind, VolumeRecord};
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new().route("/volumes", get(list).post(create)).route("/volumes/{id}", get(read).patch(patch).delete(remove))
+}
+
+/// List volumes, oldest first.
+#[utoipa::path(get, path = "/api/fulfillment/v1/volumes", tag = "volumes", params(simple::ListQuery),
+    responses((status = 200, body = Page<Volume>), (status = 400, body = ApiError), (status = 401, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn list(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<simple::ListQuery>,
+) -> Result<Response, ApiError> {
+    simple::list::<VolumeKind>(&s, &caller, q, &VolumeState::ALL.iter().map(|x| x.as_str()).collect::<Vec<_>>()).await
+}
+
+/// Get one volume.
+#[utoipa::path(get, path = "/api/fulfillment/v1/volumes/{id}", tag = "volumes",
+    params(("id" = String, Path, description = "Volume id (UUID)")),
+    responses((status = 200, body = Envelope<Volume>), (status = 404, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+    simple::read::<VolumeKind>(&s, &caller, &id).await
+}
+
+/// Refuses a source image the catalog lacks, cannot use, or whose disk is
+/// larger than the volume.
+async fn check_source(s: &AppState, spec: &VolumeSpec, errs: &mut ValidationErrors) -> Result<(), ApiError> {
+    let Some(name) = spec.source_image.as_deref() else { return Ok(()) };
+    let Some(catalog) = images::catalog(s).await? else {
+        errs.push("object.spec.source_image", format!("the {} backend has no images", s.backend.name()));
+        return Ok(());
+    };
+    let names = || catalog.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ");
+    let Some(image) = catalog.iter().find(|i| i.name == name) else {
+        errs.push("object.spec.source_image", format!("there is no image {name:?}; images are {}", names()));
+        return Ok(());
+    };
+    if let Some(p) = &image.problem {
+        errs.push("object.spec.source_image", format!("image {name:?} cannot be used: {p}"));
+    } else if spec.size.to_units_ceil().is_some_and(|b| b < image.virtual_size) {
+        let why = format!("image {name:?} holds a {} byte disk: the volume must be at least that large", image.virtual_size);
+        errs.push("object.spec.size", why);
+    }
+    Ok(())
+}
+
+/// Create a volume (`spec.size`, optionally `spec.source_image`); it is
+/// READY once its disk is made.
+#[utoipa::path(post, path = "/api/fulfillment/v1/volumes", tag = "volumes",
+    request_body = Envelope<CreateObject<VolumeSpec>>,
+    responses((status = 201, body = Envelope<Volume>), (status = 400, body = ApiError), (status = 409, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn create(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<Envelope<CreateObject<VolumeSpec>>>,
+) -> Result<(StatusCode, Json<Envelope<Volume>>), ApiError> {
+    let obj = req.object;
+    let mut errs = ValidationErrors::default();
+    let name = checked_name(obj.requested_name(), &mut errs);
+    match obj.spec.check("object.spec") {
+        Ok(()) => check_source(&s, &obj.spec, &mut errs).await?,
+        Err(e) => errs.extend(e),
+    }
+    let (Some(name), true) = (name, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
+    let rec = VolumeRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, obj.spec, Utc::now());
+    s.store.insert_record(&rec, Vec::new()).await?;
+    s.queue.enqueue(ObjectKind::Volume, &rec.id);
+    info!(volume = %rec.id, name = %rec.name, size = %rec.spec.size, image = ?rec.spec.source_image, tenant = %rec.tenant, "volume created");
+    Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
+}
+
+/// Grow a volume (`spec.size`; it never shrinks). A running VM that has
+/// it sees the new size at once.
+#[utoipa::path(patch, path = "/api/fulfillment/v1/volumes/{id}", tag = "volumes",
+    params(("id" = String, Path, description = "Volume id (UUID)")),
+    request_body = Envelope<PatchVolume>,
+    responses((status = 200, body = Envelope<Volume>), (status = 400, body = ApiError), (status = 404, body = ApiError), (status = 409, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn patch(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<Envelope<PatchVolume>>,
+) -> Result<Json<Envelope<Volume>>, ApiError> {
+    let current = s.store.get_record::<VolumeKind>(&id, &scope(&caller)).await?;
+    let p = req.object;
+    let expected = p.metadata.as_ref().and_then(|m| m.version).unwrap_or(current.version);
+    let spec = current.spec.patched(&p.spec).map_err(ApiError::invalid)?;
+    let updated = s.store.update_record_spec(&current, expected, spec, Utc::now()).await?;
+    s.queue.enqueue(ObjectKind::Volume, &id);
+    info!(volume = %id, size = %updated.spec.size, "volume resized");
+    Ok(Json(Envelope { object: updated.to_api() }))
+}
+
+/// Delete a volume and its data; refused (409 naming the VM) while attached.
+#[utoipa::path(delete, path = "/api/fulfillment/v1/volumes/{id}", tag = "volumes",
+    params(("id" = String, Path, description = "Volume id (UUID)")),
+    responses((status = 202, body = Envelope<Volume>, description = "Deletion started"), (status = 404, body = ApiError),
+        (status = 409, body = ApiError, description = "FAILED_PRECONDITION: it is attached to a VM")),
+    security(("bearer" = [])))]
+pub(super) async fn remove(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Envelope<Volume>>), ApiError> {
+    // Under the admission lock: no attachment is made between the check and the mark.
+    let _admission = s.admission.lock().await;
+    let volume = s.store.get_record::<VolumeKind>(&id, &scope(&caller)).await?;
+    let holders = s.store.all_records::<VolumeAttachmentKind>().await?;
+    if let Some(a) = holders.iter().find(|a| a.spec.volume == volume.id) {
+        let vm = s.store.get_vm(&a.spec.compute_instance, &crate::store::Scope::All).await.map(|v| v.name).unwrap_or_default();
+        let message = format!(
+            "volume {:?} is attached to virtual machine {vm:?} ({}) by attachment {:?}; detach it first",
+            volume.name, a.spec.compute_instance, a.name
+        );
+        return Err(ApiError::new(StatusCode::CONFLICT, Code::FailedPrecondition, message));
+    }
+    simple::remove::<VolumeKind>(&s, &caller, &id).await
+}
