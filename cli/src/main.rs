@@ -7,6 +7,7 @@ mod images;
 mod net;
 mod output;
 mod sync;
+mod volumes;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -70,6 +71,9 @@ enum Command {
     /// Load balancers over VMs of one subnet.
     #[command(subcommand, name = "load-balancer", alias = "load-balancers")]
     LoadBalancer(expose::LoadBalancerCmd),
+    /// Volumes: block storage that outlives VMs.
+    #[command(subcommand, alias = "volumes")]
+    Volume(volumes::VolumeCmd),
     /// Save the endpoint and token in the config file.
     Login {
         /// Server URL.
@@ -373,6 +377,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::ExternalIp(cmd) => expose::external_ip(&client, cmd, format).await,
         Command::Image(cmd) => images::image(&client, cmd, format).await,
         Command::LoadBalancer(cmd) => expose::load_balancer(&client, cmd, format).await,
+        Command::Volume(cmd) => volumes::volume(&client, cmd, format).await,
         Command::Vm(cmd) => match cmd {
             VmCmd::Create { name, template, params, stopped, subnets, ssh_keys, user_data, wait: do_wait, timeout } => {
                 let template_parameters = typed_params(&client, &template, &params).await?;

@@ -2,7 +2,7 @@
 //! Public images are the administrator's: the backend's catalog (the qemu
 //! backend's images directory). An image is named by `vm_image` in a
 //! template or a VM's parameters; `status.references` counts the VMs
-//! booting from it.
+//! booting from it and the volumes starting as it.
 
 use serde::{Deserialize, Serialize};
 
@@ -54,7 +54,8 @@ pub struct ImageStatus {
     /// The size the guest sees, in bytes.
     #[serde(default)]
     pub virtual_size: u64,
-    /// The VMs booting from it (an image in use is never removed).
+    /// The VMs booting from it and the volumes made from it (an image in
+    /// use is never removed).
     #[serde(default)]
     pub references: u32,
     /// Why it is not usable.

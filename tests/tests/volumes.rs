@@ -119,6 +119,19 @@ async fn a_volume_outlives_its_vm_and_is_hotplugged_and_unplugged() {
         console(&s, &t, "two", &format!("mkdir -p /mnt/v && mount /dev/{dev} /mnt/v && echo \"READ=$(cat /mnt/v/note)\"; umount /mnt/v"));
     assert!(text.contains("READ=kept-across-vms"), "the file did not survive:\n{text}");
 
+    // Grown while attached: the running guest sees the new size at once.
+    let (st, e) = s.raw(Method::PATCH, &format!("{V1}/volumes/{vol}"), Some(&t), Some(json!({"object": {"spec": {"size": "96Mi"}}}))).await;
+    assert_eq!(st, 200, "{e}");
+    let sectors = (96u64 << 20) / 512;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = console(&s, &t, "two", &format!("echo SIZE=$(cat /sys/block/{dev}/size)"));
+        if text.contains(&format!("SIZE={sectors}")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the guest never saw the volume grow to {sectors} sectors:\n{text}");
+    }
+
     // Hot-unplug: the attachment goes once the guest let go, and so does the disk.
     let (st, a) = s.raw(Method::DELETE, &format!("{V1}/volume_attachments/{att}"), Some(&t), None).await;
     assert_eq!(st, 202, "{a}");
@@ -173,6 +186,10 @@ async fn bad_volumes_and_attachments_are_refused_with_the_field() {
     assert!(info["backing-filename"].as_str().unwrap_or_default().ends_with("test-guest/disk.qcow2"), "{info}");
     assert_eq!(info["virtual-size"], 1u64 << 30);
     assert_eq!(std::fs::metadata(&base).unwrap().modified().unwrap(), stamp);
+    let (_, image) = s.raw(Method::GET, &format!("{V1}/images/test-guest"), Some(&a), None).await;
+    assert_eq!(image["object"]["status"]["references"], 1, "the volume counts as a reference of its image: {image}");
+    let (_, image) = s.raw(Method::GET, &format!("{V1}/images/test-guest"), Some(&b), None).await;
+    assert_eq!(image["object"]["status"]["references"], 0, "another tenant's references are not shown: {image}");
 
     // Shrinking is refused; growing a detached volume grows its file.
     let (st, e) =
@@ -197,6 +214,23 @@ async fn bad_volumes_and_attachments_are_refused_with_the_field() {
     assert_eq!(e["details"].as_array().map(Vec::len), Some(2), "both fields named: {e}");
     let (_, list) = s.raw(Method::GET, &format!("{V1}/volume_attachments"), Some(&a), None).await;
     assert_eq!(list["total"], 0, "{list}");
+
+    // The CLI: create, attach and detach with --wait (progress on stderr), list, delete.
+    let v = s.cli_json(&a, &["volume", "create", "scratch", "--size", "32Mi", "--wait"]);
+    assert_eq!(v["status"]["state"], "VOLUME_STATE_READY", "{v}");
+    let out = s.cli(&a, &["volume", "attach", "scratch", "--vm", "web", "--wait", "-o", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let att: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(att["status"]["state"], "VOLUME_ATTACHMENT_STATE_READY", "{att}");
+    let table = String::from_utf8_lossy(&s.cli(&a, &["volume", "list"]).stdout).into_owned();
+    assert!(table.lines().any(|l| l.starts_with("scratch") && l.contains("ATTACHED") && l.contains(&vm)), "{table}");
+    let out = s.cli(&a, &["volume", "delete", "scratch"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("\"web\""), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = s.cli(&a, &["volume", "detach", "scratch", "--wait"]);
+    let progress = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success() && progress.contains("… gone"), "{progress}");
+    let out = s.cli(&a, &["volume", "delete", "scratch"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
     // auto_delete: the volume goes with its VM.
     let (st, e) = post(

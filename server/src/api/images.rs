@@ -34,10 +34,13 @@ fn boots(machine: &MachineSpec, image: &CatalogImage) -> bool {
 async fn to_api(s: &AppState, caller: &Caller, images: Vec<CatalogImage>) -> Result<Vec<Image>, ApiError> {
     let vms = s.store.all_vms().await?;
     let mine: Vec<_> = vms.iter().filter(|v| caller.is_admin() || v.tenant == caller.tenant).collect();
+    let volumes = s.store.all_records::<crate::store::VolumeKind>().await?;
+    let volumes: Vec<_> = volumes.iter().filter(|v| caller.is_admin() || v.tenant == caller.tenant).collect();
     Ok(images
         .into_iter()
         .map(|i| {
-            let references = mine.iter().filter(|v| boots(&v.machine, &i)).count() as u32;
+            let by_volumes = volumes.iter().filter(|v| v.spec.source_image.as_deref() == Some(i.name.as_str())).count();
+            let references = (mine.iter().filter(|v| boots(&v.machine, &i)).count() + by_volumes) as u32;
             let state = if i.problem.is_some() { ImageState::Failed } else { ImageState::Ready };
             Image {
                 type_url: IMAGE_TYPE_URL.into(),
