@@ -1,6 +1,6 @@
 //! The network kinds the provider manages, described for
 //! [`crate::object_resource`]: subnets, security groups, external IPs and
-//! their attachments, and load balancers.
+//! their attachments, load balancers, and volumes and their attachments.
 
 use crate::object_resource::{Change, Field, Kind, Ty};
 
@@ -94,8 +94,37 @@ pub static LOAD_BALANCER: Kind = Kind {
     ready: &["LOAD_BALANCER_STATE_READY"],
 };
 
+/// `vmaas_volume`.
+pub static VOLUME: Kind = Kind {
+    type_name: "vmaas_volume",
+    path: "/volumes",
+    doc: "A volume: block storage that outlives VMs, blank or starting as an image. Growing `size` applies in place (a running VM sees it at once); it never shrinks. Destroying it deletes its data, and is refused while it is attached.",
+    fields: &[
+        field("size", Ty::Str, Change::Patch, "/spec/size", "Its size, e.g. `10Gi`; only grows."),
+        field("source_image", Ty::Str, Change::ReplaceOptional, "/spec/source_image", "The image it starts as, by name; absent: blank."),
+        field("attached_to", Ty::Str, Change::Output, "/status/attached_to", "The id of the VM it is attached to."),
+        STATE,
+    ],
+    ready: &["VOLUME_STATE_READY", "VOLUME_STATE_ATTACHED"],
+};
+
+/// `vmaas_volume_attachment`.
+pub static VOLUME_ATTACHMENT: Kind = Kind {
+    type_name: "vmaas_volume_attachment",
+    path: "/volume_attachments",
+    doc: "A volume on a VM: hotplugged if the VM runs. Create waits until the VM has it; destroy waits until the guest released it. Replacing the VM leaves the volume and its data alone.",
+    fields: &[
+        field("volume", Ty::Str, Change::Replace, "/spec/volume", "The volume, by id or name."),
+        field("compute_instance", Ty::Str, Change::Replace, "/spec/compute_instance", "The VM, by id or name."),
+        field("auto_delete", Ty::Bool, Change::ReplaceOptional, "/spec/auto_delete", "Delete the volume with the VM (default false)."),
+        field("serial", Ty::Str, Change::Output, "/status/serial", "The disk's serial in the guest (`/sys/block/vdX/serial`)."),
+        STATE,
+    ],
+    ready: &["VOLUME_ATTACHMENT_STATE_READY"],
+};
+
 /// Every kind described here, each a resource and a data source.
-pub static ALL: [&Kind; 5] = [&SUBNET, &SECURITY_GROUP, &EXTERNAL_IP, &EXTERNAL_IP_ATTACHMENT, &LOAD_BALANCER];
+pub static ALL: [&Kind; 7] = [&SUBNET, &SECURITY_GROUP, &EXTERNAL_IP, &EXTERNAL_IP_ATTACHMENT, &LOAD_BALANCER, &VOLUME, &VOLUME_ATTACHMENT];
 
 /// The `vmaas_virtual_network` data source (its resource has its own module).
 pub static NETWORK_DATA: Kind = Kind {

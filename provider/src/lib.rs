@@ -9,11 +9,12 @@
 //! - [`vm_resource`]: the `vmaas_virtual_machine` resource.
 //! - [`network_resource`]: the `vmaas_virtual_network` resource.
 //! - [`object_resource`] over [`kinds`]: subnets, security groups, external
-//!   IPs, their attachments and load balancers, each a resource and a data
-//!   source from one description.
+//!   IPs, their attachments, load balancers, volumes and their attachments,
+//!   each a resource and a data source from one description.
 //! - [`template_resource`]: `vmaas_template`, templates as Terraform values.
 //! - [`template_data`]: the `vmaas_template` and `vmaas_templates` data sources.
 //! - [`image_data`]: the `vmaas_images` data source.
+//! - [`volume_data`]: the `vmaas_volumes` data source.
 //! - [`schema`]: schema building blocks and the provider's own schema.
 //! - [`diag`]: diagnostics and attribute paths.
 //! - [`value`]: cty values as msgpack.
@@ -34,6 +35,7 @@ pub mod template_data;
 pub mod template_resource;
 pub mod value;
 pub mod vm_resource;
+pub mod volume_data;
 
 /// Generated protocol types and services.
 #[allow(missing_docs, clippy::all)]

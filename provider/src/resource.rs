@@ -94,6 +94,7 @@ impl Registry {
         r.add_data_source(crate::template_data::TemplateData);
         r.add_data_source(crate::template_data::TemplatesData);
         r.add_data_source(crate::image_data::ImagesData);
+        r.add_data_source(crate::volume_data::VolumesData);
         r.add_data_source(crate::object_resource::ObjectData(&crate::kinds::NETWORK_DATA));
         for k in crate::kinds::ALL {
             r.add_resource(crate::object_resource::ObjectResource(k));

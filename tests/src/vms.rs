@@ -59,3 +59,20 @@ pub fn publish(s: &Server, yaml: &str) {
 
 /// The `tiny` example template.
 pub const TINY: &str = include_str!("../../examples/templates/tiny.yaml");
+
+/// Types `input` on VM `vm`'s console through the CLI and returns what it
+/// printed (until the guest is quiet for 3 s).
+pub fn console(s: &Server, token: &str, vm: &str, input: &str) -> String {
+    let out = s.cli_with_stdin(token, &["vm", "console", vm, "--batch", "--idle", "3s"], format!("\n{input}\n").as_bytes());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A guest command printing `DEV=vdX.` for the disk whose serial is `serial` (`DEV=.` if none).
+pub fn find_disk(serial: &str) -> String {
+    format!("d=$(grep -l '^{serial}$' /sys/block/vd*/serial 2>/dev/null | cut -d/ -f4); echo \"DEV=$d.\"")
+}
+
+/// The disk [`find_disk`] printed, if any.
+pub fn found_disk(text: &str) -> Option<String> {
+    text.lines().rev().find_map(|l| l.trim().strip_prefix("DEV=")).map(|d| d.trim_end_matches('.').to_owned()).filter(|d| !d.is_empty())
+}

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Value, json};
 use vmaas_tests::Server;
-use vmaas_tests::vms::{TINY, V1, publish, wait_ready};
+use vmaas_tests::vms::{TINY, V1, console, find_disk, found_disk as device, publish, wait_ready};
 
 async fn post(s: &Server, t: &str, path: &str, body: Value) -> (u16, Value) {
     s.raw(Method::POST, &format!("{V1}/{path}"), Some(t), Some(json!({"object": body}))).await
@@ -39,21 +39,6 @@ async fn wait_for(s: &Server, t: &str, path: &str, what: &str, pred: impl Fn(Opt
 
 fn state(v: Option<&Value>) -> &str {
     v.and_then(|v| v["status"]["state"].as_str()).unwrap_or("")
-}
-
-/// Types `input` on VM `vm`'s console and returns what it printed.
-fn console(s: &Server, t: &str, vm: &str, input: &str) -> String {
-    let out = s.cli_with_stdin(t, &["vm", "console", vm, "--batch", "--idle", "3s"], format!("\n{input}\n").as_bytes());
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The guest's block device whose serial is `serial`, as `DEV=vdX`, or `DEV=`.
-fn find_disk(serial: &str) -> String {
-    format!("d=$(grep -l '^{serial}$' /sys/block/vd*/serial 2>/dev/null | cut -d/ -f4); echo \"DEV=$d.\"")
-}
-
-fn device(text: &str) -> Option<String> {
-    text.lines().rev().find_map(|l| l.trim().strip_prefix("DEV=")).map(|d| d.trim_end_matches('.').to_owned()).filter(|d| !d.is_empty())
 }
 
 async fn attach(s: &Server, t: &str, name: &str, volume: &str, vm: &str) -> (String, String) {
