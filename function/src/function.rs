@@ -1,6 +1,6 @@
 //! `RunFunction`: the XR and the input in, desired objects, readiness and
 //! XR status out. Each kind of XR has its own module ([`crate::vm`],
-//! [`crate::network`], [`crate::balancer`]); this one decodes what they share and dispatches.
+//! [`crate::network`], [`crate::balancer`], [`crate::volume`]); this one decodes what they share and dispatches.
 
 use std::time::Duration;
 
@@ -77,11 +77,12 @@ impl VmaasFunction {
             "XVirtualPrivateSubnet" => crate::network::private(&call, rsp),
             "PhysicalNetwork" => crate::network::physical(&call, rsp),
             "XLoadBalancer" => crate::balancer::run(&call, rsp),
+            "XVolume" => crate::volume::run(&call, rsp),
             other => fatal(
                 rsp,
                 format!(
                     "kind: {other:?} is not a kind function-vmaas composes \
-                     (XVirtualMachine, XVirtualPrivateSubnet, PhysicalNetwork, XLoadBalancer)"
+                     (XVirtualMachine, XVirtualPrivateSubnet, PhysicalNetwork, XLoadBalancer, XVolume)"
                 ),
             ),
         }

@@ -6,8 +6,9 @@
 //! cluster with OVN-Kubernetes runs a VM with.
 //!
 //! - [`function`]: `RunFunction`: decodes the XR and dispatches by kind.
-//! - `vm`, `network`, `balancer`: what each kind of XR composes and reports.
-//! - [`usage`]: the `ClusterUsage` that keeps a network while a VM is on it.
+//! - `vm`, `network`, `balancer`, `volume`: what each kind of XR composes and reports.
+//! - [`usage`]: the `ClusterUsage`s that keep a network while a VM or a volume
+//!   is on it, and a volume while a VM uses it.
 //! - [`render`]: an XR into Kubernetes objects, in the XR's scope.
 //! - [`status`]: the XR status and the function's conditions, in the
 //!   shapes Crossplane accepts.
@@ -23,4 +24,5 @@ pub mod render;
 pub mod status;
 pub mod usage;
 mod vm;
+mod volume;
 pub mod xr;

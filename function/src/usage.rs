@@ -3,6 +3,7 @@
 //! a named network composes one, naming the network XR as used and itself
 //! as the user, so Crossplane refuses to delete a network while a VM is on
 //! it, and a deletion tried meanwhile is replayed once the last VM is gone.
+//! Volumes use their network, and VMs the volumes they list, the same way.
 
 use serde_json::{Value, json};
 use vmaas_model::k8s::names::derived;
@@ -17,16 +18,23 @@ fn reference(kind: &str, xr: &Value) -> Value {
     json!({"apiVersion": XR_API, "kind": kind, "resourceRef": {"name": xr["metadata"]["name"]}})
 }
 
-/// The `ClusterUsage` that keeps the network XR `network` while the VM XR
-/// `vm` is on it (named after the VM XR, whose names are unique).
-pub fn usage_of(network: &Value, vm: &Value) -> Value {
-    let name = derived(vm["metadata"]["name"].as_str().unwrap_or_default(), "network");
+/// The `ClusterUsage` that keeps the XR `of` (of kind `of_kind`) while the
+/// XR `by` (of kind `by_kind`) uses it, named after `by` (XR names are
+/// unique) and `what` it uses.
+pub fn usage(of_kind: &str, of: &Value, by_kind: &str, by: &Value, what: &str) -> Value {
+    let name = derived(by["metadata"]["name"].as_str().unwrap_or_default(), what);
     json!({
         "apiVersion": USAGE_API,
         "kind": "ClusterUsage",
         "metadata": {"name": name},
-        "spec": {"of": reference("XVirtualPrivateSubnet", network), "by": reference("XVirtualMachine", vm), "replayDeletion": true},
+        "spec": {"of": reference(of_kind, of), "by": reference(by_kind, by), "replayDeletion": true},
     })
+}
+
+/// The `ClusterUsage` that keeps the network XR `network` while the VM XR
+/// `vm` is on it.
+pub fn usage_of(network: &Value, vm: &Value) -> Value {
+    usage("XVirtualPrivateSubnet", network, "XVirtualMachine", vm, "network")
 }
 
 #[cfg(test)]

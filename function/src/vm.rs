@@ -16,8 +16,9 @@ use crate::balancer::require_tenants;
 use crate::function::{Call, fatal, put};
 use crate::render::{NetworkRef, PHYSICAL_NIC, RenderedVm, render_vm};
 use crate::status::{self, NetworkState};
-use crate::usage::usage_of;
-use crate::xr::{CLAIM_NAME_LABEL, CLAIM_NAMESPACE_LABEL, FunctionInput, Owner, VmXrSpec, XR_API, template_from_object};
+use crate::usage::{usage, usage_of};
+use crate::volume::volumes_of;
+use crate::xr::{FunctionInput, Owner, VmXrSpec, XR_API, template_from_object};
 
 /// Asks Crossplane for what observing the VM takes: its VMI, and the
 /// networks it names (a private network by its claim, of the same tenant).
@@ -26,13 +27,7 @@ fn require(rsp: &mut RunFunctionResponse, owner: &Owner, spec: &VmXrSpec, r: &Re
     let ns = Some(r.namespace_name.clone());
     response::require_resources(rsp, "vmi", "kubevirt.io/v1", "VirtualMachineInstance", by_name(&owner.name), ns);
     if let Some(NetworkRef::Named(n)) = spec.network_ref() {
-        let m = if owner.tenant.is_empty() {
-            by_name(n)
-        } else {
-            let labels = [(CLAIM_NAMESPACE_LABEL, owner.tenant.as_str()), (CLAIM_NAME_LABEL, n)];
-            Some(ResourceMatch::Labels(labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()))
-        };
-        response::require_resources(rsp, "network", XR_API, "XVirtualPrivateSubnet", m, None);
+        crate::network::require_private(rsp, owner, n);
     }
     if let Some(p) = &spec.physical_network {
         response::require_resources(rsp, "physical-network", XR_API, "PhysicalNetwork", by_name(p), None);
@@ -117,6 +112,34 @@ fn join_balancers(r: &mut RenderedVm, owner: &Owner, balancers: &[Value]) {
     }
 }
 
+/// Puts the volumes the VM lists on it (hotpluggable), each with the
+/// usage that keeps it while the VM uses it; `Err` is fatal.
+fn attach_volumes(
+    call: &Call<'_>,
+    rsp: &mut RunFunctionResponse,
+    owner: &Owner,
+    spec: &VmXrSpec,
+    r: &mut RenderedVm,
+    warnings: &mut Vec<String>,
+) -> Result<(), String> {
+    if spec.volumes.is_empty() {
+        return Ok(());
+    }
+    let Some(NetworkRef::Named(network)) = spec.network_ref() else {
+        return Err("spec.volumes: volumes live in a private network's namespace: put the VM on one (spec.network)".into());
+    };
+    require_tenants(rsp, "volumes", "XVolume", owner);
+    let all = request::get_required_resources(call.req, "volumes").unwrap_or_default();
+    let (disks, used) = volumes_of(owner, spec, network, &all, warnings)?;
+    vmaas_model::k8s::volume::attach(&mut r.vm, &disks);
+    for v in &used {
+        let key = format!("usage-volume-{}", Owner::of(v).name);
+        let u = usage("XVolume", v, "XVirtualMachine", call.xr, &format!("vol-{}", Owner::of(v).name));
+        put(rsp, &key, &u, call.observed(&key).is_some()).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// Composes an `XVirtualMachine`.
 pub(crate) fn run(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
     let owner = Owner::of(call.xr);
@@ -140,6 +163,11 @@ pub(crate) fn run(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFu
     require_tenants(&mut rsp, "balancers", "XLoadBalancer", &owner);
     let balancers = request::get_required_resources(call.req, "balancers").unwrap_or_default();
     join_balancers(&mut r, &owner, &balancers);
+    let mut volume_warnings = Vec::new();
+    match attach_volumes(call, &mut rsp, &owner, &spec, &mut r, &mut volume_warnings) {
+        Ok(()) => {}
+        Err(e) => return fatal(rsp, e),
+    }
     let waiting = match check_networks(call, &owner, &spec) {
         Ok(Networks::Compose { waiting, used }) => {
             if let Some(net) = used {
@@ -177,6 +205,9 @@ pub(crate) fn run(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFu
     status::vm_condition(&mut rsp, &status);
     for w in waiting {
         response::warning(&mut rsp, format!("{w}: the VM starts once it is ready"));
+    }
+    for w in volume_warnings {
+        response::warning(&mut rsp, format!("{w}: it is attached once it is"));
     }
     response::normal(&mut rsp, format!("rendered the virtual machine of {}: {}", owner.describe(), status.state.short()));
     Ok(rsp)

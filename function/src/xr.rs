@@ -72,6 +72,31 @@ pub struct VmXrSpec {
     /// Cloud-init user data.
     #[serde(default)]
     pub user_data: Option<String>,
+    /// `Volume` claims of the same namespace, by name, on the VM's named
+    /// network: hotplugged while it runs.
+    #[serde(default)]
+    pub volumes: Vec<String>,
+}
+
+/// The `spec` of a `Volume` (claim or XR): block storage that outlives VMs,
+/// in a private network's namespace, where the VMs that use it live.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VolumeXrSpec {
+    /// Its size, e.g. `10Gi`; only grows.
+    pub size: vmaas_model::Quantity,
+    /// The image it starts as: a DataSource's name, or an `http(s)` URL; absent: blank.
+    #[serde(default)]
+    pub source_image: Option<String>,
+    /// The `VirtualPrivateSubnet` claim (same namespace) whose VMs may use it.
+    pub network: String,
+}
+
+impl VolumeXrSpec {
+    /// Decodes a volume XR's `spec`, as [`VmXrSpec::from_xr`] does.
+    pub fn from_xr(spec: &Value) -> Result<Self, serde_json::Error> {
+        serde_json::from_value(without_crossplane(spec))
+    }
 }
 
 /// The fields Crossplane itself writes into an XR's `spec`: `crossplane`

@@ -246,6 +246,29 @@ fn a_vm_on_a_named_network_lives_in_its_namespace_and_a_physical_one_is_a_second
 }
 
 #[test]
+fn volumes_render_valid_data_volumes_and_hotpluggable_disks() {
+    use vmaas_model::k8s::volume::{ImageSources, VolumeDisk, attach, data_volume};
+    let input = input();
+    let sources = ImageSources { data_source_namespace: input.data_source_namespace.clone(), storage_class: Some("fast".into()) };
+    for spec in [
+        json!({"size": "10Gi"}),
+        json!({"size": "20Gi", "source_image": "fedora"}),
+        json!({"size": "5Gi", "source_image": "https://example.com/a.img"}),
+    ] {
+        let dv = serde_json::to_value(data_volume("data", "ns1", &serde_json::from_value(spec.clone()).unwrap(), &sources)).unwrap();
+        assert_valid(&json_schema("cdi.kubevirt.io_datavolume_v1beta1.json"), &dv, &format!("the DataVolume of {spec}"));
+        assert_eq!(dv["spec"]["storage"]["storageClassName"], "fast");
+    }
+    let spec: VmXrSpec = serde_json::from_value(json!({"template": "simple_vm", "network": "example", "volumes": ["data"]})).unwrap();
+    let mut r = render_vm(&team_a("web"), &spec, &template(&input, "simple_vm"), &input).unwrap();
+    attach(&mut r.vm, &[VolumeDisk { volume: "data".into(), serial: "datax1".into() }]);
+    let vm = serde_json::to_value(&r.vm).unwrap();
+    assert_valid(&json_schema("kubevirt.io_virtualmachine_v1.json"), &vm, "a KubeVirt VirtualMachine with a hotpluggable volume");
+    let dvs = serde_json::to_value(&r.vm.spec.data_volume_templates).unwrap();
+    assert!(!dvs.to_string().contains("data-vol"), "a volume is no template of the VM's: it outlives the VM: {dvs}");
+}
+
+#[test]
 fn kubevirt_status_maps_to_phases() {
     assert_eq!(vm_phase(None, true), Phase::Absent);
     assert_eq!(vm_phase(Some(&json!({"status": {"ready": true, "printableStatus": "Running"}})), true), Phase::Ready);

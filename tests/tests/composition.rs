@@ -55,7 +55,7 @@ async fn installed() -> (Cluster, FunctionProcess) {
     let k = Cluster::start().await;
     let usage: Value = serde_norway::from_str(&std::fs::read_to_string(usage_crd()).unwrap()).unwrap();
     install(&k, &usage).await;
-    for kind in ["virtualmachine", "virtualprivatesubnet", "physicalnetwork", "loadbalancer"] {
+    for kind in ["virtualmachine", "virtualprivatesubnet", "physicalnetwork", "loadbalancer", "volume"] {
         let file = format!("xrd-{kind}.yaml");
         let xrd = applied(&k, &example(&file), "compositeresourcedefinitions", "platform-team").await;
         applied(&k, &example(&format!("composition-{kind}.yaml")), "compositions", "platform-team").await;
@@ -396,4 +396,89 @@ async fn a_load_balancer_spreads_over_its_hosts_and_a_used_subnet_is_kept() {
     net_xp.delete_claim("virtualprivatesubnets", "xvirtualprivatesubnets", &net).await.expect("no VM uses the network any more");
     let (st, ns) = k.request(reqwest::Method::GET, &format!("/api/v1/namespaces/{net_ns}"), None, None).await;
     assert!(st == 404 || ns["metadata"]["deletionTimestamp"].is_string(), "the network's namespace goes: {st} {ns:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_volume_outlives_its_vm_and_is_a_hotpluggable_disk() {
+    let (k, f) = installed().await;
+    let net_xp = Crossplane::new(&k, &f, input_of("composition-virtualprivatesubnet.yaml"));
+    let vm_xp = Crossplane::new(&k, &f, input_of("composition-virtualmachine.yaml"));
+    let vol_xp = Crossplane::new(&k, &f, input_of("composition-volume.yaml"));
+    let net = applied(&k, &example("claim-virtualprivatesubnet.yaml"), "virtualprivatesubnets", "team-a").await;
+    let o = net_xp.reconcile_claim("virtualprivatesubnets", "xvirtualprivatesubnets", &net).await;
+    ovn_created(&k, &o.composed["udn"], "userdefinednetworks").await;
+    let net_ns = net_xp.reconcile_claim("virtualprivatesubnets", "xvirtualprivatesubnets", &net).await.xr["status"]["namespace"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // The shipped volume claim: a blank DataVolume in its network's namespace, PENDING until CDI makes it.
+    let vol = applied(&k, &example("claim-volume.yaml"), "volumes", "team-a").await;
+    let o = vol_xp.reconcile_claim("volumes", "xvolumes", &vol).await;
+    assert!(o.fatal.is_empty() && o.warnings.is_empty(), "{:?} {:?}", o.fatal, o.warnings);
+    assert_eq!(o.composed.keys().collect::<Vec<_>>(), ["datavolume", "usage"]);
+    assert_composed_by(&o);
+    let dv = o.composed["datavolume"].clone();
+    assert_eq!((dv["metadata"]["namespace"].as_str(), &dv["spec"]["source"]), (Some(net_ns.as_str()), &json!({"blank": {}})));
+    assert_eq!(dv["spec"]["storage"]["resources"]["requests"]["storage"], "10Gi");
+    assert_eq!(o.composed["usage"]["spec"]["of"]["kind"], "XVirtualPrivateSubnet", "the volume keeps its network");
+    assert!(!o.ready() && claim_status(&o)["state"] == "PENDING", "{:#}", o.xr);
+    let (st, body) = k.write_status(&dv, "datavolumes", json!({"phase": "Succeeded", "progress": "100.0%"})).await;
+    assert_eq!(st, 200, "{body:#}");
+    let o = vol_xp.reconcile_claim("volumes", "xvolumes", &vol).await;
+    assert!(o.ready() && claim_status(&o)["state"] == "READY", "{:#}", o.xr);
+    assert_eq!(o.condition("VolumeReady").unwrap()["status"], "True");
+    let serial = claim_status(&o)["serial"].as_str().unwrap().to_owned();
+    let volume_xr = o.xr["metadata"]["name"].clone();
+
+    // A VM on the network that lists it: a hotpluggable SCSI disk with the volume's serial, and a usage.
+    let web = |volumes: Value| vm_claim("team-a", "web", json!({"network": "example", "expose": [], "volumes": volumes}));
+    let c = applied(&k, &web(json!(["data"])), "virtualmachines", "team-a").await;
+    let o = vm_xp.reconcile_claim("virtualmachines", "xvirtualmachines", &c).await;
+    assert!(o.fatal.is_empty() && o.warnings.is_empty(), "{:?} {:?}", o.fatal, o.warnings);
+    let t = &o.composed["vm"]["spec"]["template"]["spec"];
+    let disk = t["domain"]["devices"]["disks"].as_array().unwrap().iter().find(|d| d["name"] == "data-vol").cloned();
+    assert_eq!(disk, Some(json!({"name": "data-vol", "disk": {"bus": "scsi"}, "serial": serial})), "{t:#}");
+    let volume = t["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "data-vol").cloned();
+    assert_eq!(volume.unwrap()["dataVolume"], json!({"name": "data-vol", "hotpluggable": true}));
+    let usage = &o.composed["usage-volume-data"]["spec"];
+    assert_eq!((usage["of"]["kind"].as_str(), &usage["of"]["resourceRef"]["name"]), (Some("XVolume"), &volume_xr));
+    let o = vol_xp.reconcile_claim("volumes", "xvolumes", &vol).await;
+    assert_eq!(claim_status(&o)["attachedTo"], json!(["web"]));
+    let refused = vol_xp.delete_claim("volumes", "xvolumes", &vol).await.unwrap_err();
+    assert!(refused.contains("XVirtualMachine/"), "a volume in use is kept: {refused}");
+
+    // Taken off the VM (KubeVirt hot-unplugs it): no disk, no usage.
+    let c = applied(&k, &web(json!([])), "virtualmachines", "team-a").await;
+    let o = vm_xp.reconcile_claim("virtualmachines", "xvirtualmachines", &c).await;
+    assert!(!o.composed["vm"].to_string().contains("data-vol") && !o.composed.contains_key("usage-volume-data"));
+
+    // Back on, then the VM goes: the volume and its DataVolume stay.
+    let c = applied(&k, &web(json!(["data"])), "virtualmachines", "team-a").await;
+    vm_xp.reconcile_claim("virtualmachines", "xvirtualmachines", &c).await;
+    vm_xp.delete_claim("virtualmachines", "xvirtualmachines", &c).await.expect("a VM is not in use");
+    assert_eq!(k.request(reqwest::Method::GET, &Cluster::path_of(&dv, "datavolumes"), None, None).await.0, 200);
+    let o = vol_xp.reconcile_claim("volumes", "xvolumes", &vol).await;
+    assert!(o.ready() && claim_status(&o)["attachedTo"] == json!([]), "{:#}", o.xr);
+
+    // Refusals: volumes without a named network, a volume on another network, a bad size.
+    let c = applied(&k, &vm_claim("team-a", "lonely", json!({"volumes": ["data"]})), "virtualmachines", "team-a").await;
+    let o = vm_xp.reconcile_claim("virtualmachines", "xvirtualmachines", &c).await;
+    assert!(o.fatal.len() == 1 && o.fatal[0].starts_with("spec.volumes:"), "{:?}", o.fatal);
+    let mut other = example("claim-volume.yaml");
+    other["metadata"]["name"] = json!("elsewhere");
+    other["spec"]["network"] = json!("other");
+    let other = applied(&k, &other, "volumes", "team-a").await;
+    let o = vol_xp.reconcile_claim("volumes", "xvolumes", &other).await;
+    assert!(o.composed.is_empty() && o.warnings.iter().any(|w| w.contains("no VirtualPrivateSubnet \"other\"")), "{:?}", o.warnings);
+    let c = applied(&k, &vm_claim("team-a", "mixed", json!({"network": "example", "volumes": ["elsewhere"]})), "virtualmachines", "team-a")
+        .await;
+    let o = vm_xp.reconcile_claim("virtualmachines", "xvirtualmachines", &c).await;
+    assert!(o.fatal.len() == 1 && o.fatal[0].contains("spec.volumes[0]") && o.fatal[0].contains("\"other\""), "{:?}", o.fatal);
+    let mut bad = example("claim-volume.yaml");
+    bad["metadata"]["name"] = json!("tiny");
+    bad["spec"]["size"] = json!("1Ki");
+    let bad = applied(&k, &bad, "volumes", "team-a").await;
+    let o = vol_xp.reconcile_claim("volumes", "xvolumes", &bad).await;
+    assert!(o.fatal.len() == 1 && o.fatal[0].contains("spec.size"), "{:?}", o.fatal);
 }

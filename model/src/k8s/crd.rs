@@ -49,8 +49,10 @@ pub struct ObjectMeta {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// `cdi.kubevirt.io/v1beta1` DataVolume spec (subset).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+/// `cdi.kubevirt.io/v1beta1` DataVolume spec (subset): in a VM's
+/// templates, or a DataVolume of its own (a volume that outlives VMs).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(group = "cdi.kubevirt.io", version = "v1beta1", kind = "DataVolume", namespaced)]
 #[serde(rename_all = "camelCase")]
 pub struct DataVolumeSpec {
     /// The image to clone, as a DataSource.
@@ -163,8 +165,11 @@ pub struct Devices {
 pub struct Disk {
     /// Name of its volume.
     pub name: String,
-    /// `{bus: virtio}`.
+    /// `{bus: virtio}` (`scsi` for a hotpluggable volume).
     pub disk: DiskTarget,
+    /// The serial the guest sees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
 }
 
 /// Disk bus.
@@ -250,19 +255,22 @@ pub struct Multus {
 pub struct Volume {
     /// Name.
     pub name: String,
-    /// From a DataVolume template.
+    /// From a DataVolume (a template of the VM's, or one of its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data_volume: Option<NamedRef>,
+    pub data_volume: Option<DataVolumeRef>,
     /// Cloud-init.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cloud_init_no_cloud: Option<CloudInit>,
 }
 
-/// A reference by name.
+/// A volume's DataVolume.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-pub struct NamedRef {
-    /// Name.
+pub struct DataVolumeRef {
+    /// The DataVolume's name.
     pub name: String,
+    /// Whether it can be plugged into and out of the running VM.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hotpluggable: bool,
 }
 
 /// Cloud-init NoCloud data.

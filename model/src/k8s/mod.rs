@@ -6,9 +6,11 @@
 //! - [`observe`]: their reported status back into an observation.
 //! - [`names`]: names of rendered objects that always fit.
 //! - [`balancer`]: a load balancer as a Service over its VMs' launcher pods.
+//! - [`volume`]: a volume as a DataVolume of its own, hotplugged into VMs.
 
 pub mod balancer;
 pub mod crd;
 pub mod names;
 pub mod observe;
 pub mod render;
+pub mod volume;

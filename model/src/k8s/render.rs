@@ -272,10 +272,11 @@ fn disks(spec: &MachineSpec, o: &VmOptions) -> (Vec<DataVolumeTemplate>, Vec<Dis
                 },
             },
         });
-        disks.push(Disk { name: disk_name.clone(), disk: DiskTarget { bus: "virtio".into() } });
-        volumes.push(Volume { name: disk_name, data_volume: Some(NamedRef { name: dv_name }), cloud_init_no_cloud: None });
+        disks.push(Disk { name: disk_name.clone(), disk: DiskTarget { bus: "virtio".into() }, serial: None });
+        let data_volume = Some(DataVolumeRef { name: dv_name, hotpluggable: false });
+        volumes.push(Volume { name: disk_name, data_volume, cloud_init_no_cloud: None });
     }
-    disks.push(Disk { name: "cloudinitdisk".into(), disk: DiskTarget { bus: "virtio".into() } });
+    disks.push(Disk { name: "cloudinitdisk".into(), disk: DiskTarget { bus: "virtio".into() }, serial: None });
     volumes.push(Volume {
         name: "cloudinitdisk".into(),
         data_volume: None,
