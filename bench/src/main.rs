@@ -19,6 +19,7 @@ use vmaas_server::none_backend::NoBackend;
 
 mod network;
 mod recovery;
+mod storage;
 mod throughput;
 mod vms;
 
@@ -91,6 +92,15 @@ enum Cmd {
         /// release's, to compare.
         #[arg(long)]
         server: Option<std::path::PathBuf>,
+        /// Images directory [default: ~/.local/share/vmaas/images].
+        #[arg(long)]
+        images_dir: Option<std::path::PathBuf>,
+    },
+    /// Volumes on a real guest: hotplug and hot-unplug latency, volume create→READY.
+    Storage {
+        /// Volumes plugged in and out, one after another.
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
         /// Images directory [default: ~/.local/share/vmaas/images].
         #[arg(long)]
         images_dir: Option<std::path::PathBuf>,
@@ -369,5 +379,6 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Terraform { vms, images_dir, terraform, plugins } => vms::terraform_bench(vms, images(images_dir), terraform, plugins).await,
         Cmd::Recovery { vms, rounds, images_dir, server } => recovery::recovery(vms, rounds, images(images_dir), server).await,
         Cmd::Qemu { vms, burst, images_dir } => vms::qemu(vms, burst, images(images_dir)).await,
+        Cmd::Storage { rounds, images_dir } => storage::storage(rounds, images(images_dir)).await,
     }
 }

@@ -50,15 +50,15 @@ pub fn none_left(dir: &std::path::Path) -> anyhow::Result<()> {
 }
 
 /// A server with the qemu backend, in-process, with the `tiny` template published.
-struct QemuServer {
-    dir: tempfile::TempDir,
-    endpoint: String,
-    token: String,
-    client: vmaas_client::Client,
-    accel: &'static str,
+pub(crate) struct QemuServer {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) endpoint: String,
+    pub(crate) token: String,
+    pub(crate) client: vmaas_client::Client,
+    pub(crate) accel: &'static str,
 }
 
-async fn start_qemu_server(images: std::path::PathBuf) -> anyhow::Result<QemuServer> {
+pub(crate) async fn start_qemu_server(images: std::path::PathBuf) -> anyhow::Result<QemuServer> {
     let dir = tempfile::tempdir()?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let cfg = vmaas_qemu::QemuConfig {

@@ -23,7 +23,7 @@ use crate::qmp::{Qmp, QmpError};
 use crate::volumes::{Volumes, grow_file};
 
 /// How soon a VM with a volume being unplugged is looked at again.
-pub(crate) const UNPLUG_STEP: Duration = Duration::from_millis(500);
+pub(crate) const UNPLUG_STEP: Duration = Duration::from_millis(100);
 
 /// A volume the running QEMU has, as kept in `vm.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,0 +1,164 @@
+//! `vmaas-bench storage`: volumes on a real guest. Hotplug latency (the
+//! attachment's create → the disk in the guest, seen by a shell loop on
+//! its serial console, and → the attachment READY in the API), hot-unplug
+//! latency (delete → the disk gone from the guest, and → the attachment
+//! gone), and a volume's create → READY.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use futures::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::Message;
+use vmaas_client::{Client, WaitFor};
+use vmaas_model::{
+    CreateObject, CreateVirtualMachine, MetadataInput, VirtualMachineSpec, Volume, VolumeAttachment, VolumeAttachmentSpec, VolumeSpec,
+};
+
+use crate::percentile;
+use crate::vms::{none_left, start_qemu_server};
+
+type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+fn named<S>(name: String, spec: S) -> CreateObject<S> {
+    CreateObject { type_url: None, id: None, metadata: Some(MetadataInput { name: Some(name), ..Default::default() }), spec, status: None }
+}
+
+/// Types `line` on the console.
+async fn send(ws: &mut Ws, line: &str) -> anyhow::Result<()> {
+    ws.send(Message::Binary(format!("{line}\n").into_bytes().into())).await?;
+    Ok(())
+}
+
+/// Reads the console until `marker` appears (at most `within`); when it did.
+async fn seen(ws: &mut Ws, marker: &str, within: Duration) -> anyhow::Result<Instant> {
+    let deadline = Instant::now() + within;
+    let mut text = String::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let msg = tokio::time::timeout(left, ws.next()).await.with_context(|| format!("no {marker:?} on the console within {within:?}"))?;
+        let data = match msg {
+            Some(Ok(Message::Binary(b))) => String::from_utf8_lossy(&b).into_owned(),
+            Some(Ok(Message::Text(t))) => t.to_string(),
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => return Err(e.into()),
+            None => bail!("the console closed"),
+        };
+        text.push_str(&data);
+        // The marker is built by the shell ($((…))), so the echoed command never matches.
+        if text.contains(marker) {
+            return Ok(Instant::now());
+        }
+    }
+}
+
+async fn wait_volume(c: &Client, id: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let v: Volume = c.get_object("/volumes", id).await?;
+        if v.status.state.as_str().ends_with("READY") {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("volume {id} not READY: {:?}", v.status);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Polls the attachment `id` until READY (`gone`: until it is gone).
+async fn wait_attachment(c: &Client, id: &str, gone: bool) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match c.get_object::<VolumeAttachment>("/volume_attachments", id).await {
+            Ok(a) if !gone && a.status.state.as_str().ends_with("READY") => return Ok(()),
+            Err(e) if gone && e.is_not_found() => return Ok(()),
+            Ok(_) => {}
+            Err(e) => return Err(e.into()),
+        }
+        if Instant::now() > deadline {
+            bail!("attachment {id} never got there");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// One round: a fresh volume plugged into the running guest and unplugged.
+/// `[volume create→READY, attach→disk in guest, attach→READY, detach→disk gone, detach→gone]`.
+async fn round(c: &Client, ws: &mut Ws, vm: &str, i: usize) -> anyhow::Result<[f64; 5]> {
+    let t = Instant::now();
+    let v: Volume =
+        c.create_object("/volumes", &named(format!("bench-{i}"), VolumeSpec { size: "64Mi".parse()?, source_image: None })).await?;
+    wait_volume(c, &v.id).await?;
+    let created = t.elapsed().as_secs_f64();
+    let serial = vmaas_model::volume::disk_serial(&v.id);
+    let has = format!("grep -qs '^{serial}$' /sys/block/vd*/serial");
+    send(ws, &format!("until {has}; do usleep 2000; done; echo PLUGGED-{i}-$((6*7))")).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let spec = VolumeAttachmentSpec { volume: v.id.clone(), compute_instance: vm.to_owned(), auto_delete: false };
+    let t = Instant::now();
+    let a: VolumeAttachment = c.create_object("/volume_attachments", &named(format!("bench-{i}"), spec)).await?;
+    let api = async {
+        wait_attachment(c, &a.id, false).await?;
+        anyhow::Ok(t.elapsed().as_secs_f64())
+    };
+    let marker = format!("PLUGGED-{i}-42");
+    let (guest, api) = tokio::join!(seen(ws, &marker, Duration::from_secs(60)), api);
+    let (plugged, ready) = ((guest? - t).as_secs_f64(), api?);
+    send(ws, &format!("while {has}; do usleep 2000; done; echo UNPLUGGED-{i}-$((6*7))")).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let t = Instant::now();
+    c.delete_object::<VolumeAttachment>("/volume_attachments", &a.id).await?;
+    let api = async {
+        wait_attachment(c, &a.id, true).await?;
+        anyhow::Ok(t.elapsed().as_secs_f64())
+    };
+    let marker = format!("UNPLUGGED-{i}-42");
+    let (guest, api) = tokio::join!(seen(ws, &marker, Duration::from_secs(60)), api);
+    let (released, gone) = ((guest? - t).as_secs_f64(), api?);
+    c.delete_object::<Volume>("/volumes", &v.id).await?;
+    Ok([created, plugged, ready, released, gone])
+}
+
+/// Runs `rounds` hotplug and unplug rounds on one test guest.
+pub async fn storage(rounds: usize, images: std::path::PathBuf) -> anyhow::Result<()> {
+    let srv = start_qemu_server(images).await?;
+    let c = &srv.client;
+    let req = CreateVirtualMachine {
+        type_url: None,
+        id: Some("disks".into()),
+        metadata: None,
+        spec: VirtualMachineSpec::new("tiny"),
+        status: None,
+    };
+    let vm = c.create_vm(&req).await?;
+    c.wait_vm(&vm.id, WaitFor::Ready, Duration::from_secs(300), Duration::from_millis(50), |_| {}).await?;
+    let session = c.console_session(&vm.id).await?;
+    let (mut ws, _) = tokio_tungstenite::connect_async(c.console_url(&session).as_str()).await?;
+    send(&mut ws, "").await?;
+    let mut figures: Vec<[f64; 5]> = Vec::new();
+    for i in 0..rounds {
+        figures.push(round(c, &mut ws, &vm.id, i).await?);
+    }
+    drop(ws);
+    c.delete_vm(&vm.id).await?;
+    c.wait_vm(&vm.id, WaitFor::Deleted, Duration::from_secs(120), Duration::from_millis(50), |_| {}).await?;
+    none_left(srv.dir.path())?;
+
+    println!(
+        "vmaas-bench storage: accelerator {}, test guest, {rounds} rounds of a 64Mi volume plugged into and out of one running VM",
+        srv.accel
+    );
+    let names = [
+        "volume create→READY",
+        "attach→disk in the guest",
+        "attach→attachment READY",
+        "detach→disk gone in the guest",
+        "detach→attachment gone",
+    ];
+    for (k, name) in names.iter().enumerate() {
+        let mut v: Vec<f64> = figures.iter().map(|f| f[k] * 1000.0).collect();
+        v.sort_by(|a, b| a.total_cmp(b));
+        println!("{name:<32} p50 {:>7.0} ms   max {:>7.0} ms", percentile(&v, 0.5), percentile(&v, 1.0));
+    }
+    Ok(())
+}
