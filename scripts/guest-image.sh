@@ -4,6 +4,8 @@
 #   IMAGES/test-guest/initrd.cpio  busybox-static + the virtio/ext4 modules + guest/init
 #   IMAGES/test-guest/disk.qcow2   a small ext4 base disk (VMs get copy-on-write overlays)
 #   IMAGES/test-guest/image.json   how to boot it
+#   IMAGES/test-guest/bios.qcow2   the same guest on a disk that boots by BIOS
+#                                  (syslinux on FAT), as an imported image does
 # IMAGES is $VMAAS_IMAGES_DIR, default ~/.local/share/vmaas/images.
 # Rebuilds only when this script or guest/ changed.
 set -euo pipefail
@@ -15,7 +17,7 @@ stamp=$(cat "$0" "$ROOT/guest/init" "$ROOT/guest/udhcpc.script" | sha256sum | cu
 if [ -f "$OUT/image.json" ] && [ "$(cat "$OUT/.stamp" 2>/dev/null)" = "$stamp" ]; then
     exit 0
 fi
-apt_install e2fsprogs qemu-utils python3
+apt_install e2fsprogs qemu-utils python3 dosfstools mtools syslinux
 log "building the test guest image in $OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -99,8 +101,20 @@ echo "test-guest base disk, built $(date -u +%Y-%m-%dT%H:%M:%SZ) from $kpkg" >ro
 mkfs.ext4 -q -F -L vmaas-base -d rootfs disk.raw 64M
 qemu-img convert -q -f raw -O qcow2 disk.raw disk.qcow2
 
+# The guest on a disk that boots by BIOS, with no -kernel: what tests import.
+# syslinux on a FAT file system without a partition table (SeaBIOS boots its
+# boot sector), holding the kernel as Debian ships it and the initramfs.
+cp "kernel/boot/vmlinuz-$kver" vmlinuz
+kib=$(( ($(stat -c %s vmlinuz) + $(stat -c %s initrd.cpio)) / 1024 + 2048 ))
+mkfs.fat -C -n VMAASBIOS bios.raw "$kib" >/dev/null
+printf '%s\n' 'DEFAULT vmaas' 'SERIAL 0 115200' 'TIMEOUT 0' 'LABEL vmaas' '  KERNEL vmlinuz' '  INITRD initrd.cpio' \
+    '  APPEND console=ttyS0 panic=-1 no_timer_check quiet' >syslinux.cfg
+mcopy -i bios.raw vmlinuz initrd.cpio syslinux.cfg ::
+syslinux --install bios.raw
+qemu-img convert -q -f raw -O qcow2 bios.raw bios.qcow2
+
 mkdir -p "$OUT.new"
-mv vmlinux initrd.cpio disk.qcow2 "$OUT.new/"
+mv vmlinux initrd.cpio disk.qcow2 bios.qcow2 "$OUT.new/"
 cat >"$OUT.new/image.json" <<JSON
 {
   "name": "test-guest",

@@ -16,3 +16,63 @@ pub struct CatalogImage {
     /// Whether it is the one VMs naming `default` boot.
     pub default: bool,
 }
+
+/// The desired state of one imported image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageImport {
+    /// The `http(s)` URL to import it from; none: it is uploaded.
+    pub source: Option<String>,
+    /// The SHA-256 the file must have, in lower-case hex.
+    pub sha256: Option<String>,
+    /// The largest file accepted, in bytes.
+    pub max_bytes: u64,
+}
+
+/// One imported image as a driver sees it.
+pub type ImageTarget = crate::driver::Target<ImageImport>;
+
+/// A usable image file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageFile {
+    /// `qcow2` or `raw`.
+    pub format: String,
+    /// The size the guest sees.
+    pub virtual_size: u64,
+    /// The size of the file.
+    pub size_bytes: u64,
+    /// Its SHA-256, in hex.
+    pub sha256: String,
+}
+
+/// What an image driver reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageObservation {
+    /// Waiting for something (the upload); the message says what.
+    Pending(String),
+    /// Being imported: bytes so far, of how many if known.
+    Importing {
+        /// Bytes received.
+        bytes: u64,
+        /// Bytes expected, if the source said.
+        total: Option<u64>,
+    },
+    /// Usable.
+    Ready(ImageFile),
+    /// Refused or broken; the message says why. It stands until the image
+    /// is deleted.
+    Failed(String),
+}
+
+/// The driver of imported images.
+pub type ImageDriver = dyn crate::driver::Driver<ImageImport, ImageObservation>;
+
+/// A stream of bytes uploaded by a client.
+pub type Upload = std::pin::Pin<Box<dyn futures::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send>>;
+
+/// Takes uploaded images.
+#[async_trait::async_trait]
+pub trait ImageUploads: Send + Sync {
+    /// Stores the file of image `t` from `body`, streamed (never held whole
+    /// in memory), checked as an import is; what the image is then.
+    async fn upload(&self, t: &ImageTarget, body: Upload) -> Result<ImageObservation, crate::BackendError>;
+}

@@ -17,7 +17,8 @@
 //! - [`console`]: serial consoles, for backends that have them.
 //! - [`error`]: failures, with a kind that tells the reconciler what to do.
 //! - [`host`]: what is on the host without a stored object, and what the host can give.
-//! - [`image`]: the images a backend can boot VMs from.
+//! - [`image`]: the images a backend can boot VMs from: its catalog, and
+//!   images imported from a URL or uploaded.
 //! - [`volume`]: what a volume driver is given and reports, and volumes on VMs.
 
 #![forbid(unsafe_code)]
@@ -40,7 +41,7 @@ pub use console::{Console, Consoles};
 pub use driver::{Cleanup, Driver, Requeue, Target, Wake};
 pub use error::{BackendError, ErrorKind};
 pub use host::{HostCapacity, Quarantined};
-pub use image::CatalogImage;
+pub use image::{CatalogImage, ImageDriver, ImageFile, ImageImport, ImageObservation, ImageTarget, ImageUploads, Upload};
 pub use network::{NetworkDriver, NetworkObservation, NetworkSpec, NetworkTarget, SubnetDriver, SubnetSpec, SubnetTarget};
 pub use vm::{Attachment, Firewall, Requests, VmDriver, VmObservation, VmSpec, VmTarget};
 use vmaas_model::ObjectKind;
@@ -91,6 +92,16 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The driver of load balancers, if the backend runs them.
     fn load_balancers(&self) -> Option<Arc<BalancerDriver>> {
+        None
+    }
+
+    /// The driver of imported images, if the backend imports them.
+    fn image_imports(&self) -> Option<Arc<ImageDriver>> {
+        None
+    }
+
+    /// Where uploaded images go, if the backend imports them.
+    fn image_uploads(&self) -> Option<Arc<dyn ImageUploads>> {
         None
     }
 

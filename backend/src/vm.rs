@@ -30,6 +30,9 @@ pub struct VmSpec {
     pub balanced_ports: Vec<u16>,
     /// Volumes on it, in the order they were attached.
     pub volumes: Vec<crate::volume::VolumeDisk>,
+    /// The imported image (its id) its root disk is made from, when the
+    /// machine's image names one rather than one of the catalog's.
+    pub imported_image: Option<String>,
 }
 
 /// One VM as a driver sees it.

@@ -18,6 +18,9 @@ pub struct VolumeSpec {
     pub size_bytes: u64,
     /// The catalog image it starts as, by name; none: blank.
     pub source_image: Option<String>,
+    /// The imported image (its id) it starts as instead, when
+    /// `source_image` names one rather than one of the catalog's.
+    pub imported_image: Option<String>,
     /// The VM it is on now, if any (a driver may grow it in place).
     pub attached_to: Option<String>,
 }

@@ -1,8 +1,18 @@
-//! `vmaas image`: the OS images VMs can boot from.
+//! `vmaas image`: the OS images VMs can boot from, and importing one from
+//! a URL or a file, with a progress bar.
 
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
 use clap::Subcommand;
+use tokio::io::AsyncReadExt;
 use vmaas_client::Client;
-use vmaas_model::image::Image;
+use vmaas_model::image::{Image, ImageSpec, ImageState};
+use vmaas_model::{CreateObject, MetadataInput};
 
 use crate::Format;
 use crate::net::{one, page};
@@ -17,17 +27,154 @@ pub enum ImageCmd {
     List,
     /// Show one image.
     Get {
-        /// Its name.
+        /// Its name (or an imported image's id).
+        name: String,
+    },
+    /// Import an image from an http(s) URL or a local file (qcow2 or raw).
+    Import {
+        /// Its name, for `vm_image`.
+        name: String,
+        /// An http(s) URL the server fetches, or a file uploaded from here.
+        source: String,
+        /// The SHA-256 the file must have.
+        #[arg(long)]
+        sha256: Option<String>,
+        /// Publish it for every tenant (administrators).
+        #[arg(long)]
+        public: bool,
+        /// A description.
+        #[arg(long, default_value = "")]
+        description: String,
+    },
+    /// Delete an imported image (refused while VMs or volumes use it).
+    #[command(alias = "rm")]
+    Delete {
+        /// Its name or id.
         name: String,
     },
 }
 
-const HEADER: [&str; 6] = ["NAME", "STATE", "FORMAT", "SIZE", "VMS", "DESCRIPTION"];
+const HEADER: [&str; 6] = ["NAME", "STATE", "FORMAT", "SIZE", "REFS", "DESCRIPTION"];
 
 fn row(i: &Image) -> Vec<String> {
     let state = i.status.state.as_str().trim_start_matches("IMAGE_STATE_").to_owned();
     let size = format!("{}Mi", i.status.virtual_size.div_ceil(1 << 20));
     vec![i.metadata.name.clone(), state, i.status.format.clone(), size, i.status.references.to_string(), i.spec.description.clone()]
+}
+
+fn mib(n: u64) -> String {
+    format!("{:.1} MiB", n as f64 / (1 << 20) as f64)
+}
+
+/// Draws progress on stderr: a bar redrawn in place on a terminal, else a
+/// line at each tenth.
+struct Bar {
+    tty: bool,
+    last: Option<u64>,
+}
+
+impl Bar {
+    fn new() -> Self {
+        Self { tty: std::io::stderr().is_terminal(), last: None }
+    }
+
+    fn show(&mut self, done: u64, total: Option<u64>) {
+        let Some(total) = total.filter(|t| *t > 0) else {
+            if self.tty {
+                eprint!("\r{} ", mib(done));
+            }
+            return;
+        };
+        let pct = (done.min(total) * 100 / total).min(100);
+        if self.tty {
+            let filled = (pct / 5) as usize;
+            eprint!("\r[{}{}] {pct:>3}% {} of {} ", "#".repeat(filled), ".".repeat(20 - filled), mib(done), mib(total));
+        } else if self.last.is_none_or(|l| pct / 10 > l / 10) {
+            eprintln!("… {pct}% {} of {}", mib(done), mib(total));
+        }
+        self.last = Some(pct);
+    }
+
+    fn end(&self) {
+        if self.tty {
+            eprintln!();
+        }
+    }
+}
+
+/// Polls image `id` until it is READY, drawing the server's progress.
+async fn follow(client: &Client, id: &str) -> anyhow::Result<Image> {
+    let mut bar = Bar::new();
+    let deadline = Instant::now() + Duration::from_secs(6 * 3600);
+    loop {
+        let i: Image = client.get_object(IMAGES, id).await?;
+        match i.status.state {
+            ImageState::Ready => {
+                bar.show(i.status.size_bytes, Some(i.status.size_bytes));
+                bar.end();
+                return Ok(i);
+            }
+            ImageState::Failed => {
+                bar.end();
+                bail!("import of {:?} failed: {}", i.metadata.name, i.status.message.unwrap_or_default());
+            }
+            ImageState::Importing => bar.show(i.status.progress_bytes, Some(i.status.size_bytes).filter(|n| *n > 0)),
+            ImageState::Pending => {}
+        }
+        if Instant::now() > deadline {
+            bail!("gave up waiting for the import of {:?}", i.metadata.name);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Streams `path` to image `id`, drawing how much was sent.
+async fn upload(client: &Client, id: &str, path: &Path) -> anyhow::Result<Image> {
+    let file = tokio::fs::File::open(path).await.with_context(|| format!("opening {}", path.display()))?;
+    let total = file.metadata().await?.len();
+    let sent = Arc::new(AtomicU64::new(0));
+    let counter = sent.clone();
+    let chunks = futures::stream::unfold(file, move |mut f| {
+        let counter = counter.clone();
+        async move {
+            let mut buf = vec![0u8; 1 << 20];
+            match f.read(&mut buf).await {
+                Ok(0) => None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    counter.fetch_add(n as u64, Ordering::Relaxed);
+                    Some((Ok::<_, std::io::Error>(buf), f))
+                }
+                Err(e) => Some((Err(e), f)),
+            }
+        }
+    });
+    let mut bar = Bar::new();
+    let put = client.upload_image(id, chunks);
+    tokio::pin!(put);
+    let done = loop {
+        tokio::select! {
+            r = &mut put => break r,
+            _ = tokio::time::sleep(Duration::from_millis(200)) => bar.show(sent.load(Ordering::Relaxed), Some(total)),
+        }
+    };
+    bar.show(sent.load(Ordering::Relaxed), Some(total));
+    bar.end();
+    Ok(done?)
+}
+
+async fn import(client: &Client, name: String, source: String, spec: ImageSpec) -> anyhow::Result<Image> {
+    let is_url = source.contains("://");
+    let spec = ImageSpec { source: is_url.then(|| source.clone()), ..spec };
+    let req = CreateObject {
+        type_url: None,
+        id: None,
+        metadata: Some(MetadataInput { name: Some(name), ..Default::default() }),
+        spec,
+        status: None,
+    };
+    let created: Image = client.create_object(IMAGES, &req).await?;
+    if is_url { follow(client, &created.id).await } else { upload(client, &created.id, Path::new(&source)).await }
 }
 
 /// Runs a `vmaas image` command.
@@ -36,6 +183,15 @@ pub async fn image(client: &Client, cmd: ImageCmd, format: Format) -> anyhow::Re
         ImageCmd::List => page(format, &client.list_objects::<Image>(IMAGES).await?, row, &HEADER),
         ImageCmd::Get { name } => {
             let i: Image = client.get_object(IMAGES, &name).await?;
+            one(format, &i, row(&i), &HEADER)
+        }
+        ImageCmd::Import { name, source, sha256, public, description } => {
+            let i = import(client, name, source, ImageSpec { description, sha256, public, source: None }).await?;
+            one(format, &i, row(&i), &HEADER)
+        }
+        ImageCmd::Delete { name } => {
+            let i: Image = client.get_object(IMAGES, &name).await?;
+            let i: Image = client.delete_object(IMAGES, &i.id).await?;
             one(format, &i, row(&i), &HEADER)
         }
     }

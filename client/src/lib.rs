@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod images;
 mod networks;
 mod objects;
 
@@ -207,6 +208,11 @@ impl Client {
         if let Some(b) = body {
             req = req.json(b);
         }
+        self.exchange(req).await
+    }
+
+    /// Sends `req`; the status and body of a success, else the server's error.
+    async fn exchange(&self, req: reqwest::RequestBuilder) -> Result<(StatusCode, bytes::Bytes), Error> {
         let transport = |source| Error::Transport { endpoint: self.endpoint.clone(), source };
         let resp = req.send().await.map_err(transport)?;
         let status = resp.status();

@@ -1,10 +1,16 @@
-//! OS images VMs boot from (seed 001's "list available base OS images").
-//! Public images are the administrator's: the backend's catalog (the qemu
-//! backend's images directory). An image is named by `vm_image` in a
-//! template or a VM's parameters; `status.references` counts the VMs
-//! booting from it and the volumes starting as it.
+//! OS images VMs boot from (seed 001's "import my OS base image", "list
+//! available base OS images"). Public images are the administrators': the
+//! backend's catalog (the qemu backend's images directory), and images an
+//! administrator imports with `spec.public`. A tenant imports its own from
+//! an `http(s)` URL (`spec.source`) or by uploading it, optionally checked
+//! against `spec.sha256`. An image is named by `vm_image` in a template or
+//! a VM's parameters; `status.references` counts the VMs booting from it
+//! and the volumes starting as it.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+
+use crate::validation::ValidationErrors;
 
 /// The `@type` of an image in API responses.
 pub const IMAGE_TYPE_URL: &str = "type.googleapis.com/vmaas.v1.Image";
@@ -17,15 +23,74 @@ pub struct ImageMetadata {
     pub name: String,
     /// Published by the administrators for every tenant.
     pub public: bool,
+    /// The tenant that imported it (none for the catalog's images).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// When it was imported (none for the catalog's images).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<DateTime<Utc>>,
+    /// The version of what was asked (none for the catalog's images).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
 }
 
-/// What the image is.
+impl ImageMetadata {
+    /// The metadata of a catalog image.
+    pub fn catalog(name: &str) -> Self {
+        Self { name: name.to_owned(), public: true, tenant: None, creation_timestamp: None, version: None }
+    }
+}
+
+/// The largest description.
+pub const MAX_DESCRIPTION: usize = 1024;
+
+/// What the image is, and where it comes from.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
 pub struct ImageSpec {
     /// What it holds, as its publisher describes it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
+    /// An `http(s)` URL to import it from; absent: uploaded with
+    /// `PUT /images/{id}/content`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The SHA-256 of the file, in hex: the import fails on a mismatch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Published for every tenant (administrators only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub public: bool,
+}
+
+impl ImageSpec {
+    /// Checks what the spec says by itself, naming fields under `prefix`;
+    /// the checksum is normalised to lower case.
+    pub fn checked(mut self, prefix: &str) -> Result<Self, ValidationErrors> {
+        let mut errs = ValidationErrors::default();
+        if self.description.len() > MAX_DESCRIPTION {
+            errs.push(format!("{prefix}.description"), format!("must be at most {MAX_DESCRIPTION} bytes"));
+        }
+        if let Some(url) = &self.source {
+            let as_boot = crate::BootSource { image: url.clone() };
+            let problem = match (as_boot.is_url(), as_boot.check_url()) {
+                (false, _) => Some(format!("{url:?} is not a URL: give an http(s) URL, or none and upload the file")),
+                (true, Err(e)) => Some(e),
+                (true, Ok(())) => None,
+            };
+            if let Some(p) = problem {
+                errs.push(format!("{prefix}.source"), p);
+            }
+        }
+        if let Some(sum) = &mut self.sha256 {
+            *sum = sum.trim().to_ascii_lowercase();
+            if sum.len() != 64 || !sum.bytes().all(|b| b.is_ascii_hexdigit()) {
+                errs.push(format!("{prefix}.sha256"), "must be 64 hexadecimal digits (a SHA-256)");
+            }
+        }
+        errs.into_result(self)
+    }
 }
 
 crate::wire_states! {
@@ -61,6 +126,19 @@ pub struct ImageStatus {
     /// Why it is not usable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Bytes received so far while importing.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub progress_bytes: u64,
+    /// The size of the file, once known.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub size_bytes: u64,
+    /// The SHA-256 of the file imported, in hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// An image as the API returns it.
@@ -70,7 +148,7 @@ pub struct Image {
     /// Always `type.googleapis.com/vmaas.v1.Image`.
     #[serde(rename = "@type")]
     pub type_url: String,
-    /// Its name (images are named, not numbered).
+    /// Its name for the catalog's images; a UUID for imported ones.
     pub id: String,
     /// Name and owner.
     pub metadata: ImageMetadata,
@@ -89,14 +167,36 @@ mod tests {
         let i = Image {
             type_url: IMAGE_TYPE_URL.into(),
             id: "debian-12".into(),
-            metadata: ImageMetadata { name: "debian-12".into(), public: true },
+            metadata: ImageMetadata::catalog("debian-12"),
             spec: ImageSpec::default(),
-            status: ImageStatus { state: ImageState::Ready, format: "qcow2".into(), virtual_size: 1 << 30, references: 2, message: None },
+            status: ImageStatus {
+                state: ImageState::Ready,
+                format: "qcow2".into(),
+                virtual_size: 1 << 30,
+                references: 2,
+                ..Default::default()
+            },
         };
         let v = serde_json::to_value(&i).unwrap();
         assert_eq!(v["status"]["state"], "IMAGE_STATE_READY");
         assert_eq!(v["status"]["virtual_size"], 1u64 << 30);
         assert!(v["spec"].get("description").is_none());
         assert_eq!(serde_json::from_value::<Image>(v).unwrap(), i);
+    }
+
+    #[test]
+    fn an_import_names_an_http_url_and_a_sha256() {
+        let ok: ImageSpec =
+            serde_json::from_value(serde_json::json!({"source": "https://example.com/a.qcow2", "sha256": "AB".repeat(32)})).unwrap();
+        assert_eq!(ok.checked("object.spec").unwrap().sha256.unwrap(), "ab".repeat(32));
+        for (spec, field) in [
+            (serde_json::json!({"source": "ftp://example.com/a.qcow2"}), "object.spec.source"),
+            (serde_json::json!({"source": "/etc/passwd"}), "object.spec.source"),
+            (serde_json::json!({"sha256": "abc"}), "object.spec.sha256"),
+        ] {
+            let e = serde_json::from_value::<ImageSpec>(spec.clone()).unwrap().checked("object.spec").unwrap_err();
+            assert_eq!(e.0[0].field, field, "{spec}");
+        }
+        assert!(serde_json::from_value::<ImageSpec>(serde_json::json!({"url": "x"})).is_err(), "unknown fields are refused");
     }
 }

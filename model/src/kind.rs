@@ -29,11 +29,13 @@ pub enum ObjectKind {
     Volume,
     /// A volume on a VM (a tenant's).
     VolumeAttachment,
+    /// An imported OS image (a tenant's, or public).
+    Image,
 }
 
 impl ObjectKind {
     /// Every kind.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 11] = [
         Self::Template,
         Self::VirtualMachine,
         Self::VirtualNetwork,
@@ -44,6 +46,7 @@ impl ObjectKind {
         Self::LoadBalancer,
         Self::Volume,
         Self::VolumeAttachment,
+        Self::Image,
     ];
 
     /// The stored name, e.g. `virtual_machine`.
@@ -59,6 +62,7 @@ impl ObjectKind {
             Self::LoadBalancer => "load_balancer",
             Self::Volume => "volume",
             Self::VolumeAttachment => "volume_attachment",
+            Self::Image => "image",
         }
     }
 
@@ -75,6 +79,7 @@ impl ObjectKind {
             Self::LoadBalancer => "load balancer",
             Self::Volume => "volume",
             Self::VolumeAttachment => "volume attachment",
+            Self::Image => "image",
         }
     }
 

@@ -84,8 +84,9 @@ impl Vms {
             } else {
                 let size = d.size.to_units_ceil().unwrap_or(0).to_string();
                 let mut args: Vec<&OsStr> = vec!["create".as_ref(), "-q".as_ref(), "-f".as_ref(), "qcow2".as_ref()];
+                let format = if is_root { crate::volumes::header(base).await.map_err(|m| failed("ImageNotFound", m))?.format } else { "" };
                 if is_root {
-                    args.extend(["-F".as_ref(), "qcow2".as_ref(), "-b".as_ref(), base.as_os_str()]);
+                    args.extend(["-F".as_ref(), format.as_ref(), "-b".as_ref(), base.as_os_str()]);
                 }
                 args.extend([file.as_os_str(), size.as_ref()]);
                 self.qemu_img(&args).await.map_err(|m| failed("DiskError", format!("creating disk {} ({}): {m}", d.name, d.size)))?;
@@ -100,10 +101,14 @@ impl Vms {
         let machine = &t.spec.machine;
         let catalog = self.cfg.images.clone();
         let name = machine.boot.image.clone();
-        let image = tokio::task::spawn_blocking(move || catalog.get(&name))
-            .await
-            .map_err(|e| Stop::Backend(BackendError::transient("reading the image catalog", e)))?
-            .map_err(|m| failed("ImageNotFound", m))?;
+        let (imports, imported) = (self.image_dir.clone(), t.spec.imported_image.clone());
+        let image = tokio::task::spawn_blocking(move || match imported {
+            Some(id) => crate::import::imported(&imports, &id),
+            None => catalog.get(&name),
+        })
+        .await
+        .map_err(|e| Stop::Backend(BackendError::transient("reading the image catalog", e)))?
+        .map_err(|m| failed("ImageNotFound", m))?;
         let base =
             tokio::fs::canonicalize(image.disk()).await.map_err(|e| failed("ImageNotFound", format!("{}: {e}", image.disk().display())))?;
         let disks = self.disks(vm, t, &base).await?;

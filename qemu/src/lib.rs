@@ -18,6 +18,8 @@
 //! - [`balancer`] and [`proxy`]: load balancers, a TCP proxy per port over
 //!   the targets that pass their probe; `forwards`: external IPs and
 //!   balanced ports forwarded into running guests.
+//! - [`import`] and [`vetting`]: images imported from a URL or uploaded,
+//!   streamed, hashed and checked (qcow2 or raw, reading no other file).
 //! - [`volumes`]: volumes, one qcow2 file each outside every VM's
 //!   directory; `hotplug`: volumes put on and taken off running guests.
 //! - `lifecycle` and `launch`: the steps of `ensure`, booting and deleting.
@@ -44,6 +46,7 @@ mod forwards;
 pub mod host;
 mod hotplug;
 pub mod images;
+pub mod import;
 mod launch;
 mod lifecycle;
 pub mod network;
@@ -56,6 +59,7 @@ pub mod qmp;
 mod recover;
 pub mod state;
 pub mod subnet;
+pub mod vetting;
 pub mod volumes;
 
 use std::collections::{BTreeMap, HashMap};
@@ -134,6 +138,7 @@ pub struct QemuBackend {
     subnets: Arc<subnet::Subnets>,
     balancers: Arc<balancer::Balancers>,
     volumes: Arc<volumes::Volumes>,
+    imports: Arc<import::ImportDriver>,
 }
 
 /// The VM driver: every VM's runtime state, and what they share.
@@ -149,6 +154,8 @@ pub struct Vms {
     endpoints: Arc<balancer::Endpoints>,
     /// Where volume files are.
     volume_dir: PathBuf,
+    /// Where imported images are.
+    image_dir: PathBuf,
 }
 
 impl QemuBackend {
@@ -167,7 +174,7 @@ impl QemuBackend {
         let host = tokio::task::spawn_blocking(Host::probe).await.unwrap_or(Host { cpus: 1, memory_bytes: 0, gpus: Vec::new() });
         let data = cfg.state_dir.parent().unwrap_or(&cfg.state_dir).to_owned();
         let subnets = Arc::new(subnet::Subnets::new(data.join("subnets"), &cfg.uplinks));
-        let volumes = Arc::new(volumes::Volumes::new(data.join("volumes"), cfg.images.clone(), cfg.qemu_img.clone()));
+        let volumes = Arc::new(volumes::Volumes::new(data.join("volumes"), cfg.images.clone(), cfg.qemu_img.clone(), data.join("images")));
         let vms = Vms {
             pool: Mutex::new(IpPool::new(cfg.pool)),
             cfg,
@@ -179,11 +186,13 @@ impl QemuBackend {
             subnets: subnets.clone(),
             endpoints: Arc::new(balancer::Endpoints::default()),
             volume_dir: data.join("volumes"),
+            image_dir: data.join("images"),
         };
         vms.adopt_all().await;
         let networks = network::Networks::new(data.join("networks"));
         let balancers = Arc::new(balancer::Balancers::new(vms.endpoints.clone(), vms.wake.clone()));
-        Ok(Self { vms: Arc::new(vms), networks: Arc::new(networks), subnets, balancers, volumes })
+        let imports = Arc::new(import::ImportDriver(Arc::new(import::Imports::new(data.join("images"), vms.wake.clone()))));
+        Ok(Self { vms: Arc::new(vms), networks: Arc::new(networks), subnets, balancers, volumes, imports })
     }
 
     /// The accelerator in use.
@@ -276,6 +285,7 @@ impl Backend for QemuBackend {
                 ObjectKind::LoadBalancer,
                 ObjectKind::Volume,
                 ObjectKind::VolumeAttachment,
+                ObjectKind::Image,
             ],
             live_migration: false,
             gpus: !self.vms.host.gpus.is_empty(),
@@ -313,6 +323,14 @@ impl Backend for QemuBackend {
 
     fn load_balancers(&self) -> Option<Arc<vmaas_backend::BalancerDriver>> {
         Some(self.balancers.clone())
+    }
+
+    fn image_imports(&self) -> Option<Arc<vmaas_backend::ImageDriver>> {
+        Some(self.imports.clone())
+    }
+
+    fn image_uploads(&self) -> Option<Arc<dyn vmaas_backend::ImageUploads>> {
+        Some(self.imports.clone())
     }
 
     fn volumes(&self) -> Option<Arc<vmaas_backend::VolumeDriver>> {

@@ -20,14 +20,15 @@ pub(crate) async fn qemu_img(bin: &Path, args: &[&OsStr]) -> Result<(), String> 
     if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()) }
 }
 
+/// What the header of the qcow2 or raw file at `path` says, off the runtime.
+pub(crate) async fn header(path: &Path) -> Result<crate::images::DiskInfo, String> {
+    let p = path.to_owned();
+    tokio::task::spawn_blocking(move || probe(&p)).await.map_err(|e| e.to_string())?.map_err(|e| format!("reading {}: {e}", path.display()))
+}
+
 /// The virtual size of the qcow2 or raw file at `path`, off the runtime.
 pub(crate) async fn virtual_size(path: &Path) -> Result<u64, String> {
-    let p = path.to_owned();
-    tokio::task::spawn_blocking(move || probe(&p))
-        .await
-        .map_err(|e| e.to_string())?
-        .map(|d| d.virtual_size)
-        .map_err(|e| format!("reading {}: {e}", path.display()))
+    Ok(header(path).await?.virtual_size)
 }
 
 /// Grows the file at `path` to `wanted` bytes if it is smaller; the size
@@ -47,12 +48,14 @@ pub struct Volumes {
     dir: PathBuf,
     images: Catalog,
     qemu_img: PathBuf,
+    imported: PathBuf,
 }
 
 impl Volumes {
-    /// Volumes kept under `dir`, made from `images` with `qemu_img`.
-    pub fn new(dir: PathBuf, images: Catalog, qemu_img: PathBuf) -> Self {
-        Self { dir, images, qemu_img }
+    /// Volumes kept under `dir`, made with `qemu_img` from the images of
+    /// `images` or imported under `imported`.
+    pub fn new(dir: PathBuf, images: Catalog, qemu_img: PathBuf, imported: PathBuf) -> Self {
+        Self { dir, images, qemu_img, imported }
     }
 
     /// The file of volume `id`.
@@ -65,15 +68,16 @@ impl Volumes {
         let failed = VolumeObservation::Failed;
         let transient = |e: std::io::Error| VolumeObservation::Pending(format!("cannot write {}: {e}", self.dir.display()));
         tokio::fs::create_dir_all(&self.dir).await.map_err(transient)?;
-        let base = match &t.spec.source_image {
-            Some(name) => Some(self.base_of(name, t.spec.size_bytes).await.map_err(failed)?),
-            None => None,
+        let base = match (&t.spec.imported_image, &t.spec.source_image) {
+            (Some(id), _) => Some(self.base_of(id, true, t.spec.size_bytes).await.map_err(failed)?),
+            (None, Some(name)) => Some(self.base_of(name, false, t.spec.size_bytes).await.map_err(failed)?),
+            (None, None) => None,
         };
         let part = file.with_extension("qcow2.part");
         let size = t.spec.size_bytes.to_string();
         let mut args: Vec<&OsStr> = vec!["create".as_ref(), "-q".as_ref(), "-f".as_ref(), "qcow2".as_ref()];
-        if let Some(b) = &base {
-            args.extend(["-F".as_ref(), "qcow2".as_ref(), "-b".as_ref(), b.as_os_str()]);
+        if let Some((b, format)) = &base {
+            args.extend(["-F".as_ref(), format.as_ref(), "-b".as_ref(), b.as_os_str()]);
         }
         args.extend([part.as_os_str(), size.as_ref()]);
         qemu_img(&self.qemu_img, &args).await.map_err(|m| failed(format!("creating its disk: {m}")))?;
@@ -82,17 +86,19 @@ impl Volumes {
         Ok(())
     }
 
-    /// The base disk of image `name`, if a volume of `size` bytes can start as it.
-    async fn base_of(&self, name: &str, size: u64) -> Result<PathBuf, String> {
-        let catalog = self.images.clone();
-        let n = name.to_owned();
-        let image = tokio::task::spawn_blocking(move || catalog.get(&n)).await.map_err(|e| e.to_string())??;
+    /// The base disk of image `name` (an imported image's id when
+    /// `imported`), if a volume of `size` bytes can start as it.
+    async fn base_of(&self, name: &str, imported: bool, size: u64) -> Result<(PathBuf, &'static str), String> {
+        let (catalog, dir, n) = (self.images.clone(), self.imported.clone(), name.to_owned());
+        let image = tokio::task::spawn_blocking(move || if imported { crate::import::imported(&dir, &n) } else { catalog.get(&n) })
+            .await
+            .map_err(|e| e.to_string())??;
         let base = tokio::fs::canonicalize(image.disk()).await.map_err(|e| format!("{}: {e}", image.disk().display()))?;
-        let needed = virtual_size(&base).await?;
-        if size < needed {
-            return Err(format!("image {name:?} needs a volume of at least {needed} bytes, not {size}"));
+        let h = header(&base).await?;
+        if size < h.virtual_size {
+            return Err(format!("image {name:?} needs a volume of at least {} bytes, not {size}", h.virtual_size));
         }
-        Ok(base)
+        Ok((base, h.format))
     }
 
     /// Grows the file of a detached volume to `t`'s size (a VM grows the

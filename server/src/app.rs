@@ -41,6 +41,8 @@ pub struct Config {
     pub overcommit: Overcommit,
     /// The external IP pools, the default first.
     pub pools: Pools,
+    /// The largest image file imported or uploaded.
+    pub image_max_bytes: u64,
 }
 
 impl Config {
@@ -57,6 +59,7 @@ impl Config {
             http: HttpLimits::default(),
             overcommit: Overcommit::default(),
             pools: Pools::loopback(),
+            image_max_bytes: 64 << 30,
         }
     }
 
@@ -162,6 +165,7 @@ impl App {
             admission: Default::default(),
             progress: Default::default(),
             pools: Arc::new(config.pools.clone()),
+            image_max_bytes: config.image_max_bytes,
         };
         Ok(Self { state, config, _lock: lock })
     }
@@ -184,7 +188,11 @@ impl App {
             self.state.backend.clone(),
             self.state.queue.clone(),
             self.state.metrics.clone(),
-            ReconcilerConfig { interval: self.config.reconcile_interval, ..Default::default() },
+            ReconcilerConfig {
+                interval: self.config.reconcile_interval,
+                image_max_bytes: self.config.image_max_bytes,
+                ..Default::default()
+            },
         )
         .with_progress(self.state.progress.clone());
         let rec_task = tokio::spawn(Arc::new(reconciler).run(stop_rx));

@@ -6,6 +6,7 @@
 //! Build the binaries first: `cargo build --bins` (the test script does).
 
 pub mod crossplane;
+pub mod files;
 pub mod guest;
 pub mod k8s;
 pub mod tf;

@@ -1,9 +1,11 @@
 //! `images`: the OS images VMs can boot from. Public images are the
 //! backend's catalog (the administrator's images directory on the qemu
-//! backend); `status.references` counts the VMs booting from each, the
-//! caller's own (an administrator's: everyone's).
+//! backend) and those administrators import with `spec.public`; tenants
+//! import their own (`image_imports`). `status.references` counts the VMs
+//! booting from each and the volumes made from it, the caller's own (an
+//! administrator's: everyone's).
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use vmaas_backend::CatalogImage;
@@ -14,9 +16,14 @@ use vmaas_model::{Envelope, MachineSpec, Page, ValidationErrors};
 use super::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::store::{ImageKind, ImageRecord, VolumeKind};
 
 pub(super) fn routes() -> Router<AppState> {
-    Router::new().route("/images", get(list)).route("/images/{id}", get(read))
+    use super::image_imports::{create, remove, upload};
+    Router::new()
+        .route("/images", get(list).post(create))
+        .route("/images/{id}", get(read).delete(remove))
+        .route("/images/{id}/content", axum::routing::put(upload).layer(axum::extract::DefaultBodyLimit::disable()))
 }
 
 /// The backend's catalog, read off the async runtime; `None` when the
@@ -31,60 +38,128 @@ fn boots(machine: &MachineSpec, image: &CatalogImage) -> bool {
     machine.boot.image == image.name || (image.default && machine.boot.image == DEFAULT_IMAGE)
 }
 
-async fn to_api(s: &AppState, caller: &Caller, images: Vec<CatalogImage>) -> Result<Vec<Image>, ApiError> {
-    let vms = s.store.all_vms().await?;
-    let mine: Vec<_> = vms.iter().filter(|v| caller.is_admin() || v.tenant == caller.tenant).collect();
-    let volumes = s.store.all_records::<crate::store::VolumeKind>().await?;
-    let volumes: Vec<_> = volumes.iter().filter(|v| caller.is_admin() || v.tenant == caller.tenant).collect();
-    Ok(images
-        .into_iter()
-        .map(|i| {
-            let by_volumes = volumes.iter().filter(|v| v.spec.source_image.as_deref() == Some(i.name.as_str())).count();
-            let references = (mine.iter().filter(|v| boots(&v.machine, &i)).count() + by_volumes) as u32;
-            let state = if i.problem.is_some() { ImageState::Failed } else { ImageState::Ready };
-            Image {
-                type_url: IMAGE_TYPE_URL.into(),
-                id: i.name.clone(),
-                metadata: ImageMetadata { name: i.name.clone(), public: true },
-                spec: ImageSpec { description: i.description.clone() },
-                status: ImageStatus {
-                    state,
-                    format: i.format.clone(),
-                    virtual_size: i.virtual_size,
-                    references,
-                    message: i.problem.clone(),
-                },
-            }
-        })
-        .collect())
+/// Who uses an image called `name` that tenant `owner` sees (`public`:
+/// every tenant sees it): the VMs booting from it and the volumes made from
+/// it, as `(kind, name)`, among those `caller` may see (`None`: everyone's).
+pub(super) async fn users(
+    s: &AppState,
+    name: &str,
+    owner: &str,
+    public: bool,
+    caller: Option<&Caller>,
+) -> Result<Vec<(&'static str, String)>, ApiError> {
+    let shown = |tenant: &str| (public || tenant == owner) && caller.is_none_or(|c| c.is_admin() || c.tenant == tenant);
+    let mut out: Vec<(&'static str, String)> = Vec::new();
+    for vm in s.store.all_vms().await? {
+        if shown(&vm.tenant) && vm.machine.boot.image == name {
+            out.push(("virtual machine", vm.name));
+        }
+    }
+    for v in s.store.all_records::<VolumeKind>().await? {
+        if shown(&v.tenant) && v.spec.source_image.as_deref() == Some(name) {
+            out.push(("volume", v.name));
+        }
+    }
+    Ok(out)
 }
 
-/// List the images VMs can boot from, by name.
+fn catalog_api(i: &CatalogImage, references: u32) -> Image {
+    let state = if i.problem.is_some() { ImageState::Failed } else { ImageState::Ready };
+    Image {
+        type_url: IMAGE_TYPE_URL.into(),
+        id: i.name.clone(),
+        metadata: ImageMetadata::catalog(&i.name),
+        spec: ImageSpec { description: i.description.clone(), ..Default::default() },
+        status: ImageStatus {
+            state,
+            format: i.format.clone(),
+            virtual_size: i.virtual_size,
+            references,
+            message: i.problem.clone(),
+            ..Default::default()
+        },
+    }
+}
+
+/// The catalog's images and the imported ones `caller` sees, each with its references.
+async fn to_api(s: &AppState, caller: &Caller, catalog: Vec<CatalogImage>, imported: Vec<ImageRecord>) -> Result<Vec<Image>, ApiError> {
+    let vms = s.store.all_vms().await?;
+    let mine: Vec<_> = vms.iter().filter(|v| caller.is_admin() || v.tenant == caller.tenant).collect();
+    let mut out = Vec::new();
+    for i in &catalog {
+        let by_vms = mine.iter().filter(|v| boots(&v.machine, i)).count();
+        let by_volumes = users(s, &i.name, "", true, Some(caller)).await?.iter().filter(|u| u.0 == "volume").count();
+        out.push(catalog_api(i, (by_vms + by_volumes) as u32));
+    }
+    for r in imported {
+        let mut api = r.to_api();
+        api.status.references = users(s, &r.name, &r.tenant, r.spec.public, Some(caller)).await?.len() as u32;
+        out.push(api);
+    }
+    Ok(out)
+}
+
+/// The imported images `caller` sees: its tenant's and the public ones (an administrator: all).
+pub(super) async fn imported_visible(s: &AppState, caller: &Caller) -> Result<Vec<ImageRecord>, ApiError> {
+    let all = s.store.all_records::<ImageKind>().await?;
+    Ok(all.into_iter().filter(|i| caller.is_admin() || i.tenant == caller.tenant || i.spec.public).collect())
+}
+
+/// List the images VMs can boot from: the catalog's (by name), then the imported ones you see.
 #[utoipa::path(get, path = "/api/fulfillment/v1/images", tag = "images",
     responses((status = 200, body = Page<Image>), (status = 401, body = ApiError)),
     security(("bearer" = [])))]
-pub(super) async fn list(State(s): State<AppState>, caller: Caller) -> Result<Json<Page<Image>>, ApiError> {
-    let items = to_api(&s, &caller, catalog(&s).await?.unwrap_or_default()).await?;
+pub(super) async fn list(State(s): State<AppState>, caller: Caller, Query(q): Query<NameQuery>) -> Result<Json<Page<Image>>, ApiError> {
+    let keep = |n: &str| q.name.as_deref().is_none_or(|w| w == n);
+    let catalog: Vec<CatalogImage> = catalog(&s).await?.unwrap_or_default().into_iter().filter(|i| keep(&i.name)).collect();
+    let imported: Vec<ImageRecord> = imported_visible(&s, &caller).await?.into_iter().filter(|i| keep(&i.name)).collect();
+    let items = to_api(&s, &caller, catalog, imported).await?;
     let n = items.len() as u64;
     Ok(Json(Page { items, size: n, total: n }))
 }
 
-/// Get one image, by name.
+/// Query of the image list.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct NameQuery {
+    /// Only the image with this exact name.
+    name: Option<String>,
+}
+
+/// Get one image: a catalog image by name, an imported one by id or name.
 #[utoipa::path(get, path = "/api/fulfillment/v1/images/{id}", tag = "images",
-    params(("id" = String, Path, description = "Image name")),
+    params(("id" = String, Path, description = "Image name (catalog), or id or name (imported)")),
     responses((status = 200, body = Envelope<Image>), (status = 404, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<Envelope<Image>>, ApiError> {
     let found: Vec<CatalogImage> = catalog(&s).await?.unwrap_or_default().into_iter().filter(|i| i.name == id).collect();
-    let object = to_api(&s, &caller, found).await?.pop().ok_or_else(|| ApiError::not_found("image", &id))?;
+    let imported = if found.is_empty() {
+        imported_visible(&s, &caller).await?.into_iter().filter(|i| i.id == id || i.name == id).take(1).collect()
+    } else {
+        Vec::new()
+    };
+    let object = to_api(&s, &caller, found, imported).await?.pop().ok_or_else(|| ApiError::not_found("image", &id))?;
     Ok(Json(Envelope { object }))
 }
 
 /// Refuses a machine whose image the backend's catalog lacks, or cannot
 /// boot from, naming `field` (the parameter that chose it, or the template).
-pub(super) async fn check_image(s: &AppState, machine: &MachineSpec, field: &str, errs: &mut ValidationErrors) -> Result<(), ApiError> {
+pub(super) async fn check_image(
+    s: &AppState,
+    caller: &Caller,
+    machine: &MachineSpec,
+    field: &str,
+    errs: &mut ValidationErrors,
+) -> Result<(), ApiError> {
     let Some(images) = catalog(s).await? else { return Ok(()) };
     let wanted = &machine.boot.image;
+    let imported = s.store.all_records::<ImageKind>().await?;
+    if let Some(i) = crate::reconciler::image_visible(&imported, &caller.tenant, wanted) {
+        if i.status.state == ImageState::Failed {
+            errs.push(field, format!("image {wanted:?} could not be imported: {}", i.status.message.clone().unwrap_or_default()));
+        }
+        return Ok(());
+    }
     let names = || images.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ");
     match images.iter().find(|i| boots(machine, i)) {
         Some(CatalogImage { problem: Some(p), name, .. }) => errs.push(field, format!("image {name:?} cannot be booted: {p}")),

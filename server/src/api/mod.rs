@@ -7,6 +7,7 @@ mod external_ips;
 mod extract;
 #[cfg(test)]
 mod fuzz;
+mod image_imports;
 mod images;
 mod ip_attachments;
 mod load_balancers;
@@ -76,6 +77,8 @@ pub struct AppState {
     pub admission: Arc<tokio::sync::Mutex<()>>,
     /// The external IP pools.
     pub pools: Arc<crate::pools::Pools>,
+    /// The largest image file imported or uploaded.
+    pub image_max_bytes: u64,
 }
 
 /// Paging parameters shared by every list.

@@ -4,8 +4,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    console, external_ips, images, ip_attachments, load_balancers, networks, security_groups, subnets, templates, vms, volume_attachments,
-    volumes,
+    console, external_ips, image_imports, images, ip_attachments, load_balancers, networks, security_groups, subnets, templates, vms,
+    volume_attachments, volumes,
 };
 
 #[derive(OpenApi)]
@@ -22,7 +22,7 @@ use super::{
         external_ips::list, external_ips::read, external_ips::create, external_ips::remove,
         ip_attachments::list, ip_attachments::read, ip_attachments::create, ip_attachments::patch, ip_attachments::remove,
         load_balancers::list, load_balancers::read, load_balancers::create, load_balancers::patch, load_balancers::remove,
-        images::list, images::read,
+        images::list, images::read, image_imports::create, image_imports::upload, image_imports::remove,
         volumes::list, volumes::read, volumes::create, volumes::patch, volumes::remove,
         volume_attachments::list, volume_attachments::read, volume_attachments::create, volume_attachments::remove,
         console::create_session, console::console, console::console_log,
@@ -35,7 +35,7 @@ use super::{
         (name = "subnets", description = "Ranges of a tenant's virtual networks, each an Ethernet segment (OSAC's Subnet)"),
         (name = "security groups", description = "Stateful rules for the NICs of a virtual network (OSAC's SecurityGroup)"),
         (name = "external IPs", description = "Pools of addresses the host serves, a tenant's addresses from them, and their attachments to VMs (OSAC's ExternalIPPool, ExternalIP, ExternalIPAttachment)"),
-        (name = "images", description = "OS images VMs boot from: the administrators' public images"),
+        (name = "images", description = "OS images VMs boot from: the administrators' public images, and images tenants import from a URL or upload"),
         (name = "volumes", description = "Block storage that outlives VMs, and its attachments to VMs (hotplugged while they run)"),
         (name = "load balancers", description = "Addresses whose ports spread connections over a tenant's VMs on one subnet (seed 001's LoadBalancer)"),
     )

@@ -113,7 +113,7 @@ pub(super) async fn create(
     let name = checked_name(obj.requested_name(), &mut errs);
     let resolved = resolve(&s, &obj.spec, &mut errs).await?;
     if let Some((template, r)) = &resolved {
-        super::images::check_image(&s, &r.spec, &image_field(template), &mut errs).await?;
+        super::images::check_image(&s, &caller, &r.spec, &image_field(template), &mut errs).await?;
     }
     let (Some(name), Some((_, resolved)), true) = (name, resolved, errs.is_empty()) else {
         return Err(ApiError::invalid(errs));
@@ -202,7 +202,7 @@ pub(super) async fn patch(
         && let Some((template, r)) = resolve(&s, &next.spec, &mut errs).await?
     {
         check_no_shrink(&template, &current.machine, &r.spec, &mut errs);
-        super::images::check_image(&s, &r.spec, &image_field(&template), &mut errs).await?;
+        super::images::check_image(&s, &caller, &r.spec, &image_field(&template), &mut errs).await?;
         next.machine = r.spec;
     }
     if !errs.is_empty() {

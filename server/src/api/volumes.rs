@@ -43,8 +43,22 @@ pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Pa
 
 /// Refuses a source image the catalog lacks, cannot use, or whose disk is
 /// larger than the volume.
-async fn check_source(s: &AppState, spec: &VolumeSpec, errs: &mut ValidationErrors) -> Result<(), ApiError> {
+async fn check_source(s: &AppState, caller: &Caller, spec: &VolumeSpec, errs: &mut ValidationErrors) -> Result<(), ApiError> {
     let Some(name) = spec.source_image.as_deref() else { return Ok(()) };
+    let imported = s.store.all_records::<crate::store::ImageKind>().await?;
+    if let Some(i) = crate::reconciler::image_visible(&imported, &caller.tenant, name) {
+        let too_small = i.status.virtual_size > 0 && spec.size.to_units_ceil().is_some_and(|b| b < i.status.virtual_size);
+        if i.status.state == vmaas_model::image::ImageState::Failed {
+            errs.push(
+                "object.spec.source_image",
+                format!("image {name:?} could not be imported: {}", i.status.message.clone().unwrap_or_default()),
+            );
+        } else if too_small {
+            let why = format!("image {name:?} holds a {} byte disk: the volume must be at least that large", i.status.virtual_size);
+            errs.push("object.spec.size", why);
+        }
+        return Ok(());
+    }
     let Some(catalog) = images::catalog(s).await? else {
         errs.push("object.spec.source_image", format!("the {} backend has no images", s.backend.name()));
         return Ok(());
@@ -78,7 +92,7 @@ pub(super) async fn create(
     let mut errs = ValidationErrors::default();
     let name = checked_name(obj.requested_name(), &mut errs);
     match obj.spec.check("object.spec") {
-        Ok(()) => check_source(&s, &obj.spec, &mut errs).await?,
+        Ok(()) => check_source(&s, &caller, &obj.spec, &mut errs).await?,
         Err(e) => errs.extend(e),
     }
     let (Some(name), true) = (name, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };

@@ -10,6 +10,7 @@
 //! makes sure only one replica reconciles at a time.
 
 mod external;
+mod image;
 pub mod lease;
 mod network;
 mod progress;
@@ -27,6 +28,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use vmaas_backend::{Backend, Wake};
 use vmaas_model::ObjectKind;
 
+pub(crate) use image::visible as image_visible;
 pub use progress::{Progress, ProgressReport};
 pub use queue::{Key, Queue};
 pub(crate) use vm::deleting_status;
@@ -38,7 +40,7 @@ use crate::store::{Row, Scope, Store, StoreError, VmRecord};
 pub const LEASE: &str = "reconciler";
 
 /// The kinds the reconciler drives (templates have no status).
-const RECONCILED: [ObjectKind; 9] = [
+const RECONCILED: [ObjectKind; 10] = [
     ObjectKind::VirtualMachine,
     ObjectKind::VirtualNetwork,
     ObjectKind::Subnet,
@@ -48,6 +50,7 @@ const RECONCILED: [ObjectKind; 9] = [
     ObjectKind::LoadBalancer,
     ObjectKind::Volume,
     ObjectKind::VolumeAttachment,
+    ObjectKind::Image,
 ];
 
 /// Tuning of the loop.
@@ -64,6 +67,8 @@ pub struct ReconcilerConfig {
     pub concurrency: usize,
     /// This replica's identity in the lease.
     pub holder: String,
+    /// The largest image file imported.
+    pub image_max_bytes: u64,
 }
 
 impl Default for ReconcilerConfig {
@@ -74,6 +79,7 @@ impl Default for ReconcilerConfig {
             lease_ttl: Duration::from_secs(5),
             concurrency: 8,
             holder: lease::holder(),
+            image_max_bytes: 64 << 30,
         }
     }
 }
@@ -293,6 +299,7 @@ impl Reconciler {
             ObjectKind::LoadBalancer => external::reconcile_balancer(self, &key.1).await,
             ObjectKind::Volume => volume::reconcile_volume(self, &key.1).await,
             ObjectKind::VolumeAttachment => volume::reconcile_attachment(self, &key.1).await,
+            ObjectKind::Image => image::reconcile(self, &key.1).await,
             ObjectKind::Template => Ok((Outcome::Unchanged, None)),
         }
     }

@@ -92,6 +92,18 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Opti
     if vm.deleted_at.is_some() {
         return delete(r, &vm).await;
     }
+    let imported_image = match super::image::boot(r, &vm).await? {
+        super::image::Boot::Catalog => None,
+        super::image::Boot::Imported(id) => Some(id),
+        // Nothing to boot yet: the image's reconcile wakes the VM when it is done.
+        super::image::Boot::Waiting(why) if vm.power() == PowerState::Started => {
+            return Ok((write(r, &vm, &last_observation(&vm, Phase::Starting(why)), vm.acted).await?, None));
+        }
+        super::image::Boot::Failed(why) if vm.power() == PowerState::Started => {
+            return Ok((write(r, &vm, &Observation::new(Phase::Failed(why)), vm.acted).await?, None));
+        }
+        super::image::Boot::Waiting(_) | super::image::Boot::Failed(_) => None,
+    };
     let (external_ips, balanced_ports) = super::external::exposure(r, &vm).await?;
     let spec = VmSpec {
         power: vm.power(),
@@ -101,6 +113,7 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Opti
         external_ips,
         balanced_ports,
         volumes: super::volume::disks(r, &vm).await?,
+        imported_image,
     };
     let target = VmTarget { id: vm.id.clone(), tenant: vm.tenant.clone(), name: vm.name.clone(), version: vm.version, spec };
     match r.backend.vms().ensure(&target).await {

@@ -114,7 +114,15 @@ pub(super) async fn reconcile_volume(r: &Reconciler, id: &str) -> Pass {
         let status = VolumeStatus { state: VolumeState::Failed, attached_to, message: Some(message) };
         return Ok((write(r, &v, status).await?, None));
     };
-    let spec = VolumeSpec { size_bytes: v.spec.size.to_units_ceil().unwrap_or(0), source_image: v.spec.source_image.clone(), attached_to };
+    let imported_image = match source_of(r, &v).await? {
+        Ok(id) => id,
+        Err(waiting) => {
+            let status = VolumeStatus { attached_to, ..waiting };
+            return Ok((write(r, &v, status).await?, None));
+        }
+    };
+    let size_bytes = v.spec.size.to_units_ceil().unwrap_or(0);
+    let spec = VolumeSpec { size_bytes, source_image: v.spec.source_image.clone(), imported_image, attached_to };
     let target = Target { id: v.id.clone(), tenant: v.tenant.clone(), name: v.name.clone(), version: v.version, spec };
     let (seen, next) = match driver.ensure(&target).await {
         Ok((seen, next)) => (seen, super::vm::requeue(next)),
@@ -137,6 +145,28 @@ pub(super) async fn reconcile_volume(r: &Reconciler, id: &str) -> Pass {
         r.queue.enqueue(ObjectKind::VolumeAttachment, &h.id);
     }
     Ok((outcome, next))
+}
+
+/// The imported image (its id) volume `v` starts as, if its source names
+/// one; `Err` is the status of a volume waiting for its image, or failed
+/// with it.
+async fn source_of(r: &Reconciler, v: &VolumeRecord) -> Result<Result<Option<String>, VolumeStatus>, StoreError> {
+    let Some(name) = &v.spec.source_image else { return Ok(Ok(None)) };
+    let images = r.store.all_records::<crate::store::ImageKind>().await?;
+    let Some(img) = super::image::visible(&images, &v.tenant, name) else { return Ok(Ok(None)) };
+    Ok(match img.status.state {
+        vmaas_model::image::ImageState::Ready => Ok(Some(img.id.clone())),
+        vmaas_model::image::ImageState::Failed => Err(VolumeStatus {
+            state: VolumeState::Failed,
+            message: Some(format!("image {name:?} could not be imported: {}", img.status.message.clone().unwrap_or_default())),
+            ..Default::default()
+        }),
+        _ => Err(VolumeStatus {
+            state: VolumeState::Pending,
+            message: Some(format!("waiting for image {name:?} to be imported")),
+            ..Default::default()
+        }),
+    })
 }
 
 /// A deleted volume: its disk removed once nothing holds it, then its record.

@@ -22,6 +22,7 @@ pub(super) fn api_json(row: &Row) -> Result<String, StoreError> {
         ObjectKind::ExternalIpAttachment => super::record::api_json::<super::AttachmentKind>(row),
         ObjectKind::LoadBalancer => super::record::api_json::<super::LoadBalancerKind>(row),
         ObjectKind::Volume => super::record::api_json::<super::VolumeKind>(row),
+        ObjectKind::Image => super::record::api_json::<super::ImageKind>(row),
         ObjectKind::VolumeAttachment => super::record::api_json::<super::VolumeAttachmentKind>(row),
     }
 }

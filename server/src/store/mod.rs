@@ -12,6 +12,7 @@
 //! - [`vm`], [`template`], [`network`], [`external`] and [`volume`]: the typed records of each kind, on top.
 
 pub mod external;
+pub mod image;
 mod mem;
 pub mod network;
 pub mod objects;
@@ -32,6 +33,7 @@ use vmaas_model::ObjectKind;
 pub use external::{
     ATTACHMENT_OF, AttachmentKind, AttachmentRecord, BALANCER_ON, ExternalIpKind, ExternalIpRecord, LoadBalancerKind, LoadBalancerRecord,
 };
+pub use image::{ImageKind, ImageRecord};
 pub use network::{NetworkKind, NetworkRecord, SUBNET_OF, SecurityGroupKind, SecurityGroupRecord, SubnetKind, SubnetRecord};
 pub use objects::{Filter, NewObject, Row};
 pub use template::TemplateRecord;

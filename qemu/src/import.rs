@@ -1,0 +1,276 @@
+//! Imported images: `DATA_DIR/images/<id>/`, one directory each, holding
+//! `disk.qcow2` or `disk.raw` and `import.json` (format, sizes, SHA-256)
+//! once the import succeeded, or `failed.txt` saying why it did not. A file
+//! is received into `disk.part` (downloaded from its URL by a task of the
+//! backend, or uploaded through the API), streamed, hashed and counted on
+//! the way, never held whole in memory; then checked ([`crate::vetting`])
+//! and renamed. VMs boot from overlays of it: the file is never written.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use async_trait::async_trait;
+use futures::{Stream, StreamExt};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncWriteExt;
+use tracing::{info, warn};
+use vmaas_backend::{
+    BackendError, Cleanup, Driver, ImageFile, ImageImport, ImageObservation, ImageTarget, ImageUploads, Requeue, Upload, Wake,
+};
+use vmaas_model::ObjectKind;
+
+use crate::images::{Image, ImageManifest};
+use crate::state::write_atomic;
+
+const DONE: &str = "import.json";
+const FAILED: &str = "failed.txt";
+const PART: &str = "disk.part";
+
+/// What `import.json` holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Imported {
+    format: String,
+    virtual_size: u64,
+    size_bytes: u64,
+    sha256: String,
+}
+
+impl Imported {
+    fn file(&self) -> ImageFile {
+        ImageFile { format: self.format.clone(), virtual_size: self.virtual_size, size_bytes: self.size_bytes, sha256: self.sha256.clone() }
+    }
+
+    fn disk_name(&self) -> String {
+        format!("disk.{}", self.format)
+    }
+}
+
+/// An import under way.
+#[derive(Debug, Default)]
+struct Job {
+    bytes: AtomicU64,
+    total: Mutex<Option<u64>>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// The image import driver.
+pub struct Imports {
+    dir: PathBuf,
+    jobs: Mutex<HashMap<String, Arc<Job>>>,
+    wake: Arc<OnceLock<Wake>>,
+    http: reqwest::Client,
+}
+
+/// The image imported as `id` under `dir`, to boot from, or why there is none.
+pub fn imported(dir: &Path, id: &str) -> Result<Image, String> {
+    let d = dir.join(id);
+    let text = std::fs::read(d.join(DONE)).map_err(|e| format!("imported image {id} is not ready: {e}"))?;
+    let done: Imported = serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", d.join(DONE).display()))?;
+    let manifest = ImageManifest {
+        name: id.to_owned(),
+        description: String::new(),
+        kernel: None,
+        initrd: None,
+        disk: done.disk_name(),
+        cmdline: None,
+    };
+    Ok(Image { manifest, dir: d })
+}
+
+impl Imports {
+    /// Images kept under `dir`; `wake` tells the reconciler when one is done.
+    pub fn new(dir: PathBuf, wake: Arc<OnceLock<Wake>>) -> Self {
+        let http = reqwest::Client::builder().connect_timeout(std::time::Duration::from_secs(10)).build().unwrap_or_default();
+        Self { dir, jobs: Mutex::new(HashMap::new()), wake, http }
+    }
+
+    fn jobs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Job>>> {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What is on disk for `id`: done, failed, or nothing yet.
+    async fn on_disk(&self, id: &str) -> Option<ImageObservation> {
+        let d = self.dir.join(id);
+        if let Ok(text) = tokio::fs::read(d.join(DONE)).await {
+            return match serde_json::from_slice::<Imported>(&text) {
+                Ok(i) => Some(ImageObservation::Ready(i.file())),
+                Err(e) => Some(ImageObservation::Failed(format!("its import record is damaged: {e}"))),
+            };
+        }
+        tokio::fs::read_to_string(d.join(FAILED)).await.ok().map(ImageObservation::Failed)
+    }
+
+    fn progress(job: &Job) -> ImageObservation {
+        let total = *job.total.lock().unwrap_or_else(|p| p.into_inner());
+        ImageObservation::Importing { bytes: job.bytes.load(Ordering::Relaxed), total }
+    }
+
+    /// Starts downloading `url` for `t` in a task of its own.
+    fn start_download(self: &Arc<Self>, t: &ImageTarget, url: String) -> Arc<Job> {
+        let job = Arc::new(Job::default());
+        // Listed before the task starts: a task that ends at once takes it off again.
+        self.jobs().insert(t.id.clone(), job.clone());
+        let (me, id, spec, j) = (self.clone(), t.id.clone(), t.spec.clone(), job.clone());
+        let task = tokio::spawn(async move {
+            let outcome = me.download(&id, &url, &spec, &j).await;
+            me.finish(&id, &spec, outcome).await;
+        });
+        *job.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
+        job
+    }
+
+    async fn download(&self, id: &str, url: &str, spec: &ImageImport, job: &Job) -> Result<(String, u64), String> {
+        let rsp = self.http.get(url).send().await.map_err(|e| format!("fetching {url}: {e}"))?;
+        if !rsp.status().is_success() {
+            return Err(format!("fetching {url}: the server answered HTTP {}", rsp.status()));
+        }
+        if let Some(len) = rsp.content_length() {
+            if len > spec.max_bytes {
+                return Err(format!("the file has {len} bytes, more than the {} this server accepts", spec.max_bytes));
+            }
+            *job.total.lock().unwrap_or_else(|p| p.into_inner()) = Some(len);
+        }
+        let body = rsp.bytes_stream().map(|c| c.map_err(std::io::Error::other));
+        self.receive(id, body, spec.max_bytes, job).await
+    }
+
+    /// Writes `body` into `disk.part` of `id`, hashing and counting; the
+    /// SHA-256 and the size.
+    async fn receive(
+        &self,
+        id: &str,
+        body: impl Stream<Item = std::io::Result<bytes::Bytes>>,
+        max: u64,
+        job: &Job,
+    ) -> Result<(String, u64), String> {
+        let d = self.dir.join(id);
+        tokio::fs::create_dir_all(&d).await.map_err(|e| format!("creating {}: {e}", d.display()))?;
+        let _ = tokio::fs::remove_file(d.join(FAILED)).await;
+        let mut file = tokio::fs::File::create(d.join(PART)).await.map_err(|e| format!("writing the image: {e}"))?;
+        let (mut hash, mut n) = (Sha256::new(), 0u64);
+        let mut body = std::pin::pin!(body);
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| format!("receiving the image: {e}"))?;
+            n += chunk.len() as u64;
+            if n > max {
+                return Err(format!("the file is larger than the {max} bytes this server accepts"));
+            }
+            hash.update(&chunk);
+            file.write_all(&chunk).await.map_err(|e| format!("writing the image: {e}"))?;
+            job.bytes.store(n, Ordering::Relaxed);
+        }
+        file.sync_all().await.map_err(|e| format!("writing the image: {e}"))?;
+        Ok((hex(&hash.finalize()), n))
+    }
+
+    /// Checks what was received and makes it the image, or records why not;
+    /// wakes the reconciler either way.
+    async fn finish(&self, id: &str, spec: &ImageImport, received: Result<(String, u64), String>) -> ImageObservation {
+        let d = self.dir.join(id);
+        let outcome = match received {
+            Ok((sha, n)) => self.accept(&d, spec, sha, n).await,
+            Err(m) => Err(m),
+        };
+        let _ = tokio::fs::remove_file(d.join(PART)).await;
+        let seen = match outcome {
+            Ok(done) => {
+                info!(image = %id, format = %done.format, bytes = done.size_bytes, "image imported");
+                ImageObservation::Ready(done.file())
+            }
+            Err(m) => {
+                warn!(image = %id, error = %m, "image import failed");
+                // Recorded, so that it is not tried again until the image is deleted.
+                let recorded = match tokio::fs::create_dir_all(&d).await {
+                    Ok(()) => tokio::fs::write(d.join(FAILED), &m).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = recorded {
+                    warn!(image = %id, error = %e, "cannot record a failed import");
+                }
+                ImageObservation::Failed(m)
+            }
+        };
+        self.jobs().remove(id);
+        if let Some(w) = self.wake.get() {
+            w.wake(ObjectKind::Image, id);
+        }
+        seen
+    }
+
+    async fn accept(&self, d: &Path, spec: &ImageImport, sha256: String, size_bytes: u64) -> Result<Imported, String> {
+        if let Some(want) = spec.sha256.as_deref().filter(|w| *w != sha256) {
+            return Err(format!("checksum mismatch: the file's SHA-256 is {sha256}, spec.sha256 says {want}"));
+        }
+        let part = d.join(PART);
+        let vetted = tokio::task::spawn_blocking(move || crate::vetting::vet(&part)).await.map_err(|e| e.to_string())??;
+        let done = Imported { format: vetted.format.into(), virtual_size: vetted.virtual_size, size_bytes, sha256 };
+        tokio::fs::rename(d.join(PART), d.join(done.disk_name())).await.map_err(|e| format!("keeping the image: {e}"))?;
+        let text = serde_json::to_vec_pretty(&done).map_err(|e| e.to_string())?;
+        let path = d.join(DONE);
+        tokio::task::spawn_blocking(move || write_atomic(&path, &text)).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
+        Ok(done)
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The driver, shared with its download tasks.
+pub struct ImportDriver(pub Arc<Imports>);
+
+#[async_trait]
+impl Driver<ImageImport, ImageObservation> for ImportDriver {
+    async fn ensure(&self, t: &ImageTarget) -> Result<(ImageObservation, Requeue), BackendError> {
+        let step = std::time::Duration::from_millis(500);
+        if let Some(job) = self.0.jobs().get(&t.id).cloned() {
+            return Ok((Imports::progress(&job), Requeue::after(step)));
+        }
+        if let Some(done) = self.0.on_disk(&t.id).await {
+            return Ok((done, Requeue::AwaitChange));
+        }
+        let Some(url) = t.spec.source.clone() else {
+            let why = format!("waiting for the upload: PUT /api/fulfillment/v1/images/{}/content", t.id);
+            return Ok((ImageObservation::Pending(why), Requeue::AwaitChange));
+        };
+        let job = self.0.start_download(t, url);
+        Ok((Imports::progress(&job), Requeue::after(step)))
+    }
+
+    async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
+        if let Some(job) = self.0.jobs().remove(id)
+            && let Some(task) = job.task.lock().unwrap_or_else(|p| p.into_inner()).take()
+        {
+            task.abort();
+        }
+        let d = self.0.dir.join(id);
+        match tokio::fs::remove_dir_all(&d).await {
+            Ok(()) => info!(image = %id, "imported image removed"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(BackendError::transient(format!("removing {}", d.display()), e)),
+        }
+        Ok(Cleanup::Done)
+    }
+}
+
+#[async_trait]
+impl ImageUploads for ImportDriver {
+    async fn upload(&self, t: &ImageTarget, body: Upload) -> Result<ImageObservation, BackendError> {
+        if let Some(ImageObservation::Ready(_)) = self.0.on_disk(&t.id).await {
+            return Err(BackendError::invalid("uploading an image", "it is imported already"));
+        }
+        let job = Arc::new(Job::default());
+        {
+            let mut jobs = self.0.jobs();
+            if jobs.contains_key(&t.id) {
+                return Err(BackendError::invalid("uploading an image", "an import of this image is under way"));
+            }
+            jobs.insert(t.id.clone(), job.clone());
+        }
+        let received = self.0.receive(&t.id, body, t.spec.max_bytes, &job).await;
+        Ok(self.0.finish(&t.id, &t.spec, received).await)
+    }
+}

@@ -1,0 +1,137 @@
+//! Whether an imported file is a disk image VMs may use: qcow2 or raw, and
+//! nothing that would make QEMU read other files of the host (a qcow2
+//! backing file or external data file), nor an archive, a web page or
+//! another hypervisor's format passed off as a raw disk.
+
+use std::io::Read;
+use std::path::Path;
+
+/// A file found fit: its format and the size the guest sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Vetted {
+    /// `qcow2` or `raw`.
+    pub format: &'static str,
+    /// The size the guest sees (a raw file's length).
+    pub virtual_size: u64,
+}
+
+/// qcow2's incompatible feature bits this backend knows: dirty, corrupt,
+/// external data file, compression type, extended L2.
+const KNOWN_INCOMPATIBLE: u64 = 0b1_1111;
+/// The external data file bit.
+const DATA_FILE: u64 = 1 << 2;
+/// The corrupt bit.
+const CORRUPT: u64 = 1 << 1;
+
+/// Formats refused as raw disks, by their first bytes.
+const NOT_DISKS: [(&[u8], &str); 10] = [
+    (b"\x1f\x8b", "a gzip archive"),
+    (b"\xfd7zXZ\x00", "an xz archive"),
+    (b"\x28\xb5\x2f\xfd", "a zstd archive"),
+    (b"BZh", "a bzip2 archive"),
+    (b"PK\x03\x04", "a zip archive"),
+    (b"KDMV", "a VMDK disk"),
+    (b"vhdxfile", "a VHDX disk"),
+    (b"conectix", "a VHD disk"),
+    (b"<<< ", "a VirtualBox VDI disk"),
+    (b"#!", "a script"),
+];
+
+/// Vets the file at `path`: `Err` says why it is refused.
+pub fn vet(path: &Path) -> Result<Vetted, String> {
+    let mut f = std::fs::File::open(path).map_err(|e| format!("reading the file: {e}"))?;
+    let len = f.metadata().map_err(|e| format!("reading the file: {e}"))?.len();
+    let mut head = vec![0u8; 512];
+    let n = f.read(&mut head).map_err(|e| format!("reading the file: {e}"))?;
+    head.truncate(n);
+    if head.starts_with(b"QFI\xfb") {
+        return qcow2(&head);
+    }
+    if len == 0 {
+        return Err("the file is empty".into());
+    }
+    if let Some((_, what)) = NOT_DISKS.iter().find(|(magic, _)| head.starts_with(magic)) {
+        return Err(format!("the file is {what}, not a qcow2 or raw disk image"));
+    }
+    let text = head.iter().skip_while(|b| b.is_ascii_whitespace()).copied().collect::<Vec<u8>>();
+    if text.starts_with(b"<") {
+        return Err("the file is HTML or XML (a web page?), not a disk image".into());
+    }
+    if len % 512 != 0 {
+        return Err(format!("the file is not a disk image: raw disks are whole 512-byte sectors, and it has {len} bytes"));
+    }
+    Ok(Vetted { format: "raw", virtual_size: len })
+}
+
+fn qcow2(h: &[u8]) -> Result<Vetted, String> {
+    let be64 = |at: usize| h.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
+    let be32 = |at: usize| h.get(at..at + 4).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes);
+    let (Some(version), Some(backing), Some(size)) = (be32(4), be64(8), be64(24)) else {
+        return Err("the qcow2 header is truncated".into());
+    };
+    if !(2..=3).contains(&version) {
+        return Err(format!("qcow2 version {version} is not supported (2 or 3)"));
+    }
+    if backing != 0 {
+        return Err(
+            "the qcow2 image names a backing file: QEMU would read another file of this host; flatten it first (qemu-img convert)".into()
+        );
+    }
+    if version == 3 {
+        let features = be64(72).ok_or("the qcow2 header is truncated")?;
+        if features & DATA_FILE != 0 {
+            return Err("the qcow2 image uses an external data file: QEMU would read another file of this host".into());
+        }
+        if features & CORRUPT != 0 {
+            return Err("the qcow2 image is marked corrupt".into());
+        }
+        if features & !KNOWN_INCOMPATIBLE != 0 {
+            return Err(format!("the qcow2 image needs features this QEMU may not have (incompatible bits {features:#x})"));
+        }
+    }
+    if size == 0 {
+        return Err("the qcow2 image has no size".into());
+    }
+    Ok(Vetted { format: "qcow2", virtual_size: size })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn qemu_img(args: &[&str]) {
+        let out = std::process::Command::new("qemu-img").args(args).output().expect("qemu-img");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    #[test]
+    fn qcow2_and_raw_pass_and_what_reads_other_files_does_not() {
+        let d = tempfile::tempdir().unwrap();
+        let p = |n: &str| d.path().join(n);
+        let s = |n: &str| p(n).to_string_lossy().into_owned();
+        qemu_img(&["create", "-q", "-f", "qcow2", &s("base.qcow2"), "1G"]);
+        assert_eq!(vet(&p("base.qcow2")), Ok(Vetted { format: "qcow2", virtual_size: 1 << 30 }));
+        qemu_img(&["create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", &s("base.qcow2"), &s("over.qcow2")]);
+        assert!(vet(&p("over.qcow2")).unwrap_err().contains("backing file"));
+        qemu_img(&["create", "-q", "-f", "qcow2", "-o", &format!("data_file={}", s("data.raw")), &s("ext.qcow2"), "64M"]);
+        assert!(vet(&p("ext.qcow2")).unwrap_err().contains("external data file"));
+        std::fs::write(p("disk.raw"), vec![0u8; 8192]).unwrap();
+        assert_eq!(vet(&p("disk.raw")), Ok(Vetted { format: "raw", virtual_size: 8192 }));
+    }
+
+    #[test]
+    fn archives_pages_and_odd_sizes_are_not_disks() {
+        let d = tempfile::tempdir().unwrap();
+        for (bytes, why) in [
+            (b"<!DOCTYPE html><html>404</html>".to_vec(), "HTML"),
+            ([b"\x1f\x8b".to_vec(), vec![0; 510]].concat(), "gzip"),
+            (vec![0u8; 1000], "512-byte sectors"),
+            (Vec::new(), "empty"),
+        ] {
+            let f = d.path().join("f");
+            std::fs::write(&f, &bytes).unwrap();
+            let e = vet(&f).unwrap_err();
+            assert!(e.contains(why), "{why}: {e}");
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Importing images: `POST /images` (from an `http(s)` URL, or to be
+//! uploaded), `PUT /images/{id}/content` (the upload, streamed to the
+//! backend, never held whole in memory) and `DELETE /images/{id}` (refused
+//! while VMs or volumes use it).
+
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use chrono::Utc;
+use futures::TryStreamExt;
+use tracing::info;
+use vmaas_backend::{ImageImport, ImageObservation, Target};
+use vmaas_model::image::{Image, ImageSpec, ImageState};
+use vmaas_model::{CreateObject, Envelope, ObjectKind, ValidationErrors};
+
+use super::images::{catalog, users};
+use super::{ApiJson, AppState, checked_name, scope};
+use crate::auth::Caller;
+use crate::error::{ApiError, Code};
+use crate::store::{ImageKind, ImageRecord};
+
+/// Refuses a name a catalog image, a public image or one of the tenant's has.
+async fn check_free(s: &AppState, caller: &Caller, name: &str) -> Result<(), ApiError> {
+    let taken = |why: String| ApiError::new(StatusCode::CONFLICT, Code::AlreadyExists, why);
+    if catalog(s).await?.unwrap_or_default().iter().any(|i| i.name == name) {
+        return Err(taken(format!("image {name:?} is a public image of the catalog: choose another name")));
+    }
+    let all = s.store.all_records::<ImageKind>().await?;
+    if let Some(i) = all.iter().find(|i| i.name == name && (i.spec.public || i.tenant == caller.tenant)) {
+        let whose = if i.spec.public { "a public image" } else { "one of your images" };
+        return Err(taken(format!("image {name:?} exists already ({whose})")));
+    }
+    Ok(())
+}
+
+/// Import an image: from `spec.source` (an `http(s)` URL), or, without
+/// one, from the file uploaded next with `PUT /images/{id}/content`.
+/// `spec.sha256` is checked; `spec.public` (administrators) publishes it.
+#[utoipa::path(post, path = "/api/fulfillment/v1/images", tag = "images",
+    request_body = Envelope<CreateObject<ImageSpec>>,
+    responses((status = 201, body = Envelope<Image>), (status = 400, body = ApiError), (status = 403, body = ApiError), (status = 409, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn create(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<Envelope<CreateObject<ImageSpec>>>,
+) -> Result<(StatusCode, Json<Envelope<Image>>), ApiError> {
+    let obj = req.object;
+    let mut errs = ValidationErrors::default();
+    let name = checked_name(obj.requested_name(), &mut errs);
+    let spec = match obj.spec.checked("object.spec") {
+        Ok(spec) => Some(spec),
+        Err(e) => {
+            errs.extend(e);
+            None
+        }
+    };
+    let (Some(name), Some(spec), true) = (name, spec, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
+    if spec.public {
+        caller.require_admin("publish images (spec.public)")?;
+    }
+    let _admission = s.admission.lock().await;
+    check_free(&s, &caller, &name).await?;
+    let rec = ImageRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
+    s.store.insert_record(&rec, Vec::new()).await?;
+    s.queue.enqueue(ObjectKind::Image, &rec.id);
+    info!(image = %rec.id, name = %rec.name, source = ?rec.spec.source, tenant = %rec.tenant, "image import requested");
+    Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
+}
+
+/// The caller's (or, for an administrator, anyone's) imported image `id`, by id or name.
+async fn own(s: &AppState, caller: &Caller, id: &str) -> Result<ImageRecord, ApiError> {
+    let found = s.store.all_records::<ImageKind>().await?.into_iter().find(|i| i.id == id || i.name == id);
+    match found {
+        Some(i) if caller.is_admin() || i.tenant == caller.tenant => Ok(i),
+        Some(i) if i.spec.public => {
+            Err(ApiError::forbidden(format!("image {:?} is a public image: only administrators change it", i.name)))
+        }
+        _ => Err(ApiError::not_found("image", id)),
+    }
+}
+
+/// Waits (at most 2 s) until the reconciler has written what the backend
+/// made of the upload, and returns the image as it is then.
+async fn settled(s: &AppState, caller: &Caller, id: &str) -> Result<Image, ApiError> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let img = own(s, caller, id).await?;
+        if matches!(img.status.state, ImageState::Ready | ImageState::Failed) || Instant::now() > deadline {
+            return Ok(img.to_api());
+        }
+        s.queue.wait_status(Duration::from_millis(50)).await;
+    }
+}
+
+/// Upload the file of an image created without `spec.source`: streamed,
+/// hashed and checked (qcow2 or raw; a qcow2 naming a backing file or an
+/// external data file is refused) before it is usable.
+#[utoipa::path(put, path = "/api/fulfillment/v1/images/{id}/content", tag = "images",
+    params(("id" = String, Path, description = "Image id (UUID)")),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+    responses((status = 200, body = Envelope<Image>), (status = 400, body = ApiError, description = "The file is refused; the image is FAILED, and a new upload may replace it"),
+        (status = 404, body = ApiError), (status = 409, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn upload(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<Json<Envelope<Image>>, ApiError> {
+    let img = own(&s, &caller, &id).await?;
+    let conflict = |m: String| ApiError::new(StatusCode::CONFLICT, Code::FailedPrecondition, m);
+    if img.deleted_at.is_some() || img.spec.source.is_some() || img.status.state == ImageState::Ready {
+        return Err(conflict(format!(
+            "image {:?} takes no upload: it is imported from its source, imported already, or being deleted",
+            img.name
+        )));
+    }
+    let uploads = s
+        .backend
+        .image_uploads()
+        .ok_or_else(|| ApiError::field("backend", format!("the {} backend does not import images", s.backend.name())))?;
+    let spec = ImageImport { source: None, sha256: img.spec.sha256.clone(), max_bytes: s.image_max_bytes };
+    let target = Target { id: img.id.clone(), tenant: img.tenant.clone(), name: img.name.clone(), version: img.version, spec };
+    let stream = body.into_data_stream().map_err(std::io::Error::other);
+    let seen = uploads.upload(&target, Box::pin(stream)).await.map_err(|e| conflict(e.to_string()))?;
+    s.queue.enqueue(ObjectKind::Image, &img.id);
+    if let ImageObservation::Failed(why) = seen {
+        return Err(ApiError::field("content", why));
+    }
+    info!(image = %img.id, name = %img.name, "image uploaded");
+    Ok(Json(Envelope { object: settled(&s, &caller, &img.id).await? }))
+}
+
+/// Delete an imported image and its file; refused (409 naming them) while
+/// VMs boot from it or volumes are made from it.
+#[utoipa::path(delete, path = "/api/fulfillment/v1/images/{id}", tag = "images",
+    params(("id" = String, Path, description = "Image id (UUID) or name")),
+    responses((status = 202, body = Envelope<Image>), (status = 403, body = ApiError), (status = 404, body = ApiError),
+        (status = 409, body = ApiError, description = "FAILED_PRECONDITION: VMs or volumes use it")),
+    security(("bearer" = [])))]
+pub(super) async fn remove(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Envelope<Image>>), ApiError> {
+    if catalog(&s).await?.unwrap_or_default().iter().any(|i| i.name == id) {
+        return Err(ApiError::forbidden(format!("image {id:?} is a file of the administrator's catalog, not an imported image")));
+    }
+    let _admission = s.admission.lock().await;
+    let img = own(&s, &caller, &id).await?;
+    let using = users(&s, &img.name, &img.tenant, img.spec.public, None).await?;
+    if !using.is_empty() {
+        let list: Vec<String> = using.iter().map(|(k, n)| format!("{k} {n:?}")).collect();
+        let message = format!("image {:?} is used by {}: delete them first", img.name, list.join(", "));
+        return Err(ApiError::new(StatusCode::CONFLICT, Code::FailedPrecondition, message));
+    }
+    let rec = s.store.mark_record_deleted::<ImageKind>(&img.id, &scope(&caller), Utc::now()).await?;
+    s.queue.enqueue(ObjectKind::Image, &img.id);
+    info!(image = %img.id, name = %img.name, "image deletion requested");
+    Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn visible_images_are_the_tenants_and_the_public_ones() {
+        use vmaas_model::image::ImageSpec;
+
+        use crate::reconciler::image_visible as visible;
+        use crate::store::ImageRecord;
+        let now = chrono::Utc::now();
+        let mine = ImageRecord::new("1".into(), "a", "os", "u", ImageSpec::default(), now);
+        let public = ImageRecord::new("2".into(), "ops", "os", "u", ImageSpec { public: true, ..Default::default() }, now);
+        let theirs = ImageRecord::new("3".into(), "b", "other", "u", ImageSpec::default(), now);
+        let all = [public.clone(), mine.clone(), theirs];
+        assert_eq!(visible(&all, "a", "os").map(|i| i.id.as_str()), Some("1"), "a tenant's own image first");
+        assert_eq!(visible(&all, "c", "os").map(|i| i.id.as_str()), Some("2"), "else a public one");
+        assert!(visible(&all, "a", "other").is_none(), "never another tenant's");
+    }
+}

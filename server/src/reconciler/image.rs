@@ -1,0 +1,125 @@
+//! Reconciling imported images, and what a VM's boot waits for: an image
+//! still importing keeps the VM PROGRESSING (seed 004's `Provisioning`),
+//! one that failed fails the VM with the import's reason, one that is
+//! ready is what the VM's root disk is made from.
+
+use std::time::Duration;
+
+use tracing::{info, warn};
+use vmaas_backend::{Cleanup, ImageImport, ImageObservation, Target};
+use vmaas_model::image::{ImageState, ImageStatus};
+use vmaas_model::{ObjectKind, Reason};
+
+use super::external::{get, write};
+use super::{Outcome, Reconciler};
+use crate::store::{ImageKind, ImageRecord, StoreError, VmRecord};
+
+type Pass = Result<(Outcome, Option<Duration>), StoreError>;
+
+/// The image `name` as tenant `tenant` sees it: its own, else a public one.
+pub(crate) fn visible<'a>(images: &'a [ImageRecord], tenant: &str, name: &str) -> Option<&'a ImageRecord> {
+    let named = || images.iter().filter(move |i| i.name == name && i.deleted_at.is_none());
+    named().find(|i| i.tenant == tenant).or_else(|| named().find(|i| i.spec.public))
+}
+
+/// What a VM boots from.
+pub(super) enum Boot {
+    /// An image of the backend's catalog.
+    Catalog,
+    /// The imported image with this id, ready.
+    Imported(String),
+    /// An imported image that is not ready yet: why.
+    Waiting(Reason),
+    /// An imported image whose import failed: why.
+    Failed(Reason),
+}
+
+/// What VM `vm` boots from.
+pub(super) async fn boot(r: &Reconciler, vm: &VmRecord) -> Result<Boot, StoreError> {
+    let images = r.store.all_records::<ImageKind>().await?;
+    let Some(img) = visible(&images, &vm.tenant, &vm.machine.boot.image) else { return Ok(Boot::Catalog) };
+    Ok(match img.status.state {
+        ImageState::Ready => Boot::Imported(img.id.clone()),
+        ImageState::Failed => {
+            let why = img.status.message.clone().unwrap_or_default();
+            Boot::Failed(Reason::new("ImageImportFailed", format!("image {:?} could not be imported: {why}", img.name)))
+        }
+        _ => {
+            let got = if img.status.progress_bytes > 0 { format!(": {} bytes so far", img.status.progress_bytes) } else { String::new() };
+            Boot::Waiting(Reason::new("ImageImporting", format!("waiting for image {:?} to be imported{got}", img.name)))
+        }
+    })
+}
+
+fn status_of(seen: ImageObservation) -> ImageStatus {
+    let mut s = ImageStatus::default();
+    match seen {
+        ImageObservation::Pending(m) => (s.state, s.message) = (ImageState::Pending, Some(m)),
+        ImageObservation::Importing { bytes, total } => {
+            (s.state, s.progress_bytes, s.size_bytes) = (ImageState::Importing, bytes, total.unwrap_or(0));
+        }
+        ImageObservation::Ready(f) => {
+            (s.state, s.format, s.virtual_size, s.size_bytes, s.sha256) =
+                (ImageState::Ready, f.format, f.virtual_size, f.size_bytes, Some(f.sha256));
+        }
+        ImageObservation::Failed(m) => (s.state, s.message) = (ImageState::Failed, Some(m)),
+    }
+    s
+}
+
+/// Wakes the VMs that boot from `img` and the volumes made from it: its state changed.
+async fn wake_users(r: &Reconciler, img: &ImageRecord) -> Result<(), StoreError> {
+    for vm in r.store.all_vms().await? {
+        let sees = vm.tenant == img.tenant || img.spec.public;
+        if sees && vm.machine.boot.image == img.name {
+            r.queue.enqueue(ObjectKind::VirtualMachine, &vm.id);
+        }
+    }
+    for v in r.store.all_records::<crate::store::VolumeKind>().await? {
+        if (v.tenant == img.tenant || img.spec.public) && v.spec.source_image.as_deref() == Some(img.name.as_str()) {
+            r.queue.enqueue(ObjectKind::Volume, &v.id);
+        }
+    }
+    Ok(())
+}
+
+/// One imported image: its import through the driver, then its status.
+pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Pass {
+    let Some(img) = get::<ImageKind>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
+    let driver = r.backend.image_imports();
+    if img.deleted_at.is_some() {
+        if let Some(d) = &driver {
+            match d.delete(&img.id).await {
+                Ok(Cleanup::Done) => {}
+                Ok(Cleanup::InProgress) => return Ok((Outcome::Unchanged, Some(Duration::from_millis(500)))),
+                Err(e) => {
+                    warn!(image = %img.id, error = %e, "removing an image failed; will retry");
+                    return Ok((Outcome::BackendError, Some(Duration::from_secs(1))));
+                }
+            }
+        }
+        r.store.remove(&img.id).await?;
+        info!(image = %img.id, name = %img.name, "image removed");
+        return Ok((Outcome::Removed, None));
+    }
+    let Some(driver) = driver else {
+        let message = format!("the {} backend does not import images", r.backend.name());
+        return Ok((write(r, &img, status_of(ImageObservation::Failed(message))).await?, None));
+    };
+    let spec = ImageImport { source: img.spec.source.clone(), sha256: img.spec.sha256.clone(), max_bytes: r.config.image_max_bytes };
+    let target = Target { id: img.id.clone(), tenant: img.tenant.clone(), name: img.name.clone(), version: img.version, spec };
+    let (seen, next) = match driver.ensure(&target).await {
+        Ok((seen, next)) => (seen, super::vm::requeue(next)),
+        Err(e) => {
+            warn!(image = %img.id, error = %e, "backend error on an image");
+            (ImageObservation::Pending(e.to_string()), Some(Duration::from_secs(1)))
+        }
+    };
+    let status = status_of(seen);
+    let changed = status.state != img.status.state;
+    let outcome = write(r, &img, status).await?;
+    if changed {
+        wake_users(r, &img).await?;
+    }
+    Ok((outcome, next))
+}
