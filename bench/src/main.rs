@@ -96,11 +96,14 @@ enum Cmd {
         #[arg(long)]
         images_dir: Option<std::path::PathBuf>,
     },
-    /// Volumes on a real guest: hotplug and hot-unplug latency, volume create→READY.
+    /// Image import against curl, a VM from an imported image, and volumes on a real guest: hotplug and hot-unplug latency.
     Storage {
         /// Volumes plugged in and out, one after another.
         #[arg(long, default_value_t = 5)]
         rounds: usize,
+        /// Size of the image imported, in MiB.
+        #[arg(long, default_value_t = 512)]
+        megabytes: u64,
         /// Images directory [default: ~/.local/share/vmaas/images].
         #[arg(long)]
         images_dir: Option<std::path::PathBuf>,
@@ -379,6 +382,6 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Terraform { vms, images_dir, terraform, plugins } => vms::terraform_bench(vms, images(images_dir), terraform, plugins).await,
         Cmd::Recovery { vms, rounds, images_dir, server } => recovery::recovery(vms, rounds, images(images_dir), server).await,
         Cmd::Qemu { vms, burst, images_dir } => vms::qemu(vms, burst, images(images_dir)).await,
-        Cmd::Storage { rounds, images_dir } => storage::storage(rounds, images(images_dir)).await,
+        Cmd::Storage { rounds, megabytes, images_dir } => storage::storage(rounds, megabytes, images(images_dir)).await,
     }
 }

@@ -1,8 +1,10 @@
-//! `vmaas-bench storage`: volumes on a real guest. Hotplug latency (the
-//! attachment's create → the disk in the guest, seen by a shell loop on
-//! its serial console, and → the attachment READY in the API), hot-unplug
-//! latency (delete → the disk gone from the guest, and → the attachment
-//! gone), and a volume's create → READY.
+//! `vmaas-bench storage`: image import throughput from a loopback HTTP
+//! server against `curl` writing the same file to the same disk, a VM's
+//! create → READY from the image just imported, and volumes on a real
+//! guest: hotplug latency (the attachment's create → the disk in the
+//! guest, seen by a shell loop on its serial console, and → the attachment
+//! READY in the API), hot-unplug latency (delete → the disk gone from the
+//! guest, and → the attachment gone), and a volume's create → READY.
 
 use std::time::{Duration, Instant};
 
@@ -119,10 +121,94 @@ async fn round(c: &Client, ws: &mut Ws, vm: &str, i: usize) -> anyhow::Result<[f
     Ok([created, plugged, ready, released, gone])
 }
 
-/// Runs `rounds` hotplug and unplug rounds on one test guest.
-pub async fn storage(rounds: usize, images: std::path::PathBuf) -> anyhow::Result<()> {
-    let srv = start_qemu_server(images).await?;
+/// Seconds `curl` takes to fetch `url` into `dir` (on the server's disk).
+fn curl(url: &str, dir: &std::path::Path) -> anyhow::Result<f64> {
+    let out = dir.join("curl.out");
+    let t = Instant::now();
+    let st = std::process::Command::new("curl").args(["-sSf", "-o"]).arg(&out).arg(url).status().context("running curl")?;
+    let secs = t.elapsed().as_secs_f64();
+    if !st.success() {
+        bail!("curl {url} failed");
+    }
+    std::fs::remove_file(&out)?;
+    Ok(secs)
+}
+
+/// Imports `url` as image `name`: seconds from create to READY, and the image's id.
+async fn import(c: &Client, name: &str, url: &str) -> anyhow::Result<(f64, String)> {
+    use vmaas_model::image::{Image, ImageSpec, ImageState};
+    let t = Instant::now();
+    let spec = ImageSpec { source: Some(url.to_owned()), ..Default::default() };
+    let img: Image = c.create_object("/images", &named(name.to_owned(), spec)).await?;
+    loop {
+        let i: Image = c.get_object("/images", &img.id).await?;
+        match i.status.state {
+            ImageState::Ready => return Ok((t.elapsed().as_secs_f64(), img.id)),
+            ImageState::Failed => bail!("import failed: {:?}", i.status.message),
+            _ => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+/// Import throughput against curl (best of `rounds` each, alternating), and
+/// create → READY of a VM booting (by BIOS) from the image just imported.
+async fn imports(c: &Client, dir: &std::path::Path, images: &std::path::Path, megabytes: u64, rounds: usize) -> anyhow::Result<()> {
+    let files = tempfile::tempdir_in(dir)?;
+    let big = files.path().join("big.raw");
+    {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&big)?);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..megabytes * 1024 * 128 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            f.write_all(&x.to_le_bytes())?;
+        }
+    }
+    std::fs::copy(images.join("test-guest/bios.qcow2"), files.path().join("bios.qcow2"))?;
+    let web = vmaas_tests::files::FileServer::start(files.path().to_owned()).await;
+    let url = format!("{}/big.raw", web.url);
+    let (mut by_curl, mut by_import) = (f64::MAX, f64::MAX);
+    for i in 0..rounds {
+        by_curl = by_curl.min(curl(&url, dir)?);
+        let (secs, id) = import(c, &format!("big-{i}"), &url).await?;
+        by_import = by_import.min(secs);
+        c.delete_object::<vmaas_model::image::Image>("/images", &id).await?;
+    }
+    let mb = megabytes as f64;
+    println!(
+        "image import, {megabytes} MiB raw from loopback HTTP: {:.0} MiB/s; curl to a file on the same disk {:.0} MiB/s; ratio {:.2} (best of {rounds})",
+        mb / by_import,
+        mb / by_curl,
+        by_curl / by_import
+    );
+    let (secs, _) = import(c, "bios", &format!("{}/bios.qcow2", web.url)).await?;
+    let t = Instant::now();
+    let mut spec = VirtualMachineSpec::new("pick");
+    spec.template_parameters.insert("vm_image".into(), vmaas_model::ParameterValue::new(serde_json::json!("bios")));
+    let vm = c.create_vm(&CreateVirtualMachine { type_url: None, id: Some("imported".into()), metadata: None, spec, status: None }).await?;
+    c.wait_vm(&vm.id, WaitFor::Ready, Duration::from_secs(300), Duration::from_millis(50), |_| {}).await?;
+    println!(
+        "bios.qcow2 ({:.0} MiB) imported in {secs:.2} s; a VM from it create→READY {:.2} s (SeaBIOS, syslinux, the test guest)",
+        std::fs::metadata(images.join("test-guest/bios.qcow2"))?.len() as f64 / 1048576.0,
+        t.elapsed().as_secs_f64()
+    );
+    c.delete_vm(&vm.id).await?;
+    c.wait_vm(&vm.id, WaitFor::Deleted, Duration::from_secs(120), Duration::from_millis(50), |_| {}).await?;
+    Ok(())
+}
+
+/// Runs the import benchmark, then `rounds` hotplug and unplug rounds on one test guest.
+pub async fn storage(rounds: usize, megabytes: u64, images: std::path::PathBuf) -> anyhow::Result<()> {
+    let srv = start_qemu_server(images.clone()).await?;
     let c = &srv.client;
+    println!(
+        "vmaas-bench storage: accelerator {}, {} cores",
+        srv.accel,
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    );
+    imports(c, srv.dir.path(), &images, megabytes, 3).await?;
     let req = CreateVirtualMachine {
         type_url: None,
         id: Some("disks".into()),
@@ -144,10 +230,7 @@ pub async fn storage(rounds: usize, images: std::path::PathBuf) -> anyhow::Resul
     c.wait_vm(&vm.id, WaitFor::Deleted, Duration::from_secs(120), Duration::from_millis(50), |_| {}).await?;
     none_left(srv.dir.path())?;
 
-    println!(
-        "vmaas-bench storage: accelerator {}, test guest, {rounds} rounds of a 64Mi volume plugged into and out of one running VM",
-        srv.accel
-    );
+    println!("volumes: {rounds} rounds of a 64Mi volume plugged into and out of one running test guest");
     let names = [
         "volume create→READY",
         "attach→disk in the guest",

@@ -89,6 +89,13 @@ pub(crate) async fn start_qemu_server(images: std::path::PathBuf) -> anyhow::Res
     }
     let tiny: vmaas_model::VirtualMachineTemplate = serde_json::from_value(tiny_template())?;
     adm.create_template(&tiny).await?;
+    let mut pick = tiny_template();
+    pick["id"] = json!("pick");
+    if let Some(p) = pick["parameters"].as_array_mut() {
+        p.push(json!({"name": "vm_image", "type": "string", "default": {"value": "test-guest"}}));
+    }
+    let pick: vmaas_model::VirtualMachineTemplate = serde_json::from_value(pick)?;
+    adm.create_template(&pick).await?;
     let client = vmaas_client::Client::new(&endpoint, Some(token.clone()))?;
     Ok(QemuServer { dir, endpoint, token, client, accel })
 }

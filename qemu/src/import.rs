@@ -15,7 +15,6 @@ use async_trait::async_trait;
 use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncWriteExt;
 use tracing::{info, warn};
 use vmaas_backend::{
     BackendError, Cleanup, Driver, ImageFile, ImageImport, ImageObservation, ImageTarget, ImageUploads, Requeue, Upload, Wake,
@@ -149,21 +148,31 @@ impl Imports {
         let d = self.dir.join(id);
         tokio::fs::create_dir_all(&d).await.map_err(|e| format!("creating {}: {e}", d.display()))?;
         let _ = tokio::fs::remove_file(d.join(FAILED)).await;
-        let mut file = tokio::fs::File::create(d.join(PART)).await.map_err(|e| format!("writing the image: {e}"))?;
-        let (mut hash, mut n) = (Sha256::new(), 0u64);
+        // A thread of its own hashes and writes while this task receives:
+        // the two overlap, and no write goes through the runtime's pool.
+        let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(64);
+        let part = d.join(PART);
+        let writer = tokio::task::spawn_blocking(move || write_hashed(&part, rx));
+        let mut n = 0u64;
         let mut body = std::pin::pin!(body);
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| format!("receiving the image: {e}"))?;
-            n += chunk.len() as u64;
-            if n > max {
-                return Err(format!("the file is larger than the {max} bytes this server accepts"));
+        let received = async {
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk.map_err(|e| format!("receiving the image: {e}"))?;
+                n += chunk.len() as u64;
+                if n > max {
+                    return Err(format!("the file is larger than the {max} bytes this server accepts"));
+                }
+                // The channel is bounded: a slow disk slows the sender down.
+                tx.send(chunk).await.map_err(|_| "writing the image failed".to_owned())?;
+                job.bytes.store(n, Ordering::Relaxed);
             }
-            hash.update(&chunk);
-            file.write_all(&chunk).await.map_err(|e| format!("writing the image: {e}"))?;
-            job.bytes.store(n, Ordering::Relaxed);
+            Ok(())
         }
-        file.sync_all().await.map_err(|e| format!("writing the image: {e}"))?;
-        Ok((hex(&hash.finalize()), n))
+        .await;
+        drop(tx);
+        let written = writer.await.map_err(|e| format!("writing the image: {e}"))?;
+        received?;
+        Ok((written?, n))
     }
 
     /// Checks what was received and makes it the image, or records why not;
@@ -213,6 +222,22 @@ impl Imports {
         tokio::task::spawn_blocking(move || write_atomic(&path, &text)).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
         Ok(done)
     }
+}
+
+/// Writes the chunks of `rx` to `path`, hashing them, then syncs it to
+/// disk; the SHA-256.
+fn write_hashed(path: &Path, mut rx: tokio::sync::mpsc::Receiver<bytes::Bytes>) -> Result<String, String> {
+    use std::io::Write;
+    let file = std::fs::File::create(path).map_err(|e| format!("writing the image: {e}"))?;
+    let mut out = std::io::BufWriter::with_capacity(4 << 20, file);
+    let mut hash = Sha256::new();
+    while let Some(chunk) = rx.blocking_recv() {
+        hash.update(&chunk);
+        out.write_all(&chunk).map_err(|e| format!("writing the image: {e}"))?;
+    }
+    let file = out.into_inner().map_err(|e| format!("writing the image: {e}"))?;
+    file.sync_all().map_err(|e| format!("writing the image: {e}"))?;
+    Ok(hex(&hash.finalize()))
 }
 
 fn hex(bytes: &[u8]) -> String {
