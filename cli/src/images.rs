@@ -46,6 +46,15 @@ pub enum ImageCmd {
         #[arg(long, default_value = "")]
         description: String,
     },
+    /// Delete your imported images no VM or volume uses.
+    Prune {
+        /// Only list what would go.
+        #[arg(long)]
+        dry_run: bool,
+        /// Only images unused for at least this long, e.g. 1h or 7d.
+        #[arg(long)]
+        unused_for: Option<String>,
+    },
     /// Delete an imported image (refused while VMs or volumes use it).
     #[command(alias = "rm")]
     Delete {
@@ -188,6 +197,13 @@ pub async fn image(client: &Client, cmd: ImageCmd, format: Format) -> anyhow::Re
         ImageCmd::Import { name, source, sha256, public, description } => {
             let i = import(client, name, source, ImageSpec { description, sha256, public, source: None }).await?;
             one(format, &i, row(&i), &HEADER)
+        }
+        ImageCmd::Prune { dry_run, unused_for } => {
+            let pruned = client.prune_images(dry_run, unused_for.as_deref()).await?;
+            if dry_run && format == Format::Table {
+                eprintln!("would prune {} image(s):", pruned.items.len());
+            }
+            page(format, &pruned, row, &HEADER)
         }
         ImageCmd::Delete { name } => {
             let i: Image = client.get_object(IMAGES, &name).await?;

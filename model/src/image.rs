@@ -135,6 +135,10 @@ pub struct ImageStatus {
     /// The SHA-256 of the file imported, in hex.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// Since when no VM or volume uses it (an imported image is pruned
+    /// once unused for the server's `--image-retention`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unused_since: Option<DateTime<Utc>>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -43,6 +43,8 @@ pub struct Config {
     pub pools: Pools,
     /// The largest image file imported or uploaded.
     pub image_max_bytes: u64,
+    /// How long an imported image may go unused before it is pruned.
+    pub image_retention: Option<Duration>,
 }
 
 impl Config {
@@ -60,6 +62,7 @@ impl Config {
             overcommit: Overcommit::default(),
             pools: Pools::loopback(),
             image_max_bytes: 64 << 30,
+            image_retention: None,
         }
     }
 
@@ -191,6 +194,7 @@ impl App {
             ReconcilerConfig {
                 interval: self.config.reconcile_interval,
                 image_max_bytes: self.config.image_max_bytes,
+                image_retention: self.config.image_retention,
                 ..Default::default()
             },
         )

@@ -13,6 +13,7 @@
 //! - [`identity`]: the store's identity, checked against the host state.
 //! - [`capacity`]: what VMs ask for against what the host can give.
 //! - [`gc`]: what the host holds that no stored object owns.
+//! - [`prune`]: imported images nothing uses, removed safely.
 //! - [`error`]: the API's error shape; [`metrics`]: Prometheus metrics.
 
 #![forbid(unsafe_code)]
@@ -28,6 +29,7 @@ pub mod identity;
 pub mod metrics;
 pub mod none_backend;
 pub mod pools;
+pub mod prune;
 pub mod reconciler;
 pub mod serve;
 pub mod store;

@@ -145,6 +145,9 @@ struct ServeArgs {
     /// Disk capacity of all VMs per byte of the file system holding the disks.
     #[arg(long, env = "VMAAS_DISK_OVERCOMMIT", default_value_t = 2.0)]
     disk_overcommit: f64,
+    /// Prune an imported image once no VM or volume has used it for this long (e.g. 7d); none: keep them.
+    #[arg(long, env = "VMAAS_IMAGE_RETENTION", value_parser = humantime::parse_duration)]
+    image_retention: Option<Duration>,
     /// Largest image file imported or uploaded, e.g. 64Gi.
     #[arg(long, env = "VMAAS_IMAGE_MAX_SIZE", default_value = "64Gi")]
     image_max_size: vmaas_model::Quantity,
@@ -280,6 +283,7 @@ fn config(args: &ServeArgs, data_dir: PathBuf) -> anyhow::Result<Config> {
         overcommit: Overcommit { cpu: args.cpu_overcommit, memory: args.memory_overcommit, disk: args.disk_overcommit },
         pools: Pools::new(args.external_ip_pools.clone()).map_err(anyhow::Error::msg)?,
         image_max_bytes: args.image_max_size.to_units_ceil().context("--image-max-size")?,
+        image_retention: args.image_retention,
     })
 }
 

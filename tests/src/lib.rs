@@ -116,6 +116,11 @@ impl Server {
     /// Starts a server with the qemu backend on SQLite, with the test guest
     /// image and an external IP pool of its own.
     pub async fn start_qemu() -> Self {
+        Self::start_qemu_with(&[]).await
+    }
+
+    /// Same, with more command-line arguments.
+    pub async fn start_qemu_with(more: &[&str]) -> Self {
         let (a, b) = (50 + rand_byte() % 200, rand_byte());
         let (pool, external) = (format!("127.{a}.{b}.0/25"), format!("127.{a}.{b}.128/25"));
         let images = images_dir();
@@ -137,7 +142,8 @@ impl Server {
             "--stop-grace",
             "10s",
         ];
-        Self::start_with(Db::Sqlite, &args).await.expect("sqlite")
+        let all: Vec<&str> = args.iter().chain(more).copied().collect();
+        Self::start_with(Db::Sqlite, &all).await.expect("sqlite")
     }
 
     /// Same, with extra command-line arguments.

@@ -14,7 +14,7 @@ use futures::TryStreamExt;
 use tracing::info;
 use vmaas_backend::{ImageImport, ImageObservation, Target};
 use vmaas_model::image::{Image, ImageSpec, ImageState};
-use vmaas_model::{CreateObject, Envelope, ObjectKind, ValidationErrors};
+use vmaas_model::{CreateObject, Envelope, ObjectKind, Page, ValidationErrors};
 
 use super::images::{catalog, users};
 use super::{ApiJson, AppState, checked_name, scope};
@@ -162,6 +162,49 @@ pub(super) async fn remove(
     s.queue.enqueue(ObjectKind::Image, &img.id);
     info!(image = %img.id, name = %img.name, "image deletion requested");
     Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
+}
+
+/// Query of a prune.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct PruneQuery {
+    /// Only list what would go.
+    #[serde(default)]
+    dry_run: bool,
+    /// Only images unused for at least this long, e.g. `1h` (default: any unused image).
+    unused_for: Option<String>,
+}
+
+/// Prune your imported images that no VM or volume uses (an administrator:
+/// everyone's); with `dry_run`, only list them. An image a VM starts using
+/// meanwhile is kept.
+#[utoipa::path(post, path = "/api/fulfillment/v1/images:prune", tag = "images", params(PruneQuery),
+    responses((status = 200, body = Page<Image>, description = "The images pruned (or, with dry_run, that would be)"), (status = 400, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn prune(
+    State(s): State<AppState>,
+    caller: Caller,
+    axum::extract::Query(q): axum::extract::Query<PruneQuery>,
+) -> Result<Json<Page<Image>>, ApiError> {
+    let min = match q.unused_for.as_deref().map(humantime::parse_duration).transpose() {
+        Ok(d) => chrono::Duration::from_std(d.unwrap_or_default()).unwrap_or(chrono::Duration::MAX),
+        Err(e) => return Err(ApiError::field("unused_for", format!("not a duration such as 1h or 7d: {e}"))),
+    };
+    let now = Utc::now();
+    let mut items = Vec::new();
+    for img in s.store.all_records::<ImageKind>().await? {
+        let mine = caller.is_admin() || img.tenant == caller.tenant;
+        let old_enough = img.status.unused_since.is_some_and(|t| now - t >= min) || min.is_zero();
+        if !mine || !old_enough || !crate::prune::settled(&img) || !s.store.image_users(&img).await?.is_empty() {
+            continue;
+        }
+        if q.dry_run || crate::prune::prune(&s.store, &s.backend, &img).await? {
+            items.push(img.to_api());
+        }
+    }
+    let n = items.len() as u64;
+    info!(pruned = n, dry_run = q.dry_run, tenant = %caller.tenant, "image prune");
+    Ok(Json(Page { items, size: n, total: n }))
 }
 
 #[cfg(test)]

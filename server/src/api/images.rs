@@ -19,9 +19,10 @@ use crate::error::ApiError;
 use crate::store::{ImageKind, ImageRecord, VolumeKind};
 
 pub(super) fn routes() -> Router<AppState> {
-    use super::image_imports::{create, remove, upload};
+    use super::image_imports::{create, prune, remove, upload};
     Router::new()
         .route("/images", get(list).post(create))
+        .route("/images:prune", axum::routing::post(prune))
         .route("/images/{id}", get(read).delete(remove))
         .route("/images/{id}/content", axum::routing::put(upload).layer(axum::extract::DefaultBodyLimit::disable()))
 }
@@ -140,6 +141,13 @@ pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Pa
     };
     let object = to_api(&s, &caller, found, imported).await?.pop().ok_or_else(|| ApiError::not_found("image", &id))?;
     Ok(Json(Envelope { object }))
+}
+
+/// The id of the imported image called `name` that `caller` sees, if any
+/// (what a VM or volume naming it refers to).
+pub(super) async fn imported_id(s: &AppState, caller: &Caller, name: &str) -> Result<Option<String>, ApiError> {
+    let all = s.store.all_records::<ImageKind>().await?;
+    Ok(crate::reconciler::image_visible(&all, &caller.tenant, name).map(|i| i.id.clone()))
 }
 
 /// Refuses a machine whose image the backend's catalog lacks, or cannot

@@ -133,7 +133,8 @@ pub(super) async fn create(
     if !errs.is_empty() {
         return Err(ApiError::invalid(errs));
     }
-    s.store.insert_vm(&rec).await.map_err(|e| match e {
+    let image = super::images::imported_id(&s, &caller, &rec.machine.boot.image).await?;
+    s.store.insert_vm_booting(&rec, image.as_deref()).await.map_err(|e| match e {
         StoreError::MissingReference(reason) => ApiError::field("object.spec", reason),
         other => other.into(),
     })?;

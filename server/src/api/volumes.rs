@@ -97,7 +97,15 @@ pub(super) async fn create(
     }
     let (Some(name), true) = (name, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
     let rec = VolumeRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, obj.spec, Utc::now());
-    s.store.insert_record(&rec, Vec::new()).await?;
+    let image = match rec.spec.source_image.as_deref() {
+        Some(name) => images::imported_id(&s, &caller, name).await?,
+        None => None,
+    };
+    let refs = image.into_iter().map(|i| (i, "image".to_owned())).collect();
+    s.store.insert_record(&rec, refs).await.map_err(|e| match e {
+        crate::store::StoreError::MissingReference(_) => ApiError::field("object.spec.source_image", "the image was deleted meanwhile"),
+        other => other.into(),
+    })?;
     s.queue.enqueue(ObjectKind::Volume, &rec.id);
     info!(volume = %rec.id, name = %rec.name, size = %rec.spec.size, image = ?rec.spec.source_image, tenant = %rec.tenant, "volume created");
     Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))

@@ -115,11 +115,20 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Pass {
             (ImageObservation::Pending(e.to_string()), Some(Duration::from_secs(1)))
         }
     };
-    let status = status_of(seen);
-    let changed = status.state != img.status.state;
-    let outcome = write(r, &img, status).await?;
-    if changed {
+    let mut status = status_of(seen);
+    if status.state != img.status.state {
         wake_users(r, &img).await?;
     }
-    Ok((outcome, next))
+    let unused = r.store.image_users(&img).await?.is_empty();
+    status.unused_since = unused.then(|| img.status.unused_since.unwrap_or_else(chrono::Utc::now));
+    if let (Some(since), Some(keep)) = (status.unused_since, r.config.image_retention) {
+        let due = since + chrono::Duration::from_std(keep).unwrap_or(chrono::Duration::MAX);
+        if chrono::Utc::now() >= due && crate::prune::prune(&r.store, &r.backend, &img).await? {
+            return Ok((Outcome::Removed, None));
+        }
+        let left = (due - chrono::Utc::now()).to_std().unwrap_or_default();
+        let outcome = write(r, &img, status).await?;
+        return Ok((outcome, Some(next.unwrap_or(left).min(left).max(Duration::from_millis(200)))));
+    }
+    Ok((write(r, &img, status).await?, next))
 }

@@ -69,6 +69,8 @@ pub struct ReconcilerConfig {
     pub holder: String,
     /// The largest image file imported.
     pub image_max_bytes: u64,
+    /// How long an imported image may go unused before it is pruned.
+    pub image_retention: Option<Duration>,
 }
 
 impl Default for ReconcilerConfig {
@@ -80,6 +82,7 @@ impl Default for ReconcilerConfig {
             concurrency: 8,
             holder: lease::holder(),
             image_max_bytes: 64 << 30,
+            image_retention: None,
         }
     }
 }

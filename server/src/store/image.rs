@@ -36,3 +36,24 @@ impl Kind for ImageKind {
 
 /// A stored imported image.
 pub type ImageRecord = Record<ImageKind>;
+
+impl super::Store {
+    /// Who uses image `img`: the VMs booting from it and the volumes made
+    /// from it (of its tenant, or of every tenant for a public image), as
+    /// `(kind, tenant, name)`.
+    pub async fn image_users(&self, img: &ImageRecord) -> Result<Vec<(ObjectKind, String, String)>, super::StoreError> {
+        let sees = |tenant: &str| img.spec.public || tenant == img.tenant;
+        let mut out = Vec::new();
+        for vm in self.all_vms().await? {
+            if sees(&vm.tenant) && vm.machine.boot.image == img.name {
+                out.push((ObjectKind::VirtualMachine, vm.tenant, vm.name));
+            }
+        }
+        for v in self.all_records::<super::VolumeKind>().await? {
+            if sees(&v.tenant) && v.spec.source_image.as_deref() == Some(img.name.as_str()) {
+                out.push((ObjectKind::Volume, v.tenant, v.name));
+            }
+        }
+        Ok(out)
+    }
+}

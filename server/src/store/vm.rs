@@ -182,7 +182,14 @@ impl From<&VmFilter> for Filter {
 impl Store {
     /// Stores a new VM; its name must be free in its tenant and its template must exist.
     pub async fn insert_vm(&self, vm: &VmRecord) -> Result<(), StoreError> {
+        self.insert_vm_booting(vm, None).await
+    }
+
+    /// Stores a new VM booting the imported image `image` (its id), which
+    /// must still exist: the reference keeps it from being pruned.
+    pub async fn insert_vm_booting(&self, vm: &VmRecord, image: Option<&str>) -> Result<(), StoreError> {
         let mut refs = vec![(template_id(&vm.spec.template), "template".to_owned())];
+        refs.extend(image.map(|i| (i.to_owned(), "image".to_owned())));
         for a in &vm.spec.network_attachments {
             refs.push((a.subnet.clone(), "subnet".to_owned()));
             refs.extend(a.security_groups.iter().map(|g| (g.clone(), "security_group".to_owned())));
@@ -191,7 +198,7 @@ impl Store {
         refs.dedup_by(|a, b| a.0 == b.0);
         match self.insert(&NewObject { row: vm.to_row()?, refs }).await {
             Err(StoreError::MissingReference(_)) => Err(StoreError::MissingReference(format!(
-                "template {:?}, or a subnet or security group of the VM, does not exist (any more)",
+                "template {:?}, or its image, or a subnet or security group of the VM, does not exist (any more)",
                 vm.spec.template
             ))),
             other => other,
