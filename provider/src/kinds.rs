@@ -123,8 +123,26 @@ pub static VOLUME_ATTACHMENT: Kind = Kind {
     ready: &["VOLUME_ATTACHMENT_STATE_READY"],
 };
 
+/// `vmaas_image`.
+pub static IMAGE: Kind = Kind {
+    type_name: "vmaas_image",
+    path: "/images",
+    doc: "An OS image imported from an http(s) URL, checked against `sha256` when given. Create waits until it is imported (READY); a failed import (bad checksum, not a qcow2 or raw disk, a qcow2 naming a backing file) is an error with the server's reason. Destroy is refused while VMs or volumes use it. VMs name it by `name` (`vm_image`).",
+    fields: &[
+        field("source", Ty::Str, Change::Replace, "/spec/source", "The http(s) URL the server imports it from."),
+        field("sha256", Ty::Str, Change::ReplaceOptional, "/spec/sha256", "The file's SHA-256, in hex."),
+        field("description", Ty::Str, Change::ReplaceOptional, "/spec/description", "What it holds."),
+        field("public", Ty::Bool, Change::ReplaceOptional, "/spec/public", "Publish it for every tenant (administrators)."),
+        field("format", Ty::Str, Change::Output, "/status/format", "`qcow2` or `raw`."),
+        field("virtual_size", Ty::Int, Change::Output, "/status/virtual_size", "The size the guest sees, in bytes."),
+        STATE,
+    ],
+    ready: &["IMAGE_STATE_READY"],
+};
+
 /// Every kind described here, each a resource and a data source.
-pub static ALL: [&Kind; 7] = [&SUBNET, &SECURITY_GROUP, &EXTERNAL_IP, &EXTERNAL_IP_ATTACHMENT, &LOAD_BALANCER, &VOLUME, &VOLUME_ATTACHMENT];
+pub static ALL: [&Kind; 8] =
+    [&SUBNET, &SECURITY_GROUP, &EXTERNAL_IP, &EXTERNAL_IP_ATTACHMENT, &LOAD_BALANCER, &VOLUME, &VOLUME_ATTACHMENT, &IMAGE];
 
 /// The `vmaas_virtual_network` data source (its resource has its own module).
 pub static NETWORK_DATA: Kind = Kind {

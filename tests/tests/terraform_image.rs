@@ -1,0 +1,54 @@
+//! `vmaas_image` with both Terraform versions (`examples/terraform/image-import`):
+//! an image imported from a URL on loopback, checked against its SHA-256
+//! (a wrong one fails the apply with the server's reason), and a VM booting
+//! from it (template `own-image`); destroy removes both.
+
+use reqwest::Method;
+use vmaas_tests::Server;
+use vmaas_tests::files::FileServer;
+use vmaas_tests::tf::{Tf, Workspace, repo};
+use vmaas_tests::vms::{V1, publish};
+
+fn sha256(path: &std::path::Path) -> String {
+    let out = std::process::Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_owned()
+}
+
+async fn scenario(tf: Tf) {
+    let s = Server::start_qemu().await;
+    publish(&s, &std::fs::read_to_string(repo().join("examples/templates/own-image.yaml")).unwrap());
+    let t = s.token("ci", false);
+    let bios = vmaas_tests::images_dir().join("test-guest/bios.qcow2");
+    let web = FileServer::start(bios.parent().unwrap().to_owned()).await;
+    let main_tf = std::fs::read_to_string(repo().join("examples/terraform/image-import/main.tf")).unwrap();
+    let w = Workspace::new(tf, &s, &t, &main_tf);
+    let url = format!("image_url={}/bios.qcow2", web.url);
+
+    let out = w.run(&["apply", "-auto-approve", "-no-color", "-var", &url, "-var", &format!("image_sha256={}", "0".repeat(64))]);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success() && text.contains("checksum mismatch"), "{text}");
+
+    let sum = format!("image_sha256={}", sha256(&bios));
+    w.apply(&["-var", &url, "-var", &sum]);
+    assert_eq!(
+        (w.output("image_state"), w.output("image_format"), w.output("status")),
+        ("IMAGE_STATE_READY".into(), "qcow2".into(), "READY".into())
+    );
+    let (code, text) = w.plan_code(&["-var", &url, "-var", &sum]);
+    assert_eq!(code, 0, "a no-op re-plan:\n{text}");
+
+    w.ok(&["destroy", "-auto-approve", "-no-color", "-var", &url, "-var", &sum]);
+    let (_, images) = s.raw(Method::GET, &format!("{V1}/images?name=my-os"), Some(&t), None).await;
+    assert_eq!(images["total"], 0, "{images}");
+    assert_eq!(s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&t), None).await.1["total"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_import_terraform_1_0_3() {
+    scenario(Tf::V1_0_3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_import_terraform_1_15_5() {
+    scenario(Tf::V1_15_5).await;
+}
