@@ -193,4 +193,19 @@ async fn a_vm_waits_for_its_image_then_boots_from_it() {
     assert!(info["backing-filename"].as_str().unwrap_or_default().ends_with(&format!("images/{id}/disk.qcow2")), "{info}");
     let (st, e) = s.raw(Method::DELETE, &format!("{V1}/images/{id}"), Some(&t), None).await;
     assert!(st == 409 && e["message"].as_str().unwrap().contains("virtual machine \"booted\""), "{st} {e}");
+
+    // Seed 004: a VM naming an image by URL gets it imported on demand, then boots from it.
+    let web = vmaas_tests::files::FileServer::start(bios.parent().unwrap().to_owned()).await;
+    let url = format!("{}/slow/bios.qcow2", web.url);
+    let body = json!({"object": {"metadata": {"name": "on-demand"}, "spec": {"template": "pick", "template_parameters": {"vm_image": {"value": url}}}}});
+    let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
+    assert_eq!(st, 201, "{vm}");
+    let vm = vm["object"]["id"].as_str().unwrap().to_owned();
+    let importing = wait_until(&s, &t, &vm, "waiting for the import", 30, |v| v.to_string().contains("ImageImporting")).await;
+    assert_eq!(importing["status"]["state"], "VIRTUAL_MACHINE_STATE_PROGRESSING", "{importing:#}");
+    wait_ready(&s, &t, &vm).await;
+    let (_, list) = s.raw(Method::GET, &format!("{V1}/images"), Some(&t), None).await;
+    let made =
+        list["items"].as_array().unwrap().iter().find(|i| i["spec"]["source"] == url.as_str()).cloned().expect("an image made on demand");
+    assert_eq!((made["status"]["state"].as_str(), made["status"]["references"].as_u64()), (Some("IMAGE_STATE_READY"), Some(1)), "{made}");
 }

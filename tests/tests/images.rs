@@ -45,12 +45,10 @@ async fn public_images_are_listed_counted_and_checked() {
     let (st, _) = s.raw(Method::GET, &format!("{V1}/images/nope"), Some(&acme), None).await;
     assert_eq!(st, 404);
 
-    // An image the server lacks (or a URL, which this backend does not
-    // import yet): 400 naming what chose it, nothing stored.
+    // An image the server lacks: 400 naming what chose it, nothing stored.
     for (template, params, field) in [
         ("pick", json!({"vm_image": {"value": "nope"}}), "object.spec.template_parameters.vm_image"),
         ("fixed", json!({}), "object.spec.template"),
-        ("pick", json!({"vm_image": {"value": "https://127.0.0.1:1/disk.qcow2"}}), "object.spec.template_parameters.vm_image"),
     ] {
         let body = json!({"object": {"metadata": {"name": "bad"}, "spec": {"template": template, "template_parameters": params}}});
         let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&acme), Some(body)).await;
@@ -66,6 +64,21 @@ async fn public_images_are_listed_counted_and_checked() {
     assert_eq!(err["details"][0]["reason"], "an image URL must be http or https, got \"file\"", "{err}");
     let (_, vms) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&acme), None).await;
     assert_eq!(vms["total"], 1, "{vms}");
+
+    // An http(s) URL makes an image on demand (seed 004); one that cannot be
+    // fetched fails the import, and the VM with its reason.
+    let url = "http://127.0.0.1:1/disk.qcow2";
+    let body = json!({"object": {"metadata": {"name": "from-url"}, "spec": {"template": "pick", "template_parameters": {"vm_image": {"value": url}}}}});
+    let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&acme), Some(body)).await;
+    assert_eq!(st, 201, "{vm}");
+    let failed = vmaas_tests::vms::wait_until(&s, &acme, vm["object"]["id"].as_str().unwrap(), "FAILED", 60, |v| {
+        v["status"]["state"] == "VIRTUAL_MACHINE_STATE_FAILED"
+    })
+    .await;
+    assert!(failed.to_string().contains("ImageImportFailed") && failed.to_string().contains("127.0.0.1:1"), "{failed:#}");
+    let (_, list) = s.raw(Method::GET, &format!("{V1}/images"), Some(&acme), None).await;
+    let made = list["items"].as_array().unwrap().iter().find(|i| i["spec"]["source"] == url).cloned().expect("an image made on demand");
+    assert_eq!((made["status"]["state"].as_str(), made["status"]["references"].as_u64()), (Some("IMAGE_STATE_FAILED"), Some(1)), "{made}");
 
     // The CLI lists them.
     let out = s.cli(&acme, &["image", "list"]);

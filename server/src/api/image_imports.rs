@@ -16,7 +16,7 @@ use vmaas_backend::{ImageImport, ImageObservation, Target};
 use vmaas_model::image::{Image, ImageSpec, ImageState};
 use vmaas_model::{CreateObject, Envelope, ObjectKind, Page, ValidationErrors};
 
-use super::images::{catalog, users};
+use super::images::{catalog, users_of};
 use super::{ApiJson, AppState, checked_name, scope};
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
@@ -152,7 +152,8 @@ pub(super) async fn remove(
     }
     let _admission = s.admission.lock().await;
     let img = own(&s, &caller, &id).await?;
-    let using = users(&s, &img.name, &img.tenant, img.spec.public, None).await?;
+    let names: Vec<&str> = std::iter::once(img.name.as_str()).chain(img.spec.source.as_deref()).collect();
+    let using = users_of(&s, &names, &img.tenant, img.spec.public, None).await?;
     if !using.is_empty() {
         let list: Vec<String> = using.iter().map(|(k, n)| format!("{k} {n:?}")).collect();
         let message = format!("image {:?} is used by {}: delete them first", img.name, list.join(", "));

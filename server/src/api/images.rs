@@ -49,15 +49,28 @@ pub(super) async fn users(
     public: bool,
     caller: Option<&Caller>,
 ) -> Result<Vec<(&'static str, String)>, ApiError> {
+    users_of(s, &[name], owner, public, caller).await
+}
+
+/// [`users`] of an image called by any of `names` (its name, and the URL it
+/// is imported from).
+pub(super) async fn users_of(
+    s: &AppState,
+    names: &[&str],
+    owner: &str,
+    public: bool,
+    caller: Option<&Caller>,
+) -> Result<Vec<(&'static str, String)>, ApiError> {
     let shown = |tenant: &str| (public || tenant == owner) && caller.is_none_or(|c| c.is_admin() || c.tenant == tenant);
+    let named = |n: &str| names.contains(&n);
     let mut out: Vec<(&'static str, String)> = Vec::new();
     for vm in s.store.all_vms().await? {
-        if shown(&vm.tenant) && vm.machine.boot.image == name {
+        if shown(&vm.tenant) && named(&vm.machine.boot.image) {
             out.push(("virtual machine", vm.name));
         }
     }
     for v in s.store.all_records::<VolumeKind>().await? {
-        if shown(&v.tenant) && v.spec.source_image.as_deref() == Some(name) {
+        if shown(&v.tenant) && v.spec.source_image.as_deref().is_some_and(named) {
             out.push(("volume", v.name));
         }
     }
@@ -94,7 +107,8 @@ async fn to_api(s: &AppState, caller: &Caller, catalog: Vec<CatalogImage>, impor
     }
     for r in imported {
         let mut api = r.to_api();
-        api.status.references = users(s, &r.name, &r.tenant, r.spec.public, Some(caller)).await?.len() as u32;
+        let names: Vec<&str> = std::iter::once(r.name.as_str()).chain(r.spec.source.as_deref()).collect();
+        api.status.references = users_of(s, &names, &r.tenant, r.spec.public, Some(caller)).await?.len() as u32;
         out.push(api);
     }
     Ok(out)
@@ -150,6 +164,33 @@ pub(super) async fn imported_id(s: &AppState, caller: &Caller, name: &str) -> Re
     Ok(crate::reconciler::image_visible(&all, &caller.tenant, name).map(|i| i.id.clone()))
 }
 
+/// The image a VM booting from URL `url` uses: the caller's image imported
+/// from it, else one made now (seed 004's `vmDiskImageTemplate`: created
+/// on demand), named `url-` and a hash of the URL. `None` for a name.
+pub(super) async fn image_for_url(s: &AppState, caller: &Caller, url: &str) -> Result<Option<String>, ApiError> {
+    if !url.contains("://") || s.backend.image_imports().is_none() {
+        return Ok(None);
+    }
+    let _admission = s.admission.lock().await;
+    if let Some(id) = imported_id(s, caller, url).await? {
+        return Ok(Some(id));
+    }
+    let h = url.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    let spec = ImageSpec { source: Some(url.to_owned()), description: format!("imported on demand from {url}"), ..Default::default() };
+    let rec = ImageRecord::new(
+        uuid::Uuid::new_v4().to_string(),
+        &caller.tenant,
+        &format!("url-{h:016x}"),
+        &caller.subject,
+        spec,
+        chrono::Utc::now(),
+    );
+    s.store.insert_record(&rec, Vec::new()).await?;
+    s.queue.enqueue(vmaas_model::ObjectKind::Image, &rec.id);
+    tracing::info!(image = %rec.id, name = %rec.name, %url, "image made on demand for a VM");
+    Ok(Some(rec.id))
+}
+
 /// Refuses a machine whose image the backend's catalog lacks, or cannot
 /// boot from, naming `field` (the parameter that chose it, or the template).
 pub(super) async fn check_image(
@@ -173,8 +214,10 @@ pub(super) async fn check_image(
         Some(CatalogImage { problem: Some(p), name, .. }) => errs.push(field, format!("image {name:?} cannot be booted: {p}")),
         Some(_) => {}
         None if wanted == DEFAULT_IMAGE => {}
+        // An image made on demand from the URL (seed 004), if the backend imports.
+        None if machine.boot.is_url() && s.backend.image_imports().is_some() => {}
         None if machine.boot.is_url() => {
-            errs.push(field, format!("this backend does not import images from URLs yet; images are {}", names()));
+            errs.push(field, format!("the {} backend does not import images from URLs; images are {}", s.backend.name(), names()));
         }
         None => errs.push(field, format!("there is no image {wanted:?}; images are {} (GET /api/fulfillment/v1/images)", names())),
     }

@@ -118,6 +118,8 @@ pub(super) async fn create(
     let (Some(name), Some((_, resolved)), true) = (name, resolved, errs.is_empty()) else {
         return Err(ApiError::invalid(errs));
     };
+    // Before the admission lock, which making an image on demand takes.
+    let url_image = super::images::image_for_url(&s, &caller, &resolved.spec.boot.image).await?;
     let mut rec =
         VmRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, obj.spec, resolved.spec, Utc::now());
     let admitted = admit(&s, &rec, None).await?;
@@ -133,7 +135,10 @@ pub(super) async fn create(
     if !errs.is_empty() {
         return Err(ApiError::invalid(errs));
     }
-    let image = super::images::imported_id(&s, &caller, &rec.machine.boot.image).await?;
+    let image = match url_image {
+        Some(id) => Some(id),
+        None => super::images::imported_id(&s, &caller, &rec.machine.boot.image).await?,
+    };
     s.store.insert_vm_booting(&rec, image.as_deref()).await.map_err(|e| match e {
         StoreError::MissingReference(reason) => ApiError::field("object.spec", reason),
         other => other.into(),
@@ -204,6 +209,9 @@ pub(super) async fn patch(
     {
         check_no_shrink(&template, &current.machine, &r.spec, &mut errs);
         super::images::check_image(&s, &caller, &r.spec, &image_field(&template), &mut errs).await?;
+        if errs.is_empty() {
+            super::images::image_for_url(&s, &caller, &r.spec.boot.image).await?;
+        }
         next.machine = r.spec;
     }
     if !errs.is_empty() {

@@ -37,6 +37,14 @@ impl Kind for ImageKind {
 /// A stored imported image.
 pub type ImageRecord = Record<ImageKind>;
 
+impl ImageRecord {
+    /// Whether a VM's or volume's image `reference` names this image: by
+    /// its name, or by the URL it is imported from.
+    pub fn names(&self, reference: &str) -> bool {
+        self.name == reference || (reference.contains("://") && self.spec.source.as_deref() == Some(reference))
+    }
+}
+
 impl super::Store {
     /// Who uses image `img`: the VMs booting from it and the volumes made
     /// from it (of its tenant, or of every tenant for a public image), as
@@ -45,12 +53,12 @@ impl super::Store {
         let sees = |tenant: &str| img.spec.public || tenant == img.tenant;
         let mut out = Vec::new();
         for vm in self.all_vms().await? {
-            if sees(&vm.tenant) && vm.machine.boot.image == img.name {
+            if sees(&vm.tenant) && img.names(&vm.machine.boot.image) {
                 out.push((ObjectKind::VirtualMachine, vm.tenant, vm.name));
             }
         }
         for v in self.all_records::<super::VolumeKind>().await? {
-            if sees(&v.tenant) && v.spec.source_image.as_deref() == Some(img.name.as_str()) {
+            if sees(&v.tenant) && v.spec.source_image.as_deref().is_some_and(|r| img.names(r)) {
                 out.push((ObjectKind::Volume, v.tenant, v.name));
             }
         }
