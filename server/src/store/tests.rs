@@ -70,7 +70,7 @@ async fn references_are_enforced_and_name_the_referrers() {
     let store = Store::open_sqlite(dir.path()).await.unwrap();
     let missing = store.insert_vm(&vm("a", "nope")).await.unwrap_err();
     assert!(
-        matches!(&missing, StoreError::MissingReference(m) if m.contains("\"nope\", or a subnet or security group of the VM, does not exist")),
+        matches!(&missing, StoreError::MissingReference(m) if m.contains("\"nope\", or its image, or a subnet or security group of the VM, does not exist")),
         "{missing}"
     );
     assert!(store.all_vms().await.unwrap().is_empty(), "nothing half-made");
