@@ -42,15 +42,25 @@ pub struct VolumeArg {
     pub file: PathBuf,
 }
 
+/// The block node of the volume whose serial is `serial`.
+pub fn volume_node(serial: &str) -> String {
+    format!("vn-{serial}")
+}
+
+/// The device of the volume whose serial is `serial`.
+pub fn volume_device(serial: &str) -> String {
+    format!("vol-{serial}")
+}
+
 impl VolumeArg {
     /// Its block node's name.
     pub fn node(&self) -> String {
-        format!("vn-{}", self.serial)
+        volume_node(&self.serial)
     }
 
     /// Its device's id.
     pub fn device(&self) -> String {
-        format!("vol-{}", self.serial)
+        volume_device(&self.serial)
     }
 
     /// Its block node, as `-blockdev` and QMP's `blockdev-add` take it.

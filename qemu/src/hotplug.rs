@@ -17,7 +17,7 @@ use tracing::{info, warn};
 use vmaas_backend::{BackendError, DiskPresence, VmTarget, VolumeDisk, VolumePresence};
 
 use crate::Vms;
-use crate::argv::VolumeArg;
+use crate::argv::{VolumeArg, volume_device, volume_node};
 use crate::lifecycle::Vm;
 use crate::qmp::{Qmp, QmpError};
 use crate::volumes::{Volumes, grow_file};
@@ -119,7 +119,7 @@ impl Vms {
         let wanted: BTreeSet<String> = t.spec.volumes.iter().map(|d| self.volume_arg(d).device()).collect();
         let mut busy = false;
         for dev in present.difference(&wanted) {
-            if let Some(v) = vm.file.volumes.iter().find(|v| format!("vol-{}", v.serial) == *dev) {
+            if let Some(v) = vm.file.volumes.iter().find(|v| volume_device(&v.serial) == *dev) {
                 presence.insert(v.volume.clone(), DiskPresence::Detaching);
             }
             // Asked again each step: QEMU refuses a second request while one is under way.
@@ -171,13 +171,13 @@ impl Vms {
             .volumes
             .iter()
             .filter(|v| {
-                let dev = format!("vol-{}", v.serial);
+                let dev = volume_device(&v.serial);
                 !present.contains(&dev) && !wanted.contains(&dev)
             })
             .cloned()
             .collect();
         for v in gone {
-            let node = format!("vn-{}", v.serial);
+            let node = volume_node(&v.serial);
             if let Err(e) = q.execute("blockdev-del", Some(json!({"node-name": node}))).await {
                 tracing::debug!(vm = %vm.file.id, node = %node, error = %e, "blockdev-del");
             }

@@ -16,7 +16,7 @@ use vmaas_model::{Envelope, MachineSpec, Page, ValidationErrors};
 use super::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::store::{ImageKind, ImageRecord, VolumeKind};
+use crate::store::{ImageKind, ImageRecord};
 
 pub(super) fn routes() -> Router<AppState> {
     use super::image_imports::{create, prune, remove, upload};
@@ -39,21 +39,10 @@ fn boots(machine: &MachineSpec, image: &CatalogImage) -> bool {
     machine.boot.image == image.name || (image.default && machine.boot.image == DEFAULT_IMAGE)
 }
 
-/// Who uses an image called `name` that tenant `owner` sees (`public`:
-/// every tenant sees it): the VMs booting from it and the volumes made from
-/// it, as `(kind, name)`, among those `caller` may see (`None`: everyone's).
-pub(super) async fn users(
-    s: &AppState,
-    name: &str,
-    owner: &str,
-    public: bool,
-    caller: Option<&Caller>,
-) -> Result<Vec<(&'static str, String)>, ApiError> {
-    users_of(s, &[name], owner, public, caller).await
-}
-
-/// [`users`] of an image called by any of `names` (its name, and the URL it
-/// is imported from).
+/// Who uses an image called by any of `names` (its name, and the URL it is
+/// imported from) that tenant `owner` sees (`public`: every tenant sees it):
+/// the VMs booting from it and the volumes made from it, as `(kind, name)`,
+/// among those `caller` may see (`None`: everyone's).
 pub(super) async fn users_of(
     s: &AppState,
     names: &[&str],
@@ -62,19 +51,7 @@ pub(super) async fn users_of(
     caller: Option<&Caller>,
 ) -> Result<Vec<(&'static str, String)>, ApiError> {
     let shown = |tenant: &str| (public || tenant == owner) && caller.is_none_or(|c| c.is_admin() || c.tenant == tenant);
-    let named = |n: &str| names.contains(&n);
-    let mut out: Vec<(&'static str, String)> = Vec::new();
-    for vm in s.store.all_vms().await? {
-        if shown(&vm.tenant) && named(&vm.machine.boot.image) {
-            out.push(("virtual machine", vm.name));
-        }
-    }
-    for v in s.store.all_records::<VolumeKind>().await? {
-        if shown(&v.tenant) && v.spec.source_image.as_deref().is_some_and(named) {
-            out.push(("volume", v.name));
-        }
-    }
-    Ok(out)
+    Ok(s.store.users_of_image(names, shown).await?.into_iter().map(|u| (u.kind.human(), u.name)).collect())
 }
 
 fn catalog_api(i: &CatalogImage, references: u32) -> Image {
@@ -102,7 +79,7 @@ async fn to_api(s: &AppState, caller: &Caller, catalog: Vec<CatalogImage>, impor
     let mut out = Vec::new();
     for i in &catalog {
         let by_vms = mine.iter().filter(|v| boots(&v.machine, i)).count();
-        let by_volumes = users(s, &i.name, "", true, Some(caller)).await?.iter().filter(|u| u.0 == "volume").count();
+        let by_volumes = users_of(s, &[&i.name], "", true, Some(caller)).await?.iter().filter(|u| u.0 == "volume").count();
         out.push(catalog_api(i, (by_vms + by_volumes) as u32));
     }
     for r in imported {

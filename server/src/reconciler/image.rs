@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 use vmaas_backend::{Cleanup, ImageImport, ImageObservation, Target};
+use vmaas_model::Reason;
 use vmaas_model::image::{ImageState, ImageStatus};
-use vmaas_model::{ObjectKind, Reason};
 
 use super::external::{get, write};
 use super::{Outcome, Reconciler};
@@ -69,18 +69,11 @@ fn status_of(seen: ImageObservation) -> ImageStatus {
     s
 }
 
-/// Wakes the VMs that boot from `img` and the volumes made from it: its state changed.
+/// Wakes the VMs that boot from `img` and the volumes made from it (by its
+/// name or its URL): its state changed.
 async fn wake_users(r: &Reconciler, img: &ImageRecord) -> Result<(), StoreError> {
-    for vm in r.store.all_vms().await? {
-        let sees = vm.tenant == img.tenant || img.spec.public;
-        if sees && vm.machine.boot.image == img.name {
-            r.queue.enqueue(ObjectKind::VirtualMachine, &vm.id);
-        }
-    }
-    for v in r.store.all_records::<crate::store::VolumeKind>().await? {
-        if (v.tenant == img.tenant || img.spec.public) && v.spec.source_image.as_deref() == Some(img.name.as_str()) {
-            r.queue.enqueue(ObjectKind::Volume, &v.id);
-        }
+    for u in r.store.image_users(img).await? {
+        r.queue.enqueue(u.kind, &u.id);
     }
     Ok(())
 }

@@ -45,23 +45,43 @@ impl ImageRecord {
     }
 }
 
+/// A VM or volume that uses an image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageUser {
+    /// `VirtualMachine` or `Volume`.
+    pub kind: ObjectKind,
+    /// Its id.
+    pub id: String,
+    /// Its tenant.
+    pub tenant: String,
+    /// Its name.
+    pub name: String,
+}
+
 impl super::Store {
-    /// Who uses image `img`: the VMs booting from it and the volumes made
-    /// from it (of its tenant, or of every tenant for a public image), as
-    /// `(kind, tenant, name)`.
-    pub async fn image_users(&self, img: &ImageRecord) -> Result<Vec<(ObjectKind, String, String)>, super::StoreError> {
-        let sees = |tenant: &str| img.spec.public || tenant == img.tenant;
+    /// The VMs booting from an image called by any of `names` (its name,
+    /// and the URL it is imported from) and the volumes made from it, among
+    /// those of the tenants `sees` accepts.
+    pub async fn users_of_image(&self, names: &[&str], sees: impl Fn(&str) -> bool) -> Result<Vec<ImageUser>, super::StoreError> {
+        let named = |n: &str| names.contains(&n);
         let mut out = Vec::new();
         for vm in self.all_vms().await? {
-            if sees(&vm.tenant) && img.names(&vm.machine.boot.image) {
-                out.push((ObjectKind::VirtualMachine, vm.tenant, vm.name));
+            if sees(&vm.tenant) && named(&vm.machine.boot.image) {
+                out.push(ImageUser { kind: ObjectKind::VirtualMachine, id: vm.id, tenant: vm.tenant, name: vm.name });
             }
         }
         for v in self.all_records::<super::VolumeKind>().await? {
-            if sees(&v.tenant) && v.spec.source_image.as_deref().is_some_and(|r| img.names(r)) {
-                out.push((ObjectKind::Volume, v.tenant, v.name));
+            if sees(&v.tenant) && v.spec.source_image.as_deref().is_some_and(named) {
+                out.push(ImageUser { kind: ObjectKind::Volume, id: v.id, tenant: v.tenant, name: v.name });
             }
         }
         Ok(out)
+    }
+
+    /// Who uses the imported image `img`: of its tenant, or of every tenant
+    /// for a public image.
+    pub async fn image_users(&self, img: &ImageRecord) -> Result<Vec<ImageUser>, super::StoreError> {
+        let names: Vec<&str> = std::iter::once(img.name.as_str()).chain(img.spec.source.as_deref()).collect();
+        self.users_of_image(&names, |tenant| img.spec.public || tenant == img.tenant).await
     }
 }
