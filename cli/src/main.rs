@@ -111,6 +111,9 @@ enum VmCmd {
         /// A file of cloud-init user data (#cloud-config, a script…), in place of the template's.
         #[arg(long = "user-data", value_name = "FILE")]
         user_data: Option<PathBuf>,
+        /// The image it boots, in place of the template's: a name or id from `vmaas image list`, or an http(s) URL imported on demand.
+        #[arg(long, value_name = "NAME|URL")]
+        image: Option<String>,
         /// Wait until it is READY (or STOPPED with --stopped).
         #[arg(long)]
         wait: bool,
@@ -379,7 +382,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::LoadBalancer(cmd) => expose::load_balancer(&client, cmd, format).await,
         Command::Volume(cmd) => volumes::volume(&client, cmd, format).await,
         Command::Vm(cmd) => match cmd {
-            VmCmd::Create { name, template, params, stopped, subnets, ssh_keys, user_data, wait: do_wait, timeout } => {
+            VmCmd::Create { name, template, params, stopped, subnets, ssh_keys, user_data, image, wait: do_wait, timeout } => {
                 let template_parameters = typed_params(&client, &template, &params).await?;
                 let (ssh_public_key, user_data) = guest_config(&ssh_keys, user_data.as_deref())?;
                 let req = CreateVirtualMachine {
@@ -393,6 +396,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         network_attachments: subnets,
                         user_data,
                         ssh_public_key,
+                        image: image.map(|source_ref| vmaas_model::vm::VmImage { source_type: String::new(), source_ref }),
                     },
                     status: None,
                 };

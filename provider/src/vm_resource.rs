@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rmpv::Value;
 use vmaas_client::{Client, WaitFor, describe_status};
-use vmaas_model::vm::{MetadataInput, SpecPatch};
+use vmaas_model::vm::{MetadataInput, SpecPatch, VmImage};
 use vmaas_model::{
     CreateVirtualMachine, NetworkAttachment, ParameterValue, PatchVirtualMachine, PowerState, Template, VirtualMachine, VirtualMachineSpec,
 };
@@ -111,6 +111,7 @@ fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
         ("network_attachment", nics_state(vm, like)),
         ("ssh_keys", keys_state(vm, like)),
         ("user_data", value::opt_string(vm.spec.user_data.as_deref())),
+        ("image", value::opt_string(vm.spec.image.as_ref().map(|i| i.source_ref.as_str()))),
         ("timeouts", get(like, "timeouts").clone()),
     ])
 }
@@ -241,7 +242,7 @@ impl VmResource {
         let mut replace = Vec::new();
         let creating = prior.is_nil();
         if !creating {
-            for attr in ["name", "template", "template_parameters", "network_attachment", "ssh_keys", "user_data"] {
+            for attr in ["name", "template", "template_parameters", "network_attachment", "ssh_keys", "user_data", "image"] {
                 let (a, b) = (get(prior, attr), get(proposed, attr));
                 let empty = |v: &Value| v.is_nil() || matches!(v, Value::Map(m) if m.is_empty());
                 if a != b && !(empty(a) && empty(b)) {
@@ -315,6 +316,7 @@ impl VmResource {
                     network_attachments: nics(planned),
                     user_data: string(get(planned, "user_data")),
                     ssh_public_key: planned_keys(planned),
+                    image: string(get(planned, "image")).map(|r| VmImage { source_type: String::new(), source_ref: r }),
                 },
                 status: None,
             };
@@ -418,6 +420,12 @@ impl Resource for VmResource {
                     Mode::Optional,
                     "cloud-init user data (`#cloud-config`, a script…), in place of the template's; it runs on the first boot. Changing it replaces the VM.",
                 ),
+                attr(
+                    "image",
+                    STRING,
+                    Mode::Optional,
+                    "The image it boots, in place of the template's: a name or id from the `vmaas_images` data source, or an `http(s)` URL imported on demand. Changing it replaces the VM.",
+                ),
                 attr("state", STRING, Mode::OptionalComputed, "`started` (default) or `stopped`. Changes in place."),
                 attr("status", STRING, Mode::Computed, "READY, PROGRESSING, STOPPED, FAILED or DELETING."),
                 attr("internal_ip", STRING, Mode::Computed, "The address of the VM itself."),
@@ -456,6 +464,9 @@ impl Resource for VmResource {
         }
         if let Some(Err(reason)) = string(get(&config, "user_data")).as_deref().map(vmaas_model::nocloud::check_user_data) {
             diagnostics.push(error("invalid user_data", reason, Some(path(&["user_data"]))));
+        }
+        if let Some(Err(e)) = string(get(&config, "image")).map(|r| VmImage { source_type: String::new(), source_ref: r }.boot_source()) {
+            diagnostics.push(error("invalid image", e.reason, Some(path(&["image"]))));
         }
         for which in ["create", "update", "delete"] {
             if let Err(e) = timeout(&config, which) {

@@ -374,6 +374,13 @@ async fn openapi_health_and_metrics() {
         assert!(doc["paths"].get(p).is_some(), "{p} in the OpenAPI document");
     }
     assert!(doc["components"]["schemas"].get("VirtualMachine").is_some());
+    let mut refs = Vec::new();
+    collect_refs(&doc, &mut refs);
+    assert!(refs.len() > 50, "{refs:?}");
+    for r in refs {
+        let name = r.strip_prefix("#/components/schemas/").unwrap_or_else(|| panic!("a local schema: {r}"));
+        assert!(doc["components"]["schemas"].get(name).is_some(), "{r} is defined in the document");
+    }
     let (st, h) = s.raw(Method::GET, "/healthz", None, None).await;
     assert_eq!(st, 200);
     assert_eq!(h["status"], "ok");
@@ -387,6 +394,20 @@ async fn openapi_health_and_metrics() {
     );
     let (st, err) = s.raw(Method::GET, "/api/fulfillment/v1/nothing", Some(&t), None).await;
     assert_eq!((st, err["code"].clone()), (404, json!(12)));
+}
+
+/// Every `$ref` in an OpenAPI document.
+fn collect_refs(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::String(r)) = m.get("$ref") {
+                out.push(r.clone());
+            }
+            m.values().for_each(|x| collect_refs(x, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| collect_refs(x, out)),
+        _ => {}
+    }
 }
 
 /// Two replicas on one PostgreSQL: both serve the same state, one reconciles.

@@ -209,3 +209,39 @@ async fn a_vm_waits_for_its_image_then_boots_from_it() {
         list["items"].as_array().unwrap().iter().find(|i| i["spec"]["source"] == url.as_str()).cloned().expect("an image made on demand");
     assert_eq!((made["status"]["state"].as_str(), made["status"]["references"].as_u64()), (Some("IMAGE_STATE_READY"), Some(1)), "{made}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_size_limit_comes_from_the_configuration() {
+    let s = Server::start_qemu_with(&["--image-max-size", "1Mi"]).await;
+    let t = s.token("acme", false);
+    let files = tempfile::tempdir().unwrap();
+    std::fs::write(files.path().join("big.raw"), vec![1u8; 2 << 20]).unwrap();
+    let web = FileServer::start(files.path().to_owned()).await;
+
+    // From a URL: refused on the announced length, nothing kept.
+    let id = import(&s, &t, "big", json!({"source": format!("{}/big.raw", web.url)})).await;
+    let img = settled(&s, &t, &id).await;
+    assert_eq!(img["status"]["state"], "IMAGE_STATE_FAILED", "{img}");
+    assert!(img["status"]["message"].as_str().unwrap_or_default().contains("more than the 1048576"), "{img}");
+    // Uploaded: cut off at the limit, 400 naming the content.
+    let id = import(&s, &t, "big-upload", json!({})).await;
+    let rsp = reqwest::Client::new()
+        .put(format!("{}{V1}/images/{id}/content", s.endpoint))
+        .bearer_auth(&t)
+        .body(vec![1u8; 2 << 20])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rsp.status(), 400);
+    let e: Value = rsp.json().await.unwrap();
+    assert_eq!(e["details"][0]["field"], "content", "{e}");
+    assert!(e["details"][0]["reason"].as_str().unwrap().contains("larger than the 1048576 bytes"), "{e}");
+    let left: Vec<String> = std::fs::read_dir(s.data_dir.join("images").join(&id))
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    assert!(left.iter().all(|n| n == "failed.txt"), "no partial disk is left: {left:?}");
+    // Small enough: fine.
+    std::fs::write(files.path().join("small.raw"), vec![1u8; 512 << 10]).unwrap();
+    let id = import(&s, &t, "small", json!({"source": format!("{}/small.raw", web.url)})).await;
+    assert_eq!(settled(&s, &t, &id).await["status"]["state"], "IMAGE_STATE_READY");
+}

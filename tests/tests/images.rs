@@ -1,6 +1,7 @@
 //! `images`: the administrators' public images, as the qemu backend's
 //! catalog holds them, with the VMs booting from each counted per tenant;
-//! a VM naming an image the server lacks is refused at create.
+//! a VM naming an image the server lacks is refused at create; OSAC's
+//! `spec.image` chooses an image in place of the template's.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -79,6 +80,32 @@ async fn public_images_are_listed_counted_and_checked() {
     let (_, list) = s.raw(Method::GET, &format!("{V1}/images"), Some(&acme), None).await;
     let made = list["items"].as_array().unwrap().iter().find(|i| i["spec"]["source"] == url).cloned().expect("an image made on demand");
     assert_eq!((made["status"]["state"].as_str(), made["status"]["references"].as_u64()), (Some("IMAGE_STATE_FAILED"), Some(1)), "{made}");
+
+    // OSAC's `spec.image` boots an image in place of the template's (and counts).
+    let out = s.cli(&acme, &["vm", "create", "own", "-t", "fixed", "--image", "test-guest", "--stopped", "-o", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let own: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(own["spec"]["image"], json!({"source_ref": "test-guest"}), "{own}");
+    let (_, one) = s.raw(Method::GET, &format!("{V1}/images/test-guest"), Some(&acme), None).await;
+    assert_eq!(one["object"]["status"]["references"], 2, "{one}");
+    for (params, image, field) in [
+        (json!({}), json!({"source_type": "registry", "source_ref": "quay.io/x/y:1"}), "object.spec.image.source_type"),
+        (json!({}), json!({"source_ref": "nope"}), "object.spec.image.source_ref"),
+        (json!({}), json!({"source_type": "url", "source_ref": "test-guest"}), "object.spec.image.source_ref"),
+        (json!({"vm_image": {"value": "test-guest"}}), json!({"source_ref": "test-guest"}), "object.spec.image"),
+    ] {
+        let template = if params == json!({}) { "fixed" } else { "pick" };
+        let body =
+            json!({"object": {"metadata": {"name": "bad"}, "spec": {"template": template, "template_parameters": params, "image": image}}});
+        let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&acme), Some(body)).await;
+        assert_eq!((st, err["details"][0]["field"].as_str()), (400, Some(field)), "{image}: {err}");
+    }
+    let id = own["id"].as_str().unwrap();
+    let body = json!({"object": {"spec": {"image": {"source_ref": "debian-12"}}}});
+    let (st, err) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&acme), Some(body)).await;
+    assert_eq!((st, err["details"][0]["field"].as_str()), (400, Some("object.spec.image")), "{err}");
+    let (_, vms) = s.raw(Method::GET, &format!("{V1}/virtual_machines?name=bad"), Some(&acme), None).await;
+    assert_eq!(vms["total"], 0, "nothing half-made: {vms}");
 
     // The CLI lists them.
     let out = s.cli(&acme, &["image", "list"]);

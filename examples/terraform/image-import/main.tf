@@ -32,9 +32,8 @@ resource "vmaas_image" "os" {
 resource "vmaas_virtual_machine" "vm" {
   name     = "from-my-os"
   template = "own-image"
-  template_parameters = {
-    vm_image = vmaas_image.os.name
-  }
+  # OSAC's spec.image: the image it boots, in place of the template's.
+  image = vmaas_image.os.name
   timeouts {
     create = "10m"
   }

@@ -2,6 +2,7 @@
 //! request shapes that create and change them, and (in [`status`]) the state
 //! machine from backend observations to their status.
 
+pub mod image;
 pub mod status;
 
 use std::collections::BTreeMap;
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::object::{Metadata, MetadataInput};
 use crate::validation::ValidationErrors;
 use crate::value::ParameterValue;
+pub use image::VmImage;
 
 /// The `@type` of a virtual machine in API responses.
 pub const VM_TYPE_URL: &str = "type.googleapis.com/fulfillment.v1.VirtualMachine";
@@ -75,6 +77,10 @@ pub struct VirtualMachineSpec {
     /// per line, authorised beside the template's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_public_key: Option<String>,
+    /// The image it boots (OSAC's `image`), in place of its template's;
+    /// fixed at create.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<VmImage>,
 }
 
 impl VirtualMachineSpec {
@@ -87,6 +93,7 @@ impl VirtualMachineSpec {
             network_attachments: Vec::new(),
             user_data: None,
             ssh_public_key: None,
+            image: None,
         }
     }
 
@@ -395,6 +402,9 @@ pub struct SpecPatch {
     /// New SSH keys (`""` removes them); the guest reads them at its next start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_public_key: Option<String>,
+    /// Must equal the current image: a VM cannot change image in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<VmImage>,
 }
 
 /// The object of a PATCH request.

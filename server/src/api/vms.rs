@@ -49,12 +49,27 @@ async fn resolve(s: &AppState, spec: &VirtualMachineSpec, errs: &mut ValidationE
         Ok(mut r) => {
             let before = errs.0.len();
             spec.apply_guest_config(&mut r.spec, "object.spec", errs);
+            apply_image(&template, spec, &mut r.spec, errs);
             Ok((errs.0.len() == before).then_some((template, r)))
         }
         Err(e) => {
             errs.extend(e);
             Ok(None)
         }
+    }
+}
+
+/// Boots `spec.image` (OSAC's `ComputeInstanceImage`) in place of the
+/// image the template chose; refused beside a parameter choosing it too.
+fn apply_image(template: &Template, spec: &VirtualMachineSpec, machine: &mut MachineSpec, errs: &mut ValidationErrors) {
+    let Some(image) = &spec.image else { return };
+    if let Some(p) = template.parameter_setting("image").filter(|p| spec.template_parameters.contains_key(*p)) {
+        return errs
+            .push("object.spec.image", format!("conflicts with template parameter {p:?}, which chooses the image too; set one of them"));
+    }
+    match image.boot_source() {
+        Ok(boot) => machine.boot = boot,
+        Err(e) => errs.push(format!("object.spec.image.{}", e.field), e.reason),
     }
 }
 
@@ -113,7 +128,7 @@ pub(super) async fn create(
     let name = checked_name(obj.requested_name(), &mut errs);
     let resolved = resolve(&s, &obj.spec, &mut errs).await?;
     if let Some((template, r)) = &resolved {
-        super::images::check_image(&s, &caller, &r.spec, &image_field(template), &mut errs).await?;
+        super::images::check_image(&s, &caller, &r.spec, &image_field(template, &obj.spec), &mut errs).await?;
     }
     let (Some(name), Some((_, resolved)), true) = (name, resolved, errs.is_empty()) else {
         return Err(ApiError::invalid(errs));
@@ -184,6 +199,9 @@ pub(super) async fn patch(
             format!("cannot change from {:?} to {t:?} in place; delete the VM and create a new one", current.spec.template),
         );
     }
+    if let Some(i) = p.spec.image.as_ref().filter(|i| Some(*i) != current.spec.image.as_ref()) {
+        errs.push("object.spec.image", format!("cannot change to {:?} in place; delete the VM and create a new one", i.source_ref));
+    }
     let expected = p.metadata.as_ref().and_then(|m| m.version).unwrap_or(current.version);
     if expected != current.version {
         return Err(StoreError::stale_vm(&current.name, expected, current.version).into());
@@ -208,7 +226,7 @@ pub(super) async fn patch(
         && let Some((template, r)) = resolve(&s, &next.spec, &mut errs).await?
     {
         check_no_shrink(&template, &current.machine, &r.spec, &mut errs);
-        super::images::check_image(&s, &caller, &r.spec, &image_field(&template), &mut errs).await?;
+        super::images::check_image(&s, &caller, &r.spec, &image_field(&template, &next.spec), &mut errs).await?;
         if errs.is_empty() {
             super::images::image_for_url(&s, &caller, &r.spec.boot.image).await?;
         }
@@ -224,8 +242,12 @@ pub(super) async fn patch(
     Ok(Json(Envelope { object: vm.to_api() }))
 }
 
-/// The field that chose a VM's image: its template's image parameter, else the template.
-fn image_field(template: &Template) -> String {
+/// The field that chose a VM's image: its `spec.image`, its template's
+/// image parameter, else the template.
+fn image_field(template: &Template, spec: &VirtualMachineSpec) -> String {
+    if spec.image.is_some() {
+        return "object.spec.image.source_ref".into();
+    }
     match template.parameter_setting("image") {
         Some(p) => format!("object.spec.template_parameters.{p}"),
         None => "object.spec.template".into(),
