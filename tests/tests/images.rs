@@ -80,6 +80,13 @@ async fn public_images_are_listed_counted_and_checked() {
     let (_, list) = s.raw(Method::GET, &format!("{V1}/images"), Some(&acme), None).await;
     let made = list["items"].as_array().unwrap().iter().find(|i| i["spec"]["source"] == url).cloned().expect("an image made on demand");
     assert_eq!((made["status"]["state"].as_str(), made["status"]["references"].as_u64()), (Some("IMAGE_STATE_FAILED"), Some(1)), "{made}");
+    // A VM that cannot be made (its name is taken) makes no image either.
+    let other = "http://127.0.0.1:1/other.qcow2";
+    let body = json!({"object": {"metadata": {"name": "from-url"}, "spec": {"template": "pick", "image": {"source_type": "url", "source_ref": other}}}});
+    let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&acme), Some(body)).await;
+    assert_eq!(st, 409, "{err}");
+    let (_, list) = s.raw(Method::GET, &format!("{V1}/images"), Some(&acme), None).await;
+    assert!(!list.to_string().contains(other), "no image made for it: {list}");
 
     // OSAC's `spec.image` boots an image in place of the template's (and counts).
     let out = s.cli(&acme, &["vm", "create", "own", "-t", "fixed", "--image", "test-guest", "--stopped", "-o", "json"]);

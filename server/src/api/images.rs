@@ -16,7 +16,7 @@ use vmaas_model::{Envelope, MachineSpec, Page, ValidationErrors};
 use super::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::store::{ImageKind, ImageRecord};
+use crate::store::{BootImage, ImageKind, ImageRecord};
 
 pub(super) fn routes() -> Router<AppState> {
     use super::image_imports::{create, prune, remove, upload};
@@ -141,16 +141,24 @@ pub(super) async fn imported_id(s: &AppState, caller: &Caller, name: &str) -> Re
     Ok(crate::reconciler::image_visible(&all, &caller.tenant, name).map(|i| i.id.clone()))
 }
 
-/// The image a VM booting from URL `url` uses: the caller's image imported
-/// from it, else one made now (seed 004's `vmDiskImageTemplate`: created
-/// on demand), named `url-` and a hash of the URL. `None` for a name.
-pub(super) async fn image_for_url(s: &AppState, caller: &Caller, url: &str) -> Result<Option<String>, ApiError> {
-    if !url.contains("://") || s.backend.image_imports().is_none() {
-        return Ok(None);
-    }
-    let _admission = s.admission.lock().await;
+/// The imported image `machine` boots, `None` for one of the catalog. A
+/// URL names the caller's image imported from it, else one made for this
+/// request (seed 004's `vmDiskImageTemplate`: created on demand), named
+/// `url-` and a hash of the URL, which the caller stores with the VM. Call
+/// it holding the admission lock (`_held`), kept until the VM is stored, so
+/// that two requests naming one URL make one image.
+pub(super) async fn boot_image(
+    s: &AppState,
+    caller: &Caller,
+    machine: &MachineSpec,
+    _held: &tokio::sync::MutexGuard<'_, ()>,
+) -> Result<Option<BootImage>, ApiError> {
+    let url = &machine.boot.image;
     if let Some(id) = imported_id(s, caller, url).await? {
-        return Ok(Some(id));
+        return Ok(Some(BootImage { id, new: None }));
+    }
+    if !machine.boot.is_url() || s.backend.image_imports().is_none() {
+        return Ok(None);
     }
     let h = url.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
     let spec = ImageSpec { source: Some(url.to_owned()), description: format!("imported on demand from {url}"), ..Default::default() };
@@ -162,10 +170,15 @@ pub(super) async fn image_for_url(s: &AppState, caller: &Caller, url: &str) -> R
         spec,
         chrono::Utc::now(),
     );
-    s.store.insert_record(&rec, Vec::new()).await?;
-    s.queue.enqueue(vmaas_model::ObjectKind::Image, &rec.id);
-    tracing::info!(image = %rec.id, name = %rec.name, %url, "image made on demand for a VM");
-    Ok(Some(rec.id))
+    Ok(Some(BootImage { id: rec.id.clone(), new: Some(rec) }))
+}
+
+/// After the VM that made `image` on demand is stored: starts its import.
+pub(super) fn made(s: &AppState, image: Option<&BootImage>) {
+    if let Some(rec) = image.and_then(|i| i.new.as_ref()) {
+        s.queue.enqueue(vmaas_model::ObjectKind::Image, &rec.id);
+        tracing::info!(image = %rec.id, name = %rec.name, url = ?rec.spec.source, "image made on demand for a VM");
+    }
 }
 
 /// Refuses a machine whose image the backend's catalog lacks, or cannot

@@ -133,31 +133,27 @@ pub(super) async fn create(
     let (Some(name), Some((_, resolved)), true) = (name, resolved, errs.is_empty()) else {
         return Err(ApiError::invalid(errs));
     };
-    // Before the admission lock, which making an image on demand takes.
-    let url_image = super::images::image_for_url(&s, &caller, &resolved.spec.boot.image).await?;
     let mut rec =
         VmRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, obj.spec, resolved.spec, Utc::now());
     let admitted = admit(&s, &rec, None).await?;
-    // Addresses are assigned under the admission lock too (taken only for a
-    // VM with NICs on subnets when capacity did not take it).
-    let wanted = std::mem::take(&mut rec.spec.network_attachments);
-    let _lock = match admitted {
-        Some(guard) => Some(guard),
-        None if !wanted.is_empty() => Some(s.admission.lock().await),
-        None => None,
+    // Addresses are assigned, and an image made on demand, under the
+    // admission lock too (taken here when capacity did not take it).
+    let lock = match admitted {
+        Some(guard) => guard,
+        None => s.admission.lock().await,
     };
+    let wanted = std::mem::take(&mut rec.spec.network_attachments);
     rec.spec.network_attachments = attach::resolve(&s, &scope(&caller), &wanted, &mut errs).await?;
     if !errs.is_empty() {
         return Err(ApiError::invalid(errs));
     }
-    let image = match url_image {
-        Some(id) => Some(id),
-        None => super::images::imported_id(&s, &caller, &rec.machine.boot.image).await?,
-    };
-    s.store.insert_vm_booting(&rec, image.as_deref()).await.map_err(|e| match e {
+    let image = super::images::boot_image(&s, &caller, &rec.machine, &lock).await?;
+    s.store.insert_vm_booting(&rec, image.as_ref()).await.map_err(|e| match e {
         StoreError::MissingReference(reason) => ApiError::field("object.spec", reason),
         other => other.into(),
     })?;
+    drop(lock);
+    super::images::made(&s, image.as_ref());
     s.queue.enqueue(ObjectKind::VirtualMachine, &rec.id);
     // Its subnets and groups count one more user.
     for a in &rec.spec.network_attachments {
@@ -222,21 +218,33 @@ pub(super) async fn patch(
     if next.spec == current.spec {
         return if errs.is_empty() { Ok(Json(Envelope { object: current.to_api() })) } else { Err(ApiError::invalid(errs)) };
     }
+    let mut rebooted = false;
     if !same_machine_inputs(&next.spec, &current.spec)
         && let Some((template, r)) = resolve(&s, &next.spec, &mut errs).await?
     {
         check_no_shrink(&template, &current.machine, &r.spec, &mut errs);
         super::images::check_image(&s, &caller, &r.spec, &image_field(&template, &next.spec), &mut errs).await?;
-        if errs.is_empty() {
-            super::images::image_for_url(&s, &caller, &r.spec.boot.image).await?;
-        }
         next.machine = r.spec;
+        rebooted = true;
     }
     if !errs.is_empty() {
         return Err(ApiError::invalid(errs));
     }
-    let _admitted = admit(&s, &next, Some(&current)).await?;
-    let saved = s.store.update_vm_spec(&next, expected).await?;
+    let admitted = admit(&s, &next, Some(&current)).await?;
+    let saved = if rebooted {
+        let lock = match admitted {
+            Some(guard) => guard,
+            None => s.admission.lock().await,
+        };
+        let image = super::images::boot_image(&s, &caller, &next.machine, &lock).await?;
+        let saved = s.store.update_vm_booting(&next, expected, image.as_ref()).await?;
+        drop(lock);
+        super::images::made(&s, image.as_ref());
+        saved
+    } else {
+        drop(admitted);
+        s.store.update_vm_spec(&next, expected).await?
+    };
     info!(vm = %id, version = saved.version, state = saved.spec.state.as_str(), "virtual machine updated");
     let vm = settle(&s, &saved).await?;
     Ok(Json(Envelope { object: vm.to_api() }))

@@ -37,6 +37,23 @@ impl Kind for ImageKind {
 /// A stored imported image.
 pub type ImageRecord = Record<ImageKind>;
 
+/// The imported image a VM boots: its id, and its record when the VM's
+/// own request made it on demand (stored with the VM, all or nothing).
+#[derive(Debug, Clone)]
+pub struct BootImage {
+    /// The image's id.
+    pub id: String,
+    /// The image made for this request, not stored yet.
+    pub new: Option<ImageRecord>,
+}
+
+impl BootImage {
+    /// The new image's row, to store beside the VM.
+    pub(super) fn new_object(&self) -> Result<Option<super::NewObject>, super::StoreError> {
+        self.new.as_ref().map(|r| Ok(super::NewObject { row: r.to_row()?, refs: Vec::new() })).transpose()
+    }
+}
+
 impl ImageRecord {
     /// Whether a VM's or volume's image `reference` names this image: by
     /// its name, or by the URL it is imported from.

@@ -33,7 +33,7 @@ use vmaas_model::ObjectKind;
 pub use external::{
     ATTACHMENT_OF, AttachmentKind, AttachmentRecord, BALANCER_ON, ExternalIpKind, ExternalIpRecord, LoadBalancerKind, LoadBalancerRecord,
 };
-pub use image::{ImageKind, ImageRecord, ImageUser};
+pub use image::{BootImage, ImageKind, ImageRecord, ImageUser};
 pub use network::{NetworkKind, NetworkRecord, SUBNET_OF, SecurityGroupKind, SecurityGroupRecord, SubnetKind, SubnetRecord};
 pub use objects::{Filter, NewObject, Row};
 pub use template::TemplateRecord;

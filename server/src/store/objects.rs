@@ -123,6 +123,56 @@ fn refused(e: sqlx::Error, taken: impl FnOnce() -> String, missing: impl FnOnce(
     }
 }
 
+/// Inserts `new` and its references within `tx`.
+async fn insert_row(tx: &mut sqlx::Transaction<'_, sqlx::Any>, new: &NewObject) -> Result<(), StoreError> {
+    let r = &new.row;
+    let taken = || format!("a {} named {:?} already exists", r.kind.human(), r.name);
+    sqlx::query(AssertSqlSafe(format!(
+        "INSERT INTO objects ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL)"
+    )))
+    .bind(&r.id)
+    .bind(r.kind.as_str())
+    .bind(&r.tenant)
+    .bind(&r.name)
+    .bind(&*r.spec)
+    .bind(&*r.status)
+    .bind(&r.state)
+    .bind(&*r.observed)
+    .bind(r.observed_version)
+    .bind(serde_json::to_string(&r.creators)?)
+    .bind(r.version)
+    .bind(ts(r.created_at))
+    .bind(ts(r.updated_at))
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| refused(e, taken, String::new))?;
+    for (target, role) in &new.refs {
+        sqlx::query("INSERT INTO refs (source, target, role) VALUES ($1, $2, $3)")
+            .bind(&r.id)
+            .bind(target)
+            .bind(role)
+            .execute(&mut **tx)
+            .await
+            .map_err(|e| refused(e, taken, || format!("{role} {target:?} does not exist")))?;
+    }
+    Ok(())
+}
+
+/// Points the reference of role `role` from `source` at `target` (none: drops it).
+async fn set_ref(tx: &mut sqlx::Transaction<'_, sqlx::Any>, source: &str, role: &str, target: Option<&str>) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM refs WHERE source = $1 AND role = $2").bind(source).bind(role).execute(&mut **tx).await?;
+    if let Some(target) = target {
+        sqlx::query("INSERT INTO refs (source, target, role) VALUES ($1, $2, $3)")
+            .bind(source)
+            .bind(target)
+            .bind(role)
+            .execute(&mut **tx)
+            .await
+            .map_err(|e| refused(e, String::new, || format!("{role} {target:?} does not exist")))?;
+    }
+    Ok(())
+}
+
 impl Store {
     /// Every row of every kind, from the database (to fill memory at start-up).
     pub(super) async fn sql_all(&self) -> Result<Vec<Row>, StoreError> {
@@ -152,40 +202,18 @@ impl Store {
     /// Stores a new object and its references in one transaction: its name
     /// must be free, and everything it refers to must exist.
     pub async fn insert(&self, new: &NewObject) -> Result<(), StoreError> {
+        self.insert_all(&[new]).await
+    }
+
+    /// Stores new objects, in order, in one transaction: all or none.
+    pub async fn insert_all(&self, new: &[&NewObject]) -> Result<(), StoreError> {
         let _w = self.write_lock().await;
-        let r = &new.row;
         let mut tx = self.pool.begin().await?;
-        let taken = || format!("a {} named {:?} already exists", r.kind.human(), r.name);
-        sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO objects ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL)"
-        )))
-        .bind(&r.id)
-        .bind(r.kind.as_str())
-        .bind(&r.tenant)
-        .bind(&r.name)
-        .bind(&*r.spec)
-        .bind(&*r.status)
-        .bind(&r.state)
-        .bind(&*r.observed)
-        .bind(r.observed_version)
-        .bind(serde_json::to_string(&r.creators)?)
-        .bind(r.version)
-        .bind(ts(r.created_at))
-        .bind(ts(r.updated_at))
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| refused(e, taken, String::new))?;
-        for (target, role) in &new.refs {
-            sqlx::query("INSERT INTO refs (source, target, role) VALUES ($1, $2, $3)")
-                .bind(&r.id)
-                .bind(target)
-                .bind(role)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| refused(e, taken, || format!("{role} {target:?} does not exist")))?;
+        for n in new {
+            insert_row(&mut tx, n).await?;
         }
         tx.commit().await?;
-        self.with_mem(|m| m.put(r.clone()));
+        self.with_mem(|m| new.iter().for_each(|n| m.put(n.row.clone())));
         Ok(())
     }
 
@@ -260,7 +288,26 @@ impl Store {
     /// Replaces the desired state of `current` if its version is still
     /// `expected`; returns the row with the new version.
     pub async fn update_spec(&self, current: &Row, expected: i64, spec: String, now: DateTime<Utc>) -> Result<Row, StoreError> {
+        self.update_spec_and_ref(current, expected, spec, now, None, None).await
+    }
+
+    /// [`Self::update_spec`], and in the same transaction inserts `also`
+    /// (an object the new spec refers to) and points the object's reference
+    /// of role `role.0` at `role.1` (none: drops it). All or nothing.
+    pub async fn update_spec_and_ref(
+        &self,
+        current: &Row,
+        expected: i64,
+        spec: String,
+        now: DateTime<Utc>,
+        role: Option<(&str, Option<&str>)>,
+        also: Option<&NewObject>,
+    ) -> Result<Row, StoreError> {
         let _w = self.write_lock().await;
+        let mut tx = self.pool.begin().await?;
+        if let Some(n) = also {
+            insert_row(&mut tx, n).await?;
+        }
         let r = sqlx::query(
             "UPDATE objects SET spec = $1, version = version + 1, updated_at = $2 WHERE id = $3 AND version = $4 AND deleted_at IS NULL",
         )
@@ -268,20 +315,30 @@ impl Store {
         .bind(ts(now))
         .bind(&current.id)
         .bind(expected)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        if r.rows_affected() > 0
+            && let Some((role, target)) = role
+        {
+            set_ref(&mut tx, &current.id, role, target).await?;
+        }
         if r.rows_affected() == 0 {
+            tx.rollback().await?;
             let latest = self.sql_get(&current.id).await?.ok_or_else(|| not_found(current.kind, &current.id))?;
             if latest.deleted_at.is_some() {
                 return Err(StoreError::InUse(format!("{} {:?} is being deleted", current.kind.human(), current.name)));
             }
             return Err(StoreError::stale(current.kind, &current.name, expected, latest.version));
         }
+        tx.commit().await?;
         let mut out = current.clone();
         out.spec = spec.into();
         out.version = expected + 1;
         out.updated_at = now;
-        self.with_mem(|m| m.put(out.clone()));
+        self.with_mem(|m| {
+            also.into_iter().for_each(|n| m.put(n.row.clone()));
+            m.put(out.clone());
+        });
         Ok(out)
     }
 

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use chrono::Utc;
 use serde_json::json;
-use vmaas_model::{MachineSpec, PowerState, VirtualMachineSpec, VirtualMachineTemplate, VmState};
+use vmaas_model::{MachineSpec, ObjectKind, PowerState, VirtualMachineSpec, VirtualMachineTemplate, VmState};
 
 use super::*;
 use vmaas_backend::Requests;
@@ -113,4 +113,33 @@ async fn every_change_of_the_desired_state_is_a_new_version() {
     assert!(stale.to_string().contains("is being deleted"), "{stale}");
     // Another tenant sees nothing.
     assert!(matches!(store.get_vm(&v.id, &Scope::Tenant("other".into())).await, Err(StoreError::NotFound { .. })));
+}
+
+#[tokio::test]
+async fn an_image_made_for_a_vm_is_stored_with_it_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_sqlite(dir.path()).await.unwrap();
+    store.insert_template(&template("tpl"), Utc::now()).await.unwrap();
+    store.insert_vm(&vm("a", "tpl")).await.unwrap();
+    let made = |id: &str| {
+        let spec = vmaas_model::image::ImageSpec { source: Some(format!("http://127.0.0.1/{id}.qcow2")), ..Default::default() };
+        BootImage { id: id.into(), new: Some(ImageRecord::new(id.into(), "t", &format!("url-{id}"), "t", spec, Utc::now())) }
+    };
+    let images = || async { store.all_records::<ImageKind>().await.unwrap().len() };
+
+    // The VM's name is taken: no image either.
+    let taken = store.insert_vm_booting(&vm("a", "tpl"), Some(&made("i1"))).await.unwrap_err();
+    assert!(matches!(taken, StoreError::AlreadyExists(_)), "{taken}");
+    assert_eq!(images().await, 0, "nothing half-made");
+    // Stored together, and the VM's reference keeps the image.
+    let b = vm("b", "tpl");
+    store.insert_vm_booting(&b, Some(&made("i1"))).await.unwrap();
+    assert!(matches!(store.delete_now(ObjectKind::Image, "i1").await, Err(StoreError::InUse(_))));
+    // A stale change stores no new image; a change to a catalog image drops the reference.
+    let stale = store.update_vm_booting(&b, b.version + 1, Some(&made("i2"))).await.unwrap_err();
+    assert!(stale.to_string().contains("version"), "{stale}");
+    assert_eq!(images().await, 1);
+    store.update_vm_booting(&b, b.version, None).await.unwrap();
+    store.delete_now(ObjectKind::Image, "i1").await.unwrap();
+    assert_eq!(images().await, 0);
 }

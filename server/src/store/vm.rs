@@ -10,7 +10,7 @@ use vmaas_model::{
 };
 
 use super::objects::{Filter, NewObject, Row};
-use super::{Scope, Store, StoreError};
+use super::{BootImage, Scope, Store, StoreError};
 use crate::store::template::object_id as template_id;
 
 const KIND: ObjectKind = ObjectKind::VirtualMachine;
@@ -185,18 +185,21 @@ impl Store {
         self.insert_vm_booting(vm, None).await
     }
 
-    /// Stores a new VM booting the imported image `image` (its id), which
-    /// must still exist: the reference keeps it from being pruned.
-    pub async fn insert_vm_booting(&self, vm: &VmRecord, image: Option<&str>) -> Result<(), StoreError> {
+    /// Stores a new VM booting the imported image `image`, which must still
+    /// exist (or is stored with it, made for it): the reference keeps it
+    /// from being pruned.
+    pub async fn insert_vm_booting(&self, vm: &VmRecord, image: Option<&BootImage>) -> Result<(), StoreError> {
         let mut refs = vec![(template_id(&vm.spec.template), "template".to_owned())];
-        refs.extend(image.map(|i| (i.to_owned(), "image".to_owned())));
+        refs.extend(image.map(|i| (i.id.clone(), "image".to_owned())));
         for a in &vm.spec.network_attachments {
             refs.push((a.subnet.clone(), "subnet".to_owned()));
             refs.extend(a.security_groups.iter().map(|g| (g.clone(), "security_group".to_owned())));
         }
         refs.sort();
         refs.dedup_by(|a, b| a.0 == b.0);
-        match self.insert(&NewObject { row: vm.to_row()?, refs }).await {
+        let new_image = image.map(BootImage::new_object).transpose()?.flatten();
+        let vm_row = NewObject { row: vm.to_row()?, refs };
+        match self.insert_all(&new_image.iter().chain([&vm_row]).collect::<Vec<_>>()).await {
             Err(StoreError::MissingReference(_)) => Err(StoreError::MissingReference(format!(
                 "template {:?}, or its image, or a subnet or security group of the VM, does not exist (any more)",
                 vm.spec.template
@@ -230,6 +233,17 @@ impl Store {
     pub async fn update_vm_spec(&self, vm: &VmRecord, expected: i64) -> Result<VmRecord, StoreError> {
         let current = self.get(KIND, &vm.id, &Scope::All).await?;
         let saved = self.update_spec(&current, expected, vm.spec_doc()?, Utc::now()).await?;
+        VmRecord::from_row(&saved)
+    }
+
+    /// [`Self::update_vm_spec`] of a VM whose machine was resolved anew:
+    /// its reference to the imported image it boots follows (`None`: a
+    /// catalog image, no reference), stored with the image when new.
+    pub async fn update_vm_booting(&self, vm: &VmRecord, expected: i64, image: Option<&BootImage>) -> Result<VmRecord, StoreError> {
+        let current = self.get(KIND, &vm.id, &Scope::All).await?;
+        let new_image = image.map(BootImage::new_object).transpose()?.flatten();
+        let role = Some(("image", image.map(|i| i.id.as_str())));
+        let saved = self.update_spec_and_ref(&current, expected, vm.spec_doc()?, Utc::now(), role, new_image.as_ref()).await?;
         VmRecord::from_row(&saved)
     }
 
