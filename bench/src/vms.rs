@@ -71,6 +71,7 @@ pub(crate) async fn start_qemu_server(images: std::path::PathBuf) -> anyhow::Res
         stop_grace: Duration::from_secs(30),
         egress: Vec::new(),
         uplinks: Vec::new(),
+        image_sources: Default::default(),
     };
     let backend = Arc::new(vmaas_qemu::QemuBackend::new(cfg).await?);
     let accel = backend.accel().accel.as_str();

@@ -22,6 +22,7 @@ use vmaas_backend::{
 use vmaas_model::ObjectKind;
 
 use crate::images::{Image, ImageManifest};
+use crate::sources::{SourcePolicy, describe};
 use crate::state::write_atomic;
 
 const DONE: &str = "import.json";
@@ -61,6 +62,7 @@ pub struct Imports {
     jobs: Mutex<HashMap<String, Arc<Job>>>,
     wake: Arc<OnceLock<Wake>>,
     http: reqwest::Client,
+    sources: Arc<SourcePolicy>,
 }
 
 /// The image imported as `id` under `dir`, to boot from, or why there is none.
@@ -80,10 +82,10 @@ pub fn imported(dir: &Path, id: &str) -> Result<Image, String> {
 }
 
 impl Imports {
-    /// Images kept under `dir`; `wake` tells the reconciler when one is done.
-    pub fn new(dir: PathBuf, wake: Arc<OnceLock<Wake>>) -> Self {
-        let http = reqwest::Client::builder().connect_timeout(std::time::Duration::from_secs(10)).build().unwrap_or_default();
-        Self { dir, jobs: Mutex::new(HashMap::new()), wake, http }
+    /// Images kept under `dir`, fetched only from where `sources` allows;
+    /// `wake` tells the reconciler when one is done.
+    pub fn new(dir: PathBuf, wake: Arc<OnceLock<Wake>>, sources: Arc<SourcePolicy>) -> Self {
+        Self { dir, jobs: Mutex::new(HashMap::new()), wake, http: sources.client(), sources }
     }
 
     fn jobs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Job>>> {
@@ -122,7 +124,9 @@ impl Imports {
     }
 
     async fn download(&self, id: &str, url: &str, spec: &ImageImport, job: &Job) -> Result<(String, u64), String> {
-        let rsp = self.http.get(url).send().await.map_err(|e| format!("fetching {url}: {e}"))?;
+        let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+        self.sources.check_url(&parsed).map_err(|e| format!("fetching {url}: {e}"))?;
+        let rsp = self.http.get(parsed).send().await.map_err(|e| format!("fetching {url}: {}", describe(&e)))?;
         if !rsp.status().is_success() {
             return Err(format!("fetching {url}: the server answered HTTP {}", rsp.status()));
         }

@@ -57,6 +57,7 @@ pub mod process;
 pub mod proxy;
 pub mod qmp;
 mod recover;
+pub mod sources;
 pub mod state;
 pub mod subnet;
 pub mod vetting;
@@ -110,6 +111,8 @@ pub struct QemuConfig {
     /// Physical L2 uplinks: a virtual network's id and the host TAP device
     /// or bridge its subnets' segments are joined to.
     pub uplinks: Vec<(String, String)>,
+    /// The addresses images may be fetched from.
+    pub image_sources: sources::SourcePolicy,
 }
 
 /// The network every VM's first NIC is on.
@@ -191,7 +194,11 @@ impl QemuBackend {
         vms.adopt_all().await;
         let networks = network::Networks::new(data.join("networks"));
         let balancers = Arc::new(balancer::Balancers::new(vms.endpoints.clone(), vms.wake.clone()));
-        let imports = Arc::new(import::ImportDriver(Arc::new(import::Imports::new(data.join("images"), vms.wake.clone()))));
+        let imports = Arc::new(import::ImportDriver(Arc::new(import::Imports::new(
+            data.join("images"),
+            vms.wake.clone(),
+            Arc::new(vms.cfg.image_sources.clone()),
+        ))));
         Ok(Self { vms: Arc::new(vms), networks: Arc::new(networks), subnets, balancers, volumes, imports })
     }
 

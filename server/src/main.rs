@@ -151,6 +151,11 @@ struct ServeArgs {
     /// Largest image file imported or uploaded, e.g. 64Gi.
     #[arg(long, env = "VMAAS_IMAGE_MAX_SIZE", default_value = "64Gi")]
     image_max_size: vmaas_model::Quantity,
+    /// Addresses and networks images may be fetched from (comma-separated,
+    /// e.g. 192.0.2.0/24,2001:db8::/32). Link-local (cloud metadata),
+    /// multicast and unspecified addresses are never fetched from.
+    #[arg(long, env = "VMAAS_IMAGE_SOURCE_ALLOW", value_delimiter = ',', default_value = "0.0.0.0/0,::/0")]
+    image_source_allow: Vec<String>,
     /// Log format.
     #[arg(long, env = "VMAAS_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -260,6 +265,9 @@ async fn backend(args: &ServeArgs, data_dir: &std::path::Path) -> anyhow::Result
                 stop_grace: args.stop_grace,
                 egress: args.guest_egress.clone(),
                 uplinks: args.uplinks.clone(),
+                image_sources: vmaas_qemu::sources::SourcePolicy::parse(&args.image_source_allow)
+                    .map_err(anyhow::Error::msg)
+                    .context("--image-source-allow")?,
             };
             Arc::new(QemuBackend::new(cfg).await.context("starting the qemu backend")?)
         }

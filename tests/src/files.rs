@@ -1,7 +1,7 @@
 //! A file server on loopback for image imports: `GET /NAME` answers the
 //! file `NAME` of its directory, with its length; `GET /slow/NAME` sends it
-//! in 64 KiB pieces 20 ms apart (an import that takes a while); anything
-//! else is a 404.
+//! in 64 KiB pieces 20 ms apart (an import that takes a while);
+//! `GET /redirect?to=URL` answers 302 to URL; anything else is a 404.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -52,12 +52,23 @@ async fn slow(State(dir): State<PathBuf>, Path(name): Path<String>) -> Response 
     ([(header::CONTENT_LENGTH, len.to_string())], Body::from_stream(stream)).into_response()
 }
 
+/// Where `/redirect` sends the client.
+#[derive(serde::Deserialize)]
+struct To {
+    to: String,
+}
+
+async fn redirect(axum::extract::Query(q): axum::extract::Query<To>) -> Response {
+    (StatusCode::FOUND, [(header::LOCATION, q.to)]).into_response()
+}
+
 use futures::StreamExt;
 
 impl FileServer {
     /// Serves `dir` on a free loopback port.
     pub async fn start(dir: PathBuf) -> Self {
-        let app = Router::new().route("/slow/{name}", get(slow)).route("/{name}", get(file)).with_state(dir);
+        let app =
+            Router::new().route("/redirect", get(redirect)).route("/slow/{name}", get(slow)).route("/{name}", get(file)).with_state(dir);
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let task = tokio::spawn(async move {

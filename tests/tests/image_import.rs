@@ -245,3 +245,31 @@ async fn the_size_limit_comes_from_the_configuration() {
     let id = import(&s, &t, "small", json!({"source": format!("{}/small.raw", web.url)})).await;
     assert_eq!(settled(&s, &t, &id).await["status"]["state"], "IMAGE_STATE_READY");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn images_are_fetched_only_from_allowed_addresses() {
+    let s = Server::start_qemu_with(&["--image-source-allow", "127.0.0.1"]).await;
+    let t = s.token("acme", false);
+    let files = tempfile::tempdir().unwrap();
+    std::fs::write(files.path().join("disk.raw"), vec![3u8; 1 << 20]).unwrap();
+    let web = FileServer::start(files.path().to_owned()).await;
+    let port = web.url.rsplit(':').next().unwrap().to_owned();
+
+    // Refused before any connection: another address, a redirect to one,
+    // and the cloud metadata address (never fetched from).
+    for (name, url, why) in [
+        ("elsewhere", format!("http://127.0.0.5:{port}/disk.raw"), "127.0.0.5 is not among the addresses images may be fetched from"),
+        ("redirected", format!("{}/redirect?to=http://127.0.0.2:{port}/disk.raw", web.url), "127.0.0.2 is not among"),
+        ("metadata", "http://169.254.169.254/latest/disk.raw".to_owned(), "169.254.169.254 is a link-local address"),
+    ] {
+        let id = import(&s, &t, name, json!({"source": url})).await;
+        let img = settled(&s, &t, &id).await;
+        assert_eq!(img["status"]["state"], "IMAGE_STATE_FAILED", "{name}: {img}");
+        assert!(img["status"]["message"].as_str().unwrap_or_default().contains(why), "{name}: {img}");
+    }
+    // The allowed address, also by a name resolving to it.
+    for (name, url) in [("direct", format!("{}/disk.raw", web.url)), ("by-name", format!("http://localhost:{port}/disk.raw"))] {
+        let id = import(&s, &t, name, json!({"source": url})).await;
+        assert_eq!(settled(&s, &t, &id).await["status"]["state"], "IMAGE_STATE_READY", "{name}");
+    }
+}
