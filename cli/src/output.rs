@@ -74,7 +74,8 @@ pub fn vm(format: Format, v: &VirtualMachine) -> anyhow::Result<()> {
     if format != Format::Table {
         return structured(format, v);
     }
-    let params: Vec<String> = v.spec.template_parameters.iter().map(|(k, p)| format!("{k}={}", p.value)).collect();
+    let params: Vec<String> =
+        v.spec.template_parameters.iter().map(|(k, p)| format!("{k}={}", p.json().unwrap_or_else(|_| p.value.clone()))).collect();
     let mut rows = vec![
         vec!["Name".into(), v.metadata.name.clone()],
         vec!["ID".into(), v.id.clone()],

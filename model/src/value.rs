@@ -6,22 +6,65 @@ use serde_json::Value;
 use crate::quantity::Quantity;
 use crate::template::{ParameterType, describe};
 
-/// A parameter value as written on the wire: `{"value": 4}`.
+/// A parameter value as written on the wire: the seed's `{"value": 4}`, or
+/// a `google.protobuf.Any` in ProtoJSON as OSAC's clients send it:
+/// `{"@type": "type.googleapis.com/google.protobuf.Int32Value", "value": 4}`.
 ///
-/// The JSON value is kept exactly as written, so it is stored and returned unchanged.
+/// It is kept exactly as written, so it is stored and returned in the form
+/// the request used; [`ParameterValue::json`] is the plain value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ParameterValue {
+    /// The `Any`'s type: a protobuf wrapper type (`BoolValue`,
+    /// `Int32Value`, `Int64Value`, `UInt32Value`, `UInt64Value`,
+    /// `FloatValue`, `DoubleValue`, `StringValue`), `Value`, `ListValue` or
+    /// `Struct`; absent in the seed's form.
+    #[serde(rename = "@type", default, skip_serializing_if = "Option::is_none")]
+    pub type_url: Option<String>,
     /// The value: a bool, an integer, a string, a quantity string or a list of strings.
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub value: Value,
 }
 
+/// The prefix of the `@type` of protobuf's well-known types.
+const WELL_KNOWN: &str = "type.googleapis.com/google.protobuf.";
+
 impl ParameterValue {
-    /// Wraps a JSON value.
+    /// Wraps a JSON value, in the seed's form.
     pub fn new(value: impl Into<Value>) -> Self {
-        Self { value: value.into() }
+        Self { type_url: None, value: value.into() }
+    }
+
+    /// The plain JSON value, unwrapped from its `Any` (64-bit integers come
+    /// as strings in ProtoJSON), or why the `@type` and value do not agree.
+    pub fn json(&self) -> Result<Value, String> {
+        let Some(t) = self.type_url.as_deref() else { return Ok(self.value.clone()) };
+        let Some(name) = t.strip_prefix(WELL_KNOWN) else {
+            return Err(format!("@type {t:?} is not supported; use a {WELL_KNOWN}… wrapper type, Value, ListValue or Struct"));
+        };
+        let v = &self.value;
+        let ok = match name {
+            "BoolValue" => v.is_boolean(),
+            "Int32Value" | "UInt32Value" => v.is_i64() || v.is_u64(),
+            "Int64Value" | "UInt64Value" => return int64(v).ok_or_else(|| format!("a {name} must be an integer, got {}", describe(v))),
+            "FloatValue" | "DoubleValue" => v.is_number(),
+            "StringValue" => v.is_string(),
+            "ListValue" => v.is_array(),
+            "Struct" => v.is_object(),
+            "Value" => true,
+            _ => return Err(format!("@type {t:?} is not supported; use a wrapper type, Value, ListValue or Struct")),
+        };
+        if ok { Ok(v.clone()) } else { Err(format!("a {name} cannot hold {}", describe(v))) }
+    }
+}
+
+/// A ProtoJSON 64-bit integer: a number, or a string of one.
+fn int64(v: &Value) -> Option<Value> {
+    match v {
+        Value::Number(n) if n.is_i64() || n.is_u64() => Some(v.clone()),
+        Value::String(s) => s.parse::<i64>().ok().map(Value::from).or_else(|| s.parse::<u64>().ok().map(Value::from)),
+        _ => None,
     }
 }
 
@@ -93,5 +136,42 @@ impl TypedValue {
             Self::Quantity(q) => Value::String(q.as_str().to_owned()),
             Self::List(l) => Value::from(l.clone()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn any(t: &str, v: Value) -> ParameterValue {
+        serde_json::from_value(json!({"@type": format!("{WELL_KNOWN}{t}"), "value": v})).unwrap()
+    }
+
+    #[test]
+    fn any_values_unwrap_to_their_json() {
+        assert_eq!(any("Int32Value", json!(4)).json(), Ok(json!(4)));
+        assert_eq!(any("Int64Value", json!("8")).json(), Ok(json!(8)));
+        assert_eq!(any("StringValue", json!("4Gi")).json(), Ok(json!("4Gi")));
+        assert_eq!(any("Value", json!(["a"])).json(), Ok(json!(["a"])));
+        assert_eq!(ParameterValue::new(true).json(), Ok(json!(true)));
+    }
+
+    #[test]
+    fn they_are_kept_as_written() {
+        let written = json!({"@type": "type.googleapis.com/google.protobuf.Int64Value", "value": "8"});
+        let p: ParameterValue = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&p).unwrap(), written);
+        assert_eq!(serde_json::to_value(ParameterValue::new(4)).unwrap(), json!({"value": 4}));
+    }
+
+    #[test]
+    fn mismatches_say_why() {
+        assert!(any("BoolValue", json!("yes")).json().unwrap_err().contains("BoolValue cannot hold"));
+        assert!(any("Int64Value", json!("x")).json().unwrap_err().contains("must be an integer"));
+        assert!(any("Timestamp", json!("2026-01-01T00:00:00Z")).json().unwrap_err().contains("not supported"));
+        let foreign = ParameterValue { type_url: Some("example.com/Foo".into()), value: json!(1) };
+        assert!(foreign.json().unwrap_err().contains("\"example.com/Foo\" is not supported"));
     }
 }

@@ -81,8 +81,12 @@ fn nic_block() -> NestedBlock {
 /// The Terraform state of a VM, keeping the shape of what the user wrote
 /// (a null parameter map stays null) and their `timeouts`.
 fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
-    let params: Vec<(Value, Value)> =
-        vm.spec.template_parameters.iter().map(|(k, p)| (Value::from(k.as_str()), Value::from(param_to_string(&p.value)))).collect();
+    let params: Vec<(Value, Value)> = vm
+        .spec
+        .template_parameters
+        .iter()
+        .map(|(k, p)| (Value::from(k.as_str()), Value::from(param_to_string(&p.json().unwrap_or_else(|_| p.value.clone())))))
+        .collect();
     let params = if params.is_empty() && get(like, "template_parameters").is_nil() { Value::Nil } else { Value::Map(params) };
     let conditions = Value::Array(
         vm.status

@@ -524,3 +524,47 @@ on_both_databases! {
         assert_eq!(after["object"]["metadata"]["version"].as_i64().unwrap(), version + 10, "ten changes, none lost: {after}");
     }
 }
+
+/// grpc-gateway's JSON beside the seed's: a bare object as the body (its
+/// `body: "object"`), and parameter values as `google.protobuf.Any`, kept
+/// in the form the request used; errors still name `object.…`.
+#[tokio::test]
+async fn bare_bodies_and_any_values_work_beside_the_seed_form() {
+    let s = Server::start(Db::Sqlite).await.unwrap();
+    let (admin, t) = (s.token("ops", true), s.token("acme", false));
+    publish_seed(&s, &admin).await;
+    let any = |t: &str, v: Value| json!({"@type": format!("type.googleapis.com/google.protobuf.{t}"), "value": v});
+    let params = json!({"vm_cpu_cores": any("Int32Value", json!(2)), "vm_memory": any("StringValue", json!("2Gi")), "vm_disk_size": {"value": "20Gi"}});
+    let bare = json!({"metadata": {"name": "bare"}, "spec": {"template": "simple_vm", "template_parameters": params}});
+    let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(bare)).await;
+    assert_eq!(st, 201, "{vm}");
+    assert_eq!(vm["object"]["spec"]["template_parameters"], params, "answered as written");
+    let id = vm["object"]["id"].as_str().unwrap().to_owned();
+    let (_, got) = s.raw(Method::GET, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await;
+    assert_eq!(got["object"]["spec"]["template_parameters"]["vm_cpu_cores"], any("Int32Value", json!(2)));
+    // A 64-bit integer is a string in ProtoJSON.
+    let patch = json!({"spec": {"template_parameters": {"vm_cpu_cores": any("Int64Value", json!("4"))}}});
+    let (st, vm) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(patch)).await;
+    assert_eq!(st, 200, "{vm}");
+    assert_eq!(vm["object"]["spec"]["template_parameters"]["vm_cpu_cores"]["value"], "4");
+
+    for (value, why) in [
+        (any("BoolValue", json!(2)), "BoolValue cannot hold"),
+        (any("Int64Value", json!("four")), "must be an integer"),
+        (json!({"@type": "example.com/Cores", "value": 2}), "is not supported"),
+        (any("StringValue", json!("2")), "expected an integer"),
+    ] {
+        let bare = json!({"metadata": {"name": "bad"}, "spec": {"template": "simple_vm", "template_parameters": {"vm_cpu_cores": value}}});
+        let (st, e) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(bare)).await;
+        assert_eq!((st, e["details"][0]["field"].as_str()), (400, Some("object.spec.template_parameters.vm_cpu_cores.value")), "{e}");
+        assert!(e["details"][0]["reason"].as_str().unwrap().contains(why), "{e}");
+    }
+    let (st, e) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(json!({"spec": {"templat": "x"}}))).await;
+    assert_eq!(
+        (st, e["details"][0]["field"].as_str()),
+        (400, Some("object.spec.templat")),
+        "a bare body's errors are named as the envelope's: {e}"
+    );
+    let (_, list) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&t), None).await;
+    assert_eq!(list["total"], 1, "nothing half-made: {list}");
+}

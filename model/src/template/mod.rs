@@ -185,7 +185,7 @@ impl Template {
         let mut values = BTreeMap::new();
         for p in &self.parameters {
             match given.get(&p.name) {
-                Some(v) => match check_value(&p.kind, &v.value) {
+                Some(v) => match v.json().and_then(|j| check_value(&p.kind, &j)) {
                     Ok(t) => {
                         values.insert(p.name.clone(), t);
                     }

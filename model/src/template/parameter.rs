@@ -208,7 +208,7 @@ impl ParameterDefinition {
         let ty = match (self.kind, target, &self.default) {
             (Some(t), _, _) => t,
             (None, Some(field), _) => field.parameter_type(),
-            (None, None, Some(d)) => match infer_type(&d.value) {
+            (None, None, Some(d)) => match d.json().ok().as_ref().and_then(infer_type) {
                 Some(t) => t,
                 None => {
                     errs.push(
@@ -325,7 +325,7 @@ impl ParameterDefinition {
         if let Some(reason) = bounds_inverted(&kind) {
             errs.push(format!("{path}.min"), reason);
         }
-        let default = self.default.as_ref().and_then(|d| match check_value(&kind, &d.value) {
+        let default = self.default.as_ref().and_then(|d| match d.json().and_then(|j| check_value(&kind, &j)) {
             Ok(v) => Some(v),
             Err(reason) => {
                 errs.push(format!("{path}.default.value"), reason);

@@ -56,7 +56,22 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         let bytes = Bytes::from_request(req, state).await.map_err(unreadable)?;
-        decode(&bytes).map(Self)
+        decode(&enveloped(bytes)).map(Self)
+    }
+}
+
+/// The body as the seed's envelope: `{"object": …}` as sent, or the bare
+/// object wrapped in one (grpc-gateway's `body: "object"`), so that fields
+/// are named `object.…` either way. Anything else is left to [`decode`].
+fn enveloped(bytes: Bytes) -> Bytes {
+    /// Reads a JSON object's keys, skipping every value.
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        object: Option<serde::de::IgnoredAny>,
+    }
+    match serde_json::from_slice::<Probe>(&bytes) {
+        Ok(Probe { object: None }) => [&b"{\"object\":"[..], &bytes, b"}"].concat().into(),
+        _ => bytes,
     }
 }
 
