@@ -526,8 +526,9 @@ on_both_databases! {
 }
 
 /// grpc-gateway's JSON beside the seed's: a bare object as the body (its
-/// `body: "object"`), and parameter values as `google.protobuf.Any`, kept
-/// in the form the request used; errors still name `object.…`.
+/// `body: "object"`) is answered with the bare object (its `response_body:
+/// "object"`), and parameter values as `google.protobuf.Any`, kept in the
+/// form the request used; errors still name `object.…`.
 #[tokio::test]
 async fn bare_bodies_and_any_values_work_beside_the_seed_form() {
     let s = Server::start(Db::Sqlite).await.unwrap();
@@ -538,15 +539,18 @@ async fn bare_bodies_and_any_values_work_beside_the_seed_form() {
     let bare = json!({"metadata": {"name": "bare"}, "spec": {"template": "simple_vm", "template_parameters": params}});
     let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(bare)).await;
     assert_eq!(st, 201, "{vm}");
-    assert_eq!(vm["object"]["spec"]["template_parameters"], params, "answered as written");
-    let id = vm["object"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(vm["spec"]["template_parameters"], params, "answered bare, as written");
+    let id = vm["id"].as_str().unwrap().to_owned();
     let (_, got) = s.raw(Method::GET, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await;
     assert_eq!(got["object"]["spec"]["template_parameters"]["vm_cpu_cores"], any("Int32Value", json!(2)));
     // A 64-bit integer is a string in ProtoJSON.
     let patch = json!({"spec": {"template_parameters": {"vm_cpu_cores": any("Int64Value", json!("4"))}}});
     let (st, vm) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(patch)).await;
     assert_eq!(st, 200, "{vm}");
-    assert_eq!(vm["object"]["spec"]["template_parameters"]["vm_cpu_cores"]["value"], "4");
+    assert_eq!(vm["spec"]["template_parameters"]["vm_cpu_cores"]["value"], "4");
+    let enveloped = json!({"object": {"spec": {"state": "stopped"}}});
+    let (st, vm) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(enveloped)).await;
+    assert_eq!((st, vm["object"]["spec"]["state"].as_str()), (200, Some("stopped")), "the envelope answered with one: {vm}");
 
     for (value, why) in [
         (any("BoolValue", json!(2)), "BoolValue cannot hold"),

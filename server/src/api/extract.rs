@@ -1,8 +1,14 @@
 //! Request extractors whose rejections name the field and the reason.
 
-use axum::body::Bytes;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::Response;
 use serde::de::DeserializeOwned;
 
 use axum::http::StatusCode;
@@ -55,23 +61,61 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bare = req.extensions().get::<BareBody>().cloned();
         let bytes = Bytes::from_request(req, state).await.map_err(unreadable)?;
-        decode(&enveloped(bytes)).map(Self)
+        let (bytes, was_bare) = enveloped(bytes);
+        if let (Some(flag), true) = (bare, was_bare) {
+            flag.0.store(true, Ordering::Relaxed);
+        }
+        decode(&bytes).map(Self)
+    }
+}
+
+/// Set by [`ApiJson`] when the request's body was the bare object, so that
+/// [`answer_in_kind`] answers with the bare object too.
+#[derive(Clone, Default)]
+struct BareBody(Arc<AtomicBool>);
+
+/// Answers a request whose body was the bare object (grpc-gateway's
+/// `body: "object"`) with the bare object (its `response_body: "object"`),
+/// and the seed's envelope with the envelope.
+pub async fn answer_in_kind(mut req: Request, next: Next) -> Response {
+    let flag = BareBody::default();
+    req.extensions_mut().insert(flag.clone());
+    let rsp = next.run(req).await;
+    if !flag.0.load(Ordering::Relaxed) || !rsp.status().is_success() {
+        return rsp;
+    }
+    let (mut parts, body) = rsp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return Response::from_parts(parts, Body::empty());
+    };
+    let inner = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(serde_json::Value::Object(mut m)) if m.len() == 1 => m.remove("object"),
+        _ => None,
+    };
+    match inner.and_then(|o| serde_json::to_vec(&o).ok()) {
+        Some(out) => {
+            parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(out.len()));
+            Response::from_parts(parts, Body::from(out))
+        }
+        None => Response::from_parts(parts, Body::from(bytes)),
     }
 }
 
 /// The body as the seed's envelope: `{"object": …}` as sent, or the bare
 /// object wrapped in one (grpc-gateway's `body: "object"`), so that fields
-/// are named `object.…` either way. Anything else is left to [`decode`].
-fn enveloped(bytes: Bytes) -> Bytes {
+/// are named `object.…` either way (and whether it was bare). Anything
+/// else is left to [`decode`].
+fn enveloped(bytes: Bytes) -> (Bytes, bool) {
     /// Reads a JSON object's keys, skipping every value.
     #[derive(serde::Deserialize)]
     struct Probe {
         object: Option<serde::de::IgnoredAny>,
     }
     match serde_json::from_slice::<Probe>(&bytes) {
-        Ok(Probe { object: None }) => [&b"{\"object\":"[..], &bytes, b"}"].concat().into(),
-        _ => bytes,
+        Ok(Probe { object: None }) => ([&b"{\"object\":"[..], &bytes, b"}"].concat().into(), true),
+        _ => (bytes, false),
     }
 }
 
