@@ -23,11 +23,13 @@
 //!   to VMs (OSAC's `ExternalIPPool`, `ExternalIP`, `ExternalIPAttachment`).
 //! - [`load_balancer`]: load balancers over the VMs of a subnet (seed 001).
 //! - [`volume`]: volumes that outlive VMs and their attachments to VMs
-//!   (seed 001's block storage; served in a later release).
+//!   (seed 001's block storage).
 //! - [`vm`]: virtual machines, the request shapes of the API, and
 //!   [`vm::status`], the state machine from backend observations to status.
 //! - [`quantity`]: `4Gi` and `4096Mi`, equal in value, each kept as written.
-//! - [`value`]: parameter values, `{"value": ...}` on the wire, typed once checked.
+//! - [`query`]: list `filter`s (a subset of CEL, as OSAC's clients send) and `order`s.
+//! - [`value`]: parameter values, `{"value": ...}` or a `google.protobuf.Any`
+//!   on the wire, typed once checked.
 //! - [`validation`]: field-path errors, always all of them at once.
 //! - `k8s` (feature `kubernetes`): the pure rendering into Kubernetes objects,
 //!   and the reading of their status back.
@@ -49,6 +51,7 @@ pub mod network;
 pub mod nocloud;
 pub mod object;
 pub mod quantity;
+pub mod query;
 pub mod security_group;
 pub mod spec;
 pub mod subnet;

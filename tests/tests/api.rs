@@ -572,3 +572,53 @@ async fn bare_bodies_and_any_values_work_beside_the_seed_form() {
     let (_, list) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&t), None).await;
     assert_eq!(list["total"], 1, "nothing half-made: {list}");
 }
+
+/// OSAC's `filter` (CEL) and `order` on lists, within what the caller may see.
+#[tokio::test]
+async fn lists_take_cel_filters_and_orders() {
+    let s = Server::start(Db::Sqlite).await.unwrap();
+    let (admin, t, other) = (s.token("ops", true), s.token("acme", false), s.token("globex", false));
+    publish_seed(&s, &admin).await;
+    for (token, name) in [(&t, "a-web"), (&t, "b-web"), (&t, "c-db"), (&other, "d-web")] {
+        let (st, v) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(token), Some(seed_vm(name))).await;
+        assert_eq!(st, 201, "{v}");
+    }
+    let list = |path: String, token: String| {
+        let s = &s;
+        async move { s.raw(Method::GET, &path, Some(&token), None).await }
+    };
+    let names =
+        |v: &Value| v["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+    let q = |f: &str, o: &str, extra: &str| format!("{V1}/virtual_machines?filter={}&order={}{extra}", urlencoding(f), urlencoding(o));
+
+    let (st, v) = list(q("this.metadata.name.endsWith('web')", "this.metadata.name desc", ""), t.clone()).await;
+    assert_eq!((st, names(&v), v["total"].as_u64()), (200, vec!["b-web".to_owned(), "a-web".to_owned()], Some(2)), "{v}");
+    let (_, v) = list(q("this.metadata.name.endsWith('web')", "this.metadata.name desc", "&limit=1&offset=1"), t.clone()).await;
+    assert_eq!((names(&v), v["total"].as_u64(), v["size"].as_u64()), (vec!["a-web".to_owned()], Some(2), Some(1)), "{v}");
+    let (_, v) = list(q("this.metadata.name == 'c-db' || this.metadata.name == 'd-web'", "", ""), t.clone()).await;
+    assert_eq!(names(&v), vec!["c-db".to_owned()], "another tenant's VM never passes: {v}");
+    let (_, v) =
+        list(q("this.spec.template_parameters.vm_cpu_cores.value >= 4 && this.spec.state == 'started'", "this.id", ""), admin.clone())
+            .await;
+    assert_eq!(v["total"], 4, "{v}");
+    let (st, e) = list(q("this.metadata.name = 'x'", "", ""), t.clone()).await;
+    assert_eq!((st, e["details"][0]["field"].as_str()), (400, Some("filter")), "{e}");
+    let (st, e) = list(q("", "this.metadata.name sideways", ""), t.clone()).await;
+    assert_eq!((st, e["details"][0]["field"].as_str()), (400, Some("order")), "{e}");
+
+    let (_, v) = list(format!("{V1}/virtual_machine_templates?filter={}", urlencoding("this.id == 'simple_vm'")), t.clone()).await;
+    assert_eq!(v["total"], 1, "{v}");
+    for cidr in ["10.1.0.0/16", "10.2.0.0/16"] {
+        let body = json!({"object": {"metadata": {"name": format!("n{}", &cidr[3..4])}, "spec": {"ipv4_cidr": cidr}}});
+        let (st, v) = s.raw(Method::POST, &format!("{V1}/virtual_networks"), Some(&t), Some(body)).await;
+        assert_eq!(st, 201, "{v}");
+    }
+    let (_, v) = list(format!("{V1}/virtual_networks?filter={}", urlencoding("this.spec.ipv4_cidr.startsWith('10.2.')")), t.clone()).await;
+    assert_eq!(names(&v), vec!["n2".to_owned()], "{v}");
+}
+
+fn urlencoding(s: &str) -> String {
+    s.bytes()
+        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect()
+}

@@ -13,6 +13,7 @@ mod ip_attachments;
 mod load_balancers;
 mod networks;
 mod openapi;
+mod query;
 mod security_groups;
 mod simple;
 mod subnets;

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use tracing::info;
 use vmaas_model::{Envelope, ObjectKind};
 
+use super::query::Selection;
 use super::{AppState, Paging, page_json, raw_json, scope};
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -29,6 +30,10 @@ pub(super) struct ListQuery {
     name: Option<String>,
     /// Only objects in this state: its full name (e.g. `SUBNET_STATE_READY`) or its last word (`READY`), any case.
     state: Option<String>,
+    /// A CEL expression over the object, e.g. `this.metadata.name.startsWith('web')` (see docs/api.md).
+    filter: Option<String>,
+    /// Sort keys, e.g. `this.metadata.name desc, this.id`.
+    order: Option<String>,
 }
 
 /// The state named `text` among `states` (full wire names), by its full
@@ -45,8 +50,13 @@ fn parse_state(text: &str, states: &[&'static str]) -> Result<&'static str, ApiE
 pub(super) async fn list<K: Kind>(s: &AppState, caller: &Caller, q: ListQuery, states: &[&'static str]) -> Result<Response, ApiError> {
     let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
     let state = q.state.as_deref().map(|t| parse_state(t, states)).transpose()?.map(str::to_owned);
-    let (items, total) = s.store.list_json(K::KIND, &scope(caller), &Filter { name: q.name, state, offset, limit }).await?;
-    Ok(page_json(&items, total))
+    let selection = Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
+    let (from, count) = if selection.is_some() { (0, u64::MAX) } else { (offset, limit) };
+    let (items, total) = s.store.list_json(K::KIND, &scope(caller), &Filter { name: q.name, state, offset: from, limit: count }).await?;
+    Ok(match selection {
+        Some(sel) => sel.page(items, offset, limit),
+        None => page_json(&items, total),
+    })
 }
 
 /// One of the caller's objects of kind `K`.

@@ -31,19 +31,42 @@ fn check(t: &VirtualMachineTemplate) -> Result<VirtualMachineTemplate, ApiError>
     Ok(wire)
 }
 
+/// Query of a template list.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct ListQuery {
+    /// Items to skip (default 0).
+    offset: Option<u64>,
+    /// Items to return, 1 to 1000 (default 100).
+    limit: Option<u64>,
+    /// A CEL expression over the template, e.g. `this.id.startsWith('ocp')`.
+    filter: Option<String>,
+    /// Sort keys, e.g. `this.title desc`.
+    order: Option<String>,
+}
+
 /// List templates.
-#[utoipa::path(get, path = "/api/fulfillment/v1/virtual_machine_templates", tag = "templates", params(Paging),
+#[utoipa::path(get, path = "/api/fulfillment/v1/virtual_machine_templates", tag = "templates", params(ListQuery),
     responses((status = 200, body = Page<VirtualMachineTemplate>), (status = 400, body = ApiError), (status = 401, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn list(
     State(s): State<AppState>,
     _caller: Caller,
-    ApiQuery(paging): ApiQuery<Paging>,
-) -> Result<Json<Page<VirtualMachineTemplate>>, ApiError> {
-    let (offset, limit) = paging.resolve()?;
-    let (items, total) = s.store.list_templates(offset, limit).await?;
-    let items: Vec<_> = items.iter().map(|r| r.to_api()).collect();
-    Ok(Json(Page { size: items.len() as u64, items, total }))
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<axum::response::Response, ApiError> {
+    let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
+    let selection = super::query::Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
+    let (from, count) = if selection.is_some() { (0, u64::MAX) } else { (offset, limit) };
+    let (items, total) = s.store.list_templates(from, count).await?;
+    let items = items
+        .iter()
+        .map(|r| serde_json::to_string(&r.to_api()).map(std::sync::Arc::from))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(match selection {
+        Some(sel) => sel.page(items, offset, limit),
+        None => super::page_json(&items, total),
+    })
 }
 
 /// Get one template.

@@ -85,6 +85,10 @@ pub(super) struct ListQuery {
     name: Option<String>,
     /// Only VMs in this state: `READY` or `VIRTUAL_MACHINE_STATE_READY`, any case.
     state: Option<String>,
+    /// A CEL expression over the VM, e.g. `this.status.state == VIRTUAL_MACHINE_STATE_READY`.
+    filter: Option<String>,
+    /// Sort keys, e.g. `this.metadata.name desc, this.id`.
+    order: Option<String>,
 }
 
 /// List virtual machines, oldest first.
@@ -94,9 +98,14 @@ pub(super) struct ListQuery {
 pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Response, ApiError> {
     let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
     let state = q.state.as_deref().map(str::parse::<VmState>).transpose().map_err(|e| ApiError::field("state", e))?;
-    let filter = VmFilter { name: q.name, state, offset, limit };
+    let selection = super::query::Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
+    let (from, count) = if selection.is_some() { (0, u64::MAX) } else { (offset, limit) };
+    let filter = VmFilter { name: q.name, state, offset: from, limit: count };
     let (items, total) = s.store.list_vms_json(&scope(&caller), &filter).await?;
-    Ok(page_json(&items, total))
+    Ok(match selection {
+        Some(sel) => sel.page(items, offset, limit),
+        None => page_json(&items, total),
+    })
 }
 
 /// Get one virtual machine.

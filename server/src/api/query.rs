@@ -1,0 +1,51 @@
+//! OSAC's `filter` (a subset of CEL over the object) and `order` on lists:
+//! applied over the JSON of the objects the caller may see, then paged.
+
+use std::sync::Arc;
+
+use axum::response::Response;
+use vmaas_model::query::{Filter, Order};
+
+use super::page_json;
+use crate::error::ApiError;
+
+/// A list's `filter` and `order`, parsed; `None` when neither was given.
+pub(super) struct Selection {
+    filter: Option<Filter>,
+    order: Option<Order>,
+}
+
+impl Selection {
+    /// Parses the query parameters; a bad one is a 400 naming it.
+    pub(super) fn parse(filter: Option<&str>, order: Option<&str>) -> Result<Option<Self>, ApiError> {
+        let filter = filter.filter(|f| !f.trim().is_empty());
+        let order = order.filter(|o| !o.trim().is_empty());
+        if filter.is_none() && order.is_none() {
+            return Ok(None);
+        }
+        let filter = filter.map(Filter::parse).transpose().map_err(|e| ApiError::field("filter", e))?;
+        let order = order.map(Order::parse).transpose().map_err(|e| ApiError::field("order", e))?;
+        Ok(Some(Self { filter, order }))
+    }
+
+    /// The page `offset`, `limit` of `items` (every candidate, in list
+    /// order) that pass the filter, sorted by the order (ties keep list order).
+    pub(super) fn page(&self, items: Vec<Arc<str>>, offset: u64, limit: u64) -> Response {
+        let mut kept: Vec<(serde_json::Value, Arc<str>)> = items
+            .into_iter()
+            .filter_map(|j| serde_json::from_str(&j).ok().map(|v| (v, j)))
+            .filter(|(v, _)| self.filter.as_ref().is_none_or(|f| f.matches(v)))
+            .collect();
+        if let Some(o) = &self.order {
+            kept.sort_by(|a, b| o.compare(&a.0, &b.0));
+        }
+        let total = kept.len() as u64;
+        let page: Vec<Arc<str>> = kept
+            .into_iter()
+            .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .map(|(_, j)| j)
+            .collect();
+        page_json(&page, total)
+    }
+}
