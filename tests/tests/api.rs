@@ -622,3 +622,38 @@ fn urlencoding(s: &str) -> String {
         .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
         .collect()
 }
+
+/// Templates take OSAC's `Update`: PATCH of the fields sent, or of those an
+/// `update_mask` names; checked as a whole, versioned, administrators only.
+#[tokio::test]
+async fn templates_are_patched_by_field_or_mask() {
+    let s = Server::start(Db::Sqlite).await.unwrap();
+    let (admin, t) = (s.token("ops", true), s.token("acme", false));
+    publish_seed(&s, &admin).await;
+    let url = format!("{V1}/virtual_machine_templates/simple_vm");
+    let (_, before) = s.raw(Method::GET, &url, Some(&admin), None).await;
+    let before = before["object"].clone();
+
+    let (st, v) = s.raw(Method::PATCH, &url, Some(&admin), Some(json!({"title": "Renamed"}))).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!((v["title"].as_str(), &v["parameters"]), (Some("Renamed"), &before["parameters"]), "bare in, bare out: {v}");
+    assert_eq!(v["metadata"]["version"].as_i64(), before["metadata"]["version"].as_i64().map(|n| n + 1), "{v}");
+
+    let masked = format!("{url}?update_mask=description");
+    let (st, v) = s.raw(Method::PATCH, &masked, Some(&admin), Some(json!({"object": {"title": "ignored"}}))).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!((v["object"]["title"].as_str(), v["object"].get("description")), (Some("Renamed"), None), "the mask's field cleared: {v}");
+
+    for (body, status, field) in [
+        (json!({"spec_defaults": {"memory": "lots"}}), 400, Some("object.spec_defaults.memory")),
+        (json!({"titel": "x"}), 400, Some("object.titel")),
+        (json!({"id": "other"}), 400, Some("object.id")),
+        (json!({"title": "x", "metadata": {"version": 1}}), 409, None),
+    ] {
+        let (st, e) = s.raw(Method::PATCH, &url, Some(&admin), Some(body.clone())).await;
+        assert_eq!((st, e["details"][0]["field"].as_str()), (status, field), "{body}: {e}");
+    }
+    assert_eq!(s.raw(Method::PATCH, &url, Some(&t), Some(json!({"title": "mine"}))).await.0, 403);
+    let (_, after) = s.raw(Method::GET, &url, Some(&admin), None).await;
+    assert_eq!(after["object"]["title"], "Renamed", "refused patches change nothing: {after}");
+}

@@ -11,6 +11,7 @@ mod image_imports;
 mod images;
 mod ip_attachments;
 mod load_balancers;
+mod mask;
 mod networks;
 mod openapi;
 mod query;

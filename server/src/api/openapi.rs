@@ -13,7 +13,7 @@ use super::{
     info(title = "vmaas fulfillment API", description = "Virtual machines and templates, per tenant. Errors are `{code, message, details[{field, reason}]}` with gRPC code numbers."),
     paths(
         super::healthz,
-        templates::list, templates::read, templates::create, templates::update, templates::remove,
+        templates::list, templates::read, templates::create, templates::update, templates::patch, templates::remove,
         vms::list, vms::read, vms::create, vms::patch, vms::remove, vms::restart,
         networks::list, networks::read, networks::create, networks::remove,
         subnets::list, subnets::read, subnets::create, subnets::remove,
