@@ -1,5 +1,8 @@
-//! API errors: `{"code": <gRPC code>, "message": "...", "details": [{"field", "reason"}]}`
-//! with the HTTP status that matches the code.
+//! API errors as `google.rpc.Status` JSON: `{"code": <gRPC code>,
+//! "message": "...", "details": [...]}`, each detail a
+//! `google.rpc.BadRequest.FieldViolation` (`@type`, `field`, `description`;
+//! `reason` repeats the description for the seed's clients), with the HTTP
+//! status that matches the code.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -49,8 +52,22 @@ pub struct ApiError {
     /// What went wrong.
     pub message: String,
     /// One entry per bad field.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "violations")]
+    #[schema(value_type = Vec<Object>)]
     pub details: Vec<FieldError>,
+}
+
+/// The `@type` of each detail.
+const FIELD_VIOLATION: &str = "type.googleapis.com/google.rpc.BadRequest.FieldViolation";
+
+fn violations<S: serde::Serializer>(details: &[FieldError], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(details.len()))?;
+    for d in details {
+        let item = serde_json::json!({"@type": FIELD_VIOLATION, "field": d.field, "description": d.reason, "reason": d.reason});
+        seq.serialize_element(&item)?;
+    }
+    seq.end()
 }
 
 fn code_number<S: serde::Serializer>(c: &Code, s: S) -> Result<S::Ok, S::Error> {

@@ -227,7 +227,8 @@ on_both_databases! {
         let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(bad)).await;
         assert_eq!(st, 400);
         assert_eq!(err["code"], 3);
-        assert_eq!(err["details"], json!([
+        let pairs: Vec<Value> = err["details"].as_array().unwrap().iter().map(|d| json!({"field": d["field"], "reason": d["reason"]})).collect();
+        assert_eq!(Value::Array(pairs), json!([
             {"field": "object.id", "reason": "\"Bad_Name\" must contain only lowercase letters, digits and '-'"},
             {"field": "object.spec.template_parameters.vm_cpu_cores.value", "reason": "expected an integer, got the string \"4\""},
             {"field": "object.spec.template_parameters.vm_gpu", "reason": "unknown parameter \"vm_gpu\"; valid parameters are: vm_cpu_cores, vm_disk_size, vm_memory"},
@@ -562,6 +563,9 @@ async fn bare_bodies_and_any_values_work_beside_the_seed_form() {
         let (st, e) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(bare)).await;
         assert_eq!((st, e["details"][0]["field"].as_str()), (400, Some("object.spec.template_parameters.vm_cpu_cores.value")), "{e}");
         assert!(e["details"][0]["reason"].as_str().unwrap().contains(why), "{e}");
+        // google.rpc.Status: each detail an Any of a BadRequest.FieldViolation.
+        assert_eq!(e["details"][0]["@type"], "type.googleapis.com/google.rpc.BadRequest.FieldViolation", "{e}");
+        assert_eq!(e["details"][0]["description"], e["details"][0]["reason"], "{e}");
     }
     let (st, e) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(json!({"spec": {"templat": "x"}}))).await;
     assert_eq!(
