@@ -218,7 +218,8 @@ impl Parser {
             }
             _ => {}
         }
-        let mut path = if first == "this" { Vec::new() } else { vec![first] };
+        // `this` is the object of a list; `event` the event of a watch.
+        let mut path = if first == "this" || first == "event" { Vec::new() } else { vec![first] };
         loop {
             if self.eat(".") {
                 let here = self.where_();

@@ -158,6 +158,7 @@ impl App {
         crate::identity::check(&store, &config.data_dir, backend.as_ref(), config.adopt_store).await?;
         let keys = Keys::load_or_create(&config.key_path())?;
         let state = AppState {
+            events: crate::events::EventHub::start(store.clone()),
             store,
             keys,
             queue: Arc::new(Queue::default()),

@@ -14,6 +14,7 @@
 //! - [`capacity`]: what VMs ask for against what the host can give.
 //! - [`gc`]: what the host holds that no stored object owns.
 //! - [`prune`]: imported images nothing uses, removed safely.
+//! - [`events`]: the event log's fan-out to watchers.
 //! - [`error`]: the API's error shape; [`metrics`]: Prometheus metrics.
 
 #![forbid(unsafe_code)]
@@ -24,6 +25,7 @@ pub mod app;
 pub mod auth;
 pub mod capacity;
 pub mod error;
+pub mod events;
 pub mod gc;
 pub mod identity;
 pub mod metrics;

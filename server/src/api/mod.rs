@@ -3,6 +3,7 @@
 
 mod attach;
 mod console;
+mod events;
 mod external_ips;
 mod extract;
 #[cfg(test)]
@@ -81,6 +82,8 @@ pub struct AppState {
     pub pools: Arc<crate::pools::Pools>,
     /// The largest image file imported or uploaded.
     pub image_max_bytes: u64,
+    /// Committed events, for watchers.
+    pub events: Arc<crate::events::EventHub>,
 }
 
 /// Paging parameters shared by every list.
@@ -163,6 +166,7 @@ pub fn router(state: AppState) -> Router {
         .merge(console::routes());
     Router::new()
         .nest(PREFIX, api)
+        .merge(events::routes())
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/api/openapi.json", get(|| async { Json(openapi_document()) }))

@@ -4,8 +4,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    console, external_ips, image_imports, images, ip_attachments, load_balancers, networks, security_groups, subnets, templates, vms,
-    volume_attachments, volumes,
+    console, events, external_ips, image_imports, images, ip_attachments, load_balancers, networks, security_groups, subnets, templates,
+    vms, volume_attachments, volumes,
 };
 
 #[derive(OpenApi)]
@@ -22,7 +22,7 @@ use super::{
         external_ips::list, external_ips::read, external_ips::create, external_ips::remove,
         ip_attachments::list, ip_attachments::read, ip_attachments::create, ip_attachments::patch, ip_attachments::remove,
         load_balancers::list, load_balancers::read, load_balancers::create, load_balancers::patch, load_balancers::remove,
-        images::list, images::read, image_imports::create, image_imports::upload, image_imports::remove, image_imports::prune,
+        images::list, images::read, image_imports::create, image_imports::upload, image_imports::remove, image_imports::prune, events::events,
         volumes::list, volumes::read, volumes::create, volumes::patch, volumes::remove,
         volume_attachments::list, volume_attachments::read, volume_attachments::create, volume_attachments::remove,
         console::create_session, console::console, console::console_log,

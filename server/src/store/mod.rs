@@ -11,6 +11,7 @@
 //! - [`record`]: the typed record of a simple kind (networks, subnets).
 //! - [`vm`], [`template`], [`network`], [`external`] and [`volume`]: the typed records of each kind, on top.
 
+pub mod events;
 pub mod external;
 pub mod image;
 mod mem;
@@ -144,6 +145,8 @@ pub struct Store {
     pool: AnyPool,
     dialect: Dialect,
     mem: Option<Arc<Mem>>,
+    /// Bumped after every commit that recorded events (this process's own).
+    events: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 /// The in-memory copy of an exclusively owned database.
@@ -198,7 +201,7 @@ impl Store {
             sqlx::query("PRAGMA journal_mode=WAL").execute(&pool).await?;
         }
         MIGRATOR.run(&pool).await?;
-        let mut store = Self { pool, dialect, mem: None };
+        let mut store = Self { pool, dialect, mem: None, events: Arc::new(tokio::sync::watch::channel(0).0) };
         if dialect == Dialect::Sqlite {
             let mut state = MemState::default();
             for row in store.sql_all().await? {

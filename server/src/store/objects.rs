@@ -9,6 +9,7 @@ use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row as _};
 use vmaas_model::ObjectKind;
 
+use super::events::{self, EventType};
 use super::{Scope, Store, StoreError, parse_ts, ts};
 
 /// One stored object, its documents kept as JSON text.
@@ -211,8 +212,10 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         for n in new {
             insert_row(&mut tx, n).await?;
+            events::record(&mut tx, self.dialect, &n.row, EventType::Created).await?;
         }
         tx.commit().await?;
+        self.events_changed();
         self.with_mem(|m| new.iter().for_each(|n| m.put(n.row.clone())));
         Ok(())
     }
@@ -307,6 +310,7 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         if let Some(n) = also {
             insert_row(&mut tx, n).await?;
+            events::record(&mut tx, self.dialect, &n.row, EventType::Created).await?;
         }
         let r = sqlx::query(
             "UPDATE objects SET spec = $1, version = version + 1, updated_at = $2 WHERE id = $3 AND version = $4 AND deleted_at IS NULL",
@@ -322,6 +326,13 @@ impl Store {
         {
             set_ref(&mut tx, &current.id, role, target).await?;
         }
+        let mut out = current.clone();
+        out.spec = spec.into();
+        out.version = expected + 1;
+        out.updated_at = now;
+        if r.rows_affected() > 0 {
+            events::record(&mut tx, self.dialect, &out, EventType::Updated).await?;
+        }
         if r.rows_affected() == 0 {
             tx.rollback().await?;
             let latest = self.sql_get(&current.id).await?.ok_or_else(|| not_found(current.kind, &current.id))?;
@@ -331,10 +342,7 @@ impl Store {
             return Err(StoreError::stale(current.kind, &current.name, expected, latest.version));
         }
         tx.commit().await?;
-        let mut out = current.clone();
-        out.spec = spec.into();
-        out.version = expected + 1;
-        out.updated_at = now;
+        self.events_changed();
         self.with_mem(|m| {
             also.into_iter().for_each(|n| m.put(n.row.clone()));
             m.put(out.clone());
@@ -352,13 +360,19 @@ impl Store {
             "UPDATE objects SET deleted_at = $1, version = version + 1 \
              WHERE id = $2 AND kind = $3 AND ($4 IS NULL OR tenant = $4) AND deleted_at IS NULL RETURNING {COLUMNS}"
         );
+        let mut tx = self.pool.begin().await?;
         let marked = sqlx::query(AssertSqlSafe(sql))
             .bind(ts(now))
             .bind(id)
             .bind(kind.as_str())
             .bind(tenant_of(kind, scope))
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *tx)
             .await?;
+        if let Some(r) = &marked {
+            events::record(&mut tx, self.dialect, &from_row(r)?, EventType::Updated).await?;
+        }
+        tx.commit().await?;
+        self.events_changed();
         self.refresh(id).await?;
         match marked {
             Some(r) => from_row(&r),
@@ -371,6 +385,7 @@ impl Store {
     /// since (a new version, or removed): the next pass observes it afresh.
     pub async fn write_status(&self, seen: &Row, status: String, state: &str, observed: String) -> Result<bool, StoreError> {
         let _w = self.write_lock().await;
+        let mut tx = self.pool.begin().await?;
         let r =
             sqlx::query("UPDATE objects SET status = $1, state = $2, observed = $3, observed_version = $4 WHERE id = $5 AND version = $4")
                 .bind(&status)
@@ -378,10 +393,16 @@ impl Store {
                 .bind(&observed)
                 .bind(seen.version)
                 .bind(&seen.id)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?;
         let written = r.rows_affected() > 0;
+        if written && *seen.status != *status {
+            let now = Row { status: status.as_str().into(), state: state.to_owned(), ..seen.clone() };
+            events::record(&mut tx, self.dialect, &now, EventType::Updated).await?;
+        }
+        tx.commit().await?;
         if written {
+            self.events_changed();
             self.with_mem(|m| m.set_status(&seen.id, status.into(), state, observed.into(), seen.version));
         }
         Ok(written)
@@ -390,7 +411,16 @@ impl Store {
     /// Removes an object marked for deletion, for good.
     pub async fn remove(&self, id: &str) -> Result<(), StoreError> {
         let _w = self.write_lock().await;
-        sqlx::query("DELETE FROM objects WHERE id = $1 AND deleted_at IS NOT NULL").bind(id).execute(&self.pool).await?;
+        let mut tx = self.pool.begin().await?;
+        let gone = sqlx::query(AssertSqlSafe(format!("DELETE FROM objects WHERE id = $1 AND deleted_at IS NOT NULL RETURNING {COLUMNS}")))
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some(r) = &gone {
+            events::record(&mut tx, self.dialect, &from_row(r)?, EventType::Deleted).await?;
+        }
+        tx.commit().await?;
+        self.events_changed();
         self.refresh(id).await
     }
 
@@ -404,9 +434,15 @@ impl Store {
         if !referrers.is_empty() {
             return Err(in_use(referrers));
         }
-        match sqlx::query("DELETE FROM objects WHERE id = $1").bind(id).execute(&self.pool).await {
-            Ok(_) => {}
+        let mut tx = self.pool.begin().await?;
+        match sqlx::query("DELETE FROM objects WHERE id = $1").bind(id).execute(&mut *tx).await {
+            Ok(_) => {
+                events::record(&mut tx, self.dialect, &row, EventType::Deleted).await?;
+                tx.commit().await?;
+                self.events_changed();
+            }
             Err(e) => {
+                drop(tx);
                 return match refused(e, String::new, String::new) {
                     StoreError::MissingReference(_) => Err(in_use(self.referrers(id).await?)),
                     other => Err(other),

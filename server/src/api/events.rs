@@ -1,0 +1,115 @@
+//! `GET /api/events/v1/events`: OSAC's `Events.Watch` over HTTP. Every
+//! change of every object the caller may see, as `{"id", "type",
+//! "<kind>": object}`; with `watch=true` a Server-Sent Events stream whose
+//! event ids resume it (`Last-Event-ID`, or `after`), else one page of the
+//! events after `after`. `filter` is CEL over the event (`event.type ==
+//! EVENT_TYPE_OBJECT_UPDATED && event.virtual_machine.metadata.name == 'web'`).
+
+use std::convert::Infallible;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use tracing::warn;
+use vmaas_model::query::Filter;
+
+use super::{ApiQuery, AppState, raw_json};
+use crate::auth::Caller;
+use crate::error::{ApiError, Code};
+use crate::store::events::EventRow;
+
+/// Events a page without `watch` holds at most.
+const PAGE: i64 = 1000;
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new().route("/api/events/v1/events", get(events))
+}
+
+/// Query of the event stream.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct EventsQuery {
+    /// Stream the events as Server-Sent Events (else: one page of those after `after`).
+    #[serde(default)]
+    watch: bool,
+    /// Resume after this event id (also taken from `Last-Event-ID`); absent: from now.
+    after: Option<i64>,
+    /// A CEL expression over the event, e.g. `event.type == EVENT_TYPE_OBJECT_DELETED`.
+    filter: Option<String>,
+}
+
+/// What a caller is sent: its tenant's events and the global kinds'
+/// (templates); an administrator's: all.
+struct Sees {
+    caller: Caller,
+    filter: Option<Filter>,
+}
+
+impl Sees {
+    fn passes(&self, e: &EventRow) -> bool {
+        let mine = self.caller.is_admin() || e.tenant.is_empty() || e.tenant == self.caller.tenant;
+        mine && self.filter.as_ref().is_none_or(|f| serde_json::from_str(&e.to_json()).is_ok_and(|v| f.matches(&v)))
+    }
+}
+
+/// Watch the events of the objects you may see.
+#[utoipa::path(get, path = "/api/events/v1/events", tag = "events", params(EventsQuery),
+    responses((status = 200, description = "`text/event-stream` with `watch=true`, else `{\"items\": [events]}`"),
+        (status = 400, body = ApiError), (status = 410, body = ApiError, description = "The events after `after` were trimmed: list again, and watch from now")),
+    security(("bearer" = [])))]
+pub(super) async fn events(
+    State(s): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    ApiQuery(q): ApiQuery<EventsQuery>,
+) -> Result<Response, ApiError> {
+    let filter = q.filter.as_deref().filter(|f| !f.trim().is_empty()).map(Filter::parse).transpose();
+    let sees = Sees { caller, filter: filter.map_err(|e| ApiError::field("filter", e))? };
+    let after = match q.after.map(Ok).or_else(|| last_event_id(&headers)).transpose()? {
+        Some(n) => resumable(&s, n).await?,
+        None => s.store.last_event().await?,
+    };
+    if !q.watch {
+        let items: Vec<String> =
+            s.store.events_after(after, PAGE).await?.iter().filter(|e| sees.passes(e)).map(EventRow::to_json).collect();
+        return Ok(raw_json(format!("{{\"items\":[{}]}}", items.join(","))));
+    }
+    let mut watch = s.events.watch(s.store.clone(), after);
+    watch.start().await?;
+    let stream = futures::stream::unfold((watch, sees), |(mut watch, sees)| async move {
+        loop {
+            match watch.next().await {
+                Ok(e) if sees.passes(&e) => {
+                    let item = SseEvent::default().id(e.seq.to_string()).data(e.to_json());
+                    return Some((Ok::<_, Infallible>(item), (watch, sees)));
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    warn!(error = %err, "event stream ended");
+                    return None;
+                }
+            }
+        }
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// The `Last-Event-ID` header, if sent.
+fn last_event_id(headers: &HeaderMap) -> Option<Result<i64, ApiError>> {
+    let v = headers.get("last-event-id")?;
+    Some(v.to_str().ok().and_then(|t| t.trim().parse().ok()).ok_or_else(|| ApiError::field("Last-Event-ID", "must be an event id")))
+}
+
+/// `after`, if the events after it are all still kept.
+async fn resumable(s: &AppState, after: i64) -> Result<i64, ApiError> {
+    let first = s.store.first_event().await?;
+    if first > 0 && after + 1 < first {
+        let m = format!("the events after {after} were trimmed (the oldest kept is {first}): list the objects again, and watch from now");
+        return Err(ApiError::new(StatusCode::GONE, Code::FailedPrecondition, m));
+    }
+    Ok(after)
+}

@@ -1,0 +1,121 @@
+//! Fan-out of the event log to watchers. One task reads the events
+//! committed after the last it saw (at once when this process commits some,
+//! and every [`POLL`] for those other replicas commit) and broadcasts them
+//! in order; a watcher catches up from the store, then follows the
+//! broadcast, and goes back to the store for anything it missed (a gap in
+//! the sequence, or a broadcast it lagged behind).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+use tracing::warn;
+
+use crate::store::events::EventRow;
+use crate::store::{Store, StoreError};
+
+/// How often the log is read when this process committed nothing.
+pub const POLL: Duration = Duration::from_millis(250);
+
+/// Events read from the store at once.
+const BATCH: i64 = 512;
+
+/// Broadcasts committed events to this process's watchers.
+pub struct EventHub {
+    tx: broadcast::Sender<Arc<EventRow>>,
+}
+
+impl EventHub {
+    /// Starts following `store`'s log from its current end.
+    pub fn start(store: Store) -> Arc<Self> {
+        let (tx, _) = broadcast::channel(4096);
+        let hub = Arc::new(Self { tx });
+        tokio::spawn(follow(store, hub.tx.clone()));
+        hub
+    }
+
+    /// A watcher of the events after `after`, of every tenant.
+    pub fn watch(&self, store: Store, after: i64) -> Watch {
+        Watch { rx: self.tx.subscribe(), store, after, backlog: VecDeque::new() }
+    }
+}
+
+async fn follow(store: Store, tx: broadcast::Sender<Arc<EventRow>>) {
+    let mut signal = store.event_signal();
+    let mut last = loop {
+        match store.last_event().await {
+            Ok(n) => break n,
+            Err(e) => warn!(error = %e, "reading the event log"),
+        }
+        tokio::time::sleep(POLL).await;
+    };
+    loop {
+        let _ = tokio::time::timeout(POLL, signal.changed()).await;
+        loop {
+            let batch = match store.events_after(last, BATCH).await {
+                Ok(b) => b,
+                Err(e) => {
+                    warn!(error = %e, "reading the event log");
+                    break;
+                }
+            };
+            let full = batch.len() as i64 == BATCH;
+            for e in batch {
+                last = e.seq;
+                // No receiver is fine: nobody watches.
+                let _ = tx.send(Arc::new(e));
+            }
+            if !full {
+                break;
+            }
+        }
+    }
+}
+
+/// One watcher's place in the log.
+pub struct Watch {
+    rx: broadcast::Receiver<Arc<EventRow>>,
+    store: Store,
+    after: i64,
+    backlog: VecDeque<Arc<EventRow>>,
+}
+
+impl Watch {
+    /// The next event after the last one returned, in order, none skipped.
+    pub async fn next(&mut self) -> Result<Arc<EventRow>, StoreError> {
+        loop {
+            let e = match self.backlog.pop_front() {
+                Some(e) => e,
+                None => match self.rx.recv().await {
+                    Ok(e) if e.seq > self.after + 1 => {
+                        self.catch_up().await?;
+                        continue;
+                    }
+                    Ok(e) => e,
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        self.catch_up().await?;
+                        continue;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+                },
+            };
+            if e.seq > self.after {
+                self.after = e.seq;
+                return Ok(e);
+            }
+        }
+    }
+
+    /// Reads what follows `after` from the store into the backlog.
+    async fn catch_up(&mut self) -> Result<(), StoreError> {
+        let rows = self.store.events_after(self.after, BATCH).await?;
+        self.backlog.extend(rows.into_iter().map(Arc::new));
+        Ok(())
+    }
+
+    /// Starts by reading the store (called once, before following).
+    pub async fn start(&mut self) -> Result<(), StoreError> {
+        self.catch_up().await
+    }
+}
