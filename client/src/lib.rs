@@ -4,7 +4,8 @@
 //! provider, the end-to-end tests and the benchmarks.
 //!
 //! - [`Client`]: one method per API operation, plus [`Client::find_vm`]
-//!   (by name or id) and [`Client::wait_vm`] (poll until a state).
+//!   (by name or id) and [`Client::wait_vm`] (until a state, woken by events).
+//! - `events`: the server's event stream, [`Client::watch_events`].
 //! - `networks`: the virtual network calls, [`Client::wait_network`] among them.
 //! - `objects`: the calls every simple kind shares (subnets, security groups).
 //! - [`Error`]: the API's `{code, message, details}` errors, kept intact.
@@ -12,7 +13,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod events;
 mod images;
+
+pub use events::Watch;
 mod networks;
 mod objects;
 
@@ -387,7 +391,8 @@ impl Client {
         Ok(bytes.to_vec())
     }
 
-    /// Polls VM `id` every `every` until it reaches `target`, calling
+    /// Waits until VM `id` reaches `target`, woken by its events (polling
+    /// every `every` without an event stream, ten times slower with one), calling
     /// `progress` on every change of its status line. Fails at once if the VM
     /// is FAILED while waiting for READY, and after `timeout` otherwise.
     pub async fn wait_vm(
@@ -405,6 +410,9 @@ impl Client {
             WaitFor::Deleted => format!("virtual machine {id} to be deleted"),
         };
         let mut last_line = String::from("nothing yet");
+        // Woken by the VM's events; polling stays as the fallback, slower
+        // while the stream is open (and at `every` without one).
+        let mut watch = self.watch_events(&format!("event.virtual_machine.id == '{id}'"), timeout).await.ok();
         loop {
             match self.get_vm(id).await {
                 Ok(vm) => {
@@ -436,7 +444,16 @@ impl Client {
             if started.elapsed() >= timeout {
                 return Err(Error::Timeout { what, waited: timeout, last: last_line });
             }
-            tokio::time::sleep(every.min(timeout.saturating_sub(started.elapsed())).max(Duration::from_millis(10))).await;
+            let pause = if watch.is_some() { every * 10 } else { every };
+            let pause = pause.min(timeout.saturating_sub(started.elapsed())).max(Duration::from_millis(10));
+            match watch.as_mut() {
+                Some(w) => {
+                    if let Ok(None) = tokio::time::timeout(pause, w.next()).await {
+                        watch = None;
+                    }
+                }
+                None => tokio::time::sleep(pause).await,
+            }
         }
     }
 }

@@ -119,3 +119,29 @@ on_both_databases! {
         assert_eq!((st, e["details"][0]["field"].as_str()), (400, Some("filter")), "{e}");
     }
 }
+
+/// The client's waits are woken by the VM's events: with a poll interval
+/// far longer than the test, a wait still returns as soon as the VM stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_wake_on_the_vms_events() {
+    let s = Server::start(Db::Sqlite).await.unwrap();
+    let t = s.token("acme", false);
+    vmaas_tests::vms::publish(&s, SEED);
+    let body = json!({"object": {"metadata": {"name": "w"}, "spec": {"template": "tiny"}}});
+    let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
+    assert_eq!(st, 201, "{vm}");
+    let id = vm["object"]["id"].as_str().unwrap().to_owned();
+    let client = vmaas_client::Client::new(&s.endpoint, Some(t.clone())).unwrap();
+    let (waiter, every) = (client.clone(), Duration::from_secs(120));
+    let wid = id.clone();
+    let started = Instant::now();
+    let wait =
+        tokio::spawn(async move { waiter.wait_vm(&wid, vmaas_client::WaitFor::Stopped, Duration::from_secs(60), every, |_| {}).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let patch = json!({"object": {"spec": {"state": "stopped"}}});
+    assert_eq!(s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(patch)).await.0, 200);
+    let stopped = tokio::time::timeout(Duration::from_secs(30), wait).await.expect("woken by the event, not the 120 s poll");
+    let vm = stopped.unwrap().unwrap().expect("the VM");
+    assert_eq!(vm.status.state, vmaas_model::VmState::Stopped);
+    assert!(started.elapsed() < every, "{:?}", started.elapsed());
+}
