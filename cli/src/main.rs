@@ -8,6 +8,7 @@ mod net;
 mod output;
 mod sync;
 mod volumes;
+mod watch;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -141,6 +142,9 @@ enum VmCmd {
     Get {
         /// Name or id.
         vm: String,
+        /// Then print each change as it happens, until the VM is deleted.
+        #[arg(short, long)]
+        watch: bool,
     },
     /// Power a VM on.
     Start(PowerArgs),
@@ -413,7 +417,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 let page = client.list_vms(&VmQuery { name, state, offset, limit }).await?;
                 output::vms(format, &page.items, page.total)
             }
-            VmCmd::Get { vm } => output::vm(format, &client.find_vm(&vm).await?),
+            VmCmd::Get { vm, watch: true } => watch::vm(&client, &vm, format).await,
+            VmCmd::Get { vm, watch: false } => output::vm(format, &client.find_vm(&vm).await?),
             VmCmd::Start(args) => set_power(&client, &args, PowerState::Started, format).await,
             VmCmd::Stop(args) => set_power(&client, &args, PowerState::Stopped, format).await,
             VmCmd::Restart(args) => {

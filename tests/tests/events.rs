@@ -145,3 +145,56 @@ async fn waits_wake_on_the_vms_events() {
     assert_eq!(vm.status.state, vmaas_model::VmState::Stopped);
     assert!(started.elapsed() < every, "{:?}", started.elapsed());
 }
+
+/// `vmaas vm get NAME --watch`: the VM, then each change as it happens,
+/// ending when the VM is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_watches_a_vm_until_it_is_deleted() {
+    let s = Server::start(Db::Sqlite).await.unwrap();
+    let t = s.token("acme", false);
+    vmaas_tests::vms::publish(&s, SEED);
+    let body = json!({"object": {"metadata": {"name": "w"}, "spec": {"template": "tiny"}}});
+    let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
+    assert_eq!(st, 201, "{vm}");
+    let id = vm["object"]["id"].as_str().unwrap().to_owned();
+    let mut child = tokio::process::Command::new(vmaas_tests::bin("vmaas"))
+        .args(["vm", "get", "w", "--watch", "-o", "json"])
+        .env("VMAAS_ENDPOINT", &s.endpoint)
+        .env("VMAAS_TOKEN", &t)
+        .env("VMAAS_CONFIG", s.data_dir.join("cli-config.yaml"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // The VM is printed once the watch is open: change it only then.
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut text = String::new();
+    let first = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            text.push_str(&l);
+            text.push('\n');
+            if l == "}" {
+                return true;
+            }
+        }
+        false
+    });
+    assert!(first.await.expect("the VM within 30 s"), "{text}");
+    let patch = json!({"object": {"spec": {"state": "stopped"}}});
+    assert_eq!(s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(patch)).await.0, 200);
+    assert_eq!(s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await.0, 202);
+    let rest = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            text.push_str(&l);
+            text.push('\n');
+        }
+        child.wait().await.unwrap()
+    });
+    let status = rest.await.expect("it ends with the VM");
+    assert!(status.success(), "{text}");
+    let events: Vec<Value> = text.lines().filter(|l| l.starts_with("{\"id\":\"")).map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(events.iter().any(|e| e["virtual_machine"]["spec"]["state"] == "stopped"), "{text}");
+    assert_eq!(events.last().map(|e| e["type"].clone()), Some(json!("EVENT_TYPE_OBJECT_DELETED")), "{text}");
+}
