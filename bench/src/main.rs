@@ -17,6 +17,7 @@ use vmaas_server::app::{App, Config};
 use vmaas_server::auth::Role;
 use vmaas_server::none_backend::NoBackend;
 
+mod events;
 mod network;
 mod recovery;
 mod storage;
@@ -46,6 +47,15 @@ enum Cmd {
         /// Page size of the list scenario.
         #[arg(long, default_value_t = 20)]
         page: usize,
+    },
+    /// Event fan-out: N watchers, one VM changed M times; change → every watcher notified.
+    Events {
+        /// Watchers holding the stream open.
+        #[arg(long, default_value_t = 1000)]
+        watchers: usize,
+        /// Changes made, one at a time.
+        #[arg(long, default_value_t = 20)]
+        changes: usize,
     },
     /// `terraform apply` of N VMs against the slowest VM, and the provider's overhead.
     Terraform {
@@ -377,6 +387,7 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
         Cmd::Api { connections, duration, vms, page } => api(connections, duration, vms, page).await,
         Cmd::Function { calls } => function_bench(calls).await,
+        Cmd::Events { watchers, changes } => events::events(watchers, changes).await,
         Cmd::Network { frames } => network::network(frames).await,
         Cmd::Guests { megabytes } => throughput::guests(megabytes).await,
         Cmd::Terraform { vms, images_dir, terraform, plugins } => vms::terraform_bench(vms, images(images_dir), terraform, plugins).await,

@@ -21,9 +21,29 @@ pub const POLL: Duration = Duration::from_millis(250);
 /// Events read from the store at once.
 const BATCH: i64 = 512;
 
+/// An event as watchers are sent it: its JSON once, and parsed once for
+/// their filters.
+pub struct Published {
+    /// The stored event.
+    pub row: EventRow,
+    /// OSAC's `Event` JSON.
+    pub json: String,
+    /// The same, parsed.
+    pub value: serde_json::Value,
+}
+
+impl Published {
+    /// Renders and parses `row` once.
+    pub fn new(row: EventRow) -> Arc<Self> {
+        let json = row.to_json();
+        let value = serde_json::from_str(&json).unwrap_or_default();
+        Arc::new(Self { row, json, value })
+    }
+}
+
 /// Broadcasts committed events to this process's watchers.
 pub struct EventHub {
-    tx: broadcast::Sender<Arc<EventRow>>,
+    tx: broadcast::Sender<Arc<Published>>,
 }
 
 impl EventHub {
@@ -41,7 +61,7 @@ impl EventHub {
     }
 }
 
-async fn follow(store: Store, tx: broadcast::Sender<Arc<EventRow>>) {
+async fn follow(store: Store, tx: broadcast::Sender<Arc<Published>>) {
     let mut signal = store.event_signal();
     let mut last = loop {
         match store.last_event().await {
@@ -64,7 +84,7 @@ async fn follow(store: Store, tx: broadcast::Sender<Arc<EventRow>>) {
             for e in batch {
                 last = e.seq;
                 // No receiver is fine: nobody watches.
-                let _ = tx.send(Arc::new(e));
+                let _ = tx.send(Published::new(e));
             }
             if !full {
                 break;
@@ -75,20 +95,20 @@ async fn follow(store: Store, tx: broadcast::Sender<Arc<EventRow>>) {
 
 /// One watcher's place in the log.
 pub struct Watch {
-    rx: broadcast::Receiver<Arc<EventRow>>,
+    rx: broadcast::Receiver<Arc<Published>>,
     store: Store,
     after: i64,
-    backlog: VecDeque<Arc<EventRow>>,
+    backlog: VecDeque<Arc<Published>>,
 }
 
 impl Watch {
     /// The next event after the last one returned, in order, none skipped.
-    pub async fn next(&mut self) -> Result<Arc<EventRow>, StoreError> {
+    pub async fn next(&mut self) -> Result<Arc<Published>, StoreError> {
         loop {
             let e = match self.backlog.pop_front() {
                 Some(e) => e,
                 None => match self.rx.recv().await {
-                    Ok(e) if e.seq > self.after + 1 => {
+                    Ok(e) if e.row.seq > self.after + 1 => {
                         self.catch_up().await?;
                         continue;
                     }
@@ -100,8 +120,8 @@ impl Watch {
                     Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
                 },
             };
-            if e.seq > self.after {
-                self.after = e.seq;
+            if e.row.seq > self.after {
+                self.after = e.row.seq;
                 return Ok(e);
             }
         }
@@ -110,7 +130,7 @@ impl Watch {
     /// Reads what follows `after` from the store into the backlog.
     async fn catch_up(&mut self) -> Result<(), StoreError> {
         let rows = self.store.events_after(self.after, BATCH).await?;
-        self.backlog.extend(rows.into_iter().map(Arc::new));
+        self.backlog.extend(rows.into_iter().map(Published::new));
         Ok(())
     }
 

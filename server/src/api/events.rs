@@ -20,7 +20,7 @@ use vmaas_model::query::Filter;
 use super::{ApiQuery, AppState, raw_json};
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
-use crate::store::events::EventRow;
+use crate::events::Published;
 
 /// Events a page without `watch` holds at most.
 const PAGE: i64 = 1000;
@@ -50,9 +50,10 @@ struct Sees {
 }
 
 impl Sees {
-    fn passes(&self, e: &EventRow) -> bool {
-        let mine = self.caller.is_admin() || e.tenant.is_empty() || e.tenant == self.caller.tenant;
-        mine && self.filter.as_ref().is_none_or(|f| serde_json::from_str(&e.to_json()).is_ok_and(|v| f.matches(&v)))
+    fn passes(&self, e: &Published) -> bool {
+        let t = &e.row.tenant;
+        let mine = self.caller.is_admin() || t.is_empty() || *t == self.caller.tenant;
+        mine && self.filter.as_ref().is_none_or(|f| f.matches(&e.value))
     }
 }
 
@@ -74,8 +75,8 @@ pub(super) async fn events(
         None => s.store.last_event().await?,
     };
     if !q.watch {
-        let items: Vec<String> =
-            s.store.events_after(after, PAGE).await?.iter().filter(|e| sees.passes(e)).map(EventRow::to_json).collect();
+        let rows = s.store.events_after(after, PAGE).await?;
+        let items: Vec<String> = rows.into_iter().map(Published::new).filter(|e| sees.passes(e)).map(|e| e.json.clone()).collect();
         return Ok(raw_json(format!("{{\"items\":[{}]}}", items.join(","))));
     }
     let mut watch = s.events.watch(s.store.clone(), after);
@@ -84,7 +85,7 @@ pub(super) async fn events(
         loop {
             match watch.next().await {
                 Ok(e) if sees.passes(&e) => {
-                    let item = SseEvent::default().id(e.seq.to_string()).data(e.to_json());
+                    let item = SseEvent::default().id(e.row.seq.to_string()).data(&e.json);
                     return Some((Ok::<_, Infallible>(item), (watch, sees)));
                 }
                 Ok(_) => {}
