@@ -120,10 +120,8 @@ on_both_databases! {
     }
 }
 
-/// The client's waits are woken by the VM's events: with a poll interval
-/// far longer than the test, a wait still returns as soon as the VM stops.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waits_wake_on_the_vms_events() {
+/// A server (SQLite, no backend), a tenant's token, and the id of its VM `w`.
+async fn one_vm() -> (Server, String, String) {
     let s = Server::start(Db::Sqlite).await.unwrap();
     let t = s.token("acme", false);
     vmaas_tests::vms::publish(&s, SEED);
@@ -131,6 +129,14 @@ async fn waits_wake_on_the_vms_events() {
     let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
     assert_eq!(st, 201, "{vm}");
     let id = vm["object"]["id"].as_str().unwrap().to_owned();
+    (s, t, id)
+}
+
+/// The client's waits are woken by the VM's events: with a poll interval
+/// far longer than the test, a wait still returns as soon as the VM stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_wake_on_the_vms_events() {
+    let (s, t, id) = one_vm().await;
     let client = vmaas_client::Client::new(&s.endpoint, Some(t.clone())).unwrap();
     let (waiter, every) = (client.clone(), Duration::from_secs(120));
     let wid = id.clone();
@@ -150,13 +156,7 @@ async fn waits_wake_on_the_vms_events() {
 /// ending when the VM is deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_watches_a_vm_until_it_is_deleted() {
-    let s = Server::start(Db::Sqlite).await.unwrap();
-    let t = s.token("acme", false);
-    vmaas_tests::vms::publish(&s, SEED);
-    let body = json!({"object": {"metadata": {"name": "w"}, "spec": {"template": "tiny"}}});
-    let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
-    assert_eq!(st, 201, "{vm}");
-    let id = vm["object"]["id"].as_str().unwrap().to_owned();
+    let (s, t, id) = one_vm().await;
     let mut child = tokio::process::Command::new(vmaas_tests::bin("vmaas"))
         .args(["vm", "get", "w", "--watch", "-o", "json"])
         .env("VMAAS_ENDPOINT", &s.endpoint)
