@@ -17,6 +17,9 @@ use vmaas_server::none_backend::NoBackend;
 /// How long one change may take to reach every watcher.
 const DEADLINE: Duration = Duration::from_secs(30);
 
+/// How long a watcher's stream stays open at most.
+const OPEN_FOR: Duration = Duration::from_secs(3600);
+
 /// Runs the fan-out benchmark.
 pub async fn events(watchers: usize, changes: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
@@ -40,15 +43,12 @@ pub async fn events(watchers: usize, changes: usize) -> anyhow::Result<()> {
     // version its PATCH answered with (the status write follows it).
     let filter = format!("event.type == EVENT_TYPE_OBJECT_UPDATED && event.virtual_machine.id == '{id}'");
     let (tx, mut rx) = mpsc::unbounded_channel::<(usize, i64, Instant)>();
-    let url = format!("http://{addr}/api/events/v1/events");
     let mut open = Vec::new();
     for w in 0..watchers {
-        let req = reqwest::Client::new().get(&url).query(&[("watch", "true"), ("filter", filter.as_str())]).bearer_auth(&token);
-        let rsp = req.send().await.with_context(|| format!("opening watcher {w}"))?;
-        if !rsp.status().is_success() {
-            bail!("watcher {w}: HTTP {}", rsp.status());
-        }
-        open.push(tokio::spawn(read_events(w, rsp, tx.clone())));
+        // A client each: a connection each.
+        let client = vmaas_client::Client::new(&format!("http://{addr}"), Some(token.clone()))?;
+        let watch = client.watch_events(&filter, OPEN_FOR).await.with_context(|| format!("opening watcher {w}"))?;
+        open.push(tokio::spawn(read_events(w, watch, tx.clone())));
     }
     println!("vmaas-bench events: {watchers} watchers on loopback SSE, {changes} changes of one VM, SQLite, {} cores", cores());
 
@@ -89,19 +89,13 @@ pub async fn events(watchers: usize, changes: usize) -> anyhow::Result<()> {
 }
 
 /// Reads watcher `w`'s stream, reporting each event's VM version and arrival.
-async fn read_events(w: usize, mut rsp: reqwest::Response, tx: mpsc::UnboundedSender<(usize, i64, Instant)>) {
-    let mut buf = String::new();
-    while let Ok(Some(chunk)) = rsp.chunk().await {
+async fn read_events(w: usize, mut watch: vmaas_client::Watch, tx: mpsc::UnboundedSender<(usize, i64, Instant)>) {
+    while let Some(e) = watch.next().await {
         let at = Instant::now();
-        buf.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buf.find("\n\n") {
-            let block: String = buf.drain(..end + 2).collect();
-            let data = block.lines().find_map(|l| l.strip_prefix("data:")).and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok());
-            if let Some(version) = data.and_then(|e| e["virtual_machine"]["metadata"]["version"].as_i64())
-                && tx.send((w, version, at)).is_err()
-            {
-                return;
-            }
+        if let Some(version) = e["virtual_machine"]["metadata"]["version"].as_i64()
+            && tx.send((w, version, at)).is_err()
+        {
+            return;
         }
     }
 }

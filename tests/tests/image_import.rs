@@ -210,13 +210,20 @@ async fn a_vm_waits_for_its_image_then_boots_from_it() {
     assert_eq!((made["status"]["state"].as_str(), made["status"]["references"].as_u64()), (Some("IMAGE_STATE_READY"), Some(1)), "{made}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_size_limit_comes_from_the_configuration() {
-    let s = Server::start_qemu_with(&["--image-max-size", "1Mi"]).await;
+/// A qemu server started with `flags`, a tenant's token, and a loopback
+/// file server of a directory holding `file` (`size` bytes).
+async fn serving(flags: &[&str], file: &str, size: usize) -> (Server, String, tempfile::TempDir, FileServer) {
+    let s = Server::start_qemu_with(flags).await;
     let t = s.token("acme", false);
     let files = tempfile::tempdir().unwrap();
-    std::fs::write(files.path().join("big.raw"), vec![1u8; 2 << 20]).unwrap();
+    std::fs::write(files.path().join(file), vec![1u8; size]).unwrap();
     let web = FileServer::start(files.path().to_owned()).await;
+    (s, t, files, web)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_size_limit_comes_from_the_configuration() {
+    let (s, t, files, web) = serving(&["--image-max-size", "1Mi"], "big.raw", 2 << 20).await;
 
     // From a URL: refused on the announced length, nothing kept.
     let id = import(&s, &t, "big", json!({"source": format!("{}/big.raw", web.url)})).await;
@@ -248,11 +255,7 @@ async fn the_size_limit_comes_from_the_configuration() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn images_are_fetched_only_from_allowed_addresses() {
-    let s = Server::start_qemu_with(&["--image-source-allow", "127.0.0.1"]).await;
-    let t = s.token("acme", false);
-    let files = tempfile::tempdir().unwrap();
-    std::fs::write(files.path().join("disk.raw"), vec![3u8; 1 << 20]).unwrap();
-    let web = FileServer::start(files.path().to_owned()).await;
+    let (s, t, _files, web) = serving(&["--image-source-allow", "127.0.0.1"], "disk.raw", 1 << 20).await;
     let port = web.url.rsplit(':').next().unwrap().to_owned();
 
     // Refused before any connection: another address, a redirect to one,

@@ -152,8 +152,7 @@ pub(super) async fn remove(
     }
     let _admission = s.admission.lock().await;
     let img = own(&s, &caller, &id).await?;
-    let names: Vec<&str> = std::iter::once(img.name.as_str()).chain(img.spec.source.as_deref()).collect();
-    let using = users_of(&s, &names, &img.tenant, img.spec.public, None).await?;
+    let using = users_of(&s, &img.references(), &img.tenant, img.spec.public, None).await?;
     if !using.is_empty() {
         let list: Vec<String> = using.iter().map(|(k, n)| format!("{k} {n:?}")).collect();
         let message = format!("image {:?} is used by {}: delete them first", img.name, list.join(", "));

@@ -84,8 +84,7 @@ async fn to_api(s: &AppState, caller: &Caller, catalog: Vec<CatalogImage>, impor
     }
     for r in imported {
         let mut api = r.to_api();
-        let names: Vec<&str> = std::iter::once(r.name.as_str()).chain(r.spec.source.as_deref()).collect();
-        api.status.references = users_of(s, &names, &r.tenant, r.spec.public, Some(caller)).await?.len() as u32;
+        api.status.references = users_of(s, &r.references(), &r.tenant, r.spec.public, Some(caller)).await?.len() as u32;
         out.push(api);
     }
     Ok(out)

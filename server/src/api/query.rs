@@ -28,9 +28,24 @@ impl Selection {
         Ok(Some(Self { filter, order }))
     }
 
+    /// The window to read from the store for the page `offset`, `limit`:
+    /// every candidate when `selection` filters or sorts, else the page.
+    pub(super) fn window(selection: &Option<Self>, offset: u64, limit: u64) -> (u64, u64) {
+        if selection.is_some() { (0, u64::MAX) } else { (offset, limit) }
+    }
+
+    /// The page of `items` (read with [`Self::window`]; `total` of them
+    /// matched in the store).
+    pub(super) fn respond(selection: Option<Self>, items: Vec<Arc<str>>, total: u64, offset: u64, limit: u64) -> Response {
+        match selection {
+            Some(sel) => sel.page(items, offset, limit),
+            None => page_json(&items, total),
+        }
+    }
+
     /// The page `offset`, `limit` of `items` (every candidate, in list
     /// order) that pass the filter, sorted by the order (ties keep list order).
-    pub(super) fn page(&self, items: Vec<Arc<str>>, offset: u64, limit: u64) -> Response {
+    fn page(&self, items: Vec<Arc<str>>, offset: u64, limit: u64) -> Response {
         let mut kept: Vec<(serde_json::Value, Arc<str>)> = items
             .into_iter()
             .filter_map(|j| serde_json::from_str(&j).ok().map(|v| (v, j)))

@@ -12,7 +12,7 @@ use tracing::info;
 use vmaas_model::{Envelope, ObjectKind};
 
 use super::query::Selection;
-use super::{AppState, Paging, page_json, raw_json, scope};
+use super::{AppState, Paging, raw_json, scope};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::store::record::{Kind, Record};
@@ -51,12 +51,9 @@ pub(super) async fn list<K: Kind>(s: &AppState, caller: &Caller, q: ListQuery, s
     let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
     let state = q.state.as_deref().map(|t| parse_state(t, states)).transpose()?.map(str::to_owned);
     let selection = Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
-    let (from, count) = if selection.is_some() { (0, u64::MAX) } else { (offset, limit) };
+    let (from, count) = Selection::window(&selection, offset, limit);
     let (items, total) = s.store.list_json(K::KIND, &scope(caller), &Filter { name: q.name, state, offset: from, limit: count }).await?;
-    Ok(match selection {
-        Some(sel) => sel.page(items, offset, limit),
-        None => page_json(&items, total),
-    })
+    Ok(Selection::respond(selection, items, total, offset, limit))
 }
 
 /// One of the caller's objects of kind `K`.

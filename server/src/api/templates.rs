@@ -56,17 +56,14 @@ pub(super) async fn list(
 ) -> Result<axum::response::Response, ApiError> {
     let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
     let selection = super::query::Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
-    let (from, count) = if selection.is_some() { (0, u64::MAX) } else { (offset, limit) };
+    let (from, count) = super::query::Selection::window(&selection, offset, limit);
     let (items, total) = s.store.list_templates(from, count).await?;
     let items = items
         .iter()
         .map(|r| serde_json::to_string(&r.to_api()).map(std::sync::Arc::from))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| ApiError::internal(e.to_string()))?;
-    Ok(match selection {
-        Some(sel) => sel.page(items, offset, limit),
-        None => super::page_json(&items, total),
-    })
+    Ok(super::query::Selection::respond(selection, items, total, offset, limit))
 }
 
 /// Get one template.
@@ -117,9 +114,20 @@ pub(super) async fn update(
         return Err(ApiError::field("object.id", format!("must match the id in the path ({id:?}), got {:?}", req.object.id)));
     }
     let version = req.object.metadata.as_ref().and_then(|m| m.version);
-    let wire = check(&req.object)?;
+    replace(&s, &caller, &req.object, version).await
+}
+
+/// Checks `t` as a whole and stores it over the template of its id, if
+/// that is still at `version` (when given).
+async fn replace(
+    s: &AppState,
+    caller: &Caller,
+    t: &VirtualMachineTemplate,
+    version: Option<i64>,
+) -> Result<Json<Envelope<VirtualMachineTemplate>>, ApiError> {
+    let wire = check(t)?;
     let r = s.store.update_template(&wire, version, Utc::now()).await?;
-    info!(template = %id, version = r.version, by = %caller.subject, "template updated");
+    info!(template = %wire.id, version = r.version, by = %caller.subject, "template updated");
     Ok(Json(Envelope { object: r.to_api() }))
 }
 
@@ -158,11 +166,8 @@ pub(super) async fn patch(
     super::mask::apply(&mut merged, &p, q.update_mask.as_deref());
     let body = serde_json::to_vec(&serde_json::json!({ "object": merged })).map_err(|e| ApiError::internal(e.to_string()))?;
     let next: Envelope<VirtualMachineTemplate> = super::extract::decode(&body)?;
-    let wire = check(&next.object)?;
     // Laid over the version read: a change in between is a 409, not lost.
-    let r = s.store.update_template(&wire, Some(sent.unwrap_or(current.version)), Utc::now()).await?;
-    info!(template = %id, version = r.version, by = %caller.subject, "template patched");
-    Ok(Json(Envelope { object: r.to_api() }))
+    replace(&s, &caller, &next.object, Some(sent.unwrap_or(current.version))).await
 }
 
 /// Remove a template no VM uses (administrators only).

@@ -13,7 +13,8 @@ use vmaas_model::{
     VirtualMachine, VirtualMachineSpec, VmState,
 };
 
-use super::{ApiJson, ApiQuery, AppState, Paging, attach, checked_name, page_json, raw_json, scope};
+use super::query::Selection;
+use super::{ApiJson, ApiQuery, AppState, Paging, attach, checked_name, raw_json, scope};
 use crate::auth::Caller;
 use crate::capacity::{self, Usage};
 use crate::error::ApiError;
@@ -98,14 +99,11 @@ pub(super) struct ListQuery {
 pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Response, ApiError> {
     let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
     let state = q.state.as_deref().map(str::parse::<VmState>).transpose().map_err(|e| ApiError::field("state", e))?;
-    let selection = super::query::Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
-    let (from, count) = if selection.is_some() { (0, u64::MAX) } else { (offset, limit) };
+    let selection = Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
+    let (from, count) = Selection::window(&selection, offset, limit);
     let filter = VmFilter { name: q.name, state, offset: from, limit: count };
     let (items, total) = s.store.list_vms_json(&scope(&caller), &filter).await?;
-    Ok(match selection {
-        Some(sel) => sel.page(items, offset, limit),
-        None => page_json(&items, total),
-    })
+    Ok(Selection::respond(selection, items, total, offset, limit))
 }
 
 /// Get one virtual machine.
@@ -147,10 +145,7 @@ pub(super) async fn create(
     let admitted = admit(&s, &rec, None).await?;
     // Addresses are assigned, and an image made on demand, under the
     // admission lock too (taken here when capacity did not take it).
-    let lock = match admitted {
-        Some(guard) => guard,
-        None => s.admission.lock().await,
-    };
+    let lock = held(&s, admitted).await;
     let wanted = std::mem::take(&mut rec.spec.network_attachments);
     rec.spec.network_attachments = attach::resolve(&s, &scope(&caller), &wanted, &mut errs).await?;
     if !errs.is_empty() {
@@ -241,10 +236,7 @@ pub(super) async fn patch(
     }
     let admitted = admit(&s, &next, Some(&current)).await?;
     let saved = if rebooted {
-        let lock = match admitted {
-            Some(guard) => guard,
-            None => s.admission.lock().await,
-        };
+        let lock = held(&s, admitted).await;
         let image = super::images::boot_image(&s, &caller, &next.machine, &lock).await?;
         let saved = s.store.update_vm_booting(&next, expected, image.as_ref()).await?;
         drop(lock);
@@ -306,6 +298,14 @@ async fn admit<'a>(
     let vms = s.store.all_vms().await?;
     capacity::check(&host, &s.overcommit, Usage::of_all(&vms, Some(&vm.id)), asked)?;
     Ok(Some(guard))
+}
+
+/// The admission lock: the guard capacity admission took, else taken now.
+async fn held<'a>(s: &'a AppState, admitted: Option<tokio::sync::MutexGuard<'a, ()>>) -> tokio::sync::MutexGuard<'a, ()> {
+    match admitted {
+        Some(guard) => guard,
+        None => s.admission.lock().await,
+    }
 }
 
 /// Enqueues a changed VM and waits briefly for the reconciler to acknowledge

@@ -4,7 +4,7 @@
 //! serialised (SQLite has one writer; on PostgreSQL the table is locked for
 //! the transaction), so a seq is never seen before a smaller one commits.
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use sqlx::{AssertSqlSafe, Row as _};
 use vmaas_model::ObjectKind;
 
@@ -49,8 +49,6 @@ pub struct EventRow {
     pub kind_of_change: String,
     /// The object as the API showed it then.
     pub object: String,
-    /// When.
-    pub at: DateTime<Utc>,
 }
 
 impl EventRow {
@@ -113,7 +111,7 @@ impl Store {
     /// Up to `limit` events after `after`, in order, of every tenant.
     pub async fn events_after(&self, after: i64, limit: i64) -> Result<Vec<EventRow>, StoreError> {
         let rows = sqlx::query(AssertSqlSafe(
-            "SELECT seq, kind, tenant, type, object, at FROM events WHERE seq > $1 ORDER BY seq LIMIT $2".to_owned(),
+            "SELECT seq, kind, tenant, type, object FROM events WHERE seq > $1 ORDER BY seq LIMIT $2".to_owned(),
         ))
         .bind(after)
         .bind(limit)
@@ -122,7 +120,6 @@ impl Store {
         rows.iter()
             .map(|r| {
                 let kind: String = r.try_get("kind")?;
-                let at: String = r.try_get("at")?;
                 Ok(EventRow {
                     seq: r.try_get("seq")?,
                     kind: ObjectKind::parse(&kind)
@@ -130,7 +127,6 @@ impl Store {
                     tenant: r.try_get("tenant")?,
                     kind_of_change: r.try_get("type")?,
                     object: r.try_get("object")?,
-                    at: DateTime::parse_from_rfc3339(&at).map(|t| t.with_timezone(&Utc)).unwrap_or_default(),
                 })
             })
             .collect()

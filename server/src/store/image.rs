@@ -55,6 +55,12 @@ impl BootImage {
 }
 
 impl ImageRecord {
+    /// What VMs and volumes may call it by: its name, and the URL it is
+    /// imported from.
+    pub fn references(&self) -> Vec<&str> {
+        std::iter::once(self.name.as_str()).chain(self.spec.source.as_deref()).collect()
+    }
+
     /// Whether a VM's or volume's image `reference` names this image: by
     /// its name, or by the URL it is imported from.
     pub fn names(&self, reference: &str) -> bool {
@@ -98,7 +104,6 @@ impl super::Store {
     /// Who uses the imported image `img`: of its tenant, or of every tenant
     /// for a public image.
     pub async fn image_users(&self, img: &ImageRecord) -> Result<Vec<ImageUser>, super::StoreError> {
-        let names: Vec<&str> = std::iter::once(img.name.as_str()).chain(img.spec.source.as_deref()).collect();
-        self.users_of_image(&names, |tenant| img.spec.public || tenant == img.tenant).await
+        self.users_of_image(&img.references(), |tenant| img.spec.public || tenant == img.tenant).await
     }
 }

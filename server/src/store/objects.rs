@@ -148,33 +148,58 @@ async fn insert_row(tx: &mut sqlx::Transaction<'_, sqlx::Any>, new: &NewObject) 
     .await
     .map_err(|e| refused(e, taken, String::new))?;
     for (target, role) in &new.refs {
-        sqlx::query("INSERT INTO refs (source, target, role) VALUES ($1, $2, $3)")
-            .bind(&r.id)
-            .bind(target)
-            .bind(role)
-            .execute(&mut **tx)
-            .await
-            .map_err(|e| refused(e, taken, || format!("{role} {target:?} does not exist")))?;
+        insert_ref(tx, &r.id, target, role, taken).await?;
     }
+    Ok(())
+}
+
+/// Inserts the reference of role `role` from `source` to `target` within
+/// `tx` (`taken`: the message should the insert find a name taken).
+async fn insert_ref(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    source: &str,
+    target: &str,
+    role: &str,
+    taken: impl FnOnce() -> String,
+) -> Result<(), StoreError> {
+    sqlx::query("INSERT INTO refs (source, target, role) VALUES ($1, $2, $3)")
+        .bind(source)
+        .bind(target)
+        .bind(role)
+        .execute(&mut **tx)
+        .await
+        .map_err(|e| refused(e, taken, || format!("{role} {target:?} does not exist")))?;
     Ok(())
 }
 
 /// Points the reference of role `role` from `source` at `target` (none: drops it).
 async fn set_ref(tx: &mut sqlx::Transaction<'_, sqlx::Any>, source: &str, role: &str, target: Option<&str>) -> Result<(), StoreError> {
     sqlx::query("DELETE FROM refs WHERE source = $1 AND role = $2").bind(source).bind(role).execute(&mut **tx).await?;
-    if let Some(target) = target {
-        sqlx::query("INSERT INTO refs (source, target, role) VALUES ($1, $2, $3)")
-            .bind(source)
-            .bind(target)
-            .bind(role)
-            .execute(&mut **tx)
-            .await
-            .map_err(|e| refused(e, String::new, || format!("{role} {target:?} does not exist")))?;
+    match target {
+        Some(target) => insert_ref(tx, source, target, role, String::new).await,
+        None => Ok(()),
     }
-    Ok(())
 }
 
 impl Store {
+    /// Records `what` for `changed` (when a row changed) in `tx`, commits,
+    /// and tells this process's watchers when it recorded anything.
+    async fn commit_recording(
+        &self,
+        mut tx: sqlx::Transaction<'_, sqlx::Any>,
+        changed: Option<&Row>,
+        what: EventType,
+    ) -> Result<(), StoreError> {
+        if let Some(row) = changed {
+            events::record(&mut tx, self.dialect, row, what).await?;
+        }
+        tx.commit().await?;
+        if changed.is_some() {
+            self.events_changed();
+        }
+        Ok(())
+    }
+
     /// Every row of every kind, from the database (to fill memory at start-up).
     pub(super) async fn sql_all(&self) -> Result<Vec<Row>, StoreError> {
         let rows = sqlx::query(AssertSqlSafe(format!("SELECT {COLUMNS} FROM objects"))).fetch_all(&self.pool).await?;
@@ -321,18 +346,6 @@ impl Store {
         .bind(expected)
         .execute(&mut *tx)
         .await?;
-        if r.rows_affected() > 0
-            && let Some((role, target)) = role
-        {
-            set_ref(&mut tx, &current.id, role, target).await?;
-        }
-        let mut out = current.clone();
-        out.spec = spec.into();
-        out.version = expected + 1;
-        out.updated_at = now;
-        if r.rows_affected() > 0 {
-            events::record(&mut tx, self.dialect, &out, EventType::Updated).await?;
-        }
         if r.rows_affected() == 0 {
             tx.rollback().await?;
             let latest = self.sql_get(&current.id).await?.ok_or_else(|| not_found(current.kind, &current.id))?;
@@ -341,8 +354,14 @@ impl Store {
             }
             return Err(StoreError::stale(current.kind, &current.name, expected, latest.version));
         }
-        tx.commit().await?;
-        self.events_changed();
+        if let Some((role, target)) = role {
+            set_ref(&mut tx, &current.id, role, target).await?;
+        }
+        let mut out = current.clone();
+        out.spec = spec.into();
+        out.version = expected + 1;
+        out.updated_at = now;
+        self.commit_recording(tx, Some(&out), EventType::Updated).await?;
         self.with_mem(|m| {
             also.into_iter().for_each(|n| m.put(n.row.clone()));
             m.put(out.clone());
@@ -367,15 +386,13 @@ impl Store {
             .bind(kind.as_str())
             .bind(tenant_of(kind, scope))
             .fetch_optional(&mut *tx)
-            .await?;
-        if let Some(r) = &marked {
-            events::record(&mut tx, self.dialect, &from_row(r)?, EventType::Updated).await?;
-        }
-        tx.commit().await?;
-        self.events_changed();
+            .await?
+            .map(|r| from_row(&r))
+            .transpose()?;
+        self.commit_recording(tx, marked.as_ref(), EventType::Updated).await?;
         self.refresh(id).await?;
         match marked {
-            Some(r) => from_row(&r),
+            Some(r) => Ok(r),
             // Marked already (or not the caller's): as it is now.
             None => self.get(kind, id, scope).await,
         }
@@ -396,13 +413,10 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         let written = r.rows_affected() > 0;
-        if written && *seen.status != *status {
-            let now = Row { status: status.as_str().into(), state: state.to_owned(), ..seen.clone() };
-            events::record(&mut tx, self.dialect, &now, EventType::Updated).await?;
-        }
-        tx.commit().await?;
+        let changed =
+            (written && *seen.status != *status).then(|| Row { status: status.as_str().into(), state: state.to_owned(), ..seen.clone() });
+        self.commit_recording(tx, changed.as_ref(), EventType::Updated).await?;
         if written {
-            self.events_changed();
             self.with_mem(|m| m.set_status(&seen.id, status.into(), state, observed.into(), seen.version));
         }
         Ok(written)
@@ -415,12 +429,10 @@ impl Store {
         let gone = sqlx::query(AssertSqlSafe(format!("DELETE FROM objects WHERE id = $1 AND deleted_at IS NOT NULL RETURNING {COLUMNS}")))
             .bind(id)
             .fetch_optional(&mut *tx)
-            .await?;
-        if let Some(r) = &gone {
-            events::record(&mut tx, self.dialect, &from_row(r)?, EventType::Deleted).await?;
-        }
-        tx.commit().await?;
-        self.events_changed();
+            .await?
+            .map(|r| from_row(&r))
+            .transpose()?;
+        self.commit_recording(tx, gone.as_ref(), EventType::Deleted).await?;
         self.refresh(id).await
     }
 
@@ -436,11 +448,7 @@ impl Store {
         }
         let mut tx = self.pool.begin().await?;
         match sqlx::query("DELETE FROM objects WHERE id = $1").bind(id).execute(&mut *tx).await {
-            Ok(_) => {
-                events::record(&mut tx, self.dialect, &row, EventType::Deleted).await?;
-                tx.commit().await?;
-                self.events_changed();
-            }
+            Ok(_) => self.commit_recording(tx, Some(&row), EventType::Deleted).await?,
             Err(e) => {
                 drop(tx);
                 return match refused(e, String::new, String::new) {
