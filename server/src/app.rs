@@ -95,6 +95,9 @@ pub enum StartError {
     /// Another server uses the data directory's SQLite database.
     #[error("another vmaas-server is using {0}: stop it, or give this one its own --data-dir")]
     Locked(PathBuf),
+    /// The gRPC services cannot be built.
+    #[error(transparent)]
+    Grpc(#[from] crate::grpc::GrpcError),
     /// The address cannot be bound.
     #[error("listen on {addr}: {source}")]
     Listen {
@@ -174,11 +177,18 @@ impl App {
         Ok(Self { state, config, _lock: lock })
     }
 
-    /// The router, for serving or for in-process use, with the body limits.
+    /// The REST router, for serving or for in-process use, with the body limits.
     pub fn router(&self) -> axum::Router {
         router(self.state.clone())
             .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(self.config.http.body_timeout))
             .layer(axum::extract::DefaultBodyLimit::max(self.config.http.max_body_bytes))
+    }
+
+    /// REST and, beside it, gRPC (served through the REST router).
+    pub fn router_with_grpc(&self) -> Result<axum::Router, StartError> {
+        let rest = self.router();
+        let grpc = crate::grpc::routes(self.state.clone(), rest.clone(), self.config.http.max_body_bytes)?;
+        Ok(rest.merge(grpc))
     }
 
     /// Serves the API and runs the reconciler until `shutdown` resolves.
@@ -208,7 +218,7 @@ impl App {
             data_dir = %self.config.data_dir.display(),
             "vmaas-server ready"
         );
-        let app = self.router();
+        let app = self.router_with_grpc()?;
         let served = crate::serve::serve(listener, app, self.config.http, shutdown).await;
         let _ = stop_tx.send(true);
         let _ = rec_task.await;

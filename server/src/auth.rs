@@ -210,16 +210,21 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let header = parts
-            .headers
-            .get(AUTHORIZATION)
-            .ok_or_else(|| ApiError::unauthenticated("missing Authorization header: send \"Authorization: Bearer <token>\""))?;
-        let value = header.to_str().map_err(|_| ApiError::unauthenticated("the Authorization header is not text"))?;
+        state.keys.bearer(parts.headers.get(AUTHORIZATION).map(|h| h.as_bytes()))
+    }
+}
+
+impl Keys {
+    /// The caller an `Authorization` header (or gRPC metadata) names.
+    pub fn bearer(&self, header: Option<&[u8]>) -> Result<Caller, ApiError> {
+        let header =
+            header.ok_or_else(|| ApiError::unauthenticated("missing Authorization header: send \"Authorization: Bearer <token>\""))?;
+        let value = std::str::from_utf8(header).map_err(|_| ApiError::unauthenticated("the Authorization header is not text"))?;
         let token = value
             .strip_prefix("Bearer ")
             .or_else(|| value.strip_prefix("bearer "))
             .ok_or_else(|| ApiError::unauthenticated("the Authorization header must be \"Bearer <token>\""))?;
-        state.keys.verify(token.trim())
+        self.verify(token.trim())
     }
 }
 

@@ -9,8 +9,13 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::StatusCode;
 use tokio::sync::broadcast;
 use tracing::warn;
+use vmaas_model::query::Filter;
+
+use crate::auth::Caller;
+use crate::error::{ApiError, Code};
 
 use crate::store::events::EventRow;
 use crate::store::{Store, StoreError};
@@ -138,4 +143,32 @@ impl Watch {
     pub async fn start(&mut self) -> Result<(), StoreError> {
         self.catch_up().await
     }
+}
+
+/// Who receives which events: a caller sees its tenant's events and the
+/// global kinds' (templates), an administrator all; the filter, if any,
+/// is CEL over the event as sent.
+pub struct Audience {
+    /// The watcher.
+    pub caller: Caller,
+    /// Its filter.
+    pub filter: Option<Filter>,
+}
+
+impl Audience {
+    /// Whether the event `event` of an object of `tenant` is sent.
+    pub fn sees(&self, tenant: &str, event: &serde_json::Value) -> bool {
+        let mine = self.caller.is_admin() || tenant.is_empty() || tenant == self.caller.tenant;
+        mine && self.filter.as_ref().is_none_or(|f| f.matches(event))
+    }
+}
+
+/// `after`, if the events after it are all still kept (else 410 Gone).
+pub async fn resumable(store: &Store, after: i64) -> Result<i64, ApiError> {
+    let first = store.first_event().await?;
+    if first > 0 && after + 1 < first {
+        let m = format!("the events after {after} were trimmed (the oldest kept is {first}): list the objects again, and watch from now");
+        return Err(ApiError::new(StatusCode::GONE, Code::FailedPrecondition, m));
+    }
+    Ok(after)
 }

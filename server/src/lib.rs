@@ -5,6 +5,7 @@
 //!
 //! - [`app`]: configuration and start-up; [`serve`]: the HTTP loop and its limits.
 //! - [`api`]: the HTTP routes, the OpenAPI document, health and metrics.
+//! - [`grpc`]: OSAC's gRPC services on the same port, served through the REST routes.
 //! - [`auth`]: bearer tokens (JWT) with `tenant` and `role` claims.
 //! - [`store`]: SQLite or PostgreSQL, one schema, migrated at start-up.
 //! - [`reconciler`]: the level-triggered loop from spec to status.
@@ -27,6 +28,7 @@ pub mod capacity;
 pub mod error;
 pub mod events;
 pub mod gc;
+pub mod grpc;
 pub mod identity;
 pub mod metrics;
 pub mod none_backend;

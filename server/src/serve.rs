@@ -2,14 +2,16 @@
 //! the server down: a connection cap, a deadline for each request's
 //! headers (which is also the idle timeout between requests on a kept-alive
 //! connection), and a bounded wait for connections at shutdown. Body size
-//! and body read time are limited by layers of the router.
+//! and body read time are limited by layers of the router. Each connection
+//! speaks HTTP/1.1 or, with prior knowledge, HTTP/2 (gRPC).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -43,6 +45,9 @@ impl Default for HttpLimits {
         }
     }
 }
+
+/// Requests one HTTP/2 connection (gRPC's transport) may have open at once.
+const H2_STREAMS: u32 = 256;
 
 /// How long open connections get to finish at shutdown.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -113,11 +118,15 @@ async fn refuse(mut stream: TcpStream) {
 async fn connection(stream: TcpStream, app: axum::Router, limits: HttpLimits, mut stop: watch::Receiver<bool>) {
     let _ = stream.set_nodelay(true);
     let service = TowerToHyperService::new(app);
-    let conn = hyper::server::conn::http1::Builder::new()
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+    builder
+        .http2()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
-        .serve_connection(TokioIo::new(stream), service)
-        .with_upgrades();
+        .max_concurrent_streams(H2_STREAMS)
+        .keep_alive_interval(Some(limits.header_timeout))
+        .keep_alive_timeout(limits.header_timeout);
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
     let mut conn = std::pin::pin!(conn);
     tokio::select! {
         r = conn.as_mut() => {

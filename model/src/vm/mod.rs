@@ -2,6 +2,7 @@
 //! request shapes that create and change them, and (in [`status`]) the state
 //! machine from backend observations to their status.
 
+pub mod compute_instance;
 pub mod image;
 pub mod status;
 

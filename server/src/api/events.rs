@@ -9,7 +9,7 @@ use std::convert::Infallible;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -19,8 +19,8 @@ use vmaas_model::query::Filter;
 
 use super::{ApiQuery, AppState, raw_json};
 use crate::auth::Caller;
-use crate::error::{ApiError, Code};
-use crate::events::Published;
+use crate::error::ApiError;
+use crate::events::{Audience, Published, resumable};
 
 /// Events a page without `watch` holds at most.
 const PAGE: i64 = 1000;
@@ -42,21 +42,6 @@ pub(super) struct EventsQuery {
     filter: Option<String>,
 }
 
-/// What a caller is sent: its tenant's events and the global kinds'
-/// (templates); an administrator's: all.
-struct Sees {
-    caller: Caller,
-    filter: Option<Filter>,
-}
-
-impl Sees {
-    fn passes(&self, e: &Published) -> bool {
-        let t = &e.row.tenant;
-        let mine = self.caller.is_admin() || t.is_empty() || *t == self.caller.tenant;
-        mine && self.filter.as_ref().is_none_or(|f| f.matches(&e.value))
-    }
-}
-
 /// Watch the events of the objects you may see.
 #[utoipa::path(get, path = "/api/events/v1/events", tag = "events", params(EventsQuery),
     responses((status = 200, description = "`text/event-stream` with `watch=true`, else `{\"items\": [events]}`"),
@@ -69,14 +54,15 @@ pub(super) async fn events(
     ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> Result<Response, ApiError> {
     let filter = q.filter.as_deref().filter(|f| !f.trim().is_empty()).map(Filter::parse).transpose();
-    let sees = Sees { caller, filter: filter.map_err(|e| ApiError::field("filter", e))? };
+    let sees = Audience { caller, filter: filter.map_err(|e| ApiError::field("filter", e))? };
     let after = match q.after.map(Ok).or_else(|| last_event_id(&headers)).transpose()? {
-        Some(n) => resumable(&s, n).await?,
+        Some(n) => resumable(&s.store, n).await?,
         None => s.store.last_event().await?,
     };
     if !q.watch {
         let rows = s.store.events_after(after, PAGE).await?;
-        let items: Vec<String> = rows.into_iter().map(Published::new).filter(|e| sees.passes(e)).map(|e| e.json.clone()).collect();
+        let items: Vec<String> =
+            rows.into_iter().map(Published::new).filter(|e| sees.sees(&e.row.tenant, &e.value)).map(|e| e.json.clone()).collect();
         return Ok(raw_json(format!("{{\"items\":[{}]}}", items.join(","))));
     }
     let mut watch = s.events.watch(s.store.clone(), after);
@@ -84,7 +70,7 @@ pub(super) async fn events(
     let stream = futures::stream::unfold((watch, sees), |(mut watch, sees)| async move {
         loop {
             match watch.next().await {
-                Ok(e) if sees.passes(&e) => {
+                Ok(e) if sees.sees(&e.row.tenant, &e.value) => {
                     let item = SseEvent::default().id(e.row.seq.to_string()).data(&e.json);
                     return Some((Ok::<_, Infallible>(item), (watch, sees)));
                 }
@@ -103,14 +89,4 @@ pub(super) async fn events(
 fn last_event_id(headers: &HeaderMap) -> Option<Result<i64, ApiError>> {
     let v = headers.get("last-event-id")?;
     Some(v.to_str().ok().and_then(|t| t.trim().parse().ok()).ok_or_else(|| ApiError::field("Last-Event-ID", "must be an event id")))
-}
-
-/// `after`, if the events after it are all still kept.
-async fn resumable(s: &AppState, after: i64) -> Result<i64, ApiError> {
-    let first = s.store.first_event().await?;
-    if first > 0 && after + 1 < first {
-        let m = format!("the events after {after} were trimmed (the oldest kept is {first}): list the objects again, and watch from now");
-        return Err(ApiError::new(StatusCode::GONE, Code::FailedPrecondition, m));
-    }
-    Ok(after)
 }

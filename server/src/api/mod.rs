@@ -2,6 +2,7 @@
 //! `/metrics` and the OpenAPI document at `/api/openapi.json`.
 
 mod attach;
+mod compute_instances;
 mod console;
 mod events;
 mod external_ips;
@@ -154,6 +155,7 @@ pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .merge(templates::routes())
         .merge(vms::routes())
+        .merge(compute_instances::routes())
         .merge(networks::routes())
         .merge(subnets::routes())
         .merge(security_groups::routes())

@@ -1,0 +1,162 @@
+//! OSAC's `ComputeInstance` (`osac.public.v1`) as a second view of the same
+//! VM objects: the VM's JSON rendered as a compute instance, and a compute
+//! instance's create or update body read as the VM body the API takes.
+//!
+//! The differences: `spec.run_strategy` (`Always`, `Halted`) is the VM's
+//! `spec.state` (`running`, `stopped`); the status's state and conditions
+//! have OSAC's compute instance names; `status.internal_ip_address` and
+//! `external_ip_address` are `internalIP` and `externalIP`; the metadata's
+//! `creator` is the first of `creators`; `spec.restart_requested_at` asks
+//! for a restart.
+
+use serde_json::{Map, Value};
+
+use crate::ValidationErrors;
+
+/// The `@type` of a compute instance.
+pub const COMPUTE_INSTANCE_TYPE_URL: &str = "type.googleapis.com/osac.public.v1.ComputeInstance";
+
+/// Spec fields of OSAC's compute instance vmaas does not serve, and why.
+const UNSUPPORTED: &[(&str, &str)] = &[
+    ("boot_disk", "is not supported: size the boot disk with the template's parameters"),
+    ("additional_disks", "is not supported: attach volumes (volume_attachments) instead"),
+    ("instance_type", "is not supported: choose CPU and memory with the template's parameters"),
+    ("catalog_item", "is not supported: create the instance from a template"),
+];
+
+/// A compute instance body read as a VM body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmBody {
+    /// The VM's JSON (`id`, `metadata`, `spec`).
+    pub vm: Value,
+    /// `spec.restart_requested_at`, when the body asks for a restart.
+    pub restart_requested_at: Option<String>,
+}
+
+/// The VM JSON `vm` as a compute instance.
+pub fn to_compute_instance(mut vm: Value) -> Value {
+    let Value::Object(m) = &mut vm else { return vm };
+    m.insert("@type".into(), Value::from(COMPUTE_INSTANCE_TYPE_URL));
+    let stopping = m.get("spec").and_then(|s| s.get("state")).and_then(Value::as_str) == Some("stopped");
+    if let Some(Value::Object(meta)) = m.get_mut("metadata") {
+        let creator = meta.remove("creators").and_then(|c| c.get(0).cloned());
+        if let Some(c) = creator {
+            meta.insert("creator".into(), c);
+        }
+    }
+    if let Some(Value::Object(spec)) = m.get_mut("spec") {
+        let state = spec.remove("state");
+        let strategy = if state.as_ref().and_then(Value::as_str) == Some("stopped") { "Halted" } else { "Always" };
+        spec.insert("run_strategy".into(), Value::from(strategy));
+    }
+    if let Some(Value::Object(status)) = m.get_mut("status") {
+        status_view(status, stopping);
+    }
+    vm
+}
+
+/// The VM status `status` in compute instance names.
+fn status_view(status: &mut Map<String, Value>, stopping: bool) {
+    let state = status.get("state").and_then(Value::as_str).unwrap_or_default();
+    let state = match state {
+        "VIRTUAL_MACHINE_STATE_READY" => "COMPUTE_INSTANCE_STATE_RUNNING",
+        "VIRTUAL_MACHINE_STATE_STOPPED" => "COMPUTE_INSTANCE_STATE_STOPPED",
+        "VIRTUAL_MACHINE_STATE_FAILED" => "COMPUTE_INSTANCE_STATE_FAILED",
+        "VIRTUAL_MACHINE_STATE_DELETING" => "COMPUTE_INSTANCE_STATE_DELETING",
+        "VIRTUAL_MACHINE_STATE_PROGRESSING" if stopping => "COMPUTE_INSTANCE_STATE_STOPPING",
+        "VIRTUAL_MACHINE_STATE_PROGRESSING" => "COMPUTE_INSTANCE_STATE_STARTING",
+        _ => "COMPUTE_INSTANCE_STATE_UNSPECIFIED",
+    };
+    status.insert("state".into(), Value::from(state));
+    for (from, to) in [("internalIP", "internal_ip_address"), ("externalIP", "external_ip_address")] {
+        if let Some(v) = status.remove(from) {
+            status.insert(to.into(), v);
+        }
+    }
+    if let Some(Value::Array(conditions)) = status.get_mut("conditions") {
+        conditions.retain_mut(|c| {
+            let kind = c.get("type").and_then(Value::as_str).and_then(condition_view);
+            match (kind, c.as_object_mut()) {
+                (Some(k), Some(m)) => {
+                    m.insert("type".into(), Value::from(k));
+                    true
+                }
+                _ => false,
+            }
+        });
+    }
+}
+
+/// The compute instance name of a VM condition, if it has one (the VM's
+/// progressing, failed and degraded conditions are in the state).
+fn condition_view(vm_condition: &str) -> Option<&'static str> {
+    match vm_condition {
+        "VIRTUAL_MACHINE_CONDITION_TYPE_READY" => Some("COMPUTE_INSTANCE_CONDITION_TYPE_READY"),
+        "VIRTUAL_MACHINE_CONDITION_TYPE_RESTART_REQUIRED" => Some("COMPUTE_INSTANCE_CONDITION_TYPE_RESTART_REQUIRED"),
+        _ => None,
+    }
+}
+
+/// The compute instance body `ci` (the object of a create or update) read
+/// as a VM body; fields vmaas cannot honour are errors under `prefix`.
+pub fn from_compute_instance(ci: Value, prefix: &str) -> Result<VmBody, ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    let Value::Object(mut m) = ci else {
+        errs.push(prefix, "must be a JSON object");
+        return Err(errs);
+    };
+    m.remove("@type");
+    m.remove("status");
+    if let Some(Value::Object(meta)) = m.get_mut("metadata") {
+        for output_only in ["creator", "tenant", "project", "creation_timestamp", "deletion_timestamp"] {
+            meta.remove(output_only);
+        }
+    }
+    let mut restart = None;
+    if let Some(Value::Object(spec)) = m.get_mut("spec") {
+        restart = spec.remove("restart_requested_at").and_then(|v| v.as_str().map(str::to_owned));
+        spec_from_view(spec, &format!("{prefix}.spec"), &mut errs);
+    }
+    if errs.is_empty() { Ok(VmBody { vm: Value::Object(m), restart_requested_at: restart }) } else { Err(errs) }
+}
+
+/// Renames and checks the compute instance spec fields in place.
+fn spec_from_view(spec: &mut Map<String, Value>, prefix: &str, errs: &mut ValidationErrors) {
+    for (field, reason) in UNSUPPORTED {
+        if spec.remove(*field).is_some_and(|v| !is_empty(&v)) {
+            errs.push(format!("{prefix}.{field}"), *reason);
+        }
+    }
+    if spec.remove("is_windows") == Some(Value::Bool(true)) {
+        errs.push(format!("{prefix}.is_windows"), "is not supported: vmaas boots Linux guests");
+    }
+    if let Some(strategy) = spec.remove("run_strategy") {
+        let state = match strategy.as_str() {
+            None if strategy.is_null() => None,
+            Some("") => None,
+            Some("Always" | "RerunOnFailure") => Some("running"),
+            Some("Halted") => Some("stopped"),
+            _ => {
+                errs.push(format!("{prefix}.run_strategy"), format!("must be Always or Halted, got {strategy}"));
+                None
+            }
+        };
+        if let Some(state) = state {
+            spec.insert("state".into(), Value::from(state));
+        }
+    }
+}
+
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::Bool(b) => !b,
+    }
+}
+
+#[cfg(test)]
+mod tests;

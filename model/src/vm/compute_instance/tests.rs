@@ -1,0 +1,64 @@
+use serde_json::json;
+
+use super::*;
+
+fn vm(state: &str, vm_state: &str) -> Value {
+    json!({
+        "@type": "type.googleapis.com/fulfillment.v1.VirtualMachine",
+        "id": "6d1c", "metadata": {"name": "web", "tenant": "acme", "creators": ["alice"], "version": 3},
+        "spec": {"template": "small", "template_parameters": {"cpus": {"value": 2}}, "state": state},
+        "status": {"state": vm_state, "internalIP": "10.0.0.5", "externalIP": "127.0.0.9", "conditions": [
+            {"type": "VIRTUAL_MACHINE_CONDITION_TYPE_PROGRESSING", "status": "CONDITION_STATUS_FALSE"},
+            {"type": "VIRTUAL_MACHINE_CONDITION_TYPE_READY", "status": "CONDITION_STATUS_TRUE"}]}
+    })
+}
+
+#[test]
+fn a_vm_reads_as_a_compute_instance() {
+    let ci = to_compute_instance(vm("running", "VIRTUAL_MACHINE_STATE_READY"));
+    assert_eq!(ci["@type"], COMPUTE_INSTANCE_TYPE_URL);
+    assert_eq!(ci["metadata"]["creator"], "alice");
+    assert!(ci["metadata"].get("creators").is_none());
+    assert_eq!(ci["spec"]["run_strategy"], "Always");
+    assert!(ci["spec"].get("state").is_none());
+    assert_eq!(ci["spec"]["template_parameters"]["cpus"]["value"], 2);
+    assert_eq!(ci["status"]["state"], "COMPUTE_INSTANCE_STATE_RUNNING");
+    assert_eq!(ci["status"]["internal_ip_address"], "10.0.0.5");
+    assert_eq!(ci["status"]["external_ip_address"], "127.0.0.9");
+    assert_eq!(ci["status"]["conditions"], json!([{"type": "COMPUTE_INSTANCE_CONDITION_TYPE_READY", "status": "CONDITION_STATUS_TRUE"}]));
+}
+
+#[test]
+fn states_map_to_compute_instance_states() {
+    let cases = [
+        ("stopped", "VIRTUAL_MACHINE_STATE_PROGRESSING", "COMPUTE_INSTANCE_STATE_STOPPING", "Halted"),
+        ("running", "VIRTUAL_MACHINE_STATE_PROGRESSING", "COMPUTE_INSTANCE_STATE_STARTING", "Always"),
+        ("stopped", "VIRTUAL_MACHINE_STATE_STOPPED", "COMPUTE_INSTANCE_STATE_STOPPED", "Halted"),
+        ("running", "VIRTUAL_MACHINE_STATE_FAILED", "COMPUTE_INSTANCE_STATE_FAILED", "Always"),
+        ("running", "VIRTUAL_MACHINE_STATE_DELETING", "COMPUTE_INSTANCE_STATE_DELETING", "Always"),
+    ];
+    for (spec, vm_state, want, strategy) in cases {
+        let ci = to_compute_instance(vm(spec, vm_state));
+        assert_eq!(ci["status"]["state"], want, "{spec} {vm_state}");
+        assert_eq!(ci["spec"]["run_strategy"], strategy);
+    }
+}
+
+#[test]
+fn a_compute_instance_body_reads_as_a_vm_body() {
+    let body = json!({"metadata": {"name": "web", "tenant": "x", "creator": "y"},
+        "spec": {"template": "small", "run_strategy": "Halted", "restart_requested_at": "2026-11-23T10:00:00Z", "catalog_item": ""},
+        "status": {"state": "COMPUTE_INSTANCE_STATE_RUNNING"}});
+    let got = from_compute_instance(body, "object").unwrap();
+    assert_eq!(got.vm, json!({"metadata": {"name": "web"}, "spec": {"template": "small", "state": "stopped"}}));
+    assert_eq!(got.restart_requested_at.as_deref(), Some("2026-11-23T10:00:00Z"));
+}
+
+#[test]
+fn unsupported_fields_are_named() {
+    let body = json!({"spec": {"template": "t", "boot_disk": {"size_gib": 20}, "is_windows": true, "run_strategy": "Manual"}});
+    let errs = from_compute_instance(body, "object").unwrap_err();
+    let fields: Vec<&str> = errs.0.iter().map(|e| e.field.as_str()).collect();
+    assert_eq!(fields, ["object.spec.boot_disk", "object.spec.is_windows", "object.spec.run_strategy"]);
+    assert!(errs.0[2].reason.contains("Always or Halted"), "{}", errs.0[2].reason);
+}

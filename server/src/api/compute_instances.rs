@@ -1,0 +1,147 @@
+//! `compute_instances`: OSAC's `osac.public.v1` view of the same VM objects
+//! `virtual_machines` serves (see `vmaas_model::vm::compute_instance` for
+//! how the two differ). Each handler reads the request in the view's names,
+//! lets the VM handler do the work, and answers in the view's names.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use vmaas_model::vm::compute_instance::{VmBody, from_compute_instance, to_compute_instance};
+use vmaas_model::{CreateVirtualMachine, Envelope, PatchVirtualMachine, VirtualMachine};
+
+use super::query::Selection;
+use super::{ApiJson, ApiQuery, AppState, Paging, decode, scope, vms};
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::store::VmFilter;
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/compute_instances", get(list).post(create))
+        .route("/compute_instances/{id}", get(read).patch(patch).delete(remove))
+}
+
+/// Query of the compute instance list.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct ListQuery {
+    /// Items to skip (default 0).
+    offset: Option<u64>,
+    /// Items to return, 1 to 1000 (default 100).
+    limit: Option<u64>,
+    /// Only the instance with this exact name.
+    name: Option<String>,
+    /// A CEL expression over the compute instance, e.g. `this.status.state == 'COMPUTE_INSTANCE_STATE_RUNNING'`.
+    filter: Option<String>,
+    /// Sort keys, e.g. `this.metadata.name desc`.
+    order: Option<String>,
+}
+
+/// List compute instances (the caller's VMs, in OSAC's public names).
+#[utoipa::path(get, path = "/api/fulfillment/v1/compute_instances", tag = "compute instances", params(ListQuery),
+    responses((status = 200, description = "`{\"items\": [compute instances], \"size\", \"total\"}`"), (status = 400, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Response, ApiError> {
+    let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
+    let selection = Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
+    let (from, count) = Selection::window(&selection, offset, limit);
+    let filter = VmFilter { name: q.name, state: None, offset: from, limit: count };
+    let (items, total) = s.store.list_vms_json(&scope(&caller), &filter).await?;
+    let items = items.iter().map(|vm| viewed(vm)).collect::<Result<Vec<_>, _>>()?;
+    Ok(Selection::respond(selection, items, total, offset, limit))
+}
+
+/// Get one compute instance.
+#[utoipa::path(get, path = "/api/fulfillment/v1/compute_instances/{id}", tag = "compute instances",
+    params(("id" = String, Path, description = "VM id (UUID)")),
+    responses((status = 200, description = "`{\"object\": compute instance}`"), (status = 404, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let vm = s.store.get_vm_json(&id, &scope(&caller)).await?;
+    Ok(super::raw_json(format!("{{\"object\":{}}}", viewed(&vm)?)))
+}
+
+/// Create a compute instance (a VM): `spec.run_strategy` `Always` or `Halted`.
+#[utoipa::path(post, path = "/api/fulfillment/v1/compute_instances", tag = "compute instances",
+    responses((status = 201, description = "`{\"object\": compute instance}`"), (status = 400, body = ApiError), (status = 409, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn create(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<Envelope<Value>>,
+) -> Result<Response, ApiError> {
+    let body = vm_body(req.object)?;
+    let vm: Envelope<CreateVirtualMachine> =
+        decode(&serde_json::to_vec(&json!({"object": body.vm})).map_err(ApiError::internal)?).map_err(in_view)?;
+    let (status, Json(made)) = vms::create(State(s), caller, ApiJson(vm)).await.map_err(in_view)?;
+    answer(status, &made.object)
+}
+
+/// Change a compute instance: only the fields sent (or named by the
+/// gateway's `update_mask`) change; a `spec.restart_requested_at` restarts it.
+#[utoipa::path(patch, path = "/api/fulfillment/v1/compute_instances/{id}", tag = "compute instances",
+    params(("id" = String, Path, description = "VM id (UUID)")),
+    responses((status = 200, description = "`{\"object\": compute instance}`"), (status = 400, body = ApiError), (status = 404, body = ApiError), (status = 409, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn patch(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<Envelope<Value>>,
+) -> Result<Response, ApiError> {
+    let body = vm_body(req.object)?;
+    let vm: Envelope<PatchVirtualMachine> =
+        decode(&serde_json::to_vec(&json!({"object": body.vm})).map_err(ApiError::internal)?).map_err(in_view)?;
+    let Json(changed) = vms::patch(State(s.clone()), caller.clone(), Path(id.clone()), ApiJson(vm)).await.map_err(in_view)?;
+    if body.restart_requested_at.is_none() {
+        return answer(StatusCode::OK, &changed.object);
+    }
+    let (_, Json(restarted)) = vms::restart(State(s), caller, Path(id)).await?;
+    answer(StatusCode::OK, &restarted.object)
+}
+
+/// Delete a compute instance.
+#[utoipa::path(delete, path = "/api/fulfillment/v1/compute_instances/{id}", tag = "compute instances",
+    params(("id" = String, Path, description = "VM id (UUID)")),
+    responses((status = 202, description = "`{\"object\": compute instance}`, being deleted"), (status = 404, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn remove(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let (status, Json(gone)) = vms::remove(State(s), caller, Path(id)).await?;
+    answer(status, &gone.object)
+}
+
+/// The VM body a compute instance body stands for.
+fn vm_body(object: Value) -> Result<VmBody, ApiError> {
+    if let Some(t) = object.get("@type").and_then(Value::as_str).filter(|t| !t.ends_with("osac.public.v1.ComputeInstance")) {
+        return Err(ApiError::field("object.@type", format!("must be osac.public.v1.ComputeInstance, got {t}")));
+    }
+    from_compute_instance(object, "object").map_err(ApiError::invalid)
+}
+
+/// A VM's stored JSON in the view.
+fn viewed(vm: &str) -> Result<Arc<str>, ApiError> {
+    let value: Value = serde_json::from_str(vm).map_err(ApiError::internal)?;
+    Ok(to_compute_instance(value).to_string().into())
+}
+
+/// `{"object": vm}` in the view, with `status`.
+fn answer(status: StatusCode, vm: &VirtualMachine) -> Result<Response, ApiError> {
+    let value = serde_json::to_value(vm).map_err(ApiError::internal)?;
+    Ok((status, Json(json!({"object": to_compute_instance(value)}))).into_response())
+}
+
+/// An error of the VM handlers in the view's field names.
+fn in_view(mut e: ApiError) -> ApiError {
+    for d in &mut e.details {
+        if d.field == "object.spec.state" {
+            d.field = "object.spec.run_strategy".into();
+        }
+    }
+    e
+}

@@ -1,0 +1,171 @@
+//! Between protobuf messages and the REST API's JSON: a request's body
+//! (only the fields an `update_mask` names, when it names some), and a REST
+//! answer read into the method's response. Template parameter values in the
+//! seed's plain form (`{"value": 4}`) are given the `@type` of the wrapper
+//! that holds them, so that every `google.protobuf.Any` is one protobuf can read.
+
+use prost_reflect::{DeserializeOptions, DynamicMessage, Kind, MessageDescriptor, ReflectMessage, SerializeOptions, Value as Field};
+use serde_json::{Map, Value};
+use tonic::Status;
+
+/// Request JSON as the REST API reads it: field names as in the `.proto`
+/// files, numbers as numbers, defaults left out.
+const TO_REST: SerializeOptions =
+    SerializeOptions::new().use_proto_field_name(true).skip_default_fields(true).stringify_64_bit_integers(false);
+
+/// The same, with defaults: a masked field set to its default is sent.
+const TO_REST_ALL: SerializeOptions = TO_REST.skip_default_fields(false);
+
+/// REST answers carry fields some views do not declare.
+const FROM_REST: DeserializeOptions = DeserializeOptions::new().deny_unknown_fields(false);
+
+/// `msg` as the JSON the REST API reads.
+pub fn to_rest(msg: &DynamicMessage, all: bool) -> Result<Value, Status> {
+    let options = if all { &TO_REST_ALL } else { &TO_REST };
+    msg.serialize_with_options(serde_json::value::Serializer, options)
+        .map_err(|e| Status::internal(format!("cannot render the request: {e}")))
+}
+
+/// The body of a request whose rule sends `field` (`*`: all of it).
+pub fn request_body(req: &DynamicMessage, field: &str) -> Result<Vec<u8>, Status> {
+    let value = if field == "*" {
+        to_rest(req, false)?
+    } else {
+        let object = req.get_field_by_name(field).and_then(|v| v.as_message().cloned());
+        let object = object.ok_or_else(|| Status::invalid_argument(format!("{field}: is required")))?;
+        match update_mask(req) {
+            Some(paths) => masked(&object, &paths)?,
+            None => to_rest(&object, false)?,
+        }
+    };
+    serde_json::to_vec(&value).map_err(|e| Status::internal(e.to_string()))
+}
+
+/// The paths of the request's `update_mask`, if it names any.
+fn update_mask(req: &DynamicMessage) -> Option<Vec<String>> {
+    let mask = req.get_field_by_name("update_mask")?;
+    let paths = mask.as_message()?.get_field_by_name("paths")?;
+    let list: Vec<String> = paths.as_list()?.iter().filter_map(|p| p.as_str().map(str::to_owned)).collect();
+    (!list.is_empty()).then_some(list)
+}
+
+/// Only the fields `paths` name of `object` (with `id` and a set
+/// `metadata.version`, which say what is changed), defaults included.
+fn masked(object: &DynamicMessage, paths: &[String]) -> Result<Value, Status> {
+    let full = to_rest(object, true)?;
+    let mut out = Value::Object(Map::new());
+    for path in paths {
+        let steps: Vec<&str> = path.split('.').collect();
+        check_path(object.descriptor(), &steps).map_err(|reason| Status::invalid_argument(format!("update_mask: {path}: {reason}")))?;
+        if let Some(v) = lookup(&full, &steps) {
+            insert(&mut out, &steps, v.clone());
+        }
+    }
+    for keep in [&["id"][..], &["metadata", "version"][..]] {
+        if let Some(v) = lookup(&full, keep).filter(|v| !(v.is_null() || *v == &Value::from("") || *v == &Value::from(0))) {
+            insert(&mut out, keep, v.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `steps` names a field of `desc` (maps end the walk: their keys are data).
+fn check_path(desc: MessageDescriptor, steps: &[&str]) -> Result<(), String> {
+    let Some((first, rest)) = steps.split_first() else { return Ok(()) };
+    let field = desc.get_field_by_name(first).ok_or_else(|| format!("{} has no field {first}", desc.name()))?;
+    match (field.kind(), rest.is_empty()) {
+        (_, true) => Ok(()),
+        (Kind::Message(m), false) if !field.is_map() && !field.is_list() => check_path(m, rest),
+        _ if field.is_map() => Ok(()),
+        _ => Err(format!("{first} has no fields")),
+    }
+}
+
+fn lookup<'a>(v: &'a Value, steps: &[&str]) -> Option<&'a Value> {
+    steps.iter().try_fold(v, |v, s| v.get(s))
+}
+
+fn insert(out: &mut Value, steps: &[&str], v: Value) {
+    let Some((last, parents)) = steps.split_last() else { return };
+    let mut at = out;
+    for s in parents {
+        let Value::Object(m) = at else { return };
+        at = m.entry(s.to_string()).or_insert_with(|| Value::Object(Map::new()));
+    }
+    if let Value::Object(m) = at {
+        m.insert(last.to_string(), v);
+    }
+}
+
+/// The response `desc` made of a REST answer: its body fills the field
+/// `response_body` names, or the whole response.
+pub fn response(desc: MessageDescriptor, response_body: Option<&str>, bytes: &[u8]) -> Result<DynamicMessage, Status> {
+    let mut value: Value = if bytes.iter().all(u8::is_ascii_whitespace) {
+        Value::Object(Map::new())
+    } else {
+        serde_json::from_slice(bytes).map_err(|e| Status::internal(format!("the REST answer is not JSON: {e}")))?
+    };
+    let Some(field) = response_body else {
+        return from_rest(desc, value);
+    };
+    if let Some(inner) = value.get_mut(field).map(Value::take) {
+        value = inner;
+    }
+    let fd = desc.get_field_by_name(field).ok_or_else(|| Status::internal(format!("{} has no field {field}", desc.name())))?;
+    let Kind::Message(inner) = fd.kind() else { return Err(Status::internal(format!("{field} is not a message"))) };
+    let object = from_rest(inner, value)?;
+    let mut out = DynamicMessage::new(desc);
+    out.set_field(&fd, Field::Message(object));
+    Ok(out)
+}
+
+/// `value` read as a `desc` message (fields it does not declare are skipped).
+pub fn from_rest(desc: MessageDescriptor, mut value: Value) -> Result<DynamicMessage, Status> {
+    type_anys(&desc, &mut value);
+    DynamicMessage::deserialize_with_options(desc, value, &FROM_REST)
+        .map_err(|e| Status::internal(format!("cannot read the REST answer: {e}")))
+}
+
+/// Gives each `Any` in `value` without an `@type` the wrapper type its value fits.
+fn type_anys(desc: &MessageDescriptor, value: &mut Value) {
+    if desc.full_name() == "google.protobuf.Any" {
+        if let Value::Object(m) = value
+            && !m.contains_key("@type")
+            && let Some(v) = m.get("value")
+        {
+            m.insert("@type".into(), Value::from(format!("type.googleapis.com/google.protobuf.{}", wrapper_of(v))));
+        }
+        return;
+    }
+    let Value::Object(m) = value else { return };
+    for field in desc.fields() {
+        let Kind::Message(inner) = field.kind() else { continue };
+        let Some(v) = m.get_mut(field.name()) else { continue };
+        if field.is_map() {
+            let Some(vf) = inner.map_entry_value_field().kind().as_message().cloned() else { continue };
+            if let Value::Object(entries) = v {
+                entries.values_mut().for_each(|e| type_anys(&vf, e));
+            }
+        } else if let Value::Array(items) = v {
+            items.iter_mut().for_each(|e| type_anys(&inner, e));
+        } else {
+            type_anys(&inner, v);
+        }
+    }
+}
+
+/// The wrapper type whose JSON form `v` is.
+fn wrapper_of(v: &Value) -> &'static str {
+    match v {
+        Value::Bool(_) => "BoolValue",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "Int64Value",
+        Value::Number(_) => "DoubleValue",
+        Value::String(_) => "StringValue",
+        Value::Array(_) => "ListValue",
+        Value::Object(_) => "Struct",
+        Value::Null => "Value",
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,66 @@
+//! gRPC on the same port as REST: OSAC's services (`fulfillment.v1`,
+//! `events.v1`, `osac.public.v1`) as the project's own `.proto` files state
+//! them, served by a gateway onto the REST routes their HTTP rules name;
+//! plus server reflection and the gRPC health service.
+
+mod codec;
+mod gateway;
+mod json;
+mod rule;
+mod status;
+mod watch;
+
+use prost_reflect::DescriptorPool;
+use tonic_health::ServingStatus;
+
+pub use gateway::Gateway;
+
+use crate::api::AppState;
+
+/// The project's `.proto` files, compiled by `build.rs`.
+pub static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/vmaas_descriptor.bin"));
+
+/// The standard services served beside OSAC's.
+const STANDARD: [&str; 3] = ["grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"];
+
+/// Why the gRPC routes could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum GrpcError {
+    /// The compiled descriptors do not decode (a build problem).
+    #[error("the compiled .proto descriptors are invalid: {0}")]
+    Descriptors(#[from] prost_reflect::DescriptorError),
+    /// The reflection service could not read them.
+    #[error("the reflection service cannot be built: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+}
+
+/// The gRPC routes: every service of the project's `.proto` files (each
+/// call served by `rest`), reflection (v1 and v1alpha) and health. Messages
+/// are at most `max_message` bytes.
+pub fn routes(state: AppState, rest: axum::Router, max_message: usize) -> Result<axum::Router, GrpcError> {
+    let pool = DescriptorPool::decode(DESCRIPTORS)?;
+    let gateway = Gateway::new(pool, state, rest, max_message);
+    let services = gateway.services();
+    let (reporter, health) = tonic_health::server::health_reporter();
+    let names = services.clone();
+    tokio::spawn(async move {
+        for name in names {
+            reporter.set_service_status(name, ServingStatus::Serving).await;
+        }
+    });
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(DESCRIPTORS)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let (v1, v1alpha) = (reflection().build_v1()?, reflection().build_v1alpha()?);
+    let standard = tonic::service::Routes::new(health).add_service(v1).add_service(v1alpha);
+    let mut router = axum::Router::new();
+    for service in STANDARD {
+        router = router.route_service(&format!("/{service}/{{method}}"), standard.clone());
+    }
+    for service in services {
+        router = router.route_service(&format!("/{service}/{{method}}"), gateway.clone());
+    }
+    Ok(router)
+}

@@ -1,0 +1,98 @@
+//! REST errors as gRPC statuses: the same code and message, and the field
+//! violations as a `google.rpc.BadRequest` detail in `grpc-status-details-bin`
+//! (what gRPC clients decode rich errors from).
+
+use prost::Message;
+use prost_reflect::{DescriptorPool, DynamicMessage, Value as Field};
+use serde::Deserialize;
+use tonic::{Code, Status};
+
+use crate::error::ApiError;
+
+/// The REST API's error body.
+#[derive(Deserialize)]
+struct RestError {
+    code: i32,
+    message: String,
+    #[serde(default)]
+    details: Vec<Violation>,
+}
+
+#[derive(Deserialize)]
+struct Violation {
+    #[serde(default)]
+    field: String,
+    #[serde(default)]
+    description: String,
+}
+
+/// The status of a REST answer with `http` status and error `body`.
+pub fn from_rest(pool: &DescriptorPool, http: axum::http::StatusCode, body: &[u8]) -> Status {
+    let Ok(err) = serde_json::from_slice::<RestError>(body) else {
+        return Status::new(code_of_http(http), String::from_utf8_lossy(body).into_owned());
+    };
+    let code = Code::from_i32(err.code);
+    if err.details.is_empty() {
+        return Status::new(code, err.message);
+    }
+    match details(pool, &err) {
+        Some(bytes) => Status::with_details(code, err.message, bytes.into()),
+        None => Status::new(code, err.message),
+    }
+}
+
+/// `google.rpc.Status` with one `BadRequest` listing the violations, encoded.
+fn details(pool: &DescriptorPool, err: &RestError) -> Option<Vec<u8>> {
+    let bad_request = pool.get_message_by_name("google.rpc.BadRequest")?;
+    let violation = pool.get_message_by_name("google.rpc.BadRequest.FieldViolation")?;
+    let mut br = DynamicMessage::new(bad_request);
+    let list = err
+        .details
+        .iter()
+        .map(|d| {
+            let mut v = DynamicMessage::new(violation.clone());
+            v.set_field_by_name("field", Field::String(d.field.clone()));
+            v.set_field_by_name("description", Field::String(d.description.clone()));
+            v.set_field_by_name("reason", Field::String(d.description.clone()));
+            Field::Message(v)
+        })
+        .collect();
+    br.set_field_by_name("field_violations", Field::List(list));
+    let any = prost_types_any("type.googleapis.com/google.rpc.BadRequest", br.encode_to_vec(), pool)?;
+    let mut status = DynamicMessage::new(pool.get_message_by_name("google.rpc.Status")?);
+    status.set_field_by_name("code", Field::I32(err.code));
+    status.set_field_by_name("message", Field::String(err.message.clone()));
+    status.set_field_by_name("details", Field::List(vec![Field::Message(any)]));
+    Some(status.encode_to_vec())
+}
+
+fn prost_types_any(type_url: &str, value: Vec<u8>, pool: &DescriptorPool) -> Option<DynamicMessage> {
+    let mut any = DynamicMessage::new(pool.get_message_by_name("google.protobuf.Any")?);
+    any.set_field_by_name("type_url", Field::String(type_url.to_owned()));
+    any.set_field_by_name("value", Field::Bytes(value.into()));
+    Some(any)
+}
+
+/// The gRPC code of an HTTP status, for answers without the API's error body.
+fn code_of_http(s: axum::http::StatusCode) -> Code {
+    match s.as_u16() {
+        400 | 413 => Code::InvalidArgument,
+        401 => Code::Unauthenticated,
+        403 => Code::PermissionDenied,
+        404 => Code::NotFound,
+        405 | 501 => Code::Unimplemented,
+        408 | 504 => Code::DeadlineExceeded,
+        409 => Code::Aborted,
+        429 => Code::ResourceExhausted,
+        503 => Code::Unavailable,
+        _ => Code::Internal,
+    }
+}
+
+/// The status of an error the server raised itself.
+pub fn from_api(pool: &DescriptorPool, e: ApiError) -> Status {
+    match serde_json::to_vec(&e) {
+        Ok(body) => from_rest(pool, e.status, &body),
+        Err(_) => Status::new(Code::from_i32(e.code as i32), e.message),
+    }
+}

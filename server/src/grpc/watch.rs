@@ -1,0 +1,105 @@
+//! `Events.Watch` of `events.v1` and `osac.public.v1`: the event log as a
+//! gRPC server stream, with the same tenancy, filter and resume rules as the
+//! Server-Sent Events route. The public stream shows VMs as compute
+//! instances; events of kinds a stream's `Event` has no field for are not sent.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::Stream;
+use prost_reflect::{DynamicMessage, Kind, MessageDescriptor, MethodDescriptor, Value as Field};
+use serde_json::Value;
+use tonic::Status;
+use tracing::warn;
+use vmaas_model::query::Filter;
+use vmaas_model::vm::compute_instance::to_compute_instance;
+
+use super::gateway::Inner;
+use super::{json, status};
+use crate::error::ApiError;
+use crate::events::{Audience, Published, resumable};
+
+/// The responses of a watch.
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<DynamicMessage, Status>> + Send>>;
+
+/// Starts a watch for the caller `req` authenticates.
+pub async fn watch(
+    inner: Arc<Inner>,
+    method: MethodDescriptor,
+    req: tonic::Request<DynamicMessage>,
+) -> Result<tonic::Response<EventStream>, Status> {
+    let failed = |e: ApiError| status::from_api(&inner.pool, e);
+    let caller = inner.state.keys.bearer(req.metadata().get("authorization").map(|v| v.as_bytes())).map_err(failed)?;
+    let msg = req.get_ref();
+    let text = |name: &str| msg.get_field_by_name(name).and_then(|v| v.as_str().map(str::to_owned)).filter(|s| !s.trim().is_empty());
+    let filter = text("filter").map(|f| Filter::parse(&f)).transpose().map_err(|e| Status::invalid_argument(format!("filter: {e}")))?;
+    let after = text("after").or_else(|| req.metadata().get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_owned));
+    let after = after
+        .map(|a| a.trim().parse::<i64>().map_err(|_| Status::invalid_argument(format!("after: {a:?} is not an event id"))))
+        .transpose()?;
+    let store = inner.state.store.clone();
+    let after = match after {
+        Some(n) => resumable(&store, n).await.map_err(failed)?,
+        None => store.last_event().await.map_err(|e| failed(e.into()))?,
+    };
+    let response = method.output();
+    let event = match response.get_field_by_name("event").map(|f| f.kind()) {
+        Some(Kind::Message(m)) => m,
+        _ => return Err(Status::internal("the watch response has no event")),
+    };
+    let mut log = inner.state.events.watch(store, after);
+    log.start().await.map_err(|e| failed(e.into()))?;
+    let view = View { response, event, audience: Audience { caller, filter } };
+    let stream = futures::stream::unfold(Some((log, view)), |state| async move {
+        let (mut log, view) = state?;
+        loop {
+            match log.next().await {
+                Ok(e) => match view.render(&e) {
+                    Some(item) => return Some((item, Some((log, view)))),
+                    None => continue,
+                },
+                Err(err) => {
+                    warn!(error = %err, "event stream ended");
+                    // The status ends the stream.
+                    return Some((Err(Status::unavailable(format!("the event log cannot be read: {err}"))), None));
+                }
+            }
+        }
+    });
+    Ok(tonic::Response::new(Box::pin(stream)))
+}
+
+/// How one stream shows events.
+struct View {
+    response: MessageDescriptor,
+    event: MessageDescriptor,
+    audience: Audience,
+}
+
+impl View {
+    /// The response for `e`, if this stream sends it.
+    fn render(&self, e: &Published) -> Option<Result<DynamicMessage, Status>> {
+        let value = self.in_view(&e.value)?;
+        if !self.audience.sees(&e.row.tenant, &value) {
+            return None;
+        }
+        Some(json::from_rest(self.event.clone(), value).map(|event| {
+            let mut out = DynamicMessage::new(self.response.clone());
+            out.set_field_by_name("event", Field::Message(event));
+            out
+        }))
+    }
+
+    /// The event as this stream's `Event` has it, if it has a field for its kind.
+    fn in_view(&self, event: &Value) -> Option<Value> {
+        let mut event = event.clone();
+        let m = event.as_object_mut()?;
+        if self.event.package_name() == "osac.public.v1"
+            && let Some(vm) = m.remove("virtual_machine")
+        {
+            m.insert("compute_instance".into(), to_compute_instance(vm));
+        }
+        let declared = m.keys().any(|k| k != "id" && k != "type" && self.event.get_field_by_name(k).is_some());
+        declared.then_some(event)
+    }
+}
