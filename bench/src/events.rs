@@ -62,6 +62,8 @@ pub async fn events(watchers: usize, changes: usize) -> anyhow::Result<()> {
             bail!("change {c}: {}", r.text().await?);
         }
         let version = r.json::<serde_json::Value>().await?["object"]["metadata"]["version"].as_i64().context("the new version")?;
+        let answered = sent.elapsed();
+        let mut first: Option<f64> = None;
         let mut seen = vec![false; watchers];
         let mut left = watchers;
         let deadline = tokio::time::Instant::now() + DEADLINE;
@@ -70,8 +72,18 @@ pub async fn events(watchers: usize, changes: usize) -> anyhow::Result<()> {
                 tokio::time::timeout_at(deadline, rx.recv()).await.context("watchers missed a change")?.context("watchers ended")?;
             if v == version && !std::mem::replace(&mut seen[w], true) {
                 left -= 1;
-                latencies.push(at.duration_since(sent).as_secs_f64() * 1000.0);
+                let ms = at.duration_since(sent).as_secs_f64() * 1000.0;
+                first.get_or_insert(ms);
+                latencies.push(ms);
             }
+        }
+        if std::env::var_os("VMAAS_BENCH_VERBOSE").is_some() {
+            let last = latencies.last().copied().unwrap_or(0.0);
+            println!(
+                "change {c}: PATCH answered in {:.1} ms, first watcher {:.1} ms, last {last:.1} ms",
+                answered.as_secs_f64() * 1000.0,
+                first.unwrap_or(0.0)
+            );
         }
     }
     for t in open {

@@ -18,6 +18,7 @@ use vmaas_server::auth::Role;
 use vmaas_server::none_backend::NoBackend;
 
 mod events;
+mod grpc;
 mod network;
 mod recovery;
 mod storage;
@@ -274,12 +275,14 @@ async fn api(connections: usize, duration: Duration, vms: usize, page: usize) ->
         results.extend(best_bare);
         results.extend(best);
     }
+    results.extend(grpc::figures(app.router_with_grpc()?, ids.clone(), &token, connections, duration).await?);
     println!("{:<36} {:>10} {:>9} {:>9} {:>7}", "scenario", "req/s", "p50 ms", "p99 ms", "errors");
     for f in &results {
         println!("{:<36} {:>10.0} {:>9.2} {:>9.2} {:>7}", f.name, f.rps, f.p50_ms, f.p99_ms, f.errors);
     }
     println!("ratio GET by id / bare: {:.0}%", 100.0 * results[1].rps / results[0].rps);
     println!("ratio list / bare:      {:.0}%", 100.0 * results[3].rps / results[2].rps);
+    println!("ratio gRPC Get / bare tonic: {:.0}%", 100.0 * results[5].rps / results[4].rps);
     Ok(())
 }
 

@@ -1,7 +1,9 @@
 //! A tonic codec for messages known only by their descriptors: every
 //! service the gateway serves is read from the project's `.proto` files at
-//! run time, so requests decode into `DynamicMessage`s.
+//! run time, so requests decode into `DynamicMessage`s; replies are
+//! messages, or bytes encoded already.
 
+use bytes::{BufMut, Bytes};
 use prost::Message;
 use prost_reflect::{DynamicMessage, MessageDescriptor};
 use tonic::Status;
@@ -20,8 +22,16 @@ impl DynamicCodec {
     }
 }
 
+/// A reply: a message, or one encoded already.
+pub enum Reply {
+    /// To encode.
+    Message(DynamicMessage),
+    /// Encoded.
+    Encoded(Bytes),
+}
+
 impl Codec for DynamicCodec {
-    type Encode = DynamicMessage;
+    type Encode = Reply;
     type Decode = DynamicMessage;
     type Encoder = DynamicEncoder;
     type Decoder = DynamicDecoder;
@@ -35,15 +45,21 @@ impl Codec for DynamicCodec {
     }
 }
 
-/// Encodes any dynamic message.
+/// Encodes any reply.
 pub struct DynamicEncoder;
 
 impl Encoder for DynamicEncoder {
-    type Item = DynamicMessage;
+    type Item = Reply;
     type Error = Status;
 
-    fn encode(&mut self, item: DynamicMessage, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        item.encode(dst).map_err(|e| Status::internal(format!("cannot encode the response: {e}")))
+    fn encode(&mut self, item: Reply, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        match item {
+            Reply::Message(m) => m.encode(dst).map_err(|e| Status::internal(format!("cannot encode the response: {e}"))),
+            Reply::Encoded(b) => {
+                dst.put_slice(&b);
+                Ok(())
+            }
+        }
     }
 }
 

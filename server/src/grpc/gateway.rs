@@ -10,12 +10,14 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
+use bytes::Bytes;
 use futures::future::BoxFuture;
 use prost_reflect::{DescriptorPool, DynamicMessage, MethodDescriptor};
 use tonic::Status;
 use tower::ServiceExt;
 
-use super::codec::DynamicCodec;
+use super::cache::Encodings;
+use super::codec::{DynamicCodec, Reply};
 use super::rule::Rule;
 use super::{json, status, watch};
 use crate::api::AppState;
@@ -35,6 +37,7 @@ pub struct Inner {
     methods: HashMap<String, Served>,
     rest: axum::Router,
     max_message: usize,
+    encodings: Encodings,
 }
 
 /// A tower service answering the gRPC methods of every service in `pool`.
@@ -52,7 +55,7 @@ impl Gateway {
                 methods.insert(format!("/{}/{}", service.full_name(), method.name()), Served { method, rule });
             }
         }
-        Self(Arc::new(Inner { pool, state, methods, rest, max_message }))
+        Self(Arc::new(Inner { pool, state, methods, rest, max_message, encodings: Encodings::default() }))
     }
 
     /// The full names of the services served.
@@ -97,7 +100,7 @@ impl Inner {
     }
 
     /// Serves a unary call through its REST route.
-    async fn unary(self: Arc<Self>, path: String, req: tonic::Request<DynamicMessage>) -> Result<tonic::Response<DynamicMessage>, Status> {
+    async fn unary(self: Arc<Self>, path: String, req: tonic::Request<DynamicMessage>) -> Result<tonic::Response<Reply>, Status> {
         let served = self.methods.get(&path).ok_or_else(|| Status::unimplemented(path.clone()))?;
         let rule = served.rule.as_ref().ok_or_else(|| Status::unimplemented(format!("{path} has no REST route")))?;
         let (meta, _, msg) = req.into_parts();
@@ -122,6 +125,12 @@ impl Inner {
         if !parts.status.is_success() {
             return Err(status::from_rest(&self.pool, parts.status, &bytes));
         }
-        Ok(tonic::Response::new(json::response(served.method.output(), rule.response_body.as_deref(), &bytes)?))
+        if let Some(encoded) = self.encodings.get(&path, &bytes) {
+            return Ok(tonic::Response::new(Reply::Encoded(encoded)));
+        }
+        let reply = json::response(served.method.output(), rule.response_body.as_deref(), &bytes)?;
+        let encoded = Bytes::from(prost::Message::encode_to_vec(&reply));
+        self.encodings.put(&path, bytes, encoded.clone());
+        Ok(tonic::Response::new(Reply::Encoded(encoded)))
     }
 }

@@ -3,6 +3,7 @@
 //! them, served by a gateway onto the REST routes their HTTP rules name;
 //! plus server reflection and the gRPC health service.
 
+mod cache;
 mod codec;
 mod gateway;
 mod json;

@@ -14,13 +14,14 @@ use tracing::warn;
 use vmaas_model::query::Filter;
 use vmaas_model::vm::compute_instance::to_compute_instance;
 
+use super::codec::Reply;
 use super::gateway::Inner;
 use super::{json, status};
 use crate::error::ApiError;
 use crate::events::{Audience, Published, resumable};
 
 /// The responses of a watch.
-pub type EventStream = Pin<Box<dyn Stream<Item = Result<DynamicMessage, Status>> + Send>>;
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<Reply, Status>> + Send>>;
 
 /// Starts a watch for the caller `req` authenticates.
 pub async fn watch(
@@ -78,7 +79,7 @@ struct View {
 
 impl View {
     /// The response for `e`, if this stream sends it.
-    fn render(&self, e: &Published) -> Option<Result<DynamicMessage, Status>> {
+    fn render(&self, e: &Published) -> Option<Result<Reply, Status>> {
         let value = self.in_view(&e.value)?;
         if !self.audience.sees(&e.row.tenant, &value) {
             return None;
@@ -86,7 +87,7 @@ impl View {
         Some(json::from_rest(self.event.clone(), value).map(|event| {
             let mut out = DynamicMessage::new(self.response.clone());
             out.set_field_by_name("event", Field::Message(event));
-            out
+            Reply::Message(out)
         }))
     }
 
