@@ -137,6 +137,7 @@ def main():
     ap.add_argument("--http", required=True, help="http://host:port")
     ap.add_argument("--token", required=True)
     ap.add_argument("--admin-token", required=True)
+    ap.add_argument("--other-token", required=True, help="another tenant's")
     ap.add_argument("--shared", required=True)
     ap.add_argument("--name", default="osac-vm")
     a = ap.parse_args()
@@ -221,6 +222,28 @@ def run(a):
     check(params["vm_cpu_cores"].Unpack(cores) and cores.value == 1, "the parameter comes back as the Any sent")
     step(f"VM {created.id} created from the seed's example")
 
+    stranger = [("authorization", f"Bearer {a.other_token}")]
+    try:
+        machines.Get(vms.VirtualMachinesGetRequest(id=created.id), metadata=stranger, timeout=30)
+        check(False, "another tenant cannot read the VM")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.NOT_FOUND, f"another tenant gets NOT_FOUND ({e.code()})")
+    theirs = machines.List(vms.VirtualMachinesListRequest(), metadata=stranger, timeout=30)
+    check(len(theirs.items) == 0 and theirs.total == 0, f"another tenant lists nothing ({theirs})")
+    try:
+        machines.Get(vms.VirtualMachinesGetRequest(id=created.id), timeout=30)
+        check(False, "no token, no answer")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.UNAUTHENTICATED, f"no token: UNAUTHENTICATED ({e.code()})")
+    got = []
+    try:
+        for r in events.Watch(evs.EventsWatchRequest(), metadata=stranger + [("last-event-id", "0")], timeout=3):
+            got.append(r.event)
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, f"the stranger's watch just waits ({e.code()}: {e.details()})")
+    check(not any(ev.compute_instance.id == created.id for ev in got), "another tenant's watch never carries the VM")
+    step("another tenant sees nothing of it, not even on the event stream; no token is UNAUTHENTICATED")
+
     try:
         machines.Create(vms.VirtualMachinesCreateRequest(object=vm), metadata=user, timeout=30)
         check(False, "a second VM of the same name is refused")
@@ -292,9 +315,46 @@ def run(a):
         raise SystemExit("FAILED: the VM was not deleted within 120 s")
     step("deleted; Get answers NOT_FOUND")
 
+    networks(ch, user)
     gateway_json(a, tid)
     templates.Delete(ts.VirtualMachineTemplatesDeleteRequest(id=tid), metadata=admin, timeout=30)
     step("template deleted")
+
+
+def networks(ch, user):
+    """A network, its subnets and a security group through osac.public.v1."""
+    import grpc
+    from osac.public.v1 import virtual_network_type_pb2 as vnt, virtual_networks_service_pb2 as vns
+    from osac.public.v1 import virtual_networks_service_pb2_grpc as vns_grpc, metadata_type_pb2 as mdt
+    from osac.public.v1 import subnet_type_pb2 as snt, subnets_service_pb2 as sns, subnets_service_pb2_grpc as sns_grpc
+    from osac.public.v1 import security_group_type_pb2 as sgt, security_groups_service_pb2 as sgs
+    from osac.public.v1 import security_groups_service_pb2_grpc as sgs_grpc
+    nets, subnets, groups = vns_grpc.VirtualNetworksStub(ch), sns_grpc.SubnetsStub(ch), sgs_grpc.SecurityGroupsStub(ch)
+    net = nets.Create(vns.VirtualNetworksCreateRequest(object=vnt.VirtualNetwork(
+        metadata=mdt.Metadata(name="osac-net"), spec=vnt.VirtualNetworkSpec(ipv4_cidr="10.77.0.0/16"))), metadata=user, timeout=30).object
+    check(net.metadata.name == "osac-net" and net.spec.ipv4_cidr == "10.77.0.0/16", f"network created ({net})")
+    try:
+        subnets.Create(sns.SubnetsCreateRequest(object=snt.Subnet(metadata=mdt.Metadata(name="outside"),
+            spec=snt.SubnetSpec(virtual_network=net.id, ipv4_cidr="10.78.0.0/24"))), metadata=user, timeout=30)
+        check(False, "a subnet outside its network is refused")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "ipv4_cidr" in e.details(), f"outside: INVALID_ARGUMENT ({e.details()})")
+    sub = subnets.Create(sns.SubnetsCreateRequest(object=snt.Subnet(metadata=mdt.Metadata(name="osac-sub"),
+        spec=snt.SubnetSpec(virtual_network=net.id, ipv4_cidr="10.77.1.0/24"))), metadata=user, timeout=30).object
+    rule = sgt.SecurityRule(protocol=sgt.PROTOCOL_TCP, port_from=22, port_to=22, ipv4_cidr="10.77.0.0/16")
+    sg = groups.Create(sgs.SecurityGroupsCreateRequest(object=sgt.SecurityGroup(metadata=mdt.Metadata(name="osac-ssh"),
+        spec=sgt.SecurityGroupSpec(virtual_network=net.id, ingress=[rule]))), metadata=user, timeout=30).object
+    check(sg.spec.ingress[0].port_from == 22 and sg.spec.ingress[0].protocol == sgt.PROTOCOL_TCP, f"group created ({sg})")
+    listed = subnets.List(sns.SubnetsListRequest(filter=f"this.spec.virtual_network == '{net.id}'"), metadata=user, timeout=30)
+    check([x.id for x in listed.items] == [sub.id], f"subnets of the network listed ({listed})")
+    try:
+        nets.Delete(vns.VirtualNetworksDeleteRequest(id=net.id), metadata=user, timeout=30)
+        check(False, "a network with subnets is not deleted")
+    except grpc.RpcError as e:
+        check(e.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ABORTED), f"network in use: refused ({e.code()}: {e.details()})")
+    groups.Delete(sgs.SecurityGroupsDeleteRequest(id=sg.id), metadata=user, timeout=30)
+    subnets.Delete(sns.SubnetsDeleteRequest(id=sub.id), metadata=user, timeout=30)
+    step("osac.public.v1 network, subnet and security group made, checked, listed and deleted")
 
 
 def gateway_json(a, tid):

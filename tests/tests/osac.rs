@@ -11,11 +11,11 @@ use vmaas_tests::tf::{python, repo, shared};
 #[tokio::test(flavor = "multi_thread")]
 async fn osac_generated_client_drives_a_vm_over_grpc_and_gateway_json() {
     let s = Server::start_qemu().await;
-    let (user, admin) = (s.token("acme", false), s.token("ops", true));
+    let (user, admin, other) = (s.token("acme", false), s.token("ops", true), s.token("globex", false));
     let out = tokio::process::Command::new(python())
         .arg(repo().join("tests/osac/osac_client.py"))
         .args(["--grpc", s.endpoint.trim_start_matches("http://"), "--http", &s.endpoint])
-        .args(["--token", &user, "--admin-token", &admin, "--name", "osac-vm"])
+        .args(["--token", &user, "--admin-token", &admin, "--other-token", &other, "--name", "osac-vm"])
         .arg("--shared")
         .arg(shared())
         .output()
@@ -29,11 +29,13 @@ async fn osac_generated_client_drives_a_vm_over_grpc_and_gateway_json() {
         "reflection lists",
         "listed by the tenant with a CEL filter",
         "created from the seed's example",
+        "another tenant sees nothing of it",
         "BadRequest detail",
         "watched it to RUNNING",
         "fulfillment.v1 reads it READY",
         "update_mask stopped it",
         "NOT_FOUND",
+        "network, subnet and security group",
         "grpc-gateway JSON",
         "template deleted",
     ] {
