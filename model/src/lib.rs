@@ -45,6 +45,7 @@ pub mod image;
 #[cfg(feature = "kubernetes")]
 pub mod k8s;
 pub mod kind;
+pub mod labels;
 pub mod load_balancer;
 pub mod machine;
 pub mod network;
@@ -66,6 +67,7 @@ pub use external_ip::{
     ExternalIpSpec, ExternalIpState, ExternalIpStatus, PatchExternalIpAttachment,
 };
 pub use kind::ObjectKind;
+pub use labels::Labels;
 pub use load_balancer::{LoadBalancer, LoadBalancerSpec, LoadBalancerState, LoadBalancerStatus, PatchLoadBalancer, PortMapping};
 pub use machine::{BootSource, CloudInit, Cpu, DEFAULT_IMAGE, Disk, DiskSource, MachineSpec, Nic, NicNetwork};
 pub use network::{CreateVirtualNetwork, VirtualNetwork, VirtualNetworkSpec, VirtualNetworkState, VirtualNetworkStatus};

@@ -1,8 +1,12 @@
 //! What every kind of object shares on the wire: server-managed metadata,
 //! the `{"object": …}` envelope and list pages.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+
+use crate::labels::{Labels, StringMap};
 
 /// Server-managed metadata.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -21,6 +25,43 @@ pub struct Metadata {
     pub creators: Vec<String>,
     /// Incremented on every spec change; send it back on PATCH to detect lost updates.
     pub version: i64,
+    /// Key/value labels; `filter` selects on them (`this.metadata.labels['env'] == 'prod'`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: StringMap,
+    /// Key/value annotations, kept as given.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: StringMap,
+    /// `[tenant]`: the owner as `fulfillment.v1` names it (output only).
+    #[serde(default)]
+    pub tenants: Vec<String>,
+    /// The first of `creators`, as `osac.public.v1` names it (output only).
+    #[serde(default)]
+    pub creator: String,
+}
+
+impl Metadata {
+    /// The metadata of an object, with the names OSAC's two APIs derive from it.
+    pub fn new(
+        name: &str,
+        tenant: &str,
+        created: (DateTime<Utc>, Option<DateTime<Utc>>),
+        creators: &[String],
+        version: i64,
+        labels: &Labels,
+    ) -> Self {
+        Self {
+            name: name.to_owned(),
+            tenant: tenant.to_owned(),
+            creation_timestamp: created.0,
+            deletion_timestamp: created.1,
+            creators: creators.to_vec(),
+            version,
+            labels: labels.labels.clone(),
+            annotations: labels.annotations.clone(),
+            tenants: if tenant.is_empty() { Vec::new() } else { vec![tenant.to_owned()] },
+            creator: creators.first().cloned().unwrap_or_default(),
+        }
+    }
 }
 
 /// Metadata a tenant may give on create. The fields the server owns (as an
@@ -36,6 +77,24 @@ pub struct MetadataInput {
     /// On PATCH: the version the change is based on; a stale one is refused with 409.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<i64>,
+    /// Labels (on PATCH: replaced whole when given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<StringMap>,
+    /// Annotations (on PATCH: replaced whole when given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<StringMap>,
+    /// Accepted and ignored: the server's.
+    #[serde(default, skip_serializing)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<String>>))]
+    pub tenants: Option<serde_json::Value>,
+    /// Accepted and ignored: the server's.
+    #[serde(default, skip_serializing)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub creator: Option<serde_json::Value>,
+    /// Accepted and ignored: vmaas has no projects.
+    #[serde(default, skip_serializing)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub project: Option<serde_json::Value>,
     /// Accepted and ignored: the server's.
     #[serde(default, skip_serializing)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]

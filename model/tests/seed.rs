@@ -176,14 +176,7 @@ fn vm_serialises_in_the_seed_shape() {
     let vm = VirtualMachine {
         type_url: vm::VM_TYPE_URL.into(),
         id: "fecb9b9e-07ac-4d56-8b48-9d50aab71677".into(),
-        metadata: Metadata {
-            name: "myvm".into(),
-            tenant: "guest".into(),
-            creation_timestamp: now,
-            deletion_timestamp: None,
-            creators: vec!["guest".into()],
-            version: 1,
-        },
+        metadata: Metadata::new("myvm", "guest", (now, None), &["guest".into()], 1, &Labels::default()),
         spec: VirtualMachineSpec {
             template_parameters: params(json!({"vm_memory": {"value": "4Gi"}})),
             ..VirtualMachineSpec::new("simple_vm")

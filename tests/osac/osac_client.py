@@ -330,9 +330,19 @@ def networks(ch, user):
     from osac.public.v1 import security_group_type_pb2 as sgt, security_groups_service_pb2 as sgs
     from osac.public.v1 import security_groups_service_pb2_grpc as sgs_grpc
     nets, subnets, groups = vns_grpc.VirtualNetworksStub(ch), sns_grpc.SubnetsStub(ch), sgs_grpc.SecurityGroupsStub(ch)
+    from google.protobuf import field_mask_pb2
     net = nets.Create(vns.VirtualNetworksCreateRequest(object=vnt.VirtualNetwork(
-        metadata=mdt.Metadata(name="osac-net"), spec=vnt.VirtualNetworkSpec(ipv4_cidr="10.77.0.0/16"))), metadata=user, timeout=30).object
+        metadata=mdt.Metadata(name="osac-net", labels={"tier": "db"}, annotations={"example.com/note": "made by OSAC"}),
+        spec=vnt.VirtualNetworkSpec(ipv4_cidr="10.77.0.0/16"))), metadata=user, timeout=30).object
     check(net.metadata.name == "osac-net" and net.spec.ipv4_cidr == "10.77.0.0/16", f"network created ({net})")
+    check(dict(net.metadata.labels) == {"tier": "db"} and net.metadata.tenant and net.metadata.creator, f"its metadata ({net.metadata})")
+    relabel = vnt.VirtualNetwork(id=net.id, metadata=mdt.Metadata(labels={"tier": "web"}), spec=vnt.VirtualNetworkSpec(ipv4_cidr="10.1.0.0/16"))
+    changed = nets.Update(vns.VirtualNetworksUpdateRequest(object=relabel, update_mask=field_mask_pb2.FieldMask(paths=["metadata.labels"])),
+                          metadata=user, timeout=30).object
+    check(dict(changed.metadata.labels) == {"tier": "web"} and changed.spec.ipv4_cidr == "10.77.0.0/16", f"relabelled, spec kept ({changed})")
+    check(dict(changed.metadata.annotations) == {"example.com/note": "made by OSAC"}, "annotations kept")
+    found = nets.List(vns.VirtualNetworksListRequest(filter="this.metadata.labels['tier'] == 'web'"), metadata=user, timeout=30)
+    check([n.id for n in found.items] == [net.id], f"selected by label ({found})")
     try:
         subnets.Create(sns.SubnetsCreateRequest(object=snt.Subnet(metadata=mdt.Metadata(name="outside"),
             spec=snt.SubnetSpec(virtual_network=net.id, ipv4_cidr="10.78.0.0/24"))), metadata=user, timeout=30)
@@ -354,7 +364,7 @@ def networks(ch, user):
         check(e.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ABORTED), f"network in use: refused ({e.code()}: {e.details()})")
     groups.Delete(sgs.SecurityGroupsDeleteRequest(id=sg.id), metadata=user, timeout=30)
     subnets.Delete(sns.SubnetsDeleteRequest(id=sub.id), metadata=user, timeout=30)
-    step("osac.public.v1 network, subnet and security group made, checked, listed and deleted")
+    step("osac.public.v1 network (labelled, relabelled with an update_mask, selected by label), subnet and security group made, checked, listed and deleted")
 
 
 def gateway_json(a, tid):

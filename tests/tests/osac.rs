@@ -35,7 +35,7 @@ async fn osac_generated_client_drives_a_vm_over_grpc_and_gateway_json() {
         "fulfillment.v1 reads it READY",
         "update_mask stopped it",
         "NOT_FOUND",
-        "network, subnet and security group",
+        "selected by label), subnet and security group",
         "grpc-gateway JSON",
         "template deleted",
     ] {

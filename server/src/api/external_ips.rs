@@ -123,6 +123,7 @@ pub(super) async fn create(
     let obj = req.object;
     let mut errs = ValidationErrors::default();
     let name = checked_name(obj.requested_name(), &mut errs);
+    let labels = vmaas_model::Labels::from_input(obj.metadata.as_ref(), &mut errs);
     let pool = s.pools.get(obj.spec.pool.trim());
     if pool.is_none() {
         let names: Vec<&str> = s.pools.all().iter().map(|p| p.name.as_str()).collect();
@@ -134,6 +135,7 @@ pub(super) async fn create(
     let address = allocate(&s, pool).await?;
     let spec = ExternalIpSpec { pool: pool.name.clone() };
     let mut rec = ExternalIpRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
+    rec.labels = labels;
     rec.status =
         ExternalIpStatus { state: ExternalIpState::Allocated, address: address.to_string(), pool: pool.name.clone(), ..Default::default() };
     s.store.insert_record(&rec, Vec::new()).await?;

@@ -82,6 +82,7 @@ pub(super) async fn create(
     let obj = req.object;
     let mut errs = ValidationErrors::default();
     let name = checked_name(obj.requested_name(), &mut errs);
+    let labels = vmaas_model::Labels::from_input(obj.metadata.as_ref(), &mut errs);
     if let Err(e) = obj.spec.check("object.spec") {
         errs.extend(e);
     }
@@ -93,6 +94,7 @@ pub(super) async fn create(
         simple::row(&s, &scope, ObjectKind::VirtualMachine, obj.spec.compute_instance.as_deref().unwrap_or_default(), VM_FIELD).await?;
     let spec = ExternalIpAttachmentSpec { external_ip: ip.id.clone(), compute_instance: Some(vm.id.clone()), ..Default::default() };
     let mut rec = AttachmentRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
+    rec.labels = labels;
     rec.status = ExternalIpAttachmentStatus { external_ip_address: ip.status.address.clone(), ..Default::default() };
     s.store.insert_record(&rec, vec![(ip.id.clone(), ATTACHMENT_OF.to_owned())]).await?;
     for (kind, id) in [(ObjectKind::ExternalIpAttachment, &rec.id), (ObjectKind::ExternalIp, &ip.id), (ObjectKind::VirtualMachine, &vm.id)]
@@ -123,6 +125,12 @@ pub(super) async fn patch(
     let mut spec = current.spec.clone();
     if let Some(target) = p.spec.compute_instance {
         spec.compute_instance = Some(simple::row(&s, &scope, ObjectKind::VirtualMachine, &target, VM_FIELD).await?.id);
+    }
+    let mut errs = vmaas_model::ValidationErrors::default();
+    let mut current = current;
+    current.labels = current.labels.patched(p.metadata.as_ref(), &mut errs);
+    if !errs.is_empty() {
+        return Err(ApiError::invalid(errs));
     }
     let updated = s.store.update_record_spec(&current, expected, spec, Utc::now()).await?;
     let vms = [current.spec.compute_instance.as_deref(), updated.spec.compute_instance.as_deref()];

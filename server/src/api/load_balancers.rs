@@ -80,6 +80,7 @@ pub(super) async fn create(
     let obj = req.object;
     let mut errs = ValidationErrors::default();
     let name = checked_name(obj.requested_name(), &mut errs);
+    let labels = vmaas_model::Labels::from_input(obj.metadata.as_ref(), &mut errs);
     if let Err(e) = obj.spec.check("object.spec") {
         errs.extend(e);
     }
@@ -95,6 +96,7 @@ pub(super) async fn create(
     let address = super::external_ips::allocate(&s, pool).await?;
     let spec = LoadBalancerSpec { subnet: subnet.id.clone(), targets, port_mappings: obj.spec.port_mappings };
     let mut rec = LoadBalancerRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
+    rec.labels = labels;
     rec.status = LoadBalancerStatus { address: address.to_string(), ..Default::default() };
     s.store.insert_record(&rec, vec![(subnet.id.clone(), BALANCER_ON.to_owned())]).await?;
     s.queue.enqueue(ObjectKind::LoadBalancer, &rec.id);
@@ -139,6 +141,12 @@ pub(super) async fn patch(
     }
     if let Some(m) = p.spec.port_mappings {
         spec.port_mappings = m;
+    }
+    let mut errs = vmaas_model::ValidationErrors::default();
+    let mut current = current;
+    current.labels = current.labels.patched(p.metadata.as_ref(), &mut errs);
+    if !errs.is_empty() {
+        return Err(ApiError::invalid(errs));
     }
     let updated = s.store.update_record_spec(&current, expected, spec, Utc::now()).await?;
     for vm in current.spec.targets.iter().chain(&updated.spec.targets) {

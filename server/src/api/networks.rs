@@ -16,7 +16,7 @@ use crate::error::ApiError;
 use crate::store::{NetworkKind, NetworkRecord};
 
 pub(super) fn routes() -> Router<AppState> {
-    Router::new().route("/virtual_networks", get(list).post(create)).route("/virtual_networks/{id}", get(read).delete(remove))
+    Router::new().route("/virtual_networks", get(list).post(create)).route("/virtual_networks/{id}", get(read).patch(patch).delete(remove))
 }
 
 /// List virtual networks, oldest first.
@@ -53,15 +53,33 @@ pub(super) async fn create(
     let obj = req.object;
     let mut errs = ValidationErrors::default();
     let name = checked_name(obj.requested_name(), &mut errs);
+    let labels = vmaas_model::Labels::from_input(obj.metadata.as_ref(), &mut errs);
     if let Err(e) = obj.spec.check("object.spec") {
         errs.extend(e);
     }
     let (Some(name), true) = (name, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
-    let rec = NetworkRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, obj.spec.clone(), Utc::now());
+    let mut rec =
+        NetworkRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, obj.spec.clone(), Utc::now());
+    rec.labels = labels;
     s.store.insert_record(&rec, Vec::new()).await?;
     s.queue.enqueue(ObjectKind::VirtualNetwork, &rec.id);
     info!(network = %rec.id, name = %rec.name, tenant = %rec.tenant, "virtual network created");
     Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
+}
+
+/// Change the labels and annotations of a virtual network (its spec is fixed at create).
+#[utoipa::path(patch, path = "/api/fulfillment/v1/virtual_networks/{id}", tag = "virtual networks",
+    params(("id" = String, Path, description = "Id (UUID)")),
+    request_body = Envelope<simple::Relabel>,
+    responses((status = 200, body = Envelope<VirtualNetwork>), (status = 400, body = ApiError), (status = 404, body = ApiError), (status = 409, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn patch(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<Envelope<simple::Relabel>>,
+) -> Result<Json<Envelope<VirtualNetwork>>, ApiError> {
+    simple::relabel::<NetworkKind>(&s, &caller, &id, req.object).await
 }
 
 /// Delete a virtual network; refused (409) while it has subnets; it is gone

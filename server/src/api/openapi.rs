@@ -4,8 +4,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    console, events, external_ips, image_imports, images, ip_attachments, load_balancers, networks, security_groups, subnets, templates,
-    vms, volume_attachments, volumes,
+    compute_instances, console, events, external_ips, image_imports, images, ip_attachments, load_balancers, networks, security_groups,
+    subnets, templates, vms, volume_attachments, volumes,
 };
 
 #[derive(OpenApi)]
@@ -15,8 +15,9 @@ use super::{
         super::healthz,
         templates::list, templates::read, templates::create, templates::update, templates::patch, templates::remove,
         vms::list, vms::read, vms::create, vms::patch, vms::remove, vms::restart,
-        networks::list, networks::read, networks::create, networks::remove,
-        subnets::list, subnets::read, subnets::create, subnets::remove,
+        compute_instances::list, compute_instances::read, compute_instances::create, compute_instances::patch, compute_instances::remove,
+        networks::list, networks::read, networks::create, networks::patch, networks::remove,
+        subnets::list, subnets::read, subnets::create, subnets::patch, subnets::remove,
         security_groups::list, security_groups::read, security_groups::create, security_groups::patch, security_groups::remove,
         external_ips::list_pools, external_ips::read_pool,
         external_ips::list, external_ips::read, external_ips::create, external_ips::remove,
@@ -31,6 +32,7 @@ use super::{
     tags(
         (name = "templates", description = "Virtual machine templates: published by administrators, used by tenants"),
         (name = "virtual machines", description = "A tenant's virtual machines"),
+        (name = "compute instances", description = "The same virtual machines in OSAC's public names (osac.public.v1 ComputeInstance): run_strategy for the power state, COMPUTE_INSTANCE_STATE_*"),
         (name = "virtual networks", description = "A tenant's virtual networks (OSAC's VirtualNetwork)"),
         (name = "subnets", description = "Ranges of a tenant's virtual networks, each an Ethernet segment (OSAC's Subnet)"),
         (name = "security groups", description = "Stateful rules for the NICs of a virtual network (OSAC's SecurityGroup)"),

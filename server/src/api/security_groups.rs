@@ -57,6 +57,7 @@ pub(super) async fn create(
     let obj = req.object;
     let mut errs = ValidationErrors::default();
     let name = checked_name(obj.requested_name(), &mut errs);
+    let labels = vmaas_model::Labels::from_input(obj.metadata.as_ref(), &mut errs);
     if let Err(e) = obj.spec.check("object.spec") {
         errs.extend(e);
     }
@@ -64,7 +65,8 @@ pub(super) async fn create(
     let net = simple::network(&s, &scope(&caller), &obj.spec.virtual_network).await?;
     let mut spec = obj.spec.clone();
     spec.virtual_network = net.id.clone();
-    let rec = SecurityGroupRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
+    let mut rec = SecurityGroupRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
+    rec.labels = labels;
     s.store.insert_record(&rec, vec![(net.id.clone(), "virtual_network".to_owned())]).await?;
     s.queue.enqueue(ObjectKind::SecurityGroup, &rec.id);
     s.queue.enqueue(ObjectKind::VirtualNetwork, &net.id);
@@ -98,6 +100,12 @@ pub(super) async fn patch(
         spec.egress = rules;
     }
     spec.check("object.spec").map_err(ApiError::invalid)?;
+    let mut errs = vmaas_model::ValidationErrors::default();
+    let mut current = current;
+    current.labels = current.labels.patched(p.metadata.as_ref(), &mut errs);
+    if !errs.is_empty() {
+        return Err(ApiError::invalid(errs));
+    }
     let updated = s.store.update_record_spec(&current, expected, spec, Utc::now()).await?;
     s.queue.enqueue(ObjectKind::SecurityGroup, &id);
     // The NICs that have it take the new rules with their VMs' next reconcile: now.

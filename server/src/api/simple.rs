@@ -9,7 +9,7 @@ use axum::response::Response;
 use chrono::Utc;
 use serde::Deserialize;
 use tracing::info;
-use vmaas_model::{Envelope, ObjectKind};
+use vmaas_model::{Envelope, MetadataInput, ObjectKind, ValidationErrors};
 
 use super::query::Selection;
 use super::{AppState, Paging, raw_json, scope};
@@ -71,6 +71,57 @@ pub(super) async fn remove<K: Kind>(s: &AppState, caller: &Caller, id: &str) -> 
     s.queue.enqueue(K::KIND, id);
     info!(id = %id, name = %rec.name, kind = K::KIND.as_str(), "deletion requested");
     Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
+}
+
+/// A change of an object whose spec is fixed at create: its labels and
+/// annotations; the spec may be sent back as it is, not changed.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Relabel {
+    /// Accepted and ignored.
+    #[serde(rename = "@type", default)]
+    #[allow(dead_code)]
+    type_url: Option<String>,
+    /// Must be the id in the path, if sent.
+    #[serde(default)]
+    id: Option<String>,
+    /// `labels` and `annotations` (each replaced whole when given), `version`.
+    #[serde(default)]
+    metadata: Option<MetadataInput>,
+    /// Fields sent must equal the object's.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    spec: Option<serde_json::Value>,
+    /// Accepted and ignored: the server's.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    #[allow(dead_code)]
+    status: Option<serde_json::Value>,
+}
+
+/// Replaces the labels and annotations of one of the caller's objects of
+/// kind `K`; a spec field that differs from the object's is a 400 naming it.
+pub(super) async fn relabel<K: Kind>(s: &AppState, caller: &Caller, id: &str, r: Relabel) -> Result<Json<Envelope<K::Api>>, ApiError> {
+    let mut current = s.store.get_record::<K>(id, &scope(caller)).await?;
+    let mut errs = ValidationErrors::default();
+    if let Some(other) = r.id.as_deref().filter(|other| *other != id) {
+        errs.push("object.id", format!("must match the id in the path ({id:?}), got {other:?}"));
+    }
+    let now = serde_json::to_value(&current.spec).map_err(ApiError::internal)?;
+    for (field, sent) in r.spec.as_ref().and_then(|v| v.as_object()).into_iter().flatten() {
+        if now.get(field).unwrap_or(&serde_json::Value::Null) != sent {
+            errs.push(format!("object.spec.{field}"), format!("is fixed at create: a {} keeps its spec", K::KIND.human()));
+        }
+    }
+    let expected = r.metadata.as_ref().and_then(|m| m.version).unwrap_or(current.version);
+    current.labels = current.labels.patched(r.metadata.as_ref(), &mut errs);
+    if !errs.is_empty() {
+        return Err(ApiError::invalid(errs));
+    }
+    let spec = current.spec.clone();
+    let updated = s.store.update_record_spec(&current, expected, spec, Utc::now()).await?;
+    info!(id = %id, kind = K::KIND.as_str(), version = updated.version, "labels and annotations replaced");
+    Ok(Json(Envelope { object: updated.to_api() }))
 }
 
 /// The caller's object of kind `K` named `reference` (an id, else a name).

@@ -21,7 +21,7 @@ use crate::store::{NetworkRecord, SUBNET_OF, StoreError, SubnetKind, SubnetRecor
 const FIELD: &str = "object.spec.virtual_network";
 
 pub(super) fn routes() -> Router<AppState> {
-    Router::new().route("/subnets", get(list).post(create)).route("/subnets/{id}", get(read).delete(remove))
+    Router::new().route("/subnets", get(list).post(create)).route("/subnets/{id}", get(read).patch(patch).delete(remove))
 }
 
 /// List subnets, oldest first.
@@ -86,6 +86,7 @@ pub(super) async fn create(
     let obj = req.object;
     let mut errs = ValidationErrors::default();
     let name = checked_name(obj.requested_name(), &mut errs);
+    let labels = vmaas_model::Labels::from_input(obj.metadata.as_ref(), &mut errs);
     let cidr = obj.spec.check("object.spec").map_err(|e| errs.extend(e)).ok();
     let (Some(name), Some(cidr), true) = (name, cidr, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
     // Placement and insertion under one lock: two subnets cannot both take a range.
@@ -93,7 +94,8 @@ pub(super) async fn create(
     let net = check_placement(&s, &caller, &obj.spec, &cidr).await?;
     let mut spec = obj.spec.clone();
     spec.virtual_network = net.id.clone();
-    let rec = SubnetRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
+    let mut rec = SubnetRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
+    rec.labels = labels;
     s.store.insert_record(&rec, vec![(net.id.clone(), SUBNET_OF.to_owned())]).await.map_err(|e| match e {
         StoreError::MissingReference(reason) => ApiError::field(FIELD, reason),
         other => other.into(),
@@ -102,6 +104,21 @@ pub(super) async fn create(
     s.queue.enqueue(ObjectKind::VirtualNetwork, &net.id);
     info!(subnet = %rec.id, name = %rec.name, network = %net.id, tenant = %rec.tenant, "subnet created");
     Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
+}
+
+/// Change the labels and annotations of a subnet (its spec is fixed at create).
+#[utoipa::path(patch, path = "/api/fulfillment/v1/subnets/{id}", tag = "subnets",
+    params(("id" = String, Path, description = "Id (UUID)")),
+    request_body = Envelope<simple::Relabel>,
+    responses((status = 200, body = Envelope<Subnet>), (status = 400, body = ApiError), (status = 404, body = ApiError), (status = 409, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn patch(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<Envelope<simple::Relabel>>,
+) -> Result<Json<Envelope<Subnet>>, ApiError> {
+    simple::relabel::<SubnetKind>(&s, &caller, &id, req.object).await
 }
 
 /// Delete a subnet; refused (409) while VMs are attached to it.

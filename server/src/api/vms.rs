@@ -133,6 +133,7 @@ pub(super) async fn create(
     let obj = req.object;
     let mut errs = ValidationErrors::default();
     let name = checked_name(obj.requested_name(), &mut errs);
+    let labels = vmaas_model::Labels::from_input(obj.metadata.as_ref(), &mut errs);
     let resolved = resolve(&s, &obj.spec, &mut errs).await?;
     if let Some((template, r)) = &resolved {
         super::images::check_image(&s, &caller, &r.spec, &image_field(template, &obj.spec), &mut errs).await?;
@@ -142,6 +143,7 @@ pub(super) async fn create(
     };
     let mut rec =
         VmRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, obj.spec, resolved.spec, Utc::now());
+    rec.labels = labels;
     let admitted = admit(&s, &rec, None).await?;
     // Addresses are assigned, and an image made on demand, under the
     // admission lock too (taken here when capacity did not take it).
@@ -219,7 +221,8 @@ pub(super) async fn patch(
     if let Some(k) = p.spec.ssh_public_key {
         next.spec.ssh_public_key = Some(k).filter(|k| !k.trim().is_empty());
     }
-    if next.spec == current.spec {
+    next.labels = current.labels.patched(p.metadata.as_ref(), &mut errs);
+    if next.spec == current.spec && next.labels == current.labels {
         return if errs.is_empty() { Ok(Json(Envelope { object: current.to_api() })) } else { Err(ApiError::invalid(errs)) };
     }
     let mut rebooted = false;

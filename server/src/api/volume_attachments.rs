@@ -85,6 +85,7 @@ pub(super) async fn create(
     let obj = req.object;
     let mut errs = ValidationErrors::default();
     let name = checked_name(obj.requested_name(), &mut errs);
+    let labels = vmaas_model::Labels::from_input(obj.metadata.as_ref(), &mut errs);
     if let Err(e) = obj.spec.check("object.spec") {
         errs.extend(e);
     }
@@ -95,6 +96,7 @@ pub(super) async fn create(
     let vm = simple::row(&s, &scope, ObjectKind::VirtualMachine, &obj.spec.compute_instance, VM_FIELD).await?;
     let spec = VolumeAttachmentSpec { volume: volume.id.clone(), compute_instance: vm.id.clone(), auto_delete: obj.spec.auto_delete };
     let mut rec = VolumeAttachmentRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
+    rec.labels = labels;
     rec.status = VolumeAttachmentStatus { serial: Some(disk_serial(&volume.id)), ..Default::default() };
     s.store.insert_record(&rec, vec![(volume.id.clone(), VOLUME_OF.to_owned())]).await?;
     for (kind, id) in [(ObjectKind::VolumeAttachment, &rec.id), (ObjectKind::Volume, &volume.id), (ObjectKind::VirtualMachine, &vm.id)] {

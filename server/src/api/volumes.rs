@@ -91,12 +91,14 @@ pub(super) async fn create(
     let obj = req.object;
     let mut errs = ValidationErrors::default();
     let name = checked_name(obj.requested_name(), &mut errs);
+    let labels = vmaas_model::Labels::from_input(obj.metadata.as_ref(), &mut errs);
     match obj.spec.check("object.spec") {
         Ok(()) => check_source(&s, &caller, &obj.spec, &mut errs).await?,
         Err(e) => errs.extend(e),
     }
     let (Some(name), true) = (name, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
-    let rec = VolumeRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, obj.spec, Utc::now());
+    let mut rec = VolumeRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, obj.spec, Utc::now());
+    rec.labels = labels;
     let image = match rec.spec.source_image.as_deref() {
         Some(name) => images::imported_id(&s, &caller, name).await?,
         None => None,
@@ -128,6 +130,12 @@ pub(super) async fn patch(
     let p = req.object;
     let expected = p.metadata.as_ref().and_then(|m| m.version).unwrap_or(current.version);
     let spec = current.spec.patched(&p.spec).map_err(ApiError::invalid)?;
+    let mut errs = vmaas_model::ValidationErrors::default();
+    let mut current = current;
+    current.labels = current.labels.patched(p.metadata.as_ref(), &mut errs);
+    if !errs.is_empty() {
+        return Err(ApiError::invalid(errs));
+    }
     let updated = s.store.update_record_spec(&current, expected, spec, Utc::now()).await?;
     s.queue.enqueue(ObjectKind::Volume, &id);
     info!(volume = %id, size = %updated.spec.size, "volume resized");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row as _};
-use vmaas_model::ObjectKind;
+use vmaas_model::{Labels, ObjectKind};
 
 use super::events::{self, EventType};
 use super::{Scope, Store, StoreError, parse_ts, ts};
@@ -43,6 +43,8 @@ pub struct Row {
     pub updated_at: DateTime<Utc>,
     /// Set once deletion was requested.
     pub deleted_at: Option<DateTime<Utc>>,
+    /// Labels and annotations.
+    pub labels: Labels,
 }
 
 /// A new object and what it refers to.
@@ -75,7 +77,7 @@ impl Filter {
 }
 
 const COLUMNS: &str =
-    "id, kind, tenant, name, spec, status, state, observed, observed_version, creators, version, created_at, updated_at, deleted_at";
+    "id, kind, tenant, name, spec, status, state, observed, observed_version, creators, version, created_at, updated_at, deleted_at, meta";
 
 /// The list order of a kind: global kinds by name, tenants' by creation.
 pub(super) fn order_by(kind: ObjectKind) -> &'static str {
@@ -106,6 +108,7 @@ fn from_row(r: &AnyRow) -> Result<Row, StoreError> {
         created_at: parse_ts(&r.try_get::<String, _>("created_at")?)?,
         updated_at: parse_ts(&r.try_get::<String, _>("updated_at")?)?,
         deleted_at: deleted.as_deref().map(parse_ts).transpose()?,
+        labels: serde_json::from_str(&r.try_get::<String, _>("meta")?)?,
     })
 }
 
@@ -129,7 +132,7 @@ async fn insert_row(tx: &mut sqlx::Transaction<'_, sqlx::Any>, new: &NewObject) 
     let r = &new.row;
     let taken = || format!("a {} named {:?} already exists", r.kind.human(), r.name);
     sqlx::query(AssertSqlSafe(format!(
-        "INSERT INTO objects ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL)"
+        "INSERT INTO objects ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL, $14)"
     )))
     .bind(&r.id)
     .bind(r.kind.as_str())
@@ -144,6 +147,7 @@ async fn insert_row(tx: &mut sqlx::Transaction<'_, sqlx::Any>, new: &NewObject) 
     .bind(r.version)
     .bind(ts(r.created_at))
     .bind(ts(r.updated_at))
+    .bind(serde_json::to_string(&r.labels)?)
     .execute(&mut **tx)
     .await
     .map_err(|e| refused(e, taken, String::new))?;
@@ -313,7 +317,8 @@ impl Store {
         Ok(self.list(kind, &Scope::All, &Filter::all()).await?.0)
     }
 
-    /// Replaces the desired state of `current` if its version is still
+    /// Replaces the desired state of `current` (its spec, and its labels
+    /// and annotations as `current` has them) if its version is still
     /// `expected`; returns the row with the new version.
     pub async fn update_spec(&self, current: &Row, expected: i64, spec: String, now: DateTime<Utc>) -> Result<Row, StoreError> {
         self.update_spec_and_ref(current, expected, spec, now, None, None).await
@@ -338,12 +343,13 @@ impl Store {
             events::record(&mut tx, self.dialect, &n.row, EventType::Created).await?;
         }
         let r = sqlx::query(
-            "UPDATE objects SET spec = $1, version = version + 1, updated_at = $2 WHERE id = $3 AND version = $4 AND deleted_at IS NULL",
+            "UPDATE objects SET spec = $1, version = version + 1, updated_at = $2, meta = $5 WHERE id = $3 AND version = $4 AND deleted_at IS NULL",
         )
         .bind(&spec)
         .bind(ts(now))
         .bind(&current.id)
         .bind(expected)
+        .bind(serde_json::to_string(&current.labels)?)
         .execute(&mut *tx)
         .await?;
         if r.rows_affected() == 0 {

@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use vmaas_model::{Metadata, ObjectKind};
+use vmaas_model::{Labels, Metadata, ObjectKind};
 
 use super::objects::{NewObject, Row};
 use super::{Scope, Store, StoreError};
@@ -78,6 +78,8 @@ pub struct Record<K: Kind> {
     pub created_at: DateTime<Utc>,
     /// Set once deletion was requested.
     pub deleted_at: Option<DateTime<Utc>>,
+    /// Labels and annotations.
+    pub labels: Labels,
 }
 
 impl<K: Kind> Record<K> {
@@ -94,19 +96,14 @@ impl<K: Kind> Record<K> {
             version: 1,
             created_at: now,
             deleted_at: None,
+            labels: Labels::default(),
         }
     }
 
     /// The object as the API returns it.
     pub fn to_api(&self) -> K::Api {
-        let metadata = Metadata {
-            name: self.name.clone(),
-            tenant: self.tenant.clone(),
-            creation_timestamp: self.created_at,
-            deletion_timestamp: self.deleted_at,
-            creators: self.creators.clone(),
-            version: self.version,
-        };
+        let metadata =
+            Metadata::new(&self.name, &self.tenant, (self.created_at, self.deleted_at), &self.creators, self.version, &self.labels);
         K::api(self.id.clone(), metadata, self.spec.clone(), self.status.clone())
     }
 
@@ -127,6 +124,7 @@ impl<K: Kind> Record<K> {
             version: row.version,
             created_at: row.created_at,
             deleted_at: row.deleted_at,
+            labels: row.labels.clone(),
         })
     }
 
@@ -146,6 +144,7 @@ impl<K: Kind> Record<K> {
             created_at: self.created_at,
             updated_at: self.created_at,
             deleted_at: self.deleted_at,
+            labels: self.labels.clone(),
         })
     }
 }

@@ -73,6 +73,7 @@ impl Store {
             created_at: now,
             updated_at: now,
             deleted_at: None,
+            labels: Default::default(),
         };
         self.insert(&NewObject { row, refs: Vec::new() }).await.map_err(|e| match e {
             StoreError::AlreadyExists(_) => StoreError::AlreadyExists(format!("template {:?} already exists", t.id)),

@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use vmaas_backend::Requests;
 use vmaas_model::vm::VM_TYPE_URL;
 use vmaas_model::{
-    MachineSpec, Metadata, ObjectKind, PowerState, VirtualMachine, VirtualMachineSpec, VirtualMachineStatus, VmState, initial_status,
+    Labels, MachineSpec, Metadata, ObjectKind, PowerState, VirtualMachine, VirtualMachineSpec, VirtualMachineStatus, VmState,
+    initial_status,
 };
 
 use super::objects::{Filter, NewObject, Row};
@@ -53,6 +54,8 @@ pub struct VmRecord {
     pub created_at: DateTime<Utc>,
     /// Set once deletion was requested.
     pub deleted_at: Option<DateTime<Utc>>,
+    /// Labels and annotations.
+    pub labels: Labels,
 }
 
 impl VmRecord {
@@ -80,6 +83,7 @@ impl VmRecord {
             version: 1,
             created_at: now,
             deleted_at: None,
+            labels: Labels::default(),
         }
     }
 
@@ -88,14 +92,14 @@ impl VmRecord {
         VirtualMachine {
             type_url: VM_TYPE_URL.into(),
             id: self.id.clone(),
-            metadata: Metadata {
-                name: self.name.clone(),
-                tenant: self.tenant.clone(),
-                creation_timestamp: self.created_at,
-                deletion_timestamp: self.deleted_at,
-                creators: self.creators.clone(),
-                version: self.version,
-            },
+            metadata: Metadata::new(
+                &self.name,
+                &self.tenant,
+                (self.created_at, self.deleted_at),
+                &self.creators,
+                self.version,
+                &self.labels,
+            ),
             spec: self.spec.clone(),
             status: self.status.clone(),
         }
@@ -128,6 +132,7 @@ impl VmRecord {
             version: row.version,
             created_at: row.created_at,
             deleted_at: row.deleted_at,
+            labels: row.labels.clone(),
         })
     }
 
@@ -151,6 +156,7 @@ impl VmRecord {
             created_at: self.created_at,
             updated_at: self.created_at,
             deleted_at: self.deleted_at,
+            labels: self.labels.clone(),
         })
     }
 }
@@ -231,7 +237,7 @@ impl Store {
     /// Replaces a VM's desired state if its version is still `expected`, and
     /// returns the record with the new version.
     pub async fn update_vm_spec(&self, vm: &VmRecord, expected: i64) -> Result<VmRecord, StoreError> {
-        let current = self.get(KIND, &vm.id, &Scope::All).await?;
+        let current = Row { labels: vm.labels.clone(), ..self.get(KIND, &vm.id, &Scope::All).await? };
         let saved = self.update_spec(&current, expected, vm.spec_doc()?, Utc::now()).await?;
         VmRecord::from_row(&saved)
     }
@@ -240,7 +246,7 @@ impl Store {
     /// its reference to the imported image it boots follows (`None`: a
     /// catalog image, no reference), stored with the image when new.
     pub async fn update_vm_booting(&self, vm: &VmRecord, expected: i64, image: Option<&BootImage>) -> Result<VmRecord, StoreError> {
-        let current = self.get(KIND, &vm.id, &Scope::All).await?;
+        let current = Row { labels: vm.labels.clone(), ..self.get(KIND, &vm.id, &Scope::All).await? };
         let new_image = image.map(BootImage::new_object).transpose()?.flatten();
         let role = Some(("image", image.map(|i| i.id.as_str())));
         let saved = self.update_spec_and_ref(&current, expected, vm.spec_doc()?, Utc::now(), role, new_image.as_ref()).await?;

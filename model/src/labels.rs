@@ -1,0 +1,169 @@
+//! Labels and annotations of an object: OSAC's `metadata.labels` (matched
+//! by `filter`, e.g. `this.metadata.labels['env'] == 'prod'`) and
+//! `metadata.annotations` (kept as given), with Kubernetes' rules for keys
+//! and label values, so that the same labels can travel to a cluster.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{MetadataInput, ValidationErrors};
+
+/// A map of strings.
+pub type StringMap = BTreeMap<String, String>;
+
+/// Longest label value, and longest name part of a key.
+const NAME_MAX: usize = 63;
+
+/// Longest key prefix (a DNS subdomain).
+const PREFIX_MAX: usize = 253;
+
+/// Most bytes all of an object's annotations may take.
+const ANNOTATIONS_MAX: usize = 256 * 1024;
+
+/// An object's labels and annotations.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Labels {
+    /// Labels: keys and values as Kubernetes allows them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: StringMap,
+    /// Annotations: keys as for labels, any values.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: StringMap,
+}
+
+impl Labels {
+    /// Whether there are neither labels nor annotations.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.annotations.is_empty()
+    }
+
+    /// What a create request's metadata gives; problems go into `errs`
+    /// under `object.metadata`.
+    pub fn from_input(input: Option<&MetadataInput>, errs: &mut ValidationErrors) -> Self {
+        Self::default().patched(input, errs)
+    }
+
+    /// `self` with what a change's metadata replaces: `labels` and
+    /// `annotations`, each replaced whole when given.
+    pub fn patched(&self, input: Option<&MetadataInput>, errs: &mut ValidationErrors) -> Self {
+        let mut out = self.clone();
+        let Some(m) = input else { return out };
+        if let Some(labels) = &m.labels {
+            for (k, v) in labels {
+                check("object.metadata.labels", k, errs);
+                if let Err(reason) = check_name(v, true) {
+                    errs.push(format!("object.metadata.labels.{k}"), format!("is not a valid label value: {reason}"));
+                }
+            }
+            out.labels = labels.clone();
+        }
+        if let Some(annotations) = &m.annotations {
+            annotations.keys().for_each(|k| check("object.metadata.annotations", k, errs));
+            let size: usize = annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+            if size > ANNOTATIONS_MAX {
+                errs.push("object.metadata.annotations", format!("take {size} bytes, more than the {ANNOTATIONS_MAX} allowed"));
+            }
+            out.annotations = annotations.clone();
+        }
+        out
+    }
+}
+
+/// Checks a key (`[prefix/]name`) of the map at `field`.
+fn check(field: &str, key: &str, errs: &mut ValidationErrors) {
+    if let Err(reason) = check_key(key) {
+        errs.push(format!("{field}.{key}"), format!("is not a valid key: {reason}"));
+    }
+}
+
+/// `[prefix/]name`: a DNS subdomain prefix of at most 253 characters, and a name.
+fn check_key(key: &str) -> Result<(), String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(p) = prefix {
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        };
+        if p.is_empty() || p.len() > PREFIX_MAX || !p.split('.').all(label_ok) {
+            return Err(format!("the prefix {p:?} must be a DNS subdomain of at most {PREFIX_MAX} characters"));
+        }
+    }
+    check_name(name, false)
+}
+
+/// A name part or a label value: at most 63 characters, alphanumerics at
+/// both ends, `-`, `_` and `.` between (a value may be empty).
+fn check_name(s: &str, empty_ok: bool) -> Result<(), String> {
+    if s.is_empty() {
+        return if empty_ok { Ok(()) } else { Err("the name is empty".into()) };
+    }
+    if s.len() > NAME_MAX {
+        return Err(format!("{} characters, more than {NAME_MAX}", s.len()));
+    }
+    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if !ends(s.chars().next()) || !ends(s.chars().last()) {
+        return Err("must begin and end with a letter or a digit".into());
+    }
+    if let Some(c) = s.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))) {
+        return Err(format!("{c:?} is not allowed (letters, digits, '-', '_' and '.')"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> MetadataInput {
+        let map = |kv: &[(&str, &str)]| kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        MetadataInput { labels: Some(map(labels)), annotations: Some(map(annotations)), ..Default::default() }
+    }
+
+    #[test]
+    fn kubernetes_keys_and_values_are_taken() {
+        let mut errs = ValidationErrors::default();
+        let i = input(&[("env", "prod"), ("app.kubernetes.io/name", "web_1.a"), ("empty", "")], &[("example.com/note", "any text: ok")]);
+        let l = Labels::from_input(Some(&i), &mut errs);
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(l.labels["app.kubernetes.io/name"], "web_1.a");
+        assert_eq!(l.annotations["example.com/note"], "any text: ok");
+    }
+
+    #[test]
+    fn bad_keys_and_values_are_named() {
+        let mut errs = ValidationErrors::default();
+        let long = "x".repeat(64);
+        let i = input(&[("-env", "a"), ("Bad_Prefix/x", "b"), ("ok", "has space"), ("v", &long)], &[("", "x")]);
+        Labels::from_input(Some(&i), &mut errs);
+        let fields: Vec<&str> = errs.0.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "object.metadata.labels.-env",
+                "object.metadata.labels.Bad_Prefix/x",
+                "object.metadata.labels.ok",
+                "object.metadata.labels.v",
+                "object.metadata.annotations."
+            ]
+        );
+        assert!(errs.0[2].reason.contains("' ' is not allowed"), "{}", errs.0[2].reason);
+    }
+
+    #[test]
+    fn a_change_replaces_only_what_it_gives() {
+        let mut errs = ValidationErrors::default();
+        let before = Labels::from_input(Some(&input(&[("a", "1")], &[("n", "x")])), &mut errs);
+        let only_labels = MetadataInput { labels: Some([("b".to_string(), "2".to_string())].into()), ..Default::default() };
+        let after = before.patched(Some(&only_labels), &mut errs);
+        assert_eq!(after.labels, [("b".to_string(), "2".to_string())].into());
+        assert_eq!(after.annotations, before.annotations);
+        assert_eq!(before.patched(None, &mut errs), before);
+        assert!(errs.is_empty());
+    }
+}
