@@ -48,6 +48,7 @@ pub mod kind;
 pub mod labels;
 pub mod load_balancer;
 pub mod machine;
+pub mod mask;
 pub mod network;
 pub mod nocloud;
 pub mod object;

@@ -49,6 +49,16 @@ on_both_databases! {
         assert_eq!(changed["metadata"]["annotations"]["example.com/owner"], "team a: ops");
         assert_eq!(changed["metadata"]["version"], prod["metadata"]["version"].as_i64().unwrap() + 1);
 
+        // With an update_mask (grpc-gateway's form), only the masked fields change.
+        let whole = json!({"object": {"id": id, "metadata": {"labels": {"env": "qa"}}, "spec": {"template": "tiny", "state": "running"}}});
+        let (st, masked) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}?update_mask=metadata.labels"), Some(&a), Some(whole)).await;
+        assert_eq!(st, 200, "{masked}");
+        assert_eq!(masked["object"]["metadata"]["labels"], json!({"env": "qa"}));
+        assert_eq!(masked["object"]["spec"]["state"], "stopped", "the unmasked state did not change");
+        let (st, masked) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}?update_mask=metadata.labels"), Some(&a),
+            Some(json!({"metadata": {"labels": {"env": "staging"}}}))).await;
+        assert_eq!(st, 200, "{masked}");
+
         // Bad keys and values are named; nothing changes.
         let bad = json!({"metadata": {"labels": {"Bad Key": "x", "ok": "no spaces allowed"}}});
         let (st, err) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&a), Some(bad)).await;

@@ -103,6 +103,40 @@ pub async fn answer_in_kind(mut req: Request, next: Next) -> Response {
     }
 }
 
+/// `PATCH …?update_mask=a.b,c` (grpc-gateway's form of OSAC's `Update`):
+/// the body keeps only the fields the mask names, with `id` and
+/// `metadata.version`, so that a client sending the whole object changes
+/// only those. Templates apply their mask themselves (a masked field the
+/// body lacks is cleared there); a body that is not JSON is left to the
+/// handler, whose error names it.
+pub async fn update_mask(req: Request, next: Next) -> Result<Response, ApiError> {
+    let mask = (req.method() == axum::http::Method::PATCH && !req.uri().path().contains("/virtual_machine_templates/"))
+        .then(|| req.uri().query().and_then(mask_of))
+        .flatten();
+    let Some(paths) = mask else { return Ok(next.run(req).await) };
+    let (mut parts, body) = req.into_parts();
+    let bytes = Bytes::from_request(Request::from_parts(parts.clone(), body), &()).await.map_err(unreadable)?;
+    let body = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(mut v) => {
+            let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+            match v.get_mut("object") {
+                Some(inner) => *inner = vmaas_model::mask::masked(inner, &paths),
+                None => v = vmaas_model::mask::masked(&v, &paths),
+            }
+            Bytes::from(serde_json::to_vec(&v).map_err(ApiError::internal)?)
+        }
+        Err(_) => bytes,
+    };
+    parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    Ok(next.run(Request::from_parts(parts, Body::from(body))).await)
+}
+
+/// The paths of the query's `update_mask`, if it names any.
+fn mask_of(query: &str) -> Option<Vec<String>> {
+    let text = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "update_mask")?.1;
+    Some(vmaas_model::mask::paths(&text)).filter(|p| !p.is_empty())
+}
+
 /// The body as the seed's envelope: `{"object": …}` as sent, or the bare
 /// object wrapped in one (grpc-gateway's `body: "object"`), so that fields
 /// are named `object.…` either way (and whether it was bare). Anything

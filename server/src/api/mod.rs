@@ -174,6 +174,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/openapi.json", get(|| async { Json(openapi_document()) }))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn(extract::update_mask))
         .layer(middleware::from_fn(extract::answer_in_kind))
         .layer(middleware::from_fn_with_state(state.clone(), record_metrics))
         .layer(TraceLayer::new_for_http())

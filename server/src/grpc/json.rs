@@ -52,21 +52,12 @@ fn update_mask(req: &DynamicMessage) -> Option<Vec<String>> {
 /// Only the fields `paths` name of `object` (with `id` and a set
 /// `metadata.version`, which say what is changed), defaults included.
 fn masked(object: &DynamicMessage, paths: &[String]) -> Result<Value, Status> {
-    let full = to_rest(object, true)?;
-    let mut out = Value::Object(Map::new());
     for path in paths {
         let steps: Vec<&str> = path.split('.').collect();
         check_path(object.descriptor(), &steps).map_err(|reason| Status::invalid_argument(format!("update_mask: {path}: {reason}")))?;
-        if let Some(v) = lookup(&full, &steps) {
-            insert(&mut out, &steps, v.clone());
-        }
     }
-    for keep in [&["id"][..], &["metadata", "version"][..]] {
-        if let Some(v) = lookup(&full, keep).filter(|v| !(v.is_null() || *v == &Value::from("") || *v == &Value::from(0))) {
-            insert(&mut out, keep, v.clone());
-        }
-    }
-    Ok(out)
+    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    Ok(vmaas_model::mask::masked(&to_rest(object, true)?, &paths))
 }
 
 /// Whether `steps` names a field of `desc` (maps end the walk: their keys are data).
@@ -78,22 +69,6 @@ fn check_path(desc: MessageDescriptor, steps: &[&str]) -> Result<(), String> {
         (Kind::Message(m), false) if !field.is_map() && !field.is_list() => check_path(m, rest),
         _ if field.is_map() => Ok(()),
         _ => Err(format!("{first} has no fields")),
-    }
-}
-
-fn lookup<'a>(v: &'a Value, steps: &[&str]) -> Option<&'a Value> {
-    steps.iter().try_fold(v, |v, s| v.get(s))
-}
-
-fn insert(out: &mut Value, steps: &[&str], v: Value) {
-    let Some((last, parents)) = steps.split_last() else { return };
-    let mut at = out;
-    for s in parents {
-        let Value::Object(m) = at else { return };
-        at = m.entry(s.to_string()).or_insert_with(|| Value::Object(Map::new()));
-    }
-    if let Value::Object(m) = at {
-        m.insert(last.to_string(), v);
     }
 }
 
