@@ -129,15 +129,7 @@ async fn load(
             (lat, errors)
         }));
     }
-    let (mut all, mut errors) = (Vec::new(), 0);
-    for t in tasks {
-        let (l, e) = t.await?;
-        all.extend(l);
-        errors += e;
-    }
-    all.sort_unstable();
-    let pct = |p: f64| all.get(((all.len() as f64 - 1.0) * p) as usize).copied().unwrap_or(0) as f64 / 1000.0;
-    Ok(Figures { name: name.into(), rps: all.len() as f64 / duration.as_secs_f64(), p50_ms: pct(0.50), p99_ms: pct(0.99), errors })
+    Figures::gather(name, tasks, duration).await
 }
 
 /// The best of two alternating runs of vmaas's gRPC Get and of the bare

@@ -198,16 +198,22 @@ async fn load(
             (lat, errors)
         }));
     }
-    let mut all = Vec::new();
-    let mut errors = 0;
-    for t in tasks {
-        let (l, e) = t.await?;
-        all.extend(l);
-        errors += e;
+    Figures::gather(name, tasks, duration).await
+}
+
+impl Figures {
+    /// The figures of load workers that each return their latencies (µs) and errors.
+    async fn gather(name: &str, tasks: Vec<tokio::task::JoinHandle<(Vec<u32>, u64)>>, duration: Duration) -> anyhow::Result<Self> {
+        let (mut all, mut errors) = (Vec::new(), 0);
+        for t in tasks {
+            let (l, e) = t.await?;
+            all.extend(l);
+            errors += e;
+        }
+        all.sort_unstable();
+        let pct = |p: f64| all.get(((all.len() as f64 - 1.0) * p) as usize).copied().unwrap_or(0) as f64 / 1000.0;
+        Ok(Figures { name: name.into(), rps: all.len() as f64 / duration.as_secs_f64(), p50_ms: pct(0.50), p99_ms: pct(0.99), errors })
     }
-    all.sort_unstable();
-    let pct = |p: f64| all.get(((all.len() as f64 - 1.0) * p) as usize).copied().unwrap_or(0) as f64 / 1000.0;
-    Ok(Figures { name: name.into(), rps: all.len() as f64 / duration.as_secs_f64(), p50_ms: pct(0.50), p99_ms: pct(0.99), errors })
 }
 
 async fn api(connections: usize, duration: Duration, vms: usize, page: usize) -> anyhow::Result<()> {

@@ -126,12 +126,7 @@ pub(super) async fn patch(
     if let Some(target) = p.spec.compute_instance {
         spec.compute_instance = Some(simple::row(&s, &scope, ObjectKind::VirtualMachine, &target, VM_FIELD).await?.id);
     }
-    let mut errs = vmaas_model::ValidationErrors::default();
-    let mut current = current;
-    current.labels = current.labels.patched(p.metadata.as_ref(), &mut errs);
-    if !errs.is_empty() {
-        return Err(ApiError::invalid(errs));
-    }
+    let current = simple::relabelled(current, p.metadata.as_ref())?;
     let updated = s.store.update_record_spec(&current, expected, spec, Utc::now()).await?;
     let vms = [current.spec.compute_instance.as_deref(), updated.spec.compute_instance.as_deref()];
     for vm in vms.into_iter().flatten() {

@@ -142,12 +142,7 @@ pub(super) async fn patch(
     if let Some(m) = p.spec.port_mappings {
         spec.port_mappings = m;
     }
-    let mut errs = vmaas_model::ValidationErrors::default();
-    let mut current = current;
-    current.labels = current.labels.patched(p.metadata.as_ref(), &mut errs);
-    if !errs.is_empty() {
-        return Err(ApiError::invalid(errs));
-    }
+    let current = simple::relabelled(current, p.metadata.as_ref())?;
     let updated = s.store.update_record_spec(&current, expected, spec, Utc::now()).await?;
     for vm in current.spec.targets.iter().chain(&updated.spec.targets) {
         s.queue.enqueue(ObjectKind::VirtualMachine, vm);

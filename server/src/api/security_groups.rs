@@ -100,12 +100,7 @@ pub(super) async fn patch(
         spec.egress = rules;
     }
     spec.check("object.spec").map_err(ApiError::invalid)?;
-    let mut errs = vmaas_model::ValidationErrors::default();
-    let mut current = current;
-    current.labels = current.labels.patched(p.metadata.as_ref(), &mut errs);
-    if !errs.is_empty() {
-        return Err(ApiError::invalid(errs));
-    }
+    let current = simple::relabelled(current, p.metadata.as_ref())?;
     let updated = s.store.update_record_spec(&current, expected, spec, Utc::now()).await?;
     s.queue.enqueue(ObjectKind::SecurityGroup, &id);
     // The NICs that have it take the new rules with their VMs' next reconcile: now.

@@ -124,6 +124,14 @@ pub(super) async fn relabel<K: Kind>(s: &AppState, caller: &Caller, id: &str, r:
     Ok(Json(Envelope { object: updated.to_api() }))
 }
 
+/// `current` with the labels and annotations a change's `metadata` gives
+/// (each replaced whole when given), or a 400 naming the bad ones.
+pub(super) fn relabelled<K: Kind>(mut current: Record<K>, metadata: Option<&MetadataInput>) -> Result<Record<K>, ApiError> {
+    let mut errs = ValidationErrors::default();
+    current.labels = current.labels.patched(metadata, &mut errs);
+    if errs.is_empty() { Ok(current) } else { Err(ApiError::invalid(errs)) }
+}
+
 /// The caller's object of kind `K` named `reference` (an id, else a name).
 pub(super) async fn find<K: Kind>(s: &AppState, scope: &Scope, reference: &str) -> Result<Option<Record<K>>, ApiError> {
     match s.store.get_record::<K>(reference, scope).await {

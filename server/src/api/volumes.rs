@@ -130,12 +130,7 @@ pub(super) async fn patch(
     let p = req.object;
     let expected = p.metadata.as_ref().and_then(|m| m.version).unwrap_or(current.version);
     let spec = current.spec.patched(&p.spec).map_err(ApiError::invalid)?;
-    let mut errs = vmaas_model::ValidationErrors::default();
-    let mut current = current;
-    current.labels = current.labels.patched(p.metadata.as_ref(), &mut errs);
-    if !errs.is_empty() {
-        return Err(ApiError::invalid(errs));
-    }
+    let current = simple::relabelled(current, p.metadata.as_ref())?;
     let updated = s.store.update_record_spec(&current, expected, spec, Utc::now()).await?;
     s.queue.enqueue(ObjectKind::Volume, &id);
     info!(volume = %id, size = %updated.spec.size, "volume resized");
