@@ -7,6 +7,7 @@ const FILES: &[&str] = &[
     "fulfillment/v1/virtual_machine_templates.proto",
     "events/v1/events.proto",
     "osac/public/v1/compute_instances.proto",
+    "osac/public/v1/compute_instance_templates.proto",
     "osac/public/v1/networking.proto",
     "osac/public/v1/external_ips.proto",
     "osac/public/v1/events.proto",

@@ -278,3 +278,12 @@ fn osac_type_urls_name_parameter_types() {
     );
     assert!(bad.is_err());
 }
+
+#[test]
+fn a_template_name_must_be_its_id() {
+    let named = |name: &str| serde_json::from_value::<VirtualMachineTemplate>(json!({"id": "small", "metadata": {"name": name}})).unwrap();
+    assert!(Template::compile(named("small")).is_ok());
+    let errs = Template::compile(named("large")).err().unwrap();
+    assert_eq!(errs.0[0].field, "metadata.name");
+    assert!(errs.0[0].reason.contains("named by its id"), "{}", errs.0[0].reason);
+}

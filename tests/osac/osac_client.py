@@ -177,7 +177,7 @@ def run(a):
     answers = refl.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10)
     names = {s.name for r in answers for s in r.list_services_response.service}
     for want in ["fulfillment.v1.VirtualMachines", "fulfillment.v1.VirtualMachineTemplates", "osac.public.v1.ComputeInstances",
-                 "osac.public.v1.Events", "osac.public.v1.VirtualNetworks", "osac.public.v1.Subnets", "grpc.health.v1.Health"]:
+                 "osac.public.v1.Events", "osac.public.v1.ComputeInstanceTemplates", "osac.public.v1.VirtualNetworks", "osac.public.v1.Subnets", "grpc.health.v1.Health"]:
         check(want in names, f"reflection lists {want} (got {sorted(names)})")
     step(f"reflection lists {len(names)} services")
     # grpc.health.v1.Health/Check{service} -> {status: SERVING (1)}, encoded by hand.
@@ -206,6 +206,7 @@ def run(a):
     listed = templates.List(ts.VirtualMachineTemplatesListRequest(filter=f"this.id == '{tid}'"), metadata=user, timeout=30)
     check([t.id for t in listed.items] == [tid] and listed.total == 1, f"the tenant lists the template by filter ({listed})")
     step("template created by an administrator, listed by the tenant with a CEL filter")
+    public_templates(a, ch, tid, admin, user)
 
     machines = vms_grpc.VirtualMachinesStub(ch)
     # The seed's example, as OSAC's client sends it: parameters as Any.
@@ -319,6 +320,31 @@ def run(a):
     gateway_json(a, tid)
     templates.Delete(ts.VirtualMachineTemplatesDeleteRequest(id=tid), metadata=admin, timeout=30)
     step("template deleted")
+
+
+def public_templates(a, ch, tid, admin, user):
+    """The same templates through osac.public.v1.ComputeInstanceTemplates."""
+    import grpc
+    from osac.public.v1 import compute_instance_template_type_pb2 as citt, compute_instance_templates_service_pb2 as cits
+    from osac.public.v1 import compute_instance_templates_service_pb2_grpc as cits_grpc, compute_instance_type_pb2 as cit
+    stub = cits_grpc.ComputeInstanceTemplatesStub(ch)
+    seen = stub.Get(cits.ComputeInstanceTemplatesGetRequest(id=tid), metadata=user, timeout=30).object
+    check(seen.id == tid and seen.metadata.name == tid and [p.name for p in seen.parameters] == ["vm_cpu_cores", "vm_memory"],
+          f"the fulfillment.v1 template read as a compute instance template ({seen})")
+    made = citt.ComputeInstanceTemplate(metadata={"name": f"{tid}-public"}, title="public view",
+        spec_defaults=citt.ComputeInstanceTemplateSpecDefaults(boot_disk=cit.ComputeInstanceDisk(size_gib=2)))
+    got = stub.Create(cits.ComputeInstanceTemplatesCreateRequest(object=made), metadata=admin, timeout=30).object
+    check(got.id == f"{tid}-public" and got.spec_defaults.boot_disk.size_gib == 2, f"created through the view ({got})")
+    code, t = rest(a.http, "GET", f"/api/fulfillment/v1/virtual_machine_templates/{tid}-public", a.token)
+    check(code == 200 and t["object"]["spec_defaults"]["disk_size"] == "2Gi", f"the same template, disk_size 2Gi ({t})")
+    try:
+        bad = citt.ComputeInstanceTemplate(id=f"{tid}-win", spec_defaults=citt.ComputeInstanceTemplateSpecDefaults(is_windows=True))
+        stub.Create(cits.ComputeInstanceTemplatesCreateRequest(object=bad), metadata=admin, timeout=30)
+        check(False, "a Windows template is refused")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "is_windows" in str(e.trailing_metadata()), f"is_windows refused ({e.details()})")
+    stub.Delete(cits.ComputeInstanceTemplatesDeleteRequest(id=f"{tid}-public"), metadata=admin, timeout=30)
+    step("osac.public.v1 ComputeInstanceTemplates: the same templates, boot_disk as disk_size, is_windows refused")
 
 
 def networks(ch, user):

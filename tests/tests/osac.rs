@@ -28,6 +28,7 @@ async fn osac_generated_client_drives_a_vm_over_grpc_and_gateway_json() {
         "compiled OSAC's .proto files",
         "reflection lists",
         "listed by the tenant with a CEL filter",
+        "ComputeInstanceTemplates: the same templates",
         "created from the seed's example",
         "another tenant sees nothing of it",
         "BadRequest detail",

@@ -7,6 +7,7 @@
 
 mod fields;
 mod parameter;
+pub mod view;
 
 use std::collections::BTreeMap;
 
@@ -79,6 +80,10 @@ pub struct TemplateMetadata {
     /// Incremented on every change; send it back on update to detect lost updates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<i64>,
+    /// The name OSAC's clients may send: a template is named by its id, so
+    /// it must equal the id (accepted, not stored).
+    #[serde(default, skip_serializing)]
+    pub name: Option<String>,
 }
 
 /// A checked template: built only by [`Template::compile`], so every
@@ -106,6 +111,9 @@ impl Template {
         let mut errs = ValidationErrors::default();
         if let Err(reason) = check_identifier(&wire.id) {
             errs.push("id", reason);
+        }
+        if let Some(name) = wire.metadata.as_ref().and_then(|m| m.name.as_deref()).filter(|n| !n.is_empty() && *n != wire.id) {
+            errs.push("metadata.name", format!("must equal the id ({:?}), got {name:?}: a template is named by its id", wire.id));
         }
         let mut parameters = Vec::with_capacity(wire.parameters.len());
         let mut seen = BTreeMap::new();

@@ -106,9 +106,9 @@ pub async fn answer_in_kind(mut req: Request, next: Next) -> Response {
 /// `PATCH …?update_mask=a.b,c` (grpc-gateway's form of OSAC's `Update`):
 /// the body keeps only the fields the mask names, with `id` and
 /// `metadata.version`, so that a client sending the whole object changes
-/// only those. Templates apply their mask themselves (a masked field the
-/// body lacks is cleared there); a body that is not JSON is left to the
-/// handler, whose error names it.
+/// only those. `virtual_machine_templates` applies its mask itself (a
+/// masked field the body lacks is cleared there); a body that is not JSON
+/// is left to the handler, whose error names it.
 pub async fn update_mask(req: Request, next: Next) -> Result<Response, ApiError> {
     let mask = (req.method() == axum::http::Method::PATCH && !req.uri().path().contains("/virtual_machine_templates/"))
         .then(|| req.uri().query().and_then(mask_of))

@@ -2,6 +2,7 @@
 //! `/metrics` and the OpenAPI document at `/api/openapi.json`.
 
 mod attach;
+mod compute_instance_templates;
 mod compute_instances;
 mod console;
 mod events;
@@ -156,6 +157,7 @@ pub fn router(state: AppState) -> Router {
         .merge(templates::routes())
         .merge(vms::routes())
         .merge(compute_instances::routes())
+        .merge(compute_instance_templates::routes())
         .merge(networks::routes())
         .merge(subnets::routes())
         .merge(security_groups::routes())

@@ -4,8 +4,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    compute_instances, console, events, external_ips, image_imports, images, ip_attachments, load_balancers, networks, security_groups,
-    subnets, templates, vms, volume_attachments, volumes,
+    compute_instance_templates, compute_instances, console, events, external_ips, image_imports, images, ip_attachments, load_balancers,
+    networks, security_groups, subnets, templates, vms, volume_attachments, volumes,
 };
 
 #[derive(OpenApi)]
@@ -15,6 +15,8 @@ use super::{
         super::healthz,
         templates::list, templates::read, templates::create, templates::update, templates::patch, templates::remove,
         vms::list, vms::read, vms::create, vms::patch, vms::remove, vms::restart,
+        compute_instance_templates::list, compute_instance_templates::read, compute_instance_templates::create,
+        compute_instance_templates::patch, compute_instance_templates::remove,
         compute_instances::list, compute_instances::read, compute_instances::create, compute_instances::patch, compute_instances::remove,
         networks::list, networks::read, networks::create, networks::patch, networks::remove,
         subnets::list, subnets::read, subnets::create, subnets::patch, subnets::remove,

@@ -54,13 +54,22 @@ pub(super) async fn list(
     _caller: Caller,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<axum::response::Response, ApiError> {
+    listed(&s, q, |t| t).await
+}
+
+/// A page of templates, each rendered by `view` (filtered and sorted in that view).
+pub(super) async fn listed(
+    s: &AppState,
+    q: ListQuery,
+    view: fn(serde_json::Value) -> serde_json::Value,
+) -> Result<axum::response::Response, ApiError> {
     let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
     let selection = super::query::Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
     let (from, count) = super::query::Selection::window(&selection, offset, limit);
     let (items, total) = s.store.list_templates(from, count).await?;
     let items = items
         .iter()
-        .map(|r| serde_json::to_string(&r.to_api()).map(std::sync::Arc::from))
+        .map(|r| serde_json::to_value(r.to_api()).map(|v| std::sync::Arc::from(view(v).to_string())))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(super::query::Selection::respond(selection, items, total, offset, limit))
@@ -138,7 +147,7 @@ pub(super) struct PatchQuery {
     /// Fields to change, comma-separated dotted paths (OSAC's `update_mask`),
     /// e.g. `title,spec_defaults.memory`; a named field the body lacks is
     /// cleared. Absent: every field the body carries.
-    update_mask: Option<String>,
+    pub(super) update_mask: Option<String>,
 }
 
 /// Change some fields of a template (administrators only), as OSAC's

@@ -1,7 +1,8 @@
 //! `Events.Watch` of `events.v1` and `osac.public.v1`: the event log as a
 //! gRPC server stream, with the same tenancy, filter and resume rules as the
 //! Server-Sent Events route. The public stream shows VMs as compute
-//! instances; events of kinds a stream's `Event` has no field for are not sent.
+//! instances and templates as compute instance templates; events of kinds a
+//! stream's `Event` has no field for are not sent.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use serde_json::Value;
 use tonic::Status;
 use tracing::warn;
 use vmaas_model::query::Filter;
+use vmaas_model::template::view::to_compute_instance_template;
 use vmaas_model::vm::compute_instance::to_compute_instance;
 
 use super::codec::Reply;
@@ -95,10 +97,13 @@ impl View {
     fn in_view(&self, event: &Value) -> Option<Value> {
         let mut event = event.clone();
         let m = event.as_object_mut()?;
-        if self.event.package_name() == "osac.public.v1"
-            && let Some(vm) = m.remove("virtual_machine")
-        {
-            m.insert("compute_instance".into(), to_compute_instance(vm));
+        if self.event.package_name() == "osac.public.v1" {
+            if let Some(vm) = m.remove("virtual_machine") {
+                m.insert("compute_instance".into(), to_compute_instance(vm));
+            }
+            if let Some(t) = m.remove("virtual_machine_template") {
+                m.insert("compute_instance_template".into(), to_compute_instance_template(t));
+            }
         }
         let declared = m.keys().any(|k| k != "id" && k != "type" && self.event.get_field_by_name(k).is_some());
         declared.then_some(event)

@@ -36,6 +36,7 @@ impl TemplateRecord {
             creation_timestamp: Some(self.created_at),
             update_timestamp: Some(self.updated_at),
             version: Some(self.version),
+            name: None,
         });
         t
     }
