@@ -157,6 +157,11 @@ pub(super) async fn boot_image(
         return Ok(Some(BootImage { id, new: None }));
     }
     if !machine.boot.is_url() || s.backend.image_imports().is_none() {
+        // Checked before the lock: an imported image of that name may have
+        // been deleted (pruned) since, and the VM must not be stored without it.
+        if !machine.boot.is_url() && !in_catalog(s, machine).await? {
+            return Err(ApiError::precondition(format!("image {url:?} was deleted while the VM was being made: create it again")));
+        }
         return Ok(None);
     }
     let h = url.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
@@ -170,6 +175,13 @@ pub(super) async fn boot_image(
         chrono::Utc::now(),
     );
     Ok(Some(BootImage { id: rec.id.clone(), new: Some(rec) }))
+}
+
+/// Whether the backend's catalog boots `machine`'s image (any image, when
+/// the backend has no catalog).
+async fn in_catalog(s: &AppState, machine: &MachineSpec) -> Result<bool, ApiError> {
+    let Some(images) = catalog(s).await? else { return Ok(true) };
+    Ok(machine.boot.image == DEFAULT_IMAGE || images.iter().any(|i| boots(machine, i)))
 }
 
 /// After the VM that made `image` on demand is stored: starts its import.
