@@ -156,6 +156,12 @@ pub struct Audience {
 }
 
 impl Audience {
+    /// The audience of `caller`, with its `filter` (blank: none), or a 400 naming `filter`.
+    pub fn new(caller: Caller, filter: Option<&str>) -> Result<Self, ApiError> {
+        let filter = filter.filter(|f| !f.trim().is_empty()).map(Filter::parse).transpose();
+        Ok(Self { caller, filter: filter.map_err(|e| ApiError::field("filter", e))? })
+    }
+
     /// Whether the event `event` of an object of `tenant` is sent.
     pub fn sees(&self, tenant: &str, event: &serde_json::Value) -> bool {
         let mine = self.caller.is_admin() || tenant.is_empty() || tenant == self.caller.tenant;
@@ -163,8 +169,10 @@ impl Audience {
     }
 }
 
-/// `after`, if the events after it are all still kept (else 410 Gone).
-pub async fn resumable(store: &Store, after: i64) -> Result<i64, ApiError> {
+/// Where a watch starts: after `after`, if the events after it are all
+/// still kept (else 410 Gone), or, without it, after the last event.
+pub async fn start_point(store: &Store, after: Option<i64>) -> Result<i64, ApiError> {
+    let Some(after) = after else { return Ok(store.last_event().await?) };
     let first = store.first_event().await?;
     if first > 0 && after + 1 < first {
         let m = format!("the events after {after} were trimmed (the oldest kept is {first}): list the objects again, and watch from now");

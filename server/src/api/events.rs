@@ -15,12 +15,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
 use tracing::warn;
-use vmaas_model::query::Filter;
 
 use super::{ApiQuery, AppState, raw_json};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::events::{Audience, Published, resumable};
+use crate::events::{Audience, Published, start_point};
 
 /// Events a page without `watch` holds at most.
 const PAGE: i64 = 1000;
@@ -53,12 +52,8 @@ pub(super) async fn events(
     headers: HeaderMap,
     ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> Result<Response, ApiError> {
-    let filter = q.filter.as_deref().filter(|f| !f.trim().is_empty()).map(Filter::parse).transpose();
-    let sees = Audience { caller, filter: filter.map_err(|e| ApiError::field("filter", e))? };
-    let after = match q.after.map(Ok).or_else(|| last_event_id(&headers)).transpose()? {
-        Some(n) => resumable(&s.store, n).await?,
-        None => s.store.last_event().await?,
-    };
+    let sees = Audience::new(caller, q.filter.as_deref())?;
+    let after = start_point(&s.store, q.after.map(Ok).or_else(|| last_event_id(&headers)).transpose()?).await?;
     if !q.watch {
         let rows = s.store.events_after(after, PAGE).await?;
         let items: Vec<String> =

@@ -34,7 +34,7 @@ pub struct Inner {
     pub pool: DescriptorPool,
     /// The server's state (for event streams).
     pub state: AppState,
-    methods: HashMap<String, Served>,
+    methods: HashMap<String, Arc<Served>>,
     rest: axum::Router,
     max_message: usize,
     encodings: Encodings,
@@ -52,7 +52,7 @@ impl Gateway {
         for service in pool.services() {
             for method in service.methods() {
                 let rule = http.as_ref().and_then(|h| Rule::of(&method, h));
-                methods.insert(format!("/{}/{}", service.full_name(), method.name()), Served { method, rule });
+                methods.insert(format!("/{}/{}", service.full_name(), method.name()), Arc::new(Served { method, rule }));
             }
         }
         Self(Arc::new(Inner { pool, state, methods, rest, max_message, encodings: Encodings::default() }))
@@ -82,9 +82,8 @@ impl tower::Service<axum::http::Request<Body>> for Gateway {
 impl Inner {
     /// Answers one gRPC call.
     async fn serve(self: Arc<Self>, req: axum::http::Request<Body>) -> axum::http::Response<tonic::body::Body> {
-        let path = req.uri().path().to_owned();
-        let Some(served) = self.methods.get(&path) else {
-            return Status::unimplemented(format!("no method {path}")).into_http();
+        let Some(served) = self.methods.get(req.uri().path()).cloned() else {
+            return Status::unimplemented(format!("no method {}", req.uri().path())).into_http();
         };
         let codec = DynamicCodec::new(served.method.input());
         let mut grpc = tonic::server::Grpc::new(codec).max_decoding_message_size(self.max_message).max_encoding_message_size(usize::MAX);
@@ -94,15 +93,15 @@ impl Inner {
             grpc.server_streaming(svc, req).await
         } else {
             let me = self.clone();
-            let svc = tower::service_fn(move |r| me.clone().unary(path.clone(), r));
+            let svc = tower::service_fn(move |r| me.clone().unary(served.clone(), r));
             grpc.unary(svc, req).await
         }
     }
 
     /// Serves a unary call through its REST route.
-    async fn unary(self: Arc<Self>, path: String, req: tonic::Request<DynamicMessage>) -> Result<tonic::Response<Reply>, Status> {
-        let served = self.methods.get(&path).ok_or_else(|| Status::unimplemented(path.clone()))?;
-        let rule = served.rule.as_ref().ok_or_else(|| Status::unimplemented(format!("{path} has no REST route")))?;
+    async fn unary(self: Arc<Self>, served: Arc<Served>, req: tonic::Request<DynamicMessage>) -> Result<tonic::Response<Reply>, Status> {
+        let name = served.method.full_name();
+        let rule = served.rule.as_ref().ok_or_else(|| Status::unimplemented(format!("{name} has no REST route")))?;
         let (meta, _, msg) = req.into_parts();
         let body = match &rule.body {
             Some(field) => json::request_body(&msg, field)?,
@@ -125,12 +124,12 @@ impl Inner {
         if !parts.status.is_success() {
             return Err(status::from_rest(&self.pool, parts.status, &bytes));
         }
-        if let Some(encoded) = self.encodings.get(&path, &bytes) {
+        if let Some(encoded) = self.encodings.get(name, &bytes) {
             return Ok(tonic::Response::new(Reply::Encoded(encoded)));
         }
         let reply = json::response(served.method.output(), rule.response_body.as_deref(), &bytes)?;
         let encoded = Bytes::from(prost::Message::encode_to_vec(&reply));
-        self.encodings.put(&path, bytes, encoded.clone());
+        self.encodings.put(name, bytes, encoded.clone());
         Ok(tonic::Response::new(Reply::Encoded(encoded)))
     }
 }

@@ -28,9 +28,20 @@ struct Violation {
 
 /// The status of a REST answer with `http` status and error `body`.
 pub fn from_rest(pool: &DescriptorPool, http: axum::http::StatusCode, body: &[u8]) -> Status {
-    let Ok(err) = serde_json::from_slice::<RestError>(body) else {
-        return Status::new(code_of_http(http), String::from_utf8_lossy(body).into_owned());
-    };
+    match serde_json::from_slice::<RestError>(body) {
+        Ok(err) => with_details(pool, err),
+        Err(_) => Status::new(code_of_http(http), String::from_utf8_lossy(body).into_owned()),
+    }
+}
+
+/// The status of an error the server raised itself.
+pub fn from_api(pool: &DescriptorPool, e: ApiError) -> Status {
+    let details = e.details.into_iter().map(|d| Violation { field: d.field, description: d.reason }).collect();
+    with_details(pool, RestError { code: e.code as i32, message: e.message, details })
+}
+
+/// `err` as a status, its violations as a `BadRequest` detail.
+fn with_details(pool: &DescriptorPool, err: RestError) -> Status {
     let code = Code::from_i32(err.code);
     if err.details.is_empty() {
         return Status::new(code, err.message);
@@ -86,13 +97,5 @@ fn code_of_http(s: axum::http::StatusCode) -> Code {
         429 => Code::ResourceExhausted,
         503 => Code::Unavailable,
         _ => Code::Internal,
-    }
-}
-
-/// The status of an error the server raised itself.
-pub fn from_api(pool: &DescriptorPool, e: ApiError) -> Status {
-    match serde_json::to_vec(&e) {
-        Ok(body) => from_rest(pool, e.status, &body),
-        Err(_) => Status::new(Code::from_i32(e.code as i32), e.message),
     }
 }

@@ -12,7 +12,6 @@ use prost_reflect::{DynamicMessage, Kind, MessageDescriptor, MethodDescriptor, V
 use serde_json::Value;
 use tonic::Status;
 use tracing::warn;
-use vmaas_model::query::Filter;
 use vmaas_model::template::view::to_compute_instance_template;
 use vmaas_model::vm::compute_instance::to_compute_instance;
 
@@ -20,7 +19,7 @@ use super::codec::Reply;
 use super::gateway::Inner;
 use super::{json, status};
 use crate::error::ApiError;
-use crate::events::{Audience, Published, resumable};
+use crate::events::{Audience, Published, start_point};
 
 /// The responses of a watch.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<Reply, Status>> + Send>>;
@@ -35,16 +34,13 @@ pub async fn watch(
     let caller = inner.state.keys.bearer(req.metadata().get("authorization").map(|v| v.as_bytes())).map_err(failed)?;
     let msg = req.get_ref();
     let text = |name: &str| msg.get_field_by_name(name).and_then(|v| v.as_str().map(str::to_owned)).filter(|s| !s.trim().is_empty());
-    let filter = text("filter").map(|f| Filter::parse(&f)).transpose().map_err(|e| Status::invalid_argument(format!("filter: {e}")))?;
+    let audience = Audience::new(caller, text("filter").as_deref()).map_err(failed)?;
     let after = text("after").or_else(|| req.metadata().get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_owned));
     let after = after
         .map(|a| a.trim().parse::<i64>().map_err(|_| Status::invalid_argument(format!("after: {a:?} is not an event id"))))
         .transpose()?;
     let store = inner.state.store.clone();
-    let after = match after {
-        Some(n) => resumable(&store, n).await.map_err(failed)?,
-        None => store.last_event().await.map_err(|e| failed(e.into()))?,
-    };
+    let after = start_point(&store, after).await.map_err(failed)?;
     let response = method.output();
     let event = match response.get_field_by_name("event").map(|f| f.kind()) {
         Some(Kind::Message(m)) => m,
@@ -52,7 +48,7 @@ pub async fn watch(
     };
     let mut log = inner.state.events.watch(store, after);
     log.start().await.map_err(|e| failed(e.into()))?;
-    let view = View { response, event, audience: Audience { caller, filter } };
+    let view = View { response, event, audience };
     let stream = futures::stream::unfold(Some((log, view)), |state| async move {
         let (mut log, view) = state?;
         loop {
