@@ -52,8 +52,30 @@ struct GcArgs {
 enum BackendKind {
     /// Real VMs on this host under QEMU (KVM or TCG).
     Qemu,
+    /// The same model on a Kubernetes cluster, through KubeVirt.
+    Kubevirt,
     /// Record VMs without running them (API only).
     None,
+}
+
+/// Where the kubevirt backend finds its cluster and how it lays objects out.
+#[derive(Args, Debug, Clone)]
+struct KubevirtArgs {
+    /// kubevirt: the kubeconfig [default: in-cluster, else KUBECONFIG or ~/.kube/config].
+    #[arg(long, env = "VMAAS_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// kubevirt: prefix of each tenant's namespace.
+    #[arg(long, env = "VMAAS_NAMESPACE_PREFIX", default_value = "vmaas-")]
+    namespace_prefix: String,
+    /// kubevirt: namespace of the images' CDI DataSources (the catalog).
+    #[arg(long, env = "VMAAS_IMAGES_NAMESPACE", default_value = "vmaas-images")]
+    images_namespace: String,
+    /// kubevirt: storage class of VM disks [default: the cluster's].
+    #[arg(long, env = "VMAAS_STORAGE_CLASS")]
+    storage_class: Option<String>,
+    /// kubevirt: MetalLB address pool of floating IPs and load balancers [default: MetalLB's choice].
+    #[arg(long, env = "VMAAS_METALLB_POOL")]
+    metallb_pool: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -86,7 +108,7 @@ struct ServeArgs {
     /// qemu: directory of base images [default: ~/.local/share/vmaas/images].
     #[arg(long, env = "VMAAS_IMAGES_DIR")]
     images_dir: Option<PathBuf>,
-    /// qemu: the image a template's `default` image means.
+    /// The image (kubevirt: the DataSource) a template's `default` image means.
     #[arg(long, env = "VMAAS_DEFAULT_IMAGE", default_value = "test-guest")]
     default_image: String,
     /// qemu: loopback addresses each VM gets for its exposed ports and
@@ -159,6 +181,8 @@ struct ServeArgs {
     /// Log format.
     #[arg(long, env = "VMAAS_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
+    #[command(flatten)]
+    kubevirt: KubevirtArgs,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -249,6 +273,18 @@ fn parse_uplink(s: &str) -> Result<(String, String), String> {
 async fn backend(args: &ServeArgs, data_dir: &std::path::Path) -> anyhow::Result<Arc<dyn Backend>> {
     Ok(match args.backend {
         BackendKind::None => Arc::new(NoBackend),
+        BackendKind::Kubevirt => {
+            let k = &args.kubevirt;
+            let cfg = vmaas_kubevirt::KubevirtConfig {
+                kubeconfig: k.kubeconfig.clone(),
+                namespace_prefix: k.namespace_prefix.clone(),
+                images_namespace: k.images_namespace.clone(),
+                default_image: args.default_image.clone(),
+                storage_class: k.storage_class.clone(),
+                floating_ip: vmaas_kubevirt::FloatingIp { provider: "metallb".into(), address_pool: k.metallb_pool.clone() },
+            };
+            Arc::new(vmaas_kubevirt::KubevirtBackend::new(cfg).await.context("starting the kubevirt backend")?)
+        }
         BackendKind::Qemu => {
             let accel = match args.accel {
                 AccelArg::Auto => AccelChoice::Auto,

@@ -13,13 +13,29 @@ use serde_json::{Value, json};
 
 const TOKEN: &str = "vmaas-test-token";
 
-/// A running API server and its etcd, stopped on drop.
+/// A running API server and its etcd, stopped on drop; its requests are
+/// those of [`KubeApi`].
 pub struct Cluster {
     children: Vec<Child>,
     _dir: tempfile::TempDir,
+    api: KubeApi,
+}
+
+/// Requests to the API server as its administrator: cheap to clone, for
+/// tasks that play a controller's part.
+#[derive(Clone)]
+pub struct KubeApi {
     /// `https://127.0.0.1:PORT`.
     pub url: String,
     http: reqwest::Client,
+}
+
+impl std::ops::Deref for Cluster {
+    type Target = KubeApi;
+
+    fn deref(&self) -> &KubeApi {
+        &self.api
+    }
 }
 
 fn env_path(var: &str, default: PathBuf) -> PathBuf {
@@ -109,7 +125,7 @@ impl Cluster {
             &d.join("apiserver.log"),
         ));
         let http = reqwest::Client::builder().danger_accept_invalid_certs(true).timeout(Duration::from_secs(30)).build().expect("client");
-        let c = Self { children, url: format!("https://127.0.0.1:{ap}"), http, _dir: dir };
+        let c = Self { children, api: KubeApi { url: format!("https://127.0.0.1:{ap}"), http }, _dir: dir };
         c.wait_ready().await;
         c.install_crds().await;
         c
@@ -147,6 +163,32 @@ impl Cluster {
         }
     }
 
+    /// The path of an object (see [`KubeApi::path_of`]).
+    pub fn path_of(obj: &Value, plural: &str) -> String {
+        KubeApi::path_of(obj, plural)
+    }
+
+    /// A kubeconfig for this cluster (the administrator's token, the
+    /// self-signed certificate not checked), written beside its data.
+    pub fn kubeconfig(&self) -> PathBuf {
+        let path = self._dir.path().join("kubeconfig");
+        let config = json!({
+            "apiVersion": "v1", "kind": "Config", "current-context": "test",
+            "clusters": [{"name": "test", "cluster": {"server": self.url, "insecure-skip-tls-verify": true}}],
+            "users": [{"name": "admin", "user": {"token": TOKEN}}],
+            "contexts": [{"name": "test", "context": {"cluster": "test", "user": "admin"}}],
+        });
+        std::fs::write(&path, config.to_string()).expect("write the kubeconfig");
+        path
+    }
+
+    /// A handle for requests that outlives no test: see [`KubeApi`].
+    pub fn api(&self) -> KubeApi {
+        self.api.clone()
+    }
+}
+
+impl KubeApi {
     /// Creates a CRD; returns its name (wait for it with [`Cluster::wait_established`]).
     pub async fn install_crd(&self, crd: &Value) -> String {
         let (st, body) = self.request(Method::POST, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", Some(crd), None).await;

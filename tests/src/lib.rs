@@ -9,6 +9,7 @@ pub mod crossplane;
 pub mod files;
 pub mod guest;
 pub mod k8s;
+pub mod kubevirt;
 pub mod tf;
 pub mod vms;
 

@@ -1,0 +1,174 @@
+//! The connection to the cluster and the few verbs the drivers use on it:
+//! server-side apply as field manager `vmaas`, delete, and removing the
+//! server's finalizer under optimistic concurrency. Every object is handled
+//! as a [`DynamicObject`] of one of the [`Resources`], so the same code
+//! applies a KubeVirt VM, a Service or a UDN.
+
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::{Client, Config};
+use serde_json::{Value, json};
+use tracing::warn;
+use vmaas_backend::BackendError;
+
+use crate::names::{FINALIZER, MANAGER};
+
+/// The kinds of object the backend makes or reads.
+#[derive(Debug, Clone)]
+pub struct Resources {
+    /// `kubevirt.io/v1` VirtualMachine.
+    pub vm: ApiResource,
+    /// `kubevirt.io/v1` VirtualMachineInstance.
+    pub vmi: ApiResource,
+    /// `kubevirt.io/v1` VirtualMachineInstanceMigration.
+    pub migration: ApiResource,
+    /// `cdi.kubevirt.io/v1beta1` DataVolume.
+    pub data_volume: ApiResource,
+    /// `cdi.kubevirt.io/v1beta1` DataSource.
+    pub data_source: ApiResource,
+    /// `k8s.ovn.org/v1` UserDefinedNetwork.
+    pub udn: ApiResource,
+    /// `v1` Service.
+    pub service: ApiResource,
+    /// `v1` Namespace.
+    pub namespace: ApiResource,
+}
+
+fn crd(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+impl Default for Resources {
+    fn default() -> Self {
+        Self {
+            vm: crd("kubevirt.io", "v1", "VirtualMachine", "virtualmachines"),
+            vmi: crd("kubevirt.io", "v1", "VirtualMachineInstance", "virtualmachineinstances"),
+            migration: crd("kubevirt.io", "v1", "VirtualMachineInstanceMigration", "virtualmachineinstancemigrations"),
+            data_volume: crd("cdi.kubevirt.io", "v1beta1", "DataVolume", "datavolumes"),
+            data_source: crd("cdi.kubevirt.io", "v1beta1", "DataSource", "datasources"),
+            udn: crd("k8s.ovn.org", "v1", "UserDefinedNetwork", "userdefinednetworks"),
+            service: ApiResource::erase::<Service>(&()),
+            namespace: ApiResource::erase::<Namespace>(&()),
+        }
+    }
+}
+
+/// A client of the cluster.
+#[derive(Clone)]
+pub struct Cluster {
+    client: Client,
+    /// The kinds it handles.
+    pub res: Resources,
+}
+
+/// Whether `e` is the API server's answer `code`.
+pub fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+/// A failure of the cluster while doing `context`: refused input (a
+/// schema or CEL rule, 422) cannot pass by retrying; anything else may.
+pub fn failure(context: impl Into<String>, e: kube::Error) -> BackendError {
+    if is_status(&e, 422) || is_status(&e, 400) { BackendError::invalid(context, e) } else { BackendError::transient(context, e) }
+}
+
+impl Cluster {
+    /// Connects with `kubeconfig`, else the in-cluster configuration (or
+    /// `KUBECONFIG`, or `~/.kube/config`).
+    pub async fn connect(kubeconfig: Option<&Path>) -> Result<Self, BackendError> {
+        let config = match kubeconfig {
+            Some(path) => {
+                let file = Kubeconfig::read_from(path)
+                    .map_err(|e| BackendError::invalid(format!("reading the kubeconfig {}", path.display()), e))?;
+                Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+                    .await
+                    .map_err(|e| BackendError::invalid(format!("using the kubeconfig {}", path.display()), e))?
+            }
+            None => Config::infer().await.map_err(|e| BackendError::invalid("finding a Kubernetes configuration", e))?,
+        };
+        let client = Client::try_from(config).map_err(|e| BackendError::invalid("making the Kubernetes client", e))?;
+        Ok(Self { client, res: Resources::default() })
+    }
+
+    /// The client.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The API of `ar` objects in namespace `ns` (cluster-scoped when empty).
+    pub fn api(&self, ar: &ApiResource, ns: &str) -> Api<DynamicObject> {
+        if ns.is_empty() { Api::all_with(self.client.clone(), ar) } else { Api::namespaced_with(self.client.clone(), ns, ar) }
+    }
+
+    /// Server-side apply of `obj` (with its `apiVersion`, `kind`, name and
+    /// namespace). When another manager owns a field vmaas sets, the
+    /// conflict is logged with who holds the field, and the apply is made
+    /// again taking it: the vmaas object is the desired state.
+    pub async fn apply(&self, ar: &ApiResource, obj: &Value) -> Result<DynamicObject, BackendError> {
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        let ns = obj["metadata"]["namespace"].as_str().unwrap_or_default();
+        let api = self.api(ar, ns);
+        let context = || format!("applying {} {ns}/{name}", ar.kind);
+        match api.patch(name, &PatchParams::apply(MANAGER).validation_strict(), &Patch::Apply(obj)).await {
+            Ok(o) => Ok(o),
+            Err(e) if is_status(&e, 409) => {
+                warn!(kind = %ar.kind, namespace = ns, name, conflict = %e, "another manager changed fields vmaas sets; taking them back");
+                api.patch(name, &PatchParams::apply(MANAGER).validation_strict().force(), &Patch::Apply(obj)).await.map_err(|e| failure(context(), e))
+            }
+            Err(e) => Err(failure(context(), e)),
+        }
+    }
+
+    /// Deletes `ns/name` of `ar` (already gone is done).
+    pub async fn delete(&self, ar: &ApiResource, ns: &str, name: &str) -> Result<(), BackendError> {
+        match self.api(ar, ns).delete(name, &DeleteParams::background()).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(failure(format!("deleting {} {ns}/{name}", ar.kind), e)),
+        }
+    }
+
+    /// Removes the server's finalizer from `obj`, only if it has not
+    /// changed since it was read (its resourceVersion): a conflict is left
+    /// for the next pass, which reads it again.
+    pub async fn release(&self, ar: &ApiResource, obj: &DynamicObject) -> Result<(), BackendError> {
+        let finalizers: Vec<&String> = obj.metadata.finalizers.iter().flatten().filter(|f| *f != FINALIZER).collect();
+        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": obj.metadata.resource_version}});
+        let (ns, name) = (obj.metadata.namespace.clone().unwrap_or_default(), obj.metadata.name.clone().unwrap_or_default());
+        match self.api(ar, &ns).patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(()),
+            Err(e) => Err(failure(format!("removing the finalizer of {} {ns}/{name}", ar.kind), e)),
+        }
+    }
+
+    /// Every `ar` object labelled with `selector`, in every namespace, read
+    /// from the API server itself (not a cache).
+    pub async fn list(&self, ar: &ApiResource, selector: &str) -> Result<Vec<DynamicObject>, BackendError> {
+        let list = self
+            .api(ar, "")
+            .list(&ListParams::default().labels(selector))
+            .await
+            .map_err(|e| failure(format!("listing {} labelled {selector}", ar.kind), e))?;
+        Ok(list.items)
+    }
+
+    /// Makes namespace `ns` for `tenant`, as `vmaas_model::k8s::render::namespace` renders it.
+    pub async fn namespace(&self, ns: &str, tenant: &str) -> Result<(), BackendError> {
+        let mut obj = serde_json::to_value(vmaas_model::k8s::render::namespace(ns, false, &crate::names::label_value(tenant)))
+            .map_err(|e| BackendError::invalid("rendering a namespace", e))?;
+        obj["apiVersion"] = json!("v1");
+        obj["kind"] = json!("Namespace");
+        obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!(MANAGER);
+        self.apply(&self.res.namespace, &obj).await.map(drop)
+    }
+}
+
+/// An object as JSON (what the model's `observe` functions read).
+pub fn as_json(o: &DynamicObject) -> Value {
+    serde_json::to_value(o).unwrap_or(Value::Null)
+}

@@ -1,0 +1,158 @@
+//! # vmaas-kubevirt
+//!
+//! The `kubevirt` backend: the vmaas model run on a Kubernetes cluster.
+//! Each tenant's objects live in a namespace of their own; each VM is a
+//! KubeVirt `VirtualMachine` rendered by `vmaas_model::k8s` (the rendering
+//! the Crossplane function uses too), applied server-side as field manager
+//! `vmaas`; status comes from watches of what KubeVirt, CDI and the
+//! cluster's load balancer report, through the model's `derive_status`.
+//! The backend never connects to a VM's addresses: they are data.
+//!
+//! - [`names`]: namespaces, labels, the finalizer.
+//! - [`cluster`]: the client and its verbs (apply, delete, release).
+//! - [`watch`]: one reflector per kind, waking the reconciler.
+//! - [`vm`]: the VM driver.
+//! - [`image`]: the catalog of DataSources.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod cluster;
+pub mod image;
+pub mod names;
+pub mod vm;
+pub mod watch;
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use vmaas_backend::{Backend, BackendError, Capabilities, CatalogImage, VmDriver, Wake};
+use vmaas_model::ObjectKind;
+pub use vmaas_model::k8s::render::FloatingIp;
+
+use crate::cluster::Cluster;
+use crate::watch::{Watched, Waker};
+
+/// How the backend reaches its cluster and lays objects out in it.
+#[derive(Debug, Clone)]
+pub struct KubevirtConfig {
+    /// The kubeconfig; none: in-cluster configuration (or `KUBECONFIG`).
+    pub kubeconfig: Option<PathBuf>,
+    /// Prefix of the tenants' namespaces.
+    pub namespace_prefix: String,
+    /// The namespace of the images' DataSources (the catalog).
+    pub images_namespace: String,
+    /// The DataSource a template's `default` image means.
+    pub default_image: String,
+    /// Storage class of the disks (the cluster's default when none).
+    pub storage_class: Option<String>,
+    /// How floating IPs (Services of type LoadBalancer) get addresses.
+    pub floating_ip: FloatingIp,
+}
+
+/// What the drivers share: the client, the watched objects and what was applied.
+pub struct Shared {
+    cluster: Cluster,
+    cfg: KubevirtConfig,
+    vms: Watched,
+    vmis: Watched,
+    services: Watched,
+    data_sources: Watched,
+    waker: Waker,
+    /// Hash of the VM manifest last applied, by vmaas id.
+    applied: Mutex<HashMap<String, u64>>,
+    /// Namespaces made (or found) since start.
+    namespaces: Mutex<HashSet<String>>,
+}
+
+impl Shared {
+    /// Makes the tenant's namespace once per server run.
+    async fn ensure_namespace(&self, ns: &str, tenant: &str) -> Result<(), BackendError> {
+        if self.namespaces.lock().map(|n| n.contains(ns)).unwrap_or(false) {
+            return Ok(());
+        }
+        self.cluster.namespace(ns, tenant).await?;
+        if let Ok(mut n) = self.namespaces.lock() {
+            n.insert(ns.to_owned());
+        }
+        Ok(())
+    }
+}
+
+/// The backend.
+pub struct KubevirtBackend {
+    shared: Arc<Shared>,
+}
+
+/// How long the first list of each watched kind may take at start.
+const FIRST_LIST: Duration = Duration::from_secs(60);
+
+impl KubevirtBackend {
+    /// Connects, starts the watches and waits for their first lists (so
+    /// that what the cluster already holds is known before anything is
+    /// reconciled: objects of a previous run are adopted, not made twice).
+    pub async fn new(cfg: KubevirtConfig) -> Result<Self, BackendError> {
+        let cluster = Cluster::connect(cfg.kubeconfig.as_deref()).await?;
+        let waker: Waker = Arc::default();
+        let selector = names::selector();
+        let r = cluster.res.clone();
+        let watch = |ar, ns: &str, sel: Option<&str>| Watched::start(&cluster, ar, ns, sel, waker.clone());
+        let shared = Shared {
+            vms: watch(&r.vm, "", Some(&selector)),
+            vmis: watch(&r.vmi, "", Some(&selector)),
+            services: watch(&r.service, "", Some(&selector)),
+            data_sources: watch(&r.data_source, &cfg.images_namespace, None),
+            cluster: cluster.clone(),
+            cfg,
+            waker: waker.clone(),
+            applied: Mutex::default(),
+            namespaces: Mutex::default(),
+        };
+        for w in [&shared.vms, &shared.vmis, &shared.services, &shared.data_sources] {
+            w.ready(FIRST_LIST).await?;
+        }
+        Ok(Self { shared: Arc::new(shared) })
+    }
+}
+
+impl Backend for KubevirtBackend {
+    fn name(&self) -> &'static str {
+        "kubevirt"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { kinds: vec![ObjectKind::VirtualMachine], live_migration: false, gpus: true, console: false }
+    }
+
+    fn attach(&self, wake: Wake) {
+        let _ = self.shared.waker.set(wake);
+    }
+
+    fn health(&self) -> serde_json::Value {
+        let c = &self.shared.cfg;
+        json!({
+            "namespace_prefix": c.namespace_prefix,
+            "images_namespace": c.images_namespace,
+            "watched": {"virtual_machines": self.shared.vms.all().len(), "data_sources": self.shared.data_sources.all().len()},
+        })
+    }
+
+    fn vms(&self) -> Arc<VmDriver> {
+        Arc::new(vm::Vms(self.shared.clone()))
+    }
+
+    fn inventory(&self) -> Vec<String> {
+        let mut ids: Vec<String> =
+            self.shared.vms.all().iter().filter_map(|o| watch::owner_of(o).map(|(_, id)| id.to_owned())).collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    fn images(&self) -> Option<Vec<CatalogImage>> {
+        Some(image::catalog(&self.shared.data_sources.all(), &self.shared.cfg.default_image))
+    }
+}

@@ -1,0 +1,87 @@
+//! Where each vmaas object lives in the cluster and how its objects are
+//! labelled, so that watches find them and nothing else.
+
+use std::collections::BTreeMap;
+
+use vmaas_model::ObjectKind;
+use vmaas_model::k8s::names::MAX_NAME;
+
+/// The field manager of every server-side apply, and the finalizer's owner.
+pub const MANAGER: &str = "vmaas";
+/// The finalizer the server keeps on the objects it made, so that none is
+/// removed (by anyone) before the server has removed what hangs off it.
+pub const FINALIZER: &str = "vmaas.io/cleanup";
+/// Label: the id of the vmaas object a Kubernetes object belongs to.
+pub const ID_LABEL: &str = "vmaas.io/id";
+/// Label: the kind of that vmaas object (`virtual_machine`, `subnet`, …).
+pub const KIND_LABEL: &str = "vmaas.io/kind";
+/// Label: the standard "managed by" label.
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Annotation on a KubeVirt VM: the restart generation acted on.
+pub const RESTART_ANNOTATION: &str = "vmaas.io/restart-generation";
+
+/// The namespace of tenant `tenant`'s objects: the prefix, the tenant's
+/// name made a DNS label, and a hash of both (two tenants never share one).
+pub fn tenant_namespace(prefix: &str, tenant: &str) -> String {
+    let clean: String = tenant
+        .chars()
+        .map(|c| c.to_ascii_lowercase())
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let readable = format!("{}-{}", prefix.trim_end_matches('-'), clean.trim_matches('-'));
+    let keep = MAX_NAME - 9;
+    let readable = readable[..readable.len().min(keep)].trim_matches('-');
+    // FNV-1a of the tenant as given: fixed forever, or namespaces would move.
+    let h = tenant.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("{readable}-{:08x}", h & 0xffff_ffff)
+}
+
+/// A label value made of `s`: at most 63 characters of letters, digits,
+/// `-`, `_` and `.`, starting and ending with a letter or digit.
+pub fn label_value(s: &str) -> String {
+    let v: String = s.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '-' }).take(63).collect();
+    v.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_owned()
+}
+
+/// The labels of every object made for vmaas object `id` of `kind`.
+pub fn labels(kind: ObjectKind, id: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (ID_LABEL.to_owned(), label_value(id)),
+        (KIND_LABEL.to_owned(), kind.as_str().to_owned()),
+        (MANAGED_BY.to_owned(), MANAGER.to_owned()),
+    ])
+}
+
+/// The label selector of every object vmaas made.
+pub fn selector() -> String {
+    format!("{MANAGED_BY}={MANAGER},{ID_LABEL}")
+}
+
+/// The selector of the objects of vmaas object `id`.
+pub fn selector_of(id: &str) -> String {
+    format!("{MANAGED_BY}={MANAGER},{ID_LABEL}={}", label_value(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenants_get_distinct_valid_namespaces() {
+        let a = tenant_namespace("vmaas-", "Acme Corp");
+        let b = tenant_namespace("vmaas-", "acme-corp");
+        assert_ne!(a, b, "the hash keeps tenants apart");
+        for n in [&a, &b, &tenant_namespace("vmaas", &"x".repeat(200))] {
+            assert!(vmaas_model::validation::check_dns_label(n).is_ok(), "{n}");
+        }
+        assert!(a.starts_with("vmaas-acme-corp-"), "{a}");
+    }
+
+    #[test]
+    fn label_values_are_valid() {
+        assert_eq!(label_value("0190a-b"), "0190a-b");
+        assert_eq!(label_value("a/b c"), "a-b-c");
+        assert_eq!(label_value(&"y".repeat(80)).len(), 63);
+        assert_eq!(label_value("-x-"), "x");
+    }
+}

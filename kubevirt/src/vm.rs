@@ -1,0 +1,243 @@
+//! VMs as KubeVirt `VirtualMachine`s: rendered by the model (the same
+//! rendering the Crossplane function uses), applied server-side into the
+//! tenant's namespace with the server's labels, finalizer and restart
+//! generation; observed from the watched VM, VMI and floating-IP Service.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kube::core::DynamicObject;
+use serde_json::{Value, json};
+use tracing::info;
+use vmaas_backend::{BackendError, Cleanup, Requests, Requeue, VmObservation, VmSpec, VmTarget};
+use vmaas_model::k8s::observe::observe_vm;
+use vmaas_model::k8s::render::{PodNetwork, VmOptions, render_vm};
+use vmaas_model::machine::DEFAULT_IMAGE;
+use vmaas_model::{ObjectKind, Observation, Phase, PowerState, Reason};
+
+use crate::cluster::as_json;
+use crate::names::{FINALIZER, ID_LABEL, RESTART_ANNOTATION, label_value, labels, selector_of, tenant_namespace};
+use crate::Shared;
+
+/// MetalLB's annotation asking for given addresses.
+const METALLB_IPS: &str = "metallb.io/loadBalancerIPs";
+/// The NIC whose address is the VM's internal one.
+const FIRST_NIC: &str = "default";
+/// How often a VM on its way somewhere is looked at even without a change.
+const SETTLING: Duration = Duration::from_secs(15);
+
+/// The VM driver.
+pub struct Vms(pub(crate) Arc<Shared>);
+
+/// What one VM renders into, ready to apply.
+struct Manifests {
+    ns: String,
+    vm: Value,
+    service: Option<Value>,
+}
+
+/// The restart generation acted on, as the KubeVirt VM records it.
+fn acted_restart(vm: &DynamicObject) -> u64 {
+    vm.metadata.annotations.as_ref().and_then(|a| a.get(RESTART_ANNOTATION)).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+fn hash(v: &Value) -> u64 {
+    let mut h = DefaultHasher::new();
+    v.to_string().hash(&mut h);
+    h.finish()
+}
+
+impl Shared {
+    /// The objects of `t` with `restart` as the acted restart generation.
+    fn manifests(&self, t: &VmTarget, restart: u64) -> Result<Manifests, BackendError> {
+        let ns = tenant_namespace(&self.cfg.namespace_prefix, &t.tenant);
+        let mut machine = t.spec.machine.clone();
+        if machine.boot.image == DEFAULT_IMAGE {
+            machine.boot.image = self.cfg.default_image.clone();
+        }
+        if let Some(image) = &t.spec.imported_image {
+            machine.boot.image = crate::image::data_source_name(image);
+        }
+        let options = VmOptions {
+            name: t.name.clone(),
+            namespace: ns.clone(),
+            power: t.spec.power,
+            network: PodNetwork::Masquerade,
+            attachments: vec![],
+            data_source_namespace: self.cfg.images_namespace.clone(),
+            storage_class: self.cfg.storage_class.clone(),
+            floating_ip: self.cfg.floating_ip.clone(),
+        };
+        let rendered = render_vm(&machine, &options);
+        let invalid = |e| BackendError::invalid("rendering the KubeVirt VM", e);
+        let mut vm = serde_json::to_value(&rendered.vm).map_err(invalid)?;
+        let own = labels(ObjectKind::VirtualMachine, &t.id);
+        for (k, v) in &own {
+            vm["metadata"]["labels"][k] = json!(v);
+            vm["spec"]["template"]["metadata"]["labels"][k] = json!(v);
+        }
+        vm["metadata"]["annotations"] = json!({ RESTART_ANNOTATION: restart.to_string() });
+        vm["metadata"]["finalizers"] = json!([FINALIZER]);
+        let service = match rendered.service {
+            Some(s) => {
+                let mut s = serde_json::to_value(&s).map_err(invalid)?;
+                s["apiVersion"] = json!("v1");
+                s["kind"] = json!("Service");
+                for (k, v) in &own {
+                    s["metadata"]["labels"][k] = json!(v);
+                }
+                if !t.spec.external_ips.is_empty() {
+                    let ips: Vec<String> = t.spec.external_ips.iter().map(ToString::to_string).collect();
+                    s["metadata"]["annotations"][METALLB_IPS] = json!(ips.join(","));
+                }
+                Some(s)
+            }
+            None => None,
+        };
+        Ok(Manifests { ns, vm, service })
+    }
+
+    /// Applies the VM when it differs from what was last applied (or is not there).
+    async fn apply_vm(&self, t: &VmTarget, m: &Manifests, present: bool) -> Result<Option<DynamicObject>, BackendError> {
+        let h = hash(&m.vm);
+        if present && self.applied.lock().map(|a| a.get(&t.id) == Some(&h)).unwrap_or(false) {
+            return Ok(None);
+        }
+        let applied = self.cluster.apply(&self.cluster.res.vm, &m.vm).await?;
+        if let Ok(mut a) = self.applied.lock() {
+            a.insert(t.id.clone(), h);
+        }
+        info!(vm = %t.id, namespace = %m.ns, name = %t.name, "applied the KubeVirt VM");
+        Ok(Some(applied))
+    }
+
+    /// Applies the floating-IP Service, owned by the KubeVirt VM `owner`,
+    /// or deletes it when the VM has none.
+    async fn sync_service(&self, t: &VmTarget, m: &Manifests, owner: Option<&DynamicObject>) -> Result<(), BackendError> {
+        let res = &self.cluster.res;
+        let seen = self.services.of(&t.id);
+        let Some(mut svc) = m.service.clone() else {
+            for s in seen {
+                self.cluster.delete(&res.service, &m.ns, s.metadata.name.as_deref().unwrap_or_default()).await?;
+            }
+            return Ok(());
+        };
+        if let Some(uid) = owner.and_then(|o| o.metadata.uid.clone()) {
+            svc["metadata"]["ownerReferences"] =
+                json!([{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": t.name, "uid": uid, "controller": true}]);
+        }
+        let name = svc["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        let current = seen.iter().find(|s| s.metadata.name.as_deref() == Some(name.as_str()));
+        if current.is_none_or(|c| !same_service(c, &svc)) {
+            self.cluster.apply(&res.service, &svc).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether the watched Service already has what `want` asks (ports, annotations, owner).
+fn same_service(seen: &DynamicObject, want: &Value) -> bool {
+    let seen = as_json(seen);
+    let annotations_held = want["metadata"]["annotations"]
+        .as_object()
+        .is_none_or(|a| a.iter().all(|(k, v)| seen["metadata"]["annotations"][k] == *v));
+    let owner_held = want["metadata"]["ownerReferences"].is_null() || seen["metadata"]["ownerReferences"] == want["metadata"]["ownerReferences"];
+    let ports = |v: &Value| v["spec"]["ports"].as_array().map(|p| p.iter().map(|p| (p["port"].clone(), p["protocol"].clone())).collect::<Vec<_>>());
+    annotations_held && owner_held && ports(&seen) == ports(want)
+}
+
+/// A VM that is not (yet) what it should be, with why.
+fn waiting(reason: &str, message: impl Into<String>) -> (VmObservation, Requeue) {
+    let observation = Observation::new(Phase::Starting(Reason::new(reason, message)));
+    (VmObservation { observation, acted: Requests::default(), volumes: Default::default() }, Requeue::after(Duration::from_secs(1)))
+}
+
+#[async_trait]
+impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
+    async fn ensure(&self, t: &VmTarget) -> Result<(VmObservation, Requeue), BackendError> {
+        let s = &self.0;
+        if !t.spec.attachments.is_empty() {
+            let why = "the kubevirt backend does not attach VMs to subnets yet (issue 12 continues)";
+            return Err(BackendError::unsupported("attaching the VM to its subnets", why));
+        }
+        let ns = tenant_namespace(&s.cfg.namespace_prefix, &t.tenant);
+        s.ensure_namespace(&ns, &t.tenant).await?;
+        let current = s.vms.get(&ns, &t.name);
+        if let Some(c) = &current {
+            if c.metadata.labels.as_ref().and_then(|l| l.get(ID_LABEL)) != Some(&label_value(&t.id)) {
+                return Ok(waiting("NameInUse", format!("the KubeVirt VM {ns}/{} of a deleted VM is still being removed", t.name)));
+            }
+            if c.metadata.deletion_timestamp.is_some() {
+                // Deleted in the cluster by someone else: let it go, then make it again.
+                s.cluster.release(&s.cluster.res.vm, c).await?;
+                return Ok(waiting("Recreating", "the KubeVirt VM was deleted in the cluster; it is made again"));
+            }
+        }
+        let mut acted = current.as_deref().map(acted_restart).unwrap_or(t.spec.requests.restart);
+        if acted < t.spec.requests.restart {
+            if t.spec.power == PowerState::Started {
+                // KubeVirt makes a new VMI for a VM that should run: a restart.
+                s.cluster.delete(&s.cluster.res.vmi, &ns, &t.name).await?;
+                info!(vm = %t.id, "restart: deleted the VMI");
+            }
+            acted = t.spec.requests.restart;
+        }
+        let m = s.manifests(t, acted)?;
+        let applied = s.apply_vm(t, &m, current.is_some()).await?;
+        s.sync_service(t, &m, applied.as_ref().or(current.as_deref())).await?;
+        let vm = applied.as_ref().map(as_json).or_else(|| current.as_deref().map(as_json));
+        let vmi = s.vmis.get(&ns, &t.name).map(|o| as_json(&o));
+        let svc = s.services.of(&t.id).first().map(|o| as_json(o));
+        let started = t.spec.power == PowerState::Started;
+        let observation = observe_vm(vm.as_ref(), vmi.as_ref(), svc.as_ref(), started, FIRST_NIC);
+        let requeue = match observation.phase {
+            Phase::Ready | Phase::Stopped => Requeue::AwaitChange,
+            _ => Requeue::after(SETTLING),
+        };
+        Ok((VmObservation { observation, acted: Requests { restart: acted }, volumes: Default::default() }, requeue))
+    }
+
+    async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
+        let s = &self.0;
+        let res = &s.cluster.res;
+        let selector = selector_of(id);
+        for svc in s.cluster.list(&res.service, &selector).await? {
+            s.cluster.delete(&res.service, &ns_of(&svc), &name_of(&svc)).await?;
+        }
+        let vms = s.cluster.list(&res.vm, &selector).await?;
+        for vm in &vms {
+            if vm.metadata.deletion_timestamp.is_none() {
+                s.cluster.delete(&res.vm, &ns_of(vm), &name_of(vm)).await?;
+            }
+        }
+        let vmis = s.cluster.list(&res.vmi, &selector).await?;
+        for vmi in &vmis {
+            s.cluster.delete(&res.vmi, &ns_of(vmi), &name_of(vmi)).await?;
+        }
+        if !vmis.is_empty() {
+            return Ok(Cleanup::InProgress);
+        }
+        // The VMI is gone: nothing hangs off the VM any more.
+        let vms = s.cluster.list(&res.vm, &selector).await?;
+        for vm in &vms {
+            if vm.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER) {
+                s.cluster.release(&res.vm, vm).await?;
+            }
+        }
+        if let Ok(mut a) = s.applied.lock() {
+            a.remove(id);
+        }
+        Ok(if vms.is_empty() { Cleanup::Done } else { Cleanup::InProgress })
+    }
+}
+
+fn ns_of(o: &DynamicObject) -> String {
+    o.metadata.namespace.clone().unwrap_or_default()
+}
+
+fn name_of(o: &DynamicObject) -> String {
+    o.metadata.name.clone().unwrap_or_default()
+}

@@ -1,0 +1,99 @@
+//! Status comes from watches, not polling: one reflector per kind of
+//! object, cluster-wide and label-selected, kept in memory; each change
+//! wakes the reconciler for the vmaas object the changed object's labels
+//! name.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::core::{ApiResource, DynamicObject};
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
+use tracing::{debug, warn};
+use vmaas_backend::{BackendError, Wake};
+use vmaas_model::ObjectKind;
+
+use crate::cluster::Cluster;
+use crate::names::{ID_LABEL, KIND_LABEL};
+
+/// Where the reconciler's waker will be once the server attaches it.
+pub type Waker = Arc<OnceLock<Wake>>;
+
+/// One kind of object, watched.
+#[derive(Clone)]
+pub struct Watched {
+    store: Store<DynamicObject>,
+    ar: ApiResource,
+    task: Arc<tokio::task::AbortHandle>,
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.task) == 1 {
+            self.task.abort();
+        }
+    }
+}
+
+/// The vmaas object `o` belongs to, by its labels.
+pub fn owner_of(o: &DynamicObject) -> Option<(ObjectKind, &str)> {
+    let labels = o.metadata.labels.as_ref()?;
+    Some((ObjectKind::parse(labels.get(KIND_LABEL)?)?, labels.get(ID_LABEL)?.as_str()))
+}
+
+impl Watched {
+    /// Starts watching `ar` objects (in namespace `ns`, or all when empty)
+    /// that match `selector`, waking the owner of each one that changes.
+    pub fn start(cluster: &Cluster, ar: &ApiResource, ns: &str, selector: Option<&str>, waker: Waker) -> Self {
+        let writer = Writer::new(ar.clone());
+        let store = writer.as_reader();
+        let mut config = watcher::Config::default();
+        if let Some(s) = selector {
+            config = config.labels(s);
+        }
+        let kind = ar.kind.clone();
+        let stream = reflector::reflector(writer, watcher(cluster.api(ar, ns), config)).default_backoff().touched_objects();
+        let task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = stream.next().await {
+                match item {
+                    Ok(o) => {
+                        if let (Some((k, id)), Some(w)) = (owner_of(&o), waker.get()) {
+                            debug!(kind = %kind, name = ?o.metadata.name, owner = id, "changed");
+                            w.wake(k, id);
+                        }
+                    }
+                    Err(e) => warn!(kind = %kind, error = %e, "watch failed; retrying"),
+                }
+            }
+        });
+        Self { store, ar: ar.clone(), task: Arc::new(task.abort_handle()) }
+    }
+
+    /// Waits until the first full list is in, for at most `timeout`.
+    pub async fn ready(&self, timeout: Duration) -> Result<(), BackendError> {
+        let what = || format!("listing every {} the server made", self.ar.kind);
+        match tokio::time::timeout(timeout, self.store.wait_until_ready()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(BackendError::transient(what(), e)),
+            Err(_) => Err(BackendError::transient(what(), format!("no answer in {timeout:?} (is the CRD installed?)"))),
+        }
+    }
+
+    /// Object `ns/name`, as last seen.
+    pub fn get(&self, ns: &str, name: &str) -> Option<Arc<DynamicObject>> {
+        self.store.get(&ObjectRef::new_with(name, self.ar.clone()).within(ns))
+    }
+
+    /// The objects of vmaas object `id`, as last seen.
+    pub fn of(&self, id: &str) -> Vec<Arc<DynamicObject>> {
+        let id = crate::names::label_value(id);
+        self.store.state_filter(|o| o.metadata.labels.as_ref().and_then(|l| l.get(ID_LABEL)) == Some(&id))
+    }
+
+    /// Every object, as last seen.
+    pub fn all(&self) -> Vec<Arc<DynamicObject>> {
+        self.store.state()
+    }
+}

@@ -1,0 +1,133 @@
+//! Playing the cluster's controllers for the kubevirt backend's tests: no
+//! KubeVirt, CDI or MetalLB runs beside the test API server, so a task does
+//! what they would, from what it finds there. A VM whose run strategy is
+//! `Always` gets a VMI (labelled from the VM's template, owned by the VM)
+//! with an address on its first NIC, and both report running and ready; a
+//! `Halted` one loses its VMI and reports stopped; a Service of type
+//! LoadBalancer gets an ingress address (the one MetalLB was asked for, or
+//! one of TEST-NET-1). The addresses are data: nothing connects to them.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::k8s::KubeApi;
+
+/// How often the controllers look.
+const PERIOD: Duration = Duration::from_millis(200);
+/// The longest a test may play the cluster.
+const LIFETIME: Duration = Duration::from_secs(900);
+
+/// The playing task; stops when dropped.
+pub struct Controllers {
+    paused: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Controllers {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Controllers {
+    /// Starts playing KubeVirt and MetalLB on `api`.
+    pub fn start(api: KubeApi) -> Self {
+        let paused = Arc::new(AtomicBool::new(false));
+        let p = paused.clone();
+        let task = tokio::spawn(async move {
+            let end = Instant::now() + LIFETIME;
+            while Instant::now() < end {
+                if !p.load(Ordering::Relaxed) {
+                    round(&api).await;
+                }
+                tokio::time::sleep(PERIOD).await;
+            }
+        });
+        Self { paused, task }
+    }
+
+    /// Stops (or resumes) acting, e.g. to see the backend wait for KubeVirt.
+    pub fn pause(&self, paused: bool) {
+        self.paused.store(paused, Ordering::Relaxed);
+    }
+}
+
+async fn list(api: &KubeApi, path: &str) -> Vec<Value> {
+    let (st, body) = api.request(Method::GET, path, None, None).await;
+    if st != 200 {
+        return Vec::new();
+    }
+    body["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// One look at everything, acting on what needs it.
+async fn round(api: &KubeApi) {
+    let vmis = list(api, "/apis/kubevirt.io/v1/virtualmachineinstances").await;
+    for (i, vm) in list(api, "/apis/kubevirt.io/v1/virtualmachines").await.iter().enumerate() {
+        let vmi = vmis.iter().find(|v| v["metadata"]["namespace"] == vm["metadata"]["namespace"] && v["metadata"]["name"] == vm["metadata"]["name"]);
+        kubevirt(api, vm, vmi, i).await;
+    }
+    for mut svc in list(api, "/api/v1/services").await {
+        // Items of a core list carry no apiVersion of their own.
+        svc["apiVersion"] = json!("v1");
+        metallb(api, &svc).await;
+    }
+}
+
+/// What KubeVirt does for one VM.
+async fn kubevirt(api: &KubeApi, vm: &Value, vmi: Option<&Value>, index: usize) {
+    if !vm["metadata"]["deletionTimestamp"].is_null() {
+        return;
+    }
+    let run = vm["spec"]["runStrategy"] == "Always";
+    match (run, vmi) {
+        (true, None) => {
+            let meta = &vm["metadata"];
+            let vmi = json!({
+                "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                "metadata": {"name": meta["name"], "namespace": meta["namespace"],
+                    "labels": vm["spec"]["template"]["metadata"]["labels"],
+                    "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": meta["name"], "uid": meta["uid"], "controller": true}]},
+                "spec": vm["spec"]["template"]["spec"],
+            });
+            let (st, _) = api.apply(&vmi, "virtualmachineinstances", "virt-controller").await;
+            if st < 300 {
+                let address = format!("10.244.{}.{}", index / 200, 10 + index % 200);
+                let status = json!({"phase": "Running", "nodeName": "node-1", "interfaces": [{"name": "default", "ipAddress": address}]});
+                api.write_status(&vmi, "virtualmachineinstances", status).await;
+                api.write_status(vm, "virtualmachines", json!({"printableStatus": "Running", "ready": true, "created": true})).await;
+            }
+        }
+        (false, Some(vmi)) => {
+            api.request(Method::DELETE, &KubeApi::path_of(vmi, "virtualmachineinstances"), None, None).await;
+            api.write_status(vm, "virtualmachines", json!({"printableStatus": "Stopped", "ready": false, "created": false})).await;
+        }
+        (false, None) if vm["status"]["printableStatus"] != "Stopped" => {
+            api.write_status(vm, "virtualmachines", json!({"printableStatus": "Stopped", "ready": false, "created": false})).await;
+        }
+        _ => {}
+    }
+}
+
+/// What MetalLB does for one Service.
+async fn metallb(api: &KubeApi, svc: &Value) {
+    if svc["spec"]["type"] != "LoadBalancer" {
+        return;
+    }
+    let current = svc["status"]["loadBalancer"]["ingress"][0]["ip"].as_str();
+    let asked = svc["metadata"]["annotations"]["metallb.io/loadBalancerIPs"].as_str().and_then(|a| a.split(',').next());
+    let n = svc["metadata"]["uid"].as_str().map_or(0, |u| u.bytes().fold(0u8, |h, b| h.wrapping_add(b)));
+    let ip = match (asked, current) {
+        (Some(a), _) => a.to_owned(),
+        (None, Some(c)) if c.starts_with("192.0.2.") => c.to_owned(),
+        (None, _) => format!("192.0.2.{}", 1 + n % 250),
+    };
+    if current == Some(ip.as_str()) {
+        return;
+    }
+    api.write_status(svc, "services", json!({"loadBalancer": {"ingress": [{"ip": ip}]}})).await;
+}
