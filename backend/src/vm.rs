@@ -11,6 +11,9 @@ pub struct Requests {
     /// Restart generation: each restart request raises it by one.
     #[serde(default)]
     pub restart: u64,
+    /// Migration generation: each live-migration request raises it by one.
+    #[serde(default)]
+    pub migrate: u64,
 }
 
 /// The desired state of one VM.
@@ -22,6 +25,8 @@ pub struct VmSpec {
     pub machine: MachineSpec,
     /// One-off requests, by generation.
     pub requests: Requests,
+    /// The node the last migration request named, if any.
+    pub migrate_to: Option<String>,
     /// NICs on subnets, in order.
     pub attachments: Vec<Attachment>,
     /// External IPs attached to it: its exposed ports answer on each.

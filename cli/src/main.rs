@@ -152,6 +152,14 @@ enum VmCmd {
     Stop(PowerArgs),
     /// Restart a running VM (its guest is stopped and booted again).
     Restart(PowerArgs),
+    /// Move a running VM to another host without stopping it (administrators).
+    Migrate {
+        /// The node to move to [default: the backend's choice].
+        #[arg(long)]
+        node: Option<String>,
+        #[command(flatten)]
+        power: PowerArgs,
+    },
     /// Delete a VM and everything it has.
     #[command(alias = "rm")]
     Delete {
@@ -424,6 +432,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             VmCmd::Restart(args) => {
                 let vm = client.find_vm(&args.vm).await?;
                 let mut vm = client.restart_vm(&vm.id).await?;
+                if args.wait
+                    && let Some(v) = wait(&client, &vm, WaitFor::Ready, args.timeout).await?
+                {
+                    vm = v;
+                }
+                output::vm(format, &vm)
+            }
+            VmCmd::Migrate { node, power: args } => {
+                let vm = client.find_vm(&args.vm).await?;
+                let mut vm = client.migrate_vm(&vm.id, node.as_deref()).await?;
                 if args.wait
                     && let Some(v) = wait(&client, &vm, WaitFor::Ready, args.timeout).await?
                 {

@@ -363,6 +363,13 @@ impl Client {
         self.object::<(), _>(Method::POST, &format!("/virtual_machines/{id}/restart"), None).await
     }
 
+    /// Moves a running VM to another host without stopping it
+    /// (administrators; `node`: the one to move to, else the scheduler's choice).
+    pub async fn migrate_vm(&self, id: &str, node: Option<&str>) -> Result<VirtualMachine, Error> {
+        let body = serde_json::json!({ "target_node": node });
+        self.object(Method::POST, &format!("/virtual_machines/{id}/migrate"), Some(&body)).await
+    }
+
     /// Starts deleting a VM.
     pub async fn delete_vm(&self, id: &str) -> Result<VirtualMachine, Error> {
         self.object::<(), _>(Method::DELETE, &format!("/virtual_machines/{id}"), None).await

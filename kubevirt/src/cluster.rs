@@ -117,7 +117,9 @@ impl Cluster {
             Ok(o) => Ok(o),
             Err(e) if is_status(&e, 409) => {
                 warn!(kind = %ar.kind, namespace = ns, name, conflict = %e, "another manager changed fields vmaas sets; taking them back");
-                api.patch(name, &PatchParams::apply(MANAGER).validation_strict().force(), &Patch::Apply(obj)).await.map_err(|e| failure(context(), e))
+                api.patch(name, &PatchParams::apply(MANAGER).validation_strict().force(), &Patch::Apply(obj))
+                    .await
+                    .map_err(|e| failure(context(), e))
             }
             Err(e) => Err(failure(context(), e)),
         }

@@ -18,7 +18,9 @@ fn problem(ds: &DynamicObject) -> Option<String> {
     let ready = conditions.and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
     match ready {
         Some(c) if c["status"] == "True" => None,
-        Some(c) => Some(format!("its DataSource is not ready: {}", c["message"].as_str().or(c["reason"].as_str()).unwrap_or("no reason given"))),
+        Some(c) => {
+            Some(format!("its DataSource is not ready: {}", c["message"].as_str().or(c["reason"].as_str()).unwrap_or("no reason given")))
+        }
         None => Some("its DataSource has no Ready condition yet".into()),
     }
 }

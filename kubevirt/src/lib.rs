@@ -13,12 +13,14 @@
 //! - [`watch`]: one reflector per kind, waking the reconciler.
 //! - [`vm`]: the VM driver.
 //! - [`image`]: the catalog of DataSources.
+//! - [`migration`]: live migrations as VirtualMachineInstanceMigrations.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod cluster;
 pub mod image;
+pub mod migration;
 pub mod names;
 pub mod vm;
 pub mod watch;
@@ -34,7 +36,7 @@ use vmaas_model::ObjectKind;
 pub use vmaas_model::k8s::render::FloatingIp;
 
 use crate::cluster::Cluster;
-use crate::watch::{Watched, Waker};
+use crate::watch::{Waker, Watched};
 
 /// How the backend reaches its cluster and lays objects out in it.
 #[derive(Debug, Clone)]
@@ -60,6 +62,7 @@ pub struct Shared {
     vms: Watched,
     vmis: Watched,
     services: Watched,
+    migrations: Watched,
     data_sources: Watched,
     waker: Waker,
     /// Hash of the VM manifest last applied, by vmaas id.
@@ -104,6 +107,7 @@ impl KubevirtBackend {
             vms: watch(&r.vm, "", Some(&selector)),
             vmis: watch(&r.vmi, "", Some(&selector)),
             services: watch(&r.service, "", Some(&selector)),
+            migrations: watch(&r.migration, "", Some(&selector)),
             data_sources: watch(&r.data_source, &cfg.images_namespace, None),
             cluster: cluster.clone(),
             cfg,
@@ -111,7 +115,7 @@ impl KubevirtBackend {
             applied: Mutex::default(),
             namespaces: Mutex::default(),
         };
-        for w in [&shared.vms, &shared.vmis, &shared.services, &shared.data_sources] {
+        for w in [&shared.vms, &shared.vmis, &shared.services, &shared.migrations, &shared.data_sources] {
             w.ready(FIRST_LIST).await?;
         }
         Ok(Self { shared: Arc::new(shared) })
@@ -124,7 +128,7 @@ impl Backend for KubevirtBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { kinds: vec![ObjectKind::VirtualMachine], live_migration: false, gpus: true, console: false }
+        Capabilities { kinds: vec![ObjectKind::VirtualMachine], live_migration: true, gpus: true, console: false }
     }
 
     fn attach(&self, wake: Wake) {
@@ -145,8 +149,7 @@ impl Backend for KubevirtBackend {
     }
 
     fn inventory(&self) -> Vec<String> {
-        let mut ids: Vec<String> =
-            self.shared.vms.all().iter().filter_map(|o| watch::owner_of(o).map(|(_, id)| id.to_owned())).collect();
+        let mut ids: Vec<String> = self.shared.vms.all().iter().filter_map(|o| watch::owner_of(o).map(|(_, id)| id.to_owned())).collect();
         ids.sort();
         ids.dedup();
         ids

@@ -23,11 +23,7 @@ pub const RESTART_ANNOTATION: &str = "vmaas.io/restart-generation";
 /// The namespace of tenant `tenant`'s objects: the prefix, the tenant's
 /// name made a DNS label, and a hash of both (two tenants never share one).
 pub fn tenant_namespace(prefix: &str, tenant: &str) -> String {
-    let clean: String = tenant
-        .chars()
-        .map(|c| c.to_ascii_lowercase())
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
+    let clean: String = tenant.chars().map(|c| c.to_ascii_lowercase()).map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
     let readable = format!("{}-{}", prefix.trim_end_matches('-'), clean.trim_matches('-'));
     let keep = MAX_NAME - 9;
     let readable = readable[..readable.len().min(keep)].trim_matches('-');

@@ -20,7 +20,7 @@ use vmaas_model::{ObjectKind, Observation, Phase, PowerState, Reason};
 
 use crate::cluster::as_json;
 use crate::names::{FINALIZER, ID_LABEL, RESTART_ANNOTATION, label_value, labels, selector_of, tenant_namespace};
-use crate::Shared;
+use crate::{Shared, migration};
 
 /// MetalLB's annotation asking for given addresses.
 const METALLB_IPS: &str = "metallb.io/loadBalancerIPs";
@@ -51,8 +51,8 @@ fn hash(v: &Value) -> u64 {
 }
 
 impl Shared {
-    /// The objects of `t` with `restart` as the acted restart generation.
-    fn manifests(&self, t: &VmTarget, restart: u64) -> Result<Manifests, BackendError> {
+    /// The objects of `t`, recording the request generations `acted` on.
+    fn manifests(&self, t: &VmTarget, acted: Requests) -> Result<Manifests, BackendError> {
         let ns = tenant_namespace(&self.cfg.namespace_prefix, &t.tenant);
         let mut machine = t.spec.machine.clone();
         if machine.boot.image == DEFAULT_IMAGE {
@@ -79,7 +79,8 @@ impl Shared {
             vm["metadata"]["labels"][k] = json!(v);
             vm["spec"]["template"]["metadata"]["labels"][k] = json!(v);
         }
-        vm["metadata"]["annotations"] = json!({ RESTART_ANNOTATION: restart.to_string() });
+        vm["metadata"]["annotations"] =
+            json!({ RESTART_ANNOTATION: acted.restart.to_string(), migration::ANNOTATION: acted.migrate.to_string() });
         vm["metadata"]["finalizers"] = json!([FINALIZER]);
         let service = match rendered.service {
             Some(s) => {
@@ -98,6 +99,37 @@ impl Shared {
             None => None,
         };
         Ok(Manifests { ns, vm, service })
+    }
+
+    /// Acts on a pending restart of `t` (KubeVirt VM `current`): KubeVirt
+    /// makes a new VMI for a VM that should run, so deleting the VMI
+    /// restarts it. Returns the restart generation acted on.
+    async fn restart(&self, t: &VmTarget, ns: &str, current: Option<&DynamicObject>) -> Result<u64, BackendError> {
+        let wanted = t.spec.requests.restart;
+        let acted = current.map(acted_restart).unwrap_or(wanted);
+        if acted < wanted && t.spec.power == PowerState::Started {
+            self.cluster.delete(&self.cluster.res.vmi, ns, &t.name).await?;
+            info!(vm = %t.id, "restart: deleted the VMI");
+        }
+        Ok(acted.max(wanted))
+    }
+
+    /// Acts on a pending live migration of `t`: a migration of its VMI
+    /// (none when it has no VMI: only a running VM migrates). Returns the
+    /// migration generation acted on.
+    async fn migrate(&self, t: &VmTarget, ns: &str, current: Option<&DynamicObject>) -> Result<u64, BackendError> {
+        let wanted = t.spec.requests.migrate;
+        let acted = current.map(migration::acted).unwrap_or(wanted);
+        if acted < wanted {
+            if t.spec.power == PowerState::Started && self.vmis.get(ns, &t.name).is_some() {
+                let m = migration::manifest(ns, &t.name, &t.id, wanted, t.spec.migrate_to.as_deref());
+                self.cluster.apply(&self.cluster.res.migration, &m).await?;
+                info!(vm = %t.id, node = ?t.spec.migrate_to, "live migration started");
+            } else {
+                info!(vm = %t.id, "live migration dropped: the VM has no VMI");
+            }
+        }
+        Ok(acted.max(wanted))
     }
 
     /// Applies the VM when it differs from what was last applied (or is not there).
@@ -141,11 +173,12 @@ impl Shared {
 /// Whether the watched Service already has what `want` asks (ports, annotations, owner).
 fn same_service(seen: &DynamicObject, want: &Value) -> bool {
     let seen = as_json(seen);
-    let annotations_held = want["metadata"]["annotations"]
-        .as_object()
-        .is_none_or(|a| a.iter().all(|(k, v)| seen["metadata"]["annotations"][k] == *v));
-    let owner_held = want["metadata"]["ownerReferences"].is_null() || seen["metadata"]["ownerReferences"] == want["metadata"]["ownerReferences"];
-    let ports = |v: &Value| v["spec"]["ports"].as_array().map(|p| p.iter().map(|p| (p["port"].clone(), p["protocol"].clone())).collect::<Vec<_>>());
+    let annotations_held =
+        want["metadata"]["annotations"].as_object().is_none_or(|a| a.iter().all(|(k, v)| seen["metadata"]["annotations"][k] == *v));
+    let owner_held =
+        want["metadata"]["ownerReferences"].is_null() || seen["metadata"]["ownerReferences"] == want["metadata"]["ownerReferences"];
+    let ports =
+        |v: &Value| v["spec"]["ports"].as_array().map(|p| p.iter().map(|p| (p["port"].clone(), p["protocol"].clone())).collect::<Vec<_>>());
     annotations_held && owner_held && ports(&seen) == ports(want)
 }
 
@@ -176,15 +209,8 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
                 return Ok(waiting("Recreating", "the KubeVirt VM was deleted in the cluster; it is made again"));
             }
         }
-        let mut acted = current.as_deref().map(acted_restart).unwrap_or(t.spec.requests.restart);
-        if acted < t.spec.requests.restart {
-            if t.spec.power == PowerState::Started {
-                // KubeVirt makes a new VMI for a VM that should run: a restart.
-                s.cluster.delete(&s.cluster.res.vmi, &ns, &t.name).await?;
-                info!(vm = %t.id, "restart: deleted the VMI");
-            }
-            acted = t.spec.requests.restart;
-        }
+        let acted =
+            Requests { restart: s.restart(t, &ns, current.as_deref()).await?, migrate: s.migrate(t, &ns, current.as_deref()).await? };
         let m = s.manifests(t, acted)?;
         let applied = s.apply_vm(t, &m, current.is_some()).await?;
         s.sync_service(t, &m, applied.as_ref().or(current.as_deref())).await?;
@@ -192,20 +218,27 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
         let vmi = s.vmis.get(&ns, &t.name).map(|o| as_json(&o));
         let svc = s.services.of(&t.id).first().map(|o| as_json(o));
         let started = t.spec.power == PowerState::Started;
-        let observation = observe_vm(vm.as_ref(), vmi.as_ref(), svc.as_ref(), started, FIRST_NIC);
+        let mut observation = observe_vm(vm.as_ref(), vmi.as_ref(), svc.as_ref(), started, FIRST_NIC);
+        match migration::state(&s.migrations.of(&t.id)) {
+            Ok(Some(r)) if matches!(observation.phase, Phase::Ready | Phase::Starting(_)) => observation.phase = Phase::Migrating(r),
+            Err(why) => observation.degraded = Some(why),
+            _ => {}
+        }
         let requeue = match observation.phase {
             Phase::Ready | Phase::Stopped => Requeue::AwaitChange,
             _ => Requeue::after(SETTLING),
         };
-        Ok((VmObservation { observation, acted: Requests { restart: acted }, volumes: Default::default() }, requeue))
+        Ok((VmObservation { observation, acted, volumes: Default::default() }, requeue))
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
         let s = &self.0;
         let res = &s.cluster.res;
         let selector = selector_of(id);
-        for svc in s.cluster.list(&res.service, &selector).await? {
-            s.cluster.delete(&res.service, &ns_of(&svc), &name_of(&svc)).await?;
+        for ar in [&res.service, &res.migration] {
+            for o in s.cluster.list(ar, &selector).await? {
+                s.cluster.delete(ar, &ns_of(&o), &name_of(&o)).await?;
+            }
         }
         let vms = s.cluster.list(&res.vm, &selector).await?;
         for vm in &vms {

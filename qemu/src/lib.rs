@@ -389,7 +389,7 @@ impl Driver<VmSpec, VmObservation> for Vms {
         if unplugging && !matches!(requeue, Requeue::After(d) if d <= hotplug::UNPLUG_STEP) {
             requeue = Requeue::after(hotplug::UNPLUG_STEP);
         }
-        Ok((VmObservation { observation, acted: Requests { restart: vm.file.restarts }, volumes }, requeue))
+        Ok((VmObservation { observation, acted: Requests { restart: vm.file.restarts, ..Requests::default() }, volumes }, requeue))
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {

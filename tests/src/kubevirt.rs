@@ -68,7 +68,9 @@ async fn list(api: &KubeApi, path: &str) -> Vec<Value> {
 async fn round(api: &KubeApi) {
     let vmis = list(api, "/apis/kubevirt.io/v1/virtualmachineinstances").await;
     for (i, vm) in list(api, "/apis/kubevirt.io/v1/virtualmachines").await.iter().enumerate() {
-        let vmi = vmis.iter().find(|v| v["metadata"]["namespace"] == vm["metadata"]["namespace"] && v["metadata"]["name"] == vm["metadata"]["name"]);
+        let vmi = vmis
+            .iter()
+            .find(|v| v["metadata"]["namespace"] == vm["metadata"]["namespace"] && v["metadata"]["name"] == vm["metadata"]["name"]);
         kubevirt(api, vm, vmi, i).await;
     }
     for mut svc in list(api, "/api/v1/services").await {

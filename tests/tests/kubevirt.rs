@@ -70,7 +70,10 @@ async fn vms_run_as_kubevirt_vms_in_their_tenants_namespaces() {
     assert_eq!(vm["metadata"]["name"], "web");
     assert_eq!(vm["spec"]["runStrategy"], "Always");
     assert_eq!(vm["metadata"]["finalizers"], json!(["vmaas.io/cleanup"]));
-    assert_eq!(vm["spec"]["dataVolumeTemplates"][0]["spec"]["sourceRef"], json!({"kind": "DataSource", "name": "test-guest", "namespace": IMAGES}));
+    assert_eq!(
+        vm["spec"]["dataVolumeTemplates"][0]["spec"]["sourceRef"],
+        json!({"kind": "DataSource", "name": "test-guest", "namespace": IMAGES})
+    );
     let managers: Vec<&str> = vm["metadata"]["managedFields"].as_array().unwrap().iter().filter_map(|m| m["manager"].as_str()).collect();
     assert!(managers.contains(&"vmaas"), "applied as field manager vmaas: {managers:?}");
     let vmi = objects_of(&k, VMIS, &id).await;
@@ -79,7 +82,10 @@ async fn vms_run_as_kubevirt_vms_in_their_tenants_namespaces() {
     let svc = objects_of(&k, SERVICES, &id).await;
     assert_eq!(svc.len(), 1, "tiny exposes a port: a floating-IP Service");
     assert_eq!(svc[0]["metadata"]["ownerReferences"][0]["uid"], vm["metadata"]["uid"], "owned by the VM");
-    let floating = vms::wait_until(&s, &acme, &id, "the floating IP", 60, |v| v["status"]["externalIP"].as_str().is_some_and(|a| a.starts_with("192.0.2."))).await;
+    let floating = vms::wait_until(&s, &acme, &id, "the floating IP", 60, |v| {
+        v["status"]["externalIP"].as_str().is_some_and(|a| a.starts_with("192.0.2."))
+    })
+    .await;
     assert_eq!(floating["status"]["externalIP"], svc[0]["status"]["loadBalancer"]["ingress"][0]["ip"]);
 
     // Another tenant's VM of the same name lives in its own namespace.
@@ -147,4 +153,94 @@ async fn vms_run_as_kubevirt_vms_in_their_tenants_namespaces() {
             assert_eq!(objects_of(&k, path, vm).await, Vec::<Value>::new(), "{path} of {vm} left behind");
         }
     }
+}
+
+/// Waits for the migration of `id` named `name`, as the backend made it.
+async fn the_migration(k: &KubeApi, id: &str, name: &str) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let found = objects_of(k, "/apis/kubevirt.io/v1/virtualmachineinstancemigrations", id).await;
+        if let Some(m) = found.iter().find(|m| m["metadata"]["name"] == name) {
+            return m.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no migration {name}: {found:#?}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+fn condition<'a>(vm: &'a Value, kind: &str) -> &'a Value {
+    let all = vm["status"]["conditions"].as_array().expect("conditions");
+    all.iter().find(|c| c["type"] == format!("VIRTUAL_MACHINE_CONDITION_TYPE_{kind}")).unwrap_or(&Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_administrator_live_migrates_a_vm() {
+    let k = Cluster::start().await;
+    k.namespace(IMAGES).await;
+    data_source(&k, "test-guest").await;
+    let _kubevirt = Controllers::start(k.api());
+    let s = start(&k).await;
+    let (acme, admin) = (s.token("acme", false), s.token("ops", true));
+    let id = vms::create(&s, &acme, "db", "tiny").await;
+    vms::wait_ready(&s, &acme, &id).await;
+    let migrate = format!("{V1}/virtual_machines/{id}/migrate");
+
+    let (st, body) = s.raw(Method::POST, &migrate, Some(&acme), None).await;
+    assert_eq!(st, 403, "tenants do not migrate: {body}");
+    let (st, body) = s.raw(Method::POST, &migrate, Some(&admin), Some(json!({"target_node": "Node_2"}))).await;
+    assert_eq!((st, body["details"][0]["field"].as_str()), (400, Some("target_node")), "{body}");
+    let (st, body) = s.raw(Method::POST, &migrate, Some(&admin), Some(json!({"target": "node-2"}))).await;
+    assert_eq!(st, 400, "unknown fields are refused: {body}");
+    assert!(
+        objects_of(&k, "/apis/kubevirt.io/v1/virtualmachineinstancemigrations", &id).await.is_empty(),
+        "a refused request made nothing"
+    );
+
+    let (st, body) = s.raw(Method::POST, &migrate, Some(&admin), Some(json!({"target_node": "node-2"}))).await;
+    assert_eq!(st, 202, "{body}");
+    let m = the_migration(&k, &id, "db-migration-1").await;
+    assert_eq!(m["spec"], json!({"vmiName": "db", "addedNodeSelector": {"kubernetes.io/hostname": "node-2"}}));
+    let moving = vms::wait_until(&s, &admin, &id, "MIGRATING", 30, |v| vms::state(v) == "VIRTUAL_MACHINE_STATE_MIGRATING").await;
+    assert!(condition(&moving, "PROGRESSING")["message"].as_str().unwrap().contains("to node node-2"), "{moving:#}");
+    // Play KubeVirt: the migration runs, then succeeds with the VMI on node-2.
+    let (st, body) = k.write_status(&m, "virtualmachineinstancemigrations", json!({"phase": "Running"})).await;
+    assert_eq!(st, 200, "{body}");
+    vms::wait_until(&s, &admin, &id, "still MIGRATING", 10, |v| {
+        condition(v, "PROGRESSING")["message"].as_str().is_some_and(|m| m.ends_with("Running"))
+    })
+    .await;
+    let vmi = objects_of(&k, VMIS, &id).await.remove(0);
+    k.write_status(&m, "virtualmachineinstancemigrations", json!({"phase": "Succeeded"})).await;
+    k.write_status(&vmi, "virtualmachineinstances", json!({"nodeName": "node-2"})).await;
+    vms::wait_ready(&s, &acme, &id).await;
+
+    // A second migration (through the CLI) that fails: READY, and DEGRADED saying why.
+    let out = s.cli(&admin, &["vm", "migrate", &id, "-o", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let shown: Value = serde_json::from_slice(&out.stdout).expect("the VM as JSON");
+    assert_eq!(vms::state(&shown), "VIRTUAL_MACHINE_STATE_MIGRATING", "{shown:#}");
+    let m = the_migration(&k, &id, "db-migration-2").await;
+    assert!(m["spec"].get("addedNodeSelector").is_none(), "no node asked: the scheduler's choice");
+    let failed = json!({"phase": "Failed", "migrationState": {"failed": true, "failureReason": "target node has no room"}});
+    let (st, body) = k.write_status(&m, "virtualmachineinstancemigrations", failed).await;
+    assert_eq!(st, 200, "{body}");
+    let degraded =
+        vms::wait_until(&s, &admin, &id, "DEGRADED", 30, |v| condition(v, "DEGRADED")["status"] == "CONDITION_STATUS_TRUE").await;
+    assert_eq!(vms::state(&degraded), "VIRTUAL_MACHINE_STATE_READY", "the guest stays where it was");
+    assert!(condition(&degraded, "DEGRADED")["message"].as_str().unwrap().contains("target node has no room"), "{degraded:#}");
+
+    // Stopped VMs do not migrate; a backend that cannot migrate says so.
+    assert_eq!(
+        s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&acme), Some(json!({"object": {"spec": {"state": "stopped"}}})))
+            .await
+            .0,
+        200
+    );
+    let (st, body) = s.raw(Method::POST, &migrate, Some(&admin), None).await;
+    assert!(st == 409 && body["message"].as_str().unwrap().contains("stopped"), "{st} {body}");
+    let none = Server::start(Db::Sqlite).await.expect("sqlite");
+    vms::publish(&none, TINY);
+    let vm = vms::create(&none, &none.token("acme", false), "db", "tiny").await;
+    let (st, body) = none.raw(Method::POST, &format!("{V1}/virtual_machines/{vm}/migrate"), Some(&none.token("ops", true)), None).await;
+    assert!(st == 409 && body["message"].as_str().unwrap().contains("none backend cannot live-migrate"), "{st} {body}");
 }

@@ -59,7 +59,8 @@ pub fn to_compute_instance(mut vm: Value) -> Value {
 fn status_view(status: &mut Map<String, Value>, stopping: bool) {
     let state = status.get("state").and_then(Value::as_str).unwrap_or_default();
     let state = match state {
-        "VIRTUAL_MACHINE_STATE_READY" => "COMPUTE_INSTANCE_STATE_RUNNING",
+        // A migrating guest keeps running.
+        "VIRTUAL_MACHINE_STATE_READY" | "VIRTUAL_MACHINE_STATE_MIGRATING" => "COMPUTE_INSTANCE_STATE_RUNNING",
         "VIRTUAL_MACHINE_STATE_STOPPED" => "COMPUTE_INSTANCE_STATE_STOPPED",
         "VIRTUAL_MACHINE_STATE_FAILED" => "COMPUTE_INSTANCE_STATE_FAILED",
         "VIRTUAL_MACHINE_STATE_DELETING" => "COMPUTE_INSTANCE_STATE_DELETING",

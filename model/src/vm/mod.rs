@@ -174,11 +174,15 @@ pub enum VmState {
     /// Being deleted; the record goes once the backend has cleaned up.
     #[serde(rename = "VIRTUAL_MACHINE_STATE_DELETING")]
     Deleting,
+    /// Running and being moved to another host by an administrator (live
+    /// migration); READY again once it is there.
+    #[serde(rename = "VIRTUAL_MACHINE_STATE_MIGRATING")]
+    Migrating,
 }
 
 impl VmState {
     /// Every state.
-    pub const ALL: [Self; 5] = [Self::Progressing, Self::Ready, Self::Stopped, Self::Failed, Self::Deleting];
+    pub const ALL: [Self; 6] = [Self::Progressing, Self::Ready, Self::Stopped, Self::Failed, Self::Deleting, Self::Migrating];
 
     /// The wire name, e.g. `VIRTUAL_MACHINE_STATE_READY`.
     pub fn as_str(self) -> &'static str {
@@ -188,6 +192,7 @@ impl VmState {
             Self::Stopped => "VIRTUAL_MACHINE_STATE_STOPPED",
             Self::Failed => "VIRTUAL_MACHINE_STATE_FAILED",
             Self::Deleting => "VIRTUAL_MACHINE_STATE_DELETING",
+            Self::Migrating => "VIRTUAL_MACHINE_STATE_MIGRATING",
         }
     }
 

@@ -35,6 +35,9 @@ pub enum Phase {
     Stopping(Reason),
     /// Powered off.
     Stopped,
+    /// Running, and being moved to another host (live migration); the
+    /// guest keeps running.
+    Migrating(Reason),
     /// Cannot be made to match the spec without a change from the tenant or the provider.
     Failed(Reason),
 }
@@ -87,6 +90,7 @@ pub fn derive_status(
         (Desired::Deleted, _) => (VmState::Deleting, Some(Reason::new("Deleting", "the VM and its resources are being removed")), none()),
         (_, Phase::Failed(r)) => (VmState::Failed, none(), Some(r.clone())),
         (Desired::Power(PowerState::Started), Phase::Ready) => (VmState::Ready, none(), none()),
+        (Desired::Power(PowerState::Started), Phase::Migrating(r)) => (VmState::Migrating, Some(r.clone()), none()),
         (Desired::Power(PowerState::Started), Phase::Starting(r)) => (VmState::Progressing, Some(r.clone()), none()),
         (Desired::Power(PowerState::Started), Phase::Absent) => {
             (VmState::Progressing, Some(Reason::new("Creating", "the VM is being created")), none())
@@ -96,7 +100,7 @@ pub fn derive_status(
         }
         (Desired::Power(PowerState::Stopped), Phase::Stopped | Phase::Absent) => (VmState::Stopped, none(), none()),
         (Desired::Power(PowerState::Stopped), Phase::Stopping(r)) => (VmState::Progressing, Some(r.clone()), none()),
-        (Desired::Power(PowerState::Stopped), Phase::Ready | Phase::Starting(_)) => {
+        (Desired::Power(PowerState::Stopped), Phase::Ready | Phase::Starting(_) | Phase::Migrating(_)) => {
             (VmState::Progressing, Some(Reason::new("Stopping", "the VM is being powered off")), none())
         }
     };

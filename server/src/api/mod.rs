@@ -15,6 +15,7 @@ mod images;
 mod ip_attachments;
 mod load_balancers;
 mod mask;
+mod migrate;
 mod networks;
 mod openapi;
 mod query;
@@ -156,6 +157,7 @@ pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .merge(templates::routes())
         .merge(vms::routes())
+        .merge(migrate::routes())
         .merge(compute_instances::routes())
         .merge(compute_instance_templates::routes())
         .merge(networks::routes())

@@ -5,7 +5,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     compute_instance_templates, compute_instances, console, events, external_ips, image_imports, images, ip_attachments, load_balancers,
-    networks, security_groups, subnets, templates, vms, volume_attachments, volumes,
+    migrate, networks, security_groups, subnets, templates, vms, volume_attachments, volumes,
 };
 
 #[derive(OpenApi)]
@@ -14,7 +14,7 @@ use super::{
     paths(
         super::healthz,
         templates::list, templates::read, templates::create, templates::update, templates::patch, templates::remove,
-        vms::list, vms::read, vms::create, vms::patch, vms::remove, vms::restart,
+        vms::list, vms::read, vms::create, vms::patch, vms::remove, vms::restart, migrate::migrate,
         compute_instance_templates::list, compute_instance_templates::read, compute_instance_templates::create,
         compute_instance_templates::patch, compute_instance_templates::remove,
         compute_instances::list, compute_instances::read, compute_instances::create, compute_instances::patch, compute_instances::remove,

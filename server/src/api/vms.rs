@@ -313,7 +313,7 @@ async fn held<'a>(s: &'a AppState, admitted: Option<tokio::sync::MutexGuard<'a, 
 
 /// Enqueues a changed VM and waits briefly for the reconciler to acknowledge
 /// the change, so the answer shows where the VM is going.
-async fn settle(s: &AppState, changed: &VmRecord) -> Result<VmRecord, ApiError> {
+pub(super) async fn settle(s: &AppState, changed: &VmRecord) -> Result<VmRecord, ApiError> {
     s.queue.enqueue(ObjectKind::VirtualMachine, &changed.id);
     match reconciler::acknowledged(&s.store, &s.queue, &changed.id, changed.version, ACK_WAIT).await {
         Ok(vm) => Ok(vm),

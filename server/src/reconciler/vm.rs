@@ -45,9 +45,17 @@ fn acknowledgement(vm: &VmRecord) -> Option<Observation> {
     if vm.power() == PowerState::Started && vm.requests.restart > vm.acted.restart {
         return Some(last_observation(vm, Phase::Starting(Reason::new("Restarting", "a restart was requested"))));
     }
+    if vm.power() == PowerState::Started && vm.requests.migrate > vm.acted.migrate {
+        let to = vm.migrate_to.as_deref().map(|n| format!(" to node {n}")).unwrap_or_default();
+        return Some(last_observation(
+            vm,
+            Phase::Migrating(Reason::new("MigrationRequested", format!("a live migration{to} was requested"))),
+        ));
+    }
     let consistent = matches!(
         (vm.power(), vm.status.state),
-        (PowerState::Started, VmState::Ready | VmState::Progressing | VmState::Failed) | (PowerState::Stopped, VmState::Stopped)
+        (PowerState::Started, VmState::Ready | VmState::Progressing | VmState::Failed | VmState::Migrating)
+            | (PowerState::Stopped, VmState::Stopped)
     );
     if consistent {
         return None;
@@ -109,6 +117,7 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Opti
         power: vm.power(),
         machine: vm.machine.clone(),
         requests: vm.requests,
+        migrate_to: vm.migrate_to.clone(),
         attachments: attachments(r, &vm).await?,
         external_ips,
         balanced_ports,

@@ -1,5 +1,5 @@
 //! Virtual machines in the store: the tenant's spec as written, the machine
-//! it resolved to, and the requests (restart) by generation.
+//! it resolved to, and the requests (restart, migration) by generation.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -23,6 +23,9 @@ struct StoredSpec {
     machine: MachineSpec,
     #[serde(default)]
     requests: Requests,
+    /// The node the last migration request asked for, if it named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    migrate_to: Option<String>,
 }
 
 /// A stored virtual machine.
@@ -38,8 +41,10 @@ pub struct VmRecord {
     pub spec: VirtualMachineSpec,
     /// The machine the spec resolved to against its template when it was last set.
     pub machine: MachineSpec,
-    /// One-off requests by generation (restart).
+    /// One-off requests by generation (restart, migration).
     pub requests: Requests,
+    /// The node the last migration request asked for, if it named one.
+    pub migrate_to: Option<String>,
     /// Last status written by the reconciler.
     pub status: VirtualMachineStatus,
     /// The request generations the backend has acted on, as last observed.
@@ -77,6 +82,7 @@ impl VmRecord {
             spec,
             machine,
             requests: Requests::default(),
+            migrate_to: None,
             acted: Requests::default(),
             observed_version: 0,
             creators: vec![creator.to_owned()],
@@ -125,6 +131,7 @@ impl VmRecord {
             spec: stored.spec,
             machine: stored.machine,
             requests: stored.requests,
+            migrate_to: stored.migrate_to,
             status: serde_json::from_str(&row.status)?,
             acted: serde_json::from_str(&row.observed).unwrap_or_default(),
             observed_version: row.observed_version,
@@ -137,7 +144,12 @@ impl VmRecord {
     }
 
     fn spec_doc(&self) -> Result<String, StoreError> {
-        Ok(serde_json::to_string(&StoredSpec { spec: self.spec.clone(), machine: self.machine.clone(), requests: self.requests })?)
+        Ok(serde_json::to_string(&StoredSpec {
+            spec: self.spec.clone(),
+            machine: self.machine.clone(),
+            requests: self.requests,
+            migrate_to: self.migrate_to.clone(),
+        })?)
     }
 
     fn to_row(&self) -> Result<Row, StoreError> {
@@ -260,13 +272,29 @@ impl Store {
 
     /// Raises the restart generation of a VM that is not being deleted.
     pub async fn request_restart(&self, id: &str, scope: &Scope) -> Result<VmRecord, StoreError> {
+        self.request(id, scope, |vm| vm.requests.restart += 1).await
+    }
+
+    /// Raises the migration generation of a VM that is not being deleted,
+    /// with the node it should move to (`None`: the scheduler's choice).
+    pub async fn request_migration(&self, id: &str, scope: &Scope, node: Option<String>) -> Result<VmRecord, StoreError> {
+        self.request(id, scope, |vm| {
+            vm.requests.migrate += 1;
+            vm.migrate_to = node.clone();
+        })
+        .await
+    }
+
+    /// Records a one-off request on a VM that is not being deleted,
+    /// retrying when the VM changes meanwhile.
+    async fn request(&self, id: &str, scope: &Scope, raise: impl Fn(&mut VmRecord)) -> Result<VmRecord, StoreError> {
         let mut last = None;
         for _ in 0..5 {
             let mut vm = self.get_vm(id, scope).await?;
             if vm.deleted_at.is_some() {
                 return Err(StoreError::InUse(format!("virtual machine {:?} is being deleted", vm.name)));
             }
-            vm.requests.restart += 1;
+            raise(&mut vm);
             match self.update_vm_spec(&vm, vm.version).await {
                 Err(e @ StoreError::Conflict(_)) => last = Some(e),
                 other => return other,
