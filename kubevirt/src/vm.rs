@@ -219,6 +219,11 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
         let svc = s.services.of(&t.id).first().map(|o| as_json(o));
         let started = t.spec.power == PowerState::Started;
         let mut observation = observe_vm(vm.as_ref(), vmi.as_ref(), svc.as_ref(), started, FIRST_NIC);
+        if observation.phase == Phase::Ready && m.service.is_some() && observation.external_ip.is_none() {
+            // Exposed ports are part of being ready: reachable from outside.
+            let why = "the guest is ready; its floating IP (a LoadBalancer Service) has no address yet";
+            observation.phase = Phase::Starting(Reason::new("FloatingIpPending", why));
+        }
         match migration::state(&s.migrations.of(&t.id)) {
             Ok(Some(r)) if matches!(observation.phase, Phase::Ready | Phase::Starting(_)) => observation.phase = Phase::Migrating(r),
             Err(why) => observation.degraded = Some(why),

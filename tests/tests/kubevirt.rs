@@ -41,7 +41,8 @@ const SERVICES: &str = "/api/v1/services";
 
 async fn the_vm(k: &KubeApi, id: &str) -> Value {
     let found = objects_of(k, VMS, id).await;
-    assert_eq!(found.len(), 1, "one KubeVirt VM for {id}: {found:#?}");
+    let all = k.request(Method::GET, VMS, None, None).await.1;
+    assert_eq!(found.len(), 1, "one KubeVirt VM for {id}: {found:#?}\nall: {all:#}");
     found[0].clone()
 }
 
@@ -243,4 +244,46 @@ async fn an_administrator_live_migrates_a_vm() {
     let vm = vms::create(&none, &none.token("acme", false), "db", "tiny").await;
     let (st, body) = none.raw(Method::POST, &format!("{V1}/virtual_machines/{vm}/migrate"), Some(&none.token("ops", true)), None).await;
     assert!(st == 409 && body["message"].as_str().unwrap().contains("none backend cannot live-migrate"), "{st} {body}");
+}
+
+/// The id of the one VM `token` sees.
+async fn the_only_vm(s: &Server, token: &str) -> String {
+    let (_, list) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(token), None).await;
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "one VM: {list:#}");
+    items[0]["id"].as_str().unwrap().to_owned()
+}
+
+/// The quickstart applies against the kubevirt backend with both Terraform
+/// versions: apply waits for READY (KubeVirt's ready VM), the external IP is
+/// the floating-IP Service's, a re-plan is empty, and destroy leaves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_terraform_quickstart_applies_on_kubevirt() {
+    use vmaas_tests::tf::{Tf, Workspace, repo};
+    let k = Cluster::start().await;
+    k.namespace(IMAGES).await;
+    data_source(&k, "test-guest").await;
+    let _kubevirt = Controllers::start(k.api());
+    let s = start(&k).await;
+    let token = s.token("ci", false);
+    let quickstart = std::fs::read_to_string(repo().join("examples/terraform/quickstart/main.tf")).unwrap();
+    for tf in [Tf::V1_0_3, Tf::V1_15_5] {
+        let w = Workspace::new(tf, &s, &token, &quickstart);
+        w.apply(&[]);
+        assert_eq!(w.output("status"), "READY", "{tf:?}");
+        let id = the_only_vm(&s, &token).await;
+        let svc = objects_of(&k, SERVICES, &id).await;
+        assert_eq!(w.output("external_ip"), svc[0]["status"]["loadBalancer"]["ingress"][0]["ip"].as_str().unwrap(), "{tf:?}");
+        let vm = the_vm(&k, &id).await;
+        assert_eq!(vm["spec"]["template"]["spec"]["domain"]["memory"]["guest"], "256Mi");
+        let (code, text) = w.plan_code(&[]);
+        assert_eq!(code, 0, "{tf:?}: a no-op re-plan:\n{text}");
+        w.apply(&["-var", "memory=512Mi"]);
+        let id = the_only_vm(&s, &token).await;
+        assert_eq!(the_vm(&k, &id).await["spec"]["template"]["spec"]["domain"]["memory"]["guest"], "512Mi", "{tf:?}");
+        w.ok(&["destroy", "-auto-approve", "-no-color", "-var", "memory=512Mi"]);
+        for path in [VMS, VMIS, SERVICES] {
+            assert_eq!(objects_of(&k, path, &id).await, Vec::<Value>::new(), "{tf:?}: {path} left behind");
+        }
+    }
 }
