@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
@@ -36,6 +37,8 @@ pub struct Resources {
     pub service: ApiResource,
     /// `v1` Namespace.
     pub namespace: ApiResource,
+    /// `networking.k8s.io/v1` NetworkPolicy.
+    pub network_policy: ApiResource,
 }
 
 fn crd(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -53,6 +56,7 @@ impl Default for Resources {
             udn: crd("k8s.ovn.org", "v1", "UserDefinedNetwork", "userdefinednetworks"),
             service: ApiResource::erase::<Service>(&()),
             namespace: ApiResource::erase::<Namespace>(&()),
+            network_policy: ApiResource::erase::<NetworkPolicy>(&()),
         }
     }
 }

@@ -14,6 +14,7 @@
 //! - [`vm`]: the VM driver.
 //! - [`image`]: the catalog of DataSources.
 //! - [`migration`]: live migrations as VirtualMachineInstanceMigrations.
+//! - [`subnet`]: subnets as namespaces with a primary layer-2 UDN.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -22,6 +23,7 @@ pub mod cluster;
 pub mod image;
 pub mod migration;
 pub mod names;
+pub mod subnet;
 pub mod vm;
 pub mod watch;
 
@@ -31,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
-use vmaas_backend::{Backend, BackendError, Capabilities, CatalogImage, VmDriver, Wake};
+use vmaas_backend::{Backend, BackendError, Capabilities, CatalogImage, NetworkDriver, SubnetDriver, VmDriver, Wake};
 use vmaas_model::ObjectKind;
 pub use vmaas_model::k8s::render::FloatingIp;
 
@@ -63,6 +65,8 @@ pub struct Shared {
     vmis: Watched,
     services: Watched,
     migrations: Watched,
+    udns: Watched,
+    policies: Watched,
     data_sources: Watched,
     waker: Waker,
     /// Hash of the VM manifest last applied, by vmaas id.
@@ -108,6 +112,8 @@ impl KubevirtBackend {
             vmis: watch(&r.vmi, "", Some(&selector)),
             services: watch(&r.service, "", Some(&selector)),
             migrations: watch(&r.migration, "", Some(&selector)),
+            udns: watch(&r.udn, "", Some(&selector)),
+            policies: watch(&r.network_policy, "", Some(&selector)),
             data_sources: watch(&r.data_source, &cfg.images_namespace, None),
             cluster: cluster.clone(),
             cfg,
@@ -115,7 +121,7 @@ impl KubevirtBackend {
             applied: Mutex::default(),
             namespaces: Mutex::default(),
         };
-        for w in [&shared.vms, &shared.vmis, &shared.services, &shared.migrations, &shared.data_sources] {
+        for w in [&shared.vms, &shared.vmis, &shared.services, &shared.migrations, &shared.udns, &shared.policies, &shared.data_sources] {
             w.ready(FIRST_LIST).await?;
         }
         Ok(Self { shared: Arc::new(shared) })
@@ -128,7 +134,8 @@ impl Backend for KubevirtBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { kinds: vec![ObjectKind::VirtualMachine], live_migration: true, gpus: true, console: false }
+        let kinds = vec![ObjectKind::VirtualMachine, ObjectKind::VirtualNetwork, ObjectKind::Subnet, ObjectKind::SecurityGroup];
+        Capabilities { kinds, live_migration: true, gpus: true, console: false }
     }
 
     fn attach(&self, wake: Wake) {
@@ -146,6 +153,14 @@ impl Backend for KubevirtBackend {
 
     fn vms(&self) -> Arc<VmDriver> {
         Arc::new(vm::Vms(self.shared.clone()))
+    }
+
+    fn networks(&self) -> Option<Arc<NetworkDriver>> {
+        Some(Arc::new(subnet::Networks))
+    }
+
+    fn subnets(&self) -> Option<Arc<SubnetDriver>> {
+        Some(Arc::new(subnet::Subnets(self.shared.clone())))
     }
 
     fn inventory(&self) -> Vec<String> {

@@ -23,13 +23,25 @@ pub const RESTART_ANNOTATION: &str = "vmaas.io/restart-generation";
 /// The namespace of tenant `tenant`'s objects: the prefix, the tenant's
 /// name made a DNS label, and a hash of both (two tenants never share one).
 pub fn tenant_namespace(prefix: &str, tenant: &str) -> String {
-    let clean: String = tenant.chars().map(|c| c.to_ascii_lowercase()).map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
-    let readable = format!("{}-{}", prefix.trim_end_matches('-'), clean.trim_matches('-'));
+    hashed(&format!("{prefix}{tenant}"), tenant)
+}
+
+/// `readable` made a DNS label, cut to fit, then a dash and a hash of
+/// `key` (FNV-1a: fixed forever, or namespaces would move).
+fn hashed(readable: &str, key: &str) -> String {
+    let clean: String = readable.chars().map(|c| c.to_ascii_lowercase()).map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
     let keep = MAX_NAME - 9;
-    let readable = readable[..readable.len().min(keep)].trim_matches('-');
-    // FNV-1a of the tenant as given: fixed forever, or namespaces would move.
-    let h = tenant.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
-    format!("{readable}-{:08x}", h & 0xffff_ffff)
+    let clean = clean[..clean.len().min(keep)].trim_matches('-');
+    let h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("{clean}-{:08x}", h & 0xffff_ffff)
+}
+
+/// The namespace of subnet `subnet` (its id) of `tenant`: the network the
+/// namespace's pods are on is the subnet's (a primary UDN), so a subnet's
+/// VMs live in a namespace of their own.
+pub fn subnet_namespace(prefix: &str, tenant: &str, subnet: &str) -> String {
+    let short: String = subnet.chars().rev().filter(char::is_ascii_alphanumeric).take(6).collect();
+    hashed(&format!("{prefix}{tenant}-{short}"), &format!("{tenant}/{subnet}"))
 }
 
 /// A label value made of `s`: at most 63 characters of letters, digits,
@@ -71,6 +83,8 @@ mod tests {
             assert!(vmaas_model::validation::check_dns_label(n).is_ok(), "{n}");
         }
         assert!(a.starts_with("vmaas-acme-corp-"), "{a}");
+        let (s1, s2) = (subnet_namespace("vmaas-", "acme", "0190aa-01"), subnet_namespace("vmaas-", "acme", "0190aa-02"));
+        assert!(s1 != s2 && s1.starts_with("vmaas-acme-10aa09-"), "{s1} {s2}");
     }
 
     #[test]

@@ -13,13 +13,15 @@ use kube::core::DynamicObject;
 use serde_json::{Value, json};
 use tracing::info;
 use vmaas_backend::{BackendError, Cleanup, Requests, Requeue, VmObservation, VmSpec, VmTarget};
+use vmaas_model::k8s::names::derived;
 use vmaas_model::k8s::observe::observe_vm;
+use vmaas_model::k8s::policy::security_policy;
 use vmaas_model::k8s::render::{PodNetwork, VmOptions, render_vm};
 use vmaas_model::machine::DEFAULT_IMAGE;
 use vmaas_model::{ObjectKind, Observation, Phase, PowerState, Reason};
 
 use crate::cluster::as_json;
-use crate::names::{FINALIZER, ID_LABEL, RESTART_ANNOTATION, label_value, labels, selector_of, tenant_namespace};
+use crate::names::{FINALIZER, ID_LABEL, RESTART_ANNOTATION, label_value, labels, selector_of, subnet_namespace, tenant_namespace};
 use crate::{Shared, migration};
 
 /// MetalLB's annotation asking for given addresses.
@@ -37,6 +39,7 @@ struct Manifests {
     ns: String,
     vm: Value,
     service: Option<Value>,
+    policy: Option<Value>,
 }
 
 /// The restart generation acted on, as the KubeVirt VM records it.
@@ -53,7 +56,7 @@ fn hash(v: &Value) -> u64 {
 impl Shared {
     /// The objects of `t`, recording the request generations `acted` on.
     fn manifests(&self, t: &VmTarget, acted: Requests) -> Result<Manifests, BackendError> {
-        let ns = tenant_namespace(&self.cfg.namespace_prefix, &t.tenant);
+        let (ns, network) = self.placement(t)?;
         let mut machine = t.spec.machine.clone();
         if machine.boot.image == DEFAULT_IMAGE {
             machine.boot.image = self.cfg.default_image.clone();
@@ -65,7 +68,7 @@ impl Shared {
             name: t.name.clone(),
             namespace: ns.clone(),
             power: t.spec.power,
-            network: PodNetwork::Masquerade,
+            network,
             attachments: vec![],
             data_source_namespace: self.cfg.images_namespace.clone(),
             storage_class: self.cfg.storage_class.clone(),
@@ -98,7 +101,48 @@ impl Shared {
             }
             None => None,
         };
-        Ok(Manifests { ns, vm, service })
+        let policy = t.spec.attachments.first().and_then(|a| a.firewall.as_ref()).map(|f| {
+            let mut p =
+                security_policy(&derived(&t.name, "security-groups"), &ns, &json!({ ID_LABEL: label_value(&t.id) }), &f.ingress, &f.egress);
+            p["metadata"]["labels"] = json!(own);
+            p
+        });
+        Ok(Manifests { ns, vm, service, policy })
+    }
+
+    /// Where VM `t` runs: its subnet's namespace, on the subnet's network
+    /// (a primary UDN), or its tenant's on the pod network.
+    fn placement(&self, t: &VmTarget) -> Result<(String, PodNetwork), BackendError> {
+        let prefix = &self.cfg.namespace_prefix;
+        match t.spec.attachments.as_slice() {
+            [] => Ok((tenant_namespace(prefix, &t.tenant), PodNetwork::Masquerade)),
+            [a] => Ok((subnet_namespace(prefix, &t.tenant, &a.subnet), PodNetwork::PrimaryUdn)),
+            _ => Err(BackendError::invalid(
+                "placing the VM",
+                "on the kubevirt backend a VM is on one subnet (its namespace's primary network); it has several",
+            )),
+        }
+    }
+
+    /// Applies the NetworkPolicy of the VM's security groups, or deletes
+    /// it when its NIC has none (everything passes).
+    async fn sync_policy(&self, t: &VmTarget, m: &Manifests) -> Result<(), BackendError> {
+        let res = &self.cluster.res;
+        let seen = self.policies.of(&t.id);
+        match &m.policy {
+            Some(p) => {
+                let current = seen.iter().find(|o| o.metadata.name.as_deref() == p["metadata"]["name"].as_str());
+                if current.is_none_or(|c| as_json(c)["spec"] != p["spec"]) {
+                    self.cluster.apply(&res.network_policy, p).await?;
+                }
+            }
+            None => {
+                for o in seen {
+                    self.cluster.delete(&res.network_policy, &m.ns, o.metadata.name.as_deref().unwrap_or_default()).await?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Acts on a pending restart of `t` (KubeVirt VM `current`): KubeVirt
@@ -192,12 +236,10 @@ fn waiting(reason: &str, message: impl Into<String>) -> (VmObservation, Requeue)
 impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
     async fn ensure(&self, t: &VmTarget) -> Result<(VmObservation, Requeue), BackendError> {
         let s = &self.0;
-        if !t.spec.attachments.is_empty() {
-            let why = "the kubevirt backend does not attach VMs to subnets yet (issue 12 continues)";
-            return Err(BackendError::unsupported("attaching the VM to its subnets", why));
+        let (ns, _) = s.placement(t)?;
+        if t.spec.attachments.is_empty() {
+            s.ensure_namespace(&ns, &t.tenant).await?;
         }
-        let ns = tenant_namespace(&s.cfg.namespace_prefix, &t.tenant);
-        s.ensure_namespace(&ns, &t.tenant).await?;
         let current = s.vms.get(&ns, &t.name);
         if let Some(c) = &current {
             if c.metadata.labels.as_ref().and_then(|l| l.get(ID_LABEL)) != Some(&label_value(&t.id)) {
@@ -214,11 +256,15 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
         let m = s.manifests(t, acted)?;
         let applied = s.apply_vm(t, &m, current.is_some()).await?;
         s.sync_service(t, &m, applied.as_ref().or(current.as_deref())).await?;
+        s.sync_policy(t, &m).await?;
         let vm = applied.as_ref().map(as_json).or_else(|| current.as_deref().map(as_json));
         let vmi = s.vmis.get(&ns, &t.name).map(|o| as_json(&o));
         let svc = s.services.of(&t.id).first().map(|o| as_json(o));
         let started = t.spec.power == PowerState::Started;
         let mut observation = observe_vm(vm.as_ref(), vmi.as_ref(), svc.as_ref(), started, FIRST_NIC);
+        if !t.spec.attachments.is_empty() {
+            observation.nic_ips = observation.internal_ip.iter().cloned().collect();
+        }
         if observation.phase == Phase::Ready && m.service.is_some() && observation.external_ip.is_none() {
             // Exposed ports are part of being ready: reachable from outside.
             let why = "the guest is ready; its floating IP (a LoadBalancer Service) has no address yet";
@@ -240,7 +286,7 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
         let s = &self.0;
         let res = &s.cluster.res;
         let selector = selector_of(id);
-        for ar in [&res.service, &res.migration] {
+        for ar in [&res.service, &res.migration, &res.network_policy] {
             for o in s.cluster.list(ar, &selector).await? {
                 s.cluster.delete(ar, &ns_of(&o), &name_of(&o)).await?;
             }

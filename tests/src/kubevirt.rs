@@ -5,7 +5,7 @@
 //! with an address on its first NIC, and both report running and ready; a
 //! `Halted` one loses its VMI and reports stopped; a Service of type
 //! LoadBalancer gets an ingress address (the one MetalLB was asked for, or
-//! one of TEST-NET-1). The addresses are data: nothing connects to them.
+//! one of TEST-NET-1); a UDN reports its network made. The addresses are data: nothing connects to them.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -73,6 +73,9 @@ async fn round(api: &KubeApi) {
             .find(|v| v["metadata"]["namespace"] == vm["metadata"]["namespace"] && v["metadata"]["name"] == vm["metadata"]["name"]);
         kubevirt(api, vm, vmi, i).await;
     }
+    for udn in list(api, "/apis/k8s.ovn.org/v1/userdefinednetworks").await {
+        ovn_k(api, &udn).await;
+    }
     for mut svc in list(api, "/api/v1/services").await {
         // Items of a core list carry no apiVersion of their own.
         svc["apiVersion"] = json!("v1");
@@ -113,6 +116,16 @@ async fn kubevirt(api: &KubeApi, vm: &Value, vmi: Option<&Value>, index: usize) 
         }
         _ => {}
     }
+}
+
+/// What OVN-Kubernetes does for one UDN: it makes the network.
+async fn ovn_k(api: &KubeApi, udn: &Value) {
+    if udn["status"]["conditions"].as_array().is_some_and(|c| !c.is_empty()) || !udn["metadata"]["deletionTimestamp"].is_null() {
+        return;
+    }
+    let made = json!({"type": "NetworkCreated", "status": "True", "reason": "NetworkAttachmentDefinitionCreated",
+        "message": "NetworkAttachmentDefinition has been created", "lastTransitionTime": "2026-01-01T00:00:00Z"});
+    api.write_status(udn, "userdefinednetworks", json!({"conditions": [made]})).await;
 }
 
 /// What MetalLB does for one Service.

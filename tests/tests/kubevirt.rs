@@ -287,3 +287,103 @@ async fn the_terraform_quickstart_applies_on_kubevirt() {
         }
     }
 }
+
+/// A subnet is a namespace with a primary layer-2 UDN; a VM on it runs
+/// there, bridged onto it; its security groups are a NetworkPolicy that
+/// follows their rules without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subnet_is_a_primary_udn_and_security_groups_are_network_policies() {
+    let k = Cluster::start().await;
+    k.namespace(IMAGES).await;
+    data_source(&k, "test-guest").await;
+    let _kubevirt = Controllers::start(k.api());
+    let s = start(&k).await;
+    let acme = s.token("acme", false);
+    let post = |path: &str, body: Value| {
+        let (s, acme, path) = (&s, acme.clone(), format!("{V1}/{path}"));
+        async move {
+            let (st, b) = s.raw(Method::POST, &path, Some(&acme), Some(body)).await;
+            assert_eq!(st, 201, "{path}: {b}");
+            b["object"]["id"].as_str().unwrap().to_owned()
+        }
+    };
+    post("virtual_networks", json!({"object": {"metadata": {"name": "app"}, "spec": {"ipv4_cidr": "10.60.0.0/16"}}})).await;
+    let subnet = post(
+        "subnets",
+        json!({"object": {"metadata": {"name": "front"}, "spec": {"virtual_network": "app", "ipv4_cidr": "10.60.1.0/24"}}}),
+    )
+    .await;
+    let sg = post(
+        "security_groups",
+        json!({"object": {"metadata": {"name": "web"}, "spec": {"virtual_network": "app",
+        "ingress": [{"protocol": "PROTOCOL_TCP", "port_from": 80}], "egress": [{"protocol": "PROTOCOL_ALL"}]}}}),
+    )
+    .await;
+    let vm = post(
+        "virtual_machines",
+        json!({"object": {"metadata": {"name": "web"}, "spec": {"template": "tiny",
+        "network_attachments": [{"subnet": "front", "security_groups": ["web"]}]}}}),
+    )
+    .await;
+    let ready = vms::wait_ready(&s, &acme, &vm).await;
+
+    let udns = objects_of(&k, "/apis/k8s.ovn.org/v1/userdefinednetworks", &subnet).await;
+    assert_eq!(udns.len(), 1, "{udns:#?}");
+    let ns = udns[0]["metadata"]["namespace"].as_str().unwrap().to_owned();
+    assert_eq!(udns[0]["spec"]["layer2"], json!({"role": "Primary", "subnets": ["10.60.1.0/24"], "ipam": {"lifecycle": "Persistent"}}));
+    let (_, namespace) = k.request(Method::GET, &format!("/api/v1/namespaces/{ns}"), None, None).await;
+    assert!(namespace["metadata"]["labels"].get("k8s.ovn.org/primary-user-defined-network").is_some(), "{namespace:#}");
+    let (_, sub) = s.raw(Method::GET, &format!("{V1}/subnets/{subnet}"), Some(&acme), None).await;
+    assert_eq!(sub["object"]["status"]["state"], "SUBNET_STATE_READY", "{sub:#}");
+
+    let kv = the_vm(&k, &vm).await;
+    assert_eq!(kv["metadata"]["namespace"], ns.as_str(), "the VM runs in its subnet's namespace");
+    assert_eq!(
+        kv["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][0],
+        json!({"name": "default", "binding": {"name": "l2bridge"}})
+    );
+    assert_eq!(ready["status"]["internalIPs"][0], ready["status"]["internalIP"], "{ready:#}");
+
+    let policy = objects_of(&k, "/apis/networking.k8s.io/v1/networkpolicies", &vm).await;
+    assert_eq!(policy.len(), 1, "{policy:#?}");
+    assert_eq!(policy[0]["spec"]["podSelector"], json!({"matchLabels": {"vmaas.io/id": vm}}));
+    assert_eq!(
+        policy[0]["spec"]["ingress"],
+        json!([{"from": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP", "port": 80}]}])
+    );
+    assert_eq!(policy[0]["spec"]["egress"], json!([{"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}]));
+
+    // A new rule reaches the policy without a restart.
+    let patch = json!({"object": {"spec": {"ingress": [{"protocol": "PROTOCOL_TCP", "port_from": 80}, {"protocol": "PROTOCOL_TCP", "port_from": 8000, "port_to": 8080, "ipv4_cidr": "10.60.1.0/24"}]}}});
+    let (st, body) = s.raw(Method::PATCH, &format!("{V1}/security_groups/{sg}"), Some(&acme), Some(patch)).await;
+    assert_eq!(st, 200, "{body}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let p = objects_of(&k, "/apis/networking.k8s.io/v1/networkpolicies", &vm).await;
+        if p[0]["spec"]["ingress"].as_array().is_some_and(|i| i.len() == 2) {
+            assert_eq!(p[0]["spec"]["ingress"][1]["ports"], json!([{"protocol": "TCP", "port": 8000, "endPort": 8080}]));
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the policy kept its old rules: {p:#?}\n{}", s.log());
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(vms::state(&vms::get(&s, &acme, &vm).await.1["object"]), "VIRTUAL_MACHINE_STATE_READY", "no restart");
+
+    // Deleting the VM removes its policy; then the subnet goes with its UDN.
+    for (path, id) in [("virtual_machines", &vm), ("subnets", &subnet)] {
+        let url = format!("{V1}/{path}/{id}");
+        assert!(s.raw(Method::DELETE, &url, Some(&acme), None).await.0 < 300);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while s.raw(Method::GET, &url, Some(&acme), None).await.0 != 404 {
+            assert!(std::time::Instant::now() < deadline, "{url} not deleted:\n{}", s.log());
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+    for (path, id) in
+        [("/apis/networking.k8s.io/v1/networkpolicies", &vm), (VMS, &vm), ("/apis/k8s.ovn.org/v1/userdefinednetworks", &subnet)]
+    {
+        assert_eq!(objects_of(&k, path, id).await, Vec::<Value>::new(), "{path} left behind");
+    }
+    let (_, namespace) = k.request(Method::GET, &format!("/api/v1/namespaces/{ns}"), None, None).await;
+    assert!(namespace["metadata"]["deletionTimestamp"].is_string(), "the subnet's namespace is being deleted: {namespace:#}");
+}

@@ -5,6 +5,7 @@
 //! - [`render`]: a machine spec plus plain options into those objects.
 //! - [`observe`]: their reported status back into an observation.
 //! - [`names`]: names of rendered objects that always fit.
+//! - [`policy`]: security groups as NetworkPolicies.
 //! - [`balancer`]: a load balancer as a Service over its VMs' launcher pods.
 //! - [`volume`]: a volume as a DataVolume of its own, hotplugged into VMs.
 
@@ -12,5 +13,6 @@ pub mod balancer;
 pub mod crd;
 pub mod names;
 pub mod observe;
+pub mod policy;
 pub mod render;
 pub mod volume;

@@ -1,0 +1,125 @@
+//! Virtual networks and subnets on a cluster. A subnet is a namespace of
+//! its own whose primary network is a layer-2 OVN-K `UserDefinedNetwork`
+//! with the subnet's range: the VMs attached to the subnet run in that
+//! namespace, bridged onto it, and its security groups are NetworkPolicies
+//! there (OVN-K enforces NetworkPolicies on a primary UDN). A virtual
+//! network has nothing of its own in the cluster: its subnets are it.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::json;
+use vmaas_backend::{BackendError, Cleanup, Driver, NetworkObservation, NetworkSpec, NetworkTarget, Requeue, SubnetSpec, SubnetTarget};
+use vmaas_model::ObjectKind;
+use vmaas_model::k8s::render::{namespace, udn};
+
+use crate::Shared;
+use crate::cluster::as_json;
+use crate::names::{MANAGER, labels, selector_of, subnet_namespace};
+
+/// The name of the UDN in a subnet's namespace.
+pub const UDN: &str = "subnet";
+
+/// The driver of virtual networks: nothing to make.
+pub struct Networks;
+
+#[async_trait]
+impl Driver<NetworkSpec, NetworkObservation> for Networks {
+    async fn ensure(&self, _t: &NetworkTarget) -> Result<(NetworkObservation, Requeue), BackendError> {
+        Ok((NetworkObservation::Ready, Requeue::AwaitChange))
+    }
+
+    async fn delete(&self, _id: &str) -> Result<Cleanup, BackendError> {
+        Ok(Cleanup::Done)
+    }
+}
+
+/// The driver of subnets.
+pub struct Subnets(pub(crate) Arc<Shared>);
+
+/// Where OVN-K says the UDN `udn` is (its `NetworkCreated` condition).
+fn observe(udn: Option<&serde_json::Value>) -> NetworkObservation {
+    let conditions = udn.and_then(|u| u["status"]["conditions"].as_array());
+    let created = conditions.and_then(|c| c.iter().find(|c| c["type"] == "NetworkCreated" || c["type"] == "NetworkReady"));
+    match created {
+        Some(c) if c["status"] == "True" => NetworkObservation::Ready,
+        Some(c) => NetworkObservation::Failed(format!(
+            "OVN-Kubernetes could not create the network: {}",
+            c["message"].as_str().or(c["reason"].as_str()).unwrap_or("no reason given")
+        )),
+        None => NetworkObservation::Pending("OVN-Kubernetes has not reported on the subnet's network yet".into()),
+    }
+}
+
+#[async_trait]
+impl Driver<SubnetSpec, NetworkObservation> for Subnets {
+    async fn ensure(&self, t: &SubnetTarget) -> Result<(NetworkObservation, Requeue), BackendError> {
+        let s = &self.0;
+        let ns = subnet_namespace(&s.cfg.namespace_prefix, &t.tenant, &t.id);
+        let own = labels(ObjectKind::Subnet, &t.id);
+        if !s.namespaces.lock().map(|n| n.contains(&ns)).unwrap_or(false) {
+            // The primary-UDN label must be there when the namespace is made.
+            let mut n = serde_json::to_value(namespace(&ns, true, &crate::names::label_value(&t.tenant)))
+                .map_err(|e| BackendError::invalid("rendering the subnet's namespace", e))?;
+            n["apiVersion"] = json!("v1");
+            n["kind"] = json!("Namespace");
+            for (k, v) in &own {
+                n["metadata"]["labels"][k] = json!(v);
+            }
+            n["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!(MANAGER);
+            s.cluster.apply(&s.cluster.res.namespace, &n).await?;
+            if let Ok(mut known) = s.namespaces.lock() {
+                known.insert(ns.clone());
+            }
+        }
+        let mut u = serde_json::to_value(udn(UDN, &ns, &t.spec.ipv4_cidr)).map_err(|e| BackendError::invalid("rendering the UDN", e))?;
+        u["metadata"]["labels"] = json!(own);
+        if s.udns.get(&ns, UDN).is_none_or(|seen| as_json(&seen)["spec"] != u["spec"]) {
+            s.cluster.apply(&s.cluster.res.udn, &u).await?;
+        }
+        let seen = s.udns.get(&ns, UDN).map(|o| as_json(&o));
+        let observed = observe(seen.as_ref());
+        let next =
+            if observed == NetworkObservation::Ready { Requeue::AwaitChange } else { Requeue::after(std::time::Duration::from_secs(15)) };
+        Ok((observed, next))
+    }
+
+    /// Deletes the UDN, then the namespace (done once it is going: its
+    /// contents are the cluster's to remove).
+    async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
+        let s = &self.0;
+        let res = &s.cluster.res;
+        let selector = selector_of(id);
+        for u in s.cluster.list(&res.udn, &selector).await? {
+            s.cluster
+                .delete(&res.udn, u.metadata.namespace.as_deref().unwrap_or_default(), u.metadata.name.as_deref().unwrap_or_default())
+                .await?;
+        }
+        let namespaces = s.cluster.list(&res.namespace, &selector).await?;
+        for n in &namespaces {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            if let Ok(mut known) = s.namespaces.lock() {
+                known.remove(&name);
+            }
+            if n.metadata.deletion_timestamp.is_none() {
+                s.cluster.delete(&res.namespace, "", &name).await?;
+            }
+        }
+        let left = s.cluster.list(&res.udn, &selector).await?;
+        Ok(if left.is_empty() { Cleanup::Done } else { Cleanup::InProgress })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_subnet_is_ready_when_ovn_k_made_its_network() {
+        assert!(matches!(observe(None), NetworkObservation::Pending(_)));
+        let made = json!({"status": {"conditions": [{"type": "NetworkCreated", "status": "True"}]}});
+        assert_eq!(observe(Some(&made)), NetworkObservation::Ready);
+        let bad = json!({"status": {"conditions": [{"type": "NetworkCreated", "status": "False", "message": "overlaps the join subnet"}]}});
+        assert!(matches!(observe(Some(&bad)), NetworkObservation::Failed(m) if m.ends_with("overlaps the join subnet")));
+    }
+}
