@@ -26,6 +26,8 @@ pub struct BalancerSpec {
     pub mappings: Vec<Mapping>,
     /// The ids of the VMs behind it.
     pub targets: Vec<String>,
+    /// The subnet (its id) its targets are on.
+    pub subnet: String,
 }
 
 /// One load balancer as a driver sees it.

@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -39,6 +40,8 @@ pub struct Resources {
     pub namespace: ApiResource,
     /// `networking.k8s.io/v1` NetworkPolicy.
     pub network_policy: ApiResource,
+    /// `discovery.k8s.io/v1` EndpointSlice.
+    pub endpoint_slice: ApiResource,
 }
 
 fn crd(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -57,6 +60,7 @@ impl Default for Resources {
             service: ApiResource::erase::<Service>(&()),
             namespace: ApiResource::erase::<Namespace>(&()),
             network_policy: ApiResource::erase::<NetworkPolicy>(&()),
+            endpoint_slice: ApiResource::erase::<EndpointSlice>(&()),
         }
     }
 }

@@ -15,10 +15,12 @@
 //! - [`image`]: the catalog of DataSources.
 //! - [`migration`]: live migrations as VirtualMachineInstanceMigrations.
 //! - [`subnet`]: subnets as namespaces with a primary layer-2 UDN.
+//! - [`balancer`]: load balancers as selectorless Services and EndpointSlices.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod balancer;
 pub mod cluster;
 pub mod image;
 pub mod migration;
@@ -33,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
-use vmaas_backend::{Backend, BackendError, Capabilities, CatalogImage, NetworkDriver, SubnetDriver, VmDriver, Wake};
+use vmaas_backend::{Backend, BackendError, BalancerDriver, Capabilities, CatalogImage, NetworkDriver, SubnetDriver, VmDriver, Wake};
 use vmaas_model::ObjectKind;
 pub use vmaas_model::k8s::render::FloatingIp;
 
@@ -71,6 +73,8 @@ pub struct Shared {
     waker: Waker,
     /// Hash of the VM manifest last applied, by vmaas id.
     applied: Mutex<HashMap<String, u64>>,
+    /// What was last applied for objects compared as text, by key.
+    applied_text: Mutex<HashMap<String, String>>,
     /// Namespaces made (or found) since start.
     namespaces: Mutex<HashSet<String>>,
 }
@@ -119,6 +123,7 @@ impl KubevirtBackend {
             cfg,
             waker: waker.clone(),
             applied: Mutex::default(),
+            applied_text: Mutex::default(),
             namespaces: Mutex::default(),
         };
         for w in [&shared.vms, &shared.vmis, &shared.services, &shared.migrations, &shared.udns, &shared.policies, &shared.data_sources] {
@@ -134,7 +139,13 @@ impl Backend for KubevirtBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let kinds = vec![ObjectKind::VirtualMachine, ObjectKind::VirtualNetwork, ObjectKind::Subnet, ObjectKind::SecurityGroup];
+        let kinds = vec![
+            ObjectKind::VirtualMachine,
+            ObjectKind::VirtualNetwork,
+            ObjectKind::Subnet,
+            ObjectKind::SecurityGroup,
+            ObjectKind::LoadBalancer,
+        ];
         Capabilities { kinds, live_migration: true, gpus: true, console: false }
     }
 
@@ -161,6 +172,10 @@ impl Backend for KubevirtBackend {
 
     fn subnets(&self) -> Option<Arc<SubnetDriver>> {
         Some(Arc::new(subnet::Subnets(self.shared.clone())))
+    }
+
+    fn load_balancers(&self) -> Option<Arc<BalancerDriver>> {
+        Some(balancer::driver(self.shared.clone()))
     }
 
     fn inventory(&self) -> Vec<String> {

@@ -67,11 +67,17 @@ async fn list(api: &KubeApi, path: &str) -> Vec<Value> {
 /// One look at everything, acting on what needs it.
 async fn round(api: &KubeApi) {
     let vmis = list(api, "/apis/kubevirt.io/v1/virtualmachineinstances").await;
+    let udns = list(api, "/apis/k8s.ovn.org/v1/userdefinednetworks").await;
     for (i, vm) in list(api, "/apis/kubevirt.io/v1/virtualmachines").await.iter().enumerate() {
-        let vmi = vmis
-            .iter()
-            .find(|v| v["metadata"]["namespace"] == vm["metadata"]["namespace"] && v["metadata"]["name"] == vm["metadata"]["name"]);
-        kubevirt(api, vm, vmi, i).await;
+        let same = |v: &&Value| v["metadata"]["namespace"] == vm["metadata"]["namespace"];
+        let vmi = vmis.iter().filter(same).find(|v| v["metadata"]["name"] == vm["metadata"]["name"]);
+        // OVN-K's IPAM: an address of the namespace's primary UDN, else of the pod network.
+        let udn = udns.iter().filter(same).find_map(|u| u["spec"]["layer2"]["subnets"][0].as_str());
+        let address = match udn.and_then(|c| c.split('/').next()).and_then(|a| a.parse::<std::net::Ipv4Addr>().ok()) {
+            Some(net) => std::net::Ipv4Addr::from(u32::from(net) + 100 + i as u32).to_string(),
+            None => format!("10.244.{}.{}", i / 200, 10 + i % 200),
+        };
+        kubevirt(api, vm, vmi, &address).await;
     }
     for udn in list(api, "/apis/k8s.ovn.org/v1/userdefinednetworks").await {
         ovn_k(api, &udn).await;
@@ -84,7 +90,7 @@ async fn round(api: &KubeApi) {
 }
 
 /// What KubeVirt does for one VM.
-async fn kubevirt(api: &KubeApi, vm: &Value, vmi: Option<&Value>, index: usize) {
+async fn kubevirt(api: &KubeApi, vm: &Value, vmi: Option<&Value>, address: &str) {
     if !vm["metadata"]["deletionTimestamp"].is_null() {
         return;
     }
@@ -101,8 +107,9 @@ async fn kubevirt(api: &KubeApi, vm: &Value, vmi: Option<&Value>, index: usize) 
             });
             let (st, _) = api.apply(&vmi, "virtualmachineinstances", "virt-controller").await;
             if st < 300 {
-                let address = format!("10.244.{}.{}", index / 200, 10 + index % 200);
-                let status = json!({"phase": "Running", "nodeName": "node-1", "interfaces": [{"name": "default", "ipAddress": address}]});
+                let ready = json!({"type": "Ready", "status": "True", "lastProbeTime": null, "lastTransitionTime": null});
+                let status = json!({"phase": "Running", "nodeName": "node-1", "conditions": [ready],
+                    "interfaces": [{"name": "default", "ipAddress": address}]});
                 api.write_status(&vmi, "virtualmachineinstances", status).await;
                 api.write_status(vm, "virtualmachines", json!({"printableStatus": "Running", "ready": true, "created": true})).await;
             }

@@ -387,3 +387,81 @@ async fn a_subnet_is_a_primary_udn_and_security_groups_are_network_policies() {
     let (_, namespace) = k.request(Method::GET, &format!("/api/v1/namespaces/{ns}"), None, None).await;
     assert!(namespace["metadata"]["deletionTimestamp"].is_string(), "the subnet's namespace is being deleted: {namespace:#}");
 }
+
+/// The two-tier example applies on kubevirt with both Terraform versions:
+/// a subnet (a primary UDN), two web VMs and a backend with their security
+/// groups (NetworkPolicies), and a load balancer whose EndpointSlice lists
+/// the ready web VMs and drops one that stops; destroy leaves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_terraform_two_tier_example_applies_on_kubevirt() {
+    use vmaas_tests::tf::{Tf, Workspace, repo};
+    let k = Cluster::start().await;
+    k.namespace(IMAGES).await;
+    data_source(&k, "test-guest").await;
+    let _kubevirt = Controllers::start(k.api());
+    let s = start(&k).await;
+    let token = s.token("ci", false);
+    let main_tf = std::fs::read_to_string(repo().join("examples/terraform/two-tier/main.tf")).unwrap();
+    for tf in [Tf::V1_0_3, Tf::V1_15_5] {
+        let w = Workspace::new(tf, &s, &token, &main_tf);
+        let text = w.apply(&[]);
+        assert!(text.contains("Apply complete! Resources: 8 added"), "{tf:?}: {text}");
+        let backend_ip = w.output("backend_ip");
+        assert!(backend_ip.starts_with("10.60.1."), "{tf:?}: the backend's address on the subnet: {backend_ip}");
+        let (_, lbs) = s.raw(Method::GET, &format!("{V1}/load_balancers"), Some(&token), None).await;
+        let lb = lbs["items"][0].clone();
+        let lb_id = lb["id"].as_str().unwrap().to_owned();
+        let svc = objects_of(&k, SERVICES, &lb_id).await;
+        assert_eq!(svc.len(), 1, "{tf:?}: {svc:#?}");
+        assert!(svc[0]["spec"].get("selector").is_none(), "{tf:?}: endpoints come from the EndpointSlice");
+        assert_eq!(svc[0]["status"]["loadBalancer"]["ingress"][0]["ip"], w.output("load_balancer").as_str(), "{tf:?}");
+        let slices = "/apis/discovery.k8s.io/v1/endpointslices";
+        let endpoints = |k: &KubeApi, id: String| {
+            let k = k.clone();
+            async move { objects_of(&k, slices, &id).await[0]["endpoints"].as_array().map_or(0, Vec::len) }
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while endpoints(&k, lb_id.clone()).await != 2 {
+            assert!(std::time::Instant::now() < deadline, "{tf:?}: both web VMs serve\n{}", s.log());
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        let policies = k
+            .request(
+                Method::GET,
+                "/apis/networking.k8s.io/v1/networkpolicies?labelSelector=app.kubernetes.io/managed-by%3Dvmaas",
+                None,
+                None,
+            )
+            .await
+            .1;
+        assert_eq!(policies["items"].as_array().map(Vec::len), Some(3), "{tf:?}: one per VM NIC: {policies:#}");
+        assert_eq!(w.plan_code(&[]).0, 0, "{tf:?}: no drift after apply");
+
+        // A stopped web VM leaves the load balancer.
+        let (_, web1) =
+            s.raw(Method::GET, &format!("{V1}/virtual_machines?filter=this.metadata.name%3D%3D'two-tier-web-1'"), Some(&token), None).await;
+        let web1 = web1["items"][0]["id"].as_str().unwrap().to_owned();
+        let stop = json!({"object": {"spec": {"state": "stopped"}}});
+        assert_eq!(s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{web1}"), Some(&token), Some(stop)).await.0, 200);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let (_, now) = s.raw(Method::GET, &format!("{V1}/load_balancers/{lb_id}"), Some(&token), None).await;
+            if now["object"]["status"]["healthy_targets"].as_array().map(Vec::len) == Some(1) && endpoints(&k, lb_id.clone()).await == 1 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{tf:?}: the stopped VM still serves: {now:#}");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        w.ok(&["destroy", "-auto-approve", "-no-color"]);
+        for kind in ["virtual_machines", "load_balancers", "subnets", "security_groups", "virtual_networks"] {
+            let (_, list) = s.raw(Method::GET, &format!("{V1}/{kind}"), Some(&token), None).await;
+            assert_eq!(list["total"], 0, "{tf:?}: {kind}: {list}");
+        }
+        let left = k.request(Method::GET, &format!("{SERVICES}?labelSelector=app.kubernetes.io/managed-by%3Dvmaas"), None, None).await.1;
+        assert_eq!(left["items"], json!([]), "{tf:?}: Services left behind");
+        for path in [VMS, VMIS, "/apis/k8s.ovn.org/v1/userdefinednetworks", slices, "/apis/networking.k8s.io/v1/networkpolicies"] {
+            let left = k.request(Method::GET, &format!("{path}?labelSelector=app.kubernetes.io/managed-by%3Dvmaas"), None, None).await.1;
+            assert_eq!(left["items"], json!([]), "{tf:?}: {path} left behind");
+        }
+    }
+}

@@ -93,6 +93,49 @@ pub fn member(vmi: &Value, name: &str) -> Membership {
     if ready { Membership::Serving } else { Membership::NotReady }
 }
 
+/// The address a target serves on: its VMI's first address, once the VMI
+/// is ready (KubeVirt's `Ready` condition, which the readiness probe drives).
+pub fn ready_address(vmi: &Value) -> Option<String> {
+    let ready = vmi["status"]["conditions"].as_array().is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+    if ready { super::observe::vmi_address(vmi, "default") } else { None }
+}
+
+/// The balancer Service without a selector, and the EndpointSlice that
+/// gives it its endpoints: `targets` as `(VMI name, address)`, each on the
+/// mappings' internal ports. The server decides who serves (the ready
+/// targets), so a VM joins or leaves at once, without its pod's labels.
+pub fn selectorless(service: &Service, mappings: &[PortMapping], targets: &[(String, String)]) -> (Value, Value) {
+    let mut svc = serde_json::to_value(service).unwrap_or_default();
+    if let Some(spec) = svc["spec"].as_object_mut() {
+        spec.remove("selector");
+    }
+    svc["apiVersion"] = serde_json::json!("v1");
+    svc["kind"] = serde_json::json!("Service");
+    let name = svc["metadata"]["name"].clone();
+    let ns = svc["metadata"]["namespace"].clone();
+    let ports: Vec<Value> = mappings
+        .iter()
+        .map(|m| {
+            let proto = if m.protocol == LbProtocol::Udp { "UDP" } else { "TCP" };
+            serde_json::json!({"name": format!("{}-{}", proto.to_lowercase(), m.external_port), "protocol": proto, "port": m.internal_port})
+        })
+        .collect();
+    let endpoints: Vec<Value> = targets
+        .iter()
+        .map(|(vmi, address)| {
+            serde_json::json!({"addresses": [address], "conditions": {"ready": true},
+                "targetRef": {"kind": "VirtualMachineInstance", "name": vmi, "namespace": ns}})
+        })
+        .collect();
+    let slice = serde_json::json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": name, "namespace": ns,
+            "labels": {"kubernetes.io/service-name": name, "endpointslice.kubernetes.io/managed-by": "vmaas.io"}},
+        "addressType": "IPv4", "ports": ports, "endpoints": endpoints,
+    });
+    (svc, slice)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -113,6 +156,24 @@ mod tests {
         assert_eq!(v["spec"]["ports"][0], json!({"name": "tcp-80", "port": 80, "targetPort": 8080, "protocol": "TCP"}));
         assert_eq!(v["spec"]["ports"][1]["protocol"], "UDP");
         assert_eq!(v["metadata"]["annotations"]["metallb.io/address-pool"], "public");
+    }
+
+    #[test]
+    fn a_selectorless_service_gets_the_ready_targets_as_endpoints() {
+        let maps = [PortMapping { protocol: LbProtocol::Tcp, external_port: 80, internal_port: 8080 }];
+        let svc = balancer_service(&maps, &BalancerOptions { name: "front", namespace: "ns", floating_ip: &FloatingIp::default() });
+        let (svc, slice) = selectorless(&svc, &maps, &[("web-0".into(), "10.60.1.10".into())]);
+        assert!(svc["spec"].get("selector").is_none() && svc["spec"]["type"] == "LoadBalancer", "{svc}");
+        assert_eq!(slice["metadata"]["labels"]["kubernetes.io/service-name"], "front-lb");
+        assert_eq!(
+            slice["ports"],
+            json!([{"name": "tcp-80", "protocol": "TCP", "port": 8080}]),
+            "the Service's port name, the target port"
+        );
+        assert_eq!(slice["endpoints"][0]["addresses"], json!(["10.60.1.10"]));
+        let vmi = |ready: &str| json!({"status": {"conditions": [{"type": "Ready", "status": ready}], "interfaces": [{"name": "default", "ipAddress": "10.60.1.10"}]}});
+        assert_eq!(ready_address(&vmi("True")).as_deref(), Some("10.60.1.10"));
+        assert_eq!(ready_address(&vmi("False")), None);
     }
 
     #[test]

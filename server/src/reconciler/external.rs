@@ -133,7 +133,7 @@ fn balancer_spec(lb: &LoadBalancerRecord) -> Option<BalancerSpec> {
             })
         })
         .collect();
-    Some(BalancerSpec { address, mappings, targets: lb.spec.targets.clone() })
+    Some(BalancerSpec { address, mappings, targets: lb.spec.targets.clone(), subnet: lb.spec.subnet.clone() })
 }
 
 fn balancer_status(lb: &LoadBalancerRecord, seen: Result<BalancerObservation, String>) -> LoadBalancerStatus {
