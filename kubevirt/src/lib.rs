@@ -16,6 +16,7 @@
 //! - [`migration`]: live migrations as VirtualMachineInstanceMigrations.
 //! - [`subnet`]: subnets as namespaces with a primary layer-2 UDN.
 //! - [`balancer`]: load balancers as selectorless Services and EndpointSlices.
+//! - [`volume`]: volumes as DataVolumes, hotplugged into VMs.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -27,6 +28,7 @@ pub mod migration;
 pub mod names;
 pub mod subnet;
 pub mod vm;
+pub mod volume;
 pub mod watch;
 
 use std::collections::{HashMap, HashSet};
@@ -35,7 +37,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
-use vmaas_backend::{Backend, BackendError, BalancerDriver, Capabilities, CatalogImage, NetworkDriver, SubnetDriver, VmDriver, Wake};
+use vmaas_backend::{
+    Backend, BackendError, BalancerDriver, Capabilities, CatalogImage, NetworkDriver, SubnetDriver, VmDriver, VolumeDriver, Wake,
+};
 use vmaas_model::ObjectKind;
 pub use vmaas_model::k8s::render::FloatingIp;
 
@@ -68,6 +72,7 @@ pub struct Shared {
     services: Watched,
     migrations: Watched,
     udns: Watched,
+    data_volumes: Watched,
     policies: Watched,
     data_sources: Watched,
     waker: Waker,
@@ -80,6 +85,16 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Makes namespace `ns` for `tenant` unless it is known (a subnet's
+    /// namespace is made by its subnet).
+    async fn ensure_namespace_of(&self, ns: &str, tenant: &str) -> Result<(), BackendError> {
+        let known = self.namespaces.lock().map(|n| n.contains(ns)).unwrap_or(false);
+        if known || ns != crate::names::tenant_namespace(&self.cfg.namespace_prefix, tenant) {
+            return Ok(());
+        }
+        self.ensure_namespace(ns, tenant).await
+    }
+
     /// Makes the tenant's namespace once per server run.
     async fn ensure_namespace(&self, ns: &str, tenant: &str) -> Result<(), BackendError> {
         if self.namespaces.lock().map(|n| n.contains(ns)).unwrap_or(false) {
@@ -117,6 +132,7 @@ impl KubevirtBackend {
             services: watch(&r.service, "", Some(&selector)),
             migrations: watch(&r.migration, "", Some(&selector)),
             udns: watch(&r.udn, "", Some(&selector)),
+            data_volumes: watch(&r.data_volume, "", Some(&selector)),
             policies: watch(&r.network_policy, "", Some(&selector)),
             data_sources: watch(&r.data_source, &cfg.images_namespace, None),
             cluster: cluster.clone(),
@@ -126,7 +142,16 @@ impl KubevirtBackend {
             applied_text: Mutex::default(),
             namespaces: Mutex::default(),
         };
-        for w in [&shared.vms, &shared.vmis, &shared.services, &shared.migrations, &shared.udns, &shared.policies, &shared.data_sources] {
+        for w in [
+            &shared.vms,
+            &shared.vmis,
+            &shared.services,
+            &shared.migrations,
+            &shared.udns,
+            &shared.data_volumes,
+            &shared.policies,
+            &shared.data_sources,
+        ] {
             w.ready(FIRST_LIST).await?;
         }
         Ok(Self { shared: Arc::new(shared) })
@@ -145,6 +170,8 @@ impl Backend for KubevirtBackend {
             ObjectKind::Subnet,
             ObjectKind::SecurityGroup,
             ObjectKind::LoadBalancer,
+            ObjectKind::Volume,
+            ObjectKind::VolumeAttachment,
         ];
         Capabilities { kinds, live_migration: true, gpus: true, console: false }
     }
@@ -176,6 +203,10 @@ impl Backend for KubevirtBackend {
 
     fn load_balancers(&self) -> Option<Arc<BalancerDriver>> {
         Some(balancer::driver(self.shared.clone()))
+    }
+
+    fn volumes(&self) -> Option<Arc<VolumeDriver>> {
+        Some(Arc::new(volume::Volumes(self.shared.clone())))
     }
 
     fn inventory(&self) -> Vec<String> {

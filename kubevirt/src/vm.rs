@@ -17,6 +17,7 @@ use vmaas_model::k8s::names::derived;
 use vmaas_model::k8s::observe::observe_vm;
 use vmaas_model::k8s::policy::security_policy;
 use vmaas_model::k8s::render::{PodNetwork, VmOptions, render_vm};
+use vmaas_model::k8s::volume::{VolumeDisk as KubeDisk, attach};
 use vmaas_model::machine::DEFAULT_IMAGE;
 use vmaas_model::{ObjectKind, Observation, Phase, PowerState, Reason};
 
@@ -74,7 +75,9 @@ impl Shared {
             storage_class: self.cfg.storage_class.clone(),
             floating_ip: self.cfg.floating_ip.clone(),
         };
-        let rendered = render_vm(&machine, &options);
+        let mut rendered = render_vm(&machine, &options);
+        let disks: Vec<KubeDisk> = t.spec.volumes.iter().map(|v| KubeDisk { volume: v.volume.clone(), serial: v.serial.clone() }).collect();
+        attach(&mut rendered.vm, &disks);
         let invalid = |e| BackendError::invalid("rendering the KubeVirt VM", e);
         let mut vm = serde_json::to_value(&rendered.vm).map_err(invalid)?;
         let own = labels(ObjectKind::VirtualMachine, &t.id);
@@ -279,7 +282,7 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
             Phase::Ready | Phase::Stopped => Requeue::AwaitChange,
             _ => Requeue::after(SETTLING),
         };
-        Ok((VmObservation { observation, acted, volumes: Default::default() }, requeue))
+        Ok((VmObservation { observation, acted, volumes: s.presence(&ns, &t.spec.volumes) }, requeue))
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
