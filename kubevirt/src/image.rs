@@ -29,6 +29,8 @@ fn problem(ds: &DynamicObject) -> Option<String> {
 pub fn catalog(sources: &[std::sync::Arc<DynamicObject>], default: &str) -> Vec<CatalogImage> {
     let mut out: Vec<CatalogImage> = sources
         .iter()
+        // Imported images are the API's own objects, not the catalog.
+        .filter(|ds| crate::watch::owner_of(ds).is_none())
         .map(|ds| {
             let name = ds.metadata.name.clone().unwrap_or_default();
             let description = ds.metadata.annotations.as_ref().and_then(|a| a.get("vmaas.io/description")).cloned();

@@ -13,6 +13,7 @@
 //! - [`watch`]: one reflector per kind, waking the reconciler.
 //! - [`vm`]: the VM driver.
 //! - [`image`]: the catalog of DataSources.
+//! - [`import`]: images imported from a URL by CDI into the images namespace.
 //! - [`migration`]: live migrations as VirtualMachineInstanceMigrations.
 //! - [`subnet`]: subnets as namespaces with a primary layer-2 UDN.
 //! - [`balancer`]: load balancers as selectorless Services and EndpointSlices.
@@ -24,6 +25,7 @@
 pub mod balancer;
 pub mod cluster;
 pub mod image;
+pub mod import;
 pub mod migration;
 pub mod names;
 pub mod subnet;
@@ -38,7 +40,8 @@ use std::time::Duration;
 
 use serde_json::json;
 use vmaas_backend::{
-    Backend, BackendError, BalancerDriver, Capabilities, CatalogImage, NetworkDriver, SubnetDriver, VmDriver, VolumeDriver, Wake,
+    Backend, BackendError, BalancerDriver, Capabilities, CatalogImage, ImageDriver, NetworkDriver, SubnetDriver, VmDriver, VolumeDriver,
+    Wake,
 };
 use vmaas_model::ObjectKind;
 pub use vmaas_model::k8s::render::FloatingIp;
@@ -61,6 +64,8 @@ pub struct KubevirtConfig {
     pub storage_class: Option<String>,
     /// How floating IPs (Services of type LoadBalancer) get addresses.
     pub floating_ip: FloatingIp,
+    /// The size of the volume an imported image is written to (a quantity, e.g. `10Gi`).
+    pub image_volume_size: String,
 }
 
 /// What the drivers share: the client, the watched objects and what was applied.
@@ -172,6 +177,7 @@ impl Backend for KubevirtBackend {
             ObjectKind::LoadBalancer,
             ObjectKind::Volume,
             ObjectKind::VolumeAttachment,
+            ObjectKind::Image,
         ];
         Capabilities { kinds, live_migration: true, gpus: true, console: false }
     }
@@ -207,6 +213,10 @@ impl Backend for KubevirtBackend {
 
     fn volumes(&self) -> Option<Arc<VolumeDriver>> {
         Some(Arc::new(volume::Volumes(self.shared.clone())))
+    }
+
+    fn image_imports(&self) -> Option<Arc<ImageDriver>> {
+        Some(Arc::new(import::Imports(self.shared.clone())))
     }
 
     fn inventory(&self) -> Vec<String> {

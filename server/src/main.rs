@@ -73,6 +73,9 @@ struct KubevirtArgs {
     /// kubevirt: storage class of VM disks [default: the cluster's].
     #[arg(long, env = "VMAAS_STORAGE_CLASS")]
     storage_class: Option<String>,
+    /// kubevirt: size of the volume each imported image is written to.
+    #[arg(long, env = "VMAAS_IMAGE_VOLUME_SIZE", default_value = "10Gi")]
+    image_volume_size: vmaas_model::Quantity,
     /// kubevirt: MetalLB address pool of floating IPs and load balancers [default: MetalLB's choice].
     #[arg(long, env = "VMAAS_METALLB_POOL")]
     metallb_pool: Option<String>,
@@ -281,6 +284,7 @@ async fn backend(args: &ServeArgs, data_dir: &std::path::Path) -> anyhow::Result
                 images_namespace: k.images_namespace.clone(),
                 default_image: args.default_image.clone(),
                 storage_class: k.storage_class.clone(),
+                image_volume_size: k.image_volume_size.to_string(),
                 floating_ip: vmaas_kubevirt::FloatingIp { provider: "metallb".into(), address_pool: k.metallb_pool.clone() },
             };
             Arc::new(vmaas_kubevirt::KubevirtBackend::new(cfg).await.context("starting the kubevirt backend")?)

@@ -79,8 +79,12 @@ async fn round(api: &KubeApi) {
         };
         kubevirt(api, vm, vmi, &address).await;
     }
-    for dv in list(api, "/apis/cdi.kubevirt.io/v1beta1/datavolumes").await {
-        cdi(api, &dv).await;
+    let dvs = list(api, "/apis/cdi.kubevirt.io/v1beta1/datavolumes").await;
+    for dv in &dvs {
+        cdi(api, dv).await;
+    }
+    for ds in list(api, "/apis/cdi.kubevirt.io/v1beta1/datasources").await {
+        cdi_source(api, &ds, &dvs).await;
     }
     for udn in list(api, "/apis/k8s.ovn.org/v1/userdefinednetworks").await {
         ovn_k(api, &udn).await;
@@ -134,6 +138,22 @@ async fn cdi(api: &KubeApi, dv: &Value) {
         return;
     }
     api.write_status(dv, "datavolumes", json!({"phase": "Succeeded", "progress": "100.0%"})).await;
+}
+
+/// What CDI does for one DataSource over a PVC: ready once the
+/// DataVolume of that name is filled.
+async fn cdi_source(api: &KubeApi, ds: &Value, dvs: &[Value]) {
+    let pvc = &ds["spec"]["source"]["pvc"];
+    let ready = ds["status"]["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+    let filled = dvs.iter().any(|d| {
+        d["metadata"]["name"] == pvc["name"] && d["metadata"]["namespace"] == pvc["namespace"] && d["status"]["phase"] == "Succeeded"
+    });
+    if ready || !filled {
+        return;
+    }
+    let condition = json!({"type": "Ready", "status": "True", "reason": "Ready", "message": "",
+        "lastTransitionTime": "2026-01-01T00:00:00Z", "lastHeartbeatTime": "2026-01-01T00:00:00Z"});
+    api.write_status(ds, "datasources", json!({"conditions": [condition]})).await;
 }
 
 /// What OVN-Kubernetes does for one UDN: it makes the network.

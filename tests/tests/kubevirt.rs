@@ -559,3 +559,69 @@ async fn volumes_are_data_volumes_hotplugged_into_kubevirt_vms() {
     api_until(&s, &t, &format!("volumes/{vol}"), "gone", |v| v.is_none()).await;
     assert_eq!(objects_of(&k, "/apis/cdi.kubevirt.io/v1beta1/datavolumes", &vol).await, Vec::<Value>::new());
 }
+
+const PICK: &str =
+    "id: pick\nparameters:\n  - {name: vm_image, type: string, default: {value: test-guest}}\nspec_defaults:\n  memory: 256Mi\n";
+
+/// An image imported from a URL is a CDI import into the images namespace
+/// plus a DataSource of it; a VM boots from it by cloning that DataSource;
+/// it is not listed twice; a SHA-256 CDI cannot check is refused; deleting
+/// it deletes both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_imported_image_is_a_cdi_import_and_a_data_source() {
+    let k = Cluster::start().await;
+    k.namespace(IMAGES).await;
+    data_source(&k, "test-guest").await;
+    let _kubevirt = Controllers::start(k.api());
+    let s = start(&k).await;
+    vms::publish(&s, PICK);
+    let t = s.token("acme", false);
+    let state = |v: Option<&Value>| v.and_then(|v| v["status"]["state"].as_str()).unwrap_or("").to_owned();
+    // Data for CDI: nothing in the test fetches it.
+    let url = "http://127.0.0.1:9/images/alpine.qcow2";
+    let (st, img) = s
+        .raw(
+            Method::POST,
+            &format!("{V1}/images"),
+            Some(&t),
+            Some(json!({"object": {"metadata": {"name": "alpine"}, "spec": {"source": url}}})),
+        )
+        .await;
+    assert_eq!(st, 201, "{img}");
+    let id = img["object"]["id"].as_str().unwrap().to_owned();
+    let ready = api_until(&s, &t, &format!("images/{id}"), "READY", |v| state(v) == "IMAGE_STATE_READY").await;
+    assert_eq!(ready["status"]["format"], "raw", "{ready:#}");
+    let dv = objects_of(&k, "/apis/cdi.kubevirt.io/v1beta1/datavolumes", &id).await;
+    assert_eq!((dv.len(), &dv[0]["metadata"]["namespace"]), (1, &json!(IMAGES)));
+    assert_eq!(dv[0]["spec"]["source"], json!({"http": {"url": url}}));
+    assert_eq!(dv[0]["spec"]["storage"]["resources"]["requests"]["storage"], "10Gi");
+    let ds = objects_of(&k, "/apis/cdi.kubevirt.io/v1beta1/datasources", &id).await;
+    assert_eq!(ds[0]["spec"]["source"]["pvc"], json!({"name": dv[0]["metadata"]["name"], "namespace": IMAGES}));
+    let (_, list) = s.raw(Method::GET, &format!("{V1}/images"), Some(&t), None).await;
+    let names: Vec<&str> = list["items"].as_array().unwrap().iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
+    assert_eq!(names.iter().filter(|n| n.starts_with("image-") || **n == "alpine").count(), 1, "listed once: {names:?}");
+
+    let body = json!({"object": {"metadata": {"name": "a1"}, "spec": {"template": "pick", "template_parameters": {"vm_image": {"value": "alpine"}}}}});
+    let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
+    assert_eq!(st, 201, "{vm}");
+    let vm = vm["object"]["id"].as_str().unwrap().to_owned();
+    vms::wait_ready(&s, &t, &vm).await;
+    let root = the_vm(&k, &vm).await["spec"]["dataVolumeTemplates"][0]["spec"]["sourceRef"].clone();
+    assert_eq!(root, json!({"kind": "DataSource", "name": ds[0]["metadata"]["name"], "namespace": IMAGES}), "cloned from the import");
+
+    let checked = json!({"object": {"metadata": {"name": "checked"}, "spec": {"source": url, "sha256": "0".repeat(64)}}});
+    let (st, img) = s.raw(Method::POST, &format!("{V1}/images"), Some(&t), Some(checked)).await;
+    assert_eq!(st, 201, "{img}");
+    let failed =
+        api_until(&s, &t, &format!("images/{}", img["object"]["id"].as_str().unwrap()), "FAILED", |v| state(v) == "IMAGE_STATE_FAILED")
+            .await;
+    assert!(failed["status"]["message"].as_str().unwrap_or_default().contains("SHA-256"), "{failed:#}");
+
+    assert!(s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{vm}"), Some(&t), None).await.0 < 300);
+    api_until(&s, &t, &format!("virtual_machines/{vm}"), "the VM gone", |v| v.is_none()).await;
+    assert!(s.raw(Method::DELETE, &format!("{V1}/images/{id}"), Some(&t), None).await.0 < 300);
+    api_until(&s, &t, &format!("images/{id}"), "the image gone", |v| v.is_none()).await;
+    for path in ["/apis/cdi.kubevirt.io/v1beta1/datavolumes", "/apis/cdi.kubevirt.io/v1beta1/datasources"] {
+        assert_eq!(objects_of(&k, path, &id).await, Vec::<Value>::new(), "{path} left behind");
+    }
+}
