@@ -72,6 +72,8 @@ pub(crate) async fn start_qemu_server(images: std::path::PathBuf) -> anyhow::Res
         egress: Vec::new(),
         uplinks: Vec::new(),
         image_sources: Default::default(),
+        sysfs: "/sys".into(),
+        gpu_aliases: Default::default(),
     };
     let backend = Arc::new(vmaas_qemu::QemuBackend::new(cfg).await?);
     let accel = backend.accel().accel.as_str();

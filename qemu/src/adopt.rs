@@ -63,6 +63,7 @@ impl Vms {
         let mut vm = Vm::new(dir, file);
         vm.recovered = recovered;
         if let Some(p) = self.adopt_process(&vm, found.as_ref()) {
+            self.gpus.hold(&vm.file.id, &vm.file.gpus);
             self.reattach(&mut vm, p).await;
         }
         Some(vm)

@@ -13,32 +13,21 @@ pub struct Host {
     pub cpus: u32,
     /// Memory in bytes (0 if unknown).
     pub memory_bytes: u64,
-    /// PCI addresses of GPUs bound to vfio-pci.
-    pub gpus: Vec<String>,
+    /// GPUs bound to vfio-pci.
+    pub gpus: Vec<crate::gpus::HostGpu>,
 }
 
 impl Host {
-    /// Reads the host's resources (blocking: call once, at start-up).
-    pub fn probe() -> Self {
+    /// Reads the host's resources, its GPUs from `sysfs` (blocking: call
+    /// once, at start-up).
+    pub fn probe(sysfs: &std::path::Path) -> Self {
         let cpus = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
         let memory_bytes = std::fs::read_to_string("/proc/meminfo")
             .ok()
             .and_then(|m| m.lines().find(|l| l.starts_with("MemTotal:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()))
             .map(|kib| kib * 1024)
             .unwrap_or(0);
-        let mut gpus = Vec::new();
-        if let Ok(entries) = std::fs::read_dir("/sys/bus/pci/devices") {
-            for e in entries.flatten() {
-                let class = std::fs::read_to_string(e.path().join("class")).unwrap_or_default();
-                let driver =
-                    std::fs::read_link(e.path().join("driver")).ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
-                if class.trim().starts_with("0x03") && driver.as_deref() == Some("vfio-pci") {
-                    gpus.push(e.file_name().to_string_lossy().into_owned());
-                }
-            }
-        }
-        gpus.sort();
-        Self { cpus, memory_bytes, gpus }
+        Self { cpus, memory_bytes, gpus: crate::gpus::probe(sysfs) }
     }
 
     /// Why this host cannot run `spec`, if it cannot.

@@ -171,7 +171,7 @@ impl Vms {
             volumes,
             nics,
             segment_nics: vm.segment_nics.clone(),
-            gpus: self.host.gpus.iter().take(machine.gpus.len()).cloned().collect(),
+            gpus: self.gpus.take(&t.id, &machine.gpus).map_err(Stop::Failed)?,
             serial: vm.path("serial.sock"),
             qmp: vm.path("qmp.sock"),
             pidfile: vm.path("qemu.pid"),
@@ -185,6 +185,7 @@ impl Vms {
             .await
             .map_err(|e| failed("QemuFailed", format!("running {}: {e}", self.cfg.qemu.display())))?;
         if !out.status.success() {
+            self.gpus.release(&t.id);
             let err = String::from_utf8_lossy(&out.stderr).trim().to_owned();
             let reason = if err.contains("host forwarding") || err.contains("hostfwd") { "PortForwardFailed" } else { "QemuFailed" };
             return Err(failed(reason, format!("QEMU refused to start: {err}")));
@@ -195,6 +196,7 @@ impl Vms {
         vm.file.forwards = extra;
         vm.file.booted = Some(BootShape::of(machine));
         vm.file.volumes = plugged;
+        vm.file.gpus = args.gpus.clone();
         vm.file.save(&vm.dir).await?;
         sentinel(&vm.dir, pid, &t.id).await;
         Process::adopt(pid, &t.id).await.ok_or_else(|| failed("QemuFailed", format!("QEMU (pid {pid}) exited right after it started")))
@@ -226,6 +228,7 @@ impl Vms {
             Err(e) => return Err(BackendError::transient(format!("removing {}", dir.display()), e)),
         }
         self.pool_lock().release(id);
+        self.gpus.release(id);
         self.forget(id);
         info!(vm = %id, "guest deleted");
         Ok(())

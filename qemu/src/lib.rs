@@ -7,6 +7,7 @@
 //! - [`images`]: base images (a disk, and a kernel to boot directly).
 //! - [`pool`]: external IPs from a loopback pool.
 //! - [`host`]: what this host can give, and why it cannot run a VM.
+//! - [`gpus`]: host GPUs passed through, each held by one VM at a time.
 //! - [`argv`]: the typed QEMU command line (one device per disk and NIC).
 //! - [`process`]: one QEMU process, watched through its pidfd.
 //! - [`probe`]: readiness probes.
@@ -43,6 +44,7 @@ pub mod balancer;
 pub mod cidata;
 pub mod console;
 mod forwards;
+pub mod gpus;
 pub mod host;
 mod hotplug;
 pub mod images;
@@ -113,6 +115,11 @@ pub struct QemuConfig {
     pub uplinks: Vec<(String, String)>,
     /// The addresses images may be fetched from.
     pub image_sources: sources::SourcePolicy,
+    /// Where the host's `/sys` is (GPUs are found under it).
+    pub sysfs: PathBuf,
+    /// Names of GPU models (a template's `device_name`, e.g.
+    /// `nvidia.com/A10`) and the PCI ids they mean (`10de:2236`).
+    pub gpu_aliases: BTreeMap<String, String>,
 }
 
 /// The network every VM's first NIC is on.
@@ -155,6 +162,8 @@ pub struct Vms {
     wake: Arc<OnceLock<Wake>>,
     subnets: Arc<subnet::Subnets>,
     endpoints: Arc<balancer::Endpoints>,
+    /// Which VM holds each GPU.
+    gpus: gpus::Gpus,
     /// Where volume files are.
     volume_dir: PathBuf,
     /// Where imported images are.
@@ -174,10 +183,14 @@ impl QemuBackend {
         }
         let accel = accel::detect(cfg.accel, &cfg.qemu, &cfg.state_dir).await;
         info!(accelerator = accel.accel.as_str(), reason = %accel.reason, "qemu accelerator chosen");
-        let host = tokio::task::spawn_blocking(Host::probe).await.unwrap_or(Host { cpus: 1, memory_bytes: 0, gpus: Vec::new() });
+        let sysfs = cfg.sysfs.clone();
+        let host =
+            tokio::task::spawn_blocking(move || Host::probe(&sysfs)).await.unwrap_or(Host { cpus: 1, memory_bytes: 0, gpus: Vec::new() });
+        info!(gpus = ?host.gpus, "host GPUs bound to vfio-pci");
         let data = cfg.state_dir.parent().unwrap_or(&cfg.state_dir).to_owned();
         let subnets = Arc::new(subnet::Subnets::new(data.join("subnets"), &cfg.uplinks));
         let volumes = Arc::new(volumes::Volumes::new(data.join("volumes"), cfg.images.clone(), cfg.qemu_img.clone(), data.join("images")));
+        let gpus = gpus::Gpus::new(host.gpus.clone(), cfg.gpu_aliases.clone());
         let vms = Vms {
             pool: Mutex::new(IpPool::new(cfg.pool)),
             cfg,
@@ -188,6 +201,7 @@ impl QemuBackend {
             wake: Arc::new(OnceLock::new()),
             subnets: subnets.clone(),
             endpoints: Arc::new(balancer::Endpoints::default()),
+            gpus,
             volume_dir: data.join("volumes"),
             image_dir: data.join("images"),
         };
@@ -268,6 +282,7 @@ impl Vms {
             forwards: Vec::new(),
             booted: None,
             volumes: Vec::new(),
+            gpus: Vec::new(),
         };
         file.save(&dir).await?;
         let h = Arc::new(tokio::sync::Mutex::new(Vm::new(dir, file)));

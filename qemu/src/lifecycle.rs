@@ -191,6 +191,7 @@ impl Vms {
             }
             None => {
                 vm.stop_runtime();
+                self.gpus.release(&vm.file.id);
                 (vm.observation(Phase::Stopped), Requeue::AwaitChange)
             }
         }

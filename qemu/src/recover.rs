@@ -81,12 +81,32 @@ pub(crate) fn rebuild(dir: &Path, found: Option<&Found>) -> VmFile {
         forwards: Vec::new(),
         booted: None,
         volumes: Vec::new(),
+        gpus: found.map(|f| gpus(&f.args)).unwrap_or_default(),
     }
+}
+
+/// The host GPUs in a QEMU command line (`-device vfio-pci,host=ADDR,…`).
+fn gpus(args: &[String]) -> Vec<String> {
+    let devices = args.windows(2).filter(|w| w[0] == "-device").map(|w| w[1].as_str());
+    devices
+        .filter(|d| d.starts_with("vfio-pci,"))
+        .filter_map(|d| d.split(',').find_map(|p| p.strip_prefix("host=")))
+        .map(str::to_owned)
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_the_gpus_back_from_the_command_line() {
+        let args: Vec<String> = ["qemu", "-device", "virtio-net-pci,netdev=n", "-device", "vfio-pci,host=0000:65:00.0,id=gpu0"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(gpus(&args), vec!["0000:65:00.0"]);
+    }
 
     #[test]
     fn reads_the_forwards_back_from_the_command_line() {

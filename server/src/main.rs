@@ -144,6 +144,14 @@ struct ServeArgs {
     /// to IFACE if it is a bridge). Needs CAP_NET_ADMIN.
     #[arg(long = "uplink", env = "VMAAS_UPLINKS", value_delimiter = ',', value_parser = parse_uplink)]
     uplinks: Vec<(String, String)>,
+    /// qemu: names of GPU models, `NAME=VENDOR:DEVICE` (repeatable), e.g.
+    /// `nvidia.com/A10=10de:2236`: a template's GPU `device_name` is a
+    /// name given here or the PCI ids themselves.
+    #[arg(long = "gpu-alias", env = "VMAAS_GPU_ALIASES", value_delimiter = ',', value_parser = parse_gpu_alias)]
+    gpu_aliases: Vec<(String, String)>,
+    /// qemu: where the host's sysfs is mounted (GPUs bound to vfio-pci are found under it).
+    #[arg(long, env = "VMAAS_SYSFS_ROOT", default_value = "/sys")]
+    sysfs_root: PathBuf,
     /// Accept a database other than the one this data directory records (or
     /// an empty one while it holds VMs); VMs it does not know are quarantined.
     #[arg(long, env = "VMAAS_ADOPT_STORE")]
@@ -262,6 +270,17 @@ async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
+/// `NAME=VENDOR:DEVICE` of `--gpu-alias`.
+fn parse_gpu_alias(s: &str) -> Result<(String, String), String> {
+    let ids = |i: &str| {
+        i.split_once(':').is_some_and(|(v, d)| v.len() == 4 && d.len() == 4 && i.replace(':', "").chars().all(|c| c.is_ascii_hexdigit()))
+    };
+    match s.split_once('=') {
+        Some((name, i)) if !name.is_empty() && ids(i) => Ok((name.to_owned(), i.to_ascii_lowercase())),
+        _ => Err(format!("{s:?}: expected NAME=VENDOR:DEVICE, e.g. nvidia.com/A10=10de:2236 (PCI ids in hex)")),
+    }
+}
+
 /// `NETWORK=IFACE` of `--uplink`.
 fn parse_uplink(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
@@ -305,6 +324,8 @@ async fn backend(args: &ServeArgs, data_dir: &std::path::Path) -> anyhow::Result
                 stop_grace: args.stop_grace,
                 egress: args.guest_egress.clone(),
                 uplinks: args.uplinks.clone(),
+                sysfs: args.sysfs_root.clone(),
+                gpu_aliases: args.gpu_aliases.iter().cloned().collect(),
                 image_sources: vmaas_qemu::sources::SourcePolicy::parse(&args.image_source_allow)
                     .map_err(anyhow::Error::msg)
                     .context("--image-source-allow")?,
