@@ -19,6 +19,7 @@ use vmaas_server::none_backend::NoBackend;
 
 mod events;
 mod grpc;
+mod migration;
 mod network;
 mod recovery;
 mod storage;
@@ -115,6 +116,15 @@ enum Cmd {
         /// Size of the image imported, in MiB.
         #[arg(long, default_value_t = 512)]
         megabytes: u64,
+        /// Images directory [default: ~/.local/share/vmaas/images].
+        #[arg(long)]
+        images_dir: Option<std::path::PathBuf>,
+    },
+    /// Live migration of a test guest to a new QEMU: time to READY and the downtime a client sees.
+    Migration {
+        /// Migrations, one after another.
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
         /// Images directory [default: ~/.local/share/vmaas/images].
         #[arg(long)]
         images_dir: Option<std::path::PathBuf>,
@@ -401,6 +411,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Guests { megabytes } => throughput::guests(megabytes).await,
         Cmd::Terraform { vms, images_dir, terraform, plugins } => vms::terraform_bench(vms, images(images_dir), terraform, plugins).await,
         Cmd::Recovery { vms, rounds, images_dir, server } => recovery::recovery(vms, rounds, images(images_dir), server).await,
+        Cmd::Migration { rounds, images_dir } => migration::migration(rounds, images(images_dir)).await,
         Cmd::Qemu { vms, burst, images_dir } => vms::qemu(vms, burst, images(images_dir)).await,
         Cmd::Storage { rounds, megabytes, images_dir } => storage::storage(rounds, megabytes, images(images_dir)).await,
     }

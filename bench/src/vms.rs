@@ -54,6 +54,8 @@ pub(crate) struct QemuServer {
     pub(crate) dir: tempfile::TempDir,
     pub(crate) endpoint: String,
     pub(crate) token: String,
+    /// An administrator's token.
+    pub(crate) admin: String,
     pub(crate) client: vmaas_client::Client,
     pub(crate) accel: &'static str,
 }
@@ -83,7 +85,7 @@ pub(crate) async fn start_qemu_server(images: std::path::PathBuf) -> anyhow::Res
     let token = app.state.keys.issue("bench", "bench", Role::Tenant, Duration::from_secs(3600))?;
     tokio::spawn(app.serve(std::future::pending()));
     let endpoint = format!("http://127.0.0.1:{port}");
-    let adm = vmaas_client::Client::new(&endpoint, Some(admin))?;
+    let adm = vmaas_client::Client::new(&endpoint, Some(admin.clone()))?;
     for _ in 0..100 {
         if adm.all_templates().await.is_ok() {
             break;
@@ -100,7 +102,7 @@ pub(crate) async fn start_qemu_server(images: std::path::PathBuf) -> anyhow::Res
     let pick: vmaas_model::VirtualMachineTemplate = serde_json::from_value(pick)?;
     adm.create_template(&pick).await?;
     let client = vmaas_client::Client::new(&endpoint, Some(token.clone()))?;
-    Ok(QemuServer { dir, endpoint, token, client, accel })
+    Ok(QemuServer { dir, endpoint, token, admin, client, accel })
 }
 
 /// create→READY, stop→STOPPED, delete→gone, RSS per idle VM, and N VMs at once,

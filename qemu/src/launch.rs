@@ -33,7 +33,7 @@ fn failed(reason: &str, message: impl Into<String>) -> Stop {
 /// server's back (a deleted data directory) does not run on forever. It
 /// checks every 2 s, and kills only a process whose command line still
 /// names the VM.
-async fn sentinel(dir: &std::path::Path, pid: i32, id: &str) {
+pub(crate) async fn sentinel(dir: &std::path::Path, pid: i32, id: &str) {
     const SCRIPT: &str = r#"(
         trap '' HUP
         while kill -0 "$2" 2>/dev/null && [ -e "$1/vm.json" ]; do sleep 2; done

@@ -23,6 +23,7 @@
 //!   streamed, hashed and checked (qcow2 or raw, reading no other file).
 //! - [`volumes`]: volumes, one qcow2 file each outside every VM's
 //!   directory; `hotplug`: volumes put on and taken off running guests.
+//! - [`migrate`]: live migration of a running guest to a new QEMU process.
 //! - `lifecycle` and `launch`: the steps of `ensure`, booting and deleting.
 //! - `adopt` and `recover`: guests found on the host at start (state files
 //!   rebuilt from the running QEMU), and the quarantine of VMs the store
@@ -51,6 +52,7 @@ pub mod images;
 pub mod import;
 mod launch;
 mod lifecycle;
+pub mod migrate;
 pub mod network;
 pub mod pool;
 mod ports;
@@ -258,6 +260,7 @@ impl Vms {
             vm.file.tenant = t.tenant.clone();
             vm.file.name = t.name.clone();
             vm.file.restarts = t.spec.requests.restart;
+            vm.file.migrations = t.spec.requests.migrate;
             vm.file.save(&vm.dir).await?;
             vm.recovered = false;
             info!(vm = %t.id, "recovered VM state completed from the store");
@@ -283,6 +286,7 @@ impl Vms {
             booted: None,
             volumes: Vec::new(),
             gpus: Vec::new(),
+            migrations: t.spec.requests.migrate,
         };
         file.save(&dir).await?;
         let h = Arc::new(tokio::sync::Mutex::new(Vm::new(dir, file)));
@@ -309,7 +313,7 @@ impl Backend for QemuBackend {
                 ObjectKind::VolumeAttachment,
                 ObjectKind::Image,
             ],
-            live_migration: false,
+            live_migration: true,
             gpus: !self.vms.host.gpus.is_empty(),
             console: true,
         }
@@ -404,7 +408,7 @@ impl Driver<VmSpec, VmObservation> for Vms {
         if unplugging && !matches!(requeue, Requeue::After(d) if d <= hotplug::UNPLUG_STEP) {
             requeue = Requeue::after(hotplug::UNPLUG_STEP);
         }
-        Ok((VmObservation { observation, acted: Requests { restart: vm.file.restarts, ..Requests::default() }, volumes }, requeue))
+        Ok((VmObservation { observation, acted: Requests { restart: vm.file.restarts, migrate: vm.file.migrations }, volumes }, requeue))
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {

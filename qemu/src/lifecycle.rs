@@ -55,6 +55,8 @@ pub(crate) struct Vm {
     pub(crate) nic_ips: Vec<std::net::Ipv4Addr>,
     /// The first external IP attached to it: its external address.
     pub(crate) attached_external: Option<std::net::Ipv4Addr>,
+    /// Why the last live migration failed, until one succeeds.
+    migration_failed: Option<Reason>,
 }
 
 /// Why a step could not go on.
@@ -94,6 +96,7 @@ impl Vm {
             attached_ip: None,
             attached_external: None,
             nic_ips: Vec::new(),
+            migration_failed: None,
         }
     }
 
@@ -133,7 +136,7 @@ impl Vm {
             o.nic_ips = self.nic_ips.iter().map(ToString::to_string).collect();
         }
         o.external_ip = self.attached_external.or(self.file.external_ip).map(|ip| ip.to_string());
-        o.degraded = self.degraded.clone();
+        o.degraded = self.degraded.clone().or_else(|| self.migration_failed.clone().filter(|_| self.process.is_some()));
         o
     }
 
@@ -213,10 +216,36 @@ impl Vms {
                 return Ok((vm.observation(phase), Requeue::after(STEP)));
             }
         }
+        if t.spec.requests.migrate > vm.file.migrations {
+            self.migrate_step(vm, t).await?;
+        }
         match vm.running() {
             Some(p) => self.watch_running(vm, t, &p).await,
             None => self.heal_or_boot(vm, t).await,
         }
+    }
+
+    /// Acts on a live-migration request: a ready guest moves to a new QEMU;
+    /// a failure leaves it where it was, DEGRADED saying why.
+    async fn migrate_step(&self, vm: &mut Vm, t: &VmTarget) -> Result<(), Stop> {
+        vm.file.migrations = t.spec.requests.migrate;
+        vm.file.save(&vm.dir).await?;
+        if vm.running().is_none() || !vm.ready.load(Ordering::SeqCst) {
+            info!(vm = %t.id, "live migration dropped: the guest is not running and ready");
+            return Ok(());
+        }
+        match self.migrate(vm, t).await {
+            Ok(m) => {
+                info!(vm = %t.id, downtime_ms = m.downtime_ms, total_ms = m.total_ms, "live migration done");
+                vm.migration_failed = None;
+            }
+            Err(why) => {
+                warn!(vm = %t.id, error = %why, "live migration failed");
+                vm.migration_failed =
+                    Some(Reason::new("MigrationFailed", format!("the live migration failed; the guest stays where it was: {why}")));
+            }
+        }
+        Ok(())
     }
 
     /// A guest is running: is it ready, panicked, too slow, or still booting?

@@ -17,7 +17,7 @@ pub(crate) struct Found {
     pub(crate) by_pid_file: bool,
 }
 
-fn cmdline(pid: i32) -> Option<Vec<String>> {
+pub(crate) fn cmdline(pid: i32) -> Option<Vec<String>> {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     Some(raw.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect())
 }
@@ -82,6 +82,7 @@ pub(crate) fn rebuild(dir: &Path, found: Option<&Found>) -> VmFile {
         booted: None,
         volumes: Vec::new(),
         gpus: found.map(|f| gpus(&f.args)).unwrap_or_default(),
+        migrations: 0,
     }
 }
 

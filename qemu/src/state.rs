@@ -41,6 +41,9 @@ pub struct VmFile {
     /// The volumes the running QEMU has (from its command line or plugged since).
     #[serde(default)]
     pub volumes: Vec<crate::hotplug::PluggedVolume>,
+    /// The migration generation acted on.
+    #[serde(default)]
+    pub migrations: u64,
     /// The host GPUs (PCI addresses) the running QEMU has.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<String>,
@@ -100,6 +103,7 @@ mod tests {
             booted: None,
             volumes: Vec::new(),
             gpus: vec!["0000:65:00.0".into()],
+            migrations: 1,
         };
         f.save(d.path()).await.unwrap();
         assert_eq!(VmFile::load(d.path()).await.unwrap().unwrap(), f);

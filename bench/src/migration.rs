@@ -1,0 +1,97 @@
+//! Live migration on the qemu backend (`vmaas-bench migration`): a test
+//! guest moved to a new QEMU process again and again through the API,
+//! timed from the request to READY on the new process, while its web page
+//! is fetched through its external IP (on loopback) every few
+//! milliseconds: the longest gap between two answers is the downtime a
+//! client sees. Bounded in rounds and time; deletes what it creates.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use vmaas_client::WaitFor;
+use vmaas_model::{CreateVirtualMachine, VirtualMachineSpec};
+
+use crate::percentile;
+use crate::vms::{none_left, start_qemu_server};
+
+/// The longest a fetcher runs.
+const FETCH_LIMIT: Duration = Duration::from_secs(300);
+
+/// Fetches `url` until `stop`, returning the longest time between two answers.
+async fn longest_gap(url: String, stop: Arc<AtomicBool>) -> Duration {
+    let http = reqwest::Client::builder().no_proxy().timeout(Duration::from_millis(500)).build().unwrap_or_default();
+    let start = Instant::now();
+    let (mut last_ok, mut gap) = (Instant::now(), Duration::ZERO);
+    while !stop.load(Ordering::Relaxed) && start.elapsed() < FETCH_LIMIT {
+        let ok = matches!(http.get(&url).send().await, Ok(r) if r.status().is_success());
+        if ok {
+            gap = gap.max(last_ok.elapsed());
+            last_ok = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    gap
+}
+
+fn pid_of(dir: &std::path::Path, id: &str) -> Option<i32> {
+    std::fs::read_to_string(dir.join("vms").join(id).join("qemu.pid")).ok()?.trim().parse().ok()
+}
+
+/// `rounds` migrations of one guest; prints the time to READY and the longest gap a client saw.
+pub async fn migration(rounds: usize, images: std::path::PathBuf) -> anyhow::Result<()> {
+    let srv = start_qemu_server(images).await?;
+    let (c, admin) = (&srv.client, vmaas_client::Client::new(&srv.endpoint, Some(srv.admin.clone()))?);
+    let req = CreateVirtualMachine {
+        type_url: None,
+        id: Some("mover".into()),
+        metadata: None,
+        spec: VirtualMachineSpec::new("tiny"),
+        status: None,
+    };
+    let vm = c.create_vm(&req).await?;
+    let vm = c
+        .wait_vm(&vm.id, WaitFor::Ready, Duration::from_secs(300), Duration::from_millis(50), |_| {})
+        .await?
+        .context("the VM went away")?;
+    let ip = vm.status.external_ip.clone().context("the VM has no external IP")?;
+    println!("vmaas-bench migration: accelerator {}, test guest (256Mi, 1 core), {rounds} live migrations to a new QEMU", srv.accel);
+    let (mut totals, mut gaps) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let before = pid_of(srv.dir.path(), &vm.id);
+        let stop = Arc::new(AtomicBool::new(false));
+        let fetcher = tokio::spawn(longest_gap(format!("http://{ip}/"), stop.clone()));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let t = Instant::now();
+        admin.migrate_vm(&vm.id, None).await?;
+        c.wait_vm(&vm.id, WaitFor::Ready, Duration::from_secs(300), Duration::from_millis(20), |_| {}).await?;
+        let total = t.elapsed();
+        let after = pid_of(srv.dir.path(), &vm.id);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        stop.store(true, Ordering::Relaxed);
+        let gap = fetcher.await?;
+        if after == before {
+            bail!("round {round}: the guest is still on QEMU {before:?}");
+        }
+        println!(
+            "  round {round}: READY on the new QEMU after {:.2} s; longest gap between answers {:.0} ms",
+            total.as_secs_f64(),
+            gap.as_secs_f64() * 1e3
+        );
+        totals.push(total.as_secs_f64());
+        gaps.push(gap.as_secs_f64() * 1e3);
+    }
+    totals.sort_by(f64::total_cmp);
+    gaps.sort_by(f64::total_cmp);
+    println!(
+        "migration to READY: p50 {:.2} s, max {:.2} s; downtime seen by a client: p50 {:.0} ms, max {:.0} ms",
+        percentile(&totals, 0.5),
+        percentile(&totals, 1.0),
+        percentile(&gaps, 0.5),
+        percentile(&gaps, 1.0)
+    );
+    c.delete_vm(&vm.id).await?;
+    c.wait_vm(&vm.id, WaitFor::Deleted, Duration::from_secs(120), Duration::from_millis(50), |_| {}).await?;
+    none_left(srv.dir.path())
+}

@@ -1,0 +1,56 @@
+//! Live migration on the qemu backend: an administrator moves a running
+//! guest to a new QEMU process without the guest noticing: same boot, same
+//! memory (a file on its tmpfs), its console, its external IP and its
+//! readiness follow it, and a restarted server adopts the new QEMU.
+
+use reqwest::Method;
+use serde_json::json;
+use vmaas_tests::vms::{TINY, V1, console, create, publish, state, wait_ready, wait_until};
+use vmaas_tests::{Server, qemu_pids};
+
+/// What the guest says between two markers, so other console noise is ignored.
+fn said(text: &str) -> String {
+    let start = text.rfind("<<").map(|i| i + 2).unwrap_or(0);
+    let end = text[start..].find(">>").map(|i| start + i).unwrap_or(text.len());
+    text[start..end].trim().to_owned()
+}
+
+async fn page(addr: &str) -> String {
+    let c = reqwest::Client::builder().no_proxy().timeout(std::time::Duration::from_secs(5)).build().unwrap();
+    match c.get(format!("http://{addr}/")).send().await {
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_guest_moves_to_a_new_qemu_without_noticing() {
+    let mut s = Server::start_qemu().await;
+    publish(&s, TINY);
+    let (t, admin) = (s.token("acme", false), s.token("ops", true));
+    let id = create(&s, &t, "mover", "tiny").await;
+    let ready = wait_ready(&s, &t, &id).await;
+    let ip = ready["status"]["externalIP"].as_str().unwrap().to_owned();
+    let before = console(&s, &t, "mover", "echo kept-in-memory > /tmp/marker; echo \"<<$(cat /proc/sys/kernel/random/boot_id)>>\"");
+    let boot_id = said(&before);
+    assert_eq!(boot_id.len(), 36, "a boot id: {before}");
+    let old = qemu_pids(&id);
+    assert_eq!(old.len(), 1);
+
+    let (st, body) = s.raw(Method::POST, &format!("{V1}/virtual_machines/{id}/migrate"), Some(&admin), Some(json!({}))).await;
+    assert_eq!(st, 202, "{body}");
+    wait_until(&s, &t, &id, "READY on a new QEMU", 180, |v| state(v) == "VIRTUAL_MACHINE_STATE_READY" && qemu_pids(&id) != old).await;
+    let new = qemu_pids(&id);
+    assert_eq!(new.len(), 1, "one QEMU runs the guest: {new:?} (was {old:?})");
+    let after = console(&s, &t, "mover", "echo \"<<$(cat /proc/sys/kernel/random/boot_id) $(cat /tmp/marker)>>\"");
+    assert_eq!(said(&after), format!("{boot_id} kept-in-memory"), "same boot, same memory: {after}");
+    assert!(page(&ip).await.contains("vmaas test guest mover"), "the external IP follows the guest");
+    assert!(s.log().contains("live migration done"), "{}", s.log());
+
+    // A restarted server adopts the new QEMU.
+    s.restart().await;
+    let again = wait_ready(&s, &t, &id).await;
+    assert_eq!(qemu_pids(&id), new, "adopted, not booted again: {again:#}");
+    let log = console(&s, &t, "mover", "echo \"<<$(cat /tmp/marker)>>\"");
+    assert_eq!(said(&log), "kept-in-memory", "the console follows: {log}");
+}
