@@ -57,6 +57,13 @@ pub async fn migration(rounds: usize, images: std::path::PathBuf) -> anyhow::Res
         .context("the VM went away")?;
     let ip = vm.status.external_ip.clone().context("the VM has no external IP")?;
     println!("vmaas-bench migration: accelerator {}, test guest (256Mi, 1 core), {rounds} live migrations to a new QEMU", srv.accel);
+    // The same fetches with nothing moving: the gap a client sees anyway.
+    let stop = Arc::new(AtomicBool::new(false));
+    let fetcher = tokio::spawn(longest_gap(format!("http://{ip}/"), stop.clone()));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let idle = fetcher.await?;
+    println!("  no migration: longest gap between answers over 2 s {:.0} ms (the baseline)", idle.as_secs_f64() * 1e3);
     let (mut totals, mut gaps) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         let before = pid_of(srv.dir.path(), &vm.id);

@@ -1,11 +1,12 @@
 //! Live migration on the qemu backend: an administrator moves a running
 //! guest to a new QEMU process without the guest noticing: same boot, same
-//! memory (a file on its tmpfs), its console, its external IP and its
-//! readiness follow it, and a restarted server adopts the new QEMU.
+//! memory (a file on its tmpfs), its console, its external IP, its NIC on
+//! a subnet (a peer still reaches it) and its readiness follow it, and a
+//! restarted server adopts the new QEMU.
 
 use reqwest::Method;
 use serde_json::json;
-use vmaas_tests::vms::{TINY, V1, console, create, publish, state, wait_ready, wait_until};
+use vmaas_tests::vms::{TINY, V1, console, publish, state, wait_ready, wait_until};
 use vmaas_tests::{Server, qemu_pids};
 
 /// What the guest says between two markers, so other console noise is ignored.
@@ -28,7 +29,20 @@ async fn a_running_guest_moves_to_a_new_qemu_without_noticing() {
     let mut s = Server::start_qemu().await;
     publish(&s, TINY);
     let (t, admin) = (s.token("acme", false), s.token("ops", true));
-    let id = create(&s, &t, "mover", "tiny").await;
+    let post = |path: &'static str, body: serde_json::Value| {
+        let (s, t) = (&s, t.clone());
+        async move {
+            let (st, b) = s.raw(Method::POST, &format!("{V1}/{path}"), Some(&t), Some(json!({ "object": body }))).await;
+            assert_eq!(st, 201, "{path}: {b}");
+            b["object"]["id"].as_str().unwrap().to_owned()
+        }
+    };
+    post("virtual_networks", json!({"metadata": {"name": "lab"}, "spec": {"ipv4_cidr": "10.31.0.0/16"}})).await;
+    post("subnets", json!({"metadata": {"name": "front"}, "spec": {"virtual_network": "lab", "ipv4_cidr": "10.31.1.0/24"}})).await;
+    let on_front = |name: &str, ip: &str| json!({"metadata": {"name": name}, "spec": {"template": "tiny", "network_attachments": [{"subnet": "front", "ip_address": ip}]}});
+    let id = post("virtual_machines", on_front("mover", "10.31.1.10")).await;
+    let peer = post("virtual_machines", on_front("peer", "10.31.1.11")).await;
+    wait_ready(&s, &t, &peer).await;
     let ready = wait_ready(&s, &t, &id).await;
     let ip = ready["status"]["externalIP"].as_str().unwrap().to_owned();
     let before = console(&s, &t, "mover", "echo kept-in-memory > /tmp/marker; echo \"<<$(cat /proc/sys/kernel/random/boot_id)>>\"");
@@ -45,6 +59,9 @@ async fn a_running_guest_moves_to_a_new_qemu_without_noticing() {
     let after = console(&s, &t, "mover", "echo \"<<$(cat /proc/sys/kernel/random/boot_id) $(cat /tmp/marker)>>\"");
     assert_eq!(said(&after), format!("{boot_id} kept-in-memory"), "same boot, same memory: {after}");
     assert!(page(&ip).await.contains("vmaas test guest mover"), "the external IP follows the guest");
+    let fetch = "timeout 5 wget -O- http://10.31.1.10/ 2>/dev/null | sed -n 's/.*test guest \\([a-z]*\\)<.*/<<PAGE-OF-\\1>>/p'";
+    let reached = (0..3).any(|_| said(&console(&s, &t, "peer", fetch)) == "PAGE-OF-mover");
+    assert!(reached, "the peer reaches the moved guest on the subnet\n{}", s.log());
     assert!(s.log().contains("live migration done"), "{}", s.log());
 
     // A restarted server adopts the new QEMU.
