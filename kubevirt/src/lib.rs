@@ -85,6 +85,8 @@ pub struct Shared {
     applied: Mutex<HashMap<String, u64>>,
     /// What was last applied for objects compared as text, by key.
     applied_text: Mutex<HashMap<String, String>>,
+    /// Why the last migration request of a VM was refused, by vmaas id.
+    refused: Mutex<HashMap<String, vmaas_model::Reason>>,
     /// Namespaces made (or found) since start.
     namespaces: Mutex<HashSet<String>>,
 }
@@ -145,6 +147,7 @@ impl KubevirtBackend {
             waker: waker.clone(),
             applied: Mutex::default(),
             applied_text: Mutex::default(),
+            refused: Mutex::default(),
             namespaces: Mutex::default(),
         };
         for w in [

@@ -39,6 +39,16 @@ pub fn manifest(ns: &str, name: &str, id: &str, generation: u64, node: Option<&s
     m
 }
 
+/// Why KubeVirt says the VMI `vmi` cannot live-migrate (its
+/// `LiveMigratable` condition is false: e.g. a disk that is not shared, a
+/// host device), if it says so. KubeVirt's admission refuses a migration
+/// of such a VMI; the server does not ask.
+pub fn refusal(vmi: &Value) -> Option<Reason> {
+    let c = vmi["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == "LiveMigratable" && c["status"] == "False")?;
+    let why = c["message"].as_str().filter(|m| !m.is_empty()).or(c["reason"].as_str()).unwrap_or("no reason given");
+    Some(Reason::new("MigrationRefused", format!("KubeVirt says the VM cannot live-migrate: {why}")))
+}
+
 /// Where the newest of `migrations` is: `Ok(Some)` while under way (the
 /// reason to show), `Err` when it failed (why), `Ok(None)` when none is
 /// under way.
@@ -78,6 +88,14 @@ mod tests {
         assert!(matches!(state(&[running, failed.clone(), done]), Err(r) if r.message.ends_with("failed: no space")));
         let later = migration(4, json!({"phase": "Succeeded"}));
         assert_eq!(state(&[failed, later]), Ok(None), "a later success clears a failure");
+    }
+
+    #[test]
+    fn a_vmi_kubevirt_calls_unmovable_is_not_migrated() {
+        let stuck = json!({"status": {"conditions": [{"type": "LiveMigratable", "status": "False", "reason": "DisksNotLiveMigratable", "message": "PVC data is not shared"}]}});
+        assert!(refusal(&stuck).is_some_and(|r| r.message.ends_with("PVC data is not shared")));
+        assert_eq!(refusal(&json!({"status": {"conditions": [{"type": "LiveMigratable", "status": "True"}]}})), None);
+        assert_eq!(refusal(&json!({})), None);
     }
 
     #[test]

@@ -168,15 +168,32 @@ impl Shared {
         let wanted = t.spec.requests.migrate;
         let acted = current.map(migration::acted).unwrap_or(wanted);
         if acted < wanted {
-            if t.spec.power == PowerState::Started && self.vmis.get(ns, &t.name).is_some() {
-                let m = migration::manifest(ns, &t.name, &t.id, wanted, t.spec.migrate_to.as_deref());
-                self.cluster.apply(&self.cluster.res.migration, &m).await?;
-                info!(vm = %t.id, node = ?t.spec.migrate_to, "live migration started");
-            } else {
-                info!(vm = %t.id, "live migration dropped: the VM has no VMI");
+            let vmi = self.vmis.get(ns, &t.name).filter(|_| t.spec.power == PowerState::Started);
+            match vmi.as_deref().map(|v| migration::refusal(&as_json(v))) {
+                None => info!(vm = %t.id, "live migration dropped: the VM has no VMI"),
+                Some(Some(why)) => {
+                    info!(vm = %t.id, reason = %why.message, "live migration refused: KubeVirt says the VM cannot move");
+                    self.set_refusal(&t.id, Some(why));
+                }
+                Some(None) => {
+                    let m = migration::manifest(ns, &t.name, &t.id, wanted, t.spec.migrate_to.as_deref());
+                    self.cluster.apply(&self.cluster.res.migration, &m).await?;
+                    self.set_refusal(&t.id, None);
+                    info!(vm = %t.id, node = ?t.spec.migrate_to, "live migration started");
+                }
             }
         }
         Ok(acted.max(wanted))
+    }
+
+    /// Records (or clears) why the last migration request of `id` was refused.
+    fn set_refusal(&self, id: &str, why: Option<Reason>) {
+        if let Ok(mut r) = self.refused.lock() {
+            match why {
+                Some(w) => r.insert(id.to_owned(), w),
+                None => r.remove(id),
+            };
+        }
     }
 
     /// Applies the VM when it differs from what was last applied (or is not there).
@@ -273,9 +290,13 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
             let why = "the guest is ready; its floating IP (a LoadBalancer Service) has no address yet";
             observation.phase = Phase::Starting(Reason::new("FloatingIpPending", why));
         }
-        match migration::state(&s.migrations.of(&t.id)) {
-            Ok(Some(r)) if matches!(observation.phase, Phase::Ready | Phase::Starting(_)) => observation.phase = Phase::Migrating(r),
-            Err(why) => observation.degraded = Some(why),
+        let refused = s.refused.lock().ok().and_then(|r| r.get(&t.id).cloned());
+        match (migration::state(&s.migrations.of(&t.id)), refused) {
+            (_, Some(why)) => observation.degraded = Some(why),
+            (Ok(Some(r)), None) if matches!(observation.phase, Phase::Ready | Phase::Starting(_)) => {
+                observation.phase = Phase::Migrating(r);
+            }
+            (Err(why), None) => observation.degraded = Some(why),
             _ => {}
         }
         let requeue = match observation.phase {

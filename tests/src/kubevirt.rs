@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::k8s::KubeApi;
+use crate::k8s::{Cluster, KubeApi};
+use crate::vms::{self, TINY, V1};
+use crate::{Db, Server};
 
 /// How often the controllers look.
 const PERIOD: Duration = Duration::from_millis(200);
@@ -183,4 +185,65 @@ async fn metallb(api: &KubeApi, svc: &Value) {
         return;
     }
     api.write_status(svc, "services", json!({"loadBalancer": {"ingress": [{"ip": ip}]}})).await;
+}
+
+// ---- helpers of the kubevirt tests ----
+
+/// The images namespace the tests' servers use.
+pub const IMAGES: &str = "vmaas-images";
+
+/// The catalog: DataSource `name` in the images namespace, ready.
+pub async fn data_source(k: &KubeApi, name: &str) {
+    let ds = json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
+        "metadata": {"name": name, "namespace": IMAGES},
+        "spec": {"source": {"pvc": {"name": name, "namespace": IMAGES}}}});
+    let (st, body) = k.apply(&ds, "datasources", "cdi").await;
+    assert!(st < 300, "{st} {body}");
+    let ready = json!({"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z", "lastHeartbeatTime": "2026-01-01T00:00:00Z"}]});
+    let (st, body) = k.write_status(&ds, "datasources", ready).await;
+    assert_eq!(st, 200, "{body}");
+}
+
+/// The objects of `plural` (`/apis/GROUP/VERSION/PLURAL` or `/api/v1/PLURAL`) of vmaas object `id`.
+pub async fn objects_of(k: &KubeApi, path: &str, id: &str) -> Vec<Value> {
+    let (st, body) = k.request(Method::GET, &format!("{path}?labelSelector=vmaas.io/id%3D{id}"), None, None).await;
+    assert_eq!(st, 200, "{body}");
+    body["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// KubeVirt VMs, cluster-wide.
+pub const VMS: &str = "/apis/kubevirt.io/v1/virtualmachines";
+/// KubeVirt VMIs, cluster-wide.
+pub const VMIS: &str = "/apis/kubevirt.io/v1/virtualmachineinstances";
+/// Services, cluster-wide.
+pub const SERVICES: &str = "/api/v1/services";
+
+/// The one KubeVirt VM of vmaas VM `id`.
+pub async fn the_vm(k: &KubeApi, id: &str) -> Value {
+    let found = objects_of(k, VMS, id).await;
+    let all = k.request(Method::GET, VMS, None, None).await.1;
+    assert_eq!(found.len(), 1, "one KubeVirt VM for {id}: {found:#?}\nall: {all:#}");
+    found[0].clone()
+}
+
+/// A `vmaas-server --backend kubevirt` on `k`, with the `tiny` template.
+pub async fn start(k: &Cluster) -> Server {
+    let kubeconfig = k.kubeconfig();
+    let args = ["--backend", "kubevirt", "--kubeconfig", kubeconfig.to_str().unwrap(), "--default-image", "test-guest"];
+    let s = Server::start_with(Db::Sqlite, &args).await.expect("sqlite");
+    vms::publish(&s, TINY);
+    s
+}
+
+/// Waits until `path` (under the API) satisfies `pred` (`None`: it is gone).
+pub async fn api_until(s: &Server, t: &str, path: &str, what: &str, pred: impl Fn(Option<&Value>) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (st, v) = s.raw(Method::GET, &format!("{V1}/{path}"), Some(t), None).await;
+        if pred((st == 200).then_some(&v["object"])) {
+            return v["object"].clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}: {st} {v:#}\n{}", s.log());
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
