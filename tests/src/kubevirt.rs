@@ -247,3 +247,14 @@ pub async fn api_until(s: &Server, t: &str, path: &str, what: &str, pred: impl F
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+/// A cluster with the catalog's `test-guest` DataSource and its controllers
+/// played, and a kubevirt server on it (drop order: server, controllers, cluster).
+pub async fn env() -> (Cluster, Controllers, Server) {
+    let k = Cluster::start().await;
+    k.namespace(IMAGES).await;
+    data_source(&k, "test-guest").await;
+    let kubevirt = Controllers::start(k.api());
+    let s = start(&k).await;
+    (k, kubevirt, s)
+}

@@ -10,17 +10,13 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use vmaas_tests::k8s::{Cluster, KubeApi};
-use vmaas_tests::kubevirt::{Controllers, IMAGES, SERVICES, VMIS, VMS, data_source, objects_of, start, the_vm};
+use vmaas_tests::kubevirt::{IMAGES, SERVICES, VMIS, VMS, env, objects_of, the_vm};
 use vmaas_tests::vms::{self, TINY, V1};
 use vmaas_tests::{Db, Server};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vms_run_as_kubevirt_vms_in_their_tenants_namespaces() {
-    let k = Cluster::start().await;
-    k.namespace(IMAGES).await;
-    data_source(&k, "test-guest").await;
-    let _kubevirt = Controllers::start(k.api());
-    let mut s = start(&k).await;
+    let (k, _kubevirt, mut s) = env().await;
     let (acme, globex) = (s.token("acme", false), s.token("globex", false));
 
     let id = vms::create(&s, &acme, "web", "tiny").await;
@@ -136,11 +132,7 @@ fn condition<'a>(vm: &'a Value, kind: &str) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_administrator_live_migrates_a_vm() {
-    let k = Cluster::start().await;
-    k.namespace(IMAGES).await;
-    data_source(&k, "test-guest").await;
-    let _kubevirt = Controllers::start(k.api());
-    let s = start(&k).await;
+    let (k, _kubevirt, s) = env().await;
     let (acme, admin) = (s.token("acme", false), s.token("ops", true));
     let id = vms::create(&s, &acme, "db", "tiny").await;
     vms::wait_ready(&s, &acme, &id).await;
@@ -235,11 +227,7 @@ async fn the_only_vm(s: &Server, token: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_terraform_quickstart_applies_on_kubevirt() {
     use vmaas_tests::tf::{Tf, Workspace, repo};
-    let k = Cluster::start().await;
-    k.namespace(IMAGES).await;
-    data_source(&k, "test-guest").await;
-    let _kubevirt = Controllers::start(k.api());
-    let s = start(&k).await;
+    let (k, _kubevirt, s) = env().await;
     let token = s.token("ci", false);
     let quickstart = std::fs::read_to_string(repo().join("examples/terraform/quickstart/main.tf")).unwrap();
     for tf in [Tf::V1_0_3, Tf::V1_15_5] {

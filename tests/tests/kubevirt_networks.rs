@@ -5,8 +5,8 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use vmaas_tests::k8s::{Cluster, KubeApi};
-use vmaas_tests::kubevirt::{Controllers, IMAGES, SERVICES, VMIS, VMS, data_source, objects_of, start, the_vm};
+use vmaas_tests::k8s::KubeApi;
+use vmaas_tests::kubevirt::{SERVICES, VMIS, VMS, env, objects_of, the_vm};
 use vmaas_tests::vms::{self, V1};
 
 /// A subnet is a namespace with a primary layer-2 UDN; a VM on it runs
@@ -14,11 +14,7 @@ use vmaas_tests::vms::{self, V1};
 /// follows their rules without a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subnet_is_a_primary_udn_and_security_groups_are_network_policies() {
-    let k = Cluster::start().await;
-    k.namespace(IMAGES).await;
-    data_source(&k, "test-guest").await;
-    let _kubevirt = Controllers::start(k.api());
-    let s = start(&k).await;
+    let (k, _kubevirt, s) = env().await;
     let acme = s.token("acme", false);
     let post = |path: &str, body: Value| {
         let (s, acme, path) = (&s, acme.clone(), format!("{V1}/{path}"));
@@ -116,11 +112,7 @@ async fn a_subnet_is_a_primary_udn_and_security_groups_are_network_policies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_terraform_two_tier_example_applies_on_kubevirt() {
     use vmaas_tests::tf::{Tf, Workspace, repo};
-    let k = Cluster::start().await;
-    k.namespace(IMAGES).await;
-    data_source(&k, "test-guest").await;
-    let _kubevirt = Controllers::start(k.api());
-    let s = start(&k).await;
+    let (k, _kubevirt, s) = env().await;
     let token = s.token("ci", false);
     let main_tf = std::fs::read_to_string(repo().join("examples/terraform/two-tier/main.tf")).unwrap();
     for tf in [Tf::V1_0_3, Tf::V1_15_5] {

@@ -4,8 +4,7 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use vmaas_tests::k8s::Cluster;
-use vmaas_tests::kubevirt::{Controllers, IMAGES, api_until, data_source, objects_of, start, the_vm};
+use vmaas_tests::kubevirt::{IMAGES, api_until, env, objects_of, the_vm};
 use vmaas_tests::vms::{self, V1};
 
 /// A volume is a DataVolume in its VM's namespace, hotplugged as a SCSI
@@ -13,11 +12,7 @@ use vmaas_tests::vms::{self, V1};
 /// cannot be attached, and says why; deleting it deletes the DataVolume.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn volumes_are_data_volumes_hotplugged_into_kubevirt_vms() {
-    let k = Cluster::start().await;
-    k.namespace(IMAGES).await;
-    data_source(&k, "test-guest").await;
-    let _kubevirt = Controllers::start(k.api());
-    let s = start(&k).await;
+    let (k, _kubevirt, s) = env().await;
     let t = s.token("acme", false);
     let post = |path: &'static str, body: Value| {
         let (s, t) = (&s, t.clone());
@@ -98,11 +93,7 @@ const PICK: &str =
 /// it deletes both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_imported_image_is_a_cdi_import_and_a_data_source() {
-    let k = Cluster::start().await;
-    k.namespace(IMAGES).await;
-    data_source(&k, "test-guest").await;
-    let _kubevirt = Controllers::start(k.api());
-    let s = start(&k).await;
+    let (k, _kubevirt, s) = env().await;
     vms::publish(&s, PICK);
     let t = s.token("acme", false);
     let state = |v: Option<&Value>| v.and_then(|v| v["status"]["state"].as_str()).unwrap_or("").to_owned();
