@@ -239,11 +239,13 @@ fn same_service(seen: &DynamicObject, want: &Value) -> bool {
     let seen = as_json(seen);
     let annotations_held =
         want["metadata"]["annotations"].as_object().is_none_or(|a| a.iter().all(|(k, v)| seen["metadata"]["annotations"][k] == *v));
+    // The address asked of MetalLB goes when the external IP does.
+    let asked_held = seen["metadata"]["annotations"][METALLB_IPS] == want["metadata"]["annotations"][METALLB_IPS];
     let owner_held =
         want["metadata"]["ownerReferences"].is_null() || seen["metadata"]["ownerReferences"] == want["metadata"]["ownerReferences"];
     let ports =
         |v: &Value| v["spec"]["ports"].as_array().map(|p| p.iter().map(|p| (p["port"].clone(), p["protocol"].clone())).collect::<Vec<_>>());
-    annotations_held && owner_held && ports(&seen) == ports(want)
+    annotations_held && asked_held && owner_held && ports(&seen) == ports(want)
 }
 
 /// A VM that is not (yet) what it should be, with why.

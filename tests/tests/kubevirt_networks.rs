@@ -178,3 +178,34 @@ async fn the_terraform_two_tier_example_applies_on_kubevirt() {
         }
     }
 }
+
+/// An external IP attached to a VM is asked of MetalLB on the VM's
+/// floating-IP Service (`metallb.io/loadBalancerIPs`) and shows as its
+/// `externalIP`; re-attached, it moves, and the first VM gets an address
+/// of the pool again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_ip_is_asked_of_metallb_and_follows_its_attachment() {
+    let (k, _kubevirt, s) = env().await;
+    let t = s.token("acme", false);
+    let web1 = vms::create(&s, &t, "web1", "tiny").await;
+    let web2 = vms::create(&s, &t, "web2", "tiny").await;
+    vms::wait_ready(&s, &t, &web1).await;
+    vms::wait_ready(&s, &t, &web2).await;
+    let ip = s.cli_json(&t, &["external-ip", "create", "pub"]);
+    let addr = ip["status"]["address"].as_str().unwrap().to_owned();
+    let asked = |k: &KubeApi, vm: String| {
+        let k = k.clone();
+        async move { objects_of(&k, SERVICES, &vm).await[0]["metadata"]["annotations"]["metallb.io/loadBalancerIPs"].clone() }
+    };
+    for (on, off) in [(&web1, &web2), (&web2, &web1)] {
+        let name = if on == &web1 { "web1" } else { "web2" };
+        s.cli_json(&t, &["external-ip", "attach", "pub", "--vm", name]);
+        vms::wait_until(&s, &t, on, "the external IP", 30, |v| v["status"]["externalIP"] == addr.as_str()).await;
+        assert_eq!(asked(&k, on.clone()).await, json!(addr), "asked of MetalLB");
+        let other = vms::wait_until(&s, &t, off, "a pool address", 30, |v| {
+            v["status"]["externalIP"].as_str().is_some_and(|a| a.starts_with("192.0.2."))
+        })
+        .await;
+        assert_eq!(asked(&k, off.clone()).await, Value::Null, "{other:#}");
+    }
+}
