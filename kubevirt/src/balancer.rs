@@ -19,10 +19,8 @@ use vmaas_model::load_balancer::PortMapping;
 
 use crate::Shared;
 use crate::cluster::as_json;
-use crate::names::{labels, selector_of, subnet_namespace};
+use crate::names::{METALLB_IPS, labels, subnet_namespace};
 
-/// MetalLB's annotation asking for given addresses.
-const METALLB_IPS: &str = "metallb.io/loadBalancerIPs";
 /// How often target readiness is looked at (VMIs wake their VMs, not
 /// the load balancers in front of them).
 const PROBE: Duration = Duration::from_secs(2);
@@ -94,15 +92,9 @@ impl Driver<BalancerSpec, BalancerObservation> for Balancers {
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
         let s = &self.0;
         let res = &s.cluster.res;
-        let selector = selector_of(id);
         let mut left = 0;
         for ar in [&res.service, &res.endpoint_slice] {
-            for o in s.cluster.list(ar, &selector).await? {
-                left += 1;
-                s.cluster
-                    .delete(ar, o.metadata.namespace.as_deref().unwrap_or_default(), o.metadata.name.as_deref().unwrap_or_default())
-                    .await?;
-            }
+            left += s.cluster.delete_all_of(ar, id).await?;
         }
         if let Ok(mut a) = s.applied_text.lock() {
             a.remove(&format!("lb/{id}"));

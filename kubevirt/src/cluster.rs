@@ -4,6 +4,7 @@
 //! as a [`DynamicObject`] of one of the [`Resources`], so the same code
 //! applies a KubeVirt VM, a Service or a UDN.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::{Namespace, Service};
@@ -17,7 +18,7 @@ use serde_json::{Value, json};
 use tracing::warn;
 use vmaas_backend::BackendError;
 
-use crate::names::{FINALIZER, MANAGER};
+use crate::names::{FINALIZER, MANAGED_BY, MANAGER};
 
 /// The kinds of object the backend makes or reads.
 #[derive(Debug, Clone)]
@@ -167,14 +168,40 @@ impl Cluster {
         Ok(list.items)
     }
 
-    /// Makes namespace `ns` for `tenant`, as `vmaas_model::k8s::render::namespace` renders it.
-    pub async fn namespace(&self, ns: &str, tenant: &str) -> Result<(), BackendError> {
-        let mut obj = serde_json::to_value(vmaas_model::k8s::render::namespace(ns, false, &crate::names::label_value(tenant)))
+    /// Makes namespace `ns` for `tenant`, as `vmaas_model::k8s::render::namespace`
+    /// renders it (labelled for a primary UDN when `primary_udn`), with
+    /// `labels` besides (those of the vmaas object it belongs to, if any).
+    pub async fn namespace(
+        &self,
+        ns: &str,
+        tenant: &str,
+        primary_udn: bool,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), BackendError> {
+        let mut obj = serde_json::to_value(vmaas_model::k8s::render::namespace(ns, primary_udn, &crate::names::label_value(tenant)))
             .map_err(|e| BackendError::invalid("rendering a namespace", e))?;
         obj["apiVersion"] = json!("v1");
         obj["kind"] = json!("Namespace");
-        obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!(MANAGER);
+        for (k, v) in labels {
+            obj["metadata"]["labels"][k] = json!(v);
+        }
+        obj["metadata"]["labels"][MANAGED_BY] = json!(MANAGER);
         self.apply(&self.res.namespace, &obj).await.map(drop)
+    }
+
+    /// Deletes `o` (an object as listed or watched).
+    pub async fn delete_object(&self, ar: &ApiResource, o: &DynamicObject) -> Result<(), BackendError> {
+        self.delete(ar, o.metadata.namespace.as_deref().unwrap_or_default(), o.metadata.name.as_deref().unwrap_or_default()).await
+    }
+
+    /// Deletes every `ar` object of vmaas object `id`, as the API server
+    /// lists them; how many there were.
+    pub async fn delete_all_of(&self, ar: &ApiResource, id: &str) -> Result<usize, BackendError> {
+        let found = self.list(ar, &crate::names::selector_of(id)).await?;
+        for o in &found {
+            self.delete_object(ar, o).await?;
+        }
+        Ok(found.len())
     }
 }
 

@@ -17,7 +17,7 @@ use vmaas_model::volume::VolumeState;
 use crate::Shared;
 use crate::cluster::as_json;
 use crate::image::data_source_name;
-use crate::names::{labels, selector_of};
+use crate::names::labels;
 
 /// The driver of imported images.
 pub struct Imports(pub(crate) Arc<Shared>);
@@ -89,12 +89,7 @@ impl Driver<ImageImport, ImageObservation> for Imports {
         let res = &s.cluster.res;
         let mut left = 0;
         for ar in [&res.data_source, &res.data_volume] {
-            for o in s.cluster.list(ar, &selector_of(id)).await? {
-                left += 1;
-                s.cluster
-                    .delete(ar, o.metadata.namespace.as_deref().unwrap_or_default(), o.metadata.name.as_deref().unwrap_or_default())
-                    .await?;
-            }
+            left += s.cluster.delete_all_of(ar, id).await?;
         }
         Ok(if left == 0 { Cleanup::Done } else { Cleanup::InProgress })
     }

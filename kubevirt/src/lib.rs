@@ -107,7 +107,7 @@ impl Shared {
         if self.namespaces.lock().map(|n| n.contains(ns)).unwrap_or(false) {
             return Ok(());
         }
-        self.cluster.namespace(ns, tenant).await?;
+        self.cluster.namespace(ns, tenant, false, &Default::default()).await?;
         if let Ok(mut n) = self.namespaces.lock() {
             n.insert(ns.to_owned());
         }

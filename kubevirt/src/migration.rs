@@ -20,11 +20,6 @@ const GENERATION: &str = "vmaas.io/generation";
 /// The node label a migration's target is chosen by.
 const HOSTNAME: &str = "kubernetes.io/hostname";
 
-/// The migration generation acted on, as KubeVirt VM `vm` records it.
-pub fn acted(vm: &DynamicObject) -> u64 {
-    vm.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION)).and_then(|v| v.parse().ok()).unwrap_or(0)
-}
-
 /// Migration `generation` of the VMI `name` in `ns` (vmaas VM `id`), to `node` if given.
 pub fn manifest(ns: &str, name: &str, id: &str, generation: u64, node: Option<&str>) -> Value {
     let mut m = json!({

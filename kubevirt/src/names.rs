@@ -20,6 +20,15 @@ pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Annotation on a KubeVirt VM: the restart generation acted on.
 pub const RESTART_ANNOTATION: &str = "vmaas.io/restart-generation";
 
+/// MetalLB's annotation asking for given addresses (an external IP, a
+/// load balancer's address).
+pub const METALLB_IPS: &str = "metallb.io/loadBalancerIPs";
+
+/// A request generation an object records in annotation `key` (0 when it has none).
+pub fn generation(o: &kube::core::DynamicObject, key: &str) -> u64 {
+    o.metadata.annotations.as_ref().and_then(|a| a.get(key)).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
 /// The namespace of tenant `tenant`'s objects: the prefix, the tenant's
 /// name made a DNS label, and a hash of both (two tenants never share one).
 pub fn tenant_namespace(prefix: &str, tenant: &str) -> String {

@@ -11,11 +11,11 @@ use async_trait::async_trait;
 use serde_json::json;
 use vmaas_backend::{BackendError, Cleanup, Driver, NetworkObservation, NetworkSpec, NetworkTarget, Requeue, SubnetSpec, SubnetTarget};
 use vmaas_model::ObjectKind;
-use vmaas_model::k8s::render::{namespace, udn};
+use vmaas_model::k8s::render::udn;
 
 use crate::Shared;
 use crate::cluster::as_json;
-use crate::names::{MANAGER, labels, selector_of, subnet_namespace};
+use crate::names::{labels, selector_of, subnet_namespace};
 
 /// The name of the UDN in a subnet's namespace.
 pub const UDN: &str = "subnet";
@@ -59,15 +59,7 @@ impl Driver<SubnetSpec, NetworkObservation> for Subnets {
         let own = labels(ObjectKind::Subnet, &t.id);
         if !s.namespaces.lock().map(|n| n.contains(&ns)).unwrap_or(false) {
             // The primary-UDN label must be there when the namespace is made.
-            let mut n = serde_json::to_value(namespace(&ns, true, &crate::names::label_value(&t.tenant)))
-                .map_err(|e| BackendError::invalid("rendering the subnet's namespace", e))?;
-            n["apiVersion"] = json!("v1");
-            n["kind"] = json!("Namespace");
-            for (k, v) in &own {
-                n["metadata"]["labels"][k] = json!(v);
-            }
-            n["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!(MANAGER);
-            s.cluster.apply(&s.cluster.res.namespace, &n).await?;
+            s.cluster.namespace(&ns, &t.tenant, true, &own).await?;
             if let Ok(mut known) = s.namespaces.lock() {
                 known.insert(ns.clone());
             }
@@ -90,11 +82,7 @@ impl Driver<SubnetSpec, NetworkObservation> for Subnets {
         let s = &self.0;
         let res = &s.cluster.res;
         let selector = selector_of(id);
-        for u in s.cluster.list(&res.udn, &selector).await? {
-            s.cluster
-                .delete(&res.udn, u.metadata.namespace.as_deref().unwrap_or_default(), u.metadata.name.as_deref().unwrap_or_default())
-                .await?;
-        }
+        s.cluster.delete_all_of(&res.udn, id).await?;
         let namespaces = s.cluster.list(&res.namespace, &selector).await?;
         for n in &namespaces {
             let name = n.metadata.name.clone().unwrap_or_default();

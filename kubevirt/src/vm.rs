@@ -22,11 +22,11 @@ use vmaas_model::machine::DEFAULT_IMAGE;
 use vmaas_model::{ObjectKind, Observation, Phase, PowerState, Reason};
 
 use crate::cluster::as_json;
-use crate::names::{FINALIZER, ID_LABEL, RESTART_ANNOTATION, label_value, labels, selector_of, subnet_namespace, tenant_namespace};
+use crate::names::{
+    FINALIZER, ID_LABEL, METALLB_IPS, RESTART_ANNOTATION, generation, label_value, labels, selector_of, subnet_namespace, tenant_namespace,
+};
 use crate::{Shared, migration};
 
-/// MetalLB's annotation asking for given addresses.
-const METALLB_IPS: &str = "metallb.io/loadBalancerIPs";
 /// The NIC whose address is the VM's internal one.
 const FIRST_NIC: &str = "default";
 /// How often a VM on its way somewhere is looked at even without a change.
@@ -41,11 +41,6 @@ struct Manifests {
     vm: Value,
     service: Option<Value>,
     policy: Option<Value>,
-}
-
-/// The restart generation acted on, as the KubeVirt VM records it.
-fn acted_restart(vm: &DynamicObject) -> u64 {
-    vm.metadata.annotations.as_ref().and_then(|a| a.get(RESTART_ANNOTATION)).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 fn hash(v: &Value) -> u64 {
@@ -153,7 +148,7 @@ impl Shared {
     /// restarts it. Returns the restart generation acted on.
     async fn restart(&self, t: &VmTarget, ns: &str, current: Option<&DynamicObject>) -> Result<u64, BackendError> {
         let wanted = t.spec.requests.restart;
-        let acted = current.map(acted_restart).unwrap_or(wanted);
+        let acted = current.map(|vm| generation(vm, RESTART_ANNOTATION)).unwrap_or(wanted);
         if acted < wanted && t.spec.power == PowerState::Started {
             self.cluster.delete(&self.cluster.res.vmi, ns, &t.name).await?;
             info!(vm = %t.id, "restart: deleted the VMI");
@@ -166,7 +161,7 @@ impl Shared {
     /// migration generation acted on.
     async fn migrate(&self, t: &VmTarget, ns: &str, current: Option<&DynamicObject>) -> Result<u64, BackendError> {
         let wanted = t.spec.requests.migrate;
-        let acted = current.map(migration::acted).unwrap_or(wanted);
+        let acted = current.map(|vm| generation(vm, migration::ANNOTATION)).unwrap_or(wanted);
         if acted < wanted {
             let vmi = self.vmis.get(ns, &t.name).filter(|_| t.spec.power == PowerState::Started);
             match vmi.as_deref().map(|v| migration::refusal(&as_json(v))) {
@@ -313,21 +308,14 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
         let res = &s.cluster.res;
         let selector = selector_of(id);
         for ar in [&res.service, &res.migration, &res.network_policy] {
-            for o in s.cluster.list(ar, &selector).await? {
-                s.cluster.delete(ar, &ns_of(&o), &name_of(&o)).await?;
-            }
+            s.cluster.delete_all_of(ar, id).await?;
         }
-        let vms = s.cluster.list(&res.vm, &selector).await?;
-        for vm in &vms {
+        for vm in s.cluster.list(&res.vm, &selector).await? {
             if vm.metadata.deletion_timestamp.is_none() {
-                s.cluster.delete(&res.vm, &ns_of(vm), &name_of(vm)).await?;
+                s.cluster.delete_object(&res.vm, &vm).await?;
             }
         }
-        let vmis = s.cluster.list(&res.vmi, &selector).await?;
-        for vmi in &vmis {
-            s.cluster.delete(&res.vmi, &ns_of(vmi), &name_of(vmi)).await?;
-        }
-        if !vmis.is_empty() {
+        if s.cluster.delete_all_of(&res.vmi, id).await? > 0 {
             return Ok(Cleanup::InProgress);
         }
         // The VMI is gone: nothing hangs off the VM any more.
@@ -342,12 +330,4 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
         }
         Ok(if vms.is_empty() { Cleanup::Done } else { Cleanup::InProgress })
     }
-}
-
-fn ns_of(o: &DynamicObject) -> String {
-    o.metadata.namespace.clone().unwrap_or_default()
-}
-
-fn name_of(o: &DynamicObject) -> String {
-    o.metadata.name.clone().unwrap_or_default()
 }

@@ -14,13 +14,13 @@ use serde_json::json;
 use vmaas_backend::{
     BackendError, Cleanup, DiskPresence, Driver, Requeue, VolumeDisk, VolumeObservation, VolumePresence, VolumeSpec, VolumeTarget,
 };
-use vmaas_model::k8s::volume::{ImageSources, data_volume, data_volume_name, observe_data_volume};
+use vmaas_model::k8s::volume::{ImageSources, data_volume, observe_data_volume};
 use vmaas_model::volume::VolumeState;
 use vmaas_model::{ObjectKind, Quantity};
 
 use crate::Shared;
 use crate::cluster::as_json;
-use crate::names::{labels, selector_of, tenant_namespace};
+use crate::names::{labels, tenant_namespace};
 
 /// The driver of volumes.
 pub struct Volumes(pub(crate) Arc<Shared>);
@@ -95,22 +95,7 @@ impl Driver<VolumeSpec, VolumeObservation> for Volumes {
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
         let s = &self.0;
-        let res = &s.cluster.res;
-        let found = s.cluster.list(&res.data_volume, &selector_of(id)).await?;
-        for dv in &found {
-            s.cluster
-                .delete(
-                    &res.data_volume,
-                    dv.metadata.namespace.as_deref().unwrap_or_default(),
-                    dv.metadata.name.as_deref().unwrap_or_default(),
-                )
-                .await?;
-        }
-        Ok(if found.is_empty() { Cleanup::Done } else { Cleanup::InProgress })
+        let left = s.cluster.delete_all_of(&s.cluster.res.data_volume, id).await?;
+        Ok(if left == 0 { Cleanup::Done } else { Cleanup::InProgress })
     }
-}
-
-/// The DataVolume name of volume `id` on a VM (its disk's name too).
-pub fn disk_name(id: &str) -> String {
-    data_volume_name(id)
 }

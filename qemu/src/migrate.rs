@@ -100,9 +100,9 @@ impl Vms {
             .ok()
             .flatten()
             .ok_or("cannot read QEMU's command line")?;
-        for f in NEXT.iter().chain(&["migrate.sock"]) {
-            let _ = tokio::fs::remove_file(vm.path(&format!("{f}.next"))).await;
-            let _ = tokio::fs::remove_file(vm.path("migrate.sock")).await;
+        // Whatever an earlier, interrupted migration left.
+        for f in NEXT.iter().map(|f| format!("{f}.next")).chain(["migrate.sock".to_owned()]) {
+            let _ = tokio::fs::remove_file(vm.path(&f)).await;
         }
         let target = target_args(&args, &self.cfg.qemu, &vm.dir);
         let out = tokio::process::Command::new(&target[0]).args(&target[1..]).stdin(std::process::Stdio::null()).output().await;
