@@ -237,15 +237,7 @@ pub async fn start(k: &Cluster) -> Server {
 
 /// Waits until `path` (under the API) satisfies `pred` (`None`: it is gone).
 pub async fn api_until(s: &Server, t: &str, path: &str, what: &str, pred: impl Fn(Option<&Value>) -> bool) -> Value {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let (st, v) = s.raw(Method::GET, &format!("{V1}/{path}"), Some(t), None).await;
-        if pred((st == 200).then_some(&v["object"])) {
-            return v["object"].clone();
-        }
-        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}: {st} {v:#}\n{}", s.log());
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+    crate::vms::wait_object(s, t, &format!("{V1}/{path}"), what, 30, pred).await
 }
 
 /// A cluster with the catalog's `test-guest` DataSource and its controllers

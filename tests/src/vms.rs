@@ -25,17 +25,30 @@ pub async fn get(s: &Server, token: &str, id: &str) -> (u16, Value) {
 
 /// Polls until `pred` holds for the VM, or panics with the last status and the server log.
 pub async fn wait_until(s: &Server, token: &str, id: &str, what: &str, secs: u64, pred: impl Fn(&Value) -> bool) -> Value {
+    wait_object(s, token, &format!("{V1}/virtual_machines/{id}"), what, secs, |v| v.is_some_and(&pred)).await
+}
+
+/// Polls the object at `path` until `pred` holds for it (`None` while it
+/// is not found), or panics with the last answer and the server log after
+/// `secs` seconds.
+pub async fn wait_object(s: &Server, token: &str, path: &str, what: &str, secs: u64, pred: impl Fn(Option<&Value>) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
-        let (st, vm) = get(s, token, id).await;
-        if st == 200 && pred(&vm["object"]) {
-            return vm["object"].clone();
+        let (st, v) = s.raw(Method::GET, path, Some(token), None).await;
+        if pred((st == 200).then_some(&v["object"])) {
+            return v["object"].clone();
         }
         if Instant::now() > deadline {
-            panic!("timed out waiting for {what}; last: {st} {vm:#}\nserver log:\n{}", s.log());
+            panic!("timed out waiting for {path} to be {what}; last: {st} {v:#}\nserver log:\n{}", s.log());
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Waits (`secs` at most) until the object at `path` has `status.state`
+/// equal to `state`; returns the object.
+pub async fn wait_state(s: &Server, token: &str, path: &str, state: &str, secs: u64) -> Value {
+    wait_object(s, token, path, state, secs, |v| v.is_some_and(|v| v["status"]["state"] == state)).await
 }
 
 /// The state of a VM object, e.g. `VIRTUAL_MACHINE_STATE_READY`.

@@ -7,12 +7,10 @@
 //! without a restart; a subnet or group in use cannot be deleted. Every
 //! address a guest is asked to reach is on its own subnet.
 
-use std::time::{Duration, Instant};
-
 use reqwest::Method;
 use serde_json::{Value, json};
 use vmaas_tests::Server;
-use vmaas_tests::vms::{TINY, V1, get, publish};
+use vmaas_tests::vms::{self, TINY, V1, get, publish};
 
 async fn post(s: &Server, t: &str, path: &str, body: Value) -> Value {
     let (st, v) = s.raw(Method::POST, &format!("{V1}/{path}"), Some(t), Some(body)).await;
@@ -25,15 +23,8 @@ async fn subnet(s: &Server, t: &str, network: &str, name: &str, cidr: &str) -> S
     s.cli_json(t, &["network", "create", network, "--cidr", "10.30.0.0/16"]);
     let sn = s.cli_json(t, &["subnet", "create", name, "--network", network, "--cidr", cidr]);
     let id = sn["id"].as_str().unwrap().to_owned();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let (_, v) = s.raw(Method::GET, &format!("{V1}/subnets/{id}"), Some(t), None).await;
-        if v["object"]["status"]["state"] == "SUBNET_STATE_READY" {
-            return id;
-        }
-        assert!(Instant::now() < deadline, "subnet {name} never became READY: {v}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    vms::wait_state(s, t, &format!("{V1}/subnets/{id}"), "SUBNET_STATE_READY", 15).await;
+    id
 }
 
 /// `vmaas vm create NAME -t tiny --subnet SPEC --wait`; returns the VM's id.

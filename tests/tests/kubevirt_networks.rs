@@ -50,8 +50,8 @@ async fn a_subnet_is_a_primary_udn_and_security_groups_are_network_policies() {
     assert_eq!(udns[0]["spec"]["layer2"], json!({"role": "Primary", "subnets": ["10.60.1.0/24"], "ipam": {"lifecycle": "Persistent"}}));
     let (_, namespace) = k.request(Method::GET, &format!("/api/v1/namespaces/{ns}"), None, None).await;
     assert!(namespace["metadata"]["labels"].get("k8s.ovn.org/primary-user-defined-network").is_some(), "{namespace:#}");
-    let (_, sub) = s.raw(Method::GET, &format!("{V1}/subnets/{subnet}"), Some(&acme), None).await;
-    assert_eq!(sub["object"]["status"]["state"], "SUBNET_STATE_READY", "{sub:#}");
+    // OVN-K's report and the VM's readiness arrive independently.
+    vms::wait_state(&s, &acme, &format!("{V1}/subnets/{subnet}"), "SUBNET_STATE_READY", 30).await;
 
     let kv = the_vm(&k, &vm).await;
     assert_eq!(kv["metadata"]["namespace"], ns.as_str(), "the VM runs in its subnet's namespace");

@@ -4,25 +4,12 @@ use std::time::{Duration, Instant};
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use vmaas_tests::{Db, Server, on_both_databases};
+use vmaas_tests::{Db, Server, on_both_databases, vms};
 
 const NETS: &str = "/api/fulfillment/v1/virtual_networks";
 
 fn network(name: &str, cidr: &str) -> Value {
     json!({"object": {"metadata": {"name": name}, "spec": {"ipv4_cidr": cidr}}})
-}
-
-async fn wait_state(s: &Server, token: &str, id: &str, state: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (st, n) = s.raw(Method::GET, &format!("{NETS}/{id}"), Some(token), None).await;
-        assert_eq!(st, 200, "{n}");
-        if n["object"]["status"]["state"] == state {
-            return n;
-        }
-        assert!(Instant::now() < deadline, "network {id} never became {state}: {n}\n{}", s.log());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 on_both_databases! {
@@ -39,8 +26,8 @@ on_both_databases! {
         let id = o["id"].as_str().unwrap().to_owned();
 
         // This server runs no backend that can set networks up: it says so.
-        let failed = wait_state(&s, &acme, &id, "VIRTUAL_NETWORK_STATE_FAILED").await;
-        assert!(failed["object"]["status"]["message"].as_str().unwrap().contains("the none backend does not run virtual networks"), "{failed}");
+        let failed = vms::wait_state(&s, &acme, &format!("{NETS}/{id}"), "VIRTUAL_NETWORK_STATE_FAILED", 10).await;
+        assert!(failed["status"]["message"].as_str().unwrap().contains("the none backend does not run virtual networks"), "{failed}");
 
         // Bad input names the field and the reason; nothing is made.
         let (st, e) = s.raw(Method::POST, NETS, Some(&acme), Some(network("bad", "10.10.0.1/16"))).await;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use vmaas_tests::{Db, Server, on_both_databases};
+use vmaas_tests::{Db, Server, on_both_databases, vms};
 
 const NETS: &str = "/api/fulfillment/v1/virtual_networks";
 const SUBNETS: &str = "/api/fulfillment/v1/subnets";
@@ -18,19 +18,6 @@ fn subnet(name: &str, network: &str, cidr: &str) -> Value {
 
 async fn create(s: &Server, token: &str, path: &str, body: Value) -> (u16, Value) {
     s.raw(Method::POST, path, Some(token), Some(body)).await
-}
-
-async fn wait_state(s: &Server, token: &str, path: &str, state: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (st, n) = s.raw(Method::GET, path, Some(token), None).await;
-        assert_eq!(st, 200, "{n}");
-        if n["object"]["status"]["state"] == state {
-            return n;
-        }
-        assert!(Instant::now() < deadline, "{path} never became {state}: {n}\n{}", s.log());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// A 400 whose first detail names `field` with a reason containing `reason`.
@@ -55,8 +42,8 @@ on_both_databases! {
         assert_eq!(o["@type"], "type.googleapis.com/osac.public.v1.Subnet");
         assert_eq!((o["spec"]["virtual_network"].as_str(), o["status"]["state"].as_str()), (Some(net.as_str()), Some("SUBNET_STATE_PENDING")));
         let front = o["id"].as_str().unwrap().to_owned();
-        let failed = wait_state(&s, &acme, &format!("{SUBNETS}/{front}"), "SUBNET_STATE_FAILED").await;
-        assert!(failed["object"]["status"]["message"].as_str().unwrap().contains("does not run subnets"), "{failed}");
+        let failed = vms::wait_state(&s, &acme, &format!("{SUBNETS}/{front}"), "SUBNET_STATE_FAILED", 10).await;
+        assert!(failed["status"]["message"].as_str().unwrap().contains("does not run subnets"), "{failed}");
 
         // Bad placements name the field and the reason; nothing is made.
         let (st, e) = create(&s, &acme, SUBNETS, subnet("outside", &net, "10.11.0.0/24")).await;
@@ -104,7 +91,7 @@ async fn on_the_qemu_backend_a_subnet_is_a_running_segment() {
     let (st, sn) = create(&s, &t, SUBNETS, subnet("front", "lab", "10.20.1.0/24")).await;
     assert_eq!(st, 201, "{sn}");
     let id = sn["object"]["id"].as_str().unwrap().to_owned();
-    wait_state(&s, &t, &format!("{SUBNETS}/{id}"), "SUBNET_STATE_READY").await;
+    vms::wait_state(&s, &t, &format!("{SUBNETS}/{id}"), "SUBNET_STATE_READY", 10).await;
     assert!(s.log().contains("subnet segment running"), "{}", s.log());
     assert!(s.data_dir.join("subnets").join(&id).join("subnet.json").exists());
     // After a restart the segment runs again (the reconciler's first sweep).
@@ -114,7 +101,7 @@ async fn on_the_qemu_backend_a_subnet_is_a_running_segment() {
         assert!(Instant::now() < deadline, "{}", s.log());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    wait_state(&s, &t, &format!("{SUBNETS}/{id}"), "SUBNET_STATE_READY").await;
+    vms::wait_state(&s, &t, &format!("{SUBNETS}/{id}"), "SUBNET_STATE_READY", 10).await;
 }
 
 const SGS: &str = "/api/fulfillment/v1/security_groups";
@@ -134,7 +121,7 @@ on_both_databases! {
         assert_eq!(o["@type"], "type.googleapis.com/osac.public.v1.SecurityGroup");
         assert_eq!(o["spec"]["virtual_network"], net.as_str(), "stored as the network's id");
         let id = o["id"].as_str().unwrap().to_owned();
-        wait_state(&s, &acme, &format!("{SGS}/{id}"), "SECURITY_GROUP_STATE_READY").await;
+        vms::wait_state(&s, &acme, &format!("{SGS}/{id}"), "SECURITY_GROUP_STATE_READY", 10).await;
 
         // Bad rules name the field and the reason.
         let bad = json!({"object": {"metadata": {"name": "bad"}, "spec": {"virtual_network": "lab",
