@@ -68,7 +68,7 @@ fn get_request(id: &str) -> Bytes {
 async fn serve_h2(router: axum::Router) -> anyhow::Result<String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    tokio::spawn(serve(listener, router, HttpLimits::default(), std::future::pending()));
+    tokio::spawn(serve(listener, router, HttpLimits::default(), None, std::future::pending()));
     Ok(format!("http://{addr}"))
 }
 

@@ -1,5 +1,6 @@
-//! Where the CLI finds its server and token: flags, then environment
-//! (`VMAAS_ENDPOINT`, `VMAAS_TOKEN`), then the config file.
+//! Where the CLI finds its server, token and whom to trust over HTTPS:
+//! flags, then environment (`VMAAS_ENDPOINT`, `VMAAS_TOKEN`,
+//! `VMAAS_CA_FILE`, `VMAAS_INSECURE`), then the config file.
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +20,12 @@ pub struct FileConfig {
     /// Bearer token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// PEM file of a CA (or the server's self-signed certificate) to trust.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+    /// Skip the certificate check of an `https` endpoint.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure: bool,
 }
 
 /// The config file path: `$VMAAS_CONFIG`, else `$XDG_CONFIG_HOME/vmaas/config.yaml`, else `~/.config/vmaas/config.yaml`.
@@ -59,13 +66,30 @@ pub fn save(path: &Path, cfg: &FileConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The endpoint and token to use.
-pub fn resolve(flag_endpoint: Option<String>, flag_token: Option<String>, path: &Path) -> anyhow::Result<(String, Option<String>)> {
+/// What the flags say, before the config file fills the gaps.
+#[derive(Debug, Default)]
+pub struct Flags {
+    /// `--endpoint`.
+    pub endpoint: Option<String>,
+    /// `--token`.
+    pub token: Option<String>,
+    /// `--ca-file`.
+    pub ca_file: Option<PathBuf>,
+    /// `--insecure`.
+    pub insecure: bool,
+}
+
+/// The client the flags and the config file at `path` describe.
+pub fn client(flags: Flags, path: &Path) -> anyhow::Result<vmaas_client::Client> {
     let file = load(path)?;
-    let endpoint = flag_endpoint.or(file.endpoint).unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned());
-    let token = flag_token.or(file.token).filter(|t| !t.is_empty());
+    let endpoint = flags.endpoint.or(file.endpoint).unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned());
+    let token = flags.token.or(file.token).filter(|t| !t.is_empty());
     if endpoint.is_empty() {
         bail!("the endpoint is empty: pass --endpoint or set VMAAS_ENDPOINT");
     }
-    Ok((endpoint, token))
+    let ca = match flags.ca_file.or(file.ca_file) {
+        Some(f) => Some(std::fs::read(&f).with_context(|| format!("reading the CA file {}", f.display()))?),
+        None => None,
+    };
+    Ok(vmaas_client::Client::with_tls(&endpoint, token, flags.insecure || file.insecure, ca.as_deref())?)
 }

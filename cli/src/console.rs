@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use futures::{SinkExt, StreamExt};
+use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use vmaas_client::Client;
 
 /// Ctrl-]: leaves an interactive console.
@@ -34,11 +36,35 @@ impl Drop for RawMode {
     }
 }
 
+/// A connection the console's WebSocket runs over: TCP, or TLS over TCP.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+/// Opens the WebSocket at `url`; a `wss://` one over TLS, trusting what
+/// the client trusts (its CA file, or anything with `--insecure`).
+async fn connect(client: &Client, url: &str) -> anyhow::Result<WebSocketStream<Box<dyn Io>>> {
+    let request = url.into_client_request()?;
+    let secure = request.uri().scheme_str() == Some("wss");
+    let host = request.uri().host().context("the console URL has no host")?.trim_matches(['[', ']']).to_owned();
+    let port = request.uri().port_u16().unwrap_or(if secure { 443 } else { 80 });
+    let tcp = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
+    tcp.set_nodelay(true)?;
+    let io: Box<dyn Io> = if secure {
+        let name = rustls_pki_types::ServerName::try_from(host.clone()).with_context(|| format!("{host:?} is not a server name"))?;
+        let tls = tokio_rustls::TlsConnector::from(client.trust().rustls_config()?);
+        Box::new(tls.connect(name, tcp).await.context("TLS")?)
+    } else {
+        Box::new(tcp)
+    };
+    let (ws, _) = tokio_tungstenite::client_async(request, io).await?;
+    Ok(ws)
+}
+
 /// Runs the console of VM `id` (named `name`).
 pub async fn run(client: &Client, id: &str, name: &str, opts: Options) -> anyhow::Result<()> {
     let session = client.console_session(id).await?;
     let url = client.console_url(&session);
-    let (ws, _) = tokio_tungstenite::connect_async(url.as_str()).await.with_context(|| format!("connecting to the console of {name:?}"))?;
+    let ws = connect(client, &url).await.with_context(|| format!("connecting to the console of {name:?}"))?;
     let (mut tx, mut rx) = ws.split();
     let interactive = !opts.batch && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     if interactive {

@@ -36,6 +36,13 @@ struct Cli {
     /// Bearer token [default: from the config file].
     #[arg(long, global = true, env = "VMAAS_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// PEM file of a CA (or of the server's self-signed certificate) to
+    /// trust for an https endpoint [default: from the config file].
+    #[arg(long, global = true, env = "VMAAS_CA_FILE")]
+    ca_file: Option<PathBuf>,
+    /// Skip the certificate check of an https endpoint (development only).
+    #[arg(long, global = true, env = "VMAAS_INSECURE")]
+    insecure: bool,
     /// Config file [default: ~/.config/vmaas/config.yaml].
     #[arg(long, global = true, env = "VMAAS_CONFIG")]
     config: Option<PathBuf>,
@@ -75,7 +82,7 @@ enum Command {
     /// Volumes: block storage that outlives VMs.
     #[command(subcommand, alias = "volumes")]
     Volume(volumes::VolumeCmd),
-    /// Save the endpoint and token in the config file.
+    /// Save the endpoint, token, CA file and --insecure in the config file.
     Login {
         /// Server URL.
         #[arg(long = "server")]
@@ -341,12 +348,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         if let Some(t) = cli.token.clone() {
             file.token = Some(t);
         }
+        if let Some(ca) = &cli.ca_file {
+            file.ca_file = Some(std::path::absolute(ca).with_context(|| format!("the CA file {}", ca.display()))?);
+        }
+        file.insecure |= cli.insecure;
         config::save(&cfg_path, &file)?;
         eprintln!("saved {}", cfg_path.display());
         return Ok(());
     }
-    let (endpoint, token) = config::resolve(cli.endpoint, cli.token, &cfg_path)?;
-    let client = Client::new(&endpoint, token)?;
+    let flags = config::Flags { endpoint: cli.endpoint, token: cli.token, ca_file: cli.ca_file, insecure: cli.insecure };
+    let client = config::client(flags, &cfg_path)?;
     match cli.command {
         Command::Completions { .. } | Command::Login { .. } => unreachable!("handled above"),
         Command::Template(cmd) => match cmd {

@@ -23,7 +23,7 @@ impl Client {
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }
-        let transport = |source| Error::Transport { endpoint: self.endpoint.clone(), source };
+        let transport = |e| Error::transport(&self.endpoint, &e);
         let rsp = req.send().await.map_err(transport)?;
         if !rsp.status().is_success() {
             let status = rsp.status().as_u16();

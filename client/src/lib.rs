@@ -8,6 +8,7 @@
 //! - `events`: the server's event stream, [`Client::watch_events`].
 //! - `networks`: the virtual network calls, [`Client::wait_network`] among them.
 //! - `objects`: the calls every simple kind shares (subnets, security groups).
+//! - [`tls`]: whom it trusts over HTTPS, also for the console's `wss://`.
 //! - [`Error`]: the API's `{code, message, details}` errors, kept intact.
 
 #![forbid(unsafe_code)]
@@ -19,6 +20,7 @@ mod images;
 pub use events::Watch;
 mod networks;
 mod objects;
+pub mod tls;
 
 use std::time::{Duration, Instant};
 
@@ -49,12 +51,13 @@ pub enum Error {
         details: Vec<FieldError>,
     },
     /// The server could not be reached, or the transfer failed.
-    #[error("cannot reach the vmaas server at {endpoint}: {source}")]
+    #[error("cannot reach the vmaas server at {endpoint}: {reason}")]
     Transport {
         /// The endpoint.
         endpoint: String,
-        /// The cause.
-        source: reqwest::Error,
+        /// The cause and what caused it, down to the root (e.g. the
+        /// certificate a TLS handshake refused).
+        reason: String,
     },
     /// The answer was not what the API promises.
     #[error("unexpected answer from the server: {0}")]
@@ -136,12 +139,30 @@ pub struct VmQuery {
     pub limit: Option<u64>,
 }
 
+impl Error {
+    /// A transport error naming `endpoint`, with `e`'s chain of causes.
+    pub(crate) fn transport(endpoint: &str, e: &reqwest::Error) -> Self {
+        let mut reason = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            let text = s.to_string();
+            if !reason.contains(&text) {
+                reason.push_str(": ");
+                reason.push_str(&text);
+            }
+            source = s.source();
+        }
+        Error::Transport { endpoint: endpoint.to_owned(), reason }
+    }
+}
+
 /// A client of one server, with one token.
 #[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
     endpoint: String,
     token: Option<String>,
+    trust: tls::Trust,
 }
 
 /// A one-line summary of a VM's status: `PROGRESSING (Booting: the guest is booting)`.
@@ -170,13 +191,13 @@ impl Client {
         if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
             return Err(Error::Usage(format!("endpoint {endpoint:?} must start with http:// or https://")));
         }
+        let trust = tls::Trust { insecure, ca_pem: ca_pem.map(<[u8]>::to_vec) };
         let mut builder = reqwest::Client::builder();
         if insecure {
             builder = builder.tls_danger_accept_invalid_certs(true);
         }
-        if let Some(pem) = ca_pem {
-            let cert =
-                reqwest::Certificate::from_pem(pem).map_err(|e| Error::Usage(format!("the CA file is not a PEM certificate: {e}")))?;
+        for root in trust.extra_roots()? {
+            let cert = reqwest::Certificate::from_der(&root).map_err(|e| Error::Usage(format!("the CA file: {e}")))?;
             builder = builder.tls_certs_merge([cert]);
         }
         let http = builder
@@ -185,7 +206,12 @@ impl Client {
             .user_agent(concat!("vmaas-client/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| Error::Usage(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Self { http, endpoint, token })
+        Ok(Self { http, endpoint, token, trust })
+    }
+
+    /// Whom the client trusts over HTTPS (for the console's `wss://`).
+    pub fn trust(&self) -> &tls::Trust {
+        &self.trust
     }
 
     /// The endpoint.
@@ -217,7 +243,7 @@ impl Client {
 
     /// Sends `req`; the status and body of a success, else the server's error.
     async fn exchange(&self, req: reqwest::RequestBuilder) -> Result<(StatusCode, bytes::Bytes), Error> {
-        let transport = |source| Error::Transport { endpoint: self.endpoint.clone(), source };
+        let transport = |e| Error::transport(&self.endpoint, &e);
         let resp = req.send().await.map_err(transport)?;
         let status = resp.status();
         let bytes = resp.bytes().await.map_err(transport)?;

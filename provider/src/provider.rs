@@ -111,8 +111,9 @@ impl Provider for VmaasProvider {
             .or_else(|| std::env::var("VMAAS_ENDPOINT").ok().filter(|e| !e.is_empty()))
             .unwrap_or_else(|| "http://127.0.0.1:8000".into());
         let token = string(get(&config, "token")).or_else(|| std::env::var("VMAAS_TOKEN").ok().filter(|t| !t.is_empty()));
-        let insecure = get(&config, "insecure").as_bool().unwrap_or(false);
-        let ca = match string(get(&config, "ca_file")) {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let insecure = get(&config, "insecure").as_bool().unwrap_or_else(|| env("VMAAS_INSECURE").is_some_and(|v| v == "true" || v == "1"));
+        let ca = match string(get(&config, "ca_file")).or_else(|| env("VMAAS_CA_FILE")) {
             Some(f) => match std::fs::read(&f) {
                 Ok(pem) => Some(pem),
                 Err(e) => {

@@ -88,8 +88,13 @@ pub fn provider_schema(registry: &Registry) -> get_provider_schema::Response {
         vec![
             attr("endpoint", STRING, Mode::Optional, "Server URL, e.g. `http://127.0.0.1:8000`. Also read from `VMAAS_ENDPOINT`."),
             token,
-            attr("insecure", BOOL, Mode::Optional, "Skip the TLS certificate check of an `https` endpoint."),
-            attr("ca_file", STRING, Mode::Optional, "PEM file of a CA to trust for an `https` endpoint."),
+            attr("insecure", BOOL, Mode::Optional, "Skip the TLS certificate check of an `https` endpoint (default: `VMAAS_INSECURE`)."),
+            attr(
+                "ca_file",
+                STRING,
+                Mode::Optional,
+                "PEM file of a CA (or of the server's self-signed certificate) to trust for an `https` endpoint (default: `VMAAS_CA_FILE`).",
+            ),
         ],
         vec![],
     );

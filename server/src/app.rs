@@ -17,6 +17,7 @@ use crate::pools::Pools;
 use crate::reconciler::{Queue, Reconciler, ReconcilerConfig};
 use crate::serve::HttpLimits;
 use crate::store::{Store, StoreError};
+use crate::tls::{Tls, TlsError, TlsSource};
 use vmaas_backend::Backend;
 
 /// How to run the server.
@@ -45,6 +46,10 @@ pub struct Config {
     pub image_max_bytes: u64,
     /// How long an imported image may go unused before it is pruned.
     pub image_retention: Option<Duration>,
+    /// TLS; plain HTTP when absent (on loopback only, unless `insecure_listen`).
+    pub tls: Option<TlsSource>,
+    /// Serve plain HTTP on an address other than loopback.
+    pub insecure_listen: bool,
 }
 
 impl Config {
@@ -63,6 +68,8 @@ impl Config {
             pools: Pools::loopback(),
             image_max_bytes: 64 << 30,
             image_retention: None,
+            tls: None,
+            insecure_listen: false,
         }
     }
 
@@ -98,6 +105,14 @@ pub enum StartError {
     /// The gRPC services cannot be built.
     #[error(transparent)]
     Grpc(#[from] crate::grpc::GrpcError),
+    /// TLS cannot be set up.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// Plain HTTP asked for on an address others can reach.
+    #[error(
+        "refusing to serve plain HTTP on {0}: tokens would cross the network in clear; give --tls-cert and --tls-key (or --tls-self-signed), listen on loopback, or say --insecure-listen"
+    )]
+    PlainHttp(SocketAddr),
     /// The address cannot be bound.
     #[error("listen on {addr}: {source}")]
     Listen {
@@ -191,9 +206,22 @@ impl App {
         Ok(rest.merge(grpc))
     }
 
+    /// The TLS the configuration asks for, checked against the listen
+    /// address: plain HTTP only on loopback unless `insecure_listen`.
+    fn tls(&self) -> Result<Option<Tls>, StartError> {
+        let Some(source) = &self.config.tls else {
+            let addr = self.config.listen;
+            return if addr.ip().is_loopback() || self.config.insecure_listen { Ok(None) } else { Err(StartError::PlainHttp(addr)) };
+        };
+        let tls = Tls::load(source)?;
+        info!(cert = %tls.cert_path().display(), fingerprint = %tls.fingerprint(), "TLS certificate (SHA-256)");
+        Ok(Some(tls))
+    }
+
     /// Serves the API and runs the reconciler until `shutdown` resolves.
     pub async fn serve(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), StartError> {
         let addr = self.config.listen;
+        let tls = self.tls()?;
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| StartError::Listen { addr, source })?;
         let local = listener.local_addr().map_err(|source| StartError::Listen { addr, source })?;
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -213,13 +241,17 @@ impl App {
         let rec_task = tokio::spawn(Arc::new(reconciler).run(stop_rx));
         info!(
             listen = %local,
+            scheme = %if tls.is_some() { "https" } else { "http" },
             database = self.state.store.dialect().as_str(),
             backend = self.state.backend.name(),
             data_dir = %self.config.data_dir.display(),
             "vmaas-server ready"
         );
         let app = self.router_with_grpc()?;
-        let served = crate::serve::serve(listener, app, self.config.http, shutdown).await;
+        let acceptor = tls.as_ref().map(|t| t.acceptor().clone());
+        let reload = tls.map(|t| tokio::spawn(t.watch()));
+        let served = crate::serve::serve(listener, app, self.config.http, acceptor, shutdown).await;
+        reload.inspect(|r| r.abort());
         let _ = stop_tx.send(true);
         let _ = rec_task.await;
         served.map_err(|source| StartError::Listen { addr, source })

@@ -3,7 +3,9 @@
 //! The fulfillment server: a multi-tenant REST/JSON API for templates and
 //! virtual machines, a durable store, and a reconciler that drives a backend.
 //!
-//! - [`app`]: configuration and start-up; [`serve`]: the HTTP loop and its limits.
+//! - [`app`]: configuration and start-up; [`serve`]: the HTTP loop and its limits;
+//!   [`tls`]: its certificates, reloaded when they change; [`flags`]: the
+//!   command-line flags of TLS.
 //! - [`api`]: the HTTP routes, the OpenAPI document, health and metrics.
 //! - [`grpc`]: OSAC's gRPC services on the same port, served through the REST routes.
 //! - [`auth`]: bearer tokens (JWT) with `tenant` and `role` claims.
@@ -27,6 +29,7 @@ pub mod auth;
 pub mod capacity;
 pub mod error;
 pub mod events;
+pub mod flags;
 pub mod gc;
 pub mod grpc;
 pub mod identity;
@@ -37,3 +40,4 @@ pub mod prune;
 pub mod reconciler;
 pub mod serve;
 pub mod store;
+pub mod tls;

@@ -194,6 +194,8 @@ struct ServeArgs {
     log_format: LogFormat,
     #[command(flatten)]
     kubevirt: KubevirtArgs,
+    #[command(flatten)]
+    tls: vmaas_server::flags::TlsArgs,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -338,6 +340,7 @@ async fn backend(args: &ServeArgs, data_dir: &std::path::Path) -> anyhow::Result
 fn config(args: &ServeArgs, data_dir: PathBuf) -> anyhow::Result<Config> {
     Ok(Config {
         listen: args.listen,
+        tls: args.tls.source(&data_dir),
         data_dir,
         database_url: args.database_url.clone(),
         key_file: args.jwt_key_file.clone(),
@@ -353,6 +356,7 @@ fn config(args: &ServeArgs, data_dir: PathBuf) -> anyhow::Result<Config> {
         pools: Pools::new(args.external_ip_pools.clone()).map_err(anyhow::Error::msg)?,
         image_max_bytes: args.image_max_size.to_units_ceil().context("--image-max-size")?,
         image_retention: args.image_retention,
+        insecure_listen: args.tls.insecure_listen,
     })
 }
 

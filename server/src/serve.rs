@@ -3,7 +3,9 @@
 //! headers (which is also the idle timeout between requests on a kept-alive
 //! connection), and a bounded wait for connections at shutdown. Body size
 //! and body read time are limited by layers of the router. Each connection
-//! speaks HTTP/1.1 or, with prior knowledge, HTTP/2 (gRPC).
+//! speaks HTTP/1.1 or HTTP/2 (gRPC): with prior knowledge in plain text, by
+//! ALPN over TLS. With TLS, the handshake must also end within the header
+//! deadline.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,7 +15,7 @@ use axum::http::StatusCode;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -63,11 +65,13 @@ fn busy() -> Vec<u8> {
     .into_bytes()
 }
 
-/// Serves `app` on `listener` within `limits` until `shutdown` resolves.
+/// Serves `app` on `listener` within `limits` until `shutdown` resolves,
+/// over TLS when `tls` is given.
 pub async fn serve(
     listener: TcpListener,
     app: axum::Router,
     limits: HttpLimits,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -99,9 +103,17 @@ pub async fn serve(
             continue;
         }
         open.fetch_add(1, Ordering::SeqCst);
-        let (app, open, stop) = (app.clone(), open.clone(), stop_rx.clone());
+        let (app, open, stop, tls) = (app.clone(), open.clone(), stop_rx.clone(), tls.clone());
         conns.spawn(async move {
-            connection(stream, app, limits, stop).await;
+            let _ = stream.set_nodelay(true);
+            match tls {
+                None => connection(stream, app, limits, stop).await,
+                Some(tls) => match tokio::time::timeout(limits.header_timeout, tls.accept(stream)).await {
+                    Ok(Ok(stream)) => connection(stream, app, limits, stop).await,
+                    Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
+                    Err(_) => debug!(%peer, "TLS handshake timed out"),
+                },
+            }
             open.fetch_sub(1, Ordering::SeqCst);
         });
     }
@@ -115,8 +127,11 @@ async fn refuse(mut stream: TcpStream) {
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&busy())).await;
 }
 
-async fn connection(stream: TcpStream, app: axum::Router, limits: HttpLimits, mut stop: watch::Receiver<bool>) {
-    let _ = stream.set_nodelay(true);
+/// Serves HTTP on one connection (plain or TLS) until it ends or the server stops.
+async fn connection<I>(stream: I, app: axum::Router, limits: HttpLimits, mut stop: watch::Receiver<bool>)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let service = TowerToHyperService::new(app);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);

@@ -99,7 +99,7 @@ pub struct Server {
     /// Its data directory.
     pub data_dir: PathBuf,
     _tmp: Option<tempfile::TempDir>,
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://` when it serves TLS).
     pub endpoint: String,
     /// The database URL, for PostgreSQL.
     pub database_url: Option<String>,
@@ -208,8 +208,11 @@ impl Server {
         loop {
             let text = self.log();
             if let Some(line) = text[start_len.min(text.len())..].lines().find(|l| l.contains("vmaas-server ready")) {
-                let addr = line.split("listen=").nth(1).and_then(|r| r.split_whitespace().next()).expect("listen= in the ready line");
-                self.endpoint = format!("http://{addr}");
+                let field = |f: &str| line.split(f).nth(1).and_then(|r| r.split_whitespace().next()).map(str::to_owned);
+                let addr = field("listen=").expect("listen= in the ready line");
+                let scheme = field("scheme=").unwrap_or_else(|| "http".into());
+                self.endpoint = format!("{scheme}://{addr}");
+                self.http = self.http_client();
                 return;
             }
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
@@ -302,9 +305,30 @@ impl Server {
         String::from_utf8(out.stdout).expect("utf8").trim().to_owned()
     }
 
+    /// The certificate to trust when the server serves TLS: the file of
+    /// `--tls-cert`, else the self-signed one in its data directory.
+    pub fn ca_file(&self) -> Option<PathBuf> {
+        if !self.endpoint.starts_with("https://") {
+            return None;
+        }
+        let given = self.extra.iter().position(|a| a == "--tls-cert").and_then(|i| self.extra.get(i + 1));
+        Some(given.map_or_else(|| self.data_dir.join("tls/self-signed.crt"), PathBuf::from))
+    }
+
+    /// An HTTP client trusting the server's certificate.
+    fn http_client(&self) -> reqwest::Client {
+        let mut b = reqwest::Client::builder();
+        if let Some(ca) = self.ca_file() {
+            let pem = std::fs::read(&ca).expect("the server's certificate");
+            b = b.tls_certs_merge([reqwest::Certificate::from_pem(&pem).expect("PEM certificate")]);
+        }
+        b.build().expect("HTTP client")
+    }
+
     /// A typed client with `token`.
     pub fn client(&self, token: &str) -> vmaas_client::Client {
-        vmaas_client::Client::new(&self.endpoint, Some(token.to_owned())).expect("client")
+        let ca = self.ca_file().map(|f| std::fs::read(f).expect("the server's certificate"));
+        vmaas_client::Client::with_tls(&self.endpoint, Some(token.to_owned()), false, ca.as_deref()).expect("client")
     }
 
     /// A raw request: `(status, JSON body or Null)`.
@@ -340,7 +364,11 @@ impl Server {
     /// Runs the `vmaas` CLI with `stdin` as its standard input.
     pub fn cli_with_stdin(&self, token: &str, args: &[&str], stdin: &[u8]) -> Output {
         use std::io::Write;
-        let mut child = Command::new(bin("vmaas"))
+        let mut cmd = Command::new(bin("vmaas"));
+        if let Some(ca) = self.ca_file() {
+            cmd.env("VMAAS_CA_FILE", ca);
+        }
+        let mut child = cmd
             .args(args)
             .env("VMAAS_ENDPOINT", &self.endpoint)
             .env("VMAAS_TOKEN", token)
