@@ -13,6 +13,7 @@ use crate::auth::{KEY_FILE, KeyError, Keys};
 use crate::capacity::Overcommit;
 use crate::identity::IdentityError;
 use crate::metrics::Metrics;
+use crate::oidc::{OidcConfig, OidcError, Verifier};
 use crate::pools::Pools;
 use crate::reconciler::{Queue, Reconciler, ReconcilerConfig};
 use crate::serve::HttpLimits;
@@ -50,6 +51,8 @@ pub struct Config {
     pub tls: Option<TlsSource>,
     /// Serve plain HTTP on an address other than loopback.
     pub insecure_listen: bool,
+    /// Identity providers whose tokens are accepted beside the server's own.
+    pub oidc: Option<OidcConfig>,
 }
 
 impl Config {
@@ -70,6 +73,7 @@ impl Config {
             image_retention: None,
             tls: None,
             insecure_listen: false,
+            oidc: None,
         }
     }
 
@@ -105,6 +109,9 @@ pub enum StartError {
     /// The gRPC services cannot be built.
     #[error(transparent)]
     Grpc(#[from] crate::grpc::GrpcError),
+    /// OIDC cannot be set up.
+    #[error(transparent)]
+    Oidc(#[from] OidcError),
     /// TLS cannot be set up.
     #[error(transparent)]
     Tls(#[from] TlsError),
@@ -174,7 +181,10 @@ impl App {
         std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::DataDir { path: config.data_dir.clone(), source })?;
         let store = open_store(&config).await?;
         crate::identity::check(&store, &config.data_dir, backend.as_ref(), config.adopt_store).await?;
-        let keys = Keys::load_or_create(&config.key_path())?;
+        let mut keys = Keys::load_or_create(&config.key_path())?;
+        if let Some(oidc) = &config.oidc {
+            keys = keys.with_oidc(Arc::new(Verifier::new(oidc.clone())?));
+        }
         let state = AppState {
             events: crate::events::EventHub::start(store.clone()),
             store,
@@ -239,6 +249,9 @@ impl App {
         )
         .with_progress(self.state.progress.clone());
         let rec_task = tokio::spawn(Arc::new(reconciler).run(stop_rx));
+        if let Some(oidc) = self.state.keys.oidc().cloned() {
+            tokio::spawn(async move { oidc.warm().await });
+        }
         info!(
             listen = %local,
             scheme = %if tls.is_some() { "https" } else { "http" },

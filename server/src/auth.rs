@@ -1,5 +1,6 @@
 //! Bearer tokens: JWTs (HS256) signed by a key kept in the data directory,
-//! carrying `tenant` and `role` claims.
+//! carrying `tenant` and `role` claims; and, when configured, RS256/ES256
+//! tokens of an OIDC identity provider (`crate::oidc`).
 
 use std::collections::HashMap;
 use std::fs;
@@ -99,6 +100,8 @@ pub struct Keys {
     /// Tokens already verified, with their caller and expiry, so a client
     /// that sends the same token again is not verified again.
     verified: Arc<RwLock<HashMap<String, (Caller, u64)>>>,
+    /// The identity providers trusted beside the server's own key.
+    oidc: Option<Arc<crate::oidc::Verifier>>,
 }
 
 /// Most tokens remembered as verified; the memory is cleared when full.
@@ -151,7 +154,19 @@ impl Keys {
             decoding: DecodingKey::from_secret(secret),
             validation,
             verified: Default::default(),
+            oidc: None,
         }
+    }
+
+    /// Also accepts the tokens `oidc` checks.
+    pub fn with_oidc(mut self, oidc: Arc<crate::oidc::Verifier>) -> Self {
+        self.oidc = Some(oidc);
+        self
+    }
+
+    /// The identity providers trusted, if any.
+    pub fn oidc(&self) -> Option<&Arc<crate::oidc::Verifier>> {
+        self.oidc.as_ref()
     }
 
     /// Issues a token for `tenant` with `role`, valid for `ttl`.
@@ -168,15 +183,22 @@ impl Keys {
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
     }
 
-    /// Checks a token and returns its caller.
-    pub fn verify(&self, token: &str) -> Result<Caller, ApiError> {
+    /// Checks a token (the server's own, or an identity provider's) and
+    /// returns its caller.
+    pub async fn verify(&self, token: &str) -> Result<Caller, ApiError> {
         let now = jsonwebtoken::get_current_timestamp();
         if let Some((caller, exp)) = self.verified.read().unwrap_or_else(|p| p.into_inner()).get(token)
             && now < exp.saturating_add(self.validation.leeway)
         {
             return Ok(caller.clone());
         }
-        let (caller, exp) = self.verify_signed(token)?;
+        let own = jsonwebtoken::decode_header(token).is_ok_and(|h| h.alg == Algorithm::HS256);
+        let (caller, exp) = match &self.oidc {
+            // Not remembered: a key the provider withdraws stops its tokens
+            // at the next fetch of its keys.
+            Some(oidc) if !own => return Ok(oidc.verify(token).await?.0),
+            _ => self.verify_signed(token)?,
+        };
         let mut cache = self.verified.write().unwrap_or_else(|p| p.into_inner());
         if cache.len() >= VERIFIED_CACHE {
             cache.clear();
@@ -210,13 +232,13 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        state.keys.bearer(parts.headers.get(AUTHORIZATION).map(|h| h.as_bytes()))
+        state.keys.bearer(parts.headers.get(AUTHORIZATION).map(|h| h.as_bytes())).await
     }
 }
 
 impl Keys {
     /// The caller an `Authorization` header (or gRPC metadata) names.
-    pub fn bearer(&self, header: Option<&[u8]>) -> Result<Caller, ApiError> {
+    pub async fn bearer(&self, header: Option<&[u8]>) -> Result<Caller, ApiError> {
         let header =
             header.ok_or_else(|| ApiError::unauthenticated("missing Authorization header: send \"Authorization: Bearer <token>\""))?;
         let value = std::str::from_utf8(header).map_err(|_| ApiError::unauthenticated("the Authorization header is not text"))?;
@@ -224,7 +246,7 @@ impl Keys {
             .strip_prefix("Bearer ")
             .or_else(|| value.strip_prefix("bearer "))
             .ok_or_else(|| ApiError::unauthenticated("the Authorization header must be \"Bearer <token>\""))?;
-        self.verify(token.trim())
+        self.verify(token.trim()).await
     }
 }
 
@@ -232,16 +254,20 @@ impl Keys {
 mod tests {
     use super::*;
 
+    fn verify(k: &Keys, t: &str) -> Result<Caller, ApiError> {
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(k.verify(t))
+    }
+
     #[test]
     fn issue_and_verify() {
         let k = Keys::from_secret(&[7u8; 32]);
         let t = k.issue("alice", "acme", Role::Tenant, Duration::from_secs(60)).unwrap();
-        let c = k.verify(&t).unwrap();
+        let c = verify(&k, &t).unwrap();
         assert_eq!(c, Caller { subject: "alice".into(), tenant: "acme".into(), role: Role::Tenant });
         let other = Keys::from_secret(&[8u8; 32]);
-        let e = other.verify(&t).unwrap_err();
+        let e = verify(&other, &t).unwrap_err();
         assert!(e.message.contains("signature"), "{}", e.message);
-        assert!(k.verify("garbage").is_err());
+        assert!(verify(&k, "garbage").is_err());
     }
 
     #[test]
@@ -251,12 +277,12 @@ mod tests {
         let now = jsonwebtoken::get_current_timestamp();
         let claims = serde_json::json!({"sub": "a", "tenant": "acme", "role": "tenant", "iss": ISSUER, "iat": now, "exp": now + 7200, "nbf": now + 3600});
         let early = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(&secret)).unwrap();
-        let e = k.verify(&early).unwrap_err();
+        let e = verify(&k, &early).unwrap_err();
         assert!(e.message.contains("not valid yet"), "{}", e.message);
         let mut ok = claims.clone();
         ok["nbf"] = serde_json::json!(now - 10);
         let ready = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &ok, &EncodingKey::from_secret(&secret)).unwrap();
-        assert!(k.verify(&ready).is_ok());
+        assert!(verify(&k, &ready).is_ok());
     }
 
     #[test]
@@ -266,7 +292,7 @@ mod tests {
         let a = Keys::load_or_create(&p).unwrap();
         let t = a.issue("x", "y", Role::Admin, Duration::from_secs(60)).unwrap();
         let b = Keys::load_or_create(&p).unwrap();
-        assert!(b.verify(&t).is_ok());
+        assert!(verify(&b, &t).is_ok());
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

@@ -1,8 +1,9 @@
 //! Command-line flags of the server's operational features, shared by its
-//! subcommands: TLS (and the plain-HTTP rule).
+//! subcommands: TLS (and the plain-HTTP rule) and OIDC.
 
 use std::path::{Path, PathBuf};
 
+use crate::oidc::OidcConfig;
 use crate::tls::TlsSource;
 
 /// Where the self-signed certificate is kept in the data directory.
@@ -39,5 +40,47 @@ impl TlsArgs {
             _ if self.tls_self_signed => Some(TlsSource::SelfSigned { dir: data_dir.join(SELF_SIGNED_DIR), names: self.tls_names.clone() }),
             _ => None,
         }
+    }
+}
+
+/// Identity providers (OpenID Connect) whose tokens are accepted.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct OidcArgs {
+    /// Accept RS256/ES256 tokens of this OIDC issuer (repeatable); its keys
+    /// come from its discovery document's JWKS.
+    #[arg(long = "oidc-issuer", env = "VMAAS_OIDC_ISSUERS", value_delimiter = ',', requires = "oidc_audience")]
+    pub oidc_issuers: Vec<String>,
+    /// The audience (`aud`) the identity provider's tokens must be for.
+    #[arg(long, env = "VMAAS_OIDC_AUDIENCE")]
+    pub oidc_audience: Option<String>,
+    /// The claim naming the caller's tenant.
+    #[arg(long, env = "VMAAS_OIDC_TENANT_CLAIM", default_value = "tenant")]
+    pub oidc_tenant_claim: String,
+    /// The claim listing the caller's groups.
+    #[arg(long, env = "VMAAS_OIDC_GROUPS_CLAIM", default_value = "groups")]
+    pub oidc_groups_claim: String,
+    /// Members of this group are administrators.
+    #[arg(long, env = "VMAAS_OIDC_ADMIN_GROUP", default_value = "vmaas-admins")]
+    pub oidc_admin_group: String,
+    /// PEM file of a CA to trust for the issuers' HTTPS (beside the system's).
+    #[arg(long, env = "VMAAS_OIDC_CA_FILE")]
+    pub oidc_ca_file: Option<PathBuf>,
+}
+
+impl OidcArgs {
+    /// The OIDC configuration the flags ask for; `None` without an issuer.
+    pub fn config(&self) -> std::io::Result<Option<OidcConfig>> {
+        if self.oidc_issuers.is_empty() {
+            return Ok(None);
+        }
+        let ca_pem = self.oidc_ca_file.as_ref().map(std::fs::read).transpose()?;
+        Ok(Some(OidcConfig {
+            issuers: self.oidc_issuers.clone(),
+            audience: self.oidc_audience.clone().unwrap_or_default(),
+            tenant_claim: self.oidc_tenant_claim.clone(),
+            groups_claim: self.oidc_groups_claim.clone(),
+            admin_group: self.oidc_admin_group.clone(),
+            ca_pem,
+        }))
     }
 }

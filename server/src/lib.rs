@@ -8,7 +8,8 @@
 //!   command-line flags of TLS.
 //! - [`api`]: the HTTP routes, the OpenAPI document, health and metrics.
 //! - [`grpc`]: OSAC's gRPC services on the same port, served through the REST routes.
-//! - [`auth`]: bearer tokens (JWT) with `tenant` and `role` claims.
+//! - [`auth`]: bearer tokens (JWT) with `tenant` and `role` claims; [`oidc`]:
+//!   those of an organisation's identity provider.
 //! - [`store`]: SQLite or PostgreSQL, one schema, migrated at start-up.
 //! - [`reconciler`]: the level-triggered loop from spec to status.
 //! - [`none_backend`]: the API-only backend (the trait is in `vmaas-backend`,
@@ -35,6 +36,7 @@ pub mod grpc;
 pub mod identity;
 pub mod metrics;
 pub mod none_backend;
+pub mod oidc;
 pub mod pools;
 pub mod prune;
 pub mod reconciler;

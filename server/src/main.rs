@@ -196,6 +196,8 @@ struct ServeArgs {
     kubevirt: KubevirtArgs,
     #[command(flatten)]
     tls: vmaas_server::flags::TlsArgs,
+    #[command(flatten)]
+    oidc: vmaas_server::flags::OidcArgs,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -357,6 +359,7 @@ fn config(args: &ServeArgs, data_dir: PathBuf) -> anyhow::Result<Config> {
         image_max_bytes: args.image_max_size.to_units_ceil().context("--image-max-size")?,
         image_retention: args.image_retention,
         insecure_listen: args.tls.insecure_listen,
+        oidc: args.oidc.config().context("--oidc-ca-file")?,
     })
 }
 

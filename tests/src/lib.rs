@@ -10,6 +10,7 @@ pub mod files;
 pub mod guest;
 pub mod k8s;
 pub mod kubevirt;
+pub mod oidc;
 pub mod tf;
 pub mod vms;
 

@@ -149,7 +149,7 @@ pub(super) async fn console(
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.strip_prefix("Bearer "))
                 .ok_or_else(|| ApiError::unauthenticated("send ?ticket= from POST …/console_sessions, or a bearer token"))?;
-            let caller = s.keys.verify(token.trim())?;
+            let caller = s.keys.verify(token.trim()).await?;
             s.store.get_vm(&id, &scope(&caller)).await?;
         }
     }

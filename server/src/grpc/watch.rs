@@ -31,7 +31,7 @@ pub async fn watch(
     req: tonic::Request<DynamicMessage>,
 ) -> Result<tonic::Response<EventStream>, Status> {
     let failed = |e: ApiError| status::from_api(&inner.pool, e);
-    let caller = inner.state.keys.bearer(req.metadata().get("authorization").map(|v| v.as_bytes())).map_err(failed)?;
+    let caller = inner.state.keys.bearer(req.metadata().get("authorization").map(|v| v.as_bytes())).await.map_err(failed)?;
     let msg = req.get_ref();
     let text = |name: &str| msg.get_field_by_name(name).and_then(|v| v.as_str().map(str::to_owned)).filter(|s| !s.trim().is_empty());
     let audience = Audience::new(caller, text("filter").as_deref()).map_err(failed)?;
