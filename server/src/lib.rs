@@ -15,7 +15,8 @@
 //! - [`none_backend`]: the API-only backend (the trait is in `vmaas-backend`,
 //!   the real backends in their own crates).
 //! - [`identity`]: the store's identity, checked against the host state.
-//! - [`capacity`]: what VMs ask for against what the host can give.
+//! - [`capacity`]: what VMs ask for against what the host can give;
+//!   [`quota`]: what a tenant may hold.
 //! - [`gc`]: what the host holds that no stored object owns.
 //! - [`prune`]: imported images nothing uses, removed safely.
 //! - [`events`]: the event log's fan-out to watchers.
@@ -39,6 +40,7 @@ pub mod none_backend;
 pub mod oidc;
 pub mod pools;
 pub mod prune;
+pub mod quota;
 pub mod reconciler;
 pub mod serve;
 pub mod store;

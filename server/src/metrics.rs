@@ -28,6 +28,15 @@ pub struct StateLabels {
     pub state: String,
 }
 
+/// Labels of a quota figure.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QuotaLabels {
+    /// The tenant (only tenants with a quota are exported).
+    pub tenant: String,
+    /// `virtual_machines`, `cores`, `memory` (bytes), `disk` (bytes) or `external_ips`.
+    pub resource: String,
+}
+
 fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 18))
 }
@@ -42,6 +51,8 @@ pub struct Metrics {
     reconcile_duration: Histogram,
     vms: Family<StateLabels, Gauge>,
     quarantined: Gauge,
+    quota_limit: Family<QuotaLabels, Gauge>,
+    quota_usage: Family<QuotaLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -62,6 +73,9 @@ impl Metrics {
         let reconcile_duration = latency_histogram();
         let vms = Family::<StateLabels, Gauge>::default();
         let quarantined = Gauge::default();
+        let (quota_limit, quota_usage) = (Family::<QuotaLabels, Gauge>::default(), Family::<QuotaLabels, Gauge>::default());
+        registry.register("quota_limit", "Tenants' quota limits by resource (absent: unlimited)", quota_limit.clone());
+        registry.register("quota_usage", "What tenants with a quota hold, by resource", quota_usage.clone());
         registry.register("http_requests", "HTTP requests served", http_requests.clone());
         registry.register("http_request_duration_seconds", "HTTP request latency", http_duration.clone());
         registry.register("reconcile_passes", "Reconcile passes run", reconcile_passes.clone());
@@ -82,6 +96,8 @@ impl Metrics {
             reconcile_duration,
             vms,
             quarantined,
+            quota_limit,
+            quota_usage,
         }
     }
 
@@ -108,6 +124,20 @@ impl Metrics {
     /// Sets the number of quarantined resources.
     pub fn set_quarantined(&self, n: usize) {
         self.quarantined.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Replaces the quota figures: `(tenant, resource, limit, usage)`.
+    pub fn set_quotas(&self, figures: impl IntoIterator<Item = (String, &'static str, Option<u64>, u64)>) {
+        self.quota_limit.clear();
+        self.quota_usage.clear();
+        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        for (tenant, resource, limit, usage) in figures {
+            let labels = QuotaLabels { tenant, resource: resource.to_owned() };
+            if let Some(l) = limit {
+                self.quota_limit.get_or_create(&labels).set(gauge(l));
+            }
+            self.quota_usage.get_or_create(&labels).set(gauge(usage));
+        }
     }
 
     /// The metrics in the Prometheus text format.

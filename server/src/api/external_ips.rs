@@ -132,6 +132,7 @@ pub(super) async fn create(
     let (Some(name), Some(pool), true) = (name, pool, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
     // Allocation and insertion under one lock: two requests never get one address.
     let _admission = s.admission.lock().await;
+    crate::quota::enforce(&s, &caller.tenant, crate::quota::Amounts::external_ip()).await?;
     let address = allocate(&s, pool).await?;
     let spec = ExternalIpSpec { pool: pool.name.clone() };
     let mut rec = ExternalIpRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());

@@ -19,6 +19,7 @@ mod migrate;
 mod networks;
 mod openapi;
 mod query;
+mod quotas;
 mod security_groups;
 mod simple;
 mod subnets;
@@ -169,7 +170,8 @@ pub fn router(state: AppState) -> Router {
         .merge(images::routes())
         .merge(volumes::routes())
         .merge(volume_attachments::routes())
-        .merge(console::routes());
+        .merge(console::routes())
+        .merge(quotas::routes());
     Router::new()
         .nest(PREFIX, api)
         .merge(events::routes())
@@ -235,5 +237,9 @@ async fn healthz(State(state): State<AppState>) -> Response {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
+    match crate::quota::figures(&state.store).await {
+        Ok(f) => state.metrics.set_quotas(f),
+        Err(e) => tracing::warn!(error = %e.message, "quota figures not exported"),
+    }
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.render()).into_response()
 }

@@ -5,7 +5,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     compute_instance_templates, compute_instances, console, events, external_ips, image_imports, images, ip_attachments, load_balancers,
-    migrate, networks, security_groups, subnets, templates, vms, volume_attachments, volumes,
+    migrate, networks, quotas, security_groups, subnets, templates, vms, volume_attachments, volumes,
 };
 
 #[derive(OpenApi)]
@@ -29,6 +29,7 @@ use super::{
         volumes::list, volumes::read, volumes::create, volumes::patch, volumes::remove,
         volume_attachments::list, volume_attachments::read, volume_attachments::create, volume_attachments::remove,
         console::create_session, console::console, console::console_log,
+        quotas::read, quotas::set, quotas::clear, quotas::list,
     ),
     modifiers(&BearerAuth),
     tags(
@@ -41,6 +42,7 @@ use super::{
         (name = "external IPs", description = "Pools of addresses the host serves, a tenant's addresses from them, and their attachments to VMs (OSAC's ExternalIPPool, ExternalIP, ExternalIPAttachment)"),
         (name = "images", description = "OS images VMs boot from: the administrators' public images, and images tenants import from a URL or upload"),
         (name = "volumes", description = "Block storage that outlives VMs, and its attachments to VMs (hotplugged while they run)"),
+        (name = "quotas", description = "Limits per tenant on VMs, cores, memory, disk and external IPs, set by administrators, and what each tenant holds"),
         (name = "load balancers", description = "Addresses whose ports spread connections over a tenant's VMs on one subnet (seed 001's LoadBalancer)"),
     )
 )]

@@ -18,6 +18,7 @@ use super::{ApiJson, ApiQuery, AppState, Paging, attach, checked_name, raw_json,
 use crate::auth::Caller;
 use crate::capacity::{self, Usage};
 use crate::error::ApiError;
+use crate::quota::{self, Amounts};
 use crate::reconciler;
 use crate::store::{StoreError, VmFilter, VmRecord};
 
@@ -123,7 +124,7 @@ pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Pa
 #[utoipa::path(post, path = "/api/fulfillment/v1/virtual_machines", tag = "virtual machines",
     request_body = Envelope<CreateVirtualMachine>,
     responses((status = 201, body = Envelope<VirtualMachine>), (status = 400, body = ApiError), (status = 409, body = ApiError, description = "The name is taken"),
-        (status = 429, body = ApiError, description = "RESOURCE_EXHAUSTED: the host has no room for the CPU, memory or disk asked for")),
+        (status = 429, body = ApiError, description = "RESOURCE_EXHAUSTED: the host has no room for the CPU, memory or disk asked for, or the tenant's quota does not allow it")),
     security(("bearer" = [])))]
 pub(super) async fn create(
     State(s): State<AppState>,
@@ -148,6 +149,7 @@ pub(super) async fn create(
     // Addresses are assigned, and an image made on demand, under the
     // admission lock too (taken here when capacity did not take it).
     let lock = held(&s, admitted).await;
+    quota::enforce(&s, &caller.tenant, Amounts::vm(&rec.machine)).await?;
     let wanted = std::mem::take(&mut rec.spec.network_attachments);
     rec.spec.network_attachments = attach::resolve(&s, &scope(&caller), &wanted, &mut errs).await?;
     if !errs.is_empty() {
@@ -237,17 +239,23 @@ pub(super) async fn patch(
     if !errs.is_empty() {
         return Err(ApiError::invalid(errs));
     }
+    let grows = Amounts::vm(&next.machine).beyond(Amounts::vm(&current.machine));
     let admitted = admit(&s, &next, Some(&current)).await?;
-    let saved = if rebooted {
-        let lock = held(&s, admitted).await;
-        let image = super::images::boot_image(&s, &caller, &next.machine, &lock).await?;
-        let saved = s.store.update_vm_booting(&next, expected, image.as_ref()).await?;
-        drop(lock);
-        super::images::made(&s, image.as_ref());
-        saved
-    } else {
-        drop(admitted);
-        s.store.update_vm_spec(&next, expected).await?
+    let lock = if admitted.is_some() || rebooted || !grows.is_zero() { Some(held(&s, admitted).await) } else { None };
+    quota::enforce(&s, &current.tenant, grows).await?;
+    let saved = match lock {
+        Some(lock) if rebooted => {
+            let image = super::images::boot_image(&s, &caller, &next.machine, &lock).await?;
+            let saved = s.store.update_vm_booting(&next, expected, image.as_ref()).await?;
+            drop(lock);
+            super::images::made(&s, image.as_ref());
+            saved
+        }
+        lock => {
+            let saved = s.store.update_vm_spec(&next, expected).await?;
+            drop(lock);
+            saved
+        }
     };
     info!(vm = %id, version = saved.version, state = saved.spec.state.as_str(), "virtual machine updated");
     let vm = settle(&s, &saved).await?;

@@ -14,6 +14,7 @@ use vmaas_model::{CreateObject, Envelope, ObjectKind, Page, PatchVolume, Validat
 use super::{ApiJson, ApiQuery, AppState, checked_name, images, scope, simple};
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
+use crate::quota::{self, Amounts};
 use crate::store::{VolumeAttachmentKind, VolumeKind, VolumeRecord};
 
 pub(super) fn routes() -> Router<AppState> {
@@ -104,6 +105,8 @@ pub(super) async fn create(
         None => None,
     };
     let refs = image.into_iter().map(|i| (i, "image".to_owned())).collect();
+    let _admission = s.admission.lock().await;
+    quota::enforce(&s, &caller.tenant, Amounts::volume(&rec.spec.size)).await?;
     s.store.insert_record(&rec, refs).await.map_err(|e| match e {
         crate::store::StoreError::MissingReference(_) => ApiError::field("object.spec.source_image", "the image was deleted meanwhile"),
         other => other.into(),
@@ -131,6 +134,8 @@ pub(super) async fn patch(
     let expected = p.metadata.as_ref().and_then(|m| m.version).unwrap_or(current.version);
     let spec = current.spec.patched(&p.spec).map_err(ApiError::invalid)?;
     let current = simple::relabelled(current, p.metadata.as_ref())?;
+    let _admission = s.admission.lock().await;
+    quota::enforce(&s, &current.tenant, Amounts::volume(&spec.size).beyond(Amounts::volume(&current.spec.size))).await?;
     let updated = s.store.update_record_spec(&current, expected, spec, Utc::now()).await?;
     s.queue.enqueue(ObjectKind::Volume, &id);
     info!(volume = %id, size = %updated.spec.size, "volume resized");

@@ -17,6 +17,7 @@ pub mod image;
 mod mem;
 pub mod network;
 pub mod objects;
+pub mod quota;
 pub mod record;
 pub mod template;
 pub mod vm;

@@ -1,0 +1,174 @@
+//! `/tenants/{name}/quota`: a tenant's limits (set by administrators) and
+//! what it holds against them. A tenant reads its own; another tenant's
+//! is 404 to it.
+
+use axum::extract::{Path, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use tracing::info;
+use vmaas_model::{Envelope, Quantity};
+
+use super::AppState;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::quota::{self, Amounts, QuotaLimits};
+use crate::store::StoreError;
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new().route("/tenants/{name}/quota", get(read).put(set).delete(clear)).route("/quotas", get(list))
+}
+
+/// A tenant's quota and usage.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Quota {
+    /// The tenant.
+    pub tenant: String,
+    /// The quota's version (0 while none is set).
+    pub metadata: QuotaMetadata,
+    /// The limits; an absent one is unlimited.
+    pub spec: QuotaLimits,
+    /// What the tenant holds.
+    pub status: QuotaStatus,
+}
+
+/// Version of a quota.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaMetadata {
+    /// Incremented on every change; send it back to refuse lost updates.
+    #[serde(default)]
+    pub version: i64,
+}
+
+/// What a tenant holds against its quota.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct QuotaStatus {
+    /// VMs, cores, memory, disk and external IPs held now.
+    pub usage: QuotaUsage,
+}
+
+/// Amounts held, in the limits' units.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct QuotaUsage {
+    /// Virtual machines (running or stopped).
+    pub virtual_machines: u64,
+    /// Cores of all VMs.
+    pub cores: u64,
+    /// Memory of all VMs.
+    #[schema(value_type = String)]
+    pub memory: Quantity,
+    /// VMs' disks and volumes.
+    #[schema(value_type = String)]
+    pub disk: Quantity,
+    /// External IPs.
+    pub external_ips: u64,
+}
+
+impl From<Amounts> for QuotaUsage {
+    fn from(a: Amounts) -> Self {
+        Self {
+            virtual_machines: a.virtual_machines,
+            cores: a.cores,
+            memory: Quantity::from_bytes(a.memory_bytes),
+            disk: Quantity::from_bytes(a.disk_bytes),
+            external_ips: a.external_ips,
+        }
+    }
+}
+
+/// A quota to set.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetQuota {
+    /// Expected version; a stale one gets 409.
+    #[serde(default)]
+    pub metadata: Option<QuotaMetadata>,
+    /// The limits; an absent one is unlimited.
+    pub spec: QuotaLimits,
+}
+
+/// A tenant name in a path: what tokens carry (no `/`, at most 253 bytes).
+fn checked_tenant(name: &str) -> Result<(), ApiError> {
+    if name.is_empty() || name.len() > 253 || name.chars().any(|c| c.is_control() || c == '/') {
+        return Err(ApiError::field("name", format!("{name:?} is not a tenant name")));
+    }
+    Ok(())
+}
+
+/// The quota of `tenant` with its usage.
+async fn quota_of(s: &AppState, tenant: &str) -> Result<Quota, ApiError> {
+    let (spec, version) = quota::limits(&s.store, tenant).await?.unwrap_or_default();
+    let usage = quota::usage(&s.store, tenant).await?;
+    Ok(Quota { tenant: tenant.to_owned(), metadata: QuotaMetadata { version }, spec, status: QuotaStatus { usage: usage.into() } })
+}
+
+/// A tenant's quota and usage (administrators: any tenant's; a tenant: its own).
+#[utoipa::path(get, path = "/api/fulfillment/v1/tenants/{name}/quota", tag = "quotas",
+    params(("name" = String, Path, description = "Tenant")),
+    responses((status = 200, body = Envelope<Quota>), (status = 404, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(name): Path<String>) -> Result<Json<Envelope<Quota>>, ApiError> {
+    checked_tenant(&name)?;
+    if !caller.is_admin() && caller.tenant != name {
+        return Err(StoreError::NotFound { kind: "quota", id: name }.into());
+    }
+    Ok(Json(Envelope { object: quota_of(&s, &name).await? }))
+}
+
+/// Set a tenant's quota (administrators). Limits below what the tenant
+/// holds refuse only what would take more.
+#[utoipa::path(put, path = "/api/fulfillment/v1/tenants/{name}/quota", tag = "quotas",
+    params(("name" = String, Path, description = "Tenant")),
+    request_body = Envelope<SetQuota>,
+    responses((status = 200, body = Envelope<Quota>), (status = 400, body = ApiError), (status = 403, body = ApiError),
+        (status = 409, body = ApiError, description = "A stale metadata.version")),
+    security(("bearer" = [])))]
+pub(super) async fn set(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    super::ApiJson(req): super::ApiJson<Envelope<SetQuota>>,
+) -> Result<Json<Envelope<Quota>>, ApiError> {
+    caller.require_admin("set quotas")?;
+    checked_tenant(&name)?;
+    let req = req.object;
+    req.spec.check("object.spec").map_err(ApiError::invalid)?;
+    let current = s.store.get_quota(&name).await?.map_or(0, |q| q.version);
+    let expected = req.metadata.map_or(current, |m| m.version);
+    let spec = serde_json::to_string(&req.spec).map_err(ApiError::internal)?;
+    // Under the admission lock: no create is admitted against the old limits meanwhile.
+    let _admission = s.admission.lock().await;
+    s.store.put_quota(&name, &spec, expected, Utc::now()).await?;
+    info!(tenant = %name, quota = %spec, by = %caller.subject, "quota set");
+    Ok(Json(Envelope { object: quota_of(&s, &name).await? }))
+}
+
+/// Remove a tenant's quota: it is unlimited again (administrators).
+#[utoipa::path(delete, path = "/api/fulfillment/v1/tenants/{name}/quota", tag = "quotas",
+    params(("name" = String, Path, description = "Tenant")),
+    responses((status = 200, body = Envelope<Quota>), (status = 403, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn clear(State(s): State<AppState>, caller: Caller, Path(name): Path<String>) -> Result<Json<Envelope<Quota>>, ApiError> {
+    caller.require_admin("remove quotas")?;
+    checked_tenant(&name)?;
+    if s.store.delete_quota(&name).await? {
+        info!(tenant = %name, by = %caller.subject, "quota removed");
+    }
+    Ok(Json(Envelope { object: quota_of(&s, &name).await? }))
+}
+
+/// Every quota set, with usage (administrators).
+#[utoipa::path(get, path = "/api/fulfillment/v1/quotas", tag = "quotas",
+    responses((status = 200, body = vmaas_model::Page<Quota>), (status = 403, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn list(State(s): State<AppState>, caller: Caller) -> Result<Json<vmaas_model::Page<Quota>>, ApiError> {
+    caller.require_admin("list quotas")?;
+    let mut items = Vec::new();
+    for row in s.store.all_quotas().await? {
+        items.push(quota_of(&s, &row.tenant).await?);
+    }
+    let n = items.len() as u64;
+    Ok(Json(vmaas_model::Page { size: n, total: n, items }))
+}

@@ -1,0 +1,247 @@
+//! Quotas per tenant: limits on VMs, cores, memory, disk and external IPs
+//! that administrators set, checked on every create and change that takes
+//! more, under the admission lock (so two requests cannot both take the
+//! last of a quota). Every VM counts, running or stopped (a stopped VM may
+//! start at any time); disk is the VMs' disks plus the tenant's volumes.
+//! A quota set below what a tenant holds refuses only what would take more.
+
+use serde::{Deserialize, Serialize};
+use vmaas_model::{MachineSpec, Quantity, ValidationErrors};
+
+use crate::api::AppState;
+use crate::error::ApiError;
+use crate::store::external::ExternalIpKind;
+use crate::store::volume::VolumeKind;
+use crate::store::{Store, StoreError};
+
+/// A tenant's limits; an absent one is unlimited.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaLimits {
+    /// Virtual machines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtual_machines: Option<u64>,
+    /// Virtual CPU cores over all VMs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<u64>,
+    /// Memory over all VMs, e.g. `16Gi`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub memory: Option<Quantity>,
+    /// Disk over all VMs' disks and the tenant's volumes, e.g. `500Gi`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub disk: Option<Quantity>,
+    /// External IPs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_ips: Option<u64>,
+}
+
+impl QuotaLimits {
+    /// Checks the quantities are byte counts; errors name `at.FIELD`.
+    pub fn check(&self, at: &str) -> Result<(), ValidationErrors> {
+        let mut errs = ValidationErrors::default();
+        for (name, q) in [("memory", &self.memory), ("disk", &self.disk)] {
+            if let Some(q) = q
+                && q.to_units_ceil().is_none()
+            {
+                errs.push(format!("{at}.{name}"), format!("{q} is not a size in bytes (e.g. 16Gi)"));
+            }
+        }
+        if errs.is_empty() { Ok(()) } else { Err(errs) }
+    }
+
+    /// The limits as amounts (`u64::MAX` where unlimited).
+    fn amounts(&self) -> Amounts {
+        let bytes = |q: &Option<Quantity>| q.as_ref().map_or(u64::MAX, |q| q.to_units_ceil().unwrap_or(u64::MAX));
+        Amounts {
+            virtual_machines: self.virtual_machines.unwrap_or(u64::MAX),
+            cores: self.cores.unwrap_or(u64::MAX),
+            memory_bytes: bytes(&self.memory),
+            disk_bytes: bytes(&self.disk),
+            external_ips: self.external_ips.unwrap_or(u64::MAX),
+        }
+    }
+}
+
+/// Amounts of every resource a quota limits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Amounts {
+    /// Virtual machines.
+    pub virtual_machines: u64,
+    /// Cores.
+    pub cores: u64,
+    /// Memory, bytes.
+    pub memory_bytes: u64,
+    /// Disk, bytes.
+    pub disk_bytes: u64,
+    /// External IPs.
+    pub external_ips: u64,
+}
+
+impl Amounts {
+    /// What one VM of `machine` holds.
+    pub fn vm(machine: &MachineSpec) -> Self {
+        Self {
+            virtual_machines: 1,
+            cores: u64::from(machine.cpu.cores),
+            memory_bytes: machine.memory_bytes(),
+            disk_bytes: machine.disks.iter().map(|d| d.size.to_units_ceil().unwrap_or(u64::MAX)).fold(0, u64::saturating_add),
+            external_ips: 0,
+        }
+    }
+
+    /// What a volume of `size` holds.
+    pub fn volume(size: &Quantity) -> Self {
+        Self { disk_bytes: size.to_units_ceil().unwrap_or(u64::MAX), ..Self::default() }
+    }
+
+    /// One external IP.
+    pub fn external_ip() -> Self {
+        Self { external_ips: 1, ..Self::default() }
+    }
+
+    fn plus(self, b: Self) -> Self {
+        Self {
+            virtual_machines: self.virtual_machines.saturating_add(b.virtual_machines),
+            cores: self.cores.saturating_add(b.cores),
+            memory_bytes: self.memory_bytes.saturating_add(b.memory_bytes),
+            disk_bytes: self.disk_bytes.saturating_add(b.disk_bytes),
+            external_ips: self.external_ips.saturating_add(b.external_ips),
+        }
+    }
+
+    /// What `self` takes beyond `before` (nothing where it takes less).
+    pub fn beyond(self, before: Self) -> Self {
+        Self {
+            virtual_machines: self.virtual_machines.saturating_sub(before.virtual_machines),
+            cores: self.cores.saturating_sub(before.cores),
+            memory_bytes: self.memory_bytes.saturating_sub(before.memory_bytes),
+            disk_bytes: self.disk_bytes.saturating_sub(before.disk_bytes),
+            external_ips: self.external_ips.saturating_sub(before.external_ips),
+        }
+    }
+
+    /// Whether it takes nothing at all.
+    pub fn is_zero(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Each resource with its quota name, amount, and whether it is bytes.
+    pub fn named(&self) -> [(&'static str, u64, bool); 5] {
+        [
+            ("virtual_machines", self.virtual_machines, false),
+            ("cores", self.cores, false),
+            ("memory", self.memory_bytes, true),
+            ("disk", self.disk_bytes, true),
+            ("external_ips", self.external_ips, false),
+        ]
+    }
+}
+
+/// What `tenant` holds now: its VMs and volumes not being deleted, and its external IPs.
+pub async fn usage(store: &Store, tenant: &str) -> Result<Amounts, StoreError> {
+    let mut used = Amounts::default();
+    for vm in store.all_vms().await?.iter().filter(|v| v.tenant == tenant && v.deleted_at.is_none()) {
+        used = used.plus(Amounts::vm(&vm.machine));
+    }
+    for v in store.all_records::<VolumeKind>().await?.iter().filter(|v| v.tenant == tenant && v.deleted_at.is_none()) {
+        used = used.plus(Amounts::volume(&v.spec.size));
+    }
+    let ips = store.all_records::<ExternalIpKind>().await?;
+    used.external_ips = ips.iter().filter(|i| i.tenant == tenant && i.deleted_at.is_none()).count() as u64;
+    Ok(used)
+}
+
+/// The quota of `tenant`, if one is set.
+pub async fn limits(store: &Store, tenant: &str) -> Result<Option<(QuotaLimits, i64)>, ApiError> {
+    let Some(row) = store.get_quota(tenant).await? else { return Ok(None) };
+    let limits = serde_json::from_str(&row.spec).map_err(ApiError::internal)?;
+    Ok(Some((limits, row.version)))
+}
+
+/// Refuses `asked` (more than `tenant` holds now) if it goes beyond the
+/// tenant's quota: RESOURCE_EXHAUSTED naming the limit. Call it under the
+/// admission lock and store before releasing it.
+pub async fn enforce(s: &AppState, tenant: &str, asked: Amounts) -> Result<(), ApiError> {
+    if asked.is_zero() {
+        return Ok(());
+    }
+    let Some((limits, _)) = limits(&s.store, tenant).await? else { return Ok(()) };
+    check(tenant, &limits, usage(&s.store, tenant).await?, asked)
+}
+
+/// Every quota's limits and usage, for `/metrics`: `(tenant, resource, limit, usage)`.
+pub async fn figures(store: &Store) -> Result<Vec<(String, &'static str, Option<u64>, u64)>, ApiError> {
+    let mut out = Vec::new();
+    for row in store.all_quotas().await? {
+        let limits: QuotaLimits = serde_json::from_str(&row.spec).map_err(ApiError::internal)?;
+        let used = usage(store, &row.tenant).await?;
+        for ((resource, limit, _), (_, held, _)) in limits.amounts().named().into_iter().zip(used.named()) {
+            out.push((row.tenant.clone(), resource, (limit != u64::MAX).then_some(limit), held));
+        }
+    }
+    Ok(out)
+}
+
+fn show(v: u64, bytes: bool) -> String {
+    if bytes { Quantity::from_bytes(v).to_string() } else { v.to_string() }
+}
+
+/// Whether `asked` fits beside `used` within `limits`.
+pub fn check(tenant: &str, limits: &QuotaLimits, used: Amounts, asked: Amounts) -> Result<(), ApiError> {
+    let cap = limits.amounts().named();
+    for (((name, used, bytes), (_, asked, _)), (_, limit, _)) in used.named().into_iter().zip(asked.named()).zip(cap) {
+        if asked > 0 && used.saturating_add(asked) > limit {
+            return Err(ApiError::exhausted(
+                format!("quota.{name}"),
+                format!(
+                    "tenant {tenant:?} may have {} {name}; it holds {} and this asks for {} more",
+                    show(limit, bytes),
+                    show(used, bytes),
+                    show(asked, bytes)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(json: &str) -> QuotaLimits {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn the_first_limit_passed_is_named_with_what_is_held() {
+        let l = limits(r#"{"virtual_machines": 2, "cores": 4, "memory": "1Gi"}"#);
+        let vm = Amounts { virtual_machines: 1, cores: 2, memory_bytes: 512 << 20, ..Amounts::default() };
+        assert!(check("acme", &l, Amounts::default(), vm).is_ok());
+        let e = check("acme", &l, vm, Amounts { cores: 3, ..vm }).unwrap_err();
+        assert_eq!(e.details[0].field, "quota.cores");
+        assert!(e.details[0].reason.contains("may have 4 cores; it holds 2 and this asks for 3 more"), "{}", e.details[0].reason);
+        let e = check("acme", &l, vm, Amounts { memory_bytes: 600 << 20, ..vm }).unwrap_err();
+        assert_eq!(e.details[0].field, "quota.memory");
+        assert!(e.details[0].reason.contains("1Gi"), "{}", e.details[0].reason);
+        assert!(check("acme", &l, Amounts { virtual_machines: 9, ..vm }, Amounts::external_ip()).is_ok(), "unlimited");
+    }
+
+    #[test]
+    fn a_quota_below_what_is_held_refuses_only_more() {
+        let l = limits(r#"{"cores": 1}"#);
+        let held = Amounts { cores: 8, ..Amounts::default() };
+        assert!(check("acme", &l, held, Amounts { disk_bytes: 1, ..Amounts::default() }).is_ok());
+        assert!(check("acme", &l, held, Amounts { cores: 1, ..Amounts::default() }).is_err());
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_sizes_are_refused() {
+        assert!(serde_json::from_str::<QuotaLimits>(r#"{"vms": 2}"#).is_err());
+        let l = limits(r#"{"memory": "-1Gi"}"#);
+        let e = l.check("object.spec").unwrap_err();
+        assert_eq!(e.0[0].field, "object.spec.memory");
+    }
+}
