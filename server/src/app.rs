@@ -9,6 +9,7 @@ use tokio::sync::watch;
 use tracing::info;
 
 use crate::api::{AppState, router};
+use crate::audit::{AuditConfig, AuditLog};
 use crate::auth::{KEY_FILE, KeyError, Keys};
 use crate::capacity::Overcommit;
 use crate::identity::IdentityError;
@@ -53,6 +54,8 @@ pub struct Config {
     pub insecure_listen: bool,
     /// Identity providers whose tokens are accepted beside the server's own.
     pub oidc: Option<OidcConfig>,
+    /// Where mutating requests are recorded; nowhere when absent.
+    pub audit: Option<AuditConfig>,
 }
 
 impl Config {
@@ -74,6 +77,7 @@ impl Config {
             tls: None,
             insecure_listen: false,
             oidc: None,
+            audit: None,
         }
     }
 
@@ -198,6 +202,10 @@ impl App {
             progress: Default::default(),
             pools: Arc::new(config.pools.clone()),
             image_max_bytes: config.image_max_bytes,
+            audit: match &config.audit {
+                Some(a) => Some(AuditLog::start(a.clone()).map_err(|source| StartError::DataDir { path: a.path.clone(), source })?),
+                None => None,
+            },
         };
         Ok(Self { state, config, _lock: lock })
     }

@@ -232,7 +232,11 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        state.keys.bearer(parts.headers.get(AUTHORIZATION).map(|h| h.as_bytes())).await
+        let caller = state.keys.bearer(parts.headers.get(AUTHORIZATION).map(|h| h.as_bytes())).await?;
+        if let Some(slot) = parts.extensions.get::<crate::audit::CallerSlot>() {
+            slot.set(&caller);
+        }
+        Ok(caller)
     }
 }
 

@@ -1,8 +1,9 @@
 //! Command-line flags of the server's operational features, shared by its
-//! subcommands: TLS (and the plain-HTTP rule) and OIDC.
+//! subcommands: TLS (and the plain-HTTP rule), OIDC and the audit log.
 
 use std::path::{Path, PathBuf};
 
+use crate::audit::AuditConfig;
 use crate::oidc::OidcConfig;
 use crate::tls::TlsSource;
 
@@ -82,5 +83,28 @@ impl OidcArgs {
             admin_group: self.oidc_admin_group.clone(),
             ca_pem,
         }))
+    }
+}
+
+/// The audit log of mutating requests.
+#[derive(clap::Args, Debug, Clone)]
+pub struct AuditArgs {
+    /// Where mutating requests are recorded as JSON lines [default: DATA_DIR/audit.log].
+    #[arg(long, env = "VMAAS_AUDIT_LOG")]
+    pub audit_log: Option<PathBuf>,
+    /// Size at which the audit log is rotated, e.g. 64Mi.
+    #[arg(long, env = "VMAAS_AUDIT_LOG_MAX_SIZE", default_value = "64Mi")]
+    pub audit_log_max_size: vmaas_model::Quantity,
+    /// Rotated audit logs kept (AUDIT_LOG.1 is the newest).
+    #[arg(long, env = "VMAAS_AUDIT_LOG_KEEP", default_value_t = 5)]
+    pub audit_log_keep: u32,
+}
+
+impl AuditArgs {
+    /// The audit log the flags ask for, in `data_dir` unless a path is given.
+    pub fn config(&self, data_dir: &Path) -> Result<AuditConfig, String> {
+        let max_bytes = self.audit_log_max_size.to_units_ceil().filter(|b| *b >= 4096).ok_or("--audit-log-max-size: at least 4Ki")?;
+        let path = self.audit_log.clone().unwrap_or_else(|| data_dir.join("audit.log"));
+        Ok(AuditConfig { path, max_bytes, keep: self.audit_log_keep })
     }
 }

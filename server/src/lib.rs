@@ -20,13 +20,15 @@
 //! - [`gc`]: what the host holds that no stored object owns.
 //! - [`prune`]: imported images nothing uses, removed safely.
 //! - [`events`]: the event log's fan-out to watchers.
-//! - [`error`]: the API's error shape; [`metrics`]: Prometheus metrics.
+//! - [`error`]: the API's error shape; [`metrics`]: Prometheus metrics;
+//!   [`audit`]: the audit log of mutating requests.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod api;
 pub mod app;
+pub mod audit;
 pub mod auth;
 pub mod capacity;
 pub mod error;

@@ -198,6 +198,8 @@ struct ServeArgs {
     tls: vmaas_server::flags::TlsArgs,
     #[command(flatten)]
     oidc: vmaas_server::flags::OidcArgs,
+    #[command(flatten)]
+    audit: vmaas_server::flags::AuditArgs,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -343,6 +345,7 @@ fn config(args: &ServeArgs, data_dir: PathBuf) -> anyhow::Result<Config> {
     Ok(Config {
         listen: args.listen,
         tls: args.tls.source(&data_dir),
+        audit: Some(args.audit.config(&data_dir).map_err(anyhow::Error::msg)?),
         data_dir,
         database_url: args.database_url.clone(),
         key_file: args.jwt_key_file.clone(),

@@ -107,9 +107,9 @@ pub async fn serve(
         conns.spawn(async move {
             let _ = stream.set_nodelay(true);
             match tls {
-                None => connection(stream, app, limits, stop).await,
+                None => connection(stream, peer, app, limits, stop).await,
                 Some(tls) => match tokio::time::timeout(limits.header_timeout, tls.accept(stream)).await {
-                    Ok(Ok(stream)) => connection(stream, app, limits, stop).await,
+                    Ok(Ok(stream)) => connection(stream, peer, app, limits, stop).await,
                     Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
                     Err(_) => debug!(%peer, "TLS handshake timed out"),
                 },
@@ -128,10 +128,15 @@ async fn refuse(mut stream: TcpStream) {
 }
 
 /// Serves HTTP on one connection (plain or TLS) until it ends or the server stops.
-async fn connection<I>(stream: I, app: axum::Router, limits: HttpLimits, mut stop: watch::Receiver<bool>)
+async fn connection<I>(stream: I, peer: std::net::SocketAddr, app: axum::Router, limits: HttpLimits, mut stop: watch::Receiver<bool>)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    // Each request knows its client's address (the audit log records it).
+    let app = tower::ServiceExt::map_request(app, move |mut req: axum::http::Request<hyper::body::Incoming>| {
+        req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+        req
+    });
     let service = TowerToHyperService::new(app);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);

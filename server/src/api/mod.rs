@@ -88,6 +88,8 @@ pub struct AppState {
     pub image_max_bytes: u64,
     /// Committed events, for watchers.
     pub events: Arc<crate::events::EventHub>,
+    /// Where mutating requests are recorded, if anywhere.
+    pub audit: Option<crate::audit::AuditLog>,
 }
 
 /// Paging parameters shared by every list.
@@ -183,6 +185,7 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn(extract::update_mask))
         .layer(middleware::from_fn(extract::answer_in_kind))
         .layer(middleware::from_fn_with_state(state.clone(), record_metrics))
+        .layer(middleware::from_fn_with_state(state.clone(), crate::audit::middleware))
         .layer(TraceLayer::new_for_http())
         .layer(CatchPanicLayer::custom(|_| ApiError::internal("handler panicked").into_response()))
         .with_state(state)

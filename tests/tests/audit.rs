@@ -1,0 +1,72 @@
+//! The audit log of the real `vmaas-server`: one JSON line per mutating
+//! request (who, what, when, result, from where), refused and
+//! unauthenticated ones included, reads left out; rotated by size.
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use vmaas_tests::vms::{TINY, V1, publish};
+use vmaas_tests::{Db, Server};
+
+/// The audit log's lines once it has at least `n` of them.
+async fn lines(s: &Server, n: usize) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(s.data_dir.join("audit.log")).unwrap_or_default();
+        let all: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+        if all.len() >= n {
+            return all;
+        }
+        assert!(Instant::now() < deadline, "{} lines, expected {n}:\n{text}", all.len());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutating_requests_are_audited_and_the_log_rotates() {
+    let s = Server::start_with(Db::Sqlite, &["--backend", "none", "--audit-log-max-size", "8Ki", "--audit-log-keep", "2"]).await.unwrap();
+    publish(&s, TINY);
+    let acme = s.token("acme", false);
+    let before = lines(&s, 1).await.len();
+    let vm = json!({"object": {"metadata": {"name": "web"}, "spec": {"template": "tiny"}}});
+    let (st, made) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&acme), Some(vm.clone())).await;
+    assert_eq!(st, 201, "{made}");
+    let id = made["object"]["id"].as_str().unwrap();
+    s.raw(Method::GET, &format!("{V1}/virtual_machines/{id}"), Some(&acme), None).await;
+    let bad = json!({"object": {"metadata": {"name": "Bad Name"}, "spec": {"template": "tiny"}}});
+    assert_eq!(s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&acme), Some(bad)).await.0, 400);
+    assert_eq!(s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some("forged.token.here"), Some(vm)).await.0, 401);
+    assert_eq!(s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{id}"), Some(&acme), None).await.0, 202);
+
+    let log = lines(&s, before + 4).await;
+    let ours = &log[before..];
+    assert_eq!(ours.len(), 4, "the GET is not audited: {ours:#?}");
+    let (created, refused, unauthenticated, deleted) = (&ours[0], &ours[1], &ours[2], &ours[3]);
+    assert_eq!(
+        (&created["subject"], &created["tenant"], &created["role"], &created["method"], &created["status"], &created["result"]),
+        (&json!("acme"), &json!("acme"), &json!("tenant"), &json!("POST"), &json!(201), &json!("ok"))
+    );
+    assert_eq!(created["path"], format!("{V1}/virtual_machines"));
+    assert!(created["remote"].as_str().unwrap().starts_with("127.0.0.1:"), "{created}");
+    assert!(chrono::DateTime::parse_from_rfc3339(created["time"].as_str().unwrap()).is_ok(), "{created}");
+    assert_eq!((&refused["status"], &refused["result"], &refused["subject"]), (&json!(400), &json!("refused"), &json!("acme")));
+    assert_eq!((&unauthenticated["status"], unauthenticated.get("subject")), (&json!(401), None), "who is unknown: {unauthenticated}");
+    assert_eq!((&deleted["method"], &deleted["path"]), (&json!("DELETE"), &json!(format!("{V1}/virtual_machines/{id}"))));
+
+    // Rotation at 8 KiB, two old files kept.
+    for n in 0..120 {
+        let net = json!({"object": {"metadata": {"name": format!("n{n}")}, "spec": {"ipv4_cidr": format!("10.{n}.0.0/16")}}});
+        s.raw(Method::POST, &format!("{V1}/virtual_networks"), Some(&acme), Some(net)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !s.data_dir.join("audit.log.2").exists() {
+        assert!(Instant::now() < deadline, "not rotated");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!s.data_dir.join("audit.log.3").exists());
+    for f in ["audit.log", "audit.log.1", "audit.log.2"] {
+        let size = std::fs::metadata(s.data_dir.join(f)).unwrap().len();
+        assert!(size <= 8192, "{f}: {size} bytes");
+    }
+}
