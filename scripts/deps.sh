@@ -39,8 +39,15 @@ ensure_qemu() {
     as_root apt-get install -y -qq --no-install-recommends -t "${codename}-backports" qemu-system-x86 >/dev/null
 }
 
+# Node.js and npm install the web page's pinned front-end packages at build
+# time (server/build.rs runs `npm ci` in web/); the machine's own if it has them.
+ensure_npm() {
+    command -v npm >/dev/null || apt_install nodejs npm
+}
+
 ensure_runtime_deps() {
     apt_install curl ca-certificates
     ensure_qemu
     apt_install qemu-utils
+    ensure_npm
 }

@@ -8,7 +8,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
-apt_install postgresql curl ca-certificates openssl iproute2
+apt_install postgresql curl ca-certificates openssl iproute2 chromium
 . "$ROOT/scripts/deps.sh"
 ensure_runtime_deps
 "$ROOT/scripts/guest-image.sh"
@@ -41,6 +41,8 @@ trap 'scripts/postgres.sh stop "$pgdir"' EXIT
 log "starting PostgreSQL on loopback"
 VMAAS_TEST_DATABASE_URL=$(scripts/postgres.sh start "$pgdir")
 export VMAAS_TEST_DATABASE_URL VMAAS_REQUIRE_POSTGRES=1
+# The web page is tested in Debian's Chromium (installed above).
+export VMAAS_CHROMIUM=/usr/bin/chromium VMAAS_REQUIRE_BROWSER=1
 
 log "running the tests"
 if cargo nextest --version >/dev/null 2>&1; then

@@ -1,6 +1,11 @@
 //! Compiles the project's own `.proto` files (OSAC's wire contract, stated
 //! by vmaas) with protox into one encoded `FileDescriptorSet`, which the gRPC
-//! gateway reads its services, messages and HTTP rules from at run time.
+//! gateway reads its services, messages and HTTP rules from at run time;
+//! and brings the web page's front-end packages (xterm.js), installed from
+//! npm as `web/package-lock.json` pins them, into `OUT_DIR/web`.
+
+use std::path::Path;
+use std::process::Command;
 
 const FILES: &[&str] = &[
     "fulfillment/v1/virtual_machines.proto",
@@ -23,7 +28,42 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     compiler.include_imports(true).open_files(FILES)?;
     // Encoded from the compiler's own pool: options keep their extensions
     // (`google.api.http`), which prost's descriptor types would drop.
-    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?).join("vmaas_descriptor.bin");
-    std::fs::write(out, compiler.encode_file_descriptor_set())?;
+    let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(out_dir.join("vmaas_descriptor.bin"), compiler.encode_file_descriptor_set())?;
+    web_packages(&out_dir.join("web"))
+}
+
+/// The files of npm packages the page serves, and their names under `/assets`.
+const VENDOR: &[(&str, &str)] = &[
+    ("node_modules/@xterm/xterm/lib/xterm.js", "xterm.js"),
+    ("node_modules/@xterm/xterm/css/xterm.css", "xterm.css"),
+    ("node_modules/@xterm/addon-fit/lib/addon-fit.js", "addon-fit.js"),
+];
+
+/// Installs the pinned packages (`npm ci`) when they are missing or older
+/// than the lock file, and copies the served files to `out`.
+fn web_packages(out: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed=../web/package.json");
+    println!("cargo:rerun-if-changed=../web/package-lock.json");
+    let web = Path::new("../web");
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let installed = modified(&web.join("node_modules/.package-lock.json"));
+    let stale = VENDOR.iter().any(|(p, _)| !web.join(p).exists()) || installed < modified(&web.join("package-lock.json"));
+    if stale {
+        let status = Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"]).current_dir(web).status();
+        match status {
+            Ok(s) if s.success() => {}
+            other => {
+                return Err(format!(
+                    "the web page's npm packages are missing and `npm ci` in web/ failed ({other:?}): install Node.js and npm (scripts/setup.sh does)"
+                )
+                .into());
+            }
+        }
+    }
+    std::fs::create_dir_all(out)?;
+    for (from, to) in VENDOR {
+        std::fs::copy(web.join(from), out.join(to))?;
+    }
     Ok(())
 }

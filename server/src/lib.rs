@@ -6,7 +6,8 @@
 //! - [`app`]: configuration and start-up; [`serve`]: the HTTP loop and its limits;
 //!   [`tls`]: its certificates, reloaded when they change; [`flags`]: the
 //!   command-line flags of TLS.
-//! - [`api`]: the HTTP routes, the OpenAPI document, health and metrics.
+//! - [`api`]: the HTTP routes, the OpenAPI document, health and metrics;
+//!   [`web`]: the web page at `/`.
 //! - [`grpc`]: OSAC's gRPC services on the same port, served through the REST routes.
 //! - [`auth`]: bearer tokens (JWT) with `tenant` and `role` claims; [`oidc`]:
 //!   those of an organisation's identity provider.
@@ -47,3 +48,4 @@ pub mod reconciler;
 pub mod serve;
 pub mod store;
 pub mod tls;
+pub mod web;

@@ -5,6 +5,7 @@
 //!
 //! Build the binaries first: `cargo build --bins` (the test script does).
 
+pub mod browser;
 pub mod crossplane;
 pub mod files;
 pub mod guest;

@@ -177,6 +177,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .nest(PREFIX, api)
         .merge(events::routes())
+        .merge(crate::web::routes())
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/api/openapi.json", get(|| async { Json(openapi_document()) }))

@@ -1,0 +1,111 @@
+//! The web page in a real headless Chromium, over HTTPS (a self-signed
+//! certificate) against the real server with the qemu backend: sign in
+//! with a token, see the template's parameters as a form, get the model's
+//! validation message beside the field, create a VM, watch it become READY
+//! through the event stream, type `uname -a` into its serial console in the
+//! browser (xterm.js over `wss://`) and read the answer, stop and delete
+//! it. Screenshots go to `VMAAS_SCREENSHOTS` (docs/images keeps a set).
+
+use std::path::PathBuf;
+
+use reqwest::Method;
+use vmaas_tests::Server;
+use vmaas_tests::browser::Browser;
+use vmaas_tests::vms::{TINY, V1, publish};
+
+/// Where screenshots are written.
+fn shots() -> (PathBuf, Option<tempfile::TempDir>) {
+    match std::env::var_os("VMAAS_SCREENSHOTS") {
+        Some(d) => (PathBuf::from(d), None),
+        None => {
+            let t = tempfile::tempdir().unwrap();
+            (t.path().to_owned(), Some(t))
+        }
+    }
+}
+
+/// JavaScript: the row of VM `name`'s cell `i` text (0 name, 2 state).
+fn cell(name: &str, i: usize) -> String {
+    format!("document.querySelector('#vms tr[data-name=\"{name}\"]').cells[{i}].textContent")
+}
+
+/// JavaScript: clicks the `action` button of VM `name`'s row.
+fn click(name: &str, action: &str) -> String {
+    format!("document.querySelector('#vms tr[data-name=\"{name}\"] button[data-action=\"{action}\"]').click(), true")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_signs_in_creates_a_vm_and_types_into_its_console() {
+    let Some(mut b) = Browser::start().await else { return };
+    let s = Server::start_qemu_with(&["--tls-self-signed"]).await;
+    publish(&s, TINY);
+    let token = s.token("acme", false);
+    let (dir, _keep) = shots();
+    std::fs::create_dir_all(&dir).unwrap();
+
+    // The page is served by vmaas-server, with its own headers.
+    let page =
+        reqwest::Client::builder().danger_accept_invalid_certs(true).build().unwrap().get(format!("{}/", s.endpoint)).send().await.unwrap();
+    assert!(page.headers()["content-security-policy"].to_str().unwrap().contains("script-src 'self'"));
+    b.goto(&format!("{}/", s.endpoint)).await;
+
+    // A wrong token is refused on the page; the right one signs in.
+    b.eval("document.getElementById('token').value = 'not-a-token'; document.getElementById('sign-in-button').click(), true").await;
+    b.wait_for("document.getElementById('sign-in-error').textContent", "the sign-in error", 10).await;
+    b.screenshot(&dir.join("web-sign-in.png")).await;
+    b.eval(&format!("document.getElementById('token').value = '{token}'; document.getElementById('sign-in-button').click(), true")).await;
+    b.wait_for("!document.getElementById('console-app').hidden", "signed in", 10).await;
+    b.wait_for("document.getElementById('live').textContent === 'live'", "the event stream", 10).await;
+    let who = b.eval("document.getElementById('who').textContent").await;
+    assert_eq!(who, "acme in tenant acme");
+
+    // The template's typed parameters are a form; a bad value gets the model's message beside its field.
+    let kind = b
+        .wait_for("document.getElementById('param-vm_cpu_cores') && document.getElementById('param-vm_cpu_cores').type", "the form", 10)
+        .await;
+    assert_eq!(kind, "number");
+    b.eval("document.getElementById('vm-name').value = 'web'; document.getElementById('param-vm_memory').value = '9Gi'; document.getElementById('create-button').click(), true").await;
+    let said = b
+        .wait_for(
+            "document.querySelector('[data-field=\"object.spec.template_parameters.vm_memory\"]').textContent",
+            "the field's error",
+            10,
+        )
+        .await;
+    assert_eq!(said, "must be at most 2Gi, got 9Gi");
+    b.screenshot(&dir.join("web-validation.png")).await;
+    let (_, none) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&token), None).await;
+    assert_eq!(none["total"], 0, "nothing was made: {none}");
+
+    // A good one is made and becomes READY on the page, through the event stream.
+    b.eval("document.getElementById('param-vm_memory').value = '256Mi'; document.getElementById('create-button').click(), true").await;
+    b.wait_for(&format!("{} === 'READY'", cell("web", 2)), "the VM READY on the page", 180).await;
+    assert_eq!(b.eval("document.querySelector('[data-field=\"object.spec.template_parameters.vm_memory\"]').textContent").await, "");
+    b.screenshot(&dir.join("web-vms.png")).await;
+
+    // The serial console in the browser: type `uname -a`, read the answer.
+    b.eval(&click("web", "console")).await;
+    b.wait_for("!document.getElementById('terminal-section').hidden && document.querySelector('.xterm-rows')", "the terminal", 10).await;
+    b.eval("document.querySelector('.xterm-helper-textarea').focus(), true").await;
+    b.press_enter().await;
+    b.type_text("uname -a").await;
+    b.press_enter().await;
+    let screen = b
+        .wait_for(
+            "(t => t.includes('uname -a') && /Linux \\S+ \\d/.test(t) ? t : '')(document.querySelector('.xterm-rows').innerText)",
+            "uname's answer in the terminal",
+            60,
+        )
+        .await;
+    assert!(screen.as_str().unwrap().contains("Linux"), "{screen}");
+    b.screenshot(&dir.join("web-console.png")).await;
+
+    // Stop, then delete (a second click confirms).
+    b.eval(&click("web", "stop")).await;
+    b.wait_for(&format!("{} === 'STOPPED'", cell("web", 2)), "the VM STOPPED on the page", 120).await;
+    b.eval(&click("web", "delete")).await;
+    b.eval(&click("web", "delete")).await;
+    b.wait_for("!document.querySelector('#vms tr[data-name=\"web\"]')", "the VM gone from the page", 120).await;
+    let (_, left) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&token), None).await;
+    assert_eq!(left["total"], 0, "{left}");
+}
