@@ -24,6 +24,7 @@ mod network;
 mod recovery;
 mod storage;
 mod throughput;
+mod tls;
 mod vms;
 
 #[derive(Parser)]
@@ -166,6 +167,7 @@ async fn load(
     name: &str,
     urls: Arc<Vec<String>>,
     token: Option<String>,
+    ca: Option<&reqwest::Certificate>,
     connections: usize,
     duration: Duration,
 ) -> anyhow::Result<Figures> {
@@ -175,7 +177,11 @@ async fn load(
     for w in 0..connections {
         let urls = urls.clone();
         let token = token.clone();
-        let client = reqwest::Client::builder().pool_max_idle_per_host(1).build()?;
+        let mut builder = reqwest::Client::builder().pool_max_idle_per_host(1);
+        if let Some(ca) = ca {
+            builder = builder.tls_certs_merge([ca.clone()]);
+        }
+        let client = builder.build()?;
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(1 << 16);
             let mut errors = 0u64;
@@ -279,8 +285,8 @@ async fn api(connections: usize, duration: Duration, vms: usize, page: usize) ->
         let mut best_bare: Option<Figures> = None;
         let mut best: Option<Figures> = None;
         for _ in 0..2 {
-            let b = load(bare_name, bare_urls.clone(), None, connections, duration).await?;
-            let v = load(name, urls.clone(), Some(token.clone()), connections, duration).await?;
+            let b = load(bare_name, bare_urls.clone(), None, None, connections, duration).await?;
+            let v = load(name, urls.clone(), Some(token.clone()), None, connections, duration).await?;
             if best_bare.as_ref().is_none_or(|x| b.rps > x.rps) {
                 best_bare = Some(b);
             }
@@ -292,6 +298,7 @@ async fn api(connections: usize, duration: Duration, vms: usize, page: usize) ->
         results.extend(best);
     }
     results.extend(grpc::figures(app.router_with_grpc()?, ids.clone(), &token, connections, duration).await?);
+    results.extend(tls::figures(app.router(), &ids, &token, connections, duration).await?);
     println!("{:<36} {:>10} {:>9} {:>9} {:>7}", "scenario", "req/s", "p50 ms", "p99 ms", "errors");
     for f in &results {
         println!("{:<36} {:>10.0} {:>9.2} {:>9.2} {:>7}", f.name, f.rps, f.p50_ms, f.p99_ms, f.errors);
@@ -299,6 +306,7 @@ async fn api(connections: usize, duration: Duration, vms: usize, page: usize) ->
     println!("ratio GET by id / bare: {:.0}%", 100.0 * results[1].rps / results[0].rps);
     println!("ratio list / bare:      {:.0}%", 100.0 * results[3].rps / results[2].rps);
     println!("ratio gRPC Get / bare tonic: {:.0}%", 100.0 * results[5].rps / results[4].rps);
+    println!("ratio TLS / plain (GET by id): {:.0}% (goal >= 70%)", 100.0 * results[7].rps / results[6].rps);
     Ok(())
 }
 
