@@ -6,6 +6,7 @@ mod expose;
 mod images;
 mod net;
 mod output;
+mod quota;
 mod sync;
 mod volumes;
 mod watch;
@@ -82,6 +83,9 @@ enum Command {
     /// Volumes: block storage that outlives VMs.
     #[command(subcommand, alias = "volumes")]
     Volume(volumes::VolumeCmd),
+    /// A tenant's quota: limits (set by administrators) and usage.
+    #[command(subcommand, alias = "quotas")]
+    Quota(quota::QuotaCmd),
     /// Save the endpoint, token, CA file and --insecure in the config file.
     Login {
         /// Server URL.
@@ -404,6 +408,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Image(cmd) => images::image(&client, cmd, format).await,
         Command::LoadBalancer(cmd) => expose::load_balancer(&client, cmd, format).await,
         Command::Volume(cmd) => volumes::volume(&client, cmd, format).await,
+        Command::Quota(cmd) => quota::quota(&client, cmd, format).await,
         Command::Vm(cmd) => match cmd {
             VmCmd::Create { name, template, params, stopped, subnets, ssh_keys, user_data, image, wait: do_wait, timeout } => {
                 let template_parameters = typed_params(&client, &template, &params).await?;

@@ -52,3 +52,20 @@ impl Client {
         self.object::<(), _>(Method::DELETE, &format!("{path}/{id}"), None).await
     }
 }
+
+impl Client {
+    /// The quota of `tenant` with its usage (`{tenant, metadata, spec, status}`).
+    pub async fn quota(&self, tenant: &str) -> Result<serde_json::Value, Error> {
+        self.object::<(), _>(Method::GET, &format!("/tenants/{tenant}/quota"), None).await
+    }
+
+    /// Sets the quota of `tenant` to the limits `spec` (administrators).
+    pub async fn set_quota(&self, tenant: &str, spec: &serde_json::Value) -> Result<serde_json::Value, Error> {
+        self.object(Method::PUT, &format!("/tenants/{tenant}/quota"), Some(&serde_json::json!({"object": {"spec": spec}}))).await
+    }
+
+    /// Removes the quota of `tenant`: unlimited again (administrators).
+    pub async fn delete_quota(&self, tenant: &str) -> Result<serde_json::Value, Error> {
+        self.object::<(), _>(Method::DELETE, &format!("/tenants/{tenant}/quota"), None).await
+    }
+}

@@ -3,17 +3,13 @@
 //! rotated by size (`audit.log` → `audit.log.1` → … → `audit.log.N`).
 //! Requests wait for room in its queue rather than go unrecorded.
 
+use axum::extract::Request;
+use axum::http::Method;
+use chrono::{SecondsFormat, Utc};
+use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
-
-use axum::extract::{Request, State};
-use axum::http::Method;
-use axum::middleware::Next;
-use axum::response::Response;
-use chrono::{SecondsFormat, Utc};
-use serde::Serialize;
 use tokio::sync::mpsc;
 use tracing::warn;
 
@@ -170,35 +166,47 @@ fn mutating(method: &Method) -> bool {
     !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
-/// Middleware: records every mutating request once it is answered.
-pub async fn middleware(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    let Some(log) = state.audit.clone().filter(|_| mutating(req.method())) else { return next.run(req).await };
-    let started = Instant::now();
-    let slot = CallerSlot::default();
-    req.extensions_mut().insert(slot.clone());
-    let (method, path) = (req.method().to_string(), req.uri().path().to_owned());
-    let remote = req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.to_string());
-    let resp = next.run(req).await;
-    let caller = slot.take();
-    let status = resp.status().as_u16();
-    log.record(Entry {
-        time: Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true),
-        subject: caller.as_ref().map(|c| c.subject.clone()),
-        tenant: caller.as_ref().map(|c| c.tenant.clone()),
-        role: caller.as_ref().map(|c| if c.is_admin() { "admin" } else { "tenant" }),
-        method,
-        path,
-        status,
-        result: match status {
-            200..=299 => "ok",
-            400..=499 => "refused",
-            _ => "failed",
-        },
-        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-        remote,
-    })
-    .await;
-    resp
+/// A mutating request being answered, to be recorded once it is.
+pub struct Pending {
+    log: AuditLog,
+    slot: CallerSlot,
+    method: String,
+    path: String,
+    remote: Option<String>,
+}
+
+impl Pending {
+    /// Starts recording `req` if it changes something and there is an audit
+    /// log: leaves a slot in it for the [`Caller`] extractor.
+    pub fn start(state: &AppState, req: &mut Request) -> Option<Self> {
+        let log = state.audit.clone().filter(|_| mutating(req.method()))?;
+        let slot = CallerSlot::default();
+        req.extensions_mut().insert(slot.clone());
+        let remote = req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.to_string());
+        Some(Self { log, slot, method: req.method().to_string(), path: req.uri().path().to_owned(), remote })
+    }
+
+    /// Records the request with its answer's `status`, `elapsed` after it came.
+    pub async fn finish(self, status: u16, elapsed: std::time::Duration) {
+        let caller = self.slot.take();
+        let entry = Entry {
+            time: Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true),
+            subject: caller.as_ref().map(|c| c.subject.clone()),
+            tenant: caller.as_ref().map(|c| c.tenant.clone()),
+            role: caller.as_ref().map(|c| if c.is_admin() { "admin" } else { "tenant" }),
+            method: self.method,
+            path: self.path,
+            status,
+            result: match status {
+                200..=299 => "ok",
+                400..=499 => "refused",
+                _ => "failed",
+            },
+            duration_ms: elapsed.as_secs_f64() * 1000.0,
+            remote: self.remote,
+        };
+        self.log.record(entry).await;
+    }
 }
 
 #[cfg(test)]

@@ -30,9 +30,11 @@ on_both_databases! {
 
         // Only administrators set quotas; a tenant reads its own, not another's.
         assert_eq!(s.raw(Method::PUT, &quota, Some(&acme), Some(limits.clone())).await.0, 403);
-        let (st, q) = s.raw(Method::PUT, &quota, Some(&admin), Some(limits.clone())).await;
-        assert_eq!(st, 200, "{q}");
-        assert_eq!((&q["object"]["metadata"]["version"], &q["object"]["spec"]["memory"]), (&json!(1), &json!("1Gi")));
+        let q = s.cli_json(&admin, &["quota", "set", "acme", "--vms", "2", "--cores", "3", "--memory", "1Gi", "--external-ips", "1"]);
+        assert_eq!((&q["metadata"]["version"], &q["spec"]), (&json!(1), &limits["object"]["spec"]), "{q}");
+        let table = String::from_utf8(s.cli(&acme, &["quota", "get", "acme"]).stdout).unwrap();
+        assert!(table.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["cores", "3", "0"]), "{table}");
+        assert!(table.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["disk", "unlimited", "0"]), "{table}");
         let (st, own) = s.raw(Method::GET, &quota, Some(&acme), None).await;
         assert_eq!((st, &own["object"]["status"]["usage"]["virtual_machines"]), (200, &json!(0)), "{own}");
         assert_eq!(s.raw(Method::GET, &quota, Some(&globex), None).await.0, 404);

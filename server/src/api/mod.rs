@@ -185,8 +185,7 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(extract::update_mask))
         .layer(middleware::from_fn(extract::answer_in_kind))
-        .layer(middleware::from_fn_with_state(state.clone(), record_metrics))
-        .layer(middleware::from_fn_with_state(state.clone(), crate::audit::middleware))
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
         .layer(TraceLayer::new_for_http())
         .layer(CatchPanicLayer::custom(|_| ApiError::internal("handler panicked").into_response()))
         .with_state(state)
@@ -215,12 +214,19 @@ fn method_label(m: &axum::http::Method) -> &'static str {
     }
 }
 
-async fn record_metrics(State(state): State<AppState>, req: Request, next: Next) -> Response {
+/// Records every request in the metrics, and a mutating one in the audit
+/// log (one middleware for both: each layer costs every request).
+async fn observe(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = method_label(req.method()).to_owned();
     let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "unmatched".into());
+    let audit = crate::audit::Pending::start(&state, &mut req);
     let resp = next.run(req).await;
-    state.metrics.observe_http(HttpLabels { method, route, status: resp.status().as_u16() }, started.elapsed());
+    let status = resp.status().as_u16();
+    state.metrics.observe_http(HttpLabels { method, route, status }, started.elapsed());
+    if let Some(a) = audit {
+        a.finish(status, started.elapsed()).await;
+    }
     resp
 }
 
