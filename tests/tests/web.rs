@@ -59,7 +59,11 @@ async fn a_person_signs_in_creates_a_vm_and_types_into_its_console() {
     let who = b.eval("document.getElementById('who').textContent").await;
     assert_eq!(who, "acme in tenant acme");
 
-    // The template's typed parameters are a form; a bad value gets the model's message beside its field.
+    // The templates are listed; the template's typed parameters are a form;
+    // a bad value gets the model's message beside its field.
+    let listed =
+        b.wait_for("document.querySelector('#templates tr[data-template=\"tiny\"]').cells[1].textContent", "the templates", 10).await;
+    assert_eq!(listed, "Tiny VM");
     let kind = b
         .wait_for("document.getElementById('param-vm_cpu_cores') && document.getElementById('param-vm_cpu_cores').type", "the form", 10)
         .await;

@@ -63,6 +63,16 @@ async function loadTemplates() {
   state.templates = (r.body && r.body.items) || [];
   const select = $("template");
   select.replaceChildren(...state.templates.map((t) => new Option(t.title ? `${t.title} (${t.id})` : t.id, t.id)));
+  $("templates").tBodies[0].replaceChildren(...state.templates.map((t) => {
+    const tr = document.createElement("tr");
+    tr.dataset.template = t.id;
+    for (const text of [t.id, t.title || "", (t.parameters || []).map((p) => p.name).join(", ")]) {
+      const td = document.createElement("td");
+      td.textContent = text;
+      tr.append(td);
+    }
+    return tr;
+  }));
   renderParameters();
 }
 
