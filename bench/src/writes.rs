@@ -1,0 +1,120 @@
+//! API writes: VM creates per second through the REST API, from
+//! `connections` clients at once, on SQLite and (when
+//! `VMAAS_BENCH_DATABASE_URL` names a PostgreSQL server) on PostgreSQL,
+//! each create acknowledged only once it is committed; beside a bare loop
+//! that inserts rows of the same size into SQLite, one transaction each,
+//! with the journal mode and synchronous setting the store uses.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::json;
+use sqlx::Connection;
+use vmaas_server::app::{App, Config};
+use vmaas_server::auth::Role;
+use vmaas_server::none_backend::NoBackend;
+
+use crate::{Figures, serve};
+
+/// Most creates one scenario makes, whatever its duration.
+const MAX_CREATES: u64 = 50_000;
+
+/// Creates through a server on `database` (SQLite in a new data directory
+/// when `None`); the figures and the size of a created VM's JSON.
+async fn creates(name: &str, database: Option<String>, connections: usize, duration: Duration) -> anyhow::Result<(Figures, usize)> {
+    let dir = tempfile::tempdir()?;
+    let config = Config {
+        database_url: database,
+        reconcile_interval: Duration::from_secs(3600),
+        ..Config::new("127.0.0.1:0".parse()?, dir.path().to_owned())
+    };
+    let app = App::open(config, Arc::new(NoBackend)).await?;
+    let admin = app.state.keys.issue("ops", "ops", Role::Admin, Duration::from_secs(3600))?;
+    let token = app.state.keys.issue("bench", "bench", Role::Tenant, Duration::from_secs(3600))?;
+    let base = format!("http://{}/api/fulfillment/v1", serve(app.router()).await?);
+    let http = reqwest::Client::new();
+    let tpl = json!({"object": {"id": "simple_vm", "parameters": [{"name": "vm_cpu_cores", "default": {"value": 2}}]}});
+    http.post(format!("{base}/virtual_machine_templates")).bearer_auth(&admin).json(&tpl).send().await?.error_for_status()?;
+    let sample = http
+        .post(format!("{base}/virtual_machines"))
+        .bearer_auth(&token)
+        .json(&json!({"object": {"id": "sample", "spec": {"template": "simple_vm"}}}))
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await?;
+    let made = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let end = Instant::now() + duration;
+    let mut tasks = Vec::new();
+    for w in 0..connections {
+        let (url, token, made) = (format!("{base}/virtual_machines"), token.clone(), made.clone());
+        let client = reqwest::Client::builder().pool_max_idle_per_host(1).build()?;
+        tasks.push(tokio::spawn(async move {
+            let (mut lat, mut errors) = (Vec::new(), 0u64);
+            for n in 0u64.. {
+                if Instant::now() >= end || made.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= MAX_CREATES {
+                    break;
+                }
+                let body = json!({"object": {"id": format!("w{w}-{n}"), "spec": {"template": "simple_vm"}}});
+                let t0 = Instant::now();
+                match client.post(&url).bearer_auth(&token).json(&body).send().await {
+                    Ok(r) if r.status().as_u16() == 201 => lat.push(t0.elapsed().as_micros() as u32),
+                    _ => errors += 1,
+                }
+            }
+            (lat, errors)
+        }));
+    }
+    Ok((Figures::gather(name, tasks, duration).await?, sample.len()))
+}
+
+/// Inserts rows of `size` bytes into a new SQLite file for `duration`, one
+/// autocommitted insert at a time (WAL, synchronous FULL: the store's settings).
+async fn bare_sqlite(size: usize, duration: Duration) -> anyhow::Result<Figures> {
+    let dir = tempfile::tempdir()?;
+    let opts = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(dir.path().join("bare.db"))
+        .create_if_missing(true)
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+        .synchronous(sqlx::sqlite::SqliteSynchronous::Full);
+    let mut conn = sqlx::SqliteConnection::connect_with(&opts).await?;
+    sqlx::query("CREATE TABLE t (id TEXT PRIMARY KEY, body TEXT NOT NULL)").execute(&mut conn).await?;
+    let body = "x".repeat(size);
+    let end = Instant::now() + duration;
+    let mut lat = Vec::new();
+    for n in 0u64..MAX_CREATES {
+        let t0 = Instant::now();
+        if t0 >= end {
+            break;
+        }
+        sqlx::query("INSERT INTO t (id, body) VALUES ($1, $2)").bind(n.to_string()).bind(&body).execute(&mut conn).await?;
+        lat.push(t0.elapsed().as_micros() as u32);
+    }
+    Figures::gather("bare SQLite insert loop", vec![tokio::spawn(async move { (lat, 0) })], duration).await
+}
+
+/// A new database on the PostgreSQL server of `base` (a `postgres://` URL).
+async fn fresh_postgres(base: &str) -> anyhow::Result<String> {
+    let name = format!("bench_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::PgConnection::connect(base).await.context("VMAAS_BENCH_DATABASE_URL")?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await?;
+    let (head, _) = base.rsplit_once('/').context("a database URL ends with /DATABASE")?;
+    Ok(format!("{head}/{name}"))
+}
+
+/// Prints the write figures.
+pub async fn figures(connections: usize, duration: Duration) -> anyhow::Result<Vec<Figures>> {
+    let (sqlite, size) = creates("vmaas POST virtual_machines, SQLite", None, connections, duration).await?;
+    let bare = bare_sqlite(size, duration).await?;
+    let mut out = vec![bare, sqlite];
+    match std::env::var("VMAAS_BENCH_DATABASE_URL").ok().filter(|u| !u.is_empty()) {
+        Some(base) => {
+            let url = fresh_postgres(&base).await?;
+            out.push(creates("vmaas POST virtual_machines, PostgreSQL", Some(url), connections, duration).await?.0);
+        }
+        None => println!("(PostgreSQL creates skipped: set VMAAS_BENCH_DATABASE_URL=postgres://… to measure them)"),
+    }
+    Ok(out)
+}
