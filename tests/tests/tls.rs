@@ -14,7 +14,7 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use vmaas_tests::tf::{Tf, Workspace, repo};
+use vmaas_tests::tf::{Tf, Workspace, python, repo};
 use vmaas_tests::vms::{TINY, V1, publish};
 use vmaas_tests::{Db, Server, bin};
 
@@ -123,6 +123,24 @@ async fn a_self_signed_server_speaks_http2_and_untrusting_clients_change_nothing
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_speaks_http2_over_tls_to_an_independent_client() {
+    let s = Server::start_with(Db::Sqlite, &["--backend", "none", "--tls-self-signed"]).await.unwrap();
+    let out = tokio::process::Command::new(python())
+        .arg(repo().join("tests/osac/grpc_tls.py"))
+        .args(["--grpc", s.endpoint.trim_start_matches("https://")])
+        .arg("--ca-file")
+        .arg(s.ca_file().unwrap())
+        .output()
+        .await
+        .expect("run grpcio");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}\n{}", s.log());
+    for step in ["reflection over TLS lists the services", "health over TLS: SERVING", "does not trust the certificate does not connect"] {
+        assert!(stdout.contains(step), "missing {step:?}:\n{stdout}");
+    }
 }
 
 #[test]
