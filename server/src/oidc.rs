@@ -255,3 +255,65 @@ fn reason(e: &jsonwebtoken::errors::Error) -> &'static str {
         _ => "the token is malformed",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verifier() -> Verifier {
+        Verifier::new(OidcConfig {
+            issuers: vec!["https://idp.test/".into()],
+            audience: "vmaas".into(),
+            tenant_claim: "org".into(),
+            groups_claim: "roles".into(),
+            admin_group: "ops".into(),
+            ca_pem: None,
+        })
+        .unwrap()
+    }
+
+    fn claims(rest: serde_json::Value) -> Claims {
+        let mut v = serde_json::json!({"sub": "alice", "exp": 1});
+        v.as_object_mut().unwrap().extend(rest.as_object().unwrap().clone());
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn the_tenant_and_the_role_come_from_the_configured_claims() {
+        let v = verifier();
+        assert!(v.issuers.contains_key("https://idp.test"), "a trailing slash does not matter");
+        let c = v.caller(claims(serde_json::json!({"org": "acme", "roles": ["dev", "ops"]}))).unwrap();
+        assert_eq!((c.tenant.as_str(), c.role), ("acme", Role::Admin));
+        let c = v.caller(claims(serde_json::json!({"org": "acme", "roles": "dev"}))).unwrap();
+        assert_eq!(c.role, Role::Tenant);
+        let e = v.caller(claims(serde_json::json!({"tenant": "acme"}))).unwrap_err();
+        assert!(e.message.contains("\"org\" claim"), "{}", e.message);
+        assert!(v.caller(claims(serde_json::json!({"org": ""}))).is_err(), "an empty tenant");
+    }
+
+    #[test]
+    fn only_signing_keys_of_the_accepted_algorithms_are_kept() {
+        let rsa = serde_json::json!({"kty": "RSA", "kid": "r", "use": "sig", "n": "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw", "e": "AQAB"});
+        let enc = serde_json::json!({"kty": "RSA", "kid": "e", "use": "enc", "n": rsa["n"], "e": "AQAB"});
+        let nameless = serde_json::json!({"kty": "RSA", "use": "sig", "n": rsa["n"], "e": "AQAB"});
+        let wrong = serde_json::json!({"kty": "RSA", "kid": "w", "alg": "RS512", "n": rsa["n"], "e": "AQAB"});
+        let set: JwkSet = serde_json::from_value(serde_json::json!({"keys": [rsa, enc, nameless, wrong]})).unwrap();
+        let keys = signing_keys(&set);
+        assert_eq!(keys.keys().collect::<Vec<_>>(), vec!["r"]);
+        assert_eq!(keys["r"].1, Algorithm::RS256);
+    }
+
+    #[test]
+    fn configurations_without_an_issuer_or_an_audience_are_refused() {
+        let base = OidcConfig {
+            issuers: vec![],
+            audience: "a".into(),
+            tenant_claim: "t".into(),
+            groups_claim: "g".into(),
+            admin_group: "x".into(),
+            ca_pem: None,
+        };
+        assert!(Verifier::new(base.clone()).is_err());
+        assert!(Verifier::new(OidcConfig { issuers: vec!["https://i".into()], audience: String::new(), ..base }).is_err());
+    }
+}
