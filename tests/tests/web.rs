@@ -89,7 +89,12 @@ async fn a_person_signs_in_creates_a_vm_and_types_into_its_console() {
 
     // The serial console in the browser: type `uname -a`, read the answer.
     b.eval(&click("web", "console")).await;
-    b.wait_for("!document.getElementById('terminal-section').hidden && document.querySelector('.xterm-rows')", "the terminal", 10).await;
+    b.wait_for(
+        "!document.getElementById('terminal-section').hidden && document.querySelector('.xterm-rows') && document.getElementById('terminal').dataset.connected === 'yes'",
+        "the terminal, connected",
+        10,
+    )
+    .await;
     b.eval("document.querySelector('.xterm-helper-textarea').focus(), true").await;
     b.press_enter().await;
     b.type_text("uname -a").await;

@@ -326,6 +326,7 @@ async function openConsole(vm) {
   const ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}${r.body.url}`);
   ws.binaryType = "arraybuffer";
   const encoder = new TextEncoder();
+  ws.onopen = () => { $("terminal").dataset.connected = "yes"; };
   ws.onmessage = (m) => term.write(typeof m.data === "string" ? m.data : new Uint8Array(m.data));
   ws.onclose = () => term.write("\r\n[the console closed]\r\n");
   term.onData((d) => { if (ws.readyState === WebSocket.OPEN) ws.send(encoder.encode(d)); });
@@ -339,6 +340,7 @@ function closeConsole() {
     state.term.term.dispose();
     state.term = null;
   }
+  delete $("terminal").dataset.connected;
   $("terminal-section").hidden = true;
 }
 
