@@ -5,12 +5,15 @@
 //! start at any time); disk is the VMs' disks plus the tenant's volumes.
 //! A quota set below what a tenant holds refuses only what would take more.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use vmaas_model::{MachineSpec, Quantity, ValidationErrors};
 
 use crate::api::AppState;
 use crate::error::ApiError;
 use crate::store::external::ExternalIpKind;
+use crate::store::quota::QuotaRow;
 use crate::store::volume::VolumeKind;
 use crate::store::{Store, StoreError};
 
@@ -139,25 +142,52 @@ impl Amounts {
     }
 }
 
-/// What `tenant` holds now: its VMs and volumes not being deleted, and its external IPs.
+/// What every tenant holds now: its VMs and volumes not being deleted, and
+/// its external IPs, in one pass over them (a tenant holding nothing is absent).
+pub async fn usage_by_tenant(store: &Store) -> Result<HashMap<String, Amounts>, StoreError> {
+    tally(store, None).await
+}
+
+/// What `tenant` holds now.
 pub async fn usage(store: &Store, tenant: &str) -> Result<Amounts, StoreError> {
-    let mut used = Amounts::default();
-    for vm in store.all_vms().await?.iter().filter(|v| v.tenant == tenant && v.deleted_at.is_none()) {
-        used = used.plus(Amounts::vm(&vm.machine));
+    Ok(tally(store, Some(tenant)).await?.remove(tenant).unwrap_or_default())
+}
+
+/// What each tenant (or only `only`) holds, by tenant.
+async fn tally(store: &Store, only: Option<&str>) -> Result<HashMap<String, Amounts>, StoreError> {
+    let mut used: HashMap<String, Amounts> = HashMap::new();
+    let mut add = |tenant: &str, a: Amounts| {
+        if only.is_some_and(|o| o != tenant) {
+            return;
+        }
+        match used.get_mut(tenant) {
+            Some(held) => *held = held.plus(a),
+            None => {
+                used.insert(tenant.to_owned(), a);
+            }
+        }
+    };
+    for vm in store.all_vms().await?.iter().filter(|v| v.deleted_at.is_none()) {
+        add(&vm.tenant, Amounts::vm(&vm.machine));
     }
-    for v in store.all_records::<VolumeKind>().await?.iter().filter(|v| v.tenant == tenant && v.deleted_at.is_none()) {
-        used = used.plus(Amounts::volume(&v.spec.size));
+    for v in store.all_records::<VolumeKind>().await?.iter().filter(|v| v.deleted_at.is_none()) {
+        add(&v.tenant, Amounts::volume(&v.spec.size));
     }
-    let ips = store.all_records::<ExternalIpKind>().await?;
-    used.external_ips = ips.iter().filter(|i| i.tenant == tenant && i.deleted_at.is_none()).count() as u64;
+    for ip in store.all_records::<ExternalIpKind>().await?.iter().filter(|i| i.deleted_at.is_none()) {
+        add(&ip.tenant, Amounts::external_ip());
+    }
     Ok(used)
 }
 
-/// The quota of `tenant`, if one is set.
+/// The limits a stored quota holds.
+pub fn parsed(row: &QuotaRow) -> Result<QuotaLimits, ApiError> {
+    serde_json::from_str(&row.spec).map_err(ApiError::internal)
+}
+
+/// The quota of `tenant` and its version, if one is set.
 pub async fn limits(store: &Store, tenant: &str) -> Result<Option<(QuotaLimits, i64)>, ApiError> {
     let Some(row) = store.get_quota(tenant).await? else { return Ok(None) };
-    let limits = serde_json::from_str(&row.spec).map_err(ApiError::internal)?;
-    Ok(Some((limits, row.version)))
+    Ok(Some((parsed(&row)?, row.version)))
 }
 
 /// Refuses `asked` (more than `tenant` holds now) if it goes beyond the
@@ -173,11 +203,11 @@ pub async fn enforce(s: &AppState, tenant: &str, asked: Amounts) -> Result<(), A
 
 /// Every quota's limits and usage, for `/metrics`: `(tenant, resource, limit, usage)`.
 pub async fn figures(store: &Store) -> Result<Vec<(String, &'static str, Option<u64>, u64)>, ApiError> {
+    let used = usage_by_tenant(store).await?;
     let mut out = Vec::new();
     for row in store.all_quotas().await? {
-        let limits: QuotaLimits = serde_json::from_str(&row.spec).map_err(ApiError::internal)?;
-        let used = usage(store, &row.tenant).await?;
-        for ((resource, limit, _), (_, held, _)) in limits.amounts().named().into_iter().zip(used.named()) {
+        let held = used.get(&row.tenant).copied().unwrap_or_default();
+        for ((resource, limit, _), (_, held, _)) in parsed(&row)?.amounts().named().into_iter().zip(held.named()) {
             out.push((row.tenant.clone(), resource, (limit != u64::MAX).then_some(limit), held));
         }
     }

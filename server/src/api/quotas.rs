@@ -97,11 +97,15 @@ fn checked_tenant(name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// A tenant's quota as the API shows it.
+fn shown(tenant: &str, spec: QuotaLimits, version: i64, usage: Amounts) -> Quota {
+    Quota { tenant: tenant.to_owned(), metadata: QuotaMetadata { version }, spec, status: QuotaStatus { usage: usage.into() } }
+}
+
 /// The quota of `tenant` with its usage.
 async fn quota_of(s: &AppState, tenant: &str) -> Result<Quota, ApiError> {
     let (spec, version) = quota::limits(&s.store, tenant).await?.unwrap_or_default();
-    let usage = quota::usage(&s.store, tenant).await?;
-    Ok(Quota { tenant: tenant.to_owned(), metadata: QuotaMetadata { version }, spec, status: QuotaStatus { usage: usage.into() } })
+    Ok(shown(tenant, spec, version, quota::usage(&s.store, tenant).await?))
 }
 
 /// A tenant's quota and usage (administrators: any tenant's; a tenant: its own).
@@ -165,9 +169,11 @@ pub(super) async fn clear(State(s): State<AppState>, caller: Caller, Path(name):
     security(("bearer" = [])))]
 pub(super) async fn list(State(s): State<AppState>, caller: Caller) -> Result<Json<vmaas_model::Page<Quota>>, ApiError> {
     caller.require_admin("list quotas")?;
+    let used = quota::usage_by_tenant(&s.store).await?;
     let mut items = Vec::new();
     for row in s.store.all_quotas().await? {
-        items.push(quota_of(&s, &row.tenant).await?);
+        let usage = used.get(&row.tenant).copied().unwrap_or_default();
+        items.push(shown(&row.tenant, quota::parsed(&row)?, row.version, usage));
     }
     let n = items.len() as u64;
     Ok(Json(vmaas_model::Page { size: n, total: n, items }))

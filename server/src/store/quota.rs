@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::Row as _;
+use sqlx::any::AnyRow;
 
 use super::{Store, StoreError, parse_ts, ts};
 
@@ -20,6 +21,15 @@ pub struct QuotaRow {
     pub updated_at: DateTime<Utc>,
 }
 
+fn quota_row(r: &AnyRow) -> Result<QuotaRow, StoreError> {
+    Ok(QuotaRow {
+        tenant: r.try_get("tenant")?,
+        spec: r.try_get("spec")?,
+        version: r.try_get("version")?,
+        updated_at: parse_ts(&r.try_get::<String, _>("updated_at")?)?,
+    })
+}
+
 fn stale(tenant: &str, expected: i64, current: i64) -> StoreError {
     StoreError::Conflict(format!(
         "the quota of tenant {tenant:?} was changed concurrently: version {expected} is not current (it is {current}); read it again and retry"
@@ -33,15 +43,7 @@ impl Store {
             .bind(tenant)
             .fetch_optional(&self.pool)
             .await?;
-        row.map(|r| {
-            Ok(QuotaRow {
-                tenant: r.try_get("tenant")?,
-                spec: r.try_get("spec")?,
-                version: r.try_get("version")?,
-                updated_at: parse_ts(&r.try_get::<String, _>("updated_at")?)?,
-            })
-        })
-        .transpose()
+        row.as_ref().map(quota_row).transpose()
     }
 
     /// Sets the quota of `tenant` to `spec`, if it is at version `expected`
@@ -81,15 +83,7 @@ impl Store {
 
     /// Every tenant's quota, by tenant.
     pub async fn all_quotas(&self) -> Result<Vec<QuotaRow>, StoreError> {
-        let mut out = Vec::new();
-        for r in sqlx::query("SELECT tenant, spec, version, updated_at FROM quotas ORDER BY tenant").fetch_all(&self.pool).await? {
-            out.push(QuotaRow {
-                tenant: r.try_get("tenant")?,
-                spec: r.try_get("spec")?,
-                version: r.try_get("version")?,
-                updated_at: parse_ts(&r.try_get::<String, _>("updated_at")?)?,
-            });
-        }
-        Ok(out)
+        let rows = sqlx::query("SELECT tenant, spec, version, updated_at FROM quotas ORDER BY tenant").fetch_all(&self.pool).await?;
+        rows.iter().map(quota_row).collect()
     }
 }
