@@ -107,11 +107,10 @@ impl Provider for VmaasProvider {
 
     async fn configure_provider(&self, r: Request<configure_provider::Request>) -> Result<Response<configure_provider::Response>, Status> {
         let config = value::decode(r.get_ref().config.as_ref()).map_err(bad)?;
-        let endpoint = string(get(&config, "endpoint"))
-            .or_else(|| std::env::var("VMAAS_ENDPOINT").ok().filter(|e| !e.is_empty()))
-            .unwrap_or_else(|| "http://127.0.0.1:8000".into());
-        let token = string(get(&config, "token")).or_else(|| std::env::var("VMAAS_TOKEN").ok().filter(|t| !t.is_empty()));
+        // Each setting from the configuration, else its environment variable.
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let endpoint = string(get(&config, "endpoint")).or_else(|| env("VMAAS_ENDPOINT")).unwrap_or_else(|| "http://127.0.0.1:8000".into());
+        let token = string(get(&config, "token")).or_else(|| env("VMAAS_TOKEN"));
         let insecure = get(&config, "insecure").as_bool().unwrap_or_else(|| env("VMAAS_INSECURE").is_some_and(|v| v == "true" || v == "1"));
         let ca = match string(get(&config, "ca_file")).or_else(|| env("VMAAS_CA_FILE")) {
             Some(f) => match std::fs::read(&f) {
