@@ -11,10 +11,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use vmaas_client::WaitFor;
-use vmaas_model::{CreateVirtualMachine, VirtualMachineSpec};
 
 use crate::percentile;
-use crate::vms::{none_left, start_qemu_server};
+use crate::vms::{none_left, qemu_pid, ready_tiny, start_qemu_server};
 
 /// The longest a fetcher runs.
 const FETCH_LIMIT: Duration = Duration::from_secs(300);
@@ -35,26 +34,11 @@ async fn longest_gap(url: String, stop: Arc<AtomicBool>) -> Duration {
     gap
 }
 
-fn pid_of(dir: &std::path::Path, id: &str) -> Option<i32> {
-    std::fs::read_to_string(dir.join("vms").join(id).join("qemu.pid")).ok()?.trim().parse().ok()
-}
-
 /// `rounds` migrations of one guest; prints the time to READY and the longest gap a client saw.
 pub async fn migration(rounds: usize, images: std::path::PathBuf) -> anyhow::Result<()> {
     let srv = start_qemu_server(images).await?;
     let (c, admin) = (&srv.client, vmaas_client::Client::new(&srv.endpoint, Some(srv.admin.clone()))?);
-    let req = CreateVirtualMachine {
-        type_url: None,
-        id: Some("mover".into()),
-        metadata: None,
-        spec: VirtualMachineSpec::new("tiny"),
-        status: None,
-    };
-    let vm = c.create_vm(&req).await?;
-    let vm = c
-        .wait_vm(&vm.id, WaitFor::Ready, Duration::from_secs(300), Duration::from_millis(50), |_| {})
-        .await?
-        .context("the VM went away")?;
+    let vm = ready_tiny(c, "mover").await?;
     let ip = vm.status.external_ip.clone().context("the VM has no external IP")?;
     println!("vmaas-bench migration: accelerator {}, test guest (256Mi, 1 core), {rounds} live migrations to a new QEMU", srv.accel);
     // The same fetches with nothing moving: the gap a client sees anyway.
@@ -66,7 +50,7 @@ pub async fn migration(rounds: usize, images: std::path::PathBuf) -> anyhow::Res
     println!("  no migration: longest gap between answers over 2 s {:.0} ms (the baseline)", idle.as_secs_f64() * 1e3);
     let (mut totals, mut gaps) = (Vec::new(), Vec::new());
     for round in 0..rounds {
-        let before = pid_of(srv.dir.path(), &vm.id);
+        let before = qemu_pid(srv.dir.path(), &vm.id);
         let stop = Arc::new(AtomicBool::new(false));
         let fetcher = tokio::spawn(longest_gap(format!("http://{ip}/"), stop.clone()));
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -74,7 +58,7 @@ pub async fn migration(rounds: usize, images: std::path::PathBuf) -> anyhow::Res
         admin.migrate_vm(&vm.id, None).await?;
         c.wait_vm(&vm.id, WaitFor::Ready, Duration::from_secs(300), Duration::from_millis(20), |_| {}).await?;
         let total = t.elapsed();
-        let after = pid_of(srv.dir.path(), &vm.id);
+        let after = qemu_pid(srv.dir.path(), &vm.id);
         tokio::time::sleep(Duration::from_millis(300)).await;
         stop.store(true, Ordering::Relaxed);
         let gap = fetcher.await?;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use vmaas_client::{Client, VmQuery, WaitFor};
-use vmaas_model::{CreateVirtualMachine, VirtualMachineSpec, VirtualMachineTemplate, VmState};
+use vmaas_model::{VirtualMachineTemplate, VmState};
 
 use crate::percentile;
 use crate::vms::{none_left, tiny_template};
@@ -180,14 +180,7 @@ pub async fn recovery(n: usize, rounds: usize, images: PathBuf, server: Option<P
     for wave in (0..n).collect::<Vec<_>>().chunks(WAVE) {
         let mut started = Vec::new();
         for i in wave {
-            let req = CreateVirtualMachine {
-                type_url: None,
-                id: Some(format!("r-{i}")),
-                metadata: None,
-                spec: VirtualMachineSpec::new("tiny"),
-                status: None,
-            };
-            started.push(c.create_vm(&req).await?.id);
+            started.push(c.create_vm(&crate::vms::tiny(format!("r-{i}"))).await?.id);
         }
         for id in &started {
             c.wait_vm(id, WaitFor::Ready, Duration::from_secs(600), Duration::from_millis(500), |_| {}).await?;

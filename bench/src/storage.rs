@@ -17,7 +17,7 @@ use vmaas_model::{
 };
 
 use crate::percentile;
-use crate::vms::{none_left, start_qemu_server};
+use crate::vms::{none_left, ready_tiny, start_qemu_server};
 
 type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -209,15 +209,7 @@ pub async fn storage(rounds: usize, megabytes: u64, images: std::path::PathBuf) 
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
     );
     imports(c, srv.dir.path(), &images, megabytes, 3).await?;
-    let req = CreateVirtualMachine {
-        type_url: None,
-        id: Some("disks".into()),
-        metadata: None,
-        spec: VirtualMachineSpec::new("tiny"),
-        status: None,
-    };
-    let vm = c.create_vm(&req).await?;
-    c.wait_vm(&vm.id, WaitFor::Ready, Duration::from_secs(300), Duration::from_millis(50), |_| {}).await?;
+    let vm = ready_tiny(c, "disks").await?;
     let session = c.console_session(&vm.id).await?;
     let (mut ws, _) = tokio_tungstenite::connect_async(c.console_url(&session).as_str()).await?;
     send(&mut ws, "").await?;

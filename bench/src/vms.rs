@@ -105,20 +105,36 @@ pub(crate) async fn start_qemu_server(images: std::path::PathBuf) -> anyhow::Res
     Ok(QemuServer { dir, endpoint, token, admin, client, accel })
 }
 
+/// A request for a VM of the `tiny` template named `name`.
+pub(crate) fn tiny(name: impl Into<String>) -> vmaas_model::CreateVirtualMachine {
+    vmaas_model::CreateVirtualMachine {
+        type_url: None,
+        id: Some(name.into()),
+        metadata: None,
+        spec: vmaas_model::VirtualMachineSpec::new("tiny"),
+        status: None,
+    }
+}
+
+/// A `tiny` VM named `name`, created and waited for until READY.
+pub(crate) async fn ready_tiny(c: &vmaas_client::Client, name: &str) -> anyhow::Result<vmaas_model::VirtualMachine> {
+    let vm = c.create_vm(&tiny(name)).await?;
+    c.wait_vm(&vm.id, vmaas_client::WaitFor::Ready, Duration::from_secs(300), Duration::from_millis(50), |_| {})
+        .await?
+        .context("the VM went away")
+}
+
+/// The pid of VM `id`'s QEMU, from the server's data directory `dir`.
+pub(crate) fn qemu_pid(dir: &std::path::Path, id: &str) -> Option<i32> {
+    std::fs::read_to_string(dir.join("vms").join(id).join("qemu.pid")).ok()?.trim().parse().ok()
+}
+
 /// create→READY, stop→STOPPED, delete→gone, RSS per idle VM, and N VMs at once,
 /// with real QEMU and the test guest, through the real API.
 pub async fn qemu(vms: usize, burst: usize, images: std::path::PathBuf) -> anyhow::Result<()> {
     use vmaas_client::WaitFor;
-    use vmaas_model::{CreateVirtualMachine, VirtualMachineSpec};
     let srv = start_qemu_server(images).await?;
     let (dir, c, accel) = (&srv.dir, &srv.client, srv.accel);
-    let req = |name: String| CreateVirtualMachine {
-        type_url: None,
-        id: Some(name),
-        metadata: None,
-        spec: VirtualMachineSpec::new("tiny"),
-        status: None,
-    };
     println!(
         "vmaas-bench qemu: accelerator {accel}, {} cores, test guest (256Mi, 1 core), {vms} VMs one after another, then {burst} at once",
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
@@ -128,16 +144,12 @@ pub async fn qemu(vms: usize, burst: usize, images: std::path::PathBuf) -> anyho
     let mut ids = Vec::new();
     for i in 0..vms {
         let t = Instant::now();
-        let vm = c.create_vm(&req(format!("seq-{i}"))).await?;
-        c.wait_vm(&vm.id, WaitFor::Ready, Duration::from_secs(300), Duration::from_millis(50), |_| {}).await?;
+        let vm = ready_tiny(c, &format!("seq-{i}")).await?;
         ready.push(t.elapsed().as_secs_f64());
         ids.push(vm.id);
     }
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let pids: Vec<i32> = ids
-        .iter()
-        .filter_map(|id| std::fs::read_to_string(dir.path().join("vms").join(id).join("qemu.pid")).ok()?.trim().parse().ok())
-        .collect();
+    let pids: Vec<i32> = ids.iter().filter_map(|id| qemu_pid(dir.path(), id)).collect();
     let rss: Vec<u64> = pids.iter().map(|p| rss_kib(*p)).collect();
     let mut stop = Vec::new();
     let mut delete = Vec::new();
@@ -158,7 +170,7 @@ pub async fn qemu(vms: usize, burst: usize, images: std::path::PathBuf) -> anyho
         delete.push(t.elapsed().as_secs_f64());
     }
     let t = Instant::now();
-    let reqs: Vec<_> = (0..burst).map(|i| req(format!("burst-{i}"))).collect();
+    let reqs: Vec<_> = (0..burst).map(|i| tiny(format!("burst-{i}"))).collect();
     let created = futures::future::try_join_all(reqs.iter().map(|r| c.create_vm(r))).await?;
     futures::future::try_join_all(created.iter().map(|vm| timed_wait(c, &vm.id, WaitFor::Ready))).await?;
     let burst_total = t.elapsed().as_secs_f64();
@@ -191,7 +203,6 @@ pub async fn terraform_bench(
     plugins: std::path::PathBuf,
 ) -> anyhow::Result<()> {
     use vmaas_client::WaitFor;
-    use vmaas_model::{CreateVirtualMachine, VirtualMachineSpec};
     let srv = start_qemu_server(images).await?;
     let work = tempfile::tempdir()?;
     let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/terraform/ci-ephemeral/main.tf");
@@ -228,15 +239,7 @@ pub async fn terraform_bench(
     }
     run(&["destroy", "-auto-approve", "-input=false", "-var", &count])?;
 
-    let reqs: Vec<CreateVirtualMachine> = (0..n)
-        .map(|i| CreateVirtualMachine {
-            type_url: None,
-            id: Some(format!("api-{i}")),
-            metadata: None,
-            spec: VirtualMachineSpec::new("tiny"),
-            status: None,
-        })
-        .collect();
+    let reqs: Vec<_> = (0..n).map(|i| tiny(format!("api-{i}"))).collect();
     let t = Instant::now();
     let c = &srv.client;
     let created = futures::future::try_join_all(reqs.iter().map(|r| c.create_vm(r))).await?;
