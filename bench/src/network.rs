@@ -14,7 +14,7 @@ use vmaas_switch::fabric::{PortKind, Verdict};
 use vmaas_switch::firewall::{Firewall, Protocol, Rule};
 use vmaas_switch::frame::udp_frame;
 use vmaas_switch::port::{read_frame, write_frame};
-use vmaas_switch::{Fabric, Mac, PortConfig, Segment, SubnetConfig};
+use vmaas_switch::{Fabric, Mac, PortAddr, PortConfig, Segment, SubnetConfig};
 
 fn subnet() -> SubnetConfig {
     SubnetConfig {
@@ -75,8 +75,8 @@ async fn socket_rate(frames: usize) -> anyhow::Result<f64> {
     let dir = tempfile::tempdir()?;
     let seg = Segment::start(subnet());
     let (p1, p2) = (dir.path().join("1.sock"), dir.path().join("2.sock"));
-    seg.add_port(1, PortKind::Guest(nic(1)), &p1).await?;
-    seg.add_port(2, PortKind::Guest(nic(2)), &p2).await?;
+    seg.add_port(1, PortKind::Guest(nic(1)), &PortAddr::Unix(p1.clone())).await?;
+    seg.add_port(2, PortKind::Guest(nic(2)), &PortAddr::Unix(p2.clone())).await?;
     let (mut a, mut b) = (UnixStream::connect(&p1).await?, UnixStream::connect(&p2).await?);
     let frame = small_frame();
     let deadline = Instant::now() + Duration::from_secs(60);

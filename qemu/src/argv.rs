@@ -118,13 +118,13 @@ pub struct UserNicArg {
 }
 
 /// One NIC on a subnet: a port of the subnet's segment in the user-space
-/// switch, over its unix socket (QEMU reconnects if the server restarts).
+/// switch, on loopback TCP (QEMU reconnects if the server restarts).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SegmentNicArg {
     /// Netdev and device id, e.g. `nic-subnet0`.
     pub id: String,
-    /// The port's socket.
-    pub socket: PathBuf,
+    /// The port's address.
+    pub addr: vmaas_switch::PortAddr,
     /// The NIC's MAC.
     pub mac: String,
 }
@@ -232,7 +232,7 @@ impl QemuArgs {
             push(&["-netdev", &netdev, "-device", &format!("virtio-net-pci,netdev={},id=dev-{},mac={}", n.id, n.id, n.mac)]);
         }
         for n in &self.segment_nics {
-            let netdev = format!("stream,id={},server=off,addr.type=unix,addr.path={},reconnect-ms=1000", n.id, n.socket.display());
+            let netdev = format!("stream,id={},server=off,{},reconnect-ms=1000", n.id, n.addr.qemu_options());
             push(&["-netdev", &netdev, "-device", &format!("virtio-net-pci,netdev={},id=dev-{},mac={}", n.id, n.id, n.mac)]);
         }
         push(&["-chardev", &format!("socket,id=serial0,path={},server=on,wait=off", self.serial.display())]);
@@ -344,9 +344,11 @@ mod tests {
     #[test]
     fn a_subnet_nic_is_a_stream_netdev_on_its_port_socket() {
         let mut q = args();
-        q.segment_nics.push(SegmentNicArg { id: "nic-subnet0".into(), socket: "/d/sw/abc-0.sock".into(), mac: "52:54:00:01:02:03".into() });
+        let addr = vmaas_switch::PortAddr::Tcp(40001);
+        q.segment_nics.push(SegmentNicArg { id: "nic-subnet0".into(), addr, mac: "52:54:00:01:02:03".into() });
         let a: Vec<String> = q.to_args().into_iter().map(|s| s.into_string().unwrap()).collect();
-        assert_eq!(after(&a, "-netdev")[1], "stream,id=nic-subnet0,server=off,addr.type=unix,addr.path=/d/sw/abc-0.sock,reconnect-ms=1000");
+        let stream = "stream,id=nic-subnet0,server=off,addr.type=inet,addr.host=127.0.0.1,addr.port=40001,reconnect-ms=1000";
+        assert_eq!(after(&a, "-netdev")[1], stream);
         assert_eq!(
             after(&a, "-device").last().copied(),
             Some("virtio-net-pci,netdev=nic-subnet0,id=dev-nic-subnet0,mac=52:54:00:01:02:03")

@@ -287,6 +287,7 @@ impl Vms {
             volumes: Vec::new(),
             gpus: Vec::new(),
             migrations: t.spec.requests.migrate,
+            nic_ports: Vec::new(),
         };
         file.save(&dir).await?;
         let h = Arc::new(tokio::sync::Mutex::new(Vm::new(dir, file)));
@@ -394,7 +395,7 @@ impl Driver<VmSpec, VmObservation> for Vms {
         let h = self.handle_for(t).await?;
         let mut vm = h.lock().await;
         self.claim(&mut vm, t).await?;
-        vm.segment_nics = self.attach_ports(t).await?;
+        vm.segment_nics = self.attach_ports(&mut vm, t).await?;
         vm.attached_ip = t.spec.attachments.first().map(|a| a.ip);
         vm.nic_ips = t.spec.attachments.iter().map(|a| a.ip).collect();
         vm.attached_external = t.spec.external_ips.first().copied();

@@ -1,7 +1,11 @@
 //! A VM's NICs on subnets: a port of each subnet's segment, served on a
-//! unix socket under `DATA_DIR/sw/` that the VM's QEMU connects to. Ports
-//! are added before QEMU starts (and again for a guest adopted after a
-//! restart: QEMU reconnects to the same socket), and removed with the VM.
+//! TCP port on loopback that the VM's QEMU connects to (faster than a unix
+//! socket; taken only from this user's processes, see
+//! [`vmaas_switch::listen`]). Ports are added before QEMU starts, their
+//! numbers kept in the VM's state file, and served again on the same
+//! numbers for a guest adopted after a restart (QEMU reconnects); they are
+//! removed with the VM. A QEMU started by an older server, on a unix socket
+//! under `DATA_DIR/sw/`, keeps its socket until its next boot.
 
 use std::path::PathBuf;
 
@@ -9,10 +13,12 @@ use vmaas_backend::{BackendError, VmTarget};
 use vmaas_model::security_group::{CheckedRule, Protocol};
 use vmaas_switch::fabric::PortKind;
 use vmaas_switch::firewall::{Firewall, Protocol as SwitchProtocol, Rule};
-use vmaas_switch::{Mac, PortConfig, PortId};
+use vmaas_switch::segment::Segment;
+use vmaas_switch::{Mac, PortAddr, PortConfig, PortId};
 
 use crate::Vms;
 use crate::argv::SegmentNicArg;
+use crate::lifecycle::Vm;
 
 /// The switch's firewall of a NIC's merged security groups.
 fn firewall(f: &vmaas_backend::Firewall) -> Firewall {
@@ -47,20 +53,20 @@ impl Vms {
         self.cfg.state_dir.parent().unwrap_or(&self.cfg.state_dir).join("sw")
     }
 
-    /// The socket of NIC `index` of VM `vm` (short: unix socket paths are).
+    /// The unix socket of NIC `index` of VM `vm`, as older servers had it
+    /// (short: unix socket paths are).
     fn port_socket(&self, vm: &str, index: usize) -> PathBuf {
         self.sw_dir().join(format!("{}-{index}.sock", &vm[..vm.len().min(13)]))
     }
 
-    /// Makes sure every NIC of `t` on a subnet has its port; returns them
-    /// as QEMU arguments. A subnet whose segment does not run yet is a
-    /// transient error (the VM waits for it).
-    pub(crate) async fn attach_ports(&self, t: &VmTarget) -> Result<Vec<SegmentNicArg>, BackendError> {
+    /// Makes sure every NIC of `t` on a subnet has its port (the numbers
+    /// kept in `vm`'s state file); returns them as QEMU arguments. A subnet
+    /// whose segment does not run yet is a transient error (the VM waits
+    /// for it).
+    pub(crate) async fn attach_ports(&self, vm: &mut Vm, t: &VmTarget) -> Result<Vec<SegmentNicArg>, BackendError> {
         if t.spec.attachments.len() > MAX_NICS {
             return Err(BackendError::invalid("attaching NICs", format!("at most {MAX_NICS} NICs on subnets")));
         }
-        let dir = self.sw_dir();
-        tokio::fs::create_dir_all(&dir).await.map_err(|e| BackendError::transient(format!("creating {}", dir.display()), e))?;
         let mut nics = Vec::new();
         for (i, a) in t.spec.attachments.iter().enumerate() {
             let segment = self
@@ -68,18 +74,55 @@ impl Vms {
                 .segment(&a.subnet)
                 .ok_or_else(|| BackendError::transient("attaching NICs", format!("subnet {} is not running yet", a.subnet)))?;
             let mac = Mac::parse(&a.mac).ok_or_else(|| BackendError::invalid("attaching NICs", format!("{:?} is not a MAC", a.mac)))?;
-            let (id, socket) = (port_id(&t.id, i), self.port_socket(&t.id, i));
+            let id = port_id(&t.id, i);
             let firewall = a.firewall.as_ref().map(firewall);
-            if segment.has_port(id) {
-                // Its security groups may have changed: applied at once (nothing if not).
-                segment.set_firewall(id, firewall).await.map_err(|e| BackendError::transient("attaching NICs", e))?;
-            } else {
-                let cfg = PortConfig { mac, ip: a.ip, hostname: Some(t.name.clone()), firewall };
-                segment.add_port(id, PortKind::Guest(cfg), &socket).await.map_err(|e| BackendError::transient("attaching NICs", e))?;
-            }
-            nics.push(SegmentNicArg { id: format!("nic-subnet{i}"), socket, mac: a.mac.clone() });
+            let addr = match segment.port_addr(id) {
+                Some(addr) => {
+                    // Its security groups may have changed: applied at once (nothing if not).
+                    segment.set_firewall(id, firewall).await.map_err(|e| BackendError::transient("attaching NICs", e))?;
+                    addr
+                }
+                None => {
+                    let cfg = PortConfig { mac, ip: a.ip, hostname: Some(t.name.clone()), firewall };
+                    self.add_port(vm, &segment, (id, i), cfg).await?
+                }
+            };
+            nics.push(SegmentNicArg { id: format!("nic-subnet{i}"), addr, mac: a.mac.clone() });
+        }
+        let ports: Vec<u16> = nics.iter().filter_map(|n| if let PortAddr::Tcp(p) = n.addr { Some(p) } else { None }).collect();
+        if ports.len() == nics.len() && vm.file.nic_ports != ports {
+            vm.file.nic_ports = ports;
+            vm.file.save(&vm.dir).await?;
         }
         Ok(nics)
+    }
+
+    /// Serves NIC `index` of `vm` as port `id` of `segment`: on the TCP
+    /// port its state file names (a running QEMU reconnects there), or the
+    /// unix socket a QEMU of an older server has, or a new TCP port.
+    async fn add_port(&self, vm: &Vm, segment: &Segment, (id, index): (PortId, usize), cfg: PortConfig) -> Result<PortAddr, BackendError> {
+        let running = vm.process.is_some();
+        let want = match vm.file.nic_ports.get(index) {
+            Some(port) => PortAddr::Tcp(*port),
+            None if running && vm.file.nic_ports.is_empty() => {
+                let dir = self.sw_dir();
+                tokio::fs::create_dir_all(&dir).await.map_err(|e| BackendError::transient(format!("creating {}", dir.display()), e))?;
+                PortAddr::Unix(self.port_socket(&vm.file.id, index))
+            }
+            None => PortAddr::Tcp(0),
+        };
+        let kind = PortKind::Guest(cfg);
+        match segment.add_port(id, kind.clone(), &want).await {
+            Ok(addr) => Ok(addr),
+            // No QEMU waits on that port: any other will do.
+            Err(_) if !running && want != PortAddr::Tcp(0) => {
+                segment.add_port(id, kind, &PortAddr::Tcp(0)).await.map_err(|e| BackendError::transient("attaching NICs", e))
+            }
+            Err(e) => Err(BackendError::transient(
+                format!("serving NIC {index} where its running QEMU reconnects"),
+                format!("{e} (another process holds it; the NIC is cut off until it is freed or the VM restarts)"),
+            )),
+        }
     }
 
     /// Removes the ports of VM `vm` from every segment.

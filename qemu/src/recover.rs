@@ -83,7 +83,18 @@ pub(crate) fn rebuild(dir: &Path, found: Option<&Found>) -> VmFile {
         volumes: Vec::new(),
         gpus: found.map(|f| gpus(&f.args)).unwrap_or_default(),
         migrations: 0,
+        nic_ports: found.map(|f| nic_ports(&f.args)).unwrap_or_default(),
     }
+}
+
+/// The loopback ports of the NICs on subnets in a QEMU command line
+/// (`-netdev stream,id=nic-subnetN,…,addr.port=P`), in order.
+fn nic_ports(args: &[String]) -> Vec<u16> {
+    let netdevs = args.windows(2).filter(|w| w[0] == "-netdev").map(|w| w[1].as_str());
+    netdevs
+        .filter(|d| d.starts_with("stream,") && d.contains("id=nic-subnet"))
+        .filter_map(|d| d.split(',').find_map(|p| p.strip_prefix("addr.port="))?.parse().ok())
+        .collect()
 }
 
 /// The host GPUs in a QEMU command line (`-device vfio-pci,host=ADDR,…`).
@@ -107,6 +118,21 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         assert_eq!(gpus(&args), vec!["0000:65:00.0"]);
+    }
+
+    #[test]
+    fn reads_the_nic_ports_back_from_the_command_line() {
+        let args: Vec<String> = [
+            "qemu",
+            "-netdev",
+            "stream,id=nic-subnet0,server=off,addr.type=inet,addr.host=127.0.0.1,addr.port=40001,reconnect-ms=1000",
+            "-netdev",
+            "stream,id=nic-subnet1,server=off,addr.type=inet,addr.host=127.0.0.1,addr.port=40007,reconnect-ms=1000",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(nic_ports(&args), vec![40001, 40007]);
     }
 
     #[test]

@@ -47,6 +47,10 @@ pub struct VmFile {
     /// The host GPUs (PCI addresses) the running QEMU has.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<String>,
+    /// The loopback TCP ports of its NICs on subnets, in order: a restarted
+    /// server serves each NIC on the port its QEMU reconnects to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nic_ports: Vec<u16>,
 }
 
 impl VmFile {
@@ -104,6 +108,7 @@ mod tests {
             volumes: Vec::new(),
             gpus: vec!["0000:65:00.0".into()],
             migrations: 1,
+            nic_ports: vec![40001],
         };
         f.save(d.path()).await.unwrap();
         assert_eq!(VmFile::load(d.path()).await.unwrap().unwrap(), f);

@@ -2,7 +2,7 @@
 //!
 //! The Ethernet segments of guest networks, in user space: each subnet is
 //! a [`Segment`], a learning switch whose ports are QEMU NICs connected over
-//! unix stream sockets (`-netdev stream`). No root, no bridges, no host
+//! stream sockets (`-netdev stream`, TCP on loopback or unix). No root, no bridges, no host
 //! routes, and no packet ever leaves the process for the host's networks.
 //!
 //! - [`frame`]: Ethernet, ARP, IPv4 and UDP, read and written in place.
@@ -14,7 +14,9 @@
 //!   API assigned it.
 //! - [`port`]: QEMU's stream framing (a 4-byte big-endian length before
 //!   each frame).
-//! - [`segment`]: a fabric served on unix sockets by tokio tasks.
+//! - [`listen`]: a port's socket, TCP on loopback (from this user only)
+//!   or unix.
+//! - [`segment`]: a fabric served on those sockets by tokio tasks.
 //! - [`uplink`]: a network's segments joined to a host TAP device.
 
 #![forbid(unsafe_code)]
@@ -24,11 +26,13 @@ pub mod dhcp;
 pub mod fabric;
 pub mod firewall;
 pub mod frame;
+pub mod listen;
 pub mod port;
 pub mod segment;
 pub mod uplink;
 
 pub use fabric::{Fabric, PortConfig, PortId, SubnetConfig};
 pub use frame::Mac;
+pub use listen::PortAddr;
 pub use segment::{Segment, SegmentError};
 pub use uplink::Uplink;

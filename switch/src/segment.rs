@@ -1,6 +1,6 @@
-//! A [`Fabric`] served by tokio: each port has a unix socket that its QEMU
-//! NIC connects to (`-netdev stream,server=off`, which reconnects after a
-//! server restart), a reader task per connection that switches each frame
+//! A [`Fabric`] served by tokio: each port has a socket ([`PortAddr`]: TCP
+//! on loopback or unix) that its QEMU NIC connects to (`-netdev
+//! stream,server=off`, which reconnects after a server restart), a reader task per connection that switches each frame
 //! itself (the fabric is shared behind a lock held for one frame's
 //! decision), and a bounded queue of frames to send, drained by the port's
 //! writer (full: the frame is dropped, as a congested switch does, so one
@@ -13,16 +13,16 @@
 //! switch never competes with the server's request handling for a worker.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
-use tokio::net::UnixListener;
+use tokio::io::AsyncWrite;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
 use crate::fabric::{Fabric, PortId, PortKind, Stats, SubnetConfig, Verdict};
 use crate::firewall::Firewall;
+use crate::listen::{Bound, Listener, PortAddr};
 use tokio::io::AsyncWriteExt;
 
 use crate::port::read_frame;
@@ -49,10 +49,10 @@ pub(crate) fn runtime() -> &'static tokio::runtime::Handle {
 #[derive(Debug, thiserror::Error)]
 pub enum SegmentError {
     /// The port's socket could not be made.
-    #[error("cannot listen on {path}: {source}")]
+    #[error("cannot listen on {addr:?}: {source}")]
     Listen {
-        /// The socket path.
-        path: PathBuf,
+        /// The port's address.
+        addr: PortAddr,
         /// Why.
         source: std::io::Error,
     },
@@ -95,7 +95,7 @@ fn lock(s: &Shared) -> MutexGuard<'_, Switch> {
 /// One running segment.
 pub struct Segment {
     switch: Shared,
-    ports: Mutex<HashMap<PortId, (JoinHandle<()>, PathBuf)>>,
+    ports: Mutex<HashMap<PortId, (JoinHandle<()>, PortAddr)>>,
 }
 
 impl Segment {
@@ -105,29 +105,27 @@ impl Segment {
         Self { switch, ports: Mutex::new(HashMap::new()) }
     }
 
-    /// Serves port `id` on a new unix socket at `path` (a stale socket
-    /// there is replaced).
-    pub async fn add_port(&self, id: PortId, kind: PortKind, path: &Path) -> Result<(), SegmentError> {
-        let _ = std::fs::remove_file(path);
-        let listen = |source| SegmentError::Listen { path: path.to_owned(), source };
-        let listener = std::os::unix::net::UnixListener::bind(path).map_err(listen)?;
-        listener.set_nonblocking(true).map_err(listen)?;
+    /// Serves port `id` on a new socket at `addr` (a stale unix socket
+    /// there is replaced); returns the address bound (the port TCP chose
+    /// for `PortAddr::Tcp(0)`).
+    pub async fn add_port(&self, id: PortId, kind: PortKind, addr: &PortAddr) -> Result<PortAddr, SegmentError> {
+        let (bound, addr) = Bound::bind(addr).map_err(|source| SegmentError::Listen { addr: addr.clone(), source })?;
         let (out_tx, out_rx) = mpsc::channel(PORT_QUEUE);
         lock(&self.switch).attach(id, kind, out_tx);
         let switch = self.switch.clone();
         let task = runtime().spawn(async move {
-            match UnixListener::from_std(listener) {
+            match bound.serve() {
                 Ok(l) => serve(l, id, switch, out_rx).await,
                 Err(e) => warn!(port = id, error = %e, "serving a NIC's socket"),
             }
         });
-        if let Some((old, old_path)) = self.lock().insert(id, (task, path.to_owned())) {
+        if let Some((old, old_addr)) = self.lock().insert(id, (task, addr.clone())) {
             old.abort();
-            if old_path != path {
-                let _ = std::fs::remove_file(old_path);
+            if old_addr != addr {
+                remove_socket(&old_addr);
             }
         }
-        Ok(())
+        Ok(addr)
     }
 
     /// Joins an uplink as port `id` (a physical L2 network: any source,
@@ -147,11 +145,16 @@ impl Segment {
         self.lock().contains_key(&id)
     }
 
+    /// The address port `id` is served on.
+    pub fn port_addr(&self, id: PortId) -> Option<PortAddr> {
+        self.lock().get(&id).map(|(_, addr)| addr.clone())
+    }
+
     /// Stops serving port `id` and removes its socket.
     pub async fn remove_port(&self, id: PortId) -> Result<(), SegmentError> {
-        if let Some((task, path)) = self.lock().remove(&id) {
+        if let Some((task, addr)) = self.lock().remove(&id) {
             task.abort();
-            let _ = std::fs::remove_file(path);
+            remove_socket(&addr);
         }
         let mut sw = lock(&self.switch);
         sw.fabric.remove_port(id);
@@ -171,17 +174,24 @@ impl Segment {
         Ok(lock(&self.switch).fabric.stats().clone())
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<PortId, (JoinHandle<()>, PathBuf)>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<PortId, (JoinHandle<()>, PortAddr)>> {
         self.ports.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 impl Drop for Segment {
     fn drop(&mut self) {
-        for (_, (task, path)) in self.lock().drain() {
+        for (_, (task, addr)) in self.lock().drain() {
             task.abort();
-            let _ = std::fs::remove_file(path);
+            remove_socket(&addr);
         }
+    }
+}
+
+/// Removes a unix port's socket file (a TCP port leaves nothing behind).
+fn remove_socket(addr: &PortAddr) {
+    if let PortAddr::Unix(path) = addr {
+        let _ = std::fs::remove_file(path);
     }
 }
 
@@ -193,7 +203,7 @@ fn send(out: &HashMap<PortId, mpsc::Sender<Vec<u8>>>, to: PortId, frame: Vec<u8>
 }
 
 /// Writes `first` and whatever else is queued (up to 64 KiB) in one write.
-async fn write_batch(w: &mut tokio::net::unix::OwnedWriteHalf, first: Vec<u8>, out: &mut mpsc::Receiver<Vec<u8>>) -> std::io::Result<()> {
+async fn write_batch<W: AsyncWrite + Unpin + ?Sized>(w: &mut W, first: Vec<u8>, out: &mut mpsc::Receiver<Vec<u8>>) -> std::io::Result<()> {
     let mut batch = Vec::with_capacity(1 << 16);
     let mut next = Some(first);
     while let Some(f) = next.take() {
@@ -208,12 +218,12 @@ async fn write_batch(w: &mut tokio::net::unix::OwnedWriteHalf, first: Vec<u8>, o
 
 /// One port: accepts its NIC's connection (a new one replaces the old),
 /// reads its frames into the segment and writes the segment's to it.
-async fn serve(listener: UnixListener, id: PortId, switch: Shared, mut out: mpsc::Receiver<Vec<u8>>) {
+async fn serve(listener: Listener, id: PortId, switch: Shared, mut out: mpsc::Receiver<Vec<u8>>) {
     loop {
         let stream = loop {
             tokio::select! {
                 c = listener.accept() => match c {
-                    Ok((s, _)) => break s,
+                    Ok(halves) => break halves,
                     Err(e) => {
                         warn!(port = id, error = %e, "accepting a NIC");
                         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -223,7 +233,7 @@ async fn serve(listener: UnixListener, id: PortId, switch: Shared, mut out: mpsc
                 f = out.recv() => if f.is_none() { return },
             }
         };
-        let (r, mut w) = stream.into_split();
+        let (r, mut w) = stream;
         let switch_in = switch.clone();
         let mut reader = runtime().spawn(async move {
             // Buffered: a frame's length and body in one read, often several frames.

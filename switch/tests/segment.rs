@@ -1,17 +1,17 @@
-//! A segment served on real unix sockets, spoken to as QEMU speaks
-//! (`-netdev stream`: length-prefixed frames): two NICs reach each other,
-//! get their addresses over DHCP, and a NIC that reconnects (as QEMU does
-//! after a server restart) is served again.
+//! A segment served on real unix and loopback TCP sockets, spoken to as
+//! QEMU speaks (`-netdev stream`: length-prefixed frames): two NICs reach
+//! each other, get their addresses over DHCP, and a NIC that reconnects
+//! (as QEMU does after a server restart) is served again.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use tokio::net::UnixStream;
+use tokio::net::{TcpStream, UnixStream};
 use vmaas_switch::dhcp::{Message, MessageType, client_frame};
 use vmaas_switch::fabric::PortKind;
 use vmaas_switch::frame::{Ipv4, udp_frame};
 use vmaas_switch::port::{read_frame, write_frame};
-use vmaas_switch::{Mac, PortConfig, Segment, SubnetConfig};
+use vmaas_switch::{Mac, PortAddr, PortConfig, Segment, SubnetConfig};
 
 fn subnet() -> SubnetConfig {
     SubnetConfig {
@@ -37,7 +37,7 @@ async fn connect(path: &std::path::Path) -> UnixStream {
     panic!("cannot connect to {}", path.display());
 }
 
-async fn next(s: &mut UnixStream) -> Vec<u8> {
+async fn next<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> Vec<u8> {
     let mut buf = Vec::new();
     let got = tokio::time::timeout(Duration::from_secs(5), read_frame(s, &mut buf)).await.expect("a frame within 5 s");
     assert!(got.unwrap(), "the port closed");
@@ -49,8 +49,8 @@ async fn two_nics_talk_and_get_their_addresses_over_dhcp() {
     let dir = tempfile::tempdir().unwrap();
     let seg = Segment::start(subnet());
     let (p1, p2) = (dir.path().join("1.sock"), dir.path().join("2.sock"));
-    seg.add_port(1, PortKind::Guest(nic(1)), &p1).await.unwrap();
-    seg.add_port(2, PortKind::Guest(nic(2)), &p2).await.unwrap();
+    seg.add_port(1, PortKind::Guest(nic(1)), &PortAddr::Unix(p1.clone())).await.unwrap();
+    seg.add_port(2, PortKind::Guest(nic(2)), &PortAddr::Unix(p2.clone())).await.unwrap();
     let (mut a, mut b) = (connect(&p1).await, connect(&p2).await);
 
     write_frame(&mut a, &client_frame(nic(1).mac, MessageType::Discover, [9, 9, 9, 9], None)).await.unwrap();
@@ -77,4 +77,49 @@ async fn two_nics_talk_and_get_their_addresses_over_dhcp() {
     assert!(stats.unicast >= 3 && stats.answered == 1, "{stats:?}");
     seg.remove_port(2).await.unwrap();
     assert!(!p2.exists(), "a removed port's socket is gone");
+}
+
+#[tokio::test]
+async fn nics_on_loopback_tcp_talk_and_a_port_keeps_its_number() {
+    let seg = Segment::start(subnet());
+    let PortAddr::Tcp(one) = seg.add_port(1, PortKind::Guest(nic(1)), &PortAddr::Tcp(0)).await.unwrap() else { panic!("not TCP") };
+    let PortAddr::Tcp(two) = seg.add_port(2, PortKind::Guest(nic(2)), &PortAddr::Tcp(0)).await.unwrap() else { panic!("not TCP") };
+    assert!(one != 0 && two != 0 && one != two, "{one} {two}");
+    let connect = |port: u16| TcpStream::connect(("127.0.0.1", port));
+    let (mut a, mut b) = (connect(one).await.unwrap(), connect(two).await.unwrap());
+    let hello = udp_frame((nic(1).mac, nic(1).ip, 4000), (nic(2).mac, nic(2).ip, 80), b"hello");
+    write_frame(&mut a, &hello).await.unwrap();
+    assert_eq!(next(&mut b).await, hello);
+
+    // A restarted server serves the same NIC on the port it had, and QEMU reconnects to it.
+    drop((a, b));
+    drop(seg);
+    assert!(closes(one).await, "a dropped segment's port is closed");
+    let seg = Segment::start(subnet());
+    assert_eq!(seg.add_port(1, PortKind::Guest(nic(1)), &PortAddr::Tcp(one)).await.unwrap(), PortAddr::Tcp(one));
+    seg.add_port(2, PortKind::Guest(nic(2)), &PortAddr::Tcp(two)).await.unwrap();
+    let (mut a, mut b) = (connect(one).await.unwrap(), connect(two).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    write_frame(&mut b, &udp_frame((nic(2).mac, nic(2).ip, 80), (nic(1).mac, nic(1).ip, 4000), b"back")).await.unwrap();
+    assert!(next(&mut a).await.ends_with(b"back"));
+
+    // A port taken by something else is an error naming it, not a silent second listener.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let err = seg.add_port(3, PortKind::Guest(nic(3)), &PortAddr::Tcp(port)).await.unwrap_err();
+    assert!(err.to_string().contains(&format!("Tcp({port})")), "{err}");
+    seg.remove_port(1).await.unwrap();
+    assert!(closes(one).await, "a removed port stops listening");
+}
+
+/// Whether loopback `port` stops taking connections within a second (a
+/// port's task ends on the switch's own thread).
+async fn closes(port: u16) -> bool {
+    for _ in 0..100 {
+        if TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
 }

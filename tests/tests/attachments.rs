@@ -4,8 +4,10 @@
 //! VMs on one subnet fetch each other's page through `vmaas vm console`; a
 //! VM on another network with the same range reaches nothing of theirs; a
 //! security group without the port blocks it and a rule added opens it,
-//! without a restart; a subnet or group in use cannot be deleted. Every
-//! address a guest is asked to reach is on its own subnet.
+//! without a restart; the guests' NICs come back on their ports (loopback
+//! TCP, the numbers kept) after the server is killed and started again; a
+//! subnet or group in use cannot be deleted. Every address a guest is
+//! asked to reach is on its own subnet.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -51,7 +53,7 @@ fn fetches(s: &Server, t: &str, from: &str, ip: &str, host: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vms_on_one_subnet_reach_each_other_and_nothing_else() {
-    let s = Server::start_qemu().await;
+    let mut s = Server::start_qemu().await;
     publish(&s, TINY);
     let t = s.token("acme", false);
     let front = subnet(&s, &t, "lab", "front", "10.30.1.0/24").await;
@@ -89,6 +91,16 @@ async fn vms_on_one_subnet_reach_each_other_and_nothing_else() {
     let v = s.cli_json(&t, &["security-group", "set-rules", "icmp-only", "--ingress", "icmp", "--ingress", "tcp:80@10.30.1.0/24"]);
     assert_eq!(v["spec"]["ingress"][1], json!({"protocol": "PROTOCOL_TCP", "port_from": 80, "ipv4_cidr": "10.30.1.0/24"}), "{v}");
     assert!(fetches(&s, &t, "alpha", "10.30.1.60", "delta"), "the added rule did not open HTTP\n{}", s.log());
+
+    // A crashed server serves every NIC again on its port; the running QEMUs reconnect.
+    let state: Value = serde_json::from_slice(&std::fs::read(s.data_dir.join(format!("vms/{a}/vm.json"))).unwrap()).unwrap();
+    let port = state["nic_ports"][0].as_u64().expect("alpha's NIC port is kept in its state file");
+    s.kill9().await;
+    s.relaunch().await;
+    vms::wait_ready(&s, &t, &a).await;
+    assert!(fetches(&s, &t, "alpha", "10.30.1.50", "beta"), "alpha's NIC did not come back after a restart\n{}", s.log());
+    let state: Value = serde_json::from_slice(&std::fs::read(s.data_dir.join(format!("vms/{a}/vm.json"))).unwrap()).unwrap();
+    assert_eq!(state["nic_ports"][0].as_u64(), Some(port), "served on the same port");
 
     // Bad attachments name the field and the reason; nothing is made.
     for (spec, field, reason) in [

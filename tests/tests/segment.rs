@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use vmaas_switch::fabric::PortKind;
-use vmaas_switch::{Mac, PortConfig, Segment, SubnetConfig};
+use vmaas_switch::{Mac, PortAddr, PortConfig, Segment, SubnetConfig};
 use vmaas_tests::guest::Guest;
 
 /// A test guest whose second NIC is a port of a segment, on `socket`.
@@ -38,9 +38,9 @@ async fn guests_on_one_segment_reach_each_other_and_not_another_segment() {
     let nic =
         |n: u8, seg: u8| PortConfig { mac: Mac::local(&[n, seg]), ip: Ipv4Addr::new(10, 55, 1, 10 + n), hostname: None, firewall: None };
     let sock = |n: &str| dir.path().join(format!("{n}.sock"));
-    one.add_port(1, PortKind::Guest(nic(1, 1)), &sock("a")).await.unwrap();
-    one.add_port(2, PortKind::Guest(nic(2, 1)), &sock("b")).await.unwrap();
-    other.add_port(1, PortKind::Guest(nic(3, 2)), &sock("c")).await.unwrap();
+    one.add_port(1, PortKind::Guest(nic(1, 1)), &PortAddr::Unix(sock("a"))).await.unwrap();
+    one.add_port(2, PortKind::Guest(nic(2, 1)), &PortAddr::Unix(sock("b"))).await.unwrap();
+    other.add_port(1, PortKind::Guest(nic(3, 2)), &PortAddr::Unix(sock("c"))).await.unwrap();
 
     let mut guests: Vec<Guest> =
         [("a", nic(1, 1)), ("b", nic(2, 1)), ("c", nic(3, 2))].iter().map(|(n, c)| boot(&format!("guest-{n}"), c.mac, &sock(n))).collect();
