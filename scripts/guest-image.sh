@@ -58,7 +58,9 @@ for name, rel in by_name.items():
     names = data[i + 9:data.index(b"\0", i + 1)].decode().split(",") if i >= 0 else []
     deps[rel] = [by_name[n.replace("-", "_")] for n in names if n]
 # vfat and its code pages read cloud-init's NoCloud seed disk (label CIDATA).
-wanted = ["virtio_pci", "virtio_net", "virtio_blk", "ext4", "crc32c_generic", "button", "evdev", "vfat", "nls_cp437", "nls_utf8", "nls_ascii"]
+# virtio_balloon reports freed pages back to the host (free page reporting);
+# vmgenid reseeds the RNG of a clone restored from a snapshot.
+wanted = ["virtio_pci", "virtio_balloon", "vmgenid", "virtio_net", "virtio_blk", "ext4", "crc32c_generic", "button", "evdev", "vfat", "nls_cp437", "nls_utf8", "nls_ascii"]
 order = []
 def visit(m):
     if m in order:
@@ -122,7 +124,8 @@ cat >"$OUT.new/image.json" <<JSON
   "kernel": "vmlinux",
   "initrd": "initrd.cpio",
   "disk": "disk.qcow2",
-  "cmdline": "console=ttyS0 earlyprintk=serial,ttyS0 panic=-1 no_timer_check quiet"
+  "cmdline": "console=ttyS0 earlyprintk=serial,ttyS0 panic=-1 no_timer_check quiet",
+  "clone_hook": true
 }
 JSON
 echo "$stamp" >"$OUT.new/.stamp"

@@ -24,6 +24,18 @@ pub struct Quarantined {
     pub path: String,
 }
 
+/// What one running VM costs the host in memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VmMemory {
+    /// The VM's id.
+    pub id: String,
+    /// Resident bytes of its process (shared pages included).
+    pub resident_bytes: u64,
+    /// Resident bytes no other process shares: what the host gets back
+    /// when the VM goes.
+    pub unique_bytes: u64,
+}
+
 /// What the host can give VMs, before overcommit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct HostCapacity {

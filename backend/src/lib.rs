@@ -40,7 +40,7 @@ pub use balancer::{BalancerDriver, BalancerObservation, BalancerProblem, Balance
 pub use console::{Console, Consoles};
 pub use driver::{Cleanup, Driver, Requeue, Target, Wake};
 pub use error::{BackendError, ErrorKind};
-pub use host::{HostCapacity, Quarantined};
+pub use host::{HostCapacity, Quarantined, VmMemory};
 pub use image::{CatalogImage, ImageDriver, ImageFile, ImageImport, ImageObservation, ImageTarget, ImageUploads, Upload};
 pub use network::{NetworkDriver, NetworkObservation, NetworkSpec, NetworkTarget, SubnetDriver, SubnetSpec, SubnetTarget};
 pub use vm::{Attachment, Firewall, Requests, VmDriver, VmObservation, VmSpec, VmTarget};
@@ -137,5 +137,11 @@ pub trait Backend: Send + Sync + 'static {
     /// async runtime.
     fn images(&self) -> Option<Vec<CatalogImage>> {
         None
+    }
+
+    /// What each VM running on this host costs it in memory; blocking (it
+    /// reads `/proc`), so callers run it off the async runtime.
+    fn memory(&self) -> Vec<VmMemory> {
+        Vec::new()
     }
 }

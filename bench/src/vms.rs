@@ -61,6 +61,12 @@ pub(crate) struct QemuServer {
 }
 
 pub(crate) async fn start_qemu_server(images: std::path::PathBuf) -> anyhow::Result<QemuServer> {
+    start_qemu_server_with(images, true).await
+}
+
+/// A server on the qemu backend; `snapshots`: VMs of the test guest start
+/// from template snapshots (else every VM boots).
+pub(crate) async fn start_qemu_server_with(images: std::path::PathBuf, snapshots: bool) -> anyhow::Result<QemuServer> {
     let dir = tempfile::tempdir()?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let cfg = vmaas_qemu::QemuConfig {
@@ -76,6 +82,7 @@ pub(crate) async fn start_qemu_server(images: std::path::PathBuf) -> anyhow::Res
         image_sources: Default::default(),
         sysfs: "/sys".into(),
         gpu_aliases: Default::default(),
+        snapshots,
     };
     let backend = Arc::new(vmaas_qemu::QemuBackend::new(cfg).await?);
     let accel = backend.accel().accel.as_str();

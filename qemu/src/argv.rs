@@ -129,6 +129,18 @@ pub struct SegmentNicArg {
     pub mac: String,
 }
 
+/// Guest RAM mapped from a file (see `snapshot.rs`): a template's,
+/// shared (the file is the snapshot), or a clone's, private (copy on write
+/// from the snapshot; the clone waits for its state, `-incoming defer`).
+/// Either has a `vmgenid` device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RamFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Shared (a template) or private (a clone).
+    pub shared: bool,
+}
+
 /// A whole QEMU invocation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QemuArgs {
@@ -140,6 +152,8 @@ pub struct QemuArgs {
     pub cpus: u32,
     /// Memory in MiB.
     pub memory_mib: u64,
+    /// Guest RAM in a file, else anonymous memory.
+    pub ram: Option<RamFile>,
     /// Direct kernel boot, if the image has a kernel.
     pub kernel: Option<KernelBoot>,
     /// Disks, boot disk first.
@@ -186,10 +200,22 @@ impl QemuArgs {
         let mut a: Vec<OsString> = Vec::new();
         let mut push = |parts: &[&str]| a.extend(parts.iter().map(OsString::from));
         push(&["-name", &self.name]);
-        push(&["-machine", "pc", "-accel", self.accel.as_str()]);
+        let machine = if self.ram.is_some() { "pc,memory-backend=ram0" } else { "pc" };
+        push(&["-machine", machine, "-accel", self.accel.as_str()]);
         push(&["-cpu", if self.accel == Accel::Kvm { "host" } else { "max" }]);
         push(&["-smp", &self.cpus.to_string(), "-m", &format!("{}M", self.memory_mib)]);
         push(&["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]);
+        if let Some(r) = &self.ram {
+            let share = if r.shared { "on" } else { "off" };
+            let object = format!("memory-backend-file,id=ram0,size={}M,mem-path={},share={share}", self.memory_mib, r.path.display());
+            push(&["-object", &object, "-device", "vmgenid,guid=auto"]);
+            if !r.shared {
+                push(&["-incoming", "defer"]);
+            }
+        }
+        // Free page reporting: the guest hands pages it frees back to the
+        // host (QEMU discards them), so an idle VM holds what it uses.
+        push(&["-device", "virtio-balloon-pci,id=balloon0,free-page-reporting=on"]);
         if let Some(k) = &self.kernel {
             push(&["-kernel", &k.kernel.to_string_lossy()]);
             if let Some(i) = &k.initrd {
@@ -256,6 +282,7 @@ mod tests {
             accel: Accel::Tcg,
             cpus: 2,
             memory_mib: 256,
+            ram: None,
             kernel: None,
             disks: vec![
                 DiskArg { id: "disk-root".into(), file: "/v/disk.qcow2".into(), boot_index: Some(1) },
@@ -303,6 +330,7 @@ mod tests {
         assert_eq!(
             devices,
             [
+                "virtio-balloon-pci,id=balloon0,free-page-reporting=on",
                 "virtio-blk-pci,drive=disk-root,id=dev-disk-root,bootindex=1",
                 "virtio-blk-pci,drive=disk-data,id=dev-disk-data",
                 "virtio-blk-pci,drive=cidata,id=dev-cidata",
@@ -327,10 +355,23 @@ mod tests {
         assert_eq!((&node["node-name"], &node["file"]["filename"]), (&"vn-0b3c5e0e12344abc9def".into(), &"/d/volumes/0b3c.qcow2".into()));
         assert_eq!(node, q.volumes[0].blockdev(), "the command line and hotplug name the node alike");
         assert_eq!(
-            after(&a, "-device")[3],
+            after(&a, "-device")[4],
             "virtio-blk-pci,drive=vn-0b3c5e0e12344abc9def,id=vol-0b3c5e0e12344abc9def,serial=0b3c5e0e12344abc9def"
         );
         assert!(q.volumes[0].node().len() < 32, "QEMU's node names hold 31 characters");
+    }
+
+    #[test]
+    fn a_clone_maps_its_ram_private_and_waits_for_its_state() {
+        let mut q = args();
+        q.ram = Some(RamFile { path: "/d/snapshots/k/ram".into(), shared: false });
+        let a: Vec<String> = q.to_args().iter().map(|s| s.to_string_lossy().into_owned()).collect();
+        assert_eq!(after(&a, "-machine")[0], "pc,memory-backend=ram0");
+        assert_eq!(after(&a, "-object")[0], "memory-backend-file,id=ram0,size=256M,mem-path=/d/snapshots/k/ram,share=off");
+        assert!(a.windows(2).any(|w| w == ["-device", "vmgenid,guid=auto"]) && a.windows(2).any(|w| w == ["-incoming", "defer"]));
+        q.ram = Some(RamFile { path: "/d/snapshots/k/ram".into(), shared: true });
+        let a: Vec<String> = q.to_args().iter().map(|s| s.to_string_lossy().into_owned()).collect();
+        assert!(after(&a, "-object")[0].ends_with("share=on") && !a.contains(&"-incoming".to_owned()), "a template boots");
     }
 
     #[test]

@@ -25,6 +25,12 @@ pub struct ImageManifest {
     /// Kernel command line.
     #[serde(default)]
     pub cmdline: Option<String>,
+    /// Whether its init can be a template for clones: booted with
+    /// `vmaas.template`, it prints `vmaas-guest: template settled` before
+    /// taking any identity and waits for a seed disk, then configures
+    /// every NIC the seed names (see `qemu/src/snapshot.rs`).
+    #[serde(default)]
+    pub clone_hook: bool,
 }
 
 /// A resolved image.

@@ -71,6 +71,7 @@ pub fn imported(dir: &Path, id: &str) -> Result<Image, String> {
     let text = std::fs::read(d.join(DONE)).map_err(|e| format!("imported image {id} is not ready: {e}"))?;
     let done: Imported = serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", d.join(DONE).display()))?;
     let manifest = ImageManifest {
+        clone_hook: false,
         name: id.to_owned(),
         description: String::new(),
         kernel: None,

@@ -14,6 +14,7 @@ use vmaas_model::{DiskSource, Reason};
 use crate::Vms;
 use crate::argv::{DiskArg, KernelBoot, QemuArgs, UserNicArg};
 use crate::cidata;
+use crate::clone::BootPath;
 use crate::lifecycle::{Stop, Vm};
 use crate::probe::effective_probe;
 use crate::process::{Process, free_local_port, read_pid};
@@ -165,6 +166,7 @@ impl Vms {
             accel: self.accel.accel,
             cpus,
             memory_mib,
+            ram: None,
             kernel,
             disks,
             seed: Some(seed_file),
@@ -176,6 +178,38 @@ impl Vms {
             qmp: vm.path("qmp.sock"),
             pidfile: vm.path("qemu.pid"),
         };
+        let (process, plugged, boot) = match self.clone_shape(&image, t, &args) {
+            Ok(shape) => match self.start_clone(&image, &shape, &args, &t.id).await {
+                Ok(c) => {
+                    vm.file.plugged = c.plugged;
+                    (c.process, Vec::new(), BootPath::Restored(c.key))
+                }
+                Err(e) => (self.boot_cold(&args, t).await?, plugged, BootPath::Cold(format!("the snapshot could not be used: {e}"))),
+            },
+            Err(why) => (self.boot_cold(&args, t).await?, plugged, BootPath::Cold(why)),
+        };
+        info!(vm = %t.id, boot = %boot.note(), "guest started");
+        vm.file.probe_port = probe_port;
+        vm.file.ready_pid = None;
+        vm.file.forwards = extra;
+        vm.file.booted = Some(BootShape::of(machine));
+        vm.file.volumes = plugged;
+        vm.file.gpus = args.gpus.clone();
+        vm.file.snapshot = match &boot {
+            BootPath::Restored(key) => Some(key.clone()),
+            BootPath::Cold(_) => {
+                vm.file.plugged.clear();
+                None
+            }
+        };
+        vm.boot = Some(boot);
+        vm.file.save(&vm.dir).await?;
+        sentinel(&vm.dir, process.pid(), &t.id).await;
+        Ok(process)
+    }
+
+    /// Boots `args` from scratch, daemonized; its process.
+    async fn boot_cold(&self, args: &QemuArgs, t: &VmTarget) -> Result<Process, Stop> {
         let out = Command::new(&self.cfg.qemu)
             .args(args.to_args())
             .stdin(Stdio::null())
@@ -190,15 +224,7 @@ impl Vms {
             let reason = if err.contains("host forwarding") || err.contains("hostfwd") { "PortForwardFailed" } else { "QemuFailed" };
             return Err(failed(reason, format!("QEMU refused to start: {err}")));
         }
-        let pid = read_pid(&vm.path("qemu.pid")).await.ok_or_else(|| failed("QemuFailed", "QEMU started but wrote no pid file"))?;
-        vm.file.probe_port = probe_port;
-        vm.file.ready_pid = None;
-        vm.file.forwards = extra;
-        vm.file.booted = Some(BootShape::of(machine));
-        vm.file.volumes = plugged;
-        vm.file.gpus = args.gpus.clone();
-        vm.file.save(&vm.dir).await?;
-        sentinel(&vm.dir, pid, &t.id).await;
+        let pid = read_pid(&args.pidfile).await.ok_or_else(|| failed("QemuFailed", "QEMU started but wrote no pid file"))?;
         Process::adopt(pid, &t.id).await.ok_or_else(|| failed("QemuFailed", format!("QEMU (pid {pid}) exited right after it started")))
     }
 

@@ -43,6 +43,7 @@ mod adopt;
 pub mod argv;
 pub mod balancer;
 pub mod cidata;
+mod clone;
 pub mod console;
 mod forwards;
 pub mod gpus;
@@ -52,6 +53,7 @@ pub mod images;
 pub mod import;
 mod launch;
 mod lifecycle;
+mod memory;
 pub mod migrate;
 pub mod network;
 pub mod pool;
@@ -61,6 +63,7 @@ pub mod process;
 pub mod proxy;
 pub mod qmp;
 mod recover;
+mod snapshot;
 pub mod sources;
 pub mod state;
 pub mod subnet;
@@ -122,6 +125,9 @@ pub struct QemuConfig {
     /// Names of GPU models (a template's `device_name`, e.g.
     /// `nvidia.com/A10`) and the PCI ids they mean (`10de:2236`).
     pub gpu_aliases: BTreeMap<String, String>,
+    /// Whether VMs of images with the clone hook start from template
+    /// snapshots (see [`snapshot`](crate::snapshot)).
+    pub snapshots: bool,
 }
 
 /// The network every VM's first NIC is on.
@@ -170,6 +176,10 @@ pub struct Vms {
     volume_dir: PathBuf,
     /// Where imported images are.
     image_dir: PathBuf,
+    /// Template snapshots.
+    snapshots: snapshot::Snapshots,
+    /// `qemu --version`, which snapshots depend on.
+    qemu_version: String,
 }
 
 impl QemuBackend {
@@ -179,10 +189,11 @@ impl QemuBackend {
         tokio::fs::create_dir_all(&cfg.state_dir)
             .await
             .map_err(|source| QemuStartError::StateDir { path: cfg.state_dir.clone(), source })?;
-        let version = Command::new(&cfg.qemu).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().await;
-        if !version.map(|s| s.success()).unwrap_or(false) {
-            return Err(QemuStartError::NoQemu(cfg.qemu.clone()));
-        }
+        let version = Command::new(&cfg.qemu).arg("--version").stderr(Stdio::null()).output().await;
+        let qemu_version = match version {
+            Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().to_owned(),
+            _ => return Err(QemuStartError::NoQemu(cfg.qemu.clone())),
+        };
         let accel = accel::detect(cfg.accel, &cfg.qemu, &cfg.state_dir).await;
         info!(accelerator = accel.accel.as_str(), reason = %accel.reason, "qemu accelerator chosen");
         let sysfs = cfg.sysfs.clone();
@@ -206,6 +217,8 @@ impl QemuBackend {
             gpus,
             volume_dir: data.join("volumes"),
             image_dir: data.join("images"),
+            snapshots: snapshot::Snapshots::new(data.join("snapshots")),
+            qemu_version,
         };
         vms.adopt_all().await;
         let networks = network::Networks::new(data.join("networks"));
@@ -288,6 +301,8 @@ impl Vms {
             gpus: Vec::new(),
             migrations: t.spec.requests.migrate,
             nic_ports: Vec::new(),
+            snapshot: None,
+            plugged: Vec::new(),
         };
         file.save(&dir).await?;
         let h = Arc::new(tokio::sync::Mutex::new(Vm::new(dir, file)));
@@ -387,6 +402,10 @@ impl Backend for QemuBackend {
     fn images(&self) -> Option<Vec<vmaas_backend::CatalogImage>> {
         Some(self.vms.cfg.images.list())
     }
+
+    fn memory(&self) -> Vec<vmaas_backend::VmMemory> {
+        self.vms.memory_of_vms()
+    }
 }
 
 #[async_trait]
@@ -401,6 +420,7 @@ impl Driver<VmSpec, VmObservation> for Vms {
         vm.attached_external = t.spec.external_ips.first().copied();
         let (mut observation, mut requeue) = self.ensure_vm(&mut vm, t).await?;
         observation.restart_required = vm.restart_required(&t.spec.machine);
+        observation.boot = vm.boot_note();
         self.sync_forwards(&mut vm, t).await?;
         if let Some(own) = vm.file.external_ip {
             self.endpoints.set(&t.id, own, vm.ready.clone());

@@ -57,6 +57,8 @@ pub(crate) struct Vm {
     pub(crate) attached_external: Option<std::net::Ipv4Addr>,
     /// Why the last live migration failed, until one succeeds.
     migration_failed: Option<Reason>,
+    /// How the running QEMU was started, when this server started it.
+    pub(crate) boot: Option<crate::clone::BootPath>,
 }
 
 /// Why a step could not go on.
@@ -97,7 +99,15 @@ impl Vm {
             attached_external: None,
             nic_ips: Vec::new(),
             migration_failed: None,
+            boot: None,
         }
+    }
+
+    /// How its running QEMU was started, for its status (after a server
+    /// restart only a restore is known, from the state file).
+    pub(crate) fn boot_note(&self) -> Option<String> {
+        let restored = || self.file.snapshot.clone().map(crate::clone::BootPath::Restored);
+        self.boot.clone().or_else(restored).map(|b| b.note())
     }
 
     pub(crate) fn path(&self, f: &str) -> PathBuf {

@@ -40,10 +40,17 @@ pub struct Migrated {
 
 /// The target's command line: the source's (`args`, whose first word is
 /// the binary) run by `qemu`, with `dir`'s files renamed `*.next`, no host
-/// forwards, and waiting for its state.
-pub(crate) fn target_args(args: &[String], qemu: &Path, dir: &Path) -> Vec<String> {
+/// forwards, the devices `plugged` into the source since it started (a
+/// clone's NICs and seed), and waiting for its state.
+pub(crate) fn target_args(args: &[String], qemu: &Path, dir: &Path, plugged: &[String]) -> Vec<String> {
     let mut out = vec![qemu.display().to_string()];
-    for a in args.iter().skip(1) {
+    let mut rest = args.iter().skip(1);
+    while let Some(a) = rest.next() {
+        if a == "-incoming" {
+            // A clone's own `-incoming defer`: the target has its own.
+            rest.next();
+            continue;
+        }
         let mut a = a.clone();
         for f in NEXT {
             let p = dir.join(f).display().to_string();
@@ -59,6 +66,7 @@ pub(crate) fn target_args(args: &[String], qemu: &Path, dir: &Path) -> Vec<Strin
         }
         out.push(a);
     }
+    out.extend(plugged.iter().cloned());
     out.extend(["-incoming".to_owned(), "defer".to_owned()]);
     out
 }
@@ -104,7 +112,7 @@ impl Vms {
         for f in NEXT.iter().map(|f| format!("{f}.next")).chain(["migrate.sock".to_owned()]) {
             let _ = tokio::fs::remove_file(vm.path(&f)).await;
         }
-        let target = target_args(&args, &self.cfg.qemu, &vm.dir);
+        let target = target_args(&args, &self.cfg.qemu, &vm.dir, &vm.file.plugged);
         let out = tokio::process::Command::new(&target[0]).args(&target[1..]).stdin(std::process::Stdio::null()).output().await;
         let out = out.map_err(|e| err("starting the new QEMU", e))?;
         if !out.status.success() {
@@ -204,12 +212,18 @@ mod tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        let t = target_args(&args, Path::new("/opt/qemu-new"), dir);
+        let t = target_args(&args, Path::new("/opt/qemu-new"), dir, &[]);
         assert_eq!(t[0], "/opt/qemu-new", "the configured binary");
         assert_eq!(t[2], "user,id=nic-default,net=10.0.2.0/24,restrict=on");
         assert_eq!(t[4], "socket,id=serial0,path=/d/vm1/serial.sock.next,server=on,wait=off");
         assert_eq!(t[6], "unix:/d/vm1/qmp.sock.next,server=on,wait=off");
         assert_eq!(t[9], "/d/vm1/qemu.pid.next");
         assert_eq!(&t[10..], ["-incoming", "defer"]);
+
+        // A clone: its own `-incoming` goes, what was plugged into it comes.
+        let clone: Vec<String> = args.iter().cloned().chain(["-incoming".to_owned(), "defer".to_owned()]).collect();
+        let plugged = ["-device".to_owned(), "virtio-blk-pci,drive=cidata,id=dev-cidata,addr=0x1e".to_owned()];
+        let t = target_args(&clone, Path::new("/opt/qemu-new"), dir, &plugged);
+        assert_eq!(&t[10..], ["-device", "virtio-blk-pci,drive=cidata,id=dev-cidata,addr=0x1e", "-incoming", "defer"]);
     }
 }

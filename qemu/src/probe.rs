@@ -37,17 +37,43 @@ pub struct ProbeJob {
     pub console_log: PathBuf,
 }
 
+/// Checks in flight at once at most: a check through QEMU's user network
+/// may wait seconds for a guest whose NIC is not up yet, so a new one
+/// starts each pause anyway (the oldest given up when this many wait), and
+/// the guest is seen ready when it is, not when a stale check gives up.
+const IN_FLIGHT: usize = 8;
+
 /// Runs `job` until the guest answers, then sets `ready` and calls `on_ready`.
 pub fn spawn(job: ProbeJob, ready: Arc<AtomicBool>, on_ready: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
     tokio::spawn(async move {
+        let job = Arc::new(job);
+        let period = job.probe.as_ref().map(|p| p.period_seconds).unwrap_or(1);
+        let pause = Duration::from_millis(u64::from(period) * 100).clamp(Duration::from_millis(50), Duration::from_millis(200));
+        let mut checks = tokio::task::JoinSet::new();
+        let mut started = std::collections::VecDeque::new();
         loop {
-            if check(&job).await {
-                ready.store(true, Ordering::SeqCst);
-                on_ready();
-                return;
+            if checks.len() >= IN_FLIGHT
+                && let Some(oldest) = started.pop_front()
+            {
+                tokio::task::AbortHandle::abort(&oldest);
             }
-            let period = job.probe.as_ref().map(|p| p.period_seconds).unwrap_or(1);
-            tokio::time::sleep(Duration::from_millis(u64::from(period) * 1000 / 4).max(Duration::from_millis(200))).await;
+            let job = job.clone();
+            started.push_back(checks.spawn(async move { check(&job).await }));
+            if started.len() > IN_FLIGHT {
+                started.pop_front();
+            }
+            let next = tokio::time::sleep(pause);
+            tokio::pin!(next);
+            loop {
+                tokio::select! {
+                    done = checks.join_next(), if !checks.is_empty() => if let Some(Ok(true)) = done {
+                        ready.store(true, Ordering::SeqCst);
+                        on_ready();
+                        return;
+                    },
+                    _ = &mut next => break,
+                }
+            }
         }
     })
 }

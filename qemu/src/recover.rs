@@ -84,7 +84,17 @@ pub(crate) fn rebuild(dir: &Path, found: Option<&Found>) -> VmFile {
         gpus: found.map(|f| gpus(&f.args)).unwrap_or_default(),
         migrations: 0,
         nic_ports: found.map(|f| nic_ports(&f.args)).unwrap_or_default(),
+        snapshot: found.and_then(|f| snapshot_of(&f.args)),
+        plugged: Vec::new(),
     }
+}
+
+/// The snapshot a QEMU command line maps its RAM from
+/// (`mem-path=DIR/snapshots/KEY/ram`).
+fn snapshot_of(args: &[String]) -> Option<String> {
+    let path = args.iter().flat_map(|a| a.split(',')).find_map(|p| p.strip_prefix("mem-path="))?;
+    let key = Path::new(path).parent()?.file_name()?.to_string_lossy().into_owned();
+    Some(key)
 }
 
 /// The loopback ports of the NICs on subnets in a QEMU command line
@@ -133,6 +143,8 @@ mod tests {
         .map(|s| s.to_string())
         .collect();
         assert_eq!(nic_ports(&args), vec![40001, 40007]);
+        let clone = ["-object".to_owned(), "memory-backend-file,id=ram0,size=256M,mem-path=/d/snapshots/0a1b/ram,share=off".to_owned()];
+        assert_eq!(snapshot_of(&clone).as_deref(), Some("0a1b"));
     }
 
     #[test]

@@ -51,6 +51,14 @@ pub struct VmFile {
     /// server serves each NIC on the port its QEMU reconnects to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nic_ports: Vec<u16>,
+    /// The template snapshot the running QEMU was restored from, if any:
+    /// kept while a clone may need it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    /// The devices plugged into a clone after its restore, as QEMU
+    /// arguments: a live migration's target has them on its command line.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plugged: Vec<String>,
 }
 
 impl VmFile {
@@ -109,6 +117,8 @@ mod tests {
             gpus: vec!["0000:65:00.0".into()],
             migrations: 1,
             nic_ports: vec![40001],
+            snapshot: Some("0a1b2c".into()),
+            plugged: vec!["-device".into(), "virtio-blk-pci,drive=cidata,id=dev-cidata,addr=0x1e".into()],
         };
         f.save(d.path()).await.unwrap();
         assert_eq!(VmFile::load(d.path()).await.unwrap().unwrap(), f);

@@ -149,6 +149,11 @@ struct ServeArgs {
     /// name given here or the PCI ids themselves.
     #[arg(long = "gpu-alias", env = "VMAAS_GPU_ALIASES", value_delimiter = ',', value_parser = parse_gpu_alias)]
     gpu_aliases: Vec<(String, String)>,
+    /// qemu: start VMs of images with the clone hook (the test guest) from
+    /// a snapshot of a template booted once per image and shape, instead of
+    /// booting them (`false`: every VM boots).
+    #[arg(long, env = "VMAAS_VM_SNAPSHOTS", default_value_t = true, action = clap::ArgAction::Set)]
+    vm_snapshots: bool,
     /// qemu: where the host's sysfs is mounted (GPUs bound to vfio-pci are found under it).
     #[arg(long, env = "VMAAS_SYSFS_ROOT", default_value = "/sys")]
     sysfs_root: PathBuf,
@@ -332,6 +337,7 @@ async fn backend(args: &ServeArgs, data_dir: &std::path::Path) -> anyhow::Result
                 uplinks: args.uplinks.clone(),
                 sysfs: args.sysfs_root.clone(),
                 gpu_aliases: args.gpu_aliases.iter().cloned().collect(),
+                snapshots: args.vm_snapshots,
                 image_sources: vmaas_qemu::sources::SourcePolicy::parse(&args.image_source_allow)
                     .map_err(anyhow::Error::msg)
                     .context("--image-source-allow")?,

@@ -37,6 +37,13 @@ pub struct QuotaLabels {
     pub resource: String,
 }
 
+/// Labels of one VM's figure.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VmLabels {
+    /// The VM's id.
+    pub vm: String,
+}
+
 fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 18))
 }
@@ -53,6 +60,8 @@ pub struct Metrics {
     quarantined: Gauge,
     quota_limit: Family<QuotaLabels, Gauge>,
     quota_usage: Family<QuotaLabels, Gauge>,
+    vm_resident: Family<VmLabels, Gauge>,
+    vm_unique: Family<VmLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -76,6 +85,17 @@ impl Metrics {
         let (quota_limit, quota_usage) = (Family::<QuotaLabels, Gauge>::default(), Family::<QuotaLabels, Gauge>::default());
         registry.register("quota_limit", "Tenants' quota limits by resource (absent: unlimited)", quota_limit.clone());
         registry.register("quota_usage", "What tenants with a quota hold, by resource", quota_usage.clone());
+        let (vm_resident, vm_unique) = (Family::<VmLabels, Gauge>::default(), Family::<VmLabels, Gauge>::default());
+        registry.register(
+            "vm_memory_resident_bytes",
+            "Resident memory of each running VM's process, shared pages included",
+            vm_resident.clone(),
+        );
+        registry.register(
+            "vm_memory_unique_bytes",
+            "Memory of each running VM that no other process shares: what the host gets back when it goes",
+            vm_unique.clone(),
+        );
         registry.register("http_requests", "HTTP requests served", http_requests.clone());
         registry.register("http_request_duration_seconds", "HTTP request latency", http_duration.clone());
         registry.register("reconcile_passes", "Reconcile passes run", reconcile_passes.clone());
@@ -98,6 +118,8 @@ impl Metrics {
             quarantined,
             quota_limit,
             quota_usage,
+            vm_resident,
+            vm_unique,
         }
     }
 
@@ -137,6 +159,18 @@ impl Metrics {
                 self.quota_limit.get_or_create(&labels).set(gauge(l));
             }
             self.quota_usage.get_or_create(&labels).set(gauge(usage));
+        }
+    }
+
+    /// Replaces the VMs' memory figures.
+    pub fn set_vm_memory(&self, figures: &[vmaas_backend::VmMemory]) {
+        self.vm_resident.clear();
+        self.vm_unique.clear();
+        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        for f in figures {
+            let labels = VmLabels { vm: f.id.clone() };
+            self.vm_resident.get_or_create(&labels).set(gauge(f.resident_bytes));
+            self.vm_unique.get_or_create(&labels).set(gauge(f.unique_bytes));
         }
     }
 

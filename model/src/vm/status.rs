@@ -58,12 +58,15 @@ pub struct Observation {
     /// Set while the running guest has an older shape than the spec asks
     /// (see [`crate::boot_shape`]): a restart applies it.
     pub restart_required: Option<Reason>,
+    /// How the running guest was started (e.g. restored from a template
+    /// snapshot, or a cold boot and why), added to its Ready condition.
+    pub boot: Option<String>,
 }
 
 impl Observation {
     /// An observation of `phase` with no addresses and nothing degraded.
     pub fn new(phase: Phase) -> Self {
-        Self { phase, internal_ip: None, external_ip: None, nic_ips: Vec::new(), degraded: None, restart_required: None }
+        Self { phase, internal_ip: None, external_ip: None, nic_ips: Vec::new(), degraded: None, restart_required: None, boot: None }
     }
 }
 
@@ -105,7 +108,13 @@ pub fn derive_status(
         }
     };
     let ready_reason = match state {
-        VmState::Ready => Some(Reason::new("GuestReady", "the guest answers its readiness probe")),
+        VmState::Ready => Some(Reason::new(
+            "GuestReady",
+            match &observed.boot {
+                Some(how) => format!("the guest answers its readiness probe ({how})"),
+                None => "the guest answers its readiness probe".to_owned(),
+            },
+        )),
         _ => None,
     };
     let wanted = [

@@ -251,5 +251,10 @@ async fn metrics(State(state): State<AppState>) -> Response {
         Ok(f) => state.metrics.set_quotas(f),
         Err(e) => tracing::warn!(error = %e.message, "quota figures not exported"),
     }
+    let backend = state.backend.clone();
+    match tokio::task::spawn_blocking(move || backend.memory()).await {
+        Ok(m) => state.metrics.set_vm_memory(&m),
+        Err(e) => tracing::warn!(error = %e, "VM memory figures not exported"),
+    }
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.render()).into_response()
 }

@@ -1,0 +1,188 @@
+//! Starting a VM as a clone of its template's snapshot (see
+//! [`crate::snapshot`]): whether it may, the snapshot (made on first use,
+//! one maker per key), and the clone's QEMU restored from it.
+
+use std::ffi::OsStr;
+use std::path::Path;
+
+use tracing::{info, warn};
+use vmaas_backend::VmTarget;
+
+use crate::Vms;
+use crate::argv::{DiskArg, QemuArgs, RamFile};
+use crate::images::Image;
+use crate::process::Process;
+use crate::snapshot::{self, Identity, Shape, Snapshot};
+
+/// How a VM was started, as its status says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BootPath {
+    /// Restored from the snapshot of this key.
+    Restored(String),
+    /// Booted, for this reason.
+    Cold(String),
+}
+
+impl BootPath {
+    /// The words the VM's Ready condition adds.
+    pub(crate) fn note(&self) -> String {
+        match self {
+            Self::Restored(key) => format!("restored from template snapshot {key}"),
+            Self::Cold(why) => format!("cold boot: {why}"),
+        }
+    }
+}
+
+impl Vms {
+    /// The shape of the snapshot `t` may start from, or why it boots cold.
+    pub(crate) fn clone_shape(&self, image: &Image, t: &VmTarget, args: &QemuArgs) -> Result<Shape, String> {
+        let machine = &t.spec.machine;
+        if !self.cfg.snapshots {
+            return Err("snapshots are off (--vm-snapshots=false)".into());
+        }
+        if !image.manifest.clone_hook || args.kernel.is_none() {
+            return Err(format!("image {:?} has no clone hook", image.manifest.name));
+        }
+        if !args.gpus.is_empty() {
+            return Err("it has GPUs passed through".into());
+        }
+        let [root] = machine.disks.as_slice() else { return Err("it has data disks".into()) };
+        let disk_bytes = root.size.to_units_ceil().unwrap_or(0);
+        Ok(Shape { cpus: args.cpus, memory_mib: args.memory_mib, disk_bytes })
+    }
+
+    /// The snapshot of `image` in `shape`, made now if there is none.
+    async fn snapshot_for(&self, image: &Image, shape: &Shape, args: &QemuArgs) -> Result<Snapshot, String> {
+        let (img, sh, version, accel) = (image.clone(), shape.clone(), self.qemu_version.clone(), self.accel.accel.as_str());
+        let key = tokio::task::spawn_blocking(move || snapshot::key(&img, &sh, &version, accel)).await.map_err(|e| e.to_string())?;
+        if let Some(s) = self.snapshots.find(&key) {
+            return Ok(s);
+        }
+        let lock = self.snapshots.lock_for(&key);
+        let _making = lock.lock().await;
+        if let Some(s) = self.snapshots.find(&key) {
+            return Ok(s);
+        }
+        if let Some(why) = self.snapshots.failed_lately(&key) {
+            return Err(format!("its template could not be made lately: {why}"));
+        }
+        let staging = self.snapshots.staging(&key);
+        let _ = tokio::fs::remove_dir_all(&staging).await;
+        tokio::fs::create_dir_all(&staging).await.map_err(|e| format!("creating {}: {e}", staging.display()))?;
+        let started = std::time::Instant::now();
+        let made = self.make_template(image, shape, args, &staging).await;
+        if let Err(e) = made {
+            let _ = tokio::fs::remove_dir_all(&staging).await;
+            self.snapshots.record_failure(&key, &e);
+            return Err(e);
+        }
+        let snap = self.snapshots.publish(&key, &staging).await?;
+        info!(snapshot = %key, image = %image.manifest.name, cpus = shape.cpus, memory_mib = shape.memory_mib, secs = started.elapsed().as_secs_f64(), "template snapshot made");
+        let mut keep = self.snapshots_in_use();
+        keep.push(key);
+        self.snapshots.prune(&keep).await;
+        Ok(snap)
+    }
+
+    /// Boots the template of `image` in `staging` and saves it there.
+    async fn make_template(&self, image: &Image, shape: &Shape, args: &QemuArgs, staging: &Path) -> Result<(), String> {
+        let disk = staging.join("disk.qcow2");
+        let base = image.disk();
+        let format = crate::volumes::header(&base).await?.format;
+        let size = shape.disk_bytes.to_string();
+        let create: [&OsStr; 10] = [
+            "create".as_ref(),
+            "-q".as_ref(),
+            "-f".as_ref(),
+            "qcow2".as_ref(),
+            "-F".as_ref(),
+            format.as_ref(),
+            "-b".as_ref(),
+            base.as_os_str(),
+            disk.as_os_str(),
+            size.as_ref(),
+        ];
+        crate::volumes::qemu_img(&self.cfg.qemu_img, &create).await?;
+        let template = QemuArgs {
+            name: "vmaas-template".into(),
+            disks: args.disks.iter().map(|d| DiskArg { file: disk.clone(), ..d.clone() }).collect(),
+            ram: Some(RamFile { path: staging.join("ram"), shared: true }),
+            serial: staging.join("serial.sock"),
+            qmp: staging.join("qmp.sock"),
+            pidfile: staging.join("qemu.pid"),
+            ..clone_args(args)
+        };
+        let made = snapshot::make(&self.cfg.qemu, &template, staging).await;
+        let _ = tokio::fs::remove_file(&disk).await;
+        made
+    }
+
+    /// Keys of the snapshots running clones were restored from.
+    fn snapshots_in_use(&self) -> Vec<String> {
+        let mut keys = Vec::new();
+        for id in self.map().keys() {
+            let file = std::fs::read(self.cfg.state_dir.join(id).join(crate::state::STATE_FILE)).ok();
+            let state: Option<crate::state::VmFile> = file.and_then(|f| serde_json::from_slice(&f).ok());
+            keys.extend(state.and_then(|s| s.snapshot));
+        }
+        keys
+    }
+
+    /// Starts `t` (whose cold-boot arguments are `args`) as a clone of its
+    /// template's snapshot; its process, the snapshot's key and the
+    /// devices plugged in after the restore (as QEMU arguments).
+    pub(crate) async fn start_clone(&self, image: &Image, shape: &Shape, args: &QemuArgs, id: &str) -> Result<Clone, String> {
+        let snap = self.snapshot_for(image, shape, args).await?;
+        let clone = QemuArgs { ram: Some(RamFile { path: snap.ram(), shared: false }), ..clone_args(args) };
+        let process = snapshot::spawn(&self.cfg.qemu, &clone, id).await?;
+        let seed = args.seed.clone().ok_or("no seed disk")?;
+        let identity = Identity { nics: &args.nics, segment_nics: &args.segment_nics, seed: &seed };
+        if let Err(e) = snapshot::restore(&clone.qmp, &snap, &identity).await {
+            warn!(vm = %id, snapshot = %snap.key, error = %e, "restoring from the snapshot failed");
+            process.kill_and_wait(std::time::Duration::from_secs(5)).await;
+            return Err(e);
+        }
+        Ok(Clone { process, key: snap.key, plugged: snapshot::plugged_args(&identity) })
+    }
+}
+
+/// A clone started.
+pub(crate) struct Clone {
+    /// Its QEMU.
+    pub(crate) process: Process,
+    /// The snapshot it was restored from.
+    pub(crate) key: String,
+    /// What was plugged into it after the restore, as QEMU arguments.
+    pub(crate) plugged: Vec<String>,
+}
+
+/// A clone's (or its template's) arguments from the VM's cold-boot ones:
+/// the same machine, kernel (booted as a template) and root disk, and
+/// nothing that makes it someone: no NIC, no seed, no volume (each is
+/// plugged in after the restore).
+fn clone_args(args: &QemuArgs) -> QemuArgs {
+    let kernel = args.kernel.clone().map(|mut k| {
+        k.append = template_cmdline(&k.append);
+        k
+    });
+    QemuArgs { kernel, seed: None, volumes: Vec::new(), nics: Vec::new(), segment_nics: Vec::new(), gpus: Vec::new(), ..args.clone() }
+}
+
+/// The template's kernel command line: the image's, without the VM's id,
+/// with `vmaas.template`.
+fn template_cmdline(append: &str) -> String {
+    let mut words: Vec<&str> = append.split_whitespace().filter(|w| !w.starts_with("vmaas.id=")).collect();
+    words.push("vmaas.template");
+    words.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_template_boots_without_the_vms_id() {
+        assert_eq!(template_cmdline("console=ttyS0 quiet vmaas.id=abc"), "console=ttyS0 quiet vmaas.template");
+        assert_eq!(BootPath::Cold("snapshots are off".into()).note(), "cold boot: snapshots are off");
+    }
+}

@@ -1,0 +1,416 @@
+//! Template snapshots: a VM of an image whose init has the clone hook
+//! (`clone_hook` in `image.json`) starts from a snapshot of a guest that
+//! booted once with the same image and shape, instead of booting.
+//!
+//! The template is booted with `vmaas.template` on its kernel command line
+//! and its RAM in a file mapped shared (`memory-backend-file,share=on`).
+//! Once its init prints `vmaas-guest: template settled` (drivers up, no
+//! identity taken: no NIC, no seed disk, no disk mounted), QMP `migrate`
+//! with `x-ignore-shared` writes the device state to `state` (the RAM is
+//! already in `ram`, the file itself), and the template QEMU quits. A
+//! clone maps `ram` private (`share=off`: pages it never writes stay
+//! shared with every other clone through the page cache), loads `state`
+//! with `migrate-incoming`, gets its own NICs (its MACs, its forwards) and
+//! then its own seed disk plugged in, and resumes: the init sees the seed,
+//! takes the clone's host name and keys, and asks DHCP on every NIC the
+//! seed names. The `vmgenid` device gives each clone a new generation id,
+//! from which the guest kernel reseeds its RNG.
+//!
+//! A snapshot's key hashes what makes two VMs' first moments the same: the
+//! image's files (sizes and times), its manifest, QEMU's version, the
+//! accelerator, CPUs, memory and the root disk's size. A changed image or
+//! QEMU makes a new key; snapshots no VM was restored from and no key
+//! uses any more are pruned when a new one is made.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use tokio::process::Command;
+use tracing::info;
+
+use crate::argv::{QemuArgs, SegmentNicArg, UserNicArg};
+use crate::console::SerialConsole;
+use crate::images::Image;
+use crate::process::{Process, read_pid};
+use crate::qmp::Qmp;
+
+/// Bumped when what a snapshot holds changes shape.
+const FORMAT: u32 = 1;
+/// What the template's init prints once it may be saved.
+const SETTLED: &str = "vmaas-guest: template settled";
+/// How long a template may take to settle (a cold boot under TCG).
+const BOOT_LIMIT: Duration = Duration::from_secs(180);
+/// How long saving or loading the device state may take.
+const STATE_LIMIT: Duration = Duration::from_secs(60);
+/// PCI slots of the devices a clone gets after its restore: user NICs,
+/// NICs on subnets, then the seed. Fixed, so that a clone's devices have
+/// the same addresses in every QEMU that runs it.
+const USER_NIC_SLOT: u32 = 0x10;
+const SEGMENT_NIC_SLOT: u32 = 0x14;
+const SEED_SLOT: u32 = 0x1e;
+
+/// One snapshot on disk: `DIR/snapshots/KEY/{ram,state}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Snapshot {
+    /// Its key.
+    pub(crate) key: String,
+    /// Its directory.
+    pub(crate) dir: PathBuf,
+}
+
+impl Snapshot {
+    /// The guest's RAM.
+    pub(crate) fn ram(&self) -> PathBuf {
+        self.dir.join("ram")
+    }
+
+    /// The device state.
+    fn state(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+}
+
+/// What a snapshot is made of: the shape of the VMs that may use it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Shape {
+    /// CPUs.
+    pub(crate) cpus: u32,
+    /// Memory in MiB.
+    pub(crate) memory_mib: u64,
+    /// The root disk's size in bytes.
+    pub(crate) disk_bytes: u64,
+}
+
+/// The snapshots of one host, and who is making which.
+pub(crate) struct Snapshots {
+    dir: PathBuf,
+    building: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Keys whose template could not be made, when and why: not tried
+    /// again for [`RETRY_AFTER`] (every VM of that shape boots cold).
+    failed: Mutex<HashMap<String, (Instant, String)>>,
+}
+
+/// How long a template that could not be made is not tried again.
+const RETRY_AFTER: Duration = Duration::from_secs(600);
+
+/// A file's size and modification time, for the key.
+fn stamp(path: &Path) -> String {
+    match std::fs::metadata(path) {
+        Ok(m) => format!("{}:{:?}", m.len(), m.modified().ok()),
+        Err(_) => "absent".into(),
+    }
+}
+
+/// The key of a snapshot of `image` in `shape`, under QEMU `qemu_version`
+/// and accelerator `accel`. Blocking (reads file times).
+pub(crate) fn key(image: &Image, shape: &Shape, qemu_version: &str, accel: &str) -> String {
+    let mut h = Sha256::new();
+    let files = [image.dir.join("image.json"), image.disk(), image.kernel().unwrap_or_default(), image.initrd().unwrap_or_default()];
+    let parts = [
+        format!("format {FORMAT}"),
+        format!("image {}", image.dir.display()),
+        files.iter().map(|f| stamp(f)).collect::<Vec<_>>().join(","),
+        format!("qemu {qemu_version}"),
+        format!("accel {accel}"),
+        format!("shape {} {} {}", shape.cpus, shape.memory_mib, shape.disk_bytes),
+    ];
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0]);
+    }
+    h.finalize().iter().take(12).map(|b| format!("{b:02x}")).collect()
+}
+
+impl Snapshots {
+    /// Snapshots kept under `dir`.
+    pub(crate) fn new(dir: PathBuf) -> Self {
+        Self { dir, building: Mutex::new(HashMap::new()), failed: Mutex::new(HashMap::new()) }
+    }
+
+    /// Why `key`'s template could not be made, if it failed lately.
+    pub(crate) fn failed_lately(&self, key: &str) -> Option<String> {
+        let failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
+        failed.get(key).filter(|(at, _)| at.elapsed() < RETRY_AFTER).map(|(_, why)| why.clone())
+    }
+
+    /// Records that `key`'s template could not be made.
+    pub(crate) fn record_failure(&self, key: &str, why: &str) {
+        self.failed.lock().unwrap_or_else(PoisonError::into_inner).insert(key.to_owned(), (Instant::now(), why.to_owned()));
+    }
+
+    /// The snapshot of `key`, if it is complete on disk.
+    pub(crate) fn find(&self, key: &str) -> Option<Snapshot> {
+        let dir = self.dir.join(key);
+        dir.join("done").is_file().then(|| Snapshot { key: key.to_owned(), dir })
+    }
+
+    /// The lock held while `key` is made: one template per key at a time.
+    pub(crate) fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut b = self.building.lock().unwrap_or_else(PoisonError::into_inner);
+        b.entry(key.to_owned()).or_default().clone()
+    }
+
+    /// Where a snapshot of `key` is made before it is complete.
+    pub(crate) fn staging(&self, key: &str) -> PathBuf {
+        self.dir.join(format!(".{key}.new"))
+    }
+
+    /// Makes the snapshot made in `staging` the one of `key`.
+    pub(crate) async fn publish(&self, key: &str, staging: &Path) -> Result<Snapshot, String> {
+        let dir = self.dir.join(key);
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+        tokio::fs::rename(staging, &dir).await.map_err(|e| format!("keeping the snapshot in {}: {e}", dir.display()))?;
+        tokio::fs::write(dir.join("done"), b"").await.map_err(|e| format!("marking the snapshot done: {e}"))?;
+        Ok(Snapshot { key: key.to_owned(), dir })
+    }
+
+    /// Removes every snapshot but those in `keep` (keys in use: of a
+    /// running clone, or just made).
+    pub(crate) async fn prune(&self, keep: &[String]) {
+        let Ok(mut entries) = tokio::fs::read_dir(&self.dir).await else { return };
+        while let Ok(Some(e)) = entries.next_entry().await {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') || keep.contains(&name) {
+                continue;
+            }
+            if tokio::fs::remove_dir_all(e.path()).await.is_ok() {
+                info!(snapshot = %name, "snapshot pruned");
+            }
+        }
+    }
+}
+
+/// Waits until `console` has printed `what`, while `process` runs.
+async fn until_printed(console: &SerialConsole, process: &Process, what: &str, limit: Duration) -> Result<(), String> {
+    let start = Instant::now();
+    loop {
+        let out = String::from_utf8_lossy(&console.history()).into_owned();
+        if out.contains(what) {
+            return Ok(());
+        }
+        if let Some(line) = crate::probe::panic_line(&out) {
+            return Err(format!("the template's kernel panicked: {line}"));
+        }
+        if process.has_exited() {
+            return Err(format!("the template's QEMU exited before it settled: {}", console.last_lines(5)));
+        }
+        if start.elapsed() > limit {
+            return Err(format!("the template did not print {what:?} within {limit:?}: {}", console.last_lines(5)));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until QEMU reports its migration (out or in) over.
+async fn until_migrated(q: &mut Qmp) -> Result<(), String> {
+    let start = Instant::now();
+    loop {
+        let r = q.execute("query-migrate", None).await.map_err(|e| format!("asking how the state moves: {e}"))?;
+        match r["status"].as_str().unwrap_or("") {
+            "completed" => return Ok(()),
+            "failed" | "cancelled" => return Err(format!("QEMU: {}", r["error-desc"].as_str().unwrap_or("moving the state failed"))),
+            _ if start.elapsed() > STATE_LIMIT => return Err(format!("the device state did not move within {STATE_LIMIT:?}")),
+            _ => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+/// Turns `x-ignore-shared` on (RAM in a shared file is not in the
+/// stream) or off (a clone's later live migration sends all of it).
+async fn ignore_shared(q: &mut Qmp, on: bool) -> Result<(), String> {
+    let caps = json!({"capabilities": [{"capability": "x-ignore-shared", "state": on}]});
+    q.execute("migrate-set-capabilities", Some(caps)).await.map(|_| ()).map_err(|e| format!("migrate-set-capabilities: {e}"))
+}
+
+/// Starts QEMU with `args`, daemonized; its process.
+pub(crate) async fn spawn(qemu: &Path, args: &QemuArgs, id: &str) -> Result<Process, String> {
+    let out = Command::new(qemu)
+        .args(args.to_args())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .await
+        .map_err(|e| format!("running {}: {e}", qemu.display()))?;
+    if !out.status.success() {
+        return Err(format!("QEMU refused to start: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    let pid = read_pid(&args.pidfile).await.ok_or("QEMU started but wrote no pid file")?;
+    Process::adopt(pid, id).await.ok_or_else(|| format!("QEMU (pid {pid}) exited right after it started"))
+}
+
+/// Boots the template QEMU of `args` (whose RAM is `staging/ram`, shared)
+/// until it settles, and saves its device state to `staging/state`.
+pub(crate) async fn make(qemu: &Path, args: &QemuArgs, staging: &Path) -> Result<(), String> {
+    let process = spawn(qemu, args, "template").await?;
+    let result = save(args, &process, staging).await;
+    process.kill_and_wait(Duration::from_secs(5)).await;
+    result?;
+    for f in ["ram", "state"] {
+        let path = staging.join(f);
+        tokio::task::spawn_blocking(move || std::fs::File::open(&path).and_then(|f| f.sync_all()))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("syncing the snapshot's {f}: {e}"))?;
+    }
+    Ok(())
+}
+
+async fn save(args: &QemuArgs, process: &Process, staging: &Path) -> Result<(), String> {
+    let console =
+        SerialConsole::attach(&args.serial, staging.join("console.log")).await.map_err(|e| format!("the template's serial: {e}"))?;
+    until_printed(&console, process, SETTLED, BOOT_LIMIT).await?;
+    let mut q = Qmp::connect(&args.qmp).await.map_err(|e| format!("connecting to the template's QMP: {e}"))?;
+    ignore_shared(&mut q, true).await?;
+    let uri = format!("file:{}", staging.join("state").display());
+    q.execute("migrate", Some(json!({"uri": uri}))).await.map_err(|e| format!("saving the template's state: {e}"))?;
+    until_migrated(&mut q).await?;
+    let _ = q.execute("quit", None).await;
+    Ok(())
+}
+
+/// What a clone gets plugged in after its restore, before it resumes.
+pub(crate) struct Identity<'a> {
+    /// Its NICs on QEMU's user network (the first carries the forwards).
+    pub(crate) nics: &'a [UserNicArg],
+    /// Its NICs on subnets.
+    pub(crate) segment_nics: &'a [SegmentNicArg],
+    /// Its NoCloud seed: plugged in last, the guest's signal to go on.
+    pub(crate) seed: &'a Path,
+}
+
+/// Loads `snap` into the clone QEMU waiting on `qmp` (`-incoming
+/// defer`), plugs in `id`, and resumes the guest.
+pub(crate) async fn restore(qmp: &Path, snap: &Snapshot, id: &Identity<'_>) -> Result<(), String> {
+    let mut q = Qmp::connect(qmp).await.map_err(|e| format!("connecting to the clone's QMP: {e}"))?;
+    ignore_shared(&mut q, true).await?;
+    let uri = format!("file:{}", snap.state().display());
+    q.execute("migrate-incoming", Some(json!({"uri": uri}))).await.map_err(|e| format!("loading the snapshot: {e}"))?;
+    until_migrated(&mut q).await?;
+    ignore_shared(&mut q, false).await?;
+    for cmd in plugs(id) {
+        let (name, arguments) = (cmd["execute"].as_str().unwrap_or_default().to_owned(), cmd["arguments"].clone());
+        q.execute(&name, Some(arguments)).await.map_err(|e| format!("plugging in the clone's devices: {e}"))?;
+    }
+    q.execute("cont", None).await.map_err(|e| format!("resuming the clone: {e}"))?;
+    Ok(())
+}
+
+/// The same devices as QEMU arguments, for a QEMU that takes the running
+/// clone over (a live migration's target), without host forwards (the
+/// target adds them once it runs).
+pub(crate) fn plugged_args(id: &Identity<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut nic = |netdev: String, id: &str, mac: &str, slot: u32| {
+        out.extend(["-netdev".to_owned(), netdev, "-device".to_owned()]);
+        out.push(format!("virtio-net-pci,netdev={id},id=dev-{id},mac={mac},addr={slot:#x}"));
+    };
+    for (i, n) in id.nics.iter().enumerate() {
+        let restrict = if n.egress { "" } else { ",restrict=on" };
+        let netdev = format!("user,id={},net=10.0.2.0/24,dhcpstart={},hostname={}{restrict}", n.id, crate::argv::GUEST_IP, n.hostname);
+        nic(netdev, &n.id, &n.mac, USER_NIC_SLOT + i as u32);
+    }
+    for (i, n) in id.segment_nics.iter().enumerate() {
+        let netdev = format!("stream,id={},server=off,{},reconnect-ms=1000", n.id, n.addr.qemu_options());
+        nic(netdev, &n.id, &n.mac, SEGMENT_NIC_SLOT + i as u32);
+    }
+    let file = serde_json::Value::String(id.seed.display().to_string());
+    out.push("-blockdev".into());
+    out.push(format!(
+        r#"{{"driver":"raw","node-name":"cidata","read-only":true,"file":{{"driver":"file","filename":{file},"read-only":true}}}}"#
+    ));
+    out.push("-device".into());
+    out.push(format!("virtio-blk-pci,drive=cidata,id=dev-cidata,addr={SEED_SLOT:#x}"));
+    out
+}
+
+/// The QMP commands that plug a clone's NICs and seed in, in order.
+fn plugs(id: &Identity<'_>) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    let nic = |netdev: &str, mac: &str, slot: u32| {
+        json!({"execute": "device_add", "arguments": {
+            "driver": "virtio-net-pci", "netdev": netdev, "id": format!("dev-{netdev}"), "mac": mac, "addr": format!("{slot:#x}"),
+        }})
+    };
+    for (i, n) in id.nics.iter().enumerate() {
+        let hostfwd: Vec<_> = n.forwards.iter().map(|f| json!({"str": f.rule()})).collect();
+        out.push(json!({"execute": "netdev_add", "arguments": {
+            "type": "user", "id": n.id, "net": "10.0.2.0/24", "dhcpstart": crate::argv::GUEST_IP,
+            "hostname": n.hostname, "restrict": !n.egress, "hostfwd": hostfwd,
+        }}));
+        out.push(nic(&n.id, &n.mac, USER_NIC_SLOT + i as u32));
+    }
+    for (i, n) in id.segment_nics.iter().enumerate() {
+        let addr = match &n.addr {
+            vmaas_switch::PortAddr::Tcp(port) => json!({"type": "inet", "host": "127.0.0.1", "port": port.to_string()}),
+            vmaas_switch::PortAddr::Unix(path) => json!({"type": "unix", "path": path}),
+        };
+        out.push(json!({"execute": "netdev_add", "arguments": {
+            "type": "stream", "id": n.id, "server": false, "addr": addr, "reconnect-ms": 1000,
+        }}));
+        out.push(nic(&n.id, &n.mac, SEGMENT_NIC_SLOT + i as u32));
+    }
+    out.push(json!({"execute": "blockdev-add", "arguments": {
+        "driver": "raw", "node-name": "cidata", "read-only": true,
+        "file": {"driver": "file", "filename": id.seed, "read-only": true},
+    }}));
+    out.push(json!({"execute": "device_add", "arguments": {
+        "driver": "virtio-blk-pci", "drive": "cidata", "id": "dev-cidata", "addr": format!("{SEED_SLOT:#x}"),
+    }}));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use vmaas_model::Protocol;
+
+    use super::*;
+    use crate::argv::Forward;
+
+    #[test]
+    fn a_clone_gets_its_nics_then_its_seed_at_fixed_slots() {
+        let fwd = Forward { protocol: Protocol::Tcp, host: std::net::Ipv4Addr::LOCALHOST, host_port: 40001, guest_port: 80 };
+        let nics = [UserNicArg {
+            id: "nic-default".into(),
+            mac: "52:54:00:12:34:56".into(),
+            hostname: "web".into(),
+            forwards: vec![fwd],
+            egress: false,
+        }];
+        let seg = [SegmentNicArg { id: "nic-subnet0".into(), addr: vmaas_switch::PortAddr::Tcp(40007), mac: "02:00:00:00:00:07".into() }];
+        let p = plugs(&Identity { nics: &nics, segment_nics: &seg, seed: Path::new("/d/vm/cidata.img") });
+        let names: Vec<&str> = p.iter().map(|c| c["execute"].as_str().unwrap()).collect();
+        assert_eq!(names, ["netdev_add", "device_add", "netdev_add", "device_add", "blockdev-add", "device_add"]);
+        assert_eq!(p[0]["arguments"]["hostfwd"], json!([{"str": "tcp:127.0.0.1:40001-:80"}]));
+        assert_eq!(p[0]["arguments"]["restrict"], true);
+        assert_eq!((p[1]["arguments"]["mac"].as_str(), p[1]["arguments"]["addr"].as_str()), (Some("52:54:00:12:34:56"), Some("0x10")));
+        assert_eq!(p[2]["arguments"]["addr"], json!({"type": "inet", "host": "127.0.0.1", "port": "40007"}));
+        assert_eq!(p[3]["arguments"]["addr"], "0x14");
+        assert_eq!(p[5]["arguments"]["addr"], "0x1e", "the seed last: the guest's signal");
+        let a = plugged_args(&Identity { nics: &nics, segment_nics: &seg, seed: Path::new("/d/vm/cidata.img") });
+        assert_eq!(a[1], "user,id=nic-default,net=10.0.2.0/24,dhcpstart=10.0.2.15,hostname=web,restrict=on");
+        assert_eq!(a[3], "virtio-net-pci,netdev=nic-default,id=dev-nic-default,mac=52:54:00:12:34:56,addr=0x10");
+        assert_eq!(a[5], "stream,id=nic-subnet0,server=off,addr.type=inet,addr.host=127.0.0.1,addr.port=40007,reconnect-ms=1000");
+        assert_eq!(a[11], "virtio-blk-pci,drive=cidata,id=dev-cidata,addr=0x1e", "the same slots as plugged");
+    }
+
+    #[test]
+    fn the_key_changes_with_the_image_and_the_shape() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("image.json"), "{}").unwrap();
+        std::fs::write(d.path().join("disk.qcow2"), "a").unwrap();
+        let manifest: crate::images::ImageManifest = serde_json::from_str(r#"{"name": "t", "disk": "disk.qcow2"}"#).unwrap();
+        let image = Image { manifest, dir: d.path().to_owned() };
+        let shape = Shape { cpus: 1, memory_mib: 256, disk_bytes: 1 << 30 };
+        let k = key(&image, &shape, "10.0.2", "tcg");
+        assert_eq!(k, key(&image, &shape, "10.0.2", "tcg"), "stable");
+        assert_ne!(k, key(&image, &Shape { memory_mib: 512, ..shape.clone() }, "10.0.2", "tcg"));
+        assert_ne!(k, key(&image, &shape, "10.1.0", "tcg"), "another QEMU");
+        std::fs::write(d.path().join("disk.qcow2"), "changed").unwrap();
+        assert_ne!(k, key(&image, &shape, "10.0.2", "tcg"), "a changed image");
+    }
+}
