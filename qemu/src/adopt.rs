@@ -63,10 +63,40 @@ impl Vms {
         let mut vm = Vm::new(dir, file);
         vm.recovered = recovered;
         if let Some(p) = self.adopt_process(&vm, found.as_ref()) {
+            let status = match Qmp::connect(&vm.path("qmp.sock")).await {
+                Ok(mut q) => q.status().await.unwrap_or_else(|e| e.to_string()),
+                Err(e) => e.to_string(),
+            };
+            if status == "inmigrate" {
+                // A clone the server died restoring: never a guest yet; it starts again.
+                warn!(vm = %vm.file.id, pid = p.pid(), "a clone left waiting for its snapshot: stopped");
+                p.kill_and_wait(std::time::Duration::from_secs(5)).await;
+                return Some(vm);
+            }
+            if recovered && vm.file.external_ip.is_none() {
+                self.recover_forwards(&mut vm).await;
+            }
             self.gpus.hold(&vm.file.id, &vm.file.gpus);
-            self.reattach(&mut vm, p).await;
+            self.reattach(&mut vm, p, &status).await;
         }
         Some(vm)
+    }
+
+    /// Fills a rebuilt state file's external IP and probe port from the
+    /// forwards QEMU has (a clone's are not on its command line: they were
+    /// plugged in with its NIC).
+    async fn recover_forwards(&self, vm: &mut Vm) {
+        let Ok(mut q) = Qmp::connect(&vm.path("qmp.sock")).await else { return };
+        let Ok(table) = q.execute("human-monitor-command", Some(serde_json::json!({"command-line": "info usernet"}))).await else { return };
+        let fwd = crate::recover::usernet_forwards(table.as_str().unwrap_or(""));
+        vm.file.external_ip = fwd.iter().map(|f| f.0).find(|a| *a != std::net::Ipv4Addr::LOCALHOST);
+        vm.file.probe_port = fwd.iter().find(|f| f.0 == std::net::Ipv4Addr::LOCALHOST).map(|f| f.1);
+        if let Some(ip) = vm.file.external_ip {
+            let _ = self.pool_lock().reserve(ip, &vm.file.id);
+        }
+        if let Err(e) = vm.file.save(&vm.dir).await {
+            warn!(vm = %vm.file.id, error = %e, "cannot save the rebuilt vm.json");
+        }
     }
 
     /// Holds the QEMU `find_qemu` found (its command line names the VM's
@@ -81,11 +111,7 @@ impl Vms {
         Some(p)
     }
 
-    async fn reattach(&self, vm: &mut Vm, p: Process) {
-        let status = match Qmp::connect(&vm.path("qmp.sock")).await {
-            Ok(mut q) => q.status().await.unwrap_or_else(|e| e.to_string()),
-            Err(e) => e.to_string(),
-        };
+    async fn reattach(&self, vm: &mut Vm, p: Process, status: &str) {
         let console = match SerialConsole::attach(&vm.path("serial.sock"), vm.path("console.log")).await {
             Ok(c) => Some(c),
             Err(e) => {

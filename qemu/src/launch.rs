@@ -19,10 +19,14 @@ use crate::lifecycle::{Stop, Vm};
 use crate::probe::effective_probe;
 use crate::process::{Process, free_local_port, read_pid};
 
-/// The MAC of the `i`th NIC on QEMU's user network: QEMU's own default
-/// sequence, written out so the cloud-init network configuration can name it.
-fn user_mac(i: usize) -> String {
-    format!("52:54:00:12:34:{:02x}", (0x56 + i) & 0xff)
+/// The MAC of the `i`th NIC of VM `vm` on QEMU's user network: QEMU's
+/// prefix and three bytes of the VM's id and the NIC's index, so that no
+/// two VMs share one (clones of one snapshot included), written out so the
+/// cloud-init network configuration can name it.
+fn user_mac(vm: &str, i: usize) -> String {
+    let h = format!("{vm}/{i}").bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    let [_, a, b, c] = h.to_be_bytes();
+    format!("52:54:00:{a:02x}:{b:02x}:{c:02x}")
 }
 
 fn failed(reason: &str, message: impl Into<String>) -> Stop {
@@ -137,7 +141,7 @@ impl Vms {
             .enumerate()
             .map(|(i, n)| UserNicArg {
                 id: format!("nic-{}", n.name),
-                mac: user_mac(i),
+                mac: user_mac(&t.id, i),
                 hostname: t.name.clone(),
                 forwards: if i == 0 { forwards.clone() } else { Vec::new() },
                 egress: self.cfg.egress.iter().any(|n| n == crate::DEFAULT_NETWORK),

@@ -220,6 +220,8 @@ impl QemuBackend {
             snapshots: snapshot::Snapshots::new(data.join("snapshots")),
             qemu_version,
         };
+        let snapshot_dir = data.join("snapshots");
+        let _ = tokio::task::spawn_blocking(move || snapshot::clean_up_after_crash(&snapshot_dir)).await;
         vms.adopt_all().await;
         let networks = network::Networks::new(data.join("networks"));
         let balancers = Arc::new(balancer::Balancers::new(vms.endpoints.clone(), vms.wake.clone()));

@@ -63,6 +63,21 @@ fn forwards(args: &[String]) -> Vec<(Ipv4Addr, u16, u16)> {
     out
 }
 
+/// The host forwards in QEMU's `info usernet` table: `(host address,
+/// host port, guest port)`.
+pub(crate) fn usernet_forwards(table: &str) -> Vec<(Ipv4Addr, u16, u16)> {
+    table
+        .lines()
+        .filter_map(|l| {
+            let c: Vec<&str> = l.split_whitespace().collect();
+            if c.len() < 6 || !c[0].ends_with("[HOST_FORWARD]") {
+                return None;
+            }
+            Some((c[2].parse().ok()?, c[3].parse().ok()?, c[5].parse().ok()?))
+        })
+        .collect()
+}
+
 /// A state file rebuilt for the VM in `dir` from its running QEMU, if any:
 /// the id from the directory, the external IP and probe port from the
 /// forwards. Tenant, name and the restart generation are not on the host:
@@ -128,6 +143,12 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         assert_eq!(gpus(&args), vec!["0000:65:00.0"]);
+    }
+
+    #[test]
+    fn reads_the_forwards_back_from_qemu() {
+        let table = "Hub -1 (nic-default):\n  Protocol[State]    FD  Source Address  Port   Dest. Address  Port RecvQ SendQ\n  TCP[HOST_FORWARD]  14      127.42.0.7    80       10.0.2.15    80     0     0\n  TCP[HOST_FORWARD]  15       127.0.0.1 40001       10.0.2.15    80     0     0\n  TCP[ESTABLISHED]   19       127.0.0.1 45269       10.0.2.15    22     0     0\n";
+        assert_eq!(usernet_forwards(table), vec![(Ipv4Addr::new(127, 42, 0, 7), 80, 80), (Ipv4Addr::LOCALHOST, 40001, 80)]);
     }
 
     #[test]

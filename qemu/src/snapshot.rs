@@ -158,7 +158,29 @@ impl Snapshots {
     pub(crate) fn staging(&self, key: &str) -> PathBuf {
         self.dir.join(format!(".{key}.new"))
     }
+}
 
+/// What a server killed while it made a template left in the snapshot
+/// directory `dir`: the template's QEMU (its command line names a staging
+/// directory) is killed and the staging directories removed. Blocking.
+pub(crate) fn clean_up_after_crash(dir: &Path) {
+    let staging = format!("{}/.", dir.display());
+    let pids = std::fs::read_dir("/proc").map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).collect());
+    for pid in pids.unwrap_or_else(|_| Vec::new()) {
+        if crate::recover::cmdline(pid).is_some_and(|a| a.iter().any(|a| a.contains(&staging)))
+            && let Some(p) = Process::hold(pid)
+        {
+            p.kill();
+            info!(pid, "killed the QEMU of a template left by a crash");
+        }
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten().filter(|e| e.file_name().to_string_lossy().starts_with('.')) {
+        let _ = std::fs::remove_dir_all(e.path());
+    }
+}
+
+impl Snapshots {
     /// Makes the snapshot made in `staging` the one of `key`.
     pub(crate) async fn publish(&self, key: &str, staging: &Path) -> Result<Snapshot, String> {
         let dir = self.dir.join(key);

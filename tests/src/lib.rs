@@ -124,9 +124,13 @@ impl Server {
 
     /// Same, with more command-line arguments.
     pub async fn start_qemu_with(more: &[&str]) -> Self {
+        Self::start_qemu_images(&images_dir(), more).await
+    }
+
+    /// Same, with the base images in `images`.
+    pub async fn start_qemu_images(images: &Path, more: &[&str]) -> Self {
         let (a, b) = (50 + rand_byte() % 200, rand_byte());
         let (pool, external) = (format!("127.{a}.{b}.0/25"), format!("127.{a}.{b}.128/25"));
-        let images = images_dir();
         assert!(
             images.join("test-guest/image.json").exists(),
             "the test guest is missing in {}: run scripts/guest-image.sh (scripts/test.sh does)",
