@@ -17,6 +17,7 @@ use vmaas_server::app::{App, Config};
 use vmaas_server::auth::Role;
 use vmaas_server::none_backend::NoBackend;
 
+mod boot;
 mod events;
 mod grpc;
 mod migration;
@@ -131,7 +132,7 @@ enum Cmd {
         #[arg(long)]
         images_dir: Option<std::path::PathBuf>,
     },
-    /// Real VMs: create→READY, stop, delete, memory, and a burst.
+    /// Real VMs, cold and from snapshots: create→READY, stop, delete, memory, a burst, and how many idle VMs fit.
     Qemu {
         /// VMs created one after another.
         #[arg(long, default_value_t = 5)]
@@ -139,6 +140,9 @@ enum Cmd {
         /// VMs created at once.
         #[arg(long, default_value_t = 10)]
         burst: usize,
+        /// Idle VMs from snapshots to start at most (at 2 GiB available the run stops adding); 0: none.
+        #[arg(long, default_value_t = 100)]
+        idle: usize,
         /// Images directory [default: ~/.local/share/vmaas/images].
         #[arg(long)]
         images_dir: Option<std::path::PathBuf>,
@@ -423,7 +427,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Terraform { vms, images_dir, terraform, plugins } => vms::terraform_bench(vms, images(images_dir), terraform, plugins).await,
         Cmd::Recovery { vms, rounds, images_dir, server } => recovery::recovery(vms, rounds, images(images_dir), server).await,
         Cmd::Migration { rounds, images_dir } => migration::migration(rounds, images(images_dir)).await,
-        Cmd::Qemu { vms, burst, images_dir } => vms::qemu(vms, burst, images(images_dir)).await,
+        Cmd::Qemu { vms, burst, idle, images_dir } => boot::qemu(vms, burst, idle, images(images_dir)).await,
         Cmd::Storage { rounds, megabytes, images_dir } => storage::storage(rounds, megabytes, images(images_dir)).await,
     }
 }

@@ -10,16 +10,7 @@ use serde_json::json;
 use vmaas_server::app::{App, Config};
 use vmaas_server::auth::Role;
 
-use crate::percentile;
-
-fn rss_kib(pid: i32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
-        .unwrap_or(0)
-}
-
-async fn timed_wait(c: &vmaas_client::Client, id: &str, target: vmaas_client::WaitFor) -> anyhow::Result<f64> {
+pub(crate) async fn timed_wait(c: &vmaas_client::Client, id: &str, target: vmaas_client::WaitFor) -> anyhow::Result<f64> {
     let t = Instant::now();
     c.wait_vm(id, target, Duration::from_secs(300), Duration::from_millis(50), |_| {}).await?;
     Ok(t.elapsed().as_secs_f64())
@@ -61,12 +52,17 @@ pub(crate) struct QemuServer {
 }
 
 pub(crate) async fn start_qemu_server(images: std::path::PathBuf) -> anyhow::Result<QemuServer> {
-    start_qemu_server_with(images, true).await
+    start_qemu_server_with(images, true, None).await
 }
 
 /// A server on the qemu backend; `snapshots`: VMs of the test guest start
-/// from template snapshots (else every VM boots).
-pub(crate) async fn start_qemu_server_with(images: std::path::PathBuf, snapshots: bool) -> anyhow::Result<QemuServer> {
+/// from template snapshots (else every VM boots); `cpu_overcommit`: virtual
+/// CPUs per host CPU, if not the server's default.
+pub(crate) async fn start_qemu_server_with(
+    images: std::path::PathBuf,
+    snapshots: bool,
+    cpu_overcommit: Option<f64>,
+) -> anyhow::Result<QemuServer> {
     let dir = tempfile::tempdir()?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let cfg = vmaas_qemu::QemuConfig {
@@ -86,7 +82,10 @@ pub(crate) async fn start_qemu_server_with(images: std::path::PathBuf, snapshots
     };
     let backend = Arc::new(vmaas_qemu::QemuBackend::new(cfg).await?);
     let accel = backend.accel().accel.as_str();
-    let config = Config::new(format!("127.0.0.1:{port}").parse()?, dir.path().to_owned());
+    let mut config = Config::new(format!("127.0.0.1:{port}").parse()?, dir.path().to_owned());
+    if let Some(cpu) = cpu_overcommit {
+        config.overcommit.cpu = cpu;
+    }
     let app = App::open(config, backend).await?;
     let admin = app.state.keys.issue("ops", "ops", Role::Admin, Duration::from_secs(3600))?;
     let token = app.state.keys.issue("bench", "bench", Role::Tenant, Duration::from_secs(3600))?;
@@ -134,70 +133,6 @@ pub(crate) async fn ready_tiny(c: &vmaas_client::Client, name: &str) -> anyhow::
 /// The pid of VM `id`'s QEMU, from the server's data directory `dir`.
 pub(crate) fn qemu_pid(dir: &std::path::Path, id: &str) -> Option<i32> {
     std::fs::read_to_string(dir.join("vms").join(id).join("qemu.pid")).ok()?.trim().parse().ok()
-}
-
-/// create→READY, stop→STOPPED, delete→gone, RSS per idle VM, and N VMs at once,
-/// with real QEMU and the test guest, through the real API.
-pub async fn qemu(vms: usize, burst: usize, images: std::path::PathBuf) -> anyhow::Result<()> {
-    use vmaas_client::WaitFor;
-    let srv = start_qemu_server(images).await?;
-    let (dir, c, accel) = (&srv.dir, &srv.client, srv.accel);
-    println!(
-        "vmaas-bench qemu: accelerator {accel}, {} cores, test guest (256Mi, 1 core), {vms} VMs one after another, then {burst} at once",
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
-    );
-
-    let mut ready = Vec::new();
-    let mut ids = Vec::new();
-    for i in 0..vms {
-        let t = Instant::now();
-        let vm = ready_tiny(c, &format!("seq-{i}")).await?;
-        ready.push(t.elapsed().as_secs_f64());
-        ids.push(vm.id);
-    }
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let pids: Vec<i32> = ids.iter().filter_map(|id| qemu_pid(dir.path(), id)).collect();
-    let rss: Vec<u64> = pids.iter().map(|p| rss_kib(*p)).collect();
-    let mut stop = Vec::new();
-    let mut delete = Vec::new();
-    for id in &ids {
-        let patch = vmaas_model::PatchVirtualMachine {
-            spec: vmaas_model::vm::SpecPatch { state: Some(vmaas_model::PowerState::Stopped), ..Default::default() },
-            ..Default::default()
-        };
-        let t = Instant::now();
-        c.patch_vm(id, &patch).await?;
-        c.wait_vm(id, WaitFor::Stopped, Duration::from_secs(120), Duration::from_millis(20), |_| {}).await?;
-        stop.push(t.elapsed().as_secs_f64());
-    }
-    for id in &ids {
-        let t = Instant::now();
-        c.delete_vm(id).await?;
-        c.wait_vm(id, WaitFor::Deleted, Duration::from_secs(120), Duration::from_millis(20), |_| {}).await?;
-        delete.push(t.elapsed().as_secs_f64());
-    }
-    let t = Instant::now();
-    let reqs: Vec<_> = (0..burst).map(|i| tiny(format!("burst-{i}"))).collect();
-    let created = futures::future::try_join_all(reqs.iter().map(|r| c.create_vm(r))).await?;
-    futures::future::try_join_all(created.iter().map(|vm| timed_wait(c, &vm.id, WaitFor::Ready))).await?;
-    let burst_total = t.elapsed().as_secs_f64();
-    futures::future::try_join_all(created.iter().map(|vm| c.delete_vm(&vm.id))).await?;
-    futures::future::try_join_all(created.iter().map(|vm| timed_wait(c, &vm.id, WaitFor::Deleted))).await?;
-    none_left(dir.path())?;
-
-    for v in [&mut ready, &mut stop, &mut delete] {
-        v.sort_by(|a, b| a.total_cmp(b));
-    }
-    println!("create→READY   p50 {:.2} s   p95 {:.2} s   (n={})", percentile(&ready, 0.5), percentile(&ready, 0.95), ready.len());
-    println!("stop→STOPPED   p50 {:.2} s   max {:.2} s", percentile(&stop, 0.5), percentile(&stop, 1.0));
-    println!("delete→gone    p50 {:.2} s   max {:.2} s", percentile(&delete, 0.5), percentile(&delete, 1.0));
-    println!(
-        "RSS per idle VM  {:.0} MiB (mean of {} QEMU processes)",
-        rss.iter().sum::<u64>() as f64 / rss.len().max(1) as f64 / 1024.0,
-        rss.len()
-    );
-    println!("{burst} VMs at once, all READY: {burst_total:.2} s");
-    Ok(())
 }
 
 /// `terraform apply` of examples/terraform/ci-ephemeral with N VMs, against

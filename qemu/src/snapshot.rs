@@ -10,10 +10,10 @@
 //! already in `ram`, the file itself), and the template QEMU quits. A
 //! clone maps `ram` private (`share=off`: pages it never writes stay
 //! shared with every other clone through the page cache), loads `state`
-//! with `migrate-incoming`, gets its own NICs (its MACs, its forwards) and
-//! then its own seed disk plugged in, and resumes: the init sees the seed,
-//! takes the clone's host name and keys, and asks DHCP on every NIC the
-//! seed names. The `vmgenid` device gives each clone a new generation id,
+//! with `migrate-incoming`, gets its own seed disk and NICs (its MACs, its
+//! forwards) plugged in, and resumes: the init sees the seed, takes the
+//! clone's host name and keys, waits for every NIC the seed names and asks
+//! DHCP on each. The `vmgenid` device gives each clone a new generation id,
 //! from which the guest kernel reseeds its RNG.
 //!
 //! A snapshot's key hashes what makes two VMs' first moments the same: the
@@ -49,9 +49,11 @@ const STATE_LIMIT: Duration = Duration::from_secs(60);
 /// PCI slots of the devices a clone gets after its restore: user NICs,
 /// NICs on subnets, then the seed. Fixed, so that a clone's devices have
 /// the same addresses in every QEMU that runs it.
+/// The seed's slot is below the NICs': the guest finds it first and takes
+/// its name and keys while its NICs come up.
+const SEED_SLOT: u32 = 0x0f;
 const USER_NIC_SLOT: u32 = 0x10;
 const SEGMENT_NIC_SLOT: u32 = 0x14;
-const SEED_SLOT: u32 = 0x1e;
 
 /// One snapshot on disk: `DIR/snapshots/KEY/{ram,state}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -301,7 +303,7 @@ pub(crate) struct Identity<'a> {
     pub(crate) nics: &'a [UserNicArg],
     /// Its NICs on subnets.
     pub(crate) segment_nics: &'a [SegmentNicArg],
-    /// Its NoCloud seed: plugged in last, the guest's signal to go on.
+    /// Its NoCloud seed: plugged in first, the guest's signal to go on.
     pub(crate) seed: &'a Path,
 }
 
@@ -352,7 +354,15 @@ pub(crate) fn plugged_args(id: &Identity<'_>) -> Vec<String> {
 
 /// The QMP commands that plug a clone's NICs and seed in, in order.
 fn plugs(id: &Identity<'_>) -> Vec<serde_json::Value> {
-    let mut out = Vec::new();
+    let mut out = vec![
+        json!({"execute": "blockdev-add", "arguments": {
+            "driver": "raw", "node-name": "cidata", "read-only": true,
+            "file": {"driver": "file", "filename": id.seed, "read-only": true},
+        }}),
+        json!({"execute": "device_add", "arguments": {
+            "driver": "virtio-blk-pci", "drive": "cidata", "id": "dev-cidata", "addr": format!("{SEED_SLOT:#x}"),
+        }}),
+    ];
     let nic = |netdev: &str, mac: &str, slot: u32| {
         json!({"execute": "device_add", "arguments": {
             "driver": "virtio-net-pci", "netdev": netdev, "id": format!("dev-{netdev}"), "mac": mac, "addr": format!("{slot:#x}"),
@@ -376,13 +386,6 @@ fn plugs(id: &Identity<'_>) -> Vec<serde_json::Value> {
         }}));
         out.push(nic(&n.id, &n.mac, SEGMENT_NIC_SLOT + i as u32));
     }
-    out.push(json!({"execute": "blockdev-add", "arguments": {
-        "driver": "raw", "node-name": "cidata", "read-only": true,
-        "file": {"driver": "file", "filename": id.seed, "read-only": true},
-    }}));
-    out.push(json!({"execute": "device_add", "arguments": {
-        "driver": "virtio-blk-pci", "drive": "cidata", "id": "dev-cidata", "addr": format!("{SEED_SLOT:#x}"),
-    }}));
     out
 }
 
@@ -406,18 +409,18 @@ mod tests {
         let seg = [SegmentNicArg { id: "nic-subnet0".into(), addr: vmaas_switch::PortAddr::Tcp(40007), mac: "02:00:00:00:00:07".into() }];
         let p = plugs(&Identity { nics: &nics, segment_nics: &seg, seed: Path::new("/d/vm/cidata.img") });
         let names: Vec<&str> = p.iter().map(|c| c["execute"].as_str().unwrap()).collect();
-        assert_eq!(names, ["netdev_add", "device_add", "netdev_add", "device_add", "blockdev-add", "device_add"]);
-        assert_eq!(p[0]["arguments"]["hostfwd"], json!([{"str": "tcp:127.0.0.1:40001-:80"}]));
-        assert_eq!(p[0]["arguments"]["restrict"], true);
-        assert_eq!((p[1]["arguments"]["mac"].as_str(), p[1]["arguments"]["addr"].as_str()), (Some("52:54:00:12:34:56"), Some("0x10")));
-        assert_eq!(p[2]["arguments"]["addr"], json!({"type": "inet", "host": "127.0.0.1", "port": "40007"}));
-        assert_eq!(p[3]["arguments"]["addr"], "0x14");
-        assert_eq!(p[5]["arguments"]["addr"], "0x1e", "the seed last: the guest's signal");
+        assert_eq!(names, ["blockdev-add", "device_add", "netdev_add", "device_add", "netdev_add", "device_add"]);
+        assert_eq!(p[1]["arguments"]["addr"], "0xf", "the seed first, below the NICs: the guest's signal");
+        assert_eq!(p[2]["arguments"]["hostfwd"], json!([{"str": "tcp:127.0.0.1:40001-:80"}]));
+        assert_eq!(p[2]["arguments"]["restrict"], true);
+        assert_eq!((p[3]["arguments"]["mac"].as_str(), p[3]["arguments"]["addr"].as_str()), (Some("52:54:00:12:34:56"), Some("0x10")));
+        assert_eq!(p[4]["arguments"]["addr"], json!({"type": "inet", "host": "127.0.0.1", "port": "40007"}));
+        assert_eq!(p[5]["arguments"]["addr"], "0x14");
         let a = plugged_args(&Identity { nics: &nics, segment_nics: &seg, seed: Path::new("/d/vm/cidata.img") });
         assert_eq!(a[1], "user,id=nic-default,net=10.0.2.0/24,dhcpstart=10.0.2.15,hostname=web,restrict=on");
         assert_eq!(a[3], "virtio-net-pci,netdev=nic-default,id=dev-nic-default,mac=52:54:00:12:34:56,addr=0x10");
         assert_eq!(a[5], "stream,id=nic-subnet0,server=off,addr.type=inet,addr.host=127.0.0.1,addr.port=40007,reconnect-ms=1000");
-        assert_eq!(a[11], "virtio-blk-pci,drive=cidata,id=dev-cidata,addr=0x1e", "the same slots as plugged");
+        assert_eq!(a[11], "virtio-blk-pci,drive=cidata,id=dev-cidata,addr=0xf", "the same slots as plugged");
     }
 
     #[test]

@@ -94,6 +94,19 @@ async fn clones_of_one_snapshot_are_each_themselves() {
     let key = seen[0].0.clone();
     assert!(s.data_dir.join("snapshots").join(&key).join("ram").is_file());
 
+    // What each costs the host, in /metrics: its unique memory is part of its resident memory.
+    let metrics = s.raw(reqwest::Method::GET, "/metrics", None, None).await.1;
+    let text = metrics.as_str().unwrap_or_default();
+    let gauge = |name: &str, id: &str| -> u64 {
+        let prefix = format!("vmaas_{name}{{vm=\"{id}\"}} ");
+        let line = text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no {prefix} in {text}"));
+        line[prefix.len()..].trim().parse().unwrap()
+    };
+    for id in &ids {
+        let (resident, unique) = (gauge("vm_memory_resident_bytes", id), gauge("vm_memory_unique_bytes", id));
+        assert!(unique > 0 && unique < resident, "{id}: unique {unique} of resident {resident}");
+    }
+
     // A clone's QEMU killed: healed, again from the snapshot.
     let pid: i32 = std::fs::read_to_string(s.data_dir.join(format!("vms/{}/qemu.pid", ids[0]))).unwrap().trim().parse().unwrap();
     std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
