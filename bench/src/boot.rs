@@ -56,8 +56,8 @@ async fn stop(c: &vmaas_client::Client, id: &str) -> anyhow::Result<f64> {
 
 /// One mode: `vms` VMs one after another (after a first one, which makes
 /// the snapshot when there are snapshots), then `burst` at once.
-async fn one_mode(images: std::path::PathBuf, snapshots: bool, vms: usize, burst: usize) -> anyhow::Result<Figures> {
-    let srv = start_qemu_server_with(images, snapshots, None).await?;
+async fn one_mode(images: std::path::PathBuf, snapshots: bool, tcg_cache_mib: u32, vms: usize, burst: usize) -> anyhow::Result<Figures> {
+    let srv = start_qemu_server_with(images, snapshots, None, tcg_cache_mib).await?;
     let (dir, c) = (&srv.dir, &srv.client);
     let t = Instant::now();
     let first = ready_tiny(c, "first").await?;
@@ -114,7 +114,7 @@ fn print(what: &str, snapshots: bool, f: &Figures, burst: usize) {
 /// host CPU here (`--cpu-overcommit 64`; its default, 16, would stop at 32
 /// VMs on 2 cores).
 async fn density(images: std::path::PathBuf, max: usize) -> anyhow::Result<()> {
-    let srv = start_qemu_server_with(images, true, Some(64.0)).await?;
+    let srv = start_qemu_server_with(images, true, Some(64.0), 0).await?;
     let (dir, c) = (&srv.dir, &srv.client);
     let mut ids = Vec::new();
     let mut why = format!("reached --idle {max}");
@@ -169,10 +169,17 @@ pub async fn qemu(vms: usize, burst: usize, idle: usize, images: std::path::Path
         "vmaas-bench qemu: test guest (256Mi, 1 core), {} cores, {vms} VMs one after another, then {burst} at once; cold boots, then from snapshots",
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
     );
-    let cold = one_mode(images.clone(), false, vms, burst).await?;
+    let cold = one_mode(images.clone(), false, 0, vms, burst).await?;
     print("cold boot (--vm-snapshots=false)", false, &cold, burst);
-    let snap = one_mode(images.clone(), true, vms, burst).await?;
+    let snap = one_mode(images.clone(), true, 0, vms, burst).await?;
     print("from a template snapshot (the default)", true, &snap, burst);
+    let small = one_mode(images.clone(), true, 16, vms, 0).await?;
+    println!(
+        "from a template snapshot, --clone-tcg-cache-mib 16: create→READY p50 {:.2} s, idle VM memory resident {:.0} MiB, unique {:.0} MiB",
+        percentile(&small.ready, 0.5),
+        small.resident_mib,
+        small.unique_mib
+    );
     let p50 = |f: &Figures| percentile(&f.ready, 0.5);
     println!(
         "snapshot / cold: create→READY p50 {:.2}x (goal ≤ 1.0 s from a snapshot: {:.2} s), unique memory {:.2}x (goal ≤ 48 MiB: {:.0} MiB)",

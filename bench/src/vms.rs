@@ -52,7 +52,7 @@ pub(crate) struct QemuServer {
 }
 
 pub(crate) async fn start_qemu_server(images: std::path::PathBuf) -> anyhow::Result<QemuServer> {
-    start_qemu_server_with(images, true, None).await
+    start_qemu_server_with(images, true, None, 0).await
 }
 
 /// A server on the qemu backend; `snapshots`: VMs of the test guest start
@@ -62,6 +62,7 @@ pub(crate) async fn start_qemu_server_with(
     images: std::path::PathBuf,
     snapshots: bool,
     cpu_overcommit: Option<f64>,
+    clone_tcg_cache_mib: u32,
 ) -> anyhow::Result<QemuServer> {
     let dir = tempfile::tempdir()?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
@@ -79,6 +80,7 @@ pub(crate) async fn start_qemu_server_with(
         sysfs: "/sys".into(),
         gpu_aliases: Default::default(),
         snapshots,
+        clone_tcg_cache_mib,
     };
     let backend = Arc::new(vmaas_qemu::QemuBackend::new(cfg).await?);
     let accel = backend.accel().accel.as_str();

@@ -141,9 +141,6 @@ pub struct RamFile {
     pub shared: bool,
 }
 
-/// The TCG translation cache of a clone, in MiB.
-pub const CLONE_TCG_CACHE_MIB: u32 = 16;
-
 /// A whole QEMU invocation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QemuArgs {
@@ -157,6 +154,10 @@ pub struct QemuArgs {
     pub memory_mib: u64,
     /// Guest RAM in a file, else anonymous memory.
     pub ram: Option<RamFile>,
+    /// TCG's translation cache in MiB (`tb-size`), else QEMU's default
+    /// (1 GiB reserved; what is used of it is most of an idle clone's own
+    /// memory under TCG).
+    pub tcg_cache_mib: Option<u32>,
     /// Direct kernel boot, if the image has a kernel.
     pub kernel: Option<KernelBoot>,
     /// Disks, boot disk first.
@@ -204,11 +205,8 @@ impl QemuArgs {
         let mut push = |parts: &[&str]| a.extend(parts.iter().map(OsString::from));
         push(&["-name", &self.name]);
         let machine = if self.ram.is_some() { "pc,memory-backend=ram0" } else { "pc" };
-        // A clone under TCG keeps a small translation cache: it runs code
-        // its template already booted through, and the cache is most of
-        // what an idle clone holds of its own (the default reserves 1 GiB).
-        let accel = match (&self.ram, self.accel) {
-            (Some(r), Accel::Tcg) if !r.shared => format!("tcg,tb-size={CLONE_TCG_CACHE_MIB}"),
+        let accel = match (self.tcg_cache_mib, self.accel) {
+            (Some(mib), Accel::Tcg) => format!("tcg,tb-size={mib}"),
             _ => self.accel.as_str().to_owned(),
         };
         push(&["-machine", machine, "-accel", &accel]);
@@ -293,6 +291,7 @@ mod tests {
             cpus: 2,
             memory_mib: 256,
             ram: None,
+            tcg_cache_mib: None,
             kernel: None,
             disks: vec![
                 DiskArg { id: "disk-root".into(), file: "/v/disk.qcow2".into(), boot_index: Some(1) },
@@ -379,6 +378,10 @@ mod tests {
         assert_eq!(after(&a, "-machine")[0], "pc,memory-backend=ram0");
         assert_eq!(after(&a, "-object")[0], "memory-backend-file,id=ram0,size=256M,mem-path=/d/snapshots/k/ram,share=off");
         assert!(a.windows(2).any(|w| w == ["-device", "vmgenid,guid=auto"]) && a.windows(2).any(|w| w == ["-incoming", "defer"]));
+        assert_eq!(after(&a, "-accel")[0], "tcg");
+        q.tcg_cache_mib = Some(16);
+        let a: Vec<String> = q.to_args().iter().map(|s| s.to_string_lossy().into_owned()).collect();
+        assert_eq!(after(&a, "-accel")[0], "tcg,tb-size=16");
         q.ram = Some(RamFile { path: "/d/snapshots/k/ram".into(), shared: true });
         let a: Vec<String> = q.to_args().iter().map(|s| s.to_string_lossy().into_owned()).collect();
         assert!(after(&a, "-object")[0].ends_with("share=on") && !a.contains(&"-incoming".to_owned()), "a template boots");

@@ -133,7 +133,8 @@ impl Vms {
     /// devices plugged in after the restore (as QEMU arguments).
     pub(crate) async fn start_clone(&self, image: &Image, shape: &Shape, args: &QemuArgs, id: &str) -> Result<Clone, String> {
         let snap = self.snapshot_for(image, shape, args).await?;
-        let clone = QemuArgs { ram: Some(RamFile { path: snap.ram(), shared: false }), ..clone_args(args) };
+        let tcg_cache_mib = (self.cfg.clone_tcg_cache_mib > 0).then_some(self.cfg.clone_tcg_cache_mib);
+        let clone = QemuArgs { ram: Some(RamFile { path: snap.ram(), shared: false }), tcg_cache_mib, ..clone_args(args) };
         let process = snapshot::spawn(&self.cfg.qemu, &clone, id).await?;
         let seed = args.seed.clone().ok_or("no seed disk")?;
         let identity = Identity { nics: &args.nics, segment_nics: &args.segment_nics, seed: &seed };

@@ -171,6 +171,7 @@ impl Vms {
             cpus,
             memory_mib,
             ram: None,
+            tcg_cache_mib: None,
             kernel,
             disks,
             seed: Some(seed_file),
