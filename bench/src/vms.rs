@@ -52,16 +52,17 @@ pub(crate) struct QemuServer {
 }
 
 pub(crate) async fn start_qemu_server(images: std::path::PathBuf) -> anyhow::Result<QemuServer> {
-    start_qemu_server_with(images, true, None, 0).await
+    start_qemu_server_with(images, true, false, 0).await
 }
 
 /// A server on the qemu backend; `snapshots`: VMs of the test guest start
-/// from template snapshots (else every VM boots); `cpu_overcommit`: virtual
-/// CPUs per host CPU, if not the server's default.
+/// from template snapshots (else every VM boots); `dense`: idle VMs packed
+/// (64 virtual CPUs per host CPU, disks promised 20 times the file system:
+/// they are copy-on-write), else the server's default overcommit.
 pub(crate) async fn start_qemu_server_with(
     images: std::path::PathBuf,
     snapshots: bool,
-    cpu_overcommit: Option<f64>,
+    dense: bool,
     clone_tcg_cache_mib: u32,
 ) -> anyhow::Result<QemuServer> {
     let dir = tempfile::tempdir()?;
@@ -85,8 +86,8 @@ pub(crate) async fn start_qemu_server_with(
     let backend = Arc::new(vmaas_qemu::QemuBackend::new(cfg).await?);
     let accel = backend.accel().accel.as_str();
     let mut config = Config::new(format!("127.0.0.1:{port}").parse()?, dir.path().to_owned());
-    if let Some(cpu) = cpu_overcommit {
-        config.overcommit.cpu = cpu;
+    if dense {
+        (config.overcommit.cpu, config.overcommit.disk) = (64.0, 20.0);
     }
     let app = App::open(config, backend).await?;
     let admin = app.state.keys.issue("ops", "ops", Role::Admin, Duration::from_secs(3600))?;
