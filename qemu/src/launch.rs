@@ -183,6 +183,16 @@ impl Vms {
             qmp: vm.path("qmp.sock"),
             pidfile: vm.path("qemu.pid"),
         };
+        // What a server killed while QEMU starts must find in vm.json to
+        // adopt that QEMU: its probe port and forwards, written before.
+        vm.file.probe_port = probe_port;
+        vm.file.ready_pid = None;
+        vm.file.forwards = extra;
+        vm.file.booted = Some(BootShape::of(machine));
+        vm.file.gpus = args.gpus.clone();
+        vm.file.snapshot = None;
+        vm.file.plugged.clear();
+        vm.file.save(&vm.dir).await?;
         let (process, plugged, boot) = match self.clone_shape(&image, t, &args) {
             Ok(shape) => match self.start_clone(&image, &shape, &args, &t.id).await {
                 Ok(c) => {
@@ -194,12 +204,7 @@ impl Vms {
             Err(why) => (self.boot_cold(&args, t).await?, plugged, BootPath::Cold(why)),
         };
         info!(vm = %t.id, boot = %boot.note(), "guest started");
-        vm.file.probe_port = probe_port;
-        vm.file.ready_pid = None;
-        vm.file.forwards = extra;
-        vm.file.booted = Some(BootShape::of(machine));
         vm.file.volumes = plugged;
-        vm.file.gpus = args.gpus.clone();
         vm.file.snapshot = match &boot {
             BootPath::Restored(key) => Some(key.clone()),
             BootPath::Cold(_) => {

@@ -61,6 +61,18 @@ impl Cluster {
     /// every CRD in the shared `k8s/crds`. Panics with what to run when the
     /// binaries are missing.
     pub async fn start() -> Self {
+        // A free port found here may be taken by another test before the
+        // cluster binds it: then the cluster is started again on new ones.
+        for _ in 0..3 {
+            if let Some(c) = Self::try_start().await {
+                return c;
+            }
+        }
+        panic!("etcd or kube-apiserver found its loopback ports taken three times in a row")
+    }
+
+    /// One attempt of [`Cluster::start`]; `None` if a port was taken.
+    async fn try_start() -> Option<Self> {
         let apiserver = env_path("VMAAS_KUBE_APISERVER", PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.cache/k8s/kube-apiserver"));
         let etcd = env_path("VMAAS_ETCD", PathBuf::from("/usr/bin/etcd"));
         for p in [&apiserver, &etcd] {
@@ -126,21 +138,29 @@ impl Cluster {
         ));
         let http = reqwest::Client::builder().danger_accept_invalid_certs(true).timeout(Duration::from_secs(30)).build().expect("client");
         let c = Self { children, api: KubeApi { url: format!("https://127.0.0.1:{ap}"), http }, _dir: dir };
-        c.wait_ready().await;
+        if !c.wait_ready().await {
+            return None;
+        }
         c.install_crds().await;
-        c
+        Some(c)
     }
 
-    async fn wait_ready(&self) {
+    /// Waits for the API server to be ready; false if it or etcd could not
+    /// bind its port.
+    async fn wait_ready(&self) -> bool {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let r = self.http.get(format!("{}/readyz", self.url)).bearer_auth(TOKEN).send().await;
             if let Ok(r) = r
                 && r.status().is_success()
             {
-                return;
+                return true;
             }
             let log = std::fs::read_to_string(self._dir.path().join("apiserver.log")).unwrap_or_default();
+            let etcd = std::fs::read_to_string(self._dir.path().join("etcd.log")).unwrap_or_default();
+            if log.contains("address already in use") || etcd.contains("address already in use") {
+                return false;
+            }
             assert!(Instant::now() < deadline, "kube-apiserver not ready in 120 s:\n{}", &log[log.len().saturating_sub(3000)..]);
             tokio::time::sleep(Duration::from_millis(250)).await;
         }

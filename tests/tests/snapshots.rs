@@ -107,12 +107,17 @@ async fn clones_of_one_snapshot_are_each_themselves() {
         assert!(unique > 0 && unique < resident, "{id}: unique {unique} of resident {resident}");
     }
 
-    // A clone's QEMU killed: healed, again from the snapshot.
+    // A clone's QEMU killed: healed (READY again, a new READY transition), again from the snapshot.
+    let ready_since = |v: &Value| -> String {
+        let conditions = v["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        let ready = conditions.iter().find(|c| c["type"] == "VIRTUAL_MACHINE_CONDITION_TYPE_READY").cloned().unwrap_or_default();
+        ready["last_transition_time"].as_str().unwrap_or_default().to_owned()
+    };
+    let before = ready_since(&get(&s, &t, &ids[0]).await.1["object"]);
     let pid: i32 = std::fs::read_to_string(s.data_dir.join(format!("vms/{}/qemu.pid", ids[0]))).unwrap().trim().parse().unwrap();
     std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
     let healed = vms::wait_until(&s, &t, &ids[0], "READY again", 120, |v| {
-        vms::state(v) == "VIRTUAL_MACHINE_STATE_READY"
-            && std::fs::read_to_string(s.data_dir.join(format!("vms/{}/qemu.pid", ids[0]))).is_ok_and(|p| p.trim() != pid.to_string())
+        vms::state(v) == "VIRTUAL_MACHINE_STATE_READY" && ready_since(v) != before
     })
     .await;
     assert_eq!(snapshot_of(&serde_json::json!({"object": healed})).as_deref(), Some(key.as_str()), "{healed:#}");
