@@ -37,11 +37,32 @@ async fn connect(path: &std::path::Path) -> UnixStream {
     panic!("cannot connect to {}", path.display());
 }
 
-async fn next<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> Vec<u8> {
-    let mut buf = Vec::new();
-    let got = tokio::time::timeout(Duration::from_secs(5), read_frame(s, &mut buf)).await.expect("a frame within 5 s");
-    assert!(got.unwrap(), "the port closed");
-    buf
+/// Sends `frame` from `from` until `to` reads a frame (5 s at most); that
+/// frame. A frame switched before the segment took a NIC's connection is
+/// dropped, as a switch drops frames to an unplugged port, and a guest
+/// sends again.
+async fn exchange<A, B>(from: &mut A, to: &mut B, frame: &[u8]) -> Option<Vec<u8>>
+where
+    A: tokio::io::AsyncWrite + Unpin,
+    B: tokio::io::AsyncRead + Unpin,
+{
+    for _ in 0..25 {
+        write_frame(from, frame).await.unwrap();
+        let mut buf = Vec::new();
+        if let Ok(Ok(true)) = tokio::time::timeout(Duration::from_millis(200), read_frame(to, &mut buf)).await {
+            return Some(buf);
+        }
+    }
+    None
+}
+
+/// Whether `frame`, sent from `from` (again if need be), reaches `to`.
+async fn delivered<A, B>(from: &mut A, to: &mut B, frame: &[u8]) -> bool
+where
+    A: tokio::io::AsyncWrite + Unpin,
+    B: tokio::io::AsyncRead + Unpin,
+{
+    exchange(from, to, frame).await.as_deref() == Some(frame)
 }
 
 #[tokio::test]
@@ -53,25 +74,22 @@ async fn two_nics_talk_and_get_their_addresses_over_dhcp() {
     seg.add_port(2, PortKind::Guest(nic(2)), &PortAddr::Unix(p2.clone())).await.unwrap();
     let (mut a, mut b) = (connect(&p1).await, connect(&p2).await);
 
-    write_frame(&mut a, &client_frame(nic(1).mac, MessageType::Discover, [9, 9, 9, 9], None)).await.unwrap();
-    let offer = next(&mut a).await;
+    let discover = client_frame(nic(1).mac, MessageType::Discover, [9, 9, 9, 9], None);
+    let (mut r, mut w) = a.split();
+    let offer = exchange(&mut w, &mut r, &discover).await.expect("an offer within 5 s");
     let ip = Ipv4::parse(&offer).unwrap();
     let m = Message::parse(&offer[ip.payload + 8..]).unwrap();
     assert_eq!((m.kind, m.yiaddr), (MessageType::Offer, nic(1).ip));
 
     let hello = udp_frame((nic(1).mac, nic(1).ip, 4000), (nic(2).mac, nic(2).ip, 80), b"hello");
-    write_frame(&mut a, &hello).await.unwrap();
-    assert_eq!(next(&mut b).await, hello);
+    assert!(delivered(&mut a, &mut b, &hello).await, "a reaches b");
     let back = udp_frame((nic(2).mac, nic(2).ip, 80), (nic(1).mac, nic(1).ip, 4000), b"back");
-    write_frame(&mut b, &back).await.unwrap();
-    assert_eq!(next(&mut a).await, back);
+    assert!(delivered(&mut b, &mut a, &back).await, "b reaches a");
 
     // QEMU reconnecting after a restart of the server's side is served again.
     drop(b);
     let mut b = connect(&p2).await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    write_frame(&mut a, &hello).await.unwrap();
-    assert_eq!(next(&mut b).await, hello);
+    assert!(delivered(&mut a, &mut b, &hello).await, "the reconnected NIC gets frames again");
 
     let stats = seg.stats().await.unwrap();
     assert!(stats.unicast >= 3 && stats.answered == 1, "{stats:?}");
@@ -88,8 +106,7 @@ async fn nics_on_loopback_tcp_talk_and_a_port_keeps_its_number() {
     let connect = |port: u16| TcpStream::connect(("127.0.0.1", port));
     let (mut a, mut b) = (connect(one).await.unwrap(), connect(two).await.unwrap());
     let hello = udp_frame((nic(1).mac, nic(1).ip, 4000), (nic(2).mac, nic(2).ip, 80), b"hello");
-    write_frame(&mut a, &hello).await.unwrap();
-    assert_eq!(next(&mut b).await, hello);
+    assert!(delivered(&mut a, &mut b, &hello).await, "a reaches b over TCP");
 
     // A restarted server serves the same NIC on the port it had, and QEMU reconnects to it.
     drop((a, b));
@@ -99,9 +116,8 @@ async fn nics_on_loopback_tcp_talk_and_a_port_keeps_its_number() {
     assert_eq!(seg.add_port(1, PortKind::Guest(nic(1)), &PortAddr::Tcp(one)).await.unwrap(), PortAddr::Tcp(one));
     seg.add_port(2, PortKind::Guest(nic(2)), &PortAddr::Tcp(two)).await.unwrap();
     let (mut a, mut b) = (connect(one).await.unwrap(), connect(two).await.unwrap());
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    write_frame(&mut b, &udp_frame((nic(2).mac, nic(2).ip, 80), (nic(1).mac, nic(1).ip, 4000), b"back")).await.unwrap();
-    assert!(next(&mut a).await.ends_with(b"back"));
+    let back = udp_frame((nic(2).mac, nic(2).ip, 80), (nic(1).mac, nic(1).ip, 4000), b"back");
+    assert!(delivered(&mut b, &mut a, &back).await, "the NIC reconnected to its port gets frames again");
 
     // A port taken by something else is an error naming it, not a silent second listener.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
