@@ -26,13 +26,10 @@ struct Figures {
     burst: f64,
 }
 
-/// `(resident, unique)` KiB of process `pid`.
+/// `(resident, unique)` KiB of process `pid` (the backend's own reading).
 fn memory_kib(pid: i32) -> (u64, u64) {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
-    let kib = |key: &str| -> u64 {
-        text.lines().find(|l| l.starts_with(key)).and_then(|l| l[key.len()..].split_whitespace().next()?.parse().ok()).unwrap_or(0)
-    };
-    (kib("Rss:"), kib("Private_Clean:") + kib("Private_Dirty:"))
+    let (resident, unique) = vmaas_qemu::memory::of_process(pid).unwrap_or((0, 0));
+    (resident / 1024, unique / 1024)
 }
 
 /// The host's `MemAvailable`, in bytes.

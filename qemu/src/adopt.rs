@@ -89,8 +89,7 @@ impl Vms {
         let Ok(mut q) = Qmp::connect(&vm.path("qmp.sock")).await else { return };
         let Ok(table) = q.execute("human-monitor-command", Some(serde_json::json!({"command-line": "info usernet"}))).await else { return };
         let fwd = crate::recover::usernet_forwards(table.as_str().unwrap_or(""));
-        vm.file.external_ip = fwd.iter().map(|f| f.0).find(|a| *a != std::net::Ipv4Addr::LOCALHOST);
-        vm.file.probe_port = fwd.iter().find(|f| f.0 == std::net::Ipv4Addr::LOCALHOST).map(|f| f.1);
+        (vm.file.external_ip, vm.file.probe_port) = crate::recover::addresses(&fwd);
         if let Some(ip) = vm.file.external_ip {
             let _ = self.pool_lock().reserve(ip, &vm.file.id);
         }

@@ -24,8 +24,7 @@ use crate::process::{Process, free_local_port, read_pid};
 /// two VMs share one (clones of one snapshot included), written out so the
 /// cloud-init network configuration can name it.
 fn user_mac(vm: &str, i: usize) -> String {
-    let h = format!("{vm}/{i}").bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
-    let [_, a, b, c] = h.to_be_bytes();
+    let [_, a, b, c] = crate::ports::nic_hash(vm, i).to_be_bytes();
     format!("52:54:00:{a:02x}:{b:02x}:{c:02x}")
 }
 

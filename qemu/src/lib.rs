@@ -53,7 +53,7 @@ pub mod images;
 pub mod import;
 mod launch;
 mod lifecycle;
-mod memory;
+pub mod memory;
 pub mod migrate;
 pub mod network;
 pub mod pool;

@@ -21,7 +21,7 @@ fn parse_rollup(text: &str) -> Option<(u64, u64)> {
 }
 
 /// `(resident, unique)` bytes of process `pid`. Blocking.
-pub(crate) fn of_process(pid: i32) -> Option<(u64, u64)> {
+pub fn of_process(pid: i32) -> Option<(u64, u64)> {
     parse_rollup(&std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?)
 }
 

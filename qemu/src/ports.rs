@@ -42,9 +42,12 @@ pub const MAX_NICS: usize = 8;
 /// The port of NIC `index` of VM `vm` on its segment: stable, so that a
 /// restarted server finds the same port for the same NIC.
 fn port_id(vm: &str, index: usize) -> PortId {
-    let seed = format!("{vm}/{index}");
-    let h = seed.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
-    h.max(1)
+    nic_hash(vm, index).max(1)
+}
+
+/// A stable 32-bit hash (FNV-1a) of NIC `index` of VM `vm`.
+pub(crate) fn nic_hash(vm: &str, index: usize) -> u32 {
+    format!("{vm}/{index}").bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
 }
 
 impl Vms {

@@ -63,6 +63,12 @@ fn forwards(args: &[String]) -> Vec<(Ipv4Addr, u16, u16)> {
     out
 }
 
+/// The external IP (the first forward from an address other than
+/// loopback) and the probe port (the forward from loopback) in `fwd`.
+pub(crate) fn addresses(fwd: &[(Ipv4Addr, u16, u16)]) -> (Option<Ipv4Addr>, Option<u16>) {
+    (fwd.iter().map(|f| f.0).find(|a| *a != Ipv4Addr::LOCALHOST), fwd.iter().find(|f| f.0 == Ipv4Addr::LOCALHOST).map(|f| f.1))
+}
+
 /// The host forwards in QEMU's `info usernet` table: `(host address,
 /// host port, guest port)`.
 pub(crate) fn usernet_forwards(table: &str) -> Vec<(Ipv4Addr, u16, u16)> {
@@ -84,13 +90,13 @@ pub(crate) fn usernet_forwards(table: &str) -> Vec<(Ipv4Addr, u16, u16)> {
 /// the first `ensure` fills them in from the store.
 pub(crate) fn rebuild(dir: &Path, found: Option<&Found>) -> VmFile {
     let id = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let fwd = found.map(|f| forwards(&f.args)).unwrap_or_default();
+    let (external_ip, probe_port) = addresses(&found.map(|f| forwards(&f.args)).unwrap_or_default());
     VmFile {
         id,
         tenant: String::new(),
         name: String::new(),
-        external_ip: fwd.iter().map(|f| f.0).find(|a| *a != Ipv4Addr::LOCALHOST),
-        probe_port: fwd.iter().find(|f| f.0 == Ipv4Addr::LOCALHOST).map(|f| f.1),
+        external_ip,
+        probe_port,
         restarts: 0,
         ready_pid: None,
         forwards: Vec::new(),
