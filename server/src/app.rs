@@ -189,7 +189,7 @@ impl App {
         if let Some(oidc) = &config.oidc {
             keys = keys.with_oidc(Arc::new(Verifier::new(oidc.clone())?));
         }
-        let state = AppState {
+        let state = AppState::new(crate::api::Services {
             events: crate::events::EventHub::start(store.clone()),
             store,
             keys,
@@ -206,15 +206,13 @@ impl App {
                 Some(a) => Some(AuditLog::start(a.clone()).map_err(|source| StartError::DataDir { path: a.path.clone(), source })?),
                 None => None,
             },
-        };
+        });
         Ok(Self { state, config, _lock: lock })
     }
 
     /// The REST router, for serving or for in-process use, with the body limits.
     pub fn router(&self) -> axum::Router {
-        router(self.state.clone())
-            .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(self.config.http.body_timeout))
-            .layer(axum::extract::DefaultBodyLimit::max(self.config.http.max_body_bytes))
+        router(self.state.clone(), &self.config.http)
     }
 
     /// REST and, beside it, gRPC (served through the REST router).

@@ -14,7 +14,7 @@ use prometheus_client::registry::Registry;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HttpLabels {
     /// GET, POST, …
-    pub method: String,
+    pub method: &'static str,
     /// The route template, e.g. `/api/fulfillment/v1/virtual_machines/{id}`.
     pub route: String,
     /// The response status code.

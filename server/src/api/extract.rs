@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, Method, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
 use axum::http::StatusCode;
@@ -78,10 +78,20 @@ struct BareBody(Arc<AtomicBool>);
 
 /// Answers a request whose body was the bare object (grpc-gateway's
 /// `body: "object"`) with the bare object (its `response_body: "object"`),
-/// and the seed's envelope with the envelope.
+/// and the seed's envelope with the envelope; the body of a masked
+/// `PATCH` is cut to its mask first ([`update_mask`]). A request without a
+/// body (`GET`, `DELETE`) is passed on as it is.
 pub async fn answer_in_kind(mut req: Request, next: Next) -> Response {
+    let takes_body = matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH);
+    if !takes_body {
+        return next.run(req).await;
+    }
     let flag = BareBody::default();
     req.extensions_mut().insert(flag.clone());
+    let req = match update_mask(req).await {
+        Ok(req) => req,
+        Err(e) => return e.into_response(),
+    };
     let rsp = next.run(req).await;
     if !flag.0.load(Ordering::Relaxed) || !rsp.status().is_success() {
         return rsp;
@@ -109,11 +119,11 @@ pub async fn answer_in_kind(mut req: Request, next: Next) -> Response {
 /// only those. `virtual_machine_templates` applies its mask itself (a
 /// masked field the body lacks is cleared there); a body that is not JSON
 /// is left to the handler, whose error names it.
-pub async fn update_mask(req: Request, next: Next) -> Result<Response, ApiError> {
-    let mask = (req.method() == axum::http::Method::PATCH && !req.uri().path().contains("/virtual_machine_templates/"))
+async fn update_mask(req: Request) -> Result<Request, ApiError> {
+    let mask = (req.method() == Method::PATCH && !req.uri().path().contains("/virtual_machine_templates/"))
         .then(|| req.uri().query().and_then(mask_of))
         .flatten();
-    let Some(paths) = mask else { return Ok(next.run(req).await) };
+    let Some(paths) = mask else { return Ok(req) };
     let (mut parts, body) = req.into_parts();
     let bytes = Bytes::from_request(Request::from_parts(parts.clone(), body), &()).await.map_err(unreadable)?;
     let body = match serde_json::from_slice::<serde_json::Value>(&bytes) {
@@ -128,7 +138,7 @@ pub async fn update_mask(req: Request, next: Next) -> Result<Response, ApiError>
         Err(_) => bytes,
     };
     parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-    Ok(next.run(Request::from_parts(parts, Body::from(body))).await)
+    Ok(Request::from_parts(parts, Body::from(body)))
 }
 
 /// The paths of the query's `update_mask`, if it names any.

@@ -60,9 +60,29 @@ pub const MAX_PAGE: u64 = 1000;
 /// Page size when none is asked for.
 pub const DEFAULT_PAGE: u64 = 100;
 
-/// What every handler can reach.
+/// What every handler can reach: one shared [`Services`], so that handing
+/// it to a request (axum clones the state for every one) is one reference
+/// count, not a copy of every field.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Services>);
+
+impl AppState {
+    /// Shares `services` among handlers.
+    pub fn new(services: Services) -> Self {
+        Self(Arc::new(services))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Services;
+
+    fn deref(&self) -> &Services {
+        &self.0
+    }
+}
+
+/// The services behind [`AppState`].
+pub struct Services {
     /// Durable state.
     pub store: Store,
     /// Token keys.
@@ -155,8 +175,11 @@ fn page_json(items: &[Arc<str>], total: u64) -> Response {
     raw_json(body)
 }
 
-/// Builds the router.
-pub fn router(state: AppState) -> Router {
+/// Builds the router: the routes, each behind one stack of layers (body
+/// limits, panic catching, tracing, metrics and audit, body shaping).
+/// One stack, not one `layer` call per layer: each call boxes every route
+/// again, and every request clones each box.
+pub fn router(state: AppState, limits: &crate::serve::HttpLimits) -> Router {
     let api = Router::new()
         .merge(templates::routes())
         .merge(vms::routes())
@@ -183,11 +206,15 @@ pub fn router(state: AppState) -> Router {
         .route("/api/openapi.json", get(|| async { Json(openapi_document()) }))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn(extract::update_mask))
-        .layer(middleware::from_fn(extract::answer_in_kind))
-        .layer(middleware::from_fn_with_state(state.clone(), observe))
-        .layer(TraceLayer::new_for_http())
-        .layer(CatchPanicLayer::custom(|_| ApiError::internal("handler panicked").into_response()))
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(axum::extract::DefaultBodyLimit::max(limits.max_body_bytes))
+                .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(limits.body_timeout))
+                .map_request(|r: Request<tower_http::timeout::TimeoutBody<axum::body::Body>>| r.map(axum::body::Body::new))
+                .layer(CatchPanicLayer::custom(|_| ApiError::internal("handler panicked").into_response()))
+                .layer(TraceLayer::new_for_http())
+                .layer(middleware::from_fn_with_state(state.clone(), observe)),
+        )
         .with_state(state)
 }
 
@@ -215,13 +242,15 @@ fn method_label(m: &axum::http::Method) -> &'static str {
 }
 
 /// Records every request in the metrics, and a mutating one in the audit
-/// log (one middleware for both: each layer costs every request).
+/// log, around the request's body shaping ([`extract::answer_in_kind`]):
+/// one middleware for all of it, as each layer costs every request a copy
+/// of every route's stack.
 async fn observe(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let method = method_label(req.method()).to_owned();
+    let method = method_label(req.method());
     let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "unmatched".into());
     let audit = crate::audit::Pending::start(&state, &mut req);
-    let resp = next.run(req).await;
+    let resp = extract::answer_in_kind(req, next).await;
     let status = resp.status().as_u16();
     state.metrics.observe_http(HttpLabels { method, route, status }, started.elapsed());
     if let Some(a) = audit {
