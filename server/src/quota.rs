@@ -167,7 +167,7 @@ async fn tally(store: &Store, only: Option<&str>) -> Result<HashMap<String, Amou
             }
         }
     };
-    for vm in store.all_vms().await?.iter().filter(|v| v.deleted_at.is_none()) {
+    for vm in store.vms_held().await?.iter().filter(|v| v.deleted_at.is_none()) {
         add(&vm.tenant, Amounts::vm(&vm.machine));
     }
     for v in store.all_records::<VolumeKind>().await?.iter().filter(|v| v.deleted_at.is_none()) {

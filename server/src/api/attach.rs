@@ -28,10 +28,11 @@ fn hosts(cidr: &Cidr) -> Option<(u32, u32)> {
     (size >= 4).then(|| (base + 2, (u64::from(base) + size - 2) as u32))
 }
 
-/// The addresses VMs already hold on subnet `id`.
+/// The addresses VMs already hold on subnet `id` (or will: VMs staged to
+/// be stored count).
 async fn taken(s: &AppState, id: &str) -> Result<HashSet<Ipv4Addr>, ApiError> {
     Ok(s.store
-        .all_vms()
+        .vms_held()
         .await?
         .iter()
         .flat_map(|vm| vm.spec.network_attachments.iter())

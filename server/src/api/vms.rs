@@ -20,6 +20,7 @@ use crate::capacity::{self, Usage};
 use crate::error::ApiError;
 use crate::quota::{self, Amounts};
 use crate::reconciler;
+use crate::store::vm::missing_of;
 use crate::store::{StoreError, VmFilter, VmRecord};
 
 /// How long a change waits for the reconciler to acknowledge it.
@@ -156,11 +157,16 @@ pub(super) async fn create(
         return Err(ApiError::invalid(errs));
     }
     let image = super::images::boot_image(&s, &caller, &rec.machine, &lock).await?;
-    s.store.insert_vm_booting(&rec, image.as_ref()).await.map_err(|e| match e {
+    let staged = s.store.stage_vm_booting(&rec, image.as_ref()).await?;
+    // Admission counts the VM from here; an image made for it is looked
+    // for by name, so that one is stored before the next request looks.
+    if image.as_ref().is_none_or(|i| i.new.is_none()) {
+        drop(lock);
+    }
+    staged.committed().await.map_err(|e| match missing_of(&rec, e) {
         StoreError::MissingReference(reason) => ApiError::field("object.spec", reason),
         other => other.into(),
     })?;
-    drop(lock);
     super::images::made(&s, image.as_ref());
     s.queue.enqueue(ObjectKind::VirtualMachine, &rec.id);
     // Its subnets and groups count one more user.
@@ -306,7 +312,7 @@ async fn admit<'a>(
         return Ok(None);
     }
     let guard = s.admission.lock().await;
-    let vms = s.store.all_vms().await?;
+    let vms = s.store.vms_held().await?;
     capacity::check(&host, &s.overcommit, Usage::of_all(&vms, Some(&vm.id)), asked)?;
     Ok(Some(guard))
 }

@@ -11,6 +11,7 @@
 //! - [`record`]: the typed record of a simple kind (networks, subnets).
 //! - [`vm`], [`template`], [`network`], [`external`] and [`volume`]: the typed records of each kind, on top.
 
+mod commit;
 pub mod events;
 pub mod external;
 pub mod image;
@@ -32,6 +33,7 @@ use sqlx::AnyPool;
 use sqlx::any::AnyPoolOptions;
 use vmaas_model::ObjectKind;
 
+pub use commit::Staged;
 pub use external::{
     ATTACHMENT_OF, AttachmentKind, AttachmentRecord, BALANCER_ON, ExternalIpKind, ExternalIpRecord, LoadBalancerKind, LoadBalancerRecord,
 };
@@ -146,6 +148,8 @@ pub struct Store {
     pool: AnyPool,
     dialect: Dialect,
     mem: Option<Arc<Mem>>,
+    /// Commits creates in groups, when memory mirrors the database.
+    commits: Option<commit::Committer>,
     /// Bumped after every commit that recorded events (this process's own).
     events: Arc<tokio::sync::watch::Sender<u64>>,
 }
@@ -155,6 +159,8 @@ struct Mem {
     /// Serialises writes, so memory is updated in the order the database was.
     write: tokio::sync::Mutex<()>,
     state: RwLock<MemState>,
+    /// Creates staged and not committed yet (taken before `state` when both are).
+    pending: commit::Pending,
 }
 
 fn ts(t: DateTime<Utc>) -> String {
@@ -202,13 +208,15 @@ impl Store {
             sqlx::query("PRAGMA journal_mode=WAL").execute(&pool).await?;
         }
         MIGRATOR.run(&pool).await?;
-        let mut store = Self { pool, dialect, mem: None, events: Arc::new(tokio::sync::watch::channel(0).0) };
+        let mut store = Self { pool, dialect, mem: None, commits: None, events: Arc::new(tokio::sync::watch::channel(0).0) };
         if dialect == Dialect::Sqlite {
             let mut state = MemState::default();
             for row in store.sql_all().await? {
                 state.put(row);
             }
-            store.mem = Some(Arc::new(Mem { write: tokio::sync::Mutex::new(()), state: RwLock::new(state) }));
+            let mem = Arc::new(Mem { write: tokio::sync::Mutex::new(()), state: RwLock::new(state), pending: Default::default() });
+            store.commits = Some(commit::Committer::start(store.pool.clone(), mem.clone(), store.events.clone()));
+            store.mem = Some(mem);
         }
         Ok(store)
     }

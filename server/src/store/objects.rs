@@ -128,7 +128,7 @@ fn refused(e: sqlx::Error, taken: impl FnOnce() -> String, missing: impl FnOnce(
 }
 
 /// Inserts `new` and its references within `tx`.
-async fn insert_row(tx: &mut sqlx::Transaction<'_, sqlx::Any>, new: &NewObject) -> Result<(), StoreError> {
+pub(super) async fn insert_row(tx: &mut sqlx::Transaction<'_, sqlx::Any>, new: &NewObject) -> Result<(), StoreError> {
     let r = &new.row;
     let taken = || format!("a {} named {:?} already exists", r.kind.human(), r.name);
     sqlx::query(AssertSqlSafe(format!(
@@ -237,6 +237,22 @@ impl Store {
 
     /// Stores new objects, in order, in one transaction: all or none.
     pub async fn insert_all(&self, new: &[&NewObject]) -> Result<(), StoreError> {
+        self.stage_all(new).await.committed().await
+    }
+
+    /// Hands new objects to be stored as [`Self::insert_all`] does, and
+    /// returns once admission checks count them ([`Self::vms_held`]); they
+    /// are stored once [`Staged::committed`] says so. On SQLite they are
+    /// committed together with the others staged meanwhile (group commit).
+    pub async fn stage_all(&self, new: &[&NewObject]) -> super::Staged {
+        match (&self.mem, &self.commits) {
+            (Some(mem), Some(commits)) => commits.stage(mem, new),
+            _ => super::Staged::done(self.insert_now(new).await),
+        }
+    }
+
+    /// Stores new objects, in order, in one transaction of their own.
+    async fn insert_now(&self, new: &[&NewObject]) -> Result<(), StoreError> {
         let _w = self.write_lock().await;
         let mut tx = self.pool.begin().await?;
         for n in new {

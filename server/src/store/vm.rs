@@ -197,6 +197,17 @@ impl From<&VmFilter> for Filter {
     }
 }
 
+/// A create's refusal for a reference it lacks, named for the VM `vm`.
+pub fn missing_of(vm: &VmRecord, e: StoreError) -> StoreError {
+    match e {
+        StoreError::MissingReference(_) => StoreError::MissingReference(format!(
+            "template {:?}, or its image, or a subnet or security group of the VM, does not exist (any more)",
+            vm.spec.template
+        )),
+        other => other,
+    }
+}
+
 impl Store {
     /// Stores a new VM; its name must be free in its tenant and its template must exist.
     pub async fn insert_vm(&self, vm: &VmRecord) -> Result<(), StoreError> {
@@ -207,6 +218,13 @@ impl Store {
     /// exist (or is stored with it, made for it): the reference keeps it
     /// from being pruned.
     pub async fn insert_vm_booting(&self, vm: &VmRecord, image: Option<&BootImage>) -> Result<(), StoreError> {
+        self.stage_vm_booting(vm, image).await?.committed().await.map_err(|e| missing_of(vm, e))
+    }
+
+    /// [`Self::insert_vm_booting`], handed to be committed: admission
+    /// checks count the VM once this returns; it is stored once
+    /// [`super::Staged::committed`] says so (name that error with [`missing_of`]).
+    pub async fn stage_vm_booting(&self, vm: &VmRecord, image: Option<&BootImage>) -> Result<super::Staged, StoreError> {
         let mut refs = vec![(template_id(&vm.spec.template), "template".to_owned())];
         refs.extend(image.map(|i| (i.id.clone(), "image".to_owned())));
         for a in &vm.spec.network_attachments {
@@ -217,13 +235,7 @@ impl Store {
         refs.dedup_by(|a, b| a.0 == b.0);
         let new_image = image.map(BootImage::new_object).transpose()?.flatten();
         let vm_row = NewObject { row: vm.to_row()?, refs };
-        match self.insert_all(&new_image.iter().chain([&vm_row]).collect::<Vec<_>>()).await {
-            Err(StoreError::MissingReference(_)) => Err(StoreError::MissingReference(format!(
-                "template {:?}, or its image, or a subnet or security group of the VM, does not exist (any more)",
-                vm.spec.template
-            ))),
-            other => other,
-        }
+        Ok(self.stage_all(&new_image.iter().chain([&vm_row]).collect::<Vec<_>>()).await)
     }
 
     /// The VM `id`, if `scope` may see it.
@@ -244,6 +256,16 @@ impl Store {
     /// Every VM, oldest first.
     pub async fn all_vms(&self) -> Result<Vec<VmRecord>, StoreError> {
         self.all(KIND).await?.iter().map(VmRecord::from_row).collect()
+    }
+
+    /// Every VM stored or staged to be ([`Self::stage_vm_booting`]): what
+    /// admission checks (capacity, quotas, addresses) must count.
+    pub async fn vms_held(&self) -> Result<Vec<VmRecord>, StoreError> {
+        let rows = match &self.mem {
+            Some(mem) => mem.rows_with_pending(KIND),
+            None => self.all(KIND).await?,
+        };
+        rows.iter().map(VmRecord::from_row).collect()
     }
 
     /// Replaces a VM's desired state if its version is still `expected`, and
