@@ -52,6 +52,9 @@ enum Cmd {
         /// Page size of the list scenario.
         #[arg(long, default_value_t = 20)]
         page: usize,
+        /// Only the write scenarios (creates beside the bare SQLite loop).
+        #[arg(long)]
+        writes_only: bool,
     },
     /// Event fan-out: N watchers, one VM changed M times; change → every watcher notified.
     Events {
@@ -419,7 +422,8 @@ fn images(asked: Option<std::path::PathBuf>) -> std::path::PathBuf {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
-        Cmd::Api { connections, duration, vms, page } => api(connections, duration, vms, page).await,
+        Cmd::Api { connections, duration, writes_only: true, .. } => writes::report(connections, duration).await,
+        Cmd::Api { connections, duration, vms, page, .. } => api(connections, duration, vms, page).await,
         Cmd::Function { calls } => function_bench(calls).await,
         Cmd::Events { watchers, changes } => events::events(watchers, changes).await,
         Cmd::Network { frames } => network::network(frames).await,

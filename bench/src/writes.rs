@@ -118,3 +118,14 @@ pub async fn figures(connections: usize, duration: Duration) -> anyhow::Result<V
     }
     Ok(out)
 }
+
+/// Prints the write figures alone, and their ratio.
+pub async fn report(connections: usize, duration: Duration) -> anyhow::Result<()> {
+    println!("vmaas-bench api --writes-only: {connections} connections, {} s per scenario", duration.as_secs());
+    let results = figures(connections, duration).await?;
+    for f in &results {
+        println!("{:<36} {:>10.0} {:>9.2} {:>9.2} {:>7}", f.name, f.rps, f.p50_ms, f.p99_ms, f.errors);
+    }
+    println!("ratio creates on SQLite / bare SQLite inserts: {:.0}% (goal >= 50%)", 100.0 * results[1].rps / results[0].rps);
+    Ok(())
+}

@@ -206,6 +206,7 @@ impl App {
                 Some(a) => Some(AuditLog::start(a.clone()).map_err(|source| StartError::DataDir { path: a.path.clone(), source })?),
                 None => None,
             },
+            catalog: Default::default(),
         });
         Ok(Self { state, config, _lock: lock })
     }

@@ -27,11 +27,28 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/images/{id}/content", axum::routing::put(upload).layer(axum::extract::DefaultBodyLimit::disable()))
 }
 
-/// The backend's catalog, read off the async runtime; `None` when the
-/// backend keeps none.
+/// How long a reading of the backend's catalog is used: an image added to
+/// (or removed from) the images directory shows within this.
+const CATALOG_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The last reading of the backend's catalog, and when it was taken.
+#[derive(Default)]
+pub struct CatalogCache(std::sync::Mutex<Option<(std::time::Instant, Option<Vec<CatalogImage>>)>>);
+
+/// The backend's catalog, read off the async runtime (at most once per
+/// [`CATALOG_FRESH`]: every create looks at it); `None` when the backend
+/// keeps none.
 pub(super) async fn catalog(s: &AppState) -> Result<Option<Vec<CatalogImage>>, ApiError> {
+    let cached = s.catalog.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if let Some((_, images)) = cached.filter(|(at, _)| at.elapsed() < CATALOG_FRESH) {
+        return Ok(images);
+    }
     let backend = s.backend.clone();
-    tokio::task::spawn_blocking(move || backend.images()).await.map_err(|e| ApiError::internal(format!("reading the image catalog: {e}")))
+    let images = tokio::task::spawn_blocking(move || backend.images())
+        .await
+        .map_err(|e| ApiError::internal(format!("reading the image catalog: {e}")))?;
+    *s.catalog.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((std::time::Instant::now(), images.clone()));
+    Ok(images)
 }
 
 /// Whether `machine` boots `image`.

@@ -110,6 +110,8 @@ pub struct Services {
     pub events: Arc<crate::events::EventHub>,
     /// Where mutating requests are recorded, if anywhere.
     pub audit: Option<crate::audit::AuditLog>,
+    /// The backend's image catalog as last read.
+    pub catalog: images::CatalogCache,
 }
 
 /// Paging parameters shared by every list.

@@ -161,6 +161,8 @@ struct Mem {
     state: RwLock<MemState>,
     /// Creates staged and not committed yet (taken before `state` when both are).
     pending: commit::Pending,
+    /// Every tenant's quota, by tenant (read at each admission).
+    quotas: RwLock<std::collections::HashMap<String, quota::QuotaRow>>,
 }
 
 fn ts(t: DateTime<Utc>) -> String {
@@ -214,7 +216,13 @@ impl Store {
             for row in store.sql_all().await? {
                 state.put(row);
             }
-            let mem = Arc::new(Mem { write: tokio::sync::Mutex::new(()), state: RwLock::new(state), pending: Default::default() });
+            let quotas = store.all_quotas().await?.into_iter().map(|q| (q.tenant.clone(), q)).collect();
+            let mem = Arc::new(Mem {
+                write: tokio::sync::Mutex::new(()),
+                state: RwLock::new(state),
+                pending: Default::default(),
+                quotas: RwLock::new(quotas),
+            });
             store.commits = Some(commit::Committer::start(store.pool.clone(), mem.clone(), store.events.clone()));
             store.mem = Some(mem);
         }

@@ -1,6 +1,7 @@
 //! Tenants' quotas in the store: one row per tenant that has one, its
 //! limits kept as JSON, versioned so that two administrators' changes do
-//! not overwrite each other unseen.
+//! not overwrite each other unseen. On SQLite memory keeps a copy, read
+//! at every admission.
 
 use chrono::{DateTime, Utc};
 use sqlx::Row as _;
@@ -39,6 +40,9 @@ fn stale(tenant: &str, expected: i64, current: i64) -> StoreError {
 impl Store {
     /// The quota of `tenant`, if one is set.
     pub async fn get_quota(&self, tenant: &str) -> Result<Option<QuotaRow>, StoreError> {
+        if let Some(mem) = &self.mem {
+            return Ok(mem.quotas.read().unwrap_or_else(|p| p.into_inner()).get(tenant).cloned());
+        }
         let row = sqlx::query("SELECT tenant, spec, version, updated_at FROM quotas WHERE tenant = $1")
             .bind(tenant)
             .fetch_optional(&self.pool)
@@ -49,6 +53,7 @@ impl Store {
     /// Sets the quota of `tenant` to `spec`, if it is at version `expected`
     /// (0: none is set). The row as stored.
     pub async fn put_quota(&self, tenant: &str, spec: &str, expected: i64, now: DateTime<Utc>) -> Result<QuotaRow, StoreError> {
+        let _w = self.write_lock().await;
         let current = self.get_quota(tenant).await?.map_or(0, |q| q.version);
         if current != expected {
             return Err(stale(tenant, expected, current));
@@ -73,12 +78,28 @@ impl Store {
             let now_at = self.get_quota(tenant).await?.map_or(0, |q| q.version);
             return Err(stale(tenant, expected, now_at));
         }
-        Ok(QuotaRow { tenant: tenant.to_owned(), spec: spec.to_owned(), version: expected + 1, updated_at: now })
+        let row = QuotaRow { tenant: tenant.to_owned(), spec: spec.to_owned(), version: expected + 1, updated_at: now };
+        self.remember_quota(tenant, Some(row.clone()));
+        Ok(row)
     }
 
     /// Removes the quota of `tenant` (it is then unlimited); whether there was one.
     pub async fn delete_quota(&self, tenant: &str) -> Result<bool, StoreError> {
-        Ok(sqlx::query("DELETE FROM quotas WHERE tenant = $1").bind(tenant).execute(&self.pool).await?.rows_affected() > 0)
+        let _w = self.write_lock().await;
+        let gone = sqlx::query("DELETE FROM quotas WHERE tenant = $1").bind(tenant).execute(&self.pool).await?.rows_affected() > 0;
+        self.remember_quota(tenant, None);
+        Ok(gone)
+    }
+
+    /// Keeps memory's copy of `tenant`'s quota as the database has it now.
+    fn remember_quota(&self, tenant: &str, row: Option<QuotaRow>) {
+        if let Some(mem) = &self.mem {
+            let mut quotas = mem.quotas.write().unwrap_or_else(|p| p.into_inner());
+            match row {
+                Some(r) => quotas.insert(tenant.to_owned(), r),
+                None => quotas.remove(tenant),
+            };
+        }
     }
 
     /// Every tenant's quota, by tenant.
