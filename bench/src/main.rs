@@ -4,6 +4,11 @@
 //! latency of the real router on SQLite at N concurrent connections, next to
 //! a bare axum handler on the same machine, and prints the ratios.
 
+/// The server's allocator (see `vmaas-server`'s main), so that the
+/// server measured in process allocates as the real one does.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -6,6 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+
+/// mimalloc, not glibc's malloc: a buffer allocated on one runtime thread
+/// and freed on another made glibc's threads wait on each other's arena locks.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use vmaas_backend::Backend;
 use vmaas_qemu::accel::{Accel, AccelChoice};

@@ -28,6 +28,7 @@ mod vms;
 mod volume_attachments;
 mod volumes;
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -163,9 +164,18 @@ fn raw_json(body: String) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
+/// `{"object": …}` around an object serialised already, in one allocation.
+fn enveloped(object: &str) -> String {
+    let mut body = String::with_capacity(object.len() + 12);
+    body.push_str("{\"object\":");
+    body.push_str(object);
+    body.push('}');
+    body
+}
+
 /// A page `{"items": [...], "size": n, "total": n}` of items serialised already.
 fn page_json(items: &[Arc<str>], total: u64) -> Response {
-    let mut body = String::with_capacity(items.iter().map(|i| i.len() + 1).sum::<usize>() + 48);
+    let mut body = String::with_capacity(items.iter().map(|i| i.len() + 1).sum::<usize>() + 64);
     body.push_str("{\"items\":[");
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
@@ -173,7 +183,7 @@ fn page_json(items: &[Arc<str>], total: u64) -> Response {
         }
         body.push_str(item);
     }
-    body.push_str(&format!("],\"size\":{},\"total\":{total}}}", items.len()));
+    let _ = write!(body, "],\"size\":{},\"total\":{total}}}", items.len());
     raw_json(body)
 }
 

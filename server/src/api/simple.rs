@@ -59,7 +59,7 @@ pub(super) async fn list<K: Kind>(s: &AppState, caller: &Caller, q: ListQuery, s
 /// One of the caller's objects of kind `K`.
 pub(super) async fn read<K: Kind>(s: &AppState, caller: &Caller, id: &str) -> Result<Response, ApiError> {
     let n = s.store.get_json(K::KIND, id, &scope(caller)).await?;
-    Ok(raw_json(format!("{{\"object\":{n}}}")))
+    Ok(raw_json(super::enveloped(&n)))
 }
 
 /// Starts deleting one of the caller's objects of kind `K`, unless

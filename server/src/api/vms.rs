@@ -115,7 +115,7 @@ pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q):
     security(("bearer" = [])))]
 pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
     let vm = s.store.get_vm_json(&id, &scope(&caller)).await?;
-    Ok(raw_json(format!("{{\"object\":{vm}}}")))
+    Ok(raw_json(super::enveloped(&vm)))
 }
 
 /// Create a virtual machine from a template.
