@@ -175,7 +175,11 @@ pub async fn terraform_bench(
     let count = format!("count_vms={n}");
     // Warm-up: the first run pays for loading the plugin and reading the schema.
     run(&["plan", "-input=false", "-var", &count])?;
-    let apply = run(&["apply", "-auto-approve", "-input=false", "-var", &count])?;
+    let plan = run(&["plan", "-input=false", "-var", &count])?;
+    let watcher = tokio::spawn(last_ready_seen(srv.client.clone(), n));
+    let apply = tokio::task::block_in_place(|| run(&["apply", "-auto-approve", "-input=false", "-var", &count]))?;
+    let ended = Instant::now();
+    let lag = ended.saturating_duration_since(watcher.await??).as_secs_f64();
     let page = srv.client.list_vms(&vmaas_client::VmQuery::default()).await?;
     let mut slowest = 0f64;
     for vm in &page.items {
@@ -196,9 +200,29 @@ pub async fn terraform_bench(
 
     println!("vmaas-bench terraform: {} VMs from examples/terraform/ci-ephemeral, accelerator {}, {}", n, srv.accel, tf.display());
     println!("terraform apply                 {apply:.2} s");
-    println!("slowest VM create→READY         {slowest:.2} s   (apply − slowest = {:.2} s; target ≤ 5 s)", apply - slowest);
+    println!(
+        "slowest VM create→READY         {slowest:.2} s   (apply − slowest = {:.2} s: terraform's own start and plan included)",
+        apply - slowest
+    );
+    println!("terraform plan alone            {plan:.2} s   (its start, the provider's, the plan: in every apply before any create)");
+    println!("last READY → apply done         {lag:.3} s  (goal ≤ 0.3 s; READY seen by a client looking every 5 ms)");
     println!("same {n} VMs by direct API calls {direct:.2} s   (provider overhead {:.2} s per VM)", (apply - direct) / n as f64);
     Ok(())
+}
+
+/// When this client first saw `n` VMs all READY, looking every 5 ms (at
+/// most 10 minutes): the moment an apply waiting for them could end.
+async fn last_ready_seen(c: vmaas_client::Client, n: usize) -> anyhow::Result<Instant> {
+    let give_up = Instant::now() + Duration::from_secs(600);
+    while Instant::now() < give_up {
+        let page = c.list_vms(&vmaas_client::VmQuery::default()).await?;
+        let ready = page.items.iter().filter(|v| v.status.state == vmaas_model::VmState::Ready).count();
+        if ready >= n {
+            return Ok(Instant::now());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    bail!("the {n} VMs were not all READY in 10 minutes")
 }
 
 /// The `tiny` example template, as JSON.
