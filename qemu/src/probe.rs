@@ -48,7 +48,7 @@ pub fn spawn(job: ProbeJob, ready: Arc<AtomicBool>, on_ready: impl FnOnce() + Se
     tokio::spawn(async move {
         let job = Arc::new(job);
         let period = job.probe.as_ref().map(|p| p.period_seconds).unwrap_or(1);
-        let pause = Duration::from_millis(u64::from(period) * 50).clamp(Duration::from_millis(50), Duration::from_millis(200));
+        let pause = Duration::from_millis(u64::from(period) * 20).clamp(Duration::from_millis(20), Duration::from_millis(200));
         let mut checks = tokio::task::JoinSet::new();
         let mut started = std::collections::VecDeque::new();
         loop {
