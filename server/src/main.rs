@@ -7,10 +7,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-/// mimalloc, not glibc's malloc: a buffer allocated on one runtime thread
-/// and freed on another made glibc's threads wait on each other's arena locks.
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use vmaas_backend::Backend;
 use vmaas_qemu::accel::{Accel, AccelChoice};
@@ -22,6 +18,11 @@ use vmaas_server::capacity::Overcommit;
 use vmaas_server::none_backend::NoBackend;
 use vmaas_server::pools::Pools;
 use vmaas_server::serve::HttpLimits;
+
+/// mimalloc, not glibc's malloc: a buffer allocated on one runtime thread
+/// and freed on another made glibc's threads wait on each other's arena locks.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The vmaas fulfillment server.
 #[derive(Parser, Debug)]

@@ -3,7 +3,7 @@
 //! A create is acknowledged only once its transaction is durable (WAL,
 //! synchronous FULL: fsync at commit), and SQLite has one writer, so
 //! creates one at a time cost one commit each. Instead, a create is
-//! *staged* — queued, and counted by [`Store::all_vms`] for admission
+//! *staged* — queued, and counted by [`Store::vms_held`](super::Store::vms_held) for admission
 //! checks — and one task commits every create queued meanwhile in one
 //! transaction, then tells each its result. Should the batch fail, each of
 //! its creates is tried again alone, so one create's error (a name taken, a
@@ -14,8 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::events::{self, EventType};
-use super::objects::{Filter, NewObject, Row, insert_row};
+use super::objects::{Filter, NewObject, Row, insert_created};
 use super::{Dialect, Mem, Scope, StoreError};
 
 /// Most creates in one transaction.
@@ -144,10 +143,7 @@ async fn commit(pool: &sqlx::AnyPool, batch: &[Request]) -> Vec<Result<(), Store
 /// Inserts `objects`, in order, with their events, in one transaction.
 async fn insert(pool: &sqlx::AnyPool, objects: &[&NewObject]) -> Result<(), StoreError> {
     let mut tx = pool.begin().await?;
-    for n in objects {
-        insert_row(&mut tx, n).await?;
-        events::record(&mut tx, Dialect::Sqlite, &n.row, EventType::Created).await?;
-    }
+    insert_created(&mut tx, Dialect::Sqlite, objects).await?;
     tx.commit().await?;
     Ok(())
 }

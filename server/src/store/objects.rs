@@ -10,7 +10,7 @@ use sqlx::{AssertSqlSafe, Row as _};
 use vmaas_model::{Labels, ObjectKind};
 
 use super::events::{self, EventType};
-use super::{Scope, Store, StoreError, parse_ts, ts};
+use super::{Dialect, Scope, Store, StoreError, parse_ts, ts};
 
 /// One stored object, its documents kept as JSON text.
 #[derive(Debug, Clone, PartialEq)]
@@ -128,7 +128,7 @@ fn refused(e: sqlx::Error, taken: impl FnOnce() -> String, missing: impl FnOnce(
 }
 
 /// Inserts `new` and its references within `tx`.
-pub(super) async fn insert_row(tx: &mut sqlx::Transaction<'_, sqlx::Any>, new: &NewObject) -> Result<(), StoreError> {
+async fn insert_row(tx: &mut sqlx::Transaction<'_, sqlx::Any>, new: &NewObject) -> Result<(), StoreError> {
     let r = &new.row;
     let taken = || format!("a {} named {:?} already exists", r.kind.human(), r.name);
     sqlx::query(AssertSqlSafe(format!(
@@ -153,6 +153,20 @@ pub(super) async fn insert_row(tx: &mut sqlx::Transaction<'_, sqlx::Any>, new: &
     .map_err(|e| refused(e, taken, String::new))?;
     for (target, role) in &new.refs {
         insert_ref(tx, &r.id, target, role, taken).await?;
+    }
+    Ok(())
+}
+
+/// Inserts `new`, in order, each with its references and its creation
+/// event, within `tx`.
+pub(super) async fn insert_created(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    dialect: Dialect,
+    new: &[&NewObject],
+) -> Result<(), StoreError> {
+    for n in new {
+        insert_row(tx, n).await?;
+        events::record(tx, dialect, &n.row, EventType::Created).await?;
     }
     Ok(())
 }
@@ -255,10 +269,7 @@ impl Store {
     async fn insert_now(&self, new: &[&NewObject]) -> Result<(), StoreError> {
         let _w = self.write_lock().await;
         let mut tx = self.pool.begin().await?;
-        for n in new {
-            insert_row(&mut tx, n).await?;
-            events::record(&mut tx, self.dialect, &n.row, EventType::Created).await?;
-        }
+        insert_created(&mut tx, self.dialect, new).await?;
         tx.commit().await?;
         self.events_changed();
         self.with_mem(|m| new.iter().for_each(|n| m.put(n.row.clone())));
