@@ -170,6 +170,10 @@ pub struct QemuArgs {
     pub nics: Vec<UserNicArg>,
     /// NICs on subnets, after those.
     pub segment_nics: Vec<SegmentNicArg>,
+    /// The seed and the user-network NICs at fixed PCI slots
+    /// ([`SEED_SLOT`], [`USER_NIC_SLOT`]…), as a template and its clones
+    /// have them: a clone's are those of its template's device state.
+    pub fixed_slots: bool,
     /// PCI addresses of host GPUs to pass through.
     pub gpus: Vec<String>,
     /// Serial console socket.
@@ -179,6 +183,15 @@ pub struct QemuArgs {
     /// Pid file written once daemonized.
     pub pidfile: PathBuf,
 }
+
+/// PCI slot of the seed disk of a template and its clones (below the NICs':
+/// a guest that probes in slot order finds it first).
+pub const SEED_SLOT: u32 = 0x0f;
+/// PCI slot of the first user-network NIC of a template and its clones;
+/// the others (plugged into a clone after its restore) follow it.
+pub const USER_NIC_SLOT: u32 = 0x10;
+/// PCI slot of the first subnet NIC plugged into a clone.
+pub const SEGMENT_NIC_SLOT: u32 = 0x14;
 
 /// The address QEMU's user-mode network gives the guest.
 pub const GUEST_IP: &str = "10.0.2.15";
@@ -249,13 +262,14 @@ impl QemuArgs {
             let node = format!(
                 "{{\"driver\":\"raw\",\"node-name\":\"cidata\",\"read-only\":true,\"file\":{{\"driver\":\"file\",\"filename\":{file},\"read-only\":true}}}}"
             );
-            push(&["-blockdev", &node, "-device", "virtio-blk-pci,drive=cidata,id=dev-cidata"]);
+            let slot = if self.fixed_slots { format!(",addr={SEED_SLOT:#x}") } else { String::new() };
+            push(&["-blockdev", &node, "-device", &format!("virtio-blk-pci,drive=cidata,id=dev-cidata{slot}")]);
         }
         for v in &self.volumes {
             let dev = format!("virtio-blk-pci,drive={},id={},serial={}", v.node(), v.device(), v.serial);
             push(&["-blockdev", &v.blockdev().to_string(), "-device", &dev]);
         }
-        for n in &self.nics {
+        for (i, n) in self.nics.iter().enumerate() {
             let mut netdev = format!("user,id={},net=10.0.2.0/24,dhcpstart={GUEST_IP},hostname={}", n.id, n.hostname);
             if !n.egress {
                 netdev.push_str(",restrict=on");
@@ -263,7 +277,8 @@ impl QemuArgs {
             for f in &n.forwards {
                 netdev.push_str(&format!(",hostfwd={}", f.rule()));
             }
-            push(&["-netdev", &netdev, "-device", &format!("virtio-net-pci,netdev={},id=dev-{},mac={}", n.id, n.id, n.mac)]);
+            let slot = if self.fixed_slots { format!(",addr={:#x}", USER_NIC_SLOT + i as u32) } else { String::new() };
+            push(&["-netdev", &netdev, "-device", &format!("virtio-net-pci,netdev={},id=dev-{},mac={}{slot}", n.id, n.id, n.mac)]);
         }
         for n in &self.segment_nics {
             let netdev = format!("stream,id={},server=off,{},reconnect-ms=1000", n.id, n.addr.qemu_options());
@@ -309,6 +324,7 @@ mod tests {
                 egress: false,
             }],
             segment_nics: vec![],
+            fixed_slots: false,
             seed: Some("/v/cidata.img".into()),
             volumes: vec![],
             gpus: vec![],
@@ -382,6 +398,11 @@ mod tests {
         q.tcg_cache_mib = Some(16);
         let a: Vec<String> = q.to_args().iter().map(|s| s.to_string_lossy().into_owned()).collect();
         assert_eq!(after(&a, "-accel")[0], "tcg,tb-size=16");
+        q.fixed_slots = true;
+        let a: Vec<String> = q.to_args().iter().map(|s| s.to_string_lossy().into_owned()).collect();
+        let devices = after(&a, "-device");
+        assert!(devices.contains(&"virtio-blk-pci,drive=cidata,id=dev-cidata,addr=0xf"), "{devices:?}");
+        assert!(devices.contains(&"virtio-net-pci,netdev=nic-default,id=dev-nic-default,mac=52:54:00:12:34:56,addr=0x10"), "{devices:?}");
         q.ram = Some(RamFile { path: "/d/snapshots/k/ram".into(), shared: true });
         let a: Vec<String> = q.to_args().iter().map(|s| s.to_string_lossy().into_owned()).collect();
         assert!(after(&a, "-object")[0].ends_with("share=on") && !a.contains(&"-incoming".to_owned()), "a template boots");

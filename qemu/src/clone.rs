@@ -9,10 +9,10 @@ use tracing::{info, warn};
 use vmaas_backend::VmTarget;
 
 use crate::Vms;
-use crate::argv::{DiskArg, QemuArgs, RamFile};
+use crate::argv::{DiskArg, QemuArgs, RamFile, UserNicArg};
 use crate::images::Image;
 use crate::process::Process;
-use crate::snapshot::{self, Identity, Shape, Snapshot};
+use crate::snapshot::{self, Identity, PLACEHOLDER_MAC, Shape, Snapshot};
 
 /// How a VM was started, as its status says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +48,9 @@ impl Vms {
         }
         let [root] = machine.disks.as_slice() else { return Err("it has data disks".into()) };
         let disk_bytes = root.size.to_units_ceil().unwrap_or(0);
-        Ok(Shape { cpus: args.cpus, memory_mib: args.memory_mib, disk_bytes })
+        let seed = args.seed.as_deref().ok_or("it has no seed disk")?;
+        let seed_bytes = std::fs::metadata(seed).map_err(|e| format!("its seed {}: {e}", seed.display()))?.len();
+        Ok(Shape { cpus: args.cpus, memory_mib: args.memory_mib, disk_bytes, seed_bytes, user_nic: !args.nics.is_empty() })
     }
 
     /// The snapshot of `image` in `shape`, made now if there is none.
@@ -103,17 +105,23 @@ impl Vms {
             size.as_ref(),
         ];
         crate::volumes::qemu_img(&self.cfg.qemu_img, &create).await?;
+        let seed = staging.join("seed.img");
+        blank(&seed, shape.seed_bytes).await?;
+        let clone = clone_args(args);
         let template = QemuArgs {
             name: "vmaas-template".into(),
             disks: args.disks.iter().map(|d| DiskArg { file: disk.clone(), ..d.clone() }).collect(),
+            seed: Some(seed.clone()),
+            nics: clone.nics.iter().map(|n| UserNicArg { mac: PLACEHOLDER_MAC.into(), hostname: "vmaas-template".into(), forwards: Vec::new(), egress: false, ..n.clone() }).collect(),
             ram: Some(RamFile { path: staging.join("ram"), shared: true }),
             serial: staging.join("serial.sock"),
             qmp: staging.join("qmp.sock"),
             pidfile: staging.join("qemu.pid"),
-            ..clone_args(args)
+            ..clone
         };
         let made = snapshot::make(&self.cfg.qemu, &template, staging).await;
         let _ = tokio::fs::remove_file(&disk).await;
+        let _ = tokio::fs::remove_file(&seed).await;
         made
     }
 
@@ -136,8 +144,7 @@ impl Vms {
         let tcg_cache_mib = (self.cfg.clone_tcg_cache_mib > 0).then_some(self.cfg.clone_tcg_cache_mib);
         let clone = QemuArgs { ram: Some(RamFile { path: snap.ram(), shared: false }), tcg_cache_mib, ..clone_args(args) };
         let process = snapshot::spawn(&self.cfg.qemu, &clone, id).await?;
-        let seed = args.seed.clone().ok_or("no seed disk")?;
-        let identity = Identity { nics: &args.nics, segment_nics: &args.segment_nics, seed: &seed };
+        let identity = Identity { nics: &args.nics, segment_nics: &args.segment_nics };
         if let Err(e) = snapshot::restore(&clone.qmp, &snap, &identity).await {
             warn!(vm = %id, snapshot = %snap.key, error = %e, "restoring from the snapshot failed");
             process.kill_and_wait(std::time::Duration::from_secs(5)).await;
@@ -157,16 +164,24 @@ pub(crate) struct Clone {
     pub(crate) plugged: Vec<String>,
 }
 
-/// A clone's (or its template's) arguments from the VM's cold-boot ones:
-/// the same machine, kernel (booted as a template) and root disk, and
-/// nothing that makes it someone: no NIC, no seed, no volume (each is
-/// plugged in after the restore).
+/// A clone's arguments from the VM's cold-boot ones: the same machine,
+/// kernel (booted as a template), root disk, seed and first user-network
+/// NIC, at the template's slots; its other NICs and its volumes are
+/// plugged in after the restore.
 fn clone_args(args: &QemuArgs) -> QemuArgs {
     let kernel = args.kernel.clone().map(|mut k| {
         k.append = template_cmdline(&k.append);
         k
     });
-    QemuArgs { kernel, seed: None, volumes: Vec::new(), nics: Vec::new(), segment_nics: Vec::new(), gpus: Vec::new(), ..args.clone() }
+    let nics = args.nics.iter().take(1).cloned().collect();
+    QemuArgs { kernel, nics, fixed_slots: true, volumes: Vec::new(), segment_nics: Vec::new(), gpus: Vec::new(), ..args.clone() }
+}
+
+/// Writes a seed disk of `bytes` zeros at `path`: no label, so the
+/// template's guest finds no seed until a clone's replaces it.
+async fn blank(path: &Path, bytes: u64) -> Result<(), String> {
+    let file = tokio::fs::File::create(path).await.map_err(|e| format!("creating {}: {e}", path.display()))?;
+    file.set_len(bytes).await.map_err(|e| format!("sizing {}: {e}", path.display()))
 }
 
 /// The template's kernel command line: the image's, without the VM's id,

@@ -177,6 +177,7 @@ impl Vms {
             volumes,
             nics,
             segment_nics: vm.segment_nics.clone(),
+            fixed_slots: false,
             gpus: self.gpus.take(&t.id, &machine.gpus).map_err(Stop::Failed)?,
             serial: vm.path("serial.sock"),
             qmp: vm.path("qmp.sock"),

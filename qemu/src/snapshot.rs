@@ -2,25 +2,34 @@
 //! (`clone_hook` in `image.json`) starts from a snapshot of a guest that
 //! booted once with the same image and shape, instead of booting.
 //!
-//! The template is booted with `vmaas.template` on its kernel command line
-//! and its RAM in a file mapped shared (`memory-backend-file,share=on`).
-//! Once its init prints `vmaas-guest: template settled` (drivers up, no
-//! identity taken: no NIC, no seed disk, no disk mounted), QMP `migrate`
-//! with `x-ignore-shared` writes the device state to `state` (the RAM is
-//! already in `ram`, the file itself), and the template QEMU quits. A
-//! clone maps `ram` private (`share=off`: pages it never writes stay
-//! shared with every other clone through the page cache), loads `state`
-//! with `migrate-incoming`, gets its own seed disk and NICs (its MACs, its
-//! forwards) plugged in, and resumes: the init sees the seed, takes the
-//! clone's host name and keys, waits for every NIC the seed names and asks
-//! DHCP on each. The `vmgenid` device gives each clone a new generation id,
-//! from which the guest kernel reseeds its RNG.
+//! The template is booted with `vmaas.template` on its kernel command line,
+//! its RAM in a file mapped shared (`memory-backend-file,share=on`), a
+//! blank seed disk at [`SEED_SLOT`] and a NIC on the user network at
+//! [`USER_NIC_SLOT`] (restricted, a placeholder MAC). Once its init prints
+//! `vmaas-guest: template settled` (drivers up, both devices probed, no
+//! identity taken, no disk mounted), QMP `migrate` with `x-ignore-shared`
+//! writes the device state to `state` (the RAM is already in `ram`, the
+//! file itself), and the template QEMU quits.
+//!
+//! A clone's command line is the template's with its own files: `ram`
+//! mapped private (`share=off`: pages it never writes stay shared with
+//! every other clone through the page cache), its own seed (of the blank
+//! one's size) at the same slot, its own user network (its host name, its
+//! forwards) behind the same NIC. It loads `state` with `migrate-incoming`,
+//! gets its other NICs (on subnets) plugged in, and resumes. Nothing is
+//! hotplugged for a clone with one NIC: the guest, which reread its blank
+//! seed every few milliseconds, finds the clone's there, takes its host
+//! name, keys and MACs (the NIC's device state is the template's, so the
+//! guest sets the MAC the seed names), waits for every NIC the seed names
+//! and asks DHCP on each. The `vmgenid` device gives each clone a new
+//! generation id, from which the guest kernel reseeds its RNG.
 //!
 //! A snapshot's key hashes what makes two VMs' first moments the same: the
 //! image's files (sizes and times), its manifest, QEMU's version, the
-//! accelerator, CPUs, memory and the root disk's size. A changed image or
-//! QEMU makes a new key; snapshots no VM was restored from and no key
-//! uses any more are pruned when a new one is made.
+//! accelerator, CPUs, memory, the root disk's and the seed's sizes and
+//! whether there is a user-network NIC. A changed image or QEMU makes a new
+//! key; snapshots no VM was restored from and no key uses any more are
+//! pruned when a new one is made.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -32,28 +41,22 @@ use sha2::{Digest, Sha256};
 use tokio::process::Command;
 use tracing::info;
 
-use crate::argv::{QemuArgs, SegmentNicArg, UserNicArg};
+use crate::argv::{QemuArgs, SEGMENT_NIC_SLOT, SegmentNicArg, USER_NIC_SLOT, UserNicArg};
 use crate::console::SerialConsole;
 use crate::images::Image;
 use crate::process::{Process, read_pid};
 use crate::qmp::Qmp;
 
 /// Bumped when what a snapshot holds changes shape.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 /// What the template's init prints once it may be saved.
 const SETTLED: &str = "vmaas-guest: template settled";
 /// How long a template may take to settle (a cold boot under TCG).
 const BOOT_LIMIT: Duration = Duration::from_secs(180);
 /// How long saving or loading the device state may take.
 const STATE_LIMIT: Duration = Duration::from_secs(60);
-/// PCI slots of the devices a clone gets after its restore: user NICs,
-/// NICs on subnets, then the seed. Fixed, so that a clone's devices have
-/// the same addresses in every QEMU that runs it.
-/// The seed's slot is below the NICs': the guest finds it first and takes
-/// its name and keys while its NICs come up.
-const SEED_SLOT: u32 = 0x0f;
-const USER_NIC_SLOT: u32 = 0x10;
-const SEGMENT_NIC_SLOT: u32 = 0x14;
+/// The MAC of a template's NIC: every clone's guest replaces it with its own.
+pub(crate) const PLACEHOLDER_MAC: &str = "52:54:00:00:00:01";
 
 /// One snapshot on disk: `DIR/snapshots/KEY/{ram,state}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +88,10 @@ pub(crate) struct Shape {
     pub(crate) memory_mib: u64,
     /// The root disk's size in bytes.
     pub(crate) disk_bytes: u64,
+    /// The seed disk's size in bytes (a clone's is the template's).
+    pub(crate) seed_bytes: u64,
+    /// Whether it has a NIC on the user network.
+    pub(crate) user_nic: bool,
 }
 
 /// The snapshots of one host, and who is making which.
@@ -118,7 +125,7 @@ pub(crate) fn key(image: &Image, shape: &Shape, qemu_version: &str, accel: &str)
         files.iter().map(|f| stamp(f)).collect::<Vec<_>>().join(","),
         format!("qemu {qemu_version}"),
         format!("accel {accel}"),
-        format!("shape {} {} {}", shape.cpus, shape.memory_mib, shape.disk_bytes),
+        format!("shape {} {} {} {} {}", shape.cpus, shape.memory_mib, shape.disk_bytes, shape.seed_bytes, shape.user_nic),
     ];
     for p in parts {
         h.update(p.as_bytes());
@@ -297,18 +304,19 @@ async fn save(args: &QemuArgs, process: &Process, staging: &Path) -> Result<(), 
     Ok(())
 }
 
-/// What a clone gets plugged in after its restore, before it resumes.
+/// What a clone gets plugged in after its restore: the devices its
+/// template had none of.
 pub(crate) struct Identity<'a> {
-    /// Its NICs on QEMU's user network (the first carries the forwards).
+    /// Its NICs on QEMU's user network: the first is on its command line
+    /// (the template's NIC), the others are plugged in.
     pub(crate) nics: &'a [UserNicArg],
     /// Its NICs on subnets.
     pub(crate) segment_nics: &'a [SegmentNicArg],
-    /// Its NoCloud seed: plugged in first, the guest's signal to go on.
-    pub(crate) seed: &'a Path,
 }
 
 /// Loads `snap` into the clone QEMU waiting on `qmp` (`-incoming
-/// defer`), plugs in `id`, and resumes the guest.
+/// defer`), plugs in what `id` has beyond the template, and resumes the
+/// guest.
 pub(crate) async fn restore(qmp: &Path, snap: &Snapshot, id: &Identity<'_>) -> Result<(), String> {
     let mut q = Qmp::connect(qmp).await.map_err(|e| format!("connecting to the clone's QMP: {e}"))?;
     ignore_shared(&mut q, true).await?;
@@ -324,6 +332,11 @@ pub(crate) async fn restore(qmp: &Path, snap: &Snapshot, id: &Identity<'_>) -> R
     Ok(())
 }
 
+/// The NICs after the first, with their slots.
+fn plugged_nics<'a>(id: &'a Identity<'_>) -> impl Iterator<Item = (u32, &'a UserNicArg)> {
+    id.nics.iter().enumerate().skip(1).map(|(i, n)| (USER_NIC_SLOT + i as u32, n))
+}
+
 /// The same devices as QEMU arguments, for a QEMU that takes the running
 /// clone over (a live migration's target), without host forwards (the
 /// target adds them once it runs).
@@ -333,48 +346,33 @@ pub(crate) fn plugged_args(id: &Identity<'_>) -> Vec<String> {
         out.extend(["-netdev".to_owned(), netdev, "-device".to_owned()]);
         out.push(format!("virtio-net-pci,netdev={id},id=dev-{id},mac={mac},addr={slot:#x}"));
     };
-    for (i, n) in id.nics.iter().enumerate() {
+    for (slot, n) in plugged_nics(id) {
         let restrict = if n.egress { "" } else { ",restrict=on" };
         let netdev = format!("user,id={},net=10.0.2.0/24,dhcpstart={},hostname={}{restrict}", n.id, crate::argv::GUEST_IP, n.hostname);
-        nic(netdev, &n.id, &n.mac, USER_NIC_SLOT + i as u32);
+        nic(netdev, &n.id, &n.mac, slot);
     }
     for (i, n) in id.segment_nics.iter().enumerate() {
         let netdev = format!("stream,id={},server=off,{},reconnect-ms=1000", n.id, n.addr.qemu_options());
         nic(netdev, &n.id, &n.mac, SEGMENT_NIC_SLOT + i as u32);
     }
-    let file = serde_json::Value::String(id.seed.display().to_string());
-    out.push("-blockdev".into());
-    out.push(format!(
-        r#"{{"driver":"raw","node-name":"cidata","read-only":true,"file":{{"driver":"file","filename":{file},"read-only":true}}}}"#
-    ));
-    out.push("-device".into());
-    out.push(format!("virtio-blk-pci,drive=cidata,id=dev-cidata,addr={SEED_SLOT:#x}"));
     out
 }
 
-/// The QMP commands that plug a clone's NICs and seed in, in order.
+/// The QMP commands that plug a clone's further NICs in, in order.
 fn plugs(id: &Identity<'_>) -> Vec<serde_json::Value> {
-    let mut out = vec![
-        json!({"execute": "blockdev-add", "arguments": {
-            "driver": "raw", "node-name": "cidata", "read-only": true,
-            "file": {"driver": "file", "filename": id.seed, "read-only": true},
-        }}),
-        json!({"execute": "device_add", "arguments": {
-            "driver": "virtio-blk-pci", "drive": "cidata", "id": "dev-cidata", "addr": format!("{SEED_SLOT:#x}"),
-        }}),
-    ];
+    let mut out = Vec::new();
     let nic = |netdev: &str, mac: &str, slot: u32| {
         json!({"execute": "device_add", "arguments": {
             "driver": "virtio-net-pci", "netdev": netdev, "id": format!("dev-{netdev}"), "mac": mac, "addr": format!("{slot:#x}"),
         }})
     };
-    for (i, n) in id.nics.iter().enumerate() {
+    for (slot, n) in plugged_nics(id) {
         let hostfwd: Vec<_> = n.forwards.iter().map(|f| json!({"str": f.rule()})).collect();
         out.push(json!({"execute": "netdev_add", "arguments": {
             "type": "user", "id": n.id, "net": "10.0.2.0/24", "dhcpstart": crate::argv::GUEST_IP,
             "hostname": n.hostname, "restrict": !n.egress, "hostfwd": hostfwd,
         }}));
-        out.push(nic(&n.id, &n.mac, USER_NIC_SLOT + i as u32));
+        out.push(nic(&n.id, &n.mac, slot));
     }
     for (i, n) in id.segment_nics.iter().enumerate() {
         let addr = match &n.addr {
@@ -397,30 +395,32 @@ mod tests {
     use crate::argv::Forward;
 
     #[test]
-    fn a_clone_gets_its_nics_then_its_seed_at_fixed_slots() {
+    fn a_clone_gets_the_nics_its_template_has_not_at_fixed_slots() {
         let fwd = Forward { protocol: Protocol::Tcp, host: std::net::Ipv4Addr::LOCALHOST, host_port: 40001, guest_port: 80 };
-        let nics = [UserNicArg {
-            id: "nic-default".into(),
-            mac: "52:54:00:12:34:56".into(),
+        let user = |id: &str, mac: &str, forwards: Vec<Forward>| UserNicArg {
+            id: id.into(),
+            mac: mac.into(),
             hostname: "web".into(),
-            forwards: vec![fwd],
+            forwards,
             egress: false,
-        }];
+        };
+        let nics = [user("nic-default", "52:54:00:12:34:56", vec![fwd.clone()]), user("nic-other", "52:54:00:12:34:57", vec![fwd])];
         let seg = [SegmentNicArg { id: "nic-subnet0".into(), addr: vmaas_switch::PortAddr::Tcp(40007), mac: "02:00:00:00:00:07".into() }];
-        let p = plugs(&Identity { nics: &nics, segment_nics: &seg, seed: Path::new("/d/vm/cidata.img") });
+        let p = plugs(&Identity { nics: &nics, segment_nics: &seg });
         let names: Vec<&str> = p.iter().map(|c| c["execute"].as_str().unwrap()).collect();
-        assert_eq!(names, ["blockdev-add", "device_add", "netdev_add", "device_add", "netdev_add", "device_add"]);
-        assert_eq!(p[1]["arguments"]["addr"], "0xf", "the seed first, below the NICs: the guest's signal");
-        assert_eq!(p[2]["arguments"]["hostfwd"], json!([{"str": "tcp:127.0.0.1:40001-:80"}]));
-        assert_eq!(p[2]["arguments"]["restrict"], true);
-        assert_eq!((p[3]["arguments"]["mac"].as_str(), p[3]["arguments"]["addr"].as_str()), (Some("52:54:00:12:34:56"), Some("0x10")));
-        assert_eq!(p[4]["arguments"]["addr"], json!({"type": "inet", "host": "127.0.0.1", "port": "40007"}));
-        assert_eq!(p[5]["arguments"]["addr"], "0x14");
-        let a = plugged_args(&Identity { nics: &nics, segment_nics: &seg, seed: Path::new("/d/vm/cidata.img") });
-        assert_eq!(a[1], "user,id=nic-default,net=10.0.2.0/24,dhcpstart=10.0.2.15,hostname=web,restrict=on");
-        assert_eq!(a[3], "virtio-net-pci,netdev=nic-default,id=dev-nic-default,mac=52:54:00:12:34:56,addr=0x10");
+        assert_eq!(names, ["netdev_add", "device_add", "netdev_add", "device_add"], "the first NIC is the template's");
+        assert_eq!((p[0]["arguments"]["id"].as_str(), p[0]["arguments"]["restrict"].as_bool()), (Some("nic-other"), Some(true)));
+        assert_eq!(p[0]["arguments"]["hostfwd"], json!([{"str": "tcp:127.0.0.1:40001-:80"}]));
+        assert_eq!((p[1]["arguments"]["mac"].as_str(), p[1]["arguments"]["addr"].as_str()), (Some("52:54:00:12:34:57"), Some("0x11")));
+        assert_eq!(p[2]["arguments"]["addr"], json!({"type": "inet", "host": "127.0.0.1", "port": "40007"}));
+        assert_eq!(p[3]["arguments"]["addr"], "0x14");
+        let a = plugged_args(&Identity { nics: &nics, segment_nics: &seg });
+        assert_eq!(a[1], "user,id=nic-other,net=10.0.2.0/24,dhcpstart=10.0.2.15,hostname=web,restrict=on");
+        assert_eq!(a[3], "virtio-net-pci,netdev=nic-other,id=dev-nic-other,mac=52:54:00:12:34:57,addr=0x11");
         assert_eq!(a[5], "stream,id=nic-subnet0,server=off,addr.type=inet,addr.host=127.0.0.1,addr.port=40007,reconnect-ms=1000");
-        assert_eq!(a[11], "virtio-blk-pci,drive=cidata,id=dev-cidata,addr=0xf", "the same slots as plugged");
+        assert_eq!(a[7], "virtio-net-pci,netdev=nic-subnet0,id=dev-nic-subnet0,mac=02:00:00:00:00:07,addr=0x14", "the same slots as plugged");
+        assert_eq!(a.len(), 8);
+        assert!(plugs(&Identity { nics: &nics[..1], segment_nics: &[] }).is_empty(), "one NIC: nothing is plugged");
     }
 
     #[test]
@@ -430,10 +430,12 @@ mod tests {
         std::fs::write(d.path().join("disk.qcow2"), "a").unwrap();
         let manifest: crate::images::ImageManifest = serde_json::from_str(r#"{"name": "t", "disk": "disk.qcow2"}"#).unwrap();
         let image = Image { manifest, dir: d.path().to_owned() };
-        let shape = Shape { cpus: 1, memory_mib: 256, disk_bytes: 1 << 30 };
+        let shape = Shape { cpus: 1, memory_mib: 256, disk_bytes: 1 << 30, seed_bytes: 2 << 20, user_nic: true };
         let k = key(&image, &shape, "10.0.2", "tcg");
         assert_eq!(k, key(&image, &shape, "10.0.2", "tcg"), "stable");
         assert_ne!(k, key(&image, &Shape { memory_mib: 512, ..shape.clone() }, "10.0.2", "tcg"));
+        assert_ne!(k, key(&image, &Shape { seed_bytes: 3 << 20, ..shape.clone() }, "10.0.2", "tcg"), "a seed of another size");
+        assert_ne!(k, key(&image, &Shape { user_nic: false, ..shape.clone() }, "10.0.2", "tcg"), "no NIC");
         assert_ne!(k, key(&image, &shape, "10.1.0", "tcg"), "another QEMU");
         std::fs::write(d.path().join("disk.qcow2"), "changed").unwrap();
         assert_ne!(k, key(&image, &shape, "10.0.2", "tcg"), "a changed image");
