@@ -115,6 +115,11 @@ impl SerialConsole {
         lines[lines.len().saturating_sub(n)..].join("\n")
     }
 
+    /// Sends `bytes` down the guest's serial line, as a viewer's keys go.
+    pub fn send(&self, bytes: &'static [u8]) {
+        let _ = self.input.try_send(Bytes::from_static(bytes));
+    }
+
     /// A console handle for one viewer.
     pub fn open(&self) -> Console {
         let ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());

@@ -340,7 +340,13 @@ impl Vms {
         vm.stop_deadline = None;
         vm.ready.store(false, Ordering::SeqCst);
         match SerialConsole::attach(&vm.path("serial.sock"), vm.path("console.log")).await {
-            Ok(c) => vm.console = Some(c),
+            Ok(c) => {
+                if matches!(vm.boot, Some(crate::clone::BootPath::Restored(_))) {
+                    // A clone's guest goes on once its console is watched (see snapshot.rs).
+                    c.send(b"\n");
+                }
+                vm.console = Some(c);
+            }
             Err(e) => warn!(vm = %t.id, error = %e, "cannot attach the serial console"),
         }
         let process = Arc::new(process);
