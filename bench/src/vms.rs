@@ -133,9 +133,7 @@ pub(crate) fn tiny(name: impl Into<String>) -> vmaas_model::CreateVirtualMachine
 /// A `tiny` VM named `name`, created and waited for until READY.
 pub(crate) async fn ready_tiny(c: &vmaas_client::Client, name: &str) -> anyhow::Result<vmaas_model::VirtualMachine> {
     let vm = c.create_vm(&tiny(name)).await?;
-    c.wait_vm(&vm.id, vmaas_client::WaitFor::Ready, Duration::from_secs(300), LOOK, |_| {})
-        .await?
-        .context("the VM went away")
+    c.wait_vm(&vm.id, vmaas_client::WaitFor::Ready, Duration::from_secs(300), LOOK, |_| {}).await?.context("the VM went away")
 }
 
 /// The pid of VM `id`'s QEMU, from the server's data directory `dir`.

@@ -227,8 +227,12 @@ impl QemuArgs {
         push(&["-smp", &self.cpus.to_string(), "-m", &format!("{}M", self.memory_mib)]);
         push(&["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]);
         if let Some(r) = &self.ram {
-            let share = if r.shared { "on" } else { "off" };
-            let object = format!("memory-backend-file,id=ram0,size={}M,mem-path={},share={share}", self.memory_mib, r.path.display());
+            // A clone opens the file read-only (its writes stay its own
+            // pages): QEMU discards a private file mapping's freed pages by
+            // punching holes in the file, which would zero them for every
+            // other clone.
+            let share = if r.shared { "share=on" } else { "share=off,readonly=on,rom=off" };
+            let object = format!("memory-backend-file,id=ram0,size={}M,mem-path={},{share}", self.memory_mib, r.path.display());
             push(&["-object", &object, "-device", "vmgenid,guid=auto"]);
             if !r.shared {
                 push(&["-incoming", "defer"]);
@@ -392,7 +396,10 @@ mod tests {
         q.ram = Some(RamFile { path: "/d/snapshots/k/ram".into(), shared: false });
         let a: Vec<String> = q.to_args().iter().map(|s| s.to_string_lossy().into_owned()).collect();
         assert_eq!(after(&a, "-machine")[0], "pc,memory-backend=ram0");
-        assert_eq!(after(&a, "-object")[0], "memory-backend-file,id=ram0,size=256M,mem-path=/d/snapshots/k/ram,share=off");
+        assert_eq!(
+            after(&a, "-object")[0],
+            "memory-backend-file,id=ram0,size=256M,mem-path=/d/snapshots/k/ram,share=off,readonly=on,rom=off"
+        );
         assert!(a.windows(2).any(|w| w == ["-device", "vmgenid,guid=auto"]) && a.windows(2).any(|w| w == ["-incoming", "defer"]));
         assert_eq!(after(&a, "-accel")[0], "tcg");
         q.tcg_cache_mib = Some(16);

@@ -112,7 +112,17 @@ impl Vms {
             name: "vmaas-template".into(),
             disks: args.disks.iter().map(|d| DiskArg { file: disk.clone(), ..d.clone() }).collect(),
             seed: Some(seed.clone()),
-            nics: clone.nics.iter().map(|n| UserNicArg { mac: PLACEHOLDER_MAC.into(), hostname: "vmaas-template".into(), forwards: Vec::new(), egress: false, ..n.clone() }).collect(),
+            nics: clone
+                .nics
+                .iter()
+                .map(|n| UserNicArg {
+                    mac: PLACEHOLDER_MAC.into(),
+                    hostname: "vmaas-template".into(),
+                    forwards: Vec::new(),
+                    egress: false,
+                    ..n.clone()
+                })
+                .collect(),
             ram: Some(RamFile { path: staging.join("ram"), shared: true }),
             serial: staging.join("serial.sock"),
             qmp: staging.join("qmp.sock"),

@@ -418,7 +418,10 @@ mod tests {
         assert_eq!(a[1], "user,id=nic-other,net=10.0.2.0/24,dhcpstart=10.0.2.15,hostname=web,restrict=on");
         assert_eq!(a[3], "virtio-net-pci,netdev=nic-other,id=dev-nic-other,mac=52:54:00:12:34:57,addr=0x11");
         assert_eq!(a[5], "stream,id=nic-subnet0,server=off,addr.type=inet,addr.host=127.0.0.1,addr.port=40007,reconnect-ms=1000");
-        assert_eq!(a[7], "virtio-net-pci,netdev=nic-subnet0,id=dev-nic-subnet0,mac=02:00:00:00:00:07,addr=0x14", "the same slots as plugged");
+        assert_eq!(
+            a[7], "virtio-net-pci,netdev=nic-subnet0,id=dev-nic-subnet0,mac=02:00:00:00:00:07,addr=0x14",
+            "the same slots as plugged"
+        );
         assert_eq!(a.len(), 8);
         assert!(plugs(&Identity { nics: &nics[..1], segment_nics: &[] }).is_empty(), "one NIC: nothing is plugged");
     }

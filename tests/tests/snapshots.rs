@@ -1,7 +1,8 @@
 //! Template snapshots on the qemu backend, with real guests: VMs of the
 //! test guest start as clones of one snapshot, each with its own MACs,
 //! subnet address, host name and keys (its first console output names
-//! itself); a clone is healed after `kill -9` of its QEMU and kept across a
+//! itself); what a clone frees leaves the snapshot as it was; a clone is
+//! healed after `kill -9` of its QEMU and kept across a
 //! server restart like any VM; a changed image makes a new snapshot; with
 //! `--vm-snapshots=false` a VM boots and its status says so. The images
 //! are a copy of the test guest's, so touching them touches no other test.
@@ -39,6 +40,16 @@ fn create(s: &Server, t: &str, name: &str, key: &str) -> String {
     assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), s.log());
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     v["id"].as_str().or(v["object"]["id"].as_str()).unwrap().to_owned()
+}
+
+/// The flags VM `id`'s QEMU opened `ram` with (`/proc/PID/fdinfo`).
+fn ram_open_flags(s: &Server, id: &str, ram: &Path) -> u32 {
+    let pid = std::fs::read_to_string(s.data_dir.join(format!("vms/{id}/qemu.pid"))).unwrap().trim().to_owned();
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap();
+    let fd = fds.flatten().find(|e| std::fs::read_link(e.path()).is_ok_and(|l| l == ram)).unwrap_or_else(|| panic!("{id} maps no {ram:?}"));
+    let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_string_lossy())).unwrap();
+    let flags = info.lines().find_map(|l| l.strip_prefix("flags:")).unwrap().trim();
+    u32::from_str_radix(flags, 8).unwrap()
 }
 
 /// A copy of the test guest's image in `dir` (its files linked, its
@@ -105,6 +116,28 @@ async fn clones_of_one_snapshot_are_each_themselves() {
     for id in &ids {
         let (resident, unique) = (gauge("vm_memory_resident_bytes", id), gauge("vm_memory_unique_bytes", id));
         assert!(unique > 0 && unique < resident, "{id}: unique {unique} of resident {resident}");
+    }
+
+    // What a clone frees stays its own business: one deletes files its
+    // template had read into memory and drops its caches (its guest reports
+    // the freed pages to QEMU); the snapshot's RAM, which every clone maps,
+    // is unchanged (QEMU punches holes into a writable file for that).
+    let ram = s.data_dir.join("snapshots").join(&key).join("ram");
+    let digest = || {
+        use sha2::Digest;
+        let mut file = std::fs::File::open(&ram).unwrap();
+        let mut h = sha2::Sha256::new();
+        std::io::copy(&mut file, &mut h).unwrap();
+        format!("{:x}", h.finalize())
+    };
+    let (before_free, allocated) = (digest(), std::fs::metadata(&ram).map(|m| std::os::unix::fs::MetadataExt::blocks(&m)).unwrap());
+    let out = console(&s, &t, "one", "rm -rf /lib/modules; echo 3 > /proc/sys/vm/drop_caches; echo freed=$(ls /lib | grep -c modules)");
+    assert!(out.contains("freed=0"), "{out}");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(digest(), before_free, "a clone's freed memory changed the snapshot every clone maps");
+    assert_eq!(std::fs::metadata(&ram).map(|m| std::os::unix::fs::MetadataExt::blocks(&m)).unwrap(), allocated, "no hole punched");
+    for id in &ids {
+        assert_eq!(ram_open_flags(&s, id, &ram) & 0o3, 0, "{id}'s QEMU holds the snapshot's RAM read-only");
     }
 
     // A clone's QEMU killed: healed (READY again, a new READY transition), again from the snapshot.
