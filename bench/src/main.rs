@@ -151,6 +151,9 @@ enum Cmd {
         /// Idle VMs from snapshots to start at most (at 2 GiB available the run stops adding); 0: none.
         #[arg(long, default_value_t = 100)]
         idle: usize,
+        /// Clones' TCG translation cache sizes (MiB) to measure beside QEMU's default.
+        #[arg(long, value_delimiter = ',', default_values_t = [24, 16])]
+        tcg_caches: Vec<u32>,
         /// Images directory [default: ~/.local/share/vmaas/images].
         #[arg(long)]
         images_dir: Option<std::path::PathBuf>,
@@ -437,7 +440,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Terraform { vms, images_dir, terraform, plugins } => vms::terraform_bench(vms, images(images_dir), terraform, plugins).await,
         Cmd::Recovery { vms, rounds, images_dir, server } => recovery::recovery(vms, rounds, images(images_dir), server).await,
         Cmd::Migration { rounds, images_dir } => migration::migration(rounds, images(images_dir)).await,
-        Cmd::Qemu { vms, burst, idle, images_dir } => boot::qemu(vms, burst, idle, images(images_dir)).await,
+        Cmd::Qemu { vms, burst, idle, tcg_caches, images_dir } => boot::qemu(vms, burst, idle, &tcg_caches, images(images_dir)).await,
         Cmd::Storage { rounds, megabytes, images_dir } => storage::storage(rounds, megabytes, images(images_dir)).await,
     }
 }

@@ -70,6 +70,11 @@ impl VolumeArg {
             "file": {"driver": "file", "filename": file, "cache": {"direct": false}}})
     }
 
+    /// Its device, as `-device` takes it.
+    pub fn device_arg(&self) -> String {
+        format!("virtio-blk-pci,drive={},id={},serial={}", self.node(), self.device(), self.serial)
+    }
+
     /// Its device, as QMP's `device_add` takes it.
     pub fn device_json(&self) -> serde_json::Value {
         serde_json::json!({"driver": "virtio-blk-pci", "id": self.device(), "drive": self.node(), "serial": self.serial})
@@ -270,8 +275,7 @@ impl QemuArgs {
             push(&["-blockdev", &node, "-device", &format!("virtio-blk-pci,drive=cidata,id=dev-cidata{slot}")]);
         }
         for v in &self.volumes {
-            let dev = format!("virtio-blk-pci,drive={},id={},serial={}", v.node(), v.device(), v.serial);
-            push(&["-blockdev", &v.blockdev().to_string(), "-device", &dev]);
+            push(&["-blockdev", &v.blockdev().to_string(), "-device", &v.device_arg()]);
         }
         for (i, n) in self.nics.iter().enumerate() {
             let mut netdev = format!("user,id={},net=10.0.2.0/24,dhcpstart={GUEST_IP},hostname={}", n.id, n.hostname);

@@ -8,17 +8,20 @@
 //! QEMU is stopped, the new one's files take the usual names (a bound unix
 //! socket keeps working under a new name), and the console, forwards,
 //! probe and exit watch follow it. The switch port of each subnet NIC
-//! takes the new QEMU's connection when it makes it.
+//! takes the new QEMU's connection when it makes it. The new QEMU has the
+//! volumes the old one has now (plugged or unplugged since it started), at
+//! the PCI slots they have there.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 use tracing::info;
 use vmaas_backend::VmTarget;
 
 use crate::Vms;
-use crate::argv::{Forward, QemuArgs};
+use crate::argv::{Forward, QemuArgs, VolumeArg};
 use crate::console::SerialConsole;
 use crate::lifecycle::Vm;
 use crate::process::{Process, read_pid};
@@ -40,14 +43,19 @@ pub struct Migrated {
 
 /// The target's command line: the source's (`args`, whose first word is
 /// the binary) run by `qemu`, with `dir`'s files renamed `*.next`, no host
-/// forwards, the devices `plugged` into the source since it started (a
-/// clone's NICs and seed), and waiting for its state.
-pub(crate) fn target_args(args: &[String], qemu: &Path, dir: &Path, plugged: &[String]) -> Vec<String> {
+/// forwards, none of its volumes, then `extra` (the devices plugged into
+/// a clone since it started and the volumes the source has now), and
+/// waiting for its state.
+pub(crate) fn target_args(args: &[String], qemu: &Path, dir: &Path, extra: &[String]) -> Vec<String> {
     let mut out = vec![qemu.display().to_string()];
-    let mut rest = args.iter().skip(1);
+    let mut rest = args.iter().skip(1).peekable();
     while let Some(a) = rest.next() {
         if a == "-incoming" {
             // A clone's own `-incoming defer`: the target has its own.
+            rest.next();
+            continue;
+        }
+        if (a == "-blockdev" || a == "-device") && rest.peek().is_some_and(|v| is_volume(v)) {
             rest.next();
             continue;
         }
@@ -66,33 +74,79 @@ pub(crate) fn target_args(args: &[String], qemu: &Path, dir: &Path, plugged: &[S
         }
         out.push(a);
     }
-    out.extend(plugged.iter().cloned());
+    out.extend(extra.iter().cloned());
     out.extend(["-incoming".to_owned(), "defer".to_owned()]);
     out
+}
+
+/// Whether a `-blockdev` or `-device` value is a volume's.
+fn is_volume(value: &str) -> bool {
+    value.contains(",id=vol-") || value.contains("\"node-name\":\"vn-")
+}
+
+/// `volumes` as QEMU arguments, each device at the slot `slots` (QMP
+/// `query-pci` of the source) says it has.
+fn volume_args(volumes: &[VolumeArg], slots: &HashMap<String, u64>) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for v in volumes {
+        let slot = slots.get(&v.device()).ok_or_else(|| format!("volume {} is not on the running QEMU's PCI bus", v.serial))?;
+        out.extend(["-blockdev".to_owned(), v.blockdev().to_string(), "-device".to_owned(), format!("{},addr={slot:#x}", v.device_arg())]);
+    }
+    Ok(out)
+}
+
+/// The slot of each device with an id on the first PCI bus, from QMP
+/// `query-pci`.
+fn pci_slots(answer: &Value) -> HashMap<String, u64> {
+    let buses = answer.as_array().into_iter().flatten().take(1);
+    let devices = buses.flat_map(|b| b["devices"].as_array().into_iter().flatten());
+    devices.filter_map(|d| Some((d["qdev_id"].as_str().filter(|id| !id.is_empty())?.to_owned(), d["slot"].as_u64()?))).collect()
 }
 
 fn err(what: &str, e: impl std::fmt::Display) -> String {
     format!("{what}: {e}")
 }
 
+/// How a migration (out or in) ended without completing.
+pub(crate) enum Unfinished {
+    /// QEMU said it failed or was cancelled, and why.
+    Failed(String),
+    /// It went on past its time limit.
+    TimedOut,
+    /// QEMU could not be asked.
+    Unasked(String),
+}
+
+/// Asks QMP `query-migrate` every `every` until QEMU reports the migration
+/// (out or in) over, for `limit` at most; its last answer.
+pub(crate) async fn migration_over(q: &mut Qmp, limit: Duration, every: Duration) -> Result<Value, Unfinished> {
+    let start = Instant::now();
+    loop {
+        let r = q.execute("query-migrate", None).await.map_err(|e| Unfinished::Unasked(e.to_string()))?;
+        match r["status"].as_str().unwrap_or("") {
+            "completed" => return Ok(r),
+            "failed" | "cancelled" => {
+                return Err(Unfinished::Failed(r["error-desc"].as_str().unwrap_or("the migration failed").to_owned()));
+            }
+            _ if start.elapsed() > limit => return Err(Unfinished::TimedOut),
+            _ => tokio::time::sleep(every).await,
+        }
+    }
+}
+
 /// Waits until the source reports the migration over; what it measured.
 async fn until_done(src: &mut Qmp) -> Result<Migrated, String> {
     let start = Instant::now();
-    loop {
-        let r = src.execute("query-migrate", None).await.map_err(|e| err("asking how the migration goes", e))?;
-        match r["status"].as_str().unwrap_or("") {
-            "completed" => {
-                return Ok(Migrated {
-                    downtime_ms: r["downtime"].as_u64().unwrap_or(0),
-                    total_ms: r["total-time"].as_u64().unwrap_or(start.elapsed().as_millis() as u64),
-                });
-            }
-            "failed" | "cancelled" => return Err(format!("QEMU: {}", r["error-desc"].as_str().unwrap_or("the migration failed"))),
-            _ if start.elapsed() > LIMIT => {
-                let _ = src.execute("migrate_cancel", None).await;
-                return Err(format!("the guest's state did not move within {LIMIT:?}; the migration was cancelled"));
-            }
-            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+    match migration_over(src, LIMIT, Duration::from_millis(50)).await {
+        Ok(r) => Ok(Migrated {
+            downtime_ms: r["downtime"].as_u64().unwrap_or(0),
+            total_ms: r["total-time"].as_u64().unwrap_or(start.elapsed().as_millis() as u64),
+        }),
+        Err(Unfinished::Failed(why)) => Err(format!("QEMU: {why}")),
+        Err(Unfinished::Unasked(e)) => Err(err("asking how the migration goes", e)),
+        Err(Unfinished::TimedOut) => {
+            let _ = src.execute("migrate_cancel", None).await;
+            Err(format!("the guest's state did not move within {LIMIT:?}; the migration was cancelled"))
         }
     }
 }
@@ -112,7 +166,8 @@ impl Vms {
         for f in NEXT.iter().map(|f| format!("{f}.next")).chain(["migrate.sock".to_owned()]) {
             let _ = tokio::fs::remove_file(vm.path(&f)).await;
         }
-        let target = target_args(&args, &self.cfg.qemu, &vm.dir, &vm.file.plugged);
+        let extra = [vm.file.plugged.clone(), self.volumes_now(vm).await?].concat();
+        let target = target_args(&args, &self.cfg.qemu, &vm.dir, &extra);
         let out = tokio::process::Command::new(&target[0]).args(&target[1..]).stdin(std::process::Stdio::null()).output().await;
         let out = out.map_err(|e| err("starting the new QEMU", e))?;
         if !out.status.success() {
@@ -131,6 +186,22 @@ impl Vms {
                 Err(e)
             }
         }
+    }
+
+    /// The volumes the running QEMU has now, as the target's arguments.
+    async fn volumes_now(&self, vm: &Vm) -> Result<Vec<String>, String> {
+        if vm.file.volumes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Qmp::connect(&vm.path("qmp.sock")).await.map_err(|e| err("connecting to the running QEMU", e))?;
+        let pci = q.execute("query-pci", None).await.map_err(|e| err("asking the running QEMU for its PCI devices", e))?;
+        let volumes: Vec<VolumeArg> = vm
+            .file
+            .volumes
+            .iter()
+            .map(|v| VolumeArg { serial: v.serial.clone(), file: crate::volumes::Volumes::path(&self.volume_dir, &v.volume) })
+            .collect();
+        volume_args(&volumes, &pci_slots(&pci))
     }
 
     /// Sends the guest's state from the running QEMU to the new one.
@@ -225,5 +296,30 @@ mod tests {
         let plugged = ["-device".to_owned(), "virtio-blk-pci,drive=cidata,id=dev-cidata,addr=0x1e".to_owned()];
         let t = target_args(&clone, Path::new("/opt/qemu-new"), dir, &plugged);
         assert_eq!(&t[10..], ["-device", "virtio-blk-pci,drive=cidata,id=dev-cidata,addr=0x1e", "-incoming", "defer"]);
+    }
+
+    #[test]
+    fn the_target_has_the_volumes_the_source_has_now_at_their_slots() {
+        let old = VolumeArg { serial: "0b3c5e0e12344abc9def".into(), file: "/d/volumes/old.qcow2".into() };
+        let new = VolumeArg { serial: "77aa5e0e12344abc9def".into(), file: "/d/volumes/new.qcow2".into() };
+        let args: Vec<String> =
+            ["/usr/bin/qemu-system-x86_64", "-blockdev", &old.blockdev().to_string(), "-device", &old.device_arg(), "-m", "256M"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        let pci = json!([{"bus": 0, "devices": [
+            {"slot": 3, "qdev_id": "dev-disk-root"},
+            {"slot": 6, "qdev_id": "vol-77aa5e0e12344abc9def"},
+            {"slot": 2, "qdev_id": ""},
+        ]}]);
+        let slots = pci_slots(&pci);
+        assert_eq!(slots.get("vol-77aa5e0e12344abc9def"), Some(&6));
+        assert_eq!(slots.len(), 2, "devices without an id are not named");
+        let extra = volume_args(std::slice::from_ref(&new), &slots).unwrap();
+        let t = target_args(&args, Path::new("/q"), Path::new("/d/vm1"), &extra);
+        assert_eq!(t[1..3], ["-m", "256M"], "the volume unplugged since the start is gone: {t:?}");
+        assert_eq!(t[4], new.blockdev().to_string());
+        assert_eq!(t[6], "virtio-blk-pci,drive=vn-77aa5e0e12344abc9def,id=vol-77aa5e0e12344abc9def,serial=77aa5e0e12344abc9def,addr=0x6");
+        assert!(volume_args(&[old], &slots).unwrap_err().contains("0b3c5e0e12344abc9def"), "a volume the source lacks");
     }
 }

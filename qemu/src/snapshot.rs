@@ -12,17 +12,21 @@
 //! file itself), and the template QEMU quits.
 //!
 //! A clone's command line is the template's with its own files: `ram`
-//! mapped private (`share=off`: pages it never writes stay shared with
-//! every other clone through the page cache), its own seed (of the blank
-//! one's size) at the same slot, its own user network (its host name, its
+//! opened read-only and mapped private (`share=off,readonly=on,rom=off`:
+//! pages it never writes stay shared with every other clone through the
+//! page cache, and QEMU cannot punch the pages its guest frees out of the
+//! file, as it does to a writable one), its own seed (of the blank one's
+//! size) at the same slot, its own user network (its host name, its
 //! forwards) behind the same NIC. It loads `state` with `migrate-incoming`,
 //! gets its other NICs (on subnets) plugged in, and resumes. Nothing is
-//! hotplugged for a clone with one NIC: the guest, which reread its blank
-//! seed every few milliseconds, finds the clone's there, takes its host
-//! name, keys and MACs (the NIC's device state is the template's, so the
-//! guest sets the MAC the seed names), waits for every NIC the seed names
-//! and asks DHCP on each. The `vmgenid` device gives each clone a new
-//! generation id, from which the guest kernel reseeds its RNG.
+//! hotplugged for a clone with one NIC. Once the server watches the clone's
+//! console it sends a line down it (see `lifecycle.rs`): the guest, waiting
+//! for that line (and looking each second anyway), drops its cached blocks
+//! of the blank seed, mounts the clone's, takes its host name, keys and
+//! MACs (the NIC's device state is the template's, so the guest sets the
+//! MAC the seed names), waits for every NIC the seed names and asks DHCP on
+//! each. The `vmgenid` device gives each clone a new generation id, from
+//! which the guest kernel reseeds its RNG.
 //!
 //! A snapshot's key hashes what makes two VMs' first moments the same: the
 //! image's files (sizes and times), its manifest, QEMU's version, the
@@ -44,6 +48,7 @@ use tracing::info;
 use crate::argv::{QemuArgs, SEGMENT_NIC_SLOT, SegmentNicArg, USER_NIC_SLOT, UserNicArg};
 use crate::console::SerialConsole;
 use crate::images::Image;
+use crate::migrate::Unfinished;
 use crate::process::{Process, read_pid};
 use crate::qmp::Qmp;
 
@@ -236,17 +241,13 @@ async fn until_printed(console: &SerialConsole, process: &Process, what: &str, l
     }
 }
 
-/// Waits until QEMU reports its migration (out or in) over.
+/// Waits until QEMU reports the device state saved or loaded.
 async fn until_migrated(q: &mut Qmp) -> Result<(), String> {
-    let start = Instant::now();
-    loop {
-        let r = q.execute("query-migrate", None).await.map_err(|e| format!("asking how the state moves: {e}"))?;
-        match r["status"].as_str().unwrap_or("") {
-            "completed" => return Ok(()),
-            "failed" | "cancelled" => return Err(format!("QEMU: {}", r["error-desc"].as_str().unwrap_or("moving the state failed"))),
-            _ if start.elapsed() > STATE_LIMIT => return Err(format!("the device state did not move within {STATE_LIMIT:?}")),
-            _ => tokio::time::sleep(Duration::from_millis(10)).await,
-        }
+    match crate::migrate::migration_over(q, STATE_LIMIT, Duration::from_millis(10)).await {
+        Ok(_) => Ok(()),
+        Err(Unfinished::Failed(why)) => Err(format!("QEMU: {why}")),
+        Err(Unfinished::Unasked(e)) => Err(format!("asking how the state moves: {e}")),
+        Err(Unfinished::TimedOut) => Err(format!("the device state did not move within {STATE_LIMIT:?}")),
     }
 }
 

@@ -1,12 +1,13 @@
 //! Live migration on the qemu backend: an administrator moves a running
 //! guest to a new QEMU process without the guest noticing: same boot, same
 //! memory (a file on its tmpfs), its console, its external IP, its NIC on
-//! a subnet (a peer still reaches it) and its readiness follow it, and a
+//! a subnet (a peer still reaches it), a volume hotplugged while it ran
+//! (mounted, written to after the move) and its readiness follow it, and a
 //! restarted server adopts the new QEMU.
 
 use reqwest::Method;
 use serde_json::json;
-use vmaas_tests::vms::{TINY, V1, console, publish, state, wait_ready, wait_until};
+use vmaas_tests::vms::{TINY, V1, console, find_disk, found_disk, publish, state, wait_ready, wait_state, wait_until};
 use vmaas_tests::{Server, qemu_pids};
 
 /// What the guest says between two markers, so other console noise is ignored.
@@ -45,6 +46,21 @@ async fn a_running_guest_moves_to_a_new_qemu_without_noticing() {
     wait_ready(&s, &t, &peer).await;
     let ready = wait_ready(&s, &t, &id).await;
     let ip = ready["status"]["externalIP"].as_str().unwrap().to_owned();
+    // A volume hotplugged into the running guest, mounted and written to.
+    let vol = post("volumes", json!({"metadata": {"name": "data"}, "spec": {"size": "64Mi"}})).await;
+    wait_state(&s, &t, &format!("{V1}/volumes/{vol}"), "VOLUME_STATE_READY", 60).await;
+    let att =
+        post("volume_attachments", json!({"metadata": {"name": "data-on-mover"}, "spec": {"volume": "data", "compute_instance": "mover"}}))
+            .await;
+    let att = wait_state(&s, &t, &format!("{V1}/volume_attachments/{att}"), "VOLUME_ATTACHMENT_STATE_READY", 120).await;
+    let serial = att["status"]["serial"].as_str().unwrap().to_owned();
+    let found = console(&s, &t, "mover", &find_disk(&serial));
+    let dev = found_disk(&found).unwrap_or_else(|| panic!("the hotplugged volume is not in the guest: {found}"));
+    let write = format!(
+        "mke2fs -q /dev/{dev} && mkdir -p /mnt/v && mount /dev/{dev} /mnt/v && echo before > /mnt/v/note && sync && echo \"<<WROTE>>\""
+    );
+    assert_eq!(said(&console(&s, &t, "mover", &write)), "WROTE", "writing on the volume");
+
     let before = console(&s, &t, "mover", "echo kept-in-memory > /tmp/marker; echo \"<<$(cat /proc/sys/kernel/random/boot_id)>>\"");
     let boot_id = said(&before);
     assert_eq!(boot_id.len(), 36, "a boot id: {before}");
@@ -58,6 +74,8 @@ async fn a_running_guest_moves_to_a_new_qemu_without_noticing() {
     assert_eq!(new.len(), 1, "one QEMU runs the guest: {new:?} (was {old:?})");
     let after = console(&s, &t, "mover", "echo \"<<$(cat /proc/sys/kernel/random/boot_id) $(cat /tmp/marker)>>\"");
     assert_eq!(said(&after), format!("{boot_id} kept-in-memory"), "same boot, same memory: {after}");
+    let again = "echo after >> /mnt/v/note && sync && echo 3 > /proc/sys/vm/drop_caches && echo \"<<$(cat /mnt/v/note | tr '\\n' ' ')>>\"";
+    assert_eq!(said(&console(&s, &t, "mover", again)), "before after", "the volume moved with the guest and takes writes");
     assert!(page(&ip).await.contains("vmaas test guest mover"), "the external IP follows the guest");
     let fetch = "timeout 5 wget -O- http://10.31.1.10/ 2>/dev/null | sed -n 's/.*test guest \\([a-z]*\\)<.*/<<PAGE-OF-\\1>>/p'";
     let reached = (0..3).any(|_| said(&console(&s, &t, "peer", fetch)) == "PAGE-OF-mover");
