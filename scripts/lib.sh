@@ -35,8 +35,22 @@ free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+# trim_target: keeps the target directory, which every clone on this
+# machine shares, bounded: above 20 GiB it drops the incremental caches and
+# the test binaries not rebuilt for a day (cargo builds again what it needs).
+trim_target() {
+    local kib
+    [ -d "$CARGO_TARGET_DIR" ] || return 0
+    kib=$(du -sk "$CARGO_TARGET_DIR" 2>/dev/null | cut -f1)
+    [ "${kib:-0}" -gt $((20 * 1024 * 1024)) ] || return 0
+    log "trimming $CARGO_TARGET_DIR ($((kib / 1024 / 1024)) GiB): incremental caches, test binaries a day old"
+    rm -rf "$CARGO_TARGET_DIR"/*/incremental
+    find "$CARGO_TARGET_DIR"/*/deps -maxdepth 1 -type f -executable ! -name '*.so' -mmin +1440 -delete 2>/dev/null || true
+}
+
 # build_bins: builds every binary of the workspace (debug profile).
 build_bins() {
+    trim_target
     log "building (cargo, target dir $CARGO_TARGET_DIR)"
     (cd "$ROOT" && cargo build --locked --workspace --bins)
     BIN=$CARGO_TARGET_DIR/debug

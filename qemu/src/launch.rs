@@ -17,7 +17,7 @@ use crate::cidata;
 use crate::clone::BootPath;
 use crate::lifecycle::{Stop, Vm};
 use crate::probe::effective_probe;
-use crate::process::{Process, free_local_port, read_pid};
+use crate::process::{Process, StartError, free_local_port, read_pid};
 
 /// The MAC of the `i`th NIC of VM `vm` on QEMU's user network: QEMU's
 /// prefix and three bytes of the VM's id and the NIC's index, so that no
@@ -220,22 +220,16 @@ impl Vms {
 
     /// Boots `args` from scratch, daemonized; its process.
     async fn boot_cold(&self, args: &QemuArgs, t: &VmTarget) -> Result<Process, Stop> {
-        let out = Command::new(&self.cfg.qemu)
-            .args(args.to_args())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .await
-            .map_err(|e| failed("QemuFailed", format!("running {}: {e}", self.cfg.qemu.display())))?;
-        if !out.status.success() {
-            self.gpus.release(&t.id);
-            let err = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-            let reason = if err.contains("host forwarding") || err.contains("hostfwd") { "PortForwardFailed" } else { "QemuFailed" };
-            return Err(failed(reason, format!("QEMU refused to start: {err}")));
-        }
-        let pid = read_pid(&args.pidfile).await.ok_or_else(|| failed("QemuFailed", "QEMU started but wrote no pid file"))?;
-        Process::adopt(pid, &t.id).await.ok_or_else(|| failed("QemuFailed", format!("QEMU (pid {pid}) exited right after it started")))
+        crate::process::start_daemonized(&self.cfg.qemu, &args.to_args(), &args.pidfile, &t.id).await.map_err(|e| {
+            let reason = match &e {
+                StartError::Refused(said) if said.contains("host forwarding") || said.contains("hostfwd") => "PortForwardFailed",
+                _ => "QemuFailed",
+            };
+            if matches!(e, StartError::Refused(_)) {
+                self.gpus.release(&t.id);
+            }
+            failed(reason, e.to_string())
+        })
     }
 
     /// Removes everything VM `id` has: its process, directory and external IP.

@@ -7,7 +7,7 @@
 use vmaas_backend::VmMemory;
 
 use crate::Vms;
-use crate::recover::cmdline;
+use crate::recover::pid_file_qemu;
 
 /// `(resident, unique)` bytes from the text of a `smaps_rollup`.
 fn parse_rollup(text: &str) -> Option<(u64, u64)> {
@@ -31,14 +31,7 @@ impl Vms {
     pub(crate) fn memory_of_vms(&self) -> Vec<VmMemory> {
         let mut out = Vec::new();
         for id in self.map().keys() {
-            let dir = self.cfg.state_dir.join(id);
-            let Some(pid) = std::fs::read_to_string(dir.join("qemu.pid")).ok().and_then(|s| s.trim().parse::<i32>().ok()) else {
-                continue;
-            };
-            let qmp = dir.join("qmp.sock").display().to_string();
-            if !cmdline(pid).is_some_and(|a| a.iter().any(|a| a.contains(&qmp))) {
-                continue;
-            }
+            let Some((pid, _)) = pid_file_qemu(&self.cfg.state_dir.join(id)) else { continue };
             if let Some((resident_bytes, unique_bytes)) = of_process(pid) {
                 out.push(VmMemory { id: id.clone(), resident_bytes, unique_bytes });
             }

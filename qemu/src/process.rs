@@ -85,6 +85,48 @@ pub async fn read_pid(path: &Path) -> Option<i32> {
     tokio::fs::read_to_string(path).await.ok()?.trim().parse().ok()
 }
 
+/// Why a QEMU that daemonizes itself did not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartError {
+    /// It could not be run at all.
+    Run(String),
+    /// It refused to start, saying this.
+    Refused(String),
+    /// It started but wrote no pid file.
+    NoPidFile,
+    /// It exited right after it started.
+    Exited(i32),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Run(e) => write!(f, "{e}"),
+            Self::Refused(said) => write!(f, "QEMU refused to start: {said}"),
+            Self::NoPidFile => write!(f, "QEMU started but wrote no pid file"),
+            Self::Exited(pid) => write!(f, "QEMU (pid {pid}) exited right after it started"),
+        }
+    }
+}
+
+/// Runs `qemu` with `args`, which daemonize it and have it write
+/// `pidfile`, and takes hold of the process it leaves for VM `id`.
+pub async fn start_daemonized(qemu: &Path, args: &[std::ffi::OsString], pidfile: &Path, id: &str) -> Result<Process, StartError> {
+    let out = tokio::process::Command::new(qemu)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .await
+        .map_err(|e| StartError::Run(format!("running {}: {e}", qemu.display())))?;
+    if !out.status.success() {
+        return Err(StartError::Refused(String::from_utf8_lossy(&out.stderr).trim().to_owned()));
+    }
+    let pid = read_pid(pidfile).await.ok_or(StartError::NoPidFile)?;
+    Process::adopt(pid, id).await.ok_or(StartError::Exited(pid))
+}
+
 /// A TCP port free on 127.0.0.1 right now.
 pub fn free_local_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())

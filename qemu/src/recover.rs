@@ -22,20 +22,28 @@ pub(crate) fn cmdline(pid: i32) -> Option<Vec<String>> {
     Some(raw.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect())
 }
 
+/// Whether a command line names the QMP socket `qmp`, whole (`-qmp
+/// unix:PATH,…`): a migration target's `qmp.sock.next` is not `qmp.sock`.
 fn runs_in(args: &[String], qmp: &str) -> bool {
-    args.iter().any(|a| a.contains(qmp))
+    let unix = format!("unix:{qmp}");
+    args.iter().flat_map(|a| a.split(',')).any(|part| part == qmp || part == unix)
+}
+
+/// The process in `dir`'s pid file and its command line, if that command
+/// line names the directory's QMP socket. Blocking.
+pub(crate) fn pid_file_qemu(dir: &Path) -> Option<(i32, Vec<String>)> {
+    let qmp = dir.join("qmp.sock").display().to_string();
+    let pid = std::fs::read_to_string(dir.join("qemu.pid")).ok()?.trim().parse::<i32>().ok()?;
+    cmdline(pid).filter(|a| runs_in(a, &qmp)).map(|args| (pid, args))
 }
 
 /// The QEMU process of the VM in `dir`: the pid file's, if its command line
 /// names the directory's QMP socket, else any process whose does. Blocking.
 pub(crate) fn find_qemu(dir: &Path) -> Option<Found> {
-    let qmp = dir.join("qmp.sock").display().to_string();
-    let from_file = std::fs::read_to_string(dir.join("qemu.pid")).ok().and_then(|s| s.trim().parse::<i32>().ok());
-    if let Some(pid) = from_file
-        && let Some(args) = cmdline(pid).filter(|a| runs_in(a, &qmp))
-    {
+    if let Some((pid, args)) = pid_file_qemu(dir) {
         return Some(Found { pid, args, by_pid_file: true });
     }
+    let qmp = dir.join("qmp.sock").display().to_string();
     let entries = std::fs::read_dir("/proc").ok()?;
     entries.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).find_map(|pid| {
         let args = cmdline(pid)?;
@@ -186,6 +194,14 @@ mod tests {
         assert_eq!(f.external_ip, Some(Ipv4Addr::new(127, 42, 0, 7)));
         assert_eq!(f.probe_port, Some(40001));
         assert_eq!(rebuild(Path::new("/x/vms/abc"), None).external_ip, None);
+    }
+
+    #[test]
+    fn a_socket_is_named_whole() {
+        let args = |a: &str| vec!["qemu".to_owned(), "-qmp".to_owned(), a.to_owned()];
+        assert!(runs_in(&args("unix:/d/vm/qmp.sock,server=on,wait=off"), "/d/vm/qmp.sock"));
+        assert!(!runs_in(&args("unix:/d/vm/qmp.sock.next,server=on,wait=off"), "/d/vm/qmp.sock"), "a migration target's");
+        assert!(!runs_in(&args("unix:/d/vm2/qmp.sock,server=on"), "/d/vm/qmp.sock"));
     }
 
     #[test]

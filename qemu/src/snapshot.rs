@@ -42,14 +42,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use tokio::process::Command;
 use tracing::info;
 
 use crate::argv::{QemuArgs, SEGMENT_NIC_SLOT, SegmentNicArg, USER_NIC_SLOT, UserNicArg};
 use crate::console::SerialConsole;
 use crate::images::Image;
 use crate::migrate::Unfinished;
-use crate::process::{Process, read_pid};
+use crate::process::Process;
 use crate::qmp::Qmp;
 
 /// Bumped when what a snapshot holds changes shape.
@@ -260,19 +259,7 @@ async fn ignore_shared(q: &mut Qmp, on: bool) -> Result<(), String> {
 
 /// Starts QEMU with `args`, daemonized; its process.
 pub(crate) async fn spawn(qemu: &Path, args: &QemuArgs, id: &str) -> Result<Process, String> {
-    let out = Command::new(qemu)
-        .args(args.to_args())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .await
-        .map_err(|e| format!("running {}: {e}", qemu.display()))?;
-    if !out.status.success() {
-        return Err(format!("QEMU refused to start: {}", String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    let pid = read_pid(&args.pidfile).await.ok_or("QEMU started but wrote no pid file")?;
-    Process::adopt(pid, id).await.ok_or_else(|| format!("QEMU (pid {pid}) exited right after it started"))
+    crate::process::start_daemonized(qemu, &args.to_args(), &args.pidfile, id).await.map_err(|e| e.to_string())
 }
 
 /// Boots the template QEMU of `args` (whose RAM is `staging/ram`, shared)
