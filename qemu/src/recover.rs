@@ -44,11 +44,14 @@ pub(crate) fn find_qemu(dir: &Path) -> Option<Found> {
         return Some(Found { pid, args, by_pid_file: true });
     }
     let qmp = dir.join("qmp.sock").display().to_string();
-    let entries = std::fs::read_dir("/proc").ok()?;
-    entries.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).find_map(|pid| {
-        let args = cmdline(pid)?;
-        runs_in(&args, &qmp).then_some(Found { pid, args, by_pid_file: false })
-    })
+    let (pid, args) = processes().find(|(_, args)| runs_in(args, &qmp))?;
+    Some(Found { pid, args, by_pid_file: false })
+}
+
+/// Every process on the host and its command line, from `/proc`. Blocking.
+pub(crate) fn processes() -> impl Iterator<Item = (i32, Vec<String>)> {
+    let entries = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+    entries.filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).filter_map(|pid| Some((pid, cmdline(pid)?)))
 }
 
 /// The host forwards in a QEMU command line: `(host address, host port, guest port)`.

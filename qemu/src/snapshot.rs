@@ -178,11 +178,9 @@ impl Snapshots {
 /// directory) is killed and the staging directories removed. Blocking.
 pub(crate) fn clean_up_after_crash(dir: &Path) {
     let staging = format!("{}/.", dir.display());
-    let pids = std::fs::read_dir("/proc").map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).collect());
-    for pid in pids.unwrap_or_else(|_| Vec::new()) {
-        if crate::recover::cmdline(pid).is_some_and(|a| a.iter().any(|a| a.contains(&staging)))
-            && let Some(p) = Process::hold(pid)
-        {
+    let templates = crate::recover::processes().filter(|(_, args)| args.iter().any(|a| a.contains(&staging)));
+    for (pid, _) in templates.collect::<Vec<_>>() {
+        if let Some(p) = Process::hold(pid) {
             p.kill();
             info!(pid, "killed the QEMU of a template left by a crash");
         }
