@@ -22,11 +22,14 @@ pub(crate) fn cmdline(pid: i32) -> Option<Vec<String>> {
     Some(raw.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect())
 }
 
-/// Whether a command line names the QMP socket `qmp`, whole (`-qmp
-/// unix:PATH,…`): a migration target's `qmp.sock.next` is not `qmp.sock`.
+/// Whether a command line names the QMP socket `qmp` (`-qmp unix:PATH,…`),
+/// whole, or as `qmp.next`: a QEMU that took a live migration over keeps
+/// on its command line the `.next` name it started with (see
+/// `migrate.rs`), though its socket has been renamed since.
 fn runs_in(args: &[String], qmp: &str) -> bool {
-    let unix = format!("unix:{qmp}");
-    args.iter().flat_map(|a| a.split(',')).any(|part| part == qmp || part == unix)
+    let names = [qmp.to_owned(), format!("{qmp}.next")];
+    let parts = args.iter().flat_map(|a| a.split(','));
+    parts.map(|part| part.strip_prefix("unix:").unwrap_or(part)).any(|path| names.iter().any(|n| n == path))
 }
 
 /// The process in `dir`'s pid file and its command line, if that command
@@ -200,11 +203,12 @@ mod tests {
     }
 
     #[test]
-    fn a_socket_is_named_whole() {
+    fn a_socket_is_named_whole_or_as_a_migration_target_named_it() {
         let args = |a: &str| vec!["qemu".to_owned(), "-qmp".to_owned(), a.to_owned()];
         assert!(runs_in(&args("unix:/d/vm/qmp.sock,server=on,wait=off"), "/d/vm/qmp.sock"));
-        assert!(!runs_in(&args("unix:/d/vm/qmp.sock.next,server=on,wait=off"), "/d/vm/qmp.sock"), "a migration target's");
-        assert!(!runs_in(&args("unix:/d/vm2/qmp.sock,server=on"), "/d/vm/qmp.sock"));
+        assert!(runs_in(&args("unix:/d/vm/qmp.sock.next,server=on,wait=off"), "/d/vm/qmp.sock"), "a QEMU that took a migration over");
+        assert!(!runs_in(&args("unix:/d/vm2/qmp.sock,server=on"), "/d/vm/qmp.sock"), "another VM's");
+        assert!(!runs_in(&args("unix:/d/vm/qmp.sock.old,server=on"), "/d/vm/qmp.sock"));
     }
 
     #[test]
