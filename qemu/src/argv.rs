@@ -122,6 +122,28 @@ pub struct UserNicArg {
     pub egress: bool,
 }
 
+impl UserNicArg {
+    /// Its netdev, as `-netdev` takes it, with its host forwards or
+    /// without (a migration target, or a clone's NIC plugged in later).
+    pub fn netdev_arg(&self, with_forwards: bool) -> String {
+        let mut netdev = format!("user,id={},net=10.0.2.0/24,dhcpstart={GUEST_IP},hostname={}", self.id, self.hostname);
+        if !self.egress {
+            netdev.push_str(",restrict=on");
+        }
+        for f in self.forwards.iter().filter(|_| with_forwards) {
+            netdev.push_str(&format!(",hostfwd={}", f.rule()));
+        }
+        netdev
+    }
+}
+
+/// The device of the NIC on netdev `id` with `mac`, as `-device` takes it,
+/// at PCI slot `slot` if one is given.
+pub fn nic_device_arg(id: &str, mac: &str, slot: Option<u32>) -> String {
+    let addr = slot.map(|s| format!(",addr={s:#x}")).unwrap_or_default();
+    format!("virtio-net-pci,netdev={id},id=dev-{id},mac={mac}{addr}")
+}
+
 /// One NIC on a subnet: a port of the subnet's segment in the user-space
 /// switch, on loopback TCP (QEMU reconnects if the server restarts).
 #[derive(Debug, Clone, PartialEq)]
@@ -132,6 +154,13 @@ pub struct SegmentNicArg {
     pub addr: vmaas_switch::PortAddr,
     /// The NIC's MAC.
     pub mac: String,
+}
+
+impl SegmentNicArg {
+    /// Its netdev, as `-netdev` takes it: a stream socket to its port.
+    pub fn netdev_arg(&self) -> String {
+        format!("stream,id={},server=off,{},reconnect-ms=1000", self.id, self.addr.qemu_options())
+    }
 }
 
 /// Guest RAM mapped from a file (see `snapshot.rs`): a template's,
@@ -278,19 +307,11 @@ impl QemuArgs {
             push(&["-blockdev", &v.blockdev().to_string(), "-device", &v.device_arg()]);
         }
         for (i, n) in self.nics.iter().enumerate() {
-            let mut netdev = format!("user,id={},net=10.0.2.0/24,dhcpstart={GUEST_IP},hostname={}", n.id, n.hostname);
-            if !n.egress {
-                netdev.push_str(",restrict=on");
-            }
-            for f in &n.forwards {
-                netdev.push_str(&format!(",hostfwd={}", f.rule()));
-            }
-            let slot = if self.fixed_slots { format!(",addr={:#x}", USER_NIC_SLOT + i as u32) } else { String::new() };
-            push(&["-netdev", &netdev, "-device", &format!("virtio-net-pci,netdev={},id=dev-{},mac={}{slot}", n.id, n.id, n.mac)]);
+            let slot = self.fixed_slots.then_some(USER_NIC_SLOT + i as u32);
+            push(&["-netdev", &n.netdev_arg(true), "-device", &nic_device_arg(&n.id, &n.mac, slot)]);
         }
         for n in &self.segment_nics {
-            let netdev = format!("stream,id={},server=off,{},reconnect-ms=1000", n.id, n.addr.qemu_options());
-            push(&["-netdev", &netdev, "-device", &format!("virtio-net-pci,netdev={},id=dev-{},mac={}", n.id, n.id, n.mac)]);
+            push(&["-netdev", &n.netdev_arg(), "-device", &nic_device_arg(&n.id, &n.mac, None)]);
         }
         push(&["-chardev", &format!("socket,id=serial0,path={},server=on,wait=off", self.serial.display())]);
         push(&["-serial", "chardev:serial0"]);

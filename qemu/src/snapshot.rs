@@ -44,7 +44,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use tracing::info;
 
-use crate::argv::{QemuArgs, SEGMENT_NIC_SLOT, SegmentNicArg, USER_NIC_SLOT, UserNicArg};
+use crate::argv::{QemuArgs, SEGMENT_NIC_SLOT, SegmentNicArg, USER_NIC_SLOT, UserNicArg, nic_device_arg};
 use crate::console::SerialConsole;
 use crate::images::Image;
 use crate::migrate::Unfinished;
@@ -329,17 +329,13 @@ fn plugged_nics<'a>(id: &'a Identity<'_>) -> impl Iterator<Item = (u32, &'a User
 pub(crate) fn plugged_args(id: &Identity<'_>) -> Vec<String> {
     let mut out = Vec::new();
     let mut nic = |netdev: String, id: &str, mac: &str, slot: u32| {
-        out.extend(["-netdev".to_owned(), netdev, "-device".to_owned()]);
-        out.push(format!("virtio-net-pci,netdev={id},id=dev-{id},mac={mac},addr={slot:#x}"));
+        out.extend(["-netdev".to_owned(), netdev, "-device".to_owned(), nic_device_arg(id, mac, Some(slot))]);
     };
     for (slot, n) in plugged_nics(id) {
-        let restrict = if n.egress { "" } else { ",restrict=on" };
-        let netdev = format!("user,id={},net=10.0.2.0/24,dhcpstart={},hostname={}{restrict}", n.id, crate::argv::GUEST_IP, n.hostname);
-        nic(netdev, &n.id, &n.mac, slot);
+        nic(n.netdev_arg(false), &n.id, &n.mac, slot);
     }
     for (i, n) in id.segment_nics.iter().enumerate() {
-        let netdev = format!("stream,id={},server=off,{},reconnect-ms=1000", n.id, n.addr.qemu_options());
-        nic(netdev, &n.id, &n.mac, SEGMENT_NIC_SLOT + i as u32);
+        nic(n.netdev_arg(), &n.id, &n.mac, SEGMENT_NIC_SLOT + i as u32);
     }
     out
 }
