@@ -68,8 +68,9 @@ async fn plug(q: &mut Qmp, arg: &VolumeArg) -> Result<(), String> {
 }
 
 impl Vms {
-    fn volume_arg(&self, d: &VolumeDisk) -> VolumeArg {
-        VolumeArg { serial: d.serial.clone(), file: Volumes::path(&self.volume_dir, &d.volume) }
+    /// Volume `volume` as a disk with `serial`.
+    pub(crate) fn volume_arg(&self, volume: &str, serial: &str) -> VolumeArg {
+        VolumeArg { serial: serial.to_owned(), file: Volumes::path(&self.volume_dir, volume) }
     }
 
     /// The volumes a VM starts with: each listed volume whose file is
@@ -78,7 +79,7 @@ impl Vms {
     pub(crate) async fn boot_volumes(&self, t: &VmTarget) -> (Vec<VolumeArg>, Vec<PluggedVolume>) {
         let (mut args, mut plugged) = (Vec::new(), Vec::new());
         for d in &t.spec.volumes {
-            let arg = self.volume_arg(d);
+            let arg = self.volume_arg(&d.volume, &d.serial);
             if let Err(m) = grow_file(&self.cfg.qemu_img, &arg.file, d.size_bytes).await {
                 warn!(vm = %t.id, volume = %d.volume, error = %m, "volume left out of the boot");
                 continue;
@@ -94,7 +95,7 @@ impl Vms {
     async fn presence_at_rest(&self, t: &VmTarget) -> VolumePresence {
         let mut out = VolumePresence::new();
         for d in &t.spec.volumes {
-            let there = tokio::fs::try_exists(self.volume_arg(d).file).await.unwrap_or(false);
+            let there = tokio::fs::try_exists(self.volume_arg(&d.volume, &d.serial).file).await.unwrap_or(false);
             let p = if there { DiskPresence::Attached } else { DiskPresence::Failed("its disk file is missing".into()) };
             out.insert(d.volume.clone(), p);
         }
@@ -116,7 +117,7 @@ impl Vms {
             let p = self.ensure_plugged(&mut q, vm, d, &present).await;
             presence.insert(d.volume.clone(), p);
         }
-        let wanted: BTreeSet<String> = t.spec.volumes.iter().map(|d| self.volume_arg(d).device()).collect();
+        let wanted: BTreeSet<String> = t.spec.volumes.iter().map(|d| self.volume_arg(&d.volume, &d.serial).device()).collect();
         let mut busy = false;
         for dev in present.difference(&wanted) {
             if let Some(v) = vm.file.volumes.iter().find(|v| volume_device(&v.serial) == *dev) {
@@ -137,7 +138,7 @@ impl Vms {
 
     /// Makes sure the running QEMU has volume `d` at its size.
     async fn ensure_plugged(&self, q: &mut Qmp, vm: &mut Vm, d: &VolumeDisk, present: &BTreeSet<String>) -> DiskPresence {
-        let arg = self.volume_arg(d);
+        let arg = self.volume_arg(&d.volume, &d.serial);
         if !present.contains(&arg.device()) {
             if let Err(m) = plug(q, &arg).await {
                 warn!(vm = %vm.file.id, volume = %d.volume, error = %m, "hotplug failed");

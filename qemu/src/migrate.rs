@@ -195,12 +195,7 @@ impl Vms {
         }
         let mut q = Qmp::connect(&vm.path("qmp.sock")).await.map_err(|e| err("connecting to the running QEMU", e))?;
         let pci = q.execute("query-pci", None).await.map_err(|e| err("asking the running QEMU for its PCI devices", e))?;
-        let volumes: Vec<VolumeArg> = vm
-            .file
-            .volumes
-            .iter()
-            .map(|v| VolumeArg { serial: v.serial.clone(), file: crate::volumes::Volumes::path(&self.volume_dir, &v.volume) })
-            .collect();
+        let volumes: Vec<VolumeArg> = vm.file.volumes.iter().map(|v| self.volume_arg(&v.volume, &v.serial)).collect();
         volume_args(&volumes, &pci_slots(&pci))
     }
 

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use vmaas_backend::Backend;
 use vmaas_qemu::accel::{Accel, AccelChoice};
