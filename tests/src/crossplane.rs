@@ -8,9 +8,12 @@
 //! resources forced into its namespace and cluster-scoped ones refused),
 //! resources no longer desired are deleted, and the XR's `resourceRefs` and
 //! status (Crossplane's `Ready` and `Synced` plus the function's
-//! conditions) are written. For a claim it plays the claim controller too:
-//! the XR made for the claim (Crossplane's claim labels, the claim's spec),
-//! the claim's `resourceRef`, and the XR's status copied back to the claim.
+//! conditions) are written: under `spec` for a LegacyCluster XR (the scope
+//! with claims), under `spec.crossplane` for a v2 XR. For a claim it plays
+//! the claim controller too, as `../shared/k8s/xcrd.py` has it
+//! ([`crate::xcrd`]): the XR made for the claim (claim labels, the claim's
+//! spec, `spec.claimRef`), the claim's `resourceRef`, and the XR's status
+//! copied back to the claim with Crossplane's `Synced` and `Ready`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -67,68 +70,6 @@ impl Drop for FunctionProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Crossplane's label on an XR naming its claim's namespace.
-pub const CLAIM_NAMESPACE: &str = "crossplane.io/claim-namespace";
-/// Crossplane's label on an XR naming its claim.
-pub const CLAIM_NAME: &str = "crossplane.io/claim-name";
-
-/// The fields of a claim's `spec` that are Crossplane's, not the XR's.
-const CLAIM_ONLY: [&str; 7] = [
-    "compositionRef",
-    "compositionSelector",
-    "compositionRevisionRef",
-    "compositionRevisionSelector",
-    "compositionUpdatePolicy",
-    "compositeDeletePolicy",
-    "resourceRef",
-];
-
-/// The XR Crossplane makes for `claim` (kind `X<claim kind>`), named
-/// `<claim>-<suffix>` (the claim's name cut as `generateName` does), with
-/// the claim labels and the claim's spec.
-pub fn xr_for_claim(claim: &Value, suffix: &str) -> Value {
-    let mut spec = claim["spec"].clone();
-    if let Some(o) = spec.as_object_mut() {
-        for f in CLAIM_ONLY {
-            o.remove(f);
-        }
-    }
-    let name = claim["metadata"]["name"].as_str().unwrap_or_default();
-    // As Kubernetes' generateName: the base cut so that the name fits 63.
-    let base = &name[..name.len().min(57)];
-    json!({
-        "apiVersion": claim["apiVersion"],
-        "kind": format!("X{}", claim["kind"].as_str().unwrap_or_default()),
-        "metadata": {"name": format!("{base}-{suffix}"), "labels": {CLAIM_NAME: name, CLAIM_NAMESPACE: claim["metadata"]["namespace"]}},
-        "spec": spec,
-    })
-}
-
-/// The claim CRD Crossplane generates for an XRD with `claimNames`, from
-/// the XR's CRD (`xr_crd`, by `../shared/k8s/xrd2crd.py`): namespaced, the
-/// claim's names, Crossplane's claim fields at the top of `spec`, the XR's
-/// status.
-pub fn claim_crd(xrd: &Value, xr_crd: &Value) -> Value {
-    let names = &xrd["spec"]["claimNames"];
-    let mut crd = xr_crd.clone();
-    crd["metadata"]["name"] = json!(format!("{}.{}", names["plural"].as_str().unwrap(), xrd["spec"]["group"].as_str().unwrap()));
-    crd["spec"]["names"] = json!({"kind": names["kind"], "plural": names["plural"], "categories": ["claim"]});
-    crd["spec"]["scope"] = json!("Namespaced");
-    let name_ref = json!({"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}});
-    let selector = json!({"type": "object", "properties": {"matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}}});
-    for v in crd["spec"]["versions"].as_array_mut().unwrap() {
-        let spec = &mut v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
-        spec.as_object_mut().unwrap().remove("crossplane");
-        spec["compositionRef"] = name_ref.clone();
-        spec["compositionSelector"] = selector.clone();
-        spec["compositionUpdatePolicy"] = json!({"type": "string", "enum": ["Automatic", "Manual"]});
-        spec["compositeDeletePolicy"] = json!({"type": "string", "enum": ["Background", "Foreground"]});
-        spec["resourceRef"] = json!({"type": "object", "required": ["apiVersion", "kind", "name"],
-            "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "name": {"type": "string"}}});
-    }
-    crd
 }
 
 /// What one reconcile did.
@@ -278,7 +219,8 @@ impl<'a> Crossplane<'a> {
     /// The composed resources of `xr` now in the cluster, by pipeline name.
     async fn observed(&self, xr: &Value) -> BTreeMap<String, Value> {
         let mut out = BTreeMap::new();
-        for r in xr["spec"]["crossplane"]["resourceRefs"].as_array().cloned().unwrap_or_default() {
+        let refs = xr["spec"].get("resourceRefs").unwrap_or(&xr["spec"]["crossplane"]["resourceRefs"]);
+        for r in refs.as_array().cloned().unwrap_or_default() {
             let mut stub = json!({"apiVersion": r["apiVersion"], "kind": r["kind"], "metadata": {"name": r["name"]}});
             let ns = r["namespace"].as_str().or(xr["metadata"]["namespace"].as_str());
             let scope = self.discover(r["apiVersion"].as_str().unwrap(), r["kind"].as_str().unwrap()).await;
@@ -357,11 +299,11 @@ impl<'a> Crossplane<'a> {
     pub async fn reconcile_claim(&self, plural: &str, xr_plural: &str, claim: &Value) -> Outcome {
         let (st, claim) = self.k.request(Method::GET, &Cluster::path_of(claim, plural), None, None).await;
         assert_eq!(st, 200, "the claim: {claim}");
-        let suffix = match claim["spec"]["resourceRef"]["name"].as_str() {
-            Some(xr) => xr.rsplit('-').next().unwrap_or_default().to_owned(),
-            None => uuid::Uuid::new_v4().simple().to_string()[..5].to_owned(),
+        let name = match claim["spec"]["resourceRef"]["name"].as_str() {
+            Some(xr) => xr.to_owned(),
+            None => generated_name(claim["metadata"]["name"].as_str().unwrap_or_default()),
         };
-        let xr = xr_for_claim(&claim, &suffix);
+        let xr = crate::xcrd::xr_for_claim(&claim, &name);
         let xr = {
             let (st, body) = self.k.apply(&xr, xr_plural, "apiextensions.crossplane.io/claim").await;
             assert!(st == 200 || st == 201, "the XR of a claim is refused: {st} {body:#}");
@@ -373,7 +315,7 @@ impl<'a> Crossplane<'a> {
         let (st, body) = self.k.apply(&reference, plural, "apiextensions.crossplane.io/claim").await;
         assert_eq!(st, 200, "the claim's resourceRef: {body:#}");
         let mut outcome = self.reconcile(xr_plural, &xr).await;
-        let status = outcome.xr["status"].clone();
+        let status = claim_status_of(&claim, &outcome.xr);
         reference.as_object_mut().map(|o| o.remove("spec"));
         let (st, claim) = self.k.write_status(&reference, plural, status).await;
         assert_eq!(st, 200, "the API server refuses the claim's status: {claim:#}");
@@ -420,7 +362,18 @@ impl<'a> Crossplane<'a> {
         Ok(())
     }
 
-    /// Records the composed resources in the XR's `spec.crossplane.resourceRefs`.
+    /// Whether the XRs of `plural` (the resource of `xr`) are LegacyCluster
+    /// XRs, from the CRD the API server serves for them.
+    async fn legacy(&self, plural: &str, xr: &Value) -> bool {
+        let group = xr["apiVersion"].as_str().and_then(|a| a.split_once('/')).map(|(g, _)| g).unwrap_or_default();
+        let path = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.{group}");
+        let (st, crd) = self.k.request(Method::GET, &path, None, None).await;
+        assert_eq!(st, 200, "the CRD of {plural}: {crd}");
+        crate::xcrd::legacy(&crd)
+    }
+
+    /// Records the composed resources in the XR's `resourceRefs`: under
+    /// `spec` for a LegacyCluster XR, under `spec.crossplane` for a v2 one.
     async fn write_refs(&self, plural: &str, xr: &Value, composed: &BTreeMap<String, Value>) -> Value {
         let namespaced = xr["metadata"]["namespace"].is_string();
         let refs: Vec<Value> = composed
@@ -433,8 +386,10 @@ impl<'a> Crossplane<'a> {
                 r
             })
             .collect();
-        let mut patch = json!({"apiVersion": xr["apiVersion"], "kind": xr["kind"], "metadata": {"name": xr["metadata"]["name"]},
-            "spec": {"crossplane": {"resourceRefs": refs}}});
+        let spec =
+            if self.legacy(plural, xr).await { json!({"resourceRefs": refs}) } else { json!({"crossplane": {"resourceRefs": refs}}) };
+        let mut patch =
+            json!({"apiVersion": xr["apiVersion"], "kind": xr["kind"], "metadata": {"name": xr["metadata"]["name"]}, "spec": spec});
         if namespaced {
             patch["metadata"]["namespace"] = xr["metadata"]["namespace"].clone();
         }
@@ -475,4 +430,32 @@ impl<'a> Crossplane<'a> {
         assert_eq!(st, 200, "the API server refuses the XR status: {body:#}");
         body
     }
+}
+
+/// The name the claim controller's `generateName` gives the XR of the
+/// claim named `claim`: the name cut to 58 characters, a dash, then five
+/// random characters (Kubernetes' SimpleNameGenerator).
+fn generated_name(claim: &str) -> String {
+    let base = format!("{claim}-");
+    let base: String = base.chars().take(58).collect();
+    let alphabet: Vec<char> = "bcdfghjklmnpqrstvwxz2456789".chars().collect();
+    let random = uuid::Uuid::new_v4();
+    let suffix: String = random.as_bytes().iter().take(5).map(|b| alphabet[usize::from(*b) % alphabet.len()]).collect();
+    format!("{base}{suffix}")
+}
+
+/// The claim's status after the claim controller synced it from `xr`
+/// (`xcrd.claim_status`), with the conditions Crossplane's claim
+/// reconciler sets: `Synced`, and `Ready` as its XR's.
+fn claim_status_of(claim: &Value, xr: &Value) -> Value {
+    let mut status = crate::xcrd::claim_status(claim, xr);
+    let of_xr = |t: &str| xr["status"]["conditions"].as_array().and_then(|cs| cs.iter().find(|c| c["type"] == t)).cloned();
+    let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let synced = json!({"type": "Synced", "status": "True", "reason": "ReconcileSuccess", "lastTransitionTime": now});
+    let ready = match of_xr("Ready") {
+        Some(c) if c["status"] == "True" => json!({"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": now}),
+        _ => json!({"type": "Ready", "status": "False", "reason": "Creating", "lastTransitionTime": now}),
+    };
+    status["conditions"] = json!([synced, ready]);
+    status
 }

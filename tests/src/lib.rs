@@ -14,6 +14,7 @@ pub mod kubevirt;
 pub mod oidc;
 pub mod tf;
 pub mod vms;
+pub mod xcrd;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -8,8 +8,9 @@
 //! compose nothing.
 
 use serde_json::{Value, json};
-use vmaas_tests::crossplane::{COMPOSITE_LABEL, Crossplane, FunctionProcess, Outcome, claim_crd, compositions_dir};
-use vmaas_tests::k8s::{Cluster, k8s_dir};
+use vmaas_tests::crossplane::{COMPOSITE_LABEL, Crossplane, FunctionProcess, Outcome, compositions_dir};
+use vmaas_tests::k8s::Cluster;
+use vmaas_tests::xcrd::{claim_crd, xr_crd};
 
 fn example(file: &str) -> Value {
     serde_norway::from_str(&std::fs::read_to_string(compositions_dir().join(file)).unwrap()).unwrap()
@@ -18,13 +19,6 @@ fn example(file: &str) -> Value {
 fn documents(file: &str) -> Vec<Value> {
     let text = std::fs::read_to_string(compositions_dir().join(file)).unwrap();
     serde_norway::Deserializer::from_str(&text).map(|d| <Value as serde::Deserialize>::deserialize(d).unwrap()).collect()
-}
-
-/// The CRD Crossplane generates for the XRs of `xrd` (`../shared/k8s/xrd2crd.py`).
-fn xr_crd(xrd: &str) -> Value {
-    let out = std::process::Command::new("python3").arg(k8s_dir().join("xrd2crd.py")).arg(compositions_dir().join(xrd)).output().unwrap();
-    assert!(out.status.success(), "xrd2crd: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// The function input of a shipped Composition's only pipeline step.
@@ -59,10 +53,9 @@ async fn installed() -> (Cluster, FunctionProcess) {
         let file = format!("xrd-{kind}.yaml");
         let xrd = applied(&k, &example(&file), "compositeresourcedefinitions", "platform-team").await;
         applied(&k, &example(&format!("composition-{kind}.yaml")), "compositions", "platform-team").await;
-        let crd = xr_crd(&file);
-        install(&k, &crd).await;
+        install(&k, &xr_crd(&xrd)).await;
         if xrd["spec"].get("claimNames").is_some() {
-            install(&k, &claim_crd(&xrd, &crd)).await;
+            install(&k, &claim_crd(&xrd)).await;
         }
     }
     applied(&k, &example("function.yaml"), "functions", "platform-team").await;

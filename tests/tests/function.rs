@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use vmaas_tests::crossplane::{FunctionProcess, xr_for_claim};
+use vmaas_tests::crossplane::FunctionProcess;
+use vmaas_tests::xcrd::xr_for_claim;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -34,7 +35,7 @@ fn case_dir() -> tempfile::TempDir {
         let text = std::fs::read_to_string(repo().join("examples/compositions").join(yaml)).unwrap();
         let mut v: serde_json::Value = yaml_to_json(&text);
         if claim {
-            v = xr_for_claim(&v, "x7k2p");
+            v = xr_for_claim(&v, &format!("{}-x7k2p", v["metadata"]["name"].as_str().unwrap()));
         }
         std::fs::write(dir.path().join(json), serde_json::to_vec(&v).unwrap()).unwrap();
     }
