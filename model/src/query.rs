@@ -98,12 +98,29 @@ fn tokens(text: &str) -> Result<Vec<Token>, String> {
     Ok(out)
 }
 
+/// The longest filter accepted, in bytes.
+pub const MAX_FILTER_LEN: usize = 4096;
+
+/// How deep parentheses and `!` may nest in a filter.
+pub const MAX_FILTER_DEPTH: usize = 32;
+
+/// The most comparisons, calls and tests one filter may hold.
+pub const MAX_FILTER_TERMS: usize = 256;
+
 struct Parser {
     tokens: Vec<Token>,
     at: usize,
+    /// How deep the parse is in parentheses and `!` now.
+    depth: usize,
+    /// Comparisons, calls and tests read so far.
+    terms: usize,
 }
 
 impl Parser {
+    fn new(tokens: Vec<Token>) -> Self {
+        Self { tokens, at: 0, depth: 0, terms: 0 }
+    }
+
     fn peek(&self) -> Option<&Token> {
         self.tokens.get(self.at)
     }
@@ -149,17 +166,35 @@ impl Parser {
 
     fn unary(&mut self) -> Result<Expr, String> {
         if self.eat("!") {
-            return Ok(Expr::Not(Box::new(self.unary()?)));
+            self.deeper()?;
+            let e = Expr::Not(Box::new(self.unary()?));
+            self.depth -= 1;
+            return Ok(e);
         }
         if self.eat("(") {
+            self.deeper()?;
             let e = self.or()?;
             self.expect(")")?;
+            self.depth -= 1;
             return Ok(e);
         }
         self.comparison()
     }
 
+    /// Goes one level deeper into parentheses or `!`, unless that is too deep.
+    fn deeper(&mut self) -> Result<(), String> {
+        self.depth += 1;
+        if self.depth > MAX_FILTER_DEPTH {
+            return Err(format!("parentheses and '!' nest more than {MAX_FILTER_DEPTH} deep {}", self.where_()));
+        }
+        Ok(())
+    }
+
     fn comparison(&mut self) -> Result<Expr, String> {
+        self.terms += 1;
+        if self.terms > MAX_FILTER_TERMS {
+            return Err(format!("more than {MAX_FILTER_TERMS} comparisons {}", self.where_()));
+        }
         let (left, method) = self.operand()?;
         if let Some(m) = method {
             self.expect("(")?;
@@ -252,8 +287,14 @@ fn number(n: f64) -> Value {
 
 impl Filter {
     /// Parses a filter; the reason names where it went wrong.
+    /// Longer than [`MAX_FILTER_LEN`], nested deeper than
+    /// [`MAX_FILTER_DEPTH`] or with more than [`MAX_FILTER_TERMS`]
+    /// comparisons, it is refused before it costs anything.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let mut p = Parser { tokens: tokens(text)?, at: 0 };
+        if text.len() > MAX_FILTER_LEN {
+            return Err(format!("it has {} bytes, more than the {MAX_FILTER_LEN} accepted", text.len()));
+        }
+        let mut p = Parser::new(tokens(text)?);
         let e = p.or()?;
         match p.peek() {
             None => Ok(Self(e)),
@@ -344,8 +385,11 @@ fn sort_order(a: &Value, b: &Value) -> Ordering {
 }
 
 impl Order {
-    /// Parses `FIELD [asc|desc], …`.
+    /// Parses `FIELD [asc|desc], …` (at most [`MAX_FILTER_LEN`] bytes).
     pub fn parse(text: &str) -> Result<Self, String> {
+        if text.len() > MAX_FILTER_LEN {
+            return Err(format!("it has {} bytes, more than the {MAX_FILTER_LEN} accepted", text.len()));
+        }
         let mut keys = Vec::new();
         for part in text.split(',') {
             let words: Vec<&str> = part.split_whitespace().collect();
@@ -355,7 +399,7 @@ impl Order {
                 [f, d] if d.eq_ignore_ascii_case("desc") => (*f, true),
                 _ => return Err(format!("{:?} is not FIELD, FIELD asc or FIELD desc", part.trim())),
             };
-            let mut p = Parser { tokens: tokens(field)?, at: 0 };
+            let mut p = Parser::new(tokens(field)?);
             let Some(Token::Ident(first)) = p.next() else { return Err(format!("{field:?} is not a field")) };
             match p.path(first)? {
                 (Operand::Path(path), None) if p.peek().is_none() => keys.push((path, desc)),
