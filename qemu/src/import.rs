@@ -22,7 +22,7 @@ use vmaas_backend::{
 use vmaas_model::ObjectKind;
 
 use crate::images::{Image, ImageManifest};
-use crate::sources::{SourcePolicy, describe};
+use crate::sources::{FETCH_FAILED, MAX_REDIRECTS, SourcePolicy, describe};
 use crate::state::write_atomic;
 
 const DONE: &str = "import.json";
@@ -54,6 +54,31 @@ struct Job {
     bytes: AtomicU64,
     total: Mutex<Option<u64>>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// Why a download gave no file.
+enum Fetch {
+    /// Refused, unreachable, a failed answer, or cut off: the tenant is
+    /// told [`FETCH_FAILED`] only.
+    Failed(String),
+    /// A file came, and is refused for what it is (the tenant is told why).
+    File(String),
+}
+
+/// Why receiving a file failed.
+enum Received {
+    /// The stream of bytes broke off.
+    Body(String),
+    /// The file is refused, or could not be written.
+    File(String),
+}
+
+impl Received {
+    fn into_message(self) -> String {
+        match self {
+            Self::Body(m) | Self::File(m) => m,
+        }
+    }
 }
 
 /// The image import driver.
@@ -124,21 +149,62 @@ impl Imports {
         job
     }
 
+    /// Downloads `url` within the policy's total time limit. A refused or
+    /// failed fetch is logged with its reason and told to the tenant as
+    /// [`FETCH_FAILED`], whatever the reason.
     async fn download(&self, id: &str, url: &str, spec: &ImageImport, job: &Job) -> Result<(String, u64), String> {
-        let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
-        self.sources.check_url(&parsed).map_err(|e| format!("fetching {url}: {e}"))?;
-        let rsp = self.http.get(parsed).send().await.map_err(|e| format!("fetching {url}: {}", describe(&e)))?;
+        let total = self.sources.limits.total;
+        let outcome = match tokio::time::timeout(total, self.fetch_into(id, url, spec, job)).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(Fetch::Failed(format!("the download took longer than {total:?}"))),
+        };
+        outcome.map_err(|e| match e {
+            Fetch::Failed(why) => {
+                warn!(image = %id, source = %url, reason = %why, "image fetch refused or failed");
+                FETCH_FAILED.to_owned()
+            }
+            Fetch::File(why) => why,
+        })
+    }
+
+    /// The answer to a GET of `url`, redirects followed one checked hop at a time.
+    async fn answer(&self, url: &str) -> Result<reqwest::Response, String> {
+        let mut at = reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+        for _ in 0..=MAX_REDIRECTS {
+            self.sources.check_url(&at).await.map_err(|e| format!("fetching {at}: {e}"))?;
+            let rsp = self.http.get(at.clone()).send().await.map_err(|e| format!("fetching {at}: {}", describe(&e)))?;
+            if let Some(peer) = rsp.remote_addr() {
+                self.sources.check_socket(peer).map_err(|e| format!("fetching {at}: connected to {e}"))?;
+            }
+            if !rsp.status().is_redirection() {
+                return Ok(rsp);
+            }
+            let to = rsp.headers().get(reqwest::header::LOCATION).and_then(|l| l.to_str().ok());
+            let to = to.ok_or_else(|| format!("fetching {at}: a redirect without a Location"))?;
+            at = at.join(to).map_err(|e| format!("fetching {at}: the redirect to {to:?} is not a URL: {e}"))?;
+            if !matches!(at.scheme(), "http" | "https") {
+                return Err(format!("a redirect to {at}, which is not http(s)"));
+            }
+        }
+        Err(format!("more than {MAX_REDIRECTS} redirects"))
+    }
+
+    async fn fetch_into(&self, id: &str, url: &str, spec: &ImageImport, job: &Job) -> Result<(String, u64), Fetch> {
+        let rsp = self.answer(url).await.map_err(Fetch::Failed)?;
         if !rsp.status().is_success() {
-            return Err(format!("fetching {url}: the server answered HTTP {}", rsp.status()));
+            return Err(Fetch::Failed(format!("fetching {url}: the server answered HTTP {}", rsp.status())));
         }
         if let Some(len) = rsp.content_length() {
             if len > spec.max_bytes {
-                return Err(format!("the file has {len} bytes, more than the {} this server accepts", spec.max_bytes));
+                return Err(Fetch::File(format!("the file has {len} bytes, more than the {} this server accepts", spec.max_bytes)));
             }
             *job.total.lock().unwrap_or_else(|p| p.into_inner()) = Some(len);
         }
         let body = rsp.bytes_stream().map(|c| c.map_err(std::io::Error::other));
-        self.receive(id, body, spec.max_bytes, job).await
+        self.receive(id, body, spec.max_bytes, job).await.map_err(|e| match e {
+            Received::Body(why) => Fetch::Failed(why),
+            Received::File(why) => Fetch::File(why),
+        })
     }
 
     /// Writes `body` into `disk.part` of `id`, hashing and counting; the
@@ -149,9 +215,9 @@ impl Imports {
         body: impl Stream<Item = std::io::Result<bytes::Bytes>>,
         max: u64,
         job: &Job,
-    ) -> Result<(String, u64), String> {
+    ) -> Result<(String, u64), Received> {
         let d = self.dir.join(id);
-        tokio::fs::create_dir_all(&d).await.map_err(|e| format!("creating {}: {e}", d.display()))?;
+        tokio::fs::create_dir_all(&d).await.map_err(|e| Received::File(format!("creating {}: {e}", d.display())))?;
         let _ = tokio::fs::remove_file(d.join(FAILED)).await;
         // A thread of its own hashes and writes while this task receives:
         // the two overlap, and no write goes through the runtime's pool.
@@ -162,22 +228,22 @@ impl Imports {
         let mut body = std::pin::pin!(body);
         let received = async {
             while let Some(chunk) = body.next().await {
-                let chunk = chunk.map_err(|e| format!("receiving the image: {e}"))?;
+                let chunk = chunk.map_err(|e| Received::Body(format!("receiving the image: {}", describe(&e))))?;
                 n += chunk.len() as u64;
                 if n > max {
-                    return Err(format!("the file is larger than the {max} bytes this server accepts"));
+                    return Err(Received::File(format!("the file is larger than the {max} bytes this server accepts")));
                 }
                 // The channel is bounded: a slow disk slows the sender down.
-                tx.send(chunk).await.map_err(|_| "writing the image failed".to_owned())?;
+                tx.send(chunk).await.map_err(|_| Received::File("writing the image failed".to_owned()))?;
                 job.bytes.store(n, Ordering::Relaxed);
             }
             Ok(())
         }
         .await;
         drop(tx);
-        let written = writer.await.map_err(|e| format!("writing the image: {e}"))?;
+        let written = writer.await.map_err(|e| Received::File(format!("writing the image: {e}")))?;
         received?;
-        Ok((written?, n))
+        Ok((written.map_err(Received::File)?, n))
     }
 
     /// Checks what was received and makes it the image, or records why not;
@@ -300,7 +366,7 @@ impl ImageUploads for ImportDriver {
             }
             jobs.insert(t.id.clone(), job.clone());
         }
-        let received = self.0.receive(&t.id, body, t.spec.max_bytes, &job).await;
+        let received = self.0.receive(&t.id, body, t.spec.max_bytes, &job).await.map_err(Received::into_message);
         Ok(self.0.finish(&t.id, &t.spec, received).await)
     }
 }

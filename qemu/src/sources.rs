@@ -1,102 +1,251 @@
-//! Where images may be fetched from: the server fetches URLs its tenants
-//! give, so it checks every address it would connect to (each one a name
-//! resolves to, and each redirect) against the operator's allow list
-//! (`--image-source-allow`), and never fetches from link-local, multicast
-//! or unspecified addresses (cloud metadata services answer on
-//! 169.254.169.254). Names are resolved once and only the allowed
-//! addresses are dialled, so a name cannot be re-pointed between the check
-//! and the connection.
+//! Where images may be fetched from. The server fetches URLs its tenants
+//! give, so every address it would connect to (each one a name resolves
+//! to, each redirect, and the peer it did connect to) is checked against
+//! the operator's allow list (`--image-source-allow`): `public` (the
+//! default) lets in globally routable addresses only, and a network
+//! (`ADDR/LEN`) or an address lets in what it holds. Loopback, private,
+//! link-local (cloud metadata answers on 169.254.169.254), CGNAT,
+//! documentation and other special-purpose addresses are therefore never
+//! fetched from unless an administrator names them, and the server's own
+//! listening sockets never at all. Names are resolved once and only the
+//! allowed addresses are dialled, so a name cannot be re-pointed between
+//! the check and the connection; redirects are followed here, one hop at a
+//! time, each checked like the first URL.
 
-use std::error::Error as StdError;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use vmaas_model::network::Cidr;
 
 /// Redirects followed at most.
-const MAX_REDIRECTS: usize = 10;
+pub const MAX_REDIRECTS: usize = 10;
+
+/// What a tenant is told about any fetch that was refused or failed: the
+/// same words whatever answered, so that imports cannot map the host's
+/// network. The server's log has the reason.
+pub const FETCH_FAILED: &str = "the image could not be fetched from its source: the address is not allowed, nothing answered, or the answer was not a file; an administrator finds the reason in the server's log";
+
+/// How long downloads may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchLimits {
+    /// The longest wait for the next bytes (connecting, the answer's headers, each read).
+    pub read: Duration,
+    /// The longest a whole download may take.
+    pub total: Duration,
+}
+
+impl Default for FetchLimits {
+    fn default() -> Self {
+        Self { read: Duration::from_secs(30), total: Duration::from_secs(3600) }
+    }
+}
 
 /// The addresses images may be fetched from.
 #[derive(Debug, Clone)]
 pub struct SourcePolicy {
+    /// Whether globally routable addresses are allowed (`public`).
+    public: bool,
+    /// Networks allowed whatever they hold.
     allow: Vec<Cidr>,
+    /// The server's own listening sockets, once it listens: never fetched from.
+    own: Arc<OnceLock<Vec<SocketAddr>>>,
+    /// Time limits of a download.
+    pub limits: FetchLimits,
 }
 
 impl Default for SourcePolicy {
-    /// Any address but the ones never fetched from.
+    /// Public addresses only.
     fn default() -> Self {
-        Self::parse(&["0.0.0.0/0".into(), "::/0".into()]).unwrap_or(Self { allow: Vec::new() })
+        Self { public: true, allow: Vec::new(), own: Arc::default(), limits: FetchLimits::default() }
     }
+}
+
+/// Why an address is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// It is of a special-purpose class and no entry of the list names it.
+    #[error("{0} is a {1} address, which --image-source-allow {2} does not name")]
+    Special(IpAddr, &'static str, String),
+    /// A public address, and the list does not hold it.
+    #[error("{0} is not among the addresses images may be fetched from (--image-source-allow {1})")]
+    NotListed(IpAddr, String),
+    /// One of the server's own listening sockets.
+    #[error("{0} is this server's own listening socket")]
+    Own(SocketAddr),
 }
 
 impl SourcePolicy {
-    /// Parses networks (`ADDR/LEN`) and single addresses.
+    /// Parses `public` and networks (`ADDR/LEN`) or single addresses.
     pub fn parse(list: &[String]) -> Result<Self, String> {
-        let allow = list.iter().map(|t| parse_net(t.trim())).collect::<Result<Vec<_>, _>>()?;
-        Ok(Self { allow })
+        let mut p = Self { public: false, ..Self::default() };
+        for t in list.iter().map(|t| t.trim()).filter(|t| !t.is_empty()) {
+            if t.eq_ignore_ascii_case("public") {
+                p.public = true;
+            } else {
+                p.allow.push(parse_net(t)?);
+            }
+        }
+        Ok(p)
+    }
+
+    /// The same policy, never fetching from the server's own sockets `own`
+    /// (an unspecified address stands for every address of this host).
+    pub fn with_own(mut self, own: Vec<SocketAddr>) -> Self {
+        self.own = Arc::new(OnceLock::from(own));
+        self
+    }
+
+    /// The same policy, never fetching from the sockets `listening` will
+    /// hold once the server listens (its port may be chosen then).
+    pub fn with_listening(mut self, listening: Arc<OnceLock<Vec<SocketAddr>>>) -> Self {
+        self.own = listening;
+        self
+    }
+
+    /// The same policy with these time limits.
+    pub fn with_limits(mut self, limits: FetchLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    fn listed(&self) -> String {
+        let mut list: Vec<String> = self.allow.iter().map(|c| format!("{}/{}", c.addr, c.len)).collect();
+        if self.public {
+            list.insert(0, "public".into());
+        }
+        if list.is_empty() { "(nothing)".into() } else { list.join(",") }
     }
 
     /// Whether images may be fetched from `ip`, and if not why.
-    pub fn check(&self, ip: IpAddr) -> Result<(), String> {
-        if let Some(kind) = never(ip) {
-            return Err(format!("{ip} is a {kind} address; images are never fetched from one"));
-        }
+    pub fn check(&self, ip: IpAddr) -> Result<(), Refused> {
+        let ip = canonical(ip);
         if self.allow.iter().any(|c| c.contains(ip)) {
             return Ok(());
         }
-        let list: Vec<String> = self.allow.iter().map(|c| format!("{}/{}", c.addr, c.len)).collect();
-        Err(format!("{ip} is not among the addresses images may be fetched from (--image-source-allow {})", list.join(",")))
+        match special(ip) {
+            Some(class) => Err(Refused::Special(ip, class, self.listed())),
+            None if self.public => Ok(()),
+            None => Err(Refused::NotListed(ip, self.listed())),
+        }
     }
 
-    /// An HTTP client that only connects where this policy allows.
+    /// Whether images may be fetched from the socket `addr`: its address
+    /// allowed, and not one of the server's own sockets.
+    pub fn check_socket(&self, addr: SocketAddr) -> Result<(), Refused> {
+        self.check(addr.ip())?;
+        let ip = canonical(addr.ip());
+        let own = self
+            .own
+            .get()
+            .into_iter()
+            .flatten()
+            .any(|o| o.port() == addr.port() && (canonical(o.ip()) == ip || (o.ip().is_unspecified() && local(ip))));
+        if own { Err(Refused::Own(addr)) } else { Ok(()) }
+    }
+
+    /// Checks every socket `url` names (each address its host resolves to).
+    pub async fn check_url(&self, url: &reqwest::Url) -> Result<(), String> {
+        let host = url.host_str().ok_or_else(|| format!("{url} names no host"))?;
+        let port = url.port_or_known_default().ok_or_else(|| format!("{url} names no port"))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
+            Ok(ip) => vec![SocketAddr::new(ip, port)],
+            Err(_) => tokio::net::lookup_host((host, port)).await.map_err(|e| format!("resolving {host}: {e}"))?.collect(),
+        };
+        // As the resolver dials only the allowed addresses, one is enough;
+        // but a name that leads to the server itself is refused outright.
+        let mut refused = None;
+        let mut allowed = false;
+        for a in addrs {
+            match self.check_socket(a) {
+                Ok(()) => allowed = true,
+                Err(e @ Refused::Own(_)) => return Err(e.to_string()),
+                Err(e) => refused = refused.or(Some(e.to_string())),
+            }
+        }
+        match (allowed, refused) {
+            (true, _) => Ok(()),
+            (false, Some(why)) => Err(why),
+            (false, None) => Err(format!("{host} has no address")),
+        }
+    }
+
+    /// An HTTP client that only connects where this policy allows, follows
+    /// no redirect itself, and waits at most the read limit for bytes.
     pub fn client(self: &Arc<Self>) -> reqwest::Client {
-        let (resolver, redirects) = (Checked(self.clone()), self.clone());
-        let policy = reqwest::redirect::Policy::custom(move |attempt| {
-            if attempt.previous().len() >= MAX_REDIRECTS {
-                return attempt.error(format!("more than {MAX_REDIRECTS} redirects"));
-            }
-            match literal_ip(attempt.url()).map(|ip| redirects.check(ip)) {
-                Some(Err(e)) => attempt.error(e),
-                _ => attempt.follow(),
-            }
-        });
         reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .dns_resolver(resolver)
-            .redirect(policy)
+            .connect_timeout(self.limits.read)
+            .read_timeout(self.limits.read)
+            .dns_resolver(Checked(self.clone()))
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_default()
     }
+}
 
-    /// Checks a URL's host when it is an address (names are checked as
-    /// they resolve).
-    pub fn check_url(&self, url: &reqwest::Url) -> Result<(), String> {
-        literal_ip(url).map_or(Ok(()), |ip| self.check(ip))
+/// An IPv4 address inside IPv6 (mapped or compatible) as the IPv4 one.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(a) => a.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
     }
 }
 
-/// The class of address never fetched from, if `ip` is one.
-fn never(ip: IpAddr) -> Option<&'static str> {
-    let v4 = match ip {
-        IpAddr::V4(a) => Some(a),
-        IpAddr::V6(a) => a.to_ipv4_mapped(),
-    };
-    match (ip, v4) {
-        (_, Some(a)) if a.is_link_local() => Some("link-local"),
-        (_, Some(a)) if a.is_multicast() || a.is_broadcast() => Some("multicast or broadcast"),
-        (_, Some(a)) if a.is_unspecified() => Some("unspecified"),
-        (IpAddr::V6(a), None) if a.segments()[0] & 0xffc0 == 0xfe80 => Some("link-local"),
-        (IpAddr::V6(a), None) if a.is_multicast() => Some("multicast or broadcast"),
-        (IpAddr::V6(a), None) if a.is_unspecified() => Some("unspecified"),
-        _ => None,
+/// Whether `ip` is an address of this host (one a socket can be bound to).
+fn local(ip: IpAddr) -> bool {
+    ip.is_loopback() || std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
+}
+
+/// The special-purpose class of `ip`, if it is not a globally routable address.
+fn special(ip: IpAddr) -> Option<&'static str> {
+    match canonical(ip) {
+        IpAddr::V4(a) => special_v4(a),
+        IpAddr::V6(a) => special_v6(a),
     }
+}
+
+fn special_v4(a: Ipv4Addr) -> Option<&'static str> {
+    let [o0, o1, o2, _] = a.octets();
+    let class = match (o0, o1, o2) {
+        _ if a.is_loopback() => "loopback",
+        _ if a.is_private() => "private",
+        _ if a.is_link_local() => "link-local",
+        (100, 64..=127, _) => "shared (CGNAT)",
+        _ if a.is_unspecified() || o0 == 0 => "unspecified (\"this network\")",
+        _ if a.is_multicast() || a.is_broadcast() => "multicast or broadcast",
+        (192, 0, 2) | (198, 51, 100) | (203, 0, 113) => "documentation",
+        (198, 18..=19, _) => "benchmarking",
+        (192, 0, 0) | (192, 88, 99) => "special-purpose",
+        (240..=255, _, _) => "reserved",
+        _ => return None,
+    };
+    Some(class)
+}
+
+fn special_v6(a: Ipv6Addr) -> Option<&'static str> {
+    let s = a.segments();
+    let class = match s[0] {
+        _ if a.is_loopback() => "loopback",
+        _ if a.is_unspecified() => "unspecified",
+        0xfe80..=0xfebf => "link-local",
+        0xfc00..=0xfdff => "private (unique local)",
+        0xff00..=0xffff => "multicast",
+        0x2001 if s[1] == 0x0db8 => "documentation",
+        // Teredo and 6to4 carry IPv4 addresses of any class inside.
+        0x2001 if s[1] == 0 => "tunnelled (Teredo)",
+        0x2002 => "tunnelled (6to4)",
+        0x0064 if s[1] == 0xff9b => "translated (NAT64)",
+        0x2000..=0x3fff => return None,
+        _ => "reserved",
+    };
+    Some(class)
 }
 
 /// `ADDR/LEN` or a single address, as a network.
 fn parse_net(text: &str) -> Result<Cidr, String> {
-    let bad = || format!("{text:?} is not an address or a network such as 127.0.0.0/8");
+    let bad = || format!("{text:?} is not public, an address or a network such as 192.0.2.0/24");
     let (addr, len) = text.split_once('/').map_or((text, None), |(a, l)| (a, Some(l)));
     let addr: IpAddr = addr.parse().map_err(|_| bad())?;
     let max = if addr.is_ipv4() { 32 } else { 128 };
@@ -105,11 +254,6 @@ fn parse_net(text: &str) -> Result<Cidr, String> {
         None => max,
     };
     Ok(Cidr { addr, len })
-}
-
-/// The URL's host, when it is an address.
-fn literal_ip(url: &reqwest::Url) -> Option<IpAddr> {
-    url.host_str()?.trim_start_matches('[').trim_end_matches(']').parse().ok()
 }
 
 /// Resolves names to the addresses the policy allows; none: an error
@@ -128,7 +272,7 @@ impl Resolve for Checked {
                 .filter(|a| match policy.check(a.ip()) {
                     Ok(()) => true,
                     Err(e) => {
-                        refused.get_or_insert(e);
+                        refused.get_or_insert(e.to_string());
                         false
                     }
                 })
@@ -143,7 +287,7 @@ impl Resolve for Checked {
 }
 
 /// An error and its causes, as one line (reqwest's own message leaves them out).
-pub fn describe(e: &(dyn StdError + 'static)) -> String {
+pub fn describe(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {
@@ -158,47 +302,4 @@ pub fn describe(e: &(dyn StdError + 'static)) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn policy(list: &[&str]) -> SourcePolicy {
-        SourcePolicy::parse(&list.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
-    }
-
-    #[test]
-    fn the_allow_list_decides_and_metadata_addresses_are_never_fetched() {
-        let p = policy(&["127.0.0.0/8", "::1"]);
-        assert!(p.check("127.0.0.9".parse().unwrap()).is_ok());
-        assert!(p.check("::1".parse().unwrap()).is_ok());
-        let e = p.check("10.1.2.3".parse().unwrap()).unwrap_err();
-        assert!(e.contains("--image-source-allow 127.0.0.0/8,::1/128"), "{e}");
-        let any = SourcePolicy::default();
-        for (ip, kind) in [
-            ("169.254.169.254", "link-local"),
-            ("fe80::1", "link-local"),
-            ("::ffff:169.254.169.254", "link-local"),
-            ("0.0.0.0", "unspecified"),
-            ("224.0.0.1", "multicast"),
-        ] {
-            let e = any.check(ip.parse().unwrap()).unwrap_err();
-            assert!(e.contains(kind), "{ip}: {e}");
-        }
-        assert!(any.check("192.0.2.1".parse().unwrap()).is_ok());
-    }
-
-    #[test]
-    fn bad_entries_are_named() {
-        for bad in ["nope", "127.0.0.0/33", "::/129", "1.2.3.4/x"] {
-            let e = SourcePolicy::parse(&[bad.into()]).unwrap_err();
-            assert!(e.contains(bad), "{e}");
-        }
-    }
-
-    #[test]
-    fn literal_hosts_are_read_from_urls() {
-        let ip = |u: &str| literal_ip(&reqwest::Url::parse(u).unwrap());
-        assert_eq!(ip("http://[::1]:8080/x"), Some("::1".parse().unwrap()));
-        assert_eq!(ip("https://169.254.169.254/latest"), Some("169.254.169.254".parse().unwrap()));
-        assert_eq!(ip("https://example.org/x"), None);
-    }
-}
+mod tests;

@@ -46,6 +46,8 @@ pub struct Config {
     pub pools: Pools,
     /// The largest image file imported or uploaded.
     pub image_max_bytes: u64,
+    /// Image imports from a URL one tenant may have under way at once.
+    pub image_imports_per_tenant: usize,
     /// How long an imported image may go unused before it is pruned.
     pub image_retention: Option<Duration>,
     /// TLS; plain HTTP when absent (on loopback only, unless `insecure_listen`).
@@ -56,6 +58,9 @@ pub struct Config {
     pub oidc: Option<OidcConfig>,
     /// Where mutating requests are recorded; nowhere when absent.
     pub audit: Option<AuditConfig>,
+    /// The sockets the server listens on, set once it listens (for the
+    /// backend, which never fetches images from them).
+    pub listening: Arc<std::sync::OnceLock<Vec<SocketAddr>>>,
 }
 
 impl Config {
@@ -73,11 +78,13 @@ impl Config {
             overcommit: Overcommit::default(),
             pools: Pools::loopback(),
             image_max_bytes: 64 << 30,
+            image_imports_per_tenant: 4,
             image_retention: None,
             tls: None,
             insecure_listen: false,
             oidc: None,
             audit: None,
+            listening: Arc::default(),
         }
     }
 
@@ -202,6 +209,7 @@ impl App {
             progress: Default::default(),
             pools: Arc::new(config.pools.clone()),
             image_max_bytes: config.image_max_bytes,
+            image_imports_per_tenant: config.image_imports_per_tenant,
             audit: match &config.audit {
                 Some(a) => Some(AuditLog::start(a.clone()).map_err(|source| StartError::DataDir { path: a.path.clone(), source })?),
                 None => None,
@@ -241,6 +249,7 @@ impl App {
         let tls = self.tls()?;
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| StartError::Listen { addr, source })?;
         let local = listener.local_addr().map_err(|source| StartError::Listen { addr, source })?;
+        let _ = self.config.listening.set(vec![local]);
         let (stop_tx, stop_rx) = watch::channel(false);
         let reconciler = Reconciler::new(
             self.state.store.clone(),

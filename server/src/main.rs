@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use vmaas_backend::Backend;
 use vmaas_qemu::accel::{Accel, AccelChoice};
 use vmaas_qemu::images::Catalog;
+use vmaas_qemu::sources::FetchLimits;
 use vmaas_qemu::{QemuBackend, QemuConfig};
 use vmaas_server::app::{App, Config, DataDirLock};
 use vmaas_server::auth::{KEY_FILE, Keys, Role};
@@ -202,11 +203,23 @@ struct ServeArgs {
     /// Largest image file imported or uploaded, e.g. 64Gi.
     #[arg(long, env = "VMAAS_IMAGE_MAX_SIZE", default_value = "64Gi")]
     image_max_size: vmaas_model::Quantity,
-    /// Addresses and networks images may be fetched from (comma-separated,
-    /// e.g. 192.0.2.0/24,2001:db8::/32). Link-local (cloud metadata),
-    /// multicast and unspecified addresses are never fetched from.
-    #[arg(long, env = "VMAAS_IMAGE_SOURCE_ALLOW", value_delimiter = ',', default_value = "0.0.0.0/0,::/0")]
+    /// Where images may be fetched from (comma-separated): `public` (any
+    /// globally routable address), addresses and networks (e.g.
+    /// public,10.20.0.0/16,fd00:1::/64). Loopback, private, link-local
+    /// (cloud metadata), CGNAT and other special-purpose addresses are
+    /// fetched from only when a network named here holds them; the
+    /// server's own listening socket never.
+    #[arg(long, env = "VMAAS_IMAGE_SOURCE_ALLOW", value_delimiter = ',', default_value = "public")]
     image_source_allow: Vec<String>,
+    /// The longest an image download waits for its next bytes.
+    #[arg(long, env = "VMAAS_IMAGE_FETCH_READ_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    image_fetch_read_timeout: Duration,
+    /// The longest an image download may take in all.
+    #[arg(long, env = "VMAAS_IMAGE_FETCH_TIMEOUT", default_value = "1h", value_parser = humantime::parse_duration)]
+    image_fetch_timeout: Duration,
+    /// Image imports from a URL one tenant may have under way at once.
+    #[arg(long, env = "VMAAS_IMAGE_IMPORTS_PER_TENANT", default_value_t = 4)]
+    image_imports_per_tenant: usize,
     /// Log format.
     #[arg(long, env = "VMAAS_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -316,7 +329,10 @@ fn parse_uplink(s: &str) -> Result<(String, String), String> {
 }
 
 /// The backend the arguments ask for, over `data_dir`.
-async fn backend(args: &ServeArgs, data_dir: &std::path::Path) -> anyhow::Result<Arc<dyn Backend>> {
+/// The sockets the server listens on, once it does.
+type Listening = Arc<std::sync::OnceLock<Vec<SocketAddr>>>;
+
+async fn backend(args: &ServeArgs, data_dir: &std::path::Path, listening: &Listening) -> anyhow::Result<Arc<dyn Backend>> {
     Ok(match args.backend {
         BackendKind::None => Arc::new(NoBackend),
         BackendKind::Kubevirt => {
@@ -354,14 +370,16 @@ async fn backend(args: &ServeArgs, data_dir: &std::path::Path) -> anyhow::Result
                 clone_tcg_cache_mib: args.clone_tcg_cache_mib,
                 image_sources: vmaas_qemu::sources::SourcePolicy::parse(&args.image_source_allow)
                     .map_err(anyhow::Error::msg)
-                    .context("--image-source-allow")?,
+                    .context("--image-source-allow")?
+                    .with_listening(listening.clone())
+                    .with_limits(FetchLimits { read: args.image_fetch_read_timeout, total: args.image_fetch_timeout }),
             };
             Arc::new(QemuBackend::new(cfg).await.context("starting the qemu backend")?)
         }
     })
 }
 
-fn config(args: &ServeArgs, data_dir: PathBuf) -> anyhow::Result<Config> {
+fn config(args: &ServeArgs, data_dir: PathBuf, listening: Listening) -> anyhow::Result<Config> {
     Ok(Config {
         listen: args.listen,
         tls: args.tls.source(&data_dir),
@@ -381,6 +399,8 @@ fn config(args: &ServeArgs, data_dir: PathBuf) -> anyhow::Result<Config> {
         pools: Pools::new(args.external_ip_pools.clone()).map_err(anyhow::Error::msg)?,
         image_max_bytes: args.image_max_size.to_units_ceil().context("--image-max-size")?,
         image_retention: args.image_retention,
+        image_imports_per_tenant: args.image_imports_per_tenant.max(1),
+        listening,
         insecure_listen: args.tls.insecure_listen,
         oidc: args.oidc.config().context("--oidc-ca-file")?,
     })
@@ -391,8 +411,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     // Before the backend looks at the VMs in the data directory.
     let early_lock = DataDirLock::acquire(&data_dir)?;
-    let backend = backend(&args, &data_dir).await?;
-    let app = App::open_locked(config(&args, data_dir)?, backend, early_lock).await.context("starting vmaas-server")?;
+    let listening: Listening = Arc::default();
+    let backend = backend(&args, &data_dir, &listening).await?;
+    let app = App::open_locked(config(&args, data_dir, listening)?, backend, early_lock).await.context("starting vmaas-server")?;
     app.serve(shutdown_signal()).await.context("serving")?;
     Ok(())
 }
@@ -401,8 +422,9 @@ async fn gc(args: GcArgs) -> anyhow::Result<()> {
     init_logs(args.serve.log_format);
     let data_dir = args.serve.data_dir.clone().unwrap_or_else(default_data_dir);
     let _lock = DataDirLock::acquire(&data_dir)?;
-    let backend = backend(&args.serve, &data_dir).await?;
-    let cfg = config(&args.serve, data_dir)?;
+    let listening: Listening = Arc::default();
+    let backend = backend(&args.serve, &data_dir, &listening).await?;
+    let cfg = config(&args.serve, data_dir, listening)?;
     let store = vmaas_server::app::open_store(&cfg).await?;
     vmaas_server::identity::check(&store, &cfg.data_dir, backend.as_ref(), cfg.adopt_store).await?;
     let found = vmaas_server::gc::collect(&store, backend.as_ref(), args.dry_run).await?;

@@ -1,7 +1,10 @@
 //! A file server on loopback for image imports: `GET /NAME` answers the
 //! file `NAME` of its directory, with its length; `GET /slow/NAME` sends it
 //! in 64 KiB pieces 20 ms apart (an import that takes a while);
-//! `GET /redirect?to=URL` answers 302 to URL; anything else is a 404.
+//! `GET /stall/NAME` sends its headers and then nothing, and
+//! `GET /trickle/NAME` one byte a second (hostile sources, each bounded by
+//! the file's length and the server's life); `GET /redirect?to=URL`
+//! answers 302 to URL; anything else is a 404.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -52,6 +55,22 @@ async fn slow(State(dir): State<PathBuf>, Path(name): Path<String>) -> Response 
     ([(header::CONTENT_LENGTH, len.to_string())], Body::from_stream(stream)).into_response()
 }
 
+async fn stall(State(dir): State<PathBuf>, Path(name): Path<String>) -> Response {
+    let Some(data) = read(&dir, &name) else { return StatusCode::NOT_FOUND.into_response() };
+    let stream = futures::stream::once(async { std::future::pending::<Result<Vec<u8>, std::io::Error>>().await });
+    ([(header::CONTENT_LENGTH, data.len().to_string())], Body::from_stream(stream)).into_response()
+}
+
+async fn trickle(State(dir): State<PathBuf>, Path(name): Path<String>) -> Response {
+    let Some(data) = read(&dir, &name) else { return StatusCode::NOT_FOUND.into_response() };
+    let len = data.len();
+    let stream = futures::stream::iter(data).then(|b| async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Ok::<_, std::io::Error>(vec![b])
+    });
+    ([(header::CONTENT_LENGTH, len.to_string())], Body::from_stream(stream)).into_response()
+}
+
 /// Where `/redirect` sends the client.
 #[derive(serde::Deserialize)]
 struct To {
@@ -67,8 +86,13 @@ use futures::StreamExt;
 impl FileServer {
     /// Serves `dir` on a free loopback port.
     pub async fn start(dir: PathBuf) -> Self {
-        let app =
-            Router::new().route("/redirect", get(redirect)).route("/slow/{name}", get(slow)).route("/{name}", get(file)).with_state(dir);
+        let app = Router::new()
+            .route("/redirect", get(redirect))
+            .route("/slow/{name}", get(slow))
+            .route("/stall/{name}", get(stall))
+            .route("/trickle/{name}", get(trickle))
+            .route("/{name}", get(file))
+            .with_state(dir);
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let task = tokio::spawn(async move {

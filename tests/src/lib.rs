@@ -9,6 +9,7 @@ pub mod browser;
 pub mod crossplane;
 pub mod files;
 pub mod guest;
+pub mod images;
 pub mod k8s;
 pub mod kubevirt;
 pub mod oidc;

@@ -48,7 +48,7 @@ async fn files() -> (tempfile::TempDir, FileServer) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unused_image_is_pruned_after_the_retention_and_a_used_one_never() {
-    let s = Server::start_qemu_with(&["--image-retention", "2s"]).await;
+    let s = Server::start_qemu_with(&["--image-retention", "2s", "--image-source-allow", "127.0.0.1"]).await;
     let t = s.token("acme", false);
     let (_dir, web) = files().await;
     let url = format!("{}/small.qcow2", web.url);
@@ -76,7 +76,7 @@ const PICK: &str =
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dry_run_removes_nothing_and_a_vm_created_during_a_prune_keeps_its_image() {
-    let s = Server::start_qemu().await;
+    let s = Server::start_qemu_with(&["--image-source-allow", "127.0.0.1"]).await;
     publish(&s, PICK);
     let (a, b) = (s.token("acme", false), s.token("globex", false));
     let (_dir, web) = files().await;

@@ -15,7 +15,7 @@ fn sha256(path: &std::path::Path) -> String {
 }
 
 async fn scenario(tf: Tf) {
-    let s = Server::start_qemu().await;
+    let s = Server::start_qemu_with(&["--image-source-allow", "127.0.0.1"]).await;
     publish(&s, &std::fs::read_to_string(repo().join("examples/templates/own-image.yaml")).unwrap());
     let t = s.token("ci", false);
     let bios = vmaas_tests::images_dir().join("test-guest/bios.qcow2");

@@ -20,7 +20,7 @@ use super::images::{catalog, users_of};
 use super::{ApiJson, AppState, checked_name, scope};
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
-use crate::store::{ImageKind, ImageRecord};
+use crate::store::{Filter, ImageKind, ImageRecord, Scope, StoreError};
 
 /// Refuses a name a catalog image, a public image or one of the tenant's has.
 async fn check_free(s: &AppState, caller: &Caller, name: &str) -> Result<(), ApiError> {
@@ -28,8 +28,10 @@ async fn check_free(s: &AppState, caller: &Caller, name: &str) -> Result<(), Api
     if catalog(s).await?.unwrap_or_default().iter().any(|i| i.name == name) {
         return Err(taken(format!("image {name:?} is a public image of the catalog: choose another name")));
     }
-    let all = s.store.all_records::<ImageKind>().await?;
-    if let Some(i) = all.iter().find(|i| i.name == name && (i.spec.public || i.tenant == caller.tenant)) {
+    let by_name = Filter { name: Some(name.to_owned()), ..Filter::all() };
+    let (rows, _) = s.store.list(ObjectKind::Image, &Scope::All, &by_name).await?;
+    let all: Vec<ImageRecord> = rows.iter().map(ImageRecord::from_row).collect::<Result<_, _>>()?;
+    if let Some(i) = all.iter().find(|i| i.spec.public || i.tenant == caller.tenant) {
         let whose = if i.spec.public { "a public image" } else { "one of your images" };
         return Err(taken(format!("image {name:?} exists already ({whose})")));
     }
@@ -58,29 +60,84 @@ pub(super) async fn create(
             None
         }
     };
+    let labels = vmaas_model::Labels::from_input(obj.metadata.as_ref(), &mut errs);
     let (Some(name), Some(spec), true) = (name, spec, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
     if spec.public {
         caller.require_admin("publish images (spec.public)")?;
     }
     let _admission = s.admission.lock().await;
     check_free(&s, &caller, &name).await?;
-    let rec = ImageRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
+    if spec.source.is_some() {
+        check_imports_under_way(&s, &caller.tenant).await?;
+    }
+    let mut rec = ImageRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
+    rec.labels = labels;
     s.store.insert_record(&rec, Vec::new()).await?;
     s.queue.enqueue(ObjectKind::Image, &rec.id);
     info!(image = %rec.id, name = %rec.name, source = ?rec.spec.source, tenant = %rec.tenant, "image import requested");
     Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
 }
 
-/// The caller's (or, for an administrator, anyone's) imported image `id`, by id or name.
-async fn own(s: &AppState, caller: &Caller, id: &str) -> Result<ImageRecord, ApiError> {
-    let found = s.store.all_records::<ImageKind>().await?.into_iter().find(|i| i.id == id || i.name == id);
-    match found {
-        Some(i) if caller.is_admin() || i.tenant == caller.tenant => Ok(i),
-        Some(i) if i.spec.public => {
-            Err(ApiError::forbidden(format!("image {:?} is a public image: only administrators change it", i.name)))
-        }
-        _ => Err(ApiError::not_found("image", id)),
+/// Refuses (429) an import from a URL while the tenant has as many under
+/// way as `--image-imports-per-tenant` allows.
+async fn check_imports_under_way(s: &AppState, tenant: &str) -> Result<(), ApiError> {
+    let (rows, _) = s.store.list(ObjectKind::Image, &Scope::Tenant(tenant.to_owned()), &Filter::all()).await?;
+    let under_way = rows
+        .iter()
+        .filter(|r| r.deleted_at.is_none() && matches!(r.state.as_str(), "IMAGE_STATE_PENDING" | "IMAGE_STATE_IMPORTING"))
+        .filter_map(|r| ImageRecord::from_row(r).ok())
+        .filter(|i| i.spec.source.is_some())
+        .count();
+    let limit = s.image_imports_per_tenant;
+    if under_way >= limit {
+        let why = format!(
+            "{under_way} imports from a URL are under way for tenant {tenant:?}, the most it may have at once (--image-imports-per-tenant {limit}); wait for one to finish"
+        );
+        return Err(ApiError::exhausted("object.spec.source", why));
     }
+    Ok(())
+}
+
+/// The caller's imported image `reference`: by id (an administrator:
+/// anyone's), else by name in the caller's own tenant first; then a public
+/// image of that name (which only administrators change); then, for an
+/// administrator, the one other tenant's image of that name (several: 409,
+/// asking for the id).
+async fn own(s: &AppState, caller: &Caller, reference: &str) -> Result<ImageRecord, ApiError> {
+    match s.store.get_record::<ImageKind>(reference, &scope(caller)).await {
+        Ok(i) => return public_guard(caller, i),
+        Err(StoreError::NotFound { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let by_name = Filter { name: Some(reference.to_owned()), ..Filter::all() };
+    let (mine, _) = s.store.list(ObjectKind::Image, &Scope::Tenant(caller.tenant.clone()), &by_name).await?;
+    if let Some(r) = mine.first() {
+        return Ok(ImageRecord::from_row(r)?);
+    }
+    let (all, _) = s.store.list(ObjectKind::Image, &Scope::All, &by_name).await?;
+    let all: Vec<ImageRecord> = all.iter().map(ImageRecord::from_row).collect::<Result<_, _>>()?;
+    if let Some(public) = all.iter().find(|i| i.spec.public) {
+        return public_guard(caller, public.clone());
+    }
+    match all.as_slice() {
+        [one] if caller.is_admin() => Ok(one.clone()),
+        [_, _, ..] if caller.is_admin() => {
+            let tenants: Vec<&str> = all.iter().map(|i| i.tenant.as_str()).collect();
+            Err(ApiError::precondition(format!(
+                "image name {reference:?} is held by tenants {}: name the image by its id",
+                tenants.join(", ")
+            )))
+        }
+        _ => Err(ApiError::not_found("image", reference)),
+    }
+}
+
+/// `i`, unless it is a public image and the caller no administrator (403).
+fn public_guard(caller: &Caller, i: ImageRecord) -> Result<ImageRecord, ApiError> {
+    if i.spec.public && !caller.is_admin() && i.tenant != caller.tenant {
+        return Err(ApiError::forbidden(format!("image {:?} is a public image: only administrators change it", i.name)));
+    }
+    Ok(i)
 }
 
 /// Waits (at most 2 s) until the reconciler has written what the backend

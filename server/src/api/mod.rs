@@ -107,6 +107,8 @@ pub struct Services {
     pub pools: Arc<crate::pools::Pools>,
     /// The largest image file imported or uploaded.
     pub image_max_bytes: u64,
+    /// Image imports from a URL one tenant may have under way at once.
+    pub image_imports_per_tenant: usize,
     /// Committed events, for watchers.
     pub events: Arc<crate::events::EventHub>,
     /// Where mutating requests are recorded, if anywhere.

@@ -112,7 +112,8 @@ impl<K: Kind> Record<K> {
         self.observed_version < self.version
     }
 
-    pub(super) fn from_row(row: &Row) -> Result<Self, StoreError> {
+    /// The record a stored row holds.
+    pub fn from_row(row: &Row) -> Result<Self, StoreError> {
         Ok(Self {
             id: row.id.clone(),
             tenant: row.tenant.clone(),
