@@ -10,6 +10,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::labels::StringMap;
 use crate::validation::ValidationErrors;
 
 /// The `@type` of an image in API responses.
@@ -32,12 +33,30 @@ pub struct ImageMetadata {
     /// The version of what was asked (none for the catalog's images).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<i64>,
+    /// Set once its deletion was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<DateTime<Utc>>,
+    /// Labels, as every kind has them.
+    #[serde(default, skip_serializing_if = "StringMap::is_empty")]
+    pub labels: StringMap,
+    /// Annotations, as every kind has them.
+    #[serde(default, skip_serializing_if = "StringMap::is_empty")]
+    pub annotations: StringMap,
 }
 
 impl ImageMetadata {
     /// The metadata of a catalog image.
     pub fn catalog(name: &str) -> Self {
-        Self { name: name.to_owned(), public: true, tenant: None, creation_timestamp: None, version: None }
+        Self {
+            name: name.to_owned(),
+            public: true,
+            tenant: None,
+            creation_timestamp: None,
+            version: None,
+            deletion_timestamp: None,
+            labels: StringMap::new(),
+            annotations: StringMap::new(),
+        }
     }
 }
 

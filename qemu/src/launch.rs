@@ -3,7 +3,6 @@
 
 use std::ffi::OsStr;
 use std::process::Stdio;
-use std::time::Duration;
 
 use tokio::process::Command;
 use tracing::info;
@@ -243,10 +242,12 @@ impl Vms {
                 None => None,
             },
         };
-        if let Some(p) = process.filter(|p| !p.has_exited())
-            && !p.kill_and_wait(Duration::from_secs(2)).await
-        {
-            return Err(BackendError::transient("stopping the guest", format!("QEMU (pid {}) survives SIGKILL", p.pid())));
+        if let Some(p) = process.filter(|p| !p.has_exited()) {
+            // Its volumes outlive it: the guest powers off and QEMU flushes them first.
+            crate::lifecycle::shut_down(id, &dir.join("qmp.sock"), &p, self.cfg.stop_grace).await;
+            if !p.has_exited() {
+                return Err(BackendError::transient("stopping the guest", format!("QEMU (pid {}) survives SIGKILL", p.pid())));
+            }
         }
         if let Some(h) = &handle {
             h.lock().await.stop_runtime();

@@ -3,7 +3,7 @@
 //! crashed one, boot). A step that cannot go on returns [`Stop::Failed`],
 //! and one place turns that into the standing FAILED observation.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -389,7 +389,7 @@ impl Vms {
         match vm.stop_deadline {
             None => {
                 vm.stop_deadline = Some(Instant::now() + self.cfg.stop_grace);
-                match press_power_button(vm).await {
+                match press_power_button(&vm.path("qmp.sock")).await {
                     Ok(()) => info!(vm = %vm.file.id, "ACPI power-down sent"),
                     Err(e) => {
                         warn!(vm = %vm.file.id, error = %e, "power-down failed; stopping hard");
@@ -399,7 +399,7 @@ impl Vms {
             }
             Some(deadline) if Instant::now() >= deadline => {
                 warn!(vm = %vm.file.id, grace = ?self.cfg.stop_grace, "the guest did not power off in time; stopping hard");
-                self.quit(vm, p).await;
+                quit(&vm.path("qmp.sock"), p).await;
             }
             Some(_) => {}
         }
@@ -411,28 +411,49 @@ impl Vms {
     /// a hard stop. Pulling the plug at once would lose what the guest had
     /// not written yet (a Debian guest's fresh SSH host keys, say).
     async fn power_off(&self, vm: &Vm, p: &Process) {
-        let sent = press_power_button(vm).await.is_ok();
-        if sent && tokio::time::timeout(self.cfg.stop_grace, p.exited()).await.is_ok() {
+        shut_down(&vm.file.id, &vm.path("qmp.sock"), p, self.cfg.stop_grace).await;
+    }
+}
+
+/// Shuts a guest down so that its disks keep what it wrote, as a real
+/// machine is: a running guest gets the ACPI power button and up to
+/// `grace` to flush its caches and power off (with `-no-reboot` QEMU then
+/// exits); then QMP `quit`, which has QEMU flush every block node (qcow2
+/// metadata included) before it exits; SIGKILL only if QEMU lingers after
+/// that. Pulling the plug at once would lose what the guest had not
+/// written yet, and a qcow2 file's unflushed mappings with it.
+pub(crate) async fn shut_down(id: &str, qmp: &Path, p: &Process, grace: Duration) {
+    if p.has_exited() {
+        return;
+    }
+    let running = match Qmp::connect(qmp).await {
+        Ok(mut q) => q.status().await.is_ok_and(|s| s == "running"),
+        Err(_) => false,
+    };
+    if running {
+        if press_power_button(qmp).await.is_ok() && tokio::time::timeout(grace, p.exited()).await.is_ok() {
+            info!(vm = %id, "the guest powered off");
             return;
         }
-        warn!(vm = %vm.file.id, grace = ?self.cfg.stop_grace, "the guest did not power off in time; stopping hard");
-        self.quit(vm, p).await;
+        warn!(vm = %id, ?grace, "the guest did not power off in time; stopping hard");
     }
+    quit(qmp, p).await;
+}
 
-    /// Stops QEMU now: `quit` over QMP, then SIGKILL if it lingers.
-    async fn quit(&self, vm: &Vm, p: &Process) {
-        if let Ok(mut q) = Qmp::connect(&vm.path("qmp.sock")).await {
-            let _ = q.execute("quit", None).await;
-        }
-        if tokio::time::timeout(Duration::from_secs(1), p.exited()).await.is_err() {
-            p.kill_and_wait(Duration::from_secs(2)).await;
-        }
+/// Stops QEMU now: `quit` over QMP (block nodes flushed), then SIGKILL if it lingers.
+async fn quit(qmp: &Path, p: &Process) {
+    if let Ok(mut q) = Qmp::connect(qmp).await {
+        let _ = q.execute("quit", None).await;
+    }
+    if tokio::time::timeout(Duration::from_secs(5), p.exited()).await.is_err() {
+        warn!(pid = p.pid(), "QEMU did not quit; killing it");
+        p.kill_and_wait(Duration::from_secs(2)).await;
     }
 }
 
 /// Presses the guest's ACPI power button (QMP `system_powerdown`).
-async fn press_power_button(vm: &Vm) -> Result<(), crate::qmp::QmpError> {
-    Qmp::connect(&vm.path("qmp.sock")).await?.execute("system_powerdown", None).await.map(|_| ())
+async fn press_power_button(qmp: &Path) -> Result<(), crate::qmp::QmpError> {
+    Qmp::connect(qmp).await?.execute("system_powerdown", None).await.map(|_| ())
 }
 
 fn starting_stop() -> Phase {

@@ -4,6 +4,8 @@
 //! last of a quota). Every VM counts, running or stopped (a stopped VM may
 //! start at any time); disk is the VMs' disks plus the tenant's volumes.
 //! A quota set below what a tenant holds refuses only what would take more.
+//! `external_ips` counts every address a tenant holds of the shared pool:
+//! its external IPs and its load balancers.
 
 use std::collections::HashMap;
 
@@ -12,7 +14,7 @@ use vmaas_model::{MachineSpec, Quantity, ValidationErrors};
 
 use crate::api::AppState;
 use crate::error::ApiError;
-use crate::store::external::ExternalIpKind;
+use crate::store::external::{ExternalIpKind, LoadBalancerKind};
 use crate::store::quota::QuotaRow;
 use crate::store::volume::VolumeKind;
 use crate::store::{Store, StoreError};
@@ -35,7 +37,7 @@ pub struct QuotaLimits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub disk: Option<Quantity>,
-    /// External IPs.
+    /// Addresses of the shared pool: external IPs and load balancers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_ips: Option<u64>,
 }
@@ -175,6 +177,10 @@ async fn tally(store: &Store, only: Option<&str>) -> Result<HashMap<String, Amou
     }
     for ip in store.all_records::<ExternalIpKind>().await?.iter().filter(|i| i.deleted_at.is_none()) {
         add(&ip.tenant, Amounts::external_ip());
+    }
+    // A load balancer holds an address of the shared pool, as an external IP does.
+    for lb in store.all_records::<LoadBalancerKind>().await?.iter().filter(|l| l.deleted_at.is_none()) {
+        add(&lb.tenant, Amounts::external_ip());
     }
     Ok(used)
 }

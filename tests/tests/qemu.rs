@@ -135,6 +135,34 @@ async fn console_over_websocket() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("marker-42"));
     let out = s.cli_with_stdin(&t, &["vm", "console", "shell", "--batch", "--idle", "3s"], b"echo cli-$((40+2))\n");
     assert!(String::from_utf8_lossy(&out.stdout).contains("cli-42"), "{}", String::from_utf8_lossy(&out.stdout));
+
+    // Tickets die with their VM: unused ones, while it is deleted and once it is gone.
+    let mut tickets = Vec::new();
+    for _ in 0..2 {
+        let (st, session) = s.raw(Method::POST, &format!("{V1}/virtual_machines/{id}/console_sessions"), Some(&t), None).await;
+        assert_eq!(st, 201, "{session}");
+        tickets.push(format!("{}{}", s.endpoint.replace("http://", "ws://"), session["url"].as_str().unwrap()));
+    }
+    let (st, _) = s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await;
+    assert_eq!(st, 202);
+    assert_eq!(refused_with(&tickets[0]).await, 410, "a ticket opened the console of a VM being deleted");
+    let (st, _) = s.raw(Method::POST, &format!("{V1}/virtual_machines/{id}/console_sessions"), Some(&t), None).await;
+    assert!(st == 410 || st == 404, "a VM being deleted or gone gives no new ticket: {st}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while s.raw(Method::GET, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await.0 != 404 {
+        assert!(Instant::now() < deadline, "the VM was not deleted");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(refused_with(&tickets[1]).await, 410, "a ticket outlived its VM");
+}
+
+/// The HTTP status a console WebSocket connection at `url` is refused with.
+async fn refused_with(url: &str) -> u16 {
+    match tokio_tungstenite::connect_async(url).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(rsp)) => rsp.status().as_u16(),
+        Err(e) => panic!("{url}: {e}"),
+        Ok(_) => panic!("{url}: the console opened"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -104,7 +104,8 @@ pub struct ConsoleSession {
 /// Open a console session: a single-use ticket for the console WebSocket, valid for 60 s.
 #[utoipa::path(post, path = "/api/fulfillment/v1/virtual_machines/{id}/console_sessions", tag = "virtual machines",
     params(("id" = String, Path, description = "VM id (UUID)")),
-    responses((status = 201, body = ConsoleSession), (status = 404, body = ApiError), (status = 429, body = ApiError, description = "Too many unused tickets")),
+    responses((status = 201, body = ConsoleSession), (status = 404, body = ApiError), (status = 410, body = ApiError, description = "The VM is being deleted"),
+        (status = 429, body = ApiError, description = "Too many unused tickets")),
     security(("bearer" = [])))]
 pub(super) async fn create_session(
     State(s): State<AppState>,
@@ -112,6 +113,9 @@ pub(super) async fn create_session(
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<ConsoleSession>), ApiError> {
     let vm = s.store.get_vm(&id, &scope(&caller)).await?;
+    if vm.deleted_at.is_some() {
+        return Err(gone(&vm.name, "is being deleted"));
+    }
     let ticket = s.tickets.issue(&id, &vm.tenant)?;
     let expires_at = Utc::now() + chrono::Duration::from_std(TICKET_TTL).unwrap_or_default();
     let url = format!("{PREFIX}/virtual_machines/{id}/console?ticket={ticket}");
@@ -129,7 +133,8 @@ pub(super) struct ConsoleQuery {
 /// from a console session, or by the bearer token.
 #[utoipa::path(get, path = "/api/fulfillment/v1/virtual_machines/{id}/console", tag = "virtual machines",
     params(("id" = String, Path, description = "VM id (UUID)"), ("ticket" = Option<String>, Query, description = "Ticket from console_sessions")),
-    responses((status = 101, description = "Switching to the WebSocket protocol"), (status = 400, body = ApiError, description = "Not a WebSocket request"), (status = 401, body = ApiError), (status = 404, body = ApiError)))]
+    responses((status = 101, description = "Switching to the WebSocket protocol"), (status = 400, body = ApiError, description = "Not a WebSocket request"), (status = 401, body = ApiError), (status = 404, body = ApiError),
+        (status = 410, body = ApiError, description = "The VM is being deleted or was deleted")))]
 pub(super) async fn console(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -137,11 +142,13 @@ pub(super) async fn console(
     headers: HeaderMap,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    match q.ticket {
+    let seen = match q.ticket {
         Some(t) => {
             if !s.tickets.redeem(&t, &id) {
                 return Err(ApiError::unauthenticated("the console ticket is unknown, used already, expired, or for another VM"));
             }
+            // The ticket was issued for this VM: it dies with it.
+            s.store.get_vm(&id, &crate::store::Scope::All).await.map_err(|_| gone(&id, "was deleted"))?
         }
         None => {
             let token = headers
@@ -150,8 +157,11 @@ pub(super) async fn console(
                 .and_then(|v| v.strip_prefix("Bearer "))
                 .ok_or_else(|| ApiError::unauthenticated("send ?ticket= from POST …/console_sessions, or a bearer token"))?;
             let caller = s.keys.verify(token.trim()).await?;
-            s.store.get_vm(&id, &scope(&caller)).await?;
+            s.store.get_vm(&id, &scope(&caller)).await?
         }
+    };
+    if seen.deleted_at.is_some() {
+        return Err(gone(&seen.name, "is being deleted"));
     }
     let ws = ws.map_err(|e| {
         ApiError::new(
@@ -162,6 +172,11 @@ pub(super) async fn console(
     })?;
     let console = consoles(&s)?.open(&id).await.map_err(|e| ApiError::precondition(e.to_string()))?;
     Ok(ws.on_upgrade(move |socket| pump(socket, console, id)))
+}
+
+/// 410: the console of the VM `name`, which `what` (is being deleted, was deleted), is closed.
+fn gone(name: &str, what: &str) -> ApiError {
+    ApiError::new(StatusCode::GONE, Code::FailedPrecondition, format!("virtual machine {name:?} {what}: its console is closed"))
 }
 
 /// The backend's consoles, or a 400 saying it has none.

@@ -141,13 +141,22 @@ pub(super) struct NameQuery {
     security(("bearer" = [])))]
 pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<Envelope<Image>>, ApiError> {
     let found: Vec<CatalogImage> = catalog(&s).await?.unwrap_or_default().into_iter().filter(|i| i.name == id).collect();
-    let imported = if found.is_empty() {
-        imported_visible(&s, &caller).await?.into_iter().filter(|i| i.id == id || i.name == id).take(1).collect()
-    } else {
-        Vec::new()
-    };
+    let imported = if found.is_empty() { named(imported_visible(&s, &caller).await?, &caller.tenant, &id) } else { Vec::new() };
     let object = to_api(&s, &caller, found, imported).await?.pop().ok_or_else(|| ApiError::not_found("image", &id))?;
     Ok(Json(Envelope { object }))
+}
+
+/// The image of `visible` that `reference` names: by id, else by name the
+/// tenant's own first, then a public one, then any other (administrators).
+fn named(visible: Vec<ImageRecord>, tenant: &str, reference: &str) -> Vec<ImageRecord> {
+    let rank = |i: &ImageRecord| match () {
+        _ if i.id == reference => Some(0),
+        _ if i.name != reference => None,
+        _ if i.tenant == tenant => Some(1),
+        _ if i.spec.public => Some(2),
+        _ => Some(3),
+    };
+    visible.into_iter().filter_map(|i| rank(&i).map(|r| (r, i))).min_by_key(|(r, _)| *r).map(|(_, i)| i).into_iter().collect()
 }
 
 /// The id of the imported image called `name` that `caller` sees, if any

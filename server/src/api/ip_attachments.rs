@@ -15,7 +15,7 @@ use vmaas_model::{
     ObjectKind, Page, PatchExternalIpAttachment, ValidationErrors,
 };
 
-use super::{ApiJson, ApiQuery, AppState, checked_name, scope, simple};
+use super::{ApiJson, ApiQuery, AppState, checked_name, owned_by, scope, simple};
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
 use crate::store::{ATTACHMENT_OF, AttachmentKind, AttachmentRecord, ExternalIpKind, ExternalIpRecord, Scope};
@@ -87,7 +87,7 @@ pub(super) async fn create(
         errs.extend(e);
     }
     let (Some(name), true) = (name, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
-    let scope = scope(&caller);
+    let scope = owned_by(&caller.tenant);
     let _admission = s.admission.lock().await;
     let ip = free_address(&s, &scope, &obj.spec.external_ip, None).await?;
     let vm =
@@ -124,7 +124,7 @@ pub(super) async fn patch(
     let expected = p.metadata.as_ref().and_then(|m| m.version).unwrap_or(current.version);
     let mut spec = current.spec.clone();
     if let Some(target) = p.spec.compute_instance {
-        spec.compute_instance = Some(simple::row(&s, &scope, ObjectKind::VirtualMachine, &target, VM_FIELD).await?.id);
+        spec.compute_instance = Some(simple::row(&s, &owned_by(&current.tenant), ObjectKind::VirtualMachine, &target, VM_FIELD).await?.id);
     }
     let current = simple::relabelled(current, p.metadata.as_ref())?;
     let updated = s.store.update_record_spec(&current, expected, spec, Utc::now()).await?;

@@ -17,7 +17,7 @@ use vmaas_model::{
     ValidationErrors,
 };
 
-use super::{ApiJson, ApiQuery, AppState, checked_name, scope, simple};
+use super::{ApiJson, ApiQuery, AppState, checked_name, owned_by, scope, simple};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::store::{BALANCER_ON, LoadBalancerKind, LoadBalancerRecord, Scope, SubnetKind, SubnetRecord};
@@ -70,7 +70,8 @@ async fn resolve_targets(s: &AppState, scope: &Scope, targets: &[String], subnet
 #[utoipa::path(post, path = "/api/fulfillment/v1/load_balancers", tag = "load balancers",
     request_body = Envelope<CreateObject<LoadBalancerSpec>>,
     responses((status = 201, body = Envelope<LoadBalancer>), (status = 400, body = ApiError),
-        (status = 409, body = ApiError, description = "The name is taken, or the default pool is exhausted")),
+        (status = 409, body = ApiError, description = "The name is taken, or the default pool is exhausted"),
+        (status = 429, body = ApiError, description = "The tenant's external_ips quota (external IPs and load balancers) is reached")),
     security(("bearer" = [])))]
 pub(super) async fn create(
     State(s): State<AppState>,
@@ -85,7 +86,7 @@ pub(super) async fn create(
         errs.extend(e);
     }
     let (Some(name), true) = (name, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
-    let scope = scope(&caller);
+    let scope = owned_by(&caller.tenant);
     let subnet = simple::find::<SubnetKind>(&s, &scope, obj.spec.subnet.trim())
         .await?
         .filter(|n| n.deleted_at.is_none())
@@ -93,6 +94,8 @@ pub(super) async fn create(
     let targets = resolve_targets(&s, &scope, &obj.spec.targets, &subnet).await?;
     let pool = s.pools.get("").ok_or_else(|| ApiError::internal("no external IP pool is configured"))?;
     let _admission = s.admission.lock().await;
+    // Its address comes from the shared pool: it counts as an external IP.
+    crate::quota::enforce(&s, &caller.tenant, crate::quota::Amounts::external_ip()).await?;
     let address = super::external_ips::allocate(&s, pool).await?;
     let spec = LoadBalancerSpec { subnet: subnet.id.clone(), targets, port_mappings: obj.spec.port_mappings };
     let mut rec = LoadBalancerRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
@@ -136,8 +139,9 @@ pub(super) async fn patch(
     }
     let mut spec = current.spec.clone();
     if let Some(t) = p.spec.targets {
-        let subnet = s.store.get_record::<SubnetKind>(&current.spec.subnet, &scope).await?;
-        spec.targets = resolve_targets(&s, &scope, &t, &subnet).await?;
+        let refs = owned_by(&current.tenant);
+        let subnet = s.store.get_record::<SubnetKind>(&current.spec.subnet, &refs).await?;
+        spec.targets = resolve_targets(&s, &refs, &t, &subnet).await?;
     }
     if let Some(m) = p.spec.port_mappings {
         spec.port_mappings = m;

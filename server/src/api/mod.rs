@@ -139,6 +139,13 @@ impl Paging {
 }
 
 /// What `caller` may see: its own tenant's objects, or every tenant's for administrators.
+/// Where the references of an object owned by `tenant` resolve: that
+/// tenant's objects only, whoever asks, so that an administrator's object
+/// never names (by id or by name) another tenant's.
+fn owned_by(tenant: &str) -> crate::store::Scope {
+    crate::store::Scope::Tenant(tenant.to_owned())
+}
+
 fn scope(caller: &crate::auth::Caller) -> crate::store::Scope {
     if caller.is_admin() { crate::store::Scope::All } else { crate::store::Scope::Tenant(caller.tenant.clone()) }
 }

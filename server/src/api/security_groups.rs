@@ -14,7 +14,7 @@ use vmaas_model::{
     CreateSecurityGroup, Envelope, ObjectKind, Page, PatchSecurityGroup, SecurityGroup, SecurityGroupState, ValidationErrors,
 };
 
-use super::{ApiJson, ApiQuery, AppState, checked_name, scope, simple};
+use super::{ApiJson, ApiQuery, AppState, checked_name, owned_by, scope, simple};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::store::{SecurityGroupKind, SecurityGroupRecord};
@@ -62,7 +62,7 @@ pub(super) async fn create(
         errs.extend(e);
     }
     let (Some(name), true) = (name, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
-    let net = simple::network(&s, &scope(&caller), &obj.spec.virtual_network).await?;
+    let net = simple::network(&s, &owned_by(&caller.tenant), &obj.spec.virtual_network).await?;
     let mut spec = obj.spec.clone();
     spec.virtual_network = net.id.clone();
     let mut rec = SecurityGroupRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());

@@ -13,7 +13,7 @@ use tracing::info;
 use vmaas_model::network::Cidr;
 use vmaas_model::{CreateSubnet, Envelope, ObjectKind, Page, Subnet, SubnetState, ValidationErrors};
 
-use super::{ApiJson, ApiQuery, AppState, checked_name, scope, simple};
+use super::{ApiJson, ApiQuery, AppState, checked_name, owned_by, simple};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::store::{NetworkRecord, SUBNET_OF, StoreError, SubnetKind, SubnetRecord};
@@ -47,7 +47,7 @@ pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Pa
 
 /// Checks the subnet against its network and its siblings; returns the network.
 async fn check_placement(s: &AppState, caller: &Caller, spec: &vmaas_model::SubnetSpec, cidr: &Cidr) -> Result<NetworkRecord, ApiError> {
-    let net = simple::network(s, &scope(caller), &spec.virtual_network).await?;
+    let net = simple::network(s, &owned_by(&caller.tenant), &spec.virtual_network).await?;
     if net.deleted_at.is_some() {
         return Err(ApiError::field(FIELD, format!("virtual network {:?} is being deleted", net.name)));
     }

@@ -14,7 +14,7 @@ use vmaas_model::{
 };
 
 use super::query::Selection;
-use super::{ApiJson, ApiQuery, AppState, Paging, attach, checked_name, raw_json, scope};
+use super::{ApiJson, ApiQuery, AppState, Paging, attach, checked_name, owned_by, raw_json, scope};
 use crate::auth::Caller;
 use crate::capacity::{self, Usage};
 use crate::error::ApiError;
@@ -152,7 +152,7 @@ pub(super) async fn create(
     let lock = held(&s, admitted).await;
     quota::enforce(&s, &caller.tenant, Amounts::vm(&rec.machine)).await?;
     let wanted = std::mem::take(&mut rec.spec.network_attachments);
-    rec.spec.network_attachments = attach::resolve(&s, &scope(&caller), &wanted, &mut errs).await?;
+    rec.spec.network_attachments = attach::resolve(&s, &owned_by(&caller.tenant), &wanted, &mut errs).await?;
     if !errs.is_empty() {
         return Err(ApiError::invalid(errs));
     }

@@ -16,7 +16,7 @@ use vmaas_model::{
     VolumeAttachmentStatus, VolumeState,
 };
 
-use super::{ApiJson, ApiQuery, AppState, checked_name, scope, simple};
+use super::{ApiJson, ApiQuery, AppState, checked_name, owned_by, simple};
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
 use crate::store::{Scope, VOLUME_OF, VolumeAttachmentKind, VolumeAttachmentRecord, VolumeKind, VolumeRecord};
@@ -90,7 +90,7 @@ pub(super) async fn create(
         errs.extend(e);
     }
     let (Some(name), true) = (name, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
-    let scope = scope(&caller);
+    let scope = owned_by(&caller.tenant);
     let _admission = s.admission.lock().await;
     let volume = free_volume(&s, &scope, &obj.spec.volume).await?;
     let vm = simple::row(&s, &scope, ObjectKind::VirtualMachine, &obj.spec.compute_instance, VM_FIELD).await?;

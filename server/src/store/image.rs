@@ -29,6 +29,9 @@ impl Kind for ImageKind {
             tenant: Some(metadata.tenant),
             creation_timestamp: Some(metadata.creation_timestamp),
             version: Some(metadata.version),
+            deletion_timestamp: metadata.deletion_timestamp,
+            labels: metadata.labels,
+            annotations: metadata.annotations,
         };
         Image { type_url: IMAGE_TYPE_URL.into(), id, metadata, spec, status }
     }
