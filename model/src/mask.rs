@@ -22,6 +22,22 @@ pub fn masked(object: &Value, paths: &[&str]) -> Value {
     out
 }
 
+/// As [`masked`], but a path the object lacks is kept as `null` (outside
+/// the maps `metadata.labels` and `metadata.annotations`), so that decoding
+/// into a type that refuses unknown fields names a path that is no field
+/// (`null` is "no change" for a field that is one).
+pub fn masked_checked(object: &Value, paths: &[&str]) -> Value {
+    let mut out = masked(object, paths);
+    for path in paths {
+        let steps: Vec<&str> = path.split('.').collect();
+        let in_map = matches!(steps.as_slice(), ["metadata", "labels" | "annotations", _, ..]);
+        if !in_map && lookup(object, &steps).is_none() {
+            insert(&mut out, &steps, Value::Null);
+        }
+    }
+    out
+}
+
 /// The paths of a mask as a query parameter sends it (`a.b,c`), with
 /// lowerCamelCase steps (ProtoJSON's) as the snake_case field names.
 pub fn paths(text: &str) -> Vec<String> {
@@ -72,6 +88,15 @@ mod tests {
             json!({"id": "vm-1", "metadata": {"version": 4}, "spec": {"state": "stopped", "user_data": ""}})
         );
         assert_eq!(masked(&json!({"id": "", "metadata": {"version": 0}}), &["metadata.labels"]), json!({}));
+    }
+
+    #[test]
+    fn checked_masks_keep_what_the_object_lacks_as_null() {
+        let o = json!({"id": "vm-1", "spec": {"state": "stopped"}});
+        assert_eq!(
+            masked_checked(&o, &["spec.state", "spec.colour", "metadata.labels.env"]),
+            json!({"id": "vm-1", "spec": {"state": "stopped", "colour": null}})
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use vmaas_backend::HostCapacity;
 use vmaas_model::{MachineSpec, PowerState};
 
 use crate::error::ApiError;
-use crate::store::VmRecord;
+use crate::store::{Store, StoreError, VmRecord, VolumeKind};
 
 /// How far the sum of what VMs ask for may exceed what the host has.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -54,6 +54,25 @@ impl Usage {
     /// What every VM of `vms` but `except` asks for.
     pub fn of_all(vms: &[VmRecord], except: Option<&str>) -> Self {
         vms.iter().filter(|v| Some(v.id.as_str()) != except).map(|v| Self::of(&v.machine, v.spec.state)).fold(Self::default(), Self::plus)
+    }
+
+    /// The disk capacity of a volume of `size`.
+    pub fn volume(size: &vmaas_model::Quantity) -> Self {
+        Self { disk_bytes: size.to_units_ceil().unwrap_or(u64::MAX), ..Self::default() }
+    }
+
+    /// What the VMs (but the VM `except_vm`) and the volumes (but the
+    /// volume `except_volume`) not being deleted hold of the host now:
+    /// volumes live on the same file system as the VMs' disks.
+    pub async fn held(store: &Store, except_vm: Option<&str>, except_volume: Option<&str>) -> Result<Self, StoreError> {
+        let vms = store.vms_held().await?;
+        let volumes = store.all_records::<VolumeKind>().await?;
+        let on_disk = volumes
+            .iter()
+            .filter(|v| v.deleted_at.is_none() && Some(v.id.as_str()) != except_volume)
+            .map(|v| Self::volume(&v.spec.size))
+            .fold(Self::default(), Self::plus);
+        Ok(Self::of_all(&vms, except_vm).plus(on_disk))
     }
 
     /// Both together.

@@ -179,12 +179,20 @@ struct ServeArgs {
     /// request on a kept-alive connection).
     #[arg(long, env = "VMAAS_HTTP_HEADER_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     http_header_timeout: Duration,
-    /// Time a client has to send a request's body.
+    /// Time a client has to send a request's whole body (an image upload:
+    /// the longest wait for its next bytes).
     #[arg(long, env = "VMAAS_HTTP_BODY_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     http_body_timeout: Duration,
-    /// Connections served at once; more are answered 503.
+    /// How long an HTTP/2 connection with no request in flight stays open.
+    #[arg(long, env = "VMAAS_HTTP_IDLE_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
+    http_idle_timeout: Duration,
+    /// Connections served at once; when full, a new one takes the place of
+    /// the oldest that was never answered, else it is answered 503.
     #[arg(long, env = "VMAAS_MAX_CONNECTIONS", default_value_t = 1024)]
     max_connections: usize,
+    /// Connections one client address may have open at once; more are answered 503.
+    #[arg(long, env = "VMAAS_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 64)]
+    max_connections_per_client: usize,
     /// Largest request body in bytes; larger ones are answered 413.
     #[arg(long, env = "VMAAS_MAX_BODY_BYTES", default_value_t = 1 << 20)]
     max_body_bytes: usize,
@@ -393,6 +401,8 @@ fn config(args: &ServeArgs, data_dir: PathBuf, listening: Listening) -> anyhow::
             header_timeout: args.http_header_timeout,
             body_timeout: args.http_body_timeout,
             max_connections: args.max_connections.max(1),
+            max_connections_per_client: args.max_connections_per_client.max(1),
+            idle_timeout: args.http_idle_timeout.max(Duration::from_secs(1)),
             max_body_bytes: args.max_body_bytes,
         },
         overcommit: Overcommit { cpu: args.cpu_overcommit, memory: args.memory_overcommit, disk: args.disk_overcommit },

@@ -220,3 +220,24 @@ async fn images_keep_and_check_their_labels_like_every_kind() {
     let (_, list) = s.raw(Method::GET, &format!("{V1}/images"), Some(&t), None).await;
     assert!(!list.to_string().contains("bad-key") && !list.to_string().contains("\"big\""), "nothing half-made: {list}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_update_mask_naming_no_field_is_refused_as_grpc_refuses_it() {
+    let s = Server::start(Db::Sqlite).await.expect("sqlite");
+    publish(&s, TINY);
+    let t = s.token("acme", false);
+    let vm = made(&s, &t, "virtual_machines", json!({"metadata": {"name": "vm"}, "spec": {"template": "tiny"}})).await;
+    let vol = made(&s, &t, "volumes", json!({"metadata": {"name": "data"}, "spec": {"size": "64Mi"}})).await;
+    for (path, body) in [
+        (format!("virtual_machines/{}", vm["id"].as_str().unwrap()), json!({"object": {"spec": {"state": "stopped"}}})),
+        (format!("volumes/{}", vol["id"].as_str().unwrap()), json!({"object": {"spec": {"size": "96Mi"}}})),
+    ] {
+        let (st, e) = s.raw(Method::PATCH, &format!("{V1}/{path}?update_mask=spec.colour"), Some(&t), Some(body.clone())).await;
+        assert_eq!((st, e["details"][0]["field"].as_str()), (400, Some("object.spec.colour")), "{path}: {e}");
+        let (_, now) = s.raw(Method::GET, &format!("{V1}/{path}"), Some(&t), None).await;
+        assert_eq!(now["object"]["metadata"]["version"], 1, "nothing changed: {now}");
+    }
+    let path = format!("{V1}/virtual_machines/{}?update_mask=spec.state", vm["id"].as_str().unwrap());
+    let (st, v) = s.raw(Method::PATCH, &path, Some(&t), Some(json!({"object": {"spec": {"state": "stopped"}}}))).await;
+    assert_eq!((st, v["object"]["spec"]["state"].as_str()), (200, Some("stopped")), "{v}");
+}

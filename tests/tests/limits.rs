@@ -79,6 +79,16 @@ fn half_request(endpoint: &str) -> TcpStream {
     c
 }
 
+/// A kept-alive connection that made one request and read its answer.
+fn answered_once(endpoint: &str) -> TcpStream {
+    let mut c = TcpStream::connect(endpoint.trim_start_matches("http://")).unwrap();
+    c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut buf = [0u8; 12];
+    c.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"HTTP/1.1 200");
+    c
+}
+
 /// Whether the server closed `c` (or answered it) within `wait`.
 fn closed_within(c: &mut TcpStream, wait: Duration) -> bool {
     c.set_read_timeout(Some(wait)).unwrap();
@@ -119,9 +129,11 @@ async fn slow_clients_are_cut_off_and_a_connection_cap_answers_503() {
     let _ = c.read_to_string(&mut answer);
     assert!(answer.starts_with("HTTP/1.1 408") && answer.contains("not sent in time"), "{answer}");
 
-    // Over the cap, a connection gets a JSON 503 at once; below it, service again.
+    // Over the cap of connections that were all answered, a connection gets
+    // a JSON 503 at once; below it, service again. (Unanswered ones would
+    // make room: the oldest goes.)
     let s = Server::start_with(Db::Sqlite, &["--backend", "none", "--max-connections", "8"]).await.unwrap();
-    let held: Vec<TcpStream> = (0..8).map(|_| half_request(&s.endpoint)).collect();
+    let held: Vec<TcpStream> = (0..8).map(|_| answered_once(&s.endpoint)).collect();
     std::thread::sleep(Duration::from_millis(300));
     let mut extra = TcpStream::connect(s.endpoint.trim_start_matches("http://")).unwrap();
     extra.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();

@@ -154,8 +154,19 @@ async fn bad_volumes_and_attachments_are_refused_with_the_field() {
             assert_eq!(field(&e), want, "{e}");
         }
     }
+    // More than the host's disk holds (beside the VMs' disks): 429 naming
+    // `disk`, on create and on growth.
+    let (st, e) = post(&s, &a, "volumes", json!({"metadata": {"name": "huge"}, "spec": {"size": "64Ti"}})).await;
+    assert_eq!((st, field(&e).as_str()), (429, "disk"), "{e}");
     let (_, list) = s.raw(Method::GET, &format!("{V1}/volumes"), Some(&a), None).await;
     assert_eq!(list["total"], 0, "nothing half-made: {list}");
+    let small = created(&s, &a, "volumes", json!({"metadata": {"name": "small"}, "spec": {"size": "1Mi"}})).await;
+    let (st, e) =
+        s.raw(Method::PATCH, &format!("{V1}/volumes/{small}"), Some(&a), Some(json!({"object": {"spec": {"size": "64Ti"}}}))).await;
+    assert_eq!((st, field(&e).as_str()), (429, "disk"), "{e}");
+    let (st, _) = s.raw(Method::DELETE, &format!("{V1}/volumes/{small}"), Some(&a), None).await;
+    assert_eq!(st, 202);
+    wait_for(&s, &a, &format!("volumes/{small}"), "the small volume gone", |v| v.is_none()).await;
 
     // A volume from an image is an overlay of it: the image is never written.
     let base = vmaas_tests::images_dir().join("test-guest/disk.qcow2");

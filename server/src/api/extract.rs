@@ -30,7 +30,7 @@ fn field_of(path: &serde_path_to_error::Path) -> String {
 fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(e);
     while let Some(c) = cause {
-        if c.is::<tower_http::timeout::TimeoutError>() {
+        if c.is::<super::deadline::TooSlow>() {
             return true;
         }
         cause = c.source();
@@ -116,7 +116,9 @@ pub async fn answer_in_kind(mut req: Request, next: Next) -> Response {
 /// `PATCH …?update_mask=a.b,c` (grpc-gateway's form of OSAC's `Update`):
 /// the body keeps only the fields the mask names, with `id` and
 /// `metadata.version`, so that a client sending the whole object changes
-/// only those. `virtual_machine_templates` applies its mask itself (a
+/// only those; a masked path the body lacks goes on as `null` ("no
+/// change"), so that one naming no field is refused (400 naming it) as
+/// gRPC refuses it. `virtual_machine_templates` applies its mask itself (a
 /// masked field the body lacks is cleared there); a body that is not JSON
 /// is left to the handler, whose error names it.
 async fn update_mask(req: Request) -> Result<Request, ApiError> {
@@ -130,8 +132,8 @@ async fn update_mask(req: Request) -> Result<Request, ApiError> {
         Ok(mut v) => {
             let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
             match v.get_mut("object") {
-                Some(inner) => *inner = vmaas_model::mask::masked(inner, &paths),
-                None => v = vmaas_model::mask::masked(&v, &paths),
+                Some(inner) => *inner = vmaas_model::mask::masked_checked(inner, &paths),
+                None => v = vmaas_model::mask::masked_checked(&v, &paths),
             }
             Bytes::from(serde_json::to_vec(&v).map_err(ApiError::internal)?)
         }

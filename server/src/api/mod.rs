@@ -5,6 +5,7 @@ mod attach;
 mod compute_instance_templates;
 mod compute_instances;
 mod console;
+mod deadline;
 mod events;
 mod external_ips;
 mod extract;
@@ -201,6 +202,7 @@ fn page_json(items: &[Arc<str>], total: u64) -> Response {
 /// One stack, not one `layer` call per layer: each call boxes every route
 /// again, and every request clones each box.
 pub fn router(state: AppState, limits: &crate::serve::HttpLimits) -> Router {
+    let body_timeout = limits.body_timeout;
     let api = Router::new()
         .merge(templates::routes())
         .merge(vms::routes())
@@ -230,8 +232,7 @@ pub fn router(state: AppState, limits: &crate::serve::HttpLimits) -> Router {
         .layer(
             tower::ServiceBuilder::new()
                 .layer(axum::extract::DefaultBodyLimit::max(limits.max_body_bytes))
-                .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(limits.body_timeout))
-                .map_request(|r: Request<tower_http::timeout::TimeoutBody<axum::body::Body>>| r.map(axum::body::Body::new))
+                .map_request(move |r: Request| deadline::Deadline::apply(r, body_timeout))
                 .layer(CatchPanicLayer::custom(|_| ApiError::internal("handler panicked").into_response()))
                 .layer(TraceLayer::new_for_http())
                 .layer(middleware::from_fn_with_state(state.clone(), observe)),

@@ -312,8 +312,7 @@ async fn admit<'a>(
         return Ok(None);
     }
     let guard = s.admission.lock().await;
-    let vms = s.store.vms_held().await?;
-    capacity::check(&host, &s.overcommit, Usage::of_all(&vms, Some(&vm.id)), asked)?;
+    capacity::check(&host, &s.overcommit, Usage::held(&s.store, Some(&vm.id), None).await?, asked)?;
     Ok(Some(guard))
 }
 

@@ -13,6 +13,7 @@ use vmaas_model::{CreateObject, Envelope, ObjectKind, Page, PatchVolume, Validat
 
 use super::{ApiJson, ApiQuery, AppState, checked_name, images, scope, simple};
 use crate::auth::Caller;
+use crate::capacity::{self, Usage};
 use crate::error::{ApiError, Code};
 use crate::quota::{self, Amounts};
 use crate::store::{VolumeAttachmentKind, VolumeKind, VolumeRecord};
@@ -82,7 +83,8 @@ async fn check_source(s: &AppState, caller: &Caller, spec: &VolumeSpec, errs: &m
 /// READY once its disk is made.
 #[utoipa::path(post, path = "/api/fulfillment/v1/volumes", tag = "volumes",
     request_body = Envelope<CreateObject<VolumeSpec>>,
-    responses((status = 201, body = Envelope<Volume>), (status = 400, body = ApiError), (status = 409, body = ApiError)),
+    responses((status = 201, body = Envelope<Volume>), (status = 400, body = ApiError), (status = 409, body = ApiError),
+        (status = 429, body = ApiError, description = "The host's disk or the tenant's disk quota has no room for it")),
     security(("bearer" = [])))]
 pub(super) async fn create(
     State(s): State<AppState>,
@@ -107,6 +109,7 @@ pub(super) async fn create(
     let refs = image.into_iter().map(|i| (i, "image".to_owned())).collect();
     let _admission = s.admission.lock().await;
     quota::enforce(&s, &caller.tenant, Amounts::volume(&rec.spec.size)).await?;
+    fits(&s, Usage::volume(&rec.spec.size), None).await?;
     s.store.insert_record(&rec, refs).await.map_err(|e| match e {
         crate::store::StoreError::MissingReference(_) => ApiError::field("object.spec.source_image", "the image was deleted meanwhile"),
         other => other.into(),
@@ -116,12 +119,21 @@ pub(super) async fn create(
     Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
 }
 
+/// Refuses (429 naming `disk`) a volume of `asked` (replacing the volume
+/// `replacing`) that the host's disk cannot hold beside the VMs' disks and
+/// the other volumes. Call it under the admission lock.
+async fn fits(s: &AppState, asked: Usage, replacing: Option<&str>) -> Result<(), ApiError> {
+    let Some(host) = s.backend.capacity() else { return Ok(()) };
+    capacity::check(&host, &s.overcommit, Usage::held(&s.store, None, replacing).await?, asked)
+}
+
 /// Grow a volume (`spec.size`; it never shrinks). A running VM that has
 /// it sees the new size at once.
 #[utoipa::path(patch, path = "/api/fulfillment/v1/volumes/{id}", tag = "volumes",
     params(("id" = String, Path, description = "Volume id (UUID)")),
     request_body = Envelope<PatchVolume>,
-    responses((status = 200, body = Envelope<Volume>), (status = 400, body = ApiError), (status = 404, body = ApiError), (status = 409, body = ApiError)),
+    responses((status = 200, body = Envelope<Volume>), (status = 400, body = ApiError), (status = 404, body = ApiError), (status = 409, body = ApiError),
+        (status = 429, body = ApiError, description = "The host's disk or the tenant's disk quota has no room for the growth")),
     security(("bearer" = [])))]
 pub(super) async fn patch(
     State(s): State<AppState>,
@@ -136,6 +148,9 @@ pub(super) async fn patch(
     let current = simple::relabelled(current, p.metadata.as_ref())?;
     let _admission = s.admission.lock().await;
     quota::enforce(&s, &current.tenant, Amounts::volume(&spec.size).beyond(Amounts::volume(&current.spec.size))).await?;
+    if spec.size != current.spec.size {
+        fits(&s, Usage::volume(&spec.size), Some(&current.id)).await?;
+    }
     let updated = s.store.update_record_spec(&current, expected, spec, Utc::now()).await?;
     s.queue.enqueue(ObjectKind::Volume, &id);
     info!(volume = %id, size = %updated.spec.size, "volume resized");
