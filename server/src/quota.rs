@@ -5,7 +5,10 @@
 //! start at any time); disk is the VMs' disks plus the tenant's volumes.
 //! A quota set below what a tenant holds refuses only what would take more.
 //! `external_ips` counts every address a tenant holds of the shared pool:
-//! its external IPs and its load balancers.
+//! its external IPs and its load balancers; `disk` counts its VMs' disks,
+//! its volumes and its imported images' files (an import is refused once
+//! the tenant holds all of its `disk`; one under way may go past it by at
+//! most its own size).
 
 use std::collections::HashMap;
 
@@ -14,6 +17,7 @@ use vmaas_model::{MachineSpec, Quantity, ValidationErrors};
 
 use crate::api::AppState;
 use crate::error::ApiError;
+use crate::store::ImageKind;
 use crate::store::external::{ExternalIpKind, LoadBalancerKind};
 use crate::store::quota::QuotaRow;
 use crate::store::volume::VolumeKind;
@@ -33,7 +37,7 @@ pub struct QuotaLimits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub memory: Option<Quantity>,
-    /// Disk over all VMs' disks and the tenant's volumes, e.g. `500Gi`.
+    /// Disk over all VMs' disks, the tenant's volumes and imported images, e.g. `500Gi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub disk: Option<Quantity>,
@@ -178,6 +182,10 @@ async fn tally(store: &Store, only: Option<&str>) -> Result<HashMap<String, Amou
     for ip in store.all_records::<ExternalIpKind>().await?.iter().filter(|i| i.deleted_at.is_none()) {
         add(&ip.tenant, Amounts::external_ip());
     }
+    // An imported image's file is on the host's disk: what it holds, or has received so far.
+    for img in store.all_records::<ImageKind>().await?.iter().filter(|i| i.deleted_at.is_none()) {
+        add(&img.tenant, Amounts { disk_bytes: img.status.size_bytes.max(img.status.progress_bytes), ..Amounts::default() });
+    }
     // A load balancer holds an address of the shared pool, as an external IP does.
     for lb in store.all_records::<LoadBalancerKind>().await?.iter().filter(|l| l.deleted_at.is_none()) {
         add(&lb.tenant, Amounts::external_ip());
@@ -205,6 +213,26 @@ pub async fn enforce(s: &AppState, tenant: &str, asked: Amounts) -> Result<(), A
     }
     let Some((limits, _)) = limits(&s.store, tenant).await? else { return Ok(()) };
     check(tenant, &limits, usage(&s.store, tenant).await?, asked)
+}
+
+/// Refuses (429 naming `quota.disk`) what adds to `tenant`'s disk use
+/// by an amount not known yet (`what`, e.g. an image import) once the
+/// tenant holds all of its `disk` quota.
+pub async fn require_disk_left(s: &AppState, tenant: &str, what: &str) -> Result<(), ApiError> {
+    let Some((limits, _)) = limits(&s.store, tenant).await? else { return Ok(()) };
+    let Some(limit) = limits.disk.as_ref().and_then(Quantity::to_units_ceil) else { return Ok(()) };
+    let held = usage(&s.store, tenant).await?.disk_bytes;
+    if held < limit {
+        return Ok(());
+    }
+    Err(ApiError::exhausted(
+        "quota.disk",
+        format!(
+            "tenant {tenant:?} may have {} disk; its VMs, volumes and images hold {}: {what} needs room (delete something first)",
+            show(limit, true),
+            show(held, true)
+        ),
+    ))
 }
 
 /// Every quota's limits and usage, for `/metrics`: `(tenant, resource, limit, usage)`.

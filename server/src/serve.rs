@@ -18,7 +18,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -196,16 +196,18 @@ async fn refuse(mut stream: TcpStream, client_full: bool) {
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&busy(why))).await;
 }
 
-/// Requests in flight on one connection, and when the last one ended.
+/// Requests in flight on one connection, and when the last one ended
+/// (milliseconds since the connection opened: no lock per request).
 #[derive(Debug)]
 struct Activity {
     in_flight: AtomicUsize,
-    last: std::sync::Mutex<Instant>,
+    opened: Instant,
+    last_ms: AtomicU64,
 }
 
 impl Activity {
     fn new() -> Arc<Self> {
-        Arc::new(Self { in_flight: AtomicUsize::new(0), last: std::sync::Mutex::new(Instant::now()) })
+        Arc::new(Self { in_flight: AtomicUsize::new(0), opened: Instant::now(), last_ms: AtomicU64::new(0) })
     }
 
     fn begin(self: &Arc<Self>) -> InFlight {
@@ -218,7 +220,7 @@ impl Activity {
         if self.in_flight.load(Ordering::SeqCst) > 0 {
             return Duration::ZERO;
         }
-        self.last.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
+        self.opened.elapsed().saturating_sub(Duration::from_millis(self.last_ms.load(Ordering::SeqCst)))
     }
 }
 
@@ -228,7 +230,8 @@ struct InFlight(Arc<Activity>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        *self.0.last.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        let now = u64::try_from(self.0.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.0.last_ms.store(now, Ordering::SeqCst);
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -140,3 +140,38 @@ async fn stalled_and_trickling_sources_are_cut_off_and_imports_per_tenant_are_bo
     let id = import(&s, &a, "third", json!({"source": format!("{}/secret.bin", web.url)})).await;
     assert_eq!(settled(&s, &a, &id).await["status"]["state"], "IMAGE_STATE_READY");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn imported_images_count_against_the_disk_quota() {
+    let (_dir, web) = files().await;
+    let s = Server::start_qemu_with(&["--image-source-allow", "127.0.0.1"]).await;
+    let (t, admin) = (s.token("acme", false), s.token("ops", true));
+    let (st, q) =
+        s.raw(Method::PUT, &format!("{V1}/tenants/acme/quota"), Some(&admin), Some(json!({"object": {"spec": {"disk": "100Ki"}}}))).await;
+    assert_eq!(st, 200, "{q}");
+    // 50 KiB each: the first two fit under 100 KiB, then acme holds all of it.
+    for name in ["one", "two"] {
+        let id = import(&s, &t, name, json!({"source": format!("{}/secret.bin", web.url)})).await;
+        assert_eq!(settled(&s, &t, &id).await["status"]["state"], "IMAGE_STATE_READY");
+    }
+    let (_, quota) = s.raw(Method::GET, &format!("{V1}/tenants/acme/quota"), Some(&t), None).await;
+    assert_eq!(quota["object"]["status"]["usage"]["disk"], "100Ki", "{quota}");
+    let (st, e) = s
+        .raw(
+            Method::POST,
+            &format!("{V1}/images"),
+            Some(&t),
+            Some(json!({"object": {"metadata": {"name": "three"}, "spec": {"source": format!("{}/secret.bin", web.url)}}})),
+        )
+        .await;
+    assert_eq!((st, e["details"][0]["field"].as_str()), (429, Some("quota.disk")), "{e}");
+    let (st, e) = s
+        .raw(
+            Method::POST,
+            &format!("{V1}/volumes"),
+            Some(&t),
+            Some(json!({"object": {"metadata": {"name": "v"}, "spec": {"size": "1Mi"}}})),
+        )
+        .await;
+    assert_eq!((st, e["details"][0]["field"].as_str()), (429, Some("quota.disk")), "a volume does not fit either: {e}");
+}

@@ -20,19 +20,26 @@ use tokio::time::{Instant, Sleep};
 pub struct TooSlow(pub Duration);
 
 /// A body cut off at a deadline: all of it within `limit` (`idle`: each
-/// next bytes within it).
+/// next bytes within it). The timer is made only once the body has to be
+/// waited for, so a request whose body is already in costs none.
 pub struct Deadline {
     inner: Body,
-    sleep: Pin<Box<Sleep>>,
+    deadline: Instant,
+    sleep: Option<Pin<Box<Sleep>>>,
     limit: Duration,
     idle: bool,
 }
 
 impl Deadline {
-    /// Gives `req`'s body `limit` in all, or, for an image upload, `limit` between bytes.
+    /// Gives `req`'s body `limit` in all, or, for an image upload, `limit`
+    /// between bytes; a request without a body is left as it is.
     pub fn apply(req: Request<Body>, limit: Duration) -> Request<Body> {
+        if hyper::body::Body::is_end_stream(req.body()) {
+            return req;
+        }
         let idle = req.uri().path().ends_with("/content");
-        req.map(|inner| Body::new(Self { inner, sleep: Box::pin(tokio::time::sleep(limit)), limit, idle }))
+        let deadline = Instant::now() + limit;
+        req.map(|inner| Body::new(Self { inner, deadline, sleep: None, limit, idle }))
     }
 }
 
@@ -45,14 +52,21 @@ impl hyper::body::Body for Deadline {
         match polled {
             Poll::Ready(Some(Ok(_))) if self.idle => {
                 let next = Instant::now() + self.limit;
-                self.sleep.as_mut().reset(next);
+                self.deadline = next;
+                if let Some(sleep) = self.sleep.as_mut() {
+                    sleep.as_mut().reset(next);
+                }
                 polled
             }
             Poll::Ready(_) => polled,
-            Poll::Pending => match self.sleep.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Some(Err(axum::Error::new(TooSlow(self.limit))))),
-                Poll::Pending => Poll::Pending,
-            },
+            Poll::Pending => {
+                let deadline = self.deadline;
+                let sleep = self.sleep.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                match sleep.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(axum::Error::new(TooSlow(self.limit))))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
         }
     }
 

@@ -59,10 +59,10 @@ pub struct QuotaUsage {
     /// Memory of all VMs.
     #[schema(value_type = String)]
     pub memory: Quantity,
-    /// VMs' disks and volumes.
+    /// VMs' disks, volumes and imported images' files.
     #[schema(value_type = String)]
     pub disk: Quantity,
-    /// External IPs.
+    /// Addresses of the shared pool: external IPs and load balancers.
     pub external_ips: u64,
 }
 
