@@ -1,7 +1,8 @@
 //! The API tried as a hostile tenant would, on the real server (API only,
 //! loopback): a filter nested or long enough to overflow a stack is a 400
-//! naming `filter` on REST, the event stream and gRPC, and the server keeps
-//! serving; load balancers count against the external-IP quota; names are
+//! naming `filter` on REST, the event stream and gRPC, and JSON nested
+//! 100,000 deep is a 400, and the server keeps serving; an `update_mask`
+//! naming no field is a 400 naming it; load balancers count against the external-IP quota; names are
 //! looked up in the caller's tenant first, so a name another tenant also
 //! uses never hides or reaches its object (REST, CLI), and an
 //! administrator's references never cross into a tenant; images keep and
@@ -240,4 +241,31 @@ async fn an_update_mask_naming_no_field_is_refused_as_grpc_refuses_it() {
     let path = format!("{V1}/virtual_machines/{}?update_mask=spec.state", vm["id"].as_str().unwrap());
     let (st, v) = s.raw(Method::PATCH, &path, Some(&t), Some(json!({"object": {"spec": {"state": "stopped"}}}))).await;
     assert_eq!((st, v["object"]["spec"]["state"].as_str()), (200, Some("stopped")), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deeply_nested_json_is_refused_and_the_server_keeps_serving() {
+    let s = Server::start(Db::Sqlite).await.expect("sqlite");
+    publish(&s, TINY);
+    let t = s.token("acme", false);
+    // 100,000 nested arrays and objects (200 KB and 600 KB, under the body limit).
+    let arrays = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+    let objects = format!("{}1{}", r#"{"a":"#.repeat(100_000), "}".repeat(100_000));
+    let bodies =
+        [format!(r#"{{"object": {arrays}}}"#), format!(r#"{{"object": {objects}}}"#), format!(r#"{{"x": {arrays}}}"#), arrays.clone()];
+    for body in bodies {
+        let rsp = reqwest::Client::new()
+            .post(format!("{}{V1}/virtual_machines", s.endpoint))
+            .bearer_auth(&t)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(rsp.status(), 400);
+        let e: Value = rsp.json().await.unwrap();
+        assert!(!e["details"][0]["field"].as_str().unwrap_or_default().is_empty(), "{e}");
+    }
+    assert_eq!(s.raw(Method::GET, "/healthz", None, None).await.0, 200);
+    assert_eq!(s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&t), None).await.1["total"], 0, "nothing half-made");
 }
