@@ -190,8 +190,10 @@ struct ServeArgs {
     /// the oldest that was never answered, else it is answered 503.
     #[arg(long, env = "VMAAS_MAX_CONNECTIONS", default_value_t = 1024)]
     max_connections: usize,
-    /// Connections one client address may have open at once; more are answered 503.
-    #[arg(long, env = "VMAAS_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 64)]
+    /// Connections one client address may have open at once; more are
+    /// answered 503 (behind a proxy every client has the proxy's address:
+    /// raise it to --max-connections there).
+    #[arg(long, env = "VMAAS_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 256)]
     max_connections_per_client: usize,
     /// Largest request body in bytes; larger ones are answered 413.
     #[arg(long, env = "VMAAS_MAX_BODY_BYTES", default_value_t = 1 << 20)]

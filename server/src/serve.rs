@@ -59,7 +59,7 @@ impl Default for HttpLimits {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             max_connections: 1024,
-            max_connections_per_client: 64,
+            max_connections_per_client: 256,
             idle_timeout: Duration::from_secs(60),
             max_body_bytes: 1 << 20,
         }

@@ -316,7 +316,7 @@ def run(a):
         raise SystemExit("FAILED: the VM was not deleted within 120 s")
     step("deleted; Get answers NOT_FOUND")
 
-    networks(ch, user)
+    networks(ch, user, stranger)
     gateway_json(a, tid)
     templates.Delete(ts.VirtualMachineTemplatesDeleteRequest(id=tid), metadata=admin, timeout=30)
     step("template deleted")
@@ -347,8 +347,9 @@ def public_templates(a, ch, tid, admin, user):
     step("osac.public.v1 ComputeInstanceTemplates: the same templates, boot_disk as disk_size, is_windows refused")
 
 
-def networks(ch, user):
-    """A network, its subnets and a security group through osac.public.v1."""
+def networks(ch, user, stranger):
+    """A network, its subnets and a security group through osac.public.v1; another tenant's network of the same
+    name is never what a name reaches."""
     import grpc
     from osac.public.v1 import virtual_network_type_pb2 as vnt, virtual_networks_service_pb2 as vns
     from osac.public.v1 import virtual_networks_service_pb2_grpc as vns_grpc, metadata_type_pb2 as mdt
@@ -375,8 +376,21 @@ def networks(ch, user):
         check(False, "a subnet outside its network is refused")
     except grpc.RpcError as e:
         check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "ipv4_cidr" in e.details(), f"outside: INVALID_ARGUMENT ({e.details()})")
+    theirs = nets.Create(vns.VirtualNetworksCreateRequest(object=vnt.VirtualNetwork(metadata=mdt.Metadata(name="osac-net"),
+        spec=vnt.VirtualNetworkSpec(ipv4_cidr="10.77.0.0/16"))), metadata=stranger, timeout=30).object
     sub = subnets.Create(sns.SubnetsCreateRequest(object=snt.Subnet(metadata=mdt.Metadata(name="osac-sub"),
-        spec=snt.SubnetSpec(virtual_network=net.id, ipv4_cidr="10.77.1.0/24"))), metadata=user, timeout=30).object
+        spec=snt.SubnetSpec(virtual_network="osac-net", ipv4_cidr="10.77.1.0/24"))), metadata=user, timeout=30).object
+    check(sub.spec.virtual_network == net.id, f"a network named by name is the caller's own ({sub.spec.virtual_network})")
+    their_sub = subnets.Create(sns.SubnetsCreateRequest(object=snt.Subnet(metadata=mdt.Metadata(name="osac-sub"),
+        spec=snt.SubnetSpec(virtual_network="osac-net", ipv4_cidr="10.77.1.0/24"))), metadata=stranger, timeout=30).object
+    check(their_sub.spec.virtual_network == theirs.id, f"and the other tenant's name its own ({their_sub.spec.virtual_network})")
+    try:
+        subnets.Create(sns.SubnetsCreateRequest(object=snt.Subnet(metadata=mdt.Metadata(name="into-theirs"),
+            spec=snt.SubnetSpec(virtual_network=theirs.id, ipv4_cidr="10.77.2.0/24"))), metadata=user, timeout=30)
+        check(False, "another tenant's network is not reachable by its id")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "virtual_network" in e.details(), f"theirs: INVALID_ARGUMENT ({e.details()})")
+    subnets.Delete(sns.SubnetsDeleteRequest(id=their_sub.id), metadata=stranger, timeout=30)
     rule = sgt.SecurityRule(protocol=sgt.PROTOCOL_TCP, port_from=22, port_to=22, ipv4_cidr="10.77.0.0/16")
     sg = groups.Create(sgs.SecurityGroupsCreateRequest(object=sgt.SecurityGroup(metadata=mdt.Metadata(name="osac-ssh"),
         spec=sgt.SecurityGroupSpec(virtual_network=net.id, ingress=[rule]))), metadata=user, timeout=30).object
@@ -391,6 +405,7 @@ def networks(ch, user):
     groups.Delete(sgs.SecurityGroupsDeleteRequest(id=sg.id), metadata=user, timeout=30)
     subnets.Delete(sns.SubnetsDeleteRequest(id=sub.id), metadata=user, timeout=30)
     step("osac.public.v1 network (labelled, relabelled with an update_mask, selected by label), subnet and security group made, checked, listed and deleted")
+    step("a name two tenants use reaches each tenant's own network over gRPC, and another tenant's id reaches nothing")
 
 
 def gateway_json(a, tid):

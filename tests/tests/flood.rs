@@ -103,7 +103,18 @@ async fn idle_h2(mut c: TcpStream, wait: Duration) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn floods_of_silent_slow_and_idle_connections_never_lock_clients_out() {
-    let flags = ["--backend", "none", "--http-header-timeout", "3s", "--http-body-timeout", "5s", "--http-idle-timeout", "4s"];
+    let flags = [
+        "--backend",
+        "none",
+        "--http-header-timeout",
+        "3s",
+        "--http-body-timeout",
+        "5s",
+        "--http-idle-timeout",
+        "4s",
+        "--max-connections-per-client",
+        "64",
+    ];
     let s = Server::start_with(Db::Sqlite, &flags).await.expect("sqlite");
     let token = s.token("acme", false);
     let addr: SocketAddr = s.endpoint.trim_start_matches("http://").parse().unwrap();

@@ -37,6 +37,7 @@ async fn osac_generated_client_drives_a_vm_over_grpc_and_gateway_json() {
         "update_mask stopped it",
         "NOT_FOUND",
         "selected by label), subnet and security group",
+        "a name two tenants use reaches each tenant's own network over gRPC",
         "grpc-gateway JSON",
         "template deleted",
     ] {
