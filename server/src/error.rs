@@ -139,8 +139,25 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict(m) => Self::new(StatusCode::CONFLICT, Code::Aborted, m),
             StoreError::InUse(m) => Self::precondition(m),
             StoreError::MissingReference(m) => Self::precondition(m),
+            StoreError::Database(e) if unavailable(&e) => {
+                tracing::warn!(error = %e, "the database does not answer");
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable, "the database does not answer: retry later")
+            }
             other => Self::internal(other),
         }
+    }
+}
+
+/// Whether `e` says the database cannot be reached now (down, restarting,
+/// the connection lost, no connection free in time, a lock not granted in
+/// time) rather than that the request or the data is wrong.
+fn unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_) | sqlx::Error::WorkerCrashed => true,
+        // Connection exceptions (08), operator intervention such as a
+        // shutdown (57), and a lock not granted within lock_timeout (55P03).
+        sqlx::Error::Database(d) => d.code().is_some_and(|c| c.starts_with("08") || c.starts_with("57") || c == "55P03"),
+        _ => false,
     }
 }
 

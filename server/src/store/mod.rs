@@ -51,6 +51,17 @@ mod tests;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
+/// How long a request waits for a database connection; past it the
+/// database counts as unavailable (503), not as broken.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a PostgreSQL statement waits for a lock another session holds.
+const LOCK_TIMEOUT: &str = "SET lock_timeout = '5s'";
+
+/// How long a PostgreSQL session may sit in a transaction doing nothing
+/// before the server ends it (and its locks with it).
+const IDLE_IN_TRANSACTION_TIMEOUT: &str = "SET idle_in_transaction_session_timeout = '10s'";
+
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -193,12 +204,22 @@ impl Store {
         let pool = AnyPoolOptions::new()
             .max_connections(max)
             .min_connections(1)
-            .acquire_timeout(Duration::from_secs(10))
+            .acquire_timeout(ACQUIRE_TIMEOUT)
             .after_connect(move |conn, _| {
                 Box::pin(async move {
-                    if dialect == Dialect::Sqlite {
+                    match dialect {
                         // Per connection: SQLite enforces the references only when asked.
-                        sqlx::query("PRAGMA foreign_keys = ON").execute(conn).await?;
+                        Dialect::Sqlite => {
+                            sqlx::query("PRAGMA foreign_keys = ON").execute(conn).await?;
+                        }
+                        // A session waits for a lock, or holds a transaction
+                        // open doing nothing, only so long: a frozen replica
+                        // cannot hold the others' writes for longer.
+                        Dialect::Postgres => {
+                            for set in [LOCK_TIMEOUT, IDLE_IN_TRANSACTION_TIMEOUT] {
+                                sqlx::query(set).execute(&mut *conn).await?;
+                            }
+                        }
                     }
                     Ok(())
                 })
