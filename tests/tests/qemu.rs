@@ -108,6 +108,12 @@ async fn console_over_websocket() {
     let t = s.token("acme", false);
     let id = create(&s, &t, "shell", "tiny").await;
     wait_ready(&s, &t, &id).await;
+    // READY may come from the probe before the guest's line reaches the log.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !String::from_utf8_lossy(&s.cli(&t, &["vm", "logs", "shell"]).stdout).contains("vmaas-guest: ready") {
+        assert!(Instant::now() < deadline, "the guest never said it was ready on its console");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let (st, session) = s.raw(Method::POST, &format!("{V1}/virtual_machines/{id}/console_sessions"), Some(&t), None).await;
     assert_eq!(st, 201, "{session}");
     let url = format!("{}{}", s.endpoint.replace("http://", "ws://"), session["url"].as_str().unwrap());
