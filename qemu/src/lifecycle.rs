@@ -426,15 +426,20 @@ pub(crate) async fn shut_down(id: &str, qmp: &Path, p: &Process, grace: Duration
     if p.has_exited() {
         return;
     }
-    let running = match Qmp::connect(qmp).await {
-        Ok(mut q) => q.status().await.is_ok_and(|s| s == "running"),
-        Err(_) => false,
-    };
-    if running {
-        if press_power_button(qmp).await.is_ok() && tokio::time::timeout(grace, p.exited()).await.is_ok() {
-            info!(vm = %id, "the guest powered off");
-            return;
+    // One QMP connection asks and presses, and is closed before the wait
+    // (QEMU takes one monitor client at a time).
+    let (running, pressed) = match Qmp::connect(qmp).await {
+        Ok(mut q) => {
+            let running = q.status().await.is_ok_and(|s| s == "running");
+            (running, running && q.execute("system_powerdown", None).await.is_ok())
         }
+        Err(_) => (false, false),
+    };
+    if pressed && tokio::time::timeout(grace, p.exited()).await.is_ok() {
+        info!(vm = %id, "the guest powered off");
+        return;
+    }
+    if running {
         warn!(vm = %id, ?grace, "the guest did not power off in time; stopping hard");
     }
     quit(qmp, p).await;

@@ -16,11 +16,11 @@ use vmaas_backend::{ImageImport, ImageObservation, Target};
 use vmaas_model::image::{Image, ImageSpec, ImageState};
 use vmaas_model::{CreateObject, Envelope, ObjectKind, Page, ValidationErrors};
 
-use super::images::{catalog, users_of};
+use super::images::{Named, catalog, lookup, users_of};
 use super::{ApiJson, AppState, checked_name, scope};
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
-use crate::store::{Filter, ImageKind, ImageRecord, Scope, StoreError};
+use crate::store::{Filter, ImageKind, ImageRecord, Scope};
 
 /// Refuses a name a catalog image, a public image or one of the tenant's has.
 async fn check_free(s: &AppState, caller: &Caller, name: &str) -> Result<(), ApiError> {
@@ -99,46 +99,24 @@ async fn check_imports_under_way(s: &AppState, tenant: &str) -> Result<(), ApiEr
     Ok(())
 }
 
-/// The caller's imported image `reference`: by id (an administrator:
-/// anyone's), else by name in the caller's own tenant first; then a public
-/// image of that name (which only administrators change); then, for an
-/// administrator, the one other tenant's image of that name (several: 409,
-/// asking for the id).
+/// The caller's imported image `reference` ([`lookup`]), to change: a
+/// public image only an administrator (or its tenant) changes (403), and a
+/// name several tenants use must be given as an id (409).
 async fn own(s: &AppState, caller: &Caller, reference: &str) -> Result<ImageRecord, ApiError> {
-    match s.store.get_record::<ImageKind>(reference, &scope(caller)).await {
-        Ok(i) => return public_guard(caller, i),
-        Err(StoreError::NotFound { .. }) => {}
-        Err(e) => return Err(e.into()),
-    }
-    let by_name = Filter { name: Some(reference.to_owned()), ..Filter::all() };
-    let (mine, _) = s.store.list(ObjectKind::Image, &Scope::Tenant(caller.tenant.clone()), &by_name).await?;
-    if let Some(r) = mine.first() {
-        return Ok(ImageRecord::from_row(r)?);
-    }
-    let (all, _) = s.store.list(ObjectKind::Image, &Scope::All, &by_name).await?;
-    let all: Vec<ImageRecord> = all.iter().map(ImageRecord::from_row).collect::<Result<_, _>>()?;
-    if let Some(public) = all.iter().find(|i| i.spec.public) {
-        return public_guard(caller, public.clone());
-    }
-    match all.as_slice() {
-        [one] if caller.is_admin() => Ok(one.clone()),
-        [_, _, ..] if caller.is_admin() => {
+    match lookup(s, caller, reference).await? {
+        Named::One(i) if i.spec.public && !caller.is_admin() && i.tenant != caller.tenant => {
+            Err(ApiError::forbidden(format!("image {:?} is a public image: only administrators change it", i.name)))
+        }
+        Named::One(i) => Ok(*i),
+        Named::Several(all) => {
             let tenants: Vec<&str> = all.iter().map(|i| i.tenant.as_str()).collect();
             Err(ApiError::precondition(format!(
                 "image name {reference:?} is held by tenants {}: name the image by its id",
                 tenants.join(", ")
             )))
         }
-        _ => Err(ApiError::not_found("image", reference)),
+        Named::None => Err(ApiError::not_found("image", reference)),
     }
-}
-
-/// `i`, unless it is a public image and the caller no administrator (403).
-fn public_guard(caller: &Caller, i: ImageRecord) -> Result<ImageRecord, ApiError> {
-    if i.spec.public && !caller.is_admin() && i.tenant != caller.tenant {
-        return Err(ApiError::forbidden(format!("image {:?} is a public image: only administrators change it", i.name)));
-    }
-    Ok(i)
 }
 
 /// Waits (at most 2 s) until the reconciler has written what the backend

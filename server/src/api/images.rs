@@ -11,12 +11,12 @@ use axum::{Json, Router};
 use vmaas_backend::CatalogImage;
 use vmaas_model::image::{IMAGE_TYPE_URL, Image, ImageMetadata, ImageSpec, ImageState, ImageStatus};
 use vmaas_model::spec::DEFAULT_IMAGE;
-use vmaas_model::{Envelope, MachineSpec, Page, ValidationErrors};
+use vmaas_model::{Envelope, MachineSpec, ObjectKind, Page, ValidationErrors};
 
 use super::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::store::{BootImage, ImageKind, ImageRecord};
+use crate::store::{BootImage, Filter, ImageKind, ImageRecord, Scope, StoreError};
 
 pub(super) fn routes() -> Router<AppState> {
     use super::image_imports::{create, prune, remove, upload};
@@ -141,22 +141,52 @@ pub(super) struct NameQuery {
     security(("bearer" = [])))]
 pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<Envelope<Image>>, ApiError> {
     let found: Vec<CatalogImage> = catalog(&s).await?.unwrap_or_default().into_iter().filter(|i| i.name == id).collect();
-    let imported = if found.is_empty() { named(imported_visible(&s, &caller).await?, &caller.tenant, &id) } else { Vec::new() };
+    let imported = match (found.is_empty(), lookup(&s, &caller, &id).await?) {
+        (true, Named::One(i)) => vec![*i],
+        // An administrator reading a name several tenants use: the first.
+        (true, Named::Several(mut all)) => vec![all.swap_remove(0)],
+        _ => Vec::new(),
+    };
     let object = to_api(&s, &caller, found, imported).await?.pop().ok_or_else(|| ApiError::not_found("image", &id))?;
     Ok(Json(Envelope { object }))
 }
 
-/// The image of `visible` that `reference` names: by id, else by name the
-/// tenant's own first, then a public one, then any other (administrators).
-fn named(visible: Vec<ImageRecord>, tenant: &str, reference: &str) -> Vec<ImageRecord> {
-    let rank = |i: &ImageRecord| match () {
-        _ if i.id == reference => Some(0),
-        _ if i.name != reference => None,
-        _ if i.tenant == tenant => Some(1),
-        _ if i.spec.public => Some(2),
-        _ => Some(3),
-    };
-    visible.into_iter().filter_map(|i| rank(&i).map(|r| (r, i))).min_by_key(|(r, _)| *r).map(|(_, i)| i).into_iter().collect()
+/// What an imported image reference names for a caller.
+pub(super) enum Named {
+    /// Nothing the caller sees.
+    None,
+    /// One image.
+    One(Box<ImageRecord>),
+    /// Several other tenants' images of that name (administrators only).
+    Several(Vec<ImageRecord>),
+}
+
+/// The imported image `reference` names for `caller`: by id (the
+/// caller's, a public one, or for an administrator anyone's), else by name
+/// the caller's own first, then a public one, then, for an administrator,
+/// another tenant's (looked up by the name, not by reading every image).
+pub(super) async fn lookup(s: &AppState, caller: &Caller, reference: &str) -> Result<Named, ApiError> {
+    match s.store.get_record::<ImageKind>(reference, &Scope::All).await {
+        Ok(i) if caller.is_admin() || i.tenant == caller.tenant || i.spec.public => return Ok(Named::One(Box::new(i))),
+        Ok(_) | Err(StoreError::NotFound { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let by_name = Filter { name: Some(reference.to_owned()), ..Filter::all() };
+    let (mine, _) = s.store.list(ObjectKind::Image, &Scope::Tenant(caller.tenant.clone()), &by_name).await?;
+    if let Some(r) = mine.first() {
+        return Ok(Named::One(Box::new(ImageRecord::from_row(r)?)));
+    }
+    let (rows, _) = s.store.list(ObjectKind::Image, &Scope::All, &by_name).await?;
+    let mut all: Vec<ImageRecord> = rows.iter().map(ImageRecord::from_row).collect::<Result<_, _>>()?;
+    if let Some(i) = all.iter().position(|i| i.spec.public) {
+        return Ok(Named::One(Box::new(all.swap_remove(i))));
+    }
+    Ok(match all.len() {
+        _ if !caller.is_admin() => Named::None,
+        0 => Named::None,
+        1 => Named::One(Box::new(all.swap_remove(0))),
+        _ => Named::Several(all),
+    })
 }
 
 /// The id of the imported image called `name` that `caller` sees, if any

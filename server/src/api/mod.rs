@@ -139,7 +139,6 @@ impl Paging {
     }
 }
 
-/// What `caller` may see: its own tenant's objects, or every tenant's for administrators.
 /// Where the references of an object owned by `tenant` resolve: that
 /// tenant's objects only, whoever asks, so that an administrator's object
 /// never names (by id or by name) another tenant's.
@@ -147,6 +146,7 @@ fn owned_by(tenant: &str) -> crate::store::Scope {
     crate::store::Scope::Tenant(tenant.to_owned())
 }
 
+/// What `caller` may see: its own tenant's objects, or every tenant's for administrators.
 fn scope(caller: &crate::auth::Caller) -> crate::store::Scope {
     if caller.is_admin() { crate::store::Scope::All } else { crate::store::Scope::Tenant(caller.tenant.clone()) }
 }
@@ -285,17 +285,16 @@ async fn observe(State(state): State<AppState>, mut req: Request, next: Next) ->
 #[utoipa::path(get, path = "/healthz", tag = "health", responses((status = 200, description = "Healthy"), (status = 503, description = "The database does not answer")))]
 async fn healthz(State(state): State<AppState>) -> Response {
     // Within a second, or the database counts as unavailable.
-    let db =
-        tokio::time::timeout(std::time::Duration::from_secs(1), state.store.ping()).await.map_err(|_| ()).and_then(|r| r.map_err(|_| ()));
+    let db_ok = matches!(tokio::time::timeout(std::time::Duration::from_secs(1), state.store.ping()).await, Ok(Ok(())));
     let body = serde_json::json!({
-        "status": if db.is_ok() { "ok" } else { "unavailable" },
+        "status": if db_ok { "ok" } else { "unavailable" },
         "version": env!("CARGO_PKG_VERSION"),
         "database": state.store.dialect().as_str(),
         "backend": { "name": state.backend.name(), "capabilities": state.backend.capabilities(), "details": state.backend.health() },
         "quarantine": state.backend.quarantine(),
         "reconciler": state.progress.report(),
     });
-    let code = if db.is_ok() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let code = if db_ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (code, Json(body)).into_response()
 }
 
