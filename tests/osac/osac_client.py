@@ -370,26 +370,27 @@ def networks(ch, user, stranger):
     check(dict(changed.metadata.annotations) == {"example.com/note": "made by OSAC"}, "annotations kept")
     found = nets.List(vns.VirtualNetworksListRequest(filter="this.metadata.labels['tier'] == 'web'"), metadata=user, timeout=30)
     check([n.id for n in found.items] == [net.id], f"selected by label ({found})")
-    try:
-        subnets.Create(sns.SubnetsCreateRequest(object=snt.Subnet(metadata=mdt.Metadata(name="outside"),
-            spec=snt.SubnetSpec(virtual_network=net.id, ipv4_cidr="10.78.0.0/24"))), metadata=user, timeout=30)
-        check(False, "a subnet outside its network is refused")
-    except grpc.RpcError as e:
-        check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "ipv4_cidr" in e.details(), f"outside: INVALID_ARGUMENT ({e.details()})")
+
+    def subnet(name, network, cidr, who):
+        req = sns.SubnetsCreateRequest(object=snt.Subnet(metadata=mdt.Metadata(name=name),
+                                                         spec=snt.SubnetSpec(virtual_network=network, ipv4_cidr=cidr)))
+        return subnets.Create(req, metadata=who, timeout=30).object
+
+    def refused(name, network, cidr, field, what):
+        try:
+            subnet(name, network, cidr, user)
+            check(False, f"{what} is refused")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and field in e.details(), f"{what}: INVALID_ARGUMENT ({e.details()})")
+
+    refused("outside", net.id, "10.78.0.0/24", "ipv4_cidr", "a subnet outside its network")
     theirs = nets.Create(vns.VirtualNetworksCreateRequest(object=vnt.VirtualNetwork(metadata=mdt.Metadata(name="osac-net"),
         spec=vnt.VirtualNetworkSpec(ipv4_cidr="10.77.0.0/16"))), metadata=stranger, timeout=30).object
-    sub = subnets.Create(sns.SubnetsCreateRequest(object=snt.Subnet(metadata=mdt.Metadata(name="osac-sub"),
-        spec=snt.SubnetSpec(virtual_network="osac-net", ipv4_cidr="10.77.1.0/24"))), metadata=user, timeout=30).object
+    sub = subnet("osac-sub", "osac-net", "10.77.1.0/24", user)
     check(sub.spec.virtual_network == net.id, f"a network named by name is the caller's own ({sub.spec.virtual_network})")
-    their_sub = subnets.Create(sns.SubnetsCreateRequest(object=snt.Subnet(metadata=mdt.Metadata(name="osac-sub"),
-        spec=snt.SubnetSpec(virtual_network="osac-net", ipv4_cidr="10.77.1.0/24"))), metadata=stranger, timeout=30).object
+    their_sub = subnet("osac-sub", "osac-net", "10.77.1.0/24", stranger)
     check(their_sub.spec.virtual_network == theirs.id, f"and the other tenant's name its own ({their_sub.spec.virtual_network})")
-    try:
-        subnets.Create(sns.SubnetsCreateRequest(object=snt.Subnet(metadata=mdt.Metadata(name="into-theirs"),
-            spec=snt.SubnetSpec(virtual_network=theirs.id, ipv4_cidr="10.77.2.0/24"))), metadata=user, timeout=30)
-        check(False, "another tenant's network is not reachable by its id")
-    except grpc.RpcError as e:
-        check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "virtual_network" in e.details(), f"theirs: INVALID_ARGUMENT ({e.details()})")
+    refused("into-theirs", theirs.id, "10.77.2.0/24", "virtual_network", "another tenant's network by its id")
     subnets.Delete(sns.SubnetsDeleteRequest(id=their_sub.id), metadata=stranger, timeout=30)
     rule = sgt.SecurityRule(protocol=sgt.PROTOCOL_TCP, port_from=22, port_to=22, ipv4_cidr="10.77.0.0/16")
     sg = groups.Create(sgs.SecurityGroupsCreateRequest(object=sgt.SecurityGroup(metadata=mdt.Metadata(name="osac-ssh"),

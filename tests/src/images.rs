@@ -14,10 +14,7 @@ pub const FETCH_FAILED: &str = "the image could not be fetched from its source";
 
 /// Imports `name` with `spec` as tenant `t`; its id.
 pub async fn import(s: &Server, t: &str, name: &str, spec: Value) -> String {
-    let (st, v) =
-        s.raw(Method::POST, &format!("{V1}/images"), Some(t), Some(json!({"object": {"metadata": {"name": name}, "spec": spec}}))).await;
-    assert_eq!(st, 201, "{v}");
-    v["object"]["id"].as_str().unwrap().to_owned()
+    crate::objects::created(s, t, "images", json!({"metadata": {"name": name}, "spec": spec})).await
 }
 
 /// Waits (at most 60 s) until image `id` is READY or FAILED; the image.

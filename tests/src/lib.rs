@@ -12,6 +12,7 @@ pub mod guest;
 pub mod images;
 pub mod k8s;
 pub mod kubevirt;
+pub mod objects;
 pub mod oidc;
 pub mod tf;
 pub mod vms;

@@ -10,13 +10,10 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
+use vmaas_tests::objects::post;
 use vmaas_tests::tf::python;
 use vmaas_tests::vms::{TINY, V1, publish};
 use vmaas_tests::{Db, Server};
-
-async fn post(s: &Server, t: &str, path: &str, body: Value) -> (u16, Value) {
-    s.raw(Method::POST, &format!("{V1}/{path}"), Some(t), Some(json!({"object": body}))).await
-}
 
 async fn made(s: &Server, t: &str, path: &str, body: Value) -> Value {
     let (st, v) = post(s, t, path, body).await;

@@ -13,15 +13,12 @@ use serde_json::{Value, json};
 use vmaas_tests::Server;
 use vmaas_tests::files::FileServer;
 use vmaas_tests::images::{FETCH_FAILED, import, settled};
+use vmaas_tests::objects::post;
 use vmaas_tests::vms::{V1, publish, wait_ready, wait_until};
 
 /// The tests' file servers listen on loopback, which images are fetched
 /// from only when an administrator allows it.
 const LOOPBACK_FILES: [&str; 2] = ["--image-source-allow", "127.0.0.1"];
-
-async fn post(s: &Server, t: &str, path: &str, body: Value) -> (u16, Value) {
-    s.raw(Method::POST, &format!("{V1}/{path}"), Some(t), Some(json!({"object": body}))).await
-}
 
 fn sha256(path: &Path) -> String {
     let out = std::process::Command::new("sha256sum").arg(path).output().unwrap();

@@ -14,6 +14,7 @@ use serde_json::json;
 use vmaas_tests::Server;
 use vmaas_tests::files::FileServer;
 use vmaas_tests::images::{FETCH_FAILED, import, settled};
+use vmaas_tests::objects::post;
 use vmaas_tests::vms::V1;
 
 /// A loopback file server holding `secret.bin` (a valid raw disk) and `slow.bin`.
@@ -113,14 +114,8 @@ async fn stalled_and_trickling_sources_are_cut_off_and_imports_per_tenant_are_bo
     let started = Instant::now();
     let stalled = import(&s, &a, "stalled", json!({"source": format!("{}/stall/slow.bin", web.url)})).await;
     let trickled = import(&s, &a, "trickled", json!({"source": format!("{}/trickle/slow.bin", web.url)})).await;
-    let (st, e) = s
-        .raw(
-            Method::POST,
-            &format!("{V1}/images"),
-            Some(&a),
-            Some(json!({"object": {"metadata": {"name": "third"}, "spec": {"source": format!("{}/secret.bin", web.url)}}})),
-        )
-        .await;
+    let (st, e) =
+        post(&s, &a, "images", json!({"metadata": {"name": "third"}, "spec": {"source": format!("{}/secret.bin", web.url)}})).await;
     assert_eq!((st, e["details"][0]["field"].as_str()), (429, Some("object.spec.source")), "{e}");
     assert!(e["details"][0]["reason"].as_str().unwrap().contains("--image-imports-per-tenant 2"), "{e}");
     import(&s, &a, "upload", json!({})).await;
@@ -156,22 +151,9 @@ async fn imported_images_count_against_the_disk_quota() {
     }
     let (_, quota) = s.raw(Method::GET, &format!("{V1}/tenants/acme/quota"), Some(&t), None).await;
     assert_eq!(quota["object"]["status"]["usage"]["disk"], "100Ki", "{quota}");
-    let (st, e) = s
-        .raw(
-            Method::POST,
-            &format!("{V1}/images"),
-            Some(&t),
-            Some(json!({"object": {"metadata": {"name": "three"}, "spec": {"source": format!("{}/secret.bin", web.url)}}})),
-        )
-        .await;
+    let (st, e) =
+        post(&s, &t, "images", json!({"metadata": {"name": "three"}, "spec": {"source": format!("{}/secret.bin", web.url)}})).await;
     assert_eq!((st, e["details"][0]["field"].as_str()), (429, Some("quota.disk")), "{e}");
-    let (st, e) = s
-        .raw(
-            Method::POST,
-            &format!("{V1}/volumes"),
-            Some(&t),
-            Some(json!({"object": {"metadata": {"name": "v"}, "spec": {"size": "1Mi"}}})),
-        )
-        .await;
+    let (st, e) = post(&s, &t, "volumes", json!({"metadata": {"name": "v"}, "spec": {"size": "1Mi"}})).await;
     assert_eq!((st, e["details"][0]["field"].as_str()), (429, Some("quota.disk")), "a volume does not fit either: {e}");
 }

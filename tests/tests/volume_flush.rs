@@ -7,40 +7,15 @@
 use std::time::{Duration, Instant};
 
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::json;
 use vmaas_tests::Server;
+use vmaas_tests::objects::{attach, created, state, wait_for};
 use vmaas_tests::vms::{TINY, V1, console, find_disk, found_disk, publish, wait_ready};
 
-async fn created(s: &Server, t: &str, path: &str, body: Value) -> Value {
-    let (st, v) = s.raw(Method::POST, &format!("{V1}/{path}"), Some(t), Some(json!({"object": body}))).await;
-    assert_eq!(st, 201, "{v}");
-    v["object"].clone()
-}
-
-/// Polls `path` until `pred` holds on its object (`None`: it is gone).
-async fn wait_for(s: &Server, t: &str, path: &str, what: &str, pred: impl Fn(Option<&Value>) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let (st, v) = s.raw(Method::GET, &format!("{V1}/{path}"), Some(t), None).await;
-        if pred((st == 200).then(|| &v["object"])) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}: {st} {v:#}\n{}", s.log());
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-fn state_is(v: Option<&Value>, want: &str) -> bool {
-    v.is_some_and(|v| v["status"]["state"] == want)
-}
-
-/// Attaches `volume` to `vm` and waits until the guest has it; its device name.
+/// Attaches `volume` to `vm` and waits until the guest has it; the
+/// attachment's id and the device's name.
 async fn attached(s: &Server, t: &str, name: &str, volume: &str, vm: &str) -> (String, String) {
-    let a =
-        created(s, t, "volume_attachments", json!({"metadata": {"name": name}, "spec": {"volume": volume, "compute_instance": vm}})).await;
-    let id = a["id"].as_str().unwrap().to_owned();
-    let serial = a["status"]["serial"].as_str().unwrap().to_owned();
-    wait_for(s, t, &format!("volume_attachments/{id}"), "the attachment READY", |v| state_is(v, "VOLUME_ATTACHMENT_STATE_READY")).await;
+    let (id, serial) = attach(s, t, name, volume, vm).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let text = console(s, t, vm, &find_disk(&serial));
@@ -79,13 +54,11 @@ async fn a_deleted_or_detached_vm_leaves_its_volume_whole() {
     publish(&s, TINY);
     let t = s.token("acme", false);
     let vol = created(&s, &t, "volumes", json!({"metadata": {"name": "data"}, "spec": {"size": "64Mi"}})).await;
-    let vol = vol["id"].as_str().unwrap().to_owned();
-    wait_for(&s, &t, &format!("volumes/{vol}"), "the volume READY", |v| state_is(v, "VOLUME_STATE_READY")).await;
+    wait_for(&s, &t, &format!("volumes/{vol}"), "the volume READY", |v| state(v) == "VOLUME_STATE_READY").await;
     let file = s.data_dir.join("volumes").join(format!("{vol}.qcow2"));
 
     // Written without a sync, then the VM deleted.
     let one = created(&s, &t, "virtual_machines", json!({"metadata": {"name": "one"}, "spec": {"template": "tiny"}})).await;
-    let one = one["id"].as_str().unwrap().to_owned();
     wait_ready(&s, &t, &one).await;
     let (_, dev) = attached(&s, &t, "data-on-one", "data", "one").await;
     let deleted = "written-just-before-the-delete";
@@ -94,12 +67,11 @@ async fn a_deleted_or_detached_vm_leaves_its_volume_whole() {
     assert_eq!(st, 202);
     wait_for(&s, &t, &format!("virtual_machines/{one}"), "the VM gone", |v| v.is_none()).await;
     assert!(s.log().contains("the guest powered off"), "the guest was powered off, not killed:\n{}", s.log());
-    wait_for(&s, &t, &format!("volumes/{vol}"), "the volume READY again", |v| state_is(v, "VOLUME_STATE_READY")).await;
+    wait_for(&s, &t, &format!("volumes/{vol}"), "the volume READY again", |v| state(v) == "VOLUME_STATE_READY").await;
     assert!(holds(&host_bytes(&file), 8, deleted), "the volume's file lost the last write of the deleted VM");
 
     // Another VM reads it; then writes without a sync and has it detached.
     let two = created(&s, &t, "virtual_machines", json!({"metadata": {"name": "two"}, "spec": {"template": "tiny"}})).await;
-    let two = two["id"].as_str().unwrap().to_owned();
     wait_ready(&s, &t, &two).await;
     let (att, dev) = attached(&s, &t, "data-on-two", "data", "two").await;
     let text =
@@ -110,7 +82,7 @@ async fn a_deleted_or_detached_vm_leaves_its_volume_whole() {
     let (st, _) = s.raw(Method::DELETE, &format!("{V1}/volume_attachments/{att}"), Some(&t), None).await;
     assert_eq!(st, 202);
     wait_for(&s, &t, &format!("volume_attachments/{att}"), "the attachment gone", |v| v.is_none()).await;
-    wait_for(&s, &t, &format!("volumes/{vol}"), "the volume READY after the detach", |v| state_is(v, "VOLUME_STATE_READY")).await;
+    wait_for(&s, &t, &format!("volumes/{vol}"), "the volume READY after the detach", |v| state(v) == "VOLUME_STATE_READY").await;
     let bytes = host_bytes(&file);
     assert!(holds(&bytes, 16, detached), "the volume's file lost the last write before the detach");
     assert!(holds(&bytes, 8, deleted));
