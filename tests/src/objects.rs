@@ -52,3 +52,12 @@ pub async fn attach(s: &Server, t: &str, name: &str, volume: &str, vm: &str) -> 
     wait_for(s, t, &format!("volume_attachments/{id}"), "the attachment READY", |v| state(v) == "VOLUME_ATTACHMENT_STATE_READY").await;
     (id, serial)
 }
+
+/// Makes volume `name` of `size` as `t` and waits until it is READY; its
+/// id and the file that holds its disk.
+pub async fn ready_volume(s: &Server, t: &str, name: &str, size: &str) -> (String, std::path::PathBuf) {
+    let vol = created(s, t, "volumes", json!({"metadata": {"name": name}, "spec": {"size": size}})).await;
+    wait_for(s, t, &format!("volumes/{vol}"), "the volume READY", |v| state(v) == "VOLUME_STATE_READY").await;
+    let file = s.data_dir.join("volumes").join(format!("{vol}.qcow2"));
+    (vol, file)
+}

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::json;
 use vmaas_tests::Server;
-use vmaas_tests::objects::{attach, created, state, wait_for};
+use vmaas_tests::objects::{attach, created, ready_volume, state, wait_for};
 use vmaas_tests::vms::{TINY, V1, console, find_disk, found_disk, publish, wait_ready};
 
 /// Attaches `volume` to `vm` and waits until the guest has it; the
@@ -53,9 +53,7 @@ async fn a_deleted_or_detached_vm_leaves_its_volume_whole() {
     let s = Server::start_qemu().await;
     publish(&s, TINY);
     let t = s.token("acme", false);
-    let vol = created(&s, &t, "volumes", json!({"metadata": {"name": "data"}, "spec": {"size": "64Mi"}})).await;
-    wait_for(&s, &t, &format!("volumes/{vol}"), "the volume READY", |v| state(v) == "VOLUME_STATE_READY").await;
-    let file = s.data_dir.join("volumes").join(format!("{vol}.qcow2"));
+    let (vol, file) = ready_volume(&s, &t, "data", "64Mi").await;
 
     // Written without a sync, then the VM deleted.
     let one = created(&s, &t, "virtual_machines", json!({"metadata": {"name": "one"}, "spec": {"template": "tiny"}})).await;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Value, json};
 use vmaas_tests::Server;
-use vmaas_tests::objects::{attach, created, post, state, wait_for};
+use vmaas_tests::objects::{attach, created, post, ready_volume, state, wait_for};
 use vmaas_tests::vms::{TINY, V1, console, find_disk, found_disk as device, publish, wait_ready};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -19,9 +19,7 @@ async fn a_volume_outlives_its_vm_and_is_hotplugged_and_unplugged() {
     let s = Server::start_qemu().await;
     publish(&s, TINY);
     let t = s.token("acme", false);
-    let vol = created(&s, &t, "volumes", json!({"metadata": {"name": "data"}, "spec": {"size": "64Mi"}})).await;
-    wait_for(&s, &t, &format!("volumes/{vol}"), "the volume READY", |v| state(v) == "VOLUME_STATE_READY").await;
-    let file = s.data_dir.join("volumes").join(format!("{vol}.qcow2"));
+    let (vol, file) = ready_volume(&s, &t, "data", "64Mi").await;
     assert!(file.exists(), "the volume's disk is a file of its own: {}", file.display());
 
     // Hotplug into a running guest: the disk appears, a file system and a file go on it.
