@@ -155,8 +155,9 @@ fn unavailable(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_) | sqlx::Error::WorkerCrashed => true,
         // Connection exceptions (08), operator intervention such as a
-        // shutdown (57), and a lock not granted within lock_timeout (55P03).
-        sqlx::Error::Database(d) => d.code().is_some_and(|c| c.starts_with("08") || c.starts_with("57") || c == "55P03"),
+        // shutdown (57), a lock not granted within lock_timeout (55P03), and a
+        // transaction ended for idling (25P03: its replica stalled in an admission).
+        sqlx::Error::Database(d) => d.code().is_some_and(|c| c.starts_with("08") || c.starts_with("57") || c == "55P03" || c == "25P03"),
         _ => false,
     }
 }

@@ -16,7 +16,8 @@
 //! - [`none_backend`]: the API-only backend (the trait is in `vmaas-backend`,
 //!   the real backends in their own crates).
 //! - [`identity`]: the store's identity, checked against the host state.
-//! - [`capacity`]: what VMs ask for against what the host can give;
+//! - [`admission`]: checks and the write they allow as one step, across replicas;
+//!   [`capacity`]: what VMs ask for against what the host can give;
 //!   [`quota`]: what a tenant may hold.
 //! - [`gc`]: what the host holds that no stored object owns.
 //! - [`prune`]: imported images nothing uses, removed safely.
@@ -27,6 +28,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod api;
 pub mod app;
 pub mod audit;

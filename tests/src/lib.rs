@@ -176,17 +176,20 @@ impl Server {
         Some(s)
     }
 
-    /// A second replica: same database, same signing key, its own data directory.
+    /// A second replica: same database, same signing key, same arguments,
+    /// its own data directory.
     pub async fn replica_of(other: &Server) -> Self {
         let tmp = tempfile::tempdir().expect("tempdir");
         let key = other.data_dir.join("jwt-hs256.key");
+        let mut extra = other.extra.clone();
+        extra.extend(["--jwt-key-file".into(), key.display().to_string()]);
         let mut s = Self {
             child: None,
             data_dir: tmp.path().to_owned(),
             _tmp: Some(tmp),
             endpoint: String::new(),
             database_url: other.database_url.clone(),
-            extra: vec!["--backend".into(), "none".into(), "--jwt-key-file".into(), key.display().to_string()],
+            extra,
             http: reqwest::Client::new(),
         };
         s.launch().await;
@@ -246,6 +249,11 @@ impl Server {
             }
             let _ = c.wait();
         }
+    }
+
+    /// The server process's id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// Kills the server with SIGKILL, as a crash would: nothing is released.

@@ -131,7 +131,8 @@ pub(super) async fn create(
     }
     let (Some(name), Some(pool), true) = (name, pool, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
     // Allocation and insertion under one lock: two requests never get one address.
-    let _admission = s.admission.lock().await;
+    let adm = s.admit().await?;
+    let s = adm.state().clone();
     crate::quota::enforce(&s, &caller.tenant, crate::quota::Amounts::external_ip()).await?;
     let address = allocate(&s, pool).await?;
     let spec = ExternalIpSpec { pool: pool.name.clone() };
@@ -140,6 +141,7 @@ pub(super) async fn create(
     rec.status =
         ExternalIpStatus { state: ExternalIpState::Allocated, address: address.to_string(), pool: pool.name.clone(), ..Default::default() };
     s.store.insert_record(&rec, Vec::new()).await?;
+    adm.commit().await?;
     s.queue.enqueue(ObjectKind::ExternalIp, &rec.id);
     info!(external_ip = %rec.id, name = %rec.name, %address, pool = %pool.name, tenant = %rec.tenant, "external IP allocated");
     Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))

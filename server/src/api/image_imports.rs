@@ -65,7 +65,8 @@ pub(super) async fn create(
     if spec.public {
         caller.require_admin("publish images (spec.public)")?;
     }
-    let _admission = s.admission.lock().await;
+    let adm = s.admit().await?;
+    let s = adm.state().clone();
     check_free(&s, &caller, &name).await?;
     if spec.source.is_some() {
         check_imports_under_way(&s, &caller.tenant).await?;
@@ -74,6 +75,7 @@ pub(super) async fn create(
     let mut rec = ImageRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
     rec.labels = labels;
     s.store.insert_record(&rec, Vec::new()).await?;
+    adm.commit().await?;
     s.queue.enqueue(ObjectKind::Image, &rec.id);
     info!(image = %rec.id, name = %rec.name, source = ?rec.spec.source, tenant = %rec.tenant, "image import requested");
     Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
@@ -186,7 +188,8 @@ pub(super) async fn remove(
     if catalog(&s).await?.unwrap_or_default().iter().any(|i| i.name == id) {
         return Err(ApiError::forbidden(format!("image {id:?} is a file of the administrator's catalog, not an imported image")));
     }
-    let _admission = s.admission.lock().await;
+    let adm = s.admit().await?;
+    let s = adm.state().clone();
     let img = own(&s, &caller, &id).await?;
     let using = users_of(&s, &img.references(), &img.tenant, img.spec.public, None).await?;
     if !using.is_empty() {
@@ -195,6 +198,7 @@ pub(super) async fn remove(
         return Err(ApiError::new(StatusCode::CONFLICT, Code::FailedPrecondition, message));
     }
     let rec = s.store.mark_record_deleted::<ImageKind>(&img.id, &scope(&caller), Utc::now()).await?;
+    adm.commit().await?;
     s.queue.enqueue(ObjectKind::Image, &img.id);
     info!(image = %img.id, name = %img.name, "image deletion requested");
     Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))

@@ -32,8 +32,12 @@ pub(super) fn routes() -> Router<AppState> {
 const CATALOG_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The last reading of the backend's catalog, and when it was taken.
-#[derive(Default)]
-pub struct CatalogCache(std::sync::Mutex<Option<(std::time::Instant, Option<Vec<CatalogImage>>)>>);
+/// Shared by the copies of the state admissions make.
+#[derive(Clone, Default)]
+pub struct CatalogCache(std::sync::Arc<std::sync::Mutex<Option<CatalogReading>>>);
+
+/// When the catalog was read, and what it held (`None`: the backend has none).
+type CatalogReading = (std::time::Instant, Option<Vec<CatalogImage>>);
 
 /// The backend's catalog, read off the async runtime (at most once per
 /// [`CATALOG_FRESH`]: every create looks at it); `None` when the backend
@@ -200,14 +204,14 @@ pub(super) async fn imported_id(s: &AppState, caller: &Caller, name: &str) -> Re
 /// URL names the caller's image imported from it, else one made for this
 /// request (seed 004's `vmDiskImageTemplate`: created on demand), named
 /// `url-` and a hash of the URL, which the caller stores with the VM. Call
-/// it holding the admission lock (`_held`), kept until the VM is stored, so
-/// that two requests naming one URL make one image.
+/// it in the admission (`admitted`) the VM is stored in, so that two
+/// requests naming one URL make one image.
 pub(super) async fn boot_image(
-    s: &AppState,
+    admitted: &crate::admission::Admitted,
     caller: &Caller,
     machine: &MachineSpec,
-    _held: &tokio::sync::MutexGuard<'_, ()>,
 ) -> Result<Option<BootImage>, ApiError> {
+    let s = admitted.state();
     let url = &machine.boot.image;
     if let Some(id) = imported_id(s, caller, url).await? {
         return Ok(Some(BootImage { id, new: None }));

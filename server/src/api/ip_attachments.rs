@@ -88,7 +88,8 @@ pub(super) async fn create(
     }
     let (Some(name), true) = (name, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
     let scope = owned_by(&caller.tenant);
-    let _admission = s.admission.lock().await;
+    let adm = s.admit().await?;
+    let s = adm.state().clone();
     let ip = free_address(&s, &scope, &obj.spec.external_ip, None).await?;
     let vm =
         simple::row(&s, &scope, ObjectKind::VirtualMachine, obj.spec.compute_instance.as_deref().unwrap_or_default(), VM_FIELD).await?;
@@ -97,6 +98,7 @@ pub(super) async fn create(
     rec.labels = labels;
     rec.status = ExternalIpAttachmentStatus { external_ip_address: ip.status.address.clone(), ..Default::default() };
     s.store.insert_record(&rec, vec![(ip.id.clone(), ATTACHMENT_OF.to_owned())]).await?;
+    adm.commit().await?;
     for (kind, id) in [(ObjectKind::ExternalIpAttachment, &rec.id), (ObjectKind::ExternalIp, &ip.id), (ObjectKind::VirtualMachine, &vm.id)]
     {
         s.queue.enqueue(kind, id);

@@ -93,7 +93,8 @@ pub(super) async fn create(
         .ok_or_else(|| ApiError::field("object.spec.subnet", format!("you have no subnet {:?}", obj.spec.subnet)))?;
     let targets = resolve_targets(&s, &scope, &obj.spec.targets, &subnet).await?;
     let pool = s.pools.get("").ok_or_else(|| ApiError::internal("no external IP pool is configured"))?;
-    let _admission = s.admission.lock().await;
+    let adm = s.admit().await?;
+    let s = adm.state().clone();
     // Its address comes from the shared pool: it counts as an external IP.
     crate::quota::enforce(&s, &caller.tenant, crate::quota::Amounts::external_ip()).await?;
     let address = super::external_ips::allocate(&s, pool).await?;
@@ -102,6 +103,7 @@ pub(super) async fn create(
     rec.labels = labels;
     rec.status = LoadBalancerStatus { address: address.to_string(), ..Default::default() };
     s.store.insert_record(&rec, vec![(subnet.id.clone(), BALANCER_ON.to_owned())]).await?;
+    adm.commit().await?;
     s.queue.enqueue(ObjectKind::LoadBalancer, &rec.id);
     s.queue.enqueue(ObjectKind::Subnet, &subnet.id);
     for vm in &rec.spec.targets {

@@ -84,6 +84,7 @@ impl std::ops::Deref for AppState {
 }
 
 /// The services behind [`AppState`].
+#[derive(Clone)]
 pub struct Services {
     /// Durable state.
     pub store: Store,
@@ -101,9 +102,9 @@ pub struct Services {
     pub overcommit: crate::capacity::Overcommit,
     /// How far the reconciler has caught up since start.
     pub progress: Arc<crate::reconciler::Progress>,
-    /// Serialises the capacity check and the insert of creates and changes,
-    /// so that two requests cannot both take the last room.
-    pub admission: Arc<tokio::sync::Mutex<()>>,
+    /// Serialises the checks and the write of creates and changes that
+    /// take something ([`AppState::admit`]).
+    pub admission: crate::admission::Gate,
     /// The external IP pools.
     pub pools: Arc<crate::pools::Pools>,
     /// The largest image file imported or uploaded.

@@ -143,8 +143,9 @@ pub(super) async fn set(
     let expected = req.metadata.map_or(current, |m| m.version);
     let spec = serde_json::to_string(&req.spec).map_err(ApiError::internal)?;
     // Under the admission lock: no create is admitted against the old limits meanwhile.
-    let _admission = s.admission.lock().await;
-    s.store.put_quota(&name, &spec, expected, Utc::now()).await?;
+    let adm = s.admit().await?;
+    adm.state().store.put_quota(&name, &spec, expected, Utc::now()).await?;
+    adm.commit().await?;
     info!(tenant = %name, quota = %spec, by = %caller.subject, "quota set");
     Ok(Json(Envelope { object: quota_of(&s, &name).await? }))
 }

@@ -90,7 +90,8 @@ pub(super) async fn create(
     let cidr = obj.spec.check("object.spec").map_err(|e| errs.extend(e)).ok();
     let (Some(name), Some(cidr), true) = (name, cidr, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
     // Placement and insertion under one lock: two subnets cannot both take a range.
-    let _admission = s.admission.lock().await;
+    let adm = s.admit().await?;
+    let s = adm.state().clone();
     let net = check_placement(&s, &caller, &obj.spec, &cidr).await?;
     let mut spec = obj.spec.clone();
     spec.virtual_network = net.id.clone();
@@ -100,6 +101,7 @@ pub(super) async fn create(
         StoreError::MissingReference(reason) => ApiError::field(FIELD, reason),
         other => other.into(),
     })?;
+    adm.commit().await?;
     s.queue.enqueue(ObjectKind::Subnet, &rec.id);
     s.queue.enqueue(ObjectKind::VirtualNetwork, &net.id);
     info!(subnet = %rec.id, name = %rec.name, network = %net.id, tenant = %rec.tenant, "subnet created");

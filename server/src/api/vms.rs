@@ -146,24 +146,29 @@ pub(super) async fn create(
     let mut rec =
         VmRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, obj.spec, resolved.spec, Utc::now());
     rec.labels = labels;
-    let admitted = admit(&s, &rec, None).await?;
-    // Addresses are assigned, and an image made on demand, under the
-    // admission lock too (taken here when capacity did not take it).
-    let lock = held(&s, admitted).await;
-    quota::enforce(&s, &caller.tenant, Amounts::vm(&rec.machine)).await?;
+    // Capacity, quota, addresses and an image made on demand: one admission.
+    let adm = s.admit().await?;
+    fits(adm.state(), &rec, None).await?;
+    quota::enforce(adm.state(), &caller.tenant, Amounts::vm(&rec.machine)).await?;
     let wanted = std::mem::take(&mut rec.spec.network_attachments);
-    rec.spec.network_attachments = attach::resolve(&s, &owned_by(&caller.tenant), &wanted, &mut errs).await?;
+    rec.spec.network_attachments = attach::resolve(adm.state(), &owned_by(&caller.tenant), &wanted, &mut errs).await?;
     if !errs.is_empty() {
         return Err(ApiError::invalid(errs));
     }
-    let image = super::images::boot_image(&s, &caller, &rec.machine, &lock).await?;
-    let staged = s.store.stage_vm_booting(&rec, image.as_ref()).await?;
-    // Admission counts the VM from here; an image made for it is looked
-    // for by name, so that one is stored before the next request looks.
-    if image.as_ref().is_none_or(|i| i.new.is_none()) {
-        drop(lock);
-    }
-    staged.committed().await.map_err(|e| match missing_of(&rec, e) {
+    let image = super::images::boot_image(&adm, &caller, &rec.machine).await?;
+    let staged = adm.state().store.stage_vm_booting(&rec, image.as_ref()).await?;
+    // Admission counts the VM from here (on SQLite, staged: the group
+    // commit goes on meanwhile); an image made for it is looked for by
+    // name, so that one is stored before the next request looks.
+    let committed = if image.as_ref().is_none_or(|i| i.new.is_none()) {
+        adm.commit().await?;
+        staged.committed().await
+    } else {
+        let committed = staged.committed().await;
+        adm.commit().await?;
+        committed
+    };
+    committed.map_err(|e| match missing_of(&rec, e) {
         StoreError::MissingReference(reason) => ApiError::field("object.spec", reason),
         other => other.into(),
     })?;
@@ -246,22 +251,20 @@ pub(super) async fn patch(
         return Err(ApiError::invalid(errs));
     }
     let grows = Amounts::vm(&next.machine).beyond(Amounts::vm(&current.machine));
-    let admitted = admit(&s, &next, Some(&current)).await?;
-    let lock = if admitted.is_some() || rebooted || !grows.is_zero() { Some(held(&s, admitted).await) } else { None };
-    quota::enforce(&s, &current.tenant, grows).await?;
-    let saved = match lock {
-        Some(lock) if rebooted => {
-            let image = super::images::boot_image(&s, &caller, &next.machine, &lock).await?;
-            let saved = s.store.update_vm_booting(&next, expected, image.as_ref()).await?;
-            drop(lock);
-            super::images::made(&s, image.as_ref());
-            saved
-        }
-        lock => {
-            let saved = s.store.update_vm_spec(&next, expected).await?;
-            drop(lock);
-            saved
-        }
+    let saved = if rebooted || !grows.is_zero() || takes_more_room(&s, &next, &current) {
+        let adm = s.admit().await?;
+        fits(adm.state(), &next, Some(&current)).await?;
+        quota::enforce(adm.state(), &current.tenant, grows).await?;
+        let image = if rebooted { super::images::boot_image(&adm, &caller, &next.machine).await? } else { None };
+        let saved = match rebooted {
+            true => adm.state().store.update_vm_booting(&next, expected, image.as_ref()).await?,
+            false => adm.state().store.update_vm_spec(&next, expected).await?,
+        };
+        adm.commit().await?;
+        super::images::made(&s, image.as_ref());
+        saved
+    } else {
+        s.store.update_vm_spec(&next, expected).await?
     };
     info!(vm = %id, version = saved.version, state = saved.spec.state.as_str(), "virtual machine updated");
     let vm = settle(&s, &saved).await?;
@@ -297,31 +300,22 @@ fn check_no_shrink(template: &Template, current: &MachineSpec, next: &MachineSpe
     }
 }
 
-/// Checks that `vm` (replacing `current`, on a change) fits on the host.
-/// Holds the admission lock until the caller has stored it, so that two
-/// requests cannot both take the last room. Nothing to check when the
-/// backend does not run VMs on this host, or when a change asks for less.
-async fn admit<'a>(
-    s: &'a AppState,
-    vm: &VmRecord,
-    current: Option<&VmRecord>,
-) -> Result<Option<tokio::sync::MutexGuard<'a, ()>>, ApiError> {
-    let Some(host) = s.backend.capacity() else { return Ok(None) };
-    let asked = Usage::of(&vm.machine, vm.spec.state);
-    if current.is_some_and(|c| !asked.grows_from(&Usage::of(&c.machine, c.spec.state))) {
-        return Ok(None);
-    }
-    let guard = s.admission.lock().await;
-    capacity::check(&host, &s.overcommit, Usage::held(&s.store, Some(&vm.id), None).await?, asked)?;
-    Ok(Some(guard))
+/// Whether `vm`, replacing `current`, asks more of the host than it did
+/// (only when the backend runs VMs on this host).
+fn takes_more_room(s: &AppState, vm: &VmRecord, current: &VmRecord) -> bool {
+    s.backend.capacity().is_some() && Usage::of(&vm.machine, vm.spec.state).grows_from(&Usage::of(&current.machine, current.spec.state))
 }
 
-/// The admission lock: the guard capacity admission took, else taken now.
-async fn held<'a>(s: &'a AppState, admitted: Option<tokio::sync::MutexGuard<'a, ()>>) -> tokio::sync::MutexGuard<'a, ()> {
-    match admitted {
-        Some(guard) => guard,
-        None => s.admission.lock().await,
+/// Checks, in an admission (`s` is its state), that `vm` (replacing
+/// `current`, on a change) fits on the host. Nothing to check when the
+/// backend does not run VMs on this host, or when a change asks for less.
+async fn fits(s: &AppState, vm: &VmRecord, current: Option<&VmRecord>) -> Result<(), ApiError> {
+    let Some(host) = s.backend.capacity() else { return Ok(()) };
+    let asked = Usage::of(&vm.machine, vm.spec.state);
+    if current.is_some_and(|c| !asked.grows_from(&Usage::of(&c.machine, c.spec.state))) {
+        return Ok(());
     }
+    capacity::check(&host, &s.overcommit, Usage::held(&s.store, Some(&vm.id), None).await?, asked)
 }
 
 /// Enqueues a changed VM and waits briefly for the reconciler to acknowledge

@@ -91,7 +91,8 @@ pub(super) async fn create(
     }
     let (Some(name), true) = (name, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
     let scope = owned_by(&caller.tenant);
-    let _admission = s.admission.lock().await;
+    let adm = s.admit().await?;
+    let s = adm.state().clone();
     let volume = free_volume(&s, &scope, &obj.spec.volume).await?;
     let vm = simple::row(&s, &scope, ObjectKind::VirtualMachine, &obj.spec.compute_instance, VM_FIELD).await?;
     let spec = VolumeAttachmentSpec { volume: volume.id.clone(), compute_instance: vm.id.clone(), auto_delete: obj.spec.auto_delete };
@@ -99,6 +100,7 @@ pub(super) async fn create(
     rec.labels = labels;
     rec.status = VolumeAttachmentStatus { serial: Some(disk_serial(&volume.id)), ..Default::default() };
     s.store.insert_record(&rec, vec![(volume.id.clone(), VOLUME_OF.to_owned())]).await?;
+    adm.commit().await?;
     for (kind, id) in [(ObjectKind::VolumeAttachment, &rec.id), (ObjectKind::Volume, &volume.id), (ObjectKind::VirtualMachine, &vm.id)] {
         s.queue.enqueue(kind, id);
     }

@@ -107,13 +107,15 @@ pub(super) async fn create(
         None => None,
     };
     let refs = image.into_iter().map(|i| (i, "image".to_owned())).collect();
-    let _admission = s.admission.lock().await;
+    let adm = s.admit().await?;
+    let s = adm.state().clone();
     quota::enforce(&s, &caller.tenant, Amounts::volume(&rec.spec.size)).await?;
     fits(&s, Usage::volume(&rec.spec.size), None).await?;
     s.store.insert_record(&rec, refs).await.map_err(|e| match e {
         crate::store::StoreError::MissingReference(_) => ApiError::field("object.spec.source_image", "the image was deleted meanwhile"),
         other => other.into(),
     })?;
+    adm.commit().await?;
     s.queue.enqueue(ObjectKind::Volume, &rec.id);
     info!(volume = %rec.id, name = %rec.name, size = %rec.spec.size, image = ?rec.spec.source_image, tenant = %rec.tenant, "volume created");
     Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
@@ -146,12 +148,14 @@ pub(super) async fn patch(
     let expected = p.metadata.as_ref().and_then(|m| m.version).unwrap_or(current.version);
     let spec = current.spec.patched(&p.spec).map_err(ApiError::invalid)?;
     let current = simple::relabelled(current, p.metadata.as_ref())?;
-    let _admission = s.admission.lock().await;
+    let adm = s.admit().await?;
+    let s = adm.state().clone();
     quota::enforce(&s, &current.tenant, Amounts::volume(&spec.size).beyond(Amounts::volume(&current.spec.size))).await?;
     if spec.size != current.spec.size {
         fits(&s, Usage::volume(&spec.size), Some(&current.id)).await?;
     }
     let updated = s.store.update_record_spec(&current, expected, spec, Utc::now()).await?;
+    adm.commit().await?;
     s.queue.enqueue(ObjectKind::Volume, &id);
     info!(volume = %id, size = %updated.spec.size, "volume resized");
     Ok(Json(Envelope { object: updated.to_api() }))
@@ -169,7 +173,8 @@ pub(super) async fn remove(
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Envelope<Volume>>), ApiError> {
     // Under the admission lock: no attachment is made between the check and the mark.
-    let _admission = s.admission.lock().await;
+    let adm = s.admit().await?;
+    let s = adm.state().clone();
     let volume = s.store.get_record::<VolumeKind>(&id, &scope(&caller)).await?;
     let holders = s.store.all_records::<VolumeAttachmentKind>().await?;
     if let Some(a) = holders.iter().find(|a| a.spec.volume == volume.id) {
@@ -180,5 +185,7 @@ pub(super) async fn remove(
         );
         return Err(ApiError::new(StatusCode::CONFLICT, Code::FailedPrecondition, message));
     }
-    simple::remove::<VolumeKind>(&s, &caller, &id).await
+    let out = simple::remove::<VolumeKind>(&s, &caller, &id).await?;
+    adm.commit().await?;
+    Ok(out)
 }

@@ -1,8 +1,16 @@
 //! The event log: one row per change of an object, written in the change's
 //! own transaction and numbered in commit order (`seq`), so a watcher that
-//! resumes after seq N misses nothing and sees nothing twice. Writers are
-//! serialised (SQLite has one writer; on PostgreSQL the table is locked for
-//! the transaction), so a seq is never seen before a smaller one commits.
+//! resumes after seq N misses nothing and sees nothing twice.
+//!
+//! - On SQLite the one writer numbers each event as it writes it.
+//! - On PostgreSQL several replicas write at once and nobody locks the log:
+//!   a change writes its event unnumbered into `event_queue`, and once it
+//!   is committed, a numbering step moves the queue's committed events into
+//!   `events`, numbered after the last one. One replica numbers at a time
+//!   (an advisory lock, tried and never waited for, held only while it
+//!   numbers), so a seq is never seen before a smaller one. Writers number
+//!   after they commit, and readers before they read, so an event whose
+//!   writer died before numbering it is numbered by the next reader.
 
 use chrono::Utc;
 use sqlx::{AssertSqlSafe, Row as _};
@@ -73,10 +81,10 @@ pub(super) async fn record(
     row: &Row,
     what: EventType,
 ) -> Result<(), StoreError> {
-    if dialect == Dialect::Postgres {
-        sqlx::query("LOCK TABLE events IN EXCLUSIVE MODE").execute(&mut **tx).await?;
-    }
     let object = super::mem::api_json(row)?;
+    if dialect == Dialect::Postgres {
+        return queue(tx, row, what, object).await;
+    }
     let seq: i64 = sqlx::query(
         "INSERT INTO events (seq, kind, object_id, tenant, type, object, at) \
          SELECT COALESCE(MAX(seq), 0) + 1, $1, $2, $3, $4, $5, $6 FROM events RETURNING seq",
@@ -96,7 +104,80 @@ pub(super) async fn record(
     Ok(())
 }
 
+/// The advisory lock of the numbering step (any number, the same in every replica).
+const NUMBERING_LOCK: i64 = 0x766d_6161_735f_6e6f;
+
+/// Events queued by this process so far: orders the events of one
+/// transaction among themselves should the database's clock not tick
+/// between them.
+static QUEUED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Queues the event of `row` unnumbered in `tx` (PostgreSQL). Its order
+/// among the queue is the database's clock when written: a change that
+/// waited for another's row lock writes its event after that one committed.
+async fn queue(tx: &mut sqlx::Transaction<'_, sqlx::Any>, row: &Row, what: EventType, object: String) -> Result<(), StoreError> {
+    let n = QUEUED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    sqlx::query(
+        "INSERT INTO event_queue (id, ord, kind, object_id, tenant, type, object, at) \
+         VALUES ($1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(format!("{n:020}-{}", uuid::Uuid::new_v4()))
+    .bind(row.kind.as_str())
+    .bind(&row.id)
+    .bind(&row.tenant)
+    .bind(what.as_str())
+    .bind(object)
+    .bind(ts(Utc::now()))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Numbers the committed events of the queue after the last numbered one,
+/// unless another replica is numbering now (it takes these too, or the
+/// next reader does). PostgreSQL only.
+async fn number_queued(pool: &sqlx::AnyPool) -> Result<(), StoreError> {
+    let mut tx = pool.begin().await?;
+    // A replica frozen while numbering holds the others' numbering no longer than this.
+    sqlx::query("SET LOCAL idle_in_transaction_session_timeout = '800ms'").execute(&mut *tx).await?;
+    let got: bool =
+        sqlx::query("SELECT pg_try_advisory_xact_lock($1) AS got").bind(NUMBERING_LOCK).fetch_one(&mut *tx).await?.try_get("got")?;
+    if !got {
+        return Ok(());
+    }
+    let numbered: Vec<i64> = sqlx::query(
+        "WITH moved AS (DELETE FROM event_queue RETURNING id, ord, kind, object_id, tenant, type, object, at), \
+              base AS (SELECT COALESCE(MAX(seq), 0) AS m FROM events) \
+         INSERT INTO events (seq, kind, object_id, tenant, type, object, at) \
+         SELECT base.m + row_number() OVER (ORDER BY moved.ord, moved.id), kind, object_id, tenant, type, object, at \
+         FROM moved, base RETURNING seq",
+    )
+    .fetch_all(&mut *tx)
+    .await?
+    .iter()
+    .map(|r| r.try_get::<i64, _>("seq"))
+    .collect::<Result<_, _>>()?;
+    if let Some(trim) = numbered.iter().find(|seq| *seq % 1024 == 0) {
+        sqlx::query("DELETE FROM events WHERE seq <= $1").bind(trim - KEPT).execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
 impl Store {
+    /// After a commit that wrote events: numbers them (PostgreSQL; not in
+    /// an admission, whose commit numbers them) and tells this process's
+    /// watchers. A numbering that fails is only late: the next reader numbers.
+    pub(super) async fn events_written(&self) {
+        if self.dialect == Dialect::Postgres
+            && self.pinned.is_none()
+            && let Err(e) = number_queued(&self.pool).await
+        {
+            tracing::debug!(error = %e, "numbering events (the next reader will)");
+        }
+        self.events_changed();
+    }
+
     /// Tells this process's watchers that events were committed.
     pub(super) fn events_changed(&self) {
         self.events.send_modify(|n| *n = n.wrapping_add(1));
@@ -110,12 +191,15 @@ impl Store {
 
     /// Up to `limit` events after `after`, in order, of every tenant.
     pub async fn events_after(&self, after: i64, limit: i64) -> Result<Vec<EventRow>, StoreError> {
+        if self.dialect == Dialect::Postgres {
+            number_queued(&self.pool).await?;
+        }
         let rows = sqlx::query(AssertSqlSafe(
             "SELECT seq, kind, tenant, type, object FROM events WHERE seq > $1 ORDER BY seq LIMIT $2".to_owned(),
         ))
         .bind(after)
         .bind(limit)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.conn().await?)
         .await?;
         rows.iter()
             .map(|r| {
@@ -134,13 +218,13 @@ impl Store {
 
     /// The last event's seq (0 when there is none).
     pub async fn last_event(&self) -> Result<i64, StoreError> {
-        let n: Option<i64> = sqlx::query("SELECT MAX(seq) AS n FROM events").fetch_one(&self.pool).await?.try_get("n")?;
+        let n: Option<i64> = sqlx::query("SELECT MAX(seq) AS n FROM events").fetch_one(&mut *self.conn().await?).await?.try_get("n")?;
         Ok(n.unwrap_or(0))
     }
 
     /// The oldest seq still kept (watchers resuming before it missed events).
     pub async fn first_event(&self) -> Result<i64, StoreError> {
-        let n: Option<i64> = sqlx::query("SELECT MIN(seq) AS n FROM events").fetch_one(&self.pool).await?.try_get("n")?;
+        let n: Option<i64> = sqlx::query("SELECT MIN(seq) AS n FROM events").fetch_one(&mut *self.conn().await?).await?.try_get("n")?;
         Ok(n.unwrap_or(0))
     }
 }

@@ -12,6 +12,7 @@
 //! - [`vm`], [`template`], [`network`], [`external`] and [`volume`]: the typed records of each kind, on top.
 
 mod commit;
+mod conn;
 pub mod events;
 pub mod external;
 pub mod image;
@@ -34,6 +35,7 @@ use sqlx::any::AnyPoolOptions;
 use vmaas_model::ObjectKind;
 
 pub use commit::Staged;
+pub use conn::Admission;
 pub use external::{
     ATTACHMENT_OF, AttachmentKind, AttachmentRecord, BALANCER_ON, ExternalIpKind, ExternalIpRecord, LoadBalancerKind, LoadBalancerRecord,
 };
@@ -60,7 +62,7 @@ const LOCK_TIMEOUT: &str = "SET lock_timeout = '5s'";
 
 /// How long a PostgreSQL session may sit in a transaction doing nothing
 /// before the server ends it (and its locks with it).
-const IDLE_IN_TRANSACTION_TIMEOUT: &str = "SET idle_in_transaction_session_timeout = '10s'";
+const IDLE_IN_TRANSACTION_TIMEOUT: &str = "SET idle_in_transaction_session_timeout = '1s'";
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -163,6 +165,8 @@ pub struct Store {
     commits: Option<commit::Committer>,
     /// Bumped after every commit that recorded events (this process's own).
     events: Arc<tokio::sync::watch::Sender<u64>>,
+    /// In an admission's copy of the store (PostgreSQL): its transaction.
+    pinned: Option<conn::Pinned>,
 }
 
 /// The in-memory copy of an exclusively owned database.
@@ -231,7 +235,7 @@ impl Store {
             sqlx::query("PRAGMA journal_mode=WAL").execute(&pool).await?;
         }
         MIGRATOR.run(&pool).await?;
-        let mut store = Self { pool, dialect, mem: None, commits: None, events: Arc::new(tokio::sync::watch::channel(0).0) };
+        let mut store = Self { pool, dialect, mem: None, commits: None, events: Arc::new(tokio::sync::watch::channel(0).0), pinned: None };
         if dialect == Dialect::Sqlite {
             let mut state = MemState::default();
             for row in store.sql_all().await? {

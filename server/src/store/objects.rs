@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use sqlx::any::AnyRow;
-use sqlx::{AssertSqlSafe, Row as _};
+use sqlx::{AssertSqlSafe, Connection as _, Row as _};
 use vmaas_model::{Labels, ObjectKind};
 
 use super::events::{self, EventType};
@@ -213,7 +213,7 @@ impl Store {
         }
         tx.commit().await?;
         if changed.is_some() {
-            self.events_changed();
+            self.events_written().await;
         }
         Ok(())
     }
@@ -225,8 +225,10 @@ impl Store {
     }
 
     async fn sql_get(&self, id: &str) -> Result<Option<Row>, StoreError> {
-        let row =
-            sqlx::query(AssertSqlSafe(format!("SELECT {COLUMNS} FROM objects WHERE id = $1"))).bind(id).fetch_optional(&self.pool).await?;
+        let row = sqlx::query(AssertSqlSafe(format!("SELECT {COLUMNS} FROM objects WHERE id = $1")))
+            .bind(id)
+            .fetch_optional(&mut *self.conn().await?)
+            .await?;
         row.as_ref().map(from_row).transpose()
     }
 
@@ -268,10 +270,12 @@ impl Store {
     /// Stores new objects, in order, in one transaction of their own.
     async fn insert_now(&self, new: &[&NewObject]) -> Result<(), StoreError> {
         let _w = self.write_lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut c = self.conn().await?;
+        let mut tx = c.begin().await?;
         insert_created(&mut tx, self.dialect, new).await?;
         tx.commit().await?;
-        self.events_changed();
+        drop(c);
+        self.events_written().await;
         self.with_mem(|m| new.iter().for_each(|n| m.put(n.row.clone())));
         Ok(())
     }
@@ -286,7 +290,7 @@ impl Store {
             .bind(id)
             .bind(kind.as_str())
             .bind(tenant_of(kind, scope))
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *self.conn().await?)
             .await?
             .ok_or_else(|| not_found(kind, id))?;
         from_row(&row)
@@ -308,6 +312,7 @@ impl Store {
         let cond = "kind = $1 AND ($2 IS NULL OR tenant = $2) AND ($3 IS NULL OR name = $3) AND ($4 IS NULL OR state = $4)";
         let sql = format!("SELECT {COLUMNS} FROM objects WHERE {cond} ORDER BY {} LIMIT $5 OFFSET $6", order_by(kind));
         let tenant = tenant_of(kind, scope);
+        let mut c = self.conn().await?;
         let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(kind.as_str())
             .bind(tenant)
@@ -315,14 +320,14 @@ impl Store {
             .bind(f.state.as_deref())
             .bind(i64::try_from(f.limit).unwrap_or(i64::MAX))
             .bind(i64::try_from(f.offset).unwrap_or(i64::MAX))
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *c)
             .await?;
         let total: i64 = sqlx::query(AssertSqlSafe(format!("SELECT COUNT(*) AS n FROM objects WHERE {cond}")))
             .bind(kind.as_str())
             .bind(tenant)
             .bind(f.name.as_deref())
             .bind(f.state.as_deref())
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *c)
             .await?
             .try_get("n")?;
         let items = rows.iter().map(from_row).collect::<Result<_, _>>()?;
@@ -364,7 +369,8 @@ impl Store {
         also: Option<&NewObject>,
     ) -> Result<Row, StoreError> {
         let _w = self.write_lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut c = self.conn().await?;
+        let mut tx = c.begin().await?;
         if let Some(n) = also {
             insert_row(&mut tx, n).await?;
             events::record(&mut tx, self.dialect, &n.row, EventType::Created).await?;
@@ -381,6 +387,7 @@ impl Store {
         .await?;
         if r.rows_affected() == 0 {
             tx.rollback().await?;
+            drop(c);
             let latest = self.sql_get(&current.id).await?.ok_or_else(|| not_found(current.kind, &current.id))?;
             if latest.deleted_at.is_some() {
                 return Err(StoreError::InUse(format!("{} {:?} is being deleted", current.kind.human(), current.name)));
@@ -412,7 +419,8 @@ impl Store {
             "UPDATE objects SET deleted_at = $1, version = version + 1 \
              WHERE id = $2 AND kind = $3 AND ($4 IS NULL OR tenant = $4) AND deleted_at IS NULL RETURNING {COLUMNS}"
         );
-        let mut tx = self.pool.begin().await?;
+        let mut c = self.conn().await?;
+        let mut tx = c.begin().await?;
         let marked = sqlx::query(AssertSqlSafe(sql))
             .bind(ts(now))
             .bind(id)
@@ -423,6 +431,7 @@ impl Store {
             .map(|r| from_row(&r))
             .transpose()?;
         self.commit_recording(tx, marked.as_ref(), EventType::Updated).await?;
+        drop(c);
         self.refresh(id).await?;
         match marked {
             Some(r) => Ok(r),
@@ -435,7 +444,8 @@ impl Store {
     /// since (a new version, or removed): the next pass observes it afresh.
     pub async fn write_status(&self, seen: &Row, status: String, state: &str, observed: String) -> Result<bool, StoreError> {
         let _w = self.write_lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut c = self.conn().await?;
+        let mut tx = c.begin().await?;
         let r =
             sqlx::query("UPDATE objects SET status = $1, state = $2, observed = $3, observed_version = $4 WHERE id = $5 AND version = $4")
                 .bind(&status)
@@ -458,7 +468,8 @@ impl Store {
     /// Removes an object marked for deletion, for good.
     pub async fn remove(&self, id: &str) -> Result<(), StoreError> {
         let _w = self.write_lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut c = self.conn().await?;
+        let mut tx = c.begin().await?;
         let gone = sqlx::query(AssertSqlSafe(format!("DELETE FROM objects WHERE id = $1 AND deleted_at IS NOT NULL RETURNING {COLUMNS}")))
             .bind(id)
             .fetch_optional(&mut *tx)
@@ -466,6 +477,7 @@ impl Store {
             .map(|r| from_row(&r))
             .transpose()?;
         self.commit_recording(tx, gone.as_ref(), EventType::Deleted).await?;
+        drop(c);
         self.refresh(id).await
     }
 
@@ -479,11 +491,16 @@ impl Store {
         if !referrers.is_empty() {
             return Err(in_use(referrers));
         }
-        let mut tx = self.pool.begin().await?;
+        let mut c = self.conn().await?;
+        let mut tx = c.begin().await?;
         match sqlx::query("DELETE FROM objects WHERE id = $1").bind(id).execute(&mut *tx).await {
-            Ok(_) => self.commit_recording(tx, Some(&row), EventType::Deleted).await?,
+            Ok(_) => {
+                self.commit_recording(tx, Some(&row), EventType::Deleted).await?;
+                drop(c);
+            }
             Err(e) => {
                 drop(tx);
+                drop(c);
                 return match refused(e, String::new, String::new) {
                     StoreError::MissingReference(_) => Err(in_use(self.referrers(id).await?)),
                     other => Err(other),
@@ -505,7 +522,7 @@ impl Store {
             "SELECT {} FROM objects o WHERE o.id IN (SELECT source FROM refs WHERE target = $1) ORDER BY o.created_at, o.id",
             COLUMNS.split(", ").map(|c| format!("o.{c}")).collect::<Vec<_>>().join(", ")
         );
-        let rows = sqlx::query(AssertSqlSafe(sql)).bind(id).fetch_all(&self.pool).await?;
+        let rows = sqlx::query(AssertSqlSafe(sql)).bind(id).fetch_all(&mut *self.conn().await?).await?;
         rows.iter().map(from_row).collect()
     }
 }

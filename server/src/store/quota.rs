@@ -45,7 +45,7 @@ impl Store {
         }
         let row = sqlx::query("SELECT tenant, spec, version, updated_at FROM quotas WHERE tenant = $1")
             .bind(tenant)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *self.conn().await?)
             .await?;
         row.as_ref().map(quota_row).transpose()
     }
@@ -63,7 +63,7 @@ impl Store {
                 .bind(tenant)
                 .bind(spec)
                 .bind(ts(now))
-                .execute(&self.pool)
+                .execute(&mut *self.conn().await?)
                 .await?
         } else {
             sqlx::query("UPDATE quotas SET spec = $1, version = version + 1, updated_at = $2 WHERE tenant = $3 AND version = $4")
@@ -71,7 +71,7 @@ impl Store {
                 .bind(ts(now))
                 .bind(tenant)
                 .bind(expected)
-                .execute(&self.pool)
+                .execute(&mut *self.conn().await?)
                 .await?
         };
         if done.rows_affected() == 0 {
@@ -86,7 +86,8 @@ impl Store {
     /// Removes the quota of `tenant` (it is then unlimited); whether there was one.
     pub async fn delete_quota(&self, tenant: &str) -> Result<bool, StoreError> {
         let _w = self.write_lock().await;
-        let gone = sqlx::query("DELETE FROM quotas WHERE tenant = $1").bind(tenant).execute(&self.pool).await?.rows_affected() > 0;
+        let gone =
+            sqlx::query("DELETE FROM quotas WHERE tenant = $1").bind(tenant).execute(&mut *self.conn().await?).await?.rows_affected() > 0;
         self.remember_quota(tenant, None);
         Ok(gone)
     }
@@ -104,7 +105,8 @@ impl Store {
 
     /// Every tenant's quota, by tenant.
     pub async fn all_quotas(&self) -> Result<Vec<QuotaRow>, StoreError> {
-        let rows = sqlx::query("SELECT tenant, spec, version, updated_at FROM quotas ORDER BY tenant").fetch_all(&self.pool).await?;
+        let rows =
+            sqlx::query("SELECT tenant, spec, version, updated_at FROM quotas ORDER BY tenant").fetch_all(&mut *self.conn().await?).await?;
         rows.iter().map(quota_row).collect()
     }
 }
