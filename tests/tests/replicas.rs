@@ -164,9 +164,8 @@ async fn a_frozen_replica_does_not_hold_up_the_other() {
 /// and `b` reconciles within 5 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_killed_mid_burst_loses_no_acknowledged_create() {
-    let Some((a, b)) = pair(&["--backend", "none"]).await else { return };
+    let Some((mut a, b)) = pair(&["--backend", "none"]).await else { return };
     let t = a.token("acme", false);
-    let pid = a.pid().expect("a runs").to_string();
     assert!(a.log().contains("reconciler lease acquired"), "{}", a.log());
     let path = format!("{V1}/virtual_machines");
     let http = reqwest::Client::new();
@@ -185,13 +184,14 @@ async fn a_replica_killed_mid_burst_loses_no_acknowledged_create() {
             (st, v)
         }
     });
+    let fire: Vec<_> = fire.collect();
     let (answers, ()) = tokio::join!(join_all(fire), async {
         // Killed once some are acknowledged, while the others are under way.
         let deadline = Instant::now() + Duration::from_secs(20);
         while acked.load(std::sync::atomic::Ordering::SeqCst) < 5 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        assert!(std::process::Command::new("kill").args(["-KILL", &pid]).status().unwrap().success());
+        a.kill9().await;
     });
     let killed = Instant::now();
     let acknowledged: Vec<&str> = answers

@@ -1,8 +1,10 @@
 //! The work queue of the reconciler: objects due for a pass, each at most
 //! once at a time (an object enqueued while its pass runs waits for it),
 //! with a due time per object in the style of kube-runtime's requeue.
+//! Every operation is O(log n) in the objects queued: the waiting objects
+//! are kept ordered by due time, so the next one is the first.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -15,10 +17,33 @@ pub type Key = (ObjectKind, String);
 
 #[derive(Default)]
 struct State {
-    /// When each waiting object is due.
+    /// When each waiting object (not running) is due.
     due: HashMap<Key, Instant>,
+    /// The same, in due order.
+    order: BTreeSet<(Instant, Key)>,
     /// Objects whose pass is running.
     running: HashSet<Key>,
+    /// Objects enqueued while their pass runs: due once it ends.
+    parked: HashMap<Key, Instant>,
+}
+
+impl State {
+    /// Makes `key` (not running) due at `at`, or sooner if it is already.
+    fn wait(&mut self, key: Key, at: Instant) {
+        match self.due.get(&key) {
+            Some(current) if *current <= at => {}
+            Some(current) => {
+                let current = *current;
+                self.order.remove(&(current, key.clone()));
+                self.order.insert((at, key.clone()));
+                self.due.insert(key, at);
+            }
+            None => {
+                self.order.insert((at, key.clone()));
+                self.due.insert(key, at);
+            }
+        }
+    }
 }
 
 /// Objects due for reconciling; shared by the API, the backend's wake-ups
@@ -48,10 +73,12 @@ impl Queue {
 
     fn enqueue_at(&self, key: Key, at: Instant) {
         let mut s = self.lock();
-        let due = s.due.entry(key).or_insert(at);
-        if at < *due {
-            *due = at;
+        if s.running.contains(&key) {
+            let parked = s.parked.entry(key).or_insert(at);
+            *parked = (*parked).min(at);
+            return;
         }
+        s.wait(key, at);
         drop(s);
         self.changed.notify_one();
     }
@@ -62,15 +89,16 @@ impl Queue {
             let wait = {
                 let mut s = self.lock();
                 let now = Instant::now();
-                let ready =
-                    s.due.iter().filter(|(k, _)| !s.running.contains(*k)).min_by_key(|(_, at)| **at).map(|(k, at)| (k.clone(), *at));
-                match ready {
-                    Some((key, at)) if at <= now => {
-                        s.due.remove(&key);
-                        s.running.insert(key.clone());
-                        return key;
+                match s.order.first().map(|(at, _)| *at) {
+                    Some(at) if at <= now => {
+                        if let Some((_, key)) = s.order.pop_first() {
+                            s.due.remove(&key);
+                            s.running.insert(key.clone());
+                            return key;
+                        }
+                        now
                     }
-                    Some((_, at)) => at,
+                    Some(at) => at,
                     None => now + Duration::from_secs(3600),
                 }
             };
@@ -81,19 +109,24 @@ impl Queue {
         }
     }
 
-    /// Ends the pass over `key`, due again after `requeue` if given.
+    /// Ends the pass over `key`, due again after `requeue` if given (or
+    /// sooner, if it was enqueued meanwhile).
     pub fn done(&self, key: Key, requeue: Option<Duration>) {
-        self.lock().running.remove(&key);
-        match requeue {
-            Some(d) => self.enqueue_after(key, d),
-            None => self.changed.notify_one(),
+        let mut s = self.lock();
+        s.running.remove(&key);
+        let parked = s.parked.remove(&key);
+        let again = [parked, requeue.map(|d| Instant::now() + d)].into_iter().flatten().min();
+        if let Some(at) = again {
+            s.wait(key, at);
         }
+        drop(s);
+        self.changed.notify_one();
     }
 
     /// How many objects wait or run.
     pub fn len(&self) -> usize {
         let s = self.lock();
-        s.due.len() + s.running.len()
+        s.due.len() + s.parked.len() + s.running.len()
     }
 
     /// Whether nothing waits or runs.
@@ -130,6 +163,27 @@ mod tests {
         assert!(tokio::time::timeout(Duration::from_millis(50), q.next()).await.is_err());
         q.done(first, None);
         assert_eq!(q.next().await, (vm, "a".to_owned()));
+    }
+
+    #[tokio::test]
+    async fn the_earliest_due_comes_first_and_a_sooner_enqueue_wins() {
+        let q = Queue::default();
+        let vm = ObjectKind::VirtualMachine;
+        let key = |id: &str| (vm, id.to_owned());
+        q.enqueue_after(key("late"), Duration::from_millis(60));
+        q.enqueue_after(key("soon"), Duration::from_millis(20));
+        q.enqueue_after(key("later"), Duration::from_secs(3600));
+        q.enqueue(vm, "later");
+        assert_eq!(q.next().await, key("later"), "moved to now");
+        assert_eq!(q.next().await, key("soon"));
+        assert_eq!(q.next().await, key("late"));
+        assert_eq!(q.len(), 3, "three running");
+        // Enqueued while running and requeued at done: the sooner of the two.
+        q.enqueue_after(key("soon"), Duration::from_millis(10));
+        q.done(key("soon"), Some(Duration::from_secs(3600)));
+        let started = Instant::now();
+        assert_eq!(q.next().await, key("soon"));
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[tokio::test]
