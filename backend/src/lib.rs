@@ -72,6 +72,14 @@ pub trait Backend: Send + Sync + 'static {
     /// something changes (a guest becomes ready, a process exits).
     fn attach(&self, _wake: Wake) {}
 
+    /// Whether what it runs can change unseen (a process exits without a
+    /// wake-up), so that the reconciler looks at every object again now
+    /// and then (every 10 s); otherwise only changes, wake-ups
+    /// and the drivers' own requeues bring an object back.
+    fn resyncs(&self) -> bool {
+        true
+    }
+
     /// Details for `/healthz`, e.g. the accelerator in use.
     fn health(&self) -> serde_json::Value {
         serde_json::Value::Object(Default::default())

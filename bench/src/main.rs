@@ -2,7 +2,8 @@
 //!
 //! `vmaas-bench api` measures GET-by-id and list throughput and p50/p99
 //! latency of the real router on SQLite at N concurrent connections, next to
-//! a bare axum handler on the same machine, and prints the ratios.
+//! a bare axum handler on the same machine, and prints the ratios;
+//! `vmaas-bench api --objects N` measures the server as its store fills.
 
 /// The server's allocator (see `vmaas-server`'s main), so that the
 /// server measured in process allocates as the real one does.
@@ -28,6 +29,7 @@ mod grpc;
 mod migration;
 mod network;
 mod recovery;
+mod scale;
 mod storage;
 mod throughput;
 mod tls;
@@ -60,6 +62,13 @@ enum Cmd {
         /// Only the write scenarios (creates beside the bare SQLite loop).
         #[arg(long)]
         writes_only: bool,
+        /// Instead: the real server empty and then with this many VMs stored
+        /// (idle CPU, `/healthz`, creates with and without a quota, a frozen replica).
+        #[arg(long)]
+        objects: Option<usize>,
+        /// With `--objects`: the server binary [default: vmaas-server beside vmaas-bench].
+        #[arg(long)]
+        server: Option<std::path::PathBuf>,
     },
     /// Event fan-out: N watchers, one VM changed M times; change → every watcher notified.
     Events {
@@ -431,6 +440,7 @@ fn images(asked: Option<std::path::PathBuf>) -> std::path::PathBuf {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
+        Cmd::Api { objects: Some(n), server, .. } => scale::report(n, server).await,
         Cmd::Api { connections, duration, writes_only: true, .. } => writes::report(connections, duration).await,
         Cmd::Api { connections, duration, vms, page, .. } => api(connections, duration, vms, page).await,
         Cmd::Function { calls } => function_bench(calls).await,

@@ -96,7 +96,7 @@ async fn bare_sqlite(size: usize, duration: Duration) -> anyhow::Result<Figures>
 }
 
 /// A new database on the PostgreSQL server of `base` (a `postgres://` URL).
-async fn fresh_postgres(base: &str) -> anyhow::Result<String> {
+pub(crate) async fn fresh_postgres(base: &str) -> anyhow::Result<String> {
     let name = format!("bench_{}", uuid::Uuid::new_v4().simple());
     let mut conn = sqlx::PgConnection::connect(base).await.context("VMAAS_BENCH_DATABASE_URL")?;
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await?;

@@ -27,6 +27,11 @@ impl Backend for NoBackend {
         Capabilities { kinds: vec![ObjectKind::VirtualMachine], ..Default::default() }
     }
 
+    /// It runs nothing, so nothing changes unseen.
+    fn resyncs(&self) -> bool {
+        false
+    }
+
     fn vms(&self) -> Arc<VmDriver> {
         Arc::new(NoVms)
     }

@@ -1,7 +1,8 @@
 //! Quotas per tenant: limits on VMs, cores, memory, disk and external IPs
 //! that administrators set, checked on every create and change that takes
-//! more, under the admission lock (so two requests cannot both take the
-//! last of a quota). Every VM counts, running or stopped (a stopped VM may
+//! more, in an admission (so two requests cannot both take the last of a
+//! quota), against what the tenant holds as the store counts it
+//! ([`crate::store::usage`]). Every VM counts, running or stopped (a stopped VM may
 //! start at any time); disk is the VMs' disks plus the tenant's volumes.
 //! A quota set below what a tenant holds refuses only what would take more.
 //! `external_ips` counts every address a tenant holds of the shared pool:
@@ -13,14 +14,11 @@
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
-use vmaas_model::{MachineSpec, Quantity, ValidationErrors};
+use vmaas_model::{Quantity, ValidationErrors};
 
 use crate::api::AppState;
 use crate::error::ApiError;
-use crate::store::ImageKind;
-use crate::store::external::{ExternalIpKind, LoadBalancerKind};
 use crate::store::quota::QuotaRow;
-use crate::store::volume::VolumeKind;
 use crate::store::{Store, StoreError};
 
 /// A tenant's limits; an absent one is unlimited.
@@ -73,124 +71,16 @@ impl QuotaLimits {
     }
 }
 
-/// Amounts of every resource a quota limits.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Amounts {
-    /// Virtual machines.
-    pub virtual_machines: u64,
-    /// Cores.
-    pub cores: u64,
-    /// Memory, bytes.
-    pub memory_bytes: u64,
-    /// Disk, bytes.
-    pub disk_bytes: u64,
-    /// External IPs.
-    pub external_ips: u64,
-}
+pub use crate::store::usage::Amounts;
 
-impl Amounts {
-    /// What one VM of `machine` holds.
-    pub fn vm(machine: &MachineSpec) -> Self {
-        Self {
-            virtual_machines: 1,
-            cores: u64::from(machine.cpu.cores),
-            memory_bytes: machine.memory_bytes(),
-            disk_bytes: machine.disks.iter().map(|d| d.size.to_units_ceil().unwrap_or(u64::MAX)).fold(0, u64::saturating_add),
-            external_ips: 0,
-        }
-    }
-
-    /// What a volume of `size` holds.
-    pub fn volume(size: &Quantity) -> Self {
-        Self { disk_bytes: size.to_units_ceil().unwrap_or(u64::MAX), ..Self::default() }
-    }
-
-    /// One external IP.
-    pub fn external_ip() -> Self {
-        Self { external_ips: 1, ..Self::default() }
-    }
-
-    fn plus(self, b: Self) -> Self {
-        Self {
-            virtual_machines: self.virtual_machines.saturating_add(b.virtual_machines),
-            cores: self.cores.saturating_add(b.cores),
-            memory_bytes: self.memory_bytes.saturating_add(b.memory_bytes),
-            disk_bytes: self.disk_bytes.saturating_add(b.disk_bytes),
-            external_ips: self.external_ips.saturating_add(b.external_ips),
-        }
-    }
-
-    /// What `self` takes beyond `before` (nothing where it takes less).
-    pub fn beyond(self, before: Self) -> Self {
-        Self {
-            virtual_machines: self.virtual_machines.saturating_sub(before.virtual_machines),
-            cores: self.cores.saturating_sub(before.cores),
-            memory_bytes: self.memory_bytes.saturating_sub(before.memory_bytes),
-            disk_bytes: self.disk_bytes.saturating_sub(before.disk_bytes),
-            external_ips: self.external_ips.saturating_sub(before.external_ips),
-        }
-    }
-
-    /// Whether it takes nothing at all.
-    pub fn is_zero(&self) -> bool {
-        *self == Self::default()
-    }
-
-    /// Each resource with its quota name, amount, and whether it is bytes.
-    pub fn named(&self) -> [(&'static str, u64, bool); 5] {
-        [
-            ("virtual_machines", self.virtual_machines, false),
-            ("cores", self.cores, false),
-            ("memory", self.memory_bytes, true),
-            ("disk", self.disk_bytes, true),
-            ("external_ips", self.external_ips, false),
-        ]
-    }
-}
-
-/// What every tenant holds now: its VMs and volumes not being deleted, and
-/// its external IPs, in one pass over them (a tenant holding nothing is absent).
+/// What every tenant holds now (a tenant holding nothing is absent).
 pub async fn usage_by_tenant(store: &Store) -> Result<HashMap<String, Amounts>, StoreError> {
-    tally(store, None).await
+    store.all_usage().await
 }
 
-/// What `tenant` holds now.
+/// What `tenant` holds now: its counters, not a recount.
 pub async fn usage(store: &Store, tenant: &str) -> Result<Amounts, StoreError> {
-    Ok(tally(store, Some(tenant)).await?.remove(tenant).unwrap_or_default())
-}
-
-/// What each tenant (or only `only`) holds, by tenant.
-async fn tally(store: &Store, only: Option<&str>) -> Result<HashMap<String, Amounts>, StoreError> {
-    let mut used: HashMap<String, Amounts> = HashMap::new();
-    let mut add = |tenant: &str, a: Amounts| {
-        if only.is_some_and(|o| o != tenant) {
-            return;
-        }
-        match used.get_mut(tenant) {
-            Some(held) => *held = held.plus(a),
-            None => {
-                used.insert(tenant.to_owned(), a);
-            }
-        }
-    };
-    for vm in store.vms_held().await?.iter().filter(|v| v.deleted_at.is_none()) {
-        add(&vm.tenant, Amounts::vm(&vm.machine));
-    }
-    for v in store.all_records::<VolumeKind>().await?.iter().filter(|v| v.deleted_at.is_none()) {
-        add(&v.tenant, Amounts::volume(&v.spec.size));
-    }
-    for ip in store.all_records::<ExternalIpKind>().await?.iter().filter(|i| i.deleted_at.is_none()) {
-        add(&ip.tenant, Amounts::external_ip());
-    }
-    // An imported image's file is on the host's disk: what it holds, or has received so far.
-    for img in store.all_records::<ImageKind>().await?.iter().filter(|i| i.deleted_at.is_none()) {
-        add(&img.tenant, Amounts { disk_bytes: img.status.size_bytes.max(img.status.progress_bytes), ..Amounts::default() });
-    }
-    // A load balancer holds an address of the shared pool, as an external IP does.
-    for lb in store.all_records::<LoadBalancerKind>().await?.iter().filter(|l| l.deleted_at.is_none()) {
-        add(&lb.tenant, Amounts::external_ip());
-    }
-    Ok(used)
+    store.usage(tenant).await
 }
 
 /// The limits a stored quota holds.

@@ -104,3 +104,54 @@ on_both_databases! {
         assert_eq!(s.raw(Method::POST, &vms, Some(&acme), Some(vm("c", 4, "2Gi"))).await.0, 201);
     }
 }
+
+/// `status.usage` of the quota at `quota`, read as `t`.
+async fn usage(s: &Server, quota: &str, t: &str) -> Value {
+    s.raw(Method::GET, quota, Some(t), None).await.1["object"]["status"]["usage"].clone()
+}
+
+on_both_databases! {
+    /// What a tenant holds is counted by every write (create, resize,
+    /// delete), not recounted: the counters stay true across restarts, and
+    /// on PostgreSQL a database whose counters are missing (one made by an
+    /// older release) is counted once at start.
+    async fn usage_follows_every_write_and_survives_restarts(db: Db) {
+        let Some(mut s) = Server::start(db).await else { return };
+        publish(&s, TINY);
+        let (admin, acme) = (s.token("ops", true), s.token("acme", false));
+        let quota = format!("{V1}/tenants/acme/quota");
+        let (st, q) = s.raw(Method::PUT, &quota, Some(&admin), Some(json!({"object": {"spec": {"cores": 100}}}))).await;
+        assert_eq!(st, 200, "{q}");
+        let vms = format!("{V1}/virtual_machines");
+        let (_, a) = s.raw(Method::POST, &vms, Some(&acme), Some(vm("a", 1, "256Mi"))).await;
+        let (_, b) = s.raw(Method::POST, &vms, Some(&acme), Some(vm("b", 2, "512Mi"))).await;
+        let volume = json!({"object": {"metadata": {"name": "v"}, "spec": {"size": "1Gi"}}});
+        assert_eq!(s.raw(Method::POST, &format!("{V1}/volumes"), Some(&acme), Some(volume)).await.0, 201);
+        let ip = json!({"object": {"metadata": {"name": "ip"}, "spec": {}}});
+        assert_eq!(s.raw(Method::POST, &format!("{V1}/external_ips"), Some(&acme), Some(ip)).await.0, 201);
+        let held = usage(&s, &quota, &acme).await;
+        assert_eq!((&held["virtual_machines"], &held["cores"], &held["memory"], &held["external_ips"]), (&json!(2), &json!(3), &json!("768Mi"), &json!(1)), "{held}");
+        let disk_of_two = held["disk"].clone();
+
+        // A resize and a delete change the counters by what they change.
+        let b_id = b["object"]["id"].as_str().unwrap();
+        let less = json!({"object": {"spec": {"template_parameters": {"vm_cpu_cores": {"value": 1}, "vm_memory": {"value": "512Mi"}}}}});
+        assert_eq!(s.raw(Method::PATCH, &format!("{vms}/{b_id}"), Some(&acme), Some(less)).await.0, 200);
+        let a_id = a["object"]["id"].as_str().unwrap();
+        assert_eq!(s.raw(Method::DELETE, &format!("{vms}/{a_id}"), Some(&acme), None).await.0, 202);
+        let held = usage(&s, &quota, &acme).await;
+        assert_eq!((&held["virtual_machines"], &held["cores"], &held["memory"]), (&json!(1), &json!(1), &json!("512Mi")), "{held}");
+        assert_ne!(held["disk"], disk_of_two, "a's disk is no longer held: {held}");
+
+        // The same after a restart, and (PostgreSQL) after the counters are lost.
+        s.restart().await;
+        assert_eq!(usage(&s, &quota, &acme).await, held, "after a restart");
+        if let Some(url) = s.database_url.clone() {
+            let mut conn = <sqlx::postgres::PgConnection as sqlx::Connection>::connect(&url).await.unwrap();
+            sqlx::query("DELETE FROM usage").execute(&mut conn).await.unwrap();
+            sqlx::query("DELETE FROM usage_counted").execute(&mut conn).await.unwrap();
+            s.restart().await;
+            assert_eq!(usage(&s, &quota, &acme).await, held, "counted again at start");
+        }
+    }
+}

@@ -32,7 +32,7 @@ fn hosts(cidr: &Cidr) -> Option<(u32, u32)> {
 /// be stored count).
 async fn taken(s: &AppState, id: &str) -> Result<HashSet<Ipv4Addr>, ApiError> {
     Ok(s.store
-        .vms_held()
+        .vms_referring(id)
         .await?
         .iter()
         .flat_map(|vm| vm.spec.network_attachments.iter())

@@ -304,6 +304,14 @@ async fn metrics(State(state): State<AppState>) -> Response {
         Ok(f) => state.metrics.set_quotas(f),
         Err(e) => tracing::warn!(error = %e.message, "quota figures not exported"),
     }
+    match state.store.state_counts(vmaas_model::ObjectKind::VirtualMachine).await {
+        Ok(counts) => state.metrics.set_vm_counts(
+            vmaas_model::VmState::ALL
+                .iter()
+                .map(|s| (s.short(), counts.get(s.as_str()).map_or(0, |n| i64::try_from(*n).unwrap_or(i64::MAX)))),
+        ),
+        Err(e) => tracing::warn!(error = %e, "VM state figures not exported"),
+    }
     let backend = state.backend.clone();
     match tokio::task::spawn_blocking(move || backend.memory()).await {
         Ok(m) => state.metrics.set_vm_memory(&m),

@@ -1,8 +1,11 @@
 //! The reconciler: the only writer of status. Level-triggered, per object.
 //!
 //! Objects come off a [`Queue`]: enqueued by the API when their desired state
-//! changes, by the backend when something happens to them, by a cheap sweep
-//! for changes made by other replicas, and by a full resync now and then.
+//! changes, by the backend when something happens to them, by following the
+//! event log (changes made through other replicas), and by a full sweep when
+//! this replica starts reconciling, and every 10 s when the backend runs
+//! things that can change unseen ([`Backend::resyncs`]). An idle server with
+//! a backend that needs no resync does no work per object.
 //! Each kind has a reconcile function (`vm`) that reads the object, resolves
 //! what its driver needs, makes one step through the driver, writes the
 //! status and says when to look again. No object is reconciled twice at
@@ -34,7 +37,8 @@ pub use queue::{Key, Queue};
 pub(crate) use vm::deleting_status;
 
 use crate::metrics::Metrics;
-use crate::store::{Row, Scope, Store, StoreError, VmRecord};
+use crate::store::events::EventType;
+use crate::store::{Scope, Store, StoreError, VmRecord};
 
 /// Name of the lease that elects the reconciling replica.
 pub const LEASE: &str = "reconciler";
@@ -157,16 +161,27 @@ impl Reconciler {
         });
         let workers: Vec<_> = (0..self.config.concurrency.max(1)).map(|_| tokio::spawn(self.clone().work())).collect();
         let mut last_resync: Option<Instant> = None;
+        // The last event followed; none until a full sweep started from it.
+        let mut followed: Option<i64> = None;
         loop {
-            let was_leader = self.leader.load(Ordering::SeqCst);
             let leader = self.renew_lease().await;
-            if leader {
-                let full = !was_leader || last_resync.is_none_or(|t| t.elapsed() >= self.config.resync);
-                if let Err(e) = self.sweep(full).await {
-                    warn!(error = %e, "reconcile sweep failed");
-                }
-                if full {
-                    last_resync = Some(Instant::now());
+            if !leader {
+                followed = None;
+            } else if let Some(after) = followed {
+                let resync = self.backend.resyncs() && last_resync.is_none_or(|t| t.elapsed() >= self.config.resync);
+                followed = self.follow(after).await.filter(|_| !resync);
+            }
+            if leader && followed.is_none() {
+                // From the log's end first: what changes during the sweep is followed after it.
+                match self.store.last_event().await {
+                    Ok(end) => match self.sweep().await {
+                        Ok(()) => {
+                            followed = Some(end);
+                            last_resync = Some(Instant::now());
+                        }
+                        Err(e) => warn!(error = %e, "reconcile sweep failed"),
+                    },
+                    Err(e) => warn!(error = %e, "reading the event log"),
                 }
             }
             tokio::select! {
@@ -222,30 +237,56 @@ impl Reconciler {
         }
     }
 
-    /// Enqueues every object (`full`), or those whose desired state changed
-    /// since their status was written; a full sweep also lets the backend
-    /// quarantine what belongs to no VM, and counts the VM states. Works on
-    /// the stored rows: nothing is decoded.
-    async fn sweep(&self, full: bool) -> Result<(), StoreError> {
+    /// Enqueues every object, and lets the backend quarantine what belongs
+    /// to no VM. Works on the stored rows: nothing is decoded.
+    async fn sweep(&self) -> Result<(), StoreError> {
         let mut seen = Vec::new();
         for kind in RECONCILED {
             let rows = self.store.all(kind).await?;
-            if full {
-                seen.extend(rows.iter().map(|r| (kind, r.id.clone())));
-            }
-            for row in rows.iter().filter(|r| full || r.observed_version < r.version || r.deleted_at.is_some()) {
+            seen.extend(rows.iter().map(|r| (kind, r.id.clone())));
+            for row in &rows {
                 self.queue.enqueue(kind, &row.id);
             }
-            if full && kind == ObjectKind::VirtualMachine {
-                self.count_states(&rows);
+            if kind == ObjectKind::VirtualMachine {
                 let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
                 self.quarantine_unknown(&ids).await;
             }
         }
-        if full {
-            self.progress.first_sweep(seen);
-        }
+        self.progress.first_sweep(seen);
         Ok(())
+    }
+
+    /// Enqueues the objects the event log says changed after `after` (by
+    /// any replica's API, or status writes); the last event followed, or
+    /// `None` when the log no longer holds what came after `after` (or
+    /// cannot be read): a full sweep is due.
+    async fn follow(&self, after: i64) -> Option<i64> {
+        const BATCH: i64 = 1000;
+        let mut last = after;
+        // Bounded per tick; the rest is followed at the next.
+        for _ in 0..100 {
+            let batch = match self.store.events_after(last, BATCH).await {
+                Ok(b) => b,
+                Err(e) => {
+                    warn!(error = %e, "following the event log");
+                    return None;
+                }
+            };
+            if batch.first().is_some_and(|e| e.seq > last + 1) {
+                warn!(after = last, first = batch[0].seq, "the event log was trimmed past what was followed: sweeping");
+                return None;
+            }
+            for e in &batch {
+                if e.kind_of_change != EventType::Deleted.as_str() && RECONCILED.contains(&e.kind) {
+                    self.queue.enqueue(e.kind, &e.object_id);
+                }
+                last = e.seq;
+            }
+            if (batch.len() as i64) < BATCH {
+                break;
+            }
+        }
+        Some(last)
     }
 
     /// Lets the backend quarantine the VMs not among `known`, and counts them.
@@ -254,14 +295,6 @@ impl Reconciler {
             warn!(error = %e, "backend check of unknown VMs failed");
         }
         self.metrics.set_quarantined(self.backend.quarantine().len());
-    }
-
-    fn count_states(&self, vms: &[Row]) {
-        let mut counts = std::collections::BTreeMap::new();
-        for vm in vms {
-            *counts.entry(vm.state.as_str()).or_insert(0i64) += 1;
-        }
-        self.metrics.set_vm_counts(vmaas_model::VmState::ALL.iter().map(|s| (s.short(), counts.get(s.as_str()).copied().unwrap_or(0))));
     }
 
     /// One worker: takes due objects off the queue while this replica leads.

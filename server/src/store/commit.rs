@@ -89,6 +89,11 @@ impl Committer {
 }
 
 impl Mem {
+    /// The rows of `kind` staged and not committed yet.
+    pub(super) fn pending_rows(&self, kind: vmaas_model::ObjectKind) -> Vec<Row> {
+        self.pending.lock().values().filter(|r| r.kind == kind).cloned().collect()
+    }
+
     /// Every row of `kind` in memory, then those staged and not committed
     /// yet, read in one step (the committer moves rows from one to the other).
     pub(super) fn rows_with_pending(&self, kind: vmaas_model::ObjectKind) -> Vec<Row> {
@@ -97,6 +102,29 @@ impl Mem {
         let (mut rows, _) = state.list(kind, &Scope::All, &Filter::all(), |c| c.row.clone());
         rows.extend(pending.values().filter(|r| r.kind == kind).cloned());
         rows
+    }
+}
+
+impl Mem {
+    /// What `tenant` holds: its rows in memory, then its creates staged
+    /// and not committed yet, read in one step.
+    pub(super) fn usage_with_pending(&self, tenant: &str) -> super::usage::Amounts {
+        let pending = self.pending.lock();
+        let state = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let staged = super::usage::tally(pending.values().filter(|r| r.tenant == tenant)).remove(tenant).unwrap_or_default();
+        state.usage(tenant).plus(staged)
+    }
+
+    /// What every tenant holds, staged creates included.
+    pub(super) fn all_usage_with_pending(&self) -> HashMap<String, super::usage::Amounts> {
+        let pending = self.pending.lock();
+        let state = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let mut all = state.all_usage().clone();
+        for (tenant, staged) in super::usage::tally(pending.values()) {
+            let e = all.entry(tenant).or_default();
+            *e = e.plus(staged);
+        }
+        all
     }
 }
 

@@ -51,6 +51,8 @@ pub struct EventRow {
     pub seq: i64,
     /// The object's kind.
     pub kind: ObjectKind,
+    /// The object's id.
+    pub object_id: String,
     /// The object's tenant (empty for global kinds).
     pub tenant: String,
     /// `EVENT_TYPE_OBJECT_*`.
@@ -195,7 +197,7 @@ impl Store {
             number_queued(&self.pool).await?;
         }
         let rows = sqlx::query(AssertSqlSafe(
-            "SELECT seq, kind, tenant, type, object FROM events WHERE seq > $1 ORDER BY seq LIMIT $2".to_owned(),
+            "SELECT seq, kind, object_id, tenant, type, object FROM events WHERE seq > $1 ORDER BY seq LIMIT $2".to_owned(),
         ))
         .bind(after)
         .bind(limit)
@@ -208,6 +210,7 @@ impl Store {
                     seq: r.try_get("seq")?,
                     kind: ObjectKind::parse(&kind)
                         .ok_or_else(|| StoreError::Corrupt(serde::de::Error::custom(format!("unknown event kind {kind:?}"))))?,
+                    object_id: r.try_get("object_id")?,
                     tenant: r.try_get("tenant")?,
                     kind_of_change: r.try_get("type")?,
                     object: r.try_get("object")?,

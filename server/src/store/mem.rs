@@ -8,6 +8,7 @@ use std::sync::Arc;
 use vmaas_model::ObjectKind;
 
 use super::objects::{Filter, Row};
+use super::usage::{Amounts, held};
 use super::{Scope, StoreError, ts};
 
 /// The API's JSON of a row, by kind: the one place a new kind registers here.
@@ -48,6 +49,10 @@ struct KindIndex {
 pub(super) struct MemState {
     objects: HashMap<String, Cached>,
     kinds: HashMap<ObjectKind, KindIndex>,
+    /// What each tenant's rows hold ([`super::usage`]).
+    usage: HashMap<String, Amounts>,
+    /// Rows per kind and `status.state`.
+    states: HashMap<(ObjectKind, String), u64>,
 }
 
 fn sort_key(row: &Row) -> String {
@@ -62,12 +67,54 @@ impl MemState {
         idx.order.insert((key.clone(), row.id.clone()));
         idx.by_tenant.insert((row.tenant.clone(), key, row.id.clone()));
         *idx.counts.entry(row.tenant.clone()).or_default() += 1;
+        self.count(&row, Amounts::plus);
+        self.count_state(row.kind, &row.state, true);
         let json: Arc<str> = api_json(&row).unwrap_or_default().into();
         self.objects.insert(row.id.clone(), Cached { row, json });
     }
 
+    /// Adds what `row` holds to its tenant's usage (`Amounts::plus`), or takes it away (`Amounts::beyond`).
+    fn count(&mut self, row: &Row, how: fn(Amounts, Amounts) -> Amounts) {
+        let held = held(row);
+        if held.is_zero() {
+            return;
+        }
+        let now = how(self.usage.get(&row.tenant).copied().unwrap_or_default(), held);
+        if now.is_zero() {
+            self.usage.remove(&row.tenant);
+        } else {
+            self.usage.insert(row.tenant.clone(), now);
+        }
+    }
+
+    fn count_state(&mut self, kind: ObjectKind, state: &str, add: bool) {
+        let key = (kind, state.to_owned());
+        let n = self.states.entry(key.clone()).or_default();
+        *n = if add { *n + 1 } else { n.saturating_sub(1) };
+        if *n == 0 {
+            self.states.remove(&key);
+        }
+    }
+
+    /// Rows of `kind` per `status.state`.
+    pub(super) fn states(&self, kind: ObjectKind) -> impl Iterator<Item = (&str, u64)> {
+        self.states.iter().filter(move |((k, _), _)| *k == kind).map(|((_, s), n)| (s.as_str(), *n))
+    }
+
+    /// What `tenant`'s rows hold.
+    pub(super) fn usage(&self, tenant: &str) -> Amounts {
+        self.usage.get(tenant).copied().unwrap_or_default()
+    }
+
+    /// What every tenant's rows hold.
+    pub(super) fn all_usage(&self) -> &HashMap<String, Amounts> {
+        &self.usage
+    }
+
     pub(super) fn remove(&mut self, id: &str) {
         let Some(c) = self.objects.remove(id) else { return };
+        self.count(&c.row, Amounts::beyond);
+        self.count_state(c.row.kind, &c.row.state, false);
         if let Some(idx) = self.kinds.get_mut(&c.row.kind) {
             let key = sort_key(&c.row);
             idx.order.remove(&(key.clone(), c.row.id.clone()));
@@ -79,13 +126,21 @@ impl MemState {
     }
 
     pub(super) fn set_status(&mut self, id: &str, status: Arc<str>, state: &str, observed: Arc<str>, observed_version: i64) {
-        if let Some(c) = self.objects.get_mut(id) {
-            c.row.status = status;
-            c.row.state = state.to_owned();
-            c.row.observed = observed;
-            c.row.observed_version = observed_version;
-            c.json = api_json(&c.row).unwrap_or_default().into();
+        let Some(c) = self.objects.get_mut(id) else { return };
+        // An image's status says how much of the disk it holds.
+        let counted = (c.row.kind == ObjectKind::Image).then(|| c.row.clone());
+        let (kind, was) = (c.row.kind, std::mem::replace(&mut c.row.state, state.to_owned()));
+        c.row.status = status;
+        c.row.observed = observed;
+        c.row.observed_version = observed_version;
+        c.json = api_json(&c.row).unwrap_or_default().into();
+        if let Some(old) = counted {
+            let new = c.row.clone();
+            self.count(&old, Amounts::beyond);
+            self.count(&new, Amounts::plus);
         }
+        self.count_state(kind, &was, false);
+        self.count_state(kind, state, true);
     }
 
     pub(super) fn visible(&self, kind: ObjectKind, id: &str, scope: &Scope) -> Option<&Cached> {

@@ -22,6 +22,7 @@ pub mod objects;
 pub mod quota;
 pub mod record;
 pub mod template;
+pub mod usage;
 pub mod vm;
 pub mod volume;
 
@@ -236,6 +237,7 @@ impl Store {
         }
         MIGRATOR.run(&pool).await?;
         let mut store = Self { pool, dialect, mem: None, commits: None, events: Arc::new(tokio::sync::watch::channel(0).0), pinned: None };
+        store.count_usage_once().await?;
         if dialect == Dialect::Sqlite {
             let mut state = MemState::default();
             for row in store.sql_all().await? {

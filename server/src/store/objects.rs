@@ -10,6 +10,7 @@ use sqlx::{AssertSqlSafe, Connection as _, Row as _};
 use vmaas_model::{Labels, ObjectKind};
 
 use super::events::{self, EventType};
+use super::usage;
 use super::{Dialect, Scope, Store, StoreError, parse_ts, ts};
 
 /// One stored object, its documents kept as JSON text.
@@ -166,6 +167,7 @@ pub(super) async fn insert_created(
 ) -> Result<(), StoreError> {
     for n in new {
         insert_row(tx, n).await?;
+        usage::record(tx, dialect, None, Some(&n.row)).await?;
         events::record(tx, dialect, &n.row, EventType::Created).await?;
     }
     Ok(())
@@ -344,6 +346,18 @@ impl Store {
         Ok((items, total))
     }
 
+    /// How many objects of `kind` are in each `status.state`.
+    pub async fn state_counts(&self, kind: ObjectKind) -> Result<std::collections::HashMap<String, u64>, StoreError> {
+        if let Some(counts) = self.read_mem(|m| m.states(kind).map(|(s, n)| (s.to_owned(), n)).collect()) {
+            return Ok(counts);
+        }
+        let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM objects WHERE kind = $1 GROUP BY state")
+            .bind(kind.as_str())
+            .fetch_all(&mut *self.conn().await?)
+            .await?;
+        rows.iter().map(|r| Ok((r.try_get("state")?, u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0)))).collect()
+    }
+
     /// Every object of `kind`, in list order (for the reconciler).
     pub async fn all(&self, kind: ObjectKind) -> Result<Vec<Row>, StoreError> {
         Ok(self.list(kind, &Scope::All, &Filter::all()).await?.0)
@@ -373,6 +387,7 @@ impl Store {
         let mut tx = c.begin().await?;
         if let Some(n) = also {
             insert_row(&mut tx, n).await?;
+            usage::record(&mut tx, self.dialect, None, Some(&n.row)).await?;
             events::record(&mut tx, self.dialect, &n.row, EventType::Created).await?;
         }
         let r = sqlx::query(
@@ -401,6 +416,7 @@ impl Store {
         out.spec = spec.into();
         out.version = expected + 1;
         out.updated_at = now;
+        usage::record(&mut tx, self.dialect, Some(current), Some(&out)).await?;
         self.commit_recording(tx, Some(&out), EventType::Updated).await?;
         self.with_mem(|m| {
             also.into_iter().for_each(|n| m.put(n.row.clone()));
@@ -430,6 +446,9 @@ impl Store {
             .await?
             .map(|r| from_row(&r))
             .transpose()?;
+        if let Some(m) = &marked {
+            usage::record(&mut tx, self.dialect, Some(&Row { deleted_at: None, ..m.clone() }), Some(m)).await?;
+        }
         self.commit_recording(tx, marked.as_ref(), EventType::Updated).await?;
         drop(c);
         self.refresh(id).await?;
@@ -446,6 +465,7 @@ impl Store {
         let _w = self.write_lock().await;
         let mut c = self.conn().await?;
         let mut tx = c.begin().await?;
+        let before = self.status_held(&mut tx, seen).await?;
         let r =
             sqlx::query("UPDATE objects SET status = $1, state = $2, observed = $3, observed_version = $4 WHERE id = $5 AND version = $4")
                 .bind(&status)
@@ -458,11 +478,29 @@ impl Store {
         let written = r.rows_affected() > 0;
         let changed =
             (written && *seen.status != *status).then(|| Row { status: status.as_str().into(), state: state.to_owned(), ..seen.clone() });
+        if let (Some(before), Some(after)) = (&before, &changed) {
+            usage::record(&mut tx, self.dialect, Some(before), Some(after)).await?;
+        }
         self.commit_recording(tx, changed.as_ref(), EventType::Updated).await?;
         if written {
             self.with_mem(|m| m.set_status(&seen.id, status.into(), state, observed.into(), seen.version));
         }
         Ok(written)
+    }
+
+    /// On PostgreSQL, for a kind whose status says what it holds (images):
+    /// `seen` with its status as stored now, locked until `tx` ends.
+    async fn status_held(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, seen: &Row) -> Result<Option<Row>, StoreError> {
+        if self.dialect != Dialect::Postgres || seen.kind != ObjectKind::Image {
+            return Ok(None);
+        }
+        let status: Option<String> = sqlx::query("SELECT status FROM objects WHERE id = $1 FOR UPDATE")
+            .bind(&seen.id)
+            .fetch_optional(&mut **tx)
+            .await?
+            .map(|r| r.try_get("status"))
+            .transpose()?;
+        Ok(status.map(|s| Row { status: s.into(), ..seen.clone() }))
     }
 
     /// Removes an object marked for deletion, for good.
@@ -495,6 +533,7 @@ impl Store {
         let mut tx = c.begin().await?;
         match sqlx::query("DELETE FROM objects WHERE id = $1").bind(id).execute(&mut *tx).await {
             Ok(_) => {
+                usage::record(&mut tx, self.dialect, Some(&row), None).await?;
                 self.commit_recording(tx, Some(&row), EventType::Deleted).await?;
                 drop(c);
             }

@@ -258,6 +258,17 @@ impl Store {
         self.all(KIND).await?.iter().map(VmRecord::from_row).collect()
     }
 
+    /// The VMs stored or staged to be that refer to `target` (a subnet, a
+    /// security group): what an admission must count, without reading every VM.
+    pub async fn vms_referring(&self, target: &str) -> Result<Vec<VmRecord>, StoreError> {
+        // Staged first: a staged VM leaves the staged ones only once committed.
+        let staged = self.mem.as_ref().map(|m| m.pending_rows(KIND)).unwrap_or_default();
+        let mut rows: Vec<Row> = self.referrers(target).await?.into_iter().filter(|r| r.kind == KIND).collect();
+        let stored: std::collections::HashSet<String> = rows.iter().map(|r| r.id.clone()).collect();
+        rows.extend(staged.into_iter().filter(|r| !stored.contains(&r.id)));
+        rows.iter().map(VmRecord::from_row).collect()
+    }
+
     /// Every VM stored or staged to be ([`Self::stage_vm_booting`]): what
     /// admission checks (capacity, quotas, addresses) must count.
     pub async fn vms_held(&self) -> Result<Vec<VmRecord>, StoreError> {
