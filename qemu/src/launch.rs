@@ -118,7 +118,11 @@ impl Vms {
         let external = match vm.file.external_ip {
             Some(ip) => ip,
             None => {
-                let ip = self.pool_lock().allocate(&t.id).ok_or_else(|| failed("NoExternalIP", "the external IP pool is exhausted"))?;
+                // An address whose ports another process holds (another server, say) is skipped.
+                let ports: Vec<_> = machine.exposed_ports.iter().map(|p| (p.protocol, p.port)).collect();
+                let ip = self.pool_lock().allocate_usable(&t.id, |ip| crate::pool::free_on_host(ip, &ports)).ok_or_else(|| {
+                    failed("NoExternalIP", "the external IP pool is exhausted (or its addresses are held by other processes)")
+                })?;
                 vm.file.external_ip = Some(ip);
                 vm.file.save(&vm.dir).await?;
                 ip

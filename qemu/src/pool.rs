@@ -58,10 +58,17 @@ impl IpPool {
 
     /// The address `vm` holds, or a free one for it.
     pub fn allocate(&mut self, vm: &str) -> Option<Ipv4Addr> {
+        self.allocate_usable(vm, |_| true)
+    }
+
+    /// The address `vm` holds, or a free one for it that `usable` accepts
+    /// (one whose ports no other process of the host holds, say). An
+    /// address skipped stays free for later.
+    pub fn allocate_usable(&mut self, vm: &str, usable: impl Fn(Ipv4Addr) -> bool) -> Option<Ipv4Addr> {
         if let Some((ip, _)) = self.owners.iter().find(|(_, o)| o.as_str() == vm) {
             return Some(*ip);
         }
-        let ip = self.cidr.hosts().find(|ip| !self.owners.contains_key(ip))?;
+        let ip = self.cidr.hosts().find(|ip| !self.owners.contains_key(ip) && usable(*ip))?;
         self.owners.insert(ip, vm.to_owned());
         Some(ip)
     }
@@ -72,9 +79,35 @@ impl IpPool {
     }
 }
 
+/// Whether no other process of this host holds `ip`'s `ports` (TCP and
+/// UDP as given): each is bound for a moment. Only an address in use
+/// counts as held; a refusal for another reason (a privileged port) is
+/// left to QEMU, which meets it the same way.
+pub fn free_on_host(ip: Ipv4Addr, ports: &[(vmaas_model::Protocol, u16)]) -> bool {
+    ports.iter().all(|(protocol, port)| {
+        let bound = match protocol {
+            vmaas_model::Protocol::Udp => std::net::UdpSocket::bind((ip, *port)).map(drop),
+            _ => std::net::TcpListener::bind((ip, *port)).map(drop),
+        };
+        !matches!(bound, Err(e) if e.kind() == std::io::ErrorKind::AddrInUse)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_address_another_process_holds_is_skipped() {
+        let mut p = IpPool::new("127.46.7.0/29".parse().unwrap());
+        let held = std::net::TcpListener::bind(("127.46.7.1", 0)).unwrap();
+        let port = held.local_addr().unwrap().port();
+        let ports = [(vmaas_model::Protocol::Tcp, port)];
+        let ip = p.allocate_usable("a", |ip| free_on_host(ip, &ports)).unwrap();
+        assert_eq!(ip, Ipv4Addr::new(127, 46, 7, 2), "127.46.7.1:{port} is held by this test");
+        drop(held);
+        assert_eq!(p.allocate_usable("b", |ip| free_on_host(ip, &ports)), Some(Ipv4Addr::new(127, 46, 7, 1)), "free again");
+    }
 
     #[test]
     fn allocates_distinct_addresses_and_reuses_released_ones() {
