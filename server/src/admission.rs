@@ -52,7 +52,11 @@ impl AppState {
     pub async fn admit(&self) -> Result<Admitted, ApiError> {
         let local = self.admission.0.clone().lock_owned().await;
         let tx = self.store.admission().await?;
-        let state = AppState::new(crate::api::Services { store: tx.store().clone(), ..Services::clone(self) });
+        let state = match tx.is_transaction() {
+            true => AppState::new(crate::api::Services { store: tx.store().clone(), ..Services::clone(self) }),
+            // SQLite: the store itself, so the state as it is.
+            false => self.clone(),
+        };
         Ok(Admitted { state, tx, _local: local })
     }
 }

@@ -4,10 +4,10 @@
 //! before anything is stored.
 
 use vmaas_backend::HostCapacity;
-use vmaas_model::{MachineSpec, PowerState};
+use vmaas_model::ObjectKind;
 
 use crate::error::ApiError;
-use crate::store::{Store, StoreError, VmRecord, VolumeKind};
+use crate::store::{Store, StoreError};
 
 /// How far the sum of what VMs ask for may exceed what the host has.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -27,66 +27,20 @@ impl Default for Overcommit {
     }
 }
 
-/// What VMs ask for. One VM may have more virtual CPUs than the host has
-/// CPUs (they are threads); the total is bounded by the overcommit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
-    /// Virtual CPUs.
-    pub cpus: u64,
-    /// Memory, bytes.
-    pub memory_bytes: u64,
-    /// Disk capacity, bytes.
-    pub disk_bytes: u64,
-}
+pub use crate::store::usage::HostUsage as Usage;
 
 impl Usage {
-    /// What one machine asks for; a stopped one holds only its disks.
-    pub fn of(machine: &MachineSpec, power: PowerState) -> Self {
-        let running = power != PowerState::Stopped;
-        let disk_bytes = machine.disks.iter().map(|d| d.size.to_units_ceil().unwrap_or(u64::MAX)).fold(0u64, u64::saturating_add);
-        Self {
-            cpus: if running { u64::from(machine.cpu.cores) } else { 0 },
-            memory_bytes: if running { machine.memory_bytes() } else { 0 },
-            disk_bytes,
-        }
-    }
-
-    /// What every VM of `vms` but `except` asks for.
-    pub fn of_all(vms: &[VmRecord], except: Option<&str>) -> Self {
-        vms.iter().filter(|v| Some(v.id.as_str()) != except).map(|v| Self::of(&v.machine, v.spec.state)).fold(Self::default(), Self::plus)
-    }
-
-    /// The disk capacity of a volume of `size`.
-    pub fn volume(size: &vmaas_model::Quantity) -> Self {
-        Self { disk_bytes: size.to_units_ceil().unwrap_or(u64::MAX), ..Self::default() }
-    }
-
     /// What the VMs (but the VM `except_vm`) and the volumes (but the
-    /// volume `except_volume`) not being deleted hold of the host now:
-    /// volumes live on the same file system as the VMs' disks.
+    /// volume `except_volume`) hold of the host now, as the store counts
+    /// it: volumes live on the same file system as the VMs' disks.
     pub async fn held(store: &Store, except_vm: Option<&str>, except_volume: Option<&str>) -> Result<Self, StoreError> {
-        let vms = store.vms_held().await?;
-        let volumes = store.all_records::<VolumeKind>().await?;
-        let on_disk = volumes
-            .iter()
-            .filter(|v| v.deleted_at.is_none() && Some(v.id.as_str()) != except_volume)
-            .map(|v| Self::volume(&v.spec.size))
-            .fold(Self::default(), Self::plus);
-        Ok(Self::of_all(&vms, except_vm).plus(on_disk))
-    }
-
-    /// Both together.
-    fn plus(self, b: Self) -> Self {
-        Self {
-            cpus: self.cpus.saturating_add(b.cpus),
-            memory_bytes: self.memory_bytes.saturating_add(b.memory_bytes),
-            disk_bytes: self.disk_bytes.saturating_add(b.disk_bytes),
+        let mut held = store.host_usage().await?;
+        for (kind, id) in [(ObjectKind::VirtualMachine, except_vm), (ObjectKind::Volume, except_volume)] {
+            if let Some(id) = id {
+                held = held.minus(store.host_usage_of(kind, id).await?);
+            }
         }
-    }
-
-    /// Whether this asks for more of any resource than `before`.
-    pub fn grows_from(&self, before: &Self) -> bool {
-        self.cpus > before.cpus || self.memory_bytes > before.memory_bytes || self.disk_bytes > before.disk_bytes
+        Ok(held)
     }
 }
 

@@ -115,6 +115,13 @@ impl Mem {
         state.usage(tenant).plus(staged)
     }
 
+    /// What the rows hold of the host, staged creates included.
+    pub(super) fn host_usage_with_pending(&self) -> super::usage::HostUsage {
+        let pending = self.pending.lock();
+        let state = self.state.read().unwrap_or_else(|p| p.into_inner());
+        pending.values().map(super::usage::host_held).fold(state.host_usage(), super::usage::HostUsage::plus)
+    }
+
     /// What every tenant holds, staged creates included.
     pub(super) fn all_usage_with_pending(&self) -> HashMap<String, super::usage::Amounts> {
         let pending = self.pending.lock();

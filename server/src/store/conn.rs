@@ -72,6 +72,11 @@ impl Admission {
         &self.store
     }
 
+    /// Whether it is a transaction of its own (PostgreSQL), not the store itself.
+    pub fn is_transaction(&self) -> bool {
+        self.pinned.is_some()
+    }
+
     /// Commits everything written in the admission and ends it (the lock with it).
     pub async fn commit(self) -> Result<(), StoreError> {
         let Some(pinned) = self.pinned else { return Ok(()) };

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use vmaas_model::ObjectKind;
 
 use super::objects::{Filter, Row};
-use super::usage::{Amounts, held};
+use super::usage::{Amounts, HostUsage, held, host_held};
 use super::{Scope, StoreError, ts};
 
 /// The API's JSON of a row, by kind: the one place a new kind registers here.
@@ -53,6 +53,8 @@ pub(super) struct MemState {
     usage: HashMap<String, Amounts>,
     /// Rows per kind and `status.state`.
     states: HashMap<(ObjectKind, String), u64>,
+    /// What the rows hold of the host.
+    host: HostUsage,
 }
 
 fn sort_key(row: &Row) -> String {
@@ -69,6 +71,7 @@ impl MemState {
         *idx.counts.entry(row.tenant.clone()).or_default() += 1;
         self.count(&row, Amounts::plus);
         self.count_state(row.kind, &row.state, true);
+        self.host = self.host.plus(host_held(&row));
         let json: Arc<str> = api_json(&row).unwrap_or_default().into();
         self.objects.insert(row.id.clone(), Cached { row, json });
     }
@@ -106,6 +109,11 @@ impl MemState {
         self.usage.get(tenant).copied().unwrap_or_default()
     }
 
+    /// What the rows hold of the host.
+    pub(super) fn host_usage(&self) -> HostUsage {
+        self.host
+    }
+
     /// What every tenant's rows hold.
     pub(super) fn all_usage(&self) -> &HashMap<String, Amounts> {
         &self.usage
@@ -115,6 +123,7 @@ impl MemState {
         let Some(c) = self.objects.remove(id) else { return };
         self.count(&c.row, Amounts::beyond);
         self.count_state(c.row.kind, &c.row.state, false);
+        self.host = self.host.minus(host_held(&c.row));
         if let Some(idx) = self.kinds.get_mut(&c.row.kind) {
             let key = sort_key(&c.row);
             idx.order.remove(&(key.clone(), c.row.id.clone()));

@@ -514,6 +514,10 @@ impl Store {
             .await?
             .map(|r| from_row(&r))
             .transpose()?;
+        if let Some(g) = &gone {
+            // A VM holds the host until it is gone.
+            usage::record(&mut tx, self.dialect, Some(g), None).await?;
+        }
         self.commit_recording(tx, gone.as_ref(), EventType::Deleted).await?;
         drop(c);
         self.refresh(id).await

@@ -143,3 +143,52 @@ async fn an_image_made_for_a_vm_is_stored_with_it_or_not_at_all() {
     store.delete_now(ObjectKind::Image, "i1").await.unwrap();
     assert_eq!(images().await, 0);
 }
+
+/// What the counters (each tenant's quota usage, the host's) say equals a
+/// recount of the rows after every kind of write, on SQLite and, with
+/// `VMAAS_TEST_DATABASE_URL`, on PostgreSQL.
+#[tokio::test]
+async fn the_counters_follow_every_write() {
+    let dir = tempfile::tempdir().unwrap();
+    counters_follow(Store::open_sqlite(dir.path()).await.unwrap()).await;
+    if let Ok(base) = std::env::var("VMAAS_TEST_DATABASE_URL") {
+        use sqlx::Connection as _;
+        let name = format!("vmaas_store_{}", uuid::Uuid::new_v4().simple());
+        let mut conn = sqlx::postgres::PgConnection::connect(&base).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.unwrap();
+        let (prefix, _) = base.rsplit_once('/').unwrap();
+        counters_follow(Store::connect(&format!("{prefix}/{name}")).await.unwrap()).await;
+    }
+}
+
+/// Checks the counters of `store` against a recount of its rows; the host's CPUs too.
+async fn counted(store: &Store, host_cpus: u64) {
+    let rows = store.sql_all().await.unwrap();
+    let quota = usage::tally(&rows).remove("acme").unwrap_or_default();
+    let host = rows.iter().map(usage::host_held).fold(usage::HostUsage::default(), usage::HostUsage::plus);
+    assert_eq!(store.usage("acme").await.unwrap(), quota);
+    assert_eq!(store.host_usage().await.unwrap(), host);
+    assert_eq!(host.cpus, host_cpus, "{host:?}");
+}
+
+async fn counters_follow(store: Store) {
+    store.insert_template(&template("tpl"), Utc::now()).await.unwrap();
+    let (mut a, mut b) = (vm("a", "tpl"), vm("b", "tpl"));
+    a.machine.cpu.cores = 2;
+    b.spec.state = PowerState::Stopped;
+    store.insert_vm(&a).await.unwrap();
+    store.insert_vm(&b).await.unwrap();
+    counted(&store, 2).await;
+    assert_eq!(store.usage("acme").await.unwrap().virtual_machines, 2);
+    // Started: b's CPU counts on the host now.
+    let mut started = store.get_vm(&b.id, &Scope::All).await.unwrap();
+    started.spec.state = PowerState::Started;
+    store.update_vm_spec(&started, started.version).await.unwrap();
+    counted(&store, 3).await;
+    // Being deleted, a leaves the quota but holds the host until it is gone.
+    store.mark_vm_deleted(&a.id, &Scope::All, Utc::now()).await.unwrap();
+    counted(&store, 3).await;
+    assert_eq!(store.usage("acme").await.unwrap().virtual_machines, 1);
+    store.remove_vm(&a.id).await.unwrap();
+    counted(&store, 1).await;
+}

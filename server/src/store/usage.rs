@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 
 use sqlx::Row as _;
-use vmaas_model::{MachineSpec, ObjectKind, Quantity};
+use vmaas_model::{MachineSpec, ObjectKind, PowerState, Quantity};
 
 use super::objects::Row;
 use super::{Dialect, ImageRecord, Store, StoreError, VmRecord, VolumeRecord};
@@ -110,6 +110,93 @@ impl Amounts {
     }
 }
 
+/// What VMs ask of the host. One VM may have more virtual CPUs than the
+/// host has CPUs (they are threads); the total is bounded by the overcommit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostUsage {
+    /// Virtual CPUs.
+    pub cpus: u64,
+    /// Memory, bytes.
+    pub memory_bytes: u64,
+    /// Disk capacity, bytes.
+    pub disk_bytes: u64,
+}
+
+impl HostUsage {
+    /// What one machine asks for; a stopped one holds only its disks.
+    pub fn of(machine: &MachineSpec, power: PowerState) -> Self {
+        let running = power != PowerState::Stopped;
+        let disk_bytes = machine.disks.iter().map(|d| d.size.to_units_ceil().unwrap_or(u64::MAX)).fold(0u64, u64::saturating_add);
+        Self {
+            cpus: if running { u64::from(machine.cpu.cores) } else { 0 },
+            memory_bytes: if running { machine.memory_bytes() } else { 0 },
+            disk_bytes,
+        }
+    }
+
+    /// The disk capacity of a volume of `size`.
+    pub fn volume(size: &Quantity) -> Self {
+        Self { disk_bytes: size.to_units_ceil().unwrap_or(u64::MAX), ..Self::default() }
+    }
+
+    /// Both together.
+    pub fn plus(self, b: Self) -> Self {
+        self.zip(b, u64::saturating_add)
+    }
+
+    /// `self` without `b`.
+    pub fn minus(self, b: Self) -> Self {
+        self.zip(b, u64::saturating_sub)
+    }
+
+    fn zip(self, b: Self, f: impl Fn(u64, u64) -> u64) -> Self {
+        Self {
+            cpus: f(self.cpus, b.cpus),
+            memory_bytes: f(self.memory_bytes, b.memory_bytes),
+            disk_bytes: f(self.disk_bytes, b.disk_bytes),
+        }
+    }
+
+    /// Whether this asks for more of any resource than `before`.
+    pub fn grows_from(&self, before: &Self) -> bool {
+        self.cpus > before.cpus || self.memory_bytes > before.memory_bytes || self.disk_bytes > before.disk_bytes
+    }
+
+    /// As quota-like counters: `(resource, amount)`, the way `usage` stores them.
+    fn named(&self) -> [(&'static str, u64); 3] {
+        [("host_cpus", self.cpus), ("host_memory", self.memory_bytes), ("host_disk", self.disk_bytes)]
+    }
+
+    fn from_named(rows: impl IntoIterator<Item = (String, i64)>) -> Self {
+        let mut h = Self::default();
+        for (resource, amount) in rows {
+            let v = u64::try_from(amount).unwrap_or(0);
+            match resource.as_str() {
+                "host_cpus" => h.cpus = v,
+                "host_memory" => h.memory_bytes = v,
+                "host_disk" => h.disk_bytes = v,
+                _ => {}
+            }
+        }
+        h
+    }
+}
+
+/// The tenant under which `usage` keeps the host's counters (no tenant is named so).
+const HOST: &str = "";
+
+/// What `row` holds of the host: a VM until it is removed (its disks and,
+/// running, its CPUs and memory), a volume until its deletion is asked.
+pub(super) fn host_held(row: &Row) -> HostUsage {
+    match row.kind {
+        ObjectKind::VirtualMachine => VmRecord::from_row(row).map(|v| HostUsage::of(&v.machine, v.spec.state)).unwrap_or_default(),
+        ObjectKind::Volume if row.deleted_at.is_none() => {
+            VolumeRecord::from_row(row).map(|v| HostUsage::volume(&v.spec.size)).unwrap_or_default()
+        }
+        _ => HostUsage::default(),
+    }
+}
+
 /// What `row` holds of its tenant's quota (nothing once being deleted). A
 /// row that does not decode holds nothing: it is reported where it is read.
 pub(super) fn held(row: &Row) -> Amounts {
@@ -128,10 +215,14 @@ pub(super) fn held(row: &Row) -> Amounts {
     held.unwrap_or_default()
 }
 
+fn signed(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
 /// `new` − `old`, resource by resource, as `(quota name, signed difference)`.
 fn difference(old: Amounts, new: Amounts) -> impl Iterator<Item = (&'static str, i64)> {
     old.named().into_iter().zip(new.named()).filter_map(|((name, old, _), (_, new, _))| {
-        let d = i64::try_from(new).unwrap_or(i64::MAX).saturating_sub(i64::try_from(old).unwrap_or(i64::MAX));
+        let d = signed(new).saturating_sub(signed(old));
         (d != 0).then_some((name, d))
     })
 }
@@ -146,11 +237,14 @@ pub(super) async fn record(
     new: Option<&Row>,
 ) -> Result<(), StoreError> {
     let Some(tenant) = new.or(old).map(|r| r.tenant.as_str()) else { return Ok(()) };
-    if dialect != Dialect::Postgres || tenant.is_empty() {
+    if dialect != Dialect::Postgres {
         return Ok(());
     }
-    let (old, new) = (old.map(held).unwrap_or_default(), new.map(held).unwrap_or_default());
-    for (resource, d) in difference(old, new) {
+    let host = |r: Option<&Row>| r.map(host_held).unwrap_or_default().named();
+    let on_host = host(old).into_iter().zip(host(new)).map(|((name, o), (_, n))| (HOST, name, signed(n) - signed(o)));
+    let quota = |r: Option<&Row>| r.map(held).unwrap_or_default();
+    let of_tenant = difference(quota(old), quota(new)).map(|(name, d)| (tenant, name, d)).filter(|_| !tenant.is_empty());
+    for (tenant, resource, d) in on_host.chain(of_tenant).filter(|(_, _, d)| *d != 0) {
         sqlx::query(
             "INSERT INTO usage (tenant, resource, amount) VALUES ($1, $2, $3) \
              ON CONFLICT (tenant, resource) DO UPDATE SET amount = usage.amount + excluded.amount",
@@ -189,6 +283,26 @@ impl Store {
         Ok(Amounts::from_named(named))
     }
 
+    /// What the VMs and volumes hold of the host now (creates staged and not committed yet included).
+    pub async fn host_usage(&self) -> Result<HostUsage, StoreError> {
+        if let Some(mem) = &self.mem {
+            return Ok(mem.host_usage_with_pending());
+        }
+        let rows =
+            sqlx::query("SELECT resource, amount FROM usage WHERE tenant = $1").bind(HOST).fetch_all(&mut *self.conn().await?).await?;
+        let named = rows.iter().map(|r| Ok((r.try_get("resource")?, r.try_get("amount")?))).collect::<Result<Vec<_>, sqlx::Error>>()?;
+        Ok(HostUsage::from_named(named))
+    }
+
+    /// What object `id` of `kind` holds of the host (nothing when there is no such object).
+    pub async fn host_usage_of(&self, kind: ObjectKind, id: &str) -> Result<HostUsage, StoreError> {
+        match self.get(kind, id, &super::Scope::All).await {
+            Ok(row) => Ok(host_held(&row)),
+            Err(StoreError::NotFound { .. }) => Ok(HostUsage::default()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// What every tenant holding anything holds now, by tenant.
     pub async fn all_usage(&self) -> Result<HashMap<String, Amounts>, StoreError> {
         if let Some(mem) = &self.mem {
@@ -197,7 +311,10 @@ impl Store {
         let rows = sqlx::query("SELECT tenant, resource, amount FROM usage").fetch_all(&mut *self.conn().await?).await?;
         let mut by: HashMap<String, Vec<(String, i64)>> = HashMap::new();
         for r in &rows {
-            by.entry(r.try_get("tenant")?).or_default().push((r.try_get("resource")?, r.try_get("amount")?));
+            let tenant: String = r.try_get("tenant")?;
+            if tenant != HOST {
+                by.entry(tenant).or_default().push((r.try_get("resource")?, r.try_get("amount")?));
+            }
         }
         Ok(by.into_iter().map(|(t, named)| (t, Amounts::from_named(named))).filter(|(_, a)| !a.is_zero()).collect())
     }
@@ -217,15 +334,18 @@ impl Store {
         }
         let rows = self.sql_all().await?;
         sqlx::query("DELETE FROM usage").execute(&mut *tx).await?;
-        for (tenant, amounts) in tally(&rows) {
-            for (resource, amount, _) in amounts.named() {
-                sqlx::query("INSERT INTO usage (tenant, resource, amount) VALUES ($1, $2, $3)")
-                    .bind(&tenant)
-                    .bind(resource)
-                    .bind(i64::try_from(amount).unwrap_or(i64::MAX))
-                    .execute(&mut *tx)
-                    .await?;
-            }
+        let host = rows.iter().map(host_held).fold(HostUsage::default(), HostUsage::plus);
+        let counters = tally(&rows)
+            .into_iter()
+            .flat_map(|(t, a)| a.named().map(|(r, n, _)| (t.clone(), r, n)))
+            .chain(host.named().map(|(r, n)| (HOST.to_owned(), r, n)));
+        for (tenant, resource, amount) in counters {
+            sqlx::query("INSERT INTO usage (tenant, resource, amount) VALUES ($1, $2, $3)")
+                .bind(&tenant)
+                .bind(resource)
+                .bind(signed(amount))
+                .execute(&mut *tx)
+                .await?;
         }
         sqlx::query("INSERT INTO usage_counted (singleton, at) VALUES (1, $1)")
             .bind(super::ts(chrono::Utc::now()))
