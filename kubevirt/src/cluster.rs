@@ -1,5 +1,6 @@
 //! The connection to the cluster and the few verbs the drivers use on it:
-//! server-side apply as field manager `vmaas`, delete, and removing the
+//! server-side apply as field manager `vmaas` (never forced: see
+//! [`crate::conflict`]), delete, and removing the
 //! server's finalizer under optimistic concurrency. Every object is handled
 //! as a [`DynamicObject`] of one of the [`Resources`], so the same code
 //! applies a KubeVirt VM, a Service or a UDN.
@@ -18,6 +19,7 @@ use serde_json::{Value, json};
 use tracing::warn;
 use vmaas_backend::BackendError;
 
+use crate::conflict::{self, Conflict};
 use crate::names::{FINALIZER, MANAGED_BY, MANAGER};
 
 /// The kinds of object the backend makes or reads.
@@ -64,6 +66,16 @@ impl Default for Resources {
             endpoint_slice: ApiResource::erase::<EndpointSlice>(&()),
         }
     }
+}
+
+/// What an apply did: the object as the cluster has it, and the fields
+/// left to other managers.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    /// The object after the apply.
+    pub object: DynamicObject,
+    /// The fields another manager holds, not applied.
+    pub conflicts: Vec<Conflict>,
 }
 
 /// A client of the cluster.
@@ -114,24 +126,36 @@ impl Cluster {
     }
 
     /// Server-side apply of `obj` (with its `apiVersion`, `kind`, name and
-    /// namespace). When another manager owns a field vmaas sets, the
-    /// conflict is logged with who holds the field, and the apply is made
-    /// again taking it: the vmaas object is the desired state.
-    pub async fn apply(&self, ar: &ApiResource, obj: &Value) -> Result<DynamicObject, BackendError> {
+    /// namespace), never by force: the fields another manager holds are
+    /// left to it, the rest applied, and what was left is returned (and
+    /// logged) to be reported.
+    pub async fn apply(&self, ar: &ApiResource, obj: &Value) -> Result<Applied, BackendError> {
         let name = obj["metadata"]["name"].as_str().unwrap_or_default();
         let ns = obj["metadata"]["namespace"].as_str().unwrap_or_default();
         let api = self.api(ar, ns);
         let context = || format!("applying {} {ns}/{name}", ar.kind);
-        match api.patch(name, &PatchParams::apply(MANAGER).validation_strict(), &Patch::Apply(obj)).await {
-            Ok(o) => Ok(o),
-            Err(e) if is_status(&e, 409) => {
-                warn!(kind = %ar.kind, namespace = ns, name, conflict = %e, "another manager changed fields vmaas sets; taking them back");
-                api.patch(name, &PatchParams::apply(MANAGER).validation_strict().force(), &Patch::Apply(obj))
-                    .await
-                    .map_err(|e| failure(context(), e))
+        let mut yielded = obj.clone();
+        let mut conflicts = Vec::new();
+        // Each round leaves the fields the last refusal named; a few suffice.
+        for _ in 0..4 {
+            match api.patch(name, &PatchParams::apply(MANAGER).validation_strict(), &Patch::Apply(&yielded)).await {
+                Ok(object) => {
+                    if !conflicts.is_empty() {
+                        warn!(kind = %ar.kind, namespace = ns, name, conflicts = %Conflict::describe(&conflicts), "applied without the fields other managers hold");
+                    }
+                    return Ok(Applied { object, conflicts });
+                }
+                Err(e) if is_status(&e, 409) => {
+                    let found = Conflict::of(&e);
+                    if found.is_empty() || !found.iter().all(|c| conflict::remove(&mut yielded, &c.field)) {
+                        return Err(failure(context(), e));
+                    }
+                    conflicts.extend(found);
+                }
+                Err(e) => return Err(failure(context(), e)),
             }
-            Err(e) => Err(failure(context(), e)),
         }
+        Err(BackendError::transient(context(), Conflict::describe(&conflicts)))
     }
 
     /// Deletes `ns/name` of `ar` (already gone is done).

@@ -9,7 +9,8 @@
 //! The backend never connects to a VM's addresses: they are data.
 //!
 //! - [`names`]: namespaces, labels, the finalizer.
-//! - [`cluster`]: the client and its verbs (apply, delete, release).
+//! - [`cluster`]: the client and its verbs (apply, delete, release);
+//!   [`conflict`]: the fields other managers hold, left to them and reported.
 //! - [`watch`]: one reflector per kind, waking the reconciler.
 //! - [`vm`]: the VM driver.
 //! - [`image`]: the catalog of DataSources.
@@ -24,6 +25,7 @@
 
 pub mod balancer;
 pub mod cluster;
+pub mod conflict;
 pub mod image;
 pub mod import;
 pub mod migration;
@@ -87,6 +89,8 @@ pub struct Shared {
     applied_text: Mutex<HashMap<String, String>>,
     /// Why the last migration request of a VM was refused, by vmaas id.
     refused: Mutex<HashMap<String, vmaas_model::Reason>>,
+    /// The fields of a VM's KubeVirt VM another manager held at its last apply, by vmaas id.
+    conflicts: Mutex<HashMap<String, vmaas_model::Reason>>,
     /// Namespaces made (or found) since start.
     namespaces: Mutex<HashSet<String>>,
 }
@@ -148,6 +152,7 @@ impl KubevirtBackend {
             applied: Mutex::default(),
             applied_text: Mutex::default(),
             refused: Mutex::default(),
+            conflicts: Mutex::default(),
             namespaces: Mutex::default(),
         };
         for w in [

@@ -201,6 +201,13 @@ impl Shared {
         if let Ok(mut a) = self.applied.lock() {
             a.insert(t.id.clone(), h);
         }
+        if let Ok(mut c) = self.conflicts.lock() {
+            match applied.conflicts.is_empty() {
+                true => c.remove(&t.id),
+                false => c.insert(t.id.clone(), Reason::new("FieldConflict", crate::conflict::Conflict::describe(&applied.conflicts))),
+            };
+        }
+        let applied = applied.object;
         info!(vm = %t.id, namespace = %m.ns, name = %t.name, "applied the KubeVirt VM");
         Ok(Some(applied))
     }
@@ -295,6 +302,9 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
             }
             (Err(why), None) => observation.degraded = Some(why),
             _ => {}
+        }
+        if observation.degraded.is_none() {
+            observation.degraded = s.conflicts.lock().ok().and_then(|c| c.get(&t.id).cloned());
         }
         let requeue = match observation.phase {
             Phase::Ready | Phase::Stopped => Requeue::AwaitChange,

@@ -87,19 +87,11 @@ pub(super) async fn record(
     if dialect == Dialect::Postgres {
         return queue(tx, row, what, object).await;
     }
-    let seq: i64 = sqlx::query(
+    let insert = sqlx::query(
         "INSERT INTO events (seq, kind, object_id, tenant, type, object, at) \
          SELECT COALESCE(MAX(seq), 0) + 1, $1, $2, $3, $4, $5, $6 FROM events RETURNING seq",
-    )
-    .bind(row.kind.as_str())
-    .bind(&row.id)
-    .bind(&row.tenant)
-    .bind(what.as_str())
-    .bind(object)
-    .bind(ts(Utc::now()))
-    .fetch_one(&mut **tx)
-    .await?
-    .try_get("seq")?;
+    );
+    let seq: i64 = bind_event(insert, row, what, object).fetch_one(&mut **tx).await?.try_get("seq")?;
     if seq % 1024 == 0 {
         sqlx::query("DELETE FROM events WHERE seq <= $1").bind(seq - KEPT).execute(&mut **tx).await?;
     }
@@ -119,20 +111,22 @@ static QUEUED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(
 /// waited for another's row lock writes its event after that one committed.
 async fn queue(tx: &mut sqlx::Transaction<'_, sqlx::Any>, row: &Row, what: EventType, object: String) -> Result<(), StoreError> {
     let n = QUEUED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    sqlx::query(
-        "INSERT INTO event_queue (id, ord, kind, object_id, tenant, type, object, at) \
-         VALUES ($1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, $2, $3, $4, $5, $6, $7)",
-    )
-    .bind(format!("{n:020}-{}", uuid::Uuid::new_v4()))
-    .bind(row.kind.as_str())
-    .bind(&row.id)
-    .bind(&row.tenant)
-    .bind(what.as_str())
-    .bind(object)
-    .bind(ts(Utc::now()))
-    .execute(&mut **tx)
-    .await?;
+    let insert = sqlx::query(
+        "INSERT INTO event_queue (ord, id, kind, object_id, tenant, type, object, at) \
+         VALUES ((extract(epoch FROM clock_timestamp()) * 1000000)::bigint, $7, $1, $2, $3, $4, $5, $6)",
+    );
+    bind_event(insert, row, what, object).bind(format!("{n:020}-{}", uuid::Uuid::new_v4())).execute(&mut **tx).await?;
     Ok(())
+}
+
+/// Binds the event of `row` to `$1`…`$6` of `q`: kind, object id, tenant, type, object, time.
+fn bind_event<'q>(
+    q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+    row: &Row,
+    what: EventType,
+    object: String,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments> {
+    q.bind(row.kind.as_str()).bind(row.id.clone()).bind(row.tenant.clone()).bind(what.as_str()).bind(object).bind(ts(Utc::now()))
 }
 
 /// Numbers the committed events of the queue after the last numbered one,
