@@ -338,6 +338,21 @@ async fn api(connections: usize, duration: Duration, vms: usize, page: usize) ->
     Ok(())
 }
 
+/// A token of `tenant` (an administrator's when `admin`) valid for `ttl`,
+/// from `bin token` on the server's data directory `dir`.
+pub fn server_token(bin: &std::path::Path, dir: &std::path::Path, tenant: &str, admin: bool, ttl: &str) -> anyhow::Result<String> {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.args(["token", "--tenant", tenant, "--ttl", ttl, "--data-dir"]).arg(dir);
+    if admin {
+        cmd.arg("--admin");
+    }
+    let out = cmd.output()?;
+    if !out.status.success() {
+        bail!("vmaas-server token: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8(out.stdout)?.trim().to_owned())
+}
+
 /// The `p` quantile of sorted figures.
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted.get(((sorted.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0.0)

@@ -77,16 +77,7 @@ impl ServerProcess {
     }
 
     fn token(&self, tenant: &str, admin: bool) -> anyhow::Result<String> {
-        let mut cmd = Command::new(&self.bin);
-        cmd.args(["token", "--tenant", tenant, "--ttl", "2h", "--data-dir"]).arg(&self.dir);
-        if admin {
-            cmd.arg("--admin");
-        }
-        let out = cmd.output()?;
-        if !out.status.success() {
-            bail!("vmaas-server token: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        Ok(String::from_utf8(out.stdout)?.trim().to_owned())
+        crate::server_token(&self.bin, &self.dir, tenant, admin, "2h")
     }
 }
 

@@ -63,16 +63,7 @@ impl Server {
     }
 
     fn token(&self, bin: &Path, tenant: &str, admin: bool) -> anyhow::Result<String> {
-        let mut cmd = Command::new(bin);
-        cmd.args(["token", "--tenant", tenant, "--ttl", "4h", "--data-dir"]).arg(&self.dir);
-        if admin {
-            cmd.arg("--admin");
-        }
-        let out = cmd.output()?;
-        if !out.status.success() {
-            bail!("vmaas-server token: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        Ok(String::from_utf8(out.stdout)?.trim().to_owned())
+        crate::server_token(bin, &self.dir, tenant, admin, "4h")
     }
 
     fn signal(&self, sig: &str) -> anyhow::Result<()> {
@@ -84,8 +75,9 @@ impl Server {
     fn cpu_seconds(&self) -> anyhow::Result<f64> {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))?;
         let rest = &stat[stat.rfind(')').context("stat")? + 1..];
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let ticks: f64 = f[11].parse::<f64>()? + f[12].parse::<f64>()?;
+        let mut f = rest.split_whitespace().skip(11);
+        let mut next = || f.next().context("a short /proc stat line").and_then(|v| Ok(v.parse::<f64>()?));
+        let ticks = next()? + next()?;
         Ok(ticks / clock_ticks())
     }
 

@@ -3,8 +3,8 @@
 //! A create is acknowledged only once its transaction is durable (WAL,
 //! synchronous FULL: fsync at commit), and SQLite has one writer, so
 //! creates one at a time cost one commit each. Instead, a create is
-//! *staged* — queued, and counted by [`Store::vms_held`](super::Store::vms_held) for admission
-//! checks — and one task commits every create queued meanwhile in one
+//! *staged* — queued, and counted by admission checks ([`Store::usage`](super::Store::usage),
+//! [`Store::vms_referring`](super::Store::vms_referring)) — and one task commits every create queued meanwhile in one
 //! transaction, then tells each its result. Should the batch fail, each of
 //! its creates is tried again alone, so one create's error (a name taken, a
 //! reference gone) is its own.
@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::objects::{Filter, NewObject, Row, insert_created};
-use super::{Dialect, Mem, Scope, StoreError};
+use super::objects::{NewObject, Row, insert_created};
+use super::{Dialect, Mem, StoreError};
 
 /// Most creates in one transaction.
 const MAX_BATCH: usize = 256;
@@ -93,16 +93,6 @@ impl Mem {
     pub(super) fn pending_rows(&self, kind: vmaas_model::ObjectKind) -> Vec<Row> {
         self.pending.lock().values().filter(|r| r.kind == kind).cloned().collect()
     }
-
-    /// Every row of `kind` in memory, then those staged and not committed
-    /// yet, read in one step (the committer moves rows from one to the other).
-    pub(super) fn rows_with_pending(&self, kind: vmaas_model::ObjectKind) -> Vec<Row> {
-        let pending = self.pending.lock();
-        let state = self.state.read().unwrap_or_else(|p| p.into_inner());
-        let (mut rows, _) = state.list(kind, &Scope::All, &Filter::all(), |c| c.row.clone());
-        rows.extend(pending.values().filter(|r| r.kind == kind).cloned());
-        rows
-    }
 }
 
 impl Mem {
@@ -111,7 +101,7 @@ impl Mem {
     pub(super) fn usage_with_pending(&self, tenant: &str) -> super::usage::Amounts {
         let pending = self.pending.lock();
         let state = self.state.read().unwrap_or_else(|p| p.into_inner());
-        let staged = super::usage::tally(pending.values().filter(|r| r.tenant == tenant)).remove(tenant).unwrap_or_default();
+        let staged = super::usage::tally(pending.values().filter(|r| r.tenant == tenant)).0.remove(tenant).unwrap_or_default();
         state.usage(tenant).plus(staged)
     }
 
@@ -119,7 +109,7 @@ impl Mem {
     pub(super) fn host_usage_with_pending(&self) -> super::usage::HostUsage {
         let pending = self.pending.lock();
         let state = self.state.read().unwrap_or_else(|p| p.into_inner());
-        pending.values().map(super::usage::host_held).fold(state.host_usage(), super::usage::HostUsage::plus)
+        state.host_usage().plus(super::usage::tally(pending.values()).1)
     }
 
     /// What every tenant holds, staged creates included.
@@ -127,7 +117,7 @@ impl Mem {
         let pending = self.pending.lock();
         let state = self.state.read().unwrap_or_else(|p| p.into_inner());
         let mut all = state.all_usage().clone();
-        for (tenant, staged) in super::usage::tally(pending.values()) {
+        for (tenant, staged) in super::usage::tally(pending.values()).0 {
             let e = all.entry(tenant).or_default();
             *e = e.plus(staged);
         }

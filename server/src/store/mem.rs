@@ -8,7 +8,7 @@ use std::sync::Arc;
 use vmaas_model::ObjectKind;
 
 use super::objects::{Filter, Row};
-use super::usage::{Amounts, HostUsage, held, host_held};
+use super::usage::{Amounts, HostUsage, holds};
 use super::{Scope, StoreError, ts};
 
 /// The API's JSON of a row, by kind: the one place a new kind registers here.
@@ -69,20 +69,22 @@ impl MemState {
         idx.order.insert((key.clone(), row.id.clone()));
         idx.by_tenant.insert((row.tenant.clone(), key, row.id.clone()));
         *idx.counts.entry(row.tenant.clone()).or_default() += 1;
-        self.count(&row, Amounts::plus);
-        self.count_state(row.kind, &row.state, true);
-        self.host = self.host.plus(host_held(&row));
+        self.account(&row, true);
         let json: Arc<str> = api_json(&row).unwrap_or_default().into();
         self.objects.insert(row.id.clone(), Cached { row, json });
     }
 
-    /// Adds what `row` holds to its tenant's usage (`Amounts::plus`), or takes it away (`Amounts::beyond`).
-    fn count(&mut self, row: &Row, how: fn(Amounts, Amounts) -> Amounts) {
-        let held = held(row);
-        if held.is_zero() {
+    /// Counts `row` in (`add`) or out of its tenant's usage, the host's
+    /// and its state's count.
+    fn account(&mut self, row: &Row, add: bool) {
+        self.count_state(row.kind, &row.state, add);
+        let h = holds(row);
+        self.host = if add { self.host.plus(h.host) } else { self.host.minus(h.host) };
+        if h.quota.is_zero() {
             return;
         }
-        let now = how(self.usage.get(&row.tenant).copied().unwrap_or_default(), held);
+        let was = self.usage.get(&row.tenant).copied().unwrap_or_default();
+        let now = if add { was.plus(h.quota) } else { was.beyond(h.quota) };
         if now.is_zero() {
             self.usage.remove(&row.tenant);
         } else {
@@ -121,9 +123,7 @@ impl MemState {
 
     pub(super) fn remove(&mut self, id: &str) {
         let Some(c) = self.objects.remove(id) else { return };
-        self.count(&c.row, Amounts::beyond);
-        self.count_state(c.row.kind, &c.row.state, false);
-        self.host = self.host.minus(host_held(&c.row));
+        self.account(&c.row, false);
         if let Some(idx) = self.kinds.get_mut(&c.row.kind) {
             let key = sort_key(&c.row);
             idx.order.remove(&(key.clone(), c.row.id.clone()));
@@ -136,20 +136,25 @@ impl MemState {
 
     pub(super) fn set_status(&mut self, id: &str, status: Arc<str>, state: &str, observed: Arc<str>, observed_version: i64) {
         let Some(c) = self.objects.get_mut(id) else { return };
-        // An image's status says how much of the disk it holds.
-        let counted = (c.row.kind == ObjectKind::Image).then(|| c.row.clone());
+        // An image's status says how much of the disk it holds: counted again whole.
+        let image = c.row.kind == ObjectKind::Image;
+        let before = image.then(|| c.row.clone());
         let (kind, was) = (c.row.kind, std::mem::replace(&mut c.row.state, state.to_owned()));
         c.row.status = status;
         c.row.observed = observed;
         c.row.observed_version = observed_version;
         c.json = api_json(&c.row).unwrap_or_default().into();
-        if let Some(old) = counted {
-            let new = c.row.clone();
-            self.count(&old, Amounts::beyond);
-            self.count(&new, Amounts::plus);
+        let after = image.then(|| c.row.clone());
+        match (before, after) {
+            (Some(before), Some(after)) => {
+                self.account(&before, false);
+                self.account(&after, true);
+            }
+            _ => {
+                self.count_state(kind, &was, false);
+                self.count_state(kind, state, true);
+            }
         }
-        self.count_state(kind, &was, false);
-        self.count_state(kind, state, true);
     }
 
     pub(super) fn visible(&self, kind: ObjectKind, id: &str, scope: &Scope) -> Option<&Cached> {

@@ -259,7 +259,7 @@ impl Store {
     }
 
     /// Hands new objects to be stored as [`Self::insert_all`] does, and
-    /// returns once admission checks count them ([`Self::vms_held`]); they
+    /// returns once admission checks count them ([`Self::usage`], [`Self::vms_referring`]); they
     /// are stored once [`Staged::committed`] says so. On SQLite they are
     /// committed together with the others staged meanwhile (group commit).
     pub async fn stage_all(&self, new: &[&NewObject]) -> super::Staged {

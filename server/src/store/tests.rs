@@ -164,8 +164,8 @@ async fn the_counters_follow_every_write() {
 /// Checks the counters of `store` against a recount of its rows; the host's CPUs too.
 async fn counted(store: &Store, host_cpus: u64) {
     let rows = store.sql_all().await.unwrap();
-    let quota = usage::tally(&rows).remove("acme").unwrap_or_default();
-    let host = rows.iter().map(usage::host_held).fold(usage::HostUsage::default(), usage::HostUsage::plus);
+    let (mut by_tenant, host) = usage::tally(&rows);
+    let quota = by_tenant.remove("acme").unwrap_or_default();
     assert_eq!(store.usage("acme").await.unwrap(), quota);
     assert_eq!(store.host_usage().await.unwrap(), host);
     assert_eq!(host.cpus, host_cpus, "{host:?}");

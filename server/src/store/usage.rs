@@ -34,6 +34,16 @@ pub struct Amounts {
     pub external_ips: u64,
 }
 
+/// Bytes of `size` (all of them, should it not be a size in bytes).
+fn bytes(size: &Quantity) -> u64 {
+    size.to_units_ceil().unwrap_or(u64::MAX)
+}
+
+/// Bytes of `machine`'s disks together.
+fn disk_bytes(machine: &MachineSpec) -> u64 {
+    machine.disks.iter().map(|d| bytes(&d.size)).fold(0, u64::saturating_add)
+}
+
 impl Amounts {
     /// What one VM of `machine` holds.
     pub fn vm(machine: &MachineSpec) -> Self {
@@ -41,14 +51,14 @@ impl Amounts {
             virtual_machines: 1,
             cores: u64::from(machine.cpu.cores),
             memory_bytes: machine.memory_bytes(),
-            disk_bytes: machine.disks.iter().map(|d| d.size.to_units_ceil().unwrap_or(u64::MAX)).fold(0, u64::saturating_add),
+            disk_bytes: disk_bytes(machine),
             external_ips: 0,
         }
     }
 
     /// What a volume of `size` holds.
     pub fn volume(size: &Quantity) -> Self {
-        Self { disk_bytes: size.to_units_ceil().unwrap_or(u64::MAX), ..Self::default() }
+        Self { disk_bytes: bytes(size), ..Self::default() }
     }
 
     /// One external IP.
@@ -126,17 +136,16 @@ impl HostUsage {
     /// What one machine asks for; a stopped one holds only its disks.
     pub fn of(machine: &MachineSpec, power: PowerState) -> Self {
         let running = power != PowerState::Stopped;
-        let disk_bytes = machine.disks.iter().map(|d| d.size.to_units_ceil().unwrap_or(u64::MAX)).fold(0u64, u64::saturating_add);
         Self {
             cpus: if running { u64::from(machine.cpu.cores) } else { 0 },
             memory_bytes: if running { machine.memory_bytes() } else { 0 },
-            disk_bytes,
+            disk_bytes: disk_bytes(machine),
         }
     }
 
     /// The disk capacity of a volume of `size`.
     pub fn volume(size: &Quantity) -> Self {
-        Self { disk_bytes: size.to_units_ceil().unwrap_or(u64::MAX), ..Self::default() }
+        Self { disk_bytes: bytes(size), ..Self::default() }
     }
 
     /// Both together.
@@ -185,34 +194,40 @@ impl HostUsage {
 /// The tenant under which `usage` keeps the host's counters (no tenant is named so).
 const HOST: &str = "";
 
-/// What `row` holds of the host: a VM until it is removed (its disks and,
-/// running, its CPUs and memory), a volume until its deletion is asked.
-pub(super) fn host_held(row: &Row) -> HostUsage {
-    match row.kind {
-        ObjectKind::VirtualMachine => VmRecord::from_row(row).map(|v| HostUsage::of(&v.machine, v.spec.state)).unwrap_or_default(),
-        ObjectKind::Volume if row.deleted_at.is_none() => {
-            VolumeRecord::from_row(row).map(|v| HostUsage::volume(&v.spec.size)).unwrap_or_default()
-        }
-        _ => HostUsage::default(),
-    }
+/// What one row holds: of its tenant's quota, and of the host.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Holds {
+    /// Of its tenant's quota: nothing once its deletion is asked.
+    pub(super) quota: Amounts,
+    /// Of the host: a VM until it is removed (its disks and, running, its
+    /// CPUs and memory), a volume until its deletion is asked.
+    pub(super) host: HostUsage,
 }
 
-/// What `row` holds of its tenant's quota (nothing once being deleted). A
-/// row that does not decode holds nothing: it is reported where it is read.
-pub(super) fn held(row: &Row) -> Amounts {
-    if row.deleted_at.is_some() {
-        return Amounts::default();
-    }
-    let held = match row.kind {
-        ObjectKind::VirtualMachine => VmRecord::from_row(row).map(|v| Amounts::vm(&v.machine)),
-        ObjectKind::Volume => VolumeRecord::from_row(row).map(|v| Amounts::volume(&v.spec.size)),
-        ObjectKind::ExternalIp | ObjectKind::LoadBalancer => Ok(Amounts::external_ip()),
+/// What `row` holds, its document decoded once. A row that does not
+/// decode holds nothing: it is reported where it is read.
+pub(super) fn holds(row: &Row) -> Holds {
+    let deleting = row.deleted_at.is_some();
+    match row.kind {
+        ObjectKind::VirtualMachine => VmRecord::from_row(row)
+            .map(|v| Holds {
+                quota: if deleting { Amounts::default() } else { Amounts::vm(&v.machine) },
+                host: HostUsage::of(&v.machine, v.spec.state),
+            })
+            .unwrap_or_default(),
+        ObjectKind::Volume if !deleting => VolumeRecord::from_row(row)
+            .map(|v| Holds { quota: Amounts::volume(&v.spec.size), host: HostUsage::volume(&v.spec.size) })
+            .unwrap_or_default(),
+        ObjectKind::ExternalIp | ObjectKind::LoadBalancer if !deleting => Holds { quota: Amounts::external_ip(), ..Holds::default() },
         // An imported image's file is on the host's disk: what it holds, or has received so far.
-        ObjectKind::Image => ImageRecord::from_row(row)
-            .map(|i| Amounts { disk_bytes: i.status.size_bytes.max(i.status.progress_bytes), ..Amounts::default() }),
-        _ => Ok(Amounts::default()),
-    };
-    held.unwrap_or_default()
+        ObjectKind::Image if !deleting => ImageRecord::from_row(row)
+            .map(|i| Holds {
+                quota: Amounts { disk_bytes: i.status.size_bytes.max(i.status.progress_bytes), ..Amounts::default() },
+                ..Holds::default()
+            })
+            .unwrap_or_default(),
+        _ => Holds::default(),
+    }
 }
 
 fn signed(v: u64) -> i64 {
@@ -240,10 +255,9 @@ pub(super) async fn record(
     if dialect != Dialect::Postgres {
         return Ok(());
     }
-    let host = |r: Option<&Row>| r.map(host_held).unwrap_or_default().named();
-    let on_host = host(old).into_iter().zip(host(new)).map(|((name, o), (_, n))| (HOST, name, signed(n) - signed(o)));
-    let quota = |r: Option<&Row>| r.map(held).unwrap_or_default();
-    let of_tenant = difference(quota(old), quota(new)).map(|(name, d)| (tenant, name, d)).filter(|_| !tenant.is_empty());
+    let (old, new) = (old.map(holds).unwrap_or_default(), new.map(holds).unwrap_or_default());
+    let on_host = old.host.named().into_iter().zip(new.host.named()).map(|((name, o), (_, n))| (HOST, name, signed(n) - signed(o)));
+    let of_tenant = difference(old.quota, new.quota).map(|(name, d)| (tenant, name, d)).filter(|_| !tenant.is_empty());
     for (tenant, resource, d) in on_host.chain(of_tenant).filter(|(_, _, d)| *d != 0) {
         sqlx::query(
             "INSERT INTO usage (tenant, resource, amount) VALUES ($1, $2, $3) \
@@ -258,17 +272,18 @@ pub(super) async fn record(
     Ok(())
 }
 
-/// Per tenant, what the rows hold.
-pub(super) fn tally<'a>(rows: impl IntoIterator<Item = &'a Row>) -> HashMap<String, Amounts> {
-    let mut out: HashMap<String, Amounts> = HashMap::new();
+/// What the rows hold: per tenant, and of the host.
+pub(super) fn tally<'a>(rows: impl IntoIterator<Item = &'a Row>) -> (HashMap<String, Amounts>, HostUsage) {
+    let (mut by_tenant, mut host): (HashMap<String, Amounts>, HostUsage) = Default::default();
     for r in rows {
-        let h = held(r);
-        if !h.is_zero() {
-            let e = out.entry(r.tenant.clone()).or_default();
-            *e = e.plus(h);
+        let h = holds(r);
+        host = host.plus(h.host);
+        if !h.quota.is_zero() {
+            let e = by_tenant.entry(r.tenant.clone()).or_default();
+            *e = e.plus(h.quota);
         }
     }
-    out
+    (by_tenant, host)
 }
 
 impl Store {
@@ -277,10 +292,14 @@ impl Store {
         if let Some(mem) = &self.mem {
             return Ok(mem.usage_with_pending(tenant));
         }
+        Ok(Amounts::from_named(self.counters(tenant).await?))
+    }
+
+    /// The `(resource, amount)` counters kept under `tenant` (PostgreSQL).
+    async fn counters(&self, tenant: &str) -> Result<Vec<(String, i64)>, StoreError> {
         let rows =
             sqlx::query("SELECT resource, amount FROM usage WHERE tenant = $1").bind(tenant).fetch_all(&mut *self.conn().await?).await?;
-        let named = rows.iter().map(|r| Ok((r.try_get("resource")?, r.try_get("amount")?))).collect::<Result<Vec<_>, sqlx::Error>>()?;
-        Ok(Amounts::from_named(named))
+        Ok(rows.iter().map(|r| Ok((r.try_get("resource")?, r.try_get("amount")?))).collect::<Result<_, sqlx::Error>>()?)
     }
 
     /// What the VMs and volumes hold of the host now (creates staged and not committed yet included).
@@ -288,16 +307,13 @@ impl Store {
         if let Some(mem) = &self.mem {
             return Ok(mem.host_usage_with_pending());
         }
-        let rows =
-            sqlx::query("SELECT resource, amount FROM usage WHERE tenant = $1").bind(HOST).fetch_all(&mut *self.conn().await?).await?;
-        let named = rows.iter().map(|r| Ok((r.try_get("resource")?, r.try_get("amount")?))).collect::<Result<Vec<_>, sqlx::Error>>()?;
-        Ok(HostUsage::from_named(named))
+        Ok(HostUsage::from_named(self.counters(HOST).await?))
     }
 
     /// What object `id` of `kind` holds of the host (nothing when there is no such object).
     pub async fn host_usage_of(&self, kind: ObjectKind, id: &str) -> Result<HostUsage, StoreError> {
         match self.get(kind, id, &super::Scope::All).await {
-            Ok(row) => Ok(host_held(&row)),
+            Ok(row) => Ok(holds(&row).host),
             Err(StoreError::NotFound { .. }) => Ok(HostUsage::default()),
             Err(e) => Err(e),
         }
@@ -334,8 +350,8 @@ impl Store {
         }
         let rows = self.sql_all().await?;
         sqlx::query("DELETE FROM usage").execute(&mut *tx).await?;
-        let host = rows.iter().map(host_held).fold(HostUsage::default(), HostUsage::plus);
-        let counters = tally(&rows)
+        let (by_tenant, host) = tally(&rows);
+        let counters = by_tenant
             .into_iter()
             .flat_map(|(t, a)| a.named().map(|(r, n, _)| (t.clone(), r, n)))
             .chain(host.named().map(|(r, n)| (HOST.to_owned(), r, n)));

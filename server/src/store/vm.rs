@@ -269,16 +269,6 @@ impl Store {
         rows.iter().map(VmRecord::from_row).collect()
     }
 
-    /// Every VM stored or staged to be ([`Self::stage_vm_booting`]): what
-    /// admission checks (capacity, quotas, addresses) must count.
-    pub async fn vms_held(&self) -> Result<Vec<VmRecord>, StoreError> {
-        let rows = match &self.mem {
-            Some(mem) => mem.rows_with_pending(KIND),
-            None => self.all(KIND).await?,
-        };
-        rows.iter().map(VmRecord::from_row).collect()
-    }
-
     /// Replaces a VM's desired state if its version is still `expected`, and
     /// returns the record with the new version.
     pub async fn update_vm_spec(&self, vm: &VmRecord, expected: i64) -> Result<VmRecord, StoreError> {
