@@ -9,7 +9,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 shared=${1:?usage: scripts/k8s.sh SHARED_DIR}
-apt_install etcd-server zstd >&2
+apt_install etcd-server zstd socat >&2
 src="$shared/k8s/kube-apiserver.zst"
 [ -f "$src" ] || die "$src is missing"
 out="$CACHE/k8s"

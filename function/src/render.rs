@@ -148,6 +148,7 @@ pub fn render_vm(owner: &Owner, xr: &VmXrSpec, template: &Template, input: &Func
         namespace: ns.clone(),
         power: xr.state,
         network: if xr.network.is_some() { PodNetwork::PrimaryUdn } else { PodNetwork::Masquerade },
+        address: None,
         attachments: xr.physical_network.iter().map(|p| Attachment { name: PHYSICAL_NIC.into(), network_name: p.clone() }).collect(),
         data_source_namespace: input.data_source_namespace.clone(),
         storage_class: input.storage_class.clone(),

@@ -12,6 +12,7 @@
 //! - [`cluster`]: the client and its verbs (apply, delete, release);
 //!   [`conflict`]: the fields other managers hold, left to them and reported.
 //! - [`watch`]: one reflector per kind, waking the reconciler.
+//! - [`console`]: serial consoles through virt-api's `console` subresource.
 //! - [`vm`]: the VM driver.
 //! - [`image`]: the catalog of DataSources.
 //! - [`import`]: images imported from a URL by CDI into the images namespace.
@@ -26,6 +27,7 @@
 pub mod balancer;
 pub mod cluster;
 pub mod conflict;
+pub mod console;
 pub mod image;
 pub mod import;
 pub mod migration;
@@ -93,6 +95,8 @@ pub struct Shared {
     conflicts: Mutex<HashMap<String, vmaas_model::Reason>>,
     /// Namespaces made (or found) since start.
     namespaces: Mutex<HashSet<String>>,
+    /// The open console connections.
+    consoles: console::Sessions,
 }
 
 impl Shared {
@@ -154,6 +158,7 @@ impl KubevirtBackend {
             refused: Mutex::default(),
             conflicts: Mutex::default(),
             namespaces: Mutex::default(),
+            consoles: console::Sessions::default(),
         };
         for w in [
             &shared.vms,
@@ -187,7 +192,7 @@ impl Backend for KubevirtBackend {
             ObjectKind::VolumeAttachment,
             ObjectKind::Image,
         ];
-        Capabilities { kinds, live_migration: true, gpus: true, console: false }
+        Capabilities { kinds, live_migration: true, gpus: true, console: true }
     }
 
     fn attach(&self, wake: Wake) {
@@ -221,6 +226,10 @@ impl Backend for KubevirtBackend {
 
     fn volumes(&self) -> Option<Arc<VolumeDriver>> {
         Some(Arc::new(volume::Volumes(self.shared.clone())))
+    }
+
+    fn consoles(&self) -> Option<Arc<dyn vmaas_backend::Consoles>> {
+        Some(Arc::new(console::Consoles(self.shared.clone())))
     }
 
     fn image_imports(&self) -> Option<Arc<ImageDriver>> {

@@ -53,6 +53,7 @@ impl Shared {
     /// The objects of `t`, recording the request generations `acted` on.
     fn manifests(&self, t: &VmTarget, acted: Requests) -> Result<Manifests, BackendError> {
         let (ns, network) = self.placement(t)?;
+        let address = self.fixed_address(t, &ns)?;
         let mut machine = t.spec.machine.clone();
         if machine.boot.image == DEFAULT_IMAGE {
             machine.boot.image = self.cfg.default_image.clone();
@@ -65,6 +66,7 @@ impl Shared {
             namespace: ns.clone(),
             power: t.spec.power,
             network,
+            address,
             attachments: vec![],
             data_source_namespace: self.cfg.images_namespace.clone(),
             storage_class: self.cfg.storage_class.clone(),
@@ -119,6 +121,21 @@ impl Shared {
                 "placing the VM",
                 "on the kubevirt backend a VM is on one subnet (its namespace's primary network); it has several",
             )),
+        }
+    }
+
+    /// The address the server's IPAM gave VM `t` on its subnet, in CIDR
+    /// form with the prefix of the subnet's UDN, for OVN-K to give the
+    /// guest. A subnet whose UDN is not seen yet: wait (a launcher pod's
+    /// address is decided once, when it is made).
+    fn fixed_address(&self, t: &VmTarget, ns: &str) -> Result<Option<String>, BackendError> {
+        let Some(a) = t.spec.attachments.first() else { return Ok(None) };
+        let udn = self.udns.get(ns, crate::subnet::UDN).map(|u| as_json(&u));
+        let cidr = udn.as_ref().and_then(|u| u["spec"]["layer2"]["subnets"][0].as_str().map(str::to_owned));
+        let prefix = cidr.as_deref().and_then(|c| c.split_once('/')).map(|(_, p)| p.to_owned());
+        match prefix {
+            Some(p) => Ok(Some(format!("{}/{p}", a.ip))),
+            None => Err(BackendError::transient("giving the VM its address", "its subnet's network is not in the cluster yet")),
         }
     }
 

@@ -17,9 +17,16 @@ const TOKEN: &str = "vmaas-test-token";
 /// those of [`KubeApi`].
 pub struct Cluster {
     children: Vec<Child>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The namespace the processes run in, if they have one of their own.
+    pub netns: Option<crate::netns::Netns>,
     _dir: tempfile::TempDir,
     api: KubeApi,
 }
+
+/// The address an aggregated API server is played at inside an aggregated
+/// cluster's namespace ([`Cluster::start_aggregated`]).
+pub const AGGREGATED_ADDRESS: &str = "10.255.0.1";
 
 /// Requests to the API server as its administrator: cheap to clone, for
 /// tasks that play a controller's part.
@@ -46,6 +53,49 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }
 
+/// etcd's arguments: data in `d`, client, peer and metrics ports from `ports`.
+fn etcd_args<'a>(cmd: &'a mut Command, d: &std::path::Path, [ep, pp, mp, _]: [u16; 4]) -> &'a mut Command {
+    cmd.arg("--data-dir")
+        .arg(d.join("etcd"))
+        .args(["--listen-client-urls", &format!("http://127.0.0.1:{ep}"), "--advertise-client-urls", &format!("http://127.0.0.1:{ep}")])
+        .args(["--listen-peer-urls", &format!("http://127.0.0.1:{pp}"), "--initial-advertise-peer-urls", &format!("http://127.0.0.1:{pp}")])
+        .args(["--initial-cluster", &format!("default=http://127.0.0.1:{pp}"), "--listen-metrics-urls", &format!("http://127.0.0.1:{mp}")])
+}
+
+/// The service-account key pair and the token file, in `d`.
+fn keys(d: &std::path::Path) {
+    let key = d.join("sa.key");
+    let ok = Command::new("openssl").arg("genrsa").arg("-out").arg(&key).arg("2048").stderr(Stdio::null()).status().expect("openssl");
+    assert!(ok.success());
+    let ok = Command::new("openssl")
+        .arg("rsa")
+        .arg("-in")
+        .arg(&key)
+        .arg("-pubout")
+        .arg("-out")
+        .arg(d.join("sa.pub"))
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl");
+    assert!(ok.success());
+    std::fs::write(d.join("tokens.csv"), format!("{TOKEN},admin,1,\"system:masters\"\n")).expect("tokens");
+}
+
+/// kube-apiserver's arguments: etcd and its own port from `ports`, its files in `d`.
+fn apiserver_args(cmd: &mut Command, d: &std::path::Path, [ep, _, _, ap]: [u16; 4]) {
+    cmd.args(["--etcd-servers", &format!("http://127.0.0.1:{ep}"), "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"])
+        .args(["--secure-port", &ap.to_string(), "--authorization-mode=RBAC", "--enable-priority-and-fairness=false"])
+        .arg("--cert-dir")
+        .arg(d.join("certs"))
+        .arg("--token-auth-file")
+        .arg(d.join("tokens.csv"))
+        .args(["--service-account-issuer=https://kubernetes.default.svc", "--service-cluster-ip-range=10.96.0.0/16"])
+        .arg("--service-account-key-file")
+        .arg(d.join("sa.pub"))
+        .arg("--service-account-signing-key-file")
+        .arg(d.join("sa.key"));
+}
+
 fn spawn(cmd: &mut Command, log: &std::path::Path) -> Child {
     let out = std::fs::File::create(log).expect("log file");
     cmd.stdin(Stdio::null()).stdout(out.try_clone().expect("log")).stderr(out).spawn().expect("start a cluster process")
@@ -64,15 +114,26 @@ impl Cluster {
         // A free port found here may be taken by another test before the
         // cluster binds it: then the cluster is started again on new ones.
         for _ in 0..3 {
-            if let Some(c) = Self::try_start().await {
+            if let Some(c) = Self::try_start(None).await {
                 return c;
             }
         }
         panic!("etcd or kube-apiserver found its loopback ports taken three times in a row")
     }
 
+    /// Starts etcd and kube-apiserver, with the API server's aggregation
+    /// layer routing to endpoints, inside a network namespace of their own
+    /// (the aggregator refuses loopback endpoints: an aggregated API server
+    /// is played at [`AGGREGATED_ADDRESS`], which only exists in there).
+    /// The API server is reached through a unix socket, from a loopback
+    /// port of the test process.
+    pub async fn start_aggregated() -> Self {
+        let netns = crate::netns::Netns::make("vmaas-k8s", &format!("{AGGREGATED_ADDRESS}/32"));
+        Self::try_start(Some(netns)).await.expect("a fresh namespace has its ports free")
+    }
+
     /// One attempt of [`Cluster::start`]; `None` if a port was taken.
-    async fn try_start() -> Option<Self> {
+    async fn try_start(netns: Option<crate::netns::Netns>) -> Option<Self> {
         let apiserver = env_path("VMAAS_KUBE_APISERVER", PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.cache/k8s/kube-apiserver"));
         let etcd = env_path("VMAAS_ETCD", PathBuf::from("/usr/bin/etcd"));
         for p in [&apiserver, &etcd] {
@@ -80,64 +141,33 @@ impl Cluster {
         }
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
-        let (ep, pp, mp, ap) = (free_port(), free_port(), free_port(), free_port());
-        let mut children = Vec::new();
-        children.push(spawn(
-            Command::new(&etcd)
-                .arg("--data-dir")
-                .arg(d.join("etcd"))
-                .args([
-                    "--listen-client-urls",
-                    &format!("http://127.0.0.1:{ep}"),
-                    "--advertise-client-urls",
-                    &format!("http://127.0.0.1:{ep}"),
-                ])
-                .args([
-                    "--listen-peer-urls",
-                    &format!("http://127.0.0.1:{pp}"),
-                    "--initial-advertise-peer-urls",
-                    &format!("http://127.0.0.1:{pp}"),
-                ])
-                .args([
-                    "--initial-cluster",
-                    &format!("default=http://127.0.0.1:{pp}"),
-                    "--listen-metrics-urls",
-                    &format!("http://127.0.0.1:{mp}"),
-                ]),
-            &d.join("etcd.log"),
-        ));
-        let key = d.join("sa.key");
-        let ok = Command::new("openssl").arg("genrsa").arg("-out").arg(&key).arg("2048").stderr(Stdio::null()).status().expect("openssl");
-        assert!(ok.success());
-        let ok = Command::new("openssl")
-            .arg("rsa")
-            .arg("-in")
-            .arg(&key)
-            .arg("-pubout")
-            .arg("-out")
-            .arg(d.join("sa.pub"))
-            .stderr(Stdio::null())
-            .status()
-            .expect("openssl");
-        assert!(ok.success());
-        std::fs::write(d.join("tokens.csv"), format!("{TOKEN},admin,1,\"system:masters\"\n")).expect("tokens");
-        children.push(spawn(
-            Command::new(&apiserver)
-                .args(["--etcd-servers", &format!("http://127.0.0.1:{ep}"), "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"])
-                .args(["--secure-port", &ap.to_string(), "--authorization-mode=RBAC", "--enable-priority-and-fairness=false"])
-                .arg("--cert-dir")
-                .arg(d.join("certs"))
-                .arg("--token-auth-file")
-                .arg(d.join("tokens.csv"))
-                .args(["--service-account-issuer=https://kubernetes.default.svc", "--service-cluster-ip-range=10.96.0.0/16"])
-                .arg("--service-account-key-file")
-                .arg(d.join("sa.pub"))
-                .arg("--service-account-signing-key-file")
-                .arg(&key),
-            &d.join("apiserver.log"),
-        ));
+        // A namespace of its own has every port free.
+        let ports = if netns.is_some() { [2379, 2380, 2381, 6443] } else { [free_port(), free_port(), free_port(), free_port()] };
+        let command = |program: &PathBuf| match &netns {
+            Some(n) => n.command(program),
+            None => Command::new(program),
+        };
+        let mut children = vec![spawn(etcd_args(&mut command(&etcd), d, ports), &d.join("etcd.log"))];
+        keys(d);
+        let mut api = command(&apiserver);
+        apiserver_args(&mut api, d, ports);
+        if netns.is_some() {
+            api.arg("--enable-aggregator-routing=true");
+        }
+        children.push(spawn(&mut api, &d.join("apiserver.log")));
+        let mut tasks = Vec::new();
+        let url = match &netns {
+            Some(n) => {
+                let sock = d.join("api.sock");
+                children.push(spawn(&mut n.unix_to_tcp(&sock, &format!("127.0.0.1:{}", ports[3])), &d.join("socat-api.log")));
+                let (addr, task) = crate::netns::loopback_to_unix(sock).await;
+                tasks.push(task);
+                format!("https://{addr}")
+            }
+            None => format!("https://127.0.0.1:{}", ports[3]),
+        };
         let http = reqwest::Client::builder().danger_accept_invalid_certs(true).timeout(Duration::from_secs(30)).build().expect("client");
-        let c = Self { children, api: KubeApi { url: format!("https://127.0.0.1:{ap}"), http }, _dir: dir };
+        let c = Self { children, tasks, netns, api: KubeApi { url, http }, _dir: dir };
         if !c.wait_ready().await {
             return None;
         }
@@ -200,6 +230,23 @@ impl Cluster {
         });
         std::fs::write(&path, config.to_string()).expect("write the kubeconfig");
         path
+    }
+
+    /// The directory of the cluster's data (and of its unix sockets).
+    pub fn dir(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+
+    /// Starts `cmd` (a helper of the cluster: a bridge, a played server),
+    /// logging to `log` in the cluster's directory; stopped with the cluster.
+    pub fn keep(&mut self, cmd: &mut Command, log: &str) {
+        let child = spawn(cmd, &self._dir.path().join(log));
+        self.children.push(child);
+    }
+
+    /// Keeps `task` running until the cluster stops.
+    pub fn keep_task(&mut self, task: tokio::task::JoinHandle<()>) {
+        self.tasks.push(task);
     }
 
     /// A handle for requests that outlives no test: see [`KubeApi`].
@@ -280,6 +327,9 @@ impl Drop for Cluster {
         for c in self.children.iter_mut().rev() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        for t in &self.tasks {
+            t.abort();
         }
     }
 }

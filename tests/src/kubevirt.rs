@@ -73,11 +73,14 @@ async fn round(api: &KubeApi) {
     for (i, vm) in list(api, "/apis/kubevirt.io/v1/virtualmachines").await.iter().enumerate() {
         let same = |v: &&Value| v["metadata"]["namespace"] == vm["metadata"]["namespace"];
         let vmi = vmis.iter().filter(same).find(|v| v["metadata"]["name"] == vm["metadata"]["name"]);
-        // OVN-K's IPAM: an address of the namespace's primary UDN, else of the pod network.
+        // OVN-K's IPAM: the address asked for on the primary UDN (KubeVirt's
+        // IPAM extension passes it on), else one of its range, else of the pod network.
         let udn = udns.iter().filter(same).find_map(|u| u["spec"]["layer2"]["subnets"][0].as_str());
-        let address = match udn.and_then(|c| c.split('/').next()).and_then(|a| a.parse::<std::net::Ipv4Addr>().ok()) {
-            Some(net) => std::net::Ipv4Addr::from(u32::from(net) + 100 + i as u32).to_string(),
-            None => format!("10.244.{}.{}", i / 200, 10 + i % 200),
+        let asked = udn.and_then(|_| asked_address(vm));
+        let address = match (asked, udn.and_then(|c| c.split('/').next()).and_then(|a| a.parse::<std::net::Ipv4Addr>().ok())) {
+            (Some(a), _) => a,
+            (None, Some(net)) => std::net::Ipv4Addr::from(u32::from(net) + 100 + i as u32).to_string(),
+            (None, None) => format!("10.244.{}.{}", i / 200, 10 + i % 200),
         };
         kubevirt(api, vm, vmi, &address).await;
     }
@@ -96,6 +99,14 @@ async fn round(api: &KubeApi) {
         svc["apiVersion"] = json!("v1");
         metallb(api, &svc).await;
     }
+}
+
+/// The address a VM asks OVN-K for on its first NIC
+/// (`network.kubevirt.io/addresses`, `{"default": ["10.0.0.5/24"]}`), without its prefix.
+fn asked_address(vm: &Value) -> Option<String> {
+    let asked = vm["spec"]["template"]["metadata"]["annotations"]["network.kubevirt.io/addresses"].as_str()?;
+    let asked: Value = serde_json::from_str(asked).ok()?;
+    asked["default"][0].as_str()?.split('/').next().map(str::to_owned)
 }
 
 /// What KubeVirt does for one VM.
@@ -243,7 +254,11 @@ pub async fn api_until(s: &Server, t: &str, path: &str, what: &str, pred: impl F
 /// A cluster with the catalog's `test-guest` DataSource and its controllers
 /// played, and a kubevirt server on it (drop order: server, controllers, cluster).
 pub async fn env() -> (Cluster, Controllers, Server) {
-    let k = Cluster::start().await;
+    env_on(Cluster::start().await).await
+}
+
+/// [`env`] on cluster `k` (an aggregated one, say).
+pub async fn env_on(k: Cluster) -> (Cluster, Controllers, Server) {
     k.namespace(IMAGES).await;
     data_source(&k, "test-guest").await;
     let kubevirt = Controllers::start(k.api());

@@ -12,9 +12,11 @@ pub mod guest;
 pub mod images;
 pub mod k8s;
 pub mod kubevirt;
+pub mod netns;
 pub mod objects;
 pub mod oidc;
 pub mod tf;
+pub mod virt_api;
 pub mod vms;
 pub mod xcrd;
 

@@ -24,6 +24,7 @@ fn options(power: PowerState) -> VmOptions {
         namespace: "team-a".into(),
         power,
         network: PodNetwork::Masquerade,
+        address: None,
         attachments: vec![],
         data_source_namespace: "os-images".into(),
         storage_class: None,

@@ -39,7 +39,7 @@ async fn a_subnet_is_a_primary_udn_and_security_groups_are_network_policies() {
     let vm = post(
         "virtual_machines",
         json!({"object": {"metadata": {"name": "web"}, "spec": {"template": "tiny",
-        "network_attachments": [{"subnet": "front", "security_groups": ["web"]}]}}}),
+        "network_attachments": [{"subnet": "front", "security_groups": ["web"], "ip_address": "10.60.1.42"}]}}}),
     )
     .await;
     let ready = vms::wait_ready(&s, &acme, &vm).await;
@@ -60,6 +60,10 @@ async fn a_subnet_is_a_primary_udn_and_security_groups_are_network_policies() {
         json!({"name": "default", "binding": {"name": "l2bridge"}})
     );
     assert_eq!(ready["status"]["internalIPs"][0], ready["status"]["internalIP"], "{ready:#}");
+    // The fixed address is asked of OVN-K's IPAM, which gives the guest exactly it.
+    let asked = kv["spec"]["template"]["metadata"]["annotations"]["network.kubevirt.io/addresses"].as_str().unwrap_or_default();
+    assert_eq!(serde_json::from_str::<Value>(asked).ok(), Some(json!({"default": ["10.60.1.42/24"]})), "{kv:#}");
+    assert_eq!(ready["status"]["internalIP"], "10.60.1.42", "{ready:#}");
 
     let policy = objects_of(&k, "/apis/networking.k8s.io/v1/networkpolicies", &vm).await;
     assert_eq!(policy.len(), 1, "{policy:#?}");

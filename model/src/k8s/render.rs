@@ -22,6 +22,10 @@ pub const VM_LABEL: &str = "vmaas.io/vm";
 pub const PRIMARY_UDN_LABEL: &str = "k8s.ovn.org/primary-user-defined-network";
 /// Label naming the tenant (a team's namespace) a vmaas namespace serves.
 pub const TENANT_LABEL: &str = "vmaas.io/tenant";
+/// Annotation of a VMI template asking OVN-K's IPAM for fixed addresses,
+/// by the VM's network name: `{"default": ["10.0.0.5/24"]}` (KubeVirt's
+/// IPAM extensions turn it into the launcher pod's network request).
+pub const ADDRESSES_ANNOTATION: &str = "network.kubevirt.io/addresses";
 
 /// How floating IPs are implemented.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,6 +87,9 @@ pub struct VmOptions {
     /// How the first NIC (`default`, which carries the floating IP and the
     /// readiness probe) is attached.
     pub network: PodNetwork,
+    /// The first NIC's fixed address on a primary UDN, in CIDR form
+    /// (`10.0.0.5/24`): the guest gets exactly it from OVN-K's IPAM.
+    pub address: Option<String>,
     /// NICs beside the first one (a physical network).
     pub attachments: Vec<Attachment>,
     /// Namespace of the CDI DataSources that images name.
@@ -327,13 +334,17 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
     let labels = BTreeMap::from([(VM_LABEL.to_owned(), o.name.clone())]);
     let (data_volume_templates, disks, volumes) = disks(spec, o);
     let (interfaces, networks) = interfaces(spec, o);
+    let mut annotations = BTreeMap::new();
+    if let (PodNetwork::PrimaryUdn, Some(address)) = (o.network, &o.address) {
+        annotations.insert(ADDRESSES_ANNOTATION.to_owned(), json!({"default": [address]}).to_string());
+    }
     let mut vm = VirtualMachine::new(
         &o.name,
         VirtualMachineSpec {
             run_strategy: if o.power == PowerState::Started { "Always" } else { "Halted" }.into(),
             data_volume_templates,
             template: VmiTemplate {
-                metadata: ObjectMeta { name: None, labels: labels.clone(), annotations: BTreeMap::new() },
+                metadata: ObjectMeta { name: None, labels: labels.clone(), annotations },
                 spec: VmiSpec {
                     domain: Domain {
                         cpu: Cpu { cores: spec.cpu.cores },
@@ -404,6 +415,7 @@ mod tests {
             namespace: "team-a".into(),
             power,
             network: PodNetwork::Masquerade,
+            address: None,
             attachments: vec![],
             data_source_namespace: "images".into(),
             storage_class: None,
@@ -485,6 +497,21 @@ mod tests {
         let vm = serde_json::to_value(render_vm(&probed_on(22), &o).vm).unwrap();
         let first = &vm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][0];
         assert_eq!(first, &json!({"name": "default", "binding": {"name": "l2bridge"}}), "a primary UDN is bridged");
+    }
+
+    #[test]
+    fn a_fixed_address_is_asked_of_ovn_k_on_a_primary_udn_only() {
+        let mut o = options(PowerState::Started);
+        o.address = Some("10.0.0.5/24".into());
+        let vm = serde_json::to_value(render_vm(&probed_on(22), &o).vm).unwrap();
+        assert!(
+            vm["spec"]["template"]["metadata"]["annotations"].get(ADDRESSES_ANNOTATION).is_none(),
+            "the pod network has no fixed address"
+        );
+        o.network = PodNetwork::PrimaryUdn;
+        let vm = serde_json::to_value(render_vm(&probed_on(22), &o).vm).unwrap();
+        let asked = vm["spec"]["template"]["metadata"]["annotations"][ADDRESSES_ANNOTATION].as_str().unwrap();
+        assert_eq!(serde_json::from_str::<Value>(asked).unwrap(), json!({"default": ["10.0.0.5/24"]}));
     }
 
     #[test]

@@ -122,6 +122,7 @@ mod tests {
             namespace: "ns1".into(),
             power: PowerState::Started,
             network: PodNetwork::PrimaryUdn,
+            address: None,
             attachments: vec![],
             data_source_namespace: "os-images".into(),
             storage_class: None,

@@ -1,0 +1,98 @@
+//! The kubevirt backend's serial console: KubeVirt's `console` subresource,
+//! served by a played virt-api behind the real kube-apiserver's aggregation
+//! layer (an `APIService`; `vmaas_tests::virt_api`), in a network namespace
+//! the test makes (the aggregator refuses loopback endpoints). Through the
+//! vmaas API, a console session is typed into and read back, shared by two
+//! viewers, logged, refused to another tenant and to a stopped VM.
+
+use std::time::{Duration, Instant};
+
+use futures::{SinkExt, StreamExt};
+use reqwest::Method;
+use serde_json::Value;
+use tokio_tungstenite::tungstenite::Message;
+use vmaas_tests::Server;
+use vmaas_tests::k8s::Cluster;
+use vmaas_tests::kubevirt::{env_on, the_vm};
+use vmaas_tests::vms::{self, V1};
+
+type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A console WebSocket of VM `id` through a new session.
+async fn open(s: &Server, t: &str, id: &str) -> Ws {
+    let (st, session) = s.raw(Method::POST, &format!("{V1}/virtual_machines/{id}/console_sessions"), Some(t), None).await;
+    assert_eq!(st, 201, "{session}");
+    let url = format!("{}{}", s.endpoint.replace("http://", "ws://"), session["url"].as_str().unwrap());
+    match tokio_tungstenite::connect_async(url.as_str()).await {
+        Ok((ws, _)) => ws,
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
+            panic!("console refused: {} {}\n{}", r.status(), String::from_utf8_lossy(r.body().as_deref().unwrap_or_default()), s.log())
+        }
+        Err(e) => panic!("console: {e}"),
+    }
+}
+
+/// Reads `ws` until what it printed contains `want`; all it printed.
+async fn read_until(ws: &mut Ws, want: &str) -> String {
+    let mut seen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !seen.contains(want) {
+        assert!(Instant::now() < deadline, "no {want:?} on the console; saw: {seen:?}");
+        if let Ok(Some(Ok(m))) = tokio::time::timeout(Duration::from_secs(1), ws.next()).await {
+            seen.push_str(&String::from_utf8_lossy(&m.into_data()));
+        }
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_is_virt_apis_subresource_through_the_aggregator() {
+    let mut k = Cluster::start_aggregated().await;
+    vmaas_tests::virt_api::serve(&mut k).await;
+    let (k, _kubevirt, s) = env_on(k).await;
+    let t = s.token("acme", false);
+    let id = vms::create(&s, &t, "shell", "tiny").await;
+    vms::wait_ready(&s, &t, &id).await;
+    let kv = the_vm(&k, &id).await;
+    let vmi = format!("{}/{}", kv["metadata"]["namespace"].as_str().unwrap(), kv["metadata"]["name"].as_str().unwrap());
+
+    // The greeting names the VMI: the console is that VMI's, through the aggregator.
+    let mut ws = open(&s, &t, &id).await;
+    read_until(&mut ws, &format!("{vmi} ttyS0")).await;
+    ws.send(Message::Text("root\r".into())).await.unwrap();
+    read_until(&mut ws, "root\r\nPassword: ").await;
+
+    // A second viewer shares the line: it gets what was printed, then what is typed by the first.
+    let mut second = open(&s, &t, &id).await;
+    read_until(&mut second, "Password: ").await;
+    ws.send(Message::Binary(b"hunter2\r".to_vec().into())).await.unwrap();
+    read_until(&mut second, "hunter2\r\nPassword: ").await;
+
+    // The log is what the console printed; another tenant gets nothing.
+    let log = String::from_utf8_lossy(&s.cli(&t, &["vm", "logs", "shell"]).stdout).into_owned();
+    assert!(log.contains(&format!("{vmi} ttyS0")) && log.contains("hunter2"), "{log:?}");
+    let other = s.token("globex", false);
+    let (st, _) = s.raw(Method::POST, &format!("{V1}/virtual_machines/{id}/console_sessions"), Some(&other), None).await;
+    assert_eq!(st, 404);
+    drop((ws, second));
+
+    // A stopped VM has no VMI, so no console: a clear error, not a hang.
+    let stop = serde_json::json!({"object": {"spec": {"state": "stopped"}}});
+    let (st, b) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(stop)).await;
+    assert_eq!(st, 200, "{b}");
+    vms::wait_state(&s, &t, &format!("{V1}/virtual_machines/{id}"), "VIRTUAL_MACHINE_STATE_STOPPED", 30).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let refused = loop {
+        let (st, session) = s.raw(Method::POST, &format!("{V1}/virtual_machines/{id}/console_sessions"), Some(&t), None).await;
+        assert_eq!(st, 201, "{session}");
+        let url = format!("{}{}", s.endpoint.replace("http://", "ws://"), session["url"].as_str().unwrap());
+        match tokio_tungstenite::connect_async(url.as_str()).await {
+            Err(tokio_tungstenite::tungstenite::Error::Http(r)) => break r,
+            _ => assert!(Instant::now() < deadline, "the console of a stopped VM still opens"),
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(refused.status().as_u16(), 409, "a failed precondition");
+    let body: Value = serde_json::from_slice(refused.body().as_deref().unwrap_or_default()).unwrap_or_default();
+    assert!(body["message"].as_str().unwrap_or_default().contains("not running"), "{body}");
+}
