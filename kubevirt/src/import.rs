@@ -24,7 +24,7 @@ pub struct Imports(pub(crate) Arc<Shared>);
 
 impl Shared {
     /// The DataVolume and DataSource of imported image `t` with URL `url`.
-    fn import_manifests(&self, t: &ImageTarget, url: &str) -> (Value, Value) {
+    pub(crate) fn import_manifests(&self, t: &ImageTarget, url: &str) -> (Value, Value) {
         let (name, ns) = (data_source_name(&t.id), self.cfg.images_namespace.clone());
         let own = labels(ObjectKind::Image, &t.id);
         let mut storage = json!({"resources": {"requests": {"storage": self.cfg.image_volume_size}}});
@@ -42,6 +42,29 @@ impl Shared {
             "spec": {"source": {"pvc": {"name": name, "namespace": ns}}},
         });
         (dv, ds)
+    }
+}
+
+impl Shared {
+    /// Where uploaded image `t` is: refused (its DataSource says why),
+    /// waiting for its upload (no DataVolume yet), or as CDI reports it.
+    fn uploaded(&self, t: &ImageTarget) -> (ImageObservation, Requeue) {
+        if self.cfg.upload_proxy.is_none() {
+            let why = "this server takes no uploads: start it with --cdi-upload-proxy (CDI's upload proxy), or import from a URL";
+            return (ImageObservation::Failed(why.into()), Requeue::AwaitChange);
+        }
+        let name = data_source_name(&t.id);
+        let ds = self.data_sources.get(&self.cfg.images_namespace, &name).map(|o| as_json(&o));
+        if let Some(why) = ds.as_ref().and_then(|d| d["metadata"]["annotations"][crate::upload::REFUSED].as_str()) {
+            return (ImageObservation::Failed(why.to_owned()), Requeue::AwaitChange);
+        }
+        match self.data_volumes.get(&self.cfg.images_namespace, &name) {
+            Some(dv) => observe(Some(&as_json(&dv)), &self.cfg.image_volume_size),
+            None => (
+                ImageObservation::Pending(format!("waiting for the upload (PUT /api/fulfillment/v1/images/{}/content)", t.id)),
+                Requeue::AwaitChange,
+            ),
+        }
     }
 }
 
@@ -64,10 +87,7 @@ fn observe(dv: Option<&Value>, size: &str) -> (ImageObservation, Requeue) {
 impl Driver<ImageImport, ImageObservation> for Imports {
     async fn ensure(&self, t: &ImageTarget) -> Result<(ImageObservation, Requeue), BackendError> {
         let s = &self.0;
-        let Some(url) = &t.spec.source else {
-            let why = "the kubevirt backend imports images from URLs (CDI); uploads need CDI's upload proxy, which it does not drive yet";
-            return Ok((ImageObservation::Failed(why.into()), Requeue::AwaitChange));
-        };
+        let Some(url) = &t.spec.source else { return Ok(s.uploaded(t)) };
         if t.spec.sha256.is_some() {
             let why = "CDI's HTTP import cannot check a SHA-256: import without `sha256`, or check the file at its source";
             return Ok((ImageObservation::Failed(why.into()), Requeue::AwaitChange));

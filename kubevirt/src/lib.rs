@@ -15,7 +15,8 @@
 //! - [`console`]: serial consoles through virt-api's `console` subresource.
 //! - [`vm`]: the VM driver.
 //! - [`image`]: the catalog of DataSources.
-//! - [`import`]: images imported from a URL by CDI into the images namespace.
+//! - [`import`]: images imported from a URL by CDI into the images namespace;
+//!   [`upload`]: images uploaded through CDI's upload proxy.
 //! - [`migration`]: live migrations as VirtualMachineInstanceMigrations.
 //! - [`subnet`]: subnets as namespaces with a primary layer-2 UDN.
 //! - [`balancer`]: load balancers as selectorless Services and EndpointSlices.
@@ -33,6 +34,7 @@ pub mod import;
 pub mod migration;
 pub mod names;
 pub mod subnet;
+pub mod upload;
 pub mod vm;
 pub mod volume;
 pub mod watch;
@@ -70,6 +72,8 @@ pub struct KubevirtConfig {
     pub floating_ip: FloatingIp,
     /// The size of the volume an imported image is written to (a quantity, e.g. `10Gi`).
     pub image_volume_size: String,
+    /// CDI's upload proxy; none: images cannot be uploaded.
+    pub upload_proxy: Option<upload::UploadProxy>,
 }
 
 /// What the drivers share: the client, the watched objects and what was applied.
@@ -126,6 +130,7 @@ impl Shared {
 /// The backend.
 pub struct KubevirtBackend {
     shared: Arc<Shared>,
+    uploads: Option<Arc<upload::Uploads>>,
 }
 
 /// How long the first list of each watched kind may take at start.
@@ -172,7 +177,12 @@ impl KubevirtBackend {
         ] {
             w.ready(FIRST_LIST).await?;
         }
-        Ok(Self { shared: Arc::new(shared) })
+        let shared = Arc::new(shared);
+        let uploads = match shared.cfg.upload_proxy.clone() {
+            Some(proxy) => Some(Arc::new(upload::Uploads::new(shared.clone(), proxy)?)),
+            None => None,
+        };
+        Ok(Self { shared, uploads })
     }
 }
 
@@ -230,6 +240,10 @@ impl Backend for KubevirtBackend {
 
     fn consoles(&self) -> Option<Arc<dyn vmaas_backend::Consoles>> {
         Some(Arc::new(console::Consoles(self.shared.clone())))
+    }
+
+    fn image_uploads(&self) -> Option<Arc<dyn vmaas_backend::ImageUploads>> {
+        self.uploads.clone().map(|u| u as Arc<dyn vmaas_backend::ImageUploads>)
     }
 
     fn image_imports(&self) -> Option<Arc<ImageDriver>> {

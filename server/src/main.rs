@@ -85,6 +85,12 @@ struct KubevirtArgs {
     /// kubevirt: MetalLB address pool of floating IPs and load balancers [default: MetalLB's choice].
     #[arg(long, env = "VMAAS_METALLB_POOL")]
     metallb_pool: Option<String>,
+    /// kubevirt: URL of CDI's upload proxy, for images uploaded through the API [default: no uploads].
+    #[arg(long, env = "VMAAS_CDI_UPLOAD_PROXY")]
+    cdi_upload_proxy: Option<String>,
+    /// kubevirt: PEM file of the CA that signed the upload proxy's certificate [default: the system's roots].
+    #[arg(long, env = "VMAAS_CDI_UPLOAD_PROXY_CA", requires = "cdi_upload_proxy")]
+    cdi_upload_proxy_ca: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -355,6 +361,10 @@ async fn backend(args: &ServeArgs, data_dir: &std::path::Path, listening: &Liste
                 storage_class: k.storage_class.clone(),
                 image_volume_size: k.image_volume_size.to_string(),
                 floating_ip: vmaas_kubevirt::FloatingIp { provider: "metallb".into(), address_pool: k.metallb_pool.clone() },
+                upload_proxy: k
+                    .cdi_upload_proxy
+                    .clone()
+                    .map(|url| vmaas_kubevirt::upload::UploadProxy { url, ca: k.cdi_upload_proxy_ca.clone() }),
             };
             Arc::new(vmaas_kubevirt::KubevirtBackend::new(cfg).await.context("starting the kubevirt backend")?)
         }

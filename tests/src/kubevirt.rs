@@ -150,7 +150,13 @@ async fn cdi(api: &KubeApi, dv: &Value) {
     if dv["status"]["phase"].is_string() || !dv["metadata"]["deletionTimestamp"].is_null() {
         return;
     }
-    api.write_status(dv, "datavolumes", json!({"phase": "Succeeded", "progress": "100.0%"})).await;
+    // An upload waits for its file (`crate::cdi_upload` fills it); anything else is filled at once.
+    let status = if dv["spec"]["source"]["upload"].is_object() {
+        json!({"phase": "UploadReady", "progress": "N/A"})
+    } else {
+        json!({"phase": "Succeeded", "progress": "100.0%"})
+    };
+    api.write_status(dv, "datavolumes", status).await;
 }
 
 /// What CDI does for one DataSource over a PVC: ready once the
@@ -222,6 +228,10 @@ pub async fn objects_of(k: &KubeApi, path: &str, id: &str) -> Vec<Value> {
     body["items"].as_array().cloned().unwrap_or_default()
 }
 
+/// A template whose `vm_image` parameter picks the image.
+pub const PICK: &str =
+    "id: pick\nparameters:\n  - {name: vm_image, type: string, default: {value: test-guest}}\nspec_defaults:\n  memory: 256Mi\n";
+
 /// KubeVirt VMs, cluster-wide.
 pub const VMS: &str = "/apis/kubevirt.io/v1/virtualmachines";
 /// KubeVirt VMIs, cluster-wide.
@@ -239,8 +249,14 @@ pub async fn the_vm(k: &KubeApi, id: &str) -> Value {
 
 /// A `vmaas-server --backend kubevirt` on `k`, with the `tiny` template.
 pub async fn start(k: &Cluster) -> Server {
+    start_with(k, &[]).await
+}
+
+/// [`start`] with `extra` arguments.
+pub async fn start_with(k: &Cluster, extra: &[&str]) -> Server {
     let kubeconfig = k.kubeconfig();
-    let args = ["--backend", "kubevirt", "--kubeconfig", kubeconfig.to_str().unwrap(), "--default-image", "test-guest"];
+    let mut args = vec!["--backend", "kubevirt", "--kubeconfig", kubeconfig.to_str().unwrap(), "--default-image", "test-guest"];
+    args.extend(extra);
     let s = Server::start_with(Db::Sqlite, &args).await.expect("sqlite");
     vms::publish(&s, TINY);
     s
@@ -259,9 +275,14 @@ pub async fn env() -> (Cluster, Controllers, Server) {
 
 /// [`env`] on cluster `k` (an aggregated one, say).
 pub async fn env_on(k: Cluster) -> (Cluster, Controllers, Server) {
+    env_with(k, &[]).await
+}
+
+/// [`env_on`] with `extra` arguments for the server.
+pub async fn env_with(k: Cluster, extra: &[&str]) -> (Cluster, Controllers, Server) {
     k.namespace(IMAGES).await;
     data_source(&k, "test-guest").await;
     let kubevirt = Controllers::start(k.api());
-    let s = start(&k).await;
+    let s = start_with(&k, extra).await;
     (k, kubevirt, s)
 }

@@ -5,7 +5,9 @@
 //!
 //! Build the binaries first: `cargo build --bins` (the test script does).
 
+pub mod aggregated;
 pub mod browser;
+pub mod cdi_upload;
 pub mod crossplane;
 pub mod files;
 pub mod guest;

@@ -55,13 +55,18 @@ impl Netns {
     /// `socat` inside the namespace, serving TLS with `cert`/`key` on `tcp`
     /// (`10.255.0.1:8443`) and passing each client's plain stream to unix
     /// socket `sock`.
-    pub fn tls_to_unix(&self, tcp: &str, cert: &Path, key: &str, sock: &Path) -> Command {
-        let (host, port) = tcp.rsplit_once(':').unwrap_or((tcp, "443"));
-        let mut c = self.command("socat");
-        c.arg(format!("OPENSSL-LISTEN:{port},bind={host},cert={},key={key},verify=0,fork,reuseaddr", cert.display()))
-            .arg(format!("UNIX-CONNECT:{}", sock.display()));
-        c
+    pub fn tls_to_unix(&self, tcp: &str, cert: &Path, key: &Path, sock: &Path) -> Command {
+        tls_to_unix(self.command("socat"), tcp, cert, key, sock)
     }
+}
+
+/// `socat` (`cmd`) serving TLS with `cert`/`key` on `tcp` and passing each
+/// client's plain stream to unix socket `sock`.
+pub fn tls_to_unix(mut cmd: Command, tcp: &str, cert: &Path, key: &Path, sock: &Path) -> Command {
+    let (host, port) = tcp.rsplit_once(':').unwrap_or((tcp, "443"));
+    cmd.arg(format!("OPENSSL-LISTEN:{port},bind={host},cert={},key={},verify=0,fork,reuseaddr", cert.display(), key.display()))
+        .arg(format!("UNIX-CONNECT:{}", sock.display()));
+    cmd
 }
 
 impl Drop for Netns {

@@ -5,12 +5,8 @@
 //! that exist (a serial line that greets with the VMI's name, echoes what
 //! is typed and answers a line with a prompt), and nothing else.
 //!
-//! It runs in the test process on a unix socket; `socat` in the cluster's
-//! namespace terminates TLS at [`AGGREGATED_ADDRESS`]`:8443` and passes the
-//! stream on, so the aggregator's packets never leave that namespace.
-
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+//! It runs in the test process ([`crate::aggregated`]), so the aggregator's
+//! packets never leave the cluster's namespace.
 
 use axum::Router;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
@@ -21,7 +17,8 @@ use axum::routing::get;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::k8s::{AGGREGATED_ADDRESS, Cluster, KubeApi};
+use crate::aggregated::Aggregated;
+use crate::k8s::{Cluster, KubeApi};
 
 /// The group and version virt-api serves.
 const GROUP_VERSION: &str = "subresources.kubevirt.io/v1";
@@ -30,69 +27,12 @@ const GROUP_VERSION: &str = "subresources.kubevirt.io/v1";
 /// [`Cluster::start_aggregated`]) and waits until the aggregator reports
 /// it available.
 pub async fn serve(cluster: &mut Cluster) {
-    let d = cluster.dir().to_owned();
-    let (sock, cert, key) = (d.join("virt-api.sock"), d.join("virt-api.crt"), d.join("virt-api.key"));
-    let ok = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=virt-api.kubevirt.svc", "-keyout"])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .stderr(Stdio::null())
-        .status()
-        .expect("openssl");
-    assert!(ok.success(), "a certificate for virt-api");
-    let netns = cluster.netns.as_ref().expect("an aggregated cluster (Cluster::start_aggregated)");
-    let mut tls = netns.tls_to_unix(&format!("{AGGREGATED_ADDRESS}:8443"), &cert, &key.display().to_string(), &sock);
-    let listener = tokio::net::UnixListener::bind(&sock).expect("the virt-api socket");
     let app = Router::new()
         .route(&format!("/apis/{GROUP_VERSION}"), get(discovery))
         .route(&format!("/apis/{GROUP_VERSION}/namespaces/{{ns}}/virtualmachineinstances/{{name}}/console"), get(console))
         .with_state(cluster.api());
-    cluster.keep_task(tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    }));
-    cluster.keep(&mut tls, "socat-virt-api.log");
-    register(&cluster.api()).await;
-}
-
-/// What KubeVirt's install makes for virt-api: its namespace, Service,
-/// EndpointSlice (the test plays the endpoint controller) and APIService.
-async fn register(k: &KubeApi) {
-    k.namespace("kubevirt").await;
-    let objects = [
-        (
-            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "virt-api", "namespace": "kubevirt"},
-            "spec": {"ports": [{"port": 443, "targetPort": 8443, "protocol": "TCP"}]}}),
-            "services",
-        ),
-        (
-            json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": "virt-api-1", "namespace": "kubevirt", "labels": {"kubernetes.io/service-name": "virt-api"}},
-            "addressType": "IPv4", "endpoints": [{"addresses": [AGGREGATED_ADDRESS], "conditions": {"ready": true}}],
-            "ports": [{"port": 8443, "protocol": "TCP"}]}),
-            "endpointslices",
-        ),
-        (
-            json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": "v1.subresources.kubevirt.io"},
-            "spec": {"group": "subresources.kubevirt.io", "version": "v1", "service": {"namespace": "kubevirt", "name": "virt-api", "port": 443},
-                "insecureSkipTLSVerify": true, "groupPriorityMinimum": 1000, "versionPriority": 15}}),
-            "apiservices",
-        ),
-    ];
-    for (o, plural) in &objects {
-        let (st, body) = k.apply(o, plural, "virt-operator").await;
-        assert!(st < 300, "{plural}: {st} {body}");
-    }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (_, s) = k.request(Method::GET, "/apis/apiregistration.k8s.io/v1/apiservices/v1.subresources.kubevirt.io", None, None).await;
-        let conditions = s["status"]["conditions"].as_array().cloned().unwrap_or_default();
-        if conditions.iter().any(|c| c["type"] == "Available" && c["status"] == "True") {
-            return;
-        }
-        assert!(Instant::now() < deadline, "virt-api not available to the aggregator: {s:#}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let a = Aggregated { namespace: "kubevirt", service: "virt-api", port: 8443, group: "subresources.kubevirt.io", version: "v1" };
+    crate::aggregated::serve(cluster, &a, app).await;
 }
 
 /// The discovery document the aggregator checks.

@@ -4,7 +4,7 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use vmaas_tests::kubevirt::{IMAGES, api_until, env, objects_of, the_vm};
+use vmaas_tests::kubevirt::{IMAGES, PICK, api_until, env, objects_of, the_vm};
 use vmaas_tests::vms::{self, V1};
 
 /// A volume is a DataVolume in its VM's namespace, hotplugged as a SCSI
@@ -83,9 +83,6 @@ async fn volumes_are_data_volumes_hotplugged_into_kubevirt_vms() {
     api_until(&s, &t, &format!("volumes/{vol}"), "gone", |v| v.is_none()).await;
     assert_eq!(objects_of(&k, "/apis/cdi.kubevirt.io/v1beta1/datavolumes", &vol).await, Vec::<Value>::new());
 }
-
-const PICK: &str =
-    "id: pick\nparameters:\n  - {name: vm_image, type: string, default: {value: test-guest}}\nspec_defaults:\n  memory: 256Mi\n";
 
 /// An image imported from a URL is a CDI import into the images namespace
 /// plus a DataSource of it; a VM boots from it by cloning that DataSource;

@@ -1,0 +1,185 @@
+//! Images uploaded through the API, on a cluster, the way `virtctl
+//! image-upload` does it: a DataVolume with an `upload` source in the
+//! images namespace (`image-<id>`, with its DataSource, as an import has),
+//! an `UploadTokenRequest` to CDI's aggregated API for a token bound to its
+//! PVC, and the file streamed to CDI's upload proxy with that token
+//! (`--cdi-upload-proxy`). The server counts and hashes the bytes on their
+//! way: a file over the limit or with another SHA-256 than asked is
+//! refused, its DataVolume deleted (a new upload makes a new one) and the
+//! refusal kept on the DataSource until then.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tracing::info;
+use vmaas_backend::{BackendError, ImageObservation, ImageTarget, ImageUploads, Upload};
+
+use crate::Shared;
+use crate::cluster::as_json;
+use crate::image::data_source_name;
+
+/// Annotation of an uploaded image's DataSource: why its last upload was refused.
+pub const REFUSED: &str = "vmaas.io/upload-refused";
+
+/// How long an upload waits for CDI to be ready to take it.
+const READY_WAIT: Duration = Duration::from_secs(120);
+
+/// CDI's upload proxy, as the server reaches it.
+#[derive(Debug, Clone)]
+pub struct UploadProxy {
+    /// Its URL (`https://cdi-uploadproxy.example`), without a path.
+    pub url: String,
+    /// A PEM file of the CA its certificate is signed by (else the system's roots).
+    pub ca: Option<PathBuf>,
+}
+
+/// Takes uploaded images to CDI.
+pub struct Uploads {
+    shared: Arc<Shared>,
+    http: reqwest::Client,
+    proxy: UploadProxy,
+}
+
+impl Uploads {
+    /// Uploads through `proxy`.
+    pub(crate) fn new(shared: Arc<Shared>, proxy: UploadProxy) -> Result<Self, BackendError> {
+        let mut b = reqwest::Client::builder().connect_timeout(Duration::from_secs(10));
+        if let Some(path) = &proxy.ca {
+            let context = format!("reading the upload proxy's CA {}", path.display());
+            let pem = std::fs::read(path).map_err(|e| BackendError::invalid(context.clone(), e))?;
+            for cert in reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| BackendError::invalid(context.clone(), e))? {
+                b = b.add_root_certificate(cert);
+            }
+        }
+        let http = b.build().map_err(|e| BackendError::invalid("making the upload proxy's client", e))?;
+        Ok(Self { shared, http, proxy })
+    }
+
+    /// Waits until CDI says the DataVolume `name` takes the upload.
+    async fn ready(&self, name: &str) -> Result<(), String> {
+        let s = &self.shared;
+        let deadline = Instant::now() + READY_WAIT;
+        loop {
+            let dv = s.data_volumes.get(&s.cfg.images_namespace, name).map(|o| as_json(&o));
+            match dv.as_ref().and_then(|d| d["status"]["phase"].as_str()) {
+                Some("UploadReady") => return Ok(()),
+                Some("Succeeded") => return Err("the image was uploaded already".into()),
+                Some("Failed") => return Err("CDI could not prepare the upload".into()),
+                _ if Instant::now() > deadline => {
+                    return Err(format!("CDI did not get ready for the upload in {} s", READY_WAIT.as_secs()));
+                }
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
+
+    /// A token for uploading into PVC `name`, from CDI's aggregated API.
+    async fn token(&self, name: &str) -> Result<String, BackendError> {
+        let ns = &self.shared.cfg.images_namespace;
+        let body = json!({"apiVersion": "upload.cdi.kubevirt.io/v1beta1", "kind": "UploadTokenRequest",
+            "metadata": {"name": name, "namespace": ns}, "spec": {"pvcName": name}});
+        let request = http::Request::post(format!("/apis/upload.cdi.kubevirt.io/v1beta1/namespaces/{ns}/uploadtokenrequests"))
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string().into_bytes())
+            .map_err(|e| BackendError::invalid("asking CDI for an upload token", e))?;
+        let answer: Value = self
+            .shared
+            .cluster
+            .client()
+            .request(request)
+            .await
+            .map_err(|e| BackendError::transient("asking CDI for an upload token", e))?;
+        answer["status"]["token"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| BackendError::transient("asking CDI for an upload token", "the answer has no status.token"))
+    }
+
+    /// Sends `body` to the upload proxy with `token`: what was sent, or why it was refused.
+    async fn send(&self, t: &ImageTarget, token: &str, body: Upload) -> Result<Sent, String> {
+        let count = Arc::new(AtomicU64::new(0));
+        let hasher = Arc::new(std::sync::Mutex::new(Sha256::new()));
+        let max = t.spec.max_bytes;
+        let (c, h) = (count.clone(), hasher.clone());
+        let counted = body.map(move |chunk| {
+            let chunk = chunk?;
+            if c.fetch_add(chunk.len() as u64, Ordering::Relaxed) + chunk.len() as u64 > max {
+                return Err(std::io::Error::other(format!("the file is larger than the {max} bytes allowed")));
+            }
+            if let Ok(mut h) = h.lock() {
+                h.update(&chunk);
+            }
+            Ok(chunk)
+        });
+        let url = format!("{}/v1beta1/upload", self.proxy.url.trim_end_matches('/'));
+        let sent = self.http.post(&url).bearer_auth(token).body(reqwest::Body::wrap_stream(counted)).send().await;
+        let bytes = count.load(Ordering::Relaxed);
+        if bytes > max {
+            return Err(format!("the file is larger than the {max} bytes allowed"));
+        }
+        let response = sent.map_err(|e| format!("sending the file to CDI's upload proxy: {e}"))?;
+        if !response.status().is_success() {
+            let status = response.status();
+            return Err(format!("CDI's upload proxy refused the file ({status}): {}", response.text().await.unwrap_or_default()));
+        }
+        let sha256 = hasher.lock().map(|h| format!("{:x}", h.clone().finalize())).unwrap_or_default();
+        Ok(Sent { bytes, sha256 })
+    }
+
+    /// Refuses the upload of `t`: its DataVolume goes, the reason stays on its DataSource.
+    async fn refuse(&self, t: &ImageTarget, why: String) -> Result<ImageObservation, BackendError> {
+        let s = &self.shared;
+        let name = data_source_name(&t.id);
+        s.cluster.delete(&s.cluster.res.data_volume, &s.cfg.images_namespace, &name).await?;
+        let (_, mut ds) = s.upload_manifests(t);
+        ds["metadata"]["annotations"] = json!({ REFUSED: why });
+        s.cluster.apply(&s.cluster.res.data_source, &ds).await?;
+        info!(image = %t.id, reason = %why, "upload refused");
+        Ok(ImageObservation::Failed(why))
+    }
+}
+
+/// What reached the upload proxy.
+struct Sent {
+    bytes: u64,
+    sha256: String,
+}
+
+impl Shared {
+    /// The DataVolume (an `upload` source) and DataSource of uploaded image `t`.
+    pub(crate) fn upload_manifests(&self, t: &ImageTarget) -> (Value, Value) {
+        let (mut dv, ds) = self.import_manifests(t, "");
+        dv["spec"]["source"] = json!({"upload": {}});
+        (dv, ds)
+    }
+}
+
+#[async_trait]
+impl ImageUploads for Uploads {
+    async fn upload(&self, t: &ImageTarget, body: Upload) -> Result<ImageObservation, BackendError> {
+        let s = &self.shared;
+        let (dv, ds) = s.upload_manifests(t);
+        s.cluster.apply(&s.cluster.res.data_volume, &dv).await?;
+        s.cluster.apply(&s.cluster.res.data_source, &ds).await?;
+        let name = data_source_name(&t.id);
+        if let Err(why) = self.ready(&name).await {
+            return Ok(ImageObservation::Failed(why));
+        }
+        let token = self.token(&name).await?;
+        let sent = match self.send(t, &token, body).await {
+            Ok(sent) => sent,
+            Err(why) => return self.refuse(t, why).await,
+        };
+        if let Some(want) = t.spec.sha256.as_deref().filter(|w| !w.eq_ignore_ascii_case(&sent.sha256)) {
+            return self.refuse(t, format!("the file's SHA-256 is {}, not {want}", sent.sha256)).await;
+        }
+        info!(image = %t.id, bytes = sent.bytes, "image uploaded to CDI");
+        Ok(ImageObservation::Importing { bytes: sent.bytes, total: Some(sent.bytes) })
+    }
+}

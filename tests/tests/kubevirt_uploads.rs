@@ -1,0 +1,81 @@
+//! Image uploads on the kubevirt backend, the way `virtctl image-upload`
+//! does them: a DataVolume with an `upload` source, a token from CDI's
+//! aggregated `UploadTokenRequest` API (played cdi-apiserver behind the real
+//! kube-apiserver's aggregator, in a namespace the test makes), and the file
+//! streamed to CDI's upload proxy (played on loopback, TLS trusted through
+//! `--cdi-upload-proxy-ca`). The bytes CDI receives are the bytes uploaded;
+//! a file with another SHA-256 than asked is refused and a right one then
+//! replaces it; a VM boots from the upload.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use vmaas_tests::Server;
+use vmaas_tests::k8s::Cluster;
+use vmaas_tests::kubevirt::{IMAGES, PICK, api_until, env_with, objects_of, the_vm};
+use vmaas_tests::vms::{self, V1};
+
+/// Creates image `name` to be uploaded, asking for `sha256`; its id.
+async fn image(s: &Server, t: &str, name: &str, sha256: &str) -> String {
+    let body = json!({"object": {"metadata": {"name": name}, "spec": {"sha256": sha256}}});
+    let (st, img) = s.raw(Method::POST, &format!("{V1}/images"), Some(t), Some(body)).await;
+    assert_eq!(st, 201, "{img}");
+    img["object"]["id"].as_str().unwrap().to_owned()
+}
+
+/// PUTs `data` as image `id`'s file: the status and the answer.
+async fn put(s: &Server, t: &str, id: &str, data: Vec<u8>) -> (u16, Value) {
+    let rsp = reqwest::Client::new().put(format!("{}{V1}/images/{id}/content", s.endpoint)).bearer_auth(t).body(data).send().await.unwrap();
+    (rsp.status().as_u16(), rsp.json().await.unwrap_or_default())
+}
+
+fn hex(data: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(data))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_goes_through_cdis_token_api_and_upload_proxy() {
+    let mut k = Cluster::start_aggregated().await;
+    let proxy = vmaas_tests::cdi_upload::serve(&mut k).await;
+    let ca = proxy.ca.display().to_string();
+    let (k, _kubevirt, s) = env_with(k, &["--cdi-upload-proxy", &proxy.url, "--cdi-upload-proxy-ca", &ca]).await;
+    vms::publish(&s, PICK);
+    let t = s.token("acme", false);
+    let state = |v: Option<&Value>| v.and_then(|v| v["status"]["state"].as_str()).unwrap_or("").to_owned();
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+
+    // Waiting for its file, then uploaded: CDI got exactly the bytes.
+    let id = image(&s, &t, "mine", &hex(&data)).await;
+    let waiting = |v: Option<&Value>| v.and_then(|v| v["status"]["message"].as_str()).is_some_and(|m| m.contains("waiting for the upload"));
+    let pending = api_until(&s, &t, &format!("images/{id}"), "waiting for the upload", waiting).await;
+    assert_eq!(state(Some(&pending)), "IMAGE_STATE_PENDING", "{pending:#}");
+    let (st, b) = put(&s, &t, &id, data.clone()).await;
+    assert_eq!(st, 200, "{b}\n{}", s.log());
+    api_until(&s, &t, &format!("images/{id}"), "READY", |v| state(v) == "IMAGE_STATE_READY").await;
+    let dv = objects_of(&k, "/apis/cdi.kubevirt.io/v1beta1/datavolumes", &id).await;
+    assert_eq!((dv.len(), &dv[0]["spec"]["source"]), (1, &json!({"upload": {}})), "{dv:#?}");
+    let pvc = format!("{IMAGES}/{}", dv[0]["metadata"]["name"].as_str().unwrap());
+    assert!(proxy.received.lock().unwrap().get(&pvc) == Some(&data), "CDI received other bytes than uploaded for {pvc}");
+
+    // Another SHA-256 than asked: refused, naming the content; the right file then replaces it.
+    let wanted: Vec<u8> = data.iter().rev().copied().collect();
+    let other = image(&s, &t, "checked", &hex(&wanted)).await;
+    let (st, e) = put(&s, &t, &other, data.clone()).await;
+    assert_eq!(st, 400, "{e}");
+    assert_eq!(e["details"][0]["field"], "content", "{e}");
+    assert!(e["message"].as_str().unwrap_or_default().contains("SHA-256"), "{e}");
+    api_until(&s, &t, &format!("images/{other}"), "FAILED", |v| state(v) == "IMAGE_STATE_FAILED").await;
+    assert!(objects_of(&k, "/apis/cdi.kubevirt.io/v1beta1/datavolumes", &other).await.is_empty(), "the refused file's volume is gone");
+    let (st, b) = put(&s, &t, &other, wanted.clone()).await;
+    assert_eq!(st, 200, "{b}");
+    api_until(&s, &t, &format!("images/{other}"), "READY", |v| state(v) == "IMAGE_STATE_READY").await;
+
+    // A VM boots from the upload: its root disk is cloned from the image's DataSource.
+    let body = json!({"object": {"metadata": {"name": "up"}, "spec": {"template": "pick", "template_parameters": {"vm_image": {"value": "mine"}}}}});
+    let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
+    assert_eq!(st, 201, "{vm}");
+    let vm = vm["object"]["id"].as_str().unwrap().to_owned();
+    vms::wait_ready(&s, &t, &vm).await;
+    let root = the_vm(&k, &vm).await["spec"]["dataVolumeTemplates"][0]["spec"]["sourceRef"].clone();
+    assert_eq!(root["name"], dv[0]["metadata"]["name"], "{root}");
+}
