@@ -26,6 +26,7 @@ use vmaas_server::none_backend::NoBackend;
 mod boot;
 mod events;
 mod grpc;
+mod kubevirt;
 mod migration;
 mod network;
 mod recovery;
@@ -45,6 +46,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// The kubevirt backend on a real kube-apiserver: VMs applied per
+    /// second, create→applied, cluster status change → API, server RSS.
+    Kubevirt {
+        /// VMs created.
+        #[arg(long, default_value_t = 1000)]
+        vms: usize,
+        /// The server binary [default: vmaas-server beside vmaas-bench].
+        #[arg(long)]
+        server: Option<std::path::PathBuf>,
+    },
     /// API throughput and latency versus a bare axum handler.
     Api {
         /// Concurrent connections.
@@ -459,6 +470,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Api { connections, duration, writes_only: true, .. } => writes::report(connections, duration).await,
         Cmd::Api { connections, duration, vms, page, .. } => api(connections, duration, vms, page).await,
         Cmd::Function { calls } => function_bench(calls).await,
+        Cmd::Kubevirt { vms, server } => kubevirt::report(vms, server).await,
         Cmd::Events { watchers, changes } => events::events(watchers, changes).await,
         Cmd::Network { frames } => network::network(frames).await,
         Cmd::Guests { megabytes } => throughput::guests(megabytes).await,

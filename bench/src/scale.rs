@@ -30,20 +30,31 @@ const IDLE_WINDOW: Duration = Duration::from_secs(20);
 const FREEZE: Duration = Duration::from_secs(20);
 
 /// One `vmaas-server` process.
-struct Server {
-    child: Child,
+pub(crate) struct Server {
+    pub(crate) child: Child,
     dir: PathBuf,
-    base: String,
-    http: reqwest::Client,
+    pub(crate) base: String,
+    pub(crate) http: reqwest::Client,
 }
 
 impl Server {
     /// Starts `bin` on `dir` (and `database`), sharing `key` when given; waits until it answers.
     async fn start(bin: &Path, dir: &Path, database: Option<&str>, key: Option<&Path>) -> anyhow::Result<Self> {
+        Self::start_on(bin, dir, database, key, &["--backend", "none"]).await
+    }
+
+    /// [`Server::start`] with the backend `backend` names (`--backend kubevirt …`).
+    pub(crate) async fn start_on(
+        bin: &Path,
+        dir: &Path,
+        database: Option<&str>,
+        key: Option<&Path>,
+        backend: &[&str],
+    ) -> anyhow::Result<Self> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let log = std::fs::File::create(dir.join("server.log"))?;
         let mut cmd = Command::new(bin);
-        cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--backend", "none", "--data-dir"]).arg(dir);
+        cmd.args(["--listen", &format!("127.0.0.1:{port}")]).args(backend).arg("--data-dir").arg(dir);
         if let Some(url) = database {
             cmd.args(["--database-url", url]);
         }
@@ -62,7 +73,7 @@ impl Server {
         Ok(s)
     }
 
-    fn token(&self, bin: &Path, tenant: &str, admin: bool) -> anyhow::Result<String> {
+    pub(crate) fn token(&self, bin: &Path, tenant: &str, admin: bool) -> anyhow::Result<String> {
         crate::server_token(bin, &self.dir, tenant, admin, "4h")
     }
 
@@ -304,8 +315,8 @@ async fn frozen(bin: &Path, a: &Server, t: &Tokens, url: &str) -> anyhow::Result
     Ok(())
 }
 
-/// Runs the benchmark with `n` VMs, on `server` (default: beside this binary).
-pub async fn report(n: usize, server: Option<PathBuf>) -> anyhow::Result<()> {
+/// The server binary: `server`, else `vmaas-server` beside this binary.
+pub(crate) fn server_binary(server: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     let bin = match server {
         Some(b) => b,
         None => std::env::current_exe()?.parent().context("bench directory")?.join("vmaas-server"),
@@ -313,6 +324,12 @@ pub async fn report(n: usize, server: Option<PathBuf>) -> anyhow::Result<()> {
     if !bin.exists() {
         bail!("{} is missing: cargo build --release --bins", bin.display());
     }
+    Ok(bin)
+}
+
+/// Runs the benchmark with `n` VMs, on `server` (default: beside this binary).
+pub async fn report(n: usize, server: Option<PathBuf>) -> anyhow::Result<()> {
+    let bin = server_binary(server)?;
     println!("vmaas-bench api --objects {n}: {} (--backend none)", bin.display());
     one_database(&bin, "SQLite", None, n).await?;
     match std::env::var("VMAAS_BENCH_DATABASE_URL") {

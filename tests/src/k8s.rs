@@ -291,6 +291,12 @@ impl KubeApi {
         (st, resp.json().await.unwrap_or(Value::Null))
     }
 
+    /// A watch of `path` (`…?watch=1`): the streaming response, one JSON event per line.
+    pub async fn watch(&self, path: &str) -> reqwest::Response {
+        let http = reqwest::Client::builder().danger_accept_invalid_certs(true).build().expect("client");
+        http.get(format!("{}{path}", self.url)).bearer_auth(TOKEN).send().await.expect("a watch of kube-apiserver")
+    }
+
     /// The path of an object: `/api/v1/namespaces/NS/services/NAME` or `/apis/GROUP/VERSION/…`.
     pub fn path_of(obj: &Value, plural: &str) -> String {
         let api = obj["apiVersion"].as_str().unwrap_or_default();

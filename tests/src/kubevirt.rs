@@ -82,7 +82,7 @@ async fn round(api: &KubeApi) {
             (None, Some(net)) => std::net::Ipv4Addr::from(u32::from(net) + 100 + i as u32).to_string(),
             (None, None) => format!("10.244.{}.{}", i / 200, 10 + i % 200),
         };
-        kubevirt(api, vm, vmi, &address).await;
+        play_vm(api, vm, vmi, &address).await;
     }
     let dvs = list(api, "/apis/cdi.kubevirt.io/v1beta1/datavolumes").await;
     for dv in &dvs {
@@ -109,8 +109,10 @@ fn asked_address(vm: &Value) -> Option<String> {
     asked["default"][0].as_str()?.split('/').next().map(str::to_owned)
 }
 
-/// What KubeVirt does for one VM.
-async fn kubevirt(api: &KubeApi, vm: &Value, vmi: Option<&Value>, address: &str) {
+/// What KubeVirt does for one VM (`vmi`: its VMI, if it has one): a VM
+/// that should run gets a running, ready VMI with `address`; one that
+/// should not loses its VMI. The VM's own status is written last.
+pub async fn play_vm(api: &KubeApi, vm: &Value, vmi: Option<&Value>, address: &str) {
     if !vm["metadata"]["deletionTimestamp"].is_null() {
         return;
     }

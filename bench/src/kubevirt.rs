@@ -1,0 +1,199 @@
+//! `vmaas-bench kubevirt --vms N`: the kubevirt backend against a real
+//! kube-apiserver and etcd on loopback (`vmaas_tests::k8s`), the real
+//! `vmaas-server` binary (SQLite). N VMs are created through the API by 16
+//! clients over 10 tenants, and a watch of the cluster's VirtualMachines
+//! records when each is applied: objects applied per second (N over the
+//! time from the first create to the last VM seen) and create→applied p50
+//! and p99 (from the create request to the VM's first watch event). Then,
+//! for a sample of the VMs one at a time, the bench plays KubeVirt (a
+//! running, ready VMI and the VM's status: `vmaas_tests::kubevirt::play_vm`)
+//! and measures from the API server's acknowledgement of the last status
+//! write until the vmaas API reports the VM READY (polled every 2 ms).
+//! The server's resident memory is read with the N VMs stored and applied.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use vmaas_tests::k8s::{Cluster, KubeApi};
+use vmaas_tests::kubevirt::{IMAGES, data_source, play_vm};
+
+use crate::percentile;
+use crate::scale::{Server, server_binary};
+
+/// Clients creating VMs.
+const CLIENTS: usize = 16;
+/// Tenants the VMs are spread over.
+const TENANTS: usize = 10;
+/// VMs whose status change is measured.
+const SAMPLES: usize = 100;
+/// The longest the creates and applies may take.
+const LIMIT: Duration = Duration::from_secs(900);
+
+/// When each vmaas VM's KubeVirt VM was first seen, by vmaas id.
+type Seen = Arc<Mutex<HashMap<String, Instant>>>;
+
+/// Follows the cluster's VirtualMachines, recording when each first appears.
+async fn follow(k: KubeApi, seen: Seen) {
+    let mut watch = k.watch("/apis/kubevirt.io/v1/virtualmachines?watch=1").await;
+    let mut buf = Vec::new();
+    while let Ok(Some(chunk)) = watch.chunk().await {
+        buf.extend_from_slice(&chunk);
+        while let Some(end) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=end).collect();
+            let event: Value = serde_json::from_slice(&line).unwrap_or_default();
+            if let Some(id) = event["object"]["metadata"]["labels"]["vmaas.io/id"].as_str()
+                && let Ok(mut s) = seen.lock()
+            {
+                s.entry(id.to_owned()).or_insert_with(Instant::now);
+            }
+        }
+    }
+}
+
+/// The server's resident memory, in MiB.
+fn rss_mib(pid: u32) -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kb: f64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).context("VmRSS")?.trim().trim_end_matches("kB").trim().parse()?;
+    Ok(kb / 1024.0)
+}
+
+/// One VM created: its id, when its create was sent, and its tenant's index.
+type Made = (String, Instant, usize);
+
+/// Creates `n` VMs.
+async fn create(s: &Server, tokens: &[String], n: usize) -> anyhow::Result<Vec<Made>> {
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let (next, http, base, tokens) = (next.clone(), s.http.clone(), s.base.clone(), tokens.to_vec());
+        tasks.push(tokio::spawn(async move {
+            let mut made = Vec::new();
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= n {
+                    return Ok::<_, anyhow::Error>(made);
+                }
+                let body = json!({"object": {"metadata": {"name": format!("vm-{i}")}, "spec": {"template": "bench"}}});
+                let sent = Instant::now();
+                let r = http
+                    .post(format!("{base}/api/fulfillment/v1/virtual_machines"))
+                    .bearer_auth(&tokens[i % tokens.len()])
+                    .json(&body)
+                    .send()
+                    .await?;
+                if r.status() != 201 {
+                    bail!("create {i}: {} {}", r.status(), r.text().await.unwrap_or_default());
+                }
+                let v: Value = r.json().await?;
+                made.push((v["object"]["id"].as_str().context("an id")?.to_owned(), sent, i % tokens.len()));
+            }
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    Ok(all)
+}
+
+/// Waits until every one of `ids` was seen applied.
+async fn applied(seen: &Seen, ids: &[Made], started: Instant) -> anyhow::Result<()> {
+    loop {
+        let missing = seen.lock().map(|s| ids.iter().filter(|(id, ..)| !s.contains_key(id)).count()).unwrap_or(ids.len());
+        if missing == 0 {
+            return Ok(());
+        }
+        if started.elapsed() > LIMIT {
+            bail!("{missing} VMs not applied in {LIMIT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Plays KubeVirt for VM `id` and times until the API says READY, in ms.
+async fn status_change(s: &Server, k: &KubeApi, token: &str, id: &str, i: usize) -> anyhow::Result<f64> {
+    let (_, list) =
+        k.request(reqwest::Method::GET, &format!("/apis/kubevirt.io/v1/virtualmachines?labelSelector=vmaas.io/id={id}"), None, None).await;
+    let vm = list["items"].get(0).cloned().context("the KubeVirt VM")?;
+    play_vm(k, &vm, None, &format!("10.244.{}.{}", i / 200, 10 + i % 200)).await;
+    let changed = Instant::now();
+    let url = format!("{}/api/fulfillment/v1/virtual_machines/{id}", s.base);
+    loop {
+        let v: Value = s.http.get(&url).bearer_auth(token).send().await?.json().await?;
+        if v["object"]["status"]["state"] == "VIRTUAL_MACHINE_STATE_READY" {
+            return Ok(changed.elapsed().as_secs_f64() * 1000.0);
+        }
+        if changed.elapsed() > Duration::from_secs(30) {
+            bail!("VM {id} not READY 30 s after its status changed: {v}");
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "**not met**" }
+}
+
+/// Runs the benchmark with `n` VMs on `server` (default: beside this binary).
+pub async fn report(n: usize, server: Option<PathBuf>) -> anyhow::Result<()> {
+    let bin = server_binary(server)?;
+    let k = Cluster::start().await;
+    k.namespace(IMAGES).await;
+    data_source(&k, "test-guest").await;
+    let dir = tempfile::tempdir()?;
+    let kubeconfig = k.kubeconfig().display().to_string();
+    let backend = ["--backend", "kubevirt", "--kubeconfig", &kubeconfig, "--default-image", "test-guest"];
+    let s = Server::start_on(&bin, dir.path(), None, None, &backend).await?;
+    let admin = s.token(&bin, "ops", true)?;
+    let tokens: Vec<String> = (0..TENANTS).map(|i| s.token(&bin, &format!("tenant{i}"), false)).collect::<anyhow::Result<_>>()?;
+    let tpl = json!({"object": {"id": "bench", "parameters": [{"name": "vm_cpu_cores", "default": {"value": 1}}]}});
+    let api = format!("{}/api/fulfillment/v1", s.base);
+    s.http.post(format!("{api}/virtual_machine_templates")).bearer_auth(&admin).json(&tpl).send().await?.error_for_status()?;
+    let seen: Seen = Arc::default();
+    tokio::spawn(follow(k.api(), seen.clone()));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    println!("vmaas-bench kubevirt --vms {n}: {} (SQLite) on kube-apiserver {}", bin.display(), k.url);
+    let started = Instant::now();
+    let made = create(&s, &tokens, n).await?;
+    applied(&seen, &made, started).await?;
+    let last = seen.lock().map(|s| made.iter().filter_map(|(id, ..)| s.get(id)).max().copied()).ok().flatten().context("seen")?;
+    let rate = n as f64 / last.duration_since(started).as_secs_f64();
+    let mut lat: Vec<f64> = {
+        let s = seen.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+        made.iter().map(|(id, sent, _)| s[id].saturating_duration_since(*sent).as_secs_f64() * 1000.0).collect()
+    };
+    lat.sort_by(f64::total_cmp);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let rss = rss_mib(s.child.id())?;
+
+    let mut changes = Vec::new();
+    for (i, (id, _, tenant)) in made.iter().take(SAMPLES).enumerate() {
+        changes.push(status_change(&s, &k.api(), &tokens[*tenant], id, i).await?);
+    }
+    changes.sort_by(f64::total_cmp);
+    let rss_after = rss_mib(s.child.id())?;
+
+    println!("| kubevirt backend, {n} VMs | figure | goal |");
+    println!("|---|---|---|");
+    println!("| VMs applied per second ({CLIENTS} clients creating) | {rate:.0} | ≥ 200: {} |", verdict(rate >= 200.0));
+    println!("| create → applied, p50 / p99 | {:.0} / {:.0} ms | — |", percentile(&lat, 0.5), percentile(&lat, 0.99));
+    let p99 = percentile(&changes, 0.99);
+    println!(
+        "| cluster status change → API, p50 / p99 ({} VMs) | {:.1} / {p99:.1} ms | p99 ≤ 100 ms: {} |",
+        changes.len(),
+        percentile(&changes, 0.5),
+        verdict(p99 <= 100.0)
+    );
+    println!(
+        "| server RSS with {n} VMs applied | {rss:.0} MiB ({rss_after:.0} MiB after {} ran) | ≤ 200 MiB: {} |",
+        changes.len(),
+        verdict(rss.max(rss_after) <= 200.0)
+    );
+    println!("| the same with two clusters | not measured: a server drives one cluster (several clusters are not built) | — |");
+    Ok(())
+}
