@@ -1,7 +1,8 @@
 //! Subnets on this host: each is a running [`Segment`] of the user-space
 //! switch (`vmaas-switch`), with its plan in `DATA_DIR/subnets/<id>/
 //! subnet.json` and its NICs' sockets under `DATA_DIR/sw/`. The gateway is
-//! the subnet's first address, and the switch's own.
+//! the subnet's first address, and the switch's own. The segments of one
+//! virtual network join its [`Router`]: their gateways route to each other.
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -12,7 +13,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tracing::info;
 use vmaas_backend::{BackendError, Cleanup, Driver, NetworkObservation, Requeue, SubnetSpec, SubnetTarget};
-use vmaas_switch::{Mac, Segment, SubnetConfig, Uplink};
+use vmaas_switch::{Mac, Router, Segment, SubnetConfig, Uplink};
 
 use crate::state::write_atomic;
 
@@ -55,6 +56,8 @@ pub struct Subnets {
     uplink_ifaces: HashMap<String, String>,
     /// The uplinks opened, by network id.
     uplinks: Mutex<HashMap<String, Arc<Uplink>>>,
+    /// The routers of the virtual networks, by network id.
+    routers: Mutex<HashMap<String, Arc<Router>>>,
 }
 
 impl Subnets {
@@ -66,7 +69,14 @@ impl Subnets {
             segments: Mutex::new(HashMap::new()),
             uplink_ifaces: uplinks.iter().cloned().collect(),
             uplinks: Mutex::new(HashMap::new()),
+            routers: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The router of virtual network `network` (made on first use).
+    fn router(&self, network: &str) -> Arc<Router> {
+        let mut routers = self.routers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        routers.entry(network.to_owned()).or_default().clone()
     }
 
     /// The uplink interface the administrator gave network `id` (named
@@ -150,13 +160,16 @@ impl Driver<SubnetSpec, NetworkObservation> for Subnets {
             info!(subnet = %t.id, name = %t.name, cidr = %t.spec.ipv4_cidr, %gateway, "subnet segment running");
         }
         if let Some(segment) = self.segment(&t.id) {
+            segment.join(&self.router(&t.spec.virtual_network));
             self.join_uplink(t, &segment)?;
         }
         Ok((NetworkObservation::Ready, Requeue::AwaitChange))
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
-        self.lock().remove(id);
+        if let Some(segment) = self.lock().remove(id) {
+            segment.leave();
+        }
         let dir = self.dir.join(id);
         match tokio::fs::remove_dir_all(&dir).await {
             Ok(()) => info!(subnet = %id, "subnet removed"),
@@ -167,7 +180,13 @@ impl Driver<SubnetSpec, NetworkObservation> for Subnets {
     }
 
     async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
-        self.lock().retain(|id, _| known.contains(id));
+        self.lock().retain(|id, segment| {
+            let keep = known.contains(id);
+            if !keep {
+                segment.leave();
+            }
+            keep
+        });
         Ok(())
     }
 }
@@ -184,6 +203,24 @@ mod tests {
         assert_eq!((c.gateway, c.prefix), (Ipv4Addr::new(10, 10, 1, 1), 24));
         assert_eq!(c.gateway_mac, switch_config("s1", "10.10.1.0/24").unwrap().gateway_mac, "stable");
         assert!(switch_config("s1", "10.10.1.0/31").is_none() && switch_config("s1", "nope").is_none());
+    }
+
+    #[tokio::test]
+    async fn the_subnets_of_one_network_share_its_router() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Subnets::new(d.path().join("subnets"), &[]);
+        for (id, net, cidr) in [("s1", "n1", "10.10.1.0/24"), ("s2", "n1", "10.10.2.0/24"), ("s3", "n2", "10.20.1.0/24")] {
+            let spec = SubnetSpec { virtual_network: net.into(), network_name: net.into(), ipv4_cidr: cidr.into() };
+            let t = Target { id: id.into(), tenant: "acme".into(), name: id.into(), version: 1, spec };
+            assert_eq!(s.ensure(&t).await.unwrap().0, NetworkObservation::Ready);
+            s.ensure(&t).await.unwrap();
+        }
+        let mut n1 = s.router("n1").subnets();
+        n1.sort();
+        assert_eq!(n1, vec![(Ipv4Addr::new(10, 10, 1, 0), 24), (Ipv4Addr::new(10, 10, 2, 0), 24)], "joined once each");
+        assert_eq!(s.router("n2").subnets(), vec![(Ipv4Addr::new(10, 20, 1, 0), 24)]);
+        s.delete("s2").await.unwrap();
+        assert_eq!(s.router("n1").subnets(), vec![(Ipv4Addr::new(10, 10, 1, 0), 24)], "a deleted subnet leaves");
     }
 
     #[tokio::test]

@@ -173,8 +173,21 @@ pub fn is_request(frame: &[u8], ip: &Ipv4) -> bool {
     ip.proto == crate::frame::PROTO_UDP && ip.ports(frame).is_some_and(|(s, d)| s == CLIENT_PORT && d == SERVER_PORT)
 }
 
-/// The server's answer to the DHCP request in `frame` from `port`, if any.
-pub fn answer(subnet: &SubnetConfig, port: &PortConfig, frame: &[u8], ip: &Ipv4) -> Option<Vec<u8>> {
+/// RFC 3442's classless static routes (option 121): each of `routes`
+/// (network, prefix) via `gateway`.
+pub fn classless_routes(routes: &[(Ipv4Addr, u8)], gateway: Ipv4Addr) -> Vec<u8> {
+    let mut v = Vec::new();
+    for (net, prefix) in routes {
+        v.push(*prefix);
+        v.extend_from_slice(&net.octets()[..usize::from(prefix.div_ceil(8))]);
+        v.extend_from_slice(&gateway.octets());
+    }
+    v
+}
+
+/// The server's answer to the DHCP request in `frame` from `port`, with
+/// `routes` (the sibling subnets the gateway routes to) as option 121.
+pub fn answer(subnet: &SubnetConfig, routes: &[(Ipv4Addr, u8)], port: &PortConfig, frame: &[u8], ip: &Ipv4) -> Option<Vec<u8>> {
     let m = Message::parse(frame.get(ip.payload + 8..)?)?;
     if m.op != 1 || m.chaddr != port.mac {
         return None;
@@ -199,6 +212,11 @@ pub fn answer(subnet: &SubnetConfig, port: &PortConfig, frame: &[u8], ip: &Ipv4)
         options.push((28, subnet.broadcast().octets().to_vec()));
         if let Some(h) = port.hostname.as_ref().filter(|h| !h.is_empty() && h.len() < 64) {
             options.push((12, h.as_bytes().to_vec()));
+        }
+        // Options are at most 255 bytes: 28 routes of a /24 fit.
+        let routes = classless_routes(&routes[..routes.len().min(28)], subnet.gateway);
+        if !routes.is_empty() {
+            options.push((121, routes));
         }
     }
     let reply = Message {

@@ -4,7 +4,11 @@
 //! IPv4 address is dropped (no spoofing), and only ARP and IPv4 pass.
 //! Uplink ports (a physical L2 network) carry any source, and their MACs
 //! are learned. The gateway address of the subnet is the switch's own: it
-//! answers ARP for it and serves DHCP; nothing is routed off the segment.
+//! answers ARP for it and serves DHCP (with a route to each sibling subnet
+//! of the virtual network); an IPv4 frame to the gateway for a sibling
+//! subnet leaves as [`Verdict::Route`] and enters the sibling's fabric by
+//! [`Fabric::route_in`] ([`crate::router`]); anything else sent to the
+//! gateway goes nowhere.
 //! Guest NICs with security groups are firewalled statefully ([`crate::firewall`]).
 
 use std::collections::HashMap;
@@ -84,8 +88,10 @@ pub enum Drop {
     Protocol,
     /// To a MAC no port has.
     Unknown,
-    /// Back to the port it came from, or to the gateway (nothing is routed).
+    /// Back to the port it came from, or to the gateway for no subnet it routes to.
     Nowhere,
+    /// Routed, but its TTL ran out.
+    Expired,
     /// Refused by a security group.
     Firewall,
 }
@@ -99,6 +105,8 @@ pub enum Verdict {
     Flood,
     /// The switch answers the sender with this frame.
     Reply(Vec<u8>),
+    /// To a sibling subnet, through the gateway: the router takes it.
+    Route,
     /// Nowhere.
     Drop(Drop),
 }
@@ -112,6 +120,8 @@ pub struct Stats {
     pub flooded: u64,
     /// Frames the switch answered (ARP, DHCP).
     pub answered: u64,
+    /// Frames routed out to a sibling subnet, and in from one.
+    pub routed: u64,
     /// Frames dropped, by reason.
     pub dropped: HashMap<Drop, u64>,
 }
@@ -123,6 +133,10 @@ pub struct Fabric {
     ports: HashMap<PortId, PortKind>,
     /// Guests' MACs (fixed) and uplinks' learned ones.
     table: HashMap<Mac, PortId>,
+    /// Guests' addresses, for frames routed in.
+    by_ip: HashMap<Ipv4Addr, PortId>,
+    /// The sibling subnets the gateway routes to (network, prefix).
+    routes: Vec<(Ipv4Addr, u8)>,
     conntrack: Conntrack,
     stats: Stats,
 }
@@ -130,7 +144,15 @@ pub struct Fabric {
 impl Fabric {
     /// An empty segment for `subnet`.
     pub fn new(subnet: SubnetConfig) -> Self {
-        Self { subnet, ports: HashMap::new(), table: HashMap::new(), conntrack: Conntrack::default(), stats: Stats::default() }
+        Self {
+            subnet,
+            ports: HashMap::new(),
+            table: HashMap::new(),
+            by_ip: HashMap::new(),
+            routes: Vec::new(),
+            conntrack: Conntrack::default(),
+            stats: Stats::default(),
+        }
     }
 
     /// The subnet.
@@ -143,6 +165,7 @@ impl Fabric {
         self.remove_port(id);
         if let PortKind::Guest(c) = &kind {
             self.table.insert(c.mac, id);
+            self.by_ip.insert(c.ip, id);
         }
         self.ports.insert(id, kind);
     }
@@ -164,6 +187,21 @@ impl Fabric {
     pub fn remove_port(&mut self, id: PortId) {
         self.ports.remove(&id);
         self.table.retain(|_, p| *p != id);
+        self.by_ip.retain(|_, p| *p != id);
+    }
+
+    /// Sets the sibling subnets the gateway routes to (offered by DHCP
+    /// from the next lease on).
+    pub fn set_routes(&mut self, routes: Vec<(Ipv4Addr, u8)>) {
+        self.routes = routes;
+    }
+
+    /// Whether the gateway routes to `ip`.
+    fn routes_to(&self, ip: Ipv4Addr) -> bool {
+        self.routes.iter().any(|(net, prefix)| {
+            let mask = if *prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(*prefix)) };
+            u32::from(ip) & mask == u32::from(*net)
+        })
     }
 
     /// The ports, for flooding.
@@ -204,10 +242,53 @@ impl Fabric {
             }
             None => {}
         }
+        if eth.dst == self.subnet.gateway_mac && eth.ethertype == ETHERTYPE_IPV4 {
+            return self.route_out(from, frame);
+        }
         match self.deliver(from, eth.dst) {
             Verdict::Unicast(to) if eth.ethertype == ETHERTYPE_IPV4 && !self.firewalls_allow(from, to, frame) => self.drop(Drop::Firewall),
             v => v,
         }
+    }
+
+    /// An IPv4 frame from port `from` to the gateway: routed when it is for
+    /// a sibling subnet and the sender's egress rules let it out.
+    fn route_out(&mut self, from: PortId, frame: &[u8]) -> Verdict {
+        let Some(ip) = Ipv4::parse(frame) else { return self.drop(Drop::Protocol) };
+        if !self.routes_to(ip.dst) {
+            return self.drop(Drop::Nowhere);
+        }
+        if let Some(out) = firewall_of(&self.ports, from)
+            && !self.conntrack.allow(&Packet::of(&ip, frame), Some(out), None, std::time::Instant::now())
+        {
+            return self.drop(Drop::Firewall);
+        }
+        self.stats.routed += 1;
+        Verdict::Route
+    }
+
+    /// A frame routed in from a sibling subnet (its sender's egress rules
+    /// passed there): to the guest port with its destination address, as
+    /// that port's ingress rules allow, readdressed from the gateway.
+    pub fn route_in(&mut self, frame: &mut [u8]) -> Verdict {
+        let Some(ip) = Ipv4::parse(frame) else { return self.drop(Drop::Protocol) };
+        let Some((to, mac)) = self.by_ip.get(&ip.dst).and_then(|p| match self.ports.get(p) {
+            Some(PortKind::Guest(c)) => Some((*p, c.mac)),
+            _ => None,
+        }) else {
+            return self.drop(Drop::Unknown);
+        };
+        if let Some(inn) = firewall_of(&self.ports, to)
+            && !self.conntrack.allow(&Packet::of(&ip, frame), None, Some(inn), std::time::Instant::now())
+        {
+            return self.drop(Drop::Firewall);
+        }
+        if !crate::frame::next_hop(frame, mac, self.subnet.gateway_mac) {
+            return self.drop(Drop::Expired);
+        }
+        self.stats.routed += 1;
+        self.stats.unicast += 1;
+        Verdict::Unicast(to)
     }
 
     /// Whether the sender's egress and the receiver's ingress rules (or a
@@ -253,7 +334,7 @@ impl Fabric {
             }
             ETHERTYPE_IPV4 => {
                 let ip = Ipv4::parse(frame)?;
-                dhcp::is_request(frame, &ip).then(|| dhcp::answer(&self.subnet, c, frame, &ip)).flatten()
+                dhcp::is_request(frame, &ip).then(|| dhcp::answer(&self.subnet, &self.routes, c, frame, &ip)).flatten()
             }
             _ => None,
         }

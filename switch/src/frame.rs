@@ -201,6 +201,24 @@ pub fn checksum(data: &[u8]) -> u16 {
     !(sum as u16)
 }
 
+/// Readdresses the IPv4 `frame` for its next hop, as a router does: new
+/// destination and source MACs, TTL one less (and the header checksum
+/// again). False, and nothing changed, when its TTL would run out.
+pub fn next_hop(frame: &mut [u8], dst: Mac, src: Mac) -> bool {
+    let Some(header) = frame.get(ETH_HEADER).map(|b| usize::from(b & 0x0f) * 4) else { return false };
+    if header < 20 || frame.len() < ETH_HEADER + header || frame[ETH_HEADER + 8] <= 1 {
+        return false;
+    }
+    frame[..6].copy_from_slice(&dst.0);
+    frame[6..12].copy_from_slice(&src.0);
+    let ip = &mut frame[ETH_HEADER..ETH_HEADER + header];
+    ip[8] -= 1;
+    ip[10..12].copy_from_slice(&[0, 0]);
+    let sum = checksum(ip);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    true
+}
+
 /// A UDP datagram in an IPv4 packet in an Ethernet frame (UDP checksum 0,
 /// which IPv4 allows).
 pub fn udp_frame(src: (Mac, Ipv4Addr, u16), dst: (Mac, Ipv4Addr, u16), payload: &[u8]) -> Vec<u8> {
@@ -251,6 +269,19 @@ mod tests {
         assert_eq!(ip.ports(&f), Some((67, 68)));
         assert_eq!(checksum(&f[ETH_HEADER..ETH_HEADER + 20]), 0, "a valid header sums to zero");
         assert_eq!(&f[ip.payload + 8..], b"hello");
+    }
+
+    #[test]
+    fn the_next_hop_has_new_macs_one_less_ttl_and_a_valid_checksum() {
+        let (a, b, gw, c) = (Mac::local(b"a"), Mac::local(b"b"), Mac::local(b"gw"), Mac::local(b"c"));
+        let mut f = udp_frame((a, Ipv4Addr::new(10, 0, 1, 5), 1000), (b, Ipv4Addr::new(10, 0, 2, 5), 80), b"x");
+        assert!(next_hop(&mut f, c, gw));
+        let eth = Ethernet::parse(&f).unwrap();
+        assert_eq!((eth.dst, eth.src, f[ETH_HEADER + 8]), (c, gw, 63));
+        assert_eq!(checksum(&f[ETH_HEADER..ETH_HEADER + 20]), 0, "the header sums to zero again");
+        f[ETH_HEADER + 8] = 1;
+        let before = f.clone();
+        assert!(!next_hop(&mut f, a, gw) && f == before, "a TTL that runs out: dropped, untouched");
     }
 
     #[test]

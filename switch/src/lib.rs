@@ -17,6 +17,7 @@
 //! - [`listen`]: a port's socket, TCP on loopback (from this user only)
 //!   or unix.
 //! - [`segment`]: a fabric served on those sockets by tokio tasks.
+//! - [`router`]: routing between the segments of one virtual network.
 //! - [`uplink`]: a network's segments joined to a host TAP device.
 
 #![forbid(unsafe_code)]
@@ -28,11 +29,13 @@ pub mod firewall;
 pub mod frame;
 pub mod listen;
 pub mod port;
+pub mod router;
 pub mod segment;
 pub mod uplink;
 
 pub use fabric::{Fabric, PortConfig, PortId, SubnetConfig};
 pub use frame::Mac;
 pub use listen::PortAddr;
+pub use router::Router;
 pub use segment::{Segment, SegmentError};
 pub use uplink::Uplink;

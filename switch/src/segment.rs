@@ -23,6 +23,7 @@ use tracing::{debug, warn};
 use crate::fabric::{Fabric, PortId, PortKind, Stats, SubnetConfig, Verdict};
 use crate::firewall::Firewall;
 use crate::listen::{Bound, Listener, PortAddr};
+use crate::router::Router;
 use tokio::io::AsyncWriteExt;
 
 use crate::port::read_frame;
@@ -58,10 +59,11 @@ pub enum SegmentError {
     },
 }
 
-/// The fabric and every port's queue.
-struct Switch {
-    fabric: Fabric,
+/// The fabric, every port's queue, and the network's router if the segment joined one.
+pub(crate) struct Switch {
+    pub(crate) fabric: Fabric,
     out: HashMap<PortId, mpsc::Sender<Vec<u8>>>,
+    pub(crate) router: Option<Arc<Router>>,
 }
 
 impl Switch {
@@ -71,10 +73,14 @@ impl Switch {
         self.out.insert(id, out);
     }
 
-    /// Switches one frame that came in on `from` into the queues it goes to.
-    fn forward(&mut self, from: PortId, frame: Vec<u8>) {
+    /// Switches one frame that came in on `from` into the queues it goes
+    /// to; a frame for a sibling subnet is returned with the router that
+    /// takes it (handed over once this segment's lock is let go).
+    #[must_use]
+    fn forward(&mut self, from: PortId, frame: Vec<u8>) -> Option<(Arc<Router>, Vec<u8>)> {
         match self.fabric.receive(from, &frame) {
             Verdict::Unicast(to) => send(&self.out, to, frame),
+            Verdict::Route => return self.router.clone().map(|r| (r, frame)),
             Verdict::Flood => {
                 for (to, _) in self.out.iter().filter(|(p, _)| **p != from) {
                     send(&self.out, *to, frame.clone());
@@ -83,12 +89,31 @@ impl Switch {
             Verdict::Reply(r) => send(&self.out, from, r),
             Verdict::Drop(why) => debug!(port = from, ?why, "frame dropped"),
         }
+        None
+    }
+
+    /// Delivers a frame routed in from a sibling subnet.
+    pub(crate) fn route_in(&mut self, frame: &mut Vec<u8>) {
+        match self.fabric.route_in(frame) {
+            Verdict::Unicast(to) => send(&self.out, to, std::mem::take(frame)),
+            Verdict::Drop(why) => debug!(?why, "routed frame dropped"),
+            _ => {}
+        }
     }
 }
 
-type Shared = Arc<Mutex<Switch>>;
+/// Switches `frame` from port `from` of `switch`, then hands what is to be
+/// routed to the router, with the segment's lock let go.
+fn switch_frame(switch: &Shared, from: PortId, frame: Vec<u8>) {
+    let routed = lock(switch).forward(from, frame);
+    if let Some((router, frame)) = routed {
+        router.route(frame);
+    }
+}
 
-fn lock(s: &Shared) -> MutexGuard<'_, Switch> {
+pub(crate) type Shared = Arc<Mutex<Switch>>;
+
+pub(crate) fn lock(s: &Shared) -> MutexGuard<'_, Switch> {
     s.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -101,7 +126,7 @@ pub struct Segment {
 impl Segment {
     /// Starts an empty segment for `subnet`.
     pub fn start(subnet: SubnetConfig) -> Self {
-        let switch = Arc::new(Mutex::new(Switch { fabric: Fabric::new(subnet), out: HashMap::new() }));
+        let switch = Arc::new(Mutex::new(Switch { fabric: Fabric::new(subnet), out: HashMap::new(), router: None }));
         Self { switch, ports: Mutex::new(HashMap::new()) }
     }
 
@@ -137,7 +162,25 @@ impl Segment {
 
     /// Switches `frame`, which came in on uplink port `id`.
     pub fn inject(&self, id: PortId, frame: Vec<u8>) {
-        lock(&self.switch).forward(id, frame);
+        switch_frame(&self.switch, id, frame);
+    }
+
+    /// Joins `router`, the router of the segment's virtual network: its
+    /// gateway then routes to the router's other segments (again: nothing changes).
+    pub fn join(&self, router: &Arc<Router>) {
+        let subnet = lock(&self.switch).fabric.subnet().clone();
+        let joined = lock(&self.switch).router.as_ref().is_some_and(|r| Arc::ptr_eq(r, router));
+        if !joined {
+            router.join(subnet, &self.switch);
+        }
+    }
+
+    /// Leaves the segment's router, if it joined one.
+    pub fn leave(&self) {
+        let router = lock(&self.switch).router.clone();
+        if let Some(r) = router {
+            r.leave(&self.switch);
+        }
     }
 
     /// Whether port `id` is served.
@@ -181,6 +224,7 @@ impl Segment {
 
 impl Drop for Segment {
     fn drop(&mut self) {
+        self.leave();
         for (_, (task, addr)) in self.lock().drain() {
             task.abort();
             remove_socket(&addr);
@@ -240,7 +284,7 @@ async fn serve(listener: Listener, id: PortId, switch: Shared, mut out: mpsc::Re
             let mut r = tokio::io::BufReader::with_capacity(1 << 16, r);
             let mut buf = Vec::with_capacity(2048);
             while let Ok(true) = read_frame(&mut r, &mut buf).await {
-                lock(&switch_in).forward(id, std::mem::replace(&mut buf, Vec::with_capacity(2048)));
+                switch_frame(&switch_in, id, std::mem::replace(&mut buf, Vec::with_capacity(2048)));
             }
         });
         loop {

@@ -71,3 +71,64 @@ async fn guests_on_one_segment_reach_each_other_and_not_another_segment() {
     let got = guests[2].run(&probe, "ISOLATED", Duration::from_secs(30));
     assert!(got.is_some(), "guest c reached another segment");
 }
+
+/// Segment `third` of 10.56.`third`.0/24.
+fn numbered(third: u8) -> SubnetConfig {
+    SubnetConfig {
+        network: Ipv4Addr::new(10, 56, third, 0),
+        gateway: Ipv4Addr::new(10, 56, third, 1),
+        gateway_mac: Mac::local(&[b'r', third]),
+        ..subnet(0)
+    }
+}
+
+/// Two subnets of one network reach each other through their gateways
+/// (the routes come from DHCP), as the receiver's security group allows,
+/// and a rule added live opens more; a subnet of another network, told by
+/// its guest to go through its gateway, reaches nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sibling_subnets_route_to_each_other_and_another_network_does_not() {
+    use vmaas_switch::Router;
+    use vmaas_switch::firewall::{Firewall, Protocol, Rule};
+    let dir = tempfile::tempdir().unwrap();
+    let (one, two, other) = (Segment::start(numbered(1)), Segment::start(numbered(2)), Segment::start(numbered(3)));
+    let (network, elsewhere) = (Router::new(), Router::new());
+    one.join(&network);
+    two.join(&network);
+    other.join(&elsewhere);
+    let nic =
+        |third: u8| PortConfig { mac: Mac::local(&[b'n', third]), ip: Ipv4Addr::new(10, 56, third, 10), hostname: None, firewall: None };
+    let web = |extra: Option<Rule>| {
+        let http = Rule { protocol: Protocol::Tcp, port_from: 80, port_to: 80, cidr: (Ipv4Addr::new(10, 56, 1, 0), 24) };
+        Some(Firewall { ingress: [Some(http), extra].into_iter().flatten().collect(), egress: vec![] })
+    };
+    let sock = |n: &str| dir.path().join(format!("{n}.sock"));
+    one.add_port(1, PortKind::Guest(nic(1)), &PortAddr::Unix(sock("a"))).await.unwrap();
+    two.add_port(1, PortKind::Guest(PortConfig { firewall: web(None), ..nic(2) }), &PortAddr::Unix(sock("b"))).await.unwrap();
+    other.add_port(1, PortKind::Guest(nic(3)), &PortAddr::Unix(sock("c"))).await.unwrap();
+    let mut guests: Vec<Guest> =
+        [("a", 1), ("b", 2), ("c", 3)].iter().map(|(n, t)| boot(&format!("guest-{n}"), nic(*t).mac, &sock(n))).collect();
+    for (g, name) in guests.iter().zip(["a", "b", "c"]) {
+        assert!(g.expect("vmaas-guest: ready", Duration::from_secs(240)).is_some(), "guest {name} did not boot");
+    }
+    let route =
+        guests[0].run("ip route show 10.56.2.0/24 | sed 's/^/ROUTE: /'", "ROUTE: 10.56.2.0/24 via 10.56.1.1", Duration::from_secs(20));
+    assert!(route.is_some(), "guest a has no route to the sibling subnet from DHCP");
+    let b_ip = nic(2).ip;
+    let fetch = format!("timeout 10 wget -O- http://{b_ip}/ 2>/dev/null | sed -n 's/.*test guest guest-\\(b\\)<.*/PAGE-OF-\\1/p'");
+    let page = (0..5).find_map(|_| guests[0].run(&fetch, "PAGE-OF-b", Duration::from_secs(20)));
+    assert!(page.is_some(), "guest a could not fetch guest b's page across the gateway");
+    let stats = (one.stats().await.unwrap(), two.stats().await.unwrap());
+    assert!(stats.0.routed > 0 && stats.1.routed > 0, "the frames were routed: {stats:?}");
+    // b's security group allows HTTP, not ICMP: a ping waits for a rule added live.
+    let ping = format!("ping -c 1 -W 3 {b_ip} >/dev/null && echo PING\"OK\" || echo PING\"LOST\"");
+    assert!(guests[0].run(&ping, "PINGLOST", Duration::from_secs(20)).is_some(), "ICMP passed b's security group");
+    let icmp = Rule { protocol: Protocol::Icmp, port_from: 0, port_to: 0, cidr: (Ipv4Addr::UNSPECIFIED, 0) };
+    two.set_firewall(1, web(Some(icmp))).await.unwrap();
+    assert!(guests[0].run(&ping, "PINGOK", Duration::from_secs(20)).is_some(), "the ICMP rule added live did not open the ping");
+    // c, on another network's segment, has no route; one it makes goes nowhere.
+    guests[2].run("ip route add 10.56.2.0/24 via 10.56.3.1 && echo ADDED\"ROUTE\"", "ADDEDROUTE", Duration::from_secs(20));
+    let probe = format!("timeout 5 wget -O- http://{b_ip}/ >/dev/null 2>&1 && echo REACH\"ED\" || echo ISO\"LATED\"");
+    assert!(guests[2].run(&probe, "ISOLATED", Duration::from_secs(30)).is_some(), "guest c reached another network's subnet");
+    assert!(other.stats().await.unwrap().routed == 0, "nothing was routed out of the other network");
+}

@@ -148,3 +148,51 @@ fn security_groups_are_enforced_statefully_and_changes_apply_at_once() {
 
 /// Offset of the IPv4 protocol byte in a frame.
 const ETH_HEADER_PROTO: usize = crate::frame::ETH_HEADER + 9;
+
+/// Segment 10.1.`n`.0/24 of one network, with guest `n` at .10.
+fn sibling(n: u8) -> (Fabric, PortConfig) {
+    let subnet = SubnetConfig {
+        network: Ipv4Addr::new(10, 1, n, 0),
+        gateway: Ipv4Addr::new(10, 1, n, 1),
+        gateway_mac: Mac::local(&[b'g', n]),
+        ..subnet()
+    };
+    let g = PortConfig { mac: Mac::local(&[b'v', n]), ip: Ipv4Addr::new(10, 1, n, 10), hostname: None, firewall: None };
+    let mut f = Fabric::new(subnet);
+    f.add_port(1, PortKind::Guest(g.clone()));
+    (f, g)
+}
+
+#[test]
+fn the_gateway_routes_to_sibling_subnets_through_both_nics_security_groups() {
+    use crate::firewall::{Firewall, Protocol, Rule};
+    let ((mut a, ga), (mut b, gb)) = (sibling(1), sibling(2));
+    let gw_a = a.subnet().gateway_mac;
+    let to_b = |sport: u16, dport: u16| udp_frame((ga.mac, ga.ip, sport), (gw_a, gb.ip, dport), b"x");
+    assert_eq!(a.receive(1, &to_b(5000, 80)), Verdict::Drop(Drop::Nowhere), "no route yet");
+    a.set_routes(vec![(Ipv4Addr::new(10, 1, 2, 0), 24)]);
+    b.set_routes(vec![(Ipv4Addr::new(10, 1, 1, 0), 24)]);
+    let mut frame = to_b(5000, 80);
+    assert_eq!(a.receive(1, &frame), Verdict::Route);
+    assert_eq!(b.route_in(&mut frame), Verdict::Unicast(1));
+    let eth = Ethernet::parse(&frame).unwrap();
+    assert_eq!((eth.dst, eth.src, frame[crate::frame::ETH_HEADER + 8]), (gb.mac, b.subnet().gateway_mac, 63), "readdressed, TTL one less");
+    // DHCP offers the route to the sibling, via the gateway (RFC 3442).
+    let offer = dhcp_reply(a.receive(1, &client_frame(ga.mac, MessageType::Discover, [9, 9, 9, 9], None)));
+    let routes = offer.options.iter().find(|(k, _)| *k == 121).map(|(_, v)| v.clone());
+    assert_eq!(routes, Some(vec![24, 10, 1, 2, 10, 1, 1, 1]));
+    // b's ingress rules allow UDP 80 only; a's egress rules, TCP only.
+    let only_80 = vec![Rule { protocol: Protocol::Udp, port_from: 80, port_to: 80, cidr: (Ipv4Addr::UNSPECIFIED, 0) }];
+    b.set_firewall(1, Some(Firewall { ingress: only_80, egress: vec![] }));
+    assert_eq!(b.route_in(&mut to_b(5001, 22)), Verdict::Drop(Drop::Firewall), "the receiver's ingress rules apply");
+    assert_eq!(b.route_in(&mut to_b(5002, 80)), Verdict::Unicast(1));
+    let tcp_out = vec![Rule { protocol: Protocol::Tcp, port_from: 1, port_to: 65535, cidr: (Ipv4Addr::UNSPECIFIED, 0) }];
+    a.set_firewall(1, Some(Firewall { ingress: vec![], egress: tcp_out }));
+    assert_eq!(a.receive(1, &to_b(5003, 80)), Verdict::Drop(Drop::Firewall), "the sender's egress rules apply");
+    // Only guests the API placed are routed to; a TTL that runs out stops.
+    let stranger = udp_frame((ga.mac, ga.ip, 1), (gw_a, Ipv4Addr::new(10, 1, 2, 99), 80), b"x");
+    assert_eq!(b.route_in(&mut stranger.clone()), Verdict::Drop(Drop::Unknown));
+    let mut last = to_b(5004, 80);
+    last[crate::frame::ETH_HEADER + 8] = 1;
+    assert_eq!(b.route_in(&mut last), Verdict::Drop(Drop::Expired));
+}
