@@ -51,7 +51,7 @@ async fn hmp(vm: &Vm, command: &str) -> Result<String, BackendError> {
 }
 
 /// Removes forward `f`; one that is not there is gone already.
-async fn remove(vm: &Vm, netdev: &str, f: &Forward) -> Result<(), BackendError> {
+pub(crate) async fn remove(vm: &Vm, netdev: &str, f: &Forward) -> Result<(), BackendError> {
     let command = format!("hostfwd_remove {netdev} {}", f.host_side());
     let out = hmp(vm, &command).await?;
     if out.ends_with("removed") || out.ends_with("not found") {

@@ -133,8 +133,13 @@ impl Vms {
             Some(_) => Some(free_local_port().map_err(|e| failed("PortForwardFailed", e.to_string()))?),
             None => None,
         };
-        let extra = crate::forwards::wanted(t, external);
+        let mut extra = crate::forwards::wanted(t, external);
         let mut forwards = QemuArgs::forwards(&machine.exposed_ports, external, probe_port.zip(probe.as_ref().map(|p| p.check.port())));
+        if crate::gateway::through_subnet(t) {
+            // Its TCP ports enter through its subnet NIC (the gateway's forwards).
+            extra.retain(crate::gateway::stays_in_qemu);
+            forwards.retain(crate::gateway::stays_in_qemu);
+        }
         forwards.extend(extra.iter().cloned());
         // One user network per VM: the first NIC carries the forwards.
         let nics: Vec<UserNicArg> = machine
@@ -196,15 +201,28 @@ impl Vms {
         vm.file.snapshot = None;
         vm.file.plugged.clear();
         vm.file.save(&vm.dir).await?;
-        let (process, plugged, boot) = match self.clone_shape(&image, t, &args) {
+        let started = match self.clone_shape(&image, t, &args) {
             Ok(shape) => match self.start_clone(&image, &shape, &args, &t.id).await {
                 Ok(c) => {
                     vm.file.plugged = c.plugged;
-                    (c.process, Vec::new(), BootPath::Restored(c.key))
+                    Ok((c.process, Vec::new(), BootPath::Restored(c.key)))
                 }
-                Err(e) => (self.boot_cold(&args, t).await?, plugged, BootPath::Cold(format!("the snapshot could not be used: {e}"))),
+                Err(e) => {
+                    self.boot_cold(&args, t).await.map(|p| (p, plugged, BootPath::Cold(format!("the snapshot could not be used: {e}"))))
+                }
             },
-            Err(why) => (self.boot_cold(&args, t).await?, plugged, BootPath::Cold(why)),
+            Err(why) => self.boot_cold(&args, t).await.map(|p| (p, plugged, BootPath::Cold(why))),
+        };
+        let (process, plugged, boot) = match started {
+            // Another process took the VM's own address between its choice and QEMU's bind: another one, not FAILED.
+            Err(Stop::Failed(r)) if r.reason == "PortForwardFailed" && r.message.contains(&format!("{external}:")) => {
+                self.pool_lock().release(&t.id);
+                vm.file.external_ip = None;
+                vm.file.save(&vm.dir).await?;
+                let why = format!("another process took {external} meanwhile: the VM gets another address");
+                return Err(Stop::Backend(BackendError::transient("starting QEMU", why)));
+            }
+            r => r?,
         };
         info!(vm = %t.id, boot = %boot.note(), "guest started");
         vm.file.volumes = plugged;

@@ -46,6 +46,7 @@ pub mod cidata;
 mod clone;
 pub mod console;
 mod forwards;
+mod gateway;
 pub mod gpus;
 pub mod host;
 mod hotplug;
@@ -183,6 +184,8 @@ pub struct Vms {
     snapshots: snapshot::Snapshots,
     /// `qemu --version`, which snapshots depend on.
     qemu_version: String,
+    /// The forwards of VMs on subnets, through their gateways.
+    gateway: gateway::GatewayForwards,
 }
 
 impl QemuBackend {
@@ -222,6 +225,7 @@ impl QemuBackend {
             image_dir: data.join("images"),
             snapshots: snapshot::Snapshots::new(data.join("snapshots")),
             qemu_version,
+            gateway: gateway::GatewayForwards::default(),
         };
         let snapshot_dir = data.join("snapshots");
         let _ = tokio::task::spawn_blocking(move || snapshot::clean_up_after_crash(&snapshot_dir)).await;
@@ -261,14 +265,30 @@ impl Vms {
 
     fn forget(&self, id: &str) {
         self.map().remove(id);
+        self.gateway.clear(id);
         self.endpoints.remove(id);
         self.quarantine_lock().remove(id);
     }
 
-    /// Gives a running guest the extra forwards `t` asks for.
+    /// Gives a running guest the extra forwards `t` asks for: QEMU's, and
+    /// on a subnet the gateway's (its TCP ports, [`gateway`]).
     async fn sync_forwards(&self, vm: &mut Vm, t: &VmTarget) -> Result<(), BackendError> {
-        let (Some(own), Some(nic), true) = (vm.file.external_ip, t.spec.machine.nics.first(), vm.is_running()) else { return Ok(()) };
-        forwards::sync(vm, &format!("nic-{}", nic.name), forwards::wanted(t, own)).await
+        let (Some(own), Some(nic), true) = (vm.file.external_ip, t.spec.machine.nics.first(), vm.is_running()) else {
+            self.gateway.clear(&t.id);
+            return Ok(());
+        };
+        let netdev = format!("nic-{}", nic.name);
+        let mut wanted = forwards::wanted(t, own);
+        let Some(a) = t.spec.attachments.first() else {
+            self.gateway.clear(&t.id);
+            return forwards::sync(vm, &netdev, wanted).await;
+        };
+        wanted.retain(gateway::stays_in_qemu);
+        forwards::sync(vm, &netdev, wanted).await?;
+        let segment = self.subnets.segment(&a.subnet).ok_or_else(|| {
+            BackendError::transient("forwarding through the subnet's gateway", format!("subnet {} has no running segment yet", a.subnet))
+        })?;
+        self.gateway.sync(vm, &netdev, &segment, a.ip, &gateway::tcp_forwards(t, own)).await
     }
 
     /// Marks `vm` as asked for, and fills in what a rebuilt state file lacks.

@@ -241,7 +241,10 @@ impl Vms {
     async fn forward_again(&self, vm: &Vm, t: &VmTarget) -> Result<(), String> {
         let (Some(external), Some(nic)) = (vm.file.external_ip, t.spec.machine.nics.first()) else { return Ok(()) };
         let probe = crate::probe::effective_probe(&t.spec.machine);
-        let own = QemuArgs::forwards(&t.spec.machine.exposed_ports, external, vm.file.probe_port.zip(probe.map(|p| p.check.port())));
+        let mut own = QemuArgs::forwards(&t.spec.machine.exposed_ports, external, vm.file.probe_port.zip(probe.map(|p| p.check.port())));
+        if crate::gateway::through_subnet(t) {
+            own.retain(crate::gateway::stays_in_qemu);
+        }
         let mut q = Qmp::connect(&vm.path("qmp.sock")).await.map_err(|e| err("connecting to the new QEMU", e))?;
         for f in own.iter().chain(&vm.file.forwards).collect::<Vec<&Forward>>() {
             let command = format!("hostfwd_add nic-{} {}", nic.name, f.rule());

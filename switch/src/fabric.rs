@@ -107,6 +107,8 @@ pub enum Verdict {
     Reply(Vec<u8>),
     /// To a sibling subnet, through the gateway: the router takes it.
     Route,
+    /// To the gateway's own address: its TCP endpoint takes it ([`crate::gateway`]).
+    Local,
     /// Nowhere.
     Drop(Drop),
 }
@@ -255,7 +257,8 @@ impl Fabric {
     /// a sibling subnet and the sender's egress rules let it out.
     fn route_out(&mut self, from: PortId, frame: &[u8]) -> Verdict {
         let Some(ip) = Ipv4::parse(frame) else { return self.drop(Drop::Protocol) };
-        if !self.routes_to(ip.dst) {
+        let local = ip.dst == self.subnet.gateway;
+        if !local && !self.routes_to(ip.dst) {
             return self.drop(Drop::Nowhere);
         }
         if let Some(out) = firewall_of(&self.ports, from)
@@ -263,8 +266,35 @@ impl Fabric {
         {
             return self.drop(Drop::Firewall);
         }
+        if local {
+            return Verdict::Local;
+        }
         self.stats.routed += 1;
         Verdict::Route
+    }
+
+    /// An IP packet from the gateway's own TCP endpoint: to the guest port
+    /// with its destination address, as that port's ingress rules allow,
+    /// framed from the gateway. The verdict and the frame.
+    pub fn take_from_gateway(&mut self, packet: &[u8]) -> (Verdict, Vec<u8>) {
+        let dst = packet.get(16..20).map(|b| Ipv4Addr::new(b[0], b[1], b[2], b[3]));
+        let port = dst.and_then(|d| self.by_ip.get(&d).copied());
+        let Some((to, mac)) = port.and_then(|p| match self.ports.get(&p) {
+            Some(PortKind::Guest(c)) => Some((p, c.mac)),
+            _ => None,
+        }) else {
+            return (self.drop(Drop::Unknown), Vec::new());
+        };
+        let mut frame = crate::frame::ethernet(mac, self.subnet.gateway_mac, ETHERTYPE_IPV4);
+        frame.extend_from_slice(packet);
+        let Some(ip) = Ipv4::parse(&frame) else { return (self.drop(Drop::Protocol), Vec::new()) };
+        if let Some(inn) = firewall_of(&self.ports, to)
+            && !self.conntrack.allow(&Packet::of(&ip, &frame), None, Some(inn), std::time::Instant::now())
+        {
+            return (self.drop(Drop::Firewall), Vec::new());
+        }
+        self.stats.unicast += 1;
+        (Verdict::Unicast(to), frame)
     }
 
     /// A frame routed in from a sibling subnet (its sender's egress rules

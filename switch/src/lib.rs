@@ -18,6 +18,8 @@
 //!   or unix.
 //! - [`segment`]: a fabric served on those sockets by tokio tasks.
 //! - [`router`]: routing between the segments of one virtual network.
+//! - [`gateway`]: the gateway's TCP endpoint, through which host traffic
+//!   (external IPs, load balancers) enters a guest on its subnet NIC.
 //! - [`uplink`]: a network's segments joined to a host TAP device.
 
 #![forbid(unsafe_code)]
@@ -27,6 +29,7 @@ pub mod dhcp;
 pub mod fabric;
 pub mod firewall;
 pub mod frame;
+pub mod gateway;
 pub mod listen;
 pub mod port;
 pub mod router;
@@ -35,6 +38,7 @@ pub mod uplink;
 
 pub use fabric::{Fabric, PortConfig, PortId, SubnetConfig};
 pub use frame::Mac;
+pub use gateway::GatewayForward;
 pub use listen::PortAddr;
 pub use router::Router;
 pub use segment::{Segment, SegmentError};

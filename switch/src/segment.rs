@@ -22,8 +22,10 @@ use tracing::{debug, warn};
 
 use crate::fabric::{Fabric, PortId, PortKind, Stats, SubnetConfig, Verdict};
 use crate::firewall::Firewall;
+use crate::gateway::{self, GatewayForward};
 use crate::listen::{Bound, Listener, PortAddr};
 use crate::router::Router;
+use std::net::{SocketAddr, SocketAddrV4};
 use tokio::io::AsyncWriteExt;
 
 use crate::port::read_frame;
@@ -64,6 +66,8 @@ pub(crate) struct Switch {
     pub(crate) fabric: Fabric,
     out: HashMap<PortId, mpsc::Sender<Vec<u8>>>,
     pub(crate) router: Option<Arc<Router>>,
+    /// The gateway's TCP endpoint, once a forward needs it.
+    gateway: Option<Arc<gateway::Handle>>,
 }
 
 impl Switch {
@@ -81,6 +85,12 @@ impl Switch {
         match self.fabric.receive(from, &frame) {
             Verdict::Unicast(to) => send(&self.out, to, frame),
             Verdict::Route => return self.router.clone().map(|r| (r, frame)),
+            Verdict::Local => {
+                if let Some(g) = &self.gateway {
+                    // Full: dropped; TCP sends it again.
+                    let _ = g.frames.try_send(frame);
+                }
+            }
             Verdict::Flood => {
                 for (to, _) in self.out.iter().filter(|(p, _)| **p != from) {
                     send(&self.out, *to, frame.clone());
@@ -90,6 +100,18 @@ impl Switch {
             Verdict::Drop(why) => debug!(port = from, ?why, "frame dropped"),
         }
         None
+    }
+
+    /// Delivers an IP packet of the gateway's TCP endpoint; false if the
+    /// fabric refused it.
+    pub(crate) fn take_from_gateway(&mut self, packet: &[u8]) -> bool {
+        match self.fabric.take_from_gateway(packet) {
+            (Verdict::Unicast(to), frame) => {
+                send(&self.out, to, frame);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Delivers a frame routed in from a sibling subnet.
@@ -126,7 +148,7 @@ pub struct Segment {
 impl Segment {
     /// Starts an empty segment for `subnet`.
     pub fn start(subnet: SubnetConfig) -> Self {
-        let switch = Arc::new(Mutex::new(Switch { fabric: Fabric::new(subnet), out: HashMap::new(), router: None }));
+        let switch = Arc::new(Mutex::new(Switch { fabric: Fabric::new(subnet), out: HashMap::new(), router: None, gateway: None }));
         Self { switch, ports: Mutex::new(HashMap::new()) }
     }
 
@@ -173,6 +195,20 @@ impl Segment {
         if !joined {
             router.join(subnet, &self.switch);
         }
+    }
+
+    /// Forwards TCP connections to host address `listen` to `guest` (an
+    /// address of a guest NIC on this segment) through the gateway, so the
+    /// guest's security groups see them ([`crate::gateway`]). Stops when
+    /// the returned forward is dropped.
+    pub async fn forward(&self, listen: SocketAddr, guest: SocketAddrV4) -> std::io::Result<GatewayForward> {
+        let handle = {
+            let mut sw = lock(&self.switch);
+            let subnet = sw.fabric.subnet().clone();
+            let weak = Arc::downgrade(&self.switch);
+            sw.gateway.get_or_insert_with(|| gateway::start(subnet.gateway, subnet.prefix, weak)).clone()
+        };
+        gateway::forward(&handle, listen, guest).await
     }
 
     /// Leaves the segment's router, if it joined one.

@@ -162,3 +162,40 @@ async fn external_ips_follow_their_attachment_and_balancers_skip_stopped_targets
     s.cli_json(&t, &["external-ip", "delete", "pub"]);
     until(&s, &t, &front, "counting the two VMs only", |v| v["status"]["users"] == 2).await;
 }
+
+/// Traffic to an external IP and through a load balancer enters a VM on a
+/// subnet through its subnet NIC, where its security groups apply: a group
+/// without port 80 closes both paths (the balancer's probe finds the target
+/// unhealthy), and a rule added live opens both, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_groups_guard_external_ips_and_load_balancers() {
+    let s = Server::start_qemu().await;
+    publish(&s, TINY);
+    let t = s.token("acme", false);
+    s.cli_json(&t, &["network", "create", "lab", "--cidr", "10.41.0.0/16"]);
+    s.cli_json(&t, &["subnet", "create", "front", "--network", "lab", "--cidr", "10.41.1.0/24"]);
+    s.cli_json(&t, &["security-group", "create", "guarded", "--network", "lab", "--ingress", "tcp:22", "--egress", "all"]);
+    let v = s.cli_json(&t, &["vm", "create", "web", "-t", "tiny", "--subnet", "front,sg=guarded", "--wait", "--timeout", "5m"]);
+    let web = v["id"].as_str().or(v["object"]["id"].as_str()).unwrap().to_owned();
+    let ip = s.cli_json(&t, &["external-ip", "create", "pub"]);
+    let addr = ip["status"]["address"].as_str().unwrap().to_owned();
+    s.cli_json(&t, &["external-ip", "attach", "pub", "--vm", "web"]);
+    until(&s, &t, &format!("virtual_machines/{web}"), "showing the external IP", |v| v["status"]["externalIP"] == addr.as_str()).await;
+    let lb = s.cli_json(&t, &["load-balancer", "create", "lb", "--subnet", "front", "--target", "web", "--port", "80"]);
+    let (lb_id, lb_addr) = (lb["id"].as_str().unwrap().to_owned(), lb["status"]["address"].as_str().unwrap().to_owned());
+    until(&s, &t, &format!("load_balancers/{lb_id}"), "probed, web unhealthy", |v| {
+        v["status"]["state"].is_string() && v["status"]["healthy_targets"] == json!([])
+    })
+    .await;
+    // Port 80 is not allowed: neither path answers (the guest's page is served on 80).
+    for _ in 0..3 {
+        assert_eq!(page_of(&addr).await, None, "the external IP passed a security group without port 80");
+        assert_eq!(page_of(&lb_addr).await, None, "the load balancer passed a security group without port 80");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // A rule added live opens both.
+    s.cli_json(&t, &["security-group", "set-rules", "guarded", "--ingress", "tcp:22", "--ingress", "tcp:80", "--egress", "all"]);
+    until_page(&s, &addr, "web").await;
+    until(&s, &t, &format!("load_balancers/{lb_id}"), "web healthy", |v| v["status"]["healthy_targets"] == json!([web])).await;
+    until_page(&s, &lb_addr, "web").await;
+}

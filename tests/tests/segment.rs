@@ -132,3 +132,54 @@ async fn sibling_subnets_route_to_each_other_and_another_network_does_not() {
     assert!(guests[2].run(&probe, "ISOLATED", Duration::from_secs(30)).is_some(), "guest c reached another network's subnet");
     assert!(other.stats().await.unwrap().routed == 0, "nothing was routed out of the other network");
 }
+
+/// An HTTP GET of `/` at `addr` (a forward on the host): the page, or why not.
+async fn get_page(addr: std::net::SocketAddr) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(addr))
+        .await
+        .map_err(|_| "connect timed out".to_owned())?
+        .map_err(|e| e.to_string())?;
+    s.write_all(b"GET / HTTP/1.0\r\nHost: guest\r\n\r\n").await.map_err(|e| e.to_string())?;
+    let mut page = String::new();
+    match tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut page)).await {
+        Ok(Ok(_)) if !page.is_empty() => Ok(page),
+        Ok(Ok(_)) => Err("closed without an answer".into()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no answer in 10 s".into()),
+    }
+}
+
+/// Traffic from the host (what an external IP or a load balancer carries)
+/// enters the guest through the gateway on its subnet NIC, where its
+/// security group applies: closed while port 80 is not allowed, open once
+/// a rule is added live; the guest sees the gateway as the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_traffic_enters_through_the_gateway_where_security_groups_apply() {
+    use vmaas_switch::firewall::{Firewall, Protocol, Rule};
+    let dir = tempfile::tempdir().unwrap();
+    let seg = Segment::start(numbered(7));
+    let nic = PortConfig { mac: Mac::local(b"gw-test"), ip: Ipv4Addr::new(10, 56, 7, 10), hostname: None, firewall: None };
+    let rule = |port: u16| Rule { protocol: Protocol::Tcp, port_from: port, port_to: port, cidr: (Ipv4Addr::UNSPECIFIED, 0) };
+    let ssh_only = Firewall { ingress: vec![rule(22)], egress: vec![] };
+    let sock = dir.path().join("g.sock");
+    seg.add_port(1, PortKind::Guest(PortConfig { firewall: Some(ssh_only.clone()), ..nic.clone() }), &PortAddr::Unix(sock.clone()))
+        .await
+        .unwrap();
+    let mut guest = boot("guest-g", nic.mac, &sock);
+    assert!(guest.expect("vmaas-guest: ready", Duration::from_secs(240)).is_some(), "the guest did not boot");
+    let fwd = seg.forward("127.0.0.1:0".parse().unwrap(), std::net::SocketAddrV4::new(nic.ip, 80)).await.unwrap();
+    let asked = std::time::Instant::now();
+    let refused = get_page(fwd.local_addr()).await;
+    assert_eq!(refused, Err("closed without an answer".into()), "port 80 answered through a security group that does not allow it");
+    // Closed by the refusal itself, not by the gateway's 3 s connect timeout: a load balancer's probe sees a refusing guest.
+    assert!(asked.elapsed() < Duration::from_secs(3), "the refused connection stayed open {:?}", asked.elapsed());
+    let web = Firewall { ingress: vec![rule(22), rule(80)], egress: vec![] };
+    seg.set_firewall(1, Some(web)).await.unwrap();
+    let page = get_page(fwd.local_addr()).await.expect("the page once port 80 is allowed");
+    assert!(page.contains("test guest guest-g"), "{page}");
+    // The guest saw the gateway as its client.
+    let seen = guest.run("netstat -tn 2>/dev/null | grep -c 10.56.7.1: | sed 's/^/FROM-G''W: /'", "FROM-GW: ", Duration::from_secs(10));
+    assert!(seen.is_some_and(|l| !l.ends_with(" 0")), "no connection from the gateway in the guest's table");
+    drop(fwd);
+}
