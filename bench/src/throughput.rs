@@ -155,7 +155,52 @@ pub async fn guests(megabytes: u32) -> anyhow::Result<()> {
         stream / inet
     );
     println!("DHCP, request to address in the guest (mean of 5 rounds): {dhcp:.0} ms");
+    let (gateway, user) = host_to_guest(megabytes).await?;
+    println!("host to guest TCP ({megabytes} MiB from the host into one guest's nc):");
+    println!("  through its subnet's gateway (a VM on a subnet: external IPs, load balancers): {gateway:.1} MB/s");
+    println!("  through QEMU's user network (hostfwd on eth0, a VM without subnets):          {user:.1} MB/s");
+    println!("  ratio gateway / user network: {:.2}", gateway / user);
     Ok(())
+}
+
+/// MB/s of `megabytes` sent by the host to `to` (a guest's `nc -l -p 5001`,
+/// started anew): from the connect to the guest's close after the last byte.
+async fn send_to(guest: &mut Guest, to: std::net::SocketAddr, megabytes: u32) -> anyhow::Result<f64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    tokio::task::block_in_place(|| guest.run("nc -l -p 5001 >/dev/null & echo LIST''ENING", "LISTENING", Duration::from_secs(20)))
+        .context("nc -l")?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let limit = Duration::from_secs(120 + u64::from(megabytes));
+    let started = std::time::Instant::now();
+    let run = async {
+        let mut c = tokio::net::TcpStream::connect(to).await?;
+        let chunk = vec![0u8; 64 * 1024];
+        for _ in 0..megabytes * 16 {
+            c.write_all(&chunk).await?;
+        }
+        c.shutdown().await?;
+        let mut rest = Vec::new();
+        c.read_to_end(&mut rest).await?;
+        anyhow::Ok(())
+    };
+    tokio::time::timeout(limit, run).await.context("the transfer did not finish")??;
+    Ok(f64::from(megabytes) * 1.048_576 / started.elapsed().as_secs_f64().max(0.01))
+}
+
+/// One guest on a segment, with its port 5001 forwarded both through the
+/// segment's gateway and by QEMU's user network; MB/s through each.
+async fn host_to_guest(megabytes: u32) -> anyhow::Result<(f64, f64)> {
+    let seg = Segment::start(subnet());
+    let port = seg.add_port(1, PortKind::Guest(nic(1)), &PortAddr::Tcp(0)).await?;
+    let user_port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let stream = format!("stream,id=seg,server=off,{},reconnect-ms=1000", port.qemu_options());
+    let hostfwd = format!(",hostfwd=tcp:127.0.0.1:{user_port}-:5001");
+    let mut g = Guest::boot_with("bench-h", &nic(1).mac.to_string(), &stream, &hostfwd);
+    g.expect("vmaas-guest: ready", BOOT).context("the guest did not boot")?;
+    let fwd = seg.forward("127.0.0.1:0".parse()?, std::net::SocketAddrV4::new(nic(1).ip, 5001)).await?;
+    let gateway = send_to(&mut g, fwd.local_addr(), megabytes).await?;
+    let user = send_to(&mut g, std::net::SocketAddr::from(([127, 0, 0, 1], user_port)), megabytes).await?;
+    Ok((gateway, user))
 }
 
 #[cfg(test)]

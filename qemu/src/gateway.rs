@@ -1,10 +1,10 @@
-//! Host traffic to a VM on a subnet enters through its subnet NIC: the TCP
-//! ports of its own address (exposed ports, load-balanced ports) and of
-//! its external IPs are served by the server and carried into the guest by
-//! the gateway of its first subnet ([`vmaas_switch::gateway`]), so its
-//! security groups apply to them as to any traffic on the subnet (the guest
-//! sees the gateway's address as the client). A VM without a subnet keeps
-//! QEMU's forwards on its management NIC, as do UDP ports and the server's
+//! Host traffic to a VM on a subnet enters through its subnet NIC: the
+//! ports (TCP and UDP) of its own address (exposed ports, load-balanced
+//! ports) and of its external IPs are served by the server and carried into
+//! the guest by the gateway of its first subnet ([`vmaas_switch::gateway`]),
+//! so its security groups apply to them as to any traffic on the subnet
+//! (the guest sees the gateway's address as the client). A VM without a
+//! subnet keeps QEMU's forwards on its management NIC, as does the server's
 //! own readiness probe. The forwards live in the server: a restarted server
 //! makes them again on its first pass.
 
@@ -20,20 +20,20 @@ use vmaas_switch::{GatewayForward, Segment};
 use crate::argv::Forward;
 use crate::lifecycle::Vm;
 
-/// Whether `t`'s TCP host traffic enters through its subnet NIC.
+/// Whether `t`'s host traffic enters through its subnet NIC.
 pub(crate) fn through_subnet(t: &VmTarget) -> bool {
     !t.spec.attachments.is_empty()
 }
 
-/// Whether forward `f` stays a QEMU forward for a VM on a subnet: UDP, or
-/// the readiness probe's (on 127.0.0.1, not the VM's own address).
+/// Whether forward `f` stays a QEMU forward for a VM on a subnet: the
+/// readiness probe's (on 127.0.0.1, not the VM's own address).
 pub(crate) fn stays_in_qemu(f: &Forward) -> bool {
-    f.protocol != Protocol::Tcp || f.host == Ipv4Addr::LOCALHOST
+    f.host == Ipv4Addr::LOCALHOST
 }
 
-/// The TCP forwards of `t` whose own address is `own`: its exposed ports
-/// there, and what [`crate::forwards::wanted`] adds.
-pub(crate) fn tcp_forwards(t: &VmTarget, own: Ipv4Addr) -> Vec<Forward> {
+/// The gateway forwards of `t` whose own address is `own`: its exposed
+/// ports there, and what [`crate::forwards::wanted`] adds.
+pub(crate) fn gateway_forwards(t: &VmTarget, own: Ipv4Addr) -> Vec<Forward> {
     let mut all = crate::argv::QemuArgs::forwards(&t.spec.machine.exposed_ports, own, None);
     all.extend(crate::forwards::wanted(t, own));
     all.retain(|f| !stays_in_qemu(f));
@@ -92,13 +92,19 @@ impl GatewayForwards {
     async fn open(&self, vm: &Vm, netdev: &str, segment: &Segment, guest: Ipv4Addr, f: &Forward) -> Result<GatewayForward, BackendError> {
         let listen = SocketAddr::from((f.host, f.host_port));
         let to = SocketAddrV4::new(guest, f.guest_port);
-        match segment.forward(listen, to).await {
+        let open = || async {
+            match f.protocol {
+                Protocol::Udp => segment.forward_udp(listen, to).await,
+                _ => segment.forward(listen, to).await,
+            }
+        };
+        match open().await {
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
                 crate::forwards::remove(vm, netdev, f).await?;
-                segment.forward(listen, to).await
+                open().await
             }
             r => r,
         }
-        .map_err(|e| BackendError::transient(format!("listening on {listen} for the guest's {to}"), e))
+        .map_err(|e| BackendError::transient(format!("listening on {} {listen} for the guest's {to}", f.protocol.as_str()), e))
     }
 }

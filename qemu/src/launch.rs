@@ -136,7 +136,7 @@ impl Vms {
         let mut extra = crate::forwards::wanted(t, external);
         let mut forwards = QemuArgs::forwards(&machine.exposed_ports, external, probe_port.zip(probe.as_ref().map(|p| p.check.port())));
         if crate::gateway::through_subnet(t) {
-            // Its TCP ports enter through its subnet NIC (the gateway's forwards).
+            // Its ports enter through its subnet NIC (the gateway's forwards).
             extra.retain(crate::gateway::stays_in_qemu);
             forwards.retain(crate::gateway::stays_in_qemu);
         }

@@ -270,8 +270,8 @@ impl Vms {
         self.quarantine_lock().remove(id);
     }
 
-    /// Gives a running guest the extra forwards `t` asks for: QEMU's, and
-    /// on a subnet the gateway's (its TCP ports, [`gateway`]).
+    /// Gives a running guest the extra forwards `t` asks for: QEMU's, or
+    /// on a subnet the gateway's ([`gateway`]).
     async fn sync_forwards(&self, vm: &mut Vm, t: &VmTarget) -> Result<(), BackendError> {
         let (Some(own), Some(nic), true) = (vm.file.external_ip, t.spec.machine.nics.first(), vm.is_running()) else {
             self.gateway.clear(&t.id);
@@ -288,7 +288,7 @@ impl Vms {
         let segment = self.subnets.segment(&a.subnet).ok_or_else(|| {
             BackendError::transient("forwarding through the subnet's gateway", format!("subnet {} has no running segment yet", a.subnet))
         })?;
-        self.gateway.sync(vm, &netdev, &segment, a.ip, &gateway::tcp_forwards(t, own)).await
+        self.gateway.sync(vm, &netdev, &segment, a.ip, &gateway::gateway_forwards(t, own)).await
     }
 
     /// Marks `vm` as asked for, and fills in what a rebuilt state file lacks.

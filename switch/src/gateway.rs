@@ -29,7 +29,10 @@ use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
 use crate::frame::ETH_HEADER;
+
+mod udp;
 use crate::segment::{Switch, runtime};
+use udp::{Datagram, Sessions};
 
 /// How long a connection to a guest may take to be accepted.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -43,6 +46,7 @@ pub(crate) struct Handle {
     /// IPv4 frames for the gateway's address.
     pub(crate) frames: mpsc::Sender<Vec<u8>>,
     conns: mpsc::Sender<(TcpStream, SocketAddrV4)>,
+    datagrams: mpsc::Sender<Datagram>,
 }
 
 /// One forward of a host address to a guest's; stops listening when dropped.
@@ -69,8 +73,9 @@ impl Drop for GatewayForward {
 pub(crate) fn start(gateway: Ipv4Addr, prefix: u8, switch: Weak<Mutex<Switch>>) -> Arc<Handle> {
     let (frames, frames_rx) = mpsc::channel(4096);
     let (conns, conns_rx) = mpsc::channel(256);
-    runtime().spawn(run(Stack::new(gateway, prefix), frames_rx, conns_rx, switch));
-    Arc::new(Handle { frames, conns })
+    let (datagrams, datagrams_rx) = mpsc::channel(1024);
+    runtime().spawn(run(Stack::new(gateway, prefix), Inputs { frames: frames_rx, conns: conns_rx, datagrams: datagrams_rx }, switch));
+    Arc::new(Handle { frames, conns, datagrams })
 }
 
 /// Listens on `listen` and hands each connection to the stack of `handle`, for `guest`.
@@ -93,6 +98,29 @@ pub(crate) async fn forward(handle: &Arc<Handle>, listen: SocketAddr, guest: Soc
                     warn!(%local, error = %e, "accepting a forwarded connection");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
+            }
+        }
+    });
+    Ok(GatewayForward { task, local })
+}
+
+/// Listens for UDP datagrams on `listen` and hands each to the stack of
+/// `handle`, for `guest`; the guest's answers leave from the same socket.
+pub(crate) async fn forward_udp(handle: &Arc<Handle>, listen: SocketAddr, guest: SocketAddrV4) -> std::io::Result<GatewayForward> {
+    let std_socket = std::net::UdpSocket::bind(listen)?;
+    std_socket.set_nonblocking(true)?;
+    let local = std_socket.local_addr()?;
+    let datagrams = handle.datagrams.clone();
+    let task = runtime().spawn(async move {
+        let Ok(host) = tokio::net::UdpSocket::from_std(std_socket) else { return };
+        let host = Arc::new(host);
+        let mut buf = vec![0u8; 65_536];
+        loop {
+            let Ok((n, client)) = host.recv_from(&mut buf).await else { continue };
+            let d = Datagram { host: host.clone(), client, guest, data: buf[..n].to_vec() };
+            // Full: dropped, as UDP may be.
+            if let Err(mpsc::error::TrySendError::Closed(_)) = datagrams.try_send(d) {
+                return;
             }
         }
     });
@@ -163,6 +191,7 @@ struct Stack {
     wire: Wire,
     gateway: Ipv4Addr,
     conns: Vec<Conn>,
+    udp: Sessions,
     next_port: u16,
     wake: Arc<Notify>,
 }
@@ -177,7 +206,16 @@ impl Stack {
         iface.update_ip_addrs(|a| {
             let _ = a.push(IpCidr::new(IpAddress::Ipv4(gateway), prefix));
         });
-        Self { iface, sockets: SocketSet::new(Vec::new()), wire, gateway, conns: Vec::new(), next_port: 49152, wake: Arc::default() }
+        Self {
+            iface,
+            sockets: SocketSet::new(Vec::new()),
+            wire,
+            gateway,
+            conns: Vec::new(),
+            udp: Sessions::default(),
+            next_port: 49152,
+            wake: Arc::default(),
+        }
     }
 
     /// A local port no connection uses.
@@ -188,7 +226,7 @@ impl Stack {
                 .conns
                 .iter()
                 .any(|c| self.sockets.get::<tcp::Socket<'_>>(c.socket).local_endpoint().map(|e| e.port) == Some(self.next_port));
-            if !taken {
+            if !taken && !self.udp.uses(&self.sockets, self.next_port) {
                 return self.next_port;
             }
         }
@@ -338,16 +376,30 @@ fn transmit(switch: &Weak<Mutex<Switch>>, packets: Vec<Vec<u8>>) -> Vec<u16> {
     refused
 }
 
-/// The stack's loop: frames and connections in, packets out, until the segment goes.
-async fn run(
-    mut st: Stack,
-    mut frames: mpsc::Receiver<Vec<u8>>,
-    mut conns: mpsc::Receiver<(TcpStream, SocketAddrV4)>,
-    switch: Weak<Mutex<Switch>>,
-) {
+/// What the stack's loop takes in.
+struct Inputs {
+    frames: mpsc::Receiver<Vec<u8>>,
+    conns: mpsc::Receiver<(TcpStream, SocketAddrV4)>,
+    datagrams: mpsc::Receiver<Datagram>,
+}
+
+impl Stack {
+    /// Sends datagram `d` through its client's session.
+    fn datagram(&mut self, d: Datagram) {
+        let port = self.port();
+        self.udp.send(&mut self.sockets, IpAddress::Ipv4(self.gateway), d, || port);
+    }
+}
+
+/// The stack's loop: frames, connections and datagrams in, packets out, until the segment goes.
+async fn run(mut st: Stack, mut inputs: Inputs, switch: Weak<Mutex<Switch>>) {
+    let Inputs { frames, conns, datagrams } = &mut inputs;
     loop {
         while let Ok((client, guest)) = conns.try_recv() {
             st.open(client, guest);
+        }
+        while let Ok(d) = datagrams.try_recv() {
+            st.datagram(d);
         }
         while let Ok(f) = frames.try_recv() {
             st.wire.rx.push_back(f.get(ETH_HEADER..).unwrap_or_default().to_vec());
@@ -356,6 +408,7 @@ async fn run(
         let now = smoltcp::time::Instant::now();
         st.iface.poll(now, &mut st.wire, &mut st.sockets);
         st.pump_out();
+        st.udp.pump_out(&mut st.sockets);
         st.iface.poll(now, &mut st.wire, &mut st.sockets);
         let refused = transmit(&switch, std::mem::take(&mut st.wire.tx));
         st.refused(&refused);
@@ -371,6 +424,7 @@ async fn run(
                 None => return,
             },
             c = conns.recv() => if let Some((client, guest)) = c { st.open(client, guest) },
+            d = datagrams.recv() => if let Some(d) = d { st.datagram(d) },
             () = wake.notified() => {}
             () = tokio::time::sleep(delay.min(Duration::from_secs(1))) => {}
         }

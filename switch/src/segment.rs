@@ -202,13 +202,24 @@ impl Segment {
     /// guest's security groups see them ([`crate::gateway`]). Stops when
     /// the returned forward is dropped.
     pub async fn forward(&self, listen: SocketAddr, guest: SocketAddrV4) -> std::io::Result<GatewayForward> {
-        let handle = {
-            let mut sw = lock(&self.switch);
-            let subnet = sw.fabric.subnet().clone();
-            let weak = Arc::downgrade(&self.switch);
-            sw.gateway.get_or_insert_with(|| gateway::start(subnet.gateway, subnet.prefix, weak)).clone()
-        };
+        let handle = self.gateway();
         gateway::forward(&handle, listen, guest).await
+    }
+
+    /// [`Segment::forward`] for UDP: datagrams to `listen` go to `guest`
+    /// through the gateway, one session per client, and the guest's
+    /// answers go back to the client.
+    pub async fn forward_udp(&self, listen: SocketAddr, guest: SocketAddrV4) -> std::io::Result<GatewayForward> {
+        let handle = self.gateway();
+        gateway::forward_udp(&handle, listen, guest).await
+    }
+
+    /// The gateway's stack, started on first use.
+    fn gateway(&self) -> Arc<gateway::Handle> {
+        let mut sw = lock(&self.switch);
+        let subnet = sw.fabric.subnet().clone();
+        let weak = Arc::downgrade(&self.switch);
+        sw.gateway.get_or_insert_with(|| gateway::start(subnet.gateway, subnet.prefix, weak)).clone()
     }
 
     /// Leaves the segment's router, if it joined one.

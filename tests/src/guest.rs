@@ -21,6 +21,12 @@ impl Guest {
     /// Boots the test guest named `name` whose second NIC (`mac`) is
     /// `-netdev NETDEV` (which must carry `id=seg`).
     pub fn boot(name: &str, mac: &str, netdev: &str) -> Self {
+        Self::boot_with(name, mac, netdev, "")
+    }
+
+    /// [`Guest::boot`] with `user` appended to its user network's options
+    /// (`,hostfwd=tcp:127.0.0.1:PORT-:PORT`, say).
+    pub fn boot_with(name: &str, mac: &str, netdev: &str, user: &str) -> Self {
         let image = images_dir().join("test-guest");
         let meta: serde_json::Value =
             serde_json::from_slice(&std::fs::read(image.join("image.json")).expect("the test guest")).expect("image.json");
@@ -33,7 +39,7 @@ impl Guest {
             .arg("-initrd")
             .arg(image.join("initrd.cpio"))
             .args(["-append", &append])
-            .args(["-netdev", "user,id=up,restrict=on", "-device", "virtio-net-pci,netdev=up"])
+            .args(["-netdev", &format!("user,id=up,restrict=on{user}"), "-device", "virtio-net-pci,netdev=up"])
             .args(["-netdev", netdev, "-device", &format!("virtio-net-pci,netdev=seg,mac={mac}")])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

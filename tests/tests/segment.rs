@@ -183,3 +183,54 @@ async fn host_traffic_enters_through_the_gateway_where_security_groups_apply() {
     assert!(seen.is_some_and(|l| !l.ends_with(" 0")), "no connection from the gateway in the guest's table");
     drop(fwd);
 }
+
+/// UDP from the host enters through the gateway too: a NIC whose security
+/// group does not allow the port gets nothing; once a rule allows it, the
+/// datagram arrives from the gateway's address and the NIC's answer goes
+/// back to the host client. The NIC is played on its port's socket (the
+/// test guest has no UDP server), with QEMU's stream framing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_udp_enters_through_the_gateway_where_security_groups_apply() {
+    use vmaas_switch::firewall::{Firewall, Protocol, Rule};
+    use vmaas_switch::frame::{Ipv4, udp_frame};
+    use vmaas_switch::port::{read_frame, write_frame};
+    let dir = tempfile::tempdir().unwrap();
+    let seg = Segment::start(numbered(8));
+    let nic = PortConfig { mac: Mac::local(b"udp-nic"), ip: Ipv4Addr::new(10, 56, 8, 10), hostname: None, firewall: None };
+    let rule = |p: Protocol, port: u16| Rule { protocol: p, port_from: port, port_to: port, cidr: (Ipv4Addr::UNSPECIFIED, 0) };
+    let closed = Firewall { ingress: vec![rule(Protocol::Tcp, 53)], egress: vec![] };
+    let sock = dir.path().join("u.sock");
+    seg.add_port(1, PortKind::Guest(PortConfig { firewall: Some(closed), ..nic.clone() }), &PortAddr::Unix(sock.clone())).await.unwrap();
+    let mut wire = tokio::net::UnixStream::connect(&sock).await.unwrap();
+    let fwd = seg.forward_udp("127.0.0.1:0".parse().unwrap(), std::net::SocketAddrV4::new(nic.ip, 53)).await.unwrap();
+    let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    // The next UDP datagram the NIC receives, if one comes within a second.
+    let mut buf = Vec::new();
+    let mut next_udp = async |wire: &mut tokio::net::UnixStream| {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        while let Ok(Ok(true)) = tokio::time::timeout_at(deadline, read_frame(wire, &mut buf)).await {
+            if Ipv4::parse(&buf).is_some_and(|ip| ip.proto == vmaas_switch::frame::PROTO_UDP) {
+                return Some(buf.clone());
+            }
+        }
+        None
+    };
+    client.send_to(b"query-1", fwd.local_addr()).await.unwrap();
+    assert_eq!(next_udp(&mut wire).await, None, "UDP 53 passed a security group that allows only TCP 53");
+    seg.set_firewall(1, Some(Firewall { ingress: vec![rule(Protocol::Udp, 53)], egress: vec![] })).await.unwrap();
+    client.send_to(b"query-2", fwd.local_addr()).await.unwrap();
+    let got = next_udp(&mut wire).await.expect("the datagram once UDP 53 is allowed");
+    let ip = Ipv4::parse(&got).unwrap();
+    let (sport, dport) = ip.ports(&got).unwrap();
+    assert_eq!(
+        (ip.src, ip.dst, dport, &got[ip.payload + 8..]),
+        (Ipv4Addr::new(10, 56, 8, 1), nic.ip, 53, &b"query-2"[..]),
+        "from the gateway"
+    );
+    // The NIC answers the gateway; the host client gets it from the forward's address.
+    let gw_mac = vmaas_switch::frame::Ethernet::parse(&got).unwrap().src;
+    write_frame(&mut wire, &udp_frame((nic.mac, nic.ip, 53), (gw_mac, ip.src, sport), b"answer-2")).await.unwrap();
+    let mut answer = [0u8; 64];
+    let (n, from) = tokio::time::timeout(Duration::from_secs(5), client.recv_from(&mut answer)).await.expect("an answer").unwrap();
+    assert_eq!((&answer[..n], from), (&b"answer-2"[..], fwd.local_addr()));
+}
