@@ -140,6 +140,15 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// The addresses other processes of this host hold (sockets bound to
+    /// them exactly), for external IP pools whose addresses are this
+    /// host's: an external IP is never given one of them. None: the
+    /// backend's addresses are not this host's (a cluster's load
+    /// balancer's). Blocking (it reads `/proc`).
+    fn held_addresses(&self) -> Option<std::collections::HashSet<std::net::Ipv4Addr>> {
+        None
+    }
+
     /// The images VMs can boot from (the administrator's catalog), if the
     /// backend keeps one; it may read files, so callers run it off the
     /// async runtime.

@@ -428,6 +428,10 @@ impl Backend for QemuBackend {
         Some(self.vms.cfg.images.list())
     }
 
+    fn held_addresses(&self) -> Option<std::collections::HashSet<std::net::Ipv4Addr>> {
+        Some(pool::held_on_host())
+    }
+
     fn memory(&self) -> Vec<vmaas_backend::VmMemory> {
         self.vms.memory_of_vms()
     }

@@ -93,6 +93,34 @@ pub fn free_on_host(ip: Ipv4Addr, ports: &[(vmaas_model::Protocol, u16)]) -> boo
     })
 }
 
+/// The IPv4 addresses sockets of this host (its network namespace) are
+/// bound to exactly: listening TCP sockets and bound UDP ones, from
+/// `/proc/net/tcp` and `/proc/net/udp` (unspecified and loopback-wide
+/// binds like `0.0.0.0` hold no one address).
+pub fn held_on_host() -> std::collections::HashSet<Ipv4Addr> {
+    let mut held = std::collections::HashSet::new();
+    for (file, listening) in [("/proc/net/tcp", Some("0A")), ("/proc/net/udp", None)] {
+        let Ok(text) = std::fs::read_to_string(file) else { continue };
+        held.extend(text.lines().skip(1).filter_map(|l| bound_address(l, listening)));
+    }
+    held.remove(&Ipv4Addr::UNSPECIFIED);
+    held
+}
+
+/// The local address of one `/proc/net/{tcp,udp}` line, if its state is
+/// `state` (any, when none).
+fn bound_address(line: &str, state: Option<&str>) -> Option<Ipv4Addr> {
+    let mut f = line.split_whitespace();
+    let local = f.nth(1)?;
+    let st = f.nth(1)?;
+    if state.is_some_and(|want| want != st) {
+        return None;
+    }
+    let hex = local.split(':').next()?;
+    // The kernel prints the address's bytes as a number in host byte order.
+    Some(Ipv4Addr::from(u32::from_str_radix(hex, 16).ok()?.to_ne_bytes()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +135,17 @@ mod tests {
         assert_eq!(ip, Ipv4Addr::new(127, 46, 7, 2), "127.46.7.1:{port} is held by this test");
         drop(held);
         assert_eq!(p.allocate_usable("b", |ip| free_on_host(ip, &ports)), Some(Ipv4Addr::new(127, 46, 7, 1)), "free again");
+    }
+
+    #[test]
+    fn the_addresses_sockets_are_bound_to_are_held() {
+        let line = "   3: 0107A87F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0";
+        assert_eq!(bound_address(line, Some("0A")), Some(Ipv4Addr::new(127, 168, 7, 1)), "little-endian on this host");
+        assert_eq!(bound_address(line, Some("01")), None, "not in the state asked for");
+        let held = std::net::TcpListener::bind(("127.46.9.3", 0)).unwrap();
+        assert!(held_on_host().contains(&Ipv4Addr::new(127, 46, 9, 3)));
+        drop(held);
+        assert!(!held_on_host().contains(&Ipv4Addr::new(127, 46, 9, 3)));
     }
 
     #[test]

@@ -199,3 +199,24 @@ async fn security_groups_guard_external_ips_and_load_balancers() {
     until(&s, &t, &format!("load_balancers/{lb_id}"), "web healthy", |v| v["status"]["healthy_targets"] == json!([web])).await;
     until_page(&s, &lb_addr, "web").await;
 }
+
+/// An external IP is never given an address another process of the host
+/// holds (a second server, a demo beside a test run): it is skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_another_process_holds_is_never_handed_out() {
+    let s = Server::start_qemu().await;
+    let (admin, t) = (s.token("ops", true), s.token("acme", false));
+    let (_, pools) = s.raw(Method::GET, &format!("{V1}/external_ip_pools"), Some(&admin), None).await;
+    let cidr = pools["items"][0]["spec"]["cidrs"][0].as_str().unwrap().to_owned();
+    let network: std::net::Ipv4Addr = cidr.split('/').next().unwrap().parse().unwrap();
+    let first = std::net::Ipv4Addr::from(u32::from(network) + 1);
+    let held = std::net::TcpListener::bind((first, 0)).unwrap();
+    let body = json!({"object": {"metadata": {"name": "pub"}, "spec": {}}});
+    let (st, ip) = s.raw(Method::POST, &format!("{V1}/external_ips"), Some(&t), Some(body)).await;
+    assert_eq!(st, 201, "{ip}");
+    assert_eq!(ip["object"]["status"]["address"], std::net::Ipv4Addr::from(u32::from(first) + 1).to_string(), "{first} is held: {ip}");
+    drop(held);
+    let body = json!({"object": {"metadata": {"name": "next"}, "spec": {}}});
+    let (_, ip) = s.raw(Method::POST, &format!("{V1}/external_ips"), Some(&t), Some(body)).await;
+    assert_eq!(ip["object"]["status"]["address"], first.to_string(), "free again once let go: {ip}");
+}

@@ -40,9 +40,15 @@ pub(super) async fn taken(s: &AppState) -> Result<BTreeSet<Ipv4Addr>, ApiError> 
     Ok(ips.chain(lbs).collect())
 }
 
-/// The first free address of `pool`, else a 409 saying it is exhausted.
+/// The first free address of `pool` (one another process of this host holds
+/// is not free), else a 409 saying it is exhausted.
 pub(super) async fn allocate(s: &AppState, pool: &Pool) -> Result<Ipv4Addr, ApiError> {
-    pool.first_free(&taken(s).await?).ok_or_else(|| {
+    let mut used = taken(s).await?;
+    let backend = s.backend.clone();
+    if let Ok(Some(held)) = tokio::task::spawn_blocking(move || backend.held_addresses()).await {
+        used.extend(held.into_iter().filter(|a| pool.cidr.contains((*a).into())));
+    }
+    pool.first_free(&used).ok_or_else(|| {
         ApiError::new(
             StatusCode::CONFLICT,
             Code::ResourceExhausted,
