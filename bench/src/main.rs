@@ -116,6 +116,9 @@ enum Cmd {
         /// Megabytes sent from one guest to the other.
         #[arg(long, default_value_t = 64)]
         megabytes: u32,
+        /// Only host to guest: through a subnet's gateway and through QEMU's user network.
+        #[arg(long)]
+        host_only: bool,
     },
     /// function-vmaas: RunFunction latency over gRPC on loopback, and the in-process render time.
     Function {
@@ -473,7 +476,8 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Kubevirt { vms, server } => kubevirt::report(vms, server).await,
         Cmd::Events { watchers, changes } => events::events(watchers, changes).await,
         Cmd::Network { frames } => network::network(frames).await,
-        Cmd::Guests { megabytes } => throughput::guests(megabytes).await,
+        Cmd::Guests { megabytes, host_only: false } => throughput::guests(megabytes).await,
+        Cmd::Guests { megabytes, host_only: true } => throughput::host_only(megabytes).await,
         Cmd::Terraform { vms, images_dir, terraform, plugins } => vms::terraform_bench(vms, images(images_dir), terraform, plugins).await,
         Cmd::Recovery { vms, rounds, images_dir, server } => recovery::recovery(vms, rounds, images(images_dir), server).await,
         Cmd::Migration { rounds, images_dir } => migration::migration(rounds, images(images_dir)).await,

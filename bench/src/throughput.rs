@@ -155,6 +155,12 @@ pub async fn guests(megabytes: u32) -> anyhow::Result<()> {
         stream / inet
     );
     println!("DHCP, request to address in the guest (mean of 5 rounds): {dhcp:.0} ms");
+    host_only(megabytes).await
+}
+
+/// Runs the host-to-guest part alone.
+pub async fn host_only(megabytes: u32) -> anyhow::Result<()> {
+    let megabytes = megabytes.clamp(1, 512);
     let (gateway, user) = host_to_guest(megabytes).await?;
     println!("host to guest TCP ({megabytes} MiB from the host into one guest's nc):");
     println!("  through its subnet's gateway (a VM on a subnet: external IPs, load balancers): {gateway:.1} MB/s");

@@ -36,8 +36,9 @@ use udp::{Datagram, Sessions};
 
 /// How long a connection to a guest may take to be accepted.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-/// Each direction's buffer of one connection, in the stack.
-const BUFFER: usize = 64 * 1024;
+/// Each direction's buffer of one connection, in the stack (past 64 KiB
+/// the stack scales its window: a guest on TCG drains in bursts).
+const BUFFER: usize = 512 * 1024;
 /// Chunks queued between a host connection and the stack.
 const CHUNKS: usize = 16;
 
