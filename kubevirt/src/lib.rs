@@ -11,7 +11,8 @@
 //! - [`names`]: namespaces, labels, the finalizer.
 //! - [`cluster`]: the client and its verbs (apply, delete, release);
 //!   [`conflict`]: the fields other managers hold, left to them and reported.
-//! - [`watch`]: one reflector per kind, waking the reconciler.
+//! - [`watch`]: one reflector per kind, waking the reconciler;
+//!   [`health`]: whether the cluster answers (its VMs DEGRADED while not).
 //! - [`console`]: serial consoles through virt-api's `console` subresource.
 //! - [`vm`]: the VM driver.
 //! - [`image`]: the catalog of DataSources.
@@ -29,6 +30,7 @@ pub mod balancer;
 pub mod cluster;
 pub mod conflict;
 pub mod console;
+pub mod health;
 pub mod image;
 pub mod import;
 pub mod migration;
@@ -101,6 +103,8 @@ pub struct Shared {
     namespaces: Mutex<HashSet<String>>,
     /// The open console connections.
     consoles: console::Sessions,
+    /// Whether the cluster answers.
+    health: health::Health,
 }
 
 impl Shared {
@@ -164,6 +168,7 @@ impl KubevirtBackend {
             conflicts: Mutex::default(),
             namespaces: Mutex::default(),
             consoles: console::Sessions::default(),
+            health: health::Health::default(),
         };
         for w in [
             &shared.vms,
@@ -178,6 +183,7 @@ impl KubevirtBackend {
             w.ready(FIRST_LIST).await?;
         }
         let shared = Arc::new(shared);
+        tokio::spawn(health::watch(Arc::downgrade(&shared)));
         let uploads = match shared.cfg.upload_proxy.clone() {
             Some(proxy) => Some(Arc::new(upload::Uploads::new(shared.clone(), proxy)?)),
             None => None,

@@ -267,6 +267,23 @@ fn same_service(seen: &DynamicObject, want: &Value) -> bool {
     annotations_held && asked_held && owner_held && ports(&seen) == ports(want)
 }
 
+impl Shared {
+    /// VM `t` as the cluster last showed it, DEGRADED for `why` (the
+    /// cluster does not answer): nothing is asked of the cluster.
+    fn last_seen(&self, t: &VmTarget, ns: &str, why: Reason) -> (VmObservation, Requeue) {
+        let current = self.vms.get(ns, &t.name);
+        let vm = current.as_deref().map(as_json);
+        let vmi = self.vmis.get(ns, &t.name).map(|o| as_json(&o));
+        let svc = self.services.of(&t.id).first().map(|o| as_json(o));
+        let mut observation = observe_vm(vm.as_ref(), vmi.as_ref(), svc.as_ref(), t.spec.power == PowerState::Started, FIRST_NIC);
+        observation.degraded = Some(why);
+        let acted = |annotation| current.as_deref().map(|c| generation(c, annotation)).unwrap_or_default();
+        let acted = Requests { restart: acted(RESTART_ANNOTATION), migrate: acted(migration::ANNOTATION) };
+        let volumes = self.presence(ns, &t.spec.volumes);
+        (VmObservation { observation, acted, volumes }, Requeue::after(crate::health::EVERY * 3))
+    }
+}
+
 /// A VM that is not (yet) what it should be, with why.
 fn waiting(reason: &str, message: impl Into<String>) -> (VmObservation, Requeue) {
     let observation = Observation::new(Phase::Starting(Reason::new(reason, message)));
@@ -278,6 +295,9 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
     async fn ensure(&self, t: &VmTarget) -> Result<(VmObservation, Requeue), BackendError> {
         let s = &self.0;
         let (ns, _) = s.placement(t)?;
+        if let Some(why) = s.health.unreachable() {
+            return Ok(s.last_seen(t, &ns, why));
+        }
         if t.spec.attachments.is_empty() {
             s.ensure_namespace(&ns, &t.tenant).await?;
         }

@@ -20,6 +20,8 @@ pub struct Cluster {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// The namespace the processes run in, if they have one of their own.
     pub netns: Option<crate::netns::Netns>,
+    apiserver: PathBuf,
+    ports: [u16; 4],
     _dir: tempfile::TempDir,
     api: KubeApi,
 }
@@ -79,6 +81,20 @@ fn keys(d: &std::path::Path) {
         .expect("openssl");
     assert!(ok.success());
     std::fs::write(d.join("tokens.csv"), format!("{TOKEN},admin,1,\"system:masters\"\n")).expect("tokens");
+}
+
+/// kube-apiserver (`bin`), inside `netns` if given (with the aggregation
+/// layer routing to endpoints), on `ports`, its files in `d`.
+fn apiserver_command(netns: Option<&crate::netns::Netns>, bin: &PathBuf, d: &std::path::Path, ports: [u16; 4]) -> Command {
+    let mut cmd = match netns {
+        Some(n) => n.command(bin),
+        None => Command::new(bin),
+    };
+    apiserver_args(&mut cmd, d, ports);
+    if netns.is_some() {
+        cmd.arg("--enable-aggregator-routing=true");
+    }
+    cmd
 }
 
 /// kube-apiserver's arguments: etcd and its own port from `ports`, its files in `d`.
@@ -149,12 +165,7 @@ impl Cluster {
         };
         let mut children = vec![spawn(etcd_args(&mut command(&etcd), d, ports), &d.join("etcd.log"))];
         keys(d);
-        let mut api = command(&apiserver);
-        apiserver_args(&mut api, d, ports);
-        if netns.is_some() {
-            api.arg("--enable-aggregator-routing=true");
-        }
-        children.push(spawn(&mut api, &d.join("apiserver.log")));
+        children.push(spawn(&mut apiserver_command(netns.as_ref(), &apiserver, d, ports), &d.join("apiserver.log")));
         let mut tasks = Vec::new();
         let url = match &netns {
             Some(n) => {
@@ -167,7 +178,7 @@ impl Cluster {
             None => format!("https://127.0.0.1:{}", ports[3]),
         };
         let http = reqwest::Client::builder().danger_accept_invalid_certs(true).timeout(Duration::from_secs(30)).build().expect("client");
-        let c = Self { children, tasks, netns, api: KubeApi { url, http }, _dir: dir };
+        let c = Self { children, tasks, netns, apiserver, ports, api: KubeApi { url, http }, _dir: dir };
         if !c.wait_ready().await {
             return None;
         }
@@ -242,6 +253,20 @@ impl Cluster {
     pub fn keep(&mut self, cmd: &mut Command, log: &str) {
         let child = spawn(cmd, &self._dir.path().join(log));
         self.children.push(child);
+    }
+
+    /// Stops the API server (etcd keeps the data): the cluster is gone for its clients.
+    pub fn stop_apiserver(&mut self) {
+        let _ = self.children[1].kill();
+        let _ = self.children[1].wait();
+    }
+
+    /// Starts the API server again on the same port and data, and waits until it is ready.
+    pub async fn start_apiserver(&mut self) {
+        let d = self._dir.path().to_owned();
+        let mut cmd = apiserver_command(self.netns.as_ref(), &self.apiserver, &d, self.ports);
+        self.children[1] = spawn(&mut cmd, &d.join("apiserver-again.log"));
+        assert!(self.wait_ready().await, "the API server did not come back on its port");
     }
 
     /// Keeps `task` running until the cluster stops.
