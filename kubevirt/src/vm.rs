@@ -272,15 +272,20 @@ impl Shared {
     /// cluster does not answer): nothing is asked of the cluster.
     fn last_seen(&self, t: &VmTarget, ns: &str, why: Reason) -> (VmObservation, Requeue) {
         let current = self.vms.get(ns, &t.name);
-        let vm = current.as_deref().map(as_json);
-        let vmi = self.vmis.get(ns, &t.name).map(|o| as_json(&o));
-        let svc = self.services.of(&t.id).first().map(|o| as_json(o));
-        let mut observation = observe_vm(vm.as_ref(), vmi.as_ref(), svc.as_ref(), t.spec.power == PowerState::Started, FIRST_NIC);
+        let mut observation = self.observed(t, ns, current.as_deref().map(as_json));
         observation.degraded = Some(why);
         let acted = |annotation| current.as_deref().map(|c| generation(c, annotation)).unwrap_or_default();
         let acted = Requests { restart: acted(RESTART_ANNOTATION), migrate: acted(migration::ANNOTATION) };
         let volumes = self.presence(ns, &t.spec.volumes);
         (VmObservation { observation, acted, volumes }, Requeue::after(crate::health::EVERY * 3))
+    }
+
+    /// What KubeVirt VM `vm` of `t` (in `ns`), its VMI and its floating-IP
+    /// Service, as last watched, say of it.
+    fn observed(&self, t: &VmTarget, ns: &str, vm: Option<Value>) -> Observation {
+        let vmi = self.vmis.get(ns, &t.name).map(|o| as_json(&o));
+        let svc = self.services.of(&t.id).first().map(|o| as_json(o));
+        observe_vm(vm.as_ref(), vmi.as_ref(), svc.as_ref(), t.spec.power == PowerState::Started, FIRST_NIC)
     }
 }
 
@@ -319,10 +324,7 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
         s.sync_service(t, &m, applied.as_ref().or(current.as_deref())).await?;
         s.sync_policy(t, &m).await?;
         let vm = applied.as_ref().map(as_json).or_else(|| current.as_deref().map(as_json));
-        let vmi = s.vmis.get(&ns, &t.name).map(|o| as_json(&o));
-        let svc = s.services.of(&t.id).first().map(|o| as_json(o));
-        let started = t.spec.power == PowerState::Started;
-        let mut observation = observe_vm(vm.as_ref(), vmi.as_ref(), svc.as_ref(), started, FIRST_NIC);
+        let mut observation = s.observed(t, &ns, vm);
         if !t.spec.attachments.is_empty() {
             observation.nic_ips = observation.internal_ip.iter().cloned().collect();
         }

@@ -261,9 +261,7 @@ impl Fabric {
         if !local && !self.routes_to(ip.dst) {
             return self.drop(Drop::Nowhere);
         }
-        if let Some(out) = firewall_of(&self.ports, from)
-            && !self.conntrack.allow(&Packet::of(&ip, frame), Some(out), None, std::time::Instant::now())
-        {
+        if !self.passes(&ip, frame, Some(from), None) {
             return self.drop(Drop::Firewall);
         }
         if local {
@@ -278,19 +276,13 @@ impl Fabric {
     /// framed from the gateway. The verdict and the frame.
     pub fn take_from_gateway(&mut self, packet: &[u8]) -> (Verdict, Vec<u8>) {
         let dst = packet.get(16..20).map(|b| Ipv4Addr::new(b[0], b[1], b[2], b[3]));
-        let port = dst.and_then(|d| self.by_ip.get(&d).copied());
-        let Some((to, mac)) = port.and_then(|p| match self.ports.get(&p) {
-            Some(PortKind::Guest(c)) => Some((p, c.mac)),
-            _ => None,
-        }) else {
+        let Some((to, mac)) = dst.and_then(|d| self.guest_at(d)) else {
             return (self.drop(Drop::Unknown), Vec::new());
         };
         let mut frame = crate::frame::ethernet(mac, self.subnet.gateway_mac, ETHERTYPE_IPV4);
         frame.extend_from_slice(packet);
         let Some(ip) = Ipv4::parse(&frame) else { return (self.drop(Drop::Protocol), Vec::new()) };
-        if let Some(inn) = firewall_of(&self.ports, to)
-            && !self.conntrack.allow(&Packet::of(&ip, &frame), None, Some(inn), std::time::Instant::now())
-        {
+        if !self.passes(&ip, &frame, None, Some(to)) {
             return (self.drop(Drop::Firewall), Vec::new());
         }
         self.stats.unicast += 1;
@@ -302,15 +294,8 @@ impl Fabric {
     /// that port's ingress rules allow, readdressed from the gateway.
     pub fn route_in(&mut self, frame: &mut [u8]) -> Verdict {
         let Some(ip) = Ipv4::parse(frame) else { return self.drop(Drop::Protocol) };
-        let Some((to, mac)) = self.by_ip.get(&ip.dst).and_then(|p| match self.ports.get(p) {
-            Some(PortKind::Guest(c)) => Some((*p, c.mac)),
-            _ => None,
-        }) else {
-            return self.drop(Drop::Unknown);
-        };
-        if let Some(inn) = firewall_of(&self.ports, to)
-            && !self.conntrack.allow(&Packet::of(&ip, frame), None, Some(inn), std::time::Instant::now())
-        {
+        let Some((to, mac)) = self.guest_at(ip.dst) else { return self.drop(Drop::Unknown) };
+        if !self.passes(&ip, frame, None, Some(to)) {
             return self.drop(Drop::Firewall);
         }
         if !crate::frame::next_hop(frame, mac, self.subnet.gateway_mac) {
@@ -319,6 +304,22 @@ impl Fabric {
         self.stats.routed += 1;
         self.stats.unicast += 1;
         Verdict::Unicast(to)
+    }
+
+    /// The guest port with address `ip`, and its MAC.
+    fn guest_at(&self, ip: Ipv4Addr) -> Option<(PortId, Mac)> {
+        let p = *self.by_ip.get(&ip)?;
+        match self.ports.get(&p) {
+            Some(PortKind::Guest(c)) => Some((p, c.mac)),
+            _ => None,
+        }
+    }
+
+    /// Whether the egress rules of `from` and the ingress rules of `to`
+    /// (either side may be the gateway: none) let `ip` through, statefully.
+    fn passes(&mut self, ip: &Ipv4, frame: &[u8], from: Option<PortId>, to: Option<PortId>) -> bool {
+        let rules = |p: Option<PortId>| p.and_then(|p| firewall_of(&self.ports, p));
+        self.conntrack.allow(&Packet::of(ip, frame), rules(from), rules(to), std::time::Instant::now())
     }
 
     /// Whether the sender's egress and the receiver's ingress rules (or a

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
-use smoltcp::phy::{ChecksumCapabilities, Device, DeviceCapabilities, Medium};
+use smoltcp::phy::{Device, DeviceCapabilities, Medium};
 use smoltcp::socket::tcp;
 use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -161,7 +161,6 @@ impl Device for Wire {
         let mut c = DeviceCapabilities::default();
         c.medium = Medium::Ip;
         c.max_transmission_unit = 1500;
-        c.checksum = ChecksumCapabilities::default();
         c
     }
 
@@ -219,16 +218,17 @@ impl Stack {
         }
     }
 
-    /// A local port no connection uses.
+    /// A local port no socket of the stack uses.
     fn port(&mut self) -> u16 {
         loop {
             self.next_port = if self.next_port == u16::MAX { 49152 } else { self.next_port + 1 };
-            let taken = self
-                .conns
-                .iter()
-                .any(|c| self.sockets.get::<tcp::Socket<'_>>(c.socket).local_endpoint().map(|e| e.port) == Some(self.next_port));
-            if !taken && !self.udp.uses(&self.sockets, self.next_port) {
-                return self.next_port;
+            let port = self.next_port;
+            let taken = self.sockets.iter().any(|(_, s)| match s {
+                smoltcp::socket::Socket::Tcp(t) => t.local_endpoint().is_some_and(|e| e.port == port),
+                smoltcp::socket::Socket::Udp(u) => u.endpoint().port == port,
+            });
+            if !taken {
+                return port;
             }
         }
     }

@@ -40,10 +40,15 @@ impl Router {
         self.members.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Drops `switch` (and segments gone) from `members`.
+    fn without(members: &mut Vec<Member>, switch: &Shared) {
+        members.retain(|m| m.switch.strong_count() > 0 && !std::ptr::eq(m.switch.as_ptr(), Arc::as_ptr(switch)));
+    }
+
     /// Joins segment `switch` (of `subnet`); joining again changes nothing.
     pub(crate) fn join(self: &Arc<Self>, subnet: SubnetConfig, switch: &Shared) {
         let mut members = self.members();
-        members.retain(|m| m.switch.strong_count() > 0 && !std::ptr::eq(m.switch.as_ptr(), Arc::as_ptr(switch)));
+        Self::without(&mut members, switch);
         members.push(Member { subnet, switch: Arc::downgrade(switch) });
         lock(switch).router = Some(self.clone());
         Self::spread_routes(&members);
@@ -52,7 +57,7 @@ impl Router {
     /// Takes segment `switch` out.
     pub(crate) fn leave(&self, switch: &Shared) {
         let mut members = self.members();
-        members.retain(|m| m.switch.strong_count() > 0 && !std::ptr::eq(m.switch.as_ptr(), Arc::as_ptr(switch)));
+        Self::without(&mut members, switch);
         let mut sw = lock(switch);
         sw.router = None;
         sw.fabric.set_routes(Vec::new());

@@ -190,8 +190,10 @@ impl Segment {
     /// Joins `router`, the router of the segment's virtual network: its
     /// gateway then routes to the router's other segments (again: nothing changes).
     pub fn join(&self, router: &Arc<Router>) {
-        let subnet = lock(&self.switch).fabric.subnet().clone();
-        let joined = lock(&self.switch).router.as_ref().is_some_and(|r| Arc::ptr_eq(r, router));
+        let (subnet, joined) = {
+            let sw = lock(&self.switch);
+            (sw.fabric.subnet().clone(), sw.router.as_ref().is_some_and(|r| Arc::ptr_eq(r, router)))
+        };
         if !joined {
             router.join(subnet, &self.switch);
         }

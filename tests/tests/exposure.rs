@@ -49,9 +49,10 @@ async fn until(s: &Server, t: &str, path: &str, what: &str, ok: impl Fn(&Value) 
     }
 }
 
-fn vm(s: &Server, t: &str, name: &str, more: &[&str]) -> String {
-    let mut args = vec!["vm", "create", name, "-t", "tiny", "--subnet", "front", "--wait", "--timeout", "5m"];
-    args.extend(more);
+/// `vmaas vm create NAME -t tiny --subnet S…` for each of `subnets`, waited for; its id.
+fn vm(s: &Server, t: &str, name: &str, subnets: &[&str]) -> String {
+    let mut args = vec!["vm", "create", name, "-t", "tiny", "--wait", "--timeout", "5m"];
+    args.extend(subnets.iter().flat_map(|n| ["--subnet", n]));
     let v = s.cli_json(t, &args);
     v["id"].as_str().or(v["object"]["id"].as_str()).unwrap().to_owned()
 }
@@ -70,8 +71,8 @@ async fn external_ips_follow_their_attachment_and_balancers_skip_stopped_targets
     s.cli_json(&t, &["network", "create", "lab", "--cidr", "10.40.0.0/16"]);
     s.cli_json(&t, &["subnet", "create", "front", "--network", "lab", "--cidr", "10.40.1.0/24"]);
     s.cli_json(&t, &["subnet", "create", "back", "--network", "lab", "--cidr", "10.40.2.0/24"]);
-    let web1 = vm(&s, &t, "web1", &[]);
-    let web2 = vm(&s, &t, "web2", &["--subnet", "back,ip=10.40.2.9"]);
+    let web1 = vm(&s, &t, "web1", &["front"]);
+    let web2 = vm(&s, &t, "web2", &["front", "back,ip=10.40.2.9"]);
     // Every NIC's address is in the status, in order; the first is internalIP.
     let ips = until(&s, &t, &format!("virtual_machines/{web2}"), "listing both NICs", |v| v["status"]["internalIPs"].is_array()).await;
     assert_eq!(ips["status"]["internalIPs"], json!(["10.40.1.3", "10.40.2.9"]), "{ips}");
@@ -175,8 +176,7 @@ async fn security_groups_guard_external_ips_and_load_balancers() {
     s.cli_json(&t, &["network", "create", "lab", "--cidr", "10.41.0.0/16"]);
     s.cli_json(&t, &["subnet", "create", "front", "--network", "lab", "--cidr", "10.41.1.0/24"]);
     s.cli_json(&t, &["security-group", "create", "guarded", "--network", "lab", "--ingress", "tcp:22", "--egress", "all"]);
-    let v = s.cli_json(&t, &["vm", "create", "web", "-t", "tiny", "--subnet", "front,sg=guarded", "--wait", "--timeout", "5m"]);
-    let web = v["id"].as_str().or(v["object"]["id"].as_str()).unwrap().to_owned();
+    let web = vm(&s, &t, "web", &["front,sg=guarded"]);
     let ip = s.cli_json(&t, &["external-ip", "create", "pub"]);
     let addr = ip["status"]["address"].as_str().unwrap().to_owned();
     s.cli_json(&t, &["external-ip", "attach", "pub", "--vm", "web"]);

@@ -45,11 +45,6 @@ struct Session {
 pub(super) struct Sessions(Vec<Session>);
 
 impl Sessions {
-    /// Whether a session uses local port `port`.
-    pub(super) fn uses(&self, sockets: &SocketSet<'static>, port: u16) -> bool {
-        self.0.iter().any(|s| sockets.get::<udp::Socket<'_>>(s.socket).endpoint().port == port)
-    }
-
     /// Sends `d` to its guest from its client's session (made on its first
     /// datagram, on local port `port()`).
     pub(super) fn send(&mut self, sockets: &mut SocketSet<'static>, gateway: IpAddress, d: Datagram, port: impl FnOnce() -> u16) {
