@@ -40,7 +40,7 @@ pub use balancer::{BalancerDriver, BalancerObservation, BalancerProblem, Balance
 pub use console::{Console, Consoles};
 pub use driver::{Cleanup, Driver, Requeue, Target, Wake};
 pub use error::{BackendError, ErrorKind};
-pub use host::{HostCapacity, Quarantined, VmMemory};
+pub use host::{Demand, HostCapacity, Quarantined, Room, Usage, VmMemory};
 pub use image::{CatalogImage, ImageDriver, ImageFile, ImageImport, ImageObservation, ImageTarget, ImageUploads, Upload};
 pub use network::{NetworkDriver, NetworkObservation, NetworkSpec, NetworkTarget, SubnetDriver, SubnetSpec, SubnetTarget};
 pub use vm::{Attachment, Firewall, Requests, VmDriver, VmObservation, VmSpec, VmTarget};
@@ -58,6 +58,19 @@ pub struct Capabilities {
     pub gpus: bool,
     /// Whether VMs have a serial console.
     pub console: bool,
+}
+
+/// One cluster of several, as `/healthz` and placement see it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ClusterInfo {
+    /// Its name, as `spec.placement.cluster` and `status.cluster` give it.
+    pub name: String,
+    /// Its labels, matched by `spec.placement.labels`.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Whether it answers now.
+    pub reachable: bool,
+    /// What it has for VMs, if known.
+    pub room: Option<Room>,
 }
 
 /// Runs objects: one driver per kind, plus what the backend as a whole offers.
@@ -154,6 +167,30 @@ pub trait Backend: Send + Sync + 'static {
     /// async runtime.
     fn images(&self) -> Option<Vec<CatalogImage>> {
         None
+    }
+
+    /// What the cluster (or host) has for VMs, for placing them among
+    /// several; none: not known. Cheap (from what is already watched).
+    fn room(&self) -> Option<Room> {
+        None
+    }
+
+    /// Whether the backend has made something for object `id` of `kind`
+    /// (as last seen, without asking anyone): how a backend of several
+    /// finds which one holds an object after a restart.
+    fn holds(&self, _kind: ObjectKind, _id: &str) -> bool {
+        false
+    }
+
+    /// Whether the cluster answers now (a backend that cannot tell says yes).
+    fn reachable(&self) -> bool {
+        true
+    }
+
+    /// The clusters VMs are placed among, when the backend drives several;
+    /// empty: one (itself), and `spec.placement` means nothing.
+    fn clusters(&self) -> Vec<ClusterInfo> {
+        Vec::new()
     }
 
     /// What each VM running on this host costs it in memory; blocking (it

@@ -38,6 +38,10 @@ pub struct VmSpec {
     /// The imported image (its id) its root disk is made from, when the
     /// machine's image names one rather than one of the catalog's.
     pub imported_image: Option<String>,
+    /// Where it may run (a backend driving several clusters places it once).
+    pub placement: vmaas_model::Placement,
+    /// The cluster it was placed on, as its status names it.
+    pub cluster: Option<String>,
 }
 
 /// One VM as a driver sees it.

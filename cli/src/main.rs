@@ -425,6 +425,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         user_data,
                         ssh_public_key,
                         image: image.map(|source_ref| vmaas_model::vm::VmImage { source_type: String::new(), source_ref }),
+                        placement: None,
                     },
                     status: None,
                 };

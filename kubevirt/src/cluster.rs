@@ -45,6 +45,8 @@ pub struct Resources {
     pub network_policy: ApiResource,
     /// `discovery.k8s.io/v1` EndpointSlice.
     pub endpoint_slice: ApiResource,
+    /// `v1` Node.
+    pub node: ApiResource,
 }
 
 fn crd(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -64,6 +66,7 @@ impl Default for Resources {
             namespace: ApiResource::erase::<Namespace>(&()),
             network_policy: ApiResource::erase::<NetworkPolicy>(&()),
             endpoint_slice: ApiResource::erase::<EndpointSlice>(&()),
+            node: ApiResource::erase::<k8s_openapi::api::core::v1::Node>(&()),
         }
     }
 }

@@ -13,6 +13,7 @@
 //!   [`conflict`]: the fields other managers hold, left to them and reported.
 //! - [`watch`]: one reflector per kind, waking the reconciler;
 //!   [`health`]: whether the cluster answers (its VMs DEGRADED while not).
+//! - [`room`]: what its nodes have for VMs, for placing them among clusters.
 //! - [`console`]: serial consoles through virt-api's `console` subresource.
 //! - [`vm`]: the VM driver.
 //! - [`image`]: the catalog of DataSources.
@@ -35,6 +36,7 @@ pub mod image;
 pub mod import;
 pub mod migration;
 pub mod names;
+pub mod room;
 pub mod subnet;
 pub mod upload;
 pub mod vm;
@@ -90,6 +92,7 @@ pub struct Shared {
     data_volumes: Watched,
     policies: Watched,
     data_sources: Watched,
+    nodes: Watched,
     waker: Waker,
     /// Hash of the VM manifest last applied, by vmaas id.
     applied: Mutex<HashMap<String, u64>>,
@@ -159,6 +162,7 @@ impl KubevirtBackend {
             data_volumes: watch(&r.data_volume, "", Some(&selector)),
             policies: watch(&r.network_policy, "", Some(&selector)),
             data_sources: watch(&r.data_source, &cfg.images_namespace, None),
+            nodes: watch(&r.node, "", None),
             cluster: cluster.clone(),
             cfg,
             waker: waker.clone(),
@@ -179,6 +183,7 @@ impl KubevirtBackend {
             &shared.data_volumes,
             &shared.policies,
             &shared.data_sources,
+            &shared.nodes,
         ] {
             w.ready(FIRST_LIST).await?;
         }
@@ -261,6 +266,26 @@ impl Backend for KubevirtBackend {
         ids.sort();
         ids.dedup();
         ids
+    }
+
+    fn room(&self) -> Option<vmaas_backend::Room> {
+        room::room(&self.shared.nodes.all(), &self.shared.vms.all())
+    }
+
+    fn holds(&self, kind: ObjectKind, id: &str) -> bool {
+        let s = &self.shared;
+        let watched = match kind {
+            ObjectKind::VirtualMachine => &s.vms,
+            ObjectKind::Subnet => &s.udns,
+            ObjectKind::Volume => &s.data_volumes,
+            ObjectKind::LoadBalancer => &s.services,
+            _ => return false,
+        };
+        !watched.of(id).is_empty()
+    }
+
+    fn reachable(&self) -> bool {
+        self.shared.health.unreachable().is_none()
     }
 
     fn images(&self) -> Option<Vec<CatalogImage>> {

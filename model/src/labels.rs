@@ -78,7 +78,7 @@ fn check(field: &str, key: &str, errs: &mut ValidationErrors) {
 }
 
 /// `[prefix/]name`: a DNS subdomain prefix of at most 253 characters, and a name.
-fn check_key(key: &str) -> Result<(), String> {
+pub fn check_key(key: &str) -> Result<(), String> {
     let (prefix, name) = match key.rsplit_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
@@ -99,7 +99,7 @@ fn check_key(key: &str) -> Result<(), String> {
 
 /// A name part or a label value: at most 63 characters, alphanumerics at
 /// both ends, `-`, `_` and `.` between (a value may be empty).
-fn check_name(s: &str, empty_ok: bool) -> Result<(), String> {
+pub fn check_name(s: &str, empty_ok: bool) -> Result<(), String> {
     if s.is_empty() {
         return if empty_ok { Ok(()) } else { Err("the name is empty".into()) };
     }

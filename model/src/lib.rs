@@ -84,8 +84,8 @@ pub use validation::{FieldError, ValidationErrors};
 pub use value::{ParameterValue, TypedValue};
 pub use vm::status::{Desired, Observation, Phase, Reason, derive_status, initial_status};
 pub use vm::{
-    Condition, ConditionStatus, ConditionType, CreateVirtualMachine, NetworkAttachment, PatchVirtualMachine, PowerState, VirtualMachine,
-    VirtualMachineSpec, VirtualMachineStatus, VmState,
+    Condition, ConditionStatus, ConditionType, CreateVirtualMachine, NetworkAttachment, PatchVirtualMachine, Placement, PowerState,
+    VirtualMachine, VirtualMachineSpec, VirtualMachineStatus, VmState,
 };
 pub use volume::{
     PatchVolume, Volume, VolumeAttachment, VolumeAttachmentSpec, VolumeAttachmentState, VolumeAttachmentStatus, VolumeSpec, VolumeState,

@@ -321,6 +321,7 @@ impl VmResource {
                     user_data: string(get(planned, "user_data")),
                     ssh_public_key: planned_keys(planned),
                     image: string(get(planned, "image")).map(|r| VmImage { source_type: String::new(), source_ref: r }),
+                    placement: None,
                 },
                 status: None,
             };

@@ -34,6 +34,7 @@ pub mod app;
 pub mod audit;
 pub mod auth;
 pub mod capacity;
+pub mod clusters;
 pub mod error;
 pub mod events;
 pub mod flags;

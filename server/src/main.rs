@@ -15,6 +15,7 @@ use vmaas_qemu::{QemuBackend, QemuConfig};
 use vmaas_server::app::{App, Config, DataDirLock};
 use vmaas_server::auth::{KEY_FILE, Keys, Role};
 use vmaas_server::capacity::Overcommit;
+use vmaas_server::clusters;
 use vmaas_server::none_backend::NoBackend;
 use vmaas_server::pools::Pools;
 use vmaas_server::serve::HttpLimits;
@@ -91,6 +92,13 @@ struct KubevirtArgs {
     /// kubevirt: PEM file of the CA that signed the upload proxy's certificate [default: the system's roots].
     #[arg(long, env = "VMAAS_CDI_UPLOAD_PROXY_CA", requires = "cdi_upload_proxy")]
     cdi_upload_proxy_ca: Option<PathBuf>,
+    /// kubevirt: one of several clusters VMs are placed among, as NAME=KUBECONFIG, or NAME=host for
+    /// this host's qemu backend (repeatable) [default: one cluster, of --kubeconfig].
+    #[arg(long = "cluster", value_parser = clusters::parse_cluster, conflicts_with = "kubeconfig")]
+    clusters: Vec<clusters::ClusterFlag>,
+    /// kubevirt: a label of a --cluster, as NAME:KEY=VALUE (repeatable), for spec.placement.labels.
+    #[arg(long = "cluster-label", value_parser = clusters::parse_cluster_label, requires = "clusters")]
+    cluster_labels: Vec<clusters::ClusterLabel>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -351,52 +359,75 @@ type Listening = Arc<std::sync::OnceLock<Vec<SocketAddr>>>;
 async fn backend(args: &ServeArgs, data_dir: &std::path::Path, listening: &Listening) -> anyhow::Result<Arc<dyn Backend>> {
     Ok(match args.backend {
         BackendKind::None => Arc::new(NoBackend),
-        BackendKind::Kubevirt => {
-            let k = &args.kubevirt;
-            let cfg = vmaas_kubevirt::KubevirtConfig {
-                kubeconfig: k.kubeconfig.clone(),
-                namespace_prefix: k.namespace_prefix.clone(),
-                images_namespace: k.images_namespace.clone(),
-                default_image: args.default_image.clone(),
-                storage_class: k.storage_class.clone(),
-                image_volume_size: k.image_volume_size.to_string(),
-                floating_ip: vmaas_kubevirt::FloatingIp { provider: "metallb".into(), address_pool: k.metallb_pool.clone() },
-                upload_proxy: k
-                    .cdi_upload_proxy
-                    .clone()
-                    .map(|url| vmaas_kubevirt::upload::UploadProxy { url, ca: k.cdi_upload_proxy_ca.clone() }),
-            };
-            Arc::new(vmaas_kubevirt::KubevirtBackend::new(cfg).await.context("starting the kubevirt backend")?)
-        }
-        BackendKind::Qemu => {
-            let accel = match args.accel {
-                AccelArg::Auto => AccelChoice::Auto,
-                AccelArg::Kvm => AccelChoice::Force(Accel::Kvm),
-                AccelArg::Tcg => AccelChoice::Force(Accel::Tcg),
-            };
-            let cfg = QemuConfig {
-                state_dir: data_dir.join("vms"),
-                images: Catalog::new(args.images_dir.clone().unwrap_or_else(default_images_dir), args.default_image.clone()),
-                pool: args.vm_address_pool,
-                accel,
-                qemu: args.qemu.clone(),
-                qemu_img: PathBuf::from("qemu-img"),
-                stop_grace: args.stop_grace,
-                egress: args.guest_egress.clone(),
-                uplinks: args.uplinks.clone(),
-                sysfs: args.sysfs_root.clone(),
-                gpu_aliases: args.gpu_aliases.iter().cloned().collect(),
-                snapshots: args.vm_snapshots,
-                clone_tcg_cache_mib: args.clone_tcg_cache_mib,
-                image_sources: vmaas_qemu::sources::SourcePolicy::parse(&args.image_source_allow)
-                    .map_err(anyhow::Error::msg)
-                    .context("--image-source-allow")?
-                    .with_listening(listening.clone())
-                    .with_limits(FetchLimits { read: args.image_fetch_read_timeout, total: args.image_fetch_timeout }),
-            };
-            Arc::new(QemuBackend::new(cfg).await.context("starting the qemu backend")?)
-        }
+        BackendKind::Kubevirt if !args.kubevirt.clusters.is_empty() => fleet(args, data_dir, listening).await?,
+        BackendKind::Kubevirt => Arc::new(kubevirt_backend(args, args.kubevirt.kubeconfig.clone()).await?),
+        BackendKind::Qemu => Arc::new(qemu_backend(args, data_dir, listening).await?),
     })
+}
+
+/// The clusters of `--cluster`, each started in turn, as one backend.
+async fn fleet(args: &ServeArgs, data_dir: &std::path::Path, listening: &Listening) -> anyhow::Result<Arc<dyn Backend>> {
+    let k = &args.kubevirt;
+    let mut labels = clusters::labels_by_cluster(&k.clusters, &k.cluster_labels).map_err(anyhow::Error::msg)?;
+    let mut members = Vec::new();
+    for c in &k.clusters {
+        let backend: Arc<dyn Backend> = match &c.source {
+            clusters::ClusterSource::Kubeconfig(path) => {
+                Arc::new(kubevirt_backend(args, Some(path.clone())).await.with_context(|| format!("cluster {:?}", c.name))?)
+            }
+            clusters::ClusterSource::Host => {
+                Arc::new(qemu_backend(args, data_dir, listening).await.with_context(|| format!("cluster {:?}", c.name))?)
+            }
+        };
+        members.push(vmaas_fleet::Member { name: c.name.clone(), labels: labels.remove(&c.name).unwrap_or_default(), backend });
+    }
+    Ok(Arc::new(vmaas_fleet::Fleet::new(members)?))
+}
+
+/// The kubevirt backend on the cluster of `kubeconfig`.
+async fn kubevirt_backend(args: &ServeArgs, kubeconfig: Option<PathBuf>) -> anyhow::Result<vmaas_kubevirt::KubevirtBackend> {
+    let k = &args.kubevirt;
+    let cfg = vmaas_kubevirt::KubevirtConfig {
+        kubeconfig,
+        namespace_prefix: k.namespace_prefix.clone(),
+        images_namespace: k.images_namespace.clone(),
+        default_image: args.default_image.clone(),
+        storage_class: k.storage_class.clone(),
+        image_volume_size: k.image_volume_size.to_string(),
+        floating_ip: vmaas_kubevirt::FloatingIp { provider: "metallb".into(), address_pool: k.metallb_pool.clone() },
+        upload_proxy: k.cdi_upload_proxy.clone().map(|url| vmaas_kubevirt::upload::UploadProxy { url, ca: k.cdi_upload_proxy_ca.clone() }),
+    };
+    vmaas_kubevirt::KubevirtBackend::new(cfg).await.context("starting the kubevirt backend")
+}
+
+/// The qemu backend of this host.
+async fn qemu_backend(args: &ServeArgs, data_dir: &std::path::Path, listening: &Listening) -> anyhow::Result<QemuBackend> {
+    let accel = match args.accel {
+        AccelArg::Auto => AccelChoice::Auto,
+        AccelArg::Kvm => AccelChoice::Force(Accel::Kvm),
+        AccelArg::Tcg => AccelChoice::Force(Accel::Tcg),
+    };
+    let cfg = QemuConfig {
+        state_dir: data_dir.join("vms"),
+        images: Catalog::new(args.images_dir.clone().unwrap_or_else(default_images_dir), args.default_image.clone()),
+        pool: args.vm_address_pool,
+        accel,
+        qemu: args.qemu.clone(),
+        qemu_img: PathBuf::from("qemu-img"),
+        stop_grace: args.stop_grace,
+        egress: args.guest_egress.clone(),
+        uplinks: args.uplinks.clone(),
+        sysfs: args.sysfs_root.clone(),
+        gpu_aliases: args.gpu_aliases.iter().cloned().collect(),
+        snapshots: args.vm_snapshots,
+        clone_tcg_cache_mib: args.clone_tcg_cache_mib,
+        image_sources: vmaas_qemu::sources::SourcePolicy::parse(&args.image_source_allow)
+            .map_err(anyhow::Error::msg)
+            .context("--image-source-allow")?
+            .with_listening(listening.clone())
+            .with_limits(FetchLimits { read: args.image_fetch_read_timeout, total: args.image_fetch_timeout }),
+    };
+    QemuBackend::new(cfg).await.context("starting the qemu backend")
 }
 
 fn config(args: &ServeArgs, data_dir: PathBuf, listening: Listening) -> anyhow::Result<Config> {

@@ -288,3 +288,20 @@ pub async fn env_with(k: Cluster, extra: &[&str]) -> (Cluster, Controllers, Serv
     let s = start_with(&k, extra).await;
     (k, kubevirt, s)
 }
+
+/// Node `name` of the cluster, Ready, with `cpu` and `memory` allocatable
+/// (and `extra` resources, e.g. GPUs), as the kubelet would report it.
+pub async fn node(k: &KubeApi, name: &str, cpu: &str, memory: &str, extra: Value) {
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}});
+    let (st, body) = k.apply(&node, "nodes", "kubelet").await;
+    assert!(st < 300, "{st} {body}");
+    let mut allocatable = json!({"cpu": cpu, "memory": memory, "pods": "110"});
+    if let (Some(a), Some(e)) = (allocatable.as_object_mut(), extra.as_object()) {
+        a.extend(e.clone());
+    }
+    let ready = json!({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "",
+        "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"});
+    let (st, body) =
+        k.write_status(&node, "nodes", json!({"capacity": allocatable, "allocatable": allocatable, "conditions": [ready]})).await;
+    assert_eq!(st, 200, "{body}");
+}

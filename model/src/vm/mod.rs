@@ -4,6 +4,7 @@
 
 pub mod compute_instance;
 pub mod image;
+pub mod placement;
 pub mod status;
 
 use std::collections::BTreeMap;
@@ -17,6 +18,7 @@ pub use crate::object::{Metadata, MetadataInput};
 use crate::validation::ValidationErrors;
 use crate::value::ParameterValue;
 pub use image::VmImage;
+pub use placement::Placement;
 
 /// The `@type` of a virtual machine in API responses.
 pub const VM_TYPE_URL: &str = "type.googleapis.com/fulfillment.v1.VirtualMachine";
@@ -82,6 +84,9 @@ pub struct VirtualMachineSpec {
     /// fixed at create.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<VmImage>,
+    /// Where it may run, when the server drives several clusters; fixed at create.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
 }
 
 impl VirtualMachineSpec {
@@ -95,6 +100,7 @@ impl VirtualMachineSpec {
             user_data: None,
             ssh_public_key: None,
             image: None,
+            placement: None,
         }
     }
 
@@ -331,6 +337,9 @@ pub struct VirtualMachineStatus {
     /// `spec.network_attachments` (the first is `internalIP`).
     #[serde(rename = "internalIPs", default, skip_serializing_if = "Vec::is_empty")]
     pub internal_ips: Vec<String>,
+    /// The cluster it was placed on, when the server drives several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
 impl VirtualMachineStatus {
@@ -411,6 +420,9 @@ pub struct SpecPatch {
     /// Must equal the current image: a VM cannot change image in place.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<VmImage>,
+    /// Must equal the current placement: a VM is placed once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
 }
 
 /// The object of a PATCH request.

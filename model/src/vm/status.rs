@@ -61,12 +61,23 @@ pub struct Observation {
     /// How the running guest was started (e.g. restored from a template
     /// snapshot, or a cold boot and why), added to its Ready condition.
     pub boot: Option<String>,
+    /// The cluster it is on, when the backend drives several; none: the one it was.
+    pub cluster: Option<String>,
 }
 
 impl Observation {
     /// An observation of `phase` with no addresses and nothing degraded.
     pub fn new(phase: Phase) -> Self {
-        Self { phase, internal_ip: None, external_ip: None, nic_ips: Vec::new(), degraded: None, restart_required: None, boot: None }
+        Self {
+            phase,
+            internal_ip: None,
+            external_ip: None,
+            nic_ips: Vec::new(),
+            degraded: None,
+            restart_required: None,
+            boot: None,
+            cluster: None,
+        }
     }
 }
 
@@ -147,6 +158,8 @@ pub fn derive_status(
         internal_ip: observed.internal_ip.clone().filter(|_| keep_ips),
         external_ip: observed.external_ip.clone().filter(|_| keep_ips),
         internal_ips: if keep_ips { observed.nic_ips.clone() } else { Vec::new() },
+        // Placed once: the cluster stays named until the VM is gone.
+        cluster: observed.cluster.clone().or_else(|| previous.cluster.clone()),
     }
 }
 

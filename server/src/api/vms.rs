@@ -62,6 +62,26 @@ async fn resolve(s: &AppState, spec: &VirtualMachineSpec, errs: &mut ValidationE
     }
 }
 
+/// Checks `spec.placement` against the clusters the backend drives: a
+/// cluster it names exists, and some cluster has the labels it asks.
+fn check_placement(backend: &dyn vmaas_backend::Backend, placement: Option<&vmaas_model::Placement>, errs: &mut ValidationErrors) {
+    let Some(p) = placement.filter(|p| !p.is_empty()) else { return };
+    let mut bad = ValidationErrors::default();
+    p.check("object.spec.placement", &mut bad);
+    if !bad.is_empty() {
+        return errs.extend(bad);
+    }
+    let clusters = backend.clusters();
+    if clusters.is_empty() {
+        return errs.push("object.spec.placement", "this server drives one cluster: there is nothing to choose among (see --cluster)");
+    }
+    if !clusters.iter().any(|c| p.admits(&c.name, &c.labels)) {
+        let known: Vec<String> =
+            clusters.iter().map(|c| format!("{} {}", c.name, vmaas_model::vm::placement::describe_labels(&c.labels))).collect();
+        errs.push("object.spec.placement", format!("no cluster matches {} (clusters: {})", p.describe(), known.join(", ")));
+    }
+}
+
 /// Boots `spec.image` (OSAC's `ComputeInstanceImage`) in place of the
 /// image the template chose; refused beside a parameter choosing it too.
 fn apply_image(template: &Template, spec: &VirtualMachineSpec, machine: &mut MachineSpec, errs: &mut ValidationErrors) {
@@ -137,6 +157,7 @@ pub(super) async fn create(
     let name = checked_name(obj.requested_name(), &mut errs);
     let labels = vmaas_model::Labels::from_input(obj.metadata.as_ref(), &mut errs);
     let resolved = resolve(&s, &obj.spec, &mut errs).await?;
+    check_placement(s.backend.as_ref(), obj.spec.placement.as_ref(), &mut errs);
     if let Some((template, r)) = &resolved {
         super::images::check_image(&s, &caller, &r.spec, &image_field(template, &obj.spec), &mut errs).await?;
     }
@@ -216,6 +237,9 @@ pub(super) async fn patch(
     }
     if let Some(i) = p.spec.image.as_ref().filter(|i| Some(*i) != current.spec.image.as_ref()) {
         errs.push("object.spec.image", format!("cannot change to {:?} in place; delete the VM and create a new one", i.source_ref));
+    }
+    if let Some(pl) = p.spec.placement.as_ref().filter(|pl| Some(*pl) != current.spec.placement.as_ref()) {
+        errs.push("object.spec.placement", format!("cannot change to {} in place: a VM is placed once", pl.describe()));
     }
     let expected = p.metadata.as_ref().and_then(|m| m.version).unwrap_or(current.version);
     if expected != current.version {

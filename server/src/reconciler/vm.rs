@@ -123,6 +123,8 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Opti
         balanced_ports,
         volumes: super::volume::disks(r, &vm).await?,
         imported_image,
+        placement: vm.spec.placement.clone().unwrap_or_default(),
+        cluster: vm.status.cluster.clone(),
     };
     let target = VmTarget { id: vm.id.clone(), tenant: vm.tenant.clone(), name: vm.name.clone(), version: vm.version, spec };
     match r.backend.vms().ensure(&target).await {

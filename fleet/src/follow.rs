@@ -1,0 +1,166 @@
+//! What follows its VMs: a volume is made on the cluster of the first VM
+//! it is attached to and stays there (attaching it to a VM on another
+//! cluster fails, naming both); a load balancer is made on every cluster
+//! that runs one of its targets, each with the targets it runs, and
+//! removed from a cluster that runs none of them any more.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use vmaas_backend::{
+    BackendError, BalancerDriver, BalancerObservation, BalancerProblem, BalancerSpec, BalancerTarget, Cleanup, Driver, Requeue,
+    VolumeDriver, VolumeObservation, VolumeSpec, VolumeTarget,
+};
+use vmaas_model::ObjectKind;
+
+use crate::Inner;
+use crate::fanout::worst_requeue;
+
+/// How soon an object whose VMs are not placed yet is looked at again.
+const UNPLACED: Duration = Duration::from_secs(5);
+
+/// Volumes, each on one cluster.
+pub struct Volumes {
+    inner: Arc<Inner>,
+    drivers: Vec<Arc<VolumeDriver>>,
+    homes: Mutex<HashMap<String, usize>>,
+}
+
+impl Volumes {
+    pub(crate) fn new(inner: Arc<Inner>, drivers: Vec<Arc<VolumeDriver>>) -> Self {
+        Self { inner, drivers, homes: Mutex::default() }
+    }
+
+    /// The cluster volume `id` is on, as known or found.
+    fn known(&self, id: &str) -> Option<usize> {
+        let remembered = self.homes.lock().ok().and_then(|h| h.get(id).copied());
+        remembered.or_else(|| (0..self.inner.members.len()).find(|&i| self.inner.members[i].backend.holds(ObjectKind::Volume, id)))
+    }
+}
+
+#[async_trait]
+impl Driver<VolumeSpec, VolumeObservation> for Volumes {
+    async fn ensure(&self, t: &VolumeTarget) -> Result<(VolumeObservation, Requeue), BackendError> {
+        let vm_home = t.spec.attached_to.as_deref().and_then(|vm| self.inner.home(vm));
+        let m = match (self.known(&t.id), vm_home) {
+            (Some(k), Some(v)) if k != v => {
+                let (k, v) = (&self.inner.members[k].name, &self.inner.members[v].name);
+                let why = format!("the volume is on cluster {k} and its VM runs on cluster {v}: a volume does not move between clusters");
+                return Ok((VolumeObservation::Failed(why), Requeue::AwaitChange));
+            }
+            (Some(m), _) | (None, Some(m)) => m,
+            (None, None) => {
+                let why = "made on the cluster of the first VM it is attached to, once that VM is placed".to_owned();
+                return Ok((VolumeObservation::Pending(why), Requeue::after(UNPLACED)));
+            }
+        };
+        if let Ok(mut h) = self.homes.lock() {
+            h.insert(t.id.clone(), m);
+        }
+        self.drivers[m].ensure(t).await
+    }
+
+    async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
+        let Some(m) = self.known(id) else { return Ok(Cleanup::Done) };
+        let done = self.drivers[m].delete(id).await?;
+        if done == Cleanup::Done
+            && let Ok(mut h) = self.homes.lock()
+        {
+            h.remove(id);
+        }
+        Ok(done)
+    }
+
+    async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
+        for d in &self.drivers {
+            d.retain(known).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Load balancers, on the clusters of their targets.
+pub struct Balancers {
+    inner: Arc<Inner>,
+    drivers: Vec<Arc<BalancerDriver>>,
+    on: Mutex<HashMap<String, BTreeSet<usize>>>,
+}
+
+impl Balancers {
+    pub(crate) fn new(inner: Arc<Inner>, drivers: Vec<Arc<BalancerDriver>>) -> Self {
+        Self { inner, drivers, on: Mutex::default() }
+    }
+
+    /// The clusters load balancer `id` is made on, as known or found.
+    fn made_on(&self, id: &str) -> BTreeSet<usize> {
+        let mut on = self.on.lock().map(|o| o.get(id).cloned().unwrap_or_default()).unwrap_or_default();
+        on.extend((0..self.inner.members.len()).filter(|&i| self.inner.members[i].backend.holds(ObjectKind::LoadBalancer, id)));
+        on
+    }
+}
+
+#[async_trait]
+impl Driver<BalancerSpec, BalancerObservation> for Balancers {
+    async fn ensure(&self, t: &BalancerTarget) -> Result<(BalancerObservation, Requeue), BackendError> {
+        let mut by_cluster: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        for vm in &t.spec.targets {
+            if let Some(m) = self.inner.home(vm) {
+                by_cluster.entry(m).or_default().push(vm.clone());
+            }
+        }
+        for m in self.made_on(&t.id).into_iter().filter(|m| !by_cluster.contains_key(m)) {
+            self.drivers[m].delete(&t.id).await?;
+        }
+        if let Ok(mut on) = self.on.lock() {
+            on.insert(t.id.clone(), by_cluster.keys().copied().collect());
+        }
+        if by_cluster.is_empty() {
+            let problem = BalancerProblem::Pending("none of its targets is placed on a cluster yet".into());
+            return Ok((BalancerObservation { problem: Some(problem), healthy: Vec::new() }, Requeue::after(UNPLACED)));
+        }
+        let mut healthy = BTreeSet::new();
+        let mut problem = None;
+        let mut nexts = Vec::new();
+        for (m, targets) in by_cluster {
+            let part = BalancerTarget { spec: BalancerSpec { targets, ..t.spec.clone() }, ..t.clone() };
+            let (seen, next) = self.drivers[m].ensure(&part).await?;
+            healthy.extend(seen.healthy);
+            problem = problem.or(seen.problem.map(|p| named(&self.inner.members[m].name, p)));
+            nexts.push(next);
+        }
+        let healthy = t.spec.targets.iter().filter(|vm| healthy.contains(*vm)).cloned().collect();
+        Ok((BalancerObservation { problem, healthy }, worst_requeue(nexts.into_iter())))
+    }
+
+    async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
+        let mut done = Cleanup::Done;
+        for m in self.made_on(id) {
+            if self.drivers[m].delete(id).await? == Cleanup::InProgress {
+                done = Cleanup::InProgress;
+            }
+        }
+        if done == Cleanup::Done
+            && let Ok(mut on) = self.on.lock()
+        {
+            on.remove(id);
+        }
+        Ok(done)
+    }
+
+    async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
+        for d in &self.drivers {
+            d.retain(known).await?;
+        }
+        Ok(())
+    }
+}
+
+/// `p`, saying which cluster it is on.
+fn named(cluster: &str, p: BalancerProblem) -> BalancerProblem {
+    match p {
+        BalancerProblem::Pending(m) => BalancerProblem::Pending(format!("on cluster {cluster}: {m}")),
+        BalancerProblem::Failed(m) => BalancerProblem::Failed(format!("on cluster {cluster}: {m}")),
+    }
+}

@@ -1,0 +1,263 @@
+//! # vmaas-fleet
+//!
+//! Several backends behind one: each a cluster (a KubeVirt cluster, or this
+//! host's qemu backend) with a name and labels. A VM is placed once, on the
+//! cluster its `spec.placement` admits with the most room for it (CPU,
+//! memory, GPUs), and stays there: its status names the cluster, and every
+//! later call for it goes there. What a VM needs follows it: its subnets
+//! are made on the clusters its VMs run on, a volume on the cluster of the
+//! first VM it is attached to, a load balancer on every cluster running one
+//! of its targets. Images are imported on every cluster, so any VM can boot
+//! them wherever it lands. A cluster that stops answering keeps its VMs
+//! (DEGRADED, as its own backend reports them); nothing is moved or made twice.
+//!
+//! - [`place`]: choosing a cluster.
+//! - [`vm`]: VMs, routed to their cluster; their consoles.
+//! - [`subnet`]: subnets made where their VMs run.
+//! - [`follow`]: volumes and load balancers made where their VMs run.
+//! - [`fanout`]: networks and images, on every cluster.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod fanout;
+pub mod follow;
+pub mod place;
+pub mod subnet;
+pub mod vm;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde_json::json;
+use vmaas_backend::{
+    Backend, BalancerDriver, Capabilities, CatalogImage, ClusterInfo, ImageDriver, NetworkDriver, SubnetDriver, VmDriver, VolumeDriver,
+    Wake,
+};
+use vmaas_model::ObjectKind;
+
+/// One cluster of the fleet.
+pub struct Member {
+    /// Its name (`status.cluster`, `spec.placement.cluster`).
+    pub name: String,
+    /// Its labels (`spec.placement.labels`).
+    pub labels: BTreeMap<String, String>,
+    /// What runs its objects.
+    pub backend: Arc<dyn Backend>,
+}
+
+/// Why a fleet cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// No cluster given.
+    #[error("a fleet needs at least one cluster")]
+    Empty,
+    /// A name given twice, or not a name.
+    #[error("cluster {name:?}: {reason}")]
+    BadName {
+        /// The name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What the fleet's drivers share.
+pub(crate) struct Inner {
+    members: Vec<Member>,
+    vms: Vec<Arc<VmDriver>>,
+    /// The cluster of each VM placed (or found), by VM id.
+    homes: Mutex<HashMap<String, usize>>,
+    /// Placements made in the last moments, counted against their
+    /// cluster's room until its own view has them.
+    recent: Mutex<Vec<vm::Recent>>,
+    subnets: subnet::Spread,
+    wake: OnceLock<Wake>,
+}
+
+impl Inner {
+    /// The index of cluster `name`.
+    fn index(&self, name: &str) -> Option<usize> {
+        self.members.iter().position(|m| m.name == name)
+    }
+
+    /// The cluster VM `id` is on, if known.
+    fn home(&self, id: &str) -> Option<usize> {
+        self.homes.lock().ok().and_then(|h| h.get(id).copied())
+    }
+
+    /// Wakes object `id` of `kind`.
+    fn wake(&self, kind: ObjectKind, id: &str) {
+        if let Some(w) = self.wake.get() {
+            w.wake(kind, id);
+        }
+    }
+}
+
+/// The backend of several clusters.
+pub struct Fleet(Arc<Inner>);
+
+impl Fleet {
+    /// A fleet of `members`, finding which of them holds each VM already
+    /// (so that a restart places nothing twice).
+    pub fn new(members: Vec<Member>) -> Result<Self, FleetError> {
+        if members.is_empty() {
+            return Err(FleetError::Empty);
+        }
+        for (i, m) in members.iter().enumerate() {
+            vmaas_model::vm::placement::check_cluster_name(&m.name)
+                .map_err(|reason| FleetError::BadName { name: m.name.clone(), reason })?;
+            if members[..i].iter().any(|o| o.name == m.name) {
+                return Err(FleetError::BadName { name: m.name.clone(), reason: "given twice".into() });
+            }
+        }
+        let mut homes = HashMap::new();
+        for (i, m) in members.iter().enumerate() {
+            for id in m.backend.inventory() {
+                homes.entry(id).or_insert(i);
+            }
+        }
+        let vms = members.iter().map(|m| m.backend.vms()).collect();
+        Ok(Self(Arc::new(Inner {
+            members,
+            vms,
+            homes: Mutex::new(homes),
+            recent: Mutex::default(),
+            subnets: subnet::Spread::default(),
+            wake: OnceLock::new(),
+        })))
+    }
+
+    fn every<T>(&self, f: impl Fn(&dyn Backend) -> Option<T>) -> Option<Vec<T>> {
+        self.0.members.iter().map(|m| f(m.backend.as_ref())).collect()
+    }
+}
+
+impl Backend for Fleet {
+    fn name(&self) -> &'static str {
+        "fleet"
+    }
+
+    /// What every cluster can do.
+    fn capabilities(&self) -> Capabilities {
+        let all: Vec<Capabilities> = self.0.members.iter().map(|m| m.backend.capabilities()).collect();
+        let mut kinds = all[0].kinds.clone();
+        kinds.retain(|k| all.iter().all(|c| c.kinds.contains(k)));
+        Capabilities {
+            kinds,
+            live_migration: all.iter().all(|c| c.live_migration),
+            gpus: all.iter().any(|c| c.gpus),
+            console: all.iter().all(|c| c.console),
+        }
+    }
+
+    fn attach(&self, wake: Wake) {
+        for m in &self.0.members {
+            m.backend.attach(wake.clone());
+        }
+        let _ = self.0.wake.set(wake);
+    }
+
+    fn resyncs(&self) -> bool {
+        self.0.members.iter().any(|m| m.backend.resyncs())
+    }
+
+    fn health(&self) -> serde_json::Value {
+        let clusters: serde_json::Map<String, serde_json::Value> = self
+            .0
+            .members
+            .iter()
+            .map(|m| {
+                let b = &m.backend;
+                let about =
+                    json!({"backend": b.name(), "labels": m.labels, "reachable": b.reachable(), "room": b.room(), "details": b.health()});
+                (m.name.clone(), about)
+            })
+            .collect();
+        json!({ "clusters": clusters })
+    }
+
+    fn clusters(&self) -> Vec<ClusterInfo> {
+        self.0
+            .members
+            .iter()
+            .map(|m| ClusterInfo {
+                name: m.name.clone(),
+                labels: m.labels.clone(),
+                reachable: m.backend.reachable(),
+                room: m.backend.room(),
+            })
+            .collect()
+    }
+
+    fn vms(&self) -> Arc<VmDriver> {
+        Arc::new(vm::Vms(self.0.clone()))
+    }
+
+    fn networks(&self) -> Option<Arc<NetworkDriver>> {
+        let names = self.0.members.iter().map(|m| m.name.clone()).collect();
+        self.every(|b| b.networks()).map(|d| Arc::new(fanout::Networks(names, d)) as Arc<NetworkDriver>)
+    }
+
+    fn subnets(&self) -> Option<Arc<SubnetDriver>> {
+        self.every(|b| b.subnets()).map(|d| Arc::new(subnet::Subnets::new(self.0.clone(), d)) as Arc<SubnetDriver>)
+    }
+
+    fn load_balancers(&self) -> Option<Arc<BalancerDriver>> {
+        self.every(|b| b.load_balancers()).map(|d| Arc::new(follow::Balancers::new(self.0.clone(), d)) as Arc<BalancerDriver>)
+    }
+
+    fn volumes(&self) -> Option<Arc<VolumeDriver>> {
+        self.every(|b| b.volumes()).map(|d| Arc::new(follow::Volumes::new(self.0.clone(), d)) as Arc<VolumeDriver>)
+    }
+
+    fn image_imports(&self) -> Option<Arc<ImageDriver>> {
+        let names = self.0.members.iter().map(|m| m.name.clone()).collect();
+        self.every(|b| b.image_imports()).map(|d| Arc::new(fanout::Images(names, d)) as Arc<ImageDriver>)
+    }
+
+    fn consoles(&self) -> Option<Arc<dyn vmaas_backend::Consoles>> {
+        let each: Vec<_> = self.0.members.iter().map(|m| m.backend.consoles()).collect();
+        Some(Arc::new(vm::Consoles(self.0.clone(), each)))
+    }
+
+    fn inventory(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.0.members.iter().flat_map(|m| m.backend.inventory()).collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    fn quarantine(&self) -> Vec<vmaas_backend::Quarantined> {
+        self.0.members.iter().flat_map(|m| m.backend.quarantine()).collect()
+    }
+
+    fn holds(&self, kind: ObjectKind, id: &str) -> bool {
+        self.0.members.iter().any(|m| m.backend.holds(kind, id))
+    }
+
+    fn reachable(&self) -> bool {
+        self.0.members.iter().all(|m| m.backend.reachable())
+    }
+
+    /// The images every cluster has; one some cluster lacks is listed with
+    /// the problem (a VM placed there could not boot it).
+    fn images(&self) -> Option<Vec<CatalogImage>> {
+        let each = self.every(|b| b.images())?;
+        let mut out = each[0].clone();
+        for img in &mut out {
+            let lacking: Vec<&str> = (1..each.len())
+                .filter(|&i| !each[i].iter().any(|o| o.name == img.name && o.problem.is_none()))
+                .map(|i| self.0.members[i].name.as_str())
+                .collect();
+            if !lacking.is_empty() && img.problem.is_none() {
+                img.problem = Some(format!("not on cluster(s) {}", lacking.join(", ")));
+            }
+        }
+        Some(out)
+    }
+
+    fn memory(&self) -> Vec<vmaas_backend::VmMemory> {
+        self.0.members.iter().flat_map(|m| m.backend.memory()).collect()
+    }
+}

@@ -1,0 +1,108 @@
+//! Subnets are made on the clusters their VMs run on: a VM placed on a
+//! cluster makes its subnets there first (from the subnet as last
+//! reconciled), and a subnet is reconciled on every cluster that has it.
+//! A subnet no VM uses yet is made nowhere, and READY: it is a range the
+//! server hands addresses from until a VM runs on it.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use vmaas_backend::{Attachment, BackendError, Cleanup, Driver, NetworkObservation, Requeue, SubnetDriver, SubnetSpec, SubnetTarget};
+use vmaas_model::ObjectKind;
+
+use crate::Inner;
+use crate::fanout::{merge_network, worst_requeue};
+
+/// Where each subnet is made, and what it is.
+#[derive(Default)]
+pub(crate) struct Spread {
+    /// The clusters each subnet is made on, by subnet id.
+    on: Mutex<HashMap<String, BTreeSet<usize>>>,
+    /// Each subnet as last reconciled, by id.
+    targets: Mutex<HashMap<String, SubnetTarget>>,
+    /// Each cluster's subnet driver, once the fleet hands them out.
+    drivers: std::sync::OnceLock<Vec<Arc<SubnetDriver>>>,
+}
+
+impl Spread {
+    fn clusters_of(&self, inner: &Inner, id: &str) -> BTreeSet<usize> {
+        let mut on = self.on.lock().map(|o| o.get(id).cloned().unwrap_or_default()).unwrap_or_default();
+        on.extend((0..inner.members.len()).filter(|&i| inner.members[i].backend.holds(ObjectKind::Subnet, id)));
+        on
+    }
+}
+
+/// Makes the subnets of `attachments` on cluster `m` if they are not yet.
+pub(crate) async fn make_on(inner: &Inner, m: usize, attachments: &[Attachment]) -> Result<(), BackendError> {
+    let Some(drivers) = inner.subnets.drivers.get() else { return Ok(()) };
+    for a in attachments {
+        if inner.subnets.clusters_of(inner, &a.subnet).contains(&m) {
+            continue;
+        }
+        let target = inner.subnets.targets.lock().ok().and_then(|t| t.get(&a.subnet).cloned());
+        let Some(target) = target else {
+            return Err(BackendError::transient(format!("making subnet {} on a cluster", a.subnet), "the subnet is not reconciled yet"));
+        };
+        drivers[m].ensure(&target).await?;
+        if let Ok(mut on) = inner.subnets.on.lock() {
+            on.entry(a.subnet.clone()).or_default().insert(m);
+        }
+        inner.wake(ObjectKind::Subnet, &a.subnet);
+    }
+    Ok(())
+}
+
+/// The driver of subnets.
+pub struct Subnets(Arc<Inner>);
+
+impl Subnets {
+    pub(crate) fn new(inner: Arc<Inner>, drivers: Vec<Arc<SubnetDriver>>) -> Self {
+        let _ = inner.subnets.drivers.set(drivers);
+        Self(inner)
+    }
+
+    fn drivers(&self) -> &[Arc<SubnetDriver>] {
+        self.0.subnets.drivers.get().map(Vec::as_slice).unwrap_or_default()
+    }
+}
+
+#[async_trait]
+impl Driver<SubnetSpec, NetworkObservation> for Subnets {
+    async fn ensure(&self, t: &SubnetTarget) -> Result<(NetworkObservation, Requeue), BackendError> {
+        if let Ok(mut targets) = self.0.subnets.targets.lock() {
+            targets.insert(t.id.clone(), t.clone());
+        }
+        let mut seen = Vec::new();
+        for m in self.0.subnets.clusters_of(&self.0, &t.id) {
+            let (o, next) = self.drivers()[m].ensure(t).await?;
+            seen.push((self.0.members[m].name.as_str(), o, next));
+        }
+        Ok((merge_network(&seen), worst_requeue(seen.iter().map(|s| s.2))))
+    }
+
+    async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
+        let mut done = Cleanup::Done;
+        for m in self.0.subnets.clusters_of(&self.0, id) {
+            if self.drivers()[m].delete(id).await? == Cleanup::InProgress {
+                done = Cleanup::InProgress;
+            }
+        }
+        if done == Cleanup::Done {
+            if let Ok(mut on) = self.0.subnets.on.lock() {
+                on.remove(id);
+            }
+            if let Ok(mut t) = self.0.subnets.targets.lock() {
+                t.remove(id);
+            }
+        }
+        Ok(done)
+    }
+
+    async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
+        for d in self.drivers() {
+            d.retain(known).await?;
+        }
+        Ok(())
+    }
+}

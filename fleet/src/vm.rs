@@ -1,0 +1,159 @@
+//! VMs: placed once (their status's cluster, else the cluster found holding
+//! them, else [`crate::place::choose`]), then routed to their cluster's own
+//! driver, whose observation gains the cluster's name. A VM that fits
+//! nowhere yet waits (PROGRESSING, with the reason for each cluster); one no
+//! cluster admits fails until it is changed.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use tracing::info;
+use vmaas_backend::{BackendError, Cleanup, Demand, Driver, Requeue, Room, VmObservation, VmSpec, VmTarget};
+use vmaas_model::{Observation, Phase};
+
+use crate::Inner;
+use crate::place::{Candidate, Choice, choose};
+
+/// How long a placement counts against its cluster's room on its own,
+/// before that cluster's view of its VMs has surely caught up.
+const RECENT: Duration = Duration::from_secs(5);
+
+/// How soon a VM that fits nowhere yet is looked at again.
+const WAIT: Duration = Duration::from_secs(5);
+
+/// A placement just made.
+pub(crate) struct Recent {
+    member: usize,
+    id: String,
+    demand: Demand,
+    at: Instant,
+}
+
+/// The driver of VMs.
+pub struct Vms(pub(crate) Arc<Inner>);
+
+/// Where a VM cannot go yet, as it is reported.
+struct Unplaced(Observation, Requeue);
+
+impl Inner {
+    /// The cluster of VM `t`, placing it if it has none.
+    fn place(&self, t: &VmTarget) -> Result<Result<usize, Unplaced>, BackendError> {
+        if let Some(name) = &t.spec.cluster {
+            let m = self.index(name).ok_or_else(|| {
+                BackendError::transient(
+                    format!("VM {:?}", t.name),
+                    format!("it runs on cluster {name:?}, which this server does not drive"),
+                )
+            })?;
+            self.homes.lock().map_err(poisoned)?.insert(t.id.clone(), m);
+            return Ok(Ok(m));
+        }
+        let mut homes = self.homes.lock().map_err(poisoned)?;
+        if let Some(&m) = homes.get(&t.id) {
+            return Ok(Ok(m));
+        }
+        let mut recent = self.recent.lock().map_err(poisoned)?;
+        recent.retain(|r| r.at.elapsed() < RECENT);
+        let demand = Room::demand(&t.spec.machine);
+        let candidates: Vec<Candidate<'_>> = self
+            .members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| Candidate {
+                name: &m.name,
+                labels: &m.labels,
+                reachable: m.backend.reachable(),
+                room: m.backend.room().map(|mut room| {
+                    recent.iter().filter(|r| r.member == i).for_each(|r| room.take(&r.demand));
+                    room
+                }),
+            })
+            .collect();
+        Ok(match choose(&candidates, &t.spec.placement, &demand) {
+            Choice::On(m) => {
+                info!(vm = %t.id, cluster = %self.members[m].name, "placed");
+                homes.insert(t.id.clone(), m);
+                recent.push(Recent { member: m, id: t.id.clone(), demand, at: Instant::now() });
+                Ok(m)
+            }
+            Choice::Wait(why) => Err(Unplaced(Observation::new(Phase::Starting(why)), Requeue::after(WAIT))),
+            Choice::Refuse(why) => Err(Unplaced(Observation::new(Phase::Failed(why)), Requeue::AwaitChange)),
+        })
+    }
+
+    /// Forgets VM `id`'s placement.
+    fn unplace(&self, id: &str) {
+        if let Ok(mut h) = self.homes.lock() {
+            h.remove(id);
+        }
+        if let Ok(mut r) = self.recent.lock() {
+            r.retain(|r| r.id != id);
+        }
+    }
+}
+
+fn poisoned<T>(_: std::sync::PoisonError<T>) -> BackendError {
+    BackendError::transient("placing a VM", "a lock was poisoned by a panic")
+}
+
+#[async_trait]
+impl Driver<VmSpec, VmObservation> for Vms {
+    async fn ensure(&self, t: &VmTarget) -> Result<(VmObservation, Requeue), BackendError> {
+        let m = match self.0.place(t)? {
+            Ok(m) => m,
+            // Never placed: nothing was acted on, and no volume is on it.
+            Err(Unplaced(observation, next)) => {
+                return Ok((VmObservation { observation, acted: Default::default(), volumes: Default::default() }, next));
+            }
+        };
+        crate::subnet::make_on(&self.0, m, &t.spec.attachments).await?;
+        let (mut seen, next) = self.0.vms[m].ensure(t).await?;
+        seen.observation.cluster = Some(self.0.members[m].name.clone());
+        Ok((seen, next))
+    }
+
+    async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
+        // Never placed (the fleet found it on no cluster at start, and
+        // placed it nowhere since): nothing to remove.
+        let Some(m) = self.0.home(id) else { return Ok(Cleanup::Done) };
+        let done = self.0.vms[m].delete(id).await?;
+        if done == Cleanup::Done {
+            self.0.unplace(id);
+        }
+        Ok(done)
+    }
+
+    async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
+        let mut first = None;
+        for d in &self.0.vms {
+            if let Err(e) = d.retain(known).await {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+/// The consoles of VMs, each on its cluster's.
+pub struct Consoles(pub(crate) Arc<Inner>, pub(crate) Vec<Option<Arc<dyn vmaas_backend::Consoles>>>);
+
+impl Consoles {
+    fn of(&self, id: &str) -> Result<&Arc<dyn vmaas_backend::Consoles>, BackendError> {
+        let m = self.0.home(id).ok_or_else(|| BackendError::unsupported("opening the console", "the VM is on no cluster yet"))?;
+        self.1[m].as_ref().ok_or_else(|| {
+            BackendError::unsupported("opening the console", format!("cluster {:?} has no serial consoles", self.0.members[m].name))
+        })
+    }
+}
+
+#[async_trait]
+impl vmaas_backend::Consoles for Consoles {
+    async fn open(&self, id: &str) -> Result<vmaas_backend::Console, BackendError> {
+        self.of(id)?.open(id).await
+    }
+
+    async fn log(&self, id: &str) -> Result<Vec<u8>, BackendError> {
+        self.of(id)?.log(id).await
+    }
+}

@@ -1,0 +1,115 @@
+//! Where a VM may run when a server drives several clusters
+//! (`spec.placement`): a cluster by name, or any cluster whose labels
+//! include the ones asked. Fixed at create; the cluster the VM was placed
+//! on is `status.cluster`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::validation::ValidationErrors;
+
+/// Where a VM may run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Placement {
+    /// The cluster, by name; none: any cluster that fits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// Labels the cluster must have (each key with that value).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Placement {
+    /// Whether a cluster named `name` with `labels` is one the VM may run on.
+    pub fn admits(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.cluster.as_deref().is_none_or(|c| c == name) && self.labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+    }
+
+    /// Whether it asks for nothing.
+    pub fn is_empty(&self) -> bool {
+        self.cluster.is_none() && self.labels.is_empty()
+    }
+
+    /// Checks names and labels, naming fields under `prefix`.
+    pub fn check(&self, prefix: &str, errs: &mut ValidationErrors) {
+        if let Some(c) = &self.cluster
+            && let Err(reason) = check_cluster_name(c)
+        {
+            errs.push(format!("{prefix}.cluster"), reason);
+        }
+        for (k, v) in &self.labels {
+            if let Err(reason) = crate::labels::check_key(k) {
+                errs.push(format!("{prefix}.labels.{k}"), format!("is not a valid key: {reason}"));
+            }
+            if let Err(reason) = crate::labels::check_name(v, true) {
+                errs.push(format!("{prefix}.labels.{k}"), format!("is not a valid label value: {reason}"));
+            }
+        }
+    }
+
+    /// `cluster=NAME`, `k=v` … for messages.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = self.cluster.iter().map(|c| format!("cluster {c:?}")).collect();
+        if !self.labels.is_empty() {
+            parts.push(format!("labels {}", describe_labels(&self.labels)));
+        }
+        if parts.is_empty() { "anywhere".to_owned() } else { parts.join(" and ") }
+    }
+}
+
+/// `{k=v, …}` for messages.
+pub fn describe_labels(labels: &BTreeMap<String, String>) -> String {
+    let kv: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{{{}}}", kv.join(", "))
+}
+
+/// A cluster's name: a DNS label (lower-case letters, digits and `-`, at most 63).
+pub fn check_cluster_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if ok { Ok(()) } else { Err(format!("{name:?} is not a cluster name (lower-case letters, digits and '-', at most 63)")) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
+        kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn a_cluster_is_admitted_by_its_name_and_by_every_label_asked() {
+        let p = Placement { cluster: None, labels: labels(&[("zone", "a")]) };
+        assert!(p.admits("east", &labels(&[("zone", "a"), ("tier", "gold")])));
+        assert!(!p.admits("west", &labels(&[("zone", "b")])));
+        assert!(!p.admits("north", &labels(&[])));
+        let named = Placement { cluster: Some("east".into()), labels: BTreeMap::new() };
+        assert!(named.admits("east", &labels(&[])));
+        assert!(!named.admits("west", &labels(&[])));
+        assert!(Placement::default().admits("any", &labels(&[])));
+    }
+
+    #[test]
+    fn bad_names_and_labels_are_named() {
+        let p = Placement { cluster: Some("East_1".into()), labels: labels(&[("bad key!", "v"), ("zone", "-x")]) };
+        let mut errs = ValidationErrors::default();
+        p.check("object.spec.placement", &mut errs);
+        let text = format!("{errs:?}");
+        assert!(text.contains("object.spec.placement.cluster"), "{text}");
+        assert!(text.contains("object.spec.placement.labels.bad key!"), "{text}");
+        assert!(text.contains("object.spec.placement.labels.zone"), "{text}");
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let e = serde_json::from_str::<Placement>(r#"{"clusters": "east"}"#).unwrap_err();
+        assert!(e.to_string().contains("clusters"), "{e}");
+    }
+}

@@ -1,0 +1,90 @@
+//! `--cluster NAME=KUBECONFIG` and `--cluster-label NAME:KEY=VALUE`: the
+//! clusters a server places VMs among, as the flags give them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Where one cluster of several is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterSource {
+    /// A Kubernetes cluster with KubeVirt, through this kubeconfig.
+    Kubeconfig(PathBuf),
+    /// This host, through the qemu backend (`NAME=host`).
+    Host,
+}
+
+/// One `--cluster` flag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterFlag {
+    /// Its name.
+    pub name: String,
+    /// Where it is.
+    pub source: ClusterSource,
+}
+
+/// `NAME=KUBECONFIG` or `NAME=host`.
+pub fn parse_cluster(s: &str) -> Result<ClusterFlag, String> {
+    let Some((name, path)) = s.split_once('=').filter(|(_, p)| !p.is_empty()) else {
+        return Err(format!("{s:?}: expected NAME=KUBECONFIG (or NAME=host for this host's qemu backend)"));
+    };
+    vmaas_model::vm::placement::check_cluster_name(name)?;
+    let source = if path == "host" { ClusterSource::Host } else { ClusterSource::Kubeconfig(PathBuf::from(path)) };
+    Ok(ClusterFlag { name: name.to_owned(), source })
+}
+
+/// One `--cluster-label` flag: `NAME:KEY=VALUE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterLabel {
+    /// The cluster.
+    pub cluster: String,
+    /// The label's key.
+    pub key: String,
+    /// Its value.
+    pub value: String,
+}
+
+/// `NAME:KEY=VALUE`, the key and value as Kubernetes labels have them.
+pub fn parse_cluster_label(s: &str) -> Result<ClusterLabel, String> {
+    let parsed = s.split_once(':').and_then(|(c, kv)| kv.split_once('=').map(|(k, v)| (c, k, v)));
+    let Some((cluster, key, value)) = parsed else { return Err(format!("{s:?}: expected NAME:KEY=VALUE, e.g. east:zone=eu-1")) };
+    vmaas_model::vm::placement::check_cluster_name(cluster)?;
+    vmaas_model::labels::check_key(key).map_err(|e| format!("{s:?}: the key {e}"))?;
+    vmaas_model::labels::check_name(value, true).map_err(|e| format!("{s:?}: the value {e}"))?;
+    Ok(ClusterLabel { cluster: cluster.to_owned(), key: key.to_owned(), value: value.to_owned() })
+}
+
+/// The labels of each cluster in `clusters`; a label of a cluster not
+/// among them is an error naming it.
+pub fn labels_by_cluster(clusters: &[ClusterFlag], labels: &[ClusterLabel]) -> Result<BTreeMap<String, BTreeMap<String, String>>, String> {
+    let mut out: BTreeMap<String, BTreeMap<String, String>> = clusters.iter().map(|c| (c.name.clone(), BTreeMap::new())).collect();
+    for l in labels {
+        let Some(of) = out.get_mut(&l.cluster) else {
+            return Err(format!("--cluster-label {}:{}={}: no --cluster is named {:?}", l.cluster, l.key, l.value, l.cluster));
+        };
+        of.insert(l.key.clone(), l.value.clone());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clusters_and_labels_are_parsed_and_bad_ones_named() {
+        assert_eq!(
+            parse_cluster("east=/k/east.yaml").unwrap(),
+            ClusterFlag { name: "east".into(), source: ClusterSource::Kubeconfig("/k/east.yaml".into()) }
+        );
+        assert_eq!(parse_cluster("dev=host").unwrap().source, ClusterSource::Host);
+        assert!(parse_cluster("East=/k").is_err());
+        assert!(parse_cluster("east=").is_err());
+        let l = parse_cluster_label("east:topology.kubernetes.io/zone=eu-1").unwrap();
+        assert_eq!((l.cluster.as_str(), l.key.as_str(), l.value.as_str()), ("east", "topology.kubernetes.io/zone", "eu-1"));
+        assert!(parse_cluster_label("east:zone=-bad").is_err());
+        assert!(parse_cluster_label("eastzone=a").is_err());
+        let east = parse_cluster("east=/k").unwrap();
+        assert!(labels_by_cluster(std::slice::from_ref(&east), &[parse_cluster_label("west:a=b").unwrap()]).unwrap_err().contains("west"));
+        assert_eq!(labels_by_cluster(&[east], &[l]).unwrap()["east"]["topology.kubernetes.io/zone"], "eu-1");
+    }
+}

@@ -1,0 +1,160 @@
+//! Two kube-apiservers as two clusters behind one server
+//! (`--cluster NAME=KUBECONFIG`, `--cluster-label`): VMs placed by a
+//! label, by capacity (the nodes' allocatable CPU and memory, less what
+//! vmaas's VMs ask), and made to wait when the cluster they name is full;
+//! `status.cluster` names where each runs and its KubeVirt VM is there and
+//! nowhere else; an image imported on both; a subnet made only where its
+//! VMs run; one cluster stopped, its VMs DEGRADED while the other's stay
+//! READY, and all READY again when it is back, nothing made twice.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use vmaas_tests::k8s::{Cluster, KubeApi};
+use vmaas_tests::kubevirt::{Controllers, IMAGES, VMS, data_source, node, objects_of};
+use vmaas_tests::vms::{self, TINY, V1};
+use vmaas_tests::{Db, Server};
+
+/// A cluster with the catalog's image, one node and its controllers played.
+async fn cluster(cpu: &str, memory: &str) -> (Cluster, Controllers) {
+    let k = Cluster::start().await;
+    k.namespace(IMAGES).await;
+    data_source(&k, "test-guest").await;
+    node(&k, "node-1", cpu, memory, json!({})).await;
+    let controllers = Controllers::start(k.api());
+    (k, controllers)
+}
+
+/// Creates VM `name` (tiny: 1 core, 256Mi) placed by `placement`: `(status, body)`.
+async fn create(s: &Server, t: &str, name: &str, placement: Value) -> (u16, Value) {
+    let body = json!({"object": {"metadata": {"name": name}, "spec": {"template": "tiny", "placement": placement}}});
+    s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(t), Some(body)).await
+}
+
+fn id_of(v: &Value) -> String {
+    v["object"]["id"].as_str().unwrap_or_default().to_owned()
+}
+
+/// How many KubeVirt VMs of vmaas VM `id` each cluster holds.
+async fn held(east: &KubeApi, west: &KubeApi, id: &str) -> (usize, usize) {
+    (objects_of(east, VMS, id).await.len(), objects_of(west, VMS, id).await.len())
+}
+
+fn degraded(v: &Value) -> bool {
+    v["status"]["conditions"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|c| c["type"] == "VIRTUAL_MACHINE_CONDITION_TYPE_DEGRADED" && c["status"] == "CONDITION_STATUS_TRUE"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vms_are_placed_among_two_clusters_and_survive_one_going_away() {
+    // east: 4 cores, 2 GiB; west: 1 core, 8 GiB (more memory, room for one tiny VM's CPU).
+    let (mut east, east_kv) = cluster("4", "2Gi").await;
+    let (west, _west_kv) = cluster("1", "8Gi").await;
+    let (ek, wk) = (east.kubeconfig(), west.kubeconfig());
+    let (ea, wa) = (format!("east={}", ek.display()), format!("west={}", wk.display()));
+    let args =
+        ["--backend", "kubevirt", "--cluster", &ea, "--cluster", &wa, "--cluster-label", "east:zone=a", "--cluster-label", "west:zone=b"];
+    let mut args: Vec<&str> = args.to_vec();
+    args.extend(["--default-image", "test-guest"]);
+    let s = Server::start_with(Db::Sqlite, &args).await.expect("sqlite");
+    vms::publish(&s, TINY);
+    let t = s.token("acme", false);
+    let (e, w) = (east.api(), west.api());
+
+    // Refused at create, naming the field: no cluster has the label, or the name.
+    let (st, body) = create(&s, &t, "nowhere", json!({"labels": {"zone": "c"}})).await;
+    assert_eq!(st, 400, "{body}");
+    assert!(body.to_string().contains("object.spec.placement") && body.to_string().contains("zone=c"), "{body}");
+    assert_eq!(create(&s, &t, "nowhere", json!({"cluster": "north"})).await.0, 400);
+
+    // By label: west.
+    let (st, by_label) = create(&s, &t, "by-label", json!({"labels": {"zone": "b"}})).await;
+    assert_eq!(st, 201, "{by_label}");
+    let by_label = id_of(&by_label);
+    let v = vms::wait_ready(&s, &t, &by_label).await;
+    assert_eq!(v["status"]["cluster"], "west", "{v:#}");
+    assert_eq!(held(&e, &w, &by_label).await, (0, 1));
+    assert_eq!(v["spec"]["placement"], json!({"labels": {"zone": "b"}}), "the placement is kept as asked");
+
+    // By capacity: west has the most memory left but no CPU: east.
+    let (st, by_room) = create(&s, &t, "by-room", json!({})).await;
+    assert_eq!(st, 201, "{by_room}");
+    let by_room = id_of(&by_room);
+    let v = vms::wait_ready(&s, &t, &by_room).await;
+    assert_eq!(v["status"]["cluster"], "east", "{v:#}");
+    assert_eq!(held(&e, &w, &by_room).await, (1, 0));
+
+    // Naming a full cluster: it waits, saying why, and is made nowhere.
+    let (st, waits) = create(&s, &t, "waits", json!({"cluster": "west"})).await;
+    assert_eq!(st, 201, "{waits}");
+    let waits = id_of(&waits);
+    let v = vms::wait_until(&s, &t, &waits, "waiting for room on west", 30, |v| v.to_string().contains("InsufficientCapacity")).await;
+    assert_eq!(vms::state(&v), "VIRTUAL_MACHINE_STATE_PROGRESSING", "{v:#}");
+    assert!(v.to_string().contains("west: 0 of 1000 CPU millicores free"), "{v:#}");
+    assert!(v["status"]["cluster"].is_null(), "{v:#}");
+    assert_eq!(held(&e, &w, &waits).await, (0, 0));
+    // A VM is placed once.
+    let patch = json!({"object": {"spec": {"placement": {"cluster": "east"}}}});
+    let (st, body) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{waits}"), Some(&t), Some(patch)).await;
+    assert_eq!(st, 400, "{body}");
+    assert!(body.to_string().contains("object.spec.placement"), "{body}");
+    // Room made on west: it goes there.
+    assert!(s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{by_label}"), Some(&t), None).await.0 < 300);
+    let v = vms::wait_until(&s, &t, &waits, "READY on west", 60, |v| vms::state(v) == "VIRTUAL_MACHINE_STATE_READY").await;
+    assert_eq!(v["status"]["cluster"], "west", "{v:#}");
+    assert_eq!(held(&e, &w, &waits).await, (0, 1));
+
+    // An image imported once is made on both clusters.
+    let url = "http://127.0.0.1:9/images/alpine.qcow2";
+    let body = json!({"object": {"metadata": {"name": "alpine"}, "spec": {"source": url}}});
+    let (st, img) = s.raw(Method::POST, &format!("{V1}/images"), Some(&t), Some(body)).await;
+    assert_eq!(st, 201, "{img}");
+    let img = id_of(&img);
+    vms::wait_state(&s, &t, &format!("{V1}/images/{img}"), "IMAGE_STATE_READY", 30).await;
+    for k in [&e, &w] {
+        assert_eq!(
+            objects_of(k, "/apis/cdi.kubevirt.io/v1beta1/datasources", &img).await.len(),
+            1,
+            "the image's DataSource on each cluster"
+        );
+    }
+
+    // A subnet is made where its VMs run, and only there.
+    let post = |path: &str, body: Value| {
+        let (s, t, path) = (&s, t.clone(), format!("{V1}/{path}"));
+        async move { s.raw(Method::POST, &path, Some(&t), Some(body)).await }
+    };
+    post("virtual_networks", json!({"object": {"metadata": {"name": "app"}, "spec": {"ipv4_cidr": "10.60.0.0/16"}}})).await;
+    let (st, subnet) = post(
+        "subnets",
+        json!({"object": {"metadata": {"name": "front"}, "spec": {"virtual_network": "app", "ipv4_cidr": "10.60.1.0/24"}}}),
+    )
+    .await;
+    assert_eq!(st, 201, "{subnet}");
+    let subnet = id_of(&subnet);
+    let body = json!({"object": {"metadata": {"name": "on-subnet"}, "spec": {"template": "tiny", "placement": {"cluster": "east"},
+        "network_attachments": [{"subnet": "front"}]}}});
+    let (st, on_subnet) = post("virtual_machines", body).await;
+    assert_eq!(st, 201, "{on_subnet}");
+    let v = vms::wait_ready(&s, &t, &id_of(&on_subnet)).await;
+    assert_eq!(v["status"]["cluster"], "east");
+    let udns = "/apis/k8s.ovn.org/v1/userdefinednetworks";
+    assert_eq!((objects_of(&e, udns, &subnet).await.len(), objects_of(&w, udns, &subnet).await.len()), (1, 0));
+    vms::wait_state(&s, &t, &format!("{V1}/subnets/{subnet}"), "SUBNET_STATE_READY", 30).await;
+
+    // One cluster away: its VM is DEGRADED, the other's is not; back: READY, nothing made twice.
+    east_kv.pause(true);
+    east.stop_apiserver();
+    let v = vms::wait_until(&s, &t, &by_room, "DEGRADED while east is away", 60, degraded).await;
+    assert_eq!(v["status"]["cluster"], "east");
+    let (_, other) = vms::get(&s, &t, &waits).await;
+    assert!(!degraded(&other["object"]) && !degraded(&other), "west's VM is not affected: {other:#}");
+    east.start_apiserver().await;
+    east_kv.pause(false);
+    vms::wait_until(&s, &t, &by_room, "READY once east is back", 90, |v| vms::state(v) == "VIRTUAL_MACHINE_STATE_READY" && !degraded(v))
+        .await;
+    assert_eq!(held(&east.api(), &w, &by_room).await, (1, 0));
+    assert_eq!(held(&east.api(), &w, &waits).await, (0, 1));
+    let (_, health) = s.raw(Method::GET, "/healthz", None, None).await;
+    assert_eq!(health["backend"]["details"]["clusters"]["east"]["reachable"], true, "{health:#}");
+}
