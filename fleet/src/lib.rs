@@ -71,6 +71,9 @@ pub(crate) struct Inner {
     /// Placements made in the last moments, counted against their
     /// cluster's room until its own view has them.
     recent: Mutex<Vec<vm::Recent>>,
+    /// What each VM asks, and of which cluster, by VM id (the room of a
+    /// cluster that does not count its VMs itself: this host).
+    demands: Mutex<HashMap<String, (usize, vmaas_backend::Demand)>>,
     subnets: subnet::Spread,
     wake: OnceLock<Wake>,
 }
@@ -123,6 +126,7 @@ impl Fleet {
             vms,
             homes: Mutex::new(homes),
             recent: Mutex::default(),
+            demands: Mutex::default(),
             subnets: subnet::Spread::default(),
             wake: OnceLock::new(),
         })))
@@ -167,10 +171,11 @@ impl Backend for Fleet {
             .0
             .members
             .iter()
-            .map(|m| {
+            .enumerate()
+            .map(|(i, m)| {
                 let b = &m.backend;
                 let about =
-                    json!({"backend": b.name(), "labels": m.labels, "reachable": b.reachable(), "room": b.room(), "details": b.health()});
+                    json!({"backend": b.name(), "labels": m.labels, "reachable": b.reachable(), "room": self.0.room_of(i), "details": b.health()});
                 (m.name.clone(), about)
             })
             .collect();
@@ -255,6 +260,11 @@ impl Backend for Fleet {
             }
         }
         Some(out)
+    }
+
+    /// The addresses held on this host, if one of the clusters is this host.
+    fn held_addresses(&self) -> Option<std::collections::HashSet<std::net::Ipv4Addr>> {
+        self.0.members.iter().find_map(|m| m.backend.held_addresses())
     }
 
     fn memory(&self) -> Vec<vmaas_backend::VmMemory> {

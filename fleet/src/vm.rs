@@ -64,7 +64,7 @@ impl Inner {
                 name: &m.name,
                 labels: &m.labels,
                 reachable: m.backend.reachable(),
-                room: m.backend.room().map(|mut room| {
+                room: self.room_of(i).map(|mut room| {
                     recent.iter().filter(|r| r.member == i).for_each(|r| room.take(&r.demand));
                     room
                 }),
@@ -82,8 +82,35 @@ impl Inner {
         })
     }
 
+    /// What cluster `m` has: as it reports it, else (this host) its
+    /// capacity less what the VMs placed on it ask.
+    pub(crate) fn room_of(&self, m: usize) -> Option<Room> {
+        let b = &self.members[m].backend;
+        b.room().or_else(|| {
+            let c = b.capacity()?;
+            let mut room = Room {
+                cpu_millis: vmaas_backend::Usage { total: u64::from(c.cpus) * 1000, used: 0 },
+                memory_bytes: vmaas_backend::Usage { total: c.memory_bytes, used: 0 },
+                devices: Default::default(),
+            };
+            let demands = self.demands.lock().ok()?;
+            demands.values().filter(|(on, _)| *on == m).for_each(|(_, d)| room.take(d));
+            Some(room)
+        })
+    }
+
+    /// Notes what VM `id` on cluster `m` asks.
+    fn note_demand(&self, id: &str, m: usize, d: Demand) {
+        if let Ok(mut demands) = self.demands.lock() {
+            demands.insert(id.to_owned(), (m, d));
+        }
+    }
+
     /// Forgets VM `id`'s placement.
     fn unplace(&self, id: &str) {
+        if let Ok(mut d) = self.demands.lock() {
+            d.remove(id);
+        }
         if let Ok(mut h) = self.homes.lock() {
             h.remove(id);
         }
@@ -107,6 +134,7 @@ impl Driver<VmSpec, VmObservation> for Vms {
                 return Ok((VmObservation { observation, acted: Default::default(), volumes: Default::default() }, next));
             }
         };
+        self.0.note_demand(&t.id, m, Room::demand(&t.spec.machine));
         crate::subnet::make_on(&self.0, m, &t.spec.attachments).await?;
         let (mut seen, next) = self.0.vms[m].ensure(t).await?;
         seen.observation.cluster = Some(self.0.members[m].name.clone());

@@ -158,3 +158,66 @@ async fn vms_are_placed_among_two_clusters_and_survive_one_going_away() {
     let (_, health) = s.raw(Method::GET, "/healthz", None, None).await;
     assert_eq!(health["backend"]["details"]["clusters"]["east"]["reachable"], true, "{health:#}");
 }
+
+/// This host (the qemu backend, `NAME=host`) and a Kubernetes cluster as two
+/// clusters of one server: a VM placed on the host boots a real guest here
+/// and nothing of it is on the cluster; one placed on the cluster is a
+/// KubeVirt VM there and no QEMU process here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn this_host_and_a_cluster_are_two_clusters_of_one_server() {
+    let (k, _kv) = cluster("4", "8Gi").await;
+    let images = vmaas_tests::images_dir().display().to_string();
+    let kube = format!("k8s={}", k.kubeconfig().display());
+    let r = uuid::Uuid::new_v4();
+    let (a, b) = (50 + r.as_bytes()[0] % 200, r.as_bytes()[1]);
+    let (pool, external) = (format!("127.{a}.{b}.0/25"), format!("127.{a}.{b}.128/25"));
+    let args = [
+        "--backend",
+        "kubevirt",
+        "--cluster",
+        "dev=host",
+        "--cluster",
+        &kube,
+        "--cluster-label",
+        "dev:kind=laptop",
+        "--images-dir",
+        &images,
+        "--vm-address-pool",
+        &pool,
+        "--external-ip-pool",
+        &external,
+        "--stop-grace",
+        "10s",
+        "--default-image",
+        "test-guest",
+    ];
+    let s = Server::start_with(Db::Sqlite, &args).await.expect("sqlite");
+    vms::publish(&s, TINY);
+    let t = s.token("acme", false);
+
+    let (st, here) = create(&s, &t, "here", json!({"labels": {"kind": "laptop"}})).await;
+    assert_eq!(st, 201, "{here}");
+    let (st, there) = create(&s, &t, "there", json!({"cluster": "k8s"})).await;
+    assert_eq!(st, 201, "{there}");
+    let (here, there) = (id_of(&here), id_of(&there));
+    let v = vms::wait_ready(&s, &t, &here).await;
+    assert_eq!(v["status"]["cluster"], "dev", "{v:#}");
+    assert!(!vmaas_tests::qemu_pids(&here).is_empty(), "a QEMU process runs the VM placed on this host");
+    assert!(objects_of(&k.api(), VMS, &here).await.is_empty());
+    let v = vms::wait_ready(&s, &t, &there).await;
+    assert_eq!(v["status"]["cluster"], "k8s", "{v:#}");
+    assert!(vmaas_tests::qemu_pids(&there).is_empty(), "no QEMU process for the VM on the cluster");
+    assert_eq!(objects_of(&k.api(), VMS, &there).await.len(), 1);
+    // The console of each is its cluster's: the guest here answers on its serial line.
+    let out = vms::console(&s, &t, &here, "echo fleet-$((40+2))");
+    assert!(out.contains("fleet-42"), "{out}");
+
+    for id in [&here, &there] {
+        assert!(s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await.0 < 300);
+    }
+    for id in [&here, &there] {
+        vms::wait_object(&s, &t, &format!("{V1}/virtual_machines/{id}"), "gone", 60, |v| v.is_none()).await;
+    }
+    assert!(vmaas_tests::qemu_pids(&here).is_empty());
+    assert!(objects_of(&k.api(), VMS, &there).await.is_empty());
+}
