@@ -207,6 +207,12 @@ async fn run(bin: &std::path::Path, n: usize, clusters: usize) -> anyhow::Result
         made.iter().map(|(id, sent, _)| s[id].saturating_duration_since(*sent).as_secs_f64() * 1000.0).collect()
     };
     lat.sort_by(f64::total_cmp);
+    let mut spread = Vec::new();
+    for k in &ks {
+        let (_, list) = k.request(reqwest::Method::GET, "/apis/kubevirt.io/v1/virtualmachines", None, None).await;
+        spread.push(list["items"].as_array().map_or(0, Vec::len).to_string());
+    }
+    println!("KubeVirt VMs on each cluster: {}", spread.join(" / "));
     tokio::time::sleep(Duration::from_secs(5)).await;
     let rss = rss_mib(s.child.id())?;
 

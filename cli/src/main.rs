@@ -126,6 +126,12 @@ enum VmCmd {
         /// The image it boots, in place of the template's: a name or id from `vmaas image list`, or an http(s) URL imported on demand.
         #[arg(long, value_name = "NAME|URL")]
         image: Option<String>,
+        /// The cluster it runs on, when the server drives several (`vmaas` places it otherwise).
+        #[arg(long)]
+        cluster: Option<String>,
+        /// A label the cluster it runs on must have, as KEY=VALUE; repeat for several.
+        #[arg(long = "placement-label", value_name = "KEY=VALUE", value_parser = parse_label)]
+        placement_labels: Vec<(String, String)>,
         /// Wait until it is READY (or STOPPED with --stopped).
         #[arg(long)]
         wait: bool,
@@ -410,7 +416,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Volume(cmd) => volumes::volume(&client, cmd, format).await,
         Command::Quota(cmd) => quota::quota(&client, cmd, format).await,
         Command::Vm(cmd) => match cmd {
-            VmCmd::Create { name, template, params, stopped, subnets, ssh_keys, user_data, image, wait: do_wait, timeout } => {
+            VmCmd::Create {
+                name,
+                template,
+                params,
+                stopped,
+                subnets,
+                ssh_keys,
+                user_data,
+                image,
+                cluster,
+                placement_labels,
+                wait: do_wait,
+                timeout,
+            } => {
+                let placement = vmaas_model::Placement { cluster, labels: placement_labels.into_iter().collect() };
                 let template_parameters = typed_params(&client, &template, &params).await?;
                 let (ssh_public_key, user_data) = guest_config(&ssh_keys, user_data.as_deref())?;
                 let req = CreateVirtualMachine {
@@ -425,7 +445,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         user_data,
                         ssh_public_key,
                         image: image.map(|source_ref| vmaas_model::vm::VmImage { source_type: String::new(), source_ref }),
-                        placement: None,
+                        placement: Some(placement).filter(|p| !p.is_empty()),
                     },
                     status: None,
                 };
@@ -567,4 +587,9 @@ fn guest_config(keys: &[String], user_data: Option<&std::path::Path>) -> anyhow:
         None => None,
     };
     Ok(((!lines.is_empty()).then(|| lines.join("\n")), user_data))
+}
+
+/// `KEY=VALUE` of `--placement-label` (the server checks both).
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    s.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())).ok_or_else(|| format!("{s:?}: expected KEY=VALUE"))
 }

@@ -89,6 +89,12 @@ pub fn vm(format: Format, v: &VirtualMachine) -> anyhow::Result<()> {
         vec!["Created".into(), v.metadata.creation_timestamp.to_rfc3339()],
         vec!["Version".into(), v.metadata.version.to_string()],
     ];
+    if let Some(p) = &v.spec.placement {
+        rows.push(vec!["Placement".into(), p.describe()]);
+    }
+    if let Some(c) = &v.status.cluster {
+        rows.push(vec!["Cluster".into(), c.clone()]);
+    }
     for c in &v.status.conditions {
         let (kind, status) = (c.kind.short(), c.status.short());
         let detail = match (&c.reason, c.message.is_empty()) {

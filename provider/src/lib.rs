@@ -35,6 +35,7 @@ pub mod template_data;
 pub mod template_resource;
 pub mod value;
 pub mod vm_resource;
+pub mod vm_state;
 pub mod volume_data;
 
 /// Generated protocol types and services.

@@ -8,16 +8,15 @@ use std::time::Duration;
 use rmpv::Value;
 use vmaas_client::{Client, WaitFor, describe_status};
 use vmaas_model::vm::{MetadataInput, SpecPatch, VmImage};
-use vmaas_model::{
-    CreateVirtualMachine, NetworkAttachment, ParameterValue, PatchVirtualMachine, PowerState, Template, VirtualMachine, VirtualMachineSpec,
-};
+use vmaas_model::{CreateVirtualMachine, ParameterValue, PatchVirtualMachine, PowerState, Template, VirtualMachineSpec};
 
 use crate::diag::{api_error, error, map_key_path, path};
 use crate::proto::schema::{Block, NestedBlock, nested_block::NestingMode};
 use crate::proto::{AttributePath, Diagnostic, Schema, StringKind};
 use crate::resource::{Ctx, Resource};
 use crate::schema::{Mode, STRING, STRING_MAP, attr, block, list_of_objects};
-use crate::value::{self, get, is_unknown, object, set, string, unknown};
+use crate::value::{self, get, is_unknown, set, string, unknown};
+use crate::vm_state::{nic_block, nics, planned_keys, vm_state};
 
 /// Resource type of a VM.
 pub const VM: &str = "vmaas_virtual_machine";
@@ -43,131 +42,6 @@ fn timeout(state: &Value, which: &str) -> Result<Duration, String> {
         None => Ok(DEFAULT_TIMEOUT),
         Some(t) => humantime::parse_duration(&t).map_err(|e| format!("{t:?} is not a duration (e.g. \"10m\", \"90s\"): {e}")),
     }
-}
-
-/// The `network_attachment` block: a NIC on a subnet.
-fn nic_block() -> NestedBlock {
-    NestedBlock {
-        type_name: "network_attachment".into(),
-        block: Some(Block {
-            version: 0,
-            attributes: vec![
-                attr("subnet", STRING, Mode::Required, "The subnet, by id or name."),
-                attr(
-                    "security_groups",
-                    "[\"list\",\"string\"]",
-                    Mode::Optional,
-                    "Security groups of the subnet's network, by id or name; none: everything inside the network passes.",
-                ),
-                attr(
-                    "ip_address",
-                    STRING,
-                    Mode::Optional,
-                    "A fixed address on the subnet; absent: the server assigns one (see `internal_ip` for the first NIC's).",
-                ),
-            ],
-            block_types: vec![],
-            description: "A NIC on a subnet, in order (the first one's address is `internal_ip`). Changing the NICs replaces the VM."
-                .into(),
-            description_kind: StringKind::Markdown as i32,
-            deprecated: false,
-        }),
-        nesting: NestingMode::List as i32,
-        min_items: 0,
-        max_items: 0,
-    }
-}
-
-/// The Terraform state of a VM, keeping the shape of what the user wrote
-/// (a null parameter map stays null) and their `timeouts`.
-fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
-    let params: Vec<(Value, Value)> = vm
-        .spec
-        .template_parameters
-        .iter()
-        .map(|(k, p)| (Value::from(k.as_str()), Value::from(param_to_string(&p.json().unwrap_or_else(|_| p.value.clone())))))
-        .collect();
-    let params = if params.is_empty() && get(like, "template_parameters").is_nil() { Value::Nil } else { Value::Map(params) };
-    let conditions = Value::Array(
-        vm.status
-            .conditions
-            .iter()
-            .map(|c| {
-                object(vec![
-                    ("type", Value::from(c.kind.short())),
-                    ("status", Value::from(c.status.short())),
-                    ("reason", value::opt_string(c.reason.as_deref())),
-                    ("message", Value::from(c.message.as_str())),
-                ])
-            })
-            .collect(),
-    );
-    object(vec![
-        ("id", Value::from(vm.id.as_str())),
-        ("name", Value::from(vm.metadata.name.as_str())),
-        ("template", Value::from(vm.spec.template.as_str())),
-        ("template_parameters", params),
-        ("state", Value::from(vm.spec.state.as_str())),
-        ("status", Value::from(vm.status.state.short())),
-        ("internal_ip", value::opt_string(vm.status.internal_ip.as_deref())),
-        ("external_ip", value::opt_string(vm.status.external_ip.as_deref())),
-        ("conditions", conditions),
-        ("network_attachment", nics_state(vm, like)),
-        ("ssh_keys", keys_state(vm, like)),
-        ("user_data", value::opt_string(vm.spec.user_data.as_deref())),
-        ("image", value::opt_string(vm.spec.image.as_ref().map(|i| i.source_ref.as_str()))),
-        ("timeouts", get(like, "timeouts").clone()),
-    ])
-}
-
-/// `ssh_keys` as the VM has them (null when unset and not written).
-fn keys_state(vm: &VirtualMachine, like: &Value) -> Value {
-    let keys = vm.spec.ssh_keys();
-    if keys.is_empty() && get(like, "ssh_keys").is_nil() { Value::Nil } else { Value::Array(keys.into_iter().map(Value::from).collect()) }
-}
-
-/// The planned `ssh_keys`, one per line as the API takes them.
-fn planned_keys(planned: &Value) -> Option<String> {
-    let Value::Array(keys) = get(planned, "ssh_keys") else { return None };
-    let lines: Vec<&str> = keys.iter().filter_map(Value::as_str).collect();
-    (!lines.is_empty()).then(|| lines.join("\n"))
-}
-
-/// The `network_attachment` blocks: as written (references by name stay
-/// names), or from the VM when there is nothing written (import).
-fn nics_state(vm: &VirtualMachine, like: &Value) -> Value {
-    if let Value::Array(_) = get(like, "network_attachment") {
-        return get(like, "network_attachment").clone();
-    }
-    Value::Array(
-        vm.spec
-            .network_attachments
-            .iter()
-            .map(|a| {
-                object(vec![
-                    ("subnet", Value::from(a.subnet.as_str())),
-                    ("security_groups", Value::Array(a.security_groups.iter().map(|g| Value::from(g.as_str())).collect())),
-                    ("ip_address", value::opt_string(a.ip_address.as_deref())),
-                ])
-            })
-            .collect(),
-    )
-}
-
-/// The NICs the `network_attachment` blocks ask for.
-fn nics(planned: &Value) -> Vec<NetworkAttachment> {
-    let Value::Array(blocks) = get(planned, "network_attachment") else { return Vec::new() };
-    blocks
-        .iter()
-        .map(|b| NetworkAttachment {
-            subnet: string(get(b, "subnet")).unwrap_or_default(),
-            security_groups: match get(b, "security_groups") {
-                Value::Array(g) => g.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect(),
-                _ => Vec::new(),
-            },
-            ip_address: string(get(b, "ip_address")),
-        })
-        .collect()
 }
 
 impl VmResource {
@@ -246,7 +120,18 @@ impl VmResource {
         let mut replace = Vec::new();
         let creating = prior.is_nil();
         if !creating {
-            for attr in ["name", "template", "template_parameters", "network_attachment", "ssh_keys", "user_data", "image"] {
+            let fixed = [
+                "name",
+                "template",
+                "template_parameters",
+                "network_attachment",
+                "ssh_keys",
+                "user_data",
+                "image",
+                "cluster",
+                "placement_labels",
+            ];
+            for attr in fixed {
                 let (a, b) = (get(prior, attr), get(proposed, attr));
                 let empty = |v: &Value| v.is_nil() || matches!(v, Value::Map(m) if m.is_empty());
                 if a != b && !(empty(a) && empty(b)) {
@@ -256,7 +141,7 @@ impl VmResource {
         }
         let state_changed = !creating && get(prior, "state") != get(&planned, "state");
         if creating || !replace.is_empty() {
-            for attr in ["id", "status", "internal_ip", "external_ip", "conditions"] {
+            for attr in ["id", "status", "internal_ip", "external_ip", "conditions", "placed_on"] {
                 set(&mut planned, attr, unknown());
             }
         } else if state_changed {
@@ -321,7 +206,7 @@ impl VmResource {
                     user_data: string(get(planned, "user_data")),
                     ssh_public_key: planned_keys(planned),
                     image: string(get(planned, "image")).map(|r| VmImage { source_type: String::new(), source_ref: r }),
-                    placement: None,
+                    placement: crate::vm_state::placement(planned),
                 },
                 status: None,
             };
@@ -431,6 +316,19 @@ impl Resource for VmResource {
                     Mode::Optional,
                     "The image it boots, in place of the template's: a name or id from the `vmaas_images` data source, or an `http(s)` URL imported on demand. Changing it replaces the VM.",
                 ),
+                attr(
+                    "cluster",
+                    STRING,
+                    Mode::Optional,
+                    "The cluster it must run on, when the server drives several (`--cluster`); absent: the server places it. Changing it replaces the VM.",
+                ),
+                attr("placed_on", STRING, Mode::Computed, "The cluster it runs on, when the server drives several."),
+                attr(
+                    "placement_labels",
+                    STRING_MAP,
+                    Mode::Optional,
+                    "Labels the cluster it runs on must have (`--cluster-label` on the server). Changing them replaces the VM.",
+                ),
                 attr("state", STRING, Mode::OptionalComputed, "`started` (default) or `stopped`. Changes in place."),
                 attr("status", STRING, Mode::Computed, "READY, PROGRESSING, STOPPED, FAILED or DELETING."),
                 attr("internal_ip", STRING, Mode::Computed, "The address of the VM itself."),
@@ -514,6 +412,7 @@ impl Resource for VmResource {
 mod tests {
     use super::*;
     use crate::proto::attribute_path::step::Selector;
+    use crate::value::object;
 
     fn vm(params: Value, state: &str) -> Value {
         object(vec![

@@ -84,6 +84,12 @@ async fn vms_are_placed_among_two_clusters_and_survive_one_going_away() {
     assert_eq!(v["status"]["cluster"], "east", "{v:#}");
     assert_eq!(held(&e, &w, &by_room).await, (1, 0));
 
+    // From the CLI, by label; `vm get` names the placement and the cluster.
+    let out = s.cli(&t, &["vm", "create", "by-cli", "-t", "tiny", "--placement-label", "zone=a", "--wait", "--timeout", "60s"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let shown = String::from_utf8_lossy(&s.cli(&t, &["vm", "get", "by-cli"]).stdout).into_owned();
+    assert!(shown.contains("labels {zone=a}") && shown.lines().any(|l| l.starts_with("Cluster") && l.contains("east")), "{shown}");
+
     // Naming a full cluster: it waits, saying why, and is made nowhere.
     let (st, waits) = create(&s, &t, "waits", json!({"cluster": "west"})).await;
     assert_eq!(st, 201, "{waits}");

@@ -157,10 +157,9 @@ pub(super) async fn upload(
             img.name
         )));
     }
-    let uploads = s
-        .backend
-        .image_uploads()
-        .ok_or_else(|| ApiError::field("backend", format!("the {} backend does not import images", s.backend.name())))?;
+    let uploads = s.backend.image_uploads().ok_or_else(|| {
+        ApiError::field("backend", format!("the {} backend does not take uploaded images (see docs/backends.md)", s.backend.name()))
+    })?;
     let spec = ImageImport { source: None, sha256: img.spec.sha256.clone(), max_bytes: s.image_max_bytes };
     let target = Target { id: img.id.clone(), tenant: img.tenant.clone(), name: img.name.clone(), version: img.version, spec };
     let stream = body.into_data_stream().map_err(std::io::Error::other);
