@@ -5,8 +5,7 @@
 use async_trait::async_trait;
 use std::sync::Arc;
 use vmaas_backend::{
-    BackendError, Cleanup, Driver, ImageDriver, ImageImport, ImageObservation, ImageTarget, NetworkDriver, NetworkObservation, NetworkSpec,
-    NetworkTarget, Requeue,
+    BackendError, Cleanup, Driver, ImageDriver, ImageImport, ImageObservation, NetworkDriver, NetworkObservation, NetworkSpec, Requeue,
 };
 
 /// The soonest of `nexts` (a cluster under way is looked at when it asks).
@@ -36,70 +35,64 @@ pub(crate) fn merge_network(seen: &[(&str, NetworkObservation, Requeue)]) -> Net
     failed.or_else(pending).unwrap_or(NetworkObservation::Ready)
 }
 
-/// Virtual networks, on every cluster (by name).
-pub struct Networks(pub(crate) Vec<String>, pub(crate) Vec<Arc<NetworkDriver>>);
+/// One kind's drivers, one per cluster (by name), run on every cluster
+/// and reported as `merge` makes of what each saw.
+pub struct Everywhere<S, O> {
+    names: Vec<String>,
+    drivers: Vec<Arc<dyn Driver<S, O>>>,
+    merge: fn(&[(&str, O, Requeue)]) -> O,
+}
 
-#[async_trait]
-impl Driver<NetworkSpec, NetworkObservation> for Networks {
-    async fn ensure(&self, t: &NetworkTarget) -> Result<(NetworkObservation, Requeue), BackendError> {
-        let mut seen = Vec::new();
-        for (name, d) in self.0.iter().zip(&self.1) {
-            let (o, next) = d.ensure(t).await?;
-            seen.push((name.as_str(), o, next));
-        }
-        Ok((merge_network(&seen), worst_requeue(seen.iter().map(|s| s.2))))
-    }
+/// Virtual networks, on every cluster.
+pub type Networks = Everywhere<NetworkSpec, NetworkObservation>;
 
-    async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
-        all_deleted(self.1.iter().map(|d| d.delete(id))).await
-    }
+/// Imported images, on every cluster (each imports from the image's source).
+pub type Images = Everywhere<ImageImport, ImageObservation>;
 
-    async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
-        for d in &self.1 {
-            d.retain(known).await?;
-        }
-        Ok(())
+impl Networks {
+    pub(crate) fn networks(names: Vec<String>, drivers: Vec<Arc<NetworkDriver>>) -> Self {
+        Self { names, drivers, merge: merge_network }
     }
 }
 
-/// Done once every cluster is done.
-async fn all_deleted<F: std::future::Future<Output = Result<Cleanup, BackendError>>>(
-    each: impl Iterator<Item = F>,
-) -> Result<Cleanup, BackendError> {
-    let mut done = Cleanup::Done;
-    for f in each {
-        if f.await? == Cleanup::InProgress {
-            done = Cleanup::InProgress;
-        }
+impl Images {
+    pub(crate) fn images(names: Vec<String>, drivers: Vec<Arc<ImageDriver>>) -> Self {
+        Self { names, drivers, merge: merge_image }
     }
-    Ok(done)
 }
 
-/// Imported images, on every cluster (each imports from the image's
-/// source), by cluster name.
-pub struct Images(pub(crate) Vec<String>, pub(crate) Vec<Arc<ImageDriver>>);
-
 #[async_trait]
-impl Driver<ImageImport, ImageObservation> for Images {
-    async fn ensure(&self, t: &ImageTarget) -> Result<(ImageObservation, Requeue), BackendError> {
+impl<S: Sync + 'static, O: Send + Sync + 'static> Driver<S, O> for Everywhere<S, O> {
+    async fn ensure(&self, t: &vmaas_backend::Target<S>) -> Result<(O, Requeue), BackendError> {
         let mut seen = Vec::new();
-        for (name, d) in self.0.iter().zip(&self.1) {
+        for (name, d) in self.names.iter().zip(&self.drivers) {
             let (o, next) = d.ensure(t).await?;
             seen.push((name.as_str(), o, next));
         }
-        Ok((merge_image(&seen), worst_requeue(seen.iter().map(|s| s.2))))
+        Ok(((self.merge)(&seen), worst_requeue(seen.iter().map(|s| s.2))))
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
-        all_deleted(self.1.iter().map(|d| d.delete(id))).await
+        let mut done = Cleanup::Done;
+        for d in &self.drivers {
+            if d.delete(id).await? == Cleanup::InProgress {
+                done = Cleanup::InProgress;
+            }
+        }
+        Ok(done)
     }
 
     async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
-        for d in &self.1 {
-            d.retain(known).await?;
-        }
-        Ok(())
+        retain_all(&self.drivers, known).await
     }
+}
+
+/// Tells every cluster's driver which objects exist.
+pub(crate) async fn retain_all<S: Sync, O: Send>(drivers: &[Arc<dyn Driver<S, O>>], known: &[String]) -> Result<(), BackendError> {
+    for d in drivers {
+        d.retain(known).await?;
+    }
+    Ok(())
 }
 
 /// Failed on any cluster, else waiting on any, else importing (the least

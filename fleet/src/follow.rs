@@ -74,10 +74,7 @@ impl Driver<VolumeSpec, VolumeObservation> for Volumes {
     }
 
     async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
-        for d in &self.drivers {
-            d.retain(known).await?;
-        }
-        Ok(())
+        crate::fanout::retain_all(&self.drivers, known).await
     }
 }
 
@@ -150,10 +147,7 @@ impl Driver<BalancerSpec, BalancerObservation> for Balancers {
     }
 
     async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
-        for d in &self.drivers {
-            d.retain(known).await?;
-        }
-        Ok(())
+        crate::fanout::retain_all(&self.drivers, known).await
     }
 }
 

@@ -201,7 +201,7 @@ impl Backend for Fleet {
 
     fn networks(&self) -> Option<Arc<NetworkDriver>> {
         let names = self.0.members.iter().map(|m| m.name.clone()).collect();
-        self.every(|b| b.networks()).map(|d| Arc::new(fanout::Networks(names, d)) as Arc<NetworkDriver>)
+        self.every(|b| b.networks()).map(|d| Arc::new(fanout::Networks::networks(names, d)) as Arc<NetworkDriver>)
     }
 
     fn subnets(&self) -> Option<Arc<SubnetDriver>> {
@@ -218,7 +218,7 @@ impl Backend for Fleet {
 
     fn image_imports(&self) -> Option<Arc<ImageDriver>> {
         let names = self.0.members.iter().map(|m| m.name.clone()).collect();
-        self.every(|b| b.image_imports()).map(|d| Arc::new(fanout::Images(names, d)) as Arc<ImageDriver>)
+        self.every(|b| b.image_imports()).map(|d| Arc::new(fanout::Images::images(names, d)) as Arc<ImageDriver>)
     }
 
     fn consoles(&self) -> Option<Arc<dyn vmaas_backend::Consoles>> {

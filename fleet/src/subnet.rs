@@ -100,9 +100,6 @@ impl Driver<SubnetSpec, NetworkObservation> for Subnets {
     }
 
     async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
-        for d in self.drivers() {
-            d.retain(known).await?;
-        }
-        Ok(())
+        crate::fanout::retain_all(self.drivers(), known).await
     }
 }

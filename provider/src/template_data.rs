@@ -8,7 +8,7 @@ use crate::proto::{Diagnostic, Schema};
 use crate::resource::{Ctx, DataSource};
 use crate::schema::{Mode, STRING, attr, block, list_of_objects, parameters_type, template_fields};
 use crate::value::{self, get, object, string};
-use crate::vm_resource::param_to_string;
+use crate::vm_state::param_to_string;
 
 /// Data source of one template.
 pub const TEMPLATE: &str = "vmaas_template";

@@ -26,16 +26,6 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 /// The `vmaas_virtual_machine` resource.
 pub struct VmResource;
 
-/// A parameter value as the string Terraform keeps: quantities and strings
-/// as written, integers in decimal, lists comma-separated.
-pub(crate) fn param_to_string(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Array(items) => items.iter().map(param_to_string).collect::<Vec<_>>().join(","),
-        other => other.to_string(),
-    }
-}
-
 /// The timeout `which` (create, update, delete) from a `timeouts` block.
 fn timeout(state: &Value, which: &str) -> Result<Duration, String> {
     match string(get(get(state, "timeouts"), which)) {
@@ -413,6 +403,7 @@ mod tests {
     use super::*;
     use crate::proto::attribute_path::step::Selector;
     use crate::value::object;
+    use crate::vm_state::param_to_string;
 
     fn vm(params: Value, state: &str) -> Value {
         object(vec![

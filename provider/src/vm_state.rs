@@ -9,7 +9,16 @@ use crate::proto::StringKind;
 use crate::proto::schema::{Block, NestedBlock, nested_block::NestingMode};
 use crate::schema::{Mode, STRING, attr};
 use crate::value::{self, get, object, string};
-use crate::vm_resource::param_to_string;
+
+/// A parameter value as the string Terraform keeps: quantities and strings
+/// as written, integers in decimal, lists comma-separated.
+pub(crate) fn param_to_string(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(items) => items.iter().map(param_to_string).collect::<Vec<_>>().join(","),
+        other => other.to_string(),
+    }
+}
 
 /// The `network_attachment` block: a NIC on a subnet.
 pub(crate) fn nic_block() -> NestedBlock {

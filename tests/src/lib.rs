@@ -52,6 +52,23 @@ fn rand_byte() -> u8 {
     uuid::Uuid::new_v4().as_bytes()[0]
 }
 
+/// What the qemu backend needs in tests: the base images in `images` (the
+/// test guest among them), and an address pool and an external IP pool of
+/// its own on loopback.
+pub fn qemu_args(images: &Path) -> Vec<String> {
+    let (a, b) = (50 + rand_byte() % 200, rand_byte());
+    assert!(
+        images.join("test-guest/image.json").exists(),
+        "the test guest is missing in {}: run scripts/guest-image.sh (scripts/test.sh does)",
+        images.display()
+    );
+    let pools = [format!("127.{a}.{b}.0/25"), format!("127.{a}.{b}.128/25")];
+    let [pool, external] = pools;
+    ["--images-dir", &images.display().to_string(), "--vm-address-pool", &pool, "--external-ip-pool", &external, "--stop-grace", "10s"]
+        .map(str::to_owned)
+        .to_vec()
+}
+
 /// Pids of the live QEMU processes whose command line contains `needle`.
 pub fn qemu_pids(needle: &str) -> Vec<i32> {
     let mut out = Vec::new();
@@ -136,27 +153,8 @@ impl Server {
 
     /// Same, with the base images in `images`.
     pub async fn start_qemu_images(images: &Path, more: &[&str]) -> Self {
-        let (a, b) = (50 + rand_byte() % 200, rand_byte());
-        let (pool, external) = (format!("127.{a}.{b}.0/25"), format!("127.{a}.{b}.128/25"));
-        assert!(
-            images.join("test-guest/image.json").exists(),
-            "the test guest is missing in {}: run scripts/guest-image.sh (scripts/test.sh does)",
-            images.display()
-        );
-        let images = images.display().to_string();
-        let args = [
-            "--backend",
-            "qemu",
-            "--images-dir",
-            &images,
-            "--vm-address-pool",
-            &pool,
-            "--external-ip-pool",
-            &external,
-            "--stop-grace",
-            "10s",
-        ];
-        let all: Vec<&str> = args.iter().chain(more).copied().collect();
+        let host = qemu_args(images);
+        let all: Vec<&str> = ["--backend", "qemu"].into_iter().chain(host.iter().map(String::as_str)).chain(more.iter().copied()).collect();
         Self::start_with(Db::Sqlite, &all).await.expect("sqlite")
     }
 

@@ -172,31 +172,11 @@ async fn vms_are_placed_among_two_clusters_and_survive_one_going_away() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn this_host_and_a_cluster_are_two_clusters_of_one_server() {
     let (k, _kv) = cluster("4", "8Gi").await;
-    let images = vmaas_tests::images_dir().display().to_string();
     let kube = format!("k8s={}", k.kubeconfig().display());
-    let r = uuid::Uuid::new_v4();
-    let (a, b) = (50 + r.as_bytes()[0] % 200, r.as_bytes()[1]);
-    let (pool, external) = (format!("127.{a}.{b}.0/25"), format!("127.{a}.{b}.128/25"));
-    let args = [
-        "--backend",
-        "kubevirt",
-        "--cluster",
-        "dev=host",
-        "--cluster",
-        &kube,
-        "--cluster-label",
-        "dev:kind=laptop",
-        "--images-dir",
-        &images,
-        "--vm-address-pool",
-        &pool,
-        "--external-ip-pool",
-        &external,
-        "--stop-grace",
-        "10s",
-        "--default-image",
-        "test-guest",
-    ];
+    let host = vmaas_tests::qemu_args(&vmaas_tests::images_dir());
+    let mut args = vec!["--backend", "kubevirt", "--cluster", "dev=host", "--cluster", &kube, "--cluster-label", "dev:kind=laptop"];
+    args.extend(host.iter().map(String::as_str));
+    args.extend(["--default-image", "test-guest"]);
     let s = Server::start_with(Db::Sqlite, &args).await.expect("sqlite");
     vms::publish(&s, TINY);
     let t = s.token("acme", false);
