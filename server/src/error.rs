@@ -131,6 +131,18 @@ impl ApiError {
     }
 }
 
+impl From<vmaas_admission::AdmissionError> for ApiError {
+    fn from(e: vmaas_admission::AdmissionError) -> Self {
+        use vmaas_admission::AdmissionError as A;
+        match e {
+            A::Exhausted { field, message } => Self::exhausted(field, message),
+            A::Invalid(errs) => Self::invalid(errs),
+            e @ A::Corrupt { .. } => Self::internal(e),
+            A::Store(e) => e.into(),
+        }
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {

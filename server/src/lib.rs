@@ -16,9 +16,10 @@
 //! - [`none_backend`]: the API-only backend (the trait is in `vmaas-backend`,
 //!   the real backends in their own crates).
 //! - [`identity`]: the store's identity, checked against the host state.
-//! - [`admission`]: checks and the write they allow as one step, across replicas;
-//!   [`capacity`]: what VMs ask for against what the host can give;
-//!   [`quota`]: what a tenant may hold.
+//! - [`admission`]: checks and the write they allow as one step, across
+//!   replicas; the checks are the `vmaas-admission` crate's ([`capacity`]:
+//!   what VMs ask for against what the host can give; [`quota`]: what a
+//!   tenant may hold; [`pools`]: external IP pools; addresses on subnets).
 //! - [`gc`]: what the host holds that no stored object owns.
 //! - [`prune`]: imported images nothing uses, removed safely.
 //! - [`events`]: the event log's fan-out to watchers.
@@ -33,7 +34,6 @@ pub mod api;
 pub mod app;
 pub mod audit;
 pub mod auth;
-pub mod capacity;
 pub mod clusters;
 pub mod error;
 pub mod events;
@@ -44,11 +44,10 @@ pub mod identity;
 pub mod metrics;
 pub mod none_backend;
 pub mod oidc;
-pub mod pools;
 pub mod prune;
-pub mod quota;
 pub mod reconciler;
 pub mod serve;
-pub mod store;
+pub use vmaas_admission::{capacity, pools, quota};
+pub use vmaas_store as store;
 pub mod tls;
 pub mod web;

@@ -151,7 +151,10 @@ async fn vms_are_placed_among_two_clusters_and_survive_one_going_away() {
     // One cluster away: its VM is DEGRADED, the other's is not; back: READY, nothing made twice.
     east_kv.pause(true);
     east.stop_apiserver();
-    let v = vms::wait_until(&s, &t, &by_room, "DEGRADED while east is away", 60, degraded).await;
+    let v = vms::wait_until(&s, &t, &by_room, "DEGRADED ClusterUnreachable while east is away", 60, |v| {
+        degraded(v) && v.to_string().contains("ClusterUnreachable")
+    })
+    .await;
     assert_eq!(v["status"]["cluster"], "east");
     let (_, other) = vms::get(&s, &t, &waits).await;
     assert!(!degraded(&other["object"]) && !degraded(&other), "west's VM is not affected: {other:#}");

@@ -24,7 +24,12 @@ async fn a_cluster_that_stops_answering_degrades_its_vms_until_it_is_back() {
 
     kubevirt.pause(true);
     k.stop_apiserver();
-    let down = vms::wait_until(&s, &t, &id, "DEGRADED while the cluster is away", 60, |v| degraded(v).is_some()).await;
+    // An apply under way when the API server goes may fail first (DEGRADED
+    // BackendError, retried); the health check then names the cause.
+    let down = vms::wait_until(&s, &t, &id, "DEGRADED ClusterUnreachable while the cluster is away", 60, |v| {
+        degraded(v).is_some_and(|d| d["reason"] == "ClusterUnreachable")
+    })
+    .await;
     let why = degraded(&down).unwrap();
     assert_eq!(why["reason"], "ClusterUnreachable", "{why}");
     assert!(why["message"].as_str().unwrap_or_default().contains("has not answered since"), "{why}");

@@ -139,7 +139,7 @@ pub(super) async fn create(
     // Allocation and insertion under one lock: two requests never get one address.
     let adm = s.admit().await?;
     let s = adm.state().clone();
-    crate::quota::enforce(&s, &caller.tenant, crate::quota::Amounts::external_ip()).await?;
+    crate::quota::enforce(&s.store, &caller.tenant, crate::quota::Amounts::external_ip()).await?;
     let address = allocate(&s, pool).await?;
     let spec = ExternalIpSpec { pool: pool.name.clone() };
     let mut rec = ExternalIpRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());

@@ -71,7 +71,7 @@ pub(super) async fn create(
     if spec.source.is_some() {
         check_imports_under_way(&s, &caller.tenant).await?;
     }
-    crate::quota::require_disk_left(&s, &caller.tenant, "an image import").await?;
+    crate::quota::require_disk_left(&s.store, &caller.tenant, "an image import").await?;
     let mut rec = ImageRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
     rec.labels = labels;
     s.store.insert_record(&rec, Vec::new()).await?;

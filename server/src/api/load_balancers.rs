@@ -96,7 +96,7 @@ pub(super) async fn create(
     let adm = s.admit().await?;
     let s = adm.state().clone();
     // Its address comes from the shared pool: it counts as an external IP.
-    crate::quota::enforce(&s, &caller.tenant, crate::quota::Amounts::external_ip()).await?;
+    crate::quota::enforce(&s.store, &caller.tenant, crate::quota::Amounts::external_ip()).await?;
     let address = super::external_ips::allocate(&s, pool).await?;
     let spec = LoadBalancerSpec { subnet: subnet.id.clone(), targets, port_mappings: obj.spec.port_mappings };
     let mut rec = LoadBalancerRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());

@@ -1,7 +1,6 @@
 //! The REST/JSON API under `/api/fulfillment/v1`, plus `/healthz`,
 //! `/metrics` and the OpenAPI document at `/api/openapi.json`.
 
-mod attach;
 mod compute_instance_templates;
 mod compute_instances;
 mod console;
@@ -302,7 +301,7 @@ async fn healthz(State(state): State<AppState>) -> Response {
 async fn metrics(State(state): State<AppState>) -> Response {
     match crate::quota::figures(&state.store).await {
         Ok(f) => state.metrics.set_quotas(f),
-        Err(e) => tracing::warn!(error = %e.message, "quota figures not exported"),
+        Err(e) => tracing::warn!(error = %e, "quota figures not exported"),
     }
     match state.store.state_counts(vmaas_model::ObjectKind::VirtualMachine).await {
         Ok(counts) => state.metrics.set_vm_counts(

@@ -134,17 +134,7 @@ pub(super) fn relabelled<K: Kind>(mut current: Record<K>, metadata: Option<&Meta
 
 /// The caller's object of kind `K` named `reference` (an id, else a name).
 pub(super) async fn find<K: Kind>(s: &AppState, scope: &Scope, reference: &str) -> Result<Option<Record<K>>, ApiError> {
-    match s.store.get_record::<K>(reference, scope).await {
-        Ok(n) => return Ok(Some(n)),
-        Err(StoreError::NotFound { .. }) => {}
-        Err(e) => return Err(e.into()),
-    }
-    let f = Filter { name: Some(reference.to_owned()), ..Filter::all() };
-    let (rows, _) = s.store.list(K::KIND, scope, &f).await?;
-    match rows.first() {
-        Some(r) => Ok(Some(s.store.get_record::<K>(&r.id, scope).await?)),
-        None => Ok(None),
-    }
+    Ok(s.store.find_record::<K>(reference, scope).await?)
 }
 
 /// The caller's object of `kind` named `reference` (an id, else a name),

@@ -14,7 +14,7 @@ use vmaas_model::{
 };
 
 use super::query::Selection;
-use super::{ApiJson, ApiQuery, AppState, Paging, attach, checked_name, owned_by, raw_json, scope};
+use super::{ApiJson, ApiQuery, AppState, Paging, checked_name, owned_by, raw_json, scope};
 use crate::auth::Caller;
 use crate::capacity::{self, Usage};
 use crate::error::ApiError;
@@ -170,9 +170,10 @@ pub(super) async fn create(
     // Capacity, quota, addresses and an image made on demand: one admission.
     let adm = s.admit().await?;
     fits(adm.state(), &rec, None).await?;
-    quota::enforce(adm.state(), &caller.tenant, Amounts::vm(&rec.machine)).await?;
+    quota::enforce(&adm.state().store, &caller.tenant, Amounts::vm(&rec.machine)).await?;
     let wanted = std::mem::take(&mut rec.spec.network_attachments);
-    rec.spec.network_attachments = attach::resolve(adm.state(), &owned_by(&caller.tenant), &wanted, &mut errs).await?;
+    rec.spec.network_attachments =
+        vmaas_admission::attach::resolve(&adm.state().store, &owned_by(&caller.tenant), &wanted, &mut errs).await?;
     if !errs.is_empty() {
         return Err(ApiError::invalid(errs));
     }
@@ -278,7 +279,7 @@ pub(super) async fn patch(
     let saved = if rebooted || !grows.is_zero() || takes_more_room(&s, &next, &current) {
         let adm = s.admit().await?;
         fits(adm.state(), &next, Some(&current)).await?;
-        quota::enforce(adm.state(), &current.tenant, grows).await?;
+        quota::enforce(&adm.state().store, &current.tenant, grows).await?;
         let image = if rebooted { super::images::boot_image(&adm, &caller, &next.machine).await? } else { None };
         let saved = match rebooted {
             true => adm.state().store.update_vm_booting(&next, expected, image.as_ref()).await?,
@@ -339,7 +340,7 @@ async fn fits(s: &AppState, vm: &VmRecord, current: Option<&VmRecord>) -> Result
     if current.is_some_and(|c| !asked.grows_from(&Usage::of(&c.machine, c.spec.state))) {
         return Ok(());
     }
-    capacity::check(&host, &s.overcommit, Usage::held(&s.store, Some(&vm.id), None).await?, asked)
+    Ok(capacity::check(&host, &s.overcommit, capacity::held(&s.store, Some(&vm.id), None).await?, asked)?)
 }
 
 /// Enqueues a changed VM and waits briefly for the reconciler to acknowledge

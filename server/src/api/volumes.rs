@@ -109,7 +109,7 @@ pub(super) async fn create(
     let refs = image.into_iter().map(|i| (i, "image".to_owned())).collect();
     let adm = s.admit().await?;
     let s = adm.state().clone();
-    quota::enforce(&s, &caller.tenant, Amounts::volume(&rec.spec.size)).await?;
+    quota::enforce(&s.store, &caller.tenant, Amounts::volume(&rec.spec.size)).await?;
     fits(&s, Usage::volume(&rec.spec.size), None).await?;
     s.store.insert_record(&rec, refs).await.map_err(|e| match e {
         crate::store::StoreError::MissingReference(_) => ApiError::field("object.spec.source_image", "the image was deleted meanwhile"),
@@ -126,7 +126,7 @@ pub(super) async fn create(
 /// the other volumes. Call it under the admission lock.
 async fn fits(s: &AppState, asked: Usage, replacing: Option<&str>) -> Result<(), ApiError> {
     let Some(host) = s.backend.capacity() else { return Ok(()) };
-    capacity::check(&host, &s.overcommit, Usage::held(&s.store, None, replacing).await?, asked)
+    Ok(capacity::check(&host, &s.overcommit, capacity::held(&s.store, None, replacing).await?, asked)?)
 }
 
 /// Grow a volume (`spec.size`; it never shrinks). A running VM that has
@@ -150,7 +150,7 @@ pub(super) async fn patch(
     let current = simple::relabelled(current, p.metadata.as_ref())?;
     let adm = s.admit().await?;
     let s = adm.state().clone();
-    quota::enforce(&s, &current.tenant, Amounts::volume(&spec.size).beyond(Amounts::volume(&current.spec.size))).await?;
+    quota::enforce(&s.store, &current.tenant, Amounts::volume(&spec.size).beyond(Amounts::volume(&current.spec.size))).await?;
     if spec.size != current.spec.size {
         fits(&s, Usage::volume(&spec.size), Some(&current.id)).await?;
     }

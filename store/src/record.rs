@@ -38,7 +38,7 @@ macro_rules! record_kind {
         #[derive(Debug, Clone, PartialEq)]
         pub struct $name;
 
-        impl $crate::store::record::Kind for $name {
+        impl $crate::record::Kind for $name {
             const KIND: vmaas_model::ObjectKind = $kind;
             type Spec = $spec;
             type Status = $status;
@@ -165,6 +165,22 @@ impl Store {
     /// The object `id` of kind `K`, if `scope` may see it.
     pub async fn get_record<K: Kind>(&self, id: &str, scope: &Scope) -> Result<Record<K>, StoreError> {
         Record::from_row(&self.get(K::KIND, id, scope).await?)
+    }
+
+    /// The object of kind `K` that `reference` names (its id, else its
+    /// name) if `scope` may see it.
+    pub async fn find_record<K: Kind>(&self, reference: &str, scope: &Scope) -> Result<Option<Record<K>>, StoreError> {
+        match self.get_record::<K>(reference, scope).await {
+            Ok(n) => return Ok(Some(n)),
+            Err(StoreError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let f = crate::Filter { name: Some(reference.to_owned()), ..crate::Filter::all() };
+        let (rows, _) = self.list(K::KIND, scope, &f).await?;
+        match rows.first() {
+            Some(r) => Ok(Some(self.get_record::<K>(&r.id, scope).await?)),
+            None => Ok(None),
+        }
     }
 
     /// Every object of kind `K` (for cross-object checks and the reconciler).

@@ -1,3 +1,5 @@
+//! # vmaas-store
+//!
 //! Durable state: SQLite embedded by default, PostgreSQL for several replicas.
 //!
 //! Every kind of object lives in one table (`objects`: id, kind, tenant,
@@ -10,6 +12,8 @@
 //! - `mem`: the in-memory read path over an exclusively owned SQLite file.
 //! - [`record`]: the typed record of a simple kind (networks, subnets).
 //! - [`vm`], [`template`], [`network`], [`external`] and [`volume`]: the typed records of each kind, on top.
+
+#![forbid(unsafe_code)]
 
 mod commit;
 mod conn;

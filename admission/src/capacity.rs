@@ -6,8 +6,9 @@
 use vmaas_backend::HostCapacity;
 use vmaas_model::ObjectKind;
 
-use crate::error::ApiError;
-use crate::store::{Store, StoreError};
+use vmaas_store::{Store, StoreError};
+
+use crate::AdmissionError;
 
 /// How far the sum of what VMs ask for may exceed what the host has.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -27,21 +28,19 @@ impl Default for Overcommit {
     }
 }
 
-pub use crate::store::usage::HostUsage as Usage;
+pub use vmaas_store::usage::HostUsage as Usage;
 
-impl Usage {
-    /// What the VMs (but the VM `except_vm`) and the volumes (but the
-    /// volume `except_volume`) hold of the host now, as the store counts
-    /// it: volumes live on the same file system as the VMs' disks.
-    pub async fn held(store: &Store, except_vm: Option<&str>, except_volume: Option<&str>) -> Result<Self, StoreError> {
-        let mut held = store.host_usage().await?;
-        for (kind, id) in [(ObjectKind::VirtualMachine, except_vm), (ObjectKind::Volume, except_volume)] {
-            if let Some(id) = id {
-                held = held.minus(store.host_usage_of(kind, id).await?);
-            }
+/// What the VMs (but the VM `except_vm`) and the volumes (but the volume
+/// `except_volume`) hold of the host now, as the store counts it: volumes
+/// live on the same file system as the VMs' disks.
+pub async fn held(store: &Store, except_vm: Option<&str>, except_volume: Option<&str>) -> Result<Usage, StoreError> {
+    let mut held = store.host_usage().await?;
+    for (kind, id) in [(ObjectKind::VirtualMachine, except_vm), (ObjectKind::Volume, except_volume)] {
+        if let Some(id) = id {
+            held = held.minus(store.host_usage_of(kind, id).await?);
         }
-        Ok(held)
     }
+    Ok(held)
 }
 
 fn gib(b: u64) -> String {
@@ -53,10 +52,10 @@ fn scaled(v: u64, factor: f64) -> u64 {
 }
 
 /// Whether `asked` fits beside `used` on `host`; else RESOURCE_EXHAUSTED naming the resource.
-pub fn check(host: &HostCapacity, over: &Overcommit, used: Usage, asked: Usage) -> Result<(), ApiError> {
+pub fn check(host: &HostCapacity, over: &Overcommit, used: Usage, asked: Usage) -> Result<(), AdmissionError> {
     let cpu_limit = scaled(u64::from(host.cpus), over.cpu);
     if used.cpus.saturating_add(asked.cpus) > cpu_limit {
-        return Err(ApiError::exhausted(
+        return Err(AdmissionError::exhausted(
             "cpu",
             format!(
                 "{} more virtual CPUs do not fit: {} of {cpu_limit} ({} CPUs × {} overcommit) are promised",
@@ -66,14 +65,14 @@ pub fn check(host: &HostCapacity, over: &Overcommit, used: Usage, asked: Usage) 
     }
     if host.memory_bytes > 0 {
         if asked.memory_bytes > host.memory_bytes {
-            return Err(ApiError::exhausted(
+            return Err(AdmissionError::exhausted(
                 "memory",
                 format!("the VM asks for {} of memory; this host has {}", gib(asked.memory_bytes), gib(host.memory_bytes)),
             ));
         }
         let limit = scaled(host.memory_bytes, over.memory);
         if used.memory_bytes.saturating_add(asked.memory_bytes) > limit {
-            return Err(ApiError::exhausted(
+            return Err(AdmissionError::exhausted(
                 "memory",
                 format!(
                     "{} more memory does not fit: {} of {} (× {} overcommit) is promised",
@@ -88,7 +87,7 @@ pub fn check(host: &HostCapacity, over: &Overcommit, used: Usage, asked: Usage) 
     if host.disk_bytes > 0 {
         let limit = scaled(host.disk_bytes, over.disk);
         if used.disk_bytes.saturating_add(asked.disk_bytes) > limit {
-            return Err(ApiError::exhausted(
+            return Err(AdmissionError::exhausted(
                 "disk",
                 format!(
                     "{} of disk does not fit: the disks' file system holds {}, {} may be promised (× {} overcommit), {} is promised already",
@@ -115,10 +114,11 @@ mod tests {
         Usage { cpus, memory_bytes: mem_gib * GIB, disk_bytes: disk_gib * GIB }
     }
 
-    fn field(r: Result<(), ApiError>) -> String {
-        let e = r.expect_err("refused");
-        assert_eq!(e.status, axum::http::StatusCode::TOO_MANY_REQUESTS);
-        e.details[0].field.clone()
+    fn field(r: Result<(), AdmissionError>) -> String {
+        match r.expect_err("refused") {
+            AdmissionError::Exhausted { field, .. } => field,
+            other => panic!("not RESOURCE_EXHAUSTED: {other}"),
+        }
     }
 
     #[test]

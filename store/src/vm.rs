@@ -12,7 +12,7 @@ use vmaas_model::{
 
 use super::objects::{Filter, NewObject, Row};
 use super::{BootImage, Scope, Store, StoreError};
-use crate::store::template::object_id as template_id;
+use crate::template::object_id as template_id;
 
 const KIND: ObjectKind = ObjectKind::VirtualMachine;
 

@@ -2,7 +2,7 @@
 //! that administrators set, checked on every create and change that takes
 //! more, in an admission (so two requests cannot both take the last of a
 //! quota), against what the tenant holds as the store counts it
-//! ([`crate::store::usage`]). Every VM counts, running or stopped (a stopped VM may
+//! ([`vmaas_store::usage`]). Every VM counts, running or stopped (a stopped VM may
 //! start at any time); disk is the VMs' disks plus the tenant's volumes.
 //! A quota set below what a tenant holds refuses only what would take more.
 //! `external_ips` counts every address a tenant holds of the shared pool:
@@ -16,13 +16,14 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use vmaas_model::{Quantity, ValidationErrors};
 
-use crate::api::AppState;
-use crate::error::ApiError;
-use crate::store::quota::QuotaRow;
-use crate::store::{Store, StoreError};
+use vmaas_store::quota::QuotaRow;
+use vmaas_store::{Store, StoreError};
+
+use crate::AdmissionError;
 
 /// A tenant's limits; an absent one is unlimited.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct QuotaLimits {
     /// Virtual machines.
@@ -33,11 +34,11 @@ pub struct QuotaLimits {
     pub cores: Option<u64>,
     /// Memory over all VMs, e.g. `16Gi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub memory: Option<Quantity>,
     /// Disk over all VMs' disks, the tenant's volumes and imported images, e.g. `500Gi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub disk: Option<Quantity>,
     /// Addresses of the shared pool: external IPs and load balancers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -71,7 +72,7 @@ impl QuotaLimits {
     }
 }
 
-pub use crate::store::usage::Amounts;
+pub use vmaas_store::usage::Amounts;
 
 /// What every tenant holds now (a tenant holding nothing is absent).
 pub async fn usage_by_tenant(store: &Store) -> Result<HashMap<String, Amounts>, StoreError> {
@@ -84,12 +85,13 @@ pub async fn usage(store: &Store, tenant: &str) -> Result<Amounts, StoreError> {
 }
 
 /// The limits a stored quota holds.
-pub fn parsed(row: &QuotaRow) -> Result<QuotaLimits, ApiError> {
-    serde_json::from_str(&row.spec).map_err(ApiError::internal)
+pub fn parsed(row: &QuotaRow) -> Result<QuotaLimits, AdmissionError> {
+    serde_json::from_str(&row.spec)
+        .map_err(|e| AdmissionError::Corrupt { what: format!("quota of tenant {:?}", row.tenant), reason: e.to_string() })
 }
 
 /// The quota of `tenant` and its version, if one is set.
-pub async fn limits(store: &Store, tenant: &str) -> Result<Option<(QuotaLimits, i64)>, ApiError> {
+pub async fn limits(store: &Store, tenant: &str) -> Result<Option<(QuotaLimits, i64)>, AdmissionError> {
     let Some(row) = store.get_quota(tenant).await? else { return Ok(None) };
     Ok(Some((parsed(&row)?, row.version)))
 }
@@ -97,25 +99,25 @@ pub async fn limits(store: &Store, tenant: &str) -> Result<Option<(QuotaLimits, 
 /// Refuses `asked` (more than `tenant` holds now) if it goes beyond the
 /// tenant's quota: RESOURCE_EXHAUSTED naming the limit. Call it under the
 /// admission lock and store before releasing it.
-pub async fn enforce(s: &AppState, tenant: &str, asked: Amounts) -> Result<(), ApiError> {
+pub async fn enforce(store: &Store, tenant: &str, asked: Amounts) -> Result<(), AdmissionError> {
     if asked.is_zero() {
         return Ok(());
     }
-    let Some((limits, _)) = limits(&s.store, tenant).await? else { return Ok(()) };
-    check(tenant, &limits, usage(&s.store, tenant).await?, asked)
+    let Some((limits, _)) = limits(store, tenant).await? else { return Ok(()) };
+    check(tenant, &limits, usage(store, tenant).await?, asked)
 }
 
 /// Refuses (429 naming `quota.disk`) what adds to `tenant`'s disk use
 /// by an amount not known yet (`what`, e.g. an image import) once the
 /// tenant holds all of its `disk` quota.
-pub async fn require_disk_left(s: &AppState, tenant: &str, what: &str) -> Result<(), ApiError> {
-    let Some((limits, _)) = limits(&s.store, tenant).await? else { return Ok(()) };
+pub async fn require_disk_left(store: &Store, tenant: &str, what: &str) -> Result<(), AdmissionError> {
+    let Some((limits, _)) = limits(store, tenant).await? else { return Ok(()) };
     let Some(limit) = limits.disk.as_ref().and_then(Quantity::to_units_ceil) else { return Ok(()) };
-    let held = usage(&s.store, tenant).await?.disk_bytes;
+    let held = usage(store, tenant).await?.disk_bytes;
     if held < limit {
         return Ok(());
     }
-    Err(ApiError::exhausted(
+    Err(AdmissionError::exhausted(
         "quota.disk",
         format!(
             "tenant {tenant:?} may have {} disk; its VMs, volumes and images hold {}: {what} needs room (delete something first)",
@@ -126,7 +128,7 @@ pub async fn require_disk_left(s: &AppState, tenant: &str, what: &str) -> Result
 }
 
 /// Every quota's limits and usage, for `/metrics`: `(tenant, resource, limit, usage)`.
-pub async fn figures(store: &Store) -> Result<Vec<(String, &'static str, Option<u64>, u64)>, ApiError> {
+pub async fn figures(store: &Store) -> Result<Vec<(String, &'static str, Option<u64>, u64)>, AdmissionError> {
     let used = usage_by_tenant(store).await?;
     let mut out = Vec::new();
     for row in store.all_quotas().await? {
@@ -143,11 +145,11 @@ fn show(v: u64, bytes: bool) -> String {
 }
 
 /// Whether `asked` fits beside `used` within `limits`.
-pub fn check(tenant: &str, limits: &QuotaLimits, used: Amounts, asked: Amounts) -> Result<(), ApiError> {
+pub fn check(tenant: &str, limits: &QuotaLimits, used: Amounts, asked: Amounts) -> Result<(), AdmissionError> {
     let cap = limits.amounts().named();
     for (((name, used, bytes), (_, asked, _)), (_, limit, _)) in used.named().into_iter().zip(asked.named()).zip(cap) {
         if asked > 0 && used.saturating_add(asked) > limit {
-            return Err(ApiError::exhausted(
+            return Err(AdmissionError::exhausted(
                 format!("quota.{name}"),
                 format!(
                     "tenant {tenant:?} may have {} {name}; it holds {} and this asks for {} more",
@@ -174,12 +176,15 @@ mod tests {
         let l = limits(r#"{"virtual_machines": 2, "cores": 4, "memory": "1Gi"}"#);
         let vm = Amounts { virtual_machines: 1, cores: 2, memory_bytes: 512 << 20, ..Amounts::default() };
         assert!(check("acme", &l, Amounts::default(), vm).is_ok());
-        let e = check("acme", &l, vm, Amounts { cores: 3, ..vm }).unwrap_err();
-        assert_eq!(e.details[0].field, "quota.cores");
-        assert!(e.details[0].reason.contains("may have 4 cores; it holds 2 and this asks for 3 more"), "{}", e.details[0].reason);
-        let e = check("acme", &l, vm, Amounts { memory_bytes: 600 << 20, ..vm }).unwrap_err();
-        assert_eq!(e.details[0].field, "quota.memory");
-        assert!(e.details[0].reason.contains("1Gi"), "{}", e.details[0].reason);
+        let AdmissionError::Exhausted { field, message } = check("acme", &l, vm, Amounts { cores: 3, ..vm }).unwrap_err() else { panic!() };
+        assert_eq!(field, "quota.cores");
+        assert!(message.contains("may have 4 cores; it holds 2 and this asks for 3 more"), "{message}");
+        let AdmissionError::Exhausted { field, message } = check("acme", &l, vm, Amounts { memory_bytes: 600 << 20, ..vm }).unwrap_err()
+        else {
+            panic!()
+        };
+        assert_eq!(field, "quota.memory");
+        assert!(message.contains("1Gi"), "{message}");
         assert!(check("acme", &l, Amounts { virtual_machines: 9, ..vm }, Amounts::external_ip()).is_ok(), "unlimited");
     }
 

@@ -10,9 +10,7 @@ use std::net::Ipv4Addr;
 use vmaas_model::network::Cidr;
 use vmaas_model::{NetworkAttachment, ValidationErrors};
 
-use super::AppState;
-use crate::error::ApiError;
-use crate::store::{Scope, SecurityGroupKind, SubnetKind, SubnetRecord};
+use vmaas_store::{Scope, SecurityGroupKind, Store, StoreError, SubnetKind, SubnetRecord};
 
 /// Field of attachment `i`'s `what`.
 fn field(i: usize, what: &str) -> String {
@@ -30,8 +28,8 @@ fn hosts(cidr: &Cidr) -> Option<(u32, u32)> {
 
 /// The addresses VMs already hold on subnet `id` (or will: VMs staged to
 /// be stored count).
-async fn taken(s: &AppState, id: &str) -> Result<HashSet<Ipv4Addr>, ApiError> {
-    Ok(s.store
+async fn taken(store: &Store, id: &str) -> Result<HashSet<Ipv4Addr>, StoreError> {
+    Ok(store
         .vms_referring(id)
         .await?
         .iter()
@@ -76,17 +74,17 @@ fn address(i: usize, asked: Option<&str>, subnet: &SubnetRecord, used: &HashSet<
 /// The security groups of attachment `i` as ids: the caller's, by id or
 /// name, of the subnet's network, not being deleted.
 async fn security_groups(
-    s: &AppState,
+    store: &Store,
     scope: &Scope,
     i: usize,
     wanted: &[String],
     subnet: &SubnetRecord,
     errs: &mut ValidationErrors,
-) -> Result<Vec<String>, ApiError> {
+) -> Result<Vec<String>, StoreError> {
     let mut ids: Vec<String> = Vec::new();
     for (j, g) in wanted.iter().enumerate() {
         let f = field(i, &format!("security_groups[{j}]"));
-        match super::simple::find::<SecurityGroupKind>(s, scope, g.trim()).await? {
+        match store.find_record::<SecurityGroupKind>(g.trim(), scope).await? {
             None => errs.push(f, format!("you have no security group {g:?}; list them with GET /api/fulfillment/v1/security_groups")),
             Some(sg) if sg.deleted_at.is_some() => errs.push(f, format!("security group {:?} is being deleted", sg.name)),
             Some(sg) if sg.spec.virtual_network != subnet.spec.virtual_network => {
@@ -100,16 +98,16 @@ async fn security_groups(
 }
 
 /// Resolves the NICs a VM asks for; problems go into `errs`.
-pub(super) async fn resolve(
-    s: &AppState,
+pub async fn resolve(
+    store: &Store,
     scope: &Scope,
     wanted: &[NetworkAttachment],
     errs: &mut ValidationErrors,
-) -> Result<Vec<NetworkAttachment>, ApiError> {
+) -> Result<Vec<NetworkAttachment>, StoreError> {
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     for (i, a) in wanted.iter().enumerate() {
-        let Some(subnet) = super::simple::find::<SubnetKind>(s, scope, a.subnet.trim()).await? else {
+        let Some(subnet) = store.find_record::<SubnetKind>(a.subnet.trim(), scope).await? else {
             errs.push(field(i, "subnet"), format!("you have no subnet {:?}; list them with GET /api/fulfillment/v1/subnets", a.subnet));
             continue;
         };
@@ -121,9 +119,9 @@ pub(super) async fn resolve(
             errs.push(field(i, "subnet"), format!("the VM already has a NIC on subnet {:?}", subnet.name));
             continue;
         }
-        let groups = security_groups(s, scope, i, &a.security_groups, &subnet, errs).await?;
+        let groups = security_groups(store, scope, i, &a.security_groups, &subnet, errs).await?;
         // One NIC per subnet: only other VMs' addresses can be taken.
-        let used = taken(s, &subnet.id).await?;
+        let used = taken(store, &subnet.id).await?;
         match address(i, a.ip_address.as_deref(), &subnet, &used) {
             Ok(ip) => {
                 out.push(NetworkAttachment { subnet: subnet.id.clone(), security_groups: groups, ip_address: Some(ip.to_string()) });
