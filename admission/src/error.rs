@@ -15,6 +15,14 @@ pub enum AdmissionError {
         /// How much was asked, held and allowed.
         message: String,
     },
+    /// Every one of something is taken (the addresses of a pool): a
+    /// conflict with what holds them, RESOURCE_EXHAUSTED.
+    #[error("{0}")]
+    NoneFree(String),
+    /// What is asked for is held by another object (a volume by its
+    /// attachment): FAILED_PRECONDITION, naming the holder.
+    #[error("{0}")]
+    Held(String),
     /// The request asks for what cannot be: each field and why.
     #[error("{0}")]
     Invalid(ValidationErrors),

@@ -15,6 +15,7 @@
 //! - [`capacity`]: what the host can give, with overcommit.
 //! - [`pools`]: external IP pools and their free addresses.
 //! - [`attach`]: a VM's NICs on subnets: references and addresses.
+//! - [`volumes`]: a volume's one attachment.
 //! - [`error`]: why admission refuses.
 
 #![forbid(unsafe_code)]
@@ -25,5 +26,6 @@ pub mod capacity;
 pub mod error;
 pub mod pools;
 pub mod quota;
+pub mod volumes;
 
 pub use error::AdmissionError;

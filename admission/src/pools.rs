@@ -8,6 +8,9 @@ use std::net::Ipv4Addr;
 use std::str::FromStr;
 
 use vmaas_model::network::Cidr;
+use vmaas_store::{ExternalIpKind, LoadBalancerKind, Store, StoreError};
+
+use crate::AdmissionError;
 
 /// Name of a pool given without one.
 pub const DEFAULT_POOL: &str = "default";
@@ -89,6 +92,23 @@ impl Pools {
     pub fn get(&self, name: &str) -> Option<&Pool> {
         if name.is_empty() { self.0.first() } else { self.0.iter().find(|p| p.name == name) }
     }
+}
+
+/// Every address taken in any pool: by external IPs and load balancers.
+pub async fn taken(store: &Store) -> Result<BTreeSet<Ipv4Addr>, StoreError> {
+    let ips = store.all_records::<ExternalIpKind>().await?.into_iter().filter_map(|r| r.status.address.parse().ok());
+    let lbs = store.all_records::<LoadBalancerKind>().await?.into_iter().filter_map(|r| r.status.address.parse().ok());
+    Ok(ips.chain(lbs).collect())
+}
+
+/// The first free address of `pool`: one no external IP or load balancer
+/// holds, and none of `held` (what other processes of this host hold);
+/// else [`AdmissionError::NoneFree`].
+pub async fn allocate(store: &Store, pool: &Pool, held: impl IntoIterator<Item = Ipv4Addr>) -> Result<Ipv4Addr, AdmissionError> {
+    let mut used = taken(store).await?;
+    used.extend(held.into_iter().filter(|a| pool.cidr.contains((*a).into())));
+    pool.first_free(&used)
+        .ok_or_else(|| AdmissionError::NoneFree(format!("external IP pool {:?} ({}) has no free address", pool.name, pool.text)))
 }
 
 #[cfg(test)]

@@ -136,6 +136,8 @@ impl From<vmaas_admission::AdmissionError> for ApiError {
         use vmaas_admission::AdmissionError as A;
         match e {
             A::Exhausted { field, message } => Self::exhausted(field, message),
+            A::NoneFree(m) => Self::new(StatusCode::CONFLICT, Code::ResourceExhausted, m),
+            A::Held(m) => Self::new(StatusCode::CONFLICT, Code::FailedPrecondition, m),
             A::Invalid(errs) => Self::invalid(errs),
             e @ A::Corrupt { .. } => Self::internal(e),
             A::Store(e) => e.into(),

@@ -112,18 +112,33 @@ impl Browser {
 
     /// Waits until `js` is truthy in the page; its value.
     pub async fn wait_for(&mut self, js: &str, what: &str, secs: u64) -> Value {
+        match self.try_wait_for(js, secs).await {
+            Some(v) => v,
+            None => {
+                let body = self.eval("document.body ? document.body.innerText : ''").await;
+                panic!("timed out waiting for {what} ({js}); the page shows:\n{}", body.as_str().unwrap_or(""));
+            }
+        }
+    }
+
+    /// Waits until `js` is truthy in the page: its value, or none after `secs`.
+    pub async fn try_wait_for(&mut self, js: &str, secs: u64) -> Option<Value> {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             let v = self.eval(&format!("(() => {{ try {{ return {js}; }} catch (e) {{ return null; }} }})()")).await;
             if !(v.is_null() || v == false || v == "" || v == 0) {
-                return v;
+                return Some(v);
             }
             if Instant::now() > deadline {
-                let body = self.eval("document.body ? document.body.innerText : ''").await;
-                panic!("timed out waiting for {what} ({js}); the page shows:\n{}", body.as_str().unwrap_or(""));
+                return None;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// The page's text.
+    pub async fn text(&mut self) -> String {
+        self.eval("document.body ? document.body.innerText : ''").await.as_str().unwrap_or_default().to_owned()
     }
 
     /// Types `text` into the focused element.

@@ -114,7 +114,11 @@ async fn a_person_signs_in_creates_a_vm_and_types_into_its_console() {
     b.wait_for(&format!("{} === 'STOPPED'", cell("web", 2)), "the VM STOPPED on the page", 120).await;
     b.eval(&click("web", "delete")).await;
     b.eval(&click("web", "delete")).await;
-    b.wait_for("!document.querySelector('#vms tr[data-name=\"web\"]')", "the VM gone from the page", 120).await;
+    let gone = b.try_wait_for("!document.querySelector('#vms tr[data-name=\"web\"]')", 120).await;
     let (_, left) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&token), None).await;
+    if gone.is_none() {
+        // Which side kept it: the server (its log says why) or the page's live list.
+        panic!("the VM is still on the page after 120 s:\n{}\nthe API lists: {left:#}\nserver log:\n{}", b.text().await, s.log());
+    }
     assert_eq!(left["total"], 0, "{left}");
 }

@@ -21,9 +21,9 @@ use vmaas_model::{
 
 use super::{ApiJson, ApiQuery, AppState, checked_name, simple};
 use crate::auth::Caller;
-use crate::error::{ApiError, Code};
+use crate::error::ApiError;
 use crate::pools::Pool;
-use crate::store::{ExternalIpKind, ExternalIpRecord, LoadBalancerKind};
+use crate::store::{ExternalIpKind, ExternalIpRecord};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -35,26 +35,15 @@ pub(super) fn routes() -> Router<AppState> {
 
 /// Every address taken in any pool: by external IPs and load balancers.
 pub(super) async fn taken(s: &AppState) -> Result<BTreeSet<Ipv4Addr>, ApiError> {
-    let ips = s.store.all_records::<ExternalIpKind>().await?.into_iter().filter_map(|r| r.status.address.parse().ok());
-    let lbs = s.store.all_records::<LoadBalancerKind>().await?.into_iter().filter_map(|r| r.status.address.parse().ok());
-    Ok(ips.chain(lbs).collect())
+    Ok(crate::pools::taken(&s.store).await?)
 }
 
 /// The first free address of `pool` (one another process of this host holds
 /// is not free), else a 409 saying it is exhausted.
 pub(super) async fn allocate(s: &AppState, pool: &Pool) -> Result<Ipv4Addr, ApiError> {
-    let mut used = taken(s).await?;
     let backend = s.backend.clone();
-    if let Ok(Some(held)) = tokio::task::spawn_blocking(move || backend.held_addresses()).await {
-        used.extend(held.into_iter().filter(|a| pool.cidr.contains((*a).into())));
-    }
-    pool.first_free(&used).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::CONFLICT,
-            Code::ResourceExhausted,
-            format!("external IP pool {:?} ({}) has no free address", pool.name, pool.text),
-        )
-    })
+    let held = tokio::task::spawn_blocking(move || backend.held_addresses()).await.ok().flatten().unwrap_or_default();
+    Ok(crate::pools::allocate(&s.store, pool, held).await?)
 }
 
 fn pool_api(pool: &Pool, used: &BTreeSet<Ipv4Addr>, admin: bool) -> ExternalIpPool {

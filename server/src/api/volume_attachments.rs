@@ -13,15 +13,14 @@ use tracing::info;
 use vmaas_model::volume::disk_serial;
 use vmaas_model::{
     CreateObject, Envelope, ObjectKind, Page, ValidationErrors, VolumeAttachment, VolumeAttachmentSpec, VolumeAttachmentState,
-    VolumeAttachmentStatus, VolumeState,
+    VolumeAttachmentStatus,
 };
 
 use super::{ApiJson, ApiQuery, AppState, checked_name, owned_by, simple};
 use crate::auth::Caller;
-use crate::error::{ApiError, Code};
-use crate::store::{Scope, VOLUME_OF, VolumeAttachmentKind, VolumeAttachmentRecord, VolumeKind, VolumeRecord};
+use crate::error::ApiError;
+use crate::store::{VOLUME_OF, VolumeAttachmentKind, VolumeAttachmentRecord};
 
-const VOLUME_FIELD: &str = "object.spec.volume";
 const VM_FIELD: &str = "object.spec.compute_instance";
 
 pub(super) fn routes() -> Router<AppState> {
@@ -50,27 +49,6 @@ pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Pa
     simple::read::<VolumeAttachmentKind>(&s, &caller, &id).await
 }
 
-/// The caller's volume named `reference`, usable and attached nowhere.
-async fn free_volume(s: &AppState, scope: &Scope, reference: &str) -> Result<VolumeRecord, ApiError> {
-    let v = simple::find::<VolumeKind>(s, scope, reference.trim())
-        .await?
-        .ok_or_else(|| ApiError::field(VOLUME_FIELD, format!("you have no volume {reference:?}")))?;
-    if v.deleted_at.is_some() {
-        return Err(ApiError::field(VOLUME_FIELD, format!("volume {:?} is being deleted", v.name)));
-    }
-    if v.status.state == VolumeState::Failed {
-        let why = v.status.message.as_deref().unwrap_or("its disk could not be made");
-        return Err(ApiError::field(VOLUME_FIELD, format!("volume {:?} failed: {why}", v.name)));
-    }
-    let holders = s.store.all_records::<VolumeAttachmentKind>().await?;
-    if let Some(h) = holders.iter().find(|a| a.spec.volume == v.id) {
-        let vm = s.store.get_vm(&h.spec.compute_instance, &Scope::All).await.map(|vm| vm.name).unwrap_or_default();
-        let message = format!("volume {:?} is attached to virtual machine {vm:?} by attachment {:?}; detach it first", v.name, h.name);
-        return Err(ApiError::new(StatusCode::CONFLICT, Code::FailedPrecondition, message));
-    }
-    Ok(v)
-}
-
 /// Attach a volume to a VM: hotplugged if the VM runs, else there when it starts.
 #[utoipa::path(post, path = "/api/fulfillment/v1/volume_attachments", tag = "volumes",
     request_body = Envelope<CreateObject<VolumeAttachmentSpec>>,
@@ -93,7 +71,7 @@ pub(super) async fn create(
     let scope = owned_by(&caller.tenant);
     let adm = s.admit().await?;
     let s = adm.state().clone();
-    let volume = free_volume(&s, &scope, &obj.spec.volume).await?;
+    let volume = vmaas_admission::volumes::free_volume(&s.store, &scope, &obj.spec.volume).await?;
     let vm = simple::row(&s, &scope, ObjectKind::VirtualMachine, &obj.spec.compute_instance, VM_FIELD).await?;
     let spec = VolumeAttachmentSpec { volume: volume.id.clone(), compute_instance: vm.id.clone(), auto_delete: obj.spec.auto_delete };
     let mut rec = VolumeAttachmentRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
