@@ -37,7 +37,12 @@ impl Spread {
 pub(crate) async fn make_on(inner: &Inner, m: usize, attachments: &[Attachment]) -> Result<(), BackendError> {
     let Some(drivers) = inner.subnets.drivers.get() else { return Ok(()) };
     for a in attachments {
-        if inner.subnets.clusters_of(inner, &a.subnet).contains(&m) {
+        // Known made there (the common case: no look through the cluster's cache).
+        let known = inner.subnets.on.lock().is_ok_and(|on| on.get(&a.subnet).is_some_and(|c| c.contains(&m)));
+        if known || inner.members[m].backend.holds(ObjectKind::Subnet, &a.subnet) {
+            if !known && let Ok(mut on) = inner.subnets.on.lock() {
+                on.entry(a.subnet.clone()).or_default().insert(m);
+            }
             continue;
         }
         let target = inner.subnets.targets.lock().ok().and_then(|t| t.get(&a.subnet).cloned());
