@@ -60,17 +60,14 @@ pub struct Capabilities {
     pub console: bool,
 }
 
-/// One cluster of several, as `/healthz` and placement see it.
+/// One cluster of several, as a placement names it (what it has for VMs
+/// is the fleet's to weigh, when it places them).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ClusterInfo {
     /// Its name, as `spec.placement.cluster` and `status.cluster` give it.
     pub name: String,
     /// Its labels, matched by `spec.placement.labels`.
     pub labels: std::collections::BTreeMap<String, String>,
-    /// Whether it answers now.
-    pub reachable: bool,
-    /// What it has for VMs, if known.
-    pub room: Option<Room>,
 }
 
 /// Runs objects: one driver per kind, plus what the backend as a whole offers.

@@ -73,18 +73,28 @@ impl<S: Sync + 'static, O: Send + Sync + 'static> Driver<S, O> for Everywhere<S,
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
-        let mut done = Cleanup::Done;
-        for d in &self.drivers {
-            if d.delete(id).await? == Cleanup::InProgress {
-                done = Cleanup::InProgress;
-            }
-        }
-        Ok(done)
+        delete_on(&self.drivers, 0..self.drivers.len(), id).await
     }
 
     async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
         retain_all(&self.drivers, known).await
     }
+}
+
+/// Deletes object `id` on the clusters `on` (indices into `drivers`): done
+/// once every one of them is done.
+pub(crate) async fn delete_on<S: Sync, O: Send>(
+    drivers: &[Arc<dyn Driver<S, O>>],
+    on: impl IntoIterator<Item = usize>,
+    id: &str,
+) -> Result<Cleanup, BackendError> {
+    let mut done = Cleanup::Done;
+    for m in on {
+        if drivers[m].delete(id).await? == Cleanup::InProgress {
+            done = Cleanup::InProgress;
+        }
+    }
+    Ok(done)
 }
 
 /// Tells every cluster's driver which objects exist.

@@ -4,8 +4,8 @@
 //! that runs one of its targets, each with the targets it runs, and
 //! removed from a cluster that runs none of them any more.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -16,7 +16,8 @@ use vmaas_backend::{
 use vmaas_model::ObjectKind;
 
 use crate::Inner;
-use crate::fanout::worst_requeue;
+use crate::fanout::{delete_on, worst_requeue};
+use crate::made::MadeOn;
 
 /// How soon an object whose VMs are not placed yet is looked at again.
 const UNPLACED: Duration = Duration::from_secs(5);
@@ -25,18 +26,17 @@ const UNPLACED: Duration = Duration::from_secs(5);
 pub struct Volumes {
     inner: Arc<Inner>,
     drivers: Vec<Arc<VolumeDriver>>,
-    homes: Mutex<HashMap<String, usize>>,
+    homes: MadeOn,
 }
 
 impl Volumes {
     pub(crate) fn new(inner: Arc<Inner>, drivers: Vec<Arc<VolumeDriver>>) -> Self {
-        Self { inner, drivers, homes: Mutex::default() }
+        Self { inner, drivers, homes: MadeOn::new(ObjectKind::Volume) }
     }
 
     /// The cluster volume `id` is on, as known or found.
     fn known(&self, id: &str) -> Option<usize> {
-        let remembered = self.homes.lock().ok().and_then(|h| h.get(id).copied());
-        remembered.or_else(|| (0..self.inner.members.len()).find(|&i| self.inner.members[i].backend.holds(ObjectKind::Volume, id)))
+        self.homes.of(&self.inner, id).into_iter().next()
     }
 }
 
@@ -56,19 +56,15 @@ impl Driver<VolumeSpec, VolumeObservation> for Volumes {
                 return Ok((VolumeObservation::Pending(why), Requeue::after(UNPLACED)));
             }
         };
-        if let Ok(mut h) = self.homes.lock() {
-            h.insert(t.id.clone(), m);
-        }
+        self.homes.mark(&t.id, m);
         self.drivers[m].ensure(t).await
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
         let Some(m) = self.known(id) else { return Ok(Cleanup::Done) };
         let done = self.drivers[m].delete(id).await?;
-        if done == Cleanup::Done
-            && let Ok(mut h) = self.homes.lock()
-        {
-            h.remove(id);
+        if done == Cleanup::Done {
+            self.homes.forget(id);
         }
         Ok(done)
     }
@@ -82,19 +78,12 @@ impl Driver<VolumeSpec, VolumeObservation> for Volumes {
 pub struct Balancers {
     inner: Arc<Inner>,
     drivers: Vec<Arc<BalancerDriver>>,
-    on: Mutex<HashMap<String, BTreeSet<usize>>>,
+    on: MadeOn,
 }
 
 impl Balancers {
     pub(crate) fn new(inner: Arc<Inner>, drivers: Vec<Arc<BalancerDriver>>) -> Self {
-        Self { inner, drivers, on: Mutex::default() }
-    }
-
-    /// The clusters load balancer `id` is made on, as known or found.
-    fn made_on(&self, id: &str) -> BTreeSet<usize> {
-        let mut on = self.on.lock().map(|o| o.get(id).cloned().unwrap_or_default()).unwrap_or_default();
-        on.extend((0..self.inner.members.len()).filter(|&i| self.inner.members[i].backend.holds(ObjectKind::LoadBalancer, id)));
-        on
+        Self { inner, drivers, on: MadeOn::new(ObjectKind::LoadBalancer) }
     }
 }
 
@@ -107,12 +96,9 @@ impl Driver<BalancerSpec, BalancerObservation> for Balancers {
                 by_cluster.entry(m).or_default().push(vm.clone());
             }
         }
-        for m in self.made_on(&t.id).into_iter().filter(|m| !by_cluster.contains_key(m)) {
-            self.drivers[m].delete(&t.id).await?;
-        }
-        if let Ok(mut on) = self.on.lock() {
-            on.insert(t.id.clone(), by_cluster.keys().copied().collect());
-        }
+        let left = self.on.of(&self.inner, &t.id).into_iter().filter(|m| !by_cluster.contains_key(m));
+        delete_on(&self.drivers, left, &t.id).await?;
+        self.on.set(&t.id, by_cluster.keys().copied().collect());
         if by_cluster.is_empty() {
             let problem = BalancerProblem::Pending("none of its targets is placed on a cluster yet".into());
             return Ok((BalancerObservation { problem: Some(problem), healthy: Vec::new() }, Requeue::after(UNPLACED)));
@@ -132,16 +118,9 @@ impl Driver<BalancerSpec, BalancerObservation> for Balancers {
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
-        let mut done = Cleanup::Done;
-        for m in self.made_on(id) {
-            if self.drivers[m].delete(id).await? == Cleanup::InProgress {
-                done = Cleanup::InProgress;
-            }
-        }
-        if done == Cleanup::Done
-            && let Ok(mut on) = self.on.lock()
-        {
-            on.remove(id);
+        let done = delete_on(&self.drivers, self.on.of(&self.inner, id), id).await?;
+        if done == Cleanup::Done {
+            self.on.forget(id);
         }
         Ok(done)
     }

@@ -22,6 +22,7 @@
 
 pub mod fanout;
 pub mod follow;
+mod made;
 pub mod place;
 pub mod subnet;
 pub mod vm;
@@ -87,6 +88,11 @@ impl Inner {
     /// The cluster VM `id` is on, if known.
     fn home(&self, id: &str) -> Option<usize> {
         self.homes.lock().ok().and_then(|h| h.get(id).copied())
+    }
+
+    /// The clusters that hold object `id` of `kind`, as their caches say.
+    fn holders<'a>(&'a self, kind: ObjectKind, id: &'a str) -> impl Iterator<Item = usize> + 'a {
+        (0..self.members.len()).filter(move |&i| self.members[i].backend.holds(kind, id))
     }
 
     /// Wakes object `id` of `kind`.
@@ -183,16 +189,7 @@ impl Backend for Fleet {
     }
 
     fn clusters(&self) -> Vec<ClusterInfo> {
-        self.0
-            .members
-            .iter()
-            .map(|m| ClusterInfo {
-                name: m.name.clone(),
-                labels: m.labels.clone(),
-                reachable: m.backend.reachable(),
-                room: m.backend.room(),
-            })
-            .collect()
+        self.0.members.iter().map(|m| ClusterInfo { name: m.name.clone(), labels: m.labels.clone() }).collect()
     }
 
     fn vms(&self) -> Arc<VmDriver> {
@@ -238,7 +235,7 @@ impl Backend for Fleet {
     }
 
     fn holds(&self, kind: ObjectKind, id: &str) -> bool {
-        self.0.members.iter().any(|m| m.backend.holds(kind, id))
+        self.0.holders(kind, id).next().is_some()
     }
 
     fn reachable(&self) -> bool {

@@ -5,7 +5,6 @@
 //! admitting it is the tenant's to change; none with room now is waited for.
 
 use vmaas_backend::{Demand, Room};
-use vmaas_model::vm::placement::describe_labels;
 use vmaas_model::{Placement, Reason};
 
 /// One cluster as placement sees it.
@@ -36,14 +35,10 @@ pub enum Choice {
 
 /// Chooses among `clusters` for a VM placed by `p` that asks `d`.
 pub fn choose(clusters: &[Candidate<'_>], p: &Placement, d: &Demand) -> Choice {
-    let admitted: Vec<usize> = (0..clusters.len()).filter(|&i| p.admits(clusters[i].name, clusters[i].labels)).collect();
-    if admitted.is_empty() {
-        let known: Vec<String> = clusters.iter().map(|c| format!("{} {}", c.name, describe_labels(c.labels))).collect();
-        return Choice::Refuse(Reason::new(
-            "NoMatchingCluster",
-            format!("no cluster matches {} (clusters: {})", p.describe(), known.join(", ")),
-        ));
+    if let Some(why) = p.unmatched(clusters.iter().map(|c| (c.name, c.labels))) {
+        return Choice::Refuse(Reason::new("NoMatchingCluster", why));
     }
+    let admitted: Vec<usize> = (0..clusters.len()).filter(|&i| p.admits(clusters[i].name, clusters[i].labels)).collect();
     if let Some(missing) = missing_devices(clusters, &admitted, d) {
         return Choice::Refuse(Reason::new("NoGPUAvailable", format!("no cluster that matches {} has {missing}", p.describe())));
     }

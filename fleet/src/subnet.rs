@@ -4,7 +4,7 @@
 //! A subnet no VM uses yet is made nowhere, and READY: it is a range the
 //! server hands addresses from until a VM runs on it.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -12,24 +12,22 @@ use vmaas_backend::{Attachment, BackendError, Cleanup, Driver, NetworkObservatio
 use vmaas_model::ObjectKind;
 
 use crate::Inner;
-use crate::fanout::{merge_network, worst_requeue};
+use crate::fanout::{delete_on, merge_network, worst_requeue};
+use crate::made::MadeOn;
 
 /// Where each subnet is made, and what it is.
-#[derive(Default)]
 pub(crate) struct Spread {
-    /// The clusters each subnet is made on, by subnet id.
-    on: Mutex<HashMap<String, BTreeSet<usize>>>,
+    /// The clusters each subnet is made on.
+    on: MadeOn,
     /// Each subnet as last reconciled, by id.
     targets: Mutex<HashMap<String, SubnetTarget>>,
     /// Each cluster's subnet driver, once the fleet hands them out.
     drivers: std::sync::OnceLock<Vec<Arc<SubnetDriver>>>,
 }
 
-impl Spread {
-    fn clusters_of(&self, inner: &Inner, id: &str) -> BTreeSet<usize> {
-        let mut on = self.on.lock().map(|o| o.get(id).cloned().unwrap_or_default()).unwrap_or_default();
-        on.extend((0..inner.members.len()).filter(|&i| inner.members[i].backend.holds(ObjectKind::Subnet, id)));
-        on
+impl Default for Spread {
+    fn default() -> Self {
+        Self { on: MadeOn::new(ObjectKind::Subnet), targets: Mutex::default(), drivers: std::sync::OnceLock::new() }
     }
 }
 
@@ -37,12 +35,7 @@ impl Spread {
 pub(crate) async fn make_on(inner: &Inner, m: usize, attachments: &[Attachment]) -> Result<(), BackendError> {
     let Some(drivers) = inner.subnets.drivers.get() else { return Ok(()) };
     for a in attachments {
-        // Known made there (the common case: no look through the cluster's cache).
-        let known = inner.subnets.on.lock().is_ok_and(|on| on.get(&a.subnet).is_some_and(|c| c.contains(&m)));
-        if known || inner.members[m].backend.holds(ObjectKind::Subnet, &a.subnet) {
-            if !known && let Ok(mut on) = inner.subnets.on.lock() {
-                on.entry(a.subnet.clone()).or_default().insert(m);
-            }
+        if inner.subnets.on.has(inner, &a.subnet, m) {
             continue;
         }
         let target = inner.subnets.targets.lock().ok().and_then(|t| t.get(&a.subnet).cloned());
@@ -50,9 +43,7 @@ pub(crate) async fn make_on(inner: &Inner, m: usize, attachments: &[Attachment])
             return Err(BackendError::transient(format!("making subnet {} on a cluster", a.subnet), "the subnet is not reconciled yet"));
         };
         drivers[m].ensure(&target).await?;
-        if let Ok(mut on) = inner.subnets.on.lock() {
-            on.entry(a.subnet.clone()).or_default().insert(m);
-        }
+        inner.subnets.on.mark(&a.subnet, m);
         inner.wake(ObjectKind::Subnet, &a.subnet);
     }
     Ok(())
@@ -79,7 +70,7 @@ impl Driver<SubnetSpec, NetworkObservation> for Subnets {
             targets.insert(t.id.clone(), t.clone());
         }
         let mut seen = Vec::new();
-        for m in self.0.subnets.clusters_of(&self.0, &t.id) {
+        for m in self.0.subnets.on.of(&self.0, &t.id) {
             let (o, next) = self.drivers()[m].ensure(t).await?;
             seen.push((self.0.members[m].name.as_str(), o, next));
         }
@@ -87,16 +78,9 @@ impl Driver<SubnetSpec, NetworkObservation> for Subnets {
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
-        let mut done = Cleanup::Done;
-        for m in self.0.subnets.clusters_of(&self.0, id) {
-            if self.drivers()[m].delete(id).await? == Cleanup::InProgress {
-                done = Cleanup::InProgress;
-            }
-        }
+        let done = delete_on(self.drivers(), self.0.subnets.on.of(&self.0, id), id).await?;
         if done == Cleanup::Done {
-            if let Ok(mut on) = self.0.subnets.on.lock() {
-                on.remove(id);
-            }
+            self.0.subnets.on.forget(id);
             if let Ok(mut t) = self.0.subnets.targets.lock() {
                 t.remove(id);
             }

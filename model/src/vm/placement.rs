@@ -50,6 +50,16 @@ impl Placement {
         }
     }
 
+    /// Why none of `clusters` (each a name and its labels) admits it, if
+    /// none does: naming what it asks and every cluster there is.
+    pub fn unmatched<'a>(&self, clusters: impl IntoIterator<Item = (&'a str, &'a BTreeMap<String, String>)> + Clone) -> Option<String> {
+        if clusters.clone().into_iter().any(|(name, labels)| self.admits(name, labels)) {
+            return None;
+        }
+        let known: Vec<String> = clusters.into_iter().map(|(name, labels)| format!("{name} {}", describe_labels(labels))).collect();
+        Some(format!("no cluster matches {} (clusters: {})", self.describe(), known.join(", ")))
+    }
+
     /// `cluster=NAME`, `k=v` … for messages.
     pub fn describe(&self) -> String {
         let mut parts: Vec<String> = self.cluster.iter().map(|c| format!("cluster {c:?}")).collect();
@@ -94,6 +104,13 @@ mod tests {
         assert!(named.admits("east", &labels(&[])));
         assert!(!named.admits("west", &labels(&[])));
         assert!(Placement::default().admits("any", &labels(&[])));
+        let (a, b) = (labels(&[("zone", "a")]), labels(&[("zone", "b")]));
+        assert_eq!(named.unmatched([("east", &a), ("west", &b)]), None);
+        let far = Placement { cluster: Some("north".into()), labels: BTreeMap::new() };
+        assert_eq!(
+            far.unmatched([("east", &a), ("west", &b)]).as_deref(),
+            Some("no cluster matches cluster \"north\" (clusters: east {zone=a}, west {zone=b})")
+        );
     }
 
     #[test]

@@ -33,11 +33,6 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/external_ips/{id}", get(read).delete(remove))
 }
 
-/// Every address taken in any pool: by external IPs and load balancers.
-pub(super) async fn taken(s: &AppState) -> Result<BTreeSet<Ipv4Addr>, ApiError> {
-    Ok(crate::pools::taken(&s.store).await?)
-}
-
 /// The first free address of `pool` (one another process of this host holds
 /// is not free), else a 409 saying it is exhausted.
 pub(super) async fn allocate(s: &AppState, pool: &Pool) -> Result<Ipv4Addr, ApiError> {
@@ -62,7 +57,7 @@ fn pool_api(pool: &Pool, used: &BTreeSet<Ipv4Addr>, admin: bool) -> ExternalIpPo
     responses((status = 200, body = Page<ExternalIpPool>), (status = 401, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn list_pools(State(s): State<AppState>, caller: Caller) -> Result<Json<Page<ExternalIpPool>>, ApiError> {
-    let used = taken(&s).await?;
+    let used = crate::pools::taken(&s.store).await?;
     let items: Vec<ExternalIpPool> = s.pools.all().iter().map(|p| pool_api(p, &used, caller.is_admin())).collect();
     let n = items.len() as u64;
     Ok(Json(Page { items, size: n, total: n }))
@@ -79,7 +74,7 @@ pub(super) async fn read_pool(
     Path(id): Path<String>,
 ) -> Result<Json<Envelope<ExternalIpPool>>, ApiError> {
     let pool = s.pools.get(&id).filter(|_| !id.is_empty()).ok_or_else(|| ApiError::not_found("external IP pool", &id))?;
-    Ok(Json(Envelope { object: pool_api(pool, &taken(&s).await?, caller.is_admin()) }))
+    Ok(Json(Envelope { object: pool_api(pool, &crate::pools::taken(&s.store).await?, caller.is_admin()) }))
 }
 
 /// List external IPs, oldest first.

@@ -75,10 +75,8 @@ fn check_placement(backend: &dyn vmaas_backend::Backend, placement: Option<&vmaa
     if clusters.is_empty() {
         return errs.push("object.spec.placement", "this server drives one cluster: there is nothing to choose among (see --cluster)");
     }
-    if !clusters.iter().any(|c| p.admits(&c.name, &c.labels)) {
-        let known: Vec<String> =
-            clusters.iter().map(|c| format!("{} {}", c.name, vmaas_model::vm::placement::describe_labels(&c.labels))).collect();
-        errs.push("object.spec.placement", format!("no cluster matches {} (clusters: {})", p.describe(), known.join(", ")));
+    if let Some(why) = p.unmatched(clusters.iter().map(|c| (c.name.as_str(), &c.labels))) {
+        errs.push("object.spec.placement", why);
     }
 }
 
