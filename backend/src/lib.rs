@@ -184,6 +184,13 @@ pub trait Backend: Send + Sync + 'static {
         true
     }
 
+    /// Whether what the backend holds is known: false for a cluster not
+    /// listed since the server started, which may hold any object
+    /// ([`Backend::holds`] cannot tell), so nothing is taken to be gone from it.
+    fn listed(&self) -> bool {
+        true
+    }
+
     /// The clusters VMs are placed among, when the backend drives several;
     /// empty: one (itself), and `spec.placement` means nothing.
     fn clusters(&self) -> Vec<ClusterInfo> {

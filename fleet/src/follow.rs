@@ -61,8 +61,7 @@ impl Driver<VolumeSpec, VolumeObservation> for Volumes {
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
-        let Some(m) = self.known(id) else { return Ok(Cleanup::Done) };
-        let done = self.drivers[m].delete(id).await?;
+        let done = delete_on(&self.drivers, self.homes.to_delete(&self.inner, id), id).await?;
         if done == Cleanup::Done {
             self.homes.forget(id);
         }
@@ -118,7 +117,7 @@ impl Driver<BalancerSpec, BalancerObservation> for Balancers {
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
-        let done = delete_on(&self.drivers, self.on.of(&self.inner, id), id).await?;
+        let done = delete_on(&self.drivers, self.on.to_delete(&self.inner, id), id).await?;
         if done == Cleanup::Done {
             self.on.forget(id);
         }

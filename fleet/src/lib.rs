@@ -7,7 +7,7 @@
 //! later call for it goes there. What a VM needs follows it: its subnets
 //! are made on the clusters its VMs run on, a volume on the cluster of the
 //! first VM it is attached to, a load balancer on every cluster running one
-//! of its targets. Images are imported on every cluster, so any VM can boot
+//! of its targets. Images are imported (or uploaded) on every cluster, so any VM can boot
 //! them wherever it lands. A cluster that stops answering keeps its VMs
 //! (DEGRADED, as its own backend reports them); nothing is moved or made twice.
 //!
@@ -15,7 +15,8 @@
 //! - [`vm`]: VMs, routed to their cluster; their consoles.
 //! - [`subnet`]: subnets made where their VMs run.
 //! - [`follow`]: volumes and load balancers made where their VMs run.
-//! - [`fanout`]: networks and images, on every cluster.
+//! - [`fanout`]: networks and images, on every cluster;
+//!   [`upload`]: uploaded images, sent to every cluster.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -25,6 +26,7 @@ pub mod follow;
 mod made;
 pub mod place;
 pub mod subnet;
+pub mod upload;
 pub mod vm;
 
 use std::collections::{BTreeMap, HashMap};
@@ -104,7 +106,12 @@ impl Inner {
 }
 
 /// The backend of several clusters.
-pub struct Fleet(Arc<Inner>);
+pub struct Fleet {
+    inner: Arc<Inner>,
+    /// Where uploads are kept while they are sent to each cluster; none:
+    /// uploads are refused.
+    spool: Option<std::path::PathBuf>,
+}
 
 impl Fleet {
     /// A fleet of `members`, finding which of them holds each VM already
@@ -127,7 +134,7 @@ impl Fleet {
             }
         }
         let vms = members.iter().map(|m| m.backend.vms()).collect();
-        Ok(Self(Arc::new(Inner {
+        let inner = Arc::new(Inner {
             members,
             vms,
             homes: Mutex::new(homes),
@@ -135,11 +142,19 @@ impl Fleet {
             demands: Mutex::default(),
             subnets: subnet::Spread::default(),
             wake: OnceLock::new(),
-        })))
+        });
+        Ok(Self { inner, spool: None })
+    }
+
+    /// Takes uploaded images (when every cluster does), keeping each under
+    /// `dir` while it is sent to every cluster.
+    pub fn with_upload_spool(mut self, dir: std::path::PathBuf) -> Self {
+        self.spool = Some(dir);
+        self
     }
 
     fn every<T>(&self, f: impl Fn(&dyn Backend) -> Option<T>) -> Option<Vec<T>> {
-        self.0.members.iter().map(|m| f(m.backend.as_ref())).collect()
+        self.inner.members.iter().map(|m| f(m.backend.as_ref())).collect()
     }
 }
 
@@ -150,7 +165,7 @@ impl Backend for Fleet {
 
     /// What every cluster can do.
     fn capabilities(&self) -> Capabilities {
-        let all: Vec<Capabilities> = self.0.members.iter().map(|m| m.backend.capabilities()).collect();
+        let all: Vec<Capabilities> = self.inner.members.iter().map(|m| m.backend.capabilities()).collect();
         let mut kinds = all[0].kinds.clone();
         kinds.retain(|k| all.iter().all(|c| c.kinds.contains(k)));
         Capabilities {
@@ -162,26 +177,26 @@ impl Backend for Fleet {
     }
 
     fn attach(&self, wake: Wake) {
-        for m in &self.0.members {
+        for m in &self.inner.members {
             m.backend.attach(wake.clone());
         }
-        let _ = self.0.wake.set(wake);
+        let _ = self.inner.wake.set(wake);
     }
 
     fn resyncs(&self) -> bool {
-        self.0.members.iter().any(|m| m.backend.resyncs())
+        self.inner.members.iter().any(|m| m.backend.resyncs())
     }
 
     fn health(&self) -> serde_json::Value {
         let clusters: serde_json::Map<String, serde_json::Value> = self
-            .0
+            .inner
             .members
             .iter()
             .enumerate()
             .map(|(i, m)| {
                 let b = &m.backend;
                 let about =
-                    json!({"backend": b.name(), "labels": m.labels, "reachable": b.reachable(), "room": self.0.room_of(i), "details": b.health()});
+                    json!({"backend": b.name(), "labels": m.labels, "reachable": b.reachable(), "room": self.inner.room_of(i), "details": b.health()});
                 (m.name.clone(), about)
             })
             .collect();
@@ -189,68 +204,83 @@ impl Backend for Fleet {
     }
 
     fn clusters(&self) -> Vec<ClusterInfo> {
-        self.0.members.iter().map(|m| ClusterInfo { name: m.name.clone(), labels: m.labels.clone() }).collect()
+        self.inner.members.iter().map(|m| ClusterInfo { name: m.name.clone(), labels: m.labels.clone() }).collect()
     }
 
     fn vms(&self) -> Arc<VmDriver> {
-        Arc::new(vm::Vms(self.0.clone()))
+        Arc::new(vm::Vms(self.inner.clone()))
     }
 
     fn networks(&self) -> Option<Arc<NetworkDriver>> {
-        let names = self.0.members.iter().map(|m| m.name.clone()).collect();
+        let names = self.inner.members.iter().map(|m| m.name.clone()).collect();
         self.every(|b| b.networks()).map(|d| Arc::new(fanout::Networks::networks(names, d)) as Arc<NetworkDriver>)
     }
 
     fn subnets(&self) -> Option<Arc<SubnetDriver>> {
-        self.every(|b| b.subnets()).map(|d| Arc::new(subnet::Subnets::new(self.0.clone(), d)) as Arc<SubnetDriver>)
+        self.every(|b| b.subnets()).map(|d| Arc::new(subnet::Subnets::new(self.inner.clone(), d)) as Arc<SubnetDriver>)
     }
 
     fn load_balancers(&self) -> Option<Arc<BalancerDriver>> {
-        self.every(|b| b.load_balancers()).map(|d| Arc::new(follow::Balancers::new(self.0.clone(), d)) as Arc<BalancerDriver>)
+        self.every(|b| b.load_balancers()).map(|d| Arc::new(follow::Balancers::new(self.inner.clone(), d)) as Arc<BalancerDriver>)
     }
 
     fn volumes(&self) -> Option<Arc<VolumeDriver>> {
-        self.every(|b| b.volumes()).map(|d| Arc::new(follow::Volumes::new(self.0.clone(), d)) as Arc<VolumeDriver>)
+        self.every(|b| b.volumes()).map(|d| Arc::new(follow::Volumes::new(self.inner.clone(), d)) as Arc<VolumeDriver>)
     }
 
     fn image_imports(&self) -> Option<Arc<ImageDriver>> {
-        let names = self.0.members.iter().map(|m| m.name.clone()).collect();
+        let names = self.inner.members.iter().map(|m| m.name.clone()).collect();
         self.every(|b| b.image_imports()).map(|d| Arc::new(fanout::Images::images(names, d)) as Arc<ImageDriver>)
     }
 
+    fn image_uploads(&self) -> Option<Arc<dyn vmaas_backend::ImageUploads>> {
+        let spool = self.spool.clone()?;
+        let names = self.inner.members.iter().map(|m| m.name.clone()).collect();
+        let each = self.every(|b| b.image_uploads())?;
+        Some(Arc::new(upload::Uploads::new(names, each, spool)))
+    }
+
     fn consoles(&self) -> Option<Arc<dyn vmaas_backend::Consoles>> {
-        let each: Vec<_> = self.0.members.iter().map(|m| m.backend.consoles()).collect();
-        Some(Arc::new(vm::Consoles(self.0.clone(), each)))
+        let each: Vec<_> = self.inner.members.iter().map(|m| m.backend.consoles()).collect();
+        Some(Arc::new(vm::Consoles(self.inner.clone(), each)))
     }
 
     fn inventory(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.0.members.iter().flat_map(|m| m.backend.inventory()).collect();
+        let mut ids: Vec<String> = self.inner.members.iter().flat_map(|m| m.backend.inventory()).collect();
         ids.sort();
         ids.dedup();
         ids
     }
 
     fn quarantine(&self) -> Vec<vmaas_backend::Quarantined> {
-        self.0.members.iter().flat_map(|m| m.backend.quarantine()).collect()
+        self.inner.members.iter().flat_map(|m| m.backend.quarantine()).collect()
     }
 
     fn holds(&self, kind: ObjectKind, id: &str) -> bool {
-        self.0.holders(kind, id).next().is_some()
+        self.inner.holders(kind, id).next().is_some()
     }
 
     fn reachable(&self) -> bool {
-        self.0.members.iter().all(|m| m.backend.reachable())
+        self.inner.members.iter().all(|m| m.backend.reachable())
     }
 
-    /// The images every cluster has; one some cluster lacks is listed with
-    /// the problem (a VM placed there could not boot it).
+    /// The images of the clusters listed since start; one some listed
+    /// cluster lacks is listed with the problem (a VM placed there could
+    /// not boot it). A cluster not listed yet says nothing either way.
     fn images(&self) -> Option<Vec<CatalogImage>> {
         let each = self.every(|b| b.images())?;
-        let mut out = each[0].clone();
+        let listed: Vec<usize> = (0..each.len()).filter(|&i| self.inner.members[i].backend.listed()).collect();
+        let mut out: Vec<CatalogImage> = Vec::new();
+        for img in listed.iter().flat_map(|&i| &each[i]) {
+            if !out.iter().any(|o| o.name == img.name) {
+                out.push(img.clone());
+            }
+        }
         for img in &mut out {
-            let lacking: Vec<&str> = (1..each.len())
-                .filter(|&i| !each[i].iter().any(|o| o.name == img.name && o.problem.is_none()))
-                .map(|i| self.0.members[i].name.as_str())
+            let lacking: Vec<&str> = listed
+                .iter()
+                .filter(|&&i| !each[i].iter().any(|o| o.name == img.name && o.problem.is_none()))
+                .map(|&i| self.inner.members[i].name.as_str())
                 .collect();
             if !lacking.is_empty() && img.problem.is_none() {
                 img.problem = Some(format!("not on cluster(s) {}", lacking.join(", ")));
@@ -261,10 +291,10 @@ impl Backend for Fleet {
 
     /// The addresses held on this host, if one of the clusters is this host.
     fn held_addresses(&self) -> Option<std::collections::HashSet<std::net::Ipv4Addr>> {
-        self.0.members.iter().find_map(|m| m.backend.held_addresses())
+        self.inner.members.iter().find_map(|m| m.backend.held_addresses())
     }
 
     fn memory(&self) -> Vec<vmaas_backend::VmMemory> {
-        self.0.members.iter().flat_map(|m| m.backend.memory()).collect()
+        self.inner.members.iter().flat_map(|m| m.backend.memory()).collect()
     }
 }

@@ -28,6 +28,15 @@ impl MadeOn {
         on
     }
 
+    /// The clusters object `id` is to be deleted from: those it is made
+    /// on, and those not listed yet (which may hold it unseen; their
+    /// drivers refuse until they are).
+    pub(crate) fn to_delete(&self, inner: &Inner, id: &str) -> BTreeSet<usize> {
+        let mut on = self.of(inner, id);
+        on.extend((0..inner.members.len()).filter(|&m| !inner.members[m].backend.listed()));
+        on
+    }
+
     /// Whether object `id` is made on cluster `m`: as remembered (without
     /// a look through the cluster's cache), else as the cluster holds it.
     pub(crate) fn has(&self, inner: &Inner, id: &str, m: usize) -> bool {

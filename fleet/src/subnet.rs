@@ -78,7 +78,7 @@ impl Driver<SubnetSpec, NetworkObservation> for Subnets {
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
-        let done = delete_on(self.drivers(), self.0.subnets.on.of(&self.0, id), id).await?;
+        let done = delete_on(self.drivers(), self.0.subnets.on.to_delete(&self.0, id), id).await?;
         if done == Cleanup::Done {
             self.0.subnets.on.forget(id);
             if let Ok(mut t) = self.0.subnets.targets.lock() {

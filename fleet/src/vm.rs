@@ -1,5 +1,6 @@
 //! VMs: placed once (their status's cluster, else the cluster found holding
-//! them, else [`crate::place::choose`]), then routed to their cluster's own
+//! them, else [`crate::place::choose`]), the placement recorded in their
+//! status before anything is made, then routed to their cluster's own
 //! driver, whose observation gains the cluster's name. A VM that fits
 //! nowhere yet waits (PROGRESSING, with the reason for each cluster); one no
 //! cluster admits fails until it is changed.
@@ -120,6 +121,14 @@ impl Inner {
     }
 }
 
+/// VM just placed on cluster `name`: recorded before it is made there.
+fn placed(name: &str) -> (VmObservation, Requeue) {
+    let why = vmaas_model::Reason::new("Placed", format!("placed on cluster {name}; it is made there next"));
+    let mut observation = Observation::new(Phase::Starting(why));
+    observation.cluster = Some(name.to_owned());
+    (VmObservation { observation, acted: Default::default(), volumes: Default::default() }, Requeue::after(Duration::ZERO))
+}
+
 fn poisoned<T>(_: std::sync::PoisonError<T>) -> BackendError {
     BackendError::transient("placing a VM", "a lock was poisoned by a panic")
 }
@@ -134,6 +143,12 @@ impl Driver<VmSpec, VmObservation> for Vms {
                 return Ok((VmObservation { observation, acted: Default::default(), volumes: Default::default() }, next));
             }
         };
+        if t.spec.cluster.is_none() {
+            // The placement is recorded (the VM's status) before anything is
+            // made for it, so no VM is ever made on a cluster its status does
+            // not name (one not listed at a restart could hold it unseen).
+            return Ok(placed(&self.0.members[m].name));
+        }
         self.0.note_demand(&t.id, m, Room::demand(&t.spec.machine));
         crate::subnet::make_on(&self.0, m, &t.spec.attachments).await?;
         let (mut seen, next) = self.0.vms[m].ensure(t).await?;
@@ -142,9 +157,15 @@ impl Driver<VmSpec, VmObservation> for Vms {
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
-        // Never placed (the fleet found it on no cluster at start, and
-        // placed it nowhere since): nothing to remove.
-        let Some(m) = self.0.home(id) else { return Ok(Cleanup::Done) };
+        let Some(m) = self.0.home(id).or_else(|| self.0.holders(vmaas_model::ObjectKind::VirtualMachine, id).next()) else {
+            // A cluster not listed yet may hold it.
+            if let Some(unlisted) = self.0.members.iter().find(|m| !m.backend.listed()) {
+                let why = format!("cluster {:?} has not been listed since the server started, and may hold it", unlisted.name);
+                return Err(BackendError::transient(format!("deleting VM {id}"), why));
+            }
+            // Never placed: nothing to remove.
+            return Ok(Cleanup::Done);
+        };
         let done = self.0.vms[m].delete(id).await?;
         if done == Cleanup::Done {
             self.0.unplace(id);

@@ -48,6 +48,7 @@ impl Balancers {
 impl Driver<BalancerSpec, BalancerObservation> for Balancers {
     async fn ensure(&self, t: &BalancerTarget) -> Result<(BalancerObservation, Requeue), BackendError> {
         let s = &self.0;
+        s.listed()?;
         let ns = subnet_namespace(&s.cfg.namespace_prefix, &t.tenant, &t.spec.subnet);
         let mappings: Vec<PortMapping> = t
             .spec

@@ -92,6 +92,7 @@ pub struct Consoles(pub(crate) Arc<Shared>);
 #[async_trait]
 impl vmaas_backend::Consoles for Consoles {
     async fn open(&self, id: &str) -> Result<Console, BackendError> {
+        self.0.listed()?;
         let vmi = self.0.vmis.of(id).into_iter().next();
         let uid = vmi.as_ref().and_then(|v| v.metadata.uid.clone());
         if let Some(s) = self.0.consoles.live(id, uid.as_deref()) {

@@ -3,7 +3,9 @@
 //! unreachable, and every VM the watches hold is woken to report itself
 //! DEGRADED (`ClusterUnreachable`, since when and why) with the last state
 //! the cluster showed; the first answer after that wakes them again. The
-//! watches reconnect on their own. Addresses the cluster reports are data:
+//! watches reconnect on their own. A cluster not listed yet since the
+//! server started (it did not answer then) is unreachable too: what it
+//! holds is not known, so nothing is made on it or taken to be gone. Addresses the cluster reports are data:
 //! this only talks to its API server.
 
 use std::sync::{Mutex, Weak};
@@ -19,7 +21,7 @@ use crate::watch::owner_of;
 /// How often the API server is asked.
 pub const EVERY: Duration = Duration::from_secs(2);
 /// How long one answer may take.
-const TIMEOUT: Duration = Duration::from_secs(3);
+pub const TIMEOUT: Duration = Duration::from_secs(3);
 /// Failures in a row that make the cluster unreachable.
 pub const FAILURES: u32 = 2;
 
@@ -31,12 +33,44 @@ pub struct Health(Mutex<State>);
 struct State {
     failures: u32,
     down: Option<Reason>,
+    /// Every watched kind has been listed once.
+    listed: bool,
+    /// Why the last try to list them failed.
+    listing: Option<String>,
 }
 
 impl Health {
-    /// Why the cluster is unreachable, if it is.
+    /// Why the cluster is unreachable, if it is (not listed yet counts).
     pub fn unreachable(&self) -> Option<Reason> {
-        self.0.lock().ok().and_then(|s| s.down.clone())
+        let s = self.0.lock().ok()?;
+        if let Some(down) = &s.down {
+            return Some(down.clone());
+        }
+        (!s.listed).then(|| {
+            let why = s.listing.as_deref().map(|e| format!(" (last error: {e})")).unwrap_or_default();
+            let message = format!("the cluster has not been listed since the server started, so what it holds is not known{why}");
+            Reason::new("ClusterUnreachable", message)
+        })
+    }
+
+    /// Whether what the cluster holds is known (listed since start).
+    pub fn listed(&self) -> bool {
+        self.0.lock().is_ok_and(|s| s.listed)
+    }
+
+    /// Records that every watched kind has been listed.
+    pub(crate) fn mark_listed(&self) {
+        if let Ok(mut s) = self.0.lock() {
+            s.listed = true;
+            s.listing = None;
+        }
+    }
+
+    /// Records why listing failed.
+    pub(crate) fn listing_failed(&self, why: String) {
+        if let Ok(mut s) = self.0.lock() {
+            s.listing = Some(why);
+        }
     }
 
     /// Records one check; true if reachability changed.
@@ -91,8 +125,34 @@ pub(crate) async fn watch(shared: Weak<Shared>) {
             Some(why) => warn!(reason = %why.message, "the cluster is unreachable"),
             None => info!("the cluster answers again"),
         }
-        if let Some(w) = s.waker.get() {
-            for vm in s.vms.all() {
+        s.wake_vms();
+    }
+}
+
+/// Lists every watched kind of `shared` (a cluster that did not answer at
+/// start), retrying until it is done, then wakes every VM.
+pub(crate) async fn list(shared: Weak<Shared>) {
+    loop {
+        let Some(s) = shared.upgrade() else { return };
+        match s.first_lists(crate::FIRST_LIST).await {
+            Ok(()) => {
+                s.health.mark_listed();
+                info!("the cluster is listed: what it holds is known");
+                s.wake_vms();
+                return;
+            }
+            Err(e) => s.health.listing_failed(e.to_string()),
+        }
+        drop(s);
+        tokio::time::sleep(EVERY).await;
+    }
+}
+
+impl Shared {
+    /// Wakes every VM the watches hold.
+    pub(crate) fn wake_vms(&self) {
+        if let Some(w) = self.waker.get() {
+            for vm in self.vms.all() {
                 if let Some((kind, id)) = owner_of(&vm) {
                     w.wake(kind, id);
                 }
@@ -108,6 +168,7 @@ mod tests {
     #[test]
     fn unreachable_after_failures_in_a_row_and_back_at_the_first_answer() {
         let h = Health::default();
+        h.mark_listed();
         assert!(!h.record(Err("refused".into())) && h.unreachable().is_none(), "one failure is not an outage");
         assert!(!h.record(Ok(())));
         assert!(!h.record(Err("refused".into())));
@@ -118,5 +179,17 @@ mod tests {
         assert!(!h.record(Err("timed out".into())), "still down: no change");
         assert!(h.unreachable().unwrap().message.ends_with("(last error: timed out)"));
         assert!(h.record(Ok(())) && h.unreachable().is_none(), "the first answer: reachable");
+    }
+
+    #[test]
+    fn unreachable_until_listed_with_the_listing_error() {
+        let h = Health::default();
+        assert!(!h.listed());
+        assert_eq!(h.unreachable().unwrap().reason, "ClusterUnreachable");
+        h.listing_failed("connection refused".into());
+        let why = h.unreachable().unwrap().message;
+        assert!(why.contains("not been listed since the server started") && why.ends_with("(last error: connection refused)"), "{why}");
+        h.mark_listed();
+        assert!(h.listed() && h.unreachable().is_none());
     }
 }

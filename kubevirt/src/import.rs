@@ -87,6 +87,7 @@ fn observe(dv: Option<&Value>, size: &str) -> (ImageObservation, Requeue) {
 impl Driver<ImageImport, ImageObservation> for Imports {
     async fn ensure(&self, t: &ImageTarget) -> Result<(ImageObservation, Requeue), BackendError> {
         let s = &self.0;
+        s.listed()?;
         let Some(url) = &t.spec.source else { return Ok(s.uploaded(t)) };
         if t.spec.sha256.is_some() {
             let why = "CDI's HTTP import cannot check a SHA-256: import without `sha256`, or check the file at its source";

@@ -49,6 +49,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
+use tracing::warn;
 use vmaas_backend::{
     Backend, BackendError, BalancerDriver, Capabilities, CatalogImage, ImageDriver, NetworkDriver, SubnetDriver, VmDriver, VolumeDriver,
     Wake,
@@ -111,6 +112,38 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Whether the API server answers now (within [`health::TIMEOUT`]).
+    async fn answers(&self) -> bool {
+        matches!(tokio::time::timeout(health::TIMEOUT, self.cluster.client().apiserver_version()).await, Ok(Ok(_)))
+    }
+
+    /// Waits for the first full list of every watched kind, each for at most `timeout`.
+    async fn first_lists(&self, timeout: Duration) -> Result<(), BackendError> {
+        let all = [
+            &self.vms,
+            &self.vmis,
+            &self.services,
+            &self.migrations,
+            &self.udns,
+            &self.data_volumes,
+            &self.policies,
+            &self.data_sources,
+            &self.nodes,
+        ];
+        for w in all {
+            w.ready(timeout).await?;
+        }
+        Ok(())
+    }
+
+    /// An error while the cluster is not listed yet (what it holds is not known).
+    fn listed(&self) -> Result<(), BackendError> {
+        match self.health.listed() {
+            true => Ok(()),
+            false => Err(BackendError::transient("reaching the cluster", self.health.unreachable().map(|r| r.message).unwrap_or_default())),
+        }
+    }
+
     /// Makes namespace `ns` for `tenant` unless it is known (a subnet's
     /// namespace is made by its subnet).
     async fn ensure_namespace_of(&self, ns: &str, tenant: &str) -> Result<(), BackendError> {
@@ -141,12 +174,14 @@ pub struct KubevirtBackend {
 }
 
 /// How long the first list of each watched kind may take at start.
-const FIRST_LIST: Duration = Duration::from_secs(60);
+pub(crate) const FIRST_LIST: Duration = Duration::from_secs(60);
 
 impl KubevirtBackend {
     /// Connects, starts the watches and waits for their first lists (so
     /// that what the cluster already holds is known before anything is
     /// reconciled: objects of a previous run are adopted, not made twice).
+    /// A cluster that does not answer is listed in the background: until
+    /// then it is unreachable (its VMs DEGRADED, nothing made on it).
     pub async fn new(cfg: KubevirtConfig) -> Result<Self, BackendError> {
         let cluster = Cluster::connect(cfg.kubeconfig.as_deref()).await?;
         let waker: Waker = Arc::default();
@@ -174,20 +209,14 @@ impl KubevirtBackend {
             consoles: console::Sessions::default(),
             health: health::Health::default(),
         };
-        for w in [
-            &shared.vms,
-            &shared.vmis,
-            &shared.services,
-            &shared.migrations,
-            &shared.udns,
-            &shared.data_volumes,
-            &shared.policies,
-            &shared.data_sources,
-            &shared.nodes,
-        ] {
-            w.ready(FIRST_LIST).await?;
-        }
         let shared = Arc::new(shared);
+        if shared.answers().await {
+            shared.first_lists(FIRST_LIST).await?;
+            shared.health.mark_listed();
+        } else {
+            warn!("the cluster does not answer: starting without it; its VMs are DEGRADED (ClusterUnreachable) until it is listed");
+            tokio::spawn(health::list(Arc::downgrade(&shared)));
+        }
         tokio::spawn(health::watch(Arc::downgrade(&shared)));
         let uploads = match shared.cfg.upload_proxy.clone() {
             Some(proxy) => Some(Arc::new(upload::Uploads::new(shared.clone(), proxy)?)),
@@ -286,6 +315,10 @@ impl Backend for KubevirtBackend {
 
     fn reachable(&self) -> bool {
         self.shared.health.unreachable().is_none()
+    }
+
+    fn listed(&self) -> bool {
+        self.shared.health.listed()
     }
 
     fn images(&self) -> Option<Vec<CatalogImage>> {

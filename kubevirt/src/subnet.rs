@@ -55,6 +55,7 @@ fn observe(udn: Option<&serde_json::Value>) -> NetworkObservation {
 impl Driver<SubnetSpec, NetworkObservation> for Subnets {
     async fn ensure(&self, t: &SubnetTarget) -> Result<(NetworkObservation, Requeue), BackendError> {
         let s = &self.0;
+        s.listed()?;
         let ns = subnet_namespace(&s.cfg.namespace_prefix, &t.tenant, &t.id);
         let own = labels(ObjectKind::Subnet, &t.id);
         if !s.namespaces.lock().map(|n| n.contains(&ns)).unwrap_or(false) {

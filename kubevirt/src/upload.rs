@@ -164,6 +164,7 @@ impl Shared {
 impl ImageUploads for Uploads {
     async fn upload(&self, t: &ImageTarget, body: Upload) -> Result<ImageObservation, BackendError> {
         let s = &self.shared;
+        s.listed()?;
         let (dv, ds) = s.upload_manifests(t);
         s.cluster.apply(&s.cluster.res.data_volume, &dv).await?;
         s.cluster.apply(&s.cluster.res.data_source, &ds).await?;

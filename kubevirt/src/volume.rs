@@ -54,6 +54,7 @@ impl Shared {
 impl Driver<VolumeSpec, VolumeObservation> for Volumes {
     async fn ensure(&self, t: &VolumeTarget) -> Result<(VolumeObservation, Requeue), BackendError> {
         let s = &self.0;
+        s.listed()?;
         let seen = s.data_volume_of(&t.id);
         // A DataVolume stays where it was made; a new one goes where its VM is.
         let ns = match (&seen, &t.spec.attached_to) {

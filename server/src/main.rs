@@ -381,7 +381,7 @@ async fn fleet(args: &ServeArgs, data_dir: &std::path::Path, listening: &Listeni
         };
         members.push(vmaas_fleet::Member { name: c.name.clone(), labels: labels.remove(&c.name).unwrap_or_default(), backend });
     }
-    Ok(Arc::new(vmaas_fleet::Fleet::new(members)?))
+    Ok(Arc::new(vmaas_fleet::Fleet::new(members)?.with_upload_spool(data_dir.join("uploads"))))
 }
 
 /// The kubevirt backend on the cluster of `kubeconfig`.

@@ -5,7 +5,8 @@
 //! `status.cluster` names where each runs and its KubeVirt VM is there and
 //! nowhere else; an image imported on both; a subnet made only where its
 //! VMs run; one cluster stopped, its VMs DEGRADED while the other's stay
-//! READY, and all READY again when it is back, nothing made twice.
+//! READY, and all READY again when it is back, nothing made twice; one
+//! away when the server starts.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -166,6 +167,67 @@ async fn vms_are_placed_among_two_clusters_and_survive_one_going_away() {
     assert_eq!(held(&east.api(), &w, &waits).await, (0, 1));
     let (_, health) = s.raw(Method::GET, "/healthz", None, None).await;
     assert_eq!(health["backend"]["details"]["clusters"]["east"]["reachable"], true, "{health:#}");
+}
+
+/// A cluster whose API server does not answer when the server starts: the
+/// server starts anyway. Its VMs are DEGRADED (`ClusterUnreachable`) and made
+/// nowhere else; a new VM goes to the other cluster; one that names it waits;
+/// a deletion waits for it. Once it answers, all of it settles, nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_away_at_start_holds_nothing_back_and_gets_nothing_twice() {
+    let (mut east, east_kv) = cluster("4", "8Gi").await;
+    let (west, _west_kv) = cluster("4", "2Gi").await;
+    let (ea, wa) = (format!("east={}", east.kubeconfig().display()), format!("west={}", west.kubeconfig().display()));
+    let args = ["--backend", "kubevirt", "--cluster", &ea, "--cluster", &wa, "--default-image", "test-guest"];
+    let mut s = Server::start_with(Db::Sqlite, &args).await.expect("sqlite");
+    vms::publish(&s, TINY);
+    let t = s.token("acme", false);
+    let mut ids = Vec::new();
+    for name in ["kept", "gone"] {
+        let (st, v) = create(&s, &t, name, json!({"cluster": "east"})).await;
+        assert_eq!(st, 201, "{v}");
+        ids.push(id_of(&v));
+        vms::wait_ready(&s, &t, ids.last().unwrap()).await;
+    }
+    let (kept, gone) = (ids[0].clone(), ids[1].clone());
+    let w = west.api();
+
+    s.stop().await;
+    east_kv.pause(true);
+    east.stop_apiserver();
+    s.relaunch().await;
+    let v = vms::wait_until(&s, &t, &kept, "DEGRADED ClusterUnreachable", 60, |v| degraded(v) && v.to_string().contains("not been listed"))
+        .await;
+    assert_eq!(v["status"]["cluster"], "east", "{v:#}");
+    let (st, fresh) = create(&s, &t, "fresh", json!({})).await;
+    assert_eq!(st, 201, "{fresh}");
+    let fresh = id_of(&fresh);
+    let v = vms::wait_ready(&s, &t, &fresh).await;
+    assert_eq!(v["status"]["cluster"], "west", "placed on the cluster that answers: {v:#}");
+    let (st, pinned) = create(&s, &t, "pinned", json!({"cluster": "east"})).await;
+    assert_eq!(st, 201, "{pinned}");
+    let pinned = id_of(&pinned);
+    let v = vms::wait_until(&s, &t, &pinned, "waiting for east", 30, |v| v.to_string().contains("not answering")).await;
+    assert!(v["status"]["cluster"].is_null(), "{v:#}");
+    assert!(s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{gone}"), Some(&t), None).await.0 < 300);
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    let (st, v) = vms::get(&s, &t, &gone).await;
+    assert_eq!(st, 200, "a VM on a cluster not listed is not taken to be gone: {v:#}");
+    for id in [&kept, &gone, &pinned] {
+        assert!(objects_of(&w, VMS, id).await.is_empty(), "nothing of east's VMs made on west");
+    }
+
+    east.start_apiserver().await;
+    east_kv.pause(false);
+    let e = east.api();
+    for id in [&kept, &pinned] {
+        let v = vms::wait_until(&s, &t, id, "READY on east", 90, |v| vms::state(v) == "VIRTUAL_MACHINE_STATE_READY" && !degraded(v)).await;
+        assert_eq!(v["status"]["cluster"], "east", "{v:#}");
+        assert_eq!(held(&e, &w, id).await, (1, 0));
+    }
+    vms::wait_object(&s, &t, &format!("{V1}/virtual_machines/{gone}"), "gone", 60, |v| v.is_none()).await;
+    assert_eq!(held(&e, &w, &gone).await, (0, 0));
+    assert_eq!(held(&e, &w, &fresh).await, (0, 1));
 }
 
 /// This host (the qemu backend, `NAME=host`) and a Kubernetes cluster as two

@@ -5,15 +5,16 @@
 //! streamed to CDI's upload proxy (played on loopback, TLS trusted through
 //! `--cdi-upload-proxy-ca`). The bytes CDI receives are the bytes uploaded;
 //! a file with another SHA-256 than asked is refused and a right one then
-//! replaces it; a VM boots from the upload.
+//! replaces it; a VM boots from the upload. With this host and a cluster
+//! as two clusters of one server, an upload is made on both.
 
 use reqwest::Method;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use vmaas_tests::Server;
 use vmaas_tests::k8s::Cluster;
-use vmaas_tests::kubevirt::{IMAGES, PICK, api_until, env_with, objects_of, the_vm};
+use vmaas_tests::kubevirt::{Controllers, IMAGES, PICK, api_until, data_source, env_with, objects_of, the_vm};
 use vmaas_tests::vms::{self, V1};
+use vmaas_tests::{Db, Server};
 
 /// Creates image `name` to be uploaded, asking for `sha256`; its id.
 async fn image(s: &Server, t: &str, name: &str, sha256: &str) -> String {
@@ -78,4 +79,48 @@ async fn an_upload_goes_through_cdis_token_api_and_upload_proxy() {
     vms::wait_ready(&s, &t, &vm).await;
     let root = the_vm(&k, &vm).await["spec"]["dataVolumeTemplates"][0]["spec"]["sourceRef"].clone();
     assert_eq!(root["name"], dv[0]["metadata"]["name"], "{root}");
+}
+
+/// This host and a cluster as the two clusters of one server: an upload is
+/// kept by the server once and made on both (the host computes its SHA-256
+/// and size, CDI receives exactly the bytes); a file another SHA-256 than
+/// asked is refused naming the cluster that refused it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_is_made_on_every_cluster() {
+    let mut k = Cluster::start_aggregated().await;
+    let proxy = vmaas_tests::cdi_upload::serve(&mut k).await;
+    k.namespace(IMAGES).await;
+    data_source(&k, "test-guest").await;
+    let _kubevirt = Controllers::start(k.api());
+    let (kube, ca) = (format!("k8s={}", k.kubeconfig().display()), proxy.ca.display().to_string());
+    let host = vmaas_tests::qemu_args(&vmaas_tests::images_dir());
+    let mut args = vec!["--backend", "kubevirt", "--cluster", "dev=host", "--cluster", &kube, "--default-image", "test-guest"];
+    args.extend(["--cdi-upload-proxy", &proxy.url, "--cdi-upload-proxy-ca", &ca]);
+    args.extend(host.iter().map(String::as_str));
+    let s = Server::start_with(Db::Sqlite, &args).await.expect("sqlite");
+    let t = s.token("acme", false);
+    let data: Vec<u8> = (0..204_800u32).map(|i| (i.wrapping_mul(2_246_822_519) >> 24) as u8).collect();
+
+    let id = image(&s, &t, "both", &hex(&data)).await;
+    let (st, b) = put(&s, &t, &id, data.clone()).await;
+    assert_eq!(st, 200, "{b}\n{}", s.log());
+    let img =
+        api_until(&s, &t, &format!("images/{id}"), "READY", |v| v.and_then(|v| v["status"]["state"].as_str()) == Some("IMAGE_STATE_READY"))
+            .await;
+    assert_eq!(
+        (img["status"]["sha256"].as_str(), img["status"]["size_bytes"].as_u64()),
+        (Some(hex(&data).as_str()), Some(204_800)),
+        "{img:#}"
+    );
+    let dv = objects_of(&k.api(), "/apis/cdi.kubevirt.io/v1beta1/datavolumes", &id).await;
+    assert_eq!(dv.len(), 1, "{dv:#?}");
+    let pvc = format!("{IMAGES}/{}", dv[0]["metadata"]["name"].as_str().unwrap());
+    assert!(proxy.received.lock().unwrap().get(&pvc) == Some(&data), "the cluster's CDI received other bytes than uploaded");
+
+    let other = image(&s, &t, "checked", &hex(b"something else")).await;
+    let (st, e) = put(&s, &t, &other, data).await;
+    assert_eq!(st, 400, "{e}");
+    let message = e["message"].as_str().unwrap_or_default();
+    assert!(e["details"][0]["field"] == "content" && message.contains("on cluster dev") && message.contains("SHA-256"), "{e}");
+    assert!(objects_of(&k.api(), "/apis/cdi.kubevirt.io/v1beta1/datavolumes", &other).await.is_empty(), "nothing sent on once refused");
 }
