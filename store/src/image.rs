@@ -89,19 +89,31 @@ impl super::Store {
     /// and the URL it is imported from) and the volumes made from it, among
     /// those of the tenants `sees` accepts.
     pub async fn users_of_image(&self, names: &[&str], sees: impl Fn(&str) -> bool) -> Result<Vec<ImageUser>, super::StoreError> {
-        let named = |n: &str| names.contains(&n);
-        let mut out = Vec::new();
-        for vm in self.all_vms().await? {
-            if sees(&vm.tenant) && named(&vm.machine.boot.image) {
-                out.push(ImageUser { kind: ObjectKind::VirtualMachine, id: vm.id, tenant: vm.tenant, name: vm.name });
-            }
-        }
-        for v in self.all_records::<super::VolumeKind>().await? {
-            if sees(&v.tenant) && v.spec.source_image.as_deref().is_some_and(named) {
-                out.push(ImageUser { kind: ObjectKind::Volume, id: v.id, tenant: v.tenant, name: v.name });
+        let mut out: Vec<ImageUser> = Vec::new();
+        for kind in [ObjectKind::VirtualMachine, ObjectKind::Volume] {
+            for name in names {
+                for row in self.linked_to(kind, &super::links::image_link(name)).await? {
+                    if sees(&row.tenant) && !out.iter().any(|u| u.id == row.id) {
+                        out.push(ImageUser { kind, id: row.id, tenant: row.tenant, name: row.name });
+                    }
+                }
             }
         }
         Ok(out)
+    }
+
+    /// The imported image that object `source` (a VM, a volume) refers to,
+    /// as it was resolved when the object was made or changed; none: it
+    /// uses the backend's catalog.
+    pub async fn image_of(&self, source: &str) -> Result<Option<ImageRecord>, super::StoreError> {
+        let target: Option<String> = sqlx::query_scalar("SELECT target FROM refs WHERE source = $1 AND role = 'image'")
+            .bind(source)
+            .fetch_optional(&mut *self.conn().await?)
+            .await?;
+        match target {
+            Some(id) => Ok(Some(self.get_record::<super::ImageKind>(&id, &super::Scope::All).await?)),
+            None => Ok(None),
+        }
     }
 
     /// Who uses the imported image `img`: of its tenant, or of every tenant

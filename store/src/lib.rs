@@ -10,6 +10,8 @@
 //!
 //! - [`objects`]: the generic operations every kind uses.
 //! - `mem`: the in-memory read path over an exclusively owned SQLite file.
+//! - [`links`]: the objects each VM is named by without being pinned
+//!   (attachments, load balancers), found without reading their kind.
 //! - [`record`]: the typed record of a simple kind (networks, subnets).
 //! - [`vm`], [`template`], [`network`], [`external`] and [`volume`]: the typed records of each kind, on top.
 
@@ -20,6 +22,7 @@ mod conn;
 pub mod events;
 pub mod external;
 pub mod image;
+pub mod links;
 mod mem;
 pub mod network;
 pub mod objects;
@@ -242,6 +245,7 @@ impl Store {
         MIGRATOR.run(&pool).await?;
         let mut store = Self { pool, dialect, mem: None, commits: None, events: Arc::new(tokio::sync::watch::channel(0).0), pinned: None };
         store.count_usage_once().await?;
+        store.index_links_once().await?;
         if dialect == Dialect::Sqlite {
             let mut state = MemState::default();
             for row in store.sql_all().await? {

@@ -55,6 +55,8 @@ pub(super) struct MemState {
     states: HashMap<(ObjectKind, String), u64>,
     /// What the rows hold of the host.
     host: HostUsage,
+    /// (kind, target) → (sort key, id) of the rows linked to it ([`super::links`]).
+    links: HashMap<(ObjectKind, String), BTreeSet<(String, String)>>,
 }
 
 fn sort_key(row: &Row) -> String {
@@ -67,8 +69,11 @@ impl MemState {
         let idx = self.kinds.entry(row.kind).or_default();
         let key = sort_key(&row);
         idx.order.insert((key.clone(), row.id.clone()));
-        idx.by_tenant.insert((row.tenant.clone(), key, row.id.clone()));
+        idx.by_tenant.insert((row.tenant.clone(), key.clone(), row.id.clone()));
         *idx.counts.entry(row.tenant.clone()).or_default() += 1;
+        for vm in super::links::targets_of(&row) {
+            self.links.entry((row.kind, vm)).or_default().insert((key.clone(), row.id.clone()));
+        }
         self.account(&row, true);
         let json: Arc<str> = api_json(&row).unwrap_or_default().into();
         self.objects.insert(row.id.clone(), Cached { row, json });
@@ -124,8 +129,17 @@ impl MemState {
     pub(super) fn remove(&mut self, id: &str) {
         let Some(c) = self.objects.remove(id) else { return };
         self.account(&c.row, false);
+        let key = sort_key(&c.row);
+        for vm in super::links::targets_of(&c.row) {
+            let entry = (c.row.kind, vm);
+            if let Some(set) = self.links.get_mut(&entry) {
+                set.remove(&(key.clone(), c.row.id.clone()));
+                if set.is_empty() {
+                    self.links.remove(&entry);
+                }
+            }
+        }
         if let Some(idx) = self.kinds.get_mut(&c.row.kind) {
-            let key = sort_key(&c.row);
             idx.order.remove(&(key.clone(), c.row.id.clone()));
             idx.by_tenant.remove(&(c.row.tenant.clone(), key, c.row.id));
             if let Some(n) = idx.counts.get_mut(&c.row.tenant) {
@@ -155,6 +169,12 @@ impl MemState {
                 self.count_state(kind, state, true);
             }
         }
+    }
+
+    /// The rows of `kind` linked to `target`, in list order.
+    pub(super) fn linked(&self, kind: ObjectKind, target: &str) -> Vec<super::objects::Row> {
+        let Some(set) = self.links.get(&(kind, target.to_owned())) else { return Vec::new() };
+        set.iter().filter_map(|(_, id)| self.objects.get(id)).map(|c| c.row.clone()).collect()
     }
 
     pub(super) fn visible(&self, kind: ObjectKind, id: &str, scope: &Scope) -> Option<&Cached> {

@@ -77,7 +77,7 @@ impl Filter {
     }
 }
 
-const COLUMNS: &str =
+pub(super) const COLUMNS: &str =
     "id, kind, tenant, name, spec, status, state, observed, observed_version, creators, version, created_at, updated_at, deleted_at, meta";
 
 /// The list order of a kind: global kinds by name, tenants' by creation.
@@ -90,7 +90,7 @@ fn tenant_of(kind: ObjectKind, scope: &Scope) -> Option<&str> {
     if kind.is_tenant_scoped() { scope.tenant() } else { None }
 }
 
-fn from_row(r: &AnyRow) -> Result<Row, StoreError> {
+pub(super) fn from_row(r: &AnyRow) -> Result<Row, StoreError> {
     let kind: String = r.try_get("kind")?;
     let kind = ObjectKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(serde::de::Error::custom(format!("unknown kind {kind:?}"))))?;
     let deleted: Option<String> = r.try_get("deleted_at")?;
@@ -168,6 +168,7 @@ pub(super) async fn insert_created(
     for n in new {
         insert_row(tx, n).await?;
         usage::record(tx, dialect, None, Some(&n.row)).await?;
+        super::links::record(tx, dialect, None, &n.row).await?;
         events::record(tx, dialect, &n.row, EventType::Created).await?;
     }
     Ok(())
@@ -388,6 +389,7 @@ impl Store {
         if let Some(n) = also {
             insert_row(&mut tx, n).await?;
             usage::record(&mut tx, self.dialect, None, Some(&n.row)).await?;
+            super::links::record(&mut tx, self.dialect, None, &n.row).await?;
             events::record(&mut tx, self.dialect, &n.row, EventType::Created).await?;
         }
         let r = sqlx::query(
@@ -417,6 +419,7 @@ impl Store {
         out.version = expected + 1;
         out.updated_at = now;
         usage::record(&mut tx, self.dialect, Some(current), Some(&out)).await?;
+        super::links::record(&mut tx, self.dialect, Some(current), &out).await?;
         self.commit_recording(tx, Some(&out), EventType::Updated).await?;
         self.with_mem(|m| {
             also.into_iter().for_each(|n| m.put(n.row.clone()));

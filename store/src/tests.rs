@@ -151,14 +151,20 @@ async fn an_image_made_for_a_vm_is_stored_with_it_or_not_at_all() {
 async fn the_counters_follow_every_write() {
     let dir = tempfile::tempdir().unwrap();
     counters_follow(Store::open_sqlite(dir.path()).await.unwrap()).await;
-    if let Ok(base) = std::env::var("VMAAS_TEST_DATABASE_URL") {
-        use sqlx::Connection as _;
-        let name = format!("vmaas_store_{}", uuid::Uuid::new_v4().simple());
-        let mut conn = sqlx::postgres::PgConnection::connect(&base).await.unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.unwrap();
-        let (prefix, _) = base.rsplit_once('/').unwrap();
-        counters_follow(Store::connect(&format!("{prefix}/{name}")).await.unwrap()).await;
+    if let Some(url) = fresh_postgres().await {
+        counters_follow(Store::connect(&url).await.unwrap()).await;
     }
+}
+
+/// A new PostgreSQL database beside `VMAAS_TEST_DATABASE_URL`'s, if set.
+async fn fresh_postgres() -> Option<String> {
+    use sqlx::Connection as _;
+    let base = std::env::var("VMAAS_TEST_DATABASE_URL").ok()?;
+    let name = format!("vmaas_store_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::postgres::PgConnection::connect(&base).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.unwrap();
+    let (prefix, _) = base.rsplit_once('/').unwrap();
+    Some(format!("{prefix}/{name}"))
 }
 
 /// Checks the counters of `store` against a recount of its rows; the host's CPUs too.
@@ -191,4 +197,82 @@ async fn counters_follow(store: Store) {
     assert_eq!(store.usage("acme").await.unwrap().virtual_machines, 1);
     store.remove_vm(&a.id).await.unwrap();
     counted(&store, 1).await;
+}
+
+/// What a VM is named by without being pinned (attachments, load
+/// balancers) and what names an image (VMs, volumes) is found through the
+/// links, after inserts, spec changes and removals; on SQLite (again after
+/// a reopen) and on PostgreSQL (again after the index is made anew, as for
+/// a database older than it).
+#[tokio::test]
+async fn the_links_follow_every_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = links_follow(&Store::open_sqlite(dir.path()).await.unwrap()).await;
+    drop_attachment(&Store::open_sqlite(dir.path()).await.unwrap(), &ids).await;
+    if let Some(url) = fresh_postgres().await {
+        let store = Store::connect(&url).await.unwrap();
+        let ids = links_follow(&store).await;
+        for older in ["DELETE FROM links", "DELETE FROM links_made"] {
+            sqlx::query(older).execute(&store.pool).await.unwrap();
+        }
+        drop_attachment(&Store::connect(&url).await.unwrap(), &ids).await;
+    }
+}
+
+/// Finds the links of what [`links_follow`] wrote, then removes the attachment: linked no more.
+async fn drop_attachment(store: &Store, ids: &[String; 4]) {
+    links_found(store, ids).await;
+    let [a, _, att, _] = ids;
+    store.mark_record_deleted::<VolumeAttachmentKind>(att, &Scope::All, Utc::now()).await.unwrap();
+    store.remove(att).await.unwrap();
+    assert!(store.linked_to(ObjectKind::VolumeAttachment, a).await.unwrap().is_empty(), "removed: linked no more");
+}
+
+/// Writes two VMs, a volume made from image `url-x` attached to the first,
+/// and a load balancer over both, then moves the balancer to the second:
+/// `[first VM, second VM, attachment, balancer]`.
+async fn links_follow(store: &Store) -> [String; 4] {
+    store.insert_template(&template("tpl"), Utc::now()).await.unwrap();
+    let (a, mut b) = (vm("a", "tpl"), vm("b", "tpl"));
+    b.machine.boot.image = "url-x".into();
+    store.insert_vm(&a).await.unwrap();
+    store.insert_vm(&b).await.unwrap();
+    fn spec<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        serde_json::from_value(v).unwrap()
+    }
+    let vol = VolumeRecord::new("vol".into(), "acme", "v", "acme", spec(json!({"size": "1Gi", "source_image": "url-x"})), Utc::now());
+    store.insert_record(&vol, Vec::new()).await.unwrap();
+    let att_spec = spec(json!({"volume": "vol", "compute_instance": a.id}));
+    let att = VolumeAttachmentRecord::new("att".into(), "acme", "at", "acme", att_spec, Utc::now());
+    store.insert_record(&att, vec![("vol".into(), VOLUME_OF.into())]).await.unwrap();
+    let lb = LoadBalancerRecord::new(
+        "lb".into(),
+        "acme",
+        "l",
+        "acme",
+        spec(json!({"subnet": "s", "targets": [a.id, b.id], "port_mappings": []})),
+        Utc::now(),
+    );
+    store.insert_record(&lb, Vec::new()).await.unwrap();
+    let ids = [a.id.clone(), b.id.clone(), att.id.clone(), lb.id.clone()];
+    assert_eq!(store.linked_to(ObjectKind::LoadBalancer, &a.id).await.unwrap()[0].id, "lb");
+    let mut moved = lb.spec.clone();
+    moved.targets = vec![b.id.clone()];
+    store.update_record_spec(&lb, lb.version, moved, Utc::now()).await.unwrap();
+    assert!(store.linked_to(ObjectKind::LoadBalancer, &a.id).await.unwrap().is_empty(), "a target no more");
+    assert_eq!(store.linked_records::<LoadBalancerKind>(&b.id).await.unwrap()[0].id, "lb");
+    links_found(store, &ids).await;
+    ids
+}
+
+/// The links of what [`links_follow`] wrote.
+async fn links_found(store: &Store, [a, b, att, lb]: &[String; 4]) {
+    let on_a = store.linked_records::<VolumeAttachmentKind>(a).await.unwrap();
+    assert_eq!(on_a.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), [att.as_str()]);
+    assert!(store.linked_to(ObjectKind::VolumeAttachment, b).await.unwrap().is_empty());
+    assert_eq!(store.linked_to(ObjectKind::LoadBalancer, b).await.unwrap()[0].id, *lb);
+    let users = store.users_of_image(&["url-x", "http://elsewhere/x.img"], |t| t == "acme").await.unwrap();
+    let users: Vec<(ObjectKind, &str)> = users.iter().map(|u| (u.kind, u.id.as_str())).collect();
+    assert_eq!(users, [(ObjectKind::VirtualMachine, b.as_str()), (ObjectKind::Volume, "vol")]);
+    assert!(store.users_of_image(&["url-x"], |t| t == "other").await.unwrap().is_empty(), "another tenant's users are not shown");
 }

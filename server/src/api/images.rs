@@ -95,13 +95,13 @@ fn catalog_api(i: &CatalogImage, references: u32) -> Image {
 
 /// The catalog's images and the imported ones `caller` sees, each with its references.
 async fn to_api(s: &AppState, caller: &Caller, catalog: Vec<CatalogImage>, imported: Vec<ImageRecord>) -> Result<Vec<Image>, ApiError> {
-    let vms = s.store.all_vms().await?;
-    let mine: Vec<_> = vms.iter().filter(|v| caller.is_admin() || v.tenant == caller.tenant).collect();
     let mut out = Vec::new();
     for i in &catalog {
-        let by_vms = mine.iter().filter(|v| boots(&v.machine, i)).count();
-        let by_volumes = users_of(s, &[&i.name], "", true, Some(caller)).await?.iter().filter(|u| u.0 == "volume").count();
-        out.push(catalog_api(i, (by_vms + by_volumes) as u32));
+        // VMs boot it by its name, or as the default; volumes are made from it by its name.
+        let by_vms = if i.default { vec![i.name.as_str(), DEFAULT_IMAGE] } else { vec![i.name.as_str()] };
+        let vms = users_of(s, &by_vms, "", true, Some(caller)).await?.iter().filter(|u| u.0 != "volume").count();
+        let volumes = users_of(s, &[&i.name], "", true, Some(caller)).await?.iter().filter(|u| u.0 == "volume").count();
+        out.push(catalog_api(i, (vms + volumes) as u32));
     }
     for r in imported {
         let mut api = r.to_api();

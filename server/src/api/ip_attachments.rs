@@ -60,8 +60,8 @@ async fn free_address(s: &AppState, scope: &Scope, reference: &str, except: Opti
     if ip.deleted_at.is_some() {
         return Err(ApiError::field(IP_FIELD, format!("external IP {:?} is being released", ip.name)));
     }
-    let holders = s.store.all_records::<AttachmentKind>().await?;
-    if let Some(h) = holders.iter().find(|a| a.spec.external_ip == ip.id && Some(a.id.as_str()) != except) {
+    let holders = s.store.referrers(&ip.id).await?;
+    if let Some(h) = holders.iter().find(|a| a.kind == ObjectKind::ExternalIpAttachment && Some(a.id.as_str()) != except) {
         let message = format!("external IP {:?} is attached by {:?} already; move that attachment with PATCH instead", ip.name, h.name);
         return Err(ApiError::new(StatusCode::CONFLICT, Code::FailedPrecondition, message));
     }

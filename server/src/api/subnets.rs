@@ -61,7 +61,8 @@ async fn check_placement(s: &AppState, caller: &Caller, spec: &vmaas_model::Subn
             format!("{text} is not inside the network's {}", net.spec.ipv4_cidr.as_deref().unwrap_or("")),
         ));
     }
-    for sib in s.store.all_records::<SubnetKind>().await?.iter().filter(|x| x.spec.virtual_network == net.id) {
+    let siblings = s.store.referrers(&net.id).await?.into_iter().filter(|r| r.kind == ObjectKind::Subnet);
+    for sib in siblings.map(|r| crate::store::SubnetRecord::from_row(&r)).collect::<Result<Vec<_>, _>>()? {
         let theirs = sib.spec.ipv4_cidr.as_deref().and_then(|c| Cidr::parse(c, 4).ok());
         if theirs.is_some_and(|t| cidr.overlaps(&t)) {
             return Err(ApiError::field(

@@ -16,7 +16,7 @@ use crate::auth::Caller;
 use crate::capacity::{self, Usage};
 use crate::error::{ApiError, Code};
 use crate::quota::{self, Amounts};
-use crate::store::{VolumeAttachmentKind, VolumeKind, VolumeRecord};
+use crate::store::{VolumeKind, VolumeRecord};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/volumes", get(list).post(create)).route("/volumes/{id}", get(read).patch(patch).delete(remove))
@@ -176,8 +176,8 @@ pub(super) async fn remove(
     let adm = s.admit().await?;
     let s = adm.state().clone();
     let volume = s.store.get_record::<VolumeKind>(&id, &scope(&caller)).await?;
-    let holders = s.store.all_records::<VolumeAttachmentKind>().await?;
-    if let Some(a) = holders.iter().find(|a| a.spec.volume == volume.id) {
+    let holder = s.store.referrers(&volume.id).await?.into_iter().find(|r| r.kind == ObjectKind::VolumeAttachment);
+    if let Some(a) = holder.as_ref().map(crate::store::VolumeAttachmentRecord::from_row).transpose()? {
         let vm = s.store.get_vm(&a.spec.compute_instance, &crate::store::Scope::All).await.map(|v| v.name).unwrap_or_default();
         let message = format!(
             "volume {:?} is attached to virtual machine {vm:?} ({}) by attachment {:?}; detach it first",

@@ -26,7 +26,7 @@ type Pass = Result<(Outcome, Option<Duration>), StoreError>;
 /// it, and the TCP ports its load balancers reach.
 pub(super) async fn exposure(r: &Reconciler, vm: &VmRecord) -> Result<(Vec<Ipv4Addr>, Vec<u16>), StoreError> {
     let mut ips = Vec::new();
-    for a in r.store.all_records::<AttachmentKind>().await? {
+    for a in r.store.linked_records::<AttachmentKind>(&vm.id).await? {
         if a.deleted_at.is_some() || a.spec.compute_instance.as_deref() != Some(vm.id.as_str()) {
             continue;
         }
@@ -35,7 +35,7 @@ pub(super) async fn exposure(r: &Reconciler, vm: &VmRecord) -> Result<(Vec<Ipv4A
         }
     }
     let mut ports: Vec<u16> = Vec::new();
-    for lb in r.store.all_records::<LoadBalancerKind>().await? {
+    for lb in r.store.linked_records::<LoadBalancerKind>(&vm.id).await? {
         if lb.deleted_at.is_some() || !lb.spec.targets.contains(&vm.id) {
             continue;
         }
@@ -76,7 +76,7 @@ pub(super) async fn reconcile_ip(r: &Reconciler, id: &str) -> Pass {
         info!(external_ip = %ip.id, address = %ip.status.address, "external IP released");
         return Ok((Outcome::Removed, None));
     }
-    let attached = r.store.all_records::<AttachmentKind>().await?.iter().any(|a| a.spec.external_ip == ip.id && a.deleted_at.is_none());
+    let attached = r.store.referrers(&ip.id).await?.iter().any(|a| a.kind == ObjectKind::ExternalIpAttachment && a.deleted_at.is_none());
     let mut status = ip.status.clone();
     status.attached = attached;
     Ok((write(r, &ip, status).await?, None))

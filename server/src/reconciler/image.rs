@@ -38,8 +38,7 @@ pub(super) enum Boot {
 
 /// What VM `vm` boots from.
 pub(super) async fn boot(r: &Reconciler, vm: &VmRecord) -> Result<Boot, StoreError> {
-    let images = r.store.all_records::<ImageKind>().await?;
-    let Some(img) = visible(&images, &vm.tenant, &vm.machine.boot.image) else { return Ok(Boot::Catalog) };
+    let Some(img) = r.store.image_of(&vm.id).await? else { return Ok(Boot::Catalog) };
     Ok(match img.status.state {
         ImageState::Ready => Boot::Imported(img.id.clone()),
         ImageState::Failed => {

@@ -54,7 +54,7 @@ impl Seen {
 
 /// The attachments on VM `vm` (being deleted or not).
 async fn attachments_of(r: &Reconciler, vm: &str) -> Result<Vec<VolumeAttachmentRecord>, StoreError> {
-    Ok(r.store.all_records::<VolumeAttachmentKind>().await?.into_iter().filter(|a| a.spec.compute_instance == vm).collect())
+    r.store.linked_records::<VolumeAttachmentKind>(vm).await
 }
 
 /// The volumes VM `vm` should have: those of its live attachments whose disk is made.
@@ -101,7 +101,10 @@ pub(super) async fn detach_all(r: &Reconciler, vm: &str) -> Result<(), StoreErro
 /// A volume: its disk through the driver; ATTACHED while an attachment holds it.
 pub(super) async fn reconcile_volume(r: &Reconciler, id: &str) -> Pass {
     let Some(v) = get::<VolumeKind>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
-    let holder = r.store.all_records::<VolumeAttachmentKind>().await?.into_iter().find(|a| a.spec.volume == v.id);
+    let holder = match r.store.referrers(&v.id).await?.into_iter().find(|row| row.kind == ObjectKind::VolumeAttachment) {
+        Some(row) => Some(VolumeAttachmentRecord::from_row(&row)?),
+        None => None,
+    };
     if v.deleted_at.is_some() {
         return remove_volume(r, &v, holder.is_some()).await;
     }
@@ -152,8 +155,7 @@ pub(super) async fn reconcile_volume(r: &Reconciler, id: &str) -> Pass {
 /// with it.
 async fn source_of(r: &Reconciler, v: &VolumeRecord) -> Result<Result<Option<String>, VolumeStatus>, StoreError> {
     let Some(name) = &v.spec.source_image else { return Ok(Ok(None)) };
-    let images = r.store.all_records::<crate::store::ImageKind>().await?;
-    let Some(img) = super::image::visible(&images, &v.tenant, name) else { return Ok(Ok(None)) };
+    let Some(img) = r.store.image_of(&v.id).await? else { return Ok(Ok(None)) };
     Ok(match img.status.state {
         vmaas_model::image::ImageState::Ready => Ok(Some(img.id.clone())),
         vmaas_model::image::ImageState::Failed => Err(VolumeStatus {

@@ -1,0 +1,120 @@
+//! What an object names without pinning it (what it names can go while it
+//! does): a volume attachment's and an external IP attachment's VM, a load
+//! balancer's targets, and the image a VM boots or a volume is made from,
+//! by the name it was given ([`image_link`]). A VM's reconcile, or an
+//! image's, reads the objects linked to it instead of every object of
+//! their kinds.
+//!
+//! - On SQLite memory keeps the index, changed with the rows it holds.
+//! - On PostgreSQL the table `links` (migration 0010) keeps it, written in
+//!   the transaction of each insert and spec change. A database made before
+//!   the table is indexed once, at the first start that finds `links_made`
+//!   empty.
+
+use vmaas_model::ObjectKind;
+
+use super::objects::Row;
+use super::record::{Kind, Record};
+use super::{AttachmentRecord, Dialect, LoadBalancerRecord, Store, StoreError, VmRecord, VolumeAttachmentRecord, VolumeRecord};
+
+/// The link target that stands for the image called `name` (a name, or a URL).
+pub fn image_link(name: &str) -> String {
+    format!("image:{name}")
+}
+
+/// What `row` links to: VM ids, or [`image_link`]s. A row that does not
+/// decode links nothing: it is reported where it is read.
+pub(super) fn targets_of(row: &Row) -> Vec<String> {
+    match row.kind {
+        ObjectKind::VolumeAttachment => VolumeAttachmentRecord::from_row(row).map(|a| vec![a.spec.compute_instance]).unwrap_or_default(),
+        ObjectKind::ExternalIpAttachment => {
+            AttachmentRecord::from_row(row).ok().and_then(|a| a.spec.compute_instance).into_iter().collect()
+        }
+        ObjectKind::LoadBalancer => LoadBalancerRecord::from_row(row).map(|lb| lb.spec.targets).unwrap_or_default(),
+        ObjectKind::VirtualMachine => VmRecord::from_row(row).map(|vm| vec![image_link(&vm.machine.boot.image)]).unwrap_or_default(),
+        ObjectKind::Volume => {
+            VolumeRecord::from_row(row).ok().and_then(|v| v.spec.source_image).map(|i| image_link(&i)).into_iter().collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The kinds that link.
+const LINKING: [ObjectKind; 5] = [
+    ObjectKind::VolumeAttachment,
+    ObjectKind::ExternalIpAttachment,
+    ObjectKind::LoadBalancer,
+    ObjectKind::VirtualMachine,
+    ObjectKind::Volume,
+];
+
+/// Writes the links of `new` (which replaces `old`, if any) in `tx`, on PostgreSQL.
+pub(super) async fn record(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    dialect: Dialect,
+    old: Option<&Row>,
+    new: &Row,
+) -> Result<(), StoreError> {
+    if dialect != Dialect::Postgres {
+        return Ok(());
+    }
+    let targets = targets_of(new);
+    if old.is_some_and(|o| targets_of(o) == targets) || (old.is_none() && targets.is_empty()) {
+        return Ok(());
+    }
+    sqlx::query("DELETE FROM links WHERE source = $1").bind(&new.id).execute(&mut **tx).await?;
+    insert(tx, &new.id, &targets).await
+}
+
+async fn insert(tx: &mut sqlx::Transaction<'_, sqlx::Any>, source: &str, targets: &[String]) -> Result<(), StoreError> {
+    for target in targets {
+        sqlx::query("INSERT INTO links (source, target) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+            .bind(source)
+            .bind(target)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// The records of kind `K` linked to `target`, in list order.
+    pub async fn linked_records<K: Kind>(&self, target: &str) -> Result<Vec<Record<K>>, StoreError> {
+        self.linked_to(K::KIND, target).await?.iter().map(Record::from_row).collect()
+    }
+
+    /// The objects of `kind` linked to `target` (a VM id, an [`image_link`]), in list order.
+    pub async fn linked_to(&self, kind: ObjectKind, target: &str) -> Result<Vec<Row>, StoreError> {
+        if let Some(rows) = self.read_mem(|m| m.linked(kind, target)) {
+            return Ok(rows);
+        }
+        let sql = format!(
+            "SELECT {} FROM objects o WHERE o.kind = $1 AND o.id IN (SELECT source FROM links WHERE target = $2) ORDER BY o.created_at, o.id",
+            super::objects::COLUMNS.split(", ").map(|c| format!("o.{c}")).collect::<Vec<_>>().join(", ")
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(kind.as_str()).bind(target).fetch_all(&mut *self.conn().await?).await?;
+        rows.iter().map(super::objects::from_row).collect()
+    }
+
+    /// Indexes the links of every object once, if this database was made
+    /// before the index (PostgreSQL), holding writers of it off.
+    pub(super) async fn index_links_once(&self) -> Result<(), StoreError> {
+        if self.dialect != Dialect::Postgres {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET LOCAL idle_in_transaction_session_timeout = 0").execute(&mut *tx).await?;
+        sqlx::query("LOCK TABLE links IN EXCLUSIVE MODE").execute(&mut *tx).await?;
+        if sqlx::query("SELECT 1 FROM links_made").fetch_optional(&mut *tx).await?.is_some() {
+            return Ok(());
+        }
+        for kind in LINKING {
+            for row in self.all(kind).await? {
+                insert(&mut tx, &row.id, &targets_of(&row)).await?;
+            }
+        }
+        sqlx::query("INSERT INTO links_made (singleton, at) VALUES (1, $1)").bind(super::ts(chrono::Utc::now())).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
