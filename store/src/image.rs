@@ -57,6 +57,14 @@ impl BootImage {
     }
 }
 
+/// The image `reference` among `images` as tenant `tenant` sees it: its
+/// own, else a public one. An `http(s)` URL names the image imported from
+/// it (seed 004's images made on demand).
+pub fn visible<'a>(images: &'a [ImageRecord], tenant: &str, reference: &str) -> Option<&'a ImageRecord> {
+    let named = || images.iter().filter(move |i| i.names(reference) && i.deleted_at.is_none());
+    named().find(|i| i.tenant == tenant).or_else(|| named().find(|i| i.spec.public))
+}
+
 impl ImageRecord {
     /// What VMs and volumes may call it by: its name, and the URL it is
     /// imported from.
@@ -100,6 +108,19 @@ impl super::Store {
             }
         }
         Ok(out)
+    }
+
+    /// The imported image `reference` (a name, or the URL it is imported
+    /// from) as tenant `tenant` sees it: its own, else a public one. Found
+    /// by the name and the source, not by reading every image.
+    pub async fn visible_image(&self, tenant: &str, reference: &str) -> Result<Option<ImageRecord>, super::StoreError> {
+        let by_name = super::Filter { name: Some(reference.to_owned()), ..super::Filter::all() };
+        let mut rows = self.list(ObjectKind::Image, &super::Scope::All, &by_name).await?.0;
+        if reference.contains("://") {
+            rows.extend(self.linked_to(ObjectKind::Image, &super::links::source_link(reference)).await?);
+        }
+        let candidates: Vec<ImageRecord> = rows.iter().map(ImageRecord::from_row).collect::<Result<_, _>>()?;
+        Ok(visible(&candidates, tenant, reference).cloned())
     }
 
     /// The imported image that object `source` (a VM, a volume) refers to,

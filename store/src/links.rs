@@ -1,7 +1,8 @@
 //! What an object names without pinning it (what it names can go while it
 //! does): a volume attachment's and an external IP attachment's VM, a load
-//! balancer's targets, and the image a VM boots or a volume is made from,
-//! by the name it was given ([`image_link`]). A VM's reconcile, or an
+//! balancer's targets, the image a VM boots or a volume is made from, by
+//! the name it was given ([`image_link`]), and an image its source URL
+//! ([`source_link`]). A VM's reconcile, or an
 //! image's, reads the objects linked to it instead of every object of
 //! their kinds.
 //!
@@ -15,15 +16,23 @@ use vmaas_model::ObjectKind;
 
 use super::objects::Row;
 use super::record::{Kind, Record};
-use super::{AttachmentRecord, Dialect, LoadBalancerRecord, Store, StoreError, VmRecord, VolumeAttachmentRecord, VolumeRecord};
+use super::{
+    AttachmentRecord, Dialect, ImageRecord, LoadBalancerRecord, Store, StoreError, VmRecord, VolumeAttachmentRecord, VolumeRecord,
+};
 
 /// The link target that stands for the image called `name` (a name, or a URL).
 pub fn image_link(name: &str) -> String {
     format!("image:{name}")
 }
 
-/// What `row` links to: VM ids, or [`image_link`]s. A row that does not
-/// decode links nothing: it is reported where it is read.
+/// The link target that stands for the source URL `url` of an image.
+pub fn source_link(url: &str) -> String {
+    format!("source:{url}")
+}
+
+/// What `row` links to: VM ids, [`image_link`]s, or an image's
+/// [`source_link`]. A row that does not decode links nothing: it is
+/// reported where it is read.
 pub(super) fn targets_of(row: &Row) -> Vec<String> {
     match row.kind {
         ObjectKind::VolumeAttachment => VolumeAttachmentRecord::from_row(row).map(|a| vec![a.spec.compute_instance]).unwrap_or_default(),
@@ -35,17 +44,19 @@ pub(super) fn targets_of(row: &Row) -> Vec<String> {
         ObjectKind::Volume => {
             VolumeRecord::from_row(row).ok().and_then(|v| v.spec.source_image).map(|i| image_link(&i)).into_iter().collect()
         }
+        ObjectKind::Image => ImageRecord::from_row(row).ok().and_then(|i| i.spec.source).map(|u| source_link(&u)).into_iter().collect(),
         _ => Vec::new(),
     }
 }
 
 /// The kinds that link.
-const LINKING: [ObjectKind; 5] = [
+const LINKING: [ObjectKind; 6] = [
     ObjectKind::VolumeAttachment,
     ObjectKind::ExternalIpAttachment,
     ObjectKind::LoadBalancer,
     ObjectKind::VirtualMachine,
     ObjectKind::Volume,
+    ObjectKind::Image,
 ];
 
 /// Writes the links of `new` (which replaces `old`, if any) in `tx`, on PostgreSQL.

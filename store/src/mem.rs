@@ -43,6 +43,8 @@ struct KindIndex {
     by_tenant: BTreeSet<(String, String, String)>,
     /// Objects per tenant.
     counts: HashMap<String, u64>,
+    /// name → (sort key, id): the objects of each name, of every tenant, in list order.
+    by_name: HashMap<String, BTreeSet<(String, String)>>,
 }
 
 #[derive(Default)]
@@ -70,6 +72,7 @@ impl MemState {
         let key = sort_key(&row);
         idx.order.insert((key.clone(), row.id.clone()));
         idx.by_tenant.insert((row.tenant.clone(), key.clone(), row.id.clone()));
+        idx.by_name.entry(row.name.clone()).or_default().insert((key.clone(), row.id.clone()));
         *idx.counts.entry(row.tenant.clone()).or_default() += 1;
         for vm in super::links::targets_of(&row) {
             self.links.entry((row.kind, vm)).or_default().insert((key.clone(), row.id.clone()));
@@ -141,6 +144,12 @@ impl MemState {
         }
         if let Some(idx) = self.kinds.get_mut(&c.row.kind) {
             idx.order.remove(&(key.clone(), c.row.id.clone()));
+            if let Some(named) = idx.by_name.get_mut(&c.row.name) {
+                named.remove(&(key.clone(), c.row.id.clone()));
+                if named.is_empty() {
+                    idx.by_name.remove(&c.row.name);
+                }
+            }
             idx.by_tenant.remove(&(c.row.tenant.clone(), key, c.row.id));
             if let Some(n) = idx.counts.get_mut(&c.row.tenant) {
                 *n = n.saturating_sub(1);
@@ -186,13 +195,16 @@ impl MemState {
     pub(super) fn list<T>(&self, kind: ObjectKind, scope: &Scope, f: &Filter, pick: impl Fn(&Cached) -> T) -> (Vec<T>, u64) {
         let Some(idx) = self.kinds.get(&kind) else { return (Vec::new(), 0) };
         let tenant = if kind.is_tenant_scoped() { scope.tenant() } else { None };
-        let ids: Box<dyn Iterator<Item = &String>> = match tenant {
-            Some(t) => {
+        let ids: Box<dyn Iterator<Item = &String>> = match (tenant, &f.name) {
+            // By name: the few objects of that name, not the kind's every one.
+            (_, Some(name)) => Box::new(idx.by_name.get(name).into_iter().flatten().map(|k| &k.1)),
+            (Some(t), None) => {
                 Box::new(idx.by_tenant.range((t.to_owned(), String::new(), String::new())..).take_while(move |k| k.0 == t).map(|k| &k.2))
             }
-            None => Box::new(idx.order.iter().map(|k| &k.1)),
+            (None, None) => Box::new(idx.order.iter().map(|k| &k.1)),
         };
-        let objects = ids.filter_map(|id| self.objects.get(id));
+        let in_scope = |c: &&Cached| tenant.is_none_or(|t| t == c.row.tenant);
+        let objects = ids.filter_map(|id| self.objects.get(id)).filter(in_scope);
         let skip = usize::try_from(f.offset).unwrap_or(usize::MAX);
         let take = usize::try_from(f.limit).unwrap_or(usize::MAX);
         if f.name.is_none() && f.state.is_none() {

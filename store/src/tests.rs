@@ -276,3 +276,16 @@ async fn links_found(store: &Store, [a, b, att, lb]: &[String; 4]) {
     assert_eq!(users, [(ObjectKind::VirtualMachine, b.as_str()), (ObjectKind::Volume, "vol")]);
     assert!(store.users_of_image(&["url-x"], |t| t == "other").await.unwrap().is_empty(), "another tenant's users are not shown");
 }
+
+#[test]
+fn visible_images_are_the_tenants_and_the_public_ones() {
+    use vmaas_model::image::ImageSpec;
+    let now = Utc::now();
+    let mine = ImageRecord::new("1".into(), "a", "os", "u", ImageSpec::default(), now);
+    let public = ImageRecord::new("2".into(), "ops", "os", "u", ImageSpec { public: true, ..Default::default() }, now);
+    let theirs = ImageRecord::new("3".into(), "b", "other", "u", ImageSpec::default(), now);
+    let all = [public.clone(), mine.clone(), theirs];
+    assert_eq!(image::visible(&all, "a", "os").map(|i| i.id.as_str()), Some("1"), "a tenant's own image first");
+    assert_eq!(image::visible(&all, "c", "os").map(|i| i.id.as_str()), Some("2"), "else a public one");
+    assert!(image::visible(&all, "a", "other").is_none(), "never another tenant's");
+}

@@ -245,22 +245,3 @@ pub(super) async fn prune(
     info!(pruned = n, dry_run = q.dry_run, tenant = %caller.tenant, "image prune");
     Ok(Json(Page { items, size: n, total: n }))
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn visible_images_are_the_tenants_and_the_public_ones() {
-        use vmaas_model::image::ImageSpec;
-
-        use crate::reconciler::image_visible as visible;
-        use crate::store::ImageRecord;
-        let now = chrono::Utc::now();
-        let mine = ImageRecord::new("1".into(), "a", "os", "u", ImageSpec::default(), now);
-        let public = ImageRecord::new("2".into(), "ops", "os", "u", ImageSpec { public: true, ..Default::default() }, now);
-        let theirs = ImageRecord::new("3".into(), "b", "other", "u", ImageSpec::default(), now);
-        let all = [public.clone(), mine.clone(), theirs];
-        assert_eq!(visible(&all, "a", "os").map(|i| i.id.as_str()), Some("1"), "a tenant's own image first");
-        assert_eq!(visible(&all, "c", "os").map(|i| i.id.as_str()), Some("2"), "else a public one");
-        assert!(visible(&all, "a", "other").is_none(), "never another tenant's");
-    }
-}

@@ -196,8 +196,7 @@ pub(super) async fn lookup(s: &AppState, caller: &Caller, reference: &str) -> Re
 /// The id of the imported image called `name` that `caller` sees, if any
 /// (what a VM or volume naming it refers to).
 pub(super) async fn imported_id(s: &AppState, caller: &Caller, name: &str) -> Result<Option<String>, ApiError> {
-    let all = s.store.all_records::<ImageKind>().await?;
-    Ok(crate::reconciler::image_visible(&all, &caller.tenant, name).map(|i| i.id.clone()))
+    Ok(s.store.visible_image(&caller.tenant, name).await?.map(|i| i.id))
 }
 
 /// The imported image `machine` boots, `None` for one of the catalog. A
@@ -263,8 +262,7 @@ pub(super) async fn check_image(
 ) -> Result<(), ApiError> {
     let Some(images) = catalog(s).await? else { return Ok(()) };
     let wanted = &machine.boot.image;
-    let imported = s.store.all_records::<ImageKind>().await?;
-    if let Some(i) = crate::reconciler::image_visible(&imported, &caller.tenant, wanted) {
+    if let Some(i) = s.store.visible_image(&caller.tenant, wanted).await? {
         if i.status.state == ImageState::Failed {
             errs.push(field, format!("image {wanted:?} could not be imported: {}", i.status.message.clone().unwrap_or_default()));
         }

@@ -47,8 +47,7 @@ pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Pa
 /// larger than the volume.
 async fn check_source(s: &AppState, caller: &Caller, spec: &VolumeSpec, errs: &mut ValidationErrors) -> Result<(), ApiError> {
     let Some(name) = spec.source_image.as_deref() else { return Ok(()) };
-    let imported = s.store.all_records::<crate::store::ImageKind>().await?;
-    if let Some(i) = crate::reconciler::image_visible(&imported, &caller.tenant, name) {
+    if let Some(i) = s.store.visible_image(&caller.tenant, name).await? {
         let too_small = i.status.virtual_size > 0 && spec.size.to_units_ceil().is_some_and(|b| b < i.status.virtual_size);
         if i.status.state == vmaas_model::image::ImageState::Failed {
             errs.push(

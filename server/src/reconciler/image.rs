@@ -16,14 +16,6 @@ use crate::store::{ImageKind, ImageRecord, StoreError, VmRecord};
 
 type Pass = Result<(Outcome, Option<Duration>), StoreError>;
 
-/// The image `name` as tenant `tenant` sees it: its own, else a public
-/// one. An `http(s)` URL names the image imported from it (seed 004's
-/// images made on demand).
-pub(crate) fn visible<'a>(images: &'a [ImageRecord], tenant: &str, name: &str) -> Option<&'a ImageRecord> {
-    let named = || images.iter().filter(move |i| i.names(name) && i.deleted_at.is_none());
-    named().find(|i| i.tenant == tenant).or_else(|| named().find(|i| i.spec.public))
-}
-
 /// What a VM boots from.
 pub(super) enum Boot {
     /// An image of the backend's catalog.

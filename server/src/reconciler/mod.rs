@@ -31,7 +31,6 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use vmaas_backend::{Backend, Wake};
 use vmaas_model::ObjectKind;
 
-pub(crate) use image::visible as image_visible;
 pub use progress::{Progress, ProgressReport};
 pub use queue::{Key, Queue};
 pub(crate) use vm::deleting_status;
