@@ -16,6 +16,7 @@
 //! - [`pools`]: external IP pools and their free addresses.
 //! - [`attach`]: a VM's NICs on subnets: references and addresses.
 //! - [`volumes`]: a volume's one attachment.
+//! - [`images`]: the imported image a VM boots, made on demand from a URL.
 //! - [`error`]: why admission refuses.
 
 #![forbid(unsafe_code)]
@@ -24,6 +25,7 @@
 pub mod attach;
 pub mod capacity;
 pub mod error;
+pub mod images;
 pub mod pools;
 pub mod quota;
 pub mod volumes;

@@ -199,41 +199,25 @@ pub(super) async fn imported_id(s: &AppState, caller: &Caller, name: &str) -> Re
     Ok(s.store.visible_image(&caller.tenant, name).await?.map(|i| i.id))
 }
 
-/// The imported image `machine` boots, `None` for one of the catalog. A
-/// URL names the caller's image imported from it, else one made for this
-/// request (seed 004's `vmDiskImageTemplate`: created on demand), named
-/// `url-` and a hash of the URL, which the caller stores with the VM. Call
-/// it in the admission (`admitted`) the VM is stored in, so that two
-/// requests naming one URL make one image.
+/// The imported image `machine` boots, `None` for one of the catalog
+/// (`vmaas_admission::images`: a URL may make one on demand, which the
+/// caller stores with the VM). Call it in the admission (`admitted`) the VM
+/// is stored in, so that two requests naming one URL make one image.
 pub(super) async fn boot_image(
     admitted: &crate::admission::Admitted,
     caller: &Caller,
     machine: &MachineSpec,
 ) -> Result<Option<BootImage>, ApiError> {
     let s = admitted.state();
-    let url = &machine.boot.image;
-    if let Some(id) = imported_id(s, caller, url).await? {
-        return Ok(Some(BootImage { id, new: None }));
+    let imports = s.backend.image_imports().is_some();
+    let image = vmaas_admission::images::boot_image(&s.store, &caller.tenant, &caller.subject, machine, imports).await?;
+    // Checked before the lock: an imported image of that name may have
+    // been deleted (pruned) since, and the VM must not be stored without it.
+    if image.is_none() && !machine.boot.is_url() && !in_catalog(s, machine).await? {
+        let url = &machine.boot.image;
+        return Err(ApiError::precondition(format!("image {url:?} was deleted while the VM was being made: create it again")));
     }
-    if !machine.boot.is_url() || s.backend.image_imports().is_none() {
-        // Checked before the lock: an imported image of that name may have
-        // been deleted (pruned) since, and the VM must not be stored without it.
-        if !machine.boot.is_url() && !in_catalog(s, machine).await? {
-            return Err(ApiError::precondition(format!("image {url:?} was deleted while the VM was being made: create it again")));
-        }
-        return Ok(None);
-    }
-    let h = url.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
-    let spec = ImageSpec { source: Some(url.to_owned()), description: format!("imported on demand from {url}"), ..Default::default() };
-    let rec = ImageRecord::new(
-        uuid::Uuid::new_v4().to_string(),
-        &caller.tenant,
-        &format!("url-{h:016x}"),
-        &caller.subject,
-        spec,
-        chrono::Utc::now(),
-    );
-    Ok(Some(BootImage { id: rec.id.clone(), new: Some(rec) }))
+    Ok(image)
 }
 
 /// Whether the backend's catalog boots `machine`'s image (any image, when
