@@ -17,7 +17,7 @@ use vmaas_model::ObjectKind;
 use super::objects::Row;
 use super::record::{Kind, Record};
 use super::{
-    AttachmentRecord, Dialect, ImageRecord, LoadBalancerRecord, Store, StoreError, VmRecord, VolumeAttachmentRecord, VolumeRecord,
+    AttachmentRecord, Dialect, ImageRecord, LoadBalancerRecord, Store, StoreError, VolumeAttachmentRecord, VolumeRecord,
 };
 
 /// The link target that stands for the image called `name` (a name, or a URL).
@@ -40,13 +40,34 @@ pub(super) fn targets_of(row: &Row) -> Vec<String> {
             AttachmentRecord::from_row(row).ok().and_then(|a| a.spec.compute_instance).into_iter().collect()
         }
         ObjectKind::LoadBalancer => LoadBalancerRecord::from_row(row).map(|lb| lb.spec.targets).unwrap_or_default(),
-        ObjectKind::VirtualMachine => VmRecord::from_row(row).map(|vm| vec![image_link(&vm.machine.boot.image)]).unwrap_or_default(),
+        ObjectKind::VirtualMachine => boot_image(&row.spec).map(|i| vec![image_link(&i)]).unwrap_or_default(),
         ObjectKind::Volume => {
             VolumeRecord::from_row(row).ok().and_then(|v| v.spec.source_image).map(|i| image_link(&i)).into_iter().collect()
         }
         ObjectKind::Image => ImageRecord::from_row(row).ok().and_then(|i| i.spec.source).map(|u| source_link(&u)).into_iter().collect(),
         _ => Vec::new(),
     }
+}
+
+/// The image a stored VM document boots, read without decoding the rest
+/// of it (every VM write reads it): `machine.boot.image`, or `machine.image`
+/// in the first release's documents.
+fn boot_image(doc: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        machine: Machine,
+    }
+    #[derive(serde::Deserialize)]
+    struct Machine {
+        boot: Option<Boot>,
+        image: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Boot {
+        image: String,
+    }
+    let m = serde_json::from_str::<Doc>(doc).ok()?.machine;
+    m.boot.map(|b| b.image).or(m.image)
 }
 
 /// The kinds that link.
@@ -127,5 +148,17 @@ impl Store {
         sqlx::query("INSERT INTO links_made (singleton, at) VALUES (1, $1)").bind(super::ts(chrono::Utc::now())).execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_boot_image_of_a_vm_document_today_and_in_the_first_release() {
+        let today = r#"{"spec":{"template":"t"},"machine":{"boot":{"image":"debian"},"cpu":{"cores":1}},"requests":{}}"#;
+        assert_eq!(super::boot_image(today).as_deref(), Some("debian"));
+        let first = r#"{"spec":{},"machine":{"cpu_cores":4,"image":"default","disk_size":"30Gi"},"requests":{"restart":0}}"#;
+        assert_eq!(super::boot_image(first).as_deref(), Some("default"));
+        assert_eq!(super::boot_image("not json"), None);
     }
 }
