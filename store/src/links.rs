@@ -16,9 +16,7 @@ use vmaas_model::ObjectKind;
 
 use super::objects::Row;
 use super::record::{Kind, Record};
-use super::{
-    AttachmentRecord, Dialect, ImageRecord, LoadBalancerRecord, Store, StoreError, VolumeAttachmentRecord, VolumeRecord,
-};
+use super::{AttachmentRecord, Dialect, ImageRecord, LoadBalancerRecord, Store, StoreError, VolumeAttachmentRecord, VolumeRecord};
 
 /// The link target that stands for the image called `name` (a name, or a URL).
 pub fn image_link(name: &str) -> String {
@@ -131,23 +129,13 @@ impl Store {
     /// Indexes the links of every object once, if this database was made
     /// before the index (PostgreSQL), holding writers of it off.
     pub(super) async fn index_links_once(&self) -> Result<(), StoreError> {
-        if self.dialect != Dialect::Postgres {
-            return Ok(());
-        }
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SET LOCAL idle_in_transaction_session_timeout = 0").execute(&mut *tx).await?;
-        sqlx::query("LOCK TABLE links IN EXCLUSIVE MODE").execute(&mut *tx).await?;
-        if sqlx::query("SELECT 1 FROM links_made").fetch_optional(&mut *tx).await?.is_some() {
-            return Ok(());
-        }
+        let Some(mut tx) = self.once("links", "links_made").await? else { return Ok(()) };
         for kind in LINKING {
             for row in self.all(kind).await? {
                 insert(&mut tx, &row.id, &targets_of(&row)).await?;
             }
         }
-        sqlx::query("INSERT INTO links_made (singleton, at) VALUES (1, $1)").bind(super::ts(chrono::Utc::now())).execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(())
+        Self::done_once(tx, "links_made").await
     }
 }
 

@@ -338,16 +338,7 @@ impl Store {
     /// Counts what every tenant holds into `usage` once, if this database
     /// was made before the counters (PostgreSQL), holding writers off.
     pub(super) async fn count_usage_once(&self) -> Result<(), StoreError> {
-        if self.dialect != Dialect::Postgres {
-            return Ok(());
-        }
-        let mut tx = self.pool.begin().await?;
-        // Reading every object may take longer than a session may idle.
-        sqlx::query("SET LOCAL idle_in_transaction_session_timeout = 0").execute(&mut *tx).await?;
-        sqlx::query("LOCK TABLE usage IN EXCLUSIVE MODE").execute(&mut *tx).await?;
-        if sqlx::query("SELECT 1 FROM usage_counted").fetch_optional(&mut *tx).await?.is_some() {
-            return Ok(());
-        }
+        let Some(mut tx) = self.once("usage", "usage_counted").await? else { return Ok(()) };
         let rows = self.sql_all().await?;
         sqlx::query("DELETE FROM usage").execute(&mut *tx).await?;
         let (by_tenant, host) = tally(&rows);
@@ -363,7 +354,27 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         }
-        sqlx::query("INSERT INTO usage_counted (singleton, at) VALUES (1, $1)")
+        Self::done_once(tx, "usage_counted").await
+    }
+
+    /// On PostgreSQL, a transaction holding `table` against writers, to
+    /// fill it once for a database made before it; none when `marker`
+    /// says it was done (or on SQLite, which keeps it in memory).
+    pub(super) async fn once(&self, table: &str, marker: &str) -> Result<Option<sqlx::Transaction<'static, sqlx::Any>>, StoreError> {
+        if self.dialect != Dialect::Postgres {
+            return Ok(None);
+        }
+        let mut tx = self.pool.begin().await?;
+        // Reading every object may take longer than a session may idle.
+        sqlx::query("SET LOCAL idle_in_transaction_session_timeout = 0").execute(&mut *tx).await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!("LOCK TABLE {table} IN EXCLUSIVE MODE"))).execute(&mut *tx).await?;
+        let done = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT 1 FROM {marker}"))).fetch_optional(&mut *tx).await?.is_some();
+        Ok((!done).then_some(tx))
+    }
+
+    /// Records in `marker` that what [`Self::once`] began is done, and commits it.
+    pub(super) async fn done_once(mut tx: sqlx::Transaction<'static, sqlx::Any>, marker: &str) -> Result<(), StoreError> {
+        sqlx::query(sqlx::AssertSqlSafe(format!("INSERT INTO {marker} (singleton, at) VALUES (1, $1)")))
             .bind(super::ts(chrono::Utc::now()))
             .execute(&mut *tx)
             .await?;
