@@ -70,6 +70,10 @@ pub struct ClusterInfo {
     pub labels: std::collections::BTreeMap<String, String>,
 }
 
+/// How often a backend whose objects can change unseen has every object
+/// looked at again ([`Backend::resync`]).
+pub const RESYNC: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Runs objects: one driver per kind, plus what the backend as a whole offers.
 pub trait Backend: Send + Sync + 'static {
     /// Short name, e.g. `qemu`.
@@ -82,12 +86,12 @@ pub trait Backend: Send + Sync + 'static {
     /// something changes (a guest becomes ready, a process exits).
     fn attach(&self, _wake: Wake) {}
 
-    /// Whether what it runs can change unseen (a process exits without a
-    /// wake-up), so that the reconciler looks at every object again now
-    /// and then (every 10 s); otherwise only changes, wake-ups
-    /// and the drivers' own requeues bring an object back.
-    fn resyncs(&self) -> bool {
-        true
+    /// How often the reconciler looks at every object again, because what
+    /// the backend runs can change without a wake-up; none: never (only
+    /// changes, wake-ups and the drivers' own requeues bring an object
+    /// back). By default every [`RESYNC`].
+    fn resync(&self) -> Option<std::time::Duration> {
+        Some(RESYNC)
     }
 
     /// Details for `/healthz`, e.g. the accelerator in use.

@@ -183,8 +183,9 @@ impl Backend for Fleet {
         let _ = self.inner.wake.set(wake);
     }
 
-    fn resyncs(&self) -> bool {
-        self.inner.members.iter().any(|m| m.backend.resyncs())
+    /// The most frequent of its clusters'.
+    fn resync(&self) -> Option<std::time::Duration> {
+        self.inner.members.iter().filter_map(|m| m.backend.resync()).min()
     }
 
     fn health(&self) -> serde_json::Value {

@@ -173,6 +173,9 @@ pub struct KubevirtBackend {
     uploads: Option<Arc<upload::Uploads>>,
 }
 
+/// How often every object is looked at again, besides what the watches wake.
+pub const RESYNC: Duration = Duration::from_secs(300);
+
 /// How long the first list of each watched kind may take at start.
 pub(crate) const FIRST_LIST: Duration = Duration::from_secs(60);
 
@@ -243,6 +246,14 @@ impl Backend for KubevirtBackend {
             ObjectKind::Image,
         ];
         Capabilities { kinds, live_migration: true, gpus: true, console: true }
+    }
+
+    /// Watches wake every object whose cluster objects change, and the
+    /// health check every VM when the cluster goes or comes back; what a
+    /// watch cannot report (an object deleted while the watch was away and
+    /// listed again) is caught by a look at everything every [`RESYNC`].
+    fn resync(&self) -> Option<Duration> {
+        Some(RESYNC)
     }
 
     fn attach(&self, wake: Wake) {

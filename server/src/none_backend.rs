@@ -28,8 +28,8 @@ impl Backend for NoBackend {
     }
 
     /// It runs nothing, so nothing changes unseen.
-    fn resyncs(&self) -> bool {
-        false
+    fn resync(&self) -> Option<std::time::Duration> {
+        None
     }
 
     fn vms(&self) -> Arc<VmDriver> {

@@ -3,9 +3,11 @@
 //! Objects come off a [`Queue`]: enqueued by the API when their desired state
 //! changes, by the backend when something happens to them, by following the
 //! event log (changes made through other replicas), and by a full sweep when
-//! this replica starts reconciling, and every 10 s when the backend runs
-//! things that can change unseen ([`Backend::resyncs`]). An idle server with
-//! a backend that needs no resync does no work per object.
+//! this replica starts reconciling, and as often as the backend asks
+//! ([`Backend::resync`]: every 10 s on qemu, whose processes and files can
+//! change unseen; every 5 min on kubevirt, whose watches wake each object
+//! that changes; never with no backend). An idle server with a backend that
+//! needs no resync does no work per object.
 //! Each kind has a reconcile function (`vm`) that reads the object, resolves
 //! what its driver needs, makes one step through the driver, writes the
 //! status and says when to look again. No object is reconciled twice at
@@ -61,8 +63,6 @@ const RECONCILED: [ObjectKind; 10] = [
 pub struct ReconcilerConfig {
     /// Time between sweeps for changes the API of another replica made.
     pub interval: Duration,
-    /// Time between full resyncs of every object.
-    pub resync: Duration,
     /// How long a lease lasts without renewal (at least three intervals);
     /// a holder on this host that is gone is taken over at once.
     pub lease_ttl: Duration,
@@ -80,7 +80,6 @@ impl Default for ReconcilerConfig {
     fn default() -> Self {
         Self {
             interval: Duration::from_secs(1),
-            resync: Duration::from_secs(10),
             lease_ttl: Duration::from_secs(5),
             concurrency: 8,
             holder: lease::holder(),
@@ -167,7 +166,8 @@ impl Reconciler {
             if !leader {
                 followed = None;
             } else if let Some(after) = followed {
-                let resync = self.backend.resyncs() && last_resync.is_none_or(|t| t.elapsed() >= self.config.resync);
+                let due = |every| last_resync.is_none_or(|t| t.elapsed() >= every);
+                let resync = self.backend.resync().is_some_and(due);
                 followed = self.follow(after).await.filter(|_| !resync);
             }
             if leader && followed.is_none() {
