@@ -65,3 +65,13 @@ wait_http() {
     done
     return 1
 }
+
+# check_file_sizes: fails naming every tracked source file over 600 lines
+# (the house rule); lock files, generated data and prose are not counted.
+check_file_sizes() {
+    local over
+    over=$(cd "$ROOT" && git ls-files -- '*.rs' '*.proto' '*.sh' '*.py' '*.js' '*.html' '*.css' '*.tf' '*.sql' '*.toml' \
+        | while read -r f; do [ -f "$f" ] && n=$(wc -l < "$f") && [ "$n" -gt 600 ] && echo "  $f: $n lines"; done || true)
+    [ -z "$over" ] || die "files over 600 lines (split them):
+$over"
+}

@@ -18,6 +18,8 @@ export VMAAS_TF103 VMAAS_TF115_PYTHON
 
 log "checking formatting (cargo fmt --check)"
 cargo fmt --all --check || die "cargo fmt --check: run cargo fmt and commit"
+log "checking file sizes (600 lines at most)"
+check_file_sizes
 build_bins
 log "linting (cargo clippy -D warnings)"
 cargo clippy --locked --workspace --all-targets -- -D warnings

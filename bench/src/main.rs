@@ -38,7 +38,11 @@ mod vms;
 mod writes;
 
 #[derive(Parser)]
-#[command(name = "vmaas-bench", about = "vmaas benchmarks")]
+#[command(
+    name = "vmaas-bench",
+    about = "vmaas benchmarks",
+    after_help = "Environment:\n  VMAAS_BENCH_DATABASE_URL  a PostgreSQL server the api and writes benchmarks also measure on\n  VMAAS_BENCH_VERBOSE       events: print each change as it arrives"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

@@ -16,6 +16,7 @@ pub mod k8s;
 pub mod kubevirt;
 pub mod netns;
 pub mod objects;
+pub mod seed;
 pub mod oidc;
 pub mod tf;
 pub mod virt_api;

@@ -2,58 +2,21 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use vmaas_tests::{Db, Server, on_both_databases};
+use vmaas_tests::{Db, Server, on_both_databases, seed};
 
 const V1: &str = "/api/fulfillment/v1";
-
-fn seed_template() -> Value {
-    json!({
-      "object": {
-        "id": "simple_vm",
-        "title": "Simple VM Template",
-        "description": "This template provisions a virtual machine. CPU, memory, and boot volume size is configurable",
-        "parameters": [
-          { "name": "vm_cpu_cores", "default": { "value": 2 } },
-          { "name": "vm_memory", "default": { "value": "2Gi" } },
-          { "name": "vm_disk_size", "default": { "value": "20Gi" } }
-        ]
-      }
-    })
-}
-
-fn seed_vm(name: &str) -> Value {
-    json!({
-      "object": {
-        "id": name,
-        "spec": {
-          "state": "started",
-          "template": "simple_vm",
-          "template_parameters": {
-            "vm_cpu_cores": { "value": 4 },
-            "vm_disk_size": { "value": "30Gi" },
-            "vm_memory": { "value": "4Gi" }
-          }
-        }
-      }
-    })
-}
-
-async fn publish_seed(s: &Server, admin: &str) {
-    let (st, body) = s.raw(Method::POST, &format!("{V1}/virtual_machine_templates"), Some(admin), Some(seed_template())).await;
-    assert_eq!(st, 201, "{body}");
-}
 
 on_both_databases! {
     async fn seed_examples_work_as_written(db: Db) {
         let Some(s) = Server::start(db).await else { return };
         let admin = s.token("ops", true);
         let guest = s.token("guest", false);
-        let (st, t) = s.raw(Method::POST, &format!("{V1}/virtual_machine_templates"), Some(&admin), Some(seed_template())).await;
+        let (st, t) = s.raw(Method::POST, &format!("{V1}/virtual_machine_templates"), Some(&admin), Some(seed::template())).await;
         assert_eq!(st, 201, "{t}");
         assert_eq!(t["object"]["id"], "simple_vm");
         assert_eq!(t["object"]["parameters"][1]["default"]["value"], "2Gi");
 
-        let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&guest), Some(seed_vm("myvm"))).await;
+        let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&guest), Some(seed::vm("myvm"))).await;
         assert_eq!(st, 201, "{vm}");
         let o = &vm["object"];
         assert_eq!(o["@type"], "type.googleapis.com/fulfillment.v1.VirtualMachine");
@@ -95,11 +58,11 @@ on_both_databases! {
         let admin = s.token("ops", true);
         let a = s.token("acme", false);
         let b = s.token("globex", false);
-        publish_seed(&s, &admin).await;
-        let (_, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&a), Some(seed_vm("web"))).await;
+        seed::publish(&s, &admin).await;
+        let (_, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&a), Some(seed::vm("web"))).await;
         let id = vm["object"]["id"].as_str().unwrap().to_owned();
         // Same name in another tenant is fine.
-        let (st, _) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&b), Some(seed_vm("web"))).await;
+        let (st, _) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&b), Some(seed::vm("web"))).await;
         assert_eq!(st, 201);
 
         for (method, body) in [(Method::GET, None), (Method::PATCH, Some(json!({"object": {"spec": {"state": "stopped"}}}))), (Method::DELETE, None)] {
@@ -150,7 +113,7 @@ on_both_databases! {
             (Method::PUT, format!("{V1}/virtual_machine_templates/simple_vm")),
             (Method::DELETE, format!("{V1}/virtual_machine_templates/simple_vm")),
         ] {
-            let (st, err) = s.raw(method.clone(), &path, Some(&tenant), Some(seed_template())).await;
+            let (st, err) = s.raw(method.clone(), &path, Some(&tenant), Some(seed::template())).await;
             assert_eq!(st, 403, "{method} {path}: {err}");
             assert_eq!(err["code"], 7);
         }
@@ -165,13 +128,13 @@ on_both_databases! {
         let Some(s) = Server::start(db).await else { return };
         let admin = s.token("ops", true);
         let t = s.token("acme", false);
-        publish_seed(&s, &admin).await;
-        let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machine_templates"), Some(&admin), Some(seed_template())).await;
+        seed::publish(&s, &admin).await;
+        let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machine_templates"), Some(&admin), Some(seed::template())).await;
         assert_eq!((st, err["code"].clone()), (409, json!(6)));
 
-        let (_, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed_vm("db"))).await;
+        let (_, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed::vm("db"))).await;
         let id = vm["object"]["id"].as_str().unwrap().to_owned();
-        let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed_vm("db"))).await;
+        let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed::vm("db"))).await;
         assert_eq!(st, 409);
         assert_eq!(err["code"], 6);
         assert_eq!(err["message"], "a virtual machine named \"db\" already exists");
@@ -205,7 +168,7 @@ on_both_databases! {
         assert_eq!(err["code"], 9);
         assert!(err["message"].as_str().unwrap().contains("used by 1 virtual machine"), "{err}");
         // Stale template update.
-        let mut upd = seed_template();
+        let mut upd = seed::template();
         upd["object"]["title"] = json!("Renamed");
         upd["object"]["metadata"] = json!({"version": 1});
         let (st, ok) = s.raw(Method::PUT, &format!("{V1}/virtual_machine_templates/simple_vm"), Some(&admin), Some(upd.clone())).await;
@@ -221,7 +184,7 @@ on_both_databases! {
         let Some(s) = Server::start(db).await else { return };
         let admin = s.token("ops", true);
         let t = s.token("acme", false);
-        publish_seed(&s, &admin).await;
+        seed::publish(&s, &admin).await;
         let bad = json!({"object": {"id": "Bad_Name", "spec": {"template": "simple_vm", "template_parameters": {
             "vm_cpu_cores": {"value": "4"}, "vm_memory": {"value": "4GB"}, "vm_gpu": {"value": 1}}}}});
         let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(bad)).await;
@@ -269,9 +232,9 @@ on_both_databases! {
         let Some(s) = Server::start(db).await else { return };
         let admin = s.token("ops", true);
         let t = s.token("acme", false);
-        publish_seed(&s, &admin).await;
+        seed::publish(&s, &admin).await;
         for i in 0..25 {
-            let mut body = seed_vm(&format!("vm-{i:02}"));
+            let mut body = seed::vm(&format!("vm-{i:02}"));
             if i % 5 == 0 { body["object"]["spec"]["state"] = json!("stopped"); }
             let (st, _) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
             assert_eq!(st, 201);
@@ -312,10 +275,10 @@ on_both_databases! {
         let Some(mut s) = Server::start(db).await else { return };
         let admin = s.token("ops", true);
         let t = s.token("acme", false);
-        publish_seed(&s, &admin).await;
+        seed::publish(&s, &admin).await;
         let mut ids = Vec::new();
         for i in 0..3 {
-            let (_, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed_vm(&format!("keep-{i}")))).await;
+            let (_, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed::vm(&format!("keep-{i}")))).await;
             ids.push(vm["object"]["id"].as_str().unwrap().to_owned());
         }
         let (_, before) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&t), None).await;
@@ -330,7 +293,7 @@ on_both_databases! {
         assert_eq!(spec(&before), spec(&after));
         let (st, tpl) = s.raw(Method::GET, &format!("{V1}/virtual_machine_templates/simple_vm"), Some(&t), None).await;
         assert_eq!(st, 200);
-        assert_eq!(tpl["object"]["parameters"], seed_template()["object"]["parameters"]);
+        assert_eq!(tpl["object"]["parameters"], seed::template()["object"]["parameters"]);
         assert!(s.log().matches("vmaas-server ready").count() == 2);
     }
 }
@@ -340,8 +303,8 @@ on_both_databases! {
         let Some(s) = Server::start(db).await else { return };
         let admin = s.token("ops", true);
         let t = s.token("acme", false);
-        publish_seed(&s, &admin).await;
-        let (_, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed_vm("gone"))).await;
+        seed::publish(&s, &admin).await;
+        let (_, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed::vm("gone"))).await;
         let id = vm["object"]["id"].as_str().unwrap().to_owned();
         let (st, d) = s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await;
         assert_eq!(st, 202, "{d}");
@@ -356,7 +319,7 @@ on_both_databases! {
         }
         assert_eq!(last, 404);
         // The name is free again.
-        let (st, _) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed_vm("gone"))).await;
+        let (st, _) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed::vm("gone"))).await;
         assert_eq!(st, 201);
     }
 }
@@ -411,58 +374,6 @@ fn collect_refs(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// Two replicas on one PostgreSQL: both serve the same state, one reconciles.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replicas_share_postgres() {
-    let Some(a) = Server::start(Db::Postgres).await else { return };
-    let b = Server::replica_of(&a).await;
-    let admin = a.token("ops", true);
-    let t = a.token("acme", false);
-    publish_seed(&a, &admin).await;
-    let (st, vm) = a.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed_vm("shared"))).await;
-    assert_eq!(st, 201);
-    let id = vm["object"]["id"].as_str().unwrap();
-    let (st, seen) = b.raw(Method::GET, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await;
-    assert_eq!(st, 200, "replica b serves what replica a stored: {seen}");
-    // A name taken through one replica is taken for the other.
-    let (st, _) = b.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed_vm("shared"))).await;
-    assert_eq!(st, 409);
-    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
-    let leaders = [&a, &b].iter().filter(|s| s.log().contains("reconciler lease acquired")).count();
-    assert_eq!(leaders, 1, "exactly one replica reconciles:\nA:\n{}\nB:\n{}", a.log(), b.log());
-}
-
-/// A replica killed with `kill -9` while it reconciles: the other takes the
-/// lease over at once (the holder was a process of this host that is gone),
-/// instead of waiting for it to expire.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_leader_is_replaced_at_once() {
-    let Some(mut a) = Server::start(Db::Postgres).await else { return };
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    let b = Server::replica_of(&a).await;
-    assert!(a.log().contains("reconciler lease acquired"), "{}", a.log());
-    a.kill9().await;
-    let started = std::time::Instant::now();
-    while !b.log().contains("took over the reconciler lease from a process that is gone") {
-        assert!(started.elapsed() < std::time::Duration::from_secs(3), "the survivor did not take over:\n{}", b.log());
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
-
-/// The embedded database has one owner: a second server on the same data directory refuses to start.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_server_per_data_directory() {
-    let s = Server::start(Db::Sqlite).await.unwrap();
-    let out = std::process::Command::new(vmaas_tests::bin("vmaas-server"))
-        .args(["--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&s.data_dir)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("another vmaas-server is using"), "{err}");
-}
-
 on_both_databases! {
     async fn template_delete_never_races_a_create_into_an_orphan(db: Db) {
         let Some(s) = Server::start(db).await else { return };
@@ -495,9 +406,9 @@ on_both_databases! {
     async fn versioned_patches_retry_instead_of_failing_or_overwriting(db: Db) {
         let Some(s) = Server::start(db).await else { return };
         let admin = s.token("ops", true);
-        publish_seed(&s, &admin).await;
+        seed::publish(&s, &admin).await;
         let t = s.token("acme", false);
-        let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed_vm("contended"))).await;
+        let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed::vm("contended"))).await;
         assert_eq!(st, 201, "{vm}");
         let id = vm["object"]["id"].as_str().unwrap().to_owned();
         let version = vm["object"]["metadata"]["version"].as_i64().unwrap();
@@ -534,7 +445,7 @@ on_both_databases! {
 async fn bare_bodies_and_any_values_work_beside_the_seed_form() {
     let s = Server::start(Db::Sqlite).await.unwrap();
     let (admin, t) = (s.token("ops", true), s.token("acme", false));
-    publish_seed(&s, &admin).await;
+    seed::publish(&s, &admin).await;
     let any = |t: &str, v: Value| json!({"@type": format!("type.googleapis.com/google.protobuf.{t}"), "value": v});
     let params = json!({"vm_cpu_cores": any("Int32Value", json!(2)), "vm_memory": any("StringValue", json!("2Gi")), "vm_disk_size": {"value": "20Gi"}});
     let bare = json!({"metadata": {"name": "bare"}, "spec": {"template": "simple_vm", "template_parameters": params}});
@@ -582,9 +493,9 @@ async fn bare_bodies_and_any_values_work_beside_the_seed_form() {
 async fn lists_take_cel_filters_and_orders() {
     let s = Server::start(Db::Sqlite).await.unwrap();
     let (admin, t, other) = (s.token("ops", true), s.token("acme", false), s.token("globex", false));
-    publish_seed(&s, &admin).await;
+    seed::publish(&s, &admin).await;
     for (token, name) in [(&t, "a-web"), (&t, "b-web"), (&t, "c-db"), (&other, "d-web")] {
-        let (st, v) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(token), Some(seed_vm(name))).await;
+        let (st, v) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(token), Some(seed::vm(name))).await;
         assert_eq!(st, 201, "{v}");
     }
     let list = |path: String, token: String| {
@@ -633,7 +544,7 @@ fn urlencoding(s: &str) -> String {
 async fn templates_are_patched_by_field_or_mask() {
     let s = Server::start(Db::Sqlite).await.unwrap();
     let (admin, t) = (s.token("ops", true), s.token("acme", false));
-    publish_seed(&s, &admin).await;
+    seed::publish(&s, &admin).await;
     let url = format!("{V1}/virtual_machine_templates/simple_vm");
     let (_, before) = s.raw(Method::GET, &url, Some(&admin), None).await;
     let before = before["object"].clone();

@@ -12,7 +12,7 @@ use futures::future::join_all;
 use reqwest::Method;
 use serde_json::{Value, json};
 use vmaas_tests::vms::{TINY, V1, publish};
-use vmaas_tests::{Db, Server};
+use vmaas_tests::{Db, Server, seed};
 
 /// Two replicas on one fresh PostgreSQL database, started with `args`.
 async fn pair(args: &[&str]) -> Option<(Server, Server)> {
@@ -218,4 +218,56 @@ async fn a_replica_killed_mid_burst_loses_no_acknowledged_create() {
         .await;
     }
     println!("{} of 40 acknowledged before the kill, {} stored", acknowledged.len(), stored.len());
+}
+
+/// Two replicas on one PostgreSQL: both serve the same state, one reconciles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_postgres() {
+    let Some(a) = Server::start(Db::Postgres).await else { return };
+    let b = Server::replica_of(&a).await;
+    let admin = a.token("ops", true);
+    let t = a.token("acme", false);
+    seed::publish(&a, &admin).await;
+    let (st, vm) = a.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed::vm("shared"))).await;
+    assert_eq!(st, 201);
+    let id = vm["object"]["id"].as_str().unwrap();
+    let (st, seen) = b.raw(Method::GET, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await;
+    assert_eq!(st, 200, "replica b serves what replica a stored: {seen}");
+    // A name taken through one replica is taken for the other.
+    let (st, _) = b.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(seed::vm("shared"))).await;
+    assert_eq!(st, 409);
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    let leaders = [&a, &b].iter().filter(|s| s.log().contains("reconciler lease acquired")).count();
+    assert_eq!(leaders, 1, "exactly one replica reconciles:\nA:\n{}\nB:\n{}", a.log(), b.log());
+}
+
+/// A replica killed with `kill -9` while it reconciles: the other takes the
+/// lease over at once (the holder was a process of this host that is gone),
+/// instead of waiting for it to expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_leader_is_replaced_at_once() {
+    let Some(mut a) = Server::start(Db::Postgres).await else { return };
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let b = Server::replica_of(&a).await;
+    assert!(a.log().contains("reconciler lease acquired"), "{}", a.log());
+    a.kill9().await;
+    let started = std::time::Instant::now();
+    while !b.log().contains("took over the reconciler lease from a process that is gone") {
+        assert!(started.elapsed() < std::time::Duration::from_secs(3), "the survivor did not take over:\n{}", b.log());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// The embedded database has one owner: a second server on the same data directory refuses to start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_server_per_data_directory() {
+    let s = Server::start(Db::Sqlite).await.unwrap();
+    let out = std::process::Command::new(vmaas_tests::bin("vmaas-server"))
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&s.data_dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("another vmaas-server is using"), "{err}");
 }
