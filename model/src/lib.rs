@@ -67,7 +67,7 @@ pub use external_ip::{
     ExternalIp, ExternalIpAttachment, ExternalIpAttachmentSpec, ExternalIpAttachmentState, ExternalIpAttachmentStatus, ExternalIpPool,
     ExternalIpSpec, ExternalIpState, ExternalIpStatus, PatchExternalIpAttachment,
 };
-pub use kind::ObjectKind;
+pub use kind::{Descriptor, ObjectKind, QuotaUse, Reference};
 pub use labels::Labels;
 pub use load_balancer::{LoadBalancer, LoadBalancerSpec, LoadBalancerState, LoadBalancerStatus, PatchLoadBalancer, PortMapping};
 pub use machine::{BootSource, CloudInit, Cpu, DEFAULT_IMAGE, Disk, DiskSource, MachineSpec, Nic, NicNetwork};

@@ -3,12 +3,11 @@
 //! state `VIRTUAL_NETWORK_STATE_PENDING|READY|FAILED`. The spec is immutable
 //! once created, as in OSAC.
 
-use std::fmt;
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::object::{Metadata, MetadataInput};
+use crate::object::Metadata;
 use crate::validation::ValidationErrors;
 
 /// The `@type` of a virtual network in API responses.
@@ -157,39 +156,15 @@ impl VirtualNetworkSpec {
     }
 }
 
-/// The state of a virtual network.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub enum VirtualNetworkState {
-    /// Being set up (or torn down).
-    #[default]
-    #[serde(rename = "VIRTUAL_NETWORK_STATE_PENDING")]
-    Pending,
-    /// Usable.
-    #[serde(rename = "VIRTUAL_NETWORK_STATE_READY")]
-    Ready,
-    /// Could not be set up; see the message.
-    #[serde(rename = "VIRTUAL_NETWORK_STATE_FAILED")]
-    Failed,
-}
-
-impl VirtualNetworkState {
-    /// Every state.
-    pub const ALL: [Self; 3] = [Self::Pending, Self::Ready, Self::Failed];
-
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "VIRTUAL_NETWORK_STATE_PENDING",
-            Self::Ready => "VIRTUAL_NETWORK_STATE_READY",
-            Self::Failed => "VIRTUAL_NETWORK_STATE_FAILED",
-        }
-    }
-}
-
-impl fmt::Display for VirtualNetworkState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+crate::wire_states! {
+    /// The state of a virtual network.
+    VirtualNetworkState {
+        /// Being set up (or torn down).
+        Pending = "VIRTUAL_NETWORK_STATE_PENDING",
+        /// Usable.
+        Ready = "VIRTUAL_NETWORK_STATE_READY",
+        /// Could not be set up; see the message.
+        Failed = "VIRTUAL_NETWORK_STATE_FAILED",
     }
 }
 
@@ -225,33 +200,7 @@ pub struct VirtualNetwork {
 }
 
 /// The object of a create request; as for VMs, `id` may carry the name.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct CreateVirtualNetwork {
-    /// Accepted and ignored.
-    #[serde(rename = "@type", default, skip_serializing)]
-    pub type_url: Option<String>,
-    /// The name the tenant wants, when `metadata.name` is not given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    /// `name` here wins over `id`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<MetadataInput>,
-    /// What the tenant wants.
-    pub spec: VirtualNetworkSpec,
-    /// Accepted and ignored: status is the server's.
-    #[serde(default, skip_serializing)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
-    pub status: Option<serde_json::Value>,
-}
-
-impl CreateVirtualNetwork {
-    /// The name asked for (`metadata.name`, else `id`), and the field it came from.
-    pub fn requested_name(&self) -> Option<(&str, &'static str)> {
-        crate::object::requested_name(self.metadata.as_ref(), self.id.as_deref())
-    }
-}
+pub type CreateVirtualNetwork = crate::object::CreateObject<VirtualNetworkSpec>;
 
 #[cfg(test)]
 mod tests {

@@ -185,6 +185,9 @@ macro_rules! wire_states {
             /// Every state.
             pub const ALL: &'static [Self] = &[Self::$first, $(Self::$v,)*];
 
+            /// Every state's wire name, in the order of [`Self::ALL`].
+            pub const NAMES: &'static [&'static str] = &[$fw, $($w,)*];
+
             /// The wire name.
             pub fn as_str(self) -> &'static str {
                 match self {

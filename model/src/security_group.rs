@@ -4,7 +4,6 @@
 //! port_to, ipv4_cidr}`, enforced statefully (replies of allowed traffic
 //! pass). A NIC without security groups allows everything in its network.
 
-use std::fmt;
 use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
@@ -155,47 +154,19 @@ impl SecurityGroupSpec {
     }
 }
 
-/// The state of a security group.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub enum SecurityGroupState {
-    /// Being set up.
-    #[default]
-    #[serde(rename = "SECURITY_GROUP_STATE_PENDING")]
-    Pending,
-    /// Enforced on the NICs that have it.
-    #[serde(rename = "SECURITY_GROUP_STATE_READY")]
-    Ready,
-    /// Could not be set up.
-    #[serde(rename = "SECURITY_GROUP_STATE_FAILED")]
-    Failed,
-    /// Being removed.
-    #[serde(rename = "SECURITY_GROUP_STATE_DELETING")]
-    Deleting,
-    /// Could not be removed.
-    #[serde(rename = "SECURITY_GROUP_STATE_DELETE_FAILED")]
-    DeleteFailed,
-}
-
-impl SecurityGroupState {
-    /// Every state.
-    pub const ALL: [Self; 5] = [Self::Pending, Self::Ready, Self::Failed, Self::Deleting, Self::DeleteFailed];
-
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "SECURITY_GROUP_STATE_PENDING",
-            Self::Ready => "SECURITY_GROUP_STATE_READY",
-            Self::Failed => "SECURITY_GROUP_STATE_FAILED",
-            Self::Deleting => "SECURITY_GROUP_STATE_DELETING",
-            Self::DeleteFailed => "SECURITY_GROUP_STATE_DELETE_FAILED",
-        }
-    }
-}
-
-impl fmt::Display for SecurityGroupState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+crate::wire_states! {
+    /// The state of a security group.
+    SecurityGroupState {
+        /// Being set up.
+        Pending = "SECURITY_GROUP_STATE_PENDING",
+        /// Enforced on the NICs that have it.
+        Ready = "SECURITY_GROUP_STATE_READY",
+        /// Could not be set up.
+        Failed = "SECURITY_GROUP_STATE_FAILED",
+        /// Being removed.
+        Deleting = "SECURITY_GROUP_STATE_DELETING",
+        /// Could not be removed.
+        DeleteFailed = "SECURITY_GROUP_STATE_DELETE_FAILED",
     }
 }
 
@@ -231,33 +202,7 @@ pub struct SecurityGroup {
 }
 
 /// The object of a create request; `id` may carry the name.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct CreateSecurityGroup {
-    /// Accepted and ignored.
-    #[serde(rename = "@type", default, skip_serializing)]
-    pub type_url: Option<String>,
-    /// The name the tenant wants, when `metadata.name` is not given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    /// `name` here wins over `id`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<MetadataInput>,
-    /// The rules.
-    pub spec: SecurityGroupSpec,
-    /// Accepted and ignored: status is the server's.
-    #[serde(default, skip_serializing)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
-    pub status: Option<serde_json::Value>,
-}
-
-impl CreateSecurityGroup {
-    /// The name asked for (`metadata.name`, else `id`), and the field it came from.
-    pub fn requested_name(&self) -> Option<(&str, &'static str)> {
-        crate::object::requested_name(self.metadata.as_ref(), self.id.as_deref())
-    }
-}
+pub type CreateSecurityGroup = crate::object::CreateObject<SecurityGroupSpec>;
 
 /// The rules a PATCH replaces (each list given replaces the old one).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

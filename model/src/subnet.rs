@@ -4,12 +4,10 @@
 //! `SUBNET_STATE_PENDING|READY|FAILED|DELETING|DELETE_FAILED`. The spec is
 //! immutable once created, as in OSAC.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
 use crate::network::Cidr;
-use crate::object::{Metadata, MetadataInput};
+use crate::object::Metadata;
 use crate::validation::ValidationErrors;
 
 /// The `@type` of a subnet in API responses.
@@ -60,47 +58,19 @@ impl SubnetSpec {
     }
 }
 
-/// The state of a subnet.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub enum SubnetState {
-    /// Being set up.
-    #[default]
-    #[serde(rename = "SUBNET_STATE_PENDING")]
-    Pending,
-    /// Its segment runs: VMs can attach.
-    #[serde(rename = "SUBNET_STATE_READY")]
-    Ready,
-    /// Could not be set up; see the message.
-    #[serde(rename = "SUBNET_STATE_FAILED")]
-    Failed,
-    /// Being removed.
-    #[serde(rename = "SUBNET_STATE_DELETING")]
-    Deleting,
-    /// Could not be removed; see the message.
-    #[serde(rename = "SUBNET_STATE_DELETE_FAILED")]
-    DeleteFailed,
-}
-
-impl SubnetState {
-    /// Every state.
-    pub const ALL: [Self; 5] = [Self::Pending, Self::Ready, Self::Failed, Self::Deleting, Self::DeleteFailed];
-
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "SUBNET_STATE_PENDING",
-            Self::Ready => "SUBNET_STATE_READY",
-            Self::Failed => "SUBNET_STATE_FAILED",
-            Self::Deleting => "SUBNET_STATE_DELETING",
-            Self::DeleteFailed => "SUBNET_STATE_DELETE_FAILED",
-        }
-    }
-}
-
-impl fmt::Display for SubnetState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+crate::wire_states! {
+    /// The state of a subnet.
+    SubnetState {
+        /// Being set up.
+        Pending = "SUBNET_STATE_PENDING",
+        /// Its segment runs: VMs can attach.
+        Ready = "SUBNET_STATE_READY",
+        /// Could not be set up; see the message.
+        Failed = "SUBNET_STATE_FAILED",
+        /// Being removed.
+        Deleting = "SUBNET_STATE_DELETING",
+        /// Could not be removed; see the message.
+        DeleteFailed = "SUBNET_STATE_DELETE_FAILED",
     }
 }
 
@@ -136,33 +106,7 @@ pub struct Subnet {
 }
 
 /// The object of a create request; `id` may carry the name.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct CreateSubnet {
-    /// Accepted and ignored.
-    #[serde(rename = "@type", default, skip_serializing)]
-    pub type_url: Option<String>,
-    /// The name the tenant wants, when `metadata.name` is not given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    /// `name` here wins over `id`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<MetadataInput>,
-    /// What the tenant wants.
-    pub spec: SubnetSpec,
-    /// Accepted and ignored: status is the server's.
-    #[serde(default, skip_serializing)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
-    pub status: Option<serde_json::Value>,
-}
-
-impl CreateSubnet {
-    /// The name asked for (`metadata.name`, else `id`), and the field it came from.
-    pub fn requested_name(&self) -> Option<(&str, &'static str)> {
-        crate::object::requested_name(self.metadata.as_ref(), self.id.as_deref())
-    }
-}
+pub type CreateSubnet = crate::object::CreateObject<SubnetSpec>;
 
 #[cfg(test)]
 mod tests {

@@ -20,6 +20,8 @@ mod networks;
 mod openapi;
 mod query;
 mod quotas;
+mod resource;
+mod resource_doc;
 mod security_groups;
 mod simple;
 mod subnets;
@@ -51,6 +53,46 @@ use crate::metrics::{HttpLabels, Metrics};
 use crate::reconciler::Queue;
 use crate::store::Store;
 use vmaas_backend::Backend;
+
+/// The kinds served by the shared handlers ([`resource::Resource`]): each
+/// one's routes and OpenAPI operations come from its declaration.
+mod resources {
+    use super::resource::{self, Resource};
+    use super::{AppState, resource_doc};
+    use crate::store::{
+        AttachmentKind, ExternalIpKind, LoadBalancerKind, NetworkKind, SecurityGroupKind, SubnetKind, VolumeAttachmentKind, VolumeKind,
+    };
+
+    /// Calls `$each::<K>` for every kind served by the shared handlers.
+    macro_rules! each_resource {
+        ($each:ident($($arg:expr),*)) => {
+            $each::<NetworkKind>($($arg),*);
+            $each::<SubnetKind>($($arg),*);
+            $each::<SecurityGroupKind>($($arg),*);
+            $each::<ExternalIpKind>($($arg),*);
+            $each::<AttachmentKind>($($arg),*);
+            $each::<LoadBalancerKind>($($arg),*);
+            $each::<VolumeKind>($($arg),*);
+            $each::<VolumeAttachmentKind>($($arg),*);
+        };
+    }
+
+    /// Every such kind's routes.
+    pub(super) fn routes() -> axum::Router<AppState> {
+        let mut router = axum::Router::new();
+        fn add<K: Resource>(router: &mut axum::Router<AppState>) {
+            *router = std::mem::take(router).merge(resource::routes::<K>());
+        }
+        each_resource!(add(&mut router));
+        router
+    }
+
+    /// Every such kind's operations, added to `doc`.
+    pub(super) fn document(doc: &mut utoipa::openapi::OpenApi) {
+        use resource_doc::add;
+        each_resource!(add(doc));
+    }
+}
 
 /// Prefix of every API route.
 pub const PREFIX: &str = "/api/fulfillment/v1";
@@ -209,15 +251,9 @@ pub fn router(state: AppState, limits: &crate::serve::HttpLimits) -> Router {
         .merge(migrate::routes())
         .merge(compute_instances::routes())
         .merge(compute_instance_templates::routes())
-        .merge(networks::routes())
-        .merge(subnets::routes())
-        .merge(security_groups::routes())
+        .merge(resources::routes())
         .merge(external_ips::routes())
-        .merge(ip_attachments::routes())
-        .merge(load_balancers::routes())
         .merge(images::routes())
-        .merge(volumes::routes())
-        .merge(volume_attachments::routes())
         .merge(console::routes())
         .merge(quotas::routes());
     Router::new()

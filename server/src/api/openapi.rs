@@ -4,8 +4,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    compute_instance_templates, compute_instances, console, events, external_ips, image_imports, images, ip_attachments, load_balancers,
-    migrate, networks, quotas, security_groups, subnets, templates, vms, volume_attachments, volumes,
+    compute_instance_templates, compute_instances, console, events, external_ips, image_imports, images, migrate, quotas, templates, vms,
 };
 
 #[derive(OpenApi)]
@@ -18,16 +17,8 @@ use super::{
         compute_instance_templates::list, compute_instance_templates::read, compute_instance_templates::create,
         compute_instance_templates::patch, compute_instance_templates::remove,
         compute_instances::list, compute_instances::read, compute_instances::create, compute_instances::patch, compute_instances::remove,
-        networks::list, networks::read, networks::create, networks::patch, networks::remove,
-        subnets::list, subnets::read, subnets::create, subnets::patch, subnets::remove,
-        security_groups::list, security_groups::read, security_groups::create, security_groups::patch, security_groups::remove,
         external_ips::list_pools, external_ips::read_pool,
-        external_ips::list, external_ips::read, external_ips::create, external_ips::remove,
-        ip_attachments::list, ip_attachments::read, ip_attachments::create, ip_attachments::patch, ip_attachments::remove,
-        load_balancers::list, load_balancers::read, load_balancers::create, load_balancers::patch, load_balancers::remove,
         images::list, images::read, image_imports::create, image_imports::upload, image_imports::remove, image_imports::prune, events::events,
-        volumes::list, volumes::read, volumes::create, volumes::patch, volumes::remove,
-        volume_attachments::list, volume_attachments::read, volume_attachments::create, volume_attachments::remove,
         console::create_session, console::console, console::console_log,
         quotas::read, quotas::set, quotas::clear, quotas::list,
     ),
@@ -39,6 +30,8 @@ use super::{
         (name = "virtual networks", description = "A tenant's virtual networks (OSAC's VirtualNetwork)"),
         (name = "subnets", description = "Ranges of a tenant's virtual networks, each an Ethernet segment (OSAC's Subnet)"),
         (name = "security groups", description = "Stateful rules for the NICs of a virtual network (OSAC's SecurityGroup)"),
+        (name = "external IP attachments", description = "An external IP on a VM (OSAC's ExternalIPAttachment): the VM's exposed ports answer on the address"),
+        (name = "volume attachments", description = "A volume on a VM, hotplugged while it runs"),
         (name = "external IPs", description = "Pools of addresses the host serves, a tenant's addresses from them, and their attachments to VMs (OSAC's ExternalIPPool, ExternalIP, ExternalIPAttachment)"),
         (name = "images", description = "OS images VMs boot from: the administrators' public images, and images tenants import from a URL or upload"),
         (name = "volumes", description = "Block storage that outlives VMs, and its attachments to VMs (hotplugged while they run)"),
@@ -60,7 +53,11 @@ impl Modify for BearerAuth {
     }
 }
 
-/// The OpenAPI document.
+/// The OpenAPI document: the handlers' operations, and those generated
+/// for every kind the shared handlers serve.
 pub fn openapi_document() -> utoipa::openapi::OpenApi {
-    ApiDoc::openapi()
+    let mut doc = ApiDoc::openapi();
+    super::resources::document(&mut doc);
+    super::resource_doc::unique_operation_ids(&mut doc);
+    doc
 }

@@ -3,13 +3,11 @@
 //! deleting one that nothing uses. Each kind's module keeps its own
 //! handlers (for their OpenAPI documents) and calls these.
 
-use axum::Json;
-use axum::http::StatusCode;
 use axum::response::Response;
 use chrono::Utc;
 use serde::Deserialize;
 use tracing::info;
-use vmaas_model::{Envelope, MetadataInput, ObjectKind, ValidationErrors};
+use vmaas_model::{MetadataInput, ObjectKind, ValidationErrors};
 
 use super::query::Selection;
 use super::{AppState, Paging, raw_json, scope};
@@ -64,13 +62,13 @@ pub(super) async fn read<K: Kind>(s: &AppState, caller: &Caller, id: &str) -> Re
 
 /// Starts deleting one of the caller's objects of kind `K`, unless
 /// something uses it (409 naming the users).
-pub(super) async fn remove<K: Kind>(s: &AppState, caller: &Caller, id: &str) -> Result<(StatusCode, Json<Envelope<K::Api>>), ApiError> {
+pub(super) async fn remove<K: Kind>(s: &AppState, caller: &Caller, id: &str) -> Result<Record<K>, ApiError> {
     let row = s.store.get(K::KIND, id, &scope(caller)).await?;
     s.store.ensure_unused(&row).await?;
     let rec = s.store.mark_record_deleted::<K>(id, &scope(caller), Utc::now()).await?;
     s.queue.enqueue(K::KIND, id);
     info!(id = %id, name = %rec.name, kind = K::KIND.as_str(), "deletion requested");
-    Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
+    Ok(rec)
 }
 
 /// A change of an object whose spec is fixed at create: its labels and
@@ -101,7 +99,7 @@ pub(super) struct Relabel {
 
 /// Replaces the labels and annotations of one of the caller's objects of
 /// kind `K`; a spec field that differs from the object's is a 400 naming it.
-pub(super) async fn relabel<K: Kind>(s: &AppState, caller: &Caller, id: &str, r: Relabel) -> Result<Json<Envelope<K::Api>>, ApiError> {
+pub(super) async fn relabel<K: Kind>(s: &AppState, caller: &Caller, id: &str, r: Relabel) -> Result<Record<K>, ApiError> {
     let mut current = s.store.get_record::<K>(id, &scope(caller)).await?;
     let mut errs = ValidationErrors::default();
     if let Some(other) = r.id.as_deref().filter(|other| *other != id) {
@@ -121,7 +119,7 @@ pub(super) async fn relabel<K: Kind>(s: &AppState, caller: &Caller, id: &str, r:
     let spec = current.spec.clone();
     let updated = s.store.update_record_spec(&current, expected, spec, Utc::now()).await?;
     info!(id = %id, kind = K::KIND.as_str(), version = updated.version, "labels and annotations replaced");
-    Ok(Json(Envelope { object: updated.to_api() }))
+    Ok(updated)
 }
 
 /// `current` with the labels and annotations a change's `metadata` gives
@@ -130,6 +128,20 @@ pub(super) fn relabelled<K: Kind>(mut current: Record<K>, metadata: Option<&Meta
     let mut errs = ValidationErrors::default();
     current.labels = current.labels.patched(metadata, &mut errs);
     if errs.is_empty() { Ok(current) } else { Err(ApiError::invalid(errs)) }
+}
+
+/// What every change of a spec starts with: the caller's object `id` of
+/// kind `K`, and the version the change is based on (`metadata.version`,
+/// else the current one).
+pub(super) async fn changing<K: Kind>(
+    s: &AppState,
+    caller: &Caller,
+    id: &str,
+    metadata: Option<&MetadataInput>,
+) -> Result<(Record<K>, i64), ApiError> {
+    let current = s.store.get_record::<K>(id, &scope(caller)).await?;
+    let expected = metadata.and_then(|m| m.version).unwrap_or(current.version);
+    Ok((current, expected))
 }
 
 /// The caller's object of kind `K` named `reference` (an id, else a name).
