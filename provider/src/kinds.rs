@@ -2,6 +2,8 @@
 //! [`crate::object_resource`]: subnets, security groups, external IPs and
 //! their attachments, load balancers, and volumes and their attachments.
 
+use vmaas_model::ObjectKind;
+
 use crate::object_resource::{Change, Field, Kind, Ty};
 
 const RULE: Ty = Ty::Blocks(&[
@@ -25,8 +27,7 @@ const STATE: Field = field("state", Ty::Str, Change::Output, "/status/state", "T
 
 /// `vmaas_subnet`.
 pub static SUBNET: Kind = Kind {
-    type_name: "vmaas_subnet",
-    path: "/subnets",
+    kind: ObjectKind::Subnet,
     doc: "A subnet of a virtual network (OSAC's `Subnet`): an Ethernet segment its VMs' NICs are on. Create waits until it is READY; any change replaces it.",
     fields: &[
         field("virtual_network", Ty::Str, Change::Replace, "/spec/virtual_network", "The virtual network, by id or name."),
@@ -38,8 +39,7 @@ pub static SUBNET: Kind = Kind {
 
 /// `vmaas_security_group`.
 pub static SECURITY_GROUP: Kind = Kind {
-    type_name: "vmaas_security_group",
-    path: "/security_groups",
+    kind: ObjectKind::SecurityGroup,
     doc: "Stateful rules for NICs of a virtual network (OSAC's `SecurityGroup`). Rule changes apply in place, at once, on every NIC that has the group.",
     fields: &[
         field("virtual_network", Ty::Str, Change::Replace, "/spec/virtual_network", "The virtual network, by id or name."),
@@ -52,8 +52,7 @@ pub static SECURITY_GROUP: Kind = Kind {
 
 /// `vmaas_external_ip`.
 pub static EXTERNAL_IP: Kind = Kind {
-    type_name: "vmaas_external_ip",
-    path: "/external_ips",
+    kind: ObjectKind::ExternalIp,
     doc: "An address from an external IP pool (OSAC's `ExternalIP`), kept until destroyed.",
     fields: &[
         field("pool", Ty::Str, Change::ReplaceOptional, "/spec/pool", "The pool, by name; absent: the default pool."),
@@ -66,8 +65,7 @@ pub static EXTERNAL_IP: Kind = Kind {
 
 /// `vmaas_external_ip_attachment`.
 pub static EXTERNAL_IP_ATTACHMENT: Kind = Kind {
-    type_name: "vmaas_external_ip_attachment",
-    path: "/external_ip_attachments",
+    kind: ObjectKind::ExternalIpAttachment,
     doc: "An external IP on a VM (OSAC's `ExternalIPAttachment`): the VM's exposed ports answer on the address. Changing `compute_instance` moves it in place.",
     fields: &[
         field("external_ip", Ty::Str, Change::Replace, "/spec/external_ip", "The external IP, by id or name."),
@@ -80,8 +78,7 @@ pub static EXTERNAL_IP_ATTACHMENT: Kind = Kind {
 
 /// `vmaas_load_balancer`.
 pub static LOAD_BALANCER: Kind = Kind {
-    type_name: "vmaas_load_balancer",
-    path: "/load_balancers",
+    kind: ObjectKind::LoadBalancer,
     doc: "A load balancer (seed 001's `LoadBalancer`): an address whose ports spread connections over the targets that pass their probe. Targets and ports change in place.",
     fields: &[
         field("subnet", Ty::Str, Change::Replace, "/spec/subnet", "The subnet its targets are on, by id or name."),
@@ -96,8 +93,7 @@ pub static LOAD_BALANCER: Kind = Kind {
 
 /// `vmaas_volume`.
 pub static VOLUME: Kind = Kind {
-    type_name: "vmaas_volume",
-    path: "/volumes",
+    kind: ObjectKind::Volume,
     doc: "A volume: block storage that outlives VMs, blank or starting as an image. Growing `size` applies in place (a running VM sees it at once); it never shrinks. Destroying it deletes its data, and is refused while it is attached.",
     fields: &[
         field("size", Ty::Str, Change::Patch, "/spec/size", "Its size, e.g. `10Gi`; only grows."),
@@ -110,8 +106,7 @@ pub static VOLUME: Kind = Kind {
 
 /// `vmaas_volume_attachment`.
 pub static VOLUME_ATTACHMENT: Kind = Kind {
-    type_name: "vmaas_volume_attachment",
-    path: "/volume_attachments",
+    kind: ObjectKind::VolumeAttachment,
     doc: "A volume on a VM: hotplugged if the VM runs. Create waits until the VM has it; destroy waits until the guest released it. Replacing the VM leaves the volume and its data alone.",
     fields: &[
         field("volume", Ty::Str, Change::Replace, "/spec/volume", "The volume, by id or name."),
@@ -125,8 +120,7 @@ pub static VOLUME_ATTACHMENT: Kind = Kind {
 
 /// `vmaas_image`.
 pub static IMAGE: Kind = Kind {
-    type_name: "vmaas_image",
-    path: "/images",
+    kind: ObjectKind::Image,
     doc: "An OS image imported from an http(s) URL, checked against `sha256` when given. Create waits until it is imported (READY); a failed import (bad checksum, not a qcow2 or raw disk, a qcow2 naming a backing file) is an error with the server's reason. Destroy is refused while VMs or volumes use it. VMs name it by `name` (`vm_image`).",
     fields: &[
         field("source", Ty::Str, Change::Replace, "/spec/source", "The http(s) URL the server imports it from."),
@@ -146,8 +140,7 @@ pub static ALL: [&Kind; 8] =
 
 /// The `vmaas_virtual_network` data source (its resource has its own module).
 pub static NETWORK_DATA: Kind = Kind {
-    type_name: "vmaas_virtual_network",
-    path: "/virtual_networks",
+    kind: ObjectKind::VirtualNetwork,
     doc: "One of your virtual networks, by name.",
     fields: &[
         field("ipv4_cidr", Ty::Str, Change::Replace, "/spec/ipv4_cidr", "The IPv4 address space."),

@@ -14,7 +14,7 @@ use crate::schema::{Mode, STRING, attr, block};
 use crate::value::{self, get, object, set, string, unknown};
 
 /// Resource type of a virtual network.
-pub const NETWORK: &str = "vmaas_virtual_network";
+pub const NETWORK: &str = vmaas_model::ObjectKind::VirtualNetwork.descriptor().terraform;
 
 /// How long create and destroy wait.
 const WAIT: Duration = Duration::from_secs(300);

@@ -82,16 +82,26 @@ pub struct Field {
 /// One kind, described.
 #[derive(Debug)]
 pub struct Kind {
-    /// The resource type, e.g. `vmaas_subnet`.
-    pub type_name: &'static str,
-    /// The collection, e.g. `/subnets`.
-    pub path: &'static str,
+    /// The kind: its descriptor names the resource type and the collection.
+    pub kind: vmaas_model::ObjectKind,
     /// The resource's description.
     pub doc: &'static str,
     /// Its attributes besides `id` and `name`.
     pub fields: &'static [Field],
     /// The states in which create is done.
     pub ready: &'static [&'static str],
+}
+
+impl Kind {
+    /// The resource type, e.g. `vmaas_subnet`.
+    pub const fn type_name(&self) -> &'static str {
+        self.kind.descriptor().terraform
+    }
+
+    /// The collection, e.g. `/subnets`.
+    pub fn path(&self) -> String {
+        format!("/{}", self.kind.descriptor().plural)
+    }
 }
 
 fn scalar_to_json(v: &Value, ty: Ty) -> Option<Json> {
@@ -233,7 +243,7 @@ pub struct ObjectData(pub &'static Kind);
 async fn wait(client: &Client, k: &Kind, id: &str, gone: bool) -> Result<Option<Json>, String> {
     let deadline = Instant::now() + WAIT;
     loop {
-        match client.find_object::<Json>(k.path, id).await {
+        match client.find_object::<Json>(&k.path(), id).await {
             Err(e) if gone && e.is_not_found() => return Ok(None),
             Err(e) => return Err(e.to_string()),
             Ok(o) if !gone => {
@@ -258,10 +268,10 @@ async fn wait(client: &Client, k: &Kind, id: &str, gone: bool) -> Result<Option<
 impl ObjectResource {
     async fn create(&self, client: &Client, planned: &Value, diags: &mut Vec<Diagnostic>) -> Value {
         let k = self.0;
-        let created: Json = match client.create_object(k.path, &k.create_body(planned)).await {
+        let created: Json = match client.create_object(&k.path(), &k.create_body(planned)).await {
             Ok(o) => o,
             Err(e) => {
-                diags.push(api_error(format!("cannot create the {}", k.type_name), &e));
+                diags.push(api_error(format!("cannot create the {}", k.type_name()), &e));
                 return Value::Nil;
             }
         };
@@ -269,7 +279,7 @@ impl ObjectResource {
         match wait(client, k, &id, false).await {
             Ok(o) => k.state(o.as_ref().unwrap_or(&created), Some(planned)),
             Err(e) => {
-                diags.push(error(format!("{} {id} did not become ready", k.type_name), e, None));
+                diags.push(error(format!("{} {id} did not become ready", k.type_name()), e, None));
                 k.state(&created, Some(planned))
             }
         }
@@ -282,13 +292,13 @@ impl ObjectResource {
         for f in k.fields.iter().filter(|f| f.change == Change::Patch && get(prior, f.name) != get(planned, f.name)) {
             put(&mut body, f.json, scalar_to_json(get(planned, f.name), f.ty).unwrap_or(Json::Array(Vec::new())));
         }
-        match client.patch_object::<_, Json>(k.path, &id, &body).await {
+        match client.patch_object::<_, Json>(&k.path(), &id, &body).await {
             Ok(o) => {
                 let o = wait(client, k, &id, false).await.ok().flatten().unwrap_or(o);
                 k.state(&o, Some(planned))
             }
             Err(e) => {
-                diags.push(api_error(format!("cannot change the {}", k.type_name), &e));
+                diags.push(api_error(format!("cannot change the {}", k.type_name()), &e));
                 prior.clone()
             }
         }
@@ -297,16 +307,16 @@ impl ObjectResource {
     async fn destroy(&self, client: &Client, prior: &Value, diags: &mut Vec<Diagnostic>) -> Value {
         let k = self.0;
         let Some(id) = get(prior, "id").as_str().map(str::to_owned) else { return Value::Nil };
-        match client.delete_object::<Json>(k.path, &id).await {
+        match client.delete_object::<Json>(&k.path(), &id).await {
             Err(e) if e.is_not_found() => Value::Nil,
             Err(e) => {
-                diags.push(api_error(format!("cannot delete the {}", k.type_name), &e));
+                diags.push(api_error(format!("cannot delete the {}", k.type_name()), &e));
                 prior.clone()
             }
             Ok(_) => match wait(client, k, &id, true).await {
                 Ok(_) => Value::Nil,
                 Err(e) => {
-                    diags.push(error(format!("{} {id} was not deleted", k.type_name), e, None));
+                    diags.push(error(format!("{} {id} was not deleted", k.type_name()), e, None));
                     prior.clone()
                 }
             },
@@ -317,7 +327,7 @@ impl ObjectResource {
 #[tonic::async_trait]
 impl Resource for ObjectResource {
     fn type_name(&self) -> &'static str {
-        self.0.type_name
+        self.0.type_name()
     }
 
     fn schema(&self) -> Schema {
@@ -367,25 +377,25 @@ impl Resource for ObjectResource {
     async fn read(&self, ctx: &Ctx, id: &str, state: &Value) -> (Value, Vec<Diagnostic>) {
         let mut diags = Vec::new();
         let Some(client) = ctx.client_or_diag(&mut diags) else { return (state.clone(), diags) };
-        match client.find_object::<Json>(self.0.path, id).await {
+        match client.find_object::<Json>(&self.0.path(), id).await {
             Ok(o) => (self.0.state(&o, Some(state)), vec![]),
             Err(e) if e.is_not_found() => (Value::Nil, vec![]),
-            Err(e) => (state.clone(), vec![error(format!("cannot read the {}", self.0.type_name), e.to_string(), None)]),
+            Err(e) => (state.clone(), vec![error(format!("cannot read the {}", self.0.type_name()), e.to_string(), None)]),
         }
     }
 
     async fn import(&self, ctx: &Ctx, id: &str) -> Result<Value, Diagnostic> {
         let mut diags = Vec::new();
         let Some(client) = ctx.client_or_diag(&mut diags) else { return Err(diags.remove(0)) };
-        let o = client.find_object::<Json>(self.0.path, id).await;
-        o.map(|o| self.0.state(&o, None)).map_err(|e| error(format!("cannot import {} {id:?}", self.0.type_name), e.to_string(), None))
+        let o = client.find_object::<Json>(&self.0.path(), id).await;
+        o.map(|o| self.0.state(&o, None)).map_err(|e| error(format!("cannot import {} {id:?}", self.0.type_name()), e.to_string(), None))
     }
 }
 
 #[tonic::async_trait]
 impl DataSource for ObjectData {
     fn type_name(&self) -> &'static str {
-        self.0.type_name
+        self.0.type_name()
     }
 
     fn schema(&self) -> Schema {
@@ -395,10 +405,10 @@ impl DataSource for ObjectData {
     async fn read(&self, ctx: &Ctx, config: &Value, diags: &mut Vec<Diagnostic>) -> Value {
         let Some(client) = ctx.client_or_diag(diags) else { return Value::Nil };
         let name = get(config, "name").as_str().unwrap_or_default();
-        match client.find_object::<Json>(self.0.path, name).await {
+        match client.find_object::<Json>(&self.0.path(), name).await {
             Ok(o) => self.0.state(&o, None),
             Err(e) => {
-                diags.push(api_error(format!("cannot read {} {name:?}", self.0.type_name), &e));
+                diags.push(api_error(format!("cannot read {} {name:?}", self.0.type_name()), &e));
                 Value::Nil
             }
         }

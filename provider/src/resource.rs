@@ -143,6 +143,20 @@ fn unknown<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a &'static 
 mod tests {
     use super::*;
 
+    /// Every kind of the model has its Terraform resource type and a data
+    /// source of the same name, as its descriptor declares.
+    #[test]
+    fn every_kind_has_its_terraform_types() {
+        let r = Registry::standard();
+        let missing: Vec<String> = vmaas_model::ObjectKind::ALL
+            .into_iter()
+            .map(|k| (k, k.descriptor().terraform))
+            .filter(|(_, t)| r.resource(t).is_err())
+            .map(|(k, t)| format!("{k}: no resource type {t}"))
+            .collect();
+        assert!(missing.is_empty(), "{missing:?}");
+    }
+
     #[test]
     fn unknown_types_are_errors_naming_the_known_ones() {
         let r = Registry::standard();

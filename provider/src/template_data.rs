@@ -11,7 +11,7 @@ use crate::value::{self, get, object, string};
 use crate::vm_state::param_to_string;
 
 /// Data source of one template.
-pub const TEMPLATE: &str = "vmaas_template";
+pub const TEMPLATE: &str = vmaas_model::ObjectKind::Template.descriptor().terraform;
 /// Data source of every template.
 pub const TEMPLATES: &str = "vmaas_templates";
 

@@ -385,7 +385,7 @@ pub fn to_tf(t: &VirtualMachineTemplate, like: &Value) -> Value {
 }
 
 /// Resource type of a template.
-pub const TEMPLATE: &str = "vmaas_template";
+pub const TEMPLATE: &str = vmaas_model::ObjectKind::Template.descriptor().terraform;
 
 /// The `vmaas_template` resource: administrators publish templates.
 pub struct TemplateResource;

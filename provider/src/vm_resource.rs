@@ -19,7 +19,7 @@ use crate::value::{self, get, is_unknown, set, string, unknown};
 use crate::vm_state::{nic_block, nics, planned_keys, vm_state};
 
 /// Resource type of a VM.
-pub const VM: &str = "vmaas_virtual_machine";
+pub const VM: &str = vmaas_model::ObjectKind::VirtualMachine.descriptor().terraform;
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 

@@ -44,19 +44,11 @@ use crate::store::{Scope, Store, StoreError, VmRecord};
 /// Name of the lease that elects the reconciling replica.
 pub const LEASE: &str = "reconciler";
 
-/// The kinds the reconciler drives (templates have no status).
-const RECONCILED: [ObjectKind; 10] = [
-    ObjectKind::VirtualMachine,
-    ObjectKind::VirtualNetwork,
-    ObjectKind::Subnet,
-    ObjectKind::SecurityGroup,
-    ObjectKind::ExternalIp,
-    ObjectKind::ExternalIpAttachment,
-    ObjectKind::LoadBalancer,
-    ObjectKind::Volume,
-    ObjectKind::VolumeAttachment,
-    ObjectKind::Image,
-];
+/// Whether the reconciler drives objects of `kind`: every tenant's kind
+/// (templates are global and have no status).
+fn reconciled(kind: ObjectKind) -> bool {
+    kind.is_tenant_scoped()
+}
 
 /// Tuning of the loop.
 #[derive(Debug, Clone)]
@@ -240,7 +232,7 @@ impl Reconciler {
     /// to no VM. Works on the stored rows: nothing is decoded.
     async fn sweep(&self) -> Result<(), StoreError> {
         let mut seen = Vec::new();
-        for kind in RECONCILED {
+        for kind in ObjectKind::ALL.into_iter().filter(|k| reconciled(*k)) {
             let rows = self.store.all(kind).await?;
             seen.extend(rows.iter().map(|r| (kind, r.id.clone())));
             for row in &rows {
@@ -276,7 +268,7 @@ impl Reconciler {
                 return None;
             }
             for e in &batch {
-                if e.kind_of_change != EventType::Deleted.as_str() && RECONCILED.contains(&e.kind) {
+                if e.kind_of_change != EventType::Deleted.as_str() && reconciled(e.kind) {
                     self.queue.enqueue(e.kind, &e.object_id);
                 }
                 last = e.seq;
