@@ -8,7 +8,6 @@
 use std::collections::BTreeSet;
 
 use function_sdk_rust::proto::v1::RunFunctionResponse;
-use function_sdk_rust::response::ResourceMatch;
 use function_sdk_rust::{request, resource, response};
 use serde_json::{Value, json};
 use vmaas_model::ValidationErrors;
@@ -16,27 +15,12 @@ use vmaas_model::k8s::balancer::{BalancerOptions, Membership, balancer_service, 
 use vmaas_model::k8s::observe::service_address;
 use vmaas_model::load_balancer::check_mapping_ports;
 
-use crate::function::{Call, fatal, put};
+use crate::call::{Call, fatal, is_named, put, require_tenants};
 use crate::render::{NetworkRef, vm_home};
-use crate::xr::{CLAIM_NAMESPACE_LABEL, LoadBalancerXrSpec, Owner, VmXrSpec, XR_API};
+use crate::xr::{LoadBalancerXrSpec, Owner, VmXrSpec};
 
 /// The condition the XR reports.
 pub const BALANCER_CONDITION: &str = "LoadBalancerReady";
-
-/// Asks for `kind` XRs of `owner`'s tenant (all of them for an XR made
-/// directly): what a load balancer and its VMs find each other by.
-pub(crate) fn require_tenants(rsp: &mut RunFunctionResponse, name: &str, kind: &str, owner: &Owner) {
-    let m = (!owner.tenant.is_empty())
-        .then(|| ResourceMatch::Labels([(CLAIM_NAMESPACE_LABEL.to_owned(), owner.tenant.clone())].into_iter().collect()));
-    response::require_resources(rsp, name, XR_API, kind, m, None);
-}
-
-/// Whether the XR `xr` is the one `owner`'s tenant calls `name` (an XR
-/// made directly, without a tenant, only ever names another such XR).
-pub(crate) fn is_named(xr: &Value, owner: &Owner, name: &str) -> bool {
-    let o = Owner::of(xr);
-    o.name == name && o.tenant == owner.tenant
-}
 
 /// The namespace a VM XR lives in, and its network in words.
 fn namespace_of(vm: &Value) -> Result<(String, String), String> {
@@ -171,7 +155,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::xr::CLAIM_NAME_LABEL;
+    use crate::xr::{CLAIM_NAME_LABEL, CLAIM_NAMESPACE_LABEL};
 
     /// An XR named `name`, made for the claim `claim` (tenant, name) if any.
     fn xr(name: &str, claim: Option<(&str, &str)>) -> Value {

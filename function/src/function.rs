@@ -5,12 +5,11 @@
 use std::time::Duration;
 
 use function_sdk_rust::proto::v1::function_runner_service_server::FunctionRunnerService;
-use function_sdk_rust::proto::v1::{Ready, Resource, RunFunctionRequest, RunFunctionResponse};
+use function_sdk_rust::proto::v1::{RunFunctionRequest, RunFunctionResponse};
 use function_sdk_rust::{request, resource, response};
-use serde::Serialize;
-use serde_json::Value;
 use tonic::{Request, Response, Status};
 
+use crate::call::{Call, fatal};
 use crate::xr::{FunctionInput, Owner};
 
 /// How long Crossplane may cache a response.
@@ -19,40 +18,6 @@ pub const TTL: Duration = Duration::from_secs(60);
 /// The function.
 #[derive(Debug, Default, Clone)]
 pub struct VmaasFunction;
-
-/// What every handler gets: the request, the XR and its name, the input.
-pub(crate) struct Call<'a> {
-    pub req: &'a RunFunctionRequest,
-    pub xr: &'a Value,
-    pub name: &'a str,
-    pub input: &'a FunctionInput,
-}
-
-impl Call<'_> {
-    /// The observed composed resource `name`, as JSON.
-    pub fn observed(&self, name: &str) -> Option<Value> {
-        request::observed_composed(self.req, name).and_then(|r| r.resource.as_ref()).map(resource::struct_to_json)
-    }
-}
-
-/// Sets the desired composed resource `name` to `object`, with its readiness.
-pub(crate) fn put<T: Serialize>(
-    rsp: &mut RunFunctionResponse,
-    name: &str,
-    object: &T,
-    ready: bool,
-) -> Result<(), function_sdk_rust::Error> {
-    let r: &mut Resource = response::desired_composed(rsp, name);
-    resource::update(r, object)?;
-    resource::set_ready(r, if ready { Ready::True } else { Ready::False });
-    Ok(())
-}
-
-/// Ends `rsp` with a fatal result: Crossplane composes nothing and reports `message`.
-pub(crate) fn fatal(mut rsp: RunFunctionResponse, message: impl Into<String>) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
-    response::fatal(&mut rsp, message);
-    Ok(rsp)
-}
 
 impl VmaasFunction {
     fn run(&self, req: &RunFunctionRequest) -> Result<RunFunctionResponse, function_sdk_rust::Error> {

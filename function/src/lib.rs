@@ -6,6 +6,8 @@
 //! cluster with OVN-Kubernetes runs a VM with.
 //!
 //! - [`function`]: `RunFunction`: decodes the XR and dispatches by kind.
+//! - `call`: what the kinds' handlers share: the call, putting objects,
+//!   failing, asking for the XRs of other kinds.
 //! - `vm`, `network`, `balancer`, `volume`: what each kind of XR composes and reports.
 //! - [`usage`]: the `ClusterUsage`s that keep a network while a VM or a volume
 //!   is on it, and a volume while a VM uses it.
@@ -18,6 +20,7 @@
 #![warn(missing_docs)]
 
 mod balancer;
+mod call;
 pub mod function;
 mod network;
 pub mod render;

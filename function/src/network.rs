@@ -4,27 +4,13 @@
 //! localnet CUDN offered to the tenants it lists).
 
 use function_sdk_rust::proto::v1::RunFunctionResponse;
-use function_sdk_rust::response::ResourceMatch;
 use function_sdk_rust::{resource, response};
 use serde_json::json;
 
-use crate::function::{Call, fatal, put};
+use crate::call::{Call, fatal, put};
 use crate::render::{render_network, render_physical};
 use crate::status::NetworkState;
-use crate::xr::{CLAIM_NAME_LABEL, CLAIM_NAMESPACE_LABEL, NetworkXrSpec, Owner, PhysicalNetworkXrSpec, XR_API};
-
-/// Asks Crossplane for the private network `network` of `owner`'s tenant
-/// (by its claim's labels; an XR made directly names another by name), as
-/// the required resource `network`.
-pub(crate) fn require_private(rsp: &mut RunFunctionResponse, owner: &Owner, network: &str) {
-    let m = if owner.tenant.is_empty() {
-        ResourceMatch::Name(network.to_owned())
-    } else {
-        let labels = [(CLAIM_NAMESPACE_LABEL, owner.tenant.as_str()), (CLAIM_NAME_LABEL, network)];
-        ResourceMatch::Labels(labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect())
-    };
-    response::require_resources(rsp, "network", XR_API, "XVirtualPrivateSubnet", Some(m), None);
-}
+use crate::xr::{NetworkXrSpec, Owner, PhysicalNetworkXrSpec};
 
 /// Composes an `XVirtualPrivateSubnet`.
 pub(crate) fn private(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFunctionResponse, function_sdk_rust::Error> {

@@ -12,8 +12,7 @@ use vmaas_model::k8s::balancer::{MEMBER, balancer_label};
 use vmaas_model::k8s::observe::observe_vm;
 use vmaas_model::{Desired, Phase, PowerState, Template, VirtualMachineStatus, VirtualMachineTemplate, derive_status};
 
-use crate::balancer::require_tenants;
-use crate::function::{Call, fatal, put};
+use crate::call::{Call, fatal, put, require_private, require_tenants};
 use crate::render::{NetworkRef, PHYSICAL_NIC, RenderedVm, render_vm};
 use crate::status::{self, NetworkState};
 use crate::usage::{usage, usage_of};
@@ -27,7 +26,7 @@ fn require(rsp: &mut RunFunctionResponse, owner: &Owner, spec: &VmXrSpec, r: &Re
     let ns = Some(r.namespace_name.clone());
     response::require_resources(rsp, "vmi", "kubevirt.io/v1", "VirtualMachineInstance", by_name(&owner.name), ns);
     if let Some(NetworkRef::Named(n)) = spec.network_ref() {
-        crate::network::require_private(rsp, owner, n);
+        require_private(rsp, owner, n);
     }
     if let Some(p) = &spec.physical_network {
         response::require_resources(rsp, "physical-network", XR_API, "PhysicalNetwork", by_name(p), None);

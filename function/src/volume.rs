@@ -13,8 +13,7 @@ use vmaas_model::validation::check_dns_label;
 use vmaas_model::volume::disk_serial;
 use vmaas_model::{ValidationErrors, VolumeSpec, VolumeState};
 
-use crate::balancer::{is_named, require_tenants};
-use crate::function::{Call, fatal, put};
+use crate::call::{Call, fatal, is_named, put, require_private, require_tenants};
 use crate::render::network_namespace;
 use crate::status::NetworkState;
 use crate::usage::usage;
@@ -67,7 +66,7 @@ pub(crate) fn run(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFu
         Ok(v) => v,
         Err(e) => return fatal(rsp, format!("invalid Volume: {e}")),
     };
-    crate::network::require_private(&mut rsp, &owner, &spec.network);
+    require_private(&mut rsp, &owner, &spec.network);
     require_tenants(&mut rsp, "vms", "XVirtualMachine", &owner);
     let Some(net) = request::get_required_resources(call.req, "network").unwrap_or_default().into_iter().next() else {
         let why = format!("spec.network: no VirtualPrivateSubnet {:?} in namespace {:?} (yet)", spec.network, owner.tenant);

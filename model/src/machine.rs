@@ -101,17 +101,7 @@ pub struct Nic {
     pub network: NicNetwork,
 }
 
-/// What cloud-init gives the guest.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CloudInit {
-    /// User data, as written.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user_data: Option<String>,
-    /// SSH public keys to authorise.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ssh_keys: Vec<String>,
-}
+pub use crate::nocloud::CloudInit;
 
 /// The machine to build.
 #[derive(Debug, Clone, PartialEq, Serialize)]

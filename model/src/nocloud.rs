@@ -9,7 +9,19 @@
 //! (QEMU's, or the user-space switch for subnets) hands out the address
 //! the API shows, so one source of truth decides it.
 
-use crate::machine::CloudInit;
+use serde::{Deserialize, Serialize};
+
+/// What cloud-init gives the guest.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloudInit {
+    /// User data, as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data: Option<String>,
+    /// SSH public keys to authorise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ssh_keys: Vec<String>,
+}
 
 /// The largest user data accepted, in bytes.
 pub const MAX_USER_DATA: usize = 64 * 1024;

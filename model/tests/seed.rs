@@ -7,19 +7,8 @@ use serde_json::json;
 use vmaas_model::*;
 
 fn seed_template() -> VirtualMachineTemplate {
-    let req: Envelope<VirtualMachineTemplate> = serde_json::from_value(json!({
-      "object": {
-        "id": "simple_vm",
-        "title": "Simple VM Template",
-        "description": "This template provisions a virtual machine. CPU, memory, and boot volume size is configurable",
-        "parameters": [
-          { "name": "vm_cpu_cores", "default": { "value": 2 } },
-          { "name": "vm_memory", "default": { "value": "2Gi" } },
-          { "name": "vm_disk_size", "default": { "value": "20Gi" } }
-        ]
-      }
-    }))
-    .unwrap();
+    // Seed 000's example as written, shared with the end-to-end tests.
+    let req: Envelope<VirtualMachineTemplate> = serde_json::from_str(include_str!("data/seed000_template.json")).unwrap();
     req.object
 }
 

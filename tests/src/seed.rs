@@ -9,18 +9,7 @@ use crate::vms::V1;
 
 /// Seed 000's template `simple_vm`, as its JSON example writes it.
 pub fn template() -> Value {
-    json!({
-      "object": {
-        "id": "simple_vm",
-        "title": "Simple VM Template",
-        "description": "This template provisions a virtual machine. CPU, memory, and boot volume size is configurable",
-        "parameters": [
-          { "name": "vm_cpu_cores", "default": { "value": 2 } },
-          { "name": "vm_memory", "default": { "value": "2Gi" } },
-          { "name": "vm_disk_size", "default": { "value": "20Gi" } }
-        ]
-      }
-    })
+    serde_json::from_str(include_str!("../../model/tests/data/seed000_template.json")).expect("seed 000's template is JSON")
 }
 
 /// Seed 000's VM, named `name`.

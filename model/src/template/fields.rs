@@ -6,10 +6,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::parameter::{ParameterType, describe};
 use crate::machine::MachineSpec;
 use crate::spec::{ExposedPort, Gpu};
 use crate::value::TypedValue;
+use crate::value::{ParameterType, describe};
 
 /// One settable field.
 struct FieldDef {

@@ -10,53 +10,8 @@ use serde_json::Value;
 use super::fields::SpecField;
 use crate::quantity::Quantity;
 use crate::validation::{ValidationErrors, check_identifier};
+pub use crate::value::{ParameterType, describe};
 use crate::value::{ParameterValue, TypedValue};
-
-/// The type of a template parameter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum ParameterType {
-    /// `true` or `false`.
-    #[serde(alias = "boolean", alias = "type.googleapis.com/google.protobuf.BoolValue")]
-    Bool,
-    /// A whole number.
-    #[serde(
-        alias = "int",
-        alias = "type.googleapis.com/google.protobuf.Int32Value",
-        alias = "type.googleapis.com/google.protobuf.Int64Value",
-        alias = "type.googleapis.com/google.protobuf.UInt32Value",
-        alias = "type.googleapis.com/google.protobuf.UInt64Value"
-    )]
-    Integer,
-    /// Any text (a quantity when it sets a quantity field).
-    #[serde(alias = "type.googleapis.com/google.protobuf.StringValue")]
-    String,
-    /// A resource quantity such as `4Gi`.
-    Quantity,
-    /// A list of strings.
-    #[serde(alias = "string_list", alias = "list(string)", alias = "type.googleapis.com/google.protobuf.ListValue")]
-    List,
-}
-
-impl ParameterType {
-    /// The type's name as written in templates.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Bool => "bool",
-            Self::Integer => "integer",
-            Self::String => "string",
-            Self::Quantity => "quantity",
-            Self::List => "list",
-        }
-    }
-}
-
-impl fmt::Display for ParameterType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// A template parameter, as written by the provider.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -353,19 +308,6 @@ fn bounds_inverted(kind: &Kind) -> Option<String> {
             Some(format!("{a} is greater than max {b}"))
         }
         _ => None,
-    }
-}
-
-/// A short description of a JSON value for error messages: `the string "4"`.
-pub fn describe(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => format!("the bool {b}"),
-        Value::Number(n) => format!("the number {n}"),
-        Value::String(s) if s.chars().count() > 40 => format!("a string of {} characters", s.chars().count()),
-        Value::String(s) => format!("the string {s:?}"),
-        Value::Array(a) => format!("a list of {} items", a.len()),
-        Value::Object(_) => "an object".into(),
     }
 }
 
