@@ -39,6 +39,15 @@ impl Requeue {
     pub fn after(d: Duration) -> Self {
         Self::After(d)
     }
+
+    /// How long until the object is looked at again; none: not until it
+    /// changes or the backend wakes it.
+    pub fn delay(self) -> Option<Duration> {
+        match self {
+            Self::After(d) => Some(d),
+            Self::AwaitChange => None,
+        }
+    }
 }
 
 /// How far a deletion has gone.

@@ -5,7 +5,8 @@
 //!
 //! - [`plugin`]: the go-plugin side: cookie, AutoMTLS, handshake.
 //! - [`provider`]: configuration, and every call dispatched by type name.
-//! - [`resource`]: the `Resource` and `DataSource` traits and their registry.
+//! - [`resource`]: the `Resource` and `DataSource` traits.
+//! - [`registry`]: every type by name, and the provider's schema.
 //! - [`vm_resource`]: the `vmaas_virtual_machine` resource.
 //! - [`network_resource`]: the `vmaas_virtual_network` resource.
 //! - [`object_resource`] over [`kinds`]: subnets, security groups, external
@@ -15,7 +16,7 @@
 //! - [`template_data`]: the `vmaas_template` and `vmaas_templates` data sources.
 //! - [`image_data`]: the `vmaas_images` data source.
 //! - [`volume_data`]: the `vmaas_volumes` data source.
-//! - [`schema`]: schema building blocks and the provider's own schema.
+//! - [`schema`]: schema building blocks.
 //! - [`diag`]: diagnostics and attribute paths.
 //! - [`value`]: cty values as msgpack.
 
@@ -29,6 +30,7 @@ pub mod network_resource;
 pub mod object_resource;
 pub mod plugin;
 pub mod provider;
+pub mod registry;
 pub mod resource;
 pub mod schema;
 pub mod template_data;

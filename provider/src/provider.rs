@@ -10,8 +10,8 @@ use vmaas_client::Client;
 use crate::diag::{error, path};
 use crate::proto::provider_server::Provider;
 use crate::proto::*;
-use crate::resource::{Ctx, Registry};
-use crate::schema;
+use crate::registry::Registry;
+use crate::resource::Ctx;
 use crate::value::{self, get, string};
 
 pub use crate::template_data::TEMPLATES;
@@ -60,7 +60,7 @@ impl Provider for VmaasProvider {
         &self,
         _r: Request<get_provider_schema::Request>,
     ) -> Result<Response<get_provider_schema::Response>, Status> {
-        Ok(Response::new(schema::provider_schema(&self.registry)))
+        Ok(Response::new(crate::registry::provider_schema(&self.registry)))
     }
 
     async fn validate_provider_config(

@@ -1,9 +1,6 @@
 //! Resources and data sources, in the style of terraform-plugin-framework:
-//! one trait each, one file per type, and a registry keyed by type name so
-//! that an unknown type is an error, never another type's code.
-
-use std::collections::BTreeMap;
-use std::sync::Arc;
+//! one trait each and one file per type; [`crate::registry`] keys them by
+//! type name.
 
 use rmpv::Value;
 use vmaas_client::Client;
@@ -75,95 +72,4 @@ pub trait DataSource: Send + Sync {
 
     /// Reads it for `config`.
     async fn read(&self, ctx: &Ctx, config: &Value, diags: &mut Vec<Diagnostic>) -> Value;
-}
-
-/// Every resource and data source the provider has, by type name.
-#[derive(Clone, Default)]
-pub struct Registry {
-    resources: BTreeMap<&'static str, Arc<dyn Resource>>,
-    data_sources: BTreeMap<&'static str, Arc<dyn DataSource>>,
-}
-
-impl Registry {
-    /// The provider's types.
-    pub fn standard() -> Self {
-        let mut r = Self::default();
-        r.add_resource(crate::vm_resource::VmResource);
-        r.add_resource(crate::template_resource::TemplateResource);
-        r.add_resource(crate::network_resource::NetworkResource);
-        r.add_data_source(crate::template_data::TemplateData);
-        r.add_data_source(crate::template_data::TemplatesData);
-        r.add_data_source(crate::image_data::ImagesData);
-        r.add_data_source(crate::volume_data::VolumesData);
-        r.add_data_source(crate::object_resource::ObjectData(&crate::kinds::NETWORK_DATA));
-        for k in crate::kinds::ALL {
-            r.add_resource(crate::object_resource::ObjectResource(k));
-            r.add_data_source(crate::object_resource::ObjectData(k));
-        }
-        r
-    }
-
-    /// Registers a resource type.
-    pub fn add_resource(&mut self, r: impl Resource + 'static) {
-        self.resources.insert(r.type_name(), Arc::new(r));
-    }
-
-    /// Registers a data source type.
-    pub fn add_data_source(&mut self, d: impl DataSource + 'static) {
-        self.data_sources.insert(d.type_name(), Arc::new(d));
-    }
-
-    /// Every resource type.
-    pub fn resources(&self) -> impl Iterator<Item = &Arc<dyn Resource>> {
-        self.resources.values()
-    }
-
-    /// Every data source type.
-    pub fn data_sources(&self) -> impl Iterator<Item = &Arc<dyn DataSource>> {
-        self.data_sources.values()
-    }
-
-    /// The resource type `name`, or a diagnostic naming the ones there are.
-    pub fn resource(&self, name: &str) -> Result<&Arc<dyn Resource>, Diagnostic> {
-        self.resources.get(name).ok_or_else(|| unknown("resource", name, self.resources.keys()))
-    }
-
-    /// The data source type `name`, or a diagnostic naming the ones there are.
-    pub fn data_source(&self, name: &str) -> Result<&Arc<dyn DataSource>, Diagnostic> {
-        self.data_sources.get(name).ok_or_else(|| unknown("data source", name, self.data_sources.keys()))
-    }
-}
-
-fn unknown<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a &'static str>) -> Diagnostic {
-    let known: Vec<&str> = known.copied().collect();
-    error(format!("unknown {what} type {name:?}"), format!("this provider has the {what} types {}", known.join(", ")), None)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every kind of the model has its Terraform resource type and a data
-    /// source of the same name, as its descriptor declares.
-    #[test]
-    fn every_kind_has_its_terraform_types() {
-        let r = Registry::standard();
-        let missing: Vec<String> = vmaas_model::ObjectKind::ALL
-            .into_iter()
-            .map(|k| (k, k.descriptor().terraform))
-            .filter(|(_, t)| r.resource(t).is_err())
-            .map(|(k, t)| format!("{k}: no resource type {t}"))
-            .collect();
-        assert!(missing.is_empty(), "{missing:?}");
-    }
-
-    #[test]
-    fn unknown_types_are_errors_naming_the_known_ones() {
-        let r = Registry::standard();
-        assert!(r.resource("vmaas_virtual_machine").is_ok());
-        let d = r.resource("vmaas_virtual_machin").err().unwrap();
-        assert!(d.summary.contains("unknown resource type \"vmaas_virtual_machin\""));
-        assert!(d.detail.contains("vmaas_template, vmaas_virtual_machine, vmaas_virtual_network"));
-        assert!(r.data_source("vmaas_virtual_machine").is_err());
-    }
 }

@@ -1,10 +1,7 @@
 //! The provider's schemas, with descriptions written for generated docs.
 
-use std::collections::HashMap;
-
 use crate::proto::schema::{Attribute, Block, NestedBlock};
-use crate::proto::{Schema, StringKind, get_provider_schema};
-use crate::resource::Registry;
+use crate::proto::{Schema, StringKind};
 
 pub(crate) const STRING: &str = "\"string\"";
 pub(crate) const BOOL: &str = "\"bool\"";
@@ -77,53 +74,4 @@ pub(crate) fn template_fields() -> Vec<Attribute> {
             "The parameters VMs may set: `name`, `title`, `description`, `type` (bool, integer, string, quantity, list), `required`, and `default` as text.",
         ),
     ]
-}
-
-/// The whole schema response.
-pub fn provider_schema(registry: &Registry) -> get_provider_schema::Response {
-    let mut token = attr("token", STRING, Mode::Optional, "Bearer token. Also read from `VMAAS_TOKEN`.");
-    token.sensitive = true;
-    let provider = block(
-        "The vmaas provider manages virtual machines through a vmaas fulfillment server.",
-        vec![
-            attr("endpoint", STRING, Mode::Optional, "Server URL, e.g. `http://127.0.0.1:8000`. Also read from `VMAAS_ENDPOINT`."),
-            token,
-            attr("insecure", BOOL, Mode::Optional, "Skip the TLS certificate check of an `https` endpoint (default: `VMAAS_INSECURE`)."),
-            attr(
-                "ca_file",
-                STRING,
-                Mode::Optional,
-                "PEM file of a CA (or of the server's self-signed certificate) to trust for an `https` endpoint (default: `VMAAS_CA_FILE`).",
-            ),
-        ],
-        vec![],
-    );
-    get_provider_schema::Response {
-        provider: Some(provider),
-        resource_schemas: registry.resources().map(|r| (r.type_name().to_owned(), r.schema())).collect::<HashMap<_, _>>(),
-        data_source_schemas: registry.data_sources().map(|d| (d.type_name().to_owned(), d.schema())).collect::<HashMap<_, _>>(),
-        diagnostics: vec![],
-        provider_meta: None,
-        server_capabilities: Some(crate::proto::ServerCapabilities { plan_destroy: false, get_provider_schema_optional: false }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_type_is_valid_json_and_described() {
-        let s = provider_schema(&Registry::standard());
-        let all = s.resource_schemas.values().chain(s.data_source_schemas.values()).chain(s.provider.iter());
-        for schema in all {
-            let b = schema.block.as_ref().unwrap();
-            assert!(!b.description.is_empty());
-            for a in &b.attributes {
-                serde_json::from_slice::<serde_json::Value>(&a.r#type).unwrap_or_else(|e| panic!("{}: {e}", a.name));
-                assert!(!a.description.is_empty(), "{} has a description", a.name);
-                assert_eq!(u8::from(a.required) + u8::from(a.optional || a.computed), 1, "{} is required xor optional/computed", a.name);
-            }
-        }
-    }
 }

@@ -88,8 +88,8 @@ impl Inner {
         let codec = DynamicCodec::new(served.method.input());
         let mut grpc = tonic::server::Grpc::new(codec).max_decoding_message_size(self.max_message).max_encoding_message_size(usize::MAX);
         if served.method.is_server_streaming() {
-            let (me, method) = (self.clone(), served.method.clone());
-            let svc = tower::service_fn(move |r| watch::watch(me.clone(), method.clone(), r));
+            let (pool, state, method) = (self.pool.clone(), self.state.clone(), served.method.clone());
+            let svc = tower::service_fn(move |r| watch::watch(pool.clone(), state.clone(), method.clone(), r));
             grpc.server_streaming(svc, req).await
         } else {
             let me = self.clone();

@@ -5,10 +5,9 @@
 //! stream's `Event` has no field for are not sent.
 
 use std::pin::Pin;
-use std::sync::Arc;
 
 use futures::Stream;
-use prost_reflect::{DynamicMessage, Kind, MessageDescriptor, MethodDescriptor, Value as Field};
+use prost_reflect::{DescriptorPool, DynamicMessage, Kind, MessageDescriptor, MethodDescriptor, Value as Field};
 use serde_json::Value;
 use tonic::Status;
 use tracing::warn;
@@ -16,8 +15,8 @@ use vmaas_model::template::view::to_compute_instance_template;
 use vmaas_model::vm::compute_instance::to_compute_instance;
 
 use super::codec::Reply;
-use super::gateway::Inner;
 use super::{json, status};
+use crate::api::AppState;
 use crate::error::ApiError;
 use crate::events::{Audience, Published, start_point};
 
@@ -26,12 +25,13 @@ pub type EventStream = Pin<Box<dyn Stream<Item = Result<Reply, Status>> + Send>>
 
 /// Starts a watch for the caller `req` authenticates.
 pub async fn watch(
-    inner: Arc<Inner>,
+    pool: DescriptorPool,
+    state: AppState,
     method: MethodDescriptor,
     req: tonic::Request<DynamicMessage>,
 ) -> Result<tonic::Response<EventStream>, Status> {
-    let failed = |e: ApiError| status::from_api(&inner.pool, e);
-    let caller = inner.state.keys.bearer(req.metadata().get("authorization").map(|v| v.as_bytes())).await.map_err(failed)?;
+    let failed = |e: ApiError| status::from_api(&pool, e);
+    let caller = state.keys.bearer(req.metadata().get("authorization").map(|v| v.as_bytes())).await.map_err(failed)?;
     let msg = req.get_ref();
     let text = |name: &str| msg.get_field_by_name(name).and_then(|v| v.as_str().map(str::to_owned)).filter(|s| !s.trim().is_empty());
     let audience = Audience::new(caller, text("filter").as_deref()).map_err(failed)?;
@@ -39,14 +39,14 @@ pub async fn watch(
     let after = after
         .map(|a| a.trim().parse::<i64>().map_err(|_| Status::invalid_argument(format!("after: {a:?} is not an event id"))))
         .transpose()?;
-    let store = inner.state.store.clone();
+    let store = state.store.clone();
     let after = start_point(&store, after).await.map_err(failed)?;
     let response = method.output();
     let event = match response.get_field_by_name("event").map(|f| f.kind()) {
         Some(Kind::Message(m)) => m,
         _ => return Err(Status::internal("the watch response has no event")),
     };
-    let mut log = inner.state.events.watch(store, after);
+    let mut log = state.events.watch(store, after);
     log.start().await.map_err(|e| failed(e.into()))?;
     let view = View { response, event, audience };
     let stream = futures::stream::unfold(Some((log, view)), |state| async move {

@@ -95,7 +95,7 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Pass {
     let spec = ImageImport { source: img.spec.source.clone(), sha256: img.spec.sha256.clone(), max_bytes: r.config.image_max_bytes };
     let target = Target { id: img.id.clone(), tenant: img.tenant.clone(), name: img.name.clone(), version: img.version, spec };
     let (seen, next) = match driver.ensure(&target).await {
-        Ok((seen, next)) => (seen, super::vm::requeue(next)),
+        Ok((seen, next)) => (seen, next.delay()),
         Err(e) => {
             warn!(image = %img.id, error = %e, "backend error on an image");
             (ImageObservation::Pending(e.to_string()), Some(Duration::from_secs(1)))

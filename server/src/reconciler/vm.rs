@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use tracing::{info, warn};
-use vmaas_backend::{Attachment, BackendError, Cleanup, ErrorKind, Firewall, Requests, Requeue, VmSpec, VmTarget};
+use vmaas_backend::{Attachment, BackendError, Cleanup, ErrorKind, Firewall, Requests, VmSpec, VmTarget};
 use vmaas_model::{Desired, Observation, Phase, PowerState, Reason, VmState, derive_status};
 
 use super::{Outcome, Reconciler};
@@ -15,13 +15,6 @@ use crate::store::{Scope, SecurityGroupKind, StoreError, VmRecord};
 const RETRY: Duration = Duration::from_secs(1);
 /// How soon a deletion under way is looked at again.
 const CLEANUP: Duration = Duration::from_millis(500);
-
-pub(super) fn requeue(r: Requeue) -> Option<Duration> {
-    match r {
-        Requeue::After(d) => Some(d),
-        Requeue::AwaitChange => None,
-    }
-}
 
 fn desired(vm: &VmRecord) -> Desired {
     if vm.deleted_at.is_some() { Desired::Deleted } else { Desired::Power(vm.power()) }
@@ -130,7 +123,7 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Opti
     match r.backend.vms().ensure(&target).await {
         Ok((seen, next)) => {
             super::volume::note_presence(r, &vm.id, seen.volumes).await?;
-            Ok((write(r, &vm, &seen.observation, seen.acted).await?, requeue(next)))
+            Ok((write(r, &vm, &seen.observation, seen.acted).await?, next.delay()))
         }
         Err(e) => backend_failed(r, &vm, e).await,
     }

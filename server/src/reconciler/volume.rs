@@ -128,7 +128,7 @@ pub(super) async fn reconcile_volume(r: &Reconciler, id: &str) -> Pass {
     let spec = VolumeSpec { size_bytes, source_image: v.spec.source_image.clone(), imported_image, attached_to };
     let target = Target { id: v.id.clone(), tenant: v.tenant.clone(), name: v.name.clone(), version: v.version, spec };
     let (seen, next) = match driver.ensure(&target).await {
-        Ok((seen, next)) => (seen, super::vm::requeue(next)),
+        Ok((seen, next)) => (seen, next.delay()),
         Err(e) => {
             warn!(volume = %v.id, error = %e, "backend error on a volume");
             (VolumeObservation::Pending(e.to_string()), Some(Duration::from_secs(1)))
