@@ -12,7 +12,7 @@ use crate::Vms;
 use crate::argv::{DiskArg, QemuArgs, RamFile, UserNicArg};
 use crate::images::Image;
 use crate::process::Process;
-use crate::snapshot::{self, Identity, PLACEHOLDER_MAC, Shape, Snapshot};
+use crate::snapshot::{self, Identity, PLACEHOLDER_MAC, Shape, Snapshot, SnapshotError};
 
 /// How a VM was started, as its status says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,30 +33,83 @@ impl BootPath {
     }
 }
 
+/// Why a VM boots cold rather than as a clone of its template's snapshot.
+#[derive(Debug, thiserror::Error)]
+pub enum Cold {
+    /// The server runs without snapshots.
+    #[error("snapshots are off (--vm-snapshots=false)")]
+    SnapshotsOff,
+    /// The image's guest cannot take a new identity after a restore.
+    #[error("image {0:?} has no clone hook")]
+    NoCloneHook(String),
+    /// Devices passed through cannot be in a snapshot.
+    #[error("it has GPUs passed through")]
+    Gpus,
+    /// Only a root disk is in a template.
+    #[error("it has data disks")]
+    DataDisks,
+    /// A clone takes its identity from its seed disk.
+    #[error("it has no seed disk")]
+    NoSeed,
+    /// Its seed disk cannot be read.
+    #[error("its seed {}: {source}", path.display())]
+    Seed {
+        /// The seed disk.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Why a clone could not be started from its template's snapshot.
+#[derive(Debug, thiserror::Error)]
+pub enum CloneError {
+    /// Making the template failed a moment ago; it is not tried again yet.
+    #[error("its template could not be made lately: {0}")]
+    FailedLately(String),
+    /// The template's or the clone's snapshot step failed.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    /// The template's disk could not be made.
+    #[error(transparent)]
+    Disk(#[from] crate::volumes::DiskError),
+    /// A file could not be made.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A blocking task died.
+    #[error("{0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
 impl Vms {
     /// The shape of the snapshot `t` may start from, or why it boots cold.
-    pub(crate) fn clone_shape(&self, image: &Image, t: &VmTarget, args: &QemuArgs) -> Result<Shape, String> {
+    pub(crate) fn clone_shape(&self, image: &Image, t: &VmTarget, args: &QemuArgs) -> Result<Shape, Cold> {
         let machine = &t.spec.machine;
         if !self.cfg.snapshots {
-            return Err("snapshots are off (--vm-snapshots=false)".into());
+            return Err(Cold::SnapshotsOff);
         }
         if !image.manifest.clone_hook || args.kernel.is_none() {
-            return Err(format!("image {:?} has no clone hook", image.manifest.name));
+            return Err(Cold::NoCloneHook(image.manifest.name.clone()));
         }
         if !args.gpus.is_empty() {
-            return Err("it has GPUs passed through".into());
+            return Err(Cold::Gpus);
         }
-        let [root] = machine.disks.as_slice() else { return Err("it has data disks".into()) };
+        let [root] = machine.disks.as_slice() else { return Err(Cold::DataDisks) };
         let disk_bytes = root.size.to_units_ceil().unwrap_or(0);
-        let seed = args.seed.as_deref().ok_or("it has no seed disk")?;
-        let seed_bytes = std::fs::metadata(seed).map_err(|e| format!("its seed {}: {e}", seed.display()))?.len();
+        let seed = args.seed.as_deref().ok_or(Cold::NoSeed)?;
+        let seed_bytes = std::fs::metadata(seed).map_err(|e| Cold::Seed { path: seed.to_owned(), source: e })?.len();
         Ok(Shape { cpus: args.cpus, memory_mib: args.memory_mib, disk_bytes, seed_bytes, user_nic: !args.nics.is_empty() })
     }
 
     /// The snapshot of `image` in `shape`, made now if there is none.
-    async fn snapshot_for(&self, image: &Image, shape: &Shape, args: &QemuArgs) -> Result<Snapshot, String> {
+    async fn snapshot_for(&self, image: &Image, shape: &Shape, args: &QemuArgs) -> Result<Snapshot, CloneError> {
         let (img, sh, version, accel) = (image.clone(), shape.clone(), self.qemu_version.clone(), self.accel.accel.as_str());
-        let key = tokio::task::spawn_blocking(move || snapshot::key(&img, &sh, &version, accel)).await.map_err(|e| e.to_string())?;
+        let key = tokio::task::spawn_blocking(move || snapshot::key(&img, &sh, &version, accel)).await?;
         if let Some(s) = self.snapshots.find(&key) {
             return Ok(s);
         }
@@ -66,16 +119,16 @@ impl Vms {
             return Ok(s);
         }
         if let Some(why) = self.snapshots.failed_lately(&key) {
-            return Err(format!("its template could not be made lately: {why}"));
+            return Err(CloneError::FailedLately(why));
         }
         let staging = self.snapshots.staging(&key);
         let _ = tokio::fs::remove_dir_all(&staging).await;
-        tokio::fs::create_dir_all(&staging).await.map_err(|e| format!("creating {}: {e}", staging.display()))?;
+        tokio::fs::create_dir_all(&staging).await.map_err(|e| CloneError::Io { context: format!("creating {}", staging.display()), source: e })?;
         let started = std::time::Instant::now();
         let made = self.make_template(image, shape, args, &staging).await;
         if let Err(e) = made {
             let _ = tokio::fs::remove_dir_all(&staging).await;
-            self.snapshots.record_failure(&key, &e);
+            self.snapshots.record_failure(&key, &e.to_string());
             return Err(e);
         }
         let snap = self.snapshots.publish(&key, &staging).await?;
@@ -87,7 +140,7 @@ impl Vms {
     }
 
     /// Boots the template of `image` in `staging` and saves it there.
-    async fn make_template(&self, image: &Image, shape: &Shape, args: &QemuArgs, staging: &Path) -> Result<(), String> {
+    async fn make_template(&self, image: &Image, shape: &Shape, args: &QemuArgs, staging: &Path) -> Result<(), CloneError> {
         let disk = staging.join("disk.qcow2");
         let base = image.disk();
         let format = crate::volumes::header(&base).await?.format;
@@ -132,7 +185,7 @@ impl Vms {
         let made = snapshot::make(&self.cfg.qemu, &template, staging).await;
         let _ = tokio::fs::remove_file(&disk).await;
         let _ = tokio::fs::remove_file(&seed).await;
-        made
+        Ok(made?)
     }
 
     /// Keys of the snapshots running clones were restored from.
@@ -149,7 +202,7 @@ impl Vms {
     /// Starts `t` (whose cold-boot arguments are `args`) as a clone of its
     /// template's snapshot; its process, the snapshot's key and the
     /// devices plugged in after the restore (as QEMU arguments).
-    pub(crate) async fn start_clone(&self, image: &Image, shape: &Shape, args: &QemuArgs, id: &str) -> Result<Clone, String> {
+    pub(crate) async fn start_clone(&self, image: &Image, shape: &Shape, args: &QemuArgs, id: &str) -> Result<Clone, CloneError> {
         let snap = self.snapshot_for(image, shape, args).await?;
         let tcg_cache_mib = (self.cfg.clone_tcg_cache_mib > 0).then_some(self.cfg.clone_tcg_cache_mib);
         let clone = QemuArgs { ram: Some(RamFile { path: snap.ram(), shared: false }), tcg_cache_mib, ..clone_args(args) };
@@ -158,7 +211,7 @@ impl Vms {
         if let Err(e) = snapshot::restore(&clone.qmp, &snap, &identity).await {
             warn!(vm = %id, snapshot = %snap.key, error = %e, "restoring from the snapshot failed");
             process.kill_and_wait(std::time::Duration::from_secs(5)).await;
-            return Err(e);
+            return Err(e.into());
         }
         Ok(Clone { process, key: snap.key, plugged: snapshot::plugged_args(&identity) })
     }
@@ -189,9 +242,10 @@ fn clone_args(args: &QemuArgs) -> QemuArgs {
 
 /// Writes a seed disk of `bytes` zeros at `path`: no label, so the
 /// template's guest finds no seed until a clone's replaces it.
-async fn blank(path: &Path, bytes: u64) -> Result<(), String> {
-    let file = tokio::fs::File::create(path).await.map_err(|e| format!("creating {}: {e}", path.display()))?;
-    file.set_len(bytes).await.map_err(|e| format!("sizing {}: {e}", path.display()))
+async fn blank(path: &Path, bytes: u64) -> Result<(), CloneError> {
+    let io = |what: &'static str| move |e| CloneError::Io { context: format!("{what} {}", path.display()), source: e };
+    let file = tokio::fs::File::create(path).await.map_err(io("creating"))?;
+    file.set_len(bytes).await.map_err(io("sizing"))
 }
 
 /// The template's kernel command line: the image's, without the VM's id,

@@ -66,6 +66,57 @@ pub struct Catalog {
     default: String,
 }
 
+/// Why an image cannot be booted from or copied.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    /// The name cannot name a directory of the catalog.
+    #[error("{0:?} is not an image name")]
+    BadName(String),
+    /// The catalog has no such image.
+    #[error("image {name:?} does not exist in {} (build the test guest with scripts/guest-image.sh)", dir.display())]
+    Missing {
+        /// The image.
+        name: String,
+        /// The catalog's directory.
+        dir: PathBuf,
+    },
+    /// A file of it cannot be read.
+    #[error("reading {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Its manifest (or an import's record) is not what it should be.
+    #[error("{}: {source}", path.display())]
+    Manifest {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: serde_json::Error,
+    },
+    /// A file its manifest names is missing.
+    #[error("image {name:?} is incomplete: {} is missing", path.display())]
+    Incomplete {
+        /// The image.
+        name: String,
+        /// The missing file.
+        path: PathBuf,
+    },
+    /// Its disk's header cannot be read.
+    #[error("reading its disk: {0}")]
+    Disk(#[source] std::io::Error),
+    /// An imported image that is not (or no longer) whole.
+    #[error("imported image {id} is not ready: {source}")]
+    NotReady {
+        /// The import.
+        id: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
 impl Catalog {
     /// Images in `dir`; `default` names the image used for `default`.
     pub fn new(dir: PathBuf, default: String) -> Self {
@@ -101,37 +152,37 @@ impl Catalog {
             problem: None,
             default,
         };
-        match self.get(&out.name).and_then(|i| probe(&i.disk()).map(|d| (i, d)).map_err(|e| format!("reading its disk: {e}"))) {
+        match self.get(&out.name).and_then(|i| probe(&i.disk()).map(|d| (i, d)).map_err(ImageError::Disk)) {
             Ok((image, disk)) => {
                 out.description = image.manifest.description;
                 out.format = disk.format.into();
                 out.virtual_size = disk.virtual_size;
             }
-            Err(m) => out.problem = Some(m),
+            Err(m) => out.problem = Some(m.to_string()),
         }
         out
     }
 
     /// The image called `name`, or why there is none.
-    pub fn get(&self, name: &str) -> Result<Image, String> {
+    pub fn get(&self, name: &str) -> Result<Image, ImageError> {
         let name = if name == vmaas_model::spec::DEFAULT_IMAGE { self.default.as_str() } else { name };
         if name.is_empty() || name.contains('/') || name.starts_with('.') {
-            return Err(format!("{name:?} is not an image name"));
+            return Err(ImageError::BadName(name.to_owned()));
         }
         let dir = self.dir.join(name);
         let path = dir.join("image.json");
         let text = std::fs::read_to_string(&path).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
-                format!("image {name:?} does not exist in {} (build the test guest with scripts/guest-image.sh)", self.dir.display())
+                ImageError::Missing { name: name.to_owned(), dir: self.dir.clone() }
             } else {
-                format!("reading {}: {e}", path.display())
+                ImageError::Read { path: path.clone(), source: e }
             }
         })?;
-        let manifest: ImageManifest = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let manifest: ImageManifest = serde_json::from_str(&text).map_err(|e| ImageError::Manifest { path: path.clone(), source: e })?;
         let image = Image { manifest, dir };
         for p in [Some(image.disk()), image.kernel(), image.initrd()].into_iter().flatten() {
             if !p.exists() {
-                return Err(format!("image {name:?} is incomplete: {} is missing", p.display()));
+                return Err(ImageError::Incomplete { name: name.to_owned(), path: p });
             }
         }
         Ok(image)

@@ -21,7 +21,7 @@ use vmaas_backend::{
 };
 use vmaas_model::ObjectKind;
 
-use crate::images::{Image, ImageManifest};
+use crate::images::{Image, ImageError, ImageManifest};
 use crate::sources::{FETCH_FAILED, MAX_REDIRECTS, SourcePolicy, describe};
 use crate::state::write_atomic;
 
@@ -54,6 +54,41 @@ struct Job {
     bytes: AtomicU64,
     total: Mutex<Option<u64>>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// Why an import failed: what the tenant is told (a fetch's own reason
+/// is logged, not told).
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// Refused, unreachable, a failed answer, or cut off.
+    #[error("{}", FETCH_FAILED)]
+    Fetch,
+    /// A file came, and is refused for its size, or could not be written.
+    #[error("{0}")]
+    File(String),
+    /// The file is not a disk image this host boots.
+    #[error(transparent)]
+    Refused(#[from] crate::vetting::Refused),
+    /// The file is not the one `spec.sha256` names.
+    #[error("checksum mismatch: the file's SHA-256 is {got}, spec.sha256 says {want}")]
+    Checksum {
+        /// The file's.
+        got: String,
+        /// The spec's.
+        want: String,
+    },
+    /// Writing what was received failed.
+    #[error("writing the image: {0}")]
+    Write(#[source] std::io::Error),
+    /// Making the file the image failed.
+    #[error("keeping the image: {0}")]
+    Keep(#[source] std::io::Error),
+    /// The record of the import cannot be written.
+    #[error("recording the import: {0}")]
+    Record(#[source] serde_json::Error),
+    /// A task of the import died.
+    #[error("{0}")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// Why a download gave no file.
@@ -91,10 +126,10 @@ pub struct Imports {
 }
 
 /// The image imported as `id` under `dir`, to boot from, or why there is none.
-pub fn imported(dir: &Path, id: &str) -> Result<Image, String> {
+pub fn imported(dir: &Path, id: &str) -> Result<Image, ImageError> {
     let d = dir.join(id);
-    let text = std::fs::read(d.join(DONE)).map_err(|e| format!("imported image {id} is not ready: {e}"))?;
-    let done: Imported = serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", d.join(DONE).display()))?;
+    let text = std::fs::read(d.join(DONE)).map_err(|e| ImageError::NotReady { id: id.to_owned(), source: e })?;
+    let done: Imported = serde_json::from_slice(&text).map_err(|e| ImageError::Manifest { path: d.join(DONE), source: e })?;
     let manifest = ImageManifest {
         clone_hook: false,
         name: id.to_owned(),
@@ -152,7 +187,7 @@ impl Imports {
     /// Downloads `url` within the policy's total time limit. A refused or
     /// failed fetch is logged with its reason and told to the tenant as
     /// [`FETCH_FAILED`], whatever the reason.
-    async fn download(&self, id: &str, url: &str, spec: &ImageImport, job: &Job) -> Result<(String, u64), String> {
+    async fn download(&self, id: &str, url: &str, spec: &ImageImport, job: &Job) -> Result<(String, u64), ImportError> {
         let total = self.sources.limits.total;
         let outcome = match tokio::time::timeout(total, self.fetch_into(id, url, spec, job)).await {
             Ok(outcome) => outcome,
@@ -161,36 +196,37 @@ impl Imports {
         outcome.map_err(|e| match e {
             Fetch::Failed(why) => {
                 warn!(image = %id, source = %url, reason = %why, "image fetch refused or failed");
-                FETCH_FAILED.to_owned()
+                ImportError::Fetch
             }
-            Fetch::File(why) => why,
+            Fetch::File(why) => ImportError::File(why),
         })
     }
 
     /// The answer to a GET of `url`, redirects followed one checked hop at a time.
-    async fn answer(&self, url: &str) -> Result<reqwest::Response, String> {
-        let mut at = reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+    async fn answer(&self, url: &str) -> Result<reqwest::Response, Fetch> {
+        let failed = Fetch::Failed;
+        let mut at = reqwest::Url::parse(url).map_err(|e| failed(format!("{url:?} is not a URL: {e}")))?;
         for _ in 0..=MAX_REDIRECTS {
-            self.sources.check_url(&at).await.map_err(|e| format!("fetching {at}: {e}"))?;
-            let rsp = self.http.get(at.clone()).send().await.map_err(|e| format!("fetching {at}: {}", describe(&e)))?;
+            self.sources.check_url(&at).await.map_err(|e| failed(format!("fetching {at}: {e}")))?;
+            let rsp = self.http.get(at.clone()).send().await.map_err(|e| failed(format!("fetching {at}: {}", describe(&e))))?;
             if let Some(peer) = rsp.remote_addr() {
-                self.sources.check_socket(peer).map_err(|e| format!("fetching {at}: connected to {e}"))?;
+                self.sources.check_socket(peer).map_err(|e| failed(format!("fetching {at}: connected to {e}")))?;
             }
             if !rsp.status().is_redirection() {
                 return Ok(rsp);
             }
             let to = rsp.headers().get(reqwest::header::LOCATION).and_then(|l| l.to_str().ok());
-            let to = to.ok_or_else(|| format!("fetching {at}: a redirect without a Location"))?;
-            at = at.join(to).map_err(|e| format!("fetching {at}: the redirect to {to:?} is not a URL: {e}"))?;
+            let to = to.ok_or_else(|| failed(format!("fetching {at}: a redirect without a Location")))?;
+            at = at.join(to).map_err(|e| failed(format!("fetching {at}: the redirect to {to:?} is not a URL: {e}")))?;
             if !matches!(at.scheme(), "http" | "https") {
-                return Err(format!("a redirect to {at}, which is not http(s)"));
+                return Err(failed(format!("a redirect to {at}, which is not http(s)")));
             }
         }
-        Err(format!("more than {MAX_REDIRECTS} redirects"))
+        Err(failed(format!("more than {MAX_REDIRECTS} redirects")))
     }
 
     async fn fetch_into(&self, id: &str, url: &str, spec: &ImageImport, job: &Job) -> Result<(String, u64), Fetch> {
-        let rsp = self.answer(url).await.map_err(Fetch::Failed)?;
+        let rsp = self.answer(url).await?;
         if !rsp.status().is_success() {
             return Err(Fetch::Failed(format!("fetching {url}: the server answered HTTP {}", rsp.status())));
         }
@@ -243,12 +279,12 @@ impl Imports {
         drop(tx);
         let written = writer.await.map_err(|e| Received::File(format!("writing the image: {e}")))?;
         received?;
-        Ok((written.map_err(Received::File)?, n))
+        Ok((written.map_err(|e| Received::File(e.to_string()))?, n))
     }
 
     /// Checks what was received and makes it the image, or records why not;
     /// wakes the reconciler either way.
-    async fn finish(&self, id: &str, spec: &ImageImport, received: Result<(String, u64), String>) -> ImageObservation {
+    async fn finish(&self, id: &str, spec: &ImageImport, received: Result<(String, u64), ImportError>) -> ImageObservation {
         let d = self.dir.join(id);
         let outcome = match received {
             Ok((sha, n)) => self.accept(&d, spec, sha, n).await,
@@ -263,6 +299,7 @@ impl Imports {
             Err(m) => {
                 warn!(image = %id, error = %m, "image import failed");
                 // Recorded, so that it is not tried again until the image is deleted.
+                let m = m.to_string();
                 let recorded = match tokio::fs::create_dir_all(&d).await {
                     Ok(()) => tokio::fs::write(d.join(FAILED), &m).await,
                     Err(e) => Err(e),
@@ -280,34 +317,34 @@ impl Imports {
         seen
     }
 
-    async fn accept(&self, d: &Path, spec: &ImageImport, sha256: String, size_bytes: u64) -> Result<Imported, String> {
+    async fn accept(&self, d: &Path, spec: &ImageImport, sha256: String, size_bytes: u64) -> Result<Imported, ImportError> {
         if let Some(want) = spec.sha256.as_deref().filter(|w| *w != sha256) {
-            return Err(format!("checksum mismatch: the file's SHA-256 is {sha256}, spec.sha256 says {want}"));
+            return Err(ImportError::Checksum { got: sha256, want: want.to_owned() });
         }
         let part = d.join(PART);
-        let vetted = tokio::task::spawn_blocking(move || crate::vetting::vet(&part)).await.map_err(|e| e.to_string())??;
+        let vetted = tokio::task::spawn_blocking(move || crate::vetting::vet(&part)).await??;
         let done = Imported { format: vetted.format.into(), virtual_size: vetted.virtual_size, size_bytes, sha256 };
-        tokio::fs::rename(d.join(PART), d.join(done.disk_name())).await.map_err(|e| format!("keeping the image: {e}"))?;
-        let text = serde_json::to_vec_pretty(&done).map_err(|e| e.to_string())?;
+        tokio::fs::rename(d.join(PART), d.join(done.disk_name())).await.map_err(ImportError::Keep)?;
+        let text = serde_json::to_vec_pretty(&done).map_err(ImportError::Record)?;
         let path = d.join(DONE);
-        tokio::task::spawn_blocking(move || write_atomic(&path, &text)).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
+        tokio::task::spawn_blocking(move || write_atomic(&path, &text)).await?.map_err(ImportError::Keep)?;
         Ok(done)
     }
 }
 
 /// Writes the chunks of `rx` to `path`, hashing them, then syncs it to
 /// disk; the SHA-256.
-fn write_hashed(path: &Path, mut rx: tokio::sync::mpsc::Receiver<bytes::Bytes>) -> Result<String, String> {
+fn write_hashed(path: &Path, mut rx: tokio::sync::mpsc::Receiver<bytes::Bytes>) -> Result<String, ImportError> {
     use std::io::Write;
-    let file = std::fs::File::create(path).map_err(|e| format!("writing the image: {e}"))?;
+    let file = std::fs::File::create(path).map_err(ImportError::Write)?;
     let mut out = std::io::BufWriter::with_capacity(4 << 20, file);
     let mut hash = Sha256::new();
     while let Some(chunk) = rx.blocking_recv() {
         hash.update(&chunk);
-        out.write_all(&chunk).map_err(|e| format!("writing the image: {e}"))?;
+        out.write_all(&chunk).map_err(ImportError::Write)?;
     }
-    let file = out.into_inner().map_err(|e| format!("writing the image: {e}"))?;
-    file.sync_all().map_err(|e| format!("writing the image: {e}"))?;
+    let file = out.into_inner().map_err(|e| ImportError::Write(e.into_error()))?;
+    file.sync_all().map_err(ImportError::Write)?;
     Ok(hex(&hash.finalize()))
 }
 
@@ -366,7 +403,7 @@ impl ImageUploads for ImportDriver {
             }
             jobs.insert(t.id.clone(), job.clone());
         }
-        let received = self.0.receive(&t.id, body, t.spec.max_bytes, &job).await.map_err(Received::into_message);
+        let received = self.0.receive(&t.id, body, t.spec.max_bytes, &job).await.map_err(|e| ImportError::File(e.into_message()));
         Ok(self.0.finish(&t.id, &t.spec, received).await)
     }
 }

@@ -58,7 +58,7 @@ pub(crate) async fn sentinel(dir: &std::path::Path, pid: i32, id: &str) {
 }
 
 impl Vms {
-    async fn qemu_img(&self, args: &[&OsStr]) -> Result<(), String> {
+    async fn qemu_img(&self, args: &[&OsStr]) -> Result<(), crate::volumes::DiskError> {
         crate::volumes::qemu_img(&self.cfg.qemu_img, args).await
     }
 
@@ -87,7 +87,7 @@ impl Vms {
             } else {
                 let size = d.size.to_units_ceil().unwrap_or(0).to_string();
                 let mut args: Vec<&OsStr> = vec!["create".as_ref(), "-q".as_ref(), "-f".as_ref(), "qcow2".as_ref()];
-                let format = if is_root { crate::volumes::header(base).await.map_err(|m| failed("ImageNotFound", m))?.format } else { "" };
+                let format = if is_root { crate::volumes::header(base).await.map_err(|m| failed("ImageNotFound", m.to_string()))?.format } else { "" };
                 if is_root {
                     args.extend(["-F".as_ref(), format.as_ref(), "-b".as_ref(), base.as_os_str()]);
                 }
@@ -111,7 +111,7 @@ impl Vms {
         })
         .await
         .map_err(|e| Stop::Backend(BackendError::transient("reading the image catalog", e)))?
-        .map_err(|m| failed("ImageNotFound", m))?;
+        .map_err(|m| failed("ImageNotFound", m.to_string()))?;
         let base =
             tokio::fs::canonicalize(image.disk()).await.map_err(|e| failed("ImageNotFound", format!("{}: {e}", image.disk().display())))?;
         let disks = self.disks(vm, t, &base).await?;
@@ -211,7 +211,7 @@ impl Vms {
                     self.boot_cold(&args, t).await.map(|p| (p, plugged, BootPath::Cold(format!("the snapshot could not be used: {e}"))))
                 }
             },
-            Err(why) => self.boot_cold(&args, t).await.map(|p| (p, plugged, BootPath::Cold(why))),
+            Err(why) => self.boot_cold(&args, t).await.map(|p| (p, plugged, BootPath::Cold(why.to_string()))),
         };
         let (process, plugged, boot) = match started {
             // Another process took the VM's own address between its choice and QEMU's bind: another one, not FAILED.

@@ -109,6 +109,8 @@ impl std::fmt::Display for StartError {
     }
 }
 
+impl std::error::Error for StartError {}
+
 /// Runs `qemu` with `args`, which daemonize it and have it write
 /// `pidfile`, and takes hold of the process it leaves for VM `id`.
 pub async fn start_daemonized(qemu: &Path, args: &[std::ffi::OsString], pidfile: &Path, id: &str) -> Result<Process, StartError> {

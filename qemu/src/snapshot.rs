@@ -191,13 +191,75 @@ pub(crate) fn clean_up_after_crash(dir: &Path) {
     }
 }
 
+/// Why a template snapshot could not be made or restored.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// A file of it could not be written.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// QMP refused or did not answer.
+    #[error("{context}: {source}")]
+    Qmp {
+        /// What was being done.
+        context: &'static str,
+        /// Why.
+        source: crate::qmp::QmpError,
+    },
+    /// The template's guest panicked.
+    #[error("the template's kernel panicked: {0}")]
+    Panicked(String),
+    /// The template's QEMU exited; its last lines.
+    #[error("the template's QEMU exited before it settled: {0}")]
+    Exited(String),
+    /// The template's guest did not settle in time.
+    #[error("the template did not print {what:?} within {limit:?}: {last}")]
+    Silent {
+        /// What it should have printed.
+        what: String,
+        /// How long it had.
+        limit: Duration,
+        /// Its last lines.
+        last: String,
+    },
+    /// QEMU failed to save or load the device state.
+    #[error("QEMU: {0}")]
+    StateFailed(String),
+    /// QEMU could not be asked how the device state moves.
+    #[error("asking how the state moves: {0}")]
+    StateUnasked(String),
+    /// The device state did not move in time.
+    #[error("the device state did not move within {:?}", STATE_LIMIT)]
+    StateTimedOut,
+    /// QEMU could not be started.
+    #[error(transparent)]
+    Start(#[from] crate::process::StartError),
+    /// A blocking task died.
+    #[error("{0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+impl SnapshotError {
+    fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Self::Io { context: context.into(), source }
+    }
+
+    fn qmp(context: &'static str) -> impl Fn(crate::qmp::QmpError) -> Self {
+        move |source| Self::Qmp { context, source }
+    }
+}
+
 impl Snapshots {
     /// Makes the snapshot made in `staging` the one of `key`.
-    pub(crate) async fn publish(&self, key: &str, staging: &Path) -> Result<Snapshot, String> {
+    pub(crate) async fn publish(&self, key: &str, staging: &Path) -> Result<Snapshot, SnapshotError> {
         let dir = self.dir.join(key);
         let _ = tokio::fs::remove_dir_all(&dir).await;
-        tokio::fs::rename(staging, &dir).await.map_err(|e| format!("keeping the snapshot in {}: {e}", dir.display()))?;
-        tokio::fs::write(dir.join("done"), b"").await.map_err(|e| format!("marking the snapshot done: {e}"))?;
+        tokio::fs::rename(staging, &dir).await.map_err(|e| SnapshotError::io(format!("keeping the snapshot in {}", dir.display()), e))?;
+        tokio::fs::write(dir.join("done"), b"").await.map_err(|e| SnapshotError::io("marking the snapshot done", e))?;
         Ok(Snapshot { key: key.to_owned(), dir })
     }
 
@@ -218,7 +280,7 @@ impl Snapshots {
 }
 
 /// Waits until `console` has printed `what`, while `process` runs.
-async fn until_printed(console: &SerialConsole, process: &Process, what: &str, limit: Duration) -> Result<(), String> {
+async fn until_printed(console: &SerialConsole, process: &Process, what: &str, limit: Duration) -> Result<(), SnapshotError> {
     let start = Instant::now();
     loop {
         let out = String::from_utf8_lossy(&console.history()).into_owned();
@@ -226,43 +288,43 @@ async fn until_printed(console: &SerialConsole, process: &Process, what: &str, l
             return Ok(());
         }
         if let Some(line) = crate::probe::panic_line(&out) {
-            return Err(format!("the template's kernel panicked: {line}"));
+            return Err(SnapshotError::Panicked(line.to_string()));
         }
         if process.has_exited() {
-            return Err(format!("the template's QEMU exited before it settled: {}", console.last_lines(5)));
+            return Err(SnapshotError::Exited(console.last_lines(5)));
         }
         if start.elapsed() > limit {
-            return Err(format!("the template did not print {what:?} within {limit:?}: {}", console.last_lines(5)));
+            return Err(SnapshotError::Silent { what: what.to_owned(), limit, last: console.last_lines(5) });
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
 /// Waits until QEMU reports the device state saved or loaded.
-async fn until_migrated(q: &mut Qmp) -> Result<(), String> {
+async fn until_migrated(q: &mut Qmp) -> Result<(), SnapshotError> {
     match crate::migrate::migration_over(q, STATE_LIMIT, Duration::from_millis(10)).await {
         Ok(_) => Ok(()),
-        Err(Unfinished::Failed(why)) => Err(format!("QEMU: {why}")),
-        Err(Unfinished::Unasked(e)) => Err(format!("asking how the state moves: {e}")),
-        Err(Unfinished::TimedOut) => Err(format!("the device state did not move within {STATE_LIMIT:?}")),
+        Err(Unfinished::Failed(why)) => Err(SnapshotError::StateFailed(why)),
+        Err(Unfinished::Unasked(e)) => Err(SnapshotError::StateUnasked(e)),
+        Err(Unfinished::TimedOut) => Err(SnapshotError::StateTimedOut),
     }
 }
 
 /// Turns `x-ignore-shared` on (RAM in a shared file is not in the
 /// stream) or off (a clone's later live migration sends all of it).
-async fn ignore_shared(q: &mut Qmp, on: bool) -> Result<(), String> {
+async fn ignore_shared(q: &mut Qmp, on: bool) -> Result<(), SnapshotError> {
     let caps = json!({"capabilities": [{"capability": "x-ignore-shared", "state": on}]});
-    q.execute("migrate-set-capabilities", Some(caps)).await.map(|_| ()).map_err(|e| format!("migrate-set-capabilities: {e}"))
+    q.execute("migrate-set-capabilities", Some(caps)).await.map(|_| ()).map_err(SnapshotError::qmp("migrate-set-capabilities"))
 }
 
 /// Starts QEMU with `args`, daemonized; its process.
-pub(crate) async fn spawn(qemu: &Path, args: &QemuArgs, id: &str) -> Result<Process, String> {
-    crate::process::start_daemonized(qemu, &args.to_args(), &args.pidfile, id).await.map_err(|e| e.to_string())
+pub(crate) async fn spawn(qemu: &Path, args: &QemuArgs, id: &str) -> Result<Process, SnapshotError> {
+    Ok(crate::process::start_daemonized(qemu, &args.to_args(), &args.pidfile, id).await?)
 }
 
 /// Boots the template QEMU of `args` (whose RAM is `staging/ram`, shared)
 /// until it settles, and saves its device state to `staging/state`.
-pub(crate) async fn make(qemu: &Path, args: &QemuArgs, staging: &Path) -> Result<(), String> {
+pub(crate) async fn make(qemu: &Path, args: &QemuArgs, staging: &Path) -> Result<(), SnapshotError> {
     let process = spawn(qemu, args, "template").await?;
     let result = save(args, &process, staging).await;
     process.kill_and_wait(Duration::from_secs(5)).await;
@@ -270,21 +332,20 @@ pub(crate) async fn make(qemu: &Path, args: &QemuArgs, staging: &Path) -> Result
     for f in ["ram", "state"] {
         let path = staging.join(f);
         tokio::task::spawn_blocking(move || std::fs::File::open(&path).and_then(|f| f.sync_all()))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| format!("syncing the snapshot's {f}: {e}"))?;
+            .await?
+            .map_err(|e| SnapshotError::io(format!("syncing the snapshot's {f}"), e))?;
     }
     Ok(())
 }
 
-async fn save(args: &QemuArgs, process: &Process, staging: &Path) -> Result<(), String> {
+async fn save(args: &QemuArgs, process: &Process, staging: &Path) -> Result<(), SnapshotError> {
     let console =
-        SerialConsole::attach(&args.serial, staging.join("console.log")).await.map_err(|e| format!("the template's serial: {e}"))?;
+        SerialConsole::attach(&args.serial, staging.join("console.log")).await.map_err(|e| SnapshotError::io("the template's serial", e))?;
     until_printed(&console, process, SETTLED, BOOT_LIMIT).await?;
-    let mut q = Qmp::connect(&args.qmp).await.map_err(|e| format!("connecting to the template's QMP: {e}"))?;
+    let mut q = Qmp::connect(&args.qmp).await.map_err(SnapshotError::qmp("connecting to the template's QMP"))?;
     ignore_shared(&mut q, true).await?;
     let uri = format!("file:{}", staging.join("state").display());
-    q.execute("migrate", Some(json!({"uri": uri}))).await.map_err(|e| format!("saving the template's state: {e}"))?;
+    q.execute("migrate", Some(json!({"uri": uri}))).await.map_err(SnapshotError::qmp("saving the template's state"))?;
     until_migrated(&mut q).await?;
     let _ = q.execute("quit", None).await;
     Ok(())
@@ -303,18 +364,18 @@ pub(crate) struct Identity<'a> {
 /// Loads `snap` into the clone QEMU waiting on `qmp` (`-incoming
 /// defer`), plugs in what `id` has beyond the template, and resumes the
 /// guest.
-pub(crate) async fn restore(qmp: &Path, snap: &Snapshot, id: &Identity<'_>) -> Result<(), String> {
-    let mut q = Qmp::connect(qmp).await.map_err(|e| format!("connecting to the clone's QMP: {e}"))?;
+pub(crate) async fn restore(qmp: &Path, snap: &Snapshot, id: &Identity<'_>) -> Result<(), SnapshotError> {
+    let mut q = Qmp::connect(qmp).await.map_err(SnapshotError::qmp("connecting to the clone's QMP"))?;
     ignore_shared(&mut q, true).await?;
     let uri = format!("file:{}", snap.state().display());
-    q.execute("migrate-incoming", Some(json!({"uri": uri}))).await.map_err(|e| format!("loading the snapshot: {e}"))?;
+    q.execute("migrate-incoming", Some(json!({"uri": uri}))).await.map_err(SnapshotError::qmp("loading the snapshot"))?;
     until_migrated(&mut q).await?;
     ignore_shared(&mut q, false).await?;
     for cmd in plugs(id) {
         let (name, arguments) = (cmd["execute"].as_str().unwrap_or_default().to_owned(), cmd["arguments"].clone());
-        q.execute(&name, Some(arguments)).await.map_err(|e| format!("plugging in the clone's devices: {e}"))?;
+        q.execute(&name, Some(arguments)).await.map_err(SnapshotError::qmp("plugging in the clone's devices"))?;
     }
-    q.execute("cont", None).await.map_err(|e| format!("resuming the clone: {e}"))?;
+    q.execute("cont", None).await.map_err(SnapshotError::qmp("resuming the clone"))?;
     Ok(())
 }
 

@@ -37,60 +37,99 @@ const NOT_DISKS: [(&[u8], &str); 10] = [
     (b"#!", "a script"),
 ];
 
+/// Why a file is refused as a disk image.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// It cannot be read.
+    #[error("reading the file: {0}")]
+    Unreadable(#[source] std::io::Error),
+    /// It has no bytes.
+    #[error("the file is empty")]
+    Empty,
+    /// Its first bytes say it is something else.
+    #[error("the file is {0}, not a qcow2 or raw disk image")]
+    NotADisk(&'static str),
+    /// It is a web page or another markup file.
+    #[error("the file is HTML or XML (a web page?), not a disk image")]
+    Markup,
+    /// A raw disk of a size that is not whole sectors.
+    #[error("the file is not a disk image: raw disks are whole 512-byte sectors, and it has {0} bytes")]
+    PartialSector(u64),
+    /// The qcow2 header ends too soon.
+    #[error("the qcow2 header is truncated")]
+    Truncated,
+    /// A qcow2 version QEMU does not read.
+    #[error("qcow2 version {0} is not supported (2 or 3)")]
+    Version(u32),
+    /// It names a backing file.
+    #[error("the qcow2 image names a backing file: QEMU would read another file of this host; flatten it first (qemu-img convert)")]
+    BackingFile,
+    /// It keeps its data in another file.
+    #[error("the qcow2 image uses an external data file: QEMU would read another file of this host")]
+    DataFile,
+    /// It is marked corrupt.
+    #[error("the qcow2 image is marked corrupt")]
+    Corrupt,
+    /// It needs features this QEMU may lack.
+    #[error("the qcow2 image needs features this QEMU may not have (incompatible bits {0:#x})")]
+    Features(u64),
+    /// Its virtual size is zero.
+    #[error("the qcow2 image has no size")]
+    NoSize,
+}
+
 /// Vets the file at `path`: `Err` says why it is refused.
-pub fn vet(path: &Path) -> Result<Vetted, String> {
-    let mut f = std::fs::File::open(path).map_err(|e| format!("reading the file: {e}"))?;
-    let len = f.metadata().map_err(|e| format!("reading the file: {e}"))?.len();
+pub fn vet(path: &Path) -> Result<Vetted, Refused> {
+    let mut f = std::fs::File::open(path).map_err(Refused::Unreadable)?;
+    let len = f.metadata().map_err(Refused::Unreadable)?.len();
     let mut head = vec![0u8; 512];
-    let n = f.read(&mut head).map_err(|e| format!("reading the file: {e}"))?;
+    let n = f.read(&mut head).map_err(Refused::Unreadable)?;
     head.truncate(n);
     if head.starts_with(b"QFI\xfb") {
         return qcow2(&head);
     }
     if len == 0 {
-        return Err("the file is empty".into());
+        return Err(Refused::Empty);
     }
     if let Some((_, what)) = NOT_DISKS.iter().find(|(magic, _)| head.starts_with(magic)) {
-        return Err(format!("the file is {what}, not a qcow2 or raw disk image"));
+        return Err(Refused::NotADisk(what));
     }
     let text = head.iter().skip_while(|b| b.is_ascii_whitespace()).copied().collect::<Vec<u8>>();
     if text.starts_with(b"<") {
-        return Err("the file is HTML or XML (a web page?), not a disk image".into());
+        return Err(Refused::Markup);
     }
     if len % 512 != 0 {
-        return Err(format!("the file is not a disk image: raw disks are whole 512-byte sectors, and it has {len} bytes"));
+        return Err(Refused::PartialSector(len));
     }
     Ok(Vetted { format: "raw", virtual_size: len })
 }
 
-fn qcow2(h: &[u8]) -> Result<Vetted, String> {
+fn qcow2(h: &[u8]) -> Result<Vetted, Refused> {
     let be64 = |at: usize| h.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
     let be32 = |at: usize| h.get(at..at + 4).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes);
     let (Some(version), Some(backing), Some(size)) = (be32(4), be64(8), be64(24)) else {
-        return Err("the qcow2 header is truncated".into());
+        return Err(Refused::Truncated);
     };
     if !(2..=3).contains(&version) {
-        return Err(format!("qcow2 version {version} is not supported (2 or 3)"));
+        return Err(Refused::Version(version));
     }
     if backing != 0 {
-        return Err(
-            "the qcow2 image names a backing file: QEMU would read another file of this host; flatten it first (qemu-img convert)".into()
-        );
+        return Err(Refused::BackingFile);
     }
     if version == 3 {
-        let features = be64(72).ok_or("the qcow2 header is truncated")?;
+        let features = be64(72).ok_or(Refused::Truncated)?;
         if features & DATA_FILE != 0 {
-            return Err("the qcow2 image uses an external data file: QEMU would read another file of this host".into());
+            return Err(Refused::DataFile);
         }
         if features & CORRUPT != 0 {
-            return Err("the qcow2 image is marked corrupt".into());
+            return Err(Refused::Corrupt);
         }
         if features & !KNOWN_INCOMPATIBLE != 0 {
-            return Err(format!("the qcow2 image needs features this QEMU may not have (incompatible bits {features:#x})"));
+            return Err(Refused::Features(features));
         }
     }
     if size == 0 {
-        return Err("the qcow2 image has no size".into());
+        return Err(Refused::NoSize);
     }
     Ok(Vetted { format: "qcow2", virtual_size: size })
 }

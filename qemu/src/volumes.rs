@@ -14,26 +14,83 @@ use vmaas_backend::{BackendError, Cleanup, Driver, Requeue, VolumeObservation, V
 
 use crate::images::{Catalog, probe};
 
+/// Why a disk file could not be made, read or grown.
+#[derive(Debug, thiserror::Error)]
+pub enum DiskError {
+    /// `qemu-img` could not be run.
+    #[error("running {}: {source}", bin.display())]
+    Run {
+        /// The binary.
+        bin: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `qemu-img` failed; its error output.
+    #[error("{0}")]
+    QemuImg(String),
+    /// The file's header cannot be read.
+    #[error("reading {}: {source}", path.display())]
+    Header {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The image it starts as cannot be used.
+    #[error(transparent)]
+    Image(#[from] crate::images::ImageError),
+    /// The image's disk cannot be found.
+    #[error("{}: {source}", path.display())]
+    Base {
+        /// The disk.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The volume is smaller than the image it starts as.
+    #[error("image {name:?} needs a volume of at least {needs} bytes, not {size}")]
+    TooSmall {
+        /// The image.
+        name: String,
+        /// Its disk's size.
+        needs: u64,
+        /// The volume's.
+        size: u64,
+    },
+    /// The file could not be written.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A blocking task died.
+    #[error("{0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
 /// Runs `qemu-img` (`bin`) with `args`; its error output on failure.
-pub(crate) async fn qemu_img(bin: &Path, args: &[&OsStr]) -> Result<(), String> {
-    let out = tokio::process::Command::new(bin).args(args).output().await.map_err(|e| format!("running {}: {e}", bin.display()))?;
-    if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()) }
+pub(crate) async fn qemu_img(bin: &Path, args: &[&OsStr]) -> Result<(), DiskError> {
+    let out =
+        tokio::process::Command::new(bin).args(args).output().await.map_err(|e| DiskError::Run { bin: bin.to_owned(), source: e })?;
+    if out.status.success() { Ok(()) } else { Err(DiskError::QemuImg(String::from_utf8_lossy(&out.stderr).trim().to_owned())) }
 }
 
 /// What the header of the qcow2 or raw file at `path` says, off the runtime.
-pub(crate) async fn header(path: &Path) -> Result<crate::images::DiskInfo, String> {
+pub(crate) async fn header(path: &Path) -> Result<crate::images::DiskInfo, DiskError> {
     let p = path.to_owned();
-    tokio::task::spawn_blocking(move || probe(&p)).await.map_err(|e| e.to_string())?.map_err(|e| format!("reading {}: {e}", path.display()))
+    tokio::task::spawn_blocking(move || probe(&p)).await?.map_err(|e| DiskError::Header { path: path.to_owned(), source: e })
 }
 
 /// The virtual size of the qcow2 or raw file at `path`, off the runtime.
-pub(crate) async fn virtual_size(path: &Path) -> Result<u64, String> {
+pub(crate) async fn virtual_size(path: &Path) -> Result<u64, DiskError> {
     Ok(header(path).await?.virtual_size)
 }
 
 /// Grows the file at `path` to `wanted` bytes if it is smaller; the size
 /// it had, when it grew.
-pub(crate) async fn grow_file(bin: &Path, path: &Path, wanted: u64) -> Result<Option<u64>, String> {
+pub(crate) async fn grow_file(bin: &Path, path: &Path, wanted: u64) -> Result<Option<u64>, DiskError> {
     let size = virtual_size(path).await?;
     if size >= wanted {
         return Ok(None);
@@ -69,8 +126,8 @@ impl Volumes {
         let transient = |e: std::io::Error| VolumeObservation::Pending(format!("cannot write {}: {e}", self.dir.display()));
         tokio::fs::create_dir_all(&self.dir).await.map_err(transient)?;
         let base = match (&t.spec.imported_image, &t.spec.source_image) {
-            (Some(id), _) => Some(self.base_of(id, true, t.spec.size_bytes).await.map_err(failed)?),
-            (None, Some(name)) => Some(self.base_of(name, false, t.spec.size_bytes).await.map_err(failed)?),
+            (Some(id), _) => Some(self.base_of(id, true, t.spec.size_bytes).await.map_err(|e| failed(e.to_string()))?),
+            (None, Some(name)) => Some(self.base_of(name, false, t.spec.size_bytes).await.map_err(|e| failed(e.to_string()))?),
             (None, None) => None,
         };
         let part = file.with_extension("qcow2.part");
@@ -88,15 +145,14 @@ impl Volumes {
 
     /// The base disk of image `name` (an imported image's id when
     /// `imported`), if a volume of `size` bytes can start as it.
-    async fn base_of(&self, name: &str, imported: bool, size: u64) -> Result<(PathBuf, &'static str), String> {
+    async fn base_of(&self, name: &str, imported: bool, size: u64) -> Result<(PathBuf, &'static str), DiskError> {
         let (catalog, dir, n) = (self.images.clone(), self.imported.clone(), name.to_owned());
         let image = tokio::task::spawn_blocking(move || if imported { crate::import::imported(&dir, &n) } else { catalog.get(&n) })
-            .await
-            .map_err(|e| e.to_string())??;
-        let base = tokio::fs::canonicalize(image.disk()).await.map_err(|e| format!("{}: {e}", image.disk().display()))?;
+            .await??;
+        let base = tokio::fs::canonicalize(image.disk()).await.map_err(|e| DiskError::Base { path: image.disk(), source: e })?;
         let h = header(&base).await?;
         if size < h.virtual_size {
-            return Err(format!("image {name:?} needs a volume of at least {} bytes, not {size}", h.virtual_size));
+            return Err(DiskError::TooSmall { name: name.to_owned(), needs: h.virtual_size, size });
         }
         Ok((base, h.format))
     }
