@@ -60,9 +60,41 @@ fn probe_bios() -> Vec<u8> {
     bios
 }
 
-async fn kvm_runs_a_guest(qemu: &Path, scratch: &Path) -> Result<(), String> {
+/// Why KVM does not run guests here.
+#[derive(Debug, thiserror::Error)]
+pub enum KvmProbe {
+    /// The probe guest's BIOS could not be written.
+    #[error("writing {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The probe guest did not finish.
+    #[error("the KVM probe guest did not finish in 10 s")]
+    Slow,
+    /// QEMU could not be run.
+    #[error("running {}: {source}", qemu.display())]
+    Run {
+        /// The binary.
+        qemu: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The probe guest did not report success.
+    #[error("the KVM probe guest failed ({status}): {stderr}")]
+    Failed {
+        /// How QEMU exited.
+        status: std::process::ExitStatus,
+        /// What it said.
+        stderr: String,
+    },
+}
+
+async fn kvm_runs_a_guest(qemu: &Path, scratch: &Path) -> Result<(), KvmProbe> {
     let bios = scratch.join("accel-probe.bin");
-    std::fs::write(&bios, probe_bios()).map_err(|e| format!("writing {}: {e}", bios.display()))?;
+    std::fs::write(&bios, probe_bios()).map_err(|e| KvmProbe::Write { path: bios.clone(), source: e })?;
     let run = Command::new(qemu)
         .args(["-accel", "kvm", "-machine", "pc", "-nodefaults", "-no-user-config", "-display", "none", "-m", "16"])
         .arg("-bios")
@@ -73,14 +105,13 @@ async fn kvm_runs_a_guest(qemu: &Path, scratch: &Path) -> Result<(), String> {
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .output();
-    let out =
-        tokio::time::timeout(Duration::from_secs(10), run).await.map_err(|_| "the KVM probe guest did not finish in 10 s".to_string())?;
+    let out = tokio::time::timeout(Duration::from_secs(10), run).await.map_err(|_| KvmProbe::Slow)?;
     let _ = std::fs::remove_file(&bios);
-    let out = out.map_err(|e| format!("running {}: {e}", qemu.display()))?;
+    let out = out.map_err(|e| KvmProbe::Run { qemu: qemu.to_owned(), source: e })?;
     if out.status.code() == Some(99) {
         Ok(())
     } else {
-        Err(format!("the KVM probe guest failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()))
+        Err(KvmProbe::Failed { status: out.status, stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned() })
     }
 }
 
@@ -98,6 +129,6 @@ pub async fn detect(choice: AccelChoice, qemu: &Path, scratch: &Path) -> AccelDe
     }
     match kvm_runs_a_guest(qemu, scratch).await {
         Ok(()) => AccelDecision { accel: Accel::Kvm, reason: "/dev/kvm runs guests".into() },
-        Err(e) => tcg(e),
+        Err(e) => tcg(e.to_string()),
     }
 }

@@ -116,14 +116,24 @@ async fn probe_round(spec: &BalancerSpec, endpoints: &Endpoints, backends: &[Arc
     spec.targets.iter().enumerate().filter(|(t, _)| passes[*t] == spec.mappings.len()).map(|(_, id)| id.clone()).collect()
 }
 
+/// A load balancer's port that cannot be listened on.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {listen}: {source}")]
+pub struct ListenError {
+    /// The address and port.
+    pub listen: SocketAddr,
+    /// Why.
+    pub source: std::io::Error,
+}
+
 impl Balancers {
-    async fn start(&self, t: &BalancerTarget) -> Result<Running, String> {
+    async fn start(&self, t: &BalancerTarget) -> Result<Running, ListenError> {
         let mut proxies = Vec::new();
         let mut backends = Vec::new();
         for m in &t.spec.mappings {
             let b = Arc::new(Backends::default());
             let listen = SocketAddr::from((t.spec.address, m.external_port));
-            proxies.push(Proxy::start(listen, b.clone()).await.map_err(|e| format!("cannot listen on {listen}: {e}"))?);
+            proxies.push(Proxy::start(listen, b.clone()).await.map_err(|e| ListenError { listen, source: e })?);
             backends.push(b);
         }
         let healthy = Arc::new(Mutex::new(Vec::new()));
@@ -174,7 +184,7 @@ impl Driver<BalancerSpec, BalancerObservation> for Balancers {
                 Ok((seen, Requeue::AwaitChange))
             }
             Err(message) => Ok((
-                BalancerObservation { problem: Some(BalancerProblem::Pending(message)), healthy: Vec::new() },
+                BalancerObservation { problem: Some(BalancerProblem::Pending(message.to_string())), healthy: Vec::new() },
                 Requeue::after(Duration::from_secs(2)),
             )),
         }

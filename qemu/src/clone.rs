@@ -123,7 +123,9 @@ impl Vms {
         }
         let staging = self.snapshots.staging(&key);
         let _ = tokio::fs::remove_dir_all(&staging).await;
-        tokio::fs::create_dir_all(&staging).await.map_err(|e| CloneError::Io { context: format!("creating {}", staging.display()), source: e })?;
+        tokio::fs::create_dir_all(&staging)
+            .await
+            .map_err(|e| CloneError::Io { context: format!("creating {}", staging.display()), source: e })?;
         let started = std::time::Instant::now();
         let made = self.make_template(image, shape, args, &staging).await;
         if let Err(e) = made {

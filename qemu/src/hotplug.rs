@@ -54,15 +54,15 @@ async fn devices(q: &mut Qmp) -> Result<BTreeSet<String>, QmpError> {
 }
 
 /// Plugs `arg` in: its block node (kept if an earlier try made it), then its device.
-async fn plug(q: &mut Qmp, arg: &VolumeArg) -> Result<(), String> {
+async fn plug(q: &mut Qmp, arg: &VolumeArg) -> Result<(), QmpError> {
     match q.execute("blockdev-add", Some(arg.blockdev())).await {
         Ok(_) => {}
         Err(QmpError::Command { desc, .. }) if desc.contains("Duplicate") || desc.contains("already") => {}
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(e),
     }
     if let Err(e) = q.execute("device_add", Some(arg.device_json())).await {
         let _ = q.execute("blockdev-del", Some(json!({"node-name": arg.node()}))).await;
-        return Err(e.to_string());
+        return Err(e);
     }
     Ok(())
 }

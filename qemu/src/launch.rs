@@ -87,7 +87,11 @@ impl Vms {
             } else {
                 let size = d.size.to_units_ceil().unwrap_or(0).to_string();
                 let mut args: Vec<&OsStr> = vec!["create".as_ref(), "-q".as_ref(), "-f".as_ref(), "qcow2".as_ref()];
-                let format = if is_root { crate::volumes::header(base).await.map_err(|m| failed("ImageNotFound", m.to_string()))?.format } else { "" };
+                let format = if is_root {
+                    crate::volumes::header(base).await.map_err(|m| failed("ImageNotFound", m.to_string()))?.format
+                } else {
+                    ""
+                };
                 if is_root {
                     args.extend(["-F".as_ref(), format.as_ref(), "-b".as_ref(), base.as_os_str()]);
                 }

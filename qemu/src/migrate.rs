@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tracing::info;
-use vmaas_backend::VmTarget;
+use vmaas_backend::{BackendError, VmTarget};
 
 use crate::Vms;
 use crate::argv::{Forward, QemuArgs, VolumeArg};
@@ -86,10 +86,10 @@ fn is_volume(value: &str) -> bool {
 
 /// `volumes` as QEMU arguments, each device at the slot `slots` (QMP
 /// `query-pci` of the source) says it has.
-fn volume_args(volumes: &[VolumeArg], slots: &HashMap<String, u64>) -> Result<Vec<String>, String> {
+fn volume_args(volumes: &[VolumeArg], slots: &HashMap<String, u64>) -> Result<Vec<String>, MigrateError> {
     let mut out = Vec::new();
     for v in volumes {
-        let slot = slots.get(&v.device()).ok_or_else(|| format!("volume {} is not on the running QEMU's PCI bus", v.serial))?;
+        let slot = slots.get(&v.device()).ok_or_else(|| MigrateError::NotOnBus(v.serial.clone()))?;
         out.extend(["-blockdev".to_owned(), v.blockdev().to_string(), "-device".to_owned(), format!("{},addr={slot:#x}", v.device_arg())]);
     }
     Ok(out)
@@ -103,8 +103,74 @@ fn pci_slots(answer: &Value) -> HashMap<String, u64> {
     devices.filter_map(|d| Some((d["qdev_id"].as_str().filter(|id| !id.is_empty())?.to_owned(), d["slot"].as_u64()?))).collect()
 }
 
-fn err(what: &str, e: impl std::fmt::Display) -> String {
-    format!("{what}: {e}")
+/// Why a live migration failed (the guest stays where it was).
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    /// There is no running guest to move.
+    #[error("the guest is not running")]
+    NotRunning,
+    /// The running QEMU's command line cannot be read.
+    #[error("cannot read QEMU's command line")]
+    NoCommandLine,
+    /// A volume the guest has is not where QEMU reports its devices.
+    #[error("volume {0} is not on the running QEMU's PCI bus")]
+    NotOnBus(String),
+    /// The new QEMU could not be run.
+    #[error("starting the new QEMU: {0}")]
+    Start(#[source] std::io::Error),
+    /// The new QEMU refused to start, saying this.
+    #[error("the new QEMU refused to start: {0}")]
+    Refused(String),
+    /// The new QEMU wrote no pid file.
+    #[error("the new QEMU wrote no pid file")]
+    NoPidFile,
+    /// The new QEMU exited at once.
+    #[error("the new QEMU exited at once")]
+    ExitedAtOnce,
+    /// A QMP command failed.
+    #[error("{context}: {source}")]
+    Qmp {
+        /// What was being done.
+        context: String,
+        /// Why.
+        source: crate::qmp::QmpError,
+    },
+    /// QEMU said the migration failed.
+    #[error("QEMU: {0}")]
+    Failed(String),
+    /// QEMU could not be asked how the migration goes.
+    #[error("asking how the migration goes: {0}")]
+    Unasked(String),
+    /// The state did not move in time; the migration was cancelled.
+    #[error("the guest's state did not move within {:?}; the migration was cancelled", LIMIT)]
+    TimedOut,
+    /// The new QEMU did not resume the guest.
+    #[error("the new QEMU did not resume the guest")]
+    NotResumed,
+    /// The new QEMU's files could not take the usual names.
+    #[error("renaming {file}.next: {source}")]
+    Rename {
+        /// The file.
+        file: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The VM's state file could not be written.
+    #[error("saving vm.json: {0}")]
+    Save(#[source] BackendError),
+    /// A forward could not be added to the new QEMU.
+    #[error("{command}: {said}")]
+    Forward {
+        /// The monitor command.
+        command: String,
+        /// What QEMU said.
+        said: String,
+    },
+}
+
+/// A QMP error `e` while doing `what`.
+fn qmp(what: impl Into<String>) -> impl FnOnce(crate::qmp::QmpError) -> MigrateError {
+    move |source| MigrateError::Qmp { context: what.into(), source }
 }
 
 /// How a migration (out or in) ended without completing.
@@ -135,18 +201,18 @@ pub(crate) async fn migration_over(q: &mut Qmp, limit: Duration, every: Duration
 }
 
 /// Waits until the source reports the migration over; what it measured.
-async fn until_done(src: &mut Qmp) -> Result<Migrated, String> {
+async fn until_done(src: &mut Qmp) -> Result<Migrated, MigrateError> {
     let start = Instant::now();
     match migration_over(src, LIMIT, Duration::from_millis(50)).await {
         Ok(r) => Ok(Migrated {
             downtime_ms: r["downtime"].as_u64().unwrap_or(0),
             total_ms: r["total-time"].as_u64().unwrap_or(start.elapsed().as_millis() as u64),
         }),
-        Err(Unfinished::Failed(why)) => Err(format!("QEMU: {why}")),
-        Err(Unfinished::Unasked(e)) => Err(err("asking how the migration goes", e)),
+        Err(Unfinished::Failed(why)) => Err(MigrateError::Failed(why)),
+        Err(Unfinished::Unasked(e)) => Err(MigrateError::Unasked(e)),
         Err(Unfinished::TimedOut) => {
             let _ = src.execute("migrate_cancel", None).await;
-            Err(format!("the guest's state did not move within {LIMIT:?}; the migration was cancelled"))
+            Err(MigrateError::TimedOut)
         }
     }
 }
@@ -154,14 +220,11 @@ async fn until_done(src: &mut Qmp) -> Result<Migrated, String> {
 impl Vms {
     /// Moves the running guest of `vm` to a new QEMU; on any failure the
     /// old QEMU keeps running it and the new one is stopped.
-    pub(crate) async fn migrate(&self, vm: &mut Vm, t: &VmTarget) -> Result<Migrated, String> {
-        let source = vm.process.clone().filter(|p| !p.has_exited()).ok_or("the guest is not running")?;
+    pub(crate) async fn migrate(&self, vm: &mut Vm, t: &VmTarget) -> Result<Migrated, MigrateError> {
+        let source = vm.process.clone().filter(|p| !p.has_exited()).ok_or(MigrateError::NotRunning)?;
         let pid = source.pid();
-        let args = tokio::task::spawn_blocking(move || crate::recover::cmdline(pid))
-            .await
-            .ok()
-            .flatten()
-            .ok_or("cannot read QEMU's command line")?;
+        let args =
+            tokio::task::spawn_blocking(move || crate::recover::cmdline(pid)).await.ok().flatten().ok_or(MigrateError::NoCommandLine)?;
         // Whatever an earlier, interrupted migration left.
         for f in NEXT.iter().map(|f| format!("{f}.next")).chain(["migrate.sock".to_owned()]) {
             let _ = tokio::fs::remove_file(vm.path(&f)).await;
@@ -169,12 +232,12 @@ impl Vms {
         let extra = [vm.file.plugged.clone(), self.volumes_now(vm).await?].concat();
         let target = target_args(&args, &self.cfg.qemu, &vm.dir, &extra);
         let out = tokio::process::Command::new(&target[0]).args(&target[1..]).stdin(std::process::Stdio::null()).output().await;
-        let out = out.map_err(|e| err("starting the new QEMU", e))?;
+        let out = out.map_err(MigrateError::Start)?;
         if !out.status.success() {
-            return Err(format!("the new QEMU refused to start: {}", String::from_utf8_lossy(&out.stderr).trim()));
+            return Err(MigrateError::Refused(String::from_utf8_lossy(&out.stderr).trim().to_owned()));
         }
-        let new_pid = read_pid(&vm.path("qemu.pid.next")).await.ok_or("the new QEMU wrote no pid file")?;
-        let new = Process::adopt(new_pid, &t.id).await.ok_or("the new QEMU exited at once")?;
+        let new_pid = read_pid(&vm.path("qemu.pid.next")).await.ok_or(MigrateError::NoPidFile)?;
+        let new = Process::adopt(new_pid, &t.id).await.ok_or(MigrateError::ExitedAtOnce)?;
         match self.move_state(vm).await {
             Ok(m) => {
                 source.kill_and_wait(Duration::from_secs(5)).await;
@@ -189,28 +252,28 @@ impl Vms {
     }
 
     /// The volumes the running QEMU has now, as the target's arguments.
-    async fn volumes_now(&self, vm: &Vm) -> Result<Vec<String>, String> {
+    async fn volumes_now(&self, vm: &Vm) -> Result<Vec<String>, MigrateError> {
         if vm.file.volumes.is_empty() {
             return Ok(Vec::new());
         }
-        let mut q = Qmp::connect(&vm.path("qmp.sock")).await.map_err(|e| err("connecting to the running QEMU", e))?;
-        let pci = q.execute("query-pci", None).await.map_err(|e| err("asking the running QEMU for its PCI devices", e))?;
+        let mut q = Qmp::connect(&vm.path("qmp.sock")).await.map_err(qmp("connecting to the running QEMU"))?;
+        let pci = q.execute("query-pci", None).await.map_err(qmp("asking the running QEMU for its PCI devices"))?;
         let volumes: Vec<VolumeArg> = vm.file.volumes.iter().map(|v| self.volume_arg(&v.volume, &v.serial)).collect();
         volume_args(&volumes, &pci_slots(&pci))
     }
 
     /// Sends the guest's state from the running QEMU to the new one.
-    async fn move_state(&self, vm: &Vm) -> Result<Migrated, String> {
+    async fn move_state(&self, vm: &Vm) -> Result<Migrated, MigrateError> {
         let uri = format!("unix:{}", vm.path("migrate.sock").display());
-        let mut target = Qmp::connect(&vm.path("qmp.sock.next")).await.map_err(|e| err("connecting to the new QEMU", e))?;
-        target.execute("migrate-incoming", Some(json!({ "uri": uri }))).await.map_err(|e| err("readying the new QEMU", e))?;
-        let mut src = Qmp::connect(&vm.path("qmp.sock")).await.map_err(|e| err("connecting to the running QEMU", e))?;
-        src.execute("migrate", Some(json!({ "uri": uri }))).await.map_err(|e| err("starting the migration", e))?;
+        let mut target = Qmp::connect(&vm.path("qmp.sock.next")).await.map_err(qmp("connecting to the new QEMU"))?;
+        target.execute("migrate-incoming", Some(json!({ "uri": uri }))).await.map_err(qmp("readying the new QEMU"))?;
+        let mut src = Qmp::connect(&vm.path("qmp.sock")).await.map_err(qmp("connecting to the running QEMU"))?;
+        src.execute("migrate", Some(json!({ "uri": uri }))).await.map_err(qmp("starting the migration"))?;
         let m = until_done(&mut src).await?;
         let deadline = Instant::now() + Duration::from_secs(10);
-        while target.status().await.map_err(|e| err("asking the new QEMU", e))? != "running" {
+        while target.status().await.map_err(qmp("asking the new QEMU"))? != "running" {
             if Instant::now() > deadline {
-                return Err("the new QEMU did not resume the guest".into());
+                return Err(MigrateError::NotResumed);
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -219,10 +282,10 @@ impl Vms {
 
     /// Makes the new QEMU the VM's: its files take the usual names, and
     /// the console, forwards, probe and exit watch follow it.
-    async fn take_over(&self, vm: &mut Vm, t: &VmTarget, new: Process) -> Result<(), String> {
+    async fn take_over(&self, vm: &mut Vm, t: &VmTarget, new: Process) -> Result<(), MigrateError> {
         vm.stop_runtime();
         for f in NEXT {
-            tokio::fs::rename(vm.path(&format!("{f}.next")), vm.path(f)).await.map_err(|e| err(&format!("renaming {f}.next"), e))?;
+            tokio::fs::rename(vm.path(&format!("{f}.next")), vm.path(f)).await.map_err(|e| MigrateError::Rename { file: f, source: e })?;
         }
         let _ = tokio::fs::remove_file(vm.path("migrate.sock")).await;
         let console = SerialConsole::attach(&vm.path("serial.sock"), vm.path("console.log")).await.ok();
@@ -230,7 +293,7 @@ impl Vms {
         // The guest was ready and still is: the next `ensure` probes and
         // watches the new QEMU (as after a server restart).
         vm.file.ready_pid = Some(pid);
-        vm.file.save(&vm.dir).await.map_err(|e| err("saving vm.json", e))?;
+        vm.file.save(&vm.dir).await.map_err(MigrateError::Save)?;
         vm.adopt(new, console);
         crate::launch::sentinel(&vm.dir, pid, &t.id).await;
         self.forward_again(vm, t).await
@@ -238,20 +301,20 @@ impl Vms {
 
     /// Gives the new QEMU the forwards the old one had: its own (exposed
     /// ports, the probe port) and the extra ones applied since.
-    async fn forward_again(&self, vm: &Vm, t: &VmTarget) -> Result<(), String> {
+    async fn forward_again(&self, vm: &Vm, t: &VmTarget) -> Result<(), MigrateError> {
         let (Some(external), Some(nic)) = (vm.file.external_ip, t.spec.machine.nics.first()) else { return Ok(()) };
         let probe = crate::probe::effective_probe(&t.spec.machine);
         let mut own = QemuArgs::forwards(&t.spec.machine.exposed_ports, external, vm.file.probe_port.zip(probe.map(|p| p.check.port())));
         if crate::gateway::through_subnet(t) {
             own.retain(crate::gateway::stays_in_qemu);
         }
-        let mut q = Qmp::connect(&vm.path("qmp.sock")).await.map_err(|e| err("connecting to the new QEMU", e))?;
+        let mut q = Qmp::connect(&vm.path("qmp.sock")).await.map_err(qmp("connecting to the new QEMU"))?;
         for f in own.iter().chain(&vm.file.forwards).collect::<Vec<&Forward>>() {
             let command = format!("hostfwd_add nic-{} {}", nic.name, f.rule());
-            let out = q.execute("human-monitor-command", Some(json!({ "command-line": command }))).await.map_err(|e| err(&command, e))?;
+            let out = q.execute("human-monitor-command", Some(json!({ "command-line": command }))).await.map_err(qmp(command.clone()))?;
             let text = out.as_str().unwrap_or_default().trim();
             if !text.is_empty() {
-                return Err(format!("{command}: {text}"));
+                return Err(MigrateError::Forward { command, said: text.to_owned() });
             }
         }
         info!(vm = %t.id, forwards = own.len() + vm.file.forwards.len(), "forwards moved to the new QEMU");
@@ -318,6 +381,6 @@ mod tests {
         assert_eq!(t[1..3], ["-m", "256M"], "the volume unplugged since the start is gone: {t:?}");
         assert_eq!(t[4], new.blockdev().to_string());
         assert_eq!(t[6], "virtio-blk-pci,drive=vn-77aa5e0e12344abc9def,id=vol-77aa5e0e12344abc9def,serial=77aa5e0e12344abc9def,addr=0x6");
-        assert!(volume_args(&[old], &slots).unwrap_err().contains("0b3c5e0e12344abc9def"), "a volume the source lacks");
+        assert!(volume_args(&[old], &slots).unwrap_err().to_string().contains("0b3c5e0e12344abc9def"), "a volume the source lacks");
     }
 }

@@ -12,13 +12,36 @@ pub struct Cidr {
     prefix: u8,
 }
 
+/// Why a text is not a pool's network.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CidrError {
+    /// No `/` and prefix length.
+    #[error("{0:?} is not in CIDR form (e.g. 127.42.0.0/16)")]
+    Form(String),
+    /// Not an IPv4 address before the `/`.
+    #[error("{0:?}: {1}")]
+    Address(String, std::net::AddrParseError),
+    /// A prefix too short or too long for a pool.
+    #[error("{0:?}: the prefix must be between 8 and 30")]
+    Prefix(String),
+}
+
+/// An address another VM holds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{ip} is held by VM {holder}")]
+pub struct Held {
+    /// The address.
+    pub ip: Ipv4Addr,
+    /// The VM that holds it.
+    pub holder: String,
+}
+
 impl FromStr for Cidr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let (addr, prefix) = s.split_once('/').ok_or_else(|| format!("{s:?} is not in CIDR form (e.g. 127.42.0.0/16)"))?;
-        let addr: Ipv4Addr = addr.parse().map_err(|e| format!("{s:?}: {e}"))?;
-        let prefix: u8 =
-            prefix.parse().ok().filter(|p| (8..=30).contains(p)).ok_or_else(|| format!("{s:?}: the prefix must be between 8 and 30"))?;
+    type Err = CidrError;
+    fn from_str(s: &str) -> Result<Self, CidrError> {
+        let (addr, prefix) = s.split_once('/').ok_or_else(|| CidrError::Form(s.to_owned()))?;
+        let addr: Ipv4Addr = addr.parse().map_err(|e| CidrError::Address(s.to_owned(), e))?;
+        let prefix: u8 = prefix.parse().ok().filter(|p| (8..=30).contains(p)).ok_or_else(|| CidrError::Prefix(s.to_owned()))?;
         let mask = u32::MAX << (32 - prefix);
         Ok(Self { base: u32::from(addr) & mask, prefix })
     }
@@ -46,9 +69,9 @@ impl IpPool {
     }
 
     /// Records that `vm` holds `ip` (when re-adopting).
-    pub fn reserve(&mut self, ip: Ipv4Addr, vm: &str) -> Result<(), String> {
+    pub fn reserve(&mut self, ip: Ipv4Addr, vm: &str) -> Result<(), Held> {
         match self.owners.get(&ip) {
-            Some(o) if o != vm => Err(format!("{ip} is held by VM {o}")),
+            Some(o) if o != vm => Err(Held { ip, holder: o.clone() }),
             _ => {
                 self.owners.insert(ip, vm.to_owned());
                 Ok(())
@@ -164,7 +187,7 @@ mod tests {
     #[test]
     fn cidr_parsing() {
         assert!("127.42.0.0/16".parse::<Cidr>().is_ok());
-        assert!("127.42.0.0".parse::<Cidr>().unwrap_err().contains("CIDR"));
+        assert!("127.42.0.0".parse::<Cidr>().unwrap_err().to_string().contains("CIDR"));
         assert!("127.42.0.0/31".parse::<Cidr>().is_err());
     }
 }

@@ -339,8 +339,9 @@ pub(crate) async fn make(qemu: &Path, args: &QemuArgs, staging: &Path) -> Result
 }
 
 async fn save(args: &QemuArgs, process: &Process, staging: &Path) -> Result<(), SnapshotError> {
-    let console =
-        SerialConsole::attach(&args.serial, staging.join("console.log")).await.map_err(|e| SnapshotError::io("the template's serial", e))?;
+    let console = SerialConsole::attach(&args.serial, staging.join("console.log"))
+        .await
+        .map_err(|e| SnapshotError::io("the template's serial", e))?;
     until_printed(&console, process, SETTLED, BOOT_LIMIT).await?;
     let mut q = Qmp::connect(&args.qmp).await.map_err(SnapshotError::qmp("connecting to the template's QMP"))?;
     ignore_shared(&mut q, true).await?;

@@ -76,9 +76,40 @@ pub enum Refused {
     Own(SocketAddr),
 }
 
+/// An entry of `--image-source-allow` that is none of `public`, an
+/// address or a network.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not public, an address or a network such as 192.0.2.0/24")]
+pub struct BadEntry(pub String);
+
+/// Why a URL may not be fetched.
+#[derive(Debug, thiserror::Error)]
+pub enum UrlRefused {
+    /// It names no host.
+    #[error("{0} names no host")]
+    NoHost(String),
+    /// It names no port, and its scheme has none.
+    #[error("{0} names no port")]
+    NoPort(String),
+    /// Its host name does not resolve.
+    #[error("resolving {host}: {source}")]
+    Resolve {
+        /// The name.
+        host: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// An address it leads to is refused.
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    /// Its host name resolves to nothing.
+    #[error("{0} has no address")]
+    NoAddress(String),
+}
+
 impl SourcePolicy {
     /// Parses `public` and networks (`ADDR/LEN`) or single addresses.
-    pub fn parse(list: &[String]) -> Result<Self, String> {
+    pub fn parse(list: &[String]) -> Result<Self, BadEntry> {
         let mut p = Self { public: false, ..Self::default() };
         for t in list.iter().map(|t| t.trim()).filter(|t| !t.is_empty()) {
             if t.eq_ignore_ascii_case("public") {
@@ -146,13 +177,15 @@ impl SourcePolicy {
     }
 
     /// Checks every socket `url` names (each address its host resolves to).
-    pub async fn check_url(&self, url: &reqwest::Url) -> Result<(), String> {
-        let host = url.host_str().ok_or_else(|| format!("{url} names no host"))?;
-        let port = url.port_or_known_default().ok_or_else(|| format!("{url} names no port"))?;
+    pub async fn check_url(&self, url: &reqwest::Url) -> Result<(), UrlRefused> {
+        let host = url.host_str().ok_or_else(|| UrlRefused::NoHost(url.to_string()))?;
+        let port = url.port_or_known_default().ok_or_else(|| UrlRefused::NoPort(url.to_string()))?;
         let host = host.trim_start_matches('[').trim_end_matches(']');
         let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
             Ok(ip) => vec![SocketAddr::new(ip, port)],
-            Err(_) => tokio::net::lookup_host((host, port)).await.map_err(|e| format!("resolving {host}: {e}"))?.collect(),
+            Err(_) => {
+                tokio::net::lookup_host((host, port)).await.map_err(|e| UrlRefused::Resolve { host: host.to_owned(), source: e })?.collect()
+            }
         };
         // As the resolver dials only the allowed addresses, one is enough;
         // but a name that leads to the server itself is refused outright.
@@ -161,14 +194,14 @@ impl SourcePolicy {
         for a in addrs {
             match self.check_socket(a) {
                 Ok(()) => allowed = true,
-                Err(e @ Refused::Own(_)) => return Err(e.to_string()),
-                Err(e) => refused = refused.or(Some(e.to_string())),
+                Err(e @ Refused::Own(_)) => return Err(e.into()),
+                Err(e) => refused = refused.or(Some(e)),
             }
         }
         match (allowed, refused) {
             (true, _) => Ok(()),
-            (false, Some(why)) => Err(why),
-            (false, None) => Err(format!("{host} has no address")),
+            (false, Some(why)) => Err(why.into()),
+            (false, None) => Err(UrlRefused::NoAddress(host.to_owned())),
         }
     }
 
@@ -244,8 +277,8 @@ fn special_v6(a: Ipv6Addr) -> Option<&'static str> {
 }
 
 /// `ADDR/LEN` or a single address, as a network.
-fn parse_net(text: &str) -> Result<Cidr, String> {
-    let bad = || format!("{text:?} is not public, an address or a network such as 192.0.2.0/24");
+fn parse_net(text: &str) -> Result<Cidr, BadEntry> {
+    let bad = || BadEntry(text.to_owned());
     let (addr, len) = text.split_once('/').map_or((text, None), |(a, l)| (a, Some(l)));
     let addr: IpAddr = addr.parse().map_err(|_| bad())?;
     let max = if addr.is_ipv4() { 32 } else { 128 };

@@ -72,8 +72,7 @@ pub enum DiskError {
 
 /// Runs `qemu-img` (`bin`) with `args`; its error output on failure.
 pub(crate) async fn qemu_img(bin: &Path, args: &[&OsStr]) -> Result<(), DiskError> {
-    let out =
-        tokio::process::Command::new(bin).args(args).output().await.map_err(|e| DiskError::Run { bin: bin.to_owned(), source: e })?;
+    let out = tokio::process::Command::new(bin).args(args).output().await.map_err(|e| DiskError::Run { bin: bin.to_owned(), source: e })?;
     if out.status.success() { Ok(()) } else { Err(DiskError::QemuImg(String::from_utf8_lossy(&out.stderr).trim().to_owned())) }
 }
 
@@ -147,8 +146,8 @@ impl Volumes {
     /// `imported`), if a volume of `size` bytes can start as it.
     async fn base_of(&self, name: &str, imported: bool, size: u64) -> Result<(PathBuf, &'static str), DiskError> {
         let (catalog, dir, n) = (self.images.clone(), self.imported.clone(), name.to_owned());
-        let image = tokio::task::spawn_blocking(move || if imported { crate::import::imported(&dir, &n) } else { catalog.get(&n) })
-            .await??;
+        let image =
+            tokio::task::spawn_blocking(move || if imported { crate::import::imported(&dir, &n) } else { catalog.get(&n) }).await??;
         let base = tokio::fs::canonicalize(image.disk()).await.map_err(|e| DiskError::Base { path: image.disk(), source: e })?;
         let h = header(&base).await?;
         if size < h.virtual_size {

@@ -422,7 +422,6 @@ async fn qemu_backend(args: &ServeArgs, data_dir: &std::path::Path, listening: &
         snapshots: args.vm_snapshots,
         clone_tcg_cache_mib: args.clone_tcg_cache_mib,
         image_sources: vmaas_qemu::sources::SourcePolicy::parse(&args.image_source_allow)
-            .map_err(anyhow::Error::msg)
             .context("--image-source-allow")?
             .with_listening(listening.clone())
             .with_limits(FetchLimits { read: args.image_fetch_read_timeout, total: args.image_fetch_timeout }),

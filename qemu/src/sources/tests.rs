@@ -82,15 +82,15 @@ async fn urls_are_checked_socket_by_socket_names_resolved() {
     };
     assert!(check("http://127.0.0.1:9/x").await.is_ok());
     assert!(check("http://localhost:9/x").await.is_ok());
-    assert!(check("http://localhost:8000/api/openapi.json").await.unwrap_err().contains("own listening socket"));
-    assert!(check("http://[::1]:9/x").await.unwrap_err().contains("loopback"));
+    assert!(check("http://localhost:8000/api/openapi.json").await.unwrap_err().to_string().contains("own listening socket"));
+    assert!(check("http://[::1]:9/x").await.unwrap_err().to_string().contains("loopback"));
     assert!(check("http://127.0.0.1/x").await.is_ok(), "port 80 is the scheme's");
 }
 
 #[test]
 fn bad_entries_are_named() {
     for bad in ["nope", "127.0.0.0/33", "::/129", "1.2.3.4/x"] {
-        let e = SourcePolicy::parse(&[bad.into()]).unwrap_err();
+        let e = SourcePolicy::parse(&[bad.into()]).unwrap_err().to_string();
         assert!(e.contains(bad), "{e}");
     }
 }
