@@ -11,7 +11,6 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tracing::{info, warn};
 use vmaas_backend::{BackendError, DiskPresence, VmTarget, VolumeDisk, VolumePresence};
@@ -20,24 +19,14 @@ use crate::Vms;
 use crate::argv::{VolumeArg, volume_device, volume_node};
 use crate::lifecycle::Vm;
 use crate::qmp::{Qmp, QmpError};
+use crate::state::PluggedVolume;
 use crate::volumes::{Volumes, grow_file};
 
 /// How soon a VM with a volume being unplugged is looked at again.
 pub(crate) const UNPLUG_STEP: Duration = Duration::from_millis(100);
 
-/// A volume the running QEMU has, as kept in `vm.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PluggedVolume {
-    /// The volume's id.
-    pub volume: String,
-    /// Its serial (its device is `vol-SERIAL`).
-    pub serial: String,
-    /// The size QEMU has for it.
-    pub size_bytes: u64,
-}
-
 impl PluggedVolume {
-    fn of(d: &VolumeDisk) -> Self {
+    pub(crate) fn of(d: &VolumeDisk) -> Self {
         Self { volume: d.volume.clone(), serial: d.serial.clone(), size_bytes: d.size_bytes }
     }
 }

@@ -25,7 +25,7 @@ use crate::argv::{Forward, QemuArgs, VolumeArg};
 use crate::console::SerialConsole;
 use crate::lifecycle::Vm;
 use crate::process::{Process, read_pid};
-use crate::qmp::Qmp;
+use crate::qmp::{Qmp, Unfinished, migration_over};
 
 /// The files a migration target has before it takes the usual names.
 const NEXT: [&str; 3] = ["qmp.sock", "serial.sock", "qemu.pid"];
@@ -171,33 +171,6 @@ pub enum MigrateError {
 /// A QMP error `e` while doing `what`.
 fn qmp(what: impl Into<String>) -> impl FnOnce(crate::qmp::QmpError) -> MigrateError {
     move |source| MigrateError::Qmp { context: what.into(), source }
-}
-
-/// How a migration (out or in) ended without completing.
-pub(crate) enum Unfinished {
-    /// QEMU said it failed or was cancelled, and why.
-    Failed(String),
-    /// It went on past its time limit.
-    TimedOut,
-    /// QEMU could not be asked.
-    Unasked(String),
-}
-
-/// Asks QMP `query-migrate` every `every` until QEMU reports the migration
-/// (out or in) over, for `limit` at most; its last answer.
-pub(crate) async fn migration_over(q: &mut Qmp, limit: Duration, every: Duration) -> Result<Value, Unfinished> {
-    let start = Instant::now();
-    loop {
-        let r = q.execute("query-migrate", None).await.map_err(|e| Unfinished::Unasked(e.to_string()))?;
-        match r["status"].as_str().unwrap_or("") {
-            "completed" => return Ok(r),
-            "failed" | "cancelled" => {
-                return Err(Unfinished::Failed(r["error-desc"].as_str().unwrap_or("the migration failed").to_owned()));
-            }
-            _ if start.elapsed() > limit => return Err(Unfinished::TimedOut),
-            _ => tokio::time::sleep(every).await,
-        }
-    }
 }
 
 /// Waits until the source reports the migration over; what it measured.

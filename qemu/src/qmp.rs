@@ -1,7 +1,7 @@
 //! A minimal QMP client: connect, negotiate capabilities, run commands.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -96,5 +96,32 @@ impl Qmp {
     pub async fn status(&mut self) -> Result<String, QmpError> {
         let r = self.execute("query-status", None).await?;
         Ok(r["status"].as_str().unwrap_or("unknown").to_owned())
+    }
+}
+
+/// How a migration (out or in) ended without completing.
+pub(crate) enum Unfinished {
+    /// QEMU said it failed or was cancelled, and why.
+    Failed(String),
+    /// It went on past its time limit.
+    TimedOut,
+    /// QEMU could not be asked.
+    Unasked(String),
+}
+
+/// Asks QMP `query-migrate` every `every` until QEMU reports the migration
+/// (out or in) over, for `limit` at most; its last answer.
+pub(crate) async fn migration_over(q: &mut Qmp, limit: Duration, every: Duration) -> Result<Value, Unfinished> {
+    let start = Instant::now();
+    loop {
+        let r = q.execute("query-migrate", None).await.map_err(|e| Unfinished::Unasked(e.to_string()))?;
+        match r["status"].as_str().unwrap_or("") {
+            "completed" => return Ok(r),
+            "failed" | "cancelled" => {
+                return Err(Unfinished::Failed(r["error-desc"].as_str().unwrap_or("the migration failed").to_owned()));
+            }
+            _ if start.elapsed() > limit => return Err(Unfinished::TimedOut),
+            _ => tokio::time::sleep(every).await,
+        }
     }
 }

@@ -47,9 +47,9 @@ use tracing::info;
 use crate::argv::{QemuArgs, SEGMENT_NIC_SLOT, SegmentNicArg, USER_NIC_SLOT, UserNicArg, nic_device_arg};
 use crate::console::SerialConsole;
 use crate::images::Image;
-use crate::migrate::Unfinished;
 use crate::process::Process;
 use crate::qmp::Qmp;
+use crate::qmp::Unfinished;
 
 /// Bumped when what a snapshot holds changes shape.
 const FORMAT: u32 = 2;
@@ -302,7 +302,7 @@ async fn until_printed(console: &SerialConsole, process: &Process, what: &str, l
 
 /// Waits until QEMU reports the device state saved or loaded.
 async fn until_migrated(q: &mut Qmp) -> Result<(), SnapshotError> {
-    match crate::migrate::migration_over(q, STATE_LIMIT, Duration::from_millis(10)).await {
+    match crate::qmp::migration_over(q, STATE_LIMIT, Duration::from_millis(10)).await {
         Ok(_) => Ok(()),
         Err(Unfinished::Failed(why)) => Err(SnapshotError::StateFailed(why)),
         Err(Unfinished::Unasked(e)) => Err(SnapshotError::StateUnasked(e)),

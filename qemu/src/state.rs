@@ -7,6 +7,17 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use vmaas_backend::BackendError;
 
+/// A volume the running QEMU has, as kept in `vm.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluggedVolume {
+    /// The volume's id.
+    pub volume: String,
+    /// Its serial (its device is `vol-SERIAL`).
+    pub serial: String,
+    /// The size QEMU has for it.
+    pub size_bytes: u64,
+}
+
 /// Name of the state file in a VM's directory.
 pub const STATE_FILE: &str = "vm.json";
 
@@ -40,7 +51,7 @@ pub struct VmFile {
     pub booted: Option<vmaas_model::boot_shape::BootShape>,
     /// The volumes the running QEMU has (from its command line or plugged since).
     #[serde(default)]
-    pub volumes: Vec<crate::hotplug::PluggedVolume>,
+    pub volumes: Vec<PluggedVolume>,
     /// The migration generation acted on.
     #[serde(default)]
     pub migrations: u64,
