@@ -16,7 +16,7 @@ use chrono::Utc;
 use sqlx::{AssertSqlSafe, Row as _};
 use vmaas_model::ObjectKind;
 
-use super::objects::Row;
+use super::row::Row;
 use super::{Dialect, Store, StoreError, ts};
 
 /// Rows kept: older ones are trimmed as new ones come.

@@ -28,6 +28,7 @@ pub mod network;
 pub mod objects;
 pub mod quota;
 pub mod record;
+mod row;
 pub mod template;
 pub mod usage;
 pub mod vm;

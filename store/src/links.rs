@@ -14,8 +14,8 @@
 
 use vmaas_model::ObjectKind;
 
-use super::objects::Row;
 use super::record::{Kind, Record};
+use super::row::Row;
 use super::{AttachmentRecord, Dialect, ImageRecord, LoadBalancerRecord, Store, StoreError, VolumeAttachmentRecord, VolumeRecord};
 
 /// The link target that stands for the image called `name` (a name, or a URL).
@@ -120,10 +120,10 @@ impl Store {
         }
         let sql = format!(
             "SELECT {} FROM objects o WHERE o.kind = $1 AND o.id IN (SELECT source FROM links WHERE target = $2) ORDER BY o.created_at, o.id",
-            super::objects::COLUMNS.split(", ").map(|c| format!("o.{c}")).collect::<Vec<_>>().join(", ")
+            super::row::COLUMNS.split(", ").map(|c| format!("o.{c}")).collect::<Vec<_>>().join(", ")
         );
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(kind.as_str()).bind(target).fetch_all(&mut *self.conn().await?).await?;
-        rows.iter().map(super::objects::from_row).collect()
+        rows.iter().map(super::row::from_row).collect()
     }
 
     /// Indexes the links of every object once, if this database was made

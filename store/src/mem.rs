@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use vmaas_model::ObjectKind;
 
-use super::objects::{Filter, Row};
+use super::row::{Filter, Row};
 use super::usage::{Amounts, HostUsage, holds};
 use super::{Scope, StoreError, ts};
 
@@ -181,7 +181,7 @@ impl MemState {
     }
 
     /// The rows of `kind` linked to `target`, in list order.
-    pub(super) fn linked(&self, kind: ObjectKind, target: &str) -> Vec<super::objects::Row> {
+    pub(super) fn linked(&self, kind: ObjectKind, target: &str) -> Vec<super::row::Row> {
         let Some(set) = self.links.get(&(kind, target.to_owned())) else { return Vec::new() };
         set.iter().filter_map(|(_, id)| self.objects.get(id)).map(|c| c.row.clone()).collect()
     }

@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use vmaas_model::{Labels, Metadata, ObjectKind};
 
-use super::objects::{NewObject, Row};
+use super::row::{NewObject, Row};
 use super::{Scope, Store, StoreError};
 
 /// A kind stored as a [`Record`].

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use vmaas_model::template::{TEMPLATE_TYPE_URL, TemplateMetadata};
 use vmaas_model::{ObjectKind, VirtualMachineTemplate};
 
-use super::objects::{Filter, NewObject, Row};
+use super::row::{Filter, NewObject, Row};
 use super::{Scope, Store, StoreError};
 
 const KIND: ObjectKind = ObjectKind::Template;

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use sqlx::Row as _;
 use vmaas_model::{MachineSpec, ObjectKind, PowerState, Quantity};
 
-use super::objects::Row;
+use super::row::Row;
 use super::{Dialect, ImageRecord, Store, StoreError, VmRecord, VolumeRecord};
 
 /// Amounts of every resource a quota limits.

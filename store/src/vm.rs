@@ -10,7 +10,7 @@ use vmaas_model::{
     initial_status,
 };
 
-use super::objects::{Filter, NewObject, Row};
+use super::row::{Filter, NewObject, Row};
 use super::{BootImage, Scope, Store, StoreError};
 use crate::template::object_id as template_id;
 

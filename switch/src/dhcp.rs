@@ -4,7 +4,7 @@
 
 use std::net::Ipv4Addr;
 
-use crate::fabric::{PortConfig, SubnetConfig};
+use crate::config::{PortConfig, SubnetConfig};
 use crate::frame::{Ipv4, Mac, udp_frame};
 
 /// UDP port of DHCP servers.

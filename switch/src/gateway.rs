@@ -31,6 +31,7 @@ use tracing::{debug, warn};
 use crate::frame::ETH_HEADER;
 
 mod udp;
+// A circle with `segment` on purpose: see the note on its imports.
 use crate::segment::{Switch, runtime};
 use udp::{Datagram, Sessions};
 

@@ -6,6 +6,7 @@
 //! routes, and no packet ever leaves the process for the host's networks.
 //!
 //! - [`frame`]: Ethernet, ARP, IPv4 and UDP, read and written in place.
+//! - [`config`]: the subnet a segment carries and its ports' identities.
 //! - [`fabric`]: the forwarding core, pure and synchronous: ports with
 //!   their assigned MAC and address, MAC learning, flooding, anti-spoofing,
 //!   and the gateway's own answers.
@@ -25,6 +26,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod config;
 pub mod dhcp;
 pub mod fabric;
 pub mod firewall;

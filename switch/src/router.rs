@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use crate::fabric::SubnetConfig;
 use crate::frame::Ipv4;
+// A circle with `segment` on purpose: see the note on its imports.
 use crate::segment::{Shared, lock};
 
 /// One segment of the network.

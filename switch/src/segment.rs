@@ -22,6 +22,11 @@ use tracing::{debug, warn};
 
 use crate::fabric::{Fabric, PortId, PortKind, Stats, SubnetConfig, Verdict};
 use crate::firewall::Firewall;
+// A circle of imports, kept on purpose: a segment's switch holds its
+// network's router and its gateway endpoint, and both hand frames back into
+// switches (the router into a sibling's, the gateway into its own). The
+// types refer to each other as the data does; splitting them behind trait
+// objects would add an indirection on every routed frame and say less.
 use crate::gateway::{self, GatewayForward};
 use crate::listen::{Bound, Listener, PortAddr};
 use crate::router::Router;

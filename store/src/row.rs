@@ -1,0 +1,108 @@
+//! A stored object as a row, as every part of the store reads it: the
+//! row itself, a new one with its references, a list's filter, and the
+//! columns and decoding of a query's answer. The operations on rows are in
+//! [`super::objects`]; this module depends on none of the store's parts.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use sqlx::Row as _;
+use sqlx::any::AnyRow;
+use vmaas_model::{Labels, ObjectKind};
+
+use super::{StoreError, parse_ts};
+
+/// One stored object, its documents kept as JSON text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// Server-assigned id.
+    pub id: String,
+    /// Its kind.
+    pub kind: ObjectKind,
+    /// Owner; empty for global kinds.
+    pub tenant: String,
+    /// Unique per kind and tenant.
+    pub name: String,
+    /// The desired state, as the kind stores it.
+    pub spec: Arc<str>,
+    /// The last status the reconciler wrote.
+    pub status: Arc<str>,
+    /// `status.state`, for filtering.
+    pub state: String,
+    /// What the reconciler remembers of what the backend acted on.
+    pub observed: Arc<str>,
+    /// The version the status was derived from.
+    pub observed_version: i64,
+    /// Who created it.
+    pub creators: Vec<String>,
+    /// Incremented on every change of the desired state (spec, requests, deletion).
+    pub version: i64,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last change of the desired state.
+    pub updated_at: DateTime<Utc>,
+    /// Set once deletion was requested.
+    pub deleted_at: Option<DateTime<Utc>>,
+    /// Labels and annotations.
+    pub labels: Labels,
+}
+
+/// A new object and what it refers to.
+#[derive(Debug, Clone)]
+pub struct NewObject {
+    /// The row to insert (version 1).
+    pub row: Row,
+    /// `(target id, role)`: the objects it refers to, which must exist.
+    pub refs: Vec<(String, String)>,
+}
+
+/// Filters and paging for lists.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Exact name.
+    pub name: Option<String>,
+    /// Exact `status.state`.
+    pub state: Option<String>,
+    /// Skip this many.
+    pub offset: u64,
+    /// Return at most this many.
+    pub limit: u64,
+}
+
+impl Filter {
+    /// Everything.
+    pub fn all() -> Self {
+        Self { limit: u64::MAX, ..Default::default() }
+    }
+}
+
+pub(super) const COLUMNS: &str =
+    "id, kind, tenant, name, spec, status, state, observed, observed_version, creators, version, created_at, updated_at, deleted_at, meta";
+
+/// The list order of a kind: global kinds by name, tenants' by creation.
+pub(super) fn order_by(kind: ObjectKind) -> &'static str {
+    if kind.is_tenant_scoped() { "created_at, id" } else { "name, id" }
+}
+
+pub(super) fn from_row(r: &AnyRow) -> Result<Row, StoreError> {
+    let kind: String = r.try_get("kind")?;
+    let kind = ObjectKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(serde::de::Error::custom(format!("unknown kind {kind:?}"))))?;
+    let deleted: Option<String> = r.try_get("deleted_at")?;
+    Ok(Row {
+        id: r.try_get("id")?,
+        kind,
+        tenant: r.try_get("tenant")?,
+        name: r.try_get("name")?,
+        spec: r.try_get::<String, _>("spec")?.into(),
+        status: r.try_get::<String, _>("status")?.into(),
+        state: r.try_get("state")?,
+        observed: r.try_get::<String, _>("observed")?.into(),
+        observed_version: r.try_get("observed_version")?,
+        creators: serde_json::from_str(&r.try_get::<String, _>("creators")?)?,
+        version: r.try_get("version")?,
+        created_at: parse_ts(&r.try_get::<String, _>("created_at")?)?,
+        updated_at: parse_ts(&r.try_get::<String, _>("updated_at")?)?,
+        deleted_at: deleted.as_deref().map(parse_ts).transpose()?,
+        labels: serde_json::from_str(&r.try_get::<String, _>("meta")?)?,
+    })
+}
