@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::info;
 
-use crate::api::{AppState, router};
+use crate::api::router;
 use crate::audit::{AuditConfig, AuditLog};
 use crate::auth::{KEY_FILE, KeyError, Keys};
 use crate::capacity::Overcommit;
@@ -18,6 +18,7 @@ use crate::oidc::{OidcConfig, OidcError, Verifier};
 use crate::pools::Pools;
 use crate::reconciler::{Queue, Reconciler, ReconcilerConfig};
 use crate::serve::HttpLimits;
+use crate::state::{AppState, Services};
 use crate::store::{Store, StoreError};
 use crate::tls::{Tls, TlsError, TlsSource};
 use vmaas_backend::Backend;
@@ -196,7 +197,7 @@ impl App {
         if let Some(oidc) = &config.oidc {
             keys = keys.with_oidc(Arc::new(Verifier::new(oidc.clone())?));
         }
-        let state = AppState::new(crate::api::Services {
+        let state = AppState::new(Services {
             events: crate::events::EventHub::start(store.clone()),
             store,
             keys,

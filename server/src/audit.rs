@@ -9,12 +9,10 @@ use chrono::{SecondsFormat, Utc};
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use crate::api::AppState;
-use crate::auth::Caller;
+use crate::auth::CallerSlot;
 
 /// Lines queued for the writer before requests wait.
 const QUEUE: usize = 4096;
@@ -57,22 +55,6 @@ pub struct Entry {
     /// The client's address as the connection saw it, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remote: Option<String>,
-}
-
-/// The caller a request's handler authenticated, left here by the
-/// [`Caller`] extractor for the audit middleware to read.
-#[derive(Clone, Default)]
-pub struct CallerSlot(Arc<Mutex<Option<Caller>>>);
-
-impl CallerSlot {
-    /// Records the authenticated caller.
-    pub fn set(&self, caller: &Caller) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(caller.clone());
-    }
-
-    fn take(&self) -> Option<Caller> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
-    }
 }
 
 /// The audit log's writer.
@@ -178,8 +160,8 @@ pub struct Pending {
 impl Pending {
     /// Starts recording `req` if it changes something and there is an audit
     /// log: leaves a slot in it for the [`Caller`] extractor.
-    pub fn start(state: &AppState, req: &mut Request) -> Option<Self> {
-        let log = state.audit.clone().filter(|_| mutating(req.method()))?;
+    pub fn start(log: Option<&AuditLog>, req: &mut Request) -> Option<Self> {
+        let log = log.cloned().filter(|_| mutating(req.method()))?;
         let slot = CallerSlot::default();
         req.extensions_mut().insert(slot.clone());
         let remote = req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.to_string());

@@ -16,24 +16,15 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
-use crate::api::AppState;
 use crate::error::ApiError;
+
+pub use crate::caller::{Caller, Role};
 
 /// Issuer written into and required of every token.
 pub const ISSUER: &str = "vmaas";
 
 /// Name of the signing key file in the data directory.
 pub const KEY_FILE: &str = "jwt-hs256.key";
-
-/// What a caller may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Publishes templates and sees every tenant's VMs.
-    Admin,
-    /// Manages its own tenant's VMs.
-    Tenant,
-}
 
 /// The claims of a vmaas token.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -50,29 +41,6 @@ pub struct Claims {
     pub iat: u64,
     /// Expires at (seconds since the epoch).
     pub exp: u64,
-}
-
-/// An authenticated caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller {
-    /// Who.
-    pub subject: String,
-    /// The tenant acted in.
-    pub tenant: String,
-    /// What they may do.
-    pub role: Role,
-}
-
-impl Caller {
-    /// Whether the caller is an administrator.
-    pub fn is_admin(&self) -> bool {
-        self.role == Role::Admin
-    }
-
-    /// Fails with 403 unless the caller is an administrator.
-    pub fn require_admin(&self, what: &str) -> Result<(), ApiError> {
-        if self.is_admin() { Ok(()) } else { Err(ApiError::forbidden(format!("only administrators may {what}"))) }
-    }
 }
 
 /// Why a key could not be loaded.
@@ -228,12 +196,36 @@ impl Keys {
     }
 }
 
-impl FromRequestParts<AppState> for Caller {
+/// A state that holds the token keys: what the [`Caller`] extractor needs
+/// of the application's state.
+pub trait HasKeys {
+    /// The keys tokens are checked with.
+    fn keys(&self) -> &Keys;
+}
+
+/// The caller a request's handler authenticated, left here by the
+/// [`Caller`] extractor for the audit middleware to read.
+#[derive(Clone, Default)]
+pub struct CallerSlot(std::sync::Arc<std::sync::Mutex<Option<Caller>>>);
+
+impl CallerSlot {
+    /// Records the authenticated caller.
+    pub fn set(&self, caller: &Caller) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(caller.clone());
+    }
+
+    /// The caller recorded, if any.
+    pub fn take(&self) -> Option<Caller> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+impl<S: HasKeys + Send + Sync> FromRequestParts<S> for Caller {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let caller = state.keys.bearer(parts.headers.get(AUTHORIZATION).map(|h| h.as_bytes())).await?;
-        if let Some(slot) = parts.extensions.get::<crate::audit::CallerSlot>() {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let caller = state.keys().bearer(parts.headers.get(AUTHORIZATION).map(|h| h.as_bytes())).await?;
+        if let Some(slot) = parts.extensions.get::<CallerSlot>() {
             slot.set(&caller);
         }
         Ok(caller)

@@ -16,7 +16,8 @@
 //! - [`none_backend`]: the API-only backend (the trait is in `vmaas-backend`,
 //!   the real backends in their own crates).
 //! - [`identity`]: the store's identity, checked against the host state.
-//! - [`admission`]: checks and the write they allow as one step, across
+//! - [`state`]: what every handler reaches ([`state::AppState`]), and
+//!   admission: checks and the write they allow as one step, across
 //!   replicas; the checks are the `vmaas-admission` crate's ([`capacity`]:
 //!   what VMs ask for against what the host can give; [`quota`]: what a
 //!   tenant may hold; [`pools`]: external IP pools; addresses on subnets).
@@ -29,11 +30,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod admission;
 pub mod api;
 pub mod app;
 pub mod audit;
 pub mod auth;
+pub mod caller;
 pub mod clusters;
 pub mod error;
 pub mod events;
@@ -47,6 +48,7 @@ pub mod oidc;
 pub mod prune;
 pub mod reconciler;
 pub mod serve;
+pub mod state;
 pub use vmaas_admission::{capacity, pools, quota};
 pub use vmaas_store as store;
 pub mod tls;

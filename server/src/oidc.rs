@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 use tracing::{info, warn};
 
-use crate::auth::{Caller, Role};
+use crate::caller::{Caller, Role};
 use crate::error::{ApiError, Code};
 
 /// Least time between two fetches of one issuer's keys (a token naming an

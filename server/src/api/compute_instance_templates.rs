@@ -13,10 +13,13 @@ use serde_json::{Map, Value, json};
 use vmaas_model::template::view::{from_compute_instance_template, to_compute_instance_template};
 use vmaas_model::{Envelope, VirtualMachineTemplate};
 
+use super::extract::ApiJson;
+use super::extract::ApiQuery;
+use super::extract::decode;
 use super::templates::{self, ListQuery, PatchQuery};
-use super::{ApiJson, ApiQuery, AppState, decode};
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()

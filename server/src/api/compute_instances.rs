@@ -15,10 +15,16 @@ use serde_json::{Value, json};
 use vmaas_model::vm::compute_instance::{VmBody, from_compute_instance, to_compute_instance};
 use vmaas_model::{CreateVirtualMachine, Envelope, PatchVirtualMachine, VirtualMachine};
 
+use super::extract::ApiJson;
+use super::extract::ApiQuery;
+use super::extract::decode;
 use super::query::Selection;
-use super::{ApiJson, ApiQuery, AppState, Paging, decode, scope, vms};
+use super::shared::Paging;
+use super::shared::scope;
+use super::vms;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::state::AppState;
 use crate::store::VmFilter;
 
 pub(super) fn routes() -> Router<AppState> {
@@ -64,7 +70,7 @@ pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q):
     security(("bearer" = [])))]
 pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
     let vm = s.store.get_vm_json(&id, &scope(&caller)).await?;
-    Ok(super::raw_json(format!("{{\"object\":{}}}", viewed(&vm)?)))
+    Ok(super::shared::raw_json(format!("{{\"object\":{}}}", viewed(&vm)?)))
 }
 
 /// Create a compute instance (a VM): `spec.run_strategy` `Always` or `Halted`.

@@ -1,10 +1,6 @@
 //! The serial console: a WebSocket per viewer, authorised by a short-lived
 //! single-use ticket (or the tenant's bearer token), and the buffered log.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
-
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
@@ -14,74 +10,17 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
 use chrono::Utc;
-use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use tracing::{debug, info};
 
-use super::scope;
-use super::{ApiQuery, AppState, PREFIX};
+use super::extract::ApiQuery;
+use super::shared::PREFIX;
+use super::shared::scope;
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
+use crate::state::AppState;
 
-/// How long a console ticket is valid.
-pub const TICKET_TTL: Duration = Duration::from_secs(60);
-
-/// Unused tickets one VM may have at once.
-pub const TICKETS_PER_VM: usize = 8;
-
-/// Unused tickets one tenant may have at once.
-pub const TICKETS_PER_TENANT: usize = 32;
-
-/// Unused tickets the server keeps at most.
-pub const TICKETS_TOTAL: usize = 4096;
-
-struct Ticket {
-    vm: String,
-    tenant: String,
-    expires: Instant,
-}
-
-/// Console tickets handed out and not used yet.
-#[derive(Default)]
-pub struct Tickets(Mutex<HashMap<String, Ticket>>);
-
-impl Tickets {
-    /// A new ticket for `vm` of `tenant`, unless that would pass a cap.
-    fn issue(&self, vm: &str, tenant: &str) -> Result<String, ApiError> {
-        let mut raw = [0u8; 24];
-        rand::rng().fill_bytes(&mut raw);
-        let ticket: String = raw.iter().map(|b| format!("{b:02x}")).collect();
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        map.retain(|_, t| t.expires > now);
-        let cap = |n: usize, what: &str| {
-            ApiError::exhausted(
-                "console_sessions",
-                format!("{what} has {n} unused console tickets already: use them or let them expire ({}s)", TICKET_TTL.as_secs()),
-            )
-        };
-        if map.values().filter(|t| t.vm == vm).count() >= TICKETS_PER_VM {
-            return Err(cap(TICKETS_PER_VM, "this virtual machine"));
-        }
-        if map.values().filter(|t| t.tenant == tenant).count() >= TICKETS_PER_TENANT {
-            return Err(cap(TICKETS_PER_TENANT, "this tenant"));
-        }
-        if map.len() >= TICKETS_TOTAL {
-            return Err(cap(TICKETS_TOTAL, "the server"));
-        }
-        map.insert(ticket.clone(), Ticket { vm: vm.to_owned(), tenant: tenant.to_owned(), expires: now + TICKET_TTL });
-        Ok(ticket)
-    }
-
-    /// Uses up `ticket`; true if it was valid for `vm`.
-    fn redeem(&self, ticket: &str, vm: &str) -> bool {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        match map.remove(ticket) {
-            Some(t) => t.vm == vm && t.expires > Instant::now(),
-            None => false,
-        }
-    }
-}
+use super::tickets::TICKET_TTL;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()

@@ -16,10 +16,12 @@ use axum::routing::get;
 use serde::Deserialize;
 use tracing::warn;
 
-use super::{ApiQuery, AppState, raw_json};
+use super::extract::ApiQuery;
+use super::shared::raw_json;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::events::{Audience, Published, start_point};
+use crate::state::AppState;
 
 /// Events a page without `watch` holds at most.
 const PAGE: i64 = 1000;

@@ -14,10 +14,11 @@ use vmaas_model::external_ip::{EXTERNAL_IP_POOL_TYPE_URL, ExternalIpPoolSpec, Ex
 use vmaas_model::{Envelope, ExternalIpPool, ExternalIpSpec, ExternalIpState, ExternalIpStatus, ObjectKind, Page, ValidationErrors};
 
 use super::resource::{Docs, FIXED_SPEC, Resource};
-use super::{AppState, simple};
+use super::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::pools::Pool;
+use crate::state::AppState;
 use crate::store::{ExternalIpKind, ExternalIpRecord};
 
 pub(super) fn routes() -> Router<AppState> {

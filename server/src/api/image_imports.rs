@@ -5,10 +5,11 @@
 
 use std::time::{Duration, Instant};
 
-use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::routing::{delete, post, put};
+use axum::{Json, Router};
 use chrono::Utc;
 use futures::TryStreamExt;
 use tracing::info;
@@ -16,11 +17,24 @@ use vmaas_backend::{ImageImport, ImageObservation, Target};
 use vmaas_model::image::{Image, ImageSpec, ImageState};
 use vmaas_model::{CreateObject, Envelope, ObjectKind, Page, ValidationErrors};
 
+use super::extract::ApiJson;
 use super::images::{Named, catalog, lookup, users_of};
-use super::{ApiJson, AppState, checked_name, scope};
+use super::shared::checked_name;
+use super::shared::scope;
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
+use crate::state::AppState;
 use crate::store::{Filter, ImageKind, ImageRecord, Scope};
+
+/// Imports, uploads, prunes and deletes of images (their reads are
+/// [`super::images`]'s routes on the same paths).
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/images", post(create))
+        .route("/images:prune", post(prune))
+        .route("/images/{id}", delete(remove))
+        .route("/images/{id}/content", put(upload).layer(axum::extract::DefaultBodyLimit::disable()))
+}
 
 /// Refuses a name a catalog image, a public image or one of the tenant's has.
 async fn check_free(s: &AppState, caller: &Caller, name: &str) -> Result<(), ApiError> {

@@ -13,46 +13,22 @@ use vmaas_model::image::{IMAGE_TYPE_URL, Image, ImageMetadata, ImageSpec, ImageS
 use vmaas_model::spec::DEFAULT_IMAGE;
 use vmaas_model::{Envelope, MachineSpec, ObjectKind, Page, ValidationErrors};
 
-use super::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::state::AppState;
 use crate::store::{BootImage, Filter, ImageKind, ImageRecord, Scope, StoreError};
 
+/// The reads of images; their imports, uploads and deletes are
+/// [`super::image_imports`]'s routes on the same paths.
 pub(super) fn routes() -> Router<AppState> {
-    use super::image_imports::{create, prune, remove, upload};
-    Router::new()
-        .route("/images", get(list).post(create))
-        .route("/images:prune", axum::routing::post(prune))
-        .route("/images/{id}", get(read).delete(remove))
-        .route("/images/{id}/content", axum::routing::put(upload).layer(axum::extract::DefaultBodyLimit::disable()))
+    Router::new().route("/images", get(list)).route("/images/{id}", get(read))
 }
 
-/// How long a reading of the backend's catalog is used: an image added to
-/// (or removed from) the images directory shows within this.
-const CATALOG_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// The last reading of the backend's catalog, and when it was taken.
-/// Shared by the copies of the state admissions make.
-#[derive(Clone, Default)]
-pub struct CatalogCache(std::sync::Arc<std::sync::Mutex<Option<CatalogReading>>>);
-
-/// When the catalog was read, and what it held (`None`: the backend has none).
-type CatalogReading = (std::time::Instant, Option<Vec<CatalogImage>>);
-
 /// The backend's catalog, read off the async runtime (at most once per
-/// [`CATALOG_FRESH`]: every create looks at it); `None` when the backend
-/// keeps none.
+/// [`super::catalog::CATALOG_FRESH`]: every create looks at it); `None`
+/// when the backend keeps none.
 pub(super) async fn catalog(s: &AppState) -> Result<Option<Vec<CatalogImage>>, ApiError> {
-    let cached = s.catalog.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    if let Some((_, images)) = cached.filter(|(at, _)| at.elapsed() < CATALOG_FRESH) {
-        return Ok(images);
-    }
-    let backend = s.backend.clone();
-    let images = tokio::task::spawn_blocking(move || backend.images())
-        .await
-        .map_err(|e| ApiError::internal(format!("reading the image catalog: {e}")))?;
-    *s.catalog.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((std::time::Instant::now(), images.clone()));
-    Ok(images)
+    s.catalog.read(&s.backend).await
 }
 
 /// Whether `machine` boots `image`.
@@ -204,7 +180,7 @@ pub(super) async fn imported_id(s: &AppState, caller: &Caller, name: &str) -> Re
 /// caller stores with the VM). Call it in the admission (`admitted`) the VM
 /// is stored in, so that two requests naming one URL make one image.
 pub(super) async fn boot_image(
-    admitted: &crate::admission::Admitted,
+    admitted: &crate::state::Admitted,
     caller: &Caller,
     machine: &MachineSpec,
 ) -> Result<Option<BootImage>, ApiError> {

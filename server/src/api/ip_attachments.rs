@@ -12,9 +12,11 @@ use vmaas_model::{
 };
 
 use super::resource::{Docs, Resource};
-use super::{AppState, owned_by, simple};
+use super::shared::owned_by;
+use super::simple;
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
+use crate::state::AppState;
 use crate::store::{ATTACHMENT_OF, AttachmentKind, AttachmentRecord, ExternalIpKind, ExternalIpRecord, Scope};
 
 const IP_FIELD: &str = "object.spec.external_ip";

@@ -10,9 +10,11 @@ use vmaas_model::load_balancer::{check_mappings, check_targets};
 use vmaas_model::{LoadBalancerSpec, LoadBalancerState, LoadBalancerStatus, ObjectKind, PatchLoadBalancer, ValidationErrors};
 
 use super::resource::{Docs, Resource};
-use super::{AppState, owned_by, simple};
+use super::shared::owned_by;
+use super::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::state::AppState;
 use crate::store::{BALANCER_ON, LoadBalancerKind, LoadBalancerRecord, Scope, SubnetKind, SubnetRecord};
 
 impl Resource for LoadBalancerKind {

@@ -10,9 +10,10 @@ use serde::Deserialize;
 use tracing::info;
 use vmaas_model::{Envelope, PowerState, VirtualMachine};
 
-use super::{AppState, scope};
+use super::shared::scope;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// What a migration asks for.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]

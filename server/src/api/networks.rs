@@ -5,9 +5,10 @@ use tracing::info;
 use vmaas_model::{ObjectKind, ValidationErrors, VirtualNetworkState};
 
 use super::resource::{Docs, FIXED_SPEC, Resource};
-use super::{AppState, simple};
+use super::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::state::AppState;
 use crate::store::{NetworkKind, NetworkRecord};
 
 impl Resource for NetworkKind {

@@ -3,15 +3,23 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{
-    compute_instance_templates, compute_instances, console, events, external_ips, image_imports, images, migrate, quotas, templates, vms,
-};
+use super::compute_instance_templates;
+use super::compute_instances;
+use super::console;
+use super::events;
+use super::external_ips;
+use super::image_imports;
+use super::images;
+use super::migrate;
+use super::quotas;
+use super::templates;
+use super::vms;
 
 #[derive(OpenApi)]
 #[openapi(
     info(title = "vmaas fulfillment API", description = "Virtual machines and templates, per tenant. Errors are `{code, message, details[{field, reason}]}` with gRPC code numbers."),
     paths(
-        super::healthz,
+        super::health::healthz,
         templates::list, templates::read, templates::create, templates::update, templates::patch, templates::remove,
         vms::list, vms::read, vms::create, vms::patch, vms::remove, vms::restart, migrate::migrate,
         compute_instance_templates::list, compute_instance_templates::read, compute_instance_templates::create,

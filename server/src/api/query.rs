@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::response::Response;
 use vmaas_model::query::{Filter, Order};
 
-use super::page_json;
+use super::shared::page_json;
 use crate::error::ApiError;
 
 /// A list's `filter` and `order`, parsed; `None` when neither was given.

@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 use tracing::info;
 use vmaas_model::{Envelope, Quantity};
 
-use super::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::quota::{self, Amounts, QuotaLimits};
+use crate::state::AppState;
 use crate::store::StoreError;
 
 pub(super) fn routes() -> Router<AppState> {
@@ -133,7 +133,7 @@ pub(super) async fn set(
     State(s): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-    super::ApiJson(req): super::ApiJson<Envelope<SetQuota>>,
+    super::extract::ApiJson(req): super::extract::ApiJson<Envelope<SetQuota>>,
 ) -> Result<Json<Envelope<Quota>>, ApiError> {
     caller.require_admin("set quotas")?;
     checked_tenant(&name)?;

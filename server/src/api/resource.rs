@@ -22,10 +22,13 @@ use serde::de::DeserializeOwned;
 use utoipa::ToSchema;
 use vmaas_model::{CreateObject, Envelope, Labels, ValidationErrors};
 
+use super::extract::ApiJson;
+use super::extract::ApiQuery;
+use super::shared::checked_name;
 use super::simple::{self, ListQuery};
-use super::{ApiJson, ApiQuery, AppState, checked_name};
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::state::AppState;
 use crate::store::record::{Kind, Record};
 
 /// What the OpenAPI document says of a kind's operations beyond what its

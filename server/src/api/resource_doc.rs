@@ -96,8 +96,12 @@ pub(super) fn unique_operation_ids(doc: &mut OpenApi) {
         }
     }
     for (path, item) in doc.paths.paths.iter_mut() {
-        let collection =
-            path.trim_start_matches(super::PREFIX).trim_start_matches('/').replace("/{id}", "").replace('/', "_").replace(['{', '}'], "");
+        let collection = path
+            .trim_start_matches(super::shared::PREFIX)
+            .trim_start_matches('/')
+            .replace("/{id}", "")
+            .replace('/', "_")
+            .replace(['{', '}'], "");
         for op in [&mut item.get, &mut item.post, &mut item.put, &mut item.patch, &mut item.delete].into_iter().flatten() {
             let id = op.operation_id.clone().unwrap_or_default();
             if seen.get(&id).copied().unwrap_or(0) > 1 {
@@ -111,7 +115,7 @@ pub(super) fn unique_operation_ids(doc: &mut OpenApi) {
 pub(super) fn add<K: Resource>(doc: &mut OpenApi) {
     let d = K::KIND.descriptor();
     let (name, tag, docs) = (d.name, d.human_plural, &K::DOCS);
-    let (collection, one) = (format!("{}/{}", super::PREFIX, d.plural), format!("{}/{}/{{id}}", super::PREFIX, d.plural));
+    let (collection, one) = (format!("{}/{}", super::shared::PREFIX, d.plural), format!("{}/{}/{{id}}", super::shared::PREFIX, d.plural));
     let mut schemas = Schemas::new();
     let object = envelope(&K::Api::name(), named::<K::Api>(&mut schemas), &mut schemas);
     let page = page::<K::Api>(&mut schemas);

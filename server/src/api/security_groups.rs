@@ -8,9 +8,11 @@ use tracing::info;
 use vmaas_model::{ObjectKind, PatchSecurityGroup, SecurityGroupState, ValidationErrors};
 
 use super::resource::{Docs, Resource};
-use super::{AppState, owned_by, simple};
+use super::shared::owned_by;
+use super::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::state::AppState;
 use crate::store::{SecurityGroupKind, SecurityGroupRecord};
 
 impl Resource for SecurityGroupKind {

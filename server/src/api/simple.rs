@@ -10,9 +10,12 @@ use tracing::info;
 use vmaas_model::{MetadataInput, ObjectKind, ValidationErrors};
 
 use super::query::Selection;
-use super::{AppState, Paging, raw_json, scope};
+use super::shared::Paging;
+use super::shared::raw_json;
+use super::shared::scope;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::state::AppState;
 use crate::store::record::{Kind, Record};
 use crate::store::{Filter, NetworkKind, NetworkRecord, Row, Scope, StoreError};
 
@@ -57,7 +60,7 @@ pub(super) async fn list<K: Kind>(s: &AppState, caller: &Caller, q: ListQuery, s
 /// One of the caller's objects of kind `K`.
 pub(super) async fn read<K: Kind>(s: &AppState, caller: &Caller, id: &str) -> Result<Response, ApiError> {
     let n = s.store.get_json(K::KIND, id, &scope(caller)).await?;
-    Ok(raw_json(super::enveloped(&n)))
+    Ok(raw_json(super::shared::enveloped(&n)))
 }
 
 /// Starts deleting one of the caller's objects of kind `K`, unless

@@ -8,9 +8,11 @@ use vmaas_model::network::Cidr;
 use vmaas_model::{ObjectKind, SubnetState, ValidationErrors};
 
 use super::resource::{Docs, FIXED_SPEC, Resource};
-use super::{AppState, owned_by, simple};
+use super::shared::owned_by;
+use super::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::state::AppState;
 use crate::store::{NetworkRecord, SUBNET_OF, StoreError, SubnetKind, SubnetRecord};
 
 const FIELD: &str = "object.spec.virtual_network";

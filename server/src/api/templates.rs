@@ -8,9 +8,12 @@ use chrono::Utc;
 use tracing::info;
 use vmaas_model::{Envelope, Page, Template, ValidationErrors, VirtualMachineTemplate};
 
-use super::{ApiJson, ApiQuery, AppState, Paging};
+use super::extract::ApiJson;
+use super::extract::ApiQuery;
+use super::shared::Paging;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()

@@ -13,13 +13,20 @@ use vmaas_model::{
     VirtualMachine, VirtualMachineSpec, VmState,
 };
 
+use super::extract::ApiJson;
+use super::extract::ApiQuery;
 use super::query::Selection;
-use super::{ApiJson, ApiQuery, AppState, Paging, checked_name, owned_by, raw_json, scope};
+use super::shared::Paging;
+use super::shared::checked_name;
+use super::shared::owned_by;
+use super::shared::raw_json;
+use super::shared::scope;
 use crate::auth::Caller;
 use crate::capacity::{self, Usage};
 use crate::error::ApiError;
 use crate::quota::{self, Amounts};
 use crate::reconciler;
+use crate::state::AppState;
 use crate::store::vm::missing_of;
 use crate::store::{StoreError, VmFilter, VmRecord};
 
@@ -133,7 +140,7 @@ pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q):
     security(("bearer" = [])))]
 pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
     let vm = s.store.get_vm_json(&id, &scope(&caller)).await?;
-    Ok(raw_json(super::enveloped(&vm)))
+    Ok(raw_json(super::shared::enveloped(&vm)))
 }
 
 /// Create a virtual machine from a template.

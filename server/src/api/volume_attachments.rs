@@ -8,9 +8,11 @@ use vmaas_model::volume::disk_serial;
 use vmaas_model::{ObjectKind, ValidationErrors, VolumeAttachmentSpec, VolumeAttachmentState, VolumeAttachmentStatus};
 
 use super::resource::{Docs, FIXED_SPEC, Resource};
-use super::{AppState, owned_by, simple};
+use super::shared::owned_by;
+use super::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::state::AppState;
 use crate::store::{VOLUME_OF, VolumeAttachmentKind, VolumeAttachmentRecord};
 
 const VM_FIELD: &str = "object.spec.compute_instance";

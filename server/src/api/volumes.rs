@@ -7,12 +7,14 @@ use chrono::Utc;
 use tracing::info;
 use vmaas_model::{ObjectKind, PatchVolume, ValidationErrors, VolumeSpec, VolumeState};
 
+use super::images;
 use super::resource::{Docs, Resource};
-use super::{AppState, images, simple};
+use super::simple;
 use crate::auth::Caller;
 use crate::capacity::{self, Usage};
 use crate::error::{ApiError, Code};
 use crate::quota::{self, Amounts};
+use crate::state::AppState;
 use crate::store::{VolumeKind, VolumeRecord};
 
 impl Resource for VolumeKind {
@@ -76,7 +78,7 @@ impl Resource for VolumeKind {
         // Under the admission lock: no attachment is made between the check and the mark.
         let adm = s.admit().await?;
         let s = adm.state().clone();
-        let volume = s.store.get_record::<VolumeKind>(id, &super::scope(caller)).await?;
+        let volume = s.store.get_record::<VolumeKind>(id, &super::shared::scope(caller)).await?;
         let holder = s.store.referrers(&volume.id).await?.into_iter().find(|r| r.kind == ObjectKind::VolumeAttachment);
         if let Some(a) = holder.as_ref().map(crate::store::VolumeAttachmentRecord::from_row).transpose()? {
             let vm = s.store.get_vm(&a.spec.compute_instance, &crate::store::Scope::All).await.map(|v| v.name).unwrap_or_default();

@@ -20,7 +20,7 @@ use super::cache::Encodings;
 use super::codec::{DynamicCodec, Reply};
 use super::rule::Rule;
 use super::{json, status, watch};
-use crate::api::AppState;
+use crate::state::AppState;
 
 /// One method served.
 struct Served {

@@ -16,7 +16,7 @@ use tonic_health::ServingStatus;
 
 pub use gateway::Gateway;
 
-use crate::api::AppState;
+use crate::state::AppState;
 
 /// The project's `.proto` files, compiled by `build.rs`.
 pub static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/vmaas_descriptor.bin"));

@@ -16,9 +16,9 @@ use vmaas_model::vm::compute_instance::to_compute_instance;
 
 use super::codec::Reply;
 use super::{json, status};
-use crate::api::AppState;
 use crate::error::ApiError;
 use crate::events::{Audience, Published, start_point};
+use crate::state::AppState;
 
 /// The responses of a watch.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<Reply, Status>> + Send>>;

@@ -1,0 +1,71 @@
+//! Console tickets: short-lived, single-use, capped per VM, per tenant
+//! and in all, handed out by `POST .../console_sessions` and redeemed by
+//! the console's WebSocket ([`super::console`]).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rand::RngCore;
+
+use crate::error::ApiError;
+
+/// How long a console ticket is valid.
+pub const TICKET_TTL: Duration = Duration::from_secs(60);
+
+/// Unused tickets one VM may have at once.
+pub const TICKETS_PER_VM: usize = 8;
+
+/// Unused tickets one tenant may have at once.
+pub const TICKETS_PER_TENANT: usize = 32;
+
+/// Unused tickets the server keeps at most.
+pub const TICKETS_TOTAL: usize = 4096;
+
+struct Ticket {
+    vm: String,
+    tenant: String,
+    expires: Instant,
+}
+
+/// Console tickets handed out and not used yet.
+#[derive(Default)]
+pub struct Tickets(Mutex<HashMap<String, Ticket>>);
+
+impl Tickets {
+    /// A new ticket for `vm` of `tenant`, unless that would pass a cap.
+    pub(super) fn issue(&self, vm: &str, tenant: &str) -> Result<String, ApiError> {
+        let mut raw = [0u8; 24];
+        rand::rng().fill_bytes(&mut raw);
+        let ticket: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        map.retain(|_, t| t.expires > now);
+        let cap = |n: usize, what: &str| {
+            ApiError::exhausted(
+                "console_sessions",
+                format!("{what} has {n} unused console tickets already: use them or let them expire ({}s)", TICKET_TTL.as_secs()),
+            )
+        };
+        if map.values().filter(|t| t.vm == vm).count() >= TICKETS_PER_VM {
+            return Err(cap(TICKETS_PER_VM, "this virtual machine"));
+        }
+        if map.values().filter(|t| t.tenant == tenant).count() >= TICKETS_PER_TENANT {
+            return Err(cap(TICKETS_PER_TENANT, "this tenant"));
+        }
+        if map.len() >= TICKETS_TOTAL {
+            return Err(cap(TICKETS_TOTAL, "the server"));
+        }
+        map.insert(ticket.clone(), Ticket { vm: vm.to_owned(), tenant: tenant.to_owned(), expires: now + TICKET_TTL });
+        Ok(ticket)
+    }
+
+    /// Uses up `ticket`; true if it was valid for `vm`.
+    pub(super) fn redeem(&self, ticket: &str, vm: &str) -> bool {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match map.remove(ticket) {
+            Some(t) => t.vm == vm && t.expires > Instant::now(),
+            None => false,
+        }
+    }
+}
