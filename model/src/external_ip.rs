@@ -7,7 +7,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::object::{Metadata, MetadataInput};
 use crate::validation::ValidationErrors;
 
 /// The `@type` of a pool in API responses.
@@ -121,21 +120,9 @@ pub struct ExternalIpStatus {
     pub attached: bool,
 }
 
-/// An external IP as the API returns it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ExternalIp {
-    /// Always `type.googleapis.com/osac.public.v1.ExternalIP`.
-    #[serde(rename = "@type")]
-    pub type_url: String,
-    /// UUID assigned by the server.
-    pub id: String,
-    /// Name, tenant, timestamps and version.
-    pub metadata: Metadata,
-    /// What the tenant asked for (`pool` as resolved).
-    pub spec: ExternalIpSpec,
-    /// What it is now.
-    pub status: ExternalIpStatus,
+crate::api_object! {
+    /// An external IP as the API returns it.
+    ExternalIp { spec: ExternalIpSpec, status: ExternalIpStatus, type_url: "type.googleapis.com/osac.public.v1.ExternalIP" }
 }
 
 /// What the tenant asks for: an external IP on one of its VMs.
@@ -203,21 +190,9 @@ pub struct ExternalIpAttachmentStatus {
     pub message: Option<String>,
 }
 
-/// An attachment as the API returns it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ExternalIpAttachment {
-    /// Always `type.googleapis.com/osac.public.v1.ExternalIPAttachment`.
-    #[serde(rename = "@type")]
-    pub type_url: String,
-    /// UUID assigned by the server.
-    pub id: String,
-    /// Name, tenant, timestamps and version.
-    pub metadata: Metadata,
-    /// What the tenant asked for (references as ids).
-    pub spec: ExternalIpAttachmentSpec,
-    /// What it is now.
-    pub status: ExternalIpAttachmentStatus,
+crate::api_object! {
+    /// An attachment as the API returns it.
+    ExternalIpAttachment { spec: ExternalIpAttachmentSpec, status: ExternalIpAttachmentStatus, type_url: "type.googleapis.com/osac.public.v1.ExternalIPAttachment" }
 }
 
 /// The spec of a PATCH of an attachment: where the address goes now.
@@ -230,23 +205,9 @@ pub struct ExternalIpAttachmentPatchSpec {
     pub compute_instance: Option<String>,
 }
 
-/// The object of a PATCH of an attachment.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct PatchExternalIpAttachment {
-    /// Accepted and ignored.
-    #[serde(rename = "@type", default, skip_serializing)]
-    pub type_url: Option<String>,
-    /// Accepted and ignored (the path names the attachment).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    /// `version`, when given, must be the current one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<MetadataInput>,
-    /// What changes.
-    #[serde(default)]
-    pub spec: ExternalIpAttachmentPatchSpec,
+crate::patch_object! {
+    /// The object of a PATCH of an attachment.
+    PatchExternalIpAttachment { spec: ExternalIpAttachmentPatchSpec }
 }
 
 #[cfg(test)]

@@ -8,7 +8,6 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::object::{Metadata, MetadataInput};
 use crate::validation::ValidationErrors;
 
 /// The `@type` of a load balancer in API responses.
@@ -153,21 +152,9 @@ pub struct LoadBalancerStatus {
     pub healthy_targets: Vec<String>,
 }
 
-/// A load balancer as the API returns it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct LoadBalancer {
-    /// Always `type.googleapis.com/vmaas.v1.LoadBalancer`.
-    #[serde(rename = "@type")]
-    pub type_url: String,
-    /// UUID assigned by the server.
-    pub id: String,
-    /// Name, tenant, timestamps and version.
-    pub metadata: Metadata,
-    /// What the tenant asked for (references as ids).
-    pub spec: LoadBalancerSpec,
-    /// What it is now.
-    pub status: LoadBalancerStatus,
+crate::api_object! {
+    /// A load balancer as the API returns it.
+    LoadBalancer { spec: LoadBalancerSpec, status: LoadBalancerStatus, type_url: "type.googleapis.com/vmaas.v1.LoadBalancer" }
 }
 
 /// The spec of a PATCH: what is given replaces what was.
@@ -183,23 +170,9 @@ pub struct LoadBalancerPatchSpec {
     pub port_mappings: Option<Vec<PortMapping>>,
 }
 
-/// The object of a PATCH of a load balancer.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct PatchLoadBalancer {
-    /// Accepted and ignored.
-    #[serde(rename = "@type", default, skip_serializing)]
-    pub type_url: Option<String>,
-    /// Accepted and ignored (the path names it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    /// `version`, when given, must be the current one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<MetadataInput>,
-    /// What changes.
-    #[serde(default)]
-    pub spec: LoadBalancerPatchSpec,
+crate::patch_object! {
+    /// The object of a PATCH of a load balancer.
+    PatchLoadBalancer { spec: LoadBalancerPatchSpec }
 }
 
 #[cfg(test)]

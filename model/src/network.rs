@@ -7,7 +7,6 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::object::Metadata;
 use crate::validation::ValidationErrors;
 
 /// The `@type` of a virtual network in API responses.
@@ -182,21 +181,9 @@ pub struct VirtualNetworkStatus {
     #[serde(default)]
     pub users: u32,
 }
-/// A virtual network as the API returns it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct VirtualNetwork {
-    /// Always `type.googleapis.com/osac.public.v1.VirtualNetwork`.
-    #[serde(rename = "@type")]
-    pub type_url: String,
-    /// UUID assigned by the server.
-    pub id: String,
-    /// Name, tenant, timestamps and version.
-    pub metadata: Metadata,
-    /// What the tenant asked for.
-    pub spec: VirtualNetworkSpec,
-    /// What the network is now.
-    pub status: VirtualNetworkStatus,
+crate::api_object! {
+    /// A virtual network as the API returns it.
+    VirtualNetwork { spec: VirtualNetworkSpec, status: VirtualNetworkStatus, type_url: "type.googleapis.com/osac.public.v1.VirtualNetwork" }
 }
 
 /// The object of a create request; as for VMs, `id` may carry the name.

@@ -205,6 +205,58 @@ macro_rules! wire_states {
     };
 }
 
+/// Defines the object of a kind as the API returns it: `@type` (always
+/// `$type_url`), `id`, `metadata`, `spec` and `status`.
+#[macro_export]
+macro_rules! api_object {
+    ($(#[$m:meta])* $name:ident { spec: $spec:ty, status: $status:ty, type_url: $type_url:literal }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+        pub struct $name {
+            #[doc = concat!("Always `", $type_url, "`.")]
+            #[serde(rename = "@type")]
+            pub type_url: String,
+            /// UUID assigned by the server.
+            pub id: String,
+            /// Name, tenant, timestamps and version.
+            pub metadata: $crate::Metadata,
+            /// What the tenant asked for (references as ids).
+            pub spec: $spec,
+            /// What it is now.
+            pub status: $status,
+        }
+    };
+}
+
+/// Defines the object of a PATCH of a kind: `metadata` (its `version`,
+/// when given, must be the current one; labels and annotations replace
+/// the object's whole), and `spec` with the fields that change; `@type`
+/// and `id` are accepted and ignored (the path names the object).
+#[macro_export]
+macro_rules! patch_object {
+    ($(#[$m:meta])* $name:ident { spec: $spec:ty }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            /// Accepted and ignored.
+            #[serde(rename = "@type", default, skip_serializing)]
+            pub type_url: Option<String>,
+            /// Accepted and ignored (the path names the object).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub id: Option<String>,
+            /// `version`, when given, must be the current one.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub metadata: Option<$crate::MetadataInput>,
+            /// What changes.
+            #[serde(default)]
+            pub spec: $spec,
+        }
+    };
+}
+
 /// The name a create request asks for: `metadata.name`, else `id` (the seed
 /// design's `"id": "myvm"`); and the field it came from, for errors.
 pub fn requested_name<'a>(metadata: Option<&'a MetadataInput>, id: Option<&'a str>) -> Option<(&'a str, &'static str)> {

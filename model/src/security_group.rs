@@ -8,7 +8,6 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::object::{Metadata, MetadataInput};
 use crate::validation::ValidationErrors;
 
 /// The `@type` of a security group in API responses.
@@ -184,21 +183,9 @@ pub struct SecurityGroupStatus {
     #[serde(default)]
     pub users: u32,
 }
-/// A security group as the API returns it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct SecurityGroup {
-    /// Always `type.googleapis.com/osac.public.v1.SecurityGroup`.
-    #[serde(rename = "@type")]
-    pub type_url: String,
-    /// UUID assigned by the server.
-    pub id: String,
-    /// Name, tenant, timestamps and version.
-    pub metadata: Metadata,
-    /// The rules (`virtual_network` as an id).
-    pub spec: SecurityGroupSpec,
-    /// What it is now.
-    pub status: SecurityGroupStatus,
+crate::api_object! {
+    /// A security group as the API returns it.
+    SecurityGroup { spec: SecurityGroupSpec, status: SecurityGroupStatus, type_url: "type.googleapis.com/osac.public.v1.SecurityGroup" }
 }
 
 /// The object of a create request; `id` may carry the name.
@@ -217,23 +204,9 @@ pub struct SecurityGroupPatchSpec {
     pub egress: Option<Vec<SecurityRule>>,
 }
 
-/// The object of a PATCH request.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct PatchSecurityGroup {
-    /// Accepted and ignored.
-    #[serde(rename = "@type", default, skip_serializing)]
-    pub type_url: Option<String>,
-    /// Accepted and ignored (the path names the group).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    /// `version`, when given, must be the current one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<MetadataInput>,
-    /// The rules to replace.
-    #[serde(default)]
-    pub spec: SecurityGroupPatchSpec,
+crate::patch_object! {
+    /// The object of a PATCH request.
+    PatchSecurityGroup { spec: SecurityGroupPatchSpec }
 }
 
 #[cfg(test)]

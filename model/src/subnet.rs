@@ -7,7 +7,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::network::Cidr;
-use crate::object::Metadata;
 use crate::validation::ValidationErrors;
 
 /// The `@type` of a subnet in API responses.
@@ -88,21 +87,9 @@ pub struct SubnetStatus {
     #[serde(default)]
     pub users: u32,
 }
-/// A subnet as the API returns it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Subnet {
-    /// Always `type.googleapis.com/osac.public.v1.Subnet`.
-    #[serde(rename = "@type")]
-    pub type_url: String,
-    /// UUID assigned by the server.
-    pub id: String,
-    /// Name, tenant, timestamps and version.
-    pub metadata: Metadata,
-    /// What the tenant asked for (`virtual_network` as an id).
-    pub spec: SubnetSpec,
-    /// What the subnet is now.
-    pub status: SubnetStatus,
+crate::api_object! {
+    /// A subnet as the API returns it.
+    Subnet { spec: SubnetSpec, status: SubnetStatus, type_url: "type.googleapis.com/osac.public.v1.Subnet" }
 }
 
 /// The object of a create request; `id` may carry the name.

@@ -12,7 +12,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::object::{Metadata, MetadataInput};
 use crate::quantity::Quantity;
 use crate::validation::ValidationErrors;
 
@@ -68,23 +67,9 @@ pub struct VolumePatchSpec {
     pub size: Option<Quantity>,
 }
 
-/// The object of a PATCH of a volume.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct PatchVolume {
-    /// Accepted and ignored.
-    #[serde(rename = "@type", default, skip_serializing)]
-    pub type_url: Option<String>,
-    /// Accepted and ignored (the path names the volume).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    /// `version`, when given, must be the current one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<MetadataInput>,
-    /// What changes.
-    #[serde(default)]
-    pub spec: VolumePatchSpec,
+crate::patch_object! {
+    /// The object of a PATCH of a volume.
+    PatchVolume { spec: VolumePatchSpec }
 }
 
 impl VolumeSpec {
@@ -135,21 +120,9 @@ pub struct VolumeStatus {
     pub message: Option<String>,
 }
 
-/// A volume as the API returns it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Volume {
-    /// Always `type.googleapis.com/vmaas.v1.Volume`.
-    #[serde(rename = "@type")]
-    pub type_url: String,
-    /// UUID assigned by the server.
-    pub id: String,
-    /// Name, tenant, timestamps and version.
-    pub metadata: Metadata,
-    /// What the tenant asked for.
-    pub spec: VolumeSpec,
-    /// What it is now.
-    pub status: VolumeStatus,
+crate::api_object! {
+    /// A volume as the API returns it.
+    Volume { spec: VolumeSpec, status: VolumeStatus, type_url: "type.googleapis.com/vmaas.v1.Volume" }
 }
 
 /// What the tenant asks for: one of its volumes on one of its VMs.
@@ -208,21 +181,9 @@ pub struct VolumeAttachmentStatus {
     pub message: Option<String>,
 }
 
-/// An attachment as the API returns it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct VolumeAttachment {
-    /// Always `type.googleapis.com/vmaas.v1.VolumeAttachment`.
-    #[serde(rename = "@type")]
-    pub type_url: String,
-    /// UUID assigned by the server.
-    pub id: String,
-    /// Name, tenant, timestamps and version.
-    pub metadata: Metadata,
-    /// What the tenant asked for (references as ids).
-    pub spec: VolumeAttachmentSpec,
-    /// What it is now.
-    pub status: VolumeAttachmentStatus,
+crate::api_object! {
+    /// An attachment as the API returns it.
+    VolumeAttachment { spec: VolumeAttachmentSpec, status: VolumeAttachmentStatus, type_url: "type.googleapis.com/vmaas.v1.VolumeAttachment" }
 }
 
 /// The serial a volume's disk carries in the guest: its id's first 20

@@ -349,21 +349,9 @@ impl VirtualMachineStatus {
     }
 }
 
-/// A virtual machine as the API returns it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct VirtualMachine {
-    /// Always `type.googleapis.com/fulfillment.v1.VirtualMachine`.
-    #[serde(rename = "@type")]
-    pub type_url: String,
-    /// UUID assigned by the server.
-    pub id: String,
-    /// Name, tenant, timestamps and version.
-    pub metadata: Metadata,
-    /// What the tenant asked for.
-    pub spec: VirtualMachineSpec,
-    /// What the VM is now.
-    pub status: VirtualMachineStatus,
+crate::api_object! {
+    /// A virtual machine as the API returns it.
+    VirtualMachine { spec: VirtualMachineSpec, status: VirtualMachineStatus, type_url: "type.googleapis.com/fulfillment.v1.VirtualMachine" }
 }
 
 /// The object of a create request. As in the seed design, `id` may carry the
