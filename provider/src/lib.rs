@@ -7,7 +7,8 @@
 //! - [`provider`]: configuration, and every call dispatched by type name.
 //! - [`resource`]: the `Resource` and `DataSource` traits.
 //! - [`registry`]: every type by name, and the provider's schema.
-//! - [`vm_resource`]: the `vmaas_virtual_machine` resource.
+//! - [`vm_resource`]: the `vmaas_virtual_machine` resource, over its typed
+//!   plan and state ([`vm_model`]).
 //! - [`network_resource`]: the `vmaas_virtual_network` resource.
 //! - [`object_resource`] over [`kinds`]: subnets, security groups, external
 //!   IPs, their attachments, load balancers, volumes and their attachments,
@@ -36,6 +37,7 @@ pub mod schema;
 pub mod template_data;
 pub mod template_resource;
 pub mod value;
+pub mod vm_model;
 pub mod vm_resource;
 pub mod vm_state;
 pub mod volume_data;

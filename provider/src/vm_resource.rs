@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use rmpv::Value;
 use vmaas_client::{Client, WaitFor, describe_status};
-use vmaas_model::vm::{MetadataInput, SpecPatch, VmImage};
-use vmaas_model::{CreateVirtualMachine, ParameterValue, PatchVirtualMachine, PowerState, Template, VirtualMachineSpec};
+use vmaas_model::vm::VmImage;
+use vmaas_model::{ParameterValue, Template};
 
 use crate::diag::{api_error, error, map_key_path, path};
 use crate::proto::schema::{Block, NestedBlock, nested_block::NestingMode};
@@ -16,23 +16,14 @@ use crate::proto::{AttributePath, Diagnostic, Schema, StringKind};
 use crate::resource::{Ctx, Resource};
 use crate::schema::{Mode, STRING, STRING_MAP, attr, block, list_of_objects};
 use crate::value::{self, get, is_unknown, set, string, unknown};
-use crate::vm_state::{nic_block, nics, planned_keys, vm_state};
+use crate::vm_model::{Timeouts, VmModel};
+use crate::vm_state::{nic_block, vm_state};
 
 /// Resource type of a VM.
 pub const VM: &str = vmaas_model::ObjectKind::VirtualMachine.descriptor().terraform;
 
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
-
 /// The `vmaas_virtual_machine` resource.
 pub struct VmResource;
-
-/// The timeout `which` (create, update, delete) from a `timeouts` block.
-fn timeout(state: &Value, which: &str) -> Result<Duration, String> {
-    match string(get(get(state, "timeouts"), which)) {
-        None => Ok(DEFAULT_TIMEOUT),
-        Some(t) => humantime::parse_duration(&t).map_err(|e| format!("{t:?} is not a duration (e.g. \"10m\", \"90s\"): {e}")),
-    }
-}
 
 impl VmResource {
     /// Types the text parameters in `params` with `template`'s declared
@@ -150,57 +141,14 @@ impl VmResource {
     async fn apply_vm(&self, ctx: &Ctx, prior: &Value, planned: &Value, diags: &mut Vec<Diagnostic>) -> Value {
         let Some(client) = ctx.client_or_diag(diags) else { return prior.clone() };
         if planned.is_nil() {
-            let Some(id) = string(get(prior, "id")) else { return Value::Nil };
-            let wait = match timeout(prior, "delete") {
-                Ok(t) => t,
-                Err(e) => {
-                    diags.push(error("invalid timeouts.delete", e, Some(path(&["timeouts", "delete"]))));
-                    return prior.clone();
-                }
-            };
-            return match client.delete_vm(&id).await {
-                Err(e) if e.is_not_found() => Value::Nil,
-                Err(e) => {
-                    diags.push(error("cannot delete the virtual machine", e.to_string(), None));
-                    prior.clone()
-                }
-                Ok(_) => match client.wait_vm(&id, WaitFor::Deleted, wait, Duration::from_millis(500), |_| {}).await {
-                    Ok(_) => Value::Nil,
-                    Err(e) => {
-                        diags.push(error("the virtual machine was not deleted in time", e.to_string(), None));
-                        prior.clone()
-                    }
-                },
-            };
+            return Self::destroy(client, prior, &VmModel::decode(prior), diags).await;
         }
-        let power = match string(get(planned, "state")).as_deref() {
-            Some("stopped") => PowerState::Stopped,
-            _ => PowerState::Started,
-        };
-        let target = if power == PowerState::Stopped { WaitFor::Stopped } else { WaitFor::Ready };
+        let model = VmModel::decode(planned);
         let (vm, which) = if prior.is_nil() {
-            let name = string(get(planned, "name")).unwrap_or_default();
-            let template = string(get(planned, "template")).unwrap_or_default();
-            let Some(params) = Self::typed_params(client, &template, get(planned, "template_parameters"), diags).await else {
+            let Some(params) = Self::typed_params(client, &model.template, &model.template_parameters, diags).await else {
                 return Value::Nil;
             };
-            let req = CreateVirtualMachine {
-                type_url: None,
-                id: None,
-                metadata: Some(MetadataInput { name: Some(name), ..Default::default() }),
-                spec: VirtualMachineSpec {
-                    template,
-                    template_parameters: params,
-                    state: power,
-                    network_attachments: nics(planned),
-                    user_data: string(get(planned, "user_data")),
-                    ssh_public_key: planned_keys(planned),
-                    image: string(get(planned, "image")).map(|r| VmImage { source_type: String::new(), source_ref: r }),
-                    placement: crate::vm_state::placement(planned),
-                },
-                status: None,
-            };
-            match client.create_vm(&req).await {
+            match client.create_vm(&model.create_request(params)).await {
                 Ok(vm) => (vm, "create"),
                 Err(e) => {
                     diags.push(api_error("cannot create the virtual machine", &e));
@@ -209,8 +157,7 @@ impl VmResource {
             }
         } else {
             let id = string(get(prior, "id")).unwrap_or_default();
-            let patch = PatchVirtualMachine { spec: SpecPatch { state: Some(power), ..Default::default() }, ..Default::default() };
-            match client.patch_vm_versioned(&id, &patch, 5).await {
+            match client.patch_vm_versioned(&id, &model.power_patch(), 5).await {
                 Ok(vm) => (vm, "update"),
                 Err(e) => {
                     diags.push(error("cannot update the virtual machine", e.to_string(), None));
@@ -218,13 +165,14 @@ impl VmResource {
                 }
             }
         };
-        let wait = match timeout(planned, which) {
-            Ok(t) => t,
+        let wait = match model.timeouts.of(which) {
+            Ok(t) => *t,
             Err(e) => {
-                diags.push(error(format!("invalid timeouts.{which}"), e, Some(path(&["timeouts", which]))));
+                diags.push(error(format!("invalid timeouts.{which}"), e.clone(), Some(path(&["timeouts", which]))));
                 return vm_state(&vm, planned);
             }
         };
+        let target = model.wait_for();
         match client.wait_vm(&vm.id, target, wait, Duration::from_millis(500), |_| {}).await {
             Ok(Some(done)) => vm_state(&done, planned),
             Ok(None) => vm_state(&vm, planned),
@@ -246,6 +194,32 @@ impl VmResource {
                 ));
                 vm_state(last.as_ref().unwrap_or(&vm), planned)
             }
+        }
+    }
+
+    /// Deletes the VM of `state` and waits until it is gone.
+    async fn destroy(client: &Client, prior: &Value, state: &VmModel, diags: &mut Vec<Diagnostic>) -> Value {
+        let Some(id) = state.id.as_deref() else { return Value::Nil };
+        let wait = match &state.timeouts.delete {
+            Ok(t) => *t,
+            Err(e) => {
+                diags.push(error("invalid timeouts.delete", e.clone(), Some(path(&["timeouts", "delete"]))));
+                return prior.clone();
+            }
+        };
+        match client.delete_vm(id).await {
+            Err(e) if e.is_not_found() => Value::Nil,
+            Err(e) => {
+                diags.push(error("cannot delete the virtual machine", e.to_string(), None));
+                prior.clone()
+            }
+            Ok(_) => match client.wait_vm(id, WaitFor::Deleted, wait, Duration::from_millis(500), |_| {}).await {
+                Ok(_) => Value::Nil,
+                Err(e) => {
+                    diags.push(error("the virtual machine was not deleted in time", e.to_string(), None));
+                    prior.clone()
+                }
+            },
         }
     }
 }
@@ -361,9 +335,10 @@ impl Resource for VmResource {
         if let Some(Err(e)) = string(get(&config, "image")).map(|r| VmImage { source_type: String::new(), source_ref: r }.boot_source()) {
             diagnostics.push(error("invalid image", e.reason, Some(path(&["image"]))));
         }
+        let timeouts = Timeouts::decode(&config);
         for which in ["create", "update", "delete"] {
-            if let Err(e) = timeout(&config, which) {
-                diagnostics.push(error(format!("invalid timeouts.{which}"), e, Some(path(&["timeouts", which]))));
+            if let Err(e) = timeouts.of(which) {
+                diagnostics.push(error(format!("invalid timeouts.{which}"), e.clone(), Some(path(&["timeouts", which]))));
             }
         }
         diagnostics
@@ -488,8 +463,9 @@ mod tests {
     #[test]
     fn timeouts_parse_with_a_readable_error() {
         let s = object(vec![("timeouts", object(vec![("create", Value::from("90s")), ("delete", Value::from("soon"))]))]);
-        assert_eq!(timeout(&s, "create").unwrap(), Duration::from_secs(90));
-        assert_eq!(timeout(&s, "update").unwrap(), DEFAULT_TIMEOUT);
-        assert!(timeout(&s, "delete").unwrap_err().contains("\"soon\" is not a duration"));
+        let timeouts = Timeouts::decode(&s);
+        assert_eq!(timeouts.of("create").clone().unwrap(), Duration::from_secs(90));
+        assert_eq!(timeouts.of("update").clone().unwrap(), crate::vm_model::DEFAULT_TIMEOUT);
+        assert!(timeouts.of("delete").clone().unwrap_err().contains("\"soon\" is not a duration"));
     }
 }

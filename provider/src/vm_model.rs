@@ -1,0 +1,156 @@
+//! The `vmaas_virtual_machine` resource's plan and state as one typed
+//! value, in the terraform-plugin-framework way: decoded once from
+//! Terraform's value ([`VmModel::decode`]), turned into the API's requests
+//! from there, and encoded back once from the VM the API returns
+//! ([`crate::vm_state::vm_state`]).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rmpv::Value;
+use vmaas_client::WaitFor;
+use vmaas_model::vm::{MetadataInput, SpecPatch, VmImage};
+use vmaas_model::{
+    CreateVirtualMachine, NetworkAttachment, ParameterValue, PatchVirtualMachine, Placement, PowerState, VirtualMachineSpec,
+};
+
+use crate::value::{get, string};
+use crate::vm_state::{nics, placement, planned_keys};
+
+/// How long an operation waits when its `timeouts` block does not say.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The `timeouts` block: each operation's limit, or why its text is not one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Until the VM is READY (or STOPPED) after its create.
+    pub create: Result<Duration, String>,
+    /// Until it is after a change of `state`.
+    pub update: Result<Duration, String>,
+    /// Until it is gone.
+    pub delete: Result<Duration, String>,
+}
+
+impl Timeouts {
+    /// The block of `state` (absent: the defaults).
+    pub fn decode(state: &Value) -> Self {
+        let one = |which: &str| match string(get(get(state, "timeouts"), which)) {
+            None => Ok(DEFAULT_TIMEOUT),
+            Some(t) => humantime::parse_duration(&t).map_err(|e| format!("{t:?} is not a duration (e.g. \"10m\", \"90s\"): {e}")),
+        };
+        Self { create: one("create"), update: one("update"), delete: one("delete") }
+    }
+
+    /// The limit of `which` (`create`, `update` or `delete`).
+    pub fn of(&self, which: &str) -> &Result<Duration, String> {
+        match which {
+            "create" => &self.create,
+            "update" => &self.update,
+            _ => &self.delete,
+        }
+    }
+}
+
+/// A VM as Terraform plans it or keeps it in its state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmModel {
+    /// The API's id, once created.
+    pub id: Option<String>,
+    /// Its name.
+    pub name: String,
+    /// The template, by id.
+    pub template: String,
+    /// The parameters as written (text, typed against the template later).
+    pub template_parameters: Value,
+    /// Started or stopped.
+    pub power: PowerState,
+    /// Its NICs on subnets.
+    pub network_attachments: Vec<NetworkAttachment>,
+    /// Its cloud-init user data.
+    pub user_data: Option<String>,
+    /// Its SSH keys, one per line.
+    pub ssh_public_key: Option<String>,
+    /// The image it boots, when not the template's.
+    pub image: Option<String>,
+    /// Where it must run.
+    pub placement: Option<Placement>,
+    /// How long each operation waits.
+    pub timeouts: Timeouts,
+}
+
+impl VmModel {
+    /// The model of a plan or a state.
+    pub fn decode(v: &Value) -> Self {
+        Self {
+            id: string(get(v, "id")),
+            name: string(get(v, "name")).unwrap_or_default(),
+            template: string(get(v, "template")).unwrap_or_default(),
+            template_parameters: get(v, "template_parameters").clone(),
+            power: if string(get(v, "state")).as_deref() == Some("stopped") { PowerState::Stopped } else { PowerState::Started },
+            network_attachments: nics(v),
+            user_data: string(get(v, "user_data")),
+            ssh_public_key: planned_keys(v),
+            image: string(get(v, "image")),
+            placement: placement(v),
+            timeouts: Timeouts::decode(v),
+        }
+    }
+
+    /// What an apply waits for: READY, or STOPPED for a stopped VM.
+    pub fn wait_for(&self) -> WaitFor {
+        if self.power == PowerState::Stopped { WaitFor::Stopped } else { WaitFor::Ready }
+    }
+
+    /// The create request, with the parameters typed against the template.
+    pub fn create_request(&self, template_parameters: BTreeMap<String, ParameterValue>) -> CreateVirtualMachine {
+        CreateVirtualMachine {
+            type_url: None,
+            id: None,
+            metadata: Some(MetadataInput { name: Some(self.name.clone()), ..Default::default() }),
+            spec: VirtualMachineSpec {
+                template: self.template.clone(),
+                template_parameters,
+                state: self.power,
+                network_attachments: self.network_attachments.clone(),
+                user_data: self.user_data.clone(),
+                ssh_public_key: self.ssh_public_key.clone(),
+                image: self.image.clone().map(|r| VmImage { source_type: String::new(), source_ref: r }),
+                placement: self.placement.clone(),
+            },
+            status: None,
+        }
+    }
+
+    /// The change an update makes: its power state (anything else replaces the VM).
+    pub fn power_patch(&self) -> PatchVirtualMachine {
+        PatchVirtualMachine { spec: SpecPatch { state: Some(self.power), ..Default::default() }, ..Default::default() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(pairs: &[(&str, Value)]) -> Value {
+        Value::Map(pairs.iter().map(|(k, v)| (Value::from(*k), v.clone())).collect())
+    }
+
+    #[test]
+    fn a_plan_decodes_once_into_the_create_request() {
+        let plan = m(&[
+            ("name", Value::from("web")),
+            ("template", Value::from("tiny")),
+            ("state", Value::from("stopped")),
+            ("user_data", Value::from("#cloud-config\n")),
+            ("timeouts", m(&[("create", Value::from("90s"))])),
+        ]);
+        let model = VmModel::decode(&plan);
+        assert_eq!((model.power, model.wait_for()), (PowerState::Stopped, WaitFor::Stopped));
+        assert_eq!(model.timeouts.create, Ok(Duration::from_secs(90)));
+        assert_eq!(model.timeouts.delete, Ok(DEFAULT_TIMEOUT));
+        let req = model.create_request(BTreeMap::new());
+        assert_eq!(req.metadata.and_then(|m| m.name).as_deref(), Some("web"));
+        assert_eq!((req.spec.template.as_str(), req.spec.state), ("tiny", PowerState::Stopped));
+        assert_eq!(req.spec.user_data.as_deref(), Some("#cloud-config\n"));
+    }
+}
