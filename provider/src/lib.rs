@@ -13,7 +13,8 @@
 //! - [`object_resource`] over [`kinds`]: subnets, security groups, external
 //!   IPs, their attachments, load balancers, volumes and their attachments,
 //!   each a resource and a data source from one description.
-//! - [`template_resource`]: `vmaas_template`, templates as Terraform values.
+//! - [`template_resource`]: `vmaas_template`, over its typed plan and state
+//!   ([`template_model`]: templates as Terraform values and back).
 //! - [`template_data`]: the `vmaas_template` and `vmaas_templates` data sources.
 //! - [`image_data`]: the `vmaas_images` data source.
 //! - [`volume_data`]: the `vmaas_volumes` data source.
@@ -35,6 +36,7 @@ pub mod registry;
 pub mod resource;
 pub mod schema;
 pub mod template_data;
+pub mod template_model;
 pub mod template_resource;
 pub mod value;
 pub mod vm_model;
