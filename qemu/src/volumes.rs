@@ -57,14 +57,6 @@ pub enum DiskError {
         /// The volume's.
         size: u64,
     },
-    /// The file could not be written.
-    #[error("{context}: {source}")]
-    Io {
-        /// What was being done.
-        context: String,
-        /// Why.
-        source: std::io::Error,
-    },
     /// A blocking task died.
     #[error("{0}")]
     Task(#[from] tokio::task::JoinError),

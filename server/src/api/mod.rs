@@ -46,11 +46,9 @@ use axum::{Json, Router};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 
-pub use catalog::CatalogCache;
 pub use extract::{ApiJson, ApiQuery, decode};
 pub use openapi::openapi_document;
 pub use shared::{DEFAULT_PAGE, MAX_PAGE, PREFIX, Paging};
-pub use tickets::Tickets;
 
 use crate::error::{ApiError, Code};
 use crate::metrics::HttpLabels;
