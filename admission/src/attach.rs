@@ -6,11 +6,12 @@
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
+use vmaas_model::{SecurityGroup, Subnet};
 
 use vmaas_model::network::Cidr;
 use vmaas_model::{NetworkAttachment, ValidationErrors};
 
-use vmaas_store::{Scope, SecurityGroupKind, Store, StoreError, SubnetKind, SubnetRecord};
+use vmaas_store::{Scope, Store, StoreError, SubnetRecord};
 
 /// Field of attachment `i`'s `what`.
 fn field(i: usize, what: &str) -> String {
@@ -84,7 +85,7 @@ async fn security_groups(
     let mut ids: Vec<String> = Vec::new();
     for (j, g) in wanted.iter().enumerate() {
         let f = field(i, &format!("security_groups[{j}]"));
-        match store.find_record::<SecurityGroupKind>(g.trim(), scope).await? {
+        match store.find_record::<SecurityGroup>(g.trim(), scope).await? {
             None => errs.push(f, format!("you have no security group {g:?}; list them with GET /api/fulfillment/v1/security_groups")),
             Some(sg) if sg.deleted_at.is_some() => errs.push(f, format!("security group {:?} is being deleted", sg.name)),
             Some(sg) if sg.spec.virtual_network != subnet.spec.virtual_network => {
@@ -107,7 +108,7 @@ pub async fn resolve(
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     for (i, a) in wanted.iter().enumerate() {
-        let Some(subnet) = store.find_record::<SubnetKind>(a.subnet.trim(), scope).await? else {
+        let Some(subnet) = store.find_record::<Subnet>(a.subnet.trim(), scope).await? else {
             errs.push(field(i, "subnet"), format!("you have no subnet {:?}; list them with GET /api/fulfillment/v1/subnets", a.subnet));
             continue;
         };

@@ -6,9 +6,10 @@
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 use std::str::FromStr;
+use vmaas_model::{ExternalIp, LoadBalancer};
 
 use vmaas_model::network::Cidr;
-use vmaas_store::{ExternalIpKind, LoadBalancerKind, Store, StoreError};
+use vmaas_store::{Store, StoreError};
 
 use crate::AdmissionError;
 
@@ -96,8 +97,8 @@ impl Pools {
 
 /// Every address taken in any pool: by external IPs and load balancers.
 pub async fn taken(store: &Store) -> Result<BTreeSet<Ipv4Addr>, StoreError> {
-    let ips = store.all_records::<ExternalIpKind>().await?.into_iter().filter_map(|r| r.status.address.parse().ok());
-    let lbs = store.all_records::<LoadBalancerKind>().await?.into_iter().filter_map(|r| r.status.address.parse().ok());
+    let ips = store.all_records::<ExternalIp>().await?.into_iter().filter_map(|r| r.status.address.parse().ok());
+    let lbs = store.all_records::<LoadBalancer>().await?.into_iter().filter_map(|r| r.status.address.parse().ok());
     Ok(ips.chain(lbs).collect())
 }
 

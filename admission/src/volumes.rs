@@ -4,8 +4,9 @@
 //! to it, not by reading every attachment).
 
 use vmaas_model::{ObjectKind, ValidationErrors, VolumeState};
+use vmaas_model::{Volume, VolumeAttachment};
 use vmaas_store::record::Record;
-use vmaas_store::{Scope, Store, VolumeAttachmentKind, VolumeKind, VolumeRecord};
+use vmaas_store::{Scope, Store, VolumeRecord};
 
 use crate::AdmissionError;
 
@@ -21,10 +22,8 @@ fn invalid(reason: String) -> AdmissionError {
 /// The caller's volume named `reference` (an id or a name, within
 /// `scope`), usable and attached nowhere; else why not.
 pub async fn free_volume(store: &Store, scope: &Scope, reference: &str) -> Result<VolumeRecord, AdmissionError> {
-    let v = store
-        .find_record::<VolumeKind>(reference.trim(), scope)
-        .await?
-        .ok_or_else(|| invalid(format!("you have no volume {reference:?}")))?;
+    let v =
+        store.find_record::<Volume>(reference.trim(), scope).await?.ok_or_else(|| invalid(format!("you have no volume {reference:?}")))?;
     if v.deleted_at.is_some() {
         return Err(invalid(format!("volume {:?} is being deleted", v.name)));
     }
@@ -34,7 +33,7 @@ pub async fn free_volume(store: &Store, scope: &Scope, reference: &str) -> Resul
     }
     let holder = store.referrers(&v.id).await?.into_iter().find(|r| r.kind == ObjectKind::VolumeAttachment);
     if let Some(row) = holder {
-        let h = Record::<VolumeAttachmentKind>::from_row(&row)?;
+        let h = Record::<VolumeAttachment>::from_row(&row)?;
         let vm = store.get_vm(&h.spec.compute_instance, &Scope::All).await.map(|vm| vm.name).unwrap_or_default();
         let message = format!("volume {:?} is attached to virtual machine {vm:?} by attachment {:?}; detach it first", v.name, h.name);
         return Err(AdmissionError::Held(message));

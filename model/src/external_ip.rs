@@ -122,7 +122,7 @@ pub struct ExternalIpStatus {
 
 crate::api_object! {
     /// An external IP as the API returns it.
-    ExternalIp { spec: ExternalIpSpec, status: ExternalIpStatus, type_url: "type.googleapis.com/osac.public.v1.ExternalIP" }
+    ExternalIp { kind: ExternalIp, spec: ExternalIpSpec, status: ExternalIpStatus, type_url: "type.googleapis.com/osac.public.v1.ExternalIP" }
 }
 
 /// What the tenant asks for: an external IP on one of its VMs.
@@ -192,7 +192,7 @@ pub struct ExternalIpAttachmentStatus {
 
 crate::api_object! {
     /// An attachment as the API returns it.
-    ExternalIpAttachment { spec: ExternalIpAttachmentSpec, status: ExternalIpAttachmentStatus, type_url: "type.googleapis.com/osac.public.v1.ExternalIPAttachment" }
+    ExternalIpAttachment { kind: ExternalIpAttachment, spec: ExternalIpAttachmentSpec, status: ExternalIpAttachmentStatus, type_url: "type.googleapis.com/osac.public.v1.ExternalIPAttachment" }
 }
 
 /// The spec of a PATCH of an attachment: where the address goes now.

@@ -160,6 +160,31 @@ pub struct ImageStatus {
     pub unused_since: Option<DateTime<Utc>>,
 }
 
+impl crate::kind::Object for Image {
+    const KIND: crate::ObjectKind = crate::ObjectKind::Image;
+    type Spec = ImageSpec;
+    type Status = ImageStatus;
+
+    fn state(status: &ImageStatus) -> &'static str {
+        status.state.as_str()
+    }
+
+    /// An imported image: its metadata says whether it is public.
+    fn assemble(id: String, metadata: crate::Metadata, spec: ImageSpec, status: ImageStatus) -> Self {
+        let metadata = ImageMetadata {
+            name: metadata.name,
+            public: spec.public,
+            tenant: Some(metadata.tenant),
+            creation_timestamp: Some(metadata.creation_timestamp),
+            version: Some(metadata.version),
+            deletion_timestamp: metadata.deletion_timestamp,
+            labels: metadata.labels,
+            annotations: metadata.annotations,
+        };
+        Image { type_url: IMAGE_TYPE_URL.into(), id, metadata, spec, status }
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }

@@ -3,7 +3,10 @@
 
 use std::fmt;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+
+use crate::object::Metadata;
 
 /// A kind of object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -48,31 +51,6 @@ impl ObjectKind {
         Self::VolumeAttachment,
         Self::Image,
     ];
-
-    /// Everything declared about this kind, once.
-    pub const fn descriptor(self) -> &'static Descriptor {
-        &DESCRIPTORS[self as usize]
-    }
-
-    /// The stored name, e.g. `virtual_machine`.
-    pub const fn as_str(self) -> &'static str {
-        self.descriptor().name
-    }
-
-    /// The name in messages, e.g. `virtual machine`.
-    pub const fn human(self) -> &'static str {
-        self.descriptor().human
-    }
-
-    /// The kind stored as `name`.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == name)
-    }
-
-    /// Whether objects of this kind belong to a tenant (else they are global).
-    pub const fn is_tenant_scoped(self) -> bool {
-        self.descriptor().tenant_scoped
-    }
 }
 
 impl fmt::Display for ObjectKind {
@@ -87,7 +65,7 @@ impl fmt::Display for ObjectKind {
 /// OpenAPI, the provider's table and the CLI read their names from here,
 /// and their tests check that each kind has its part (`docs/architecture.md`,
 /// "Adding a kind").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct Descriptor {
     /// The kind.
     pub kind: ObjectKind,
@@ -116,6 +94,79 @@ pub struct Descriptor {
     pub tenant_scoped: bool,
     /// Whether a backend runs it (else the server alone reconciles it).
     pub backend_runs: bool,
+    /// The API's JSON of one of its objects from the stored parts, for a
+    /// kind with an [`Object`] ([`object_json`]); VMs and templates have their own.
+    pub api_json: Option<ApiJson>,
+}
+
+/// Makes the API's JSON of an object from its id, metadata, and its spec
+/// and status as stored (JSON).
+pub type ApiJson = fn(String, Metadata, &str, &str) -> serde_json::Result<String>;
+
+/// The API's object of a kind kept as a spec and a status with a state:
+/// what the store keeps of it, and how the object is made from its parts.
+/// Declared with the object by `api_object!` (`kind: …`).
+pub trait Object: Serialize + Sized {
+    /// The kind.
+    const KIND: ObjectKind;
+    /// What the tenant asks for.
+    type Spec: Serialize + DeserializeOwned + Clone + PartialEq;
+    /// What the object is now.
+    type Status: Serialize + DeserializeOwned + Clone + Default + PartialEq;
+
+    /// The wire name of the status's state (stored for filtering).
+    fn state(status: &Self::Status) -> &'static str;
+
+    /// The object from its parts.
+    fn assemble(id: String, metadata: Metadata, spec: Self::Spec, status: Self::Status) -> Self;
+}
+
+/// The API's JSON of an object of kind `K` from its stored parts.
+pub fn object_json<K: Object>(id: String, metadata: Metadata, spec: &str, status: &str) -> serde_json::Result<String> {
+    let object = K::assemble(id, metadata, serde_json::from_str(spec)?, serde_json::from_str(status)?);
+    serde_json::to_string(&object)
+}
+
+/// Defines the object of a kind as the API returns it: `@type` (always
+/// `$type_url`), `id`, `metadata`, `spec` and `status`; with `kind:`, also
+/// its [`Object`] (its status has a `state` with `as_str`).
+#[macro_export]
+macro_rules! api_object {
+    ($(#[$m:meta])* $name:ident { kind: $kind:ident, spec: $spec:ty, status: $status:ty, type_url: $type_url:literal }) => {
+        $crate::api_object! { $(#[$m])* $name { spec: $spec, status: $status, type_url: $type_url } }
+
+        impl $crate::kind::Object for $name {
+            const KIND: $crate::ObjectKind = $crate::ObjectKind::$kind;
+            type Spec = $spec;
+            type Status = $status;
+
+            fn state(status: &$status) -> &'static str {
+                status.state.as_str()
+            }
+
+            fn assemble(id: String, metadata: $crate::Metadata, spec: $spec, status: $status) -> Self {
+                $name { type_url: $type_url.into(), id, metadata, spec, status }
+            }
+        }
+    };
+    ($(#[$m:meta])* $name:ident { spec: $spec:ty, status: $status:ty, type_url: $type_url:literal }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+        pub struct $name {
+            #[doc = concat!("Always `", $type_url, "`.")]
+            #[serde(rename = "@type")]
+            pub type_url: String,
+            /// UUID assigned by the server.
+            pub id: String,
+            /// Name, tenant, timestamps and version.
+            pub metadata: $crate::Metadata,
+            /// What the tenant asked for (references as ids).
+            pub spec: $spec,
+            /// What it is now.
+            pub status: $status,
+        }
+    };
 }
 
 /// A field of a kind's spec that names another object.
@@ -136,138 +187,4 @@ pub enum QuotaUse {
     Disk,
     /// One of `external_ips`.
     ExternalIp,
-}
-
-const fn reference(field: &'static str, kind: ObjectKind) -> Reference {
-    Reference { field, kind }
-}
-
-/// A tenant's kind named `name`, served at `plural`, with no references,
-/// no quota and no attachment: the fields that vary are set after `..`.
-const fn tenant_kind(kind: ObjectKind, name: &'static str, human: &'static str, plural: &'static str) -> Descriptor {
-    Descriptor {
-        kind,
-        name,
-        human,
-        human_plural: plural,
-        plural,
-        grpc_service: None,
-        terraform: "",
-        cli: "",
-        references: &[],
-        quota: None,
-        attaches_to_vm: false,
-        tenant_scoped: true,
-        backend_runs: false,
-    }
-}
-
-/// Every kind's [`Descriptor`], in the order of [`ObjectKind`].
-pub const DESCRIPTORS: [Descriptor; 11] = [
-    Descriptor {
-        human_plural: "templates",
-        grpc_service: Some("fulfillment.v1.VirtualMachineTemplates"),
-        terraform: "vmaas_template",
-        cli: "template",
-        tenant_scoped: false,
-        ..tenant_kind(ObjectKind::Template, "template", "template", "virtual_machine_templates")
-    },
-    Descriptor {
-        human_plural: "virtual machines",
-        grpc_service: Some("fulfillment.v1.VirtualMachines"),
-        terraform: "vmaas_virtual_machine",
-        cli: "vm",
-        references: &[reference("template", ObjectKind::Template), reference("network_attachments[].subnet", ObjectKind::Subnet)],
-        quota: Some(QuotaUse::Machine),
-        backend_runs: true,
-        ..tenant_kind(ObjectKind::VirtualMachine, "virtual_machine", "virtual machine", "virtual_machines")
-    },
-    Descriptor {
-        human_plural: "virtual networks",
-        grpc_service: Some("osac.public.v1.VirtualNetworks"),
-        terraform: "vmaas_virtual_network",
-        cli: "network",
-        backend_runs: true,
-        ..tenant_kind(ObjectKind::VirtualNetwork, "virtual_network", "virtual network", "virtual_networks")
-    },
-    Descriptor {
-        grpc_service: Some("osac.public.v1.Subnets"),
-        terraform: "vmaas_subnet",
-        cli: "subnet",
-        references: &[reference("virtual_network", ObjectKind::VirtualNetwork)],
-        backend_runs: true,
-        ..tenant_kind(ObjectKind::Subnet, "subnet", "subnet", "subnets")
-    },
-    Descriptor {
-        human_plural: "security groups",
-        grpc_service: Some("osac.public.v1.SecurityGroups"),
-        terraform: "vmaas_security_group",
-        cli: "security-group",
-        references: &[reference("virtual_network", ObjectKind::VirtualNetwork)],
-        ..tenant_kind(ObjectKind::SecurityGroup, "security_group", "security group", "security_groups")
-    },
-    Descriptor {
-        human_plural: "external IPs",
-        grpc_service: Some("osac.public.v1.ExternalIPs"),
-        terraform: "vmaas_external_ip",
-        cli: "external-ip",
-        quota: Some(QuotaUse::ExternalIp),
-        ..tenant_kind(ObjectKind::ExternalIp, "external_ip", "external IP", "external_ips")
-    },
-    Descriptor {
-        human_plural: "external IP attachments",
-        grpc_service: Some("osac.public.v1.ExternalIPAttachments"),
-        terraform: "vmaas_external_ip_attachment",
-        cli: "external-ip",
-        references: &[reference("external_ip", ObjectKind::ExternalIp), reference("compute_instance", ObjectKind::VirtualMachine)],
-        attaches_to_vm: true,
-        ..tenant_kind(ObjectKind::ExternalIpAttachment, "external_ip_attachment", "external IP attachment", "external_ip_attachments")
-    },
-    Descriptor {
-        human_plural: "load balancers",
-        terraform: "vmaas_load_balancer",
-        cli: "load-balancer",
-        references: &[reference("subnet", ObjectKind::Subnet), reference("targets[]", ObjectKind::VirtualMachine)],
-        quota: Some(QuotaUse::ExternalIp),
-        backend_runs: true,
-        ..tenant_kind(ObjectKind::LoadBalancer, "load_balancer", "load balancer", "load_balancers")
-    },
-    Descriptor {
-        terraform: "vmaas_volume",
-        cli: "volume",
-        references: &[reference("source_image", ObjectKind::Image)],
-        quota: Some(QuotaUse::Disk),
-        backend_runs: true,
-        ..tenant_kind(ObjectKind::Volume, "volume", "volume", "volumes")
-    },
-    Descriptor {
-        human_plural: "volume attachments",
-        terraform: "vmaas_volume_attachment",
-        cli: "volume",
-        references: &[reference("volume", ObjectKind::Volume), reference("compute_instance", ObjectKind::VirtualMachine)],
-        attaches_to_vm: true,
-        ..tenant_kind(ObjectKind::VolumeAttachment, "volume_attachment", "volume attachment", "volume_attachments")
-    },
-    Descriptor {
-        terraform: "vmaas_image",
-        cli: "image",
-        quota: Some(QuotaUse::Disk),
-        backend_runs: true,
-        ..tenant_kind(ObjectKind::Image, "image", "image", "images")
-    },
-];
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_round_trip() {
-        for k in ObjectKind::ALL {
-            assert_eq!(ObjectKind::parse(k.as_str()), Some(k));
-            assert_eq!(k.descriptor().kind, k, "{k}: DESCRIPTORS is in the order of ObjectKind");
-            assert!(!k.descriptor().terraform.is_empty() && !k.descriptor().cli.is_empty(), "{k}: a Terraform type and a CLI noun");
-        }
-        assert_eq!(ObjectKind::parse("virtual machine"), None);
-    }
 }

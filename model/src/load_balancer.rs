@@ -154,7 +154,7 @@ pub struct LoadBalancerStatus {
 
 crate::api_object! {
     /// A load balancer as the API returns it.
-    LoadBalancer { spec: LoadBalancerSpec, status: LoadBalancerStatus, type_url: "type.googleapis.com/vmaas.v1.LoadBalancer" }
+    LoadBalancer { kind: LoadBalancer, spec: LoadBalancerSpec, status: LoadBalancerStatus, type_url: "type.googleapis.com/vmaas.v1.LoadBalancer" }
 }
 
 /// The spec of a PATCH: what is given replaces what was.

@@ -183,7 +183,7 @@ pub struct VirtualNetworkStatus {
 }
 crate::api_object! {
     /// A virtual network as the API returns it.
-    VirtualNetwork { spec: VirtualNetworkSpec, status: VirtualNetworkStatus, type_url: "type.googleapis.com/osac.public.v1.VirtualNetwork" }
+    VirtualNetwork { kind: VirtualNetwork, spec: VirtualNetworkSpec, status: VirtualNetworkStatus, type_url: "type.googleapis.com/osac.public.v1.VirtualNetwork" }
 }
 
 /// The object of a create request; as for VMs, `id` may carry the name.

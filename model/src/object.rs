@@ -205,30 +205,6 @@ macro_rules! wire_states {
     };
 }
 
-/// Defines the object of a kind as the API returns it: `@type` (always
-/// `$type_url`), `id`, `metadata`, `spec` and `status`.
-#[macro_export]
-macro_rules! api_object {
-    ($(#[$m:meta])* $name:ident { spec: $spec:ty, status: $status:ty, type_url: $type_url:literal }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-        pub struct $name {
-            #[doc = concat!("Always `", $type_url, "`.")]
-            #[serde(rename = "@type")]
-            pub type_url: String,
-            /// UUID assigned by the server.
-            pub id: String,
-            /// Name, tenant, timestamps and version.
-            pub metadata: $crate::Metadata,
-            /// What the tenant asked for (references as ids).
-            pub spec: $spec,
-            /// What it is now.
-            pub status: $status,
-        }
-    };
-}
-
 /// Defines the object of a PATCH of a kind: `metadata` (its `version`,
 /// when given, must be the current one; labels and annotations replace
 /// the object's whole), and `spec` with the fields that change; `@type`

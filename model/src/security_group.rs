@@ -185,7 +185,7 @@ pub struct SecurityGroupStatus {
 }
 crate::api_object! {
     /// A security group as the API returns it.
-    SecurityGroup { spec: SecurityGroupSpec, status: SecurityGroupStatus, type_url: "type.googleapis.com/osac.public.v1.SecurityGroup" }
+    SecurityGroup { kind: SecurityGroup, spec: SecurityGroupSpec, status: SecurityGroupStatus, type_url: "type.googleapis.com/osac.public.v1.SecurityGroup" }
 }
 
 /// The object of a create request; `id` may carry the name.

@@ -89,7 +89,7 @@ pub struct SubnetStatus {
 }
 crate::api_object! {
     /// A subnet as the API returns it.
-    Subnet { spec: SubnetSpec, status: SubnetStatus, type_url: "type.googleapis.com/osac.public.v1.Subnet" }
+    Subnet { kind: Subnet, spec: SubnetSpec, status: SubnetStatus, type_url: "type.googleapis.com/osac.public.v1.Subnet" }
 }
 
 /// The object of a create request; `id` may carry the name.

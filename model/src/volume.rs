@@ -122,7 +122,7 @@ pub struct VolumeStatus {
 
 crate::api_object! {
     /// A volume as the API returns it.
-    Volume { spec: VolumeSpec, status: VolumeStatus, type_url: "type.googleapis.com/vmaas.v1.Volume" }
+    Volume { kind: Volume, spec: VolumeSpec, status: VolumeStatus, type_url: "type.googleapis.com/vmaas.v1.Volume" }
 }
 
 /// What the tenant asks for: one of its volumes on one of its VMs.
@@ -183,7 +183,7 @@ pub struct VolumeAttachmentStatus {
 
 crate::api_object! {
     /// An attachment as the API returns it.
-    VolumeAttachment { spec: VolumeAttachmentSpec, status: VolumeAttachmentStatus, type_url: "type.googleapis.com/vmaas.v1.VolumeAttachment" }
+    VolumeAttachment { kind: VolumeAttachment, spec: VolumeAttachmentSpec, status: VolumeAttachmentStatus, type_url: "type.googleapis.com/vmaas.v1.VolumeAttachment" }
 }
 
 /// The serial a volume's disk carries in the guest: its id's first 20

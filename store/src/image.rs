@@ -3,42 +3,10 @@
 //! by name, resolved when used); the API counts its references and
 //! refuses to delete one in use.
 
-use vmaas_model::image::{IMAGE_TYPE_URL, Image, ImageMetadata, ImageSpec, ImageStatus};
-use vmaas_model::{Metadata, ObjectKind};
+use vmaas_model::ObjectKind;
+use vmaas_model::image::Image;
 
-use super::record::{Kind, Record};
-
-/// The imported image kind.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ImageKind;
-
-impl Kind for ImageKind {
-    const KIND: ObjectKind = ObjectKind::Image;
-    type Spec = ImageSpec;
-    type Status = ImageStatus;
-    type Api = Image;
-
-    fn state(status: &ImageStatus) -> &'static str {
-        status.state.as_str()
-    }
-
-    fn api(id: String, metadata: Metadata, spec: ImageSpec, status: ImageStatus) -> Image {
-        let metadata = ImageMetadata {
-            name: metadata.name,
-            public: spec.public,
-            tenant: Some(metadata.tenant),
-            creation_timestamp: Some(metadata.creation_timestamp),
-            version: Some(metadata.version),
-            deletion_timestamp: metadata.deletion_timestamp,
-            labels: metadata.labels,
-            annotations: metadata.annotations,
-        };
-        Image { type_url: IMAGE_TYPE_URL.into(), id, metadata, spec, status }
-    }
-}
-
-/// A stored imported image.
-pub type ImageRecord = Record<ImageKind>;
+use super::record::ImageRecord;
 
 /// The imported image a VM boots: its id, and its record when the VM's
 /// own request made it on demand (stored with the VM, all or nothing).
@@ -132,7 +100,7 @@ impl super::Store {
             .fetch_optional(&mut *self.conn().await?)
             .await?;
         match target {
-            Some(id) => Ok(Some(self.get_record::<super::ImageKind>(&id, &super::Scope::All).await?)),
+            Some(id) => Ok(Some(self.get_record::<Image>(&id, &super::Scope::All).await?)),
             None => Ok(None),
         }
     }

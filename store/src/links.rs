@@ -12,9 +12,9 @@
 //!   the table is indexed once, at the first start that finds `links_made`
 //!   empty.
 
-use vmaas_model::ObjectKind;
+use vmaas_model::{Object, ObjectKind};
 
-use super::record::{Kind, Record};
+use super::record::Record;
 use super::row::Row;
 use super::{AttachmentRecord, Dialect, ImageRecord, LoadBalancerRecord, Store, StoreError, VolumeAttachmentRecord, VolumeRecord};
 
@@ -109,7 +109,7 @@ async fn insert(tx: &mut sqlx::Transaction<'_, sqlx::Any>, source: &str, targets
 
 impl Store {
     /// The records of kind `K` linked to `target`, in list order.
-    pub async fn linked_records<K: Kind>(&self, target: &str) -> Result<Vec<Record<K>>, StoreError> {
+    pub async fn linked_records<K: Object>(&self, target: &str) -> Result<Vec<Record<K>>, StoreError> {
         self.linked_to(K::KIND, target).await?.iter().map(Record::from_row).collect()
     }
 

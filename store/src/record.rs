@@ -1,63 +1,49 @@
-//! The typed record of a tenant's object of a simple kind (a spec, a
-//! status with a state, no observed host state): what networks and subnets
-//! share, over the generic rows of [`super::objects`].
+//! The typed record of an object of a kind kept as a spec and a status
+//! (the model's [`Object`]: every kind but VMs and templates), over the
+//! generic rows of [`super::objects`]. A new kind needs no code here: its
+//! `Record<K>` works once the model declares its `Object`.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use vmaas_model::{Labels, Metadata, ObjectKind};
+use vmaas_model::image::Image;
+use vmaas_model::{
+    ExternalIp, ExternalIpAttachment, Labels, LoadBalancer, Metadata, Object, SecurityGroup, Subnet, VirtualNetwork, Volume,
+    VolumeAttachment,
+};
 
 use super::row::{NewObject, Row};
 use super::{Scope, Store, StoreError};
 
-/// A kind stored as a [`Record`].
-pub trait Kind {
-    /// The kind.
-    const KIND: ObjectKind;
-    /// What the tenant asks for.
-    type Spec: Serialize + DeserializeOwned + Clone + PartialEq;
-    /// What the object is now.
-    type Status: Serialize + DeserializeOwned + Clone + Default + PartialEq;
-    /// The API's object.
-    type Api: Serialize;
+/// A stored virtual network.
+pub type NetworkRecord = Record<VirtualNetwork>;
+/// A stored subnet.
+pub type SubnetRecord = Record<Subnet>;
+/// A stored security group.
+pub type SecurityGroupRecord = Record<SecurityGroup>;
+/// A stored external IP.
+pub type ExternalIpRecord = Record<ExternalIp>;
+/// A stored external IP attachment.
+pub type AttachmentRecord = Record<ExternalIpAttachment>;
+/// A stored load balancer.
+pub type LoadBalancerRecord = Record<LoadBalancer>;
+/// A stored volume.
+pub type VolumeRecord = Record<Volume>;
+/// A stored volume attachment.
+pub type VolumeAttachmentRecord = Record<VolumeAttachment>;
+/// A stored imported image.
+pub type ImageRecord = Record<Image>;
 
-    /// The wire name of the status's state (stored for filtering).
-    fn state(status: &Self::Status) -> &'static str;
-
-    /// The API's object from its parts.
-    fn api(id: String, metadata: Metadata, spec: Self::Spec, status: Self::Status) -> Self::Api;
-}
-
-/// Declares a [`Kind`] of the store: its marker type, the object kind,
-/// the model's spec, status and API types, and the `@type` of the API's
-/// object (whose status has a `state` with `as_str`).
-#[macro_export]
-macro_rules! record_kind {
-    ($(#[$m:meta])* $name:ident: $kind:expr, $spec:ty, $status:ty, $api:ident, $type_url:expr) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, PartialEq)]
-        pub struct $name;
-
-        impl $crate::record::Kind for $name {
-            const KIND: vmaas_model::ObjectKind = $kind;
-            type Spec = $spec;
-            type Status = $status;
-            type Api = $api;
-
-            fn state(status: &$status) -> &'static str {
-                status.state.as_str()
-            }
-
-            fn api(id: String, metadata: vmaas_model::Metadata, spec: $spec, status: $status) -> $api {
-                $api { type_url: $type_url.into(), id, metadata, spec, status }
-            }
-        }
-    };
-}
+/// The role of a subnet's reference to its network.
+pub const SUBNET_OF: &str = "virtual_network";
+/// The role of an external IP attachment's reference to its external IP.
+pub const ATTACHMENT_OF: &str = "external_ip";
+/// The role of a load balancer's reference to its subnet.
+pub const BALANCER_ON: &str = "subnet";
+/// The role of a volume attachment's reference to its volume.
+pub const VOLUME_OF: &str = "volume";
 
 /// A stored object of kind `K`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Record<K: Kind> {
+pub struct Record<K: Object> {
     /// Server-assigned UUID.
     pub id: String,
     /// Owner.
@@ -82,7 +68,7 @@ pub struct Record<K: Kind> {
     pub labels: Labels,
 }
 
-impl<K: Kind> Record<K> {
+impl<K: Object> Record<K> {
     /// A new object, version 1, with the default (pending) status.
     pub fn new(id: String, tenant: &str, name: &str, creator: &str, spec: K::Spec, now: DateTime<Utc>) -> Self {
         Self {
@@ -101,10 +87,10 @@ impl<K: Kind> Record<K> {
     }
 
     /// The object as the API returns it.
-    pub fn to_api(&self) -> K::Api {
+    pub fn to_api(&self) -> K {
         let metadata =
             Metadata::new(&self.name, &self.tenant, (self.created_at, self.deleted_at), &self.creators, self.version, &self.labels);
-        K::api(self.id.clone(), metadata, self.spec.clone(), self.status.clone())
+        K::assemble(self.id.clone(), metadata, self.spec.clone(), self.status.clone())
     }
 
     /// Whether the reconciler has not yet written a status for the current version.
@@ -150,26 +136,21 @@ impl<K: Kind> Record<K> {
     }
 }
 
-/// The API's JSON of a row of kind `K`.
-pub(super) fn api_json<K: Kind>(row: &Row) -> Result<String, StoreError> {
-    Ok(serde_json::to_string(&Record::<K>::from_row(row)?.to_api())?)
-}
-
 impl Store {
     /// Stores a new object that refers to `refs` (`(id, role)`); its name
     /// must be free in its tenant, and what it refers to must exist.
-    pub async fn insert_record<K: Kind>(&self, r: &Record<K>, refs: Vec<(String, String)>) -> Result<(), StoreError> {
+    pub async fn insert_record<K: Object>(&self, r: &Record<K>, refs: Vec<(String, String)>) -> Result<(), StoreError> {
         self.insert(&NewObject { row: r.to_row()?, refs }).await
     }
 
     /// The object `id` of kind `K`, if `scope` may see it.
-    pub async fn get_record<K: Kind>(&self, id: &str, scope: &Scope) -> Result<Record<K>, StoreError> {
+    pub async fn get_record<K: Object>(&self, id: &str, scope: &Scope) -> Result<Record<K>, StoreError> {
         Record::from_row(&self.get(K::KIND, id, scope).await?)
     }
 
     /// The object of kind `K` that `reference` names (its id, else its
     /// name) if `scope` may see it.
-    pub async fn find_record<K: Kind>(&self, reference: &str, scope: &Scope) -> Result<Option<Record<K>>, StoreError> {
+    pub async fn find_record<K: Object>(&self, reference: &str, scope: &Scope) -> Result<Option<Record<K>>, StoreError> {
         match self.get_record::<K>(reference, scope).await {
             Ok(n) => return Ok(Some(n)),
             Err(StoreError::NotFound { .. }) => {}
@@ -184,13 +165,13 @@ impl Store {
     }
 
     /// Every object of kind `K` (for cross-object checks and the reconciler).
-    pub async fn all_records<K: Kind>(&self) -> Result<Vec<Record<K>>, StoreError> {
+    pub async fn all_records<K: Object>(&self) -> Result<Vec<Record<K>>, StoreError> {
         self.all(K::KIND).await?.iter().map(Record::from_row).collect()
     }
 
     /// Replaces the spec of `current` if it is still at version `expected`
     /// (else a stale-version refusal); returns the new record.
-    pub async fn update_record_spec<K: Kind>(
+    pub async fn update_record_spec<K: Object>(
         &self,
         current: &Record<K>,
         expected: i64,
@@ -202,12 +183,12 @@ impl Store {
     }
 
     /// Marks an object for deletion (idempotent).
-    pub async fn mark_record_deleted<K: Kind>(&self, id: &str, scope: &Scope, now: DateTime<Utc>) -> Result<Record<K>, StoreError> {
+    pub async fn mark_record_deleted<K: Object>(&self, id: &str, scope: &Scope, now: DateTime<Utc>) -> Result<Record<K>, StoreError> {
         Record::from_row(&self.mark_deleted(K::KIND, id, scope, now).await?)
     }
 
     /// Writes an object's status as the reconciler derived it from `seen`.
-    pub async fn write_record_status<K: Kind>(&self, seen: &Record<K>, status: &K::Status) -> Result<bool, StoreError> {
+    pub async fn write_record_status<K: Object>(&self, seen: &Record<K>, status: &K::Status) -> Result<bool, StoreError> {
         self.write_status(&seen.to_row()?, serde_json::to_string(status)?, K::state(status), "{}".into()).await
     }
 }

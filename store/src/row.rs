@@ -8,7 +8,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use sqlx::Row as _;
 use sqlx::any::AnyRow;
-use vmaas_model::{Labels, ObjectKind};
+use vmaas_model::{Labels, Metadata, ObjectKind};
 
 use super::{StoreError, parse_ts};
 
@@ -45,6 +45,13 @@ pub struct Row {
     pub deleted_at: Option<DateTime<Utc>>,
     /// Labels and annotations.
     pub labels: Labels,
+}
+
+impl Row {
+    /// The API's metadata of the object.
+    pub fn metadata(&self) -> Metadata {
+        Metadata::new(&self.name, &self.tenant, (self.created_at, self.deleted_at), &self.creators, self.version, &self.labels)
+    }
 }
 
 /// A new object and what it refers to.

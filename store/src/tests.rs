@@ -4,7 +4,10 @@ use std::borrow::Cow;
 
 use chrono::Utc;
 use serde_json::json;
-use vmaas_model::{MachineSpec, ObjectKind, PowerState, VirtualMachineSpec, VirtualMachineTemplate, VmState};
+use vmaas_model::image::Image;
+use vmaas_model::{
+    LoadBalancer, MachineSpec, ObjectKind, PowerState, VirtualMachineSpec, VirtualMachineTemplate, VmState, VolumeAttachment,
+};
 
 use super::*;
 use vmaas_backend::Requests;
@@ -125,7 +128,7 @@ async fn an_image_made_for_a_vm_is_stored_with_it_or_not_at_all() {
         let spec = vmaas_model::image::ImageSpec { source: Some(format!("http://127.0.0.1/{id}.qcow2")), ..Default::default() };
         BootImage { id: id.into(), new: Some(ImageRecord::new(id.into(), "t", &format!("url-{id}"), "t", spec, Utc::now())) }
     };
-    let images = || async { store.all_records::<ImageKind>().await.unwrap().len() };
+    let images = || async { store.all_records::<Image>().await.unwrap().len() };
 
     // The VM's name is taken: no image either.
     let taken = store.insert_vm_booting(&vm("a", "tpl"), Some(&made("i1"))).await.unwrap_err();
@@ -223,7 +226,7 @@ async fn the_links_follow_every_write() {
 async fn drop_attachment(store: &Store, ids: &[String; 4]) {
     links_found(store, ids).await;
     let [a, _, att, _] = ids;
-    store.mark_record_deleted::<VolumeAttachmentKind>(att, &Scope::All, Utc::now()).await.unwrap();
+    store.mark_record_deleted::<VolumeAttachment>(att, &Scope::All, Utc::now()).await.unwrap();
     store.remove(att).await.unwrap();
     assert!(store.linked_to(ObjectKind::VolumeAttachment, a).await.unwrap().is_empty(), "removed: linked no more");
 }
@@ -260,14 +263,14 @@ async fn links_follow(store: &Store) -> [String; 4] {
     moved.targets = vec![b.id.clone()];
     store.update_record_spec(&lb, lb.version, moved, Utc::now()).await.unwrap();
     assert!(store.linked_to(ObjectKind::LoadBalancer, &a.id).await.unwrap().is_empty(), "a target no more");
-    assert_eq!(store.linked_records::<LoadBalancerKind>(&b.id).await.unwrap()[0].id, "lb");
+    assert_eq!(store.linked_records::<LoadBalancer>(&b.id).await.unwrap()[0].id, "lb");
     links_found(store, &ids).await;
     ids
 }
 
 /// The links of what [`links_follow`] wrote.
 async fn links_found(store: &Store, [a, b, att, lb]: &[String; 4]) {
-    let on_a = store.linked_records::<VolumeAttachmentKind>(a).await.unwrap();
+    let on_a = store.linked_records::<VolumeAttachment>(a).await.unwrap();
     assert_eq!(on_a.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), [att.as_str()]);
     assert!(store.linked_to(ObjectKind::VolumeAttachment, b).await.unwrap().is_empty());
     assert_eq!(store.linked_to(ObjectKind::LoadBalancer, b).await.unwrap()[0].id, *lb);

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
+use vmaas_model::ExternalIp;
 
 use axum::extract::{Path, State};
 use axum::routing::get;
@@ -19,7 +20,7 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::pools::Pool;
 use crate::state::AppState;
-use crate::store::{ExternalIpKind, ExternalIpRecord};
+use crate::store::ExternalIpRecord;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/external_ip_pools", get(list_pools)).route("/external_ip_pools/{id}", get(read_pool))
@@ -69,7 +70,7 @@ pub(super) async fn read_pool(
     Ok(Json(Envelope { object: pool_api(pool, &crate::pools::taken(&s.store).await?, caller.is_admin()) }))
 }
 
-impl Resource for ExternalIpKind {
+impl Resource for ExternalIp {
     type Patch = simple::Relabel;
     const STATES: &'static [&'static str] = ExternalIpState::NAMES;
     const DOCS: Docs = Docs {

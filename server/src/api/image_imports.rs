@@ -24,7 +24,7 @@ use super::shared::scope;
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
 use crate::state::AppState;
-use crate::store::{Filter, ImageKind, ImageRecord, Scope};
+use crate::store::{Filter, ImageRecord, Scope};
 
 /// Imports, uploads, prunes and deletes of images (their reads are
 /// [`super::images`]'s routes on the same paths).
@@ -210,7 +210,7 @@ pub(super) async fn remove(
         let message = format!("image {:?} is used by {}: delete them first", img.name, list.join(", "));
         return Err(ApiError::new(StatusCode::CONFLICT, Code::FailedPrecondition, message));
     }
-    let rec = s.store.mark_record_deleted::<ImageKind>(&img.id, &scope(&caller), Utc::now()).await?;
+    let rec = s.store.mark_record_deleted::<Image>(&img.id, &scope(&caller), Utc::now()).await?;
     adm.commit().await?;
     s.queue.enqueue(ObjectKind::Image, &img.id);
     info!(image = %img.id, name = %img.name, "image deletion requested");
@@ -245,7 +245,7 @@ pub(super) async fn prune(
     };
     let now = Utc::now();
     let mut items = Vec::new();
-    for img in s.store.all_records::<ImageKind>().await? {
+    for img in s.store.all_records::<Image>().await? {
         let mine = caller.is_admin() || img.tenant == caller.tenant;
         let old_enough = img.status.unused_since.is_some_and(|t| now - t >= min) || min.is_zero();
         if !mine || !old_enough || !crate::prune::settled(&img) || !s.store.image_users(&img).await?.is_empty() {

@@ -16,7 +16,7 @@ use vmaas_model::{Envelope, MachineSpec, ObjectKind, Page, ValidationErrors};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::store::{BootImage, Filter, ImageKind, ImageRecord, Scope, StoreError};
+use crate::store::{BootImage, Filter, ImageRecord, Scope, StoreError};
 
 /// The reads of images; their imports, uploads and deletes are
 /// [`super::image_imports`]'s routes on the same paths.
@@ -89,7 +89,7 @@ async fn to_api(s: &AppState, caller: &Caller, catalog: Vec<CatalogImage>, impor
 
 /// The imported images `caller` sees: its tenant's and the public ones (an administrator: all).
 pub(super) async fn imported_visible(s: &AppState, caller: &Caller) -> Result<Vec<ImageRecord>, ApiError> {
-    let all = s.store.all_records::<ImageKind>().await?;
+    let all = s.store.all_records::<Image>().await?;
     Ok(all.into_iter().filter(|i| caller.is_admin() || i.tenant == caller.tenant || i.spec.public).collect())
 }
 
@@ -146,7 +146,7 @@ pub(super) enum Named {
 /// the caller's own first, then a public one, then, for an administrator,
 /// another tenant's (looked up by the name, not by reading every image).
 pub(super) async fn lookup(s: &AppState, caller: &Caller, reference: &str) -> Result<Named, ApiError> {
-    match s.store.get_record::<ImageKind>(reference, &Scope::All).await {
+    match s.store.get_record::<Image>(reference, &Scope::All).await {
         Ok(i) if caller.is_admin() || i.tenant == caller.tenant || i.spec.public => return Ok(Named::One(Box::new(i))),
         Ok(_) | Err(StoreError::NotFound { .. }) => {}
         Err(e) => return Err(e.into()),

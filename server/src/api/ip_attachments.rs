@@ -6,6 +6,7 @@
 use axum::http::StatusCode;
 use chrono::Utc;
 use tracing::info;
+use vmaas_model::{ExternalIp, ExternalIpAttachment};
 use vmaas_model::{
     ExternalIpAttachmentSpec, ExternalIpAttachmentState, ExternalIpAttachmentStatus, ObjectKind, PatchExternalIpAttachment,
     ValidationErrors,
@@ -17,12 +18,12 @@ use super::simple;
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
 use crate::state::AppState;
-use crate::store::{ATTACHMENT_OF, AttachmentKind, AttachmentRecord, ExternalIpKind, ExternalIpRecord, Scope};
+use crate::store::{ATTACHMENT_OF, AttachmentRecord, ExternalIpRecord, Scope};
 
 const IP_FIELD: &str = "object.spec.external_ip";
 const VM_FIELD: &str = "object.spec.compute_instance";
 
-impl Resource for AttachmentKind {
+impl Resource for ExternalIpAttachment {
     type Patch = PatchExternalIpAttachment;
     const STATES: &'static [&'static str] = ExternalIpAttachmentState::NAMES;
     const DOCS: Docs = Docs {
@@ -80,7 +81,7 @@ impl Resource for AttachmentKind {
 /// The caller's external IP named `reference`, not being deleted and held
 /// by no other attachment than `except`.
 async fn free_address(s: &AppState, scope: &Scope, reference: &str, except: Option<&str>) -> Result<ExternalIpRecord, ApiError> {
-    let ip = simple::find::<ExternalIpKind>(s, scope, reference.trim())
+    let ip = simple::find::<ExternalIp>(s, scope, reference.trim())
         .await?
         .ok_or_else(|| ApiError::field(IP_FIELD, format!("you have no external IP {reference:?}")))?;
     if ip.deleted_at.is_some() {

@@ -7,6 +7,7 @@
 use chrono::Utc;
 use tracing::info;
 use vmaas_model::load_balancer::{check_mappings, check_targets};
+use vmaas_model::{LoadBalancer, Subnet};
 use vmaas_model::{LoadBalancerSpec, LoadBalancerState, LoadBalancerStatus, ObjectKind, PatchLoadBalancer, ValidationErrors};
 
 use super::resource::{Docs, Resource};
@@ -15,9 +16,9 @@ use super::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::store::{BALANCER_ON, LoadBalancerKind, LoadBalancerRecord, Scope, SubnetKind, SubnetRecord};
+use crate::store::{BALANCER_ON, LoadBalancerRecord, Scope, SubnetRecord};
 
-impl Resource for LoadBalancerKind {
+impl Resource for LoadBalancer {
     type Patch = PatchLoadBalancer;
     const STATES: &'static [&'static str] = LoadBalancerState::NAMES;
     const DOCS: Docs = Docs {
@@ -38,7 +39,7 @@ impl Resource for LoadBalancerKind {
 
     async fn create(s: &AppState, caller: &Caller, mut rec: LoadBalancerRecord) -> Result<LoadBalancerRecord, ApiError> {
         let scope = owned_by(&caller.tenant);
-        let subnet = simple::find::<SubnetKind>(s, &scope, rec.spec.subnet.trim())
+        let subnet = simple::find::<Subnet>(s, &scope, rec.spec.subnet.trim())
             .await?
             .filter(|n| n.deleted_at.is_none())
             .ok_or_else(|| ApiError::field("object.spec.subnet", format!("you have no subnet {:?}", rec.spec.subnet)))?;
@@ -77,7 +78,7 @@ impl Resource for LoadBalancerKind {
         let mut spec = current.spec.clone();
         if let Some(t) = p.spec.targets {
             let refs = owned_by(&current.tenant);
-            let subnet = s.store.get_record::<SubnetKind>(&current.spec.subnet, &refs).await?;
+            let subnet = s.store.get_record::<Subnet>(&current.spec.subnet, &refs).await?;
             spec.targets = resolve_targets(s, &refs, &t, &subnet).await?;
         }
         if let Some(m) = p.spec.port_mappings {

@@ -2,6 +2,7 @@
 //! `VirtualNetwork`). Each tenant sees and changes only its own.
 
 use tracing::info;
+use vmaas_model::VirtualNetwork;
 use vmaas_model::{ObjectKind, ValidationErrors, VirtualNetworkState};
 
 use super::resource::{Docs, FIXED_SPEC, Resource};
@@ -9,9 +10,9 @@ use super::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::store::{NetworkKind, NetworkRecord};
+use crate::store::NetworkRecord;
 
-impl Resource for NetworkKind {
+impl Resource for VirtualNetwork {
     type Patch = simple::Relabel;
     const STATES: &'static [&'static str] = VirtualNetworkState::NAMES;
     const DOCS: Docs = Docs {

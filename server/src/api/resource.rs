@@ -20,7 +20,7 @@ use axum::{Json, Router};
 use chrono::Utc;
 use serde::de::DeserializeOwned;
 use utoipa::ToSchema;
-use vmaas_model::{CreateObject, Envelope, Labels, ValidationErrors};
+use vmaas_model::{CreateObject, Envelope, Labels, Object, ValidationErrors};
 
 use super::extract::ApiJson;
 use super::extract::ApiQuery;
@@ -29,7 +29,7 @@ use super::simple::{self, ListQuery};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::store::record::{Kind, Record};
+use crate::store::record::Record;
 
 /// What the OpenAPI document says of a kind's operations beyond what its
 /// descriptor gives.
@@ -51,10 +51,10 @@ pub(super) struct Docs {
 /// The patch of a kind whose spec is fixed at create: labels and annotations.
 pub(super) const FIXED_SPEC: &str = "Change the labels and annotations (its spec is fixed at create).";
 
-/// A kind served by the shared handlers: its store [`Kind`] plus what
+/// A kind served by the shared handlers: its store [`Object`] plus what
 /// differs from kind to kind.
 pub(super) trait Resource:
-    Kind<Spec: DeserializeOwned + ToSchema + Send + Sync, Api: ToSchema + Send> + Sized + Send + Sync + 'static
+    Object<Spec: DeserializeOwned + ToSchema + Send + Sync> + ToSchema + Sized + Send + Sync + 'static
 {
     /// The object of a PATCH.
     type Patch: DeserializeOwned + ToSchema + Send + 'static;
@@ -113,7 +113,7 @@ async fn create<K: Resource>(
     State(s): State<AppState>,
     caller: Caller,
     ApiJson(req): ApiJson<Envelope<CreateObject<K::Spec>>>,
-) -> Result<(StatusCode, Json<Envelope<K::Api>>), ApiError> {
+) -> Result<(StatusCode, Json<Envelope<K>>), ApiError> {
     let new = checked::<K>(&s, &caller, req.object).await?;
     let rec = K::create(&s, &caller, new).await?;
     Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
@@ -140,7 +140,7 @@ async fn patch<K: Resource>(
     caller: Caller,
     Path(id): Path<String>,
     ApiJson(req): ApiJson<Envelope<K::Patch>>,
-) -> Result<Json<Envelope<K::Api>>, ApiError> {
+) -> Result<Json<Envelope<K>>, ApiError> {
     let rec = K::patch(&s, &caller, &id, req.object).await?;
     Ok(Json(Envelope { object: rec.to_api() }))
 }
@@ -149,7 +149,7 @@ async fn remove<K: Resource>(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Result<(StatusCode, Json<Envelope<K::Api>>), ApiError> {
+) -> Result<(StatusCode, Json<Envelope<K>>), ApiError> {
     let rec = K::remove(&s, &caller, &id).await?;
     Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
 }

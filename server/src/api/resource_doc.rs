@@ -117,8 +117,8 @@ pub(super) fn add<K: Resource>(doc: &mut OpenApi) {
     let (name, tag, docs) = (d.name, d.human_plural, &K::DOCS);
     let (collection, one) = (format!("{}/{}", super::shared::PREFIX, d.plural), format!("{}/{}/{{id}}", super::shared::PREFIX, d.plural));
     let mut schemas = Schemas::new();
-    let object = envelope(&K::Api::name(), named::<K::Api>(&mut schemas), &mut schemas);
-    let page = page::<K::Api>(&mut schemas);
+    let object = envelope(&K::name(), named::<K>(&mut schemas), &mut schemas);
+    let page = page::<K>(&mut schemas);
     named::<K::Spec>(&mut schemas);
     let create_name = format!("CreateObject_{}", K::Spec::name());
     let create = envelope(&create_name, <CreateObject<K::Spec> as PartialSchema>::schema(), &mut schemas);

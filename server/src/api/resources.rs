@@ -4,21 +4,19 @@
 use super::resource::{self, Resource};
 use super::resource_doc;
 use crate::state::AppState;
-use crate::store::{
-    AttachmentKind, ExternalIpKind, LoadBalancerKind, NetworkKind, SecurityGroupKind, SubnetKind, VolumeAttachmentKind, VolumeKind,
-};
+use vmaas_model::{ExternalIp, ExternalIpAttachment, LoadBalancer, SecurityGroup, Subnet, VirtualNetwork, Volume, VolumeAttachment};
 
 /// Calls `$each::<K>` for every kind served by the shared handlers.
 macro_rules! each_resource {
     ($each:ident($($arg:expr),*)) => {
-        $each::<NetworkKind>($($arg),*);
-        $each::<SubnetKind>($($arg),*);
-        $each::<SecurityGroupKind>($($arg),*);
-        $each::<ExternalIpKind>($($arg),*);
-        $each::<AttachmentKind>($($arg),*);
-        $each::<LoadBalancerKind>($($arg),*);
-        $each::<VolumeKind>($($arg),*);
-        $each::<VolumeAttachmentKind>($($arg),*);
+        $each::<VirtualNetwork>($($arg),*);
+        $each::<Subnet>($($arg),*);
+        $each::<SecurityGroup>($($arg),*);
+        $each::<ExternalIp>($($arg),*);
+        $each::<ExternalIpAttachment>($($arg),*);
+        $each::<LoadBalancer>($($arg),*);
+        $each::<Volume>($($arg),*);
+        $each::<VolumeAttachment>($($arg),*);
     };
 }
 

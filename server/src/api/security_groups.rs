@@ -5,6 +5,7 @@
 
 use chrono::Utc;
 use tracing::info;
+use vmaas_model::SecurityGroup;
 use vmaas_model::{ObjectKind, PatchSecurityGroup, SecurityGroupState, ValidationErrors};
 
 use super::resource::{Docs, Resource};
@@ -13,9 +14,9 @@ use super::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::store::{SecurityGroupKind, SecurityGroupRecord};
+use crate::store::SecurityGroupRecord;
 
-impl Resource for SecurityGroupKind {
+impl Resource for SecurityGroup {
     type Patch = PatchSecurityGroup;
     const STATES: &'static [&'static str] = SecurityGroupState::NAMES;
     const DOCS: Docs = Docs {

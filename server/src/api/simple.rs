@@ -7,7 +7,8 @@ use axum::response::Response;
 use chrono::Utc;
 use serde::Deserialize;
 use tracing::info;
-use vmaas_model::{MetadataInput, ObjectKind, ValidationErrors};
+use vmaas_model::VirtualNetwork;
+use vmaas_model::{MetadataInput, Object, ObjectKind, ValidationErrors};
 
 use super::query::Selection;
 use super::shared::Paging;
@@ -16,8 +17,8 @@ use super::shared::scope;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::store::record::{Kind, Record};
-use crate::store::{Filter, NetworkKind, NetworkRecord, Row, Scope, StoreError};
+use crate::store::record::Record;
+use crate::store::{Filter, NetworkRecord, Row, Scope, StoreError};
 
 /// Query of a list.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -48,7 +49,7 @@ fn parse_state(text: &str, states: &[&'static str]) -> Result<&'static str, ApiE
 }
 
 /// A page of the caller's objects of kind `K` (`states`: the kind's state names).
-pub(super) async fn list<K: Kind>(s: &AppState, caller: &Caller, q: ListQuery, states: &[&'static str]) -> Result<Response, ApiError> {
+pub(super) async fn list<K: Object>(s: &AppState, caller: &Caller, q: ListQuery, states: &[&'static str]) -> Result<Response, ApiError> {
     let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
     let state = q.state.as_deref().map(|t| parse_state(t, states)).transpose()?.map(str::to_owned);
     let selection = Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
@@ -58,14 +59,14 @@ pub(super) async fn list<K: Kind>(s: &AppState, caller: &Caller, q: ListQuery, s
 }
 
 /// One of the caller's objects of kind `K`.
-pub(super) async fn read<K: Kind>(s: &AppState, caller: &Caller, id: &str) -> Result<Response, ApiError> {
+pub(super) async fn read<K: Object>(s: &AppState, caller: &Caller, id: &str) -> Result<Response, ApiError> {
     let n = s.store.get_json(K::KIND, id, &scope(caller)).await?;
     Ok(raw_json(super::shared::enveloped(&n)))
 }
 
 /// Starts deleting one of the caller's objects of kind `K`, unless
 /// something uses it (409 naming the users).
-pub(super) async fn remove<K: Kind>(s: &AppState, caller: &Caller, id: &str) -> Result<Record<K>, ApiError> {
+pub(super) async fn remove<K: Object>(s: &AppState, caller: &Caller, id: &str) -> Result<Record<K>, ApiError> {
     let row = s.store.get(K::KIND, id, &scope(caller)).await?;
     s.store.ensure_unused(&row).await?;
     let rec = s.store.mark_record_deleted::<K>(id, &scope(caller), Utc::now()).await?;
@@ -102,7 +103,7 @@ pub(super) struct Relabel {
 
 /// Replaces the labels and annotations of one of the caller's objects of
 /// kind `K`; a spec field that differs from the object's is a 400 naming it.
-pub(super) async fn relabel<K: Kind>(s: &AppState, caller: &Caller, id: &str, r: Relabel) -> Result<Record<K>, ApiError> {
+pub(super) async fn relabel<K: Object>(s: &AppState, caller: &Caller, id: &str, r: Relabel) -> Result<Record<K>, ApiError> {
     let mut current = s.store.get_record::<K>(id, &scope(caller)).await?;
     let mut errs = ValidationErrors::default();
     if let Some(other) = r.id.as_deref().filter(|other| *other != id) {
@@ -127,7 +128,7 @@ pub(super) async fn relabel<K: Kind>(s: &AppState, caller: &Caller, id: &str, r:
 
 /// `current` with the labels and annotations a change's `metadata` gives
 /// (each replaced whole when given), or a 400 naming the bad ones.
-pub(super) fn relabelled<K: Kind>(mut current: Record<K>, metadata: Option<&MetadataInput>) -> Result<Record<K>, ApiError> {
+pub(super) fn relabelled<K: Object>(mut current: Record<K>, metadata: Option<&MetadataInput>) -> Result<Record<K>, ApiError> {
     let mut errs = ValidationErrors::default();
     current.labels = current.labels.patched(metadata, &mut errs);
     if errs.is_empty() { Ok(current) } else { Err(ApiError::invalid(errs)) }
@@ -136,7 +137,7 @@ pub(super) fn relabelled<K: Kind>(mut current: Record<K>, metadata: Option<&Meta
 /// What every change of a spec starts with: the caller's object `id` of
 /// kind `K`, and the version the change is based on (`metadata.version`,
 /// else the current one).
-pub(super) async fn changing<K: Kind>(
+pub(super) async fn changing<K: Object>(
     s: &AppState,
     caller: &Caller,
     id: &str,
@@ -148,7 +149,7 @@ pub(super) async fn changing<K: Kind>(
 }
 
 /// The caller's object of kind `K` named `reference` (an id, else a name).
-pub(super) async fn find<K: Kind>(s: &AppState, scope: &Scope, reference: &str) -> Result<Option<Record<K>>, ApiError> {
+pub(super) async fn find<K: Object>(s: &AppState, scope: &Scope, reference: &str) -> Result<Option<Record<K>>, ApiError> {
     Ok(s.store.find_record::<K>(reference, scope).await?)
 }
 
@@ -176,7 +177,7 @@ pub(super) async fn row(s: &AppState, scope: &Scope, kind: ObjectKind, reference
 /// spec's `virtual_network`, else a 400 naming `object.spec.virtual_network`.
 pub(super) async fn network(s: &AppState, scope: &Scope, reference: &str) -> Result<NetworkRecord, ApiError> {
     let reference = reference.trim();
-    find::<NetworkKind>(s, scope, reference).await?.ok_or_else(|| {
+    find::<VirtualNetwork>(s, scope, reference).await?.ok_or_else(|| {
         ApiError::field(
             "object.spec.virtual_network",
             format!("you have no virtual network {reference:?}; list them with GET /api/fulfillment/v1/virtual_networks"),

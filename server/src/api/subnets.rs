@@ -4,6 +4,7 @@
 //! overlaps none of its siblings; a network with subnets cannot be deleted.
 
 use tracing::info;
+use vmaas_model::Subnet;
 use vmaas_model::network::Cidr;
 use vmaas_model::{ObjectKind, SubnetState, ValidationErrors};
 
@@ -13,11 +14,11 @@ use super::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::store::{NetworkRecord, SUBNET_OF, StoreError, SubnetKind, SubnetRecord};
+use crate::store::{NetworkRecord, SUBNET_OF, StoreError, SubnetRecord};
 
 const FIELD: &str = "object.spec.virtual_network";
 
-impl Resource for SubnetKind {
+impl Resource for Subnet {
     type Patch = simple::Relabel;
     const STATES: &'static [&'static str] = SubnetState::NAMES;
     const DOCS: Docs = Docs {

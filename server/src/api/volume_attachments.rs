@@ -4,6 +4,7 @@
 //! volume has one attachment at a time.
 
 use tracing::info;
+use vmaas_model::VolumeAttachment;
 use vmaas_model::volume::disk_serial;
 use vmaas_model::{ObjectKind, ValidationErrors, VolumeAttachmentSpec, VolumeAttachmentState, VolumeAttachmentStatus};
 
@@ -13,11 +14,11 @@ use super::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::store::{VOLUME_OF, VolumeAttachmentKind, VolumeAttachmentRecord};
+use crate::store::{VOLUME_OF, VolumeAttachmentRecord};
 
 const VM_FIELD: &str = "object.spec.compute_instance";
 
-impl Resource for VolumeAttachmentKind {
+impl Resource for VolumeAttachment {
     type Patch = simple::Relabel;
     const STATES: &'static [&'static str] = VolumeAttachmentState::NAMES;
     const DOCS: Docs = Docs {

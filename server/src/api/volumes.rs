@@ -5,6 +5,7 @@
 use axum::http::StatusCode;
 use chrono::Utc;
 use tracing::info;
+use vmaas_model::Volume;
 use vmaas_model::{ObjectKind, PatchVolume, ValidationErrors, VolumeSpec, VolumeState};
 
 use super::images;
@@ -15,9 +16,9 @@ use crate::capacity::{self, Usage};
 use crate::error::{ApiError, Code};
 use crate::quota::{self, Amounts};
 use crate::state::AppState;
-use crate::store::{VolumeKind, VolumeRecord};
+use crate::store::VolumeRecord;
 
-impl Resource for VolumeKind {
+impl Resource for Volume {
     type Patch = PatchVolume;
     const STATES: &'static [&'static str] = VolumeState::NAMES;
     const DOCS: Docs = Docs {
@@ -78,7 +79,7 @@ impl Resource for VolumeKind {
         // Under the admission lock: no attachment is made between the check and the mark.
         let adm = s.admit().await?;
         let s = adm.state().clone();
-        let volume = s.store.get_record::<VolumeKind>(id, &super::shared::scope(caller)).await?;
+        let volume = s.store.get_record::<Volume>(id, &super::shared::scope(caller)).await?;
         let holder = s.store.referrers(&volume.id).await?.into_iter().find(|r| r.kind == ObjectKind::VolumeAttachment);
         if let Some(a) = holder.as_ref().map(crate::store::VolumeAttachmentRecord::from_row).transpose()? {
             let vm = s.store.get_vm(&a.spec.compute_instance, &crate::store::Scope::All).await.map(|v| v.name).unwrap_or_default();
@@ -88,7 +89,7 @@ impl Resource for VolumeKind {
             );
             return Err(ApiError::new(StatusCode::CONFLICT, Code::FailedPrecondition, message));
         }
-        let out = simple::remove::<VolumeKind>(&s, caller, id).await?;
+        let out = simple::remove::<Volume>(&s, caller, id).await?;
         adm.commit().await?;
         Ok(out)
     }

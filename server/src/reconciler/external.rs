@@ -7,6 +7,7 @@
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
+use vmaas_model::{ExternalIp, ExternalIpAttachment, LoadBalancer, Object};
 
 use tracing::{info, warn};
 use vmaas_backend::{BalancerObservation, BalancerProblem, BalancerSpec, Cleanup, Mapping, Requeue, Target};
@@ -14,8 +15,8 @@ use vmaas_model::load_balancer::LbProtocol;
 use vmaas_model::{ExternalIpAttachmentState, ExternalIpAttachmentStatus, LoadBalancerState, LoadBalancerStatus, ObjectKind};
 
 use super::{Outcome, Reconciler};
-use crate::store::record::{Kind, Record};
-use crate::store::{AttachmentKind, AttachmentRecord, ExternalIpKind, LoadBalancerKind, LoadBalancerRecord, Scope, StoreError, VmRecord};
+use crate::store::record::Record;
+use crate::store::{AttachmentRecord, LoadBalancerRecord, Scope, StoreError, VmRecord};
 
 /// How soon an object is looked at again after a transient failure.
 const RETRY: Duration = Duration::from_secs(1);
@@ -26,7 +27,7 @@ type Pass = Result<(Outcome, Option<Duration>), StoreError>;
 /// it, and the TCP ports its load balancers reach.
 pub(super) async fn exposure(r: &Reconciler, vm: &VmRecord) -> Result<(Vec<Ipv4Addr>, Vec<u16>), StoreError> {
     let mut ips = Vec::new();
-    for a in r.store.linked_records::<AttachmentKind>(&vm.id).await? {
+    for a in r.store.linked_records::<ExternalIpAttachment>(&vm.id).await? {
         if a.deleted_at.is_some() || a.spec.compute_instance.as_deref() != Some(vm.id.as_str()) {
             continue;
         }
@@ -35,7 +36,7 @@ pub(super) async fn exposure(r: &Reconciler, vm: &VmRecord) -> Result<(Vec<Ipv4A
         }
     }
     let mut ports: Vec<u16> = Vec::new();
-    for lb in r.store.linked_records::<LoadBalancerKind>(&vm.id).await? {
+    for lb in r.store.linked_records::<LoadBalancer>(&vm.id).await? {
         if lb.deleted_at.is_some() || !lb.spec.targets.contains(&vm.id) {
             continue;
         }
@@ -49,7 +50,7 @@ pub(super) async fn exposure(r: &Reconciler, vm: &VmRecord) -> Result<(Vec<Ipv4A
     Ok((ips, ports))
 }
 
-pub(super) async fn get<K: Kind>(r: &Reconciler, id: &str) -> Result<Option<Record<K>>, StoreError> {
+pub(super) async fn get<K: Object>(r: &Reconciler, id: &str) -> Result<Option<Record<K>>, StoreError> {
     match r.store.get_record::<K>(id, &Scope::All).await {
         Ok(rec) => Ok(Some(rec)),
         Err(StoreError::NotFound { .. }) => Ok(None),
@@ -57,7 +58,7 @@ pub(super) async fn get<K: Kind>(r: &Reconciler, id: &str) -> Result<Option<Reco
     }
 }
 
-pub(super) async fn write<K: Kind>(r: &Reconciler, rec: &Record<K>, s: K::Status) -> Result<Outcome, StoreError> {
+pub(super) async fn write<K: Object>(r: &Reconciler, rec: &Record<K>, s: K::Status) -> Result<Outcome, StoreError> {
     if s == rec.status && !rec.unacknowledged() {
         return Ok(Outcome::Unchanged);
     }
@@ -70,7 +71,7 @@ pub(super) async fn write<K: Kind>(r: &Reconciler, rec: &Record<K>, s: K::Status
 
 /// An external IP: released when deleted; `attached` while an attachment holds it.
 pub(super) async fn reconcile_ip(r: &Reconciler, id: &str) -> Pass {
-    let Some(ip) = get::<ExternalIpKind>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
+    let Some(ip) = get::<ExternalIp>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
     if ip.deleted_at.is_some() {
         r.store.remove(&ip.id).await?;
         info!(external_ip = %ip.id, address = %ip.status.address, "external IP released");
@@ -85,7 +86,7 @@ pub(super) async fn reconcile_ip(r: &Reconciler, id: &str) -> Pass {
 /// An attachment: READY while its VM exists; on deletion, its VM and
 /// address are looked at again (the VM drops the address).
 pub(super) async fn reconcile_attachment(r: &Reconciler, id: &str) -> Pass {
-    let Some(a) = get::<AttachmentKind>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
+    let Some(a) = get::<ExternalIpAttachment>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
     if a.deleted_at.is_some() {
         r.store.remove(&a.id).await?;
         wake_neighbours(r, &a);
@@ -154,7 +155,7 @@ fn balancer_status(lb: &LoadBalancerRecord, seen: Result<BalancerObservation, St
 
 /// A load balancer: one step of its driver, then its status.
 pub(super) async fn reconcile_balancer(r: &Reconciler, id: &str) -> Pass {
-    let Some(lb) = get::<LoadBalancerKind>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
+    let Some(lb) = get::<LoadBalancer>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
     let driver = r.backend.load_balancers();
     if lb.deleted_at.is_some() {
         if let Some(d) = &driver {

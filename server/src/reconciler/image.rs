@@ -4,6 +4,7 @@
 //! ready is what the VM's root disk is made from.
 
 use std::time::Duration;
+use vmaas_model::image::Image;
 
 use tracing::{info, warn};
 use vmaas_backend::{Cleanup, ImageImport, ImageObservation, Target};
@@ -12,7 +13,7 @@ use vmaas_model::image::{ImageState, ImageStatus};
 
 use super::external::{get, write};
 use super::{Outcome, Reconciler};
-use crate::store::{ImageKind, ImageRecord, StoreError, VmRecord};
+use crate::store::{ImageRecord, StoreError, VmRecord};
 
 type Pass = Result<(Outcome, Option<Duration>), StoreError>;
 
@@ -71,7 +72,7 @@ async fn wake_users(r: &Reconciler, img: &ImageRecord) -> Result<(), StoreError>
 
 /// One imported image: its import through the driver, then its status.
 pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Pass {
-    let Some(img) = get::<ImageKind>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
+    let Some(img) = get::<Image>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
     let driver = r.backend.image_imports();
     if img.deleted_at.is_some() {
         if let Some(d) = &driver {

@@ -318,9 +318,9 @@ impl Reconciler {
     async fn reconcile(&self, key: &Key) -> Result<(Outcome, Option<Duration>), StoreError> {
         match key.0 {
             ObjectKind::VirtualMachine => vm::reconcile(self, &key.1).await,
-            ObjectKind::VirtualNetwork => network::reconcile::<crate::store::NetworkKind>(self, &key.1).await,
-            ObjectKind::Subnet => network::reconcile::<crate::store::SubnetKind>(self, &key.1).await,
-            ObjectKind::SecurityGroup => network::reconcile::<crate::store::SecurityGroupKind>(self, &key.1).await,
+            ObjectKind::VirtualNetwork => network::reconcile::<vmaas_model::VirtualNetwork>(self, &key.1).await,
+            ObjectKind::Subnet => network::reconcile::<vmaas_model::Subnet>(self, &key.1).await,
+            ObjectKind::SecurityGroup => network::reconcile::<vmaas_model::SecurityGroup>(self, &key.1).await,
             ObjectKind::ExternalIp => external::reconcile_ip(self, &key.1).await,
             ObjectKind::ExternalIpAttachment => external::reconcile_attachment(self, &key.1).await,
             ObjectKind::LoadBalancer => external::reconcile_balancer(self, &key.1).await,

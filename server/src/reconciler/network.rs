@@ -6,20 +6,21 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use vmaas_model::{Object, SecurityGroup, Subnet, VirtualNetwork};
 
 use tracing::{info, warn};
 use vmaas_backend::{Backend, BackendError, Cleanup, Driver, NetworkObservation, NetworkSpec, Requeue, SubnetSpec, Target};
 use vmaas_model::{SecurityGroupState, SecurityGroupStatus, SubnetState, SubnetStatus, VirtualNetworkState, VirtualNetworkStatus};
 
 use super::{Outcome, Reconciler};
-use crate::store::record::{Kind, Record};
-use crate::store::{NetworkKind, Scope, SecurityGroupKind, StoreError, SubnetKind};
+use crate::store::record::Record;
+use crate::store::{Scope, StoreError};
 
 /// How soon an object is looked at again after a transient failure.
 const RETRY: Duration = Duration::from_secs(1);
 
 /// A kind reconciled by a driver that reports a [`NetworkObservation`].
-pub(super) trait Simple: Kind {
+pub(super) trait Simple: Object {
     /// What its driver is given.
     type Target: Send + Sync;
     /// Its name in logs.
@@ -38,7 +39,7 @@ pub(super) trait Simple: Kind {
     }
 }
 
-impl Simple for NetworkKind {
+impl Simple for VirtualNetwork {
     type Target = NetworkSpec;
     const LABEL: &'static str = "virtual network";
 
@@ -60,7 +61,7 @@ impl Simple for NetworkKind {
     }
 }
 
-impl Simple for SecurityGroupKind {
+impl Simple for SecurityGroup {
     type Target = ();
     const LABEL: &'static str = "security group";
     const LOCAL: bool = true;
@@ -85,7 +86,7 @@ impl Simple for SecurityGroupKind {
     }
 }
 
-impl Simple for SubnetKind {
+impl Simple for Subnet {
     type Target = SubnetSpec;
     const LABEL: &'static str = "subnet";
 

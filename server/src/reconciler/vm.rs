@@ -2,6 +2,7 @@
 //! step through the VM driver, then the status derived from what it saw.
 
 use std::time::Duration;
+use vmaas_model::SecurityGroup;
 
 use chrono::Utc;
 use tracing::{info, warn};
@@ -9,7 +10,7 @@ use vmaas_backend::{Attachment, BackendError, Cleanup, ErrorKind, Firewall, Requ
 use vmaas_model::{Desired, Observation, Phase, PowerState, Reason, VmState, derive_status};
 
 use super::{Outcome, Reconciler};
-use crate::store::{Scope, SecurityGroupKind, StoreError, VmRecord};
+use crate::store::{Scope, StoreError, VmRecord};
 
 /// How soon a VM is looked at again after a transient backend error.
 const RETRY: Duration = Duration::from_secs(1);
@@ -145,7 +146,7 @@ async fn attachments(r: &Reconciler, vm: &VmRecord) -> Result<Vec<Attachment>, S
 async fn firewall(r: &Reconciler, ids: &[String]) -> Result<Firewall, StoreError> {
     let mut f = Firewall::default();
     for id in ids {
-        let sg = match r.store.get_record::<SecurityGroupKind>(id, &Scope::All).await {
+        let sg = match r.store.get_record::<SecurityGroup>(id, &Scope::All).await {
             Ok(sg) => sg,
             Err(StoreError::NotFound { .. }) => continue,
             Err(e) => return Err(e),

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
+use vmaas_model::{Volume, VolumeAttachment};
 
 use chrono::Utc;
 use tracing::{info, warn};
@@ -20,7 +21,7 @@ use vmaas_model::{ObjectKind, VolumeAttachmentState, VolumeAttachmentStatus, Vol
 
 use super::external::{get, write};
 use super::{Outcome, Reconciler};
-use crate::store::{Scope, StoreError, VmRecord, VolumeAttachmentKind, VolumeAttachmentRecord, VolumeKind, VolumeRecord};
+use crate::store::{Scope, StoreError, VmRecord, VolumeAttachmentRecord, VolumeRecord};
 
 /// How soon an object waiting on another is looked at again.
 const WAIT: Duration = Duration::from_millis(500);
@@ -54,14 +55,14 @@ impl Seen {
 
 /// The attachments on VM `vm` (being deleted or not).
 async fn attachments_of(r: &Reconciler, vm: &str) -> Result<Vec<VolumeAttachmentRecord>, StoreError> {
-    r.store.linked_records::<VolumeAttachmentKind>(vm).await
+    r.store.linked_records::<VolumeAttachment>(vm).await
 }
 
 /// The volumes VM `vm` should have: those of its live attachments whose disk is made.
 pub(super) async fn disks(r: &Reconciler, vm: &VmRecord) -> Result<Vec<VolumeDisk>, StoreError> {
     let mut out = Vec::new();
     for a in attachments_of(r, &vm.id).await?.into_iter().filter(|a| a.deleted_at.is_none()) {
-        let Some(v) = get::<VolumeKind>(r, &a.spec.volume).await? else { continue };
+        let Some(v) = get::<Volume>(r, &a.spec.volume).await? else { continue };
         if matches!(v.status.state, VolumeState::Ready | VolumeState::Attached) {
             out.push(VolumeDisk { volume: v.id.clone(), serial: disk_serial(&v.id), size_bytes: v.spec.size.to_units_ceil().unwrap_or(0) });
         }
@@ -84,10 +85,10 @@ pub(super) async fn note_presence(r: &Reconciler, vm: &str, presence: VolumePres
 pub(super) async fn detach_all(r: &Reconciler, vm: &str) -> Result<(), StoreError> {
     r.volumes_seen.forget(vm);
     for a in attachments_of(r, vm).await? {
-        r.store.mark_record_deleted::<VolumeAttachmentKind>(&a.id, &Scope::All, Utc::now()).await?;
+        r.store.mark_record_deleted::<VolumeAttachment>(&a.id, &Scope::All, Utc::now()).await?;
         r.store.remove(&a.id).await?;
         if a.spec.auto_delete {
-            match r.store.mark_record_deleted::<VolumeKind>(&a.spec.volume, &Scope::All, Utc::now()).await {
+            match r.store.mark_record_deleted::<Volume>(&a.spec.volume, &Scope::All, Utc::now()).await {
                 Ok(_) | Err(StoreError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
@@ -100,7 +101,7 @@ pub(super) async fn detach_all(r: &Reconciler, vm: &str) -> Result<(), StoreErro
 
 /// A volume: its disk through the driver; ATTACHED while an attachment holds it.
 pub(super) async fn reconcile_volume(r: &Reconciler, id: &str) -> Pass {
-    let Some(v) = get::<VolumeKind>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
+    let Some(v) = get::<Volume>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
     let holder = match r.store.referrers(&v.id).await?.into_iter().find(|row| row.kind == ObjectKind::VolumeAttachment) {
         Some(row) => Some(VolumeAttachmentRecord::from_row(&row)?),
         None => None,
@@ -193,7 +194,7 @@ async fn remove_volume(r: &Reconciler, v: &VolumeRecord, held: bool) -> Pass {
 
 /// A volume attachment: its state from where its VM says the volume is.
 pub(super) async fn reconcile_attachment(r: &Reconciler, id: &str) -> Pass {
-    let Some(a) = get::<VolumeAttachmentKind>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
+    let Some(a) = get::<VolumeAttachment>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
     let vm = match r.store.get_vm(&a.spec.compute_instance, &Scope::All).await {
         Ok(vm) => Some(vm).filter(|vm| vm.deleted_at.is_none()),
         Err(StoreError::NotFound { .. }) => None,
@@ -213,7 +214,7 @@ pub(super) async fn reconcile_attachment(r: &Reconciler, id: &str) -> Pass {
         info!(attachment = %a.id, volume = %a.spec.volume, vm = %a.spec.compute_instance, "volume detached");
         return Ok((Outcome::Removed, None));
     }
-    let volume = get::<VolumeKind>(r, &a.spec.volume).await?;
+    let volume = get::<Volume>(r, &a.spec.volume).await?;
     (status.state, status.message) = match (vm, volume.map(|v| v.status), seen) {
         (None, ..) => (VolumeAttachmentState::Failed, Some("its virtual machine is gone".into())),
         (_, None, _) => (VolumeAttachmentState::Failed, Some("its volume is gone".into())),
