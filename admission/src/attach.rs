@@ -6,10 +6,9 @@
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
-use vmaas_model::{SecurityGroup, Subnet};
 
 use vmaas_model::network::Cidr;
-use vmaas_model::{NetworkAttachment, ValidationErrors};
+use vmaas_model::{NetworkAttachment, SecurityGroup, Subnet, ValidationErrors};
 
 use vmaas_store::{Scope, Store, StoreError, SubnetRecord};
 

@@ -6,9 +6,9 @@
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 use std::str::FromStr;
-use vmaas_model::{ExternalIp, LoadBalancer};
 
 use vmaas_model::network::Cidr;
+use vmaas_model::{ExternalIp, LoadBalancer};
 use vmaas_store::{Store, StoreError};
 
 use crate::AdmissionError;

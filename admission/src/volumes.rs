@@ -3,8 +3,7 @@
 //! usable and held by no other attachment (found through the references
 //! to it, not by reading every attachment).
 
-use vmaas_model::{ObjectKind, ValidationErrors, VolumeState};
-use vmaas_model::{Volume, VolumeAttachment};
+use vmaas_model::{ObjectKind, ValidationErrors, Volume, VolumeAttachment, VolumeState};
 use vmaas_store::record::Record;
 use vmaas_store::{Scope, Store, VolumeRecord};
 

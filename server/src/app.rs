@@ -264,7 +264,8 @@ impl App {
                 ..Default::default()
             },
         )
-        .with_progress(self.state.progress.clone());
+        .with_progress(self.state.progress.clone())
+        .with_kinds(crate::api::resources::reconcilers());
         let rec_task = tokio::spawn(Arc::new(reconciler).run(stop_rx));
         if let Some(oidc) = self.state.keys.oidc().cloned() {
             tokio::spawn(async move { oidc.warm().await });

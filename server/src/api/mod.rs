@@ -7,33 +7,25 @@ mod compute_instances;
 mod console;
 mod deadline;
 mod events;
-mod external_ips;
 mod extract;
 #[cfg(test)]
 mod fuzz;
 mod health;
 mod image_imports;
 mod images;
-mod ip_attachments;
-mod load_balancers;
 mod mask;
 mod migrate;
-mod networks;
 mod openapi;
 mod query;
 mod quotas;
 mod resource;
 mod resource_doc;
-mod resources;
-mod security_groups;
+pub(crate) mod resources;
 mod shared;
 mod simple;
-mod subnets;
 mod templates;
 pub(crate) mod tickets;
 mod vms;
-mod volume_attachments;
-mod volumes;
 
 use std::time::Instant;
 
@@ -67,7 +59,7 @@ pub fn router(state: AppState, limits: &crate::serve::HttpLimits) -> Router {
         .merge(compute_instances::routes())
         .merge(compute_instance_templates::routes())
         .merge(resources::routes())
-        .merge(external_ips::routes())
+        .merge(resources::external_ips::routes())
         .merge(images::routes())
         .merge(image_imports::routes())
         .merge(console::routes())

@@ -7,11 +7,11 @@ use super::compute_instance_templates;
 use super::compute_instances;
 use super::console;
 use super::events;
-use super::external_ips;
 use super::image_imports;
 use super::images;
 use super::migrate;
 use super::quotas;
+use super::resources::external_ips;
 use super::templates;
 use super::vms;
 

@@ -28,6 +28,7 @@ use super::shared::checked_name;
 use super::simple::{self, ListQuery};
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::reconciler::{PassFuture, Reconciler};
 use crate::state::AppState;
 use crate::store::record::Record;
 
@@ -91,6 +92,11 @@ pub(super) trait Resource:
     fn remove(s: &AppState, caller: &Caller, id: &str) -> impl Future<Output = Result<Record<Self>, ApiError>> + Send {
         simple::remove::<Self>(s, caller, id)
     }
+
+    /// One reconcile of the object `id`: what the reconciler runs for the
+    /// kind (the generic steps of [`crate::reconciler::network`] for a kind with a
+    /// [`Simple`](crate::reconciler::network::Simple) driver, or its own).
+    fn reconcile<'a>(r: &'a Reconciler, id: &'a str) -> PassFuture<'a>;
 }
 
 /// The routes of `K`: `/{plural}` and `/{plural}/{id}`.

@@ -7,8 +7,7 @@ use axum::response::Response;
 use chrono::Utc;
 use serde::Deserialize;
 use tracing::info;
-use vmaas_model::VirtualNetwork;
-use vmaas_model::{MetadataInput, Object, ObjectKind, ValidationErrors};
+use vmaas_model::{MetadataInput, Object, ObjectKind, ValidationErrors, VirtualNetwork};
 
 use super::query::Selection;
 use super::shared::Paging;

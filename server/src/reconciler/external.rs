@@ -7,21 +7,21 @@
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
-use vmaas_model::{ExternalIp, ExternalIpAttachment, LoadBalancer, Object};
 
 use tracing::{info, warn};
 use vmaas_backend::{BalancerObservation, BalancerProblem, BalancerSpec, Cleanup, Mapping, Requeue, Target};
 use vmaas_model::load_balancer::LbProtocol;
-use vmaas_model::{ExternalIpAttachmentState, ExternalIpAttachmentStatus, LoadBalancerState, LoadBalancerStatus, ObjectKind};
+use vmaas_model::{
+    ExternalIp, ExternalIpAttachment, ExternalIpAttachmentState, ExternalIpAttachmentStatus, LoadBalancer, LoadBalancerState,
+    LoadBalancerStatus, Object, ObjectKind,
+};
 
-use super::{Outcome, Reconciler};
+use super::{Outcome, Pass, Reconciler};
 use crate::store::record::Record;
 use crate::store::{AttachmentRecord, LoadBalancerRecord, Scope, StoreError, VmRecord};
 
 /// How soon an object is looked at again after a transient failure.
 const RETRY: Duration = Duration::from_secs(1);
-
-type Pass = Result<(Outcome, Option<Duration>), StoreError>;
 
 /// What a VM serves beyond its own address: the external IPs attached to
 /// it, and the TCP ports its load balancers reach.
@@ -70,7 +70,7 @@ pub(super) async fn write<K: Object>(r: &Reconciler, rec: &Record<K>, s: K::Stat
 }
 
 /// An external IP: released when deleted; `attached` while an attachment holds it.
-pub(super) async fn reconcile_ip(r: &Reconciler, id: &str) -> Pass {
+pub(crate) async fn reconcile_ip(r: &Reconciler, id: &str) -> Pass {
     let Some(ip) = get::<ExternalIp>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
     if ip.deleted_at.is_some() {
         r.store.remove(&ip.id).await?;
@@ -85,7 +85,7 @@ pub(super) async fn reconcile_ip(r: &Reconciler, id: &str) -> Pass {
 
 /// An attachment: READY while its VM exists; on deletion, its VM and
 /// address are looked at again (the VM drops the address).
-pub(super) async fn reconcile_attachment(r: &Reconciler, id: &str) -> Pass {
+pub(crate) async fn reconcile_attachment(r: &Reconciler, id: &str) -> Pass {
     let Some(a) = get::<ExternalIpAttachment>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
     if a.deleted_at.is_some() {
         r.store.remove(&a.id).await?;
@@ -154,7 +154,7 @@ fn balancer_status(lb: &LoadBalancerRecord, seen: Result<BalancerObservation, St
 }
 
 /// A load balancer: one step of its driver, then its status.
-pub(super) async fn reconcile_balancer(r: &Reconciler, id: &str) -> Pass {
+pub(crate) async fn reconcile_balancer(r: &Reconciler, id: &str) -> Pass {
     let Some(lb) = get::<LoadBalancer>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
     let driver = r.backend.load_balancers();
     if lb.deleted_at.is_some() {

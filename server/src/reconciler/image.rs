@@ -4,18 +4,15 @@
 //! ready is what the VM's root disk is made from.
 
 use std::time::Duration;
-use vmaas_model::image::Image;
 
 use tracing::{info, warn};
 use vmaas_backend::{Cleanup, ImageImport, ImageObservation, Target};
 use vmaas_model::Reason;
-use vmaas_model::image::{ImageState, ImageStatus};
+use vmaas_model::image::{Image, ImageState, ImageStatus};
 
 use super::external::{get, write};
-use super::{Outcome, Reconciler};
+use super::{Outcome, Pass, Reconciler};
 use crate::store::{ImageRecord, StoreError, VmRecord};
-
-type Pass = Result<(Outcome, Option<Duration>), StoreError>;
 
 /// What a VM boots from.
 pub(super) enum Boot {

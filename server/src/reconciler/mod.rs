@@ -14,15 +14,17 @@
 //! once. With several replicas on one PostgreSQL, a lease in the database
 //! makes sure only one replica reconciles at a time.
 
-mod external;
+pub(crate) mod external;
 mod image;
 pub mod lease;
-mod network;
+pub(crate) mod network;
 mod progress;
 mod queue;
 mod vm;
-mod volume;
+pub(crate) mod volume;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -92,6 +94,8 @@ pub struct Reconciler {
     progress: Arc<Progress>,
     /// Where each VM's volumes were at its last reconcile.
     volumes_seen: volume::Seen,
+    /// How each kind but VMs, images and templates is reconciled, by kind.
+    kinds: [Option<ReconcileFn>; ObjectKind::ALL.len()],
 }
 
 /// What one pass did, for tests and logs.
@@ -106,6 +110,16 @@ pub struct PassReport {
     /// Backend errors.
     pub errors: usize,
 }
+
+/// What one reconcile of one object did, and when to look at it again.
+pub(crate) type Pass = Result<(Outcome, Option<Duration>), StoreError>;
+
+/// One reconcile of one object, running.
+pub(crate) type PassFuture<'a> = Pin<Box<dyn Future<Output = Pass> + Send + 'a>>;
+
+/// How the objects of one kind are reconciled, given the reconciler and the
+/// object's id: what the API's table of kinds registers ([`Reconciler::with_kinds`]).
+pub(crate) type ReconcileFn = for<'a> fn(&'a Reconciler, &'a str) -> PassFuture<'a>;
 
 /// What one reconcile of one object did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,7 +143,16 @@ impl Reconciler {
             leader: AtomicBool::new(false),
             progress: Arc::default(),
             volumes_seen: Default::default(),
+            kinds: [None; ObjectKind::ALL.len()],
         }
+    }
+
+    /// Reconciles each of `kinds` with its function (the API's table of kinds).
+    pub(crate) fn with_kinds(mut self, kinds: impl IntoIterator<Item = (ObjectKind, ReconcileFn)>) -> Self {
+        for (kind, reconcile) in kinds {
+            self.kinds[kind as usize] = Some(reconcile);
+        }
+        self
     }
 
     /// Reports its progress into `progress` (shown by `/healthz`).
@@ -315,19 +338,16 @@ impl Reconciler {
     }
 
     /// One pass over one object, by kind: what it did, and when to look again.
-    async fn reconcile(&self, key: &Key) -> Result<(Outcome, Option<Duration>), StoreError> {
-        match key.0 {
-            ObjectKind::VirtualMachine => vm::reconcile(self, &key.1).await,
-            ObjectKind::VirtualNetwork => network::reconcile::<vmaas_model::VirtualNetwork>(self, &key.1).await,
-            ObjectKind::Subnet => network::reconcile::<vmaas_model::Subnet>(self, &key.1).await,
-            ObjectKind::SecurityGroup => network::reconcile::<vmaas_model::SecurityGroup>(self, &key.1).await,
-            ObjectKind::ExternalIp => external::reconcile_ip(self, &key.1).await,
-            ObjectKind::ExternalIpAttachment => external::reconcile_attachment(self, &key.1).await,
-            ObjectKind::LoadBalancer => external::reconcile_balancer(self, &key.1).await,
-            ObjectKind::Volume => volume::reconcile_volume(self, &key.1).await,
-            ObjectKind::VolumeAttachment => volume::reconcile_attachment(self, &key.1).await,
-            ObjectKind::Image => image::reconcile(self, &key.1).await,
-            ObjectKind::Template => Ok((Outcome::Unchanged, None)),
+    async fn reconcile(&self, key: &Key) -> Pass {
+        match (key.0, self.kinds[key.0 as usize]) {
+            (ObjectKind::VirtualMachine, _) => vm::reconcile(self, &key.1).await,
+            (ObjectKind::Image, _) => image::reconcile(self, &key.1).await,
+            (ObjectKind::Template, _) => Ok((Outcome::Unchanged, None)),
+            (_, Some(reconcile)) => reconcile(self, &key.1).await,
+            (kind, None) => {
+                warn!(%kind, "no reconcile is registered for this kind");
+                Ok((Outcome::Unchanged, None))
+            }
         }
     }
 

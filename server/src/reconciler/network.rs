@@ -6,11 +6,13 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-use vmaas_model::{Object, SecurityGroup, Subnet, VirtualNetwork};
 
 use tracing::{info, warn};
 use vmaas_backend::{Backend, BackendError, Cleanup, Driver, NetworkObservation, NetworkSpec, Requeue, SubnetSpec, Target};
-use vmaas_model::{SecurityGroupState, SecurityGroupStatus, SubnetState, SubnetStatus, VirtualNetworkState, VirtualNetworkStatus};
+use vmaas_model::{
+    Object, SecurityGroup, SecurityGroupState, SecurityGroupStatus, Subnet, SubnetState, SubnetStatus, VirtualNetwork, VirtualNetworkState,
+    VirtualNetworkStatus,
+};
 
 use super::{Outcome, Reconciler};
 use crate::store::record::Record;
@@ -20,7 +22,7 @@ use crate::store::{Scope, StoreError};
 const RETRY: Duration = Duration::from_secs(1);
 
 /// A kind reconciled by a driver that reports a [`NetworkObservation`].
-pub(super) trait Simple: Object {
+pub(crate) trait Simple: Object {
     /// What its driver is given.
     type Target: Send + Sync;
     /// Its name in logs.
@@ -117,7 +119,7 @@ impl Simple for Subnet {
 }
 
 /// One pass over object `id` of kind `K`.
-pub(super) async fn reconcile<K: Simple>(r: &Reconciler, id: &str) -> Result<(Outcome, Option<Duration>), StoreError> {
+pub(crate) async fn reconcile<K: Simple>(r: &Reconciler, id: &str) -> Result<(Outcome, Option<Duration>), StoreError> {
     let rec = match r.store.get_record::<K>(id, &Scope::All).await {
         Ok(n) => n,
         Err(StoreError::NotFound { .. }) => return Ok((Outcome::Unchanged, None)),

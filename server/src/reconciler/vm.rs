@@ -2,12 +2,11 @@
 //! step through the VM driver, then the status derived from what it saw.
 
 use std::time::Duration;
-use vmaas_model::SecurityGroup;
 
 use chrono::Utc;
 use tracing::{info, warn};
 use vmaas_backend::{Attachment, BackendError, Cleanup, ErrorKind, Firewall, Requests, VmSpec, VmTarget};
-use vmaas_model::{Desired, Observation, Phase, PowerState, Reason, VmState, derive_status};
+use vmaas_model::{Desired, Observation, Phase, PowerState, Reason, SecurityGroup, VmState, derive_status};
 
 use super::{Outcome, Reconciler};
 use crate::store::{Scope, StoreError, VmRecord};

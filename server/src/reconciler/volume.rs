@@ -11,22 +11,19 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
-use vmaas_model::{Volume, VolumeAttachment};
 
 use chrono::Utc;
 use tracing::{info, warn};
 use vmaas_backend::{Cleanup, DiskPresence, Target, VolumeDisk, VolumeObservation, VolumePresence, VolumeSpec};
 use vmaas_model::volume::disk_serial;
-use vmaas_model::{ObjectKind, VolumeAttachmentState, VolumeAttachmentStatus, VolumeState, VolumeStatus};
+use vmaas_model::{ObjectKind, Volume, VolumeAttachment, VolumeAttachmentState, VolumeAttachmentStatus, VolumeState, VolumeStatus};
 
 use super::external::{get, write};
-use super::{Outcome, Reconciler};
+use super::{Outcome, Pass, Reconciler};
 use crate::store::{Scope, StoreError, VmRecord, VolumeAttachmentRecord, VolumeRecord};
 
 /// How soon an object waiting on another is looked at again.
 const WAIT: Duration = Duration::from_millis(500);
-
-type Pass = Result<(Outcome, Option<Duration>), StoreError>;
 
 /// Where each VM's volumes were at its last reconcile, by VM id.
 #[derive(Debug, Default)]
@@ -100,7 +97,7 @@ pub(super) async fn detach_all(r: &Reconciler, vm: &str) -> Result<(), StoreErro
 }
 
 /// A volume: its disk through the driver; ATTACHED while an attachment holds it.
-pub(super) async fn reconcile_volume(r: &Reconciler, id: &str) -> Pass {
+pub(crate) async fn reconcile_volume(r: &Reconciler, id: &str) -> Pass {
     let Some(v) = get::<Volume>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
     let holder = match r.store.referrers(&v.id).await?.into_iter().find(|row| row.kind == ObjectKind::VolumeAttachment) {
         Some(row) => Some(VolumeAttachmentRecord::from_row(&row)?),
@@ -193,7 +190,7 @@ async fn remove_volume(r: &Reconciler, v: &VolumeRecord, held: bool) -> Pass {
 }
 
 /// A volume attachment: its state from where its VM says the volume is.
-pub(super) async fn reconcile_attachment(r: &Reconciler, id: &str) -> Pass {
+pub(crate) async fn reconcile_attachment(r: &Reconciler, id: &str) -> Pass {
     let Some(a) = get::<VolumeAttachment>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
     let vm = match r.store.get_vm(&a.spec.compute_instance, &Scope::All).await {
         Ok(vm) => Some(vm).filter(|vm| vm.deleted_at.is_none()),

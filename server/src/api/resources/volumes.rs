@@ -5,16 +5,16 @@
 use axum::http::StatusCode;
 use chrono::Utc;
 use tracing::info;
-use vmaas_model::Volume;
-use vmaas_model::{ObjectKind, PatchVolume, ValidationErrors, VolumeSpec, VolumeState};
+use vmaas_model::{ObjectKind, PatchVolume, ValidationErrors, Volume, VolumeSpec, VolumeState};
 
-use super::images;
-use super::resource::{Docs, Resource};
-use super::simple;
+use crate::api::images;
+use crate::api::resource::{Docs, Resource};
+use crate::api::simple;
 use crate::auth::Caller;
 use crate::capacity::{self, Usage};
 use crate::error::{ApiError, Code};
 use crate::quota::{self, Amounts};
+use crate::reconciler::{self, PassFuture, Reconciler};
 use crate::state::AppState;
 use crate::store::VolumeRecord;
 
@@ -79,7 +79,7 @@ impl Resource for Volume {
         // Under the admission lock: no attachment is made between the check and the mark.
         let adm = s.admit().await?;
         let s = adm.state().clone();
-        let volume = s.store.get_record::<Volume>(id, &super::shared::scope(caller)).await?;
+        let volume = s.store.get_record::<Volume>(id, &crate::api::shared::scope(caller)).await?;
         let holder = s.store.referrers(&volume.id).await?.into_iter().find(|r| r.kind == ObjectKind::VolumeAttachment);
         if let Some(a) = holder.as_ref().map(crate::store::VolumeAttachmentRecord::from_row).transpose()? {
             let vm = s.store.get_vm(&a.spec.compute_instance, &crate::store::Scope::All).await.map(|v| v.name).unwrap_or_default();
@@ -92,6 +92,10 @@ impl Resource for Volume {
         let out = simple::remove::<Volume>(&s, caller, id).await?;
         adm.commit().await?;
         Ok(out)
+    }
+
+    fn reconcile<'a>(r: &'a Reconciler, id: &'a str) -> PassFuture<'a> {
+        Box::pin(reconciler::volume::reconcile_volume(r, id))
     }
 }
 

@@ -5,14 +5,14 @@
 
 use chrono::Utc;
 use tracing::info;
-use vmaas_model::SecurityGroup;
-use vmaas_model::{ObjectKind, PatchSecurityGroup, SecurityGroupState, ValidationErrors};
+use vmaas_model::{ObjectKind, PatchSecurityGroup, SecurityGroup, SecurityGroupState, ValidationErrors};
 
-use super::resource::{Docs, Resource};
-use super::shared::owned_by;
-use super::simple;
+use crate::api::resource::{Docs, Resource};
+use crate::api::shared::owned_by;
+use crate::api::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::reconciler::{self, PassFuture, Reconciler};
 use crate::state::AppState;
 use crate::store::SecurityGroupRecord;
 
@@ -61,5 +61,9 @@ impl Resource for SecurityGroup {
         }
         info!(security_group = %id, name = %updated.name, version = updated.version, "security group rules replaced");
         Ok(updated)
+    }
+
+    fn reconcile<'a>(r: &'a Reconciler, id: &'a str) -> PassFuture<'a> {
+        Box::pin(reconciler::network::reconcile::<Self>(r, id))
     }
 }

@@ -2,13 +2,13 @@
 //! `VirtualNetwork`). Each tenant sees and changes only its own.
 
 use tracing::info;
-use vmaas_model::VirtualNetwork;
-use vmaas_model::{ObjectKind, ValidationErrors, VirtualNetworkState};
+use vmaas_model::{ObjectKind, ValidationErrors, VirtualNetwork, VirtualNetworkState};
 
-use super::resource::{Docs, FIXED_SPEC, Resource};
-use super::simple;
+use crate::api::resource::{Docs, FIXED_SPEC, Resource};
+use crate::api::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::reconciler::{self, PassFuture, Reconciler};
 use crate::state::AppState;
 use crate::store::NetworkRecord;
 
@@ -37,5 +37,9 @@ impl Resource for VirtualNetwork {
 
     async fn patch(s: &AppState, caller: &Caller, id: &str, p: simple::Relabel) -> Result<NetworkRecord, ApiError> {
         simple::relabel::<Self>(s, caller, id, p).await
+    }
+
+    fn reconcile<'a>(r: &'a Reconciler, id: &'a str) -> PassFuture<'a> {
+        Box::pin(reconciler::network::reconcile::<Self>(r, id))
     }
 }

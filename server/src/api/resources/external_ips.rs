@@ -5,30 +5,32 @@
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
-use vmaas_model::ExternalIp;
 
 use axum::extract::{Path, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use tracing::info;
 use vmaas_model::external_ip::{EXTERNAL_IP_POOL_TYPE_URL, ExternalIpPoolSpec, ExternalIpPoolStatus, IpFamily, PoolMetadata};
-use vmaas_model::{Envelope, ExternalIpPool, ExternalIpSpec, ExternalIpState, ExternalIpStatus, ObjectKind, Page, ValidationErrors};
+use vmaas_model::{
+    Envelope, ExternalIp, ExternalIpPool, ExternalIpSpec, ExternalIpState, ExternalIpStatus, ObjectKind, Page, ValidationErrors,
+};
 
-use super::resource::{Docs, FIXED_SPEC, Resource};
-use super::simple;
+use crate::api::resource::{Docs, FIXED_SPEC, Resource};
+use crate::api::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::pools::Pool;
+use crate::reconciler::{self, PassFuture, Reconciler};
 use crate::state::AppState;
 use crate::store::ExternalIpRecord;
 
-pub(super) fn routes() -> Router<AppState> {
+pub(in crate::api) fn routes() -> Router<AppState> {
     Router::new().route("/external_ip_pools", get(list_pools)).route("/external_ip_pools/{id}", get(read_pool))
 }
 
 /// The first free address of `pool` (one another process of this host holds
 /// is not free), else a 409 saying it is exhausted.
-pub(super) async fn allocate(s: &AppState, pool: &Pool) -> Result<Ipv4Addr, ApiError> {
+pub(in crate::api) async fn allocate(s: &AppState, pool: &Pool) -> Result<Ipv4Addr, ApiError> {
     let backend = s.backend.clone();
     let held = tokio::task::spawn_blocking(move || backend.held_addresses()).await.ok().flatten().unwrap_or_default();
     Ok(crate::pools::allocate(&s.store, pool, held).await?)
@@ -49,7 +51,7 @@ fn pool_api(pool: &Pool, used: &BTreeSet<Ipv4Addr>, admin: bool) -> ExternalIpPo
 #[utoipa::path(get, path = "/api/fulfillment/v1/external_ip_pools", tag = "external IPs", operation_id = "list_external_ip_pools",
     responses((status = 200, body = Page<ExternalIpPool>), (status = 401, body = ApiError)),
     security(("bearer" = [])))]
-pub(super) async fn list_pools(State(s): State<AppState>, caller: Caller) -> Result<Json<Page<ExternalIpPool>>, ApiError> {
+pub(in crate::api) async fn list_pools(State(s): State<AppState>, caller: Caller) -> Result<Json<Page<ExternalIpPool>>, ApiError> {
     let used = crate::pools::taken(&s.store).await?;
     let items: Vec<ExternalIpPool> = s.pools.all().iter().map(|p| pool_api(p, &used, caller.is_admin())).collect();
     let n = items.len() as u64;
@@ -61,7 +63,7 @@ pub(super) async fn list_pools(State(s): State<AppState>, caller: Caller) -> Res
     params(("id" = String, Path, description = "Pool name")),
     responses((status = 200, body = Envelope<ExternalIpPool>), (status = 404, body = ApiError)),
     security(("bearer" = [])))]
-pub(super) async fn read_pool(
+pub(in crate::api) async fn read_pool(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
@@ -117,5 +119,9 @@ impl Resource for ExternalIp {
 
     async fn patch(s: &AppState, caller: &Caller, id: &str, p: simple::Relabel) -> Result<ExternalIpRecord, ApiError> {
         simple::relabel::<Self>(s, caller, id, p).await
+    }
+
+    fn reconcile<'a>(r: &'a Reconciler, id: &'a str) -> PassFuture<'a> {
+        Box::pin(reconciler::external::reconcile_ip(r, id))
     }
 }

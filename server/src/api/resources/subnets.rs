@@ -4,15 +4,15 @@
 //! overlaps none of its siblings; a network with subnets cannot be deleted.
 
 use tracing::info;
-use vmaas_model::Subnet;
 use vmaas_model::network::Cidr;
-use vmaas_model::{ObjectKind, SubnetState, ValidationErrors};
+use vmaas_model::{ObjectKind, Subnet, SubnetState, ValidationErrors};
 
-use super::resource::{Docs, FIXED_SPEC, Resource};
-use super::shared::owned_by;
-use super::simple;
+use crate::api::resource::{Docs, FIXED_SPEC, Resource};
+use crate::api::shared::owned_by;
+use crate::api::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::reconciler::{self, PassFuture, Reconciler};
 use crate::state::AppState;
 use crate::store::{NetworkRecord, SUBNET_OF, StoreError, SubnetRecord};
 
@@ -54,6 +54,10 @@ impl Resource for Subnet {
 
     async fn patch(s: &AppState, caller: &Caller, id: &str, p: simple::Relabel) -> Result<SubnetRecord, ApiError> {
         simple::relabel::<Self>(s, caller, id, p).await
+    }
+
+    fn reconcile<'a>(r: &'a Reconciler, id: &'a str) -> PassFuture<'a> {
+        Box::pin(reconciler::network::reconcile::<Self>(r, id))
     }
 }
 

@@ -4,15 +4,15 @@
 //! volume has one attachment at a time.
 
 use tracing::info;
-use vmaas_model::VolumeAttachment;
 use vmaas_model::volume::disk_serial;
-use vmaas_model::{ObjectKind, ValidationErrors, VolumeAttachmentSpec, VolumeAttachmentState, VolumeAttachmentStatus};
+use vmaas_model::{ObjectKind, ValidationErrors, VolumeAttachment, VolumeAttachmentSpec, VolumeAttachmentState, VolumeAttachmentStatus};
 
-use super::resource::{Docs, FIXED_SPEC, Resource};
-use super::shared::owned_by;
-use super::simple;
+use crate::api::resource::{Docs, FIXED_SPEC, Resource};
+use crate::api::shared::owned_by;
+use crate::api::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::reconciler::{self, PassFuture, Reconciler};
 use crate::state::AppState;
 use crate::store::{VOLUME_OF, VolumeAttachmentRecord};
 
@@ -60,5 +60,9 @@ impl Resource for VolumeAttachment {
         let out = simple::remove::<Self>(s, caller, id).await?;
         s.queue.enqueue(ObjectKind::VirtualMachine, &out.spec.compute_instance);
         Ok(out)
+    }
+
+    fn reconcile<'a>(r: &'a Reconciler, id: &'a str) -> PassFuture<'a> {
+        Box::pin(reconciler::volume::reconcile_attachment(r, id))
     }
 }

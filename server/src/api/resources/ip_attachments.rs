@@ -6,17 +6,17 @@
 use axum::http::StatusCode;
 use chrono::Utc;
 use tracing::info;
-use vmaas_model::{ExternalIp, ExternalIpAttachment};
 use vmaas_model::{
-    ExternalIpAttachmentSpec, ExternalIpAttachmentState, ExternalIpAttachmentStatus, ObjectKind, PatchExternalIpAttachment,
-    ValidationErrors,
+    ExternalIp, ExternalIpAttachment, ExternalIpAttachmentSpec, ExternalIpAttachmentState, ExternalIpAttachmentStatus, ObjectKind,
+    PatchExternalIpAttachment, ValidationErrors,
 };
 
-use super::resource::{Docs, Resource};
-use super::shared::owned_by;
-use super::simple;
+use crate::api::resource::{Docs, Resource};
+use crate::api::shared::owned_by;
+use crate::api::simple;
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
+use crate::reconciler::{self, PassFuture, Reconciler};
 use crate::state::AppState;
 use crate::store::{ATTACHMENT_OF, AttachmentRecord, ExternalIpRecord, Scope};
 
@@ -75,6 +75,10 @@ impl Resource for ExternalIpAttachment {
         s.queue.enqueue(ObjectKind::ExternalIpAttachment, id);
         info!(attachment = %id, vm = ?updated.spec.compute_instance, "external IP attachment moved");
         Ok(updated)
+    }
+
+    fn reconcile<'a>(r: &'a Reconciler, id: &'a str) -> PassFuture<'a> {
+        Box::pin(reconciler::external::reconcile_attachment(r, id))
     }
 }
 

@@ -7,14 +7,16 @@
 use chrono::Utc;
 use tracing::info;
 use vmaas_model::load_balancer::{check_mappings, check_targets};
-use vmaas_model::{LoadBalancer, Subnet};
-use vmaas_model::{LoadBalancerSpec, LoadBalancerState, LoadBalancerStatus, ObjectKind, PatchLoadBalancer, ValidationErrors};
+use vmaas_model::{
+    LoadBalancer, LoadBalancerSpec, LoadBalancerState, LoadBalancerStatus, ObjectKind, PatchLoadBalancer, Subnet, ValidationErrors,
+};
 
-use super::resource::{Docs, Resource};
-use super::shared::owned_by;
-use super::simple;
+use crate::api::resource::{Docs, Resource};
+use crate::api::shared::owned_by;
+use crate::api::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::reconciler::{self, PassFuture, Reconciler};
 use crate::state::AppState;
 use crate::store::{BALANCER_ON, LoadBalancerRecord, Scope, SubnetRecord};
 
@@ -92,6 +94,10 @@ impl Resource for LoadBalancer {
         s.queue.enqueue(ObjectKind::LoadBalancer, id);
         info!(load_balancer = %id, version = updated.version, "load balancer changed");
         Ok(updated)
+    }
+
+    fn reconcile<'a>(r: &'a Reconciler, id: &'a str) -> PassFuture<'a> {
+        Box::pin(reconciler::external::reconcile_balancer(r, id))
     }
 }
 
