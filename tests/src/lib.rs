@@ -49,6 +49,14 @@ pub fn images_dir() -> PathBuf {
     }
 }
 
+/// What `qemu-img info` says of a disk image (read without its lock, so
+/// while a VM has it open): its format, `virtual-size`, `backing-filename`.
+pub fn disk_info(path: &Path) -> serde_json::Value {
+    let out = std::process::Command::new("qemu-img").args(["info", "-U", "--output=json"]).arg(path).output().expect("qemu-img");
+    assert!(out.status.success(), "qemu-img info {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("qemu-img info's JSON")
+}
+
 fn rand_byte() -> u8 {
     uuid::Uuid::new_v4().as_bytes()[0]
 }

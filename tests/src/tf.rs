@@ -7,6 +7,24 @@ use std::process::{Command, Output};
 
 use crate::{Server, bin};
 
+/// Declares two tests, `$on_1_0_3` and `$on_1_15_5`, each running the
+/// async `$scenario(Tf)` on one of the two Terraforms: every provider
+/// scenario runs on both.
+#[macro_export]
+macro_rules! on_both_terraforms {
+    ($scenario:ident: $on_1_0_3:ident, $on_1_15_5:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $on_1_0_3() {
+            $scenario($crate::tf::Tf::V1_0_3).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $on_1_15_5() {
+            $scenario($crate::tf::Tf::V1_15_5).await;
+        }
+    };
+}
+
 /// A Terraform version the tests run.
 #[derive(Clone, Copy, Debug)]
 pub enum Tf {

@@ -163,12 +163,7 @@ async fn debian_runs_cloud_init_from_its_seed() {
     let ip = vm["status"]["externalIP"].as_str().unwrap().to_owned();
 
     // The VM's disk is an overlay whose backing file is the image's base disk.
-    let info = Command::new("qemu-img")
-        .args(["info", "-U", "--output=json"])
-        .arg(s.data_dir.join("vms").join(&id).join("disk.qcow2"))
-        .output()
-        .unwrap();
-    let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+    let info = vmaas_tests::disk_info(&s.data_dir.join("vms").join(&id).join("disk.qcow2"));
     assert!(info["backing-filename"].as_str().unwrap().ends_with("debian-12/disk.qcow2"), "{info}");
     assert_eq!(info["virtual-size"], 4u64 << 30, "sized by vm_disk_size");
 

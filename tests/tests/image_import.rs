@@ -112,12 +112,7 @@ async fn imports_are_checked_private_and_kept_while_used() {
         assert!(Instant::now() < deadline, "the volume from an imported image never got READY\n{}", s.log());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let info = std::process::Command::new("qemu-img")
-        .args(["info", "--output=json", "-U"])
-        .arg(s.data_dir.join("volumes").join(format!("{vol}.qcow2")))
-        .output()
-        .unwrap();
-    let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+    let info = vmaas_tests::disk_info(&s.data_dir.join("volumes").join(format!("{vol}.qcow2")));
     assert_eq!(info["backing-filename"].as_str(), Some(stored.to_str().unwrap()), "an overlay of the imported file: {info}");
     assert_eq!(settled(&s, &a, &good).await["status"]["references"], 1);
     let (st, e) = s.raw(Method::DELETE, &format!("{V1}/images/{good}"), Some(&a), None).await;
@@ -169,8 +164,7 @@ async fn a_vm_waits_for_its_image_then_boots_from_it() {
     let ready = wait_ready(&s, &t, &vm).await;
     assert_eq!(ready["status"]["state"], "VIRTUAL_MACHINE_STATE_READY");
     let disk = s.data_dir.join("vms").join(&vm).join("disk.qcow2");
-    let info = std::process::Command::new("qemu-img").args(["info", "--output=json", "-U"]).arg(&disk).output().unwrap();
-    let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+    let info = vmaas_tests::disk_info(&disk);
     assert!(info["backing-filename"].as_str().unwrap_or_default().ends_with(&format!("images/{id}/disk.qcow2")), "{info}");
     let (st, e) = s.raw(Method::DELETE, &format!("{V1}/images/{id}"), Some(&t), None).await;
     assert!(st == 409 && e["message"].as_str().unwrap().contains("virtual machine \"booted\""), "{st} {e}");

@@ -17,8 +17,7 @@ fn image<'a>(list: &'a Value, name: &str) -> &'a Value {
 }
 
 fn virtual_size(disk: &std::path::Path) -> u64 {
-    let out = std::process::Command::new("qemu-img").args(["info", "-U", "--output=json"]).arg(disk).output().unwrap();
-    serde_json::from_slice::<Value>(&out.stdout).unwrap()["virtual-size"].as_u64().unwrap()
+    vmaas_tests::disk_info(disk)["virtual-size"].as_u64().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -114,15 +114,7 @@ async fn scenario(tf: Tf) {
     assert_eq!(vms(&s, &t).await["total"], 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn terraform_1_0_3() {
-    scenario(Tf::V1_0_3).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn terraform_1_15_5() {
-    scenario(Tf::V1_15_5).await;
-}
+vmaas_tests::on_both_terraforms!(scenario: terraform_1_0_3, terraform_1_15_5);
 
 const TEMPLATE_TF: &str = r#"
 terraform {
@@ -200,15 +192,7 @@ async fn template_scenario(tf: Tf) {
     assert_eq!(st, 404);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn template_resource_terraform_1_0_3() {
-    template_scenario(Tf::V1_0_3).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn template_resource_terraform_1_15_5() {
-    template_scenario(Tf::V1_15_5).await;
-}
+vmaas_tests::on_both_terraforms!(template_scenario: template_resource_terraform_1_0_3, template_resource_terraform_1_15_5);
 
 const NETWORK_TF: &str = r#"
 terraform {
@@ -264,15 +248,7 @@ async fn network_scenario(tf: Tf) {
     assert!(!s.data_dir.join("networks").join(&new_id).exists());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn network_resource_terraform_1_0_3() {
-    network_scenario(Tf::V1_0_3).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn network_resource_terraform_1_15_5() {
-    network_scenario(Tf::V1_15_5).await;
-}
+vmaas_tests::on_both_terraforms!(network_scenario: network_resource_terraform_1_0_3, network_resource_terraform_1_15_5);
 
 /// What the test adds to the two-tier example: an external IP on a web VM
 /// (moved by a variable), and the data sources.
@@ -379,15 +355,7 @@ async fn two_tier_scenario(tf: Tf) {
     assert_eq!(page(&lb).await, "", "the load balancer's address no longer answers");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_tier_terraform_1_0_3() {
-    two_tier_scenario(Tf::V1_0_3).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_tier_terraform_1_15_5() {
-    two_tier_scenario(Tf::V1_15_5).await;
-}
+vmaas_tests::on_both_terraforms!(two_tier_scenario: two_tier_terraform_1_0_3, two_tier_terraform_1_15_5);
 
 /// `vmaas-bench terraform` deletes every VM it creates (its direct-API phase
 /// used to exit with its guests running and their directory gone).

@@ -55,12 +55,4 @@ async fn scenario(tf: Tf) {
     assert_eq!(vms(&s, &t).await["total"], 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn guest_config_terraform_1_0_3() {
-    scenario(Tf::V1_0_3).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn guest_config_terraform_1_15_5() {
-    scenario(Tf::V1_15_5).await;
-}
+vmaas_tests::on_both_terraforms!(scenario: guest_config_terraform_1_0_3, guest_config_terraform_1_15_5);

@@ -43,12 +43,4 @@ async fn scenario(tf: Tf) {
     assert_eq!(s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&t), None).await.1["total"], 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn image_import_terraform_1_0_3() {
-    scenario(Tf::V1_0_3).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn image_import_terraform_1_15_5() {
-    scenario(Tf::V1_15_5).await;
-}
+vmaas_tests::on_both_terraforms!(scenario: image_import_terraform_1_0_3, image_import_terraform_1_15_5);

@@ -71,12 +71,4 @@ async fn scenario(tf: Tf) {
     assert!(!s.data_dir.join("volumes").join(format!("{volume}.qcow2")).exists(), "the volume's file is gone");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn data_volume_terraform_1_0_3() {
-    scenario(Tf::V1_0_3).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn data_volume_terraform_1_15_5() {
-    scenario(Tf::V1_15_5).await;
-}
+vmaas_tests::on_both_terraforms!(scenario: data_volume_terraform_1_0_3, data_volume_terraform_1_15_5);

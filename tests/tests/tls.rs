@@ -238,12 +238,4 @@ async fn terraform_and_console(tf: Tf) {
     assert_eq!(list["total"], json!(0), "{list}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn terraform_1_0_3_and_the_console_over_tls() {
-    terraform_and_console(Tf::V1_0_3).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn terraform_1_15_5_and_the_console_over_tls() {
-    terraform_and_console(Tf::V1_15_5).await;
-}
+vmaas_tests::on_both_terraforms!(terraform_and_console: terraform_1_0_3_and_the_console_over_tls, terraform_1_15_5_and_the_console_over_tls);

@@ -134,12 +134,7 @@ async fn bad_volumes_and_attachments_are_refused_with_the_field() {
     let stamp = std::fs::metadata(&base).unwrap().modified().unwrap();
     let vol = created(&s, &a, "volumes", json!({"metadata": {"name": "sys"}, "spec": {"size": "1Gi", "source_image": "test-guest"}})).await;
     wait_for(&s, &a, &format!("volumes/{vol}"), "READY", |v| state(v) == "VOLUME_STATE_READY").await;
-    let info = std::process::Command::new("qemu-img")
-        .args(["info", "--output=json", "-U"])
-        .arg(s.data_dir.join("volumes").join(format!("{vol}.qcow2")))
-        .output()
-        .unwrap();
-    let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+    let info = vmaas_tests::disk_info(&s.data_dir.join("volumes").join(format!("{vol}.qcow2")));
     assert!(info["backing-filename"].as_str().unwrap_or_default().ends_with("test-guest/disk.qcow2"), "{info}");
     assert_eq!(info["virtual-size"], 1u64 << 30);
     assert_eq!(std::fs::metadata(&base).unwrap().modified().unwrap(), stamp);

@@ -4,10 +4,29 @@
 use std::sync::Arc;
 
 use axum::response::Response;
+use serde::Deserialize;
 use vmaas_model::query::{Filter, Order};
 
 use super::shared::page_json;
 use crate::error::ApiError;
+
+/// Query of a list of VMs or of a kind served by the shared handlers.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct ListQuery {
+    /// Items to skip (default 0).
+    pub(super) offset: Option<u64>,
+    /// Items to return, 1 to 1000 (default 100).
+    pub(super) limit: Option<u64>,
+    /// Only the object with this exact name.
+    pub(super) name: Option<String>,
+    /// Only objects in this state: its full name (e.g. `VIRTUAL_MACHINE_STATE_READY`) or its last word (`READY`), any case.
+    pub(super) state: Option<String>,
+    /// A CEL expression over the object, e.g. `this.metadata.name.startsWith('web')` (see docs/api.md).
+    pub(super) filter: Option<String>,
+    /// Sort keys, e.g. `this.metadata.name desc, this.id`.
+    pub(super) order: Option<String>,
+}
 
 /// A list's `filter` and `order`, parsed; `None` when neither was given.
 pub(super) struct Selection {

@@ -24,8 +24,9 @@ use vmaas_model::{CreateObject, Envelope, Labels, Object, ValidationErrors};
 
 use super::extract::ApiJson;
 use super::extract::ApiQuery;
+use super::query::ListQuery;
 use super::shared::checked_name;
-use super::simple::{self, ListQuery};
+use super::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::reconciler::{PassFuture, Reconciler};

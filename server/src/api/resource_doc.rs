@@ -11,8 +11,8 @@ use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, Required, ResponseBui
 use utoipa::{IntoParams, PartialSchema, ToSchema};
 use vmaas_model::{CreateObject, Page};
 
+use super::query::ListQuery;
 use super::resource::Resource;
-use super::simple::ListQuery;
 
 /// The schemas one resource adds, by name.
 type Schemas = Vec<(String, RefOr<Schema>)>;

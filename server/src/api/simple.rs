@@ -9,7 +9,7 @@ use serde::Deserialize;
 use tracing::info;
 use vmaas_model::{MetadataInput, Object, ObjectKind, ValidationErrors, VirtualNetwork};
 
-use super::query::Selection;
+use super::query::{ListQuery, Selection};
 use super::shared::Paging;
 use super::shared::raw_json;
 use super::shared::scope;
@@ -18,24 +18,6 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use crate::store::record::Record;
 use crate::store::{Filter, NetworkRecord, Row, Scope, StoreError};
-
-/// Query of a list.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub(super) struct ListQuery {
-    /// Items to skip (default 0).
-    offset: Option<u64>,
-    /// Items to return, 1 to 1000 (default 100).
-    limit: Option<u64>,
-    /// Only the object with this exact name.
-    name: Option<String>,
-    /// Only objects in this state: its full name (e.g. `SUBNET_STATE_READY`) or its last word (`READY`), any case.
-    state: Option<String>,
-    /// A CEL expression over the object, e.g. `this.metadata.name.startsWith('web')` (see docs/api.md).
-    filter: Option<String>,
-    /// Sort keys, e.g. `this.metadata.name desc, this.id`.
-    order: Option<String>,
-}
 
 /// The state named `text` among `states` (full wire names), by its full
 /// name or its last word.

@@ -6,7 +6,6 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::Utc;
-use serde::Deserialize;
 use tracing::info;
 use vmaas_model::{
     CreateVirtualMachine, Envelope, MachineSpec, ObjectKind, Page, PatchVirtualMachine, Resolved, Template, ValidationErrors,
@@ -15,7 +14,7 @@ use vmaas_model::{
 
 use super::extract::ApiJson;
 use super::extract::ApiQuery;
-use super::query::Selection;
+use super::query::{ListQuery, Selection};
 use super::shared::Paging;
 use super::shared::checked_name;
 use super::shared::owned_by;
@@ -99,24 +98,6 @@ fn apply_image(template: &Template, spec: &VirtualMachineSpec, machine: &mut Mac
         Ok(boot) => machine.boot = boot,
         Err(e) => errs.push(format!("object.spec.image.{}", e.field), e.reason),
     }
-}
-
-/// Query of a VM list.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub(super) struct ListQuery {
-    /// Items to skip (default 0).
-    offset: Option<u64>,
-    /// Items to return, 1 to 1000 (default 100).
-    limit: Option<u64>,
-    /// Only the VM with this exact name.
-    name: Option<String>,
-    /// Only VMs in this state: `READY` or `VIRTUAL_MACHINE_STATE_READY`, any case.
-    state: Option<String>,
-    /// A CEL expression over the VM, e.g. `this.status.state == VIRTUAL_MACHINE_STATE_READY`.
-    filter: Option<String>,
-    /// Sort keys, e.g. `this.metadata.name desc, this.id`.
-    order: Option<String>,
 }
 
 /// List virtual machines, oldest first.

@@ -13,11 +13,11 @@ use vmaas_backend::{BalancerObservation, BalancerProblem, BalancerSpec, Cleanup,
 use vmaas_model::load_balancer::LbProtocol;
 use vmaas_model::{
     ExternalIp, ExternalIpAttachment, ExternalIpAttachmentState, ExternalIpAttachmentStatus, LoadBalancer, LoadBalancerState,
-    LoadBalancerStatus, Object, ObjectKind,
+    LoadBalancerStatus, ObjectKind,
 };
 
+use super::status::{get, write};
 use super::{Outcome, Pass, Reconciler};
-use crate::store::record::Record;
 use crate::store::{AttachmentRecord, LoadBalancerRecord, Scope, StoreError, VmRecord};
 
 /// How soon an object is looked at again after a transient failure.
@@ -48,25 +48,6 @@ pub(super) async fn exposure(r: &Reconciler, vm: &VmRecord) -> Result<(Vec<Ipv4A
     ports.sort_unstable();
     ports.dedup();
     Ok((ips, ports))
-}
-
-pub(super) async fn get<K: Object>(r: &Reconciler, id: &str) -> Result<Option<Record<K>>, StoreError> {
-    match r.store.get_record::<K>(id, &Scope::All).await {
-        Ok(rec) => Ok(Some(rec)),
-        Err(StoreError::NotFound { .. }) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-pub(super) async fn write<K: Object>(r: &Reconciler, rec: &Record<K>, s: K::Status) -> Result<Outcome, StoreError> {
-    if s == rec.status && !rec.unacknowledged() {
-        return Ok(Outcome::Unchanged);
-    }
-    if !r.store.write_record_status(rec, &s).await? {
-        return Ok(Outcome::Unchanged);
-    }
-    r.queue.status_written();
-    Ok(Outcome::Updated)
 }
 
 /// An external IP: released when deleted; `attached` while an attachment holds it.

@@ -10,7 +10,7 @@ use vmaas_backend::{Cleanup, ImageImport, ImageObservation, Target};
 use vmaas_model::Reason;
 use vmaas_model::image::{Image, ImageState, ImageStatus};
 
-use super::external::{get, write};
+use super::status::{get, write};
 use super::{Outcome, Pass, Reconciler};
 use crate::store::{ImageRecord, StoreError, VmRecord};
 

@@ -20,6 +20,7 @@ pub mod lease;
 pub(crate) mod network;
 mod progress;
 mod queue;
+mod status;
 mod vm;
 pub(crate) mod volume;
 

@@ -14,6 +14,7 @@ use vmaas_model::{
     VirtualNetworkStatus,
 };
 
+use super::status::write;
 use super::{Outcome, Reconciler};
 use crate::store::record::Record;
 use crate::store::{Scope, StoreError};
@@ -185,15 +186,4 @@ async fn failed<K: Simple>(
     let seen = if e.is_transient() { NetworkObservation::Pending(e.to_string()) } else { NetworkObservation::Failed(e.to_string()) };
     write(r, rec, K::status(seen, users)).await?;
     Ok((Outcome::BackendError, e.is_transient().then_some(RETRY)))
-}
-
-async fn write<K: Simple>(r: &Reconciler, rec: &Record<K>, s: K::Status) -> Result<Outcome, StoreError> {
-    if s == rec.status && !rec.unacknowledged() {
-        return Ok(Outcome::Unchanged);
-    }
-    if !r.store.write_record_status(rec, &s).await? {
-        return Ok(Outcome::Unchanged);
-    }
-    r.queue.status_written();
-    Ok(Outcome::Updated)
 }

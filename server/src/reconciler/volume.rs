@@ -18,7 +18,7 @@ use vmaas_backend::{Cleanup, DiskPresence, Target, VolumeDisk, VolumeObservation
 use vmaas_model::volume::disk_serial;
 use vmaas_model::{ObjectKind, Volume, VolumeAttachment, VolumeAttachmentState, VolumeAttachmentStatus, VolumeState, VolumeStatus};
 
-use super::external::{get, write};
+use super::status::{get, write};
 use super::{Outcome, Pass, Reconciler};
 use crate::store::{Scope, StoreError, VmRecord, VolumeAttachmentRecord, VolumeRecord};
 
