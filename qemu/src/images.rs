@@ -214,14 +214,16 @@ pub fn probe(path: &Path) -> std::io::Result<DiskInfo> {
     Ok(DiskInfo { format: "raw", virtual_size: f.metadata()?.len(), has_backing_file: false })
 }
 
+/// Runs `qemu-img` with `args` in a test; it must succeed.
+#[cfg(test)]
+pub(crate) fn qemu_img(args: &[&str]) {
+    let out = std::process::Command::new("qemu-img").args(args).output().expect("qemu-img");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn qemu_img(args: &[&str]) {
-        let out = std::process::Command::new("qemu-img").args(args).output().expect("qemu-img");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    }
 
     #[test]
     fn headers_give_format_size_and_backing_files() {

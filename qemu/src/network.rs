@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use tracing::info;
 use vmaas_backend::{BackendError, Cleanup, Driver, NetworkObservation, NetworkSpec, NetworkTarget, Requeue};
 
-use crate::state::write_atomic;
+use crate::state::save_json;
 
 /// Name of a network's state file.
 const FILE: &str = "network.json";
@@ -38,13 +38,8 @@ impl Networks {
 
     async fn save(&self, file: &NetworkFile) -> Result<(), BackendError> {
         let dir = self.dir.join(&file.id);
-        let context = format!("saving {}", dir.join(FILE).display());
-        tokio::fs::create_dir_all(&dir).await.map_err(|e| BackendError::transient(context.clone(), e))?;
-        let data = serde_json::to_vec_pretty(file).map_err(|e| BackendError::transient(context.clone(), e))?;
-        tokio::task::spawn_blocking(move || write_atomic(&dir.join(FILE), &data))
-            .await
-            .map_err(|e| BackendError::transient(context.clone(), e))?
-            .map_err(|e| BackendError::transient(context, e))
+        tokio::fs::create_dir_all(&dir).await.map_err(|e| BackendError::transient(format!("making {}", dir.display()), e))?;
+        save_json(dir.join(FILE), file).await
     }
 
     async fn load(&self, id: &str) -> Option<NetworkFile> {

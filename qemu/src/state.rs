@@ -81,14 +81,20 @@ impl VmFile {
 
     /// Writes `dir/vm.json` atomically, off the async runtime.
     pub async fn save(&self, dir: &Path) -> Result<(), BackendError> {
-        let text = serde_json::to_vec_pretty(self).map_err(|e| BackendError::transient("encoding vm.json", e))?;
-        let path = dir.join(STATE_FILE);
-        let context = format!("saving {}", path.display());
-        tokio::task::spawn_blocking(move || write_atomic(&path, &text))
-            .await
-            .map_err(|e| BackendError::transient(context.clone(), e))?
-            .map_err(|e| BackendError::transient(context, e))
+        save_json(dir.join(STATE_FILE), self).await
     }
+}
+
+/// Writes `value` as JSON to `path` atomically, off the async runtime; a
+/// failure is transient (the next reconcile writes it again). The directory
+/// must exist: a VM's is not made again by a late save after its removal.
+pub async fn save_json<T: Serialize>(path: PathBuf, value: &T) -> Result<(), BackendError> {
+    let context = format!("saving {}", path.display());
+    let data = serde_json::to_vec_pretty(value).map_err(|e| BackendError::transient(context.clone(), e))?;
+    tokio::task::spawn_blocking(move || write_atomic(&path, &data))
+        .await
+        .map_err(|e| BackendError::transient(context.clone(), e))?
+        .map_err(|e| BackendError::transient(context, e))
 }
 
 /// Writes `data` to `path` through a fsynced temporary file and a rename.

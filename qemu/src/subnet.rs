@@ -15,7 +15,7 @@ use tracing::info;
 use vmaas_backend::{BackendError, Cleanup, Driver, NetworkObservation, Requeue, SubnetSpec, SubnetTarget};
 use vmaas_switch::{Mac, Router, Segment, SubnetConfig, Uplink};
 
-use crate::state::write_atomic;
+use crate::state::save_json;
 
 /// Name of a subnet's state file.
 const FILE: &str = "subnet.json";
@@ -127,13 +127,8 @@ impl Subnets {
 
     async fn save(&self, file: &SubnetFile) -> Result<(), BackendError> {
         let dir = self.dir.join(&file.id);
-        let context = format!("saving {}", dir.join(FILE).display());
-        tokio::fs::create_dir_all(&dir).await.map_err(|e| BackendError::transient(context.clone(), e))?;
-        let data = serde_json::to_vec_pretty(file).map_err(|e| BackendError::transient(context.clone(), e))?;
-        tokio::task::spawn_blocking(move || write_atomic(&dir.join(FILE), &data))
-            .await
-            .map_err(|e| BackendError::transient(context.clone(), e))?
-            .map_err(|e| BackendError::transient(context, e))
+        tokio::fs::create_dir_all(&dir).await.map_err(|e| BackendError::transient(format!("making {}", dir.display()), e))?;
+        save_json(dir.join(FILE), file).await
     }
 }
 

@@ -137,11 +137,7 @@ fn qcow2(h: &[u8]) -> Result<Vetted, Refused> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn qemu_img(args: &[&str]) {
-        let out = std::process::Command::new("qemu-img").args(args).output().expect("qemu-img");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    }
+    use crate::images::qemu_img;
 
     #[test]
     fn qcow2_and_raw_pass_and_what_reads_other_files_does_not() {
