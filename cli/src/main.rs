@@ -4,6 +4,7 @@ mod config;
 mod console;
 mod expose;
 mod images;
+mod instance_types;
 mod net;
 mod output;
 mod quota;
@@ -83,6 +84,9 @@ enum Command {
     /// Volumes: block storage that outlives VMs.
     #[command(subcommand, alias = "volumes")]
     Volume(volumes::VolumeCmd),
+    /// Instance types: named machine shapes.
+    #[command(subcommand, name = "instance-type", alias = "instance-types")]
+    InstanceType(instance_types::InstanceTypeCmd),
     /// A tenant's quota: limits (set by administrators) and usage.
     #[command(subcommand, alias = "quotas")]
     Quota(quota::QuotaCmd),
@@ -414,6 +418,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Image(cmd) => images::image(&client, cmd, format).await,
         Command::LoadBalancer(cmd) => expose::load_balancer(&client, cmd, format).await,
         Command::Volume(cmd) => volumes::volume(&client, cmd, format).await,
+        Command::InstanceType(cmd) => instance_types::instance_type(&client, cmd, format).await,
         Command::Quota(cmd) => quota::quota(&client, cmd, format).await,
         Command::Vm(cmd) => match cmd {
             VmCmd::Create {

@@ -165,7 +165,7 @@ impl crate::kind::Object for Image {
     type Spec = ImageSpec;
     type Status = ImageStatus;
 
-    fn state(status: &ImageStatus) -> &'static str {
+    fn state(_: &ImageSpec, status: &ImageStatus) -> &'static str {
         status.state.as_str()
     }
 

@@ -34,11 +34,13 @@ pub enum ObjectKind {
     VolumeAttachment,
     /// An imported OS image (a tenant's, or public).
     Image,
+    /// A named machine shape (global, published by administrators).
+    InstanceType,
 }
 
 impl ObjectKind {
     /// Every kind.
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 12] = [
         Self::Template,
         Self::VirtualMachine,
         Self::VirtualNetwork,
@@ -50,6 +52,7 @@ impl ObjectKind {
         Self::Volume,
         Self::VolumeAttachment,
         Self::Image,
+        Self::InstanceType,
     ];
 }
 
@@ -94,6 +97,8 @@ pub struct Descriptor {
     pub tenant_scoped: bool,
     /// Whether a backend runs it (else the server alone reconciles it).
     pub backend_runs: bool,
+    /// What a name of its objects must be (a DNS label for most kinds).
+    pub name_rule: fn(&str) -> Result<(), String>,
     /// The API's JSON of one of its objects from the stored parts, for a
     /// kind with an [`Object`] ([`object_json`]); VMs and templates have their own.
     pub api_json: Option<ApiJson>,
@@ -114,8 +119,9 @@ pub trait Object: Serialize + Sized {
     /// What the object is now.
     type Status: Serialize + DeserializeOwned + Clone + Default + PartialEq;
 
-    /// The wire name of the status's state (stored for filtering).
-    fn state(status: &Self::Status) -> &'static str;
+    /// The wire name of its state (stored for filtering): the status's,
+    /// or the spec's for a kind whose state is the administrator's.
+    fn state(spec: &Self::Spec, status: &Self::Status) -> &'static str;
 
     /// The object from its parts.
     fn assemble(id: String, metadata: Metadata, spec: Self::Spec, status: Self::Status) -> Self;
@@ -140,7 +146,7 @@ macro_rules! api_object {
             type Spec = $spec;
             type Status = $status;
 
-            fn state(status: &$status) -> &'static str {
+            fn state(_: &$spec, status: &$status) -> &'static str {
                 status.state.as_str()
             }
 

@@ -4,6 +4,7 @@
 //! a kind with an [`Object`](crate::object::Object) needs no code there.
 
 use crate::kind::{Descriptor, ObjectKind, QuotaUse, Reference, object_json};
+use crate::validation::{check_dns_label, check_dns_subdomain};
 
 impl ObjectKind {
     /// Everything declared about this kind, once.
@@ -54,11 +55,12 @@ const fn tenant_kind(kind: ObjectKind, name: &'static str, human: &'static str, 
         tenant_scoped: true,
         backend_runs: false,
         api_json: None,
+        name_rule: check_dns_label,
     }
 }
 
 /// Every kind's [`Descriptor`], in the order of [`ObjectKind`].
-pub const DESCRIPTORS: [Descriptor; 11] = [
+pub const DESCRIPTORS: [Descriptor; 12] = [
     Descriptor {
         human_plural: "templates",
         grpc_service: Some("fulfillment.v1.VirtualMachineTemplates"),
@@ -158,6 +160,16 @@ pub const DESCRIPTORS: [Descriptor; 11] = [
         backend_runs: true,
         api_json: Some(object_json::<crate::image::Image>),
         ..tenant_kind(ObjectKind::Image, "image", "image", "images")
+    },
+    Descriptor {
+        human_plural: "instance types",
+        terraform: "vmaas_instance_type",
+        cli: "instance-type",
+        tenant_scoped: false,
+        api_json: Some(object_json::<crate::InstanceType>),
+        // Seed 001 and OSAC name them `general.large`, `o1.small`.
+        name_rule: check_dns_subdomain,
+        ..tenant_kind(ObjectKind::InstanceType, "instance_type", "instance type", "instance_types")
     },
 ];
 

@@ -16,6 +16,8 @@
 //! - [`nocloud`]: cloud-init's NoCloud seed of a VM (meta-data, user-data,
 //!   network-config) and the checks of SSH keys and user data.
 //! - [`image`]: OS images VMs boot from (the backend's public catalog).
+//! - [`instance_type`]: named machine shapes (OSAC's `InstanceType`):
+//!   cores, memory, GPUs, and a lifecycle administrators move them through.
 //! - [`boot_shape`]: what a running guest keeps until it restarts (CPUs,
 //!   memory, disk sizes), for the `RESTART_REQUIRED` condition.
 //! - [`network`]: virtual networks (OSAC's `VirtualNetwork`).
@@ -44,6 +46,7 @@
 pub mod boot_shape;
 pub mod external_ip;
 pub mod image;
+pub mod instance_type;
 #[cfg(feature = "kubernetes")]
 pub mod k8s;
 pub mod kind;
@@ -69,6 +72,10 @@ pub mod volume;
 pub use external_ip::{
     ExternalIp, ExternalIpAttachment, ExternalIpAttachmentSpec, ExternalIpAttachmentState, ExternalIpAttachmentStatus, ExternalIpPool,
     ExternalIpSpec, ExternalIpState, ExternalIpStatus, PatchExternalIpAttachment,
+};
+pub use instance_type::{
+    InstanceType, InstanceTypeDeprecation, InstanceTypePatchSpec, InstanceTypeReference, InstanceTypeSpec, InstanceTypeState,
+    InstanceTypeStatus, PatchInstanceType,
 };
 pub use kind::{ApiJson, Descriptor, Object, ObjectKind, QuotaUse, Reference};
 pub use kinds::DESCRIPTORS;

@@ -91,6 +91,22 @@ pub fn check_dns_label(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks that `name` is a DNS-1123 subdomain: DNS labels joined by dots
+/// (`general.small`, `o1.small`), at most 253 characters, as Kubernetes
+/// names cluster-wide objects such as instance types.
+pub fn check_dns_subdomain(name: &str) -> Result<(), String> {
+    if name.len() > 253 {
+        return Err(format!("must be at most 253 characters, got {}", name.len()));
+    }
+    for label in name.split('.') {
+        check_dns_label(label).map_err(|reason| match label.is_empty() {
+            true => format!("{name:?} must be DNS labels joined by single dots"),
+            false => format!("{name:?}: {reason} (between the dots)"),
+        })?;
+    }
+    Ok(())
+}
+
 /// Checks an identifier for templates and parameters: lowercase letters,
 /// digits, `_` and `-`, starting with a letter, at most 63 characters.
 pub fn check_identifier(id: &str) -> Result<(), String> {
@@ -110,6 +126,14 @@ pub fn check_identifier(id: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dns_subdomains() {
+        assert!(check_dns_subdomain("general.small").is_ok() && check_dns_subdomain("o1").is_ok());
+        for bad in ["general..small", ".small", "General.small", "a_b.c", ""] {
+            assert!(check_dns_subdomain(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn dns_labels() {

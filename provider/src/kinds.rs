@@ -1,6 +1,7 @@
-//! The network kinds the provider manages, described for
+//! The kinds the provider manages from a description, for
 //! [`crate::object_resource`]: subnets, security groups, external IPs and
-//! their attachments, load balancers, and volumes and their attachments.
+//! their attachments, load balancers, volumes and their attachments,
+//! images and instance types.
 
 use vmaas_model::ObjectKind;
 
@@ -134,9 +135,52 @@ pub static IMAGE: Kind = Kind {
     ready: &["IMAGE_STATE_READY"],
 };
 
+/// `vmaas_instance_type`.
+pub static INSTANCE_TYPE: Kind = Kind {
+    kind: ObjectKind::InstanceType,
+    doc: "A named machine shape (OSAC's `InstanceType`), published by administrators for every tenant. Its shape (cores, memory, GPUs) is fixed: changing it replaces the type. `state` and `replacement` change in place (deprecate with a replacement, then obsolete).",
+    fields: &[
+        field("cores", Ty::Int, Change::Replace, "/spec/cores", "CPU cores."),
+        field("memory_gib", Ty::Int, Change::Replace, "/spec/memory_gib", "Memory in GiB."),
+        field(
+            "gpu_pci_device_selector",
+            Ty::Str,
+            Change::ReplaceOptional,
+            "/spec/gpu/pci_device_selector",
+            "The GPUs' PCI vendor:device, e.g. `10DE:20B0`.",
+        ),
+        field(
+            "gpu_resource_name",
+            Ty::Str,
+            Change::ReplaceOptional,
+            "/spec/gpu/resource_name",
+            "The GPUs' device plugin resource, e.g. `nvidia.com/A100`.",
+        ),
+        field("gpu_count", Ty::Int, Change::ReplaceOptional, "/spec/gpu/count", "How many GPUs, 1 to 16."),
+        field("description", Ty::Str, Change::Patch, "/spec/description", "What it is for, in Markdown."),
+        field(
+            "state",
+            Ty::Str,
+            Change::Patch,
+            "/spec/state",
+            "`INSTANCE_TYPE_STATE_ACTIVE` (the default at create), `INSTANCE_TYPE_STATE_DEPRECATED` or `INSTANCE_TYPE_STATE_OBSOLETE`.",
+        ),
+        field(
+            "replacement",
+            Ty::Str,
+            Change::Patch,
+            "/spec/deprecation/replacement/name",
+            "The instance type that replaces a deprecated one, by name.",
+        ),
+        field("deprecation_timestamp", Ty::Str, Change::Output, "/spec/deprecation/deprecation_timestamp", "When it was deprecated."),
+        field("obsolescence_timestamp", Ty::Str, Change::Output, "/spec/deprecation/obsolescence_timestamp", "When it was made obsolete."),
+    ],
+    ready: &[],
+};
+
 /// Every kind described here, each a resource and a data source.
-pub static ALL: [&Kind; 8] =
-    [&SUBNET, &SECURITY_GROUP, &EXTERNAL_IP, &EXTERNAL_IP_ATTACHMENT, &LOAD_BALANCER, &VOLUME, &VOLUME_ATTACHMENT, &IMAGE];
+pub static ALL: [&Kind; 9] =
+    [&SUBNET, &SECURITY_GROUP, &EXTERNAL_IP, &EXTERNAL_IP_ATTACHMENT, &LOAD_BALANCER, &VOLUME, &VOLUME_ATTACHMENT, &IMAGE, &INSTANCE_TYPE];
 
 /// The `vmaas_virtual_network` data source (its resource has its own module).
 pub static NETWORK_DATA: Kind = Kind {

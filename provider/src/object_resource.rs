@@ -88,7 +88,7 @@ pub struct Kind {
     pub doc: &'static str,
     /// Its attributes besides `id` and `name`.
     pub fields: &'static [Field],
-    /// The states in which create is done.
+    /// The states in which create is done; none: done once stored.
     pub ready: &'static [&'static str],
 }
 
@@ -248,7 +248,7 @@ async fn wait(client: &Client, k: &Kind, id: &str, gone: bool) -> Result<Option<
             Err(e) => return Err(e.to_string()),
             Ok(o) if !gone => {
                 let state = o.pointer("/status/state").and_then(Json::as_str).unwrap_or_default();
-                if k.ready.contains(&state) {
+                if k.ready.is_empty() || k.ready.contains(&state) {
                     return Ok(Some(o));
                 }
                 if state.ends_with("_FAILED") {
@@ -290,7 +290,13 @@ impl ObjectResource {
         let id = get(prior, "id").as_str().unwrap_or_default().to_owned();
         let mut body = serde_json::json!({ "spec": {} });
         for f in k.fields.iter().filter(|f| f.change == Change::Patch && get(prior, f.name) != get(planned, f.name)) {
-            put(&mut body, f.json, scalar_to_json(get(planned, f.name), f.ty).unwrap_or(Json::Array(Vec::new())));
+            // A string removed from the configuration is left to the server (an
+            // instance type made ACTIVE again drops its replacement); a list, emptied.
+            match (scalar_to_json(get(planned, f.name), f.ty), f.ty) {
+                (Some(v), _) => put(&mut body, f.json, v),
+                (None, Ty::Str | Ty::Int | Ty::Bool) => {}
+                (None, _) => put(&mut body, f.json, Json::Array(Vec::new())),
+            }
         }
         match client.patch_object::<_, Json>(&k.path(), &id, &body).await {
             Ok(o) => {
@@ -335,7 +341,7 @@ impl Resource for ObjectResource {
     }
 
     fn validate(&self, config: &Value) -> Vec<Diagnostic> {
-        match get(config, "name").as_str().map(vmaas_model::validation::check_dns_label) {
+        match get(config, "name").as_str().map(self.0.kind.descriptor().name_rule) {
             Some(Err(reason)) => vec![error("invalid name", reason, Some(crate::diag::path(&["name"])))],
             _ => Vec::new(),
         }

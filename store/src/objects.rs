@@ -109,6 +109,15 @@ async fn set_ref(tx: &mut sqlx::Transaction<'_, sqlx::Any>, source: &str, role: 
     }
 }
 
+/// A change of an object's spec: the version it is based on, the new spec,
+/// the new stored state when the kind's state is in its spec, and when.
+struct SpecChange<'a> {
+    expected: i64,
+    spec: String,
+    state: Option<&'a str>,
+    now: DateTime<Utc>,
+}
+
 impl Store {
     /// Records `what` for `changed` (when a row changed) in `tx`, commits,
     /// and tells this process's watchers when it recorded anything.
@@ -278,6 +287,20 @@ impl Store {
         self.update_spec_and_ref(current, expected, spec, now, None, None).await
     }
 
+    /// [`Self::update_spec`] of a kind whose state is in its spec: the
+    /// stored state becomes `state` with it (a kind whose state is its
+    /// status's leaves it to the reconciler's writes).
+    pub async fn update_spec_and_state(
+        &self,
+        current: &Row,
+        expected: i64,
+        spec: String,
+        state: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Row, StoreError> {
+        self.update_row(current, SpecChange { expected, spec, state: Some(state), now }, None, None).await
+    }
+
     /// [`Self::update_spec`], and in the same transaction inserts `also`
     /// (an object the new spec refers to) and points the object's reference
     /// of role `role.0` at `role.1` (none: drops it). All or nothing.
@@ -290,6 +313,19 @@ impl Store {
         role: Option<(&str, Option<&str>)>,
         also: Option<&NewObject>,
     ) -> Result<Row, StoreError> {
+        self.update_row(current, SpecChange { expected, spec, state: None, now }, role, also).await
+    }
+
+    /// The update of [`Self::update_spec_and_ref`], and of the stored state
+    /// when `state` is given (else a status write of the reconciler's meanwhile stands).
+    async fn update_row(
+        &self,
+        current: &Row,
+        change: SpecChange<'_>,
+        role: Option<(&str, Option<&str>)>,
+        also: Option<&NewObject>,
+    ) -> Result<Row, StoreError> {
+        let SpecChange { expected, spec, state, now } = change;
         let _w = self.write_lock().await;
         let mut c = self.conn().await?;
         let mut tx = c.begin().await?;
@@ -300,13 +336,15 @@ impl Store {
             events::record(&mut tx, self.dialect, &n.row, EventType::Created).await?;
         }
         let r = sqlx::query(
-            "UPDATE objects SET spec = $1, version = version + 1, updated_at = $2, meta = $5 WHERE id = $3 AND version = $4 AND deleted_at IS NULL",
+            "UPDATE objects SET spec = $1, version = version + 1, updated_at = $2, meta = $5, state = COALESCE($6, state) \
+             WHERE id = $3 AND version = $4 AND deleted_at IS NULL",
         )
         .bind(&spec)
         .bind(ts(now))
         .bind(&current.id)
         .bind(expected)
         .bind(serde_json::to_string(&current.labels)?)
+        .bind(state)
         .execute(&mut *tx)
         .await?;
         if r.rows_affected() == 0 {
@@ -322,6 +360,9 @@ impl Store {
             set_ref(&mut tx, &current.id, role, target).await?;
         }
         let mut out = current.clone();
+        if let Some(state) = state {
+            state.clone_into(&mut out.state);
+        }
         out.spec = spec.into();
         out.version = expected + 1;
         out.updated_at = now;

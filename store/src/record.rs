@@ -123,7 +123,7 @@ impl<K: Object> Record<K> {
             name: self.name.clone(),
             spec: serde_json::to_string(&self.spec)?.into(),
             status: serde_json::to_string(&self.status)?.into(),
-            state: K::state(&self.status).to_owned(),
+            state: K::state(&self.spec, &self.status).to_owned(),
             observed: "{}".into(),
             observed_version: self.observed_version,
             creators: self.creators.clone(),
@@ -178,7 +178,12 @@ impl Store {
         spec: K::Spec,
         now: DateTime<Utc>,
     ) -> Result<Record<K>, StoreError> {
-        let row = self.update_spec(&current.to_row()?, expected, serde_json::to_string(&spec)?, now).await?;
+        let state = K::state(&spec, &current.status);
+        let (before, text) = (current.to_row()?, serde_json::to_string(&spec)?);
+        let row = match state == before.state {
+            true => self.update_spec(&before, expected, text, now).await?,
+            false => self.update_spec_and_state(&before, expected, text, state, now).await?,
+        };
         Record::from_row(&row)
     }
 
@@ -189,6 +194,6 @@ impl Store {
 
     /// Writes an object's status as the reconciler derived it from `seen`.
     pub async fn write_record_status<K: Object>(&self, seen: &Record<K>, status: &K::Status) -> Result<bool, StoreError> {
-        self.write_status(&seen.to_row()?, serde_json::to_string(status)?, K::state(status), "{}".into()).await
+        self.write_status(&seen.to_row()?, serde_json::to_string(status)?, K::state(&seen.spec, status), "{}".into()).await
     }
 }

@@ -25,7 +25,7 @@ use vmaas_model::{CreateObject, Envelope, Labels, Object, ValidationErrors};
 use super::extract::ApiJson;
 use super::extract::ApiQuery;
 use super::query::ListQuery;
-use super::shared::checked_name;
+use super::shared::checked_name_by;
 use super::simple;
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -121,23 +121,34 @@ async fn create<K: Resource>(
     caller: Caller,
     ApiJson(req): ApiJson<Envelope<CreateObject<K::Spec>>>,
 ) -> Result<(StatusCode, Json<Envelope<K>>), ApiError> {
+    may_change::<K>(&caller)?;
     let new = checked::<K>(&s, &caller, req.object).await?;
     let rec = K::create(&s, &caller, new).await?;
     Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
+}
+
+/// Refuses a tenant's change of a global kind (403): administrators
+/// publish those, every tenant reads them.
+fn may_change<K: Resource>(caller: &Caller) -> Result<(), ApiError> {
+    match K::KIND.is_tenant_scoped() {
+        true => Ok(()),
+        false => caller.require_admin(&format!("change {}", K::KIND.descriptor().human_plural)),
+    }
 }
 
 /// The record a create asks for, once its name, labels and spec pass
 /// every check; else a 400 naming every field that does not.
 async fn checked<K: Resource>(s: &AppState, caller: &Caller, obj: CreateObject<K::Spec>) -> Result<Record<K>, ApiError> {
     let mut errs = ValidationErrors::default();
-    let name = checked_name(obj.requested_name(), &mut errs);
+    let name = checked_name_by(obj.requested_name(), K::KIND.descriptor().name_rule, &mut errs);
     let labels = Labels::from_input(obj.metadata.as_ref(), &mut errs);
     match K::check_spec(&obj.spec) {
         Ok(()) => K::check(s, caller, &obj.spec, &mut errs).await?,
         Err(e) => errs.extend(e),
     }
     let (Some(name), true) = (name, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
-    let mut rec = Record::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, obj.spec, Utc::now());
+    let tenant = if K::KIND.is_tenant_scoped() { caller.tenant.as_str() } else { "" };
+    let mut rec = Record::new(uuid::Uuid::new_v4().to_string(), tenant, &name, &caller.subject, obj.spec, Utc::now());
     rec.labels = labels;
     Ok(rec)
 }
@@ -148,6 +159,7 @@ async fn patch<K: Resource>(
     Path(id): Path<String>,
     ApiJson(req): ApiJson<Envelope<K::Patch>>,
 ) -> Result<Json<Envelope<K>>, ApiError> {
+    may_change::<K>(&caller)?;
     let rec = K::patch(&s, &caller, &id, req.object).await?;
     Ok(Json(Envelope { object: rec.to_api() }))
 }
@@ -157,6 +169,7 @@ async fn remove<K: Resource>(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Envelope<K>>), ApiError> {
+    may_change::<K>(&caller)?;
     let rec = K::remove(&s, &caller, &id).await?;
     Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
 }

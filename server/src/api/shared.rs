@@ -56,12 +56,21 @@ pub(crate) fn scope(caller: &crate::auth::Caller) -> crate::store::Scope {
 /// The name a create request asks for, checked as a DNS label; every
 /// problem goes into `errs`, naming the field it came from.
 pub(crate) fn checked_name(requested: Option<(&str, &'static str)>, errs: &mut vmaas_model::ValidationErrors) -> Option<String> {
+    checked_name_by(requested, vmaas_model::validation::check_dns_label, errs)
+}
+
+/// The name a create request asks for, checked by `rule`.
+pub(crate) fn checked_name_by(
+    requested: Option<(&str, &'static str)>,
+    rule: fn(&str) -> Result<(), String>,
+    errs: &mut vmaas_model::ValidationErrors,
+) -> Option<String> {
     match requested {
         None => {
             errs.push("object.metadata.name", "is required (or give the name as object.id)");
             None
         }
-        Some((name, field)) => match vmaas_model::validation::check_dns_label(name) {
+        Some((name, field)) => match rule(name) {
             Ok(()) => Some(name.to_owned()),
             Err(reason) => {
                 errs.push(field, reason);

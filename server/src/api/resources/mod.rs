@@ -11,6 +11,7 @@ use crate::reconciler::ReconcileFn;
 use crate::state::AppState;
 
 pub(in crate::api) mod external_ips;
+mod instance_types;
 mod ip_attachments;
 mod load_balancers;
 mod networks;
@@ -30,6 +31,7 @@ macro_rules! each_resource {
         $each::<vmaas_model::LoadBalancer>($($arg),*);
         $each::<vmaas_model::Volume>($($arg),*);
         $each::<vmaas_model::VolumeAttachment>($($arg),*);
+        $each::<vmaas_model::InstanceType>($($arg),*);
     };
 }
 

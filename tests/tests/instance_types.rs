@@ -1,0 +1,198 @@
+//! Instance types through the real `vmaas-server`, on SQLite and on
+//! PostgreSQL: published by administrators, read by every tenant, their
+//! shape fixed, their lifecycle (deprecate with a replacement, obsolete,
+//! active again) with the times the server sets; through the CLI; and as
+//! `vmaas_instance_type` on both Terraform versions.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use vmaas_tests::tf::{Tf, Workspace};
+use vmaas_tests::{Db, Server, on_both_databases};
+
+const TYPES: &str = "/api/fulfillment/v1/instance_types";
+
+fn shape(name: &str, cores: u32, memory_gib: u32) -> Value {
+    json!({"object": {"metadata": {"name": name}, "spec": {"cores": cores, "memory_gib": memory_gib}}})
+}
+
+/// A 400 whose details name exactly `fields`, in order.
+fn assert_refused(st: u16, e: &Value, fields: &[&str]) {
+    assert_eq!(st, 400, "{e}");
+    let named: Vec<&str> = e["details"].as_array().unwrap().iter().map(|d| d["field"].as_str().unwrap_or("")).collect();
+    assert_eq!(named, fields, "{e}");
+}
+
+async fn patch(s: &Server, token: &str, id: &str, spec: Value) -> (u16, Value) {
+    s.raw(Method::PATCH, &format!("{TYPES}/{id}"), Some(token), Some(json!({"object": {"spec": spec}}))).await
+}
+
+on_both_databases! {
+    async fn administrators_publish_instance_types_and_every_tenant_reads_them(db: Db) {
+        let Some(s) = Server::start(db).await else { return };
+        let (admin, acme) = (s.token("ops", true), s.token("acme", false));
+        let (st, o) = s.raw(Method::POST, TYPES, Some(&admin), Some(shape("general.small", 2, 4))).await;
+        assert_eq!(st, 201, "{o}");
+        let small = o["object"]["id"].as_str().unwrap().to_owned();
+        assert_eq!(o["object"]["@type"], "type.googleapis.com/osac.public.v1.InstanceType");
+        assert_eq!(o["object"]["spec"], json!({"cores": 2, "memory_gib": 4, "state": "INSTANCE_TYPE_STATE_ACTIVE"}));
+        assert_eq!((o["object"]["metadata"]["tenant"].as_str(), &o["object"]["status"]), (Some(""), &json!({})));
+
+        // A tenant reads, never writes.
+        let (st, e) = s.raw(Method::POST, TYPES, Some(&acme), Some(shape("mine", 1, 1))).await;
+        assert!(st == 403 && e["message"].as_str().unwrap().contains("only administrators"), "{st} {e}");
+        assert_eq!(patch(&s, &acme, &small, json!({"description": "x"})).await.0, 403);
+        assert_eq!(s.raw(Method::DELETE, &format!("{TYPES}/{small}"), Some(&acme), None).await.0, 403);
+        let (st, got) = s.raw(Method::GET, &format!("{TYPES}/{small}"), Some(&acme), None).await;
+        assert_eq!((st, got["object"]["metadata"]["name"].as_str()), (200, Some("general.small")), "{got}");
+        let (_, named) = s.raw(Method::GET, &format!("{TYPES}?name=general.small"), Some(&acme), None).await;
+        assert_eq!(named["items"][0]["id"].as_str(), Some(small.as_str()), "{named}");
+
+        // Bad shapes name every field; nothing is made; a name is taken once.
+        let bad = json!({"object": {"metadata": {"name": "bad"}, "spec": {"cores": 0, "memory_gib": 0,
+            "gpu": {"pci_device_selector": "nvidia", "resource_name": "nvidia.com/A100", "count": 17}}}});
+        let (st, e) = s.raw(Method::POST, TYPES, Some(&admin), Some(bad)).await;
+        assert_refused(st, &e, &["object.spec.cores", "object.spec.memory_gib", "object.spec.gpu.pci_device_selector", "object.spec.gpu.count"]);
+        let (st, e) = s.raw(Method::POST, TYPES, Some(&admin), Some(json!({"object": {"metadata": {"name": "x"}, "spec": {"cores": 1, "memory_gib": 1, "cpus": 2}}}))).await;
+        assert!(st == 400 && e["message"].as_str().unwrap().contains("cpus"), "{st} {e}");
+        assert_eq!(s.raw(Method::POST, TYPES, Some(&admin), Some(shape("general.small", 4, 8))).await.0, 409);
+        let (_, page) = s.raw(Method::GET, TYPES, Some(&acme), None).await;
+        assert_eq!(page["total"], 1, "{page}");
+
+        // The shape is fixed; the lifecycle moves, with a replacement the server resolves.
+        let (st, e) = patch(&s, &admin, &small, json!({"cores": 4, "memory_gib": 4})).await;
+        assert_refused(st, &e, &["object.spec.cores"]);
+        let deprecate = |to: &str| json!({"state": "INSTANCE_TYPE_STATE_DEPRECATED", "deprecation": {"replacement": to}});
+        let (st, e) = patch(&s, &admin, &small, deprecate("general.medium")).await;
+        assert!(st == 400 && e["details"][0]["reason"].as_str().unwrap().contains("no instance type \"general.medium\""), "{st} {e}");
+        let (st, e) = patch(&s, &admin, &small, deprecate("general.small")).await;
+        assert!(st == 400 && e["details"][0]["reason"].as_str().unwrap().contains("cannot replace itself"), "{st} {e}");
+        let (_, m) = s.raw(Method::POST, TYPES, Some(&admin), Some(shape("general.medium", 4, 8))).await;
+        let medium = m["object"]["id"].as_str().unwrap().to_owned();
+        let (st, o) = patch(&s, &admin, &small, deprecate("general.medium")).await;
+        assert_eq!(st, 200, "{o}");
+        let d = &o["object"]["spec"]["deprecation"];
+        assert_eq!(d["replacement"], json!({"id": medium, "name": "general.medium"}));
+        assert_eq!(d["state"], "INSTANCE_TYPE_STATE_DEPRECATED");
+        assert!(d["deprecation_timestamp"].is_string() && d["obsolescence_timestamp"].is_null(), "{d}");
+        let (_, listed) = s.raw(Method::GET, &format!("{TYPES}?state=deprecated"), Some(&acme), None).await;
+        assert_eq!((listed["total"].as_u64(), listed["items"][0]["id"].as_str()), (Some(1), Some(small.as_str())), "{listed}");
+
+        // Obsolete: refused as a replacement; its times kept; ACTIVE again drops the deprecation.
+        let (st, o) = patch(&s, &admin, &medium, json!({"state": "INSTANCE_TYPE_STATE_OBSOLETE"})).await;
+        assert!(st == 200 && o["object"]["spec"]["deprecation"]["obsolescence_timestamp"].is_string(), "{st} {o}");
+        let (st, e) = patch(&s, &admin, &small, deprecate(&medium)).await;
+        assert!(st == 400 && e["details"][0]["reason"].as_str().unwrap().contains("OBSOLETE"), "{st} {e}");
+        let (st, o) = patch(&s, &admin, &medium, json!({"state": "INSTANCE_TYPE_STATE_ACTIVE"})).await;
+        assert!(st == 200 && o["object"]["spec"].get("deprecation").is_none(), "{st} {o}");
+
+        let (st, _) = s.raw(Method::DELETE, &format!("{TYPES}/{small}"), Some(&admin), None).await;
+        assert_eq!(st, 202);
+        assert_eq!(s.raw(Method::GET, &format!("{TYPES}/{small}"), Some(&acme), None).await.0, 404);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_publishes_and_deprecates_instance_types() {
+    let s = Server::start(Db::Sqlite).await.unwrap();
+    let (admin, acme) = (s.token("ops", true), s.token("acme", false));
+    for (name, cores) in [("general.small", "2"), ("general.large", "8")] {
+        let o = s.cli(&admin, &["instance-type", "create", name, "--cores", cores, "--memory-gib", "16"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = s.cli(
+        &admin,
+        &["instance-type", "create", "gpu.large", "--cores", "8", "--memory-gib", "64", "--gpu", "10DE:20B0,nvidia.com/A100,2"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = s.cli(&acme, &["instance-type", "create", "mine", "--cores", "1", "--memory-gib", "1"]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("only administrators"), "{o:?}");
+    let o = s.cli(&admin, &["instance-type", "deprecate", "general.small", "--replacement", "general.large"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = String::from_utf8_lossy(&s.cli(&acme, &["instance-type", "list"]).stdout).into_owned();
+    let small = table.lines().find(|l| l.contains("general.small")).unwrap_or_default();
+    assert!(small.contains("DEPRECATED") && small.contains("general.large"), "{table}");
+    assert!(table.lines().any(|l| l.contains("gpu.large") && l.contains("2× nvidia.com/A100")), "{table}");
+    let json = s.cli(&acme, &["-o", "json", "instance-type", "get", "general.small"]);
+    let got: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(got["spec"]["deprecation"]["replacement"]["name"], "general.large", "{got}");
+}
+
+const TYPES_TF: &str = r#"
+terraform {
+  required_providers {
+    vmaas = { source = "vmaas/vmaas" }
+  }
+}
+provider "vmaas" {}
+
+variable "small_state" {
+  type    = string
+  default = "INSTANCE_TYPE_STATE_ACTIVE"
+}
+
+variable "replacement" {
+  type    = string
+  default = null
+}
+
+resource "vmaas_instance_type" "large" {
+  name        = "general.large"
+  cores       = 8
+  memory_gib  = 32
+  description = "Large."
+}
+
+resource "vmaas_instance_type" "small" {
+  name        = "general.small"
+  cores       = 2
+  memory_gib  = 4
+  state       = var.small_state
+  replacement = var.replacement
+}
+
+data "vmaas_instance_type" "small" {
+  name       = "general.small"
+  depends_on = [vmaas_instance_type.small]
+}
+
+output "small_id" {
+  value = vmaas_instance_type.small.id
+}
+
+output "seen_state" {
+  value = data.vmaas_instance_type.small.state
+}
+"#;
+
+async fn terraform_scenario(tf: Tf) {
+    let s = Server::start(Db::Sqlite).await.unwrap();
+    let admin = s.token("ops", true);
+    let w = Workspace::new(tf, &s, &admin, TYPES_TF);
+    w.apply(&[]);
+    let id = w.output("small_id");
+    assert_eq!(w.output("seen_state"), "INSTANCE_TYPE_STATE_ACTIVE");
+    assert_eq!(w.plan_code(&[]).0, 0, "no drift");
+    // Deprecating changes it in place: the same id, a replacement resolved by the server.
+    let args = ["-var", "small_state=INSTANCE_TYPE_STATE_DEPRECATED", "-var", "replacement=general.large"];
+    let text = w.apply(&args);
+    assert!(text.contains("0 added, 1 changed, 0 destroyed"), "{text}");
+    assert_eq!(w.output("small_id"), id);
+    let (_, o) = s.raw(Method::GET, &format!("{TYPES}/{id}"), Some(&admin), None).await;
+    assert_eq!(o["object"]["spec"]["deprecation"]["replacement"]["name"], "general.large", "{o}");
+    // A state the server does not know fails the apply with its reason; nothing changes.
+    let out = w.run(&["apply", "-auto-approve", "-no-color", "-var", "small_state=RETIRED", "-var", "replacement=general.large"]);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success() && text.contains("RETIRED"), "{text}");
+    let (_, o) = s.raw(Method::GET, &format!("{TYPES}/{id}"), Some(&admin), None).await;
+    assert_eq!(o["object"]["spec"]["state"], "INSTANCE_TYPE_STATE_DEPRECATED", "{o}");
+    // ACTIVE again, in place: the deprecation is dropped.
+    let text = w.apply(&["-var", "small_state=INSTANCE_TYPE_STATE_ACTIVE"]);
+    assert!(text.contains("0 added, 1 changed, 0 destroyed"), "{text}");
+    let (_, o) = s.raw(Method::GET, &format!("{TYPES}/{id}"), Some(&admin), None).await;
+    assert!(o["object"]["spec"].get("deprecation").is_none(), "{o}");
+    w.ok(&["destroy", "-auto-approve", "-no-color"]);
+    let (_, list) = s.raw(Method::GET, TYPES, Some(&admin), None).await;
+    assert_eq!(list["total"], 0, "{list}");
+}
+
+vmaas_tests::on_both_terraforms!(terraform_scenario: instance_type_terraform_1_0_3, instance_type_terraform_1_15_5);
