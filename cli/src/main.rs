@@ -1,5 +1,6 @@
 //! `vmaas`: the command line for tenants and administrators.
 
+mod args;
 mod config;
 mod console;
 mod expose;
@@ -119,7 +120,7 @@ enum VmCmd {
         #[arg(long)]
         stopped: bool,
         /// A NIC on a subnet, as NAME[,ip=ADDR][,sg=GROUP…]; repeat for several NICs.
-        #[arg(long = "subnet", value_name = "NAME[,ip=ADDR][,sg=GROUP]", value_parser = parse_attachment)]
+        #[arg(long = "subnet", value_name = "NAME[,ip=ADDR][,sg=GROUP]", value_parser = args::parse_attachment)]
         subnets: Vec<NetworkAttachment>,
         /// An SSH public key, or a file of them (e.g. ~/.ssh/id_ed25519.pub); repeat for several.
         #[arg(long = "ssh-key", value_name = "KEY|FILE")]
@@ -130,11 +131,14 @@ enum VmCmd {
         /// The image it boots, in place of the template's: a name or id from `vmaas image list`, or an http(s) URL imported on demand.
         #[arg(long, value_name = "NAME|URL")]
         image: Option<String>,
+        /// Its instance type (`vmaas instance-type list`): its cores and memory replace the template's defaults.
+        #[arg(long, value_name = "NAME")]
+        instance_type: Option<String>,
         /// The cluster it runs on, when the server drives several (`vmaas` places it otherwise).
         #[arg(long)]
         cluster: Option<String>,
         /// A label the cluster it runs on must have, as KEY=VALUE; repeat for several.
-        #[arg(long = "placement-label", value_name = "KEY=VALUE", value_parser = parse_label)]
+        #[arg(long = "placement-label", value_name = "KEY=VALUE", value_parser = args::parse_label)]
         placement_labels: Vec<(String, String)>,
         /// Wait until it is READY (or STOPPED with --stopped).
         #[arg(long)]
@@ -430,6 +434,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 ssh_keys,
                 user_data,
                 image,
+                instance_type,
                 cluster,
                 placement_labels,
                 wait: do_wait,
@@ -437,7 +442,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             } => {
                 let placement = vmaas_model::Placement { cluster, labels: placement_labels.into_iter().collect() };
                 let template_parameters = typed_params(&client, &template, &params).await?;
-                let (ssh_public_key, user_data) = guest_config(&ssh_keys, user_data.as_deref())?;
+                let (ssh_public_key, user_data) = args::guest_config(&ssh_keys, user_data.as_deref())?;
                 let req = CreateVirtualMachine {
                     type_url: None,
                     id: None,
@@ -451,6 +456,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         ssh_public_key,
                         image: image.map(|source_ref| vmaas_model::vm::VmImage { source_type: String::new(), source_ref }),
                         placement: Some(placement).filter(|p| !p.is_empty()),
+                        instance_type: instance_type.map(|name| vmaas_model::InstanceTypeReference { id: String::new(), name }),
                     },
                     status: None,
                 };
@@ -557,44 +563,4 @@ fn main() {
         }
         std::process::exit(1);
     }
-}
-
-/// `NAME[,ip=ADDR][,sg=GROUP]…` into a NIC on a subnet.
-fn parse_attachment(s: &str) -> Result<NetworkAttachment, String> {
-    let mut parts = s.split(',');
-    let subnet = parts.next().filter(|n| !n.is_empty()).ok_or("give the subnet's name first, e.g. front,ip=10.0.1.5")?;
-    let mut a = NetworkAttachment { subnet: subnet.to_owned(), ..Default::default() };
-    for p in parts {
-        match p.split_once('=') {
-            Some(("ip", ip)) => a.ip_address = Some(ip.to_owned()),
-            Some(("sg", g)) => a.security_groups.push(g.to_owned()),
-            _ => return Err(format!("{p:?}: expected ip=ADDR or sg=GROUP")),
-        }
-    }
-    Ok(a)
-}
-
-/// `--ssh-key` values (each a key, or a file of keys) as one key per line,
-/// and the `--user-data` file's content.
-fn guest_config(keys: &[String], user_data: Option<&std::path::Path>) -> anyhow::Result<(Option<String>, Option<String>)> {
-    let mut lines = Vec::new();
-    for k in keys {
-        let path = std::path::Path::new(k);
-        if path.is_file() {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading --ssh-key {}", path.display()))?;
-            lines.extend(text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_owned));
-        } else {
-            lines.push(k.trim().to_owned());
-        }
-    }
-    let user_data = match user_data {
-        Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("reading --user-data {}", p.display()))?),
-        None => None,
-    };
-    Ok(((!lines.is_empty()).then(|| lines.join("\n")), user_data))
-}
-
-/// `KEY=VALUE` of `--placement-label` (the server checks both).
-fn parse_label(s: &str) -> Result<(String, String), String> {
-    s.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())).ok_or_else(|| format!("{s:?}: expected KEY=VALUE"))
 }

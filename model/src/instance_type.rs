@@ -237,7 +237,10 @@ impl InstanceTypeSpec {
         if let Some(p) = given_by("cpu_cores").filter(|_| machine.cpu.cores != self.cores) {
             errs.push(
                 format!("object.spec.template_parameters.{p}.value"),
-                format!("is {} cores, but instance type {name:?} has {}: give one of them, or both the same", machine.cpu.cores, self.cores),
+                format!(
+                    "is {} cores, but instance type {name:?} has {}: give one of them, or both the same",
+                    machine.cpu.cores, self.cores
+                ),
             );
         }
         if let Some(p) = given_by("memory").filter(|_| machine.memory_bytes() != memory) {

@@ -116,6 +116,7 @@ impl VmModel {
                 ssh_public_key: self.ssh_public_key.clone(),
                 image: self.image.clone().map(|r| VmImage { source_type: String::new(), source_ref: r }),
                 placement: self.placement.clone(),
+                instance_type: None,
             },
             status: None,
         }

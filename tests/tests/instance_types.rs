@@ -91,6 +91,63 @@ on_both_databases! {
     }
 }
 
+on_both_databases! {
+    async fn a_vm_takes_its_shape_from_its_instance_type(db: Db) {
+        let Some(s) = Server::start(db).await else { return };
+        let (admin, acme) = (s.token("ops", true), s.token("acme", false));
+        vmaas_tests::seed::publish(&s, &admin).await;
+        for (name, cores, gib) in [("general.small", 2, 4), ("general.large", 8, 32), ("old.small", 1, 2), ("older.small", 1, 1)] {
+            assert_eq!(s.raw(Method::POST, TYPES, Some(&admin), Some(shape(name, cores, gib))).await.0, 201);
+        }
+        let deprecate = json!({"state": "INSTANCE_TYPE_STATE_DEPRECATED", "deprecation": {"replacement": "general.small"}});
+        assert_eq!(patch(&s, &admin, "old.small", deprecate.clone()).await.0, 404, "a PATCH names the type by id");
+        let id = |name: &'static str| {
+            let s = &s;
+            let admin = admin.clone();
+            async move { s.raw(Method::GET, &format!("{TYPES}?name={name}"), Some(&admin), None).await.1["items"][0]["id"].as_str().unwrap().to_owned() }
+        };
+        assert_eq!(patch(&s, &admin, &id("old.small").await, deprecate.clone()).await.0, 200);
+        assert_eq!(patch(&s, &admin, &id("older.small").await, deprecate).await.0, 200);
+        assert_eq!(patch(&s, &admin, &id("older.small").await, json!({"state": "INSTANCE_TYPE_STATE_OBSOLETE"})).await.0, 200);
+
+        let vms = "/api/fulfillment/v1/virtual_machines";
+        let vm = |name: &str, instance_type: Value, params: Value| {
+            json!({"object": {"metadata": {"name": name}, "spec": {"template": "simple_vm", "instance_type": instance_type, "template_parameters": params}}})
+        };
+        let usage = || async { s.raw(Method::GET, "/api/fulfillment/v1/tenants/acme/quota", Some(&acme), None).await.1["object"]["status"]["usage"].clone() };
+
+        // By name: its cores and memory replace the template's defaults (2 cores, 2Gi).
+        let (st, a) = s.raw(Method::POST, vms, Some(&acme), Some(vm("a", json!("general.small"), json!({})))).await;
+        assert_eq!(st, 201, "{a}");
+        let small = id("general.small").await;
+        assert_eq!(a["object"]["spec"]["instance_type"], json!({"id": small, "name": "general.small"}));
+        let u = usage().await;
+        assert_eq!((&u["cores"], &u["memory"]), (&json!(2), &json!("4Gi")), "{u}");
+        // A parameter that agrees is taken; one that disagrees is a 400 naming it; nothing is made.
+        let agrees = json!({"vm_cpu_cores": {"value": 8}, "vm_memory": {"value": "32Gi"}});
+        assert_eq!(s.raw(Method::POST, vms, Some(&acme), Some(vm("b", json!({"name": "general.large"}), agrees))).await.0, 201);
+        let (st, e) = s.raw(Method::POST, vms, Some(&acme), Some(vm("c", json!("general.small"), json!({"vm_cpu_cores": {"value": 4}})))).await;
+        assert_refused(st, &e, &["object.spec.template_parameters.vm_cpu_cores.value"]);
+        assert!(e["details"][0]["reason"].as_str().unwrap().contains("instance type \"general.small\" has 2"), "{e}");
+        // An unknown type and an obsolete one are refused naming the field; a deprecated one is taken.
+        let (st, e) = s.raw(Method::POST, vms, Some(&acme), Some(vm("c", json!("huge"), json!({})))).await;
+        assert_refused(st, &e, &["object.spec.instance_type"]);
+        let (st, e) = s.raw(Method::POST, vms, Some(&acme), Some(vm("c", json!("older.small"), json!({})))).await;
+        assert_refused(st, &e, &["object.spec.instance_type"]);
+        assert!(e["details"][0]["reason"].as_str().unwrap().contains("OBSOLETE") && e.to_string().contains("general.small"), "{e}");
+        assert_eq!(s.raw(Method::POST, vms, Some(&acme), Some(vm("c", json!("old.small"), json!({})))).await.0, 201);
+        let u = usage().await;
+        assert_eq!((&u["virtual_machines"], &u["cores"], &u["memory"]), (&json!(3), &json!(11), &json!("38Gi")), "{u}");
+
+        // A new instance type on PATCH resizes the VM (at its next start); the quota counts it at once.
+        let a_id = a["object"]["id"].as_str().unwrap();
+        let resize = json!({"object": {"spec": {"instance_type": "general.large"}}});
+        let (st, o) = s.raw(Method::PATCH, &format!("{vms}/{a_id}"), Some(&acme), Some(resize)).await;
+        assert_eq!((st, &o["object"]["spec"]["instance_type"]["name"]), (200, &json!("general.large")), "{o}");
+        assert_eq!(usage().await["cores"], 17);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_publishes_and_deprecates_instance_types() {
     let s = Server::start(Db::Sqlite).await.unwrap();

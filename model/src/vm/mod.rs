@@ -87,6 +87,11 @@ pub struct VirtualMachineSpec {
     /// Where it may run, when the server drives several clusters; fixed at create.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Placement>,
+    /// Its machine shape: an instance type by name or id (`"general.small"`
+    /// or `{"name": …}`), answered with both; its cores and memory replace
+    /// the template's defaults. Changing it resizes the VM at its next start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<crate::InstanceTypeReference>,
 }
 
 impl VirtualMachineSpec {
@@ -101,6 +106,7 @@ impl VirtualMachineSpec {
             ssh_public_key: None,
             image: None,
             placement: None,
+            instance_type: None,
         }
     }
 
@@ -411,6 +417,9 @@ pub struct SpecPatch {
     /// Must equal the current placement: a VM is placed once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Placement>,
+    /// A new instance type: the VM takes its shape at its next start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<crate::InstanceTypeReference>,
 }
 
 /// The object of a PATCH request.

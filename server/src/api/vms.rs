@@ -40,7 +40,13 @@ pub(super) fn routes() -> Router<AppState> {
 }
 
 /// Validates `spec` against its template, naming fields from `object.spec`.
-async fn resolve(s: &AppState, spec: &VirtualMachineSpec, errs: &mut ValidationErrors) -> Result<Option<(Template, Resolved)>, ApiError> {
+/// `previous` is the instance type the VM has, on a change.
+async fn resolve(
+    s: &AppState,
+    spec: &mut VirtualMachineSpec,
+    previous: Option<&str>,
+    errs: &mut ValidationErrors,
+) -> Result<Option<(Template, Resolved)>, ApiError> {
     let record = match s.store.get_template(&spec.template).await {
         Ok(r) => r,
         Err(StoreError::NotFound { .. }) => {
@@ -57,6 +63,7 @@ async fn resolve(s: &AppState, spec: &VirtualMachineSpec, errs: &mut ValidationE
     match template.resolve(&spec.template_parameters, "object.spec.template_parameters") {
         Ok(mut r) => {
             let before = errs.0.len();
+            super::vm_shape::apply(s, spec, &template, &mut r.spec, previous, errs).await?;
             spec.apply_guest_config(&mut r.spec, "object.spec", errs);
             apply_image(&template, spec, &mut r.spec, errs);
             Ok((errs.0.len() == before).then_some((template, r)))
@@ -138,11 +145,11 @@ pub(super) async fn create(
     caller: Caller,
     ApiJson(req): ApiJson<Envelope<CreateVirtualMachine>>,
 ) -> Result<(StatusCode, Json<Envelope<VirtualMachine>>), ApiError> {
-    let obj = req.object;
+    let mut obj = req.object;
     let mut errs = ValidationErrors::default();
     let name = checked_name(obj.requested_name(), &mut errs);
     let labels = vmaas_model::Labels::from_input(obj.metadata.as_ref(), &mut errs);
-    let resolved = resolve(&s, &obj.spec, &mut errs).await?;
+    let resolved = resolve(&s, &mut obj.spec, None, &mut errs).await?;
     check_placement(s.backend.as_ref(), obj.spec.placement.as_ref(), &mut errs);
     if let Some((template, r)) = &resolved {
         super::images::check_image(&s, &caller, &r.spec, &image_field(template, &obj.spec), &mut errs).await?;
@@ -245,13 +252,17 @@ pub(super) async fn patch(
     if let Some(k) = p.spec.ssh_public_key {
         next.spec.ssh_public_key = Some(k).filter(|k| !k.trim().is_empty());
     }
+    if let Some(t) = p.spec.instance_type.filter(|t| !super::vm_shape::same(t, current.spec.instance_type.as_ref())) {
+        next.spec.instance_type = Some(t);
+    }
+    let previous_type = current.spec.instance_type.as_ref().map(|t| t.id.as_str());
     next.labels = current.labels.patched(p.metadata.as_ref(), &mut errs);
     if next.spec == current.spec && next.labels == current.labels {
         return if errs.is_empty() { Ok(Json(Envelope { object: current.to_api() })) } else { Err(ApiError::invalid(errs)) };
     }
     let mut rebooted = false;
     if !same_machine_inputs(&next.spec, &current.spec)
-        && let Some((template, r)) = resolve(&s, &next.spec, &mut errs).await?
+        && let Some((template, r)) = resolve(&s, &mut next.spec, previous_type, &mut errs).await?
     {
         check_no_shrink(&template, &current.machine, &r.spec, &mut errs);
         super::images::check_image(&s, &caller, &r.spec, &image_field(&template, &next.spec), &mut errs).await?;
@@ -296,7 +307,8 @@ fn image_field(template: &Template, spec: &VirtualMachineSpec) -> String {
 
 /// Whether the parts of two specs the machine is resolved from are equal.
 fn same_machine_inputs(a: &VirtualMachineSpec, b: &VirtualMachineSpec) -> bool {
-    (&a.template_parameters, &a.user_data, &a.ssh_public_key) == (&b.template_parameters, &b.user_data, &b.ssh_public_key)
+    (&a.template_parameters, &a.user_data, &a.ssh_public_key, &a.instance_type)
+        == (&b.template_parameters, &b.user_data, &b.ssh_public_key, &b.instance_type)
 }
 
 /// Refuses a change that makes a disk smaller: disks only grow (a smaller
