@@ -11,7 +11,8 @@ use rmpv::Value;
 use vmaas_client::WaitFor;
 use vmaas_model::vm::{MetadataInput, SpecPatch, VmImage};
 use vmaas_model::{
-    CreateVirtualMachine, NetworkAttachment, ParameterValue, PatchVirtualMachine, Placement, PowerState, VirtualMachineSpec,
+    CreateVirtualMachine, InstanceTypeReference, NetworkAttachment, ParameterValue, PatchVirtualMachine, Placement, PowerState,
+    VirtualMachineSpec,
 };
 
 use crate::value::{get, string};
@@ -74,6 +75,8 @@ pub struct VmModel {
     pub image: Option<String>,
     /// Where it must run.
     pub placement: Option<Placement>,
+    /// Its instance type, by name or id.
+    pub instance_type: Option<String>,
     /// How long each operation waits.
     pub timeouts: Timeouts,
 }
@@ -92,6 +95,7 @@ impl VmModel {
             ssh_public_key: planned_keys(v),
             image: string(get(v, "image")),
             placement: placement(v),
+            instance_type: string(get(v, "instance_type")),
             timeouts: Timeouts::decode(v),
         }
     }
@@ -116,15 +120,22 @@ impl VmModel {
                 ssh_public_key: self.ssh_public_key.clone(),
                 image: self.image.clone().map(|r| VmImage { source_type: String::new(), source_ref: r }),
                 placement: self.placement.clone(),
-                instance_type: None,
+                instance_type: self.instance_type_reference(),
             },
             status: None,
         }
     }
 
-    /// The change an update makes: its power state (anything else replaces the VM).
-    pub fn power_patch(&self) -> PatchVirtualMachine {
-        PatchVirtualMachine { spec: SpecPatch { state: Some(self.power), ..Default::default() }, ..Default::default() }
+    /// The change an update makes: its power state and its instance type
+    /// (anything else replaces the VM).
+    pub fn patch(&self) -> PatchVirtualMachine {
+        let spec = SpecPatch { state: Some(self.power), instance_type: self.instance_type_reference(), ..Default::default() };
+        PatchVirtualMachine { spec, ..Default::default() }
+    }
+
+    /// The instance type as the API takes it (the server finds it by id, else by name).
+    fn instance_type_reference(&self) -> Option<InstanceTypeReference> {
+        self.instance_type.clone().map(|name| InstanceTypeReference { id: String::new(), name })
     }
 }
 

@@ -120,7 +120,8 @@ impl VmResource {
                 }
             }
         }
-        let state_changed = !creating && get(prior, "state") != get(&planned, "state");
+        let in_place = ["state", "instance_type"];
+        let state_changed = !creating && in_place.iter().any(|a| get(prior, a) != get(&planned, a));
         if creating || !replace.is_empty() {
             for attr in ["id", "status", "internal_ip", "external_ip", "conditions", "placed_on"] {
                 set(&mut planned, attr, unknown());
@@ -157,7 +158,7 @@ impl VmResource {
             }
         } else {
             let id = string(get(prior, "id")).unwrap_or_default();
-            match client.patch_vm_versioned(&id, &model.power_patch(), 5).await {
+            match client.patch_vm_versioned(&id, &model.patch(), 5).await {
                 Ok(vm) => (vm, "update"),
                 Err(e) => {
                     diags.push(error("cannot update the virtual machine", e.to_string(), None));
@@ -292,6 +293,12 @@ impl Resource for VmResource {
                     STRING_MAP,
                     Mode::Optional,
                     "Labels the cluster it runs on must have (`--cluster-label` on the server). Changing them replaces the VM.",
+                ),
+                attr(
+                    "instance_type",
+                    STRING,
+                    Mode::Optional,
+                    "Its instance type, by name or id (`vmaas_instance_type`): its cores and memory replace the template's defaults. Changes in place: the VM takes the new shape at its next start (RESTART_REQUIRED meanwhile).",
                 ),
                 attr("state", STRING, Mode::OptionalComputed, "`started` (default) or `stopped`. Changes in place."),
                 attr("status", STRING, Mode::Computed, "READY, PROGRESSING, STOPPED, FAILED or DELETING."),

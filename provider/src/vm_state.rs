@@ -94,8 +94,19 @@ pub(crate) fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
         ("cluster", value::opt_string(vm.spec.placement.as_ref().and_then(|p| p.cluster.as_deref()))),
         ("placed_on", value::opt_string(vm.status.cluster.as_deref())),
         ("placement_labels", labels_state(vm, like)),
+        ("instance_type", instance_type_state(vm, like)),
         ("timeouts", get(like, "timeouts").clone()),
     ])
+}
+
+/// `instance_type` as written (a name or an id) while the VM has that
+/// type, else the type's name (an import, or a change made elsewhere).
+fn instance_type_state(vm: &VirtualMachine, like: &Value) -> Value {
+    let Some(t) = &vm.spec.instance_type else { return Value::Nil };
+    match crate::value::string(get(like, "instance_type")) {
+        Some(w) if w == t.id || w == t.name => Value::from(w),
+        _ => Value::from(t.name.as_str()),
+    }
 }
 
 /// `ssh_keys` as the VM has them (null when unset and not written).

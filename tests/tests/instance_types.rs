@@ -253,3 +253,80 @@ async fn terraform_scenario(tf: Tf) {
 }
 
 vmaas_tests::on_both_terraforms!(terraform_scenario: instance_type_terraform_1_0_3, instance_type_terraform_1_15_5);
+
+const RESIZE_TF: &str = r#"
+terraform {
+  required_providers {
+    vmaas = { source = "vmaas/vmaas" }
+  }
+}
+provider "vmaas" {}
+
+variable "bigger" {
+  type    = bool
+  default = false
+}
+
+resource "vmaas_instance_type" "small" {
+  name       = "t.small"
+  cores      = 1
+  memory_gib = 1
+}
+
+resource "vmaas_instance_type" "medium" {
+  name       = "t.medium"
+  cores      = 2
+  memory_gib = 1
+}
+
+resource "vmaas_virtual_machine" "vm" {
+  name          = "shaped"
+  template      = "tiny"
+  instance_type = var.bigger ? vmaas_instance_type.medium.name : vmaas_instance_type.small.name
+}
+
+output "id" {
+  value = vmaas_virtual_machine.vm.id
+}
+
+output "status" {
+  value = vmaas_virtual_machine.vm.status
+}
+"#;
+
+/// A real VM of an instance type, resized in place by naming another:
+/// the same VM, which takes the new shape at its next start.
+async fn resize_scenario(tf: Tf) {
+    let s = Server::start_qemu().await;
+    let admin = s.token("ops", true);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(vmaas_tests::tf::repo().join("examples/templates/tiny.yaml"), dir.path().join("tiny.yaml")).unwrap();
+    let out = s.cli(&admin, &["template", "sync", dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let w = Workspace::new(tf, &s, &admin, RESIZE_TF);
+    w.apply(&[]);
+    assert_eq!(w.output("status"), "READY");
+    let id = w.output("id");
+    assert_eq!(w.plan_code(&[]).0, 0, "no drift");
+    let text = w.apply(&["-var", "bigger=true"]);
+    assert!(text.contains("0 added, 1 changed, 0 destroyed"), "an in-place resize: {text}");
+    assert_eq!(w.output("id"), id, "the same VM");
+    let vm = format!("/api/fulfillment/v1/virtual_machines/{id}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (_, o) = s.raw(Method::GET, &vm, Some(&admin), None).await;
+        assert_eq!(o["object"]["spec"]["instance_type"]["name"], "t.medium", "{o}");
+        let conditions = o["object"]["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        if conditions.iter().any(|c| {
+            c["type"].as_str().is_some_and(|t| t.ends_with("RESTART_REQUIRED")) && c["status"].as_str().is_some_and(|s| s.ends_with("TRUE"))
+        }) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no RESTART_REQUIRED after the resize: {o}");
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    assert_eq!(w.plan_code(&["-var", "bigger=true"]).0, 0, "no drift after the resize");
+    w.ok(&["destroy", "-auto-approve", "-no-color", "-var", "bigger=true"]);
+}
+
+vmaas_tests::on_both_terraforms!(resize_scenario: vm_instance_type_terraform_1_0_3, vm_instance_type_terraform_1_15_5);

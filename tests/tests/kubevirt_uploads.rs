@@ -30,6 +30,21 @@ async fn put(s: &Server, t: &str, id: &str, data: Vec<u8>) -> (u16, Value) {
     (rsp.status().as_u16(), rsp.json().await.unwrap_or_default())
 }
 
+/// Waits until the server has listed cluster `name` (it lists a cluster
+/// that did not answer at its start in the background; until then an
+/// upload to it is refused, as what it holds is not known).
+async fn listed(s: &Server, name: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (_, health) = s.raw(Method::GET, "/healthz", None, None).await;
+        if health["backend"]["details"]["clusters"][name]["reachable"] == true {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "cluster {name} never listed: {health:#}\n{}", s.log());
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 fn hex(data: &[u8]) -> String {
     format!("{:x}", Sha256::digest(data))
 }
@@ -98,6 +113,7 @@ async fn an_upload_is_made_on_every_cluster() {
     args.extend(["--cdi-upload-proxy", &proxy.url, "--cdi-upload-proxy-ca", &ca]);
     args.extend(host.iter().map(String::as_str));
     let s = Server::start_with(Db::Sqlite, &args).await.expect("sqlite");
+    listed(&s, "k8s").await;
     let t = s.token("acme", false);
     let data: Vec<u8> = (0..204_800u32).map(|i| (i.wrapping_mul(2_246_822_519) >> 24) as u8).collect();
 
