@@ -38,13 +38,38 @@ pub(super) fn targets_of(row: &Row) -> Vec<String> {
             AttachmentRecord::from_row(row).ok().and_then(|a| a.spec.compute_instance).into_iter().collect()
         }
         ObjectKind::LoadBalancer => LoadBalancerRecord::from_row(row).map(|lb| lb.spec.targets).unwrap_or_default(),
-        ObjectKind::VirtualMachine => boot_image(&row.spec).map(|i| vec![image_link(&i)]).unwrap_or_default(),
+        ObjectKind::VirtualMachine => vm_targets(&row.spec),
         ObjectKind::Volume => {
             VolumeRecord::from_row(row).ok().and_then(|v| v.spec.source_image).map(|i| image_link(&i)).into_iter().collect()
         }
         ObjectKind::Image => ImageRecord::from_row(row).ok().and_then(|i| i.spec.source).map(|u| source_link(&u)).into_iter().collect(),
         _ => Vec::new(),
     }
+}
+
+/// What a stored VM document links to: the [`image_link`] of the image it
+/// boots, and the id of its instance type (so that a type's VMs are found
+/// without reading every VM).
+fn vm_targets(doc: &str) -> Vec<String> {
+    let image = boot_image(doc).map(|i| image_link(&i));
+    image.into_iter().chain(instance_type(doc)).collect()
+}
+
+/// The id of a stored VM document's instance type (`spec.instance_type.id`).
+fn instance_type(doc: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        spec: Spec,
+    }
+    #[derive(serde::Deserialize)]
+    struct Spec {
+        instance_type: Option<Reference>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Reference {
+        id: String,
+    }
+    serde_json::from_str::<Doc>(doc).ok()?.spec.instance_type.map(|t| t.id).filter(|id| !id.is_empty())
 }
 
 /// The image a stored VM document boots, read without decoding the rest
@@ -148,5 +173,13 @@ mod tests {
         let first = r#"{"spec":{},"machine":{"cpu_cores":4,"image":"default","disk_size":"30Gi"},"requests":{"restart":0}}"#;
         assert_eq!(super::boot_image(first).as_deref(), Some("default"));
         assert_eq!(super::boot_image("not json"), None);
+    }
+
+    #[test]
+    fn a_vm_links_to_its_image_and_its_instance_type() {
+        let doc = r#"{"spec":{"template":"t","instance_type":{"id":"it-1","name":"general.small"}},"machine":{"boot":{"image":"debian"}}}"#;
+        assert_eq!(super::vm_targets(doc), ["image:debian", "it-1"]);
+        let none = r#"{"spec":{"template":"t"},"machine":{"boot":{"image":"debian"}}}"#;
+        assert_eq!(super::vm_targets(none), ["image:debian"]);
     }
 }

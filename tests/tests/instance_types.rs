@@ -145,6 +145,32 @@ on_both_databases! {
         let (st, o) = s.raw(Method::PATCH, &format!("{vms}/{a_id}"), Some(&acme), Some(resize)).await;
         assert_eq!((st, &o["object"]["spec"]["instance_type"]["name"]), (200, &json!("general.large")), "{o}");
         assert_eq!(usage().await["cores"], 17);
+
+        // A VM of a deprecated type: its status names the replacement; deprecating the
+        // type of running VMs wakes them to say so; a type in use is not deleted.
+        let c = s.raw(Method::GET, &format!("{vms}?name=c"), Some(&acme), None).await.1["items"][0]["id"].as_str().unwrap().to_owned();
+        let named = |id: String| {
+            let (s, acme) = (&s, acme.clone());
+            async move {
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+                loop {
+                    let (_, o) = s.raw(Method::GET, &format!("{vms}/{id}"), Some(&acme), None).await;
+                    let d = o["object"]["status"]["instance_type_deprecation"].clone();
+                    if d["replacement"]["name"].is_string() {
+                        return d;
+                    }
+                    assert!(std::time::Instant::now() < deadline, "no deprecation in the status: {o}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            }
+        };
+        let d = named(c).await;
+        assert_eq!((d["state"].as_str(), d["replacement"]["name"].as_str()), (Some("INSTANCE_TYPE_STATE_DEPRECATED"), Some("general.small")), "{d}");
+        let large = id("general.large").await;
+        assert_eq!(patch(&s, &admin, &large, json!({"state": "INSTANCE_TYPE_STATE_DEPRECATED", "deprecation": {"replacement": "general.small"}})).await.0, 200);
+        assert_eq!(named(a_id.to_owned()).await["replacement"]["name"], "general.small");
+        let (st, e) = s.raw(Method::DELETE, &format!("{TYPES}/{large}"), Some(&admin), None).await;
+        assert!(st == 409 && e["message"].as_str().unwrap().contains("\"a\" (acme)") && e["message"].as_str().unwrap().contains("\"b\""), "{st} {e}");
     }
 }
 

@@ -346,6 +346,10 @@ pub struct VirtualMachineStatus {
     /// The cluster it was placed on, when the server drives several.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
+    /// Its instance type's deprecation, while the type is DEPRECATED or
+    /// OBSOLETE: the state, the type to move to, and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type_deprecation: Option<crate::InstanceTypeDeprecation>,
 }
 
 impl VirtualMachineStatus {

@@ -160,6 +160,8 @@ pub fn derive_status(
         internal_ips: if keep_ips { observed.nic_ips.clone() } else { Vec::new() },
         // Placed once: the cluster stays named until the VM is gone.
         cluster: observed.cluster.clone().or_else(|| previous.cluster.clone()),
+        // The reconciler's, from the instance type; kept until it writes anew.
+        instance_type_deprecation: previous.instance_type_deprecation.clone(),
     }
 }
 

@@ -6,7 +6,10 @@ use std::time::Duration;
 use chrono::Utc;
 use tracing::{info, warn};
 use vmaas_backend::{Attachment, BackendError, Cleanup, ErrorKind, Firewall, Requests, VmSpec, VmTarget};
-use vmaas_model::{Desired, Observation, Phase, PowerState, Reason, SecurityGroup, VmState, derive_status};
+use vmaas_model::{
+    Desired, InstanceType, InstanceTypeDeprecation, InstanceTypeState, Observation, Phase, PowerState, Reason, SecurityGroup, VmState,
+    derive_status,
+};
 
 use super::{Outcome, Reconciler};
 use crate::store::{Scope, StoreError, VmRecord};
@@ -199,9 +202,21 @@ async fn delete(r: &Reconciler, vm: &VmRecord) -> Result<(Outcome, Option<Durati
     }
 }
 
+/// The deprecation of the VM's instance type, while it is DEPRECATED or
+/// OBSOLETE (a type deleted meanwhile says nothing).
+async fn deprecation(r: &Reconciler, vm: &VmRecord) -> Result<Option<InstanceTypeDeprecation>, StoreError> {
+    let Some(t) = &vm.spec.instance_type else { return Ok(None) };
+    match r.store.get_record::<InstanceType>(&t.id, &Scope::All).await {
+        Ok(t) if t.spec.state != InstanceTypeState::Active => Ok(t.spec.deprecation),
+        Ok(_) | Err(StoreError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Derives and writes the status for `obs`, if it changed.
 async fn write(r: &Reconciler, vm: &VmRecord, obs: &Observation, acted: Requests) -> Result<Outcome, StoreError> {
-    let status = derive_status(desired(vm), obs, &vm.status, Utc::now());
+    let mut status = derive_status(desired(vm), obs, &vm.status, Utc::now());
+    status.instance_type_deprecation = deprecation(r, vm).await?;
     if status == vm.status && acted == vm.acted {
         return Ok(Outcome::Unchanged);
     }

@@ -4,14 +4,17 @@
 //! them. Their shape is fixed at create. Nothing runs them: they are READY
 //! as stored, so the reconciler has nothing to do.
 
+use axum::http::StatusCode;
 use chrono::Utc;
 use tracing::info;
-use vmaas_model::{InstanceType, InstanceTypeReference, InstanceTypeSpec, InstanceTypeState, Object, PatchInstanceType, ValidationErrors};
+use vmaas_model::{
+    InstanceType, InstanceTypeReference, InstanceTypeSpec, InstanceTypeState, Object, ObjectKind, PatchInstanceType, ValidationErrors,
+};
 
 use crate::api::resource::{Docs, Resource};
 use crate::api::simple;
 use crate::auth::Caller;
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::reconciler::{Outcome, PassFuture, Reconciler};
 use crate::state::AppState;
 use crate::store::{Record, Scope};
@@ -25,10 +28,10 @@ impl Resource for InstanceType {
     const DOCS: Docs = Docs {
         create: "Publish an instance type (administrators): `spec.cores`, `spec.memory_gib`, optionally `spec.gpu`.\nIts shape is fixed once published.",
         patch: "Change an instance type's description or lifecycle (administrators).\n`spec.state` DEPRECATED with `spec.deprecation.replacement`, or OBSOLETE; the server sets the times.",
-        remove: "Delete an instance type (administrators).",
+        remove: "Delete an instance type (administrators); refused (409 naming them) while VMs use it.",
         create_errors: &[(403, "The caller is not an administrator"), (409, "The name is taken")],
         patch_errors: &[(403, "The caller is not an administrator"), (409, "The version sent is stale")],
-        remove_errors: &[(403, "The caller is not an administrator")],
+        remove_errors: &[(403, "The caller is not an administrator"), (409, "FAILED_PRECONDITION: virtual machines use it")],
     };
 
     fn check_spec(spec: &InstanceTypeSpec) -> Result<(), ValidationErrors> {
@@ -65,11 +68,23 @@ impl Resource for InstanceType {
         let current = simple::relabelled(current, p.metadata.as_ref())?;
         let updated = s.store.update_record_spec(&current, expected, spec, Utc::now()).await?;
         info!(instance_type = %id, state = %updated.spec.state, version = updated.version, "instance type changed");
+        // Its VMs' statuses name its deprecation: they are looked at again.
+        for vm in s.store.linked_to(ObjectKind::VirtualMachine, &updated.id).await? {
+            s.queue.enqueue(ObjectKind::VirtualMachine, &vm.id);
+        }
         Ok(updated)
     }
 
     async fn remove(s: &AppState, _caller: &Caller, id: &str) -> Result<InstanceTypeRecord, ApiError> {
         let rec = s.store.get_record::<Self>(id, &Scope::All).await?;
+        let users = s.store.linked_to(ObjectKind::VirtualMachine, &rec.id).await?;
+        if !users.is_empty() {
+            let names: Vec<String> = users.iter().take(5).map(|v| format!("{:?} ({})", v.name, v.tenant)).collect();
+            let more = if users.len() > 5 { format!(" and {} more", users.len() - 5) } else { String::new() };
+            let message =
+                format!("instance type {:?} is used by virtual machines {}{more}: deprecate it instead", rec.name, names.join(", "));
+            return Err(ApiError::new(StatusCode::CONFLICT, Code::FailedPrecondition, message));
+        }
         s.store.delete_now(Self::KIND, &rec.id).await?;
         info!(instance_type = %rec.id, name = %rec.name, "instance type deleted");
         Ok(rec)
