@@ -49,48 +49,61 @@ pub(super) fn targets_of(row: &Row) -> Vec<String> {
 
 /// What a stored VM document links to: the [`image_link`] of the image it
 /// boots, and the id of its instance type (so that a type's VMs are found
-/// without reading every VM).
+/// without reading every VM). The document is read once, for both.
 fn vm_targets(doc: &str) -> Vec<String> {
-    let image = boot_image(doc).map(|i| image_link(&i));
-    image.into_iter().chain(instance_type(doc)).collect()
+    let Some(d) = VmDoc::parse(doc) else { return Vec::new() };
+    let image = d.boot_image().map(|i| image_link(&i));
+    image.into_iter().chain(d.instance_type()).collect()
 }
 
-/// The id of a stored VM document's instance type (`spec.instance_type.id`).
-fn instance_type(doc: &str) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Doc {
-        spec: Spec,
-    }
-    #[derive(serde::Deserialize)]
-    struct Spec {
-        instance_type: Option<Reference>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Reference {
-        id: String,
-    }
-    serde_json::from_str::<Doc>(doc).ok()?.spec.instance_type.map(|t| t.id).filter(|id| !id.is_empty())
+/// What links need of a stored VM document, read without decoding the
+/// rest of it (every VM write reads it).
+#[derive(serde::Deserialize)]
+struct VmDoc {
+    #[serde(default)]
+    spec: Option<VmSpec>,
+    #[serde(default)]
+    machine: Option<Machine>,
 }
 
-/// The image a stored VM document boots, read without decoding the rest
-/// of it (every VM write reads it): `machine.boot.image`, or `machine.image`
-/// in the first release's documents.
-fn boot_image(doc: &str) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Doc {
-        machine: Machine,
+#[derive(serde::Deserialize)]
+struct VmSpec {
+    instance_type: Option<Reference>,
+}
+
+#[derive(serde::Deserialize)]
+struct Reference {
+    #[serde(default)]
+    id: String,
+}
+
+#[derive(serde::Deserialize)]
+struct Machine {
+    boot: Option<Boot>,
+    image: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct Boot {
+    image: String,
+}
+
+impl VmDoc {
+    fn parse(doc: &str) -> Option<Self> {
+        serde_json::from_str(doc).ok()
     }
-    #[derive(serde::Deserialize)]
-    struct Machine {
-        boot: Option<Boot>,
-        image: Option<String>,
+
+    /// The image it boots: `machine.boot.image`, or `machine.image` in the
+    /// first release's documents.
+    fn boot_image(&self) -> Option<String> {
+        let m = self.machine.as_ref()?;
+        m.boot.as_ref().map(|b| b.image.clone()).or_else(|| m.image.clone())
     }
-    #[derive(serde::Deserialize)]
-    struct Boot {
-        image: String,
+
+    /// The id of its instance type (`spec.instance_type.id`).
+    fn instance_type(&self) -> Option<String> {
+        self.spec.as_ref()?.instance_type.as_ref().map(|t| t.id.clone()).filter(|id| !id.is_empty())
     }
-    let m = serde_json::from_str::<Doc>(doc).ok()?.machine;
-    m.boot.map(|b| b.image).or(m.image)
 }
 
 /// The kinds that link.
@@ -169,10 +182,11 @@ mod tests {
     #[test]
     fn the_boot_image_of_a_vm_document_today_and_in_the_first_release() {
         let today = r#"{"spec":{"template":"t"},"machine":{"boot":{"image":"debian"},"cpu":{"cores":1}},"requests":{}}"#;
-        assert_eq!(super::boot_image(today).as_deref(), Some("debian"));
+        let boot_image = |doc: &str| super::VmDoc::parse(doc).and_then(|d| d.boot_image());
+        assert_eq!(boot_image(today).as_deref(), Some("debian"));
         let first = r#"{"spec":{},"machine":{"cpu_cores":4,"image":"default","disk_size":"30Gi"},"requests":{"restart":0}}"#;
-        assert_eq!(super::boot_image(first).as_deref(), Some("default"));
-        assert_eq!(super::boot_image("not json"), None);
+        assert_eq!(boot_image(first).as_deref(), Some("default"));
+        assert_eq!(boot_image("not json"), None);
     }
 
     #[test]

@@ -325,10 +325,7 @@ output "status" {
 async fn resize_scenario(tf: Tf) {
     let s = Server::start_qemu().await;
     let admin = s.token("ops", true);
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(vmaas_tests::tf::repo().join("examples/templates/tiny.yaml"), dir.path().join("tiny.yaml")).unwrap();
-    let out = s.cli(&admin, &["template", "sync", dir.path().to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    vmaas_tests::vms::publish(&s, vmaas_tests::vms::TINY);
     let w = Workspace::new(tf, &s, &admin, RESIZE_TF);
     w.apply(&[]);
     assert_eq!(w.output("status"), "READY");
