@@ -49,5 +49,8 @@ ensure_runtime_deps() {
     apt_install curl ca-certificates
     ensure_qemu
     apt_install qemu-utils
+    # EFI firmware (OVMF, with Secure Boot) and a software TPM 2.0 for guest
+    # profiles that ask for them.
+    apt_install ovmf swtpm swtpm-tools
     ensure_npm
 }

@@ -6,6 +6,9 @@
 #   IMAGES/test-guest/image.json   how to boot it
 #   IMAGES/test-guest/bios.qcow2   the same guest on a disk that boots by BIOS
 #                                  (syslinux on FAT), as an imported image does
+#   IMAGES/test-guest-efi/         the same guest on an EFI system partition
+#                                  that boots under Secure Boot: Debian's signed
+#                                  shim, GRUB and kernel (OVMF's Microsoft keys)
 # IMAGES is $VMAAS_IMAGES_DIR, default ~/.local/share/vmaas/images.
 # Rebuilds only when this script or guest/ changed.
 set -euo pipefail
@@ -13,8 +16,9 @@ set -euo pipefail
 
 IMAGES=${VMAAS_IMAGES_DIR:-$HOME/.local/share/vmaas/images}
 OUT=$IMAGES/test-guest
-stamp=$(cat "$0" "$ROOT/guest/init" "$ROOT/guest/udhcpc.script" | sha256sum | cut -c1-16)
-if [ -f "$OUT/image.json" ] && [ "$(cat "$OUT/.stamp" 2>/dev/null)" = "$stamp" ]; then
+stamp=$(cat "$0" "$ROOT/guest/init" "$ROOT/guest/udhcpc.script" "$ROOT/guest/tpm" | sha256sum | cut -c1-16)
+EFI=$IMAGES/test-guest-efi
+if [ -f "$OUT/image.json" ] && [ -f "$EFI/image.json" ] && [ "$(cat "$OUT/.stamp" 2>/dev/null)" = "$stamp" ]; then
     exit 0
 fi
 apt_install e2fsprogs qemu-utils python3 dosfstools mtools syslinux
@@ -26,8 +30,10 @@ kpkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/ { prin
 [ -n "$kpkg" ] || die "cannot find the kernel package behind linux-image-amd64"
 # apt-get download writes as _apt when it can: give it a directory it may write.
 chmod 777 "$work"
-apt-get download -q "$kpkg" busybox-static >/dev/null
+apt-get download -q "$kpkg" busybox-static shim-signed grub-efi-amd64-signed >/dev/null
 dpkg -x "$kpkg"_*.deb kernel
+dpkg -x shim-signed_*.deb efi
+dpkg -x grub-efi-amd64-signed_*.deb efi
 dpkg -x busybox-static_*.deb busybox
 kver=${kpkg#linux-image-}
 
@@ -58,9 +64,12 @@ for name, rel in by_name.items():
     names = data[i + 9:data.index(b"\0", i + 1)].decode().split(",") if i >= 0 else []
     deps[rel] = [by_name[n.replace("-", "_")] for n in names if n]
 # vfat and its code pages read cloud-init's NoCloud seed disk (label CIDATA).
+# efivarfs shows an EFI guest's variables; virtio_mem plugs memory into a
+# running guest.
 # virtio_balloon reports freed pages back to the host (free page reporting);
 # vmgenid reseeds the RNG of a clone restored from a snapshot.
-wanted = ["virtio_pci", "virtio_balloon", "vmgenid", "virtio_net", "virtio_blk", "ext4", "crc32c_generic", "button", "evdev", "vfat", "nls_cp437", "nls_utf8", "nls_ascii"]
+wanted = ["virtio_pci", "virtio_balloon", "vmgenid", "virtio_net", "virtio_blk", "ext4", "crc32c_generic", "button", "evdev", "vfat", "nls_cp437", "nls_utf8", "nls_ascii",
+          "efivarfs", "virtio_mem"]
 order = []
 def visit(m):
     if m in order:
@@ -81,6 +90,7 @@ for d in ["bin", "sbin", "dev", "proc", "sys", "etc", "lib", "lib/modules", "www
 add("bin/busybox", stat.S_IFREG | 0o755, open(f"{work}/busybox/bin/busybox", "rb").read())
 add("init", stat.S_IFREG | 0o755, open(f"{guest}/init", "rb").read())
 add("etc/udhcpc.script", stat.S_IFREG | 0o755, open(f"{guest}/udhcpc.script", "rb").read())
+add("bin/vmaas-tpm", stat.S_IFREG | 0o755, open(f"{guest}/tpm", "rb").read())
 add("etc/modules", stat.S_IFREG | 0o644, "".join(os.path.basename(m) + "\n" for m in order).encode())
 add("etc/passwd", stat.S_IFREG | 0o644, b"root:x:0:0:root:/root:/bin/sh\n")
 add("dev/console", stat.S_IFCHR | 0o600)
@@ -114,6 +124,35 @@ printf '%s\n' 'DEFAULT vmaas' 'SERIAL 0 115200' 'TIMEOUT 0' 'LABEL vmaas' '  KER
 mcopy -i bios.raw vmlinuz initrd.cpio syslinux.cfg ::
 syslinux --install bios.raw
 qemu-img convert -q -f raw -O qcow2 bios.raw bios.qcow2
+
+# The guest on an EFI system partition (FAT, no partition table: OVMF reads
+# it whole), booting by the removable-media path: shim (signed by
+# Microsoft's UEFI CA, whose keys OVMF_VARS_4M.ms.fd enrols) loads GRUB
+# (signed by Debian), which reads grub.cfg beside itself and has shim
+# verify the kernel (signed by Debian) before it boots it.
+printf '%s\n' 'set timeout=0' 'linux /vmlinuz console=ttyS0 panic=-1 no_timer_check quiet' 'initrd /initrd.cpio' 'boot' >grub.cfg
+kib=$(( ($(stat -c %s vmlinuz) + $(stat -c %s initrd.cpio)) / 1024 + 8192 ))
+mkfs.fat -C -n VMAASEFI esp.raw "$kib" >/dev/null
+mmd -i esp.raw ::EFI ::EFI/BOOT ::EFI/debian
+mcopy -i esp.raw efi/usr/lib/shim/shimx64.efi.signed ::EFI/BOOT/BOOTX64.EFI
+mcopy -i esp.raw efi/usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed ::EFI/BOOT/grubx64.efi
+mcopy -i esp.raw grub.cfg ::EFI/BOOT/grub.cfg
+mcopy -i esp.raw grub.cfg ::EFI/debian/grub.cfg
+mcopy -i esp.raw vmlinuz initrd.cpio ::
+qemu-img convert -q -f raw -O qcow2 esp.raw efi.qcow2
+mkdir -p "$EFI.new"
+mv efi.qcow2 "$EFI.new/disk.qcow2"
+cat >"$EFI.new/image.json" <<JSON
+{
+  "name": "test-guest-efi",
+  "description": "the test guest on an EFI system partition: Debian's signed shim, GRUB and $kver kernel (Secure Boot)",
+  "disk": "disk.qcow2",
+  "firmware": "efi",
+  "secure_boot": true
+}
+JSON
+rm -rf "$EFI"
+mv "$EFI.new" "$EFI"
 
 mkdir -p "$OUT.new"
 mv vmlinux initrd.cpio disk.qcow2 bios.qcow2 "$OUT.new/"

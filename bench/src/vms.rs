@@ -87,6 +87,7 @@ pub(crate) async fn start_qemu_server_with(
         gpu_aliases: Default::default(),
         snapshots,
         clone_tcg_cache_mib,
+        platform: Default::default(),
     };
     let backend = Arc::new(vmaas_qemu::QemuBackend::new(cfg).await?);
     let accel = backend.accel().accel.as_str();

@@ -58,6 +58,7 @@ pub mod mask;
 pub mod network;
 pub mod nocloud;
 pub mod object;
+pub mod profile;
 pub mod quantity;
 pub mod query;
 pub mod security_group;
@@ -84,6 +85,7 @@ pub use load_balancer::{LoadBalancer, LoadBalancerSpec, LoadBalancerState, LoadB
 pub use machine::{BootSource, CloudInit, Cpu, DEFAULT_IMAGE, Disk, DiskSource, MachineSpec, Nic, NicNetwork};
 pub use network::{CreateVirtualNetwork, VirtualNetwork, VirtualNetworkSpec, VirtualNetworkState, VirtualNetworkStatus};
 pub use object::{CreateObject, Envelope, Metadata, MetadataInput, Page};
+pub use profile::{Firmware, GuestOsFamily, GuestProfile, Platform};
 pub use quantity::{Quantity, QuantityError};
 pub use security_group::{
     CreateSecurityGroup, PatchSecurityGroup, SecurityGroup, SecurityGroupSpec, SecurityGroupState, SecurityGroupStatus, SecurityRule,

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::profile::GuestProfile;
 use crate::quantity::Quantity;
 use crate::spec::{ExposedPort, Gpu, Probe};
 use crate::validation::ValidationErrors;
@@ -124,6 +125,10 @@ pub struct MachineSpec {
     pub exposed_ports: Vec<ExposedPort>,
     /// Readiness probe; without one, a running guest is ready.
     pub readiness_probe: Option<Probe>,
+    /// The platform the template asks for (firmware, Secure Boot, TPM, OS
+    /// family); the backend lays it over the image's and builds the result.
+    #[serde(default, skip_serializing_if = "GuestProfile::is_empty")]
+    pub profile: GuestProfile,
 }
 
 impl Default for MachineSpec {
@@ -138,6 +143,7 @@ impl Default for MachineSpec {
             cloud_init: CloudInit::default(),
             exposed_ports: Vec::new(),
             readiness_probe: None,
+            profile: GuestProfile::default(),
         }
     }
 }
@@ -257,6 +263,8 @@ impl<'de> Deserialize<'de> for MachineSpec {
             cloud_init: CloudInit,
             exposed_ports: Vec<ExposedPort>,
             readiness_probe: Option<Probe>,
+            #[serde(default)]
+            profile: GuestProfile,
         }
         #[derive(Deserialize)]
         struct Flat {
@@ -281,6 +289,7 @@ impl<'de> Deserialize<'de> for MachineSpec {
                 cloud_init: c.cloud_init,
                 exposed_ports: c.exposed_ports,
                 readiness_probe: c.readiness_probe,
+                profile: c.profile,
             },
             Stored::Flat(f) => {
                 let mut m = Self {

@@ -48,12 +48,34 @@ pub struct SpecDefaults {
     /// SSH public keys installed in the guest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ssh_keys: Vec<String>,
+    /// Firmware, `bios` or `efi` (default: the image's, else by the OS family).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firmware: Option<crate::profile::Firmware>,
+    /// Secure Boot (EFI only; default: the image's, else on for Windows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secure_boot: Option<bool>,
+    /// A persistent TPM 2.0 (default: the image's, else on for Windows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpm: Option<bool>,
+    /// `linux` or `windows` (default: the image's, else `linux`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_os_family: Option<crate::profile::GuestOsFamily>,
 }
 
 impl SpecDefaults {
     /// Whether nothing is set (so it is left out of the JSON).
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
+    }
+
+    /// The guest profile these defaults set.
+    pub fn profile(&self) -> crate::profile::GuestProfile {
+        crate::profile::GuestProfile {
+            firmware: self.firmware,
+            secure_boot: self.secure_boot,
+            tpm: self.tpm,
+            guest_os_family: self.guest_os_family,
+        }
     }
 }
 

@@ -6,8 +6,8 @@
 use rmpv::Value;
 use vmaas_model::spec::{HttpProbe, TcpProbe};
 use vmaas_model::{
-    ExposedPort, Gpu, ParameterDefinition, ParameterType, ParameterValue, Protocol, Quantity, ReadinessProbe, SpecDefaults, SpecField,
-    VirtualMachineTemplate,
+    ExposedPort, Firmware, Gpu, GuestOsFamily, ParameterDefinition, ParameterType, ParameterValue, Protocol, Quantity, ReadinessProbe,
+    SpecDefaults, SpecField, VirtualMachineTemplate,
 };
 
 use crate::value::{get, object, string};
@@ -35,6 +35,11 @@ fn typed(ty: Option<ParameterType>, count_like: bool, text: &str) -> serde_json:
         return serde_json::Value::from(n);
     }
     serde_json::Value::String(text.to_owned())
+}
+
+/// A word of `spec_defaults` (`firmware = "efi"`) read by `parse`, if set.
+fn word<T>(sd: &Value, key: &str, parse: fn(&str) -> Option<T>) -> Result<Option<T>, String> {
+    string(get(sd, key)).map(|w| parse(&w).ok_or_else(|| format!("spec_defaults.{key}: unknown value {w:?}"))).transpose()
 }
 
 /// The template a configuration or state describes. Parameter types not
@@ -113,6 +118,10 @@ pub fn from_tf(v: &Value) -> Result<VirtualMachineTemplate, String> {
         readiness_probe,
         user_data: string(get(sd, "user_data")),
         ssh_keys: strings(get(sd, "ssh_keys")),
+        firmware: word(sd, "firmware", Firmware::parse)?,
+        secure_boot: get(sd, "secure_boot").as_bool(),
+        tpm: get(sd, "tpm").as_bool(),
+        guest_os_family: word(sd, "guest_os_family", GuestOsFamily::parse)?,
     };
     Ok(VirtualMachineTemplate {
         type_url: None,
@@ -201,6 +210,10 @@ pub fn to_tf(t: &VirtualMachineTemplate, like: &Value) -> Value {
             ("image", opt_str(sd.image.as_deref())),
             ("user_data", opt_str(sd.user_data.as_deref())),
             ("ssh_keys", keep_null(Value::Array(sd.ssh_keys.iter().map(|k| Value::from(k.as_str())).collect()), get(like_sd, "ssh_keys"))),
+            ("firmware", opt_str(sd.firmware.map(Firmware::as_str))),
+            ("secure_boot", sd.secure_boot.map(Value::Boolean).unwrap_or(Value::Nil)),
+            ("tpm", sd.tpm.map(Value::Boolean).unwrap_or(Value::Nil)),
+            ("guest_os_family", opt_str(sd.guest_os_family.map(GuestOsFamily::as_str))),
             ("readiness_probe", probe.unwrap_or(Value::Nil)),
             (
                 "exposed_port",

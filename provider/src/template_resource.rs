@@ -126,6 +126,10 @@ fn schema() -> Schema {
             attr("image", STRING, false, "Base image name."),
             attr("user_data", STRING, false, "Cloud-init user data."),
             attr("ssh_keys", STRING_LIST, false, "SSH public keys."),
+            attr("firmware", STRING, false, "Firmware: `bios` or `efi` (default: the image's, else by the OS family)."),
+            attr("secure_boot", BOOL, false, "Secure Boot (EFI only; default: the image's, else on for Windows)."),
+            attr("tpm", BOOL, false, "A persistent TPM 2.0 (default: the image's, else on for Windows)."),
+            attr("guest_os_family", STRING, false, "`linux` or `windows` (default: the image's, else `linux`)."),
         ],
         vec![probe, port, gpu],
     );

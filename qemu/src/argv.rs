@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use vmaas_model::{ExposedPort, MachineSpec, Protocol};
 
 use crate::accel::Accel;
+use crate::platform::PlatformArgs;
 
 /// Booting a kernel directly, as the test images do.
 #[derive(Debug, Clone, PartialEq)]
@@ -216,6 +217,8 @@ pub struct QemuArgs {
     pub qmp: PathBuf,
     /// Pid file written once daemonized.
     pub pidfile: PathBuf,
+    /// Firmware, TPM and what the guest's OS family needs.
+    pub platform: PlatformArgs,
 }
 
 /// PCI slot of the seed disk of a template and its clones (below the NICs':
@@ -251,15 +254,24 @@ impl QemuArgs {
         let mut a: Vec<OsString> = Vec::new();
         let mut push = |parts: &[&str]| a.extend(parts.iter().map(OsString::from));
         push(&["-name", &self.name]);
-        let machine = if self.ram.is_some() { "pc,memory-backend=ram0" } else { "pc" };
+        let mut machine = self.platform.machine().to_owned();
+        if self.ram.is_some() {
+            machine.push_str(",memory-backend=ram0");
+        }
         let accel = match (self.tcg_cache_mib, self.accel) {
             (Some(mib), Accel::Tcg) => format!("tcg,tb-size={mib}"),
             _ => self.accel.as_str().to_owned(),
         };
-        push(&["-machine", machine, "-accel", &accel]);
-        push(&["-cpu", if self.accel == Accel::Kvm { "host" } else { "max" }]);
+        push(&["-machine", &machine, "-accel", &accel]);
+        let model = if self.accel == Accel::Kvm { "host" } else { "max" };
+        match self.platform.cpu_options() {
+            Some(o) => push(&["-cpu", &format!("{model},{o}")]),
+            None => push(&["-cpu", model]),
+        }
         push(&["-smp", &self.cpus.to_string(), "-m", &format!("{}M", self.memory_mib)]);
         push(&["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]);
+        let platform = self.platform.args();
+        push(&platform.iter().map(String::as_str).collect::<Vec<_>>());
         if let Some(r) = &self.ram {
             // A clone opens the file read-only (its writes stay its own
             // pages): QEMU discards a private file mapping's freed pages by
@@ -360,6 +372,7 @@ mod tests {
             serial: "/v/serial.sock".into(),
             qmp: "/v/qmp.sock".into(),
             pidfile: "/v/qemu.pid".into(),
+            platform: PlatformArgs::default(),
         }
     }
 

@@ -45,6 +45,9 @@ pub enum Cold {
     /// Devices passed through cannot be in a snapshot.
     #[error("it has GPUs passed through")]
     Gpus,
+    /// Snapshots are of BIOS guests without a TPM.
+    #[error("its platform has EFI firmware or a TPM")]
+    Platform,
     /// Only a root disk is in a template.
     #[error("it has data disks")]
     DataDisks,
@@ -98,6 +101,9 @@ impl Vms {
         }
         if !args.gpus.is_empty() {
             return Err(Cold::Gpus);
+        }
+        if args.platform.efi.is_some() || args.platform.tpm.is_some() {
+            return Err(Cold::Platform);
         }
         let [root] = machine.disks.as_slice() else { return Err(Cold::DataDisks) };
         let disk_bytes = root.size.to_units_ceil().unwrap_or(0);

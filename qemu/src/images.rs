@@ -31,6 +31,30 @@ pub struct ImageManifest {
     /// every NIC the seed names (see `qemu/src/snapshot.rs`).
     #[serde(default)]
     pub clone_hook: bool,
+    /// The firmware it boots by (`bios` or `efi`), if it needs one.
+    #[serde(default)]
+    pub firmware: Option<vmaas_model::Firmware>,
+    /// Whether it boots under Secure Boot (a signed boot chain).
+    #[serde(default)]
+    pub secure_boot: Option<bool>,
+    /// Whether it wants a TPM.
+    #[serde(default)]
+    pub tpm: Option<bool>,
+    /// `linux` or `windows`.
+    #[serde(default)]
+    pub guest_os_family: Option<vmaas_model::GuestOsFamily>,
+}
+
+impl ImageManifest {
+    /// What the image says about the platform its guest expects.
+    pub fn profile(&self) -> vmaas_model::GuestProfile {
+        vmaas_model::GuestProfile {
+            firmware: self.firmware,
+            secure_boot: self.secure_boot,
+            tpm: self.tpm,
+            guest_os_family: self.guest_os_family,
+        }
+    }
 }
 
 /// A resolved image.

@@ -138,6 +138,10 @@ pub fn imported(dir: &Path, id: &str) -> Result<Image, ImageError> {
         initrd: None,
         disk: done.disk_name(),
         cmdline: None,
+        firmware: None,
+        secure_boot: None,
+        tpm: None,
+        guest_os_family: None,
     };
     Ok(Image { manifest, dir: d })
 }

@@ -176,6 +176,8 @@ impl Vms {
             initrd: image.initrd(),
             append: format!("{} vmaas.id={}", image.manifest.cmdline.clone().unwrap_or_else(|| "console=ttyS0".into()), t.id),
         });
+        let platform = machine.profile.over(&image.manifest.profile()).platform();
+        let platform = self.cfg.platform.prepare(platform, &vm.dir).await.map_err(|e| failed(e.reason(), e.to_string()))?;
         let args = QemuArgs {
             name: format!("vmaas-{},process=vmaas-{}", t.name, &t.id[..8.min(t.id.len())]),
             accel: self.accel.accel,
@@ -194,6 +196,7 @@ impl Vms {
             serial: vm.path("serial.sock"),
             qmp: vm.path("qmp.sock"),
             pidfile: vm.path("qemu.pid"),
+            platform,
         };
         // What a server killed while QEMU starts must find in vm.json to
         // adopt that QEMU: its probe port and forwards, written before.

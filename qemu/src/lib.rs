@@ -57,6 +57,7 @@ mod lifecycle;
 pub mod memory;
 pub mod migrate;
 pub mod network;
+pub mod platform;
 pub mod pool;
 mod ports;
 pub mod probe;
@@ -132,6 +133,8 @@ pub struct QemuConfig {
     /// TCG's translation cache of each clone in MiB; 0: QEMU's default.
     /// Smaller holds less memory per idle clone and runs it slower.
     pub clone_tcg_cache_mib: u32,
+    /// OVMF and swtpm, for guests whose profile asks for EFI or a TPM.
+    pub platform: platform::PlatformPaths,
 }
 
 /// The network every VM's first NIC is on.

@@ -182,6 +182,12 @@ struct ServeArgs {
     /// and translated again).
     #[arg(long, env = "VMAAS_CLONE_TCG_CACHE_MIB", default_value_t = 0)]
     clone_tcg_cache_mib: u32,
+    /// qemu: where OVMF's firmware files are (guests whose profile asks for EFI).
+    #[arg(long, env = "VMAAS_OVMF_DIR", default_value = "/usr/share/OVMF")]
+    ovmf_dir: PathBuf,
+    /// qemu: the swtpm program (guests whose profile asks for a TPM).
+    #[arg(long, env = "VMAAS_SWTPM", default_value = "swtpm")]
+    swtpm: PathBuf,
     /// qemu: where the host's sysfs is mounted (GPUs bound to vfio-pci are found under it).
     #[arg(long, env = "VMAAS_SYSFS_ROOT", default_value = "/sys")]
     sysfs_root: PathBuf,
@@ -421,6 +427,7 @@ async fn qemu_backend(args: &ServeArgs, data_dir: &std::path::Path, listening: &
         gpu_aliases: args.gpu_aliases.iter().cloned().collect(),
         snapshots: args.vm_snapshots,
         clone_tcg_cache_mib: args.clone_tcg_cache_mib,
+        platform: vmaas_qemu::platform::PlatformPaths { ovmf_dir: args.ovmf_dir.clone(), swtpm: args.swtpm.clone() },
         image_sources: vmaas_qemu::sources::SourcePolicy::parse(&args.image_source_allow)
             .context("--image-source-allow")?
             .with_listening(listening.clone())

@@ -265,6 +265,8 @@ impl SpecDefaults {
         spec.exposed_ports = self.exposed_ports.clone();
         spec.cloud_init.ssh_keys = self.ssh_keys.clone();
         spec.cloud_init.user_data = self.user_data.clone();
+        spec.profile = self.profile();
+        spec.profile.check("spec_defaults", &mut errs);
         if let Some(p) = &self.readiness_probe {
             match p.compile("spec_defaults.readiness_probe") {
                 Ok(p) => spec.readiness_probe = Some(p),

@@ -1,0 +1,105 @@
+//! Guest profiles on the qemu backend, with real guests: a template asking
+//! for EFI, Secure Boot and a TPM boots the test guest from its EFI system
+//! partition (Debian's signed shim, GRUB and kernel under OVMF's Secure
+//! Boot build), and the guest sees EFI, Secure Boot on and a TPM. What it
+//! writes to its TPM (an NV index) and to an EFI variable is still there
+//! after a stop and start and after the server is killed and restarted.
+
+use reqwest::Method;
+use serde_json::json;
+use vmaas_tests::Server;
+use vmaas_tests::vms::{V1, console, publish, state, wait_until};
+
+const EFI: &str = r#"
+id: efi
+title: EFI guest
+parameters:
+  - { name: vm_memory, type: quantity, default: { value: 512Mi } }
+spec_defaults:
+  image: test-guest-efi
+  disk_size: 256Mi
+  firmware: efi
+  secure_boot: true
+  tpm: true
+  exposed_ports:
+    - { port: 80, protocol: tcp, name: http }
+  readiness_probe:
+    http: { port: 80, path: / }
+    period_seconds: 1
+    timeout_seconds: 240
+"#;
+
+/// The EFI variables' GUID this test writes under (made up for it).
+const GUID: &str = "5e1ec7ed-0000-4000-8000-00000000beef";
+/// EFI's global variables' GUID (`SecureBoot` is one).
+const GLOBAL: &str = "8be4df61-93ca-11d2-aa0d-00e098032b8c";
+
+/// What the guest says between two markers, so other console noise is ignored.
+fn said(text: &str) -> String {
+    let start = text.rfind("<<").map(|i| i + 2).unwrap_or(0);
+    let end = text[start..].find(">>").map(|i| start + i).unwrap_or(text.len());
+    text[start..end].trim().to_owned()
+}
+
+/// The guest's platform as it sees it, and what it kept: EFI, Secure Boot,
+/// the TPM, the TPM's value and the EFI variable's.
+fn platform_seen(s: &Server, t: &str) -> String {
+    let cmd = format!(
+        "efi=no; [ -d /sys/firmware/efi ] && efi=yes; \
+         sb=$(tail -c +5 /sys/firmware/efi/efivars/SecureBoot-{GLOBAL} 2>/dev/null | od -An -tu1 | tr -d ' '); \
+         tpm=no; [ -e /sys/class/tpm/tpm0 ] && tpm=yes; \
+         v=$(tail -c +5 /sys/firmware/efi/efivars/VmaasTest-{GUID} 2>/dev/null); \
+         n=$(vmaas-tpm read 2>&1 | tail -n1); \
+         echo \"<<efi=$efi sb=$sb tpm=$tpm var=$v nv=$n>>\""
+    );
+    said(&console(s, t, "vault", &cmd))
+}
+
+async fn ready(s: &Server, t: &str, id: &str) {
+    wait_until(s, t, id, "READY", 300, |v| state(v) == "VIRTUAL_MACHINE_STATE_READY").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_efi_secure_boot_guest_with_a_tpm_keeps_its_variables_and_tpm_across_stops_and_server_kills() {
+    let mut s = Server::start_qemu().await;
+    publish(&s, EFI);
+    let t = s.token("acme", false);
+    let (st, vm) = s
+        .raw(
+            Method::POST,
+            &format!("{V1}/virtual_machines"),
+            Some(&t),
+            Some(json!({"object": {"metadata": {"name": "vault"}, "spec": {"template": "efi"}}})),
+        )
+        .await;
+    assert_eq!(st, 201, "{vm}");
+    let id = vm["object"]["id"].as_str().unwrap().to_owned();
+    ready(&s, &t, &id).await;
+    let dir = s.data_dir.join("vms").join(&id);
+    assert!(dir.join("efi-vars.fd").is_file() && dir.join("tpm").is_dir(), "the VM's EFI variables and TPM state are in its directory");
+
+    assert_eq!(platform_seen(&s, &t), "efi=yes sb=1 tpm=yes var= nv=TPM-ERROR read rc=0000018b", "a fresh guest's platform");
+    let write = format!(
+        "printf '\\x07\\x00\\x00\\x00kept-in-nvram' > /sys/firmware/efi/efivars/VmaasTest-{GUID} && vmaas-tpm write kept-in-tpm | tail -n1 | sed 's/.*/<<&>>/'"
+    );
+    assert_eq!(said(&console(&s, &t, "vault", &write)), "TPM-OK wrote kept-in-tpm");
+    let kept = "efi=yes sb=1 tpm=yes var=kept-in-nvram nv=TPM-OK value=kept-in-tpm";
+    assert_eq!(platform_seen(&s, &t), kept);
+
+    // Stop and start: a new QEMU and a new swtpm, the same variable store and TPM state.
+    let patch = |state: &'static str| json!({"object": {"spec": {"state": state}}});
+    let path = format!("{V1}/virtual_machines/{id}");
+    let (st, b) = s.raw(Method::PATCH, &path, Some(&t), Some(patch("stopped"))).await;
+    assert_eq!(st, 200, "{b}");
+    wait_until(&s, &t, &id, "STOPPED", 120, |v| state(v) == "VIRTUAL_MACHINE_STATE_STOPPED").await;
+    let (st, b) = s.raw(Method::PATCH, &path, Some(&t), Some(patch("started"))).await;
+    assert_eq!(st, 200, "{b}");
+    ready(&s, &t, &id).await;
+    assert_eq!(platform_seen(&s, &t), kept, "after a stop and start");
+
+    // The server killed: the guest runs on, with its TPM, and the restarted server adopts it.
+    s.kill9().await;
+    s.relaunch().await;
+    ready(&s, &t, &id).await;
+    assert_eq!(platform_seen(&s, &t), kept, "after the server was killed and restarted");
+}
