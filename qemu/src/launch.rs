@@ -177,7 +177,8 @@ impl Vms {
             append: format!("{} vmaas.id={}", image.manifest.cmdline.clone().unwrap_or_else(|| "console=ttyS0".into()), t.id),
         });
         let platform = machine.profile.over(&image.manifest.profile()).platform();
-        let platform = self.cfg.platform.prepare(platform, &vm.dir).await.map_err(|e| failed(e.reason(), e.to_string()))?;
+        let tpm_state = vm.file.tpm_state.as_deref().unwrap_or(crate::platform::TPM_DIR);
+        let platform = self.cfg.platform.prepare(platform, &vm.dir, tpm_state).await.map_err(|e| failed(e.reason(), e.to_string()))?;
         let args = QemuArgs {
             name: format!("vmaas-{},process=vmaas-{}", t.name, &t.id[..8.min(t.id.len())]),
             accel: self.accel.accel,

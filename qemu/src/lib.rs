@@ -331,6 +331,7 @@ impl Vms {
             nic_ports: Vec::new(),
             snapshot: None,
             plugged: Vec::new(),
+            tpm_state: None,
         };
         file.save(&dir).await?;
         let h = Arc::new(tokio::sync::Mutex::new(Vm::new(dir, file)));

@@ -24,6 +24,7 @@ use crate::Vms;
 use crate::argv::{Forward, QemuArgs, VolumeArg};
 use crate::console::SerialConsole;
 use crate::lifecycle::Vm;
+use crate::platform::{TPM_DIR, TPM_PID, TPM_SOCKET, other_tpm_dir};
 use crate::process::{Process, read_pid};
 use crate::qmp::{Qmp, Unfinished, migration_over};
 
@@ -47,6 +48,7 @@ pub struct Migrated {
 /// a clone since it started and the volumes the source has now), and
 /// waiting for its state.
 pub(crate) fn target_args(args: &[String], qemu: &Path, dir: &Path, extra: &[String]) -> Vec<String> {
+    let tpm = has_tpm(args, dir);
     let mut out = vec![qemu.display().to_string()];
     let mut rest = args.iter().skip(1).peekable();
     while let Some(a) = rest.next() {
@@ -60,7 +62,7 @@ pub(crate) fn target_args(args: &[String], qemu: &Path, dir: &Path, extra: &[Str
             continue;
         }
         let mut a = a.clone();
-        for f in NEXT {
+        for f in NEXT.into_iter().chain(tpm.then_some(TPM_SOCKET)) {
             let p = dir.join(f).display().to_string();
             // Whole paths only: `qmp.sock` is also a prefix of `qmp.sock.next`.
             a = a
@@ -77,6 +79,13 @@ pub(crate) fn target_args(args: &[String], qemu: &Path, dir: &Path, extra: &[Str
     out.extend(extra.iter().cloned());
     out.extend(["-incoming".to_owned(), "defer".to_owned()]);
     out
+}
+
+/// Whether the command line `args` of VM `dir`'s QEMU has a TPM (a
+/// swtpm's control socket): its target needs a swtpm of its own.
+fn has_tpm(args: &[String], dir: &Path) -> bool {
+    let sock = format!("path={}", dir.join(TPM_SOCKET).display());
+    args.iter().any(|a| a.split(',').any(|part| part == sock))
 }
 
 /// Whether a `-blockdev` or `-device` value is a volume's.
@@ -155,6 +164,9 @@ pub enum MigrateError {
         /// Why.
         source: std::io::Error,
     },
+    /// The new QEMU's swtpm did not start.
+    #[error("the new QEMU's TPM: {0}")]
+    Tpm(#[source] crate::platform::PlatformError),
     /// The VM's state file could not be written.
     #[error("saving vm.json: {0}")]
     Save(#[source] BackendError),
@@ -202,19 +214,22 @@ impl Vms {
         for f in NEXT.iter().map(|f| format!("{f}.next")).chain(["migrate.sock".to_owned()]) {
             let _ = tokio::fs::remove_file(vm.path(&f)).await;
         }
-        let extra = [vm.file.plugged.clone(), self.volumes_now(vm).await?].concat();
-        let target = target_args(&args, &self.cfg.qemu, &vm.dir, &extra);
-        let out = tokio::process::Command::new(&target[0]).args(&target[1..]).stdin(std::process::Stdio::null()).output().await;
-        let out = out.map_err(MigrateError::Start)?;
-        if !out.status.success() {
-            return Err(MigrateError::Refused(String::from_utf8_lossy(&out.stderr).trim().to_owned()));
+        // The new QEMU's swtpm writes the other TPM state directory.
+        let tpm = has_tpm(&args, &vm.dir).then(|| other_tpm_dir(vm.file.tpm_state.as_deref().unwrap_or(TPM_DIR)));
+        if let Some(next) = tpm {
+            self.cfg.platform.start_target_swtpm(&vm.dir, next).await.map_err(MigrateError::Tpm)?;
         }
-        let new_pid = read_pid(&vm.path("qemu.pid.next")).await.ok_or(MigrateError::NoPidFile)?;
-        let new = Process::adopt(new_pid, &t.id).await.ok_or(MigrateError::ExitedAtOnce)?;
+        let new = match self.start_target(vm, t, &args).await {
+            Ok(p) => p,
+            Err(e) => {
+                crate::platform::stop_target_swtpm(&vm.dir).await;
+                return Err(e);
+            }
+        };
         match self.move_state(vm).await {
             Ok(m) => {
                 source.kill_and_wait(Duration::from_secs(5)).await;
-                self.take_over(vm, t, new).await?;
+                self.take_over(vm, t, new, tpm).await?;
                 Ok(m)
             }
             Err(e) => {
@@ -222,6 +237,20 @@ impl Vms {
                 Err(e)
             }
         }
+    }
+
+    /// Starts the new QEMU, waiting for the guest's state, from the
+    /// running one's command line `args`.
+    async fn start_target(&self, vm: &Vm, t: &VmTarget, args: &[String]) -> Result<Process, MigrateError> {
+        let extra = [vm.file.plugged.clone(), self.volumes_now(vm).await?].concat();
+        let target = target_args(args, &self.cfg.qemu, &vm.dir, &extra);
+        let out = tokio::process::Command::new(&target[0]).args(&target[1..]).stdin(std::process::Stdio::null()).output().await;
+        let out = out.map_err(MigrateError::Start)?;
+        if !out.status.success() {
+            return Err(MigrateError::Refused(String::from_utf8_lossy(&out.stderr).trim().to_owned()));
+        }
+        let new_pid = read_pid(&vm.path("qemu.pid.next")).await.ok_or(MigrateError::NoPidFile)?;
+        Process::adopt(new_pid, &t.id).await.ok_or(MigrateError::ExitedAtOnce)
     }
 
     /// The volumes the running QEMU has now, as the target's arguments.
@@ -255,9 +284,14 @@ impl Vms {
 
     /// Makes the new QEMU the VM's: its files take the usual names, and
     /// the console, forwards, probe and exit watch follow it.
-    async fn take_over(&self, vm: &mut Vm, t: &VmTarget, new: Process) -> Result<(), MigrateError> {
+    async fn take_over(&self, vm: &mut Vm, t: &VmTarget, new: Process, tpm: Option<&str>) -> Result<(), MigrateError> {
         vm.stop_runtime();
-        for f in NEXT {
+        if tpm.is_some() {
+            // The old QEMU's swtpm, which ends with it.
+            crate::platform::stop_swtpm(&vm.dir).await;
+        }
+        let tpm_files = [TPM_SOCKET, TPM_PID].into_iter().filter(|_| tpm.is_some());
+        for f in NEXT.into_iter().chain(tpm_files) {
             tokio::fs::rename(vm.path(&format!("{f}.next")), vm.path(f)).await.map_err(|e| MigrateError::Rename { file: f, source: e })?;
         }
         let _ = tokio::fs::remove_file(vm.path("migrate.sock")).await;
@@ -266,7 +300,11 @@ impl Vms {
         // The guest was ready and still is: the next `ensure` probes and
         // watches the new QEMU (as after a server restart).
         vm.file.ready_pid = Some(pid);
+        let old_tpm = tpm.map(|next| std::mem::replace(&mut vm.file.tpm_state, Some(next.to_owned())));
         vm.file.save(&vm.dir).await.map_err(MigrateError::Save)?;
+        if let Some(old) = old_tpm {
+            let _ = tokio::fs::remove_dir_all(vm.path(old.as_deref().unwrap_or(TPM_DIR))).await;
+        }
         vm.adopt(new, console);
         crate::launch::sentinel(&vm.dir, pid, &t.id).await;
         self.forward_again(vm, t).await
@@ -330,6 +368,13 @@ mod tests {
         let plugged = ["-device".to_owned(), "virtio-blk-pci,drive=cidata,id=dev-cidata,addr=0x1e".to_owned()];
         let t = target_args(&clone, Path::new("/opt/qemu-new"), dir, &plugged);
         assert_eq!(&t[10..], ["-device", "virtio-blk-pci,drive=cidata,id=dev-cidata,addr=0x1e", "-incoming", "defer"]);
+
+        // A TPM: the target's is a swtpm of its own, on the same state.
+        let tpm: Vec<String> =
+            args.iter().cloned().chain(["-chardev".to_owned(), "socket,id=chrtpm,path=/d/vm1/swtpm.sock".to_owned()]).collect();
+        assert!(has_tpm(&tpm, dir) && !has_tpm(&args, dir));
+        let t = target_args(&tpm, Path::new("/opt/qemu-new"), dir, &[]);
+        assert_eq!(t[11], "socket,id=chrtpm,path=/d/vm1/swtpm.sock.next");
     }
 
     #[test]

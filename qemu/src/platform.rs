@@ -92,6 +92,14 @@ pub struct PlatformArgs {
 pub const EFI_VARS: &str = "efi-vars.fd";
 /// The TPM's state directory.
 pub const TPM_DIR: &str = "tpm";
+/// The TPM's state directory a live migration's new swtpm writes when the
+/// running one writes [`TPM_DIR`] (swtpm locks its directory), and back.
+pub const TPM_DIR_B: &str = "tpm-b";
+
+/// The TPM state directory a live migration moves the state to from `current`.
+pub fn other_tpm_dir(current: &str) -> &'static str {
+    if current == TPM_DIR { TPM_DIR_B } else { TPM_DIR }
+}
 /// swtpm's control socket.
 pub const TPM_SOCKET: &str = "swtpm.sock";
 /// swtpm's pid file.
@@ -141,14 +149,16 @@ impl PlatformPaths {
     }
 
     /// Makes VM `dir`'s platform ready for a QEMU to start: its variable
-    /// store (kept if it has one) and its swtpm (started afresh).
-    pub async fn prepare(&self, platform: Platform, dir: &Path) -> Result<PlatformArgs, PlatformError> {
+    /// store (kept if it has one) and its swtpm (started afresh, on the
+    /// TPM state in `tpm_state`).
+    pub async fn prepare(&self, platform: Platform, dir: &Path, tpm_state: &str) -> Result<PlatformArgs, PlatformError> {
         let mut out = PlatformArgs { platform, ..PlatformArgs::default() };
         if platform.efi() {
             out.efi = Some(self.efi_files(platform.secure_boot, dir).await?);
         }
         if platform.tpm {
-            out.tpm = Some(self.start_swtpm(dir).await?);
+            stop_swtpm(dir).await;
+            out.tpm = Some(self.spawn_swtpm(dir, tpm_state, TPM_SOCKET, TPM_PID).await?);
         }
         Ok(out)
     }
@@ -167,14 +177,25 @@ impl PlatformPaths {
         Ok(EfiFiles { code, vars })
     }
 
-    /// Starts VM `dir`'s swtpm (a daemon), after stopping one left from an
-    /// earlier start; its control socket once it listens.
-    async fn start_swtpm(&self, dir: &Path) -> Result<PathBuf, PlatformError> {
-        stop_swtpm(dir).await;
-        let state = dir.join(TPM_DIR);
+    /// Starts a second swtpm for a live migration's new QEMU (control
+    /// socket and pid file `*.next`), on an empty `tpm_state` (swtpm locks
+    /// the running one's): QEMU moves the TPM's state to it with the guest's.
+    pub async fn start_target_swtpm(&self, dir: &Path, tpm_state: &str) -> Result<PathBuf, PlatformError> {
+        let _ = tokio::fs::remove_file(dir.join(format!("{TPM_PID}.next"))).await;
+        let state = dir.join(tpm_state);
+        if let Err(e) = tokio::fs::remove_dir_all(&state).await
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            return Err(PlatformError::Io { context: format!("emptying {}", state.display()), source: e });
+        }
+        self.spawn_swtpm(dir, tpm_state, &format!("{TPM_SOCKET}.next"), &format!("{TPM_PID}.next")).await
+    }
+
+    async fn spawn_swtpm(&self, dir: &Path, tpm_state: &str, socket: &str, pid: &str) -> Result<PathBuf, PlatformError> {
+        let state = dir.join(tpm_state);
         let io = |context: String| move |e| PlatformError::Io { context, source: e };
         tokio::fs::create_dir_all(&state).await.map_err(io(format!("creating {}", state.display())))?;
-        let sock = dir.join(TPM_SOCKET);
+        let sock = dir.join(socket);
         let _ = tokio::fs::remove_file(&sock).await;
         let out = tokio::process::Command::new(&self.swtpm)
             .arg("socket")
@@ -184,7 +205,7 @@ impl PlatformPaths {
             .arg("--ctrl")
             .arg(format!("type=unixio,path={}", sock.display()))
             .arg("--pid")
-            .arg(format!("file={}", dir.join(TPM_PID).display()))
+            .arg(format!("file={}", dir.join(pid).display()))
             .arg("--log")
             .arg(format!("file={},level=1", dir.join("swtpm.log").display()))
             .args(["--terminate", "--daemon"])
@@ -210,12 +231,21 @@ impl PlatformPaths {
 /// Stops the swtpm of VM `dir` if one runs (its pid file names it, and its
 /// command line names the VM's directory).
 pub async fn stop_swtpm(dir: &Path) {
-    let Some(pid) = crate::process::read_pid(&dir.join(TPM_PID)).await else { return };
-    let marker = dir.join(TPM_DIR).to_string_lossy().into_owned();
+    stop_swtpm_of(dir, TPM_PID).await;
+}
+
+/// Stops the swtpm a failed live migration started for its new QEMU.
+pub async fn stop_target_swtpm(dir: &Path) {
+    stop_swtpm_of(dir, &format!("{TPM_PID}.next")).await;
+}
+
+async fn stop_swtpm_of(dir: &Path, pid_file: &str) {
+    let Some(pid) = crate::process::read_pid(&dir.join(pid_file)).await else { return };
+    let marker = format!("dir={}/", dir.display());
     if let Some(p) = crate::process::Process::adopt(pid, &marker).await {
         p.kill_and_wait(Duration::from_secs(2)).await;
     }
-    let _ = tokio::fs::remove_file(dir.join(TPM_PID)).await;
+    let _ = tokio::fs::remove_file(dir.join(pid_file)).await;
 }
 
 #[cfg(test)]

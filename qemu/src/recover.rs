@@ -121,6 +121,9 @@ pub(crate) fn rebuild(dir: &Path, found: Option<&Found>) -> VmFile {
         nic_ports: found.map(|f| nic_ports(&f.args)).unwrap_or_default(),
         snapshot: found.and_then(|f| snapshot_of(&f.args)),
         plugged: Vec::new(),
+        // After a live migration the TPM's state is in the other directory.
+        tpm_state: (!dir.join(crate::platform::TPM_DIR).is_dir() && dir.join(crate::platform::TPM_DIR_B).is_dir())
+            .then(|| crate::platform::TPM_DIR_B.to_owned()),
     }
 }
 

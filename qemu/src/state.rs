@@ -55,6 +55,10 @@ pub struct VmFile {
     /// The migration generation acted on.
     #[serde(default)]
     pub migrations: u64,
+    /// The directory of its TPM's state, if not [`crate::platform::TPM_DIR`]
+    /// (a live migration's new swtpm writes the other one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpm_state: Option<String>,
     /// The host GPUs (PCI addresses) the running QEMU has.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<String>,

@@ -7,8 +7,8 @@
 
 use reqwest::Method;
 use serde_json::json;
-use vmaas_tests::Server;
 use vmaas_tests::vms::{V1, console, publish, state, wait_until};
+use vmaas_tests::{Server, qemu_pids};
 
 const EFI: &str = r#"
 id: efi
@@ -77,6 +77,7 @@ async fn an_efi_secure_boot_guest_with_a_tpm_keeps_its_variables_and_tpm_across_
     ready(&s, &t, &id).await;
     let dir = s.data_dir.join("vms").join(&id);
     assert!(dir.join("efi-vars.fd").is_file() && dir.join("tpm").is_dir(), "the VM's EFI variables and TPM state are in its directory");
+    assert_eq!(swtpms(&dir), 1, "one swtpm runs for the VM");
 
     assert_eq!(platform_seen(&s, &t), "efi=yes sb=1 tpm=yes var= nv=TPM-ERROR read rc=0000018b", "a fresh guest's platform");
     let write = format!(
@@ -102,4 +103,41 @@ async fn an_efi_secure_boot_guest_with_a_tpm_keeps_its_variables_and_tpm_across_
     s.relaunch().await;
     ready(&s, &t, &id).await;
     assert_eq!(platform_seen(&s, &t), kept, "after the server was killed and restarted");
+
+    // A live migration: the new QEMU's swtpm takes the TPM's state, its firmware the same store.
+    let boot_id = said(&console(&s, &t, "vault", "echo \"<<$(cat /proc/sys/kernel/random/boot_id)>>\""));
+    let old = qemu_pids(&id);
+    let admin = s.token("ops", true);
+    let (st, b) = s.raw(Method::POST, &format!("{path}/migrate"), Some(&admin), Some(json!({}))).await;
+    assert_eq!(st, 202, "{b}");
+    wait_until(&s, &t, &id, "READY on a new QEMU", 180, |v| state(v) == "VIRTUAL_MACHINE_STATE_READY" && qemu_pids(&id) != old).await;
+    assert_eq!(said(&console(&s, &t, "vault", "echo \"<<$(cat /proc/sys/kernel/random/boot_id)>>\"")), boot_id, "the same boot");
+    let moved = "efi=yes sb=1 tpm=yes var=kept-in-nvram nv=TPM-OK value=moved-with-the-guest";
+    assert_eq!(
+        said(&console(&s, &t, "vault", "vmaas-tpm write moved-with-the-guest | tail -n1 | sed 's/.*/<<&>>/'")),
+        "TPM-OK wrote moved-with-the-guest"
+    );
+    assert_eq!(platform_seen(&s, &t), moved, "after a live migration, the TPM takes writes");
+    assert_eq!(swtpms(&dir), 1, "one swtpm runs for the VM after the migration");
+    assert!(dir.join("tpm-b").is_dir() && !dir.join("tpm").exists(), "the new swtpm's state replaced the old one's");
+
+    // And its state is on disk: a stop and start after the migration finds it.
+    let (st, b) = s.raw(Method::PATCH, &path, Some(&t), Some(patch("stopped"))).await;
+    assert_eq!(st, 200, "{b}");
+    wait_until(&s, &t, &id, "STOPPED", 120, |v| state(v) == "VIRTUAL_MACHINE_STATE_STOPPED").await;
+    assert_eq!(swtpms(&dir), 0, "the swtpm ends with its QEMU");
+    let (st, b) = s.raw(Method::PATCH, &path, Some(&t), Some(patch("started"))).await;
+    assert_eq!(st, 200, "{b}");
+    ready(&s, &t, &id).await;
+    assert_eq!(platform_seen(&s, &t), moved, "after the migration and a stop and start");
+}
+
+/// How many swtpm processes serve the VM whose directory is `dir`.
+fn swtpms(dir: &std::path::Path) -> usize {
+    let state = format!("dir={}/", dir.display());
+    let procs = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+    procs
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .filter(|c| c.starts_with(b"swtpm") && c.split(|b| *b == 0).any(|a| a.starts_with(state.as_bytes())))
+        .count()
 }
