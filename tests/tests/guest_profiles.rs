@@ -141,3 +141,79 @@ fn swtpms(dir: &std::path::Path) -> usize {
         .filter(|c| c.starts_with(b"swtpm") && c.split(|b| *b == 0).any(|a| a.starts_with(state.as_bytes())))
         .count()
 }
+
+const WINDOWS: &str = r#"
+id: windows-ready
+title: Windows-ready guest
+spec_defaults:
+  image: test-guest-efi
+  memory: 512Mi
+  disk_size: 256Mi
+  guest_os_family: windows
+  exposed_ports:
+    - { port: 80, protocol: tcp, name: http }
+  readiness_probe:
+    http: { port: 80, path: / }
+    period_seconds: 1
+    timeout_seconds: 240
+"#;
+
+/// The words of QEMU's command line for VM `id`.
+fn qemu_cmdline(id: &str) -> Vec<String> {
+    let pid = qemu_pids(id).into_iter().next().expect("a QEMU for the VM");
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).expect("its command line");
+    raw.split(|b| *b == 0).map(|w| String::from_utf8_lossy(w).into_owned()).collect()
+}
+
+/// The word after `flag` on a command line.
+fn after<'a>(words: &'a [String], flag: &str) -> Vec<&'a str> {
+    words.windows(2).filter(|w| w[0] == flag).map(|w| w[1].as_str()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_windows_family_gets_secure_boot_a_tpm_hyperv_and_a_local_clock_by_default() {
+    let s = Server::start_qemu().await;
+    publish(&s, WINDOWS);
+    let t = s.token("acme", false);
+    let body = json!({"object": {"metadata": {"name": "win"}, "spec": {"template": "windows-ready"}}});
+    let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
+    assert_eq!(st, 201, "{vm}");
+    let id = vm["object"]["id"].as_str().unwrap().to_owned();
+    ready(&s, &t, &id).await;
+    let words = qemu_cmdline(&id);
+    assert_eq!(after(&words, "-machine"), ["q35,smm=on"], "Secure Boot needs SMM");
+    let cpu = after(&words, "-cpu")[0];
+    for hv in ["hv-relaxed=on", "hv-vapic=on", "hv-spinlocks=0x1fff", "hv-time=on", "hv-synic=on", "hv-stimer=on"] {
+        assert!(cpu.split(',').any(|o| o == hv), "{hv} in -cpu {cpu}");
+    }
+    assert_eq!(after(&words, "-rtc"), ["base=localtime"]);
+    assert!(after(&words, "-drive").iter().any(|d| d.contains("OVMF_CODE_4M.secboot.fd") && d.contains("readonly=on")), "{words:?}");
+    assert_eq!(after(&words, "-device").iter().filter(|d| d.starts_with("tpm-crb")).count(), 1, "a TPM by default");
+    let seen = said(&console(
+        &s,
+        &t,
+        "win",
+        "echo \"<<$(tail -c +5 /sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c | od -An -tu1 | tr -d ' ') $(ls /sys/class/tpm)>>\"",
+    ));
+    assert_eq!(seen, "1 tpm0", "the guest boots under Secure Boot with a TPM");
+}
+
+#[tokio::test]
+async fn a_template_with_secure_boot_on_bios_is_refused_naming_the_field() {
+    let s = Server::start(vmaas_tests::Db::Sqlite).await.expect("sqlite");
+    let admin = s.token("ops", true);
+    let bad = json!({"id": "bad-sb", "spec_defaults": {"image": "test-guest-efi", "firmware": "bios", "secure_boot": true}});
+    let (st, b) = s.raw(Method::POST, &format!("{V1}/virtual_machine_templates"), Some(&admin), Some(bad)).await;
+    assert_eq!(st, 400, "{b}");
+    assert!(b.to_string().contains("spec_defaults.secure_boot") && b.to_string().contains("needs firmware efi"), "{b}");
+    let odd = json!({"id": "bad-fw", "spec_defaults": {"firmware": "uefi"}});
+    let (st, b) = s.raw(Method::POST, &format!("{V1}/virtual_machine_templates"), Some(&admin), Some(odd)).await;
+    assert_eq!(st, 400, "{b}");
+    assert!(b.to_string().contains("firmware"), "{b}");
+    let good = json!({"id": "good-sb", "spec_defaults": {"image": "test-guest-efi", "firmware": "efi", "secure_boot": true, "tpm": true}});
+    let (st, b) = s.raw(Method::POST, &format!("{V1}/virtual_machine_templates"), Some(&admin), Some(good)).await;
+    assert_eq!(st, 201, "{b}");
+    let (_, got) = s.raw(Method::GET, &format!("{V1}/virtual_machine_templates/good-sb"), Some(&admin), None).await;
+    let d = &got["object"]["spec_defaults"];
+    assert_eq!((&d["firmware"], &d["secure_boot"], &d["tpm"]), (&json!("efi"), &json!(true), &json!(true)), "{got}");
+}
