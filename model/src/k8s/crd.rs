@@ -132,6 +132,16 @@ pub struct Domain {
     pub memory: Memory,
     /// Disks, interfaces, GPUs.
     pub devices: Devices,
+    /// EFI, when the guest's profile asks for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firmware: Option<super::platform::Firmware>,
+    /// SMM (Secure Boot) and Hyper-V (Windows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<super::platform::Features>,
+    /// The clock, for Windows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub clock: Option<Value>,
 }
 
 /// CPU topology.
@@ -158,6 +168,9 @@ pub struct Devices {
     /// GPUs passed through.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<GpuDevice>,
+    /// A persistent TPM 2.0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpm: Option<super::platform::Tpm>,
 }
 
 /// A disk.

@@ -5,6 +5,7 @@
 //! - [`render`]: a machine spec plus plain options into those objects.
 //! - [`observe`]: their reported status back into an observation.
 //! - [`names`]: names of rendered objects that always fit.
+//! - [`platform`]: a guest profile as KubeVirt's firmware, features, clock and TPM.
 //! - [`policy`]: security groups as NetworkPolicies.
 //! - [`balancer`]: a load balancer as a Service over its VMs' launcher pods.
 //! - [`volume`]: a volume as a DataVolume of its own, hotplugged into VMs.
@@ -13,6 +14,7 @@ pub mod balancer;
 pub mod crd;
 pub mod names;
 pub mod observe;
+pub mod platform;
 pub mod policy;
 pub mod render;
 pub mod volume;

@@ -338,6 +338,7 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
     if let (PodNetwork::PrimaryUdn, Some(address)) = (o.network, &o.address) {
         annotations.insert(ADDRESSES_ANNOTATION.to_owned(), json!({"default": [address]}).to_string());
     }
+    let platform = super::platform::render(&spec.profile.platform());
     let mut vm = VirtualMachine::new(
         &o.name,
         VirtualMachineSpec {
@@ -357,7 +358,11 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
                                 .iter()
                                 .map(|g| GpuDevice { name: g.name.clone(), device_name: g.device_name.clone() })
                                 .collect(),
+                            tpm: platform.tpm,
                         },
+                        firmware: platform.firmware,
+                        features: platform.features,
+                        clock: platform.clock,
                     },
                     eviction_strategy: eviction_strategy(spec).into(),
                     networks,

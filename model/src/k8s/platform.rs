@@ -1,0 +1,121 @@
+//! A guest's [`Platform`] in KubeVirt's terms: the domain's firmware
+//! (`bootloader.efi {secureBoot, persistent}`), its features (SMM for
+//! Secure Boot, Hyper-V enlightenments for Windows), its clock (a Windows
+//! RTC keeps local time) and its TPM (`devices.tpm {persistent: true}`).
+//! What the qemu backend builds from the same platform is in
+//! `qemu/src/platform.rs`; `docs/machine-shapes.md` has both side by side.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::profile::Platform;
+
+/// `domain.firmware`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Firmware {
+    /// `{efi: {secureBoot, persistent}}`.
+    #[schemars(with = "serde_json::Value")]
+    pub bootloader: Value,
+}
+
+/// `domain.features` (the subset vmaas sets).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub struct Features {
+    /// `{enabled: true}`: Secure Boot needs SMM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub smm: Option<Value>,
+    /// Hyper-V enlightenments, for Windows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub hyperv: Option<Value>,
+}
+
+/// `devices.tpm`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Tpm {
+    /// The TPM's state outlives the VM's restarts.
+    pub persistent: bool,
+}
+
+/// The parts of a KubeVirt domain a platform sets.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct DomainPlatform {
+    /// The firmware, for EFI.
+    pub firmware: Option<Firmware>,
+    /// SMM and Hyper-V.
+    pub features: Option<Features>,
+    /// The clock, for Windows.
+    pub clock: Option<Value>,
+    /// The TPM.
+    pub tpm: Option<Tpm>,
+}
+
+/// Hyper-V enlightenments as KubeVirt names them, the same set the qemu
+/// backend gives (`hv-relaxed`, `hv-vapic`, `hv-spinlocks=0x1fff`,
+/// `hv-vpindex`, `hv-synic`, `hv-stimer`; `hv-time` is the clock's
+/// `hyperv` timer).
+fn hyperv() -> Value {
+    json!({
+        "relaxed": {}, "vapic": {}, "spinlocks": {"spinlocks": 8191},
+        "vpindex": {}, "synic": {}, "synictimer": {"enabled": true}
+    })
+}
+
+/// The KubeVirt domain's parts for `p`: nothing for a BIOS Linux guest
+/// without a TPM (KubeVirt's defaults).
+pub fn render(p: &Platform) -> DomainPlatform {
+    let firmware = p.efi().then(|| Firmware { bootloader: json!({"efi": {"secureBoot": p.secure_boot, "persistent": true}}) });
+    let features = Features { smm: p.smm().then(|| json!({"enabled": true})), hyperv: p.windows().then(hyperv) };
+    // A Windows guest reads its RTC as local time: the clock keeps the
+    // zone's time (UTC, the zone vmaas gives every guest), with Hyper-V's
+    // clock and the timers KubeVirt's Windows preferences set.
+    let clock = p.windows().then(|| {
+        json!({"timezone": "UTC", "timer": {
+            "hyperv": {}, "rtc": {"tickPolicy": "catchup"}, "pit": {"tickPolicy": "delay"}, "hpet": {"present": false}
+        }})
+    });
+    DomainPlatform {
+        firmware,
+        features: (features != Features::default()).then_some(features),
+        clock,
+        tpm: p.tpm.then_some(Tpm { persistent: true }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::GuestProfile;
+
+    fn platform(json: &str) -> Platform {
+        serde_json::from_str::<GuestProfile>(json).unwrap().platform()
+    }
+
+    #[test]
+    fn a_bios_linux_guest_sets_nothing() {
+        assert_eq!(render(&Platform::default()), DomainPlatform::default());
+    }
+
+    #[test]
+    fn secure_boot_is_efi_with_smm_and_a_persistent_nvram() {
+        let d = render(&platform(r#"{"firmware":"efi","secure_boot":true,"tpm":true}"#));
+        assert_eq!(d.firmware.unwrap().bootloader, json!({"efi": {"secureBoot": true, "persistent": true}}));
+        assert_eq!(d.features.unwrap().smm, Some(json!({"enabled": true})));
+        assert_eq!(d.tpm, Some(Tpm { persistent: true }));
+        assert_eq!(d.clock, None);
+        let plain = render(&platform(r#"{"firmware":"efi"}"#));
+        assert_eq!(plain.firmware.unwrap().bootloader["efi"]["secureBoot"], false, "KubeVirt's default is on: it is said");
+        assert_eq!(plain.features, None);
+    }
+
+    #[test]
+    fn windows_gets_hyperv_and_a_local_clock() {
+        let d = render(&platform(r#"{"guest_os_family":"windows"}"#));
+        let f = d.features.unwrap();
+        assert_eq!(f.hyperv.unwrap()["spinlocks"]["spinlocks"], 8191);
+        assert!(f.smm.is_some() && d.tpm.is_some(), "Secure Boot and a TPM by default");
+        assert_eq!(d.clock.unwrap()["timer"]["hyperv"], json!({}));
+    }
+}
