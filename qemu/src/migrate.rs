@@ -300,7 +300,7 @@ impl Vms {
         // The guest was ready and still is: the next `ensure` probes and
         // watches the new QEMU (as after a server restart).
         vm.file.ready_pid = Some(pid);
-        let old_tpm = tpm.map(|next| std::mem::replace(&mut vm.file.tpm_state, Some(next.to_owned())));
+        let old_tpm = tpm.map(|next| vm.file.tpm_state.replace(next.to_owned()));
         vm.file.save(&vm.dir).await.map_err(MigrateError::Save)?;
         if let Some(old) = old_tpm {
             let _ = tokio::fs::remove_dir_all(vm.path(old.as_deref().unwrap_or(TPM_DIR))).await;
