@@ -140,6 +140,7 @@ mod tests {
             nic_ports: vec![40001],
             snapshot: Some("0a1b2c".into()),
             plugged: vec!["-device".into(), "virtio-blk-pci,drive=cidata,id=dev-cidata,addr=0x1e".into()],
+            tpm_state: Some("tpm-b".into()),
         };
         f.save(d.path()).await.unwrap();
         assert_eq!(VmFile::load(d.path()).await.unwrap().unwrap(), f);
