@@ -16,7 +16,7 @@ set -euo pipefail
 
 IMAGES=${VMAAS_IMAGES_DIR:-$HOME/.local/share/vmaas/images}
 OUT=$IMAGES/test-guest
-stamp=$(cat "$0" "$ROOT/guest/init" "$ROOT/guest/udhcpc.script" "$ROOT/guest/tpm" | sha256sum | cut -c1-16)
+stamp=$(cat "$0" "$ROOT/guest/init" "$ROOT/guest/udhcpc.script" "$ROOT/guest/tpm" "$ROOT/guest/hotplug" | sha256sum | cut -c1-16)
 EFI=$IMAGES/test-guest-efi
 if [ -f "$OUT/image.json" ] && [ -f "$EFI/image.json" ] && [ "$(cat "$OUT/.stamp" 2>/dev/null)" = "$stamp" ]; then
     exit 0
@@ -91,6 +91,7 @@ add("bin/busybox", stat.S_IFREG | 0o755, open(f"{work}/busybox/bin/busybox", "rb
 add("init", stat.S_IFREG | 0o755, open(f"{guest}/init", "rb").read())
 add("etc/udhcpc.script", stat.S_IFREG | 0o755, open(f"{guest}/udhcpc.script", "rb").read())
 add("bin/vmaas-tpm", stat.S_IFREG | 0o755, open(f"{guest}/tpm", "rb").read())
+add("bin/vmaas-hotplug", stat.S_IFREG | 0o755, open(f"{guest}/hotplug", "rb").read())
 add("etc/modules", stat.S_IFREG | 0o644, "".join(os.path.basename(m) + "\n" for m in order).encode())
 add("etc/passwd", stat.S_IFREG | 0o644, b"root:x:0:0:root:/root:/bin/sh\n")
 add("dev/console", stat.S_IFCHR | 0o600)
@@ -130,7 +131,7 @@ qemu-img convert -q -f raw -O qcow2 bios.raw bios.qcow2
 # Microsoft's UEFI CA, whose keys OVMF_VARS_4M.ms.fd enrols) loads GRUB
 # (signed by Debian), which reads grub.cfg beside itself and has shim
 # verify the kernel (signed by Debian) before it boots it.
-printf '%s\n' 'set timeout=0' 'linux /vmlinuz console=ttyS0 panic=-1 no_timer_check quiet' 'initrd /initrd.cpio' 'boot' >grub.cfg
+printf '%s\n' 'set timeout=0' 'linux /vmlinuz console=ttyS0 panic=-1 no_timer_check quiet memhp_default_state=online_movable' 'initrd /initrd.cpio' 'boot' >grub.cfg
 kib=$(( ($(stat -c %s vmlinuz) + $(stat -c %s initrd.cpio)) / 1024 + 8192 ))
 mkfs.fat -C -n VMAASEFI esp.raw "$kib" >/dev/null
 mmd -i esp.raw ::EFI ::EFI/BOOT ::EFI/debian
@@ -163,7 +164,7 @@ cat >"$OUT.new/image.json" <<JSON
   "kernel": "vmlinux",
   "initrd": "initrd.cpio",
   "disk": "disk.qcow2",
-  "cmdline": "console=ttyS0 earlyprintk=serial,ttyS0 panic=-1 no_timer_check quiet",
+  "cmdline": "console=ttyS0 earlyprintk=serial,ttyS0 panic=-1 no_timer_check quiet memhp_default_state=online_movable",
   "clone_hook": true
 }
 JSON

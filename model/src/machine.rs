@@ -129,6 +129,35 @@ pub struct MachineSpec {
     /// family); the backend lays it over the image's and builds the result.
     #[serde(default, skip_serializing_if = "GuestProfile::is_empty")]
     pub profile: GuestProfile,
+    /// How far the running guest can be resized without a restart.
+    #[serde(default, skip_serializing_if = "LiveLimits::is_empty")]
+    pub live: LiveLimits,
+}
+
+/// How far a running guest can grow (or shrink back) without a restart:
+/// the template's `max_cpu_cores` and `max_memory`. Without them a new
+/// CPU count or memory size waits for a restart (`RESTART_REQUIRED`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LiveLimits {
+    /// The most vCPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cpu_cores: Option<u32>,
+    /// The most memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_memory: Option<Quantity>,
+}
+
+impl LiveLimits {
+    /// Whether no limit is set (nothing is resized live).
+    pub fn is_empty(&self) -> bool {
+        self.max_cpu_cores.is_none() && self.max_memory.is_none()
+    }
+
+    /// The most memory in bytes, if set.
+    pub fn max_memory_bytes(&self) -> Option<u64> {
+        self.max_memory.as_ref().and_then(Quantity::to_units_ceil)
+    }
 }
 
 impl Default for MachineSpec {
@@ -144,6 +173,7 @@ impl Default for MachineSpec {
             exposed_ports: Vec::new(),
             readiness_probe: None,
             profile: GuestProfile::default(),
+            live: LiveLimits::default(),
         }
     }
 }
@@ -188,6 +218,7 @@ impl MachineSpec {
             _ => errs.push("spec.memory", format!("must be at least 64Mi, got {}", self.memory)),
         }
         check_disks(&self.disks, &mut errs);
+        self.check_live(&mut errs);
         if self.boot.image.is_empty() {
             errs.push("spec.image", "must not be empty");
         } else if let Err(e) = self.boot.check_url() {
@@ -215,6 +246,23 @@ impl MachineSpec {
             errs.push("spec.user_data", e);
         }
         errs.into_result(())
+    }
+}
+
+impl MachineSpec {
+    /// The CPU count and memory within the live-resize limits.
+    fn check_live(&self, errs: &mut ValidationErrors) {
+        if let Some(max) = self.live.max_cpu_cores
+            && self.cpu.cores > max
+        {
+            errs.push("spec.cpu_cores", format!("must be at most max_cpu_cores ({max}), got {}", self.cpu.cores));
+        }
+        if let Some(max) = self.live.max_memory_bytes()
+            && self.memory_bytes() > max
+        {
+            let limit = self.live.max_memory.as_ref().map(Quantity::as_str).unwrap_or_default();
+            errs.push("spec.memory", format!("must be at most max_memory ({limit}), got {}", self.memory));
+        }
     }
 }
 
@@ -265,6 +313,8 @@ impl<'de> Deserialize<'de> for MachineSpec {
             readiness_probe: Option<Probe>,
             #[serde(default)]
             profile: GuestProfile,
+            #[serde(default)]
+            live: LiveLimits,
         }
         #[derive(Deserialize)]
         struct Flat {
@@ -290,6 +340,7 @@ impl<'de> Deserialize<'de> for MachineSpec {
                 exposed_ports: c.exposed_ports,
                 readiness_probe: c.readiness_probe,
                 profile: c.profile,
+                live: c.live,
             },
             Stored::Flat(f) => {
                 let mut m = Self {

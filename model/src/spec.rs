@@ -48,6 +48,14 @@ pub struct SpecDefaults {
     /// SSH public keys installed in the guest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ssh_keys: Vec<String>,
+    /// The most vCPUs a running VM can be resized to without a restart
+    /// (default: none, a new count waits for a restart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cpu_cores: Option<u32>,
+    /// The most memory a running VM can be resized to without a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, example = "4Gi"))]
+    pub max_memory: Option<Quantity>,
     /// Firmware, `bios` or `efi` (default: the image's, else by the OS family).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub firmware: Option<crate::profile::Firmware>,

@@ -126,6 +126,8 @@ fn schema() -> Schema {
             attr("image", STRING, false, "Base image name."),
             attr("user_data", STRING, false, "Cloud-init user data."),
             attr("ssh_keys", STRING_LIST, false, "SSH public keys."),
+            attr("max_cpu_cores", NUMBER, false, "The most vCPUs a running VM is resized to without a restart."),
+            attr("max_memory", STRING, false, "The most memory a running VM is resized to without a restart, e.g. `4Gi`."),
             attr("firmware", STRING, false, "Firmware: `bios` or `efi` (default: the image's, else by the OS family)."),
             attr("secure_boot", BOOL, false, "Secure Boot (EFI only; default: the image's, else on for Windows)."),
             attr("tpm", BOOL, false, "A persistent TPM 2.0 (default: the image's, else on for Windows)."),

@@ -10,6 +10,7 @@ use vmaas_model::{ExposedPort, MachineSpec, Protocol};
 
 use crate::accel::Accel;
 use crate::platform::PlatformArgs;
+use crate::resize::LiveArgs;
 
 /// Booting a kernel directly, as the test images do.
 #[derive(Debug, Clone, PartialEq)]
@@ -219,6 +220,8 @@ pub struct QemuArgs {
     pub pidfile: PathBuf,
     /// Firmware, TPM and what the guest's OS family needs.
     pub platform: PlatformArgs,
+    /// How far the guest can be resized while it runs.
+    pub live: Option<LiveArgs>,
 }
 
 /// PCI slot of the seed disk of a template and its clones (below the NICs':
@@ -268,10 +271,15 @@ impl QemuArgs {
             Some(o) => push(&["-cpu", &format!("{model},{o}")]),
             None => push(&["-cpu", model]),
         }
-        push(&["-smp", &self.cpus.to_string(), "-m", &format!("{}M", self.memory_mib)]);
+        match &self.live {
+            Some(l) => push(&["-smp", &l.smp(self.cpus), "-m", &l.memory()]),
+            None => push(&["-smp", &self.cpus.to_string(), "-m", &format!("{}M", self.memory_mib)]),
+        }
         push(&["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]);
         let platform = self.platform.args();
         push(&platform.iter().map(String::as_str).collect::<Vec<_>>());
+        let live = self.live.as_ref().map(LiveArgs::devices).unwrap_or_default();
+        push(&live.iter().map(String::as_str).collect::<Vec<_>>());
         if let Some(r) = &self.ram {
             // A clone opens the file read-only (its writes stay its own
             // pages): QEMU discards a private file mapping's freed pages by
@@ -373,6 +381,7 @@ mod tests {
             qmp: "/v/qmp.sock".into(),
             pidfile: "/v/qemu.pid".into(),
             platform: PlatformArgs::default(),
+            live: None,
         }
     }
 

@@ -48,6 +48,9 @@ pub enum Cold {
     /// Snapshots are of BIOS guests without a TPM.
     #[error("its platform has EFI firmware or a TPM")]
     Platform,
+    /// A snapshot's guest cannot take vCPUs or memory while it runs.
+    #[error("it can be resized while it runs")]
+    Resizable,
     /// Only a root disk is in a template.
     #[error("it has data disks")]
     DataDisks,
@@ -104,6 +107,9 @@ impl Vms {
         }
         if args.platform.efi.is_some() || args.platform.tpm.is_some() {
             return Err(Cold::Platform);
+        }
+        if args.live.is_some() {
+            return Err(Cold::Resizable);
         }
         let [root] = machine.disks.as_slice() else { return Err(Cold::DataDisks) };
         let disk_bytes = root.size.to_units_ceil().unwrap_or(0);

@@ -198,6 +198,7 @@ impl Vms {
             qmp: vm.path("qmp.sock"),
             pidfile: vm.path("qemu.pid"),
             platform,
+            live: crate::resize::LiveArgs::of(machine),
         };
         // What a server killed while QEMU starts must find in vm.json to
         // adopt that QEMU: its probe port and forwards, written before.
@@ -206,6 +207,7 @@ impl Vms {
         vm.file.forwards = extra;
         vm.file.booted = Some(BootShape::of(machine));
         vm.file.gpus = args.gpus.clone();
+        vm.file.live = args.live.clone();
         vm.file.snapshot = None;
         vm.file.plugged.clear();
         vm.file.save(&vm.dir).await?;

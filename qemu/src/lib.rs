@@ -65,6 +65,7 @@ pub mod process;
 pub mod proxy;
 pub mod qmp;
 mod recover;
+pub mod resize;
 mod snapshot;
 pub mod sources;
 pub mod state;
@@ -332,6 +333,7 @@ impl Vms {
             snapshot: None,
             plugged: Vec::new(),
             tpm_state: None,
+            live: None,
         };
         file.save(&dir).await?;
         let h = Arc::new(tokio::sync::Mutex::new(Vm::new(dir, file)));

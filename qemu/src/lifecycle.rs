@@ -229,6 +229,9 @@ impl Vms {
         if t.spec.requests.migrate > vm.file.migrations {
             self.migrate_step(vm, t).await?;
         }
+        if vm.running().is_some() && vm.ready.load(Ordering::SeqCst) {
+            self.resize_step(vm, t).await?;
+        }
         match vm.running() {
             Some(p) => self.watch_running(vm, t, &p).await,
             None => self.heal_or_boot(vm, t).await,

@@ -124,6 +124,7 @@ pub(crate) fn rebuild(dir: &Path, found: Option<&Found>) -> VmFile {
         // After a live migration the TPM's state is in the other directory.
         tpm_state: (!dir.join(crate::platform::TPM_DIR).is_dir() && dir.join(crate::platform::TPM_DIR_B).is_dir())
             .then(|| crate::platform::TPM_DIR_B.to_owned()),
+        live: None,
     }
 }
 

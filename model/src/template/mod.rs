@@ -265,6 +265,7 @@ impl SpecDefaults {
         spec.exposed_ports = self.exposed_ports.clone();
         spec.cloud_init.ssh_keys = self.ssh_keys.clone();
         spec.cloud_init.user_data = self.user_data.clone();
+        spec.live = crate::machine::LiveLimits { max_cpu_cores: self.max_cpu_cores, max_memory: self.max_memory.clone() };
         spec.profile = self.profile();
         spec.profile.check("spec_defaults", &mut errs);
         if let Some(p) = &self.readiness_probe {
