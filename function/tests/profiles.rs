@@ -78,3 +78,13 @@ fn windows_gets_hyperv_a_local_clock_secure_boot_and_a_tpm() {
     assert_eq!(d["clock"]["timezone"], "UTC");
     assert_eq!(d["clock"]["timer"]["hyperv"], json!({}));
 }
+
+#[test]
+fn limits_render_as_kubevirt_live_update_sockets_and_max_guest() {
+    let d = domain(json!({"max_cpu_cores": 4, "max_memory": "8Gi"}));
+    assert_eq!(d["cpu"], json!({"cores": 1, "sockets": 2, "maxSockets": 4}), "simple_vm's 2 vCPUs as sockets");
+    assert_eq!(d["memory"], json!({"guest": "2Gi", "maxGuest": "8Gi"}));
+    let fixed = domain(json!({}));
+    assert_eq!(fixed["cpu"], json!({"cores": 2}));
+    assert_eq!(fixed["memory"], json!({"guest": "2Gi"}));
+}

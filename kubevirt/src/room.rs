@@ -33,7 +33,9 @@ pub fn room(nodes: &[std::sync::Arc<DynamicObject>], vms: &[std::sync::Arc<Dynam
     }
     for vm in vms {
         let domain = &vm.data["spec"]["template"]["spec"]["domain"];
-        r.cpu_millis.used += domain["cpu"]["cores"].as_u64().unwrap_or(1) * 1000;
+        // vCPUs are cores × sockets (a VM resized live counts sockets).
+        let cpu = &domain["cpu"];
+        r.cpu_millis.used += cpu["cores"].as_u64().unwrap_or(1) * cpu["sockets"].as_u64().unwrap_or(1) * 1000;
         r.memory_bytes.used +=
             domain["memory"]["guest"].as_str().and_then(|q| Quantity::parse(q).ok()).and_then(|q| q.to_units_ceil()).unwrap_or(0);
         for g in domain["devices"]["gpus"].as_array().into_iter().flatten() {

@@ -146,16 +146,27 @@ pub struct Domain {
 
 /// CPU topology.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Cpu {
-    /// Cores.
+    /// Cores (per socket).
     pub cores: u32,
+    /// Sockets, for a VM resized live (KubeVirt's `LiveUpdate` adds sockets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sockets: Option<u32>,
+    /// The most sockets the running VM can grow to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sockets: Option<u32>,
 }
 
 /// Guest memory.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Memory {
     /// e.g. `4Gi`.
     pub guest: String,
+    /// The most memory the running VM can grow to (`LiveUpdate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_guest: Option<String>,
 }
 
 /// Devices (subset).

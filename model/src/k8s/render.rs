@@ -329,6 +329,15 @@ fn eviction_strategy(spec: &MachineSpec) -> &'static str {
     if spec.gpus.is_empty() { "LiveMigrateIfPossible" } else { "None" }
 }
 
+/// The CPU topology: a VM resized live counts its vCPUs in sockets of one
+/// core, which KubeVirt's `LiveUpdate` rollout adds up to `maxSockets`.
+fn cpu(spec: &MachineSpec) -> Cpu {
+    match spec.live.max_cpu_cores {
+        Some(max) => Cpu { cores: 1, sockets: Some(spec.cpu.cores), max_sockets: Some(max) },
+        None => Cpu { cores: spec.cpu.cores, sockets: None, max_sockets: None },
+    }
+}
+
 /// Renders the KubeVirt VM of `spec`, and its floating-IP Service when ports are exposed.
 pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
     let labels = BTreeMap::from([(VM_LABEL.to_owned(), o.name.clone())]);
@@ -348,8 +357,11 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
                 metadata: ObjectMeta { name: None, labels: labels.clone(), annotations },
                 spec: VmiSpec {
                     domain: Domain {
-                        cpu: Cpu { cores: spec.cpu.cores },
-                        memory: Memory { guest: spec.memory.as_str().to_owned() },
+                        cpu: cpu(spec),
+                        memory: Memory {
+                            guest: spec.memory.as_str().to_owned(),
+                            max_guest: spec.live.max_memory.as_ref().map(|m| m.as_str().to_owned()),
+                        },
                         devices: Devices {
                             disks,
                             interfaces,
