@@ -254,6 +254,16 @@ impl InstanceTypeSpec {
         }
         machine.cpu.cores = self.cores;
         machine.memory = crate::Quantity::from_bytes(memory);
+        // A GPU type's GPUs take the place of the template's.
+        if let Some(g) = &self.gpu {
+            machine.gpus = (0..g.count)
+                .map(|i| crate::Gpu {
+                    name: format!("gpu{i}"),
+                    device_name: g.resource_name.clone(),
+                    pci_device_selector: Some(g.pci_device_selector.clone()),
+                })
+                .collect();
+        }
     }
 }
 

@@ -96,6 +96,10 @@ pub struct Gpu {
     pub name: String,
     /// Resource name of the host device, e.g. `nvidia.com/GA102GL_A10`.
     pub device_name: String,
+    /// The PCI vendor and device ids it may also be matched by, e.g.
+    /// `10DE:2236` (an instance type's GPU has both).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_device_selector: Option<String>,
 }
 
 /// A transport protocol.

@@ -105,6 +105,7 @@ pub fn from_tf(v: &Value) -> Result<VirtualMachineTemplate, String> {
             .map(|g| Gpu {
                 name: string(get(g, "name")).unwrap_or_default(),
                 device_name: string(get(g, "device_name")).unwrap_or_default(),
+                pci_device_selector: None,
             })
             .collect(),
         exposed_ports: items(get(sd, "exposed_port"))

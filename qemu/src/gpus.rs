@@ -64,10 +64,13 @@ impl Gpus {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether `gpu` is the model `device_name` asks for.
-    fn fits(&self, gpu: &HostGpu, device_name: &str) -> bool {
-        let wanted = device_name.trim().to_ascii_lowercase();
-        wanted == gpu.ids || self.aliases.get(device_name).is_some_and(|ids| ids.eq_ignore_ascii_case(&gpu.ids))
+    /// Whether `gpu` is the model `g` asks for: by its PCI ids (its
+    /// `device_name` or `pci_device_selector`) or the alias of its name.
+    fn fits(&self, gpu: &HostGpu, g: &Gpu) -> bool {
+        let by_ids = |ids: &str| ids.trim().eq_ignore_ascii_case(&gpu.ids);
+        by_ids(&g.device_name)
+            || g.pci_device_selector.as_deref().is_some_and(by_ids)
+            || self.aliases.get(&g.device_name).is_some_and(|ids| by_ids(ids))
     }
 
     /// Gives VM `vm` one GPU per entry of `wanted` (those it holds first),
@@ -76,9 +79,8 @@ impl Gpus {
         let mut held = self.held();
         let mut chosen: Vec<String> = Vec::new();
         for g in wanted {
-            let free = |h: &&HostGpu| {
-                !chosen.contains(&h.address) && held.get(&h.address).is_none_or(|owner| owner == vm) && self.fits(h, &g.device_name)
-            };
+            let free =
+                |h: &&HostGpu| !chosen.contains(&h.address) && held.get(&h.address).is_none_or(|owner| owner == vm) && self.fits(h, g);
             // A GPU the VM already holds is kept before a free one is taken.
             let mine = self.host.iter().filter(free).find(|h| held.get(&h.address).is_some_and(|o| o == vm));
             match mine.or_else(|| self.host.iter().find(free)) {
@@ -137,7 +139,7 @@ mod tests {
     }
 
     fn want(names: &[&str]) -> Vec<Gpu> {
-        names.iter().map(|n| Gpu { name: "g".into(), device_name: (*n).into() }).collect()
+        names.iter().map(|n| Gpu { name: "g".into(), device_name: (*n).into(), pci_device_selector: None }).collect()
     }
 
     #[test]

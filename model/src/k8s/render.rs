@@ -472,7 +472,10 @@ mod tests {
     fn only_a_vm_that_can_move_is_live_migrated_and_none_blocks_a_drain() {
         let vm = vm_json(&MachineSpec::default(), PowerState::Started);
         assert_eq!(vm["spec"]["template"]["spec"]["evictionStrategy"], "LiveMigrateIfPossible");
-        let gpu = MachineSpec { gpus: vec![Gpu { name: "g".into(), device_name: "nvidia.com/A10".into() }], ..MachineSpec::default() };
+        let gpu = MachineSpec {
+            gpus: vec![Gpu { name: "g".into(), device_name: "nvidia.com/A10".into(), pci_device_selector: None }],
+            ..MachineSpec::default()
+        };
         assert_eq!(vm_json(&gpu, PowerState::Started)["spec"]["template"]["spec"]["evictionStrategy"], "None");
     }
 

@@ -60,7 +60,8 @@ fn set_image(m: &mut MachineSpec, v: &TypedValue) -> Result<(), String> {
 
 fn set_gpus(m: &mut MachineSpec, v: &TypedValue) -> Result<(), String> {
     let TypedValue::List(l) = v else { return Err(mismatch("gpus", v)) };
-    m.gpus = l.iter().enumerate().map(|(i, d)| Gpu { name: format!("gpu{i}"), device_name: d.clone() }).collect();
+    m.gpus =
+        l.iter().enumerate().map(|(i, d)| Gpu { name: format!("gpu{i}"), device_name: d.clone(), pci_device_selector: None }).collect();
     Ok(())
 }
 

@@ -168,7 +168,7 @@ async fn a_change_is_acknowledged_before_the_backend_acts() {
 async fn failures_and_backend_errors_are_reported() {
     let (_d, store, backend, r) = setup().await;
     let mut gpu = MachineSpec::default();
-    gpu.gpus.push(vmaas_model::Gpu { name: "gpu0".into(), device_name: "nvidia.com/A10".into() });
+    gpu.gpus.push(vmaas_model::Gpu { name: "gpu0".into(), device_name: "nvidia.com/A10".into(), pci_device_selector: None });
     let failing = add_vm(&store, "gpu", PowerState::Started, gpu).await;
     r.pass().await.unwrap();
     let vm = store.get_vm(&failing, &Scope::All).await.unwrap();
