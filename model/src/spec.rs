@@ -48,6 +48,14 @@ pub struct SpecDefaults {
     /// SSH public keys installed in the guest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ssh_keys: Vec<String>,
+    /// The instance type a VM of this template gets when it names none
+    /// (by name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
+    /// The instance types a VM of this template may name (by name); any
+    /// when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instance_types: Vec<String>,
     /// The most vCPUs a running VM can be resized to without a restart
     /// (default: none, a new count waits for a restart).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -119,6 +119,8 @@ pub fn from_tf(v: &Value) -> Result<VirtualMachineTemplate, String> {
         readiness_probe,
         user_data: string(get(sd, "user_data")),
         ssh_keys: strings(get(sd, "ssh_keys")),
+        instance_type: string(get(sd, "instance_type")),
+        instance_types: strings(get(sd, "instance_types")),
         max_cpu_cores: num(get(sd, "max_cpu_cores")).map(|n| n as u32),
         max_memory: quantity("max_memory")?,
         firmware: word(sd, "firmware", Firmware::parse)?,
@@ -213,6 +215,14 @@ pub fn to_tf(t: &VirtualMachineTemplate, like: &Value) -> Value {
             ("image", opt_str(sd.image.as_deref())),
             ("user_data", opt_str(sd.user_data.as_deref())),
             ("ssh_keys", keep_null(Value::Array(sd.ssh_keys.iter().map(|k| Value::from(k.as_str())).collect()), get(like_sd, "ssh_keys"))),
+            ("instance_type", opt_str(sd.instance_type.as_deref())),
+            (
+                "instance_types",
+                keep_null(
+                    Value::Array(sd.instance_types.iter().map(|k| Value::from(k.as_str())).collect()),
+                    get(like_sd, "instance_types"),
+                ),
+            ),
             ("max_cpu_cores", opt_num(sd.max_cpu_cores.map(i64::from))),
             ("max_memory", opt_str(sd.max_memory.as_ref().map(Quantity::as_str))),
             ("firmware", opt_str(sd.firmware.map(Firmware::as_str))),

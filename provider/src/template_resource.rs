@@ -126,6 +126,8 @@ fn schema() -> Schema {
             attr("image", STRING, false, "Base image name."),
             attr("user_data", STRING, false, "Cloud-init user data."),
             attr("ssh_keys", STRING_LIST, false, "SSH public keys."),
+            attr("instance_type", STRING, false, "The instance type a VM gets when it names none."),
+            attr("instance_types", STRING_LIST, false, "The instance types a VM may name (any when unset)."),
             attr("max_cpu_cores", NUMBER, false, "The most vCPUs a running VM is resized to without a restart."),
             attr("max_memory", STRING, false, "The most memory a running VM is resized to without a restart, e.g. `4Gi`."),
             attr("firmware", STRING, false, "Firmware: `bios` or `efi` (default: the image's, else by the OS family)."),

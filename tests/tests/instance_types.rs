@@ -1,7 +1,8 @@
 //! Instance types through the real `vmaas-server`, on SQLite and on
 //! PostgreSQL: published by administrators, read by every tenant, their
 //! shape fixed, their lifecycle (deprecate with a replacement, obsolete,
-//! active again) with the times the server sets; through the CLI; and as
+//! active again) with the times the server sets; a template's default and
+//! allowed types; through the CLI; and as
 //! `vmaas_instance_type` on both Terraform versions.
 
 use reqwest::Method;
@@ -24,6 +25,35 @@ fn assert_refused(st: u16, e: &Value, fields: &[&str]) {
 
 async fn patch(s: &Server, token: &str, id: &str, spec: Value) -> (u16, Value) {
     s.raw(Method::PATCH, &format!("{TYPES}/{id}"), Some(token), Some(json!({"object": {"spec": spec}}))).await
+}
+
+on_both_databases! {
+    async fn a_template_names_a_default_instance_type_and_those_it_allows(db: Db) {
+        let Some(s) = Server::start(db).await else { return };
+        let (admin, acme) = (s.token("ops", true), s.token("acme", false));
+        for (name, cores, gib) in [("t.small", 1, 1), ("t.large", 4, 8), ("t.other", 2, 2)] {
+            assert_eq!(s.raw(Method::POST, TYPES, Some(&admin), Some(shape(name, cores, gib))).await.0, 201);
+        }
+        let template = "id: shaped\nspec_defaults: {image: test-guest, instance_type: t.small, instance_types: [t.small, t.large]}\n";
+        vmaas_tests::vms::publish(&s, template);
+        let vms = "/api/fulfillment/v1/virtual_machines";
+        let vm = |name: &str, ty: Option<&str>| {
+            let mut spec = json!({"template": "shaped"});
+            if let Some(t) = ty {
+                spec["instance_type"] = json!(t);
+            }
+            json!({"object": {"metadata": {"name": name}, "spec": spec}})
+        };
+        let (st, o) = s.raw(Method::POST, vms, Some(&acme), Some(vm("plain", None))).await;
+        assert_eq!(st, 201, "{o}");
+        assert_eq!(o["object"]["spec"]["instance_type"]["name"], "t.small", "the template's default: {o}");
+        let (st, o) = s.raw(Method::POST, vms, Some(&acme), Some(vm("large", Some("t.large")))).await;
+        assert_eq!(st, 201, "{o}");
+        assert_eq!(o["object"]["spec"]["instance_type"]["name"], "t.large");
+        let (st, e) = s.raw(Method::POST, vms, Some(&acme), Some(vm("other", Some("t.other")))).await;
+        assert_refused(st, &e, &["object.spec.instance_type"]);
+        assert!(e.to_string().contains("allows the instance types"), "{e}");
+    }
 }
 
 on_both_databases! {

@@ -11,17 +11,24 @@ use crate::store::Scope;
 const FIELD: &str = "object.spec.instance_type";
 
 /// Sizes `machine` by `spec.instance_type`, if the VM names one, and
-/// rewrites the reference with the type's id and name. `previous` is the id
-/// of the type the VM has (on a change): an OBSOLETE type is refused only
-/// where it is new to the VM. Every problem goes into `errs`.
+/// rewrites the reference with the type's id and name. A new VM
+/// (`creating`) naming none gets its template's default type; a type the
+/// template does not allow is refused. `previous` is the id of the type the
+/// VM has (on a change): an OBSOLETE type is refused only where it is new
+/// to the VM. Every problem goes into `errs`.
 pub(super) async fn apply(
     s: &AppState,
     spec: &mut VirtualMachineSpec,
     template: &Template,
     machine: &mut MachineSpec,
     previous: Option<&str>,
+    creating: bool,
     errs: &mut ValidationErrors,
 ) -> Result<(), ApiError> {
+    let defaults = &template.wire().spec_defaults;
+    if creating && spec.instance_type.is_none() {
+        spec.instance_type = defaults.instance_type.as_ref().map(|name| InstanceTypeReference { id: String::new(), name: name.clone() });
+    }
     let Some(wanted) = spec.instance_type.as_ref() else { return Ok(()) };
     let Some(t) = s.store.find_record::<InstanceType>(wanted.key(), &Scope::All).await? else {
         errs.push(FIELD, format!("there is no instance type {:?}; list them with GET /api/fulfillment/v1/instance_types", wanted.key()));
@@ -33,6 +40,10 @@ pub(super) async fn apply(
             FIELD,
             format!("instance type {:?} is OBSOLETE: refused for new virtual machines{}", t.name, instead.unwrap_or_default()),
         );
+        return Ok(());
+    }
+    if !defaults.instance_types.is_empty() && !defaults.instance_types.contains(&t.name) {
+        errs.push(FIELD, format!("template {:?} allows the instance types {:?}, not {:?}", template.id(), defaults.instance_types, t.name));
         return Ok(());
     }
     t.spec.size(&t.name, template, &spec.template_parameters, machine, errs);

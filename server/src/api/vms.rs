@@ -40,11 +40,13 @@ pub(super) fn routes() -> Router<AppState> {
 }
 
 /// Validates `spec` against its template, naming fields from `object.spec`.
-/// `previous` is the instance type the VM has, on a change.
+/// `previous` is the instance type the VM has, on a change; `creating`
+/// for a new VM.
 async fn resolve(
     s: &AppState,
     spec: &mut VirtualMachineSpec,
     previous: Option<&str>,
+    creating: bool,
     errs: &mut ValidationErrors,
 ) -> Result<Option<(Template, Resolved)>, ApiError> {
     let record = match s.store.get_template(&spec.template).await {
@@ -63,7 +65,7 @@ async fn resolve(
     match template.resolve(&spec.template_parameters, "object.spec.template_parameters") {
         Ok(mut r) => {
             let before = errs.0.len();
-            super::vm_shape::apply(s, spec, &template, &mut r.spec, previous, errs).await?;
+            super::vm_shape::apply(s, spec, &template, &mut r.spec, previous, creating, errs).await?;
             spec.apply_guest_config(&mut r.spec, "object.spec", errs);
             apply_image(&template, spec, &mut r.spec, errs);
             Ok((errs.0.len() == before).then_some((template, r)))
@@ -149,7 +151,7 @@ pub(super) async fn create(
     let mut errs = ValidationErrors::default();
     let name = checked_name(obj.requested_name(), &mut errs);
     let labels = vmaas_model::Labels::from_input(obj.metadata.as_ref(), &mut errs);
-    let resolved = resolve(&s, &mut obj.spec, None, &mut errs).await?;
+    let resolved = resolve(&s, &mut obj.spec, None, true, &mut errs).await?;
     check_placement(s.backend.as_ref(), obj.spec.placement.as_ref(), &mut errs);
     if let Some((template, r)) = &resolved {
         super::images::check_image(&s, &caller, &r.spec, &image_field(template, &obj.spec), &mut errs).await?;
@@ -262,7 +264,7 @@ pub(super) async fn patch(
     }
     let mut rebooted = false;
     if !same_machine_inputs(&next.spec, &current.spec)
-        && let Some((template, r)) = resolve(&s, &mut next.spec, previous_type, &mut errs).await?
+        && let Some((template, r)) = resolve(&s, &mut next.spec, previous_type, false, &mut errs).await?
     {
         check_no_shrink(&template, &current.machine, &r.spec, &mut errs);
         super::images::check_image(&s, &caller, &r.spec, &image_field(&template, &next.spec), &mut errs).await?;
