@@ -7,6 +7,9 @@
 //!   device over the difference, plugged empty; growing sets its
 //!   `requested-size` and the guest's virtio-mem driver plugs the blocks.
 //!
+//! - Disks: any running guest's disk grows (`block_resize`); the guest
+//!   sees the new size at once (its file system grows at its next boot).
+//!
 //! Only growth is live: fewer vCPUs or less memory (and more than the
 //! limits) wait for a restart (`RESTART_REQUIRED`), as on KubeVirt.
 
@@ -190,6 +193,7 @@ impl Vms {
     /// when the limits it started with allow; otherwise the change waits
     /// for a restart (`RESTART_REQUIRED` says so).
     pub(crate) async fn resize_step(&self, vm: &mut Vm, t: &VmTarget) -> Result<(), Stop> {
+        self.grow_disks(vm, t).await?;
         let (Some(live), Some(mut booted)) = (vm.file.live.clone(), vm.file.booted.clone()) else { return Ok(()) };
         let wanted = BootShape::of(&t.spec.machine);
         if (wanted.cpu_cores, wanted.memory_bytes) == (booted.cpu_cores, booted.memory_bytes) {
@@ -220,6 +224,42 @@ impl Vms {
             }
             Err(e) => warn!(vm = %t.id, error = %e, "live resize failed; the change waits for a restart"),
         }
+        Ok(())
+    }
+}
+
+impl Vms {
+    /// Grows the running guest's disks to `t`'s sizes with QMP
+    /// `block_resize` (the qcow2 file and the virtio disk the guest sees,
+    /// at once); the API refuses a smaller size.
+    async fn grow_disks(&self, vm: &mut Vm, t: &VmTarget) -> Result<(), Stop> {
+        let Some(mut booted) = vm.file.booted.clone() else { return Ok(()) };
+        let wanted = BootShape::of(&t.spec.machine);
+        let grown: Vec<(String, u64)> =
+            wanted.disks.into_iter().filter(|(n, size)| booted.disks.iter().any(|(b, was)| b == n && was < size)).collect();
+        if grown.is_empty() {
+            return Ok(());
+        }
+        let mut q = match Qmp::connect(&vm.path("qmp.sock")).await {
+            Ok(q) => q,
+            Err(e) => {
+                warn!(vm = %t.id, error = %e, "cannot reach QEMU to grow the disks; they grow at the next start");
+                return Ok(());
+            }
+        };
+        for (name, size) in grown {
+            // QEMU sizes block devices in whole sectors.
+            let arg = json!({"node-name": format!("disk-{name}"), "size": size.div_ceil(512) * 512});
+            match q.execute("block_resize", Some(arg)).await {
+                Ok(_) => {
+                    info!(vm = %t.id, disk = %name, bytes = size, "disk grown live");
+                    booted.disks.iter_mut().filter(|(n, _)| *n == name).for_each(|d| d.1 = size);
+                }
+                Err(e) => warn!(vm = %t.id, disk = %name, error = %e, "growing the disk live failed; it grows at the next start"),
+            }
+        }
+        vm.file.booted = Some(booted);
+        vm.file.save(&vm.dir).await?;
         Ok(())
     }
 }

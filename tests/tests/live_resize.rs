@@ -1,8 +1,8 @@
 //! Live resize on the qemu backend, with a real guest: a running VM whose
 //! template sets `max_cpu_cores` and `max_memory` goes from 1 to 2 vCPUs
 //! and from 256 to 512 MiB without a reboot (the same boot id), and the
-//! guest sees both; no restart is asked for, and a live migration keeps
-//! them. Beyond the limits the change
+//! guest sees both; its boot disk grows and the guest sees the new size;
+//! no restart is asked for, and a live migration keeps them all. Beyond the limits the change
 //! waits for a restart (`RESTART_REQUIRED`), as before.
 
 use reqwest::Method;
@@ -15,9 +15,9 @@ id: resizable
 parameters:
   - { name: vm_cpu_cores, type: integer, min: 1, max: 4, default: { value: 1 } }
   - { name: vm_memory, type: quantity, min: 128Mi, max: 2Gi, default: { value: 256Mi } }
+  - { name: vm_disk_size, type: quantity, min: 128Mi, max: 2Gi, default: { value: 256Mi } }
 spec_defaults:
   image: test-guest
-  disk_size: 256Mi
   max_cpu_cores: 2
   max_memory: 1Gi
   readiness_probe:
@@ -83,8 +83,28 @@ async fn a_running_vm_takes_more_vcpus_and_memory_without_a_reboot() {
     assert_eq!(now_cpus, 2);
     assert!(now_mem >= mem + 250, "{mem} MiB then {now_mem} MiB");
     assert!(s.log().contains("resized live"), "{}", s.log());
-    let (_, vm) = s.raw(Method::GET, &path, Some(&t), None).await;
-    assert!(!restart_required(&vm["object"]), "nothing waits for a restart: {vm:#}");
+    wait_until(&s, &t, &id, "READY with nothing waiting for a restart", 30, |v| {
+        state(v) == "VIRTUAL_MACHINE_STATE_READY" && !restart_required(v)
+    })
+    .await;
+
+    // The boot disk grows while the guest runs, and the guest sees it.
+    let sectors = || said(&console(&s, &t, "grower", "echo \"<<$(cat /sys/block/vda/size)>>\"")).parse::<u64>().unwrap_or(0);
+    assert_eq!(sectors(), (256 << 20) / 512);
+    let bigger = json!({"object": {"spec": {"template_parameters": {
+        "vm_cpu_cores": {"value": 2}, "vm_memory": {"value": "512Mi"}, "vm_disk_size": {"value": "512Mi"}}}}});
+    let (st, b) = s.raw(Method::PATCH, &path, Some(&t), Some(bigger)).await;
+    assert_eq!(st, 200, "{b}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while sectors() != (512 << 20) / 512 {
+        assert!(std::time::Instant::now() < deadline, "the guest does not see the grown disk\n{}", s.log());
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    assert_eq!(seen(&s, &t).0, boot, "the same boot");
+    wait_until(&s, &t, &id, "READY with nothing waiting for a restart", 30, |v| {
+        state(v) == "VIRTUAL_MACHINE_STATE_READY" && !restart_required(v)
+    })
+    .await;
 
     // A live migration keeps the vCPU and the memory added.
     let old = qemu_pids(&id);
@@ -95,11 +115,11 @@ async fn a_running_vm_takes_more_vcpus_and_memory_without_a_reboot() {
     assert_eq!(seen(&s, &t), (boot.clone(), 2, now_mem), "after a live migration\n{}", s.log());
 
     // Beyond what the guest started able to take: a restart is asked for.
-    let more = json!({"object": {"spec": {"template_parameters": {"vm_cpu_cores": {"value": 2}, "vm_memory": {"value": "2Gi"}}}}});
+    let more = json!({"object": {"spec": {"template_parameters": {"vm_cpu_cores": {"value": 2}, "vm_memory": {"value": "2Gi"}, "vm_disk_size": {"value": "512Mi"}}}}});
     let (st, b) = s.raw(Method::PATCH, &path, Some(&t), Some(more)).await;
     assert_eq!(st, 400, "over max_memory is refused: {b}");
     assert!(b.to_string().contains("max_memory"), "{b}");
-    let fewer = json!({"object": {"spec": {"template_parameters": {"vm_cpu_cores": {"value": 1}, "vm_memory": {"value": "512Mi"}}}}});
+    let fewer = json!({"object": {"spec": {"template_parameters": {"vm_cpu_cores": {"value": 1}, "vm_memory": {"value": "512Mi"}, "vm_disk_size": {"value": "512Mi"}}}}});
     let (st, b) = s.raw(Method::PATCH, &path, Some(&t), Some(fewer)).await;
     assert_eq!(st, 200, "{b}");
     wait_until(&s, &t, &id, "RESTART_REQUIRED", 60, |v| state(v) == "VIRTUAL_MACHINE_STATE_READY" && restart_required(v)).await;
