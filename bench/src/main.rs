@@ -31,6 +31,7 @@ mod migration;
 mod network;
 mod recovery;
 mod scale;
+mod shapes;
 mod storage;
 mod throughput;
 mod tls;
@@ -182,6 +183,20 @@ enum Cmd {
         #[arg(long, value_delimiter = ',', default_values_t = [24, 16])]
         tcg_caches: Vec<u32>,
         /// Images directory [default: ~/.local/share/vmaas/images].
+        #[arg(long)]
+        images_dir: Option<std::path::PathBuf>,
+    },
+    /// Machine shapes on real guests: EFI (Secure Boot, TPM) beside BIOS
+    /// create→READY, cold and from a snapshot, and how long a live resize
+    /// takes until the guest sees it.
+    Shapes {
+        /// VMs per boot path.
+        #[arg(long, default_value_t = 5)]
+        vms: usize,
+        /// Live resizes (one new VM each).
+        #[arg(long, default_value_t = 5)]
+        resizes: usize,
+        /// Base images (default: ~/.local/share/vmaas/images).
         #[arg(long)]
         images_dir: Option<std::path::PathBuf>,
     },
@@ -487,5 +502,6 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Migration { rounds, images_dir } => migration::migration(rounds, images(images_dir)).await,
         Cmd::Qemu { vms, burst, idle, tcg_caches, images_dir } => boot::qemu(vms, burst, idle, &tcg_caches, images(images_dir)).await,
         Cmd::Storage { rounds, megabytes, images_dir } => storage::storage(rounds, megabytes, images(images_dir)).await,
+        Cmd::Shapes { vms, resizes, images_dir } => shapes::shapes(vms, resizes, images(images_dir)).await,
     }
 }

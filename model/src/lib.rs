@@ -90,7 +90,7 @@ pub use quantity::{Quantity, QuantityError};
 pub use security_group::{
     CreateSecurityGroup, PatchSecurityGroup, SecurityGroup, SecurityGroupSpec, SecurityGroupState, SecurityGroupStatus, SecurityRule,
 };
-pub use spec::{ExposedPort, Gpu, Probe, ProbeCheck, Protocol, ReadinessProbe, SpecDefaults};
+pub use spec::{DataDisk, ExposedPort, Gpu, Probe, ProbeCheck, Protocol, ReadinessProbe, SpecDefaults};
 pub use subnet::{CreateSubnet, Subnet, SubnetSpec, SubnetState, SubnetStatus};
 pub use template::{ParameterDefinition, ParameterType, Resolved, SpecField, Template, VirtualMachineTemplate};
 pub use validation::{FieldError, ValidationErrors};

@@ -48,6 +48,9 @@ pub struct SpecDefaults {
     /// SSH public keys installed in the guest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ssh_keys: Vec<String>,
+    /// Empty data disks beside the boot disk, e.g. `[{name: data0, size: 120Gi}]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_disks: Vec<DataDisk>,
     /// The instance type a VM of this template gets when it names none
     /// (by name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -93,6 +96,18 @@ impl SpecDefaults {
             guest_os_family: self.guest_os_family,
         }
     }
+}
+
+/// An empty data disk a template gives its VMs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DataDisk {
+    /// Its name, a DNS label other than `root`, e.g. `data0`.
+    pub name: String,
+    /// Its size, e.g. `120Gi`.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "120Gi"))]
+    pub size: Quantity,
 }
 
 /// A GPU request, as KubeVirt writes it: `{name, device_name}`.

@@ -6,8 +6,8 @@
 use rmpv::Value;
 use vmaas_model::spec::{HttpProbe, TcpProbe};
 use vmaas_model::{
-    ExposedPort, Firmware, Gpu, GuestOsFamily, ParameterDefinition, ParameterType, ParameterValue, Protocol, Quantity, ReadinessProbe,
-    SpecDefaults, SpecField, VirtualMachineTemplate,
+    DataDisk, ExposedPort, Firmware, Gpu, GuestOsFamily, ParameterDefinition, ParameterType, ParameterValue, Protocol, Quantity,
+    ReadinessProbe, SpecDefaults, SpecField, VirtualMachineTemplate,
 };
 
 use crate::value::{get, object, string};
@@ -119,6 +119,14 @@ pub fn from_tf(v: &Value) -> Result<VirtualMachineTemplate, String> {
         readiness_probe,
         user_data: string(get(sd, "user_data")),
         ssh_keys: strings(get(sd, "ssh_keys")),
+        data_disks: items(get(sd, "data_disk"))
+            .iter()
+            .map(|d| {
+                let size = string(get(d, "size")).unwrap_or_default();
+                let size = Quantity::parse(&size).map_err(|e| format!("spec_defaults.data_disk.size: {e}"))?;
+                Ok(DataDisk { name: string(get(d, "name")).unwrap_or_default(), size })
+            })
+            .collect::<Result<_, String>>()?,
         instance_type: string(get(sd, "instance_type")),
         instance_types: strings(get(sd, "instance_types")),
         max_cpu_cores: num(get(sd, "max_cpu_cores")).map(|n| n as u32),
@@ -249,6 +257,15 @@ pub fn to_tf(t: &VirtualMachineTemplate, like: &Value) -> Value {
                                 ("name", opt_str(p.name.as_deref())),
                             ])
                         })
+                        .collect(),
+                ),
+            ),
+            (
+                "data_disk",
+                Value::Array(
+                    sd.data_disks
+                        .iter()
+                        .map(|d| object(vec![("name", Value::from(d.name.as_str())), ("size", Value::from(d.size.as_str()))]))
                         .collect(),
                 ),
             ),

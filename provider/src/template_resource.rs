@@ -115,6 +115,13 @@ fn schema() -> Schema {
         ],
         vec![],
     );
+    let data_disk = nested(
+        "data_disk",
+        NestingMode::List,
+        "An empty data disk beside the boot disk.",
+        vec![attr("name", STRING, true, "Its name, e.g. `data0`."), attr("size", STRING, true, "Its size, e.g. `120Gi`.")],
+        vec![],
+    );
     let defaults = nested(
         "spec_defaults",
         NestingMode::Single,
@@ -135,7 +142,7 @@ fn schema() -> Schema {
             attr("tpm", BOOL, false, "A persistent TPM 2.0 (default: the image's, else on for Windows)."),
             attr("guest_os_family", STRING, false, "`linux` or `windows` (default: the image's, else `linux`)."),
         ],
-        vec![probe, port, gpu],
+        vec![probe, port, gpu, data_disk],
     );
     Schema {
         version: 0,

@@ -265,6 +265,16 @@ impl SpecDefaults {
         spec.exposed_ports = self.exposed_ports.clone();
         spec.cloud_init.ssh_keys = self.ssh_keys.clone();
         spec.cloud_init.user_data = self.user_data.clone();
+        for (i, d) in self.data_disks.iter().enumerate() {
+            let field = format!("spec_defaults.data_disks[{i}]");
+            if let Err(e) = crate::validation::check_dns_label(&d.name) {
+                errs.push(format!("{field}.name"), e);
+            } else if d.name == crate::machine::ROOT_DISK {
+                errs.push(format!("{field}.name"), "\"root\" is the boot disk's name");
+            } else {
+                spec.disks.push(crate::Disk { name: d.name.clone(), size: d.size.clone(), source: crate::DiskSource::Blank });
+            }
+        }
         spec.live = crate::machine::LiveLimits { max_cpu_cores: self.max_cpu_cores, max_memory: self.max_memory.clone() };
         spec.profile = self.profile();
         spec.profile.check("spec_defaults", &mut errs);
