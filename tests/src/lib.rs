@@ -18,6 +18,7 @@ pub mod netns;
 pub mod objects;
 pub mod oidc;
 pub mod seed;
+pub mod seed002;
 pub mod tf;
 pub mod virt_api;
 pub mod vms;

@@ -1,0 +1,68 @@
+//! Seed 002 ("Virtualization on an ACP"): its three KubeVirt
+//! VirtualMachines, read from `../shared/seeds/`, and what of a
+//! VirtualMachine the model covers, to compare vmaas's rendering with them
+//! (`tests/tests/seed002.rs`).
+
+use serde_json::Value;
+
+use crate::tf::{repo, shared};
+
+/// The YAML documents of `text` (separated by `---`), comments only skipped.
+pub fn documents(text: &str) -> Vec<Value> {
+    text.split("\n---")
+        .filter(|d| d.lines().any(|l| !l.trim().is_empty() && !l.trim().starts_with('#')))
+        .map(|d| serde_norway::from_str(d).unwrap())
+        .collect()
+}
+
+/// The seed's VirtualMachines, from the YAML blocks of seed 002.
+pub fn seed_vms() -> Vec<Value> {
+    let dir = shared().join("seeds");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("002_"))
+        .expect("seed 002");
+    let text = std::fs::read_to_string(file).unwrap();
+    let blocks = text.split("```yaml").skip(1).filter_map(|b| b.split("```").next());
+    // Each block is one document (its `#` lines are YAML comments).
+    let vms: Vec<Value> =
+        blocks.filter_map(|b| serde_norway::from_str::<Value>(b).ok()).filter(|d| d["kind"] == "VirtualMachine").collect();
+    vms
+}
+
+/// The text of `examples/FILE`.
+pub fn example(file: &str) -> String {
+    std::fs::read_to_string(repo().join("examples").join(file)).unwrap()
+}
+
+/// vCPUs: cores × sockets × threads.
+pub fn vcpus(cpu: &Value) -> u64 {
+    ["cores", "sockets", "threads"].iter().map(|k| cpu[k].as_u64().unwrap_or(1)).product()
+}
+
+/// What the model covers of a VirtualMachine, in one comparable value.
+pub fn covered(vm: &Value) -> Value {
+    let t = &vm["spec"]["template"]["spec"];
+    let d = &t["domain"];
+    let dvs = vm["spec"]["dataVolumeTemplates"].as_array().cloned().unwrap_or_default();
+    let size = |dv: &Value| dv["spec"]["storage"]["resources"]["requests"]["storage"].as_str().unwrap_or_default().to_owned();
+    let blank: Vec<String> = dvs.iter().filter(|dv| dv["spec"]["source"].get("blank").is_some()).map(size).collect();
+    let efi = d["firmware"]["bootloader"].get("efi");
+    let bridged = d["devices"]["interfaces"].as_array().into_iter().flatten().filter(|i| i.get("bridge").is_some()).count();
+    let running = vm["spec"]["running"] == true || vm["spec"]["runStrategy"] == "Always";
+    serde_json::json!({
+        "vcpus": vcpus(&d["cpu"]),
+        "memory": d["memory"]["guest"],
+        "root_disk": dvs.first().map(size),
+        "data_disks": blank,
+        "efi": efi.is_some(),
+        // KubeVirt's default for an EFI bootloader is Secure Boot on.
+        "secure_boot": efi.is_some_and(|e| e["secureBoot"].as_bool().unwrap_or(true)),
+        "smm": d["features"]["smm"]["enabled"].as_bool().unwrap_or(d["features"].get("smm").is_some()),
+        "hyperv_spinlocks": d["features"]["hyperv"]["spinlocks"]["spinlocks"],
+        "bridged_nics": bridged,
+        "running": running,
+    })
+}
