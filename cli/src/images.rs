@@ -195,7 +195,7 @@ pub async fn image(client: &Client, cmd: ImageCmd, format: Format) -> anyhow::Re
             one(format, &i, row(&i), &HEADER)
         }
         ImageCmd::Import { name, source, sha256, public, description } => {
-            let i = import(client, name, source, ImageSpec { description, sha256, public, source: None }).await?;
+            let i = import(client, name, source, ImageSpec { description, sha256, public, source: None, ..Default::default() }).await?;
             one(format, &i, row(&i), &HEADER)
         }
         ImageCmd::Prune { dry_run, unused_for } => {

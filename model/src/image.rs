@@ -81,9 +81,27 @@ pub struct ImageSpec {
     /// Published for every tenant (administrators only).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub public: bool,
+    /// The guest's OS family, `linux` or `windows` (OSAC's
+    /// `GUEST_OS_FAMILY_LINUX`/`_WINDOWS` are taken too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_os_family: Option<crate::profile::GuestOsFamily>,
+    /// The firmware it boots by, `bios` or `efi`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firmware: Option<crate::profile::Firmware>,
+    /// Whether its boot chain is signed for Secure Boot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secure_boot: Option<bool>,
+    /// Whether its guest wants a TPM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpm: Option<bool>,
 }
 
 impl ImageSpec {
+    /// What the image says of its guest's platform; a VM's template lays its own over it.
+    pub fn profile(&self) -> crate::GuestProfile {
+        crate::GuestProfile { firmware: self.firmware, secure_boot: self.secure_boot, tpm: self.tpm, guest_os_family: self.guest_os_family }
+    }
+
     /// Checks what the spec says by itself, naming fields under `prefix`;
     /// the checksum is normalised to lower case.
     pub fn checked(mut self, prefix: &str) -> Result<Self, ValidationErrors> {
@@ -102,6 +120,7 @@ impl ImageSpec {
                 errs.push(format!("{prefix}.source"), p);
             }
         }
+        self.profile().check(prefix, &mut errs);
         if let Some(sum) = &mut self.sha256 {
             *sum = sum.trim().to_ascii_lowercase();
             if sum.len() != 64 || !sum.bytes().all(|b| b.is_ascii_hexdigit()) {

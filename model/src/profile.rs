@@ -35,9 +35,11 @@ pub enum Firmware {
 pub enum GuestOsFamily {
     /// Linux and other guests that need nothing special.
     #[default]
+    #[serde(alias = "GUEST_OS_FAMILY_LINUX")]
     Linux,
     /// Windows: EFI, Secure Boot and a TPM by default, Hyper-V
     /// enlightenments and an RTC in local time.
+    #[serde(alias = "GUEST_OS_FAMILY_WINDOWS")]
     Windows,
 }
 
@@ -196,6 +198,7 @@ mod tests {
             assert_eq!(serde_json::to_value(f).unwrap(), f.as_str());
             assert_eq!(Firmware::parse(f.as_str()), Some(f));
         }
+        assert_eq!(serde_json::from_str::<GuestOsFamily>("\"GUEST_OS_FAMILY_WINDOWS\"").unwrap(), GuestOsFamily::Windows, "OSAC's words");
         for f in [GuestOsFamily::Linux, GuestOsFamily::Windows] {
             assert_eq!(serde_json::to_value(f).unwrap(), f.as_str());
             assert_eq!(GuestOsFamily::parse(f.as_str()), Some(f));

@@ -21,6 +21,10 @@ spec_defaults:
   firmware: efi
   secure_boot: true
   tpm: true
+"#;
+
+/// What both templates end with: port 80 exposed, and READY once it answers.
+const SERVED: &str = r#"
   exposed_ports:
     - { port: 80, protocol: tcp, name: http }
   readiness_probe:
@@ -62,7 +66,7 @@ async fn ready(s: &Server, t: &str, id: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_efi_secure_boot_guest_with_a_tpm_keeps_its_variables_and_tpm_across_stops_and_server_kills() {
     let mut s = Server::start_qemu().await;
-    publish(&s, EFI);
+    publish(&s, &format!("{}{}", EFI.trim_end(), SERVED));
     let t = s.token("acme", false);
     let (st, vm) = s
         .raw(
@@ -150,12 +154,6 @@ spec_defaults:
   memory: 512Mi
   disk_size: 256Mi
   guest_os_family: windows
-  exposed_ports:
-    - { port: 80, protocol: tcp, name: http }
-  readiness_probe:
-    http: { port: 80, path: / }
-    period_seconds: 1
-    timeout_seconds: 240
 "#;
 
 /// The words of QEMU's command line for VM `id`.
@@ -173,7 +171,7 @@ fn after<'a>(words: &'a [String], flag: &str) -> Vec<&'a str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_windows_family_gets_secure_boot_a_tpm_hyperv_and_a_local_clock_by_default() {
     let s = Server::start_qemu().await;
-    publish(&s, WINDOWS);
+    publish(&s, &format!("{}{}", WINDOWS.trim_end(), SERVED));
     let t = s.token("acme", false);
     let body = json!({"object": {"metadata": {"name": "win"}, "spec": {"template": "windows-ready"}}});
     let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
@@ -216,4 +214,47 @@ async fn a_template_with_secure_boot_on_bios_is_refused_naming_the_field() {
     let (_, got) = s.raw(Method::GET, &format!("{V1}/virtual_machine_templates/good-sb"), Some(&admin), None).await;
     let d = &got["object"]["spec_defaults"];
     assert_eq!((&d["firmware"], &d["secure_boot"], &d["tpm"]), (&json!("efi"), &json!(true), &json!(true)), "{got}");
+}
+
+/// A template that says nothing of the platform: the image chooses it.
+const PICK: &str = r#"
+id: pick
+parameters:
+  - { name: vm_image, type: string, default: { value: test-guest } }
+spec_defaults:
+  memory: 512Mi
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uploaded_image_that_boots_by_efi_says_so_and_its_vms_boot_under_secure_boot() {
+    let s = Server::start_qemu().await;
+    publish(&s, &format!("{}{}", PICK.trim_end(), SERVED));
+    let t = s.token("acme", false);
+    let image = json!({"object": {"metadata": {"name": "signed"},
+        "spec": {"description": "the EFI test guest", "firmware": "efi", "secure_boot": true, "guest_os_family": "GUEST_OS_FAMILY_LINUX"}}});
+    let (st, img) = s.raw(Method::POST, &format!("{V1}/images"), Some(&t), Some(image)).await;
+    assert_eq!(st, 201, "{img}");
+    assert_eq!((&img["object"]["spec"]["firmware"], &img["object"]["spec"]["guest_os_family"]), (&json!("efi"), &json!("linux")), "{img}");
+    let id = img["object"]["id"].as_str().unwrap().to_owned();
+    let disk = std::fs::read(vmaas_tests::images_dir().join("test-guest-efi/disk.qcow2")).unwrap();
+    let rsp =
+        reqwest::Client::new().put(format!("{}{V1}/images/{id}/content", s.endpoint)).bearer_auth(&t).body(disk).send().await.unwrap();
+    assert_eq!(rsp.status(), 200);
+    let bad = json!({"object": {"metadata": {"name": "bad"}, "spec": {"firmware": "bios", "secure_boot": true}}});
+    let (st, e) = s.raw(Method::POST, &format!("{V1}/images"), Some(&t), Some(bad)).await;
+    assert!(st == 400 && e.to_string().contains("object.spec.secure_boot"), "{st} {e}");
+
+    let body = json!({"object": {"metadata": {"name": "vault"}, "spec": {"template": "pick", "template_parameters": {"vm_image": {"value": "signed"}}}}});
+    let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
+    assert_eq!(st, 201, "{vm}");
+    let vm = vm["object"]["id"].as_str().unwrap().to_owned();
+    ready(&s, &t, &vm).await;
+    assert!(after(&qemu_cmdline(&vm), "-drive").iter().any(|d| d.contains("OVMF_CODE_4M.secboot.fd")), "OVMF's Secure Boot build");
+    let seen = said(&console(
+        &s,
+        &t,
+        "vault",
+        &format!("echo \"<<$(tail -c +5 /sys/firmware/efi/efivars/SecureBoot-{GLOBAL} | od -An -tu1 | tr -d ' ')>>\""),
+    ));
+    assert_eq!(seen, "1", "the guest boots under Secure Boot, as its image says");
 }

@@ -18,8 +18,9 @@ use crate::store::{ImageRecord, StoreError, VmRecord};
 pub(super) enum Boot {
     /// An image of the backend's catalog.
     Catalog,
-    /// The imported image with this id, ready.
-    Imported(String),
+    /// The imported image with this id, ready, and what it says of the
+    /// guest's platform.
+    Imported(String, vmaas_model::GuestProfile),
     /// An imported image that is not ready yet: why.
     Waiting(Reason),
     /// An imported image whose import failed: why.
@@ -30,7 +31,7 @@ pub(super) enum Boot {
 pub(super) async fn boot(r: &Reconciler, vm: &VmRecord) -> Result<Boot, StoreError> {
     let Some(img) = r.store.image_of(&vm.id).await? else { return Ok(Boot::Catalog) };
     Ok(match img.status.state {
-        ImageState::Ready => Boot::Imported(img.id.clone()),
+        ImageState::Ready => Boot::Imported(img.id.clone(), img.spec.profile()),
         ImageState::Failed => {
             let why = img.status.message.clone().unwrap_or_default();
             Boot::Failed(Reason::new("ImageImportFailed", format!("image {:?} could not be imported: {why}", img.name)))

@@ -96,9 +96,14 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Opti
     if vm.deleted_at.is_some() {
         return delete(r, &vm).await;
     }
+    let mut machine = vm.machine.clone();
     let imported_image = match super::image::boot(r, &vm).await? {
         super::image::Boot::Catalog => None,
-        super::image::Boot::Imported(id) => Some(id),
+        super::image::Boot::Imported(id, profile) => {
+            // The template's profile over the image's.
+            machine.profile = machine.profile.over(&profile);
+            Some(id)
+        }
         // Nothing to boot yet: the image's reconcile wakes the VM when it is done.
         super::image::Boot::Waiting(why) if vm.power() == PowerState::Started => {
             return Ok((write(r, &vm, &last_observation(&vm, Phase::Starting(why)), vm.acted).await?, None));
@@ -111,7 +116,7 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Opti
     let (external_ips, balanced_ports) = super::external::exposure(r, &vm).await?;
     let spec = VmSpec {
         power: vm.power(),
-        machine: vm.machine.clone(),
+        machine,
         requests: vm.requests,
         migrate_to: vm.migrate_to.clone(),
         attachments: attachments(r, &vm).await?,
