@@ -153,6 +153,7 @@ pub fn render_vm(owner: &Owner, xr: &VmXrSpec, template: &Template, input: &Func
         data_source_namespace: input.data_source_namespace.clone(),
         storage_class: input.storage_class.clone(),
         floating_ip: input.floating_ip.clone(),
+        cluster_shapes: false,
     };
     let r = render::render_vm(&spec, &options);
     Ok(RenderedVm {

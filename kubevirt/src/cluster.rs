@@ -47,6 +47,10 @@ pub struct Resources {
     pub endpoint_slice: ApiResource,
     /// `v1` Node.
     pub node: ApiResource,
+    /// KubeVirt's cluster-wide instance types.
+    pub instancetype: ApiResource,
+    /// KubeVirt's cluster-wide preferences.
+    pub preference: ApiResource,
 }
 
 fn crd(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -67,6 +71,13 @@ impl Default for Resources {
             network_policy: ApiResource::erase::<NetworkPolicy>(&()),
             endpoint_slice: ApiResource::erase::<EndpointSlice>(&()),
             node: ApiResource::erase::<k8s_openapi::api::core::v1::Node>(&()),
+            instancetype: crd(
+                "instancetype.kubevirt.io",
+                "v1beta1",
+                "VirtualMachineClusterInstancetype",
+                "virtualmachineclusterinstancetypes",
+            ),
+            preference: crd("instancetype.kubevirt.io", "v1beta1", "VirtualMachineClusterPreference", "virtualmachineclusterpreferences"),
         }
     }
 }

@@ -10,6 +10,11 @@ use serde_json::Value;
 use vmaas_backend::{Room, Usage};
 use vmaas_model::Quantity;
 
+/// The vCPUs of a VM whose instance type gives them (the domain has none).
+pub const VCPUS_ANNOTATION: &str = "vmaas.io/vcpus";
+/// Its memory.
+pub const MEMORY_ANNOTATION: &str = "vmaas.io/memory";
+
 /// The room of a cluster with `nodes` and `vms`; none when no node is Ready
 /// (nothing known).
 pub fn room(nodes: &[std::sync::Arc<DynamicObject>], vms: &[std::sync::Arc<DynamicObject>]) -> Option<Room> {
@@ -33,11 +38,14 @@ pub fn room(nodes: &[std::sync::Arc<DynamicObject>], vms: &[std::sync::Arc<Dynam
     }
     for vm in vms {
         let domain = &vm.data["spec"]["template"]["spec"]["domain"];
-        // vCPUs are cores × sockets (a VM resized live counts sockets).
+        // vCPUs are cores × sockets (a VM resized live counts sockets); a
+        // VM of an instance type says its shape in its annotations.
         let cpu = &domain["cpu"];
-        r.cpu_millis.used += cpu["cores"].as_u64().unwrap_or(1) * cpu["sockets"].as_u64().unwrap_or(1) * 1000;
-        r.memory_bytes.used +=
-            domain["memory"]["guest"].as_str().and_then(|q| Quantity::parse(q).ok()).and_then(|q| q.to_units_ceil()).unwrap_or(0);
+        let notes = &vm.data["metadata"]["annotations"];
+        let vcpus = notes[VCPUS_ANNOTATION].as_str().and_then(|v| v.parse::<u64>().ok());
+        r.cpu_millis.used += vcpus.unwrap_or(cpu["cores"].as_u64().unwrap_or(1) * cpu["sockets"].as_u64().unwrap_or(1)) * 1000;
+        let memory = notes[MEMORY_ANNOTATION].as_str().or(domain["memory"]["guest"].as_str());
+        r.memory_bytes.used += memory.and_then(|q| Quantity::parse(q).ok()).and_then(|q| q.to_units_ceil()).unwrap_or(0);
         for g in domain["devices"]["gpus"].as_array().into_iter().flatten() {
             if let Some(name) = g["deviceName"].as_str() {
                 r.devices.entry(name.to_owned()).or_default().used += 1;

@@ -41,6 +41,8 @@ struct Manifests {
     vm: Value,
     service: Option<Value>,
     policy: Option<Value>,
+    /// The cluster instance type and preference the VM references.
+    shapes: Vec<Value>,
 }
 
 fn hash(v: &Value) -> u64 {
@@ -71,12 +73,14 @@ impl Shared {
             data_source_namespace: self.cfg.images_namespace.clone(),
             storage_class: self.cfg.storage_class.clone(),
             floating_ip: self.cfg.floating_ip.clone(),
+            cluster_shapes: true,
         };
         let mut rendered = render_vm(&machine, &options);
         let disks: Vec<KubeDisk> = t.spec.volumes.iter().map(|v| KubeDisk { volume: v.volume.clone(), serial: v.serial.clone() }).collect();
         attach(&mut rendered.vm, &disks);
         let invalid = |e| BackendError::invalid("rendering the KubeVirt VM", e);
         let mut vm = serde_json::to_value(&rendered.vm).map_err(invalid)?;
+        let shapes = std::mem::take(&mut rendered.cluster_objects);
         let own = labels(ObjectKind::VirtualMachine, &t.id);
         for (k, v) in &own {
             vm["metadata"]["labels"][k] = json!(v);
@@ -84,6 +88,11 @@ impl Shared {
         }
         vm["metadata"]["annotations"] =
             json!({ RESTART_ANNOTATION: acted.restart.to_string(), migration::ANNOTATION: acted.migrate.to_string() });
+        if vm["spec"].get("instancetype").is_some() {
+            // What the instance type gives, for the cluster's room (`room.rs`).
+            vm["metadata"]["annotations"][crate::room::VCPUS_ANNOTATION] = json!(machine.cpu.cores.to_string());
+            vm["metadata"]["annotations"][crate::room::MEMORY_ANNOTATION] = json!(machine.memory.as_str());
+        }
         vm["metadata"]["finalizers"] = json!([FINALIZER]);
         let service = match rendered.service {
             Some(s) => {
@@ -107,7 +116,7 @@ impl Shared {
             p["metadata"]["labels"] = json!(own);
             p
         });
-        Ok(Manifests { ns, vm, service, policy })
+        Ok(Manifests { ns, vm, service, policy, shapes })
     }
 
     /// Where VM `t` runs: its subnet's namespace, on the subnet's network
@@ -206,6 +215,26 @@ impl Shared {
                 None => r.remove(id),
             };
         }
+    }
+
+    /// Applies the cluster instance types and preferences the VM references,
+    /// each once per server run while it stays the same.
+    async fn apply_shapes(&self, m: &Manifests) -> Result<(), BackendError> {
+        for obj in &m.shapes {
+            let key =
+                format!("shape/{}/{}", obj["kind"].as_str().unwrap_or_default(), obj["metadata"]["name"].as_str().unwrap_or_default());
+            let text = obj.to_string();
+            if self.applied_text.lock().map(|a| a.get(&key) == Some(&text)).unwrap_or(false) {
+                continue;
+            }
+            let res = &self.cluster.res;
+            let ar = if obj["kind"] == "VirtualMachineClusterPreference" { &res.preference } else { &res.instancetype };
+            self.cluster.apply(ar, obj).await?;
+            if let Ok(mut a) = self.applied_text.lock() {
+                a.insert(key, text);
+            }
+        }
+        Ok(())
     }
 
     /// Applies the VM when it differs from what was last applied (or is not there).
@@ -320,6 +349,7 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
         let acted =
             Requests { restart: s.restart(t, &ns, current.as_deref()).await?, migrate: s.migrate(t, &ns, current.as_deref()).await? };
         let m = s.manifests(t, acted)?;
+        s.apply_shapes(&m).await?;
         let applied = s.apply_vm(t, &m, current.is_some()).await?;
         s.sync_service(t, &m, applied.as_ref().or(current.as_deref())).await?;
         s.sync_policy(t, &m).await?;

@@ -254,6 +254,7 @@ impl InstanceTypeSpec {
         }
         machine.cpu.cores = self.cores;
         machine.memory = crate::Quantity::from_bytes(memory);
+        machine.instance_type = Some(name.to_owned());
         // A GPU type's GPUs take the place of the template's.
         if let Some(g) = &self.gpu {
             machine.gpus = (0..g.count)

@@ -132,6 +132,9 @@ pub struct MachineSpec {
     /// How far the running guest can be resized without a restart.
     #[serde(default, skip_serializing_if = "LiveLimits::is_empty")]
     pub live: LiveLimits,
+    /// The name of the instance type that gave its shape, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
 }
 
 /// How far a running guest can grow (or shrink back) without a restart:
@@ -174,6 +177,7 @@ impl Default for MachineSpec {
             readiness_probe: None,
             profile: GuestProfile::default(),
             live: LiveLimits::default(),
+            instance_type: None,
         }
     }
 }
@@ -315,6 +319,8 @@ impl<'de> Deserialize<'de> for MachineSpec {
             profile: GuestProfile,
             #[serde(default)]
             live: LiveLimits,
+            #[serde(default)]
+            instance_type: Option<String>,
         }
         #[derive(Deserialize)]
         struct Flat {
@@ -341,6 +347,7 @@ impl<'de> Deserialize<'de> for MachineSpec {
                 readiness_probe: c.readiness_probe,
                 profile: c.profile,
                 live: c.live,
+                instance_type: c.instance_type,
             },
             Stored::Flat(f) => {
                 let mut m = Self {

@@ -66,3 +66,30 @@ pub fn covered(vm: &Value) -> Value {
         "running": running,
     })
 }
+
+/// `vm` with what its preference `pref` prefers filled in where the VM says
+/// nothing, as KubeVirt does when it makes the VMI: the firmware, SMM,
+/// Hyper-V, the TPM and the clock.
+pub fn with_preference(mut vm: Value, pref: &Value) -> Value {
+    let p = &pref["spec"];
+    let d = &mut vm["spec"]["template"]["spec"]["domain"];
+    let mut fill = |at: &[&str], v: &Value| {
+        if v.is_null() {
+            return;
+        }
+        let mut cur = &mut *d;
+        for k in at {
+            cur = &mut cur[*k];
+        }
+        if cur.is_null() {
+            *cur = v.clone();
+        }
+    };
+    fill(&["firmware", "bootloader", "efi"], &p["firmware"]["preferredEfi"]);
+    fill(&["features", "smm"], &p["features"]["preferredSmm"]);
+    fill(&["features", "hyperv"], &p["features"]["preferredHyperv"]);
+    fill(&["devices", "tpm"], &p["devices"]["preferredTPM"]);
+    fill(&["clock", "timezone"], &p["clock"]["preferredClockOffset"]["timezone"]);
+    fill(&["clock", "timer"], &p["clock"]["preferredTimer"]);
+    vm
+}

@@ -29,6 +29,7 @@ fn options(power: PowerState) -> VmOptions {
         data_source_namespace: "os-images".into(),
         storage_class: None,
         floating_ip: FloatingIp::default(),
+        cluster_shapes: false,
     }
 }
 

@@ -1,12 +1,15 @@
-//! Guest profiles on the kubevirt backend, against the real kube-apiserver
-//! with strict field validation: a Windows-family VM is a KubeVirt VM with
-//! EFI (Secure Boot, persistent NVRAM), SMM, a persistent TPM, Hyper-V
-//! enlightenments and a clock in local time, as the API server keeps it;
+//! Guest profiles and instance types on the kubevirt backend, against the
+//! real kube-apiserver with strict field validation: a Windows-family VM
+//! references a `VirtualMachineClusterPreference` with EFI (Secure Boot,
+//! persistent NVRAM), SMM, a persistent TPM, Hyper-V enlightenments and a
+//! clock in local time; a VM of an instance type references a
+//! `VirtualMachineClusterInstancetype` with its vCPUs, memory and GPUs;
 //! and a VM that can be resized live has KubeVirt's `maxSockets` and
 //! `maxGuest`.
 
 use serde_json::json;
-use vmaas_tests::kubevirt::{env, the_vm};
+use vmaas_tests::k8s::KubeApi;
+use vmaas_tests::kubevirt::{VMS, env, objects_of, the_vm};
 use vmaas_tests::vms::{self, publish};
 
 const WINDOWS: &str = r#"
@@ -47,21 +50,53 @@ async fn profiles_render_as_kubevirt_firmware_features_clock_and_tpm() {
 
     let win = vms::create(&s, &t, "win", "windows-ready").await;
     vms::wait_ready(&s, &t, &win).await;
-    let d = the_vm(&k, &win).await["spec"]["template"]["spec"]["domain"].clone();
-    assert_eq!(d["firmware"], json!({"bootloader": {"efi": {"secureBoot": true, "persistent": true}}}), "{d:#}");
-    assert_eq!(d["features"]["smm"], json!({"enabled": true}));
-    assert_eq!(d["features"]["hyperv"]["spinlocks"], json!({"spinlocks": 8191}));
-    assert_eq!(d["features"]["hyperv"]["synictimer"], json!({"enabled": true}));
-    assert_eq!(d["devices"]["tpm"], json!({"persistent": true}));
-    assert_eq!(d["clock"]["timezone"], "UTC");
-    assert_eq!(d["clock"]["timer"]["rtc"], json!({"tickPolicy": "catchup"}));
+    let vm = the_vm(&k, &win).await;
+    assert_eq!(vm["spec"]["preference"], json!({"kind": "VirtualMachineClusterPreference", "name": "vmaas-efi-sb-tpm-windows"}), "{vm:#}");
+    let d = &vm["spec"]["template"]["spec"]["domain"];
+    assert!(
+        d.get("firmware").is_none() && d.get("features").is_none() && d["devices"].get("tpm").is_none(),
+        "the preference gives them: {d:#}"
+    );
+    let p = cluster_object(&k, "virtualmachineclusterpreferences", "vmaas-efi-sb-tpm-windows").await;
+    assert_eq!(p["spec"]["firmware"]["preferredEfi"], json!({"secureBoot": true, "persistent": true}), "{p:#}");
+    assert_eq!(p["spec"]["features"]["preferredSmm"], json!({"enabled": true}));
+    assert_eq!(p["spec"]["features"]["preferredHyperv"]["spinlocks"], json!({"spinlocks": 8191}));
+    assert_eq!(p["spec"]["features"]["preferredHyperv"]["synictimer"], json!({"enabled": true}));
+    assert_eq!(p["spec"]["devices"]["preferredTPM"], json!({"persistent": true}));
+    assert_eq!(p["spec"]["clock"]["preferredClockOffset"], json!({"timezone": "UTC"}));
+    assert_eq!(p["spec"]["clock"]["preferredTimer"]["rtc"], json!({"tickPolicy": "catchup"}));
 
     let efi = vms::create(&s, &t, "efi", "efi-linux").await;
     vms::wait_ready(&s, &t, &efi).await;
-    let d = the_vm(&k, &efi).await["spec"]["template"]["spec"]["domain"].clone();
-    assert_eq!(d["firmware"]["bootloader"]["efi"]["secureBoot"], false, "{d:#}");
-    assert_eq!(d["devices"]["tpm"], json!({"persistent": true}));
-    assert!(d.get("features").is_none() && d.get("clock").is_none(), "{d:#}");
+    assert_eq!(the_vm(&k, &efi).await["spec"]["preference"]["name"], "vmaas-efi-tpm");
+    let p = cluster_object(&k, "virtualmachineclusterpreferences", "vmaas-efi-tpm").await;
+    assert_eq!(p["spec"]["firmware"]["preferredEfi"]["secureBoot"], false, "{p:#}");
+    assert_eq!(p["spec"]["devices"]["preferredTPM"], json!({"persistent": true}));
+    assert!(p["spec"].get("features").is_none() && p["spec"].get("clock").is_none(), "{p:#}");
+
+    // An instance type: a cluster instance type the VM references, its shape not inline.
+    let admin = s.token("ops", true);
+    let gpu = json!({"pci_device_selector": "10DE:2236", "resource_name": "nvidia.com/A10", "count": 1});
+    let ty = json!({"object": {"metadata": {"name": "g1.large"}, "spec": {"cores": 4, "memory_gib": 8, "gpu": gpu}}});
+    let (st, b) = s.raw(reqwest::Method::POST, "/api/fulfillment/v1/instance_types", Some(&admin), Some(ty)).await;
+    assert_eq!(st, 201, "{b}");
+    let body = json!({"object": {"metadata": {"name": "typed"}, "spec": {"template": "efi-linux", "instance_type": "g1.large"}}});
+    let (st, b) = s.raw(reqwest::Method::POST, "/api/fulfillment/v1/virtual_machines", Some(&t), Some(body)).await;
+    assert_eq!(st, 201, "{b}");
+    let typed = b["object"]["id"].as_str().unwrap().to_owned();
+    let vm = vms::wait_until(&s, &t, &typed, "applied", 60, |v| v["status"]["state"].as_str().is_some()).await;
+    let kv = wait_vm(&k, &typed).await;
+    assert_eq!(kv["spec"]["instancetype"], json!({"kind": "VirtualMachineClusterInstancetype", "name": "vmaas-g1.large"}), "{vm:#}");
+    let d = &kv["spec"]["template"]["spec"]["domain"];
+    assert!(
+        d.get("cpu").is_none() && d.get("memory").is_none() && d["devices"].get("gpus").is_none(),
+        "the instance type gives them: {d:#}"
+    );
+    assert_eq!(kv["metadata"]["annotations"]["vmaas.io/vcpus"], "4");
+    let it = cluster_object(&k, "virtualmachineclusterinstancetypes", "vmaas-g1.large").await;
+    assert_eq!(it["spec"]["cpu"], json!({"guest": 4}), "{it:#}");
+    assert_eq!(it["spec"]["memory"], json!({"guest": "8Gi"}));
+    assert_eq!(it["spec"]["gpus"], json!([{"name": "gpu0", "deviceName": "nvidia.com/A10"}]));
 
     // Live resize limits: KubeVirt's LiveUpdate counts vCPUs in sockets.
     let big = vms::create(&s, &t, "big", "resizable").await;
@@ -69,4 +104,22 @@ async fn profiles_render_as_kubevirt_firmware_features_clock_and_tpm() {
     let d = the_vm(&k, &big).await["spec"]["template"]["spec"]["domain"].clone();
     assert_eq!(d["cpu"], json!({"cores": 1, "sockets": 2, "maxSockets": 4}), "{d:#}");
     assert_eq!(d["memory"], json!({"guest": "512Mi", "maxGuest": "2Gi"}));
+}
+
+/// The cluster-scoped object `name` of KubeVirt's instancetype group (`plural`).
+async fn cluster_object(k: &KubeApi, plural: &str, name: &str) -> serde_json::Value {
+    let (st, o) = k.request(reqwest::Method::GET, &format!("/apis/instancetype.kubevirt.io/v1beta1/{plural}/{name}"), None, None).await;
+    assert_eq!(st, 200, "{plural}/{name}: {o}");
+    o
+}
+
+/// The KubeVirt VM of vmaas VM `id`, once it is made.
+async fn wait_vm(k: &KubeApi, id: &str) -> serde_json::Value {
+    for _ in 0..300 {
+        if let Some(vm) = objects_of(k, VMS, id).await.into_iter().next() {
+            return vm;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("no KubeVirt VM for {id}");
 }

@@ -12,7 +12,7 @@ use serde_json::Value;
 use vmaas_function::render::render_vm;
 use vmaas_function::xr::{FunctionInput, Owner, VmXrSpec};
 use vmaas_model::{Template, VirtualMachineTemplate};
-use vmaas_tests::seed002::{covered, documents, example, seed_vms};
+use vmaas_tests::seed002::{covered, documents, example, seed_vms, with_preference};
 use vmaas_tests::tf::{Tf, Workspace, shared};
 
 /// The seed's VM `name`, compared with `got` on what the model covers
@@ -88,8 +88,15 @@ async fn seed_002_s_terraform_configuration_applies_on_kubevirt_as_the_seed_writ
         w.apply(&[]);
         let ids = w.output("ids");
         for (id, name) in ids.split(',').zip(["example-rhel9", "example-windows10", "example-server2019"]) {
-            let vm = the_vm(&k, id).await;
+            let mut vm = the_vm(&k, id).await;
             assert_eq!(vm["metadata"]["name"], name, "{tf:?}");
+            // The backend's VMs reference a cluster preference for their platform.
+            if let Some(p) = vm["spec"]["preference"]["name"].as_str() {
+                let path = format!("/apis/instancetype.kubevirt.io/v1beta1/virtualmachineclusterpreferences/{p}");
+                let (st, pref) = k.request(reqwest::Method::GET, &path, None, None).await;
+                assert_eq!(st, 200, "{pref}");
+                vm = with_preference(vm, &pref);
+            }
             // Through the API the VLAN subnet is the Windows VMs' one NIC (a
             // subnet is its namespace's primary UDN on KubeVirt; a second
             // bridged NIC is a claim's physicalNetwork): docs/backends.md.

@@ -22,6 +22,12 @@ pub struct VirtualMachineSpec {
     pub data_volume_templates: Vec<DataVolumeTemplate>,
     /// The VMI template.
     pub template: VmiTemplate,
+    /// The cluster instance type that gives the vCPUs, memory and GPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instancetype: Option<super::platform::Matcher>,
+    /// The cluster preference that gives the firmware, features, clock and TPM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preference: Option<super::platform::Matcher>,
 }
 
 /// A CDI DataVolume template inside a VM.
@@ -126,10 +132,12 @@ pub struct VmiSpec {
 /// Domain (subset).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 pub struct Domain {
-    /// CPU topology.
-    pub cpu: Cpu,
-    /// Guest memory.
-    pub memory: Memory,
+    /// CPU topology (none when an instance type gives it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Cpu>,
+    /// Guest memory (none when an instance type gives it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
     /// Disks, interfaces, GPUs.
     pub devices: Devices,
     /// EFI, when the guest's profile asks for it.

@@ -84,6 +84,73 @@ pub fn render(p: &Platform) -> DomainPlatform {
     }
 }
 
+/// The API group and version of KubeVirt's instance types and preferences.
+pub const INSTANCETYPE_API: &str = "instancetype.kubevirt.io/v1beta1";
+
+/// A VM's reference to a cluster-wide instance type or preference.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Matcher {
+    /// `VirtualMachineClusterInstancetype` or `VirtualMachineClusterPreference`.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// The `VirtualMachineClusterPreference` of platform `p` (none for a BIOS
+/// Linux guest without a TPM): one per distinct platform, named after it
+/// (`vmaas-efi-sb-tpm-windows`), shared by every VM of that platform.
+pub fn preference(p: &Platform) -> Option<Value> {
+    let d = render(p);
+    if d == DomainPlatform::default() {
+        return None;
+    }
+    let mut name = format!("vmaas-{}", p.firmware.as_str());
+    for (on, part) in [(p.secure_boot, "-sb"), (p.tpm, "-tpm"), (p.windows(), "-windows")] {
+        if on {
+            name.push_str(part);
+        }
+    }
+    let mut spec = json!({});
+    if let Some(f) = &d.firmware {
+        spec["firmware"] = json!({"preferredEfi": f.bootloader["efi"]});
+    }
+    if let Some(f) = &d.features {
+        if let Some(smm) = &f.smm {
+            spec["features"]["preferredSmm"] = smm.clone();
+        }
+        if let Some(hv) = &f.hyperv {
+            spec["features"]["preferredHyperv"] = hv.clone();
+        }
+    }
+    if let Some(t) = &d.tpm {
+        spec["devices"] = json!({"preferredTPM": {"persistent": t.persistent}});
+    }
+    if let Some(c) = &d.clock {
+        spec["clock"] = json!({"preferredClockOffset": {"timezone": c["timezone"]}, "preferredTimer": c["timer"]});
+    }
+    Some(json!({"apiVersion": INSTANCETYPE_API, "kind": "VirtualMachineClusterPreference", "metadata": {"name": name}, "spec": spec}))
+}
+
+/// The `VirtualMachineClusterInstancetype` of vmaas's instance type `name`,
+/// whose shape `m` has: its vCPUs, memory and GPUs (`vmaas-general.small`).
+pub fn instancetype(name: &str, m: &crate::MachineSpec) -> Value {
+    let gpus: Vec<Value> = m.gpus.iter().map(|g| json!({"name": g.name, "deviceName": g.device_name})).collect();
+    let mut spec = json!({"cpu": {"guest": m.cpu.cores}, "memory": {"guest": m.memory.as_str()}});
+    if !gpus.is_empty() {
+        spec["gpus"] = json!(gpus);
+    }
+    json!({"apiVersion": INSTANCETYPE_API, "kind": "VirtualMachineClusterInstancetype",
+        "metadata": {"name": format!("vmaas-{name}")}, "spec": spec})
+}
+
+/// The reference to a cluster object `obj` (an instance type or a preference).
+pub fn matcher(obj: &Value) -> Matcher {
+    Matcher {
+        kind: obj["kind"].as_str().unwrap_or_default().to_owned(),
+        name: obj["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,6 +175,20 @@ mod tests {
         let plain = render(&platform(r#"{"firmware":"efi"}"#));
         assert_eq!(plain.firmware.unwrap().bootloader["efi"]["secureBoot"], false, "KubeVirt's default is on: it is said");
         assert_eq!(plain.features, None);
+    }
+
+    #[test]
+    fn a_platform_is_one_shared_preference_named_after_it() {
+        assert_eq!(preference(&Platform::default()), None, "nothing to prefer");
+        let p = preference(&platform(r#"{"guest_os_family":"windows"}"#)).unwrap();
+        assert_eq!(p["metadata"]["name"], "vmaas-efi-sb-tpm-windows");
+        assert_eq!(p["spec"]["firmware"]["preferredEfi"], json!({"secureBoot": true, "persistent": true}));
+        assert_eq!(p["spec"]["features"]["preferredSmm"], json!({"enabled": true}));
+        assert_eq!(p["spec"]["features"]["preferredHyperv"]["spinlocks"]["spinlocks"], 8191);
+        assert_eq!(p["spec"]["devices"]["preferredTPM"], json!({"persistent": true}));
+        assert_eq!(p["spec"]["clock"]["preferredClockOffset"], json!({"timezone": "UTC"}));
+        let efi = preference(&platform(r#"{"firmware":"efi"}"#)).unwrap();
+        assert_eq!(efi["metadata"]["name"], "vmaas-efi");
     }
 
     #[test]

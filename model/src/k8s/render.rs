@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::crd::*;
 use super::names::derived;
+use super::platform::Matcher;
 use crate::machine::{DiskSource, MachineSpec};
 use crate::{PowerState, ProbeCheck, Protocol};
 
@@ -98,6 +99,10 @@ pub struct VmOptions {
     pub storage_class: Option<String>,
     /// How the floating IP is implemented.
     pub floating_ip: FloatingIp,
+    /// The VM references cluster-wide KubeVirt objects for its instance type
+    /// and its guest profile (`VirtualMachineClusterInstancetype`,
+    /// `VirtualMachineClusterPreference`) instead of carrying them inline.
+    pub cluster_shapes: bool,
 }
 
 /// Everything rendered for one VM.
@@ -107,6 +112,9 @@ pub struct RenderedVm {
     pub vm: VirtualMachine,
     /// The floating IP, when ports are exposed.
     pub service: Option<Service>,
+    /// The cluster-wide instance type and preference the VM references
+    /// (with [`VmOptions::cluster_shapes`]), to apply before it.
+    pub cluster_objects: Vec<Value>,
 }
 
 /// A namespace managed by vmaas for `tenant`, labelled for a primary UDN when asked.
@@ -347,27 +355,31 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
     if let (PodNetwork::PrimaryUdn, Some(address)) = (o.network, &o.address) {
         annotations.insert(ADDRESSES_ANNOTATION.to_owned(), json!({"default": [address]}).to_string());
     }
-    let platform = super::platform::render(&spec.profile.platform());
+    let (shapes, instancetype, preference) = cluster_shapes(spec, o);
+    let platform = if preference.is_some() { Default::default() } else { super::platform::render(&spec.profile.platform()) };
     let mut vm = VirtualMachine::new(
         &o.name,
         VirtualMachineSpec {
             run_strategy: if o.power == PowerState::Started { "Always" } else { "Halted" }.into(),
             data_volume_templates,
+            instancetype: None,
+            preference: None,
             template: VmiTemplate {
                 metadata: ObjectMeta { name: None, labels: labels.clone(), annotations },
                 spec: VmiSpec {
                     domain: Domain {
-                        cpu: cpu(spec),
-                        memory: Memory {
+                        cpu: instancetype.is_none().then(|| cpu(spec)),
+                        memory: instancetype.is_none().then(|| Memory {
                             guest: spec.memory.as_str().to_owned(),
                             max_guest: spec.live.max_memory.as_ref().map(|m| m.as_str().to_owned()),
-                        },
+                        }),
                         devices: Devices {
                             disks,
                             interfaces,
                             gpus: spec
                                 .gpus
                                 .iter()
+                                .filter(|_| instancetype.is_none())
                                 .map(|g| GpuDevice { name: g.name.clone(), device_name: g.device_name.clone() })
                                 .collect(),
                             tpm: platform.tpm,
@@ -386,7 +398,21 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
     );
     vm.metadata.namespace = Some(o.namespace.clone());
     vm.metadata.labels = Some(labels);
-    RenderedVm { vm, service: service(spec, o) }
+    (vm.spec.instancetype, vm.spec.preference) = (instancetype, preference);
+    RenderedVm { vm, service: service(spec, o), cluster_objects: shapes }
+}
+
+/// With [`VmOptions::cluster_shapes`]: the instance type (a VM of a vmaas
+/// instance type that is not resized live) and the preference (a platform
+/// beyond KubeVirt's defaults) as cluster objects, and the VM's references.
+fn cluster_shapes(spec: &MachineSpec, o: &VmOptions) -> (Vec<Value>, Option<Matcher>, Option<Matcher>) {
+    if !o.cluster_shapes {
+        return (Vec::new(), None, None);
+    }
+    let typed = spec.instance_type.as_deref().filter(|_| spec.live.is_empty()).map(|n| super::platform::instancetype(n, spec));
+    let preferred = super::platform::preference(&spec.profile.platform());
+    let (it, pref) = (typed.as_ref().map(super::platform::matcher), preferred.as_ref().map(super::platform::matcher));
+    (typed.into_iter().chain(preferred).collect(), it, pref)
 }
 
 /// The floating IP of a running VM with exposed ports (a stopped VM has none).
@@ -437,6 +463,7 @@ mod tests {
             data_source_namespace: "images".into(),
             storage_class: None,
             floating_ip: FloatingIp::default(),
+            cluster_shapes: false,
         }
     }
 

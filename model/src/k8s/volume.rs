@@ -127,6 +127,7 @@ mod tests {
             data_source_namespace: "os-images".into(),
             storage_class: None,
             floating_ip: Default::default(),
+            cluster_shapes: false,
         };
         let mut vm = render_vm(&MachineSpec::default(), &o).vm;
         attach(&mut vm, &[VolumeDisk { volume: "data".into(), serial: "dataxyz".into() }]);
