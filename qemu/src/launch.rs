@@ -285,6 +285,9 @@ impl Vms {
             h.lock().await.stop_runtime();
         }
         self.detach_ports(id).await;
+        // A swtpm whose QEMU never connected (a crash between the two starts) ends with its VM.
+        crate::platform::stop_swtpm(&dir).await;
+        crate::platform::stop_target_swtpm(&dir).await;
         match tokio::fs::remove_dir_all(&dir).await {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

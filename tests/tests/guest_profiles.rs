@@ -134,6 +134,12 @@ async fn an_efi_secure_boot_guest_with_a_tpm_keeps_its_variables_and_tpm_across_
     assert_eq!(st, 200, "{b}");
     ready(&s, &t, &id).await;
     assert_eq!(platform_seen(&s, &t), moved, "after the migration and a stop and start");
+
+    // Deleted: its QEMU, its swtpm and its directory are gone.
+    let (st, b) = s.raw(Method::DELETE, &path, Some(&t), None).await;
+    assert!(st < 300, "{st} {b}");
+    vmaas_tests::vms::wait_object(&s, &t, &path, "deleted", 120, |v| v.is_none()).await;
+    assert!(qemu_pids(&id).is_empty() && swtpms(&dir) == 0 && !dir.exists(), "nothing of the VM is left");
 }
 
 /// How many swtpm processes serve the VM whose directory is `dir`.
