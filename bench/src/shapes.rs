@@ -8,14 +8,13 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use futures::{SinkExt, StreamExt};
 use serde_json::json;
-use tokio_tungstenite::tungstenite::Message;
 use vmaas_client::{Client, WaitFor};
 use vmaas_model::vm::SpecPatch;
 use vmaas_model::{CreateVirtualMachine, ParameterValue, PatchVirtualMachine, VirtualMachineSpec, VirtualMachineTemplate};
 
 use crate::percentile;
+use crate::storage::{seen, send};
 use crate::vms::{QemuServer, none_left, start_qemu_server_with};
 
 /// The test guest by EFI with Secure Boot and a TPM, and by BIOS.
@@ -81,25 +80,6 @@ fn line(what: &str, mut secs: Vec<f64>) -> Option<f64> {
     Some(p50)
 }
 
-type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-/// Reads the console until `marker` appears, at most `within`.
-async fn until(ws: &mut Ws, marker: &str, within: Duration) -> anyhow::Result<Instant> {
-    let deadline = Instant::now() + within;
-    let mut text = String::new();
-    while !text.contains(marker) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, ws.next()).await.with_context(|| format!("no {marker:?} within {within:?}"))? {
-            Some(Ok(Message::Binary(b))) => text.push_str(&String::from_utf8_lossy(&b)),
-            Some(Ok(Message::Text(t))) => text.push_str(&t),
-            Some(Ok(_)) => {}
-            Some(Err(e)) => return Err(e.into()),
-            None => anyhow::bail!("the console closed"),
-        }
-    }
-    Ok(Instant::now())
-}
-
 /// One live resize of a new VM: PATCH sent → the guest sees 2 vCPUs and
 /// 256 MiB more (s).
 async fn one_resize(c: &Client, i: usize) -> anyhow::Result<f64> {
@@ -110,9 +90,9 @@ async fn one_resize(c: &Client, i: usize) -> anyhow::Result<f64> {
     // The loop waits in the guest; its marker is built by the shell, so the echoed command never matches.
     let watch = "m0=$(sed -n 's/MemTotal: *\\([0-9]*\\).*/\\1/p' /proc/meminfo); echo WATCH-$((1+1)); \
         while [ $(nproc) -lt 2 ] || [ $(sed -n 's/MemTotal: *\\([0-9]*\\).*/\\1/p' /proc/meminfo) -lt $((m0 + 250000)) ]; do :; done; \
-        echo GROWN-$((40+2))\n";
-    ws.send(Message::Binary(format!("\n{watch}").into_bytes().into())).await?;
-    until(&mut ws, "WATCH-2", Duration::from_secs(30)).await?;
+        echo GROWN-$((40+2))";
+    send(&mut ws, &format!("\n{watch}")).await?;
+    seen(&mut ws, "WATCH-2", Duration::from_secs(30)).await?;
     let params = [("vm_cpu_cores", json!(2)), ("vm_memory", json!("512Mi"))];
     let patch = PatchVirtualMachine {
         spec: SpecPatch {
@@ -123,10 +103,10 @@ async fn one_resize(c: &Client, i: usize) -> anyhow::Result<f64> {
     };
     let t = Instant::now();
     c.patch_vm(&v.id, &patch).await?;
-    let seen = until(&mut ws, "GROWN-42", Duration::from_secs(60)).await?;
+    let grown = seen(&mut ws, "GROWN-42", Duration::from_secs(60)).await?;
     drop(ws);
     gone(c, &v.id).await?;
-    Ok(seen.duration_since(t).as_secs_f64())
+    Ok(grown.duration_since(t).as_secs_f64())
 }
 
 /// Runs the benchmark: `vms` VMs per boot path, `resizes` live resizes.

@@ -19,20 +19,20 @@ use vmaas_model::{
 use crate::percentile;
 use crate::vms::{none_left, ready_tiny, start_qemu_server};
 
-type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+pub(crate) type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 fn named<S>(name: String, spec: S) -> CreateObject<S> {
     CreateObject { type_url: None, id: None, metadata: Some(MetadataInput { name: Some(name), ..Default::default() }), spec, status: None }
 }
 
 /// Types `line` on the console.
-async fn send(ws: &mut Ws, line: &str) -> anyhow::Result<()> {
+pub(crate) async fn send(ws: &mut Ws, line: &str) -> anyhow::Result<()> {
     ws.send(Message::Binary(format!("{line}\n").into_bytes().into())).await?;
     Ok(())
 }
 
 /// Reads the console until `marker` appears (at most `within`); when it did.
-async fn seen(ws: &mut Ws, marker: &str, within: Duration) -> anyhow::Result<Instant> {
+pub(crate) async fn seen(ws: &mut Ws, marker: &str, within: Duration) -> anyhow::Result<Instant> {
     let deadline = Instant::now() + within;
     let mut text = String::new();
     loop {

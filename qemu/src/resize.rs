@@ -193,9 +193,9 @@ impl Vms {
     /// when the limits it started with allow; otherwise the change waits
     /// for a restart (`RESTART_REQUIRED` says so).
     pub(crate) async fn resize_step(&self, vm: &mut Vm, t: &VmTarget) -> Result<(), Stop> {
-        self.grow_disks(vm, t).await?;
-        let (Some(live), Some(mut booted)) = (vm.file.live.clone(), vm.file.booted.clone()) else { return Ok(()) };
         let wanted = BootShape::of(&t.spec.machine);
+        self.grow_disks(vm, t, &wanted).await?;
+        let (Some(live), Some(mut booted)) = (vm.file.live.clone(), vm.file.booted.clone()) else { return Ok(()) };
         if (wanted.cpu_cores, wanted.memory_bytes) == (booted.cpu_cores, booted.memory_bytes) {
             return Ok(());
         }
@@ -229,14 +229,13 @@ impl Vms {
 }
 
 impl Vms {
-    /// Grows the running guest's disks to `t`'s sizes with QMP
+    /// Grows the running guest's disks to the sizes `wanted` has with QMP
     /// `block_resize` (the qcow2 file and the virtio disk the guest sees,
     /// at once); the API refuses a smaller size.
-    async fn grow_disks(&self, vm: &mut Vm, t: &VmTarget) -> Result<(), Stop> {
+    async fn grow_disks(&self, vm: &mut Vm, t: &VmTarget, wanted: &BootShape) -> Result<(), Stop> {
         let Some(mut booted) = vm.file.booted.clone() else { return Ok(()) };
-        let wanted = BootShape::of(&t.spec.machine);
         let grown: Vec<(String, u64)> =
-            wanted.disks.into_iter().filter(|(n, size)| booted.disks.iter().any(|(b, was)| b == n && was < size)).collect();
+            wanted.disks.iter().filter(|(n, size)| booted.disks.iter().any(|(b, was)| b == n && was < size)).cloned().collect();
         if grown.is_empty() {
             return Ok(());
         }

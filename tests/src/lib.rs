@@ -81,6 +81,12 @@ pub fn qemu_args(images: &Path) -> Vec<String> {
 
 /// Pids of the live QEMU processes whose command line contains `needle`.
 pub fn qemu_pids(needle: &str) -> Vec<i32> {
+    pids_of("qemu-system", needle)
+}
+
+/// Pids of the live (not zombie) processes whose command line starts with
+/// `program` and contains `needle`.
+pub fn pids_of(program: &str, needle: &str) -> Vec<i32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
@@ -88,7 +94,7 @@ pub fn qemu_pids(needle: &str) -> Vec<i32> {
         let cmd = String::from_utf8_lossy(&cmd);
         let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
         let zombie = stat.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z'));
-        if cmd.starts_with("qemu-system") && cmd.contains(needle) && !zombie {
+        if cmd.starts_with(program) && cmd.contains(needle) && !zombie {
             out.push(pid);
         }
     }

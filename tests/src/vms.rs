@@ -56,6 +56,21 @@ pub fn state(v: &Value) -> &str {
     v["status"]["state"].as_str().unwrap_or("")
 }
 
+/// Whether VM object `v` holds RESTART_REQUIRED (a change waits for a restart).
+pub fn restart_required(v: &Value) -> bool {
+    v["status"]["conditions"].as_array().is_some_and(|c| {
+        c.iter().any(|c| c["type"] == "VIRTUAL_MACHINE_CONDITION_TYPE_RESTART_REQUIRED" && c["status"] == "CONDITION_STATUS_TRUE")
+    })
+}
+
+/// What a guest said between the markers `<<` and `>>` on its console
+/// (the last such pair), so the echoed command and other noise are ignored.
+pub fn said(text: &str) -> String {
+    let start = text.rfind("<<").map(|i| i + 2).unwrap_or(0);
+    let end = text[start..].find(">>").map(|i| start + i).unwrap_or(text.len());
+    text[start..end].trim().to_owned()
+}
+
 /// Waits (2 min at most) for the VM to be READY.
 pub async fn wait_ready(s: &Server, token: &str, id: &str) -> Value {
     wait_until(s, token, id, "READY", 120, |v| state(v) == "VIRTUAL_MACHINE_STATE_READY").await

@@ -201,11 +201,6 @@ async fn debian_runs_cloud_init_from_its_seed() {
     let patch = json!({"object": {"spec": {"template_parameters": params}}});
     let (st, body) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(patch)).await;
     assert_eq!(st, 200, "{body}");
-    let restart_required = |v: &Value, status: &str| {
-        v["status"]["conditions"]
-            .as_array()
-            .is_some_and(|c| c.iter().any(|c| c["type"] == "VIRTUAL_MACHINE_CONDITION_TYPE_RESTART_REQUIRED" && c["status"] == status))
-    };
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let out = ssh_once_up(&ip, &key, "cat /sys/block/vda/size").await;
@@ -215,7 +210,7 @@ async fn debian_runs_cloud_init_from_its_seed() {
         assert!(Instant::now() < deadline, "the guest does not see the grown disk: {}", String::from_utf8_lossy(&out.stdout));
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert!(!restart_required(&wait_ready(&s, &t, &id).await, "CONDITION_STATUS_TRUE"), "a grown disk needs no restart");
+    assert!(!vmaas_tests::vms::restart_required(&wait_ready(&s, &t, &id).await), "a grown disk needs no restart");
     let (st, body) = s.raw(Method::POST, &format!("{V1}/virtual_machines/{id}/restart"), Some(&t), None).await;
     assert!(st == 200 || st == 202, "{st} {body}");
     wait_until(&s, &t, &id, "restarting", 120, |v| state(v) != "VIRTUAL_MACHINE_STATE_READY").await;

@@ -7,7 +7,7 @@
 
 use reqwest::Method;
 use serde_json::json;
-use vmaas_tests::vms::{V1, console, publish, state, wait_until};
+use vmaas_tests::vms::{V1, console, publish, said, state, wait_until};
 use vmaas_tests::{Server, qemu_pids};
 
 const EFI: &str = r#"
@@ -37,13 +37,6 @@ const SERVED: &str = r#"
 const GUID: &str = "5e1ec7ed-0000-4000-8000-00000000beef";
 /// EFI's global variables' GUID (`SecureBoot` is one).
 const GLOBAL: &str = "8be4df61-93ca-11d2-aa0d-00e098032b8c";
-
-/// What the guest says between two markers, so other console noise is ignored.
-fn said(text: &str) -> String {
-    let start = text.rfind("<<").map(|i| i + 2).unwrap_or(0);
-    let end = text[start..].find(">>").map(|i| start + i).unwrap_or(text.len());
-    text[start..end].trim().to_owned()
-}
 
 /// The guest's platform as it sees it, and what it kept: EFI, Secure Boot,
 /// the TPM, the TPM's value and the EFI variable's.
@@ -144,12 +137,7 @@ async fn an_efi_secure_boot_guest_with_a_tpm_keeps_its_variables_and_tpm_across_
 
 /// How many swtpm processes serve the VM whose directory is `dir`.
 fn swtpms(dir: &std::path::Path) -> usize {
-    let state = format!("dir={}/", dir.display());
-    let procs = std::fs::read_dir("/proc").into_iter().flatten().flatten();
-    procs
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .filter(|c| c.starts_with(b"swtpm") && c.split(|b| *b == 0).any(|a| a.starts_with(state.as_bytes())))
-        .count()
+    vmaas_tests::pids_of("swtpm", &format!("dir={}/", dir.display())).len()
 }
 
 const WINDOWS: &str = r#"

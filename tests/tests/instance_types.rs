@@ -369,10 +369,7 @@ async fn resize_scenario(tf: Tf) {
     loop {
         let (_, o) = s.raw(Method::GET, &vm, Some(&admin), None).await;
         assert_eq!(o["object"]["spec"]["instance_type"]["name"], "t.medium", "{o}");
-        let conditions = o["object"]["status"]["conditions"].as_array().cloned().unwrap_or_default();
-        if conditions.iter().any(|c| {
-            c["type"].as_str().is_some_and(|t| t.ends_with("RESTART_REQUIRED")) && c["status"].as_str().is_some_and(|s| s.ends_with("TRUE"))
-        }) {
+        if vmaas_tests::vms::restart_required(&o["object"]) {
             break;
         }
         assert!(std::time::Instant::now() < deadline, "no RESTART_REQUIRED after the resize: {o}");

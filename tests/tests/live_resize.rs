@@ -6,8 +6,8 @@
 //! waits for a restart (`RESTART_REQUIRED`), as before.
 
 use reqwest::Method;
-use serde_json::{Value, json};
-use vmaas_tests::vms::{V1, console, publish, state, wait_ready, wait_until};
+use serde_json::json;
+use vmaas_tests::vms::{V1, console, publish, restart_required, said, state, wait_ready, wait_until};
 use vmaas_tests::{Server, qemu_pids};
 
 const RESIZABLE: &str = r#"
@@ -26,13 +26,6 @@ spec_defaults:
     timeout_seconds: 120
 "#;
 
-/// What the guest says between two markers, so other console noise is ignored.
-fn said(text: &str) -> String {
-    let start = text.rfind("<<").map(|i| i + 2).unwrap_or(0);
-    let end = text[start..].find(">>").map(|i| start + i).unwrap_or(text.len());
-    text[start..end].trim().to_owned()
-}
-
 /// The guest's boot id, online vCPUs and MemTotal in MiB.
 fn seen(s: &Server, t: &str) -> (String, u32, u64) {
     let out = said(&console(
@@ -44,12 +37,6 @@ fn seen(s: &Server, t: &str) -> (String, u32, u64) {
     let words: Vec<&str> = out.split_whitespace().collect();
     assert_eq!(words.len(), 3, "the guest said {out:?}");
     (words[0].to_owned(), words[1].parse().unwrap(), words[2].parse::<u64>().unwrap() / 1024)
-}
-
-fn restart_required(vm: &Value) -> bool {
-    vm["status"]["conditions"].as_array().into_iter().flatten().any(|c| {
-        c["type"].as_str().is_some_and(|t| t.ends_with("RESTART_REQUIRED")) && c["status"].as_str().is_some_and(|s| s.ends_with("TRUE"))
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

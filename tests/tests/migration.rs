@@ -7,15 +7,8 @@
 
 use reqwest::Method;
 use serde_json::json;
-use vmaas_tests::vms::{TINY, V1, console, find_disk, found_disk, publish, state, wait_ready, wait_state, wait_until};
+use vmaas_tests::vms::{TINY, V1, console, find_disk, found_disk, publish, said, state, wait_ready, wait_state, wait_until};
 use vmaas_tests::{Server, qemu_pids};
-
-/// What the guest says between two markers, so other console noise is ignored.
-fn said(text: &str) -> String {
-    let start = text.rfind("<<").map(|i| i + 2).unwrap_or(0);
-    let end = text[start..].find(">>").map(|i| start + i).unwrap_or(text.len());
-    text[start..end].trim().to_owned()
-}
 
 async fn page(addr: &str) -> String {
     let c = reqwest::Client::builder().no_proxy().timeout(std::time::Duration::from_secs(5)).build().unwrap();

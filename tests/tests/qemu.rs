@@ -301,12 +301,9 @@ async fn a_new_shape_waits_for_a_restart_and_disks_only_grow() {
     let bigger = json!({"vm_cpu_cores": {"value": 2}, "vm_memory": {"value": "320Mi"}, "vm_disk_size": {"value": "2Gi"}});
     let (st, vm) = s.raw(Method::PATCH, &path, Some(&t), Some(json!({"object": {"spec": {"template_parameters": bigger}}}))).await;
     assert_eq!(st, 200, "{vm}");
-    let holds = |v: &Value| {
-        v["status"]["conditions"].as_array().is_some_and(|c| {
-            c.iter().any(|c| c["type"] == "VIRTUAL_MACHINE_CONDITION_TYPE_RESTART_REQUIRED" && c["status"] == "CONDITION_STATUS_TRUE")
-        })
+    let waits = |v: &Value| {
+        vmaas_tests::vms::restart_required(v) && !condition(v, "RESTART_REQUIRED")["message"].as_str().unwrap_or("disk").contains("disk")
     };
-    let waits = |v: &Value| holds(v) && !condition(v, "RESTART_REQUIRED")["message"].as_str().unwrap_or("disk").contains("disk");
     let vm = wait_until(&s, &t, &id, "RESTART_REQUIRED for the CPUs and memory only", 30, waits).await;
     let message = condition(&vm, "RESTART_REQUIRED")["message"].as_str().unwrap().to_owned();
     assert!(message.contains("cpu_cores 1 → 2") && message.contains("memory 256Mi → 320Mi"), "{message}");
