@@ -7,7 +7,7 @@
 
 const API = "/api/fulfillment/v1";
 const $ = (id) => document.getElementById(id);
-const state = { token: sessionStorage.getItem("vmaas-token") || "", vms: new Map(), templates: [], stream: null, term: null };
+const state = { token: sessionStorage.getItem("vmaas-token") || "", vms: new Map(), gone: new Set(), templates: [], stream: null, term: null };
 
 // ---- the API ----
 
@@ -190,7 +190,10 @@ async function loadVms() {
   render();
 }
 
+/** Adds or updates a VM, newest version wins; a VM whose deletion was seen stays gone
+ * (the DELETE response, which still says DELETING, can arrive after the event). */
 function upsert(vm) {
+  if (state.gone.has(vm.id)) return;
   const old = state.vms.get(vm.id);
   if (!old || (vm.metadata.version || 0) >= (old.metadata.version || 0)) state.vms.set(vm.id, vm);
   render();
@@ -305,7 +308,7 @@ function onEvent(block) {
   const event = JSON.parse(data.join("\n"));
   const vm = event.virtual_machine;
   if (vm) {
-    if (event.type === "EVENT_TYPE_OBJECT_DELETED") { state.vms.delete(vm.id); render(); } else upsert(vm);
+    if (event.type === "EVENT_TYPE_OBJECT_DELETED") { state.gone.add(vm.id); state.vms.delete(vm.id); render(); } else upsert(vm);
   }
   return id;
 }
