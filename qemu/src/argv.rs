@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use vmaas_model::{ExposedPort, MachineSpec, Protocol};
 
 use crate::accel::Accel;
+use crate::live::LiveArgs;
 use crate::platform::PlatformArgs;
-use crate::resize::LiveArgs;
 
 /// Booting a kernel directly, as the test images do.
 #[derive(Debug, Clone, PartialEq)]

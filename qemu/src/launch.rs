@@ -198,7 +198,7 @@ impl Vms {
             qmp: vm.path("qmp.sock"),
             pidfile: vm.path("qemu.pid"),
             platform,
-            live: crate::resize::LiveArgs::of(machine),
+            live: crate::live::LiveArgs::of(machine),
         };
         // What a server killed while QEMU starts must find in vm.json to
         // adopt that QEMU: its probe port and forwards, written before.

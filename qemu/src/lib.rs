@@ -24,6 +24,8 @@
 //! - [`volumes`]: volumes, one qcow2 file each outside every VM's
 //!   directory; `hotplug`: volumes put on and taken off running guests.
 //! - [`migrate`]: live migration of a running guest to a new QEMU process.
+//! - [`live`] and [`resize`]: the limits a guest starts with to grow live,
+//!   and the steps that grow it.
 //! - `lifecycle` and `launch`: the steps of `ensure`, booting and deleting.
 //! - `adopt` and `recover`: guests found on the host at start (state files
 //!   rebuilt from the running QEMU), and the quarantine of VMs the store
@@ -54,6 +56,7 @@ pub mod images;
 pub mod import;
 mod launch;
 mod lifecycle;
+pub mod live;
 pub mod memory;
 pub mod migrate;
 pub mod network;

@@ -61,7 +61,7 @@ pub struct VmFile {
     pub tpm_state: Option<String>,
     /// How far its running QEMU can be resized live (what it started with).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub live: Option<crate::resize::LiveArgs>,
+    pub live: Option<crate::live::LiveArgs>,
     /// The host GPUs (PCI addresses) the running QEMU has.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<String>,
@@ -144,7 +144,7 @@ mod tests {
             snapshot: Some("0a1b2c".into()),
             plugged: vec!["-device".into(), "virtio-blk-pci,drive=cidata,id=dev-cidata,addr=0x1e".into()],
             tpm_state: Some("tpm-b".into()),
-            live: Some(crate::resize::LiveArgs { max_cpus: 4, boot_memory_mib: 256, region_mib: 768 }),
+            live: Some(crate::live::LiveArgs { max_cpus: 4, boot_memory_mib: 256, region_mib: 768 }),
         };
         f.save(d.path()).await.unwrap();
         assert_eq!(VmFile::load(d.path()).await.unwrap().unwrap(), f);
