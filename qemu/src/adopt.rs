@@ -12,11 +12,11 @@ use vmaas_model::ObjectKind;
 
 use crate::Vms;
 use crate::console::SerialConsole;
-use crate::lifecycle::Vm;
 use crate::process::Process;
 use crate::qmp::Qmp;
 use crate::recover::{Found, find_qemu, rebuild};
 use crate::state::VmFile;
+use crate::vm::Vm;
 
 impl Vms {
     /// Adopts every VM directory under the state directory.
@@ -56,7 +56,7 @@ impl Vms {
             }
         };
         if let Some(ip) = file.external_ip
-            && let Err(e) = self.pool_lock().reserve(ip, &file.id)
+            && let Err(e) = self.launcher.pool().reserve(ip, &file.id)
         {
             warn!(vm = %file.id, error = %e, "external IP conflict");
         }
@@ -76,7 +76,7 @@ impl Vms {
             if recovered && vm.file.external_ip.is_none() {
                 self.recover_forwards(&mut vm).await;
             }
-            self.gpus.hold(&vm.file.id, &vm.file.gpus);
+            self.launcher.gpus().hold(&vm.file.id, &vm.file.gpus);
             self.reattach(&mut vm, p, &status).await;
         }
         Some(vm)
@@ -91,7 +91,7 @@ impl Vms {
         let fwd = crate::recover::usernet_forwards(table.as_str().unwrap_or(""));
         (vm.file.external_ip, vm.file.probe_port) = crate::recover::addresses(&fwd);
         if let Some(ip) = vm.file.external_ip {
-            let _ = self.pool_lock().reserve(ip, &vm.file.id);
+            let _ = self.launcher.pool().reserve(ip, &vm.file.id);
         }
         if let Err(e) = vm.file.save(&vm.dir).await {
             warn!(vm = %vm.file.id, error = %e, "cannot save the rebuilt vm.json");

@@ -3,16 +3,16 @@
 //! one maker per key), and the clone's QEMU restored from it.
 
 use std::ffi::OsStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use tracing::{info, warn};
 use vmaas_backend::VmTarget;
 
-use crate::Vms;
+use crate::accel::Accel;
 use crate::argv::{DiskArg, QemuArgs, RamFile, UserNicArg};
 use crate::images::Image;
 use crate::process::Process;
-use crate::snapshot::{self, Identity, PLACEHOLDER_MAC, Shape, Snapshot, SnapshotError};
+use crate::snapshot::{self, Identity, PLACEHOLDER_MAC, Shape, Snapshot, SnapshotError, Snapshots};
 
 /// How a VM was started, as its status says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,11 +92,45 @@ pub enum CloneError {
     Task(#[from] tokio::task::JoinError),
 }
 
-impl Vms {
+/// The clone path: the template snapshots of this host, made on first
+/// use, and the clones restored from them.
+pub(crate) struct Clones {
+    /// Whether VMs may start from snapshots at all.
+    enabled: bool,
+    /// The snapshots on disk.
+    snapshots: Snapshots,
+    /// `qemu --version`, which a snapshot's key includes.
+    qemu_version: String,
+    /// The accelerator, which a snapshot's key includes too.
+    accel: Accel,
+    /// `qemu-system-x86_64` and `qemu-img`.
+    qemu: PathBuf,
+    qemu_img: PathBuf,
+    /// TCG's translation cache of each clone in MiB (`None`: QEMU's default).
+    tcg_cache_mib: Option<u32>,
+    /// Where each VM's directory is (a clone's state file names its snapshot).
+    state_dir: PathBuf,
+}
+
+impl Clones {
+    /// The clone path of a host whose snapshots are in `dir`.
+    pub(crate) fn new(cfg: &crate::QemuConfig, dir: PathBuf, qemu_version: String, accel: Accel) -> Self {
+        Self {
+            enabled: cfg.snapshots,
+            snapshots: Snapshots::new(dir),
+            qemu_version,
+            accel,
+            qemu: cfg.qemu.clone(),
+            qemu_img: cfg.qemu_img.clone(),
+            tcg_cache_mib: (cfg.clone_tcg_cache_mib > 0).then_some(cfg.clone_tcg_cache_mib),
+            state_dir: cfg.state_dir.clone(),
+        }
+    }
+
     /// The shape of the snapshot `t` may start from, or why it boots cold.
-    pub(crate) fn clone_shape(&self, image: &Image, t: &VmTarget, args: &QemuArgs) -> Result<Shape, Cold> {
+    pub(crate) fn shape(&self, image: &Image, t: &VmTarget, args: &QemuArgs) -> Result<Shape, Cold> {
         let machine = &t.spec.machine;
-        if !self.cfg.snapshots {
+        if !self.enabled {
             return Err(Cold::SnapshotsOff);
         }
         if !image.manifest.clone_hook || args.kernel.is_none() {
@@ -120,7 +154,7 @@ impl Vms {
 
     /// The snapshot of `image` in `shape`, made now if there is none.
     async fn snapshot_for(&self, image: &Image, shape: &Shape, args: &QemuArgs) -> Result<Snapshot, CloneError> {
-        let (img, sh, version, accel) = (image.clone(), shape.clone(), self.qemu_version.clone(), self.accel.accel.as_str());
+        let (img, sh, version, accel) = (image.clone(), shape.clone(), self.qemu_version.clone(), self.accel.as_str());
         let key = tokio::task::spawn_blocking(move || snapshot::key(&img, &sh, &version, accel)).await?;
         if let Some(s) = self.snapshots.find(&key) {
             return Ok(s);
@@ -171,7 +205,7 @@ impl Vms {
             disk.as_os_str(),
             size.as_ref(),
         ];
-        crate::volumes::qemu_img(&self.cfg.qemu_img, &create).await?;
+        crate::volumes::qemu_img(&self.qemu_img, &create).await?;
         let seed = staging.join("seed.img");
         blank(&seed, shape.seed_bytes).await?;
         let clone = clone_args(args);
@@ -196,31 +230,28 @@ impl Vms {
             pidfile: staging.join("qemu.pid"),
             ..clone
         };
-        let made = snapshot::make(&self.cfg.qemu, &template, staging).await;
+        let made = snapshot::make(&self.qemu, &template, staging).await;
         let _ = tokio::fs::remove_file(&disk).await;
         let _ = tokio::fs::remove_file(&seed).await;
         Ok(made?)
     }
 
-    /// Keys of the snapshots running clones were restored from.
+    /// Keys of the snapshots clones on this host were restored from (every
+    /// VM directory's, quarantined VMs' too).
     fn snapshots_in_use(&self) -> Vec<String> {
-        let mut keys = Vec::new();
-        for id in self.map().keys() {
-            let file = std::fs::read(self.cfg.state_dir.join(id).join(crate::state::STATE_FILE)).ok();
-            let state: Option<crate::state::VmFile> = file.and_then(|f| serde_json::from_slice(&f).ok());
-            keys.extend(state.and_then(|s| s.snapshot));
-        }
-        keys
+        let dirs = std::fs::read_dir(&self.state_dir).into_iter().flatten().flatten();
+        let states = dirs.filter_map(|d| std::fs::read(d.path().join(crate::state::STATE_FILE)).ok());
+        states.filter_map(|f| serde_json::from_slice::<crate::state::VmFile>(&f).ok()).filter_map(|s| s.snapshot).collect()
     }
 
     /// Starts `t` (whose cold-boot arguments are `args`) as a clone of its
     /// template's snapshot; its process, the snapshot's key and the
     /// devices plugged in after the restore (as QEMU arguments).
-    pub(crate) async fn start_clone(&self, image: &Image, shape: &Shape, args: &QemuArgs, id: &str) -> Result<Clone, CloneError> {
+    pub(crate) async fn start(&self, image: &Image, shape: &Shape, args: &QemuArgs, id: &str) -> Result<Clone, CloneError> {
         let snap = self.snapshot_for(image, shape, args).await?;
-        let tcg_cache_mib = (self.cfg.clone_tcg_cache_mib > 0).then_some(self.cfg.clone_tcg_cache_mib);
-        let clone = QemuArgs { ram: Some(RamFile { path: snap.ram(), shared: false }), tcg_cache_mib, ..clone_args(args) };
-        let process = snapshot::spawn(&self.cfg.qemu, &clone, id).await?;
+        let clone =
+            QemuArgs { ram: Some(RamFile { path: snap.ram(), shared: false }), tcg_cache_mib: self.tcg_cache_mib, ..clone_args(args) };
+        let process = snapshot::spawn(&self.qemu, &clone, id).await?;
         let identity = Identity { nics: &args.nics, segment_nics: &args.segment_nics };
         if let Err(e) = snapshot::restore(&clone.qmp, &snap, &identity).await {
             warn!(vm = %id, snapshot = %snap.key, error = %e, "restoring from the snapshot failed");

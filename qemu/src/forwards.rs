@@ -12,8 +12,8 @@ use vmaas_backend::{BackendError, VmTarget};
 use vmaas_model::{ExposedPort, Protocol};
 
 use crate::argv::Forward;
-use crate::lifecycle::Vm;
 use crate::qmp::Qmp;
+use crate::vm::Vm;
 
 /// The extra forwards `t` asks for, on a VM whose own address is `own`.
 pub(crate) fn wanted(t: &VmTarget, own: Ipv4Addr) -> Vec<Forward> {

@@ -18,7 +18,7 @@ use vmaas_model::Protocol;
 use vmaas_switch::{GatewayForward, Segment};
 
 use crate::argv::Forward;
-use crate::lifecycle::Vm;
+use crate::vm::Vm;
 
 /// Whether `t`'s host traffic enters through its subnet NIC.
 pub(crate) fn through_subnet(t: &VmTarget) -> bool {

@@ -9,17 +9,17 @@
 //! the new size at once.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::json;
 use tracing::{info, warn};
 use vmaas_backend::{BackendError, DiskPresence, VmTarget, VolumeDisk, VolumePresence};
 
-use crate::Vms;
 use crate::argv::{VolumeArg, volume_device, volume_node};
-use crate::lifecycle::Vm;
 use crate::qmp::{Qmp, QmpError};
 use crate::state::PluggedVolume;
+use crate::vm::Vm;
 use crate::volumes::{Volumes, grow_file};
 
 /// How soon a VM with a volume being unplugged is looked at again.
@@ -31,8 +31,33 @@ impl PluggedVolume {
     }
 }
 
-fn qmp_error(context: &str, e: QmpError) -> BackendError {
-    BackendError::transient(context.to_owned(), e)
+/// Why volumes could not be put on or taken off a running VM.
+#[derive(Debug, thiserror::Error)]
+pub enum HotplugError {
+    /// QEMU's monitor failed.
+    #[error("{context}: {source}")]
+    Qmp {
+        /// What was being done.
+        context: &'static str,
+        /// Why.
+        source: QmpError,
+    },
+    /// The VM's state file could not be written.
+    #[error(transparent)]
+    State(#[from] BackendError),
+}
+
+impl From<HotplugError> for BackendError {
+    fn from(e: HotplugError) -> Self {
+        match e {
+            HotplugError::State(e) => e,
+            e => BackendError::transient("putting volumes on the VM", e),
+        }
+    }
+}
+
+fn qmp_error(context: &'static str) -> impl FnOnce(QmpError) -> HotplugError {
+    move |source| HotplugError::Qmp { context, source }
 }
 
 /// The ids of the volume devices QEMU has now.
@@ -56,7 +81,21 @@ async fn plug(q: &mut Qmp, arg: &VolumeArg) -> Result<(), QmpError> {
     Ok(())
 }
 
-impl Vms {
+/// Volumes on VMs: their files, and their devices in running QEMUs.
+#[derive(Clone)]
+pub(crate) struct Plugs {
+    /// Where volume files are.
+    volume_dir: PathBuf,
+    /// `qemu-img`, which grows a volume's file before a boot.
+    qemu_img: PathBuf,
+}
+
+impl Plugs {
+    /// Volumes whose files are in `volume_dir`.
+    pub(crate) fn new(volume_dir: PathBuf, qemu_img: PathBuf) -> Self {
+        Self { volume_dir, qemu_img }
+    }
+
     /// Volume `volume` as a disk with `serial`.
     pub(crate) fn volume_arg(&self, volume: &str, serial: &str) -> VolumeArg {
         VolumeArg { serial: serial.to_owned(), file: Volumes::path(&self.volume_dir, volume) }
@@ -65,11 +104,11 @@ impl Vms {
     /// The volumes a VM starts with: each listed volume whose file is
     /// there, grown to its size. One that cannot be used is left out (the
     /// running VM's first step tries to plug it and reports why it fails).
-    pub(crate) async fn boot_volumes(&self, t: &VmTarget) -> (Vec<VolumeArg>, Vec<PluggedVolume>) {
+    pub(crate) async fn at_boot(&self, t: &VmTarget) -> (Vec<VolumeArg>, Vec<PluggedVolume>) {
         let (mut args, mut plugged) = (Vec::new(), Vec::new());
         for d in &t.spec.volumes {
             let arg = self.volume_arg(&d.volume, &d.serial);
-            if let Err(m) = grow_file(&self.cfg.qemu_img, &arg.file, d.size_bytes).await {
+            if let Err(m) = grow_file(&self.qemu_img, &arg.file, d.size_bytes).await {
                 warn!(vm = %t.id, volume = %d.volume, error = %m, "volume left out of the boot");
                 continue;
             }
@@ -93,13 +132,13 @@ impl Vms {
 
     /// Puts the volumes `t` lists on `vm` and takes the others away, one
     /// step; where each is, and whether an unplug is under way.
-    pub(crate) async fn sync_volumes(&self, vm: &mut Vm, t: &VmTarget) -> Result<(VolumePresence, bool), BackendError> {
+    pub(crate) async fn sync(&self, vm: &mut Vm, t: &VmTarget) -> Result<(VolumePresence, bool), HotplugError> {
         if !vm.is_running() {
             vm.file.volumes.clear();
             return Ok((self.presence_at_rest(t).await, false));
         }
-        let mut q = Qmp::connect(&vm.path("qmp.sock")).await.map_err(|e| qmp_error("connecting to QMP", e))?;
-        let present = devices(&mut q).await.map_err(|e| qmp_error("listing devices", e))?;
+        let mut q = Qmp::connect(&vm.path("qmp.sock")).await.map_err(qmp_error("connecting to QMP"))?;
+        let present = devices(&mut q).await.map_err(qmp_error("listing devices"))?;
         let before = vm.file.volumes.clone();
         let mut presence = VolumePresence::new();
         for d in &t.spec.volumes {

@@ -1,8 +1,13 @@
-//! Starting a VM's QEMU (its disks, its external IP, its command line) and
-//! removing everything a VM has.
+//! Starting a VM's QEMU: its image, disks, external IP, cloud-init seed,
+//! platform and command line, then a clone of its template's snapshot or
+//! a cold boot. [`Launcher`] owns what a launch takes from the host (the
+//! external IP pool and the GPUs) and gives it back when the VM goes.
 
 use std::ffi::OsStr;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Mutex, MutexGuard};
 
 use tokio::process::Command;
 use tracing::info;
@@ -10,13 +15,19 @@ use vmaas_backend::{BackendError, VmTarget};
 use vmaas_model::boot_shape::BootShape;
 use vmaas_model::{DiskSource, Reason};
 
-use crate::Vms;
-use crate::argv::{DiskArg, KernelBoot, QemuArgs, UserNicArg};
+use crate::accel::Accel;
+use crate::argv::{DiskArg, Forward, KernelBoot, QemuArgs, UserNicArg};
 use crate::cidata;
-use crate::clone::BootPath;
-use crate::lifecycle::{Stop, Vm};
+use crate::clone::{BootPath, Clones};
+use crate::gpus::Gpus;
+use crate::hotplug::Plugs;
+use crate::images::{Catalog, Image};
+use crate::platform::PlatformPaths;
+use crate::pool::IpPool;
 use crate::probe::effective_probe;
-use crate::process::{Process, StartError, free_local_port, read_pid};
+use crate::process::{Process, StartError, free_local_port};
+use crate::state::PluggedVolume;
+use crate::vm::Vm;
 
 /// The MAC of the `i`th NIC of VM `vm` on QEMU's user network: QEMU's
 /// prefix and three bytes of the VM's id and the NIC's index, so that no
@@ -27,8 +38,51 @@ fn user_mac(vm: &str, i: usize) -> String {
     format!("52:54:00:{a:02x}:{b:02x}:{c:02x}")
 }
 
-fn failed(reason: &str, message: impl Into<String>) -> Stop {
-    Stop::Failed(Reason::new(reason, message))
+/// Why a VM's QEMU could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// Its image is not there.
+    #[error("{0}")]
+    ImageNotFound(String),
+    /// A disk or its seed could not be made or grown.
+    #[error("{0}")]
+    Disk(String),
+    /// The external IP pool has no usable address.
+    #[error("the external IP pool is exhausted (or its addresses are held by other processes)")]
+    NoExternalIp,
+    /// A port could not be forwarded to it.
+    #[error("{0}")]
+    PortForward(String),
+    /// Another process took its external address between its choice and QEMU's bind.
+    #[error("another process took {0} meanwhile: the VM gets another address")]
+    AddressTaken(Ipv4Addr),
+    /// Its firmware or TPM could not be prepared.
+    #[error(transparent)]
+    Platform(#[from] crate::platform::PlatformError),
+    /// Its GPUs are not free.
+    #[error("{}", .0.message)]
+    Gpus(Reason),
+    /// QEMU did not start.
+    #[error(transparent)]
+    Qemu(StartError),
+    /// The host failed for now (a task, a state file): tried again.
+    #[error(transparent)]
+    Transient(#[from] BackendError),
+}
+
+impl LaunchError {
+    /// The reason code of a VM that cannot start for this.
+    pub(crate) fn reason(&self) -> &'static str {
+        match self {
+            Self::ImageNotFound(_) => "ImageNotFound",
+            Self::Disk(_) => "DiskError",
+            Self::NoExternalIp => "NoExternalIP",
+            Self::PortForward(_) | Self::AddressTaken(_) => "PortForwardFailed",
+            Self::Platform(p) => p.reason(),
+            Self::Gpus(_) => "NoGPUAvailable",
+            Self::Qemu(_) | Self::Transient(_) => "QemuFailed",
+        }
+    }
 }
 
 /// Starts a detached watcher that stops QEMU `pid` once the VM's directory
@@ -57,180 +111,116 @@ pub(crate) async fn sentinel(dir: &std::path::Path, pid: i32, id: &str) {
     }
 }
 
-impl Vms {
-    async fn qemu_img(&self, args: &[&OsStr]) -> Result<(), crate::volumes::DiskError> {
-        crate::volumes::qemu_img(&self.cfg.qemu_img, args).await
+/// A VM's user network: its NICs, the extra forwards it asks for and its probe's port.
+struct UserNet {
+    nics: Vec<UserNicArg>,
+    extra: Vec<Forward>,
+    probe_port: Option<u16>,
+}
+
+/// A cold boot's command line, the volumes it starts with, the extra
+/// forwards and the probe's port.
+struct Plan {
+    args: QemuArgs,
+    plugged: Vec<PluggedVolume>,
+    extra: Vec<Forward>,
+    probe_port: Option<u16>,
+}
+
+/// Starts VMs' QEMUs, and holds what they take from the host.
+pub(crate) struct Launcher {
+    /// `qemu-system-x86_64` and `qemu-img`.
+    qemu: PathBuf,
+    qemu_img: PathBuf,
+    accel: Accel,
+    /// Base images, and where imported ones are.
+    images: Catalog,
+    image_dir: PathBuf,
+    /// Whether guests on the default network may open connections beyond it.
+    egress: bool,
+    /// OVMF and swtpm.
+    platform: PlatformPaths,
+    /// External IPs, each held by one VM.
+    pool: Mutex<IpPool>,
+    /// Host GPUs, each held by one VM.
+    gpus: Gpus,
+    /// The clone path.
+    clones: Clones,
+    /// Volumes a VM starts with.
+    plugs: Plugs,
+}
+
+/// What `launch` takes apart from the VM: its parts are the host's.
+pub(crate) struct LaunchParts {
+    pub(crate) images: Catalog,
+    pub(crate) image_dir: PathBuf,
+    pub(crate) pool: IpPool,
+    pub(crate) gpus: Gpus,
+    pub(crate) clones: Clones,
+    pub(crate) plugs: Plugs,
+}
+
+impl Launcher {
+    /// A launcher of `cfg`'s QEMU under `accel`.
+    pub(crate) fn new(cfg: &crate::QemuConfig, accel: Accel, parts: LaunchParts) -> Self {
+        Self {
+            qemu: cfg.qemu.clone(),
+            qemu_img: cfg.qemu_img.clone(),
+            accel,
+            images: parts.images,
+            image_dir: parts.image_dir,
+            egress: cfg.egress.iter().any(|n| n == crate::DEFAULT_NETWORK),
+            platform: cfg.platform.clone(),
+            pool: Mutex::new(parts.pool),
+            gpus: parts.gpus,
+            clones: parts.clones,
+            plugs: parts.plugs,
+        }
     }
 
-    /// Grows `file` to `disk`'s size if it is smaller (a disk never shrinks:
-    /// the API refuses that); the guest's file system grows at its boot.
-    async fn grow(&self, file: &std::path::Path, disk: &vmaas_model::Disk) -> Result<(), Stop> {
-        let wanted = disk.size.to_units_ceil().unwrap_or(0);
-        let grown = crate::volumes::grow_file(&self.cfg.qemu_img, file, wanted)
-            .await
-            .map_err(|m| failed("DiskError", format!("growing disk {} to {}: {m}", disk.name, disk.size)))?;
-        if let Some(from) = grown {
-            info!(disk = %disk.name, from, to = %disk.size, "disk grown");
-        }
-        Ok(())
+    /// The external IP pool.
+    pub(crate) fn pool(&self) -> MutexGuard<'_, IpPool> {
+        self.pool.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// One qcow2 file per disk of the machine, created on first boot and
-    /// grown when the spec asks for more.
-    async fn disks(&self, vm: &Vm, t: &VmTarget, base: &std::path::Path) -> Result<Vec<DiskArg>, Stop> {
-        let mut out = Vec::new();
-        for d in &t.spec.machine.disks {
-            let is_root = d.source == DiskSource::Image;
-            let file = if is_root { vm.path("disk.qcow2") } else { vm.path(&format!("disk-{}.qcow2", d.name)) };
-            if tokio::fs::try_exists(&file).await.unwrap_or(false) {
-                self.grow(&file, d).await?;
-            } else {
-                let size = d.size.to_units_ceil().unwrap_or(0).to_string();
-                let mut args: Vec<&OsStr> = vec!["create".as_ref(), "-q".as_ref(), "-f".as_ref(), "qcow2".as_ref()];
-                let format = if is_root {
-                    crate::volumes::header(base).await.map_err(|m| failed("ImageNotFound", m.to_string()))?.format
-                } else {
-                    ""
-                };
-                if is_root {
-                    args.extend(["-F".as_ref(), format.as_ref(), "-b".as_ref(), base.as_os_str()]);
-                }
-                args.extend([file.as_os_str(), size.as_ref()]);
-                self.qemu_img(&args).await.map_err(|m| failed("DiskError", format!("creating disk {} ({}): {m}", d.name, d.size)))?;
-            }
-            out.push(DiskArg { id: format!("disk-{}", d.name), file, boot_index: is_root.then_some(1) });
-        }
-        Ok(out)
+    /// The host's GPUs and who holds them.
+    pub(crate) fn gpus(&self) -> &Gpus {
+        &self.gpus
+    }
+
+    /// Gives back what VM `id` held: its external IP and GPUs.
+    pub(crate) fn release(&self, id: &str) {
+        self.pool().release(id);
+        self.gpus.release(id);
     }
 
     /// Starts QEMU for `t`, daemonized, and takes hold of its process.
-    pub(crate) async fn launch(&self, vm: &mut Vm, t: &VmTarget) -> Result<Process, Stop> {
-        let machine = &t.spec.machine;
-        let catalog = self.cfg.images.clone();
-        let name = machine.boot.image.clone();
-        let (imports, imported) = (self.image_dir.clone(), t.spec.imported_image.clone());
-        let image = tokio::task::spawn_blocking(move || match imported {
-            Some(id) => crate::import::imported(&imports, &id),
-            None => catalog.get(&name),
-        })
-        .await
-        .map_err(|e| Stop::Backend(BackendError::transient("reading the image catalog", e)))?
-        .map_err(|m| failed("ImageNotFound", m.to_string()))?;
-        let base =
-            tokio::fs::canonicalize(image.disk()).await.map_err(|e| failed("ImageNotFound", format!("{}: {e}", image.disk().display())))?;
-        let disks = self.disks(vm, t, &base).await?;
-        let external = match vm.file.external_ip {
-            Some(ip) => ip,
-            None => {
-                // An address whose ports another process holds (another server, say) is skipped.
-                let ports: Vec<_> = machine.exposed_ports.iter().map(|p| (p.protocol, p.port)).collect();
-                let ip = self.pool_lock().allocate_usable(&t.id, |ip| crate::pool::free_on_host(ip, &ports)).ok_or_else(|| {
-                    failed("NoExternalIP", "the external IP pool is exhausted (or its addresses are held by other processes)")
-                })?;
-                vm.file.external_ip = Some(ip);
-                vm.file.save(&vm.dir).await?;
-                ip
-            }
-        };
-        let probe = effective_probe(machine);
-        let probe_port = match &probe {
-            Some(_) => Some(free_local_port().map_err(|e| failed("PortForwardFailed", e.to_string()))?),
-            None => None,
-        };
-        let mut extra = crate::forwards::wanted(t, external);
-        let mut forwards = QemuArgs::forwards(&machine.exposed_ports, external, probe_port.zip(probe.as_ref().map(|p| p.check.port())));
-        if crate::gateway::through_subnet(t) {
-            // Its ports enter through its subnet NIC (the gateway's forwards).
-            extra.retain(crate::gateway::stays_in_qemu);
-            forwards.retain(crate::gateway::stays_in_qemu);
-        }
-        forwards.extend(extra.iter().cloned());
-        // One user network per VM: the first NIC carries the forwards.
-        let nics: Vec<UserNicArg> = machine
-            .nics
-            .iter()
-            .enumerate()
-            .map(|(i, n)| UserNicArg {
-                id: format!("nic-{}", n.name),
-                mac: user_mac(&t.id, i),
-                hostname: t.name.clone(),
-                forwards: if i == 0 { forwards.clone() } else { Vec::new() },
-                egress: self.cfg.egress.iter().any(|n| n == crate::DEFAULT_NETWORK),
-            })
-            .collect();
-        for f in ["qmp.sock", "serial.sock", "qemu.pid"] {
-            let _ = tokio::fs::remove_file(vm.path(f)).await;
-        }
-        let macs: Vec<&str> = nics.iter().map(|n| n.mac.as_str()).chain(vm.segment_nics.iter().map(|n| n.mac.as_str())).collect();
-        let seed = vmaas_model::nocloud::seed(&t.id, &t.name, &machine.cloud_init, &macs);
-        let seed_file = vm.path(cidata::FILE);
-        let path = seed_file.clone();
-        tokio::task::spawn_blocking(move || cidata::write(&path, &seed))
+    pub(crate) async fn launch(&self, vm: &mut Vm, t: &VmTarget) -> Result<Process, LaunchError> {
+        let image = self.image(t).await?;
+        let base = tokio::fs::canonicalize(image.disk())
             .await
-            .map_err(|e| Stop::Backend(BackendError::transient("writing the cloud-init seed", e)))?
-            .map_err(|e| failed("DiskError", format!("writing the cloud-init seed {}: {e}", seed_file.display())))?;
-        let (volumes, plugged) = self.boot_volumes(t).await;
-        let (cpus, memory_mib) = QemuArgs::shape(machine);
-        let kernel = image.kernel().map(|kernel| KernelBoot {
-            kernel,
-            initrd: image.initrd(),
-            append: format!("{} vmaas.id={}", image.manifest.cmdline.clone().unwrap_or_else(|| "console=ttyS0".into()), t.id),
-        });
-        let platform = machine.profile.over(&image.manifest.profile()).platform();
-        let tpm_state = vm.file.tpm_state.as_deref().unwrap_or(crate::platform::TPM_DIR);
-        let platform = self.cfg.platform.prepare(platform, &vm.dir, tpm_state).await.map_err(|e| failed(e.reason(), e.to_string()))?;
-        let args = QemuArgs {
-            name: format!("vmaas-{},process=vmaas-{}", t.name, &t.id[..8.min(t.id.len())]),
-            accel: self.accel.accel,
-            cpus,
-            memory_mib,
-            ram: None,
-            tcg_cache_mib: None,
-            kernel,
-            disks,
-            seed: Some(seed_file),
-            volumes,
-            nics,
-            segment_nics: vm.segment_nics.clone(),
-            fixed_slots: false,
-            gpus: self.gpus.take(&t.id, &machine.gpus).map_err(Stop::Failed)?,
-            serial: vm.path("serial.sock"),
-            qmp: vm.path("qmp.sock"),
-            pidfile: vm.path("qemu.pid"),
-            platform,
-            live: crate::live::LiveArgs::of(machine),
-        };
+            .map_err(|e| LaunchError::ImageNotFound(format!("{}: {e}", image.disk().display())))?;
+        let disks = self.disks(vm, t, &base).await?;
+        let external = self.external_ip(vm, t).await?;
+        let Plan { args, plugged, extra, probe_port } = self.args(vm, t, &image, disks, external).await?;
         // What a server killed while QEMU starts must find in vm.json to
         // adopt that QEMU: its probe port and forwards, written before.
         vm.file.probe_port = probe_port;
         vm.file.ready_pid = None;
         vm.file.forwards = extra;
-        vm.file.booted = Some(BootShape::of(machine));
+        vm.file.booted = Some(BootShape::of(&t.spec.machine));
         vm.file.gpus = args.gpus.clone();
         vm.file.live = args.live.clone();
         vm.file.snapshot = None;
         vm.file.plugged.clear();
         vm.file.save(&vm.dir).await?;
-        let started = match self.clone_shape(&image, t, &args) {
-            Ok(shape) => match self.start_clone(&image, &shape, &args, &t.id).await {
-                Ok(c) => {
-                    vm.file.plugged = c.plugged;
-                    Ok((c.process, Vec::new(), BootPath::Restored(c.key)))
-                }
-                Err(e) => {
-                    self.boot_cold(&args, t).await.map(|p| (p, plugged, BootPath::Cold(format!("the snapshot could not be used: {e}"))))
-                }
-            },
-            Err(why) => self.boot_cold(&args, t).await.map(|p| (p, plugged, BootPath::Cold(why.to_string()))),
-        };
-        let (process, plugged, boot) = match started {
+        let (process, plugged, boot) = match self.start(vm, t, &image, &args, plugged).await {
             // Another process took the VM's own address between its choice and QEMU's bind: another one, not FAILED.
-            Err(Stop::Failed(r)) if r.reason == "PortForwardFailed" && r.message.contains(&format!("{external}:")) => {
-                self.pool_lock().release(&t.id);
+            Err(LaunchError::PortForward(m)) if m.contains(&format!("{external}:")) => {
+                self.pool().release(&t.id);
                 vm.file.external_ip = None;
                 vm.file.save(&vm.dir).await?;
-                let why = format!("another process took {external} meanwhile: the VM gets another address");
-                return Err(Stop::Backend(BackendError::transient("starting QEMU", why)));
+                return Err(LaunchError::AddressTaken(external));
             }
             r => r?,
         };
@@ -249,54 +239,199 @@ impl Vms {
         Ok(process)
     }
 
+    /// The image `t` boots: imported, or from the catalog.
+    async fn image(&self, t: &VmTarget) -> Result<Image, LaunchError> {
+        let catalog = self.images.clone();
+        let name = t.spec.machine.boot.image.clone();
+        let (imports, imported) = (self.image_dir.clone(), t.spec.imported_image.clone());
+        tokio::task::spawn_blocking(move || match imported {
+            Some(id) => crate::import::imported(&imports, &id),
+            None => catalog.get(&name),
+        })
+        .await
+        .map_err(|e| BackendError::transient("reading the image catalog", e))?
+        .map_err(|m| LaunchError::ImageNotFound(m.to_string()))
+    }
+
+    /// The VM's external IP: the one it has, or a free one from the pool.
+    async fn external_ip(&self, vm: &mut Vm, t: &VmTarget) -> Result<Ipv4Addr, LaunchError> {
+        if let Some(ip) = vm.file.external_ip {
+            return Ok(ip);
+        }
+        // An address whose ports another process holds (another server, say) is skipped.
+        let ports: Vec<_> = t.spec.machine.exposed_ports.iter().map(|p| (p.protocol, p.port)).collect();
+        let ip = self.pool().allocate_usable(&t.id, |ip| crate::pool::free_on_host(ip, &ports)).ok_or(LaunchError::NoExternalIp)?;
+        vm.file.external_ip = Some(ip);
+        vm.file.save(&vm.dir).await?;
+        Ok(ip)
+    }
+
+    /// Grows `file` to `disk`'s size if it is smaller (a disk never shrinks:
+    /// the API refuses that); the guest's file system grows at its boot.
+    async fn grow(&self, file: &Path, disk: &vmaas_model::Disk) -> Result<(), LaunchError> {
+        let wanted = disk.size.to_units_ceil().unwrap_or(0);
+        let grown = crate::volumes::grow_file(&self.qemu_img, file, wanted)
+            .await
+            .map_err(|m| LaunchError::Disk(format!("growing disk {} to {}: {m}", disk.name, disk.size)))?;
+        if let Some(from) = grown {
+            info!(disk = %disk.name, from, to = %disk.size, "disk grown");
+        }
+        Ok(())
+    }
+
+    /// One qcow2 file per disk of the machine, created on first boot and
+    /// grown when the spec asks for more.
+    async fn disks(&self, vm: &Vm, t: &VmTarget, base: &Path) -> Result<Vec<DiskArg>, LaunchError> {
+        let mut out = Vec::new();
+        for d in &t.spec.machine.disks {
+            let is_root = d.source == DiskSource::Image;
+            let file = if is_root { vm.path("disk.qcow2") } else { vm.path(&format!("disk-{}.qcow2", d.name)) };
+            if tokio::fs::try_exists(&file).await.unwrap_or(false) {
+                self.grow(&file, d).await?;
+            } else {
+                let size = d.size.to_units_ceil().unwrap_or(0).to_string();
+                let mut args: Vec<&OsStr> = vec!["create".as_ref(), "-q".as_ref(), "-f".as_ref(), "qcow2".as_ref()];
+                let format = if is_root {
+                    crate::volumes::header(base).await.map_err(|m| LaunchError::ImageNotFound(m.to_string()))?.format
+                } else {
+                    ""
+                };
+                if is_root {
+                    args.extend(["-F".as_ref(), format.as_ref(), "-b".as_ref(), base.as_os_str()]);
+                }
+                args.extend([file.as_os_str(), size.as_ref()]);
+                crate::volumes::qemu_img(&self.qemu_img, &args)
+                    .await
+                    .map_err(|m| LaunchError::Disk(format!("creating disk {} ({}): {m}", d.name, d.size)))?;
+            }
+            out.push(DiskArg { id: format!("disk-{}", d.name), file, boot_index: is_root.then_some(1) });
+        }
+        Ok(out)
+    }
+
+    /// The NICs on QEMU's user network (one per VM: the first carries the
+    /// forwards), the extra forwards `t` asks for, and the probe's port.
+    fn user_nics(&self, t: &VmTarget, external: Ipv4Addr) -> Result<UserNet, LaunchError> {
+        let machine = &t.spec.machine;
+        let probe = effective_probe(machine);
+        let probe_port = match &probe {
+            Some(_) => Some(free_local_port().map_err(|e| LaunchError::PortForward(e.to_string()))?),
+            None => None,
+        };
+        let mut extra = crate::forwards::wanted(t, external);
+        let mut forwards = QemuArgs::forwards(&machine.exposed_ports, external, probe_port.zip(probe.as_ref().map(|p| p.check.port())));
+        if crate::gateway::through_subnet(t) {
+            // Its ports enter through its subnet NIC (the gateway's forwards).
+            extra.retain(crate::gateway::stays_in_qemu);
+            forwards.retain(crate::gateway::stays_in_qemu);
+        }
+        forwards.extend(extra.iter().cloned());
+        let nics = machine
+            .nics
+            .iter()
+            .enumerate()
+            .map(|(i, n)| UserNicArg {
+                id: format!("nic-{}", n.name),
+                mac: user_mac(&t.id, i),
+                hostname: t.name.clone(),
+                forwards: if i == 0 { forwards.clone() } else { Vec::new() },
+                egress: self.egress,
+            })
+            .collect();
+        Ok(UserNet { nics, extra, probe_port })
+    }
+
+    /// Writes the VM's NoCloud seed for NICs of `macs`; its path.
+    async fn seed(&self, vm: &Vm, t: &VmTarget, macs: &[&str]) -> Result<PathBuf, LaunchError> {
+        let seed = vmaas_model::nocloud::seed(&t.id, &t.name, &t.spec.machine.cloud_init, macs);
+        let seed_file = vm.path(cidata::FILE);
+        let path = seed_file.clone();
+        tokio::task::spawn_blocking(move || cidata::write(&path, &seed))
+            .await
+            .map_err(|e| BackendError::transient("writing the cloud-init seed", e))?
+            .map_err(|e| LaunchError::Disk(format!("writing the cloud-init seed {}: {e}", seed_file.display())))?;
+        Ok(seed_file)
+    }
+
+    /// `t`'s cold-boot command line, the volumes it boots with, its extra
+    /// forwards and its probe's port.
+    async fn args(&self, vm: &Vm, t: &VmTarget, image: &Image, disks: Vec<DiskArg>, external: Ipv4Addr) -> Result<Plan, LaunchError> {
+        let machine = &t.spec.machine;
+        let UserNet { nics, extra, probe_port } = self.user_nics(t, external)?;
+        for f in ["qmp.sock", "serial.sock", "qemu.pid"] {
+            let _ = tokio::fs::remove_file(vm.path(f)).await;
+        }
+        let macs: Vec<&str> = nics.iter().map(|n| n.mac.as_str()).chain(vm.segment_nics.iter().map(|n| n.mac.as_str())).collect();
+        let seed = self.seed(vm, t, &macs).await?;
+        let (volumes, plugged) = self.plugs.at_boot(t).await;
+        let (cpus, memory_mib) = QemuArgs::shape(machine);
+        let kernel = image.kernel().map(|kernel| KernelBoot {
+            kernel,
+            initrd: image.initrd(),
+            append: format!("{} vmaas.id={}", image.manifest.cmdline.clone().unwrap_or_else(|| "console=ttyS0".into()), t.id),
+        });
+        let platform = machine.profile.over(&image.manifest.profile()).platform();
+        let tpm_state = vm.file.tpm_state.as_deref().unwrap_or(crate::platform::TPM_DIR);
+        let platform = self.platform.prepare(platform, &vm.dir, tpm_state).await?;
+        let args = QemuArgs {
+            name: format!("vmaas-{},process=vmaas-{}", t.name, &t.id[..8.min(t.id.len())]),
+            accel: self.accel,
+            cpus,
+            memory_mib,
+            ram: None,
+            tcg_cache_mib: None,
+            kernel,
+            disks,
+            seed: Some(seed),
+            volumes,
+            nics,
+            segment_nics: vm.segment_nics.clone(),
+            fixed_slots: false,
+            gpus: self.gpus.take(&t.id, &machine.gpus).map_err(LaunchError::Gpus)?,
+            serial: vm.path("serial.sock"),
+            qmp: vm.path("qmp.sock"),
+            pidfile: vm.path("qemu.pid"),
+            platform,
+            live: crate::live::LiveArgs::of(machine),
+        };
+        Ok(Plan { args, plugged, extra, probe_port })
+    }
+
+    /// Starts `args` as a clone of its template's snapshot where it may,
+    /// else cold; the process, the volumes it has and how it started.
+    async fn start(
+        &self,
+        vm: &mut Vm,
+        t: &VmTarget,
+        image: &Image,
+        args: &QemuArgs,
+        plugged: Vec<PluggedVolume>,
+    ) -> Result<(Process, Vec<PluggedVolume>, BootPath), LaunchError> {
+        let shape = match self.clones.shape(image, t, args) {
+            Ok(shape) => shape,
+            Err(why) => return self.boot_cold(args, t).await.map(|p| (p, plugged, BootPath::Cold(why.to_string()))),
+        };
+        match self.clones.start(image, &shape, args, &t.id).await {
+            Ok(c) => {
+                vm.file.plugged = c.plugged;
+                Ok((c.process, Vec::new(), BootPath::Restored(c.key)))
+            }
+            Err(e) => self.boot_cold(args, t).await.map(|p| (p, plugged, BootPath::Cold(format!("the snapshot could not be used: {e}")))),
+        }
+    }
+
     /// Boots `args` from scratch, daemonized; its process.
-    async fn boot_cold(&self, args: &QemuArgs, t: &VmTarget) -> Result<Process, Stop> {
-        crate::process::start_daemonized(&self.cfg.qemu, &args.to_args(), &args.pidfile, &t.id).await.map_err(|e| {
-            let reason = match &e {
-                StartError::Refused(said) if said.contains("host forwarding") || said.contains("hostfwd") => "PortForwardFailed",
-                _ => "QemuFailed",
-            };
+    async fn boot_cold(&self, args: &QemuArgs, t: &VmTarget) -> Result<Process, LaunchError> {
+        crate::process::start_daemonized(&self.qemu, &args.to_args(), &args.pidfile, &t.id).await.map_err(|e| {
             if matches!(e, StartError::Refused(_)) {
                 self.gpus.release(&t.id);
             }
-            failed(reason, e.to_string())
-        })
-    }
-
-    /// Removes everything VM `id` has: its process, directory and external IP.
-    pub(crate) async fn delete_vm(&self, id: &str) -> Result<(), BackendError> {
-        let handle = self.handle(id);
-        let dir = self.cfg.state_dir.join(id);
-        let process = match &handle {
-            Some(h) => h.lock().await.process.clone(),
-            None => match read_pid(&dir.join("qemu.pid")).await {
-                Some(pid) => Process::adopt(pid, id).await.map(std::sync::Arc::new),
-                None => None,
-            },
-        };
-        if let Some(p) = process.filter(|p| !p.has_exited()) {
-            // Its volumes outlive it: the guest powers off and QEMU flushes them first.
-            crate::lifecycle::shut_down(id, &dir.join("qmp.sock"), &p, self.cfg.stop_grace).await;
-            if !p.has_exited() {
-                return Err(BackendError::transient("stopping the guest", format!("QEMU (pid {}) survives SIGKILL", p.pid())));
+            match e {
+                StartError::Refused(said) if said.contains("host forwarding") || said.contains("hostfwd") => {
+                    LaunchError::PortForward(StartError::Refused(said).to_string())
+                }
+                e => LaunchError::Qemu(e),
             }
-        }
-        if let Some(h) = &handle {
-            h.lock().await.stop_runtime();
-        }
-        self.detach_ports(id).await;
-        // A swtpm whose QEMU never connected (a crash between the two starts) ends with its VM.
-        crate::platform::stop_swtpm(&dir).await;
-        crate::platform::stop_target_swtpm(&dir).await;
-        match tokio::fs::remove_dir_all(&dir).await {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(BackendError::transient(format!("removing {}", dir.display()), e)),
-        }
-        self.pool_lock().release(id);
-        self.gpus.release(id);
-        self.forget(id);
-        info!(vm = %id, "guest deleted");
-        Ok(())
+        })
     }
 }

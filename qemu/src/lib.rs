@@ -22,11 +22,19 @@
 //! - [`import`] and [`vetting`]: images imported from a URL or uploaded,
 //!   streamed, hashed and checked (qcow2 or raw, reading no other file).
 //! - [`volumes`]: volumes, one qcow2 file each outside every VM's
-//!   directory; `hotplug`: volumes put on and taken off running guests.
-//! - [`migrate`]: live migration of a running guest to a new QEMU process.
+//!   directory.
+//!
+//! The VM driver, [`Vms`], keeps the table of VMs (each one's runtime
+//! state in `vm`) and moves each towards its spec (`lifecycle`), through
+//! parts that own their state and have their own errors:
+//! - `launch`: a VM's QEMU started (image, disks, seed, command line), and
+//!   the external IPs and GPUs launches take from the host;
+//! - `clone`: template snapshots and the clones restored from them;
+//! - `hotplug`: volumes put on and taken off running guests;
+//! - `ports`: NICs on subnets, ports of the switch's segments;
+//! - [`migrate`]: live migration of a running guest to a new QEMU process;
 //! - [`live`] and [`resize`]: the limits a guest starts with to grow live,
-//!   and the steps that grow it.
-//! - `lifecycle` and `launch`: the steps of `ensure`, booting and deleting.
+//!   and the steps that grow it;
 //! - `adopt` and `recover`: guests found on the host at start (state files
 //!   rebuilt from the running QEMU), and the quarantine of VMs the store
 //!   does not know, which are kept, never deleted behind an operator's back.
@@ -74,6 +82,7 @@ pub mod sources;
 pub mod state;
 pub mod subnet;
 pub mod vetting;
+mod vm;
 pub mod volumes;
 
 use std::collections::{BTreeMap, HashMap};
@@ -96,9 +105,9 @@ pub use crate::argv::GUEST_IP;
 use crate::console::SerialConsole;
 use crate::host::Host;
 use crate::images::Catalog;
-use crate::lifecycle::Vm;
 use crate::pool::{Cidr, IpPool};
 use crate::state::VmFile;
+use crate::vm::Vm;
 
 /// How the backend runs.
 #[derive(Debug, Clone)]
@@ -175,22 +184,19 @@ pub struct Vms {
     cfg: QemuConfig,
     accel: AccelDecision,
     host: Host,
-    pool: Mutex<IpPool>,
     vms: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Vm>>>>,
     quarantine: Mutex<BTreeMap<String, Quarantined>>,
     wake: Arc<OnceLock<Wake>>,
     subnets: Arc<subnet::Subnets>,
     endpoints: Arc<balancer::Endpoints>,
-    /// Which VM holds each GPU.
-    gpus: gpus::Gpus,
-    /// Where volume files are.
-    volume_dir: PathBuf,
-    /// Where imported images are.
-    image_dir: PathBuf,
-    /// Template snapshots.
-    snapshots: snapshot::Snapshots,
-    /// `qemu --version`, which snapshots depend on.
-    qemu_version: String,
+    /// Volumes on VMs.
+    plugs: hotplug::Plugs,
+    /// NICs on subnets.
+    ports: ports::Ports,
+    /// Live migrations.
+    migrations: migrate::Migrations,
+    /// Starts QEMUs; holds the external IPs and GPUs they take.
+    launcher: launch::Launcher,
     /// The forwards of VMs on subnets, through their gateways.
     gateway: gateway::GatewayForwards,
 }
@@ -217,8 +223,20 @@ impl QemuBackend {
         let subnets = Arc::new(subnet::Subnets::new(data.join("subnets"), &cfg.uplinks));
         let volumes = Arc::new(volumes::Volumes::new(data.join("volumes"), cfg.images.clone(), cfg.qemu_img.clone(), data.join("images")));
         let gpus = gpus::Gpus::new(host.gpus.clone(), cfg.gpu_aliases.clone());
+        let clones = clone::Clones::new(&cfg, data.join("snapshots"), qemu_version, accel.accel);
+        let plugs = hotplug::Plugs::new(data.join("volumes"), cfg.qemu_img.clone());
+        let ports = ports::Ports::new(subnets.clone(), data.join("sw"));
+        let migrations = migrate::Migrations::new(cfg.qemu.clone(), cfg.platform.clone(), plugs.clone());
+        let parts = launch::LaunchParts {
+            images: cfg.images.clone(),
+            image_dir: data.join("images"),
+            pool: IpPool::new(cfg.pool),
+            gpus,
+            clones,
+            plugs: plugs.clone(),
+        };
+        let launcher = launch::Launcher::new(&cfg, accel.accel, parts);
         let vms = Vms {
-            pool: Mutex::new(IpPool::new(cfg.pool)),
             cfg,
             accel,
             host,
@@ -227,11 +245,10 @@ impl QemuBackend {
             wake: Arc::new(OnceLock::new()),
             subnets: subnets.clone(),
             endpoints: Arc::new(balancer::Endpoints::default()),
-            gpus,
-            volume_dir: data.join("volumes"),
-            image_dir: data.join("images"),
-            snapshots: snapshot::Snapshots::new(data.join("snapshots")),
-            qemu_version,
+            plugs,
+            ports,
+            migrations,
+            launcher,
             gateway: gateway::GatewayForwards::default(),
         };
         let snapshot_dir = data.join("snapshots");
@@ -254,10 +271,6 @@ impl QemuBackend {
 }
 
 impl Vms {
-    fn pool_lock(&self) -> MutexGuard<'_, IpPool> {
-        self.pool.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn map(&self) -> MutexGuard<'_, HashMap<String, Arc<tokio::sync::Mutex<Vm>>>> {
         self.vms.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -452,7 +465,7 @@ impl Driver<VmSpec, VmObservation> for Vms {
         let h = self.handle_for(t).await?;
         let mut vm = h.lock().await;
         self.claim(&mut vm, t).await?;
-        vm.segment_nics = self.attach_ports(&mut vm, t).await?;
+        vm.segment_nics = self.ports.attach(&mut vm, t).await?;
         vm.attached_ip = t.spec.attachments.first().map(|a| a.ip);
         vm.nic_ips = t.spec.attachments.iter().map(|a| a.ip).collect();
         vm.attached_external = t.spec.external_ips.first().copied();
@@ -463,7 +476,7 @@ impl Driver<VmSpec, VmObservation> for Vms {
         if let Some(own) = vm.file.external_ip {
             self.endpoints.set(&t.id, own, vm.ready.clone());
         }
-        let (volumes, unplugging) = self.sync_volumes(&mut vm, t).await?;
+        let (volumes, unplugging) = self.plugs.sync(&mut vm, t).await?;
         if unplugging && !matches!(requeue, Requeue::After(d) if d <= hotplug::UNPLUG_STEP) {
             requeue = Requeue::after(hotplug::UNPLUG_STEP);
         }

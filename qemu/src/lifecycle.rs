@@ -3,63 +3,24 @@
 //! crashed one, boot). A step that cannot go on returns [`Stop::Failed`],
 //! and one place turns that into the standing FAILED observation.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tokio::task::JoinHandle;
 use tracing::{info, warn};
 use vmaas_backend::{BackendError, Requeue, VmTarget};
 use vmaas_model::{ObjectKind, Observation, Phase, PowerState, Reason};
 
 use crate::Vms;
-use crate::argv::GUEST_IP;
 use crate::console::SerialConsole;
 use crate::probe::{self, ProbeJob, effective_probe, panic_line};
 use crate::process::Process;
 use crate::qmp::Qmp;
-use crate::state::VmFile;
+use crate::vm::Vm;
 
 /// How often a VM on its way somewhere is looked at again.
 const STEP: Duration = Duration::from_millis(500);
-
-/// One VM's runtime state.
-pub(crate) struct Vm {
-    pub(crate) dir: PathBuf,
-    pub(crate) file: VmFile,
-    /// The QEMU process we started or adopted, until we see it gone.
-    pub(crate) process: Option<Arc<Process>>,
-    pub(crate) console: Option<SerialConsole>,
-    pub(crate) ready: Arc<AtomicBool>,
-    probe: Option<JoinHandle<()>>,
-    exit_watch: Option<JoinHandle<()>>,
-    started: Option<Instant>,
-    /// Set when a stop was asked: the moment to stop hard.
-    stop_deadline: Option<Instant>,
-    crashes: Vec<Instant>,
-    degraded: Option<Reason>,
-    /// A failure that stands until the spec (version) or power state changes.
-    failed: Option<(i64, Reason)>,
-    /// The state file was rebuilt from the host: the first `ensure` fills in
-    /// what only the store knows.
-    pub(crate) recovered: bool,
-    /// The reconciler has asked for this VM since the server started: it is
-    /// not a candidate for quarantine.
-    pub(crate) claimed: bool,
-    /// Its NICs on subnets, as QEMU arguments.
-    pub(crate) segment_nics: Vec<crate::argv::SegmentNicArg>,
-    /// The address of its first NIC on a subnet: its internal address.
-    pub(crate) attached_ip: Option<std::net::Ipv4Addr>,
-    /// The addresses of its NICs on subnets, in order.
-    pub(crate) nic_ips: Vec<std::net::Ipv4Addr>,
-    /// The first external IP attached to it: its external address.
-    pub(crate) attached_external: Option<std::net::Ipv4Addr>,
-    /// Why the last live migration failed, until one succeeds.
-    migration_failed: Option<Reason>,
-    /// How the running QEMU was started, when this server started it.
-    pub(crate) boot: Option<crate::clone::BootPath>,
-}
 
 /// Why a step could not go on.
 pub(crate) enum Stop {
@@ -75,96 +36,18 @@ impl From<BackendError> for Stop {
     }
 }
 
-type Step = Result<(Observation, Requeue), Stop>;
-
-impl Vm {
-    pub(crate) fn new(dir: PathBuf, file: VmFile) -> Self {
-        Self {
-            dir,
-            file,
-            process: None,
-            console: None,
-            ready: Arc::new(AtomicBool::new(false)),
-            probe: None,
-            exit_watch: None,
-            started: None,
-            stop_deadline: None,
-            crashes: Vec::new(),
-            degraded: None,
-            failed: None,
-            recovered: false,
-            claimed: false,
-            segment_nics: Vec::new(),
-            attached_ip: None,
-            attached_external: None,
-            nic_ips: Vec::new(),
-            migration_failed: None,
-            boot: None,
+impl From<crate::launch::LaunchError> for Stop {
+    fn from(e: crate::launch::LaunchError) -> Self {
+        match e {
+            crate::launch::LaunchError::Transient(b) => Stop::Backend(b),
+            crate::launch::LaunchError::Gpus(r) => Stop::Failed(r),
+            e @ crate::launch::LaunchError::AddressTaken(_) => Stop::Backend(BackendError::transient("starting QEMU", e)),
+            e => Stop::Failed(Reason::new(e.reason(), e.to_string())),
         }
-    }
-
-    /// How its running QEMU was started, for its status (after a server
-    /// restart only a restore is known, from the state file).
-    pub(crate) fn boot_note(&self) -> Option<String> {
-        let restored = || self.file.snapshot.clone().map(crate::clone::BootPath::Restored);
-        self.boot.clone().or_else(restored).map(|b| b.note())
-    }
-
-    pub(crate) fn path(&self, f: &str) -> PathBuf {
-        self.dir.join(f)
-    }
-
-    /// Takes over a QEMU that kept running while the server was down; a
-    /// guest that had passed its probe in this process is ready at once.
-    pub(crate) fn adopt(&mut self, process: Process, console: Option<SerialConsole>) {
-        self.ready.store(self.file.ready_pid == Some(process.pid()), Ordering::SeqCst);
-        self.process = Some(Arc::new(process));
-        self.console = console;
-        self.started = Some(Instant::now());
-    }
-
-    /// Whether the guest runs (for reports).
-    pub(crate) fn is_running(&self) -> bool {
-        self.running().is_some()
-    }
-
-    pub(crate) fn stop_runtime(&mut self) {
-        for t in [self.probe.take(), self.exit_watch.take()].into_iter().flatten() {
-            t.abort();
-        }
-        self.console = None;
-        self.process = None;
-        self.started = None;
-        self.stop_deadline = None;
-        self.ready.store(false, Ordering::SeqCst);
-    }
-
-    fn observation(&self, phase: Phase) -> Observation {
-        let mut o = Observation::new(phase);
-        if self.process.is_some() {
-            o.internal_ip = Some(self.attached_ip.map(|ip| ip.to_string()).unwrap_or_else(|| GUEST_IP.into()));
-            o.nic_ips = self.nic_ips.iter().map(ToString::to_string).collect();
-        }
-        o.external_ip = self.attached_external.or(self.file.external_ip).map(|ip| ip.to_string());
-        o.degraded = self.degraded.clone().or_else(|| self.migration_failed.clone().filter(|_| self.process.is_some()));
-        o
-    }
-
-    /// Why the running guest needs a restart to match `machine`, if it does.
-    pub(crate) fn restart_required(&self, machine: &vmaas_model::MachineSpec) -> Option<Reason> {
-        self.running()?;
-        let changes = self.file.booted.as_ref()?.pending(&vmaas_model::boot_shape::BootShape::of(machine))?;
-        Some(Reason::new("ConfigurationChanged", format!("{changes}: takes effect at the next restart")))
-    }
-
-    fn running(&self) -> Option<Arc<Process>> {
-        self.process.as_ref().filter(|p| !p.has_exited()).cloned()
-    }
-
-    fn console_tail(&self, lines: usize) -> String {
-        self.console.as_ref().map(|c| c.last_lines(lines)).unwrap_or_default()
     }
 }
+
+type Step = Result<(Observation, Requeue), Stop>;
 
 fn starting(reason: &str, message: &str) -> Phase {
     Phase::Starting(Reason::new(reason, message))
@@ -204,7 +87,7 @@ impl Vms {
             }
             None => {
                 vm.stop_runtime();
-                self.gpus.release(&vm.file.id);
+                self.launcher.gpus().release(&vm.file.id);
                 (vm.observation(Phase::Stopped), Requeue::AwaitChange)
             }
         }
@@ -230,7 +113,7 @@ impl Vms {
             self.migrate_step(vm, t).await?;
         }
         if vm.running().is_some() && vm.ready.load(Ordering::SeqCst) {
-            self.resize_step(vm, t).await?;
+            crate::resize::step(vm, t).await?;
         }
         match vm.running() {
             Some(p) => self.watch_running(vm, t, &p).await,
@@ -247,7 +130,7 @@ impl Vms {
             info!(vm = %t.id, "live migration dropped: the guest is not running and ready");
             return Ok(());
         }
-        match self.migrate(vm, t).await {
+        match self.migrations.migrate(vm, t).await {
             Ok(m) => {
                 info!(vm = %t.id, downtime_ms = m.downtime_ms, total_ms = m.total_ms, "live migration done");
                 vm.migration_failed = None;
@@ -338,7 +221,7 @@ impl Vms {
 
     /// Boots the guest and starts watching it.
     async fn boot(&self, vm: &mut Vm, t: &VmTarget) -> Result<(), Stop> {
-        let process = self.launch(vm, t).await?;
+        let process = self.launcher.launch(vm, t).await?;
         vm.started = Some(Instant::now());
         vm.stop_deadline = None;
         vm.ready.store(false, Ordering::SeqCst);
@@ -406,6 +289,42 @@ impl Vms {
             }
             Some(_) => {}
         }
+    }
+
+    /// Removes everything VM `id` has: its process, directory and external IP.
+    pub(crate) async fn delete_vm(&self, id: &str) -> Result<(), BackendError> {
+        let handle = self.handle(id);
+        let dir = self.cfg.state_dir.join(id);
+        let process = match &handle {
+            Some(h) => h.lock().await.process.clone(),
+            None => match crate::process::read_pid(&dir.join("qemu.pid")).await {
+                Some(pid) => Process::adopt(pid, id).await.map(Arc::new),
+                None => None,
+            },
+        };
+        if let Some(p) = process.filter(|p| !p.has_exited()) {
+            // Its volumes outlive it: the guest powers off and QEMU flushes them first.
+            shut_down(id, &dir.join("qmp.sock"), &p, self.cfg.stop_grace).await;
+            if !p.has_exited() {
+                return Err(BackendError::transient("stopping the guest", format!("QEMU (pid {}) survives SIGKILL", p.pid())));
+            }
+        }
+        if let Some(h) = &handle {
+            h.lock().await.stop_runtime();
+        }
+        self.ports.detach(id).await;
+        // A swtpm whose QEMU never connected (a crash between the two starts) ends with its VM.
+        crate::platform::stop_swtpm(&dir).await;
+        crate::platform::stop_target_swtpm(&dir).await;
+        match tokio::fs::remove_dir_all(&dir).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(BackendError::transient(format!("removing {}", dir.display()), e)),
+        }
+        self.launcher.release(id);
+        self.forget(id);
+        info!(vm = %id, "guest deleted");
+        Ok(())
     }
 
     /// Powers the guest off for a restart as a real machine is: the ACPI

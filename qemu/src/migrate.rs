@@ -13,20 +13,20 @@
 //! the PCI slots they have there.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tracing::info;
 use vmaas_backend::{BackendError, VmTarget};
 
-use crate::Vms;
 use crate::argv::{Forward, QemuArgs, VolumeArg};
 use crate::console::SerialConsole;
-use crate::lifecycle::Vm;
-use crate::platform::{TPM_DIR, TPM_PID, TPM_SOCKET, other_tpm_dir};
+use crate::hotplug::Plugs;
+use crate::platform::{PlatformPaths, TPM_DIR, TPM_PID, TPM_SOCKET, other_tpm_dir};
 use crate::process::{Process, read_pid};
 use crate::qmp::{Qmp, Unfinished, migration_over};
+use crate::vm::Vm;
 
 /// The files a migration target has before it takes the usual names.
 const NEXT: [&str; 3] = ["qmp.sock", "serial.sock", "qemu.pid"];
@@ -202,7 +202,22 @@ async fn until_done(src: &mut Qmp) -> Result<Migrated, MigrateError> {
     }
 }
 
-impl Vms {
+/// Live migrations: what a target QEMU is started from.
+pub(crate) struct Migrations {
+    /// The binary the target runs.
+    qemu: PathBuf,
+    /// swtpm, for a target with a TPM.
+    platform: PlatformPaths,
+    /// The volumes' files, which the target opens too.
+    plugs: Plugs,
+}
+
+impl Migrations {
+    /// Targets run by `qemu`, with `platform`'s swtpm, volumes as `plugs` has them.
+    pub(crate) fn new(qemu: PathBuf, platform: PlatformPaths, plugs: Plugs) -> Self {
+        Self { qemu, platform, plugs }
+    }
+
     /// Moves the running guest of `vm` to a new QEMU; on any failure the
     /// old QEMU keeps running it and the new one is stopped.
     pub(crate) async fn migrate(&self, vm: &mut Vm, t: &VmTarget) -> Result<Migrated, MigrateError> {
@@ -217,7 +232,7 @@ impl Vms {
         // The new QEMU's swtpm writes the other TPM state directory.
         let tpm = has_tpm(&args, &vm.dir).then(|| other_tpm_dir(vm.file.tpm_state.as_deref().unwrap_or(TPM_DIR)));
         if let Some(next) = tpm {
-            self.cfg.platform.start_target_swtpm(&vm.dir, next).await.map_err(MigrateError::Tpm)?;
+            self.platform.start_target_swtpm(&vm.dir, next).await.map_err(MigrateError::Tpm)?;
         }
         let new = match self.start_target(vm, t, &args).await {
             Ok(p) => p,
@@ -243,7 +258,7 @@ impl Vms {
     /// running one's command line `args`.
     async fn start_target(&self, vm: &Vm, t: &VmTarget, args: &[String]) -> Result<Process, MigrateError> {
         let extra = [vm.file.plugged.clone(), self.volumes_now(vm).await?].concat();
-        let target = target_args(args, &self.cfg.qemu, &vm.dir, &extra);
+        let target = target_args(args, &self.qemu, &vm.dir, &extra);
         let out = tokio::process::Command::new(&target[0]).args(&target[1..]).stdin(std::process::Stdio::null()).output().await;
         let out = out.map_err(MigrateError::Start)?;
         if !out.status.success() {
@@ -260,7 +275,7 @@ impl Vms {
         }
         let mut q = Qmp::connect(&vm.path("qmp.sock")).await.map_err(qmp("connecting to the running QEMU"))?;
         let pci = q.execute("query-pci", None).await.map_err(qmp("asking the running QEMU for its PCI devices"))?;
-        let volumes: Vec<VolumeArg> = vm.file.volumes.iter().map(|v| self.volume_arg(&v.volume, &v.serial)).collect();
+        let volumes: Vec<VolumeArg> = vm.file.volumes.iter().map(|v| self.plugs.volume_arg(&v.volume, &v.serial)).collect();
         volume_args(&volumes, &pci_slots(&pci))
     }
 

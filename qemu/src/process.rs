@@ -86,30 +86,21 @@ pub async fn read_pid(path: &Path) -> Option<i32> {
 }
 
 /// Why a QEMU that daemonizes itself did not start.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StartError {
     /// It could not be run at all.
+    #[error("{0}")]
     Run(String),
     /// It refused to start, saying this.
+    #[error("QEMU refused to start: {0}")]
     Refused(String),
     /// It started but wrote no pid file.
+    #[error("QEMU started but wrote no pid file")]
     NoPidFile,
     /// It exited right after it started.
+    #[error("QEMU (pid {0}) exited right after it started")]
     Exited(i32),
 }
-
-impl std::fmt::Display for StartError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Run(e) => write!(f, "{e}"),
-            Self::Refused(said) => write!(f, "QEMU refused to start: {said}"),
-            Self::NoPidFile => write!(f, "QEMU started but wrote no pid file"),
-            Self::Exited(pid) => write!(f, "QEMU (pid {pid}) exited right after it started"),
-        }
-    }
-}
-
-impl std::error::Error for StartError {}
 
 /// Runs `qemu` with `args`, which daemonize it and have it write
 /// `pidfile`, and takes hold of the process it leaves for VM `id`.

@@ -17,13 +17,12 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 use tracing::{debug, info, warn};
-use vmaas_backend::VmTarget;
+use vmaas_backend::{BackendError, VmTarget};
 use vmaas_model::boot_shape::BootShape;
 
-use crate::Vms;
-use crate::lifecycle::{Stop, Vm};
 use crate::live::{Plan, VMEM};
 use crate::qmp::{Qmp, QmpError};
+use crate::vm::Vm;
 
 /// Why a live resize failed.
 #[derive(Debug, thiserror::Error)]
@@ -96,79 +95,75 @@ pub async fn apply(q: &mut Qmp, plan: &Plan, memory: bool) -> Result<Vec<String>
     Ok(added)
 }
 
-impl Vms {
-    /// Grows the running, ready guest of `vm` to `t`'s vCPUs and memory
-    /// when the limits it started with allow; otherwise the change waits
-    /// for a restart (`RESTART_REQUIRED` says so).
-    pub(crate) async fn resize_step(&self, vm: &mut Vm, t: &VmTarget) -> Result<(), Stop> {
-        let wanted = BootShape::of(&t.spec.machine);
-        self.grow_disks(vm, t, &wanted).await?;
-        let (Some(live), Some(mut booted)) = (vm.file.live.clone(), vm.file.booted.clone()) else { return Ok(()) };
-        if (wanted.cpu_cores, wanted.memory_bytes) == (booted.cpu_cores, booted.memory_bytes) {
+/// Grows the running, ready guest of `vm` to `t`'s vCPUs and memory
+/// when the limits it started with allow; otherwise the change waits
+/// for a restart (`RESTART_REQUIRED` says so).
+pub(crate) async fn step(vm: &mut Vm, t: &VmTarget) -> Result<(), BackendError> {
+    let wanted = BootShape::of(&t.spec.machine);
+    grow_disks(vm, t, &wanted).await?;
+    let (Some(live), Some(mut booted)) = (vm.file.live.clone(), vm.file.booted.clone()) else { return Ok(()) };
+    if (wanted.cpu_cores, wanted.memory_bytes) == (booted.cpu_cores, booted.memory_bytes) {
+        return Ok(());
+    }
+    let (now_mib, mib) = (booted.memory_bytes.div_ceil(1 << 20), wanted.memory_bytes.div_ceil(1 << 20));
+    let plan = match live.plan(booted.cpu_cores, now_mib, wanted.cpu_cores, mib) {
+        Ok(p) => p,
+        Err(why) => {
+            debug!(vm = %t.id, why = %why, "not resized live");
             return Ok(());
         }
-        let (now_mib, mib) = (booted.memory_bytes.div_ceil(1 << 20), wanted.memory_bytes.div_ceil(1 << 20));
-        let plan = match live.plan(booted.cpu_cores, now_mib, wanted.cpu_cores, mib) {
-            Ok(p) => p,
-            Err(why) => {
-                debug!(vm = %t.id, why = %why, "not resized live");
-                return Ok(());
-            }
-        };
-        let started = Instant::now();
-        let applied = async {
-            let mut q = Qmp::connect(&vm.path("qmp.sock")).await.map_err(qmp("connecting to QEMU"))?;
-            apply(&mut q, &plan, mib != now_mib).await
-        };
-        match applied.await {
-            Ok(added) => {
-                // A migration's new QEMU has the vCPUs added since the start.
-                vm.file.plugged.extend(added.into_iter().flat_map(|d| ["-device".to_owned(), d]));
-                (booted.cpu_cores, booted.memory_bytes) = (wanted.cpu_cores, wanted.memory_bytes);
-                vm.file.booted = Some(booted);
-                vm.file.save(&vm.dir).await?;
-                let ms = started.elapsed().as_millis() as u64;
-                info!(vm = %t.id, cpus = wanted.cpu_cores, memory_mib = mib, ms, "resized live");
-            }
-            Err(e) => warn!(vm = %t.id, error = %e, "live resize failed; the change waits for a restart"),
+    };
+    let started = Instant::now();
+    let applied = async {
+        let mut q = Qmp::connect(&vm.path("qmp.sock")).await.map_err(qmp("connecting to QEMU"))?;
+        apply(&mut q, &plan, mib != now_mib).await
+    };
+    match applied.await {
+        Ok(added) => {
+            // A migration's new QEMU has the vCPUs added since the start.
+            vm.file.plugged.extend(added.into_iter().flat_map(|d| ["-device".to_owned(), d]));
+            (booted.cpu_cores, booted.memory_bytes) = (wanted.cpu_cores, wanted.memory_bytes);
+            vm.file.booted = Some(booted);
+            vm.file.save(&vm.dir).await?;
+            let ms = started.elapsed().as_millis() as u64;
+            info!(vm = %t.id, cpus = wanted.cpu_cores, memory_mib = mib, ms, "resized live");
         }
-        Ok(())
+        Err(e) => warn!(vm = %t.id, error = %e, "live resize failed; the change waits for a restart"),
     }
+    Ok(())
 }
 
-impl Vms {
-    /// Grows the running guest's disks to the sizes `wanted` has with QMP
-    /// `block_resize` (the qcow2 file and the virtio disk the guest sees,
-    /// at once); the API refuses a smaller size.
-    async fn grow_disks(&self, vm: &mut Vm, t: &VmTarget, wanted: &BootShape) -> Result<(), Stop> {
-        let Some(mut booted) = vm.file.booted.clone() else { return Ok(()) };
-        let grown: Vec<(String, u64)> =
-            wanted.disks.iter().filter(|(n, size)| booted.disks.iter().any(|(b, was)| b == n && was < size)).cloned().collect();
-        if grown.is_empty() {
+/// Grows the running guest's disks to the sizes `wanted` has with QMP
+/// `block_resize` (the qcow2 file and the virtio disk the guest sees,
+/// at once); the API refuses a smaller size.
+async fn grow_disks(vm: &mut Vm, t: &VmTarget, wanted: &BootShape) -> Result<(), BackendError> {
+    let Some(mut booted) = vm.file.booted.clone() else { return Ok(()) };
+    let grown: Vec<(String, u64)> =
+        wanted.disks.iter().filter(|(n, size)| booted.disks.iter().any(|(b, was)| b == n && was < size)).cloned().collect();
+    if grown.is_empty() {
+        return Ok(());
+    }
+    let mut q = match Qmp::connect(&vm.path("qmp.sock")).await {
+        Ok(q) => q,
+        Err(e) => {
+            warn!(vm = %t.id, error = %e, "cannot reach QEMU to grow the disks; they grow at the next start");
             return Ok(());
         }
-        let mut q = match Qmp::connect(&vm.path("qmp.sock")).await {
-            Ok(q) => q,
-            Err(e) => {
-                warn!(vm = %t.id, error = %e, "cannot reach QEMU to grow the disks; they grow at the next start");
-                return Ok(());
+    };
+    for (name, size) in grown {
+        // QEMU sizes block devices in whole sectors.
+        let arg = json!({"node-name": format!("disk-{name}"), "size": size.div_ceil(512) * 512});
+        match q.execute("block_resize", Some(arg)).await {
+            Ok(_) => {
+                info!(vm = %t.id, disk = %name, bytes = size, "disk grown live");
+                booted.disks.iter_mut().filter(|(n, _)| *n == name).for_each(|d| d.1 = size);
             }
-        };
-        for (name, size) in grown {
-            // QEMU sizes block devices in whole sectors.
-            let arg = json!({"node-name": format!("disk-{name}"), "size": size.div_ceil(512) * 512});
-            match q.execute("block_resize", Some(arg)).await {
-                Ok(_) => {
-                    info!(vm = %t.id, disk = %name, bytes = size, "disk grown live");
-                    booted.disks.iter_mut().filter(|(n, _)| *n == name).for_each(|d| d.1 = size);
-                }
-                Err(e) => warn!(vm = %t.id, disk = %name, error = %e, "growing the disk live failed; it grows at the next start"),
-            }
+            Err(e) => warn!(vm = %t.id, disk = %name, error = %e, "growing the disk live failed; it grows at the next start"),
         }
-        vm.file.booted = Some(booted);
-        vm.file.save(&vm.dir).await?;
-        Ok(())
     }
+    vm.file.booted = Some(booted);
+    vm.file.save(&vm.dir).await?;
+    Ok(())
 }
 
 #[cfg(test)]
