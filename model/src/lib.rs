@@ -4,9 +4,9 @@
 //! Terraform provider and the Crossplane function all validate and resolve a
 //! VM with this crate, so a VM means the same thing everywhere.
 //!
-//! - [`kind`]: the kinds of object, what is declared about each, and the
+//! - [`kind`]: the kinds of object, each declared once (its variant and
+//!   its descriptor: the one table a new kind is added to), and the
 //!   [`Object`] of a kind kept as a spec and a status.
-//! - [`kinds`]: every kind's descriptor: the one table a new kind is added to.
 //! - [`object`]: what every kind shares on the wire: metadata, envelope, pages.
 //! - [`template`]: templates as published, and [`Template`], their checked form,
 //!   which validates a tenant's parameters and applies the defaults.
@@ -50,7 +50,6 @@ pub mod instance_type;
 #[cfg(feature = "kubernetes")]
 pub mod k8s;
 pub mod kind;
-pub mod kinds;
 pub mod labels;
 pub mod load_balancer;
 pub mod machine;
@@ -78,8 +77,7 @@ pub use instance_type::{
     InstanceType, InstanceTypeDeprecation, InstanceTypePatchSpec, InstanceTypeReference, InstanceTypeSpec, InstanceTypeState,
     InstanceTypeStatus, PatchInstanceType,
 };
-pub use kind::{ApiJson, Descriptor, Object, ObjectKind, QuotaUse, Reference};
-pub use kinds::DESCRIPTORS;
+pub use kind::{ApiJson, DESCRIPTORS, Descriptor, Object, ObjectKind, QuotaUse, Reference};
 pub use labels::Labels;
 pub use load_balancer::{LoadBalancer, LoadBalancerSpec, LoadBalancerState, LoadBalancerStatus, PatchLoadBalancer, PortMapping};
 pub use machine::{BootSource, CloudInit, Cpu, DEFAULT_IMAGE, Disk, DiskSource, MachineSpec, Nic, NicNetwork};
