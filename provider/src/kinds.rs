@@ -183,8 +183,8 @@ pub static INSTANCE_TYPE: Kind = Kind {
 };
 
 /// Every kind described here, each a resource and a data source.
-pub static ALL: [&Kind; 9] =
-    [&SUBNET, &SECURITY_GROUP, &EXTERNAL_IP, &EXTERNAL_IP_ATTACHMENT, &LOAD_BALANCER, &VOLUME, &VOLUME_ATTACHMENT, &IMAGE, &INSTANCE_TYPE];
+pub static ALL: &[&Kind] =
+    &[&SUBNET, &SECURITY_GROUP, &EXTERNAL_IP, &EXTERNAL_IP_ATTACHMENT, &LOAD_BALANCER, &VOLUME, &VOLUME_ATTACHMENT, &IMAGE, &INSTANCE_TYPE];
 
 /// The `vmaas_virtual_network` data source (its resource has its own module).
 pub static NETWORK_DATA: Kind = Kind {
