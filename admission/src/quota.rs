@@ -43,6 +43,11 @@ pub struct QuotaLimits {
     /// Addresses of the shared pool: external IPs and load balancers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_ips: Option<u64>,
+    /// The longest a VM may live, e.g. `8h`: every VM of the tenant then
+    /// expires, after this at the latest (one created without a TTL gets
+    /// this one). Existing VMs keep their end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_vm_ttl: Option<String>,
 }
 
 impl QuotaLimits {
@@ -56,7 +61,15 @@ impl QuotaLimits {
                 errs.push(format!("{at}.{name}"), format!("{q} is not a size in bytes (e.g. 16Gi)"));
             }
         }
+        if let Some(Err(e)) = self.max_vm_ttl.as_deref().map(vmaas_model::vm::expiry::parse_ttl) {
+            errs.push(format!("{at}.max_vm_ttl"), e.to_string());
+        }
         if errs.is_empty() { Ok(()) } else { Err(errs) }
+    }
+
+    /// The longest a VM may live, if limited.
+    pub fn max_ttl(&self) -> Option<chrono::Duration> {
+        self.max_vm_ttl.as_deref().and_then(|t| vmaas_model::vm::expiry::parse_ttl(t).ok())
     }
 
     /// The limits as amounts (`u64::MAX` where unlimited).
@@ -94,6 +107,11 @@ pub fn parsed(row: &QuotaRow) -> Result<QuotaLimits, AdmissionError> {
 pub async fn limits(store: &Store, tenant: &str) -> Result<Option<(QuotaLimits, i64)>, AdmissionError> {
     let Some(row) = store.get_quota(tenant).await? else { return Ok(None) };
     Ok(Some((parsed(&row)?, row.version)))
+}
+
+/// The longest a VM of `tenant` may live, if its quota limits it.
+pub async fn max_vm_ttl(store: &Store, tenant: &str) -> Result<Option<chrono::Duration>, AdmissionError> {
+    Ok(limits(store, tenant).await?.and_then(|(l, _)| l.max_ttl()))
 }
 
 /// Refuses `asked` (more than `tenant` holds now) if it goes beyond the

@@ -134,6 +134,9 @@ enum VmCmd {
         /// Its instance type (`vmaas instance-type list`): its cores and memory replace the template's defaults.
         #[arg(long, value_name = "NAME")]
         instance_type: Option<String>,
+        /// How long it lives (30m, 2h, 1d…): the server deletes it then, with its auto-delete volumes.
+        #[arg(long, value_name = "DURATION")]
+        ttl: Option<String>,
         /// The cluster it runs on, when the server drives several (`vmaas` places it otherwise).
         #[arg(long)]
         cluster: Option<String>,
@@ -435,6 +438,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 user_data,
                 image,
                 instance_type,
+                ttl,
                 cluster,
                 placement_labels,
                 wait: do_wait,
@@ -457,6 +461,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         image: image.map(|source_ref| vmaas_model::vm::VmImage { source_type: String::new(), source_ref }),
                         placement: Some(placement).filter(|p| !p.is_empty()),
                         instance_type: instance_type.map(|name| vmaas_model::InstanceTypeReference { id: String::new(), name }),
+                        ttl,
+                        expires_at: None,
                     },
                     status: None,
                 };

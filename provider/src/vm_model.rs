@@ -121,6 +121,8 @@ impl VmModel {
                 image: self.image.clone().map(|r| VmImage { source_type: String::new(), source_ref: r }),
                 placement: self.placement.clone(),
                 instance_type: self.instance_type_reference(),
+                ttl: None,
+                expires_at: None,
             },
             status: None,
         }

@@ -266,6 +266,7 @@ impl App {
         )
         .with_progress(self.state.progress.clone())
         .with_kinds(crate::api::resources::reconcilers());
+        let reaper = tokio::spawn(crate::expiry::run(self.state.clone(), stop_rx.clone()));
         let rec_task = tokio::spawn(Arc::new(reconciler).run(stop_rx));
         if let Some(oidc) = self.state.keys.oidc().cloned() {
             tokio::spawn(async move { oidc.warm().await });
@@ -285,6 +286,7 @@ impl App {
         reload.inspect(|r| r.abort());
         let _ = stop_tx.send(true);
         let _ = rec_task.await;
+        let _ = reaper.await;
         served.map_err(|source| StartError::Listen { addr, source })
     }
 }

@@ -24,6 +24,7 @@
 //! - [`gc`]: what the host holds that no stored object owns.
 //! - [`prune`]: imported images nothing uses, removed safely.
 //! - [`events`]: the event log's fan-out to watchers.
+//! - [`expiry`]: ephemeral VMs deleted when they expire.
 //! - [`error`]: the API's error shape; [`metrics`]: Prometheus metrics;
 //!   [`audit`]: the audit log of mutating requests.
 
@@ -38,6 +39,7 @@ pub mod caller;
 pub mod clusters;
 pub mod error;
 pub mod events;
+pub mod expiry;
 pub mod flags;
 pub mod gc;
 pub mod grpc;

@@ -3,6 +3,7 @@
 //! machine from backend observations to their status.
 
 pub mod compute_instance;
+pub mod expiry;
 pub mod image;
 pub mod placement;
 pub mod status;
@@ -92,6 +93,14 @@ pub struct VirtualMachineSpec {
     /// the template's defaults. Changing it resizes the VM at its next start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_type: Option<crate::InstanceTypeReference>,
+    /// How long it lives (`30m`, `1h30m`, `7d`), as given; the server sets
+    /// `expires_at` from it and deletes the VM then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<String>,
+    /// When the server deletes it with its auto-delete volumes (RFC 3339):
+    /// given, or set from `ttl` or the tenant's maximum TTL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl VirtualMachineSpec {
@@ -107,6 +116,8 @@ impl VirtualMachineSpec {
             image: None,
             placement: None,
             instance_type: None,
+            ttl: None,
+            expires_at: None,
         }
     }
 
@@ -424,6 +435,13 @@ pub struct SpecPatch {
     /// A new instance type: the VM takes its shape at its next start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_type: Option<crate::InstanceTypeReference>,
+    /// A new lifetime from now (extends or shortens it); `""` removes the
+    /// end (refused under a maximum TTL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<String>,
+    /// A new end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// The object of a PATCH request.

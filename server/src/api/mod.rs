@@ -25,6 +25,7 @@ mod shared;
 mod simple;
 mod templates;
 pub(crate) mod tickets;
+mod vm_expiry;
 mod vm_shape;
 mod vms;
 

@@ -153,6 +153,7 @@ pub(super) async fn create(
     let labels = vmaas_model::Labels::from_input(obj.metadata.as_ref(), &mut errs);
     let resolved = resolve(&s, &mut obj.spec, None, true, &mut errs).await?;
     check_placement(s.backend.as_ref(), obj.spec.placement.as_ref(), &mut errs);
+    super::vm_expiry::at_create(&s, &caller.tenant, &mut obj.spec, &mut errs).await?;
     if let Some((template, r)) = &resolved {
         super::images::check_image(&s, &caller, &r.spec, &image_field(template, &obj.spec), &mut errs).await?;
     }
@@ -242,6 +243,7 @@ pub(super) async fn patch(
         return Err(StoreError::stale_vm(&current.name, expected, current.version).into());
     }
     let mut next = current.clone();
+    super::vm_expiry::on_patch(&s, &current.tenant, &p.spec, &mut next.spec, &mut errs).await?;
     if let Some(state) = p.spec.state {
         next.spec.state = state;
     }

@@ -53,6 +53,11 @@ impl Progress {
         }
     }
 
+    /// Whether this replica holds the reconciler's lease.
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::SeqCst)
+    }
+
     /// The report for `/healthz`.
     pub fn report(&self) -> ProgressReport {
         let first = self.first();
