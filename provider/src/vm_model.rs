@@ -77,6 +77,8 @@ pub struct VmModel {
     pub placement: Option<Placement>,
     /// Its instance type, by name or id.
     pub instance_type: Option<String>,
+    /// How long it lives, as written.
+    pub ttl: Option<String>,
     /// How long each operation waits.
     pub timeouts: Timeouts,
 }
@@ -96,6 +98,7 @@ impl VmModel {
             image: string(get(v, "image")),
             placement: placement(v),
             instance_type: string(get(v, "instance_type")),
+            ttl: string(get(v, "ttl")),
             timeouts: Timeouts::decode(v),
         }
     }
@@ -121,17 +124,19 @@ impl VmModel {
                 image: self.image.clone().map(|r| VmImage { source_type: String::new(), source_ref: r }),
                 placement: self.placement.clone(),
                 instance_type: self.instance_type_reference(),
-                ttl: None,
+                ttl: self.ttl.clone(),
                 expires_at: None,
             },
             status: None,
         }
     }
 
-    /// The change an update makes: its power state and its instance type
-    /// (anything else replaces the VM).
-    pub fn patch(&self) -> PatchVirtualMachine {
-        let spec = SpecPatch { state: Some(self.power), instance_type: self.instance_type_reference(), ..Default::default() };
+    /// The change an update from `prior` makes: its power state, its
+    /// instance type and, when it changed, its TTL (counted from now; none
+    /// removes the end); anything else replaces the VM.
+    pub fn patch(&self, prior: &VmModel) -> PatchVirtualMachine {
+        let ttl = (self.ttl != prior.ttl).then(|| self.ttl.clone().unwrap_or_default());
+        let spec = SpecPatch { state: Some(self.power), instance_type: self.instance_type_reference(), ttl, ..Default::default() };
         PatchVirtualMachine { spec, ..Default::default() }
     }
 

@@ -123,10 +123,14 @@ impl VmResource {
         let in_place = ["state", "instance_type"];
         let state_changed = !creating && in_place.iter().any(|a| get(prior, a) != get(&planned, a));
         if creating || !replace.is_empty() {
-            for attr in ["id", "status", "internal_ip", "external_ip", "conditions", "placed_on"] {
+            for attr in ["id", "status", "internal_ip", "external_ip", "conditions", "placed_on", "expires_at"] {
                 set(&mut planned, attr, unknown());
             }
-        } else if state_changed {
+        } else if get(prior, "ttl") != get(&planned, "ttl") {
+            // A new TTL counts from the update.
+            set(&mut planned, "expires_at", unknown());
+        }
+        if !creating && replace.is_empty() && state_changed {
             for attr in ["status", "internal_ip", "external_ip", "conditions"] {
                 set(&mut planned, attr, unknown());
             }
@@ -158,7 +162,7 @@ impl VmResource {
             }
         } else {
             let id = string(get(prior, "id")).unwrap_or_default();
-            match client.patch_vm_versioned(&id, &model.patch(), 5).await {
+            match client.patch_vm_versioned(&id, &model.patch(&VmModel::decode(prior)), 5).await {
                 Ok(vm) => (vm, "update"),
                 Err(e) => {
                     diags.push(error("cannot update the virtual machine", e.to_string(), None));
@@ -299,6 +303,18 @@ impl Resource for VmResource {
                     STRING,
                     Mode::Optional,
                     "Its instance type, by name or id (`vmaas_instance_type`): its cores and memory replace the template's defaults. Changes in place: the VM takes the new shape at its next start (RESTART_REQUIRED meanwhile).",
+                ),
+                attr(
+                    "ttl",
+                    STRING,
+                    Mode::Optional,
+                    "How long it lives, e.g. `30m`, `2h`, `1d`: the server deletes it then, with its auto-delete volumes. Changes in place: a new TTL counts from the update; removing it removes the end (unless the tenant has a maximum TTL).",
+                ),
+                attr(
+                    "expires_at",
+                    STRING,
+                    Mode::Computed,
+                    "When the server deletes it (RFC 3339): from `ttl`, or the tenant's maximum TTL.",
                 ),
                 attr("state", STRING, Mode::OptionalComputed, "`started` (default) or `stopped`. Changes in place."),
                 attr("status", STRING, Mode::Computed, "READY, PROGRESSING, STOPPED, FAILED or DELETING."),

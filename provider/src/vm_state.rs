@@ -95,6 +95,8 @@ pub(crate) fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
         ("placed_on", value::opt_string(vm.status.cluster.as_deref())),
         ("placement_labels", labels_state(vm, like)),
         ("instance_type", instance_type_state(vm, like)),
+        ("ttl", value::opt_string(vm.spec.ttl.as_deref())),
+        ("expires_at", value::opt_string(vm.spec.expires_at.map(|t| t.to_rfc3339()).as_deref())),
         ("timeouts", get(like, "timeouts").clone()),
     ])
 }
