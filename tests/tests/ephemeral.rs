@@ -133,3 +133,58 @@ async fn a_life_is_extended_limited_by_the_tenants_maximum_and_checked() {
     assert_eq!(st, 400, "{e}");
     assert!(e["details"].to_string().contains("cannot be removed"), "{e}");
 }
+
+const TTL_TF: &str = r#"
+terraform {
+  required_providers {
+    vmaas = { source = "vmaas/vmaas" }
+  }
+}
+provider "vmaas" {}
+
+variable "ttl" {
+  type    = string
+  default = "1h"
+}
+
+resource "vmaas_virtual_machine" "vm" {
+  name     = "job"
+  template = "tiny"
+  ttl      = var.ttl
+}
+
+output "id" {
+  value = vmaas_virtual_machine.vm.id
+}
+
+output "expires_at" {
+  value = vmaas_virtual_machine.vm.expires_at
+}
+"#;
+
+/// A real VM with a TTL through Terraform: its end in the state, extended
+/// in place, then a short TTL that the server acts on, which the next plan
+/// sees (the VM to be made again).
+async fn terraform_ttl_scenario(tf: vmaas_tests::tf::Tf) {
+    let s = Server::start_qemu().await;
+    publish(&s, TINY);
+    let t = s.token("ci", false);
+    let w = vmaas_tests::tf::Workspace::new(tf, &s, &t, TTL_TF);
+    w.apply(&[]);
+    let (id, first): (String, DateTime<Utc>) = (w.output("id"), w.output("expires_at").parse().unwrap());
+    assert!((first - Utc::now()).num_minutes() >= 58, "an hour from the create: {first}");
+    assert_eq!(w.plan_code(&[]).0, 0, "no drift");
+    let text = w.apply(&["-var", "ttl=2h"]);
+    assert!(text.contains("0 added, 1 changed, 0 destroyed"), "a TTL changes in place: {text}");
+    assert_eq!(w.output("id"), id, "the same VM");
+    let later: DateTime<Utc> = w.output("expires_at").parse().unwrap();
+    assert!(later - first >= chrono::Duration::minutes(59), "two hours from the update: {first} → {later}");
+    assert_eq!(w.plan_code(&["-var", "ttl=2h"]).0, 0, "no drift after the change");
+    let text = w.apply(&["-var", "ttl=8s"]);
+    assert!(text.contains("1 changed"), "{text}");
+    wait_for(&s, &t, &format!("virtual_machines/{id}"), "the VM expired", |v| v.is_none()).await;
+    assert_eq!(w.plan_code(&["-var", "ttl=8s"]).0, 2, "the next plan makes the expired VM again");
+    w.ok(&["destroy", "-auto-approve", "-no-color", "-var", "ttl=8s"]);
+}
+
+vmaas_tests::on_both_terraforms!(terraform_ttl_scenario: ttl_terraform_1_0_3, ttl_terraform_1_15_5);
