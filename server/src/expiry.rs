@@ -9,7 +9,7 @@
 //! again first, and left alone if it was deleted or its end moved.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -24,22 +24,29 @@ use crate::store::{Scope, StoreError, VmRecord};
 /// The longest sleep between looks (a lease taken over is acted on by then).
 const NAP: Duration = Duration::from_secs(1);
 
-/// Ends known, soonest first.
+/// Ends known, soonest first: one entry per VM and end (the many events
+/// of one VM with the same end add nothing).
 #[derive(Default)]
-struct Ends(BinaryHeap<Reverse<(DateTime<Utc>, String)>>);
+struct Ends {
+    heap: BinaryHeap<Reverse<(DateTime<Utc>, String)>>,
+    latest: HashMap<String, DateTime<Utc>>,
+}
 
 impl Ends {
     fn note(&mut self, id: &str, at: Option<DateTime<Utc>>) {
-        if let Some(at) = at {
-            self.0.push(Reverse((at, id.to_owned())));
+        let Some(at) = at else { return };
+        if self.latest.insert(id.to_owned(), at) != Some(at) {
+            self.heap.push(Reverse((at, id.to_owned())));
         }
     }
 
-    /// The ids whose end is at or before `now`.
+    /// The ids whose latest end is at or before `now` (an end since moved is dropped).
     fn due(&mut self, now: DateTime<Utc>) -> Vec<String> {
         let mut due = Vec::new();
-        while self.0.peek().is_some_and(|Reverse((at, _))| *at <= now) {
-            if let Some(Reverse((_, id))) = self.0.pop() {
+        while self.heap.peek().is_some_and(|Reverse((at, _))| *at <= now) {
+            let Some(Reverse((at, id))) = self.heap.pop() else { break };
+            if self.latest.get(&id) == Some(&at) {
+                self.latest.remove(&id);
                 due.push(id);
             }
         }
@@ -156,7 +163,11 @@ mod tests {
         ends.note("b", Some(now + chrono::Duration::seconds(5)));
         ends.note("a", Some(now - chrono::Duration::seconds(1)));
         ends.note("c", None);
-        assert_eq!(ends.due(now), ["a"]);
+        ends.note("d", Some(now - chrono::Duration::seconds(2)));
+        ends.note("d", Some(now + chrono::Duration::seconds(60)));
+        ends.note("b", Some(now + chrono::Duration::seconds(5)));
+        assert_eq!(ends.due(now), ["a"], "d's end moved; b noted twice is one entry");
+        assert_eq!(ends.heap.len(), 2);
         assert!(ends.due(now).is_empty());
         assert_eq!(ends.due(now + chrono::Duration::seconds(6)), ["b"]);
     }
