@@ -9,6 +9,7 @@ mod instance_types;
 mod net;
 mod output;
 mod quota;
+mod ssh;
 mod sync;
 mod volumes;
 mod watch;
@@ -105,6 +106,7 @@ enum Command {
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant, reason = "parsed once per run: boxing `Create` saves nothing")]
 enum VmCmd {
     /// Create a VM from a template.
     Create {
@@ -217,6 +219,8 @@ enum VmCmd {
         #[arg(long)]
         history: bool,
     },
+    /// SSH to a VM's external address (`-- COMMAND` runs one command).
+    Ssh(ssh::SshArgs),
     /// Print a VM's buffered serial console output.
     Logs {
         /// Name or id.
@@ -518,6 +522,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 let vm = client.find_vm(&vm).await?;
                 console::run(&client, &vm.id, &vm.metadata.name, console::Options { batch, idle, history }).await
             }
+            VmCmd::Ssh(args) => ssh::run(&client, args).await,
             VmCmd::Logs { vm } => {
                 let vm = client.find_vm(&vm).await?;
                 let log = client.console_log(&vm.id).await?;

@@ -177,6 +177,15 @@ async fn debian_runs_cloud_init_from_its_seed() {
     std::fs::create_dir(&other_dir).unwrap();
     let (other, _) = keypair(&other_dir);
     assert!(!ssh(&ip, &other, "true").status.success(), "a key the tenant did not give is refused");
+    // The CLI opens the same SSH by the VM's name, remembering its host key as this VM's.
+    let out = s.cli(&t, &["vm", "ssh", "deb", "-i", key.to_str().unwrap(), "--", "echo", "via-cli=$(hostname)"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && said.contains("via-cli=deb"), "{said} {}", String::from_utf8_lossy(&out.stderr));
+    let known =
+        Command::new("ssh-keygen").arg("-F").arg(format!("vmaas-{id}")).arg("-f").arg(s.data_dir.join("known_hosts")).output().unwrap();
+    assert!(known.status.success(), "the host key is kept under the VM's id (hashed or not)");
+    let out = s.cli(&t, &["vm", "ssh", "deb", "-i", other.to_str().unwrap(), "--", "true"]);
+    assert_eq!(out.status.code(), Some(255), "ssh's own failure is the CLI's: {}", String::from_utf8_lossy(&out.stderr));
 
     // The user data ran: its file is there, seen on the serial console
     // (once its autologin shell, named after the VM, is up).
