@@ -92,6 +92,9 @@ pub fn vm(format: Format, v: &VirtualMachine) -> anyhow::Result<()> {
     if let Some(p) = &v.spec.placement {
         rows.push(vec!["Placement".into(), p.describe()]);
     }
+    if let Some(at) = v.spec.expires_at {
+        rows.push(vec!["Expires".into(), expires(at, chrono::Utc::now())]);
+    }
     if let Some(c) = &v.status.cluster {
         rows.push(vec!["Cluster".into(), c.clone()]);
     }
@@ -106,6 +109,13 @@ pub fn vm(format: Format, v: &VirtualMachine) -> anyhow::Result<()> {
     }
     println!("{}", table(&["FIELD", "VALUE"], rows));
     Ok(())
+}
+
+/// When a VM expires, and how soon (`2026-11-27T04:00:00+00:00 (in 29m)`).
+fn expires(at: chrono::DateTime<chrono::Utc>, now: chrono::DateTime<chrono::Utc>) -> String {
+    let left = at - now;
+    let when = if left > chrono::Duration::zero() { format!("in {}", vmaas_model::vm::expiry::format_ttl(left)) } else { "due".into() };
+    format!("{} ({when})", at.to_rfc3339())
 }
 
 /// Prints templates.
@@ -150,4 +160,17 @@ pub fn template(format: Format, t: &VirtualMachineTemplate) -> anyhow::Result<()
         .collect();
     println!("{}", table(&["PARAMETER", "TYPE", "REQUIRED", "DEFAULT", "DESCRIPTION"], rows));
     Ok(())
+}
+
+#[cfg(test)]
+mod expiry_tests {
+    use super::expires;
+
+    #[test]
+    fn an_end_says_how_soon() {
+        let now: chrono::DateTime<chrono::Utc> = "2026-11-27T03:30:00Z".parse().unwrap();
+        let at = now + chrono::Duration::minutes(90);
+        assert_eq!(expires(at, now), "2026-11-27T05:00:00+00:00 (in 1h30m)");
+        assert_eq!(expires(now, now), "2026-11-27T03:30:00+00:00 (due)");
+    }
 }

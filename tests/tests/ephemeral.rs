@@ -106,6 +106,12 @@ async fn a_life_is_extended_limited_by_the_tenants_maximum_and_checked() {
     assert_eq!(st, 200, "{v}");
     let first = end_of(&v["object"]);
     assert!((first - Utc::now()).num_minutes() >= 59, "{first}");
+    let shown = s.cli(&t, &["vm", "get", "long"]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.lines().any(|l| l.starts_with("Expires") && l.contains("(in 59m")), "the CLI shows the end: {shown}");
+    let made = s.cli_json(&t, &["vm", "create", "cli-job", "-t", "tiny", "--ttl", "2h"]);
+    assert_eq!(made["spec"]["ttl"], "2h", "{made}");
+    assert!((end_of(&made) - Utc::now()).num_minutes() >= 119, "{made}");
     let (st, v) = s.raw(Method::PATCH, &path, Some(&t), Some(json!({"object": {"spec": {"ttl": "2h"}}}))).await;
     assert_eq!(st, 200, "{v}");
     assert!(end_of(&v["object"]) - first >= chrono::Duration::minutes(59), "extended by the new TTL from now");
