@@ -150,31 +150,22 @@ pub(crate) struct Launcher {
     plugs: Plugs,
 }
 
-/// What `launch` takes apart from the VM: its parts are the host's.
-pub(crate) struct LaunchParts {
-    pub(crate) images: Catalog,
-    pub(crate) image_dir: PathBuf,
-    pub(crate) pool: IpPool,
-    pub(crate) gpus: Gpus,
-    pub(crate) clones: Clones,
-    pub(crate) plugs: Plugs,
-}
-
 impl Launcher {
-    /// A launcher of `cfg`'s QEMU under `accel`.
-    pub(crate) fn new(cfg: &crate::QemuConfig, accel: Accel, parts: LaunchParts) -> Self {
+    /// A launcher of `cfg`'s QEMU under `accel`, its images imported to
+    /// `image_dir`, with the host's `gpus`, the clone path and the volumes.
+    pub(crate) fn new(cfg: &crate::QemuConfig, accel: Accel, image_dir: PathBuf, gpus: Gpus, clones: Clones, plugs: Plugs) -> Self {
         Self {
             qemu: cfg.qemu.clone(),
             qemu_img: cfg.qemu_img.clone(),
             accel,
-            images: parts.images,
-            image_dir: parts.image_dir,
+            images: cfg.images.clone(),
+            image_dir,
             egress: cfg.egress.iter().any(|n| n == crate::DEFAULT_NETWORK),
             platform: cfg.platform.clone(),
-            pool: Mutex::new(parts.pool),
-            gpus: parts.gpus,
-            clones: parts.clones,
-            plugs: parts.plugs,
+            pool: Mutex::new(IpPool::new(cfg.pool)),
+            gpus,
+            clones,
+            plugs,
         }
     }
 

@@ -105,7 +105,7 @@ pub use crate::argv::GUEST_IP;
 use crate::console::SerialConsole;
 use crate::host::Host;
 use crate::images::Catalog;
-use crate::pool::{Cidr, IpPool};
+use crate::pool::Cidr;
 use crate::state::VmFile;
 use crate::vm::Vm;
 
@@ -227,15 +227,7 @@ impl QemuBackend {
         let plugs = hotplug::Plugs::new(data.join("volumes"), cfg.qemu_img.clone());
         let ports = ports::Ports::new(subnets.clone(), data.join("sw"));
         let migrations = migrate::Migrations::new(cfg.qemu.clone(), cfg.platform.clone(), plugs.clone());
-        let parts = launch::LaunchParts {
-            images: cfg.images.clone(),
-            image_dir: data.join("images"),
-            pool: IpPool::new(cfg.pool),
-            gpus,
-            clones,
-            plugs: plugs.clone(),
-        };
-        let launcher = launch::Launcher::new(&cfg, accel.accel, parts);
+        let launcher = launch::Launcher::new(&cfg, accel.accel, data.join("images"), gpus, clones, plugs.clone());
         let vms = Vms {
             cfg,
             accel,
