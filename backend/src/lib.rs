@@ -20,6 +20,7 @@
 //! - [`image`]: the images a backend can boot VMs from: its catalog, and
 //!   images imported from a URL or uploaded.
 //! - [`volume`]: what a volume driver is given and reports, and volumes on VMs.
+//! - [`snapshot`]: what a snapshot driver is given and reports.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -31,6 +32,7 @@ pub mod error;
 pub mod host;
 pub mod image;
 pub mod network;
+pub mod snapshot;
 pub mod vm;
 pub mod volume;
 
@@ -43,6 +45,7 @@ pub use error::{BackendError, ErrorKind};
 pub use host::{Demand, HostCapacity, Quarantined, Room, Usage, VmMemory};
 pub use image::{CatalogImage, ImageDriver, ImageFile, ImageImport, ImageObservation, ImageTarget, ImageUploads, Upload};
 pub use network::{NetworkDriver, NetworkObservation, NetworkSpec, NetworkTarget, SubnetDriver, SubnetSpec, SubnetTarget};
+pub use snapshot::{SnapshotDriver, SnapshotObservation, SnapshotSpec, SnapshotTarget, Taken};
 pub use vm::{Attachment, Firewall, Requests, VmDriver, VmObservation, VmSpec, VmTarget};
 use vmaas_model::ObjectKind;
 pub use volume::{DiskPresence, VolumeDisk, VolumeDriver, VolumeObservation, VolumePresence, VolumeSpec, VolumeTarget};
@@ -129,6 +132,11 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The driver of volumes, if the backend runs them.
     fn volumes(&self) -> Option<Arc<VolumeDriver>> {
+        None
+    }
+
+    /// The driver of snapshots of VMs' disks, if the backend takes them.
+    fn snapshots(&self) -> Option<Arc<SnapshotDriver>> {
         None
     }
 

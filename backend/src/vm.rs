@@ -14,6 +14,13 @@ pub struct Requests {
     /// Migration generation: each live-migration request raises it by one.
     #[serde(default)]
     pub migrate: u64,
+    /// Restore generation: each restore from a snapshot raises it by one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restore: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The desired state of one VM.
@@ -27,6 +34,11 @@ pub struct VmSpec {
     pub requests: Requests,
     /// The node the last migration request named, if any.
     pub migrate_to: Option<String>,
+    /// The snapshot (its id) the last restore request named, if any: when
+    /// `requests.restore` is above what the driver acted on, the VM is
+    /// stopped, its disks return to the snapshot's, and it runs again if
+    /// `power` says so.
+    pub restore_from: Option<String>,
     /// NICs on subnets, in order.
     pub attachments: Vec<Attachment>,
     /// External IPs attached to it: its exposed ports answer on each.

@@ -9,6 +9,7 @@ mod instance_types;
 mod net;
 mod output;
 mod quota;
+mod snapshots;
 mod ssh;
 mod sync;
 mod volumes;
@@ -86,6 +87,9 @@ enum Command {
     /// Volumes: block storage that outlives VMs.
     #[command(subcommand, alias = "volumes")]
     Volume(volumes::VolumeCmd),
+    /// Snapshots of a VM's disks, and restores from them.
+    #[command(subcommand, alias = "snapshots")]
+    Snapshot(snapshots::SnapshotCmd),
     /// Instance types: named machine shapes.
     #[command(subcommand, name = "instance-type", alias = "instance-types")]
     InstanceType(instance_types::InstanceTypeCmd),
@@ -195,6 +199,9 @@ enum VmCmd {
     Delete {
         /// Name or id.
         vm: String,
+        /// Keep its snapshots (they are deleted with it by default).
+        #[arg(long)]
+        retain_snapshots: bool,
         /// Wait until it is gone.
         #[arg(long)]
         wait: bool,
@@ -429,6 +436,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Image(cmd) => images::image(&client, cmd, format).await,
         Command::LoadBalancer(cmd) => expose::load_balancer(&client, cmd, format).await,
         Command::Volume(cmd) => volumes::volume(&client, cmd, format).await,
+        Command::Snapshot(cmd) => snapshots::snapshot(&client, cmd, format).await,
         Command::InstanceType(cmd) => instance_types::instance_type(&client, cmd, format).await,
         Command::Quota(cmd) => quota::quota(&client, cmd, format).await,
         Command::Vm(cmd) => match cmd {
@@ -507,9 +515,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 output::vm(format, &vm)
             }
-            VmCmd::Delete { vm, wait: do_wait, timeout } => {
+            VmCmd::Delete { vm, retain_snapshots, wait: do_wait, timeout } => {
                 let vm = client.find_vm(&vm).await?;
-                let deleting = client.delete_vm(&vm.id).await?;
+                let deleting =
+                    if retain_snapshots { client.delete_vm_keeping_snapshots(&vm.id).await? } else { client.delete_vm(&vm.id).await? };
                 if do_wait {
                     wait(&client, &deleting, WaitFor::Deleted, timeout).await?;
                     eprintln!("virtual machine {:?} deleted", vm.metadata.name);

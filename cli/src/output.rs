@@ -38,6 +38,17 @@ fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
     t.to_string().lines().map(|l| l.trim_end().trim_start_matches(' ')).collect::<Vec<_>>().join("\n")
 }
 
+/// A byte count as people read it: `312.5 MiB`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let (mut v, mut u) = (n as f64, 0);
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
 /// Prints rows under `header`.
 pub fn rows(header: &[&str], rows: Vec<Vec<String>>) -> anyhow::Result<()> {
     println!("{}", table(header, rows));

@@ -101,7 +101,7 @@ const WAIT: Duration = Duration::from_secs(300);
 
 /// Polls until `done` says the object `id` at `path` is where it should be
 /// (`Some(None)` for gone), reporting each new state on stderr.
-async fn wait_for<T: serde::de::DeserializeOwned>(
+pub(crate) async fn wait_for<T: serde::de::DeserializeOwned>(
     client: &Client,
     path: &str,
     id: &str,

@@ -401,6 +401,18 @@ impl Client {
         self.object::<(), _>(Method::DELETE, &format!("/virtual_machines/{id}"), None).await
     }
 
+    /// Starts deleting a VM, keeping its snapshots.
+    pub async fn delete_vm_keeping_snapshots(&self, id: &str) -> Result<VirtualMachine, Error> {
+        self.object::<(), _>(Method::DELETE, &format!("/virtual_machines/{id}?retain_snapshots=true"), None).await
+    }
+
+    /// Restores VM `id`'s disks from one of its snapshots (`stop`: stop it
+    /// for the restore if it runs; it starts again afterwards).
+    pub async fn restore_vm(&self, id: &str, snapshot: &str, stop: bool) -> Result<VirtualMachine, Error> {
+        let body = serde_json::json!({ "snapshot": snapshot, "stop": stop });
+        self.object(Method::POST, &format!("/virtual_machines/{id}/restore"), Some(&body)).await
+    }
+
     /// Opens a console session: a single-use ticket for the console WebSocket.
     pub async fn console_session(&self, id: &str) -> Result<ConsoleSession, Error> {
         self.call::<(), ConsoleSession>(Method::POST, &format!("/virtual_machines/{id}/console_sessions"), None, None)

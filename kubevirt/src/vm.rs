@@ -304,7 +304,7 @@ impl Shared {
         let mut observation = self.observed(t, ns, current.as_deref().map(as_json));
         observation.degraded = Some(why);
         let acted = |annotation| current.as_deref().map(|c| generation(c, annotation)).unwrap_or_default();
-        let acted = Requests { restart: acted(RESTART_ANNOTATION), migrate: acted(migration::ANNOTATION) };
+        let acted = Requests { restart: acted(RESTART_ANNOTATION), migrate: acted(migration::ANNOTATION), restore: 0 };
         let volumes = self.presence(ns, &t.spec.volumes);
         (VmObservation { observation, acted, volumes }, Requeue::after(crate::health::EVERY * 3))
     }
@@ -346,8 +346,11 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
                 return Ok(waiting("Recreating", "the KubeVirt VM was deleted in the cluster; it is made again"));
             }
         }
-        let acted =
-            Requests { restart: s.restart(t, &ns, current.as_deref()).await?, migrate: s.migrate(t, &ns, current.as_deref()).await? };
+        let acted = Requests {
+            restart: s.restart(t, &ns, current.as_deref()).await?,
+            migrate: s.migrate(t, &ns, current.as_deref()).await?,
+            restore: 0,
+        };
         let m = s.manifests(t, acted)?;
         s.apply_shapes(&m).await?;
         let applied = s.apply_vm(t, &m, current.is_some()).await?;

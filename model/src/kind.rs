@@ -150,6 +150,17 @@ kinds! {
         api_json: Some(object_json::<crate::image::Image>),
         ..tenant_kind(ObjectKind::Image, "image", "image", "images")
     },
+    /// The disks of a VM at one instant (a tenant's).
+    ComputeInstanceSnapshot => Descriptor {
+        human_plural: "snapshots",
+        terraform: "vmaas_snapshot",
+        cli: "snapshot",
+        references: &[reference("compute_instance", ObjectKind::VirtualMachine)],
+        quota: Some(QuotaUse::Disk),
+        backend_runs: true,
+        api_json: Some(object_json::<crate::ComputeInstanceSnapshot>),
+        ..tenant_kind(ObjectKind::ComputeInstanceSnapshot, "compute_instance_snapshot", "snapshot", "compute_instance_snapshots")
+    },
     /// A named machine shape (global, published by administrators).
     InstanceType => Descriptor {
         human_plural: "instance types",

@@ -61,6 +61,7 @@ pub mod profile;
 pub mod quantity;
 pub mod query;
 pub mod security_group;
+pub mod snapshot;
 pub mod spec;
 pub mod subnet;
 pub mod template;
@@ -87,6 +88,10 @@ pub use profile::{Firmware, GuestOsFamily, GuestProfile, Platform};
 pub use quantity::{Quantity, QuantityError};
 pub use security_group::{
     CreateSecurityGroup, PatchSecurityGroup, SecurityGroup, SecurityGroupSpec, SecurityGroupState, SecurityGroupStatus, SecurityRule,
+};
+pub use snapshot::{
+    ComputeInstanceSnapshot, ComputeInstanceSnapshotSpec, ComputeInstanceSnapshotState, ComputeInstanceSnapshotStatus, RestoreRequest,
+    SnapshotConsistency, SnapshotDisk,
 };
 pub use spec::{DataDisk, ExposedPort, Gpu, Probe, ProbeCheck, Protocol, ReadinessProbe, SpecDefaults};
 pub use subnet::{CreateSubnet, Subnet, SubnetSpec, SubnetState, SubnetStatus};

@@ -1,7 +1,7 @@
 //! The kinds the provider manages from a description, for
 //! [`crate::object_resource`]: subnets, security groups, external IPs and
 //! their attachments, load balancers, volumes and their attachments,
-//! images and instance types.
+//! snapshots, images and instance types.
 
 use vmaas_model::ObjectKind;
 
@@ -119,6 +119,27 @@ pub static VOLUME_ATTACHMENT: Kind = Kind {
     ready: &["VOLUME_ATTACHMENT_STATE_READY"],
 };
 
+/// `vmaas_snapshot`.
+pub static SNAPSHOT: Kind = Kind {
+    kind: ObjectKind::ComputeInstanceSnapshot,
+    doc: "A snapshot of a VM's disks (its own and the volumes on it) at one instant, taken while it runs (online, crash-consistent) or while it is stopped. Create waits until it is taken (READY); any change replaces it. A VM is restored from it with `vmaas snapshot restore` or `POST /virtual_machines/{id}/restore`.",
+    fields: &[
+        field("compute_instance", Ty::Str, Change::Replace, "/spec/compute_instance", "The VM, by id or name."),
+        field("online", Ty::Bool, Change::Output, "/status/online", "Whether the guest was running when it was taken."),
+        field(
+            "consistency",
+            Ty::Str,
+            Change::Output,
+            "/status/consistency",
+            "How consistent it is, e.g. `SNAPSHOT_CONSISTENCY_CRASH_CONSISTENT`.",
+        ),
+        field("size_bytes", Ty::Int, Change::Output, "/status/size_bytes", "The bytes it holds (counted against the disk quota)."),
+        field("taken_at", Ty::Str, Change::Output, "/status/taken_at", "When it was taken (RFC 3339)."),
+        STATE,
+    ],
+    ready: &["COMPUTE_INSTANCE_SNAPSHOT_STATE_READY"],
+};
+
 /// `vmaas_image`.
 pub static IMAGE: Kind = Kind {
     kind: ObjectKind::Image,
@@ -183,8 +204,18 @@ pub static INSTANCE_TYPE: Kind = Kind {
 };
 
 /// Every kind described here, each a resource and a data source.
-pub static ALL: &[&Kind] =
-    &[&SUBNET, &SECURITY_GROUP, &EXTERNAL_IP, &EXTERNAL_IP_ATTACHMENT, &LOAD_BALANCER, &VOLUME, &VOLUME_ATTACHMENT, &IMAGE, &INSTANCE_TYPE];
+pub static ALL: &[&Kind] = &[
+    &SUBNET,
+    &SECURITY_GROUP,
+    &EXTERNAL_IP,
+    &EXTERNAL_IP_ATTACHMENT,
+    &LOAD_BALANCER,
+    &VOLUME,
+    &VOLUME_ATTACHMENT,
+    &SNAPSHOT,
+    &IMAGE,
+    &INSTANCE_TYPE,
+];
 
 /// The `vmaas_virtual_network` data source (its resource has its own module).
 pub static NETWORK_DATA: Kind = Kind {

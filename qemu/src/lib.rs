@@ -55,6 +55,7 @@ pub mod balancer;
 pub mod cidata;
 mod clone;
 pub mod console;
+pub mod disk_snapshots;
 mod forwards;
 mod gateway;
 pub mod gpus;
@@ -83,6 +84,7 @@ pub mod state;
 pub mod subnet;
 pub mod vetting;
 mod vm;
+mod vm_snapshots;
 pub mod volumes;
 
 use std::collections::{BTreeMap, HashMap};
@@ -199,6 +201,8 @@ pub struct Vms {
     launcher: launch::Launcher,
     /// The forwards of VMs on subnets, through their gateways.
     gateway: gateway::GatewayForwards,
+    /// Snapshots of VMs' disks.
+    snapshots: disk_snapshots::DiskSnapshots,
 }
 
 impl QemuBackend {
@@ -227,6 +231,7 @@ impl QemuBackend {
         let plugs = hotplug::Plugs::new(data.join("volumes"), cfg.qemu_img.clone());
         let ports = ports::Ports::new(subnets.clone(), data.join("sw"));
         let migrations = migrate::Migrations::new(cfg.qemu.clone(), cfg.platform.clone(), plugs.clone());
+        let vms_qemu_img = cfg.qemu_img.clone();
         let launcher = launch::Launcher::new(&cfg, accel.accel, data.join("images"), gpus, clones, plugs.clone());
         let vms = Vms {
             cfg,
@@ -242,6 +247,7 @@ impl QemuBackend {
             migrations,
             launcher,
             gateway: gateway::GatewayForwards::default(),
+            snapshots: disk_snapshots::DiskSnapshots::new(data.join("disk-snapshots"), vms_qemu_img),
         };
         let snapshot_dir = data.join("snapshots");
         let _ = tokio::task::spawn_blocking(move || snapshot::clean_up_after_crash(&snapshot_dir)).await;
@@ -269,6 +275,11 @@ impl Vms {
 
     fn quarantine_lock(&self) -> MutexGuard<'_, BTreeMap<String, Quarantined>> {
         self.quarantine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Where volume files are.
+    fn volume_dir(&self) -> PathBuf {
+        self.cfg.state_dir.parent().unwrap_or(&self.cfg.state_dir).join("volumes")
     }
 
     fn handle(&self, id: &str) -> Option<Arc<tokio::sync::Mutex<Vm>>> {
@@ -311,6 +322,7 @@ impl Vms {
             vm.file.name = t.name.clone();
             vm.file.restarts = t.spec.requests.restart;
             vm.file.migrations = t.spec.requests.migrate;
+            vm.file.restores = t.spec.requests.restore;
             vm.file.save(&vm.dir).await?;
             vm.recovered = false;
             info!(vm = %t.id, "recovered VM state completed from the store");
@@ -337,6 +349,7 @@ impl Vms {
             volumes: Vec::new(),
             gpus: Vec::new(),
             migrations: t.spec.requests.migrate,
+            restores: t.spec.requests.restore,
             nic_ports: Vec::new(),
             snapshot: None,
             plugged: Vec::new(),
@@ -367,6 +380,7 @@ impl Backend for QemuBackend {
                 ObjectKind::Volume,
                 ObjectKind::VolumeAttachment,
                 ObjectKind::Image,
+                ObjectKind::ComputeInstanceSnapshot,
             ],
             live_migration: true,
             gpus: !self.vms.host.gpus.is_empty(),
@@ -416,6 +430,10 @@ impl Backend for QemuBackend {
 
     fn volumes(&self) -> Option<Arc<vmaas_backend::VolumeDriver>> {
         Some(self.volumes.clone())
+    }
+
+    fn snapshots(&self) -> Option<Arc<vmaas_backend::SnapshotDriver>> {
+        Some(Arc::new(vm_snapshots::SnapshotDriver(self.vms.clone())))
     }
 
     fn consoles(&self) -> Option<Arc<dyn Consoles>> {
@@ -472,7 +490,14 @@ impl Driver<VmSpec, VmObservation> for Vms {
         if unplugging && !matches!(requeue, Requeue::After(d) if d <= hotplug::UNPLUG_STEP) {
             requeue = Requeue::after(hotplug::UNPLUG_STEP);
         }
-        Ok((VmObservation { observation, acted: Requests { restart: vm.file.restarts, migrate: vm.file.migrations }, volumes }, requeue))
+        Ok((
+            VmObservation {
+                observation,
+                acted: Requests { restart: vm.file.restarts, migrate: vm.file.migrations, restore: vm.file.restores },
+                volumes,
+            },
+            requeue,
+        ))
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {

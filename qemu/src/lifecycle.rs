@@ -56,6 +56,10 @@ fn starting(reason: &str, message: &str) -> Phase {
 impl Vms {
     /// Makes one step towards `t` for `vm`.
     pub(crate) async fn ensure_vm(&self, vm: &mut Vm, t: &VmTarget) -> Result<(Observation, Requeue), BackendError> {
+        if let Err(reason) = self.restore_step(vm, t).await {
+            vm.failed = Some((t.version, reason.clone()));
+            return Ok((vm.observation(Phase::Failed(reason)), Requeue::AwaitChange));
+        }
         if t.spec.power == PowerState::Stopped {
             return Ok(self.ensure_stopped(vm).await);
         }
@@ -368,7 +372,7 @@ pub(crate) async fn shut_down(id: &str, qmp: &Path, p: &Process, grace: Duration
 }
 
 /// Stops QEMU now: `quit` over QMP (block nodes flushed), then SIGKILL if it lingers.
-async fn quit(qmp: &Path, p: &Process) {
+pub(crate) async fn quit(qmp: &Path, p: &Process) {
     if let Ok(mut q) = Qmp::connect(qmp).await {
         let _ = q.execute("quit", None).await;
     }

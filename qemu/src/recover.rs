@@ -118,6 +118,7 @@ pub(crate) fn rebuild(dir: &Path, found: Option<&Found>) -> VmFile {
         volumes: Vec::new(),
         gpus: found.map(|f| gpus(&f.args)).unwrap_or_default(),
         migrations: 0,
+        restores: 0,
         nic_ports: found.map(|f| nic_ports(&f.args)).unwrap_or_default(),
         snapshot: found.and_then(|f| snapshot_of(&f.args)),
         plugged: Vec::new(),

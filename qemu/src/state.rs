@@ -55,6 +55,9 @@ pub struct VmFile {
     /// The migration generation acted on.
     #[serde(default)]
     pub migrations: u64,
+    /// The restore generation acted on.
+    #[serde(default)]
+    pub restores: u64,
     /// The directory of its TPM's state, if not [`crate::platform::TPM_DIR`]
     /// (a live migration's new swtpm writes the other one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -140,6 +143,7 @@ mod tests {
             volumes: Vec::new(),
             gpus: vec!["0000:65:00.0".into()],
             migrations: 1,
+            restores: 0,
             nic_ports: vec![40001],
             snapshot: Some("0a1b2c".into()),
             plugged: vec!["-device".into(), "virtio-blk-pci,drive=cidata,id=dev-cidata,addr=0x1e".into()],

@@ -47,7 +47,7 @@ pub use image::{BootImage, ImageUser};
 pub use objects::{Filter, NewObject, Row};
 pub use record::{
     ATTACHMENT_OF, AttachmentRecord, BALANCER_ON, ExternalIpRecord, ImageRecord, LoadBalancerRecord, NetworkRecord, Record, SUBNET_OF,
-    SecurityGroupRecord, SubnetRecord, VOLUME_OF, VolumeAttachmentRecord, VolumeRecord,
+    SecurityGroupRecord, SnapshotRecord, SubnetRecord, VOLUME_OF, VolumeAttachmentRecord, VolumeRecord,
 };
 pub use template::TemplateRecord;
 pub use vm::{VmFilter, VmRecord};

@@ -1,5 +1,5 @@
 //! What an object names without pinning it (what it names can go while it
-//! does): a volume attachment's and an external IP attachment's VM, a load
+//! does): a volume attachment's, an external IP attachment's and a snapshot's VM, a load
 //! balancer's targets, the image a VM boots or a volume is made from, by
 //! the name it was given ([`image_link`]), and an image its source URL
 //! ([`source_link`]). A VM's reconcile, or an
@@ -16,7 +16,9 @@ use vmaas_model::{Object, ObjectKind};
 
 use super::record::Record;
 use super::row::Row;
-use super::{AttachmentRecord, Dialect, ImageRecord, LoadBalancerRecord, Store, StoreError, VolumeAttachmentRecord, VolumeRecord};
+use super::{
+    AttachmentRecord, Dialect, ImageRecord, LoadBalancerRecord, SnapshotRecord, Store, StoreError, VolumeAttachmentRecord, VolumeRecord,
+};
 
 /// The link target that stands for the image called `name` (a name, or a URL).
 pub fn image_link(name: &str) -> String {
@@ -37,6 +39,7 @@ pub(super) fn targets_of(row: &Row) -> Vec<String> {
         ObjectKind::ExternalIpAttachment => {
             AttachmentRecord::from_row(row).ok().and_then(|a| a.spec.compute_instance).into_iter().collect()
         }
+        ObjectKind::ComputeInstanceSnapshot => SnapshotRecord::from_row(row).map(|s| vec![s.spec.compute_instance]).unwrap_or_default(),
         ObjectKind::LoadBalancer => LoadBalancerRecord::from_row(row).map(|lb| lb.spec.targets).unwrap_or_default(),
         ObjectKind::VirtualMachine => vm_targets(&row.spec),
         ObjectKind::Volume => {
@@ -107,7 +110,8 @@ impl VmDoc {
 }
 
 /// The kinds that link.
-const LINKING: [ObjectKind; 6] = [
+const LINKING: [ObjectKind; 7] = [
+    ObjectKind::ComputeInstanceSnapshot,
     ObjectKind::VolumeAttachment,
     ObjectKind::ExternalIpAttachment,
     ObjectKind::LoadBalancer,

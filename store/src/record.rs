@@ -31,6 +31,8 @@ pub type VolumeRecord = Record<Volume>;
 pub type VolumeAttachmentRecord = Record<VolumeAttachment>;
 /// A stored imported image.
 pub type ImageRecord = Record<Image>;
+/// A stored snapshot of a VM's disks.
+pub type SnapshotRecord = Record<vmaas_model::ComputeInstanceSnapshot>;
 
 /// The role of a subnet's reference to its network.
 pub const SUBNET_OF: &str = "virtual_network";

@@ -1,6 +1,6 @@
 //! What each tenant holds, kept as counters by every write instead of
 //! recounted at every admission: its VMs (count, cores, memory, disks), its
-//! volumes' and imported images' disk, and the pool addresses of its
+//! volumes', imported images' and snapshots' disk, and the pool addresses of its
 //! external IPs and load balancers. An object being deleted holds nothing.
 //!
 //! - On SQLite memory keeps the counters, changed with the rows it holds;
@@ -17,7 +17,7 @@ use sqlx::Row as _;
 use vmaas_model::{MachineSpec, ObjectKind, PowerState, Quantity};
 
 use super::row::Row;
-use super::{Dialect, ImageRecord, Store, StoreError, VmRecord, VolumeRecord};
+use super::{Dialect, ImageRecord, SnapshotRecord, Store, StoreError, VmRecord, VolumeRecord};
 
 /// Amounts of every resource a quota limits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -225,6 +225,10 @@ pub(super) fn holds(row: &Row) -> Holds {
                 quota: Amounts { disk_bytes: i.status.size_bytes.max(i.status.progress_bytes), ..Amounts::default() },
                 ..Holds::default()
             })
+            .unwrap_or_default(),
+        // A snapshot's files are on the host's disk too, once taken.
+        ObjectKind::ComputeInstanceSnapshot if !deleting => SnapshotRecord::from_row(row)
+            .map(|s| Holds { quota: Amounts { disk_bytes: s.status.size_bytes, ..Amounts::default() }, ..Holds::default() })
             .unwrap_or_default(),
         _ => Holds::default(),
     }

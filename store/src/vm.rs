@@ -26,6 +26,12 @@ struct StoredSpec {
     /// The node the last migration request asked for, if it named one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     migrate_to: Option<String>,
+    /// The snapshot the last restore request named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    restore_from: Option<String>,
+    /// Keep its snapshots when it is deleted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    retain_snapshots: bool,
 }
 
 /// A stored virtual machine.
@@ -45,6 +51,10 @@ pub struct VmRecord {
     pub requests: Requests,
     /// The node the last migration request asked for, if it named one.
     pub migrate_to: Option<String>,
+    /// The snapshot (its id) the last restore request named.
+    pub restore_from: Option<String>,
+    /// Whether its deletion keeps its snapshots.
+    pub retain_snapshots: bool,
     /// Last status written by the reconciler.
     pub status: VirtualMachineStatus,
     /// The request generations the backend has acted on, as last observed.
@@ -83,6 +93,8 @@ impl VmRecord {
             machine,
             requests: Requests::default(),
             migrate_to: None,
+            restore_from: None,
+            retain_snapshots: false,
             acted: Requests::default(),
             observed_version: 0,
             creators: vec![creator.to_owned()],
@@ -116,6 +128,12 @@ impl VmRecord {
         self.spec.state
     }
 
+    /// The snapshot (its id) a restore still to be carried out takes the
+    /// VM's disks back to, if one is.
+    pub fn restore_pending(&self) -> Option<&str> {
+        (self.requests.restore > self.acted.restore).then_some(self.restore_from.as_deref()).flatten()
+    }
+
     /// Whether the reconciler has not yet written a status for the current version.
     pub fn unacknowledged(&self) -> bool {
         self.observed_version < self.version
@@ -132,6 +150,8 @@ impl VmRecord {
             machine: stored.machine,
             requests: stored.requests,
             migrate_to: stored.migrate_to,
+            restore_from: stored.restore_from,
+            retain_snapshots: stored.retain_snapshots,
             status: serde_json::from_str(&row.status)?,
             acted: serde_json::from_str(&row.observed).unwrap_or_default(),
             observed_version: row.observed_version,
@@ -149,6 +169,8 @@ impl VmRecord {
             machine: self.machine.clone(),
             requests: self.requests,
             migrate_to: self.migrate_to.clone(),
+            restore_from: self.restore_from.clone(),
+            retain_snapshots: self.retain_snapshots,
         })?)
     }
 
@@ -293,6 +315,11 @@ impl Store {
         VmRecord::from_row(&self.mark_deleted(KIND, id, scope, now).await?)
     }
 
+    /// Sets whether the deletion of a VM (not being deleted) keeps its snapshots.
+    pub async fn keep_snapshots(&self, id: &str, scope: &Scope, keep: bool) -> Result<VmRecord, StoreError> {
+        self.request(id, scope, |vm| vm.retain_snapshots = keep).await
+    }
+
     /// Raises the restart generation of a VM that is not being deleted.
     pub async fn request_restart(&self, id: &str, scope: &Scope) -> Result<VmRecord, StoreError> {
         self.request(id, scope, |vm| vm.requests.restart += 1).await
@@ -304,6 +331,16 @@ impl Store {
         self.request(id, scope, |vm| {
             vm.requests.migrate += 1;
             vm.migrate_to = node.clone();
+        })
+        .await
+    }
+
+    /// Raises the restore generation of a VM that is not being deleted,
+    /// with the snapshot (its id) its disks return to.
+    pub async fn request_restore(&self, id: &str, scope: &Scope, snapshot: &str) -> Result<VmRecord, StoreError> {
+        self.request(id, scope, |vm| {
+            vm.requests.restore += 1;
+            vm.restore_from = Some(snapshot.to_owned());
         })
         .await
     }

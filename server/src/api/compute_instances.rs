@@ -114,11 +114,16 @@ pub(super) async fn patch(
 
 /// Delete a compute instance.
 #[utoipa::path(delete, path = "/api/fulfillment/v1/compute_instances/{id}", tag = "compute instances",
-    params(("id" = String, Path, description = "VM id (UUID)")),
+    params(("id" = String, Path, description = "VM id (UUID)"), vms::DeleteQuery),
     responses((status = 202, description = "`{\"object\": compute instance}`, being deleted"), (status = 404, body = ApiError)),
     security(("bearer" = [])))]
-pub(super) async fn remove(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let (status, Json(gone)) = vms::remove(State(s), caller, Path(id)).await?;
+pub(super) async fn remove(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    q: ApiQuery<vms::DeleteQuery>,
+) -> Result<Response, ApiError> {
+    let (status, Json(gone)) = vms::remove(State(s), caller, Path(id), q).await?;
     answer(status, &gone.object)
 }
 

@@ -21,6 +21,7 @@ mod quotas;
 mod resource;
 mod resource_doc;
 pub(crate) mod resources;
+mod restore;
 mod shared;
 mod simple;
 mod templates;
@@ -58,6 +59,7 @@ pub fn router(state: AppState, limits: &crate::serve::HttpLimits) -> Router {
         .merge(templates::routes())
         .merge(vms::routes())
         .merge(migrate::routes())
+        .merge(restore::routes())
         .merge(compute_instances::routes())
         .merge(compute_instance_templates::routes())
         .merge(resources::routes())

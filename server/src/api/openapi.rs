@@ -12,6 +12,7 @@ use super::images;
 use super::migrate;
 use super::quotas;
 use super::resources::external_ips;
+use super::restore;
 use super::templates;
 use super::vms;
 
@@ -21,7 +22,7 @@ use super::vms;
     paths(
         super::health::healthz,
         templates::list, templates::read, templates::create, templates::update, templates::patch, templates::remove,
-        vms::list, vms::read, vms::create, vms::patch, vms::remove, vms::restart, migrate::migrate,
+        vms::list, vms::read, vms::create, vms::patch, vms::remove, vms::restart, migrate::migrate, restore::restore,
         compute_instance_templates::list, compute_instance_templates::read, compute_instance_templates::create,
         compute_instance_templates::patch, compute_instance_templates::remove,
         compute_instances::list, compute_instances::read, compute_instances::create, compute_instances::patch, compute_instances::remove,
@@ -44,6 +45,7 @@ use super::vms;
         (name = "images", description = "OS images VMs boot from: the administrators' public images, and images tenants import from a URL or upload"),
         (name = "volumes", description = "Block storage that outlives VMs, and its attachments to VMs (hotplugged while they run)"),
         (name = "quotas", description = "Limits per tenant on VMs, cores, memory, disk and external IPs, set by administrators, and what each tenant holds"),
+        (name = "snapshots", description = "The disks of a VM at one instant, taken online or offline; a VM is restored from them in place"),
         (name = "load balancers", description = "Addresses whose ports spread connections over a tenant's VMs on one subnet (seed 001's LoadBalancer)"),
     )
 )]

@@ -364,18 +364,34 @@ pub(super) async fn settle(s: &AppState, changed: &VmRecord) -> Result<VmRecord,
 /// Delete a virtual machine. It shows as DELETING until the backend has
 /// removed everything it had; then it is gone (404).
 #[utoipa::path(delete, path = "/api/fulfillment/v1/virtual_machines/{id}", tag = "virtual machines",
-    params(("id" = String, Path, description = "VM id (UUID)")),
+    params(("id" = String, Path, description = "VM id (UUID)"), DeleteQuery),
     responses((status = 202, body = Envelope<VirtualMachine>, description = "Deletion started"), (status = 404, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn remove(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
+    ApiQuery(q): ApiQuery<DeleteQuery>,
 ) -> Result<(StatusCode, Json<Envelope<VirtualMachine>>), ApiError> {
-    let marked = s.store.mark_vm_deleted(&id, &scope(&caller), Utc::now()).await?;
+    let sc = scope(&caller);
+    let current = s.store.get_vm(&id, &sc).await?;
+    if current.deleted_at.is_none() && current.retain_snapshots != q.retain_snapshots {
+        s.store.keep_snapshots(&id, &sc, q.retain_snapshots).await?;
+    }
+    let marked = s.store.mark_vm_deleted(&id, &sc, Utc::now()).await?;
     info!(vm = %id, name = %marked.name, "virtual machine deletion requested");
     let rec = settle(&s, &marked).await?;
     Ok((StatusCode::ACCEPTED, Json(Envelope { object: rec.to_api() })))
+}
+
+/// What a VM's deletion may ask.
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(super) struct DeleteQuery {
+    /// Keep the VM's snapshots (by default they are deleted with it).
+    #[serde(default)]
+    retain_snapshots: bool,
 }
 
 /// Restart a running virtual machine: its guest is stopped and booted again

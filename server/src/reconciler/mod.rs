@@ -20,6 +20,7 @@ pub mod lease;
 pub(crate) mod network;
 mod progress;
 mod queue;
+pub(crate) mod snapshot;
 mod status;
 mod vm;
 pub(crate) mod volume;

@@ -41,6 +41,10 @@ fn acknowledgement(vm: &VmRecord) -> Option<Observation> {
     if vm.power() == PowerState::Started && vm.requests.restart > vm.acted.restart {
         return Some(last_observation(vm, Phase::Starting(Reason::new("Restarting", "a restart was requested"))));
     }
+    if let Some(snapshot) = vm.restore_pending().filter(|_| vm.power() == PowerState::Started) {
+        let why = Reason::new("Restoring", format!("its disks are being restored from snapshot {snapshot}"));
+        return Some(last_observation(vm, Phase::Starting(why)));
+    }
     if vm.power() == PowerState::Started && vm.requests.migrate > vm.acted.migrate {
         let to = vm.migrate_to.as_deref().map(|n| format!(" to node {n}")).unwrap_or_default();
         return Some(last_observation(
@@ -119,6 +123,7 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Opti
         machine,
         requests: vm.requests,
         migrate_to: vm.migrate_to.clone(),
+        restore_from: vm.restore_from.clone(),
         attachments: attachments(r, &vm).await?,
         external_ips,
         balanced_ports,
@@ -186,6 +191,7 @@ async fn delete(r: &Reconciler, vm: &VmRecord) -> Result<(Outcome, Option<Durati
     match r.backend.vms().delete(&vm.id).await {
         Ok(Cleanup::Done) => {
             super::volume::detach_all(r, &vm.id).await?;
+            super::snapshot::with_vm(r, vm).await?;
             r.store.remove_vm(&vm.id).await?;
             for a in &vm.spec.network_attachments {
                 r.queue.enqueue(vmaas_model::ObjectKind::Subnet, &a.subnet);

@@ -16,6 +16,7 @@ mod ip_attachments;
 mod load_balancers;
 mod networks;
 mod security_groups;
+mod snapshots;
 mod subnets;
 mod volume_attachments;
 mod volumes;
@@ -32,6 +33,7 @@ macro_rules! each_resource {
         $each::<vmaas_model::Volume>($($arg),*);
         $each::<vmaas_model::VolumeAttachment>($($arg),*);
         $each::<vmaas_model::InstanceType>($($arg),*);
+        $each::<vmaas_model::ComputeInstanceSnapshot>($($arg),*);
     };
 }
 

@@ -1,0 +1,141 @@
+//! `vmaas snapshot`: snapshots of a VM's disks (taken while it runs or
+//! while it is stopped), and restoring a VM from one.
+
+use std::time::Duration;
+
+use clap::Subcommand;
+use vmaas_client::{Client, WaitFor};
+use vmaas_model::{ComputeInstanceSnapshot, ComputeInstanceSnapshotSpec, ComputeInstanceSnapshotState, CreateObject};
+
+use crate::Format;
+use crate::net::{named, one, page};
+use crate::volumes::wait_for;
+
+const SNAPSHOTS: &str = "/compute_instance_snapshots";
+
+/// `vmaas snapshot …`.
+#[derive(Subcommand, Debug)]
+pub enum SnapshotCmd {
+    /// Take a snapshot of a VM's disks (its own and its volumes'), running or stopped.
+    Create {
+        /// Name, unique in your tenant.
+        name: String,
+        /// The VM, by name or id.
+        #[arg(long)]
+        vm: String,
+        /// Wait until it is READY.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// List your snapshots (of one VM with --vm).
+    #[command(alias = "ls")]
+    List {
+        /// Only those of this VM, by name or id.
+        #[arg(long)]
+        vm: Option<String>,
+    },
+    /// Show one, by name or id.
+    Get {
+        /// Name or id.
+        snapshot: String,
+    },
+    /// Bring its VM's disks back to it; a running VM needs --stop.
+    Restore {
+        /// The snapshot, by name or id.
+        snapshot: String,
+        /// Stop the VM for the restore if it runs (it starts again afterwards).
+        #[arg(long)]
+        stop: bool,
+        /// Wait until the VM is READY again (or STOPPED, if it was).
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait waits.
+        #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+    },
+    /// Delete one and its data.
+    #[command(alias = "rm")]
+    Delete {
+        /// Name or id.
+        snapshot: String,
+    },
+}
+
+const HEADER: [&str; 7] = ["NAME", "STATE", "VM", "ONLINE", "SIZE", "TAKEN", "ID"];
+
+fn row(s: &ComputeInstanceSnapshot) -> Vec<String> {
+    let taken = s.status.taken_at.map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string()).unwrap_or_default();
+    vec![
+        s.metadata.name.clone(),
+        state(s),
+        s.spec.compute_instance.clone(),
+        if s.status.online { "yes" } else { "no" }.into(),
+        crate::output::bytes(s.status.size_bytes),
+        taken,
+        s.id.clone(),
+    ]
+}
+
+fn state(s: &ComputeInstanceSnapshot) -> String {
+    let mut out = s.status.state.as_str().trim_start_matches("COMPUTE_INSTANCE_SNAPSHOT_STATE_").to_owned();
+    if let Some(m) = s.status.message.as_ref().filter(|_| s.status.state != ComputeInstanceSnapshotState::Ready) {
+        out.push_str(&format!(": {m}"));
+    }
+    out
+}
+
+async fn create(client: &Client, name: String, vm: String, wait: bool) -> anyhow::Result<ComputeInstanceSnapshot> {
+    let spec = ComputeInstanceSnapshotSpec { compute_instance: vm };
+    let req = CreateObject { type_url: None, id: None, metadata: named(name), spec, status: None };
+    let s: ComputeInstanceSnapshot = client.create_object(SNAPSHOTS, &req).await?;
+    if !wait {
+        return Ok(s);
+    }
+    let done = wait_for::<ComputeInstanceSnapshot>(client, SNAPSHOTS, &s.id, state, |s| match s.map(|s| s.status.state) {
+        Some(ComputeInstanceSnapshotState::Ready) => Ok(true),
+        Some(ComputeInstanceSnapshotState::Failed) => Err(format!("snapshot failed: {}", s.map(state).unwrap_or_default())),
+        None => Err("the snapshot is gone".into()),
+        _ => Ok(false),
+    });
+    Ok(done.await?.unwrap_or(s))
+}
+
+async fn restore(client: &Client, snapshot: &str, stop: bool, wait: bool, timeout: Duration, format: Format) -> anyhow::Result<()> {
+    let s: ComputeInstanceSnapshot = client.find_object(SNAPSHOTS, snapshot).await?;
+    let vm = client.restore_vm(&s.spec.compute_instance, &s.id, stop).await?;
+    eprintln!("restoring virtual machine {:?} from snapshot {:?}", vm.metadata.name, s.metadata.name);
+    if !wait {
+        return crate::output::vm(format, &vm);
+    }
+    let target = if vm.spec.state == vmaas_model::PowerState::Stopped { WaitFor::Stopped } else { WaitFor::Ready };
+    let done = crate::wait(client, &vm, target, timeout).await?.unwrap_or(vm);
+    crate::output::vm(format, &done)
+}
+
+/// Runs a `vmaas snapshot` command.
+pub async fn snapshot(client: &Client, cmd: SnapshotCmd, format: Format) -> anyhow::Result<()> {
+    match cmd {
+        SnapshotCmd::Create { name, vm, wait } => {
+            let s = create(client, name, vm, wait).await?;
+            one(format, &s, row(&s), &HEADER)
+        }
+        SnapshotCmd::List { vm } => {
+            let mut all = client.list_objects::<ComputeInstanceSnapshot>(SNAPSHOTS).await?;
+            if let Some(vm) = vm {
+                let vm = client.find_vm(&vm).await?;
+                all.items.retain(|s| s.spec.compute_instance == vm.id);
+            }
+            page(format, &all, row, &HEADER)
+        }
+        SnapshotCmd::Get { snapshot } => {
+            let s: ComputeInstanceSnapshot = client.find_object(SNAPSHOTS, &snapshot).await?;
+            one(format, &s, row(&s), &HEADER)
+        }
+        SnapshotCmd::Restore { snapshot, stop, wait, timeout } => restore(client, &snapshot, stop, wait, timeout, format).await,
+        SnapshotCmd::Delete { snapshot } => {
+            let s: ComputeInstanceSnapshot = client.find_object(SNAPSHOTS, &snapshot).await?;
+            let s: ComputeInstanceSnapshot = client.delete_object(SNAPSHOTS, &s.id).await?;
+            one(format, &s, row(&s), &HEADER)
+        }
+    }
+}

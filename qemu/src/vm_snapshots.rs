@@ -1,0 +1,116 @@
+//! Snapshots of a VM's disks, and restores from them, over the VMs of
+//! this host: which files a VM's disks are ([`sources`]), the snapshot
+//! driver (taken under the VM's lock, so that no boot, stop or hotplug
+//! runs meanwhile), and the restore step of a VM's reconcile.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tracing::info;
+use vmaas_backend::{BackendError, Cleanup, Driver, Requeue, SnapshotObservation, SnapshotSpec, SnapshotTarget, VmTarget};
+use vmaas_model::{DiskSource, Reason};
+
+use crate::Vms;
+use crate::argv::volume_node;
+use crate::disk_snapshots::{SnapshotError, Source};
+use crate::vm::Vm;
+use crate::volumes::Volumes;
+
+/// How soon a snapshot of a VM that has no disks yet is looked at again.
+const WAIT: Duration = Duration::from_secs(1);
+
+impl From<SnapshotError> for BackendError {
+    fn from(e: SnapshotError) -> Self {
+        match e {
+            SnapshotError::Missing(_) => BackendError::invalid("restoring a snapshot", e),
+            e => BackendError::transient("taking a snapshot", e),
+        }
+    }
+}
+
+/// The file of a machine's disk `d` in the VM's directory.
+pub(crate) fn disk_file(vm: &Vm, d: &vmaas_model::Disk) -> PathBuf {
+    if d.source == DiskSource::Image { vm.path("disk.qcow2") } else { vm.path(&format!("disk-{}.qcow2", d.name)) }
+}
+
+/// The disks of a VM of `machine` with `volumes` on it, as a snapshot takes them.
+fn sources(vms: &Vms, vm: &Vm, machine: &[vmaas_model::Disk], volumes: &[vmaas_backend::VolumeDisk]) -> Vec<Source> {
+    let own = machine.iter().map(|d| Source { name: d.name.clone(), file: disk_file(vm, d), node: format!("disk-{}", d.name) });
+    let attached = volumes.iter().map(|v| Source {
+        name: format!("volume:{}", v.volume),
+        file: Volumes::path(&vms.volume_dir(), &v.volume),
+        node: volume_node(&v.serial),
+    });
+    own.chain(attached).collect()
+}
+
+/// The snapshot driver of the qemu backend.
+pub(crate) struct SnapshotDriver(pub(crate) Arc<Vms>);
+
+#[async_trait]
+impl Driver<SnapshotSpec, SnapshotObservation> for SnapshotDriver {
+    async fn ensure(&self, t: &SnapshotTarget) -> Result<(SnapshotObservation, Requeue), BackendError> {
+        let vms = &self.0;
+        if let Some(taken) = vms.snapshots.taken(&t.id).await {
+            return Ok((SnapshotObservation::Ready(taken), Requeue::AwaitChange));
+        }
+        let Some(h) = vms.handle(&t.spec.vm) else {
+            let why = "the virtual machine has not started yet: it has no disks to take".to_owned();
+            return Ok((SnapshotObservation::Pending(why), Requeue::after(WAIT)));
+        };
+        let vm = h.lock().await;
+        let sources = sources(vms, &vm, &t.spec.disks, &t.spec.volumes);
+        for s in &sources {
+            if !tokio::fs::try_exists(&s.file).await.unwrap_or(false) {
+                let why = format!("disk {} is not made yet: the virtual machine has not started", s.name);
+                return Ok((SnapshotObservation::Pending(why), Requeue::after(WAIT)));
+            }
+        }
+        let qmp = vm.running().map(|_| vm.path("qmp.sock"));
+        let taken = vms.snapshots.take(&t.id, &sources, qmp.as_deref()).await?;
+        Ok((SnapshotObservation::Ready(taken), Requeue::AwaitChange))
+    }
+
+    async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
+        self.0.snapshots.remove(id).await.map_err(|e| BackendError::transient("removing a snapshot", e))?;
+        Ok(Cleanup::Done)
+    }
+
+    async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
+        self.0.snapshots.retain(known).await.map_err(|e| BackendError::transient("removing snapshots that are gone", e))
+    }
+}
+
+impl Vms {
+    /// Carries out a restore `t` asks for and `vm` has not acted on: a
+    /// running guest is stopped at once (its disks are about to be
+    /// replaced), each disk the snapshot holds and the VM still has is
+    /// copied back, and the restore is recorded; the rest of the reconcile
+    /// starts the guest again if it should run. A snapshot that is not
+    /// here fails the VM, saying so.
+    pub(crate) async fn restore_step(&self, vm: &mut Vm, t: &VmTarget) -> Result<(), Reason> {
+        let (Some(snapshot), true) = (t.spec.restore_from.as_deref(), t.spec.requests.restore > vm.file.restores) else {
+            return Ok(());
+        };
+        if let Some(p) = vm.running() {
+            info!(vm = %t.id, snapshot, "stopping the guest for a restore");
+            crate::lifecycle::quit(&vm.path("qmp.sock"), &p).await;
+            vm.stop_runtime();
+        }
+        let dests: Vec<(String, PathBuf)> =
+            sources(self, vm, &t.spec.machine.disks, &t.spec.volumes).into_iter().map(|s| (s.name, s.file)).collect();
+        let restored = self.snapshots.restore(snapshot, &dests).await;
+        vm.file.restores = t.spec.requests.restore;
+        let saved = vm.file.save(&vm.dir).await;
+        match (restored, saved) {
+            (Ok(disks), Ok(())) => {
+                info!(vm = %t.id, snapshot, ?disks, "virtual machine restored from a snapshot");
+                Ok(())
+            }
+            (Err(e), _) => Err(Reason::new("RestoreFailed", format!("restoring snapshot {snapshot}: {e}"))),
+            (_, Err(e)) => Err(Reason::new("RestoreFailed", format!("recording the restore: {e}"))),
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! `compute_instance_snapshots`: every disk of one of the caller's VMs at
+//! one instant, taken while it runs or while it is stopped. It counts
+//! against the tenant's disk quota once taken. Deleting it is refused
+//! (409 naming the VM) while a restore from it is under way.
+
+use axum::http::StatusCode;
+use tracing::info;
+use vmaas_model::{ComputeInstanceSnapshot, ComputeInstanceSnapshotState, ComputeInstanceSnapshotStatus, ObjectKind, ValidationErrors};
+
+use crate::api::resource::{Docs, FIXED_SPEC, Resource};
+use crate::api::shared::{owned_by, scope};
+use crate::api::simple;
+use crate::auth::Caller;
+use crate::error::{ApiError, Code};
+use crate::reconciler::{self, PassFuture, Reconciler};
+use crate::state::AppState;
+use crate::store::{Scope, SnapshotRecord};
+
+const VM_FIELD: &str = "object.spec.compute_instance";
+
+impl Resource for ComputeInstanceSnapshot {
+    type Patch = simple::Relabel;
+    const STATES: &'static [&'static str] = ComputeInstanceSnapshotState::NAMES;
+    const DOCS: Docs = Docs {
+        create: "Take a snapshot of a VM's disks (its own and the volumes on it), online while it runs or offline while it is stopped.\nIt is READY once taken, with its size and consistency.",
+        patch: FIXED_SPEC,
+        remove: "Delete a snapshot and its data; refused (409 naming the VM) while a restore from it is under way.",
+        create_errors: &[(409, "The name is taken"), (429, "The tenant's disk quota is used up")],
+        patch_errors: &[(409, "The version sent is stale")],
+        remove_errors: &[(409, "FAILED_PRECONDITION: a restore from it is under way")],
+    };
+
+    fn check_spec(spec: &vmaas_model::ComputeInstanceSnapshotSpec) -> Result<(), ValidationErrors> {
+        spec.check("object.spec")
+    }
+
+    async fn create(s: &AppState, caller: &Caller, mut rec: SnapshotRecord) -> Result<SnapshotRecord, ApiError> {
+        let adm = s.admit().await?;
+        let s = adm.state().clone();
+        let vm = simple::row(&s, &owned_by(&caller.tenant), ObjectKind::VirtualMachine, &rec.spec.compute_instance, VM_FIELD).await?;
+        crate::quota::require_disk_left(&s.store, &caller.tenant, "a snapshot").await?;
+        rec.spec.compute_instance = vm.id.clone();
+        rec.status = ComputeInstanceSnapshotStatus { message: Some("waiting to be taken".into()), ..Default::default() };
+        s.store.insert_record(&rec, Vec::new()).await?;
+        adm.commit().await?;
+        s.queue.enqueue(ObjectKind::ComputeInstanceSnapshot, &rec.id);
+        info!(snapshot = %rec.id, name = %rec.name, vm = %vm.id, tenant = %rec.tenant, "snapshot requested");
+        Ok(rec)
+    }
+
+    async fn patch(s: &AppState, caller: &Caller, id: &str, p: simple::Relabel) -> Result<SnapshotRecord, ApiError> {
+        simple::relabel::<Self>(s, caller, id, p).await
+    }
+
+    async fn remove(s: &AppState, caller: &Caller, id: &str) -> Result<SnapshotRecord, ApiError> {
+        // Under the admission lock: no restore from it is asked for between the check and the mark.
+        let adm = s.admit().await?;
+        let s = adm.state().clone();
+        let snapshot = s.store.get_record::<ComputeInstanceSnapshot>(id, &scope(caller)).await?;
+        if let Ok(vm) = s.store.get_vm(&snapshot.spec.compute_instance, &Scope::All).await
+            && vm.restore_pending() == Some(snapshot.id.as_str())
+        {
+            let message = format!(
+                "snapshot {:?} is being restored onto virtual machine {:?} ({}); wait for it to finish",
+                snapshot.name, vm.name, vm.id
+            );
+            return Err(ApiError::new(StatusCode::CONFLICT, Code::FailedPrecondition, message));
+        }
+        let out = simple::remove::<Self>(&s, caller, id).await?;
+        adm.commit().await?;
+        Ok(out)
+    }
+
+    fn reconcile<'a>(r: &'a Reconciler, id: &'a str) -> PassFuture<'a> {
+        Box::pin(reconciler::snapshot::reconcile(r, id))
+    }
+}

@@ -1,0 +1,140 @@
+//! Snapshots of a VM's disks and restores in place, on the qemu backend
+//! with real guests: a guest writes a file, an online snapshot is taken
+//! (the guest keeps running), the guest deletes the file and writes
+//! another, and a restore (stopping the VM for it) brings back exactly the
+//! first state, checked in the guest. A stopped VM's snapshot is offline;
+//! deleting a VM deletes its snapshots unless it asks to keep them; bad
+//! input is a 400 or 409 naming the field, leaving nothing half-made.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use vmaas_tests::Server;
+use vmaas_tests::objects::{created, state, wait_for};
+use vmaas_tests::vms::{TINY, V1, console, publish, wait_ready, wait_until};
+
+/// Takes snapshot `name` of VM `vm` and waits until it is READY.
+async fn snapshot(s: &Server, t: &str, name: &str, vm: &str) -> Value {
+    let id = created(s, t, "compute_instance_snapshots", json!({"metadata": {"name": name}, "spec": {"compute_instance": vm}})).await;
+    wait_for(s, t, &format!("compute_instance_snapshots/{id}"), "the snapshot READY", |v| {
+        let st = state(v);
+        assert_ne!(st, "COMPUTE_INSTANCE_SNAPSHOT_STATE_FAILED", "{v:?}");
+        st == "COMPUTE_INSTANCE_SNAPSHOT_STATE_READY"
+    })
+    .await
+}
+
+/// Runs `cmd` in VM `vm`'s guest and returns what the console printed.
+fn run(s: &Server, t: &str, vm: &str, cmd: &str) -> String {
+    console(s, t, vm, cmd)
+}
+
+async fn restore(s: &Server, t: &str, vm: &str, body: Value) -> (u16, Value) {
+    s.raw(Method::POST, &format!("{V1}/virtual_machines/{vm}/restore"), Some(t), Some(body)).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_online_snapshot_restores_the_guest_to_exactly_its_first_state() {
+    let s = Server::start_qemu().await;
+    publish(&s, TINY);
+    let t = s.token("acme", false);
+    let vm = created(&s, &t, "virtual_machines", json!({"metadata": {"name": "box"}, "spec": {"template": "tiny"}})).await;
+    wait_ready(&s, &t, &vm).await;
+    let text = run(&s, &t, "box", "echo first-state > /data/state; sync; echo \"HAS=$(cat /data/state)\"");
+    assert!(text.contains("HAS=first-state"), "the guest could not write its disk:\n{text}");
+
+    // Online: the guest runs on, the status says how it was taken.
+    let snap = snapshot(&s, &t, "before", "box").await;
+    assert_eq!(snap["status"]["online"], true, "{snap}");
+    assert_eq!(snap["status"]["consistency"], "SNAPSHOT_CONSISTENCY_CRASH_CONSISTENT", "{snap}");
+    assert!(snap["status"]["size_bytes"].as_u64().unwrap_or(0) > 0, "{snap}");
+    assert!(snap["status"]["taken_at"].is_string(), "{snap}");
+    let disks: Vec<&str> = snap["status"]["disks"].as_array().unwrap().iter().filter_map(|d| d["name"].as_str()).collect();
+    assert!(!disks.is_empty(), "{snap}");
+    let snap_id = snap["id"].as_str().unwrap().to_owned();
+    assert!(s.data_dir.join("disk-snapshots").join(&snap_id).join("snapshot.json").exists());
+    let (_, got) = s.raw(Method::GET, &format!("{V1}/virtual_machines/{vm}"), Some(&t), None).await;
+    assert_eq!(got["object"]["status"]["state"], "VIRTUAL_MACHINE_STATE_READY", "the guest kept running: {got}");
+
+    let text = run(&s, &t, "box", "rm /data/state; echo second > /data/other; sync; ls /data; echo CHANGED");
+    assert!(text.contains("CHANGED"), "{text}");
+
+    // A running VM is not restored unless the request says it may be stopped.
+    let (st, body) = restore(&s, &t, &vm, json!({"snapshot": "before"})).await;
+    assert_eq!(st, 409, "{body}");
+    assert!(body["message"].as_str().unwrap_or("").contains("\"stop\": true"), "{body}");
+    let (st, body) = restore(&s, &t, &vm, json!({"snapshot": "nothing-of-that-name", "stop": true})).await;
+    assert_eq!(st, 400, "{body}");
+    assert_eq!(body["details"][0]["field"], "snapshot", "{body}");
+
+    // The restore: stopped for it, the disks back, running again.
+    let (st, body) = restore(&s, &t, &vm, json!({"snapshot": "before", "stop": true})).await;
+    assert_eq!(st, 202, "{body}");
+    assert_eq!(body["object"]["status"]["state"], "VIRTUAL_MACHINE_STATE_PROGRESSING", "{body}");
+    wait_ready(&s, &t, &vm).await;
+    let text =
+        run(&s, &t, "box", "echo \"STATE=$(cat /data/state 2>/dev/null)\"; [ -e /data/other ] && echo OTHER-THERE || echo OTHER-GONE");
+    assert!(text.contains("STATE=first-state"), "the restored guest lacks the file of the snapshot:\n{text}");
+    assert!(text.contains("OTHER-GONE"), "the restored guest still has the file written after the snapshot:\n{text}");
+    assert!(s.log().contains("virtual machine restored from a snapshot"), "{}", s.log());
+
+    // Deleting the VM deletes its snapshot, files and all.
+    let (st, _) = s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{vm}"), Some(&t), None).await;
+    assert_eq!(st, 202);
+    wait_for(&s, &t, &format!("compute_instance_snapshots/{snap_id}"), "the snapshot gone with its VM", |v| v.is_none()).await;
+    assert!(!s.data_dir.join("disk-snapshots").join(&snap_id).exists(), "the snapshot's files stayed");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_vm_is_snapshotted_offline_and_kept_if_asked_and_bad_input_names_the_field() {
+    let s = Server::start_qemu().await;
+    publish(&s, TINY);
+    let t = s.token("acme", false);
+    let other = s.token("globex", false);
+    let vm = created(&s, &t, "virtual_machines", json!({"metadata": {"name": "cold"}, "spec": {"template": "tiny"}})).await;
+    wait_ready(&s, &t, &vm).await;
+    let stop = json!({"object": {"spec": {"state": "stopped"}}});
+    let (st, _) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{vm}"), Some(&t), Some(stop)).await;
+    assert_eq!(st, 200);
+    wait_until(&s, &t, &vm, "STOPPED", 60, |v| state(Some(v)) == "VIRTUAL_MACHINE_STATE_STOPPED").await;
+
+    let snap = snapshot(&s, &t, "at-rest", "cold").await;
+    assert_eq!(snap["status"]["online"], false, "{snap}");
+    assert_eq!(snap["status"]["consistency"], "SNAPSHOT_CONSISTENCY_STOPPED", "{snap}");
+    let snap_id = snap["id"].as_str().unwrap().to_owned();
+
+    // Another tenant neither sees it nor snapshots the VM.
+    let (st, _) = s.raw(Method::GET, &format!("{V1}/compute_instance_snapshots/{snap_id}"), Some(&other), None).await;
+    assert_eq!(st, 404);
+    let body = json!({"object": {"metadata": {"name": "theirs"}, "spec": {"compute_instance": vm}}});
+    let (st, e) = s.raw(Method::POST, &format!("{V1}/compute_instance_snapshots"), Some(&other), Some(body)).await;
+    assert_eq!((st, e["details"][0]["field"].as_str()), (400, Some("object.spec.compute_instance")), "{e}");
+    // A taken name is a 409, and nothing else is made.
+    let body = json!({"object": {"metadata": {"name": "at-rest"}, "spec": {"compute_instance": "cold"}}});
+    let (st, e) = s.raw(Method::POST, &format!("{V1}/compute_instance_snapshots"), Some(&t), Some(body)).await;
+    assert_eq!(st, 409, "{e}");
+    let (_, list) = s.raw(Method::GET, &format!("{V1}/compute_instance_snapshots"), Some(&t), None).await;
+    assert_eq!(list["total"], 1, "{list}");
+
+    // A stopped VM is restored without `stop`, and stays stopped.
+    let (st, body) = restore(&s, &t, &vm, json!({"snapshot": snap_id})).await;
+    assert_eq!(st, 202, "{body}");
+    assert_eq!(body["object"]["status"]["state"], "VIRTUAL_MACHINE_STATE_STOPPED", "{body}");
+
+    // Deleted keeping its snapshots: the snapshot outlives the VM.
+    let (st, _) = s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{vm}?retain_snapshots=true"), Some(&t), None).await;
+    assert_eq!(st, 202);
+    // A VM being deleted is not snapshotted.
+    let body = json!({"object": {"metadata": {"name": "too-late"}, "spec": {"compute_instance": vm}}});
+    let (st, e) = s.raw(Method::POST, &format!("{V1}/compute_instance_snapshots"), Some(&t), Some(body)).await;
+    assert_eq!((st, e["details"][0]["field"].as_str()), (400, Some("object.spec.compute_instance")), "{e}");
+    wait_for(&s, &t, &format!("virtual_machines/{vm}"), "the VM gone", |v| v.is_none()).await;
+    let (st, kept) = s.raw(Method::GET, &format!("{V1}/compute_instance_snapshots/{snap_id}"), Some(&t), None).await;
+    assert_eq!((st, state(Some(&kept["object"]))), (200, "COMPUTE_INSTANCE_SNAPSHOT_STATE_READY"), "{kept}");
+    assert!(s.data_dir.join("disk-snapshots").join(&snap_id).join("snapshot.json").exists());
+
+    // Deleted by itself: gone, files and all.
+    let (st, _) = s.raw(Method::DELETE, &format!("{V1}/compute_instance_snapshots/{snap_id}"), Some(&t), None).await;
+    assert_eq!(st, 202);
+    wait_for(&s, &t, &format!("compute_instance_snapshots/{snap_id}"), "the snapshot gone", |v| v.is_none()).await;
+    assert!(!s.data_dir.join("disk-snapshots").join(&snap_id).exists());
+}
