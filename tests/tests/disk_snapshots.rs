@@ -138,3 +138,57 @@ async fn a_stopped_vm_is_snapshotted_offline_and_kept_if_asked_and_bad_input_nam
     wait_for(&s, &t, &format!("compute_instance_snapshots/{snap_id}"), "the snapshot gone", |v| v.is_none()).await;
     assert!(!s.data_dir.join("disk-snapshots").join(&snap_id).exists());
 }
+
+const SNAPSHOT_TF: &str = r#"
+terraform {
+  required_providers {
+    vmaas = { source = "vmaas/vmaas" }
+  }
+}
+provider "vmaas" {}
+
+resource "vmaas_virtual_machine" "vm" {
+  name     = "app"
+  template = "tiny"
+}
+
+resource "vmaas_snapshot" "before_upgrade" {
+  name             = "before-upgrade"
+  compute_instance = vmaas_virtual_machine.vm.id
+}
+
+output "snapshot" {
+  value = vmaas_snapshot.before_upgrade.id
+}
+
+output "online" {
+  value = vmaas_snapshot.before_upgrade.online
+}
+
+output "size_bytes" {
+  value = vmaas_snapshot.before_upgrade.size_bytes
+}
+"#;
+
+/// `vmaas_snapshot` of a running VM: apply waits until it is taken (the
+/// state has its size and that it was online), a re-plan changes nothing,
+/// and destroy removes it with its files.
+async fn terraform_snapshot_scenario(tf: vmaas_tests::tf::Tf) {
+    let s = Server::start_qemu().await;
+    publish(&s, TINY);
+    let t = s.token("ci", false);
+    let w = vmaas_tests::tf::Workspace::new(tf, &s, &t, SNAPSHOT_TF);
+    w.apply(&[]);
+    let id = w.output("snapshot");
+    assert_eq!(w.output("online"), "true");
+    assert!(w.output("size_bytes").parse::<u64>().unwrap() > 0);
+    let (_, snap) = s.raw(Method::GET, &format!("{V1}/compute_instance_snapshots/{id}"), Some(&t), None).await;
+    assert_eq!(state(Some(&snap["object"])), "COMPUTE_INSTANCE_SNAPSHOT_STATE_READY", "{snap}");
+    assert_eq!(w.plan_code(&[]).0, 0, "no drift");
+    w.ok(&["destroy", "-auto-approve", "-no-color"]);
+    let (st, _) = s.raw(Method::GET, &format!("{V1}/compute_instance_snapshots/{id}"), Some(&t), None).await;
+    assert_eq!(st, 404);
+    assert!(!s.data_dir.join("disk-snapshots").join(&id).exists(), "its files went with it");
+}
+
+vmaas_tests::on_both_terraforms!(terraform_snapshot_scenario: snapshot_terraform_1_0_3, snapshot_terraform_1_15_5);
