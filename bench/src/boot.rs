@@ -188,6 +188,7 @@ pub async fn qemu(vms: usize, burst: usize, idle: usize, tcg_caches: &[u32], ima
         snap.unique_mib / cold.unique_mib.max(1e-9),
         snap.unique_mib
     );
+    crate::disk_snapshots::snapshots(vms, images.clone()).await?;
     if idle > 0 {
         density(images, idle).await?;
     }

@@ -24,6 +24,7 @@ use vmaas_server::auth::Role;
 use vmaas_server::none_backend::NoBackend;
 
 mod boot;
+mod disk_snapshots;
 mod events;
 mod grpc;
 mod kubevirt;
@@ -159,6 +160,15 @@ enum Cmd {
         #[arg(long)]
         images_dir: Option<std::path::PathBuf>,
     },
+    /// Snapshots of a running test guest's disks (1 GiB volume, 256 MiB written) and restores from them.
+    Snapshots {
+        /// Snapshot and restore rounds, one after another.
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Images directory [default: ~/.local/share/vmaas/images].
+        #[arg(long)]
+        images_dir: Option<std::path::PathBuf>,
+    },
     /// Live migration of a test guest to a new QEMU: time to READY and the downtime a client sees.
     Migration {
         /// Migrations, one after another.
@@ -168,7 +178,7 @@ enum Cmd {
         #[arg(long)]
         images_dir: Option<std::path::PathBuf>,
     },
-    /// Real VMs, cold and from snapshots: create→READY, stop, delete, memory, a burst, and how many idle VMs fit.
+    /// Real VMs, cold and from snapshots: create→READY, stop, delete, memory, a burst, how many idle VMs fit, and disk snapshots and restores.
     Qemu {
         /// VMs created one after another.
         #[arg(long, default_value_t = 5)]
@@ -499,6 +509,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Guests { megabytes, host_only: true } => throughput::host_only(megabytes).await,
         Cmd::Terraform { vms, images_dir, terraform, plugins } => vms::terraform_bench(vms, images(images_dir), terraform, plugins).await,
         Cmd::Recovery { vms, rounds, images_dir, server } => recovery::recovery(vms, rounds, images(images_dir), server).await,
+        Cmd::Snapshots { rounds, images_dir } => disk_snapshots::snapshots(rounds, images(images_dir)).await,
         Cmd::Migration { rounds, images_dir } => migration::migration(rounds, images(images_dir)).await,
         Cmd::Qemu { vms, burst, idle, tcg_caches, images_dir } => boot::qemu(vms, burst, idle, &tcg_caches, images(images_dir)).await,
         Cmd::Storage { rounds, megabytes, images_dir } => storage::storage(rounds, megabytes, images(images_dir)).await,

@@ -350,6 +350,7 @@ impl Vms {
             gpus: Vec::new(),
             migrations: t.spec.requests.migrate,
             restores: t.spec.requests.restore,
+            restore_ms: None,
             nic_ports: Vec::new(),
             snapshot: None,
             plugged: Vec::new(),

@@ -119,6 +119,7 @@ pub(crate) fn rebuild(dir: &Path, found: Option<&Found>) -> VmFile {
         gpus: found.map(|f| gpus(&f.args)).unwrap_or_default(),
         migrations: 0,
         restores: 0,
+        restore_ms: None,
         nic_ports: found.map(|f| nic_ports(&f.args)).unwrap_or_default(),
         snapshot: found.and_then(|f| snapshot_of(&f.args)),
         plugged: Vec::new(),

@@ -58,6 +58,9 @@ pub struct VmFile {
     /// The restore generation acted on.
     #[serde(default)]
     pub restores: u64,
+    /// How long the last restore took to put the disks back, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_ms: Option<u64>,
     /// The directory of its TPM's state, if not [`crate::platform::TPM_DIR`]
     /// (a live migration's new swtpm writes the other one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -144,6 +147,7 @@ mod tests {
             gpus: vec!["0000:65:00.0".into()],
             migrations: 1,
             restores: 0,
+            restore_ms: None,
             nic_ports: vec![40001],
             snapshot: Some("0a1b2c".into()),
             plugged: vec!["-device".into(), "virtio-blk-pci,drive=cidata,id=dev-cidata,addr=0x1e".into()],

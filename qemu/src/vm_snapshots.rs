@@ -101,7 +101,9 @@ impl Vms {
         }
         let dests: Vec<(String, PathBuf)> =
             sources(self, vm, &t.spec.machine.disks, &t.spec.volumes).into_iter().map(|s| (s.name, s.file)).collect();
+        let began = std::time::Instant::now();
         let restored = self.snapshots.restore(snapshot, &dests).await;
+        vm.file.restore_ms = Some(u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX));
         vm.file.restores = t.spec.requests.restore;
         let saved = vm.file.save(&vm.dir).await;
         match (restored, saved) {

@@ -1,0 +1,121 @@
+//! Snapshots of a running test guest's disks and restores from them, as
+//! `vmaas-bench qemu` prints them (and `vmaas-bench snapshots` alone): a
+//! 1 GiB volume on the guest with 256 MiB written by the guest, then per
+//! round an online snapshot (create → READY through the API, and how long
+//! the QMP transaction that fixes the instant held the guest's disks: its
+//! vCPUs are never stopped) and a restore with `stop` (the copy of the
+//! disks back, from the VM's state file, and restore request → READY).
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use vmaas_client::{Client, WaitFor};
+use vmaas_model::{
+    ComputeInstanceSnapshot, ComputeInstanceSnapshotSpec, ComputeInstanceSnapshotState, CreateObject, MetadataInput, Volume,
+    VolumeAttachment, VolumeAttachmentSpec, VolumeSpec,
+};
+
+use crate::percentile;
+use crate::storage::{seen, send};
+use crate::vms::{QemuServer, none_left, ready_tiny, start_qemu_server};
+
+fn named<S>(name: String, spec: S) -> CreateObject<S> {
+    CreateObject { type_url: None, id: None, metadata: Some(MetadataInput { name: Some(name), ..Default::default() }), spec, status: None }
+}
+
+/// Polls `path`/`id` every 10 ms until `done` (at most a minute).
+async fn until<T: serde::de::DeserializeOwned>(c: &Client, path: &str, id: &str, done: impl Fn(&T) -> bool) -> anyhow::Result<T> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let o: T = c.get_object(path, id).await?;
+        if done(&o) {
+            return Ok(o);
+        }
+        if Instant::now() > deadline {
+            bail!("{path}/{id} never got there");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A 1 GiB volume on VM `vm` with 256 MiB written by its guest.
+async fn written_volume(c: &Client, ws: &mut crate::storage::Ws, vm: &str) -> anyhow::Result<()> {
+    let v: Volume = c.create_object("/volumes", &named("data".into(), VolumeSpec { size: "1Gi".parse()?, source_image: None })).await?;
+    until::<Volume>(c, "/volumes", &v.id, |v| v.status.state.as_str().ends_with("READY")).await?;
+    let spec = VolumeAttachmentSpec { volume: v.id.clone(), compute_instance: vm.to_owned(), auto_delete: true };
+    let a: VolumeAttachment = c.create_object("/volume_attachments", &named("data".into(), spec)).await?;
+    until::<VolumeAttachment>(c, "/volume_attachments", &a.id, |a| a.status.state.as_str().ends_with("READY")).await?;
+    let serial = vmaas_model::volume::disk_serial(&v.id);
+    let dev = format!("/dev/$(grep -l '^{serial}$' /sys/block/vd*/serial | cut -d/ -f4)");
+    send(ws, &format!("dd if=/dev/urandom of={dev} bs=1M count=256 2>/dev/null; sync; echo WRITTEN-$((6*7))")).await?;
+    seen(ws, "WRITTEN-42", Duration::from_secs(600)).await?;
+    Ok(())
+}
+
+/// One round: `[snapshot create→READY s, disks held ms, bytes, restore copy s, restore→READY s]`.
+async fn round(srv: &QemuServer, vm: &str, i: usize) -> anyhow::Result<[f64; 5]> {
+    let c = &srv.client;
+    let t = Instant::now();
+    let spec = ComputeInstanceSnapshotSpec { compute_instance: vm.to_owned() };
+    let s: ComputeInstanceSnapshot = c.create_object("/compute_instance_snapshots", &named(format!("bench-{i}"), spec)).await?;
+    let s = until::<ComputeInstanceSnapshot>(c, "/compute_instance_snapshots", &s.id, |s| {
+        matches!(s.status.state, ComputeInstanceSnapshotState::Ready | ComputeInstanceSnapshotState::Failed)
+    })
+    .await?;
+    let taken = t.elapsed().as_secs_f64();
+    if s.status.state != ComputeInstanceSnapshotState::Ready {
+        bail!("the snapshot failed: {:?}", s.status.message);
+    }
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(srv.dir.path().join("disk-snapshots").join(&s.id).join("snapshot.json"))?)?;
+    let held_ms = manifest["held_us"].as_f64().unwrap_or(f64::NAN) / 1000.0;
+    let t = Instant::now();
+    c.restore_vm(vm, &s.id, true).await?;
+    c.wait_vm(vm, WaitFor::Ready, Duration::from_secs(300), Duration::from_millis(20), |_| {}).await?;
+    let back = t.elapsed().as_secs_f64();
+    let state: serde_json::Value = serde_json::from_slice(&std::fs::read(srv.dir.path().join("vms").join(vm).join("vm.json"))?)?;
+    let copy = state["restore_ms"].as_f64().context("the VM's state file has no restore_ms")? / 1000.0;
+    c.delete_object::<ComputeInstanceSnapshot>("/compute_instance_snapshots", &s.id).await?;
+    Ok([taken, held_ms, s.status.size_bytes as f64, copy, back])
+}
+
+/// Runs `rounds` snapshot and restore rounds on one test guest.
+pub async fn snapshots(rounds: usize, images: std::path::PathBuf) -> anyhow::Result<()> {
+    let srv = start_qemu_server(images).await?;
+    let c = &srv.client;
+    let vm = ready_tiny(c, "snap").await?;
+    let session = c.console_session(&vm.id).await?;
+    let (mut ws, _) = tokio_tungstenite::connect_async(c.console_url(&session).as_str()).await?;
+    send(&mut ws, "").await?;
+    written_volume(c, &mut ws, &vm.id).await?;
+    drop(ws);
+    let mut figures = Vec::new();
+    for i in 0..rounds {
+        figures.push(round(&srv, &vm.id, i).await?);
+    }
+    c.delete_vm(&vm.id).await?;
+    c.wait_vm(&vm.id, WaitFor::Deleted, Duration::from_secs(120), Duration::from_millis(50), |_| {}).await?;
+    none_left(srv.dir.path())?;
+    let col = |k: usize| {
+        let mut v: Vec<f64> = figures.iter().map(|f| f[k]).collect();
+        v.sort_by(|a, b| a.total_cmp(b));
+        (percentile(&v, 0.5), percentile(&v, 1.0))
+    };
+    let mib = col(2).0 / 1048576.0;
+    println!(
+        "disk snapshots: {rounds} rounds on a running test guest with a 1 GiB volume, 256 MiB of it written ({mib:.0} MiB in each snapshot)"
+    );
+    let (p50, max) = col(1);
+    let met = |ok: bool| if ok { "met" } else { "NOT MET" };
+    println!(
+        "online snapshot, the guest's disks held (QMP transaction; vCPUs run on) p50 {p50:.1} ms max {max:.1} ms (goal ≤ 50 ms: {})",
+        met(max <= 50.0)
+    );
+    let (p50, max) = col(0);
+    println!("online snapshot create→READY (API)             p50 {p50:.2} s max {max:.2} s (goal ≤ 1 s: {})", met(p50 <= 1.0));
+    let (p50, max) = col(3);
+    println!("restore, the disks copied back                 p50 {p50:.2} s max {max:.2} s (goal ≤ 1 s: {})", met(p50 <= 1.0));
+    let (p50, max) = col(4);
+    println!("restore with stop, request→READY again         p50 {p50:.2} s max {max:.2} s (stop, copy, start)");
+    Ok(())
+}
