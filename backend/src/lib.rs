@@ -46,7 +46,7 @@ pub use host::{Demand, HostCapacity, Quarantined, Room, Usage, VmMemory};
 pub use image::{CatalogImage, ImageDriver, ImageFile, ImageImport, ImageObservation, ImageTarget, ImageUploads, Upload};
 pub use network::{NetworkDriver, NetworkObservation, NetworkSpec, NetworkTarget, SubnetDriver, SubnetSpec, SubnetTarget};
 pub use snapshot::{SnapshotDriver, SnapshotObservation, SnapshotSpec, SnapshotTarget, Taken};
-pub use vm::{Attachment, Firewall, Requests, VmDriver, VmObservation, VmSpec, VmTarget};
+pub use vm::{Attachment, CloneFrom, Firewall, Requests, VmDriver, VmObservation, VmSpec, VmTarget};
 use vmaas_model::ObjectKind;
 pub use volume::{DiskPresence, VolumeDisk, VolumeDriver, VolumeObservation, VolumePresence, VolumeSpec, VolumeTarget};
 

@@ -39,6 +39,8 @@ pub struct VmSpec {
     /// stopped, its disks return to the snapshot's, and it runs again if
     /// `power` says so.
     pub restore_from: Option<String>,
+    /// What its disks are copied from at its first start, if it is a clone.
+    pub clone_from: Option<CloneFrom>,
     /// NICs on subnets, in order.
     pub attachments: Vec<Attachment>,
     /// External IPs attached to it: its exposed ports answer on each.
@@ -54,6 +56,15 @@ pub struct VmSpec {
     pub placement: vmaas_model::Placement,
     /// The cluster it was placed on, as its status names it.
     pub cluster: Option<String>,
+}
+
+/// What a clone's disks are copied from, by id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CloneFrom {
+    /// A snapshot: its disks as taken.
+    Snapshot(String),
+    /// A VM (running or stopped): its disks as they are then.
+    Vm(String),
 }
 
 /// One VM as a driver sees it.

@@ -116,9 +116,15 @@ enum VmCmd {
     Create {
         /// Name, unique in your tenant.
         name: String,
-        /// Template id.
-        #[arg(short, long)]
-        template: String,
+        /// Template id (a clone takes its source's unless given).
+        #[arg(short, long, required_unless_present_any = ["clone_of", "clone_of_snapshot"])]
+        template: Option<String>,
+        /// Make it a clone of this VM (name or id): its disks copied, its own identity.
+        #[arg(long, value_name = "VM", conflicts_with = "clone_of_snapshot")]
+        clone_of: Option<String>,
+        /// Make it a clone of this snapshot (name or id): its disks as taken, its own identity.
+        #[arg(long, value_name = "SNAPSHOT")]
+        clone_of_snapshot: Option<String>,
         /// Template parameter, as NAME=VALUE (typed by the template; lists are comma-separated).
         #[arg(short = 'p', long = "param", value_name = "NAME=VALUE")]
         params: Vec<String>,
@@ -443,6 +449,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             VmCmd::Create {
                 name,
                 template,
+                clone_of,
+                clone_of_snapshot,
                 params,
                 stopped,
                 subnets,
@@ -457,14 +465,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 timeout,
             } => {
                 let placement = vmaas_model::Placement { cluster, labels: placement_labels.into_iter().collect() };
-                let template_parameters = typed_params(&client, &template, &params).await?;
+                let template_parameters = match &template {
+                    Some(t) => typed_params(&client, t, &params).await?,
+                    None if params.is_empty() => BTreeMap::new(),
+                    None => {
+                        anyhow::bail!("--param needs --template: a clone takes its source's parameters, or all of them with its template")
+                    }
+                };
+                let clone_of = (clone_of.is_some() || clone_of_snapshot.is_some())
+                    .then_some(vmaas_model::CloneOf { compute_instance: clone_of, snapshot: clone_of_snapshot });
                 let (ssh_public_key, user_data) = args::guest_config(&ssh_keys, user_data.as_deref())?;
                 let req = CreateVirtualMachine {
                     type_url: None,
                     id: None,
                     metadata: Some(MetadataInput { name: Some(name), ..Default::default() }),
                     spec: VirtualMachineSpec {
-                        template,
+                        template: template.unwrap_or_default(),
                         template_parameters,
                         state: if stopped { PowerState::Stopped } else { PowerState::Started },
                         network_attachments: subnets,
@@ -475,6 +491,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         instance_type: instance_type.map(|name| vmaas_model::InstanceTypeReference { id: String::new(), name }),
                         ttl,
                         expires_at: None,
+                        clone_of,
                     },
                     status: None,
                 };

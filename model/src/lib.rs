@@ -90,8 +90,8 @@ pub use security_group::{
     CreateSecurityGroup, PatchSecurityGroup, SecurityGroup, SecurityGroupSpec, SecurityGroupState, SecurityGroupStatus, SecurityRule,
 };
 pub use snapshot::{
-    ComputeInstanceSnapshot, ComputeInstanceSnapshotSpec, ComputeInstanceSnapshotState, ComputeInstanceSnapshotStatus, RestoreRequest,
-    SnapshotConsistency, SnapshotDisk,
+    CloneOf, ComputeInstanceSnapshot, ComputeInstanceSnapshotSpec, ComputeInstanceSnapshotState, ComputeInstanceSnapshotStatus,
+    RestoreRequest, SnapshotConsistency, SnapshotDisk,
 };
 pub use spec::{DataDisk, ExposedPort, Gpu, Probe, ProbeCheck, Protocol, ReadinessProbe, SpecDefaults};
 pub use subnet::{CreateSubnet, Subnet, SubnetSpec, SubnetState, SubnetStatus};

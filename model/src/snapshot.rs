@@ -75,7 +75,7 @@ pub struct SnapshotDisk {
 }
 
 /// What the snapshot is now.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ComputeInstanceSnapshotStatus {
     /// Overall state.
@@ -96,6 +96,12 @@ pub struct ComputeInstanceSnapshotStatus {
     /// When it was taken.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub taken_at: Option<DateTime<Utc>>,
+    /// The template of its VM when it was taken (a clone of it takes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// The template parameters of its VM when it was taken.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub template_parameters: std::collections::BTreeMap<String, crate::ParameterValue>,
     /// Why it is being taken still, or failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -108,6 +114,35 @@ crate::api_object! {
         spec: ComputeInstanceSnapshotSpec,
         status: ComputeInstanceSnapshotStatus,
         type_url: "type.googleapis.com/vmaas.v1.ComputeInstanceSnapshot"
+    }
+}
+
+/// What a new VM's disks are a copy of (`spec.clone_of`): one of the
+/// tenant's VMs (running or stopped) or snapshots, by id or name (stored as
+/// the id); exactly one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CloneOf {
+    /// A VM: its disks as they are when the clone is made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_instance: Option<String>,
+    /// A snapshot: its disks as they were taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+}
+
+impl CloneOf {
+    /// Checks that it names exactly one source, naming fields under `prefix`.
+    pub fn check(&self, prefix: &str) -> Result<(), ValidationErrors> {
+        let mut errs = ValidationErrors::default();
+        let given = |o: &Option<String>| o.as_deref().is_some_and(|s| !s.trim().is_empty());
+        match (given(&self.compute_instance), given(&self.snapshot)) {
+            (true, false) | (false, true) => {}
+            (true, true) => errs.push(prefix.to_owned(), "names both a compute_instance and a snapshot: name one"),
+            (false, false) => errs.push(prefix.to_owned(), "must name a compute_instance or a snapshot (an id or a name)"),
+        }
+        errs.into_result(())
     }
 }
 
@@ -162,6 +197,16 @@ mod tests {
         assert_eq!(v["state"], "COMPUTE_INSTANCE_SNAPSHOT_STATE_READY");
         assert_eq!(v["consistency"], "SNAPSHOT_CONSISTENCY_CRASH_CONSISTENT");
         assert_eq!(v["online"], true);
+    }
+
+    #[test]
+    fn a_clone_names_one_source() {
+        let one: CloneOf = serde_json::from_value(json!({"snapshot": "before"})).unwrap();
+        assert!(one.check("object.spec.clone_of").is_ok());
+        for bad in [json!({}), json!({"snapshot": "a", "compute_instance": "b"}), json!({"snapshot": " "})] {
+            let c: CloneOf = serde_json::from_value(bad.clone()).unwrap();
+            assert_eq!(c.check("object.spec.clone_of").unwrap_err().0[0].field, "object.spec.clone_of", "{bad}");
+        }
     }
 
     #[test]

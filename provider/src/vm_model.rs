@@ -126,6 +126,7 @@ impl VmModel {
                 instance_type: self.instance_type_reference(),
                 ttl: self.ttl.clone(),
                 expires_at: None,
+                clone_of: None,
             },
             status: None,
         }

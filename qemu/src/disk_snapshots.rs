@@ -146,20 +146,7 @@ impl DiskSnapshots {
         let _ = tokio::fs::remove_dir_all(&part).await;
         tokio::fs::create_dir_all(&part).await.map_err(io(format!("creating {}", part.display())))?;
         let targets: Vec<PathBuf> = sources.iter().map(|s| part.join(file_name(&s.name))).collect();
-        let (consistency, held) = match qmp {
-            Some(qmp) => {
-                for (s, t) in sources.iter().zip(&targets) {
-                    self.create_like(&s.file, t).await?;
-                }
-                (SnapshotConsistency::CrashConsistent, Some(backup(qmp, sources, &targets).await?))
-            }
-            None => {
-                for (s, t) in sources.iter().zip(&targets) {
-                    tokio::fs::copy(&s.file, t).await.map_err(io(format!("copying {}", s.file.display())))?;
-                }
-                (SnapshotConsistency::Stopped, None)
-            }
-        };
+        let (consistency, held) = self.copy(sources, &targets, qmp).await?;
         let mut disks = Vec::new();
         for (s, t) in sources.iter().zip(&targets) {
             disks.push(SnapshotDisk { name: s.name.clone(), size_bytes: allocated(t).await? });
@@ -171,6 +158,32 @@ impl DiskSnapshots {
         tokio::fs::rename(&part, self.path(id)).await.map_err(io(format!("moving {} into place", part.display())))?;
         info!(snapshot = %id, online = manifest.online, disks = manifest.disks.len(), held_us, "snapshot taken");
         Ok(manifest.into())
+    }
+
+    /// Copies the disks of `sources` to `targets`, at one instant: online
+    /// through the QEMU whose QMP socket is `qmp` if the guest runs, else by
+    /// copying the files; how consistent the copies are, and how long the
+    /// guest's disks were held (online).
+    pub(crate) async fn copy(
+        &self,
+        sources: &[Source],
+        targets: &[PathBuf],
+        qmp: Option<&Path>,
+    ) -> Result<(SnapshotConsistency, Option<Duration>), SnapshotError> {
+        match qmp {
+            Some(qmp) => {
+                for (s, t) in sources.iter().zip(targets) {
+                    self.create_like(&s.file, t).await?;
+                }
+                Ok((SnapshotConsistency::CrashConsistent, Some(backup(qmp, sources, targets).await?)))
+            }
+            None => {
+                for (s, t) in sources.iter().zip(targets) {
+                    tokio::fs::copy(&s.file, t).await.map_err(io(format!("copying {}", s.file.display())))?;
+                }
+                Ok((SnapshotConsistency::Stopped, None))
+            }
+        }
     }
 
     /// A new qcow2 file at `target` of `source`'s size and with its

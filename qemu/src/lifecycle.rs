@@ -225,6 +225,7 @@ impl Vms {
 
     /// Boots the guest and starts watching it.
     async fn boot(&self, vm: &mut Vm, t: &VmTarget) -> Result<(), Stop> {
+        self.clone_disks(vm, t).await.map_err(Stop::Failed)?;
         let process = self.launcher.launch(vm, t).await?;
         vm.started = Some(Instant::now());
         vm.stop_deadline = None;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tracing::info;
-use vmaas_backend::{BackendError, Cleanup, Driver, Requeue, SnapshotObservation, SnapshotSpec, SnapshotTarget, VmTarget};
+use vmaas_backend::{BackendError, Cleanup, CloneFrom, Driver, Requeue, SnapshotObservation, SnapshotSpec, SnapshotTarget, VmTarget};
 use vmaas_model::{DiskSource, Reason};
 
 use crate::Vms;
@@ -84,6 +84,53 @@ impl Driver<SnapshotSpec, SnapshotObservation> for SnapshotDriver {
 }
 
 impl Vms {
+    /// Makes the disks of a clone from its source before its first start
+    /// (a clone whose disks are made already has nothing to do): a
+    /// snapshot's files copied, or a VM's disks copied at one instant
+    /// (online while it runs, under its lock). Each disk of the clone's
+    /// machine takes the source's disk of the same name (the image's disk
+    /// takes the image's); one the source lacks starts as its template says.
+    pub(crate) async fn clone_disks(&self, vm: &Vm, t: &VmTarget) -> Result<(), Reason> {
+        let Some(from) = &t.spec.clone_from else { return Ok(()) };
+        let own = sources(self, vm, &t.spec.machine.disks, &[]);
+        for d in &own {
+            if tokio::fs::try_exists(&d.file).await.unwrap_or(true) {
+                return Ok(());
+            }
+        }
+        let failed = |e: String| Reason::new("CloneFailed", e);
+        match from {
+            CloneFrom::Snapshot(id) => {
+                let dests: Vec<(String, PathBuf)> = own.into_iter().map(|d| (d.name, d.file)).collect();
+                let copied = self.snapshots.restore(id, &dests).await.map_err(|e| failed(format!("copying snapshot {id}: {e}")))?;
+                info!(vm = %t.id, snapshot = %id, disks = ?copied, "clone made from a snapshot");
+            }
+            CloneFrom::Vm(id) => {
+                let h =
+                    self.handle(id).ok_or_else(|| failed(format!("virtual machine {id} has not started yet: it has no disks to copy")))?;
+                let src = h.lock().await;
+                let (sources, targets): (Vec<Source>, Vec<PathBuf>) = sources(self, &src, &t.spec.machine.disks, &[])
+                    .into_iter()
+                    .zip(own)
+                    .filter(|(s, _)| s.file.exists())
+                    .map(|(s, d)| (s, d.file.with_extension("qcow2.cloning")))
+                    .unzip();
+                let qmp = src.running().map(|_| src.path("qmp.sock"));
+                self.snapshots
+                    .copy(&sources, &targets, qmp.as_deref())
+                    .await
+                    .map_err(|e| failed(format!("copying the disks of {id}: {e}")))?;
+                for t in &targets {
+                    tokio::fs::rename(t, t.with_extension(""))
+                        .await
+                        .map_err(|e| failed(format!("moving {} into place: {e}", t.display())))?;
+                }
+                info!(vm = %t.id, source = %id, online = qmp.is_some(), disks = sources.len(), "clone made from a virtual machine");
+            }
+        }
+        Ok(())
+    }
+
     /// Carries out a restore `t` asks for and `vm` has not acted on: a
     /// running guest is stopped at once (its disks are about to be
     /// replaced), each disk the snapshot holds and the VM still has is

@@ -51,12 +51,13 @@ pub(super) fn targets_of(row: &Row) -> Vec<String> {
 }
 
 /// What a stored VM document links to: the [`image_link`] of the image it
-/// boots, and the id of its instance type (so that a type's VMs are found
-/// without reading every VM). The document is read once, for both.
+/// boots, the id of its instance type and of the snapshot it is a clone of
+/// (so that a type's VMs, and a snapshot's clones, are found without
+/// reading every VM). The document is read once, for both.
 fn vm_targets(doc: &str) -> Vec<String> {
     let Some(d) = VmDoc::parse(doc) else { return Vec::new() };
     let image = d.boot_image().map(|i| image_link(&i));
-    image.into_iter().chain(d.instance_type()).collect()
+    image.into_iter().chain(d.instance_type()).chain(d.clone_of()).collect()
 }
 
 /// What links need of a stored VM document, read without decoding the
@@ -72,6 +73,14 @@ struct VmDoc {
 #[derive(serde::Deserialize)]
 struct VmSpec {
     instance_type: Option<Reference>,
+    #[serde(default)]
+    clone_of: Option<CloneOf>,
+}
+
+#[derive(serde::Deserialize)]
+struct CloneOf {
+    #[serde(default)]
+    snapshot: Option<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -101,6 +110,11 @@ impl VmDoc {
     fn boot_image(&self) -> Option<String> {
         let m = self.machine.as_ref()?;
         m.boot.as_ref().map(|b| b.image.clone()).or_else(|| m.image.clone())
+    }
+
+    /// The snapshot (its id) it is a clone of (`spec.clone_of.snapshot`).
+    fn clone_of(&self) -> Option<String> {
+        self.spec.as_ref()?.clone_of.as_ref()?.snapshot.clone()
     }
 
     /// The id of its instance type (`spec.instance_type.id`).

@@ -192,3 +192,84 @@ async fn terraform_snapshot_scenario(tf: vmaas_tests::tf::Tf) {
 }
 
 vmaas_tests::on_both_terraforms!(terraform_snapshot_scenario: snapshot_terraform_1_0_3, snapshot_terraform_1_15_5);
+
+/// What a guest says of itself: its host name, first MAC and cloud-init instance id, and the file.
+fn identity(s: &Server, t: &str, vm: &str) -> (String, String, String, String) {
+    let text = run(
+        s,
+        t,
+        vm,
+        "echo \"ID=$(hostname)|$(cat /sys/class/net/eth0/address)|$(grep -o 'instance-id.*' /run/cidata/meta-data)|$(cat /data/state)|\"",
+    );
+    let line = text.lines().rev().find_map(|l| l.trim().strip_prefix("ID=")).unwrap_or_else(|| panic!("no identity:\n{text}"));
+    let f: Vec<&str> = line.split('|').collect();
+    assert!(f.len() >= 4, "{line}");
+    (f[0].to_owned(), f[1].to_owned(), f[2].to_owned(), f[3].to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clones_of_a_snapshot_and_of_a_running_vm_have_its_disks_and_their_own_identity() {
+    let s = Server::start_qemu().await;
+    publish(&s, TINY);
+    let t = s.token("acme", false);
+    let src = created(&s, &t, "virtual_machines", json!({"metadata": {"name": "source"}, "spec": {"template": "tiny"}})).await;
+    wait_ready(&s, &t, &src).await;
+    let text = run(&s, &t, "source", "echo from-the-source > /data/state; sync; echo W=$((2+2))");
+    assert!(text.contains("W=4"), "{text}");
+    let snap = snapshot(&s, &t, "golden", "source").await;
+    let snap_id = snap["id"].as_str().unwrap().to_owned();
+
+    // Two clones of the snapshot (no template given: the source's), one of the running VM.
+    let mut clones = Vec::new();
+    for (name, of) in
+        [("one", json!({"snapshot": "golden"})), ("two", json!({"snapshot": snap_id})), ("live", json!({"compute_instance": "source"}))]
+    {
+        let id = created(&s, &t, "virtual_machines", json!({"metadata": {"name": name}, "spec": {"clone_of": of}})).await;
+        clones.push((name, id));
+    }
+    let mut seen = Vec::new();
+    for (name, id) in &clones {
+        let vm = wait_ready(&s, &t, id).await;
+        assert_eq!(vm["spec"]["template"], "tiny", "the source's template: {vm}");
+        let clone_of = &vm["spec"]["clone_of"];
+        assert!(clone_of["snapshot"] == snap_id.as_str() || clone_of["compute_instance"] == src.as_str(), "stored as ids: {vm}");
+        let (host, mac, instance, file) = identity(&s, &t, name);
+        assert_eq!(file, "from-the-source", "clone {name} lacks the source's disk");
+        assert_eq!(host, *name);
+        seen.push((mac, instance, vm["status"]["externalIP"].as_str().unwrap_or_default().to_owned()));
+    }
+    for i in 0..seen.len() {
+        for j in i + 1..seen.len() {
+            assert_ne!(seen[i].0, seen[j].0, "MACs differ: {seen:?}");
+            assert_ne!(seen[i].1, seen[j].1, "cloud-init instance ids differ: {seen:?}");
+            assert_ne!(seen[i].2, seen[j].2, "addresses differ: {seen:?}");
+        }
+    }
+
+    // The source goes (its snapshot with it, as none is in use); the clones run on.
+    let (st, _) = s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{src}"), Some(&t), None).await;
+    assert_eq!(st, 202);
+    wait_for(&s, &t, &format!("virtual_machines/{src}"), "the source gone", |v| v.is_none()).await;
+    for (name, id) in &clones {
+        let (_, vm) = s.raw(Method::GET, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await;
+        assert_eq!(vm["object"]["status"]["state"], "VIRTUAL_MACHINE_STATE_READY", "{vm}");
+        assert_eq!(identity(&s, &t, name).3, "from-the-source");
+    }
+
+    // Bad sources name the field and make nothing.
+    for (of, field) in [
+        (json!({"snapshot": "no-such"}), "object.spec.clone_of.snapshot"),
+        (json!({"compute_instance": "no-such"}), "object.spec.clone_of.compute_instance"),
+        (json!({}), "object.spec.clone_of"),
+        (json!({"snapshot": "a", "compute_instance": "b"}), "object.spec.clone_of"),
+    ] {
+        let body = json!({"object": {"metadata": {"name": "bad"}, "spec": {"clone_of": of}}});
+        let (st, e) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
+        assert_eq!((st, e["details"][0]["field"].as_str()), (400, Some(field)), "{e}");
+    }
+    let body = json!({"object": {"metadata": {"name": "one"}, "spec": {"clone_of": {"compute_instance": "two"}}}});
+    let (st, e) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
+    assert_eq!(st, 409, "a clone into a taken name: {e}");
+    let (_, list) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&t), None).await;
+    assert_eq!(list["total"], 3, "{list}");
+}

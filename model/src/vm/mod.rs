@@ -62,7 +62,8 @@ impl FromStr for PowerState {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct VirtualMachineSpec {
-    /// Template id.
+    /// Template id; a clone without one takes its source's.
+    #[serde(default)]
     pub template: String,
     /// Parameter values, each wrapped as `{"value": ...}`, returned exactly as written.
     #[serde(default)]
@@ -101,6 +102,11 @@ pub struct VirtualMachineSpec {
     /// given, or set from `ttl` or the tenant's maximum TTL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// What its disks start as, on create only: a copy of one of the
+    /// tenant's VMs or snapshots (its template and parameters too, unless
+    /// given). It gets its own identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clone_of: Option<crate::snapshot::CloneOf>,
 }
 
 impl VirtualMachineSpec {
@@ -118,6 +124,7 @@ impl VirtualMachineSpec {
             instance_type: None,
             ttl: None,
             expires_at: None,
+            clone_of: None,
         }
     }
 

@@ -26,6 +26,7 @@ mod shared;
 mod simple;
 mod templates;
 pub(crate) mod tickets;
+mod vm_clone;
 mod vm_expiry;
 mod vm_shape;
 mod vms;

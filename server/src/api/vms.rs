@@ -151,6 +151,7 @@ pub(super) async fn create(
     let mut errs = ValidationErrors::default();
     let name = checked_name(obj.requested_name(), &mut errs);
     let labels = vmaas_model::Labels::from_input(obj.metadata.as_ref(), &mut errs);
+    super::vm_clone::at_create(&s, &caller.tenant, &mut obj.spec, &mut errs).await?;
     let resolved = resolve(&s, &mut obj.spec, None, true, &mut errs).await?;
     check_placement(s.backend.as_ref(), obj.spec.placement.as_ref(), &mut errs);
     super::vm_expiry::at_create(&s, &caller.tenant, &mut obj.spec, &mut errs).await?;

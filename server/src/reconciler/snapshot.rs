@@ -51,6 +51,8 @@ pub(crate) async fn reconcile(r: &Reconciler, id: &str) -> Pass {
                 size_bytes: t.size_bytes(),
                 disks: t.disks,
                 taken_at: Some(t.taken_at),
+                template: Some(vm.spec.template.clone()),
+                template_parameters: vm.spec.template_parameters.clone(),
                 message: None,
             };
             (status, next.delay())

@@ -79,6 +79,16 @@ pub(crate) fn deleting_status(vm: &VmRecord) -> vmaas_model::VirtualMachineStatu
     derive_status(Desired::Deleted, &deleting(), &vm.status, Utc::now())
 }
 
+/// What VM `vm`'s disks are copied from at its first start, if it is a clone.
+fn clone_from(vm: &VmRecord) -> Option<vmaas_backend::CloneFrom> {
+    let c = vm.spec.clone_of.as_ref()?;
+    match (&c.snapshot, &c.compute_instance) {
+        (Some(s), _) => Some(vmaas_backend::CloneFrom::Snapshot(s.clone())),
+        (None, Some(v)) => Some(vmaas_backend::CloneFrom::Vm(v.clone())),
+        (None, None) => None,
+    }
+}
+
 /// One pass over VM `id`.
 pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Option<Duration>), StoreError> {
     let mut vm = match r.store.get_vm(id, &Scope::All).await {
@@ -124,6 +134,7 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Opti
         requests: vm.requests,
         migrate_to: vm.migrate_to.clone(),
         restore_from: vm.restore_from.clone(),
+        clone_from: clone_from(&vm),
         attachments: attachments(r, &vm).await?,
         external_ips,
         balanced_ports,

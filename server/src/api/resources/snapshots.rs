@@ -24,7 +24,7 @@ impl Resource for ComputeInstanceSnapshot {
     const DOCS: Docs = Docs {
         create: "Take a snapshot of a VM's disks (its own and the volumes on it), online while it runs or offline while it is stopped.\nIt is READY once taken, with its size and consistency.",
         patch: FIXED_SPEC,
-        remove: "Delete a snapshot and its data; refused (409 naming the VM) while a restore from it is under way.",
+        remove: "Delete a snapshot and its data; refused (409 naming the VM) while a restore from it, or a clone of it, is under way.",
         create_errors: &[(409, "The name is taken"), (429, "The tenant's disk quota is used up")],
         patch_errors: &[(409, "The version sent is stale")],
         remove_errors: &[(409, "FAILED_PRECONDITION: a restore from it is under way")],
@@ -66,6 +66,16 @@ impl Resource for ComputeInstanceSnapshot {
             );
             return Err(ApiError::new(StatusCode::CONFLICT, Code::FailedPrecondition, message));
         }
+        for vm in s.store.linked_to(ObjectKind::VirtualMachine, &snapshot.id).await? {
+            let vm = crate::store::VmRecord::from_row(&vm)?;
+            if vm.deleted_at.is_none() && !settled(vm.status.state) {
+                let message = format!(
+                    "snapshot {:?} is being copied into virtual machine {:?} ({}), a clone of it; wait until it has started",
+                    snapshot.name, vm.name, vm.id
+                );
+                return Err(ApiError::new(StatusCode::CONFLICT, Code::FailedPrecondition, message));
+            }
+        }
         let out = simple::remove::<Self>(&s, caller, id).await?;
         adm.commit().await?;
         Ok(out)
@@ -74,4 +84,10 @@ impl Resource for ComputeInstanceSnapshot {
     fn reconcile<'a>(r: &'a Reconciler, id: &'a str) -> PassFuture<'a> {
         Box::pin(reconciler::snapshot::reconcile(r, id))
     }
+}
+
+/// Whether a clone in `state` has made its disks (or given up): READY,
+/// STOPPED or FAILED; a clone still starting may be copying them.
+fn settled(state: vmaas_model::VmState) -> bool {
+    matches!(state, vmaas_model::VmState::Ready | vmaas_model::VmState::Stopped | vmaas_model::VmState::Failed)
 }

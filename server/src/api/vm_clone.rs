@@ -1,0 +1,84 @@
+//! `spec.clone_of` on a VM's create: the source (one of the tenant's VMs,
+//! or one of its READY snapshots) is found by id or name and stored as its
+//! id, and the clone takes the source's template and parameters unless it
+//! names its own. The backend copies the disks at the clone's first start.
+
+use vmaas_model::{ComputeInstanceSnapshot, ComputeInstanceSnapshotState, ObjectKind, ValidationErrors, VirtualMachineSpec};
+
+use super::shared::owned_by;
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::store::VmRecord;
+
+const FIELD: &str = "object.spec.clone_of";
+
+/// Resolves `spec.clone_of` for a create by `tenant` (errors go to
+/// `errs`, naming the field), and fills in the source's template and
+/// parameters when `spec` has none; without a clone, a template is required.
+pub(super) async fn at_create(
+    s: &AppState,
+    tenant: &str,
+    spec: &mut VirtualMachineSpec,
+    errs: &mut ValidationErrors,
+) -> Result<(), ApiError> {
+    let Some(mut c) = spec.clone_of.take() else {
+        if spec.template.trim().is_empty() {
+            errs.push("object.spec.template", "is required: a template id (or spec.clone_of, whose template a clone takes)");
+        }
+        return Ok(());
+    };
+    if let Err(e) = c.check(FIELD) {
+        errs.extend(e);
+        return Ok(());
+    }
+    if s.backend.snapshots().is_none() {
+        errs.push(FIELD, format!("the {} backend does not clone VMs", s.backend.name()));
+        return Ok(());
+    }
+    let source = match (&c.snapshot, &c.compute_instance) {
+        (Some(r), _) => from_snapshot(s, tenant, r, errs).await?,
+        (None, Some(r)) => {
+            let row = super::simple::row(s, &owned_by(tenant), ObjectKind::VirtualMachine, r, &format!("{FIELD}.compute_instance")).await?;
+            let vm = VmRecord::from_row(&row)?;
+            Some((vm.id.clone(), vm.spec.template, vm.spec.template_parameters))
+        }
+        (None, None) => None,
+    };
+    let Some((id, template, parameters)) = source else { return Ok(()) };
+    if c.snapshot.is_some() {
+        c.snapshot = Some(id);
+    } else {
+        c.compute_instance = Some(id);
+    }
+    if spec.template.trim().is_empty() {
+        spec.template = template;
+        if spec.template_parameters.is_empty() {
+            spec.template_parameters = parameters;
+        }
+    }
+    spec.clone_of = Some(c);
+    Ok(())
+}
+
+/// The READY snapshot `reference` names, as `(id, template, parameters)`.
+async fn from_snapshot(
+    s: &AppState,
+    tenant: &str,
+    reference: &str,
+    errs: &mut ValidationErrors,
+) -> Result<Option<(String, String, std::collections::BTreeMap<String, vmaas_model::ParameterValue>)>, ApiError> {
+    let field = format!("{FIELD}.snapshot");
+    let Some(snap) = s.store.find_record::<ComputeInstanceSnapshot>(reference.trim(), &owned_by(tenant)).await? else {
+        errs.push(field, format!("you have no snapshot {:?}", reference.trim()));
+        return Ok(None);
+    };
+    if snap.deleted_at.is_some() {
+        errs.push(field, format!("snapshot {:?} is being deleted", snap.name));
+        return Ok(None);
+    }
+    if snap.status.state != ComputeInstanceSnapshotState::Ready {
+        errs.push(field, format!("snapshot {:?} is {}, not READY", snap.name, snap.status.state));
+        return Ok(None);
+    }
+    Ok(Some((snap.id, snap.status.template.unwrap_or_default(), snap.status.template_parameters)))
+}
