@@ -79,6 +79,8 @@ pub struct VmModel {
     pub instance_type: Option<String>,
     /// How long it lives, as written.
     pub ttl: Option<String>,
+    /// The snapshot its disks start as, by id or name (a clone).
+    pub clone_of_snapshot: Option<String>,
     /// How long each operation waits.
     pub timeouts: Timeouts,
 }
@@ -99,6 +101,7 @@ impl VmModel {
             placement: placement(v),
             instance_type: string(get(v, "instance_type")),
             ttl: string(get(v, "ttl")),
+            clone_of_snapshot: string(get(v, "clone_of_snapshot")),
             timeouts: Timeouts::decode(v),
         }
     }
@@ -126,7 +129,7 @@ impl VmModel {
                 instance_type: self.instance_type_reference(),
                 ttl: self.ttl.clone(),
                 expires_at: None,
-                clone_of: None,
+                clone_of: self.clone_of_snapshot.clone().map(|s| vmaas_model::CloneOf { snapshot: Some(s), compute_instance: None }),
             },
             status: None,
         }

@@ -111,6 +111,7 @@ impl VmResource {
                 "image",
                 "cluster",
                 "placement_labels",
+                "clone_of_snapshot",
             ];
             for attr in fixed {
                 let (a, b) = (get(prior, attr), get(proposed, attr));
@@ -309,6 +310,12 @@ impl Resource for VmResource {
                     STRING,
                     Mode::Optional,
                     "How long it lives, e.g. `30m`, `2h`, `1d`: the server deletes it then, with its auto-delete volumes. Changes in place: a new TTL counts from the update; removing it removes the end (unless the tenant has a maximum TTL).",
+                ),
+                attr(
+                    "clone_of_snapshot",
+                    STRING,
+                    Mode::Optional,
+                    "A snapshot (`vmaas_snapshot`), by id or name, whose disks this VM starts as: a clone, with its own identity. Changing it replaces the VM.",
                 ),
                 attr(
                     "expires_at",

@@ -96,9 +96,19 @@ pub(crate) fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
         ("placement_labels", labels_state(vm, like)),
         ("instance_type", instance_type_state(vm, like)),
         ("ttl", value::opt_string(vm.spec.ttl.as_deref())),
+        ("clone_of_snapshot", clone_state(vm, like)),
         ("expires_at", value::opt_string(vm.spec.expires_at.map(|t| t.to_rfc3339()).as_deref())),
         ("timeouts", get(like, "timeouts").clone()),
     ])
+}
+
+/// `clone_of_snapshot` as written (a name or the id the server stored).
+fn clone_state(vm: &VirtualMachine, like: &Value) -> Value {
+    let Some(id) = vm.spec.clone_of.as_ref().and_then(|c| c.snapshot.as_deref()) else { return Value::Nil };
+    match crate::value::string(get(like, "clone_of_snapshot")) {
+        Some(w) => Value::from(w),
+        None => Value::from(id),
+    }
 }
 
 /// `instance_type` as written (a name or an id) while the VM has that

@@ -157,8 +157,18 @@ resource "vmaas_snapshot" "before_upgrade" {
   compute_instance = vmaas_virtual_machine.vm.id
 }
 
+resource "vmaas_virtual_machine" "copy" {
+  name              = "copy"
+  template          = "tiny"
+  clone_of_snapshot = vmaas_snapshot.before_upgrade.id
+}
+
 output "snapshot" {
   value = vmaas_snapshot.before_upgrade.id
+}
+
+output "copy" {
+  value = vmaas_virtual_machine.copy.id
 }
 
 output "online" {
@@ -170,9 +180,10 @@ output "size_bytes" {
 }
 "#;
 
-/// `vmaas_snapshot` of a running VM: apply waits until it is taken (the
-/// state has its size and that it was online), a re-plan changes nothing,
-/// and destroy removes it with its files.
+/// `vmaas_snapshot` of a running VM and a VM cloned from it: apply waits
+/// until the snapshot is taken (the state has its size and that it was
+/// online) and the clone is READY, a re-plan changes nothing, and destroy
+/// removes them, the snapshot's files too.
 async fn terraform_snapshot_scenario(tf: vmaas_tests::tf::Tf) {
     let s = Server::start_qemu().await;
     publish(&s, TINY);
@@ -184,6 +195,10 @@ async fn terraform_snapshot_scenario(tf: vmaas_tests::tf::Tf) {
     assert!(w.output("size_bytes").parse::<u64>().unwrap() > 0);
     let (_, snap) = s.raw(Method::GET, &format!("{V1}/compute_instance_snapshots/{id}"), Some(&t), None).await;
     assert_eq!(state(Some(&snap["object"])), "COMPUTE_INSTANCE_SNAPSHOT_STATE_READY", "{snap}");
+    let (_, copy) = s.raw(Method::GET, &format!("{V1}/virtual_machines/{}", w.output("copy")), Some(&t), None).await;
+    assert_eq!(copy["object"]["status"]["state"], "VIRTUAL_MACHINE_STATE_READY", "{copy}");
+    assert_eq!(copy["object"]["spec"]["clone_of"]["snapshot"], id.as_str(), "{copy}");
+    assert!(s.log().contains("clone made from a snapshot"), "{}", s.log());
     assert_eq!(w.plan_code(&[]).0, 0, "no drift");
     w.ok(&["destroy", "-auto-approve", "-no-color"]);
     let (st, _) = s.raw(Method::GET, &format!("{V1}/compute_instance_snapshots/{id}"), Some(&t), None).await;
