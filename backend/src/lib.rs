@@ -21,6 +21,7 @@
 //!   images imported from a URL or uploaded.
 //! - [`volume`]: what a volume driver is given and reports, and volumes on VMs.
 //! - [`snapshot`]: what a snapshot driver is given and reports.
+//! - [`export`]: disks taken away as self-contained qcow2 files.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -29,6 +30,7 @@ pub mod balancer;
 pub mod console;
 pub mod driver;
 pub mod error;
+pub mod export;
 pub mod host;
 pub mod image;
 pub mod network;
@@ -42,6 +44,7 @@ pub use balancer::{BalancerDriver, BalancerObservation, BalancerProblem, Balance
 pub use console::{Console, Consoles};
 pub use driver::{Cleanup, Driver, Requeue, Target, Wake};
 pub use error::{BackendError, ErrorKind};
+pub use export::{ExportFile, ExportSource, Exports};
 pub use host::{Demand, HostCapacity, Quarantined, Room, Usage, VmMemory};
 pub use image::{CatalogImage, ImageDriver, ImageFile, ImageImport, ImageObservation, ImageTarget, ImageUploads, Upload};
 pub use network::{NetworkDriver, NetworkObservation, NetworkSpec, NetworkTarget, SubnetDriver, SubnetSpec, SubnetTarget};
@@ -137,6 +140,11 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The driver of snapshots of VMs' disks, if the backend takes them.
     fn snapshots(&self) -> Option<Arc<SnapshotDriver>> {
+        None
+    }
+
+    /// Exports of disks, if the backend makes them.
+    fn exports(&self) -> Option<Arc<dyn Exports>> {
         None
     }
 

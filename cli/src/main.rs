@@ -234,6 +234,14 @@ enum VmCmd {
     },
     /// SSH to a VM's external address (`-- COMMAND` runs one command).
     Ssh(ssh::SshArgs),
+    /// Download a stopped VM's boot disk as one qcow2 file (SHA-256 checked); `vmaas image import` takes it back.
+    Export {
+        /// Name or id.
+        vm: String,
+        /// The file to write (`-o` is the output format, as everywhere).
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+    },
     /// Print a VM's buffered serial console output.
     Logs {
         /// Name or id.
@@ -549,6 +557,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 console::run(&client, &vm.id, &vm.metadata.name, console::Options { batch, idle, history }).await
             }
             VmCmd::Ssh(args) => ssh::run(&client, args).await,
+            VmCmd::Export { vm, file } => {
+                let vm = client.find_vm(&vm).await?;
+                snapshots::download(&client, &format!("/virtual_machines/{}/export", vm.id), &file).await
+            }
             VmCmd::Logs { vm } => {
                 let vm = client.find_vm(&vm).await?;
                 let log = client.console_log(&vm.id).await?;

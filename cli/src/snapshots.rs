@@ -53,6 +53,17 @@ pub enum SnapshotCmd {
         #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
         timeout: Duration,
     },
+    /// Download one of its disks as one qcow2 file (SHA-256 checked); `vmaas image import` takes it back.
+    Export {
+        /// The snapshot, by name or id.
+        snapshot: String,
+        /// The file to write (`-o` is the output format, as everywhere).
+        #[arg(short = 'f', long = "file")]
+        file: std::path::PathBuf,
+        /// The disk, as `vmaas snapshot get -o json` names it (default: the boot disk).
+        #[arg(long)]
+        disk: Option<String>,
+    },
     /// Delete one and its data.
     #[command(alias = "rm")]
     Delete {
@@ -112,6 +123,27 @@ async fn restore(client: &Client, snapshot: &str, stop: bool, wait: bool, timeou
     crate::output::vm(format, &done)
 }
 
+/// Downloads the export at `path` into `output`, showing progress on a terminal.
+pub(crate) async fn download(client: &Client, path: &str, output: &std::path::Path) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    let tty = std::io::stderr().is_terminal();
+    let mut last = 0u64;
+    eprintln!("exporting to {} (the server converts the disk first)", output.display());
+    let done = client
+        .download_export(path, output, |n, total| {
+            if tty && n - last >= 16 << 20 {
+                last = n;
+                eprint!("\r… {} of {}", crate::output::bytes(n), crate::output::bytes(total));
+            }
+        })
+        .await?;
+    if tty {
+        eprintln!();
+    }
+    eprintln!("wrote {} ({}), SHA-256 {}", output.display(), crate::output::bytes(done.bytes), done.sha256);
+    Ok(())
+}
+
 /// Runs a `vmaas snapshot` command.
 pub async fn snapshot(client: &Client, cmd: SnapshotCmd, format: Format) -> anyhow::Result<()> {
     match cmd {
@@ -132,6 +164,11 @@ pub async fn snapshot(client: &Client, cmd: SnapshotCmd, format: Format) -> anyh
             one(format, &s, row(&s), &HEADER)
         }
         SnapshotCmd::Restore { snapshot, stop, wait, timeout } => restore(client, &snapshot, stop, wait, timeout, format).await,
+        SnapshotCmd::Export { snapshot, file, disk } => {
+            let s: ComputeInstanceSnapshot = client.find_object(SNAPSHOTS, &snapshot).await?;
+            let query = disk.map(|d| format!("?disk={d}")).unwrap_or_default();
+            download(client, &format!("{SNAPSHOTS}/{}/export{query}", s.id), &file).await
+        }
         SnapshotCmd::Delete { snapshot } => {
             let s: ComputeInstanceSnapshot = client.find_object(SNAPSHOTS, &snapshot).await?;
             let s: ComputeInstanceSnapshot = client.delete_object(SNAPSHOTS, &s.id).await?;

@@ -15,9 +15,11 @@
 #![warn(missing_docs)]
 
 mod events;
+mod exports;
 mod images;
 
 pub use events::Watch;
+pub use exports::Download;
 mod networks;
 mod objects;
 pub mod tls;
@@ -246,10 +248,19 @@ impl Client {
         let transport = |e| Error::transport(&self.endpoint, &e);
         let resp = req.send().await.map_err(transport)?;
         let status = resp.status();
-        let bytes = resp.bytes().await.map_err(transport)?;
-        if status.is_success() {
-            return Ok((status, bytes));
+        if !status.is_success() {
+            return Err(self.error_of(resp).await);
         }
+        Ok((status, resp.bytes().await.map_err(transport)?))
+    }
+
+    /// The server's error in an answer that is not a success.
+    async fn error_of(&self, resp: reqwest::Response) -> Error {
+        let status = resp.status();
+        let bytes = match resp.bytes().await {
+            Ok(b) => b,
+            Err(e) => return Error::transport(&self.endpoint, &e),
+        };
         #[derive(serde::Deserialize)]
         struct Body {
             code: u8,
@@ -257,12 +268,12 @@ impl Client {
             #[serde(default)]
             details: Vec<FieldError>,
         }
-        Err(match serde_json::from_slice::<Body>(&bytes) {
+        match serde_json::from_slice::<Body>(&bytes) {
             Ok(b) => Error::Api { status: status.as_u16(), code: b.code, message: b.message, details: b.details },
             Err(_) => {
                 Error::Api { status: status.as_u16(), code: 2, message: String::from_utf8_lossy(&bytes).into_owned(), details: vec![] }
             }
-        })
+        }
     }
 
     async fn call<B: Serialize, T: DeserializeOwned>(

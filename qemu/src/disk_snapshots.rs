@@ -139,6 +139,12 @@ impl DiskSnapshots {
         serde_json::from_slice::<Manifest>(&bytes).ok().map(Taken::from)
     }
 
+    /// The file of disk `disk` of snapshot `id`, and where its export is kept.
+    pub(crate) fn export_paths(&self, id: &str, disk: &str) -> (PathBuf, PathBuf) {
+        let dir = self.path(id);
+        (dir.join(file_name(disk)), dir.join(format!("export-{}", file_name(disk))))
+    }
+
     /// Takes snapshot `id` of `sources`: online through the QEMU whose QMP
     /// socket is `qmp` if the guest runs, else by copying the files.
     pub(crate) async fn take(&self, id: &str, sources: &[Source], qmp: Option<&Path>) -> Result<Taken, SnapshotError> {

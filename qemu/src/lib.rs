@@ -56,6 +56,7 @@ pub mod cidata;
 mod clone;
 pub mod console;
 pub mod disk_snapshots;
+mod export;
 mod forwards;
 mod gateway;
 pub mod gpus;
@@ -251,6 +252,8 @@ impl QemuBackend {
         };
         let snapshot_dir = data.join("snapshots");
         let _ = tokio::task::spawn_blocking(move || snapshot::clean_up_after_crash(&snapshot_dir)).await;
+        let exports = data.clone();
+        let _ = tokio::task::spawn_blocking(move || export::clean_up(&exports)).await;
         vms.adopt_all().await;
         let networks = network::Networks::new(data.join("networks"));
         let balancers = Arc::new(balancer::Balancers::new(vms.endpoints.clone(), vms.wake.clone()));
@@ -277,9 +280,14 @@ impl Vms {
         self.quarantine.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The server's data directory (VMs, volumes, snapshots and exports are under it).
+    fn data_dir(&self) -> PathBuf {
+        self.cfg.state_dir.parent().unwrap_or(&self.cfg.state_dir).to_owned()
+    }
+
     /// Where volume files are.
     fn volume_dir(&self) -> PathBuf {
-        self.cfg.state_dir.parent().unwrap_or(&self.cfg.state_dir).join("volumes")
+        self.data_dir().join("volumes")
     }
 
     fn handle(&self, id: &str) -> Option<Arc<tokio::sync::Mutex<Vm>>> {
@@ -435,6 +443,10 @@ impl Backend for QemuBackend {
 
     fn snapshots(&self) -> Option<Arc<vmaas_backend::SnapshotDriver>> {
         Some(Arc::new(vm_snapshots::SnapshotDriver(self.vms.clone())))
+    }
+
+    fn exports(&self) -> Option<Arc<dyn vmaas_backend::Exports>> {
+        Some(Arc::new(export::Exporter(self.vms.clone())))
     }
 
     fn consoles(&self) -> Option<Arc<dyn Consoles>> {

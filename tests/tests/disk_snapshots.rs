@@ -288,3 +288,61 @@ async fn clones_of_a_snapshot_and_of_a_running_vm_have_its_disks_and_their_own_i
     let (_, list) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&t), None).await;
     assert_eq!(list["total"], 3, "{list}");
 }
+
+const PICK: &str = "id: pick\nparameters:\n  - {name: vm_image, type: string, default: {value: test-guest}}\nspec_defaults:\n  memory: 256Mi\n  exposed_ports:\n    - { port: 80, protocol: tcp }\n  readiness_probe:\n    http: { port: 80, path: / }\n    timeout_seconds: 180\n";
+
+/// The guest command printing the 32 bytes at 32 MiB into its boot disk.
+const READ_MARK: &str = "echo \"MARK=$(dd if=/dev/vda bs=512 skip=65536 count=1 2>/dev/null | head -c 32)|\"";
+
+/// A VM of `pick` booting image `image` by BIOS, READY.
+async fn booted(s: &Server, t: &str, name: &str, image: &str) -> String {
+    let spec = json!({"template": "pick", "template_parameters": {"vm_image": {"value": image}}});
+    let id = created(s, t, "virtual_machines", json!({"metadata": {"name": name}, "spec": spec})).await;
+    wait_ready(s, t, &id).await;
+    id
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_exported_disk_imports_again_and_boots_to_the_same_content() {
+    let s = Server::start_qemu().await;
+    publish(&s, PICK);
+    let t = s.token("acme", false);
+    let bios = vmaas_tests::images_dir().join("test-guest/bios.qcow2");
+    let out = s.cli(&t, &["image", "import", "bios", bios.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let vm = booted(&s, &t, "orig", "bios").await;
+    let mark = "exported-with-its-disk-0123456789";
+    let text =
+        run(&s, &t, "orig", &format!("printf '{mark}' | dd of=/dev/vda bs=512 seek=65536 conv=notrunc 2>/dev/null; sync; {READ_MARK}"));
+    assert!(text.contains(&format!("MARK={}|", &mark[..32])), "the guest could not write its disk:\n{text}");
+
+    // A running VM's disk is not exported.
+    let (st, e) = s.raw(Method::GET, &format!("{V1}/virtual_machines/{vm}/export"), Some(&t), None).await;
+    assert_eq!((st, e["details"][0]["field"].as_str()), (400, Some("spec.state")), "{e}");
+    let stop = json!({"object": {"spec": {"state": "stopped"}}});
+    let (st, _) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{vm}"), Some(&t), Some(stop)).await;
+    assert_eq!(st, 200);
+    wait_until(&s, &t, &vm, "STOPPED", 60, |v| state(Some(v)) == "VIRTUAL_MACHINE_STATE_STOPPED").await;
+
+    // Exported through the CLI: one qcow2 file, no backing file, its SHA-256 checked.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("orig.qcow2");
+    let out = s.cli(&t, &["vm", "export", "orig", "-f", file.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{said}");
+    let info = std::process::Command::new("qemu-img").args(["info", "--output=json"]).arg(&file).output().unwrap();
+    let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert_eq!(info["format"], "qcow2", "{info}");
+    assert!(info.get("backing-filename").is_none(), "self-contained: {info}");
+    let sum = std::process::Command::new("sha256sum").arg(&file).output().unwrap();
+    let sum = String::from_utf8_lossy(&sum.stdout).split_whitespace().next().unwrap_or_default().to_owned();
+    assert!(said.contains(&sum), "the CLI reports the file's SHA-256 {sum}: {said}");
+    assert!(!s.data_dir.join("exports").read_dir().map(|mut d| d.next().is_some()).unwrap_or(false), "the export's temporary file is gone");
+
+    // Imported again, it boots to the same content.
+    let out = s.cli(&t, &["image", "import", "copy", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    booted(&s, &t, "again", "copy").await;
+    let text = run(&s, &t, "again", READ_MARK);
+    assert!(text.contains(&format!("MARK={}|", &mark[..32])), "the re-imported disk lacks what the guest wrote:\n{text}");
+}

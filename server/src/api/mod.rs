@@ -7,6 +7,7 @@ mod compute_instances;
 mod console;
 mod deadline;
 mod events;
+mod exports;
 mod extract;
 #[cfg(test)]
 mod fuzz;
@@ -61,6 +62,7 @@ pub fn router(state: AppState, limits: &crate::serve::HttpLimits) -> Router {
         .merge(vms::routes())
         .merge(migrate::routes())
         .merge(restore::routes())
+        .merge(exports::routes())
         .merge(compute_instances::routes())
         .merge(compute_instance_templates::routes())
         .merge(resources::routes())

@@ -7,6 +7,7 @@ use super::compute_instance_templates;
 use super::compute_instances;
 use super::console;
 use super::events;
+use super::exports;
 use super::image_imports;
 use super::images;
 use super::migrate;
@@ -22,7 +23,7 @@ use super::vms;
     paths(
         super::health::healthz,
         templates::list, templates::read, templates::create, templates::update, templates::patch, templates::remove,
-        vms::list, vms::read, vms::create, vms::patch, vms::remove, vms::restart, migrate::migrate, restore::restore,
+        vms::list, vms::read, vms::create, vms::patch, vms::remove, vms::restart, migrate::migrate, restore::restore, exports::vm, exports::volume, exports::snapshot,
         compute_instance_templates::list, compute_instance_templates::read, compute_instance_templates::create,
         compute_instance_templates::patch, compute_instance_templates::remove,
         compute_instances::list, compute_instances::read, compute_instances::create, compute_instances::patch, compute_instances::remove,

@@ -1,0 +1,46 @@
+//! Disks taken away: a stopped VM's disk, a volume or a snapshot as one
+//! self-contained qcow2 file (no backing file: what `image import` takes
+//! back), with its SHA-256, for the server to stream.
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+
+use crate::error::BackendError;
+
+/// What is exported, by id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExportSource {
+    /// A stopped VM's boot disk.
+    VmDisk(String),
+    /// A volume not on a running VM.
+    Volume(String),
+    /// A snapshot's disk named `disk` (its boot disk when none is named).
+    Snapshot {
+        /// The snapshot's id.
+        id: String,
+        /// The disk, as the snapshot's status names it.
+        disk: Option<String>,
+    },
+}
+
+/// An export, ready to be streamed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportFile {
+    /// The qcow2 file.
+    pub path: PathBuf,
+    /// Its length.
+    pub size: u64,
+    /// Its SHA-256, in lowercase hex.
+    pub sha256: String,
+    /// Whether it is the caller's to remove once streamed (else the
+    /// backend keeps it, e.g. beside a snapshot, which never changes).
+    pub temporary: bool,
+}
+
+/// Makes exports.
+#[async_trait]
+pub trait Exports: Send + Sync {
+    /// The export of `what`, made now (or kept from before when it cannot have changed).
+    async fn export(&self, what: &ExportSource) -> Result<ExportFile, BackendError>;
+}
