@@ -38,8 +38,8 @@ async fn until<T: serde::de::DeserializeOwned>(c: &Client, path: &str, id: &str,
     }
 }
 
-/// A 1 GiB volume on VM `vm` with 256 MiB written by its guest.
-async fn written_volume(c: &Client, ws: &mut crate::storage::Ws, vm: &str) -> anyhow::Result<()> {
+/// A 1 GiB volume on VM `vm` with 256 MiB written by its guest; its id.
+async fn written_volume(c: &Client, ws: &mut crate::storage::Ws, vm: &str) -> anyhow::Result<String> {
     let v: Volume = c.create_object("/volumes", &named("data".into(), VolumeSpec { size: "1Gi".parse()?, source_image: None })).await?;
     until::<Volume>(c, "/volumes", &v.id, |v| v.status.state.as_str().ends_with("READY")).await?;
     let spec = VolumeAttachmentSpec { volume: v.id.clone(), compute_instance: vm.to_owned(), auto_delete: true };
@@ -47,9 +47,40 @@ async fn written_volume(c: &Client, ws: &mut crate::storage::Ws, vm: &str) -> an
     until::<VolumeAttachment>(c, "/volume_attachments", &a.id, |a| a.status.state.as_str().ends_with("READY")).await?;
     let serial = vmaas_model::volume::disk_serial(&v.id);
     let dev = format!("/dev/$(grep -l '^{serial}$' /sys/block/vd*/serial | cut -d/ -f4)");
-    send(ws, &format!("dd if=/dev/urandom of={dev} bs=1M count=256 2>/dev/null; sync; echo WRITTEN-$((6*7))")).await?;
+    // The guest sees the disk a moment after QEMU has it.
+    let has = format!("grep -qs '^{serial}$' /sys/block/vd*/serial");
+    send(
+        ws,
+        &format!("until {has}; do usleep 2000; done; dd if=/dev/urandom of={dev} bs=1M count=256 2>/dev/null; sync; echo WRITTEN-$((6*7))"),
+    )
+    .await?;
     seen(ws, "WRITTEN-42", Duration::from_secs(600)).await?;
-    Ok(())
+    Ok(v.id)
+}
+
+/// Export throughput of volume `id` (its VM stopped): the API's export
+/// downloaded to a file against `qemu-img convert` of the same file to a
+/// file, alternating, best of `rounds` each; `(export s, convert s, bytes)`.
+async fn exports(srv: &QemuServer, id: &str, rounds: usize) -> anyhow::Result<(f64, f64, u64)> {
+    let out = tempfile::tempdir_in(srv.dir.path())?;
+    let source = srv.dir.path().join("volumes").join(format!("{id}.qcow2"));
+    let (mut api, mut convert, mut bytes) = (f64::MAX, f64::MAX, 0);
+    for i in 0..rounds {
+        let dest = out.path().join(format!("api-{i}.qcow2"));
+        let t = Instant::now();
+        bytes = srv.client.download_export(&format!("/volumes/{id}/export"), &dest, |_, _| {}).await?.bytes;
+        api = api.min(t.elapsed().as_secs_f64());
+        std::fs::remove_file(&dest)?;
+        let dest = out.path().join(format!("convert-{i}.qcow2"));
+        let t = Instant::now();
+        let st = std::process::Command::new("qemu-img").args(["convert", "-U", "-O", "qcow2"]).arg(&source).arg(&dest).status()?;
+        convert = convert.min(t.elapsed().as_secs_f64());
+        if !st.success() {
+            bail!("qemu-img convert failed");
+        }
+        std::fs::remove_file(&dest)?;
+    }
+    Ok((api, convert, bytes))
 }
 
 /// One round: `[snapshot create→READY s, disks held ms, bytes, restore copy s, restore→READY s]`.
@@ -65,6 +96,9 @@ async fn round(srv: &QemuServer, vm: &str, i: usize) -> anyhow::Result<[f64; 5]>
     let taken = t.elapsed().as_secs_f64();
     if s.status.state != ComputeInstanceSnapshotState::Ready {
         bail!("the snapshot failed: {:?}", s.status.message);
+    }
+    if s.status.size_bytes < 256 << 20 {
+        bail!("the snapshot holds {} bytes: the guest's 256 MiB are not in it", s.status.size_bytes);
     }
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(srv.dir.path().join("disk-snapshots").join(&s.id).join("snapshot.json"))?)?;
@@ -87,12 +121,19 @@ pub async fn snapshots(rounds: usize, images: std::path::PathBuf) -> anyhow::Res
     let session = c.console_session(&vm.id).await?;
     let (mut ws, _) = tokio_tungstenite::connect_async(c.console_url(&session).as_str()).await?;
     send(&mut ws, "").await?;
-    written_volume(c, &mut ws, &vm.id).await?;
+    let volume = written_volume(c, &mut ws, &vm.id).await?;
     drop(ws);
     let mut figures = Vec::new();
     for i in 0..rounds {
         figures.push(round(&srv, &vm.id, i).await?);
     }
+    let patch = vmaas_model::PatchVirtualMachine {
+        spec: vmaas_model::vm::SpecPatch { state: Some(vmaas_model::PowerState::Stopped), ..Default::default() },
+        ..Default::default()
+    };
+    c.patch_vm(&vm.id, &patch).await?;
+    c.wait_vm(&vm.id, WaitFor::Stopped, Duration::from_secs(120), Duration::from_millis(50), |_| {}).await?;
+    let (by_api, by_convert, bytes) = exports(&srv, &volume, rounds.max(3)).await?;
     c.delete_vm(&vm.id).await?;
     c.wait_vm(&vm.id, WaitFor::Deleted, Duration::from_secs(120), Duration::from_millis(50), |_| {}).await?;
     none_left(srv.dir.path())?;
@@ -117,5 +158,14 @@ pub async fn snapshots(rounds: usize, images: std::path::PathBuf) -> anyhow::Res
     println!("restore, the disks copied back                 p50 {p50:.2} s max {max:.2} s (goal ≤ 1 s: {})", met(p50 <= 1.0));
     let (p50, max) = col(4);
     println!("restore with stop, request→READY again         p50 {p50:.2} s max {max:.2} s (stop, copy, start)");
+    let mb = bytes as f64 / 1048576.0;
+    println!(
+        "export of the volume ({mb:.0} MiB qcow2), downloaded to a file: {:.0} MiB/s; qemu-img convert to a file {:.0} MiB/s; ratio {:.2} (goal ≥ 0.8: {}; best of {})",
+        mb / by_api,
+        mb / by_convert,
+        by_convert / by_api,
+        met(by_convert / by_api >= 0.8),
+        rounds.max(3)
+    );
     Ok(())
 }
