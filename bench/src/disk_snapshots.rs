@@ -113,6 +113,29 @@ async fn round(srv: &QemuServer, vm: &str, i: usize) -> anyhow::Result<[f64; 5]>
     Ok([taken, held_ms, s.status.size_bytes as f64, copy, back])
 }
 
+/// Create→READY of a VM cloned from snapshot `snap` against a plain VM of
+/// the same template (a template-snapshot create), alternating; seconds each.
+async fn clones(c: &Client, snap: &str, rounds: usize) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
+    let (mut cloned, mut plain) = (Vec::new(), Vec::new());
+    for i in 0..rounds {
+        for clone in [true, false] {
+            let mut req = crate::vms::tiny(format!("{}-{i}", if clone { "clone" } else { "plain" }));
+            if clone {
+                req.spec.clone_of = Some(vmaas_model::CloneOf { snapshot: Some(snap.to_owned()), compute_instance: None });
+            }
+            let t = Instant::now();
+            let vm = c.create_vm(&req).await?;
+            c.wait_vm(&vm.id, WaitFor::Ready, Duration::from_secs(300), Duration::from_millis(10), |_| {}).await?;
+            if clone { &mut cloned } else { &mut plain }.push(t.elapsed().as_secs_f64());
+            c.delete_vm(&vm.id).await?;
+            c.wait_vm(&vm.id, WaitFor::Deleted, Duration::from_secs(120), Duration::from_millis(20), |_| {}).await?;
+        }
+    }
+    cloned.sort_by(|a, b| a.total_cmp(b));
+    plain.sort_by(|a, b| a.total_cmp(b));
+    Ok((cloned, plain))
+}
+
 /// Runs `rounds` snapshot and restore rounds on one test guest.
 pub async fn snapshots(rounds: usize, images: std::path::PathBuf) -> anyhow::Result<()> {
     let srv = start_qemu_server(images).await?;
@@ -127,6 +150,13 @@ pub async fn snapshots(rounds: usize, images: std::path::PathBuf) -> anyhow::Res
     for i in 0..rounds {
         figures.push(round(&srv, &vm.id, i).await?);
     }
+    let spec = ComputeInstanceSnapshotSpec { compute_instance: vm.id.clone() };
+    let golden: ComputeInstanceSnapshot = c.create_object("/compute_instance_snapshots", &named("golden".into(), spec)).await?;
+    until::<ComputeInstanceSnapshot>(c, "/compute_instance_snapshots", &golden.id, |s| {
+        s.status.state == ComputeInstanceSnapshotState::Ready
+    })
+    .await?;
+    let (cloned, plain) = clones(c, &golden.id, rounds).await?;
     let patch = vmaas_model::PatchVirtualMachine {
         spec: vmaas_model::vm::SpecPatch { state: Some(vmaas_model::PowerState::Stopped), ..Default::default() },
         ..Default::default()
@@ -158,6 +188,12 @@ pub async fn snapshots(rounds: usize, images: std::path::PathBuf) -> anyhow::Res
     println!("restore, the disks copied back                 p50 {p50:.2} s max {max:.2} s (goal ≤ 1 s: {})", met(p50 <= 1.0));
     let (p50, max) = col(4);
     println!("restore with stop, request→READY again         p50 {p50:.2} s max {max:.2} s (stop, copy, start)");
+    let (c50, p50) = (percentile(&cloned, 0.5), percentile(&plain, 0.5));
+    println!(
+        "clone of a snapshot create→READY p50 {c50:.2} s against a template-snapshot create {p50:.2} s: {:.2}x (goal within 1.5x: {})",
+        c50 / p50.max(1e-9),
+        met(c50 <= 1.5 * p50)
+    );
     let mb = bytes as f64 / 1048576.0;
     println!(
         "export of the volume ({mb:.0} MiB qcow2), downloaded to a file: {:.0} MiB/s; qemu-img convert to a file {:.0} MiB/s; ratio {:.2} (goal ≥ 0.8: {}; best of {})",
