@@ -64,6 +64,10 @@ pub struct Capabilities {
     pub gpus: bool,
     /// Whether VMs have a serial console.
     pub console: bool,
+    /// Whether a VM's disks go back to one of its snapshots in place.
+    pub restores: bool,
+    /// Whether a new VM can start as a copy of a VM or a snapshot.
+    pub clones: bool,
 }
 
 /// One cluster of several, as a placement names it (what it has for VMs

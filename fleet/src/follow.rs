@@ -2,7 +2,8 @@
 //! it is attached to and stays there (attaching it to a VM on another
 //! cluster fails, naming both); a load balancer is made on every cluster
 //! that runs one of its targets, each with the targets it runs, and
-//! removed from a cluster that runs none of them any more.
+//! removed from a cluster that runs none of them any more; a snapshot is
+//! taken on the cluster of its VM and stays there.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use vmaas_backend::{
     BackendError, BalancerDriver, BalancerObservation, BalancerProblem, BalancerSpec, BalancerTarget, Cleanup, Driver, Requeue,
-    VolumeDriver, VolumeObservation, VolumeSpec, VolumeTarget,
+    SnapshotDriver, SnapshotObservation, SnapshotSpec, SnapshotTarget, VolumeDriver, VolumeObservation, VolumeSpec, VolumeTarget,
 };
 use vmaas_model::ObjectKind;
 
@@ -55,6 +56,44 @@ impl Driver<VolumeSpec, VolumeObservation> for Volumes {
                 let why = "made on the cluster of the first VM it is attached to, once that VM is placed".to_owned();
                 return Ok((VolumeObservation::Pending(why), Requeue::after(UNPLACED)));
             }
+        };
+        self.homes.mark(&t.id, m);
+        self.drivers[m].ensure(t).await
+    }
+
+    async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
+        let done = delete_on(&self.drivers, self.homes.to_delete(&self.inner, id), id).await?;
+        if done == Cleanup::Done {
+            self.homes.forget(id);
+        }
+        Ok(done)
+    }
+
+    async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
+        crate::fanout::retain_all(&self.drivers, known).await
+    }
+}
+
+/// Snapshots, each on the cluster of its VM.
+pub struct Snapshots {
+    inner: Arc<Inner>,
+    drivers: Vec<Arc<SnapshotDriver>>,
+    homes: MadeOn,
+}
+
+impl Snapshots {
+    pub(crate) fn new(inner: Arc<Inner>, drivers: Vec<Arc<SnapshotDriver>>) -> Self {
+        Self { inner, drivers, homes: MadeOn::new(ObjectKind::ComputeInstanceSnapshot) }
+    }
+}
+
+#[async_trait]
+impl Driver<SnapshotSpec, SnapshotObservation> for Snapshots {
+    async fn ensure(&self, t: &SnapshotTarget) -> Result<(SnapshotObservation, Requeue), BackendError> {
+        let known = self.homes.of(&self.inner, &t.id).into_iter().next();
+        let Some(m) = known.or_else(|| self.inner.home(&t.spec.vm)) else {
+            let why = "taken on the cluster of its VM, once that VM is placed".to_owned();
+            return Ok((SnapshotObservation::Pending(why), Requeue::after(UNPLACED)));
         };
         self.homes.mark(&t.id, m);
         self.drivers[m].ensure(t).await

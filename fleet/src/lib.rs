@@ -173,6 +173,8 @@ impl Backend for Fleet {
             live_migration: all.iter().all(|c| c.live_migration),
             gpus: all.iter().any(|c| c.gpus),
             console: all.iter().all(|c| c.console),
+            restores: all.iter().all(|c| c.restores),
+            clones: all.iter().all(|c| c.clones),
         }
     }
 
@@ -227,6 +229,10 @@ impl Backend for Fleet {
 
     fn volumes(&self) -> Option<Arc<VolumeDriver>> {
         self.every(|b| b.volumes()).map(|d| Arc::new(follow::Volumes::new(self.inner.clone(), d)) as Arc<VolumeDriver>)
+    }
+
+    fn snapshots(&self) -> Option<Arc<vmaas_backend::SnapshotDriver>> {
+        self.every(|b| b.snapshots()).map(|d| Arc::new(follow::Snapshots::new(self.inner.clone(), d)) as Arc<vmaas_backend::SnapshotDriver>)
     }
 
     fn image_imports(&self) -> Option<Arc<ImageDriver>> {

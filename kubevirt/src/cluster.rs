@@ -51,6 +51,8 @@ pub struct Resources {
     pub instancetype: ApiResource,
     /// KubeVirt's cluster-wide preferences.
     pub preference: ApiResource,
+    /// KubeVirt's VirtualMachineSnapshot.
+    pub vm_snapshot: ApiResource,
 }
 
 fn crd(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -78,6 +80,7 @@ impl Default for Resources {
                 "virtualmachineclusterinstancetypes",
             ),
             preference: crd("instancetype.kubevirt.io", "v1beta1", "VirtualMachineClusterPreference", "virtualmachineclusterpreferences"),
+            vm_snapshot: crd("snapshot.kubevirt.io", "v1beta1", "VirtualMachineSnapshot", "virtualmachinesnapshots"),
         }
     }
 }

@@ -23,6 +23,7 @@
 //! - [`subnet`]: subnets as namespaces with a primary layer-2 UDN.
 //! - [`balancer`]: load balancers as selectorless Services and EndpointSlices.
 //! - [`volume`]: volumes as DataVolumes, hotplugged into VMs.
+//! - [`snapshot`]: snapshots as VirtualMachineSnapshots.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -37,6 +38,7 @@ pub mod import;
 pub mod migration;
 pub mod names;
 pub mod room;
+pub mod snapshot;
 pub mod subnet;
 pub mod upload;
 pub mod vm;
@@ -91,6 +93,7 @@ pub struct Shared {
     migrations: Watched,
     udns: Watched,
     data_volumes: Watched,
+    snapshots: Watched,
     policies: Watched,
     data_sources: Watched,
     nodes: Watched,
@@ -126,6 +129,7 @@ impl Shared {
             &self.migrations,
             &self.udns,
             &self.data_volumes,
+            &self.snapshots,
             &self.policies,
             &self.data_sources,
             &self.nodes,
@@ -198,6 +202,7 @@ impl KubevirtBackend {
             migrations: watch(&r.migration, "", Some(&selector)),
             udns: watch(&r.udn, "", Some(&selector)),
             data_volumes: watch(&r.data_volume, "", Some(&selector)),
+            snapshots: watch(&r.vm_snapshot, "", Some(&selector)),
             policies: watch(&r.network_policy, "", Some(&selector)),
             data_sources: watch(&r.data_source, &cfg.images_namespace, None),
             nodes: watch(&r.node, "", None),
@@ -244,8 +249,9 @@ impl Backend for KubevirtBackend {
             ObjectKind::Volume,
             ObjectKind::VolumeAttachment,
             ObjectKind::Image,
+            ObjectKind::ComputeInstanceSnapshot,
         ];
-        Capabilities { kinds, live_migration: true, gpus: true, console: true }
+        Capabilities { kinds, live_migration: true, gpus: true, console: true, ..Default::default() }
     }
 
     /// Watches wake every object whose cluster objects change, and the
@@ -289,6 +295,10 @@ impl Backend for KubevirtBackend {
         Some(Arc::new(volume::Volumes(self.shared.clone())))
     }
 
+    fn snapshots(&self) -> Option<Arc<vmaas_backend::SnapshotDriver>> {
+        Some(Arc::new(snapshot::Snapshots(self.shared.clone())))
+    }
+
     fn consoles(&self) -> Option<Arc<dyn vmaas_backend::Consoles>> {
         Some(Arc::new(console::Consoles(self.shared.clone())))
     }
@@ -319,6 +329,7 @@ impl Backend for KubevirtBackend {
             ObjectKind::Subnet => &s.udns,
             ObjectKind::Volume => &s.data_volumes,
             ObjectKind::LoadBalancer => &s.services,
+            ObjectKind::ComputeInstanceSnapshot => &s.snapshots,
             _ => return false,
         };
         !watched.of(id).is_empty()

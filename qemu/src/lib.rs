@@ -394,6 +394,8 @@ impl Backend for QemuBackend {
             live_migration: true,
             gpus: !self.vms.host.gpus.is_empty(),
             console: true,
+            restores: true,
+            clones: true,
         }
     }
 

@@ -17,4 +17,5 @@ pub mod observe;
 pub mod platform;
 pub mod policy;
 pub mod render;
+pub mod snapshot;
 pub mod volume;

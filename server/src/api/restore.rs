@@ -55,8 +55,8 @@ pub(super) async fn restore(
 ) -> Result<(StatusCode, Json<Envelope<VirtualMachine>>), ApiError> {
     let req: RestoreRequest = super::extract::decode(&body)?;
     req.check().map_err(ApiError::invalid)?;
-    if s.backend.snapshots().is_none() {
-        return Err(ApiError::precondition(format!("the {} backend does not take snapshots", s.backend.name())));
+    if !s.backend.capabilities().restores {
+        return Err(ApiError::precondition(format!("the {} backend does not restore VMs from snapshots", s.backend.name())));
     }
     // Under the admission lock: the snapshot is not deleted between the check and the request.
     let adm = s.admit().await?;

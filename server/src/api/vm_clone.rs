@@ -31,7 +31,7 @@ pub(super) async fn at_create(
         errs.extend(e);
         return Ok(());
     }
-    if s.backend.snapshots().is_none() {
+    if !s.backend.capabilities().clones {
         errs.push(FIELD, format!("the {} backend does not clone VMs", s.backend.name()));
         return Ok(());
     }

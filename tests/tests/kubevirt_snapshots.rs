@@ -1,0 +1,79 @@
+//! Snapshots on the kubevirt backend against a real kube-apiserver with
+//! KubeVirt's CRDs: a snapshot is a `VirtualMachineSnapshot` of the VM's
+//! KubeVirt VM in its namespace, READY once the test, playing KubeVirt's
+//! snapshot controller, writes the status KubeVirt writes (online, the
+//! guest agent froze the file systems, the volumes in it); deleting it
+//! deletes the object. What the backend does not do yet (restore, clones,
+//! exports) is refused naming why, and nothing is made.
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use vmaas_tests::kubevirt::{api_until, env, objects_of, the_vm};
+use vmaas_tests::vms::{self, V1};
+
+const SNAPSHOTS: &str = "/apis/snapshot.kubevirt.io/v1beta1/virtualmachinesnapshots";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_is_a_virtual_machine_snapshot_kubevirt_takes() {
+    let (k, _kubevirt, s) = env().await;
+    let t = s.token("acme", false);
+    let vm = vms::create(&s, &t, "db", "tiny").await;
+    vms::wait_ready(&s, &t, &vm).await;
+    let body = json!({"object": {"metadata": {"name": "before"}, "spec": {"compute_instance": "db"}}});
+    let (st, snap) = s.raw(Method::POST, &format!("{V1}/compute_instance_snapshots"), Some(&t), Some(body)).await;
+    assert_eq!(st, 201, "{snap}");
+    let id = snap["object"]["id"].as_str().unwrap().to_owned();
+
+    // The object, in the VM's namespace, naming the VM.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let made = loop {
+        if let Some(o) = objects_of(&k, SNAPSHOTS, &id).await.into_iter().next() {
+            break o;
+        }
+        assert!(Instant::now() < deadline, "no VirtualMachineSnapshot\n{}", s.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let kv = the_vm(&k, &vm).await;
+    assert_eq!(made["metadata"]["namespace"], kv["metadata"]["namespace"]);
+    assert_eq!(made["spec"]["source"], json!({"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": kv["metadata"]["name"]}));
+    assert_eq!(made["spec"]["deletionPolicy"], "delete");
+    let state = |v: Option<&Value>| v.and_then(|v| v["status"]["state"].as_str()).unwrap_or("").to_owned();
+    let (_, now) = s.raw(Method::GET, &format!("{V1}/compute_instance_snapshots/{id}"), Some(&t), None).await;
+    assert_eq!(state(Some(&now["object"])), "COMPUTE_INSTANCE_SNAPSHOT_STATE_CREATING", "not before KubeVirt says so: {now}");
+
+    // KubeVirt's snapshot controller: taken online, the guest agent froze the file systems.
+    let status = json!({"phase": "Succeeded", "readyToUse": true, "creationTime": "2026-11-27T06:00:00Z",
+        "indications": ["Online", "GuestAgent"], "snapshotVolumes": {"includedVolumes": ["rootdisk"]}});
+    let (st, b) = k.write_status(&made, "virtualmachinesnapshots", status).await;
+    assert!(st < 300, "{b}");
+    let ready =
+        api_until(&s, &t, &format!("compute_instance_snapshots/{id}"), "READY", |v| state(v) == "COMPUTE_INSTANCE_SNAPSHOT_STATE_READY")
+            .await;
+    assert_eq!(ready["status"]["online"], true, "{ready}");
+    assert_eq!(ready["status"]["consistency"], "SNAPSHOT_CONSISTENCY_FILESYSTEM_FROZEN", "{ready}");
+    assert_eq!(ready["status"]["disks"][0]["name"], "rootdisk", "{ready}");
+    assert_eq!(ready["status"]["taken_at"], "2026-11-27T06:00:00Z", "{ready}");
+
+    // Not built on this backend yet: refused, naming why; nothing made.
+    let (st, e) =
+        s.raw(Method::POST, &format!("{V1}/virtual_machines/{vm}/restore"), Some(&t), Some(json!({"snapshot": id, "stop": true}))).await;
+    assert_eq!(st, 409, "{e}");
+    assert!(e["message"].as_str().unwrap_or("").contains("does not restore"), "{e}");
+    let body = json!({"object": {"metadata": {"name": "copy"}, "spec": {"clone_of": {"snapshot": "before"}}}});
+    let (st, e) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
+    assert_eq!((st, e["details"][0]["field"].as_str()), (400, Some("object.spec.clone_of")), "{e}");
+    let (st, _) = s.raw(Method::GET, &format!("{V1}/compute_instance_snapshots/{id}/export"), Some(&t), None).await;
+    assert_eq!(st, 409);
+
+    // Deleted: the VirtualMachineSnapshot goes too.
+    let (st, _) = s.raw(Method::DELETE, &format!("{V1}/compute_instance_snapshots/{id}"), Some(&t), None).await;
+    assert_eq!(st, 202);
+    api_until(&s, &t, &format!("compute_instance_snapshots/{id}"), "gone", |v| v.is_none()).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !objects_of(&k, SNAPSHOTS, &id).await.is_empty() {
+        assert!(Instant::now() < deadline, "the VirtualMachineSnapshot stayed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
