@@ -153,8 +153,8 @@ impl MemState {
 
     pub(super) fn set_status(&mut self, id: &str, status: Arc<str>, state: &str, observed: Arc<str>, observed_version: i64) {
         let Some(c) = self.objects.get_mut(id) else { return };
-        // An image's status says how much of the disk it holds: counted again whole.
-        let image = c.row.kind == ObjectKind::Image;
+        // An image's or a snapshot's status says how much of the disk it holds: counted again whole.
+        let image = super::usage::held_by_status(c.row.kind);
         let before = image.then(|| c.row.clone());
         let (kind, was) = (c.row.kind, std::mem::replace(&mut c.row.state, state.to_owned()));
         c.row.status = status;

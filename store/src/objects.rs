@@ -439,10 +439,10 @@ impl Store {
         Ok(written)
     }
 
-    /// On PostgreSQL, for a kind whose status says what it holds (images):
+    /// On PostgreSQL, for a kind whose status says what it holds (images, snapshots):
     /// `seen` with its status as stored now, locked until `tx` ends.
     async fn status_held(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, seen: &Row) -> Result<Option<Row>, StoreError> {
-        if self.dialect != Dialect::Postgres || seen.kind != ObjectKind::Image {
+        if self.dialect != Dialect::Postgres || !usage::held_by_status(seen.kind) {
             return Ok(None);
         }
         let status: Option<String> = sqlx::query("SELECT status FROM objects WHERE id = $1 FOR UPDATE")

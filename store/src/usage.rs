@@ -204,6 +204,13 @@ pub(super) struct Holds {
     pub(super) host: HostUsage,
 }
 
+/// Whether what an object of `kind` holds is in its status (an image's
+/// file as imported, a snapshot's bytes once taken), so that a status write
+/// counts it again.
+pub(super) fn held_by_status(kind: ObjectKind) -> bool {
+    matches!(kind, ObjectKind::Image | ObjectKind::ComputeInstanceSnapshot)
+}
+
 /// What `row` holds, its document decoded once. A row that does not
 /// decode holds nothing: it is reported where it is read.
 pub(super) fn holds(row: &Row) -> Holds {

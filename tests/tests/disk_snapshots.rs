@@ -97,10 +97,31 @@ async fn a_stopped_vm_is_snapshotted_offline_and_kept_if_asked_and_bad_input_nam
     assert_eq!(st, 200);
     wait_until(&s, &t, &vm, "STOPPED", 60, |v| state(Some(v)) == "VIRTUAL_MACHINE_STATE_STOPPED").await;
 
+    // Its bytes count against the tenant's disk quota.
+    let (admin, quota) = (s.token("ops", true), format!("{V1}/tenants/acme/quota"));
+    let limit = |disk: String| json!({"object": {"spec": {"disk": disk}}});
+    assert_eq!(s.raw(Method::PUT, &quota, Some(&admin), Some(limit("1Ti".into()))).await.0, 200);
+    let disk_used = || async {
+        let (_, q) = s.raw(Method::GET, &quota, Some(&t), None).await;
+        let used = q["object"]["status"]["usage"]["disk"].as_str().unwrap_or_else(|| panic!("{q}")).to_owned();
+        used.parse::<vmaas_model::Quantity>().unwrap().to_units_ceil().unwrap()
+    };
+    let before = disk_used().await;
     let snap = snapshot(&s, &t, "at-rest", "cold").await;
     assert_eq!(snap["status"]["online"], false, "{snap}");
     assert_eq!(snap["status"]["consistency"], "SNAPSHOT_CONSISTENCY_STOPPED", "{snap}");
     let snap_id = snap["id"].as_str().unwrap().to_owned();
+    let bytes = snap["status"]["size_bytes"].as_u64().unwrap();
+    assert!(bytes > 0, "{snap}");
+    let after = disk_used().await;
+    assert_eq!(after, before + bytes, "the snapshot's {bytes} bytes count against the disk quota");
+    // A tenant whose disk quota is used up takes no more snapshots.
+    assert_eq!(s.raw(Method::PUT, &quota, Some(&admin), Some(limit(after.to_string()))).await.0, 200);
+    let body = json!({"object": {"metadata": {"name": "one-more"}, "spec": {"compute_instance": "cold"}}});
+    let (st, e) = s.raw(Method::POST, &format!("{V1}/compute_instance_snapshots"), Some(&t), Some(body)).await;
+    assert_eq!(st, 429, "{e}");
+    assert!(e.to_string().contains("quota.disk"), "{e}");
+    assert_eq!(s.raw(Method::DELETE, &quota, Some(&admin), None).await.0 / 100, 2);
 
     // Another tenant neither sees it nor snapshots the VM.
     let (st, _) = s.raw(Method::GET, &format!("{V1}/compute_instance_snapshots/{snap_id}"), Some(&other), None).await;
