@@ -16,6 +16,7 @@ const FILES: &[&str] = &[
     "osac/public/v1/networking.proto",
     "osac/public/v1/external_ips.proto",
     "osac/public/v1/events.proto",
+    "vmaas/v1/snapshots.proto",
     "google/rpc/status.proto",
     // The types `google.protobuf.Any` values may hold.
     "google/protobuf/wrappers.proto",

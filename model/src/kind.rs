@@ -153,6 +153,7 @@ kinds! {
     /// The disks of a VM at one instant (a tenant's).
     ComputeInstanceSnapshot => Descriptor {
         human_plural: "snapshots",
+        grpc_service: Some("vmaas.v1.ComputeInstanceSnapshots"),
         terraform: "vmaas_snapshot",
         cli: "snapshot",
         references: &[reference("compute_instance", ObjectKind::VirtualMachine)],

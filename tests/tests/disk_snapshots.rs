@@ -415,3 +415,30 @@ async fn an_online_snapshot_of_a_busy_guest_restores_to_a_clean_file_system() {
     let text = run(&s, &t, "busy", "cat /data/f* >/dev/null && ls /data | grep -c '^f' | sed 's/^/FILES=/'");
     assert!(text.contains("FILES="), "the restored guest reads its files:\n{text}");
 }
+
+/// The project's own gRPC service for snapshots, driven by a Python client
+/// generated from `proto/vmaas/v1/snapshots.proto` (`tests/osac/snapshots_client.py`).
+#[tokio::test(flavor = "multi_thread")]
+async fn snapshots_over_grpc_from_a_generated_client() {
+    let s = Server::start_qemu().await;
+    publish(&s, TINY);
+    let (t, other) = (s.token("acme", false), s.token("globex", false));
+    let vm = created(&s, &t, "virtual_machines", json!({"metadata": {"name": "rpc"}, "spec": {"template": "tiny"}})).await;
+    wait_ready(&s, &t, &vm).await;
+    let out = tokio::process::Command::new(vmaas_tests::tf::python())
+        .arg(vmaas_tests::tf::repo().join("tests/osac/snapshots_client.py"))
+        .args(["--grpc", s.endpoint.trim_start_matches("http://"), "--token", &t, "--other-token", &other, "--vm", "rpc"])
+        .arg("--repo")
+        .arg(vmaas_tests::tf::repo())
+        .output()
+        .await
+        .expect("run the client");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the gRPC client failed:\n{stdout}\n{stderr}\nserver log:\n{}", s.log());
+    for step in
+        ["READY over gRPC", "listed with a CEL filter", "NOT_FOUND", "FAILED_PRECONDITION", "restore with stop requested", "deleted"]
+    {
+        assert!(stdout.contains(step), "missing step {step:?}:\n{stdout}");
+    }
+    wait_ready(&s, &t, &vm).await;
+}

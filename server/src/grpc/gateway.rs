@@ -103,7 +103,15 @@ impl Inner {
         let name = served.method.full_name();
         let rule = served.rule.as_ref().ok_or_else(|| Status::unimplemented(format!("{name} has no REST route")))?;
         let (meta, _, msg) = req.into_parts();
-        let body = match &rule.body {
+        let body = match rule.body.as_deref() {
+            Some("*") => {
+                // Every field but those the path binds.
+                let mut rest = msg.clone();
+                for f in rule.path_fields() {
+                    rest.clear_field_by_name(&f);
+                }
+                json::request_body(&rest, "*")?
+            }
             Some(field) => json::request_body(&msg, field)?,
             None => Vec::new(),
         };

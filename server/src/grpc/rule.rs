@@ -60,6 +60,23 @@ impl Rule {
         Ok(path)
     }
 
+    /// The top-level request fields the path template binds (`{id}`,
+    /// `{object.id}`: `id`, `object`); with a body of `*` they are not in
+    /// the body (google.api.http).
+    pub fn path_fields(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut rest = self.template.as_str();
+        while let (Some(open), Some(close)) = (rest.find('{'), rest.find('}')) {
+            if close < open {
+                break;
+            }
+            let var = &rest[open + 1..close];
+            out.push(var.split('.').next().unwrap_or(var).to_owned());
+            rest = &rest[close + 1..];
+        }
+        out
+    }
+
     /// The set scalar fields of `req` outside the path and the body, as a query string.
     fn query(&self, req: &DynamicMessage, used: &[String]) -> String {
         let mut q = form_urlencoded::Serializer::new(String::new());
@@ -144,5 +161,14 @@ mod rule_tests {
         assert_eq!(rule.method, Method::POST);
         assert_eq!(rule.template, "/api/fulfillment/v1/virtual_machine_templates");
         assert_eq!((rule.body.as_deref(), rule.response_body.as_deref()), (Some("object"), Some("object")));
+        assert!(rule.path_fields().is_empty());
+        let restore =
+            pool.get_service_by_name("vmaas.v1.ComputeInstanceSnapshots").unwrap().methods().find(|m| m.name() == "Restore").unwrap();
+        let rule = Rule::of(&restore, &http).expect("Restore has a rule");
+        assert_eq!(
+            (rule.body.as_deref(), rule.path_fields()),
+            (Some("*"), vec!["compute_instance".to_owned()]),
+            "bound by the path, not in the body"
+        );
     }
 }
