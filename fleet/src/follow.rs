@@ -62,11 +62,7 @@ impl Driver<VolumeSpec, VolumeObservation> for Volumes {
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
-        let done = delete_on(&self.drivers, self.homes.to_delete(&self.inner, id), id).await?;
-        if done == Cleanup::Done {
-            self.homes.forget(id);
-        }
-        Ok(done)
+        self.homes.delete(&self.inner, &self.drivers, id).await
     }
 
     async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
@@ -100,11 +96,7 @@ impl Driver<SnapshotSpec, SnapshotObservation> for Snapshots {
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
-        let done = delete_on(&self.drivers, self.homes.to_delete(&self.inner, id), id).await?;
-        if done == Cleanup::Done {
-            self.homes.forget(id);
-        }
-        Ok(done)
+        self.homes.delete(&self.inner, &self.drivers, id).await
     }
 
     async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
@@ -156,11 +148,7 @@ impl Driver<BalancerSpec, BalancerObservation> for Balancers {
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
-        let done = delete_on(&self.drivers, self.on.to_delete(&self.inner, id), id).await?;
-        if done == Cleanup::Done {
-            self.on.forget(id);
-        }
-        Ok(done)
+        self.on.delete(&self.inner, &self.drivers, id).await
     }
 
     async fn retain(&self, known: &[String]) -> Result<(), BackendError> {

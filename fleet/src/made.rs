@@ -2,8 +2,9 @@
 //! on, or found holding it (after a restart, the clusters' own caches).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use vmaas_backend::{BackendError, Cleanup, Driver};
 use vmaas_model::ObjectKind;
 
 use crate::Inner;
@@ -60,6 +61,21 @@ impl MadeOn {
         if let Ok(mut on) = self.on.lock() {
             on.insert(id.to_owned(), clusters);
         }
+    }
+
+    /// Deletes object `id` through `drivers` from every cluster it may be
+    /// on ([`Self::to_delete`]), and forgets it once it is gone from all.
+    pub(crate) async fn delete<S: Sync, O: Send>(
+        &self,
+        inner: &Inner,
+        drivers: &[Arc<dyn Driver<S, O>>],
+        id: &str,
+    ) -> Result<Cleanup, BackendError> {
+        let done = crate::fanout::delete_on(drivers, self.to_delete(inner, id), id).await?;
+        if done == Cleanup::Done {
+            self.forget(id);
+        }
+        Ok(done)
     }
 
     /// Forgets object `id`.
