@@ -34,7 +34,7 @@ impl Vms {
     /// missing state file (beside a disk) is rebuilt from the running QEMU.
     async fn adopt_dir(&self, dir: PathBuf) -> Option<Vm> {
         let loaded = VmFile::load(&dir).await;
-        let has_disk = tokio::fs::try_exists(dir.join("disk.qcow2")).await.unwrap_or(false);
+        let has_disk = tokio::fs::try_exists(dir.join(crate::vm::BOOT_DISK)).await.unwrap_or(false);
         if loaded.is_none() && !has_disk {
             return None;
         }

@@ -44,6 +44,11 @@ pub struct VolumeArg {
     pub file: PathBuf,
 }
 
+/// The block node of the machine's disk named `name`.
+pub fn disk_node(name: &str) -> String {
+    format!("disk-{name}")
+}
+
 /// The block node of the volume whose serial is `serial`.
 pub fn volume_node(serial: &str) -> String {
     format!("vn-{serial}")

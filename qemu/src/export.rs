@@ -41,7 +41,7 @@ async fn sha256(path: PathBuf) -> Result<String, BackendError> {
             }
             h.update(&buf[..n]);
         }
-        Ok::<_, std::io::Error>(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+        Ok::<_, std::io::Error>(crate::import::hex(&h.finalize()))
     })
     .await
     .map_err(|e| BackendError::transient("hashing an export", e))?
@@ -93,7 +93,7 @@ impl Exports for Exporter {
                 if vm.running().is_some() {
                     return Err(BackendError::invalid("exporting a disk", "the VM is running: stop it first"));
                 }
-                self.convert(&vm.path("disk.qcow2"), temp(), true).await
+                self.convert(&vm.path(crate::vm::BOOT_DISK), temp(), true).await
             }
             ExportSource::Volume(id) => self.convert(&Volumes::path(&vms.volume_dir(), id), temp(), true).await,
             ExportSource::Snapshot { id, disk } => {

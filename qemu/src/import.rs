@@ -352,7 +352,8 @@ fn write_hashed(path: &Path, mut rx: tokio::sync::mpsc::Receiver<bytes::Bytes>) 
     Ok(hex(&hash.finalize()))
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// `bytes` in lowercase hex.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -276,7 +276,7 @@ impl Launcher {
         let mut out = Vec::new();
         for d in &t.spec.machine.disks {
             let is_root = d.source == DiskSource::Image;
-            let file = if is_root { vm.path("disk.qcow2") } else { vm.path(&format!("disk-{}.qcow2", d.name)) };
+            let file = vm.disk_file(d);
             if tokio::fs::try_exists(&file).await.unwrap_or(false) {
                 self.grow(&file, d).await?;
             } else {
@@ -295,7 +295,7 @@ impl Launcher {
                     .await
                     .map_err(|m| LaunchError::Disk(format!("creating disk {} ({}): {m}", d.name, d.size)))?;
             }
-            out.push(DiskArg { id: format!("disk-{}", d.name), file, boot_index: is_root.then_some(1) });
+            out.push(DiskArg { id: crate::argv::disk_node(&d.name), file, boot_index: is_root.then_some(1) });
         }
         Ok(out)
     }

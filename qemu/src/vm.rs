@@ -15,6 +15,9 @@ use crate::console::SerialConsole;
 use crate::process::Process;
 use crate::state::VmFile;
 
+/// The boot disk's file in a VM's directory (a qcow2 overlay of its image).
+pub(crate) const BOOT_DISK: &str = "disk.qcow2";
+
 /// One VM's runtime state.
 pub(crate) struct Vm {
     pub(crate) dir: PathBuf,
@@ -87,6 +90,12 @@ impl Vm {
 
     pub(crate) fn path(&self, f: &str) -> PathBuf {
         self.dir.join(f)
+    }
+
+    /// The file of the machine's disk `d`: [`BOOT_DISK`] for the disk made
+    /// from the image, `disk-NAME.qcow2` for the others.
+    pub(crate) fn disk_file(&self, d: &vmaas_model::Disk) -> PathBuf {
+        if d.source == vmaas_model::DiskSource::Image { self.path(BOOT_DISK) } else { self.path(&format!("disk-{}.qcow2", d.name)) }
     }
 
     /// Takes over a QEMU that kept running while the server was down; a

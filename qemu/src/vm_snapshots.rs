@@ -10,10 +10,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tracing::info;
 use vmaas_backend::{BackendError, Cleanup, CloneFrom, Driver, Requeue, SnapshotObservation, SnapshotSpec, SnapshotTarget, VmTarget};
-use vmaas_model::{DiskSource, Reason};
+use vmaas_model::Reason;
 
 use crate::Vms;
-use crate::argv::volume_node;
+use crate::argv::{disk_node, volume_node};
 use crate::disk_snapshots::{SnapshotError, Source};
 use crate::vm::Vm;
 use crate::volumes::Volumes;
@@ -30,14 +30,9 @@ impl From<SnapshotError> for BackendError {
     }
 }
 
-/// The file of a machine's disk `d` in the VM's directory.
-pub(crate) fn disk_file(vm: &Vm, d: &vmaas_model::Disk) -> PathBuf {
-    if d.source == DiskSource::Image { vm.path("disk.qcow2") } else { vm.path(&format!("disk-{}.qcow2", d.name)) }
-}
-
 /// The disks of a VM of `machine` with `volumes` on it, as a snapshot takes them.
 fn sources(vms: &Vms, vm: &Vm, machine: &[vmaas_model::Disk], volumes: &[vmaas_backend::VolumeDisk]) -> Vec<Source> {
-    let own = machine.iter().map(|d| Source { name: d.name.clone(), file: disk_file(vm, d), node: format!("disk-{}", d.name) });
+    let own = machine.iter().map(|d| Source { name: d.name.clone(), file: vm.disk_file(d), node: disk_node(&d.name) });
     let attached = volumes.iter().map(|v| Source {
         name: format!("volume:{}", v.volume),
         file: Volumes::path(&vms.volume_dir(), &v.volume),
