@@ -3,8 +3,7 @@
 //! usable and held by no other attachment (found through the references
 //! to it, not by reading every attachment).
 
-use vmaas_model::{ObjectKind, ValidationErrors, Volume, VolumeAttachment, VolumeState};
-use vmaas_store::record::Record;
+use vmaas_model::{ValidationErrors, Volume, VolumeState};
 use vmaas_store::{Scope, Store, VolumeRecord};
 
 use crate::AdmissionError;
@@ -30,9 +29,7 @@ pub async fn free_volume(store: &Store, scope: &Scope, reference: &str) -> Resul
         let why = v.status.message.as_deref().unwrap_or("its disk could not be made");
         return Err(invalid(format!("volume {:?} failed: {why}", v.name)));
     }
-    let holder = store.referrers(&v.id).await?.into_iter().find(|r| r.kind == ObjectKind::VolumeAttachment);
-    if let Some(row) = holder {
-        let h = Record::<VolumeAttachment>::from_row(&row)?;
+    if let Some(h) = store.volume_holder(&v.id).await? {
         let vm = store.get_vm(&h.spec.compute_instance, &Scope::All).await.map(|vm| vm.name).unwrap_or_default();
         let message = format!("volume {:?} is attached to virtual machine {vm:?} by attachment {:?}; detach it first", v.name, h.name);
         return Err(AdmissionError::Held(message));

@@ -145,6 +145,13 @@ impl Store {
         self.insert(&NewObject { row: r.to_row()?, refs }).await
     }
 
+    /// The attachment that holds volume `volume` (a volume has one at a
+    /// time), if any.
+    pub async fn volume_holder(&self, volume: &str) -> Result<Option<VolumeAttachmentRecord>, StoreError> {
+        let row = self.referrers(volume).await?.into_iter().find(|r| r.kind == vmaas_model::ObjectKind::VolumeAttachment);
+        row.as_ref().map(Record::from_row).transpose()
+    }
+
     /// The object `id` of kind `K`, if `scope` may see it.
     pub async fn get_record<K: Object>(&self, id: &str, scope: &Scope) -> Result<Record<K>, StoreError> {
         Record::from_row(&self.get(K::KIND, id, scope).await?)

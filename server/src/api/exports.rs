@@ -11,7 +11,7 @@ use axum::{Router, routing::get};
 use bytes::Bytes;
 use tracing::info;
 use vmaas_backend::{ExportFile, ExportSource};
-use vmaas_model::{ComputeInstanceSnapshot, ComputeInstanceSnapshotState, PowerState, VmState, Volume, VolumeAttachment};
+use vmaas_model::{ComputeInstanceSnapshot, ComputeInstanceSnapshotState, PowerState, VmState, Volume};
 
 use super::shared::scope;
 use crate::auth::Caller;
@@ -60,8 +60,7 @@ pub(super) async fn vm(State(s): State<AppState>, caller: Caller, Path(id): Path
     security(("bearer" = [])))]
 pub(super) async fn volume(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
     let v = s.store.get_record::<Volume>(&id, &scope(&caller)).await?;
-    for a in s.store.referrers(&v.id).await?.into_iter().filter(|r| r.kind == vmaas_model::ObjectKind::VolumeAttachment) {
-        let a = crate::store::Record::<VolumeAttachment>::from_row(&a)?;
+    if let Some(a) = s.store.volume_holder(&v.id).await? {
         let vm = s.store.get_vm(&a.spec.compute_instance, &crate::store::Scope::All).await?;
         if vm.status.state != VmState::Stopped {
             return Err(ApiError::field(

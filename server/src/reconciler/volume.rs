@@ -99,10 +99,7 @@ pub(super) async fn detach_all(r: &Reconciler, vm: &str) -> Result<(), StoreErro
 /// A volume: its disk through the driver; ATTACHED while an attachment holds it.
 pub(crate) async fn reconcile_volume(r: &Reconciler, id: &str) -> Pass {
     let Some(v) = get::<Volume>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
-    let holder = match r.store.referrers(&v.id).await?.into_iter().find(|row| row.kind == ObjectKind::VolumeAttachment) {
-        Some(row) => Some(VolumeAttachmentRecord::from_row(&row)?),
-        None => None,
-    };
+    let holder = r.store.volume_holder(&v.id).await?;
     if v.deleted_at.is_some() {
         return remove_volume(r, &v, holder.is_some()).await;
     }

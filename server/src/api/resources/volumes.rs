@@ -80,8 +80,7 @@ impl Resource for Volume {
         let adm = s.admit().await?;
         let s = adm.state().clone();
         let volume = s.store.get_record::<Volume>(id, &crate::api::shared::scope(caller)).await?;
-        let holder = s.store.referrers(&volume.id).await?.into_iter().find(|r| r.kind == ObjectKind::VolumeAttachment);
-        if let Some(a) = holder.as_ref().map(crate::store::VolumeAttachmentRecord::from_row).transpose()? {
+        if let Some(a) = s.store.volume_holder(&volume.id).await? {
             let vm = s.store.get_vm(&a.spec.compute_instance, &crate::store::Scope::All).await.map(|v| v.name).unwrap_or_default();
             let message = format!(
                 "volume {:?} is attached to virtual machine {vm:?} ({}) by attachment {:?}; detach it first",
