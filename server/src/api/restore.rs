@@ -8,9 +8,10 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Json, Router};
 use tracing::info;
-use vmaas_model::{ComputeInstanceSnapshot, ComputeInstanceSnapshotState, Envelope, PowerState, RestoreRequest, VirtualMachine};
+use vmaas_model::{Envelope, PowerState, RestoreRequest, VirtualMachine};
 
-use super::shared::{owned_by, scope};
+use super::resources::snapshots;
+use super::shared::scope;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -20,22 +21,14 @@ pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/virtual_machines/{id}/restore", axum::routing::post(restore))
 }
 
-/// The snapshot `req` names, if it is a READY snapshot of `vm`; else a 400 naming `snapshot`.
+/// The snapshot `reference` names, if it is a READY snapshot of `vm`; else a 400 naming `snapshot`.
 async fn snapshot_of(s: &AppState, vm: &VmRecord, reference: &str) -> Result<SnapshotRecord, ApiError> {
-    let reference = reference.trim();
-    let found = s.store.find_record::<ComputeInstanceSnapshot>(reference, &owned_by(&vm.tenant)).await?;
-    let Some(snap) = found else {
-        return Err(ApiError::field("snapshot", format!("you have no snapshot {reference:?}")));
-    };
+    let refused = |why: String| ApiError::field("snapshot", why);
+    let snap = snapshots::named(s, &vm.tenant, reference).await?.map_err(refused)?;
     if snap.spec.compute_instance != vm.id {
-        return Err(ApiError::field("snapshot", format!("snapshot {:?} is of another virtual machine, not {:?}", snap.name, vm.name)));
+        return Err(refused(format!("snapshot {:?} is of another virtual machine, not {:?}", snap.name, vm.name)));
     }
-    if snap.deleted_at.is_some() {
-        return Err(ApiError::field("snapshot", format!("snapshot {:?} is being deleted", snap.name)));
-    }
-    if snap.status.state != ComputeInstanceSnapshotState::Ready {
-        return Err(ApiError::field("snapshot", format!("snapshot {:?} is {}, not READY", snap.name, snap.status.state)));
-    }
+    snapshots::usable(&snap).map_err(refused)?;
     Ok(snap)
 }
 

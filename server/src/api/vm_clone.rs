@@ -3,8 +3,9 @@
 //! id, and the clone takes the source's template and parameters unless it
 //! names its own. The backend copies the disks at the clone's first start.
 
-use vmaas_model::{ComputeInstanceSnapshot, ComputeInstanceSnapshotState, ObjectKind, ValidationErrors, VirtualMachineSpec};
+use vmaas_model::{ObjectKind, ValidationErrors, VirtualMachineSpec};
 
+use super::resources::snapshots;
 use super::shared::owned_by;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -67,17 +68,15 @@ async fn from_snapshot(
     reference: &str,
     errs: &mut ValidationErrors,
 ) -> Result<Option<(String, String, std::collections::BTreeMap<String, vmaas_model::ParameterValue>)>, ApiError> {
-    let field = format!("{FIELD}.snapshot");
-    let Some(snap) = s.store.find_record::<ComputeInstanceSnapshot>(reference.trim(), &owned_by(tenant)).await? else {
-        errs.push(field, format!("you have no snapshot {:?}", reference.trim()));
-        return Ok(None);
+    let snap = match snapshots::named(s, tenant, reference).await? {
+        Ok(snap) => snap,
+        Err(why) => {
+            errs.push(format!("{FIELD}.snapshot"), why);
+            return Ok(None);
+        }
     };
-    if snap.deleted_at.is_some() {
-        errs.push(field, format!("snapshot {:?} is being deleted", snap.name));
-        return Ok(None);
-    }
-    if snap.status.state != ComputeInstanceSnapshotState::Ready {
-        errs.push(field, format!("snapshot {:?} is {}, not READY", snap.name, snap.status.state));
+    if let Err(why) = snapshots::usable(&snap) {
+        errs.push(format!("{FIELD}.snapshot"), why);
         return Ok(None);
     }
     Ok(Some((snap.id, snap.status.template.unwrap_or_default(), snap.status.template_parameters)))

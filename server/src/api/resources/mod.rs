@@ -16,7 +16,7 @@ mod ip_attachments;
 mod load_balancers;
 mod networks;
 mod security_groups;
-mod snapshots;
+pub(in crate::api) mod snapshots;
 mod subnets;
 mod volume_attachments;
 mod volumes;

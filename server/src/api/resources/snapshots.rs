@@ -86,6 +86,28 @@ impl Resource for ComputeInstanceSnapshot {
     }
 }
 
+/// The tenant's snapshot `reference` (an id or a name) names; else why
+/// not, for a 400 naming the caller's field.
+pub(in crate::api) async fn named(s: &AppState, tenant: &str, reference: &str) -> Result<Result<SnapshotRecord, String>, ApiError> {
+    let reference = reference.trim();
+    Ok(s.store
+        .find_record::<ComputeInstanceSnapshot>(reference, &owned_by(tenant))
+        .await?
+        .ok_or_else(|| format!("you have no snapshot {reference:?}")))
+}
+
+/// Whether `snap` can be restored or cloned from: READY and not being
+/// deleted; else why not.
+pub(in crate::api) fn usable(snap: &SnapshotRecord) -> Result<(), String> {
+    if snap.deleted_at.is_some() {
+        return Err(format!("snapshot {:?} is being deleted", snap.name));
+    }
+    if snap.status.state != ComputeInstanceSnapshotState::Ready {
+        return Err(format!("snapshot {:?} is {}, not READY", snap.name, snap.status.state));
+    }
+    Ok(())
+}
+
 /// Whether a clone in `state` has made its disks (or given up): READY,
 /// STOPPED or FAILED; a clone still starting may be copying them.
 fn settled(state: vmaas_model::VmState) -> bool {
