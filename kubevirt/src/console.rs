@@ -128,6 +128,10 @@ async fn connect(client: &kube::Client, ns: &str, name: &str) -> Result<WebSocke
         .body(kube::client::Body::empty())
         .map_err(|e| fail(e.to_string()))?;
     let response = client.send(request).await.map_err(|e| fail(e.to_string()))?;
+    if response.status() == http::StatusCode::NOT_FOUND {
+        // The watch has not yet seen the VMI go: the VM has stopped all the same.
+        return Err(BackendError::invalid(context.clone(), format!("the VM is not running: VirtualMachineInstance {ns}/{name} is gone")));
+    }
     if response.status() != http::StatusCode::SWITCHING_PROTOCOLS {
         return Err(fail(format!("virt-api answered {} (is the aggregated API subresources.kubevirt.io available?)", response.status())));
     }
