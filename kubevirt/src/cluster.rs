@@ -53,6 +53,8 @@ pub struct Resources {
     pub preference: ApiResource,
     /// KubeVirt's VirtualMachineSnapshot.
     pub vm_snapshot: ApiResource,
+    /// KubeVirt's VirtualMachineRestores.
+    pub vm_restore: ApiResource,
 }
 
 fn crd(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -81,6 +83,7 @@ impl Default for Resources {
             ),
             preference: crd("instancetype.kubevirt.io", "v1beta1", "VirtualMachineClusterPreference", "virtualmachineclusterpreferences"),
             vm_snapshot: crd("snapshot.kubevirt.io", "v1beta1", "VirtualMachineSnapshot", "virtualmachinesnapshots"),
+            vm_restore: crd("snapshot.kubevirt.io", "v1beta1", "VirtualMachineRestore", "virtualmachinerestores"),
         }
     }
 }

@@ -24,6 +24,7 @@
 //! - [`balancer`]: load balancers as selectorless Services and EndpointSlices.
 //! - [`volume`]: volumes as DataVolumes, hotplugged into VMs.
 //! - [`snapshot`]: snapshots as VirtualMachineSnapshots.
+//! - [`restore`]: restores in place as VirtualMachineRestores.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -37,6 +38,7 @@ pub mod image;
 pub mod import;
 pub mod migration;
 pub mod names;
+pub mod restore;
 pub mod room;
 pub mod snapshot;
 pub mod subnet;
@@ -94,6 +96,7 @@ pub struct Shared {
     udns: Watched,
     data_volumes: Watched,
     snapshots: Watched,
+    restores: Watched,
     policies: Watched,
     data_sources: Watched,
     nodes: Watched,
@@ -130,6 +133,7 @@ impl Shared {
             &self.udns,
             &self.data_volumes,
             &self.snapshots,
+            &self.restores,
             &self.policies,
             &self.data_sources,
             &self.nodes,
@@ -203,6 +207,7 @@ impl KubevirtBackend {
             udns: watch(&r.udn, "", Some(&selector)),
             data_volumes: watch(&r.data_volume, "", Some(&selector)),
             snapshots: watch(&r.vm_snapshot, "", Some(&selector)),
+            restores: watch(&r.vm_restore, "", Some(&selector)),
             policies: watch(&r.network_policy, "", Some(&selector)),
             data_sources: watch(&r.data_source, &cfg.images_namespace, None),
             nodes: watch(&r.node, "", None),
@@ -251,7 +256,7 @@ impl Backend for KubevirtBackend {
             ObjectKind::Image,
             ObjectKind::ComputeInstanceSnapshot,
         ];
-        Capabilities { kinds, live_migration: true, gpus: true, console: true, ..Default::default() }
+        Capabilities { kinds, live_migration: true, gpus: true, console: true, restores: true, ..Default::default() }
     }
 
     /// Watches wake every object whose cluster objects change, and the

@@ -25,7 +25,7 @@ use crate::cluster::as_json;
 use crate::names::{
     FINALIZER, ID_LABEL, METALLB_IPS, RESTART_ANNOTATION, generation, label_value, labels, selector_of, subnet_namespace, tenant_namespace,
 };
-use crate::{Shared, migration};
+use crate::{Shared, migration, restore};
 
 /// The NIC whose address is the VM's internal one.
 const FIRST_NIC: &str = "default";
@@ -53,7 +53,8 @@ fn hash(v: &Value) -> u64 {
 
 impl Shared {
     /// The objects of `t`, recording the request generations `acted` on.
-    fn manifests(&self, t: &VmTarget, acted: Requests) -> Result<Manifests, BackendError> {
+    /// While `halted` (a restore under way), the VM is rendered stopped.
+    fn manifests(&self, t: &VmTarget, acted: Requests, halted: bool) -> Result<Manifests, BackendError> {
         let (ns, network) = self.placement(t)?;
         let address = self.fixed_address(t, &ns)?;
         let mut machine = t.spec.machine.clone();
@@ -66,7 +67,7 @@ impl Shared {
         let options = VmOptions {
             name: t.name.clone(),
             namespace: ns.clone(),
-            power: t.spec.power,
+            power: if halted { PowerState::Stopped } else { t.spec.power },
             network,
             address,
             attachments: vec![],
@@ -86,8 +87,8 @@ impl Shared {
             vm["metadata"]["labels"][k] = json!(v);
             vm["spec"]["template"]["metadata"]["labels"][k] = json!(v);
         }
-        vm["metadata"]["annotations"] =
-            json!({ RESTART_ANNOTATION: acted.restart.to_string(), migration::ANNOTATION: acted.migrate.to_string() });
+        vm["metadata"]["annotations"] = json!({ RESTART_ANNOTATION: acted.restart.to_string(), migration::ANNOTATION: acted.migrate.to_string(),
+                restore::ANNOTATION: acted.restore.to_string() });
         if vm["spec"].get("instancetype").is_some() {
             // What the instance type gives, for the cluster's room (`room.rs`).
             vm["metadata"]["annotations"][crate::room::VCPUS_ANNOTATION] = json!(machine.cpu.cores.to_string());
@@ -207,8 +208,8 @@ impl Shared {
         Ok(acted.max(wanted))
     }
 
-    /// Records (or clears) why the last migration request of `id` was refused.
-    fn set_refusal(&self, id: &str, why: Option<Reason>) {
+    /// Records (or clears) why the last migration or restore request of `id` was refused.
+    pub(crate) fn set_refusal(&self, id: &str, why: Option<Reason>) {
         if let Ok(mut r) = self.refused.lock() {
             match why {
                 Some(w) => r.insert(id.to_owned(), w),
@@ -304,7 +305,8 @@ impl Shared {
         let mut observation = self.observed(t, ns, current.as_deref().map(as_json));
         observation.degraded = Some(why);
         let acted = |annotation| current.as_deref().map(|c| generation(c, annotation)).unwrap_or_default();
-        let acted = Requests { restart: acted(RESTART_ANNOTATION), migrate: acted(migration::ANNOTATION), restore: 0 };
+        let acted =
+            Requests { restart: acted(RESTART_ANNOTATION), migrate: acted(migration::ANNOTATION), restore: acted(restore::ANNOTATION) };
         let volumes = self.presence(ns, &t.spec.volumes);
         (VmObservation { observation, acted, volumes }, Requeue::after(crate::health::EVERY * 3))
     }
@@ -346,12 +348,13 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
                 return Ok(waiting("Recreating", "the KubeVirt VM was deleted in the cluster; it is made again"));
             }
         }
+        let restoring = s.restore(t, &ns, current.as_deref()).await?;
         let acted = Requests {
             restart: s.restart(t, &ns, current.as_deref()).await?,
             migrate: s.migrate(t, &ns, current.as_deref()).await?,
-            restore: 0,
+            restore: restoring.acted,
         };
-        let m = s.manifests(t, acted)?;
+        let m = s.manifests(t, acted, restoring.under_way.is_some())?;
         s.apply_shapes(&m).await?;
         let applied = s.apply_vm(t, &m, current.is_some()).await?;
         s.sync_service(t, &m, applied.as_ref().or(current.as_deref())).await?;
@@ -375,6 +378,9 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
             (Err(why), None) => observation.degraded = Some(why),
             _ => {}
         }
+        if let Some(why) = restoring.under_way.filter(|_| t.spec.power == PowerState::Started) {
+            observation.phase = Phase::Starting(why);
+        }
         if observation.degraded.is_none() {
             observation.degraded = s.conflicts.lock().ok().and_then(|c| c.get(&t.id).cloned());
         }
@@ -389,7 +395,7 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
         let s = &self.0;
         let res = &s.cluster.res;
         let selector = selector_of(id);
-        for ar in [&res.service, &res.migration, &res.network_policy] {
+        for ar in [&res.service, &res.migration, &res.network_policy, &res.vm_restore] {
             s.cluster.delete_all_of(ar, id).await?;
         }
         for vm in s.cluster.list(&res.vm, &selector).await? {

@@ -9,6 +9,7 @@
 //! - [`policy`]: security groups as NetworkPolicies.
 //! - [`balancer`]: a load balancer as a Service over its VMs' launcher pods.
 //! - [`volume`]: a volume as a DataVolume of its own, hotplugged into VMs.
+//! - [`snapshot`], [`restore`]: VirtualMachineSnapshots and VirtualMachineRestores.
 
 pub mod balancer;
 pub mod crd;
@@ -17,5 +18,6 @@ pub mod observe;
 pub mod platform;
 pub mod policy;
 pub mod render;
+pub mod restore;
 pub mod snapshot;
 pub mod volume;
