@@ -17,10 +17,12 @@
 //! - [`follow`]: volumes and load balancers made where their VMs run.
 //! - [`fanout`]: networks and images, on every cluster;
 //!   [`upload`]: uploaded images, sent to every cluster.
+//! - [`export`]: exports, made by the cluster that holds the disk.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod export;
 pub mod fanout;
 pub mod follow;
 mod made;
@@ -245,6 +247,11 @@ impl Backend for Fleet {
         let names = self.inner.members.iter().map(|m| m.name.clone()).collect();
         let each = self.every(|b| b.image_uploads())?;
         Some(Arc::new(upload::Uploads::new(names, each, spool)))
+    }
+
+    fn exports(&self) -> Option<Arc<dyn vmaas_backend::Exports>> {
+        let each: Vec<_> = self.inner.members.iter().map(|m| m.backend.exports()).collect();
+        each.iter().any(Option::is_some).then(|| Arc::new(export::Exports(self.inner.clone(), each)) as Arc<dyn vmaas_backend::Exports>)
     }
 
     fn consoles(&self) -> Option<Arc<dyn vmaas_backend::Consoles>> {

@@ -55,6 +55,10 @@ pub struct Resources {
     pub vm_snapshot: ApiResource,
     /// KubeVirt's VirtualMachineRestores.
     pub vm_restore: ApiResource,
+    /// KubeVirt's VirtualMachineExports.
+    pub vm_export: ApiResource,
+    /// Secrets (export tokens).
+    pub secret: ApiResource,
 }
 
 fn crd(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -83,6 +87,8 @@ impl Default for Resources {
             ),
             preference: crd("instancetype.kubevirt.io", "v1beta1", "VirtualMachineClusterPreference", "virtualmachineclusterpreferences"),
             vm_snapshot: crd("snapshot.kubevirt.io", "v1beta1", "VirtualMachineSnapshot", "virtualmachinesnapshots"),
+            vm_export: crd("export.kubevirt.io", "v1beta1", "VirtualMachineExport", "virtualmachineexports"),
+            secret: ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()),
             vm_restore: crd("snapshot.kubevirt.io", "v1beta1", "VirtualMachineRestore", "virtualmachinerestores"),
         }
     }

@@ -25,6 +25,7 @@
 //! - [`volume`]: volumes as DataVolumes, hotplugged into VMs.
 //! - [`snapshot`]: snapshots as VirtualMachineSnapshots.
 //! - [`restore`]: restores in place as VirtualMachineRestores.
+//! - [`export`]: disks taken away through VirtualMachineExports and the export proxy.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -33,11 +34,13 @@ pub mod balancer;
 pub mod cluster;
 pub mod conflict;
 pub mod console;
+pub mod export;
 pub mod health;
 pub mod image;
 pub mod import;
 pub mod migration;
 pub mod names;
+pub mod proxy;
 pub mod restore;
 pub mod room;
 pub mod snapshot;
@@ -83,6 +86,10 @@ pub struct KubevirtConfig {
     pub image_volume_size: String,
     /// CDI's upload proxy; none: images cannot be uploaded.
     pub upload_proxy: Option<upload::UploadProxy>,
+    /// KubeVirt's export proxy; none: disks cannot be exported.
+    pub export_proxy: Option<export::ExportProxy>,
+    /// Where exports are written before they are streamed.
+    pub scratch_dir: PathBuf,
 }
 
 /// What the drivers share: the client, the watched objects and what was applied.
@@ -179,6 +186,7 @@ impl Shared {
 pub struct KubevirtBackend {
     shared: Arc<Shared>,
     uploads: Option<Arc<upload::Uploads>>,
+    exports: Option<Arc<export::Exports>>,
 }
 
 /// How often every object is looked at again, besides what the watches wake.
@@ -235,7 +243,11 @@ impl KubevirtBackend {
             Some(proxy) => Some(Arc::new(upload::Uploads::new(shared.clone(), proxy)?)),
             None => None,
         };
-        Ok(Self { shared, uploads })
+        let exports = match shared.cfg.export_proxy.clone() {
+            Some(proxy) => Some(Arc::new(export::Exports::new(shared.clone(), proxy, shared.cfg.scratch_dir.clone())?)),
+            None => None,
+        };
+        Ok(Self { shared, uploads, exports })
     }
 }
 
@@ -306,6 +318,10 @@ impl Backend for KubevirtBackend {
 
     fn consoles(&self) -> Option<Arc<dyn vmaas_backend::Consoles>> {
         Some(Arc::new(console::Consoles(self.shared.clone())))
+    }
+
+    fn exports(&self) -> Option<Arc<dyn vmaas_backend::Exports>> {
+        self.exports.clone().map(|e| e as Arc<dyn vmaas_backend::Exports>)
     }
 
     fn image_uploads(&self) -> Option<Arc<dyn vmaas_backend::ImageUploads>> {

@@ -8,7 +8,6 @@
 //! refused, its DataVolume deleted (a new upload makes a new one) and the
 //! refusal kept on the DataSource until then.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -31,13 +30,7 @@ pub const REFUSED: &str = "vmaas.io/upload-refused";
 const READY_WAIT: Duration = Duration::from_secs(120);
 
 /// CDI's upload proxy, as the server reaches it.
-#[derive(Debug, Clone)]
-pub struct UploadProxy {
-    /// Its URL (`https://cdi-uploadproxy.example`), without a path.
-    pub url: String,
-    /// A PEM file of the CA its certificate is signed by (else the system's roots).
-    pub ca: Option<PathBuf>,
-}
+pub type UploadProxy = crate::proxy::Proxy;
 
 /// Takes uploaded images to CDI.
 pub struct Uploads {
@@ -49,15 +42,7 @@ pub struct Uploads {
 impl Uploads {
     /// Uploads through `proxy`.
     pub(crate) fn new(shared: Arc<Shared>, proxy: UploadProxy) -> Result<Self, BackendError> {
-        let mut b = reqwest::Client::builder().connect_timeout(Duration::from_secs(10));
-        if let Some(path) = &proxy.ca {
-            let context = format!("reading the upload proxy's CA {}", path.display());
-            let pem = std::fs::read(path).map_err(|e| BackendError::invalid(context.clone(), e))?;
-            for cert in reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| BackendError::invalid(context.clone(), e))? {
-                b = b.add_root_certificate(cert);
-            }
-        }
-        let http = b.build().map_err(|e| BackendError::invalid("making the upload proxy's client", e))?;
+        let http = proxy.client("upload proxy")?;
         Ok(Self { shared, http, proxy })
     }
 
@@ -117,7 +102,7 @@ impl Uploads {
             }
             Ok(chunk)
         });
-        let url = format!("{}/v1beta1/upload", self.proxy.url.trim_end_matches('/'));
+        let url = self.proxy.at("/v1beta1/upload");
         let sent = self.http.post(&url).bearer_auth(token).body(reqwest::Body::wrap_stream(counted)).send().await;
         let bytes = count.load(Ordering::Relaxed);
         if bytes > max {

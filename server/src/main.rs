@@ -92,6 +92,12 @@ struct KubevirtArgs {
     /// kubevirt: PEM file of the CA that signed the upload proxy's certificate [default: the system's roots].
     #[arg(long, env = "VMAAS_CDI_UPLOAD_PROXY_CA", requires = "cdi_upload_proxy")]
     cdi_upload_proxy_ca: Option<PathBuf>,
+    /// kubevirt: URL of KubeVirt's export proxy (virt-exportproxy), for disk exports [default: no exports].
+    #[arg(long, env = "VMAAS_KUBEVIRT_EXPORT_PROXY")]
+    kubevirt_export_proxy: Option<String>,
+    /// kubevirt: PEM file of the CA that signed the export proxy's certificate [default: the system's roots].
+    #[arg(long, env = "VMAAS_KUBEVIRT_EXPORT_PROXY_CA", requires = "kubevirt_export_proxy")]
+    kubevirt_export_proxy_ca: Option<PathBuf>,
     /// kubevirt: one of several clusters VMs are placed among, as NAME=KUBECONFIG, or NAME=host for
     /// this host's qemu backend (repeatable) [default: one cluster, of --kubeconfig].
     #[arg(long = "cluster", value_parser = clusters::parse_cluster, conflicts_with = "kubeconfig")]
@@ -366,7 +372,7 @@ async fn backend(args: &ServeArgs, data_dir: &std::path::Path, listening: &Liste
     Ok(match args.backend {
         BackendKind::None => Arc::new(NoBackend),
         BackendKind::Kubevirt if !args.kubevirt.clusters.is_empty() => fleet(args, data_dir, listening).await?,
-        BackendKind::Kubevirt => Arc::new(kubevirt_backend(args, args.kubevirt.kubeconfig.clone()).await?),
+        BackendKind::Kubevirt => Arc::new(kubevirt_backend(args, args.kubevirt.kubeconfig.clone(), data_dir).await?),
         BackendKind::Qemu => Arc::new(qemu_backend(args, data_dir, listening).await?),
     })
 }
@@ -379,7 +385,7 @@ async fn fleet(args: &ServeArgs, data_dir: &std::path::Path, listening: &Listeni
     for c in &k.clusters {
         let backend: Arc<dyn Backend> = match &c.source {
             clusters::ClusterSource::Kubeconfig(path) => {
-                Arc::new(kubevirt_backend(args, Some(path.clone())).await.with_context(|| format!("cluster {:?}", c.name))?)
+                Arc::new(kubevirt_backend(args, Some(path.clone()), data_dir).await.with_context(|| format!("cluster {:?}", c.name))?)
             }
             clusters::ClusterSource::Host => {
                 Arc::new(qemu_backend(args, data_dir, listening).await.with_context(|| format!("cluster {:?}", c.name))?)
@@ -391,7 +397,11 @@ async fn fleet(args: &ServeArgs, data_dir: &std::path::Path, listening: &Listeni
 }
 
 /// The kubevirt backend on the cluster of `kubeconfig`.
-async fn kubevirt_backend(args: &ServeArgs, kubeconfig: Option<PathBuf>) -> anyhow::Result<vmaas_kubevirt::KubevirtBackend> {
+async fn kubevirt_backend(
+    args: &ServeArgs,
+    kubeconfig: Option<PathBuf>,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<vmaas_kubevirt::KubevirtBackend> {
     let k = &args.kubevirt;
     let cfg = vmaas_kubevirt::KubevirtConfig {
         kubeconfig,
@@ -401,7 +411,12 @@ async fn kubevirt_backend(args: &ServeArgs, kubeconfig: Option<PathBuf>) -> anyh
         storage_class: k.storage_class.clone(),
         image_volume_size: k.image_volume_size.to_string(),
         floating_ip: vmaas_kubevirt::FloatingIp { provider: "metallb".into(), address_pool: k.metallb_pool.clone() },
-        upload_proxy: k.cdi_upload_proxy.clone().map(|url| vmaas_kubevirt::upload::UploadProxy { url, ca: k.cdi_upload_proxy_ca.clone() }),
+        upload_proxy: k.cdi_upload_proxy.clone().map(|url| vmaas_kubevirt::proxy::Proxy { url, ca: k.cdi_upload_proxy_ca.clone() }),
+        export_proxy: k
+            .kubevirt_export_proxy
+            .clone()
+            .map(|url| vmaas_kubevirt::proxy::Proxy { url, ca: k.kubevirt_export_proxy_ca.clone() }),
+        scratch_dir: data_dir.join("exports"),
     };
     vmaas_kubevirt::KubevirtBackend::new(cfg).await.context("starting the kubevirt backend")
 }

@@ -21,6 +21,7 @@ pub mod seed;
 pub mod seed002;
 pub mod tf;
 pub mod virt_api;
+pub mod virt_export;
 pub mod vms;
 pub mod xcrd;
 

@@ -9,10 +9,11 @@
 //! - [`policy`]: security groups as NetworkPolicies.
 //! - [`balancer`]: a load balancer as a Service over its VMs' launcher pods.
 //! - [`volume`]: a volume as a DataVolume of its own, hotplugged into VMs.
-//! - [`snapshot`], [`restore`]: VirtualMachineSnapshots and VirtualMachineRestores.
+//! - [`snapshot`], [`restore`], [`export`]: VirtualMachineSnapshots, -Restores and -Exports.
 
 pub mod balancer;
 pub mod crd;
+pub mod export;
 pub mod names;
 pub mod observe;
 pub mod platform;
