@@ -359,7 +359,7 @@ impl Launcher {
         let kernel = image.kernel().map(|kernel| KernelBoot {
             kernel,
             initrd: image.initrd(),
-            append: format!("{} vmaas.id={}", image.manifest.cmdline.clone().unwrap_or_else(|| "console=ttyS0".into()), t.id),
+            append: kernel_cmdline(image.manifest.cmdline.as_deref(), &t.id),
         });
         let platform = machine.profile.over(&image.manifest.profile()).platform();
         let tpm_state = vm.file.tpm_state.as_deref().unwrap_or(crate::platform::TPM_DIR);
@@ -424,5 +424,33 @@ impl Launcher {
                 e => LaunchError::Qemu(e),
             }
         })
+    }
+}
+
+/// The kernel command line of VM `id` booting an image whose own is
+/// `image`: the VM's id, and the VM's id as systemd's machine-id (so every
+/// VM, a clone too, has its own, whatever machine-id its disk holds).
+fn kernel_cmdline(image: Option<&str>, id: &str) -> String {
+    let base = image.unwrap_or("console=ttyS0");
+    let machine_id: String = id.chars().filter(|c| *c != '-').collect::<String>().to_ascii_lowercase();
+    if machine_id.len() == 32 && machine_id.chars().all(|c| c.is_ascii_hexdigit()) && machine_id.chars().any(|c| c != '0') {
+        format!("{base} vmaas.id={id} systemd.machine_id={machine_id}")
+    } else {
+        format!("{base} vmaas.id={id}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kernel_cmdline;
+
+    #[test]
+    fn each_vm_gets_its_id_as_machine_id() {
+        let line = kernel_cmdline(Some("console=ttyS0 quiet"), "0b3c5e0e-1234-4abc-9DEF-000000000001");
+        assert_eq!(
+            line,
+            "console=ttyS0 quiet vmaas.id=0b3c5e0e-1234-4abc-9DEF-000000000001 systemd.machine_id=0b3c5e0e12344abc9def000000000001"
+        );
+        assert_eq!(kernel_cmdline(None, "not-a-uuid"), "console=ttyS0 vmaas.id=not-a-uuid");
     }
 }

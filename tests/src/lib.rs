@@ -19,6 +19,7 @@ pub mod objects;
 pub mod oidc;
 pub mod seed;
 pub mod seed002;
+pub mod ssh;
 pub mod tf;
 pub mod virt_api;
 pub mod virt_export;

@@ -2,13 +2,13 @@
 //! cloud-init NoCloud seed (host name, SSH keys, user data, network), the
 //! test guest applies it, and the Debian image runs cloud-init from it.
 
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use reqwest::Method;
 use serde_json::{Value, json};
 use vmaas_tests::Server;
+use vmaas_tests::ssh::{keypair, ssh, ssh_once_up};
 use vmaas_tests::vms::{V1, publish, state, wait_ready, wait_until};
 
 const TINY: &str = include_str!("../../examples/templates/tiny.yaml");
@@ -20,16 +20,6 @@ async fn create_with(s: &Server, token: &str, name: &str, template: &str, params
     let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(token), Some(body)).await;
     assert_eq!(st, 201, "{vm}");
     vm["object"]["id"].as_str().unwrap().to_owned()
-}
-
-/// A fresh ed25519 key pair in `dir`: (private key path, public key line).
-fn keypair(dir: &Path) -> (std::path::PathBuf, String) {
-    let key = dir.join("id_ed25519");
-    let out =
-        Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-C", "tenant@vmaas-test", "-f"]).arg(&key).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
-    (key, public.trim().to_owned())
 }
 
 /// Types `input` on the VM's console and returns what it printed.
@@ -113,32 +103,6 @@ async fn the_test_guest_takes_its_name_and_keys_from_the_seed() {
     let text = console(&s, &t, "cli", "\ncat /root/.ssh/authorized_keys; echo keys-done\n");
     for k in [keys[0], keys[1], "three@acme"] {
         assert!(text.contains(k), "{k} in {text}");
-    }
-}
-
-/// Runs `command` on the VM over SSH as `debian` with `key`.
-fn ssh(ip: &str, key: &Path, command: &str) -> std::process::Output {
-    Command::new("ssh")
-        .args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5"])
-        .args(["-o", "LogLevel=ERROR", "-i"])
-        .arg(key)
-        .arg(format!("debian@{ip}"))
-        .arg(command)
-        .output()
-        .unwrap()
-}
-
-/// Runs `command` over SSH once the guest lets the key in and cloud-init
-/// is done (retried for 5 minutes at most); the last attempt's output.
-async fn ssh_once_up(ip: &str, key: &Path, command: &str) -> std::process::Output {
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let command = format!("cloud-init status --wait >/dev/null; {command}");
-    loop {
-        let out = ssh(ip, key, &command);
-        if out.status.success() || Instant::now() > deadline {
-            return out;
-        }
-        tokio::time::sleep(Duration::from_secs(3)).await;
     }
 }
 
