@@ -67,9 +67,10 @@ for name, rel in by_name.items():
 # efivarfs shows an EFI guest's variables; virtio_mem plugs memory into a
 # running guest.
 # virtio_balloon reports freed pages back to the host (free page reporting);
-# vmgenid reseeds the RNG of a clone restored from a snapshot.
+# vmgenid reseeds the RNG of a clone restored from a snapshot;
+# virtio_console carries the guest agent's port.
 wanted = ["virtio_pci", "virtio_balloon", "vmgenid", "virtio_net", "virtio_blk", "ext4", "crc32c_generic", "button", "evdev", "vfat", "nls_cp437", "nls_utf8", "nls_ascii",
-          "efivarfs", "virtio_mem"]
+          "efivarfs", "virtio_mem", "virtio_console"]
 order = []
 def visit(m):
     if m in order:

@@ -219,6 +219,8 @@ pub struct QemuArgs {
     pub gpus: Vec<String>,
     /// Serial console socket.
     pub serial: PathBuf,
+    /// The guest agent's socket (its virtio-serial port, [`AGENT_SLOT`]).
+    pub agent: PathBuf,
     /// QMP socket.
     pub qmp: PathBuf,
     /// Pid file written once daemonized.
@@ -228,6 +230,10 @@ pub struct QemuArgs {
     /// How far the guest can be resized while it runs.
     pub live: Option<LiveArgs>,
 }
+
+/// PCI slot of the guest agent's virtio-serial controller, on every VM
+/// (fixed, and given before any device that takes the next free slot).
+pub const AGENT_SLOT: u32 = 0x0e;
 
 /// PCI slot of the seed disk of a template and its clones (below the NICs':
 /// a guest that probes in slot order finds it first).
@@ -281,6 +287,9 @@ impl QemuArgs {
             None => push(&["-smp", &self.cpus.to_string(), "-m", &format!("{}M", self.memory_mib)]),
         }
         push(&["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]);
+        push(&["-chardev", &format!("socket,id=qga0,path={},server=on,wait=off", self.agent.display())]);
+        push(&["-device", &format!("virtio-serial-pci,id=vser0,addr={AGENT_SLOT:#x}")]);
+        push(&["-device", "virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0"]);
         let platform = self.platform.args();
         push(&platform.iter().map(String::as_str).collect::<Vec<_>>());
         let live = self.live.as_ref().map(LiveArgs::devices).unwrap_or_default();
@@ -383,6 +392,7 @@ mod tests {
             volumes: vec![],
             gpus: vec![],
             serial: "/v/serial.sock".into(),
+            agent: "/v/qga.sock".into(),
             qmp: "/v/qmp.sock".into(),
             pidfile: "/v/qemu.pid".into(),
             platform: PlatformArgs::default(),

@@ -226,6 +226,7 @@ impl Clones {
                 .collect(),
             ram: Some(RamFile { path: staging.join("ram"), shared: true }),
             serial: staging.join("serial.sock"),
+            agent: staging.join(crate::agent::SOCKET),
             qmp: staging.join("qmp.sock"),
             pidfile: staging.join("qemu.pid"),
             ..clone

@@ -92,6 +92,26 @@ pub(crate) struct Source {
     pub(crate) node: String,
 }
 
+/// A running guest's QEMU, as an online copy reaches it.
+#[derive(Debug, Clone)]
+pub(crate) struct Online {
+    /// Its QMP socket.
+    pub(crate) qmp: PathBuf,
+    /// Its guest agent's socket.
+    pub(crate) agent: PathBuf,
+}
+
+/// What a copy at one instant did.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Copied {
+    /// How consistent the copies are.
+    pub(crate) consistency: SnapshotConsistency,
+    /// How long the transaction held the guest's disks (online).
+    pub(crate) held: Option<Duration>,
+    /// How long the guest's agent kept its file systems frozen, if it did.
+    pub(crate) frozen: Option<Duration>,
+}
+
 /// What `snapshot.json` says.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Manifest {
@@ -103,6 +123,10 @@ struct Manifest {
     /// microseconds: the QMP transaction's time.
     #[serde(default)]
     held_us: u64,
+    /// How long the guest's file systems stayed frozen by its agent, in
+    /// microseconds (none: no agent froze them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    frozen_us: Option<u64>,
 }
 
 impl From<Manifest> for Taken {
@@ -145,20 +169,22 @@ impl DiskSnapshots {
         (dir.join(file_name(disk)), dir.join(format!("export-{}", file_name(disk))))
     }
 
-    /// Takes snapshot `id` of `sources`: online through the QEMU whose QMP
-    /// socket is `qmp` if the guest runs, else by copying the files.
-    pub(crate) async fn take(&self, id: &str, sources: &[Source], qmp: Option<&Path>) -> Result<Taken, SnapshotError> {
+    /// Takes snapshot `id` of `sources`: online through the running guest's
+    /// QEMU (`online`: its QMP and agent sockets), else by copying the files.
+    pub(crate) async fn take(&self, id: &str, sources: &[Source], online: Option<&Online>) -> Result<Taken, SnapshotError> {
         let part = self.dir.join(format!("{id}.part"));
         let _ = tokio::fs::remove_dir_all(&part).await;
         tokio::fs::create_dir_all(&part).await.map_err(io(format!("creating {}", part.display())))?;
         let targets: Vec<PathBuf> = sources.iter().map(|s| part.join(file_name(&s.name))).collect();
-        let (consistency, held) = self.copy(sources, &targets, qmp).await?;
+        let copied = self.copy(sources, &targets, online).await?;
         let mut disks = Vec::new();
         for (s, t) in sources.iter().zip(&targets) {
             disks.push(SnapshotDisk { name: s.name.clone(), size_bytes: allocated(t).await? });
         }
-        let held_us = held.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)).unwrap_or(0);
-        let manifest = Manifest { online: qmp.is_some(), consistency, taken_at: Utc::now(), disks, held_us };
+        let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let held_us = copied.held.map(micros).unwrap_or(0);
+        let (consistency, frozen_us) = (copied.consistency, copied.frozen.map(micros));
+        let manifest = Manifest { online: online.is_some(), consistency, taken_at: Utc::now(), disks, held_us, frozen_us };
         let body = serde_json::to_vec_pretty(&manifest).map_err(|e| io("writing the manifest")(e.into()))?;
         tokio::fs::write(part.join(MANIFEST), body).await.map_err(io("writing the manifest"))?;
         tokio::fs::rename(&part, self.path(id)).await.map_err(io(format!("moving {} into place", part.display())))?;
@@ -167,27 +193,20 @@ impl DiskSnapshots {
     }
 
     /// Copies the disks of `sources` to `targets`, at one instant: online
-    /// through the QEMU whose QMP socket is `qmp` if the guest runs, else by
-    /// copying the files; how consistent the copies are, and how long the
-    /// guest's disks were held (online).
-    pub(crate) async fn copy(
-        &self,
-        sources: &[Source],
-        targets: &[PathBuf],
-        qmp: Option<&Path>,
-    ) -> Result<(SnapshotConsistency, Option<Duration>), SnapshotError> {
-        match qmp {
-            Some(qmp) => {
+    /// through the running guest's QEMU (`online`), else by copying the files.
+    pub(crate) async fn copy(&self, sources: &[Source], targets: &[PathBuf], online: Option<&Online>) -> Result<Copied, SnapshotError> {
+        match online {
+            Some(on) => {
                 for (s, t) in sources.iter().zip(targets) {
                     self.create_like(&s.file, t).await?;
                 }
-                Ok((SnapshotConsistency::CrashConsistent, Some(backup(qmp, sources, targets).await?)))
+                backup(on, sources, targets).await
             }
             None => {
                 for (s, t) in sources.iter().zip(targets) {
                     tokio::fs::copy(&s.file, t).await.map_err(io(format!("copying {}", s.file.display())))?;
                 }
-                Ok((SnapshotConsistency::Stopped, None))
+                Ok(Copied { consistency: SnapshotConsistency::Stopped, held: None, frozen: None })
             }
         }
     }
@@ -279,10 +298,10 @@ fn job(i: usize) -> String {
 }
 
 /// Copies the top layer of every source into its target at one instant
-/// (one transaction), waits for the copies, and lets go of the targets;
-/// returns how long the transaction held the disks.
-async fn backup(socket: &Path, sources: &[Source], targets: &[PathBuf]) -> Result<Duration, SnapshotError> {
-    let mut q = Qmp::connect(socket).await.map_err(qmp("connecting to QMP"))?;
+/// (one transaction, the guest's file systems frozen around it if its
+/// agent answers), waits for the copies, and lets go of the targets.
+async fn backup(on: &Online, sources: &[Source], targets: &[PathBuf]) -> Result<Copied, SnapshotError> {
+    let mut q = Qmp::connect(&on.qmp).await.map_err(qmp("connecting to QMP"))?;
     let nodes: Vec<String> = (0..sources.len()).map(|i| format!("snap-target-{i}")).collect();
     for (node, target) in nodes.iter().zip(targets) {
         let args = json!({"driver": "qcow2", "node-name": node, "file": {"driver": "file", "filename": target}});
@@ -296,9 +315,16 @@ async fn backup(socket: &Path, sources: &[Source], targets: &[PathBuf]) -> Resul
             json!({"type": "blockdev-backup", "data": {"job-id": job(i), "device": s.node, "target": node, "sync": "top", "auto-dismiss": false}})
         })
         .collect();
+    let frozen = crate::agent::freeze(&on.agent).await;
     let started = Instant::now();
     let begun = q.execute("transaction", Some(json!({"actions": actions}))).await.map_err(qmp("starting the copies"));
     let held = started.elapsed();
+    // The instant is fixed: the guest writes on while the copies run.
+    let consistency = if frozen.is_some() { SnapshotConsistency::FilesystemFrozen } else { SnapshotConsistency::CrashConsistent };
+    let frozen = match frozen {
+        Some(f) => Some(f.thaw().await),
+        None => None,
+    };
     let copied = match begun {
         Ok(_) => wait_for_jobs(&mut q, sources).await,
         Err(e) => Err(e),
@@ -306,7 +332,7 @@ async fn backup(socket: &Path, sources: &[Source], targets: &[PathBuf]) -> Resul
     for node in &nodes {
         let _ = q.execute("blockdev-del", Some(json!({"node-name": node}))).await;
     }
-    copied.map(|()| held)
+    copied.map(|()| Copied { consistency, held: Some(held), frozen })
 }
 
 /// Waits until every copy of `sources` has concluded, dismissing each;

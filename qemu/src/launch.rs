@@ -380,6 +380,7 @@ impl Launcher {
             fixed_slots: false,
             gpus: self.gpus.take(&t.id, &machine.gpus).map_err(LaunchError::Gpus)?,
             serial: vm.path("serial.sock"),
+            agent: vm.path(crate::agent::SOCKET),
             qmp: vm.path("qmp.sock"),
             pidfile: vm.path("qemu.pid"),
             platform,

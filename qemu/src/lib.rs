@@ -50,6 +50,7 @@
 
 pub mod accel;
 mod adopt;
+pub mod agent;
 pub mod argv;
 pub mod balancer;
 pub mod cidata;

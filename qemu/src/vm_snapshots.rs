@@ -14,7 +14,7 @@ use vmaas_model::Reason;
 
 use crate::Vms;
 use crate::argv::{disk_node, volume_node};
-use crate::disk_snapshots::{SnapshotError, Source};
+use crate::disk_snapshots::{Online, SnapshotError, Source};
 use crate::vm::Vm;
 use crate::volumes::Volumes;
 
@@ -41,6 +41,11 @@ fn sources(vms: &Vms, vm: &Vm, machine: &[vmaas_model::Disk], volumes: &[vmaas_b
     own.chain(attached).collect()
 }
 
+/// How an online copy reaches `vm`'s QEMU: none when its guest is not running.
+fn online(vm: &Vm) -> Option<Online> {
+    vm.running().map(|_| Online { qmp: vm.path("qmp.sock"), agent: vm.path(crate::agent::SOCKET) })
+}
+
 /// The snapshot driver of the qemu backend.
 pub(crate) struct SnapshotDriver(pub(crate) Arc<Vms>);
 
@@ -63,8 +68,7 @@ impl Driver<SnapshotSpec, SnapshotObservation> for SnapshotDriver {
                 return Ok((SnapshotObservation::Pending(why), Requeue::after(WAIT)));
             }
         }
-        let qmp = vm.running().map(|_| vm.path("qmp.sock"));
-        let taken = vms.snapshots.take(&t.id, &sources, qmp.as_deref()).await?;
+        let taken = vms.snapshots.take(&t.id, &sources, online(&vm).as_ref()).await?;
         Ok((SnapshotObservation::Ready(taken), Requeue::AwaitChange))
     }
 
@@ -110,9 +114,9 @@ impl Vms {
                     .filter(|(s, _)| s.file.exists())
                     .map(|(s, d)| (s, d.file.with_extension("qcow2.cloning")))
                     .unzip();
-                let qmp = src.running().map(|_| src.path("qmp.sock"));
+                let on = online(&src);
                 self.snapshots
-                    .copy(&sources, &targets, qmp.as_deref())
+                    .copy(&sources, &targets, on.as_ref())
                     .await
                     .map_err(|e| failed(format!("copying the disks of {id}: {e}")))?;
                 for t in &targets {
@@ -120,7 +124,7 @@ impl Vms {
                         .await
                         .map_err(|e| failed(format!("moving {} into place: {e}", t.display())))?;
                 }
-                info!(vm = %t.id, source = %id, online = qmp.is_some(), disks = sources.len(), "clone made from a virtual machine");
+                info!(vm = %t.id, source = %id, online = on.is_some(), disks = sources.len(), "clone made from a virtual machine");
             }
         }
         Ok(())

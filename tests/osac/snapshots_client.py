@@ -57,9 +57,9 @@ def main():
         assert got.status.state != sp.COMPUTE_INSTANCE_SNAPSHOT_STATE_FAILED, got
         assert time.time() < deadline, got
         time.sleep(0.2)
-    assert got.status.online and got.status.consistency == sp.SNAPSHOT_CONSISTENCY_CRASH_CONSISTENT, got
+    assert got.status.online and got.status.consistency == sp.SNAPSHOT_CONSISTENCY_FILESYSTEM_FROZEN, got
     assert got.status.size_bytes > 0 and len(got.status.disks) >= 1 and got.status.taken_at.seconds > 0, got
-    print("READY over gRPC: online, crash-consistent,", got.status.size_bytes, "bytes")
+    print("READY over gRPC: online, file systems frozen,", got.status.size_bytes, "bytes")
     listed = snaps.List(sp.ComputeInstanceSnapshotsListRequest(filter=f"this.metadata.name == 'over-grpc'"), metadata=user, timeout=30)
     assert [s.id for s in listed.items] == [made.id], listed
     print("listed with a CEL filter")

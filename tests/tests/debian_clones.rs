@@ -50,10 +50,12 @@ async fn clones_of_a_debian_guest_have_their_own_host_keys_and_machine_ids() {
 
     let snap = json!({"metadata": {"name": "golden"}, "spec": {"compute_instance": "source"}});
     let snap = created(&s, &t, "compute_instance_snapshots", snap).await;
-    wait_for(&s, &t, &format!("compute_instance_snapshots/{snap}"), "the snapshot READY", |v| {
+    let taken = wait_for(&s, &t, &format!("compute_instance_snapshots/{snap}"), "the snapshot READY", |v| {
         state(v) == "COMPUTE_INSTANCE_SNAPSHOT_STATE_READY"
     })
     .await;
+    // This image runs no guest agent: nothing froze its file systems.
+    assert_eq!(taken["status"]["consistency"], "SNAPSHOT_CONSISTENCY_CRASH_CONSISTENT", "{taken}");
 
     // Two clones of the snapshot, the source's template and key.
     let mut ids = Vec::new();

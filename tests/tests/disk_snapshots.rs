@@ -42,10 +42,13 @@ async fn an_online_snapshot_restores_the_guest_to_exactly_its_first_state() {
     let text = run(&s, &t, "box", "echo first-state > /data/state; sync; echo \"HAS=$(cat /data/state)\"");
     assert!(text.contains("HAS=first-state"), "the guest could not write its disk:\n{text}");
 
-    // Online: the guest runs on, the status says how it was taken.
+    // Online: the guest runs on, the status says how it was taken: its
+    // agent froze /data for the instant and thawed it after.
     let snap = snapshot(&s, &t, "before", "box").await;
     assert_eq!(snap["status"]["online"], true, "{snap}");
-    assert_eq!(snap["status"]["consistency"], "SNAPSHOT_CONSISTENCY_CRASH_CONSISTENT", "{snap}");
+    assert_eq!(snap["status"]["consistency"], "SNAPSHOT_CONSISTENCY_FILESYSTEM_FROZEN", "{snap}");
+    let log = String::from_utf8_lossy(&s.cli(&t, &["vm", "logs", "box"]).stdout).into_owned();
+    assert!(log.contains("agent froze 1 file systems") && log.contains("agent thawed 1 file systems"), "{log}");
     assert!(snap["status"]["size_bytes"].as_u64().unwrap_or(0) > 0, "{snap}");
     assert!(snap["status"]["taken_at"].is_string(), "{snap}");
     let disks: Vec<&str> = snap["status"]["disks"].as_array().unwrap().iter().filter_map(|d| d["name"].as_str()).collect();
