@@ -154,6 +154,7 @@ pub fn render_vm(owner: &Owner, xr: &VmXrSpec, template: &Template, input: &Func
         storage_class: input.storage_class.clone(),
         floating_ip: input.floating_ip.clone(),
         cluster_shapes: false,
+        claims: Default::default(),
     };
     let r = render::render_vm(&spec, &options);
     Ok(RenderedVm {

@@ -55,6 +55,8 @@ pub struct Resources {
     pub vm_snapshot: ApiResource,
     /// KubeVirt's VirtualMachineRestores.
     pub vm_restore: ApiResource,
+    /// KubeVirt's VirtualMachineClones.
+    pub vm_clone: ApiResource,
     /// KubeVirt's VirtualMachineExports.
     pub vm_export: ApiResource,
     /// Secrets (export tokens).
@@ -89,6 +91,7 @@ impl Default for Resources {
             vm_snapshot: crd("snapshot.kubevirt.io", "v1beta1", "VirtualMachineSnapshot", "virtualmachinesnapshots"),
             vm_export: crd("export.kubevirt.io", "v1beta1", "VirtualMachineExport", "virtualmachineexports"),
             secret: ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()),
+            vm_clone: crd("clone.kubevirt.io", "v1beta1", "VirtualMachineClone", "virtualmachineclones"),
             vm_restore: crd("snapshot.kubevirt.io", "v1beta1", "VirtualMachineRestore", "virtualmachinerestores"),
         }
     }
@@ -182,6 +185,20 @@ impl Cluster {
             }
         }
         Err(BackendError::transient(context(), Conflict::describe(&conflicts)))
+    }
+
+    /// Server-side apply of `obj` by force: the fields it sets become the
+    /// server's whoever held them. Only for an object KubeVirt made for
+    /// vmaas to take over (a clone's VM); everything else goes through
+    /// [`Cluster::apply`], which never forces.
+    pub async fn take_over(&self, ar: &ApiResource, obj: &Value) -> Result<DynamicObject, BackendError> {
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        let ns = obj["metadata"]["namespace"].as_str().unwrap_or_default();
+        let params = PatchParams::apply(MANAGER).validation_strict().force();
+        self.api(ar, ns)
+            .patch(name, &params, &Patch::Apply(obj))
+            .await
+            .map_err(|e| failure(format!("taking over {} {ns}/{name}", ar.kind), e))
     }
 
     /// Deletes `ns/name` of `ar` (already gone is done).

@@ -25,12 +25,14 @@
 //! - [`volume`]: volumes as DataVolumes, hotplugged into VMs.
 //! - [`snapshot`]: snapshots as VirtualMachineSnapshots.
 //! - [`restore`]: restores in place as VirtualMachineRestores.
+//! - [`clone`]: clones as VirtualMachineClones, their VMs taken over.
 //! - [`export`]: disks taken away through VirtualMachineExports and the export proxy.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod balancer;
+pub mod clone;
 pub mod cluster;
 pub mod conflict;
 pub mod console;
@@ -268,7 +270,7 @@ impl Backend for KubevirtBackend {
             ObjectKind::Image,
             ObjectKind::ComputeInstanceSnapshot,
         ];
-        Capabilities { kinds, live_migration: true, gpus: true, console: true, restores: true, ..Default::default() }
+        Capabilities { kinds, live_migration: true, gpus: true, console: true, restores: true, clones: true }
     }
 
     /// Watches wake every object whose cluster objects change, and the

@@ -3,6 +3,7 @@
 //! tenant's namespace with the server's labels, finalizer and restart
 //! generation; observed from the watched VM, VMI and floating-IP Service.
 
+use std::collections::BTreeMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use vmaas_model::k8s::volume::{VolumeDisk as KubeDisk, attach};
 use vmaas_model::machine::DEFAULT_IMAGE;
 use vmaas_model::{ObjectKind, Observation, Phase, PowerState, Reason};
 
+use crate::clone::{self, Cloning};
 use crate::cluster::as_json;
 use crate::names::{
     FINALIZER, ID_LABEL, METALLB_IPS, RESTART_ANNOTATION, generation, label_value, labels, selector_of, subnet_namespace, tenant_namespace,
@@ -34,6 +36,16 @@ const SETTLING: Duration = Duration::from_secs(15);
 
 /// The VM driver.
 pub struct Vms(pub(crate) Arc<Shared>);
+
+/// What one render of a VM depends on beyond its target.
+struct Render<'a> {
+    /// The request generations acted on.
+    acted: Requests,
+    /// A restore is under way: the VM is rendered stopped.
+    halted: bool,
+    /// The claims its disks are, by disk (a clone's).
+    claims: &'a BTreeMap<String, String>,
+}
 
 /// What one VM renders into, ready to apply.
 struct Manifests {
@@ -53,8 +65,8 @@ fn hash(v: &Value) -> u64 {
 
 impl Shared {
     /// The objects of `t`, recording the request generations `acted` on.
-    /// While `halted` (a restore under way), the VM is rendered stopped.
-    fn manifests(&self, t: &VmTarget, acted: Requests, halted: bool) -> Result<Manifests, BackendError> {
+    /// The objects of `t` as `r` has them.
+    fn manifests(&self, t: &VmTarget, r: &Render<'_>) -> Result<Manifests, BackendError> {
         let (ns, network) = self.placement(t)?;
         let address = self.fixed_address(t, &ns)?;
         let mut machine = t.spec.machine.clone();
@@ -67,7 +79,7 @@ impl Shared {
         let options = VmOptions {
             name: t.name.clone(),
             namespace: ns.clone(),
-            power: if halted { PowerState::Stopped } else { t.spec.power },
+            power: if r.halted { PowerState::Stopped } else { t.spec.power },
             network,
             address,
             attachments: vec![],
@@ -75,6 +87,7 @@ impl Shared {
             storage_class: self.cfg.storage_class.clone(),
             floating_ip: self.cfg.floating_ip.clone(),
             cluster_shapes: true,
+            claims: r.claims.clone(),
         };
         let mut rendered = render_vm(&machine, &options);
         let disks: Vec<KubeDisk> = t.spec.volumes.iter().map(|v| KubeDisk { volume: v.volume.clone(), serial: v.serial.clone() }).collect();
@@ -87,8 +100,11 @@ impl Shared {
             vm["metadata"]["labels"][k] = json!(v);
             vm["spec"]["template"]["metadata"]["labels"][k] = json!(v);
         }
-        vm["metadata"]["annotations"] = json!({ RESTART_ANNOTATION: acted.restart.to_string(), migration::ANNOTATION: acted.migrate.to_string(),
-                restore::ANNOTATION: acted.restore.to_string() });
+        vm["metadata"]["annotations"] = json!({ RESTART_ANNOTATION: r.acted.restart.to_string(),
+            migration::ANNOTATION: r.acted.migrate.to_string(), restore::ANNOTATION: r.acted.restore.to_string() });
+        if !r.claims.is_empty() {
+            vm["metadata"]["annotations"][clone::CLAIMS] = json!(serde_json::to_string(&r.claims).map_err(invalid)?);
+        }
         if vm["spec"].get("instancetype").is_some() {
             // What the instance type gives, for the cluster's room (`room.rs`).
             vm["metadata"]["annotations"][crate::room::VCPUS_ANNOTATION] = json!(machine.cpu.cores.to_string());
@@ -259,6 +275,16 @@ impl Shared {
         Ok(Some(applied))
     }
 
+    /// Takes over the KubeVirt VM KubeVirt's clone made for `t`: `m` applied by force.
+    async fn take_over_vm(&self, t: &VmTarget, m: &Manifests) -> Result<DynamicObject, BackendError> {
+        let applied = self.cluster.take_over(&self.cluster.res.vm, &m.vm).await?;
+        if let Ok(mut a) = self.applied.lock() {
+            a.insert(t.id.clone(), hash(&m.vm));
+        }
+        info!(vm = %t.id, namespace = %m.ns, name = %t.name, "took over the KubeVirt VM its clone made");
+        Ok(applied)
+    }
+
     /// Applies the floating-IP Service, owned by the KubeVirt VM `owner`,
     /// or deletes it when the VM has none.
     async fn sync_service(&self, t: &VmTarget, m: &Manifests, owner: Option<&DynamicObject>) -> Result<(), BackendError> {
@@ -348,15 +374,27 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
                 return Ok(waiting("Recreating", "the KubeVirt VM was deleted in the cluster; it is made again"));
             }
         }
+        let (claims, take_over) = match s.clone_step(t, &ns, current.as_deref()).await? {
+            Cloning::Claims(claims) => (claims, false),
+            Cloning::TakeOver(claims) => (claims, true),
+            Cloning::Waiting(why) => return Ok(waiting("Cloning", why)),
+            Cloning::Failed(why) => {
+                let observation = Observation::new(Phase::Failed(why));
+                return Ok((VmObservation { observation, acted: Requests::default(), volumes: Default::default() }, Requeue::AwaitChange));
+            }
+        };
         let restoring = s.restore(t, &ns, current.as_deref()).await?;
         let acted = Requests {
             restart: s.restart(t, &ns, current.as_deref()).await?,
             migrate: s.migrate(t, &ns, current.as_deref()).await?,
             restore: restoring.acted,
         };
-        let m = s.manifests(t, acted, restoring.under_way.is_some())?;
+        let m = s.manifests(t, &Render { acted, halted: restoring.under_way.is_some(), claims: &claims })?;
         s.apply_shapes(&m).await?;
-        let applied = s.apply_vm(t, &m, current.is_some()).await?;
+        let applied = match take_over {
+            true => Some(s.take_over_vm(t, &m).await?),
+            false => s.apply_vm(t, &m, current.is_some()).await?,
+        };
         s.sync_service(t, &m, applied.as_ref().or(current.as_deref())).await?;
         s.sync_policy(t, &m).await?;
         let vm = applied.as_ref().map(as_json).or_else(|| current.as_deref().map(as_json));
@@ -395,7 +433,7 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
         let s = &self.0;
         let res = &s.cluster.res;
         let selector = selector_of(id);
-        for ar in [&res.service, &res.migration, &res.network_policy, &res.vm_restore] {
+        for ar in [&res.service, &res.migration, &res.network_policy, &res.vm_restore, &res.vm_clone] {
             s.cluster.delete_all_of(ar, id).await?;
         }
         for vm in s.cluster.list(&res.vm, &selector).await? {

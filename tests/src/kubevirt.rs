@@ -305,3 +305,33 @@ pub async fn node(k: &KubeApi, name: &str, cpu: &str, memory: &str, extra: Value
         k.write_status(&node, "nodes", json!({"capacity": allocatable, "allocatable": allocatable, "conditions": [ready]})).await;
     assert_eq!(st, 200, "{body}");
 }
+
+/// VirtualMachineSnapshots, cluster-wide.
+pub const VM_SNAPSHOTS: &str = "/apis/snapshot.kubevirt.io/v1beta1/virtualmachinesnapshots";
+
+/// Takes snapshot `name` of VM `vm` (a name) and plays KubeVirt's snapshot
+/// controller for it (taken offline, `rootdisk` in it), until it is READY:
+/// the snapshot's id and its `VirtualMachineSnapshot`.
+pub async fn ready_snapshot(k: &KubeApi, s: &Server, t: &str, name: &str, vm: &str) -> (String, Value) {
+    let body = json!({"object": {"metadata": {"name": name}, "spec": {"compute_instance": vm}}});
+    let (st, snap) = s.raw(Method::POST, &format!("{V1}/compute_instance_snapshots"), Some(t), Some(body)).await;
+    assert_eq!(st, 201, "{snap}");
+    let id = snap["object"]["id"].as_str().unwrap_or_default().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let made = loop {
+        if let Some(o) = objects_of(k, VM_SNAPSHOTS, &id).await.into_iter().next() {
+            break o;
+        }
+        assert!(Instant::now() < deadline, "no VirtualMachineSnapshot of {id}");
+        tokio::time::sleep(PERIOD).await;
+    };
+    let status = json!({"phase": "Succeeded", "readyToUse": true, "creationTime": "2026-11-27T08:00:00Z",
+        "indications": [], "snapshotVolumes": {"includedVolumes": ["rootdisk"]}});
+    let (st, b) = k.write_status(&made, "virtualmachinesnapshots", status).await;
+    assert!(st < 300, "{b}");
+    api_until(s, t, &format!("compute_instance_snapshots/{id}"), "READY", |v| {
+        v.is_some_and(|v| v["status"]["state"] == "COMPUTE_INSTANCE_SNAPSHOT_STATE_READY")
+    })
+    .await;
+    (id, made)
+}

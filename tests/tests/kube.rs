@@ -30,6 +30,7 @@ fn options(power: PowerState) -> VmOptions {
         storage_class: None,
         floating_ip: FloatingIp::default(),
         cluster_shapes: false,
+        claims: Default::default(),
     }
 }
 

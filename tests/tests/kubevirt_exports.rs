@@ -12,7 +12,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use vmaas_tests::k8s::Cluster;
-use vmaas_tests::kubevirt::{api_until, env_with, objects_of, the_vm};
+use vmaas_tests::kubevirt::{env_with, objects_of, ready_snapshot, the_vm};
 use vmaas_tests::virt_export::{EXPORTS, VirtExport, disk_of};
 use vmaas_tests::vms::{self, V1};
 
@@ -72,24 +72,7 @@ async fn a_stopped_vms_disk_and_a_snapshot_are_exported_through_kubevirt() {
     gone(&k, &ns, &vm).await;
 
     // A snapshot's disk, through an export of its VirtualMachineSnapshot.
-    let body = json!({"object": {"metadata": {"name": "before"}, "spec": {"compute_instance": "db"}}});
-    let (st, snap) = s.raw(Method::POST, &format!("{V1}/compute_instance_snapshots"), Some(&t), Some(body)).await;
-    assert_eq!(st, 201, "{snap}");
-    let id = snap["object"]["id"].as_str().unwrap().to_owned();
-    let made = loop {
-        if let Some(o) = objects_of(&k, "/apis/snapshot.kubevirt.io/v1beta1/virtualmachinesnapshots", &id).await.into_iter().next() {
-            break o;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    let status = json!({"phase": "Succeeded", "readyToUse": true, "creationTime": "2026-11-27T08:00:00Z",
-        "indications": [], "snapshotVolumes": {"includedVolumes": ["rootdisk"]}});
-    let (st, b) = k.write_status(&made, "virtualmachinesnapshots", status).await;
-    assert!(st < 300, "{b}");
-    api_until(&s, &t, &format!("compute_instance_snapshots/{id}"), "READY", |v| {
-        v.is_some_and(|v| v["status"]["state"] == "COMPUTE_INSTANCE_SNAPSHOT_STATE_READY")
-    })
-    .await;
+    let (id, made) = ready_snapshot(&k, &s, &t, "before", "db").await;
     let body = download(&s, &t, &format!("compute_instance_snapshots/{id}/export?disk=rootdisk")).await;
     assert!(raw_of(&body) == disk_of(&claim), "the snapshot's export holds its boot claim's image");
     assert_eq!(played.served(), 2);

@@ -9,9 +9,10 @@
 //! - [`policy`]: security groups as NetworkPolicies.
 //! - [`balancer`]: a load balancer as a Service over its VMs' launcher pods.
 //! - [`volume`]: a volume as a DataVolume of its own, hotplugged into VMs.
-//! - [`snapshot`], [`restore`], [`export`]: VirtualMachineSnapshots, -Restores and -Exports.
+//! - [`snapshot`], [`restore`], [`clone`], [`export`]: VirtualMachineSnapshots, -Restores, -Clones and -Exports.
 
 pub mod balancer;
+pub mod clone;
 pub mod crd;
 pub mod export;
 pub mod names;

@@ -103,6 +103,10 @@ pub struct VmOptions {
     /// and its guest profile (`VirtualMachineClusterInstancetype`,
     /// `VirtualMachineClusterPreference`) instead of carrying them inline.
     pub cluster_shapes: bool,
+    /// Claims the VM's disks already are, by disk (volume) name: a clone's,
+    /// made by KubeVirt's clone from its source (`rootdisk` → `restore-…`).
+    /// A disk named here keeps its DataVolume template under that name.
+    pub claims: BTreeMap<String, String>,
 }
 
 /// Everything rendered for one VM.
@@ -276,6 +280,7 @@ fn disks(spec: &MachineSpec, o: &VmOptions) -> (Vec<DataVolumeTemplate>, Vec<Dis
             ),
             DiskSource::Blank => (d.name.clone(), derived(&o.name, &d.name), None, Some(json!({"blank": {}}))),
         };
+        let dv_name = o.claims.get(&disk_name).cloned().unwrap_or(dv_name);
         dvs.push(DataVolumeTemplate {
             metadata: ObjectMeta { name: Some(dv_name.clone()), ..Default::default() },
             spec: DataVolumeSpec {
@@ -464,6 +469,7 @@ mod tests {
             storage_class: None,
             floating_ip: FloatingIp::default(),
             cluster_shapes: false,
+            claims: Default::default(),
         }
     }
 

@@ -128,6 +128,7 @@ mod tests {
             storage_class: None,
             floating_ip: Default::default(),
             cluster_shapes: false,
+            claims: Default::default(),
         };
         let mut vm = render_vm(&MachineSpec::default(), &o).vm;
         attach(&mut vm, &[VolumeDisk { volume: "data".into(), serial: "dataxyz".into() }]);
