@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tracing::info;
-use vmaas_backend::{BackendError, Cleanup, Demand, Driver, Requeue, Room, VmObservation, VmSpec, VmTarget};
-use vmaas_model::{Observation, Phase};
+use vmaas_backend::{BackendError, Cleanup, CloneFrom, Demand, Driver, Requeue, Room, VmObservation, VmSpec, VmTarget};
+use vmaas_model::{ObjectKind, Observation, Phase, Reason};
 
 use crate::Inner;
 use crate::place::{Candidate, Choice, choose};
@@ -57,6 +57,21 @@ impl Inner {
         let mut recent = self.recent.lock().map_err(poisoned)?;
         recent.retain(|r| r.at.elapsed() < RECENT);
         let demand = Room::demand(&t.spec.machine);
+        if let Some(from) = &t.spec.clone_from {
+            // A clone is made from its source's disks: on the source's cluster.
+            let source = match from {
+                CloneFrom::Vm(id) => homes.get(id).copied(),
+                CloneFrom::Snapshot(id) => self.holders(ObjectKind::ComputeInstanceSnapshot, id).next(),
+            };
+            let Some(m) = source else {
+                let why = Reason::new("Unplaced", "waiting for the clone's source to be on a cluster");
+                return Ok(Err(Unplaced(Observation::new(Phase::Starting(why)), Requeue::after(WAIT))));
+            };
+            info!(vm = %t.id, cluster = %self.members[m].name, "placed beside its clone source");
+            homes.insert(t.id.clone(), m);
+            recent.push(Recent { member: m, id: t.id.clone(), demand, at: Instant::now() });
+            return Ok(Ok(m));
+        }
         let candidates: Vec<Candidate<'_>> = self
             .members
             .iter()

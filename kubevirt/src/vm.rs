@@ -64,7 +64,6 @@ fn hash(v: &Value) -> u64 {
 }
 
 impl Shared {
-    /// The objects of `t`, recording the request generations `acted` on.
     /// The objects of `t` as `r` has them.
     fn manifests(&self, t: &VmTarget, r: &Render<'_>) -> Result<Manifests, BackendError> {
         let (ns, network) = self.placement(t)?;

@@ -421,6 +421,8 @@ mod tests {
         assert_eq!(
             devices,
             [
+                "virtio-serial-pci,id=vser0,addr=0xe",
+                "virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0",
                 "virtio-balloon-pci,id=balloon0,free-page-reporting=on",
                 "virtio-blk-pci,drive=disk-root,id=dev-disk-root,bootindex=1",
                 "virtio-blk-pci,drive=disk-data,id=dev-disk-data",
@@ -435,6 +437,7 @@ mod tests {
             ]
         );
         assert_eq!(after(&a, "-m"), ["256M"]);
+        assert!(after(&a, "-chardev").contains(&"socket,id=qga0,path=/v/qga.sock,server=on,wait=off"), "the guest agent's socket");
     }
 
     #[test]
@@ -446,7 +449,7 @@ mod tests {
         assert_eq!((&node["node-name"], &node["file"]["filename"]), (&"vn-0b3c5e0e12344abc9def".into(), &"/d/volumes/0b3c.qcow2".into()));
         assert_eq!(node, q.volumes[0].blockdev(), "the command line and hotplug name the node alike");
         assert_eq!(
-            after(&a, "-device")[4],
+            after(&a, "-device")[6],
             "virtio-blk-pci,drive=vn-0b3c5e0e12344abc9def,id=vol-0b3c5e0e12344abc9def,serial=0b3c5e0e12344abc9def"
         );
         assert!(q.volumes[0].node().len() < 32, "QEMU's node names hold 31 characters");

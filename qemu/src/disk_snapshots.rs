@@ -157,6 +157,11 @@ impl DiskSnapshots {
         self.dir.join(id)
     }
 
+    /// Whether snapshot `id` is whole here (its manifest written).
+    pub(crate) fn holds(&self, id: &str) -> bool {
+        self.path(id).join(MANIFEST).is_file()
+    }
+
     /// Snapshot `id` as taken, if it is whole here.
     pub(crate) async fn taken(&self, id: &str) -> Option<Taken> {
         let bytes = tokio::fs::read(self.path(id).join(MANIFEST)).await.ok()?;

@@ -456,6 +456,11 @@ impl Backend for QemuBackend {
         Some(self.vms.clone())
     }
 
+    /// Snapshots whole in its data directory (its VMs are its inventory).
+    fn holds(&self, kind: ObjectKind, id: &str) -> bool {
+        kind == ObjectKind::ComputeInstanceSnapshot && self.vms.snapshots.holds(id)
+    }
+
     fn inventory(&self) -> Vec<String> {
         let mut ids: Vec<String> = self.vms.map().keys().cloned().collect();
         ids.sort();

@@ -8,6 +8,8 @@
 //! READY, and all READY again when it is back, nothing made twice; one
 //! away when the server starts.
 
+use std::time::{Duration, Instant};
+
 use reqwest::Method;
 use serde_json::{Value, json};
 use vmaas_tests::k8s::{Cluster, KubeApi};
@@ -210,7 +212,7 @@ async fn a_cluster_away_at_start_holds_nothing_back_and_gets_nothing_twice() {
     let v = vms::wait_until(&s, &t, &pinned, "waiting for east", 30, |v| v.to_string().contains("not answering")).await;
     assert!(v["status"]["cluster"].is_null(), "{v:#}");
     assert!(s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{gone}"), Some(&t), None).await.0 < 300);
-    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
     let (st, v) = vms::get(&s, &t, &gone).await;
     assert_eq!(st, 200, "a VM on a cluster not listed is not taken to be gone: {v:#}");
     for id in [&kept, &gone, &pinned] {
@@ -263,10 +265,29 @@ async fn this_host_and_a_cluster_are_two_clusters_of_one_server() {
     let out = vms::console(&s, &t, &here, "echo fleet-$((40+2))");
     assert!(out.contains("fleet-42"), "{out}");
 
-    for id in [&here, &there] {
+    // A clone goes where its source's disks are, whatever the room says:
+    // a clone of the VM here runs here; one of the VM there is a
+    // VirtualMachineClone on that cluster.
+    let clone = |name: &str, of: &str| json!({"object": {"metadata": {"name": name}, "spec": {"clone_of": {"compute_instance": of}}}});
+    let (st, copy_here) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(clone("copy-here", "here"))).await;
+    assert_eq!(st, 201, "{copy_here}");
+    let (st, copy_there) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(clone("copy-there", "there"))).await;
+    assert_eq!(st, 201, "{copy_there}");
+    let (copy_here, copy_there) = (id_of(&copy_here), id_of(&copy_there));
+    let v = vms::wait_ready(&s, &t, &copy_here).await;
+    assert_eq!(v["status"]["cluster"], "dev", "{v:#}");
+    assert!(!vmaas_tests::qemu_pids(&copy_here).is_empty());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while objects_of(&k.api(), "/apis/clone.kubevirt.io/v1beta1/virtualmachineclones", &copy_there).await.is_empty() {
+        assert!(Instant::now() < deadline, "no VirtualMachineClone on the cluster of the source");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(vmaas_tests::qemu_pids(&copy_there).is_empty());
+
+    for id in [&here, &there, &copy_here, &copy_there] {
         assert!(s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{id}"), Some(&t), None).await.0 < 300);
     }
-    for id in [&here, &there] {
+    for id in [&here, &there, &copy_here, &copy_there] {
         vms::wait_object(&s, &t, &format!("{V1}/virtual_machines/{id}"), "gone", 60, |v| v.is_none()).await;
     }
     assert!(vmaas_tests::qemu_pids(&here).is_empty());
