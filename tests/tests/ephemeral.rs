@@ -44,6 +44,16 @@ async fn an_expired_vm_is_deleted_with_its_auto_delete_volume() {
     wait_ready(&s, &t, &id).await;
     assert!(Utc::now() < end, "the test guest booted before its end");
 
+    // A 5 s TTL (the template's snapshot made now, so it boots at once): gone within 2 s of its end.
+    let (st, short) =
+        post(&s, &t, "virtual_machines", json!({"metadata": {"name": "short"}, "spec": {"template": "tiny", "ttl": "5s"}})).await;
+    assert_eq!(st, 201, "{short}");
+    let (short, short_end) = (short["object"]["id"].as_str().unwrap().to_owned(), end_of(&short["object"]));
+    wait_for(&s, &t, &format!("virtual_machines/{short}"), "the 5 s VM gone", |v| v.is_none()).await;
+    let late = (Utc::now() - short_end).num_milliseconds();
+    println!("the 5 s VM was gone {late} ms after its end");
+    assert!((0..=2_000).contains(&late), "gone {late} ms after its end (goal: not before it, and within 2 s)");
+
     // It goes at its end, not before, with the volume it took along.
     let gone = wait_for(&s, &t, &format!("virtual_machines/{id}"), "the expired VM gone", |v| v.is_none()).await;
     assert!(gone.is_null());
