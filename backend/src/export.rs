@@ -2,7 +2,7 @@
 //! self-contained qcow2 file (no backing file: what `image import` takes
 //! back), with its SHA-256, for the server to stream.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
@@ -36,6 +36,20 @@ pub struct ExportFile {
     /// Whether it is the caller's to remove once streamed (else the
     /// backend keeps it, e.g. beside a snapshot, which never changes).
     pub temporary: bool,
+}
+
+/// The SHA-256 of the file at `path` (lowercase hex) and its length, read
+/// off the async runtime: what an [`ExportFile`] says of its file.
+pub async fn sha256_of(path: &Path) -> Result<(String, u64), BackendError> {
+    let p = path.to_owned();
+    let hashed = tokio::task::spawn_blocking(move || -> std::io::Result<(String, u64)> {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        let n = std::io::copy(&mut std::fs::File::open(&p)?, &mut h)?;
+        Ok((format!("{:x}", h.finalize()), n))
+    });
+    let context = format!("hashing {}", path.display());
+    hashed.await.map_err(|e| BackendError::transient(context.clone(), e))?.map_err(|e| BackendError::transient(context, e))
 }
 
 /// Makes exports.

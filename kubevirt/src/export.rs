@@ -15,7 +15,6 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use kube::core::DynamicObject;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 use tracing::{info, warn};
 use vmaas_backend::{BackendError, ExportFile, ExportSource, Exports as ExportsApi};
@@ -197,19 +196,6 @@ async fn convert(raw: &Path, to: &Path) -> Result<(), BackendError> {
     Ok(())
 }
 
-/// The SHA-256 of `path`, in lowercase hex, and its length.
-async fn digest(path: &Path) -> Result<(String, u64), BackendError> {
-    let p = path.to_owned();
-    let hashed = tokio::task::spawn_blocking(move || -> std::io::Result<(String, u64)> {
-        let mut f = std::fs::File::open(&p)?;
-        let mut h = Sha256::new();
-        let n = std::io::copy(&mut f, &mut h)?;
-        Ok((format!("{:x}", h.finalize()), n))
-    });
-    let context = format!("hashing {}", path.display());
-    hashed.await.map_err(|e| BackendError::transient(context.clone(), e))?.map_err(|e| BackendError::transient(context, e))
-}
-
 #[async_trait]
 impl ExportsApi for Exports {
     async fn export(&self, what: &ExportSource) -> Result<ExportFile, BackendError> {
@@ -227,7 +213,7 @@ impl ExportsApi for Exports {
             let _ = tokio::fs::remove_file(&to).await;
             return Err(e);
         }
-        let (sha256, size) = digest(&to).await?;
+        let (sha256, size) = vmaas_backend::export::sha256_of(&to).await?;
         info!(export = %name, bytes = size, "exported through KubeVirt");
         Ok(ExportFile { path: to, size, sha256, temporary: true })
     }

@@ -26,28 +26,6 @@ pub(crate) fn clean_up(data: &Path) {
 /// The exporter of the qemu backend.
 pub(crate) struct Exporter(pub(crate) Arc<Vms>);
 
-/// The SHA-256 of `path`, in lowercase hex, off the runtime.
-async fn sha256(path: PathBuf) -> Result<String, BackendError> {
-    tokio::task::spawn_blocking(move || {
-        use sha2::Digest;
-        use std::io::Read;
-        let mut f = std::fs::File::open(&path)?;
-        let mut h = sha2::Sha256::new();
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = f.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            h.update(&buf[..n]);
-        }
-        Ok::<_, std::io::Error>(crate::import::hex(&h.finalize()))
-    })
-    .await
-    .map_err(|e| BackendError::transient("hashing an export", e))?
-    .map_err(|e| BackendError::transient("hashing an export", e))
-}
-
 impl Exporter {
     /// Converts `source` into `out` (through a temporary name) and hashes it.
     async fn convert(&self, source: &Path, out: PathBuf, temporary: bool) -> Result<ExportFile, BackendError> {
@@ -60,9 +38,8 @@ impl Exporter {
         let part = out.with_extension("part");
         let args = ["convert".as_ref(), "-U".as_ref(), "-O".as_ref(), "qcow2".as_ref(), source.as_os_str(), part.as_os_str()];
         crate::volumes::qemu_img(&self.0.cfg.qemu_img, &args).await.map_err(|e| BackendError::transient("converting the disk", e))?;
-        let sha256 = sha256(part.clone()).await?;
+        let (sha256, size) = vmaas_backend::export::sha256_of(&part).await?;
         tokio::fs::rename(&part, &out).await.map_err(|e| BackendError::transient("moving the export into place", e))?;
-        let size = tokio::fs::metadata(&out).await.map_err(|e| BackendError::transient("reading the export", e))?.len();
         if !temporary {
             let _ = tokio::fs::write(out.with_extension("sha256"), &sha256).await;
         }
