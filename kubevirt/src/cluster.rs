@@ -216,7 +216,7 @@ impl Cluster {
     pub async fn release(&self, ar: &ApiResource, obj: &DynamicObject) -> Result<(), BackendError> {
         let finalizers: Vec<&String> = obj.metadata.finalizers.iter().flatten().filter(|f| *f != FINALIZER).collect();
         let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": obj.metadata.resource_version}});
-        let (ns, name) = (obj.metadata.namespace.clone().unwrap_or_default(), obj.metadata.name.clone().unwrap_or_default());
+        let (ns, name) = place_of(obj);
         match self.api(ar, &ns).patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
             Ok(_) => Ok(()),
             Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(()),
@@ -270,6 +270,11 @@ impl Cluster {
         }
         Ok(found.len())
     }
+}
+
+/// The namespace (empty when cluster-scoped) and name of `o`.
+pub fn place_of(o: &DynamicObject) -> (String, String) {
+    (o.metadata.namespace.clone().unwrap_or_default(), o.metadata.name.clone().unwrap_or_default())
 }
 
 /// An object as JSON (what the model's `observe` functions read).

@@ -100,8 +100,7 @@ impl vmaas_backend::Consoles for Consoles {
         }
         let vmi =
             vmi.ok_or_else(|| BackendError::invalid("opening the console", "the VM is not running: it has no VirtualMachineInstance"))?;
-        let ns = vmi.metadata.namespace.clone().unwrap_or_default();
-        let name = vmi.metadata.name.clone().unwrap_or_default();
+        let (ns, name) = crate::cluster::place_of(&vmi);
         let ws = connect(&self.0.cluster.client(), &ns, &name).await?;
         let (output, _) = broadcast::channel(256);
         let (input, typed) = mpsc::channel(64);

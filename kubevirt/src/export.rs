@@ -19,11 +19,12 @@ use tokio::io::AsyncWriteExt;
 use tracing::{info, warn};
 use vmaas_backend::{BackendError, ExportFile, ExportSource, Exports as ExportsApi};
 use vmaas_model::ObjectKind;
+use vmaas_model::k8s::clone::claims_of;
 use vmaas_model::k8s::export::{ExportSeen, observe_vm_export, token_secret, vm_export};
 use vmaas_model::k8s::names::derived;
 
 use crate::Shared;
-use crate::cluster::as_json;
+use crate::cluster::{as_json, place_of};
 use crate::names::labels;
 use crate::proxy::Proxy;
 
@@ -68,19 +69,19 @@ impl Exports {
             ExportSource::VmDisk(id) => {
                 let vm = s.vms.of(id).into_iter().next().ok_or_else(|| missing("the virtual machine"))?;
                 let claim = claim_of(&vm, "rootdisk").ok_or_else(|| missing("the virtual machine's boot disk"))?;
-                let (namespace, name) = place(&vm);
+                let (namespace, name) = place_of(&vm);
                 let reference = json!({"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": name});
                 Ok(Source { owner: (ObjectKind::VirtualMachine, id.clone()), namespace, reference, claim })
             }
             ExportSource::Volume(id) => {
                 let dv = s.data_volumes.of(id).into_iter().next().ok_or_else(|| missing("the volume"))?;
-                let (namespace, name) = place(&dv);
+                let (namespace, name) = place_of(&dv);
                 let reference = json!({"apiGroup": "", "kind": "PersistentVolumeClaim", "name": name});
                 Ok(Source { owner: (ObjectKind::Volume, id.clone()), namespace, reference, claim: name })
             }
             ExportSource::Snapshot { id, disk } => {
                 let snap = s.snapshots.of(id).into_iter().next().ok_or_else(|| missing("the snapshot"))?;
-                let (namespace, name) = place(&snap);
+                let (namespace, name) = place_of(&snap);
                 let vm_name = as_json(&snap)["spec"]["source"]["name"].as_str().unwrap_or_default().to_owned();
                 let disk = disk.as_deref().unwrap_or("rootdisk");
                 let vm = s.vms.get(&namespace, &vm_name);
@@ -167,17 +168,9 @@ impl Exports {
     }
 }
 
-/// The namespace and name of `o`.
-fn place(o: &DynamicObject) -> (String, String) {
-    (o.metadata.namespace.clone().unwrap_or_default(), o.metadata.name.clone().unwrap_or_default())
-}
-
-/// The claim (DataVolume) behind volume `volume` of KubeVirt VM `vm`.
+/// The claim (DataVolume or PVC) behind volume `volume` of KubeVirt VM `vm`.
 fn claim_of(vm: &DynamicObject, volume: &str) -> Option<String> {
-    let vm = as_json(vm);
-    let volumes = vm["spec"]["template"]["spec"]["volumes"].as_array()?;
-    let v = volumes.iter().find(|v| v["name"] == volume)?;
-    v["dataVolume"]["name"].as_str().or(v["persistentVolumeClaim"]["claimName"].as_str()).map(str::to_owned)
+    claims_of(&as_json(vm)).remove(volume)
 }
 
 /// `raw` as one qcow2 file `to`.

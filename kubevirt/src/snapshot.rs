@@ -14,7 +14,7 @@ use vmaas_model::snapshot::SnapshotConsistency;
 use vmaas_model::{ObjectKind, SnapshotDisk};
 
 use crate::Shared;
-use crate::cluster::as_json;
+use crate::cluster::{as_json, place_of};
 use crate::names::labels;
 
 /// The driver of snapshots.
@@ -43,7 +43,7 @@ impl Driver<SnapshotSpec, SnapshotObservation> for Snapshots {
                 let why = "waiting for the virtual machine on the cluster".to_owned();
                 return Ok((SnapshotObservation::Pending(why), Requeue::after(Duration::from_secs(2))));
             };
-            let (ns, name) = (vm.metadata.namespace.clone().unwrap_or_default(), vm.metadata.name.clone().unwrap_or_default());
+            let (ns, name) = place_of(&vm);
             let mut obj = vm_snapshot(&t.id, &ns, &name);
             obj["metadata"]["labels"] = json!(labels(ObjectKind::ComputeInstanceSnapshot, &t.id));
             s.cluster.apply(&s.cluster.res.vm_snapshot, &obj).await?;
