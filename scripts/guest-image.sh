@@ -150,7 +150,8 @@ cat >"$EFI.new/image.json" <<JSON
   "description": "the test guest on an EFI system partition: Debian's signed shim, GRUB and $kver kernel (Secure Boot)",
   "disk": "disk.qcow2",
   "firmware": "efi",
-  "secure_boot": true
+  "secure_boot": true,
+  "clone_hook": true
 }
 JSON
 rm -rf "$EFI"

@@ -302,6 +302,11 @@ impl QemuArgs {
             let share = if r.shared { "share=on" } else { "share=off,readonly=on,rom=off" };
             let object = format!("memory-backend-file,id=ram0,size={}M,mem-path={},{share}", self.memory_mib, r.path.display());
             push(&["-object", &object, "-device", "vmgenid,guid=auto"]);
+            // A guest booted by its firmware has no command line of ours:
+            // it learns that it is a template from an SMBIOS OEM string.
+            if self.kernel.is_none() {
+                push(&["-smbios", "type=11,value=vmaas.template"]);
+            }
             if !r.shared {
                 push(&["-incoming", "defer"]);
             }
@@ -478,6 +483,10 @@ mod tests {
         q.ram = Some(RamFile { path: "/d/snapshots/k/ram".into(), shared: true });
         let a: Vec<String> = q.to_args().iter().map(|s| s.to_string_lossy().into_owned()).collect();
         assert!(after(&a, "-object")[0].ends_with("share=on") && !a.contains(&"-incoming".to_owned()), "a template boots");
+        assert_eq!(after(&a, "-smbios"), ["type=11,value=vmaas.template"], "a guest its firmware boots learns it from an OEM string");
+        q.kernel = Some(KernelBoot { kernel: "/i/vmlinux".into(), initrd: None, append: "console=ttyS0 vmaas.template".into() });
+        let a: Vec<String> = q.to_args().iter().map(|s| s.to_string_lossy().into_owned()).collect();
+        assert!(after(&a, "-smbios").is_empty(), "a booted kernel learns it from its command line");
     }
 
     #[test]

@@ -45,9 +45,14 @@ pub enum Cold {
     /// Devices passed through cannot be in a snapshot.
     #[error("it has GPUs passed through")]
     Gpus,
-    /// Snapshots are of BIOS guests without a TPM.
-    #[error("its platform has EFI firmware or a TPM")]
-    Platform,
+    /// A TPM's endorsement seed is its identity: every clone of a
+    /// snapshot would have the template's.
+    #[error("it has a TPM, whose identity would be its template's")]
+    Tpm,
+    /// Its EFI variable store is no longer OVMF's template (it booted
+    /// before): a snapshot's firmware would overwrite it with its own.
+    #[error("its EFI variable store holds what it wrote")]
+    EfiVarsUsed,
     /// A snapshot's guest cannot take vCPUs or memory while it runs.
     #[error("it can be resized while it runs")]
     Resizable,
@@ -133,14 +138,17 @@ impl Clones {
         if !self.enabled {
             return Err(Cold::SnapshotsOff);
         }
-        if !image.manifest.clone_hook || args.kernel.is_none() {
+        if !image.manifest.clone_hook {
             return Err(Cold::NoCloneHook(image.manifest.name.clone()));
         }
         if !args.gpus.is_empty() {
             return Err(Cold::Gpus);
         }
-        if args.platform.efi.is_some() || args.platform.tpm.is_some() {
-            return Err(Cold::Platform);
+        if args.platform.tpm.is_some() {
+            return Err(Cold::Tpm);
+        }
+        if args.platform.efi.as_ref().is_some_and(|e| !e.fresh) {
+            return Err(Cold::EfiVarsUsed);
         }
         if args.live.is_some() {
             return Err(Cold::Resizable);
@@ -149,7 +157,15 @@ impl Clones {
         let disk_bytes = root.size.to_units_ceil().unwrap_or(0);
         let seed = args.seed.as_deref().ok_or(Cold::NoSeed)?;
         let seed_bytes = std::fs::metadata(seed).map_err(|e| Cold::Seed { path: seed.to_owned(), source: e })?.len();
-        Ok(Shape { cpus: args.cpus, memory_mib: args.memory_mib, disk_bytes, seed_bytes, user_nic: !args.nics.is_empty() })
+        Ok(Shape {
+            cpus: args.cpus,
+            memory_mib: args.memory_mib,
+            disk_bytes,
+            seed_bytes,
+            user_nic: !args.nics.is_empty(),
+            platform: args.platform.platform,
+            firmware: args.platform.efi.as_ref().map(|e| e.code.clone()),
+        })
     }
 
     /// The snapshot of `image` in `shape`, made now if there is none.
@@ -179,11 +195,12 @@ impl Clones {
             self.snapshots.record_failure(&key, &e.to_string());
             return Err(e);
         }
-        let snap = self.snapshots.publish(&key, &staging).await?;
+        let lineage = snapshot::lineage(image, shape);
+        let snap = self.snapshots.publish(&key, &staging, &lineage).await?;
         info!(snapshot = %key, image = %image.manifest.name, cpus = shape.cpus, memory_mib = shape.memory_mib, secs = started.elapsed().as_secs_f64(), "template snapshot made");
         let mut keep = self.snapshots_in_use();
         keep.push(key);
-        self.snapshots.prune(&keep).await;
+        self.snapshots.prune(&keep, &lineage).await;
         Ok(snap)
     }
 
@@ -208,7 +225,12 @@ impl Clones {
         crate::volumes::qemu_img(&self.qemu_img, &create).await?;
         let seed = staging.join("seed.img");
         blank(&seed, shape.seed_bytes).await?;
-        let clone = clone_args(args);
+        let mut clone = clone_args(args);
+        if let Some(efi) = clone.platform.efi.as_mut() {
+            let vars = staging.join(crate::platform::EFI_VARS);
+            copy(&efi.vars, &vars).await?;
+            efi.vars = vars;
+        }
         let template = QemuArgs {
             name: "vmaas-template".into(),
             disks: args.disks.iter().map(|d| DiskArg { file: disk.clone(), ..d.clone() }).collect(),
@@ -250,6 +272,9 @@ impl Clones {
     /// devices plugged in after the restore (as QEMU arguments).
     pub(crate) async fn start(&self, image: &Image, shape: &Shape, args: &QemuArgs, id: &str) -> Result<Clone, CloneError> {
         let snap = self.snapshot_for(image, shape, args).await?;
+        if let Some(efi) = &args.platform.efi {
+            copy(&snap.dir.join(crate::platform::EFI_VARS), &efi.vars).await?;
+        }
         let clone =
             QemuArgs { ram: Some(RamFile { path: snap.ram(), shared: false }), tcg_cache_mib: self.tcg_cache_mib, ..clone_args(args) };
         let process = snapshot::spawn(&self.qemu, &clone, id).await?;
@@ -284,6 +309,14 @@ fn clone_args(args: &QemuArgs) -> QemuArgs {
     });
     let nics = args.nics.iter().take(1).cloned().collect();
     QemuArgs { kernel, nics, fixed_slots: true, volumes: Vec::new(), segment_nics: Vec::new(), gpus: Vec::new(), ..args.clone() }
+}
+
+/// Copies `from` over `to` (through `to.new`, so `to` is whole or as it was).
+async fn copy(from: &Path, to: &Path) -> Result<(), CloneError> {
+    let staged = to.with_extension("new");
+    let io = |e| CloneError::Io { context: format!("copying {} to {}", from.display(), to.display()), source: e };
+    tokio::fs::copy(from, &staged).await.map_err(io)?;
+    tokio::fs::rename(&staged, to).await.map_err(io)
 }
 
 /// Writes a seed disk of `bytes` zeros at `path`: no label, so the

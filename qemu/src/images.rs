@@ -26,7 +26,8 @@ pub struct ImageManifest {
     #[serde(default)]
     pub cmdline: Option<String>,
     /// Whether its init can be a template for clones: booted with
-    /// `vmaas.template`, it prints `vmaas-guest: template settled` before
+    /// `vmaas.template` (on its kernel command line, or in an SMBIOS OEM
+    /// string when its firmware boots it), it prints `vmaas-guest: template settled` before
     /// taking any identity and waits for a seed disk, then configures
     /// every NIC the seed names (see `qemu/src/snapshot.rs`).
     #[serde(default)]

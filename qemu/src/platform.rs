@@ -75,6 +75,10 @@ pub struct EfiFiles {
     pub code: PathBuf,
     /// The VM's own variable store.
     pub vars: PathBuf,
+    /// Whether the store is still OVMF's template, byte for byte (the
+    /// guest never wrote to it): only then may the VM start as a clone of
+    /// a template snapshot, whose store replaces it (see `clone.rs`).
+    pub fresh: bool,
 }
 
 /// The platform's part of a QEMU command line.
@@ -167,14 +171,22 @@ impl PlatformPaths {
         let (code, template) = self.ovmf(secure_boot);
         tokio::fs::metadata(&code).await.map_err(|e| PlatformError::Firmware { path: code.clone(), source: e })?;
         let vars = dir.join(EFI_VARS);
-        if !tokio::fs::try_exists(&vars).await.unwrap_or(false) {
-            let staged = dir.join(format!("{EFI_VARS}.new"));
-            tokio::fs::copy(&template, &staged).await.map_err(|e| PlatformError::Firmware { path: template.clone(), source: e })?;
-            tokio::fs::rename(&staged, &vars)
-                .await
-                .map_err(|e| PlatformError::Io { context: format!("writing {}", vars.display()), source: e })?;
-        }
-        Ok(EfiFiles { code, vars })
+        let pristine = tokio::fs::read(&template).await.map_err(|e| PlatformError::Firmware { path: template.clone(), source: e })?;
+        let fresh = match tokio::fs::read(&vars).await {
+            Ok(own) => own == pristine,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let staged = dir.join(format!("{EFI_VARS}.new"));
+                tokio::fs::write(&staged, &pristine)
+                    .await
+                    .map_err(|e| PlatformError::Io { context: format!("writing {}", staged.display()), source: e })?;
+                tokio::fs::rename(&staged, &vars)
+                    .await
+                    .map_err(|e| PlatformError::Io { context: format!("writing {}", vars.display()), source: e })?;
+                true
+            }
+            Err(e) => return Err(PlatformError::Io { context: format!("reading {}", vars.display()), source: e }),
+        };
+        Ok(EfiFiles { code, vars, fresh })
     }
 
     /// Starts a second swtpm for a live migration's new QEMU (control
@@ -261,7 +273,7 @@ mod tests {
     fn secure_boot_is_q35_with_smm_and_a_locked_variable_store() {
         let p = PlatformArgs {
             platform: platform(r#"{"firmware":"efi","secure_boot":true,"tpm":true}"#),
-            efi: Some(EfiFiles { code: "/o/OVMF_CODE_4M.secboot.fd".into(), vars: "/v/efi-vars.fd".into() }),
+            efi: Some(EfiFiles { code: "/o/OVMF_CODE_4M.secboot.fd".into(), vars: "/v/efi-vars.fd".into(), fresh: true }),
             tpm: Some("/v/swtpm.sock".into()),
         };
         assert_eq!(p.machine(), "q35,smm=on");

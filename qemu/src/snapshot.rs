@@ -2,7 +2,8 @@
 //! (`clone_hook` in `image.json`) starts from a snapshot of a guest that
 //! booted once with the same image and shape, instead of booting.
 //!
-//! The template is booted with `vmaas.template` on its kernel command line,
+//! The template is booted with `vmaas.template` on its kernel command line
+//! (an image its firmware boots gets it as an SMBIOS OEM string instead),
 //! its RAM in a file mapped shared (`memory-backend-file,share=on`), a
 //! blank seed disk at [`SEED_SLOT`] and a NIC on the user network at
 //! [`USER_NIC_SLOT`] (restricted, a placeholder MAC). Once its init prints
@@ -28,12 +29,19 @@
 //! each. The `vmgenid` device gives each clone a new generation id, from
 //! which the guest kernel reseeds its RNG.
 //!
+//! An EFI template's variable store (`efi-vars.fd`) stays in the snapshot:
+//! QEMU saves the flash's contents with the device state and writes them
+//! back to a clone's store when it resumes, and the firmware in the saved
+//! RAM knows the store as it was, so a clone's store starts as a copy of
+//! it (only while the VM's own is still OVMF's template: `clone.rs`).
+//!
 //! A snapshot's key hashes what makes two VMs' first moments the same: the
 //! image's files (sizes and times), its manifest, QEMU's version, the
-//! accelerator, CPUs, memory, the root disk's and the seed's sizes and
-//! whether there is a user-network NIC. A changed image or QEMU makes a new
-//! key; snapshots no VM was restored from and no key uses any more are
-//! pruned when a new one is made.
+//! accelerator, CPUs, memory, the root disk's and the seed's sizes,
+//! whether there is a user-network NIC, the platform and OVMF's code. A
+//! changed image or QEMU makes a new key; when its snapshot is made, the
+//! older ones of the same image and shape (its lineage) that no running
+//! clone was restored from are pruned. Snapshots of other shapes stay.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -97,6 +105,11 @@ pub(crate) struct Shape {
     pub(crate) seed_bytes: u64,
     /// Whether it has a NIC on the user network.
     pub(crate) user_nic: bool,
+    /// Its firmware, TPM and OS family (the machine type and CPU model
+    /// follow from them).
+    pub(crate) platform: vmaas_model::Platform,
+    /// OVMF's code, when it boots EFI.
+    pub(crate) firmware: Option<PathBuf>,
 }
 
 /// The snapshots of one host, and who is making which.
@@ -111,6 +124,12 @@ pub(crate) struct Snapshots {
 /// How long a template that could not be made is not tried again.
 const RETRY_AFTER: Duration = Duration::from_secs(600);
 
+/// What a snapshot of `image` in `shape` is of, whatever the image's files
+/// and QEMU's version: a new snapshot replaces those of the same lineage.
+pub(crate) fn lineage(image: &Image, shape: &Shape) -> String {
+    format!("{} {shape:?}", image.dir.display())
+}
+
 /// A file's size and modification time, for the key.
 fn stamp(path: &Path) -> String {
     match std::fs::metadata(path) {
@@ -123,7 +142,13 @@ fn stamp(path: &Path) -> String {
 /// and accelerator `accel`. Blocking (reads file times).
 pub(crate) fn key(image: &Image, shape: &Shape, qemu_version: &str, accel: &str) -> String {
     let mut h = Sha256::new();
-    let files = [image.dir.join("image.json"), image.disk(), image.kernel().unwrap_or_default(), image.initrd().unwrap_or_default()];
+    let files = [
+        image.dir.join("image.json"),
+        image.disk(),
+        image.kernel().unwrap_or_default(),
+        image.initrd().unwrap_or_default(),
+        shape.firmware.clone().unwrap_or_default(),
+    ];
     let parts = [
         format!("format {FORMAT}"),
         format!("image {}", image.dir.display()),
@@ -131,6 +156,7 @@ pub(crate) fn key(image: &Image, shape: &Shape, qemu_version: &str, accel: &str)
         format!("qemu {qemu_version}"),
         format!("accel {accel}"),
         format!("shape {} {} {} {} {}", shape.cpus, shape.memory_mib, shape.disk_bytes, shape.seed_bytes, shape.user_nic),
+        format!("platform {:?}", shape.platform),
     ];
     for p in parts {
         h.update(p.as_bytes());
@@ -255,25 +281,31 @@ impl SnapshotError {
 }
 
 impl Snapshots {
-    /// Makes the snapshot made in `staging` the one of `key`.
-    pub(crate) async fn publish(&self, key: &str, staging: &Path) -> Result<Snapshot, SnapshotError> {
+    /// Makes the snapshot made in `staging` the one of `key`, a snapshot
+    /// of `image` in `shape` (the `done` file says which: see [`lineage`]).
+    pub(crate) async fn publish(&self, key: &str, staging: &Path, lineage: &str) -> Result<Snapshot, SnapshotError> {
         let dir = self.dir.join(key);
         let _ = tokio::fs::remove_dir_all(&dir).await;
         tokio::fs::rename(staging, &dir).await.map_err(|e| SnapshotError::io(format!("keeping the snapshot in {}", dir.display()), e))?;
-        tokio::fs::write(dir.join("done"), b"").await.map_err(|e| SnapshotError::io("marking the snapshot done", e))?;
+        tokio::fs::write(dir.join("done"), lineage).await.map_err(|e| SnapshotError::io("marking the snapshot done", e))?;
         Ok(Snapshot { key: key.to_owned(), dir })
     }
 
-    /// Removes every snapshot but those in `keep` (keys in use: of a
-    /// running clone, or just made).
-    pub(crate) async fn prune(&self, keep: &[String]) {
+    /// Removes the snapshots `lineage`'s new one replaces (of the same
+    /// image and shape: an older image or QEMU), but those in `keep` (keys
+    /// in use: of a running clone, or just made). Snapshots of other images
+    /// or shapes stay: VMs of several shapes take turns without remaking
+    /// each other's.
+    pub(crate) async fn prune(&self, keep: &[String], lineage: &str) {
         let Ok(mut entries) = tokio::fs::read_dir(&self.dir).await else { return };
         while let Ok(Some(e)) = entries.next_entry().await {
             let name = e.file_name().to_string_lossy().into_owned();
             if name.starts_with('.') || keep.contains(&name) {
                 continue;
             }
-            if tokio::fs::remove_dir_all(e.path()).await.is_ok() {
+            // A snapshot of an older format (an empty `done`) is replaced too.
+            let of = tokio::fs::read_to_string(e.path().join("done")).await.unwrap_or_default();
+            if (of.is_empty() || of == lineage) && tokio::fs::remove_dir_all(e.path()).await.is_ok() {
                 info!(snapshot = %name, "snapshot pruned");
             }
         }
@@ -478,13 +510,23 @@ mod tests {
         std::fs::write(d.path().join("disk.qcow2"), "a").unwrap();
         let manifest: crate::images::ImageManifest = serde_json::from_str(r#"{"name": "t", "disk": "disk.qcow2"}"#).unwrap();
         let image = Image { manifest, dir: d.path().to_owned() };
-        let shape = Shape { cpus: 1, memory_mib: 256, disk_bytes: 1 << 30, seed_bytes: 2 << 20, user_nic: true };
+        let shape = Shape {
+            cpus: 1,
+            memory_mib: 256,
+            disk_bytes: 1 << 30,
+            seed_bytes: 2 << 20,
+            user_nic: true,
+            platform: vmaas_model::Platform::default(),
+            firmware: None,
+        };
         let k = key(&image, &shape, "10.0.2", "tcg");
         assert_eq!(k, key(&image, &shape, "10.0.2", "tcg"), "stable");
         assert_ne!(k, key(&image, &Shape { memory_mib: 512, ..shape.clone() }, "10.0.2", "tcg"));
         assert_ne!(k, key(&image, &Shape { seed_bytes: 3 << 20, ..shape.clone() }, "10.0.2", "tcg"), "a seed of another size");
         assert_ne!(k, key(&image, &Shape { user_nic: false, ..shape.clone() }, "10.0.2", "tcg"), "no NIC");
         assert_ne!(k, key(&image, &shape, "10.1.0", "tcg"), "another QEMU");
+        let efi = vmaas_model::Platform { firmware: vmaas_model::Firmware::Efi, ..vmaas_model::Platform::default() };
+        assert_ne!(k, key(&image, &Shape { platform: efi, ..shape.clone() }, "10.0.2", "tcg"), "another firmware");
         std::fs::write(d.path().join("disk.qcow2"), "changed").unwrap();
         assert_ne!(k, key(&image, &shape, "10.0.2", "tcg"), "a changed image");
     }

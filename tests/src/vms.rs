@@ -56,6 +56,14 @@ pub fn state(v: &Value) -> &str {
     v["status"]["state"].as_str().unwrap_or("")
 }
 
+/// The READY condition's message of VM object `v`: how the guest was
+/// started (`… (restored from template snapshot KEY)` or `… (cold boot: WHY)`).
+pub fn boot_of(v: &Value) -> String {
+    let conditions = v["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    let ready = conditions.iter().find(|c| c["type"] == "VIRTUAL_MACHINE_CONDITION_TYPE_READY");
+    ready.and_then(|c| c["message"].as_str()).unwrap_or_default().to_owned()
+}
+
 /// Whether VM object `v` holds RESTART_REQUIRED (a change waits for a restart).
 pub fn restart_required(v: &Value) -> bool {
     v["status"]["conditions"].as_array().is_some_and(|c| {

@@ -4,10 +4,12 @@
 //! Boot build), and the guest sees EFI, Secure Boot on and a TPM. What it
 //! writes to its TPM (an NV index) and to an EFI variable is still there
 //! after a stop and start and after the server is killed and restarted.
+//! An EFI guest without a TPM starts from its template's snapshot, with a
+//! variable store of its own; a TPM guest boots cold and says why.
 
 use reqwest::Method;
 use serde_json::json;
-use vmaas_tests::vms::{V1, console, publish, said, state, wait_until};
+use vmaas_tests::vms::{V1, boot_of, console, publish, said, state, wait_until};
 use vmaas_tests::{Server, qemu_pids};
 
 const EFI: &str = r#"
@@ -40,7 +42,7 @@ const GLOBAL: &str = "8be4df61-93ca-11d2-aa0d-00e098032b8c";
 
 /// The guest's platform as it sees it, and what it kept: EFI, Secure Boot,
 /// the TPM, the TPM's value and the EFI variable's.
-fn platform_seen(s: &Server, t: &str) -> String {
+fn platform_seen(s: &Server, t: &str, vm: &str) -> String {
     let cmd = format!(
         "efi=no; [ -d /sys/firmware/efi ] && efi=yes; \
          sb=$(tail -c +5 /sys/firmware/efi/efivars/SecureBoot-{GLOBAL} 2>/dev/null | od -An -tu1 | tr -d ' '); \
@@ -49,11 +51,19 @@ fn platform_seen(s: &Server, t: &str) -> String {
          n=$(vmaas-tpm read 2>&1 | tail -n1); \
          echo \"<<efi=$efi sb=$sb tpm=$tpm var=$v nv=$n>>\""
     );
-    said(&console(s, t, "vault", &cmd))
+    said(&console(s, t, vm, &cmd))
 }
 
-async fn ready(s: &Server, t: &str, id: &str) {
-    wait_until(s, t, id, "READY", 300, |v| state(v) == "VIRTUAL_MACHINE_STATE_READY").await;
+/// Creates VM `name` of `template`; its id.
+async fn create(s: &Server, t: &str, name: &str, template: &str) -> String {
+    let body = json!({"object": {"metadata": {"name": name}, "spec": {"template": template}}});
+    let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(t), Some(body)).await;
+    assert_eq!(st, 201, "{vm}");
+    vm["object"]["id"].as_str().unwrap().to_owned()
+}
+
+async fn ready(s: &Server, t: &str, id: &str) -> serde_json::Value {
+    wait_until(s, t, id, "READY", 300, |v| state(v) == "VIRTUAL_MACHINE_STATE_READY").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,28 +71,20 @@ async fn an_efi_secure_boot_guest_with_a_tpm_keeps_its_variables_and_tpm_across_
     let mut s = Server::start_qemu().await;
     publish(&s, &format!("{}{}", EFI.trim_end(), SERVED));
     let t = s.token("acme", false);
-    let (st, vm) = s
-        .raw(
-            Method::POST,
-            &format!("{V1}/virtual_machines"),
-            Some(&t),
-            Some(json!({"object": {"metadata": {"name": "vault"}, "spec": {"template": "efi"}}})),
-        )
-        .await;
-    assert_eq!(st, 201, "{vm}");
-    let id = vm["object"]["id"].as_str().unwrap().to_owned();
-    ready(&s, &t, &id).await;
+    let id = create(&s, &t, "vault", "efi").await;
+    let vm = ready(&s, &t, &id).await;
+    assert!(boot_of(&vm).ends_with("(cold boot: it has a TPM, whose identity would be its template's)"), "{}", boot_of(&vm));
     let dir = s.data_dir.join("vms").join(&id);
     assert!(dir.join("efi-vars.fd").is_file() && dir.join("tpm").is_dir(), "the VM's EFI variables and TPM state are in its directory");
     assert_eq!(swtpms(&dir), 1, "one swtpm runs for the VM");
 
-    assert_eq!(platform_seen(&s, &t), "efi=yes sb=1 tpm=yes var= nv=TPM-ERROR read rc=0000018b", "a fresh guest's platform");
+    assert_eq!(platform_seen(&s, &t, "vault"), "efi=yes sb=1 tpm=yes var= nv=TPM-ERROR read rc=0000018b", "a fresh guest's platform");
     let write = format!(
         "printf '\\x07\\x00\\x00\\x00kept-in-nvram' > /sys/firmware/efi/efivars/VmaasTest-{GUID} && vmaas-tpm write kept-in-tpm | tail -n1 | sed 's/.*/<<&>>/'"
     );
     assert_eq!(said(&console(&s, &t, "vault", &write)), "TPM-OK wrote kept-in-tpm");
     let kept = "efi=yes sb=1 tpm=yes var=kept-in-nvram nv=TPM-OK value=kept-in-tpm";
-    assert_eq!(platform_seen(&s, &t), kept);
+    assert_eq!(platform_seen(&s, &t, "vault"), kept);
 
     // Stop and start: a new QEMU and a new swtpm, the same variable store and TPM state.
     let patch = |state: &'static str| json!({"object": {"spec": {"state": state}}});
@@ -93,13 +95,13 @@ async fn an_efi_secure_boot_guest_with_a_tpm_keeps_its_variables_and_tpm_across_
     let (st, b) = s.raw(Method::PATCH, &path, Some(&t), Some(patch("started"))).await;
     assert_eq!(st, 200, "{b}");
     ready(&s, &t, &id).await;
-    assert_eq!(platform_seen(&s, &t), kept, "after a stop and start");
+    assert_eq!(platform_seen(&s, &t, "vault"), kept, "after a stop and start");
 
     // The server killed: the guest runs on, with its TPM, and the restarted server adopts it.
     s.kill9().await;
     s.relaunch().await;
     ready(&s, &t, &id).await;
-    assert_eq!(platform_seen(&s, &t), kept, "after the server was killed and restarted");
+    assert_eq!(platform_seen(&s, &t, "vault"), kept, "after the server was killed and restarted");
 
     // A live migration: the new QEMU's swtpm takes the TPM's state, its firmware the same store.
     let boot_id = said(&console(&s, &t, "vault", "echo \"<<$(cat /proc/sys/kernel/random/boot_id)>>\""));
@@ -114,7 +116,7 @@ async fn an_efi_secure_boot_guest_with_a_tpm_keeps_its_variables_and_tpm_across_
         said(&console(&s, &t, "vault", "vmaas-tpm write moved-with-the-guest | tail -n1 | sed 's/.*/<<&>>/'")),
         "TPM-OK wrote moved-with-the-guest"
     );
-    assert_eq!(platform_seen(&s, &t), moved, "after a live migration, the TPM takes writes");
+    assert_eq!(platform_seen(&s, &t, "vault"), moved, "after a live migration, the TPM takes writes");
     assert_eq!(swtpms(&dir), 1, "one swtpm runs for the VM after the migration");
     assert!(dir.join("tpm-b").is_dir() && !dir.join("tpm").exists(), "the new swtpm's state replaced the old one's");
 
@@ -126,13 +128,69 @@ async fn an_efi_secure_boot_guest_with_a_tpm_keeps_its_variables_and_tpm_across_
     let (st, b) = s.raw(Method::PATCH, &path, Some(&t), Some(patch("started"))).await;
     assert_eq!(st, 200, "{b}");
     ready(&s, &t, &id).await;
-    assert_eq!(platform_seen(&s, &t), moved, "after the migration and a stop and start");
+    assert_eq!(platform_seen(&s, &t, "vault"), moved, "after the migration and a stop and start");
 
     // Deleted: its QEMU, its swtpm and its directory are gone.
     let (st, b) = s.raw(Method::DELETE, &path, Some(&t), None).await;
     assert!(st < 300, "{st} {b}");
     vmaas_tests::vms::wait_object(&s, &t, &path, "deleted", 120, |v| v.is_none()).await;
     assert!(qemu_pids(&id).is_empty() && swtpms(&dir) == 0 && !dir.exists(), "nothing of the VM is left");
+}
+
+const EFI_SB: &str = r#"
+id: efi-sb
+title: EFI guest under Secure Boot, no TPM
+spec_defaults:
+  image: test-guest-efi
+  memory: 512Mi
+  disk_size: 256Mi
+  firmware: efi
+  secure_boot: true
+"#;
+
+/// The platform a guest without a TPM sees: EFI, Secure Boot, its variable.
+fn efi_seen(s: &Server, t: &str, vm: &str) -> String {
+    platform_seen(s, t, vm).split(" nv=").next().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_efi_guest_starts_from_its_templates_snapshot_with_a_variable_store_of_its_own() {
+    let s = Server::start_qemu().await;
+    publish(&s, &format!("{}{}", EFI_SB.trim_end(), SERVED));
+    let t = s.token("acme", false);
+    let alpha = create(&s, &t, "alpha", "efi-sb").await;
+    let restored = boot_of(&ready(&s, &t, &alpha).await);
+    assert!(restored.contains("restored from template snapshot "), "{restored}");
+    let fresh = "efi=yes sb=1 tpm=no var=";
+    assert_eq!(efi_seen(&s, &t, "alpha"), fresh, "a clone boots under Secure Boot");
+    let write = format!("printf '\\x07\\x00\\x00\\x00alpha-only' > /sys/firmware/efi/efivars/VmaasTest-{GUID} && echo \"<<$((40+2))>>\"");
+    assert_eq!(said(&console(&s, &t, "alpha", &write)), "42");
+    let beta = create(&s, &t, "beta", "efi-sb").await;
+    assert_eq!(boot_of(&ready(&s, &t, &beta).await), restored, "the same snapshot");
+    assert_eq!(efi_seen(&s, &t, "beta"), fresh, "a clone's variable store is its own");
+    let written = "efi=yes sb=1 tpm=no var=alpha-only";
+    assert_eq!(efi_seen(&s, &t, "alpha"), written);
+
+    // A clone moves like any VM: the same boot, its store with it.
+    let boot_id = "echo \"<<$(cat /proc/sys/kernel/random/boot_id)>>\"";
+    let before = said(&console(&s, &t, "alpha", boot_id));
+    let (old, path) = (qemu_pids(&alpha), format!("{V1}/virtual_machines/{alpha}"));
+    let (st, b) = s.raw(Method::POST, &format!("{path}/migrate"), Some(&s.token("ops", true)), Some(json!({}))).await;
+    assert_eq!(st, 202, "{b}");
+    wait_until(&s, &t, &alpha, "READY on a new QEMU", 180, |v| state(v) == "VIRTUAL_MACHINE_STATE_READY" && qemu_pids(&alpha) != old).await;
+    assert_eq!(said(&console(&s, &t, "alpha", boot_id)), before, "the same boot");
+    assert_eq!(efi_seen(&s, &t, "alpha"), written, "after a live migration");
+
+    // Started again, it boots cold: the snapshot's store would replace its own.
+    let patch = |state: &'static str| json!({"object": {"spec": {"state": state}}});
+    let (st, b) = s.raw(Method::PATCH, &path, Some(&t), Some(patch("stopped"))).await;
+    assert_eq!(st, 200, "{b}");
+    wait_until(&s, &t, &alpha, "STOPPED", 120, |v| state(v) == "VIRTUAL_MACHINE_STATE_STOPPED").await;
+    let (st, b) = s.raw(Method::PATCH, &path, Some(&t), Some(patch("started"))).await;
+    assert_eq!(st, 200, "{b}");
+    let cold = boot_of(&ready(&s, &t, &alpha).await);
+    assert!(cold.ends_with("(cold boot: its EFI variable store holds what it wrote)"), "{cold}");
+    assert_eq!(efi_seen(&s, &t, "alpha"), written, "after a stop and start");
 }
 
 /// How many swtpm processes serve the VM whose directory is `dir`.

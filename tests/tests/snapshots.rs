@@ -16,9 +16,7 @@ use vmaas_tests::vms::{self, TINY, V1, get, publish, wait_ready};
 
 /// The READY condition's message: how the guest was started.
 fn boot_of(vm: &Value) -> String {
-    let conditions = vm["object"]["status"]["conditions"].as_array().cloned().unwrap_or_default();
-    let ready = conditions.iter().find(|c| c["type"] == "VIRTUAL_MACHINE_CONDITION_TYPE_READY");
-    ready.and_then(|c| c["message"].as_str()).unwrap_or_default().to_owned()
+    vms::boot_of(&vm["object"])
 }
 
 /// The snapshot a VM was restored from, from its READY message.
