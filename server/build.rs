@@ -15,6 +15,7 @@ const FILES: &[&str] = &[
     "osac/public/v1/compute_instance_templates.proto",
     "osac/public/v1/networking.proto",
     "osac/public/v1/external_ips.proto",
+    "osac/public/v1/instance_types.proto",
     "osac/public/v1/events.proto",
     "vmaas/v1/snapshots.proto",
     "google/rpc/status.proto",

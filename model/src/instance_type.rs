@@ -117,9 +117,12 @@ pub struct InstanceTypeDeprecation {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct InstanceTypeSpec {
-    /// CPU cores; fixed at create.
+    /// CPU cores; fixed at create. Absent is 0, refused naming the field
+    /// (protobuf's JSON leaves a 0 out).
+    #[serde(default)]
     pub cores: u32,
-    /// Memory in GiB; fixed at create.
+    /// Memory in GiB; fixed at create (absent: 0, refused likewise).
+    #[serde(default)]
     pub memory_gib: u32,
     /// What it is for, in Markdown.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -219,16 +222,32 @@ impl InstanceTypeSpec {
 }
 
 impl InstanceTypeSpec {
+    /// Why a VM of `template` may not take this type (named `name`): it is
+    /// OBSOLETE (unless the VM has it already, `kept`), or the template
+    /// allows other types only.
+    pub fn refusal(&self, name: &str, template: &crate::Template, kept: bool) -> Option<String> {
+        if self.state == InstanceTypeState::Obsolete && !kept {
+            let instead =
+                self.deprecation.as_ref().and_then(|d| d.replacement.as_ref()).map(|r| format!(" (its replacement: {:?})", r.name));
+            return Some(format!("instance type {name:?} is OBSOLETE: refused for new virtual machines{}", instead.unwrap_or_default()));
+        }
+        let allowed = &template.wire().spec_defaults.instance_types;
+        (!allowed.is_empty() && !allowed.iter().any(|a| a == name))
+            .then(|| format!("template {:?} allows the instance types {allowed:?}, not {name:?}", template.id()))
+    }
+
     /// Sizes a VM's `machine` as this type (named `name`) says: its cores
     /// and memory replace what the template's defaults gave. A parameter the
     /// tenant gave in `given` that sets the cores or the memory otherwise is
-    /// a conflict, reported in `errs` naming the parameter: the tenant gives
-    /// one of them, or both the same.
+    /// a conflict, reported in `errs` naming the parameter's field
+    /// (`param_field` of its name): the tenant gives one of them, or both
+    /// the same.
     pub fn size(
         &self,
         name: &str,
         template: &crate::Template,
         given: &std::collections::BTreeMap<String, crate::ParameterValue>,
+        param_field: &dyn Fn(&str) -> String,
         machine: &mut crate::MachineSpec,
         errs: &mut ValidationErrors,
     ) {
@@ -236,7 +255,7 @@ impl InstanceTypeSpec {
         let given_by = |field: &str| template.parameter_setting(field).filter(|p| given.contains_key(*p));
         if let Some(p) = given_by("cpu_cores").filter(|_| machine.cpu.cores != self.cores) {
             errs.push(
-                format!("object.spec.template_parameters.{p}.value"),
+                param_field(p),
                 format!(
                     "is {} cores, but instance type {name:?} has {}: give one of them, or both the same",
                     machine.cpu.cores, self.cores
@@ -245,7 +264,7 @@ impl InstanceTypeSpec {
         }
         if let Some(p) = given_by("memory").filter(|_| machine.memory_bytes() != memory) {
             errs.push(
-                format!("object.spec.template_parameters.{p}.value"),
+                param_field(p),
                 format!(
                     "is {}, but instance type {name:?} has {} GiB: give one of them, or both the same",
                     machine.memory, self.memory_gib

@@ -79,16 +79,19 @@ def skip(text, i, end):
     raise ValueError("unbalanced .proto text")
 
 
-def compile_osac(shared, out):
-    """Generates the Python modules of OSAC's protocol into `out`."""
+def compile_osac(shared, out, roots=None):
+    """Generates the Python modules of OSAC's protocol into `out`: the files
+    under each root (relative to `shared`) whose path starts with one of its
+    prefixes; by default fulfillment-v1's VMs and all of public-v1."""
     from grpc_tools import protoc
     import grpc_tools
     import google.api.annotations_pb2 as annotations
     src = os.path.join(out, "src")
-    roots = {
-        os.path.join(shared, "osac/fulfillment-v1/proto"): ["fulfillment/v1/virtual_machine", "shared/v1/"],
-        os.path.join(shared, "osac/public-v1/proto/public"): ["osac/public/v1/"],
+    roots = roots or {
+        "osac/fulfillment-v1/proto": ["fulfillment/v1/virtual_machine", "shared/v1/"],
+        "osac/public-v1/proto/public": ["osac/public/v1/"],
     }
+    roots = {os.path.join(shared, root): prefixes for root, prefixes in roots.items()}
     files = []
     for root, prefixes in roots.items():
         for dirpath, _, names in os.walk(root):

@@ -2,7 +2,7 @@
 //! new VM, or a VM moving to it), and applied to the machine its template
 //! resolved (`docs/api.md`, "Instance types").
 
-use vmaas_model::{InstanceType, InstanceTypeReference, InstanceTypeState, MachineSpec, Template, ValidationErrors, VirtualMachineSpec};
+use vmaas_model::{InstanceType, InstanceTypeReference, MachineSpec, Template, ValidationErrors, VirtualMachineSpec};
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -34,19 +34,12 @@ pub(super) async fn apply(
         errs.push(FIELD, format!("there is no instance type {:?}; list them with GET /api/fulfillment/v1/instance_types", wanted.key()));
         return Ok(());
     };
-    if t.spec.state == InstanceTypeState::Obsolete && previous != Some(t.id.as_str()) {
-        let instead = t.spec.deprecation.as_ref().and_then(|d| d.replacement.as_ref()).map(|r| format!(" (its replacement: {:?})", r.name));
-        errs.push(
-            FIELD,
-            format!("instance type {:?} is OBSOLETE: refused for new virtual machines{}", t.name, instead.unwrap_or_default()),
-        );
+    if let Some(why) = t.spec.refusal(&t.name, template, previous == Some(t.id.as_str())) {
+        errs.push(FIELD, why);
         return Ok(());
     }
-    if !defaults.instance_types.is_empty() && !defaults.instance_types.contains(&t.name) {
-        errs.push(FIELD, format!("template {:?} allows the instance types {:?}, not {:?}", template.id(), defaults.instance_types, t.name));
-        return Ok(());
-    }
-    t.spec.size(&t.name, template, &spec.template_parameters, machine, errs);
+    let param_field = |p: &str| format!("object.spec.template_parameters.{p}.value");
+    t.spec.size(&t.name, template, &spec.template_parameters, &param_field, machine, errs);
     spec.instance_type = Some(InstanceTypeReference { id: t.id, name: t.name });
     Ok(())
 }
