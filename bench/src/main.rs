@@ -443,7 +443,7 @@ async fn function_bench(calls: usize) -> anyhow::Result<()> {
     let mut render = Vec::with_capacity(calls);
     for _ in 0..calls {
         let t = Instant::now();
-        let r = render_vm(&Owner { tenant: "team-a".into(), name: "myvm".into() }, &spec, &template, &input)
+        let r = render_vm(&Owner { tenant: "team-a".into(), name: "myvm".into() }, &spec, &template, &input, None)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         std::hint::black_box(serde_json::to_value(&r.vm)?);
         render.push(t.elapsed().as_secs_f64() * 1e6);

@@ -12,6 +12,7 @@
 //! - [`usage`]: the `ClusterUsage`s that keep a network while a VM or a volume
 //!   is on it, and a volume while a VM uses it.
 //! - [`render`]: an XR into Kubernetes objects, in the XR's scope.
+//! - [`shape`]: a claim's instance type, from the input's catalog.
 //! - [`status`]: the XR status and the function's conditions, in the
 //!   shapes Crossplane accepts.
 //! - [`xr`]: the function's input and the XR specs.
@@ -24,6 +25,7 @@ mod call;
 pub mod function;
 mod network;
 pub mod render;
+pub mod shape;
 pub mod status;
 pub mod usage;
 mod vm;

@@ -16,7 +16,7 @@ use vmaas_model::network::Cidr;
 use vmaas_model::validation::{FieldError, check_dns_label};
 use vmaas_model::{ExposedPort, Protocol, Template, ValidationErrors};
 
-use crate::xr::{FunctionInput, NetworkXrSpec, Owner, PhysicalNetworkXrSpec, VmXrSpec, wrap_parameters};
+use crate::xr::{FunctionInput, NetworkXrSpec, Owner, PhysicalNetworkXrSpec, VmXrSpec};
 
 /// The VM's NIC on its physical network.
 pub const PHYSICAL_NIC: &str = "physical";
@@ -71,6 +71,12 @@ pub struct RenderedVm {
     pub vm: VirtualMachine,
     /// The floating IP, when ports are exposed and the VM runs.
     pub service: Option<Service>,
+    /// The VM's own `VirtualMachineInstancetype` (a claim naming an
+    /// instance type) and `VirtualMachinePreference` (a platform beyond
+    /// KubeVirt's defaults), which it references.
+    pub shapes: Vec<serde_json::Value>,
+    /// The instance type it is of, if any.
+    pub instance_type: Option<String>,
 }
 
 /// Everything rendered for one private network XR.
@@ -110,9 +116,16 @@ fn check_xr(xr: &VmXrSpec) -> Result<(), ValidationErrors> {
 }
 
 /// The machine the XR asks for: the template resolved with its
-/// parameters, plus what the XR adds (ports, keys, user data).
-fn machine(xr: &VmXrSpec, template: &Template) -> Result<vmaas_model::MachineSpec, ValidationErrors> {
-    let resolved = template.resolve(&wrap_parameters(&xr.template_parameters), "spec.templateParameters");
+/// parameters, sized by its instance type (`kept`: the one the VM has
+/// already), plus what the XR adds (ports, keys, user data).
+fn machine(
+    xr: &VmXrSpec,
+    template: &Template,
+    input: &FunctionInput,
+    kept: Option<&str>,
+) -> Result<vmaas_model::MachineSpec, ValidationErrors> {
+    let (params, instance_type) = crate::shape::named(xr, template)?;
+    let resolved = template.resolve(&params, "spec.templateParameters");
     let mut spec = match (resolved, check_xr(xr)) {
         (Ok(t), Ok(())) => t.spec,
         (Err(mut a), Err(b)) => {
@@ -121,6 +134,9 @@ fn machine(xr: &VmXrSpec, template: &Template) -> Result<vmaas_model::MachineSpe
         }
         (Err(e), _) | (_, Err(e)) => return Err(e),
     };
+    if let Some(name) = instance_type {
+        crate::shape::apply(&name, template, input, &params, kept, &mut spec)?;
+    }
     if !xr.expose.is_empty() {
         spec.exposed_ports = xr.expose.iter().map(|p| ExposedPort { port: *p, protocol: Protocol::Tcp, name: None }).collect();
     }
@@ -131,12 +147,19 @@ fn machine(xr: &VmXrSpec, template: &Template) -> Result<vmaas_model::MachineSpe
     Ok(spec)
 }
 
-/// Renders the VM of `owner`: validates its parameters against `template`
-/// (every problem, with the same messages as the server), then renders
-/// through the shared model into its namespace: its own, or its named
-/// network's.
-pub fn render_vm(owner: &Owner, xr: &VmXrSpec, template: &Template, input: &FunctionInput) -> Result<RenderedVm, ValidationErrors> {
-    let spec = machine(xr, template)?;
+/// Renders the VM of `owner`: validates its parameters and instance type
+/// against `template` and the input (every problem, with the same messages
+/// as the server; `kept` is the instance type the VM has already), then
+/// renders through the shared model into its namespace: its own, or its
+/// named network's.
+pub fn render_vm(
+    owner: &Owner,
+    xr: &VmXrSpec,
+    template: &Template,
+    input: &FunctionInput,
+    kept: Option<&str>,
+) -> Result<RenderedVm, ValidationErrors> {
+    let spec = machine(xr, template, input, kept)?;
     let ns = vm_home(owner, xr);
     let (own, inline) = match xr.network_ref() {
         Some(NetworkRef::Named(_)) => (false, None),
@@ -153,7 +176,7 @@ pub fn render_vm(owner: &Owner, xr: &VmXrSpec, template: &Template, input: &Func
         data_source_namespace: input.data_source_namespace.clone(),
         storage_class: input.storage_class.clone(),
         floating_ip: input.floating_ip.clone(),
-        cluster_shapes: false,
+        shapes: render::Shapes::Namespaced,
         claims: Default::default(),
     };
     let r = render::render_vm(&spec, &options);
@@ -163,7 +186,17 @@ pub fn render_vm(owner: &Owner, xr: &VmXrSpec, template: &Template, input: &Func
         namespace_name: ns,
         vm: r.vm,
         service: r.service,
+        shapes: r.shape_objects.into_iter().map(|o| labelled(o, spec.instance_type.as_deref())).collect(),
+        instance_type: spec.instance_type,
     })
+}
+
+/// A composed instance type labelled with the vmaas type it is.
+fn labelled(mut obj: serde_json::Value, instance_type: Option<&str>) -> serde_json::Value {
+    if let (Some(name), true) = (instance_type, obj["kind"] == "VirtualMachineInstancetype") {
+        obj["metadata"]["labels"] = serde_json::json!({crate::shape::INSTANCE_TYPE_LABEL: name});
+    }
+    obj
 }
 
 /// Renders the private network of `owner`: its namespace, labelled for a

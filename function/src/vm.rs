@@ -1,5 +1,6 @@
 //! `XVirtualMachine`s (from `VirtualMachine` claims): the template
-//! resolved with the XR's parameters; the KubeVirt VM and its floating IP
+//! resolved with the XR's parameters and instance type; the KubeVirt VM,
+//! its own instance type and preference, and its floating IP
 //! rendered into its own namespace (with its own network) or into its named
 //! network's; the networks it names checked; its status read back from
 //! KubeVirt.
@@ -14,6 +15,7 @@ use vmaas_model::{Desired, Phase, PowerState, Template, VirtualMachineStatus, Vi
 
 use crate::call::{Call, fatal, put, require_private, require_tenants};
 use crate::render::{NetworkRef, PHYSICAL_NIC, RenderedVm, render_vm};
+use crate::shape::INSTANCE_TYPE_LABEL;
 use crate::status::{self, NetworkState};
 use crate::usage::{usage, usage_of};
 use crate::volume::volumes_of;
@@ -154,7 +156,8 @@ pub(crate) fn run(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFu
         Ok(t) => t,
         Err(e) => return fatal(rsp, e),
     };
-    let mut r = match render_vm(&owner, &spec, &template, call.input) {
+    let kept = call.observed("instancetype").and_then(|t| t["metadata"]["labels"][INSTANCE_TYPE_LABEL].as_str().map(str::to_owned));
+    let mut r = match render_vm(&owner, &spec, &template, call.input, kept.as_deref()) {
         Ok(r) => r,
         Err(errs) => return fatal(rsp, format!("invalid VirtualMachine: {errs}")),
     };
@@ -186,6 +189,10 @@ pub(crate) fn run(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFu
     if let Some(u) = &r.udn {
         put(&mut rsp, "udn", u, NetworkState::of(call.observed("udn").as_ref()).ready())?;
     }
+    for shape in &r.shapes {
+        let key = if shape["kind"] == "VirtualMachinePreference" { "preference" } else { "instancetype" };
+        put(&mut rsp, key, shape, call.observed(key).is_some())?;
+    }
     let started = spec.state == PowerState::Started;
     let vmi = request::get_required_resource(call.req, "vmi");
     // The internal address is the one on the VM's first network: its private
@@ -204,6 +211,9 @@ pub(crate) fn run(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFu
     status::vm_condition(&mut rsp, &status);
     for w in waiting {
         response::warning(&mut rsp, format!("{w}: the VM starts once it is ready"));
+    }
+    if let Some(note) = r.instance_type.as_deref().and_then(|t| crate::shape::deprecation_note(t, call.input)) {
+        response::warning(&mut rsp, note);
     }
     for w in volume_warnings {
         response::warning(&mut rsp, format!("{w}: it is attached once it is"));

@@ -37,6 +37,21 @@ pub struct FunctionInput {
     /// Storage class of boot disks (the cluster default when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_class: Option<String>,
+    /// The instance types claims may name, as the server's API has them.
+    #[serde(default)]
+    pub instance_types: Vec<NamedInstanceType>,
+}
+
+/// An instance type of the function's input: its name and its spec, as
+/// `POST /api/fulfillment/v1/instance_types` takes them (`cores`,
+/// `memory_gib`, `gpu`, `state`, `deprecation`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamedInstanceType {
+    /// Its name, e.g. `general.large`.
+    pub name: String,
+    /// Its shape and lifecycle.
+    pub spec: vmaas_model::InstanceTypeSpec,
 }
 
 fn default_ds_namespace() -> String {
@@ -49,6 +64,11 @@ fn default_ds_namespace() -> String {
 pub struct VmXrSpec {
     /// Template id.
     pub template: String,
+    /// An instance type of the function's input, by name: the VM's cores,
+    /// memory and GPUs (seed 001 also writes it as
+    /// `templateParameters.instanceType`).
+    #[serde(default)]
+    pub instance_type: Option<String>,
     /// Parameters: `{name: value}` or `{name: {value: ...}}`.
     #[serde(default)]
     pub template_parameters: BTreeMap<String, Value>,

@@ -88,7 +88,7 @@ fn seed_vm_renders_valid_objects() {
     let input = input();
     let xr = example("claim-virtualmachine.yaml");
     let spec: VmXrSpec = serde_json::from_value(xr["spec"].clone()).unwrap();
-    let r = render_vm(&team_a("myvm"), &spec, &template(&input, "simple_vm"), &input).unwrap();
+    let r = render_vm(&team_a("myvm"), &spec, &template(&input, "simple_vm"), &input, None).unwrap();
 
     let vm = serde_json::to_value(&r.vm).unwrap();
     assert_valid(&json_schema("kubevirt.io_virtualmachine_v1.json"), &vm, "the KubeVirt VirtualMachine");
@@ -137,7 +137,7 @@ fn stopped_vm_without_network_uses_the_pod_network() {
     let input = input();
     let spec: VmXrSpec =
         serde_json::from_value(json!({"template": "simple_vm", "state": "stopped", "templateParameters": {"vm_memory": "8Gi"}})).unwrap();
-    let r = render_vm(&team_a("plain"), &spec, &template(&input, "simple_vm"), &input).unwrap();
+    let r = render_vm(&team_a("plain"), &spec, &template(&input, "simple_vm"), &input, None).unwrap();
     let vm = serde_json::to_value(&r.vm).unwrap();
     assert_valid(&json_schema("kubevirt.io_virtualmachine_v1.json"), &vm, "the KubeVirt VirtualMachine");
     assert_eq!(vm["spec"]["runStrategy"], "Halted");
@@ -159,7 +159,7 @@ fn an_image_url_is_imported_by_cdi_and_other_schemes_are_refused() {
     let input = input();
     let spec: VmXrSpec = serde_json::from_value(json!({"template": "simple_vm"})).unwrap();
     let url = "https://images.example/debian-12.qcow2";
-    let r = render_vm(&team_a("fromurl"), &spec, &simple_vm_with_image(&input, url).unwrap(), &input).unwrap();
+    let r = render_vm(&team_a("fromurl"), &spec, &simple_vm_with_image(&input, url).unwrap(), &input, None).unwrap();
     let vm = serde_json::to_value(&r.vm).unwrap();
     assert_valid(&json_schema("kubevirt.io_virtualmachine_v1.json"), &vm, "the KubeVirt VirtualMachine");
     let dv = &vm["spec"]["dataVolumeTemplates"][0];
@@ -177,7 +177,7 @@ fn bad_parameters_give_the_servers_messages() {
     let spec: VmXrSpec =
         serde_json::from_value(json!({"template": "simple_vm", "templateParameters": {"vm_memory": {"value": "4GB"}, "vm_colour": "red"}}))
             .unwrap();
-    let errs = render_vm(&team_a("bad"), &spec, &template(&input, "simple_vm"), &input).unwrap_err().to_string();
+    let errs = render_vm(&team_a("bad"), &spec, &template(&input, "simple_vm"), &input, None).unwrap_err().to_string();
     assert!(errs.contains("spec.templateParameters.vm_colour: unknown parameter \"vm_colour\"; valid parameters are: vm_cpu_cores, vm_disk_size, vm_memory"), "{errs}");
     assert!(errs.contains("spec.templateParameters.vm_memory.value: \"4GB\" has an unknown suffix \"GB\""), "{errs}");
 }
@@ -224,7 +224,7 @@ fn bad_networks_name_their_fields() {
     let input = input();
     let spec: VmXrSpec =
         serde_json::from_value(json!({"template": "simple_vm", "network": "10.0.0.0/33", "physicalNetwork": "No"})).unwrap();
-    let e = render_vm(&team_a("v"), &spec, &template(&input, "simple_vm"), &input).unwrap_err().to_string();
+    let e = render_vm(&team_a("v"), &spec, &template(&input, "simple_vm"), &input, None).unwrap_err().to_string();
     assert!(e.contains("spec.network") && e.contains("spec.physicalNetwork"), "{e}");
 }
 
@@ -232,7 +232,7 @@ fn bad_networks_name_their_fields() {
 fn a_vm_on_a_named_network_lives_in_its_namespace_and_a_physical_one_is_a_second_nic() {
     let input = input();
     let spec: VmXrSpec = serde_json::from_value(json!({"template": "simple_vm", "network": "example", "physicalNetwork": "lab"})).unwrap();
-    let r = render_vm(&team_a("two"), &spec, &template(&input, "simple_vm"), &input).unwrap();
+    let r = render_vm(&team_a("two"), &spec, &template(&input, "simple_vm"), &input, None).unwrap();
     assert!(r.udn.is_none() && r.namespace.is_none(), "the named network's XR owns both");
     assert_eq!(r.namespace_name, network_namespace("team-a", "example"));
     let vm = serde_json::to_value(&r.vm).unwrap();
@@ -260,7 +260,7 @@ fn volumes_render_valid_data_volumes_and_hotpluggable_disks() {
         assert_eq!(dv["spec"]["storage"]["storageClassName"], "fast");
     }
     let spec: VmXrSpec = serde_json::from_value(json!({"template": "simple_vm", "network": "example", "volumes": ["data"]})).unwrap();
-    let mut r = render_vm(&team_a("web"), &spec, &template(&input, "simple_vm"), &input).unwrap();
+    let mut r = render_vm(&team_a("web"), &spec, &template(&input, "simple_vm"), &input, None).unwrap();
     attach(&mut r.vm, &[VolumeDisk { volume: "data".into(), serial: "datax1".into() }]);
     let vm = serde_json::to_value(&r.vm).unwrap();
     assert_valid(&json_schema("kubevirt.io_virtualmachine_v1.json"), &vm, "a KubeVirt VirtualMachine with a hotpluggable volume");
@@ -281,7 +281,7 @@ fn kubevirt_status_maps_to_phases() {
 fn the_schema_check_catches_bad_objects() {
     let input = input();
     let spec: VmXrSpec = serde_json::from_value(json!({"template": "simple_vm"})).unwrap();
-    let mut vm = serde_json::to_value(render_vm(&team_a("x"), &spec, &template(&input, "simple_vm"), &input).unwrap().vm).unwrap();
+    let mut vm = serde_json::to_value(render_vm(&team_a("x"), &spec, &template(&input, "simple_vm"), &input, None).unwrap().vm).unwrap();
     vm["spec"]["runStrategy"] = json!(5);
     vm["spec"]["template"]["spec"]["domain"]["devices"]["gpus"] = json!([{"deviceName": "nvidia.com/A10"}]);
     let validator = jsonschema::validator_for(&json_schema("kubevirt.io_virtualmachine_v1.json")).unwrap();
@@ -298,7 +298,7 @@ fn the_schema_check_catches_bad_objects() {
 fn snapshots_of_every_object_kind() {
     let input = input();
     let spec: VmXrSpec = serde_json::from_value(example("claim-virtualmachine.yaml")["spec"].clone()).unwrap();
-    let r = render_vm(&team_a("myvm"), &spec, &template(&input, "simple_vm"), &input).unwrap();
+    let r = render_vm(&team_a("myvm"), &spec, &template(&input, "simple_vm"), &input, None).unwrap();
     insta::assert_json_snapshot!("kubevirt_virtualmachine", r.vm);
     insta::assert_json_snapshot!("namespace", r.namespace.unwrap());
     insta::assert_json_snapshot!("userdefinednetwork", r.udn.unwrap());
@@ -317,7 +317,7 @@ fn crossplane_s_own_xr_fields_are_accepted() {
     xr["spec"]["resourceRefs"] = serde_json::json!([]);
     let spec = VmXrSpec::from_xr(&xr["spec"]).expect("Crossplane's fields are accepted");
     let input = input();
-    assert!(render_vm(&team_a("myvm"), &spec, &template(&input, &spec.template), &input).is_ok());
+    assert!(render_vm(&team_a("myvm"), &spec, &template(&input, &spec.template), &input, None).is_ok());
     // A misspelt field of ours is still refused.
     xr["spec"]["tempalte"] = serde_json::json!("x");
     let err = VmXrSpec::from_xr(&xr["spec"]).unwrap_err().to_string();
@@ -329,7 +329,7 @@ fn every_derived_name_fits_and_names_of_two_long_vms_differ() {
     let input = input();
     let spec = VmXrSpec::from_xr(&example("claim-virtualmachine.yaml")["spec"]).unwrap();
     let names = |vm: &str| {
-        let r = render_vm(&team_a(vm), &spec, &template(&input, "simple_vm"), &input).unwrap();
+        let r = render_vm(&team_a(vm), &spec, &template(&input, "simple_vm"), &input, None).unwrap();
         let mut n = vec![r.namespace_name.clone(), r.vm.metadata.name.clone().unwrap()];
         n.extend(r.vm.spec.data_volume_templates.iter().filter_map(|d| d.metadata.name.clone()));
         n.extend(r.udn.iter().filter_map(|u| u.metadata.name.clone()));

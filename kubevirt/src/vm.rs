@@ -85,7 +85,7 @@ impl Shared {
             data_source_namespace: self.cfg.images_namespace.clone(),
             storage_class: self.cfg.storage_class.clone(),
             floating_ip: self.cfg.floating_ip.clone(),
-            cluster_shapes: true,
+            shapes: vmaas_model::k8s::render::Shapes::Cluster,
             claims: r.claims.clone(),
         };
         let mut rendered = render_vm(&machine, &options);
@@ -93,7 +93,7 @@ impl Shared {
         attach(&mut rendered.vm, &disks);
         let invalid = |e| BackendError::invalid("rendering the KubeVirt VM", e);
         let mut vm = serde_json::to_value(&rendered.vm).map_err(invalid)?;
-        let shapes = std::mem::take(&mut rendered.cluster_objects);
+        let shapes = std::mem::take(&mut rendered.shape_objects);
         let own = labels(ObjectKind::VirtualMachine, &t.id);
         for (k, v) in &own {
             vm["metadata"]["labels"][k] = json!(v);

@@ -475,3 +475,64 @@ async fn a_volume_outlives_its_vm_and_is_a_hotpluggable_disk() {
     let o = vol_xp.reconcile_claim("volumes", "xvolumes", &bad).await;
     assert!(o.fatal.len() == 1 && o.fatal[0].contains("spec.size"), "{:?}", o.fatal);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claims_instance_type_and_platform_are_objects_of_its_own_that_its_vm_references() {
+    let (k, f) = installed().await;
+    let input = input_of("composition-virtualmachine.yaml");
+    let xp = Crossplane::new(&k, &f, input.clone());
+    let sized = applied(
+        &k,
+        &vm_claim("team-a", "sized", json!({"template": "secure", "templateParameters": null, "instanceType": "general.large"})),
+        "virtualmachines",
+        "team-a",
+    )
+    .await;
+    let o = xp.reconcile_claim("virtualmachines", "xvirtualmachines", &sized).await;
+    assert!(o.fatal.is_empty() && o.warnings.is_empty(), "{:?} {:?}", o.fatal, o.warnings);
+    assert_composed_by(&o);
+    let (vm, it, pref) = (&o.composed["vm"], &o.composed["instancetype"], &o.composed["preference"]);
+    assert_eq!((it["kind"].as_str(), pref["kind"].as_str()), (Some("VirtualMachineInstancetype"), Some("VirtualMachinePreference")));
+    assert_eq!(vm["spec"]["instancetype"], json!({"kind": "VirtualMachineInstancetype", "name": it["metadata"]["name"]}));
+    assert_eq!(vm["spec"]["preference"], json!({"kind": "VirtualMachinePreference", "name": pref["metadata"]["name"]}));
+    assert_eq!(it["spec"]["cpu"]["guest"], 4, "{it:#}");
+    assert_eq!(pref["spec"]["firmware"]["preferredEfi"], json!({"secureBoot": true, "persistent": true}));
+    assert_eq!(pref["spec"]["devices"]["preferredTPM"]["persistent"], true);
+
+    // The template's default type, and seed 001's o1.small: deprecated, and the claim is told.
+    let plain =
+        applied(&k, &vm_claim("team-a", "plain", json!({"template": "secure", "templateParameters": null})), "virtualmachines", "team-a")
+            .await;
+    let o = xp.reconcile_claim("virtualmachines", "xvirtualmachines", &plain).await;
+    assert_eq!(o.composed["instancetype"]["spec"]["cpu"]["guest"], 2, "general.small, the template's default");
+    let seed = applied(
+        &k,
+        &vm_claim("team-a", "seed", json!({"templateParameters": {"instanceType": "o1.small", "vm_disk_size": "20Gi"}})),
+        "virtualmachines",
+        "team-a",
+    )
+    .await;
+    let o = xp.reconcile_claim("virtualmachines", "xvirtualmachines", &seed).await;
+    assert!(o.warnings.iter().any(|w| w.contains("DEPRECATED") && w.contains("general.small")), "{:?}", o.warnings);
+    assert!(o.composed.contains_key("instancetype") && !o.composed.contains_key("preference"), "{:?}", o.composed.keys());
+
+    // An obsolete type composes nothing for a new claim, but a VM that has it keeps it.
+    let old = applied(
+        &k,
+        &vm_claim("team-b", "old", json!({"instanceType": "m1.tiny", "templateParameters": null})),
+        "virtualmachines",
+        "team-b",
+    )
+    .await;
+    let o = xp.reconcile_claim("virtualmachines", "xvirtualmachines", &old).await;
+    assert!(o.fatal.len() == 1 && o.fatal[0].contains("spec.instanceType") && o.fatal[0].contains("OBSOLETE"), "{:?}", o.fatal);
+    assert!(o.composed.is_empty(), "{:?}", o.composed.keys());
+    let mut retired = input;
+    for t in retired["instanceTypes"].as_array_mut().unwrap() {
+        if t["name"] == "general.large" {
+            t["spec"]["state"] = json!("INSTANCE_TYPE_STATE_OBSOLETE");
+        }
+    }
+    let o = Crossplane::new(&k, &f, retired).reconcile_claim("virtualmachines", "xvirtualmachines", &sized).await;
+    assert!(o.fatal.is_empty() && o.composed.contains_key("vm"), "a VM keeps the type it has: {:?}", o.fatal);
+}

@@ -29,7 +29,7 @@ fn options(power: PowerState) -> VmOptions {
         data_source_namespace: "os-images".into(),
         storage_class: None,
         floating_ip: FloatingIp::default(),
-        cluster_shapes: false,
+        shapes: Default::default(),
         claims: Default::default(),
     }
 }
@@ -108,5 +108,5 @@ async fn the_shipped_template_catalog_installs_and_every_template_compiles() {
         ids.push(template.id.clone());
         Template::compile(template).unwrap();
     }
-    assert_eq!(ids, ["simple_vm", "web"]);
+    assert_eq!(ids, ["simple_vm", "web", "secure"]);
 }

@@ -54,6 +54,11 @@ fn seed_002_s_claims_render_as_the_seed_writes_them() {
     let schema: Value =
         serde_json::from_slice(&std::fs::read(shared().join("schemas/kubevirt.io_virtualmachine_v1.json")).unwrap()).unwrap();
     let schema = jsonschema::validator_for(&schema).unwrap();
+    let preference_schema: Value = serde_json::from_slice(
+        &std::fs::read(shared().join("schemas/instancetype.kubevirt.io_virtualmachinepreference_v1beta1.json")).unwrap(),
+    )
+    .unwrap();
+    let preference_schema = jsonschema::validator_for(&preference_schema).unwrap();
     let claims = documents(&example("seed-002/claims.yaml"));
     assert_eq!(claims.len(), 3);
     for claim in claims {
@@ -61,11 +66,16 @@ fn seed_002_s_claims_render_as_the_seed_writes_them() {
         let spec: VmXrSpec = serde_json::from_value(claim["spec"].clone()).unwrap();
         let wire = input.templates.iter().find(|t| t.id == spec.template).unwrap().clone();
         let owner = Owner { tenant: claim["metadata"]["namespace"].as_str().unwrap().into(), name: name.into() };
-        let r = render_vm(&owner, &spec, &Template::compile(wire).unwrap(), &input).unwrap();
+        let r = render_vm(&owner, &spec, &Template::compile(wire).unwrap(), &input, None).unwrap();
         let vm = serde_json::to_value(&r.vm).unwrap();
         let errors: Vec<String> = schema.iter_errors(&vm).map(|e| format!("{e} at {}", e.instance_path)).collect();
         assert!(errors.is_empty(), "{name} does not match KubeVirt's schema: {errors:?}");
-        assert_matches_seed(name, &vm, &[]);
+        // Its platform is a preference of its own, which KubeVirt folds into the VMI.
+        let pref = r.shapes.iter().find(|o| o["kind"] == "VirtualMachinePreference").expect("an EFI guest has a preference");
+        assert_eq!(vm["spec"]["preference"]["name"], pref["metadata"]["name"]);
+        let errors: Vec<String> = preference_schema.iter_errors(pref).map(|e| format!("{e} at {}", e.instance_path)).collect();
+        assert!(errors.is_empty(), "{name}'s preference does not match KubeVirt's schema: {errors:?}");
+        assert_matches_seed(name, &with_preference(vm, pref), &[]);
         // The seed's masqueraded ports are exposed on the floating IP.
         let service = serde_json::to_value(&r.service).unwrap();
         for p in seed_ports(name) {

@@ -87,10 +87,27 @@ pub fn render(p: &Platform) -> DomainPlatform {
 /// The API group and version of KubeVirt's instance types and preferences.
 pub const INSTANCETYPE_API: &str = "instancetype.kubevirt.io/v1beta1";
 
-/// A VM's reference to a cluster-wide instance type or preference.
+/// Where a VM's instance type and preference are rendered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Shapes {
+    /// In the VM's domain: no objects of their own.
+    #[default]
+    Inline,
+    /// `VirtualMachineClusterInstancetype` and `VirtualMachineClusterPreference`
+    /// objects named after the type and the platform, shared by every VM
+    /// that has them (the kubevirt backend).
+    Cluster,
+    /// `VirtualMachineInstancetype` and `VirtualMachinePreference` objects of
+    /// the VM's own, in its namespace and named after it (the function:
+    /// each composite owns what it composes, so none is shared).
+    Namespaced,
+}
+
+/// A VM's reference to an instance type or a preference.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 pub struct Matcher {
-    /// `VirtualMachineClusterInstancetype` or `VirtualMachineClusterPreference`.
+    /// `VirtualMachineClusterInstancetype`, `VirtualMachineClusterPreference`,
+    /// `VirtualMachineInstancetype` or `VirtualMachinePreference`.
     pub kind: String,
     /// Its name.
     pub name: String,
@@ -143,7 +160,18 @@ pub fn instancetype(name: &str, m: &crate::MachineSpec) -> Value {
         "metadata": {"name": format!("vmaas-{name}")}, "spec": spec})
 }
 
-/// The reference to a cluster object `obj` (an instance type or a preference).
+/// The cluster object `obj` (an instance type or a preference) as an
+/// object of VM `vm`'s own in `namespace`: the namespaced kind, named
+/// after the VM (`VirtualMachinePreference` `web-preference`).
+pub fn owned(mut obj: Value, vm: &str, namespace: &str) -> Value {
+    let kind = obj["kind"].as_str().unwrap_or_default().replace("VirtualMachineCluster", "VirtualMachine");
+    let suffix = if kind.ends_with("Preference") { "preference" } else { "instancetype" };
+    obj["kind"] = kind.into();
+    obj["metadata"] = json!({"name": super::names::derived(vm, suffix), "namespace": namespace});
+    obj
+}
+
+/// The reference to an object `obj` (an instance type or a preference).
 pub fn matcher(obj: &Value) -> Matcher {
     Matcher {
         kind: obj["kind"].as_str().unwrap_or_default().to_owned(),

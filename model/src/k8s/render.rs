@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use super::crd::*;
 use super::names::derived;
 use super::platform::Matcher;
+pub use super::platform::Shapes;
 use crate::machine::{DiskSource, MachineSpec};
 use crate::{PowerState, ProbeCheck, Protocol};
 
@@ -99,10 +100,9 @@ pub struct VmOptions {
     pub storage_class: Option<String>,
     /// How the floating IP is implemented.
     pub floating_ip: FloatingIp,
-    /// The VM references cluster-wide KubeVirt objects for its instance type
-    /// and its guest profile (`VirtualMachineClusterInstancetype`,
-    /// `VirtualMachineClusterPreference`) instead of carrying them inline.
-    pub cluster_shapes: bool,
+    /// Whether the VM carries its instance type and guest profile in its
+    /// domain or references KubeVirt objects for them, cluster-wide or its own.
+    pub shapes: Shapes,
     /// Claims the VM's disks already are, by disk (volume) name: a clone's,
     /// made by KubeVirt's clone from its source (`rootdisk` → `restore-…`).
     /// A disk named here keeps its DataVolume template under that name.
@@ -116,9 +116,9 @@ pub struct RenderedVm {
     pub vm: VirtualMachine,
     /// The floating IP, when ports are exposed.
     pub service: Option<Service>,
-    /// The cluster-wide instance type and preference the VM references
-    /// (with [`VmOptions::cluster_shapes`]), to apply before it.
-    pub cluster_objects: Vec<Value>,
+    /// The instance type and preference the VM references (unless
+    /// [`VmOptions::shapes`] is inline), to apply before it.
+    pub shape_objects: Vec<Value>,
 }
 
 /// A namespace managed by vmaas for `tenant`, labelled for a primary UDN when asked.
@@ -360,7 +360,7 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
     if let (PodNetwork::PrimaryUdn, Some(address)) = (o.network, &o.address) {
         annotations.insert(ADDRESSES_ANNOTATION.to_owned(), json!({"default": [address]}).to_string());
     }
-    let (shapes, instancetype, preference) = cluster_shapes(spec, o);
+    let (shapes, instancetype, preference) = shape_objects(spec, o);
     let platform = if preference.is_some() { Default::default() } else { super::platform::render(&spec.profile.platform()) };
     let mut vm = VirtualMachine::new(
         &o.name,
@@ -404,18 +404,20 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
     vm.metadata.namespace = Some(o.namespace.clone());
     vm.metadata.labels = Some(labels);
     (vm.spec.instancetype, vm.spec.preference) = (instancetype, preference);
-    RenderedVm { vm, service: service(spec, o), cluster_objects: shapes }
+    RenderedVm { vm, service: service(spec, o), shape_objects: shapes }
 }
 
-/// With [`VmOptions::cluster_shapes`]: the instance type (a VM of a vmaas
-/// instance type that is not resized live) and the preference (a platform
-/// beyond KubeVirt's defaults) as cluster objects, and the VM's references.
-fn cluster_shapes(spec: &MachineSpec, o: &VmOptions) -> (Vec<Value>, Option<Matcher>, Option<Matcher>) {
-    if !o.cluster_shapes {
+/// Unless [`VmOptions::shapes`] is inline: the instance type (a VM of a
+/// vmaas instance type that is not resized live) and the preference (a
+/// platform beyond KubeVirt's defaults) as objects, and the VM's references.
+fn shape_objects(spec: &MachineSpec, o: &VmOptions) -> (Vec<Value>, Option<Matcher>, Option<Matcher>) {
+    if o.shapes == Shapes::Inline {
         return (Vec::new(), None, None);
     }
     let typed = spec.instance_type.as_deref().filter(|_| spec.live.is_empty()).map(|n| super::platform::instancetype(n, spec));
     let preferred = super::platform::preference(&spec.profile.platform());
+    let scoped = |obj: Value| if o.shapes == Shapes::Namespaced { super::platform::owned(obj, &o.name, &o.namespace) } else { obj };
+    let (typed, preferred) = (typed.map(scoped), preferred.map(scoped));
     let (it, pref) = (typed.as_ref().map(super::platform::matcher), preferred.as_ref().map(super::platform::matcher));
     (typed.into_iter().chain(preferred).collect(), it, pref)
 }
@@ -468,7 +470,7 @@ mod tests {
             data_source_namespace: "images".into(),
             storage_class: None,
             floating_ip: FloatingIp::default(),
-            cluster_shapes: false,
+            shapes: Shapes::Inline,
             claims: Default::default(),
         }
     }

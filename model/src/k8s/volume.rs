@@ -127,7 +127,7 @@ mod tests {
             data_source_namespace: "os-images".into(),
             storage_class: None,
             floating_ip: Default::default(),
-            cluster_shapes: false,
+            shapes: Default::default(),
             claims: Default::default(),
         };
         let mut vm = render_vm(&MachineSpec::default(), &o).vm;
