@@ -68,9 +68,10 @@ for name, rel in by_name.items():
 # running guest.
 # virtio_balloon reports freed pages back to the host (free page reporting);
 # vmgenid reseeds the RNG of a clone restored from a snapshot;
-# virtio_console carries the guest agent's port.
+# virtio_console carries the guest agent's port; bochs drives the VGA
+# (its framebuffer console is the graphical console's screen).
 wanted = ["virtio_pci", "virtio_balloon", "vmgenid", "virtio_net", "virtio_blk", "ext4", "crc32c_generic", "button", "evdev", "vfat", "nls_cp437", "nls_utf8", "nls_ascii",
-          "efivarfs", "virtio_mem", "virtio_console"]
+          "efivarfs", "virtio_mem", "virtio_console", "bochs"]
 order = []
 def visit(m):
     if m in order:

@@ -1,7 +1,9 @@
-//! Serial consoles, for backends whose VMs have one.
+//! Serial consoles, for backends whose VMs have one, and graphical ones
+//! (the VM's display, RFB as VNC speaks it).
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::error::BackendError;
@@ -27,4 +29,18 @@ pub trait Consoles: Send + Sync {
     async fn log(&self, id: &str) -> Result<Vec<u8>, BackendError> {
         Ok(self.open(id).await?.history)
     }
+
+    /// A new connection to the display of VM `id`: the RFB protocol (VNC)
+    /// both ways, from its version greeting on, for one viewer.
+    async fn display(&self, id: &str) -> Result<Display, BackendError> {
+        let _ = id;
+        Err(BackendError::unsupported("opening the display", "this backend's VMs have no graphical console"))
+    }
 }
+
+/// Bytes both ways, as a socket carries them.
+pub trait DisplayStream: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> DisplayStream for T {}
+
+/// A connection to a VM's display: RFB from the VM's side.
+pub type Display = Box<dyn DisplayStream>;

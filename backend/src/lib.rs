@@ -14,7 +14,7 @@
 //! - [`vm`]: what a VM driver is given and reports.
 //! - [`network`]: what a virtual network driver is given and reports.
 //! - [`balancer`]: what a load balancer driver is given and reports.
-//! - [`console`]: serial consoles, for backends that have them.
+//! - [`console`]: serial consoles, and graphical ones (RFB), for backends that have them.
 //! - [`error`]: failures, with a kind that tells the reconciler what to do.
 //! - [`host`]: what is on the host without a stored object, and what the host can give.
 //! - [`image`]: the images a backend can boot VMs from: its catalog, and
@@ -41,7 +41,7 @@ pub mod volume;
 use std::sync::Arc;
 
 pub use balancer::{BalancerDriver, BalancerObservation, BalancerProblem, BalancerSpec, BalancerTarget, Mapping};
-pub use console::{Console, Consoles};
+pub use console::{Console, Consoles, Display, DisplayStream};
 pub use driver::{Cleanup, Driver, Requeue, Target, Wake};
 pub use error::{BackendError, ErrorKind};
 pub use export::{ExportFile, ExportSource, Exports};

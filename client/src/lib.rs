@@ -111,6 +111,9 @@ pub struct ConsoleSession {
     pub expires_at: String,
     /// The WebSocket path, ticket included.
     pub url: String,
+    /// `CONSOLE_TYPE_SERIAL` or `CONSOLE_TYPE_VNC`.
+    #[serde(default, rename = "type")]
+    pub kind: String,
 }
 
 /// What a wait waits for.
@@ -427,6 +430,14 @@ impl Client {
     /// Opens a console session: a single-use ticket for the console WebSocket.
     pub async fn console_session(&self, id: &str) -> Result<ConsoleSession, Error> {
         self.call::<(), ConsoleSession>(Method::POST, &format!("/virtual_machines/{id}/console_sessions"), None, None)
+            .await?
+            .ok_or_else(|| Error::Decode("empty console session".into()))
+    }
+
+    /// A session of VM `id`'s graphical console (RFB over a WebSocket).
+    pub async fn display_session(&self, id: &str) -> Result<ConsoleSession, Error> {
+        let body = serde_json::json!({"type": "CONSOLE_TYPE_VNC"});
+        self.call::<serde_json::Value, ConsoleSession>(Method::POST, &format!("/virtual_machines/{id}/console_sessions"), None, Some(&body))
             .await?
             .ok_or_else(|| Error::Decode("empty console session".into()))
     }

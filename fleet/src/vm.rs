@@ -220,4 +220,8 @@ impl vmaas_backend::Consoles for Consoles {
     async fn log(&self, id: &str) -> Result<Vec<u8>, BackendError> {
         self.of(id)?.log(id).await
     }
+
+    async fn display(&self, id: &str) -> Result<vmaas_backend::Display, BackendError> {
+        self.of(id)?.display(id).await
+    }
 }

@@ -223,6 +223,8 @@ pub struct QemuArgs {
     pub agent: PathBuf,
     /// QMP socket.
     pub qmp: PathBuf,
+    /// The display's VNC socket (RFB, no TCP port): the graphical console.
+    pub vnc: PathBuf,
     /// Pid file written once daemonized.
     pub pidfile: PathBuf,
     /// Firmware, TPM and what the guest's OS family needs.
@@ -243,6 +245,9 @@ pub const SEED_SLOT: u32 = 0x0f;
 pub const USER_NIC_SLOT: u32 = 0x10;
 /// PCI slot of the first subnet NIC plugged into a clone.
 pub const SEGMENT_NIC_SLOT: u32 = 0x14;
+
+/// The VGA's video memory in MiB.
+pub const VGA_MIB: u32 = 8;
 
 /// The address QEMU's user-mode network gives the guest.
 pub const GUEST_IP: &str = "10.0.2.15";
@@ -358,6 +363,10 @@ impl QemuArgs {
         for (i, addr) in self.gpus.iter().enumerate() {
             push(&["-device", &format!("vfio-pci,host={addr},id=gpu{i}")]);
         }
+        // The graphical console: a standard VGA (its VRAM fits 1024×768 twice)
+        // served over VNC on a unix socket only, never a TCP port.
+        push(&["-device", &format!("VGA,id=vga0,vgamem_mb={VGA_MIB}")]);
+        push(&["-vnc", &format!("unix:{}", self.vnc.display())]);
         push(&["-daemonize", "-pidfile", &self.pidfile.to_string_lossy()]);
         a
     }
@@ -399,6 +408,7 @@ mod tests {
             serial: "/v/serial.sock".into(),
             agent: "/v/qga.sock".into(),
             qmp: "/v/qmp.sock".into(),
+            vnc: "/v/vnc.sock".into(),
             pidfile: "/v/qemu.pid".into(),
             platform: PlatformArgs::default(),
             live: None,
@@ -432,9 +442,11 @@ mod tests {
                 "virtio-blk-pci,drive=disk-root,id=dev-disk-root,bootindex=1",
                 "virtio-blk-pci,drive=disk-data,id=dev-disk-data",
                 "virtio-blk-pci,drive=cidata,id=dev-cidata",
-                "virtio-net-pci,netdev=nic-default,id=dev-nic-default,mac=52:54:00:12:34:56"
+                "virtio-net-pci,netdev=nic-default,id=dev-nic-default,mac=52:54:00:12:34:56",
+                "VGA,id=vga0,vgamem_mb=8"
             ]
         );
+        assert_eq!(after(&a, "-vnc"), ["unix:/v/vnc.sock"], "the display on a unix socket, no TCP port");
         assert_eq!(
             after(&a, "-netdev"),
             [
@@ -505,9 +517,7 @@ mod tests {
         let a: Vec<String> = q.to_args().into_iter().map(|s| s.into_string().unwrap()).collect();
         let stream = "stream,id=nic-subnet0,server=off,addr.type=inet,addr.host=127.0.0.1,addr.port=40001,reconnect-ms=1000";
         assert_eq!(after(&a, "-netdev")[1], stream);
-        assert_eq!(
-            after(&a, "-device").last().copied(),
-            Some("virtio-net-pci,netdev=nic-subnet0,id=dev-nic-subnet0,mac=52:54:00:01:02:03")
-        );
+        let devices = after(&a, "-device");
+        assert_eq!(devices[devices.len() - 2], "virtio-net-pci,netdev=nic-subnet0,id=dev-nic-subnet0,mac=52:54:00:01:02:03");
     }
 }

@@ -250,6 +250,7 @@ impl Clones {
             serial: staging.join("serial.sock"),
             agent: staging.join(crate::agent::SOCKET),
             qmp: staging.join("qmp.sock"),
+            vnc: staging.join(crate::display::SOCKET),
             pidfile: staging.join("qemu.pid"),
             ..clone
         };

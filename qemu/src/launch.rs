@@ -349,7 +349,7 @@ impl Launcher {
     async fn args(&self, vm: &Vm, t: &VmTarget, image: &Image, disks: Vec<DiskArg>, external: Ipv4Addr) -> Result<Plan, LaunchError> {
         let machine = &t.spec.machine;
         let UserNet { nics, extra, probe_port } = self.user_nics(t, external)?;
-        for f in ["qmp.sock", "serial.sock", "qemu.pid"] {
+        for f in ["qmp.sock", "serial.sock", crate::display::SOCKET, "qemu.pid"] {
             let _ = tokio::fs::remove_file(vm.path(f)).await;
         }
         let macs: Vec<&str> = nics.iter().map(|n| n.mac.as_str()).chain(vm.segment_nics.iter().map(|n| n.mac.as_str())).collect();
@@ -382,6 +382,7 @@ impl Launcher {
             serial: vm.path("serial.sock"),
             agent: vm.path(crate::agent::SOCKET),
             qmp: vm.path("qmp.sock"),
+            vnc: vm.path(crate::display::SOCKET),
             pidfile: vm.path("qemu.pid"),
             platform,
             live: crate::live::LiveArgs::of(machine),

@@ -12,6 +12,7 @@
 //! - [`process`]: one QEMU process, watched through its pidfd.
 //! - [`probe`]: readiness probes.
 //! - [`console`]: the serial console, owned for the guest's whole life.
+//! - [`display`]: the graphical console, VNC on a unix socket per VM.
 //! - [`qmp`]: the QMP client.
 //! - [`state`]: each VM's `vm.json`, written atomically.
 //! - [`network`]: virtual networks and their address plans.
@@ -41,7 +42,8 @@
 //!
 //! Each VM has a directory `STATE/<id>/` with its disks (the root disk a
 //! copy-on-write overlay of the image's base disk), its QMP and serial
-//! sockets, its pid file, its console log and `vm.json`. QEMU runs
+//! sockets, its display's VNC socket, its pid file, its console log and
+//! `vm.json`. QEMU runs
 //! daemonized, so VMs outlive a server restart; the server re-adopts them
 //! from their pid files and sockets.
 
@@ -57,6 +59,7 @@ pub mod cidata;
 mod clone;
 pub mod console;
 pub mod disk_snapshots;
+pub mod display;
 mod export;
 mod forwards;
 mod gateway;
@@ -547,5 +550,17 @@ impl Consoles for Vms {
         }
         let data = tokio::fs::read(vm.path("console.log")).await.unwrap_or_default();
         Ok(data[data.len().saturating_sub(console::RING)..].to_vec())
+    }
+
+    async fn display(&self, id: &str) -> Result<vmaas_backend::Display, BackendError> {
+        let h = self.handle(id).ok_or_else(|| BackendError::invalid("opening the display", "the VM has never run"))?;
+        let path = {
+            let vm = h.lock().await;
+            if vm.console.is_none() {
+                return Err(BackendError::invalid("opening the display", "the VM is not running"));
+            }
+            vm.path(display::SOCKET)
+        };
+        display::connect(&path).await
     }
 }

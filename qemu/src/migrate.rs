@@ -29,7 +29,7 @@ use crate::qmp::{Qmp, Unfinished, migration_over};
 use crate::vm::Vm;
 
 /// The files a migration target has before it takes the usual names.
-const NEXT: [&str; 4] = ["qmp.sock", "serial.sock", crate::agent::SOCKET, "qemu.pid"];
+const NEXT: [&str; 5] = ["qmp.sock", "serial.sock", crate::agent::SOCKET, crate::display::SOCKET, "qemu.pid"];
 /// How long the state may take to move.
 const LIMIT: Duration = Duration::from_secs(300);
 

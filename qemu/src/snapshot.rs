@@ -60,8 +60,8 @@ use crate::qmp::Qmp;
 use crate::qmp::Unfinished;
 
 /// Bumped when what a snapshot holds changes shape (3: the guest agent's
-/// virtio-serial port, a device the saved state must have).
-const FORMAT: u32 = 3;
+/// virtio-serial port, a device the saved state must have; 4: the VGA).
+const FORMAT: u32 = 4;
 /// What the template's init prints once it may be saved.
 const SETTLED: &str = "vmaas-guest: template settled";
 /// How long a template may take to settle (a cold boot under TCG).

@@ -9,7 +9,7 @@
 
 use reqwest::Method;
 use serde_json::json;
-use vmaas_tests::vms::{V1, boot_of, console, publish, said, state, wait_until};
+use vmaas_tests::vms::{V1, boot_of, console, create, publish, said, state, wait_until};
 use vmaas_tests::{Server, qemu_pids};
 
 const EFI: &str = r#"
@@ -52,14 +52,6 @@ fn platform_seen(s: &Server, t: &str, vm: &str) -> String {
          echo \"<<efi=$efi sb=$sb tpm=$tpm var=$v nv=$n>>\""
     );
     said(&console(s, t, vm, &cmd))
-}
-
-/// Creates VM `name` of `template`; its id.
-async fn create(s: &Server, t: &str, name: &str, template: &str) -> String {
-    let body = json!({"object": {"metadata": {"name": name}, "spec": {"template": template}}});
-    let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(t), Some(body)).await;
-    assert_eq!(st, 201, "{vm}");
-    vm["object"]["id"].as_str().unwrap().to_owned()
 }
 
 async fn ready(s: &Server, t: &str, id: &str) -> serde_json::Value {

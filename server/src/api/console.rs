@@ -1,5 +1,7 @@
-//! The serial console: a WebSocket per viewer, authorised by a short-lived
-//! single-use ticket (or the tenant's bearer token), and the buffered log.
+//! Console sessions and the serial console: a WebSocket per viewer,
+//! authorised by a short-lived single-use ticket (or the tenant's bearer
+//! token), and the buffered log. The graphical console is in
+//! [`super::display`], behind the same sessions.
 
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
@@ -20,13 +22,22 @@ use crate::auth::Caller;
 use crate::error::{ApiError, Code};
 use crate::state::AppState;
 
-use super::tickets::TICKET_TTL;
+use super::tickets::{ConsoleType, TICKET_TTL};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route("/virtual_machines/{id}/console_sessions", post(create_session))
         .route("/virtual_machines/{id}/console", get(console))
         .route("/virtual_machines/{id}/console_log", get(console_log))
+}
+
+/// What a console session is for (an empty body: the serial console).
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionRequest {
+    /// `CONSOLE_TYPE_SERIAL` (the default) or `CONSOLE_TYPE_VNC`.
+    #[serde(default, rename = "type")]
+    pub kind: ConsoleType,
 }
 
 /// A console session: connect to `url` within `expires_at`, once.
@@ -38,11 +49,14 @@ pub struct ConsoleSession {
     pub expires_at: chrono::DateTime<Utc>,
     /// The WebSocket path, ticket included.
     pub url: String,
+    /// Which console the ticket opens.
+    #[serde(rename = "type")]
+    pub kind: ConsoleType,
 }
 
-/// Open a console session: a single-use ticket for the console WebSocket, valid for 60 s.
+/// Open a console session: a single-use ticket for the serial console's WebSocket, or with `{"type": "CONSOLE_TYPE_VNC"}` the graphical console's, valid for 60 s.
 #[utoipa::path(post, path = "/api/fulfillment/v1/virtual_machines/{id}/console_sessions", tag = "virtual machines",
-    params(("id" = String, Path, description = "VM id (UUID)")),
+    params(("id" = String, Path, description = "VM id (UUID)")), request_body(content = Option<SessionRequest>),
     responses((status = 201, body = ConsoleSession), (status = 404, body = ApiError), (status = 410, body = ApiError, description = "The VM is being deleted"),
         (status = 429, body = ApiError, description = "Too many unused tickets")),
     security(("bearer" = [])))]
@@ -50,21 +64,72 @@ pub(super) async fn create_session(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
+    body: Bytes,
 ) -> Result<(StatusCode, Json<ConsoleSession>), ApiError> {
+    let req: SessionRequest =
+        if body.iter().all(u8::is_ascii_whitespace) { SessionRequest::default() } else { super::extract::decode(&body)? };
     let vm = s.store.get_vm(&id, &scope(&caller)).await?;
     if vm.deleted_at.is_some() {
         return Err(gone(&vm.name, "is being deleted"));
     }
-    let ticket = s.tickets.issue(&id, &vm.tenant)?;
+    let ticket = s.tickets.issue(&id, &vm.tenant, req.kind)?;
     let expires_at = Utc::now() + chrono::Duration::from_std(TICKET_TTL).unwrap_or_default();
-    let url = format!("{PREFIX}/virtual_machines/{id}/console?ticket={ticket}");
-    info!(vm = %id, by = %caller.subject, "console session opened");
-    Ok((StatusCode::CREATED, Json(ConsoleSession { ticket, expires_at, url })))
+    let path = if req.kind == ConsoleType::Vnc { "vnc" } else { "console" };
+    let url = format!("{PREFIX}/virtual_machines/{id}/{path}?ticket={ticket}");
+    info!(vm = %id, by = %caller.subject, console = ?req.kind, "console session opened");
+    Ok((StatusCode::CREATED, Json(ConsoleSession { ticket, expires_at, url, kind: req.kind })))
 }
 
+/// The query of a console's WebSocket.
 #[derive(Deserialize)]
 pub(super) struct ConsoleQuery {
     ticket: Option<String>,
+}
+
+/// The VM whose `kind` of console the caller may open: by `?ticket=` (used
+/// up), or by the bearer token in `headers`; 410 while it is being deleted.
+pub(super) async fn admitted(
+    s: &AppState,
+    id: &str,
+    q: ConsoleQuery,
+    headers: &HeaderMap,
+    kind: ConsoleType,
+) -> Result<crate::store::VmRecord, ApiError> {
+    let seen = match q.ticket {
+        Some(t) => {
+            if !s.tickets.redeem(&t, id, kind) {
+                return Err(ApiError::unauthenticated(
+                    "the console ticket is unknown, used already, expired, or for another VM or console",
+                ));
+            }
+            // The ticket was issued for this VM: it dies with it.
+            s.store.get_vm(id, &crate::store::Scope::All).await.map_err(|_| gone(id, "was deleted"))?
+        }
+        None => {
+            let token = headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .ok_or_else(|| ApiError::unauthenticated("send ?ticket= from POST …/console_sessions, or a bearer token"))?;
+            let caller = s.keys.verify(token.trim()).await?;
+            s.store.get_vm(id, &scope(&caller)).await?
+        }
+    };
+    if seen.deleted_at.is_some() {
+        return Err(gone(&seen.name, "is being deleted"));
+    }
+    Ok(seen)
+}
+
+/// The upgrade, or 400 saying this is a WebSocket endpoint.
+pub(super) fn upgrade(ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>) -> Result<WebSocketUpgrade, ApiError> {
+    ws.map_err(|e| {
+        ApiError::new(
+            e.status(),
+            Code::InvalidArgument,
+            format!("this is a WebSocket endpoint; connect with a WebSocket client ({})", e.body_text()),
+        )
+    })
 }
 
 /// The serial console over a WebSocket: output as binary frames (the buffered
@@ -81,34 +146,8 @@ pub(super) async fn console(
     headers: HeaderMap,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let seen = match q.ticket {
-        Some(t) => {
-            if !s.tickets.redeem(&t, &id) {
-                return Err(ApiError::unauthenticated("the console ticket is unknown, used already, expired, or for another VM"));
-            }
-            // The ticket was issued for this VM: it dies with it.
-            s.store.get_vm(&id, &crate::store::Scope::All).await.map_err(|_| gone(&id, "was deleted"))?
-        }
-        None => {
-            let token = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .ok_or_else(|| ApiError::unauthenticated("send ?ticket= from POST …/console_sessions, or a bearer token"))?;
-            let caller = s.keys.verify(token.trim()).await?;
-            s.store.get_vm(&id, &scope(&caller)).await?
-        }
-    };
-    if seen.deleted_at.is_some() {
-        return Err(gone(&seen.name, "is being deleted"));
-    }
-    let ws = ws.map_err(|e| {
-        ApiError::new(
-            e.status(),
-            Code::InvalidArgument,
-            format!("this is a WebSocket endpoint; connect with a WebSocket client ({})", e.body_text()),
-        )
-    })?;
+    admitted(&s, &id, q, &headers, ConsoleType::Serial).await?;
+    let ws = upgrade(ws)?;
     let console = consoles(&s)?.open(&id).await.map_err(|e| ApiError::precondition(e.to_string()))?;
     Ok(ws.on_upgrade(move |socket| pump(socket, console, id)))
 }
@@ -119,7 +158,7 @@ fn gone(name: &str, what: &str) -> ApiError {
 }
 
 /// The backend's consoles, or a 400 saying it has none.
-fn consoles(s: &AppState) -> Result<std::sync::Arc<dyn vmaas_backend::Consoles>, ApiError> {
+pub(super) fn consoles(s: &AppState) -> Result<std::sync::Arc<dyn vmaas_backend::Consoles>, ApiError> {
     s.backend.consoles().ok_or_else(|| ApiError::precondition(format!("the {} backend has no serial console", s.backend.name())))
 }
 

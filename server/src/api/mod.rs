@@ -6,6 +6,7 @@ mod compute_instance_templates;
 mod compute_instances;
 mod console;
 mod deadline;
+mod display;
 mod events;
 mod exports;
 mod extract;
@@ -70,6 +71,7 @@ pub fn router(state: AppState, limits: &crate::serve::HttpLimits) -> Router {
         .merge(images::routes())
         .merge(image_imports::routes())
         .merge(console::routes())
+        .merge(display::routes())
         .merge(quotas::routes());
     Router::new()
         .nest(PREFIX, api)

@@ -1,6 +1,7 @@
-//! Console tickets: short-lived, single-use, capped per VM, per tenant
-//! and in all, handed out by `POST .../console_sessions` and redeemed by
-//! the console's WebSocket ([`super::console`]).
+//! Console tickets: short-lived, single-use, for one VM and one kind of
+//! console (serial or VNC), capped per VM, per tenant and in all, handed
+//! out by `POST .../console_sessions` and redeemed by the console's
+//! WebSocket ([`super::console`], [`super::display`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -22,9 +23,22 @@ pub const TICKETS_PER_TENANT: usize = 32;
 /// Unused tickets the server keeps at most.
 pub const TICKETS_TOTAL: usize = 4096;
 
+/// Which console a ticket opens, as OSAC's `ConsoleType` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub enum ConsoleType {
+    /// The serial console (`…/console`).
+    #[default]
+    #[serde(rename = "CONSOLE_TYPE_SERIAL")]
+    Serial,
+    /// The graphical console, RFB over a WebSocket (`…/vnc`).
+    #[serde(rename = "CONSOLE_TYPE_VNC")]
+    Vnc,
+}
+
 struct Ticket {
     vm: String,
     tenant: String,
+    kind: ConsoleType,
     expires: Instant,
 }
 
@@ -33,8 +47,9 @@ struct Ticket {
 pub struct Tickets(Mutex<HashMap<String, Ticket>>);
 
 impl Tickets {
-    /// A new ticket for `vm` of `tenant`, unless that would pass a cap.
-    pub(super) fn issue(&self, vm: &str, tenant: &str) -> Result<String, ApiError> {
+    /// A new ticket to `vm`'s `kind` of console, for `tenant`, unless that
+    /// would pass a cap.
+    pub(super) fn issue(&self, vm: &str, tenant: &str, kind: ConsoleType) -> Result<String, ApiError> {
         let mut raw = [0u8; 24];
         rand::rng().fill_bytes(&mut raw);
         let ticket: String = raw.iter().map(|b| format!("{b:02x}")).collect();
@@ -56,15 +71,15 @@ impl Tickets {
         if map.len() >= TICKETS_TOTAL {
             return Err(cap(TICKETS_TOTAL, "the server"));
         }
-        map.insert(ticket.clone(), Ticket { vm: vm.to_owned(), tenant: tenant.to_owned(), expires: now + TICKET_TTL });
+        map.insert(ticket.clone(), Ticket { vm: vm.to_owned(), tenant: tenant.to_owned(), kind, expires: now + TICKET_TTL });
         Ok(ticket)
     }
 
-    /// Uses up `ticket`; true if it was valid for `vm`.
-    pub(super) fn redeem(&self, ticket: &str, vm: &str) -> bool {
+    /// Uses up `ticket`; true if it was valid for `vm`'s `kind` of console.
+    pub(super) fn redeem(&self, ticket: &str, vm: &str, kind: ConsoleType) -> bool {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
         match map.remove(ticket) {
-            Some(t) => t.vm == vm && t.expires > Instant::now(),
+            Some(t) => t.vm == vm && t.kind == kind && t.expires > Instant::now(),
             None => false,
         }
     }
