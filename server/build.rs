@@ -1,7 +1,8 @@
 //! Compiles the project's own `.proto` files (OSAC's wire contract, stated
 //! by vmaas) with protox into one encoded `FileDescriptorSet`, which the gRPC
 //! gateway reads its services, messages and HTTP rules from at run time;
-//! and brings the web page's front-end packages (xterm.js), installed from
+//! and brings the web page's front-end packages (xterm.js, and noVNC's ES
+//! modules with the list of them in `OUT_DIR/novnc.rs`), installed from
 //! npm as `web/package-lock.json` pins them, into `OUT_DIR/web`.
 
 use std::path::Path;
@@ -40,7 +41,11 @@ const VENDOR: &[(&str, &str)] = &[
     ("node_modules/@xterm/xterm/lib/xterm.js", "xterm.js"),
     ("node_modules/@xterm/xterm/css/xterm.css", "xterm.css"),
     ("node_modules/@xterm/addon-fit/lib/addon-fit.js", "addon-fit.js"),
+    ("node_modules/@novnc/novnc/core/rfb.js", "novnc/core/rfb.js"),
 ];
+
+/// noVNC's package: its modules (`core/`, `vendor/`) are served as they are.
+const NOVNC: &str = "node_modules/@novnc/novnc";
 
 /// Installs the pinned packages (`npm ci`) when they are missing or older
 /// than the lock file, and copies the served files to `out`.
@@ -65,7 +70,43 @@ fn web_packages(out: &Path) -> Result<(), Box<dyn std::error::Error>> {
     }
     std::fs::create_dir_all(out)?;
     for (from, to) in VENDOR {
+        std::fs::create_dir_all(out.join(to).parent().unwrap_or(out))?;
         std::fs::copy(web.join(from), out.join(to))?;
+    }
+    novnc_modules(&web.join(NOVNC), out)
+}
+
+/// Copies noVNC's modules to `out/novnc` and lists them, with their bytes,
+/// in `OUT_DIR/novnc.rs` (`NOVNC_FILES: &[(&str, &[u8])]`, by path under
+/// the package).
+fn novnc_modules(package: &Path, out: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let mut files = Vec::new();
+    for top in ["core", "vendor"] {
+        collect_js(&package.join(top), top, &mut files)?;
+    }
+    files.sort();
+    let mut list = String::from("/// noVNC's modules: path under the package, bytes.\npub const NOVNC_FILES: &[(&str, &[u8])] = &[\n");
+    for rel in &files {
+        let to = out.join("novnc").join(rel);
+        std::fs::create_dir_all(to.parent().unwrap_or(out))?;
+        std::fs::copy(package.join(rel), &to)?;
+        list.push_str(&format!("    ({rel:?}, include_bytes!({:?})),\n", to.canonicalize()?));
+    }
+    list.push_str("];\n");
+    std::fs::write(out.parent().unwrap_or(out).join("novnc.rs"), list)?;
+    Ok(())
+}
+
+/// The `.js` files under `dir` (named `prefix/…`), into `files`.
+fn collect_js(dir: &Path, prefix: &str, files: &mut Vec<String>) -> Result<(), Box<dyn std::error::Error>> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = format!("{prefix}/{}", entry.file_name().to_string_lossy());
+        if entry.file_type()?.is_dir() {
+            collect_js(&entry.path(), &name, files)?;
+        } else if name.ends_with(".js") {
+            files.push(name);
+        }
     }
     Ok(())
 }

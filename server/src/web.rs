@@ -1,7 +1,7 @@
 //! The web page at `/`: static files built into the binary (the page's own
-//! HTML, CSS and JavaScript from `web/src`, and xterm.js from the npm
-//! packages `web/package-lock.json` pins), served with a strict Content
-//! Security Policy. Everything it shows comes from the API with the
+//! HTML, CSS and JavaScript from `web/src`, and xterm.js and noVNC's
+//! modules from the npm packages `web/package-lock.json` pins), served
+//! with a strict Content Security Policy. Everything it shows comes from the API with the
 //! signed-in user's token.
 
 use axum::Router;
@@ -25,9 +25,22 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
     ("addon-fit.js", "text/javascript; charset=utf-8", include_bytes!(concat!(env!("OUT_DIR"), "/web/addon-fit.js"))),
 ];
 
+include!(concat!(env!("OUT_DIR"), "/novnc.rs"));
+
 /// The page's routes (no token needed: the page signs in through the API).
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    Router::new().route("/", get(index)).route("/assets/{file}", get(asset))
+    Router::new().route("/", get(index)).route("/assets/{file}", get(asset)).route("/assets/novnc/{*path}", get(novnc))
+}
+
+/// A module of noVNC's, by its path under the package (`core/rfb.js`).
+async fn novnc(Path(path): Path<String>) -> Response {
+    match NOVNC_FILES.iter().find(|(name, _)| *name == path) {
+        Some((_, bytes)) => hardened(
+            ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")], *bytes).into_response(),
+        ),
+        None => crate::error::ApiError::new(StatusCode::NOT_FOUND, crate::error::Code::NotFound, format!("no noVNC module {path:?}"))
+            .into_response(),
+    }
 }
 
 /// Headers every answer of the page carries.
@@ -63,5 +76,26 @@ mod tests {
             assert!(ASSETS.iter().any(|(n, _, _)| *n == src), "index.html names /assets/{src}, which is not built in");
         }
         assert!(ASSETS.iter().all(|(_, _, b)| !b.is_empty()));
+    }
+
+    #[test]
+    fn novncs_modules_are_all_there_for_its_imports() {
+        let rfb = NOVNC_FILES.iter().find(|(n, _)| *n == "core/rfb.js").expect("core/rfb.js");
+        let text = String::from_utf8_lossy(rfb.1);
+        for import in text.lines().filter_map(|l| l.trim().strip_prefix("import ")).filter_map(|l| l.split(['\'', '"']).nth(1)) {
+            let path = std::path::Path::new("core").join(import);
+            let mut parts: Vec<String> = Vec::new();
+            for c in path.components() {
+                match c {
+                    std::path::Component::ParentDir => {
+                        parts.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    c => parts.push(c.as_os_str().to_string_lossy().into_owned()),
+                }
+            }
+            let wanted = parts.join("/");
+            assert!(NOVNC_FILES.iter().any(|(n, _)| *n == wanted), "core/rfb.js imports {import}: {wanted} is not built in");
+        }
     }
 }

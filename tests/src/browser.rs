@@ -146,6 +146,45 @@ impl Browser {
         self.call("Input.insertText", json!({"text": text})).await;
     }
 
+    /// Presses the keys of `text` as a keyboard would, one key event each
+    /// (Shift held for the characters that need it; `\n` is Enter): what a
+    /// page that reads key events (noVNC) sees. Letters, digits, space and
+    /// `-./>` only.
+    pub async fn press_keys(&mut self, text: &str) {
+        for c in text.chars() {
+            let (code, vk, shift) = match c {
+                'a'..='z' => (format!("Key{}", c.to_ascii_uppercase()), c.to_ascii_uppercase() as u32, false),
+                'A'..='Z' => (format!("Key{c}"), c as u32, true),
+                '0'..='9' => (format!("Digit{c}"), c as u32, false),
+                ' ' => ("Space".into(), 32, false),
+                '-' => ("Minus".into(), 189, false),
+                '.' => ("Period".into(), 190, false),
+                '>' => ("Period".into(), 190, true),
+                '/' => ("Slash".into(), 191, false),
+                '\n' => ("Enter".into(), 13, false),
+                c => panic!("press_keys: no key for {c:?}"),
+            };
+            if shift {
+                let down = json!({"type": "rawKeyDown", "key": "Shift", "code": "ShiftLeft", "windowsVirtualKeyCode": 16, "modifiers": 8});
+                self.call("Input.dispatchKeyEvent", down).await;
+            }
+            let (key, text) = if c == '\n' { ("Enter".to_owned(), "\r".to_owned()) } else { (c.to_string(), c.to_string()) };
+            let modifiers = if shift { 8 } else { 0 };
+            let down =
+                json!({"type": "keyDown", "key": key, "code": code, "windowsVirtualKeyCode": vk, "text": text, "modifiers": modifiers});
+            self.call("Input.dispatchKeyEvent", down).await;
+            let up = json!({"type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": vk, "modifiers": modifiers});
+            self.call("Input.dispatchKeyEvent", up).await;
+            if shift {
+                self.call(
+                    "Input.dispatchKeyEvent",
+                    json!({"type": "keyUp", "key": "Shift", "code": "ShiftLeft", "windowsVirtualKeyCode": 16}),
+                )
+                .await;
+            }
+        }
+    }
+
     /// Presses Enter in the focused element.
     pub async fn press_enter(&mut self) {
         for kind in ["keyDown", "keyUp"] {

@@ -127,6 +127,26 @@ impl Rfb {
         screen.len() - background
     }
 
+    /// The screen's digest: `WxH INK SUM`, where INK counts the pixels that
+    /// are not the background (the most common colour) and SUM adds their
+    /// indices modulo 4294967291: two viewers showing the same text agree.
+    pub async fn digest(&mut self) -> String {
+        let screen = self.screen().await.to_vec();
+        let mut counts = std::collections::HashMap::new();
+        for p in &screen {
+            *counts.entry(*p).or_insert(0usize) += 1;
+        }
+        let background = counts.into_iter().max_by_key(|(_, n)| *n).map(|(p, _)| p).unwrap_or(0);
+        let (mut ink, mut sum) = (0u64, 0u64);
+        for (i, p) in screen.iter().enumerate() {
+            if *p != background {
+                ink += 1;
+                sum = (sum + i as u64) % 4_294_967_291;
+            }
+        }
+        format!("{}x{} {ink} {sum}", self.width, self.height)
+    }
+
     /// Presses and releases each key of `text` (`\n` is Return).
     pub async fn type_text(&mut self, text: &str) {
         for c in text.chars() {

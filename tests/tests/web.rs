@@ -4,7 +4,10 @@
 //! validation message beside the field, create a VM, watch it become READY
 //! through the event stream, type `uname -a` into its serial console in the
 //! browser (xterm.js over `wss://`) and read the answer, stop and delete
-//! it. Screenshots go to `VMAAS_SCREENSHOTS` (docs/images keeps a set).
+//! it. Then a VM's screen in the page (noVNC over the VNC WebSocket): keys
+//! pressed in the browser run a command in the guest, and the page draws
+//! the same screen, pixel for pixel, as another viewer of the display
+//! reads. Screenshots go to `VMAAS_SCREENSHOTS` (docs/images keeps a set).
 
 use std::path::PathBuf;
 
@@ -121,4 +124,63 @@ async fn a_person_signs_in_creates_a_vm_and_types_into_its_console() {
         panic!("the VM is still on the page after 120 s:\n{}\nthe API lists: {left:#}\nserver log:\n{}", b.text().await, s.log());
     }
     assert_eq!(left["total"], 0, "{left}");
+}
+
+/// JavaScript: the digest of the screen noVNC draws (as `Rfb::digest`).
+const CANVAS_DIGEST: &str = "(() => { const c = document.querySelector('#screen canvas'); if (!c || !c.width) return '';
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; const counts = new Map();
+  for (let i = 0; i < d.length; i += 4) { const k = (d[i] << 16) | (d[i + 1] << 8) | d[i + 2]; counts.set(k, (counts.get(k) || 0) + 1); }
+  let bg = 0, most = -1; for (const [k, n] of counts) if (n > most) { most = n; bg = k; }
+  let ink = 0, sum = 0; for (let i = 0, p = 0; i < d.length; i += 4, p++) { const k = (d[i] << 16) | (d[i + 1] << 8) | d[i + 2];
+    if (k !== bg) { ink++; sum = (sum + p) % 4294967291; } }
+  return `${c.width}x${c.height} ${ink} ${sum}`; })()";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vms_screen_in_the_browser_shows_its_text_and_takes_keys() {
+    let Some(mut b) = Browser::start().await else { return };
+    let s = Server::start_qemu().await;
+    publish(&s, TINY);
+    let token = s.token("acme", false);
+    let (dir, _keep) = shots();
+    std::fs::create_dir_all(&dir).unwrap();
+    let id = vmaas_tests::vms::create(&s, &token, "desk", "tiny").await;
+    vmaas_tests::vms::wait_ready(&s, &token, &id).await;
+    b.goto(&format!("{}/", s.endpoint)).await;
+    b.eval(&format!("document.getElementById('token').value = '{token}'; document.getElementById('sign-in-button').click(), true")).await;
+    b.wait_for(&format!("{} === 'READY'", cell("desk", 2)), "the VM READY on the page", 60).await;
+
+    // noVNC in the page, on the VM's VNC WebSocket (a VNC ticket).
+    b.eval(&click("desk", "screen")).await;
+    b.wait_for("document.getElementById('screen').dataset.connected === 'yes'", "noVNC connected", 30).await;
+    b.wait_for("document.querySelector('#screen canvas').width >= 640", "the guest's screen", 30).await;
+
+    // Keys pressed in the browser reach the guest's shell: the command runs.
+    // (One line at a time: the shell drops what was typed ahead of its prompt.)
+    b.eval("document.querySelector('#screen canvas').focus(), true").await;
+    b.press_keys("echo vnc-in-the-browser >/dev/ttyS0\n").await;
+    let client = vmaas_client::Client::new(&s.endpoint, Some(token.clone())).unwrap();
+    let start = std::time::Instant::now();
+    while !String::from_utf8_lossy(&client.console_log(&id).await.unwrap()).contains("vnc-in-the-browser") {
+        assert!(start.elapsed() < std::time::Duration::from_secs(60), "the command typed in the browser never ran");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    b.press_keys("seq 2000 2030\n").await;
+
+    // The page shows the guest's screen: another viewer of the same display
+    // (the test's own RFB client) reads the same text, pixel for pixel.
+    let url = client.console_url(&client.display_session(&id).await.unwrap());
+    let mut viewer = vmaas_tests::rfb::Rfb::connect(&url).await;
+    let start = std::time::Instant::now();
+    let (mut seen, mut shown);
+    loop {
+        seen = viewer.digest().await;
+        shown = b.eval(CANVAS_DIGEST).await.as_str().unwrap_or_default().to_owned();
+        let ink: usize = seen.split(' ').nth(1).and_then(|n| n.parse().ok()).unwrap_or(0);
+        if seen == shown && ink > 3000 {
+            break;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(60), "the page shows {shown:?}, the display is {seen:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    assert!(b.screenshot(&dir.join("web-screen.png")).await > 10_000, "a screenshot of the guest's screen");
 }

@@ -1,13 +1,14 @@
 // The vmaas web page: sign in with a bearer token, see your VMs live (the
 // event stream), create one from a template's typed parameters (the
 // server's validation messages beside the fields), start, stop, restart,
-// delete, and type into a VM's serial console (xterm.js over the console
-// WebSocket). Plain browser JavaScript, no build step.
+// delete, type into a VM's serial console (xterm.js over the console
+// WebSocket), and see and type into its screen (noVNC's modules over the
+// VNC WebSocket). Plain browser JavaScript, no build step.
 "use strict";
 
 const API = "/api/fulfillment/v1";
 const $ = (id) => document.getElementById(id);
-const state = { token: sessionStorage.getItem("vmaas-token") || "", vms: new Map(), gone: new Set(), templates: [], stream: null, term: null };
+const state = { token: sessionStorage.getItem("vmaas-token") || "", vms: new Map(), gone: new Set(), templates: [], stream: null, term: null, screen: null };
 
 // ---- the API ----
 
@@ -227,7 +228,7 @@ function render() {
     actions.className = "actions";
     const running = vm.spec.state !== "stopped";
     actions.append(button(running ? "Stop" : "Start", running ? "stop" : "start", vm), button("Restart", "restart", vm),
-      button("Console", "console", vm), button("Delete", "delete", vm));
+      button("Console", "console", vm), button("Screen", "screen", vm), button("Delete", "delete", vm));
     tr.append(actions);
     return tr;
   });
@@ -251,6 +252,8 @@ async function act(action, vm, b) {
     r = await api("DELETE", path);
   } else if (action === "console") {
     return openConsole(vm);
+  } else if (action === "screen") {
+    return openScreen(vm);
   }
   if (r && r.status < 300 && r.body && r.body.object) upsert(r.body.object);
   else if (r && r.status >= 300) alertLine(`${action} ${vm.metadata.name}: ${(r.body && r.body.message) || r.status}`);
@@ -347,6 +350,41 @@ function closeConsole() {
   $("terminal-section").hidden = true;
 }
 
+// ---- the graphical console (noVNC over the VM's VNC WebSocket) ----
+
+async function openScreen(vm) {
+  closeScreen();
+  const r = await api("POST", `/virtual_machines/${vm.id}/console_sessions`, { type: "CONSOLE_TYPE_VNC" });
+  if (r.status >= 300) return alertLine(`screen of ${vm.metadata.name}: ${(r.body && r.body.message) || r.status}`);
+  const { default: RFB } = await import("/assets/novnc/core/rfb.js");
+  $("screen-section").hidden = false;
+  $("screen-vm").textContent = vm.metadata.name;
+  $("screen-state").textContent = "connecting…";
+  const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}${r.body.url}`;
+  const rfb = new RFB($("screen"), url, { wsProtocols: ["binary"] });
+  rfb.scaleViewport = false;
+  rfb.focusOnClick = true;
+  rfb.addEventListener("connect", () => {
+    $("screen").dataset.connected = "yes";
+    $("screen-state").textContent = "connected";
+    rfb.focus();
+  });
+  rfb.addEventListener("disconnect", (e) => {
+    delete $("screen").dataset.connected;
+    $("screen-state").textContent = e.detail.clean ? "closed" : "lost";
+  });
+  state.screen = rfb;
+}
+
+function closeScreen() {
+  if (state.screen) {
+    state.screen.disconnect();
+    state.screen = null;
+  }
+  delete $("screen").dataset.connected;
+  $("screen-section").hidden = true;
+}
+
 // ---- wiring ----
 
 $("sign-in-form").addEventListener("submit", (e) => { e.preventDefault(); signIn($("token").value); });
@@ -354,4 +392,5 @@ $("sign-out").addEventListener("click", signOut);
 $("template").addEventListener("change", renderParameters);
 $("create-form").addEventListener("submit", createVm);
 $("terminal-close").addEventListener("click", closeConsole);
+$("screen-close").addEventListener("click", closeScreen);
 if (state.token) signIn(state.token);
