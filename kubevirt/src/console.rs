@@ -101,7 +101,7 @@ impl vmaas_backend::Consoles for Consoles {
         let vmi =
             vmi.ok_or_else(|| BackendError::invalid("opening the console", "the VM is not running: it has no VirtualMachineInstance"))?;
         let (ns, name) = crate::cluster::place_of(&vmi);
-        let ws = connect(&self.0.cluster.client(), &ns, &name).await?;
+        let ws = connect(&self.0.cluster.client(), &ns, &name, "console").await?;
         let (output, _) = broadcast::channel(256);
         let (input, typed) = mpsc::channel(64);
         let session =
@@ -111,21 +111,30 @@ impl vmaas_backend::Consoles for Consoles {
         tokio::spawn(pump(self.0.clone(), id.to_owned(), session.clone(), ws, typed));
         Ok(session.console())
     }
+
+    async fn display(&self, id: &str) -> Result<vmaas_backend::Display, BackendError> {
+        crate::display::open(&self.0, id).await
+    }
 }
 
-/// Opens the console WebSocket of VMI `ns/name` through the API server.
-async fn connect(client: &kube::Client, ns: &str, name: &str) -> Result<WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>, BackendError> {
-    let context = format!("opening the console of VirtualMachineInstance {ns}/{name}");
+/// A KubeVirt WebSocket through the API server.
+pub(crate) type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+
+/// Opens the WebSocket of VMI `ns/name`'s `subresource` (`console`, `vnc`)
+/// through the API server.
+pub(crate) async fn connect(client: &kube::Client, ns: &str, name: &str, subresource: &str) -> Result<Socket, BackendError> {
+    let context = format!("opening the {subresource} of VirtualMachineInstance {ns}/{name}");
     let fail = |e: String| BackendError::transient(context.clone(), e);
     let key = tokio_tungstenite::tungstenite::handshake::client::generate_key();
-    let request = http::Request::get(format!("/apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances/{name}/console"))
-        .header(http::header::CONNECTION, "Upgrade")
-        .header(http::header::UPGRADE, "websocket")
-        .header(http::header::SEC_WEBSOCKET_VERSION, "13")
-        .header(http::header::SEC_WEBSOCKET_KEY, key)
-        .header(http::header::SEC_WEBSOCKET_PROTOCOL, PROTOCOL)
-        .body(kube::client::Body::empty())
-        .map_err(|e| fail(e.to_string()))?;
+    let request =
+        http::Request::get(format!("/apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances/{name}/{subresource}"))
+            .header(http::header::CONNECTION, "Upgrade")
+            .header(http::header::UPGRADE, "websocket")
+            .header(http::header::SEC_WEBSOCKET_VERSION, "13")
+            .header(http::header::SEC_WEBSOCKET_KEY, key)
+            .header(http::header::SEC_WEBSOCKET_PROTOCOL, PROTOCOL)
+            .body(kube::client::Body::empty())
+            .map_err(|e| fail(e.to_string()))?;
     let response = client.send(request).await.map_err(|e| fail(e.to_string()))?;
     if response.status() == http::StatusCode::NOT_FOUND {
         // The watch has not yet seen the VMI go: the VM has stopped all the same.
@@ -139,13 +148,7 @@ async fn connect(client: &kube::Client, ns: &str, name: &str) -> Result<WebSocke
 }
 
 /// Moves bytes between the WebSocket and the viewers until either side ends.
-async fn pump(
-    shared: Arc<Shared>,
-    id: String,
-    session: Arc<Session>,
-    ws: WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>,
-    mut typed: mpsc::Receiver<Bytes>,
-) {
+async fn pump(shared: Arc<Shared>, id: String, session: Arc<Session>, ws: Socket, mut typed: mpsc::Receiver<Bytes>) {
     let (mut to_vm, mut from_vm) = ws.split();
     loop {
         tokio::select! {

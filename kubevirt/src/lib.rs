@@ -14,7 +14,8 @@
 //! - [`watch`]: one reflector per kind, waking the reconciler;
 //!   [`health`]: whether the cluster answers (its VMs DEGRADED while not).
 //! - [`room`]: what its nodes have for VMs, for placing them among clusters.
-//! - [`console`]: serial consoles through virt-api's `console` subresource.
+//! - [`console`]: serial consoles through virt-api's `console` subresource;
+//!   `display`: graphical consoles through its `vnc` subresource.
 //! - [`vm`]: the VM driver.
 //! - [`image`]: the catalog of DataSources.
 //! - [`import`]: images imported from a URL by CDI into the images namespace;
@@ -36,6 +37,7 @@ pub mod clone;
 pub mod cluster;
 pub mod conflict;
 pub mod console;
+mod display;
 pub mod export;
 pub mod health;
 pub mod image;

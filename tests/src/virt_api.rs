@@ -3,7 +3,9 @@
 //! as an `APIService` behind a `Service` and an `EndpointSlice`, the way
 //! KubeVirt installs it. It serves the `console` subresource of the VMIs
 //! that exist (a serial line that greets with the VMI's name, echoes what
-//! is typed and answers a line with a prompt), and nothing else.
+//! is typed and answers a line with a prompt) and their `vnc` subresource
+//! (as virt-api does, the VNC socket of the QEMU that runs the VMI: here a
+//! real QEMU the test starts and names with [`show`]), and nothing else.
 //!
 //! It runs in the test process ([`crate::aggregated`]), so the aggregator's
 //! packets never leave the cluster's namespace.
@@ -30,6 +32,7 @@ pub async fn serve(cluster: &mut Cluster) {
     let app = Router::new()
         .route(&format!("/apis/{GROUP_VERSION}"), get(discovery))
         .route(&format!("/apis/{GROUP_VERSION}/namespaces/{{ns}}/virtualmachineinstances/{{name}}/console"), get(console))
+        .route(&format!("/apis/{GROUP_VERSION}/namespaces/{{ns}}/virtualmachineinstances/{{name}}/vnc"), get(vnc))
         .with_state(cluster.api());
     let a = Aggregated { namespace: "kubevirt", service: "virt-api", port: 8443, group: "subresources.kubevirt.io", version: "v1" };
     crate::aggregated::serve(cluster, &a, app).await;
@@ -39,16 +42,68 @@ pub async fn serve(cluster: &mut Cluster) {
 async fn discovery() -> axum::Json<Value> {
     axum::Json(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": GROUP_VERSION,
         "resources": [{"name": "virtualmachineinstances/console", "singularName": "", "namespaced": true,
+            "kind": "VirtualMachineInstance", "verbs": ["get"]},
+            {"name": "virtualmachineinstances/vnc", "singularName": "", "namespaced": true,
             "kind": "VirtualMachineInstance", "verbs": ["get"]}]}))
+}
+
+/// The VNC sockets of the VMIs' QEMUs, by `ns/name`.
+fn displays() -> &'static std::sync::Mutex<std::collections::HashMap<String, std::path::PathBuf>> {
+    static DISPLAYS: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<String, std::path::PathBuf>>> =
+        std::sync::OnceLock::new();
+    DISPLAYS.get_or_init(Default::default)
+}
+
+/// Says that VMI `vmi` (`ns/name`) runs in the QEMU whose VNC socket is `socket`.
+pub fn show(vmi: &str, socket: std::path::PathBuf) {
+    displays().lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(vmi.to_owned(), socket);
+}
+
+/// The display of VMI `ns/name`: its QEMU's VNC in binary frames both ways.
+async fn vnc(State(k): State<KubeApi>, Path((ns, name)): Path<(String, String)>, ws: WebSocketUpgrade) -> Response {
+    if let Some(missing) = missing_vmi(&k, &ns, &name).await {
+        return missing;
+    }
+    let socket = displays().lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&format!("{ns}/{name}")).cloned();
+    let Some(Ok(qemu)) = futures::future::OptionFuture::from(socket.map(tokio::net::UnixStream::connect)).await else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, format!("no display for {ns}/{name}")).into_response();
+    };
+    ws.protocols(["plain.kubevirt.io"]).on_upgrade(move |socket| relay(socket, qemu))
+}
+
+/// RFB between the viewer's WebSocket and QEMU's VNC socket.
+async fn relay(mut socket: WebSocket, mut qemu: tokio::net::UnixStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        tokio::select! {
+            n = qemu.read(&mut buf) => match n {
+                Ok(0) | Err(_) => break,
+                Ok(n) => if socket.send(Message::Binary(buf[..n].to_vec().into())).await.is_err() { break },
+            },
+            msg = socket.recv() => match msg {
+                Some(Ok(Message::Binary(b))) => if qemu.write_all(&b).await.is_err() { break },
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+}
+
+/// A 404 like virt-api's when VMI `ns/name` does not exist.
+async fn missing_vmi(k: &KubeApi, ns: &str, name: &str) -> Option<Response> {
+    let (st, _) = k.request(Method::GET, &format!("/apis/kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances/{name}"), None, None).await;
+    (st != 200).then(|| {
+        let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404,
+            "message": format!("virtualmachineinstance {ns}/{name} not found")});
+        (StatusCode::NOT_FOUND, axum::Json(status)).into_response()
+    })
 }
 
 /// The console of VMI `ns/name`: 404 when there is no such VMI.
 async fn console(State(k): State<KubeApi>, Path((ns, name)): Path<(String, String)>, ws: WebSocketUpgrade) -> Response {
-    let (st, _) = k.request(Method::GET, &format!("/apis/kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances/{name}"), None, None).await;
-    if st != 200 {
-        let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404,
-            "message": format!("virtualmachineinstance {ns}/{name} not found")});
-        return (StatusCode::NOT_FOUND, axum::Json(status)).into_response();
+    if let Some(missing) = missing_vmi(&k, &ns, &name).await {
+        return missing;
     }
     ws.protocols(["plain.kubevirt.io"]).on_upgrade(move |socket| serial(socket, format!("{ns}/{name}")))
 }

@@ -3,7 +3,10 @@
 //! layer (an `APIService`; `vmaas_tests::virt_api`), in a network namespace
 //! the test makes (the aggregator refuses loopback endpoints). Through the
 //! vmaas API, a console session is typed into and read back, shared by two
-//! viewers, logged, refused to another tenant and to a stopped VM.
+//! viewers, logged, refused to another tenant and to a stopped VM. The
+//! graphical console is the `vnc` subresource, which the played virt-api
+//! serves from a real QEMU's display (SeaBIOS on a VGA), as virt-api does
+//! from the QEMU that runs the VMI.
 
 use std::time::{Duration, Instant};
 
@@ -95,4 +98,83 @@ async fn the_console_is_virt_apis_subresource_through_the_aggregator() {
     assert_eq!(refused.status().as_u16(), 409, "a failed precondition");
     let body: Value = serde_json::from_slice(refused.body().as_deref().unwrap_or_default()).unwrap_or_default();
     assert!(body["message"].as_str().unwrap_or_default().contains("not running"), "{body}");
+}
+
+/// A QEMU with a VGA and nothing to boot (SeaBIOS says so on its screen),
+/// its display on a VNC socket: what runs a VMI, for the played virt-api.
+struct Qemu {
+    dir: tempfile::TempDir,
+}
+
+impl Qemu {
+    fn start(name: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let (sock, pid) = (dir.path().join("vnc.sock"), dir.path().join("qemu.pid"));
+        let status = std::process::Command::new("qemu-system-x86_64")
+            .args(["-name", name, "-machine", "pc", "-accel", "tcg", "-m", "64M", "-nodefaults", "-display", "none", "-device", "VGA"])
+            .arg("-vnc")
+            .arg(format!("unix:{}", sock.display()))
+            .args(["-daemonize", "-pidfile"])
+            .arg(&pid)
+            .status()
+            .expect("qemu-system-x86_64");
+        assert!(status.success());
+        Self { dir }
+    }
+
+    fn socket(&self) -> std::path::PathBuf {
+        self.dir.path().join("vnc.sock")
+    }
+}
+
+impl Drop for Qemu {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.dir.path().join("qemu.pid")) {
+            let _ = std::process::Command::new("kill").arg(pid.trim()).status();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_display_is_virt_apis_vnc_subresource_through_the_aggregator() {
+    let mut k = Cluster::start_aggregated().await;
+    vmaas_tests::virt_api::serve(&mut k).await;
+    let (k, _kubevirt, s) = env_on(k).await;
+    let t = s.token("acme", false);
+    let id = vms::create(&s, &t, "desk", "tiny").await;
+    vms::wait_ready(&s, &t, &id).await;
+    let kv = the_vm(&k, &id).await;
+    let vmi = format!("{}/{}", kv["metadata"]["namespace"].as_str().unwrap(), kv["metadata"]["name"].as_str().unwrap());
+    let qemu = Qemu::start(&format!("launcher-{}", kv["metadata"]["name"].as_str().unwrap()));
+    vmaas_tests::virt_api::show(&vmi, qemu.socket());
+
+    // Through vmaas, the aggregator and virt-api: the VMI's QEMU's screen.
+    let c = vmaas_client::Client::new(&s.endpoint, Some(t.clone())).unwrap();
+    let mut rfb = vmaas_tests::rfb::Rfb::connect(&c.console_url(&c.display_session(&id).await.unwrap())).await;
+    assert!(rfb.name.contains("launcher-desk"), "the VMI's QEMU: {:?}", rfb.name);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rfb.ink().await < 200 {
+        assert!(Instant::now() < deadline, "SeaBIOS's text never showed");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let other = vmaas_client::Client::new(&s.endpoint, Some(s.token("globex", false))).unwrap();
+    assert!(other.display_session(&id).await.is_err(), "another tenant gets no session");
+    drop(rfb);
+
+    // A stopped VM has no VMI, so no display: a clear error.
+    let stop = serde_json::json!({"object": {"spec": {"state": "stopped"}}});
+    let (st, b) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(stop)).await;
+    assert_eq!(st, 200, "{b}");
+    vms::wait_state(&s, &t, &format!("{V1}/virtual_machines/{id}"), "VIRTUAL_MACHINE_STATE_STOPPED", 30).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let refused = loop {
+        let url = c.console_url(&c.display_session(&id).await.unwrap());
+        match tokio_tungstenite::connect_async(url.as_str()).await {
+            Err(tokio_tungstenite::tungstenite::Error::Http(r)) => break r,
+            _ => assert!(Instant::now() < deadline, "the display of a stopped VM still opens"),
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let body: Value = serde_json::from_slice(refused.body().as_deref().unwrap_or_default()).unwrap_or_default();
+    assert!(body["message"].as_str().unwrap_or_default().contains("not running"), "{} {body}", refused.status());
 }
