@@ -27,6 +27,7 @@ use super::tickets::{ConsoleType, TICKET_TTL};
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route("/virtual_machines/{id}/console_sessions", post(create_session))
+        .route("/console_sessions", post(super::console_sessions::create))
         .route("/virtual_machines/{id}/console", get(console))
         .route("/virtual_machines/{id}/console_log", get(console_log))
 }
@@ -68,16 +69,21 @@ pub(super) async fn create_session(
 ) -> Result<(StatusCode, Json<ConsoleSession>), ApiError> {
     let req: SessionRequest =
         if body.iter().all(u8::is_ascii_whitespace) { SessionRequest::default() } else { super::extract::decode(&body)? };
-    let vm = s.store.get_vm(&id, &scope(&caller)).await?;
+    Ok((StatusCode::CREATED, Json(open_session(&s, &caller, &id, req.kind).await?)))
+}
+
+/// A new session of the caller's VM `id`'s `kind` of console.
+pub(super) async fn open_session(s: &AppState, caller: &Caller, id: &str, kind: ConsoleType) -> Result<ConsoleSession, ApiError> {
+    let vm = s.store.get_vm(id, &scope(caller)).await?;
     if vm.deleted_at.is_some() {
         return Err(gone(&vm.name, "is being deleted"));
     }
-    let ticket = s.tickets.issue(&id, &vm.tenant, req.kind)?;
+    let ticket = s.tickets.issue(id, &vm.tenant, kind)?;
     let expires_at = Utc::now() + chrono::Duration::from_std(TICKET_TTL).unwrap_or_default();
-    let path = if req.kind == ConsoleType::Vnc { "vnc" } else { "console" };
+    let path = if kind == ConsoleType::Vnc { "vnc" } else { "console" };
     let url = format!("{PREFIX}/virtual_machines/{id}/{path}?ticket={ticket}");
-    info!(vm = %id, by = %caller.subject, console = ?req.kind, "console session opened");
-    Ok((StatusCode::CREATED, Json(ConsoleSession { ticket, expires_at, url, kind: req.kind })))
+    info!(vm = %id, by = %caller.subject, console = ?kind, "console session opened");
+    Ok(ConsoleSession { ticket, expires_at, url, kind })
 }
 
 /// The query of a console's WebSocket.

@@ -5,6 +5,7 @@ pub(crate) mod catalog;
 mod compute_instance_templates;
 mod compute_instances;
 mod console;
+mod console_sessions;
 mod deadline;
 mod display;
 mod events;

@@ -6,6 +6,7 @@ use utoipa::{Modify, OpenApi};
 use super::compute_instance_templates;
 use super::compute_instances;
 use super::console;
+use super::console_sessions;
 use super::display;
 use super::events;
 use super::exports;
@@ -30,7 +31,7 @@ use super::vms;
         compute_instances::list, compute_instances::read, compute_instances::create, compute_instances::patch, compute_instances::remove,
         external_ips::list_pools, external_ips::read_pool,
         images::list, images::read, image_imports::create, image_imports::upload, image_imports::remove, image_imports::prune, events::events,
-        console::create_session, console::console, console::console_log, display::vnc,
+        console::create_session, console::console, console::console_log, display::vnc, console_sessions::create,
         quotas::read, quotas::set, quotas::clear, quotas::list,
     ),
     modifiers(&BearerAuth),

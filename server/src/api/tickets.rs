@@ -28,7 +28,7 @@ pub const TICKETS_TOTAL: usize = 4096;
 pub enum ConsoleType {
     /// The serial console (`…/console`).
     #[default]
-    #[serde(rename = "CONSOLE_TYPE_SERIAL")]
+    #[serde(rename = "CONSOLE_TYPE_SERIAL", alias = "CONSOLE_TYPE_UNSPECIFIED")]
     Serial,
     /// The graphical console, RFB over a WebSocket (`…/vnc`).
     #[serde(rename = "CONSOLE_TYPE_VNC")]
@@ -73,6 +73,13 @@ impl Tickets {
         }
         map.insert(ticket.clone(), Ticket { vm: vm.to_owned(), tenant: tenant.to_owned(), kind, expires: now + TICKET_TTL });
         Ok(ticket)
+    }
+
+    /// Uses up `ticket`: the VM and kind of console it was for, if it was
+    /// valid (for `ConsoleProxy.Connect`, which names neither).
+    pub(crate) fn redeem_any(&self, ticket: &str) -> Option<(String, ConsoleType)> {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.remove(ticket).filter(|t| t.expires > Instant::now()).map(|t| (t.vm, t.kind))
     }
 
     /// Uses up `ticket`; true if it was valid for `vm`'s `kind` of console.

@@ -87,7 +87,11 @@ impl Inner {
         };
         let codec = DynamicCodec::new(served.method.input());
         let mut grpc = tonic::server::Grpc::new(codec).max_decoding_message_size(self.max_message).max_encoding_message_size(usize::MAX);
-        if served.method.is_server_streaming() {
+        if served.method.is_client_streaming() && served.method.is_server_streaming() {
+            let (state, method) = (self.state.clone(), served.method.clone());
+            let svc = tower::service_fn(move |r| super::proxy::connect(state.clone(), method.clone(), r));
+            grpc.streaming(svc, req).await
+        } else if served.method.is_server_streaming() {
             let (pool, state, method) = (self.pool.clone(), self.state.clone(), served.method.clone());
             let svc = tower::service_fn(move |r| watch::watch(pool.clone(), state.clone(), method.clone(), r));
             grpc.server_streaming(svc, req).await

@@ -1,12 +1,14 @@
 //! gRPC on the same port as REST: OSAC's services (`fulfillment.v1`,
 //! `events.v1`, `osac.public.v1`) as the project's own `.proto` files state
-//! them, served by a gateway onto the REST routes their HTTP rules name;
-//! plus server reflection and the gRPC health service.
+//! them, served by a gateway onto the REST routes their HTTP rules name
+//! (and `ConsoleProxy.Connect`, a bidirectional stream, by `proxy`); plus
+//! server reflection and the gRPC health service.
 
 mod cache;
 mod codec;
 mod gateway;
 mod json;
+mod proxy;
 mod rule;
 mod status;
 mod watch;

@@ -1,0 +1,107 @@
+//! OSAC's `ConsoleSessions.Create` on REST, `POST /console_sessions` (and
+//! so on gRPC through its HTTP rule): a single-use ticket to a compute
+//! instance's serial or graphical console, named by id or name in the
+//! caller's tenant. The ticket opens the console's WebSocket (the answer's
+//! `url`, a vmaas addition) or, as its bearer token, `ConsoleProxy.Connect`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use vmaas_model::{Envelope, ObjectKind};
+
+use super::console::open_session;
+use super::extract::ApiJson;
+use super::shared::scope;
+use super::tickets::ConsoleType;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::store::{Filter, StoreError};
+
+/// What a console is of (OSAC's `ConsoleResourceType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+pub enum ConsoleResourceType {
+    /// A compute instance: a VM (the default).
+    #[default]
+    #[serde(rename = "CONSOLE_RESOURCE_TYPE_COMPUTE_INSTANCE", alias = "CONSOLE_RESOURCE_TYPE_UNSPECIFIED")]
+    ComputeInstance,
+    /// A bare-metal host: not served by vmaas.
+    #[serde(rename = "CONSOLE_RESOURCE_TYPE_HOST")]
+    Host,
+}
+
+/// OSAC's `ConsoleSession`: asked with `resource_id` and `type`, answered
+/// with the ticket and its expiry too.
+#[derive(Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OsacConsoleSession {
+    /// `CONSOLE_RESOURCE_TYPE_COMPUTE_INSTANCE`.
+    #[serde(default)]
+    pub resource_type: ConsoleResourceType,
+    /// The compute instance's id or name; answered with its id.
+    #[serde(default)]
+    pub resource_id: String,
+    /// `CONSOLE_TYPE_SERIAL` (the default) or `CONSOLE_TYPE_VNC`.
+    #[serde(default, rename = "type")]
+    pub kind: ConsoleType,
+    /// The client's own id, kept.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_id: String,
+    /// Output only: the ticket.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ticket: String,
+    /// Output only: when it expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Output only (vmaas): the console's WebSocket path, ticket included.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub url: String,
+}
+
+/// Open a console session of a compute instance (OSAC's `ConsoleSessions.Create`): a single-use ticket, 60 s.
+#[utoipa::path(post, path = "/api/fulfillment/v1/console_sessions", tag = "virtual machines",
+    request_body = Envelope<OsacConsoleSession>,
+    responses((status = 201, body = Envelope<OsacConsoleSession>), (status = 400, body = ApiError), (status = 404, body = ApiError),
+        (status = 410, body = ApiError, description = "The VM is being deleted"), (status = 429, body = ApiError, description = "Too many unused tickets")),
+    security(("bearer" = [])))]
+pub(super) async fn create(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiJson(Envelope { object: req }): ApiJson<Envelope<OsacConsoleSession>>,
+) -> Result<(StatusCode, Json<Envelope<OsacConsoleSession>>), ApiError> {
+    if req.resource_type == ConsoleResourceType::Host {
+        return Err(ApiError::field("object.resource_type", "is not served by vmaas: only compute instances have consoles"));
+    }
+    if req.resource_id.trim().is_empty() {
+        return Err(ApiError::field("object.resource_id", "must name a compute instance by id or name"));
+    }
+    let id = vm_id(&s, &caller, &req.resource_id).await?;
+    let session = open_session(&s, &caller, &id, req.kind).await?;
+    let answer = OsacConsoleSession {
+        resource_type: ConsoleResourceType::ComputeInstance,
+        resource_id: id,
+        kind: req.kind,
+        client_id: req.client_id,
+        ticket: session.ticket,
+        expires_at: Some(session.expires_at),
+        url: session.url,
+    };
+    Ok((StatusCode::CREATED, Json(Envelope { object: answer })))
+}
+
+/// The id of the caller's VM `reference` names (its id, else its name).
+async fn vm_id(s: &AppState, caller: &Caller, reference: &str) -> Result<String, ApiError> {
+    match s.store.get_vm(reference, &scope(caller)).await {
+        Ok(vm) => return Ok(vm.id),
+        Err(StoreError::NotFound { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let by_name = Filter { name: Some(reference.to_owned()), ..Filter::all() };
+    let (rows, _) = s.store.list(ObjectKind::VirtualMachine, &scope(caller), &by_name).await?;
+    match rows.as_slice() {
+        [one] => Ok(one.id.clone()),
+        [] => Err(ApiError::not_found("compute instance", reference)),
+        _ => Err(ApiError::precondition(format!("several compute instances are named {reference:?}: give its id"))),
+    }
+}

@@ -1,0 +1,164 @@
+//! `ConsoleProxy.Connect` of `osac.public.v1`: a console's bytes both ways
+//! on one bidirectional gRPC stream. The caller's bearer token is a ticket
+//! from `ConsoleSessions.Create` (single-use, 60 s), which names the VM and
+//! the kind of console: the serial console (what it printed so far first)
+//! or the display (RFB, as VNC speaks it). The first response is the status
+//! CONNECTED, then the console's output; the last is DISCONNECTED, or ERROR
+//! saying why.
+
+use std::pin::Pin;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use prost_reflect::{DynamicMessage, MessageDescriptor, MethodDescriptor, ReflectMessage, Value as Field};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tonic::{Status, Streaming};
+use tracing::{debug, info};
+
+use super::codec::Reply;
+use crate::api::tickets::ConsoleType;
+use crate::state::AppState;
+use crate::store::Scope;
+
+/// The responses of a connection.
+pub type ProxyStream = Pin<Box<dyn Stream<Item = Result<Reply, Status>> + Send>>;
+
+/// Typed input waiting to reach the console.
+const INPUT_QUEUE: usize = 64;
+
+/// A console's output as a stream of chunks, and a way to type.
+struct Pipe {
+    output: Pin<Box<dyn Stream<Item = Bytes> + Send>>,
+    input: mpsc::Sender<Bytes>,
+}
+
+/// Connects the stream `req` to the console its ticket opens.
+pub async fn connect(
+    state: AppState,
+    method: MethodDescriptor,
+    req: tonic::Request<Streaming<DynamicMessage>>,
+) -> Result<tonic::Response<ProxyStream>, Status> {
+    let bearer = req.metadata().get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).map(str::trim);
+    let ticket =
+        bearer.ok_or_else(|| Status::unauthenticated("send the ticket of a console session as `authorization: Bearer <ticket>`"))?;
+    let (vm, kind) = state
+        .tickets
+        .redeem_any(ticket)
+        .ok_or_else(|| Status::unauthenticated("the console ticket is unknown, used already or expired"))?;
+    let record =
+        state.store.get_vm(&vm, &Scope::All).await.map_err(|_| Status::failed_precondition(format!("virtual machine {vm} was deleted")))?;
+    if record.deleted_at.is_some() {
+        return Err(Status::failed_precondition(format!("virtual machine {:?} is being deleted: its console is closed", record.name)));
+    }
+    let consoles = state
+        .backend
+        .consoles()
+        .ok_or_else(|| Status::failed_precondition(format!("the {} backend has no consoles", state.backend.name())))?;
+    let pipe = match kind {
+        ConsoleType::Serial => serial(consoles.open(&vm).await),
+        ConsoleType::Vnc => display(consoles.display(&vm).await),
+    }
+    .map_err(|e| Status::failed_precondition(e.to_string()))?;
+    info!(vm = %vm, console = ?kind, "console proxied over gRPC");
+    tokio::spawn(typed(req.into_inner(), method.input(), pipe.input, vm.clone()));
+    let out = Out::new(method.output());
+    let connected = futures::stream::once(futures::future::ready(Ok(out.status("CONSOLE_CONNECTION_STATE_CONNECTED", ""))));
+    let printed = pipe.output.map(move |chunk| Ok(out.output(chunk)));
+    let closing = Out::new(method.output());
+    let ended = futures::stream::once(async move { Ok(closing.status("CONSOLE_CONNECTION_STATE_DISCONNECTED", "the console closed")) });
+    Ok(tonic::Response::new(Box::pin(connected.chain(printed).chain(ended))))
+}
+
+/// The serial console as a pipe: its history, then what it prints.
+fn serial(console: Result<vmaas_backend::Console, vmaas_backend::BackendError>) -> Result<Pipe, vmaas_backend::BackendError> {
+    let console = console?;
+    let history = futures::stream::iter((!console.history.is_empty()).then(|| Bytes::from(console.history)));
+    let live = futures::stream::unfold(console.output, |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(chunk) => return Some((chunk, rx)),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    Ok(Pipe { output: Box::pin(history.chain(live)), input: console.input })
+}
+
+/// The display as a pipe: its bytes, and a task writing what is typed.
+fn display(display: Result<vmaas_backend::Display, vmaas_backend::BackendError>) -> Result<Pipe, vmaas_backend::BackendError> {
+    let (reader, mut writer) = tokio::io::split(display?);
+    let (input, mut typed) = mpsc::channel::<Bytes>(INPUT_QUEUE);
+    tokio::spawn(async move {
+        while let Some(b) = typed.recv().await {
+            if writer.write_all(&b).await.is_err() {
+                break;
+            }
+        }
+    });
+    let output = futures::stream::unfold(reader, |mut r| async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Bytes::from(buf), r))
+            }
+        }
+    });
+    Ok(Pipe { output: Box::pin(output), input })
+}
+
+/// Moves what the client sends (`input.data`) to the console until it ends.
+async fn typed(mut stream: Streaming<DynamicMessage>, request: MessageDescriptor, input: mpsc::Sender<Bytes>, vm: String) {
+    let data = request.get_field_by_name("input").and_then(|f| f.kind().as_message().and_then(|m| m.get_field_by_name("data")));
+    while let Ok(Some(msg)) = stream.message().await {
+        let bytes = msg
+            .get_field_by_name("input")
+            .and_then(|i| i.as_message().zip(data.as_ref()).and_then(|(m, d)| m.get_field(d).as_bytes().cloned()));
+        if let Some(b) = bytes.filter(|b| !b.is_empty())
+            && input.send(b).await.is_err()
+        {
+            break;
+        }
+    }
+    debug!(vm = %vm, "console proxy client stopped sending");
+}
+
+/// Builds the responses.
+struct Out {
+    response: MessageDescriptor,
+}
+
+impl Out {
+    fn new(response: MessageDescriptor) -> Self {
+        Self { response }
+    }
+
+    /// A response whose `field` is a message of that field's type with `set` applied.
+    fn with(&self, field: &str, set: impl FnOnce(&mut DynamicMessage)) -> Reply {
+        let mut out = DynamicMessage::new(self.response.clone());
+        if let Some(kind) = self.response.get_field_by_name(field).and_then(|f| f.kind().as_message().cloned()) {
+            let mut inner = DynamicMessage::new(kind);
+            set(&mut inner);
+            out.set_field_by_name(field, Field::Message(inner));
+        }
+        Reply::Message(out)
+    }
+
+    fn output(&self, chunk: Bytes) -> Reply {
+        self.with("output", |m| m.set_field_by_name("data", Field::Bytes(chunk)))
+    }
+
+    fn status(&self, state: &str, message: &str) -> Reply {
+        self.with("status", |m| {
+            if let Some(n) =
+                m.descriptor().get_field_by_name("state").and_then(|f| f.kind().as_enum().and_then(|e| e.get_value_by_name(state)))
+            {
+                m.set_field_by_name("state", Field::EnumNumber(n.number()));
+            }
+            m.set_field_by_name("message", Field::String(message.to_owned()));
+        })
+    }
+}
