@@ -37,12 +37,15 @@ impl Drop for RawMode {
 }
 
 /// A connection the console's WebSocket runs over: TCP, or TLS over TCP.
-trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+pub(crate) trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+/// A console's WebSocket.
+pub(crate) type Socket = WebSocketStream<Box<dyn Io>>;
 
 /// Opens the WebSocket at `url`; a `wss://` one over TLS, trusting what
 /// the client trusts (its CA file, or anything with `--insecure`).
-async fn connect(client: &Client, url: &str) -> anyhow::Result<WebSocketStream<Box<dyn Io>>> {
+pub(crate) async fn connect(client: &Client, url: &str) -> anyhow::Result<Socket> {
     let request = url.into_client_request()?;
     let secure = request.uri().scheme_str() == Some("wss");
     let host = request.uri().host().context("the console URL has no host")?.trim_matches(['[', ']']).to_owned();

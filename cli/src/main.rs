@@ -13,6 +13,7 @@ mod snapshots;
 mod ssh;
 mod sync;
 mod vm_cmd;
+mod vnc;
 mod volumes;
 mod watch;
 
@@ -387,6 +388,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             VmCmd::Console { vm, batch, idle, history } => {
                 let vm = client.find_vm(&vm).await?;
                 console::run(&client, &vm.id, &vm.metadata.name, console::Options { batch, idle, history }).await
+            }
+            VmCmd::Vnc { vm, listen, once } => {
+                let vm = client.find_vm(&vm).await?;
+                vnc::run(&client, &vm.id, &vm.metadata.name, listen, once).await
             }
             VmCmd::Ssh(args) => ssh::run(&client, args).await,
             VmCmd::Export { vm, file } => {

@@ -131,6 +131,19 @@ pub(crate) enum VmCmd {
         #[arg(long)]
         history: bool,
     },
+    /// Show a VM's screen to a VNC viewer on this machine: listens on
+    /// --listen (loopback, a free port by default; the address is printed)
+    /// and carries each viewer's RFB to the VM's graphical console.
+    Vnc {
+        /// Name or id.
+        vm: String,
+        /// Where viewers connect.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
+        /// Serve one viewer, then exit.
+        #[arg(long)]
+        once: bool,
+    },
     /// SSH to a VM's external address (`-- COMMAND` runs one command).
     Ssh(ssh::SshArgs),
     /// Download a stopped VM's boot disk as one qcow2 file (SHA-256 checked); `vmaas image import` takes it back.

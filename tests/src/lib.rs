@@ -399,23 +399,24 @@ impl Server {
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
     }
 
-    /// Runs the `vmaas` CLI with `stdin` as its standard input.
-    pub fn cli_with_stdin(&self, token: &str, args: &[&str], stdin: &[u8]) -> Output {
-        use std::io::Write;
+    /// The `vmaas` CLI with `args`, as `token`, for this server (not started).
+    pub fn cli_command(&self, token: &str, args: &[&str]) -> Command {
         let mut cmd = Command::new(bin("vmaas"));
         if let Some(ca) = self.ca_file() {
             cmd.env("VMAAS_CA_FILE", ca);
         }
-        let mut child = cmd
-            .args(args)
+        cmd.args(args)
             .env("VMAAS_ENDPOINT", &self.endpoint)
             .env("VMAAS_TOKEN", token)
-            .env("VMAAS_CONFIG", self.data_dir.join("cli-config.yaml"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run vmaas");
+            .env("VMAAS_CONFIG", self.data_dir.join("cli-config.yaml"));
+        cmd
+    }
+
+    /// Runs the `vmaas` CLI with `stdin` as its standard input.
+    pub fn cli_with_stdin(&self, token: &str, args: &[&str], stdin: &[u8]) -> Output {
+        use std::io::Write;
+        let mut child =
+            self.cli_command(token, args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run vmaas");
         if let Some(mut input) = child.stdin.take() {
             input.write_all(stdin).expect("write stdin");
         }
