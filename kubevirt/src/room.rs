@@ -14,6 +14,17 @@ use vmaas_model::Quantity;
 pub const VCPUS_ANNOTATION: &str = "vmaas.io/vcpus";
 /// Its memory.
 pub const MEMORY_ANNOTATION: &str = "vmaas.io/memory";
+/// Its GPUs, by device name: `nvidia.com/A100=2` (comma-separated).
+pub const GPUS_ANNOTATION: &str = "vmaas.io/gpus";
+
+/// The [`GPUS_ANNOTATION`] of `gpus` (device names, one per GPU).
+pub fn gpus_annotation<'a>(gpus: impl IntoIterator<Item = &'a str>) -> String {
+    let mut counts = std::collections::BTreeMap::<&str, u64>::new();
+    for g in gpus {
+        *counts.entry(g).or_default() += 1;
+    }
+    counts.iter().map(|(name, n)| format!("{name}={n}")).collect::<Vec<_>>().join(",")
+}
 
 /// The room of a cluster with `nodes` and `vms`; none when no node is Ready
 /// (nothing known).
@@ -41,15 +52,19 @@ pub fn room(nodes: &[std::sync::Arc<DynamicObject>], vms: &[std::sync::Arc<Dynam
         // vCPUs are cores × sockets (a VM resized live counts sockets); a
         // VM of an instance type says its shape in its annotations.
         let cpu = &domain["cpu"];
-        let notes = &vm.data["metadata"]["annotations"];
-        let vcpus = notes[VCPUS_ANNOTATION].as_str().and_then(|v| v.parse::<u64>().ok());
+        // (A DynamicObject's metadata is its own field, not in `data`.)
+        let note = |key: &str| vm.metadata.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str);
+        let vcpus = note(VCPUS_ANNOTATION).and_then(|v| v.parse::<u64>().ok());
         r.cpu_millis.used += vcpus.unwrap_or(cpu["cores"].as_u64().unwrap_or(1) * cpu["sockets"].as_u64().unwrap_or(1)) * 1000;
-        let memory = notes[MEMORY_ANNOTATION].as_str().or(domain["memory"]["guest"].as_str());
+        let memory = note(MEMORY_ANNOTATION).or(domain["memory"]["guest"].as_str());
         r.memory_bytes.used += memory.and_then(|q| Quantity::parse(q).ok()).and_then(|q| q.to_units_ceil()).unwrap_or(0);
         for g in domain["devices"]["gpus"].as_array().into_iter().flatten() {
             if let Some(name) = g["deviceName"].as_str() {
                 r.devices.entry(name.to_owned()).or_default().used += 1;
             }
+        }
+        for (name, n) in note(GPUS_ANNOTATION).into_iter().flat_map(|a| a.split(',')).filter_map(|p| p.split_once('=')) {
+            r.devices.entry(name.to_owned()).or_default().used += n.parse::<u64>().unwrap_or(0);
         }
     }
     Some(r)
@@ -102,10 +117,19 @@ mod tests {
         let vm = obj(json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "v", "namespace": "t"},
             "spec": {"template": {"spec": {"domain": {"cpu": {"cores": 2}, "memory": {"guest": "1Gi"},
                 "devices": {"gpus": [{"name": "g", "deviceName": "nvidia.com/A10"}]}}}}}}));
-        let r = room(&nodes, &[vm]).unwrap();
-        assert_eq!(r.cpu_millis, Usage { total: 7500, used: 2000 });
-        assert_eq!(r.memory_bytes, Usage { total: 16 << 30, used: 1 << 30 });
-        assert_eq!(r.devices["nvidia.com/A10"], Usage { total: 2, used: 1 });
+        // A VM of an instance type: its shape and GPUs in its annotations.
+        let mut typed = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "w", "namespace": "t"},
+            "spec": {"instancetype": {"kind": "VirtualMachineClusterInstancetype", "name": "vmaas-gpu"}, "template": {"spec": {"domain": {"devices": {}}}}}});
+        let notes = &mut typed["metadata"]["annotations"];
+        notes[VCPUS_ANNOTATION] = json!("3");
+        notes[MEMORY_ANNOTATION] = json!("2Gi");
+        notes[GPUS_ANNOTATION] = json!(gpus_annotation(["nvidia.com/A10"]));
+        let typed = obj(typed);
+        let r = room(&nodes, &[vm, typed]).unwrap();
+        assert_eq!(r.cpu_millis, Usage { total: 7500, used: 5000 });
+        assert_eq!(r.memory_bytes, Usage { total: 16 << 30, used: 3 << 30 });
+        assert_eq!(r.devices["nvidia.com/A10"], Usage { total: 2, used: 2 }, "the instance type's GPU counts");
+        assert_eq!(gpus_annotation(["b/x", "a/y", "b/x"]), "a/y=1,b/x=2");
         assert!(!r.devices.contains_key("pods"));
     }
 

@@ -93,6 +93,7 @@ async fn profiles_render_as_kubevirt_firmware_features_clock_and_tpm() {
         "the instance type gives them: {d:#}"
     );
     assert_eq!(kv["metadata"]["annotations"]["vmaas.io/vcpus"], "4");
+    assert_eq!(kv["metadata"]["annotations"]["vmaas.io/gpus"], "nvidia.com/A10=1", "the GPUs its domain does not carry, for the room");
     let it = cluster_object(&k, "virtualmachineclusterinstancetypes", "vmaas-g1.large").await;
     assert_eq!(it["spec"]["cpu"], json!({"guest": 4}), "{it:#}");
     assert_eq!(it["spec"]["memory"], json!({"guest": "8Gi"}));
