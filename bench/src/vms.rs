@@ -1,6 +1,7 @@
-//! The benchmarks on real VMs: the qemu backend through the API, and
-//! `terraform apply`. Each deletes what it creates and checks that no QEMU
-//! process is left behind.
+//! The benchmarks on real VMs through the API (`terraform apply` is in
+//! `terraform.rs`): a server with the qemu backend, the `tiny` template,
+//! waits. Each deletes what it creates and checks that no QEMU process is
+//! left behind.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,7 +14,7 @@ use vmaas_server::auth::Role;
 /// How often a waiting client looks at a VM: 5 ms, so that a figure is the
 /// VM's time plus at most that (looking every 50 ms added 25 ms to each,
 /// on average).
-const LOOK: Duration = Duration::from_millis(5);
+pub(crate) const LOOK: Duration = Duration::from_millis(5);
 
 pub(crate) async fn timed_wait(c: &vmaas_client::Client, id: &str, target: vmaas_client::WaitFor) -> anyhow::Result<f64> {
     let t = Instant::now();
@@ -140,93 +141,6 @@ pub(crate) async fn ready_tiny(c: &vmaas_client::Client, name: &str) -> anyhow::
 /// The pid of VM `id`'s QEMU, from the server's data directory `dir`.
 pub(crate) fn qemu_pid(dir: &std::path::Path, id: &str) -> Option<i32> {
     std::fs::read_to_string(dir.join("vms").join(id).join("qemu.pid")).ok()?.trim().parse().ok()
-}
-
-/// `terraform apply` of examples/terraform/ci-ephemeral with N VMs, against
-/// the slowest VM's own create→READY, and the provider's overhead per VM
-/// against the same N VMs made with direct API calls.
-pub async fn terraform_bench(
-    n: usize,
-    images: std::path::PathBuf,
-    tf: std::path::PathBuf,
-    plugins: std::path::PathBuf,
-) -> anyhow::Result<()> {
-    use vmaas_client::WaitFor;
-    let srv = start_qemu_server(images).await?;
-    let work = tempfile::tempdir()?;
-    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/terraform/ci-ephemeral/main.tf");
-    std::fs::copy(&example, work.path().join("main.tf"))?;
-    let rc = work.path().join("tf.rc");
-    std::fs::write(
-        &rc,
-        format!("provider_installation {{\n  dev_overrides {{\n    \"vmaas/vmaas\" = \"{}\"\n  }}\n  direct {{}}\n}}\n", plugins.display()),
-    )?;
-    let run = |args: &[&str]| -> anyhow::Result<f64> {
-        let t = Instant::now();
-        let out = std::process::Command::new(&tf)
-            .args(args)
-            .current_dir(work.path())
-            .env("TF_CLI_CONFIG_FILE", &rc)
-            .env("CHECKPOINT_DISABLE", "1")
-            .env("VMAAS_ENDPOINT", &srv.endpoint)
-            .env("VMAAS_TOKEN", &srv.token)
-            .output()?;
-        if !out.status.success() {
-            bail!("terraform {args:?}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        }
-        Ok(t.elapsed().as_secs_f64())
-    };
-    let count = format!("count_vms={n}");
-    // Warm-up: the first run pays for loading the plugin and reading the schema.
-    run(&["plan", "-input=false", "-var", &count])?;
-    let plan = run(&["plan", "-input=false", "-var", &count])?;
-    let watcher = tokio::spawn(last_ready_seen(srv.client.clone(), n));
-    let apply = tokio::task::block_in_place(|| run(&["apply", "-auto-approve", "-input=false", "-var", &count]))?;
-    let ended = Instant::now();
-    let lag = ended.saturating_duration_since(watcher.await??).as_secs_f64();
-    let page = srv.client.list_vms(&vmaas_client::VmQuery::default()).await?;
-    let mut slowest = 0f64;
-    for vm in &page.items {
-        let ready = vm.status.condition(vmaas_model::ConditionType::Ready).and_then(|c| c.last_transition_time).context("READY time")?;
-        slowest = slowest.max((ready - vm.metadata.creation_timestamp).num_milliseconds() as f64 / 1000.0);
-    }
-    run(&["destroy", "-auto-approve", "-input=false", "-var", &count])?;
-
-    let reqs: Vec<_> = (0..n).map(|i| tiny(format!("api-{i}"))).collect();
-    let t = Instant::now();
-    let c = &srv.client;
-    let created = futures::future::try_join_all(reqs.iter().map(|r| c.create_vm(r))).await?;
-    futures::future::try_join_all(created.iter().map(|vm| timed_wait(c, &vm.id, WaitFor::Ready))).await?;
-    let direct = t.elapsed().as_secs_f64();
-    futures::future::try_join_all(created.iter().map(|vm| c.delete_vm(&vm.id))).await?;
-    futures::future::try_join_all(created.iter().map(|vm| timed_wait(c, &vm.id, WaitFor::Deleted))).await?;
-    none_left(srv.dir.path())?;
-
-    println!("vmaas-bench terraform: {} VMs from examples/terraform/ci-ephemeral, accelerator {}, {}", n, srv.accel, tf.display());
-    println!("terraform apply                 {apply:.2} s");
-    println!(
-        "slowest VM create→READY         {slowest:.2} s   (apply − slowest = {:.2} s: terraform's own start and plan included)",
-        apply - slowest
-    );
-    println!("terraform plan alone            {plan:.2} s   (its start, the provider's, the plan: in every apply before any create)");
-    println!("last READY → apply done         {lag:.3} s  (goal ≤ 0.3 s; READY seen by a client looking every 5 ms)");
-    println!("same {n} VMs by direct API calls {direct:.2} s   (provider overhead {:.2} s per VM)", (apply - direct) / n as f64);
-    Ok(())
-}
-
-/// When this client first saw `n` VMs all READY, looking every 5 ms (at
-/// most 10 minutes): the moment an apply waiting for them could end.
-async fn last_ready_seen(c: vmaas_client::Client, n: usize) -> anyhow::Result<Instant> {
-    let give_up = Instant::now() + Duration::from_secs(600);
-    while Instant::now() < give_up {
-        let page = c.list_vms(&vmaas_client::VmQuery::default()).await?;
-        let ready = page.items.iter().filter(|v| v.status.state == vmaas_model::VmState::Ready).count();
-        if ready >= n {
-            return Ok(Instant::now());
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    bail!("the {n} VMs were not all READY in 10 minutes")
 }
 
 /// The `tiny` example template, as JSON.

