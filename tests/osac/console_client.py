@@ -15,12 +15,10 @@ should be.
 import argparse
 import os
 import queue
-import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from osac_client import check, compile_osac, rest, step  # noqa: E402
+from osac_client import check, rest, step, with_stubs  # noqa: E402
 
 LATEST = {"osac/public-v1-latest/proto/public": ["osac/public/v1/console_"]}
 
@@ -34,13 +32,7 @@ def main():
     ap.add_argument("--shared", required=True)
     ap.add_argument("--vm", required=True, help="the tenant's running VM, by name")
     a = ap.parse_args()
-    out = tempfile.mkdtemp(prefix="osac-console-")
-    try:
-        compile_osac(a.shared, out, LATEST)
-        step("compiled public-v1-latest's console services with grpcio-tools")
-        run(a)
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    with_stubs(a.shared, LATEST, "public-v1-latest's console services", lambda: run(a))
 
 
 class Proxied:

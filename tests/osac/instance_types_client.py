@@ -16,12 +16,10 @@ should be.
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from osac_client import check, compile_osac, rest, step  # noqa: E402
+from osac_client import check, rest, step, with_stubs  # noqa: E402
 
 LATEST = {"osac/public-v1-latest/proto/public": ["osac/public/v1/instance_type", "osac/public/v1/metadata_type"]}
 
@@ -34,13 +32,7 @@ def main():
     ap.add_argument("--admin-token", required=True)
     ap.add_argument("--shared", required=True)
     a = ap.parse_args()
-    out = tempfile.mkdtemp(prefix="osac-latest-")
-    try:
-        compile_osac(a.shared, out, LATEST)
-        step("compiled public-v1-latest's instance types with grpcio-tools")
-        run(a)
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    with_stubs(a.shared, LATEST, "public-v1-latest's instance types", lambda: run(a))
 
 
 def refused(call, code, what):

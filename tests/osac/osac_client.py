@@ -112,6 +112,19 @@ def compile_osac(shared, out, roots=None):
     sys.path.insert(0, out)
 
 
+def with_stubs(shared, roots, what, run):
+    """Compiles `roots` of `shared` (as compile_osac) into a temporary
+    directory, says so as the step "compiled WHAT with grpcio-tools", runs
+    `run()`, and removes the directory."""
+    out = tempfile.mkdtemp(prefix="osac-py-")
+    try:
+        compile_osac(shared, out, roots)
+        step(f"compiled {what} with grpcio-tools")
+        run()
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
 def step(text):
     print(f"ok: {text}", flush=True)
 

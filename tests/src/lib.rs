@@ -17,6 +17,7 @@ pub mod kubevirt;
 pub mod netns;
 pub mod objects;
 pub mod oidc;
+pub mod osac;
 pub mod rfb;
 pub mod seed;
 pub mod seed002;

@@ -80,24 +80,32 @@ async fn the_console_is_virt_apis_subresource_through_the_aggregator() {
     drop((ws, second));
 
     // A stopped VM has no VMI, so no console: a clear error, not a hang.
+    let (st, body) = refused_once_stopped(&s, &t, &id, None).await;
+    assert_eq!(st, 409, "a failed precondition");
+    assert!(body["message"].as_str().unwrap_or_default().contains("not running"), "{body}");
+}
+
+/// Stops VM `id`, then opens sessions (of `kind`, serial when `None`)
+/// until the console's WebSocket refuses: its status and error body.
+async fn refused_once_stopped(s: &Server, t: &str, id: &str, kind: Option<Value>) -> (u16, Value) {
     let stop = serde_json::json!({"object": {"spec": {"state": "stopped"}}});
-    let (st, b) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(stop)).await;
+    let (st, b) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(t), Some(stop)).await;
     assert_eq!(st, 200, "{b}");
-    vms::wait_state(&s, &t, &format!("{V1}/virtual_machines/{id}"), "VIRTUAL_MACHINE_STATE_STOPPED", 30).await;
+    vms::wait_state(s, t, &format!("{V1}/virtual_machines/{id}"), "VIRTUAL_MACHINE_STATE_STOPPED", 30).await;
     let deadline = Instant::now() + Duration::from_secs(20);
-    let refused = loop {
-        let (st, session) = s.raw(Method::POST, &format!("{V1}/virtual_machines/{id}/console_sessions"), Some(&t), None).await;
+    loop {
+        let (st, session) = s.raw(Method::POST, &format!("{V1}/virtual_machines/{id}/console_sessions"), Some(t), kind.clone()).await;
         assert_eq!(st, 201, "{session}");
         let url = format!("{}{}", s.endpoint.replace("http://", "ws://"), session["url"].as_str().unwrap());
         match tokio_tungstenite::connect_async(url.as_str()).await {
-            Err(tokio_tungstenite::tungstenite::Error::Http(r)) => break r,
+            Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
+                let body: Value = serde_json::from_slice(r.body().as_deref().unwrap_or_default()).unwrap_or_default();
+                return (r.status().as_u16(), body);
+            }
             _ => assert!(Instant::now() < deadline, "the console of a stopped VM still opens"),
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
-    };
-    assert_eq!(refused.status().as_u16(), 409, "a failed precondition");
-    let body: Value = serde_json::from_slice(refused.body().as_deref().unwrap_or_default()).unwrap_or_default();
-    assert!(body["message"].as_str().unwrap_or_default().contains("not running"), "{body}");
+    }
 }
 
 /// A QEMU with a VGA and nothing to boot (SeaBIOS says so on its screen),
@@ -162,19 +170,6 @@ async fn the_display_is_virt_apis_vnc_subresource_through_the_aggregator() {
     drop(rfb);
 
     // A stopped VM has no VMI, so no display: a clear error.
-    let stop = serde_json::json!({"object": {"spec": {"state": "stopped"}}});
-    let (st, b) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{id}"), Some(&t), Some(stop)).await;
-    assert_eq!(st, 200, "{b}");
-    vms::wait_state(&s, &t, &format!("{V1}/virtual_machines/{id}"), "VIRTUAL_MACHINE_STATE_STOPPED", 30).await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let refused = loop {
-        let url = c.console_url(&c.display_session(&id).await.unwrap());
-        match tokio_tungstenite::connect_async(url.as_str()).await {
-            Err(tokio_tungstenite::tungstenite::Error::Http(r)) => break r,
-            _ => assert!(Instant::now() < deadline, "the display of a stopped VM still opens"),
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
-    let body: Value = serde_json::from_slice(refused.body().as_deref().unwrap_or_default()).unwrap_or_default();
-    assert!(body["message"].as_str().unwrap_or_default().contains("not running"), "{} {body}", refused.status());
+    let (st, body) = refused_once_stopped(&s, &t, &id, Some(serde_json::json!({"type": "CONSOLE_TYPE_VNC"}))).await;
+    assert!(body["message"].as_str().unwrap_or_default().contains("not running"), "{st} {body}");
 }

@@ -6,25 +6,12 @@
 //! errors, deletion — and then through grpc-gateway-style JSON.
 
 use vmaas_tests::Server;
-use vmaas_tests::tf::{python, repo, shared};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn osac_generated_client_drives_a_vm_over_grpc_and_gateway_json() {
     let s = Server::start_qemu().await;
     let (user, admin, other) = (s.token("acme", false), s.token("ops", true), s.token("globex", false));
-    let out = tokio::process::Command::new(python())
-        .arg(repo().join("tests/osac/osac_client.py"))
-        .args(["--grpc", s.endpoint.trim_start_matches("http://"), "--http", &s.endpoint])
-        .args(["--token", &user, "--admin-token", &admin, "--other-token", &other, "--name", "osac-vm"])
-        .arg("--shared")
-        .arg(shared())
-        .output()
-        .await
-        .expect("run the OSAC client");
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the OSAC client failed:\n{stdout}\n{stderr}\nserver log:\n{}", s.log());
-    println!("{stdout}");
-    for step in [
+    let steps = [
         "compiled OSAC's .proto files",
         "reflection lists",
         "listed by the tenant with a CEL filter",
@@ -40,7 +27,7 @@ async fn osac_generated_client_drives_a_vm_over_grpc_and_gateway_json() {
         "a name two tenants use reaches each tenant's own network over gRPC",
         "grpc-gateway JSON",
         "template deleted",
-    ] {
-        assert!(stdout.contains(step), "no step {step:?} in:\n{stdout}");
-    }
+    ];
+    let args = ["--token", &user, "--admin-token", &admin, "--other-token", &other, "--name", "osac-vm"];
+    println!("{}", vmaas_tests::osac::run_client(&s, "osac_client.py", &args, &steps).await);
 }

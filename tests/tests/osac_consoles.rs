@@ -7,7 +7,6 @@
 //! VNC session, and gets OSAC's codes for the usual mistakes.
 
 use vmaas_tests::Server;
-use vmaas_tests::tf::{python, repo, shared};
 use vmaas_tests::vms::{self, TINY, publish, wait_ready};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -17,18 +16,7 @@ async fn osacs_current_console_client_types_into_a_guest_through_the_proxy() {
     let (user, other) = (s.token("acme", false), s.token("globex", false));
     let id = vms::create(&s, &user, "proxied", "tiny").await;
     wait_ready(&s, &user, &id).await;
-    let out = tokio::process::Command::new(python())
-        .arg(repo().join("tests/osac/console_client.py"))
-        .args(["--grpc", s.endpoint.trim_start_matches("http://"), "--http", &s.endpoint])
-        .args(["--token", &user, "--other-token", &other, "--vm", "proxied"])
-        .arg("--shared")
-        .arg(shared())
-        .output()
-        .await
-        .expect("run the OSAC client");
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the OSAC client failed:\n{stdout}\n{stderr}\nserver log:\n{}", s.log());
-    for step in [
+    let steps = [
         "compiled public-v1-latest's console services",
         "a serial session of the VM named by its name",
         "a command typed, its output read",
@@ -36,7 +24,7 @@ async fn osacs_current_console_client_types_into_a_guest_through_the_proxy() {
         "a VNC session's stream speaks RFB",
         "NOT_FOUND for another tenant's VM",
         "a VNC session with its WebSocket url",
-    ] {
-        assert!(stdout.contains(step), "no step {step:?} in:\n{stdout}");
-    }
+    ];
+    let args = ["--token", &user, "--other-token", &other, "--vm", "proxied"];
+    vmaas_tests::osac::run_client(&s, "console_client.py", &args, &steps).await;
 }

@@ -5,25 +5,13 @@
 //! and deletes instance types over gRPC; a tenant's create is refused, a
 //! bad one names its field; the gateway's JSON carries the same reference.
 
-use vmaas_tests::tf::{python, repo, shared};
 use vmaas_tests::{Db, Server};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn osacs_current_instance_types_client_drives_them_over_grpc() {
     let s = Server::start(Db::Sqlite).await.expect("sqlite");
     let (user, admin) = (s.token("acme", false), s.token("ops", true));
-    let out = tokio::process::Command::new(python())
-        .arg(repo().join("tests/osac/instance_types_client.py"))
-        .args(["--grpc", s.endpoint.trim_start_matches("http://"), "--http", &s.endpoint])
-        .args(["--token", &user, "--admin-token", &admin])
-        .arg("--shared")
-        .arg(shared())
-        .output()
-        .await
-        .expect("run the OSAC client");
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the OSAC client failed:\n{stdout}\n{stderr}\nserver log:\n{}", s.log());
-    for step in [
+    let steps = [
         "compiled public-v1-latest's instance types",
         "published two instance types, one with a GPU",
         "with a CEL filter, and reads one",
@@ -33,7 +21,6 @@ async fn osacs_current_instance_types_client_drives_them_over_grpc() {
         "made OBSOLETE, with its time and the replacement kept",
         "the replacement is {id, name}",
         "reading it is NOT_FOUND",
-    ] {
-        assert!(stdout.contains(step), "no step {step:?} in:\n{stdout}");
-    }
+    ];
+    vmaas_tests::osac::run_client(&s, "instance_types_client.py", &["--token", &user, "--admin-token", &admin], &steps).await;
 }
