@@ -3,8 +3,9 @@
 //! from `ConsoleSessions.Create` (single-use, 60 s), which names the VM and
 //! the kind of console: the serial console (what it printed so far first)
 //! or the display (RFB, as VNC speaks it). The first response is the status
-//! CONNECTED, then the console's output; the last is DISCONNECTED, or ERROR
-//! saying why.
+//! CONNECTED, then the console's output; the last is DISCONNECTED when the
+//! console closes. A console that cannot be opened is the call's status
+//! (UNAUTHENTICATED, FAILED_PRECONDITION), before any response.
 
 use std::pin::Pin;
 
@@ -39,7 +40,17 @@ pub async fn connect(
     method: MethodDescriptor,
     req: tonic::Request<Streaming<DynamicMessage>>,
 ) -> Result<tonic::Response<ProxyStream>, Status> {
-    let bearer = req.metadata().get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).map(str::trim);
+    let (vm, kind) = admitted(&state, req.metadata()).await?;
+    let pipe = open(&state, &vm, kind).await?;
+    info!(vm = %vm, console = ?kind, "console proxied over gRPC");
+    tokio::spawn(typed(req.into_inner(), method.input(), pipe.input, vm));
+    Ok(tonic::Response::new(responses(pipe.output, method.output())))
+}
+
+/// The VM and the kind of console the caller's ticket (its bearer token)
+/// opens, using the ticket up; the VM must not be being deleted.
+async fn admitted(state: &AppState, meta: &tonic::metadata::MetadataMap) -> Result<(String, ConsoleType), Status> {
+    let bearer = meta.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).map(str::trim);
     let ticket =
         bearer.ok_or_else(|| Status::unauthenticated("send the ticket of a console session as `authorization: Bearer <ticket>`"))?;
     let (vm, kind) = state
@@ -51,23 +62,30 @@ pub async fn connect(
     if record.deleted_at.is_some() {
         return Err(Status::failed_precondition(format!("virtual machine {:?} is being deleted: its console is closed", record.name)));
     }
+    Ok((vm, kind))
+}
+
+/// VM `vm`'s `kind` of console, from the backend.
+async fn open(state: &AppState, vm: &str, kind: ConsoleType) -> Result<Pipe, Status> {
     let consoles = state
         .backend
         .consoles()
         .ok_or_else(|| Status::failed_precondition(format!("the {} backend has no consoles", state.backend.name())))?;
-    let pipe = match kind {
-        ConsoleType::Serial => serial(consoles.open(&vm).await),
-        ConsoleType::Vnc => display(consoles.display(&vm).await),
+    match kind {
+        ConsoleType::Serial => serial(consoles.open(vm).await),
+        ConsoleType::Vnc => display(consoles.display(vm).await),
     }
-    .map_err(|e| Status::failed_precondition(e.to_string()))?;
-    info!(vm = %vm, console = ?kind, "console proxied over gRPC");
-    tokio::spawn(typed(req.into_inner(), method.input(), pipe.input, vm.clone()));
-    let out = Out::new(method.output());
+    .map_err(|e| Status::failed_precondition(e.to_string()))
+}
+
+/// The responses: CONNECTED, each chunk of `output`, DISCONNECTED.
+fn responses(output: Pin<Box<dyn Stream<Item = Bytes> + Send>>, response: MessageDescriptor) -> ProxyStream {
+    let out = Out::new(response.clone());
     let connected = futures::stream::once(futures::future::ready(Ok(out.status("CONSOLE_CONNECTION_STATE_CONNECTED", ""))));
-    let printed = pipe.output.map(move |chunk| Ok(out.output(chunk)));
-    let closing = Out::new(method.output());
+    let printed = output.map(move |chunk| Ok(out.output(chunk)));
+    let closing = Out::new(response);
     let ended = futures::stream::once(async move { Ok(closing.status("CONSOLE_CONNECTION_STATE_DISCONNECTED", "the console closed")) });
-    Ok(tonic::Response::new(Box::pin(connected.chain(printed).chain(ended))))
+    Box::pin(connected.chain(printed).chain(ended))
 }
 
 /// The serial console as a pipe: its history, then what it prints.
