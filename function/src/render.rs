@@ -88,7 +88,8 @@ pub struct RenderedNetwork {
     pub udn: UserDefinedNetwork,
 }
 
-fn errors(field: &str, reason: impl Into<String>) -> ValidationErrors {
+/// One field's problem.
+pub(crate) fn errors(field: &str, reason: impl Into<String>) -> ValidationErrors {
     ValidationErrors(vec![FieldError::new(field, reason)])
 }
 

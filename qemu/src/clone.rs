@@ -312,12 +312,12 @@ fn clone_args(args: &QemuArgs) -> QemuArgs {
     QemuArgs { kernel, nics, fixed_slots: true, volumes: Vec::new(), segment_nics: Vec::new(), gpus: Vec::new(), ..args.clone() }
 }
 
-/// Copies `from` over `to` (through `to.new`, so `to` is whole or as it was).
+/// Copies `from` over `to` ([`crate::state::write_atomic`]: `to` is whole or as it was).
 async fn copy(from: &Path, to: &Path) -> Result<(), CloneError> {
-    let staged = to.with_extension("new");
     let io = |e| CloneError::Io { context: format!("copying {} to {}", from.display(), to.display()), source: e };
-    tokio::fs::copy(from, &staged).await.map_err(io)?;
-    tokio::fs::rename(&staged, to).await.map_err(io)
+    let data = tokio::fs::read(from).await.map_err(io)?;
+    let path = to.to_owned();
+    tokio::task::spawn_blocking(move || crate::state::write_atomic(&path, &data)).await?.map_err(io)
 }
 
 /// Writes a seed disk of `bytes` zeros at `path`: no label, so the

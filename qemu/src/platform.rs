@@ -175,13 +175,10 @@ impl PlatformPaths {
         let fresh = match tokio::fs::read(&vars).await {
             Ok(own) => own == pristine,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let staged = dir.join(format!("{EFI_VARS}.new"));
-                tokio::fs::write(&staged, &pristine)
-                    .await
-                    .map_err(|e| PlatformError::Io { context: format!("writing {}", staged.display()), source: e })?;
-                tokio::fs::rename(&staged, &vars)
-                    .await
-                    .map_err(|e| PlatformError::Io { context: format!("writing {}", vars.display()), source: e })?;
+                let path = vars.clone();
+                let written = tokio::task::spawn_blocking(move || crate::state::write_atomic(&path, &pristine)).await;
+                let io = |e| PlatformError::Io { context: format!("writing {}", vars.display()), source: e };
+                written.map_err(std::io::Error::other).and_then(|r| r).map_err(io)?;
                 true
             }
             Err(e) => return Err(PlatformError::Io { context: format!("reading {}", vars.display()), source: e }),

@@ -35,12 +35,19 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
 /// A module of noVNC's, by its path under the package (`core/rfb.js`).
 async fn novnc(Path(path): Path<String>) -> Response {
     match NOVNC_FILES.iter().find(|(name, _)| *name == path) {
-        Some((_, bytes)) => hardened(
-            ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")], *bytes).into_response(),
-        ),
-        None => crate::error::ApiError::new(StatusCode::NOT_FOUND, crate::error::Code::NotFound, format!("no noVNC module {path:?}"))
-            .into_response(),
+        Some((_, bytes)) => served("text/javascript; charset=utf-8", bytes),
+        None => missing(format!("no noVNC module {path:?}")),
     }
+}
+
+/// A built-in file of content type `kind`.
+fn served(kind: &'static str, bytes: &'static [u8]) -> Response {
+    hardened(([(header::CONTENT_TYPE, kind), (header::CACHE_CONTROL, "no-cache")], bytes).into_response())
+}
+
+/// 404 for a file the page does not have.
+fn missing(message: String) -> Response {
+    crate::error::ApiError::new(StatusCode::NOT_FOUND, crate::error::Code::NotFound, message).into_response()
 }
 
 /// Headers every answer of the page carries.
@@ -54,15 +61,13 @@ fn hardened(mut r: Response) -> Response {
 }
 
 async fn index() -> Response {
-    hardened(([(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")], INDEX).into_response())
+    served("text/html; charset=utf-8", INDEX.as_bytes())
 }
 
 async fn asset(Path(file): Path<String>) -> Response {
     match ASSETS.iter().find(|(name, _, _)| *name == file) {
-        Some((_, kind, bytes)) => hardened(([(header::CONTENT_TYPE, *kind), (header::CACHE_CONTROL, "no-cache")], *bytes).into_response()),
-        None => {
-            crate::error::ApiError::new(StatusCode::NOT_FOUND, crate::error::Code::NotFound, format!("no asset {file:?}")).into_response()
-        }
+        Some((_, kind, bytes)) => served(kind, bytes),
+        None => missing(format!("no asset {file:?}")),
     }
 }
 

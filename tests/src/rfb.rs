@@ -1,5 +1,6 @@
 //! A small RFB (VNC) client over a WebSocket, as noVNC speaks to vmaas's
-//! graphical console: protocol 3.8, no security (the ticket admitted us),
+//! graphical console (or over TCP, as a VNC viewer speaks to `vmaas vm
+//! vnc`): protocol 3.8, no security (the ticket admitted us),
 //! a shared session, the whole screen in Raw encoding at 32 bits per pixel,
 //! and key events (X keysyms, Shift pressed for the characters that need it).
 
@@ -10,9 +11,17 @@ use tokio_tungstenite::tungstenite::Message;
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
+/// What the protocol runs over.
+enum Transport {
+    /// RFB in binary frames.
+    Ws(Box<Socket>),
+    /// RFB as bytes.
+    Tcp(tokio::net::TcpStream),
+}
+
 /// A connected viewer.
 pub struct Rfb {
-    ws: Socket,
+    transport: Transport,
     buf: Vec<u8>,
     /// The screen's width in pixels.
     pub width: u16,
@@ -26,10 +35,19 @@ pub struct Rfb {
 const SHIFTED: &str = "~!@#$%^&*()_+{}|:\"<>?";
 
 impl Rfb {
-    /// Connects to `url` and completes the handshake.
+    /// Connects to the WebSocket at `url` and completes the handshake.
     pub async fn connect(url: &str) -> Self {
         let (ws, _) = tokio_tungstenite::connect_async(url).await.expect("the display's WebSocket");
-        let mut r = Self { ws, buf: Vec::new(), width: 0, height: 0, name: String::new(), screen: Vec::new() };
+        Self::handshake(Transport::Ws(Box::new(ws))).await
+    }
+
+    /// Completes the handshake over TCP connection `tcp`.
+    pub async fn over_tcp(tcp: tokio::net::TcpStream) -> Self {
+        Self::handshake(Transport::Tcp(tcp)).await
+    }
+
+    async fn handshake(transport: Transport) -> Self {
+        let mut r = Self { transport, buf: Vec::new(), width: 0, height: 0, name: String::new(), screen: Vec::new() };
         let version = r.take(12).await;
         assert!(version.starts_with(b"RFB 003."), "{version:?}");
         r.send(b"RFB 003.008\n").await;
@@ -52,21 +70,38 @@ impl Rfb {
     }
 
     async fn send(&mut self, bytes: &[u8]) {
-        self.ws.send(Message::Binary(bytes.to_vec().into())).await.expect("sending to the display");
+        match &mut self.transport {
+            Transport::Ws(ws) => ws.send(Message::Binary(bytes.to_vec().into())).await.expect("sending to the display"),
+            Transport::Tcp(tcp) => tokio::io::AsyncWriteExt::write_all(tcp, bytes).await.expect("sending to the display"),
+        }
     }
 
     /// The next `n` bytes from the server.
     async fn take(&mut self, n: usize) -> Vec<u8> {
         while self.buf.len() < n {
-            let msg = tokio::time::timeout(Duration::from_secs(30), self.ws.next()).await.expect("the display answers");
-            match msg {
-                Some(Ok(Message::Binary(b))) => self.buf.extend_from_slice(&b),
-                Some(Ok(Message::Close(_))) | None => panic!("the display closed"),
-                Some(Ok(_)) => {}
-                Some(Err(e)) => panic!("the display's WebSocket: {e}"),
-            }
+            let more = tokio::time::timeout(Duration::from_secs(30), self.receive()).await.expect("the display answers");
+            self.buf.extend_from_slice(&more);
         }
         self.buf.drain(..n).collect()
+    }
+
+    /// What the server sends next (possibly nothing, for a frame of another kind).
+    async fn receive(&mut self) -> Vec<u8> {
+        match &mut self.transport {
+            Transport::Ws(ws) => match ws.next().await {
+                Some(Ok(Message::Binary(b))) => b.to_vec(),
+                Some(Ok(Message::Close(_))) | None => panic!("the display closed"),
+                Some(Ok(_)) => Vec::new(),
+                Some(Err(e)) => panic!("the display's WebSocket: {e}"),
+            },
+            Transport::Tcp(tcp) => {
+                let mut chunk = vec![0u8; 64 * 1024];
+                let n = tokio::io::AsyncReadExt::read(tcp, &mut chunk).await.expect("reading the display");
+                assert!(n > 0, "the display closed");
+                chunk.truncate(n);
+                chunk
+            }
+        }
     }
 
     /// The whole screen now, one `0x00RRGGBB` per pixel, row by row.
@@ -118,13 +153,9 @@ impl Rfb {
     /// Pixels of the screen that are not its most common colour (the
     /// background): how much is written on it.
     pub async fn ink(&mut self) -> usize {
-        let screen = self.screen().await.to_vec();
-        let mut counts = std::collections::HashMap::new();
-        for p in &screen {
-            *counts.entry(*p).or_insert(0usize) += 1;
-        }
-        let background = counts.values().copied().max().unwrap_or(0);
-        screen.len() - background
+        let screen = self.screen().await;
+        let background = background(screen);
+        screen.iter().filter(|p| **p != background).count()
     }
 
     /// The screen's digest: `WxH INK SUM`, where INK counts the pixels that
@@ -132,11 +163,7 @@ impl Rfb {
     /// indices modulo 4294967291: two viewers showing the same text agree.
     pub async fn digest(&mut self) -> String {
         let screen = self.screen().await.to_vec();
-        let mut counts = std::collections::HashMap::new();
-        for p in &screen {
-            *counts.entry(*p).or_insert(0usize) += 1;
-        }
-        let background = counts.into_iter().max_by_key(|(_, n)| *n).map(|(p, _)| p).unwrap_or(0);
+        let background = background(&screen);
         let (mut ink, mut sum) = (0u64, 0u64);
         for (i, p) in screen.iter().enumerate() {
             if *p != background {
@@ -170,4 +197,13 @@ impl Rfb {
         ev.extend_from_slice(&keysym.to_be_bytes());
         self.send(&ev).await;
     }
+}
+
+/// The most common colour of `screen`: its background.
+fn background(screen: &[u32]) -> u32 {
+    let mut counts = std::collections::HashMap::new();
+    for p in screen {
+        *counts.entry(*p).or_insert(0usize) += 1;
+    }
+    counts.into_iter().max_by_key(|(_, n)| *n).map(|(p, _)| p).unwrap_or(0)
 }

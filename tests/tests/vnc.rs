@@ -83,28 +83,6 @@ async fn a_vms_screen_is_its_tenants_over_vnc_and_takes_keystrokes() {
     assert!(ink > 5 * clear.max(1), "the printed lines are still on the screen: {ink}");
 }
 
-/// The RFB handshake over `conn` (protocol 3.8, no security, shared): the
-/// desktop's name from ServerInit.
-async fn handshake(conn: &mut tokio::net::TcpStream) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut version = [0u8; 12];
-    conn.read_exact(&mut version).await.unwrap();
-    assert_eq!(&version, b"RFB 003.008\n");
-    conn.write_all(b"RFB 003.008\n").await.unwrap();
-    let n = conn.read_u8().await.unwrap() as usize;
-    let mut types = vec![0u8; n];
-    conn.read_exact(&mut types).await.unwrap();
-    assert!(types.contains(&1), "{types:?}");
-    conn.write_all(&[1]).await.unwrap();
-    assert_eq!(conn.read_u32().await.unwrap(), 0, "security result OK");
-    conn.write_all(&[1]).await.unwrap();
-    let mut init = [0u8; 24];
-    conn.read_exact(&mut init).await.unwrap();
-    let mut name = vec![0u8; u32::from_be_bytes([init[20], init[21], init[22], init[23]]) as usize];
-    conn.read_exact(&mut name).await.unwrap();
-    String::from_utf8_lossy(&name).into_owned()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vmaas_vm_vnc_serves_the_screen_to_a_local_vnc_viewer() {
     let s = Server::start_qemu().await;
@@ -126,10 +104,9 @@ async fn vmaas_vm_vnc_serves_the_screen_to_a_local_vnc_viewer() {
     });
     assert!(addr.ip().is_loopback() && addr.port() > 0, "{addr}");
     // A VNC viewer's handshake through it reaches the VM's display.
-    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let name = handshake(&mut conn).await;
-    assert!(name.contains("vmaas-viewed"), "{name:?}");
-    drop(conn);
+    let viewer = Rfb::over_tcp(tokio::net::TcpStream::connect(addr).await.unwrap()).await;
+    assert!(viewer.name.contains("vmaas-viewed"), "{:?}", viewer.name);
+    drop(viewer);
     let status = tokio::task::spawn_blocking(move || child.wait()).await.unwrap().unwrap();
     assert!(status.success(), "vmaas vm vnc --once ends with its viewer");
 }

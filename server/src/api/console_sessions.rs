@@ -17,7 +17,6 @@ use super::tickets::ConsoleType;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::store::{Filter, StoreError};
 
 /// What a console is of (OSAC's `ConsoleResourceType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
@@ -92,14 +91,7 @@ pub(super) async fn create(
 
 /// The id of the caller's VM `reference` names (its id, else its name).
 async fn vm_id(s: &AppState, caller: &Caller, reference: &str) -> Result<String, ApiError> {
-    match s.store.get_vm(reference, &scope(caller)).await {
-        Ok(vm) => return Ok(vm.id),
-        Err(StoreError::NotFound { .. }) => {}
-        Err(e) => return Err(e.into()),
-    }
-    let by_name = Filter { name: Some(reference.to_owned()), ..Filter::all() };
-    let (rows, _) = s.store.list(ObjectKind::VirtualMachine, &scope(caller), &by_name).await?;
-    match rows.as_slice() {
+    match super::simple::by_id_or_name(s, &scope(caller), ObjectKind::VirtualMachine, reference).await?.as_slice() {
         [one] => Ok(one.id.clone()),
         [] => Err(ApiError::not_found("compute instance", reference)),
         _ => Err(ApiError::precondition(format!("several compute instances are named {reference:?}: give its id"))),

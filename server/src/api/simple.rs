@@ -139,18 +139,24 @@ pub(super) async fn find<K: Object>(s: &AppState, scope: &Scope, reference: &str
 /// naming `field`.
 pub(super) async fn row(s: &AppState, scope: &Scope, kind: ObjectKind, reference: &str, field: &str) -> Result<Row, ApiError> {
     let reference = reference.trim();
-    let found = match s.store.get(kind, reference, scope).await {
-        Ok(r) => Some(r),
-        Err(StoreError::NotFound { .. }) => {
-            let f = Filter { name: Some(reference.to_owned()), ..Filter::all() };
-            s.store.list(kind, scope, &f).await?.0.into_iter().next()
-        }
-        Err(e) => return Err(e.into()),
-    };
-    match found {
+    match by_id_or_name(s, scope, kind, reference).await?.into_iter().next() {
         Some(r) if r.deleted_at.is_some() => Err(ApiError::field(field, format!("{} {:?} is being deleted", kind.human(), r.name))),
         Some(r) => Ok(r),
         None => Err(ApiError::field(field, format!("you have no {} {reference:?}", kind.human()))),
+    }
+}
+
+/// The rows of `kind` in `scope` that `reference` names: the one of that
+/// id, else every one of that name (none, one, or several an
+/// administrator sees in different tenants).
+pub(super) async fn by_id_or_name(s: &AppState, scope: &Scope, kind: ObjectKind, reference: &str) -> Result<Vec<Row>, ApiError> {
+    match s.store.get(kind, reference, scope).await {
+        Ok(r) => Ok(vec![r]),
+        Err(StoreError::NotFound { .. }) => {
+            let f = Filter { name: Some(reference.to_owned()), ..Filter::all() };
+            Ok(s.store.list(kind, scope, &f).await?.0)
+        }
+        Err(e) => Err(e.into()),
     }
 }
 

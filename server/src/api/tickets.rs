@@ -84,10 +84,6 @@ impl Tickets {
 
     /// Uses up `ticket`; true if it was valid for `vm`'s `kind` of console.
     pub(super) fn redeem(&self, ticket: &str, vm: &str, kind: ConsoleType) -> bool {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        match map.remove(ticket) {
-            Some(t) => t.vm == vm && t.kind == kind && t.expires > Instant::now(),
-            None => false,
-        }
+        self.redeem_any(ticket).is_some_and(|(v, k)| v == vm && k == kind)
     }
 }

@@ -80,10 +80,10 @@ async fn open(state: &AppState, vm: &str, kind: ConsoleType) -> Result<Pipe, Sta
 
 /// The responses: CONNECTED, each chunk of `output`, DISCONNECTED.
 fn responses(output: Pin<Box<dyn Stream<Item = Bytes> + Send>>, response: MessageDescriptor) -> ProxyStream {
-    let out = Out::new(response.clone());
+    let out = Out::new(response);
+    let closing = out.clone();
     let connected = futures::stream::once(futures::future::ready(Ok(out.status("CONSOLE_CONNECTION_STATE_CONNECTED", ""))));
     let printed = output.map(move |chunk| Ok(out.output(chunk)));
-    let closing = Out::new(response);
     let ended = futures::stream::once(async move { Ok(closing.status("CONSOLE_CONNECTION_STATE_DISCONNECTED", "the console closed")) });
     Box::pin(connected.chain(printed).chain(ended))
 }
@@ -145,6 +145,7 @@ async fn typed(mut stream: Streaming<DynamicMessage>, request: MessageDescriptor
 }
 
 /// Builds the responses.
+#[derive(Clone)]
 struct Out {
     response: MessageDescriptor,
 }
