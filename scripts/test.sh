@@ -47,6 +47,8 @@ export VMAAS_TEST_DATABASE_URL VMAAS_REQUIRE_POSTGRES=1
 export VMAAS_CHROMIUM=/usr/bin/chromium VMAAS_REQUIRE_BROWSER=1
 
 log "running the tests"
+# A failure's message, not a backtrace, is what a CI log's tail must show.
+export RUST_BACKTRACE=0
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --locked --workspace --no-fail-fast --failure-output final "$@"
     cargo test --locked --workspace --doc -q

@@ -190,6 +190,13 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// Whether [`Backend::images`] is the catalog as it stands: false while
+    /// no cluster's image sources have been listed since the server
+    /// started (an empty catalog then says nothing of what exists).
+    fn images_known(&self) -> bool {
+        self.listed()
+    }
+
     /// What the cluster (or host) has for VMs, for placing them among
     /// several; none: not known. Cheap (from what is already watched).
     fn room(&self) -> Option<Room> {

@@ -303,6 +303,11 @@ impl Backend for Fleet {
         Some(out)
     }
 
+    /// Known once some cluster is listed: the catalog is the listed ones'.
+    fn images_known(&self) -> bool {
+        self.inner.members.iter().any(|m| m.backend.images_known())
+    }
+
     /// The addresses held on this host, if one of the clusters is this host.
     fn held_addresses(&self) -> Option<std::collections::HashSet<std::net::Ipv4Addr>> {
         self.inner.members.iter().find_map(|m| m.backend.held_addresses())
