@@ -17,6 +17,7 @@ const FILES: &[&str] = &[
     "osac/public/v1/networking.proto",
     "osac/public/v1/external_ips.proto",
     "osac/public/v1/instance_types.proto",
+    "osac/public/v1/disk_images.proto",
     "osac/public/v1/consoles.proto",
     "osac/public/v1/events.proto",
     "vmaas/v1/snapshots.proto",

@@ -81,8 +81,9 @@ pub struct PoolMetadata {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ExternalIpSpec {
-    /// The pool, by name; absent or empty: the default pool.
-    #[serde(default)]
+    /// The pool, by name (OSAC's typed `{"name": …}` is read too);
+    /// absent or empty: the default pool.
+    #[serde(default, deserialize_with = "crate::reference::de_key")]
     pub pool: String,
 }
 
@@ -131,9 +132,10 @@ crate::api_object! {
 #[serde(deny_unknown_fields)]
 pub struct ExternalIpAttachmentSpec {
     /// The external IP, by id or name (stored as the id); immutable.
+    #[serde(deserialize_with = "crate::reference::de_key")]
     pub external_ip: String,
     /// The VM, by id or name (stored as the id); a PATCH moves the address.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::reference::de_opt_key")]
     pub compute_instance: Option<String>,
     /// OSAC's cluster target: not offered here (refused with a 400).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -201,7 +203,7 @@ crate::api_object! {
 #[serde(deny_unknown_fields)]
 pub struct ExternalIpAttachmentPatchSpec {
     /// The VM to move the address to, by id or name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::reference::de_opt_key")]
     pub compute_instance: Option<String>,
 }
 

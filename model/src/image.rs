@@ -7,6 +7,8 @@
 //! a VM's parameters; `status.references` counts the VMs booting from it
 //! and the volumes starting as it.
 
+pub mod disk_image;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 

@@ -21,7 +21,14 @@ const PREFIX_MAX: usize = 253;
 /// Most bytes all of an object's annotations may take.
 const ANNOTATIONS_MAX: usize = 256 * 1024;
 
-/// An object's labels and annotations.
+/// Longest display name (OSAC's `metadata.display_name`).
+const DISPLAY_NAME_MAX: usize = 63;
+
+/// Longest description (OSAC's `metadata.description`).
+const DESCRIPTION_MAX: usize = 256;
+
+/// What a tenant writes of an object's metadata beside its name: labels,
+/// annotations, and OSAC's display name and description.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Labels {
     /// Labels: keys and values as Kubernetes allows them.
@@ -30,12 +37,18 @@ pub struct Labels {
     /// Annotations: keys as for labels, any values.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: StringMap,
+    /// A name for people, free text of at most 63 characters.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub display_name: String,
+    /// What it is for, free text (Markdown) of at most 256 characters.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
 }
 
 impl Labels {
     /// Whether there are neither labels nor annotations.
     pub fn is_empty(&self) -> bool {
-        self.labels.is_empty() && self.annotations.is_empty()
+        self.labels.is_empty() && self.annotations.is_empty() && self.display_name.is_empty() && self.description.is_empty()
     }
 
     /// What a create request's metadata gives; problems go into `errs`
@@ -65,6 +78,16 @@ impl Labels {
                 errs.push("object.metadata.annotations", format!("take {size} bytes, more than the {ANNOTATIONS_MAX} allowed"));
             }
             out.annotations = annotations.clone();
+        }
+        for (field, given, max, kept) in [
+            ("display_name", &m.display_name, DISPLAY_NAME_MAX, &mut out.display_name),
+            ("description", &m.description, DESCRIPTION_MAX, &mut out.description),
+        ] {
+            let Some(text) = given else { continue };
+            match text.chars().count() {
+                n if n > max => errs.push(format!("object.metadata.{field}"), format!("has {n} characters, more than the {max} allowed")),
+                _ => *kept = text.clone(),
+            }
         }
         out
     }

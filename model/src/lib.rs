@@ -60,6 +60,7 @@ pub mod object;
 pub mod profile;
 pub mod quantity;
 pub mod query;
+pub mod reference;
 pub mod security_group;
 pub mod snapshot;
 pub mod spec;

@@ -31,6 +31,12 @@ pub struct Metadata {
     /// Key/value annotations, kept as given.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: StringMap,
+    /// A name for people (OSAC's), kept as given.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub display_name: String,
+    /// What it is for (OSAC's), kept as given.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
     /// `[tenant]`: the owner as `fulfillment.v1` names it (output only).
     #[serde(default)]
     pub tenants: Vec<String>,
@@ -58,6 +64,8 @@ impl Metadata {
             version,
             labels: labels.labels.clone(),
             annotations: labels.annotations.clone(),
+            display_name: labels.display_name.clone(),
+            description: labels.description.clone(),
             tenants: if tenant.is_empty() { Vec::new() } else { vec![tenant.to_owned()] },
             creator: creators.first().cloned().unwrap_or_default(),
         }
@@ -83,6 +91,12 @@ pub struct MetadataInput {
     /// Annotations (on PATCH: replaced whole when given).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<StringMap>,
+    /// A name for people, at most 63 characters (on PATCH: replaced when given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// What it is for, at most 256 characters (on PATCH: replaced when given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     /// Accepted and ignored: the server's.
     #[serde(default, skip_serializing)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<String>>))]

@@ -121,7 +121,9 @@ impl SecurityRule {
 #[serde(deny_unknown_fields)]
 pub struct SecurityGroupSpec {
     /// The virtual network whose NICs it may guard: its id (its name is
-    /// accepted on create and replaced by the id). Immutable.
+    /// accepted on create and replaced by the id; OSAC's typed
+    /// `{"name": …}` is read too). Immutable.
+    #[serde(deserialize_with = "crate::reference::de_key")]
     pub virtual_network: String,
     /// What may come in.
     #[serde(default)]

@@ -18,7 +18,8 @@ pub const SUBNET_TYPE_URL: &str = "type.googleapis.com/osac.public.v1.Subnet";
 #[serde(deny_unknown_fields)]
 pub struct SubnetSpec {
     /// The virtual network: its id (its name is accepted on create and
-    /// replaced by the id).
+    /// replaced by the id); OSAC's typed `{"name": …}` is read too.
+    #[serde(deserialize_with = "crate::reference::de_key")]
     pub virtual_network: String,
     /// The IPv4 range, inside the network's, e.g. `10.10.1.0/24`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -26,6 +26,8 @@ const LIFETIME: Duration = Duration::from_secs(900);
 /// The playing task; stops when dropped.
 pub struct Controllers {
     paused: Arc<AtomicBool>,
+    /// Held while a round acts.
+    busy: Arc<tokio::sync::Mutex<()>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -39,22 +41,32 @@ impl Controllers {
     /// Starts playing KubeVirt and MetalLB on `api`.
     pub fn start(api: KubeApi) -> Self {
         let paused = Arc::new(AtomicBool::new(false));
-        let p = paused.clone();
+        let busy = Arc::new(tokio::sync::Mutex::new(()));
+        let (p, b) = (paused.clone(), busy.clone());
         let task = tokio::spawn(async move {
             let end = Instant::now() + LIFETIME;
             while Instant::now() < end {
+                let _acting = b.lock().await;
                 if !p.load(Ordering::Relaxed) {
                     round(&api).await;
                 }
+                drop(_acting);
                 tokio::time::sleep(PERIOD).await;
             }
         });
-        Self { paused, task }
+        Self { paused, busy, task }
     }
 
     /// Stops (or resumes) acting, e.g. to see the backend wait for KubeVirt.
     pub fn pause(&self, paused: bool) {
         self.paused.store(paused, Ordering::Relaxed);
+    }
+
+    /// Stops acting once the round under way is over (before the API
+    /// server goes away, say).
+    pub async fn halt(&self) {
+        self.pause(true);
+        drop(self.busy.lock().await);
     }
 }
 

@@ -152,7 +152,7 @@ async fn vms_are_placed_among_two_clusters_and_survive_one_going_away() {
     vms::wait_state(&s, &t, &format!("{V1}/subnets/{subnet}"), "SUBNET_STATE_READY", 30).await;
 
     // One cluster away: its VM is DEGRADED, the other's is not; back: READY, nothing made twice.
-    east_kv.pause(true);
+    east_kv.halt().await;
     east.stop_apiserver();
     let v = vms::wait_until(&s, &t, &by_room, "DEGRADED ClusterUnreachable while east is away", 60, |v| {
         degraded(v) && v.to_string().contains("ClusterUnreachable")
@@ -195,7 +195,7 @@ async fn a_cluster_away_at_start_holds_nothing_back_and_gets_nothing_twice() {
     let w = west.api();
 
     s.stop().await;
-    east_kv.pause(true);
+    east_kv.halt().await;
     east.stop_apiserver();
     s.relaunch().await;
     let v = vms::wait_until(&s, &t, &kept, "DEGRADED ClusterUnreachable", 60, |v| degraded(v) && v.to_string().contains("not been listed"))

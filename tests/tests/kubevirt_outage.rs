@@ -29,7 +29,7 @@ async fn a_cluster_that_stops_answering_degrades_its_vms_until_it_is_back() {
     let ready = vms::wait_ready(&s, &t, &id).await;
     let address = ready["status"]["internalIP"].clone();
 
-    kubevirt.pause(true);
+    kubevirt.halt().await;
     k.stop_apiserver();
     // An apply under way when the API server goes may fail first (DEGRADED
     // BackendError, retried); the health check then names the cause.
@@ -61,7 +61,7 @@ async fn a_create_before_the_cluster_is_listed_waits_for_its_images() {
     k.namespace(IMAGES).await;
     data_source(&k, "test-guest").await;
     let kubevirt = Controllers::start(k.api());
-    kubevirt.pause(true);
+    kubevirt.halt().await;
     k.stop_apiserver();
     let s = start(&k).await;
     let t = s.token("acme", false);

@@ -2,8 +2,9 @@
 //! `.proto` files in `../shared/osac` (not the project's) drive a server
 //! with real QEMU guests over gRPC on the REST port — reflection, templates,
 //! a VM from the seed's example watched to RUNNING on the event stream,
-//! stopped through the compute instance view with an update mask, rich
-//! errors, deletion — and then through grpc-gateway-style JSON.
+//! rich errors, deletion — and then through grpc-gateway-style JSON. This
+//! client is the August 2026 `public-v1`; OSAC's current compute instances
+//! are `osac_compute.rs`'s.
 
 use vmaas_tests::Server;
 
@@ -15,13 +16,12 @@ async fn osac_generated_client_drives_a_vm_over_grpc_and_gateway_json() {
         "compiled OSAC's .proto files",
         "reflection lists",
         "listed by the tenant with a CEL filter",
-        "ComputeInstanceTemplates: the same templates",
+        "ComputeInstanceTemplates: the same templates, boot_disk as disk_size",
         "created from the seed's example",
         "another tenant sees nothing of it",
         "BadRequest detail",
         "watched it to RUNNING",
         "fulfillment.v1 reads it READY",
-        "update_mask stopped it",
         "NOT_FOUND",
         "selected by label), subnet and security group",
         "a name two tenants use reaches each tenant's own network over gRPC",

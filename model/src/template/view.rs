@@ -1,13 +1,15 @@
 //! OSAC's `ComputeInstanceTemplate` (`osac.public.v1`) as a second view of
 //! the same templates: the template's JSON rendered as a compute instance
 //! template, and such a template's body read as the template body the API
-//! takes. The differences: `spec_defaults.image` is `{source_type: "image",
-//! source_ref}` there, the boot disk size is `boot_disk.size_gib`, and the
-//! template's name is also `metadata.name`.
+//! takes. The differences: `spec_defaults.image` is the typed reference
+//! `disk_image` there (and `instance_type` is typed too; the old
+//! `{source_type: "image", source_ref}` image and plain strings are still
+//! read), the boot disk size is `boot_disk.size_gib`, and the template's
+//! name is also `metadata.name`.
 
 use serde_json::{Map, Value, json};
 
-use crate::{Quantity, ValidationErrors};
+use crate::{Quantity, ValidationErrors, reference};
 
 /// The `@type` of a compute instance template.
 pub const COMPUTE_INSTANCE_TEMPLATE_TYPE_URL: &str = "type.googleapis.com/osac.public.v1.ComputeInstanceTemplate";
@@ -24,7 +26,10 @@ pub fn to_compute_instance_template(mut t: Value) -> Value {
     }
     if let Some(Value::Object(d)) = m.get_mut("spec_defaults") {
         if let Some(Value::String(image)) = d.remove("image") {
-            d.insert("image".into(), json!({"source_type": "image", "source_ref": image}));
+            d.insert("disk_image".into(), reference::typed(&image, &image));
+        }
+        if let Some(Value::String(shape)) = d.remove("instance_type") {
+            d.insert("instance_type".into(), reference::typed("", &shape));
         }
         let gib = d.get("disk_size").and_then(Value::as_str).and_then(|q| Quantity::parse(q).ok()).and_then(|q| q.to_units_ceil());
         if let Some(bytes) = gib {
@@ -98,8 +103,20 @@ fn defaults_from_view(d: &mut Map<String, Value>, prefix: &str, errs: &mut Valid
         None | Some("" | "Always") => {}
         Some(other) => errs.push(format!("{prefix}.run_strategy"), format!("is not supported ({other:?}): VMs start running")),
     }
-    if d.remove("instance_type").as_ref().and_then(Value::as_str).is_some_and(|t| !t.is_empty()) {
-        errs.push(format!("{prefix}.instance_type"), "is not supported: set cpu_cores and memory");
+    if let Some(v) = d.remove("instance_type") {
+        match reference::key(&v) {
+            Ok(Some(shape)) => _ = d.insert("instance_type".into(), Value::from(shape)),
+            Ok(None) => {}
+            Err(reason) => errs.push(format!("{prefix}.instance_type"), reason),
+        }
+    }
+    if let Some(v) = d.remove("disk_image") {
+        match (reference::key(&v), d.contains_key("image")) {
+            (Ok(Some(_)), true) => errs.push(format!("{prefix}.disk_image"), "and image name the same thing: give disk_image alone"),
+            (Ok(Some(image)), false) => _ = d.insert("image".into(), Value::from(image)),
+            (Ok(None), _) => {}
+            (Err(reason), _) => errs.push(format!("{prefix}.disk_image"), reason),
+        }
     }
     if d.remove("is_windows") == Some(Value::Bool(true)) {
         errs.push(format!("{prefix}.is_windows"), "is not supported: vmaas boots Linux guests");

@@ -3,15 +3,19 @@
 //! instance's create or update body read as the VM body the API takes.
 //!
 //! The differences: `spec.run_strategy` (`Always`, `Halted`) is the VM's
-//! `spec.state` (`running`, `stopped`); the status's state and conditions
+//! `spec.state` (`started`, `stopped`); the status's state and conditions
 //! have OSAC's compute instance names; `status.internal_ip_address` and
 //! `external_ip_address` are `internalIP` and `externalIP`; the metadata's
 //! `creator` is the first of `creators`; `spec.restart_requested_at` asks
-//! for a restart.
+//! for a restart. References are typed (`crate::reference`): the template,
+//! the instance type, the disk image (the VM's `spec.image`), and each
+//! attachment's subnet and security groups are `{id, name}` in answers,
+//! and either that or the old plain string in requests.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::ValidationErrors;
+use crate::reference::{self, Names, Referred};
 
 /// The `@type` of a compute instance.
 pub const COMPUTE_INSTANCE_TYPE_URL: &str = "type.googleapis.com/osac.public.v1.ComputeInstance";
@@ -20,8 +24,7 @@ pub const COMPUTE_INSTANCE_TYPE_URL: &str = "type.googleapis.com/osac.public.v1.
 const UNSUPPORTED: &[(&str, &str)] = &[
     ("boot_disk", "is not supported: size the boot disk with the template's parameters"),
     ("additional_disks", "is not supported: attach volumes (volume_attachments) instead"),
-    ("instance_type", "is not supported: choose CPU and memory with the template's parameters"),
-    ("catalog_item", "is not supported: create the instance from a template"),
+    ("auto_external_ip_attachment", "is not supported: attach an external IP (external_ip_attachments) instead"),
 ];
 
 /// A compute instance body read as a VM body.
@@ -33,8 +36,9 @@ pub struct VmBody {
     pub restart_requested_at: Option<String>,
 }
 
-/// The VM JSON `vm` as a compute instance.
-pub fn to_compute_instance(mut vm: Value) -> Value {
+/// The VM JSON `vm` as a compute instance, its references named as
+/// `names` says.
+pub fn to_compute_instance(mut vm: Value, names: &Names) -> Value {
     let Value::Object(m) = &mut vm else { return vm };
     m.insert("@type".into(), Value::from(COMPUTE_INSTANCE_TYPE_URL));
     let stopping = m.get("spec").and_then(|s| s.get("state")).and_then(Value::as_str) == Some("stopped");
@@ -48,11 +52,36 @@ pub fn to_compute_instance(mut vm: Value) -> Value {
         let state = spec.remove("state");
         let strategy = if state.as_ref().and_then(Value::as_str) == Some("stopped") { "Halted" } else { "Always" };
         spec.insert("run_strategy".into(), Value::from(strategy));
+        references_view(spec, names);
     }
     if let Some(Value::Object(status)) = m.get_mut("status") {
         status_view(status, stopping);
     }
     vm
+}
+
+/// The spec's references, typed.
+fn references_view(spec: &mut Map<String, Value>, names: &Names) {
+    if let Some(Value::String(t)) = spec.remove("template") {
+        spec.insert("template".into(), reference::typed(&t, &t));
+    }
+    if let Some(image) = spec.remove("image") {
+        let held = image.get("source_ref").and_then(Value::as_str).unwrap_or_default();
+        spec.insert("disk_image".into(), reference::to(names, Referred::Image, held));
+    }
+    let Some(Value::Array(nics)) = spec.get_mut("network_attachments") else { return };
+    for nic in nics.iter_mut().filter_map(Value::as_object_mut) {
+        if let Some(Value::String(id)) = nic.remove("subnet") {
+            nic.insert("subnet".into(), reference::to(names, Referred::Subnet, &id));
+        }
+        if let Some(Value::Array(groups)) = nic.get_mut("security_groups") {
+            for g in groups.iter_mut() {
+                if let Value::String(id) = g {
+                    *g = reference::to(names, Referred::SecurityGroup, &id.clone());
+                }
+            }
+        }
+    }
 }
 
 /// The VM status `status` in compute instance names.
@@ -131,11 +160,12 @@ fn spec_from_view(spec: &mut Map<String, Value>, prefix: &str, errs: &mut Valida
     if spec.remove("is_windows") == Some(Value::Bool(true)) {
         errs.push(format!("{prefix}.is_windows"), "is not supported: vmaas boots Linux guests");
     }
+    references_from_view(spec, prefix, errs);
     if let Some(strategy) = spec.remove("run_strategy") {
         let state = match strategy.as_str() {
             None if strategy.is_null() => None,
             Some("") => None,
-            Some("Always" | "RerunOnFailure") => Some("running"),
+            Some("Always" | "RerunOnFailure") => Some("started"),
             Some("Halted") => Some("stopped"),
             _ => {
                 errs.push(format!("{prefix}.run_strategy"), format!("must be Always or Halted, got {strategy}"));
@@ -146,6 +176,50 @@ fn spec_from_view(spec: &mut Map<String, Value>, prefix: &str, errs: &mut Valida
             spec.insert("state".into(), Value::from(state));
         }
     }
+}
+
+/// The spec's references (typed, or plain strings) as the VM holds them.
+fn references_from_view(spec: &mut Map<String, Value>, prefix: &str, errs: &mut ValidationErrors) {
+    for field in ["template", "instance_type"] {
+        if let Some(v) = spec.remove(field)
+            && let Some(k) = read(&v, format!("{prefix}.{field}"), errs)
+        {
+            spec.insert(field.into(), Value::from(k));
+        }
+    }
+    if let Some(v) = spec.remove("catalog_item")
+        && read(&v, format!("{prefix}.catalog_item"), errs).is_some()
+    {
+        errs.push(format!("{prefix}.catalog_item"), "is not supported: create the instance from a template");
+    }
+    if let Some(v) = spec.remove("disk_image")
+        && let Some(k) = read(&v, format!("{prefix}.disk_image"), errs)
+    {
+        match spec.contains_key("image") {
+            true => errs.push(format!("{prefix}.disk_image"), "and image name the same thing: give disk_image alone"),
+            false => _ = spec.insert("image".into(), json!({"source_ref": k})),
+        }
+    }
+    let Some(Value::Array(nics)) = spec.get_mut("network_attachments") else { return };
+    for (i, nic) in nics.iter_mut().enumerate().filter_map(|(i, n)| Some((i, n.as_object_mut()?))) {
+        let at = format!("{prefix}.network_attachments[{i}]");
+        if let Some(v) = nic.remove("subnet") {
+            nic.insert("subnet".into(), Value::from(read(&v, format!("{at}.subnet"), errs).unwrap_or_default()));
+        }
+        if let Some(Value::Array(groups)) = nic.get_mut("security_groups") {
+            for (j, g) in groups.iter_mut().enumerate() {
+                match reference::key(g) {
+                    Ok(k) => *g = Value::from(k.unwrap_or_default()),
+                    Err(reason) => errs.push(format!("{at}.security_groups[{j}]"), reason),
+                }
+            }
+        }
+    }
+}
+
+/// What reference `v` names; why it is not one goes into `errs` under `field`.
+fn read(v: &Value, field: String, errs: &mut ValidationErrors) -> Option<String> {
+    reference::key(v).map_err(|reason| errs.push(field, reason)).ok().flatten()
 }
 
 fn is_empty(v: &Value) -> bool {

@@ -12,8 +12,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use vmaas_model::reference::{Names, Referred};
 use vmaas_model::vm::compute_instance::{VmBody, from_compute_instance, to_compute_instance};
-use vmaas_model::{CreateVirtualMachine, Envelope, PatchVirtualMachine, VirtualMachine};
+use vmaas_model::{CreateVirtualMachine, Envelope, ObjectKind, PatchVirtualMachine, VirtualMachine};
 
 use super::extract::ApiJson;
 use super::extract::ApiQuery;
@@ -59,7 +60,9 @@ pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q):
     let (from, count) = Selection::window(&selection, offset, limit);
     let filter = VmFilter { name: q.name, state: None, offset: from, limit: count };
     let (items, total) = s.store.list_vms_json(&scope(&caller), &filter).await?;
-    let items = items.iter().map(|vm| viewed(vm)).collect::<Result<Vec<_>, _>>()?;
+    let items = items.iter().map(|vm| serde_json::from_str(vm).map_err(ApiError::internal)).collect::<Result<Vec<Value>, _>>()?;
+    let names = names(&s, &caller, &items).await?;
+    let items = items.into_iter().map(|vm| to_compute_instance(vm, &names).to_string().into()).collect::<Vec<Arc<str>>>();
     Ok(Selection::respond(selection, items, total, offset, limit))
 }
 
@@ -69,8 +72,9 @@ pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q):
     responses((status = 200, description = "`{\"object\": compute instance}`"), (status = 404, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let vm = s.store.get_vm_json(&id, &scope(&caller)).await?;
-    Ok(super::shared::raw_json(format!("{{\"object\":{}}}", viewed(&vm)?)))
+    let vm: Value = serde_json::from_str(&s.store.get_vm_json(&id, &scope(&caller)).await?).map_err(ApiError::internal)?;
+    let names = names(&s, &caller, std::slice::from_ref(&vm)).await?;
+    Ok(super::shared::raw_json(format!("{{\"object\":{}}}", to_compute_instance(vm, &names))))
 }
 
 /// Create a compute instance (a VM): `spec.run_strategy` `Always` or `Halted`.
@@ -85,8 +89,8 @@ pub(super) async fn create(
     let body = vm_body(req.object)?;
     let vm: Envelope<CreateVirtualMachine> =
         decode(&serde_json::to_vec(&json!({"object": body.vm})).map_err(ApiError::internal)?).map_err(in_view)?;
-    let (status, Json(made)) = vms::create(State(s), caller, ApiJson(vm)).await.map_err(in_view)?;
-    answer(status, &made.object)
+    let (status, Json(made)) = vms::create(State(s.clone()), caller.clone(), ApiJson(vm)).await.map_err(in_view)?;
+    answer(&s, &caller, status, &made.object).await
 }
 
 /// Change a compute instance: only the fields sent (or named by the
@@ -106,10 +110,10 @@ pub(super) async fn patch(
         decode(&serde_json::to_vec(&json!({"object": body.vm})).map_err(ApiError::internal)?).map_err(in_view)?;
     let Json(changed) = vms::patch(State(s.clone()), caller.clone(), Path(id.clone()), ApiJson(vm)).await.map_err(in_view)?;
     if body.restart_requested_at.is_none() {
-        return answer(StatusCode::OK, &changed.object);
+        return answer(&s, &caller, StatusCode::OK, &changed.object).await;
     }
-    let (_, Json(restarted)) = vms::restart(State(s), caller, Path(id)).await?;
-    answer(StatusCode::OK, &restarted.object)
+    let (_, Json(restarted)) = vms::restart(State(s.clone()), caller.clone(), Path(id)).await?;
+    answer(&s, &caller, StatusCode::OK, &restarted.object).await
 }
 
 /// Delete a compute instance.
@@ -123,8 +127,8 @@ pub(super) async fn remove(
     Path(id): Path<String>,
     q: ApiQuery<vms::DeleteQuery>,
 ) -> Result<Response, ApiError> {
-    let (status, Json(gone)) = vms::remove(State(s), caller, Path(id), q).await?;
-    answer(status, &gone.object)
+    let (status, Json(gone)) = vms::remove(State(s.clone()), caller.clone(), Path(id), q).await?;
+    answer(&s, &caller, status, &gone.object).await
 }
 
 /// The VM body a compute instance body stands for.
@@ -135,16 +139,55 @@ fn vm_body(object: Value) -> Result<VmBody, ApiError> {
     from_compute_instance(object, "object").map_err(ApiError::invalid)
 }
 
-/// A VM's stored JSON in the view.
-fn viewed(vm: &str) -> Result<Arc<str>, ApiError> {
-    let value: Value = serde_json::from_str(vm).map_err(ApiError::internal)?;
-    Ok(to_compute_instance(value).to_string().into())
+/// `{"object": vm}` in the view, with `status`.
+async fn answer(s: &AppState, caller: &Caller, status: StatusCode, vm: &VirtualMachine) -> Result<Response, ApiError> {
+    let value = serde_json::to_value(vm).map_err(ApiError::internal)?;
+    let names = names(s, caller, std::slice::from_ref(&value)).await?;
+    Ok((status, Json(json!({"object": to_compute_instance(value, &names)}))).into_response())
 }
 
-/// `{"object": vm}` in the view, with `status`.
-fn answer(status: StatusCode, vm: &VirtualMachine) -> Result<Response, ApiError> {
-    let value = serde_json::to_value(vm).map_err(ApiError::internal)?;
-    Ok((status, Json(json!({"object": to_compute_instance(value)}))).into_response())
+/// The names of the subnets, security groups and images the VMs `vms`
+/// (their JSON) refer to, each looked up once, as `caller` sees them.
+async fn names(s: &AppState, caller: &Caller, vms: &[Value]) -> Result<Names, ApiError> {
+    let mut names = Names::new();
+    for (kind, key) in referred(vms) {
+        if names.contains_key(&(kind, key.clone())) {
+            continue;
+        }
+        let found = match kind {
+            Referred::Subnet | Referred::SecurityGroup => {
+                let kind = if kind == Referred::Subnet { ObjectKind::Subnet } else { ObjectKind::SecurityGroup };
+                s.store.get(kind, &key, &scope(caller)).await.ok().map(|row| (row.id, row.name))
+            }
+            Referred::Image => match s.store.visible_image(&caller.tenant, &key).await? {
+                Some(image) => Some((image.id, image.name)),
+                None => match s.store.get(ObjectKind::Image, &key, &scope(caller)).await {
+                    Ok(row) => Some((row.id, row.name)),
+                    // The backend's catalog: an image's id is its name.
+                    Err(_) => Some((key.clone(), key.clone())).filter(|_| !key.contains("://")),
+                },
+            },
+        };
+        if let Some(found) = found {
+            names.insert((kind, key), found);
+        }
+    }
+    Ok(names)
+}
+
+/// What the VMs `vms` refer to: `(kind, what they hold)`.
+fn referred(vms: &[Value]) -> Vec<(Referred, String)> {
+    let mut out = Vec::new();
+    let text = |v: &Value| v.as_str().map(str::to_owned);
+    for spec in vms.iter().map(|vm| &vm["spec"]) {
+        out.extend(text(&spec["image"]["source_ref"]).map(|r| (Referred::Image, r)));
+        for nic in spec["network_attachments"].as_array().into_iter().flatten() {
+            out.extend(text(&nic["subnet"]).map(|id| (Referred::Subnet, id)));
+            let groups = nic["security_groups"].as_array().into_iter().flatten();
+            out.extend(groups.filter_map(text).map(|id| (Referred::SecurityGroup, id)));
+        }
+    }
+    out
 }
 
 /// An error of the VM handlers in the view's field names.

@@ -114,6 +114,13 @@ pub(super) struct NameQuery {
     name: Option<String>,
 }
 
+impl NameQuery {
+    /// Every image.
+    pub(super) fn all() -> Self {
+        Self { name: None }
+    }
+}
+
 /// Get one image: a catalog image by name, an imported one by id or name.
 #[utoipa::path(get, path = "/api/fulfillment/v1/images/{id}", tag = "images",
     params(("id" = String, Path, description = "Image name (catalog), or id or name (imported)")),

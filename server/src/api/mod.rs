@@ -7,6 +7,7 @@ mod compute_instances;
 mod console;
 mod console_sessions;
 mod deadline;
+mod disk_images;
 mod display;
 mod events;
 mod exports;
@@ -66,6 +67,7 @@ pub fn router(state: AppState, limits: &crate::serve::HttpLimits) -> Router {
         .merge(restore::routes())
         .merge(exports::routes())
         .merge(compute_instances::routes())
+        .merge(disk_images::routes())
         .merge(compute_instance_templates::routes())
         .merge(resources::routes())
         .merge(resources::external_ips::routes())

@@ -7,6 +7,7 @@ use super::compute_instance_templates;
 use super::compute_instances;
 use super::console;
 use super::console_sessions;
+use super::disk_images;
 use super::display;
 use super::events;
 use super::exports;
@@ -29,6 +30,7 @@ use super::vms;
         compute_instance_templates::list, compute_instance_templates::read, compute_instance_templates::create,
         compute_instance_templates::patch, compute_instance_templates::remove,
         compute_instances::list, compute_instances::read, compute_instances::create, compute_instances::patch, compute_instances::remove,
+        disk_images::list, disk_images::read, disk_images::create, disk_images::remove,
         external_ips::list_pools, external_ips::read_pool,
         images::list, images::read, image_imports::create, image_imports::upload, image_imports::remove, image_imports::prune, events::events,
         console::create_session, console::console, console::console_log, display::vnc, console_sessions::create,
@@ -39,6 +41,7 @@ use super::vms;
         (name = "templates", description = "Virtual machine templates: published by administrators, used by tenants"),
         (name = "virtual machines", description = "A tenant's virtual machines"),
         (name = "compute instances", description = "The same virtual machines in OSAC's public names (osac.public.v1 ComputeInstance): run_strategy for the power state, COMPUTE_INSTANCE_STATE_*"),
+        (name = "disk images", description = "The same images in OSAC's public names (osac.public.v1 DiskImage): imported from an http(s) source_ref"),
         (name = "virtual networks", description = "A tenant's virtual networks (OSAC's VirtualNetwork)"),
         (name = "subnets", description = "Ranges of a tenant's virtual networks, each an Ethernet segment (OSAC's Subnet)"),
         (name = "security groups", description = "Stateful rules for the NICs of a virtual network (OSAC's SecurityGroup)"),

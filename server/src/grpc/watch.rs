@@ -95,7 +95,8 @@ impl View {
         let m = event.as_object_mut()?;
         if self.event.package_name() == "osac.public.v1" {
             if let Some(vm) = m.remove("virtual_machine") {
-                m.insert("compute_instance".into(), to_compute_instance(vm));
+                // Events name what a VM refers to by what it holds (ids).
+                m.insert("compute_instance".into(), to_compute_instance(vm, &Default::default()));
             }
             if let Some(t) = m.remove("virtual_machine_template") {
                 m.insert("compute_instance_template".into(), to_compute_instance_template(t));

@@ -6,13 +6,14 @@ use super::*;
 fn a_template_reads_as_a_compute_instance_template() {
     let t = json!({"@type": "type.googleapis.com/fulfillment.v1.VirtualMachineTemplate", "id": "small", "title": "Small",
         "parameters": [{"name": "vm_cpu_cores", "default": {"value": 2}}],
-        "spec_defaults": {"memory": "2Gi", "disk_size": "20Gi", "image": "debian-12"}, "metadata": {"version": 3}});
+        "spec_defaults": {"memory": "2Gi", "disk_size": "20Gi", "image": "debian-12", "instance_type": "general.small"}, "metadata": {"version": 3}});
     let v = to_compute_instance_template(t);
     assert_eq!(v["@type"], COMPUTE_INSTANCE_TEMPLATE_TYPE_URL);
     assert_eq!(v["metadata"], json!({"version": 3, "name": "small"}));
     assert_eq!(
         v["spec_defaults"],
-        json!({"memory": "2Gi", "boot_disk": {"size_gib": 20}, "image": {"source_type": "image", "source_ref": "debian-12"}})
+        json!({"memory": "2Gi", "boot_disk": {"size_gib": 20}, "disk_image": {"id": "debian-12", "name": "debian-12"},
+            "instance_type": {"name": "general.small"}})
     );
     assert_eq!(v["parameters"][0]["name"], "vm_cpu_cores");
     let odd = to_compute_instance_template(json!({"id": "x", "spec_defaults": {"disk_size": "1500Mi"}}));
@@ -29,12 +30,16 @@ fn a_compute_instance_template_body_reads_as_a_template_body() {
         json!({"id": "small", "title": "Small", "metadata": {"version": 2},
         "spec_defaults": {"image": "debian-12", "disk_size": "30Gi", "cpu_cores": 2}})
     );
+    let typed =
+        json!({"metadata": {"name": "small"}, "spec_defaults": {"disk_image": {"name": "debian-12"}, "instance_type": {"name": "m1"}}});
+    let t = from_compute_instance_template(typed, "object").unwrap();
+    assert_eq!(t["spec_defaults"], json!({"image": "debian-12", "instance_type": "m1"}));
 }
 
 #[test]
 fn what_templates_cannot_say_is_named() {
     let ci = json!({"id": "a", "metadata": {"name": "b"}, "spec_defaults": {"image": {"source_type": "url", "source_ref": "http://x"},
-        "boot_disk": {"size_gib": 0}, "run_strategy": "Halted", "instance_type": "m1", "is_windows": true}});
+        "boot_disk": {"size_gib": 0}, "run_strategy": "Halted", "instance_type": {"nmae": "m1"}, "is_windows": true}});
     let errs = from_compute_instance_template(ci, "object").unwrap_err();
     let fields: Vec<&str> = errs.0.iter().map(|e| e.field.as_str()).collect();
     assert_eq!(

@@ -18,7 +18,7 @@ fn a_mask_sends_only_the_fields_it_names() {
         &pool,
         "osac.public.v1.ComputeInstancesUpdateRequest",
         json!({"object": {"id": "vm-1", "metadata": {"name": "web", "version": 4},
-            "spec": {"template": "small", "run_strategy": "Halted", "user_data": ""}},
+            "spec": {"template": {"name": "small"}, "run_strategy": "Halted", "user_data": ""}},
             "update_mask": "spec.runStrategy,spec.userData"}),
     );
     let body: Value = serde_json::from_slice(&request_body(&req, "object").unwrap()).unwrap();

@@ -1,0 +1,128 @@
+//! OSAC's `DiskImage` (`osac.public.v1` as of a446890594) as a view of
+//! vmaas's images: an image read as a disk image, and a disk image's
+//! create body read as an image import.
+//!
+//! The differences: vmaas imports over `http(s)`, so a disk image's
+//! `source_ref` is the URL to import (its `source_type` left unspecified);
+//! OSAC's `SOURCE_TYPE_REGISTRY` (an OCI artifact) is refused, naming the
+//! field. The architecture is `ARCHITECTURE_AMD64`, the only one this host
+//! runs. Images have no lifecycle: they are `DISK_IMAGE_LIFECYCLE_AVAILABLE`.
+//! The import's progress is in the status, which OSAC leaves empty
+//! (`state`, `message`, `virtual_size`, `progress_bytes`, `size_bytes`).
+
+use serde_json::{Map, Value, json};
+
+use crate::ValidationErrors;
+use crate::profile::GuestOsFamily;
+
+use super::Image;
+
+/// The `@type` of a disk image.
+pub const DISK_IMAGE_TYPE_URL: &str = "type.googleapis.com/osac.public.v1.DiskImage";
+
+/// The one architecture vmaas's guests have.
+const AMD64: &str = "ARCHITECTURE_AMD64";
+
+/// Image `i` as a disk image.
+pub fn to_disk_image(i: &Image) -> Value {
+    let family = match i.spec.guest_os_family.unwrap_or_default() {
+        GuestOsFamily::Linux => "GUEST_OS_FAMILY_LINUX",
+        GuestOsFamily::Windows => "GUEST_OS_FAMILY_WINDOWS",
+    };
+    let mut metadata = serde_json::to_value(&i.metadata).unwrap_or_else(|_| json!({}));
+    if let Some(m) = metadata.as_object_mut() {
+        m.remove("public");
+    }
+    let mut status = json!({
+        "state": i.status.state,
+        "virtual_size": i.status.virtual_size,
+        "progress_bytes": i.status.progress_bytes,
+        "size_bytes": i.status.size_bytes,
+    });
+    if let Some(why) = &i.status.message {
+        status["message"] = Value::from(why.as_str());
+    }
+    json!({
+        "@type": DISK_IMAGE_TYPE_URL,
+        "id": i.id,
+        "metadata": metadata,
+        "spec": {
+            "source_ref": i.spec.source.clone().unwrap_or_else(|| i.metadata.name.clone()),
+            "guest_os_family": family,
+            "architecture": [AMD64],
+            "lifecycle": "DISK_IMAGE_LIFECYCLE_AVAILABLE",
+        },
+        "status": status,
+    })
+}
+
+/// The disk image body `di` (the object of a create) read as an image
+/// import's body (`{metadata, spec: {source, guest_os_family}}`); what
+/// vmaas cannot honour is an error under `prefix`.
+pub fn from_disk_image(di: Value, prefix: &str) -> Result<Value, ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    let Value::Object(mut m) = di else {
+        errs.push(prefix, "must be a JSON object");
+        return Err(errs);
+    };
+    let mut out = Map::new();
+    if let Some(meta) = m.remove("metadata") {
+        out.insert("metadata".into(), meta);
+    }
+    let spec = m.remove("spec").unwrap_or_else(|| json!({}));
+    let at = |f: &str| format!("{prefix}.spec.{f}");
+    let text = |f: &str| spec.get(f).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let mut image = Map::new();
+    match text("source_type").as_str() {
+        "" | "SOURCE_TYPE_UNSPECIFIED" => {}
+        "SOURCE_TYPE_REGISTRY" => errs.push(at("source_type"), "OCI registries are not supported: give an http(s) URL as source_ref"),
+        other => errs.push(at("source_type"), format!("unknown source type {other:?}")),
+    }
+    match text("source_ref") {
+        r if r.is_empty() => errs.push(at("source_ref"), "is required: the http(s) URL to import the image from"),
+        r => _ = image.insert("source".into(), Value::from(r)),
+    }
+    if let Some(family) = spec.get("guest_os_family").filter(|v| !v.is_null() && *v != "GUEST_OS_FAMILY_UNSPECIFIED") {
+        image.insert("guest_os_family".into(), family.clone());
+    }
+    for (i, a) in spec.get("architecture").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        if a != AMD64 {
+            errs.push(format!("{}[{i}]", at("architecture")), format!("must be {AMD64}: this host runs x86_64 guests, got {a}"));
+        }
+    }
+    match text("lifecycle").as_str() {
+        "" | "DISK_IMAGE_LIFECYCLE_UNSPECIFIED" | "DISK_IMAGE_LIFECYCLE_AVAILABLE" => {}
+        other => errs.push(at("lifecycle"), format!("is not supported ({other}): images are available until deleted")),
+    }
+    if let Some(d) = spec.get("description").and_then(Value::as_str) {
+        image.insert("description".into(), Value::from(d));
+    }
+    out.insert("spec".into(), Value::Object(image));
+    if errs.is_empty() { Ok(Value::Object(out)) } else { Err(errs) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_disk_image_body_reads_as_an_import() {
+        let di = json!({"metadata": {"name": "deb", "display_name": "Debian"}, "spec": {"source_ref": "http://127.0.0.1:8/d.qcow2",
+            "guest_os_family": "GUEST_OS_FAMILY_LINUX", "architecture": ["ARCHITECTURE_AMD64"], "lifecycle": "DISK_IMAGE_LIFECYCLE_AVAILABLE"}});
+        let body = from_disk_image(di, "object").unwrap();
+        assert_eq!(
+            body,
+            json!({"metadata": {"name": "deb", "display_name": "Debian"},
+            "spec": {"source": "http://127.0.0.1:8/d.qcow2", "guest_os_family": "GUEST_OS_FAMILY_LINUX"}})
+        );
+    }
+
+    #[test]
+    fn what_vmaas_cannot_import_is_named() {
+        let di = json!({"spec": {"source_type": "SOURCE_TYPE_REGISTRY", "architecture": ["ARCHITECTURE_ARM64"],
+            "lifecycle": "DISK_IMAGE_LIFECYCLE_OBSOLETE"}});
+        let errs = from_disk_image(di, "object").unwrap_err();
+        let fields: Vec<&str> = errs.0.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["object.spec.source_type", "object.spec.source_ref", "object.spec.architecture[0]", "object.spec.lifecycle"]);
+    }
+}

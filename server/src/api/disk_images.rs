@@ -1,0 +1,116 @@
+//! `disk_images`: OSAC's `osac.public.v1` view of the images `images`
+//! serves (see `vmaas_model::image::disk_image` for how the two differ).
+//! Each handler lets the image handler do the work and answers in the view.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use vmaas_model::image::disk_image::{from_disk_image, to_disk_image};
+use vmaas_model::image::{Image, ImageSpec};
+use vmaas_model::{CreateObject, Envelope};
+
+use super::extract::{ApiJson, ApiQuery, decode};
+use super::query::Selection;
+use super::shared::Paging;
+use super::{image_imports, images};
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new().route("/disk_images", get(list).post(create)).route("/disk_images/{id}", get(read).delete(remove))
+}
+
+/// Query of the disk image list.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct ListQuery {
+    /// Items to skip (default 0).
+    offset: Option<u64>,
+    /// Items to return, 1 to 1000 (default 100).
+    limit: Option<u64>,
+    /// A CEL expression over the disk image, e.g. `this.spec.guest_os_family == 'GUEST_OS_FAMILY_LINUX'`.
+    filter: Option<String>,
+    /// Sort keys, e.g. `this.metadata.name desc`.
+    order: Option<String>,
+}
+
+/// List disk images: the catalog's and the imported ones you see.
+#[utoipa::path(get, path = "/api/fulfillment/v1/disk_images", tag = "disk images", params(ListQuery),
+    responses((status = 200, description = "`{\"items\": [disk images], \"size\", \"total\"}`"), (status = 400, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Response, ApiError> {
+    let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
+    let selection = Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
+    let Json(page) = images::list(State(s), caller, Query(images::NameQuery::all())).await?;
+    let total = page.items.len() as u64;
+    let (from, count) = Selection::window(&selection, offset, limit);
+    let items: Vec<Arc<str>> = page
+        .items
+        .iter()
+        .skip(usize::try_from(from).unwrap_or(usize::MAX))
+        .take(usize::try_from(count).unwrap_or(usize::MAX))
+        .map(|i| to_disk_image(i).to_string().into())
+        .collect();
+    Ok(Selection::respond(selection, items, total, offset, limit))
+}
+
+/// Get one disk image, by id or name.
+#[utoipa::path(get, path = "/api/fulfillment/v1/disk_images/{id}", tag = "disk images",
+    params(("id" = String, Path, description = "Image id or name")),
+    responses((status = 200, description = "`{\"object\": disk image}`"), (status = 404, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let Json(found) = images::read(State(s), caller, Path(id)).await?;
+    Ok(answer(StatusCode::OK, &found.object))
+}
+
+/// Import a disk image from the `http(s)` URL in `spec.source_ref`.
+#[utoipa::path(post, path = "/api/fulfillment/v1/disk_images", tag = "disk images",
+    responses((status = 201, description = "`{\"object\": disk image}`, importing"), (status = 400, body = ApiError), (status = 409, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn create(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<Envelope<Value>>,
+) -> Result<Response, ApiError> {
+    if let Some(t) = req.object.get("@type").and_then(Value::as_str).filter(|t| !t.ends_with("osac.public.v1.DiskImage")) {
+        return Err(ApiError::field("object.@type", format!("must be osac.public.v1.DiskImage, got {t}")));
+    }
+    let body = from_disk_image(req.object, "object").map_err(ApiError::invalid)?;
+    let import: Envelope<CreateObject<ImageSpec>> =
+        decode(&serde_json::to_vec(&json!({"object": body})).map_err(ApiError::internal)?).map_err(in_view)?;
+    let (status, Json(made)) = image_imports::create(State(s), caller, ApiJson(import)).await.map_err(in_view)?;
+    Ok(answer(status, &made.object))
+}
+
+/// Delete an imported disk image (one no VM or volume uses).
+#[utoipa::path(delete, path = "/api/fulfillment/v1/disk_images/{id}", tag = "disk images",
+    params(("id" = String, Path, description = "Image id")),
+    responses((status = 202, description = "`{\"object\": disk image}`, being deleted"), (status = 404, body = ApiError), (status = 409, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn remove(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let (status, Json(gone)) = image_imports::remove(State(s), caller, Path(id)).await?;
+    Ok(answer(status, &gone.object))
+}
+
+/// `{"object": image}` in the view, with `status`.
+fn answer(status: StatusCode, image: &Image) -> Response {
+    (status, Json(json!({"object": to_disk_image(image)}))).into_response()
+}
+
+/// An error of the image handlers in the view's field names.
+fn in_view(mut e: ApiError) -> ApiError {
+    for d in &mut e.details {
+        if d.field == "object.spec.source" {
+            d.field = "object.spec.source_ref".into();
+        }
+    }
+    e
+}
