@@ -138,10 +138,10 @@ pub struct ExternalIpAttachmentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::reference::de_opt_key")]
     pub compute_instance: Option<String>,
     /// OSAC's cluster target: not offered here (refused with a 400).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::reference::de_opt_key")]
     pub cluster: Option<String>,
     /// OSAC's bare-metal target: not offered here (refused with a 400).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::reference::de_opt_key")]
     pub baremetal_instance: Option<String>,
 }
 

@@ -7,7 +7,7 @@ grpc-gateway JSON.
 An administrator publishes an instance type and a template (its default
 disk image a typed reference); the tenant lists instance types, imports a
 disk image from a loopback URL and lists it; makes a network, a subnet and a
-security group (vmaas's REST routes, as plain strings); creates a compute
+security group (their networks typed references too); creates a compute
 instance with typed references to its template, instance type, disk image,
 subnet and security group, reads them back the same, lists it with a CEL
 filter over a reference, watches it to RUNNING, stops it with an update
@@ -40,13 +40,6 @@ def main():
     ap.add_argument("--image-url", required=True, help="a bootable image on loopback")
     a = ap.parse_args()
     with_stubs(a.shared, LATEST, "public-v1-latest", lambda: run(a))
-
-
-def made(a, path, body, token=None):
-    """Creates `body` at vmaas's REST `path`; its id."""
-    code, got = rest(a.http, "POST", f"/api/fulfillment/v1/{path}", token or a.token, {"object": body})
-    check(code == 201, f"{path} created ({code} {got})")
-    return got["object"]["id"]
 
 
 def run(a):
@@ -101,13 +94,7 @@ def run(a):
     check(got.id == "osac-current" and got.spec_defaults.instance_type.name == "osac-small", f"template with a typed default ({got})")
     step("a template published with a typed instance type")
 
-    net = made(a, "virtual_networks", {"metadata": {"name": "osac-net"}, "spec": {"ipv4_cidr": "10.78.0.0/16"}})
-    sub = made(a, "subnets", {"metadata": {"name": "osac-sub"}, "spec": {"virtual_network": "osac-net", "ipv4_cidr": "10.78.1.0/24"}})
-    sg = made(a, "security_groups", {"metadata": {"name": "osac-ssh"}, "spec": {"virtual_network": net,
-        "ingress": [{"protocol": "PROTOCOL_TCP", "port_from": 22, "port_to": 22, "ipv4_cidr": "10.78.0.0/16"}]}})
-    made(a, "virtual_networks", {"metadata": {"name": "osac-net"}, "spec": {"ipv4_cidr": "10.78.0.0/16"}}, a.other_token)
-    theirs = made(a, "subnets", {"metadata": {"name": "osac-sub"}, "spec": {"virtual_network": "osac-net", "ipv4_cidr": "10.78.1.0/24"}},
-                  a.other_token)
+    _, sub, sg, theirs = networks(ch, user, [("authorization", f"Bearer {a.other_token}")])
 
     def instance(name, subnet):
         return cit.ComputeInstance(metadata=md.Metadata(name=name, display_name="OSAC VM", description="made by OSAC's current client"),
@@ -178,6 +165,62 @@ def run(a):
         time.sleep(0.5)
     step("deleted; Get answers NOT_FOUND")
     gateway_json(a, disk.id)
+
+
+def networks(ch, user, stranger):
+    """A network (labelled, relabelled with an update mask, selected by label), a subnet and a security group,
+    their networks named by typed references; a name two tenants use reaches each tenant's own network, and
+    another tenant's id reaches nothing. Their ids, and the other tenant's subnet's."""
+    import grpc
+    from google.protobuf import field_mask_pb2
+    from osac.public.v1 import metadata_type_pb2 as md, virtual_network_type_pb2 as vnt, virtual_networks_service_pb2 as vns
+    from osac.public.v1 import virtual_networks_service_pb2_grpc as vns_grpc
+    from osac.public.v1 import subnet_type_pb2 as snt, subnets_service_pb2 as sns, subnets_service_pb2_grpc as sns_grpc
+    from osac.public.v1 import security_group_type_pb2 as sgt, security_groups_service_pb2 as sgs
+    from osac.public.v1 import security_groups_service_pb2_grpc as sgs_grpc, security_rule_type_pb2 as srt
+    nets, subnets, groups = vns_grpc.VirtualNetworksStub(ch), sns_grpc.SubnetsStub(ch), sgs_grpc.SecurityGroupsStub(ch)
+
+    def network(who):
+        obj = vnt.VirtualNetwork(metadata=md.Metadata(name="osac-net", labels={"tier": "db"}, annotations={"example.com/note": "OSAC"}),
+                                 spec=vnt.VirtualNetworkSpec(ipv4_cidr="10.78.0.0/16"))
+        return nets.Create(vns.VirtualNetworksCreateRequest(object=obj), metadata=who, timeout=30).object
+
+    net = network(user)
+    check(net.metadata.name == "osac-net" and net.spec.ipv4_cidr == "10.78.0.0/16" and net.metadata.creator, f"network created ({net})")
+    relabel = vnt.VirtualNetwork(id=net.id, metadata=md.Metadata(labels={"tier": "web"}), spec=vnt.VirtualNetworkSpec(ipv4_cidr="10.1.0.0/16"))
+    mask = field_mask_pb2.FieldMask(paths=["metadata.labels"])
+    changed = nets.Update(vns.VirtualNetworksUpdateRequest(object=relabel, update_mask=mask), metadata=user, timeout=30).object
+    check(dict(changed.metadata.labels) == {"tier": "web"} and changed.spec.ipv4_cidr == "10.78.0.0/16", f"relabelled, spec kept ({changed})")
+    check(dict(changed.metadata.annotations) == {"example.com/note": "OSAC"}, "annotations kept")
+    found = nets.List(vns.VirtualNetworksListRequest(filter="this.metadata.labels['tier'] == 'web'"), metadata=user, timeout=30)
+    check([n.id for n in found.items] == [net.id], f"selected by label ({found})")
+    theirs = network(stranger)
+
+    def subnet(network, who, cidr="10.78.1.0/24"):
+        obj = snt.Subnet(metadata=md.Metadata(name="osac-sub"), spec=snt.SubnetSpec(virtual_network=network, ipv4_cidr=cidr))
+        return subnets.Create(sns.SubnetsCreateRequest(object=obj), metadata=who, timeout=30).object
+
+    sub = subnet(vnt.VirtualNetworkLocalReference(name="osac-net"), user)
+    check(sub.spec.virtual_network.id == net.id, f"a network named by name is the caller's own ({sub.spec.virtual_network})")
+    their_sub = subnet(vnt.VirtualNetworkLocalReference(name="osac-net"), stranger)
+    check(their_sub.spec.virtual_network.id == theirs.id, f"and the other tenant's its own ({their_sub.spec.virtual_network})")
+    try:
+        subnet(vnt.VirtualNetworkLocalReference(id=theirs.id), user, "10.78.2.0/24")
+        check(False, "another tenant's network by its id is refused")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "virtual_network" in e.details(), f"refused ({e.details()})")
+    rule = srt.SecurityRule(protocol=srt.PROTOCOL_TCP, port_from=22, port_to=22, ipv4_cidr="10.78.0.0/16")
+    sg = groups.Create(sgs.SecurityGroupsCreateRequest(object=sgt.SecurityGroup(metadata=md.Metadata(name="osac-ssh"),
+        spec=sgt.SecurityGroupSpec(virtual_network=vnt.VirtualNetworkLocalReference(id=net.id), ingress=[rule]))), metadata=user, timeout=30).object
+    check(sg.spec.ingress[0].port_from == 22 and sg.spec.virtual_network.id == net.id, f"group created ({sg})")
+    try:
+        nets.Delete(vns.VirtualNetworksDeleteRequest(id=net.id), metadata=user, timeout=30)
+        check(False, "a network with subnets is not deleted")
+    except grpc.RpcError as e:
+        check(e.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ABORTED), f"network in use: refused ({e.code()})")
+    step("a network (relabelled with an update_mask, selected by label), a subnet and a security group, networks named by typed references")
+    step("a name two tenants use reaches each tenant's own network, and another tenant's id reaches nothing")
+    return net.id, sub.id, sg.id, their_sub.id
 
 
 def watch(ch, user, vm_id, state, after):

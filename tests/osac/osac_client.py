@@ -11,8 +11,8 @@ change the wire), then, over gRPC on the server's one port:
   RUNNING on osac.public.v1 Events, reads it back through fulfillment.v1,
   checks a rich error, and deletes it. (OSAC's current compute instances,
   with typed references, are compute_client.py's: this client's public-v1
-  is the August 2026 one, whose ComputeInstance the server no longer
-  speaks on gRPC; its networking messages are unchanged.)
+  is the August 2026 one, whose ComputeInstance and references the
+  server no longer speaks on gRPC; networks are compute_client.py's too.)
 
 Then the same through grpc-gateway-style REST JSON: bare bodies and Any
 values, answered bare and in the Any form sent. Prints one line per step;
@@ -325,7 +325,6 @@ def run(a):
         raise SystemExit("FAILED: the VM was not deleted within 120 s")
     step("deleted; Get answers NOT_FOUND")
 
-    networks(ch, user, stranger)
     gateway_json(a, tid)
     templates.Delete(ts.VirtualMachineTemplatesDeleteRequest(id=tid), metadata=admin, timeout=30)
     step("template deleted")
@@ -348,68 +347,6 @@ def public_templates(a, ch, tid, admin, user):
     check(code == 200 and t["object"]["spec_defaults"]["disk_size"] == "2Gi", f"the same template, disk_size 2Gi ({t})")
     stub.Delete(cits.ComputeInstanceTemplatesDeleteRequest(id=f"{tid}-public"), metadata=admin, timeout=30)
     step("osac.public.v1 ComputeInstanceTemplates: the same templates, boot_disk as disk_size")
-
-
-def networks(ch, user, stranger):
-    """A network, its subnets and a security group through osac.public.v1; another tenant's network of the same
-    name is never what a name reaches."""
-    import grpc
-    from osac.public.v1 import virtual_network_type_pb2 as vnt, virtual_networks_service_pb2 as vns
-    from osac.public.v1 import virtual_networks_service_pb2_grpc as vns_grpc, metadata_type_pb2 as mdt
-    from osac.public.v1 import subnet_type_pb2 as snt, subnets_service_pb2 as sns, subnets_service_pb2_grpc as sns_grpc
-    from osac.public.v1 import security_group_type_pb2 as sgt, security_groups_service_pb2 as sgs
-    from osac.public.v1 import security_groups_service_pb2_grpc as sgs_grpc
-    nets, subnets, groups = vns_grpc.VirtualNetworksStub(ch), sns_grpc.SubnetsStub(ch), sgs_grpc.SecurityGroupsStub(ch)
-    from google.protobuf import field_mask_pb2
-    net = nets.Create(vns.VirtualNetworksCreateRequest(object=vnt.VirtualNetwork(
-        metadata=mdt.Metadata(name="osac-net", labels={"tier": "db"}, annotations={"example.com/note": "made by OSAC"}),
-        spec=vnt.VirtualNetworkSpec(ipv4_cidr="10.77.0.0/16"))), metadata=user, timeout=30).object
-    check(net.metadata.name == "osac-net" and net.spec.ipv4_cidr == "10.77.0.0/16", f"network created ({net})")
-    check(dict(net.metadata.labels) == {"tier": "db"} and net.metadata.tenant and net.metadata.creator, f"its metadata ({net.metadata})")
-    relabel = vnt.VirtualNetwork(id=net.id, metadata=mdt.Metadata(labels={"tier": "web"}), spec=vnt.VirtualNetworkSpec(ipv4_cidr="10.1.0.0/16"))
-    changed = nets.Update(vns.VirtualNetworksUpdateRequest(object=relabel, update_mask=field_mask_pb2.FieldMask(paths=["metadata.labels"])),
-                          metadata=user, timeout=30).object
-    check(dict(changed.metadata.labels) == {"tier": "web"} and changed.spec.ipv4_cidr == "10.77.0.0/16", f"relabelled, spec kept ({changed})")
-    check(dict(changed.metadata.annotations) == {"example.com/note": "made by OSAC"}, "annotations kept")
-    found = nets.List(vns.VirtualNetworksListRequest(filter="this.metadata.labels['tier'] == 'web'"), metadata=user, timeout=30)
-    check([n.id for n in found.items] == [net.id], f"selected by label ({found})")
-
-    def subnet(name, network, cidr, who):
-        req = sns.SubnetsCreateRequest(object=snt.Subnet(metadata=mdt.Metadata(name=name),
-                                                         spec=snt.SubnetSpec(virtual_network=network, ipv4_cidr=cidr)))
-        return subnets.Create(req, metadata=who, timeout=30).object
-
-    def refused(name, network, cidr, field, what):
-        try:
-            subnet(name, network, cidr, user)
-            check(False, f"{what} is refused")
-        except grpc.RpcError as e:
-            check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and field in e.details(), f"{what}: INVALID_ARGUMENT ({e.details()})")
-
-    refused("outside", net.id, "10.78.0.0/24", "ipv4_cidr", "a subnet outside its network")
-    theirs = nets.Create(vns.VirtualNetworksCreateRequest(object=vnt.VirtualNetwork(metadata=mdt.Metadata(name="osac-net"),
-        spec=vnt.VirtualNetworkSpec(ipv4_cidr="10.77.0.0/16"))), metadata=stranger, timeout=30).object
-    sub = subnet("osac-sub", "osac-net", "10.77.1.0/24", user)
-    check(sub.spec.virtual_network == net.id, f"a network named by name is the caller's own ({sub.spec.virtual_network})")
-    their_sub = subnet("osac-sub", "osac-net", "10.77.1.0/24", stranger)
-    check(their_sub.spec.virtual_network == theirs.id, f"and the other tenant's name its own ({their_sub.spec.virtual_network})")
-    refused("into-theirs", theirs.id, "10.77.2.0/24", "virtual_network", "another tenant's network by its id")
-    subnets.Delete(sns.SubnetsDeleteRequest(id=their_sub.id), metadata=stranger, timeout=30)
-    rule = sgt.SecurityRule(protocol=sgt.PROTOCOL_TCP, port_from=22, port_to=22, ipv4_cidr="10.77.0.0/16")
-    sg = groups.Create(sgs.SecurityGroupsCreateRequest(object=sgt.SecurityGroup(metadata=mdt.Metadata(name="osac-ssh"),
-        spec=sgt.SecurityGroupSpec(virtual_network=net.id, ingress=[rule]))), metadata=user, timeout=30).object
-    check(sg.spec.ingress[0].port_from == 22 and sg.spec.ingress[0].protocol == sgt.PROTOCOL_TCP, f"group created ({sg})")
-    listed = subnets.List(sns.SubnetsListRequest(filter=f"this.spec.virtual_network == '{net.id}'"), metadata=user, timeout=30)
-    check([x.id for x in listed.items] == [sub.id], f"subnets of the network listed ({listed})")
-    try:
-        nets.Delete(vns.VirtualNetworksDeleteRequest(id=net.id), metadata=user, timeout=30)
-        check(False, "a network with subnets is not deleted")
-    except grpc.RpcError as e:
-        check(e.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ABORTED), f"network in use: refused ({e.code()}: {e.details()})")
-    groups.Delete(sgs.SecurityGroupsDeleteRequest(id=sg.id), metadata=user, timeout=30)
-    subnets.Delete(sns.SubnetsDeleteRequest(id=sub.id), metadata=user, timeout=30)
-    step("osac.public.v1 network (labelled, relabelled with an update_mask, selected by label), subnet and security group made, checked, listed and deleted")
-    step("a name two tenants use reaches each tenant's own network over gRPC, and another tenant's id reaches nothing")
 
 
 def gateway_json(a, tid):

@@ -23,8 +23,6 @@ async fn osac_generated_client_drives_a_vm_over_grpc_and_gateway_json() {
         "watched it to RUNNING",
         "fulfillment.v1 reads it READY",
         "NOT_FOUND",
-        "selected by label), subnet and security group",
-        "a name two tenants use reaches each tenant's own network over gRPC",
         "grpc-gateway JSON",
         "template deleted",
     ];

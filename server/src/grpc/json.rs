@@ -2,7 +2,10 @@
 //! (only the fields an `update_mask` names, when it names some), and a REST
 //! answer read into the method's response. Template parameter values in the
 //! seed's plain form (`{"value": 4}`) are given the `@type` of the wrapper
-//! that holds them, so that every `google.protobuf.Any` is one protobuf can read.
+//! that holds them, so that every `google.protobuf.Any` is one protobuf can read;
+//! a reference a REST answer holds as a plain string (an id, or a pool's
+//! name) is given OSAC's typed form (`{"id": …}`, or `{"name": …}` for what
+//! is not an id).
 
 use prost_reflect::{DeserializeOptions, DynamicMessage, Kind, MessageDescriptor, ReflectMessage, SerializeOptions, Value as Field};
 use serde_json::{Map, Value};
@@ -96,13 +99,22 @@ pub fn response(desc: MessageDescriptor, response_body: Option<&str>, bytes: &[u
 
 /// `value` read as a `desc` message (fields it does not declare are skipped).
 pub fn from_rest(desc: MessageDescriptor, mut value: Value) -> Result<DynamicMessage, Status> {
-    type_anys(&desc, &mut value);
+    fit(&desc, &mut value);
     DynamicMessage::deserialize_with_options(desc, value, &FROM_REST)
         .map_err(|e| Status::internal(format!("cannot read the REST answer: {e}")))
 }
 
-/// Gives each `Any` in `value` without an `@type` the wrapper type its value fits.
-fn type_anys(desc: &MessageDescriptor, value: &mut Value) {
+/// Makes `value` readable as a `desc` message: each `Any` without an
+/// `@type` gets the wrapper type its value fits, each reference held as a
+/// string its typed form.
+fn fit(desc: &MessageDescriptor, value: &mut Value) {
+    if desc.name().ends_with("Reference")
+        && let Value::String(held) = value
+    {
+        let key = if uuid::Uuid::parse_str(held).is_ok() { "id" } else { "name" };
+        *value = serde_json::json!({ key: held.as_str() });
+        return;
+    }
     if desc.full_name() == "google.protobuf.Any" {
         if let Value::Object(m) = value
             && !m.contains_key("@type")
@@ -119,12 +131,12 @@ fn type_anys(desc: &MessageDescriptor, value: &mut Value) {
         if field.is_map() {
             let Some(vf) = inner.map_entry_value_field().kind().as_message().cloned() else { continue };
             if let Value::Object(entries) = v {
-                entries.values_mut().for_each(|e| type_anys(&vf, e));
+                entries.values_mut().for_each(|e| fit(&vf, e));
             }
         } else if let Value::Array(items) = v {
-            items.iter_mut().for_each(|e| type_anys(&inner, e));
+            items.iter_mut().for_each(|e| fit(&inner, e));
         } else {
-            type_anys(&inner, v);
+            fit(&inner, v);
         }
     }
 }

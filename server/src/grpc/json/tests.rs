@@ -71,3 +71,18 @@ fn an_empty_answer_is_an_empty_response() {
     let desc = pool.get_message_by_name("fulfillment.v1.VirtualMachinesDeleteResponse").unwrap();
     assert_eq!(response(desc, None, b"").unwrap().fields().count(), 0);
 }
+
+#[test]
+fn references_held_as_strings_are_answered_typed() {
+    let pool = pool();
+    let desc = pool.get_message_by_name("osac.public.v1.SubnetsGetResponse").unwrap();
+    let net = "6d1c0b9e-2f4a-4c55-9d0e-0c1f2a3b4c5d";
+    let answer = json!({"object": {"id": "s-1", "spec": {"virtual_network": net, "ipv4_cidr": "10.0.1.0/24"}}});
+    let back = to_rest(&response(desc, Some("object"), answer.to_string().as_bytes()).unwrap(), false).unwrap();
+    assert_eq!(back["object"]["spec"]["virtual_network"], json!({"id": net}));
+    let desc = pool.get_message_by_name("osac.public.v1.ExternalIPsGetResponse").unwrap();
+    let answer = json!({"object": {"id": "e-1", "spec": {"pool": "default"}, "status": {"pool": "default"}}});
+    let back = to_rest(&response(desc, Some("object"), answer.to_string().as_bytes()).unwrap(), false).unwrap();
+    assert_eq!(back["object"]["spec"]["pool"], json!({"name": "default"}), "a pool is held by its name");
+    assert_eq!(back["object"]["status"]["pool"], "default", "a plain string field stays one");
+}
