@@ -26,7 +26,7 @@ use super::vms;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::store::VmFilter;
+use crate::store::{StoreError, VmFilter};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -155,17 +155,12 @@ async fn names(s: &AppState, caller: &Caller, vms: &[Value]) -> Result<Names, Ap
             continue;
         }
         let found = match kind {
-            Referred::Subnet | Referred::SecurityGroup => {
-                let kind = if kind == Referred::Subnet { ObjectKind::Subnet } else { ObjectKind::SecurityGroup };
-                s.store.get(kind, &key, &scope(caller)).await.ok().map(|row| (row.id, row.name))
-            }
+            Referred::Subnet => row_names(s, caller, ObjectKind::Subnet, &key).await?,
+            Referred::SecurityGroup => row_names(s, caller, ObjectKind::SecurityGroup, &key).await?,
             Referred::Image => match s.store.visible_image(&caller.tenant, &key).await? {
                 Some(image) => Some((image.id, image.name)),
-                None => match s.store.get(ObjectKind::Image, &key, &scope(caller)).await {
-                    Ok(row) => Some((row.id, row.name)),
-                    // The backend's catalog: an image's id is its name.
-                    Err(_) => Some((key.clone(), key.clone())).filter(|_| !key.contains("://")),
-                },
+                // Else an image of the caller's by id, or one of the backend's catalog, whose id is its name.
+                None => row_names(s, caller, ObjectKind::Image, &key).await?.or_else(|| catalog_names(&key)),
             },
         };
         if let Some(found) = found {
@@ -173,6 +168,20 @@ async fn names(s: &AppState, caller: &Caller, vms: &[Value]) -> Result<Names, Ap
         }
     }
     Ok(names)
+}
+
+/// The id and name of the `kind` object `id` the caller sees, if there is one.
+async fn row_names(s: &AppState, caller: &Caller, kind: ObjectKind, id: &str) -> Result<Option<(String, String)>, ApiError> {
+    match s.store.get(kind, id, &scope(caller)).await {
+        Ok(row) => Ok(Some((row.id, row.name))),
+        Err(StoreError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A catalog image's id and name (both its name); none for a URL.
+fn catalog_names(key: &str) -> Option<(String, String)> {
+    (!key.contains("://")).then(|| (key.to_owned(), key.to_owned()))
 }
 
 /// What the VMs `vms` refer to: `(kind, what they hold)`.

@@ -9,14 +9,13 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use vmaas_model::image::disk_image::{from_disk_image, to_disk_image};
 use vmaas_model::image::{Image, ImageSpec};
 use vmaas_model::{CreateObject, Envelope};
 
 use super::extract::{ApiJson, ApiQuery, decode};
-use super::query::Selection;
+use super::query::{PageQuery, Selection};
 use super::shared::Paging;
 use super::{image_imports, images};
 use crate::auth::Caller;
@@ -27,25 +26,11 @@ pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/disk_images", get(list).post(create)).route("/disk_images/{id}", get(read).delete(remove))
 }
 
-/// Query of the disk image list.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub(super) struct ListQuery {
-    /// Items to skip (default 0).
-    offset: Option<u64>,
-    /// Items to return, 1 to 1000 (default 100).
-    limit: Option<u64>,
-    /// A CEL expression over the disk image, e.g. `this.spec.guest_os_family == 'GUEST_OS_FAMILY_LINUX'`.
-    filter: Option<String>,
-    /// Sort keys, e.g. `this.metadata.name desc`.
-    order: Option<String>,
-}
-
 /// List disk images: the catalog's and the imported ones you see.
-#[utoipa::path(get, path = "/api/fulfillment/v1/disk_images", tag = "disk images", params(ListQuery),
+#[utoipa::path(get, path = "/api/fulfillment/v1/disk_images", tag = "disk images", params(PageQuery),
     responses((status = 200, description = "`{\"items\": [disk images], \"size\", \"total\"}`"), (status = 400, body = ApiError)),
     security(("bearer" = [])))]
-pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Response, ApiError> {
+pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<PageQuery>) -> Result<Response, ApiError> {
     let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
     let selection = Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
     let Json(page) = images::list(State(s), caller, Query(images::NameQuery::all())).await?;

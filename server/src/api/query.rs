@@ -28,6 +28,21 @@ pub(super) struct ListQuery {
     pub(super) order: Option<String>,
 }
 
+/// OSAC's list query: a page, a `filter` and an `order` (templates and
+/// the `osac.public.v1` views served from another kind's list).
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct PageQuery {
+    /// Items to skip (default 0).
+    pub(super) offset: Option<u64>,
+    /// Items to return, 1 to 1000 (default 100).
+    pub(super) limit: Option<u64>,
+    /// A CEL expression over the object, e.g. `this.metadata.name.startsWith('web')`.
+    pub(super) filter: Option<String>,
+    /// Sort keys, e.g. `this.metadata.name desc`.
+    pub(super) order: Option<String>,
+}
+
 /// A list's `filter` and `order`, parsed; `None` when neither was given.
 pub(super) struct Selection {
     filter: Option<Filter>,

@@ -35,18 +35,7 @@ fn check(t: &VirtualMachineTemplate) -> Result<VirtualMachineTemplate, ApiError>
 }
 
 /// Query of a template list.
-#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub(super) struct ListQuery {
-    /// Items to skip (default 0).
-    offset: Option<u64>,
-    /// Items to return, 1 to 1000 (default 100).
-    limit: Option<u64>,
-    /// A CEL expression over the template, e.g. `this.id.startsWith('ocp')`.
-    filter: Option<String>,
-    /// Sort keys, e.g. `this.title desc`.
-    order: Option<String>,
-}
+pub(super) use super::query::PageQuery as ListQuery;
 
 /// List templates.
 #[utoipa::path(get, path = "/api/fulfillment/v1/virtual_machine_templates", tag = "templates", params(ListQuery),
