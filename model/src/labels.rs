@@ -189,4 +189,20 @@ mod tests {
         assert_eq!(before.patched(None, &mut errs), before);
         assert!(errs.is_empty());
     }
+
+    #[test]
+    fn display_names_and_descriptions_are_kept_within_osacs_limits() {
+        let mut errs = ValidationErrors::default();
+        let named = MetadataInput { display_name: Some("Web é".into()), description: Some("d".repeat(256)), ..Default::default() };
+        let kept = Labels::from_input(Some(&named), &mut errs);
+        assert!(errs.is_empty(), "{errs}");
+        assert_eq!((kept.display_name.as_str(), kept.description.len()), ("Web é", 256));
+        let relabelled = kept.patched(Some(&input(&[("a", "1")], &[])), &mut errs);
+        assert_eq!(relabelled.display_name, "Web é", "a change that does not give it keeps it");
+        let long = MetadataInput { display_name: Some("x".repeat(64)), description: Some("d".repeat(257)), ..Default::default() };
+        let refused = kept.patched(Some(&long), &mut errs);
+        let fields: Vec<&str> = errs.0.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["object.metadata.display_name", "object.metadata.description"]);
+        assert_eq!(refused.display_name, "Web é", "a refused one is not taken");
+    }
 }
