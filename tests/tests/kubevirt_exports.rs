@@ -33,7 +33,9 @@ fn raw_of(bytes: &[u8]) -> Vec<u8> {
 /// Downloads `path` (under the API) with `token`: its bytes, after checking `X-Checksum-Sha256`.
 async fn download(s: &vmaas_tests::Server, token: &str, path: &str) -> Vec<u8> {
     let r = reqwest::Client::new().get(format!("{}{V1}/{path}", s.endpoint)).bearer_auth(token).send().await.unwrap();
-    assert_eq!(r.status(), 200, "{path}");
+    if r.status() != 200 {
+        panic!("{path}: {} {}\n{}", r.status(), r.text().await.unwrap_or_default(), s.log());
+    }
     let said = r.headers().get("x-checksum-sha256").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     let body = r.bytes().await.unwrap().to_vec();
     assert_eq!(said, format!("{:x}", Sha256::digest(&body)), "the checksum is the body's");
