@@ -124,6 +124,11 @@ impl ApiError {
         Self { status: StatusCode::TOO_MANY_REQUESTS, code: Code::ResourceExhausted, message, details: errs.0 }
     }
 
+    /// 503 UNAVAILABLE: something the answer needs does not answer yet; retry.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable, message)
+    }
+
     /// 500, logging the cause and hiding it from the caller.
     pub fn internal(err: impl std::fmt::Display) -> Self {
         tracing::error!(error = %err, "internal error");
@@ -155,7 +160,7 @@ impl From<StoreError> for ApiError {
             StoreError::MissingReference(m) => Self::precondition(m),
             StoreError::Database(e) if unavailable(&e) => {
                 tracing::warn!(error = %e, "the database does not answer");
-                Self::new(StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable, "the database does not answer: retry later")
+                Self::unavailable("the database does not answer: retry later")
             }
             other => Self::internal(other),
         }

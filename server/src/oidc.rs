@@ -16,7 +16,7 @@ use tokio::sync::Mutex;
 use tracing::{info, warn};
 
 use crate::caller::{Caller, Role};
-use crate::error::{ApiError, Code};
+use crate::error::ApiError;
 
 /// Least time between two fetches of one issuer's keys (a token naming an
 /// unknown key cannot make the server hammer the provider).
@@ -191,9 +191,7 @@ impl Verifier {
     /// Fetches `issuer`'s discovery document (once) and its JWKS.
     async fn fetch(&self, issuer: &str, keys: &mut IssuerKeys) -> Result<(), ApiError> {
         keys.fetched = Some(Instant::now());
-        let unavailable = |what: &str, e: &dyn std::fmt::Display| {
-            ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable, format!("cannot check the token: {what}: {e}"))
-        };
+        let unavailable = |what: &str, e: &dyn std::fmt::Display| ApiError::unavailable(format!("cannot check the token: {what}: {e}"));
         if keys.jwks_uri.is_none() {
             let url = format!("{issuer}/.well-known/openid-configuration");
             let doc: Value = self.get_json(&url).await.map_err(|e| unavailable(&url, &e))?;

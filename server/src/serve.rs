@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::http::{Request, StatusCode};
+use axum::http::Request;
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -33,7 +33,7 @@ use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
 use self::conns::{Admission, Conns, Ticket};
-use crate::error::{ApiError, Code};
+use crate::error::ApiError;
 
 /// Limits of the HTTP server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +74,7 @@ const DRAIN: Duration = Duration::from_secs(5);
 
 /// The answer to a connection over a cap: a 503 with the API's error body.
 fn busy(why: &str) -> Vec<u8> {
-    let e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable, why);
+    let e = ApiError::unavailable(why);
     let body = serde_json::to_string(&e).unwrap_or_default();
     format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",

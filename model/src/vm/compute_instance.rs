@@ -208,10 +208,7 @@ fn references_from_view(spec: &mut Map<String, Value>, prefix: &str, errs: &mut 
         }
         if let Some(Value::Array(groups)) = nic.get_mut("security_groups") {
             for (j, g) in groups.iter_mut().enumerate() {
-                match reference::key(g) {
-                    Ok(k) => *g = Value::from(k.unwrap_or_default()),
-                    Err(reason) => errs.push(format!("{at}.security_groups[{j}]"), reason),
-                }
+                *g = Value::from(read(g, format!("{at}.security_groups[{j}]"), errs).unwrap_or_default());
             }
         }
     }

@@ -49,7 +49,7 @@ async fn known(backend: &Arc<dyn Backend>) -> Result<(), ApiError> {
     while !backend.images_known() {
         if Instant::now() >= deadline {
             let why = "the image catalog is not known yet: the cluster has not been listed since the server started; retry later";
-            return Err(ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, crate::error::Code::Unavailable, why));
+            return Err(ApiError::unavailable(why));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

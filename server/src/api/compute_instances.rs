@@ -19,6 +19,7 @@ use vmaas_model::{CreateVirtualMachine, Envelope, ObjectKind, PatchVirtualMachin
 use super::extract::ApiJson;
 use super::extract::ApiQuery;
 use super::extract::decode;
+use super::images::{self, Named};
 use super::query::Selection;
 use super::shared::Paging;
 use super::shared::scope;
@@ -157,10 +158,11 @@ async fn names(s: &AppState, caller: &Caller, vms: &[Value]) -> Result<Names, Ap
         let found = match kind {
             Referred::Subnet => row_names(s, caller, ObjectKind::Subnet, &key).await?,
             Referred::SecurityGroup => row_names(s, caller, ObjectKind::SecurityGroup, &key).await?,
-            Referred::Image => match s.store.visible_image(&caller.tenant, &key).await? {
-                Some(image) => Some((image.id, image.name)),
-                // Else an image of the caller's by id, or one of the backend's catalog, whose id is its name.
-                None => row_names(s, caller, ObjectKind::Image, &key).await?.or_else(|| catalog_names(&key)),
+            // An imported image the caller sees, by id or name (as a VM names it), else one of the catalog's.
+            Referred::Image => match images::lookup(s, caller, &key).await? {
+                Named::One(image) => Some((image.id, image.name)),
+                Named::Several(mut all) => Some(all.swap_remove(0)).map(|i| (i.id, i.name)),
+                Named::None => catalog_names(&key),
             },
         };
         if let Some(found) = found {

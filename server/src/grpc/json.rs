@@ -111,8 +111,8 @@ fn fit(desc: &MessageDescriptor, value: &mut Value) {
     if desc.name().ends_with("Reference")
         && let Value::String(held) = value
     {
-        let key = if uuid::Uuid::parse_str(held).is_ok() { "id" } else { "name" };
-        *value = serde_json::json!({ key: held.as_str() });
+        use vmaas_model::reference::typed;
+        *value = if uuid::Uuid::parse_str(held).is_ok() { typed(held, "") } else { typed("", held) };
         return;
     }
     if desc.full_name() == "google.protobuf.Any" {
