@@ -16,6 +16,7 @@ const FILES: &[&str] = &[
     "osac/public/v1/compute_instance_templates.proto",
     "osac/public/v1/networking.proto",
     "osac/public/v1/external_ips.proto",
+    "osac/public/v1/nat_gateways.proto",
     "osac/public/v1/instance_types.proto",
     "osac/public/v1/disk_images.proto",
     "osac/public/v1/consoles.proto",

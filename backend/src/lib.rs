@@ -14,6 +14,7 @@
 //! - [`vm`]: what a VM driver is given and reports.
 //! - [`network`]: what a virtual network driver is given and reports.
 //! - [`balancer`]: what a load balancer driver is given and reports.
+//! - [`nat`]: what a NAT gateway driver is given and reports.
 //! - [`console`]: serial consoles, and graphical ones (RFB), for backends that have them.
 //! - [`error`]: failures, with a kind that tells the reconciler what to do.
 //! - [`host`]: what is on the host without a stored object, and what the host can give.
@@ -33,6 +34,7 @@ pub mod error;
 pub mod export;
 pub mod host;
 pub mod image;
+pub mod nat;
 pub mod network;
 pub mod snapshot;
 pub mod vm;
@@ -47,6 +49,7 @@ pub use error::{BackendError, ErrorKind};
 pub use export::{ExportFile, ExportSource, Exports};
 pub use host::{Demand, HostCapacity, Quarantined, Room, Usage, VmMemory};
 pub use image::{CatalogImage, ImageDriver, ImageFile, ImageImport, ImageObservation, ImageTarget, ImageUploads, Upload};
+pub use nat::{NatDriver, NatObservation, NatSpec, NatTarget};
 pub use network::{NetworkDriver, NetworkObservation, NetworkSpec, NetworkTarget, SubnetDriver, SubnetSpec, SubnetTarget};
 pub use snapshot::{SnapshotDriver, SnapshotObservation, SnapshotSpec, SnapshotTarget, Taken};
 pub use vm::{Attachment, CloneFrom, Firewall, Requests, VmDriver, VmObservation, VmSpec, VmTarget};
@@ -124,6 +127,11 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The driver of load balancers, if the backend runs them.
     fn load_balancers(&self) -> Option<Arc<BalancerDriver>> {
+        None
+    }
+
+    /// The driver of NAT gateways, if the backend runs them.
+    fn nat_gateways(&self) -> Option<Arc<NatDriver>> {
         None
     }
 

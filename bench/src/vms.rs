@@ -89,6 +89,7 @@ pub(crate) async fn start_qemu_server_with(
         snapshots,
         clone_tcg_cache_mib,
         platform: Default::default(),
+        nat: Default::default(),
     };
     let backend = Arc::new(vmaas_qemu::QemuBackend::new(cfg).await?);
     let accel = backend.accel().accel.as_str();

@@ -6,6 +6,7 @@ mod console;
 mod expose;
 mod images;
 mod instance_types;
+mod nat_gateways;
 mod net;
 mod output;
 mod quota;
@@ -84,6 +85,9 @@ enum Command {
     /// OS images VMs boot from.
     #[command(subcommand, alias = "images")]
     Image(images::ImageCmd),
+    /// NAT gateways: a virtual network's way out, from one external IP.
+    #[command(subcommand, name = "nat-gateway", alias = "nat-gateways")]
+    NatGateway(nat_gateways::NatGatewayCmd),
     /// Load balancers over VMs of one subnet.
     #[command(subcommand, name = "load-balancer", alias = "load-balancers")]
     LoadBalancer(expose::LoadBalancerCmd),
@@ -280,6 +284,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Subnet(cmd) => net::subnet(&client, cmd, format).await,
         Command::SecurityGroup(cmd) => net::security_group(&client, cmd, format).await,
         Command::ExternalIp(cmd) => expose::external_ip(&client, cmd, format).await,
+        Command::NatGateway(cmd) => nat_gateways::nat_gateway(&client, cmd, format).await,
         Command::Image(cmd) => images::image(&client, cmd, format).await,
         Command::LoadBalancer(cmd) => expose::load_balancer(&client, cmd, format).await,
         Command::Volume(cmd) => volumes::volume(&client, cmd, format).await,

@@ -121,6 +121,17 @@ kinds! {
         api_json: Some(object_json::<crate::LoadBalancer>),
         ..tenant_kind(ObjectKind::LoadBalancer, "load_balancer", "load balancer", "load_balancers")
     },
+    /// A virtual network's way out, from one external IP (a tenant's).
+    NatGateway => Descriptor {
+        human_plural: "NAT gateways",
+        grpc_service: Some("osac.public.v1.NATGateways"),
+        terraform: "vmaas_nat_gateway",
+        cli: "nat-gateway",
+        references: &[reference("virtual_network", ObjectKind::VirtualNetwork), reference("external_ip", ObjectKind::ExternalIp)],
+        backend_runs: true,
+        api_json: Some(object_json::<crate::NatGateway>),
+        ..tenant_kind(ObjectKind::NatGateway, "nat_gateway", "NAT gateway", "nat_gateways")
+    },
     /// Block storage that outlives VMs (a tenant's).
     Volume => Descriptor {
         terraform: "vmaas_volume",

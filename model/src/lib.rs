@@ -26,6 +26,7 @@
 //! - [`external_ip`]: external IP pools, external IPs and their attachments
 //!   to VMs (OSAC's `ExternalIPPool`, `ExternalIP`, `ExternalIPAttachment`).
 //! - [`load_balancer`]: load balancers over the VMs of a subnet (seed 001).
+//! - [`nat_gateway`]: a network's outbound traffic from one external IP (OSAC's `NATGateway`).
 //! - [`volume`]: volumes that outlive VMs and their attachments to VMs
 //!   (seed 001's block storage).
 //! - [`vm`]: virtual machines, the request shapes of the API, and
@@ -54,6 +55,7 @@ pub mod labels;
 pub mod load_balancer;
 pub mod machine;
 pub mod mask;
+pub mod nat_gateway;
 pub mod network;
 pub mod nocloud;
 pub mod object;
@@ -83,6 +85,7 @@ pub use kind::{ApiJson, DESCRIPTORS, Descriptor, Object, ObjectKind, QuotaUse, R
 pub use labels::Labels;
 pub use load_balancer::{LoadBalancer, LoadBalancerSpec, LoadBalancerState, LoadBalancerStatus, PatchLoadBalancer, PortMapping};
 pub use machine::{BootSource, CloudInit, Cpu, DEFAULT_IMAGE, Disk, DiskSource, MachineSpec, Nic, NicNetwork};
+pub use nat_gateway::{NatGateway, NatGatewaySpec, NatGatewayState, NatGatewayStatus};
 pub use network::{CreateVirtualNetwork, VirtualNetwork, VirtualNetworkSpec, VirtualNetworkState, VirtualNetworkStatus};
 pub use object::{CreateObject, Envelope, Metadata, MetadataInput, Page};
 pub use profile::{Firmware, GuestOsFamily, GuestProfile, Platform};

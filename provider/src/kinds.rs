@@ -1,6 +1,6 @@
 //! The kinds the provider manages from a description, for
 //! [`crate::object_resource`]: subnets, security groups, external IPs and
-//! their attachments, load balancers, volumes and their attachments,
+//! their attachments, NAT gateways, load balancers, volumes and their attachments,
 //! snapshots, images and instance types.
 
 use vmaas_model::ObjectKind;
@@ -75,6 +75,19 @@ pub static EXTERNAL_IP_ATTACHMENT: Kind = Kind {
         STATE,
     ],
     ready: &["EXTERNAL_IP_ATTACHMENT_STATE_READY"],
+};
+
+/// `vmaas_nat_gateway`.
+pub static NAT_GATEWAY: Kind = Kind {
+    kind: ObjectKind::NatGateway,
+    doc: "A virtual network's way out (OSAC's `NATGateway`): its guests' outbound flows leave from the external IP named, which the gateway holds alone. Create waits until it is READY; any change replaces it.",
+    fields: &[
+        field("virtual_network", Ty::Str, Change::Replace, "/spec/virtual_network", "The virtual network, by id or name."),
+        field("external_ip", Ty::Str, Change::Replace, "/spec/external_ip", "The external IP flows leave from, by id or name."),
+        field("address", Ty::Str, Change::Output, "/status/address", "The address flows leave from."),
+        STATE,
+    ],
+    ready: &["NAT_GATEWAY_STATE_READY"],
 };
 
 /// `vmaas_load_balancer`.
@@ -209,6 +222,7 @@ pub static ALL: &[&Kind] = &[
     &SECURITY_GROUP,
     &EXTERNAL_IP,
     &EXTERNAL_IP_ATTACHMENT,
+    &NAT_GATEWAY,
     &LOAD_BALANCER,
     &VOLUME,
     &VOLUME_ATTACHMENT,

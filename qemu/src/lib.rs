@@ -17,6 +17,7 @@
 //! - [`state`]: each VM's `vm.json`, written atomically.
 //! - [`network`]: virtual networks and their address plans.
 //! - [`subnet`]: subnets, each a running segment of the user-space switch.
+//! - [`nat`] and [`egress`]: NAT gateways, and where they may take guests.
 //! - [`balancer`] and [`proxy`]: load balancers, a TCP proxy per port over
 //!   the targets that pass their probe; `forwards`: external IPs and
 //!   balanced ports forwarded into running guests.
@@ -60,6 +61,7 @@ mod clone;
 pub mod console;
 pub mod disk_snapshots;
 pub mod display;
+pub mod egress;
 mod export;
 mod forwards;
 mod gateway;
@@ -73,6 +75,7 @@ mod lifecycle;
 pub mod live;
 pub mod memory;
 pub mod migrate;
+pub mod nat;
 pub mod network;
 pub mod platform;
 pub mod pool;
@@ -155,6 +158,8 @@ pub struct QemuConfig {
     pub clone_tcg_cache_mib: u32,
     /// OVMF and swtpm, for guests whose profile asks for EFI or a TPM.
     pub platform: platform::PlatformPaths,
+    /// Where NAT gateways may take guests, and from which namespace.
+    pub nat: Arc<egress::EgressPolicy>,
 }
 
 /// The network every VM's first NIC is on.
@@ -181,6 +186,7 @@ pub struct QemuBackend {
     vms: Arc<Vms>,
     networks: Arc<network::Networks>,
     subnets: Arc<subnet::Subnets>,
+    nats: Arc<nat::NatGateways>,
     balancers: Arc<balancer::Balancers>,
     volumes: Arc<volumes::Volumes>,
     imports: Arc<import::ImportDriver>,
@@ -266,7 +272,8 @@ impl QemuBackend {
             vms.wake.clone(),
             Arc::new(vms.cfg.image_sources.clone()),
         ))));
-        Ok(Self { vms: Arc::new(vms), networks: Arc::new(networks), subnets, balancers, volumes, imports })
+        let nats = Arc::new(nat::NatGateways::new(subnets.clone(), vms.cfg.nat.clone()));
+        Ok(Self { vms: Arc::new(vms), networks: Arc::new(networks), subnets, nats, balancers, volumes, imports })
     }
 
     /// The accelerator in use.
@@ -390,6 +397,7 @@ impl Backend for QemuBackend {
                 ObjectKind::ExternalIp,
                 ObjectKind::ExternalIpAttachment,
                 ObjectKind::LoadBalancer,
+                ObjectKind::NatGateway,
                 ObjectKind::Volume,
                 ObjectKind::VolumeAttachment,
                 ObjectKind::Image,
@@ -433,6 +441,10 @@ impl Backend for QemuBackend {
 
     fn load_balancers(&self) -> Option<Arc<vmaas_backend::BalancerDriver>> {
         Some(self.balancers.clone())
+    }
+
+    fn nat_gateways(&self) -> Option<Arc<vmaas_backend::NatDriver>> {
+        Some(self.nats.clone())
     }
 
     fn image_imports(&self) -> Option<Arc<vmaas_backend::ImageDriver>> {

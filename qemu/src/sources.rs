@@ -227,12 +227,12 @@ fn canonical(ip: IpAddr) -> IpAddr {
 }
 
 /// Whether `ip` is an address of this host (one a socket can be bound to).
-fn local(ip: IpAddr) -> bool {
+pub(crate) fn local(ip: IpAddr) -> bool {
     ip.is_loopback() || std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
 }
 
 /// The special-purpose class of `ip`, if it is not a globally routable address.
-fn special(ip: IpAddr) -> Option<&'static str> {
+pub(crate) fn special(ip: IpAddr) -> Option<&'static str> {
     match canonical(ip) {
         IpAddr::V4(a) => special_v4(a),
         IpAddr::V6(a) => special_v6(a),
@@ -277,7 +277,7 @@ fn special_v6(a: Ipv6Addr) -> Option<&'static str> {
 }
 
 /// `ADDR/LEN` or a single address, as a network.
-fn parse_net(text: &str) -> Result<Cidr, BadEntry> {
+pub(crate) fn parse_net(text: &str) -> Result<Cidr, BadEntry> {
     let bad = || BadEntry(text.to_owned());
     let (addr, len) = text.split_once('/').map_or((text, None), |(a, l)| (a, Some(l)));
     let addr: IpAddr = addr.parse().map_err(|_| bad())?;

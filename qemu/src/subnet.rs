@@ -74,7 +74,7 @@ impl Subnets {
     }
 
     /// The router of virtual network `network` (made on first use).
-    fn router(&self, network: &str) -> Arc<Router> {
+    pub(crate) fn router(&self, network: &str) -> Arc<Router> {
         let mut routers = self.routers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         routers.entry(network.to_owned()).or_default().clone()
     }

@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use vmaas_backend::Backend;
 use vmaas_qemu::accel::{Accel, AccelChoice};
+use vmaas_qemu::egress::EgressPolicy;
 use vmaas_qemu::images::Catalog;
 use vmaas_qemu::sources::FetchLimits;
 use vmaas_qemu::{QemuBackend, QemuConfig};
@@ -170,6 +171,17 @@ struct ServeArgs {
     /// to IFACE if it is a bridge). Needs CAP_NET_ADMIN.
     #[arg(long = "uplink", env = "VMAAS_UPLINKS", value_delimiter = ',', value_parser = parse_uplink)]
     uplinks: Vec<(String, String)>,
+    /// qemu: where NAT gateways may take guests (comma-separated): `public`
+    /// (any globally routable address), addresses and networks. Loopback,
+    /// private, link-local, documentation and other special-purpose
+    /// addresses, and the host's own, only when named here; the server's
+    /// own listening sockets never.
+    #[arg(long, env = "VMAAS_NAT_ALLOW", value_delimiter = ',', default_value = "public")]
+    nat_allow: Vec<String>,
+    /// qemu: the network namespace NAT gateways' flows leave from (e.g.
+    /// /run/netns/egress); default: the server's own. Needs CAP_SYS_ADMIN.
+    #[arg(long, env = "VMAAS_NAT_NETNS")]
+    nat_netns: Option<PathBuf>,
     /// qemu: names of GPU models, `NAME=VENDOR:DEVICE` (repeatable), e.g.
     /// `nvidia.com/A10=10de:2236`: a template's GPU `device_name` is a
     /// name given here or the PCI ids themselves.
@@ -447,6 +459,12 @@ async fn qemu_backend(args: &ServeArgs, data_dir: &std::path::Path, listening: &
             .context("--image-source-allow")?
             .with_listening(listening.clone())
             .with_limits(FetchLimits { read: args.image_fetch_read_timeout, total: args.image_fetch_timeout }),
+        nat: Arc::new(
+            EgressPolicy::new(&args.nat_allow, args.nat_netns.as_deref())
+                .map_err(anyhow::Error::msg)
+                .context("--nat-allow / --nat-netns")?
+                .with_listening(listening.clone()),
+        ),
     };
     QemuBackend::new(cfg).await.context("starting the qemu backend")
 }

@@ -13,35 +13,24 @@
 //!
 //! [`Fabric::take_from_gateway`]: crate::fabric::Fabric::take_from_gateway
 
-use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
-use smoltcp::phy::{Device, DeviceCapabilities, Medium};
-use smoltcp::socket::tcp;
-use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use smoltcp::iface::{Interface, SocketSet};
+use smoltcp::wire::IpAddress;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
 use crate::frame::ETH_HEADER;
+use crate::stack::{self, Conn, Wire};
 
 mod udp;
 // A circle with `segment` on purpose: see the note on its imports.
 use crate::segment::{Switch, runtime};
 use udp::{Datagram, Sessions};
-
-/// How long a connection to a guest may take to be accepted.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-/// Each direction's buffer of one connection, in the stack (past 64 KiB
-/// the stack scales its window: a guest on TCG drains in bursts).
-const BUFFER: usize = 512 * 1024;
-/// Chunks queued between a host connection and the stack.
-const CHUNKS: usize = 16;
 
 /// What the fabric and the forwards hand the stack.
 pub(crate) struct Handle {
@@ -129,62 +118,6 @@ pub(crate) async fn forward_udp(handle: &Arc<Handle>, listen: SocketAddr, guest:
     Ok(GatewayForward { task, local })
 }
 
-/// The stack's device: IP packets in from the fabric, out to it.
-#[derive(Default)]
-struct Wire {
-    rx: VecDeque<Vec<u8>>,
-    tx: Vec<Vec<u8>>,
-}
-
-struct RxToken(Vec<u8>);
-struct TxToken<'a>(&'a mut Vec<Vec<u8>>);
-
-impl smoltcp::phy::RxToken for RxToken {
-    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
-        f(&self.0)
-    }
-}
-
-impl smoltcp::phy::TxToken for TxToken<'_> {
-    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        let mut buf = vec![0; len];
-        let r = f(&mut buf);
-        self.0.push(buf);
-        r
-    }
-}
-
-impl Device for Wire {
-    type RxToken<'a> = RxToken;
-    type TxToken<'a> = TxToken<'a>;
-
-    fn capabilities(&self) -> DeviceCapabilities {
-        let mut c = DeviceCapabilities::default();
-        c.medium = Medium::Ip;
-        c.max_transmission_unit = 1500;
-        c
-    }
-
-    fn receive(&mut self, _: smoltcp::time::Instant) -> Option<(RxToken, TxToken<'_>)> {
-        let p = self.rx.pop_front()?;
-        Some((RxToken(p), TxToken(&mut self.tx)))
-    }
-
-    fn transmit(&mut self, _: smoltcp::time::Instant) -> Option<TxToken<'_>> {
-        Some(TxToken(&mut self.tx))
-    }
-}
-
-/// One host connection and its TCP socket towards the guest.
-struct Conn {
-    socket: SocketHandle,
-    from_host: mpsc::Receiver<Vec<u8>>,
-    to_host: Option<mpsc::Sender<Vec<u8>>>,
-    pending: Vec<u8>,
-    host_done: bool,
-    opened: std::time::Instant,
-}
-
 /// The user-space stack of one gateway.
 struct Stack {
     iface: Interface,
@@ -200,13 +133,7 @@ struct Stack {
 impl Stack {
     fn new(gateway: Ipv4Addr, prefix: u8) -> Self {
         let mut wire = Wire::default();
-        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
-        let mut config = Config::new(HardwareAddress::Ip);
-        config.random_seed = seed;
-        let mut iface = Interface::new(config, &mut wire, smoltcp::time::Instant::now());
-        iface.update_ip_addrs(|a| {
-            let _ = a.push(IpCidr::new(IpAddress::Ipv4(gateway), prefix));
-        });
+        let iface = stack::interface(gateway, prefix, &mut wire);
         Self {
             iface,
             sockets: SocketSet::new(Vec::new()),
@@ -236,7 +163,7 @@ impl Stack {
 
     /// Opens a connection to `guest` for host connection `client`.
     fn open(&mut self, client: TcpStream, guest: SocketAddrV4) {
-        let mut socket = tcp::Socket::new(tcp::SocketBuffer::new(vec![0; BUFFER]), tcp::SocketBuffer::new(vec![0; BUFFER]));
+        let mut socket = stack::tcp_socket();
         let port = self.port();
         let remote = (IpAddress::Ipv4(*guest.ip()), guest.port());
         if let Err(e) = socket.connect(self.iface.context(), remote, (IpAddress::Ipv4(self.gateway), port)) {
@@ -244,121 +171,17 @@ impl Stack {
             return;
         }
         let handle = self.sockets.add(socket);
-        let (from_host, to_host) = pipe(client, self.wake.clone());
-        self.conns.push(Conn {
-            socket: handle,
-            from_host,
-            to_host: Some(to_host),
-            pending: Vec::new(),
-            host_done: false,
-            opened: std::time::Instant::now(),
-        });
-    }
-
-    /// Moves what the host sent into the sockets.
-    fn pump_in(&mut self) {
-        for c in &mut self.conns {
-            let s = self.sockets.get_mut::<tcp::Socket<'_>>(c.socket);
-            while s.may_send() && !c.host_done {
-                if c.pending.is_empty() {
-                    match c.from_host.try_recv() {
-                        Ok(b) if b.is_empty() => {
-                            s.close();
-                            c.host_done = true;
-                        }
-                        Ok(b) => c.pending = b,
-                        Err(mpsc::error::TryRecvError::Empty) => break,
-                        Err(mpsc::error::TryRecvError::Disconnected) => {
-                            s.close();
-                            c.host_done = true;
-                        }
-                    }
-                    continue;
-                }
-                match s.send_slice(&c.pending) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        c.pending.drain(..n);
-                    }
-                }
-            }
-        }
+        self.conns.push(Conn::new(handle, client, self.wake.clone()));
     }
 
     /// Ends at once the connections whose packets the segment refused
     /// (local ports `ports`): the host sees the close a refusing guest gives.
     fn refused(&mut self, ports: &[u16]) {
-        for c in &self.conns {
-            let s = self.sockets.get_mut::<tcp::Socket<'_>>(c.socket);
-            if s.local_endpoint().is_some_and(|e| ports.contains(&e.port)) {
-                s.abort();
-            }
-        }
+        stack::abort_ports(&self.conns, &mut self.sockets, ports);
         if !ports.is_empty() {
-            self.pump_out();
+            stack::pump_out(&mut self.conns, &mut self.sockets);
         }
     }
-
-    /// Moves what the guests sent to the host connections; ends the ones
-    /// the guest closed, refused or never answered.
-    fn pump_out(&mut self) {
-        let mut buf = vec![0u8; 16 * 1024];
-        for c in &mut self.conns {
-            let s = self.sockets.get_mut::<tcp::Socket<'_>>(c.socket);
-            if s.state() == tcp::State::SynSent && c.opened.elapsed() > CONNECT_TIMEOUT {
-                s.abort();
-            }
-            while let Some(tx) = c.to_host.as_ref().filter(|_| s.can_recv()) {
-                let Ok(permit) = tx.try_reserve() else { break };
-                match s.recv_slice(&mut buf) {
-                    Ok(n) if n > 0 => permit.send(buf[..n].to_vec()),
-                    _ => break,
-                }
-            }
-            if !s.may_recv() && s.recv_queue() == 0 && s.state() != tcp::State::SynSent {
-                c.to_host = None;
-            }
-        }
-        let sockets = &mut self.sockets;
-        self.conns.retain(|c| {
-            let state = sockets.get::<tcp::Socket<'_>>(c.socket).state();
-            let over = matches!(state, tcp::State::Closed | tcp::State::TimeWait) && (c.host_done || c.to_host.is_none());
-            if over {
-                sockets.remove(c.socket);
-            }
-            !over
-        });
-    }
-}
-
-/// The two tasks of a host connection: its bytes to the stack (an empty
-/// chunk at its end) and the stack's to it (closed when the sender goes).
-fn pipe(client: TcpStream, wake: Arc<Notify>) -> (mpsc::Receiver<Vec<u8>>, mpsc::Sender<Vec<u8>>) {
-    let (mut r, mut w) = client.into_split();
-    let (in_tx, in_rx) = mpsc::channel::<Vec<u8>>(CHUNKS);
-    let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(CHUNKS);
-    let woken = wake.clone();
-    runtime().spawn(async move {
-        let mut buf = vec![0u8; 16 * 1024];
-        loop {
-            let n = r.read(&mut buf).await.unwrap_or(0);
-            if in_tx.send(buf[..n].to_vec()).await.is_err() || n == 0 {
-                woken.notify_one();
-                return;
-            }
-            woken.notify_one();
-        }
-    });
-    runtime().spawn(async move {
-        while let Some(b) = out_rx.recv().await {
-            wake.notify_one();
-            if w.write_all(&b).await.is_err() {
-                break;
-            }
-        }
-        let _ = w.shutdown().await;
-    });
-    (in_rx, out_tx)
 }
 
 /// Delivers the stack's packets into the segment; the local ports of the
@@ -406,10 +229,10 @@ async fn run(mut st: Stack, mut inputs: Inputs, switch: Weak<Mutex<Switch>>) {
         while let Ok(f) = frames.try_recv() {
             st.wire.rx.push_back(f.get(ETH_HEADER..).unwrap_or_default().to_vec());
         }
-        st.pump_in();
+        stack::pump_in(&mut st.conns, &mut st.sockets);
         let now = smoltcp::time::Instant::now();
         st.iface.poll(now, &mut st.wire, &mut st.sockets);
-        st.pump_out();
+        stack::pump_out(&mut st.conns, &mut st.sockets);
         st.udp.pump_out(&mut st.sockets);
         st.iface.poll(now, &mut st.wire, &mut st.sockets);
         let refused = transmit(&switch, std::mem::take(&mut st.wire.tx));

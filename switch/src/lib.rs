@@ -21,6 +21,8 @@
 //! - [`router`]: routing between the segments of one virtual network.
 //! - [`gateway`]: the gateway's TCP endpoint, through which host traffic
 //!   (external IPs, load balancers) enters a guest on its subnet NIC.
+//! - [`nat`]: a network's NAT gateway: guests' flows to the outside,
+//!   opened again from an external address.
 //! - [`uplink`]: a network's segments joined to a host TAP device.
 
 #![forbid(unsafe_code)]
@@ -33,15 +35,18 @@ pub mod firewall;
 pub mod frame;
 pub mod gateway;
 pub mod listen;
+pub mod nat;
 pub mod port;
 pub mod router;
 pub mod segment;
+mod stack;
 pub mod uplink;
 
 pub use fabric::{Fabric, PortConfig, PortId, SubnetConfig};
 pub use frame::Mac;
 pub use gateway::GatewayForward;
 pub use listen::PortAddr;
+pub use nat::{Dialer, Dialing};
 pub use router::Router;
 pub use segment::{Segment, SegmentError};
 pub use uplink::Uplink;

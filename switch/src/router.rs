@@ -5,7 +5,11 @@
 //! rules) and enters the sibling's (after the receiver's ingress rules),
 //! readdressed from that gateway with its TTL one less. Segments of other
 //! networks are not joined, so nothing is routed to them; nor to uplinks'
-//! hosts: only to guest NICs the API placed.
+//! hosts: only to guest NICs the API placed. A network with a NAT gateway
+//! ([`Router::start_egress`]) also routes everything else out through it:
+//! its gateways offer the two halves of the address space as routes
+//! (more specific than any default route a guest has elsewhere), and what
+//! is sent to them goes to the NAT ([`crate::nat`]).
 //!
 //! The router holds its segments weakly and never holds a segment's lock
 //! while taking another's: a frame is handed over after the sending
@@ -16,6 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use crate::fabric::SubnetConfig;
 use crate::frame::Ipv4;
+use crate::nat::{Dialer, Nat};
 // A circle with `segment` on purpose: see the note on its imports.
 use crate::segment::{Shared, lock};
 
@@ -29,7 +34,12 @@ struct Member {
 #[derive(Default)]
 pub struct Router {
     members: Mutex<Vec<Member>>,
+    egress: Mutex<Option<Nat>>,
 }
+
+/// The routes a network with a NAT gateway offers: everything, in two
+/// halves, so they win over a default route on another NIC.
+const OUTSIDE: [(Ipv4Addr, u8); 2] = [(Ipv4Addr::UNSPECIFIED, 1), (Ipv4Addr::new(128, 0, 0, 0), 1)];
 
 impl Router {
     /// A router with no segments yet.
@@ -39,6 +49,31 @@ impl Router {
 
     fn members(&self) -> std::sync::MutexGuard<'_, Vec<Member>> {
         self.members.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn egress(&self) -> std::sync::MutexGuard<'_, Option<Nat>> {
+        self.egress.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Routes what the network's guests send outside it through a NAT
+    /// (replacing one running): flows opened by `dialer`, never to
+    /// `inside` (the network's own range). Guests learn the routes at
+    /// their next DHCP lease or renewal.
+    pub fn start_egress(self: &Arc<Self>, inside: (Ipv4Addr, u8), dialer: Arc<dyn Dialer>) {
+        *self.egress() = Some(Nat::start(inside, dialer, Arc::downgrade(self)));
+        Self::spread_routes(&self.members(), true);
+    }
+
+    /// Stops the NAT: nothing leaves the network any more.
+    pub fn stop_egress(&self) {
+        if self.egress().take().is_some() {
+            Self::spread_routes(&self.members(), false);
+        }
+    }
+
+    /// Whether the network routes outside through a NAT.
+    pub fn has_egress(&self) -> bool {
+        self.egress().is_some()
     }
 
     /// Drops `switch` (and segments gone) from `members`.
@@ -52,7 +87,7 @@ impl Router {
         Self::without(&mut members, switch);
         members.push(Member { subnet, switch: Arc::downgrade(switch) });
         lock(switch).router = Some(self.clone());
-        Self::spread_routes(&members);
+        Self::spread_routes(&members, self.has_egress());
     }
 
     /// Takes segment `switch` out.
@@ -63,25 +98,45 @@ impl Router {
         sw.router = None;
         sw.fabric.set_routes(Vec::new());
         drop(sw);
-        Self::spread_routes(&members);
+        Self::spread_routes(&members, self.has_egress());
     }
 
-    /// Tells each member the subnets of the others.
-    fn spread_routes(members: &[Member]) {
+    /// Tells each member the subnets of the others, and the outside
+    /// first when the network has a NAT.
+    fn spread_routes(members: &[Member], egress: bool) {
         for m in members {
             let Some(sw) = m.switch.upgrade() else { continue };
-            let routes = members.iter().filter(|o| !std::ptr::eq(*o, m)).map(|o| (o.subnet.network, o.subnet.prefix)).collect();
-            lock(&sw).fabric.set_routes(routes);
+            let outside = OUTSIDE.iter().copied().filter(|_| egress);
+            let siblings = members.iter().filter(|o| !std::ptr::eq(*o, m)).map(|o| (o.subnet.network, o.subnet.prefix));
+            lock(&sw).fabric.set_routes(outside.chain(siblings).collect());
         }
     }
 
     /// Hands `frame` (routed out of a member) to the member whose subnet
-    /// holds its destination.
+    /// holds its destination, else to the NAT if there is one.
     pub(crate) fn route(&self, mut frame: Vec<u8>) {
         let Some(dst) = Ipv4::parse(&frame).map(|ip| ip.dst) else { return };
-        let target = self.members().iter().find(|m| m.subnet.contains(dst)).and_then(|m| m.switch.upgrade());
-        if let Some(sw) = target {
-            lock(&sw).route_in(&mut frame);
+        match self.member_at(dst) {
+            Some(sw) => lock(&sw).route_in(&mut frame),
+            None => {
+                if let Some(nat) = self.egress().as_ref() {
+                    nat.take(frame);
+                }
+            }
+        }
+    }
+
+    /// The segment of the member whose subnet holds `ip`.
+    fn member_at(&self, ip: Ipv4Addr) -> Option<Shared> {
+        self.members().iter().find(|m| m.subnet.contains(ip)).and_then(|m| m.switch.upgrade())
+    }
+
+    /// Delivers an IP packet from the NAT to the guest it is for, through
+    /// that guest's ingress rules.
+    pub(crate) fn answer(&self, packet: &[u8]) {
+        let Some(dst) = packet.get(16..20).map(|b| Ipv4Addr::new(b[0], b[1], b[2], b[3])) else { return };
+        if let Some(sw) = self.member_at(dst) {
+            lock(&sw).take_from_gateway(packet);
         }
     }
 

@@ -8,12 +8,15 @@
 //! network namespace (or a TAP made for this user with `ip tuntap add
 //! user`).
 //!
-//! [`AsyncTap`] serves it to tokio.
+//! [`AsyncTap`] serves it to tokio. [`netns::Namespace`] runs work (making
+//! sockets) inside another network namespace.
 //!
 //! This is the only crate of vmaas with `unsafe` code: the three `ioctl`s
 //! (`TUNSETIFF`, `SIOCGIFFLAGS`/`SIOCSIFFLAGS`, `SIOCBRADDIF`) that Linux
-//! offers no other way to make, and registering the TAP's file with
-//! tokio's reactor.
+//! offers no other way to make, registering the TAP's file with
+//! tokio's reactor, and `setns` for [`netns`].
+
+pub mod netns;
 
 use std::fs::{File, OpenOptions};
 use std::io;

@@ -17,6 +17,7 @@
 pub(crate) mod external;
 mod image;
 pub mod lease;
+pub(crate) mod nat;
 pub(crate) mod network;
 mod progress;
 mod queue;

@@ -92,8 +92,15 @@ async fn free_address(s: &AppState, scope: &Scope, reference: &str, except: Opti
         return Err(ApiError::field(IP_FIELD, format!("external IP {:?} is being released", ip.name)));
     }
     let holders = s.store.referrers(&ip.id).await?;
-    if let Some(h) = holders.iter().find(|a| a.kind == ObjectKind::ExternalIpAttachment && Some(a.id.as_str()) != except) {
-        let message = format!("external IP {:?} is attached by {:?} already; move that attachment with PATCH instead", ip.name, h.name);
+    if let Some(h) = holders.iter().find(|a| Some(a.id.as_str()) != except) {
+        let message = match h.kind {
+            ObjectKind::ExternalIpAttachment => {
+                format!("external IP {:?} is attached by {:?} already; move that attachment with PATCH instead", ip.name, h.name)
+            }
+            other => {
+                format!("external IP {:?} is held by {} {:?}: an address serves one gateway or attachment", ip.name, other.human(), h.name)
+            }
+        };
         return Err(ApiError::new(StatusCode::CONFLICT, Code::FailedPrecondition, message));
     }
     Ok(ip)

@@ -14,6 +14,7 @@ pub(in crate::api) mod external_ips;
 mod instance_types;
 mod ip_attachments;
 mod load_balancers;
+mod nat_gateways;
 mod networks;
 mod security_groups;
 pub(in crate::api) mod snapshots;
@@ -30,6 +31,7 @@ macro_rules! each_resource {
         $each::<vmaas_model::ExternalIp>($($arg),*);
         $each::<vmaas_model::ExternalIpAttachment>($($arg),*);
         $each::<vmaas_model::LoadBalancer>($($arg),*);
+        $each::<vmaas_model::NatGateway>($($arg),*);
         $each::<vmaas_model::Volume>($($arg),*);
         $each::<vmaas_model::VolumeAttachment>($($arg),*);
         $each::<vmaas_model::InstanceType>($($arg),*);
