@@ -83,7 +83,8 @@ pub struct PoolMetadata {
 pub struct ExternalIpSpec {
     /// The pool, by name (OSAC's typed `{"name": …}` is read too);
     /// absent or empty: the default pool.
-    #[serde(default, deserialize_with = "crate::reference::de_key")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    #[serde(default, deserialize_with = "crate::reference::de_key", serialize_with = "crate::reference::ser_key")]
     pub pool: String,
 }
 
@@ -132,16 +133,35 @@ crate::api_object! {
 #[serde(deny_unknown_fields)]
 pub struct ExternalIpAttachmentSpec {
     /// The external IP, by id or name (stored as the id); immutable.
-    #[serde(deserialize_with = "crate::reference::de_key")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    #[serde(deserialize_with = "crate::reference::de_key", serialize_with = "crate::reference::ser_key")]
     pub external_ip: String,
     /// The VM, by id or name (stored as the id); a PATCH moves the address.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::reference::de_opt_key")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::reference::de_opt_key",
+        serialize_with = "crate::reference::ser_opt_key"
+    )]
     pub compute_instance: Option<String>,
     /// OSAC's cluster target: not offered here (refused with a 400).
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::reference::de_opt_key")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::reference::de_opt_key",
+        serialize_with = "crate::reference::ser_opt_key"
+    )]
     pub cluster: Option<String>,
     /// OSAC's bare-metal target: not offered here (refused with a 400).
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::reference::de_opt_key")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::reference::de_opt_key",
+        serialize_with = "crate::reference::ser_opt_key"
+    )]
     pub baremetal_instance: Option<String>,
 }
 
@@ -203,7 +223,13 @@ crate::api_object! {
 #[serde(deny_unknown_fields)]
 pub struct ExternalIpAttachmentPatchSpec {
     /// The VM to move the address to, by id or name.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::reference::de_opt_key")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::reference::de_opt_key",
+        serialize_with = "crate::reference::ser_opt_key"
+    )]
     pub compute_instance: Option<String>,
 }
 

@@ -62,6 +62,27 @@ pub fn typed(id: &str, name: &str) -> Value {
     Value::Object(m)
 }
 
+/// The typed reference to what a field holds: `{"id": …}` for a UUID (an
+/// object's id), else `{"name": …}` (a name, as a pool's or one sent in a
+/// request); `{}` for nothing.
+pub fn held(key: &str) -> Value {
+    if uuid::Uuid::parse_str(key).is_ok() { typed(key, "") } else { typed("", key) }
+}
+
+/// Writes a reference field held as a string in OSAC's typed form
+/// ([`held`]). For `#[serde(serialize_with)]`, beside [`de_key`].
+pub fn ser_key<S: serde::Serializer>(key: &str, s: S) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&held(key), s)
+}
+
+/// [`ser_key`] for an optional field.
+pub fn ser_opt_key<S: serde::Serializer>(key: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    match key {
+        Some(k) => ser_key(k, s),
+        None => s.serialize_none(),
+    }
+}
+
 /// Reads a reference field held as a string: a plain string, or a typed
 /// reference (its id, else its name). For `#[serde(deserialize_with)]`.
 pub fn de_key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {

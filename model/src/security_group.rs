@@ -123,7 +123,8 @@ pub struct SecurityGroupSpec {
     /// The virtual network whose NICs it may guard: its id (its name is
     /// accepted on create and replaced by the id; OSAC's typed
     /// `{"name": …}` is read too). Immutable.
-    #[serde(deserialize_with = "crate::reference::de_key")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    #[serde(deserialize_with = "crate::reference::de_key", serialize_with = "crate::reference::ser_key")]
     pub virtual_network: String,
     /// What may come in.
     #[serde(default)]

@@ -19,7 +19,8 @@ pub const SUBNET_TYPE_URL: &str = "type.googleapis.com/osac.public.v1.Subnet";
 pub struct SubnetSpec {
     /// The virtual network: its id (its name is accepted on create and
     /// replaced by the id); OSAC's typed `{"name": …}` is read too.
-    #[serde(deserialize_with = "crate::reference::de_key")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    #[serde(deserialize_with = "crate::reference::de_key", serialize_with = "crate::reference::ser_key")]
     pub virtual_network: String,
     /// The IPv4 range, inside the network's, e.g. `10.10.1.0/24`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

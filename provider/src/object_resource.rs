@@ -140,6 +140,11 @@ fn json_to_value(j: Option<&Json>, ty: Ty) -> Value {
                 .map(|item| object(attrs.iter().map(|(n, t, _)| (*n, json_to_value(item.get(*n), *t))).collect()))
                 .collect(),
         ),
+        // OSAC's typed reference (`{"id"}` or `{"name"}`): what it names.
+        Ty::Str if j.is_object() => match vmaas_model::reference::key(j) {
+            Ok(Some(k)) => Value::String(k.into()),
+            _ => Value::Nil,
+        },
         _ => value::from_json(j),
     }
 }

@@ -13,7 +13,8 @@ subnet and security group, reads them back the same, lists it with a CEL
 filter over a reference, watches it to RUNNING, stops it with an update
 mask (its references untouched) and deletes it. OSAC's status codes for the
 usual mistakes: no metadata.name, an unknown reference, another tenant's
-subnet, a tenant creating an instance type. Prints one line per step; exits
+subnet, a tenant creating an instance type. A NAT gateway on the network
+(typed references, one per network, its external IP held). Prints one line per step; exits
 non-zero at the first thing that is not as it should be.
 """
 
@@ -94,7 +95,8 @@ def run(a):
     check(got.id == "osac-current" and got.spec_defaults.instance_type.name == "osac-small", f"template with a typed default ({got})")
     step("a template published with a typed instance type")
 
-    _, sub, sg, theirs = networks(ch, user, [("authorization", f"Bearer {a.other_token}")])
+    net, sub, sg, theirs = networks(ch, user, [("authorization", f"Bearer {a.other_token}")])
+    nat_gateway(ch, user, net)
 
     def instance(name, subnet):
         return cit.ComputeInstance(metadata=md.Metadata(name=name, display_name="OSAC VM", description="made by OSAC's current client"),
@@ -221,6 +223,49 @@ def networks(ch, user, stranger):
     step("a network (relabelled with an update_mask, selected by label), a subnet and a security group, networks named by typed references")
     step("a name two tenants use reaches each tenant's own network, and another tenant's id reaches nothing")
     return net.id, sub.id, sg.id, their_sub.id
+
+
+def nat_gateway(ch, user, net_id):
+    """An external IP and a NAT gateway naming it and the network by typed references: READY with the address,
+    one per network (ALREADY_EXISTS), its external IP not released while it holds it, then deleted."""
+    import grpc
+    from osac.public.v1 import external_ip_type_pb2 as eit, external_ips_service_pb2 as eis, external_ips_service_pb2_grpc as eis_grpc
+    from osac.public.v1 import metadata_type_pb2 as md, nat_gateway_type_pb2 as ngt, nat_gateways_service_pb2 as ngs
+    from osac.public.v1 import nat_gateways_service_pb2_grpc as ngs_grpc, virtual_network_type_pb2 as vnt
+    ips, gateways = eis_grpc.ExternalIPsStub(ch), ngs_grpc.NATGatewaysStub(ch)
+    ip = ips.Create(eis.ExternalIPsCreateRequest(object=eit.ExternalIP(metadata=md.Metadata(name="osac-out"), spec=eit.ExternalIPSpec())),
+                    metadata=user, timeout=30).object
+    spec = ngt.NATGatewaySpec(virtual_network=vnt.VirtualNetworkLocalReference(name="osac-net"),
+                              external_ip=eit.ExternalIPLocalReference(name="osac-out"))
+    gw = gateways.Create(ngs.NATGatewaysCreateRequest(object=ngt.NATGateway(metadata=md.Metadata(name="osac-gw"), spec=spec)),
+                         metadata=user, timeout=30).object
+    check(gw.spec.virtual_network.id == net_id and gw.spec.external_ip.id == ip.id, f"references answered by id ({gw.spec})")
+    deadline = time.monotonic() + 30
+    while gw.status.state != ngt.NAT_GATEWAY_STATE_READY and time.monotonic() < deadline:
+        time.sleep(0.2)
+        gw = gateways.Get(ngs.NATGatewaysGetRequest(id=gw.id), metadata=user, timeout=30).object
+    check(gw.status.state == ngt.NAT_GATEWAY_STATE_READY, f"the gateway is READY ({gw.status})")
+    again = ngt.NATGateway(metadata=md.Metadata(name="osac-gw2"), spec=ngt.NATGatewaySpec(
+        virtual_network=vnt.VirtualNetworkLocalReference(id=net_id), external_ip=eit.ExternalIPLocalReference(id=ip.id)))
+    refused(lambda: gateways.Create(ngs.NATGatewaysCreateRequest(object=again), metadata=user, timeout=30),
+            grpc.StatusCode.ALREADY_EXISTS, "a second NAT gateway on one network")
+    refused(lambda: ips.Delete(eis.ExternalIPsDeleteRequest(id=ip.id), metadata=user, timeout=30),
+            grpc.StatusCode.FAILED_PRECONDITION, "releasing the external IP a NAT gateway holds")
+    listed = gateways.List(ngs.NATGatewaysListRequest(filter=f"this.spec.virtual_network.id == '{net_id}'"), metadata=user, timeout=30)
+    check([g.id for g in listed.items] == [gw.id], f"listed by its network ({listed})")
+    gateways.Delete(ngs.NATGatewaysDeleteRequest(id=gw.id), metadata=user, timeout=30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            gateways.Get(ngs.NATGatewaysGetRequest(id=gw.id), metadata=user, timeout=30)
+            time.sleep(0.2)
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.NOT_FOUND, f"gone ({e.code()})")
+            break
+    else:
+        check(False, "the NAT gateway is gone after its delete")
+    ips.Delete(eis.ExternalIPsDeleteRequest(id=ip.id), metadata=user, timeout=30)
+    step("a NAT gateway with typed references: READY, one per network, its external IP held; listed by its network, deleted")
 
 
 def watch(ch, user, vm_id, state, after):

@@ -86,7 +86,7 @@ async fn external_ips_follow_their_attachment_and_balancers_skip_stopped_targets
     let (ip_id, addr) = (ip["id"].as_str().unwrap().to_owned(), ip["status"]["address"].as_str().unwrap().to_owned());
     assert_eq!(ip["status"]["state"], "EXTERNAL_IP_STATE_ALLOCATED");
     let att = s.cli_json(&t, &["external-ip", "attach", "pub", "--vm", "web1"]);
-    assert_eq!(att["spec"]["compute_instance"], web1.as_str(), "{att}");
+    assert_eq!(att["spec"]["compute_instance"], json!({"id": web1}), "OSAC's typed reference: {att}");
     until_page(&s, &addr, "web1").await;
     until(&s, &t, &format!("virtual_machines/{web1}"), "showing the external IP", |v| v["status"]["externalIP"] == addr.as_str()).await;
     until(&s, &t, &format!("external_ips/{ip_id}"), "attached", |v| v["status"]["attached"] == true).await;

@@ -169,7 +169,7 @@ async fn a_name_two_tenants_use_reaches_only_the_caller_s_own_object() {
         json!({"metadata": {"name": "att"}, "spec": {"external_ip": "pub", "compute_instance": "vm"}}),
     )
     .await;
-    assert_eq!(att["spec"]["external_ip"], ids[1].3.as_str(), "{att}");
+    assert_eq!(att["spec"]["external_ip"]["id"], ids[1].3.as_str(), "{att}");
     for (path, body, field) in [
         (
             "subnets",

@@ -112,15 +112,21 @@ async fn vms_run_as_kubevirt_vms_in_their_tenants_namespaces() {
     }
 }
 
-/// Waits for the migration of `id` named `name`, as the backend made it.
-async fn the_migration(k: &KubeApi, id: &str, name: &str) -> Value {
+/// Waits for the migration of `id` named `name`, as the backend made it;
+/// on a timeout, says what the server logged of migrations and watches.
+async fn the_migration(k: &KubeApi, s: &Server, id: &str, name: &str) -> Value {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let found = objects_of(k, "/apis/kubevirt.io/v1/virtualmachineinstancemigrations", id).await;
         if let Some(m) = found.iter().find(|m| m["metadata"]["name"] == name) {
             return m.clone();
         }
-        assert!(std::time::Instant::now() < deadline, "no migration {name}: {found:#?}");
+        if std::time::Instant::now() > deadline {
+            let log = s.log();
+            let said: Vec<&str> =
+                log.lines().filter(|l| ["migrat", "watch", "VMI", "WARN", "ERROR"].iter().any(|w| l.contains(w))).collect();
+            panic!("no migration {name}: {found:#?}\nthe server said:\n{}", said.join("\n"));
+        }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
@@ -151,7 +157,7 @@ async fn an_administrator_live_migrates_a_vm() {
 
     let (st, body) = s.raw(Method::POST, &migrate, Some(&admin), Some(json!({"target_node": "node-2"}))).await;
     assert_eq!(st, 202, "{body}");
-    let m = the_migration(&k, &id, "db-migration-1").await;
+    let m = the_migration(&k, &s, &id, "db-migration-1").await;
     assert_eq!(m["spec"], json!({"vmiName": "db", "addedNodeSelector": {"kubernetes.io/hostname": "node-2"}}));
     let moving = vms::wait_until(&s, &admin, &id, "MIGRATING", 30, |v| vms::state(v) == "VIRTUAL_MACHINE_STATE_MIGRATING").await;
     assert!(condition(&moving, "PROGRESSING")["message"].as_str().unwrap().contains("to node node-2"), "{moving:#}");
@@ -172,7 +178,7 @@ async fn an_administrator_live_migrates_a_vm() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let shown: Value = serde_json::from_slice(&out.stdout).expect("the VM as JSON");
     assert_eq!(vms::state(&shown), "VIRTUAL_MACHINE_STATE_MIGRATING", "{shown:#}");
-    let m = the_migration(&k, &id, "db-migration-2").await;
+    let m = the_migration(&k, &s, &id, "db-migration-2").await;
     assert!(m["spec"].get("addedNodeSelector").is_none(), "no node asked: the scheduler's choice");
     let failed = json!({"phase": "Failed", "migrationState": {"failed": true, "failureReason": "target node has no room"}});
     let (st, body) = k.write_status(&m, "virtualmachineinstancemigrations", failed).await;

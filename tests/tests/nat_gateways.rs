@@ -126,7 +126,7 @@ async fn a_network_reaches_the_outside_through_its_nat_gateway_only() {
     // OSAC's typed references, or plain names; READY once the router routes out.
     let gw = made(&s, &t, "nat_gateways", "gw", json!({"virtual_network": {"name": "lab"}, "external_ip": {"name": "out"}})).await;
     assert_eq!(gw["@type"], "type.googleapis.com/osac.public.v1.NATGateway");
-    assert_eq!((gw["spec"]["external_ip"].as_str(), gw["status"]["address"].as_str()), (ip["id"].as_str(), Some(address.as_str())));
+    assert_eq!((&gw["spec"]["external_ip"], gw["status"]["address"].as_str()), (&json!({"id": ip["id"]}), Some(address.as_str())));
     let gw_path = format!("{V1}/nat_gateways/{}", gw["id"].as_str().unwrap());
     let ready = wait_state(&s, &t, &gw_path, "NAT_GATEWAY_STATE_READY", 30).await;
     assert_eq!(ready["status"]["address"], address.as_str(), "{ready}");

@@ -40,7 +40,7 @@ on_both_databases! {
         assert_eq!(st, 201, "{sn}");
         let o = &sn["object"];
         assert_eq!(o["@type"], "type.googleapis.com/osac.public.v1.Subnet");
-        assert_eq!((o["spec"]["virtual_network"].as_str(), o["status"]["state"].as_str()), (Some(net.as_str()), Some("SUBNET_STATE_PENDING")));
+        assert_eq!((o["spec"]["virtual_network"]["id"].as_str(), o["status"]["state"].as_str()), (Some(net.as_str()), Some("SUBNET_STATE_PENDING")));
         let front = o["id"].as_str().unwrap().to_owned();
         let failed = vms::wait_state(&s, &acme, &format!("{SUBNETS}/{front}"), "SUBNET_STATE_FAILED", 10).await;
         assert!(failed["status"]["message"].as_str().unwrap().contains("does not run subnets"), "{failed}");
@@ -119,7 +119,7 @@ on_both_databases! {
         assert_eq!(st, 201, "{g}");
         let o = &g["object"];
         assert_eq!(o["@type"], "type.googleapis.com/osac.public.v1.SecurityGroup");
-        assert_eq!(o["spec"]["virtual_network"], net.as_str(), "stored as the network's id");
+        assert_eq!(o["spec"]["virtual_network"], json!({"id": net}), "stored as the network's id, answered as OSAC's typed reference");
         let id = o["id"].as_str().unwrap().to_owned();
         vms::wait_state(&s, &acme, &format!("{SGS}/{id}"), "SECURITY_GROUP_STATE_READY", 10).await;
 

@@ -251,7 +251,7 @@ async fn network_scenario(tf: Tf) {
 vmaas_tests::on_both_terraforms!(network_scenario: network_resource_terraform_1_0_3, network_resource_terraform_1_15_5);
 
 /// What the test adds to the two-tier example: an external IP on a web VM
-/// (moved by a variable), and the data sources.
+/// (moved by a variable), a NAT gateway for the network, and the data sources.
 const TWO_TIER_EXTRA: &str = r#"
 variable "direct_to" {
   type    = number
@@ -269,6 +269,20 @@ resource "vmaas_external_ip_attachment" "direct" {
   compute_instance = vmaas_virtual_machine.web[var.direct_to].name
 }
 
+resource "vmaas_external_ip" "egress" {
+  name = "egress"
+}
+
+resource "vmaas_nat_gateway" "out" {
+  name            = "out"
+  virtual_network = vmaas_virtual_network.app.id
+  external_ip     = vmaas_external_ip.egress.name
+}
+
+data "vmaas_nat_gateway" "out" {
+  name = vmaas_nat_gateway.out.name
+}
+
 data "vmaas_subnet" "app" {
   name = vmaas_subnet.app.name
 }
@@ -279,6 +293,10 @@ data "vmaas_load_balancer" "web" {
 
 output "direct" {
   value = vmaas_external_ip_attachment.direct.external_ip_address
+}
+
+output "nat" {
+  value = "${data.vmaas_nat_gateway.out.state} ${vmaas_nat_gateway.out.address} ${vmaas_external_ip.egress.address}"
 }
 
 output "subnet_cidr" {
@@ -318,7 +336,13 @@ async fn two_tier_scenario(tf: Tf) {
     let w = Workspace::new(tf, &s, &t, &main_tf);
     w.add_file("extra.tf", TWO_TIER_EXTRA);
     let text = w.apply(&[]);
-    assert!(text.contains("Apply complete! Resources: 10 added"), "{text}");
+    assert!(text.contains("Apply complete! Resources: 12 added"), "{text}");
+    let nat = w.output("nat");
+    let parts: Vec<&str> = nat.split(' ').collect();
+    assert!(
+        parts.len() == 3 && parts[0] == "NAT_GATEWAY_STATE_READY" && parts[1] == parts[2],
+        "the NAT gateway, READY on its address: {nat}"
+    );
     let lb = w.output("load_balancer");
     until_served(&lb, &["two-tier-web-0", "two-tier-web-1"]).await;
     let direct = w.output("direct");
@@ -348,7 +372,7 @@ async fn two_tier_scenario(tf: Tf) {
     w.ok(&["import", "-var", "direct_to=1", "vmaas_external_ip.direct", &id]);
     assert_eq!(w.plan_code(&["-var", "direct_to=1"]).0, 0, "the import matches the configuration");
     w.ok(&["destroy", "-auto-approve", "-no-color", "-var", "direct_to=1"]);
-    for kind in ["virtual_machines", "load_balancers", "external_ips", "subnets", "security_groups", "virtual_networks"] {
+    for kind in ["virtual_machines", "load_balancers", "nat_gateways", "external_ips", "subnets", "security_groups", "virtual_networks"] {
         let (_, list) = s.raw(Method::GET, &format!("/api/fulfillment/v1/{kind}"), Some(&t), None).await;
         assert_eq!(list["total"], 0, "{kind}: {list}");
     }

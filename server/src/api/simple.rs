@@ -7,7 +7,7 @@ use axum::response::Response;
 use chrono::Utc;
 use serde::Deserialize;
 use tracing::info;
-use vmaas_model::{MetadataInput, Object, ObjectKind, ValidationErrors, VirtualNetwork};
+use vmaas_model::{MetadataInput, Object, ObjectKind, ValidationErrors, VirtualNetwork, reference};
 
 use super::query::{ListQuery, Selection};
 use super::shared::Paging;
@@ -92,7 +92,10 @@ pub(super) async fn relabel<K: Object>(s: &AppState, caller: &Caller, id: &str, 
     }
     let now = serde_json::to_value(&current.spec).map_err(ApiError::internal)?;
     for (field, sent) in r.spec.as_ref().and_then(|v| v.as_object()).into_iter().flatten() {
-        if now.get(field).unwrap_or(&serde_json::Value::Null) != sent {
+        let held = now.get(field).unwrap_or(&serde_json::Value::Null);
+        // A reference may come back typed or as the plain id it holds.
+        let same_key = matches!((reference::key(held), reference::key(sent)), (Ok(Some(a)), Ok(Some(b))) if a == b);
+        if held != sent && !same_key {
             errs.push(format!("object.spec.{field}"), format!("is fixed at create: a {} keeps its spec", K::KIND.human()));
         }
     }

@@ -111,8 +111,7 @@ fn fit(desc: &MessageDescriptor, value: &mut Value) {
     if desc.name().ends_with("Reference")
         && let Value::String(held) = value
     {
-        use vmaas_model::reference::typed;
-        *value = if uuid::Uuid::parse_str(held).is_ok() { typed(held, "") } else { typed("", held) };
+        *value = vmaas_model::reference::held(held);
         return;
     }
     if desc.full_name() == "google.protobuf.Any" {
