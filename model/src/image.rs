@@ -8,6 +8,9 @@
 //! and the volumes starting as it.
 
 pub mod disk_image;
+pub mod lifecycle;
+
+pub use lifecycle::{ImageDeprecation, ImageLifecycle, ImageLifecyclePatch};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -96,6 +99,13 @@ pub struct ImageSpec {
     /// Whether its guest wants a TPM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tpm: Option<bool>,
+    /// Where it is in its life (OSAC's `DiskImageLifecycle`; left out while AVAILABLE).
+    /// Changed by a PATCH; an import is AVAILABLE.
+    #[serde(default, skip_serializing_if = "ImageLifecycle::is_available")]
+    pub lifecycle: ImageLifecycle,
+    /// When it was deprecated, and when it becomes (or became) obsolete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deprecation: Option<ImageDeprecation>,
 }
 
 impl ImageSpec {
@@ -123,6 +133,12 @@ impl ImageSpec {
             }
         }
         self.profile().check(prefix, &mut errs);
+        if !self.lifecycle.is_available() || self.deprecation.is_some() {
+            errs.push(
+                format!("{prefix}.lifecycle"),
+                "an import is DISK_IMAGE_LIFECYCLE_AVAILABLE: deprecate it with a PATCH once imported",
+            );
+        }
         if let Some(sum) = &mut self.sha256 {
             *sum = sum.trim().to_ascii_lowercase();
             if sum.len() != 64 || !sum.bytes().all(|b| b.is_ascii_hexdigit()) {

@@ -167,6 +167,7 @@ def run(a):
         time.sleep(0.5)
     step("deleted; Get answers NOT_FOUND")
     gateway_json(a, disk.id)
+    lifecycle(ch, user, [("authorization", f"Bearer {a.other_token}")], disk.id)
 
 
 def networks(ch, user, stranger):
@@ -266,6 +267,47 @@ def nat_gateway(ch, user, net_id):
         check(False, "the NAT gateway is gone after its delete")
     ips.Delete(eis.ExternalIPsDeleteRequest(id=ip.id), metadata=user, timeout=30)
     step("a NAT gateway with typed references: READY, one per network, its external IP held; listed by its network, deleted")
+
+
+def lifecycle(ch, user, stranger, disk_id):
+    """The disk image deprecated with an update mask (still booted by a new compute instance), made obsolete (a
+    new one is INVALID_ARGUMENT naming the image), then available again; another tenant cannot change it."""
+    import grpc
+    from google.protobuf import field_mask_pb2
+    from osac.public.v1 import compute_instance_type_pb2 as cit, compute_instances_service_pb2 as cis
+    from osac.public.v1 import compute_instances_service_pb2_grpc as cis_grpc, metadata_type_pb2 as md
+    from osac.public.v1 import compute_instance_template_type_pb2 as ctt
+    from osac.public.v1 import disk_image_type_pb2 as dit, disk_images_service_pb2 as dis, disk_images_service_pb2_grpc as dis_grpc
+    images, instances = dis_grpc.DiskImagesStub(ch), cis_grpc.ComputeInstancesStub(ch)
+    mask = field_mask_pb2.FieldMask(paths=["spec.lifecycle"])
+
+    def move(to, who=user):
+        obj = dit.DiskImage(id=disk_id, spec=dit.DiskImageSpec(lifecycle=to, source_ref="ignored-by-the-mask"))
+        return images.Update(dis.DiskImagesUpdateRequest(object=obj, update_mask=mask), metadata=who, timeout=30).object
+
+    def new_instance(name):
+        obj = cit.ComputeInstance(metadata=md.Metadata(name=name), spec=cit.ComputeInstanceSpec(
+            template=ctt.ComputeInstanceTemplateReference(name="osac-current"), disk_image=dit.DiskImageReference(id=disk_id),
+            run_strategy="Halted"))
+        return instances.Create(cis.ComputeInstancesCreateRequest(object=obj), metadata=user, timeout=60).object
+
+    old = move(dit.DISK_IMAGE_LIFECYCLE_DEPRECATED)
+    check(old.spec.lifecycle == dit.DISK_IMAGE_LIFECYCLE_DEPRECATED and old.spec.deprecation.deprecation_timestamp.seconds > 0,
+          f"deprecated, with its time ({old.spec})")
+    check(old.spec.source_ref.startswith("http"), f"the rest kept ({old.spec.source_ref})")
+    still = new_instance("on-deprecated")
+    step("a disk image deprecated with an update mask; a new compute instance still boots it")
+    gone = move(dit.DISK_IMAGE_LIFECYCLE_OBSOLETE)
+    check(gone.spec.deprecation.obsolescence_timestamp.seconds > 0, f"obsolete, with its time ({gone.spec})")
+    e = refused(lambda: new_instance("on-obsolete"), grpc.StatusCode.INVALID_ARGUMENT, "a new compute instance of an obsolete image")
+    check("obsolete" in e.details(), f"says why ({e.details()})")
+    listed = images.List(dis.DiskImagesListRequest(), metadata=user, timeout=30)
+    check(disk_id in [i.id for i in listed.items], "an obsolete image is still listed")
+    refused(lambda: move(dit.DISK_IMAGE_LIFECYCLE_AVAILABLE, stranger), grpc.StatusCode.NOT_FOUND, "another tenant moving the image")
+    back = move(dit.DISK_IMAGE_LIFECYCLE_AVAILABLE)
+    check(back.spec.lifecycle == dit.DISK_IMAGE_LIFECYCLE_AVAILABLE and not back.spec.HasField("deprecation"), f"available again ({back.spec})")
+    instances.Delete(cis.ComputeInstancesDeleteRequest(id=still.id), metadata=user, timeout=60)
+    step("made obsolete: a new compute instance is INVALID_ARGUMENT, the image still listed; another tenant cannot move it; available again")
 
 
 def watch(ch, user, vm_id, state, after):

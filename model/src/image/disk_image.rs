@@ -6,7 +6,8 @@
 //! `source_ref` is the URL to import (its `source_type` left unspecified);
 //! OSAC's `SOURCE_TYPE_REGISTRY` (an OCI artifact) is refused, naming the
 //! field. The architecture is `ARCHITECTURE_AMD64`, the only one this host
-//! runs. Images have no lifecycle: they are `DISK_IMAGE_LIFECYCLE_AVAILABLE`.
+//! runs. An import is `DISK_IMAGE_LIFECYCLE_AVAILABLE`; an update moves
+//! its lifecycle ([`patch_of_disk_image`], [`super::lifecycle`]).
 //! The import's progress is in the status, which OSAC leaves empty
 //! (`state`, `message`, `virtual_size`, `progress_bytes`, `size_bytes`).
 
@@ -42,18 +43,46 @@ pub fn to_disk_image(i: &Image) -> Value {
     if let Some(why) = &i.status.message {
         status["message"] = Value::from(why.as_str());
     }
-    json!({
-        "@type": DISK_IMAGE_TYPE_URL,
-        "id": i.id,
-        "metadata": metadata,
-        "spec": {
-            "source_ref": i.spec.source.clone().unwrap_or_else(|| i.metadata.name.clone()),
-            "guest_os_family": family,
-            "architecture": [AMD64],
-            "lifecycle": "DISK_IMAGE_LIFECYCLE_AVAILABLE",
-        },
-        "status": status,
-    })
+    let mut spec = json!({
+        "source_ref": i.spec.source.clone().unwrap_or_else(|| i.metadata.name.clone()),
+        "guest_os_family": family,
+        "architecture": [AMD64],
+        "lifecycle": i.spec.lifecycle,
+    });
+    if let Some(d) = &i.spec.deprecation {
+        spec["deprecation"] = serde_json::to_value(d).unwrap_or_default();
+    }
+    json!({"@type": DISK_IMAGE_TYPE_URL, "id": i.id, "metadata": metadata, "spec": spec, "status": status})
+}
+
+/// The disk image body `di` (the object of an update) read as the body of
+/// an image's PATCH: its metadata, and of its spec the lifecycle and the
+/// deprecation; another spec field sent back as `now` (the image's disk
+/// image) has it is ignored, a change of one is an error under `prefix`.
+pub fn patch_of_disk_image(di: Value, now: &Value, prefix: &str) -> Result<Value, ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    let Value::Object(mut m) = di else {
+        errs.push(prefix, "must be a JSON object");
+        return Err(errs);
+    };
+    let mut out = Map::new();
+    for f in ["id", "metadata"] {
+        if let Some(v) = m.remove(f) {
+            out.insert(f.into(), v);
+        }
+    }
+    let mut spec = Map::new();
+    if let Some(Value::Object(given)) = m.remove("spec") {
+        for (f, v) in given {
+            match f.as_str() {
+                "lifecycle" | "deprecation" => _ = spec.insert(f, v),
+                _ if now["spec"].get(&f) == Some(&v) => {}
+                _ => errs.push(format!("{prefix}.spec.{f}"), "is fixed at import: only lifecycle and deprecation change"),
+            }
+        }
+    }
+    out.insert("spec".into(), Value::Object(spec));
+    if errs.is_empty() { Ok(Value::Object(out)) } else { Err(errs) }
 }
 
 /// The disk image body `di` (the object of a create) read as an image
@@ -92,7 +121,7 @@ pub fn from_disk_image(di: Value, prefix: &str) -> Result<Value, ValidationError
     }
     match text("lifecycle").as_str() {
         "" | "DISK_IMAGE_LIFECYCLE_UNSPECIFIED" | "DISK_IMAGE_LIFECYCLE_AVAILABLE" => {}
-        other => errs.push(at("lifecycle"), format!("is not supported ({other}): images are available until deleted")),
+        other => errs.push(at("lifecycle"), format!("cannot be {other} at import: deprecate the image with an update once imported")),
     }
     if let Some(d) = spec.get("description").and_then(Value::as_str) {
         image.insert("description".into(), Value::from(d));
@@ -115,6 +144,18 @@ mod tests {
             json!({"metadata": {"name": "deb", "display_name": "Debian"},
             "spec": {"source": "http://127.0.0.1:8/d.qcow2", "guest_os_family": "GUEST_OS_FAMILY_LINUX"}})
         );
+    }
+
+    #[test]
+    fn an_update_moves_the_lifecycle_and_keeps_the_rest() {
+        let now = json!({"spec": {"source_ref": "http://x/a.qcow2", "architecture": ["ARCHITECTURE_AMD64"]}});
+        let sent = json!({"id": "i1", "metadata": {"labels": {"a": "b"}}, "spec": {"source_ref": "http://x/a.qcow2",
+            "architecture": ["ARCHITECTURE_AMD64"], "lifecycle": "DISK_IMAGE_LIFECYCLE_DEPRECATED"}});
+        let body = patch_of_disk_image(sent, &now, "object").unwrap();
+        assert_eq!(body, json!({"id": "i1", "metadata": {"labels": {"a": "b"}}, "spec": {"lifecycle": "DISK_IMAGE_LIFECYCLE_DEPRECATED"}}));
+        let moved = json!({"spec": {"source_ref": "http://y/b.qcow2"}});
+        let errs = patch_of_disk_image(moved, &now, "object").unwrap_err();
+        assert_eq!(errs.0[0].field, "object.spec.source_ref");
     }
 
     #[test]

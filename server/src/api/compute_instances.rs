@@ -87,7 +87,8 @@ pub(super) async fn create(
     caller: Caller,
     ApiJson(req): ApiJson<Envelope<Value>>,
 ) -> Result<Response, ApiError> {
-    let body = vm_body(req.object)?;
+    let mut body = vm_body(req.object)?;
+    image_named(&s, &caller, &mut body.vm).await?;
     let vm: Envelope<CreateVirtualMachine> =
         decode(&serde_json::to_vec(&json!({"object": body.vm})).map_err(ApiError::internal)?).map_err(in_view)?;
     let (status, Json(made)) = vms::create(State(s.clone()), caller.clone(), ApiJson(vm)).await.map_err(in_view)?;
@@ -106,7 +107,8 @@ pub(super) async fn patch(
     Path(id): Path<String>,
     ApiJson(req): ApiJson<Envelope<Value>>,
 ) -> Result<Response, ApiError> {
-    let body = vm_body(req.object)?;
+    let mut body = vm_body(req.object)?;
+    image_named(&s, &caller, &mut body.vm).await?;
     let vm: Envelope<PatchVirtualMachine> =
         decode(&serde_json::to_vec(&json!({"object": body.vm})).map_err(ApiError::internal)?).map_err(in_view)?;
     let Json(changed) = vms::patch(State(s.clone()), caller.clone(), Path(id.clone()), ApiJson(vm)).await.map_err(in_view)?;
@@ -130,6 +132,18 @@ pub(super) async fn remove(
 ) -> Result<Response, ApiError> {
     let (status, Json(gone)) = vms::remove(State(s.clone()), caller.clone(), Path(id), q).await?;
     answer(&s, &caller, status, &gone.object).await
+}
+
+/// A disk image given by its id (OSAC's `{"id": …}`) as a VM names its
+/// image: by the image's name (an id that is no image of the caller's is
+/// left for the VM's checks to refuse, naming the field).
+async fn image_named(s: &AppState, caller: &Caller, vm: &mut Value) -> Result<(), ApiError> {
+    let Some(held) = vm.pointer_mut("/spec/image/source_ref") else { return Ok(()) };
+    let Some(id) = held.as_str().filter(|k| uuid::Uuid::parse_str(k).is_ok()).map(str::to_owned) else { return Ok(()) };
+    if let Named::One(i) = images::lookup(s, caller, &id).await? {
+        *held = Value::from(i.name.clone());
+    }
+    Ok(())
 }
 
 /// The VM body a compute instance body stands for.

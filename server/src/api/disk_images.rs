@@ -10,20 +10,20 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
-use vmaas_model::image::disk_image::{from_disk_image, to_disk_image};
+use vmaas_model::image::disk_image::{from_disk_image, patch_of_disk_image, to_disk_image};
 use vmaas_model::image::{Image, ImageSpec};
 use vmaas_model::{CreateObject, Envelope};
 
 use super::extract::{ApiJson, ApiQuery, decode};
 use super::query::{PageQuery, Selection};
 use super::shared::Paging;
-use super::{image_imports, images};
+use super::{image_imports, image_lifecycle, images};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
 
 pub(super) fn routes() -> Router<AppState> {
-    Router::new().route("/disk_images", get(list).post(create)).route("/disk_images/{id}", get(read).delete(remove))
+    Router::new().route("/disk_images", get(list).post(create)).route("/disk_images/{id}", get(read).patch(update).delete(remove))
 }
 
 /// List disk images: the catalog's and the imported ones you see.
@@ -73,6 +73,26 @@ pub(super) async fn create(
         decode(&serde_json::to_vec(&json!({"object": body})).map_err(ApiError::internal)?).map_err(in_view)?;
     let (status, Json(made)) = image_imports::create(State(s), caller, ApiJson(import)).await.map_err(in_view)?;
     Ok(answer(status, &made.object))
+}
+
+/// Update an imported disk image: its labels, and its lifecycle
+/// (`DISK_IMAGE_LIFECYCLE_DEPRECATED`, `_OBSOLETE`: no new compute instance
+/// boots it, `_AVAILABLE` again); what is fixed at import may be sent back unchanged.
+#[utoipa::path(patch, path = "/api/fulfillment/v1/disk_images/{id}", tag = "disk images",
+    params(("id" = String, Path, description = "Image id or name")),
+    responses((status = 200, description = "`{\"object\": disk image}`"), (status = 400, body = ApiError), (status = 403, body = ApiError), (status = 404, body = ApiError)),
+    security(("bearer" = [])))]
+pub(super) async fn update(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<Envelope<Value>>,
+) -> Result<Response, ApiError> {
+    let Json(now) = images::read(State(s.clone()), caller.clone(), Path(id.clone())).await?;
+    let body = patch_of_disk_image(req.object, &to_disk_image(&now.object), "object").map_err(ApiError::invalid)?;
+    let change = decode(&serde_json::to_vec(&json!({"object": body})).map_err(ApiError::internal)?)?;
+    let Json(changed) = image_lifecycle::change(State(s), caller, Path(id), ApiJson(change)).await?;
+    Ok(answer(StatusCode::OK, &changed.object))
 }
 
 /// Delete an imported disk image (one no VM or volume uses).

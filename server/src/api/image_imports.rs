@@ -118,7 +118,7 @@ async fn check_imports_under_way(s: &AppState, tenant: &str) -> Result<(), ApiEr
 /// The caller's imported image `reference` ([`lookup`]), to change: a
 /// public image only an administrator (or its tenant) changes (403), and a
 /// name several tenants use must be given as an id (409).
-async fn own(s: &AppState, caller: &Caller, reference: &str) -> Result<ImageRecord, ApiError> {
+pub(super) async fn own(s: &AppState, caller: &Caller, reference: &str) -> Result<ImageRecord, ApiError> {
     match lookup(s, caller, reference).await? {
         Named::One(i) if i.spec.public && !caller.is_admin() && i.tenant != caller.tenant => {
             Err(ApiError::forbidden(format!("image {:?} is a public image: only administrators change it", i.name)))

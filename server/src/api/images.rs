@@ -9,7 +9,7 @@ use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use vmaas_backend::CatalogImage;
-use vmaas_model::image::{IMAGE_TYPE_URL, Image, ImageMetadata, ImageSpec, ImageState, ImageStatus};
+use vmaas_model::image::{IMAGE_TYPE_URL, Image, ImageLifecycle, ImageMetadata, ImageSpec, ImageState, ImageStatus};
 use vmaas_model::spec::DEFAULT_IMAGE;
 use vmaas_model::{Envelope, MachineSpec, ObjectKind, Page, ValidationErrors};
 
@@ -219,12 +219,14 @@ pub(super) fn made(s: &AppState, image: Option<&BootImage>) {
 }
 
 /// Refuses a machine whose image the backend's catalog lacks, or cannot
-/// boot from, naming `field` (the parameter that chose it, or the template).
+/// boot from, or that is obsolete (unless it is `kept`, the image the VM
+/// boots already), naming `field` (the parameter that chose it, or the template).
 pub(super) async fn check_image(
     s: &AppState,
     caller: &Caller,
     machine: &MachineSpec,
     field: &str,
+    kept: Option<&str>,
     errs: &mut ValidationErrors,
 ) -> Result<(), ApiError> {
     let Some(images) = catalog(s).await? else { return Ok(()) };
@@ -232,6 +234,9 @@ pub(super) async fn check_image(
     if let Some(i) = s.store.visible_image(&caller.tenant, wanted).await? {
         if i.status.state == ImageState::Failed {
             errs.push(field, format!("image {wanted:?} could not be imported: {}", i.status.message.clone().unwrap_or_default()));
+        }
+        if i.spec.lifecycle == ImageLifecycle::Obsolete && kept != Some(wanted.as_str()) {
+            errs.push(field, format!("image {wanted:?} is obsolete (DISK_IMAGE_LIFECYCLE_OBSOLETE): no new VM boots it"));
         }
         return Ok(());
     }

@@ -16,6 +16,7 @@ mod extract;
 mod fuzz;
 mod health;
 mod image_imports;
+mod image_lifecycle;
 mod images;
 mod mask;
 mod migrate;
@@ -73,6 +74,7 @@ pub fn router(state: AppState, limits: &crate::serve::HttpLimits) -> Router {
         .merge(resources::external_ips::routes())
         .merge(images::routes())
         .merge(image_imports::routes())
+        .merge(image_lifecycle::routes())
         .merge(console::routes())
         .merge(display::routes())
         .merge(quotas::routes());

@@ -12,6 +12,7 @@ use super::display;
 use super::events;
 use super::exports;
 use super::image_imports;
+use super::image_lifecycle;
 use super::images;
 use super::migrate;
 use super::quotas;
@@ -30,9 +31,9 @@ use super::vms;
         compute_instance_templates::list, compute_instance_templates::read, compute_instance_templates::create,
         compute_instance_templates::patch, compute_instance_templates::remove,
         compute_instances::list, compute_instances::read, compute_instances::create, compute_instances::patch, compute_instances::remove,
-        disk_images::list, disk_images::read, disk_images::create, disk_images::remove,
+        disk_images::list, disk_images::read, disk_images::create, disk_images::update, disk_images::remove,
         external_ips::list_pools, external_ips::read_pool,
-        images::list, images::read, image_imports::create, image_imports::upload, image_imports::remove, image_imports::prune, events::events,
+        images::list, images::read, image_imports::create, image_imports::upload, image_imports::remove, image_imports::prune, image_lifecycle::change, events::events,
         console::create_session, console::console, console::console_log, display::vnc, console_sessions::create,
         quotas::read, quotas::set, quotas::clear, quotas::list,
     ),

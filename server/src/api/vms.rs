@@ -156,7 +156,7 @@ pub(super) async fn create(
     check_placement(s.backend.as_ref(), obj.spec.placement.as_ref(), &mut errs);
     super::vm_expiry::at_create(&s, &caller.tenant, &mut obj.spec, &mut errs).await?;
     if let Some((template, r)) = &resolved {
-        super::images::check_image(&s, &caller, &r.spec, &image_field(template, &obj.spec), &mut errs).await?;
+        super::images::check_image(&s, &caller, &r.spec, &image_field(template, &obj.spec), None, &mut errs).await?;
     }
     let (Some(name), Some((_, resolved)), true) = (name, resolved, errs.is_empty()) else {
         return Err(ApiError::invalid(errs));
@@ -270,7 +270,8 @@ pub(super) async fn patch(
         && let Some((template, r)) = resolve(&s, &mut next.spec, previous_type, false, &mut errs).await?
     {
         check_no_shrink(&template, &current.machine, &r.spec, &mut errs);
-        super::images::check_image(&s, &caller, &r.spec, &image_field(&template, &next.spec), &mut errs).await?;
+        let kept = Some(current.machine.boot.image.as_str());
+        super::images::check_image(&s, &caller, &r.spec, &image_field(&template, &next.spec), kept, &mut errs).await?;
         next.machine = r.spec;
         rebooted = true;
     }
