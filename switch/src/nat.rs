@@ -49,6 +49,11 @@ const UDP_IDLE: Duration = Duration::from_secs(120);
 const UDP_WAITING: usize = 16;
 /// The largest UDP payload carried back (one 1500-byte packet).
 const UDP_LARGEST: usize = 1472;
+/// Flows of one network at once, TCP and UDP each (open or being opened):
+/// past it a new TCP flow is refused (the guest's RST) and a new UDP flow's
+/// datagrams are dropped, so one network's guests cannot take every socket
+/// of the host.
+pub const MAX_FLOWS: usize = 4096;
 
 /// A guest's end and the outside end of one flow.
 type Flow = (SocketAddrV4, SocketAddrV4);
@@ -172,7 +177,14 @@ impl Engine {
                 let syn = flags & 0x12 == 0x02;
                 if !syn || self.live.contains(&flow) {
                     self.wire.rx.push_back(packet);
-                } else if self.dialing.insert(flow) {
+                } else if self.dialing.contains(&flow) {
+                    // Sent again while its flow is dialled: it waits with it.
+                } else if self.live.len() + self.dialing.len() >= MAX_FLOWS {
+                    debug!(guest = %flow.0, to = %flow.1, "NAT: too many flows; refused");
+                    // No listening socket: the stack answers with a RST.
+                    self.wire.rx.push_back(packet);
+                } else {
+                    self.dialing.insert(flow);
                     self.dial_tcp(flow, packet);
                 }
             }
@@ -216,6 +228,9 @@ impl Engine {
 
     /// A guest's datagram: sent on its flow's socket, opened on first use.
     fn datagram(&mut self, flow: Flow, data: Vec<u8>) {
+        if !self.udp.contains_key(&flow) && self.udp.len() >= MAX_FLOWS {
+            return;
+        }
         let entry = self.udp.entry(flow).or_insert_with(|| {
             let (dialing, events) = (self.dialer.udp(flow.1), self.events.clone());
             runtime().spawn(async move {
@@ -348,6 +363,51 @@ fn handle(e: &mut Engine, ev: Event) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame::{ETHERTYPE_IPV4, ethernet};
+
+    /// A dialer whose flows never open.
+    struct Never;
+
+    impl Dialer for Never {
+        fn tcp(&self, _: SocketAddrV4) -> Dialing<TcpStream> {
+            Box::pin(std::future::pending())
+        }
+        fn udp(&self, _: SocketAddrV4) -> Dialing<UdpSocket> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    /// A guest's TCP SYN from `sport` to 192.0.2.10:80, as the router hands it over.
+    fn syn(sport: u16) -> Vec<u8> {
+        let mut f = ethernet(Mac::BROADCAST, Mac::BROADCAST, ETHERTYPE_IPV4);
+        let mut ip = [0u8; 20];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&40u16.to_be_bytes());
+        (ip[8], ip[9]) = (64, PROTO_TCP);
+        ip[12..16].copy_from_slice(&[10, 30, 1, 2]);
+        ip[16..20].copy_from_slice(&[192, 0, 2, 10]);
+        f.extend_from_slice(&ip);
+        let mut tcp = [0u8; 20];
+        tcp[0..2].copy_from_slice(&sport.to_be_bytes());
+        tcp[2..4].copy_from_slice(&80u16.to_be_bytes());
+        (tcp[12], tcp[13]) = (0x50, 0x02);
+        f.extend_from_slice(&tcp);
+        f
+    }
+
+    #[test]
+    fn a_network_opens_a_bounded_number_of_flows() {
+        let (events, _keep) = mpsc::channel(1);
+        let mut e = Engine::new((Ipv4Addr::new(10, 30, 0, 0), 16), Arc::new(Never), events);
+        for port in 0..MAX_FLOWS as u16 {
+            e.frame(&syn(10_000 + port));
+        }
+        assert_eq!((e.dialing.len(), e.wire.rx.len()), (MAX_FLOWS, 0), "every flow is being dialled, none answered yet");
+        e.frame(&syn(10_000));
+        assert_eq!(e.wire.rx.len(), 0, "a SYN sent again while its flow is dialled waits with it");
+        e.frame(&syn(60_000));
+        assert_eq!((e.dialing.len(), e.wire.rx.len()), (MAX_FLOWS, 1), "one more is refused: to the stack, which answers RST");
+    }
 
     #[test]
     fn the_network_itself_is_never_outside() {
