@@ -107,20 +107,21 @@ impl EgressPolicy {
             s.bind(&SocketAddr::from((from, 0)).into())?;
             Ok(s)
         };
+        self.where_egress_leaves(make).await
+    }
+
+    /// Runs `work` in `--nat-netns` if given, else here.
+    async fn where_egress_leaves<T: Send + 'static>(&self, work: impl FnOnce() -> io::Result<T> + Send + 'static) -> io::Result<T> {
         match &self.netns {
-            Some(ns) => ns.run(make).await.map_err(|_| io::Error::other("the namespace's thread ended"))?,
-            None => make(),
+            Some(ns) => ns.run(work).await.map_err(|_| io::Error::other("the namespace's thread ended"))?,
+            None => work(),
         }
     }
 
     /// Whether sockets can be bound to `address` where egress leaves: a NAT
     /// gateway on an address the host (or namespace) lacks cannot run.
     pub async fn bindable(self: &Arc<Self>, address: Ipv4Addr) -> io::Result<()> {
-        let probe = move || Socket::new(Domain::IPV4, Type::DGRAM, None)?.bind(&SocketAddr::from((address, 0)).into());
-        match &self.netns {
-            Some(ns) => ns.run(probe).await.map_err(|_| io::Error::other("the namespace's thread ended"))?,
-            None => probe(),
-        }
+        self.where_egress_leaves(move || Socket::new(Domain::IPV4, Type::DGRAM, None)?.bind(&SocketAddr::from((address, 0)).into())).await
     }
 }
 

@@ -6,12 +6,13 @@
 //! reconciler's first pass after a restart starts each NAT again.
 
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 use tracing::info;
 use vmaas_backend::{BackendError, Cleanup, Driver, NatObservation, NatSpec, NatTarget, Requeue};
+use vmaas_model::network::Cidr;
 
 use crate::egress::{Egress, EgressPolicy};
 use crate::subnet::Subnets;
@@ -35,10 +36,13 @@ impl NatGateways {
     }
 }
 
-/// `ADDR/LEN` as an address and a prefix.
+/// An IPv4 network `ADDR/LEN` (as the model checks a network's range) as
+/// an address and a prefix.
 fn range(cidr: &str) -> Option<(Ipv4Addr, u8)> {
-    let (a, l) = cidr.split_once('/')?;
-    Some((a.parse().ok()?, l.parse().ok().filter(|l| *l <= 32)?))
+    match Cidr::parse(cidr, 4).ok()? {
+        Cidr { addr: IpAddr::V4(a), len } => Some((a, len)),
+        _ => None,
+    }
 }
 
 #[async_trait]

@@ -25,10 +25,21 @@ pub struct SubnetConfig {
     pub lease_seconds: u32,
 }
 
+/// The netmask of a `prefix`-bit network, as a number.
+fn mask_of(prefix: u8) -> u32 {
+    if prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(prefix)) }
+}
+
+/// Whether `ip` is in the network `net`/`prefix`.
+pub(crate) fn within(ip: Ipv4Addr, net: Ipv4Addr, prefix: u8) -> bool {
+    let mask = mask_of(prefix);
+    u32::from(ip) & mask == u32::from(net) & mask
+}
+
 impl SubnetConfig {
     /// The netmask.
     pub fn mask(&self) -> Ipv4Addr {
-        Ipv4Addr::from(if self.prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(self.prefix)) })
+        Ipv4Addr::from(mask_of(self.prefix))
     }
 
     /// The broadcast address.
@@ -38,7 +49,7 @@ impl SubnetConfig {
 
     /// Whether `ip` is in the subnet.
     pub fn contains(&self, ip: Ipv4Addr) -> bool {
-        u32::from(ip) & u32::from(self.mask()) == u32::from(self.network)
+        within(ip, self.network, self.prefix)
     }
 }
 

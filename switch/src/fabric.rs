@@ -145,10 +145,7 @@ impl Fabric {
 
     /// Whether the gateway routes to `ip`.
     fn routes_to(&self, ip: Ipv4Addr) -> bool {
-        self.routes.iter().any(|(net, prefix)| {
-            let mask = if *prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(*prefix)) };
-            u32::from(ip) & mask == u32::from(*net)
-        })
+        self.routes.iter().any(|(net, prefix)| crate::config::within(ip, *net, *prefix))
     }
 
     /// The ports, for flooding.

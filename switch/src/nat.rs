@@ -26,6 +26,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 use tracing::debug;
 
+use crate::config::within;
 use crate::frame::{ETH_HEADER, Ipv4, Mac, PROTO_TCP, PROTO_UDP, udp_frame};
 use crate::router::Router;
 use crate::segment::runtime;
@@ -132,12 +133,6 @@ struct Engine {
     swept: Instant,
 }
 
-/// Whether `ip` is in `net`/`prefix`.
-fn within(ip: Ipv4Addr, (net, prefix): (Ipv4Addr, u8)) -> bool {
-    let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(prefix)) };
-    u32::from(ip) & mask == u32::from(net) & mask
-}
-
 impl Engine {
     fn new(inside: (Ipv4Addr, u8), dialer: Arc<dyn Dialer>, events: mpsc::Sender<Event>) -> Self {
         let mut wire = Wire::default();
@@ -166,7 +161,7 @@ impl Engine {
     fn frame(&mut self, frame: &[u8]) {
         let Some(ip) = Ipv4::parse(frame) else { return };
         let Some((sport, dport)) = ip.ports(frame) else { return };
-        if within(ip.dst, self.inside) {
+        if within(ip.dst, self.inside.0, self.inside.1) {
             return;
         }
         let flow = (SocketAddrV4::new(ip.src, sport), SocketAddrV4::new(ip.dst, dport));
@@ -411,9 +406,9 @@ mod tests {
 
     #[test]
     fn the_network_itself_is_never_outside() {
-        let net = (Ipv4Addr::new(10, 30, 0, 0), 16);
-        assert!(within(Ipv4Addr::new(10, 30, 200, 7), net));
-        assert!(!within(Ipv4Addr::new(10, 31, 0, 1), net));
-        assert!(within(Ipv4Addr::new(192, 0, 2, 1), (Ipv4Addr::UNSPECIFIED, 0)));
+        let net = Ipv4Addr::new(10, 30, 0, 0);
+        assert!(within(Ipv4Addr::new(10, 30, 200, 7), net, 16));
+        assert!(!within(Ipv4Addr::new(10, 31, 0, 1), net, 16));
+        assert!(within(Ipv4Addr::new(192, 0, 2, 1), Ipv4Addr::UNSPECIFIED, 0));
     }
 }

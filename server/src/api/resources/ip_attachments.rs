@@ -83,8 +83,8 @@ impl Resource for ExternalIpAttachment {
 }
 
 /// The caller's external IP named `reference`, not being deleted and held
-/// by no other attachment than `except`.
-async fn free_address(s: &AppState, scope: &Scope, reference: &str, except: Option<&str>) -> Result<ExternalIpRecord, ApiError> {
+/// by nothing (an attachment or a NAT gateway) but `except`.
+pub(super) async fn free_address(s: &AppState, scope: &Scope, reference: &str, except: Option<&str>) -> Result<ExternalIpRecord, ApiError> {
     let ip = simple::find::<ExternalIp>(s, scope, reference.trim())
         .await?
         .ok_or_else(|| ApiError::field(IP_FIELD, format!("you have no external IP {reference:?}")))?;
@@ -95,7 +95,10 @@ async fn free_address(s: &AppState, scope: &Scope, reference: &str, except: Opti
     if let Some(h) = holders.iter().find(|a| Some(a.id.as_str()) != except) {
         let message = match h.kind {
             ObjectKind::ExternalIpAttachment => {
-                format!("external IP {:?} is attached by {:?} already; move that attachment with PATCH instead", ip.name, h.name)
+                format!(
+                    "external IP {:?} is attached by {:?} already: move that attachment with PATCH, or delete it to free the address",
+                    ip.name, h.name
+                )
             }
             other => {
                 format!("external IP {:?} is held by {} {:?}: an address serves one gateway or attachment", ip.name, other.human(), h.name)

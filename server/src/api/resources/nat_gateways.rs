@@ -6,9 +6,7 @@
 
 use axum::http::StatusCode;
 use tracing::info;
-use vmaas_model::{
-    ExternalIp, NatGateway, NatGatewaySpec, NatGatewayState, NatGatewayStatus, ObjectKind, ValidationErrors, VirtualNetwork,
-};
+use vmaas_model::{NatGateway, NatGatewaySpec, NatGatewayState, NatGatewayStatus, ObjectKind, ValidationErrors, VirtualNetwork};
 
 use crate::api::resource::{Docs, FIXED_SPEC, Resource};
 use crate::api::shared::owned_by;
@@ -17,10 +15,9 @@ use crate::auth::Caller;
 use crate::error::{ApiError, Code};
 use crate::reconciler::{self, PassFuture, Reconciler};
 use crate::state::AppState;
-use crate::store::{Record, Scope};
+use crate::store::Record;
 
 const NETWORK_FIELD: &str = "object.spec.virtual_network";
-const IP_FIELD: &str = "object.spec.external_ip";
 /// The role of a NAT gateway's references (to its network and its external IP).
 const NAT_OF: &str = "nat_gateway";
 
@@ -53,7 +50,7 @@ impl Resource for NatGateway {
         if network.spec.ipv4_cidr.is_none() {
             return Err(ApiError::field(NETWORK_FIELD, format!("virtual network {:?} has no IPv4 range to route out", net.name)));
         }
-        let ip = free_address(&s, &scope, &rec.spec.external_ip).await?;
+        let ip = super::ip_attachments::free_address(&s, &scope, &rec.spec.external_ip, None).await?;
         rec.spec = NatGatewaySpec { virtual_network: net.id.clone(), external_ip: ip.id.clone() };
         rec.status = NatGatewayStatus { address: ip.status.address.clone(), ..Default::default() };
         s.store.insert_record(&rec, vec![(net.id.clone(), NAT_OF.to_owned()), (ip.id.clone(), NAT_OF.to_owned())]).await?;
@@ -71,18 +68,4 @@ impl Resource for NatGateway {
     fn reconcile<'a>(r: &'a Reconciler, id: &'a str) -> PassFuture<'a> {
         Box::pin(reconciler::nat::reconcile(r, id))
     }
-}
-
-/// The caller's external IP named `reference`, allocated and held by nothing.
-async fn free_address(s: &AppState, scope: &Scope, reference: &str) -> Result<Record<ExternalIp>, ApiError> {
-    let ip = simple::find::<ExternalIp>(s, scope, reference.trim())
-        .await?
-        .filter(|ip| ip.deleted_at.is_none())
-        .ok_or_else(|| ApiError::field(IP_FIELD, format!("you have no external IP {reference:?}")))?;
-    if let Some(h) = s.store.referrers(&ip.id).await?.first() {
-        let message =
-            format!("external IP {:?} is held by {} {:?}: an address serves one gateway or attachment", ip.name, h.kind.human(), h.name);
-        return Err(ApiError::precondition(message));
-    }
-    Ok(ip)
 }
