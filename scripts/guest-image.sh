@@ -123,7 +123,7 @@ cp "kernel/boot/vmlinuz-$kver" vmlinuz
 kib=$(( ($(stat -c %s vmlinuz) + $(stat -c %s initrd.cpio)) / 1024 + 2048 ))
 mkfs.fat -C -n VMAASBIOS bios.raw "$kib" >/dev/null
 printf '%s\n' 'DEFAULT vmaas' 'SERIAL 0 115200' 'TIMEOUT 0' 'LABEL vmaas' '  KERNEL vmlinuz' '  INITRD initrd.cpio' \
-    '  APPEND console=ttyS0 panic=-1 no_timer_check quiet' >syslinux.cfg
+    '  APPEND console=ttyS0 panic=-1 no_timer_check tsc=reliable quiet' >syslinux.cfg
 mcopy -i bios.raw vmlinuz initrd.cpio syslinux.cfg ::
 syslinux --install bios.raw
 qemu-img convert -q -f raw -O qcow2 bios.raw bios.qcow2
@@ -133,7 +133,7 @@ qemu-img convert -q -f raw -O qcow2 bios.raw bios.qcow2
 # Microsoft's UEFI CA, whose keys OVMF_VARS_4M.ms.fd enrols) loads GRUB
 # (signed by Debian), which reads grub.cfg beside itself and has shim
 # verify the kernel (signed by Debian) before it boots it.
-printf '%s\n' 'set timeout=0' 'linux /vmlinuz console=ttyS0 panic=-1 no_timer_check quiet memhp_default_state=online_movable' 'initrd /initrd.cpio' 'boot' >grub.cfg
+printf '%s\n' 'set timeout=0' 'linux /vmlinuz console=ttyS0 panic=-1 no_timer_check tsc=reliable quiet memhp_default_state=online_movable' 'initrd /initrd.cpio' 'boot' >grub.cfg
 kib=$(( ($(stat -c %s vmlinuz) + $(stat -c %s initrd.cpio)) / 1024 + 8192 ))
 mkfs.fat -C -n VMAASEFI esp.raw "$kib" >/dev/null
 mmd -i esp.raw ::EFI ::EFI/BOOT ::EFI/debian
@@ -167,7 +167,7 @@ cat >"$OUT.new/image.json" <<JSON
   "kernel": "vmlinux",
   "initrd": "initrd.cpio",
   "disk": "disk.qcow2",
-  "cmdline": "console=ttyS0 earlyprintk=serial,ttyS0 panic=-1 no_timer_check quiet memhp_default_state=online_movable",
+  "cmdline": "console=ttyS0 earlyprintk=serial,ttyS0 panic=-1 no_timer_check tsc=reliable quiet memhp_default_state=online_movable",
   "clone_hook": true
 }
 JSON

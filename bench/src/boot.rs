@@ -146,11 +146,26 @@ async fn density(images: std::path::PathBuf, max: usize) -> anyhow::Result<()> {
         }
     }
     let unique: u64 = ids.iter().filter_map(|id| qemu_pid(dir.path(), id)).map(|p| memory_kib(p).1).sum();
+    let pids: Vec<i32> = ids.iter().filter_map(|id| qemu_pid(dir.path(), id)).collect();
+    let cpu = idle_cpu(&pids, IDLE_WINDOW).await;
+    let answering = answering(c, &ids).await;
     println!(
         "idle VMs from snapshots READY at once: {all_ready} of {} ({why}; {filled:.0} s to start them; {:.0} MiB unique each; {} GiB still available)",
         ids.len(),
         unique as f64 / 1024.0 / ids.len().max(1) as f64,
         available() >> 30
+    );
+    let n = pids.len().max(1) as f64;
+    println!(
+        "idle CPU over {} s: {} guests' QEMUs {:.3} cores in total, {:.4} per guest (100 of them: {:.2} cores; goal ≤ 0.5: {}); the server {:.3} cores; {answering} of {} answer their probe",
+        IDLE_WINDOW.as_secs(),
+        pids.len(),
+        cpu.guests,
+        cpu.guests / n,
+        cpu.guests / n * 100.0,
+        if cpu.guests / n * 100.0 <= 0.5 { "met" } else { "not met" },
+        cpu.server,
+        ids.len()
     );
     for id in &ids {
         c.delete_vm(id).await?;
@@ -159,6 +174,55 @@ async fn density(images: std::path::PathBuf, max: usize) -> anyhow::Result<()> {
         timed_wait(c, id, WaitFor::Deleted).await?;
     }
     none_left(dir.path())
+}
+
+/// How long idle guests' CPU is measured.
+const IDLE_WINDOW: Duration = Duration::from_secs(60);
+
+/// CPU used over a window, in cores.
+struct IdleCpu {
+    /// By the guests' QEMU processes, together.
+    guests: f64,
+    /// By this process (the server runs in it).
+    server: f64,
+}
+
+/// User plus system CPU time of process `pid` so far, in clock ticks
+/// (`/proc/PID/stat` fields 14 and 15; 0 once it is gone).
+fn cpu_ticks(pid: &str) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    field(11) + field(12)
+}
+
+/// The CPU `pids` and this process use over `window`.
+async fn idle_cpu(pids: &[i32], window: Duration) -> IdleCpu {
+    let guests = || pids.iter().map(|p| cpu_ticks(&p.to_string())).sum::<u64>();
+    let (g0, s0, t) = (guests(), cpu_ticks("self"), Instant::now());
+    tokio::time::sleep(window).await;
+    let (g1, s1, secs) = (guests(), cpu_ticks("self"), t.elapsed().as_secs_f64());
+    // USER_HZ is 100 on Linux/x86.
+    let cores = |ticks: u64| ticks as f64 / 100.0 / secs;
+    IdleCpu { guests: cores(g1.saturating_sub(g0)), server: cores(s1.saturating_sub(s0)) }
+}
+
+/// How many of the VMs `ids` answer an HTTP GET of their page on their
+/// external address (what their readiness probe asks).
+async fn answering(c: &vmaas_client::Client, ids: &[String]) -> usize {
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).no_proxy().build();
+    let Ok(http) = http else { return 0 };
+    let mut n = 0;
+    for id in ids {
+        let Ok(vm) = c.get_vm(id).await else { continue };
+        let Some(ip) = vm.status.external_ip else { continue };
+        let got = http.get(format!("http://{ip}/")).send().await;
+        if got.is_ok_and(|r| r.status().is_success()) {
+            n += 1;
+        }
+    }
+    n
 }
 
 /// Runs the benchmark.

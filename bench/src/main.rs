@@ -178,7 +178,7 @@ enum Cmd {
     /// Live migration of a test guest to a new QEMU: time to READY and the downtime a client sees.
     Migration {
         /// Migrations, one after another.
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 10)]
         rounds: usize,
         /// Images directory [default: ~/.local/share/vmaas/images].
         #[arg(long)]

@@ -5,9 +5,12 @@
 //! SSH keys travel in `meta-data` (`public-keys`), so the user data reaches
 //! the guest exactly as written, be it `#cloud-config`, a script or MIME.
 //! The network configuration names every NIC by its MAC, in PCI order
-//! (`eth0`, `eth1`, …), and asks DHCP on each: the backend's DHCP server
-//! (QEMU's, or the user-space switch for subnets) hands out the address
-//! the API shows, so one source of truth decides it.
+//! (`eth0`, `eth1`, …). A NIC whose address the backend knows before the
+//! guest starts (QEMU's user network always gives `10.0.2.15`) gets it as
+//! a static address: the guest sets it without a DHCP round trip. The
+//! others ask DHCP: the backend's DHCP server (the user-space switch for
+//! subnets) hands out the address the API shows, so one source of truth
+//! decides it.
 
 use serde::{Deserialize, Serialize};
 
@@ -120,24 +123,58 @@ fn meta_data(id: &str, hostname: &str, keys: &[String]) -> String {
     out
 }
 
-/// A NIC as the guest sees it: its MAC, in PCI order.
-pub type NicMac<'a> = &'a str;
+/// A NIC as the guest sees it: its MAC, and its address when the backend
+/// knows it before the guest starts (the guest then sets it itself,
+/// without asking DHCP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeedNic<'a> {
+    /// Its MAC.
+    pub mac: &'a str,
+    /// Its fixed address, if any.
+    pub fixed: Option<&'a FixedAddress>,
+}
 
-/// The network configuration: each NIC named `ethN` by its MAC, on DHCP.
-fn network_config(macs: &[NicMac<'_>]) -> String {
+/// An address a NIC takes as it is, with its gateway and name servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FixedAddress {
+    /// The address with its prefix length, e.g. `10.0.2.15/24`.
+    pub address: String,
+    /// The default route's gateway, if the NIC carries one.
+    pub gateway: Option<String>,
+    /// Name servers.
+    pub dns: Vec<String>,
+}
+
+/// The network configuration: each NIC named `ethN` by its MAC (in PCI
+/// order), on its fixed address or else DHCP. Strings are quoted, one
+/// key per line, so that the test guest's init reads it too.
+fn network_config(nics: &[SeedNic<'_>]) -> String {
+    let q = |s: &str| serde_json::Value::String(s.to_owned()).to_string();
     let mut out = String::from("version: 1\nconfig:\n");
-    for (i, mac) in macs.iter().enumerate() {
-        out.push_str(&format!("  - type: physical\n    name: eth{i}\n    mac_address: \"{mac}\"\n    subnets:\n      - type: dhcp\n"));
+    for (i, nic) in nics.iter().enumerate() {
+        out.push_str(&format!("  - type: physical\n    name: eth{i}\n    mac_address: {}\n    subnets:\n", q(nic.mac)));
+        let Some(fixed) = nic.fixed else {
+            out.push_str("      - type: dhcp\n");
+            continue;
+        };
+        out.push_str(&format!("      - type: static\n        address: {}\n", q(&fixed.address)));
+        if let Some(gw) = &fixed.gateway {
+            out.push_str(&format!("        gateway: {}\n", q(gw)));
+        }
+        if !fixed.dns.is_empty() {
+            let dns: Vec<String> = fixed.dns.iter().map(|d| q(d)).collect();
+            out.push_str(&format!("        dns_nameservers: [{}]\n", dns.join(", ")));
+        }
     }
     out
 }
 
-/// The seed of VM `id` called `hostname`, with NICs `macs` in PCI order.
-pub fn seed(id: &str, hostname: &str, cloud_init: &CloudInit, macs: &[NicMac<'_>]) -> Seed {
+/// The seed of VM `id` called `hostname`, with NICs `nics` in PCI order.
+pub fn seed(id: &str, hostname: &str, cloud_init: &CloudInit, nics: &[SeedNic<'_>]) -> Seed {
     Seed {
         meta_data: meta_data(id, hostname, &cloud_init.ssh_keys),
         user_data: cloud_init.user_data.clone().unwrap_or_default(),
-        network_config: network_config(macs),
+        network_config: network_config(nics),
     }
 }
 
@@ -171,14 +208,23 @@ mod tests {
     #[test]
     fn the_seed_carries_name_keys_user_data_and_nics() {
         let ci = CloudInit { user_data: Some("#!/bin/sh\necho hi\n".into()), ssh_keys: vec![KEY.into(), "ssh-rsa AAAA \"q\"".into()] };
-        let s = seed("0b3c", "web-1", &ci, &["52:54:00:12:34:56", "02:00:00:00:00:07"]);
+        let fixed = FixedAddress { address: "10.0.2.15/24".into(), gateway: Some("10.0.2.2".into()), dns: vec!["10.0.2.3".into()] };
+        let nics = [SeedNic { mac: "52:54:00:12:34:56", fixed: Some(&fixed) }, SeedNic { mac: "02:00:00:00:00:07", fixed: None }];
+        let s = seed("0b3c", "web-1", &ci, &nics);
         assert_eq!(
             s.meta_data,
             "instance-id: \"0b3c\"\nlocal-hostname: \"web-1\"\npublic-keys:\n  - \"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAbc user@host\"\n  - \"ssh-rsa AAAA \\\"q\\\"\"\n"
         );
         assert_eq!(s.user_data, "#!/bin/sh\necho hi\n", "user data as written");
         assert!(s.network_config.contains("name: eth1\n    mac_address: \"02:00:00:00:00:07\""), "{}", s.network_config);
-        assert_eq!(s.network_config.matches("type: dhcp").count(), 2);
+        assert_eq!(s.network_config.matches("type: dhcp").count(), 1);
+        assert!(
+            s.network_config.contains(
+                "name: eth0\n    mac_address: \"52:54:00:12:34:56\"\n    subnets:\n      - type: static\n        address: \"10.0.2.15/24\"\n        gateway: \"10.0.2.2\"\n        dns_nameservers: [\"10.0.2.3\"]\n"
+            ),
+            "{}",
+            s.network_config
+        );
         let bare = seed("0b3c", "web-1", &CloudInit::default(), &[]);
         assert!(!bare.meta_data.contains("public-keys"));
         assert_eq!(bare.user_data, "");

@@ -252,6 +252,17 @@ pub const VGA_MIB: u32 = 8;
 /// The address QEMU's user-mode network gives the guest.
 pub const GUEST_IP: &str = "10.0.2.15";
 
+/// What a NIC on QEMU's user network (`net=10.0.2.0/24`) is given: its
+/// address, and on the first NIC the user network's gateway and name
+/// server. The guest sets it from its seed: no DHCP round trip.
+pub fn user_nic_address(first: bool) -> vmaas_model::nocloud::FixedAddress {
+    vmaas_model::nocloud::FixedAddress {
+        address: format!("{GUEST_IP}/24"),
+        gateway: first.then(|| "10.0.2.2".to_owned()),
+        dns: if first { vec!["10.0.2.3".to_owned()] } else { Vec::new() },
+    }
+}
+
 impl QemuArgs {
     /// The host forwards of a VM's exposed ports on `external`, plus its probe forward.
     pub fn forwards(exposed: &[ExposedPort], external: Ipv4Addr, probe: Option<(u16, u16)>) -> Vec<Forward> {
@@ -477,7 +488,7 @@ mod tests {
         let mut q = args();
         q.ram = Some(RamFile { path: "/d/snapshots/k/ram".into(), shared: false });
         let a: Vec<String> = q.to_args().iter().map(|s| s.to_string_lossy().into_owned()).collect();
-        assert_eq!(after(&a, "-machine")[0], "pc,memory-backend=ram0");
+        assert_eq!(after(&a, "-machine")[0], "pc,hpet=off,memory-backend=ram0");
         assert_eq!(
             after(&a, "-object")[0],
             "memory-backend-file,id=ram0,size=256M,mem-path=/d/snapshots/k/ram,share=off,readonly=on,rom=off"

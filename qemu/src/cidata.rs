@@ -73,7 +73,8 @@ mod tests {
         let path = dir.path().join(FILE);
         let ci =
             CloudInit { user_data: Some("#cloud-config\nruncmd: [touch /x]\n".into()), ssh_keys: vec!["ssh-ed25519 AAAAC3Nz k".into()] };
-        let seed = vmaas_model::nocloud::seed("id-1", "web", &ci, &["52:54:00:12:34:56"]);
+        let nic = vmaas_model::nocloud::SeedNic { mac: "52:54:00:12:34:56", fixed: None };
+        let seed = vmaas_model::nocloud::seed("id-1", "web", &ci, &[nic]);
         write(&path, &seed).unwrap();
         let (label, files) = read_back(&path);
         assert_eq!(label.trim_end(), "CIDATA");

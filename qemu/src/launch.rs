@@ -13,6 +13,7 @@ use tokio::process::Command;
 use tracing::info;
 use vmaas_backend::{BackendError, VmTarget};
 use vmaas_model::boot_shape::BootShape;
+use vmaas_model::nocloud::SeedNic;
 use vmaas_model::{DiskSource, Reason};
 
 use crate::accel::Accel;
@@ -332,9 +333,9 @@ impl Launcher {
         Ok(UserNet { nics, extra, probe_port })
     }
 
-    /// Writes the VM's NoCloud seed for NICs of `macs`; its path.
-    async fn seed(&self, vm: &Vm, t: &VmTarget, macs: &[&str]) -> Result<PathBuf, LaunchError> {
-        let seed = vmaas_model::nocloud::seed(&t.id, &t.name, &t.spec.machine.cloud_init, macs);
+    /// Writes the VM's NoCloud seed for NICs `nics`; its path.
+    async fn seed(&self, vm: &Vm, t: &VmTarget, nics: &[SeedNic<'_>]) -> Result<PathBuf, LaunchError> {
+        let seed = vmaas_model::nocloud::seed(&t.id, &t.name, &t.spec.machine.cloud_init, nics);
         let seed_file = vm.path(cidata::FILE);
         let path = seed_file.clone();
         tokio::task::spawn_blocking(move || cidata::write(&path, &seed))
@@ -352,8 +353,10 @@ impl Launcher {
         for f in ["qmp.sock", "serial.sock", crate::display::SOCKET, "qemu.pid"] {
             let _ = tokio::fs::remove_file(vm.path(f)).await;
         }
-        let macs: Vec<&str> = nics.iter().map(|n| n.mac.as_str()).chain(vm.segment_nics.iter().map(|n| n.mac.as_str())).collect();
-        let seed = self.seed(vm, t, &macs).await?;
+        let fixed: Vec<_> = (0..nics.len()).map(|i| crate::argv::user_nic_address(i == 0)).collect();
+        let user = nics.iter().zip(&fixed).map(|(n, f)| SeedNic { mac: &n.mac, fixed: Some(f) });
+        let segments = vm.segment_nics.iter().map(|n| SeedNic { mac: &n.mac, fixed: None });
+        let seed = self.seed(vm, t, &user.chain(segments).collect::<Vec<_>>()).await?;
         let (volumes, plugged) = self.plugs.at_boot(t).await;
         let (cpus, memory_mib) = QemuArgs::shape(machine);
         let kernel = image.kernel().map(|kernel| KernelBoot {

@@ -4,9 +4,11 @@
 //! with its own control, serial and pid files (`*.next`), no host forwards
 //! (the old QEMU holds those ports) and `-incoming defer`; QMP `migrate`
 //! sends the guest's state over a unix socket in the VM's directory (the
-//! disks are the same files: shared storage); once it completes, the old
-//! QEMU is stopped, the new one's files take the usual names (a bound unix
-//! socket keeps working under a new name), and the console, forwards,
+//! disks are the same files: shared storage), pausing the guest at most
+//! [`DOWNTIME_LIMIT`] for the last copy; once it completes (looked at every
+//! 5 ms), the old QEMU is killed, the new one gets the host forwards at
+//! once (what clients see move), then its files take the usual names (a
+//! bound unix socket keeps working under a new name), and the console,
 //! probe and exit watch follow it. The switch port of each subnet NIC
 //! takes the new QEMU's connection when it makes it. The new QEMU has the
 //! volumes the old one has now (plugged or unplugged since it started), at
@@ -32,6 +34,12 @@ use crate::vm::Vm;
 const NEXT: [&str; 5] = ["qmp.sock", "serial.sock", crate::agent::SOCKET, crate::display::SOCKET, "qemu.pid"];
 /// How long the state may take to move.
 const LIMIT: Duration = Duration::from_secs(300);
+
+/// The longest pause QEMU may plan for its last copy (its default is 300 ms).
+const DOWNTIME_LIMIT: Duration = Duration::from_millis(50);
+
+/// How often the migration's end and the new QEMU's resume are looked at.
+const POLL: Duration = Duration::from_millis(5);
 
 /// What a completed migration measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,7 +196,7 @@ fn qmp(what: impl Into<String>) -> impl FnOnce(crate::qmp::QmpError) -> MigrateE
 /// Waits until the source reports the migration over; what it measured.
 async fn until_done(src: &mut Qmp) -> Result<Migrated, MigrateError> {
     let start = Instant::now();
-    match migration_over(src, LIMIT, Duration::from_millis(50)).await {
+    match migration_over(src, LIMIT, POLL).await {
         Ok(r) => Ok(Migrated {
             downtime_ms: r["downtime"].as_u64().unwrap_or(0),
             total_ms: r["total-time"].as_u64().unwrap_or(start.elapsed().as_millis() as u64),
@@ -243,8 +251,12 @@ impl Migrations {
         };
         match self.move_state(vm).await {
             Ok(m) => {
+                // The new QEMU runs the guest: the old one goes at once, and
+                // its host ports (free once it is gone) move before the rest.
                 source.kill_and_wait(Duration::from_secs(5)).await;
+                let forwarded = self.forward_again(vm, t, &vm.path("qmp.sock.next")).await;
                 self.take_over(vm, t, new, tpm).await?;
+                forwarded?;
                 Ok(m)
             }
             Err(e) => {
@@ -285,6 +297,8 @@ impl Migrations {
         let mut target = Qmp::connect(&vm.path("qmp.sock.next")).await.map_err(qmp("connecting to the new QEMU"))?;
         target.execute("migrate-incoming", Some(json!({ "uri": uri }))).await.map_err(qmp("readying the new QEMU"))?;
         let mut src = Qmp::connect(&vm.path("qmp.sock")).await.map_err(qmp("connecting to the running QEMU"))?;
+        let limit = json!({ "downtime-limit": DOWNTIME_LIMIT.as_millis() as u64 });
+        src.execute("migrate-set-parameters", Some(limit)).await.map_err(qmp("setting the migration's downtime limit"))?;
         src.execute("migrate", Some(json!({ "uri": uri }))).await.map_err(qmp("starting the migration"))?;
         let m = until_done(&mut src).await?;
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -292,7 +306,7 @@ impl Migrations {
             if Instant::now() > deadline {
                 return Err(MigrateError::NotResumed);
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(POLL).await;
         }
         Ok(m)
     }
@@ -322,19 +336,20 @@ impl Migrations {
         }
         vm.adopt(new, console);
         crate::launch::sentinel(&vm.dir, pid, &t.id).await;
-        self.forward_again(vm, t).await
+        Ok(())
     }
 
-    /// Gives the new QEMU the forwards the old one had: its own (exposed
-    /// ports, the probe port) and the extra ones applied since.
-    async fn forward_again(&self, vm: &Vm, t: &VmTarget) -> Result<(), MigrateError> {
+    /// Gives the new QEMU (its QMP socket `qmp_socket`) the forwards the
+    /// old one had: its own (exposed ports, the probe port) and the extra
+    /// ones applied since.
+    async fn forward_again(&self, vm: &Vm, t: &VmTarget, qmp_socket: &Path) -> Result<(), MigrateError> {
         let (Some(external), Some(nic)) = (vm.file.external_ip, t.spec.machine.nics.first()) else { return Ok(()) };
         let probe = crate::probe::effective_probe(&t.spec.machine);
         let mut own = QemuArgs::forwards(&t.spec.machine.exposed_ports, external, vm.file.probe_port.zip(probe.map(|p| p.check.port())));
         if crate::gateway::through_subnet(t) {
             own.retain(crate::gateway::stays_in_qemu);
         }
-        let mut q = Qmp::connect(&vm.path("qmp.sock")).await.map_err(qmp("connecting to the new QEMU"))?;
+        let mut q = Qmp::connect(qmp_socket).await.map_err(qmp("connecting to the new QEMU"))?;
         for f in own.iter().chain(&vm.file.forwards).collect::<Vec<&Forward>>() {
             let command = format!("hostfwd_add nic-{} {}", nic.name, f.rule());
             let out = q.execute("human-monitor-command", Some(json!({ "command-line": command }))).await.map_err(qmp(command.clone()))?;

@@ -113,9 +113,12 @@ pub const TPM_PID: &str = "swtpm.pid";
 const HYPERV: &str = "hv-relaxed=on,hv-vapic=on,hv-spinlocks=0x1fff,hv-time=on,hv-vpindex=on,hv-synic=on,hv-stimer=on";
 
 impl PlatformArgs {
-    /// The machine type and its options: q35 with SMM for Secure Boot, else i440fx (`pc`).
+    /// The machine type and its options: q35 with SMM for Secure Boot, else
+    /// i440fx (`pc`); without an HPET either way (QEMU's emulated HPET wakes
+    /// its main loop 250 times a second while the guest idles; guests keep
+    /// time with the TSC and the local APIC's timer).
     pub fn machine(&self) -> &'static str {
-        if self.platform.smm() { "q35,smm=on" } else { "pc" }
+        if self.platform.smm() { "q35,smm=on,hpet=off" } else { "pc,hpet=off" }
     }
 
     /// The `-cpu` model's options beyond the model (Hyper-V for Windows).
@@ -273,7 +276,7 @@ mod tests {
             efi: Some(EfiFiles { code: "/o/OVMF_CODE_4M.secboot.fd".into(), vars: "/v/efi-vars.fd".into(), fresh: true }),
             tpm: Some("/v/swtpm.sock".into()),
         };
-        assert_eq!(p.machine(), "q35,smm=on");
+        assert_eq!(p.machine(), "q35,smm=on,hpet=off");
         assert_eq!(
             p.args(),
             [
@@ -301,7 +304,7 @@ mod tests {
         assert!(p.cpu_options().unwrap().contains("hv-relaxed=on") && p.cpu_options().unwrap().contains("hv-time=on"));
         assert!(p.args().windows(2).any(|w| w == ["-rtc", "base=localtime"]));
         let bios = PlatformArgs::default();
-        assert_eq!((bios.machine(), bios.args().len(), bios.cpu_options()), ("pc", 0, None));
+        assert_eq!((bios.machine(), bios.args().len(), bios.cpu_options()), ("pc,hpet=off", 0, None));
     }
 
     #[test]

@@ -107,9 +107,11 @@ async fn probe_once(check: &ProbeCheck, port: u16, qmp: &Path) -> bool {
         ProbeCheck::Tcp { .. } => {
             // QEMU's user network accepts on the host side at once, whether or
             // not the guest listens. Ask QEMU whether its side of this
-            // connection reached ESTABLISHED with the guest.
+            // connection reached ESTABLISHED with the guest (a banner, or
+            // the end of a refused connection, may come first). The wait is
+            // short: a check must end well before IN_FLIGHT more start.
             let mut buf = [0u8; 1];
-            match tokio::time::timeout(Duration::from_millis(300), s.read(&mut buf)).await {
+            match tokio::time::timeout(Duration::from_millis(50), s.read(&mut buf)).await {
                 Ok(Ok(n)) if n > 0 => return true,
                 Ok(_) => return false,
                 Err(_) => {}

@@ -60,8 +60,9 @@ use crate::qmp::Qmp;
 use crate::qmp::Unfinished;
 
 /// Bumped when what a snapshot holds changes shape (3: the guest agent's
-/// virtio-serial port, a device the saved state must have; 4: the VGA).
-const FORMAT: u32 = 4;
+/// virtio-serial port, a device the saved state must have; 4: the VGA;
+/// 5: no HPET).
+const FORMAT: u32 = 5;
 /// What the template's init prints once it may be saved.
 const SETTLED: &str = "vmaas-guest: template settled";
 /// How long a template may take to settle (a cold boot under TCG).
@@ -335,7 +336,7 @@ async fn until_printed(console: &SerialConsole, process: &Process, what: &str, l
 
 /// Waits until QEMU reports the device state saved or loaded.
 async fn until_migrated(q: &mut Qmp) -> Result<(), SnapshotError> {
-    match crate::qmp::migration_over(q, STATE_LIMIT, Duration::from_millis(10)).await {
+    match crate::qmp::migration_over(q, STATE_LIMIT, Duration::from_millis(2)).await {
         Ok(_) => Ok(()),
         Err(Unfinished::Failed(why)) => Err(SnapshotError::StateFailed(why)),
         Err(Unfinished::Unasked(e)) => Err(SnapshotError::StateUnasked(e)),

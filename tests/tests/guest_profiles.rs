@@ -223,7 +223,7 @@ async fn a_windows_family_gets_secure_boot_a_tpm_hyperv_and_a_local_clock_by_def
     let id = vm["object"]["id"].as_str().unwrap().to_owned();
     ready(&s, &t, &id).await;
     let words = qemu_cmdline(&id);
-    assert_eq!(after(&words, "-machine"), ["q35,smm=on"], "Secure Boot needs SMM");
+    assert_eq!(after(&words, "-machine"), ["q35,smm=on,hpet=off"], "Secure Boot needs SMM");
     let cpu = after(&words, "-cpu")[0];
     for hv in ["hv-relaxed=on", "hv-vapic=on", "hv-spinlocks=0x1fff", "hv-time=on", "hv-synic=on", "hv-stimer=on"] {
         assert!(cpu.split(',').any(|o| o == hv), "{hv} in -cpu {cpu}");
