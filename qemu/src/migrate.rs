@@ -27,7 +27,7 @@ use crate::console::SerialConsole;
 use crate::hotplug::Plugs;
 use crate::platform::{PlatformPaths, TPM_DIR, TPM_PID, TPM_SOCKET, other_tpm_dir};
 use crate::process::{Process, read_pid};
-use crate::qmp::{Qmp, Unfinished, migration_over};
+use crate::qmp::{Qmp, Unfinished, migration_at, migration_over};
 use crate::vm::Vm;
 
 /// The files a migration target has before it takes the usual names.
@@ -193,6 +193,19 @@ fn qmp(what: impl Into<String>) -> impl FnOnce(crate::qmp::QmpError) -> MigrateE
     move |source| MigrateError::Qmp { context: what.into(), source }
 }
 
+/// Waits until the source has paused the guest for the switchover.
+async fn until_switchover(src: &mut Qmp) -> Result<(), MigrateError> {
+    match migration_at(src, "pre-switchover", LIMIT, POLL).await {
+        Ok(_) => Ok(()),
+        Err(Unfinished::Failed(why)) => Err(MigrateError::Failed(why)),
+        Err(Unfinished::Unasked(e)) => Err(MigrateError::Unasked(e)),
+        Err(Unfinished::TimedOut) => {
+            let _ = src.execute("migrate_cancel", None).await;
+            Err(MigrateError::TimedOut)
+        }
+    }
+}
+
 /// Waits until the source reports the migration over; what it measured.
 async fn until_done(src: &mut Qmp) -> Result<Migrated, MigrateError> {
     let start = Instant::now();
@@ -249,7 +262,7 @@ impl Migrations {
                 return Err(e);
             }
         };
-        match self.move_state(vm).await {
+        match self.move_state(vm, t).await {
             Ok(m) => {
                 // The new QEMU runs the guest: the old one goes at once, and
                 // its host ports (free once it is gone) move before the rest.
@@ -291,16 +304,40 @@ impl Migrations {
         volume_args(&volumes, &pci_slots(&pci))
     }
 
-    /// Sends the guest's state from the running QEMU to the new one.
-    async fn move_state(&self, vm: &Vm) -> Result<Migrated, MigrateError> {
+    /// Sends the guest's state from the running QEMU to the new one. QEMU
+    /// pauses before the switchover: the old QEMU's host forwards close
+    /// then (a client is refused at once, not left waiting on a guest that
+    /// no longer runs there), and open again should the migration fail.
+    async fn move_state(&self, vm: &Vm, t: &VmTarget) -> Result<Migrated, MigrateError> {
         let uri = format!("unix:{}", vm.path("migrate.sock").display());
         let mut target = Qmp::connect(&vm.path("qmp.sock.next")).await.map_err(qmp("connecting to the new QEMU"))?;
         target.execute("migrate-incoming", Some(json!({ "uri": uri }))).await.map_err(qmp("readying the new QEMU"))?;
         let mut src = Qmp::connect(&vm.path("qmp.sock")).await.map_err(qmp("connecting to the running QEMU"))?;
         let limit = json!({ "downtime-limit": DOWNTIME_LIMIT.as_millis() as u64 });
         src.execute("migrate-set-parameters", Some(limit)).await.map_err(qmp("setting the migration's downtime limit"))?;
+        let pause = json!({"capabilities": [{"capability": "pause-before-switchover", "state": true}]});
+        src.execute("migrate-set-capabilities", Some(pause)).await.map_err(qmp("asking for a pause before the switchover"))?;
         src.execute("migrate", Some(json!({ "uri": uri }))).await.map_err(qmp("starting the migration"))?;
-        let m = until_done(&mut src).await?;
+        until_switchover(&mut src).await?;
+        let (nic, list) = forwards_of(vm, t).unwrap_or_default();
+        let moved = match hostfwd(&mut src, "hostfwd_remove", &nic, &list, Forward::host_side).await {
+            Ok(()) => self.switch_over(&mut src, &mut target).await,
+            Err(e) => {
+                let _ = src.execute("migrate_cancel", None).await;
+                Err(e)
+            }
+        };
+        if moved.is_err() {
+            let _ = hostfwd(&mut src, "hostfwd_add", &nic, &list, Forward::rule).await;
+        }
+        moved
+    }
+
+    /// Lets the paused migration finish; once the new QEMU runs the guest.
+    async fn switch_over(&self, src: &mut Qmp, target: &mut Qmp) -> Result<Migrated, MigrateError> {
+        let go = json!({"state": "pre-switchover"});
+        src.execute("migrate-continue", Some(go)).await.map_err(qmp("continuing to the switchover"))?;
+        let m = until_done(src).await?;
         let deadline = Instant::now() + Duration::from_secs(10);
         while target.status().await.map_err(qmp("asking the new QEMU"))? != "running" {
             if Instant::now() > deadline {
@@ -340,27 +377,42 @@ impl Migrations {
     }
 
     /// Gives the new QEMU (its QMP socket `qmp_socket`) the forwards the
-    /// old one had: its own (exposed ports, the probe port) and the extra
-    /// ones applied since.
+    /// old one had.
     async fn forward_again(&self, vm: &Vm, t: &VmTarget, qmp_socket: &Path) -> Result<(), MigrateError> {
-        let (Some(external), Some(nic)) = (vm.file.external_ip, t.spec.machine.nics.first()) else { return Ok(()) };
-        let probe = crate::probe::effective_probe(&t.spec.machine);
-        let mut own = QemuArgs::forwards(&t.spec.machine.exposed_ports, external, vm.file.probe_port.zip(probe.map(|p| p.check.port())));
-        if crate::gateway::through_subnet(t) {
-            own.retain(crate::gateway::stays_in_qemu);
-        }
+        let Some((nic, list)) = forwards_of(vm, t).filter(|(_, l)| !l.is_empty()) else { return Ok(()) };
         let mut q = Qmp::connect(qmp_socket).await.map_err(qmp("connecting to the new QEMU"))?;
-        for f in own.iter().chain(&vm.file.forwards).collect::<Vec<&Forward>>() {
-            let command = format!("hostfwd_add nic-{} {}", nic.name, f.rule());
-            let out = q.execute("human-monitor-command", Some(json!({ "command-line": command }))).await.map_err(qmp(command.clone()))?;
-            let text = out.as_str().unwrap_or_default().trim();
-            if !text.is_empty() {
-                return Err(MigrateError::Forward { command, said: text.to_owned() });
-            }
-        }
-        info!(vm = %t.id, forwards = own.len() + vm.file.forwards.len(), "forwards moved to the new QEMU");
+        hostfwd(&mut q, "hostfwd_add", &nic, &list, Forward::rule).await?;
+        info!(vm = %t.id, forwards = list.len(), "forwards moved to the new QEMU");
         Ok(())
     }
+}
+
+/// The host forwards of `vm`'s QEMU and the NIC (netdev) they are on: its
+/// own (exposed ports, the probe port) and the extra ones applied since.
+fn forwards_of(vm: &Vm, t: &VmTarget) -> Option<(String, Vec<Forward>)> {
+    let (external, nic) = (vm.file.external_ip?, t.spec.machine.nics.first()?);
+    let probe = crate::probe::effective_probe(&t.spec.machine);
+    let mut list = QemuArgs::forwards(&t.spec.machine.exposed_ports, external, vm.file.probe_port.zip(probe.map(|p| p.check.port())));
+    if crate::gateway::through_subnet(t) {
+        list.retain(crate::gateway::stays_in_qemu);
+    }
+    list.extend(vm.file.forwards.iter().cloned());
+    Some((format!("nic-{}", nic.name), list))
+}
+
+/// Runs `verb` (`hostfwd_add` or `hostfwd_remove`) for each forward of
+/// `list` on netdev `nic`, each written by `arg`.
+async fn hostfwd(q: &mut Qmp, verb: &str, nic: &str, list: &[Forward], arg: fn(&Forward) -> String) -> Result<(), MigrateError> {
+    for f in list {
+        let command = format!("{verb} {nic} {}", arg(f));
+        let out = q.execute("human-monitor-command", Some(json!({ "command-line": command }))).await.map_err(qmp(command.clone()))?;
+        // hostfwd_add says nothing when it works; hostfwd_remove says so.
+        let text = out.as_str().unwrap_or_default().trim();
+        if !text.is_empty() && !text.ends_with(" removed") {
+            return Err(MigrateError::Forward { command, said: text.to_owned() });
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -112,11 +112,18 @@ pub(crate) enum Unfinished {
 /// Asks QMP `query-migrate` every `every` until QEMU reports the migration
 /// (out or in) over, for `limit` at most; its last answer.
 pub(crate) async fn migration_over(q: &mut Qmp, limit: Duration, every: Duration) -> Result<Value, Unfinished> {
+    migration_at(q, "completed", limit, every).await
+}
+
+/// Asks QMP `query-migrate` every `every` until the migration's status is
+/// `status` (or it ended without completing), for `limit` at most; its
+/// last answer.
+pub(crate) async fn migration_at(q: &mut Qmp, status: &str, limit: Duration, every: Duration) -> Result<Value, Unfinished> {
     let start = Instant::now();
     loop {
         let r = q.execute("query-migrate", None).await.map_err(|e| Unfinished::Unasked(e.to_string()))?;
         match r["status"].as_str().unwrap_or("") {
-            "completed" => return Ok(r),
+            s if s == status => return Ok(r),
             "failed" | "cancelled" => {
                 return Err(Unfinished::Failed(r["error-desc"].as_str().unwrap_or("the migration failed").to_owned()));
             }
