@@ -4,12 +4,16 @@
 //! with its own control, serial and pid files (`*.next`), no host forwards
 //! (the old QEMU holds those ports) and `-incoming defer`; QMP `migrate`
 //! sends the guest's state over a unix socket in the VM's directory (the
-//! disks are the same files: shared storage), pausing the guest at most
-//! [`DOWNTIME_LIMIT`] for the last copy; once it completes (looked at every
-//! 5 ms), the old QEMU is killed, the new one gets the host forwards at
-//! once (what clients see move), then its files take the usual names (a
-//! bound unix socket keeps working under a new name), and the console,
-//! probe and exit watch follow it. The switch port of each subnet NIC
+//! disks are the same files: shared storage), planning to pause the guest
+//! at most [`DOWNTIME_LIMIT`] for the last copy. QEMU waits before that
+//! switchover (`pause-before-switchover`) while the old QEMU's host
+//! forwards close, so that a client is refused at once rather than left
+//! on a guest that no longer runs there (they open again if the migration
+//! fails). Once it completes (looked at every 5 ms), the old QEMU is
+//! killed, the new one gets the host forwards at once (what clients see
+//! move), then its files take the usual names (a bound unix socket keeps
+//! working under a new name), and the console, probe and exit watch
+//! follow it. The switch port of each subnet NIC
 //! takes the new QEMU's connection when it makes it. The new QEMU has the
 //! volumes the old one has now (plugged or unplugged since it started), at
 //! the PCI slots they have there.
