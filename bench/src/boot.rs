@@ -145,8 +145,8 @@ async fn density(images: std::path::PathBuf, max: usize) -> anyhow::Result<()> {
             all_ready += 1;
         }
     }
-    let unique: u64 = ids.iter().filter_map(|id| qemu_pid(dir.path(), id)).map(|p| memory_kib(p).1).sum();
     let pids: Vec<i32> = ids.iter().filter_map(|id| qemu_pid(dir.path(), id)).collect();
+    let unique: u64 = pids.iter().map(|p| memory_kib(*p).1).sum();
     let cpu = idle_cpu(&pids, IDLE_WINDOW).await;
     let answering = answering(c, &ids).await;
     println!(
@@ -187,25 +187,16 @@ struct IdleCpu {
     server: f64,
 }
 
-/// User plus system CPU time of process `pid` so far, in clock ticks
-/// (`/proc/PID/stat` fields 14 and 15; 0 once it is gone).
-fn cpu_ticks(pid: &str) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
-    field(11) + field(12)
-}
-
-/// The CPU `pids` and this process use over `window`.
+/// The CPU `pids` and this process use over `window` (a process gone
+/// counts nothing).
 async fn idle_cpu(pids: &[i32], window: Duration) -> IdleCpu {
-    let guests = || pids.iter().map(|p| cpu_ticks(&p.to_string())).sum::<u64>();
-    let (g0, s0, t) = (guests(), cpu_ticks("self"), Instant::now());
+    let used = |pid: &str| crate::scale::cpu_seconds_of(pid).unwrap_or(0.0);
+    let guests = || pids.iter().map(|p| used(&p.to_string())).sum::<f64>();
+    let (g0, s0, t) = (guests(), used("self"), Instant::now());
     tokio::time::sleep(window).await;
-    let (g1, s1, secs) = (guests(), cpu_ticks("self"), t.elapsed().as_secs_f64());
-    // USER_HZ is 100 on Linux/x86.
-    let cores = |ticks: u64| ticks as f64 / 100.0 / secs;
-    IdleCpu { guests: cores(g1.saturating_sub(g0)), server: cores(s1.saturating_sub(s0)) }
+    let (g1, s1, secs) = (guests(), used("self"), t.elapsed().as_secs_f64());
+    let cores = |seconds: f64| seconds.max(0.0) / secs;
+    IdleCpu { guests: cores(g1 - g0), server: cores(s1 - s0) }
 }
 
 /// How many of the VMs `ids` answer an HTTP GET of their page on their

@@ -84,12 +84,7 @@ impl Server {
 
     /// CPU seconds the process has used so far.
     fn cpu_seconds(&self) -> anyhow::Result<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))?;
-        let rest = &stat[stat.rfind(')').context("stat")? + 1..];
-        let mut f = rest.split_whitespace().skip(11);
-        let mut next = || f.next().context("a short /proc stat line").and_then(|v| Ok(v.parse::<f64>()?));
-        let ticks = next()? + next()?;
-        Ok(ticks / clock_ticks())
+        cpu_seconds_of(&self.child.id().to_string())
     }
 
     /// One create of VM `name` as `token`: its latency, in ms.
@@ -110,6 +105,17 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// CPU seconds (user plus system) process `pid` (or `self`) has used so
+/// far, from `/proc/PID/stat`.
+pub(crate) fn cpu_seconds_of(pid: &str) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let rest = &stat[stat.rfind(')').context("stat")? + 1..];
+    let mut f = rest.split_whitespace().skip(11);
+    let mut next = || f.next().context("a short /proc stat line").and_then(|v| Ok(v.parse::<f64>()?));
+    let ticks = next()? + next()?;
+    Ok(ticks / clock_ticks())
 }
 
 fn clock_ticks() -> f64 {

@@ -31,7 +31,7 @@ use crate::console::SerialConsole;
 use crate::hotplug::Plugs;
 use crate::platform::{PlatformPaths, TPM_DIR, TPM_PID, TPM_SOCKET, other_tpm_dir};
 use crate::process::{Process, read_pid};
-use crate::qmp::{Qmp, Unfinished, migration_at, migration_over};
+use crate::qmp::{Qmp, Unfinished, migration_at};
 use crate::vm::Vm;
 
 /// The files a migration target has before it takes the usual names.
@@ -197,10 +197,11 @@ fn qmp(what: impl Into<String>) -> impl FnOnce(crate::qmp::QmpError) -> MigrateE
     move |source| MigrateError::Qmp { context: what.into(), source }
 }
 
-/// Waits until the source has paused the guest for the switchover.
-async fn until_switchover(src: &mut Qmp) -> Result<(), MigrateError> {
-    match migration_at(src, "pre-switchover", LIMIT, POLL).await {
-        Ok(_) => Ok(()),
+/// Waits until the source's migration is at `status`; its last answer. One
+/// that outlives [`LIMIT`] is cancelled.
+async fn until_status(src: &mut Qmp, status: &str) -> Result<Value, MigrateError> {
+    match migration_at(src, status, LIMIT, POLL).await {
+        Ok(r) => Ok(r),
         Err(Unfinished::Failed(why)) => Err(MigrateError::Failed(why)),
         Err(Unfinished::Unasked(e)) => Err(MigrateError::Unasked(e)),
         Err(Unfinished::TimedOut) => {
@@ -213,18 +214,11 @@ async fn until_switchover(src: &mut Qmp) -> Result<(), MigrateError> {
 /// Waits until the source reports the migration over; what it measured.
 async fn until_done(src: &mut Qmp) -> Result<Migrated, MigrateError> {
     let start = Instant::now();
-    match migration_over(src, LIMIT, POLL).await {
-        Ok(r) => Ok(Migrated {
-            downtime_ms: r["downtime"].as_u64().unwrap_or(0),
-            total_ms: r["total-time"].as_u64().unwrap_or(start.elapsed().as_millis() as u64),
-        }),
-        Err(Unfinished::Failed(why)) => Err(MigrateError::Failed(why)),
-        Err(Unfinished::Unasked(e)) => Err(MigrateError::Unasked(e)),
-        Err(Unfinished::TimedOut) => {
-            let _ = src.execute("migrate_cancel", None).await;
-            Err(MigrateError::TimedOut)
-        }
-    }
+    let r = until_status(src, "completed").await?;
+    Ok(Migrated {
+        downtime_ms: r["downtime"].as_u64().unwrap_or(0),
+        total_ms: r["total-time"].as_u64().unwrap_or(start.elapsed().as_millis() as u64),
+    })
 }
 
 /// Live migrations: what a target QEMU is started from.
@@ -322,7 +316,7 @@ impl Migrations {
         let pause = json!({"capabilities": [{"capability": "pause-before-switchover", "state": true}]});
         src.execute("migrate-set-capabilities", Some(pause)).await.map_err(qmp("asking for a pause before the switchover"))?;
         src.execute("migrate", Some(json!({ "uri": uri }))).await.map_err(qmp("starting the migration"))?;
-        until_switchover(&mut src).await?;
+        until_status(&mut src, "pre-switchover").await?;
         let (nic, list) = forwards_of(vm, t).unwrap_or_default();
         let moved = match hostfwd(&mut src, "hostfwd_remove", &nic, &list, Forward::host_side).await {
             Ok(()) => self.switch_over(&mut src, &mut target).await,
