@@ -18,20 +18,30 @@ use crate::vms::{none_left, qemu_pid, ready_tiny, start_qemu_server};
 /// The longest a fetcher runs.
 const FETCH_LIMIT: Duration = Duration::from_secs(300);
 
-/// Fetches `url` until `stop`, returning the longest time between two answers.
-async fn longest_gap(url: String, stop: Arc<AtomicBool>) -> Duration {
+/// What a client fetching the page saw.
+struct Seen {
+    /// The longest time between two answers.
+    gap: Duration,
+    /// Fetches that failed (refused, reset, timed out or not a success).
+    failed: usize,
+}
+
+/// Fetches `url` until `stop`: the longest time between two answers, and the failures.
+async fn longest_gap(url: String, stop: Arc<AtomicBool>) -> Seen {
     let http = reqwest::Client::builder().no_proxy().timeout(Duration::from_millis(500)).build().unwrap_or_default();
     let start = Instant::now();
-    let (mut last_ok, mut gap) = (Instant::now(), Duration::ZERO);
+    let (mut last_ok, mut gap, mut failed) = (Instant::now(), Duration::ZERO, 0);
     while !stop.load(Ordering::Relaxed) && start.elapsed() < FETCH_LIMIT {
         let ok = matches!(http.get(&url).send().await, Ok(r) if r.status().is_success());
         if ok {
             gap = gap.max(last_ok.elapsed());
             last_ok = Instant::now();
+        } else {
+            failed += 1;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    gap
+    Seen { gap, failed }
 }
 
 /// `rounds` migrations of one guest; prints the time to READY and the longest gap a client saw.
@@ -47,8 +57,12 @@ pub async fn migration(rounds: usize, images: std::path::PathBuf) -> anyhow::Res
     tokio::time::sleep(Duration::from_secs(2)).await;
     stop.store(true, Ordering::Relaxed);
     let idle = fetcher.await?;
-    println!("  no migration: longest gap between answers over 2 s {:.0} ms (the baseline)", idle.as_secs_f64() * 1e3);
-    let (mut totals, mut gaps) = (Vec::new(), Vec::new());
+    println!(
+        "  no migration: longest gap between answers over 2 s {:.0} ms, {} failed fetches (the baseline)",
+        idle.gap.as_secs_f64() * 1e3,
+        idle.failed
+    );
+    let (mut totals, mut gaps, mut failed) = (Vec::new(), Vec::new(), 0);
     for round in 0..rounds {
         let before = qemu_pid(srv.dir.path(), &vm.id);
         let stop = Arc::new(AtomicBool::new(false));
@@ -61,17 +75,19 @@ pub async fn migration(rounds: usize, images: std::path::PathBuf) -> anyhow::Res
         let after = qemu_pid(srv.dir.path(), &vm.id);
         tokio::time::sleep(Duration::from_millis(300)).await;
         stop.store(true, Ordering::Relaxed);
-        let gap = fetcher.await?;
+        let seen = fetcher.await?;
         if after == before {
             bail!("round {round}: the guest is still on QEMU {before:?}");
         }
         println!(
-            "  round {round}: READY on the new QEMU after {:.2} s; longest gap between answers {:.0} ms",
+            "  round {round}: READY on the new QEMU after {:.2} s; longest gap between answers {:.0} ms; {} failed fetches",
             total.as_secs_f64(),
-            gap.as_secs_f64() * 1e3
+            seen.gap.as_secs_f64() * 1e3,
+            seen.failed
         );
         totals.push(total.as_secs_f64());
-        gaps.push(gap.as_secs_f64() * 1e3);
+        gaps.push(seen.gap.as_secs_f64() * 1e3);
+        failed += seen.failed;
     }
     totals.sort_by(f64::total_cmp);
     gaps.sort_by(f64::total_cmp);
@@ -82,6 +98,7 @@ pub async fn migration(rounds: usize, images: std::path::PathBuf) -> anyhow::Res
         percentile(&totals, 1.0),
         if p50 <= 100.0 && max <= 200.0 { "met" } else { "not met" }
     );
+    println!("  fetches that failed over the {rounds} migrations (refused, reset or timed out): {failed}");
     c.delete_vm(&vm.id).await?;
     c.wait_vm(&vm.id, WaitFor::Deleted, Duration::from_secs(120), Duration::from_millis(50), |_| {}).await?;
     none_left(srv.dir.path())

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -38,10 +38,17 @@ pub struct ProbeJob {
 }
 
 /// Checks in flight at once at most: a check through QEMU's user network
-/// may wait seconds for a guest whose NIC is not up yet, so a new one
-/// starts each pause anyway (the oldest given up when this many wait), and
-/// the guest is seen ready when it is, not when a stale check gives up.
-const IN_FLIGHT: usize = 8;
+/// may wait seconds for a guest whose NIC is not up yet (its first packet
+/// lost, the user network retrying after seconds), so new ones start each
+/// pause while up to this many wait; beyond it, the oldest is given up
+/// once it is [`MIN_AGE`] old. The guest is seen ready when it is, not
+/// when a stale check gives up.
+const IN_FLIGHT: usize = 32;
+
+/// How long a check runs at least before a newer one may take its place:
+/// a guest that answers, but slowly (busy booting, under an emulated CPU),
+/// is given this long for each answer.
+const MIN_AGE: Duration = Duration::from_secs(1);
 
 /// Runs `job` until the guest answers, then sets `ready` and calls `on_ready`.
 pub fn spawn(job: ProbeJob, ready: Arc<AtomicBool>, on_ready: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
@@ -52,15 +59,10 @@ pub fn spawn(job: ProbeJob, ready: Arc<AtomicBool>, on_ready: impl FnOnce() + Se
         let mut checks = tokio::task::JoinSet::new();
         let mut started = std::collections::VecDeque::new();
         loop {
-            if checks.len() >= IN_FLIGHT
-                && let Some(oldest) = started.pop_front()
-            {
-                tokio::task::AbortHandle::abort(&oldest);
-            }
-            let job = job.clone();
-            started.push_back(checks.spawn(async move { check(&job).await }));
-            if started.len() > IN_FLIGHT {
-                started.pop_front();
+            make_room(&mut started);
+            if started.len() < IN_FLIGHT {
+                let job = job.clone();
+                started.push_back((Instant::now(), checks.spawn(async move { check(&job).await })));
             }
             let next = tokio::time::sleep(pause);
             tokio::pin!(next);
@@ -76,6 +78,18 @@ pub fn spawn(job: ProbeJob, ready: Arc<AtomicBool>, on_ready: impl FnOnce() + Se
             }
         }
     })
+}
+
+/// Forgets the checks that ended and, with [`IN_FLIGHT`] still waiting,
+/// gives up the oldest if it is at least [`MIN_AGE`] old.
+fn make_room(started: &mut std::collections::VecDeque<(Instant, tokio::task::AbortHandle)>) {
+    started.retain(|(_, check)| !check.is_finished());
+    if started.len() >= IN_FLIGHT
+        && started.front().is_some_and(|(at, _)| at.elapsed() >= MIN_AGE)
+        && let Some((_, oldest)) = started.pop_front()
+    {
+        oldest.abort();
+    }
 }
 
 /// One readiness check of `job`: its probe, or without one a console that
@@ -108,8 +122,8 @@ async fn probe_once(check: &ProbeCheck, port: u16, qmp: &Path) -> bool {
             // QEMU's user network accepts on the host side at once, whether or
             // not the guest listens. Ask QEMU whether its side of this
             // connection reached ESTABLISHED with the guest (a banner, or
-            // the end of a refused connection, may come first). The wait is
-            // short: a check must end well before IN_FLIGHT more start.
+            // the end of a refused connection, may come first), after a
+            // short wait for either.
             let mut buf = [0u8; 1];
             match tokio::time::timeout(Duration::from_millis(50), s.read(&mut buf)).await {
                 Ok(Ok(n)) if n > 0 => return true,
