@@ -56,6 +56,9 @@ datasource:
 # quick to make even on an emulated CPU.
 ssh_deletekeys: true
 ssh_genkeytypes: [ed25519, ecdsa]
+# The image has no "locales" package (C.UTF-8 is built in): cloud-init's
+# locale module would fail on update-locale and leave "status: error".
+locale: false
 CFG
 # Host keys are per VM (cloud-init makes them): none ship in the image.
 rm -f "$root"/etc/ssh/ssh_host_*
@@ -68,16 +71,30 @@ echo "<h1>vmaas debian-12 guest</h1>" >"$root/var/www/index.html"
 cat >"$root/etc/systemd/system/vmaas-httpd.service" <<'UNIT'
 [Unit]
 Description=vmaas demo web server on port 80
-After=network.target
+# Last: the template's readiness probe fetches this page, so the VM is
+# READY once cloud-init has finished with it (host keys, the tenant's SSH
+# keys, the user data's files and scripts), not while it still works.
+# cloud-final runs after multi-user.target, so this one belongs to
+# graphical.target (the default), not multi-user.target (a cycle).
+After=network.target cloud-final.service
 
 [Service]
 ExecStart=/bin/busybox httpd -f -p 80 -h /var/www
 Restart=always
 
 [Install]
-WantedBy=multi-user.target
+WantedBy=graphical.target
 UNIT
 chroot "$root" systemctl enable vmaas-httpd.service >/dev/null 2>&1
+# Lean boot: nothing that competes with cloud-init for the (often
+# emulated) CPU and is of no use here. e2scrub_reap looks for stale LVM
+# snapshots (there is no LVM; it took 5 s of a TCG boot); getty-static
+# starts gettys on tty2-6 (tty1, on the display, stays); the apt and
+# e2scrub timers would wake an idle guest to run apt or scan (the image
+# has no network by default; the tenant updates it on purpose).
+for unit in e2scrub_reap.service getty-static.service apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer; do
+    ln -sf /dev/null "$root/etc/systemd/system/$unit"
+done
 # The serial console logs in as root without a password.
 mkdir -p "$root/etc/systemd/system/serial-getty@ttyS0.service.d"
 printf '[Service]\nExecStart=\nExecStart=-/sbin/agetty --autologin root --keep-baud 115200,57600,38400,9600 %%I $TERM\n' \

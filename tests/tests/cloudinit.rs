@@ -133,9 +133,12 @@ async fn debian_runs_cloud_init_from_its_seed() {
 
     // SSH with the tenant's key on the external address (cloud-init makes
     // the host keys and authorises the key on its first boot).
-    let out = ssh_once_up(&ip, &key, "echo who=$(id -un) host=$(hostname) pid1=$(cat /proc/1/comm); sync").await;
+    // READY means cloud-init has finished (the probed web server starts
+    // after its last stage), without errors.
+    let out = ssh_once_up(&ip, &key, "echo who=$(id -un) host=$(hostname) pid1=$(cat /proc/1/comm); cloud-init status; sync").await;
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("who=debian host=deb pid1=systemd"), "{text} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("status: done"), "cloud-init had finished when the VM was READY: {text}");
     // Another key does not open it.
     let other_dir = dir.path().join("other");
     std::fs::create_dir(&other_dir).unwrap();
