@@ -43,7 +43,9 @@ fi
 . "$ROOT/scripts/deps.sh"
 ensure_runtime_deps
 "$ROOT/scripts/guest-image.sh"
-build_bins
+# Only what the demo runs: the server, the CLI and the Terraform provider
+# (scripts/test.sh builds everything).
+build_bins vmaas-server vmaas-cli vmaas-provider
 stop_server
 mkdir -p "$DEMO"
 

@@ -48,11 +48,17 @@ trim_target() {
     find "$CARGO_TARGET_DIR"/*/deps -maxdepth 1 -type f -executable ! -name '*.so' -mmin +1440 -delete 2>/dev/null || true
 }
 
-# build_bins: builds every binary of the workspace (debug profile).
+# build_bins [PACKAGE...]: builds the binaries of the named packages, else
+# of the whole workspace (debug profile).
 build_bins() {
+    local what=(--workspace) p
+    if [ $# -gt 0 ]; then
+        what=()
+        for p in "$@"; do what+=(-p "$p"); done
+    fi
     trim_target
-    log "building (cargo, target dir $CARGO_TARGET_DIR)"
-    (cd "$ROOT" && cargo build --locked --workspace --bins)
+    log "building ${*:-every binary} (cargo, target dir $CARGO_TARGET_DIR)"
+    (cd "$ROOT" && cargo build --locked "${what[@]}" --bins)
     BIN=$CARGO_TARGET_DIR/debug
 }
 

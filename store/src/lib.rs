@@ -24,6 +24,7 @@ pub mod events;
 pub mod image;
 pub mod links;
 mod mem;
+mod migrations;
 pub mod objects;
 pub mod quota;
 pub mod record;
@@ -56,8 +57,6 @@ use self::mem::MemState;
 
 #[cfg(test)]
 mod tests;
-
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// How long a request waits for a database connection; past it the
 /// database counts as unavailable (503), not as broken.
@@ -240,7 +239,7 @@ impl Store {
             // Persistent for the file: readers never block the writer.
             sqlx::query("PRAGMA journal_mode=WAL").execute(&pool).await?;
         }
-        MIGRATOR.run(&pool).await?;
+        migrations::all().run(&pool).await?;
         let mut store = Self { pool, dialect, mem: None, commits: None, events: Arc::new(tokio::sync::watch::channel(0).0), pinned: None };
         store.count_usage_once().await?;
         store.index_links_once().await?;

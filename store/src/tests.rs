@@ -1,7 +1,5 @@
 //! The store over a real SQLite file: upgrades, references, versions.
 
-use std::borrow::Cow;
-
 use chrono::Utc;
 use serde_json::json;
 use vmaas_model::image::Image;
@@ -27,8 +25,7 @@ async fn upgrades_a_first_release_database_keeping_every_object() {
     sqlx::any::install_default_drivers();
     let url = format!("sqlite://{}?mode=rwc", dir.path().join("vmaas.db").display());
     let pool = sqlx::AnyPool::connect(&url).await.unwrap();
-    let first_release =
-        sqlx::migrate::Migrator { migrations: Cow::Owned(MIGRATOR.migrations[..2].to_vec()), ..sqlx::migrate::Migrator::DEFAULT };
+    let first_release = crate::migrations::first(2);
     first_release.run(&pool).await.unwrap();
     let now = "2026-11-01T10:00:00.000000000Z";
     sqlx::query(
