@@ -4,11 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinHandle};
+use tokio::time::Instant;
 use vmaas_model::{MachineSpec, Probe, ProbeCheck, Protocol};
 
 use crate::qmp::Qmp;
@@ -82,7 +83,7 @@ pub fn spawn(job: ProbeJob, ready: Arc<AtomicBool>, on_ready: impl FnOnce() + Se
 
 /// Forgets the checks that ended and, with [`IN_FLIGHT`] still waiting,
 /// gives up the oldest if it is at least [`MIN_AGE`] old.
-fn make_room(started: &mut std::collections::VecDeque<(Instant, tokio::task::AbortHandle)>) {
+fn make_room(started: &mut std::collections::VecDeque<(Instant, AbortHandle)>) {
     started.retain(|(_, check)| !check.is_finished());
     if started.len() >= IN_FLIGHT
         && started.front().is_some_and(|(at, _)| at.elapsed() >= MIN_AGE)
@@ -166,6 +167,32 @@ pub fn describe(probe: Option<&Probe>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Checks that wait are given up oldest first, and only once they are
+    /// a second old and the room is full; ended ones are forgotten.
+    #[tokio::test]
+    async fn slow_checks_keep_their_second() {
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut started = std::collections::VecDeque::new();
+        let done = tasks.spawn(async {});
+        while !done.is_finished() {
+            tokio::task::yield_now().await;
+        }
+        started.push_back((Instant::now(), done));
+        for _ in 0..IN_FLIGHT {
+            started.push_back((Instant::now(), tasks.spawn(std::future::pending::<()>())));
+        }
+        make_room(&mut started);
+        assert_eq!(started.len(), IN_FLIGHT, "the ended one is forgotten, no waiting one given up before its second");
+        let oldest = started[0].1.id();
+        started[0].0 = Instant::now() - MIN_AGE;
+        make_room(&mut started);
+        assert_eq!(started.len(), IN_FLIGHT - 1);
+        assert!(started.iter().all(|(_, c)| c.id() != oldest), "the oldest one went");
+        started[0].0 = Instant::now() - MIN_AGE;
+        make_room(&mut started);
+        assert_eq!(started.len(), IN_FLIGHT - 1, "with room, nothing more is given up");
+    }
 
     #[test]
     fn reads_the_usernet_table() {
