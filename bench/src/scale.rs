@@ -118,14 +118,20 @@ pub(crate) fn cpu_seconds_of(pid: &str) -> anyhow::Result<f64> {
     Ok(ticks / clock_ticks())
 }
 
+/// The host's clock ticks per second (`getconf CLK_TCK`), asked once: a
+/// sample of 100 guests' CPU would otherwise run `getconf` 100 times, in
+/// the process whose own CPU it measures.
 fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(100.0)
+    })
 }
 
 /// What one store size gave.
