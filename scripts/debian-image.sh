@@ -4,6 +4,9 @@
 # server), turned into an
 # ext4 file system with mkfs.ext4 -d, then into a qcow2 base disk. It boots
 # with the test guest's kernel and initramfs, which hand over to systemd.
+# Clones start from a template snapshot taken in that initramfs, before the
+# root is mounted (clone_hook): each mounts its own disk and runs
+# cloud-init as a first boot (its own host keys, name and machine-id).
 #   IMAGES/debian-12/{vmlinux,initrd.cpio,disk.qcow2,image.json}
 # Rebuilds only when this script changed.
 set -euo pipefail
@@ -115,7 +118,8 @@ cat >"$OUT.new/image.json" <<JSON
   "kernel": "vmlinux",
   "initrd": "initrd.cpio",
   "disk": "disk.qcow2",
-  "cmdline": "console=ttyS0 vmaas.root=/dev/vda panic=-1 quiet"
+  "cmdline": "console=ttyS0 vmaas.root=/dev/vda panic=-1 quiet",
+  "clone_hook": true
 }
 JSON
 echo "$stamp" >"$OUT.new/.stamp"

@@ -24,6 +24,7 @@ use vmaas_server::auth::Role;
 use vmaas_server::none_backend::NoBackend;
 
 mod boot;
+mod debian;
 mod disk_snapshots;
 mod events;
 mod grpc;
@@ -198,6 +199,11 @@ enum Cmd {
         /// Clones' TCG translation cache sizes (MiB) to measure beside QEMU's default.
         #[arg(long, value_delimiter = ',', default_values_t = [24, 16])]
         tcg_caches: Vec<u32>,
+        /// The guest: the test guest, or `debian` (the `debian` template, cold
+        /// and from a snapshot, and each VM's own host key; --burst, --idle
+        /// and --tcg-caches do not apply).
+        #[arg(long, value_enum, default_value_t = Guest::TestGuest)]
+        image: Guest,
         /// Images directory [default: ~/.local/share/vmaas/images].
         #[arg(long)]
         images_dir: Option<std::path::PathBuf>,
@@ -496,6 +502,15 @@ async fn function_bench(calls: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The guest `vmaas-bench qemu` measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Guest {
+    /// The test guest (the `tiny` template).
+    TestGuest,
+    /// The `debian` example template.
+    Debian,
+}
+
 /// The images directory asked for, or the default ~/.local/share/vmaas/images.
 fn images(asked: Option<std::path::PathBuf>) -> std::path::PathBuf {
     asked.unwrap_or_else(|| std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".local/share/vmaas/images"))
@@ -520,7 +535,8 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Recovery { vms, rounds, images_dir, server } => recovery::recovery(vms, rounds, images(images_dir), server).await,
         Cmd::Snapshots { rounds, images_dir } => disk_snapshots::snapshots(rounds, images(images_dir)).await,
         Cmd::Migration { rounds, images_dir } => migration::migration(rounds, images(images_dir)).await,
-        Cmd::Qemu { vms, burst, idle, tcg_caches, images_dir } => boot::qemu(vms, burst, idle, &tcg_caches, images(images_dir)).await,
+        Cmd::Qemu { image: Guest::Debian, vms, images_dir, .. } => debian::debian(vms, images(images_dir)).await,
+        Cmd::Qemu { vms, burst, idle, tcg_caches, images_dir, .. } => boot::qemu(vms, burst, idle, &tcg_caches, images(images_dir)).await,
         Cmd::Storage { rounds, megabytes, images_dir } => storage::storage(rounds, megabytes, images(images_dir)).await,
         Cmd::Shapes { vms, resizes, images_dir } => shapes::shapes(vms, resizes, images(images_dir)).await,
     }

@@ -61,26 +61,26 @@ impl Exports {
     }
 
     /// The KubeVirt names of `what`.
-    fn source(&self, what: &ExportSource) -> Result<Source, BackendError> {
+    async fn source(&self, what: &ExportSource) -> Result<Source, BackendError> {
         let s = &self.shared;
         s.listed()?;
         let missing = |what: &str| BackendError::invalid("exporting", format!("{what} is not on the cluster"));
         match what {
             ExportSource::VmDisk(id) => {
-                let vm = s.vms.of(id).into_iter().next().ok_or_else(|| missing("the virtual machine"))?;
+                let vm = s.vms.of_or_listed(&s.cluster, id).await?.into_iter().next().ok_or_else(|| missing("the virtual machine"))?;
                 let claim = claim_of(&vm, "rootdisk").ok_or_else(|| missing("the virtual machine's boot disk"))?;
                 let (namespace, name) = place_of(&vm);
                 let reference = json!({"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": name});
                 Ok(Source { owner: (ObjectKind::VirtualMachine, id.clone()), namespace, reference, claim })
             }
             ExportSource::Volume(id) => {
-                let dv = s.data_volumes.of(id).into_iter().next().ok_or_else(|| missing("the volume"))?;
+                let dv = s.data_volumes.of_or_listed(&s.cluster, id).await?.into_iter().next().ok_or_else(|| missing("the volume"))?;
                 let (namespace, name) = place_of(&dv);
                 let reference = json!({"apiGroup": "", "kind": "PersistentVolumeClaim", "name": name});
                 Ok(Source { owner: (ObjectKind::Volume, id.clone()), namespace, reference, claim: name })
             }
             ExportSource::Snapshot { id, disk } => {
-                let snap = s.snapshots.of(id).into_iter().next().ok_or_else(|| missing("the snapshot"))?;
+                let snap = s.snapshots.of_or_listed(&s.cluster, id).await?.into_iter().next().ok_or_else(|| missing("the snapshot"))?;
                 let (namespace, name) = place_of(&snap);
                 let vm_name = as_json(&snap)["spec"]["source"]["name"].as_str().unwrap_or_default().to_owned();
                 let disk = disk.as_deref().unwrap_or("rootdisk");
@@ -192,7 +192,7 @@ async fn convert(raw: &Path, to: &Path) -> Result<(), BackendError> {
 #[async_trait]
 impl ExportsApi for Exports {
     async fn export(&self, what: &ExportSource) -> Result<ExportFile, BackendError> {
-        let src = self.source(what)?;
+        let src = self.source(what).await?;
         let nonce = uuid::Uuid::new_v4().simple().to_string();
         let name = derived(src.reference["name"].as_str().unwrap_or("export"), &format!("export-{}", &nonce[..8]));
         let token = format!("{nonce}{}", uuid::Uuid::new_v4().simple());

@@ -92,6 +92,18 @@ impl Watched {
         self.store.state_filter(|o| o.metadata.labels.as_ref().and_then(|l| l.get(ID_LABEL)) == Some(&id))
     }
 
+    /// The objects of vmaas object `id`: as last seen or, when the watch
+    /// has seen none yet (it can lag behind the cluster), as the API server
+    /// lists them now. For requests, which are answered once and not retried.
+    pub async fn of_or_listed(&self, cluster: &Cluster, id: &str) -> Result<Vec<Arc<DynamicObject>>, BackendError> {
+        let seen = self.of(id);
+        if !seen.is_empty() {
+            return Ok(seen);
+        }
+        let listed = cluster.list(&self.ar, &crate::names::selector_of(id)).await?;
+        Ok(listed.into_iter().map(Arc::new).collect())
+    }
+
     /// Every object, as last seen.
     pub fn all(&self) -> Vec<Arc<DynamicObject>> {
         self.store.state()

@@ -133,7 +133,7 @@ impl UserNicArg {
     /// Its netdev, as `-netdev` takes it, with its host forwards or
     /// without (a migration target, or a clone's NIC plugged in later).
     pub fn netdev_arg(&self, with_forwards: bool) -> String {
-        let mut netdev = format!("user,id={},net=10.0.2.0/24,dhcpstart={GUEST_IP},hostname={}", self.id, self.hostname);
+        let mut netdev = format!("user,id={},net={USER_NET},dhcpstart={GUEST_IP},hostname={}", self.id, self.hostname);
         if !self.egress {
             netdev.push_str(",restrict=on");
         }
@@ -249,17 +249,25 @@ pub const SEGMENT_NIC_SLOT: u32 = 0x14;
 /// The VGA's video memory in MiB.
 pub const VGA_MIB: u32 = 8;
 
+/// The network of QEMU's user-mode network (its `net=`), where a guest
+/// has [`GUEST_IP`], the gateway [`USER_GATEWAY`] and the name server
+/// [`USER_DNS`] (QEMU's own defaults, written out).
+pub const USER_NET: &str = "10.0.2.0/24";
 /// The address QEMU's user-mode network gives the guest.
 pub const GUEST_IP: &str = "10.0.2.15";
+/// The user network's gateway (QEMU itself).
+pub const USER_GATEWAY: &str = "10.0.2.2";
+/// The user network's name server (QEMU itself).
+pub const USER_DNS: &str = "10.0.2.3";
 
-/// What a NIC on QEMU's user network (`net=10.0.2.0/24`) is given: its
+/// What a NIC on QEMU's user network ([`USER_NET`]) is given: its
 /// address, and on the first NIC the user network's gateway and name
 /// server. The guest sets it from its seed: no DHCP round trip.
 pub fn user_nic_address(first: bool) -> vmaas_model::nocloud::FixedAddress {
     vmaas_model::nocloud::FixedAddress {
         address: format!("{GUEST_IP}/24"),
-        gateway: first.then(|| "10.0.2.2".to_owned()),
-        dns: if first { vec!["10.0.2.3".to_owned()] } else { Vec::new() },
+        gateway: first.then(|| USER_GATEWAY.to_owned()),
+        dns: if first { vec![USER_DNS.to_owned()] } else { Vec::new() },
     }
 }
 

@@ -328,10 +328,12 @@ async fn blank(path: &Path, bytes: u64) -> Result<(), CloneError> {
     file.set_len(bytes).await.map_err(io("sizing"))
 }
 
-/// The template's kernel command line: the image's, without the VM's id,
-/// with `vmaas.template`.
+/// The template's kernel command line: the image's, without the VM's id
+/// and machine-id (a clone's guest takes its own from its seed), with
+/// `vmaas.template`.
 fn template_cmdline(append: &str) -> String {
-    let mut words: Vec<&str> = append.split_whitespace().filter(|w| !w.starts_with("vmaas.id=")).collect();
+    let own = |w: &&str| w.starts_with("vmaas.id=") || w.starts_with("systemd.machine_id=");
+    let mut words: Vec<&str> = append.split_whitespace().filter(|w| !own(w)).collect();
     words.push("vmaas.template");
     words.join(" ")
 }
@@ -343,6 +345,7 @@ mod tests {
     #[test]
     fn the_template_boots_without_the_vms_id() {
         assert_eq!(template_cmdline("console=ttyS0 quiet vmaas.id=abc"), "console=ttyS0 quiet vmaas.template");
+        assert_eq!(template_cmdline("console=ttyS0 vmaas.id=ab-c systemd.machine_id=abc quiet"), "console=ttyS0 quiet vmaas.template");
         assert_eq!(BootPath::Cold("snapshots are off".into()).note(), "cold boot: snapshots are off");
     }
 }

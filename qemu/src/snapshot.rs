@@ -447,7 +447,7 @@ fn plugs(id: &Identity<'_>) -> Vec<serde_json::Value> {
     for (slot, n) in plugged_nics(id) {
         let hostfwd: Vec<_> = n.forwards.iter().map(|f| json!({"str": f.rule()})).collect();
         out.push(json!({"execute": "netdev_add", "arguments": {
-            "type": "user", "id": n.id, "net": "10.0.2.0/24", "dhcpstart": crate::argv::GUEST_IP,
+            "type": "user", "id": n.id, "net": crate::argv::USER_NET, "dhcpstart": crate::argv::GUEST_IP,
             "hostname": n.hostname, "restrict": !n.egress, "hostfwd": hostfwd,
         }}));
         out.push(nic(&n.id, &n.mac, slot));

@@ -125,6 +125,9 @@ async fn debian_runs_cloud_init_from_its_seed() {
     let id = create_with(&s, &t, "deb", "debian", params).await;
     let vm = wait_until(&s, &t, &id, "READY", 400, |v| state(v) == "VIRTUAL_MACHINE_STATE_READY").await;
     let ip = vm["status"]["externalIP"].as_str().unwrap().to_owned();
+    // The image's initramfs has the clone hook: the VM starts from the
+    // template snapshot its first VM makes, saved before the root is mounted.
+    assert!(vm["status"].to_string().contains("restored from template snapshot"), "{vm}");
 
     // The VM's disk is an overlay whose backing file is the image's base disk.
     let info = vmaas_tests::disk_info(&s.data_dir.join("vms").join(&id).join("disk.qcow2"));
@@ -135,9 +138,17 @@ async fn debian_runs_cloud_init_from_its_seed() {
     // the host keys and authorises the key on its first boot).
     // READY means cloud-init has finished (the probed web server starts
     // after its last stage), without errors.
-    let out = ssh_once_up(&ip, &key, "echo who=$(id -un) host=$(hostname) pid1=$(cat /proc/1/comm); cloud-init status; sync").await;
+    // A clone of the template takes its machine-id, MAC and clock as its own.
+    let ask = "echo who=$(id -un) host=$(hostname) pid1=$(cat /proc/1/comm) mid=$(cat /etc/machine-id) mac=$(cat /sys/class/net/eth0/address) \
+               now=$(date +%s); cloud-init status; sync";
+    let out = ssh_once_up(&ip, &key, ask).await;
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("who=debian host=deb pid1=systemd"), "{text} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains(&format!("mid={}", id.replace('-', ""))), "the VM's id is its machine-id: {text}");
+    assert!(text.contains("mac=52:54:00:") && !text.contains("mac=52:54:00:00:00:01"), "its own MAC, not the template's: {text}");
+    let now = text.split_whitespace().find_map(|w| w.strip_prefix("now=")).and_then(|n| n.parse::<i64>().ok()).unwrap_or(0);
+    let host_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    assert!((host_now - now).abs() < 30, "the guest's clock is the host's, not the template's: {now} against {host_now}");
     assert!(text.contains("status: done"), "cloud-init had finished when the VM was READY: {text}");
     // Another key does not open it.
     let other_dir = dir.path().join("other");
