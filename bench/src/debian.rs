@@ -7,15 +7,13 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
-use futures::StreamExt;
-use tokio_tungstenite::tungstenite::Message;
+use anyhow::bail;
 use vmaas_client::{Client, WaitFor};
-use vmaas_model::{CreateVirtualMachine, VirtualMachineSpec, VirtualMachineTemplate};
+use vmaas_model::VirtualMachineTemplate;
 
 use crate::percentile;
-use crate::storage::{Ws, send};
-use crate::vms::{LOOK, none_left, start_qemu_server_with, timed_wait};
+use crate::storage::{read_until, send};
+use crate::vms::{none_left, of_template, ready, start_qemu_server_with, timed_wait};
 
 /// The template, as the examples publish it.
 const DEBIAN: &str = include_str!("../../examples/templates/debian.yaml");
@@ -35,15 +33,7 @@ struct Figures {
 /// A `debian` VM named `name`, created and waited for until READY; its id and seconds.
 async fn ready_debian(c: &Client, name: &str) -> anyhow::Result<(String, f64)> {
     let t = Instant::now();
-    let req = CreateVirtualMachine {
-        type_url: None,
-        id: Some(name.into()),
-        metadata: None,
-        spec: VirtualMachineSpec::new("debian"),
-        status: None,
-    };
-    let vm = c.create_vm(&req).await?;
-    c.wait_vm(&vm.id, WaitFor::Ready, READY_LIMIT, LOOK, |_| {}).await?.context("the VM went away")?;
+    let vm = ready(c, &of_template("debian", name), READY_LIMIT).await?;
     Ok((vm.id, t.elapsed().as_secs_f64()))
 }
 
@@ -54,34 +44,13 @@ async fn host_key(c: &Client, id: &str) -> anyhow::Result<String> {
     send(&mut ws, "").await?;
     // The marker is built by the shell, so the echoed command never matches.
     send(&mut ws, "echo \"HK$((1+1))=$(cut -d' ' -f2 /etc/ssh/ssh_host_ed25519_key.pub)\"").await?;
-    let text = read_until(&mut ws, "HK2=", Duration::from_secs(60)).await?;
+    let whole_line = |text: &str| text.split_once("HK2=").is_some_and(|(_, rest)| rest.contains('\n'));
+    let text = read_until(&mut ws, "HK2=", Duration::from_secs(60), whole_line).await?;
     let key = text.split("HK2=").nth(1).and_then(|rest| rest.split_whitespace().next()).unwrap_or_default();
     if key.len() < 40 {
         bail!("VM {id} has no ed25519 host key: {text:?}");
     }
     Ok(key.to_owned())
-}
-
-/// Reads the console until a whole line after `marker` is in (at most `within`).
-async fn read_until(ws: &mut Ws, marker: &str, within: Duration) -> anyhow::Result<String> {
-    let deadline = Instant::now() + within;
-    let mut text = String::new();
-    loop {
-        if let Some(at) = text.find(marker)
-            && text[at..].contains('\n')
-        {
-            return Ok(text[at..].to_owned());
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        let msg = tokio::time::timeout(left, ws.next()).await.with_context(|| format!("no {marker:?} on the console within {within:?}"))?;
-        match msg {
-            Some(Ok(Message::Binary(b))) => text.push_str(&String::from_utf8_lossy(&b)),
-            Some(Ok(Message::Text(t))) => text.push_str(&t),
-            Some(Ok(_)) => {}
-            Some(Err(e)) => return Err(e.into()),
-            None => bail!("the console closed"),
-        }
-    }
 }
 
 /// One mode: a first VM, then `vms` more one after another; every one's

@@ -33,24 +33,28 @@ pub(crate) async fn send(ws: &mut Ws, line: &str) -> anyhow::Result<()> {
 
 /// Reads the console until `marker` appears (at most `within`); when it did.
 pub(crate) async fn seen(ws: &mut Ws, marker: &str, within: Duration) -> anyhow::Result<Instant> {
+    // The marker is built by the shell ($((…))), so the echoed command never matches.
+    read_until(ws, marker, within, |text| text.contains(marker)).await?;
+    Ok(Instant::now())
+}
+
+/// Reads the console until what came so far satisfies `done` (at most
+/// `within`, else an error naming `what`); all that came.
+pub(crate) async fn read_until(ws: &mut Ws, what: &str, within: Duration, done: impl Fn(&str) -> bool) -> anyhow::Result<String> {
     let deadline = Instant::now() + within;
     let mut text = String::new();
-    loop {
+    while !done(&text) {
         let left = deadline.saturating_duration_since(Instant::now());
-        let msg = tokio::time::timeout(left, ws.next()).await.with_context(|| format!("no {marker:?} on the console within {within:?}"))?;
-        let data = match msg {
-            Some(Ok(Message::Binary(b))) => String::from_utf8_lossy(&b).into_owned(),
-            Some(Ok(Message::Text(t))) => t.to_string(),
-            Some(Ok(_)) => continue,
+        let msg = tokio::time::timeout(left, ws.next()).await.with_context(|| format!("no {what:?} on the console within {within:?}"))?;
+        match msg {
+            Some(Ok(Message::Binary(b))) => text.push_str(&String::from_utf8_lossy(&b)),
+            Some(Ok(Message::Text(t))) => text.push_str(&t),
+            Some(Ok(_)) => {}
             Some(Err(e)) => return Err(e.into()),
             None => bail!("the console closed"),
-        };
-        text.push_str(&data);
-        // The marker is built by the shell ($((…))), so the echoed command never matches.
-        if text.contains(marker) {
-            return Ok(Instant::now());
         }
     }
+    Ok(text)
 }
 
 async fn wait_volume(c: &Client, id: &str) -> anyhow::Result<()> {

@@ -83,7 +83,8 @@ pub(crate) async fn start_qemu_server_with(
         stop_grace: Duration::from_secs(30),
         egress: Vec::new(),
         uplinks: Vec::new(),
-        image_sources: Default::default(),
+        // Images are imported only from the benchmarks' own file server on loopback.
+        image_sources: vmaas_qemu::sources::SourcePolicy::parse(&["127.0.0.1".to_owned()]).map_err(anyhow::Error::msg)?,
         sysfs: "/sys".into(),
         gpu_aliases: Default::default(),
         snapshots,
@@ -124,19 +125,33 @@ pub(crate) async fn start_qemu_server_with(
 
 /// A request for a VM of the `tiny` template named `name`.
 pub(crate) fn tiny(name: impl Into<String>) -> vmaas_model::CreateVirtualMachine {
+    of_template("tiny", name)
+}
+
+/// A request for a VM of `template` named `name`.
+pub(crate) fn of_template(template: &str, name: impl Into<String>) -> vmaas_model::CreateVirtualMachine {
     vmaas_model::CreateVirtualMachine {
         type_url: None,
         id: Some(name.into()),
         metadata: None,
-        spec: vmaas_model::VirtualMachineSpec::new("tiny"),
+        spec: vmaas_model::VirtualMachineSpec::new(template),
         status: None,
     }
 }
 
 /// A `tiny` VM named `name`, created and waited for until READY.
 pub(crate) async fn ready_tiny(c: &vmaas_client::Client, name: &str) -> anyhow::Result<vmaas_model::VirtualMachine> {
-    let vm = c.create_vm(&tiny(name)).await?;
-    c.wait_vm(&vm.id, vmaas_client::WaitFor::Ready, Duration::from_secs(300), LOOK, |_| {}).await?.context("the VM went away")
+    ready(c, &tiny(name), Duration::from_secs(300)).await
+}
+
+/// The VM `req` asks for, created and waited for until READY (at most `limit`).
+pub(crate) async fn ready(
+    c: &vmaas_client::Client,
+    req: &vmaas_model::CreateVirtualMachine,
+    limit: Duration,
+) -> anyhow::Result<vmaas_model::VirtualMachine> {
+    let vm = c.create_vm(req).await?;
+    c.wait_vm(&vm.id, vmaas_client::WaitFor::Ready, limit, LOOK, |_| {}).await?.context("the VM went away")
 }
 
 /// The pid of VM `id`'s QEMU, from the server's data directory `dir`.
