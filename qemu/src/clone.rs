@@ -273,19 +273,44 @@ impl Clones {
     /// devices plugged in after the restore (as QEMU arguments).
     pub(crate) async fn start(&self, image: &Image, shape: &Shape, args: &QemuArgs, id: &str) -> Result<Clone, CloneError> {
         let snap = self.snapshot_for(image, shape, args).await?;
-        if let Some(efi) = &args.platform.efi {
-            copy(&snap.dir.join(crate::platform::EFI_VARS), &efi.vars).await?;
+        // The VM's variable store takes the snapshot's; should the clone not
+        // start, it is put back as it was, so that the next try (another
+        // external IP, a cold boot) finds it unused, not the template's.
+        let own = match &args.platform.efi {
+            Some(efi) => Some((efi.vars.clone(), swap_in(&snap.dir.join(crate::platform::EFI_VARS), &efi.vars).await?)),
+            None => None,
+        };
+        let started = self.restored(&snap, args, id).await;
+        if let (Err(_), Some((path, data))) = (&started, own) {
+            write(&path, data).await?;
         }
+        started
+    }
+
+    /// A QEMU for `args` restored from `snap`, with its further devices plugged in.
+    async fn restored(&self, snap: &Snapshot, args: &QemuArgs, id: &str) -> Result<Clone, CloneError> {
         let clone =
             QemuArgs { ram: Some(RamFile { path: snap.ram(), shared: false }), tcg_cache_mib: self.tcg_cache_mib, ..clone_args(args) };
         let process = snapshot::spawn(&self.qemu, &clone, id).await?;
         let identity = Identity { nics: &args.nics, segment_nics: &args.segment_nics };
-        if let Err(e) = snapshot::restore(&clone.qmp, &snap, &identity).await {
+        if let Err(e) = snapshot::restore(&clone.qmp, snap, &identity).await {
             warn!(vm = %id, snapshot = %snap.key, error = %e, "restoring from the snapshot failed");
             process.kill_and_wait(std::time::Duration::from_secs(5)).await;
             return Err(e.into());
         }
-        Ok(Clone { process, key: snap.key, plugged: snapshot::plugged_args(&identity) })
+        Ok(Clone { process, key: snap.key.clone(), plugged: snapshot::plugged_args(&identity) })
+    }
+}
+
+impl CloneError {
+    /// What QEMU said when it refused a host forward of the clone (its
+    /// address taken by another process meanwhile): a cold boot would be
+    /// refused alike, so the launch tries another address instead.
+    pub(crate) fn forward_refused(&self) -> Option<String> {
+        match self {
+            Self::Snapshot(SnapshotError::Start(e)) => crate::process::forward_refused(e),
+            _ => None,
+        }
     }
 }
 
@@ -316,8 +341,21 @@ fn clone_args(args: &QemuArgs) -> QemuArgs {
 async fn copy(from: &Path, to: &Path) -> Result<(), CloneError> {
     let io = |e| CloneError::Io { context: format!("copying {} to {}", from.display(), to.display()), source: e };
     let data = tokio::fs::read(from).await.map_err(io)?;
-    let path = to.to_owned();
-    tokio::task::spawn_blocking(move || crate::state::write_atomic(&path, &data)).await?.map_err(io)
+    write(to, data).await
+}
+
+/// Copies `from` over `to`, as [`copy`]; what `to` held before.
+async fn swap_in(from: &Path, to: &Path) -> Result<Vec<u8>, CloneError> {
+    let before = tokio::fs::read(to).await.map_err(|e| CloneError::Io { context: format!("reading {}", to.display()), source: e })?;
+    copy(from, to).await?;
+    Ok(before)
+}
+
+/// Writes `data` to `path` whole ([`crate::state::write_atomic`]).
+async fn write(path: &Path, data: Vec<u8>) -> Result<(), CloneError> {
+    let io = |e| CloneError::Io { context: format!("writing {}", path.display()), source: e };
+    let to = path.to_owned();
+    tokio::task::spawn_blocking(move || crate::state::write_atomic(&to, &data)).await?.map_err(io)
 }
 
 /// Writes a seed disk of `bytes` zeros at `path`: no label, so the

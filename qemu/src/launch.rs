@@ -412,7 +412,12 @@ impl Launcher {
                 vm.file.plugged = c.plugged;
                 Ok((c.process, Vec::new(), BootPath::Restored(c.key)))
             }
-            Err(e) => self.boot_cold(args, t).await.map(|p| (p, plugged, BootPath::Cold(format!("the snapshot could not be used: {e}")))),
+            Err(e) => {
+                if let Some(said) = e.forward_refused() {
+                    return Err(LaunchError::PortForward(said));
+                }
+                self.boot_cold(args, t).await.map(|p| (p, plugged, BootPath::Cold(format!("the snapshot could not be used: {e}"))))
+            }
         }
     }
 
@@ -422,11 +427,9 @@ impl Launcher {
             if matches!(e, StartError::Refused(_)) {
                 self.gpus.release(&t.id);
             }
-            match e {
-                StartError::Refused(said) if said.contains("host forwarding") || said.contains("hostfwd") => {
-                    LaunchError::PortForward(StartError::Refused(said).to_string())
-                }
-                e => LaunchError::Qemu(e),
+            match crate::process::forward_refused(&e) {
+                Some(said) => LaunchError::PortForward(said),
+                None => LaunchError::Qemu(e),
             }
         })
     }

@@ -85,6 +85,15 @@ pub async fn read_pid(path: &Path) -> Option<i32> {
     tokio::fs::read_to_string(path).await.ok()?.trim().parse().ok()
 }
 
+/// QEMU's refusal (the whole message) if it refused a host forward: its
+/// address or port was taken by another process.
+pub(crate) fn forward_refused(e: &StartError) -> Option<String> {
+    match e {
+        StartError::Refused(said) if said.contains("host forwarding") || said.contains("hostfwd") => Some(e.to_string()),
+        _ => None,
+    }
+}
+
 /// Why a QEMU that daemonizes itself did not start.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StartError {

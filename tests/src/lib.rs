@@ -227,6 +227,17 @@ impl Server {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 
+    /// Prints the last `lines` of the server's log on stderr: a failed
+    /// test shows what the server did (CI keeps only the test's output).
+    fn print_log_tail(&self, lines: usize) {
+        let log = self.log();
+        let all: Vec<&str> = log.lines().collect();
+        eprintln!("--- the server's last {lines} log lines ({}) ---", self.log_path().display());
+        for l in &all[all.len().saturating_sub(lines)..] {
+            eprintln!("{l}");
+        }
+    }
+
     async fn launch(&mut self) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path()).expect("log file");
         let start_len = log.metadata().map(|m| m.len()).unwrap_or(0) as usize;
@@ -430,6 +441,9 @@ impl Drop for Server {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        if std::thread::panicking() {
+            self.print_log_tail(80);
         }
         // Guests run daemonized: stop any this server left behind.
         for pid in qemu_pids(&self.data_dir.display().to_string()) {

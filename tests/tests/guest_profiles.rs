@@ -151,8 +151,17 @@ async fn an_efi_guest_starts_from_its_templates_snapshot_with_a_variable_store_o
     publish(&s, &format!("{}{}", EFI_SB.trim_end(), SERVED));
     let t = s.token("acme", false);
     let alpha = create(&s, &t, "alpha", "efi-sb").await;
-    let restored = boot_of(&ready(&s, &t, &alpha).await);
+    // While its template is made, another process takes the address alpha
+    // was given: its clone is refused that forward and tries another
+    // address, from the snapshot still (its variable store is put back
+    // unused after the refusal).
+    let taken = std::net::TcpListener::bind((external_ip_given(&s, &alpha).await, 80)).expect("holding alpha's address");
+    let vm = ready(&s, &t, &alpha).await;
+    let restored = boot_of(&vm);
     assert!(restored.contains("restored from template snapshot "), "{restored}");
+    let held = taken.local_addr().expect("address").ip().to_string();
+    assert_ne!(vm["status"]["externalIP"].as_str(), Some(held.as_str()), "alpha moved off the address taken");
+    drop(taken);
     let fresh = "efi=yes sb=1 tpm=no var=";
     assert_eq!(efi_seen(&s, &t, "alpha"), fresh, "a clone boots under Secure Boot");
     let write = format!("printf '\\x07\\x00\\x00\\x00alpha-only' > /sys/firmware/efi/efivars/VmaasTest-{GUID} && echo \"<<$((40+2))>>\"");
@@ -183,6 +192,20 @@ async fn an_efi_guest_starts_from_its_templates_snapshot_with_a_variable_store_o
     let cold = boot_of(&ready(&s, &t, &alpha).await);
     assert!(cold.ends_with("(cold boot: its EFI variable store holds what it wrote)"), "{cold}");
     assert_eq!(efi_seen(&s, &t, "alpha"), written, "after a stop and start");
+}
+
+/// The external IP VM `id` was given on this host, once its launch began
+/// (from its state file: its status says only once it has started).
+async fn external_ip_given(s: &Server, id: &str) -> std::net::Ipv4Addr {
+    let file = s.data_dir.join("vms").join(id).join("vm.json");
+    for _ in 0..600 {
+        let state: serde_json::Value = std::fs::read(&file).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+        if let Some(ip) = state["external_ip"].as_str().and_then(|a| a.parse().ok()) {
+            return ip;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("{} names no external IP in 30 s", file.display());
 }
 
 /// How many swtpm processes serve the VM whose directory is `dir`.

@@ -190,6 +190,9 @@ async fn killed_guest_is_healed_and_restart_readopts() {
     assert_ne!(healed[0], pids[0]);
     let ip = vm["status"]["externalIP"].as_str().unwrap().to_owned();
     assert!(http_get(&ip).await.unwrap().contains("phoenix"));
+    // The guest says it is ready on its console a moment after its page
+    // answers the probe: what the console said before the restart...
+    let said = console_log_with(&s, &t, "phoenix", "vmaas-guest: ready").await;
 
     // A server restart re-adopts the running guest: same process, no duplicate.
     s.restart().await;
@@ -197,9 +200,23 @@ async fn killed_guest_is_healed_and_restart_readopts() {
     assert_eq!(qemu_pids(&id), healed);
     assert!(s.log().contains("re-adopted a running VM"));
     assert_eq!(vm["status"]["externalIP"], ip.as_str());
-    // The console survives the restart too.
+    // ...it still says after it: the console survives the restart too.
     let out = s.cli(&t, &["vm", "logs", "phoenix"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("vmaas-guest: ready"));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with(&said), "the console log lost what it had before the restart");
+}
+
+/// VM `vm`'s console log (`vmaas vm logs`) once it holds `line` (60 s at most).
+async fn console_log_with(s: &Server, t: &str, vm: &str, line: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = s.cli(t, &["vm", "logs", vm]);
+        let log = String::from_utf8_lossy(&out.stdout).into_owned();
+        if log.contains(line) {
+            return log;
+        }
+        assert!(Instant::now() < deadline, "{line:?} not on {vm}'s console in 60 s:\n{log}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
