@@ -62,6 +62,21 @@ ssh_genkeytypes: [ed25519, ecdsa]
 # The image has no "locales" package (C.UTF-8 is built in): cloud-init's
 # locale module would fail on update-locale and leave "status: error".
 locale: false
+# Only the modules this image can use (Debian's lists name every cloud's).
+# Left out: what needs a package the image does not have (GRUB, whose
+# grub-dpkg ran debconf for 2.2 s of a TCG boot; rsyslog, byobu, snap,
+# keyboard, ssh-import-id, lxd, fan, landscape, puppet, chef, mcollective,
+# salt-minion), other clouds' (EC2 metadata, RightScale, RMC), the locale
+# (off above), the migrator of old cloud-init versions' state (none here)
+# and apt-pipelining (apt's default). Everything a tenant's cloud-config can
+# ask of this image stays: users, keys, files, commands, disks, mounts,
+# apt sources and packages, passwords, time zone, NTP, power state.
+cloud_init_modules: [seed_random, bootcmd, write-files, growpart, resizefs, disk_setup, mounts, set_hostname,
+  update_hostname, update_etc_hosts, ca-certs, users-groups, ssh]
+cloud_config_modules: [set-passwords, apt-configure, ntp, timezone, runcmd]
+cloud_final_modules: [package-update-upgrade-install, write-files-deferred, scripts-vendor, scripts-per-once,
+  scripts-per-boot, scripts-per-instance, scripts-user, ssh-authkey-fingerprints, keys-to-console, install-hotplug,
+  phone-home, final-message, power-state-change]
 CFG
 # Host keys are per VM (cloud-init makes them): none ship in the image.
 rm -f "$root"/etc/ssh/ssh_host_*
