@@ -103,6 +103,20 @@ pub fn console(s: &Server, token: &str, vm: &str, input: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// VM `vm`'s console log (`vmaas vm logs`) once it holds `text`: it may
+/// come after READY (a probe can answer before the guest prints it).
+pub async fn console_log_with(s: &Server, token: &str, vm: &str, text: &str, within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let log = String::from_utf8_lossy(&s.cli(token, &["vm", "logs", vm]).stdout).into_owned();
+        if log.contains(text) {
+            return log;
+        }
+        assert!(Instant::now() < deadline, "{text:?} not on {vm}'s console in {within:?}:\n{log}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// A guest command printing `DEV=vdX.` for the disk whose serial is `serial` (`DEV=.` if none).
 pub fn find_disk(serial: &str) -> String {
     format!("d=$(grep -l '^{serial}$' /sys/block/vd*/serial 2>/dev/null | cut -d/ -f4); echo \"DEV=$d.\"")

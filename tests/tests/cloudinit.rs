@@ -9,7 +9,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use vmaas_tests::Server;
 use vmaas_tests::ssh::{keypair, ssh, ssh_once_up};
-use vmaas_tests::vms::{V1, publish, state, wait_ready, wait_until};
+use vmaas_tests::vms::{V1, console_log_with, publish, state, wait_ready, wait_until};
 
 const TINY: &str = include_str!("../../examples/templates/tiny.yaml");
 const DEBIAN: &str = include_str!("../../examples/templates/debian.yaml");
@@ -167,15 +167,7 @@ async fn debian_runs_cloud_init_from_its_seed() {
 
     // The user data ran: its file is there, seen on the serial console
     // (once its autologin shell, named after the VM, is up).
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !String::from_utf8_lossy(&s.cli(&t, &["vm", "logs", "deb"]).stdout).contains("root@deb") {
-        assert!(
-            Instant::now() < deadline,
-            "no shell prompt on the console:\n{}",
-            String::from_utf8_lossy(&s.cli(&t, &["vm", "logs", "deb"]).stdout)
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    console_log_with(&s, &t, "deb", "root@deb", Duration::from_secs(120)).await;
     let text = console(&s, &t, "deb", "\necho root=$(findmnt -no SOURCE /) file=$(cat /var/tmp/from-user-data)\n");
     assert!(text.contains("root=/dev/vda file=written by cloud-init"), "{text}");
 

@@ -6,7 +6,7 @@ use futures::{SinkExt, StreamExt};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
-use vmaas_tests::vms::{V1, create, get, state, wait_ready, wait_until};
+use vmaas_tests::vms::{V1, console_log_with, create, get, state, wait_ready, wait_until};
 use vmaas_tests::{Server, qemu_pids};
 
 const TINY: &str = include_str!("../../examples/templates/tiny.yaml");
@@ -124,11 +124,7 @@ async fn console_over_websocket() {
     let id = create(&s, &t, "shell", "tiny").await;
     wait_ready(&s, &t, &id).await;
     // READY may come from the probe before the guest's line reaches the log.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !String::from_utf8_lossy(&s.cli(&t, &["vm", "logs", "shell"]).stdout).contains("vmaas-guest: ready") {
-        assert!(Instant::now() < deadline, "the guest never said it was ready on its console");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    console_log_with(&s, &t, "shell", "vmaas-guest: ready", Duration::from_secs(30)).await;
     let (st, session) = s.raw(Method::POST, &format!("{V1}/virtual_machines/{id}/console_sessions"), Some(&t), None).await;
     assert_eq!(st, 201, "{session}");
     let url = format!("{}{}", s.endpoint.replace("http://", "ws://"), session["url"].as_str().unwrap());
@@ -209,7 +205,7 @@ async fn killed_guest_is_healed_and_restart_readopts() {
     assert!(http_get_within(&ip, 4).await.contains("phoenix"));
     // The guest says it is ready on its console a moment after its page
     // answers the probe: what the console said before the restart...
-    let said = console_log_with(&s, &t, "phoenix", "vmaas-guest: ready").await;
+    let said = console_log_with(&s, &t, "phoenix", "vmaas-guest: ready", Duration::from_secs(60)).await;
 
     // A server restart re-adopts the running guest: same process, no duplicate.
     s.restart().await;
@@ -220,20 +216,6 @@ async fn killed_guest_is_healed_and_restart_readopts() {
     // ...it still says after it: the console survives the restart too.
     let out = s.cli(&t, &["vm", "logs", "phoenix"]);
     assert!(String::from_utf8_lossy(&out.stdout).starts_with(&said), "the console log lost what it had before the restart");
-}
-
-/// VM `vm`'s console log (`vmaas vm logs`) once it holds `line` (60 s at most).
-async fn console_log_with(s: &Server, t: &str, vm: &str, line: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = s.cli(t, &["vm", "logs", vm]);
-        let log = String::from_utf8_lossy(&out.stdout).into_owned();
-        if log.contains(line) {
-            return log;
-        }
-        assert!(Instant::now() < deadline, "{line:?} not on {vm}'s console in 60 s:\n{log}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
