@@ -204,7 +204,6 @@ impl App {
             queue: Arc::new(Queue::default()),
             metrics: Arc::new(Metrics::new()),
             backend,
-            tickets: Default::default(),
             overcommit: config.overcommit,
             admission: Default::default(),
             progress: Default::default(),

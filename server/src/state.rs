@@ -60,8 +60,6 @@ pub struct Services {
     pub metrics: Arc<Metrics>,
     /// The backend.
     pub backend: Arc<dyn Backend>,
-    /// Console tickets not used yet.
-    pub tickets: Arc<crate::api::tickets::Tickets>,
     /// How far VMs may overcommit the host.
     pub overcommit: crate::capacity::Overcommit,
     /// How far the reconciler has caught up since start.

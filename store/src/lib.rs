@@ -15,6 +15,7 @@
 //! - [`record`]: the typed record of every kind the model declares an
 //!   `Object` of (all but VMs and templates): a new kind needs no code here.
 //! - [`vm`], [`template`] and [`image`]: what VMs, templates and images add on top.
+//! - [`tickets`]: console tickets, shared by every replica.
 
 #![forbid(unsafe_code)]
 
@@ -30,6 +31,7 @@ pub mod quota;
 pub mod record;
 mod row;
 pub mod template;
+pub mod tickets;
 pub mod usage;
 pub mod vm;
 

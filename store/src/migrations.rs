@@ -10,7 +10,7 @@ use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 
 /// Version, description (the file name's words) and SQL of each migration, in order.
-const MIGRATIONS: [(i64, &str, &str); 10] = [
+const MIGRATIONS: [(i64, &str, &str); 11] = [
     (1, "initial", include_str!("../migrations/0001_initial.sql")),
     (2, "restarts", include_str!("../migrations/0002_restarts.sql")),
     (3, "objects", include_str!("../migrations/0003_objects.sql")),
@@ -21,6 +21,7 @@ const MIGRATIONS: [(i64, &str, &str); 10] = [
     (8, "event queue", include_str!("../migrations/0008_event_queue.sql")),
     (9, "usage", include_str!("../migrations/0009_usage.sql")),
     (10, "links", include_str!("../migrations/0010_links.sql")),
+    (11, "console tickets", include_str!("../migrations/0011_console_tickets.sql")),
 ];
 
 /// The schema's migrations, the first `count` of them.

@@ -271,3 +271,49 @@ async fn one_server_per_data_directory() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("another vmaas-server is using"), "{err}");
 }
+
+/// The status and body a console WebSocket at `s` with `?ticket=` answers
+/// its upgrade with (`--backend none` has no console, so a ticket that
+/// opens the door gets 409 saying so, and one that does not gets 401).
+async fn console_with(s: &Server, id: &str, ticket: &str) -> (u16, String) {
+    let url = format!("{}{V1}/virtual_machines/{id}/console?ticket={ticket}", s.endpoint.replace("http://", "ws://"));
+    match tokio_tungstenite::connect_async(url.as_str()).await {
+        Ok(_) => (101, String::new()),
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
+            (r.status().as_u16(), String::from_utf8_lossy(r.body().as_deref().unwrap_or_default()).into_owned())
+        }
+        Err(e) => panic!("console: {e}"),
+    }
+}
+
+/// A console session of VM `id`, opened through `s`: status and answer.
+async fn session(s: &Server, t: &str, id: &str) -> (u16, Value) {
+    s.raw(Method::POST, &format!("{V1}/virtual_machines/{id}/console_sessions"), Some(t), None).await
+}
+
+/// A console ticket one replica hands out opens the console on the other,
+/// once; the caps on unused tickets count both replicas' tickets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_ticket_is_good_on_every_replica_once() {
+    let Some((a, b)) = pair(&["--backend", "none"]).await else { return };
+    let t = a.token("acme", false);
+    let created: Vec<String> = join_all(["one", "two"].map(|n| vmaas_tests::vms::create(&a, &t, n, "tiny"))).await;
+    let (st, got) = session(&a, &t, &created[0]).await;
+    assert_eq!(st, 201, "{got}");
+    let ticket = got["ticket"].as_str().unwrap().to_owned();
+    let (st, body) = console_with(&b, &created[0], &ticket).await;
+    assert_eq!(st, 409, "replica b takes replica a's ticket (and then says it has no console): {body}");
+    assert!(body.contains("has no serial console"), "{body}");
+    let (st, body) = console_with(&a, &created[0], &ticket).await;
+    assert_eq!(st, 401, "a ticket used on b is used up on a too: {body}");
+
+    // Eight unused tickets for one VM, handed out by both replicas: the ninth is refused by either.
+    for i in 0..8 {
+        let (st, v) = session(if i % 2 == 0 { &a } else { &b }, &t, &created[1]).await;
+        assert_eq!(st, 201, "ticket {i}: {v}");
+    }
+    for s in [&a, &b] {
+        let (st, v) = session(s, &t, &created[1]).await;
+        assert_eq!((st, v["details"][0]["field"].as_str()), (429, Some("console_sessions")), "{v}");
+    }
+}

@@ -22,7 +22,7 @@ use crate::auth::Caller;
 use crate::error::{ApiError, Code};
 use crate::state::AppState;
 
-use super::tickets::{ConsoleType, TICKET_TTL};
+use super::tickets::{self, ConsoleType};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -78,8 +78,7 @@ pub(super) async fn open_session(s: &AppState, caller: &Caller, id: &str, kind: 
     if vm.deleted_at.is_some() {
         return Err(gone(&vm.name, "is being deleted"));
     }
-    let ticket = s.tickets.issue(id, &vm.tenant, kind)?;
-    let expires_at = Utc::now() + chrono::Duration::from_std(TICKET_TTL).unwrap_or_default();
+    let (ticket, expires_at) = tickets::issue(&s.store, id, &vm.tenant, kind).await?;
     let path = if kind == ConsoleType::Vnc { "vnc" } else { "console" };
     let url = format!("{PREFIX}/virtual_machines/{id}/{path}?ticket={ticket}");
     info!(vm = %id, by = %caller.subject, console = ?kind, "console session opened");
@@ -103,7 +102,7 @@ pub(super) async fn admitted(
 ) -> Result<crate::store::VmRecord, ApiError> {
     let seen = match q.ticket {
         Some(t) => {
-            if !s.tickets.redeem(&t, id, kind) {
+            if !tickets::redeem(&s.store, &t, id, kind).await? {
                 return Err(ApiError::unauthenticated(
                     "the console ticket is unknown, used already, expired, or for another VM or console",
                 ));

@@ -1,27 +1,32 @@
 //! Console tickets: short-lived, single-use, for one VM and one kind of
 //! console (serial or VNC), capped per VM, per tenant and in all, handed
 //! out by `POST .../console_sessions` and redeemed by the console's
-//! WebSocket ([`super::console`], [`super::display`]).
+//! WebSocket ([`super::console`], [`super::display`]) or gRPC's
+//! `ConsoleProxy.Connect`. They live in the store (only their SHA-256),
+//! so a ticket one replica hands out opens the console on any replica,
+//! once, and the caps hold across replicas.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use rand::RngCore;
+use sha2::{Digest, Sha256};
+use vmaas_store::tickets::{NewTicket, TicketCap, TicketCaps};
 
 use crate::error::ApiError;
+use crate::store::Store;
 
 /// How long a console ticket is valid.
 pub const TICKET_TTL: Duration = Duration::from_secs(60);
 
 /// Unused tickets one VM may have at once.
-pub const TICKETS_PER_VM: usize = 8;
+pub const TICKETS_PER_VM: i64 = 8;
 
 /// Unused tickets one tenant may have at once.
-pub const TICKETS_PER_TENANT: usize = 32;
+pub const TICKETS_PER_TENANT: i64 = 32;
 
-/// Unused tickets the server keeps at most.
-pub const TICKETS_TOTAL: usize = 4096;
+/// Unused tickets the service keeps at most (all replicas together).
+pub const TICKETS_TOTAL: i64 = 4096;
 
 /// Which console a ticket opens, as OSAC's `ConsoleType` names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
@@ -35,55 +40,59 @@ pub enum ConsoleType {
     Vnc,
 }
 
-struct Ticket {
-    vm: String,
-    tenant: String,
-    kind: ConsoleType,
-    expires: Instant,
+impl ConsoleType {
+    /// How the store names it.
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Serial => "serial",
+            Self::Vnc => "vnc",
+        }
+    }
+
+    /// The kind the store names `s`.
+    fn parse(s: &str) -> Option<Self> {
+        [Self::Serial, Self::Vnc].into_iter().find(|k| k.as_str() == s)
+    }
 }
 
-/// Console tickets handed out and not used yet.
-#[derive(Default)]
-pub struct Tickets(Mutex<HashMap<String, Ticket>>);
+/// The caps on unused tickets.
+const CAPS: TicketCaps = TicketCaps { per_vm: TICKETS_PER_VM, per_tenant: TICKETS_PER_TENANT, total: TICKETS_TOTAL };
 
-impl Tickets {
-    /// A new ticket to `vm`'s `kind` of console, for `tenant`, unless that
-    /// would pass a cap.
-    pub(super) fn issue(&self, vm: &str, tenant: &str, kind: ConsoleType) -> Result<String, ApiError> {
-        let mut raw = [0u8; 24];
-        rand::rng().fill_bytes(&mut raw);
-        let ticket: String = raw.iter().map(|b| format!("{b:02x}")).collect();
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        map.retain(|_, t| t.expires > now);
-        let cap = |n: usize, what: &str| {
-            ApiError::exhausted(
-                "console_sessions",
-                format!("{what} has {n} unused console tickets already: use them or let them expire ({}s)", TICKET_TTL.as_secs()),
-            )
-        };
-        if map.values().filter(|t| t.vm == vm).count() >= TICKETS_PER_VM {
-            return Err(cap(TICKETS_PER_VM, "this virtual machine"));
-        }
-        if map.values().filter(|t| t.tenant == tenant).count() >= TICKETS_PER_TENANT {
-            return Err(cap(TICKETS_PER_TENANT, "this tenant"));
-        }
-        if map.len() >= TICKETS_TOTAL {
-            return Err(cap(TICKETS_TOTAL, "the server"));
-        }
-        map.insert(ticket.clone(), Ticket { vm: vm.to_owned(), tenant: tenant.to_owned(), kind, expires: now + TICKET_TTL });
-        Ok(ticket)
-    }
+/// The key a ticket is stored under: its SHA-256 (whoever reads the
+/// database cannot open a console with what is there).
+fn key(ticket: &str) -> String {
+    Sha256::digest(ticket.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
 
-    /// Uses up `ticket`: the VM and kind of console it was for, if it was
-    /// valid (for `ConsoleProxy.Connect`, which names neither).
-    pub(crate) fn redeem_any(&self, ticket: &str) -> Option<(String, ConsoleType)> {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        map.remove(ticket).filter(|t| t.expires > Instant::now()).map(|t| (t.vm, t.kind))
-    }
+/// A new ticket to `vm`'s `kind` of console, for `tenant`, and when it
+/// expires, unless that would pass a cap (429, naming it).
+pub(super) async fn issue(store: &Store, vm: &str, tenant: &str, kind: ConsoleType) -> Result<(String, DateTime<Utc>), ApiError> {
+    let mut raw = [0u8; 24];
+    rand::rng().fill_bytes(&mut raw);
+    let ticket: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+    let now = Utc::now();
+    let expires_at = now + chrono::Duration::from_std(TICKET_TTL).unwrap_or_default();
+    let new = NewTicket { key: &key(&ticket), vm, tenant, kind: kind.as_str(), expires_at };
+    let refused = match store.issue_ticket(&new, &CAPS, now).await? {
+        None => return Ok((ticket, expires_at)),
+        Some(TicketCap::Vm(n)) => (n, "this virtual machine"),
+        Some(TicketCap::Tenant(n)) => (n, "this tenant"),
+        Some(TicketCap::Total(n)) => (n, "the service"),
+    };
+    Err(ApiError::exhausted(
+        "console_sessions",
+        format!("{} has {} unused console tickets already: use them or let them expire ({}s)", refused.1, refused.0, TICKET_TTL.as_secs()),
+    ))
+}
 
-    /// Uses up `ticket`; true if it was valid for `vm`'s `kind` of console.
-    pub(super) fn redeem(&self, ticket: &str, vm: &str, kind: ConsoleType) -> bool {
-        self.redeem_any(ticket).is_some_and(|(v, k)| v == vm && k == kind)
-    }
+/// Uses up `ticket`: the VM and kind of console it was for, if it was
+/// valid (for `ConsoleProxy.Connect`, which names neither).
+pub(crate) async fn redeem_any(store: &Store, ticket: &str) -> Result<Option<(String, ConsoleType)>, ApiError> {
+    let used = store.redeem_ticket(&key(ticket), Utc::now()).await?;
+    Ok(used.and_then(|u| Some((u.vm, ConsoleType::parse(&u.kind)?))))
+}
+
+/// Uses up `ticket`; true if it was valid for `vm`'s `kind` of console.
+pub(super) async fn redeem(store: &Store, ticket: &str, vm: &str, kind: ConsoleType) -> Result<bool, ApiError> {
+    Ok(redeem_any(store, ticket).await?.is_some_and(|(v, k)| v == vm && k == kind))
 }

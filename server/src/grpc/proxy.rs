@@ -53,9 +53,9 @@ async fn admitted(state: &AppState, meta: &tonic::metadata::MetadataMap) -> Resu
     let bearer = meta.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).map(str::trim);
     let ticket =
         bearer.ok_or_else(|| Status::unauthenticated("send the ticket of a console session as `authorization: Bearer <ticket>`"))?;
-    let (vm, kind) = state
-        .tickets
-        .redeem_any(ticket)
+    let (vm, kind) = crate::api::tickets::redeem_any(&state.store, ticket)
+        .await
+        .map_err(|e| Status::new(tonic::Code::from_i32(e.code as i32), e.message))?
         .ok_or_else(|| Status::unauthenticated("the console ticket is unknown, used already or expired"))?;
     let record =
         state.store.get_vm(&vm, &Scope::All).await.map_err(|_| Status::failed_precondition(format!("virtual machine {vm} was deleted")))?;
