@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use hyper_util::rt::TokioIo;
+use kube::api::{DynamicObject, ListParams};
 use tokio::sync::{broadcast, mpsc};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::{Message, Role};
@@ -93,7 +94,7 @@ pub struct Consoles(pub(crate) Arc<Shared>);
 impl vmaas_backend::Consoles for Consoles {
     async fn open(&self, id: &str) -> Result<Console, BackendError> {
         self.0.listed()?;
-        let vmi = self.0.vmis.of(id).into_iter().next();
+        let vmi = vmi_of(&self.0, id).await?;
         let uid = vmi.as_ref().and_then(|v| v.metadata.uid.clone());
         if let Some(s) = self.0.consoles.live(id, uid.as_deref()) {
             return Ok(s.console());
@@ -115,6 +116,19 @@ impl vmaas_backend::Consoles for Consoles {
     async fn display(&self, id: &str) -> Result<vmaas_backend::Display, BackendError> {
         crate::display::open(&self.0, id).await
     }
+}
+
+/// VM `id`'s VMI: from the watch, else asked of the API server (another
+/// replica may have seen it start, and answered READY, before this
+/// replica's watch has caught up).
+pub(crate) async fn vmi_of(shared: &Shared, id: &str) -> Result<Option<Arc<DynamicObject>>, BackendError> {
+    if let Some(vmi) = shared.vmis.of(id).into_iter().next() {
+        return Ok(Some(vmi));
+    }
+    let params = ListParams::default().labels(&crate::names::selector_of(id));
+    let listed = shared.cluster.api(&shared.cluster.res.vmi, "").list(&params).await;
+    let listed = listed.map_err(|e| BackendError::transient("looking up the VM's VirtualMachineInstance", e))?;
+    Ok(listed.items.into_iter().next().map(Arc::new))
 }
 
 /// A KubeVirt WebSocket through the API server.

@@ -20,7 +20,7 @@ const PIPE: usize = 256 * 1024;
 /// A new connection to the display of VM `id`'s VMI.
 pub(crate) async fn open(shared: &Shared, id: &str) -> Result<vmaas_backend::Display, BackendError> {
     shared.listed()?;
-    let vmi = shared.vmis.of(id).into_iter().next();
+    let vmi = crate::console::vmi_of(shared, id).await?;
     let vmi = vmi.ok_or_else(|| BackendError::invalid("opening the display", "the VM is not running: it has no VirtualMachineInstance"))?;
     let (ns, name) = crate::cluster::place_of(&vmi);
     let ws = crate::console::connect(&shared.cluster.client(), &ns, &name, "vnc").await?;

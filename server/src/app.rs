@@ -199,6 +199,11 @@ impl App {
         }
         let state = AppState::new(Services {
             events: crate::events::EventHub::start(store.clone()),
+            console_clients: {
+                let clients = Arc::new(crate::api::console_clients::ConsoleClients::default());
+                clients.start_sweeping(store.clone());
+                clients
+            },
             store,
             keys,
             queue: Arc::new(Queue::default()),

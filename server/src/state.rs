@@ -52,6 +52,8 @@ impl std::ops::Deref for AppState {
 pub struct Services {
     /// Durable state.
     pub store: Store,
+    /// The console connections of this replica that hold an OSAC client id.
+    pub console_clients: Arc<crate::api::console_clients::ConsoleClients>,
     /// Token keys.
     pub keys: Keys,
     /// The reconciler's queue: a change enqueues the object it changed.

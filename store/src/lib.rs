@@ -15,12 +15,14 @@
 //! - [`record`]: the typed record of every kind the model declares an
 //!   `Object` of (all but VMs and templates): a new kind needs no code here.
 //! - [`vm`], [`template`] and [`image`]: what VMs, templates and images add on top.
-//! - [`tickets`]: console tickets, shared by every replica.
+//! - [`tickets`] and [`console_clients`]: console tickets, and the console
+//!   connection each client holds, shared by every replica.
 
 #![forbid(unsafe_code)]
 
 mod commit;
 mod conn;
+pub mod console_clients;
 pub mod events;
 pub mod image;
 pub mod links;

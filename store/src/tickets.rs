@@ -30,6 +30,10 @@ pub struct NewTicket<'a> {
     pub tenant: &'a str,
     /// Which console it opens.
     pub kind: &'a str,
+    /// Who asked for it.
+    pub subject: &'a str,
+    /// The client id it was asked with (OSAC's; empty: none).
+    pub client_id: &'a str,
     /// When it stops being valid.
     pub expires_at: DateTime<Utc>,
 }
@@ -63,6 +67,12 @@ pub struct Redeemed {
     pub vm: String,
     /// Which console.
     pub kind: String,
+    /// The VM's tenant.
+    pub tenant: String,
+    /// Who asked for it.
+    pub subject: String,
+    /// The client id it was asked with (empty: none).
+    pub client_id: String,
 }
 
 impl Store {
@@ -94,14 +104,18 @@ impl Store {
                 }));
             }
         }
-        sqlx::query("INSERT INTO console_tickets (hash, vm, tenant, kind, expires_at) VALUES ($1, $2, $3, $4, $5)")
-            .bind(ticket.key)
-            .bind(ticket.vm)
-            .bind(ticket.tenant)
-            .bind(ticket.kind)
-            .bind(ticket.expires_at.timestamp_millis())
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO console_tickets (hash, vm, tenant, kind, subject, client_id, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(ticket.key)
+        .bind(ticket.vm)
+        .bind(ticket.tenant)
+        .bind(ticket.kind)
+        .bind(ticket.subject)
+        .bind(ticket.client_id)
+        .bind(ticket.expires_at.timestamp_millis())
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(None)
     }
@@ -109,7 +123,7 @@ impl Store {
     /// Uses up the ticket stored under `key`: what it was for, if it was
     /// stored and had not expired by `now`.
     pub async fn redeem_ticket(&self, key: &str, now: DateTime<Utc>) -> Result<Option<Redeemed>, StoreError> {
-        let row = sqlx::query("DELETE FROM console_tickets WHERE hash = $1 RETURNING vm, kind, expires_at")
+        let row = sqlx::query("DELETE FROM console_tickets WHERE hash = $1 RETURNING vm, kind, tenant, subject, client_id, expires_at")
             .bind(key)
             .fetch_optional(&self.pool)
             .await?;
@@ -118,7 +132,13 @@ impl Store {
         if expires_at <= now.timestamp_millis() {
             return Ok(None);
         }
-        Ok(Some(Redeemed { vm: row.try_get("vm")?, kind: row.try_get("kind")? }))
+        Ok(Some(Redeemed {
+            vm: row.try_get("vm")?,
+            kind: row.try_get("kind")?,
+            tenant: row.try_get("tenant")?,
+            subject: row.try_get("subject")?,
+            client_id: row.try_get("client_id")?,
+        }))
     }
 }
 
@@ -131,7 +151,7 @@ mod tests {
     const CAPS: TicketCaps = TicketCaps { per_vm: 2, per_tenant: 3, total: 4 };
 
     fn ticket<'a>(key: &'a str, vm: &'a str, tenant: &'a str, expires_at: DateTime<Utc>) -> NewTicket<'a> {
-        NewTicket { key, vm, tenant, kind: "serial", expires_at }
+        NewTicket { key, vm, tenant, kind: "serial", subject: "alice", client_id: "", expires_at }
     }
 
     #[tokio::test]
@@ -149,7 +169,9 @@ mod tests {
         assert_eq!(store.issue_ticket(&ticket("c2", "vm-c", "globex", later), &CAPS, now).await.unwrap(), Some(TicketCap::Total(4)));
 
         let used = store.redeem_ticket("a1", now).await.unwrap();
-        assert_eq!(used, Some(Redeemed { vm: "vm-a".into(), kind: "serial".into() }));
+        let what =
+            Redeemed { vm: "vm-a".into(), kind: "serial".into(), tenant: "acme".into(), subject: "alice".into(), client_id: String::new() };
+        assert_eq!(used, Some(what));
         assert_eq!(store.redeem_ticket("a1", now).await.unwrap(), None, "used once");
         assert_eq!(store.redeem_ticket("nope", now).await.unwrap(), None);
         assert_eq!(

@@ -61,6 +61,14 @@ class Proxied:
                 return seen
         raise SystemExit(f"FAILED: the stream ended before {want!r}; saw {seen!r}")
 
+    def ended(self):
+        """Reads to the end of the stream: its last status."""
+        last = None
+        for r in self.call:
+            if r.WhichOneof("payload") == "status":
+                last = r.status
+        return last
+
     def close(self):
         self.call.cancel()
         self.q.put(None)
@@ -77,9 +85,9 @@ def run(a):
     sessions, proxy = cs_grpc.ConsoleSessionsStub(ch), cps_grpc.ConsoleProxyStub(ch)
     user, other = [("authorization", f"Bearer {a.token}")], [("authorization", f"Bearer {a.other_token}")]
 
-    def session(kind, who=user, resource_id=None, resource_type=cs.CONSOLE_RESOURCE_TYPE_COMPUTE_INSTANCE):
+    def session(kind, who=user, resource_id=None, resource_type=cs.CONSOLE_RESOURCE_TYPE_COMPUTE_INSTANCE, client_id="osac-cli-test"):
         obj = cs.ConsoleSession(resource_type=resource_type, resource_id=a.vm if resource_id is None else resource_id, type=kind,
-                                client_id="osac-cli-test")
+                                client_id=client_id)
         return sessions.Create(cs.ConsoleSessionsCreateRequest(object=obj), metadata=who, timeout=30).object
 
     serial = session(cs.CONSOLE_TYPE_SERIAL)
@@ -104,6 +112,24 @@ def run(a):
         check(e.code() == grpc.StatusCode.UNAUTHENTICATED, f"a used ticket: {e.code()} {e.details()}")
     again.close()
     step("a used ticket is UNAUTHENTICATED")
+
+    def connected(client_id):
+        c = Proxied(proxy, cs, cps, session(cs.CONSOLE_TYPE_SERIAL, client_id=client_id).ticket)
+        first = next(c.call)
+        check(first.WhichOneof("payload") == "status" and first.status.state == cs.CONSOLE_CONNECTION_STATE_CONNECTED, f"CONNECTED ({first})")
+        return c
+
+    old, other_client = connected("osac-cli-evict"), connected("osac-cli-other")
+    new = connected("osac-cli-evict")
+    last = old.ended()
+    check(last is not None and last.state == cs.CONSOLE_CONNECTION_STATE_DISCONNECTED and "client_id" in last.message,
+          f"the older connection of the client ends DISCONNECTED, saying why ({last})")
+    for c, word in ((new, b"newer"), (other_client, b"other")):
+        c.send(b"echo " + word + b"-$((6*7))\n")
+        c.until(word + b"-42")
+        c.close()
+    old.close()
+    step("client_id: a newer connection evicts the client's older one; another client's stays")
 
     vnc = session(cs.CONSOLE_TYPE_VNC)
     v = Proxied(proxy, cs, cps, vnc.ticket)

@@ -6,7 +6,9 @@
 //! viewers, logged, refused to another tenant and to a stopped VM. The
 //! graphical console is the `vnc` subresource, which the played virt-api
 //! serves from a real QEMU's display (SeaBIOS on a VGA), as virt-api does
-//! from the QEMU that runs the VMI.
+//! from the QEMU that runs the VMI. Two replicas on PostgreSQL: a newer
+//! connection of an OSAC `client_id` through one evicts the older through
+//! the other.
 
 use std::time::{Duration, Instant};
 
@@ -172,4 +174,59 @@ async fn the_display_is_virt_apis_vnc_subresource_through_the_aggregator() {
     // A stopped VM has no VMI, so no display: a clear error.
     let (st, body) = refused_once_stopped(&s, &t, &id, Some(serde_json::json!({"type": "CONSOLE_TYPE_VNC"}))).await;
     assert!(body["message"].as_str().unwrap_or_default().contains("not running"), "{st} {body}");
+}
+
+/// A console WebSocket of VM `id` through `s`, from an OSAC session with
+/// `client_id`.
+async fn open_as_client(s: &Server, t: &str, id: &str, client_id: &str) -> Ws {
+    let body = serde_json::json!({"resource_id": id, "client_id": client_id});
+    let (st, session) = s.raw(Method::POST, &format!("{V1}/console_sessions"), Some(t), Some(body)).await;
+    assert_eq!(st, 201, "{session}");
+    let url = format!("{}{}", s.endpoint.replace("http://", "ws://"), session["url"].as_str().unwrap());
+    tokio_tungstenite::connect_async(url.as_str()).await.unwrap_or_else(|e| panic!("console: {e}\n{}", s.log())).0
+}
+
+/// How `ws` ends within `within`: the close frame's reason (`None`: still open).
+async fn closed_within(ws: &mut Ws, within: Duration) -> Option<String> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_millis(200), ws.next()).await {
+            Ok(Some(Ok(Message::Close(frame)))) => return Some(frame.map(|f| f.reason.to_string()).unwrap_or_default()),
+            Ok(None | Some(Err(_))) => return Some(String::new()),
+            Ok(Some(Ok(_))) | Err(_) => {}
+        }
+    }
+    None
+}
+
+/// OSAC's `client_id` across two replicas on one PostgreSQL: a connection
+/// through replica b evicts the same client's older connection through
+/// replica a (within a's next look, 2 s); another client's stays open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_connection_of_a_client_evicts_its_older_one_on_another_replica() {
+    let mut k = Cluster::start_aggregated().await;
+    vmaas_tests::virt_api::serve(&mut k).await;
+    k.namespace(vmaas_tests::kubevirt::IMAGES).await;
+    vmaas_tests::kubevirt::data_source(&k, "test-guest").await;
+    let _kubevirt = vmaas_tests::kubevirt::Controllers::start(k.api());
+    let kubeconfig = k.kubeconfig();
+    let args = ["--backend", "kubevirt", "--kubeconfig", kubeconfig.to_str().unwrap(), "--default-image", "test-guest"];
+    let Some(a) = Server::start_with(vmaas_tests::Db::Postgres, &args).await else { return };
+    let b = Server::replica_of(&a).await;
+    vms::publish(&a, vms::TINY);
+    let t = a.token("acme", false);
+    let id = vms::create(&a, &t, "shared", "tiny").await;
+    vms::wait_ready(&a, &t, &id).await;
+
+    let mut older = open_as_client(&a, &t, &id, "osac-cli-1").await;
+    let mut other = open_as_client(&a, &t, &id, "osac-cli-2").await;
+    read_until(&mut older, "ttyS0").await;
+    let mut newer = open_as_client(&b, &t, &id, "osac-cli-1").await;
+    let reason = closed_within(&mut older, Duration::from_secs(6)).await;
+    assert!(reason.as_deref().is_some_and(|r| r.contains("client_id")), "the older connection closed, saying why: {reason:?}\n{}", a.log());
+    newer.send(Message::Text("root\r".into())).await.unwrap();
+    read_until(&mut newer, "Password: ").await;
+    assert_eq!(closed_within(&mut other, Duration::from_secs(3)).await, None, "another client's connection stays open");
+    other.send(Message::Text("root\r".into())).await.unwrap();
+    read_until(&mut other, "root\r\nPassword: ").await;
 }

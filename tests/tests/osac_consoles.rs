@@ -3,8 +3,9 @@
 //! `../shared/osac/public-v1-latest` (not the project's `.proto` files)
 //! opens a serial session of a real guest by name, types a command through
 //! `ConsoleProxy.Connect` (a bidirectional stream, the ticket as bearer
-//! token) and reads its output, is refused a used ticket, gets RFB from a
-//! VNC session, and gets OSAC's codes for the usual mistakes.
+//! token) and reads its output, is refused a used ticket, sees a newer
+//! connection of its `client_id` evict the older one, gets RFB from a VNC
+//! session, and gets OSAC's codes for the usual mistakes.
 
 use vmaas_tests::Server;
 use vmaas_tests::vms::{self, TINY, publish, wait_ready};
@@ -21,6 +22,7 @@ async fn osacs_current_console_client_types_into_a_guest_through_the_proxy() {
         "a serial session of the VM named by its name",
         "a command typed, its output read",
         "a used ticket is UNAUTHENTICATED",
+        "a newer connection evicts the client's older one",
         "a VNC session's stream speaks RFB",
         "NOT_FOUND for another tenant's VM",
         "a VNC session with its WebSocket url",

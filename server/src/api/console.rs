@@ -22,6 +22,7 @@ use crate::auth::Caller;
 use crate::error::{ApiError, Code};
 use crate::state::AppState;
 
+use super::console_clients::{EVICTED, Hold, evicted};
 use super::tickets::{self, ConsoleType};
 
 pub(super) fn routes() -> Router<AppState> {
@@ -39,6 +40,10 @@ pub struct SessionRequest {
     /// `CONSOLE_TYPE_SERIAL` (the default) or `CONSOLE_TYPE_VNC`.
     #[serde(default, rename = "type")]
     pub kind: ConsoleType,
+    /// The client's own id (OSAC's `client_id`): a connection with it
+    /// takes the place of the caller's older one with the same id.
+    #[serde(default)]
+    pub client_id: String,
 }
 
 /// A console session: connect to `url` within `expires_at`, once.
@@ -69,16 +74,24 @@ pub(super) async fn create_session(
 ) -> Result<(StatusCode, Json<ConsoleSession>), ApiError> {
     let req: SessionRequest =
         if body.iter().all(u8::is_ascii_whitespace) { SessionRequest::default() } else { super::extract::decode(&body)? };
-    Ok((StatusCode::CREATED, Json(open_session(&s, &caller, &id, req.kind).await?)))
+    Ok((StatusCode::CREATED, Json(open_session(&s, &caller, &id, req.kind, &req.client_id).await?)))
 }
 
-/// A new session of the caller's VM `id`'s `kind` of console.
-pub(super) async fn open_session(s: &AppState, caller: &Caller, id: &str, kind: ConsoleType) -> Result<ConsoleSession, ApiError> {
+/// A new session of the caller's VM `id`'s `kind` of console, for the
+/// caller's client `client_id` (empty: none).
+pub(super) async fn open_session(
+    s: &AppState,
+    caller: &Caller,
+    id: &str,
+    kind: ConsoleType,
+    client_id: &str,
+) -> Result<ConsoleSession, ApiError> {
     let vm = s.store.get_vm(id, &scope(caller)).await?;
     if vm.deleted_at.is_some() {
         return Err(gone(&vm.name, "is being deleted"));
     }
-    let (ticket, expires_at) = tickets::issue(&s.store, id, &vm.tenant, kind).await?;
+    let who = tickets::For { tenant: &vm.tenant, subject: &caller.subject, client_id };
+    let (ticket, expires_at) = tickets::issue(&s.store, id, &who, kind).await?;
     let path = if kind == ConsoleType::Vnc { "vnc" } else { "console" };
     let url = format!("{PREFIX}/virtual_machines/{id}/{path}?ticket={ticket}");
     info!(vm = %id, by = %caller.subject, console = ?kind, "console session opened");
@@ -91,22 +104,26 @@ pub(super) struct ConsoleQuery {
     ticket: Option<String>,
 }
 
-/// The VM whose `kind` of console the caller may open: by `?ticket=` (used
-/// up), or by the bearer token in `headers`; 410 while it is being deleted.
+/// The hold on its client of a connection to VM `id`'s `kind` of console
+/// the caller may open (none without a client id): by `?ticket=` (used
+/// up), or by the bearer token in `headers`; 410 while the VM is being
+/// deleted.
 pub(super) async fn admitted(
     s: &AppState,
     id: &str,
     q: ConsoleQuery,
     headers: &HeaderMap,
     kind: ConsoleType,
-) -> Result<crate::store::VmRecord, ApiError> {
+) -> Result<Option<Hold>, ApiError> {
+    let mut client = None;
     let seen = match q.ticket {
         Some(t) => {
-            if !tickets::redeem(&s.store, &t, id, kind).await? {
+            let Some(used) = tickets::redeem(&s.store, &t, id, kind).await? else {
                 return Err(ApiError::unauthenticated(
                     "the console ticket is unknown, used already, expired, or for another VM or console",
                 ));
-            }
+            };
+            client = used.client;
             // The ticket was issued for this VM: it dies with it.
             s.store.get_vm(id, &crate::store::Scope::All).await.map_err(|_| gone(id, "was deleted"))?
         }
@@ -123,7 +140,7 @@ pub(super) async fn admitted(
     if seen.deleted_at.is_some() {
         return Err(gone(&seen.name, "is being deleted"));
     }
-    Ok(seen)
+    s.console_clients.hold(&s.store, client).await
 }
 
 /// The upgrade, or 400 saying this is a WebSocket endpoint.
@@ -151,10 +168,15 @@ pub(super) async fn console(
     headers: HeaderMap,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    admitted(&s, &id, q, &headers, ConsoleType::Serial).await?;
+    let hold = admitted(&s, &id, q, &headers, ConsoleType::Serial).await?;
     let ws = upgrade(ws)?;
     let console = consoles(&s)?.open(&id).await.map_err(|e| ApiError::precondition(e.to_string()))?;
-    Ok(ws.on_upgrade(move |socket| pump(socket, console, id)))
+    Ok(ws.on_upgrade(move |socket| pump(socket, console, id, hold)))
+}
+
+/// The close frame of a connection a newer one of its client took the place of.
+pub(super) fn evicted_frame() -> axum::extract::ws::CloseFrame {
+    axum::extract::ws::CloseFrame { code: axum::extract::ws::close_code::POLICY, reason: EVICTED.into() }
 }
 
 /// 410: the console of the VM `name`, which `what` (is being deleted, was deleted), is closed.
@@ -167,7 +189,7 @@ pub(super) fn consoles(s: &AppState) -> Result<std::sync::Arc<dyn vmaas_backend:
     s.backend.consoles().ok_or_else(|| ApiError::precondition(format!("the {} backend has no serial console", s.backend.name())))
 }
 
-async fn pump(mut socket: WebSocket, mut console: vmaas_backend::Console, id: String) {
+async fn pump(mut socket: WebSocket, mut console: vmaas_backend::Console, id: String, mut hold: Option<Hold>) {
     if !console.history.is_empty() && socket.send(Message::Binary(Bytes::from(std::mem::take(&mut console.history)))).await.is_err() {
         return;
     }
@@ -181,6 +203,10 @@ async fn pump(mut socket: WebSocket, mut console: vmaas_backend::Console, id: St
                     break;
                 }
             },
+            () = evicted(&mut hold) => {
+                let _ = socket.send(Message::Close(Some(evicted_frame()))).await;
+                break;
+            }
             msg = socket.recv() => match msg {
                 Some(Ok(Message::Text(t))) => { if console.input.send(Bytes::from(t.as_str().to_owned())).await.is_err() { break } }
                 Some(Ok(Message::Binary(b))) => { if console.input.send(b).await.is_err() { break } }

@@ -44,7 +44,8 @@ pub struct OsacConsoleSession {
     /// `CONSOLE_TYPE_SERIAL` (the default) or `CONSOLE_TYPE_VNC`.
     #[serde(default, rename = "type")]
     pub kind: ConsoleType,
-    /// The client's own id, kept.
+    /// The client's own id: a connection with it takes the place of the
+    /// caller's older one with the same id (on any replica).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub client_id: String,
     /// Output only: the ticket.
@@ -76,7 +77,7 @@ pub(super) async fn create(
         return Err(ApiError::field("object.resource_id", "must name a compute instance by id or name"));
     }
     let id = vm_id(&s, &caller, &req.resource_id).await?;
-    let session = open_session(&s, &caller, &id, req.kind).await?;
+    let session = open_session(&s, &caller, &id, req.kind, &req.client_id).await?;
     let answer = OsacConsoleSession {
         resource_type: ConsoleResourceType::ComputeInstance,
         resource_id: id,

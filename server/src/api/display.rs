@@ -16,7 +16,8 @@ use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tracing::{debug, info};
 
-use super::console::{ConsoleQuery, admitted, consoles, upgrade};
+use super::console::{ConsoleQuery, admitted, consoles, evicted_frame, upgrade};
+use super::console_clients::{Hold, evicted};
 use super::extract::ApiQuery;
 use super::tickets::ConsoleType;
 use crate::error::ApiError;
@@ -43,18 +44,23 @@ pub(super) async fn vnc(
     headers: HeaderMap,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    admitted(&s, &id, q, &headers, ConsoleType::Vnc).await?;
+    let hold = admitted(&s, &id, q, &headers, ConsoleType::Vnc).await?;
     let ws = upgrade(ws)?.protocols([BINARY]);
     let display = consoles(&s)?.display(&id).await.map_err(|e| ApiError::precondition(e.to_string()))?;
     info!(vm = %id, "graphical console viewer joined");
-    Ok(ws.on_upgrade(move |socket| pump(socket, display, id)))
+    Ok(ws.on_upgrade(move |socket| pump(socket, display, id, hold)))
 }
 
-/// RFB from the display to the viewer and back, until either side ends.
-async fn pump(mut socket: WebSocket, mut display: vmaas_backend::Display, id: String) {
+/// RFB from the display to the viewer and back, until either side ends
+/// (or a newer connection of the viewer's client takes its place).
+async fn pump(mut socket: WebSocket, mut display: vmaas_backend::Display, id: String, mut hold: Option<Hold>) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         tokio::select! {
+            () = evicted(&mut hold) => {
+                let _ = socket.send(Message::Close(Some(evicted_frame()))).await;
+                break;
+            }
             n = display.read(&mut buf) => match n {
                 Ok(0) | Err(_) => {
                     let _ = socket.send(Message::Close(None)).await;

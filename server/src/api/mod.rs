@@ -5,6 +5,7 @@ pub(crate) mod catalog;
 mod compute_instance_templates;
 mod compute_instances;
 mod console;
+pub(crate) mod console_clients;
 mod console_sessions;
 mod deadline;
 mod disk_images;

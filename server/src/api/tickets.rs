@@ -64,15 +64,24 @@ fn key(ticket: &str) -> String {
     Sha256::digest(ticket.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A new ticket to `vm`'s `kind` of console, for `tenant`, and when it
+/// Who a ticket is for: the VM's tenant, the subject that asked, and
+/// OSAC's client id it asked with (empty: none).
+pub(super) struct For<'a> {
+    pub tenant: &'a str,
+    pub subject: &'a str,
+    pub client_id: &'a str,
+}
+
+/// A new ticket to `vm`'s `kind` of console, `who` it is for, and when it
 /// expires, unless that would pass a cap (429, naming it).
-pub(super) async fn issue(store: &Store, vm: &str, tenant: &str, kind: ConsoleType) -> Result<(String, DateTime<Utc>), ApiError> {
+pub(super) async fn issue(store: &Store, vm: &str, who: &For<'_>, kind: ConsoleType) -> Result<(String, DateTime<Utc>), ApiError> {
     let mut raw = [0u8; 24];
     rand::rng().fill_bytes(&mut raw);
     let ticket: String = raw.iter().map(|b| format!("{b:02x}")).collect();
     let now = Utc::now();
     let expires_at = now + chrono::Duration::from_std(TICKET_TTL).unwrap_or_default();
-    let new = NewTicket { key: &key(&ticket), vm, tenant, kind: kind.as_str(), expires_at };
+    let (tenant, subject, client_id) = (who.tenant, who.subject, who.client_id);
+    let new = NewTicket { key: &key(&ticket), vm, tenant, kind: kind.as_str(), subject, client_id, expires_at };
     let refused = match store.issue_ticket(&new, &CAPS, now).await? {
         None => return Ok((ticket, expires_at)),
         Some(TicketCap::Vm(n)) => (n, "this virtual machine"),
@@ -85,14 +94,27 @@ pub(super) async fn issue(store: &Store, vm: &str, tenant: &str, kind: ConsoleTy
     ))
 }
 
-/// Uses up `ticket`: the VM and kind of console it was for, if it was
-/// valid (for `ConsoleProxy.Connect`, which names neither).
-pub(crate) async fn redeem_any(store: &Store, ticket: &str) -> Result<Option<(String, ConsoleType)>, ApiError> {
-    let used = store.redeem_ticket(&key(ticket), Utc::now()).await?;
-    Ok(used.and_then(|u| Some((u.vm, ConsoleType::parse(&u.kind)?))))
+/// What a used ticket opens.
+pub(crate) struct Used {
+    /// The VM.
+    pub vm: String,
+    /// Its kind of console.
+    pub kind: ConsoleType,
+    /// The client the connection is of (OSAC's `client_id`, as
+    /// [`super::console_clients`] keys it), when the ticket was asked with one.
+    pub client: Option<String>,
 }
 
-/// Uses up `ticket`; true if it was valid for `vm`'s `kind` of console.
-pub(super) async fn redeem(store: &Store, ticket: &str, vm: &str, kind: ConsoleType) -> Result<bool, ApiError> {
-    Ok(redeem_any(store, ticket).await?.is_some_and(|(v, k)| v == vm && k == kind))
+/// Uses up `ticket`: what it opens, if it was valid (for
+/// `ConsoleProxy.Connect`, which names neither VM nor console).
+pub(crate) async fn redeem_any(store: &Store, ticket: &str) -> Result<Option<Used>, ApiError> {
+    let Some(used) = store.redeem_ticket(&key(ticket), Utc::now()).await? else { return Ok(None) };
+    let Some(kind) = ConsoleType::parse(&used.kind) else { return Ok(None) };
+    let client = (!used.client_id.is_empty()).then(|| super::console_clients::key(&used.tenant, &used.subject, &used.client_id));
+    Ok(Some(Used { vm: used.vm, kind, client }))
+}
+
+/// Uses up `ticket`: what it opens, if it was valid for `vm`'s `kind` of console.
+pub(super) async fn redeem(store: &Store, ticket: &str, vm: &str, kind: ConsoleType) -> Result<Option<Used>, ApiError> {
+    Ok(redeem_any(store, ticket).await?.filter(|u| u.vm == vm && u.kind == kind))
 }

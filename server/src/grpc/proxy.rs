@@ -18,7 +18,8 @@ use tonic::{Status, Streaming};
 use tracing::{debug, info};
 
 use super::codec::Reply;
-use crate::api::tickets::ConsoleType;
+use crate::api::console_clients::{EVICTED, Hold, evicted};
+use crate::api::tickets::{ConsoleType, Used};
 use crate::state::AppState;
 use crate::store::Scope;
 
@@ -40,29 +41,60 @@ pub async fn connect(
     method: MethodDescriptor,
     req: tonic::Request<Streaming<DynamicMessage>>,
 ) -> Result<tonic::Response<ProxyStream>, Status> {
-    let (vm, kind) = admitted(&state, req.metadata()).await?;
+    let (Used { vm, kind, .. }, hold) = admitted(&state, req.metadata()).await?;
     let pipe = open(&state, &vm, kind).await?;
     info!(vm = %vm, console = ?kind, "console proxied over gRPC");
     tokio::spawn(typed(req.into_inner(), method.input(), pipe.input, vm));
-    Ok(tonic::Response::new(responses(pipe.output, method.output())))
+    Ok(tonic::Response::new(responses(events(pipe.output, hold), method.output())))
 }
 
-/// The VM and the kind of console the caller's ticket (its bearer token)
-/// opens, using the ticket up; the VM must not be being deleted.
-async fn admitted(state: &AppState, meta: &tonic::metadata::MetadataMap) -> Result<(String, ConsoleType), Status> {
+/// What the caller's ticket (its bearer token) opens, using the ticket up,
+/// and the connection's hold on its client (with a client id); the VM must
+/// not be being deleted.
+async fn admitted(state: &AppState, meta: &tonic::metadata::MetadataMap) -> Result<(Used, Option<Hold>), Status> {
     let bearer = meta.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).map(str::trim);
     let ticket =
         bearer.ok_or_else(|| Status::unauthenticated("send the ticket of a console session as `authorization: Bearer <ticket>`"))?;
-    let (vm, kind) = crate::api::tickets::redeem_any(&state.store, ticket)
+    let used = crate::api::tickets::redeem_any(&state.store, ticket)
         .await
-        .map_err(|e| Status::new(tonic::Code::from_i32(e.code as i32), e.message))?
+        .map_err(to_status)?
         .ok_or_else(|| Status::unauthenticated("the console ticket is unknown, used already or expired"))?;
+    let vm = &used.vm;
     let record =
-        state.store.get_vm(&vm, &Scope::All).await.map_err(|_| Status::failed_precondition(format!("virtual machine {vm} was deleted")))?;
+        state.store.get_vm(vm, &Scope::All).await.map_err(|_| Status::failed_precondition(format!("virtual machine {vm} was deleted")))?;
     if record.deleted_at.is_some() {
         return Err(Status::failed_precondition(format!("virtual machine {:?} is being deleted: its console is closed", record.name)));
     }
-    Ok((vm, kind))
+    let hold = state.console_clients.hold(&state.store, used.client.clone()).await.map_err(to_status)?;
+    Ok((used, hold))
+}
+
+/// An error of the server as a gRPC status.
+fn to_status(e: crate::error::ApiError) -> Status {
+    Status::new(tonic::Code::from_i32(e.code as i32), e.message)
+}
+
+/// What the console's `output` becomes for the client.
+enum Event {
+    /// What it printed.
+    Output(Bytes),
+    /// The end, and why.
+    Ended(&'static str),
+}
+
+/// `output`'s chunks, then why it ended: it closed, or a newer connection
+/// of the client took `hold`'s place.
+fn events(output: Pin<Box<dyn Stream<Item = Bytes> + Send>>, hold: Option<Hold>) -> impl Stream<Item = Event> + Send {
+    futures::stream::unfold(Some((output, hold)), |state| async move {
+        let (mut output, mut hold) = state?;
+        tokio::select! {
+            chunk = output.next() => Some(match chunk {
+                Some(c) => (Event::Output(c), Some((output, hold))),
+                None => (Event::Ended("the console closed"), None),
+            }),
+            () = evicted(&mut hold) => Some((Event::Ended(EVICTED), None)),
+        }
+    })
 }
 
 /// VM `vm`'s `kind` of console, from the backend.
@@ -78,14 +110,17 @@ async fn open(state: &AppState, vm: &str, kind: ConsoleType) -> Result<Pipe, Sta
     .map_err(|e| Status::failed_precondition(e.to_string()))
 }
 
-/// The responses: CONNECTED, each chunk of `output`, DISCONNECTED.
-fn responses(output: Pin<Box<dyn Stream<Item = Bytes> + Send>>, response: MessageDescriptor) -> ProxyStream {
+/// The responses: CONNECTED, each chunk of output, DISCONNECTED and why.
+fn responses(events: impl Stream<Item = Event> + Send + 'static, response: MessageDescriptor) -> ProxyStream {
     let out = Out::new(response);
-    let closing = out.clone();
     let connected = futures::stream::once(futures::future::ready(Ok(out.status("CONSOLE_CONNECTION_STATE_CONNECTED", ""))));
-    let printed = output.map(move |chunk| Ok(out.output(chunk)));
-    let ended = futures::stream::once(async move { Ok(closing.status("CONSOLE_CONNECTION_STATE_DISCONNECTED", "the console closed")) });
-    Box::pin(connected.chain(printed).chain(ended))
+    let printed = events.map(move |e| {
+        Ok(match e {
+            Event::Output(chunk) => out.output(chunk),
+            Event::Ended(why) => out.status("CONSOLE_CONNECTION_STATE_DISCONNECTED", why),
+        })
+    });
+    Box::pin(connected.chain(printed))
 }
 
 /// The serial console as a pipe: its history, then what it prints.
