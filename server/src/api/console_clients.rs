@@ -65,8 +65,10 @@ impl Drop for Hold {
             held.remove(&self.client);
         }
         drop(held);
+        // A server shutting down drops its connections with no runtime left to release them in.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         let (store, client, session) = (self.store.clone(), self.client.clone(), std::mem::take(&mut self.session));
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             if let Err(e) = store.release_console_client(&client, &session).await {
                 warn!(error = %e, "a console client's record was not released (it is forgotten in a day)");
             }
