@@ -95,6 +95,16 @@ pub enum CloneError {
     /// A blocking task died.
     #[error("{0}")]
     Task(#[from] tokio::task::JoinError),
+    /// The clone did not start, and the VM's EFI variable store, which
+    /// held the snapshot's for it, could not be put back: the VM must not
+    /// boot cold on it (it would start with the template's variables).
+    #[error("{clone}; and the VM's EFI variable store could not be put back as it was: {source}")]
+    StoreNotPutBack {
+        /// Why the clone did not start.
+        clone: Box<CloneError>,
+        /// Why the store was not put back.
+        source: Box<CloneError>,
+    },
 }
 
 /// The clone path: the template snapshots of this host, made on first
@@ -280,11 +290,7 @@ impl Clones {
             Some(efi) => Some((efi.vars.clone(), swap_in(&snap.dir.join(crate::platform::EFI_VARS), &efi.vars).await?)),
             None => None,
         };
-        let started = self.restored(&snap, args, id).await;
-        if let (Err(_), Some((path, data))) = (&started, own) {
-            write(&path, data).await?;
-        }
-        started
+        put_back(self.restored(&snap, args, id).await, own).await
     }
 
     /// A QEMU for `args` restored from `snap`, with its further devices plugged in.
@@ -337,6 +343,19 @@ fn clone_args(args: &QemuArgs) -> QemuArgs {
     QemuArgs { kernel, nics, fixed_slots: true, volumes: Vec::new(), segment_nics: Vec::new(), gpus: Vec::new(), ..args.clone() }
 }
 
+/// `started`, having put `own` (a file's path and what it held before the
+/// clone took it) back when the clone did not start; the clone's error
+/// stays the error, with the write's beside it should that fail too.
+async fn put_back(started: Result<Clone, CloneError>, own: Option<(PathBuf, Vec<u8>)>) -> Result<Clone, CloneError> {
+    match (started, own) {
+        (Err(clone), Some((path, data))) => match write(&path, data).await {
+            Ok(()) => Err(clone),
+            Err(source) => Err(CloneError::StoreNotPutBack { clone: Box::new(clone), source: Box::new(source) }),
+        },
+        (started, _) => started,
+    }
+}
+
 /// Copies `from` over `to` ([`crate::state::write_atomic`]: `to` is whole or as it was).
 async fn copy(from: &Path, to: &Path) -> Result<(), CloneError> {
     let io = |e| CloneError::Io { context: format!("copying {} to {}", from.display(), to.display()), source: e };
@@ -385,5 +404,26 @@ mod tests {
         assert_eq!(template_cmdline("console=ttyS0 quiet vmaas.id=abc"), "console=ttyS0 quiet vmaas.template");
         assert_eq!(template_cmdline("console=ttyS0 vmaas.id=ab-c systemd.machine_id=abc quiet"), "console=ttyS0 quiet vmaas.template");
         assert_eq!(BootPath::Cold("snapshots are off".into()).note(), "cold boot: snapshots are off");
+    }
+
+    /// A clone that did not start puts the store back and keeps its own
+    /// error; should putting it back fail, both errors are said, and the
+    /// error is not the clone's alone (the launch must not boot cold on it).
+    #[tokio::test]
+    async fn a_clone_that_did_not_start_puts_the_store_back_or_says_it_could_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let vars = dir.path().join("efi-vars.fd");
+        std::fs::write(&vars, b"the snapshot's").unwrap();
+        let failed = || Err(CloneError::FailedLately("no template".into()));
+        let e = put_back(failed(), Some((vars.clone(), b"the VM's own".to_vec()))).await.err().unwrap();
+        assert!(matches!(e, CloneError::FailedLately(_)), "{e}");
+        assert_eq!(std::fs::read(&vars).unwrap(), b"the VM's own");
+
+        let nowhere = dir.path().join("gone").join("efi-vars.fd");
+        let e = put_back(failed(), Some((nowhere, b"the VM's own".to_vec()))).await.err().unwrap();
+        assert!(matches!(e, CloneError::StoreNotPutBack { .. }), "{e}");
+        let said = e.to_string();
+        assert!(said.contains("no template") && said.contains("could not be put back"), "{said}");
+        assert!(put_back(failed(), None).await.is_err_and(|e| matches!(e, CloneError::FailedLately(_))));
     }
 }

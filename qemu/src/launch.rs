@@ -416,6 +416,9 @@ impl Launcher {
                 if let Some(said) = e.forward_refused() {
                     return Err(LaunchError::PortForward(said));
                 }
+                if matches!(e, crate::clone::CloneError::StoreNotPutBack { .. }) {
+                    return Err(LaunchError::Transient(BackendError::transient("starting from the template's snapshot", e)));
+                }
                 self.boot_cold(args, t).await.map(|p| (p, plugged, BootPath::Cold(format!("the snapshot could not be used: {e}"))))
             }
         }
