@@ -11,6 +11,7 @@ use vmaas_backend::VmTarget;
 use crate::accel::Accel;
 use crate::argv::{DiskArg, QemuArgs, RamFile, UserNicArg};
 use crate::images::Image;
+use crate::pool::HeldPorts;
 use crate::process::Process;
 use crate::snapshot::{self, Identity, PLACEHOLDER_MAC, Shape, Snapshot, SnapshotError, Snapshots};
 
@@ -281,7 +282,15 @@ impl Clones {
     /// Starts `t` (whose cold-boot arguments are `args`) as a clone of its
     /// template's snapshot; its process, the snapshot's key and the
     /// devices plugged in after the restore (as QEMU arguments).
-    pub(crate) async fn start(&self, image: &Image, shape: &Shape, args: &QemuArgs, id: &str) -> Result<Clone, CloneError> {
+    /// `held` are the VM's external ports, let go right before its QEMU starts.
+    pub(crate) async fn start(
+        &self,
+        image: &Image,
+        shape: &Shape,
+        args: &QemuArgs,
+        id: &str,
+        held: Option<HeldPorts>,
+    ) -> Result<Clone, CloneError> {
         let snap = self.snapshot_for(image, shape, args).await?;
         // The VM's variable store takes the snapshot's; should the clone not
         // start, it is put back as it was, so that the next try (another
@@ -290,13 +299,14 @@ impl Clones {
             Some(efi) => Some((efi.vars.clone(), swap_in(&snap.dir.join(crate::platform::EFI_VARS), &efi.vars).await?)),
             None => None,
         };
-        put_back(self.restored(&snap, args, id).await, own).await
+        put_back(self.restored(&snap, args, id, held).await, own).await
     }
 
     /// A QEMU for `args` restored from `snap`, with its further devices plugged in.
-    async fn restored(&self, snap: &Snapshot, args: &QemuArgs, id: &str) -> Result<Clone, CloneError> {
+    async fn restored(&self, snap: &Snapshot, args: &QemuArgs, id: &str, held: Option<HeldPorts>) -> Result<Clone, CloneError> {
         let clone =
             QemuArgs { ram: Some(RamFile { path: snap.ram(), shared: false }), tcg_cache_mib: self.tcg_cache_mib, ..clone_args(args) };
+        drop(held);
         let process = snapshot::spawn(&self.qemu, &clone, id).await?;
         let identity = Identity { nics: &args.nics, segment_nics: &args.segment_nics };
         if let Err(e) = snapshot::restore(&clone.qmp, snap, &identity).await {

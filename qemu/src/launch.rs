@@ -24,7 +24,7 @@ use crate::gpus::Gpus;
 use crate::hotplug::Plugs;
 use crate::images::{Catalog, Image};
 use crate::platform::PlatformPaths;
-use crate::pool::IpPool;
+use crate::pool::{HeldPorts, IpPool};
 use crate::probe::effective_probe;
 use crate::process::{Process, StartError, free_local_port};
 use crate::state::PluggedVolume;
@@ -193,7 +193,7 @@ impl Launcher {
             .await
             .map_err(|e| LaunchError::ImageNotFound(format!("{}: {e}", image.disk().display())))?;
         let disks = self.disks(vm, t, &base).await?;
-        let external = self.external_ip(vm, t).await?;
+        let (external, held) = self.external_ip(vm, t).await?;
         let Plan { args, plugged, extra, probe_port } = self.args(vm, t, &image, disks, external).await?;
         // What a server killed while QEMU starts must find in vm.json to
         // adopt that QEMU: its probe port and forwards, written before.
@@ -206,7 +206,7 @@ impl Launcher {
         vm.file.snapshot = None;
         vm.file.plugged.clear();
         vm.file.save(&vm.dir).await?;
-        let (process, plugged, boot) = match self.start(vm, t, &image, &args, plugged).await {
+        let (process, plugged, boot) = match self.start(vm, t, &image, &args, plugged, held).await {
             // Another process took the VM's own address between its choice and QEMU's bind: another one, not FAILED.
             Err(LaunchError::PortForward(m)) if m.contains(&format!("{external}:")) => {
                 self.pool().release(&t.id);
@@ -245,17 +245,23 @@ impl Launcher {
         .map_err(|m| LaunchError::ImageNotFound(m.to_string()))
     }
 
-    /// The VM's external IP: the one it has, or a free one from the pool.
-    async fn external_ip(&self, vm: &mut Vm, t: &VmTarget) -> Result<Ipv4Addr, LaunchError> {
+    /// The VM's external IP: the one it has, or a free one from the pool;
+    /// and its ports, held until QEMU binds them (none when another process
+    /// holds the VM's own address already: QEMU is refused, and the VM
+    /// gets another).
+    async fn external_ip(&self, vm: &mut Vm, t: &VmTarget) -> Result<(Ipv4Addr, Option<HeldPorts>), LaunchError> {
+        let ports: Vec<_> = t.spec.machine.exposed_ports.iter().map(|p| (p.protocol, p.port)).collect();
         if let Some(ip) = vm.file.external_ip {
-            return Ok(ip);
+            return Ok((ip, crate::pool::hold_on_host(ip, &ports)));
         }
         // An address whose ports another process holds (another server, say) is skipped.
-        let ports: Vec<_> = t.spec.machine.exposed_ports.iter().map(|p| (p.protocol, p.port)).collect();
-        let ip = self.pool().allocate_usable(&t.id, |ip| crate::pool::free_on_host(ip, &ports)).ok_or(LaunchError::NoExternalIp)?;
+        let held = std::cell::RefCell::new(None);
+        let usable = |ip| crate::pool::hold_on_host(ip, &ports).map(|h| held.replace(Some(h))).is_some();
+        let ip = self.pool().allocate_usable(&t.id, usable).ok_or(LaunchError::NoExternalIp)?;
+        let held = held.into_inner().or_else(|| crate::pool::hold_on_host(ip, &ports));
         vm.file.external_ip = Some(ip);
         vm.file.save(&vm.dir).await?;
-        Ok(ip)
+        Ok((ip, held))
     }
 
     /// Grows `file` to `disk`'s size if it is smaller (a disk never shrinks:
@@ -402,12 +408,13 @@ impl Launcher {
         image: &Image,
         args: &QemuArgs,
         plugged: Vec<PluggedVolume>,
+        held: Option<HeldPorts>,
     ) -> Result<(Process, Vec<PluggedVolume>, BootPath), LaunchError> {
         let shape = match self.clones.shape(image, t, args) {
             Ok(shape) => shape,
-            Err(why) => return self.boot_cold(args, t).await.map(|p| (p, plugged, BootPath::Cold(why.to_string()))),
+            Err(why) => return self.boot_cold(args, t, held).await.map(|p| (p, plugged, BootPath::Cold(why.to_string()))),
         };
-        match self.clones.start(image, &shape, args, &t.id).await {
+        match self.clones.start(image, &shape, args, &t.id, held).await {
             Ok(c) => {
                 vm.file.plugged = c.plugged;
                 Ok((c.process, Vec::new(), BootPath::Restored(c.key)))
@@ -419,13 +426,15 @@ impl Launcher {
                 if matches!(e, crate::clone::CloneError::StoreNotPutBack { .. }) {
                     return Err(LaunchError::Transient(BackendError::transient("starting from the template's snapshot", e)));
                 }
-                self.boot_cold(args, t).await.map(|p| (p, plugged, BootPath::Cold(format!("the snapshot could not be used: {e}"))))
+                self.boot_cold(args, t, None).await.map(|p| (p, plugged, BootPath::Cold(format!("the snapshot could not be used: {e}"))))
             }
         }
     }
 
-    /// Boots `args` from scratch, daemonized; its process.
-    async fn boot_cold(&self, args: &QemuArgs, t: &VmTarget) -> Result<Process, LaunchError> {
+    /// Boots `args` from scratch, daemonized (letting go of `held` ports
+    /// for QEMU to bind); its process.
+    async fn boot_cold(&self, args: &QemuArgs, t: &VmTarget, held: Option<HeldPorts>) -> Result<Process, LaunchError> {
+        drop(held);
         crate::process::start_daemonized(&self.qemu, &args.to_args(), &args.pidfile, &t.id).await.map_err(|e| {
             if matches!(e, StartError::Refused(_)) {
                 self.gpus.release(&t.id);

@@ -102,18 +102,40 @@ impl IpPool {
     }
 }
 
-/// Whether no other process of this host holds `ip`'s `ports` (TCP and
-/// UDP as given): each is bound for a moment. Only an address in use
-/// counts as held; a refusal for another reason (a privileged port) is
-/// left to QEMU, which meets it the same way.
-pub fn free_on_host(ip: Ipv4Addr, ports: &[(vmaas_model::Protocol, u16)]) -> bool {
-    ports.iter().all(|(protocol, port)| {
+/// An address's ports bound for a VM from the moment its address is
+/// chosen until its QEMU is about to bind them itself (dropped right
+/// before QEMU starts): no other process of the host takes them while a
+/// template is made, say.
+#[derive(Debug, Default)]
+pub struct HeldPorts {
+    /// The bound sockets, closed when dropped.
+    _sockets: Vec<std::os::fd::OwnedFd>,
+}
+
+/// `ip`'s `ports` (TCP and UDP as given), bound and held, or None when
+/// another process of this host holds one of them. Only an address in use
+/// counts as held; a refusal for another reason (a privileged port) is left
+/// to QEMU, which meets it the same way.
+pub fn hold_on_host(ip: Ipv4Addr, ports: &[(vmaas_model::Protocol, u16)]) -> Option<HeldPorts> {
+    let mut held = Vec::new();
+    for (protocol, port) in ports {
         let bound = match protocol {
-            vmaas_model::Protocol::Udp => std::net::UdpSocket::bind((ip, *port)).map(drop),
-            _ => std::net::TcpListener::bind((ip, *port)).map(drop),
+            vmaas_model::Protocol::Udp => std::net::UdpSocket::bind((ip, *port)).map(std::os::fd::OwnedFd::from),
+            _ => std::net::TcpListener::bind((ip, *port)).map(std::os::fd::OwnedFd::from),
         };
-        !matches!(bound, Err(e) if e.kind() == std::io::ErrorKind::AddrInUse)
-    })
+        match bound {
+            Ok(socket) => held.push(socket),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => return None,
+            Err(_) => {}
+        }
+    }
+    Some(HeldPorts { _sockets: held })
+}
+
+/// Whether no other process of this host holds `ip`'s `ports`: each is
+/// bound for a moment ([`hold_on_host`], let go at once).
+pub fn free_on_host(ip: Ipv4Addr, ports: &[(vmaas_model::Protocol, u16)]) -> bool {
+    hold_on_host(ip, ports).is_some()
 }
 
 /// The IPv4 addresses sockets of this host (its network namespace) are
