@@ -14,10 +14,19 @@ async fn get(s: &Server, t: &str, path: &str) -> Value {
     s.raw(Method::GET, &format!("{V1}/{path}"), Some(t), None).await.1
 }
 
-/// The guest's disk with `serial`, or a panic showing the console.
+/// The guest's disk with `serial`, or a panic showing the console. A disk
+/// plugged in just now may take the guest a moment to probe (seen in CI:
+/// 0.6 s after the hotplug it was not there yet), so it looks five times.
 fn disk(s: &Server, t: &str, vm: &str, serial: &str) -> String {
-    let text = console(s, t, vm, &find_disk(serial));
-    found_disk(&text).unwrap_or_else(|| panic!("no disk with serial {serial} in {vm}:\n{text}"))
+    let mut text = String::new();
+    for _ in 0..5 {
+        text = console(s, t, vm, &find_disk(serial));
+        if let Some(d) = found_disk(&text) {
+            return d;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    panic!("no disk with serial {serial} in {vm}:\n{text}")
 }
 
 async fn scenario(tf: Tf) {
