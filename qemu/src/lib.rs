@@ -312,6 +312,17 @@ impl Vms {
         self.quarantine_lock().remove(id);
     }
 
+    /// What a running guest is connected to beside its QEMU's own start:
+    /// its extra forwards, its external address's endpoint, its volumes
+    /// (where each is, and whether an unplug is under way).
+    async fn connect_devices(&self, vm: &mut Vm, t: &VmTarget) -> Result<(vmaas_backend::VolumePresence, bool), BackendError> {
+        self.sync_forwards(vm, t).await?;
+        if let Some(own) = vm.file.external_ip {
+            self.endpoints.set(&t.id, own, vm.ready.clone());
+        }
+        Ok(self.plugs.sync(vm, t).await?)
+    }
+
     /// Gives a running guest the extra forwards `t` asks for: QEMU's, or
     /// on a subnet the gateway's ([`gateway`]).
     async fn sync_forwards(&self, vm: &mut Vm, t: &VmTarget) -> Result<(), BackendError> {
@@ -515,14 +526,22 @@ impl Driver<VmSpec, VmObservation> for Vms {
         vm.attached_ip = t.spec.attachments.first().map(|a| a.ip);
         vm.nic_ips = t.spec.attachments.iter().map(|a| a.ip).collect();
         vm.attached_external = t.spec.external_ips.first().copied();
-        let (mut observation, mut requeue) = self.ensure_vm(&mut vm, t).await?;
+        let mut ensured = self.ensure_vm(&mut vm, t).await?;
+        let (volumes, unplugging) = match self.connect_devices(&mut vm, t).await {
+            // Its QEMU exited while these steps spoke to it (killed, say):
+            // the guest failed, not the backend. It is looked at again now,
+            // as the next pass would (and healed), instead of the QMP error
+            // being reported.
+            Err(e) if vm.exited_meanwhile().await => {
+                info!(vm = %t.id, error = %e, "the guest's QEMU exited while its devices were set up");
+                ensured = self.ensure_vm(&mut vm, t).await?;
+                self.connect_devices(&mut vm, t).await?
+            }
+            r => r?,
+        };
+        let (mut observation, mut requeue) = ensured;
         observation.restart_required = vm.restart_required(&t.spec.machine);
         observation.boot = vm.boot_note();
-        self.sync_forwards(&mut vm, t).await?;
-        if let Some(own) = vm.file.external_ip {
-            self.endpoints.set(&t.id, own, vm.ready.clone());
-        }
-        let (volumes, unplugging) = self.plugs.sync(&mut vm, t).await?;
         if unplugging && !matches!(requeue, Requeue::After(d) if d <= hotplug::UNPLUG_STEP) {
             requeue = Requeue::after(hotplug::UNPLUG_STEP);
         }

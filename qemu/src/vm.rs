@@ -145,6 +145,15 @@ impl Vm {
         self.process.as_ref().filter(|p| !p.has_exited()).cloned()
     }
 
+    /// Whether its QEMU, running a moment ago, has exited (given a second
+    /// to be seen gone: its monitor closes as it dies, before its exit shows).
+    pub(crate) async fn exited_meanwhile(&self) -> bool {
+        match &self.process {
+            Some(p) => tokio::time::timeout(std::time::Duration::from_secs(1), p.exited()).await.is_ok(),
+            None => false,
+        }
+    }
+
     pub(crate) fn console_tail(&self, lines: usize) -> String {
         self.console.as_ref().map(|c| c.last_lines(lines)).unwrap_or_default()
     }
