@@ -132,12 +132,6 @@ pub fn hold_on_host(ip: Ipv4Addr, ports: &[(vmaas_model::Protocol, u16)]) -> Opt
     Some(HeldPorts { _sockets: held })
 }
 
-/// Whether no other process of this host holds `ip`'s `ports`: each is
-/// bound for a moment ([`hold_on_host`], let go at once).
-pub fn free_on_host(ip: Ipv4Addr, ports: &[(vmaas_model::Protocol, u16)]) -> bool {
-    hold_on_host(ip, ports).is_some()
-}
-
 /// The IPv4 addresses sockets of this host (its network namespace) are
 /// bound to exactly: listening TCP sockets and bound UDP ones, from
 /// `/proc/net/tcp` and `/proc/net/udp` (unspecified and loopback-wide
@@ -176,10 +170,10 @@ mod tests {
         let held = std::net::TcpListener::bind(("127.46.7.1", 0)).unwrap();
         let port = held.local_addr().unwrap().port();
         let ports = [(vmaas_model::Protocol::Tcp, port)];
-        let ip = p.allocate_usable("a", |ip| free_on_host(ip, &ports)).unwrap();
+        let ip = p.allocate_usable("a", |ip| hold_on_host(ip, &ports).is_some()).unwrap();
         assert_eq!(ip, Ipv4Addr::new(127, 46, 7, 2), "127.46.7.1:{port} is held by this test");
         drop(held);
-        assert_eq!(p.allocate_usable("b", |ip| free_on_host(ip, &ports)), Some(Ipv4Addr::new(127, 46, 7, 1)), "free again");
+        assert_eq!(p.allocate_usable("b", |ip| hold_on_host(ip, &ports).is_some()), Some(Ipv4Addr::new(127, 46, 7, 1)), "free again");
     }
 
     #[test]

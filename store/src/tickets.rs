@@ -19,6 +19,9 @@ use super::{Dialect, Store, StoreError};
 /// The advisory lock ticket issuance takes on PostgreSQL (any number, the same in every replica).
 const TICKET_LOCK: i64 = 0x766d_6161_735f_7463;
 
+/// One cap's count: the query, its key, the cap, and what is said when reached.
+type CapCount<'a> = (&'static str, &'a str, i64, fn(i64) -> TicketCap);
+
 /// A ticket to store.
 #[derive(Debug, Clone, Copy)]
 pub struct NewTicket<'a> {
@@ -89,19 +92,30 @@ impl Store {
             sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(TICKET_LOCK).execute(&mut *tx).await?;
         }
         sqlx::query("DELETE FROM console_tickets WHERE expires_at <= $1").bind(now.timestamp_millis()).execute(&mut *tx).await?;
-        let counts = [
-            ("SELECT COUNT(*) AS n FROM (SELECT 1 FROM console_tickets WHERE vm = $1 LIMIT $2) AS t", ticket.vm, caps.per_vm),
-            ("SELECT COUNT(*) AS n FROM (SELECT 1 FROM console_tickets WHERE tenant = $1 LIMIT $2) AS t", ticket.tenant, caps.per_tenant),
-            ("SELECT COUNT(*) AS n FROM (SELECT 1 FROM console_tickets WHERE hash <> $1 LIMIT $2) AS t", ticket.key, caps.total),
+        let counts: [CapCount<'_>; 3] = [
+            (
+                "SELECT COUNT(*) AS n FROM (SELECT 1 FROM console_tickets WHERE vm = $1 LIMIT $2) AS t",
+                ticket.vm,
+                caps.per_vm,
+                TicketCap::Vm,
+            ),
+            (
+                "SELECT COUNT(*) AS n FROM (SELECT 1 FROM console_tickets WHERE tenant = $1 LIMIT $2) AS t",
+                ticket.tenant,
+                caps.per_tenant,
+                TicketCap::Tenant,
+            ),
+            (
+                "SELECT COUNT(*) AS n FROM (SELECT 1 FROM console_tickets WHERE hash <> $1 LIMIT $2) AS t",
+                ticket.key,
+                caps.total,
+                TicketCap::Total,
+            ),
         ];
-        for (i, (sql, key, cap)) in counts.into_iter().enumerate() {
+        for (sql, key, cap, reached) in counts {
             let n: i64 = sqlx::query(sql).bind(key).bind(cap).fetch_one(&mut *tx).await?.try_get("n")?;
             if n >= cap {
-                return Ok(Some(match i {
-                    0 => TicketCap::Vm(cap),
-                    1 => TicketCap::Tenant(cap),
-                    _ => TicketCap::Total(cap),
-                }));
+                return Ok(Some(reached(cap)));
             }
         }
         sqlx::query(

@@ -61,7 +61,12 @@ const CAPS: TicketCaps = TicketCaps { per_vm: TICKETS_PER_VM, per_tenant: TICKET
 /// The key a ticket is stored under: its SHA-256 (whoever reads the
 /// database cannot open a console with what is there).
 fn key(ticket: &str) -> String {
-    Sha256::digest(ticket.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    hex(&Sha256::digest(ticket.as_bytes()))
+}
+
+/// `bytes` in lowercase hex.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Who a ticket is for: the VM's tenant, the subject that asked, and
@@ -77,7 +82,7 @@ pub(super) struct For<'a> {
 pub(super) async fn issue(store: &Store, vm: &str, who: &For<'_>, kind: ConsoleType) -> Result<(String, DateTime<Utc>), ApiError> {
     let mut raw = [0u8; 24];
     rand::rng().fill_bytes(&mut raw);
-    let ticket: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+    let ticket = hex(&raw);
     let now = Utc::now();
     let expires_at = now + chrono::Duration::from_std(TICKET_TTL).unwrap_or_default();
     let (tenant, subject, client_id) = (who.tenant, who.subject, who.client_id);

@@ -11,7 +11,7 @@ use std::pin::Pin;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use prost_reflect::{DynamicMessage, MessageDescriptor, MethodDescriptor, ReflectMessage, Value as Field};
+use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, MethodDescriptor, ReflectMessage, Value as Field};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
@@ -41,7 +41,7 @@ pub async fn connect(
     method: MethodDescriptor,
     req: tonic::Request<Streaming<DynamicMessage>>,
 ) -> Result<tonic::Response<ProxyStream>, Status> {
-    let (Used { vm, kind, .. }, hold) = admitted(&state, req.metadata()).await?;
+    let (Used { vm, kind, .. }, hold) = admitted(&state, req.metadata(), method.parent_pool()).await?;
     let pipe = open(&state, &vm, kind).await?;
     info!(vm = %vm, console = ?kind, "console proxied over gRPC");
     tokio::spawn(typed(req.into_inner(), method.input(), pipe.input, vm));
@@ -51,7 +51,8 @@ pub async fn connect(
 /// What the caller's ticket (its bearer token) opens, using the ticket up,
 /// and the connection's hold on its client (with a client id); the VM must
 /// not be being deleted.
-async fn admitted(state: &AppState, meta: &tonic::metadata::MetadataMap) -> Result<(Used, Option<Hold>), Status> {
+async fn admitted(state: &AppState, meta: &tonic::metadata::MetadataMap, pool: &DescriptorPool) -> Result<(Used, Option<Hold>), Status> {
+    let to_status = |e| super::status::from_api(pool, e);
     let bearer = meta.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).map(str::trim);
     let ticket =
         bearer.ok_or_else(|| Status::unauthenticated("send the ticket of a console session as `authorization: Bearer <ticket>`"))?;
@@ -67,11 +68,6 @@ async fn admitted(state: &AppState, meta: &tonic::metadata::MetadataMap) -> Resu
     }
     let hold = state.console_clients.hold(&state.store, used.client.clone()).await.map_err(to_status)?;
     Ok((used, hold))
-}
-
-/// An error of the server as a gRPC status.
-fn to_status(e: crate::error::ApiError) -> Status {
-    Status::new(tonic::Code::from_i32(e.code as i32), e.message)
 }
 
 /// What the console's `output` becomes for the client.
