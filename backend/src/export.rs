@@ -38,6 +38,31 @@ pub struct ExportFile {
     pub temporary: bool,
 }
 
+/// A file being made: removed when dropped (its making failed, or its
+/// caller went away), unless [`Partial::keep`] says it is whole.
+#[derive(Debug)]
+pub struct Partial(Option<PathBuf>);
+
+impl Partial {
+    /// Guards the file at `path`.
+    pub fn new(path: &Path) -> Self {
+        Self(Some(path.to_owned()))
+    }
+
+    /// The file is whole: it stays.
+    pub fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
 /// The SHA-256 of the file at `path` (lowercase hex) and its length, read
 /// off the async runtime: what an [`ExportFile`] says of its file.
 pub async fn sha256_of(path: &Path) -> Result<(String, u64), BackendError> {

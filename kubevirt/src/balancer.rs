@@ -19,7 +19,7 @@ use vmaas_model::load_balancer::PortMapping;
 
 use crate::Shared;
 use crate::cluster::as_json;
-use crate::names::{METALLB_IPS, labels, subnet_namespace};
+use crate::names::{METALLB_IPS, labels};
 
 /// How often target readiness is looked at (VMIs wake their VMs, not
 /// the load balancers in front of them).
@@ -49,7 +49,7 @@ impl Driver<BalancerSpec, BalancerObservation> for Balancers {
     async fn ensure(&self, t: &BalancerTarget) -> Result<(BalancerObservation, Requeue), BackendError> {
         let s = &self.0;
         s.listed()?;
-        let ns = subnet_namespace(&s.cfg.namespace_prefix, &t.tenant, &t.spec.subnet);
+        let ns = s.home(&t.tenant, Some(&t.spec.subnet)).await?;
         let mappings: Vec<PortMapping> = t
             .spec
             .mappings

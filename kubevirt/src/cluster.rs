@@ -253,6 +253,7 @@ impl Cluster {
             obj["metadata"]["labels"][k] = json!(v);
         }
         obj["metadata"]["labels"][MANAGED_BY] = json!(MANAGER);
+        obj["metadata"]["annotations"][crate::names::TENANT_ANNOTATION] = json!(tenant);
         self.apply(&self.res.namespace, &obj).await.map(drop)
     }
 

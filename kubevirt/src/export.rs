@@ -148,6 +148,7 @@ impl Exports {
         s.cluster.apply(&s.cluster.res.vm_export, &export).await?;
         let url = self.link(src, name).await?;
         let raw = to.with_extension("raw");
+        let _raw = vmaas_backend::export::Partial::new(&raw);
         let fetched = self.fetch(&url, token, &raw).await;
         let converted = match fetched {
             Ok(()) => convert(&raw, to).await,
@@ -159,11 +160,27 @@ impl Exports {
 
     /// Deletes export `name` and its token Secret.
     async fn forget(&self, src: &Source, name: &str) {
-        let s = &self.shared;
-        for (ar, n) in [(&s.cluster.res.vm_export, name.to_owned()), (&s.cluster.res.secret, derived(name, "token"))] {
-            if let Err(e) = s.cluster.delete(ar, &src.namespace, &n).await {
-                warn!(export = %name, error = %e, "leaving an export object behind");
-            }
+        forget(&self.shared, &src.namespace, name).await;
+    }
+}
+
+/// Deletes export `name` of namespace `ns` and its token Secret.
+async fn forget(s: &Shared, ns: &str, name: &str) {
+    for (ar, n) in [(&s.cluster.res.vm_export, name.to_owned()), (&s.cluster.res.secret, derived(name, "token"))] {
+        if let Err(e) = s.cluster.delete(ar, ns, &n).await {
+            warn!(export = %name, error = %e, "leaving an export object behind");
+        }
+    }
+}
+
+/// An export's objects, deleted in the background if the export is
+/// dropped before it deletes them itself (its client went away).
+struct Abandoned(Option<(Arc<Shared>, String, String)>);
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if let (Some((s, ns, name)), Ok(rt)) = (self.0.take(), tokio::runtime::Handle::try_current()) {
+            rt.spawn(async move { forget(&s, &ns, &name).await });
         }
     }
 }
@@ -180,6 +197,7 @@ async fn convert(raw: &Path, to: &Path) -> Result<(), BackendError> {
         .args(["convert", "-q", "-f", "raw", "-O", "qcow2"])
         .arg(raw)
         .arg(to)
+        .kill_on_drop(true)
         .output()
         .await
         .map_err(|e| BackendError::invalid(context, e))?;
@@ -200,13 +218,14 @@ impl ExportsApi for Exports {
             .await
             .map_err(|e| BackendError::transient(format!("creating {}", self.scratch.display()), e))?;
         let to = self.scratch.join(format!("{name}.qcow2"));
+        let guard = vmaas_backend::export::Partial::new(&to);
+        let mut abandoned = Abandoned(Some((self.shared.clone(), src.namespace.clone(), name.clone())));
         let made = self.make(&src, &name, &token, &to).await;
+        abandoned.0 = None;
         self.forget(&src, &name).await;
-        if let Err(e) = made {
-            let _ = tokio::fs::remove_file(&to).await;
-            return Err(e);
-        }
+        made?;
         let (sha256, size) = vmaas_backend::export::sha256_of(&to).await?;
+        guard.keep();
         info!(export = %name, bytes = size, "exported through KubeVirt");
         Ok(ExportFile { path: to, size, sha256, temporary: true })
     }

@@ -40,6 +40,7 @@ pub mod console;
 mod display;
 pub mod export;
 pub mod health;
+pub mod homes;
 pub mod image;
 pub mod import;
 pub mod migration;
@@ -122,6 +123,8 @@ pub struct Shared {
     conflicts: Mutex<HashMap<String, vmaas_model::Reason>>,
     /// Namespaces made (or found) since start.
     namespaces: Mutex<HashSet<String>>,
+    /// Where each tenant's (and subnet's) objects live.
+    homes: homes::Homes,
     /// The open console connections.
     consoles: console::Sessions,
     /// Whether the cluster answers.
@@ -161,16 +164,6 @@ impl Shared {
             true => Ok(()),
             false => Err(BackendError::transient("reaching the cluster", self.health.unreachable().map(|r| r.message).unwrap_or_default())),
         }
-    }
-
-    /// Makes namespace `ns` for `tenant` unless it is known (a subnet's
-    /// namespace is made by its subnet).
-    async fn ensure_namespace_of(&self, ns: &str, tenant: &str) -> Result<(), BackendError> {
-        let known = self.namespaces.lock().map(|n| n.contains(ns)).unwrap_or(false);
-        if known || ns != crate::names::tenant_namespace(&self.cfg.namespace_prefix, tenant) {
-            return Ok(());
-        }
-        self.ensure_namespace(ns, tenant).await
     }
 
     /// Makes the tenant's namespace once per server run.
@@ -231,6 +224,7 @@ impl KubevirtBackend {
             refused: Mutex::default(),
             conflicts: Mutex::default(),
             namespaces: Mutex::default(),
+            homes: homes::Homes::default(),
             consoles: console::Sessions::default(),
             health: health::Health::default(),
         };

@@ -29,28 +29,66 @@ pub fn generation(o: &kube::core::DynamicObject, key: &str) -> u64 {
     o.metadata.annotations.as_ref().and_then(|a| a.get(key)).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
+/// Annotation on a namespace: the tenant it belongs to, exactly (its
+/// `vmaas.io/tenant` label holds the same as a label value).
+pub const TENANT_ANNOTATION: &str = "vmaas.io/tenant";
+
+/// Hex digits of the hash in a namespace's name: 64 bits of SHA-256, so
+/// no one finds a tenant name whose namespace is another's.
+const HASH_DIGITS: usize = 16;
+
 /// The namespace of tenant `tenant`'s objects: the prefix, the tenant's
 /// name made a DNS label, and a hash of both (two tenants never share one).
 pub fn tenant_namespace(prefix: &str, tenant: &str) -> String {
     hashed(&format!("{prefix}{tenant}"), tenant)
 }
 
-/// `readable` made a DNS label, cut to fit, then a dash and a hash of
-/// `key` (FNV-1a: fixed forever, or namespaces would move).
-fn hashed(readable: &str, key: &str) -> String {
-    let clean: String = readable.chars().map(|c| c.to_ascii_lowercase()).map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
-    let keep = MAX_NAME - 9;
-    let clean = clean[..clean.len().min(keep)].trim_matches('-');
-    let h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
-    format!("{clean}-{:08x}", h & 0xffff_ffff)
-}
-
 /// The namespace of subnet `subnet` (its id) of `tenant`: the network the
 /// namespace's pods are on is the subnet's (a primary UDN), so a subnet's
 /// VMs live in a namespace of their own.
 pub fn subnet_namespace(prefix: &str, tenant: &str, subnet: &str) -> String {
+    hashed(&subnet_readable(prefix, tenant, subnet), &format!("{tenant}/{subnet}"))
+}
+
+/// The name releases before 64-bit hashes gave [`tenant_namespace`]
+/// (32 bits of FNV-1a), looked for so that a cluster they ran on keeps its
+/// tenants' namespaces (`crate::homes`).
+pub fn legacy_tenant_namespace(prefix: &str, tenant: &str) -> String {
+    legacy_hashed(&format!("{prefix}{tenant}"), tenant)
+}
+
+/// The name releases before 64-bit hashes gave [`subnet_namespace`].
+pub fn legacy_subnet_namespace(prefix: &str, tenant: &str, subnet: &str) -> String {
+    legacy_hashed(&subnet_readable(prefix, tenant, subnet), &format!("{tenant}/{subnet}"))
+}
+
+/// The readable part of a subnet's namespace: the tenant and the last six
+/// letters or digits of the subnet's id, reversed.
+fn subnet_readable(prefix: &str, tenant: &str, subnet: &str) -> String {
     let short: String = subnet.chars().rev().filter(char::is_ascii_alphanumeric).take(6).collect();
-    hashed(&format!("{prefix}{tenant}-{short}"), &format!("{tenant}/{subnet}"))
+    format!("{prefix}{tenant}-{short}")
+}
+
+/// `readable` made a DNS label, cut to fit `digits` more after a dash.
+fn readable_part(readable: &str, digits: usize) -> String {
+    let clean: String = readable.chars().map(|c| c.to_ascii_lowercase()).map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+    let keep = MAX_NAME - digits - 1;
+    clean[..clean.len().min(keep)].trim_matches('-').to_owned()
+}
+
+/// `readable` made a DNS label, cut to fit, then a dash and 64 bits of the
+/// SHA-256 of `key` (fixed forever, or namespaces would move).
+fn hashed(readable: &str, key: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(key.as_bytes());
+    let hex: String = digest.iter().take(HASH_DIGITS / 2).map(|b| format!("{b:02x}")).collect();
+    format!("{}-{hex}", readable_part(readable, HASH_DIGITS))
+}
+
+/// [`hashed`] as releases before 64-bit hashes made it: 32 bits of FNV-1a.
+fn legacy_hashed(readable: &str, key: &str) -> String {
+    let h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("{}-{:08x}", readable_part(readable, 8), h & 0xffff_ffff)
 }
 
 /// A label value made of `s`: at most 63 characters of letters, digits,
@@ -91,16 +129,18 @@ mod tests {
         for n in [&a, &b, &tenant_namespace("vmaas", &"x".repeat(200))] {
             assert!(vmaas_model::validation::check_dns_label(n).is_ok(), "{n}");
         }
-        assert!(a.starts_with("vmaas-acme-corp-"), "{a}");
+        assert!(a.starts_with("vmaas-acme-corp-") && a.len() == "vmaas-acme-corp-".len() + 16, "{a}");
         let (s1, s2) = (subnet_namespace("vmaas-", "acme", "0190aa-01"), subnet_namespace("vmaas-", "acme", "0190aa-02"));
         assert!(s1 != s2 && s1.starts_with("vmaas-acme-10aa09-"), "{s1} {s2}");
     }
 
     #[test]
-    fn label_values_are_valid() {
-        assert_eq!(label_value("0190a-b"), "0190a-b");
-        assert_eq!(label_value("a/b c"), "a-b-c");
-        assert_eq!(label_value(&"y".repeat(80)).len(), 63);
-        assert_eq!(label_value("-x-"), "x");
+    fn the_tenant_found_to_share_acme_namespace_no_longer_does() {
+        // Found by a search of 2^32 names: same legacy namespace as acme's.
+        assert_eq!(legacy_tenant_namespace("vmaas-", "acme>#{?&>+"), legacy_tenant_namespace("vmaas-", "acme"));
+        assert_eq!(legacy_tenant_namespace("vmaas-", "acme"), "vmaas-acme-f4f6de0f");
+        assert_ne!(tenant_namespace("vmaas-", "acme>#{?&>+"), tenant_namespace("vmaas-", "acme"));
+        // The hash is SHA-256's first 8 bytes (`printf acme | sha256sum`): fixed forever.
+        assert_eq!(tenant_namespace("vmaas-", "acme"), "vmaas-acme-822b33ad87c148a0");
     }
 }

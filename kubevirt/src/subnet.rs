@@ -15,7 +15,7 @@ use vmaas_model::k8s::render::udn;
 
 use crate::Shared;
 use crate::cluster::as_json;
-use crate::names::{labels, selector_of, subnet_namespace};
+use crate::names::{labels, selector_of};
 
 /// The name of the UDN in a subnet's namespace.
 pub const UDN: &str = "subnet";
@@ -56,7 +56,7 @@ impl Driver<SubnetSpec, NetworkObservation> for Subnets {
     async fn ensure(&self, t: &SubnetTarget) -> Result<(NetworkObservation, Requeue), BackendError> {
         let s = &self.0;
         s.listed()?;
-        let ns = subnet_namespace(&s.cfg.namespace_prefix, &t.tenant, &t.id);
+        let ns = s.home(&t.tenant, Some(&t.id)).await?;
         let own = labels(ObjectKind::Subnet, &t.id);
         if !s.namespaces.lock().map(|n| n.contains(&ns)).unwrap_or(false) {
             // The primary-UDN label must be there when the namespace is made.
@@ -90,6 +90,7 @@ impl Driver<SubnetSpec, NetworkObservation> for Subnets {
             if let Ok(mut known) = s.namespaces.lock() {
                 known.remove(&name);
             }
+            s.homes.forget(&name);
             if n.metadata.deletion_timestamp.is_none() {
                 s.cluster.delete(&res.namespace, "", &name).await?;
             }

@@ -25,7 +25,7 @@ use vmaas_model::{ObjectKind, Observation, Phase, PowerState, Reason};
 use crate::clone::{self, Cloning};
 use crate::cluster::as_json;
 use crate::names::{
-    FINALIZER, ID_LABEL, METALLB_IPS, RESTART_ANNOTATION, generation, label_value, labels, selector_of, subnet_namespace, tenant_namespace,
+    FINALIZER, ID_LABEL, METALLB_IPS, RESTART_ANNOTATION, generation, label_value, labels, selector_of,
 };
 use crate::{Shared, migration, restore};
 
@@ -65,8 +65,7 @@ fn hash(v: &Value) -> u64 {
 
 impl Shared {
     /// The objects of `t` as `r` has them.
-    fn manifests(&self, t: &VmTarget, r: &Render<'_>) -> Result<Manifests, BackendError> {
-        let (ns, network) = self.placement(t)?;
+    fn manifests(&self, t: &VmTarget, r: &Render<'_>, (ns, network): (String, PodNetwork)) -> Result<Manifests, BackendError> {
         let address = self.fixed_address(t, &ns)?;
         let mut machine = t.spec.machine.clone();
         if machine.boot.image == DEFAULT_IMAGE {
@@ -142,11 +141,10 @@ impl Shared {
 
     /// Where VM `t` runs: its subnet's namespace, on the subnet's network
     /// (a primary UDN), or its tenant's on the pod network.
-    fn placement(&self, t: &VmTarget) -> Result<(String, PodNetwork), BackendError> {
-        let prefix = &self.cfg.namespace_prefix;
+    async fn placement(&self, t: &VmTarget) -> Result<(String, PodNetwork), BackendError> {
         match t.spec.attachments.as_slice() {
-            [] => Ok((tenant_namespace(prefix, &t.tenant), PodNetwork::Masquerade)),
-            [a] => Ok((subnet_namespace(prefix, &t.tenant, &a.subnet), PodNetwork::PrimaryUdn)),
+            [] => Ok((self.home(&t.tenant, None).await?, PodNetwork::Masquerade)),
+            [a] => Ok((self.home(&t.tenant, Some(&a.subnet)).await?, PodNetwork::PrimaryUdn)),
             _ => Err(BackendError::invalid(
                 "placing the VM",
                 "on the kubevirt backend a VM is on one subnet (its namespace's primary network); it has several",
@@ -360,17 +358,24 @@ fn waiting(reason: &str, message: impl Into<String>) -> (VmObservation, Requeue)
 impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
     async fn ensure(&self, t: &VmTarget) -> Result<(VmObservation, Requeue), BackendError> {
         let s = &self.0;
-        let (ns, _) = s.placement(t)?;
         if let Some(why) = s.health.unreachable() {
+            let seen = s.vms.of(&t.id);
+            let ns = seen.first().and_then(|v| v.metadata.namespace.clone()).unwrap_or_default();
             return Ok(s.last_seen(t, &ns, why));
         }
+        let (ns, network) = s.placement(t).await?;
         if t.spec.attachments.is_empty() {
             s.ensure_namespace(&ns, &t.tenant).await?;
         }
         let current = s.vms.get(&ns, &t.name);
         if let Some(c) = &current {
             if c.metadata.labels.as_ref().and_then(|l| l.get(ID_LABEL)) != Some(&label_value(&t.id)) {
-                return Ok(waiting("NameInUse", format!("the KubeVirt VM {ns}/{} of a deleted VM is still being removed", t.name)));
+                let held = c.metadata.labels.as_ref().and_then(|l| l.get(ID_LABEL)).map_or("no vmaas object", String::as_str);
+                let why = format!(
+                    "the KubeVirt VM {ns}/{} belongs to another object ({ID_LABEL}: {held}): a deleted VM's, still being removed, or one made outside vmaas",
+                    t.name
+                );
+                return Ok(waiting("NameInUse", why));
             }
             if c.metadata.deletion_timestamp.is_some() {
                 // Deleted in the cluster by someone else: let it go, then make it again.
@@ -393,7 +398,7 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
             migrate: s.migrate(t, &ns, current.as_deref()).await?,
             restore: restoring.acted,
         };
-        let m = s.manifests(t, &Render { acted, halted: restoring.under_way.is_some(), claims: &claims })?;
+        let m = s.manifests(t, &Render { acted, halted: restoring.under_way.is_some(), claims: &claims }, (ns.clone(), network))?;
         s.apply_shapes(&m).await?;
         let applied = match take_over {
             true => Some(s.take_over_vm(t, &m).await?),

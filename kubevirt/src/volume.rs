@@ -20,7 +20,7 @@ use vmaas_model::{ObjectKind, Quantity};
 
 use crate::Shared;
 use crate::cluster::as_json;
-use crate::names::{labels, tenant_namespace};
+use crate::names::labels;
 
 /// The driver of volumes.
 pub struct Volumes(pub(crate) Arc<Shared>);
@@ -68,9 +68,12 @@ impl Driver<VolumeSpec, VolumeObservation> for Volumes {
                     ));
                 }
             },
-            (None, None) => tenant_namespace(&s.cfg.namespace_prefix, &t.tenant),
+            (None, None) => {
+                let ns = s.home(&t.tenant, None).await?;
+                s.ensure_namespace(&ns, &t.tenant).await?;
+                ns
+            }
         };
-        s.ensure_namespace_of(&ns, &t.tenant).await?;
         let source_image = match &t.spec.imported_image {
             Some(image) => Some(crate::image::data_source_name(image)),
             None => t.spec.source_image.clone(),

@@ -70,23 +70,24 @@ impl InstanceTypeReference {
 
 impl<'de> Deserialize<'de> for InstanceTypeReference {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Typed {
-            #[serde(default)]
-            id: String,
-            #[serde(default)]
-            name: String,
-        }
+        // A map only: serde's derived structs also take a list of their
+        // fields' values, which a reference must not.
         #[derive(Deserialize)]
         #[serde(untagged)]
         enum Either {
             Plain(String),
-            Typed(Typed),
+            Typed(std::collections::BTreeMap<String, String>),
         }
-        match Either::deserialize(d).map_err(|_| serde::de::Error::custom("expected an instance type's name or id, or {\"name\": …}"))? {
+        let expected = "expected an instance type's name or id, or {\"id\": …} or {\"name\": …}";
+        match Either::deserialize(d).map_err(|_| serde::de::Error::custom(expected))? {
             Either::Plain(name) => Ok(Self { id: String::new(), name }),
-            Either::Typed(t) => Ok(Self { id: t.id, name: t.name }),
+            Either::Typed(mut t) => {
+                let (id, name) = (t.remove("id").unwrap_or_default(), t.remove("name").unwrap_or_default());
+                match t.keys().next() {
+                    Some(other) => Err(serde::de::Error::custom(format!("{expected}; {other:?} is not a field of it"))),
+                    None => Ok(Self { id, name }),
+                }
+            }
         }
     }
 }
@@ -160,6 +161,12 @@ impl InstanceTypeSpec {
         }
         if replacement.is_some_and(|r| r.key().trim().is_empty()) {
             errs.push(format!("{prefix}.deprecation.replacement"), "must name an instance type by id or name");
+        }
+        let times = self.deprecation.iter().flat_map(|d| [("deprecation_timestamp", &d.deprecation_timestamp), ("obsolescence_timestamp", &d.obsolescence_timestamp)]);
+        for (field, t) in times {
+            if let Some(Err(reason)) = t.as_ref().map(crate::validation::check_timestamp) {
+                errs.push(format!("{prefix}.deprecation.{field}"), reason);
+            }
         }
         errs.into_result(())
     }

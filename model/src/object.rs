@@ -73,8 +73,9 @@ impl Metadata {
 }
 
 /// Metadata a tenant may give on create. The fields the server owns (as an
-/// object read back shows them) are accepted and ignored; any other field
-/// is refused, so a misspelt one is not dropped silently.
+/// object read back shows them) are accepted when they say what the object
+/// has ([`MetadataInput::check_owned`]); any other field is refused, so a
+/// misspelt one is not dropped silently.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
@@ -125,6 +126,44 @@ pub struct MetadataInput {
     #[serde(default, skip_serializing)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<String>>))]
     pub creators: Option<serde_json::Value>,
+}
+
+impl MetadataInput {
+    /// Refuses the fields the server owns when they say something else than
+    /// the object has (on a create: will have, the caller's `tenant` and
+    /// `creators`), naming each under `object.metadata`: an object read
+    /// back and sent again passes, but a tenant, a creator or a version of
+    /// the caller's choosing is never dropped silently. On a create there
+    /// is no version yet (0 or none); on a change it is the version the
+    /// change is based on, checked by the store.
+    pub fn check_owned(&self, tenant: &str, creators: &[String], create: bool, errs: &mut crate::ValidationErrors) {
+        use serde_json::Value;
+        let at = |f: &str| format!("object.metadata.{f}");
+        let given = |v: &Option<Value>| v.as_ref().filter(|v| !v.is_null()).cloned();
+        let list = |v: Value| match v {
+            Value::Array(items) => items,
+            other => vec![other],
+        };
+        if let Some(t) = given(&self.tenant).filter(|t| t.as_str() != Some(tenant)) {
+            errs.push(at("tenant"), format!("is the server's: the object is the caller's tenant's ({tenant:?}), not {t}"));
+        }
+        if let Some(t) = given(&self.tenants).filter(|t| !list(t.clone()).iter().all(|x| x.as_str() == Some(tenant))) {
+            errs.push(at("tenants"), format!("is the server's: the object is the caller's tenant's ({tenant:?}), not {t}"));
+        }
+        let known = |x: &Value| x.as_str().is_some_and(|x| creators.iter().any(|c| c == x));
+        if let Some(c) = given(&self.creator).filter(|c| !known(c)) {
+            errs.push(at("creator"), format!("is the server's: the object's creator is {:?}, not {c}", creators.join(", ")));
+        }
+        if let Some(c) = given(&self.creators).filter(|c| !list(c.clone()).iter().all(known)) {
+            errs.push(at("creators"), format!("is the server's: the object's creators are {creators:?}, not {c}"));
+        }
+        if create && self.version.is_some_and(|v| v != 0) {
+            errs.push(at("version"), "is for a change (the version it is based on): a new object has none");
+        }
+        if given(&self.deletion_timestamp).is_some() && create {
+            errs.push(at("deletion_timestamp"), "is the server's: delete the object to delete it");
+        }
+    }
 }
 
 /// The request and response envelope: `{"object": ...}`.

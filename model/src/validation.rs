@@ -123,9 +123,60 @@ pub fn check_identifier(id: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The longest tenant name.
+pub const TENANT_MAX: usize = 63;
+
+/// Checks a tenant's name (a token's `tenant` claim): 1 to 63 ASCII
+/// letters, digits, `-`, `_` and `.`, starting and ending with a letter or
+/// digit: a Kubernetes label value unchanged, so the objects made for a
+/// tenant can carry its name, and no two names read alike once cleaned.
+pub fn check_tenant_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if name.len() > TENANT_MAX {
+        return Err(format!("must be at most {TENANT_MAX} characters, got {}", name.len()));
+    }
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+        return Err(format!("{name:?} must contain only ASCII letters, digits, '-', '_' and '.'"));
+    }
+    if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) || !name.ends_with(|c: char| c.is_ascii_alphanumeric()) {
+        return Err(format!("{name:?} must start and end with a letter or digit"));
+    }
+    Ok(())
+}
+
+/// The years a timestamp may fall in: protobuf's `Timestamp` and RFC 3339
+/// hold 0001 to 9999, so a later one could not be sent back.
+pub fn check_timestamp(t: &chrono::DateTime<chrono::Utc>) -> Result<(), String> {
+    use chrono::Datelike;
+    if (1..=9999).contains(&t.year()) {
+        Ok(())
+    } else {
+        Err(format!("year {} is out of range: timestamps fall in the years 0001 to 9999", t.year()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tenant_names() {
+        for ok in ["acme", "team-a", "Acme.Corp_1", &"a".repeat(63)] {
+            assert!(check_tenant_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "acme>#{?&>+", "acme-", "-acme", "a b", "ac/me", &"a".repeat(64), "\u{e9}t\u{e9}"] {
+            assert!(check_tenant_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn timestamps_stay_in_four_digit_years() {
+        let t = |y| chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, y, 1, 1, 0, 0, 0).single().unwrap();
+        assert!(check_timestamp(&t(2030)).is_ok());
+        assert!(check_timestamp(&t(99999)).unwrap_err().contains("99999"));
+    }
 
     #[test]
     fn dns_subdomains() {

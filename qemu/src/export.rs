@@ -4,12 +4,20 @@
 //! volume are converted for each export and the file is the server's to
 //! remove once streamed; a snapshot never changes, so its export is kept
 //! beside it and served again.
+//!
+//! Every conversion writes a file of its own (`<out>.<nonce>.part`),
+//! renamed into place only once whole and hashed; exports of one snapshot
+//! disk at once wait for the first (one conversion, then each finds it
+//! kept). A conversion whose caller goes away (the client left) kills its
+//! `qemu-img` and removes its file.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use async_trait::async_trait;
 use tracing::info;
+use vmaas_backend::export::Partial;
 use vmaas_backend::{BackendError, ExportFile, ExportSource, Exports};
 
 use crate::Vms;
@@ -21,6 +29,19 @@ static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0)
 /// Removes the exports a previous run left (streams cut by a restart).
 pub(crate) fn clean_up(data: &Path) {
     let _ = std::fs::remove_dir_all(data.join("exports"));
+}
+
+/// The conversions of kept exports under way, by the file they make: the
+/// second export of a snapshot disk waits for the first instead of
+/// converting into the same file.
+static FLIGHTS: LazyLock<Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> = LazyLock::new(Mutex::default);
+
+/// The single-flight lock of the kept export `out`.
+fn flight(out: &Path) -> Arc<tokio::sync::Mutex<()>> {
+    let mut f = FLIGHTS.lock().unwrap_or_else(|p| p.into_inner());
+    // Locks no one holds or waits for any more go.
+    f.retain(|_, l| Arc::strong_count(l) > 1);
+    f.entry(out.to_owned()).or_default().clone()
 }
 
 /// The exporter of the qemu backend.
@@ -35,14 +56,20 @@ impl Exporter {
         if let Some(dir) = out.parent() {
             tokio::fs::create_dir_all(dir).await.map_err(|e| BackendError::transient("creating the exports directory", e))?;
         }
-        let part = out.with_extension("part");
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let part = out.with_extension(format!("{n}.part"));
+        let guard = Partial::new(&part);
         let args = ["convert".as_ref(), "-U".as_ref(), "-O".as_ref(), "qcow2".as_ref(), source.as_os_str(), part.as_os_str()];
         crate::volumes::qemu_img(&self.0.cfg.qemu_img, &args).await.map_err(|e| BackendError::transient("converting the disk", e))?;
         let (sha256, size) = vmaas_backend::export::sha256_of(&part).await?;
-        tokio::fs::rename(&part, &out).await.map_err(|e| BackendError::transient("moving the export into place", e))?;
         if !temporary {
-            let _ = tokio::fs::write(out.with_extension("sha256"), &sha256).await;
+            // Written first: a kept export is whole once its file is in place.
+            tokio::fs::write(out.with_extension("sha256"), &sha256)
+                .await
+                .map_err(|e| BackendError::transient("writing the export's digest", e))?;
         }
+        tokio::fs::rename(&part, &out).await.map_err(|e| BackendError::transient("moving the export into place", e))?;
+        guard.keep();
         info!(source = %source.display(), bytes = size, %sha256, "disk exported");
         Ok(ExportFile { path: out, size, sha256, temporary })
     }
@@ -83,6 +110,8 @@ impl Exports for Exporter {
                     BackendError::invalid("exporting a snapshot", format!("it has no disk {:?}", disk.clone().unwrap_or_default()))
                 })?;
                 let (file, out) = vms.snapshots.export_paths(id, &name);
+                let lock = flight(&out);
+                let _one = lock.lock().await;
                 match Self::kept(&out).await {
                     Some(e) => Ok(e),
                     None => self.convert(&file, out, false).await,

@@ -64,7 +64,10 @@ pub enum DiskError {
 
 /// Runs `qemu-img` (`bin`) with `args`; its error output on failure.
 pub(crate) async fn qemu_img(bin: &Path, args: &[&OsStr]) -> Result<(), DiskError> {
-    let out = tokio::process::Command::new(bin).args(args).output().await.map_err(|e| DiskError::Run { bin: bin.to_owned(), source: e })?;
+    // Killed if its caller goes away (an export whose client left).
+    let mut cmd = tokio::process::Command::new(bin);
+    cmd.args(args).kill_on_drop(true);
+    let out = cmd.output().await.map_err(|e| DiskError::Run { bin: bin.to_owned(), source: e })?;
     if out.status.success() { Ok(()) } else { Err(DiskError::QemuImg(String::from_utf8_lossy(&out.stderr).trim().to_owned())) }
 }
 

@@ -49,6 +49,10 @@ pub struct Config {
     pub image_max_bytes: u64,
     /// Image imports from a URL one tenant may have under way at once.
     pub image_imports_per_tenant: usize,
+    /// Disk exports one tenant may have under way at once.
+    pub exports_per_tenant: usize,
+    /// How many event streams may be open.
+    pub watches: crate::watches::WatchLimits,
     /// How long an imported image may go unused before it is pruned.
     pub image_retention: Option<Duration>,
     /// TLS; plain HTTP when absent (on loopback only, unless `insecure_listen`).
@@ -63,6 +67,9 @@ pub struct Config {
     /// backend, which never fetches images from them).
     pub listening: Arc<std::sync::OnceLock<Vec<SocketAddr>>>,
 }
+
+/// Disk exports one tenant may have under way at once, by default.
+pub const EXPORTS_PER_TENANT: usize = 4;
 
 impl Config {
     /// A configuration listening on `listen` over `data_dir`, with SQLite,
@@ -80,6 +87,8 @@ impl Config {
             pools: Pools::loopback(),
             image_max_bytes: 64 << 30,
             image_imports_per_tenant: 4,
+            exports_per_tenant: EXPORTS_PER_TENANT,
+            watches: Default::default(),
             image_retention: None,
             tls: None,
             insecure_listen: false,
@@ -215,6 +224,8 @@ impl App {
             pools: Arc::new(config.pools.clone()),
             image_max_bytes: config.image_max_bytes,
             image_imports_per_tenant: config.image_imports_per_tenant,
+            exports: crate::export_slots::ExportSlots::new(config.exports_per_tenant),
+            watches: crate::watches::Watches::new(config.watches),
             audit: match &config.audit {
                 Some(a) => Some(AuditLog::start(a.clone()).map_err(|source| StartError::DataDir { path: a.path.clone(), source })?),
                 None => None,

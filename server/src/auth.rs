@@ -189,8 +189,8 @@ impl Keys {
             ApiError::unauthenticated(format!("invalid bearer token: {why}"))
         })?;
         let c = data.claims;
-        if c.tenant.is_empty() {
-            return Err(ApiError::unauthenticated("invalid bearer token: the tenant claim is empty"));
+        if let Err(why) = vmaas_model::validation::check_tenant_name(&c.tenant) {
+            return Err(ApiError::unauthenticated(format!("invalid bearer token: the tenant claim {why}")));
         }
         Ok((Caller { subject: c.sub, tenant: c.tenant, role: c.role }, c.exp))
     }

@@ -1,5 +1,6 @@
 //! Command-line flags of the server's operational features, shared by its
-//! subcommands: TLS (and the plain-HTTP rule), OIDC and the audit log.
+//! subcommands: TLS (and the plain-HTTP rule), OIDC, the audit log, and
+//! what one tenant may hold open at once (event streams, exports).
 
 use std::path::{Path, PathBuf};
 
@@ -106,5 +107,30 @@ impl AuditArgs {
         let max_bytes = self.audit_log_max_size.to_units_ceil().filter(|b| *b >= 4096).ok_or("--audit-log-max-size: at least 4Ki")?;
         let path = self.audit_log.clone().unwrap_or_else(|| data_dir.join("audit.log"));
         Ok(AuditConfig { path, max_bytes, keep: self.audit_log_keep })
+    }
+}
+
+/// What one tenant may hold open at once beyond its quota.
+#[derive(clap::Args, Debug, Clone)]
+pub struct TenantLimitArgs {
+    /// Event streams (SSE and gRPC `Events.Watch`) one tenant may hold open.
+    #[arg(long, env = "VMAAS_WATCHES_PER_TENANT", default_value_t = crate::watches::WatchLimits::default().per_tenant)]
+    pub watches_per_tenant: usize,
+    /// Event streams one token may hold open.
+    #[arg(long, env = "VMAAS_WATCHES_PER_TOKEN", default_value_t = crate::watches::WatchLimits::default().per_token)]
+    pub watches_per_token: usize,
+    /// Event streams the server holds open in all; past it a new one ends
+    /// the oldest of the tenant holding the most. Not counted in --max-connections.
+    #[arg(long, env = "VMAAS_MAX_WATCHES", default_value_t = crate::watches::WatchLimits::default().total)]
+    pub max_watches: usize,
+    /// Disk exports one tenant may have under way (converting or being sent).
+    #[arg(long, env = "VMAAS_EXPORTS_PER_TENANT", default_value_t = crate::app::EXPORTS_PER_TENANT)]
+    pub exports_per_tenant: usize,
+}
+
+impl TenantLimitArgs {
+    /// The limits of event streams.
+    pub fn watches(&self) -> crate::watches::WatchLimits {
+        crate::watches::WatchLimits { per_tenant: self.watches_per_tenant, per_token: self.watches_per_token, total: self.max_watches }
     }
 }

@@ -25,6 +25,8 @@
 //! - [`prune`]: imported images nothing uses, removed safely.
 //! - [`events`]: the event log's fan-out to watchers.
 //! - [`expiry`]: ephemeral VMs deleted when they expire.
+//! - [`watches`]: event streams under limits of their own;
+//!   [`export_slots`]: each tenant's disk exports under way.
 //! - [`error`]: the API's error shape; [`metrics`]: Prometheus metrics;
 //!   [`audit`]: the audit log of mutating requests.
 
@@ -40,6 +42,7 @@ pub mod clusters;
 pub mod error;
 pub mod events;
 pub mod expiry;
+pub mod export_slots;
 pub mod flags;
 pub mod gc;
 pub mod grpc;
@@ -54,4 +57,5 @@ pub mod state;
 pub use vmaas_admission::{capacity, pools, quota};
 pub use vmaas_store as store;
 pub mod tls;
+pub mod watches;
 pub mod web;

@@ -279,6 +279,8 @@ struct ServeArgs {
     oidc: vmaas_server::flags::OidcArgs,
     #[command(flatten)]
     audit: vmaas_server::flags::AuditArgs,
+    #[command(flatten)]
+    limits: vmaas_server::flags::TenantLimitArgs,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -289,8 +291,9 @@ enum LogFormat {
 
 #[derive(Args, Debug)]
 struct TokenArgs {
-    /// Tenant the token acts in.
-    #[arg(long)]
+    /// Tenant the token acts in: 1 to 63 ASCII letters, digits, '-', '_'
+    /// and '.', starting and ending with a letter or digit.
+    #[arg(long, value_parser = tenant_name)]
     tenant: String,
     /// Make it an administrator's token.
     #[arg(long)]
@@ -492,6 +495,8 @@ fn config(args: &ServeArgs, data_dir: PathBuf, listening: Listening) -> anyhow::
         image_max_bytes: args.image_max_size.to_units_ceil().context("--image-max-size")?,
         image_retention: args.image_retention,
         image_imports_per_tenant: args.image_imports_per_tenant.max(1),
+        exports_per_tenant: args.limits.exports_per_tenant.max(1),
+        watches: args.limits.watches(),
         listening,
         insecure_listen: args.tls.insecure_listen,
         oidc: args.oidc.config().context("--oidc-ca-file")?,
@@ -530,6 +535,11 @@ async fn gc(args: GcArgs) -> anyhow::Result<()> {
         println!("nothing on this host is unknown to the store");
     }
     Ok(())
+}
+
+/// `--tenant`, checked as the server checks a token's tenant claim.
+fn tenant_name(s: &str) -> Result<String, String> {
+    vmaas_model::validation::check_tenant_name(s).map(|()| s.to_owned())
 }
 
 fn token(args: TokenArgs) -> anyhow::Result<()> {

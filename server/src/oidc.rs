@@ -161,6 +161,8 @@ impl Verifier {
         let tenant = c.rest.get(&self.config.tenant_claim).and_then(Value::as_str).filter(|t| !t.is_empty());
         let tenant =
             tenant.ok_or_else(|| unauthenticated(format!("the token has no {:?} claim (the tenant)", self.config.tenant_claim)))?;
+        vmaas_model::validation::check_tenant_name(tenant)
+            .map_err(|why| unauthenticated(format!("the token's {:?} claim (the tenant) {why}", self.config.tenant_claim)))?;
         let admin = match c.rest.get(&self.config.groups_claim) {
             Some(Value::Array(groups)) => groups.iter().any(|g| g.as_str() == Some(self.config.admin_group.as_str())),
             Some(Value::String(g)) => *g == self.config.admin_group,

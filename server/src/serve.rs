@@ -273,10 +273,12 @@ async fn connection<I>(
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let activity = Activity::new();
-    let (seen, answered) = (activity.clone(), ticket.answered.clone());
-    // Each request knows its client's address (the audit log records it).
+    let (seen, answered, mark) = (activity.clone(), ticket.answered.clone(), ticket.mark());
+    // Each request knows its client's address (the audit log records it),
+    // and its connection (an event stream takes it off the caps).
     let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+        req.extensions_mut().insert(mark.clone());
         let (in_flight, app, answered) = (seen.begin(), app.clone(), answered.clone());
         async move {
             let rsp = tower::ServiceExt::oneshot(app, req).await.unwrap_or_else(|e: Infallible| match e {});

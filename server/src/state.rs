@@ -75,6 +75,10 @@ pub struct Services {
     pub image_max_bytes: u64,
     /// Image imports from a URL one tenant may have under way at once.
     pub image_imports_per_tenant: usize,
+    /// The disk exports under way, per tenant.
+    pub exports: Arc<crate::export_slots::ExportSlots>,
+    /// The event streams open.
+    pub watches: Arc<crate::watches::Watches>,
     /// Committed events, for watchers.
     pub events: Arc<crate::events::EventHub>,
     /// Where mutating requests are recorded, if anywhere.

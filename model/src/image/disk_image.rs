@@ -99,7 +99,19 @@ pub fn from_disk_image(di: Value, prefix: &str) -> Result<Value, ValidationError
         out.insert("metadata".into(), meta);
     }
     let spec = m.remove("spec").unwrap_or_else(|| json!({}));
+    for f in m.keys().filter(|f| !["@type", "id", "status"].contains(&f.as_str())) {
+        errs.push(format!("{prefix}.{f}"), "is not a field of a disk image");
+    }
     let at = |f: &str| format!("{prefix}.spec.{f}");
+    for (f, v) in spec.as_object().into_iter().flatten() {
+        match f.as_str() {
+            "source_type" | "source_ref" | "guest_os_family" | "architecture" | "lifecycle" | "description" => {}
+            "deprecation" if v.is_null() || *v == json!({}) => {}
+            "deprecation" => errs.push(at(f), "cannot be set at import: deprecate the image with an update once imported"),
+            "public" => errs.push(at(f), "is not a disk image field: an administrator publishes an image with spec.public of POST /images"),
+            _ => errs.push(at(f), "is not a field of a disk image's spec"),
+        }
+    }
     let text = |f: &str| spec.get(f).and_then(Value::as_str).unwrap_or_default().to_owned();
     let mut image = Map::new();
     match text("source_type").as_str() {
@@ -165,5 +177,15 @@ mod tests {
         let errs = from_disk_image(di, "object").unwrap_err();
         let fields: Vec<&str> = errs.0.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["object.spec.source_type", "object.spec.source_ref", "object.spec.architecture[0]", "object.spec.lifecycle"]);
+    }
+
+    #[test]
+    fn fields_it_would_drop_are_refused() {
+        let di = json!({"spec": {"source_ref": "http://x/a.qcow2", "public": true,
+            "deprecation": {"obsolescence_timestamp": "9999-01-01T00:00:00Z"}, "colour": "red"}, "extra": 1});
+        let errs = from_disk_image(di, "object").unwrap_err();
+        let mut fields: Vec<&str> = errs.0.iter().map(|e| e.field.as_str()).collect();
+        fields.sort_unstable();
+        assert_eq!(fields, ["object.extra", "object.spec.colour", "object.spec.deprecation", "object.spec.public"]);
     }
 }

@@ -75,6 +75,9 @@ impl ImageLifecyclePatch {
                 "needs lifecycle DISK_IMAGE_LIFECYCLE_DEPRECATED or _OBSOLETE",
             );
         }
+        if let Some(Err(reason)) = asked.obsolescence_timestamp.as_ref().map(crate::validation::check_timestamp) {
+            errs.push(format!("{prefix}.deprecation.obsolescence_timestamp"), reason);
+        }
         let held = current.1.cloned().unwrap_or_default();
         let deprecation = match lifecycle {
             ImageLifecycle::Available => None,

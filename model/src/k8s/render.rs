@@ -130,7 +130,10 @@ pub fn namespace(name: &str, primary_udn: bool, tenant: &str) -> Namespace {
     if primary_udn {
         labels.insert(PRIMARY_UDN_LABEL.into(), String::new());
     }
-    Namespace { metadata: K8sMeta { name: Some(name.into()), labels: Some(labels), ..Default::default() }, ..Default::default() }
+    // The annotation records the tenant exactly (a label value is cut and cleaned).
+    let annotations = BTreeMap::from([(TENANT_LABEL.to_owned(), tenant.to_owned())]);
+    let metadata = K8sMeta { name: Some(name.into()), labels: Some(labels), annotations: Some(annotations), ..Default::default() };
+    Namespace { metadata, ..Default::default() }
 }
 
 /// A primary layer-2 UDN `name` in namespace `ns` with subnet `cidr`, with

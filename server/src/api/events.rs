@@ -7,20 +7,22 @@
 
 use std::convert::Infallible;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
+use axum::http::header::AUTHORIZATION;
+use axum::{Extension, Router};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::extract::ApiQuery;
 use super::shared::raw_json;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::events::{Audience, Published, start_point};
+use crate::serve::conns::ConnMark;
 use crate::state::AppState;
 
 /// Events a page without `watch` holds at most.
@@ -51,6 +53,7 @@ pub(super) struct EventsQuery {
 pub(super) async fn events(
     State(s): State<AppState>,
     caller: Caller,
+    conn: Option<Extension<ConnMark>>,
     headers: HeaderMap,
     ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> Result<Response, ApiError> {
@@ -62,14 +65,23 @@ pub(super) async fn events(
             rows.into_iter().map(Published::new).filter(|e| sees.sees(&e.row.tenant, &e.value)).map(|e| e.json.clone()).collect();
         return Ok(raw_json(format!("{{\"items\":[{}]}}", items.join(","))));
     }
+    let auth = headers.get(AUTHORIZATION).map(|v| v.as_bytes());
+    let slot = crate::watches::start(&s.watches, &sees.caller.tenant, auth, conn.as_ref().map(|c| &c.0))?;
     let mut watch = s.events.watch(s.store.clone(), after);
     watch.start().await?;
-    let stream = futures::stream::unfold((watch, sees), |(mut watch, sees)| async move {
+    let stream = futures::stream::unfold((watch, sees, slot), |(mut watch, sees, slot)| async move {
         loop {
-            match watch.next().await {
+            let next = tokio::select! {
+                e = watch.next() => e,
+                () = slot.ended() => {
+                    debug!("event stream ended to make room for another");
+                    return None;
+                }
+            };
+            match next {
                 Ok(e) if sees.sees(&e.row.tenant, &e.value) => {
                     let item = SseEvent::default().id(e.row.seq.to_string()).data(&e.json);
-                    return Some((Ok::<_, Infallible>(item), (watch, sees)));
+                    return Some((Ok::<_, Infallible>(item), (watch, sees, slot)));
                 }
                 Ok(_) => {}
                 Err(err) => {

@@ -2,6 +2,12 @@
 //! snapshot's disk, streamed as one self-contained qcow2 file (the image
 //! under it folded in, so `image import` takes it back), with its SHA-256
 //! in `X-Checksum-Sha256` (and `Digest: sha-256=`, base64) before the body.
+//! The body is sent only once the file is whole and hashed; a conversion
+//! that fails is an error, never a 200. Each export holds a place among
+//! its tenant's exports under way, and its file's bytes count against the
+//! tenant's disk quota, until the body is sent or the client goes away
+//! ([`crate::export_slots`]); a client that goes away stops the conversion
+//! and its file is removed.
 
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
@@ -16,6 +22,7 @@ use vmaas_model::{ComputeInstanceSnapshot, ComputeInstanceSnapshotState, PowerSt
 use super::shared::scope;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::export_slots::ExportSlot;
 use crate::state::AppState;
 
 pub(super) fn routes() -> Router<AppState> {
@@ -49,7 +56,8 @@ pub(super) async fn vm(State(s): State<AppState>, caller: Caller, Path(id): Path
             format!("virtual machine {:?} is running (or stopping): stop it and wait until it is STOPPED to export its disk", vm.name),
         ));
     }
-    serve(&s, ExportSource::VmDisk(vm.id.clone()), &vm.name).await
+    let bytes = vm.machine.disks.first().and_then(|d| d.size.to_units_ceil()).unwrap_or(0);
+    serve(&s, &caller, ExportSource::VmDisk(vm.id.clone()), &vm.name, bytes).await
 }
 
 /// Export a volume (not attached to a running VM) as qcow2.
@@ -72,7 +80,8 @@ pub(super) async fn volume(State(s): State<AppState>, caller: Caller, Path(id): 
             ));
         }
     }
-    serve(&s, ExportSource::Volume(v.id.clone()), &v.name).await
+    let bytes = v.spec.size.to_units_ceil().unwrap_or(0);
+    serve(&s, &caller, ExportSource::Volume(v.id.clone()), &v.name, bytes).await
 }
 
 /// Export one disk of a snapshot as qcow2.
@@ -95,29 +104,49 @@ pub(super) async fn snapshot(
         let names: Vec<&str> = snap.status.disks.iter().map(|x| x.name.as_str()).collect();
         return Err(ApiError::field("disk", format!("snapshot {:?} has no disk {d:?}; it has {}", snap.name, names.join(", "))));
     }
-    serve(&s, ExportSource::Snapshot { id: snap.id.clone(), disk: q.disk }, &snap.name).await
+    let disk = q.disk.as_deref().or_else(|| snap.status.disks.first().map(|d| d.name.as_str()));
+    let bytes = snap.status.disks.iter().find(|d| Some(d.name.as_str()) == disk).map_or(0, |d| d.size_bytes);
+    serve(&s, &caller, ExportSource::Snapshot { id: snap.id.clone(), disk: q.disk }, &snap.name, bytes).await
 }
 
-/// Makes the export and streams it, removing a temporary file once sent.
-async fn serve(s: &AppState, what: ExportSource, name: &str) -> Result<Response, ApiError> {
+/// A place among the caller's exports under way for one expected to hold
+/// `bytes`, within its disk quota (what its VMs, volumes and images hold
+/// plus its other exports' files).
+async fn slot(s: &AppState, caller: &Caller, bytes: u64) -> Result<ExportSlot, ApiError> {
+    let limit = crate::quota::limits(&s.store, &caller.tenant).await?.and_then(|(l, _)| l.disk.as_ref().and_then(|d| d.to_units_ceil()));
+    let room = match limit {
+        Some(limit) => Some(limit.saturating_sub(crate::quota::usage(&s.store, &caller.tenant).await?.disk_bytes)),
+        None => None,
+    };
+    s.exports.take(&caller.tenant, bytes, room)
+}
+
+/// Makes the export and streams it, removing a temporary file once sent
+/// (or once the client is gone, the conversion's too).
+async fn serve(s: &AppState, caller: &Caller, what: ExportSource, name: &str, bytes: u64) -> Result<Response, ApiError> {
     let exports =
         s.backend.exports().ok_or_else(|| ApiError::precondition(format!("the {} backend does not export disks", s.backend.name())))?;
+    let mut slot = slot(s, caller, bytes).await?;
     let file = exports.export(&what).await.map_err(|e| match e.kind {
         vmaas_backend::ErrorKind::Invalid => ApiError::precondition(e.to_string()),
-        _ => ApiError::internal(e),
+        _ => ApiError::unavailable(format!("the export failed: {e}; try again")),
     })?;
-    info!(?what, bytes = file.size, sha256 = %file.sha256, "export streamed");
-    let f = tokio::fs::File::open(&file.path).await.map_err(ApiError::internal)?;
-    let digest = base64_of_hex(&file.sha256);
-    let mut resp = Response::new(Body::from_stream(chunks(f, file.clone())));
+    // Taken at once: dropped from here on (the client gone), the file goes.
+    let file = Sent(file);
+    slot.resize(file.0.size);
+    info!(?what, bytes = file.0.size, sha256 = %file.0.sha256, "export streamed");
+    let f = tokio::fs::File::open(&file.0.path).await.map_err(ApiError::internal)?;
+    let (size, sha256) = (file.0.size, file.0.sha256.clone());
+    let digest = base64_of_hex(&sha256);
+    let mut resp = Response::new(Body::from_stream(chunks(f, file, slot)));
     *resp.status_mut() = StatusCode::OK;
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(file.size));
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(size));
     if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{name}.qcow2\"")) {
         h.insert(header::CONTENT_DISPOSITION, v);
     }
-    if let Ok(v) = HeaderValue::from_str(&file.sha256) {
+    if let Ok(v) = HeaderValue::from_str(&sha256) {
         h.insert("x-checksum-sha256", v);
     }
     if let Ok(v) = HeaderValue::from_str(&format!("sha-256={digest}")) {
@@ -126,18 +155,21 @@ async fn serve(s: &AppState, what: ExportSource, name: &str) -> Result<Response,
     Ok(resp)
 }
 
-/// The file in chunks of 1 MiB; a temporary file is removed when the
-/// stream ends or is dropped (the client went away).
-fn chunks(f: tokio::fs::File, file: ExportFile) -> impl futures::Stream<Item = std::io::Result<Bytes>> + Send {
-    struct Remove(ExportFile);
-    impl Drop for Remove {
-        fn drop(&mut self) {
-            if self.0.temporary {
-                let _ = std::fs::remove_file(&self.0.path);
-            }
+/// An export being sent: a temporary file is removed when dropped.
+struct Sent(ExportFile);
+
+impl Drop for Sent {
+    fn drop(&mut self) {
+        if self.0.temporary {
+            let _ = std::fs::remove_file(&self.0.path);
         }
     }
-    futures::stream::unfold((f, Remove(file)), |(mut f, guard)| async move {
+}
+
+/// The file in chunks of 1 MiB; the file (if temporary) and the export's
+/// place go when the stream ends or is dropped (the client went away).
+fn chunks(f: tokio::fs::File, file: Sent, slot: ExportSlot) -> impl futures::Stream<Item = std::io::Result<Bytes>> + Send {
+    futures::stream::unfold((f, (file, slot)), |(mut f, guard)| async move {
         use tokio::io::AsyncReadExt;
         let mut buf = vec![0u8; 1 << 20];
         match f.read(&mut buf).await {

@@ -75,6 +75,9 @@ pub(super) async fn create(
         }
     };
     let labels = vmaas_model::Labels::from_input(obj.metadata.as_ref(), &mut errs);
+    if let Some(m) = &obj.metadata {
+        m.check_owned(&caller.tenant, std::slice::from_ref(&caller.subject), true, &mut errs);
+    }
     let (Some(name), Some(spec), true) = (name, spec, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
     if spec.public {
         caller.require_admin("publish images (spec.public)")?;
@@ -82,10 +85,8 @@ pub(super) async fn create(
     let adm = s.admit().await?;
     let s = adm.state().clone();
     check_free(&s, &caller, &name).await?;
-    if spec.source.is_some() {
-        check_imports_under_way(&s, &caller.tenant).await?;
-    }
-    crate::quota::require_disk_left(&s.store, &caller.tenant, "an image import").await?;
+    let (limit, from_url) = (s.image_imports_per_tenant, spec.source.is_some());
+    vmaas_admission::images::require_import_room(&s.store, &caller.tenant, limit, from_url, "object.spec.source").await?;
     let mut rec = ImageRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
     rec.labels = labels;
     s.store.insert_record(&rec, Vec::new()).await?;
@@ -93,26 +94,6 @@ pub(super) async fn create(
     s.queue.enqueue(ObjectKind::Image, &rec.id);
     info!(image = %rec.id, name = %rec.name, source = ?rec.spec.source, tenant = %rec.tenant, "image import requested");
     Ok((StatusCode::CREATED, Json(Envelope { object: rec.to_api() })))
-}
-
-/// Refuses (429) an import from a URL while the tenant has as many under
-/// way as `--image-imports-per-tenant` allows.
-async fn check_imports_under_way(s: &AppState, tenant: &str) -> Result<(), ApiError> {
-    let (rows, _) = s.store.list(ObjectKind::Image, &Scope::Tenant(tenant.to_owned()), &Filter::all()).await?;
-    let under_way = rows
-        .iter()
-        .filter(|r| r.deleted_at.is_none() && matches!(r.state.as_str(), "IMAGE_STATE_PENDING" | "IMAGE_STATE_IMPORTING"))
-        .filter_map(|r| ImageRecord::from_row(r).ok())
-        .filter(|i| i.spec.source.is_some())
-        .count();
-    let limit = s.image_imports_per_tenant;
-    if under_way >= limit {
-        let why = format!(
-            "{under_way} imports from a URL are under way for tenant {tenant:?}, the most it may have at once (--image-imports-per-tenant {limit}); wait for one to finish"
-        );
-        return Err(ApiError::exhausted("object.spec.source", why));
-    }
-    Ok(())
 }
 
 /// The caller's imported image `reference` ([`lookup`]), to change: a

@@ -70,6 +70,9 @@ pub(super) async fn change(
     }
     let change = p.spec.unwrap_or_default();
     let labels = img.labels.patched(p.metadata.as_ref(), &mut errs);
+    if let Some(m) = &p.metadata {
+        m.check_owned(&img.tenant, &img.creators, false, &mut errs);
+    }
     let moved = match change.applied(Utc::now(), (img.spec.lifecycle, img.spec.deprecation.as_ref()), "object.spec") {
         Ok(m) => Some(m),
         Err(e) => {

@@ -192,7 +192,7 @@ pub(super) async fn boot_image(
     machine: &MachineSpec,
 ) -> Result<Option<BootImage>, ApiError> {
     let s = admitted.state();
-    let imports = s.backend.image_imports().is_some();
+    let imports = s.backend.image_imports().is_some().then_some(s.image_imports_per_tenant);
     let image = vmaas_admission::images::boot_image(&s.store, &caller.tenant, &caller.subject, machine, imports).await?;
     // Checked before the lock: an imported image of that name may have
     // been deleted (pruned) since, and the VM must not be stored without it.

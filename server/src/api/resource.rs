@@ -142,6 +142,10 @@ async fn checked<K: Resource>(s: &AppState, caller: &Caller, obj: CreateObject<K
     let mut errs = ValidationErrors::default();
     let name = checked_name_by(obj.requested_name(), K::KIND.descriptor().name_rule, &mut errs);
     let labels = Labels::from_input(obj.metadata.as_ref(), &mut errs);
+    if let Some(m) = &obj.metadata {
+        let tenant = if K::KIND.is_tenant_scoped() { caller.tenant.as_str() } else { "" };
+        m.check_owned(tenant, std::slice::from_ref(&caller.subject), true, &mut errs);
+    }
     match K::check_spec(&obj.spec) {
         Ok(()) => K::check(s, caller, &obj.spec, &mut errs).await?,
         Err(e) => errs.extend(e),

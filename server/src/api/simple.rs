@@ -101,6 +101,9 @@ pub(super) async fn relabel<K: Object>(s: &AppState, caller: &Caller, id: &str, 
     }
     let expected = r.metadata.as_ref().and_then(|m| m.version).unwrap_or(current.version);
     current.labels = current.labels.patched(r.metadata.as_ref(), &mut errs);
+    if let Some(m) = &r.metadata {
+        m.check_owned(&current.tenant, &current.creators, false, &mut errs);
+    }
     if !errs.is_empty() {
         return Err(ApiError::invalid(errs));
     }
@@ -115,6 +118,9 @@ pub(super) async fn relabel<K: Object>(s: &AppState, caller: &Caller, id: &str, 
 pub(super) fn relabelled<K: Object>(mut current: Record<K>, metadata: Option<&MetadataInput>) -> Result<Record<K>, ApiError> {
     let mut errs = ValidationErrors::default();
     current.labels = current.labels.patched(metadata, &mut errs);
+    if let Some(m) = metadata {
+        m.check_owned(&current.tenant, &current.creators, false, &mut errs);
+    }
     if errs.is_empty() { Ok(current) } else { Err(ApiError::invalid(errs)) }
 }
 

@@ -151,6 +151,9 @@ pub(super) async fn create(
     let mut errs = ValidationErrors::default();
     let name = checked_name(obj.requested_name(), &mut errs);
     let labels = vmaas_model::Labels::from_input(obj.metadata.as_ref(), &mut errs);
+    if let Some(m) = &obj.metadata {
+        m.check_owned(&caller.tenant, std::slice::from_ref(&caller.subject), true, &mut errs);
+    }
     super::vm_clone::at_create(&s, &caller.tenant, &mut obj.spec, &mut errs).await?;
     let resolved = resolve(&s, &mut obj.spec, None, true, &mut errs).await?;
     check_placement(s.backend.as_ref(), obj.spec.placement.as_ref(), &mut errs);
@@ -262,6 +265,9 @@ pub(super) async fn patch(
     }
     let previous_type = current.spec.instance_type.as_ref().map(|t| t.id.as_str());
     next.labels = current.labels.patched(p.metadata.as_ref(), &mut errs);
+    if let Some(m) = &p.metadata {
+        m.check_owned(&current.tenant, &current.creators, false, &mut errs);
+    }
     if next.spec == current.spec && next.labels == current.labels {
         return if errs.is_empty() { Ok(Json(Envelope { object: current.to_api() })) } else { Err(ApiError::invalid(errs)) };
     }

@@ -22,11 +22,64 @@ const TO_REST_ALL: SerializeOptions = TO_REST.skip_default_fields(false);
 /// REST answers carry fields some views do not declare.
 const FROM_REST: DeserializeOptions = DeserializeOptions::new().deny_unknown_fields(false);
 
-/// `msg` as the JSON the REST API reads.
+/// `msg` as the JSON the REST API reads. A message that cannot be
+/// rendered (a `google.protobuf.Value` nested past protobuf's recursion
+/// limit inside an `Any`, an `Any` of an unknown type) is the client's:
+/// INVALID_ARGUMENT naming the field.
 pub fn to_rest(msg: &DynamicMessage, all: bool) -> Result<Value, Status> {
+    to_rest_at(msg, all, None)
+}
+
+/// [`to_rest`] of the request's field `at`, which paths in errors start with.
+fn to_rest_at(msg: &DynamicMessage, all: bool, at: Option<&str>) -> Result<Value, Status> {
     let options = if all { &TO_REST_ALL } else { &TO_REST };
-    msg.serialize_with_options(serde_json::value::Serializer, options)
-        .map_err(|e| Status::internal(format!("cannot render the request: {e}")))
+    msg.serialize_with_options(serde_json::value::Serializer, options).map_err(|e| {
+        let inner = unrenderable(msg, options);
+        let path = match (at, inner) {
+            (Some(at), Some(inner)) => format!("{at}.{inner}"),
+            (Some(at), None) => at.to_owned(),
+            (None, Some(inner)) => inner,
+            (None, None) => msg.descriptor().name().to_owned(),
+        };
+        Status::invalid_argument(format!("{path}: cannot be read: {e}"))
+    })
+}
+
+/// The path of the innermost field of `msg` that cannot be rendered, if
+/// one of its fields is the cause (only walked on the error path; a
+/// decoded message nests at most protobuf's recursion limit deep).
+fn unrenderable(msg: &DynamicMessage, options: &SerializeOptions) -> Option<String> {
+    let fails = |m: &DynamicMessage| m.serialize_with_options(serde_json::value::Serializer, options).is_err();
+    let inner = |name: String, m: &DynamicMessage| -> Option<String> {
+        if !fails(m) {
+            return None;
+        }
+        let any = m.descriptor().full_name() == "google.protobuf.Any";
+        Some(match unrenderable(m, options).filter(|_| !any) {
+            Some(rest) => format!("{name}.{rest}"),
+            None => name,
+        })
+    };
+    for (field, value) in msg.fields() {
+        let found = match value {
+            Field::Message(m) => inner(field.name().to_owned(), m),
+            Field::List(items) => items.iter().enumerate().find_map(|(i, v)| inner(format!("{}[{i}]", field.name()), v.as_message()?)),
+            Field::Map(entries) => entries.iter().find_map(|(k, v)| inner(format!("{}[{}]", field.name(), map_key(k)), v.as_message()?)),
+            _ => None,
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
+/// A map key as a path shows it.
+fn map_key(k: &prost_reflect::MapKey) -> String {
+    match k {
+        prost_reflect::MapKey::String(s) => format!("{s:?}"),
+        other => format!("{other:?}"),
+    }
 }
 
 /// The body of a request whose rule sends `field` (`*`: all of it).
@@ -37,8 +90,8 @@ pub fn request_body(req: &DynamicMessage, field: &str) -> Result<Vec<u8>, Status
         let object = req.get_field_by_name(field).and_then(|v| v.as_message().cloned());
         let object = object.ok_or_else(|| Status::invalid_argument(format!("{field}: is required")))?;
         match update_mask(req) {
-            Some(paths) => masked(&object, &paths)?,
-            None => to_rest(&object, false)?,
+            Some(paths) => masked(&object, &paths, field)?,
+            None => to_rest_at(&object, false, Some(field))?,
         }
     };
     serde_json::to_vec(&value).map_err(|e| Status::internal(e.to_string()))
@@ -54,13 +107,13 @@ fn update_mask(req: &DynamicMessage) -> Option<Vec<String>> {
 
 /// Only the fields `paths` name of `object` (with `id` and a set
 /// `metadata.version`, which say what is changed), defaults included.
-fn masked(object: &DynamicMessage, paths: &[String]) -> Result<Value, Status> {
+fn masked(object: &DynamicMessage, paths: &[String], field: &str) -> Result<Value, Status> {
     for path in paths {
         let steps: Vec<&str> = path.split('.').collect();
         check_path(object.descriptor(), &steps).map_err(|reason| Status::invalid_argument(format!("update_mask: {path}: {reason}")))?;
     }
     let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
-    Ok(vmaas_model::mask::masked(&to_rest(object, true)?, &paths))
+    Ok(vmaas_model::mask::masked(&to_rest_at(object, true, Some(field))?, &paths))
 }
 
 /// Whether `steps` names a field of `desc` (maps end the walk: their keys are data).

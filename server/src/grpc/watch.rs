@@ -17,6 +17,7 @@ use vmaas_model::vm::compute_instance::to_compute_instance;
 use super::codec::Reply;
 use super::{json, status};
 use crate::error::ApiError;
+use crate::serve::conns::ConnMark;
 use crate::events::{Audience, Published, start_point};
 use crate::state::AppState;
 
@@ -31,7 +32,10 @@ pub async fn watch(
     req: tonic::Request<DynamicMessage>,
 ) -> Result<tonic::Response<EventStream>, Status> {
     let failed = |e: ApiError| status::from_api(&pool, e);
-    let caller = state.keys.bearer(req.metadata().get("authorization").map(|v| v.as_bytes())).await.map_err(failed)?;
+    let auth = req.metadata().get("authorization").map(|v| v.as_bytes());
+    let caller = state.keys.bearer(auth).await.map_err(failed)?;
+    let conn = req.extensions().get::<ConnMark>();
+    let slot = crate::watches::start(&state.watches, &caller.tenant, auth, conn).map_err(failed)?;
     let msg = req.get_ref();
     let text = |name: &str| msg.get_field_by_name(name).and_then(|v| v.as_str().map(str::to_owned)).filter(|s| !s.trim().is_empty());
     let audience = Audience::new(caller, text("filter").as_deref()).map_err(failed)?;
@@ -49,12 +53,19 @@ pub async fn watch(
     let mut log = state.events.watch(store, after);
     log.start().await.map_err(|e| failed(e.into()))?;
     let view = View { response, event, audience };
-    let stream = futures::stream::unfold(Some((log, view)), |state| async move {
-        let (mut log, view) = state?;
+    let stream = futures::stream::unfold(Some((log, view, slot)), |state| async move {
+        let (mut log, view, slot) = state?;
         loop {
-            match log.next().await {
+            let next = tokio::select! {
+                e = log.next() => e,
+                () = slot.ended() => {
+                    let why = "the server holds as many event streams as it may: this one, the oldest of the tenant holding the most, ended to make room; watch again";
+                    return Some((Err(Status::resource_exhausted(why)), None));
+                }
+            };
+            match next {
                 Ok(e) => match view.render(&e) {
-                    Some(item) => return Some((item, Some((log, view)))),
+                    Some(item) => return Some((item, Some((log, view, slot)))),
                     None => continue,
                 },
                 Err(err) => {

@@ -6,7 +6,9 @@
 //! headers or body) instead of being turned away. A client
 //! that was answered once keeps its connection until its own idle limits
 //! end it; health checks and authenticated clients are answered at once,
-//! so there is always room for them.
+//! so there is always room for them. A connection carrying an event stream
+//! ([`ConnMark::watching`]) is counted among the streams
+//! (`crate::watches`), not here, while the stream lasts.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -27,7 +29,10 @@ pub struct Conns {
 struct Inner {
     next: u64,
     open: HashMap<u64, Entry>,
+    /// Connections serving requests (not carrying an event stream), by client.
     by_client: HashMap<IpAddr, usize>,
+    /// Connections carrying an event stream (not counted against the caps).
+    watching: usize,
 }
 
 #[derive(Debug)]
@@ -35,6 +40,8 @@ struct Entry {
     client: IpAddr,
     answered: Arc<AtomicBool>,
     evict: Arc<Notify>,
+    /// Event streams open on it.
+    streams: usize,
 }
 
 /// What became of a new connection.
@@ -65,17 +72,80 @@ impl Drop for Ticket {
     }
 }
 
+impl Ticket {
+    /// What a request on this connection is given, to say it became an event stream.
+    pub fn mark(&self) -> ConnMark {
+        ConnMark { conns: self.conns.clone(), id: self.id }
+    }
+}
+
+/// A request's connection, as its handler sees it (a request extension).
+#[derive(Debug, Clone)]
+pub struct ConnMark {
+    conns: Arc<Conns>,
+    id: u64,
+}
+
+impl ConnMark {
+    /// The connection carries an event stream until the guard is dropped:
+    /// meanwhile it is not counted against the connection caps.
+    pub fn watching(&self) -> Watching {
+        let mut inner = self.conns.lock();
+        let Inner { open, by_client, watching, .. } = &mut *inner;
+        if let Some(e) = open.get_mut(&self.id) {
+            e.streams += 1;
+            if e.streams == 1 {
+                *watching += 1;
+                Inner::uncount(by_client, e.client);
+            }
+        }
+        Watching(self.clone())
+    }
+}
+
+/// An event stream on a connection; dropped when it ends.
+#[derive(Debug)]
+pub struct Watching(ConnMark);
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let mut inner = self.0.conns.lock();
+        let Inner { open, by_client, watching, .. } = &mut *inner;
+        if let Some(e) = open.get_mut(&self.0.id) {
+            e.streams = e.streams.saturating_sub(1);
+            if e.streams == 0 {
+                *watching -= 1;
+                *by_client.entry(e.client).or_default() += 1;
+            }
+        }
+    }
+}
+
 impl Inner {
     /// Takes connection `id` off the books; false if it was not on them.
     fn remove(&mut self, id: u64) -> bool {
         let Some(e) = self.open.remove(&id) else { return false };
-        if let Some(n) = self.by_client.get_mut(&e.client) {
-            *n -= 1;
-            if *n == 0 {
-                self.by_client.remove(&e.client);
-            }
+        if e.streams > 0 {
+            self.watching -= 1;
+        } else {
+            Self::uncount(&mut self.by_client, e.client);
         }
         true
+    }
+
+    /// One connection of `client` fewer among those serving requests.
+    fn uncount(by_client: &mut HashMap<IpAddr, usize>, client: IpAddr) {
+        if let Some(n) = by_client.get_mut(&client) {
+            *n -= 1;
+            if *n == 0 {
+                by_client.remove(&client);
+            }
+        }
+    }
+
+    /// Connections serving requests (those carrying event streams aside).
+    fn serving(&self) -> usize {
+        self.open.len() - self.watching
     }
 
     /// The oldest connection (of `client`, or of anyone) that never got an answer.
@@ -104,9 +174,14 @@ impl Conns {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Connections open now.
+    /// Connections open now (serving requests, and carrying event streams).
     pub fn open(&self) -> usize {
         self.lock().open.len()
+    }
+
+    /// Connections serving requests now (what the caps count).
+    pub fn serving(&self) -> usize {
+        self.lock().serving()
     }
 
     /// Takes a new connection from `client`, making room if the server is
@@ -118,14 +193,14 @@ impl Conns {
             let Some(victim) = inner.unanswered(Some(client)) else { return Admission::ClientFull };
             inner.evict(victim);
         }
-        if inner.open.len() >= self.max {
+        if inner.serving() >= self.max {
             let Some(victim) = inner.unanswered(None) else { return Admission::ServerFull };
             inner.evict(victim);
         }
         let id = inner.next;
         inner.next += 1;
         let (answered, evict) = (Arc::new(AtomicBool::new(false)), Arc::new(Notify::new()));
-        inner.open.insert(id, Entry { client, answered: answered.clone(), evict: evict.clone() });
+        inner.open.insert(id, Entry { client, answered: answered.clone(), evict: evict.clone(), streams: 0 });
         *inner.by_client.entry(client).or_default() += 1;
         Admission::Admitted(Ticket { conns: self.clone(), id, answered, evict })
     }
@@ -181,5 +256,32 @@ mod tests {
         drop(b1);
         assert_eq!(c.open(), 3);
         assert!(matches!(c.admit(ip(6)), Admission::Admitted(_)));
+    }
+
+    #[test]
+    fn connections_carrying_event_streams_leave_room_for_requests() {
+        let c = Conns::new(2, 1);
+        let a = admitted(c.admit(ip(2)));
+        a.answered.store(true, Ordering::Relaxed);
+        let stream = a.mark().watching();
+        // The address and the server have room again while it streams.
+        let b = admitted(c.admit(ip(2)));
+        b.answered.store(true, Ordering::Relaxed);
+        let d = admitted(c.admit(ip(3)));
+        d.answered.store(true, Ordering::Relaxed);
+        assert_eq!((c.open(), c.serving()), (3, 2));
+        assert!(matches!(c.admit(ip(4)), Admission::ServerFull));
+        // The stream ends: its connection is counted again (over the cap until one closes).
+        drop(stream);
+        assert_eq!(c.serving(), 3);
+        drop(b);
+        drop(d);
+        assert_eq!(c.serving(), 1);
+        // A connection closed while it streams takes its stream off the books.
+        let again = a.mark().watching();
+        drop(a);
+        assert_eq!((c.open(), c.serving()), (0, 0));
+        drop(again);
+        assert_eq!((c.open(), c.serving()), (0, 0));
     }
 }
