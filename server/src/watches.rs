@@ -94,6 +94,7 @@ impl Inner {
     fn evict(&mut self) {
         let most = self.by_tenant.iter().max_by_key(|(_, ids)| ids.len()).and_then(|(_, ids)| ids.keys().next().copied());
         if let Some(o) = most.and_then(|id| self.remove(id)) {
+            tracing::info!(tenant = %o.tenant, "the server holds --max-watches event streams: the oldest of the tenant holding the most ends");
             o.end.notify_one();
         }
     }

@@ -345,8 +345,13 @@ impl Server {
 
     /// A token from `vmaas-server token`.
     pub fn token(&self, tenant: &str, admin: bool) -> String {
+        self.token_as(tenant, tenant, admin)
+    }
+
+    /// A token of `subject` in `tenant` from `vmaas-server token`.
+    pub fn token_as(&self, tenant: &str, subject: &str, admin: bool) -> String {
         let mut cmd = Command::new(bin("vmaas-server"));
-        cmd.arg("token").arg("--tenant").arg(tenant).arg("--data-dir").arg(&self.data_dir);
+        cmd.arg("token").arg("--tenant").arg(tenant).arg("--subject").arg(subject).arg("--data-dir").arg(&self.data_dir);
         if admin {
             cmd.arg("--admin");
         }

@@ -9,7 +9,8 @@ use std::convert::Infallible;
 
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::http::header::AUTHORIZATION;
+use axum::http::HeaderValue;
+use axum::http::header::{AUTHORIZATION, CONNECTION};
 use axum::{Extension, Router};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -48,7 +49,8 @@ pub(super) struct EventsQuery {
 /// Watch the events of the objects you may see.
 #[utoipa::path(get, path = "/api/events/v1/events", tag = "events", params(EventsQuery),
     responses((status = 200, description = "`text/event-stream` with `watch=true`, else `{\"items\": [events]}`"),
-        (status = 400, body = ApiError), (status = 410, body = ApiError, description = "The events after `after` were trimmed: list again, and watch from now")),
+        (status = 400, body = ApiError), (status = 410, body = ApiError, description = "The events after `after` were trimmed: list again, and watch from now"),
+        (status = 429, body = ApiError, description = "RESOURCE_EXHAUSTED: the tenant or the token holds as many streams as it may (`--watches-per-tenant`, `--watches-per-token`); the connection closes")),
     security(("bearer" = [])))]
 pub(super) async fn events(
     State(s): State<AppState>,
@@ -66,7 +68,16 @@ pub(super) async fn events(
         return Ok(raw_json(format!("{{\"items\":[{}]}}", items.join(","))));
     }
     let auth = headers.get(AUTHORIZATION).map(|v| v.as_bytes());
-    let slot = crate::watches::start(&s.watches, &sees.caller.tenant, auth, conn.as_ref().map(|c| &c.0))?;
+    let slot = match crate::watches::start(&s.watches, &sees.caller.tenant, auth, conn.as_ref().map(|c| &c.0)) {
+        Ok(slot) => slot,
+        Err(e) => {
+            // Refused: the connection closes too, so a client retrying in
+            // a loop holds no connection meanwhile.
+            let mut refused = e.into_response();
+            refused.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+            return Ok(refused);
+        }
+    };
     let mut watch = s.events.watch(s.store.clone(), after);
     watch.start().await?;
     let stream = futures::stream::unfold((watch, sees, slot), |(mut watch, sees, slot)| async move {
