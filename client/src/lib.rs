@@ -205,7 +205,11 @@ impl Client {
             let cert = reqwest::Certificate::from_der(&root).map_err(|e| Error::Usage(format!("the CA file: {e}")))?;
             builder = builder.tls_certs_merge([cert]);
         }
+        // Idle connections are let go before the server's own idle limit
+        // (its --http-header-timeout, 10 s by default) closes them, so a
+        // request never goes out on a connection the server is closing.
         let http = builder
+            .pool_idle_timeout(Duration::from_secs(5))
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(60))
             .user_agent(concat!("vmaas-client/", env!("CARGO_PKG_VERSION")))

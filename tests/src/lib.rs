@@ -139,6 +139,12 @@ pub async fn fresh_postgres_db(base: &str) -> String {
     format!("{prefix}/{name}")
 }
 
+/// An HTTP client that lets idle connections go before the server's idle
+/// limit (10 s) does, so a request never races the server's close.
+fn pooled() -> reqwest::Client {
+    reqwest::Client::builder().pool_idle_timeout(Duration::from_secs(5)).build().expect("HTTP client")
+}
+
 /// A running `vmaas-server`.
 pub struct Server {
     child: Option<Child>,
@@ -192,7 +198,7 @@ impl Server {
             endpoint: String::new(),
             database_url,
             extra: extra.iter().map(|s| s.to_string()).collect(),
-            http: reqwest::Client::new(),
+            http: pooled(),
         };
         s.launch().await;
         Some(s)
@@ -212,7 +218,7 @@ impl Server {
             endpoint: String::new(),
             database_url: other.database_url.clone(),
             extra,
-            http: reqwest::Client::new(),
+            http: pooled(),
         };
         s.launch().await;
         s
@@ -372,7 +378,7 @@ impl Server {
 
     /// An HTTP client trusting the server's certificate.
     fn http_client(&self) -> reqwest::Client {
-        let mut b = reqwest::Client::builder();
+        let mut b = reqwest::Client::builder().pool_idle_timeout(Duration::from_secs(5));
         if let Some(ca) = self.ca_file() {
             let pem = std::fs::read(&ca).expect("the server's certificate");
             b = b.tls_certs_merge([reqwest::Certificate::from_pem(&pem).expect("PEM certificate")]);
