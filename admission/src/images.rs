@@ -15,13 +15,7 @@ use crate::AdmissionError;
 /// and any import once the tenant holds all of its disk quota: the one
 /// check of every import, whether `POST /images` or a VM's create asks
 /// for it. Call it in the admission the import is stored in.
-pub async fn require_import_room(
-    store: &Store,
-    tenant: &str,
-    limit: usize,
-    from_url: bool,
-    field: &str,
-) -> Result<(), AdmissionError> {
+pub async fn require_import_room(store: &Store, tenant: &str, limit: usize, from_url: bool, field: &str) -> Result<(), AdmissionError> {
     if from_url {
         let under_way = imports_under_way(store, tenant, limit).await?;
         if under_way >= limit {
@@ -41,7 +35,11 @@ pub async fn require_import_room(
 async fn imports_under_way(store: &Store, tenant: &str, enough: usize) -> Result<usize, AdmissionError> {
     let mut n = 0;
     for state in ["IMAGE_STATE_PENDING", "IMAGE_STATE_IMPORTING"] {
-        let f = Filter { state: Some(state.to_owned()), limit: u64::try_from(enough).unwrap_or(u64::MAX).saturating_add(1), ..Filter::default() };
+        let f = Filter {
+            state: Some(state.to_owned()),
+            limit: u64::try_from(enough).unwrap_or(u64::MAX).saturating_add(1),
+            ..Filter::default()
+        };
         let (rows, _) = store.list(ObjectKind::Image, &Scope::Tenant(tenant.to_owned()), &f).await?;
         n += rows
             .iter()

@@ -23,7 +23,10 @@ const OPEN_FOR: Duration = Duration::from_secs(3600);
 /// Runs the fan-out benchmark.
 pub async fn events(watchers: usize, changes: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let config = Config { reconcile_interval: Duration::from_secs(3600), ..Config::new("127.0.0.1:0".parse()?, dir.path().to_owned()) };
+    // Every watcher is the bench tenant's, on one token: the stream limits made room for them.
+    let watches = vmaas_server::watches::WatchLimits { per_tenant: watchers, per_token: watchers, total: watchers.max(1024) };
+    let config =
+        Config { reconcile_interval: Duration::from_secs(3600), watches, ..Config::new("127.0.0.1:0".parse()?, dir.path().to_owned()) };
     let app = App::open(config, Arc::new(NoBackend)).await?;
     let admin = app.state.keys.issue("ops", "ops", Role::Admin, Duration::from_secs(3600))?;
     let token = app.state.keys.issue("bench", "bench", Role::Tenant, Duration::from_secs(3600))?;

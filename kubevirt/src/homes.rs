@@ -15,9 +15,7 @@ use vmaas_backend::BackendError;
 use vmaas_model::k8s::render::TENANT_LABEL;
 
 use crate::Shared;
-use crate::names::{
-    TENANT_ANNOTATION, legacy_subnet_namespace, legacy_tenant_namespace, subnet_namespace, tenant_namespace,
-};
+use crate::names::{TENANT_ANNOTATION, legacy_subnet_namespace, legacy_tenant_namespace, subnet_namespace, tenant_namespace};
 
 /// The namespaces found since start: by the name this release gives, the
 /// one in use.

@@ -162,7 +162,10 @@ impl InstanceTypeSpec {
         if replacement.is_some_and(|r| r.key().trim().is_empty()) {
             errs.push(format!("{prefix}.deprecation.replacement"), "must name an instance type by id or name");
         }
-        let times = self.deprecation.iter().flat_map(|d| [("deprecation_timestamp", &d.deprecation_timestamp), ("obsolescence_timestamp", &d.obsolescence_timestamp)]);
+        let times = self
+            .deprecation
+            .iter()
+            .flat_map(|d| [("deprecation_timestamp", &d.deprecation_timestamp), ("obsolescence_timestamp", &d.obsolescence_timestamp)]);
         for (field, t) in times {
             if let Some(Err(reason)) = t.as_ref().map(crate::validation::check_timestamp) {
                 errs.push(format!("{prefix}.deprecation.{field}"), reason);

@@ -135,7 +135,10 @@ impl Watches {
         if of_token >= l.per_token {
             return Err(ApiError::exhausted(
                 "watch",
-                format!("this token has {of_token} event streams open, the most one token may (--watches-per-token {}): close one first", l.per_token),
+                format!(
+                    "this token has {of_token} event streams open, the most one token may (--watches-per-token {}): close one first",
+                    l.per_token
+                ),
             ));
         }
         if inner.open.len() >= l.total {

@@ -14,10 +14,10 @@ use futures::future::join_all;
 use reqwest::Method;
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use vmaas_tests::Server;
 use vmaas_tests::objects::{created, ready_volume, state, wait_for};
 use vmaas_tests::pids_of;
 use vmaas_tests::vms::{TINY, V1, publish, wait_ready, wait_until};
-use vmaas_tests::Server;
 
 /// Writes `mib` MiB of a pattern into the qcow2 file at `disk` (`qemu-io`,
 /// from qemu-utils): data every export must copy.

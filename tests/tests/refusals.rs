@@ -53,7 +53,8 @@ async fn fields_a_tenant_may_not_set_are_refused_naming_them() {
     refused(st, &e, "object.metadata.tenant");
     assert_eq!(count(&s, &t, "virtual_machines").await, 0, "nothing made");
     // What the object will have, sent back, passes; and so does a read-back on PATCH.
-    let (st, made) = post(&s, &t, "virtual_machines", vm(json!({"name": "echo", "tenant": "acme", "tenants": ["acme"], "creators": ["acme"]}))).await;
+    let (st, made) =
+        post(&s, &t, "virtual_machines", vm(json!({"name": "echo", "tenant": "acme", "tenants": ["acme"], "creators": ["acme"]}))).await;
     assert_eq!(st, 201, "{made}");
     let id = made["object"]["id"].as_str().unwrap();
     let mut back = made["object"].clone();
@@ -128,7 +129,8 @@ async fn imports_made_by_vm_creates_count_against_the_import_limit() {
         assert!(e["message"].as_str().unwrap_or_default().contains("--image-imports-per-tenant 4"), "{e}");
     }
     let (_, images) = s.raw(Method::GET, &format!("{V1}/images"), Some(&t), None).await;
-    let imported = images["items"].as_array().into_iter().flatten().filter(|i| i["spec"]["source"].as_str().is_some_and(|u| u.starts_with(&web.url)));
+    let imported =
+        images["items"].as_array().into_iter().flatten().filter(|i| i["spec"]["source"].as_str().is_some_and(|u| u.starts_with(&web.url)));
     assert_eq!(imported.count(), 4, "no import started: {images}");
     assert_eq!(count(&s, &t, "virtual_machines").await, 0, "no VM made");
 }

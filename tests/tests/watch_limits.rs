@@ -264,7 +264,8 @@ async fn the_same_over_grpc_events_watch() {
     assert!(text.contains("opened 600 refused 1400"), "{text}");
     assert!(text.contains("('RESOURCE_EXHAUSTED', 1400)"), "{text}");
     assert!(text.contains("--watches-per-"), "{text}");
-    let health: f64 = text.split("slowest_health ").nth(1).and_then(|t| t.split_whitespace().next()).and_then(|t| t.parse().ok()).expect("health");
+    let health: f64 =
+        text.split("slowest_health ").nth(1).and_then(|t| t.split_whitespace().next()).and_then(|t| t.parse().ok()).expect("health");
     assert!(health < 1.0, "/healthz took {health} s from Python during the siege: {text}");
     eprintln!("{text}");
 }

@@ -23,16 +23,35 @@ pub fn derived(base: &str, suffix: &str) -> String {
 }
 
 /// A name unique to `parts` (e.g. a tenant and its object's name): the
-/// parts joined by dashes, cut to fit, then a dash and a hash of the parts
-/// themselves, so `a-b` + `c` and `a` + `b-c` never meet, and names of two
-/// tenants never collide in a cluster-wide space (namespaces).
+/// parts joined by dashes, then a dash and a hash of the parts themselves,
+/// so `a-b` + `c` and `a` + `b-c` never meet, and names of two tenants
+/// never collide in a cluster-wide space (namespaces).
+///
+/// When the joined parts fit whole, only another placing of the dashes
+/// reads the same, a handful of fixed candidates the 32-bit hash of older
+/// releases tells apart (kept, so those names never move). When they are
+/// cut to fit, whatever follows the cut is free to choose, so the hash is
+/// 64 bits of SHA-256: no one finds parts whose name is another's.
 pub fn unique(parts: &[&str]) -> String {
     let readable = parts.iter().filter(|p| !p.is_empty()).copied().collect::<Vec<_>>().join("-");
-    let keep = MAX_NAME - HASH_DIGITS - 1;
-    let prefix = readable[..readable.len().min(keep)].trim_end_matches(['-', '.']);
     // `/` is never in a Kubernetes name: the joined parts are unambiguous.
-    let hash = fnv1a(&parts.join("/")) & 0xffff_ffff;
-    format!("{prefix}-{hash:0width$x}", width = HASH_DIGITS)
+    let key = parts.join("/");
+    if readable.len() < MAX_NAME - HASH_DIGITS {
+        let prefix = readable.trim_end_matches(['-', '.']);
+        return format!("{prefix}-{:0width$x}", fnv1a(&key) & 0xffff_ffff, width = HASH_DIGITS);
+    }
+    let keep = MAX_NAME - STRONG_DIGITS - 1;
+    let prefix = readable[..keep].trim_end_matches(['-', '.']);
+    format!("{prefix}-{}", strong_hash(&key))
+}
+
+/// Hex digits of the hash of a cut name in a cluster-wide space.
+const STRONG_DIGITS: usize = 16;
+
+/// 64 bits of the SHA-256 of `s`, in hex.
+fn strong_hash(s: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(s.as_bytes()).iter().take(STRONG_DIGITS / 2).map(|b| format!("{b:02x}")).collect()
 }
 
 /// 64-bit FNV-1a: small, and fixed forever (a name must not change between
@@ -67,6 +86,11 @@ mod tests {
         assert_ne!(a, b);
         let long = unique(&["vmaas", &"t".repeat(63), &"n".repeat(63)]);
         assert!(long.len() <= MAX_NAME && !long.contains("--"), "{long}");
+        // Cut to fit: what follows the cut is free, so the hash is 64 bits of SHA-256.
+        assert_eq!(long.rsplit('-').next().map(str::len), Some(16), "{long}");
+        assert_ne!(long, unique(&["vmaas", &"t".repeat(63), &"n".repeat(62)]));
+        // Whole: the name older releases gave (`vmaas-team-a-myvm-5122e27f` in the examples).
+        assert_eq!(unique(&["vmaas", "team-a", "myvm"]), "vmaas-team-a-myvm-5122e27f");
         assert_eq!(long, unique(&["vmaas", &"t".repeat(63), &"n".repeat(63)]), "stable");
     }
 

@@ -11,10 +11,10 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::http::HeaderValue;
 use axum::http::header::{AUTHORIZATION, CONNECTION};
-use axum::{Extension, Router};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::{Extension, Router};
 use serde::Deserialize;
 use tracing::{debug, warn};
 

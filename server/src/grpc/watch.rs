@@ -17,8 +17,8 @@ use vmaas_model::vm::compute_instance::to_compute_instance;
 use super::codec::Reply;
 use super::{json, status};
 use crate::error::ApiError;
-use crate::serve::conns::ConnMark;
 use crate::events::{Audience, Published, start_point};
+use crate::serve::conns::ConnMark;
 use crate::state::AppState;
 
 /// The responses of a watch.
