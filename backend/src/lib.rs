@@ -223,6 +223,12 @@ pub trait Backend: Send + Sync + 'static {
         true
     }
 
+    /// Whether the backend can act at all now, for readiness: [`Backend::reachable`],
+    /// or of several clusters, any one.
+    fn serving(&self) -> bool {
+        self.reachable()
+    }
+
     /// Whether what the backend holds is known: false for a cluster not
     /// listed since the server started, which may hold any object
     /// ([`Backend::holds`] cannot tell), so nothing is taken to be gone from it.

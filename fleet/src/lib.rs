@@ -278,6 +278,11 @@ impl Backend for Fleet {
         self.inner.members.iter().all(|m| m.backend.reachable())
     }
 
+    /// One cluster answering is enough to place VMs on.
+    fn serving(&self) -> bool {
+        self.inner.members.iter().any(|m| m.backend.reachable())
+    }
+
     /// The images of the clusters listed since start; one some listed
     /// cluster lacks is listed with the problem (a VM placed there could
     /// not boot it). A cluster not listed yet says nothing either way.

@@ -63,6 +63,9 @@ pub struct Config {
     pub oidc: Option<OidcConfig>,
     /// Where mutating requests are recorded; nowhere when absent.
     pub audit: Option<AuditConfig>,
+    /// An address of its own serving `/metrics` with every figure (tenants'
+    /// too) and no token; none when absent.
+    pub metrics_listen: Option<SocketAddr>,
     /// The sockets the server listens on, set once it listens (for the
     /// backend, which never fetches images from them).
     pub listening: Arc<std::sync::OnceLock<Vec<SocketAddr>>>,
@@ -94,6 +97,7 @@ impl Config {
             insecure_listen: false,
             oidc: None,
             audit: None,
+            metrics_listen: None,
             listening: Arc::default(),
         }
     }
@@ -259,6 +263,22 @@ impl App {
         Ok(Some(tls))
     }
 
+    /// Serves `/metrics` (every figure) on `at` until `stop`.
+    async fn serve_metrics(&self, at: SocketAddr, mut stop: watch::Receiver<bool>) -> Result<tokio::task::JoinHandle<()>, StartError> {
+        let listener = tokio::net::TcpListener::bind(at).await.map_err(|source| StartError::Listen { addr: at, source })?;
+        info!(listen = %listener.local_addr().unwrap_or(at), "metrics with tenants' figures served");
+        let app = crate::api::metrics_router(self.state.clone());
+        let limits = self.config.http;
+        Ok(tokio::spawn(async move {
+            let stopped = async move {
+                let _ = stop.changed().await;
+            };
+            if let Err(e) = crate::serve::serve(listener, app, limits, None, stopped).await {
+                tracing::warn!(error = %e, "the metrics listener stopped");
+            }
+        }))
+    }
+
     /// Serves the API and runs the reconciler until `shutdown` resolves.
     pub async fn serve(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), StartError> {
         let addr = self.config.listen;
@@ -282,6 +302,7 @@ impl App {
         .with_progress(self.state.progress.clone())
         .with_kinds(crate::api::resources::reconcilers());
         let reaper = tokio::spawn(crate::expiry::run(self.state.clone(), stop_rx.clone()));
+        let metrics_stop = stop_rx.clone();
         let rec_task = tokio::spawn(Arc::new(reconciler).run(stop_rx));
         if let Some(oidc) = self.state.keys.oidc().cloned() {
             tokio::spawn(async move { oidc.warm().await });
@@ -294,12 +315,19 @@ impl App {
             data_dir = %self.config.data_dir.display(),
             "vmaas-server ready"
         );
+        let metrics = match self.config.metrics_listen {
+            Some(at) => Some(self.serve_metrics(at, metrics_stop).await?),
+            None => None,
+        };
         let app = self.router_with_grpc()?;
         let acceptor = tls.as_ref().map(|t| t.acceptor().clone());
         let reload = tls.map(|t| tokio::spawn(t.watch()));
         let served = crate::serve::serve(listener, app, self.config.http, acceptor, shutdown).await;
         reload.inspect(|r| r.abort());
         let _ = stop_tx.send(true);
+        if let Some(m) = metrics {
+            let _ = m.await;
+        }
         let _ = rec_task.await;
         let _ = reaper.await;
         served.map_err(|source| StartError::Listen { addr, source })

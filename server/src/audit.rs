@@ -28,6 +28,13 @@ pub struct AuditConfig {
     pub keep: u32,
 }
 
+impl AuditConfig {
+    /// Whether the log goes to the standard output (`--audit-log -`).
+    pub fn to_stdout(&self) -> bool {
+        self.path.as_os_str() == "-"
+    }
+}
+
 /// One audited request.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Entry {
@@ -80,7 +87,8 @@ impl AuditLog {
     }
 }
 
-/// A file rotated by size.
+/// A file rotated by size, or the standard output (`-`, never rotated:
+/// the server's own log goes to the standard error).
 struct Rotating {
     config: AuditConfig,
     file: std::fs::File,
@@ -89,6 +97,11 @@ struct Rotating {
 
 impl Rotating {
     fn open(config: AuditConfig) -> std::io::Result<Self> {
+        if config.to_stdout() {
+            use std::os::fd::AsFd;
+            let file = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+            return Ok(Self { config, file, size: 0 });
+        }
         if let Some(dir) = config.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
@@ -110,7 +123,7 @@ impl Rotating {
     }
 
     fn write(&mut self, line: &[u8]) -> std::io::Result<()> {
-        if self.size > 0 && self.size + line.len() as u64 > self.config.max_bytes {
+        if !self.config.to_stdout() && self.size > 0 && self.size + line.len() as u64 > self.config.max_bytes {
             self.rotate()?;
         }
         self.file.write_all(line)?;

@@ -90,7 +90,9 @@ impl OidcArgs {
 /// The audit log of mutating requests.
 #[derive(clap::Args, Debug, Clone)]
 pub struct AuditArgs {
-    /// Where mutating requests are recorded as JSON lines [default: DATA_DIR/audit.log].
+    /// Where mutating requests are recorded as JSON lines [default:
+    /// DATA_DIR/audit.log]; `-`: the standard output, unrotated (the
+    /// server's own log goes to the standard error).
     #[arg(long, env = "VMAAS_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,
     /// Size at which the audit log is rotated, e.g. 64Mi.
@@ -133,4 +135,15 @@ impl TenantLimitArgs {
     pub fn watches(&self) -> crate::watches::WatchLimits {
         crate::watches::WatchLimits { per_tenant: self.watches_per_tenant, per_token: self.watches_per_token, total: self.max_watches }
     }
+}
+
+/// Where the metrics that name tenants are served.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct MetricsArgs {
+    /// Serve `/metrics` with every figure (quotas by tenant, each VM's
+    /// memory) and no token on this address of its own, e.g.
+    /// `0.0.0.0:9090` for a scraper inside the cluster; on the API's port
+    /// those need an administrator's token.
+    #[arg(long, env = "VMAAS_METRICS_LISTEN")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }

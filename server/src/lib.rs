@@ -27,7 +27,8 @@
 //! - [`expiry`]: ephemeral VMs deleted when they expire.
 //! - [`watches`]: event streams under limits of their own;
 //!   [`export_slots`]: each tenant's disk exports under way.
-//! - [`error`]: the API's error shape; [`metrics`]: Prometheus metrics;
+//! - [`error`]: the API's error shape; [`metrics`]: Prometheus metrics
+//!   ([`process_metrics`]: the standard `process_*` ones);
 //!   [`audit`]: the audit log of mutating requests.
 
 #![forbid(unsafe_code)]
@@ -50,6 +51,7 @@ pub mod identity;
 pub mod metrics;
 pub mod none_backend;
 pub mod oidc;
+pub mod process_metrics;
 pub mod prune;
 pub mod reconciler;
 pub mod serve;

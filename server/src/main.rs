@@ -281,6 +281,8 @@ struct ServeArgs {
     audit: vmaas_server::flags::AuditArgs,
     #[command(flatten)]
     limits: vmaas_server::flags::TenantLimitArgs,
+    #[command(flatten)]
+    metrics: vmaas_server::flags::MetricsArgs,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -497,6 +499,7 @@ fn config(args: &ServeArgs, data_dir: PathBuf, listening: Listening) -> anyhow::
         image_imports_per_tenant: args.image_imports_per_tenant.max(1),
         exports_per_tenant: args.limits.exports_per_tenant.max(1),
         watches: args.limits.watches(),
+        metrics_listen: args.metrics.metrics_listen,
         listening,
         insecure_listen: args.tls.insecure_listen,
         oidc: args.oidc.config().context("--oidc-ca-file")?,

@@ -1,4 +1,8 @@
 //! Prometheus metrics, served at `/metrics` in the text exposition format.
+//! Two registries hold them: the server's own figures (requests,
+//! reconcile passes, VMs by state), which anyone may read, and those that
+//! name a tenant or one of its VMs (quotas, each VM's memory), which only
+//! an administrator's token, or `--metrics-listen`'s own address, reads.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -44,6 +48,20 @@ pub struct VmLabels {
     pub vm: String,
 }
 
+/// Labels of the build's figure.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    /// The server's version.
+    pub version: String,
+}
+
+/// `vmaas_build_info{version=…} 1`.
+fn build_info(version: &str) -> Family<BuildLabels, Gauge> {
+    let f = Family::<BuildLabels, Gauge>::default();
+    f.get_or_create(&BuildLabels { version: version.to_owned() }).set(1);
+    f
+}
+
 fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 18))
 }
@@ -51,6 +69,8 @@ fn latency_histogram() -> Histogram {
 /// Every metric the server exports.
 pub struct Metrics {
     registry: Mutex<Registry>,
+    /// The same, plus what names a tenant or its VMs.
+    full: Mutex<Registry>,
     http_requests: Family<HttpLabels, Counter>,
     http_duration: Family<HttpLabels, Histogram, fn() -> Histogram>,
     reconcile_passes: Counter,
@@ -73,7 +93,8 @@ impl Default for Metrics {
 impl Metrics {
     /// Registers every metric.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("vmaas");
+        // Unprefixed, so that the standard `process_*` metrics keep their names.
+        let (mut registry, mut full) = (Registry::default(), Registry::default());
         let http_requests = Family::<HttpLabels, Counter>::default();
         let http_duration =
             Family::<HttpLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
@@ -83,32 +104,37 @@ impl Metrics {
         let vms = Family::<StateLabels, Gauge>::default();
         let quarantined = Gauge::default();
         let (quota_limit, quota_usage) = (Family::<QuotaLabels, Gauge>::default(), Family::<QuotaLabels, Gauge>::default());
-        registry.register("quota_limit", "Tenants' quota limits by resource (absent: unlimited)", quota_limit.clone());
-        registry.register("quota_usage", "What tenants with a quota hold, by resource", quota_usage.clone());
+        full.register("vmaas_quota_limit", "Tenants' quota limits by resource (absent: unlimited)", quota_limit.clone());
+        full.register("vmaas_quota_usage", "What tenants with a quota hold, by resource", quota_usage.clone());
         let (vm_resident, vm_unique) = (Family::<VmLabels, Gauge>::default(), Family::<VmLabels, Gauge>::default());
-        registry.register(
-            "vm_memory_resident_bytes",
+        full.register(
+            "vmaas_vm_memory_resident_bytes",
             "Resident memory of each running VM's process, shared pages included",
             vm_resident.clone(),
         );
-        registry.register(
-            "vm_memory_unique_bytes",
+        full.register(
+            "vmaas_vm_memory_unique_bytes",
             "Memory of each running VM that no other process shares: what the host gets back when it goes",
             vm_unique.clone(),
         );
-        registry.register("http_requests", "HTTP requests served", http_requests.clone());
-        registry.register("http_request_duration_seconds", "HTTP request latency", http_duration.clone());
-        registry.register("reconcile_passes", "Reconcile passes run", reconcile_passes.clone());
-        registry.register("reconcile_backend_errors", "Backend errors seen while reconciling", reconcile_errors.clone());
-        registry.register("reconcile_pass_duration_seconds", "Duration of a reconcile pass", reconcile_duration.clone());
-        registry.register("virtual_machines", "Virtual machines by state, as of the last reconcile pass", vms.clone());
-        registry.register(
-            "quarantined_resources",
-            "Resources on the host that belong to no stored object (kept, not deleted; see docs/operations.md)",
-            quarantined.clone(),
-        );
+        for r in [&mut registry, &mut full] {
+            r.register("vmaas_http_requests", "HTTP requests served", http_requests.clone());
+            r.register("vmaas_http_request_duration_seconds", "HTTP request latency", http_duration.clone());
+            r.register("vmaas_reconcile_passes", "Reconcile passes run", reconcile_passes.clone());
+            r.register("vmaas_reconcile_backend_errors", "Backend errors seen while reconciling", reconcile_errors.clone());
+            r.register("vmaas_reconcile_pass_duration_seconds", "Duration of a reconcile pass", reconcile_duration.clone());
+            r.register("vmaas_virtual_machines", "Virtual machines by state, as of the last reconcile pass", vms.clone());
+            r.register(
+                "vmaas_quarantined_resources",
+                "Resources on the host that belong to no stored object (kept, not deleted; see docs/operations.md)",
+                quarantined.clone(),
+            );
+            r.register("vmaas_build_info", "The server's version (always 1)", build_info(env!("CARGO_PKG_VERSION")));
+            r.register_collector(Box::new(crate::process_metrics::ProcessCollector));
+        }
         Self {
             registry: Mutex::new(registry),
+            full: Mutex::new(full),
             http_requests,
             http_duration,
             reconcile_passes,
@@ -174,10 +200,12 @@ impl Metrics {
         }
     }
 
-    /// The metrics in the Prometheus text format.
-    pub fn render(&self) -> String {
+    /// The metrics in the Prometheus text format: with `tenants`, those
+    /// that name a tenant or its VMs too.
+    pub fn render(&self, tenants: bool) -> String {
         let mut out = String::new();
-        let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        let registry = if tenants { &self.full } else { &self.registry };
+        let registry = registry.lock().unwrap_or_else(|p| p.into_inner());
         if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
             out.clear();
         }

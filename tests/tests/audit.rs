@@ -74,3 +74,49 @@ async fn mutating_requests_are_audited_and_the_log_rotates() {
         assert!(size <= 8192, "{f}: {size} bytes");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_log_goes_to_stdout_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let server = vmaas_tests::bin("vmaas-server");
+    let mut child = tokio::process::Command::new(&server)
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--backend", "none", "--audit-log", "-", "--data-dir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("vmaas-server");
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while reqwest::get(format!("{base}/livez")).await.map(|r| r.status().as_u16()).unwrap_or(0) != 200 {
+        assert!(Instant::now() < deadline, "the server did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let token = std::process::Command::new(&server).args(["token", "--tenant", "acme", "--data-dir"]).arg(dir.path()).output().unwrap();
+    let token = String::from_utf8(token.stdout).unwrap().trim().to_owned();
+    let net = json!({"object": {"metadata": {"name": "n"}, "spec": {"ipv4_cidr": "10.1.0.0/16"}}});
+    let rsp = reqwest::Client::new().post(format!("{base}{V1}/virtual_networks")).bearer_auth(&token).json(&net).send().await.unwrap();
+    assert_eq!(rsp.status(), 201);
+    // The line is written by a task of its own: read stdout until it comes.
+    let mut out = child.stdout.take().unwrap();
+    let mut text = String::new();
+    let mut buf = [0u8; 4096];
+    while !text.contains("virtual_networks") {
+        let n = tokio::time::timeout(Duration::from_secs(10), tokio::io::AsyncReadExt::read(&mut out, &mut buf))
+            .await
+            .expect("a line")
+            .unwrap();
+        assert!(n > 0, "stdout ended: {text}");
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    let line: Value = serde_json::from_str(text.lines().find(|l| l.contains("virtual_networks")).unwrap()).expect("a JSON line");
+    assert_eq!(
+        (line["method"].as_str(), line["status"].as_u64(), line["tenant"].as_str()),
+        (Some("POST"), Some(201), Some("acme")),
+        "{line}"
+    );
+    assert!(!dir.path().join("audit.log").exists(), "no file beside stdout");
+    let _ = child.kill().await;
+}

@@ -2,8 +2,9 @@
 //! database through a TCP relay of the test's own, which the test cuts
 //! (every connection dropped, nothing listening) and then restores. While
 //! it is out, requests are answered 503 UNAVAILABLE within seconds, not
-//! 500s after a long wait, and `/healthz` says so within about a second;
-//! once it is back, the server serves again without a restart.
+//! 500s after a long wait, and `/healthz` says so within about a second,
+//! `/readyz` is 503 and `/livez` still 200 (a liveness probe restarts
+//! nothing); once it is back, the server serves again without a restart.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -68,6 +69,10 @@ async fn a_database_outage_is_503_at_once_and_service_comes_back() {
     let (st, h) = s.raw(Method::GET, "/healthz", None, None).await;
     assert_eq!((st, h["status"].as_str()), (503, Some("unavailable")), "{h}");
     assert!(started.elapsed() < Duration::from_millis(2500), "healthz took {:?}", started.elapsed());
+    // A readiness probe takes the replica out; a liveness probe restarts nothing.
+    let (st, r) = s.raw(Method::GET, "/readyz", None, None).await;
+    assert_eq!((st, &r["database"], &r["backend"]), (503, &json!(false), &json!(true)), "{r}");
+    assert_eq!(s.raw(Method::GET, "/livez", None, None).await.0, 200);
 
     // Back: the same address again, and the server serves without a restart.
     let listener = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
@@ -84,5 +89,6 @@ async fn a_database_outage_is_503_at_once_and_service_comes_back() {
     let (_, list) = s.raw(Method::GET, &format!("{V1}/virtual_networks"), Some(&t), None).await;
     assert_eq!(list["total"], 2, "what was stored before the outage is there, nothing half-made during it: {list}");
     assert_eq!(s.raw(Method::GET, "/healthz", None, None).await.0, 200);
+    assert_eq!(s.raw(Method::GET, "/readyz", None, None).await.0, 200);
     up.abort();
 }

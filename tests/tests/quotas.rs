@@ -82,7 +82,11 @@ on_both_databases! {
         // Usage in the API and in /metrics.
         let usage = s.raw(Method::GET, &quota, Some(&acme), None).await.1["object"]["status"]["usage"].clone();
         assert_eq!(usage, json!({"virtual_machines": 2, "cores": 2, "memory": "768Mi", "disk": usage["disk"], "external_ips": 1}));
-        let metrics = reqwest::get(format!("{}/metrics", s.endpoint)).await.unwrap().text().await.unwrap();
+        // Per tenant: an administrator's only; without a token, nothing of a tenant.
+        let anyone = reqwest::get(format!("{}/metrics", s.endpoint)).await.unwrap().text().await.unwrap();
+        assert!(!anyone.contains("tenant=") && anyone.contains("vmaas_build_info"), "{anyone}");
+        let metrics = s.raw(Method::GET, "/metrics", Some(&admin), None).await.1;
+        let metrics = metrics.as_str().unwrap_or_default();
         assert!(metrics.contains("vmaas_quota_limit{tenant=\"acme\",resource=\"cores\"} 3"), "{metrics}");
         assert!(metrics.contains("vmaas_quota_usage{tenant=\"acme\",resource=\"external_ips\"} 1"), "{metrics}");
         assert!(!metrics.contains("tenant=\"globex\""), "only tenants with a quota are exported");

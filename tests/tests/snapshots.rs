@@ -104,7 +104,8 @@ async fn clones_of_one_snapshot_are_each_themselves() {
     assert!(s.data_dir.join("snapshots").join(&key).join("ram").is_file());
 
     // What each costs the host, in /metrics: its unique memory is part of its resident memory.
-    let metrics = s.raw(reqwest::Method::GET, "/metrics", None, None).await.1;
+    let admin = s.token("ops", true);
+    let metrics = s.raw(reqwest::Method::GET, "/metrics", Some(&admin), None).await.1;
     let text = metrics.as_str().unwrap_or_default();
     let gauge = |name: &str, id: &str| -> u64 {
         let prefix = format!("vmaas_{name}{{vm=\"{id}\"}} ");

@@ -46,7 +46,8 @@ pub(super) struct DiskQuery {
 #[utoipa::path(get, path = "/api/fulfillment/v1/virtual_machines/{id}/export", tag = "snapshots",
     params(("id" = String, Path, description = "VM id (UUID)")),
     responses((status = 200, description = "The disk, `application/octet-stream` (qcow2), `X-Checksum-Sha256`"),
-        (status = 400, body = ApiError, description = "The VM is running"), (status = 404, body = ApiError)),
+        (status = 400, body = ApiError, description = "The VM is running"), (status = 404, body = ApiError),
+        (status = 429, body = ApiError, description = "Past --exports-per-tenant or the disk quota"), (status = 503, body = ApiError, description = "The conversion failed")),
     security(("bearer" = [])))]
 pub(super) async fn vm(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
     let vm = s.store.get_vm(&id, &scope(&caller)).await?;
@@ -64,7 +65,8 @@ pub(super) async fn vm(State(s): State<AppState>, caller: Caller, Path(id): Path
 #[utoipa::path(get, path = "/api/fulfillment/v1/volumes/{id}/export", tag = "snapshots",
     params(("id" = String, Path, description = "Volume id (UUID)")),
     responses((status = 200, description = "The volume, `application/octet-stream` (qcow2), `X-Checksum-Sha256`"),
-        (status = 400, body = ApiError, description = "It is on a running VM"), (status = 404, body = ApiError)),
+        (status = 400, body = ApiError, description = "It is on a running VM"), (status = 404, body = ApiError),
+        (status = 429, body = ApiError, description = "Past --exports-per-tenant or the disk quota"), (status = 503, body = ApiError, description = "The conversion failed")),
     security(("bearer" = [])))]
 pub(super) async fn volume(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
     let v = s.store.get_record::<Volume>(&id, &scope(&caller)).await?;
@@ -88,7 +90,8 @@ pub(super) async fn volume(State(s): State<AppState>, caller: Caller, Path(id): 
 #[utoipa::path(get, path = "/api/fulfillment/v1/compute_instance_snapshots/{id}/export", tag = "snapshots",
     params(("id" = String, Path, description = "Snapshot id (UUID)"), DiskQuery),
     responses((status = 200, description = "The disk, `application/octet-stream` (qcow2), `X-Checksum-Sha256`"),
-        (status = 400, body = ApiError, description = "Not READY, or no such disk"), (status = 404, body = ApiError)),
+        (status = 400, body = ApiError, description = "Not READY, or no such disk"), (status = 404, body = ApiError),
+        (status = 429, body = ApiError, description = "Past --exports-per-tenant or the disk quota"), (status = 503, body = ApiError, description = "The conversion failed")),
     security(("bearer" = [])))]
 pub(super) async fn snapshot(
     State(s): State<AppState>,

@@ -84,6 +84,8 @@ pub fn router(state: AppState, limits: &crate::serve::HttpLimits) -> Router {
         .merge(events::routes())
         .merge(crate::web::routes())
         .route("/healthz", get(health::healthz))
+        .route("/livez", get(health::livez))
+        .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
         .route("/api/openapi.json", get(|| async { Json(openapi_document()) }))
         .fallback(not_found)
@@ -97,6 +99,12 @@ pub fn router(state: AppState, limits: &crate::serve::HttpLimits) -> Router {
                 .layer(middleware::from_fn_with_state(state.clone(), observe)),
         )
         .with_state(state)
+}
+
+/// The router of `--metrics-listen`'s own address: `/metrics`, every
+/// figure (tenants' too), without a token.
+pub fn metrics_router(state: AppState) -> Router {
+    Router::new().route("/metrics", get(health::all_metrics)).fallback(not_found).with_state(state)
 }
 
 async fn not_found() -> ApiError {

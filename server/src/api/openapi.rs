@@ -26,6 +26,8 @@ use super::vms;
     info(title = "vmaas fulfillment API", description = "Virtual machines and templates, per tenant. Errors are `{code, message, details[{field, reason}]}` with gRPC code numbers."),
     paths(
         super::health::healthz,
+        super::health::livez,
+        super::health::readyz,
         templates::list, templates::read, templates::create, templates::update, templates::patch, templates::remove,
         vms::list, vms::read, vms::create, vms::patch, vms::remove, vms::restart, migrate::migrate, restore::restore, exports::vm, exports::volume, exports::snapshot,
         compute_instance_templates::list, compute_instance_templates::read, compute_instance_templates::create,
