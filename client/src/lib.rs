@@ -9,6 +9,7 @@
 //! - `networks`: the virtual network calls, [`Client::wait_network`] among them.
 //! - `objects`: the calls every simple kind shares (subnets, security groups).
 //! - [`tls`]: whom it trusts over HTTPS, also for the console's `wss://`.
+//! - `stop`: waits that end when asked ([`Client::with_stop`]).
 //! - [`Error`]: the API's `{code, message, details}` errors, kept intact.
 
 #![forbid(unsafe_code)]
@@ -22,6 +23,7 @@ pub use events::Watch;
 pub use exports::Download;
 mod networks;
 mod objects;
+mod stop;
 pub mod tls;
 
 use std::time::{Duration, Instant};
@@ -85,6 +87,9 @@ pub enum Error {
     /// A bad argument to the client itself (e.g. an unparsable endpoint).
     #[error("{0}")]
     Usage(String),
+    /// A wait was asked to stop ([`Client::with_stop`]).
+    #[error("interrupted: asked to stop while waiting (what was made is kept)")]
+    Interrupted,
 }
 
 impl Error {
@@ -168,6 +173,8 @@ pub struct Client {
     endpoint: String,
     token: Option<String>,
     trust: tls::Trust,
+    /// Ends waits when it turns true ([`Client::with_stop`]).
+    stop: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// A one-line summary of a VM's status: `PROGRESSING (Booting: the guest is booting)`.
@@ -215,7 +222,7 @@ impl Client {
             .user_agent(concat!("vmaas-client/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| Error::Usage(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Self { http, endpoint, token, trust })
+        Ok(Self { http, endpoint, token, trust, stop: None })
     }
 
     /// Whom the client trusts over HTTPS (for the console's `wss://`).
@@ -518,12 +525,13 @@ impl Client {
             let pause = if watch.is_some() { every * 10 } else { every };
             let pause = pause.min(timeout.saturating_sub(started.elapsed())).max(Duration::from_millis(10));
             match watch.as_mut() {
-                Some(w) => {
-                    if let Ok(None) = tokio::time::timeout(pause, w.next()).await {
+                Some(w) => tokio::select! {
+                    next = tokio::time::timeout(pause, w.next()) => if let Ok(None) = next {
                         watch = None;
-                    }
-                }
-                None => tokio::time::sleep(pause).await,
+                    },
+                    () = self.stopped() => return Err(Error::Interrupted),
+                },
+                None => self.pause(pause).await?,
             }
         }
     }

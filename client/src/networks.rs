@@ -51,7 +51,7 @@ impl Client {
                 Err(e) if e.is_not_found() && gone => return Ok(None),
                 Err(e) => return Err(e),
             }
-            tokio::time::sleep(every.min(timeout.saturating_sub(started.elapsed())).max(Duration::from_millis(10))).await;
+            self.pause(every.min(timeout.saturating_sub(started.elapsed())).max(Duration::from_millis(10))).await?;
         }
     }
 }

@@ -27,6 +27,21 @@ impl GrpcController for Controller {
     }
 }
 
+/// Ctrl-C reaches every process of the terminal's foreground group, this
+/// plugin too; as go-plugin's plugins do, it lets Terraform handle it (a
+/// `StopProvider` call, which ends the waits in flight and keeps the state)
+/// instead of dying mid-apply.
+fn ignore_interrupts() -> anyhow::Result<()> {
+    let mut interrupts =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).context("taking SIGINT over from its default")?;
+    tokio::spawn(async move {
+        while interrupts.recv().await.is_some() {
+            tracing::info!("interrupt: left to Terraform, which asks the provider to stop");
+        }
+    });
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     if std::env::var(MAGIC_COOKIE_KEY).as_deref() != Ok(MAGIC_COOKIE_VALUE) {
@@ -44,6 +59,7 @@ async fn main() -> anyhow::Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("TF_LOG_PROVIDER_VMAAS").unwrap_or_else(|_| "warn".into()))
         .init();
 
+    ignore_interrupts()?;
     let listener = TcpListener::bind("127.0.0.1:0").await.context("binding the plugin port")?;
     let addr = listener.local_addr()?;
     let shutdown = Arc::new(Notify::new());

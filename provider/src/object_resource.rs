@@ -266,7 +266,7 @@ async fn wait(client: &Client, k: &Kind, id: &str, gone: bool) -> Result<Option<
         if Instant::now() > deadline {
             return Err(format!("not done after {WAIT:?}"));
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        client.pause(Duration::from_millis(250)).await.map_err(|e| e.to_string())?;
     }
 }
 

@@ -22,11 +22,13 @@ pub use crate::vm_resource::VM;
 pub struct VmaasProvider {
     client: RwLock<Option<Client>>,
     registry: Registry,
+    /// Turned true by `StopProvider` (Ctrl-C): every wait in flight ends.
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 impl Default for VmaasProvider {
     fn default() -> Self {
-        Self { client: RwLock::new(None), registry: Registry::standard() }
+        Self { client: RwLock::new(None), registry: Registry::standard(), stop: tokio::sync::watch::Sender::new(false) }
     }
 }
 
@@ -124,7 +126,10 @@ impl Provider for VmaasProvider {
         };
         let mut diagnostics = Vec::new();
         match Client::with_tls(&endpoint, token, insecure, ca.as_deref()) {
-            Ok(c) => *self.client.write().map_err(|_| Status::internal("provider lock poisoned"))? = Some(c),
+            Ok(c) => {
+                let stoppable = c.with_stop(self.stop.subscribe());
+                *self.client.write().map_err(|_| Status::internal("provider lock poisoned"))? = Some(stoppable);
+            }
             Err(e) => diagnostics.push(error("invalid provider configuration", e.to_string(), Some(path(&["endpoint"])))),
         }
         Ok(Response::new(configure_provider::Response { diagnostics }))
@@ -218,7 +223,11 @@ impl Provider for VmaasProvider {
         Ok(Response::new(read_data_source::Response { state: Some(value::encode(&state)), diagnostics }))
     }
 
+    /// Ends every wait in flight at once: each apply returns what exists
+    /// (kept in the state) with an error saying it was interrupted.
     async fn stop_provider(&self, _r: Request<stop_provider::Request>) -> Result<Response<stop_provider::Response>, Status> {
+        self.stop.send_replace(true);
+        tracing::info!("asked to stop: waits in flight end");
         Ok(Response::new(stop_provider::Response { error: String::new() }))
     }
 }

@@ -131,7 +131,11 @@ fn schema() -> Schema {
             attr("memory", STRING, false, "Guest memory, e.g. `2Gi` (default `1Gi`)."),
             attr("disk_size", STRING, false, "Boot disk size, e.g. `20Gi` (default `10Gi`)."),
             attr("image", STRING, false, "Base image name."),
-            attr("user_data", STRING, false, "Cloud-init user data."),
+            {
+                let mut a = attr("user_data", STRING, false, "Cloud-init user data. Sensitive: not shown in plans.");
+                a.sensitive = true;
+                a
+            },
             attr("ssh_keys", STRING_LIST, false, "SSH public keys."),
             attr("instance_type", STRING, false, "The instance type a VM gets when it names none."),
             attr("instance_types", STRING_LIST, false, "The instance types a VM may name (any when unset)."),

@@ -274,12 +274,17 @@ impl Resource for VmResource {
                     Mode::Optional,
                     "SSH public keys the guest authorises (on the Debian image, for the user `debian`), beside the template's. Changing them replaces the VM.",
                 ),
-                attr(
-                    "user_data",
-                    STRING,
-                    Mode::Optional,
-                    "cloud-init user data (`#cloud-config`, a script…), in place of the template's; it runs on the first boot. Changing it replaces the VM.",
-                ),
+                {
+                    // It often carries passwords and keys: kept out of plan output.
+                    let mut a = attr(
+                        "user_data",
+                        STRING,
+                        Mode::Optional,
+                        "cloud-init user data (`#cloud-config`, a script…), in place of the template's; it runs on the first boot. Changing it replaces the VM. Sensitive: not shown in plans.",
+                    );
+                    a.sensitive = true;
+                    a
+                },
                 attr(
                     "image",
                     STRING,

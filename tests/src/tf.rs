@@ -111,6 +111,30 @@ impl Workspace {
 
     /// Runs terraform with `args`.
     pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run terraform")
+    }
+
+    /// Terraform with `args`, ready to run here, taking SIGINT as a
+    /// terminal's Ctrl-C would (a process started in the background
+    /// inherits SIGINT ignored; Python resets it to the default, then
+    /// executes Terraform, which keeps it).
+    pub fn interruptible(&self, args: &[&str]) -> Command {
+        let inner = self.command(args);
+        let mut c = Command::new(python());
+        c.args(["-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])"])
+            .arg(inner.get_program())
+            .args(inner.get_args())
+            .current_dir(self.dir.path());
+        for (k, v) in inner.get_envs() {
+            if let Some(v) = v {
+                c.env(k, v);
+            }
+        }
+        c
+    }
+
+    /// Terraform with `args`, ready to run here.
+    pub fn command(&self, args: &[&str]) -> Command {
         let mut c = terraform(self.tf);
         c.args(args)
             .current_dir(self.dir.path())
@@ -119,7 +143,7 @@ impl Workspace {
             .env("TF_IN_AUTOMATION", "1")
             .env("VMAAS_ENDPOINT", &self.endpoint)
             .env("VMAAS_TOKEN", &self.token);
-        c.output().expect("run terraform")
+        c
     }
 
     /// Runs terraform with `args`, which must succeed; its output.

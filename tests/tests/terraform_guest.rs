@@ -46,6 +46,11 @@ async fn scenario(tf: Tf) {
     // New user data replaces the VM (cloud-init runs it on a first boot).
     let text = w.apply(&["-var", &key, "-var", "greeting=bonjour"]);
     assert!(text.contains("1 added, 0 changed, 1 destroyed"), "{text}");
+    assert!(
+        !text.contains("bonjour") && text.contains("(sensitive value)"),
+        "user data is sensitive: not in the plan's output:
+{text}"
+    );
     let list = vms(&s, &t).await;
     assert_eq!(list["total"], 1);
     assert_ne!(list["items"][0]["id"], first);
