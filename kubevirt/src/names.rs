@@ -143,4 +143,12 @@ mod tests {
         // The hash is SHA-256's first 8 bytes (`printf acme | sha256sum`): fixed forever.
         assert_eq!(tenant_namespace("vmaas-", "acme"), "vmaas-acme-822b33ad87c148a0");
     }
+
+    #[test]
+    fn label_values_are_valid() {
+        assert_eq!(label_value("0190a-b"), "0190a-b");
+        assert_eq!(label_value("a/b c"), "a-b-c");
+        assert_eq!(label_value(&"y".repeat(80)).len(), 63);
+        assert_eq!(label_value("-x-"), "x");
+    }
 }
