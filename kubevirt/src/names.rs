@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use vmaas_model::ObjectKind;
-use vmaas_model::k8s::names::MAX_NAME;
+use vmaas_model::k8s::names::{MAX_NAME, STRONG_DIGITS, fnv1a, strong_hash};
 
 /// The field manager of every server-side apply, and the finalizer's owner.
 pub const MANAGER: &str = "vmaas";
@@ -32,10 +32,6 @@ pub fn generation(o: &kube::core::DynamicObject, key: &str) -> u64 {
 /// Annotation on a namespace: the tenant it belongs to, exactly (its
 /// `vmaas.io/tenant` label holds the same as a label value).
 pub const TENANT_ANNOTATION: &str = "vmaas.io/tenant";
-
-/// Hex digits of the hash in a namespace's name: 64 bits of SHA-256, so
-/// no one finds a tenant name whose namespace is another's.
-const HASH_DIGITS: usize = 16;
 
 /// The namespace of tenant `tenant`'s objects: the prefix, the tenant's
 /// name made a DNS label, and a hash of both (two tenants never share one).
@@ -77,18 +73,15 @@ fn readable_part(readable: &str, digits: usize) -> String {
 }
 
 /// `readable` made a DNS label, cut to fit, then a dash and 64 bits of the
-/// SHA-256 of `key` (fixed forever, or namespaces would move).
+/// SHA-256 of `key` (fixed forever, or namespaces would move): no one finds
+/// a tenant name whose namespace is another's.
 fn hashed(readable: &str, key: &str) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(key.as_bytes());
-    let hex: String = digest.iter().take(HASH_DIGITS / 2).map(|b| format!("{b:02x}")).collect();
-    format!("{}-{hex}", readable_part(readable, HASH_DIGITS))
+    format!("{}-{}", readable_part(readable, STRONG_DIGITS), strong_hash(key))
 }
 
 /// [`hashed`] as releases before 64-bit hashes made it: 32 bits of FNV-1a.
 fn legacy_hashed(readable: &str, key: &str) -> String {
-    let h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
-    format!("{}-{:08x}", readable_part(readable, 8), h & 0xffff_ffff)
+    format!("{}-{:08x}", readable_part(readable, 8), fnv1a(key) & 0xffff_ffff)
 }
 
 /// A label value made of `s`: at most 63 characters of letters, digits,

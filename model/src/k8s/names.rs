@@ -46,17 +46,18 @@ pub fn unique(parts: &[&str]) -> String {
 }
 
 /// Hex digits of the hash of a cut name in a cluster-wide space.
-const STRONG_DIGITS: usize = 16;
+pub const STRONG_DIGITS: usize = 16;
 
-/// 64 bits of the SHA-256 of `s`, in hex.
-fn strong_hash(s: &str) -> String {
+/// 64 bits of the SHA-256 of `s`, in hex ([`STRONG_DIGITS`] digits): where
+/// a name's hash must resist a search for another name with the same one.
+pub fn strong_hash(s: &str) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(s.as_bytes()).iter().take(STRONG_DIGITS / 2).map(|b| format!("{b:02x}")).collect()
 }
 
 /// 64-bit FNV-1a: small, and fixed forever (a name must not change between
 /// releases, or every object would be renamed).
-fn fnv1a(s: &str) -> u64 {
+pub fn fnv1a(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
