@@ -107,31 +107,10 @@ impl Drop for Server {
     }
 }
 
-/// CPU seconds (user plus system) process `pid` (or `self`) has used so
-/// far, from `/proc/PID/stat`.
+/// The CPU seconds process `pid` has used (`/proc/PID/stat`, read by the
+/// server's own `process_*` metrics).
 pub(crate) fn cpu_seconds_of(pid: &str) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let rest = &stat[stat.rfind(')').context("stat")? + 1..];
-    let mut f = rest.split_whitespace().skip(11);
-    let mut next = || f.next().context("a short /proc stat line").and_then(|v| Ok(v.parse::<f64>()?));
-    let ticks = next()? + next()?;
-    Ok(ticks / clock_ticks())
-}
-
-/// The host's clock ticks per second (`getconf CLK_TCK`), asked once: a
-/// sample of 100 guests' CPU would otherwise run `getconf` 100 times, in
-/// the process whose own CPU it measures.
-fn clock_ticks() -> f64 {
-    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    *TICKS.get_or_init(|| {
-        Command::new("getconf")
-            .arg("CLK_TCK")
-            .output()
-            .ok()
-            .and_then(|o| String::from_utf8(o.stdout).ok())
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(100.0)
-    })
+    vmaas_server::process_metrics::cpu_seconds_of(pid).with_context(|| format!("reading /proc/{pid}/stat"))
 }
 
 /// What one store size gave.

@@ -46,6 +46,13 @@ fn sysconf() -> (f64, f64) {
     })
 }
 
+/// The CPU time, user and system, that process `pid` has used, in seconds
+/// (`self`: this one), if `/proc` has it.
+pub fn cpu_seconds_of(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    ProcessFigures::parse(&stat, sysconf(), 0.0, 0.0, 0.0).map(|f| f.cpu_seconds)
+}
+
 impl ProcessFigures {
     /// This process's figures now, if `/proc` has them.
     pub fn now() -> Option<Self> {
@@ -120,5 +127,8 @@ mod tests {
     fn this_process_has_figures() {
         let f = ProcessFigures::now().expect("/proc");
         assert!(f.resident_bytes > 0.0 && f.open_fds > 0.0 && f.start_time_seconds > 1e9, "{f:?}");
+        let pid = std::process::id().to_string();
+        assert!(cpu_seconds_of(&pid).is_some_and(|s| s >= 0.0), "another process is read by its pid");
+        assert!(cpu_seconds_of("0").is_none(), "no such process");
     }
 }
