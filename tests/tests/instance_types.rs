@@ -308,7 +308,7 @@ async fn terraform_scenario(tf: Tf) {
     assert_eq!(list["total"], 0, "{list}");
 }
 
-vmaas_tests::on_both_terraforms!(terraform_scenario: instance_type_terraform_1_0_3, instance_type_terraform_1_15_5);
+vmaas_tests::on_every_terraform!(terraform_scenario: instance_type_tofu, instance_type_terraform_1_0_3, instance_type_terraform_1_15_5);
 
 const RESIZE_TF: &str = r#"
 terraform {
@@ -379,4 +379,4 @@ async fn resize_scenario(tf: Tf) {
     w.ok(&["destroy", "-auto-approve", "-no-color", "-var", "bigger=true"]);
 }
 
-vmaas_tests::on_both_terraforms!(resize_scenario: vm_instance_type_terraform_1_0_3, vm_instance_type_terraform_1_15_5);
+vmaas_tests::on_every_terraform!(resize_scenario: vm_instance_type_tofu, vm_instance_type_terraform_1_0_3, vm_instance_type_terraform_1_15_5);

@@ -236,7 +236,7 @@ async fn the_terraform_quickstart_applies_on_kubevirt() {
     let (k, _kubevirt, s) = env().await;
     let token = s.token("ci", false);
     let quickstart = std::fs::read_to_string(repo().join("examples/terraform/quickstart/main.tf")).unwrap();
-    for tf in [Tf::V1_0_3, Tf::V1_15_5] {
+    for tf in Tf::ALL {
         let w = Workspace::new(tf, &s, &token, &quickstart);
         w.apply(&[]);
         assert_eq!(w.output("status"), "READY", "{tf:?}");

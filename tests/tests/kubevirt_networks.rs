@@ -119,7 +119,7 @@ async fn the_terraform_two_tier_example_applies_on_kubevirt() {
     let (k, _kubevirt, s) = env().await;
     let token = s.token("ci", false);
     let main_tf = std::fs::read_to_string(repo().join("examples/terraform/two-tier/main.tf")).unwrap();
-    for tf in [Tf::V1_0_3, Tf::V1_15_5] {
+    for tf in Tf::ALL {
         let w = Workspace::new(tf, &s, &token, &main_tf);
         let text = w.apply(&[]);
         assert!(text.contains("Apply complete! Resources: 8 added"), "{tf:?}: {text}");

@@ -93,7 +93,7 @@ async fn seed_002_s_terraform_configuration_applies_on_kubevirt_as_the_seed_writ
     }
     vmaas_tests::vms::publish(&s, &example("seed-002/templates.yaml"));
     let token = s.token("default", false);
-    for tf in [Tf::V1_0_3, Tf::V1_15_5] {
+    for tf in Tf::ALL {
         let w = Workspace::new(tf, &s, &token, &example("seed-002/main.tf"));
         w.apply(&[]);
         let ids = w.output("ids");

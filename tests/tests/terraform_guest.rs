@@ -60,4 +60,4 @@ async fn scenario(tf: Tf) {
     assert_eq!(vms(&s, &t).await["total"], 0);
 }
 
-vmaas_tests::on_both_terraforms!(scenario: guest_config_terraform_1_0_3, guest_config_terraform_1_15_5);
+vmaas_tests::on_every_terraform!(scenario: guest_config_tofu, guest_config_terraform_1_0_3, guest_config_terraform_1_15_5);

@@ -43,4 +43,4 @@ async fn scenario(tf: Tf) {
     assert_eq!(s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&t), None).await.1["total"], 0);
 }
 
-vmaas_tests::on_both_terraforms!(scenario: image_import_terraform_1_0_3, image_import_terraform_1_15_5);
+vmaas_tests::on_every_terraform!(scenario: image_import_tofu, image_import_terraform_1_0_3, image_import_terraform_1_15_5);

@@ -66,4 +66,4 @@ async fn interrupted(tf: Tf) {
     );
 }
 
-vmaas_tests::on_both_terraforms!(interrupted: interrupt_terraform_1_0_3, interrupt_terraform_1_15_5);
+vmaas_tests::on_every_terraform!(interrupted: interrupt_tofu, interrupt_terraform_1_0_3, interrupt_terraform_1_15_5);

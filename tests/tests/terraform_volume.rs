@@ -80,4 +80,4 @@ async fn scenario(tf: Tf) {
     assert!(!s.data_dir.join("volumes").join(format!("{volume}.qcow2")).exists(), "the volume's file is gone");
 }
 
-vmaas_tests::on_both_terraforms!(scenario: data_volume_terraform_1_0_3, data_volume_terraform_1_15_5);
+vmaas_tests::on_every_terraform!(scenario: data_volume_tofu, data_volume_terraform_1_0_3, data_volume_terraform_1_15_5);

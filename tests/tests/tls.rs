@@ -238,4 +238,4 @@ async fn terraform_and_console(tf: Tf) {
     assert_eq!(list["total"], json!(0), "{list}");
 }
 
-vmaas_tests::on_both_terraforms!(terraform_and_console: terraform_1_0_3_and_the_console_over_tls, terraform_1_15_5_and_the_console_over_tls);
+vmaas_tests::on_every_terraform!(terraform_and_console: tofu_and_the_console_over_tls, terraform_1_0_3_and_the_console_over_tls, terraform_1_15_5_and_the_console_over_tls);

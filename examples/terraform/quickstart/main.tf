@@ -43,6 +43,10 @@ resource "vmaas_virtual_machine" "vm" {
   }
 }
 
+output "id" {
+  value = vmaas_virtual_machine.vm.id
+}
+
 output "external_ip" {
   value = vmaas_virtual_machine.vm.external_ip
 }

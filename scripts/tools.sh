@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Builds the Go tools the tests run (OpenTofu, Crossplane's CLI and core,
+# MetalLB's controller, Helm) from their Go modules, pinned, once per
+# machine: each lands in ~/.cache/vmaas/tools/<tool>-<version>/ and is never
+# committed. Prints `export VMAAS_<TOOL>=path` lines for eval.
+#
+#   eval "$(scripts/tools.sh)"          # every tool
+#   eval "$(scripts/tools.sh tofu)"     # one
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+TOOLS=${VMAAS_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/vmaas/tools}
+# The versions the project tests; docs/provider/index.md and docs/function.md
+# name the same ones.
+TOFU_VERSION=v1.12.6
+# v2.2.4 (the version the real-tools issue chose) is refused by the Go
+# module proxy here (403, as are v2.2.2 and v2.2.3): v2.2.1 is the nearest
+# that is served, and the last line with the CLI in this module.
+CROSSPLANE_VERSION=v2.2.1
+METALLB_VERSION=v0.16.1
+HELM_VERSION=v3.19.0
+
+export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+command -v go >/dev/null || die "go is not installed (the polyglot machine has it at /usr/local/go/bin)"
+
+# build_module NAME VERSION MODULE PKG...: (LDFLAGS: extra -ldflags) builds each PKG (a directory of
+# the module) inside a writable copy of the module at VERSION, into
+# $TOOLS/NAME-VERSION/, once. Building inside the module (rather than `go
+# install module/pkg@version`) keeps its own replace lines (OpenTofu's go.mod
+# replaces hcl with its fork) and asks the proxy for the module alone, not
+# for every prefix of the package's path (which it may refuse with a 403).
+build_module() {
+    local name=$1 version=$2 module=$3; shift 3
+    local dir=$TOOLS/$name-$version src pkg done=1
+    for pkg in "$@"; do [ -x "$dir/${pkg##*/}" ] || done=0; done
+    [ "$done" = 1 ] && return 0
+    log "building $name $version from $module (Go, once; cached in $dir)"
+    src=$(go mod download -json "$module@$version" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+    rm -rf "$dir.src" "$dir.tmp" && cp -r "$src" "$dir.src" && chmod -R u+w "$dir.src"
+    mkdir -p "$dir.tmp"
+    for pkg in "$@"; do
+        (cd "$dir.src" && GOFLAGS="-mod=mod -buildvcs=false" go build -trimpath \
+            -ldflags="-s -w ${LDFLAGS:-}" -o "$dir.tmp/${pkg##*/}" "./$pkg") >&2
+    done
+    rm -rf "$dir" "$dir.src" && mv "$dir.tmp" "$dir"
+}
+
+tool() {
+    case $1 in
+    tofu)
+        # A release build says its version without OpenTofu's "-dev" marker.
+        LDFLAGS="-X github.com/opentofu/opentofu/version.dev=no" \
+            build_module tofu "$TOFU_VERSION" github.com/opentofu/opentofu cmd/tofu
+        echo "export VMAAS_TOFU=$TOOLS/tofu-$TOFU_VERSION/tofu" ;;
+    crossplane)
+        build_module crossplane "$CROSSPLANE_VERSION" github.com/crossplane/crossplane/v2 cmd/crank cmd/crossplane
+        echo "export VMAAS_CRANK=$TOOLS/crossplane-$CROSSPLANE_VERSION/crank"
+        echo "export VMAAS_CROSSPLANE_CORE=$TOOLS/crossplane-$CROSSPLANE_VERSION/crossplane" ;;
+    metallb)
+        build_module metallb "$METALLB_VERSION" go.universe.tf/metallb controller
+        echo "export VMAAS_METALLB_CONTROLLER=$TOOLS/metallb-$METALLB_VERSION/controller" ;;
+    helm)
+        build_module helm "$HELM_VERSION" helm.sh/helm/v3 cmd/helm
+        echo "export VMAAS_HELM=$TOOLS/helm-$HELM_VERSION/helm" ;;
+    *) die "unknown tool $1 (tofu, crossplane, metallb, helm)" ;;
+    esac
+}
+
+mkdir -p "$TOOLS"
+for t in "${@:-tofu crossplane metallb helm}"; do
+    for one in $t; do tool "$one"; done
+done
