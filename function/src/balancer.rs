@@ -94,6 +94,19 @@ fn membership(spec: &LoadBalancerXrSpec, owner: &Owner, vms: &[Value], vmis: &[V
     (serving, not)
 }
 
+/// Reports a load balancer none of whose hosts exists yet: `PENDING`, with
+/// a message naming them, on the XR's status and its condition (and so on
+/// the claim), and a warning; nothing is composed until one exists.
+fn waiting_for_hosts(mut rsp: RunFunctionResponse, spec: &LoadBalancerXrSpec) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
+    let names: Vec<&str> = spec.host_refs.iter().map(|h| h.name.as_str()).collect();
+    let why = format!("spec.hostRefs: no VirtualMachine named {} exists (yet): the load balancer is made once one does", names.join(", "));
+    let status = json!({"state": "PENDING", "healthyTargets": [], "message": why});
+    resource::update_status(response::desired_composite(&mut rsp), &status)?;
+    response::condition_false(&mut rsp, BALANCER_CONDITION, "WaitingForHosts").message = Some(why.clone());
+    response::warning(&mut rsp, why);
+    Ok(rsp)
+}
+
 /// Composes an `XLoadBalancer`.
 pub(crate) fn run(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
     let owner = Owner::of(call.xr);
@@ -111,10 +124,7 @@ pub(crate) fn run(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFu
     };
     let ns = match common_namespace(&spec, &owner, &vms) {
         Ok(Some(ns)) => ns,
-        Ok(None) => {
-            response::warning(&mut rsp, "spec.hostRefs: none of the VirtualMachines exists (yet): the load balancer is made once one does");
-            return Ok(rsp);
-        }
+        Ok(None) => return waiting_for_hosts(rsp, &spec),
         Err(e) => return fatal(rsp, e),
     };
     response::require_resources(&mut rsp, "vmis", "kubevirt.io/v1", "VirtualMachineInstance", None, Some(ns.clone()));

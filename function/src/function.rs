@@ -57,6 +57,11 @@ impl VmaasFunction {
 #[tonic::async_trait]
 impl FunctionRunnerService for VmaasFunction {
     async fn run_function(&self, request: Request<RunFunctionRequest>) -> Result<Response<RunFunctionResponse>, Status> {
-        self.run(request.get_ref()).map(Response::new).map_err(|e| Status::internal(e.to_string()))
+        self.run(request.get_ref())
+            .map(|mut rsp| {
+                crate::status::to_claim(&mut rsp);
+                Response::new(rsp)
+            })
+            .map_err(|e| Status::internal(e.to_string()))
     }
 }

@@ -5,10 +5,25 @@
 //! (`VirtualMachineReady`, with a reason and a message) that Crossplane
 //! applies to the XR.
 
-use function_sdk_rust::proto::v1::RunFunctionResponse;
+use function_sdk_rust::proto::v1::{RunFunctionResponse, Target};
 use function_sdk_rust::response;
 use serde_json::{Value, json};
 use vmaas_model::{ConditionStatus, ConditionType, VirtualMachineStatus, VmState};
+
+/// Addresses every condition and result of `rsp` to the XR and its claim
+/// (Crossplane's `TargetCompositeAndClaim`): a tenant reads its claim, not
+/// the cluster-scoped XR, so the VM's state, a load balancer waiting for
+/// its hosts and every warning must reach it. An XR without a claim gets
+/// them all the same.
+pub fn to_claim(rsp: &mut RunFunctionResponse) {
+    let both = Some(Target::CompositeAndClaim as i32);
+    for c in &mut rsp.conditions {
+        c.target = both;
+    }
+    for r in &mut rsp.results {
+        r.target = both;
+    }
+}
 
 /// Type of the function's condition on a VM XR.
 pub const VM_CONDITION: &str = "VirtualMachineReady";

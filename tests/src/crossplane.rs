@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use function_sdk_rust::proto::v1::function_runner_service_client::FunctionRunnerServiceClient;
 use function_sdk_rust::proto::v1::resource_selector::Match;
 use function_sdk_rust::proto::v1::{
-    Ready, Resource, ResourceSelector, Resources, RunFunctionRequest, RunFunctionResponse, Severity, State, Status,
+    Ready, Resource, ResourceSelector, Resources, RunFunctionRequest, RunFunctionResponse, Severity, State, Status, Target,
 };
 use function_sdk_rust::resource::{json_to_struct, struct_to_json};
 use reqwest::Method;
@@ -426,6 +426,13 @@ impl<'a> Crossplane<'a> {
             conditions.push(v);
         }
         status["conditions"] = json!(conditions);
+        // Conditions addressed to the claim too: Crossplane lists their
+        // types in `claimConditionTypes`, and the claim copies them.
+        let for_claim: Vec<&str> =
+            rsp.conditions.iter().filter(|c| c.target == Some(Target::CompositeAndClaim as i32)).map(|c| c.r#type.as_str()).collect();
+        if xr["spec"]["claimRef"].is_object() && !for_claim.is_empty() {
+            status["claimConditionTypes"] = json!(for_claim);
+        }
         let (st, body) = self.k.write_status(xr, plural, status).await;
         assert_eq!(st, 200, "the API server refuses the XR status: {body:#}");
         body
@@ -446,16 +453,21 @@ fn generated_name(claim: &str) -> String {
 
 /// The claim's status after the claim controller synced it from `xr`
 /// (`xcrd.claim_status`), with the conditions Crossplane's claim
-/// reconciler sets: `Synced`, and `Ready` as its XR's.
+/// reconciler sets: `Synced`, the XR's conditions named in its
+/// `claimConditionTypes`, and `Ready` as its XR's (`Waiting` until then).
 fn claim_status_of(claim: &Value, xr: &Value) -> Value {
     let mut status = crate::xcrd::claim_status(claim, xr);
     let of_xr = |t: &str| xr["status"]["conditions"].as_array().and_then(|cs| cs.iter().find(|c| c["type"] == t)).cloned();
     let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
-    let synced = json!({"type": "Synced", "status": "True", "reason": "ReconcileSuccess", "lastTransitionTime": now});
-    let ready = match of_xr("Ready") {
+    let mut conditions = vec![json!({"type": "Synced", "status": "True", "reason": "ReconcileSuccess", "lastTransitionTime": now})];
+    for t in xr["status"]["claimConditionTypes"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+        conditions.extend(of_xr(t));
+    }
+    conditions.push(match of_xr("Ready") {
         Some(c) if c["status"] == "True" => json!({"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": now}),
-        _ => json!({"type": "Ready", "status": "False", "reason": "Creating", "lastTransitionTime": now}),
-    };
-    status["conditions"] = json!([synced, ready]);
+        _ => json!({"type": "Ready", "status": "False", "reason": "Waiting",
+            "message": "Claim is waiting for composite resource to become Ready", "lastTransitionTime": now}),
+    });
+    status["conditions"] = json!(conditions);
     status
 }

@@ -117,6 +117,12 @@ fn claim_status(o: &Outcome) -> &Value {
     &o.claim.as_ref().expect("a claim")["status"]
 }
 
+/// The claim's condition `kind`.
+fn claim_condition<'a>(o: &'a Outcome, kind: &str) -> &'a Value {
+    let cs = claim_status(o)["conditions"].as_array().expect("the claim's conditions");
+    cs.iter().find(|c| c["type"] == kind).unwrap_or_else(|| panic!("the claim has no {kind} condition: {cs:#?}"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_shipped_example_composes_and_reports_ready_once_the_cluster_runs_it() {
     let (k, f) = installed().await;
@@ -179,6 +185,10 @@ async fn every_shipped_example_composes_and_reports_ready_once_the_cluster_runs_
     assert_eq!(o.composed.keys().collect::<Vec<_>>(), ["namespace", "service", "udn", "vm"]);
     assert_composed_by(&o);
     assert!(!o.ready() && o.xr["status"]["state"] == "PROGRESSING", "{:#}", o.xr);
+    // The tenant reads its claim: the function's condition is there, with its reason.
+    let c = claim_condition(&o, "VirtualMachineReady");
+    assert!(c["status"] == "False" && c["reason"] == "Creating", "{c:#}");
+    assert_eq!(claim_condition(&o, "Ready")["reason"], "Waiting");
     // The lab CUDN selects this VM's namespace: OVN-K gives it the network.
     let selector = &cudn["spec"]["namespaceSelector"]["matchExpressions"][0];
     let ns_labels = &o.composed["namespace"]["metadata"]["labels"];
@@ -197,6 +207,9 @@ async fn every_shipped_example_composes_and_reports_ready_once_the_cluster_runs_
         "{status:#}"
     );
     assert_eq!(o.condition("VirtualMachineReady").unwrap()["status"], "True", "{status:#}");
+    let c = claim_condition(&o, "VirtualMachineReady");
+    assert!(c["status"] == "True" && c["reason"] == "GuestReady", "{c:#}");
+    assert_eq!(o.xr["status"]["claimConditionTypes"], json!(["VirtualMachineReady"]));
 
     // Stopped: KubeVirt halts it, and its floating IP goes away.
     let mut stop = claim.clone();
@@ -307,6 +320,13 @@ async fn a_load_balancer_spreads_over_its_hosts_and_a_used_subnet_is_kept() {
     let o = lb_xp.reconcile_claim("loadbalancers", "xloadbalancers", &lb).await;
     assert!(o.fatal.is_empty() && o.composed.is_empty(), "{:?} {:?}", o.fatal, o.composed.keys());
     assert!(o.warnings.iter().any(|w| w.contains("spec.hostRefs")), "{:?}", o.warnings);
+    // It says so, naming the hosts, on the XR and on the claim the tenant reads.
+    for status in [&o.xr["status"], claim_status(&o)] {
+        let message = status["message"].as_str().unwrap_or_default();
+        assert!(status["state"] == "PENDING" && message.contains("web-1, web-2"), "{status:#}");
+    }
+    let c = claim_condition(&o, "LoadBalancerReady");
+    assert!(c["status"] == "False" && c["reason"] == "WaitingForHosts", "{c:#}");
 
     // Two web VMs on the network: each is labelled for the load balancer,
     // and uses the network.
