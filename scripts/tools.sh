@@ -23,7 +23,8 @@ HELM_VERSION=v3.19.0
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 command -v go >/dev/null || die "go is not installed (the polyglot machine has it at /usr/local/go/bin)"
 
-# build_module NAME VERSION MODULE PKG...: (LDFLAGS: extra -ldflags) builds each PKG (a directory of
+# build_module NAME VERSION MODULE PKG...: (LDFLAGS: extra -ldflags; CRDS: a
+# directory of the module whose CRDs are kept beside the binaries) builds each PKG (a directory of
 # the module) inside a writable copy of the module at VERSION, into
 # $TOOLS/NAME-VERSION/, once. Building inside the module (rather than `go
 # install module/pkg@version`) keeps its own replace lines (OpenTofu's go.mod
@@ -33,6 +34,7 @@ build_module() {
     local name=$1 version=$2 module=$3; shift 3
     local dir=$TOOLS/$name-$version src pkg done=1
     for pkg in "$@"; do [ -x "$dir/${pkg##*/}" ] || done=0; done
+    [ -z "${CRDS:-}" ] || [ -d "$dir/crds" ] || done=0
     [ "$done" = 1 ] && return 0
     log "building $name $version from $module (Go, once; cached in $dir)"
     src=$(go mod download -json "$module@$version" |
@@ -43,6 +45,7 @@ build_module() {
         (cd "$dir.src" && GOFLAGS="-mod=mod -buildvcs=false" go build -trimpath \
             -ldflags="-s -w ${LDFLAGS:-}" -o "$dir.tmp/${pkg##*/}" "./$pkg") >&2
     done
+    [ -z "${CRDS:-}" ] || cp -r "$dir.src/$CRDS" "$dir.tmp/crds"
     rm -rf "$dir" "$dir.src" && mv "$dir.tmp" "$dir"
 }
 
@@ -54,12 +57,22 @@ tool() {
             build_module tofu "$TOFU_VERSION" github.com/opentofu/opentofu cmd/tofu
         echo "export VMAAS_TOFU=$TOOLS/tofu-$TOFU_VERSION/tofu" ;;
     crossplane)
-        build_module crossplane "$CROSSPLANE_VERSION" github.com/crossplane/crossplane/v2 cmd/crank cmd/crossplane
+        local xp=$TOOLS/crossplane-$CROSSPLANE_VERSION
+        CRDS=cluster/crds LDFLAGS="-X github.com/crossplane/crossplane/v2/internal/version.version=$CROSSPLANE_VERSION" \
+            build_module crossplane "$CROSSPLANE_VERSION" github.com/crossplane/crossplane/v2 cmd/crank cmd/crossplane
+        # `crossplane beta validate` wants Crossplane's own schemas, which it
+        # would download from its image at xpkg.crossplane.io: its cache is
+        # seeded with the same CRDs from the module, so it never goes out.
+        local seeded=$xp/validate-cache/xpkg.crossplane.io/crossplane/crossplane@$CROSSPLANE_VERSION
+        [ -d "$seeded" ] || { mkdir -p "$seeded" && cp "$xp"/crds/*.yaml "$seeded/"; }
+        echo "export VMAAS_CROSSPLANE_VALIDATE_CACHE=$xp/validate-cache"
         echo "export VMAAS_CRANK=$TOOLS/crossplane-$CROSSPLANE_VERSION/crank"
-        echo "export VMAAS_CROSSPLANE_CORE=$TOOLS/crossplane-$CROSSPLANE_VERSION/crossplane" ;;
+        echo "export VMAAS_CROSSPLANE_CORE=$TOOLS/crossplane-$CROSSPLANE_VERSION/crossplane"
+        echo "export VMAAS_CROSSPLANE_CRDS=$TOOLS/crossplane-$CROSSPLANE_VERSION/crds" ;;
     metallb)
-        build_module metallb "$METALLB_VERSION" go.universe.tf/metallb controller
-        echo "export VMAAS_METALLB_CONTROLLER=$TOOLS/metallb-$METALLB_VERSION/controller" ;;
+        CRDS=config/crd/bases build_module metallb "$METALLB_VERSION" go.universe.tf/metallb controller
+        echo "export VMAAS_METALLB_CONTROLLER=$TOOLS/metallb-$METALLB_VERSION/controller"
+        echo "export VMAAS_METALLB_CRDS=$TOOLS/metallb-$METALLB_VERSION/crds" ;;
     helm)
         build_module helm "$HELM_VERSION" helm.sh/helm/v3 cmd/helm
         echo "export VMAAS_HELM=$TOOLS/helm-$HELM_VERSION/helm" ;;

@@ -33,6 +33,10 @@ use crate::k8s::Cluster;
 
 /// Crossplane's label naming a composed resource's XR.
 pub const COMPOSITE_LABEL: &str = "crossplane.io/composite";
+/// Crossplane's label naming the claim of an XR or composed resource.
+pub const CLAIM_NAME: &str = "crossplane.io/claim-name";
+/// Crossplane's label naming the namespace of that claim.
+pub const CLAIM_NAMESPACE: &str = "crossplane.io/claim-namespace";
 /// Crossplane's annotation naming a composed resource in the pipeline.
 pub const RESOURCE_NAME: &str = "crossplane.io/composition-resource-name";
 
@@ -246,7 +250,18 @@ impl<'a> Crossplane<'a> {
             desired["metadata"]["namespace"] = json!(ns);
         }
         let meta = &mut desired["metadata"];
-        meta["labels"][COMPOSITE_LABEL] = xr["metadata"]["name"].clone();
+        let labels = &xr["metadata"]["labels"];
+        meta["labels"][COMPOSITE_LABEL] = labels.get(COMPOSITE_LABEL).unwrap_or(&xr["metadata"]["name"]).clone();
+        // The claim's labels, from the XR's (or its claimRef).
+        let claim = &xr["spec"]["claimRef"];
+        let (claim_ns, claim_name) = match (labels[CLAIM_NAMESPACE].as_str(), labels[CLAIM_NAME].as_str()) {
+            (Some(ns), Some(n)) if !ns.is_empty() && !n.is_empty() => (json!(ns), json!(n)),
+            _ => (claim["namespace"].clone(), claim["name"].clone()),
+        };
+        if claim_ns.is_string() && claim_name.is_string() {
+            meta["labels"][CLAIM_NAMESPACE] = claim_ns;
+            meta["labels"][CLAIM_NAME] = claim_name;
+        }
         meta["annotations"][RESOURCE_NAME] = json!(key);
         meta["ownerReferences"] = json!([{
             "apiVersion": xr["apiVersion"], "kind": xr["kind"], "name": xr["metadata"]["name"],
@@ -270,7 +285,7 @@ impl<'a> Crossplane<'a> {
         }
         let desired = rsp.desired.clone().unwrap_or_default();
         let mut composed = BTreeMap::new();
-        let mut all_ready = true;
+        let mut unready = Vec::new();
         // Namespaces first: Crossplane would fail the reconcile that applies
         // an object before its namespace exists and succeed on the next one;
         // applying them first gets there in one.
@@ -279,7 +294,9 @@ impl<'a> Crossplane<'a> {
         for (key, r) in order {
             let obj = r.resource.as_ref().map(struct_to_json).unwrap_or(Value::Null);
             composed.insert(key.clone(), self.compose(&xr, key, obj).await);
-            all_ready &= r.ready == Ready::True as i32;
+            if r.ready != Ready::True as i32 {
+                unready.push(key.clone());
+            }
         }
         for (key, obj) in &observed {
             if !composed.contains_key(key) {
@@ -289,7 +306,7 @@ impl<'a> Crossplane<'a> {
         }
         let xr = self.write_refs(plural, &xr, &composed).await;
         let status = desired.composite.as_ref().and_then(|c| c.resource.as_ref()).map(struct_to_json);
-        let xr = self.write_status(plural, &xr, status, &rsp, all_ready).await;
+        let xr = self.write_status(plural, &xr, status, &rsp, &unready).await;
         Outcome { fatal, warnings, composed, xr, claim: None }
     }
 
@@ -400,15 +417,16 @@ impl<'a> Crossplane<'a> {
 
     /// Writes the XR's status: the function's fields, Crossplane's `Ready`
     /// and `Synced`, and the function's conditions.
-    async fn write_status(&self, plural: &str, xr: &Value, status: Option<Value>, rsp: &RunFunctionResponse, ready: bool) -> Value {
+    async fn write_status(&self, plural: &str, xr: &Value, status: Option<Value>, rsp: &RunFunctionResponse, unready: &[String]) -> Value {
         let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
         let mut status = status.and_then(|s| s.get("status").cloned()).unwrap_or_else(|| json!({}));
         let mut conditions = vec![
             json!({"type": "Synced", "status": "True", "reason": "ReconcileSuccess", "lastTransitionTime": now}),
-            if ready {
+            if unready.is_empty() {
                 json!({"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": now})
             } else {
-                json!({"type": "Ready", "status": "False", "reason": "Creating", "lastTransitionTime": now})
+                json!({"type": "Ready", "status": "False", "reason": "Creating", "lastTransitionTime": now,
+                    "message": format!("Unready resources: {}", stable_n_and_some_more(unready))})
             },
         ];
         for c in &rsp.conditions {
@@ -436,6 +454,20 @@ impl<'a> Crossplane<'a> {
         let (st, body) = self.k.write_status(xr, plural, status).await;
         assert_eq!(st, 200, "the API server refuses the XR status: {body:#}");
         body
+    }
+}
+
+/// The names of `names`, sorted, as Crossplane lists them in a condition's
+/// message: the first three, then how many more (`a, b, and c`; `a, b, c,
+/// and 2 more`).
+fn stable_n_and_some_more(names: &[String]) -> String {
+    const N: usize = 3;
+    let mut sorted = names.to_vec();
+    sorted.sort();
+    match sorted.len() {
+        n if n > N => format!("{}, and {} more", sorted[..N].join(", "), n - N),
+        N => format!("{}, and {}", sorted[..N - 1].join(", "), sorted[N - 1]),
+        _ => sorted.join(", "),
     }
 }
 

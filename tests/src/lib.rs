@@ -23,6 +23,7 @@ pub mod seed;
 pub mod seed002;
 pub mod ssh;
 pub mod tf;
+pub mod tools;
 pub mod virt_api;
 pub mod virt_export;
 pub mod vms;

@@ -37,9 +37,9 @@ async fn install(k: &Cluster, crd: &Value) {
     k.wait_established(&name).await;
 }
 
-/// Crossplane's `ClusterUsage` CRD (`../shared/k8s` has none).
+/// Crossplane's `ClusterUsage` CRD, from its module (`../shared/k8s` has none).
 fn usage_crd() -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds/protection.crossplane.io_clusterusages.yaml")
+    vmaas_tests::tools::crossplane_crds().join("protection.crossplane.io_clusterusages.yaml")
 }
 
 /// A cluster with the package installed as shipped: XRDs, Compositions,
