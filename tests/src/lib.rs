@@ -9,6 +9,7 @@ pub mod aggregated;
 pub mod browser;
 pub mod cdi_upload;
 pub mod crossplane;
+pub mod crossplane_core;
 pub mod files;
 pub mod guest;
 pub mod images;
