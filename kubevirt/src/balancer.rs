@@ -84,7 +84,8 @@ impl Driver<BalancerSpec, BalancerObservation> for Balancers {
         let problem = match address {
             Some(_) => None,
             None => {
-                Some(BalancerProblem::Pending("the cluster's load balancer (MetalLB) has not given the Service its address yet".into()))
+                let why = "the cluster's load balancer (MetalLB) has not given the Service its address yet";
+                Some(BalancerProblem::Pending(crate::allocation::explained(&s.cluster, &ns, &name, why).await))
             }
         };
         Ok((BalancerObservation { problem, healthy }, Requeue::after(PROBE)))

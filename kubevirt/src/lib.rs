@@ -22,7 +22,8 @@
 //!   [`upload`]: images uploaded through CDI's upload proxy.
 //! - [`migration`]: live migrations as VirtualMachineInstanceMigrations.
 //! - [`subnet`]: subnets as namespaces with a primary layer-2 UDN.
-//! - [`balancer`]: load balancers as selectorless Services and EndpointSlices.
+//! - [`balancer`]: load balancers as selectorless Services and EndpointSlices;
+//!   [`allocation`]: why MetalLB has not given a Service its address.
 //! - [`volume`]: volumes as DataVolumes, hotplugged into VMs.
 //! - [`snapshot`]: snapshots as VirtualMachineSnapshots.
 //! - [`restore`]: restores in place as VirtualMachineRestores.
@@ -32,6 +33,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod allocation;
 pub mod balancer;
 pub mod clone;
 pub mod cluster;

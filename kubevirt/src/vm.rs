@@ -301,12 +301,31 @@ impl Shared {
                 json!([{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": t.name, "uid": uid, "controller": true}]);
         }
         let name = svc["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-        let current = seen.iter().find(|s| s.metadata.name.as_deref() == Some(name.as_str()));
+        let mut current = seen.iter().find(|s| s.metadata.name.as_deref() == Some(name.as_str()));
+        if current.is_some_and(|c| releases_address(c, &svc)) {
+            // MetalLB keeps a Service's address while it stays valid, even
+            // once no longer asked for: the Service is made again, so the
+            // external IP is free for the VM it moves to.
+            self.cluster.delete(&res.service, &m.ns, &name).await?;
+            current = None;
+        }
         if current.is_none_or(|c| !same_service(c, &svc)) {
             self.cluster.apply(&res.service, &svc).await?;
         }
         Ok(())
     }
+}
+
+/// Whether the watched Service holds an address it asked MetalLB for and
+/// `want` no longer asks for (an external IP detached or moved).
+fn releases_address(seen: &DynamicObject, want: &Value) -> bool {
+    let seen = as_json(seen);
+    let asked = |v: &Value| -> Vec<String> {
+        v["metadata"]["annotations"][METALLB_IPS].as_str().map(|a| a.split(',').map(|s| s.trim().to_owned()).collect()).unwrap_or_default()
+    };
+    let (before, now) = (asked(&seen), asked(want));
+    let held = seen["status"]["loadBalancer"]["ingress"].as_array().into_iter().flatten().filter_map(|i| i["ip"].as_str());
+    held.into_iter().any(|ip| before.iter().any(|b| b == ip) && !now.iter().any(|n| n == ip))
 }
 
 /// Whether the watched Service already has what `want` asks (ports, annotations, owner).
@@ -412,7 +431,9 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
         if observation.phase == Phase::Ready && m.service.is_some() && observation.external_ip.is_none() {
             // Exposed ports are part of being ready: reachable from outside.
             let why = "the guest is ready; its floating IP (a LoadBalancer Service) has no address yet";
-            observation.phase = Phase::Starting(Reason::new("FloatingIpPending", why));
+            let name = m.service.as_ref().and_then(|s| s["metadata"]["name"].as_str()).unwrap_or_default();
+            let why = crate::allocation::explained(&s.cluster, &ns, name, why).await;
+            observation.phase = Phase::Starting(Reason::new("FloatingIpPending", &why));
         }
         let refused = s.refused.lock().ok().and_then(|r| r.get(&t.id).cloned());
         match (migration::state(&s.migrations.of(&t.id)), refused) {

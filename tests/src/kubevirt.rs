@@ -1,11 +1,13 @@
-//! Playing the cluster's controllers for the kubevirt backend's tests: no
-//! KubeVirt, CDI or MetalLB runs beside the test API server, so a task does
+//! The cluster's controllers for the kubevirt backend's tests. MetalLB's
+//! real controller runs ([`crate::metallb`], pools `public`, TEST-NET-1, and
+//! `external-ips`): it gives LoadBalancer Services their addresses. No
+//! KubeVirt, CDI or OVN-K runs beside the test API server, so a task does
 //! what they would, from what it finds there. A VM whose run strategy is
 //! `Always` gets a VMI (labelled from the VM's template, owned by the VM)
 //! with an address on its first NIC, and both report running and ready; a
-//! `Halted` one loses its VMI and reports stopped; a Service of type
-//! LoadBalancer gets an ingress address (the one MetalLB was asked for, or
-//! one of TEST-NET-1); a DataVolume is filled; a UDN reports its network made. The addresses are data: nothing connects to them.
+//! `Halted` one loses its VMI and reports stopped; a DataVolume is filled;
+//! a UDN reports its network made. The addresses are data: nothing
+//! connects to them.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,8 +25,9 @@ const PERIOD: Duration = Duration::from_millis(200);
 /// The longest a test may play the cluster.
 const LIFETIME: Duration = Duration::from_secs(900);
 
-/// The playing task; stops when dropped.
+/// The playing task and MetalLB's controller; both stop when dropped.
 pub struct Controllers {
+    _metallb: crate::metallb::Metallb,
     paused: Arc<AtomicBool>,
     /// Held while a round acts.
     busy: Arc<tokio::sync::Mutex<()>>,
@@ -38,8 +41,10 @@ impl Drop for Controllers {
 }
 
 impl Controllers {
-    /// Starts playing KubeVirt and MetalLB on `api`.
-    pub fn start(api: KubeApi) -> Self {
+    /// Starts MetalLB's controller on `k`, and playing KubeVirt, CDI and OVN-K.
+    pub async fn start(k: &Cluster) -> Self {
+        let metallb = crate::metallb::Metallb::start(k, &crate::metallb::DEFAULT_POOLS).await;
+        let api = k.api();
         let paused = Arc::new(AtomicBool::new(false));
         let busy = Arc::new(tokio::sync::Mutex::new(()));
         let (p, b) = (paused.clone(), busy.clone());
@@ -54,7 +59,7 @@ impl Controllers {
                 tokio::time::sleep(PERIOD).await;
             }
         });
-        Self { paused, busy, task }
+        Self { _metallb: metallb, paused, busy, task }
     }
 
     /// Stops (or resumes) acting, e.g. to see the backend wait for KubeVirt.
@@ -105,11 +110,6 @@ async fn round(api: &KubeApi) {
     }
     for udn in list(api, "/apis/k8s.ovn.org/v1/userdefinednetworks").await {
         ovn_k(api, &udn).await;
-    }
-    for mut svc in list(api, "/api/v1/services").await {
-        // Items of a core list carry no apiVersion of their own.
-        svc["apiVersion"] = json!("v1");
-        metallb(api, &svc).await;
     }
 }
 
@@ -199,25 +199,6 @@ async fn ovn_k(api: &KubeApi, udn: &Value) {
     api.write_status(udn, "userdefinednetworks", json!({"conditions": [made]})).await;
 }
 
-/// What MetalLB does for one Service.
-async fn metallb(api: &KubeApi, svc: &Value) {
-    if svc["spec"]["type"] != "LoadBalancer" {
-        return;
-    }
-    let current = svc["status"]["loadBalancer"]["ingress"][0]["ip"].as_str();
-    let asked = svc["metadata"]["annotations"]["metallb.io/loadBalancerIPs"].as_str().and_then(|a| a.split(',').next());
-    let n = svc["metadata"]["uid"].as_str().map_or(0, |u| u.bytes().fold(0u8, |h, b| h.wrapping_add(b)));
-    let ip = match (asked, current) {
-        (Some(a), _) => a.to_owned(),
-        (None, Some(c)) if c.starts_with("192.0.2.") => c.to_owned(),
-        (None, _) => format!("192.0.2.{}", 1 + n % 250),
-    };
-    if current == Some(ip.as_str()) {
-        return;
-    }
-    api.write_status(svc, "services", json!({"loadBalancer": {"ingress": [{"ip": ip}]}})).await;
-}
-
 // ---- helpers of the kubevirt tests ----
 
 /// The images namespace the tests' servers use.
@@ -296,7 +277,7 @@ pub async fn env_on(k: Cluster) -> (Cluster, Controllers, Server) {
 pub async fn env_with(k: Cluster, extra: &[&str]) -> (Cluster, Controllers, Server) {
     k.namespace(IMAGES).await;
     data_source(&k, "test-guest").await;
-    let kubevirt = Controllers::start(k.api());
+    let kubevirt = Controllers::start(&k).await;
     let s = start_with(&k, extra).await;
     (k, kubevirt, s)
 }

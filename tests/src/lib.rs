@@ -15,6 +15,7 @@ pub mod guest;
 pub mod images;
 pub mod k8s;
 pub mod kubevirt;
+pub mod metallb;
 pub mod netns;
 pub mod objects;
 pub mod oidc;

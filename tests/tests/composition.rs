@@ -10,6 +10,7 @@
 use serde_json::{Value, json};
 use vmaas_tests::crossplane::{COMPOSITE_LABEL, Crossplane, FunctionProcess, Outcome, compositions_dir};
 use vmaas_tests::k8s::Cluster;
+use vmaas_tests::metallb::Metallb;
 use vmaas_tests::xcrd::{claim_crd, xr_crd};
 
 fn example(file: &str) -> Value {
@@ -45,8 +46,14 @@ fn usage_crd() -> std::path::PathBuf {
 /// A cluster with the package installed as shipped: XRDs, Compositions,
 /// the Function, the template CRD and catalog, the XR and claim CRDs
 /// Crossplane would generate, and the namespaces of two teams.
-async fn installed() -> (Cluster, FunctionProcess) {
+async fn installed() -> (Cluster, FunctionProcess, Metallb) {
+    installed_with(&vmaas_tests::metallb::DEFAULT_POOLS).await
+}
+
+/// [`installed`], with MetalLB's controller giving addresses from `pools`.
+async fn installed_with(pools: &[(&str, &str, bool)]) -> (Cluster, FunctionProcess, Metallb) {
     let k = Cluster::start().await;
+    let metallb = Metallb::start(&k, pools).await;
     let usage: Value = serde_norway::from_str(&std::fs::read_to_string(usage_crd()).unwrap()).unwrap();
     install(&k, &usage).await;
     for kind in ["virtualmachine", "virtualprivatesubnet", "physicalnetwork", "loadbalancer", "volume"] {
@@ -66,7 +73,7 @@ async fn installed() -> (Cluster, FunctionProcess) {
     for ns in ["team-a", "team-b"] {
         k.namespace(ns).await;
     }
-    (k, FunctionProcess::start(&["--insecure"]))
+    (k, FunctionProcess::start(&["--insecure"]), metallb)
 }
 
 /// Plays OVN-K: the network of `obj` (a UDN or CUDN) is created.
@@ -93,10 +100,19 @@ async fn kubevirt_runs(k: &Cluster, o: &Outcome, nics: &[(&str, &str)]) {
     let status = json!({"phase": "Running", "interfaces": interfaces, "conditions": [{"type": "Ready", "status": "True"}]});
     let (st, body) = k.write_status(&vmi, "virtualmachineinstances", status).await;
     assert_eq!(st, 200, "{body:#}");
-    if let Some(svc) = o.composed.get("service") {
-        let (st, body) = k.write_status(svc, "services", json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}})).await;
-        assert_eq!(st, 200, "{body:#}");
+}
+
+/// The address MetalLB's controller gives Service `svc` (waited for).
+async fn address_of(k: &Cluster, svc: &Value) -> String {
+    let path = Cluster::path_of(svc, "services");
+    for _ in 0..150 {
+        let (_, now) = k.request(reqwest::Method::GET, &path, None, None).await;
+        if let Some(ip) = now["status"]["loadBalancer"]["ingress"][0]["ip"].as_str() {
+            return ip.to_owned();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
+    panic!("MetalLB gave {path} no address within 30 s");
 }
 
 /// Every composed resource carries Crossplane's marks, fits 63 characters,
@@ -125,7 +141,7 @@ fn claim_condition<'a>(o: &'a Outcome, kind: &str) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_shipped_example_composes_and_reports_ready_once_the_cluster_runs_it() {
-    let (k, f) = installed().await;
+    let (k, f, _metallb) = installed().await;
 
     // The platform team's physical network, for team-a.
     let net_xp = Crossplane::new(&k, &f, input_of("composition-physicalnetwork.yaml"));
@@ -198,12 +214,14 @@ async fn every_shipped_example_composes_and_reports_ready_once_the_cluster_runs_
 
     ovn_created(&k, &o.composed["udn"], "userdefinednetworks").await;
     kubevirt_runs(&k, &o, &[("default", "10.200.0.5"), ("physical", "192.168.50.7")]).await;
+    let floating = address_of(&k, &o.composed["service"]).await;
+    assert!(floating.starts_with("192.0.2."), "from the pool the composition names: {floating}");
     let o = vm_xp.reconcile_claim("virtualmachines", "xvirtualmachines", &vm).await;
     assert!(o.ready(), "{:#}", o.xr);
     let status = claim_status(&o);
     assert_eq!(
         (status["state"].as_str(), status["internalIP"].as_str(), status["externalIP"].as_str()),
-        (Some("READY"), Some("10.200.0.5"), Some("192.0.2.10")),
+        (Some("READY"), Some("10.200.0.5"), Some(floating.as_str())),
         "{status:#}"
     );
     assert_eq!(o.condition("VirtualMachineReady").unwrap()["status"], "True", "{status:#}");
@@ -245,7 +263,7 @@ fn vm_claim(ns: &str, name: &str, spec: Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn teams_never_collide_and_bad_claims_compose_nothing() {
-    let (k, f) = installed().await;
+    let (k, f, _metallb) = installed().await;
     let lab = applied(&k, &example("xr-physicalnetwork.yaml"), "physicalnetworks", "platform-team").await;
     Crossplane::new(&k, &f, input_of("composition-physicalnetwork.yaml")).reconcile("physicalnetworks", &lab).await;
     let net_xp = Crossplane::new(&k, &f, input_of("composition-virtualprivatesubnet.yaml"));
@@ -298,15 +316,10 @@ async fn teams_never_collide_and_bad_claims_compose_nothing() {
     assert_eq!(st, 422, "the claim CRD caps names at 63 characters");
 }
 
-/// Plays the cluster's load balancer: the Service `svc` gets `ip`.
-async fn address_given(k: &Cluster, svc: &Value, ip: &str) {
-    let (st, body) = k.write_status(svc, "services", json!({"loadBalancer": {"ingress": [{"ip": ip}]}})).await;
-    assert_eq!(st, 200, "{body:#}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_load_balancer_spreads_over_its_hosts_and_a_used_subnet_is_kept() {
-    let (k, f) = installed().await;
+    // A pool of two addresses: the web VMs' floating IPs take both.
+    let (k, f, _metallb) = installed_with(&[("public", "192.0.2.80/31", true)]).await;
     let net_xp = Crossplane::new(&k, &f, input_of("composition-virtualprivatesubnet.yaml"));
     let vm_xp = Crossplane::new(&k, &f, input_of("composition-virtualmachine.yaml"));
     let lb_xp = Crossplane::new(&k, &f, input_of("composition-loadbalancer.yaml"));
@@ -371,11 +384,15 @@ async fn a_load_balancer_spreads_over_its_hosts_and_a_used_subnet_is_kept() {
     assert_eq!(selected, ["web-1", "web-2"], "the Service selects the launcher pods of its hosts only");
     assert!(!o.ready() && claim_status(&o)["state"] == "PENDING", "{:#}", o.xr);
 
-    address_given(&k, &svc, "192.0.2.80").await;
+    // The platform team grows the pool the composition names: MetalLB's
+    // controller gives the Service its address.
+    vmaas_tests::metallb::pool(&k, "public", "192.0.2.80/28", true).await;
+    let address = address_of(&k, &svc).await;
+    assert!(address.starts_with("192.0.2.") && !["192.0.2.80", "192.0.2.81"].contains(&address.as_str()), "{address}");
     let o = lb_xp.reconcile_claim("loadbalancers", "xloadbalancers", &lb).await;
     assert!(o.ready(), "{:#}", o.xr);
     let status = claim_status(&o);
-    assert_eq!((status["state"].as_str(), status["address"].as_str()), (Some("READY"), Some("192.0.2.80")), "{status:#}");
+    assert_eq!((status["state"].as_str(), status["address"].as_str()), (Some("READY"), Some(address.as_str())), "{status:#}");
     assert_eq!(status["healthyTargets"], json!(["web-1", "web-2"]));
     assert_eq!(o.condition("LoadBalancerReady").unwrap()["status"], "True");
 
@@ -413,7 +430,7 @@ async fn a_load_balancer_spreads_over_its_hosts_and_a_used_subnet_is_kept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_volume_outlives_its_vm_and_is_a_hotpluggable_disk() {
-    let (k, f) = installed().await;
+    let (k, f, _metallb) = installed().await;
     let net_xp = Crossplane::new(&k, &f, input_of("composition-virtualprivatesubnet.yaml"));
     let vm_xp = Crossplane::new(&k, &f, input_of("composition-virtualmachine.yaml"));
     let vol_xp = Crossplane::new(&k, &f, input_of("composition-volume.yaml"));
@@ -498,7 +515,7 @@ async fn a_volume_outlives_its_vm_and_is_a_hotpluggable_disk() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claims_instance_type_and_platform_are_objects_of_its_own_that_its_vm_references() {
-    let (k, f) = installed().await;
+    let (k, f, _metallb) = installed().await;
     let input = input_of("composition-virtualmachine.yaml");
     let xp = Crossplane::new(&k, &f, input.clone());
     let sized = applied(

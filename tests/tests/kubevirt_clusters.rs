@@ -23,7 +23,7 @@ async fn cluster(cpu: &str, memory: &str) -> (Cluster, Controllers) {
     k.namespace(IMAGES).await;
     data_source(&k, "test-guest").await;
     node(&k, "node-1", cpu, memory, json!({})).await;
-    let controllers = Controllers::start(k.api());
+    let controllers = Controllers::start(&k).await;
     (k, controllers)
 }
 

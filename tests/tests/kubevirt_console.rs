@@ -208,7 +208,7 @@ async fn a_newer_connection_of_a_client_evicts_its_older_one_on_another_replica(
     vmaas_tests::virt_api::serve(&mut k).await;
     k.namespace(vmaas_tests::kubevirt::IMAGES).await;
     vmaas_tests::kubevirt::data_source(&k, "test-guest").await;
-    let _kubevirt = vmaas_tests::kubevirt::Controllers::start(k.api());
+    let _kubevirt = vmaas_tests::kubevirt::Controllers::start(&k).await;
     let kubeconfig = k.kubeconfig();
     let args = ["--backend", "kubevirt", "--kubeconfig", kubeconfig.to_str().unwrap(), "--default-image", "test-guest"];
     let Some(a) = Server::start_with(vmaas_tests::Db::Postgres, &args).await else { return };

@@ -213,3 +213,31 @@ async fn an_external_ip_is_asked_of_metallb_and_follows_its_attachment() {
         assert_eq!(asked(&k, off.clone()).await, Value::Null, "{other:#}");
     }
 }
+
+/// MetalLB's real controller with a pool of one address (the server asks
+/// for pool `tiny`): the first VM gets it; the second is not READY, and its
+/// condition says why in MetalLB's words, naming the pool; once the
+/// platform team grows the pool, MetalLB is asked again and it is READY.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exhausted_address_pool_shows_on_the_vm_naming_the_pool() {
+    let k = vmaas_tests::k8s::Cluster::start().await;
+    let (k, _kubevirt, s) = vmaas_tests::kubevirt::env_with(k, &["--metallb-pool", "tiny"]).await;
+    vmaas_tests::metallb::pool(&k, "tiny", "198.51.100.7/32", false).await;
+    let t = s.token("acme", false);
+    let first = vms::create(&s, &t, "first", "tiny").await;
+    let first =
+        vms::wait_until(&s, &t, &first, "READY with the pool's address", 60, |v| v["status"]["state"] == "VIRTUAL_MACHINE_STATE_READY")
+            .await;
+    assert_eq!(first["status"]["externalIP"], "198.51.100.7");
+    let second = vms::create(&s, &t, "second", "tiny").await;
+    let pending = vms::wait_until(&s, &t, &second, "MetalLB's reason", 60, |v| {
+        v["status"]["conditions"].to_string().contains("no available IPs in pool tiny")
+    })
+    .await;
+    assert_eq!(pending["status"]["state"], "VIRTUAL_MACHINE_STATE_PROGRESSING", "{pending:#}");
+    assert!(pending["status"]["conditions"].to_string().contains("FloatingIpPending"), "{pending:#}");
+    vmaas_tests::metallb::pool(&k, "tiny", "198.51.100.6/31", false).await;
+    let ready =
+        vms::wait_until(&s, &t, &second, "READY once the pool grew", 60, |v| v["status"]["state"] == "VIRTUAL_MACHINE_STATE_READY").await;
+    assert_eq!(ready["status"]["externalIP"], "198.51.100.6", "{ready:#}");
+}

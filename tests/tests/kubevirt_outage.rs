@@ -60,7 +60,7 @@ async fn a_create_before_the_cluster_is_listed_waits_for_its_images() {
     let mut k = Cluster::start().await;
     k.namespace(IMAGES).await;
     data_source(&k, "test-guest").await;
-    let kubevirt = Controllers::start(k.api());
+    let kubevirt = Controllers::start(&k).await;
     kubevirt.halt().await;
     k.stop_apiserver();
     let s = start(&k).await;

@@ -106,7 +106,7 @@ async fn an_upload_is_made_on_every_cluster() {
     let proxy = vmaas_tests::cdi_upload::serve(&mut k).await;
     k.namespace(IMAGES).await;
     data_source(&k, "test-guest").await;
-    let _kubevirt = Controllers::start(k.api());
+    let _kubevirt = Controllers::start(&k).await;
     let (kube, ca) = (format!("k8s={}", k.kubeconfig().display()), proxy.ca.display().to_string());
     let host = vmaas_tests::qemu_args(&vmaas_tests::images_dir());
     let mut args = vec!["--backend", "kubevirt", "--cluster", "dev=host", "--cluster", &kube, "--default-image", "test-guest"];
