@@ -6,6 +6,11 @@
 use vmaas_model::ObjectKind;
 
 use crate::object_resource::{Change, Field, Kind, Ty};
+use crate::timeouts::{Defaults, TEN_MINUTES};
+
+/// An image's create waits for its import, which the server lets run for
+/// an hour.
+const IMPORT: Defaults = Defaults { create: std::time::Duration::from_secs(3600), ..TEN_MINUTES };
 
 const RULE: Ty = Ty::Blocks(&[
     ("protocol", Ty::Str, "`PROTOCOL_TCP`, `PROTOCOL_UDP`, `PROTOCOL_ICMP` or `PROTOCOL_ALL`."),
@@ -36,6 +41,8 @@ pub static SUBNET: Kind = Kind {
         STATE,
     ],
     ready: &["SUBNET_STATE_READY"],
+    timeouts: TEN_MINUTES,
+    noun: "the subnet",
 };
 
 /// `vmaas_security_group`.
@@ -49,6 +56,8 @@ pub static SECURITY_GROUP: Kind = Kind {
         STATE,
     ],
     ready: &["SECURITY_GROUP_STATE_READY"],
+    timeouts: TEN_MINUTES,
+    noun: "the security group",
 };
 
 /// `vmaas_external_ip`.
@@ -62,6 +71,8 @@ pub static EXTERNAL_IP: Kind = Kind {
         STATE,
     ],
     ready: &["EXTERNAL_IP_STATE_ALLOCATED"],
+    timeouts: TEN_MINUTES,
+    noun: "the external IP",
 };
 
 /// `vmaas_external_ip_attachment`.
@@ -75,6 +86,8 @@ pub static EXTERNAL_IP_ATTACHMENT: Kind = Kind {
         STATE,
     ],
     ready: &["EXTERNAL_IP_ATTACHMENT_STATE_READY"],
+    timeouts: TEN_MINUTES,
+    noun: "the attachment",
 };
 
 /// `vmaas_nat_gateway`.
@@ -88,6 +101,8 @@ pub static NAT_GATEWAY: Kind = Kind {
         STATE,
     ],
     ready: &["NAT_GATEWAY_STATE_READY"],
+    timeouts: TEN_MINUTES,
+    noun: "the NAT gateway",
 };
 
 /// `vmaas_load_balancer`.
@@ -103,6 +118,8 @@ pub static LOAD_BALANCER: Kind = Kind {
         STATE,
     ],
     ready: &["LOAD_BALANCER_STATE_READY"],
+    timeouts: TEN_MINUTES,
+    noun: "the load balancer",
 };
 
 /// `vmaas_volume`.
@@ -116,6 +133,8 @@ pub static VOLUME: Kind = Kind {
         STATE,
     ],
     ready: &["VOLUME_STATE_READY", "VOLUME_STATE_ATTACHED"],
+    timeouts: TEN_MINUTES,
+    noun: "the volume",
 };
 
 /// `vmaas_volume_attachment`.
@@ -130,6 +149,8 @@ pub static VOLUME_ATTACHMENT: Kind = Kind {
         STATE,
     ],
     ready: &["VOLUME_ATTACHMENT_STATE_READY"],
+    timeouts: TEN_MINUTES,
+    noun: "the attachment",
 };
 
 /// `vmaas_snapshot`.
@@ -151,6 +172,8 @@ pub static SNAPSHOT: Kind = Kind {
         STATE,
     ],
     ready: &["COMPUTE_INSTANCE_SNAPSHOT_STATE_READY"],
+    timeouts: TEN_MINUTES,
+    noun: "the snapshot",
 };
 
 /// `vmaas_image`.
@@ -171,6 +194,8 @@ pub static IMAGE: Kind = Kind {
         STATE,
     ],
     ready: &["IMAGE_STATE_READY"],
+    timeouts: IMPORT,
+    noun: "the image",
 };
 
 /// `vmaas_instance_type`.
@@ -214,6 +239,8 @@ pub static INSTANCE_TYPE: Kind = Kind {
         field("obsolescence_timestamp", Ty::Str, Change::Output, "/spec/deprecation/obsolescence_timestamp", "When it was made obsolete."),
     ],
     ready: &[],
+    timeouts: TEN_MINUTES,
+    noun: "the instance type",
 };
 
 /// Every kind described here, each a resource and a data source.
@@ -241,4 +268,6 @@ pub static NETWORK_DATA: Kind = Kind {
         STATE,
     ],
     ready: &["VIRTUAL_NETWORK_STATE_READY"],
+    timeouts: TEN_MINUTES,
+    noun: "the network",
 };

@@ -18,7 +18,8 @@
 //! - [`template_data`]: the `vmaas_template` and `vmaas_templates` data sources.
 //! - [`image_data`]: the `vmaas_images` data source.
 //! - [`volume_data`]: the `vmaas_volumes` data source.
-//! - [`schema`]: schema building blocks.
+//! - [`schema`]: schema building blocks; [`timeouts`]: the `timeouts`
+//!   block of every resource that waits.
 //! - [`diag`]: diagnostics and attribute paths.
 //! - [`value`]: cty values as msgpack.
 
@@ -38,6 +39,7 @@ pub mod schema;
 pub mod template_data;
 pub mod template_model;
 pub mod template_resource;
+pub mod timeouts;
 pub mod value;
 pub mod vm_model;
 pub mod vm_resource;

@@ -11,19 +11,23 @@ use crate::diag::{api_error, error, path};
 use crate::proto::{AttributePath, Diagnostic, Schema};
 use crate::resource::{Ctx, Resource};
 use crate::schema::{Mode, STRING, attr, block};
+use crate::timeouts::{Defaults, Timeouts};
 use crate::value::{self, get, object, set, string, unknown};
 
 /// Resource type of a virtual network.
 pub const NETWORK: &str = vmaas_model::ObjectKind::VirtualNetwork.descriptor().terraform;
 
-/// How long create and destroy wait.
-const WAIT: Duration = Duration::from_secs(300);
+/// How long create and destroy wait unless `timeouts` says.
+const WAIT: Defaults = Defaults { create: Duration::from_secs(300), update: Duration::from_secs(300), delete: Duration::from_secs(300) };
 
 /// The `vmaas_virtual_network` resource.
 pub struct NetworkResource;
 
-fn network_state(n: &VirtualNetwork) -> Value {
+/// The state of `n`, with the `timeouts` block the user wrote (`inputs`;
+/// none for an import).
+fn network_state(n: &VirtualNetwork, inputs: Option<&Value>) -> Value {
     object(vec![
+        ("timeouts", inputs.map(|i| get(i, "timeouts").clone()).unwrap_or(Value::Nil)),
         ("id", Value::from(n.id.as_str())),
         ("name", Value::from(n.metadata.name.as_str())),
         ("ipv4_cidr", value::opt_string(n.spec.ipv4_cidr.as_deref())),
@@ -35,6 +39,7 @@ fn network_state(n: &VirtualNetwork) -> Value {
 impl NetworkResource {
     async fn create(&self, ctx: &Ctx, planned: &Value, diags: &mut Vec<Diagnostic>) -> Value {
         let Some(client) = ctx.client_or_diag(diags) else { return Value::Nil };
+        let Some(limit) = Timeouts::decode(planned, &WAIT).limit("create", diags) else { return Value::Nil };
         let req = CreateVirtualNetwork {
             type_url: None,
             id: None,
@@ -53,13 +58,13 @@ impl NetworkResource {
                 return Value::Nil;
             }
         };
-        match client.wait_network(&created.id, false, WAIT, Duration::from_millis(250)).await {
-            Ok(Some(n)) => network_state(&n),
-            Ok(None) => network_state(&created),
+        match client.wait_network(&created.id, false, limit, Duration::from_millis(250)).await {
+            Ok(Some(n)) => network_state(&n, Some(planned)),
+            Ok(None) => network_state(&created, Some(planned)),
             Err(e) => {
                 // It exists: keep it in the state (Terraform taints it).
                 diags.push(error(format!("virtual network {:?} did not become READY", created.metadata.name), e.to_string(), None));
-                network_state(&created)
+                network_state(&created, Some(planned))
             }
         }
     }
@@ -67,13 +72,14 @@ impl NetworkResource {
     async fn destroy(&self, ctx: &Ctx, prior: &Value, diags: &mut Vec<Diagnostic>) -> Value {
         let Some(client) = ctx.client_or_diag(diags) else { return prior.clone() };
         let Some(id) = string(get(prior, "id")) else { return Value::Nil };
+        let Some(limit) = Timeouts::decode(prior, &WAIT).limit("delete", diags) else { return prior.clone() };
         match client.delete_network(&id).await {
             Err(e) if e.is_not_found() => Value::Nil,
             Err(e) => {
                 diags.push(api_error("cannot delete the virtual network", &e));
                 prior.clone()
             }
-            Ok(_) => match client.wait_network(&id, true, WAIT, Duration::from_millis(250)).await {
+            Ok(_) => match client.wait_network(&id, true, limit, Duration::from_millis(250)).await {
                 Ok(_) => Value::Nil,
                 Err(e) => {
                     diags.push(error("the virtual network was not deleted in time", e.to_string(), None));
@@ -100,12 +106,12 @@ impl Resource for NetworkResource {
                 attr("ipv6_cidr", STRING, Mode::Optional, "The IPv6 address space, e.g. `fd00:10::/48`. Changing it replaces the network."),
                 attr("state", STRING, Mode::Computed, "PENDING, READY or FAILED."),
             ],
-            vec![],
+            vec![crate::timeouts::block("the network", &WAIT)],
         )
     }
 
     fn validate(&self, config: &Value) -> Vec<Diagnostic> {
-        let mut diags = Vec::new();
+        let mut diags = Timeouts::check(config);
         if let Some(n) = string(get(config, "name"))
             && let Err(reason) = vmaas_model::validation::check_dns_label(&n)
         {
@@ -147,8 +153,12 @@ impl Resource for NetworkResource {
         match (prior.is_nil(), planned.is_nil()) {
             (_, true) => self.destroy(ctx, prior, diags).await,
             (true, false) => self.create(ctx, planned, diags).await,
-            // Nothing changes in place.
-            (false, false) => prior.clone(),
+            // Nothing changes in place but the `timeouts` block.
+            (false, false) => {
+                let mut st = prior.clone();
+                set(&mut st, "timeouts", get(planned, "timeouts").clone());
+                st
+            }
         }
     }
 
@@ -156,7 +166,7 @@ impl Resource for NetworkResource {
         let mut diags = Vec::new();
         let Some(client) = ctx.client_or_diag(&mut diags) else { return (state.clone(), diags) };
         match client.get_network(id).await {
-            Ok(n) => (network_state(&n), vec![]),
+            Ok(n) => (network_state(&n, Some(state)), vec![]),
             Err(e) if e.is_not_found() => (Value::Nil, vec![]),
             Err(e) => (state.clone(), vec![error("cannot read the virtual network", e.to_string(), None)]),
         }
@@ -168,7 +178,7 @@ impl Resource for NetworkResource {
         client
             .get_network(id)
             .await
-            .map(|n| network_state(&n))
+            .map(|n| network_state(&n, None))
             .map_err(|e| error(format!("cannot import virtual network {id:?}"), e.to_string(), None))
     }
 }

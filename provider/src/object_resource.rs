@@ -19,10 +19,8 @@ use crate::proto::schema::{Block, NestedBlock, nested_block::NestingMode};
 use crate::proto::{AttributePath, Diagnostic, Schema};
 use crate::resource::{Ctx, DataSource, Resource};
 use crate::schema::{Mode, STRING, attr, block};
+use crate::timeouts::{Defaults, Timeouts};
 use crate::value::{self, get, object, set, unknown};
-
-/// How long create and destroy wait.
-const WAIT: Duration = Duration::from_secs(600);
 
 /// The type of an attribute.
 #[derive(Debug, Clone, Copy)]
@@ -90,6 +88,10 @@ pub struct Kind {
     pub fields: &'static [Field],
     /// The states in which create is done; none: done once stored.
     pub ready: &'static [&'static str],
+    /// How long create, update and destroy wait unless `timeouts` says.
+    pub timeouts: Defaults,
+    /// What the `timeouts` block's text calls one, e.g. `the image`.
+    pub noun: &'static str,
 }
 
 impl Kind {
@@ -218,7 +220,18 @@ impl Kind {
                 ty => attrs.push(attr(f.name, ty.cty(), mode, f.doc)),
             }
         }
+        if !data {
+            blocks.push(crate::timeouts::block(self.noun, &self.timeouts));
+        }
         block(self.doc, attrs, blocks)
+    }
+
+    /// The resource's state: [`Kind::state`] with the `timeouts` block
+    /// the user wrote (`from`; none for an import).
+    fn resource_state(&self, api: &Json, inputs: Option<&Value>) -> Value {
+        let mut st = self.state(api, inputs);
+        set(&mut st, "timeouts", inputs.map(|i| get(i, "timeouts").clone()).unwrap_or(Value::Nil));
+        st
     }
 }
 
@@ -245,8 +258,8 @@ pub struct ObjectResource(pub &'static Kind);
 /// A data source over a [`Kind`]: one object, by name.
 pub struct ObjectData(pub &'static Kind);
 
-async fn wait(client: &Client, k: &Kind, id: &str, gone: bool) -> Result<Option<Json>, String> {
-    let deadline = Instant::now() + WAIT;
+async fn wait(client: &Client, k: &Kind, id: &str, gone: bool, limit: Duration) -> Result<Option<Json>, String> {
+    let deadline = Instant::now() + limit;
     loop {
         match client.find_object::<Json>(&k.path(), id).await {
             Err(e) if gone && e.is_not_found() => return Ok(None),
@@ -264,7 +277,7 @@ async fn wait(client: &Client, k: &Kind, id: &str, gone: bool) -> Result<Option<
             Ok(_) => {}
         }
         if Instant::now() > deadline {
-            return Err(format!("not done after {WAIT:?}"));
+            return Err(format!("not done after {} (its `timeouts` block sets how long to wait)", crate::timeouts::human(limit)));
         }
         client.pause(Duration::from_millis(250)).await.map_err(|e| e.to_string())?;
     }
@@ -273,6 +286,7 @@ async fn wait(client: &Client, k: &Kind, id: &str, gone: bool) -> Result<Option<
 impl ObjectResource {
     async fn create(&self, client: &Client, planned: &Value, diags: &mut Vec<Diagnostic>) -> Value {
         let k = self.0;
+        let Some(limit) = Timeouts::decode(planned, &k.timeouts).limit("create", diags) else { return Value::Nil };
         let created: Json = match client.create_object(&k.path(), &k.create_body(planned)).await {
             Ok(o) => o,
             Err(e) => {
@@ -281,11 +295,11 @@ impl ObjectResource {
             }
         };
         let id = created.get("id").and_then(Json::as_str).unwrap_or_default().to_owned();
-        match wait(client, k, &id, false).await {
-            Ok(o) => k.state(o.as_ref().unwrap_or(&created), Some(planned)),
+        match wait(client, k, &id, false, limit).await {
+            Ok(o) => k.resource_state(o.as_ref().unwrap_or(&created), Some(planned)),
             Err(e) => {
                 diags.push(error(format!("{} {id} did not become ready", k.type_name()), e, None));
-                k.state(&created, Some(planned))
+                k.resource_state(&created, Some(planned))
             }
         }
     }
@@ -293,6 +307,13 @@ impl ObjectResource {
     async fn update(&self, client: &Client, prior: &Value, planned: &Value, diags: &mut Vec<Diagnostic>) -> Value {
         let k = self.0;
         let id = get(prior, "id").as_str().unwrap_or_default().to_owned();
+        let Some(limit) = Timeouts::decode(planned, &k.timeouts).limit("update", diags) else { return prior.clone() };
+        if !k.fields.iter().any(|f| f.change == Change::Patch && get(prior, f.name) != get(planned, f.name)) {
+            // Only the `timeouts` block changed: nothing to ask of the server.
+            let mut st = prior.clone();
+            set(&mut st, "timeouts", get(planned, "timeouts").clone());
+            return st;
+        }
         let mut body = serde_json::json!({ "spec": {} });
         for f in k.fields.iter().filter(|f| f.change == Change::Patch && get(prior, f.name) != get(planned, f.name)) {
             // A string removed from the configuration is left to the server (an
@@ -305,8 +326,8 @@ impl ObjectResource {
         }
         match client.patch_object::<_, Json>(&k.path(), &id, &body).await {
             Ok(o) => {
-                let o = wait(client, k, &id, false).await.ok().flatten().unwrap_or(o);
-                k.state(&o, Some(planned))
+                let o = wait(client, k, &id, false, limit).await.ok().flatten().unwrap_or(o);
+                k.resource_state(&o, Some(planned))
             }
             Err(e) => {
                 diags.push(api_error(format!("cannot change the {}", k.type_name()), &e));
@@ -318,13 +339,14 @@ impl ObjectResource {
     async fn destroy(&self, client: &Client, prior: &Value, diags: &mut Vec<Diagnostic>) -> Value {
         let k = self.0;
         let Some(id) = get(prior, "id").as_str().map(str::to_owned) else { return Value::Nil };
+        let Some(limit) = Timeouts::decode(prior, &k.timeouts).limit("delete", diags) else { return prior.clone() };
         match client.delete_object::<Json>(&k.path(), &id).await {
             Err(e) if e.is_not_found() => Value::Nil,
             Err(e) => {
                 diags.push(api_error(format!("cannot delete the {}", k.type_name()), &e));
                 prior.clone()
             }
-            Ok(_) => match wait(client, k, &id, true).await {
+            Ok(_) => match wait(client, k, &id, true, limit).await {
                 Ok(_) => Value::Nil,
                 Err(e) => {
                     diags.push(error(format!("{} {id} was not deleted", k.type_name()), e, None));
@@ -346,10 +368,11 @@ impl Resource for ObjectResource {
     }
 
     fn validate(&self, config: &Value) -> Vec<Diagnostic> {
-        match get(config, "name").as_str().map(self.0.kind.descriptor().name_rule) {
-            Some(Err(reason)) => vec![error("invalid name", reason, Some(crate::diag::path(&["name"])))],
-            _ => Vec::new(),
+        let mut diags = Timeouts::check(config);
+        if let Some(Err(reason)) = get(config, "name").as_str().map(self.0.kind.descriptor().name_rule) {
+            diags.push(error("invalid name", reason, Some(crate::diag::path(&["name"]))));
         }
+        diags
     }
 
     async fn plan(&self, _ctx: &Ctx, prior: &Value, proposed: &Value, _diags: &mut Vec<Diagnostic>) -> (Value, Vec<AttributePath>) {
@@ -389,7 +412,7 @@ impl Resource for ObjectResource {
         let mut diags = Vec::new();
         let Some(client) = ctx.client_or_diag(&mut diags) else { return (state.clone(), diags) };
         match client.find_object::<Json>(&self.0.path(), id).await {
-            Ok(o) => (self.0.state(&o, Some(state)), vec![]),
+            Ok(o) => (self.0.resource_state(&o, Some(state)), vec![]),
             Err(e) if e.is_not_found() => (Value::Nil, vec![]),
             Err(e) => (state.clone(), vec![error(format!("cannot read the {}", self.0.type_name()), e.to_string(), None)]),
         }
@@ -399,7 +422,7 @@ impl Resource for ObjectResource {
         let mut diags = Vec::new();
         let Some(client) = ctx.client_or_diag(&mut diags) else { return Err(diags.remove(0)) };
         let o = client.find_object::<Json>(&self.0.path(), id).await;
-        o.map(|o| self.0.state(&o, None)).map_err(|e| error(format!("cannot import {} {id:?}", self.0.type_name()), e.to_string(), None))
+        o.map(|o| self.0.resource_state(&o, None)).map_err(|e| error(format!("cannot import {} {id:?}", self.0.type_name()), e.to_string(), None))
     }
 }
 

@@ -5,7 +5,6 @@
 //! ([`crate::vm_state::vm_state`]).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use rmpv::Value;
 use vmaas_client::WaitFor;
@@ -18,39 +17,7 @@ use vmaas_model::{
 use crate::value::{get, string};
 use crate::vm_state::{nics, placement, planned_keys};
 
-/// How long an operation waits when its `timeouts` block does not say.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// The `timeouts` block: each operation's limit, or why its text is not one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Timeouts {
-    /// Until the VM is READY (or STOPPED) after its create.
-    pub create: Result<Duration, String>,
-    /// Until it is after a change of `state`.
-    pub update: Result<Duration, String>,
-    /// Until it is gone.
-    pub delete: Result<Duration, String>,
-}
-
-impl Timeouts {
-    /// The block of `state` (absent: the defaults).
-    pub fn decode(state: &Value) -> Self {
-        let one = |which: &str| match string(get(get(state, "timeouts"), which)) {
-            None => Ok(DEFAULT_TIMEOUT),
-            Some(t) => humantime::parse_duration(&t).map_err(|e| format!("{t:?} is not a duration (e.g. \"10m\", \"90s\"): {e}")),
-        };
-        Self { create: one("create"), update: one("update"), delete: one("delete") }
-    }
-
-    /// The limit of `which` (`create`, `update` or `delete`).
-    pub fn of(&self, which: &str) -> &Result<Duration, String> {
-        match which {
-            "create" => &self.create,
-            "update" => &self.update,
-            _ => &self.delete,
-        }
-    }
-}
+pub use crate::timeouts::{DEFAULT_TIMEOUT, Timeouts};
 
 /// A VM as Terraform plans it or keeps it in its state.
 #[derive(Debug, Clone, PartialEq)]
@@ -102,7 +69,7 @@ impl VmModel {
             instance_type: string(get(v, "instance_type")),
             ttl: string(get(v, "ttl")),
             clone_of_snapshot: string(get(v, "clone_of_snapshot")),
-            timeouts: Timeouts::decode(v),
+            timeouts: Timeouts::decode(v, &crate::timeouts::TEN_MINUTES),
         }
     }
 
@@ -169,7 +136,7 @@ mod tests {
         ]);
         let model = VmModel::decode(&plan);
         assert_eq!((model.power, model.wait_for()), (PowerState::Stopped, WaitFor::Stopped));
-        assert_eq!(model.timeouts.create, Ok(Duration::from_secs(90)));
+        assert_eq!(model.timeouts.create, Ok(std::time::Duration::from_secs(90)));
         assert_eq!(model.timeouts.delete, Ok(DEFAULT_TIMEOUT));
         let req = model.create_request(BTreeMap::new());
         assert_eq!(req.metadata.and_then(|m| m.name).as_deref(), Some("web"));

@@ -11,8 +11,7 @@ use vmaas_model::vm::VmImage;
 use vmaas_model::{ParameterValue, Template};
 
 use crate::diag::{api_error, error, map_key_path, path};
-use crate::proto::schema::{Block, NestedBlock, nested_block::NestingMode};
-use crate::proto::{AttributePath, Diagnostic, Schema, StringKind};
+use crate::proto::{AttributePath, Diagnostic, Schema};
 use crate::resource::{Ctx, Resource};
 use crate::schema::{Mode, STRING, STRING_MAP, attr, block, list_of_objects};
 use crate::value::{self, get, is_unknown, set, string, unknown};
@@ -238,24 +237,7 @@ impl Resource for VmResource {
 
     fn schema(&self) -> Schema {
         let conditions = list_of_objects(&[("type", STRING), ("status", STRING), ("reason", STRING), ("message", STRING)]);
-        let timeouts = NestedBlock {
-            type_name: "timeouts".into(),
-            block: Some(Block {
-                version: 0,
-                attributes: vec![
-                    attr("create", STRING, Mode::Optional, "How long to wait for a new VM to be READY (default `10m`)."),
-                    attr("update", STRING, Mode::Optional, "How long to wait after a change of `state` (default `10m`)."),
-                    attr("delete", STRING, Mode::Optional, "How long to wait for the VM to be gone (default `10m`)."),
-                ],
-                block_types: vec![],
-                description: "Timeouts, as durations such as `90s` or `10m`.".into(),
-                description_kind: StringKind::Markdown as i32,
-                deprecated: false,
-            }),
-            nesting: NestingMode::Single as i32,
-            min_items: 0,
-            max_items: 0,
-        };
+        let timeouts = crate::timeouts::block("the VM", &crate::timeouts::TEN_MINUTES);
         block(
             "A virtual machine made from a template. Create waits until the VM is READY: running, with its guest answering its readiness probe.",
             vec![
@@ -370,12 +352,7 @@ impl Resource for VmResource {
         if let Some(Err(e)) = string(get(&config, "image")).map(|r| VmImage { source_type: String::new(), source_ref: r }.boot_source()) {
             diagnostics.push(error("invalid image", e.reason, Some(path(&["image"]))));
         }
-        let timeouts = Timeouts::decode(&config);
-        for which in ["create", "update", "delete"] {
-            if let Err(e) = timeouts.of(which) {
-                diagnostics.push(error(format!("invalid timeouts.{which}"), e.clone(), Some(path(&["timeouts", which]))));
-            }
-        }
+        diagnostics.extend(Timeouts::check(&config));
         diagnostics
     }
 
@@ -498,7 +475,7 @@ mod tests {
     #[test]
     fn timeouts_parse_with_a_readable_error() {
         let s = object(vec![("timeouts", object(vec![("create", Value::from("90s")), ("delete", Value::from("soon"))]))]);
-        let timeouts = Timeouts::decode(&s);
+        let timeouts = Timeouts::decode(&s, &crate::timeouts::TEN_MINUTES);
         assert_eq!(timeouts.of("create").clone().unwrap(), Duration::from_secs(90));
         assert_eq!(timeouts.of("update").clone().unwrap(), crate::vm_model::DEFAULT_TIMEOUT);
         assert!(timeouts.of("delete").clone().unwrap_err().contains("\"soon\" is not a duration"));

@@ -1,4 +1,4 @@
-//! `vmaas_image` with both Terraform versions (`examples/terraform/image-import`):
+//! `vmaas_image` with OpenTofu and both Terraform versions (`examples/terraform/image-import`):
 //! an image imported from a URL on loopback, checked against its SHA-256
 //! (a wrong one fails the apply with the server's reason), and a VM booting
 //! from it (template `own-image`); destroy removes both.
@@ -44,3 +44,38 @@ async fn scenario(tf: Tf) {
 }
 
 vmaas_tests::on_every_terraform!(scenario: image_import_tofu, image_import_terraform_1_0_3, image_import_terraform_1_15_5);
+
+/// A source that accepts connections and never answers: the import stays
+/// under way, and a `timeouts { create = "3s" }` block ends the apply at
+/// 3 s with an error saying so (the kind's default is an hour); the image
+/// exists, so it is in the state, and destroy removes it.
+async fn import_timeout(tf: Tf) {
+    let s = Server::start_qemu_with(&["--image-source-allow", "127.0.0.1"]).await;
+    let t = s.token("ci", false);
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/never.qcow2", silent.local_addr().unwrap());
+    let held = std::thread::spawn(move || {
+        // Holds what it accepts until the test ends (at most 8 connections).
+        let conns: Vec<_> = silent.incoming().take(8).filter_map(Result::ok).collect();
+        drop(conns);
+    });
+    let main_tf = format!(
+        "terraform {{\n  required_providers {{\n    vmaas = {{ source = \"vmaas/vmaas\" }}\n  }}\n}}\nprovider \"vmaas\" {{}}\n\
+         resource \"vmaas_image\" \"slow\" {{\n  name   = \"slow\"\n  source = \"{url}\"\n  timeouts {{\n    create = \"3s\"\n  }}\n}}\n"
+    );
+    let w = Workspace::new(tf, &s, &t, &main_tf);
+    let started = std::time::Instant::now();
+    let out = w.run(&["apply", "-auto-approve", "-no-color", "-input=false"]);
+    let took = started.elapsed();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success() && text.contains("not done after 3s"), "{tf:?}: {text}");
+    assert!(took < std::time::Duration::from_secs(60), "{tf:?}: the apply took {took:?}");
+    let state = w.ok(&["state", "list"]);
+    assert!(state.contains("vmaas_image.slow"), "{tf:?}: the image is in the state (tainted): {state}");
+    w.ok(&["destroy", "-auto-approve", "-no-color"]);
+    let (_, images) = s.raw(Method::GET, &format!("{V1}/images?name=slow"), Some(&t), None).await;
+    assert_eq!(images["total"], 0, "{images}");
+    drop(held);
+}
+
+vmaas_tests::on_every_terraform!(import_timeout: image_timeout_tofu, image_timeout_terraform_1_0_3, image_timeout_terraform_1_15_5);
