@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 const BINARIES: [&str; 5] = ["vmaas-server", "vmaas", "vmaas-bench", "function-vmaas", "terraform-provider-vmaas"];
 
 /// Other tools whose command lines the documents show, with their own flags.
-const OTHER_TOOLS: [&str; 6] = ["cargo ", "curl ", "terraform ", "git ", "tofu ", "kubectl "];
+const OTHER_TOOLS: [&str; 8] = ["cargo ", "curl ", "terraform ", "git ", "tofu ", "kubectl ", "crossplane ", "helm "];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace").to_path_buf()
