@@ -422,7 +422,8 @@ impl Resource for ObjectResource {
         let mut diags = Vec::new();
         let Some(client) = ctx.client_or_diag(&mut diags) else { return Err(diags.remove(0)) };
         let o = client.find_object::<Json>(&self.0.path(), id).await;
-        o.map(|o| self.0.resource_state(&o, None)).map_err(|e| error(format!("cannot import {} {id:?}", self.0.type_name()), e.to_string(), None))
+        o.map(|o| self.0.resource_state(&o, None))
+            .map_err(|e| error(format!("cannot import {} {id:?}", self.0.type_name()), e.to_string(), None))
     }
 }
 

@@ -141,7 +141,10 @@ mod tests {
 
     #[test]
     fn defaults_read_as_written() {
-        assert_eq!((human(Duration::from_secs(3600)), human(DEFAULT_TIMEOUT), human(Duration::from_secs(90))), ("1h".into(), "10m".into(), "90s".into()));
+        assert_eq!(
+            (human(Duration::from_secs(3600)), human(DEFAULT_TIMEOUT), human(Duration::from_secs(90))),
+            ("1h".into(), "10m".into(), "90s".into())
+        );
         let b = block("the image", &Defaults { create: Duration::from_secs(3600), ..TEN_MINUTES });
         let create = &b.block.as_ref().unwrap().attributes[0];
         assert_eq!(create.description, "How long create waits for the image to be ready (default `1h`).");
