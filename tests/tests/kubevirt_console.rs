@@ -186,6 +186,26 @@ async fn open_as_client(s: &Server, t: &str, id: &str, client_id: &str) -> Ws {
     tokio_tungstenite::connect_async(url.as_str()).await.unwrap_or_else(|e| panic!("console: {e}\n{}", s.log())).0
 }
 
+/// [`open_as_client`] through a replica that may not have listed the
+/// cluster's VMIs yet (its watches start with it): a 409 (the VM is not
+/// running, for it) is tried again, for up to 30 s.
+async fn open_when_listed(s: &Server, t: &str, id: &str, client_id: &str) -> Ws {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let body = serde_json::json!({"resource_id": id, "client_id": client_id});
+        let (st, session) = s.raw(Method::POST, &format!("{V1}/console_sessions"), Some(t), Some(body)).await;
+        assert_eq!(st, 201, "{session}");
+        let url = format!("{}{}", s.endpoint.replace("http://", "ws://"), session["url"].as_str().unwrap());
+        match tokio_tungstenite::connect_async(url.as_str()).await {
+            Ok((ws, _)) => return ws,
+            Err(e) if e.to_string().contains("409") && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(e) => panic!("console: {e}\n{}", s.log()),
+        }
+    }
+}
+
 /// How `ws` ends within `within`: the close frame's reason (`None`: still open).
 async fn closed_within(ws: &mut Ws, within: Duration) -> Option<String> {
     let deadline = Instant::now() + within;
@@ -213,6 +233,18 @@ async fn a_newer_connection_of_a_client_evicts_its_older_one_on_another_replica(
     let args = ["--backend", "kubevirt", "--kubeconfig", kubeconfig.to_str().unwrap(), "--default-image", "test-guest"];
     let Some(a) = Server::start_with(vmaas_tests::Db::Postgres, &args).await else { return };
     let b = Server::replica_of(&a).await;
+    // A replica that could not reach the cluster at its start serves its
+    // consoles once it has listed it (until then the VM is not running for
+    // it): ready, as `/readyz` says.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while b.raw(Method::GET, "/readyz", None, None).await.0 != 200 {
+        assert!(Instant::now() < deadline, "replica b never ready:\n{}", b.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    while b.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&a.token("acme", false)), None).await.0 != 200 {
+        assert!(Instant::now() < deadline, "replica b never answers:\n{}", b.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     vms::publish(&a, vms::TINY);
     let t = a.token("acme", false);
     let id = vms::create(&a, &t, "shared", "tiny").await;
@@ -221,7 +253,7 @@ async fn a_newer_connection_of_a_client_evicts_its_older_one_on_another_replica(
     let mut older = open_as_client(&a, &t, &id, "osac-cli-1").await;
     let mut other = open_as_client(&a, &t, &id, "osac-cli-2").await;
     read_until(&mut older, "ttyS0").await;
-    let mut newer = open_as_client(&b, &t, &id, "osac-cli-1").await;
+    let mut newer = open_when_listed(&b, &t, &id, "osac-cli-1").await;
     let reason = closed_within(&mut older, Duration::from_secs(6)).await;
     assert!(reason.as_deref().is_some_and(|r| r.contains("client_id")), "the older connection closed, saying why: {reason:?}\n{}", a.log());
     newer.send(Message::Text("root\r".into())).await.unwrap();
