@@ -27,7 +27,7 @@ pub struct NetworkResource;
 /// none for an import).
 fn network_state(n: &VirtualNetwork, inputs: Option<&Value>) -> Value {
     object(vec![
-        ("timeouts", inputs.map(|i| get(i, "timeouts").clone()).unwrap_or(Value::Nil)),
+        ("timeouts", crate::timeouts::written(inputs)),
         ("id", Value::from(n.id.as_str())),
         ("name", Value::from(n.metadata.name.as_str())),
         ("ipv4_cidr", value::opt_string(n.spec.ipv4_cidr.as_deref())),
@@ -154,11 +154,7 @@ impl Resource for NetworkResource {
             (_, true) => self.destroy(ctx, prior, diags).await,
             (true, false) => self.create(ctx, planned, diags).await,
             // Nothing changes in place but the `timeouts` block.
-            (false, false) => {
-                let mut st = prior.clone();
-                set(&mut st, "timeouts", get(planned, "timeouts").clone());
-                st
-            }
+            (false, false) => crate::timeouts::only_block_changed(prior, planned),
         }
     }
 

@@ -230,7 +230,7 @@ impl Kind {
     /// the user wrote (`from`; none for an import).
     fn resource_state(&self, api: &Json, inputs: Option<&Value>) -> Value {
         let mut st = self.state(api, inputs);
-        set(&mut st, "timeouts", inputs.map(|i| get(i, "timeouts").clone()).unwrap_or(Value::Nil));
+        set(&mut st, "timeouts", crate::timeouts::written(inputs));
         st
     }
 }
@@ -310,9 +310,7 @@ impl ObjectResource {
         let Some(limit) = Timeouts::decode(planned, &k.timeouts).limit("update", diags) else { return prior.clone() };
         if !k.fields.iter().any(|f| f.change == Change::Patch && get(prior, f.name) != get(planned, f.name)) {
             // Only the `timeouts` block changed: nothing to ask of the server.
-            let mut st = prior.clone();
-            set(&mut st, "timeouts", get(planned, "timeouts").clone());
-            return st;
+            return crate::timeouts::only_block_changed(prior, planned);
         }
         let mut body = serde_json::json!({ "spec": {} });
         for f in k.fields.iter().filter(|f| f.change == Change::Patch && get(prior, f.name) != get(planned, f.name)) {

@@ -86,6 +86,20 @@ impl Timeouts {
     }
 }
 
+/// The `timeouts` block to keep in a state: the one the user wrote in
+/// `inputs` (planned or prior), none for an import.
+pub fn written(inputs: Option<&Value>) -> Value {
+    inputs.map(|i| get(i, "timeouts").clone()).unwrap_or(Value::Nil)
+}
+
+/// `prior`'s state with `planned`'s `timeouts` block: the change when only
+/// the block changed (nothing to ask of the server).
+pub fn only_block_changed(prior: &Value, planned: &Value) -> Value {
+    let mut st = prior.clone();
+    crate::value::set(&mut st, "timeouts", written(Some(planned)));
+    st
+}
+
 /// `d` as a user writes it: `90s`, `10m`, `1h`.
 pub fn human(d: Duration) -> String {
     let s = d.as_secs();

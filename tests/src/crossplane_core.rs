@@ -15,7 +15,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::crossplane::FunctionProcess;
-use crate::k8s::Cluster;
+use crate::k8s::{Cluster, free_port};
 use crate::tools::{crossplane_core, crossplane_crds};
 
 /// Crossplane's namespace, and the Secrets `core init` fills (the names its
@@ -37,10 +37,6 @@ impl Drop for Core {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// Writes the keys of Secret `name` in Crossplane's namespace into `dir`.

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::k8s::Cluster;
+use crate::k8s::{Cluster, free_port};
 use crate::tools::{metallb_controller, metallb_crds, yaml_documents};
 
 /// MetalLB's namespace, as its manifests name it.
@@ -51,10 +51,6 @@ impl Drop for Metallb {
 
 /// How many times a test's controller is restarted at most.
 const RESTARTS: usize = 200;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 async fn applied(k: &Cluster, obj: &Value, plural: &str) {
     let (st, body) = k.apply(obj, plural, "metallb-install").await;

@@ -18,8 +18,7 @@ fn example(file: &str) -> Value {
 }
 
 fn documents(file: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(compositions_dir().join(file)).unwrap();
-    serde_norway::Deserializer::from_str(&text).map(|d| <Value as serde::Deserialize>::deserialize(d).unwrap()).collect()
+    vmaas_tests::tools::yaml_documents(&compositions_dir().join(file))
 }
 
 /// The function input of a shipped Composition's only pipeline step.
