@@ -8,7 +8,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
-apt_install postgresql curl ca-certificates openssl iproute2 chromium
+apt_install postgresql curl ca-certificates openssl iproute2 chromium umoci skopeo docker-registry
 . "$ROOT/scripts/deps.sh"
 ensure_runtime_deps
 "$ROOT/scripts/guest-image.sh"
@@ -52,10 +52,20 @@ export VMAAS_CHROMIUM=/usr/bin/chromium VMAAS_REQUIRE_BROWSER=1
 log "running the tests"
 # A failure's message, not a backtrace, is what a CI log's tail must show.
 export RUST_BACKTRACE=0
+# Every test cluster's audit log of the server's requests (made as the
+# Helm chart's ServiceAccount) is kept here, for the ClusterRole check below.
+auditdir=$(mktemp -d "${TMPDIR:-/tmp}/vmaas-audit.XXXXXX")
+trap 'scripts/postgres.sh stop "$pgdir"; rm -rf "$auditdir"' EXIT
+export VMAAS_KEEP_AUDIT_LOGS=$auditdir
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --locked --workspace --no-fail-fast --failure-output final "$@"
     cargo test --locked --workspace --doc -q
 else
     cargo test --locked --workspace --no-fail-fast "$@"
+fi
+if [ $# -eq 0 ]; then
+    log "checking the chart's ClusterRole against every request of the suite (both ways)"
+    VMAAS_RBAC_AUDIT_DIR=$auditdir VMAAS_REQUIRE_RBAC_AUDIT=1 \
+        cargo test --locked -q -p vmaas-tests --test chart the_cluster_role_matches_the_backends_calls
 fi
 log "all tests passed"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Go tools the tests run (OpenTofu, Crossplane's CLI and core,
-# MetalLB's controller, Helm) from their Go modules, pinned, once per
+# MetalLB's controller, Helm, and prometheus-operator's ServiceMonitor CRD) from their Go modules, pinned, once per
 # machine: each lands in ~/.cache/vmaas/tools/<tool>-<version>/ and is never
 # committed. Prints `export VMAAS_<TOOL>=path` lines for eval.
 #
@@ -19,6 +19,9 @@ TOFU_VERSION=v1.12.6
 CROSSPLANE_VERSION=v2.2.1
 METALLB_VERSION=v0.16.1
 HELM_VERSION=v3.19.0
+# The ServiceMonitor CRD the chart's optional ServiceMonitor is checked
+# against (the newest root module of prometheus-operator served here).
+PROMETHEUS_OPERATOR_VERSION=v0.85.0
 
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 command -v go >/dev/null || die "go is not installed (the polyglot machine has it at /usr/local/go/bin)"
@@ -76,11 +79,21 @@ tool() {
     helm)
         build_module helm "$HELM_VERSION" helm.sh/helm/v3 cmd/helm
         echo "export VMAAS_HELM=$TOOLS/helm-$HELM_VERSION/helm" ;;
-    *) die "unknown tool $1 (tofu, crossplane, metallb, helm)" ;;
+    monitoring)
+        # CRDs only: the module is unpacked, never built.
+        local dir=$TOOLS/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION src
+        if [ ! -d "$dir/crds" ]; then
+            src=$(go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" |
+                python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+            mkdir -p "$dir.tmp" && cp "$src"/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml "$dir.tmp/"
+            rm -rf "$dir" && mkdir -p "$dir" && mv "$dir.tmp" "$dir/crds"
+        fi
+        echo "export VMAAS_MONITORING_CRDS=$dir/crds" ;;
+    *) die "unknown tool $1 (tofu, crossplane, metallb, helm, monitoring)" ;;
     esac
 }
 
 mkdir -p "$TOOLS"
-for t in "${@:-tofu crossplane metallb helm}"; do
+for t in "${@:-tofu crossplane metallb helm monitoring}"; do
     for one in $t; do tool "$one"; done
 done

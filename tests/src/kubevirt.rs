@@ -249,7 +249,7 @@ pub async fn start(k: &Cluster) -> Server {
 
 /// [`start`] with `extra` arguments.
 pub async fn start_with(k: &Cluster, extra: &[&str]) -> Server {
-    let kubeconfig = k.kubeconfig();
+    let kubeconfig = crate::chart::server_kubeconfig(k).await;
     let mut args = vec!["--backend", "kubevirt", "--kubeconfig", kubeconfig.to_str().unwrap(), "--default-image", "test-guest"];
     args.extend(extra);
     let s = Server::start_with(Db::Sqlite, &args).await.expect("sqlite");

@@ -8,6 +8,7 @@
 pub mod aggregated;
 pub mod browser;
 pub mod cdi_upload;
+pub mod chart;
 pub mod crossplane;
 pub mod crossplane_core;
 pub mod files;
@@ -20,6 +21,7 @@ pub mod netns;
 pub mod objects;
 pub mod oidc;
 pub mod osac;
+pub mod registry;
 pub mod rfb;
 pub mod seed;
 pub mod seed002;

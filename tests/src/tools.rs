@@ -48,6 +48,16 @@ pub fn metallb_crds() -> PathBuf {
     tool("VMAAS_METALLB_CRDS", &format!("metallb-{METALLB}/crds"))
 }
 
+/// Helm (`cmd/helm`), for `helm template` of the chart.
+pub fn helm() -> PathBuf {
+    tool("VMAAS_HELM", "helm-v3.19.0/helm")
+}
+
+/// prometheus-operator's ServiceMonitor CRD (the chart's optional ServiceMonitor).
+pub fn monitoring_crds() -> PathBuf {
+    tool("VMAAS_MONITORING_CRDS", "prometheus-operator-v0.85.0/crds")
+}
+
 /// The documents of a YAML file, as JSON values.
 pub fn yaml_documents(path: &std::path::Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

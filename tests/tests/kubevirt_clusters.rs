@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::Method;
 use serde_json::{Value, json};
+use vmaas_tests::chart::server_kubeconfig;
 use vmaas_tests::k8s::{Cluster, KubeApi};
 use vmaas_tests::kubevirt::{Controllers, IMAGES, VMS, data_source, node, objects_of};
 use vmaas_tests::vms::{self, TINY, V1};
@@ -53,7 +54,7 @@ async fn vms_are_placed_among_two_clusters_and_survive_one_going_away() {
     // east: 4 cores, 2 GiB; west: 1 core, 8 GiB (more memory, room for one tiny VM's CPU).
     let (mut east, east_kv) = cluster("4", "2Gi").await;
     let (west, _west_kv) = cluster("1", "8Gi").await;
-    let (ek, wk) = (east.kubeconfig(), west.kubeconfig());
+    let (ek, wk) = (server_kubeconfig(&east).await, server_kubeconfig(&west).await);
     let (ea, wa) = (format!("east={}", ek.display()), format!("west={}", wk.display()));
     let args =
         ["--backend", "kubevirt", "--cluster", &ea, "--cluster", &wa, "--cluster-label", "east:zone=a", "--cluster-label", "west:zone=b"];
@@ -179,7 +180,8 @@ async fn vms_are_placed_among_two_clusters_and_survive_one_going_away() {
 async fn a_cluster_away_at_start_holds_nothing_back_and_gets_nothing_twice() {
     let (mut east, east_kv) = cluster("4", "8Gi").await;
     let (west, _west_kv) = cluster("4", "2Gi").await;
-    let (ea, wa) = (format!("east={}", east.kubeconfig().display()), format!("west={}", west.kubeconfig().display()));
+    let (ea, wa) =
+        (format!("east={}", server_kubeconfig(&east).await.display()), format!("west={}", server_kubeconfig(&west).await.display()));
     let args = ["--backend", "kubevirt", "--cluster", &ea, "--cluster", &wa, "--default-image", "test-guest"];
     let mut s = Server::start_with(Db::Sqlite, &args).await.expect("sqlite");
     vms::publish(&s, TINY);
@@ -239,7 +241,7 @@ async fn a_cluster_away_at_start_holds_nothing_back_and_gets_nothing_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn this_host_and_a_cluster_are_two_clusters_of_one_server() {
     let (k, _kv) = cluster("4", "8Gi").await;
-    let kube = format!("k8s={}", k.kubeconfig().display());
+    let kube = format!("k8s={}", server_kubeconfig(&k).await.display());
     let host = vmaas_tests::qemu_args(&vmaas_tests::images_dir());
     let mut args = vec!["--backend", "kubevirt", "--cluster", "dev=host", "--cluster", &kube, "--cluster-label", "dev:kind=laptop"];
     args.extend(host.iter().map(String::as_str));

@@ -229,7 +229,7 @@ async fn a_newer_connection_of_a_client_evicts_its_older_one_on_another_replica(
     k.namespace(vmaas_tests::kubevirt::IMAGES).await;
     vmaas_tests::kubevirt::data_source(&k, "test-guest").await;
     let _kubevirt = vmaas_tests::kubevirt::Controllers::start(&k).await;
-    let kubeconfig = k.kubeconfig();
+    let kubeconfig = vmaas_tests::chart::server_kubeconfig(&k).await;
     let args = ["--backend", "kubevirt", "--kubeconfig", kubeconfig.to_str().unwrap(), "--default-image", "test-guest"];
     let Some(a) = Server::start_with(vmaas_tests::Db::Postgres, &args).await else { return };
     let b = Server::replica_of(&a).await;

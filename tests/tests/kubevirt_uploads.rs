@@ -107,7 +107,7 @@ async fn an_upload_is_made_on_every_cluster() {
     k.namespace(IMAGES).await;
     data_source(&k, "test-guest").await;
     let _kubevirt = Controllers::start(&k).await;
-    let (kube, ca) = (format!("k8s={}", k.kubeconfig().display()), proxy.ca.display().to_string());
+    let (kube, ca) = (format!("k8s={}", vmaas_tests::chart::server_kubeconfig(&k).await.display()), proxy.ca.display().to_string());
     let host = vmaas_tests::qemu_args(&vmaas_tests::images_dir());
     let mut args = vec!["--backend", "kubevirt", "--cluster", "dev=host", "--cluster", &kube, "--default-image", "test-guest"];
     args.extend(["--cdi-upload-proxy", &proxy.url, "--cdi-upload-proxy-ca", &ca]);

@@ -1,0 +1,97 @@
+//! A real OCI registry on loopback (Debian's `docker-registry`, the CNCF
+//! distribution), and `skopeo` to copy images to and from it.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A registry serving plain HTTP on `127.0.0.1:PORT`, its storage in a
+/// directory of its own; stopped on drop.
+pub struct Registry {
+    child: Child,
+    /// `127.0.0.1:PORT`, as image references name it.
+    pub host: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Registry {
+    /// Starts the registry and waits until it answers `/v2/`.
+    pub async fn start() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = crate::k8s::free_port();
+        let config = format!(
+            "version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n  delete: {{enabled: true}}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+            dir.path().join("data").display()
+        );
+        std::fs::write(dir.path().join("config.yml"), config).expect("registry config");
+        let log = std::fs::File::create(dir.path().join("registry.log")).expect("log");
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(dir.path().join("config.yml"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("docker-registry (Debian's docker-registry; scripts/test.sh installs it)");
+        let r = Self { child, host: format!("127.0.0.1:{port}"), _dir: dir };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while reqwest::get(format!("http://{}/v2/", r.host)).await.map(|a| a.status().as_u16()).ok() != Some(200) {
+            assert!(Instant::now() < deadline, "the registry did not answer in 30 s: {}", r.log());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        r
+    }
+
+    /// The registry's own log.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("registry.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `skopeo ARGS` (plain HTTP to the loopback registry); its standard output.
+pub fn skopeo(args: &[&str]) -> String {
+    let out = Command::new("skopeo").args(args).output().expect("skopeo (Debian's skopeo; scripts/test.sh installs it)");
+    assert!(out.status.success(), "skopeo {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Copies `from` to `to` (`oci:DIR:TAG`, `docker://HOST/NAME:TAG`), never
+/// asking TLS of the loopback registry.
+pub fn copy(from: &str, to: &str) {
+    skopeo(&["copy", "--quiet", "--src-tls-verify=false", "--dest-tls-verify=false", from, to]);
+}
+
+/// `skopeo inspect` of `reference` (`--config` for the image's config).
+pub fn inspect(reference: &str, config: bool) -> serde_json::Value {
+    let mut args = vec!["inspect", "--tls-verify=false"];
+    if config {
+        args.push("--config");
+    }
+    args.push(reference);
+    serde_json::from_str(&skopeo(&args)).expect("skopeo inspect's JSON")
+}
+
+/// The files (not directories) under `root`, relative, sorted.
+pub fn files_under(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.is_symlink() {
+                stack.push(p);
+            } else if let Ok(rel) = p.strip_prefix(root) {
+                out.push(rel.display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
