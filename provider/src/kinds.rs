@@ -65,7 +65,13 @@ pub static EXTERNAL_IP: Kind = Kind {
     kind: ObjectKind::ExternalIp,
     doc: "An address from an external IP pool (OSAC's `ExternalIP`), kept until destroyed.",
     fields: &[
-        field("pool", Ty::Str, Change::ReplaceOptional, "/spec/pool", "The pool, by name; absent: the default pool."),
+        field(
+            "pool",
+            Ty::Str,
+            Change::ReplaceDefaulted,
+            "/spec/pool",
+            "The pool, by name; absent: the default pool (the server's choice, kept in state).",
+        ),
         field("address", Ty::Str, Change::Output, "/status/address", "The address allocated."),
         field("attached", Ty::Bool, Change::Output, "/status/attached", "Whether an attachment holds it."),
         STATE,

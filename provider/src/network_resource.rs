@@ -171,11 +171,12 @@ impl Resource for NetworkResource {
     async fn import(&self, ctx: &Ctx, id: &str) -> Result<Value, Diagnostic> {
         let mut diags = Vec::new();
         let Some(client) = ctx.client_or_diag(&mut diags) else { return Err(diags.remove(0)) };
+        // By id or by name, as every other kind imports.
         client
-            .get_network(id)
+            .find_object::<VirtualNetwork>("/virtual_networks", id)
             .await
             .map(|n| network_state(&n, None))
-            .map_err(|e| error(format!("cannot import virtual network {id:?}"), e.to_string(), None))
+            .map_err(|e| error(format!("cannot import virtual network {id:?}"), format!("{e} (import takes a network id or name)"), None))
     }
 }
 

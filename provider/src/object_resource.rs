@@ -20,7 +20,7 @@ use crate::proto::{AttributePath, Diagnostic, Schema};
 use crate::resource::{Ctx, DataSource, Resource};
 use crate::schema::{Mode, STRING, attr, block};
 use crate::timeouts::{Defaults, Timeouts};
-use crate::value::{self, get, object, set, unknown};
+use crate::value::{self, get, is_unknown, object, set, unknown};
 
 /// The type of an attribute.
 #[derive(Debug, Clone, Copy)]
@@ -56,6 +56,10 @@ pub enum Change {
     Replace,
     /// An optional input; a change replaces the object.
     ReplaceOptional,
+    /// An optional input the server fills in when absent (optional and
+    /// computed: an import, or a config that leaves it out, keeps the
+    /// server's value); a change replaces the object.
+    ReplaceDefaulted,
     /// An input changed in place with a PATCH of its spec field.
     Patch,
     /// The server's: computed.
@@ -192,6 +196,9 @@ impl Kind {
         for f in self.fields {
             let v = match (f.change, inputs) {
                 (Change::Output, _) | (_, None) => json_to_value(api.pointer(f.json), f.ty),
+                (Change::ReplaceDefaulted, Some(i)) if get(i, f.name).is_nil() || is_unknown(get(i, f.name)) => {
+                    json_to_value(api.pointer(f.json), f.ty)
+                }
                 (_, Some(i)) => get(i, f.name).clone(),
             };
             pairs.push((f.name, v));
@@ -209,6 +216,7 @@ impl Kind {
             let mode = match (data, f.change) {
                 (true, _) | (_, Change::Output) => Mode::Computed,
                 (_, Change::Replace) => Mode::Required,
+                (_, Change::ReplaceDefaulted) => Mode::OptionalComputed,
                 _ => Mode::Optional,
             };
             match f.ty {
@@ -381,7 +389,12 @@ impl Resource for ObjectResource {
         let mut planned = proposed.clone();
         let differs = |n: &str| !prior.is_nil() && get(prior, n) != get(proposed, n);
         let replace: Vec<AttributePath> = std::iter::once("name")
-            .chain(k.fields.iter().filter(|f| matches!(f.change, Change::Replace | Change::ReplaceOptional)).map(|f| f.name))
+            .chain(
+                k.fields
+                    .iter()
+                    .filter(|f| matches!(f.change, Change::Replace | Change::ReplaceOptional | Change::ReplaceDefaulted))
+                    .map(|f| f.name),
+            )
             .filter(|n| differs(n))
             .map(|n| crate::diag::path(&[n]))
             .collect();
@@ -391,6 +404,12 @@ impl Resource for ObjectResource {
         }
         if prior.is_nil() || !replace.is_empty() || patched {
             for f in k.fields.iter().filter(|f| f.change == Change::Output) {
+                set(&mut planned, f.name, unknown());
+            }
+        }
+        // A defaulted input left out is the server's to choose.
+        for f in k.fields.iter().filter(|f| f.change == Change::ReplaceDefaulted) {
+            if get(&planned, f.name).is_nil() {
                 set(&mut planned, f.name, unknown());
             }
         }

@@ -69,6 +69,7 @@ pub async fn service_account_kubeconfig(k: &KubeApi, dir: &Path) -> PathBuf {
         .chain(render(&["--show-only", "templates/clusterrolebinding.yaml"]))
         .collect();
     apply_strict(k, &rbac).await;
+    authorized(k).await;
     let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 86400}});
     let path = format!("/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{RELEASE}/token");
     let (st, answer) = k.request(Method::POST, &path, Some(&request), None).await;
@@ -85,9 +86,35 @@ pub async fn service_account_kubeconfig(k: &KubeApi, dir: &Path) -> PathBuf {
     file
 }
 
+/// Waits until the API server's authorizer has the chart's role and its
+/// binding (its caches follow what was applied a moment later): a server
+/// started sooner would see its first requests refused.
+async fn authorized(k: &KubeApi) {
+    let review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": USER, "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{NAMESPACE}"), "system:authenticated"],
+                 "resourceAttributes": {"verb": "watch", "resource": "nodes"}}});
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (st, answer) = k.request(Method::POST, "/apis/authorization.k8s.io/v1/subjectaccessreviews", Some(&review), None).await;
+        if st == 201 && answer["status"]["allowed"] == true {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the chart's account is not authorized 30 s after its RBAC was applied: {st} {answer}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 /// The kubeconfig a test's server uses on `k`: the chart's account
-/// ([`service_account_kubeconfig`]), never the administrator's.
+/// ([`service_account_kubeconfig`]), never the administrator's. Made once
+/// per cluster (ask for it before stopping the API server).
 pub async fn server_kubeconfig(k: &Cluster) -> PathBuf {
+    let made = k.dir().join("kubeconfig-vmaas");
+    if made.exists() {
+        return made;
+    }
     service_account_kubeconfig(k, k.dir()).await
 }
 

@@ -111,20 +111,35 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    /// A workspace with `main_tf`, talking to `s` as `token`.
+    /// A workspace with `main_tf`, talking to `s` as `token`, using the
+    /// provider built here (`dev_overrides`).
     pub fn new(tf: Tf, s: &Server, token: &str, main_tf: &str) -> Self {
+        let plugins = bin("terraform-provider-vmaas").parent().unwrap().to_owned();
+        let rc = format!(
+            "provider_installation {{\n  dev_overrides {{\n    \"vmaas/vmaas\" = \"{}\"\n  }}\n  direct {{}}\n}}\n",
+            plugins.display()
+        );
+        Self::with_cli_config(tf, s, token, main_tf, &rc)
+    }
+
+    /// A workspace that installs the provider from the filesystem mirror
+    /// `mirror` (as `scripts/release.sh --mirror` lays it out), as users
+    /// install a release: no `dev_overrides`, `init` first.
+    pub fn from_mirror(tf: Tf, s: &Server, token: &str, main_tf: &str, mirror: &Path) -> Self {
+        let rc = format!("provider_installation {{\n  filesystem_mirror {{\n    path = \"{}\"\n  }}\n}}\n", mirror.display());
+        Self::with_cli_config(tf, s, token, main_tf, &rc)
+    }
+
+    fn with_cli_config(tf: Tf, s: &Server, token: &str, main_tf: &str, rc: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("main.tf"), main_tf).unwrap();
-        let plugins = bin("terraform-provider-vmaas").parent().unwrap().to_owned();
-        std::fs::write(
-            dir.path().join("tf.rc"),
-            format!(
-                "provider_installation {{\n  dev_overrides {{\n    \"vmaas/vmaas\" = \"{}\"\n  }}\n  direct {{}}\n}}\n",
-                plugins.display()
-            ),
-        )
-        .unwrap();
+        std::fs::write(dir.path().join("tf.rc"), rc).unwrap();
         Self { dir, tf, endpoint: s.endpoint.clone(), token: token.to_owned() }
+    }
+
+    /// The working directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
     }
 
     /// Adds a file beside main.tf.

@@ -80,6 +80,17 @@ fn documents() -> Vec<PathBuf> {
     docs
 }
 
+/// Every flag the project's scripts document in their comments (their usage).
+fn script_flags() -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for e in std::fs::read_dir(root().join("scripts")).expect("scripts/").flatten() {
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        let comments: String = text.lines().filter(|l| l.trim_start().starts_with('#')).map(|l| format!("{l}\n")).collect();
+        out.extend(flags(&comments));
+    }
+    out
+}
+
 /// Every environment variable the project's scripts read or set.
 fn script_variables() -> BTreeSet<String> {
     let mut vars = BTreeSet::new();
@@ -97,9 +108,10 @@ fn the_docs_name_only_flags_and_variables_that_exist() {
         assert!(bin.exists(), "{} is built (cargo build --workspace --bins)", bin.display());
         help_tree(&bin, &mut Vec::new(), &mut help);
     }
-    let (known_flags, mut known_vars) = (flags(&help), variables(&help));
+    let (mut known_flags, mut known_vars) = (flags(&help), variables(&help));
     assert!(known_flags.contains("--listen") && known_vars.contains("VMAAS_LISTEN"), "the help was read:\n{help}");
     known_vars.extend(script_variables());
+    known_flags.extend(script_flags());
     let mut wrong = Vec::new();
     for doc in documents() {
         let text = std::fs::read_to_string(&doc).expect("a document");

@@ -212,6 +212,15 @@ async fn an_administrator_live_migrates_a_vm() {
     );
     let (st, body) = s.raw(Method::POST, &migrate, Some(&admin), None).await;
     assert!(st == 409 && body["message"].as_str().unwrap().contains("stopped"), "{st} {body}");
+
+    // Deleted: its migrations go with it.
+    assert_eq!(s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{id}"), Some(&acme), None).await.0, 202);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !objects_of(&k, "/apis/kubevirt.io/v1/virtualmachineinstancemigrations", &id).await.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the migrations of a deleted VM stayed:\n{}", s.log());
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+
     let none = Server::start(Db::Sqlite).await.expect("sqlite");
     vms::publish(&none, TINY);
     let vm = vms::create(&none, &none.token("acme", false), "db", "tiny").await;

@@ -62,6 +62,8 @@ async fn a_create_before_the_cluster_is_listed_waits_for_its_images() {
     data_source(&k, "test-guest").await;
     let kubevirt = Controllers::start(&k).await;
     kubevirt.halt().await;
+    // The server's identity (the chart's account) is made while the API server answers.
+    vmaas_tests::chart::server_kubeconfig(&k).await;
     k.stop_apiserver();
     let s = start(&k).await;
     let t = s.token("acme", false);

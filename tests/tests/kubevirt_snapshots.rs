@@ -76,6 +76,14 @@ async fn a_snapshot_is_a_virtual_machine_snapshot_kubevirt_takes() {
         assert!(Instant::now() < deadline, "the VirtualMachineSnapshot stayed");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+
+    // The VM deleted: its VirtualMachineRestore goes with it.
+    assert_eq!(s.raw(Method::DELETE, &format!("{V1}/virtual_machines/{vm}"), Some(&t), None).await.0, 202);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !objects_of(&k, RESTORES, &vm).await.is_empty() {
+        assert!(Instant::now() < deadline, "the VirtualMachineRestore of a deleted VM stayed:\n{}", s.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// A restore of running VM `vm` from its snapshot `snap` (the

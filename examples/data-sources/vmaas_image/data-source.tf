@@ -1,0 +1,7 @@
+data "vmaas_image" "example" {
+  name = "example"
+}
+
+output "id" {
+  value = data.vmaas_image.example.id
+}

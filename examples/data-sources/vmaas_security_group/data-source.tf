@@ -1,0 +1,7 @@
+data "vmaas_security_group" "example" {
+  name = "example"
+}
+
+output "id" {
+  value = data.vmaas_security_group.example.id
+}

@@ -1,0 +1,7 @@
+data "vmaas_subnet" "example" {
+  name = "example"
+}
+
+output "id" {
+  value = data.vmaas_subnet.example.id
+}

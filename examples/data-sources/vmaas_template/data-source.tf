@@ -1,0 +1,7 @@
+data "vmaas_template" "example" {
+  id = "tiny"
+}
+
+output "title" {
+  value = data.vmaas_template.example.title
+}

@@ -1,0 +1,5 @@
+data "vmaas_templates" "all" {}
+
+output "ids" {
+  value = data.vmaas_templates.all.templates[*].id
+}

@@ -1,0 +1,7 @@
+data "vmaas_virtual_network" "example" {
+  name = "example"
+}
+
+output "id" {
+  value = data.vmaas_virtual_network.example.id
+}

@@ -1,0 +1,7 @@
+data "vmaas_volume_attachment" "example" {
+  name = "example"
+}
+
+output "id" {
+  value = data.vmaas_volume_attachment.example.id
+}

@@ -1,0 +1,2 @@
+# A template is imported by its id.
+terraform import vmaas_template.example example

@@ -1,0 +1,4 @@
+resource "vmaas_volume" "example" {
+  name = "example"
+  size = "1Gi"
+}
