@@ -29,7 +29,7 @@ const fn field(name: &'static str, ty: Ty, change: Change, json: &'static str, d
     Field { name, ty, change, json, doc }
 }
 
-const STATE: Field = field("state", Ty::Str, Change::Output, "/status/state", "The state, e.g. `SUBNET_STATE_READY`.");
+const STATE: Field = field("state", Ty::Str, Change::Output, "/status/state", "The state the server reports, e.g. `VOLUME_STATE_READY`.");
 
 /// `vmaas_subnet`.
 pub static SUBNET: Kind = Kind {
@@ -230,7 +230,7 @@ pub static INSTANCE_TYPE: Kind = Kind {
         field(
             "state",
             Ty::Str,
-            Change::Patch,
+            Change::PatchDefaulted,
             "/spec/state",
             "`INSTANCE_TYPE_STATE_ACTIVE` (the default at create), `INSTANCE_TYPE_STATE_DEPRECATED` or `INSTANCE_TYPE_STATE_OBSOLETE`.",
         ),

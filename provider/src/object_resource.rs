@@ -62,8 +62,23 @@ pub enum Change {
     ReplaceDefaulted,
     /// An input changed in place with a PATCH of its spec field.
     Patch,
+    /// An optional input the server fills in when absent, changed in place
+    /// with a PATCH (optional and computed, as [`Change::ReplaceDefaulted`]).
+    PatchDefaulted,
     /// The server's: computed.
     Output,
+}
+
+impl Change {
+    /// Changed in place by a PATCH.
+    fn patches(self) -> bool {
+        matches!(self, Change::Patch | Change::PatchDefaulted)
+    }
+
+    /// Filled in by the server when the configuration leaves it out.
+    fn defaulted(self) -> bool {
+        matches!(self, Change::ReplaceDefaulted | Change::PatchDefaulted)
+    }
 }
 
 /// One attribute.
@@ -196,7 +211,7 @@ impl Kind {
         for f in self.fields {
             let v = match (f.change, inputs) {
                 (Change::Output, _) | (_, None) => json_to_value(api.pointer(f.json), f.ty),
-                (Change::ReplaceDefaulted, Some(i)) if get(i, f.name).is_nil() || is_unknown(get(i, f.name)) => {
+                (c, Some(i)) if c.defaulted() && (get(i, f.name).is_nil() || is_unknown(get(i, f.name))) => {
                     json_to_value(api.pointer(f.json), f.ty)
                 }
                 (_, Some(i)) => get(i, f.name).clone(),
@@ -216,7 +231,7 @@ impl Kind {
             let mode = match (data, f.change) {
                 (true, _) | (_, Change::Output) => Mode::Computed,
                 (_, Change::Replace) => Mode::Required,
-                (_, Change::ReplaceDefaulted) => Mode::OptionalComputed,
+                (_, c) if c.defaulted() => Mode::OptionalComputed,
                 _ => Mode::Optional,
             };
             match f.ty {
@@ -316,12 +331,12 @@ impl ObjectResource {
         let k = self.0;
         let id = get(prior, "id").as_str().unwrap_or_default().to_owned();
         let Some(limit) = Timeouts::decode(planned, &k.timeouts).limit("update", diags) else { return prior.clone() };
-        if !k.fields.iter().any(|f| f.change == Change::Patch && get(prior, f.name) != get(planned, f.name)) {
+        if !k.fields.iter().any(|f| f.change.patches() && get(prior, f.name) != get(planned, f.name)) {
             // Only the `timeouts` block changed: nothing to ask of the server.
             return crate::timeouts::only_block_changed(prior, planned);
         }
         let mut body = serde_json::json!({ "spec": {} });
-        for f in k.fields.iter().filter(|f| f.change == Change::Patch && get(prior, f.name) != get(planned, f.name)) {
+        for f in k.fields.iter().filter(|f| f.change.patches() && get(prior, f.name) != get(planned, f.name)) {
             // A string removed from the configuration is left to the server (an
             // instance type made ACTIVE again drops its replacement); a list, emptied.
             match (scalar_to_json(get(planned, f.name), f.ty), f.ty) {
@@ -398,7 +413,7 @@ impl Resource for ObjectResource {
             .filter(|n| differs(n))
             .map(|n| crate::diag::path(&[n]))
             .collect();
-        let patched = k.fields.iter().any(|f| f.change == Change::Patch && differs(f.name));
+        let patched = k.fields.iter().any(|f| f.change.patches() && differs(f.name));
         if prior.is_nil() || !replace.is_empty() {
             set(&mut planned, "id", unknown());
         }
@@ -408,7 +423,7 @@ impl Resource for ObjectResource {
             }
         }
         // A defaulted input left out is the server's to choose.
-        for f in k.fields.iter().filter(|f| f.change == Change::ReplaceDefaulted) {
+        for f in k.fields.iter().filter(|f| f.change.defaulted()) {
             if get(&planned, f.name).is_nil() {
                 set(&mut planned, f.name, unknown());
             }

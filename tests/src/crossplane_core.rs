@@ -120,12 +120,23 @@ impl Core {
     /// Initialises and starts Crossplane's core against `k`, and the
     /// function it calls.
     pub async fn start(k: &Cluster) -> Self {
+        let core = Self::start_bare(k).await;
+        core.install_function(k).await;
+        core
+    }
+
+    /// [`Core::start`] without the played FunctionRevision: Crossplane's
+    /// package manager installs functions itself (from a registry).
+    pub async fn start_bare(k: &Cluster) -> Self {
         let dir = tempfile::tempdir().unwrap();
         k.namespace(NAMESPACE).await;
         init(k, dir.path());
         let (ca, client) = (dir.path().join("ca"), dir.path().join("client"));
         secret_files(k, CA_SECRET, &ca).await;
         secret_files(k, CLIENT_SECRET, &client).await;
+        // The package cache must exist: Crossplane stores each pulled
+        // package's contents there while it parses them.
+        std::fs::create_dir_all(dir.path().join("xpkg")).unwrap();
         let log = std::fs::File::create(dir.path().join("core.log")).unwrap();
         let child = Command::new(crossplane_core())
             .args(["core", "start", "--namespace", NAMESPACE, "--package-runtime", "External"])
@@ -145,9 +156,13 @@ impl Core {
         let certs = dir.path().join("function");
         function_certs(&ca, &certs);
         let function = FunctionProcess::start(&["--tls-certs-dir", certs.to_str().unwrap()]);
-        let core = Self { child, dir, function };
-        core.install_function(k).await;
-        core
+        Self { child, dir, function }
+    }
+
+    /// The function's server certificate (`tls.crt`, `tls.key`, `ca.crt`),
+    /// signed by Crossplane's CA.
+    pub fn function_certs(&self) -> std::path::PathBuf {
+        self.dir.path().join("function")
     }
 
     /// Crossplane's log so far (for a failing test's message).

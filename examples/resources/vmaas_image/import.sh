@@ -1,2 +1,2 @@
-# A image is imported by its id or its name.
+# An image is imported by its id or its name.
 terraform import vmaas_image.example example

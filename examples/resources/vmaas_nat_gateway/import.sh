@@ -1,2 +1,2 @@
-# A nat gateway is imported by its id or its name.
+# A NAT gateway is imported by its id or its name.
 terraform import vmaas_nat_gateway.example example

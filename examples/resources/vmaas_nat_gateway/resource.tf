@@ -11,5 +11,5 @@ resource "vmaas_external_ip" "example" {
 resource "vmaas_nat_gateway" "example" {
   name            = "example"
   virtual_network = vmaas_virtual_network.example.id
-  external_ip     = vmaas_external_ip.example.name
+  external_ip     = vmaas_external_ip.example.id
 }

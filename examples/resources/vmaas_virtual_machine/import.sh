@@ -1,2 +1,2 @@
-# A virtual machine is imported by its id or its name.
+# A VM is imported by its id or its name.
 terraform import vmaas_virtual_machine.example example
