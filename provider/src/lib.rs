@@ -45,6 +45,7 @@ pub mod vm_model;
 pub mod vm_resource;
 pub mod vm_state;
 pub mod volume_data;
+pub mod write_only;
 
 /// Generated protocol types and services.
 #[allow(missing_docs, clippy::all)]

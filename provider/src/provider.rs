@@ -13,6 +13,7 @@ use crate::proto::*;
 use crate::registry::Registry;
 use crate::resource::Ctx;
 use crate::value::{self, get, string};
+use crate::write_only;
 
 pub use crate::template_data::TEMPLATES;
 pub use crate::template_resource::TEMPLATE;
@@ -84,8 +85,13 @@ impl Provider for VmaasProvider {
         r: Request<validate_resource_config::Request>,
     ) -> Result<Response<validate_resource_config::Response>, Status> {
         let config = value::decode(r.get_ref().config.as_ref()).map_err(bad)?;
+        let allowed = r.get_ref().client_capabilities.as_ref().is_some_and(|c| c.write_only_attributes_allowed);
         let diagnostics = match self.registry.resource(&r.get_ref().type_name) {
-            Ok(res) => res.validate(&config),
+            Ok(res) => {
+                let mut d = write_only::refused(&config, &write_only::names(&res.schema()), allowed);
+                d.extend(res.validate(&config));
+                d
+            }
             Err(d) => vec![d],
         };
         Ok(Response::new(validate_resource_config::Response { diagnostics }))
@@ -140,7 +146,10 @@ impl Provider for VmaasProvider {
         let (new_state, diagnostics) = match (self.registry.resource(&r.get_ref().type_name), string(get(&state, "id"))) {
             (Err(d), _) => (state.clone(), vec![d]),
             (Ok(_), None) => (Value::Nil, vec![]),
-            (Ok(res), Some(id)) => res.read(&self.ctx()?, &id, &state).await,
+            (Ok(res), Some(id)) => {
+                let (read, d) = res.read(&self.ctx()?, &id, &state).await;
+                (write_only::cleared(read, &write_only::names(&res.schema())), d)
+            }
         };
         Ok(Response::new(read_resource::Response { new_state: Some(value::encode(&new_state)), diagnostics, private: vec![] }))
     }
@@ -154,7 +163,10 @@ impl Provider for VmaasProvider {
         let proposed = value::decode(req.proposed_new_state.as_ref()).map_err(bad)?;
         let mut diagnostics = Vec::new();
         let (planned, requires_replace) = match self.registry.resource(&req.type_name) {
-            Ok(res) => res.plan(&self.ctx()?, &prior, &proposed, &mut diagnostics).await,
+            Ok(res) => {
+                let (planned, replace) = res.plan(&self.ctx()?, &prior, &proposed, &mut diagnostics).await;
+                (write_only::cleared(planned, &write_only::names(&res.schema())), replace)
+            }
             Err(d) => {
                 diagnostics.push(d);
                 (proposed.clone(), Vec::new())
@@ -175,9 +187,15 @@ impl Provider for VmaasProvider {
         let req = r.get_ref();
         let prior = value::decode(req.prior_state.as_ref()).map_err(bad)?;
         let planned = value::decode(req.planned_state.as_ref()).map_err(bad)?;
+        let config = value::decode(req.config.as_ref()).map_err(bad)?;
         let mut diagnostics = Vec::new();
         let new_state = match self.registry.resource(&req.type_name) {
-            Ok(res) => res.apply(&self.ctx()?, &prior, &planned, &mut diagnostics).await,
+            Ok(res) => {
+                // The apply sees the write-only values; the state never keeps them.
+                let names = write_only::names(&res.schema());
+                let planned = write_only::with_config(planned, &config, &names);
+                write_only::cleared(res.apply(&self.ctx()?, &prior, &planned, &mut diagnostics).await, &names)
+            }
             Err(d) => {
                 diagnostics.push(d);
                 prior.clone()

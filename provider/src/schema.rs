@@ -27,6 +27,7 @@ pub(crate) fn attr(name: &str, ty: &str, mode: Mode, description: &str) -> Attri
         sensitive: false,
         description_kind: StringKind::Markdown as i32,
         deprecated: false,
+        write_only: false,
     }
 }
 

@@ -30,6 +30,7 @@ fn attr(name: &str, ty: &str, required: bool, description: &str) -> Attribute {
         sensitive: false,
         description_kind: StringKind::Markdown as i32,
         deprecated: false,
+        write_only: false,
     }
 }
 

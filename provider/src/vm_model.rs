@@ -62,7 +62,8 @@ impl VmModel {
             template_parameters: get(v, "template_parameters").clone(),
             power: if string(get(v, "state")).as_deref() == Some("stopped") { PowerState::Stopped } else { PowerState::Started },
             network_attachments: nics(v),
-            user_data: string(get(v, "user_data")),
+            // The write-only value, when the apply has it, else the kept one.
+            user_data: string(get(v, "user_data_wo")).or_else(|| string(get(v, "user_data"))),
             ssh_public_key: planned_keys(v),
             image: string(get(v, "image")),
             placement: placement(v),

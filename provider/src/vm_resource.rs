@@ -13,7 +13,7 @@ use vmaas_model::{ParameterValue, Template};
 use crate::diag::{api_error, error, map_key_path, path};
 use crate::proto::{AttributePath, Diagnostic, Schema};
 use crate::resource::{Ctx, Resource};
-use crate::schema::{Mode, STRING, STRING_MAP, attr, block, list_of_objects};
+use crate::schema::{Mode, NUMBER, STRING, STRING_MAP, attr, block, list_of_objects};
 use crate::value::{self, get, is_unknown, set, string, unknown};
 use crate::vm_model::{Timeouts, VmModel};
 use crate::vm_state::{nic_block, vm_state};
@@ -107,6 +107,7 @@ impl VmResource {
                 "network_attachment",
                 "ssh_keys",
                 "user_data",
+                "user_data_wo_version",
                 "image",
                 "cluster",
                 "placement_labels",
@@ -267,6 +268,24 @@ impl Resource for VmResource {
                     a.sensitive = true;
                     a
                 },
+                {
+                    // The same, kept out of the plan and the state as well.
+                    let mut a = attr(
+                        "user_data_wo",
+                        STRING,
+                        Mode::Optional,
+                        "`user_data`, write-only: sent to the server at create, never kept in the plan or the state (OpenTofu or Terraform 1.11 and later). Change `user_data_wo_version` to replace the VM with new user data.",
+                    );
+                    a.sensitive = true;
+                    a.write_only = true;
+                    a
+                },
+                attr(
+                    "user_data_wo_version",
+                    NUMBER,
+                    Mode::Optional,
+                    "A version of `user_data_wo`, kept in the state: changing it replaces the VM (the write-only value itself cannot be compared).",
+                ),
                 attr(
                     "image",
                     STRING,
@@ -346,8 +365,17 @@ impl Resource for VmResource {
                 }
             }
         }
-        if let Some(Err(reason)) = string(get(&config, "user_data")).as_deref().map(vmaas_model::nocloud::check_user_data) {
-            diagnostics.push(error("invalid user_data", reason, Some(path(&["user_data"]))));
+        for field in ["user_data", "user_data_wo"] {
+            if let Some(Err(reason)) = string(get(&config, field)).as_deref().map(vmaas_model::nocloud::check_user_data) {
+                diagnostics.push(error(format!("invalid {field}"), reason, Some(path(&[field]))));
+            }
+        }
+        if !get(&config, "user_data").is_nil() && !get(&config, "user_data_wo").is_nil() {
+            diagnostics.push(error(
+                "user_data and user_data_wo both set",
+                "give the user data once: user_data, or user_data_wo (write-only)",
+                Some(path(&["user_data_wo"])),
+            ));
         }
         if let Some(Err(e)) = string(get(&config, "image")).map(|r| VmImage { source_type: String::new(), source_ref: r }.boot_source()) {
             diagnostics.push(error("invalid image", e.reason, Some(path(&["image"]))));

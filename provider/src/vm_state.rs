@@ -89,7 +89,9 @@ pub(crate) fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
         ("conditions", conditions),
         ("network_attachment", nics_state(vm, like)),
         ("ssh_keys", keys_state(vm, like)),
-        ("user_data", value::opt_string(vm.spec.user_data.as_deref())),
+        ("user_data", user_data_state(vm, like)),
+        ("user_data_wo", Value::Nil),
+        ("user_data_wo_version", get(like, "user_data_wo_version").clone()),
         ("image", value::opt_string(vm.spec.image.as_ref().map(|i| i.source_ref.as_str()))),
         ("cluster", value::opt_string(vm.spec.placement.as_ref().and_then(|p| p.cluster.as_deref()))),
         ("placed_on", value::opt_string(vm.status.cluster.as_deref())),
@@ -100,6 +102,16 @@ pub(crate) fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
         ("expires_at", value::opt_string(vm.spec.expires_at.map(|t| t.to_rfc3339()).as_deref())),
         ("timeouts", get(like, "timeouts").clone()),
     ])
+}
+
+/// `user_data` as written (none when it came write-only, as
+/// `user_data_wo`: a VM's user data never changes in place, so there is no
+/// drift to show); on an import, the server's.
+fn user_data_state(vm: &VirtualMachine, like: &Value) -> Value {
+    if like.is_nil() {
+        return value::opt_string(vm.spec.user_data.as_deref());
+    }
+    get(like, "user_data").clone()
 }
 
 /// `clone_of_snapshot` as written (a name or the id the server stored).
