@@ -32,7 +32,7 @@ done
 apt_install umoci >&2
 command -v ldd >/dev/null || die "ldd is missing"
 
-version=$(awk -F'"' '/^\[workspace.package\]/{p=1} p && /^version/{print $2; exit}' Cargo.toml)
+version=$(workspace_version)
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)

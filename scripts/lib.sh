@@ -81,3 +81,10 @@ check_file_sizes() {
     [ -z "$over" ] || die "files over 600 lines (split them):
 $over"
 }
+
+# workspace_version: the version of the workspace's crates (Cargo.toml's
+# [workspace.package]), which images, the provider release and the function
+# package are tagged with.
+workspace_version() {
+    awk -F'"' '/^\[workspace.package\]/{p=1} p && /^version/{print $2; exit}' "$ROOT/Cargo.toml"
+}

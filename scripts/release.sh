@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
     *) die "unknown argument $1" ;;
     esac
 done
-version=$(awk -F'"' '/^\[workspace.package\]/{p=1} p && /^version/{print $2; exit}' Cargo.toml)
+version=$(workspace_version)
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 315532800)}
 if [ -z "$bin_dir" ]; then
     log "building the provider (release)" >&2

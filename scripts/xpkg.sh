@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
 done
 apt_install skopeo >&2
 eval "$("$ROOT/scripts/tools.sh" crossplane)"
-version=$(awk -F'"' '/^\[workspace.package\]/{p=1} p && /^version/{print $2; exit}' Cargo.toml)
+version=$(workspace_version)
 mkdir -p "$out"
 "$ROOT/scripts/image.sh" -o "$out/oci" "${bin_args[@]}" function-vmaas >&2
 runtime=$out/function-vmaas-$version-runtime.tar

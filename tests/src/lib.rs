@@ -452,6 +452,16 @@ impl Server {
     }
 }
 
+/// A process the test started, killed (and reaped) when dropped.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {

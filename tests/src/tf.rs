@@ -102,6 +102,13 @@ fn terraform(tf: Tf) -> Command {
     }
 }
 
+/// A CLI configuration (`TF_CLI_CONFIG_FILE`) that points OpenTofu and
+/// Terraform at the provider built here (`dev_overrides`).
+pub fn dev_overrides() -> String {
+    let plugins = bin("terraform-provider-vmaas").parent().expect("the binaries' directory").to_owned();
+    format!("provider_installation {{\n  dev_overrides {{\n    \"vmaas/vmaas\" = \"{}\"\n  }}\n  direct {{}}\n}}\n", plugins.display())
+}
+
 /// A Terraform working directory using the provider built here.
 pub struct Workspace {
     dir: tempfile::TempDir,
@@ -114,12 +121,7 @@ impl Workspace {
     /// A workspace with `main_tf`, talking to `s` as `token`, using the
     /// provider built here (`dev_overrides`).
     pub fn new(tf: Tf, s: &Server, token: &str, main_tf: &str) -> Self {
-        let plugins = bin("terraform-provider-vmaas").parent().unwrap().to_owned();
-        let rc = format!(
-            "provider_installation {{\n  dev_overrides {{\n    \"vmaas/vmaas\" = \"{}\"\n  }}\n  direct {{}}\n}}\n",
-            plugins.display()
-        );
-        Self::with_cli_config(tf, s, token, main_tf, &rc)
+        Self::with_cli_config(tf, s, token, main_tf, &dev_overrides())
     }
 
     /// A workspace that installs the provider from the filesystem mirror

@@ -8,10 +8,11 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use vmaas_tests::Killed;
 use vmaas_tests::chart::{self, NAMESPACE, USER, apply_strict, render};
 use vmaas_tests::k8s::{Cluster, audit_events, free_port};
 use vmaas_tests::tools::{monitoring_crds, yaml_documents};
@@ -73,15 +74,6 @@ async fn the_chart_renders_and_applies_strict_with_default_and_production_values
     assert!(!args.contains(&"--insecure-listen"), "production serves TLS: {args:?}");
     assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["scheme"], "HTTPS");
     run_as_rendered(&k, &the(&default, "Deployment")).await;
-}
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Runs the Deployment's container as the chart wrote it: its arguments and

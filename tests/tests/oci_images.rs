@@ -5,9 +5,10 @@
 //! but what the image holds (chroot).
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use vmaas_tests::Killed;
 use vmaas_tests::k8s::free_port;
 use vmaas_tests::registry::{Registry, copy, files_under, inspect};
 
@@ -41,15 +42,6 @@ fn in_image(rootfs: &Path, program: &str) -> Command {
     let mut cmd = Command::new("/usr/sbin/chroot");
     cmd.arg("--userspec=65532:65532").arg(rootfs).arg(program).env_clear().env("PATH", "/usr/local/bin");
     cmd
-}
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 async fn answers(url: &str) -> u16 {

@@ -10,16 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use vmaas_tests::tf::{repo, tofu};
+use vmaas_tests::tf::{dev_overrides, repo, tofu};
 
 /// `tofu providers schema -json` of the provider built here.
 fn schema(dir: &Path) -> Value {
-    let plugins = vmaas_tests::bin("terraform-provider-vmaas").parent().expect("bin dir").to_owned();
-    std::fs::write(
-        dir.join("tf.rc"),
-        format!("provider_installation {{\n  dev_overrides {{\n    \"vmaas/vmaas\" = \"{}\"\n  }}\n  direct {{}}\n}}\n", plugins.display()),
-    )
-    .expect("tf.rc");
+    std::fs::write(dir.join("tf.rc"), dev_overrides()).expect("tf.rc");
     std::fs::write(dir.join("main.tf"), "terraform {\n  required_providers {\n    vmaas = { source = \"vmaas/vmaas\" }\n  }\n}\n")
         .expect("main.tf");
     let out = Command::new(tofu())
