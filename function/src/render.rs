@@ -13,7 +13,7 @@ use vmaas_model::k8s::crd::{ClusterUserDefinedNetwork, UserDefinedNetwork, Virtu
 use vmaas_model::k8s::names::unique;
 use vmaas_model::k8s::render::{self, Attachment, Localnet, PodNetwork, VmOptions, localnet_cudn, namespace, udn};
 use vmaas_model::network::Cidr;
-use vmaas_model::validation::{FieldError, check_dns_label};
+use vmaas_model::validation::check_dns_label;
 use vmaas_model::{ExposedPort, Protocol, Template, ValidationErrors};
 
 use crate::xr::{FunctionInput, NetworkXrSpec, Owner, PhysicalNetworkXrSpec, VmXrSpec};
@@ -86,11 +86,6 @@ pub struct RenderedNetwork {
     pub namespace: Namespace,
     /// The network.
     pub udn: UserDefinedNetwork,
-}
-
-/// One field's problem.
-pub(crate) fn errors(field: &str, reason: impl Into<String>) -> ValidationErrors {
-    ValidationErrors(vec![FieldError::new(field, reason)])
 }
 
 /// Checks what the XR adds to the template: the inline CIDR and the
@@ -203,7 +198,7 @@ fn labelled(mut obj: serde_json::Value, instance_type: Option<&str>) -> serde_js
 /// Renders the private network of `owner`: its namespace, labelled for a
 /// primary UDN, and a layer-2 UDN of the claim's name in it.
 pub fn render_network(owner: &Owner, spec: &NetworkXrSpec) -> Result<RenderedNetwork, ValidationErrors> {
-    Cidr::parse(&spec.ipv4_cidr, 4).map_err(|e| errors("spec.ipv4Cidr", e.to_string()))?;
+    Cidr::parse(&spec.ipv4_cidr, 4).map_err(|e| ValidationErrors::one("spec.ipv4Cidr", e.to_string()))?;
     let ns = network_namespace(&owner.tenant, &owner.name);
     Ok(RenderedNetwork { namespace: namespace(&ns, true, &owner.tenant), udn: udn(&owner.name, &ns, &spec.ipv4_cidr) })
 }

@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 
 use vmaas_model::{InstanceTypeState, MachineSpec, ParameterValue, Template, ValidationErrors};
 
-use crate::render::errors;
 use crate::xr::{FunctionInput, VmXrSpec, wrap_parameters};
 
 /// The label of a composed instance type naming the vmaas type it is, so
@@ -28,13 +27,18 @@ pub fn named(xr: &VmXrSpec, template: &Template) -> Result<(BTreeMap<String, Par
     let mut params = wrap_parameters(&xr.template_parameters);
     let seed = if template.parameter(SEED_PARAMETER).is_none() { params.remove(SEED_PARAMETER) } else { None };
     let seed = match seed.map(|v| v.value.as_str().map(str::to_owned)) {
-        Some(None) => return Err(errors(&format!("spec.templateParameters.{SEED_PARAMETER}"), "must be an instance type's name")),
+        Some(None) => {
+            return Err(ValidationErrors::one(format!("spec.templateParameters.{SEED_PARAMETER}"), "must be an instance type's name"));
+        }
         Some(Some(s)) => Some(s),
         None => None,
     };
     let name = match (xr.instance_type.clone(), seed) {
         (Some(a), Some(b)) if a != b => {
-            return Err(errors("spec.instanceType", format!("is {a:?}, but spec.templateParameters.{SEED_PARAMETER} is {b:?}: give one")));
+            return Err(ValidationErrors::one(
+                "spec.instanceType",
+                format!("is {a:?}, but spec.templateParameters.{SEED_PARAMETER} is {b:?}: give one"),
+            ));
         }
         (a, b) => a.or(b).or_else(|| template.wire().spec_defaults.instance_type.clone()),
     };
@@ -53,13 +57,13 @@ pub fn apply(
 ) -> Result<(), ValidationErrors> {
     let Some(t) = input.instance_types.iter().find(|t| t.name == name) else {
         let known: Vec<&str> = input.instance_types.iter().map(|t| t.name.as_str()).collect();
-        return Err(errors(
+        return Err(ValidationErrors::one(
             "spec.instanceType",
             format!("there is no instance type {name:?} in the composition's input (it has {known:?})"),
         ));
     };
     if let Some(why) = t.spec.refusal(name, template, kept == Some(name)) {
-        return Err(errors("spec.instanceType", why));
+        return Err(ValidationErrors::one("spec.instanceType", why));
     }
     let mut errs = ValidationErrors::default();
     t.spec.size(name, template, given, &|p| format!("spec.templateParameters.{p}"), machine, &mut errs);

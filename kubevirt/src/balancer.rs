@@ -17,9 +17,9 @@ use vmaas_model::k8s::balancer::{BalancerOptions, balancer_service, ready_addres
 use vmaas_model::k8s::observe::service_address;
 use vmaas_model::load_balancer::PortMapping;
 
-use crate::Shared;
 use crate::cluster::as_json;
 use crate::names::{METALLB_IPS, labels};
+use crate::shared::Shared;
 
 /// How often target readiness is looked at (VMIs wake their VMs, not
 /// the load balancers in front of them).

@@ -17,9 +17,9 @@ use vmaas_backend::{BackendError, CloneFrom, VmTarget};
 use vmaas_model::k8s::clone::{CloneSeen, claims_of, observe_vm_clone, vm_clone, vm_clone_name};
 use vmaas_model::{ObjectKind, Reason};
 
-use crate::Shared;
 use crate::cluster::{as_json, failure};
 use crate::names::labels;
+use crate::shared::Shared;
 
 /// The annotation of a cloned KubeVirt VM naming its disks' claims (JSON, by disk).
 pub(crate) const CLAIMS: &str = "vmaas.io/disk-claims";

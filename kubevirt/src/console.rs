@@ -12,21 +12,16 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
-use hyper_util::rt::TokioIo;
-use kube::api::{DynamicObject, ListParams};
 use tokio::sync::{broadcast, mpsc};
-use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::protocol::{Message, Role};
+use tokio_tungstenite::tungstenite::protocol::Message;
 use tracing::{debug, info};
 use vmaas_backend::{BackendError, Console};
 
-use crate::Shared;
+use crate::shared::Shared;
+use crate::subresource::{Socket, connect, vmi_of};
 
 /// The console output kept per VM (the log), in bytes.
 pub const HISTORY: usize = 64 * 1024;
-
-/// KubeVirt's console subprotocol.
-const PROTOCOL: &str = "plain.kubevirt.io";
 
 /// One open console connection and its viewers' ends.
 struct Session {
@@ -88,7 +83,7 @@ impl Sessions {
 }
 
 /// The consoles of the backend's VMs.
-pub struct Consoles(pub(crate) Arc<Shared>);
+pub struct Consoles(pub(crate) Arc<Shared>, pub(crate) Arc<Sessions>);
 
 #[async_trait]
 impl vmaas_backend::Consoles for Consoles {
@@ -96,7 +91,7 @@ impl vmaas_backend::Consoles for Consoles {
         self.0.listed()?;
         let vmi = vmi_of(&self.0, id).await?;
         let uid = vmi.as_ref().and_then(|v| v.metadata.uid.clone());
-        if let Some(s) = self.0.consoles.live(id, uid.as_deref()) {
+        if let Some(s) = self.1.live(id, uid.as_deref()) {
             return Ok(s.console());
         }
         let vmi =
@@ -107,9 +102,9 @@ impl vmaas_backend::Consoles for Consoles {
         let (input, typed) = mpsc::channel(64);
         let session =
             Arc::new(Session { vmi: uid.unwrap_or_default(), stop: tokio::sync::Notify::new(), history: Mutex::default(), output, input });
-        self.0.consoles.put(id, session.clone());
+        self.1.put(id, session.clone());
         info!(vm = %id, vmi = %format!("{ns}/{name}"), "console connected through virt-api");
-        tokio::spawn(pump(self.0.clone(), id.to_owned(), session.clone(), ws, typed));
+        tokio::spawn(pump(self.1.clone(), id.to_owned(), session.clone(), ws, typed));
         Ok(session.console())
     }
 
@@ -118,51 +113,8 @@ impl vmaas_backend::Consoles for Consoles {
     }
 }
 
-/// VM `id`'s VMI: from the watch, else asked of the API server (another
-/// replica may have seen it start, and answered READY, before this
-/// replica's watch has caught up).
-pub(crate) async fn vmi_of(shared: &Shared, id: &str) -> Result<Option<Arc<DynamicObject>>, BackendError> {
-    if let Some(vmi) = shared.vmis.of(id).into_iter().next() {
-        return Ok(Some(vmi));
-    }
-    let params = ListParams::default().labels(&crate::names::selector_of(id));
-    let listed = shared.cluster.api(&shared.cluster.res.vmi, "").list(&params).await;
-    let listed = listed.map_err(|e| BackendError::transient("looking up the VM's VirtualMachineInstance", e))?;
-    Ok(listed.items.into_iter().next().map(Arc::new))
-}
-
-/// A KubeVirt WebSocket through the API server.
-pub(crate) type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
-
-/// Opens the WebSocket of VMI `ns/name`'s `subresource` (`console`, `vnc`)
-/// through the API server.
-pub(crate) async fn connect(client: &kube::Client, ns: &str, name: &str, subresource: &str) -> Result<Socket, BackendError> {
-    let context = format!("opening the {subresource} of VirtualMachineInstance {ns}/{name}");
-    let fail = |e: String| BackendError::transient(context.clone(), e);
-    let key = tokio_tungstenite::tungstenite::handshake::client::generate_key();
-    let request =
-        http::Request::get(format!("/apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances/{name}/{subresource}"))
-            .header(http::header::CONNECTION, "Upgrade")
-            .header(http::header::UPGRADE, "websocket")
-            .header(http::header::SEC_WEBSOCKET_VERSION, "13")
-            .header(http::header::SEC_WEBSOCKET_KEY, key)
-            .header(http::header::SEC_WEBSOCKET_PROTOCOL, PROTOCOL)
-            .body(kube::client::Body::empty())
-            .map_err(|e| fail(e.to_string()))?;
-    let response = client.send(request).await.map_err(|e| fail(e.to_string()))?;
-    if response.status() == http::StatusCode::NOT_FOUND {
-        // The watch has not yet seen the VMI go: the VM has stopped all the same.
-        return Err(BackendError::invalid(context.clone(), format!("the VM is not running: VirtualMachineInstance {ns}/{name} is gone")));
-    }
-    if response.status() != http::StatusCode::SWITCHING_PROTOCOLS {
-        return Err(fail(format!("virt-api answered {} (is the aggregated API subresources.kubevirt.io available?)", response.status())));
-    }
-    let upgraded = hyper::upgrade::on(response).await.map_err(|e| fail(e.to_string()))?;
-    Ok(WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Client, None).await)
-}
-
 /// Moves bytes between the WebSocket and the viewers until either side ends.
-async fn pump(shared: Arc<Shared>, id: String, session: Arc<Session>, ws: Socket, mut typed: mpsc::Receiver<Bytes>) {
+async fn pump(sessions: Arc<Sessions>, id: String, session: Arc<Session>, ws: Socket, mut typed: mpsc::Receiver<Bytes>) {
     let (mut to_vm, mut from_vm) = ws.split();
     loop {
         tokio::select! {
@@ -182,6 +134,6 @@ async fn pump(shared: Arc<Shared>, id: String, session: Arc<Session>, ws: Socket
             }
         }
     }
-    shared.consoles.drop_if(&id, &session);
+    sessions.drop_if(&id, &session);
     debug!(vm = %id, "console connection closed");
 }

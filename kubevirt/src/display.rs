@@ -11,8 +11,8 @@ use tokio_tungstenite::tungstenite::protocol::Message;
 use tracing::{debug, info};
 use vmaas_backend::BackendError;
 
-use crate::Shared;
-use crate::console::Socket;
+use crate::shared::Shared;
+use crate::subresource::{Socket, connect, vmi_of};
 
 /// Bytes the pipe holds each way.
 const PIPE: usize = 256 * 1024;
@@ -20,10 +20,10 @@ const PIPE: usize = 256 * 1024;
 /// A new connection to the display of VM `id`'s VMI.
 pub(crate) async fn open(shared: &Shared, id: &str) -> Result<vmaas_backend::Display, BackendError> {
     shared.listed()?;
-    let vmi = crate::console::vmi_of(shared, id).await?;
+    let vmi = vmi_of(shared, id).await?;
     let vmi = vmi.ok_or_else(|| BackendError::invalid("opening the display", "the VM is not running: it has no VirtualMachineInstance"))?;
     let (ns, name) = crate::cluster::place_of(&vmi);
-    let ws = crate::console::connect(&shared.cluster.client(), &ns, &name, "vnc").await?;
+    let ws = connect(&shared.cluster.client(), &ns, &name, "vnc").await?;
     let (viewer, ours) = tokio::io::duplex(PIPE);
     info!(vm = %id, vmi = %format!("{ns}/{name}"), "display connected through virt-api");
     tokio::spawn(pump(ws, ours, id.to_owned()));

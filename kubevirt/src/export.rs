@@ -23,10 +23,10 @@ use vmaas_model::k8s::clone::claims_of;
 use vmaas_model::k8s::export::{ExportSeen, observe_vm_export, token_secret, vm_export};
 use vmaas_model::k8s::names::derived;
 
-use crate::Shared;
 use crate::cluster::{as_json, place_of};
 use crate::names::labels;
 use crate::proxy::Proxy;
+use crate::shared::Shared;
 
 /// KubeVirt's export proxy, as the server reaches it.
 pub type ExportProxy = Proxy;

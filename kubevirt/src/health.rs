@@ -8,15 +8,11 @@
 //! holds is not known, so nothing is made on it or taken to be gone. Addresses the cluster reports are data:
 //! this only talks to its API server.
 
-use std::sync::{Mutex, Weak};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use chrono::{SecondsFormat, Utc};
-use tracing::{info, warn};
 use vmaas_model::Reason;
-
-use crate::Shared;
-use crate::watch::owner_of;
 
 /// How often the API server is asked.
 pub const EVERY: Duration = Duration::from_secs(2);
@@ -74,7 +70,7 @@ impl Health {
     }
 
     /// Records one check; true if reachability changed.
-    fn record(&self, answer: Result<(), String>) -> bool {
+    pub(crate) fn record(&self, answer: Result<(), String>) -> bool {
         let Ok(mut s) = self.0.lock() else { return false };
         match answer {
             Ok(()) => {
@@ -101,60 +97,6 @@ impl Health {
                         s.down = Some(Reason::new("ClusterUnreachable", message));
                         true
                     }
-                }
-            }
-        }
-    }
-}
-
-/// Checks the cluster of `shared` until it goes, waking every VM when its
-/// reachability changes.
-pub(crate) async fn watch(shared: Weak<Shared>) {
-    loop {
-        tokio::time::sleep(EVERY).await;
-        let Some(s) = shared.upgrade() else { return };
-        let answer = match tokio::time::timeout(TIMEOUT, s.cluster.client().apiserver_version()).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!("no answer in {TIMEOUT:?}")),
-        };
-        if !s.health.record(answer) {
-            continue;
-        }
-        match s.health.unreachable() {
-            Some(why) => warn!(reason = %why.message, "the cluster is unreachable"),
-            None => info!("the cluster answers again"),
-        }
-        s.wake_vms();
-    }
-}
-
-/// Lists every watched kind of `shared` (a cluster that did not answer at
-/// start), retrying until it is done, then wakes every VM.
-pub(crate) async fn list(shared: Weak<Shared>) {
-    loop {
-        let Some(s) = shared.upgrade() else { return };
-        match s.first_lists(crate::FIRST_LIST).await {
-            Ok(()) => {
-                s.health.mark_listed();
-                info!("the cluster is listed: what it holds is known");
-                s.wake_vms();
-                return;
-            }
-            Err(e) => s.health.listing_failed(e.to_string()),
-        }
-        drop(s);
-        tokio::time::sleep(EVERY).await;
-    }
-}
-
-impl Shared {
-    /// Wakes every VM the watches hold.
-    pub(crate) fn wake_vms(&self) {
-        if let Some(w) = self.waker.get() {
-            for vm in self.vms.all() {
-                if let Some((kind, id)) = owner_of(&vm) {
-                    w.wake(kind, id);
                 }
             }
         }

@@ -14,7 +14,7 @@ use kube::core::DynamicObject;
 use vmaas_backend::BackendError;
 use vmaas_model::k8s::render::TENANT_LABEL;
 
-use crate::Shared;
+use crate::cluster::Cluster;
 use crate::names::{TENANT_ANNOTATION, legacy_subnet_namespace, legacy_tenant_namespace, subnet_namespace, tenant_namespace};
 
 /// The namespaces found since start: by the name this release gives, the
@@ -56,20 +56,19 @@ fn belongs(recorded: Option<&str>, tenant: &str) -> bool {
     recorded.is_none_or(|r| r == tenant)
 }
 
-impl Shared {
+impl Homes {
     /// The namespace of `tenant`'s objects (of its subnet `subnet`, when
     /// given), as [`Homes`] finds it; an error when it is recorded for
     /// another tenant.
-    pub(crate) async fn home(&self, tenant: &str, subnet: Option<&str>) -> Result<String, BackendError> {
-        let prefix = &self.cfg.namespace_prefix;
+    pub(crate) async fn find(&self, cluster: &Cluster, prefix: &str, tenant: &str, subnet: Option<&str>) -> Result<String, BackendError> {
         let (wanted, legacy) = match subnet {
             None => (tenant_namespace(prefix, tenant), legacy_tenant_namespace(prefix, tenant)),
             Some(id) => (subnet_namespace(prefix, tenant, id), legacy_subnet_namespace(prefix, tenant, id)),
         };
-        if let Some(found) = self.homes.get(&wanted) {
+        if let Some(found) = self.get(&wanted) {
             return Ok(found);
         }
-        let found = match self.get_namespace(&wanted).await? {
+        let found = match get_namespace(cluster, &wanted).await? {
             Some(ns) => {
                 let recorded = recorded_tenant(&ns);
                 if !belongs(recorded, tenant) {
@@ -84,23 +83,19 @@ impl Shared {
                 wanted.clone()
             }
             // An older release's namespace of the same tenant is kept.
-            None => match self.get_namespace(&legacy).await? {
+            None => match get_namespace(cluster, &legacy).await? {
                 Some(ns) if recorded_tenant(&ns).is_some_and(|r| r == tenant) => legacy,
                 _ => wanted.clone(),
             },
         };
-        self.homes.put(&wanted, &found);
+        self.put(&wanted, &found);
         Ok(found)
     }
+}
 
-    /// Namespace `name` as the API server has it now.
-    async fn get_namespace(&self, name: &str) -> Result<Option<DynamicObject>, BackendError> {
-        self.cluster
-            .api(&self.cluster.res.namespace, "")
-            .get_opt(name)
-            .await
-            .map_err(|e| BackendError::transient(format!("reading namespace {name}"), e))
-    }
+/// Namespace `name` as the API server has it now.
+async fn get_namespace(cluster: &Cluster, name: &str) -> Result<Option<DynamicObject>, BackendError> {
+    cluster.api(&cluster.res.namespace, "").get_opt(name).await.map_err(|e| BackendError::transient(format!("reading namespace {name}"), e))
 }
 
 #[cfg(test)]

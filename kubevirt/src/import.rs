@@ -14,10 +14,10 @@ use vmaas_model::ObjectKind;
 use vmaas_model::k8s::volume::observe_data_volume;
 use vmaas_model::volume::VolumeState;
 
-use crate::Shared;
 use crate::cluster::as_json;
 use crate::image::data_source_name;
 use crate::names::labels;
+use crate::shared::Shared;
 
 /// The driver of imported images.
 pub struct Imports(pub(crate) Arc<Shared>);

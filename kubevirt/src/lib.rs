@@ -8,14 +8,18 @@
 //! cluster's load balancer report, through the model's `derive_status`.
 //! The backend never connects to a VM's addresses: they are data.
 //!
+//! - `config`: how the backend reaches its cluster ([`KubevirtConfig`]);
+//!   `shared`: what every driver takes (the client, the watches, what was applied).
 //! - [`names`]: namespaces, labels, the finalizer.
 //! - [`cluster`]: the client and its verbs (apply, delete, release);
 //!   [`conflict`]: the fields other managers hold, left to them and reported.
 //! - [`watch`]: one reflector per kind, waking the reconciler;
-//!   [`health`]: whether the cluster answers (its VMs DEGRADED while not).
+//!   [`health`]: whether the cluster answers (its VMs DEGRADED while not),
+//!   kept by `monitor`'s loops.
 //! - [`room`]: what its nodes have for VMs, for placing them among clusters.
 //! - [`console`]: serial consoles through virt-api's `console` subresource;
-//!   `display`: graphical consoles through its `vnc` subresource.
+//!   `display`: graphical consoles through its `vnc` subresource; both
+//!   open their WebSocket in `subresource`.
 //! - [`vm`]: the VM driver.
 //! - [`image`]: the catalog of DataSources.
 //! - [`import`]: images imported from a URL by CDI into the images namespace;
@@ -37,6 +41,7 @@ pub mod allocation;
 pub mod balancer;
 pub mod clone;
 pub mod cluster;
+mod config;
 pub mod conflict;
 pub mod console;
 mod display;
@@ -46,19 +51,20 @@ pub mod homes;
 pub mod image;
 pub mod import;
 pub mod migration;
+mod monitor;
 pub mod names;
 pub mod proxy;
 pub mod restore;
 pub mod room;
+mod shared;
 pub mod snapshot;
 pub mod subnet;
+mod subresource;
 pub mod upload;
 pub mod vm;
 pub mod volume;
 pub mod watch;
 
-use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -72,127 +78,21 @@ use vmaas_model::ObjectKind;
 pub use vmaas_model::k8s::render::FloatingIp;
 
 use crate::cluster::Cluster;
+pub use crate::config::KubevirtConfig;
+use crate::shared::Shared;
 use crate::watch::{Waker, Watched};
-
-/// How the backend reaches its cluster and lays objects out in it.
-#[derive(Debug, Clone)]
-pub struct KubevirtConfig {
-    /// The kubeconfig; none: in-cluster configuration (or `KUBECONFIG`).
-    pub kubeconfig: Option<PathBuf>,
-    /// Prefix of the tenants' namespaces.
-    pub namespace_prefix: String,
-    /// The namespace of the images' DataSources (the catalog).
-    pub images_namespace: String,
-    /// The DataSource a template's `default` image means.
-    pub default_image: String,
-    /// Storage class of the disks (the cluster's default when none).
-    pub storage_class: Option<String>,
-    /// How floating IPs (Services of type LoadBalancer) get addresses.
-    pub floating_ip: FloatingIp,
-    /// The size of the volume an imported image is written to (a quantity, e.g. `10Gi`).
-    pub image_volume_size: String,
-    /// CDI's upload proxy; none: images cannot be uploaded.
-    pub upload_proxy: Option<upload::UploadProxy>,
-    /// KubeVirt's export proxy; none: disks cannot be exported.
-    pub export_proxy: Option<export::ExportProxy>,
-    /// Where exports are written before they are streamed.
-    pub scratch_dir: PathBuf,
-}
-
-/// What the drivers share: the client, the watched objects and what was applied.
-pub struct Shared {
-    cluster: Cluster,
-    cfg: KubevirtConfig,
-    vms: Watched,
-    vmis: Watched,
-    services: Watched,
-    migrations: Watched,
-    udns: Watched,
-    data_volumes: Watched,
-    snapshots: Watched,
-    restores: Watched,
-    policies: Watched,
-    data_sources: Watched,
-    nodes: Watched,
-    waker: Waker,
-    /// Hash of the VM manifest last applied, by vmaas id.
-    applied: Mutex<HashMap<String, u64>>,
-    /// What was last applied for objects compared as text, by key.
-    applied_text: Mutex<HashMap<String, String>>,
-    /// Why the last migration request of a VM was refused, by vmaas id.
-    refused: Mutex<HashMap<String, vmaas_model::Reason>>,
-    /// The fields of a VM's KubeVirt VM another manager held at its last apply, by vmaas id.
-    conflicts: Mutex<HashMap<String, vmaas_model::Reason>>,
-    /// Namespaces made (or found) since start.
-    namespaces: Mutex<HashSet<String>>,
-    /// Where each tenant's (and subnet's) objects live.
-    homes: homes::Homes,
-    /// The open console connections.
-    consoles: console::Sessions,
-    /// Whether the cluster answers.
-    health: health::Health,
-}
-
-impl Shared {
-    /// Whether the API server answers now (within [`health::TIMEOUT`]).
-    async fn answers(&self) -> bool {
-        matches!(tokio::time::timeout(health::TIMEOUT, self.cluster.client().apiserver_version()).await, Ok(Ok(_)))
-    }
-
-    /// Waits for the first full list of every watched kind, each for at most `timeout`.
-    async fn first_lists(&self, timeout: Duration) -> Result<(), BackendError> {
-        let all = [
-            &self.vms,
-            &self.vmis,
-            &self.services,
-            &self.migrations,
-            &self.udns,
-            &self.data_volumes,
-            &self.snapshots,
-            &self.restores,
-            &self.policies,
-            &self.data_sources,
-            &self.nodes,
-        ];
-        for w in all {
-            w.ready(timeout).await?;
-        }
-        Ok(())
-    }
-
-    /// An error while the cluster is not listed yet (what it holds is not known).
-    fn listed(&self) -> Result<(), BackendError> {
-        match self.health.listed() {
-            true => Ok(()),
-            false => Err(BackendError::transient("reaching the cluster", self.health.unreachable().map(|r| r.message).unwrap_or_default())),
-        }
-    }
-
-    /// Makes the tenant's namespace once per server run.
-    async fn ensure_namespace(&self, ns: &str, tenant: &str) -> Result<(), BackendError> {
-        if self.namespaces.lock().map(|n| n.contains(ns)).unwrap_or(false) {
-            return Ok(());
-        }
-        self.cluster.namespace(ns, tenant, false, &Default::default()).await?;
-        if let Ok(mut n) = self.namespaces.lock() {
-            n.insert(ns.to_owned());
-        }
-        Ok(())
-    }
-}
 
 /// The backend.
 pub struct KubevirtBackend {
     shared: Arc<Shared>,
     uploads: Option<Arc<upload::Uploads>>,
     exports: Option<Arc<export::Exports>>,
+    /// The open console connections.
+    consoles: Arc<console::Sessions>,
 }
 
 /// How often every object is looked at again, besides what the watches wake.
 pub const RESYNC: Duration = Duration::from_secs(300);
-
-/// How long the first list of each watched kind may take at start.
-pub(crate) const FIRST_LIST: Duration = Duration::from_secs(60);
 
 impl KubevirtBackend {
     /// Connects, starts the watches and waits for their first lists (so
@@ -227,18 +127,17 @@ impl KubevirtBackend {
             conflicts: Mutex::default(),
             namespaces: Mutex::default(),
             homes: homes::Homes::default(),
-            consoles: console::Sessions::default(),
             health: health::Health::default(),
         };
         let shared = Arc::new(shared);
         if shared.answers().await {
-            shared.first_lists(FIRST_LIST).await?;
+            shared.first_lists(crate::shared::FIRST_LIST).await?;
             shared.health.mark_listed();
         } else {
             warn!("the cluster does not answer: starting without it; its VMs are DEGRADED (ClusterUnreachable) until it is listed");
-            tokio::spawn(health::list(Arc::downgrade(&shared)));
+            tokio::spawn(monitor::list(Arc::downgrade(&shared)));
         }
-        tokio::spawn(health::watch(Arc::downgrade(&shared)));
+        tokio::spawn(monitor::watch(Arc::downgrade(&shared)));
         let uploads = match shared.cfg.upload_proxy.clone() {
             Some(proxy) => Some(Arc::new(upload::Uploads::new(shared.clone(), proxy)?)),
             None => None,
@@ -247,7 +146,7 @@ impl KubevirtBackend {
             Some(proxy) => Some(Arc::new(export::Exports::new(shared.clone(), proxy, shared.cfg.scratch_dir.clone())?)),
             None => None,
         };
-        Ok(Self { shared, uploads, exports })
+        Ok(Self { shared, uploads, exports, consoles: Arc::default() })
     }
 }
 
@@ -317,7 +216,7 @@ impl Backend for KubevirtBackend {
     }
 
     fn consoles(&self) -> Option<Arc<dyn vmaas_backend::Consoles>> {
-        Some(Arc::new(console::Consoles(self.shared.clone())))
+        Some(Arc::new(console::Consoles(self.shared.clone(), self.consoles.clone())))
     }
 
     fn exports(&self) -> Option<Arc<dyn vmaas_backend::Exports>> {

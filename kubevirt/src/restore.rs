@@ -12,9 +12,9 @@ use vmaas_backend::{BackendError, VmTarget};
 use vmaas_model::k8s::restore::{RestoreSeen, observe_vm_restore, vm_restore, vm_restore_name};
 use vmaas_model::{ObjectKind, Reason};
 
-use crate::Shared;
 use crate::cluster::as_json;
 use crate::names::{generation, labels};
+use crate::shared::Shared;
 
 /// The annotation of a KubeVirt VM recording the restore generation acted on.
 pub(crate) const ANNOTATION: &str = "vmaas.io/restore-generation";

@@ -13,9 +13,9 @@ use vmaas_model::k8s::snapshot::{SnapshotSeen, observe_vm_snapshot, vm_snapshot}
 use vmaas_model::snapshot::SnapshotConsistency;
 use vmaas_model::{ObjectKind, SnapshotDisk};
 
-use crate::Shared;
 use crate::cluster::{as_json, place_of};
 use crate::names::labels;
+use crate::shared::Shared;
 
 /// The driver of snapshots.
 pub struct Snapshots(pub(crate) Arc<Shared>);

@@ -13,9 +13,9 @@ use vmaas_backend::{BackendError, Cleanup, Driver, NetworkObservation, NetworkSp
 use vmaas_model::ObjectKind;
 use vmaas_model::k8s::render::udn;
 
-use crate::Shared;
 use crate::cluster::as_json;
 use crate::names::{labels, selector_of};
+use crate::shared::Shared;
 
 /// The name of the UDN in a subnet's namespace.
 pub const UDN: &str = "subnet";

@@ -19,9 +19,9 @@ use sha2::{Digest, Sha256};
 use tracing::info;
 use vmaas_backend::{BackendError, ImageObservation, ImageTarget, ImageUploads, Upload};
 
-use crate::Shared;
 use crate::cluster::as_json;
 use crate::image::data_source_name;
+use crate::shared::Shared;
 
 /// Annotation of an uploaded image's DataSource: why its last upload was refused.
 pub const REFUSED: &str = "vmaas.io/upload-refused";

@@ -25,7 +25,8 @@ use vmaas_model::{ObjectKind, Observation, Phase, PowerState, Reason};
 use crate::clone::{self, Cloning};
 use crate::cluster::as_json;
 use crate::names::{FINALIZER, ID_LABEL, METALLB_IPS, RESTART_ANNOTATION, generation, label_value, labels, selector_of};
-use crate::{Shared, migration, restore};
+use crate::shared::Shared;
+use crate::{migration, restore};
 
 /// The NIC whose address is the VM's internal one.
 const FIRST_NIC: &str = "default";

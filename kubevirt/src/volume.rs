@@ -18,9 +18,9 @@ use vmaas_model::k8s::volume::{ImageSources, data_volume, observe_data_volume};
 use vmaas_model::volume::VolumeState;
 use vmaas_model::{ObjectKind, Quantity};
 
-use crate::Shared;
 use crate::cluster::as_json;
 use crate::names::labels;
+use crate::shared::Shared;
 
 /// The driver of volumes.
 pub struct Volumes(pub(crate) Arc<Shared>);

@@ -2,8 +2,8 @@
 //! below (`kinds!`): its [`ObjectKind`] variant and its [`Descriptor`],
 //! which name it in the store, REST, gRPC, Terraform and the CLI, with the
 //! objects it names, the quota it counts against and whether it attaches
-//! to a VM. The store makes a kind's API objects through its `api_json`,
-//! so a kind with an [`Object`] needs no code there.
+//! to a VM. The store makes a kind's API objects through
+//! [`crate::api_json`], so a kind with an [`Object`] needs no code there.
 
 use std::fmt;
 
@@ -66,7 +66,6 @@ kinds! {
         terraform: "vmaas_virtual_network",
         cli: "network",
         backend_runs: true,
-        api_json: Some(object_json::<crate::VirtualNetwork>),
         ..tenant_kind(ObjectKind::VirtualNetwork, "virtual_network", "virtual network", "virtual_networks")
     },
     /// A subnet of a virtual network (a tenant's).
@@ -76,7 +75,6 @@ kinds! {
         cli: "subnet",
         references: &[reference("virtual_network", ObjectKind::VirtualNetwork)],
         backend_runs: true,
-        api_json: Some(object_json::<crate::Subnet>),
         ..tenant_kind(ObjectKind::Subnet, "subnet", "subnet", "subnets")
     },
     /// A security group of a virtual network (a tenant's).
@@ -86,7 +84,6 @@ kinds! {
         terraform: "vmaas_security_group",
         cli: "security-group",
         references: &[reference("virtual_network", ObjectKind::VirtualNetwork)],
-        api_json: Some(object_json::<crate::SecurityGroup>),
         ..tenant_kind(ObjectKind::SecurityGroup, "security_group", "security group", "security_groups")
     },
     /// An address from an external IP pool (a tenant's).
@@ -96,7 +93,6 @@ kinds! {
         terraform: "vmaas_external_ip",
         cli: "external-ip",
         quota: Some(QuotaUse::ExternalIp),
-        api_json: Some(object_json::<crate::ExternalIp>),
         ..tenant_kind(ObjectKind::ExternalIp, "external_ip", "external IP", "external_ips")
     },
     /// An external IP on a VM (a tenant's).
@@ -107,7 +103,6 @@ kinds! {
         cli: "external-ip",
         references: &[reference("external_ip", ObjectKind::ExternalIp), reference("compute_instance", ObjectKind::VirtualMachine)],
         attaches_to_vm: true,
-        api_json: Some(object_json::<crate::ExternalIpAttachment>),
         ..tenant_kind(ObjectKind::ExternalIpAttachment, "external_ip_attachment", "external IP attachment", "external_ip_attachments")
     },
     /// A load balancer over VMs of one subnet (a tenant's).
@@ -118,7 +113,6 @@ kinds! {
         references: &[reference("subnet", ObjectKind::Subnet), reference("targets[]", ObjectKind::VirtualMachine)],
         quota: Some(QuotaUse::ExternalIp),
         backend_runs: true,
-        api_json: Some(object_json::<crate::LoadBalancer>),
         ..tenant_kind(ObjectKind::LoadBalancer, "load_balancer", "load balancer", "load_balancers")
     },
     /// A virtual network's way out, from one external IP (a tenant's).
@@ -129,7 +123,6 @@ kinds! {
         cli: "nat-gateway",
         references: &[reference("virtual_network", ObjectKind::VirtualNetwork), reference("external_ip", ObjectKind::ExternalIp)],
         backend_runs: true,
-        api_json: Some(object_json::<crate::NatGateway>),
         ..tenant_kind(ObjectKind::NatGateway, "nat_gateway", "NAT gateway", "nat_gateways")
     },
     /// Block storage that outlives VMs (a tenant's).
@@ -139,7 +132,6 @@ kinds! {
         references: &[reference("source_image", ObjectKind::Image)],
         quota: Some(QuotaUse::Disk),
         backend_runs: true,
-        api_json: Some(object_json::<crate::Volume>),
         ..tenant_kind(ObjectKind::Volume, "volume", "volume", "volumes")
     },
     /// A volume on a VM (a tenant's).
@@ -149,7 +141,6 @@ kinds! {
         cli: "volume",
         references: &[reference("volume", ObjectKind::Volume), reference("compute_instance", ObjectKind::VirtualMachine)],
         attaches_to_vm: true,
-        api_json: Some(object_json::<crate::VolumeAttachment>),
         ..tenant_kind(ObjectKind::VolumeAttachment, "volume_attachment", "volume attachment", "volume_attachments")
     },
     /// An imported OS image (a tenant's, or public).
@@ -158,7 +149,6 @@ kinds! {
         cli: "image",
         quota: Some(QuotaUse::Disk),
         backend_runs: true,
-        api_json: Some(object_json::<crate::image::Image>),
         ..tenant_kind(ObjectKind::Image, "image", "image", "images")
     },
     /// The disks of a VM at one instant (a tenant's).
@@ -170,7 +160,6 @@ kinds! {
         references: &[reference("compute_instance", ObjectKind::VirtualMachine)],
         quota: Some(QuotaUse::Disk),
         backend_runs: true,
-        api_json: Some(object_json::<crate::ComputeInstanceSnapshot>),
         ..tenant_kind(ObjectKind::ComputeInstanceSnapshot, "compute_instance_snapshot", "snapshot", "compute_instance_snapshots")
     },
     /// A named machine shape (global, published by administrators).
@@ -179,7 +168,6 @@ kinds! {
         terraform: "vmaas_instance_type",
         cli: "instance-type",
         tenant_scoped: false,
-        api_json: Some(object_json::<crate::InstanceType>),
         // Seed 001 and OSAC name them `general.large`, `o1.small`.
         name_rule: check_dns_subdomain,
         ..tenant_kind(ObjectKind::InstanceType, "instance_type", "instance type", "instance_types")
@@ -234,7 +222,6 @@ const fn tenant_kind(kind: ObjectKind, name: &'static str, human: &'static str, 
         attaches_to_vm: false,
         tenant_scoped: true,
         backend_runs: false,
-        api_json: None,
         name_rule: check_dns_label,
     }
 }
@@ -282,14 +269,7 @@ pub struct Descriptor {
     pub backend_runs: bool,
     /// What a name of its objects must be (a DNS label for most kinds).
     pub name_rule: fn(&str) -> Result<(), String>,
-    /// The API's JSON of one of its objects from the stored parts, for a
-    /// kind with an [`Object`] ([`object_json`]); VMs and templates have their own.
-    pub api_json: Option<ApiJson>,
 }
-
-/// Makes the API's JSON of an object from its id, metadata, and its spec
-/// and status as stored (JSON).
-pub type ApiJson = fn(String, Metadata, &str, &str) -> serde_json::Result<String>;
 
 /// The API's object of a kind kept as a spec and a status with a state:
 /// what the store keeps of it, and how the object is made from its parts.
@@ -308,12 +288,6 @@ pub trait Object: Serialize + Sized {
 
     /// The object from its parts.
     fn assemble(id: String, metadata: Metadata, spec: Self::Spec, status: Self::Status) -> Self;
-}
-
-/// The API's JSON of an object of kind `K` from its stored parts.
-pub fn object_json<K: Object>(id: String, metadata: Metadata, spec: &str, status: &str) -> serde_json::Result<String> {
-    let object = K::assemble(id, metadata, serde_json::from_str(spec)?, serde_json::from_str(status)?);
-    serde_json::to_string(&object)
 }
 
 /// Defines the object of a kind as the API returns it: `@type` (always

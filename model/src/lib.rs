@@ -44,6 +44,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod api_json;
 pub mod boot_shape;
 pub mod external_ip;
 pub mod image;
@@ -73,6 +74,7 @@ pub mod value;
 pub mod vm;
 pub mod volume;
 
+pub use api_json::{ApiJson, object_json};
 pub use external_ip::{
     ExternalIp, ExternalIpAttachment, ExternalIpAttachmentSpec, ExternalIpAttachmentState, ExternalIpAttachmentStatus, ExternalIpPool,
     ExternalIpSpec, ExternalIpState, ExternalIpStatus, PatchExternalIpAttachment,
@@ -81,7 +83,7 @@ pub use instance_type::{
     InstanceType, InstanceTypeDeprecation, InstanceTypePatchSpec, InstanceTypeReference, InstanceTypeSpec, InstanceTypeState,
     InstanceTypeStatus, PatchInstanceType,
 };
-pub use kind::{ApiJson, DESCRIPTORS, Descriptor, Object, ObjectKind, QuotaUse, Reference};
+pub use kind::{DESCRIPTORS, Descriptor, Object, ObjectKind, QuotaUse, Reference};
 pub use labels::Labels;
 pub use load_balancer::{LoadBalancer, LoadBalancerSpec, LoadBalancerState, LoadBalancerStatus, PatchLoadBalancer, PortMapping};
 pub use machine::{BootSource, CloudInit, Cpu, DEFAULT_IMAGE, Disk, DiskSource, MachineSpec, Nic, NicNetwork};

@@ -33,6 +33,11 @@ impl fmt::Display for FieldError {
 pub struct ValidationErrors(pub Vec<FieldError>);
 
 impl ValidationErrors {
+    /// One problem with one field.
+    pub fn one(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        ValidationErrors(vec![FieldError::new(field, reason)])
+    }
+
     /// Records a problem.
     pub fn push(&mut self, field: impl Into<String>, reason: impl Into<String>) {
         self.0.push(FieldError::new(field, reason));

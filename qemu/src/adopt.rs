@@ -105,7 +105,7 @@ impl Vms {
         let p = Process::hold(f.pid)?;
         if !f.by_pid_file {
             // The pid file was lost or names another process: write it again.
-            let _ = crate::state::write_atomic(&vm.path("qemu.pid"), format!("{}\n", f.pid).as_bytes());
+            let _ = crate::atomic::write_atomic(&vm.path("qemu.pid"), format!("{}\n", f.pid).as_bytes());
         }
         Some(p)
     }

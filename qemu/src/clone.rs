@@ -366,7 +366,7 @@ async fn put_back(started: Result<Clone, CloneError>, own: Option<(PathBuf, Vec<
     }
 }
 
-/// Copies `from` over `to` ([`crate::state::write_atomic`]: `to` is whole or as it was).
+/// Copies `from` over `to` ([`crate::atomic::write_atomic`]: `to` is whole or as it was).
 async fn copy(from: &Path, to: &Path) -> Result<(), CloneError> {
     let io = |e| CloneError::Io { context: format!("copying {} to {}", from.display(), to.display()), source: e };
     let data = tokio::fs::read(from).await.map_err(io)?;
@@ -380,11 +380,11 @@ async fn swap_in(from: &Path, to: &Path) -> Result<Vec<u8>, CloneError> {
     Ok(before)
 }
 
-/// Writes `data` to `path` whole ([`crate::state::write_atomic`]).
+/// Writes `data` to `path` whole ([`crate::atomic::write_atomic`]).
 async fn write(path: &Path, data: Vec<u8>) -> Result<(), CloneError> {
     let io = |e| CloneError::Io { context: format!("writing {}", path.display()), source: e };
     let to = path.to_owned();
-    tokio::task::spawn_blocking(move || crate::state::write_atomic(&to, &data)).await?.map_err(io)
+    tokio::task::spawn_blocking(move || crate::atomic::write_atomic(&to, &data)).await?.map_err(io)
 }
 
 /// Writes a seed disk of `bytes` zeros at `path`: no label, so the

@@ -21,9 +21,9 @@ use vmaas_backend::{
 };
 use vmaas_model::ObjectKind;
 
+use crate::atomic::write_atomic;
 use crate::images::{Image, ImageError, ImageManifest};
 use crate::sources::{FETCH_FAILED, MAX_REDIRECTS, SourcePolicy, describe};
-use crate::state::write_atomic;
 
 const DONE: &str = "import.json";
 const FAILED: &str = "failed.txt";

@@ -55,6 +55,7 @@ pub mod accel;
 mod adopt;
 pub mod agent;
 pub mod argv;
+pub mod atomic;
 pub mod balancer;
 pub mod cidata;
 mod clone;

@@ -179,7 +179,7 @@ impl PlatformPaths {
             Ok(own) => own == pristine,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let path = vars.clone();
-                let written = tokio::task::spawn_blocking(move || crate::state::write_atomic(&path, &pristine)).await;
+                let written = tokio::task::spawn_blocking(move || crate::atomic::write_atomic(&path, &pristine)).await;
                 let io = |e| PlatformError::Io { context: format!("writing {}", vars.display()), source: e };
                 written.map_err(std::io::Error::other).and_then(|r| r).map_err(io)?;
                 true

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use vmaas_backend::BackendError;
 
+use crate::atomic::write_atomic;
+
 /// A volume the running QEMU has, as kept in `vm.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PluggedVolume {
@@ -108,22 +110,6 @@ pub async fn save_json<T: Serialize>(path: PathBuf, value: &T) -> Result<(), Bac
         .await
         .map_err(|e| BackendError::transient(context.clone(), e))?
         .map_err(|e| BackendError::transient(context, e))
-}
-
-/// Writes `data` to `path` through a fsynced temporary file and a rename.
-pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp: PathBuf = path.with_extension("tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -63,7 +63,7 @@ fn read(path: &Path) -> Result<Option<String>, IdentityError> {
 }
 
 fn write(path: &Path, id: &str) -> Result<(), IdentityError> {
-    vmaas_qemu::state::write_atomic(path, format!("{id}\n").as_bytes())
+    vmaas_qemu::atomic::write_atomic(path, format!("{id}\n").as_bytes())
         .map_err(|source| IdentityError::Io { path: path.to_owned(), source })
 }
 

@@ -14,7 +14,7 @@ use super::{Scope, StoreError, ts};
 /// The API's JSON of a row: VMs and templates have their own; every
 /// other kind's comes from its descriptor, so a new kind needs no line here.
 pub(super) fn api_json(row: &Row) -> Result<String, StoreError> {
-    match (row.kind, row.kind.descriptor().api_json) {
+    match (row.kind, row.kind.api_json()) {
         (ObjectKind::VirtualMachine, _) => super::vm::api_json(row),
         (ObjectKind::Template, _) => super::template::api_json(row),
         (_, Some(json)) => Ok(json(row.id.clone(), row.metadata(), &row.spec, &row.status)?),

@@ -28,8 +28,8 @@ use crate::frame::ETH_HEADER;
 use crate::stack::{self, Conn, Wire};
 
 mod udp;
-// A circle with `segment` on purpose: see the note on its imports.
-use crate::segment::{Switch, runtime};
+use crate::hub::Switch;
+use crate::runtime::runtime;
 use udp::{Datagram, Sessions};
 
 /// What the fabric and the forwards hand the stack.
@@ -188,7 +188,7 @@ impl Stack {
 /// connections whose packets it refused (a security group, a NIC gone).
 fn transmit(switch: &Weak<Mutex<Switch>>, packets: Vec<Vec<u8>>) -> Vec<u16> {
     let Some(sw) = switch.upgrade() else { return Vec::new() };
-    let mut sw = crate::segment::lock(&sw);
+    let mut sw = crate::hub::lock(&sw);
     let mut refused = Vec::new();
     for p in packets {
         if !sw.take_from_gateway(&p) {

@@ -28,8 +28,7 @@ use tracing::debug;
 
 use crate::config::within;
 use crate::frame::{ETH_HEADER, Ipv4, Mac, PROTO_TCP, PROTO_UDP, udp_frame};
-use crate::router::Router;
-use crate::segment::runtime;
+use crate::runtime::runtime;
 use crate::stack::{self, CONNECT_TIMEOUT, Conn, Wire};
 
 /// A future the dialer returns.
@@ -59,6 +58,13 @@ pub const MAX_FLOWS: usize = 4096;
 /// A guest's end and the outside end of one flow.
 type Flow = (SocketAddrV4, SocketAddrV4);
 
+/// Where the NAT's answers go: the network's router, which delivers each
+/// packet to the guest it is for.
+pub(crate) trait Answer: Send + Sync {
+    /// Delivers IP packet `packet` from outside to the guest it is for.
+    fn answer(&self, packet: &[u8]);
+}
+
 /// The NAT of one virtual network; stops when dropped.
 pub(crate) struct Nat {
     frames: mpsc::Sender<Vec<u8>>,
@@ -74,7 +80,7 @@ impl Drop for Nat {
 impl Nat {
     /// Starts the NAT of the network `inside` (its address and prefix:
     /// never dialled), whose answers go to the guests through `router`.
-    pub(crate) fn start(inside: (Ipv4Addr, u8), dialer: Arc<dyn Dialer>, router: Weak<Router>) -> Self {
+    pub(crate) fn start(inside: (Ipv4Addr, u8), dialer: Arc<dyn Dialer>, router: Weak<dyn Answer>) -> Self {
         let (frames, frames_rx) = mpsc::channel(4096);
         let (events, events_rx) = mpsc::channel(1024);
         let engine = Engine::new(inside, dialer, events);
@@ -305,7 +311,7 @@ impl Engine {
 }
 
 /// Hands the stack's packets to the guests, through the router.
-fn deliver(router: &Weak<Router>, packets: Vec<Vec<u8>>) -> bool {
+fn deliver(router: &Weak<dyn Answer>, packets: Vec<Vec<u8>>) -> bool {
     let Some(r) = router.upgrade() else { return false };
     for p in packets {
         r.answer(&p);
@@ -315,7 +321,7 @@ fn deliver(router: &Weak<Router>, packets: Vec<Vec<u8>>) -> bool {
 
 /// The NAT's loop: guests' frames and the flows' events in, packets out,
 /// until the NAT is dropped or its router goes.
-async fn run(mut e: Engine, mut frames: mpsc::Receiver<Vec<u8>>, mut events: mpsc::Receiver<Event>, router: Weak<Router>) {
+async fn run(mut e: Engine, mut frames: mpsc::Receiver<Vec<u8>>, mut events: mpsc::Receiver<Event>, router: Weak<dyn Answer>) {
     loop {
         while let Ok(f) = frames.try_recv() {
             e.frame(&f);

@@ -20,14 +20,13 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use crate::fabric::SubnetConfig;
 use crate::frame::Ipv4;
-use crate::nat::{Dialer, Nat};
-// A circle with `segment` on purpose: see the note on its imports.
-use crate::segment::{Shared, lock};
+use crate::hub::{Route, Shared, Switch, lock};
+use crate::nat::{Answer, Dialer, Nat};
 
 /// One segment of the network.
 struct Member {
     subnet: SubnetConfig,
-    switch: Weak<Mutex<crate::segment::Switch>>,
+    switch: Weak<Mutex<Switch>>,
 }
 
 /// The router of one virtual network.
@@ -60,7 +59,8 @@ impl Router {
     /// `inside` (the network's own range). Guests learn the routes at
     /// their next DHCP lease or renewal.
     pub fn start_egress(self: &Arc<Self>, inside: (Ipv4Addr, u8), dialer: Arc<dyn Dialer>) {
-        *self.egress() = Some(Nat::start(inside, dialer, Arc::downgrade(self)));
+        let answers: Weak<dyn Answer> = Arc::downgrade(self) as Weak<Self>;
+        *self.egress() = Some(Nat::start(inside, dialer, answers));
         Self::spread_routes(&self.members(), true);
     }
 
@@ -143,5 +143,21 @@ impl Router {
     /// The subnets joined, for tests and diagnostics.
     pub fn subnets(&self) -> Vec<(Ipv4Addr, u8)> {
         self.members().iter().filter(|m| m.switch.strong_count() > 0).map(|m| (m.subnet.network, m.subnet.prefix)).collect()
+    }
+}
+
+impl Route for Router {
+    fn route(&self, frame: Vec<u8>) {
+        Router::route(self, frame);
+    }
+
+    fn leave(&self, switch: &Shared) {
+        Router::leave(self, switch);
+    }
+}
+
+impl Answer for Router {
+    fn answer(&self, packet: &[u8]) {
+        Router::answer(self, packet);
     }
 }

@@ -13,23 +13,20 @@
 //! switch never competes with the server's request handling for a worker.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::io::AsyncWrite;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
-use crate::fabric::{Fabric, PortId, PortKind, Stats, SubnetConfig, Verdict};
+use crate::fabric::{Fabric, PortId, PortKind, Stats, SubnetConfig};
 use crate::firewall::Firewall;
-// A circle of imports, kept on purpose: a segment's switch holds its
-// network's router and its gateway endpoint, and both hand frames back into
-// switches (the router into a sibling's, the gateway into its own). The
-// types refer to each other as the data does; splitting them behind trait
-// objects would add an indirection on every routed frame and say less.
 use crate::gateway::{self, GatewayForward};
+use crate::hub::{Shared, Switch, lock, switch_frame};
 use crate::listen::{Bound, Listener, PortAddr};
 use crate::router::Router;
+use crate::runtime::runtime;
 use std::net::{SocketAddr, SocketAddrV4};
 use tokio::io::AsyncWriteExt;
 
@@ -37,21 +34,6 @@ use crate::port::read_frame;
 
 /// Frames queued towards one port before it drops.
 const PORT_QUEUE: usize = 4096;
-
-/// The switch's own runtime: one thread, started on first use, that
-/// serves every segment's ports.
-pub(crate) fn runtime() -> &'static tokio::runtime::Handle {
-    static RUNTIME: OnceLock<tokio::runtime::Handle> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("the switch's runtime cannot start");
-        let handle = rt.handle().clone();
-        std::thread::Builder::new()
-            .name("vmaas-switch".into())
-            .spawn(move || rt.block_on(std::future::pending::<()>()))
-            .expect("the switch's thread cannot start");
-        handle
-    })
-}
 
 /// Why a segment could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -66,95 +48,19 @@ pub enum SegmentError {
     },
 }
 
-/// The fabric, every port's queue, and the network's router if the segment joined one.
-pub(crate) struct Switch {
-    pub(crate) fabric: Fabric,
-    out: HashMap<PortId, mpsc::Sender<Vec<u8>>>,
-    pub(crate) router: Option<Arc<Router>>,
-    /// The gateway's TCP endpoint, once a forward needs it.
-    gateway: Option<Arc<gateway::Handle>>,
-}
-
-impl Switch {
-    /// Adds port `id`, whose frames from the segment go to `out`.
-    fn attach(&mut self, id: PortId, kind: PortKind, out: mpsc::Sender<Vec<u8>>) {
-        self.fabric.add_port(id, kind);
-        self.out.insert(id, out);
-    }
-
-    /// Switches one frame that came in on `from` into the queues it goes
-    /// to; a frame for a sibling subnet is returned with the router that
-    /// takes it (handed over once this segment's lock is let go).
-    #[must_use]
-    fn forward(&mut self, from: PortId, frame: Vec<u8>) -> Option<(Arc<Router>, Vec<u8>)> {
-        match self.fabric.receive(from, &frame) {
-            Verdict::Unicast(to) => send(&self.out, to, frame),
-            Verdict::Route => return self.router.clone().map(|r| (r, frame)),
-            Verdict::Local => {
-                if let Some(g) = &self.gateway {
-                    // Full: dropped; TCP sends it again.
-                    let _ = g.frames.try_send(frame);
-                }
-            }
-            Verdict::Flood => {
-                for (to, _) in self.out.iter().filter(|(p, _)| **p != from) {
-                    send(&self.out, *to, frame.clone());
-                }
-            }
-            Verdict::Reply(r) => send(&self.out, from, r),
-            Verdict::Drop(why) => debug!(port = from, ?why, "frame dropped"),
-        }
-        None
-    }
-
-    /// Delivers an IP packet of the gateway's TCP endpoint; false if the
-    /// fabric refused it.
-    pub(crate) fn take_from_gateway(&mut self, packet: &[u8]) -> bool {
-        match self.fabric.take_from_gateway(packet) {
-            (Verdict::Unicast(to), frame) => {
-                send(&self.out, to, frame);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Delivers a frame routed in from a sibling subnet.
-    pub(crate) fn route_in(&mut self, frame: &mut Vec<u8>) {
-        match self.fabric.route_in(frame) {
-            Verdict::Unicast(to) => send(&self.out, to, std::mem::take(frame)),
-            Verdict::Drop(why) => debug!(?why, "routed frame dropped"),
-            _ => {}
-        }
-    }
-}
-
-/// Switches `frame` from port `from` of `switch`, then hands what is to be
-/// routed to the router, with the segment's lock let go.
-fn switch_frame(switch: &Shared, from: PortId, frame: Vec<u8>) {
-    let routed = lock(switch).forward(from, frame);
-    if let Some((router, frame)) = routed {
-        router.route(frame);
-    }
-}
-
-pub(crate) type Shared = Arc<Mutex<Switch>>;
-
-pub(crate) fn lock(s: &Shared) -> MutexGuard<'_, Switch> {
-    s.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// One running segment.
 pub struct Segment {
     switch: Shared,
     ports: Mutex<HashMap<PortId, (JoinHandle<()>, PortAddr)>>,
+    /// The gateway's TCP endpoint, once a forward needs it.
+    gateway: Mutex<Option<Arc<gateway::Handle>>>,
 }
 
 impl Segment {
     /// Starts an empty segment for `subnet`.
     pub fn start(subnet: SubnetConfig) -> Self {
-        let switch = Arc::new(Mutex::new(Switch { fabric: Fabric::new(subnet), out: HashMap::new(), router: None, gateway: None }));
-        Self { switch, ports: Mutex::new(HashMap::new()) }
+        let switch = Arc::new(Mutex::new(Switch::new(Fabric::new(subnet))));
+        Self { switch, ports: Mutex::new(HashMap::new()), gateway: Mutex::new(None) }
     }
 
     /// Serves port `id` on a new socket at `addr` (a stale unix socket
@@ -197,7 +103,7 @@ impl Segment {
     pub fn join(&self, router: &Arc<Router>) {
         let (subnet, joined) = {
             let sw = lock(&self.switch);
-            (sw.fabric.subnet().clone(), sw.router.as_ref().is_some_and(|r| Arc::ptr_eq(r, router)))
+            (sw.fabric.subnet().clone(), sw.router.as_ref().is_some_and(|r| std::ptr::addr_eq(Arc::as_ptr(r), Arc::as_ptr(router))))
         };
         if !joined {
             router.join(subnet, &self.switch);
@@ -223,10 +129,15 @@ impl Segment {
 
     /// The gateway's stack, started on first use.
     fn gateway(&self) -> Arc<gateway::Handle> {
+        let mut handle = self.gateway.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(h) = handle.as_ref() {
+            return h.clone();
+        }
         let mut sw = lock(&self.switch);
         let subnet = sw.fabric.subnet().clone();
-        let weak = Arc::downgrade(&self.switch);
-        sw.gateway.get_or_insert_with(|| gateway::start(subnet.gateway, subnet.prefix, weak)).clone()
+        let started = gateway::start(subnet.gateway, subnet.prefix, Arc::downgrade(&self.switch));
+        sw.gateway = Some(started.frames.clone());
+        handle.insert(started).clone()
     }
 
     /// Leaves the segment's router, if it joined one.
@@ -253,9 +164,7 @@ impl Segment {
             task.abort();
             remove_socket(&addr);
         }
-        let mut sw = lock(&self.switch);
-        sw.fabric.remove_port(id);
-        sw.out.remove(&id);
+        lock(&self.switch).detach(id);
         Ok(())
     }
 
@@ -290,13 +199,6 @@ impl Drop for Segment {
 fn remove_socket(addr: &PortAddr) {
     if let PortAddr::Unix(path) = addr {
         let _ = std::fs::remove_file(path);
-    }
-}
-
-fn send(out: &HashMap<PortId, mpsc::Sender<Vec<u8>>>, to: PortId, frame: Vec<u8>) {
-    if let Some(tx) = out.get(&to) {
-        // Full: dropped, as a congested switch would.
-        let _ = tx.try_send(frame);
     }
 }
 

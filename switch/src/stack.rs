@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, mpsc};
 
-use crate::segment::runtime;
+use crate::runtime::runtime;
 
 /// How long a connection may take to be set up (a guest's answer to the
 /// gateway's SYN, or a guest's SYN after a NAT gateway has dialled).

@@ -12,7 +12,8 @@ use tracing::{debug, warn};
 use vmaas_tap::{AsyncTap, Tap};
 
 use crate::fabric::PortId;
-use crate::segment::{Segment, runtime};
+use crate::runtime::runtime;
+use crate::segment::Segment;
 
 /// The port every segment gives its uplink.
 pub const UPLINK_PORT: PortId = 0;

@@ -28,7 +28,6 @@ use super::tickets::{self, ConsoleType};
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route("/virtual_machines/{id}/console_sessions", post(create_session))
-        .route("/console_sessions", post(super::console_sessions::create))
         .route("/virtual_machines/{id}/console", get(console))
         .route("/virtual_machines/{id}/console_log", get(console_log))
 }

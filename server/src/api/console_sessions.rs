@@ -4,9 +4,10 @@
 //! caller's tenant. The ticket opens the console's WebSocket (the answer's
 //! `url`, a vmaas addition) or, as its bearer token, `ConsoleProxy.Connect`.
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::routing::post;
+use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use vmaas_model::{Envelope, ObjectKind};
 
@@ -17,6 +18,11 @@ use super::tickets::ConsoleType;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
+
+/// `POST /console_sessions`: OSAC's console sessions, by resource.
+pub(super) fn routes() -> Router<AppState> {
+    Router::new().route("/console_sessions", post(create))
+}
 
 /// What a console is of (OSAC's `ConsoleResourceType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]

@@ -77,6 +77,7 @@ pub fn router(state: AppState, limits: &crate::serve::HttpLimits) -> Router {
         .merge(image_imports::routes())
         .merge(image_lifecycle::routes())
         .merge(console::routes())
+        .merge(console_sessions::routes())
         .merge(display::routes())
         .merge(quotas::routes());
     Router::new()

@@ -1,0 +1,31 @@
+//! How the backend reaches its cluster and lays objects out in it.
+
+use std::path::PathBuf;
+
+use crate::proxy::Proxy;
+use vmaas_model::k8s::render::FloatingIp;
+
+/// How the backend reaches its cluster and lays objects out in it.
+#[derive(Debug, Clone)]
+pub struct KubevirtConfig {
+    /// The kubeconfig; none: in-cluster configuration (or `KUBECONFIG`).
+    pub kubeconfig: Option<PathBuf>,
+    /// Prefix of the tenants' namespaces.
+    pub namespace_prefix: String,
+    /// The namespace of the images' DataSources (the catalog).
+    pub images_namespace: String,
+    /// The DataSource a template's `default` image means.
+    pub default_image: String,
+    /// Storage class of the disks (the cluster's default when none).
+    pub storage_class: Option<String>,
+    /// How floating IPs (Services of type LoadBalancer) get addresses.
+    pub floating_ip: FloatingIp,
+    /// The size of the volume an imported image is written to (a quantity, e.g. `10Gi`).
+    pub image_volume_size: String,
+    /// CDI's upload proxy; none: images cannot be uploaded.
+    pub upload_proxy: Option<Proxy>,
+    /// KubeVirt's export proxy; none: disks cannot be exported.
+    pub export_proxy: Option<Proxy>,
+    /// Where exports are written before they are streamed.
+    pub scratch_dir: PathBuf,
+}

@@ -1,0 +1,102 @@
+//! What the drivers share: the client, the watched objects, what was
+//! applied, and the cluster's health. Every driver module takes it.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use vmaas_backend::BackendError;
+
+use crate::cluster::Cluster;
+use crate::config::KubevirtConfig;
+use crate::watch::{Waker, Watched};
+use crate::{health, homes};
+
+/// How long the first list of each watched kind may take at start.
+pub(crate) const FIRST_LIST: Duration = Duration::from_secs(60);
+
+/// What the drivers share: the client, the watched objects and what was applied.
+pub struct Shared {
+    pub(crate) cluster: Cluster,
+    pub(crate) cfg: KubevirtConfig,
+    pub(crate) vms: Watched,
+    pub(crate) vmis: Watched,
+    pub(crate) services: Watched,
+    pub(crate) migrations: Watched,
+    pub(crate) udns: Watched,
+    pub(crate) data_volumes: Watched,
+    pub(crate) snapshots: Watched,
+    pub(crate) restores: Watched,
+    pub(crate) policies: Watched,
+    pub(crate) data_sources: Watched,
+    pub(crate) nodes: Watched,
+    pub(crate) waker: Waker,
+    /// Hash of the VM manifest last applied, by vmaas id.
+    pub(crate) applied: Mutex<HashMap<String, u64>>,
+    /// What was last applied for objects compared as text, by key.
+    pub(crate) applied_text: Mutex<HashMap<String, String>>,
+    /// Why the last migration request of a VM was refused, by vmaas id.
+    pub(crate) refused: Mutex<HashMap<String, vmaas_model::Reason>>,
+    /// The fields of a VM's KubeVirt VM another manager held at its last apply, by vmaas id.
+    pub(crate) conflicts: Mutex<HashMap<String, vmaas_model::Reason>>,
+    /// Namespaces made (or found) since start.
+    pub(crate) namespaces: Mutex<HashSet<String>>,
+    /// Where each tenant's (and subnet's) objects live.
+    pub(crate) homes: homes::Homes,
+    /// Whether the cluster answers.
+    pub(crate) health: health::Health,
+}
+
+impl Shared {
+    /// Whether the API server answers now (within [`health::TIMEOUT`]).
+    pub(crate) async fn answers(&self) -> bool {
+        matches!(tokio::time::timeout(health::TIMEOUT, self.cluster.client().apiserver_version()).await, Ok(Ok(_)))
+    }
+
+    /// Waits for the first full list of every watched kind, each for at most `timeout`.
+    pub(crate) async fn first_lists(&self, timeout: Duration) -> Result<(), BackendError> {
+        let all = [
+            &self.vms,
+            &self.vmis,
+            &self.services,
+            &self.migrations,
+            &self.udns,
+            &self.data_volumes,
+            &self.snapshots,
+            &self.restores,
+            &self.policies,
+            &self.data_sources,
+            &self.nodes,
+        ];
+        for w in all {
+            w.ready(timeout).await?;
+        }
+        Ok(())
+    }
+
+    /// An error while the cluster is not listed yet (what it holds is not known).
+    pub(crate) fn listed(&self) -> Result<(), BackendError> {
+        match self.health.listed() {
+            true => Ok(()),
+            false => Err(BackendError::transient("reaching the cluster", self.health.unreachable().map(|r| r.message).unwrap_or_default())),
+        }
+    }
+
+    /// Makes the tenant's namespace once per server run.
+    pub(crate) async fn ensure_namespace(&self, ns: &str, tenant: &str) -> Result<(), BackendError> {
+        if self.namespaces.lock().map(|n| n.contains(ns)).unwrap_or(false) {
+            return Ok(());
+        }
+        self.cluster.namespace(ns, tenant, false, &Default::default()).await?;
+        if let Ok(mut n) = self.namespaces.lock() {
+            n.insert(ns.to_owned());
+        }
+        Ok(())
+    }
+
+    /// The namespace of `tenant`'s objects (of its subnet `subnet`, when
+    /// given): [`homes::Homes::find`].
+    pub(crate) async fn home(&self, tenant: &str, subnet: Option<&str>) -> Result<String, BackendError> {
+        self.homes.find(&self.cluster, &self.cfg.namespace_prefix, tenant, subnet).await
+    }
+}
