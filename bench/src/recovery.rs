@@ -52,6 +52,7 @@ impl ServerProcess {
             .arg(&self.dir)
             .arg("--images-dir")
             .arg(&self.images)
+            .env("VMAAS_TENANT_RATE_LIMIT", "1000000")
             .env("VMAAS_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -61,7 +61,15 @@ impl Server {
         if let Some(key) = key {
             cmd.arg("--jwt-key-file").arg(key);
         }
-        let child = cmd.env("VMAAS_LOG", "warn").stdin(Stdio::null()).stdout(Stdio::null()).stderr(log).spawn()?;
+        // What is measured is the server's own rate: the tenant's limit is
+        // checked on every request but set above what the bench reaches.
+        let child = cmd
+            .env("VMAAS_TENANT_RATE_LIMIT", "1000000")
+            .env("VMAAS_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()?;
         let s = Self { child, dir: dir.to_owned(), base: format!("http://127.0.0.1:{port}"), http: reqwest::Client::new() };
         let t = Instant::now();
         while s.http.get(format!("{}/healthz", s.base)).send().await.is_err() {

@@ -10,6 +10,8 @@
 //! - `objects`: the calls every simple kind shares (subnets, security groups).
 //! - [`tls`]: whom it trusts over HTTPS, also for the console's `wss://`.
 //! - `stop`: waits that end when asked ([`Client::with_stop`]).
+//! - [`retry`]: requests tried again when that is safe (a restarting
+//!   server, 503, 429 with `Retry-After`), [`Client::with_retry`].
 //! - [`Error`]: the API's `{code, message, details}` errors, kept intact.
 
 #![forbid(unsafe_code)]
@@ -23,8 +25,11 @@ pub use events::Watch;
 pub use exports::Download;
 mod networks;
 mod objects;
+pub mod retry;
 mod stop;
 pub mod tls;
+
+pub use retry::RetryPolicy;
 
 use std::time::{Duration, Instant};
 
@@ -175,6 +180,8 @@ pub struct Client {
     trust: tls::Trust,
     /// Ends waits when it turns true ([`Client::with_stop`]).
     stop: Option<tokio::sync::watch::Receiver<bool>>,
+    /// How requests are tried again.
+    retry: RetryPolicy,
 }
 
 /// A one-line summary of a VM's status: `PROGRESSING (Booting: the guest is booting)`.
@@ -222,7 +229,14 @@ impl Client {
             .user_agent(concat!("vmaas-client/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| Error::Usage(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Self { http, endpoint, token, trust, stop: None })
+        Ok(Self { http, endpoint, token, trust, stop: None, retry: RetryPolicy::default() })
+    }
+
+    /// The same client, trying requests again as `retry` says
+    /// ([`RetryPolicy::default`] unless set).
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
     }
 
     /// Whom the client trusts over HTTPS (for the console's `wss://`).
@@ -257,15 +271,38 @@ impl Client {
         self.exchange(req).await
     }
 
-    /// Sends `req`; the status and body of a success, else the server's error.
+    /// Sends `req`, again after a pause where [`retry`] says it is safe;
+    /// the status and body of a success, else the server's error.
     async fn exchange(&self, req: reqwest::RequestBuilder) -> Result<(StatusCode, bytes::Bytes), Error> {
         let transport = |e| Error::transport(&self.endpoint, &e);
-        let resp = req.send().await.map_err(transport)?;
-        let status = resp.status();
-        if !status.is_success() {
-            return Err(self.error_of(resp).await);
+        let mut req = req.build().map_err(transport)?;
+        let method = req.method().clone();
+        let mut pauses = self.retry.backoff();
+        loop {
+            // A streamed body cannot be sent twice: such a request is tried once.
+            let spare = req.try_clone();
+            let outcome = self.http.execute(req).await;
+            let again = match &outcome {
+                Ok(resp) => self.retry.answer(&method, resp.status(), resp.headers()),
+                Err(e) => self.retry.transport(&method, e).then_some(None),
+            };
+            let (Some(asked), Some(spare), Some(backoff)) = (again, spare, pauses.next()) else {
+                let resp = outcome.map_err(transport)?;
+                let status = resp.status();
+                if !status.is_success() {
+                    return Err(self.error_of(resp).await);
+                }
+                return Ok((status, resp.bytes().await.map_err(transport)?));
+            };
+            let pause = asked.unwrap_or(backoff);
+            let why = match &outcome {
+                Ok(resp) => resp.status().to_string(),
+                Err(e) => Error::transport(&self.endpoint, e).to_string(),
+            };
+            tracing::debug!(%method, url = %spare.url(), %why, ?pause, "trying again");
+            self.pause(pause).await?;
+            req = spare;
         }
-        Ok((status, resp.bytes().await.map_err(transport)?))
     }
 
     /// The server's error in an answer that is not a success.
@@ -394,17 +431,16 @@ impl Client {
     /// change is never overwritten unseen: on a 409 (someone else changed it
     /// in between) it reads the VM again and retries, up to `attempts` times.
     pub async fn patch_vm_versioned(&self, id: &str, patch: &PatchVirtualMachine, attempts: u32) -> Result<VirtualMachine, Error> {
-        let mut attempt = 0;
+        let retries = usize::try_from(attempts.saturating_sub(1)).unwrap_or(usize::MAX);
+        let conflicts = RetryPolicy { retries, min_delay: Duration::from_millis(50), max_delay: Duration::from_secs(1), ..self.retry };
+        let mut pauses = conflicts.backoff();
         loop {
-            attempt += 1;
             let current = self.get_vm(id).await?;
             let mut p = patch.clone();
             p.metadata.get_or_insert_with(Default::default).version = Some(current.metadata.version);
-            match self.patch_vm(id, &p).await {
-                Err(Error::Api { status: 409, code: 10, .. }) if attempt < attempts.max(1) => {
-                    tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
-                }
-                other => return other,
+            match (self.patch_vm(id, &p).await, pauses.next()) {
+                (Err(Error::Api { status: 409, code: 10, .. }), Some(pause)) => self.pause(pause).await?,
+                (outcome, _) => return outcome,
             }
         }
     }

@@ -53,6 +53,8 @@ pub struct Config {
     pub exports_per_tenant: usize,
     /// How many event streams may be open.
     pub watches: crate::watches::WatchLimits,
+    /// Requests per second each tenant may make, and in what bursts; none: unlimited.
+    pub tenant_rate: Option<crate::rate::RateConfig>,
     /// How long an imported image may go unused before it is pruned.
     pub image_retention: Option<Duration>,
     /// TLS; plain HTTP when absent (on loopback only, unless `insecure_listen`).
@@ -92,6 +94,7 @@ impl Config {
             image_imports_per_tenant: 4,
             exports_per_tenant: EXPORTS_PER_TENANT,
             watches: Default::default(),
+            tenant_rate: crate::rate::RateConfig::new(crate::rate::DEFAULT_PER_SECOND, 0),
             image_retention: None,
             tls: None,
             insecure_listen: false,
@@ -230,6 +233,11 @@ impl App {
             image_imports_per_tenant: config.image_imports_per_tenant,
             exports: crate::export_slots::ExportSlots::new(config.exports_per_tenant),
             watches: crate::watches::Watches::new(config.watches),
+            rate: config.tenant_rate.map(|c| {
+                let rate = crate::rate::TenantRate::new(c);
+                rate.spawn_pruning();
+                rate
+            }),
             audit: match &config.audit {
                 Some(a) => Some(AuditLog::start(a.clone()).map_err(|source| StartError::DataDir { path: a.path.clone(), source })?),
                 None => None,

@@ -201,6 +201,11 @@ impl Keys {
 pub trait HasKeys {
     /// The keys tokens are checked with.
     fn keys(&self) -> &Keys;
+
+    /// The request rate each tenant may use; none: unlimited.
+    fn rate(&self) -> Option<&crate::rate::TenantRate> {
+        None
+    }
 }
 
 /// The caller a request's handler authenticated, left here by the
@@ -225,6 +230,9 @@ impl<S: HasKeys + Send + Sync> FromRequestParts<S> for Caller {
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let caller = state.keys().bearer(parts.headers.get(AUTHORIZATION).map(|h| h.as_bytes())).await?;
+        if let Some(rate) = state.rate() {
+            rate.check(&caller.tenant)?;
+        }
         if let Some(slot) = parts.extensions.get::<CallerSlot>() {
             slot.set(&caller);
         }

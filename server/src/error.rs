@@ -55,7 +55,16 @@ pub struct ApiError {
     #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "violations")]
     #[schema(value_type = Vec<Object>)]
     pub details: Vec<FieldError>,
+    /// How long the caller should wait before trying again, sent as
+    /// `Retry-After` (whole seconds, at least one): on 503, and on 429 from
+    /// the request rate limit. A 429 for a quota has none: trying again
+    /// cannot succeed until the tenant frees something.
+    #[serde(skip)]
+    pub retry_after: Option<std::time::Duration>,
 }
+
+/// What a 503 tells the caller to wait before trying again.
+pub const UNAVAILABLE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The `@type` of each detail.
 const FIELD_VIOLATION: &str = "type.googleapis.com/google.rpc.BadRequest.FieldViolation";
@@ -77,7 +86,7 @@ fn code_number<S: serde::Serializer>(c: &Code, s: S) -> Result<S::Ok, S::Error> 
 impl ApiError {
     /// An error with a status, a code and a message.
     pub fn new(status: StatusCode, code: Code, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into(), details: Vec::new() }
+        Self { status, code, message: message.into(), details: Vec::new(), retry_after: None }
     }
 
     /// 400 for one bad field.
@@ -93,7 +102,7 @@ impl ApiError {
             1 => format!("invalid request: {}", errs),
             n => format!("invalid request: {n} problems: {errs}"),
         };
-        Self { status: StatusCode::BAD_REQUEST, code: Code::InvalidArgument, message, details: errs.0 }
+        Self { status: StatusCode::BAD_REQUEST, code: Code::InvalidArgument, message, details: errs.0, retry_after: None }
     }
 
     /// 404, worded the same whether the object does not exist or belongs to another tenant.
@@ -121,12 +130,24 @@ impl ApiError {
         let mut errs = ValidationErrors::default();
         errs.push(field, reason);
         let message = format!("resource exhausted: {errs}");
-        Self { status: StatusCode::TOO_MANY_REQUESTS, code: Code::ResourceExhausted, message, details: errs.0 }
+        Self { status: StatusCode::TOO_MANY_REQUESTS, code: Code::ResourceExhausted, message, details: errs.0, retry_after: None }
     }
 
-    /// 503 UNAVAILABLE: something the answer needs does not answer yet; retry.
+    /// 503 UNAVAILABLE: something the answer needs does not answer yet;
+    /// retry after [`UNAVAILABLE_RETRY`].
     pub fn unavailable(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable, message)
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable, message).retry_after(UNAVAILABLE_RETRY)
+    }
+
+    /// 429 RESOURCE_EXHAUSTED for a caller past its request rate: try again after `wait`.
+    pub fn rate_limited(message: impl Into<String>, wait: std::time::Duration) -> Self {
+        Self::new(StatusCode::TOO_MANY_REQUESTS, Code::ResourceExhausted, message).retry_after(wait)
+    }
+
+    /// The same error, telling the caller to wait `wait` before trying again.
+    pub fn retry_after(mut self, wait: std::time::Duration) -> Self {
+        self.retry_after = Some(wait);
+        self
     }
 
     /// 500, logging the cause and hiding it from the caller.
@@ -187,6 +208,15 @@ impl IntoResponse for ApiError {
         if self.status == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"vmaas\""));
         }
+        if let Some(wait) = self.retry_after {
+            resp.headers_mut().insert(header::RETRY_AFTER, retry_after_value(wait));
+        }
         resp
     }
+}
+
+/// `wait` as `Retry-After` takes it: whole seconds, rounded up, at least one.
+pub fn retry_after_value(wait: std::time::Duration) -> HeaderValue {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    HeaderValue::from(secs.max(1))
 }

@@ -128,9 +128,22 @@ pub struct TenantLimitArgs {
     /// Disk exports one tenant may have under way (converting or being sent).
     #[arg(long, env = "VMAAS_EXPORTS_PER_TENANT", default_value_t = crate::app::EXPORTS_PER_TENANT)]
     pub exports_per_tenant: usize,
+    /// Requests per second one tenant may make (REST, gRPC, event streams
+    /// opened); past it: 429 with Retry-After. 0: unlimited.
+    #[arg(long, env = "VMAAS_TENANT_RATE_LIMIT", default_value_t = crate::rate::DEFAULT_PER_SECOND)]
+    pub tenant_rate_limit: u32,
+    /// Requests one tenant may make at once after a quiet while [default:
+    /// twice --tenant-rate-limit].
+    #[arg(long, env = "VMAAS_TENANT_RATE_BURST", default_value_t = 0, hide_default_value = true)]
+    pub tenant_rate_burst: u32,
 }
 
 impl TenantLimitArgs {
+    /// Each tenant's request rate; none: unlimited.
+    pub fn rate(&self) -> Option<crate::rate::RateConfig> {
+        crate::rate::RateConfig::new(self.tenant_rate_limit, self.tenant_rate_burst)
+    }
+
     /// The limits of event streams.
     pub fn watches(&self) -> crate::watches::WatchLimits {
         crate::watches::WatchLimits { per_tenant: self.watches_per_tenant, per_token: self.watches_per_token, total: self.max_watches }

@@ -26,7 +26,8 @@
 //! - [`events`]: the event log's fan-out to watchers.
 //! - [`expiry`]: ephemeral VMs deleted when they expire.
 //! - [`watches`]: event streams under limits of their own;
-//!   [`export_slots`]: each tenant's disk exports under way.
+//!   [`export_slots`]: each tenant's disk exports under way; [`rate`]: each
+//!   tenant's request rate.
 //! - [`error`]: the API's error shape; [`metrics`]: Prometheus metrics
 //!   ([`process_metrics`]: the standard `process_*` ones);
 //!   [`audit`]: the audit log of mutating requests.
@@ -53,6 +54,7 @@ pub mod none_backend;
 pub mod oidc;
 pub mod process_metrics;
 pub mod prune;
+pub mod rate;
 pub mod reconciler;
 pub mod serve;
 pub mod state;

@@ -77,7 +77,8 @@ fn busy(why: &str) -> Vec<u8> {
     let e = ApiError::unavailable(why);
     let body = serde_json::to_string(&e).unwrap_or_default();
     format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: {}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        crate::error::UNAVAILABLE_RETRY.as_secs().max(1),
         body.len()
     )
     .into_bytes()

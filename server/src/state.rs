@@ -79,6 +79,8 @@ pub struct Services {
     pub exports: Arc<crate::export_slots::ExportSlots>,
     /// The event streams open.
     pub watches: Arc<crate::watches::Watches>,
+    /// The request rate each tenant may use; none: unlimited.
+    pub rate: Option<Arc<crate::rate::TenantRate>>,
     /// Committed events, for watchers.
     pub events: Arc<crate::events::EventHub>,
     /// Where mutating requests are recorded, if anywhere.
@@ -90,6 +92,10 @@ pub struct Services {
 impl HasKeys for AppState {
     fn keys(&self) -> &Keys {
         &self.keys
+    }
+
+    fn rate(&self) -> Option<&crate::rate::TenantRate> {
+        self.rate.as_deref()
     }
 }
 

@@ -162,6 +162,9 @@ pub struct Server {
     pub database_url: Option<String>,
     extra: Vec<String>,
     http: reqwest::Client,
+    /// The address it listens on: port 0 until it first starts, then the
+    /// port it got, so a restart comes back where its clients look.
+    listen: String,
 }
 
 impl Server {
@@ -204,6 +207,7 @@ impl Server {
             database_url,
             extra: extra.iter().map(|s| s.to_string()).collect(),
             http: pooled(),
+            listen: "127.0.0.1:0".into(),
         };
         s.launch().await;
         Some(s)
@@ -224,6 +228,7 @@ impl Server {
             database_url: other.database_url.clone(),
             extra,
             http: pooled(),
+            listen: "127.0.0.1:0".into(),
         };
         s.launch().await;
         s
@@ -253,11 +258,15 @@ impl Server {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path()).expect("log file");
         let start_len = log.metadata().map(|m| m.len()).unwrap_or(0) as usize;
         let mut cmd = Command::new(bin("vmaas-server"));
-        cmd.arg("--listen").arg("127.0.0.1:0").arg("--data-dir").arg(&self.data_dir).arg("--reconcile-interval").arg("200ms");
+        cmd.arg("--listen").arg(&self.listen).arg("--data-dir").arg(&self.data_dir).arg("--reconcile-interval").arg("200ms");
         if let Some(u) = &self.database_url {
             cmd.arg("--database-url").arg(u);
         }
         cmd.args(&self.extra);
+        // The tests' loads are theirs to choose: a tenant's request rate is
+        // checked on every request, but limited only where a test passes
+        // --tenant-rate-limit (which wins over the environment).
+        cmd.env("VMAAS_TENANT_RATE_LIMIT", "1000000");
         cmd.env("VMAAS_LOG", "info,tower_http=warn").stdout(Stdio::null()).stderr(log);
         self.child = Some(cmd.spawn().expect("spawn vmaas-server"));
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -268,6 +277,7 @@ impl Server {
                 let addr = field("listen=").expect("listen= in the ready line");
                 let scheme = field("scheme=").unwrap_or_else(|| "http".into());
                 self.endpoint = format!("{scheme}://{addr}");
+                self.listen = addr;
                 self.http = self.http_client();
                 return;
             }
@@ -346,6 +356,12 @@ impl Server {
         }
         let _ = child.kill();
         child.wait_with_output().expect("wait for vmaas-server")
+    }
+
+    /// Starts the server again after [`Server::stop`], on the same address,
+    /// data directory and database.
+    pub async fn launch_again(&mut self) {
+        self.launch().await;
     }
 
     /// Stops and starts the server on the same data directory and database.

@@ -34,6 +34,9 @@ pub async fn watch(
     let failed = |e: ApiError| status::from_api(&pool, e);
     let auth = req.metadata().get("authorization").map(|v| v.as_bytes());
     let caller = state.keys.bearer(auth).await.map_err(failed)?;
+    if let Some(rate) = state.rate.as_deref() {
+        rate.check(&caller.tenant).map_err(|l| failed(l.into()))?;
+    }
     let conn = req.extensions().get::<ConnMark>();
     let slot = crate::watches::start(&state.watches, &caller.tenant, auth, conn).map_err(failed)?;
     let msg = req.get_ref();
