@@ -43,3 +43,59 @@ pub(crate) fn guest_config(keys: &[String], user_data: Option<&std::path::Path>)
 pub(crate) fn parse_label(s: &str) -> Result<(String, String), String> {
     s.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())).ok_or_else(|| format!("{s:?}: expected KEY=VALUE"))
 }
+
+/// Which objects a list shows: `--filter` and `-l`, on every list.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct ListArgs {
+    /// Only objects this CEL expression holds for, as the API's `filter`
+    /// takes it, e.g. "this.status.state == VIRTUAL_MACHINE_STATE_READY".
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Only objects with this label: KEY=VALUE, or KEY for any value
+    /// (repeatable: all must match).
+    #[arg(short = 'l', long = "label", value_name = "KEY[=VALUE]")]
+    pub labels: Vec<String>,
+}
+
+impl ListArgs {
+    /// The API's `filter`: `--filter` and each `-l`, all to hold; none when neither is given.
+    pub(crate) fn filter(&self) -> Result<Option<String>, crate::exit::Usage> {
+        let mut terms: Vec<String> = self.filter.iter().map(|f| format!("({f})")).collect();
+        for l in &self.labels {
+            let (key, value) = match l.split_once('=') {
+                Some((k, v)) => (k, Some(v)),
+                None => (l.as_str(), None),
+            };
+            let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
+            if !plain(key) || value.is_some_and(|v| !v.is_empty() && !plain(v)) {
+                return Err(crate::exit::Usage(format!(
+                    "-l {l:?}: a label is KEY=VALUE or KEY, of letters, digits, '-', '_', '.' and '/'"
+                )));
+            }
+            terms.push(match value {
+                Some(v) => format!("this.metadata.labels['{key}'] == '{v}'"),
+                None => format!("'{key}' in this.metadata.labels"),
+            });
+        }
+        Ok((!terms.is_empty()).then(|| terms.join(" && ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_filters() {
+        let args = |filter: Option<&str>, labels: &[&str]| ListArgs {
+            filter: filter.map(str::to_owned),
+            labels: labels.iter().map(|l| l.to_string()).collect(),
+        };
+        assert_eq!(args(None, &[]).filter().ok(), Some(None));
+        assert_eq!(
+            args(Some("this.metadata.name == 'a'"), &["env=prod", "team"]).filter().ok().flatten().as_deref(),
+            Some("(this.metadata.name == 'a') && this.metadata.labels['env'] == 'prod' && 'team' in this.metadata.labels")
+        );
+        assert!(args(None, &["env='x"]).filter().is_err(), "a quote cannot end the string early");
+    }
+}

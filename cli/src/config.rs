@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 /// Server used when nothing else says.
@@ -85,7 +85,7 @@ pub fn client(flags: Flags, path: &Path) -> anyhow::Result<vmaas_client::Client>
     let endpoint = flags.endpoint.or(file.endpoint).unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned());
     let token = flags.token.or(file.token).filter(|t| !t.is_empty());
     if endpoint.is_empty() {
-        bail!("the endpoint is empty: pass --endpoint or set VMAAS_ENDPOINT");
+        return Err(crate::exit::Usage("the endpoint is empty: pass --endpoint or set VMAAS_ENDPOINT".into()).into());
     }
     let ca = match flags.ca_file.or(file.ca_file) {
         Some(f) => Some(std::fs::read(&f).with_context(|| format!("reading the CA file {}", f.display()))?),

@@ -44,7 +44,7 @@ pub enum ExternalIpCmd {
     },
     /// List your external IPs.
     #[command(alias = "ls")]
-    List,
+    List(crate::args::ListArgs),
     /// Show one, by name or id.
     Get {
         /// Name or id.
@@ -87,7 +87,7 @@ pub enum LoadBalancerCmd {
     },
     /// List your load balancers.
     #[command(alias = "ls")]
-    List,
+    List(crate::args::ListArgs),
     /// Show one, by name or id.
     Get {
         /// Name or id.
@@ -188,7 +188,9 @@ pub async fn external_ip(client: &Client, cmd: ExternalIpCmd, format: Format) ->
             let a: ExternalIpAttachment = client.delete_object(ATTACHMENTS, &a.id).await?;
             one(format, &a, attachment_row(&a), &ATTACHMENT_HEADER)
         }
-        ExternalIpCmd::List => page(format, &client.list_objects::<ExternalIp>(IPS).await?, ip_row, &IP_HEADER),
+        ExternalIpCmd::List(l) => {
+            page(format, &client.list_objects_where::<ExternalIp>(IPS, l.filter()?.as_deref()).await?, ip_row, &IP_HEADER)
+        }
         ExternalIpCmd::Get { external_ip } => {
             let i: ExternalIp = client.find_object(IPS, &external_ip).await?;
             one(format, &i, ip_row(&i), &IP_HEADER)
@@ -218,7 +220,9 @@ pub async fn load_balancer(client: &Client, cmd: LoadBalancerCmd, format: Format
             let l: LoadBalancer = client.patch_object(BALANCERS, &l.id, &patch).await?;
             one(format, &l, lb_row(&l), &LB_HEADER)
         }
-        LoadBalancerCmd::List => page(format, &client.list_objects::<LoadBalancer>(BALANCERS).await?, lb_row, &LB_HEADER),
+        LoadBalancerCmd::List(l) => {
+            page(format, &client.list_objects_where::<LoadBalancer>(BALANCERS, l.filter()?.as_deref()).await?, lb_row, &LB_HEADER)
+        }
         LoadBalancerCmd::Get { load_balancer } => {
             let l: LoadBalancer = client.find_object(BALANCERS, &load_balancer).await?;
             one(format, &l, lb_row(&l), &LB_HEADER)

@@ -24,7 +24,7 @@ const IMAGES: &str = "/images";
 pub enum ImageCmd {
     /// List the images VMs can boot from (`vm_image`).
     #[command(alias = "ls")]
-    List,
+    List(crate::args::ListArgs),
     /// Show one image.
     Get {
         /// Its name (or an imported image's id).
@@ -131,7 +131,7 @@ async fn follow(client: &Client, id: &str) -> anyhow::Result<Image> {
             ImageState::Pending => {}
         }
         if Instant::now() > deadline {
-            bail!("gave up waiting for the import of {:?}", i.metadata.name);
+            return Err(crate::exit::TimedOut(format!("gave up waiting for the import of {:?}", i.metadata.name)).into());
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -189,7 +189,7 @@ async fn import(client: &Client, name: String, source: String, spec: ImageSpec) 
 /// Runs a `vmaas image` command.
 pub async fn image(client: &Client, cmd: ImageCmd, format: Format) -> anyhow::Result<()> {
     match cmd {
-        ImageCmd::List => page(format, &client.list_objects::<Image>(IMAGES).await?, row, &HEADER),
+        ImageCmd::List(l) => page(format, &client.list_objects_where::<Image>(IMAGES, l.filter()?.as_deref()).await?, row, &HEADER),
         ImageCmd::Get { name } => {
             let i: Image = client.get_object(IMAGES, &name).await?;
             one(format, &i, row(&i), &HEADER)

@@ -38,7 +38,7 @@ pub enum InstanceTypeCmd {
     },
     /// List the instance types.
     #[command(alias = "ls")]
-    List,
+    List(crate::args::ListArgs),
     /// Show one, by name or id.
     Get {
         /// Name or id.
@@ -107,7 +107,9 @@ pub async fn instance_type(client: &Client, cmd: InstanceTypeCmd, format: Format
             let spec = InstanceTypeSpec { cores, memory_gib, description, gpu, ..Default::default() };
             client.create_object(PATH, &CreateObject { type_url: None, id: None, metadata: named(name), spec, status: None }).await?
         }
-        InstanceTypeCmd::List => return page(format, &client.list_objects::<InstanceType>(PATH).await?, row, &HEADER),
+        InstanceTypeCmd::List(l) => {
+            return page(format, &client.list_objects_where::<InstanceType>(PATH, l.filter()?.as_deref()).await?, row, &HEADER);
+        }
         InstanceTypeCmd::Get { instance_type } => client.find_object(PATH, &instance_type).await?,
         InstanceTypeCmd::Deprecate { instance_type, replacement } => {
             lifecycle(client, &instance_type, InstanceTypeState::Deprecated, Some(replacement)).await?

@@ -3,6 +3,7 @@
 mod args;
 mod config;
 mod console;
+mod exit;
 mod expose;
 mod images;
 mod instance_types;
@@ -23,7 +24,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use vmaas_client::{Client, VmQuery, WaitFor, describe_status};
 use vmaas_model::vm::MetadataInput;
@@ -120,7 +121,7 @@ enum Command {
 enum TemplateCmd {
     /// List templates.
     #[command(alias = "ls")]
-    List,
+    List(args::ListArgs),
     /// Show a template and its parameters.
     Get {
         /// Template id.
@@ -194,7 +195,7 @@ async fn typed_params(client: &Client, template: &str, params: &[String]) -> any
         }
     }
     if !problems.is_empty() {
-        bail!("bad parameters:\n  {}", problems.join("\n  "));
+        return Err(exit::Usage(format!("bad parameters:\n  {}", problems.join("\n  "))).into());
     }
     Ok(out)
 }
@@ -244,8 +245,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Completions { .. } | Command::Login { .. } => unreachable!("handled above"),
         Command::Template(cmd) => match cmd {
-            TemplateCmd::List => {
-                let ts = client.all_templates().await?;
+            TemplateCmd::List(l) => {
+                let ts = client.all_templates_where(l.filter()?.as_deref()).await?;
                 output::templates(format, &ts, ts.len() as u64)
             }
             TemplateCmd::Get { id } => output::template(format, &client.get_template(&id).await?),
@@ -315,7 +316,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     Some(t) => typed_params(&client, t, &params).await?,
                     None if params.is_empty() => BTreeMap::new(),
                     None => {
-                        anyhow::bail!("--param needs --template: a clone takes its source's parameters, or all of them with its template")
+                        return Err(exit::Usage(
+                            "--param needs --template: a clone takes its source's parameters, or all of them with its template".into(),
+                        )
+                        .into());
                     }
                 };
                 let clone_of = (clone_of.is_some() || clone_of_snapshot.is_some())
@@ -350,8 +354,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 output::vm(format, &vm)
             }
-            VmCmd::List { state, name, offset, limit } => {
-                let page = client.list_vms(&VmQuery { name, state, offset, limit }).await?;
+            VmCmd::List { state, name, offset, limit, list } => {
+                let page = client.list_vms(&VmQuery { name, state, offset, limit, filter: list.filter()? }).await?;
                 output::vms(format, &page.items, page.total)
             }
             VmCmd::Get { vm, watch: true } => watch::vm(&client, &vm, format).await,
@@ -442,7 +446,7 @@ fn main() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
-            std::process::exit(1);
+            std::process::exit(exit::FAILED);
         }
     };
     if let Err(e) = rt.block_on(run(cli)) {
@@ -452,6 +456,6 @@ fn main() {
                 eprintln!("  {}: {}", d.field, d.reason);
             }
         }
-        std::process::exit(1);
+        std::process::exit(exit::code(&e));
     }
 }

@@ -25,7 +25,7 @@ pub enum NatGatewayCmd {
     },
     /// List your NAT gateways.
     #[command(alias = "ls")]
-    List,
+    List(crate::args::ListArgs),
     /// Show one, by name or id.
     Get {
         /// Name or id.
@@ -55,7 +55,9 @@ pub async fn nat_gateway(client: &Client, cmd: NatGatewayCmd, format: Format) ->
             let g: NatGateway = client.create_object(GATEWAYS, &req).await?;
             one(format, &g, row(&g), &HEADER)
         }
-        NatGatewayCmd::List => page(format, &client.list_objects::<NatGateway>(GATEWAYS).await?, row, &HEADER),
+        NatGatewayCmd::List(l) => {
+            page(format, &client.list_objects_where::<NatGateway>(GATEWAYS, l.filter()?.as_deref()).await?, row, &HEADER)
+        }
         NatGatewayCmd::Get { nat_gateway } => {
             let g: NatGateway = client.find_object(GATEWAYS, &nat_gateway).await?;
             one(format, &g, row(&g), &HEADER)

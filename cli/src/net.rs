@@ -31,7 +31,7 @@ pub enum NetworkCmd {
     },
     /// List your virtual networks.
     #[command(alias = "ls")]
-    List,
+    List(crate::args::ListArgs),
     /// Show one, by name or id.
     Get {
         /// Name or id.
@@ -61,7 +61,7 @@ pub enum SubnetCmd {
     },
     /// List your subnets.
     #[command(alias = "ls")]
-    List,
+    List(crate::args::ListArgs),
     /// Show one, by name or id.
     Get {
         /// Name or id.
@@ -105,7 +105,7 @@ pub enum SecurityGroupCmd {
     },
     /// List your security groups.
     #[command(alias = "ls")]
-    List,
+    List(crate::args::ListArgs),
     /// Show one, by name or id.
     Get {
         /// Name or id.
@@ -193,7 +193,9 @@ pub async fn network(client: &Client, cmd: NetworkCmd, format: Format) -> anyhow
             let n: VirtualNetwork = client.create_object(NETWORKS, &req).await?;
             one(format, &n, net_row(&n), &NET_HEADER)
         }
-        NetworkCmd::List => page(format, &client.list_objects::<VirtualNetwork>(NETWORKS).await?, net_row, &NET_HEADER),
+        NetworkCmd::List(l) => {
+            page(format, &client.list_objects_where::<VirtualNetwork>(NETWORKS, l.filter()?.as_deref()).await?, net_row, &NET_HEADER)
+        }
         NetworkCmd::Get { network } => {
             let n: VirtualNetwork = client.find_object(NETWORKS, &network).await?;
             one(format, &n, net_row(&n), &NET_HEADER)
@@ -215,7 +217,9 @@ pub async fn subnet(client: &Client, cmd: SubnetCmd, format: Format) -> anyhow::
             let s: Subnet = client.create_object(SUBNETS, &req).await?;
             one(format, &s, subnet_row(&s), &SUBNET_HEADER)
         }
-        SubnetCmd::List => page(format, &client.list_objects::<Subnet>(SUBNETS).await?, subnet_row, &SUBNET_HEADER),
+        SubnetCmd::List(l) => {
+            page(format, &client.list_objects_where::<Subnet>(SUBNETS, l.filter()?.as_deref()).await?, subnet_row, &SUBNET_HEADER)
+        }
         SubnetCmd::Get { subnet } => {
             let s: Subnet = client.find_object(SUBNETS, &subnet).await?;
             one(format, &s, subnet_row(&s), &SUBNET_HEADER)
@@ -246,7 +250,9 @@ pub async fn security_group(client: &Client, cmd: SecurityGroupCmd, format: Form
             let g: SecurityGroup = client.patch_object(GROUPS, &g.id, &PatchSecurityGroup { spec, ..Default::default() }).await?;
             one(format, &g, group_row(&g), &GROUP_HEADER)
         }
-        SecurityGroupCmd::List => page(format, &client.list_objects::<SecurityGroup>(GROUPS).await?, group_row, &GROUP_HEADER),
+        SecurityGroupCmd::List(l) => {
+            page(format, &client.list_objects_where::<SecurityGroup>(GROUPS, l.filter()?.as_deref()).await?, group_row, &GROUP_HEADER)
+        }
         SecurityGroupCmd::Get { group } => {
             let g: SecurityGroup = client.find_object(GROUPS, &group).await?;
             one(format, &g, group_row(&g), &GROUP_HEADER)

@@ -33,6 +33,8 @@ pub enum SnapshotCmd {
         /// Only those of this VM, by name or id.
         #[arg(long)]
         vm: Option<String>,
+        #[command(flatten)]
+        list: crate::args::ListArgs,
     },
     /// Show one, by name or id.
     Get {
@@ -151,13 +153,14 @@ pub async fn snapshot(client: &Client, cmd: SnapshotCmd, format: Format) -> anyh
             let s = create(client, name, vm, wait).await?;
             one(format, &s, row(&s), &HEADER)
         }
-        SnapshotCmd::List { vm } => {
-            let mut all = client.list_objects::<ComputeInstanceSnapshot>(SNAPSHOTS).await?;
+        SnapshotCmd::List { vm, list } => {
+            let mut filter: Vec<String> = list.filter()?.into_iter().collect();
             if let Some(vm) = vm {
                 let vm = client.find_vm(&vm).await?;
-                all.items.retain(|s| s.spec.compute_instance == vm.id);
+                filter.push(format!("this.spec.compute_instance == '{}'", vm.id));
             }
-            page(format, &all, row, &HEADER)
+            let filter = (!filter.is_empty()).then(|| filter.join(" && "));
+            page(format, &client.list_objects_where::<ComputeInstanceSnapshot>(SNAPSHOTS, filter.as_deref()).await?, row, &HEADER)
         }
         SnapshotCmd::Get { snapshot } => {
             let s: ComputeInstanceSnapshot = client.find_object(SNAPSHOTS, &snapshot).await?;

@@ -76,6 +76,8 @@ pub(crate) enum VmCmd {
         /// Show at most this many.
         #[arg(long)]
         limit: Option<u64>,
+        #[command(flatten)]
+        list: crate::args::ListArgs,
     },
     /// Show a VM.
     Get {

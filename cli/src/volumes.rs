@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Subcommand;
 use vmaas_client::{Client, Error};
 use vmaas_model::volume::VolumePatchSpec;
@@ -64,7 +64,7 @@ pub enum VolumeCmd {
     },
     /// List your volumes.
     #[command(alias = "ls")]
-    List,
+    List(crate::args::ListArgs),
     /// List the attachments of your volumes.
     Attachments,
     /// Show one, by name or id.
@@ -125,7 +125,7 @@ pub(crate) async fn wait_for<T: serde::de::DeserializeOwned>(
             return Ok(got);
         }
         if Instant::now() > deadline {
-            bail!("gave up after {WAIT:?}: still {last}");
+            return Err(crate::exit::TimedOut(format!("gave up after {WAIT:?}: still {last}")).into());
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -216,7 +216,7 @@ pub async fn volume(client: &Client, cmd: VolumeCmd, format: Format) -> anyhow::
             let v: Volume = client.patch_object(VOLUMES, &v.id, &patch).await?;
             one(format, &v, row(&v), &HEADER)
         }
-        VolumeCmd::List => page(format, &client.list_objects::<Volume>(VOLUMES).await?, row, &HEADER),
+        VolumeCmd::List(l) => page(format, &client.list_objects_where::<Volume>(VOLUMES, l.filter()?.as_deref()).await?, row, &HEADER),
         VolumeCmd::Attachments => {
             page(format, &client.list_objects::<VolumeAttachment>(ATTACHMENTS).await?, attachment_row, &ATTACHMENT_HEADER)
         }

@@ -152,6 +152,9 @@ pub struct VmQuery {
     /// Items to return.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
+    /// A CEL expression each item must hold for (the API's `filter`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
 }
 
 impl Error {
@@ -352,7 +355,12 @@ impl Client {
 
     /// A page of templates.
     pub async fn list_templates(&self, offset: u64, limit: u64) -> Result<Page<VirtualMachineTemplate>, Error> {
-        let q = VmQuery { offset: Some(offset), limit: Some(limit), ..Default::default() };
+        self.list_templates_where(offset, limit, None).await
+    }
+
+    /// A page of the templates `filter` (CEL) holds for.
+    pub async fn list_templates_where(&self, offset: u64, limit: u64, filter: Option<&str>) -> Result<Page<VirtualMachineTemplate>, Error> {
+        let q = VmQuery { offset: Some(offset), limit: Some(limit), filter: filter.map(str::to_owned), ..Default::default() };
         self.call::<(), _>(Method::GET, "/virtual_machine_templates", Some(&q), None)
             .await?
             .ok_or_else(|| Error::Decode("empty list".into()))
@@ -360,9 +368,14 @@ impl Client {
 
     /// Every template, over as many pages as it takes.
     pub async fn all_templates(&self) -> Result<Vec<VirtualMachineTemplate>, Error> {
+        self.all_templates_where(None).await
+    }
+
+    /// Every template `filter` (CEL) holds for, over as many pages as it takes.
+    pub async fn all_templates_where(&self, filter: Option<&str>) -> Result<Vec<VirtualMachineTemplate>, Error> {
         let mut out = Vec::new();
         loop {
-            let page = self.list_templates(out.len() as u64, 1000).await?;
+            let page = self.list_templates_where(out.len() as u64, 1000, filter).await?;
             let done = page.items.is_empty() || out.len() as u64 + page.size >= page.total;
             out.extend(page.items);
             if done {

@@ -12,7 +12,13 @@ use crate::{Client, Error, VmQuery};
 impl Client {
     /// Every object of the collection `path` the caller may see (first 1000).
     pub async fn list_objects<T: DeserializeOwned>(&self, path: &str) -> Result<Page<T>, Error> {
-        self.call::<(), _>(Method::GET, &format!("{path}?limit=1000"), None, None).await?.ok_or_else(|| Error::Decode("empty list".into()))
+        self.list_objects_where(path, None).await
+    }
+
+    /// The objects of the collection `path` that `filter` (CEL) holds for (first 1000).
+    pub async fn list_objects_where<T: DeserializeOwned>(&self, path: &str, filter: Option<&str>) -> Result<Page<T>, Error> {
+        let q = VmQuery { limit: Some(1000), filter: filter.map(str::to_owned), ..Default::default() };
+        self.call::<(), _>(Method::GET, path, Some(&q), None).await?.ok_or_else(|| Error::Decode("empty list".into()))
     }
 
     /// The object `id` of collection `path` (for kinds named by their id, such as images).
