@@ -56,6 +56,10 @@ struct Cli {
     /// Config file [default: ~/.config/vmaas/config.yaml].
     #[arg(long, global = true, env = "VMAAS_CONFIG")]
     config: Option<PathBuf>,
+    /// The named profile of the config file to use (its `profiles:`)
+    /// [default: the file's top-level settings].
+    #[arg(long, global = true, env = "VMAAS_PROFILE")]
+    profile: Option<String>,
     /// Output format.
     #[arg(short, long, global = true, value_enum, default_value = "table")]
     output: Format,
@@ -226,21 +230,29 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     if let Command::Login { server } = &cli.command {
         let mut file = config::load(&cfg_path)?;
+        let name = cli.profile.as_deref();
+        // A new profile starts empty; an existing one keeps what is not given.
+        let mut p = file.profile(name).unwrap_or_default();
         if let Some(e) = server.clone().or(cli.endpoint.clone()) {
-            file.endpoint = Some(e);
+            p.endpoint = Some(e);
         }
         if let Some(t) = cli.token.clone() {
-            file.token = Some(t);
+            p.token = Some(t);
         }
         if let Some(ca) = &cli.ca_file {
-            file.ca_file = Some(std::path::absolute(ca).with_context(|| format!("the CA file {}", ca.display()))?);
+            p.ca_file = Some(std::path::absolute(ca).with_context(|| format!("the CA file {}", ca.display()))?);
         }
-        file.insecure |= cli.insecure;
+        p.insecure |= cli.insecure;
+        file.set_profile(name, p);
         config::save(&cfg_path, &file)?;
-        eprintln!("saved {}", cfg_path.display());
+        match name {
+            Some(n) => eprintln!("saved profile {n:?} in {}", cfg_path.display()),
+            None => eprintln!("saved {}", cfg_path.display()),
+        }
         return Ok(());
     }
-    let flags = config::Flags { endpoint: cli.endpoint, token: cli.token, ca_file: cli.ca_file, insecure: cli.insecure };
+    let flags =
+        config::Flags { endpoint: cli.endpoint, token: cli.token, ca_file: cli.ca_file, insecure: cli.insecure, profile: cli.profile };
     let client = config::client(flags, &cfg_path)?;
     match cli.command {
         Command::Completions { .. } | Command::Login { .. } => unreachable!("handled above"),

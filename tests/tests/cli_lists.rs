@@ -87,3 +87,33 @@ async fn exit_codes_tell_usage_timeouts_and_failures_apart() {
     let (c, err) = code(&["vm", "get", "nowhere"]);
     assert_eq!(c, Some(1), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_profiles_pick_the_server_and_token() {
+    let s = Server::start(Db::Sqlite).await.expect("sqlite");
+    let (acme, globex) = (s.token("acme", false), s.token("globex", false));
+    let (status, body) =
+        post(&s, &acme, "virtual_networks", json!({"metadata": {"name": "acme-net"}, "spec": {"ipv4_cidr": "10.1.0.0/16"}})).await;
+    assert_eq!(status, 201, "{body}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("config.yaml");
+    let vmaas = |args: &[&str], profile_env: Option<&str>| {
+        let mut cmd = std::process::Command::new(vmaas_tests::bin("vmaas"));
+        cmd.args(args).env("VMAAS_CONFIG", &config).env_remove("VMAAS_ENDPOINT").env_remove("VMAAS_TOKEN").env_remove("VMAAS_PROFILE");
+        if let Some(p) = profile_env {
+            cmd.env("VMAAS_PROFILE", p);
+        }
+        cmd.output().expect("vmaas")
+    };
+    for (name, token) in [("acme", &acme), ("globex", &globex)] {
+        let o = vmaas(&["--profile", name, "login", "--server", &s.endpoint, "--token", token], None);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let saved = std::fs::read_to_string(&config).expect("the config file");
+    assert!(saved.contains("profiles:") && saved.contains("acme:") && saved.contains("globex:"), "{saved}");
+    assert_eq!(names(&vmaas(&["-o", "json", "--profile", "acme", "network", "list"], None)), ["acme-net"]);
+    assert_eq!(names(&vmaas(&["-o", "json", "network", "list"], Some("globex"))), Vec::<String>::new(), "VMAAS_PROFILE picks globex");
+    let o = vmaas(&["--profile", "nobody", "network", "list"], None);
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("acme, globex"), "{}", String::from_utf8_lossy(&o.stderr));
+}
