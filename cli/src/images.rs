@@ -1,7 +1,6 @@
 //! `vmaas image`: the OS images VMs can boot from, and importing one from
 //! a URL or a file, with a progress bar.
 
-use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -71,49 +70,9 @@ fn row(i: &Image) -> Vec<String> {
     vec![i.metadata.name.clone(), state, i.status.format.clone(), size, i.status.references.to_string(), i.spec.description.clone()]
 }
 
-fn mib(n: u64) -> String {
-    format!("{:.1} MiB", n as f64 / (1 << 20) as f64)
-}
-
-/// Draws progress on stderr: a bar redrawn in place on a terminal, else a
-/// line at each tenth.
-struct Bar {
-    tty: bool,
-    last: Option<u64>,
-}
-
-impl Bar {
-    fn new() -> Self {
-        Self { tty: std::io::stderr().is_terminal(), last: None }
-    }
-
-    fn show(&mut self, done: u64, total: Option<u64>) {
-        let Some(total) = total.filter(|t| *t > 0) else {
-            if self.tty {
-                eprint!("\r{} ", mib(done));
-            }
-            return;
-        };
-        let pct = (done.min(total) * 100 / total).min(100);
-        if self.tty {
-            let filled = (pct / 5) as usize;
-            eprint!("\r[{}{}] {pct:>3}% {} of {} ", "#".repeat(filled), ".".repeat(20 - filled), mib(done), mib(total));
-        } else if self.last.is_none_or(|l| pct / 10 > l / 10) {
-            eprintln!("… {pct}% {} of {}", mib(done), mib(total));
-        }
-        self.last = Some(pct);
-    }
-
-    fn end(&self) {
-        if self.tty {
-            eprintln!();
-        }
-    }
-}
-
 /// Polls image `id` until it is READY, drawing the server's progress.
 async fn follow(client: &Client, id: &str) -> anyhow::Result<Image> {
-    let mut bar = Bar::new();
+    let mut bar = crate::progress::Bar::new();
     let deadline = Instant::now() + Duration::from_secs(6 * 3600);
     loop {
         let i: Image = client.get_object(IMAGES, id).await?;
@@ -158,7 +117,7 @@ async fn upload(client: &Client, id: &str, path: &Path) -> anyhow::Result<Image>
             }
         }
     });
-    let mut bar = Bar::new();
+    let mut bar = crate::progress::Bar::new();
     let put = client.upload_image(id, chunks);
     tokio::pin!(put);
     let done = loop {

@@ -10,6 +10,7 @@ mod instance_types;
 mod nat_gateways;
 mod net;
 mod output;
+mod progress;
 mod quota;
 mod snapshots;
 mod ssh;

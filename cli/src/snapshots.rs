@@ -127,21 +127,10 @@ async fn restore(client: &Client, snapshot: &str, stop: bool, wait: bool, timeou
 
 /// Downloads the export at `path` into `output`, showing progress on a terminal.
 pub(crate) async fn download(client: &Client, path: &str, output: &std::path::Path) -> anyhow::Result<()> {
-    use std::io::IsTerminal;
-    let tty = std::io::stderr().is_terminal();
-    let mut last = 0u64;
+    let mut bar = crate::progress::Bar::new();
     eprintln!("exporting to {} (the server converts the disk first)", output.display());
-    let done = client
-        .download_export(path, output, |n, total| {
-            if tty && n - last >= 16 << 20 {
-                last = n;
-                eprint!("\r… {} of {}", crate::output::bytes(n), crate::output::bytes(total));
-            }
-        })
-        .await?;
-    if tty {
-        eprintln!();
-    }
+    let done = client.download_export(path, output, |n, total| bar.show(n, Some(total))).await?;
+    bar.end();
     eprintln!("wrote {} ({}), SHA-256 {}", output.display(), crate::output::bytes(done.bytes), done.sha256);
     Ok(())
 }
