@@ -20,9 +20,9 @@ fn field(i: usize, what: &str) -> String {
 /// The usable host addresses of `cidr`: after the network address and the
 /// gateway (the first), before the broadcast address.
 fn hosts(cidr: &Cidr) -> Option<(u32, u32)> {
-    let std::net::IpAddr::V4(net) = cidr.addr else { return None };
+    let std::net::IpAddr::V4(net) = cidr.addr() else { return None };
     let base = u32::from(net);
-    let size = 1u64 << (32 - u32::from(cidr.len));
+    let size = 1u64 << (32 - u32::from(cidr.prefix_len()));
     (size >= 4).then(|| (base + 2, (u64::from(base) + size - 2) as u32))
 }
 

@@ -46,7 +46,7 @@ impl FromStr for Pool {
 impl Pool {
     /// How many addresses it holds.
     pub fn size(&self) -> i64 {
-        self.cidr.ipv4_hosts().size_hint().0 as i64
+        i64::try_from(self.cidr.ipv4_host_count()).unwrap_or(i64::MAX)
     }
 
     /// The first address not in `used`.

@@ -57,64 +57,61 @@ pub enum CidrError {
     },
 }
 
-/// A checked CIDR.
+/// A checked CIDR: an `ipnet` network, the one CIDR type of vmaas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cidr {
-    /// The network address.
-    pub addr: IpAddr,
-    /// The prefix length.
-    pub len: u8,
-}
+pub struct Cidr(ipnet::IpNet);
 
 impl Cidr {
-    /// Parses `text` as a network of IP version `version` (4 or 6) with room for hosts.
+    /// Parses `text` as a network of IP version `version` (4 or 6) with room
+    /// for hosts (a prefix of at most 30 or 126), without host bits.
     pub fn parse(text: &str, version: u8) -> Result<Self, CidrError> {
-        let syntax = || CidrError::Syntax(text.to_owned());
-        let (addr, len) = text.split_once('/').ok_or_else(syntax)?;
-        let addr: IpAddr = addr.parse().map_err(|_| syntax())?;
-        let len: u8 = len.parse().map_err(|_| syntax())?;
-        let (bits, max) = match (addr, version) {
-            (IpAddr::V4(a), 4) => (u128::from(u32::from(a)) << 96, 30),
-            (IpAddr::V6(a), 6) => (u128::from(a), 126),
+        let net: ipnet::IpNet = text.parse().map_err(|_| CidrError::Syntax(text.to_owned()))?;
+        let max = match (net, version) {
+            (ipnet::IpNet::V4(_), 4) => 30,
+            (ipnet::IpNet::V6(_), 6) => 126,
             _ => return Err(CidrError::Family(text.to_owned(), version)),
         };
-        if len > max {
-            return Err(CidrError::PrefixTooLong { cidr: text.to_owned(), len, max });
+        if net.prefix_len() > max {
+            return Err(CidrError::PrefixTooLong { cidr: text.to_owned(), len: net.prefix_len(), max });
         }
-        let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len)) };
-        if bits & !mask != 0 {
-            let net = bits & mask;
-            let network = match addr {
-                IpAddr::V4(_) => std::net::Ipv4Addr::from((net >> 96) as u32).to_string(),
-                IpAddr::V6(_) => std::net::Ipv6Addr::from(net).to_string(),
-            };
-            return Err(CidrError::HostBits { cidr: text.to_owned(), network: format!("{network}/{len}") });
+        if net.trunc() != net {
+            return Err(CidrError::HostBits { cidr: text.to_owned(), network: net.trunc().to_string() });
         }
-        Ok(Self { addr, len })
+        Ok(Self(net))
     }
 
-    /// The address as 128 bits (IPv4 in the top 32) and the prefix over them.
-    fn wide(&self) -> (u128, u32) {
-        match self.addr {
-            IpAddr::V4(a) => (u128::from(u32::from(a)) << 96, u32::from(self.len)),
-            IpAddr::V6(a) => (u128::from(a), u32::from(self.len)),
+    /// An entry of an allow list: `ADDR/LEN` (any prefix; an address inside
+    /// the network names the network) or a single address.
+    pub fn entry(text: &str) -> Option<Self> {
+        match text.parse::<ipnet::IpNet>() {
+            Ok(net) => Some(Self(net.trunc())),
+            Err(_) => text.parse::<IpAddr>().ok().map(|a| Self(ipnet::IpNet::from(a))),
         }
     }
 
-    fn same_family(&self, other: &Cidr) -> bool {
-        self.addr.is_ipv4() == other.addr.is_ipv4()
+    /// The network.
+    pub fn net(&self) -> ipnet::IpNet {
+        self.0
+    }
+
+    /// The network address.
+    pub fn addr(&self) -> IpAddr {
+        self.0.network()
+    }
+
+    /// The prefix length.
+    pub fn prefix_len(&self) -> u8 {
+        self.0.prefix_len()
     }
 
     /// Whether `addr` is in this network.
     pub fn contains(&self, addr: IpAddr) -> bool {
-        Cidr { addr, len: if addr.is_ipv4() { 32 } else { 128 } }.within(self)
+        self.0.contains(&addr)
     }
 
     /// Whether this network lies inside `outer`.
     pub fn within(&self, outer: &Cidr) -> bool {
-        let ((a, a_len), (b, b_len)) = (self.wide(), outer.wide());
-        let mask = if b_len == 0 { 0 } else { u128::MAX << (128 - b_len) };
-        self.same_family(outer) && a_len >= b_len && a & mask == b & mask
+        outer.0.contains(&self.0)
     }
 
     /// Whether the two networks share an address.
@@ -125,11 +122,25 @@ impl Cidr {
     /// The usable IPv4 host addresses (network and broadcast excluded), in
     /// order; none for IPv6.
     pub fn ipv4_hosts(&self) -> impl Iterator<Item = std::net::Ipv4Addr> + use<> {
-        let (base, size) = match self.addr {
-            IpAddr::V4(a) => (u32::from(a), 1u64 << (32 - u32::from(self.len))),
-            IpAddr::V6(_) => (0, 0),
+        let v4 = match self.0 {
+            ipnet::IpNet::V4(n) => Some(n.hosts()),
+            ipnet::IpNet::V6(_) => None,
         };
-        (1..size.saturating_sub(1)).map(move |i| std::net::Ipv4Addr::from(base.wrapping_add(i as u32)))
+        v4.into_iter().flatten()
+    }
+
+    /// How many usable IPv4 host addresses there are; 0 for IPv6.
+    pub fn ipv4_host_count(&self) -> u64 {
+        match self.0 {
+            ipnet::IpNet::V4(n) => (1u64 << (32 - u32::from(n.prefix_len()))).saturating_sub(2),
+            ipnet::IpNet::V6(_) => 0,
+        }
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
     }
 }
 

@@ -65,15 +65,11 @@ pub struct CheckedRule {
 
 /// Parses `a.b.c.d/len` for a rule (any prefix length up to 32).
 fn rule_cidr(text: &str) -> Result<(Ipv4Addr, u8), String> {
-    let bad = || format!("{text:?} is not an IPv4 CIDR, e.g. 10.0.1.0/24 or 10.0.1.7/32");
-    let (a, l) = text.split_once('/').ok_or_else(bad)?;
-    let addr: Ipv4Addr = a.parse().map_err(|_| bad())?;
-    let len: u8 = l.parse().ok().filter(|l| *l <= 32).ok_or_else(bad)?;
-    let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
-    if u32::from(addr) & !mask != 0 {
-        return Err(format!("{text:?} has host bits set: the network is {}/{len}", Ipv4Addr::from(u32::from(addr) & mask)));
+    let net: ipnet::Ipv4Net = text.parse().map_err(|_| format!("{text:?} is not an IPv4 CIDR, e.g. 10.0.1.0/24 or 10.0.1.7/32"))?;
+    if net.trunc() != net {
+        return Err(format!("{text:?} has host bits set: the network is {}", net.trunc()));
     }
-    Ok((addr, len))
+    Ok((net.network(), net.prefix_len()))
 }
 
 impl SecurityRule {

@@ -6,7 +6,7 @@
 //! reconciler's first pass after a restart starts each NAT again.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
@@ -39,9 +39,9 @@ impl NatGateways {
 /// An IPv4 network `ADDR/LEN` (as the model checks a network's range) as
 /// an address and a prefix.
 fn range(cidr: &str) -> Option<(Ipv4Addr, u8)> {
-    match Cidr::parse(cidr, 4).ok()? {
-        Cidr { addr: IpAddr::V4(a), len } => Some((a, len)),
-        _ => None,
+    match Cidr::parse(cidr, 4).ok()?.net() {
+        ipnet::IpNet::V4(n) => Some((n.network(), n.prefix_len())),
+        ipnet::IpNet::V6(_) => None,
     }
 }
 

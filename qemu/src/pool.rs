@@ -5,23 +5,18 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::str::FromStr;
 
-/// An IPv4 network in CIDR form.
+/// A pool's IPv4 network: the model's [`vmaas_model::network::Cidr`]
+/// (no host bits), with a prefix of 8 to 30.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cidr {
-    base: u32,
-    prefix: u8,
-}
+pub struct Cidr(vmaas_model::network::Cidr);
 
 /// Why a text is not a pool's network.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CidrError {
-    /// No `/` and prefix length.
-    #[error("{0:?} is not in CIDR form (e.g. 127.42.0.0/16)")]
-    Form(String),
-    /// Not an IPv4 address before the `/`.
-    #[error("{0:?}: {1}")]
-    Address(String, std::net::AddrParseError),
-    /// A prefix too short or too long for a pool.
+    /// Not an IPv4 network.
+    #[error(transparent)]
+    Network(#[from] vmaas_model::network::CidrError),
+    /// A prefix too short for a pool.
     #[error("{0:?}: the prefix must be between 8 and 30")]
     Prefix(String),
 }
@@ -39,19 +34,18 @@ pub struct Held {
 impl FromStr for Cidr {
     type Err = CidrError;
     fn from_str(s: &str) -> Result<Self, CidrError> {
-        let (addr, prefix) = s.split_once('/').ok_or_else(|| CidrError::Form(s.to_owned()))?;
-        let addr: Ipv4Addr = addr.parse().map_err(|e| CidrError::Address(s.to_owned(), e))?;
-        let prefix: u8 = prefix.parse().ok().filter(|p| (8..=30).contains(p)).ok_or_else(|| CidrError::Prefix(s.to_owned()))?;
-        let mask = u32::MAX << (32 - prefix);
-        Ok(Self { base: u32::from(addr) & mask, prefix })
+        let cidr = vmaas_model::network::Cidr::parse(s, 4)?;
+        if cidr.prefix_len() < 8 {
+            return Err(CidrError::Prefix(s.to_owned()));
+        }
+        Ok(Self(cidr))
     }
 }
 
 impl Cidr {
     /// Usable host addresses: the network and broadcast addresses excluded.
     fn hosts(self) -> impl Iterator<Item = Ipv4Addr> {
-        let size = 1u64 << (32 - self.prefix);
-        (1..size - 1).map(move |i| Ipv4Addr::from(self.base.wrapping_add(i as u32)))
+        self.0.ipv4_hosts()
     }
 }
 
@@ -205,5 +199,7 @@ mod tests {
         assert!("127.42.0.0/16".parse::<Cidr>().is_ok());
         assert!("127.42.0.0".parse::<Cidr>().unwrap_err().to_string().contains("CIDR"));
         assert!("127.42.0.0/31".parse::<Cidr>().is_err());
+        assert!("10.0.0.0/7".parse::<Cidr>().unwrap_err().to_string().contains("between 8 and 30"));
+        assert!("127.42.0.1/16".parse::<Cidr>().unwrap_err().to_string().contains("host bits"), "refused, as the model refuses them");
     }
 }

@@ -142,7 +142,7 @@ impl SourcePolicy {
     }
 
     fn listed(&self) -> String {
-        let mut list: Vec<String> = self.allow.iter().map(|c| format!("{}/{}", c.addr, c.len)).collect();
+        let mut list: Vec<String> = self.allow.iter().map(Cidr::to_string).collect();
         if self.public {
             list.insert(0, "public".into());
         }
@@ -278,15 +278,7 @@ fn special_v6(a: Ipv6Addr) -> Option<&'static str> {
 
 /// `ADDR/LEN` or a single address, as a network.
 pub(crate) fn parse_net(text: &str) -> Result<Cidr, BadEntry> {
-    let bad = || BadEntry(text.to_owned());
-    let (addr, len) = text.split_once('/').map_or((text, None), |(a, l)| (a, Some(l)));
-    let addr: IpAddr = addr.parse().map_err(|_| bad())?;
-    let max = if addr.is_ipv4() { 32 } else { 128 };
-    let len = match len {
-        Some(l) => l.parse::<u8>().ok().filter(|l| *l <= max).ok_or_else(bad)?,
-        None => max,
-    };
-    Ok(Cidr { addr, len })
+    Cidr::entry(text).ok_or_else(|| BadEntry(text.to_owned()))
 }
 
 /// Resolves names to the addresses the policy allows; none: an error

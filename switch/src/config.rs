@@ -25,26 +25,25 @@ pub struct SubnetConfig {
     pub lease_seconds: u32,
 }
 
-/// The netmask of a `prefix`-bit network, as a number.
-fn mask_of(prefix: u8) -> u32 {
-    if prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(prefix)) }
-}
-
 /// Whether `ip` is in the network `net`/`prefix`.
 pub(crate) fn within(ip: Ipv4Addr, net: Ipv4Addr, prefix: u8) -> bool {
-    let mask = mask_of(prefix);
-    u32::from(ip) & mask == u32::from(net) & mask
+    ipnet::Ipv4Net::new(net, prefix.min(32)).is_ok_and(|n| n.contains(&ip))
 }
 
 impl SubnetConfig {
+    /// The subnet as a network.
+    pub fn net(&self) -> ipnet::Ipv4Net {
+        ipnet::Ipv4Net::new(self.network, self.prefix.min(32)).unwrap_or_default()
+    }
+
     /// The netmask.
     pub fn mask(&self) -> Ipv4Addr {
-        Ipv4Addr::from(mask_of(self.prefix))
+        self.net().netmask()
     }
 
     /// The broadcast address.
     pub fn broadcast(&self) -> Ipv4Addr {
-        Ipv4Addr::from(u32::from(self.network) | !u32::from(self.mask()))
+        self.net().broadcast()
     }
 
     /// Whether `ip` is in the subnet.

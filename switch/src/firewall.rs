@@ -38,8 +38,7 @@ pub struct Rule {
 impl Rule {
     fn matches(&self, proto: u8, remote: Ipv4Addr, port: Option<u16>) -> bool {
         let (net, len) = self.cidr;
-        let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
-        if u32::from(remote) & mask != u32::from(net) & mask {
+        if !crate::config::within(remote, net, len) {
             return false;
         }
         match self.protocol {
