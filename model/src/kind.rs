@@ -268,7 +268,7 @@ pub struct Descriptor {
     /// Whether a backend runs it (else the server alone reconciles it).
     pub backend_runs: bool,
     /// What a name of its objects must be (a DNS label for most kinds).
-    pub name_rule: fn(&str) -> Result<(), String>,
+    pub name_rule: fn(&str) -> Result<(), crate::validation::NameError>,
 }
 
 /// The API's object of a kind kept as a spec and a status with a state:

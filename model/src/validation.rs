@@ -76,22 +76,85 @@ impl fmt::Display for ValidationErrors {
     }
 }
 
+/// Why a name (a DNS label or subdomain, an identifier, a tenant's name) is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// Nothing was given.
+    #[error("must not be empty")]
+    Empty,
+    /// Longer than the kind of name allows.
+    #[error("must be at most {max} characters, got {len}")]
+    TooLong {
+        /// The longest allowed.
+        max: usize,
+        /// Its length.
+        len: usize,
+    },
+    /// A character the kind of name does not allow.
+    #[error("{name:?} must contain only {allowed}")]
+    Characters {
+        /// The name.
+        name: String,
+        /// What it may contain.
+        allowed: &'static str,
+    },
+    /// It starts or ends with something other than a letter or digit.
+    #[error("{0:?} must start and end with a letter or digit")]
+    Ends(String),
+    /// An identifier that does not start with a lowercase letter.
+    #[error("{0:?} must start with a lowercase letter and contain only lowercase letters, digits, '_' and '-'")]
+    Identifier(String),
+    /// A subdomain with an empty label (two dots, or one at an end).
+    #[error("{0:?} must be DNS labels joined by single dots")]
+    EmptyLabel(String),
+    /// A subdomain whose label is refused.
+    #[error("{name:?}: {label} (between the dots)")]
+    Label {
+        /// The subdomain.
+        name: String,
+        /// Why its label is refused.
+        label: Box<NameError>,
+    },
+}
+
+/// The reason, as a field error takes it.
+impl From<NameError> for String {
+    fn from(e: NameError) -> String {
+        e.to_string()
+    }
+}
+
+/// A timestamp outside the years protobuf and RFC 3339 can carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("year {0} is out of range: timestamps fall in the years 0001 to 9999")]
+pub struct YearOutOfRange(pub i32);
+
+/// The reason, as a field error takes it.
+impl From<YearOutOfRange> for String {
+    fn from(e: YearOutOfRange) -> String {
+        e.to_string()
+    }
+}
+
+fn at_most(max: usize, name: &str) -> Result<(), NameError> {
+    match name.len() {
+        0 => Err(NameError::Empty),
+        len if len > max => Err(NameError::TooLong { max, len }),
+        _ => Ok(()),
+    }
+}
+
 /// Checks that `name` is a DNS-1123 label (lowercase letters, digits and `-`,
 /// starting and ending with an alphanumeric, at most 63 characters), so it
 /// can name Kubernetes objects and host names unchanged.
-pub fn check_dns_label(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("must not be empty".into());
-    }
-    if name.len() > 63 {
-        return Err(format!("must be at most 63 characters, got {}", name.len()));
-    }
+pub fn check_dns_label(name: &str) -> Result<(), NameError> {
+    at_most(63, name)?;
     let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
     if !name.chars().all(ok_char) {
-        return Err(format!("{name:?} must contain only lowercase letters, digits and '-'"));
+        return Err(NameError::Characters { name: name.to_owned(), allowed: "lowercase letters, digits and '-'" });
     }
     if name.starts_with('-') || name.ends_with('-') {
-        return Err(format!("{name:?} must start and end with a letter or digit"));
+        return Err(NameError::Ends(name.to_owned()));
     }
     Ok(())
 }
@@ -99,14 +162,14 @@ pub fn check_dns_label(name: &str) -> Result<(), String> {
 /// Checks that `name` is a DNS-1123 subdomain: DNS labels joined by dots
 /// (`general.small`, `o1.small`), at most 253 characters, as Kubernetes
 /// names cluster-wide objects such as instance types.
-pub fn check_dns_subdomain(name: &str) -> Result<(), String> {
+pub fn check_dns_subdomain(name: &str) -> Result<(), NameError> {
     if name.len() > 253 {
-        return Err(format!("must be at most 253 characters, got {}", name.len()));
+        return Err(NameError::TooLong { max: 253, len: name.len() });
     }
     for label in name.split('.') {
         check_dns_label(label).map_err(|reason| match label.is_empty() {
-            true => format!("{name:?} must be DNS labels joined by single dots"),
-            false => format!("{name:?}: {reason} (between the dots)"),
+            true => NameError::EmptyLabel(name.to_owned()),
+            false => NameError::Label { name: name.to_owned(), label: Box::new(reason) },
         })?;
     }
     Ok(())
@@ -114,16 +177,11 @@ pub fn check_dns_subdomain(name: &str) -> Result<(), String> {
 
 /// Checks an identifier for templates and parameters: lowercase letters,
 /// digits, `_` and `-`, starting with a letter, at most 63 characters.
-pub fn check_identifier(id: &str) -> Result<(), String> {
-    if id.is_empty() {
-        return Err("must not be empty".into());
-    }
-    if id.len() > 63 {
-        return Err(format!("must be at most 63 characters, got {}", id.len()));
-    }
+pub fn check_identifier(id: &str) -> Result<(), NameError> {
+    at_most(63, id)?;
     let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-';
     if !id.starts_with(|c: char| c.is_ascii_lowercase()) || !id.chars().all(ok_char) {
-        return Err(format!("{id:?} must start with a lowercase letter and contain only lowercase letters, digits, '_' and '-'"));
+        return Err(NameError::Identifier(id.to_owned()));
     }
     Ok(())
 }
@@ -135,31 +193,22 @@ pub const TENANT_MAX: usize = 63;
 /// letters, digits, `-`, `_` and `.`, starting and ending with a letter or
 /// digit: a Kubernetes label value unchanged, so the objects made for a
 /// tenant can carry its name, and no two names read alike once cleaned.
-pub fn check_tenant_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("must not be empty".into());
-    }
-    if name.len() > TENANT_MAX {
-        return Err(format!("must be at most {TENANT_MAX} characters, got {}", name.len()));
-    }
+pub fn check_tenant_name(name: &str) -> Result<(), NameError> {
+    at_most(TENANT_MAX, name)?;
     if !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-        return Err(format!("{name:?} must contain only ASCII letters, digits, '-', '_' and '.'"));
+        return Err(NameError::Characters { name: name.to_owned(), allowed: "ASCII letters, digits, '-', '_' and '.'" });
     }
     if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) || !name.ends_with(|c: char| c.is_ascii_alphanumeric()) {
-        return Err(format!("{name:?} must start and end with a letter or digit"));
+        return Err(NameError::Ends(name.to_owned()));
     }
     Ok(())
 }
 
 /// The years a timestamp may fall in: protobuf's `Timestamp` and RFC 3339
 /// hold 0001 to 9999, so a later one could not be sent back.
-pub fn check_timestamp(t: &chrono::DateTime<chrono::Utc>) -> Result<(), String> {
+pub fn check_timestamp(t: &chrono::DateTime<chrono::Utc>) -> Result<(), YearOutOfRange> {
     use chrono::Datelike;
-    if (1..=9999).contains(&t.year()) {
-        Ok(())
-    } else {
-        Err(format!("year {} is out of range: timestamps fall in the years 0001 to 9999", t.year()))
-    }
+    if (1..=9999).contains(&t.year()) { Ok(()) } else { Err(YearOutOfRange(t.year())) }
 }
 
 #[cfg(test)]
@@ -180,7 +229,7 @@ mod tests {
     fn timestamps_stay_in_four_digit_years() {
         let t = |y| chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, y, 1, 1, 0, 0, 0).single().unwrap();
         assert!(check_timestamp(&t(2030)).is_ok());
-        assert!(check_timestamp(&t(99999)).unwrap_err().contains("99999"));
+        assert!(check_timestamp(&t(99999)).unwrap_err().to_string().contains("99999"));
     }
 
     #[test]
@@ -195,9 +244,9 @@ mod tests {
     fn dns_labels() {
         assert!(check_dns_label("myvm").is_ok());
         assert!(check_dns_label("web-1").is_ok());
-        assert!(check_dns_label("MyVM").unwrap_err().contains("lowercase"));
-        assert!(check_dns_label("-a").unwrap_err().contains("start and end"));
-        assert!(check_dns_label(&"a".repeat(64)).unwrap_err().contains("63"));
+        assert!(check_dns_label("MyVM").unwrap_err().to_string().contains("lowercase"));
+        assert!(check_dns_label("-a").unwrap_err().to_string().contains("start and end"));
+        assert!(check_dns_label(&"a".repeat(64)).unwrap_err().to_string().contains("63"));
         assert!(check_dns_label("").is_err());
     }
 

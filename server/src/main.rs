@@ -542,7 +542,7 @@ async fn gc(args: GcArgs) -> anyhow::Result<()> {
 }
 
 /// `--tenant`, checked as the server checks a token's tenant claim.
-fn tenant_name(s: &str) -> Result<String, String> {
+fn tenant_name(s: &str) -> Result<String, vmaas_model::validation::NameError> {
     vmaas_model::validation::check_tenant_name(s).map(|()| s.to_owned())
 }
 

@@ -62,7 +62,7 @@ pub(crate) fn checked_name(requested: Option<(&str, &'static str)>, errs: &mut v
 /// The name a create request asks for, checked by `rule`.
 pub(crate) fn checked_name_by(
     requested: Option<(&str, &'static str)>,
-    rule: fn(&str) -> Result<(), String>,
+    rule: fn(&str) -> Result<(), vmaas_model::validation::NameError>,
     errs: &mut vmaas_model::ValidationErrors,
 ) -> Option<String> {
     match requested {
