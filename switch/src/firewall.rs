@@ -38,7 +38,7 @@ pub struct Rule {
 impl Rule {
     fn matches(&self, proto: u8, remote: Ipv4Addr, port: Option<u16>) -> bool {
         let (net, len) = self.cidr;
-        if !crate::config::within(remote, net, len) {
+        if !ipnet::Ipv4Net::new(net, len.min(32)).is_ok_and(|n| n.contains(&remote)) {
             return false;
         }
         match self.protocol {
