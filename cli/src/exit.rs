@@ -15,28 +15,14 @@ pub const USAGE: i32 = 2;
 pub const TIMED_OUT: i32 = 3;
 
 /// A command line that cannot be run, found after parsing.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct Usage(pub String);
 
-impl std::fmt::Display for Usage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Usage {}
-
 /// A wait of the CLI's own that ran out of time.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct TimedOut(pub String);
-
-impl std::fmt::Display for TimedOut {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for TimedOut {}
 
 /// The exit code of `e`.
 pub fn code(e: &anyhow::Error) -> i32 {

@@ -124,7 +124,7 @@ impl Fleet {
         }
         for (i, m) in members.iter().enumerate() {
             vmaas_model::vm::placement::check_cluster_name(&m.name)
-                .map_err(|reason| FleetError::BadName { name: m.name.clone(), reason })?;
+                .map_err(|reason| FleetError::BadName { name: m.name.clone(), reason: reason.to_string() })?;
             if members[..i].iter().any(|o| o.name == m.name) {
                 return Err(FleetError::BadName { name: m.name.clone(), reason: "given twice".into() });
             }

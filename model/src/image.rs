@@ -125,7 +125,7 @@ impl ImageSpec {
             let as_boot = crate::BootSource { image: url.clone() };
             let problem = match (as_boot.is_url(), as_boot.check_url()) {
                 (false, _) => Some(format!("{url:?} is not a URL: give an http(s) URL, or none and upload the file")),
-                (true, Err(e)) => Some(e),
+                (true, Err(e)) => Some(e.to_string()),
                 (true, Ok(())) => None,
             };
             if let Some(p) = problem {

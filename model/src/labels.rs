@@ -100,8 +100,28 @@ fn check(field: &str, key: &str, errs: &mut ValidationErrors) {
     }
 }
 
+/// Why a label's key or value (or an annotation's key) is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LabelError {
+    /// The prefix before `/` is not a DNS subdomain of at most [`PREFIX_MAX`] characters.
+    #[error("the prefix {0:?} must be a DNS subdomain of at most {PREFIX_MAX} characters")]
+    Prefix(String),
+    /// The name is empty.
+    #[error("the name is empty")]
+    Empty,
+    /// Longer than [`NAME_MAX`].
+    #[error("{0} characters, more than {NAME_MAX}")]
+    TooLong(usize),
+    /// It starts or ends with something other than a letter or digit.
+    #[error("must begin and end with a letter or a digit")]
+    Ends,
+    /// A character other than letters, digits, `-`, `_` and `.`.
+    #[error("{0:?} is not allowed (letters, digits, '-', '_' and '.')")]
+    Character(char),
+}
+
 /// `[prefix/]name`: a DNS subdomain prefix of at most 253 characters, and a name.
-pub fn check_key(key: &str) -> Result<(), String> {
+pub fn check_key(key: &str) -> Result<(), LabelError> {
     let (prefix, name) = match key.rsplit_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
@@ -114,7 +134,7 @@ pub fn check_key(key: &str) -> Result<(), String> {
                 && !l.ends_with('-')
         };
         if p.is_empty() || p.len() > PREFIX_MAX || !p.split('.').all(label_ok) {
-            return Err(format!("the prefix {p:?} must be a DNS subdomain of at most {PREFIX_MAX} characters"));
+            return Err(LabelError::Prefix(p.to_owned()));
         }
     }
     check_name(name, false)
@@ -122,19 +142,19 @@ pub fn check_key(key: &str) -> Result<(), String> {
 
 /// A name part or a label value: at most 63 characters, alphanumerics at
 /// both ends, `-`, `_` and `.` between (a value may be empty).
-pub fn check_name(s: &str, empty_ok: bool) -> Result<(), String> {
+pub fn check_name(s: &str, empty_ok: bool) -> Result<(), LabelError> {
     if s.is_empty() {
-        return if empty_ok { Ok(()) } else { Err("the name is empty".into()) };
+        return if empty_ok { Ok(()) } else { Err(LabelError::Empty) };
     }
     if s.len() > NAME_MAX {
-        return Err(format!("{} characters, more than {NAME_MAX}", s.len()));
+        return Err(LabelError::TooLong(s.len()));
     }
     let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
     if !ends(s.chars().next()) || !ends(s.chars().last()) {
-        return Err("must begin and end with a letter or a digit".into());
+        return Err(LabelError::Ends);
     }
     if let Some(c) = s.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))) {
-        return Err(format!("{c:?} is not allowed (letters, digits, '-', '_' and '.')"));
+        return Err(LabelError::Character(c));
     }
     Ok(())
 }

@@ -41,16 +41,34 @@ impl BootSource {
     }
 
     /// Checks an image URL: `http` or `https`, with a host, no spaces.
-    pub fn check_url(&self) -> Result<(), String> {
+    pub fn check_url(&self) -> Result<(), UrlError> {
         let Some((scheme, rest)) = self.image.split_once("://") else { return Ok(()) };
         if scheme != "http" && scheme != "https" {
-            return Err(format!("an image URL must be http or https, got {scheme:?}"));
+            return Err(UrlError::Scheme(scheme.to_owned()));
         }
         let host = rest.split(['/', '?', '#']).next().unwrap_or("");
         if host.is_empty() || self.image.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(format!("{:?} is not a URL with a host", self.image));
+            return Err(UrlError::NoHost(self.image.clone()));
         }
         Ok(())
+    }
+}
+
+/// Why an image URL is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    /// A scheme other than `http` and `https`.
+    #[error("an image URL must be http or https, got {0:?}")]
+    Scheme(String),
+    /// No host, or blanks or control characters in it.
+    #[error("{0:?} is not a URL with a host")]
+    NoHost(String),
+}
+
+/// The reason, as a field error takes it.
+impl From<UrlError> for String {
+    fn from(e: UrlError) -> String {
+        e.to_string()
     }
 }
 
@@ -406,8 +424,8 @@ mod tests {
         let b = |i: &str| BootSource { image: i.into() };
         assert!(b("debian-12").check_url().is_ok() && !b("debian-12").is_url());
         assert!(b("https://images.example/debian.qcow2").check_url().is_ok() && b("https://x/y").is_url());
-        assert!(b("file:///etc/shadow").check_url().unwrap_err().contains("http or https"));
-        assert!(b("http:///nohost").check_url().unwrap_err().contains("with a host"));
+        assert!(b("file:///etc/shadow").check_url().unwrap_err().to_string().contains("http or https"));
+        assert!(b("http:///nohost").check_url().unwrap_err().to_string().contains("with a host"));
         assert!(b("http://a b/c").check_url().is_err());
     }
 }

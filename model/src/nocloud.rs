@@ -47,46 +47,93 @@ const KEY_TYPES: &[&str] = &[
     "sk-ecdsa-sha2-nistp256@openssh.com",
 ];
 
+/// Why SSH keys or user data are refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GuestConfigError {
+    /// A key longer than [`MAX_KEY_LEN`].
+    #[error("is {0} bytes long, at most {MAX_KEY_LEN} are allowed")]
+    KeyTooLong(usize),
+    /// A key with a character that is not printable ASCII (a second line, say).
+    #[error("must be one line of printable ASCII, found {0:?}")]
+    KeyCharacter(char),
+    /// An empty key.
+    #[error("must not be empty")]
+    KeyEmpty,
+    /// A key of a type OpenSSH does not know.
+    #[error("must start with a key type ({types}), got {0:?}", types = KEY_TYPES.join(", "))]
+    KeyType(String),
+    /// A type and nothing after it.
+    #[error("has no key after its type")]
+    KeyMissing,
+    /// What follows the type is not base64.
+    #[error("must have the base64 key after its type")]
+    KeyBase64,
+    /// More than [`MAX_SSH_KEYS`] keys.
+    #[error("has {0} keys, at most {MAX_SSH_KEYS} are allowed")]
+    TooManyKeys(usize),
+    /// Key `index` of a list is refused.
+    #[error("item {index} {reason}")]
+    Item {
+        /// Its place in the list.
+        index: usize,
+        /// Why.
+        reason: Box<GuestConfigError>,
+    },
+    /// User data longer than [`MAX_USER_DATA`].
+    #[error("is {0} bytes long, at most {MAX_USER_DATA} are allowed")]
+    UserDataTooLong(usize),
+    /// User data with a NUL byte.
+    #[error("must not contain a NUL byte")]
+    UserDataNul,
+}
+
+/// The reason, as a field error takes it.
+impl From<GuestConfigError> for String {
+    fn from(e: GuestConfigError) -> String {
+        e.to_string()
+    }
+}
+
 /// Checks one SSH public key: one line of `TYPE BASE64 [COMMENT]`, printable
 /// ASCII, a known type.
-pub fn check_ssh_key(key: &str) -> Result<(), String> {
+pub fn check_ssh_key(key: &str) -> Result<(), GuestConfigError> {
     if key.len() > MAX_KEY_LEN {
-        return Err(format!("is {} bytes long, at most {MAX_KEY_LEN} are allowed", key.len()));
+        return Err(GuestConfigError::KeyTooLong(key.len()));
     }
     if let Some(c) = key.chars().find(|c| !(c.is_ascii_graphic() || *c == ' ')) {
-        return Err(format!("must be one line of printable ASCII, found {c:?}"));
+        return Err(GuestConfigError::KeyCharacter(c));
     }
     let mut parts = key.split(' ').filter(|p| !p.is_empty());
-    let kind = parts.next().ok_or("must not be empty")?;
+    let kind = parts.next().ok_or(GuestConfigError::KeyEmpty)?;
     if !KEY_TYPES.contains(&kind) {
-        return Err(format!("must start with a key type ({}), got {kind:?}", KEY_TYPES.join(", ")));
+        return Err(GuestConfigError::KeyType(kind.to_owned()));
     }
-    let body = parts.next().ok_or("has no key after its type")?;
+    let body = parts.next().ok_or(GuestConfigError::KeyMissing)?;
     let base64 = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=');
     if body.len() < 4 || !body.chars().all(base64) {
-        return Err("must have the base64 key after its type".into());
+        return Err(GuestConfigError::KeyBase64);
     }
     Ok(())
 }
 
 /// Checks a list of SSH keys.
-pub fn check_ssh_keys(keys: &[String]) -> Result<(), String> {
+pub fn check_ssh_keys(keys: &[String]) -> Result<(), GuestConfigError> {
     if keys.len() > MAX_SSH_KEYS {
-        return Err(format!("has {} keys, at most {MAX_SSH_KEYS} are allowed", keys.len()));
+        return Err(GuestConfigError::TooManyKeys(keys.len()));
     }
-    for (i, k) in keys.iter().enumerate() {
-        check_ssh_key(k).map_err(|e| format!("item {i} {e}"))?;
+    for (index, k) in keys.iter().enumerate() {
+        check_ssh_key(k).map_err(|e| GuestConfigError::Item { index, reason: Box::new(e) })?;
     }
     Ok(())
 }
 
 /// Checks user data: its size, and no NUL byte.
-pub fn check_user_data(data: &str) -> Result<(), String> {
+pub fn check_user_data(data: &str) -> Result<(), GuestConfigError> {
     if data.len() > MAX_USER_DATA {
-        return Err(format!("is {} bytes long, at most {MAX_USER_DATA} are allowed", data.len()));
+        return Err(GuestConfigError::UserDataTooLong(data.len()));
     }
     if data.contains('\0') {
-        return Err("must not contain a NUL byte".into());
+        return Err(GuestConfigError::UserDataNul);
     }
     Ok(())
 }
@@ -188,21 +235,21 @@ mod tests {
     fn keys_are_checked_one_by_one() {
         assert!(check_ssh_key(KEY).is_ok());
         assert!(check_ssh_key("ssh-rsa AAAAB3NzaC1yc2EAAAADAQAB").is_ok());
-        assert!(check_ssh_key("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5\nssh-rsa AAAA").unwrap_err().contains("one line"));
-        assert!(check_ssh_key("hello AAAAC3NzaC1lZDI1NTE5").unwrap_err().contains("key type"));
-        assert!(check_ssh_key("ssh-ed25519").unwrap_err().contains("no key"));
-        assert!(check_ssh_key("ssh-ed25519 not-base64!!!!!!!!!!!!").unwrap_err().contains("base64"));
-        assert!(check_ssh_key("").unwrap_err().contains("empty"));
+        assert!(check_ssh_key("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5\nssh-rsa AAAA").unwrap_err().to_string().contains("one line"));
+        assert!(check_ssh_key("hello AAAAC3NzaC1lZDI1NTE5").unwrap_err().to_string().contains("key type"));
+        assert!(check_ssh_key("ssh-ed25519").unwrap_err().to_string().contains("no key"));
+        assert!(check_ssh_key("ssh-ed25519 not-base64!!!!!!!!!!!!").unwrap_err().to_string().contains("base64"));
+        assert!(check_ssh_key("").unwrap_err().to_string().contains("empty"));
         let many = vec![KEY.to_owned(); MAX_SSH_KEYS + 1];
-        assert!(check_ssh_keys(&many).unwrap_err().contains("at most 32"));
-        assert!(check_ssh_keys(&[KEY.into(), "x".into()]).unwrap_err().starts_with("item 1 "));
+        assert!(check_ssh_keys(&many).unwrap_err().to_string().contains("at most 32"));
+        assert!(check_ssh_keys(&[KEY.into(), "x".into()]).unwrap_err().to_string().starts_with("item 1 "));
     }
 
     #[test]
     fn user_data_is_bounded() {
         assert!(check_user_data("#cloud-config\n").is_ok());
-        assert!(check_user_data(&"x".repeat(MAX_USER_DATA + 1)).unwrap_err().contains("at most 65536"));
-        assert!(check_user_data("a\0b").unwrap_err().contains("NUL"));
+        assert!(check_user_data(&"x".repeat(MAX_USER_DATA + 1)).unwrap_err().to_string().contains("at most 65536"));
+        assert!(check_user_data("a\0b").unwrap_err().to_string().contains("NUL"));
     }
 
     #[test]

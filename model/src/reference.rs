@@ -27,26 +27,52 @@ pub type Names = HashMap<(Referred, String), (String, String)>;
 /// Fields a reference may carry.
 const FIELDS: [&str; 4] = ["id", "name", "project", "shared"];
 
+/// Why a value is not a reference.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReferenceError {
+    /// An object with a field no reference has.
+    #[error("has no field {0:?}: a reference is {{\"id\": …}} or {{\"name\": …}}")]
+    Field(String),
+    /// `id` or `name` not a string.
+    #[error("{field} must be a string, got {got}")]
+    NotText {
+        /// The field.
+        field: &'static str,
+        /// What it holds.
+        got: String,
+    },
+    /// Neither an object nor a string.
+    #[error("must be a reference ({{\"name\": …}} or a string), got {0}")]
+    Shape(String),
+}
+
+/// The reason, as a field error takes it.
+impl From<ReferenceError> for String {
+    fn from(e: ReferenceError) -> String {
+        e.to_string()
+    }
+}
+
 /// What reference `v` names: its id, else its name; `None` when it names
 /// nothing (null, `""`, `{}` or empty fields). A plain string is the old
 /// form. The reason, when it is not a reference at all.
-pub fn key(v: &Value) -> Result<Option<String>, String> {
+pub fn key(v: &Value) -> Result<Option<String>, ReferenceError> {
     match v {
         Value::Null => Ok(None),
         Value::String(s) => Ok(Some(s.clone()).filter(|s| !s.is_empty())),
         Value::Object(m) => {
             if let Some(other) = m.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-                return Err(format!("has no field {other:?}: a reference is {{\"id\": …}} or {{\"name\": …}}"));
+                return Err(ReferenceError::Field(other.clone()));
             }
-            let text = |f: &str| match m.get(f) {
+            let text = |field: &'static str| match m.get(field) {
                 None | Some(Value::Null) => Ok(""),
                 Some(Value::String(s)) => Ok(s.as_str()),
-                Some(other) => Err(format!("{f} must be a string, got {other}")),
+                Some(other) => Err(ReferenceError::NotText { field, got: other.to_string() }),
             };
             let (id, name) = (text("id")?, text("name")?);
             Ok(Some(if id.is_empty() { name } else { id }.to_owned()).filter(|k| !k.is_empty()))
         }
-        other => Err(format!("must be a reference ({{\"name\": …}} or a string), got {other}")),
+        other => Err(ReferenceError::Shape(other.to_string())),
     }
 }
 
@@ -121,9 +147,9 @@ mod tests {
 
     #[test]
     fn what_is_not_a_reference_says_why() {
-        assert!(key(&json!({"nmae": "x"})).unwrap_err().contains("\"nmae\""));
-        assert!(key(&json!({"name": 3})).unwrap_err().contains("name must be a string"));
-        assert!(key(&json!(7)).unwrap_err().contains("must be a reference"));
+        assert!(key(&json!({"nmae": "x"})).unwrap_err().to_string().contains("\"nmae\""));
+        assert!(key(&json!({"name": 3})).unwrap_err().to_string().contains("name must be a string"));
+        assert!(key(&json!(7)).unwrap_err().to_string().contains("must be a reference"));
     }
 
     #[test]

@@ -64,12 +64,35 @@ pub struct CheckedRule {
 }
 
 /// Parses `a.b.c.d/len` for a rule (any prefix length up to 32).
-fn rule_cidr(text: &str) -> Result<(Ipv4Addr, u8), String> {
-    let net: ipnet::Ipv4Net = text.parse().map_err(|_| format!("{text:?} is not an IPv4 CIDR, e.g. 10.0.1.0/24 or 10.0.1.7/32"))?;
+fn rule_cidr(text: &str) -> Result<(Ipv4Addr, u8), RuleCidrError> {
+    let net: ipnet::Ipv4Net = text.parse().map_err(|_| RuleCidrError::Syntax(text.to_owned()))?;
     if net.trunc() != net {
-        return Err(format!("{text:?} has host bits set: the network is {}", net.trunc()));
+        return Err(RuleCidrError::HostBits { text: text.to_owned(), network: net.trunc().to_string() });
     }
     Ok((net.network(), net.prefix_len()))
+}
+
+/// Why a rule's remote network is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleCidrError {
+    /// Not an IPv4 CIDR.
+    #[error("{0:?} is not an IPv4 CIDR, e.g. 10.0.1.0/24 or 10.0.1.7/32")]
+    Syntax(String),
+    /// Bits set after the prefix.
+    #[error("{text:?} has host bits set: the network is {network}")]
+    HostBits {
+        /// The text.
+        text: String,
+        /// The network it lies in.
+        network: String,
+    },
+}
+
+/// The reason, as a field error takes it.
+impl From<RuleCidrError> for String {
+    fn from(e: RuleCidrError) -> String {
+        e.to_string()
+    }
 }
 
 impl SecurityRule {

@@ -281,19 +281,31 @@ impl ReadinessProbe {
     }
 }
 
+/// Why a text is not an exposed port.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PortError {
+    /// Not a number from 1 to 65535.
+    #[error("{0:?} is not a port: expected 1-65535 with an optional /tcp or /udp")]
+    Number(String),
+    /// A protocol other than TCP or UDP.
+    #[error("{text:?} has protocol {protocol:?}: expected tcp or udp")]
+    Protocol {
+        /// The text.
+        text: String,
+        /// The protocol it names.
+        protocol: String,
+    },
+}
+
 impl ExposedPort {
     /// Parses `80`, `80/tcp` or `53/udp`.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, PortError> {
         let (port, proto) = s.split_once('/').unwrap_or((s, "tcp"));
-        let port: u16 = port
-            .parse()
-            .ok()
-            .filter(|p| *p > 0)
-            .ok_or_else(|| format!("{s:?} is not a port: expected 1-65535 with an optional /tcp or /udp"))?;
+        let port: u16 = port.parse().ok().filter(|p| *p > 0).ok_or_else(|| PortError::Number(s.to_owned()))?;
         let protocol = match proto {
             "tcp" | "TCP" => Protocol::Tcp,
             "udp" | "UDP" => Protocol::Udp,
-            other => return Err(format!("{s:?} has protocol {other:?}: expected tcp or udp")),
+            other => return Err(PortError::Protocol { text: s.to_owned(), protocol: other.to_owned() }),
         };
         Ok(Self { port, protocol, name: None })
     }

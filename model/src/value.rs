@@ -39,24 +39,95 @@ impl ParameterValue {
 
     /// The plain JSON value, unwrapped from its `Any` (64-bit integers come
     /// as strings in ProtoJSON), or why the `@type` and value do not agree.
-    pub fn json(&self) -> Result<Value, String> {
+    pub fn json(&self) -> Result<Value, ValueError> {
         let Some(t) = self.type_url.as_deref() else { return Ok(self.value.clone()) };
         let Some(name) = t.strip_prefix(WELL_KNOWN) else {
-            return Err(format!("@type {t:?} is not supported; use a {WELL_KNOWN}… wrapper type, Value, ListValue or Struct"));
+            return Err(ValueError::TypeUrl(t.to_owned()));
         };
         let v = &self.value;
         let ok = match name {
             "BoolValue" => v.is_boolean(),
             "Int32Value" | "UInt32Value" => v.is_i64() || v.is_u64(),
-            "Int64Value" | "UInt64Value" => return int64(v).ok_or_else(|| format!("a {name} must be an integer, got {}", describe(v))),
+            "Int64Value" | "UInt64Value" => {
+                return int64(v).ok_or_else(|| ValueError::NotInteger { name: name.to_owned(), got: describe(v) });
+            }
             "FloatValue" | "DoubleValue" => v.is_number(),
             "StringValue" => v.is_string(),
             "ListValue" => v.is_array(),
             "Struct" => v.is_object(),
             "Value" => true,
-            _ => return Err(format!("@type {t:?} is not supported; use a wrapper type, Value, ListValue or Struct")),
+            _ => return Err(ValueError::WellKnown(t.to_owned())),
         };
-        if ok { Ok(v.clone()) } else { Err(format!("a {name} cannot hold {}", describe(v))) }
+        if ok { Ok(v.clone()) } else { Err(ValueError::Holds { name: name.to_owned(), got: describe(v) }) }
+    }
+}
+
+/// Why a parameter's value is refused: its type, or a constraint of its
+/// parameter. The text is what the API's field error says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    /// An `@type` outside `google.protobuf`.
+    #[error("@type {0:?} is not supported; use a {WELL_KNOWN}… wrapper type, Value, ListValue or Struct")]
+    TypeUrl(String),
+    /// A `google.protobuf` type that is no wrapper, `Value`, `ListValue` or `Struct`.
+    #[error("@type {0:?} is not supported; use a wrapper type, Value, ListValue or Struct")]
+    WellKnown(String),
+    /// A 64-bit wrapper around something other than an integer.
+    #[error("a {name} must be an integer, got {got}")]
+    NotInteger {
+        /// The wrapper.
+        name: String,
+        /// What it holds, described.
+        got: String,
+    },
+    /// A wrapper around a value of another type.
+    #[error("a {name} cannot hold {got}")]
+    Holds {
+        /// The wrapper.
+        name: String,
+        /// What it holds, described.
+        got: String,
+    },
+    /// A value of another type than the parameter's.
+    #[error("expected {expected}, got {got}")]
+    Expected {
+        /// The type, in words.
+        expected: &'static str,
+        /// What was given, described.
+        got: String,
+    },
+    /// A list item that is not a string.
+    #[error("item {index}: expected a string, got {got}")]
+    Item {
+        /// Its place.
+        index: usize,
+        /// What it is, described.
+        got: String,
+    },
+    /// A quantity that does not parse.
+    #[error(transparent)]
+    Quantity(#[from] crate::quantity::QuantityError),
+    /// A number that is no quantity.
+    #[error("{0}")]
+    QuantityNumber(String),
+    /// A constraint of the parameter the value breaks: below its minimum,
+    /// above its maximum, not among its values, not matching its pattern.
+    #[error("{0}")]
+    Constraint(String),
+    /// A parameter the template does not declare.
+    #[error("unknown parameter {name:?}; {valid}")]
+    UnknownParameter {
+        /// The name given.
+        name: String,
+        /// The parameters there are, in words.
+        valid: String,
+    },
+}
+
+/// The reason, as a field error takes it.
+impl From<ValueError> for String {
+    fn from(e: ValueError) -> String {
+        e.to_string()
     }
 }
 
@@ -86,24 +157,24 @@ pub enum TypedValue {
 
 impl TypedValue {
     /// Checks that a JSON value has type `ty`, with a reason when it has not.
-    pub fn check(ty: ParameterType, v: &Value) -> Result<Self, String> {
-        let wrong = |expected: &str| format!("expected {expected}, got {}", describe(v));
+    pub fn check(ty: ParameterType, v: &Value) -> Result<Self, ValueError> {
+        let wrong = |expected: &'static str| ValueError::Expected { expected, got: describe(v) };
         match ty {
             ParameterType::Bool => v.as_bool().map(Self::Bool).ok_or_else(|| wrong("a bool (true or false)")),
             ParameterType::Integer => v.as_i64().map(Self::Integer).ok_or_else(|| wrong("an integer")),
             ParameterType::String => v.as_str().map(|s| Self::String(s.to_owned())).ok_or_else(|| wrong("a string")),
             ParameterType::Quantity => match v {
-                Value::String(s) => Quantity::parse(s).map(Self::Quantity).map_err(|e| e.to_string()),
-                Value::Number(n) if n.is_u64() => serde_json::from_value(v.clone()).map(Self::Quantity).map_err(|e| e.to_string()),
+                Value::String(s) => Ok(Self::Quantity(Quantity::parse(s)?)),
+                Value::Number(n) if n.is_u64() => {
+                    serde_json::from_value(v.clone()).map(Self::Quantity).map_err(|e| ValueError::QuantityNumber(e.to_string()))
+                }
                 _ => Err(wrong("a quantity such as \"4Gi\"")),
             },
             ParameterType::List => match v {
                 Value::Array(items) => items
                     .iter()
                     .enumerate()
-                    .map(|(i, item)| {
-                        item.as_str().map(str::to_owned).ok_or_else(|| format!("item {i}: expected a string, got {}", describe(item)))
-                    })
+                    .map(|(i, item)| item.as_str().map(str::to_owned).ok_or_else(|| ValueError::Item { index: i, got: describe(item) }))
                     .collect::<Result<_, _>>()
                     .map(Self::List),
                 _ => Err(wrong("a list of strings")),
@@ -113,16 +184,17 @@ impl TypedValue {
 
     /// Converts text (a CLI flag, a Terraform string) into a value of type `ty`.
     /// Lists are comma-separated; an empty text is an empty list.
-    pub fn from_text(ty: ParameterType, text: &str) -> Result<Self, String> {
+    pub fn from_text(ty: ParameterType, text: &str) -> Result<Self, ValueError> {
+        let wrong = |expected: &'static str| ValueError::Expected { expected, got: format!("{text:?}") };
         match ty {
             ParameterType::Bool => match text {
                 "true" | "yes" | "on" | "1" => Ok(Self::Bool(true)),
                 "false" | "no" | "off" | "0" => Ok(Self::Bool(false)),
-                _ => Err(format!("expected a bool (true or false), got {text:?}")),
+                _ => Err(wrong("a bool (true or false)")),
             },
-            ParameterType::Integer => text.trim().parse().map(Self::Integer).map_err(|_| format!("expected an integer, got {text:?}")),
+            ParameterType::Integer => text.trim().parse().map(Self::Integer).map_err(|_| wrong("an integer")),
             ParameterType::String => Ok(Self::String(text.to_owned())),
-            ParameterType::Quantity => Quantity::parse(text.trim()).map(Self::Quantity).map_err(|e| e.to_string()),
+            ParameterType::Quantity => Ok(Self::Quantity(Quantity::parse(text.trim())?)),
             ParameterType::List if text.is_empty() => Ok(Self::List(Vec::new())),
             ParameterType::List => Ok(Self::List(text.split(',').map(|s| s.trim().to_owned()).collect())),
         }
@@ -228,10 +300,10 @@ mod tests {
 
     #[test]
     fn mismatches_say_why() {
-        assert!(any("BoolValue", json!("yes")).json().unwrap_err().contains("BoolValue cannot hold"));
-        assert!(any("Int64Value", json!("x")).json().unwrap_err().contains("must be an integer"));
-        assert!(any("Timestamp", json!("2026-01-01T00:00:00Z")).json().unwrap_err().contains("not supported"));
+        assert!(any("BoolValue", json!("yes")).json().unwrap_err().to_string().contains("BoolValue cannot hold"));
+        assert!(any("Int64Value", json!("x")).json().unwrap_err().to_string().contains("must be an integer"));
+        assert!(any("Timestamp", json!("2026-01-01T00:00:00Z")).json().unwrap_err().to_string().contains("not supported"));
         let foreign = ParameterValue { type_url: Some("example.com/Foo".into()), value: json!(1) };
-        assert!(foreign.json().unwrap_err().contains("\"example.com/Foo\" is not supported"));
+        assert!(foreign.json().unwrap_err().to_string().contains("\"example.com/Foo\" is not supported"));
     }
 }

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crate::flags::FlagError;
+
 /// Where one cluster of several is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClusterSource {
@@ -23,9 +25,9 @@ pub struct ClusterFlag {
 }
 
 /// `NAME=KUBECONFIG` or `NAME=host`.
-pub fn parse_cluster(s: &str) -> Result<ClusterFlag, String> {
+pub fn parse_cluster(s: &str) -> Result<ClusterFlag, FlagError> {
     let Some((name, path)) = s.split_once('=').filter(|(_, p)| !p.is_empty()) else {
-        return Err(format!("{s:?}: expected NAME=KUBECONFIG (or NAME=host for this host's qemu backend)"));
+        return Err(FlagError::Form { given: s.to_owned(), expected: "NAME=KUBECONFIG (or NAME=host for this host's qemu backend)" });
     };
     vmaas_model::vm::placement::check_cluster_name(name)?;
     let source = if path == "host" { ClusterSource::Host } else { ClusterSource::Kubeconfig(PathBuf::from(path)) };
@@ -44,22 +46,27 @@ pub struct ClusterLabel {
 }
 
 /// `NAME:KEY=VALUE`, the key and value as Kubernetes labels have them.
-pub fn parse_cluster_label(s: &str) -> Result<ClusterLabel, String> {
+pub fn parse_cluster_label(s: &str) -> Result<ClusterLabel, FlagError> {
     let parsed = s.split_once(':').and_then(|(c, kv)| kv.split_once('=').map(|(k, v)| (c, k, v)));
-    let Some((cluster, key, value)) = parsed else { return Err(format!("{s:?}: expected NAME:KEY=VALUE, e.g. east:zone=eu-1")) };
+    let Some((cluster, key, value)) = parsed else {
+        return Err(FlagError::Form { given: s.to_owned(), expected: "NAME:KEY=VALUE, e.g. east:zone=eu-1" });
+    };
     vmaas_model::vm::placement::check_cluster_name(cluster)?;
-    vmaas_model::labels::check_key(key).map_err(|e| format!("{s:?}: the key {e}"))?;
-    vmaas_model::labels::check_name(value, true).map_err(|e| format!("{s:?}: the value {e}"))?;
+    vmaas_model::labels::check_key(key).map_err(|reason| FlagError::LabelKey { given: s.to_owned(), reason })?;
+    vmaas_model::labels::check_name(value, true).map_err(|reason| FlagError::LabelValue { given: s.to_owned(), reason })?;
     Ok(ClusterLabel { cluster: cluster.to_owned(), key: key.to_owned(), value: value.to_owned() })
 }
 
 /// The labels of each cluster in `clusters`; a label of a cluster not
 /// among them is an error naming it.
-pub fn labels_by_cluster(clusters: &[ClusterFlag], labels: &[ClusterLabel]) -> Result<BTreeMap<String, BTreeMap<String, String>>, String> {
+pub fn labels_by_cluster(
+    clusters: &[ClusterFlag],
+    labels: &[ClusterLabel],
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, FlagError> {
     let mut out: BTreeMap<String, BTreeMap<String, String>> = clusters.iter().map(|c| (c.name.clone(), BTreeMap::new())).collect();
     for l in labels {
         let Some(of) = out.get_mut(&l.cluster) else {
-            return Err(format!("--cluster-label {}:{}={}: no --cluster is named {:?}", l.cluster, l.key, l.value, l.cluster));
+            return Err(FlagError::UnknownCluster { label: format!("{}:{}={}", l.cluster, l.key, l.value), cluster: l.cluster.clone() });
         };
         of.insert(l.key.clone(), l.value.clone());
     }
@@ -84,7 +91,12 @@ mod tests {
         assert!(parse_cluster_label("east:zone=-bad").is_err());
         assert!(parse_cluster_label("eastzone=a").is_err());
         let east = parse_cluster("east=/k").unwrap();
-        assert!(labels_by_cluster(std::slice::from_ref(&east), &[parse_cluster_label("west:a=b").unwrap()]).unwrap_err().contains("west"));
+        assert!(
+            labels_by_cluster(std::slice::from_ref(&east), &[parse_cluster_label("west:a=b").unwrap()])
+                .unwrap_err()
+                .to_string()
+                .contains("west")
+        );
         assert_eq!(labels_by_cluster(&[east], &[l]).unwrap()["east"]["topology.kubernetes.io/zone"], "eu-1");
     }
 }

@@ -8,6 +8,49 @@ use crate::audit::AuditConfig;
 use crate::oidc::OidcConfig;
 use crate::tls::TlsSource;
 
+/// Why a flag's value is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum FlagError {
+    /// Not of the flag's form.
+    #[error("{given:?}: expected {expected}")]
+    Form {
+        /// The value given.
+        given: String,
+        /// The form, with an example.
+        expected: &'static str,
+    },
+    /// A cluster's name that is no DNS label.
+    #[error(transparent)]
+    ClusterName(#[from] vmaas_model::vm::placement::BadClusterName),
+    /// A cluster label's key refused.
+    #[error("{given:?}: the key {reason}")]
+    LabelKey {
+        /// The value given.
+        given: String,
+        /// Why.
+        reason: vmaas_model::labels::LabelError,
+    },
+    /// A cluster label's value refused.
+    #[error("{given:?}: the value {reason}")]
+    LabelValue {
+        /// The value given.
+        given: String,
+        /// Why.
+        reason: vmaas_model::labels::LabelError,
+    },
+    /// A label of a cluster no `--cluster` names.
+    #[error("--cluster-label {label}: no --cluster is named {cluster:?}")]
+    UnknownCluster {
+        /// The label, as given.
+        label: String,
+        /// The cluster it names.
+        cluster: String,
+    },
+    /// An audit log rotated below 4 KiB.
+    #[error("--audit-log-max-size: at least 4Ki")]
+    AuditLogSize,
+}
+
 /// Where the self-signed certificate is kept in the data directory.
 pub const SELF_SIGNED_DIR: &str = "tls";
 
@@ -105,8 +148,8 @@ pub struct AuditArgs {
 
 impl AuditArgs {
     /// The audit log the flags ask for, in `data_dir` unless a path is given.
-    pub fn config(&self, data_dir: &Path) -> Result<AuditConfig, String> {
-        let max_bytes = self.audit_log_max_size.to_units_ceil().filter(|b| *b >= 4096).ok_or("--audit-log-max-size: at least 4Ki")?;
+    pub fn config(&self, data_dir: &Path) -> Result<AuditConfig, FlagError> {
+        let max_bytes = self.audit_log_max_size.to_units_ceil().filter(|b| *b >= 4096).ok_or(FlagError::AuditLogSize)?;
         let path = self.audit_log.clone().unwrap_or_else(|| data_dir.join("audit.log"));
         Ok(AuditConfig { path, max_bytes, keep: self.audit_log_keep })
     }

@@ -17,6 +17,7 @@ use vmaas_server::app::{App, Config, DataDirLock};
 use vmaas_server::auth::{KEY_FILE, Keys, Role};
 use vmaas_server::capacity::Overcommit;
 use vmaas_server::clusters;
+use vmaas_server::flags::FlagError;
 use vmaas_server::none_backend::NoBackend;
 use vmaas_server::pools::Pools;
 use vmaas_server::serve::HttpLimits;
@@ -361,23 +362,24 @@ async fn shutdown_signal() {
 }
 
 /// `NAME=VENDOR:DEVICE` of `--gpu-alias`.
-fn parse_gpu_alias(s: &str) -> Result<(String, String), String> {
+fn parse_gpu_alias(s: &str) -> Result<(String, String), FlagError> {
     let ids = |i: &str| {
         i.split_once(':').is_some_and(|(v, d)| v.len() == 4 && d.len() == 4 && i.replace(':', "").chars().all(|c| c.is_ascii_hexdigit()))
     };
     match s.split_once('=') {
         Some((name, i)) if !name.is_empty() && ids(i) => Ok((name.to_owned(), i.to_ascii_lowercase())),
-        _ => Err(format!("{s:?}: expected NAME=VENDOR:DEVICE, e.g. nvidia.com/A10=10de:2236 (PCI ids in hex)")),
+        _ => Err(FlagError::Form { given: s.to_owned(), expected: "NAME=VENDOR:DEVICE, e.g. nvidia.com/A10=10de:2236 (PCI ids in hex)" }),
     }
 }
 
 /// `NETWORK=IFACE` of `--uplink`.
-fn parse_uplink(s: &str) -> Result<(String, String), String> {
+fn parse_uplink(s: &str) -> Result<(String, String), FlagError> {
     match s.split_once('=') {
         Some((net, iface)) if !net.is_empty() && !iface.is_empty() && iface.len() < 16 => Ok((net.to_owned(), iface.to_owned())),
-        _ => {
-            Err(format!("{s:?}: expected NETWORK=IFACE (a virtual network's id or TENANT/NAME, a host interface of at most 15 characters)"))
-        }
+        _ => Err(FlagError::Form {
+            given: s.to_owned(),
+            expected: "NETWORK=IFACE (a virtual network's id or TENANT/NAME, a host interface of at most 15 characters)",
+        }),
     }
 }
 
@@ -397,7 +399,7 @@ async fn backend(args: &ServeArgs, data_dir: &std::path::Path, listening: &Liste
 /// The clusters of `--cluster`, each started in turn, as one backend.
 async fn fleet(args: &ServeArgs, data_dir: &std::path::Path, listening: &Listening) -> anyhow::Result<Arc<dyn Backend>> {
     let k = &args.kubevirt;
-    let mut labels = clusters::labels_by_cluster(&k.clusters, &k.cluster_labels).map_err(anyhow::Error::msg)?;
+    let mut labels = clusters::labels_by_cluster(&k.clusters, &k.cluster_labels)?;
     let mut members = Vec::new();
     for c in &k.clusters {
         let backend: Arc<dyn Backend> = match &c.source {
@@ -478,7 +480,7 @@ fn config(args: &ServeArgs, data_dir: PathBuf, listening: Listening) -> anyhow::
     Ok(Config {
         listen: args.listen,
         tls: args.tls.source(&data_dir),
-        audit: Some(args.audit.config(&data_dir).map_err(anyhow::Error::msg)?),
+        audit: Some(args.audit.config(&data_dir)?),
         data_dir,
         database_url: args.database_url.clone(),
         key_file: args.jwt_key_file.clone(),

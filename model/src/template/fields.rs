@@ -20,7 +20,7 @@ struct FieldDef {
     /// The parameter type it takes.
     ty: ParameterType,
     /// Writes a value of type `ty` into the machine.
-    set: fn(&mut MachineSpec, &TypedValue) -> Result<(), String>,
+    set: fn(&mut MachineSpec, &TypedValue) -> Result<(), SetError>,
 }
 
 const FIELDS: &[FieldDef] = &[
@@ -34,59 +34,98 @@ const FIELDS: &[FieldDef] = &[
     FieldDef { name: "user_data", well_known: "vm_user_data", ty: ParameterType::String, set: set_user_data },
 ];
 
-fn set_cpu_cores(m: &mut MachineSpec, v: &TypedValue) -> Result<(), String> {
+fn set_cpu_cores(m: &mut MachineSpec, v: &TypedValue) -> Result<(), SetError> {
     let TypedValue::Integer(n) = v else { return Err(mismatch("cpu_cores", v)) };
-    m.cpu.cores = u32::try_from(*n).map_err(|_| format!("must be between 1 and {}, got {n}", u32::MAX))?;
+    m.cpu.cores = u32::try_from(*n).map_err(|_| SetError::CpuCores(*n))?;
     Ok(())
 }
 
-fn set_memory(m: &mut MachineSpec, v: &TypedValue) -> Result<(), String> {
+fn set_memory(m: &mut MachineSpec, v: &TypedValue) -> Result<(), SetError> {
     let TypedValue::Quantity(q) = v else { return Err(mismatch("memory", v)) };
     m.memory = q.clone();
     Ok(())
 }
 
-fn set_disk_size(m: &mut MachineSpec, v: &TypedValue) -> Result<(), String> {
+fn set_disk_size(m: &mut MachineSpec, v: &TypedValue) -> Result<(), SetError> {
     let TypedValue::Quantity(q) = v else { return Err(mismatch("disk_size", v)) };
     m.root_disk_mut().size = q.clone();
     Ok(())
 }
 
-fn set_image(m: &mut MachineSpec, v: &TypedValue) -> Result<(), String> {
+fn set_image(m: &mut MachineSpec, v: &TypedValue) -> Result<(), SetError> {
     let TypedValue::String(s) = v else { return Err(mismatch("image", v)) };
     m.boot.image = s.clone();
     Ok(())
 }
 
-fn set_gpus(m: &mut MachineSpec, v: &TypedValue) -> Result<(), String> {
+fn set_gpus(m: &mut MachineSpec, v: &TypedValue) -> Result<(), SetError> {
     let TypedValue::List(l) = v else { return Err(mismatch("gpus", v)) };
     m.gpus =
         l.iter().enumerate().map(|(i, d)| Gpu { name: format!("gpu{i}"), device_name: d.clone(), pci_device_selector: None }).collect();
     Ok(())
 }
 
-fn set_exposed_ports(m: &mut MachineSpec, v: &TypedValue) -> Result<(), String> {
+fn set_exposed_ports(m: &mut MachineSpec, v: &TypedValue) -> Result<(), SetError> {
     let TypedValue::List(l) = v else { return Err(mismatch("exposed_ports", v)) };
     m.exposed_ports = l.iter().map(|s| ExposedPort::parse(s)).collect::<Result<_, _>>()?;
     Ok(())
 }
 
-fn set_ssh_keys(m: &mut MachineSpec, v: &TypedValue) -> Result<(), String> {
+fn set_ssh_keys(m: &mut MachineSpec, v: &TypedValue) -> Result<(), SetError> {
     let TypedValue::List(l) = v else { return Err(mismatch("ssh_keys", v)) };
     crate::nocloud::check_ssh_keys(l)?;
     m.cloud_init.ssh_keys = l.clone();
     Ok(())
 }
 
-fn set_user_data(m: &mut MachineSpec, v: &TypedValue) -> Result<(), String> {
+fn set_user_data(m: &mut MachineSpec, v: &TypedValue) -> Result<(), SetError> {
     let TypedValue::String(s) = v else { return Err(mismatch("user_data", v)) };
     crate::nocloud::check_user_data(s)?;
     m.cloud_init.user_data = Some(s.clone());
     Ok(())
 }
 
-fn mismatch(field: &str, v: &TypedValue) -> String {
-    format!("spec field {field} cannot take {}", describe(&v.to_json()))
+fn mismatch(field: &'static str, v: &TypedValue) -> SetError {
+    SetError::Mismatch { field, value: describe(&v.to_json()) }
+}
+
+/// Why a value cannot be written into a spec field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SetError {
+    /// A value of another type than the field takes.
+    #[error("spec field {field} cannot take {value}")]
+    Mismatch {
+        /// The field.
+        field: &'static str,
+        /// The value, described.
+        value: String,
+    },
+    /// A CPU count out of range.
+    #[error("must be between 1 and {max}, got {0}", max = u32::MAX)]
+    CpuCores(i64),
+    /// An exposed port that does not parse.
+    #[error(transparent)]
+    Port(#[from] crate::spec::PortError),
+    /// SSH keys or user data refused.
+    #[error(transparent)]
+    GuestConfig(#[from] crate::nocloud::GuestConfigError),
+}
+
+/// The reason, as a field error takes it.
+impl From<SetError> for String {
+    fn from(e: SetError) -> String {
+        e.to_string()
+    }
+}
+
+/// A name that is no spec field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown spec field {name:?}: expected one of {expected}")]
+pub struct UnknownField {
+    /// The name.
+    pub name: String,
+    /// The fields there are.
+    pub expected: String,
 }
 
 /// The spec field a parameter sets: one of the rows of a fixed table,
@@ -128,7 +167,7 @@ impl SpecField {
     }
 
     /// Writes a checked value of this field's type into `machine`.
-    pub fn apply(self, machine: &mut MachineSpec, v: &TypedValue) -> Result<(), String> {
+    pub fn apply(self, machine: &mut MachineSpec, v: &TypedValue) -> Result<(), SetError> {
         (self.def().set)(machine, v)
     }
 }
@@ -146,11 +185,11 @@ impl fmt::Display for SpecField {
 }
 
 impl std::str::FromStr for SpecField {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownField;
+    fn from_str(s: &str) -> Result<Self, UnknownField> {
         Self::named(s).ok_or_else(|| {
             let names: Vec<&str> = Self::all().map(Self::as_str).collect();
-            format!("unknown spec field {s:?}: expected one of {}", names.join(", "))
+            UnknownField { name: s.to_owned(), expected: names.join(", ") }
         })
     }
 }
@@ -180,8 +219,8 @@ mod tests {
         }
         let mut m = MachineSpec::default();
         let memory = SpecField::named("memory").unwrap();
-        assert!(memory.apply(&mut m, &TypedValue::Integer(4)).unwrap_err().contains("cannot take the number 4"));
-        assert!("colour".parse::<SpecField>().unwrap_err().contains("expected one of cpu_cores, memory"));
+        assert!(memory.apply(&mut m, &TypedValue::Integer(4)).unwrap_err().to_string().contains("cannot take the number 4"));
+        assert!("colour".parse::<SpecField>().unwrap_err().to_string().contains("expected one of cpu_cores, memory"));
         assert_eq!(serde_json::to_string(&memory).unwrap(), "\"memory\"");
     }
 }

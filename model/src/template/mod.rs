@@ -239,8 +239,10 @@ impl Template {
 
     /// Converts a parameter given as text (the CLI's `-p key=value`, a
     /// Terraform map of strings) into the JSON value of the declared type.
-    pub fn value_from_text(&self, name: &str, text: &str) -> Result<Value, String> {
-        let p = self.parameter(name).ok_or_else(|| format!("unknown parameter {name:?}; {}", self.valid_names()))?;
+    pub fn value_from_text(&self, name: &str, text: &str) -> Result<Value, crate::value::ValueError> {
+        let p = self
+            .parameter(name)
+            .ok_or_else(|| crate::value::ValueError::UnknownParameter { name: name.to_owned(), valid: self.valid_names() })?;
         TypedValue::from_text(p.kind.parameter_type(), text).map(|t| t.to_json())
     }
 }

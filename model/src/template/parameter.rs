@@ -11,7 +11,7 @@ use super::fields::SpecField;
 use crate::quantity::Quantity;
 use crate::validation::{ValidationErrors, check_identifier};
 pub use crate::value::{ParameterType, describe};
-use crate::value::{ParameterValue, TypedValue};
+use crate::value::{ParameterValue, TypedValue, ValueError};
 
 /// A template parameter, as written by the provider.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -312,30 +312,30 @@ fn bounds_inverted(kind: &Kind) -> Option<String> {
 }
 
 /// Checks `value` against a parameter's type and constraints.
-pub fn check_value(kind: &Kind, value: &Value) -> Result<TypedValue, String> {
+pub fn check_value(kind: &Kind, value: &Value) -> Result<TypedValue, ValueError> {
     let typed = TypedValue::check(kind.parameter_type(), value)?;
     match (kind, &typed) {
         (Kind::Bool, _) => {}
         (Kind::Integer { min, max, allowed }, TypedValue::Integer(n)) => {
             if let Some(m) = min.filter(|m| n < m) {
-                return Err(format!("must be at least {m}, got {n}"));
+                return Err(ValueError::Constraint(format!("must be at least {m}, got {n}")));
             }
             if let Some(m) = max.filter(|m| n > m) {
-                return Err(format!("must be at most {m}, got {n}"));
+                return Err(ValueError::Constraint(format!("must be at most {m}, got {n}")));
             }
             if let Some(a) = allowed.as_ref().filter(|a| !a.contains(n)) {
-                return Err(format!("must be one of {}; got {n}", join(a)));
+                return Err(ValueError::Constraint(format!("must be one of {}; got {n}", join(a))));
             }
         }
         (Kind::Quantity { min, max, allowed }, TypedValue::Quantity(q)) => {
             if let Some(m) = min.as_ref().filter(|m| q < *m) {
-                return Err(format!("must be at least {m}, got {q}"));
+                return Err(ValueError::Constraint(format!("must be at least {m}, got {q}")));
             }
             if let Some(m) = max.as_ref().filter(|m| q > *m) {
-                return Err(format!("must be at most {m}, got {q}"));
+                return Err(ValueError::Constraint(format!("must be at most {m}, got {q}")));
             }
             if let Some(a) = allowed.as_ref().filter(|a| !a.contains(q)) {
-                return Err(format!("must be one of {}; got {q}", join(a)));
+                return Err(ValueError::Constraint(format!("must be one of {}; got {q}", join(a))));
             }
         }
         (Kind::String { min_len, max_len, allowed, pattern }, TypedValue::String(s)) => {
@@ -343,16 +343,19 @@ pub fn check_value(kind: &Kind, value: &Value) -> Result<TypedValue, String> {
         }
         (Kind::List { min_items, max_items, allowed, pattern }, TypedValue::List(items)) => {
             if let Some(m) = min_items.filter(|m| items.len() < *m) {
-                return Err(format!("must have at least {m} items, got {}", items.len()));
+                return Err(ValueError::Constraint(format!("must have at least {m} items, got {}", items.len())));
             }
             if let Some(m) = max_items.filter(|m| items.len() > *m) {
-                return Err(format!("must have at most {m} items, got {}", items.len()));
+                return Err(ValueError::Constraint(format!("must have at most {m} items, got {}", items.len())));
             }
             for (i, item) in items.iter().enumerate() {
                 check_text(item, None, None, allowed, pattern, &format!("item {i} "))?;
             }
         }
-        (kind, other) => return Err(format!("internal error: a {} parameter got {}", kind.parameter_type(), describe(&other.to_json()))),
+        (kind, other) => {
+            let got = describe(&other.to_json());
+            return Err(ValueError::Constraint(format!("internal error: a {} parameter got {got}", kind.parameter_type())));
+        }
     }
     Ok(typed)
 }
@@ -364,21 +367,21 @@ fn check_text(
     allowed: &Option<Vec<String>>,
     pattern: &Option<Regex>,
     what: &str,
-) -> Result<(), String> {
+) -> Result<(), ValueError> {
     let len = s.chars().count();
     if let Some(m) = min_len.filter(|m| len < *m) {
-        return Err(format!("{what}must be at least {m} characters long, got {len}"));
+        return Err(ValueError::Constraint(format!("{what}must be at least {m} characters long, got {len}")));
     }
     if let Some(m) = max_len.filter(|m| len > *m) {
-        return Err(format!("{what}must be at most {m} characters long, got {len}"));
+        return Err(ValueError::Constraint(format!("{what}must be at most {m} characters long, got {len}")));
     }
     if let Some(a) = allowed.as_ref().filter(|a| !a.iter().any(|x| x == s)) {
         let quoted: Vec<String> = a.iter().map(|x| format!("{x:?}")).collect();
-        return Err(format!("{what}must be one of {}; got {s:?}", quoted.join(", ")));
+        return Err(ValueError::Constraint(format!("{what}must be one of {}; got {s:?}", quoted.join(", "))));
     }
     if let Some(p) = pattern.as_ref().filter(|p| !p.is_match(s)) {
         let shown = p.as_str().trim_start_matches("^(?:").trim_end_matches(")$");
-        return Err(format!("{what}must match the pattern {shown}; got {s:?}"));
+        return Err(ValueError::Constraint(format!("{what}must match the pattern {shown}; got {s:?}")));
     }
     Ok(())
 }

@@ -46,13 +46,31 @@ impl PowerState {
     }
 }
 
+/// A word that is no power state or VM state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    /// Not `started` or `stopped`.
+    #[error("expected \"started\" or \"stopped\", got {0:?}")]
+    Power(String),
+    /// No VM state, by its wire or short name.
+    #[error("unknown state {0:?}: expected one of PROGRESSING, READY, STOPPED, FAILED, DELETING")]
+    Vm(String),
+}
+
+/// The reason, as a field error takes it.
+impl From<StateError> for String {
+    fn from(e: StateError) -> String {
+        e.to_string()
+    }
+}
+
 impl FromStr for PowerState {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = StateError;
+    fn from_str(s: &str) -> Result<Self, StateError> {
         match s {
             "started" => Ok(Self::Started),
             "stopped" => Ok(Self::Stopped),
-            _ => Err(format!("expected \"started\" or \"stopped\", got {s:?}")),
+            _ => Err(StateError::Power(s.to_owned())),
         }
     }
 }
@@ -239,15 +257,12 @@ impl fmt::Display for VmState {
 }
 
 impl FromStr for VmState {
-    type Err = String;
+    type Err = StateError;
     /// Accepts the wire name or the short name, in any case (`ready`, `READY`,
     /// `VIRTUAL_MACHINE_STATE_READY`).
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, StateError> {
         let up = s.to_ascii_uppercase();
-        Self::ALL
-            .into_iter()
-            .find(|st| st.as_str() == up || st.short() == up)
-            .ok_or_else(|| format!("unknown state {s:?}: expected one of PROGRESSING, READY, STOPPED, FAILED, DELETING"))
+        Self::ALL.into_iter().find(|st| st.as_str() == up || st.short() == up).ok_or_else(|| StateError::Vm(s.to_owned()))
     }
 }
 

@@ -77,13 +77,25 @@ pub fn describe_labels(labels: &BTreeMap<String, String>) -> String {
 }
 
 /// A cluster's name: a DNS label (lower-case letters, digits and `-`, at most 63).
-pub fn check_cluster_name(name: &str) -> Result<(), String> {
+pub fn check_cluster_name(name: &str) -> Result<(), BadClusterName> {
     let ok = !name.is_empty()
         && name.len() <= 63
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-');
-    if ok { Ok(()) } else { Err(format!("{name:?} is not a cluster name (lower-case letters, digits and '-', at most 63)")) }
+    if ok { Ok(()) } else { Err(BadClusterName(name.to_owned())) }
+}
+
+/// A name that is no cluster's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a cluster name (lower-case letters, digits and '-', at most 63)")]
+pub struct BadClusterName(pub String);
+
+/// The reason, as a field error takes it.
+impl From<BadClusterName> for String {
+    fn from(e: BadClusterName) -> String {
+        e.to_string()
+    }
 }
 
 #[cfg(test)]
