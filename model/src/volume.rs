@@ -82,9 +82,8 @@ impl VolumeSpec {
         next.check("object.spec")?;
         let (old, new) = (self.size.to_units_ceil().unwrap_or(0), next.size.to_units_ceil().unwrap_or(0));
         if new < old {
-            let mut errs = ValidationErrors::default();
-            errs.push("object.spec.size", format!("a volume only grows: {} is smaller than its size {}", next.size, self.size));
-            return Err(errs);
+            let why = format!("a volume only grows: {} is smaller than its size {}", next.size, self.size);
+            return Err(ValidationErrors::one("object.spec.size", why));
         }
         Ok(next)
     }

@@ -91,9 +91,7 @@ impl ApiError {
 
     /// 400 for one bad field.
     pub fn field(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        let mut e = ValidationErrors::default();
-        e.push(field, reason);
-        Self::invalid(e)
+        Self::invalid(ValidationErrors::one(field, reason))
     }
 
     /// 400 listing every bad field.
@@ -127,8 +125,7 @@ impl ApiError {
 
     /// 429 RESOURCE_EXHAUSTED, naming the resource that ran out.
     pub fn exhausted(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        let mut errs = ValidationErrors::default();
-        errs.push(field, reason);
+        let errs = ValidationErrors::one(field, reason);
         let message = format!("resource exhausted: {errs}");
         Self { status: StatusCode::TOO_MANY_REQUESTS, code: Code::ResourceExhausted, message, details: errs.0, retry_after: None }
     }

@@ -11,7 +11,7 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use governor::clock::{Clock, DefaultClock};
+use governor::clock::Clock;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 /// Requests per second one tenant may make, by default.
@@ -86,7 +86,7 @@ impl TenantRate {
             tenant: key,
             per_second: self.per_second.get(),
             burst: self.burst.get(),
-            wait: not_until.wait_time_from(DefaultClock::default().now()),
+            wait: not_until.wait_time_from(self.limiter.clock().now()),
         })
     }
 
