@@ -516,6 +516,16 @@ async fn lists_take_cel_filters_and_orders() {
         list(q("this.spec.template_parameters.vm_cpu_cores.value >= 4 && this.spec.state == 'started'", "this.id", ""), admin.clone())
             .await;
     assert_eq!(v["total"], 4, "{v}");
+    // Times compare as times, and CEL's macros and has() work over the object.
+    let (_, all) = list(q("", "", ""), t.clone()).await;
+    let (_, v) = list(q("this.metadata.creation_timestamp > timestamp('2000-01-01T00:00:00+02:00')", "", ""), t.clone()).await;
+    assert_eq!((v["total"].as_u64(), all["total"].as_u64().is_some_and(|n| n > 0)), (all["total"].as_u64(), true), "{v}");
+    let (_, v) = list(q("this.metadata.creation_timestamp < timestamp('2000-01-01T00:00:00Z') - duration('1h')", "", ""), t.clone()).await;
+    assert_eq!(v["total"], 0, "{v}");
+    let (_, v) = list(q("!has(this.metadata.deletion_timestamp) && this.metadata.name.endsWith('web')", "", ""), t.clone()).await;
+    assert_eq!(v["total"], 2, "{v}");
+    let (st, e) = list(q("[1, 2].exists(x, x == 1)", "", ""), t.clone()).await;
+    assert_eq!((st, e["details"][0]["field"].as_str()), (400, Some("filter")), "{e}");
     let (st, e) = list(q("this.metadata.name = 'x'", "", ""), t.clone()).await;
     assert_eq!((st, e["details"][0]["field"].as_str()), (400, Some("filter")), "{e}");
     let (st, e) = list(q("", "this.metadata.name sideways", ""), t.clone()).await;
