@@ -27,6 +27,7 @@
 
 mod check;
 mod convert;
+mod narrow;
 mod order;
 
 use std::sync::{Arc, LazyLock};
@@ -34,6 +35,7 @@ use std::sync::{Arc, LazyLock};
 use cel::common::ast::IdedExpr;
 use cel::{Context, Env, Value};
 
+pub use narrow::{Narrowing, TimeBound};
 pub use order::Order;
 
 /// The longest filter or order accepted, in bytes.
@@ -96,6 +98,12 @@ impl Filter {
     /// Whether `object` (its JSON) passes: the filter evaluates to `true`.
     pub fn matches(&self, object: &serde_json::Value) -> bool {
         matches!(self.evaluate(object), Ok(Value::Bool(true)))
+    }
+
+    /// What the filter says of the columns every stored object has, for
+    /// the store to read only the rows that can match.
+    pub fn narrowing(&self) -> Narrowing {
+        narrow::of(&self.0)
     }
 
     /// The value of the filter over `object`, or why it has none.

@@ -28,6 +28,7 @@ pub mod image;
 pub mod links;
 mod mem;
 mod migrations;
+mod narrow;
 pub mod objects;
 pub mod quota;
 pub mod record;

@@ -26,6 +26,8 @@ pub(super) fn api_json(row: &Row) -> Result<String, StoreError> {
 pub(super) struct Cached {
     pub(super) row: Row,
     pub(super) json: Arc<str>,
+    /// Its place in its kind's list order.
+    pub(super) key: String,
 }
 
 /// One kind's indexes.
@@ -73,7 +75,7 @@ impl MemState {
         }
         self.account(&row, true);
         let json: Arc<str> = api_json(&row).unwrap_or_default().into();
-        self.objects.insert(row.id.clone(), Cached { row, json });
+        self.objects.insert(row.id.clone(), Cached { row, json, key });
     }
 
     /// Counts `row` in (`add`) or out of its tenant's usage, the host's
@@ -189,36 +191,62 @@ impl MemState {
     pub(super) fn list<T>(&self, kind: ObjectKind, scope: &Scope, f: &Filter, pick: impl Fn(&Cached) -> T) -> (Vec<T>, u64) {
         let Some(idx) = self.kinds.get(&kind) else { return (Vec::new(), 0) };
         let tenant = if kind.is_tenant_scoped() { scope.tenant() } else { None };
-        let ids: Box<dyn Iterator<Item = &String>> = match (tenant, &f.name) {
-            // By name: the few objects of that name, not the kind's every one.
-            (_, Some(name)) => Box::new(idx.by_name.get(name).into_iter().flatten().map(|k| &k.1)),
-            (Some(t), None) => {
-                Box::new(idx.by_tenant.range((t.to_owned(), String::new(), String::new())..).take_while(move |k| k.0 == t).map(|k| &k.2))
-            }
-            (None, None) => Box::new(idx.order.iter().map(|k| &k.1)),
-        };
-        let in_scope = |c: &&Cached| tenant.is_none_or(|t| t == c.row.tenant);
-        let objects = ids.filter_map(|id| self.objects.get(id)).filter(in_scope);
+        let in_scope = |c: &&Cached| c.row.kind == kind && tenant.is_none_or(|t| t == c.row.tenant);
         let skip = usize::try_from(f.offset).unwrap_or(usize::MAX);
         let take = usize::try_from(f.limit).unwrap_or(usize::MAX);
-        if f.name.is_none() && f.state.is_none() {
+        if f.name.is_none() && f.state.is_none() && f.narrow.is_empty() {
             // No filter: the total is known without a scan.
             let total = match tenant {
                 Some(t) => idx.counts.get(t).copied().unwrap_or(0),
                 None => idx.order.len() as u64,
             };
+            let objects = self.scope_ids(idx, tenant).filter_map(|id| self.objects.get(id)).filter(in_scope);
             return (objects.skip(skip).take(take).map(pick).collect(), total);
         }
-        let matches =
-            |c: &&Cached| f.name.as_deref().is_none_or(|n| n == c.row.name) && f.state.as_deref().is_none_or(|s| s == c.row.state);
+        let n = &f.narrow;
+        let matches = |c: &&Cached| {
+            let r = &c.row;
+            f.name.as_deref().is_none_or(|name| name == r.name)
+                && f.state.as_deref().is_none_or(|s| s == r.state)
+                && n.admits(&r.id, &r.name, r.created_at, &r.labels.labels)
+        };
         let mut total = 0u64;
         let mut items = Vec::new();
-        for c in objects.filter(matches) {
+        for c in self.candidates(idx, tenant, f).iter().filter_map(|id| self.objects.get(*id)).filter(in_scope).filter(matches) {
             if total >= f.offset && items.len() < take {
                 items.push(pick(c));
             }
             total += 1;
         }
         (items, total)
+    }
+
+    /// The ids of the objects in scope, in list order.
+    fn scope_ids<'a>(&'a self, idx: &'a KindIndex, tenant: Option<&'a str>) -> Box<dyn Iterator<Item = &'a String> + 'a> {
+        match tenant {
+            Some(t) => {
+                Box::new(idx.by_tenant.range((t.to_owned(), String::new(), String::new())..).take_while(move |k| k.0 == t).map(|k| &k.2))
+            }
+            None => Box::new(idx.order.iter().map(|k| &k.1)),
+        }
+    }
+
+    /// The ids a list must look at, in list order: those of the names or
+    /// ids the filter names (through the indexes), else every one in scope.
+    fn candidates<'a>(&'a self, idx: &'a KindIndex, tenant: Option<&'a str>, f: &'a Filter) -> Vec<&'a String> {
+        let names: Option<Vec<&String>> = match (&f.name, &f.narrow.names) {
+            (Some(name), _) => Some(vec![name]),
+            (None, Some(names)) => Some(names.iter().collect()),
+            (None, None) => None,
+        };
+        let keyed: Option<BTreeSet<(&String, &String)>> = match (names, &f.narrow.ids) {
+            (Some(names), _) => Some(names.into_iter().filter_map(|n| idx.by_name.get(n)).flatten().map(|(k, id)| (k, id)).collect()),
+            (None, Some(ids)) => Some(ids.iter().filter_map(|id| self.objects.get_key_value(id)).map(|(id, c)| (&c.key, id)).collect()),
+            (None, None) => None,
+        };
+        match keyed {
+            Some(set) => set.into_iter().map(|(_, id)| id).collect(),
+            None => self.scope_ids(idx, tenant).collect(),
+        }
     }
 }

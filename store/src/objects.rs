@@ -228,27 +228,23 @@ impl Store {
         if let Some(page) = self.read_mem(|m| m.list(kind, scope, f, |c| c.row.clone())) {
             return Ok(page);
         }
-        let cond = "kind = $1 AND ($2 IS NULL OR tenant = $2) AND ($3 IS NULL OR name = $3) AND ($4 IS NULL OR state = $4)";
-        let sql = format!("SELECT {COLUMNS} FROM objects WHERE {cond} ORDER BY {} LIMIT $5 OFFSET $6", order_by(kind));
+        let narrow = super::narrow::Where::of(&f.narrow, self.dialect, 5);
+        let cond =
+            format!("kind = $1 AND ($2 IS NULL OR tenant = $2) AND ($3 IS NULL OR name = $3) AND ($4 IS NULL OR state = $4){}", narrow.sql);
         let tenant = tenant_of(kind, scope);
+        let query = |sql: String| {
+            let q = sqlx::query(AssertSqlSafe(sql)).bind(kind.as_str()).bind(tenant).bind(f.name.clone()).bind(f.state.clone());
+            narrow.binds.iter().fold(q, |q, v| q.bind(v.clone()))
+        };
+        let (limit, offset) = (i64::try_from(f.limit).unwrap_or(i64::MAX), i64::try_from(f.offset).unwrap_or(i64::MAX));
+        let page = format!("LIMIT ${} OFFSET ${}", 5 + narrow.binds.len(), 6 + narrow.binds.len());
         let mut c = self.conn().await?;
-        let rows = sqlx::query(AssertSqlSafe(sql))
-            .bind(kind.as_str())
-            .bind(tenant)
-            .bind(f.name.as_deref())
-            .bind(f.state.as_deref())
-            .bind(i64::try_from(f.limit).unwrap_or(i64::MAX))
-            .bind(i64::try_from(f.offset).unwrap_or(i64::MAX))
+        let rows = query(format!("SELECT {COLUMNS} FROM objects WHERE {cond} ORDER BY {} {page}", order_by(kind)))
+            .bind(limit)
+            .bind(offset)
             .fetch_all(&mut *c)
             .await?;
-        let total: i64 = sqlx::query(AssertSqlSafe(format!("SELECT COUNT(*) AS n FROM objects WHERE {cond}")))
-            .bind(kind.as_str())
-            .bind(tenant)
-            .bind(f.name.as_deref())
-            .bind(f.state.as_deref())
-            .fetch_one(&mut *c)
-            .await?
-            .try_get("n")?;
+        let total: i64 = query(format!("SELECT COUNT(*) AS n FROM objects WHERE {cond}")).fetch_one(&mut *c).await?.try_get("n")?;
         let items = rows.iter().map(from_row).collect::<Result<_, _>>()?;
         Ok((items, u64::try_from(total).unwrap_or(0)))
     }

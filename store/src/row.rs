@@ -8,6 +8,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use sqlx::Row as _;
 use sqlx::any::AnyRow;
+use vmaas_model::query::Narrowing;
 use vmaas_model::{Labels, Metadata, ObjectKind};
 
 use super::{StoreError, parse_ts};
@@ -70,6 +71,8 @@ pub struct Filter {
     pub name: Option<String>,
     /// Exact `status.state`.
     pub state: Option<String>,
+    /// What a CEL filter says of the id, name, creation time and labels.
+    pub narrow: Narrowing,
     /// Skip this many.
     pub offset: u64,
     /// Return at most this many.

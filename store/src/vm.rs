@@ -207,6 +207,8 @@ pub struct VmFilter {
     pub name: Option<String>,
     /// Current state.
     pub state: Option<VmState>,
+    /// What a CEL filter says of the id, name, creation time and labels.
+    pub narrow: vmaas_model::query::Narrowing,
     /// Skip this many.
     pub offset: u64,
     /// Return at most this many.
@@ -215,7 +217,13 @@ pub struct VmFilter {
 
 impl From<&VmFilter> for Filter {
     fn from(f: &VmFilter) -> Self {
-        Self { name: f.name.clone(), state: f.state.map(|s| s.as_str().to_owned()), offset: f.offset, limit: f.limit }
+        Self {
+            name: f.name.clone(),
+            state: f.state.map(|s| s.as_str().to_owned()),
+            narrow: f.narrow.clone(),
+            offset: f.offset,
+            limit: f.limit,
+        }
     }
 }
 

@@ -115,13 +115,37 @@ impl Walk {
 /// and indexes by literal.
 pub(super) fn is_field(e: &IdedExpr) -> bool {
     match &e.expr {
-        Expr::Ident(root) => root == "this" || root == "event",
-        Expr::Select(s) => !s.test && is_field(&s.operand),
         Expr::Call(call) if call.func_name == operators::INDEX => {
             matches!(call.args.as_slice(), [on, key] if is_field(on) && matches!(key.expr, Expr::Literal(_)))
         }
-        _ => false,
+        _ => field_path(e).is_some(),
     }
+}
+
+/// The path of the field `e` names (`this.a.b`, `this.a['b']`, `event.…`),
+/// or none when it is not such a field.
+pub(super) fn field_path(e: &IdedExpr) -> Option<Vec<String>> {
+    let mut steps = Vec::new();
+    let mut at = e;
+    loop {
+        match &at.expr {
+            Expr::Ident(root) if root == "this" || root == "event" => break,
+            Expr::Select(s) if !s.test => {
+                steps.push(s.field.clone());
+                at = &s.operand;
+            }
+            Expr::Call(call) if call.func_name == operators::INDEX && call.target.is_none() => match call.args.as_slice() {
+                [on, IdedExpr { expr: Expr::Literal(LiteralValue::String(key)), .. }] => {
+                    steps.push(str::to_owned(key));
+                    at = on;
+                }
+                _ => return None,
+            },
+            _ => return None,
+        }
+    }
+    steps.reverse();
+    Some(steps)
 }
 
 /// The macro a comprehension was written as, for the error.

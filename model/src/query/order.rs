@@ -2,9 +2,9 @@
 
 use std::cmp::Ordering;
 
-use cel::common::ast::{Expr, IdedExpr, LiteralValue, operators};
 use serde_json::Value;
 
+use super::check::field_path;
 use super::{ENV, MAX_FILTER_DEPTH, MAX_FILTER_LEN, QueryError};
 
 /// A parsed `order`: sort keys, most significant first.
@@ -48,37 +48,7 @@ fn path(field: &str) -> Result<Vec<String>, QueryError> {
     let not_a_field = || QueryError::NotAField(field.to_owned());
     let depth = u16::try_from(MAX_FILTER_DEPTH).unwrap_or(u16::MAX);
     let expr = ENV.parser().enable_ident_escape_syntax(true).max_recursion_depth(depth).parse(field).map_err(|_| not_a_field())?;
-    let mut path = Vec::new();
-    steps(&expr, &mut path, 0).ok_or_else(not_a_field)?;
-    Ok(path)
-}
-
-/// Pushes the steps of `e` onto `path`; none when `e` is not a field.
-fn steps(e: &IdedExpr, path: &mut Vec<String>, depth: usize) -> Option<()> {
-    if depth > MAX_FILTER_DEPTH {
-        return None;
-    }
-    match &e.expr {
-        Expr::Ident(root) if root == "this" || root == "event" => Some(()),
-        Expr::Ident(first) => {
-            path.push(first.clone());
-            Some(())
-        }
-        Expr::Select(s) if !s.test => {
-            steps(&s.operand, path, depth + 1)?;
-            path.push(s.field.clone());
-            Some(())
-        }
-        Expr::Call(c) if c.func_name == operators::INDEX => match c.args.as_slice() {
-            [on, IdedExpr { expr: Expr::Literal(LiteralValue::String(key)), .. }] => {
-                steps(on, path, depth + 1)?;
-                path.push(str::to_owned(key));
-                Some(())
-            }
-            _ => None,
-        },
-        _ => None,
-    }
+    field_path(&expr).ok_or_else(not_a_field)
 }
 
 fn lookup<'a>(object: &'a Value, path: &[String]) -> &'a Value {

@@ -57,9 +57,10 @@ pub(super) struct ListQuery {
     security(("bearer" = [])))]
 pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Response, ApiError> {
     let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
-    let selection = Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
+    let mut selection = Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
+    let narrow = Selection::push_down(&mut selection);
     let (from, count) = Selection::window(&selection, offset, limit);
-    let filter = VmFilter { name: q.name, state: None, offset: from, limit: count };
+    let filter = VmFilter { name: q.name, state: None, narrow, offset: from, limit: count };
     let (items, total) = s.store.list_vms_json(&scope(&caller), &filter).await?;
     let items = items.iter().map(|vm| serde_json::from_str(vm).map_err(ApiError::internal)).collect::<Result<Vec<Value>, _>>()?;
     let names = names(&s, &caller, &items).await?;

@@ -1,11 +1,14 @@
-//! OSAC's `filter` (a subset of CEL over the object) and `order` on lists:
-//! applied over the JSON of the objects the caller may see, then paged.
+//! OSAC's `filter` (CEL over the object) and `order` on lists. The store
+//! reads only the rows the filter's narrowing admits (by id, name,
+//! creation time and labels); when the narrowing is the whole filter and
+//! nothing is sorted, the store pages too. Otherwise the filter is
+//! evaluated over the JSON of what the store read, then sorted and paged.
 
 use std::sync::Arc;
 
 use axum::response::Response;
 use serde::Deserialize;
-use vmaas_model::query::{Filter, Order};
+use vmaas_model::query::{Filter, Narrowing, Order};
 
 use super::shared::page_json;
 use crate::error::ApiError;
@@ -47,6 +50,10 @@ pub(super) struct PageQuery {
 pub(super) struct Selection {
     filter: Option<Filter>,
     order: Option<Order>,
+    /// What the store can test itself.
+    narrowing: Narrowing,
+    /// Whether the narrowing was handed to the store ([`Self::push_down`]).
+    pushed: bool,
 }
 
 impl Selection {
@@ -59,21 +66,43 @@ impl Selection {
         }
         let filter = filter.map(Filter::parse).transpose().map_err(|e| ApiError::field("filter", e))?;
         let order = order.map(Order::parse).transpose().map_err(|e| ApiError::field("order", e))?;
-        Ok(Some(Self { filter, order }))
+        let narrowing = filter.as_ref().map(Filter::narrowing).unwrap_or_default();
+        Ok(Some(Self { filter, order, narrowing, pushed: false }))
+    }
+
+    /// Whether the store answers the selection by itself: it was handed
+    /// the narrowing, the narrowing is the whole filter, and nothing is sorted.
+    fn in_store(&self) -> bool {
+        self.pushed && self.order.is_none() && self.narrowing.exact
+    }
+
+    /// What the store is to test of each row (nothing without a filter),
+    /// for a list that hands it to the store: call it before [`Self::window`].
+    pub(super) fn push_down(selection: &mut Option<Self>) -> Narrowing {
+        match selection {
+            Some(sel) => {
+                sel.pushed = true;
+                sel.narrowing.clone()
+            }
+            None => Narrowing::default(),
+        }
     }
 
     /// The window to read from the store for the page `offset`, `limit`:
-    /// every candidate when `selection` filters or sorts, else the page.
+    /// the page when the store answers by itself, else every candidate.
     pub(super) fn window(selection: &Option<Self>, offset: u64, limit: u64) -> (u64, u64) {
-        if selection.is_some() { (0, u64::MAX) } else { (offset, limit) }
+        match selection {
+            Some(sel) if !sel.in_store() => (0, u64::MAX),
+            _ => (offset, limit),
+        }
     }
 
     /// The page of `items` (read with [`Self::window`]; `total` of them
     /// matched in the store).
     pub(super) fn respond(selection: Option<Self>, items: Vec<Arc<str>>, total: u64, offset: u64, limit: u64) -> Response {
         match selection {
-            Some(sel) => sel.page(items, offset, limit),
-            None => page_json(&items, total),
+            Some(sel) if !sel.in_store() => sel.page(items, offset, limit),
+            _ => page_json(&items, total),
         }
     }
 

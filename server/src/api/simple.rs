@@ -33,9 +33,11 @@ fn parse_state(text: &str, states: &[&'static str]) -> Result<&'static str, ApiE
 pub(super) async fn list<K: Object>(s: &AppState, caller: &Caller, q: ListQuery, states: &[&'static str]) -> Result<Response, ApiError> {
     let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
     let state = q.state.as_deref().map(|t| parse_state(t, states)).transpose()?.map(str::to_owned);
-    let selection = Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
+    let mut selection = Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
+    let narrow = Selection::push_down(&mut selection);
     let (from, count) = Selection::window(&selection, offset, limit);
-    let (items, total) = s.store.list_json(K::KIND, &scope(caller), &Filter { name: q.name, state, offset: from, limit: count }).await?;
+    let (items, total) =
+        s.store.list_json(K::KIND, &scope(caller), &Filter { name: q.name, state, narrow, offset: from, limit: count }).await?;
     Ok(Selection::respond(selection, items, total, offset, limit))
 }
 

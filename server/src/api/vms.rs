@@ -116,9 +116,10 @@ fn apply_image(template: &Template, spec: &VirtualMachineSpec, machine: &mut Mac
 pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Response, ApiError> {
     let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
     let state = q.state.as_deref().map(str::parse::<VmState>).transpose().map_err(|e| ApiError::field("state", e))?;
-    let selection = Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
+    let mut selection = Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
+    let narrow = Selection::push_down(&mut selection);
     let (from, count) = Selection::window(&selection, offset, limit);
-    let filter = VmFilter { name: q.name, state, offset: from, limit: count };
+    let filter = VmFilter { name: q.name, state, narrow, offset: from, limit: count };
     let (items, total) = s.store.list_vms_json(&scope(&caller), &filter).await?;
     Ok(Selection::respond(selection, items, total, offset, limit))
 }

@@ -1,0 +1,55 @@
+//! A filter's narrowing as SQL: conditions on the id, name, creation time
+//! and labels of `objects`, with their values bound, on both databases.
+
+use vmaas_model::query::Narrowing;
+
+use super::{Dialect, ts};
+
+/// Conditions appended to a query's `WHERE`, and the values they bind.
+#[derive(Debug, Default)]
+pub(super) struct Where {
+    /// ` AND …` for each condition, with `$N` placeholders.
+    pub(super) sql: String,
+    /// The values of the placeholders, in order.
+    pub(super) binds: Vec<String>,
+}
+
+impl Where {
+    /// The conditions of `n`, numbering placeholders from `first`.
+    pub(super) fn of(n: &Narrowing, dialect: Dialect, first: usize) -> Self {
+        let mut w = Self { sql: String::new(), binds: Vec::new() };
+        let bind = |w: &mut Self, v: String| {
+            w.binds.push(v);
+            format!("${}", first + w.binds.len() - 1)
+        };
+        for (column, set) in [("id", &n.ids), ("name", &n.names)] {
+            if let Some(set) = set {
+                let marks: Vec<String> = set.iter().map(|v| bind(&mut w, v.clone())).collect();
+                // An empty set matches nothing; `IN ()` is not SQL.
+                w.sql += &if marks.is_empty() { " AND 1 = 0".to_owned() } else { format!(" AND {column} IN ({})", marks.join(", ")) };
+            }
+        }
+        if let Some(p) = &n.name_prefix {
+            let m = bind(&mut w, p.clone());
+            w.sql += &format!(" AND substr(name, 1, length({m})) = {m}");
+        }
+        for (bound, strict, loose) in [(&n.created_after, ">", ">="), (&n.created_before, "<", "<=")] {
+            if let Some((t, inclusive)) = bound {
+                let m = bind(&mut w, ts(*t));
+                w.sql += &format!(" AND created_at {} {m}", if *inclusive { loose } else { strict });
+            }
+        }
+        for (key, value) in &n.labels {
+            let label = match dialect {
+                Dialect::Sqlite => format!("json_extract(meta, {})", bind(&mut w, format!("$.labels.\"{key}\""))),
+                Dialect::Postgres => format!("(meta::jsonb -> 'labels' ->> {})", bind(&mut w, key.clone())),
+            };
+            let test = match value {
+                Some(v) => format!(" AND {label} = {}", bind(&mut w, v.clone())),
+                None => format!(" AND {label} IS NOT NULL"),
+            };
+            w.sql += &test;
+        }
+        w
+    }
+}
