@@ -52,8 +52,7 @@ impl Shared {
         let Some(seen) = seen else {
             let source = match self.clone_source(from, ns) {
                 Ok(source) => source,
-                Err(Ok(why)) => return Ok(Cloning::Waiting(why)),
-                Err(Err(why)) => return Ok(Cloning::Failed(Reason::new("CloneFailed", why))),
+                Err(not_yet) => return Ok(not_yet),
             };
             let mut obj = vm_clone(&t.name, ns, &source);
             obj["metadata"]["labels"] = json!(labels(ObjectKind::VirtualMachine, &t.id));
@@ -79,17 +78,18 @@ impl Shared {
         }
     }
 
-    /// The `VirtualMachineClone` source of `from` in `ns`: else why to wait
-    /// (`Ok`: it is not on the cluster yet) or why it cannot be (`Err`).
-    fn clone_source(&self, from: &CloneFrom, ns: &str) -> Result<serde_json::Value, Result<String, String>> {
+    /// The `VirtualMachineClone` source of `from` in `ns`: else the step
+    /// it makes, waiting (it is not on the cluster yet) or failed.
+    fn clone_source(&self, from: &CloneFrom, ns: &str) -> Result<serde_json::Value, Cloning> {
         let (found, group, kind) = match from {
             CloneFrom::Snapshot(id) => (self.snapshots.of(id).into_iter().next(), "snapshot.kubevirt.io", "VirtualMachineSnapshot"),
             CloneFrom::Vm(id) => (self.vms.of(id).into_iter().next(), "kubevirt.io", "VirtualMachine"),
         };
-        let Some(source) = found else { return Err(Ok(format!("waiting for the source's {kind} on the cluster"))) };
+        let Some(source) = found else { return Err(Cloning::Waiting(format!("waiting for the source's {kind} on the cluster"))) };
         let at = source.metadata.namespace.as_deref().unwrap_or_default();
         if at != ns {
-            return Err(Err(format!("the source's {kind} is in namespace {at}, the clone in {ns}: KubeVirt clones within one namespace")));
+            let why = format!("the source's {kind} is in namespace {at}, the clone in {ns}: KubeVirt clones within one namespace");
+            return Err(Cloning::Failed(Reason::new("CloneFailed", why)));
         }
         Ok(json!({"apiGroup": group, "kind": kind, "name": source.metadata.name}))
     }

@@ -70,7 +70,7 @@ impl Health {
     }
 
     /// Records one check; true if reachability changed.
-    pub(crate) fn record(&self, answer: Result<(), String>) -> bool {
+    pub(crate) fn record(&self, answer: Result<(), impl std::fmt::Display>) -> bool {
         let Ok(mut s) = self.0.lock() else { return false };
         match answer {
             Ok(()) => {
@@ -111,16 +111,16 @@ mod tests {
     fn unreachable_after_failures_in_a_row_and_back_at_the_first_answer() {
         let h = Health::default();
         h.mark_listed();
-        assert!(!h.record(Err("refused".into())) && h.unreachable().is_none(), "one failure is not an outage");
-        assert!(!h.record(Ok(())));
-        assert!(!h.record(Err("refused".into())));
-        assert!(h.record(Err("refused".into())), "two in a row: unreachable");
+        assert!(!h.record(Err("refused")) && h.unreachable().is_none(), "one failure is not an outage");
+        assert!(!h.record(Ok::<(), &str>(())));
+        assert!(!h.record(Err("refused")));
+        assert!(h.record(Err("refused")), "two in a row: unreachable");
         let why = h.unreachable().unwrap();
         assert_eq!(why.reason, "ClusterUnreachable");
         assert!(why.message.contains("has not answered since") && why.message.ends_with("(last error: refused)"), "{}", why.message);
-        assert!(!h.record(Err("timed out".into())), "still down: no change");
+        assert!(!h.record(Err("timed out")), "still down: no change");
         assert!(h.unreachable().unwrap().message.ends_with("(last error: timed out)"));
-        assert!(h.record(Ok(())) && h.unreachable().is_none(), "the first answer: reachable");
+        assert!(h.record(Ok::<(), &str>(())) && h.unreachable().is_none(), "the first answer: reachable");
     }
 
     #[test]

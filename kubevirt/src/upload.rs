@@ -39,6 +39,32 @@ pub struct Uploads {
     proxy: UploadProxy,
 }
 
+/// Why an upload did not go through CDI.
+#[derive(Debug, thiserror::Error)]
+enum UploadRefused {
+    /// The DataVolume was filled already.
+    #[error("the image was uploaded already")]
+    Done,
+    /// CDI failed to prepare the DataVolume.
+    #[error("CDI could not prepare the upload")]
+    Prepare,
+    /// CDI did not get ready in time.
+    #[error("CDI did not get ready for the upload in {} s", READY_WAIT.as_secs())]
+    NotReady,
+    /// The file is larger than the image allows.
+    #[error("the file is larger than the {0} bytes allowed")]
+    TooLarge(u64),
+    /// The proxy could not be reached, or the connection broke.
+    #[error("sending the file to CDI's upload proxy: {0}")]
+    Send(reqwest::Error),
+    /// The proxy answered with an error.
+    #[error("CDI's upload proxy refused the file ({status}): {body}")]
+    Proxy { status: reqwest::StatusCode, body: String },
+    /// The file is not the one the image names.
+    #[error("the file's SHA-256 is {got}, not {want}")]
+    Digest { got: String, want: String },
+}
+
 impl Uploads {
     /// Uploads through `proxy`.
     pub(crate) fn new(shared: Arc<Shared>, proxy: UploadProxy) -> Result<Self, BackendError> {
@@ -47,18 +73,16 @@ impl Uploads {
     }
 
     /// Waits until CDI says the DataVolume `name` takes the upload.
-    async fn ready(&self, name: &str) -> Result<(), String> {
+    async fn ready(&self, name: &str) -> Result<(), UploadRefused> {
         let s = &self.shared;
         let deadline = Instant::now() + READY_WAIT;
         loop {
             let dv = s.data_volumes.get(&s.cfg.images_namespace, name).map(|o| as_json(&o));
             match dv.as_ref().and_then(|d| d["status"]["phase"].as_str()) {
                 Some("UploadReady") => return Ok(()),
-                Some("Succeeded") => return Err("the image was uploaded already".into()),
-                Some("Failed") => return Err("CDI could not prepare the upload".into()),
-                _ if Instant::now() > deadline => {
-                    return Err(format!("CDI did not get ready for the upload in {} s", READY_WAIT.as_secs()));
-                }
+                Some("Succeeded") => return Err(UploadRefused::Done),
+                Some("Failed") => return Err(UploadRefused::Prepare),
+                _ if Instant::now() > deadline => return Err(UploadRefused::NotReady),
                 _ => tokio::time::sleep(Duration::from_millis(200)).await,
             }
         }
@@ -87,7 +111,7 @@ impl Uploads {
     }
 
     /// Sends `body` to the upload proxy with `token`: what was sent, or why it was refused.
-    async fn send(&self, t: &ImageTarget, token: &str, body: Upload) -> Result<Sent, String> {
+    async fn send(&self, t: &ImageTarget, token: &str, body: Upload) -> Result<Sent, UploadRefused> {
         let count = Arc::new(AtomicU64::new(0));
         let hasher = Arc::new(std::sync::Mutex::new(Sha256::new()));
         let max = t.spec.max_bytes;
@@ -95,7 +119,7 @@ impl Uploads {
         let counted = body.map(move |chunk| {
             let chunk = chunk?;
             if c.fetch_add(chunk.len() as u64, Ordering::Relaxed) + chunk.len() as u64 > max {
-                return Err(std::io::Error::other(format!("the file is larger than the {max} bytes allowed")));
+                return Err(std::io::Error::other(UploadRefused::TooLarge(max)));
             }
             if let Ok(mut h) = h.lock() {
                 h.update(&chunk);
@@ -106,19 +130,20 @@ impl Uploads {
         let sent = self.http.post(&url).bearer_auth(token).body(reqwest::Body::wrap_stream(counted)).send().await;
         let bytes = count.load(Ordering::Relaxed);
         if bytes > max {
-            return Err(format!("the file is larger than the {max} bytes allowed"));
+            return Err(UploadRefused::TooLarge(max));
         }
-        let response = sent.map_err(|e| format!("sending the file to CDI's upload proxy: {e}"))?;
+        let response = sent.map_err(UploadRefused::Send)?;
         if !response.status().is_success() {
             let status = response.status();
-            return Err(format!("CDI's upload proxy refused the file ({status}): {}", response.text().await.unwrap_or_default()));
+            return Err(UploadRefused::Proxy { status, body: response.text().await.unwrap_or_default() });
         }
         let sha256 = hasher.lock().map(|h| format!("{:x}", h.clone().finalize())).unwrap_or_default();
         Ok(Sent { bytes, sha256 })
     }
 
     /// Refuses the upload of `t`: its DataVolume goes, the reason stays on its DataSource.
-    async fn refuse(&self, t: &ImageTarget, why: String) -> Result<ImageObservation, BackendError> {
+    async fn refuse(&self, t: &ImageTarget, why: UploadRefused) -> Result<ImageObservation, BackendError> {
+        let why = why.to_string();
         let s = &self.shared;
         let name = data_source_name(&t.id);
         s.cluster.delete(&s.cluster.res.data_volume, &s.cfg.images_namespace, &name).await?;
@@ -155,7 +180,7 @@ impl ImageUploads for Uploads {
         s.cluster.apply(&s.cluster.res.data_source, &ds).await?;
         let name = data_source_name(&t.id);
         if let Err(why) = self.ready(&name).await {
-            return Ok(ImageObservation::Failed(why));
+            return Ok(ImageObservation::Failed(why.to_string()));
         }
         let token = self.token(&name).await?;
         let sent = match self.send(t, &token, body).await {
@@ -163,7 +188,7 @@ impl ImageUploads for Uploads {
             Err(why) => return self.refuse(t, why).await,
         };
         if let Some(want) = t.spec.sha256.as_deref().filter(|w| !w.eq_ignore_ascii_case(&sent.sha256)) {
-            return self.refuse(t, format!("the file's SHA-256 is {}, not {want}", sent.sha256)).await;
+            return self.refuse(t, UploadRefused::Digest { got: sent.sha256.clone(), want: want.to_owned() }).await;
         }
         info!(image = %t.id, bytes = sent.bytes, "image uploaded to CDI");
         Ok(ImageObservation::Importing { bytes: sent.bytes, total: Some(sent.bytes) })

@@ -49,20 +49,36 @@ pub enum EgressRefused {
     Own(SocketAddrV4),
 }
 
+/// Why an egress policy cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum EgressPolicyError {
+    /// An entry of the list is neither `public`, an address nor a network.
+    #[error("{0:?} is not public, an address or a network")]
+    Entry(String),
+    /// The network namespace could not be joined.
+    #[error("joining the network namespace {path}: {source}")]
+    Namespace {
+        /// The namespace's path.
+        path: std::path::PathBuf,
+        /// Why it could not be joined.
+        source: io::Error,
+    },
+}
+
 impl EgressPolicy {
     /// `public` and networks (`ADDR/LEN`) or addresses; sockets made in the
     /// namespace at `netns` if given (joined now: an error if it cannot be).
-    pub fn new(list: &[String], netns: Option<&Path>) -> Result<Self, String> {
+    pub fn new(list: &[String], netns: Option<&Path>) -> Result<Self, EgressPolicyError> {
         let mut p = Self { own: Arc::default(), ..Self::default() };
         for t in list.iter().map(|t| t.trim()).filter(|t| !t.is_empty()) {
             if t.eq_ignore_ascii_case("public") {
                 p.public = true;
             } else {
-                p.allow.push(parse_net(t).map_err(|BadEntry(e)| format!("{e:?} is not public, an address or a network"))?);
+                p.allow.push(parse_net(t).map_err(|BadEntry(e)| EgressPolicyError::Entry(e))?);
             }
         }
         if let Some(path) = netns {
-            p.netns = Some(Namespace::open(path).map_err(|e| format!("joining the network namespace {}: {e}", path.display()))?);
+            p.netns = Some(Namespace::open(path).map_err(|source| EgressPolicyError::Namespace { path: path.to_owned(), source })?);
         }
         Ok(p)
     }

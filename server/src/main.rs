@@ -468,7 +468,6 @@ async fn qemu_backend(args: &ServeArgs, data_dir: &std::path::Path, listening: &
             .with_limits(FetchLimits { read: args.image_fetch_read_timeout, total: args.image_fetch_timeout }),
         nat: Arc::new(
             EgressPolicy::new(&args.nat_allow, args.nat_netns.as_deref())
-                .map_err(anyhow::Error::msg)
                 .context("--nat-allow / --nat-netns")?
                 .with_listening(listening.clone()),
         ),

@@ -53,6 +53,17 @@ pub enum OidcError {
     Config(String),
 }
 
+/// Why an issuer's discovery document or keys could not be read.
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    /// No answer, or an answer that is not the JSON expected.
+    #[error("{0}")]
+    Http(#[from] reqwest::Error),
+    /// An answer other than success.
+    #[error("answered {0}")]
+    Status(reqwest::StatusCode),
+}
+
 /// The keys of one issuer, as last fetched.
 #[derive(Default)]
 struct IssuerKeys {
@@ -209,12 +220,12 @@ impl Verifier {
         Ok(())
     }
 
-    async fn get_json<T: serde::de::DeserializeOwned>(&self, url: &str) -> Result<T, String> {
-        let rsp = self.http.get(url).send().await.map_err(|e| e.to_string())?;
+    async fn get_json<T: serde::de::DeserializeOwned>(&self, url: &str) -> Result<T, FetchError> {
+        let rsp = self.http.get(url).send().await?;
         if !rsp.status().is_success() {
-            return Err(format!("answered {}", rsp.status()));
+            return Err(FetchError::Status(rsp.status()));
         }
-        rsp.json().await.map_err(|e| e.to_string())
+        Ok(rsp.json().await?)
     }
 }
 

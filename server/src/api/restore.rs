@@ -23,10 +23,10 @@ pub(super) fn routes() -> Router<AppState> {
 
 /// The snapshot `reference` names, if it is a READY snapshot of `vm`; else a 400 naming `snapshot`.
 async fn snapshot_of(s: &AppState, vm: &VmRecord, reference: &str) -> Result<SnapshotRecord, ApiError> {
-    let refused = |why: String| ApiError::field("snapshot", why);
+    let refused = |why: snapshots::SnapshotRefused| ApiError::field("snapshot", why);
     let snap = snapshots::named(s, &vm.tenant, reference).await?.map_err(refused)?;
     if snap.spec.compute_instance != vm.id {
-        return Err(refused(format!("snapshot {:?} is of another virtual machine, not {:?}", snap.name, vm.name)));
+        return Err(refused(snapshots::SnapshotRefused::OfAnother { snapshot: snap.name, vm: vm.name.clone() }));
     }
     snapshots::usable(&snap).map_err(refused)?;
     Ok(snap)

@@ -116,15 +116,28 @@ fn masked(object: &DynamicMessage, paths: &[String], field: &str) -> Result<Valu
     Ok(vmaas_model::mask::masked(&to_rest_at(object, true, Some(field))?, &paths))
 }
 
+/// Why an update mask's path names no field.
+#[derive(Debug, thiserror::Error)]
+enum MaskPathError {
+    /// The message has no field of that name.
+    #[error("{message} has no field {field}")]
+    NoField { message: String, field: String },
+    /// The path goes on past a field that is not a message.
+    #[error("{0} has no fields")]
+    NotAMessage(String),
+}
+
 /// Whether `steps` names a field of `desc` (maps end the walk: their keys are data).
-fn check_path(desc: MessageDescriptor, steps: &[&str]) -> Result<(), String> {
+fn check_path(desc: MessageDescriptor, steps: &[&str]) -> Result<(), MaskPathError> {
     let Some((first, rest)) = steps.split_first() else { return Ok(()) };
-    let field = desc.get_field_by_name(first).ok_or_else(|| format!("{} has no field {first}", desc.name()))?;
+    let field = desc
+        .get_field_by_name(first)
+        .ok_or_else(|| MaskPathError::NoField { message: desc.name().to_owned(), field: (*first).to_owned() })?;
     match (field.kind(), rest.is_empty()) {
         (_, true) => Ok(()),
         (Kind::Message(m), false) if !field.is_map() && !field.is_list() => check_path(m, rest),
         _ if field.is_map() => Ok(()),
-        _ => Err(format!("{first} has no fields")),
+        _ => Err(MaskPathError::NotAMessage((*first).to_owned())),
     }
 }
 

@@ -118,20 +118,21 @@ fn balancer_spec(lb: &LoadBalancerRecord) -> Option<BalancerSpec> {
     Some(BalancerSpec { address, mappings, targets: lb.spec.targets.clone(), subnet: lb.spec.subnet.clone() })
 }
 
-fn balancer_status(lb: &LoadBalancerRecord, seen: Result<BalancerObservation, String>) -> LoadBalancerStatus {
+/// The status a load balancer shows for what the backend saw of it.
+fn balancer_status(lb: &LoadBalancerRecord, seen: BalancerObservation) -> LoadBalancerStatus {
     let mut s = LoadBalancerStatus { address: lb.status.address.clone(), ..Default::default() };
-    match seen {
-        Ok(o) => {
-            (s.state, s.message) = match o.problem {
-                None => (LoadBalancerState::Ready, None),
-                Some(BalancerProblem::Pending(m)) => (LoadBalancerState::Pending, Some(m)),
-                Some(BalancerProblem::Failed(m)) => (LoadBalancerState::Failed, Some(m)),
-            };
-            s.healthy_targets = o.healthy;
-        }
-        Err(m) => (s.state, s.message) = (LoadBalancerState::Failed, Some(m)),
-    }
+    (s.state, s.message) = match seen.problem {
+        None => (LoadBalancerState::Ready, None),
+        Some(BalancerProblem::Pending(m)) => (LoadBalancerState::Pending, Some(m)),
+        Some(BalancerProblem::Failed(m)) => (LoadBalancerState::Failed, Some(m)),
+    };
+    s.healthy_targets = seen.healthy;
     s
+}
+
+/// A load balancer that failed for `message`, with no healthy target.
+fn failed(message: String) -> BalancerObservation {
+    BalancerObservation { problem: Some(BalancerProblem::Failed(message)), healthy: Vec::new() }
 }
 
 /// A load balancer: one step of its driver, then its status.
@@ -158,11 +159,11 @@ pub(crate) async fn reconcile_balancer(r: &Reconciler, id: &str) -> Pass {
         return Ok((Outcome::Removed, None));
     }
     let Some(driver) = driver else {
-        let status = balancer_status(&lb, Err(format!("the {} backend does not run load balancers", r.backend.name())));
+        let status = balancer_status(&lb, failed(format!("the {} backend does not run load balancers", r.backend.name())));
         return Ok((write(r, &lb, status).await?, None));
     };
     let Some(spec) = balancer_spec(&lb) else {
-        return Ok((write(r, &lb, balancer_status(&lb, Err("its address or ports do not parse".into()))).await?, None));
+        return Ok((write(r, &lb, balancer_status(&lb, failed("its address or ports do not parse".into()))).await?, None));
     };
     let target = Target { id: lb.id.clone(), tenant: lb.tenant.clone(), name: lb.name.clone(), version: lb.version, spec };
     match driver.ensure(&target).await {
@@ -171,14 +172,14 @@ pub(crate) async fn reconcile_balancer(r: &Reconciler, id: &str) -> Pass {
                 Requeue::After(d) => Some(d),
                 Requeue::AwaitChange => None,
             };
-            Ok((write(r, &lb, balancer_status(&lb, Ok(seen))).await?, next))
+            Ok((write(r, &lb, balancer_status(&lb, seen)).await?, next))
         }
         Err(e) => {
             warn!(load_balancer = %lb.id, error = %e, "backend error on a load balancer");
             let seen = if e.is_transient() {
-                Ok(BalancerObservation { problem: Some(BalancerProblem::Pending(e.to_string())), healthy: Vec::new() })
+                BalancerObservation { problem: Some(BalancerProblem::Pending(e.to_string())), healthy: Vec::new() }
             } else {
-                Err(e.to_string())
+                failed(e.to_string())
             };
             write(r, &lb, balancer_status(&lb, seen)).await?;
             Ok((Outcome::BackendError, e.is_transient().then_some(RETRY)))

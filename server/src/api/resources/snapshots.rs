@@ -86,24 +86,51 @@ impl Resource for ComputeInstanceSnapshot {
     }
 }
 
+/// Why a snapshot cannot be restored or cloned from.
+#[derive(Debug, thiserror::Error)]
+pub(in crate::api) enum SnapshotRefused {
+    /// The caller has no snapshot of that id or name.
+    #[error("you have no snapshot {0:?}")]
+    Unknown(String),
+    /// It is being deleted.
+    #[error("snapshot {0:?} is being deleted")]
+    Deleting(String),
+    /// It is not READY.
+    #[error("snapshot {name:?} is {state}, not READY")]
+    NotReady { name: String, state: ComputeInstanceSnapshotState },
+    /// It is of another virtual machine than the one restored.
+    #[error("snapshot {snapshot:?} is of another virtual machine, not {vm:?}")]
+    OfAnother { snapshot: String, vm: String },
+}
+
+impl From<SnapshotRefused> for String {
+    fn from(e: SnapshotRefused) -> Self {
+        e.to_string()
+    }
+}
+
 /// The tenant's snapshot `reference` (an id or a name) names; else why
 /// not, for a 400 naming the caller's field.
-pub(in crate::api) async fn named(s: &AppState, tenant: &str, reference: &str) -> Result<Result<SnapshotRecord, String>, ApiError> {
+pub(in crate::api) async fn named(
+    s: &AppState,
+    tenant: &str,
+    reference: &str,
+) -> Result<Result<SnapshotRecord, SnapshotRefused>, ApiError> {
     let reference = reference.trim();
     Ok(s.store
         .find_record::<ComputeInstanceSnapshot>(reference, &owned_by(tenant))
         .await?
-        .ok_or_else(|| format!("you have no snapshot {reference:?}")))
+        .ok_or_else(|| SnapshotRefused::Unknown(reference.to_owned())))
 }
 
 /// Whether `snap` can be restored or cloned from: READY and not being
 /// deleted; else why not.
-pub(in crate::api) fn usable(snap: &SnapshotRecord) -> Result<(), String> {
+pub(in crate::api) fn usable(snap: &SnapshotRecord) -> Result<(), SnapshotRefused> {
     if snap.deleted_at.is_some() {
-        return Err(format!("snapshot {:?} is being deleted", snap.name));
+        return Err(SnapshotRefused::Deleting(snap.name.clone()));
     }
     if snap.status.state != ComputeInstanceSnapshotState::Ready {
-        return Err(format!("snapshot {:?} is {}, not READY", snap.name, snap.status.state));
+        return Err(SnapshotRefused::NotReady { name: snap.name.clone(), state: snap.status.state });
     }
     Ok(())
 }
