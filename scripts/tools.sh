@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Go tools the tests run (OpenTofu, Crossplane's CLI and core,
-# MetalLB's controller, Helm, and prometheus-operator's ServiceMonitor CRD) from their Go modules, pinned, once per
+# MetalLB's controller, Helm, prometheus-operator's ServiceMonitor CRD, and the
+# tests' OpenID provider over zitadel/oidc) from their Go modules, pinned, once per
 # machine: each lands in ~/.cache/vmaas/tools/<tool>-<version>/ and is never
 # committed. Prints `export VMAAS_<TOOL>=path` lines for eval.
 #
@@ -89,11 +90,26 @@ tool() {
             rm -rf "$dir" && mkdir -p "$dir" && mv "$dir.tmp" "$dir/crds"
         fi
         echo "export VMAAS_MONITORING_CRDS=$dir/crds" ;;
-    *) die "unknown tool $1 (tofu, crossplane, metallb, helm, monitoring)" ;;
+    idp)
+        # The OpenID provider of the device-login test: tests/idp, our own
+        # main over zitadel/oidc's OP (its version pinned in tests/idp/go.mod
+        # and go.sum), rebuilt when those files change.
+        local src sum dir
+        src=$(cd "$(dirname "$0")/../tests/idp" && pwd)
+        sum=$(cat "$src/go.mod" "$src/go.sum" "$src/main.go" | sha256sum | cut -c1-12)
+        dir=$TOOLS/idp-$sum
+        if [ ! -x "$dir/idp" ]; then
+            log "building the test OpenID provider (zitadel/oidc, Go, once; cached in $dir)"
+            mkdir -p "$dir.tmp"
+            (cd "$src" && go build -trimpath -ldflags="-s -w" -o "$dir.tmp/idp" .) >&2
+            rm -rf "$dir" && mv "$dir.tmp" "$dir"
+        fi
+        echo "export VMAAS_IDP=$dir/idp" ;;
+    *) die "unknown tool $1 (tofu, crossplane, metallb, helm, monitoring, idp)" ;;
     esac
 }
 
 mkdir -p "$TOOLS"
-for t in "${@:-tofu crossplane metallb helm monitoring}"; do
+for t in "${@:-tofu crossplane metallb helm monitoring idp}"; do
     for one in $t; do tool "$one"; done
 done

@@ -7,6 +7,7 @@ mod exit;
 mod expose;
 mod images;
 mod instance_types;
+mod login;
 mod nat_gateways;
 mod net;
 mod output;
@@ -109,11 +110,15 @@ enum Command {
     /// A tenant's quota: limits (set by administrators) and usage.
     #[command(subcommand, alias = "quotas")]
     Quota(quota::QuotaCmd),
-    /// Save the endpoint, token, CA file and --insecure in the config file.
+    /// Save the endpoint, token, CA file and --insecure in the config
+    /// file; with --device, sign in at an OIDC provider for the token.
     Login {
         /// Server URL.
         #[arg(long = "server")]
         server: Option<String>,
+        /// Signing in at an OIDC provider.
+        #[command(flatten)]
+        device: login::DeviceArgs,
     },
     /// Print a shell completion script.
     Completions {
@@ -229,28 +234,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         clap_complete::generate(shell, &mut Cli::command(), "vmaas", &mut std::io::stdout());
         return Ok(());
     }
-    if let Command::Login { server } = &cli.command {
-        let mut file = config::load(&cfg_path)?;
-        let name = cli.profile.as_deref();
-        // A new profile starts empty; an existing one keeps what is not given.
-        let mut p = file.profile(name).unwrap_or_default();
-        if let Some(e) = server.clone().or(cli.endpoint.clone()) {
-            p.endpoint = Some(e);
-        }
-        if let Some(t) = cli.token.clone() {
-            p.token = Some(t);
-        }
-        if let Some(ca) = &cli.ca_file {
-            p.ca_file = Some(std::path::absolute(ca).with_context(|| format!("the CA file {}", ca.display()))?);
-        }
-        p.insecure |= cli.insecure;
-        file.set_profile(name, p);
-        config::save(&cfg_path, &file)?;
-        match name {
-            Some(n) => eprintln!("saved profile {n:?} in {}", cfg_path.display()),
-            None => eprintln!("saved {}", cfg_path.display()),
-        }
-        return Ok(());
+    if let Command::Login { server, device } = &cli.command {
+        let given = login::Given {
+            server: server.clone().or(cli.endpoint.clone()),
+            token: cli.token.clone(),
+            ca_file: cli.ca_file.clone(),
+            insecure: cli.insecure,
+            profile: cli.profile.clone(),
+        };
+        return login::run(&cfg_path, given, device).await;
     }
     let flags =
         config::Flags { endpoint: cli.endpoint, token: cli.token, ca_file: cli.ca_file, insecure: cli.insecure, profile: cli.profile };

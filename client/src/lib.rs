@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod device_login;
 mod events;
 mod exports;
 mod images;
@@ -214,14 +215,7 @@ impl Client {
             return Err(Error::Usage(format!("endpoint {endpoint:?} must start with http:// or https://")));
         }
         let trust = tls::Trust { insecure, ca_pem: ca_pem.map(<[u8]>::to_vec) };
-        let mut builder = reqwest::Client::builder();
-        if insecure {
-            builder = builder.tls_danger_accept_invalid_certs(true);
-        }
-        for root in trust.extra_roots()? {
-            let cert = reqwest::Certificate::from_der(&root).map_err(|e| Error::Usage(format!("the CA file: {e}")))?;
-            builder = builder.tls_certs_merge([cert]);
-        }
+        let builder = trust.http_builder()?;
         // Idle connections are let go before the server's own idle limit
         // (its --http-header-timeout, 10 s by default) closes them, so a
         // request never goes out on a connection the server is closing.

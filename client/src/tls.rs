@@ -22,6 +22,20 @@ pub struct Trust {
 }
 
 impl Trust {
+    /// An HTTP client builder trusting as this says: the platform's
+    /// roots, the extra CA, or anything when insecure.
+    pub fn http_builder(&self) -> Result<reqwest::ClientBuilder, Error> {
+        let mut builder = reqwest::Client::builder();
+        if self.insecure {
+            builder = builder.tls_danger_accept_invalid_certs(true);
+        }
+        for root in self.extra_roots()? {
+            let cert = reqwest::Certificate::from_der(&root).map_err(|e| Error::Usage(format!("the CA file: {e}")))?;
+            builder = builder.tls_certs_merge([cert]);
+        }
+        Ok(builder)
+    }
+
     /// The CA file's certificates, checked to be PEM.
     pub fn extra_roots(&self) -> Result<Vec<CertificateDer<'static>>, Error> {
         let Some(pem) = &self.ca_pem else { return Ok(Vec::new()) };

@@ -169,7 +169,12 @@ impl Verifier {
 
     /// The caller the claims name.
     fn caller(&self, c: Claims) -> Result<Caller, ApiError> {
-        let tenant = c.rest.get(&self.config.tenant_claim).and_then(Value::as_str).filter(|t| !t.is_empty());
+        // `sub` is read into its own field; any other claim is looked up by name.
+        let tenant = match self.config.tenant_claim.as_str() {
+            "sub" => Some(c.sub.as_str()),
+            name => c.rest.get(name).and_then(Value::as_str),
+        }
+        .filter(|t| !t.is_empty());
         let tenant =
             tenant.ok_or_else(|| unauthenticated(format!("the token has no {:?} claim (the tenant)", self.config.tenant_claim)))?;
         vmaas_model::validation::check_tenant_name(tenant)
@@ -179,7 +184,7 @@ impl Verifier {
             Some(Value::String(g)) => *g == self.config.admin_group,
             _ => false,
         };
-        Ok(Caller { subject: c.sub, tenant: tenant.to_owned(), role: if admin { Role::Admin } else { Role::Tenant } })
+        Ok(Caller { subject: c.sub.clone(), tenant: tenant.to_owned(), role: if admin { Role::Admin } else { Role::Tenant } })
     }
 
     /// The key `kid` of `issuer`, fetching the issuer's keys when they are
