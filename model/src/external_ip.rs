@@ -84,7 +84,7 @@ pub struct ExternalIpSpec {
     /// The pool, by name (OSAC's typed `{"name": …}` is read too);
     /// absent or empty: the default pool.
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    #[serde(default, deserialize_with = "crate::reference::de_key", serialize_with = "crate::reference::ser_key")]
+    #[serde(default, with = "crate::reference::key")]
     pub pool: String,
 }
 
@@ -134,34 +134,19 @@ crate::api_object! {
 pub struct ExternalIpAttachmentSpec {
     /// The external IP, by id or name (stored as the id); immutable.
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    #[serde(deserialize_with = "crate::reference::de_key", serialize_with = "crate::reference::ser_key")]
+    #[serde(with = "crate::reference::key")]
     pub external_ip: String,
     /// The VM, by id or name (stored as the id); a PATCH moves the address.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::reference::de_opt_key",
-        serialize_with = "crate::reference::ser_opt_key"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::reference::opt_key")]
     pub compute_instance: Option<String>,
     /// OSAC's cluster target: not offered here (refused with a 400).
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::reference::de_opt_key",
-        serialize_with = "crate::reference::ser_opt_key"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::reference::opt_key")]
     pub cluster: Option<String>,
     /// OSAC's bare-metal target: not offered here (refused with a 400).
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::reference::de_opt_key",
-        serialize_with = "crate::reference::ser_opt_key"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::reference::opt_key")]
     pub baremetal_instance: Option<String>,
 }
 
@@ -224,12 +209,7 @@ crate::api_object! {
 pub struct ExternalIpAttachmentPatchSpec {
     /// The VM to move the address to, by id or name.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::reference::de_opt_key",
-        serialize_with = "crate::reference::ser_opt_key"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::reference::opt_key")]
     pub compute_instance: Option<String>,
 }
 

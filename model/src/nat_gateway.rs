@@ -15,11 +15,11 @@ pub struct NatGatewaySpec {
     /// The virtual network, by id or name (OSAC's typed `{"id"}` or
     /// `{"name"}` too; stored as the id); fixed.
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    #[serde(default, deserialize_with = "crate::reference::de_key", serialize_with = "crate::reference::ser_key")]
+    #[serde(default, with = "crate::reference::key")]
     pub virtual_network: String,
     /// The external IP flows leave from, by id or name (stored as the id); fixed.
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    #[serde(default, deserialize_with = "crate::reference::de_key", serialize_with = "crate::reference::ser_key")]
+    #[serde(default, with = "crate::reference::key")]
     pub external_ip: String,
 }
 

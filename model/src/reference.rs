@@ -95,6 +95,18 @@ pub fn held(key: &str) -> Value {
     if uuid::Uuid::parse_str(key).is_ok() { typed(key, "") } else { typed("", key) }
 }
 
+/// A reference field held as a string, for `#[serde(with = "crate::reference::key")]`:
+/// written in OSAC's typed form, read from a typed reference or a string.
+pub mod key {
+    pub use super::{de_key as deserialize, ser_key as serialize};
+}
+
+/// An optional reference field held as a string, for
+/// `#[serde(default, skip_serializing_if = "Option::is_none", with = "crate::reference::opt_key")]`.
+pub mod opt_key {
+    pub use super::{de_opt_key as deserialize, ser_opt_key as serialize};
+}
+
 /// Writes a reference field held as a string in OSAC's typed form
 /// ([`held`]). For `#[serde(serialize_with)]`, beside [`de_key`].
 pub fn ser_key<S: serde::Serializer>(key: &str, s: S) -> Result<S::Ok, S::Error> {

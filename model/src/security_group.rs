@@ -143,7 +143,7 @@ pub struct SecurityGroupSpec {
     /// accepted on create and replaced by the id; OSAC's typed
     /// `{"name": …}` is read too). Immutable.
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    #[serde(deserialize_with = "crate::reference::de_key", serialize_with = "crate::reference::ser_key")]
+    #[serde(with = "crate::reference::key")]
     pub virtual_network: String,
     /// What may come in.
     #[serde(default)]

@@ -20,7 +20,7 @@ pub struct SubnetSpec {
     /// The virtual network: its id (its name is accepted on create and
     /// replaced by the id); OSAC's typed `{"name": …}` is read too.
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    #[serde(deserialize_with = "crate::reference::de_key", serialize_with = "crate::reference::ser_key")]
+    #[serde(with = "crate::reference::key")]
     pub virtual_network: String,
     /// The IPv4 range, inside the network's, e.g. `10.10.1.0/24`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -56,7 +56,7 @@ pub use record::{
     SecurityGroupRecord, SnapshotRecord, SubnetRecord, VOLUME_OF, VolumeAttachmentRecord, VolumeRecord,
 };
 pub use template::TemplateRecord;
-pub use vm::{VmFilter, VmRecord};
+pub use vm::VmRecord;
 
 use self::mem::MemState;
 

@@ -200,33 +200,6 @@ pub(super) fn api_json(row: &Row) -> Result<String, StoreError> {
     Ok(serde_json::to_string(&VmRecord::from_row(row)?.to_api())?)
 }
 
-/// Filters and paging for listing VMs.
-#[derive(Debug, Clone, Default)]
-pub struct VmFilter {
-    /// Exact name.
-    pub name: Option<String>,
-    /// Current state.
-    pub state: Option<VmState>,
-    /// What a CEL filter says of the id, name, creation time and labels.
-    pub narrow: vmaas_model::query::Narrowing,
-    /// Skip this many.
-    pub offset: u64,
-    /// Return at most this many.
-    pub limit: u64,
-}
-
-impl From<&VmFilter> for Filter {
-    fn from(f: &VmFilter) -> Self {
-        Self {
-            name: f.name.clone(),
-            state: f.state.map(|s| s.as_str().to_owned()),
-            narrow: f.narrow.clone(),
-            offset: f.offset,
-            limit: f.limit,
-        }
-    }
-}
-
 /// A create's refusal for a reference it lacks, named for the VM `vm`.
 pub fn missing_of(vm: &VmRecord, e: StoreError) -> StoreError {
     match e {
@@ -278,9 +251,10 @@ impl Store {
         self.get_json(KIND, id, scope).await
     }
 
-    /// A page of VMs as the API's JSON, and the total matching.
-    pub async fn list_vms_json(&self, scope: &Scope, f: &VmFilter) -> Result<(Vec<std::sync::Arc<str>>, u64), StoreError> {
-        self.list_json(KIND, scope, &f.into()).await
+    /// A page of VMs as the API's JSON, and the total matching (`f.state`:
+    /// a [`VmState`]'s wire name).
+    pub async fn list_vms_json(&self, scope: &Scope, f: &Filter) -> Result<(Vec<std::sync::Arc<str>>, u64), StoreError> {
+        self.list_json(KIND, scope, f).await
     }
 
     /// Every VM, oldest first.

@@ -27,7 +27,7 @@ use super::vms;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::store::{StoreError, VmFilter};
+use crate::store::{Filter, StoreError};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -60,7 +60,7 @@ pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q):
     let mut selection = Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
     let narrow = Selection::push_down(&mut selection);
     let (from, count) = Selection::window(&selection, offset, limit);
-    let filter = VmFilter { name: q.name, state: None, narrow, offset: from, limit: count };
+    let filter = Filter { name: q.name, state: None, narrow, offset: from, limit: count };
     let (items, total) = s.store.list_vms_json(&scope(&caller), &filter).await?;
     let items = items.iter().map(|vm| serde_json::from_str(vm).map_err(ApiError::internal)).collect::<Result<Vec<Value>, _>>()?;
     let names = names(&s, &caller, &items).await?;

@@ -27,7 +27,7 @@ use crate::quota::{self, Amounts};
 use crate::reconciler;
 use crate::state::AppState;
 use crate::store::vm::missing_of;
-use crate::store::{StoreError, VmFilter, VmRecord};
+use crate::store::{Filter, StoreError, VmRecord};
 
 /// How long a change waits for the reconciler to acknowledge it.
 const ACK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -119,7 +119,7 @@ pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q):
     let mut selection = Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
     let narrow = Selection::push_down(&mut selection);
     let (from, count) = Selection::window(&selection, offset, limit);
-    let filter = VmFilter { name: q.name, state, narrow, offset: from, limit: count };
+    let filter = Filter { name: q.name, state: state.map(|s| s.as_str().to_owned()), narrow, offset: from, limit: count };
     let (items, total) = s.store.list_vms_json(&scope(&caller), &filter).await?;
     Ok(Selection::respond(selection, items, total, offset, limit))
 }
