@@ -6,8 +6,7 @@ use serde::{Deserialize, Serialize};
 use vmaas_backend::Requests;
 use vmaas_model::vm::VM_TYPE_URL;
 use vmaas_model::{
-    Labels, MachineSpec, Metadata, ObjectKind, PowerState, VirtualMachine, VirtualMachineSpec, VirtualMachineStatus, VmState,
-    initial_status,
+    Labels, MachineSpec, Metadata, ObjectKind, PowerState, VirtualMachine, VirtualMachineSpec, VirtualMachineStatus, initial_status,
 };
 
 use super::row::{Filter, NewObject, Row};
@@ -252,7 +251,7 @@ impl Store {
     }
 
     /// A page of VMs as the API's JSON, and the total matching (`f.state`:
-    /// a [`VmState`]'s wire name).
+    /// a `VmState`'s wire name).
     pub async fn list_vms_json(&self, scope: &Scope, f: &Filter) -> Result<(Vec<std::sync::Arc<str>>, u64), StoreError> {
         self.list_json(KIND, scope, f).await
     }
