@@ -233,8 +233,8 @@ impl Store {
             format!("kind = $1 AND ($2 IS NULL OR tenant = $2) AND ($3 IS NULL OR name = $3) AND ($4 IS NULL OR state = $4){}", narrow.sql);
         let tenant = tenant_of(kind, scope);
         let query = |sql: String| {
-            let q = sqlx::query(AssertSqlSafe(sql)).bind(kind.as_str()).bind(tenant).bind(f.name.clone()).bind(f.state.clone());
-            narrow.binds.iter().fold(q, |q, v| q.bind(v.clone()))
+            let q = sqlx::query(AssertSqlSafe(sql)).bind(kind.as_str()).bind(tenant).bind(f.name.as_deref()).bind(f.state.as_deref());
+            narrow.binds.iter().fold(q, |q, v| q.bind(v.as_str()))
         };
         let (limit, offset) = (i64::try_from(f.limit).unwrap_or(i64::MAX), i64::try_from(f.offset).unwrap_or(i64::MAX));
         let page = format!("LIMIT ${} OFFSET ${}", 5 + narrow.binds.len(), 6 + narrow.binds.len());

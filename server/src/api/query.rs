@@ -50,10 +50,9 @@ pub(super) struct PageQuery {
 pub(super) struct Selection {
     filter: Option<Filter>,
     order: Option<Order>,
-    /// What the store can test itself.
-    narrowing: Narrowing,
-    /// Whether the narrowing was handed to the store ([`Self::push_down`]).
-    pushed: bool,
+    /// Whether the store answers by itself ([`Self::push_down`] set it):
+    /// it was handed the narrowing, which is the whole filter, and nothing is sorted.
+    in_store: bool,
 }
 
 impl Selection {
@@ -66,33 +65,23 @@ impl Selection {
         }
         let filter = filter.map(Filter::parse).transpose().map_err(|e| ApiError::field("filter", e))?;
         let order = order.map(Order::parse).transpose().map_err(|e| ApiError::field("order", e))?;
-        let narrowing = filter.as_ref().map(Filter::narrowing).unwrap_or_default();
-        Ok(Some(Self { filter, order, narrowing, pushed: false }))
-    }
-
-    /// Whether the store answers the selection by itself: it was handed
-    /// the narrowing, the narrowing is the whole filter, and nothing is sorted.
-    fn in_store(&self) -> bool {
-        self.pushed && self.order.is_none() && self.narrowing.exact
+        Ok(Some(Self { filter, order, in_store: false }))
     }
 
     /// What the store is to test of each row (nothing without a filter),
     /// for a list that hands it to the store: call it before [`Self::window`].
     pub(super) fn push_down(selection: &mut Option<Self>) -> Narrowing {
-        match selection {
-            Some(sel) => {
-                sel.pushed = true;
-                sel.narrowing.clone()
-            }
-            None => Narrowing::default(),
-        }
+        let Some(sel) = selection else { return Narrowing::default() };
+        let narrowing = sel.filter.as_ref().map(Filter::narrowing).unwrap_or_default();
+        sel.in_store = sel.order.is_none() && narrowing.exact;
+        narrowing
     }
 
     /// The window to read from the store for the page `offset`, `limit`:
     /// the page when the store answers by itself, else every candidate.
     pub(super) fn window(selection: &Option<Self>, offset: u64, limit: u64) -> (u64, u64) {
         match selection {
-            Some(sel) if !sel.in_store() => (0, u64::MAX),
+            Some(sel) if !sel.in_store => (0, u64::MAX),
             _ => (offset, limit),
         }
     }
@@ -101,7 +90,7 @@ impl Selection {
     /// matched in the store).
     pub(super) fn respond(selection: Option<Self>, items: Vec<Arc<str>>, total: u64, offset: u64, limit: u64) -> Response {
         match selection {
-            Some(sel) if !sel.in_store() => sel.page(items, offset, limit),
+            Some(sel) if !sel.in_store => sel.page(items, offset, limit),
             _ => page_json(&items, total),
         }
     }
