@@ -151,10 +151,13 @@ on_both_databases! {
         s.restart().await;
         assert_eq!(usage(&s, &quota, &acme).await, held, "after a restart");
         if let Some(url) = s.database_url.clone() {
+            // Stopped first: the server's own writes (a's deletion being
+            // finished) would otherwise race this wholesale delete.
+            s.stop().await;
             let mut conn = <sqlx::postgres::PgConnection as sqlx::Connection>::connect(&url).await.unwrap();
             sqlx::query("DELETE FROM usage").execute(&mut conn).await.unwrap();
             sqlx::query("DELETE FROM usage_counted").execute(&mut conn).await.unwrap();
-            s.restart().await;
+            s.relaunch().await;
             assert_eq!(usage(&s, &quota, &acme).await, held, "counted again at start");
         }
     }
