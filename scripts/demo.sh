@@ -26,7 +26,7 @@ stop_server() {
 
 if [ "${1:-}" = down ]; then
     if [ -f "$DEMO/terraform/terraform.tfstate" ] && [ -f "$DEMO/server.pid" ]; then
-        eval "$("$ROOT/scripts/terraform.sh")"
+        export_from "$ROOT/scripts/terraform.sh"
         (cd "$DEMO/terraform" && VMAAS_ENDPOINT=$ENDPOINT VMAAS_TOKEN=$("$CARGO_TARGET_DIR/debug/vmaas-server" token --tenant demo --data-dir "$DEMO/data") \
             TF_CLI_CONFIG_FILE=$DEMO/terraform/tf.rc CHECKPOINT_DISABLE=1 "$VMAAS_TF103" destroy -auto-approve -no-color >/dev/null) || true
     fi
@@ -65,7 +65,7 @@ export VMAAS_TOKEN=$TOKEN
 "$BIN/vmaas" template list
 
 log "terraform apply (Terraform 1.0.3) of examples/terraform/quickstart: one VM, READY when its guest answers"
-eval "$("$ROOT/scripts/terraform.sh")"
+export_from "$ROOT/scripts/terraform.sh"
 TFDIR=$DEMO/terraform
 mkdir -p "$TFDIR"
 cp examples/terraform/quickstart/main.tf "$TFDIR/"

@@ -88,3 +88,13 @@ $over"
 workspace_version() {
     awk -F'"' '/^\[workspace.package\]/{p=1} p && /^version/{print $2; exit}' "$ROOT/Cargo.toml"
 }
+
+# Runs a setup script that prints `export NAME=VALUE` lines and applies them;
+# stops here when the script fails (a bare `eval "$(script)"` would go on
+# with nothing exported).
+export_from() {
+    local out status=0
+    out=$("$@") || status=$?
+    [ "$status" = 0 ] || die "$(basename "$1") failed (exit $status)"
+    eval "$out"
+}

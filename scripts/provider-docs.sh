@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$ROOT"
 
 out=${1:-$ROOT/provider/docs}
-eval "$("$ROOT/scripts/tools.sh" tofu)"
+export_from "$ROOT/scripts/tools.sh" tofu
 build_bins vmaas-provider >&2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

