@@ -169,7 +169,7 @@ pub struct TenantLimitArgs {
     #[arg(long, env = "VMAAS_MAX_WATCHES", default_value_t = crate::watches::WatchLimits::default().total)]
     pub max_watches: usize,
     /// Disk exports one tenant may have under way (converting or being sent).
-    #[arg(long, env = "VMAAS_EXPORTS_PER_TENANT", default_value_t = crate::app::EXPORTS_PER_TENANT)]
+    #[arg(long, env = "VMAAS_EXPORTS_PER_TENANT", default_value_t = crate::startup::EXPORTS_PER_TENANT)]
     pub exports_per_tenant: usize,
     /// Requests per second one tenant may make (REST, gRPC, event streams
     /// opened); past it: 429 with Retry-After. 0: unlimited.

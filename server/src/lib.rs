@@ -3,10 +3,14 @@
 //! The fulfillment server: a multi-tenant REST/JSON API for templates and
 //! virtual machines, a durable store, and a reconciler that drives a backend.
 //!
-//! - [`app`]: configuration and start-up; [`serve`]: the HTTP loop and its limits;
+//! - [`startup`]: configuration and start-up; [`serve`]: the HTTP loop and its limits;
 //!   [`tls`]: its certificates, reloaded when they change; [`flags`]: the
 //!   command-line flags of TLS.
-//! - [`api`]: the HTTP routes, the OpenAPI document, health and metrics;
+//! - [`app`]: the application layer: what every operation does, once, for
+//!   every front (typed requests in, model types out); only it, the
+//!   reconciler and the background tasks reach the store and the backend.
+//! - [`api`]: the HTTP routes over [`app`], the OpenAPI document, health and
+//!   metrics; [`decode`]: JSON into typed requests, naming the bad field;
 //!   [`web`]: the web page at `/`.
 //! - [`grpc`]: OSAC's gRPC services on the same port, served through the REST routes.
 //! - [`auth`]: bearer tokens (JWT) with `tenant` and `role` claims; [`oidc`]:
@@ -41,6 +45,7 @@ pub mod audit;
 pub mod auth;
 pub mod caller;
 pub mod clusters;
+pub mod decode;
 pub mod error;
 pub mod events;
 pub mod expiry;
@@ -57,6 +62,7 @@ pub mod prune;
 pub mod rate;
 pub mod reconciler;
 pub mod serve;
+pub mod startup;
 pub mod state;
 pub use vmaas_admission::{capacity, pools, quota};
 pub use vmaas_store as store;

@@ -13,7 +13,6 @@ use vmaas_qemu::egress::EgressPolicy;
 use vmaas_qemu::images::Catalog;
 use vmaas_qemu::sources::FetchLimits;
 use vmaas_qemu::{QemuBackend, QemuConfig};
-use vmaas_server::app::{App, Config, DataDirLock};
 use vmaas_server::auth::{KEY_FILE, Keys, Role};
 use vmaas_server::capacity::Overcommit;
 use vmaas_server::clusters;
@@ -21,6 +20,7 @@ use vmaas_server::flags::FlagError;
 use vmaas_server::none_backend::NoBackend;
 use vmaas_server::pools::Pools;
 use vmaas_server::serve::HttpLimits;
+use vmaas_server::startup::{App, Config, DataDirLock};
 
 /// mimalloc, not glibc's malloc: a buffer allocated on one runtime thread
 /// and freed on another made glibc's threads wait on each other's arena locks.
@@ -527,7 +527,7 @@ async fn gc(args: GcArgs) -> anyhow::Result<()> {
     let listening: Listening = Arc::default();
     let backend = backend(&args.serve, &data_dir, &listening).await?;
     let cfg = config(&args.serve, data_dir, listening)?;
-    let store = vmaas_server::app::open_store(&cfg).await?;
+    let store = vmaas_server::startup::open_store(&cfg).await?;
     vmaas_server::identity::check(&store, &cfg.data_dir, backend.as_ref(), cfg.adopt_store).await?;
     let found = vmaas_server::gc::collect(&store, backend.as_ref(), args.dry_run).await?;
     let verb = if args.dry_run { "would remove" } else { "removed" };

@@ -53,7 +53,7 @@ pub struct Services {
     /// Durable state.
     pub store: Store,
     /// The console connections of this replica that hold an OSAC client id.
-    pub console_clients: Arc<crate::api::console_clients::ConsoleClients>,
+    pub console_clients: Arc<crate::app::consoles::clients::ConsoleClients>,
     /// Token keys.
     pub keys: Keys,
     /// The reconciler's queue: a change enqueues the object it changed.
@@ -86,7 +86,7 @@ pub struct Services {
     /// Where mutating requests are recorded, if anywhere.
     pub audit: Option<crate::audit::AuditLog>,
     /// The backend's image catalog as last read.
-    pub catalog: crate::api::catalog::CatalogCache,
+    pub catalog: crate::app::catalog::CatalogCache,
 }
 
 impl HasKeys for AppState {

@@ -1,23 +1,25 @@
 //! `compute_instance_templates`: OSAC's `osac.public.v1` view of the same
 //! templates `virtual_machine_templates` serves (see
 //! `vmaas_model::template::view` for how the two differ). Each handler
-//! reads the request in the view's names, lets the template handler do the
-//! work (and its checks: administrators write), and answers in the view.
+//! reads the request in the view's names, calls [`crate::app::templates`]
+//! (whose checks say administrators write), and answers in the view.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use vmaas_model::template::view::{from_compute_instance_template, to_compute_instance_template};
 use vmaas_model::{Envelope, VirtualMachineTemplate};
 
 use super::extract::ApiJson;
 use super::extract::ApiQuery;
-use super::extract::decode;
-use super::templates::{self, ListQuery, PatchQuery};
+use super::query::page;
+use super::templates::ListQuery;
+use crate::app::templates;
 use crate::auth::Caller;
+use crate::decode::decode;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -32,7 +34,7 @@ pub(super) fn routes() -> Router<AppState> {
     responses((status = 200, description = "`{\"items\": [compute instance templates], \"size\", \"total\"}`"), (status = 400, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn list(State(s): State<AppState>, _caller: Caller, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Response, ApiError> {
-    templates::listed(&s, q, to_compute_instance_template).await
+    Ok(page(templates::list(&s, q.request()?, to_compute_instance_template).await?))
 }
 
 /// Get one compute instance template.
@@ -40,9 +42,8 @@ pub(super) async fn list(State(s): State<AppState>, _caller: Caller, ApiQuery(q)
     params(("id" = String, Path, description = "Template id")),
     responses((status = 200, description = "`{\"object\": compute instance template}`"), (status = 404, body = ApiError)),
     security(("bearer" = [])))]
-pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let Json(t) = templates::read(State(s), caller, Path(id)).await?;
-    answer(StatusCode::OK, &t.object)
+pub(super) async fn read(State(s): State<AppState>, _caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+    answer(StatusCode::OK, &templates::read(&s, &id).await?)
 }
 
 /// Publish a template given as a compute instance template (administrators only).
@@ -56,8 +57,7 @@ pub(super) async fn create(
 ) -> Result<Response, ApiError> {
     let body = from_compute_instance_template(req.object, "object").map_err(ApiError::invalid)?;
     let t: Envelope<VirtualMachineTemplate> = decode(&serde_json::to_vec(&json!({"object": body})).map_err(ApiError::internal)?)?;
-    let (status, Json(made)) = templates::create(State(s), caller, ApiJson(t)).await?;
-    answer(status, &made.object)
+    answer(StatusCode::CREATED, &templates::create(&s, &caller, &t.object).await?)
 }
 
 /// Change the fields sent of a template (administrators only).
@@ -73,10 +73,7 @@ pub(super) async fn patch(
 ) -> Result<Response, ApiError> {
     let body = from_compute_instance_template(req.object, "object").map_err(ApiError::invalid)?;
     let Value::Object(fields) = body else { return Err(ApiError::field("object", "must be a JSON object")) };
-    let fields: Map<String, Value> = fields;
-    let query = PatchQuery { update_mask: None };
-    let Json(changed) = templates::patch(State(s), caller, Path(id), ApiQuery(query), ApiJson(Envelope { object: fields })).await?;
-    answer(StatusCode::OK, &changed.object)
+    answer(StatusCode::OK, &templates::patch(&s, &caller, &id, &fields, None).await?)
 }
 
 /// Remove a template no VM uses (administrators only).
@@ -85,7 +82,8 @@ pub(super) async fn patch(
     responses((status = 204, description = "Removed"), (status = 403, body = ApiError), (status = 404, body = ApiError), (status = 409, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn remove(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
-    templates::remove(State(s), caller, Path(id)).await
+    templates::remove(&s, &caller, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `{"object": template}` in the view, with `status`.

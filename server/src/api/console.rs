@@ -13,17 +13,16 @@ use axum::{Json, Router};
 use bytes::Bytes;
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
-use tracing::{debug, info};
+use tracing::debug;
 
 use super::extract::ApiQuery;
 use super::shared::PREFIX;
-use super::shared::scope;
+use crate::app::consoles;
+use crate::app::consoles::clients::{EVICTED, Hold, evicted};
+use crate::app::consoles::tickets::ConsoleType;
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
 use crate::state::AppState;
-
-use super::console_clients::{EVICTED, Hold, evicted};
-use super::tickets::{self, ConsoleType};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -72,29 +71,23 @@ pub(super) async fn create_session(
     body: Bytes,
 ) -> Result<(StatusCode, Json<ConsoleSession>), ApiError> {
     let req: SessionRequest =
-        if body.iter().all(u8::is_ascii_whitespace) { SessionRequest::default() } else { super::extract::decode(&body)? };
-    Ok((StatusCode::CREATED, Json(open_session(&s, &caller, &id, req.kind, &req.client_id).await?)))
+        if body.iter().all(u8::is_ascii_whitespace) { SessionRequest::default() } else { crate::decode::decode(&body)? };
+    Ok((StatusCode::CREATED, Json(session(&s, &caller, &id, req.kind, &req.client_id).await?)))
 }
 
 /// A new session of the caller's VM `id`'s `kind` of console, for the
-/// caller's client `client_id` (empty: none).
-pub(super) async fn open_session(
+/// caller's client `client_id` (empty: none), with its WebSocket's path.
+pub(super) async fn session(
     s: &AppState,
     caller: &Caller,
     id: &str,
     kind: ConsoleType,
     client_id: &str,
 ) -> Result<ConsoleSession, ApiError> {
-    let vm = s.store.get_vm(id, &scope(caller)).await?;
-    if vm.deleted_at.is_some() {
-        return Err(gone(&vm.name, "is being deleted"));
-    }
-    let who = tickets::For { tenant: &vm.tenant, subject: &caller.subject, client_id };
-    let (ticket, expires_at) = tickets::issue(&s.store, id, &who, kind).await?;
+    let issued = consoles::open_session(s, caller, id, kind, client_id).await?;
     let path = if kind == ConsoleType::Vnc { "vnc" } else { "console" };
-    let url = format!("{PREFIX}/virtual_machines/{id}/{path}?ticket={ticket}");
-    info!(vm = %id, by = %caller.subject, console = ?kind, "console session opened");
-    Ok(ConsoleSession { ticket, expires_at, url, kind })
+    let url = format!("{PREFIX}/virtual_machines/{id}/{path}?ticket={}", issued.ticket);
+    Ok(ConsoleSession { ticket: issued.ticket, expires_at: issued.expires_at, url, kind })
 }
 
 /// The query of a console's WebSocket.
@@ -104,9 +97,7 @@ pub(super) struct ConsoleQuery {
 }
 
 /// The hold on its client of a connection to VM `id`'s `kind` of console
-/// the caller may open (none without a client id): by `?ticket=` (used
-/// up), or by the bearer token in `headers`; 410 while the VM is being
-/// deleted.
+/// the caller may open: by `?ticket=`, or by the bearer token in `headers`.
 pub(super) async fn admitted(
     s: &AppState,
     id: &str,
@@ -114,32 +105,8 @@ pub(super) async fn admitted(
     headers: &HeaderMap,
     kind: ConsoleType,
 ) -> Result<Option<Hold>, ApiError> {
-    let mut client = None;
-    let seen = match q.ticket {
-        Some(t) => {
-            let Some(used) = tickets::redeem(&s.store, &t, id, kind).await? else {
-                return Err(ApiError::unauthenticated(
-                    "the console ticket is unknown, used already, expired, or for another VM or console",
-                ));
-            };
-            client = used.client;
-            // The ticket was issued for this VM: it dies with it.
-            s.store.get_vm(id, &crate::store::Scope::All).await.map_err(|_| gone(id, "was deleted"))?
-        }
-        None => {
-            let token = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .ok_or_else(|| ApiError::unauthenticated("send ?ticket= from POST …/console_sessions, or a bearer token"))?;
-            let caller = s.keys.verify(token.trim()).await?;
-            s.store.get_vm(id, &scope(&caller)).await?
-        }
-    };
-    if seen.deleted_at.is_some() {
-        return Err(gone(&seen.name, "is being deleted"));
-    }
-    s.console_clients.hold(&s.store, client).await
+    let bearer = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    consoles::admitted(s, id, q.ticket.as_deref(), bearer, kind).await
 }
 
 /// The upgrade, or 400 saying this is a WebSocket endpoint.
@@ -169,23 +136,13 @@ pub(super) async fn console(
 ) -> Result<Response, ApiError> {
     let hold = admitted(&s, &id, q, &headers, ConsoleType::Serial).await?;
     let ws = upgrade(ws)?;
-    let console = consoles(&s)?.open(&id).await.map_err(|e| ApiError::precondition(e.to_string()))?;
+    let console = consoles::serial(&s, &id).await?;
     Ok(ws.on_upgrade(move |socket| pump(socket, console, id, hold)))
 }
 
 /// The close frame of a connection a newer one of its client took the place of.
 pub(super) fn evicted_frame() -> axum::extract::ws::CloseFrame {
     axum::extract::ws::CloseFrame { code: axum::extract::ws::close_code::POLICY, reason: EVICTED.into() }
-}
-
-/// 410: the console of the VM `name`, which `what` (is being deleted, was deleted), is closed.
-fn gone(name: &str, what: &str) -> ApiError {
-    ApiError::new(StatusCode::GONE, Code::FailedPrecondition, format!("virtual machine {name:?} {what}: its console is closed"))
-}
-
-/// The backend's consoles, or a 400 saying it has none.
-pub(super) fn consoles(s: &AppState) -> Result<std::sync::Arc<dyn vmaas_backend::Consoles>, ApiError> {
-    s.backend.consoles().ok_or_else(|| ApiError::precondition(format!("the {} backend has no serial console", s.backend.name())))
 }
 
 async fn pump(mut socket: WebSocket, mut console: vmaas_backend::Console, id: String, mut hold: Option<Hold>) {
@@ -223,7 +180,6 @@ async fn pump(mut socket: WebSocket, mut console: vmaas_backend::Console, id: St
     responses((status = 200, description = "The console log", content_type = "text/plain"), (status = 404, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn console_log(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
-    s.store.get_vm(&id, &scope(&caller)).await?;
-    let log = consoles(&s)?.log(&id).await.map_err(|e| ApiError::precondition(e.to_string()))?;
+    let log = consoles::log(&s, &caller, &id).await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], log).into_response())
 }

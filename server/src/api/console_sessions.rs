@@ -9,12 +9,12 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
-use vmaas_model::{Envelope, ObjectKind};
+use vmaas_model::Envelope;
 
-use super::console::open_session;
+use super::console::session;
 use super::extract::ApiJson;
-use super::shared::scope;
-use super::tickets::ConsoleType;
+use crate::app::consoles;
+use crate::app::consoles::tickets::ConsoleType;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -82,8 +82,8 @@ pub(super) async fn create(
     if req.resource_id.trim().is_empty() {
         return Err(ApiError::field("object.resource_id", "must name a compute instance by id or name"));
     }
-    let id = vm_id(&s, &caller, &req.resource_id).await?;
-    let session = open_session(&s, &caller, &id, req.kind, &req.client_id).await?;
+    let id = consoles::vm_id(&s, &caller, &req.resource_id).await?;
+    let session = session(&s, &caller, &id, req.kind, &req.client_id).await?;
     let answer = OsacConsoleSession {
         resource_type: ConsoleResourceType::ComputeInstance,
         resource_id: id,
@@ -94,13 +94,4 @@ pub(super) async fn create(
         url: session.url,
     };
     Ok((StatusCode::CREATED, Json(Envelope { object: answer })))
-}
-
-/// The id of the caller's VM `reference` names (its id, else its name).
-async fn vm_id(s: &AppState, caller: &Caller, reference: &str) -> Result<String, ApiError> {
-    match super::simple::by_id_or_name(s, &scope(caller), ObjectKind::VirtualMachine, reference).await?.as_slice() {
-        [one] => Ok(one.id.clone()),
-        [] => Err(ApiError::not_found("compute instance", reference)),
-        _ => Err(ApiError::precondition(format!("several compute instances are named {reference:?}: give its id"))),
-    }
 }

@@ -1,10 +1,9 @@
 //! `disk_images`: OSAC's `osac.public.v1` view of the images `images`
 //! serves (see `vmaas_model::image::disk_image` for how the two differ).
-//! Each handler lets the image handler do the work and answers in the view.
+//! Each handler reads the request in the view's names, calls the images'
+//! application functions and answers in the view.
 
-use std::sync::Arc;
-
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -14,11 +13,12 @@ use vmaas_model::image::disk_image::{from_disk_image, patch_of_disk_image, to_di
 use vmaas_model::image::{Image, ImageSpec};
 use vmaas_model::{CreateObject, Envelope};
 
-use super::extract::{ApiJson, ApiQuery, decode};
-use super::query::{PageQuery, Selection};
-use super::shared::Paging;
-use super::{image_imports, image_lifecycle, images};
+use super::extract::{ApiJson, ApiQuery};
+use super::query::{PageQuery, page};
+use crate::app::image_imports::{self, PatchImage};
+use crate::app::images;
 use crate::auth::Caller;
+use crate::decode::decode;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -31,19 +31,18 @@ pub(super) fn routes() -> Router<AppState> {
     responses((status = 200, description = "`{\"items\": [disk images], \"size\", \"total\"}`"), (status = 400, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<PageQuery>) -> Result<Response, ApiError> {
-    let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
-    let selection = Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
-    let Json(page) = images::list(State(s), caller, Query(images::NameQuery::all())).await?;
-    let total = page.items.len() as u64;
-    let (from, count) = Selection::window(&selection, offset, limit);
-    let items: Vec<Arc<str>> = page
-        .items
-        .iter()
-        .skip(usize::try_from(from).unwrap_or(usize::MAX))
-        .take(usize::try_from(count).unwrap_or(usize::MAX))
-        .map(|i| to_disk_image(i).to_string().into())
-        .collect();
-    Ok(Selection::respond(selection, items, total, offset, limit))
+    let req = q.request()?;
+    let (s, caller) = (&s, &caller);
+    let listed = req
+        .run_unnarrowed(|r| async move {
+            let all = images::list(s, caller, None).await?;
+            let total = all.len() as u64;
+            let window =
+                all.iter().skip(usize::try_from(r.offset).unwrap_or(usize::MAX)).take(usize::try_from(r.limit).unwrap_or(usize::MAX));
+            Ok((window.map(|i| to_disk_image(i).to_string().into()).collect(), total))
+        })
+        .await?;
+    Ok(page(listed))
 }
 
 /// Get one disk image, by id or name.
@@ -52,8 +51,7 @@ pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q):
     responses((status = 200, description = "`{\"object\": disk image}`"), (status = 404, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let Json(found) = images::read(State(s), caller, Path(id)).await?;
-    Ok(answer(StatusCode::OK, &found.object))
+    Ok(answer(StatusCode::OK, &images::read(&s, &caller, &id).await?))
 }
 
 /// Import a disk image from the `http(s)` URL in `spec.source_ref`.
@@ -71,8 +69,8 @@ pub(super) async fn create(
     let body = from_disk_image(req.object, "object").map_err(ApiError::invalid)?;
     let import: Envelope<CreateObject<ImageSpec>> =
         decode(&serde_json::to_vec(&json!({"object": body})).map_err(ApiError::internal)?).map_err(in_view)?;
-    let (status, Json(made)) = image_imports::create(State(s), caller, ApiJson(import)).await.map_err(in_view)?;
-    Ok(answer(status, &made.object))
+    let made = image_imports::create(&s, &caller, import.object).await.map_err(in_view)?;
+    Ok(answer(StatusCode::CREATED, &made.to_api()))
 }
 
 /// Update an imported disk image: its labels, and its lifecycle
@@ -88,11 +86,11 @@ pub(super) async fn update(
     Path(id): Path<String>,
     ApiJson(req): ApiJson<Envelope<Value>>,
 ) -> Result<Response, ApiError> {
-    let Json(now) = images::read(State(s.clone()), caller.clone(), Path(id.clone())).await?;
-    let body = patch_of_disk_image(req.object, &to_disk_image(&now.object), "object").map_err(ApiError::invalid)?;
-    let change = decode(&serde_json::to_vec(&json!({"object": body})).map_err(ApiError::internal)?)?;
-    let Json(changed) = image_lifecycle::change(State(s), caller, Path(id), ApiJson(change)).await?;
-    Ok(answer(StatusCode::OK, &changed.object))
+    let now = images::read(&s, &caller, &id).await?;
+    let body = patch_of_disk_image(req.object, &to_disk_image(&now), "object").map_err(ApiError::invalid)?;
+    let change: Envelope<PatchImage> = decode(&serde_json::to_vec(&json!({"object": body})).map_err(ApiError::internal)?)?;
+    let changed = image_imports::change(&s, &caller, &id, change.object).await?;
+    Ok(answer(StatusCode::OK, &changed.to_api()))
 }
 
 /// Delete an imported disk image (one no VM or volume uses).
@@ -101,8 +99,8 @@ pub(super) async fn update(
     responses((status = 202, description = "`{\"object\": disk image}`, being deleted"), (status = 404, body = ApiError), (status = 409, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn remove(State(s): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let (status, Json(gone)) = image_imports::remove(State(s), caller, Path(id)).await?;
-    Ok(answer(status, &gone.object))
+    let gone = image_imports::remove(&s, &caller, &id).await?;
+    Ok(answer(StatusCode::ACCEPTED, &gone.to_api()))
 }
 
 /// `{"object": image}` in the view, with `status`.

@@ -16,10 +16,11 @@ use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tracing::{debug, info};
 
-use super::console::{ConsoleQuery, admitted, consoles, evicted_frame, upgrade};
-use super::console_clients::{Hold, evicted};
+use super::console::{ConsoleQuery, admitted, evicted_frame, upgrade};
 use super::extract::ApiQuery;
-use super::tickets::ConsoleType;
+use crate::app::consoles;
+use crate::app::consoles::clients::{Hold, evicted};
+use crate::app::consoles::tickets::ConsoleType;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -46,7 +47,7 @@ pub(super) async fn vnc(
 ) -> Result<Response, ApiError> {
     let hold = admitted(&s, &id, q, &headers, ConsoleType::Vnc).await?;
     let ws = upgrade(ws)?.protocols([BINARY]);
-    let display = consoles(&s)?.display(&id).await.map_err(|e| ApiError::precondition(e.to_string()))?;
+    let display = consoles::display(&s, &id).await?;
     info!(vm = %id, "graphical console viewer joined");
     Ok(ws.on_upgrade(move |socket| pump(socket, display, id, hold)))
 }

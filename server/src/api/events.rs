@@ -15,19 +15,17 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Router};
+use futures::StreamExt;
 use serde::Deserialize;
-use tracing::{debug, warn};
 
 use super::extract::ApiQuery;
 use super::shared::raw_json;
+use crate::app::events::{self, Followed};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::events::{Audience, Published, start_point};
+use crate::events::Audience;
 use crate::serve::conns::ConnMark;
 use crate::state::AppState;
-
-/// Events a page without `watch` holds at most.
-const PAGE: i64 = 1000;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/api/events/v1/events", get(events))
@@ -60,11 +58,9 @@ pub(super) async fn events(
     ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> Result<Response, ApiError> {
     let sees = Audience::new(caller, q.filter.as_deref())?;
-    let after = start_point(&s.store, q.after.map(Ok).or_else(|| last_event_id(&headers)).transpose()?).await?;
+    let after = q.after.map(Ok).or_else(|| last_event_id(&headers)).transpose()?;
     if !q.watch {
-        let rows = s.store.events_after(after, PAGE).await?;
-        let items: Vec<String> =
-            rows.into_iter().map(Published::new).filter(|e| sees.sees(&e.row.tenant, &e.value)).map(|e| e.json.clone()).collect();
+        let items = events::page(&s, &sees, after).await?;
         return Ok(raw_json(format!("{{\"items\":[{}]}}", items.join(","))));
     }
     let auth = headers.get(AUTHORIZATION).map(|v| v.as_bytes());
@@ -78,31 +74,16 @@ pub(super) async fn events(
             return Ok(refused);
         }
     };
-    let mut watch = s.events.watch(s.store.clone(), after);
-    watch.start().await?;
-    let stream = futures::stream::unfold((watch, sees, slot), |(mut watch, sees, slot)| async move {
-        loop {
-            let next = tokio::select! {
-                e = watch.next() => e,
-                () = slot.ended() => {
-                    debug!("event stream ended to make room for another");
-                    return None;
-                }
-            };
-            match next {
-                Ok(e) if sees.sees(&e.row.tenant, &e.value) => {
-                    let item = SseEvent::default().id(e.row.seq.to_string()).data(&e.json);
-                    return Some((Ok::<_, Infallible>(item), (watch, sees, slot)));
-                }
-                Ok(_) => {}
-                Err(err) => {
-                    warn!(error = %err, "event stream ended");
-                    return None;
-                }
+    let stream = events::watch(&s, after, slot).await?;
+    let items = stream.filter_map(move |f| {
+        futures::future::ready(match f {
+            Followed::Event(e) if sees.sees(&e.row.tenant, &e.value) => {
+                Some(Ok::<_, Infallible>(SseEvent::default().id(e.row.seq.to_string()).data(&e.json)))
             }
-        }
+            _ => None,
+        })
     });
-    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+    Ok(Sse::new(items).keep_alive(KeepAlive::default()).into_response())
 }
 
 /// The `Last-Event-ID` header, if sent.

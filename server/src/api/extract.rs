@@ -13,17 +13,11 @@ use serde::de::DeserializeOwned;
 
 use axum::http::StatusCode;
 
+use crate::decode::{decode, field_of};
 use crate::error::{ApiError, Code};
 
 /// A JSON body; a bad one is refused with 400 naming the field that is wrong.
 pub struct ApiJson<T>(pub T);
-
-/// The path of a serde error, or `body` at the root or where the parser
-/// had not reached a field yet (`?` in the path).
-fn field_of(path: &serde_path_to_error::Path) -> String {
-    let p = path.to_string();
-    if p == "." || p.is_empty() || p.contains('?') { "body".into() } else { p }
-}
 
 /// Whether the body read failed because the body timeout (the router's
 /// `RequestBodyTimeoutLayer`) ran out: its error is somewhere in the chain.
@@ -162,37 +156,6 @@ fn enveloped(bytes: Bytes) -> (Bytes, bool) {
     match serde_json::from_slice::<Probe>(&bytes) {
         Ok(Probe { object: None }) => ([&b"{\"object\":"[..], &bytes, b"}"].concat().into(), true),
         _ => (bytes, false),
-    }
-}
-
-/// Decodes one JSON document (nothing after it but white space) into `T`;
-/// a bad one is a 400 naming the field that is wrong.
-pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    if bytes.is_empty() {
-        return Err(ApiError::field("body", "is empty: expected a JSON object"));
-    }
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    match serde_path_to_error::deserialize(&mut *de) {
-        Ok(v) => {
-            // One JSON document, nothing after it but white space.
-            de.end().map_err(|e| ApiError::field("body", format!("has data after the JSON document: {e}")))?;
-            Ok(v)
-        }
-        Err(e) => {
-            let field = field_of(e.path());
-            let inner = e.into_inner();
-            let reason = if inner.is_syntax() || inner.is_eof() {
-                format!("is not valid JSON: {inner}")
-            } else {
-                // serde's messages end with " at line L column C"; the field path says where.
-                let msg = inner.to_string();
-                match msg.rfind(" at line ") {
-                    Some(i) => msg[..i].to_owned(),
-                    None => msg,
-                }
-            };
-            Err(ApiError::field(field, reason))
-        }
     }
 }
 

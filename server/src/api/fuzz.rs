@@ -11,7 +11,7 @@ use vmaas_model::{
     CreateVirtualMachine, CreateVirtualNetwork, Envelope, ParameterValue, PatchVirtualMachine, Template, VirtualMachineTemplate,
 };
 
-use super::extract::decode;
+use crate::decode::decode;
 use crate::error::ApiError;
 
 fn cases() -> ProptestConfig {

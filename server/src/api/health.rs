@@ -13,12 +13,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::app::health;
 use crate::state::AppState;
-
-/// Whether the database answers within a second.
-async fn database_answers(state: &AppState) -> bool {
-    matches!(tokio::time::timeout(std::time::Duration::from_secs(1), state.store.ping()).await, Ok(Ok(())))
-}
 
 /// The process answers: for a liveness probe.
 #[utoipa::path(get, path = "/livez", tag = "health", responses((status = 200, description = "The process answers")))]
@@ -31,10 +27,7 @@ pub(super) async fn livez() -> Response {
 #[utoipa::path(get, path = "/readyz", tag = "health",
     responses((status = 200, description = "Ready"), (status = 503, description = "The database or the backend does not answer")))]
 pub(super) async fn readyz(State(state): State<AppState>) -> Response {
-    let database = database_answers(&state).await;
-    let backend = state.backend.serving();
-    let ready = database && backend;
-    let body = json!({"status": if ready { "ok" } else { "unavailable" }, "database": database, "backend": backend});
+    let (ready, body) = health::ready(&state).await;
     (if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }, Json(body)).into_response()
 }
 
@@ -42,20 +35,8 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
 /// an administrator's token only (a count for anyone else).
 #[utoipa::path(get, path = "/healthz", tag = "health", responses((status = 200, description = "Healthy"), (status = 503, description = "The database does not answer")))]
 pub(super) async fn healthz(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let db_ok = database_answers(&state).await;
     let admin = from_admin(&state, &headers).await;
-    let quarantine = state.backend.quarantine();
-    let mut body = json!({
-        "status": if db_ok { "ok" } else { "unavailable" },
-        "version": env!("CARGO_PKG_VERSION"),
-        "database": state.store.dialect().as_str(),
-        "backend": { "name": state.backend.name(), "capabilities": state.backend.capabilities(), "details": state.backend.health() },
-        "quarantined": quarantine.len(),
-        "reconciler": state.progress.report(),
-    });
-    if admin {
-        body["quarantine"] = json!(quarantine);
-    }
+    let (db_ok, body) = health::health(&state, admin).await;
     let code = if db_ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (code, Json(body)).into_response()
 }
@@ -80,24 +61,8 @@ pub(super) async fn all_metrics(State(state): State<AppState>) -> Response {
     render_metrics(&state, true).await
 }
 
-/// Refreshes the figures read at each scrape and renders them.
+/// The figures, as OpenMetrics text.
 async fn render_metrics(state: &AppState, full: bool) -> Response {
-    match crate::quota::figures(&state.store).await {
-        Ok(f) => state.metrics.set_quotas(f),
-        Err(e) => tracing::warn!(error = %e, "quota figures not exported"),
-    }
-    match state.store.state_counts(vmaas_model::ObjectKind::VirtualMachine).await {
-        Ok(counts) => state.metrics.set_vm_counts(
-            vmaas_model::VmState::ALL
-                .iter()
-                .map(|s| (s.short(), counts.get(s.as_str()).map_or(0, |n| i64::try_from(*n).unwrap_or(i64::MAX)))),
-        ),
-        Err(e) => tracing::warn!(error = %e, "VM state figures not exported"),
-    }
-    let backend = state.backend.clone();
-    match tokio::task::spawn_blocking(move || backend.memory()).await {
-        Ok(m) => state.metrics.set_vm_memory(&m),
-        Err(e) => tracing::warn!(error = %e, "VM memory figures not exported"),
-    }
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.render(full)).into_response()
+    let text = health::metrics(state, full).await;
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text).into_response()
 }

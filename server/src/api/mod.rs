@@ -1,11 +1,9 @@
 //! The REST/JSON API under `/api/fulfillment/v1`, plus `/healthz`,
 //! `/metrics` and the OpenAPI document at `/api/openapi.json`.
 
-pub(crate) mod catalog;
 mod compute_instance_templates;
 mod compute_instances;
 mod console;
-pub(crate) mod console_clients;
 mod console_sessions;
 mod deadline;
 mod disk_images;
@@ -17,24 +15,17 @@ mod extract;
 mod fuzz;
 mod health;
 mod image_imports;
-mod image_lifecycle;
 mod images;
-mod mask;
 mod migrate;
 mod openapi;
 mod query;
 mod quotas;
 mod resource;
 mod resource_doc;
-pub(crate) mod resources;
+mod resources;
 mod restore;
 mod shared;
-mod simple;
 mod templates;
-pub(crate) mod tickets;
-mod vm_clone;
-mod vm_expiry;
-mod vm_shape;
 mod vms;
 
 use std::time::Instant;
@@ -48,7 +39,8 @@ use axum::{Json, Router};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 
-pub use extract::{ApiJson, ApiQuery, decode};
+pub use crate::decode::decode;
+pub use extract::{ApiJson, ApiQuery};
 pub use openapi::openapi_document;
 pub use shared::{DEFAULT_PAGE, MAX_PAGE, PREFIX, Paging};
 
@@ -75,7 +67,6 @@ pub fn router(state: AppState, limits: &crate::serve::HttpLimits) -> Router {
         .merge(resources::external_ips::routes())
         .merge(images::routes())
         .merge(image_imports::routes())
-        .merge(image_lifecycle::routes())
         .merge(console::routes())
         .merge(console_sessions::routes())
         .merge(display::routes())

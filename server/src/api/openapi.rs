@@ -12,7 +12,6 @@ use super::display;
 use super::events;
 use super::exports;
 use super::image_imports;
-use super::image_lifecycle;
 use super::images;
 use super::migrate;
 use super::quotas;
@@ -35,7 +34,7 @@ use super::vms;
         compute_instances::list, compute_instances::read, compute_instances::create, compute_instances::patch, compute_instances::remove,
         disk_images::list, disk_images::read, disk_images::create, disk_images::update, disk_images::remove,
         external_ips::list_pools, external_ips::read_pool,
-        images::list, images::read, image_imports::create, image_imports::upload, image_imports::remove, image_imports::prune, image_lifecycle::change, events::events,
+        images::list, images::read, image_imports::create, image_imports::upload, image_imports::remove, image_imports::prune, image_imports::change, events::events,
         console::create_session, console::console, console::console_log, display::vnc, console_sessions::create,
         quotas::read, quotas::set, quotas::clear, quotas::list,
     ),

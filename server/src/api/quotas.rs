@@ -5,107 +5,15 @@
 use axum::extract::{Path, State};
 use axum::routing::get;
 use axum::{Json, Router};
-use chrono::Utc;
-use serde::{Deserialize, Serialize};
-use tracing::info;
-use vmaas_model::{Envelope, Quantity};
+use vmaas_model::Envelope;
 
+use crate::app::quotas::{self, Quota, SetQuota};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::quota::{self, Amounts, QuotaLimits};
 use crate::state::AppState;
-use crate::store::StoreError;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/tenants/{name}/quota", get(read).put(set).delete(clear)).route("/quotas", get(list))
-}
-
-/// A tenant's quota and usage.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct Quota {
-    /// The tenant.
-    pub tenant: String,
-    /// The quota's version (0 while none is set).
-    pub metadata: QuotaMetadata,
-    /// The limits; an absent one is unlimited.
-    pub spec: QuotaLimits,
-    /// What the tenant holds.
-    pub status: QuotaStatus,
-}
-
-/// Version of a quota.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct QuotaMetadata {
-    /// Incremented on every change; send it back to refuse lost updates.
-    #[serde(default)]
-    pub version: i64,
-}
-
-/// What a tenant holds against its quota.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct QuotaStatus {
-    /// VMs, cores, memory, disk and external IPs held now.
-    pub usage: QuotaUsage,
-}
-
-/// Amounts held, in the limits' units.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct QuotaUsage {
-    /// Virtual machines (running or stopped).
-    pub virtual_machines: u64,
-    /// Cores of all VMs.
-    pub cores: u64,
-    /// Memory of all VMs.
-    #[schema(value_type = String)]
-    pub memory: Quantity,
-    /// VMs' disks, volumes and imported images' files.
-    #[schema(value_type = String)]
-    pub disk: Quantity,
-    /// Addresses of the shared pool: external IPs and load balancers.
-    pub external_ips: u64,
-}
-
-impl From<Amounts> for QuotaUsage {
-    fn from(a: Amounts) -> Self {
-        Self {
-            virtual_machines: a.virtual_machines,
-            cores: a.cores,
-            memory: Quantity::from_bytes(a.memory_bytes),
-            disk: Quantity::from_bytes(a.disk_bytes),
-            external_ips: a.external_ips,
-        }
-    }
-}
-
-/// A quota to set.
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SetQuota {
-    /// Expected version; a stale one gets 409.
-    #[serde(default)]
-    pub metadata: Option<QuotaMetadata>,
-    /// The limits; an absent one is unlimited.
-    pub spec: QuotaLimits,
-}
-
-/// A tenant name in a path: what tokens carry (no `/`, at most 253 bytes).
-fn checked_tenant(name: &str) -> Result<(), ApiError> {
-    if name.is_empty() || name.len() > 253 || name.chars().any(|c| c.is_control() || c == '/') {
-        return Err(ApiError::field("name", format!("{name:?} is not a tenant name")));
-    }
-    Ok(())
-}
-
-/// A tenant's quota as the API shows it.
-fn shown(tenant: &str, spec: QuotaLimits, version: i64, usage: Amounts) -> Quota {
-    Quota { tenant: tenant.to_owned(), metadata: QuotaMetadata { version }, spec, status: QuotaStatus { usage: usage.into() } }
-}
-
-/// The quota of `tenant` with its usage.
-async fn quota_of(s: &AppState, tenant: &str) -> Result<Quota, ApiError> {
-    let (spec, version) = quota::limits(&s.store, tenant).await?.unwrap_or_default();
-    Ok(shown(tenant, spec, version, quota::usage(&s.store, tenant).await?))
 }
 
 /// A tenant's quota and usage (administrators: any tenant's; a tenant: its own).
@@ -114,11 +22,7 @@ async fn quota_of(s: &AppState, tenant: &str) -> Result<Quota, ApiError> {
     responses((status = 200, body = Envelope<Quota>), (status = 404, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn read(State(s): State<AppState>, caller: Caller, Path(name): Path<String>) -> Result<Json<Envelope<Quota>>, ApiError> {
-    checked_tenant(&name)?;
-    if !caller.is_admin() && caller.tenant != name {
-        return Err(StoreError::NotFound { kind: "quota", id: name }.into());
-    }
-    Ok(Json(Envelope { object: quota_of(&s, &name).await? }))
+    Ok(Json(Envelope { object: quotas::read(&s, &caller, &name).await? }))
 }
 
 /// Set a tenant's quota (administrators). Limits below what the tenant
@@ -135,19 +39,7 @@ pub(super) async fn set(
     Path(name): Path<String>,
     super::extract::ApiJson(req): super::extract::ApiJson<Envelope<SetQuota>>,
 ) -> Result<Json<Envelope<Quota>>, ApiError> {
-    caller.require_admin("set quotas")?;
-    checked_tenant(&name)?;
-    let req = req.object;
-    req.spec.check("object.spec").map_err(ApiError::invalid)?;
-    let current = s.store.get_quota(&name).await?.map_or(0, |q| q.version);
-    let expected = req.metadata.map_or(current, |m| m.version);
-    let spec = serde_json::to_string(&req.spec).map_err(ApiError::internal)?;
-    // Under the admission lock: no create is admitted against the old limits meanwhile.
-    let adm = s.admit().await?;
-    adm.state().store.put_quota(&name, &spec, expected, Utc::now()).await?;
-    adm.commit().await?;
-    info!(tenant = %name, quota = %spec, by = %caller.subject, "quota set");
-    Ok(Json(Envelope { object: quota_of(&s, &name).await? }))
+    Ok(Json(Envelope { object: quotas::set(&s, &caller, &name, req.object).await? }))
 }
 
 /// Remove a tenant's quota: it is unlimited again (administrators).
@@ -156,12 +48,7 @@ pub(super) async fn set(
     responses((status = 200, body = Envelope<Quota>), (status = 403, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn clear(State(s): State<AppState>, caller: Caller, Path(name): Path<String>) -> Result<Json<Envelope<Quota>>, ApiError> {
-    caller.require_admin("remove quotas")?;
-    checked_tenant(&name)?;
-    if s.store.delete_quota(&name).await? {
-        info!(tenant = %name, by = %caller.subject, "quota removed");
-    }
-    Ok(Json(Envelope { object: quota_of(&s, &name).await? }))
+    Ok(Json(Envelope { object: quotas::clear(&s, &caller, &name).await? }))
 }
 
 /// Every quota set, with usage (administrators).
@@ -169,13 +56,7 @@ pub(super) async fn clear(State(s): State<AppState>, caller: Caller, Path(name):
     responses((status = 200, body = vmaas_model::Page<Quota>), (status = 403, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn list(State(s): State<AppState>, caller: Caller) -> Result<Json<vmaas_model::Page<Quota>>, ApiError> {
-    caller.require_admin("list quotas")?;
-    let used = quota::usage_by_tenant(&s.store).await?;
-    let mut items = Vec::new();
-    for row in s.store.all_quotas().await? {
-        let usage = used.get(&row.tenant).copied().unwrap_or_default();
-        items.push(shown(&row.tenant, quota::parsed(&row)?, row.version, usage));
-    }
+    let items = quotas::list(&s, &caller).await?;
     let n = items.len() as u64;
     Ok(Json(vmaas_model::Page { size: n, total: n, items }))
 }

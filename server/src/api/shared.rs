@@ -1,5 +1,4 @@
-//! What the handlers share: the route prefix, paging, the scopes a
-//! caller reads and names in, the check of a name, and JSON bodies
+//! What the handlers share: the route prefix, paging, and JSON bodies
 //! serialised already.
 
 use std::fmt::Write as _;
@@ -38,45 +37,6 @@ impl Paging {
             return Err(ApiError::field("limit", format!("must be between 1 and {MAX_PAGE}, got {limit}")));
         }
         Ok((self.offset.unwrap_or(0), limit))
-    }
-}
-
-/// Where the references of an object owned by `tenant` resolve: that
-/// tenant's objects only, whoever asks, so that an administrator's object
-/// never names (by id or by name) another tenant's.
-pub(crate) fn owned_by(tenant: &str) -> crate::store::Scope {
-    crate::store::Scope::Tenant(tenant.to_owned())
-}
-
-/// What `caller` may see: its own tenant's objects, or every tenant's for administrators.
-pub(crate) fn scope(caller: &crate::auth::Caller) -> crate::store::Scope {
-    if caller.is_admin() { crate::store::Scope::All } else { crate::store::Scope::Tenant(caller.tenant.clone()) }
-}
-
-/// The name a create request asks for, checked as a DNS label; every
-/// problem goes into `errs`, naming the field it came from.
-pub(crate) fn checked_name(requested: Option<(&str, &'static str)>, errs: &mut vmaas_model::ValidationErrors) -> Option<String> {
-    checked_name_by(requested, vmaas_model::validation::check_dns_label, errs)
-}
-
-/// The name a create request asks for, checked by `rule`.
-pub(crate) fn checked_name_by(
-    requested: Option<(&str, &'static str)>,
-    rule: fn(&str) -> Result<(), vmaas_model::validation::NameError>,
-    errs: &mut vmaas_model::ValidationErrors,
-) -> Option<String> {
-    match requested {
-        None => {
-            errs.push("object.metadata.name", "is required (or give the name as object.id)");
-            None
-        }
-        Some((name, field)) => match rule(name) {
-            Ok(()) => Some(name.to_owned()),
-            Err(reason) => {
-                errs.push(field, reason);
-                None
-            }
-        },
     }
 }
 

@@ -18,10 +18,10 @@ use tonic::{Status, Streaming};
 use tracing::{debug, info};
 
 use super::codec::Reply;
-use crate::api::console_clients::{EVICTED, Hold, evicted};
-use crate::api::tickets::{ConsoleType, Used};
+use crate::app::consoles;
+use crate::app::consoles::clients::{EVICTED, Hold, evicted};
+use crate::app::consoles::tickets::{ConsoleType, Used};
 use crate::state::AppState;
-use crate::store::Scope;
 
 /// The responses of a connection.
 pub type ProxyStream = Pin<Box<dyn Stream<Item = Result<Reply, Status>> + Send>>;
@@ -56,18 +56,7 @@ async fn admitted(state: &AppState, meta: &tonic::metadata::MetadataMap, pool: &
     let bearer = meta.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).map(str::trim);
     let ticket =
         bearer.ok_or_else(|| Status::unauthenticated("send the ticket of a console session as `authorization: Bearer <ticket>`"))?;
-    let used = crate::api::tickets::redeem_any(&state.store, ticket)
-        .await
-        .map_err(to_status)?
-        .ok_or_else(|| Status::unauthenticated("the console ticket is unknown, used already or expired"))?;
-    let vm = &used.vm;
-    let record =
-        state.store.get_vm(vm, &Scope::All).await.map_err(|_| Status::failed_precondition(format!("virtual machine {vm} was deleted")))?;
-    if record.deleted_at.is_some() {
-        return Err(Status::failed_precondition(format!("virtual machine {:?} is being deleted: its console is closed", record.name)));
-    }
-    let hold = state.console_clients.hold(&state.store, used.client.clone()).await.map_err(to_status)?;
-    Ok((used, hold))
+    consoles::admitted_by_ticket(state, ticket).await.map_err(to_status)
 }
 
 /// What the console's `output` becomes for the client.
@@ -95,15 +84,11 @@ fn events(output: Pin<Box<dyn Stream<Item = Bytes> + Send>>, hold: Option<Hold>)
 
 /// VM `vm`'s `kind` of console, from the backend.
 async fn open(state: &AppState, vm: &str, kind: ConsoleType) -> Result<Pipe, Status> {
-    let consoles = state
-        .backend
-        .consoles()
-        .ok_or_else(|| Status::failed_precondition(format!("the {} backend has no consoles", state.backend.name())))?;
+    let to_status = |e: crate::error::ApiError| Status::failed_precondition(e.message);
     match kind {
-        ConsoleType::Serial => serial(consoles.open(vm).await),
-        ConsoleType::Vnc => display(consoles.display(vm).await),
+        ConsoleType::Serial => Ok(serial(consoles::serial(state, vm).await.map_err(to_status)?)),
+        ConsoleType::Vnc => Ok(display(consoles::display(state, vm).await.map_err(to_status)?)),
     }
-    .map_err(|e| Status::failed_precondition(e.to_string()))
 }
 
 /// The responses: CONNECTED, each chunk of output, DISCONNECTED and why.
@@ -120,8 +105,7 @@ fn responses(events: impl Stream<Item = Event> + Send + 'static, response: Messa
 }
 
 /// The serial console as a pipe: its history, then what it prints.
-fn serial(console: Result<vmaas_backend::Console, vmaas_backend::BackendError>) -> Result<Pipe, vmaas_backend::BackendError> {
-    let console = console?;
+fn serial(console: vmaas_backend::Console) -> Pipe {
     let history = futures::stream::iter((!console.history.is_empty()).then(|| Bytes::from(console.history)));
     let live = futures::stream::unfold(console.output, |mut rx| async move {
         loop {
@@ -132,12 +116,12 @@ fn serial(console: Result<vmaas_backend::Console, vmaas_backend::BackendError>) 
             }
         }
     });
-    Ok(Pipe { output: Box::pin(history.chain(live)), input: console.input })
+    Pipe { output: Box::pin(history.chain(live)), input: console.input }
 }
 
 /// The display as a pipe: its bytes, and a task writing what is typed.
-fn display(display: Result<vmaas_backend::Display, vmaas_backend::BackendError>) -> Result<Pipe, vmaas_backend::BackendError> {
-    let (reader, mut writer) = tokio::io::split(display?);
+fn display(display: vmaas_backend::Display) -> Pipe {
+    let (reader, mut writer) = tokio::io::split(display);
     let (input, mut typed) = mpsc::channel::<Bytes>(INPUT_QUEUE);
     tokio::spawn(async move {
         while let Some(b) = typed.recv().await {
@@ -156,7 +140,7 @@ fn display(display: Result<vmaas_backend::Display, vmaas_backend::BackendError>)
             }
         }
     });
-    Ok(Pipe { output: Box::pin(output), input })
+    Pipe { output: Box::pin(output), input }
 }
 
 /// Moves what the client sends (`input.data`) to the console until it ends.

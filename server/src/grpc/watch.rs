@@ -6,18 +6,18 @@
 
 use std::pin::Pin;
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use prost_reflect::{DescriptorPool, DynamicMessage, Kind, MessageDescriptor, MethodDescriptor, Value as Field};
 use serde_json::Value;
 use tonic::Status;
-use tracing::warn;
 use vmaas_model::template::view::to_compute_instance_template;
 use vmaas_model::vm::compute_instance::to_compute_instance;
 
 use super::codec::Reply;
 use super::{json, status};
+use crate::app::events::{self, Followed};
 use crate::error::ApiError;
-use crate::events::{Audience, Published, start_point};
+use crate::events::{Audience, Published};
 use crate::serve::conns::ConnMark;
 use crate::state::AppState;
 
@@ -46,38 +46,23 @@ pub async fn watch(
     let after = after
         .map(|a| a.trim().parse::<i64>().map_err(|_| Status::invalid_argument(format!("after: {a:?} is not an event id"))))
         .transpose()?;
-    let store = state.store.clone();
-    let after = start_point(&store, after).await.map_err(failed)?;
     let response = method.output();
     let event = match response.get_field_by_name("event").map(|f| f.kind()) {
         Some(Kind::Message(m)) => m,
         _ => return Err(Status::internal("the watch response has no event")),
     };
-    let mut log = state.events.watch(store, after);
-    log.start().await.map_err(|e| failed(e.into()))?;
+    let log = events::watch(&state, after, slot).await.map_err(failed)?;
     let view = View { response, event, audience };
-    let stream = futures::stream::unfold(Some((log, view, slot)), |state| async move {
-        let (mut log, view, slot) = state?;
-        loop {
-            let next = tokio::select! {
-                e = log.next() => e,
-                () = slot.ended() => {
-                    let why = "the server holds as many event streams as it may: this one, the oldest of the tenant holding the most, ended to make room; watch again";
-                    return Some((Err(Status::resource_exhausted(why)), None));
-                }
-            };
-            match next {
-                Ok(e) => match view.render(&e) {
-                    Some(item) => return Some((item, Some((log, view, slot)))),
-                    None => continue,
-                },
-                Err(err) => {
-                    warn!(error = %err, "event stream ended");
-                    // The status ends the stream.
-                    return Some((Err(Status::unavailable(format!("the event log cannot be read: {err}"))), None));
-                }
+    let stream = log.filter_map(move |f| {
+        futures::future::ready(match f {
+            Followed::Event(e) => view.render(&e),
+            Followed::Displaced => {
+                let why = "the server holds as many event streams as it may: this one, the oldest of the tenant holding the most, ended to make room; watch again";
+                Some(Err(Status::resource_exhausted(why)))
             }
-        }
+            // The status ends the stream.
+            Followed::Failed(err) => Some(Err(Status::unavailable(format!("the event log cannot be read: {err}")))),
+        })
     });
     Ok(tonic::Response::new(Box::pin(stream)))
 }

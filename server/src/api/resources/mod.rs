@@ -1,13 +1,10 @@
-//! The kinds served by the shared handlers ([`Resource`]), one file each,
-//! and the one table that registers them: each kind's routes, OpenAPI
-//! operations and reconcile come from its declaration. A new kind is a new
-//! file here and its lines below (its `mod` and its `each_resource!` call) (`docs/architecture.md`, "Adding a kind").
-
-use vmaas_model::ObjectKind;
+//! The kinds served by the shared handlers ([`Resource`]), one file each:
+//! their REST declarations. Each kind's routes and OpenAPI operations come
+//! from its declaration, over the table `crate::each_kind!` (the kinds'
+//! operations are in `crate::app::resources`).
 
 use super::resource::{self, Resource};
 use super::resource_doc;
-use crate::reconciler::ReconcileFn;
 use crate::state::AppState;
 
 pub(in crate::api) mod external_ips;
@@ -17,27 +14,10 @@ mod load_balancers;
 mod nat_gateways;
 mod networks;
 mod security_groups;
-pub(in crate::api) mod snapshots;
+mod snapshots;
 mod subnets;
 mod volume_attachments;
 mod volumes;
-
-/// Calls `$each::<K>` for every kind served by the shared handlers.
-macro_rules! each_resource {
-    ($each:ident($($arg:expr),*)) => {
-        $each::<vmaas_model::VirtualNetwork>($($arg),*);
-        $each::<vmaas_model::Subnet>($($arg),*);
-        $each::<vmaas_model::SecurityGroup>($($arg),*);
-        $each::<vmaas_model::ExternalIp>($($arg),*);
-        $each::<vmaas_model::ExternalIpAttachment>($($arg),*);
-        $each::<vmaas_model::LoadBalancer>($($arg),*);
-        $each::<vmaas_model::NatGateway>($($arg),*);
-        $each::<vmaas_model::Volume>($($arg),*);
-        $each::<vmaas_model::VolumeAttachment>($($arg),*);
-        $each::<vmaas_model::InstanceType>($($arg),*);
-        $each::<vmaas_model::ComputeInstanceSnapshot>($($arg),*);
-    };
-}
 
 /// Every such kind's routes.
 pub(super) fn routes() -> axum::Router<AppState> {
@@ -45,22 +25,12 @@ pub(super) fn routes() -> axum::Router<AppState> {
     fn add<K: Resource>(router: &mut axum::Router<AppState>) {
         *router = std::mem::take(router).merge(resource::routes::<K>());
     }
-    each_resource!(add(&mut router));
+    crate::each_kind!(add(&mut router));
     router
 }
 
 /// Every such kind's operations, added to `doc`.
 pub(super) fn document(doc: &mut utoipa::openapi::OpenApi) {
     use resource_doc::add;
-    each_resource!(add(doc));
-}
-
-/// How every such kind is reconciled, for the reconciler.
-pub(crate) fn reconcilers() -> Vec<(ObjectKind, ReconcileFn)> {
-    let mut all = Vec::new();
-    fn add<K: Resource>(all: &mut Vec<(ObjectKind, ReconcileFn)>) {
-        all.push((K::KIND, K::reconcile));
-    }
-    each_resource!(add(&mut all));
-    all
+    crate::each_kind!(add(doc));
 }

@@ -1,19 +1,11 @@
-//! `virtual_networks`: a tenant's private address spaces (OSAC's
-//! `VirtualNetwork`). Each tenant sees and changes only its own.
+//! The REST declaration of [`crate::app::resources::networks`]: its state
+//! names and what the OpenAPI document says of its operations.
 
-use tracing::info;
-use vmaas_model::{ObjectKind, ValidationErrors, VirtualNetwork, VirtualNetworkState};
+use vmaas_model::{VirtualNetwork, VirtualNetworkState};
 
 use crate::api::resource::{Docs, FIXED_SPEC, Resource};
-use crate::api::simple;
-use crate::auth::Caller;
-use crate::error::ApiError;
-use crate::reconciler::{self, PassFuture, Reconciler};
-use crate::state::AppState;
-use crate::store::NetworkRecord;
 
 impl Resource for VirtualNetwork {
-    type Patch = simple::Relabel;
     const STATES: &'static [&'static str] = VirtualNetworkState::NAMES;
     const DOCS: Docs = Docs {
         create: "Create a virtual network. It is PENDING until the backend has set it up.",
@@ -23,23 +15,4 @@ impl Resource for VirtualNetwork {
         patch_errors: &[(409, "The version sent is stale")],
         remove_errors: &[(409, "FAILED_PRECONDITION: it has subnets")],
     };
-
-    fn check_spec(spec: &Self::Spec) -> Result<(), ValidationErrors> {
-        spec.check("object.spec")
-    }
-
-    async fn create(s: &AppState, _caller: &Caller, rec: NetworkRecord) -> Result<NetworkRecord, ApiError> {
-        s.store.insert_record(&rec, Vec::new()).await?;
-        s.queue.enqueue(ObjectKind::VirtualNetwork, &rec.id);
-        info!(network = %rec.id, name = %rec.name, tenant = %rec.tenant, "virtual network created");
-        Ok(rec)
-    }
-
-    async fn patch(s: &AppState, caller: &Caller, id: &str, p: simple::Relabel) -> Result<NetworkRecord, ApiError> {
-        simple::relabel::<Self>(s, caller, id, p).await
-    }
-
-    fn reconcile<'a>(r: &'a Reconciler, id: &'a str) -> PassFuture<'a> {
-        Box::pin(reconciler::network::reconcile::<Self>(r, id))
-    }
 }

@@ -1,25 +1,11 @@
-//! `volume_attachments`: one of the caller's volumes on one of its VMs. A
-//! running VM gets it by hotplug; deleting the attachment hot-unplugs it,
-//! and the attachment is gone once the guest has released the disk. A
-//! volume has one attachment at a time.
+//! The REST declaration of [`crate::app::resources::volume_attachments`]: its state
+//! names and what the OpenAPI document says of its operations.
 
-use tracing::info;
-use vmaas_model::volume::disk_serial;
-use vmaas_model::{ObjectKind, ValidationErrors, VolumeAttachment, VolumeAttachmentSpec, VolumeAttachmentState, VolumeAttachmentStatus};
+use vmaas_model::{VolumeAttachment, VolumeAttachmentState};
 
 use crate::api::resource::{Docs, FIXED_SPEC, Resource};
-use crate::api::shared::owned_by;
-use crate::api::simple;
-use crate::auth::Caller;
-use crate::error::ApiError;
-use crate::reconciler::{self, PassFuture, Reconciler};
-use crate::state::AppState;
-use crate::store::{VOLUME_OF, VolumeAttachmentRecord};
-
-const VM_FIELD: &str = "object.spec.compute_instance";
 
 impl Resource for VolumeAttachment {
-    type Patch = simple::Relabel;
     const STATES: &'static [&'static str] = VolumeAttachmentState::NAMES;
     const DOCS: Docs = Docs {
         create: "Attach a volume to a VM: hotplugged if the VM runs, else there when it starts.",
@@ -29,40 +15,4 @@ impl Resource for VolumeAttachment {
         patch_errors: &[(409, "The version sent is stale")],
         remove_errors: &[],
     };
-
-    fn check_spec(spec: &VolumeAttachmentSpec) -> Result<(), ValidationErrors> {
-        spec.check("object.spec")
-    }
-
-    async fn create(s: &AppState, caller: &Caller, mut rec: VolumeAttachmentRecord) -> Result<VolumeAttachmentRecord, ApiError> {
-        let scope = owned_by(&caller.tenant);
-        let adm = s.admit().await?;
-        let s = adm.state().clone();
-        let volume = vmaas_admission::volumes::free_volume(&s.store, &scope, &rec.spec.volume).await?;
-        let vm = simple::row(&s, &scope, ObjectKind::VirtualMachine, &rec.spec.compute_instance, VM_FIELD).await?;
-        rec.spec = VolumeAttachmentSpec { volume: volume.id.clone(), compute_instance: vm.id.clone(), auto_delete: rec.spec.auto_delete };
-        rec.status = VolumeAttachmentStatus { serial: Some(disk_serial(&volume.id)), ..Default::default() };
-        s.store.insert_record(&rec, vec![(volume.id.clone(), VOLUME_OF.to_owned())]).await?;
-        adm.commit().await?;
-        for (kind, id) in [(ObjectKind::VolumeAttachment, &rec.id), (ObjectKind::Volume, &volume.id), (ObjectKind::VirtualMachine, &vm.id)]
-        {
-            s.queue.enqueue(kind, id);
-        }
-        info!(attachment = %rec.id, volume = %volume.id, vm = %vm.id, "volume attached");
-        Ok(rec)
-    }
-
-    async fn patch(s: &AppState, caller: &Caller, id: &str, p: simple::Relabel) -> Result<VolumeAttachmentRecord, ApiError> {
-        simple::relabel::<Self>(s, caller, id, p).await
-    }
-
-    async fn remove(s: &AppState, caller: &Caller, id: &str) -> Result<VolumeAttachmentRecord, ApiError> {
-        let out = simple::remove::<Self>(s, caller, id).await?;
-        s.queue.enqueue(ObjectKind::VirtualMachine, &out.spec.compute_instance);
-        Ok(out)
-    }
-
-    fn reconcile<'a>(r: &'a Reconciler, id: &'a str) -> PassFuture<'a> {
-        Box::pin(reconciler::volume::reconcile_attachment(r, id))
-    }
 }

@@ -5,8 +5,8 @@
 
 use vmaas_model::{ObjectKind, ValidationErrors, VirtualMachineSpec};
 
-use super::resources::snapshots;
-use super::shared::owned_by;
+use crate::app::resources::snapshots;
+use crate::app::scope::owned_by;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::store::VmRecord;
@@ -39,7 +39,8 @@ pub(super) async fn at_create(
     let source = match (&c.snapshot, &c.compute_instance) {
         (Some(r), _) => from_snapshot(s, tenant, r, errs).await?,
         (None, Some(r)) => {
-            let row = super::simple::row(s, &owned_by(tenant), ObjectKind::VirtualMachine, r, &format!("{FIELD}.compute_instance")).await?;
+            let row =
+                crate::app::simple::row(s, &owned_by(tenant), ObjectKind::VirtualMachine, r, &format!("{FIELD}.compute_instance")).await?;
             let vm = VmRecord::from_row(&row)?;
             Some((vm.id.clone(), vm.spec.template, vm.spec.template_parameters))
         }

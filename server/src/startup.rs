@@ -216,7 +216,7 @@ impl App {
         let state = AppState::new(Services {
             events: crate::events::EventHub::start(store.clone()),
             console_clients: {
-                let clients = Arc::new(crate::api::console_clients::ConsoleClients::default());
+                let clients = Arc::new(crate::app::consoles::clients::ConsoleClients::default());
                 clients.start_sweeping(store.clone());
                 clients
             },
@@ -308,7 +308,7 @@ impl App {
             },
         )
         .with_progress(self.state.progress.clone())
-        .with_kinds(crate::api::resources::reconcilers());
+        .with_kinds(crate::app::resources::reconcilers());
         let reaper = tokio::spawn(crate::expiry::run(self.state.clone(), stop_rx.clone()));
         let metrics_stop = stop_rx.clone();
         let rec_task = tokio::spawn(Arc::new(reconciler).run(stop_rx));

@@ -1,7 +1,7 @@
 //! Console tickets: short-lived, single-use, for one VM and one kind of
 //! console (serial or VNC), capped per VM, per tenant and in all, handed
 //! out by `POST .../console_sessions` and redeemed by the console's
-//! WebSocket ([`super::console`], [`super::display`]) or gRPC's
+//! WebSocket (`api::console`, `api::display`) or gRPC's
 //! `ConsoleProxy.Connect`. They live in the store (only their SHA-256),
 //! so a ticket one replica hands out opens the console on any replica,
 //! once, and the caps hold across replicas.
@@ -71,7 +71,7 @@ fn hex(bytes: &[u8]) -> String {
 
 /// Who a ticket is for: the VM's tenant, the subject that asked, and
 /// OSAC's client id it asked with (empty: none).
-pub(super) struct For<'a> {
+pub(crate) struct For<'a> {
     pub tenant: &'a str,
     pub subject: &'a str,
     pub client_id: &'a str,
@@ -79,7 +79,7 @@ pub(super) struct For<'a> {
 
 /// A new ticket to `vm`'s `kind` of console, `who` it is for, and when it
 /// expires, unless that would pass a cap (429, naming it).
-pub(super) async fn issue(store: &Store, vm: &str, who: &For<'_>, kind: ConsoleType) -> Result<(String, DateTime<Utc>), ApiError> {
+pub(crate) async fn issue(store: &Store, vm: &str, who: &For<'_>, kind: ConsoleType) -> Result<(String, DateTime<Utc>), ApiError> {
     let mut raw = [0u8; 24];
     rand::rng().fill_bytes(&mut raw);
     let ticket = hex(&raw);
@@ -106,7 +106,7 @@ pub(crate) struct Used {
     /// Its kind of console.
     pub kind: ConsoleType,
     /// The client the connection is of (OSAC's `client_id`, as
-    /// [`super::console_clients`] keys it), when the ticket was asked with one.
+    /// [`super::clients`] keys it), when the ticket was asked with one.
     pub client: Option<String>,
 }
 
@@ -115,11 +115,11 @@ pub(crate) struct Used {
 pub(crate) async fn redeem_any(store: &Store, ticket: &str) -> Result<Option<Used>, ApiError> {
     let Some(used) = store.redeem_ticket(&key(ticket), Utc::now()).await? else { return Ok(None) };
     let Some(kind) = ConsoleType::parse(&used.kind) else { return Ok(None) };
-    let client = (!used.client_id.is_empty()).then(|| super::console_clients::key(&used.tenant, &used.subject, &used.client_id));
+    let client = (!used.client_id.is_empty()).then(|| super::clients::key(&used.tenant, &used.subject, &used.client_id));
     Ok(Some(Used { vm: used.vm, kind, client }))
 }
 
 /// Uses up `ticket`: what it opens, if it was valid for `vm`'s `kind` of console.
-pub(super) async fn redeem(store: &Store, ticket: &str, vm: &str, kind: ConsoleType) -> Result<Option<Used>, ApiError> {
+pub(crate) async fn redeem(store: &Store, ticket: &str, vm: &str, kind: ConsoleType) -> Result<Option<Used>, ApiError> {
     Ok(redeem_any(store, ticket).await?.filter(|u| u.vm == vm && u.kind == kind))
 }

@@ -1,18 +1,16 @@
-//! What the handlers of the simple kinds (virtual networks, subnets,
-//! security groups) share: the list query, the state filter, reading one,
-//! deleting one that nothing uses. Each kind's module keeps its own
-//! handlers (for their OpenAPI documents) and calls these.
+//! What every kind served by the shared operations has in common: the
+//! list and its state filter, reading one, relabelling one, deleting one
+//! that nothing uses, and finding one a spec names.
 
-use axum::response::Response;
+use std::sync::Arc;
+
 use chrono::Utc;
 use serde::Deserialize;
 use tracing::info;
 use vmaas_model::{MetadataInput, Object, ObjectKind, ValidationErrors, VirtualNetwork, reference};
 
-use super::query::{ListQuery, Selection};
-use super::shared::Paging;
-use super::shared::raw_json;
-use super::shared::scope;
+use super::listing::{ListRequest, Listed};
+use super::scope::scope;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -30,26 +28,24 @@ fn parse_state(text: &str, states: &[&'static str]) -> Result<&'static str, ApiE
 }
 
 /// A page of the caller's objects of kind `K` (`states`: the kind's state names).
-pub(super) async fn list<K: Object>(s: &AppState, caller: &Caller, q: ListQuery, states: &[&'static str]) -> Result<Response, ApiError> {
-    let (offset, limit) = Paging { offset: q.offset, limit: q.limit }.resolve()?;
-    let state = q.state.as_deref().map(|t| parse_state(t, states)).transpose()?.map(str::to_owned);
-    let mut selection = Selection::parse(q.filter.as_deref(), q.order.as_deref())?;
-    let narrow = Selection::push_down(&mut selection);
-    let (from, count) = Selection::window(&selection, offset, limit);
-    let (items, total) =
-        s.store.list_json(K::KIND, &scope(caller), &Filter { name: q.name, state, narrow, offset: from, limit: count }).await?;
-    Ok(Selection::respond(selection, items, total, offset, limit))
+pub(crate) async fn list<K: Object>(s: &AppState, caller: &Caller, req: ListRequest, states: &[&'static str]) -> Result<Listed, ApiError> {
+    let state = req.state.as_deref().map(|t| parse_state(t, states)).transpose()?.map(str::to_owned);
+    let (scope, name) = (scope(caller), req.name.clone());
+    req.run(|r| async move {
+        let filter = Filter { name, state, narrow: r.narrow, offset: r.offset, limit: r.limit };
+        Ok(s.store.list_json(K::KIND, &scope, &filter).await?)
+    })
+    .await
 }
 
-/// One of the caller's objects of kind `K`.
-pub(super) async fn read<K: Object>(s: &AppState, caller: &Caller, id: &str) -> Result<Response, ApiError> {
-    let n = s.store.get_json(K::KIND, id, &scope(caller)).await?;
-    Ok(raw_json(super::shared::enveloped(&n)))
+/// One of the caller's objects of kind `K`, as JSON.
+pub(crate) async fn read<K: Object>(s: &AppState, caller: &Caller, id: &str) -> Result<Arc<str>, ApiError> {
+    Ok(s.store.get_json(K::KIND, id, &scope(caller)).await?)
 }
 
 /// Starts deleting one of the caller's objects of kind `K`, unless
 /// something uses it (409 naming the users).
-pub(super) async fn remove<K: Object>(s: &AppState, caller: &Caller, id: &str) -> Result<Record<K>, ApiError> {
+pub(crate) async fn remove<K: Object>(s: &AppState, caller: &Caller, id: &str) -> Result<Record<K>, ApiError> {
     let row = s.store.get(K::KIND, id, &scope(caller)).await?;
     s.store.ensure_unused(&row).await?;
     let rec = s.store.mark_record_deleted::<K>(id, &scope(caller), Utc::now()).await?;
@@ -62,7 +58,7 @@ pub(super) async fn remove<K: Object>(s: &AppState, caller: &Caller, id: &str) -
 /// annotations; the spec may be sent back as it is, not changed.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct Relabel {
+pub(crate) struct Relabel {
     /// Accepted and ignored.
     #[serde(rename = "@type", default)]
     #[allow(dead_code)]
@@ -86,7 +82,7 @@ pub(super) struct Relabel {
 
 /// Replaces the labels and annotations of one of the caller's objects of
 /// kind `K`; a spec field that differs from the object's is a 400 naming it.
-pub(super) async fn relabel<K: Object>(s: &AppState, caller: &Caller, id: &str, r: Relabel) -> Result<Record<K>, ApiError> {
+pub(crate) async fn relabel<K: Object>(s: &AppState, caller: &Caller, id: &str, r: Relabel) -> Result<Record<K>, ApiError> {
     let mut current = s.store.get_record::<K>(id, &scope(caller)).await?;
     let mut errs = ValidationErrors::default();
     if let Some(other) = r.id.as_deref().filter(|other| *other != id) {
@@ -117,7 +113,7 @@ pub(super) async fn relabel<K: Object>(s: &AppState, caller: &Caller, id: &str, 
 
 /// `current` with the labels and annotations a change's `metadata` gives
 /// (each replaced whole when given), or a 400 naming the bad ones.
-pub(super) fn relabelled<K: Object>(mut current: Record<K>, metadata: Option<&MetadataInput>) -> Result<Record<K>, ApiError> {
+pub(crate) fn relabelled<K: Object>(mut current: Record<K>, metadata: Option<&MetadataInput>) -> Result<Record<K>, ApiError> {
     let mut errs = ValidationErrors::default();
     current.labels = current.labels.patched(metadata, &mut errs);
     if let Some(m) = metadata {
@@ -129,7 +125,7 @@ pub(super) fn relabelled<K: Object>(mut current: Record<K>, metadata: Option<&Me
 /// What every change of a spec starts with: the caller's object `id` of
 /// kind `K`, and the version the change is based on (`metadata.version`,
 /// else the current one).
-pub(super) async fn changing<K: Object>(
+pub(crate) async fn changing<K: Object>(
     s: &AppState,
     caller: &Caller,
     id: &str,
@@ -141,14 +137,14 @@ pub(super) async fn changing<K: Object>(
 }
 
 /// The caller's object of kind `K` named `reference` (an id, else a name).
-pub(super) async fn find<K: Object>(s: &AppState, scope: &Scope, reference: &str) -> Result<Option<Record<K>>, ApiError> {
+pub(crate) async fn find<K: Object>(s: &AppState, scope: &Scope, reference: &str) -> Result<Option<Record<K>>, ApiError> {
     Ok(s.store.find_record::<K>(reference, scope).await?)
 }
 
 /// The caller's object of `kind` named `reference` (an id, else a name),
 /// as a row (for kinds that are not [`Record`]s, such as VMs), else a 400
 /// naming `field`.
-pub(super) async fn row(s: &AppState, scope: &Scope, kind: ObjectKind, reference: &str, field: &str) -> Result<Row, ApiError> {
+pub(crate) async fn row(s: &AppState, scope: &Scope, kind: ObjectKind, reference: &str, field: &str) -> Result<Row, ApiError> {
     let reference = reference.trim();
     match by_id_or_name(s, scope, kind, reference).await?.into_iter().next() {
         Some(r) if r.deleted_at.is_some() => Err(ApiError::field(field, format!("{} {:?} is being deleted", kind.human(), r.name))),
@@ -160,7 +156,7 @@ pub(super) async fn row(s: &AppState, scope: &Scope, kind: ObjectKind, reference
 /// The rows of `kind` in `scope` that `reference` names: the one of that
 /// id, else every one of that name (none, one, or several an
 /// administrator sees in different tenants).
-pub(super) async fn by_id_or_name(s: &AppState, scope: &Scope, kind: ObjectKind, reference: &str) -> Result<Vec<Row>, ApiError> {
+pub(crate) async fn by_id_or_name(s: &AppState, scope: &Scope, kind: ObjectKind, reference: &str) -> Result<Vec<Row>, ApiError> {
     match s.store.get(kind, reference, scope).await {
         Ok(r) => Ok(vec![r]),
         Err(StoreError::NotFound { .. }) => {
@@ -173,7 +169,7 @@ pub(super) async fn by_id_or_name(s: &AppState, scope: &Scope, kind: ObjectKind,
 
 /// The caller's virtual network named by `reference` (id or name) in a
 /// spec's `virtual_network`, else a 400 naming `object.spec.virtual_network`.
-pub(super) async fn network(s: &AppState, scope: &Scope, reference: &str) -> Result<NetworkRecord, ApiError> {
+pub(crate) async fn network(s: &AppState, scope: &Scope, reference: &str) -> Result<NetworkRecord, ApiError> {
     let reference = reference.trim();
     find::<VirtualNetwork>(s, scope, reference).await?.ok_or_else(|| {
         ApiError::field(

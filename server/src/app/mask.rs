@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 /// path the patch lacks is cleared; without a mask, each top-level field
 /// the patch carries replaces the current one. `metadata` is the
 /// server's and is left alone.
-pub(super) fn apply(current: &mut Value, patch: &Map<String, Value>, mask: Option<&str>) {
+pub(crate) fn apply(current: &mut Value, patch: &Map<String, Value>, mask: Option<&str>) {
     let paths: Vec<Vec<&str>> = match mask.map(str::trim).filter(|m| !m.is_empty()) {
         Some(m) => m.split(',').map(|p| p.trim().split('.').collect()).collect(),
         None => patch.keys().map(|k| vec![k.as_str()]).collect(),

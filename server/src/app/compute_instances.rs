@@ -1,0 +1,162 @@
+//! OSAC's `osac.public.v1` view of VMs: compute instances (see
+//! `vmaas_model::vm::compute_instance` for how the two differ). Each call
+//! reads the request in the view's names, makes it a VM request for
+//! [`super::vms`], and answers in the view's names, with the names of the
+//! subnets, security groups and images the VM refers to.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use vmaas_model::reference::{Names, Referred};
+use vmaas_model::vm::compute_instance::{VmBody, from_compute_instance, to_compute_instance};
+use vmaas_model::{CreateVirtualMachine, Envelope, ObjectKind, PatchVirtualMachine, VirtualMachine};
+
+use super::images::{self, Named};
+use super::listing::{ListRequest, Listed};
+use super::scope::scope;
+use super::vms;
+use crate::auth::Caller;
+use crate::decode::decode;
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::store::StoreError;
+
+/// A page of the caller's compute instances, filtered and sorted in the view.
+pub(crate) async fn list(s: &AppState, caller: &Caller, req: ListRequest) -> Result<Listed, ApiError> {
+    vms::list(s, caller, req, |items| async move {
+        let items = items.iter().map(|vm| serde_json::from_str(vm).map_err(ApiError::internal)).collect::<Result<Vec<Value>, _>>()?;
+        let names = names(s, caller, &items).await?;
+        Ok(items.into_iter().map(|vm| Arc::from(to_compute_instance(vm, &names).to_string())).collect())
+    })
+    .await
+}
+
+/// The caller's compute instance `id`.
+pub(crate) async fn read(s: &AppState, caller: &Caller, id: &str) -> Result<Value, ApiError> {
+    let vm: Value = serde_json::from_str(&vms::read_json(s, caller, id).await?).map_err(ApiError::internal)?;
+    let names = names(s, caller, std::slice::from_ref(&vm)).await?;
+    Ok(to_compute_instance(vm, &names))
+}
+
+/// Creates the compute instance `object` (a VM; `spec.run_strategy`
+/// `Always` or `Halted`).
+pub(crate) async fn create(s: &AppState, caller: &Caller, object: Value) -> Result<Value, ApiError> {
+    let mut body = vm_body(object)?;
+    image_named(s, caller, &mut body.vm).await?;
+    let vm: Envelope<CreateVirtualMachine> =
+        decode(&serde_json::to_vec(&json!({"object": body.vm})).map_err(ApiError::internal)?).map_err(in_view)?;
+    let made = vms::create(s, caller, vm.object).await.map_err(in_view)?;
+    answer(s, caller, &made.to_api()).await
+}
+
+/// Changes the compute instance `id`: only the fields sent change; a
+/// `spec.restart_requested_at` restarts it.
+pub(crate) async fn patch(s: &AppState, caller: &Caller, id: &str, object: Value) -> Result<Value, ApiError> {
+    let mut body = vm_body(object)?;
+    image_named(s, caller, &mut body.vm).await?;
+    let vm: Envelope<PatchVirtualMachine> =
+        decode(&serde_json::to_vec(&json!({"object": body.vm})).map_err(ApiError::internal)?).map_err(in_view)?;
+    let changed = vms::patch(s, caller, id, vm.object).await.map_err(in_view)?;
+    if body.restart_requested_at.is_none() {
+        return answer(s, caller, &changed.to_api()).await;
+    }
+    let restarted = vms::restart(s, caller, id).await?;
+    answer(s, caller, &restarted.to_api()).await
+}
+
+/// Starts deleting the compute instance `id`.
+pub(crate) async fn remove(s: &AppState, caller: &Caller, id: &str, retain_snapshots: bool) -> Result<Value, ApiError> {
+    let gone = vms::remove(s, caller, id, retain_snapshots).await?;
+    answer(s, caller, &gone.to_api()).await
+}
+
+/// A disk image given by its id (OSAC's `{"id": …}`) as a VM names its
+/// image: by the image's name (an id that is no image of the caller's is
+/// left for the VM's checks to refuse, naming the field).
+async fn image_named(s: &AppState, caller: &Caller, vm: &mut Value) -> Result<(), ApiError> {
+    let Some(held) = vm.pointer_mut("/spec/image/source_ref") else { return Ok(()) };
+    let Some(id) = held.as_str().filter(|k| uuid::Uuid::parse_str(k).is_ok()).map(str::to_owned) else { return Ok(()) };
+    if let Named::One(i) = images::lookup(s, caller, &id).await? {
+        *held = Value::from(i.name.clone());
+    }
+    Ok(())
+}
+
+/// The VM body a compute instance body stands for.
+fn vm_body(object: Value) -> Result<VmBody, ApiError> {
+    if let Some(t) = object.get("@type").and_then(Value::as_str).filter(|t| !t.ends_with("osac.public.v1.ComputeInstance")) {
+        return Err(ApiError::field("object.@type", format!("must be osac.public.v1.ComputeInstance, got {t}")));
+    }
+    from_compute_instance(object, "object").map_err(ApiError::invalid)
+}
+
+/// `vm` in the view.
+async fn answer(s: &AppState, caller: &Caller, vm: &VirtualMachine) -> Result<Value, ApiError> {
+    let value = serde_json::to_value(vm).map_err(ApiError::internal)?;
+    let names = names(s, caller, std::slice::from_ref(&value)).await?;
+    Ok(to_compute_instance(value, &names))
+}
+
+/// The names of the subnets, security groups and images the VMs `vms`
+/// (their JSON) refer to, each looked up once, as `caller` sees them.
+async fn names(s: &AppState, caller: &Caller, vms: &[Value]) -> Result<Names, ApiError> {
+    let mut names = Names::new();
+    for (kind, key) in referred(vms) {
+        if names.contains_key(&(kind, key.clone())) {
+            continue;
+        }
+        let found = match kind {
+            Referred::Subnet => row_names(s, caller, ObjectKind::Subnet, &key).await?,
+            Referred::SecurityGroup => row_names(s, caller, ObjectKind::SecurityGroup, &key).await?,
+            // An imported image the caller sees, by id or name (as a VM names it), else one of the catalog's.
+            Referred::Image => match images::lookup(s, caller, &key).await? {
+                Named::One(image) => Some((image.id, image.name)),
+                Named::Several(mut all) => Some(all.swap_remove(0)).map(|i| (i.id, i.name)),
+                Named::None => catalog_names(&key),
+            },
+        };
+        if let Some(found) = found {
+            names.insert((kind, key), found);
+        }
+    }
+    Ok(names)
+}
+
+/// The id and name of the `kind` object `id` the caller sees, if there is one.
+async fn row_names(s: &AppState, caller: &Caller, kind: ObjectKind, id: &str) -> Result<Option<(String, String)>, ApiError> {
+    match s.store.get(kind, id, &scope(caller)).await {
+        Ok(row) => Ok(Some((row.id, row.name))),
+        Err(StoreError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A catalog image's id and name (both its name); none for a URL.
+fn catalog_names(key: &str) -> Option<(String, String)> {
+    (!key.contains("://")).then(|| (key.to_owned(), key.to_owned()))
+}
+
+/// What the VMs `vms` refer to: `(kind, what they hold)`.
+fn referred(vms: &[Value]) -> Vec<(Referred, String)> {
+    let mut out = Vec::new();
+    let text = |v: &Value| v.as_str().map(str::to_owned);
+    for spec in vms.iter().map(|vm| &vm["spec"]) {
+        out.extend(text(&spec["image"]["source_ref"]).map(|r| (Referred::Image, r)));
+        for nic in spec["network_attachments"].as_array().into_iter().flatten() {
+            out.extend(text(&nic["subnet"]).map(|id| (Referred::Subnet, id)));
+            let groups = nic["security_groups"].as_array().into_iter().flatten();
+            out.extend(groups.filter_map(text).map(|id| (Referred::SecurityGroup, id)));
+        }
+    }
+    out
+}
+
+/// An error of the VM handlers in the view's field names.
+fn in_view(mut e: ApiError) -> ApiError {
+    for d in &mut e.details {
+        if d.field == "object.spec.state" {
+            d.field = "object.spec.run_strategy".into();
+        }
+    }
+    e
+}
