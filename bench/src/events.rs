@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::json;
 use tokio::sync::mpsc;
-use vmaas_server::app::{App, Config};
 use vmaas_server::auth::Role;
 use vmaas_server::none_backend::NoBackend;
+use vmaas_server::startup::{App, Config};
 
 /// How long one change may take to reach every watcher.
 const DEADLINE: Duration = Duration::from_secs(30);

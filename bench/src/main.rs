@@ -19,9 +19,9 @@ use axum::Router;
 use axum::routing::get;
 use clap::{Parser, Subcommand};
 use serde_json::json;
-use vmaas_server::app::{App, Config};
 use vmaas_server::auth::Role;
 use vmaas_server::none_backend::NoBackend;
+use vmaas_server::startup::{App, Config};
 
 mod boot;
 mod debian;

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde_json::json;
-use vmaas_server::app::{App, Config};
 use vmaas_server::auth::Role;
+use vmaas_server::startup::{App, Config};
 
 /// How often a waiting client looks at a VM: 5 ms, so that a figure is the
 /// VM's time plus at most that (looking every 50 ms added 25 ms to each,

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::json;
 use sqlx::Connection;
-use vmaas_server::app::{App, Config};
 use vmaas_server::auth::Role;
 use vmaas_server::none_backend::NoBackend;
+use vmaas_server::startup::{App, Config};
 
 use crate::{Figures, serve};
 
