@@ -1,8 +1,11 @@
 //! The segment's DHCP server: a port asking for an address gets the one the
 //! API assigned it (DISCOVER → OFFER, REQUEST → ACK, or NAK for any other
 //! address), so the guest's address is always the one in the VM's status.
+//! Messages are read and written through smoltcp's `wire::DhcpPacket`.
 
 use std::net::Ipv4Addr;
+
+use smoltcp::wire::{ArpHardware as DhcpHardware, DhcpFlags, DhcpOpCode, DhcpOption, DhcpPacket, EthernetAddress};
 
 use crate::config::{PortConfig, SubnetConfig};
 use crate::frame::{Ipv4, Mac, udp_frame};
@@ -12,7 +15,8 @@ pub const SERVER_PORT: u16 = 67;
 /// UDP port of DHCP clients.
 pub const CLIENT_PORT: u16 = 68;
 
-const COOKIE: [u8; 4] = [99, 130, 83, 99];
+/// The magic cookie that starts the options (RFC 2131).
+const MAGIC: u32 = 0x6382_5363;
 const BOOTP_LEN: usize = 240;
 
 /// DHCP message types (option 53).
@@ -88,32 +92,19 @@ fn ip4(b: &[u8]) -> Option<Ipv4Addr> {
 impl Message {
     /// Parses the BOOTP payload `p` (after the UDP header).
     pub fn parse(p: &[u8]) -> Option<Self> {
-        if p.len() < BOOTP_LEN || p[236..240] != COOKIE || p[1] != 1 || p[2] != 6 {
+        let d = DhcpPacket::new_checked(p).ok()?;
+        if d.magic_number() != MAGIC || d.hardware_type() != DhcpHardware::Ethernet || d.hardware_len() != 6 {
             return None;
         }
-        let mut options = Vec::new();
-        let mut i = BOOTP_LEN;
-        while i < p.len() {
-            match p[i] {
-                0 => i += 1,
-                255 => break,
-                code => {
-                    let len = usize::from(*p.get(i + 1)?);
-                    options.push((code, p.get(i + 2..i + 2 + len)?.to_vec()));
-                    i += 2 + len;
-                }
-            }
-        }
+        let options: Vec<(u8, Vec<u8>)> = d.options().map(|o| (o.kind, o.data.to_vec())).collect();
         let opt = |c: u8| options.iter().find(|(k, _)| *k == c).map(|(_, v)| v.as_slice());
-        let mut chaddr = [0u8; 6];
-        chaddr.copy_from_slice(&p[28..34]);
         Some(Self {
-            op: p[0],
-            xid: [p[4], p[5], p[6], p[7]],
-            flags: [p[10], p[11]],
-            ciaddr: ip4(&p[12..16])?,
-            yiaddr: ip4(&p[16..20])?,
-            chaddr: Mac(chaddr),
+            op: u8::from(d.opcode()),
+            xid: d.transaction_id().to_be_bytes(),
+            flags: d.flags().bits().to_be_bytes(),
+            ciaddr: d.client_ip(),
+            yiaddr: d.your_ip(),
+            chaddr: Mac(d.client_hardware_address().0),
             kind: MessageType::from_code(*opt(53)?.first()?),
             requested: opt(50).and_then(ip4),
             server: opt(54).and_then(ip4),
@@ -123,25 +114,28 @@ impl Message {
 
     /// The message as a BOOTP payload.
     pub fn encode(&self) -> Vec<u8> {
-        let mut p = vec![0u8; BOOTP_LEN];
-        p[0] = self.op;
-        p[1] = 1;
-        p[2] = 6;
-        p[4..8].copy_from_slice(&self.xid);
-        p[10..12].copy_from_slice(&self.flags);
-        p[12..16].copy_from_slice(&self.ciaddr.octets());
-        p[16..20].copy_from_slice(&self.yiaddr.octets());
-        p[28..34].copy_from_slice(&self.chaddr.0);
-        p[236..240].copy_from_slice(&COOKIE);
-        p.extend_from_slice(&[53, 1, self.kind.code()]);
-        for (code, value) in self.options.iter().filter(|(c, _)| *c != 53) {
-            p.push(*code);
-            p.push(value.len() as u8);
-            p.extend_from_slice(value);
-        }
-        p.push(255);
+        let options = self.options.iter().filter(|(c, _)| *c != 53);
+        let len = BOOTP_LEN + 3 + options.clone().map(|(_, v)| 2 + v.len()).sum::<usize>() + 1;
         // BOOTP's minimum message: some clients drop shorter ones.
-        p.resize(p.len().max(300), 0);
+        let mut p = vec![0u8; len.max(300)];
+        let mut d = DhcpPacket::new_unchecked(&mut p[..]);
+        d.set_opcode(DhcpOpCode::from(self.op));
+        d.set_hardware_type(DhcpHardware::Ethernet);
+        d.set_hardware_len(6);
+        d.set_transaction_id(u32::from_be_bytes(self.xid));
+        d.set_flags(DhcpFlags::from_bits_truncate(u16::from_be_bytes(self.flags)));
+        d.set_client_ip(self.ciaddr);
+        d.set_your_ip(self.yiaddr);
+        d.set_client_hardware_address(EthernetAddress(self.chaddr.0));
+        d.set_magic_number(MAGIC);
+        let mut w = d.options_mut();
+        let kind = [self.kind.code()];
+        // The buffer was sized for every option (each at most 255 bytes, as built here).
+        let written = std::iter::once((53u8, &kind[..])).chain(options.map(|(c, v)| (*c, v.as_slice())));
+        for (code, value) in written {
+            let _ = w.emit(DhcpOption { kind: code, data: value });
+        }
+        let _ = w.end();
         p
     }
 }

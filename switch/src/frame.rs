@@ -1,9 +1,17 @@
-//! Just enough of Ethernet, ARP, IPv4 and UDP to switch frames, answer ARP
-//! and DHCP, and check who sent what. Frames are byte slices; nothing here
-//! allocates except the builders.
+//! What the switch reads and writes of Ethernet, ARP, IPv4 and UDP to
+//! switch frames, answer ARP and DHCP, and check who sent what, through
+//! smoltcp's `wire` (its checked views of each header). Frames are byte
+//! slices; nothing here allocates except the builders.
 
 use std::fmt;
 use std::net::Ipv4Addr;
+
+use smoltcp::phy::ChecksumCapabilities;
+use smoltcp::wire::EthernetProtocol as EtherType;
+use smoltcp::wire::{
+    ArpHardware, ArpOperation, ArpPacket, EthernetAddress, EthernetFrame, IpProtocol, Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr,
+    checksum as inet,
+};
 
 /// Ethernet header length.
 pub const ETH_HEADER: usize = 14;
@@ -63,18 +71,17 @@ impl fmt::Debug for Mac {
     }
 }
 
-fn mac_at(f: &[u8], at: usize) -> Mac {
-    let mut m = [0u8; 6];
-    m.copy_from_slice(&f[at..at + 6]);
-    Mac(m)
+fn mac_of(a: EthernetAddress) -> Mac {
+    Mac(a.0)
 }
 
-fn ip_at(f: &[u8], at: usize) -> Ipv4Addr {
-    Ipv4Addr::new(f[at], f[at + 1], f[at + 2], f[at + 3])
+fn mac_in(b: &[u8]) -> Option<Mac> {
+    Some(Mac(b.try_into().ok()?))
 }
 
-fn u16_at(f: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([f[at], f[at + 1]])
+fn ip_in(b: &[u8]) -> Option<Ipv4Addr> {
+    let o: [u8; 4] = b.try_into().ok()?;
+    Some(Ipv4Addr::from(o))
 }
 
 /// An Ethernet frame's header fields, if it is long enough to have them.
@@ -91,7 +98,8 @@ pub struct Ethernet {
 impl Ethernet {
     /// The header of `frame`.
     pub fn parse(frame: &[u8]) -> Option<Self> {
-        (frame.len() >= ETH_HEADER).then(|| Self { dst: mac_at(frame, 0), src: mac_at(frame, 6), ethertype: u16_at(frame, 12) })
+        let f = EthernetFrame::new_checked(frame).ok()?;
+        Some(Self { dst: mac_of(f.dst_addr()), src: mac_of(f.src_addr()), ethertype: u16::from(f.ethertype()) })
     }
 }
 
@@ -113,22 +121,37 @@ pub struct Arp {
 impl Arp {
     /// The ARP packet in `frame` (Ethernet/IPv4 only).
     pub fn parse(frame: &[u8]) -> Option<Self> {
-        let p = frame.get(ETH_HEADER..ETH_HEADER + 28)?;
-        if u16_at(p, 0) != 1 || u16_at(p, 2) != ETHERTYPE_IPV4 || p[4] != 6 || p[5] != 4 {
+        let p = ArpPacket::new_checked(frame.get(ETH_HEADER..)?).ok()?;
+        if p.hardware_type() != ArpHardware::Ethernet
+            || p.protocol_type() != EtherType::Ipv4
+            || p.hardware_len() != 6
+            || p.protocol_len() != 4
+        {
             return None;
         }
-        Some(Self { op: u16_at(p, 6), sha: mac_at(p, 8), spa: ip_at(p, 14), tha: mac_at(p, 18), tpa: ip_at(p, 24) })
+        Some(Self {
+            op: u16::from(p.operation()),
+            sha: mac_in(p.source_hardware_addr())?,
+            spa: ip_in(p.source_protocol_addr())?,
+            tha: mac_in(p.target_hardware_addr())?,
+            tpa: ip_in(p.target_protocol_addr())?,
+        })
     }
 
     /// A frame carrying this packet from `src` to `dst`.
     pub fn to_frame(&self, src: Mac, dst: Mac) -> Vec<u8> {
         let mut f = ethernet(dst, src, ETHERTYPE_ARP);
-        f.extend_from_slice(&[0, 1, 0x08, 0, 6, 4]);
-        f.extend_from_slice(&self.op.to_be_bytes());
-        f.extend_from_slice(&self.sha.0);
-        f.extend_from_slice(&self.spa.octets());
-        f.extend_from_slice(&self.tha.0);
-        f.extend_from_slice(&self.tpa.octets());
+        f.resize(ETH_HEADER + 28, 0);
+        let mut p = ArpPacket::new_unchecked(&mut f[ETH_HEADER..]);
+        p.set_hardware_type(ArpHardware::Ethernet);
+        p.set_protocol_type(EtherType::Ipv4);
+        p.set_hardware_len(6);
+        p.set_protocol_len(4);
+        p.set_operation(ArpOperation::from(self.op));
+        p.set_source_hardware_addr(&self.sha.0);
+        p.set_source_protocol_addr(&self.spa.octets());
+        p.set_target_hardware_addr(&self.tha.0);
+        p.set_target_protocol_addr(&self.tpa.octets());
         f
     }
 }
@@ -151,16 +174,17 @@ pub struct Ipv4 {
 impl Ipv4 {
     /// The IPv4 packet in `frame`.
     pub fn parse(frame: &[u8]) -> Option<Self> {
-        let p = frame.get(ETH_HEADER..)?;
-        if p.len() < 20 || p[0] >> 4 != 4 {
+        let p = Ipv4Packet::new_checked(frame.get(ETH_HEADER..)?).ok()?;
+        if p.version() != 4 {
             return None;
         }
-        let ihl = usize::from(p[0] & 0x0f) * 4;
-        if ihl < 20 || p.len() < ihl {
-            return None;
-        }
-        let later_fragment = u16_at(p, 6) & 0x1fff != 0;
-        Some(Self { src: ip_at(p, 12), dst: ip_at(p, 16), proto: p[9], payload: ETH_HEADER + ihl, later_fragment })
+        Some(Self {
+            src: p.src_addr(),
+            dst: p.dst_addr(),
+            proto: u8::from(p.next_header()),
+            payload: ETH_HEADER + usize::from(p.header_len()),
+            later_fragment: p.frag_offset() != 0,
+        })
     }
 
     /// Source and destination ports of a TCP or UDP packet (the ICMP type
@@ -171,7 +195,8 @@ impl Ipv4 {
         }
         let t = frame.get(self.payload..)?;
         match self.proto {
-            PROTO_TCP | PROTO_UDP if t.len() >= 4 => Some((u16_at(t, 0), u16_at(t, 2))),
+            // The ports are the first four bytes of both headers.
+            PROTO_TCP | PROTO_UDP if t.len() >= 4 => Some((u16::from_be_bytes([t[0], t[1]]), u16::from_be_bytes([t[2], t[3]]))),
             PROTO_ICMP if t.len() >= 2 => Some((u16::from(t[0]), u16::from(t[1]))),
             _ => None,
         }
@@ -194,51 +219,43 @@ pub fn ethernet(dst: Mac, src: Mac, ethertype: u16) -> Vec<u8> {
 
 /// The Internet checksum of `data`.
 pub fn checksum(data: &[u8]) -> u16 {
-    let mut sum: u32 = data.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
+    !inet::data(data)
 }
 
 /// Readdresses the IPv4 `frame` for its next hop, as a router does: new
 /// destination and source MACs, TTL one less (and the header checksum
 /// again). False, and nothing changed, when its TTL would run out.
 pub fn next_hop(frame: &mut [u8], dst: Mac, src: Mac) -> bool {
-    let Some(header) = frame.get(ETH_HEADER).map(|b| usize::from(b & 0x0f) * 4) else { return false };
-    if header < 20 || frame.len() < ETH_HEADER + header || frame[ETH_HEADER + 8] <= 1 {
+    let Some(mut ip) = frame.get_mut(ETH_HEADER..).and_then(|p| Ipv4Packet::new_checked(p).ok()) else { return false };
+    let ttl = ip.hop_limit();
+    if ttl <= 1 {
         return false;
     }
-    frame[..6].copy_from_slice(&dst.0);
-    frame[6..12].copy_from_slice(&src.0);
-    let ip = &mut frame[ETH_HEADER..ETH_HEADER + header];
-    ip[8] -= 1;
-    ip[10..12].copy_from_slice(&[0, 0]);
-    let sum = checksum(ip);
-    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    ip.set_hop_limit(ttl - 1);
+    ip.fill_checksum();
+    let mut eth = EthernetFrame::new_unchecked(frame);
+    eth.set_dst_addr(EthernetAddress(dst.0));
+    eth.set_src_addr(EthernetAddress(src.0));
     true
 }
 
-/// A UDP datagram in an IPv4 packet in an Ethernet frame (UDP checksum 0,
-/// which IPv4 allows).
+/// A UDP datagram in an IPv4 packet in an Ethernet frame.
 pub fn udp_frame(src: (Mac, Ipv4Addr, u16), dst: (Mac, Ipv4Addr, u16), payload: &[u8]) -> Vec<u8> {
     let mut f = ethernet(dst.0, src.0, ETHERTYPE_IPV4);
-    let total = (20 + 8 + payload.len()) as u16;
-    let mut ip = [0u8; 20];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&total.to_be_bytes());
-    ip[8] = 64;
-    ip[9] = PROTO_UDP;
-    ip[12..16].copy_from_slice(&src.1.octets());
-    ip[16..20].copy_from_slice(&dst.1.octets());
-    let sum = checksum(&ip);
-    ip[10..12].copy_from_slice(&sum.to_be_bytes());
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&src.2.to_be_bytes());
-    f.extend_from_slice(&dst.2.to_be_bytes());
-    f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.extend_from_slice(payload);
+    let udp = UdpRepr { src_port: src.2, dst_port: dst.2 };
+    let ip = Ipv4Repr {
+        src_addr: src.1,
+        dst_addr: dst.1,
+        next_header: IpProtocol::Udp,
+        payload_len: udp.header_len() + payload.len(),
+        hop_limit: 64,
+    };
+    f.resize(ETH_HEADER + ip.buffer_len() + ip.payload_len, 0);
+    let mut packet = Ipv4Packet::new_unchecked(&mut f[ETH_HEADER..]);
+    ip.emit(&mut packet, &ChecksumCapabilities::default());
+    let mut datagram = UdpPacket::new_unchecked(packet.payload_mut());
+    let (from, to) = (src.1.into(), dst.1.into());
+    udp.emit(&mut datagram, &from, &to, payload.len(), |b| b[..payload.len()].copy_from_slice(payload), &ChecksumCapabilities::default());
     f
 }
 
@@ -269,6 +286,8 @@ mod tests {
         assert_eq!(ip.ports(&f), Some((67, 68)));
         assert_eq!(checksum(&f[ETH_HEADER..ETH_HEADER + 20]), 0, "a valid header sums to zero");
         assert_eq!(&f[ip.payload + 8..], b"hello");
+        let udp = UdpPacket::new_checked(&f[ip.payload..]).unwrap();
+        assert!(udp.verify_checksum(&ip.src.into(), &ip.dst.into()), "the UDP checksum is filled and right");
     }
 
     #[test]
