@@ -27,6 +27,8 @@ async fn creates(name: &str, database: Option<String>, connections: usize, durat
     let config = Config {
         database_url: database,
         reconcile_interval: Duration::from_secs(3600),
+        // Checked on every request, never refusing: its cost, not its limit.
+        tenant_rate: vmaas_server::rate::RateConfig::new(1_000_000_000, 0),
         ..Config::new("127.0.0.1:0".parse()?, dir.path().to_owned())
     };
     let app = App::open(config, Arc::new(NoBackend)).await?;
