@@ -32,8 +32,10 @@ pub async fn require_import_room(store: &Store, tenant: &str, limit: usize, from
 
 /// How many of `tenant`'s imports from a URL are under way (counted up to
 /// `enough`: the store reads the tenant's pending and importing images only).
+/// Counted by id: an import that moves from pending to importing between
+/// the two reads is one import, not two.
 async fn imports_under_way(store: &Store, tenant: &str, enough: usize) -> Result<usize, AdmissionError> {
-    let mut n = 0;
+    let mut seen = std::collections::HashSet::new();
     for state in ["IMAGE_STATE_PENDING", "IMAGE_STATE_IMPORTING"] {
         let f = Filter {
             state: Some(state.to_owned()),
@@ -41,14 +43,15 @@ async fn imports_under_way(store: &Store, tenant: &str, enough: usize) -> Result
             ..Filter::default()
         };
         let (rows, _) = store.list(ObjectKind::Image, &Scope::Tenant(tenant.to_owned()), &f).await?;
-        n += rows
+        let under_way = rows
             .iter()
             .filter(|r| r.deleted_at.is_none())
             .filter_map(|r| ImageRecord::from_row(r).ok())
             .filter(|i| i.spec.source.is_some())
-            .count();
+            .map(|i| i.id);
+        seen.extend(under_way);
     }
-    Ok(n)
+    Ok(seen.len())
 }
 
 /// The imported image `machine` boots, for `tenant` (`subject` makes an
