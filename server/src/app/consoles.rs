@@ -77,10 +77,7 @@ pub(crate) async fn admitted(
             s.store.get_vm(id, &scope(&caller)).await?
         }
     };
-    if seen.deleted_at.is_some() {
-        return Err(gone(&seen.name, "is being deleted"));
-    }
-    s.console_clients.hold(&s.store, client).await
+    hold_open(s, &seen, client).await
 }
 
 /// What the ticket `ticket` (any VM's, any console) opens, using it up,
@@ -91,11 +88,17 @@ pub(crate) async fn admitted_by_ticket(s: &AppState, ticket: &str) -> Result<(Us
         .ok_or_else(|| ApiError::unauthenticated("the console ticket is unknown, used already or expired"))?;
     let vm = &used.vm;
     let record = s.store.get_vm(vm, &crate::store::Scope::All).await.map_err(|_| gone(vm, "was deleted"))?;
-    if record.deleted_at.is_some() {
-        return Err(gone(&record.name, "is being deleted"));
-    }
-    let hold = s.console_clients.hold(&s.store, used.client.clone()).await?;
+    let hold = hold_open(s, &record, used.client.clone()).await?;
     Ok((used, hold))
+}
+
+/// The connection's hold on its `client` (none without one), unless the
+/// VM `vm` is being deleted (410: its console is closed).
+async fn hold_open(s: &AppState, vm: &crate::store::VmRecord, client: Option<String>) -> Result<Option<Hold>, ApiError> {
+    if vm.deleted_at.is_some() {
+        return Err(gone(&vm.name, "is being deleted"));
+    }
+    s.console_clients.hold(&s.store, client).await
 }
 
 /// 410: the console of the VM `name`, which `what` (is being deleted, was deleted), is closed.

@@ -14,7 +14,7 @@ use vmaas_backend::{ImageImport, ImageObservation, Target, Upload};
 use vmaas_model::image::{Image, ImageLifecyclePatch, ImageSpec, ImageState};
 use vmaas_model::{CreateObject, MetadataInput, ObjectKind, ValidationErrors};
 
-use super::images::{Named, catalog, lookup, users_of};
+use super::images::{Named, in_catalog_named, lookup, users_of};
 use super::scope::{checked_name, scope};
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
@@ -24,7 +24,7 @@ use crate::store::{Filter, ImageRecord, Scope};
 /// Refuses a name a catalog image, a public image or one of the tenant's has.
 async fn check_free(s: &AppState, caller: &Caller, name: &str) -> Result<(), ApiError> {
     let taken = |why: String| ApiError::new(StatusCode::CONFLICT, Code::AlreadyExists, why);
-    if catalog(s).await?.unwrap_or_default().iter().any(|i| i.name == name) {
+    if in_catalog_named(s, name).await? {
         return Err(taken(format!("image {name:?} is a public image of the catalog: choose another name")));
     }
     let by_name = Filter { name: Some(name.to_owned()), ..Filter::all() };
@@ -133,7 +133,7 @@ pub(crate) async fn upload(s: &AppState, caller: &Caller, id: &str, body: Upload
 /// Starts deleting the caller's imported image `id` and its file; refused
 /// (409 naming them) while VMs boot from it or volumes are made from it.
 pub(crate) async fn remove(s: &AppState, caller: &Caller, id: &str) -> Result<ImageRecord, ApiError> {
-    if catalog(s).await?.unwrap_or_default().iter().any(|i| i.name == id) {
+    if in_catalog_named(s, id).await? {
         return Err(ApiError::forbidden(format!("image {id:?} is a file of the administrator's catalog, not an imported image")));
     }
     let adm = s.admit().await?;
@@ -197,7 +197,7 @@ pub(crate) struct PatchImage {
 
 /// Changes the caller's imported image `id`: its labels, or its lifecycle.
 pub(crate) async fn change(s: &AppState, caller: &Caller, id: &str, p: PatchImage) -> Result<ImageRecord, ApiError> {
-    if catalog(s).await?.unwrap_or_default().iter().any(|i| i.name == id) {
+    if in_catalog_named(s, id).await? {
         return Err(ApiError::forbidden(format!("image {id:?} is a file of the administrator's catalog: it has no lifecycle")));
     }
     let img = own(s, caller, id).await?;

@@ -22,6 +22,12 @@ pub(crate) async fn catalog(s: &AppState) -> Result<Option<Vec<CatalogImage>>, A
     s.catalog.read(&s.backend).await
 }
 
+/// Whether the backend's catalog holds an image called `name` (the
+/// administrator's files, which are never imported images).
+pub(crate) async fn in_catalog_named(s: &AppState, name: &str) -> Result<bool, ApiError> {
+    Ok(catalog(s).await?.unwrap_or_default().iter().any(|i| i.name == name))
+}
+
 /// Whether `machine` boots `image`.
 fn boots(machine: &MachineSpec, image: &CatalogImage) -> bool {
     machine.boot.image == image.name || (image.default && machine.boot.image == DEFAULT_IMAGE)
