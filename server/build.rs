@@ -1,6 +1,8 @@
 //! Compiles the project's own `.proto` files (OSAC's wire contract, stated
 //! by vmaas) with protox into one encoded `FileDescriptorSet`, which the gRPC
-//! gateway reads its services, messages and HTTP rules from at run time;
+//! gateway reads its services, messages and HTTP rules from at run time, and
+//! into prost messages and tonic service traits for the services served
+//! typed (`grpc::pb`);
 //! and brings the web page's front-end packages (xterm.js, and noVNC's ES
 //! modules with the list of them in `OUT_DIR/novnc.rs`), installed from
 //! npm as `web/package-lock.json` pins them, into `OUT_DIR/web`.
@@ -36,6 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // (`google.api.http`), which prost's descriptor types would drop.
     let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out_dir.join("vmaas_descriptor.bin"), compiler.encode_file_descriptor_set())?;
+    tonic_prost_build::configure().build_client(false).compile_fds(compiler.file_descriptor_set())?;
     web_packages(&out_dir.join("web"))
 }
 

@@ -1,5 +1,6 @@
 //! The gRPC half of `vmaas-bench api`: unary `fulfillment.v1.VirtualMachines/Get`
-//! on vmaas-server (through its gateway onto the REST route) against a bare
+//! and `osac.public.v1.ComputeInstances/Get` on vmaas-server (served typed:
+//! prost messages to the application layer, no answer cache) against a bare
 //! tonic handler that answers a prebuilt response of the same size. Both
 //! sides use the same client (one HTTP/2 connection per worker) and a codec
 //! that passes encoded messages through, so the difference is the server's work.
@@ -17,7 +18,10 @@ use vmaas_server::serve::{HttpLimits, serve};
 
 use super::Figures;
 
-const GET: &str = "/fulfillment.v1.VirtualMachines/Get";
+/// The methods measured.
+pub const VM_GET: &str = "/fulfillment.v1.VirtualMachines/Get";
+/// OSAC's current view of the same VMs.
+pub const INSTANCE_GET: &str = "/osac.public.v1.ComputeInstances/Get";
 
 /// Passes encoded messages through.
 #[derive(Clone, Default)]
@@ -72,8 +76,8 @@ async fn serve_h2(router: axum::Router) -> anyhow::Result<String> {
     Ok(format!("http://{addr}"))
 }
 
-/// A bare tonic handler answering `Get` with `answer`.
-fn bare(answer: Bytes) -> axum::Router {
+/// A bare tonic handler answering `method` with `answer`.
+fn bare(method: &'static str, answer: Bytes) -> axum::Router {
     let svc = tower::service_fn(move |req: axum::http::Request<axum::body::Body>| {
         let answer = answer.clone();
         async move {
@@ -85,21 +89,22 @@ fn bare(answer: Bytes) -> axum::Router {
             Ok::<_, std::convert::Infallible>(rsp.map(axum::body::Body::new))
         }
     });
-    axum::Router::new().route_service(GET, svc)
+    axum::Router::new().route_service(method, svc)
 }
 
-/// One unary call.
-async fn call(ch: &mut tonic::client::Grpc<Channel>, body: Bytes, token: &str) -> Result<Bytes, Status> {
+/// One unary call of `method`.
+async fn call(ch: &mut tonic::client::Grpc<Channel>, method: &'static str, body: Bytes, token: &str) -> Result<Bytes, Status> {
     ch.ready().await.map_err(|e| Status::unavailable(e.to_string()))?;
     let mut req = Request::new(body);
     let auth = format!("Bearer {token}").parse().map_err(|_| Status::internal("token"))?;
     req.metadata_mut().insert("authorization", auth);
-    Ok(ch.unary(req, PathAndQuery::from_static(GET), Raw).await?.into_inner())
+    Ok(ch.unary(req, PathAndQuery::from_static(method), Raw).await?.into_inner())
 }
 
 /// Drives `connections` workers, one HTTP/2 connection each, through `ids` for `duration`.
 async fn load(
     name: &str,
+    method: &'static str,
     url: &str,
     ids: Arc<Vec<String>>,
     token: &str,
@@ -118,7 +123,7 @@ async fn load(
             tokio::time::sleep_until(start.into()).await;
             while Instant::now() < end {
                 let t0 = Instant::now();
-                let ok = call(&mut ch, get_request(&ids[i % ids.len()]), &token).await.is_ok();
+                let ok = call(&mut ch, method, get_request(&ids[i % ids.len()]), &token).await.is_ok();
                 i += 7;
                 match (t0 >= measure_from, ok) {
                     (true, true) => lat.push(t0.elapsed().as_micros() as u32),
@@ -132,10 +137,11 @@ async fn load(
     Figures::gather(name, tasks, duration).await
 }
 
-/// The best of two alternating runs of vmaas's gRPC Get and of the bare
-/// handler (answering vmaas's own response to the first id).
+/// The best of two alternating runs of vmaas's gRPC `method` (a Get) and
+/// of the bare handler (answering vmaas's own response to the first id).
 pub async fn figures(
     vmaas: axum::Router,
+    method: &'static str,
     ids: Vec<String>,
     token: &str,
     connections: usize,
@@ -143,13 +149,14 @@ pub async fn figures(
 ) -> anyhow::Result<[Figures; 2]> {
     let url = serve_h2(vmaas).await?;
     let mut ch = tonic::client::Grpc::new(Endpoint::from_shared(url.clone())?.connect().await?);
-    let answer = call(&mut ch, get_request(&ids[0]), token).await.context("the first gRPC Get")?;
-    let bare_url = serve_h2(bare(answer)).await?;
+    let answer = call(&mut ch, method, get_request(&ids[0]), token).await.context("the first gRPC Get")?;
+    let bare_url = serve_h2(bare(method, answer)).await?;
+    let name = format!("vmaas gRPC {}", method.trim_start_matches('/').split_once('.').map_or(method, |(_, m)| m));
     let ids = Arc::new(ids);
     let (mut best_bare, mut best): (Option<Figures>, Option<Figures>) = (None, None);
     for _ in 0..2 {
-        let b = load("bare tonic, one object", &bare_url, ids.clone(), token, connections, duration).await?;
-        let v = load("vmaas gRPC VirtualMachines/Get", &url, ids.clone(), token, connections, duration).await?;
+        let b = load("bare tonic, one object", method, &bare_url, ids.clone(), token, connections, duration).await?;
+        let v = load(&name, method, &url, ids.clone(), token, connections, duration).await?;
         if best_bare.as_ref().is_none_or(|x| b.rps > x.rps) {
             best_bare = Some(b);
         }

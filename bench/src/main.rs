@@ -386,16 +386,18 @@ async fn api(connections: usize, duration: Duration, vms: usize, page: usize) ->
         results.extend(best_bare);
         results.extend(best);
     }
-    results.extend(grpc::figures(app.router_with_grpc()?, ids.clone(), &token, connections, duration).await?);
+    results.extend(grpc::figures(app.router_with_grpc()?, grpc::VM_GET, ids.clone(), &token, connections, duration).await?);
     results.extend(tls::figures(app.router(), &ids, &token, connections, duration).await?);
     results.extend(writes::figures(connections, duration).await?);
+    results.extend(grpc::figures(app.router_with_grpc()?, grpc::INSTANCE_GET, ids.clone(), &token, connections, duration).await?);
     println!("{:<36} {:>10} {:>9} {:>9} {:>7}", "scenario", "req/s", "p50 ms", "p99 ms", "errors");
     for f in &results {
         println!("{:<36} {:>10.0} {:>9.2} {:>9.2} {:>7}", f.name, f.rps, f.p50_ms, f.p99_ms, f.errors);
     }
     println!("ratio GET by id / bare: {:.0}%", 100.0 * results[1].rps / results[0].rps);
     println!("ratio list / bare:      {:.0}%", 100.0 * results[3].rps / results[2].rps);
-    println!("ratio gRPC Get / bare tonic: {:.0}%", 100.0 * results[5].rps / results[4].rps);
+    println!("ratio gRPC VirtualMachines/Get / bare tonic: {:.0}%", 100.0 * results[5].rps / results[4].rps);
+    println!("ratio gRPC ComputeInstances/Get / bare tonic: {:.0}% (goal >= 80%)", 100.0 * results[11].rps / results[10].rps);
     println!("ratio TLS / plain (GET by id): {:.0}% (goal >= 70%)", 100.0 * results[7].rps / results[6].rps);
     println!("ratio creates on SQLite / bare SQLite inserts: {:.0}% (goal >= 50%)", 100.0 * results[9].rps / results[8].rps);
     Ok(())

@@ -174,7 +174,14 @@ impl Pending {
     /// Starts recording `req` if it changes something and there is an audit
     /// log: leaves a slot in it for the [`Caller`] extractor.
     pub fn start(log: Option<&AuditLog>, req: &mut Request) -> Option<Self> {
-        let log = log.cloned().filter(|_| mutating(req.method()))?;
+        let changes = mutating(req.method());
+        Self::start_if(log, changes, req)
+    }
+
+    /// Starts recording `req` if `changes` (it changes something: a gRPC
+    /// call says so by its method's name) and there is an audit log.
+    pub fn start_if(log: Option<&AuditLog>, changes: bool, req: &mut Request) -> Option<Self> {
+        let log = log.cloned().filter(|_| changes)?;
         let slot = CallerSlot::default();
         req.extensions_mut().insert(slot.clone());
         let remote = req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.to_string());

@@ -229,15 +229,23 @@ impl<S: HasKeys + Send + Sync> FromRequestParts<S> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let caller = state.keys().bearer(parts.headers.get(AUTHORIZATION).map(|h| h.as_bytes())).await?;
-        if let Some(rate) = state.rate() {
-            rate.check(&caller.tenant)?;
-        }
-        if let Some(slot) = parts.extensions.get::<CallerSlot>() {
-            slot.set(&caller);
-        }
-        Ok(caller)
+        let header = parts.headers.get(AUTHORIZATION).map(|h| h.as_bytes());
+        authenticate(state, header, parts.extensions.get::<CallerSlot>()).await
     }
+}
+
+/// The caller an `Authorization` header (or gRPC's `authorization`
+/// metadata) names, within its tenant's request rate; recorded in `slot`
+/// for the audit log when there is one.
+pub async fn authenticate<S: HasKeys>(state: &S, header: Option<&[u8]>, slot: Option<&CallerSlot>) -> Result<Caller, ApiError> {
+    let caller = state.keys().bearer(header).await?;
+    if let Some(rate) = state.rate() {
+        rate.check(&caller.tenant)?;
+    }
+    if let Some(slot) = slot {
+        slot.set(&caller);
+    }
+    Ok(caller)
 }
 
 impl Keys {

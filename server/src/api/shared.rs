@@ -13,11 +13,7 @@ use crate::error::ApiError;
 /// Prefix of every API route.
 pub const PREFIX: &str = "/api/fulfillment/v1";
 
-/// Largest page a list returns.
-pub const MAX_PAGE: u64 = 1000;
-
-/// Page size when none is asked for.
-pub const DEFAULT_PAGE: u64 = 100;
+pub use crate::app::listing::{DEFAULT_PAGE, MAX_PAGE};
 
 /// Paging parameters shared by every list.
 #[derive(Debug, Clone, Copy, Default, Deserialize, utoipa::IntoParams)]
@@ -32,11 +28,7 @@ pub struct Paging {
 impl Paging {
     /// `(offset, limit)` with defaults, or a 400 naming `limit`.
     pub fn resolve(self) -> Result<(u64, u64), ApiError> {
-        let limit = self.limit.unwrap_or(DEFAULT_PAGE);
-        if limit == 0 || limit > MAX_PAGE {
-            return Err(ApiError::field("limit", format!("must be between 1 and {MAX_PAGE}, got {limit}")));
-        }
-        Ok((self.offset.unwrap_or(0), limit))
+        crate::app::listing::window(self.offset, self.limit)
     }
 }
 

@@ -4,12 +4,13 @@
 //! [`super::vms`], and answers in the view's names, with the names of the
 //! subnets, security groups and images the VM refers to.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use vmaas_model::reference::{Names, Referred};
 use vmaas_model::vm::compute_instance::{VmBody, from_compute_instance, to_compute_instance};
-use vmaas_model::{CreateVirtualMachine, Envelope, ObjectKind, PatchVirtualMachine, VirtualMachine};
+use vmaas_model::{CreateVirtualMachine, Envelope, ObjectKind, PatchVirtualMachine, VirtualMachine, VirtualMachineSpec};
 
 use super::images::{self, Named};
 use super::listing::{ListRequest, Listed};
@@ -23,18 +24,45 @@ use crate::store::StoreError;
 
 /// A page of the caller's compute instances, filtered and sorted in the view.
 pub(crate) async fn list(s: &AppState, caller: &Caller, req: ListRequest) -> Result<Listed, ApiError> {
-    vms::list(s, caller, req, |items| async move {
+    Ok(list_both(s, caller, req).await?.0)
+}
+
+/// A page of the caller's compute instances, filtered and sorted in the
+/// view, as the VMs they are, with the names of what they refer to.
+pub(crate) async fn list_vms(s: &AppState, caller: &Caller, req: ListRequest) -> Result<(Vec<VirtualMachine>, Names, u64), ApiError> {
+    let (listed, mut vms, names) = list_both(s, caller, req).await?;
+    let page = listed.items.iter().filter_map(|item| vms.remove(&(Arc::as_ptr(item) as *const u8 as usize))).collect();
+    Ok((page, names, listed.total))
+}
+
+/// The page in the view, each item's VM by the address of its rendering,
+/// and the names of what they refer to.
+async fn list_both(s: &AppState, caller: &Caller, req: ListRequest) -> Result<(Listed, HashMap<usize, VirtualMachine>, Names), ApiError> {
+    let kept = Mutex::new((HashMap::new(), Names::new()));
+    let kept_ref = &kept;
+    let listed = vms::list(s, caller, req, |items| async move {
         let items = items.iter().map(|vm| serde_json::from_str(vm).map_err(ApiError::internal)).collect::<Result<Vec<Value>, _>>()?;
-        let names = names(s, caller, &items).await?;
-        Ok(items.into_iter().map(|vm| Arc::from(to_compute_instance(vm, &names).to_string())).collect())
+        let names = names(s, caller, referred(&items)).await?;
+        let mut rendered = Vec::with_capacity(items.len());
+        let mut by_rendering = HashMap::with_capacity(items.len());
+        for vm in items {
+            let typed: VirtualMachine = serde_json::from_value(vm.clone()).map_err(ApiError::internal)?;
+            let view: Arc<str> = Arc::from(to_compute_instance(vm, &names).to_string());
+            by_rendering.insert(Arc::as_ptr(&view) as *const u8 as usize, typed);
+            rendered.push(view);
+        }
+        *kept_ref.lock().unwrap_or_else(|p| p.into_inner()) = (by_rendering, names);
+        Ok(rendered)
     })
-    .await
+    .await?;
+    let (vms, names) = kept.into_inner().unwrap_or_else(|p| p.into_inner());
+    Ok((listed, vms, names))
 }
 
 /// The caller's compute instance `id`.
 pub(crate) async fn read(s: &AppState, caller: &Caller, id: &str) -> Result<Value, ApiError> {
     let vm: Value = serde_json::from_str(&vms::read_json(s, caller, id).await?).map_err(ApiError::internal)?;
-    let names = names(s, caller, std::slice::from_ref(&vm)).await?;
+    let names = names(s, caller, referred(std::slice::from_ref(&vm))).await?;
     Ok(to_compute_instance(vm, &names))
 }
 
@@ -74,10 +102,19 @@ pub(crate) async fn remove(s: &AppState, caller: &Caller, id: &str, retain_snaps
 /// image: by the image's name (an id that is no image of the caller's is
 /// left for the VM's checks to refuse, naming the field).
 async fn image_named(s: &AppState, caller: &Caller, vm: &mut Value) -> Result<(), ApiError> {
-    let Some(held) = vm.pointer_mut("/spec/image/source_ref") else { return Ok(()) };
-    let Some(id) = held.as_str().filter(|k| uuid::Uuid::parse_str(k).is_ok()).map(str::to_owned) else { return Ok(()) };
-    if let Named::One(i) = images::lookup(s, caller, &id).await? {
-        *held = Value::from(i.name.clone());
+    let Some(Value::String(held)) = vm.pointer_mut("/spec/image/source_ref") else { return Ok(()) };
+    image_by_name(s, caller, held).await
+}
+
+/// A disk image given by its id as a VM names its image: by the image's
+/// name (an id that is no image of the caller's is left as it is, for the
+/// VM's checks to refuse naming the field).
+pub(crate) async fn image_by_name(s: &AppState, caller: &Caller, held: &mut String) -> Result<(), ApiError> {
+    if uuid::Uuid::parse_str(held).is_err() {
+        return Ok(());
+    }
+    if let Named::One(i) = images::lookup(s, caller, held).await? {
+        *held = i.name.clone();
     }
     Ok(())
 }
@@ -93,15 +130,16 @@ fn vm_body(object: Value) -> Result<VmBody, ApiError> {
 /// `vm` in the view.
 async fn answer(s: &AppState, caller: &Caller, vm: &VirtualMachine) -> Result<Value, ApiError> {
     let value = serde_json::to_value(vm).map_err(ApiError::internal)?;
-    let names = names(s, caller, std::slice::from_ref(&value)).await?;
+    let names = names(s, caller, referred(std::slice::from_ref(&value))).await?;
     Ok(to_compute_instance(value, &names))
 }
 
-/// The names of the subnets, security groups and images the VMs `vms`
-/// (their JSON) refer to, each looked up once, as `caller` sees them.
-async fn names(s: &AppState, caller: &Caller, vms: &[Value]) -> Result<Names, ApiError> {
+/// The names of the subnets, security groups and images `refs` (what VMs
+/// refer to: [`referred`], [`referred_by`]), each looked up once, as
+/// `caller` sees them.
+pub(crate) async fn names(s: &AppState, caller: &Caller, refs: Vec<(Referred, String)>) -> Result<Names, ApiError> {
     let mut names = Names::new();
-    for (kind, key) in referred(vms) {
+    for (kind, key) in refs {
         if names.contains_key(&(kind, key.clone())) {
             continue;
         }
@@ -136,7 +174,17 @@ fn catalog_names(key: &str) -> Option<(String, String)> {
     (!key.contains("://")).then(|| (key.to_owned(), key.to_owned()))
 }
 
-/// What the VMs `vms` refer to: `(kind, what they hold)`.
+/// What the VM `vm` refers to: `(kind, what it holds)`.
+pub(crate) fn referred_by(vm: &VirtualMachineSpec) -> impl Iterator<Item = (Referred, String)> + '_ {
+    let image = vm.image.iter().map(|i| (Referred::Image, i.source_ref.clone()));
+    let nics = vm.network_attachments.iter().flat_map(|nic| {
+        let groups = nic.security_groups.iter().map(|g| (Referred::SecurityGroup, g.clone()));
+        std::iter::once((Referred::Subnet, nic.subnet.clone())).chain(groups)
+    });
+    image.chain(nics)
+}
+
+/// What the VMs `vms` (their JSON) refer to: `(kind, what they hold)`.
 fn referred(vms: &[Value]) -> Vec<(Referred, String)> {
     let mut out = Vec::new();
     let text = |v: &Value| v.as_str().map(str::to_owned);
@@ -152,7 +200,7 @@ fn referred(vms: &[Value]) -> Vec<(Referred, String)> {
 }
 
 /// An error of the VM handlers in the view's field names.
-fn in_view(mut e: ApiError) -> ApiError {
+pub(crate) fn in_view(mut e: ApiError) -> ApiError {
     for d in &mut e.details {
         if d.field == "object.spec.state" {
             d.field = "object.spec.run_strategy".into();

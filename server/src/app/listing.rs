@@ -12,6 +12,22 @@ use vmaas_model::query::{Filter, Narrowing, Order};
 
 use crate::error::ApiError;
 
+/// Largest page a list returns.
+pub const MAX_PAGE: u64 = 1000;
+
+/// Page size when none is asked for.
+pub const DEFAULT_PAGE: u64 = 100;
+
+/// The window `(offset, limit)` a list asks for, with the defaults, or a
+/// 400 naming `limit`.
+pub(crate) fn window(offset: Option<u64>, limit: Option<u64>) -> Result<(u64, u64), ApiError> {
+    let limit = limit.unwrap_or(DEFAULT_PAGE);
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(ApiError::field("limit", format!("must be between 1 and {MAX_PAGE}, got {limit}")));
+    }
+    Ok((offset.unwrap_or(0), limit))
+}
+
 /// What a list asks for, its page resolved already.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ListRequest {

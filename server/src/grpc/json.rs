@@ -110,35 +110,11 @@ fn update_mask(req: &DynamicMessage) -> Option<Vec<String>> {
 fn masked(object: &DynamicMessage, paths: &[String], field: &str) -> Result<Value, Status> {
     for path in paths {
         let steps: Vec<&str> = path.split('.').collect();
-        check_path(object.descriptor(), &steps).map_err(|reason| Status::invalid_argument(format!("update_mask: {path}: {reason}")))?;
+        super::wire::check_path(object.descriptor(), &steps)
+            .map_err(|reason| Status::invalid_argument(format!("update_mask: {path}: {reason}")))?;
     }
     let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
     Ok(vmaas_model::mask::masked(&to_rest_at(object, true, Some(field))?, &paths))
-}
-
-/// Why an update mask's path names no field.
-#[derive(Debug, thiserror::Error)]
-enum MaskPathError {
-    /// The message has no field of that name.
-    #[error("{message} has no field {field}")]
-    NoField { message: String, field: String },
-    /// The path goes on past a field that is not a message.
-    #[error("{0} has no fields")]
-    NotAMessage(String),
-}
-
-/// Whether `steps` names a field of `desc` (maps end the walk: their keys are data).
-fn check_path(desc: MessageDescriptor, steps: &[&str]) -> Result<(), MaskPathError> {
-    let Some((first, rest)) = steps.split_first() else { return Ok(()) };
-    let field = desc
-        .get_field_by_name(first)
-        .ok_or_else(|| MaskPathError::NoField { message: desc.name().to_owned(), field: (*first).to_owned() })?;
-    match (field.kind(), rest.is_empty()) {
-        (_, true) => Ok(()),
-        (Kind::Message(m), false) if !field.is_map() && !field.is_list() => check_path(m, rest),
-        _ if field.is_map() => Ok(()),
-        _ => Err(MaskPathError::NotAMessage((*first).to_owned())),
-    }
 }
 
 /// The response `desc` made of a REST answer: its body fills the field
@@ -185,7 +161,7 @@ fn fit(desc: &MessageDescriptor, value: &mut Value) {
             && !m.contains_key("@type")
             && let Some(v) = m.get("value")
         {
-            m.insert("@type".into(), Value::from(format!("type.googleapis.com/google.protobuf.{}", wrapper_of(v))));
+            m.insert("@type".into(), Value::from(format!("type.googleapis.com/google.protobuf.{}", super::wire::wrapper_of(v))));
         }
         return;
     }
@@ -203,19 +179,6 @@ fn fit(desc: &MessageDescriptor, value: &mut Value) {
         } else {
             fit(&inner, v);
         }
-    }
-}
-
-/// The wrapper type whose JSON form `v` is.
-fn wrapper_of(v: &Value) -> &'static str {
-    match v {
-        Value::Bool(_) => "BoolValue",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "Int64Value",
-        Value::Number(_) => "DoubleValue",
-        Value::String(_) => "StringValue",
-        Value::Array(_) => "ListValue",
-        Value::Object(_) => "Struct",
-        Value::Null => "Value",
     }
 }
 

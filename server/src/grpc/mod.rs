@@ -1,17 +1,22 @@
 //! gRPC on the same port as REST: OSAC's services (`fulfillment.v1`,
 //! `events.v1`, `osac.public.v1`) as the project's own `.proto` files state
-//! them, served by a gateway onto the REST routes their HTTP rules name
-//! (and `ConsoleProxy.Connect`, a bidirectional stream, by `proxy`); plus
-//! server reflection and the gRPC health service.
+//! them. The VM services are served typed (`typed`: prost messages to the
+//! application layer and back); the others by a gateway onto the REST routes
+//! their HTTP rules name (and `ConsoleProxy.Connect`, a bidirectional
+//! stream, by `proxy`); plus server reflection and the gRPC health service.
 
 mod cache;
 mod codec;
 mod gateway;
 mod json;
+mod observe;
+mod pb;
 mod proxy;
 mod rule;
 mod status;
+mod typed;
 mod watch;
+mod wire;
 
 use prost_reflect::DescriptorPool;
 use tonic_health::ServingStatus;
@@ -22,6 +27,14 @@ use crate::state::AppState;
 
 /// The project's `.proto` files, compiled by `build.rs`.
 pub static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/vmaas_descriptor.bin"));
+
+/// The services served typed.
+const TYPED: [&str; 2] = ["fulfillment.v1.VirtualMachines", "osac.public.v1.ComputeInstances"];
+
+/// The route of the service `S`'s methods.
+fn typed_route<S: tonic::server::NamedService>(_: &S) -> String {
+    format!("/{}/{{method}}", S::NAME)
+}
 
 /// The standard services served beside OSAC's.
 const STANDARD: [&str; 3] = ["grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"];
@@ -42,7 +55,8 @@ pub enum GrpcError {
 /// are at most `max_message` bytes.
 pub fn routes(state: AppState, rest: axum::Router, max_message: usize) -> Result<axum::Router, GrpcError> {
     let pool = DescriptorPool::decode(DESCRIPTORS)?;
-    let gateway = Gateway::new(pool, state, rest, max_message);
+    let ctx = typed::Ctx::new(state.clone(), pool.clone());
+    let gateway = Gateway::new(pool, state.clone(), rest, max_message);
     let services = gateway.services();
     let (reporter, health) = tonic_health::server::health_reporter();
     let names = services.clone();
@@ -62,7 +76,16 @@ pub fn routes(state: AppState, rest: axum::Router, max_message: usize) -> Result
     for service in STANDARD {
         router = router.route_service(&format!("/{service}/{{method}}"), standard.clone());
     }
-    for service in services {
+    let vms = pb::fulfillment::v1::virtual_machines_server::VirtualMachinesServer::new(typed::VirtualMachines(ctx.clone()))
+        .max_decoding_message_size(max_message)
+        .max_encoding_message_size(usize::MAX);
+    let instances = pb::osac::public::v1::compute_instances_server::ComputeInstancesServer::new(typed::ComputeInstances(ctx))
+        .max_decoding_message_size(max_message)
+        .max_encoding_message_size(usize::MAX);
+    router = router
+        .route_service(&typed_route(&vms), observe::Observed::new(state.clone(), vms))
+        .route_service(&typed_route(&instances), observe::Observed::new(state, instances));
+    for service in services.iter().filter(|s| !TYPED.contains(&s.as_str())) {
         router = router.route_service(&format!("/{service}/{{method}}"), gateway.clone());
     }
     Ok(router)

@@ -1,0 +1,244 @@
+//! `osac.public.v1.ComputeInstance` and the model's VM types, as
+//! `vmaas_model::vm::compute_instance` describes the view: `run_strategy`
+//! is the power state, references are typed, the status has the view's
+//! names, and `restart_requested_at` asks for a restart.
+
+use prost_reflect::DescriptorPool;
+use vmaas_model::reference::{Names, Referred};
+use vmaas_model::vm::{Condition, ConditionType, NetworkAttachment, VirtualMachineStatus, VmImage, VmState};
+use vmaas_model::{
+    CreateVirtualMachine, InstanceTypeReference, Metadata, MetadataInput, PatchVirtualMachine, PowerState, ValidationErrors,
+    VirtualMachine, VirtualMachineSpec,
+};
+
+use super::super::any::from_parameter;
+use super::super::mask::Mask;
+use super::super::time;
+use super::super::virtual_machines::parameters;
+use crate::grpc::pb::osac::public::v1 as pb;
+
+/// A create's or an update's `object` read as a VM request.
+pub struct Asked<T> {
+    /// The request.
+    pub vm: T,
+    /// `spec.restart_requested_at` was given: restart the VM.
+    pub restart: bool,
+}
+
+/// A create's `object` as the model's create request.
+pub fn create(pool: &DescriptorPool, ci: pb::ComputeInstance) -> Result<Asked<CreateVirtualMachine>, ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    let spec = ci.spec.unwrap_or_default();
+    unsupported(&spec, &Mask::none(), &mut errs);
+    let restart = spec.restart_requested_at.is_some();
+    let out = CreateVirtualMachine {
+        type_url: None,
+        id: non_empty(ci.id),
+        metadata: ci.metadata.map(|m| metadata_input(m, &Mask::none())),
+        spec: VirtualMachineSpec {
+            template_parameters: parameters(pool, spec.template_parameters, &mut errs),
+            state: spec.run_strategy.as_deref().and_then(|r| power(r, &mut errs)).unwrap_or_default(),
+            network_attachments: spec.network_attachments.into_iter().map(attachment).collect(),
+            user_data: spec.user_data,
+            ssh_public_key: spec.ssh_public_key,
+            image: spec.disk_image.as_ref().and_then(|r| key(&r.id, &r.name)).map(image),
+            instance_type: spec.instance_type.as_ref().and_then(|r| key(&r.id, &r.name)).map(instance_type),
+            ..VirtualMachineSpec::new(spec.template.as_ref().and_then(|r| key(&r.id, &r.name)).unwrap_or_default())
+        },
+        status: None,
+    };
+    errs.into_result(Asked { vm: out, restart })
+}
+
+/// An update's `object` as the model's patch: the fields `mask` wants.
+pub fn patch(pool: &DescriptorPool, ci: pb::ComputeInstance, mask: &Mask) -> Result<Asked<PatchVirtualMachine>, ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    let spec = ci.spec.unwrap_or_default();
+    unsupported(&spec, mask, &mut errs);
+    if mask.wants("spec.network_attachments", !spec.network_attachments.is_empty()) {
+        errs.push("object.spec.network_attachments", "cannot be changed: a VM keeps the NICs it was created with");
+    }
+    let mut out = PatchVirtualMachine { id: non_empty(ci.id), ..PatchVirtualMachine::default() };
+    out.metadata = ci.metadata.map(|m| metadata_input(m, mask)).filter(|m| *m != MetadataInput::default());
+    let p = &mut out.spec;
+    let template = spec.template.as_ref().and_then(|r| key(&r.id, &r.name));
+    p.template = template.filter(|_| mask.wants("spec.template", true));
+    if mask.wants("spec.template_parameters", !spec.template_parameters.is_empty()) {
+        p.template_parameters = Some(parameters(pool, spec.template_parameters, &mut errs));
+    }
+    p.state = spec.run_strategy.filter(|_| mask.wants("spec.run_strategy", true)).and_then(|r| power(&r, &mut errs));
+    p.user_data = spec.user_data.filter(|_| mask.wants("spec.user_data", true));
+    p.ssh_public_key = spec.ssh_public_key.filter(|_| mask.wants("spec.ssh_public_key", true));
+    let disk = spec.disk_image.as_ref().and_then(|r| key(&r.id, &r.name));
+    p.image = disk.filter(|_| mask.wants("spec.disk_image", true)).map(image);
+    let shape = spec.instance_type.as_ref().and_then(|r| key(&r.id, &r.name));
+    p.instance_type = shape.filter(|_| mask.wants("spec.instance_type", true)).map(instance_type);
+    let restart = spec.restart_requested_at.is_some() && mask.wants("spec.restart_requested_at", true);
+    errs.into_result(Asked { vm: out, restart })
+}
+
+/// `vm` as a compute instance, its references named as `names` says.
+pub fn to_pb(pool: &DescriptorPool, vm: VirtualMachine, names: &Names) -> pb::ComputeInstance {
+    let s = vm.spec;
+    let stopping = s.state == PowerState::Stopped;
+    let named = |kind, key: &str| {
+        let (id, name) = match names.get(&(kind, key.to_owned())) {
+            Some((id, name)) => (id.clone(), name.clone()),
+            None if kind == Referred::Image => (String::new(), key.to_owned()),
+            None => (key.to_owned(), String::new()),
+        };
+        (id, name)
+    };
+    let nics = s.network_attachments.into_iter().map(|nic| {
+        let (id, name) = named(Referred::Subnet, &nic.subnet);
+        let groups = nic.security_groups.iter().map(|g| named(Referred::SecurityGroup, g));
+        pb::NetworkAttachment {
+            subnet: Some(pb::SubnetLocalReference { id, name }),
+            security_groups: groups.map(|(id, name)| pb::SecurityGroupLocalReference { id, name }).collect(),
+            ip_address: nic.ip_address,
+        }
+    });
+    let disk_image =
+        s.image.map(|i| named(Referred::Image, &i.source_ref)).map(|(id, name)| pb::DiskImageReference { id, name, ..Default::default() });
+    pb::ComputeInstance {
+        id: vm.id,
+        metadata: Some(metadata(vm.metadata)),
+        spec: Some(pb::ComputeInstanceSpec {
+            template: Some(pb::ComputeInstanceTemplateReference { id: s.template.clone(), name: s.template, ..Default::default() }),
+            template_parameters: s.template_parameters.iter().map(|(k, v)| (k.clone(), from_parameter(pool, v))).collect(),
+            ssh_public_key: s.ssh_public_key,
+            run_strategy: Some(if stopping { "Halted" } else { "Always" }.to_owned()),
+            user_data: s.user_data,
+            network_attachments: nics.collect(),
+            instance_type: s.instance_type.map(|t| pb::InstanceTypeReference { id: t.id, name: t.name, ..Default::default() }),
+            disk_image,
+            ..Default::default()
+        }),
+        status: Some(status(vm.status, stopping)),
+    }
+}
+
+/// The metadata as `osac.public.v1` has it.
+fn metadata(m: Metadata) -> pb::Metadata {
+    pb::Metadata {
+        creation_timestamp: Some(time::to_pb(m.creation_timestamp)),
+        deletion_timestamp: m.deletion_timestamp.map(time::to_pb),
+        creator: m.creators.into_iter().next().unwrap_or_default(),
+        name: m.name,
+        tenant: m.tenant,
+        labels: m.labels.into_iter().collect(),
+        annotations: m.annotations.into_iter().collect(),
+        version: i32::try_from(m.version).unwrap_or(i32::MAX),
+        project: String::new(),
+        display_name: m.display_name,
+        description: m.description,
+    }
+}
+
+/// What a request's metadata may say (the rest is the server's), the
+/// fields `mask` wants.
+fn metadata_input(m: pb::Metadata, mask: &Mask) -> MetadataInput {
+    let text = |path: &str, v: String| (mask.wants(path, !v.is_empty())).then_some(v);
+    let map = |path: &str, v: std::collections::HashMap<String, String>| mask.wants(path, !v.is_empty()).then(|| v.into_iter().collect());
+    MetadataInput {
+        name: text("metadata.name", m.name),
+        version: (m.version != 0).then_some(i64::from(m.version)),
+        labels: map("metadata.labels", m.labels),
+        annotations: map("metadata.annotations", m.annotations),
+        display_name: text("metadata.display_name", m.display_name),
+        description: text("metadata.description", m.description),
+        ..MetadataInput::default()
+    }
+}
+
+fn status(st: VirtualMachineStatus, stopping: bool) -> pb::ComputeInstanceStatus {
+    let state = match st.state {
+        // A migrating guest keeps running.
+        VmState::Ready | VmState::Migrating => pb::ComputeInstanceState::Running,
+        VmState::Stopped => pb::ComputeInstanceState::Stopped,
+        VmState::Failed => pb::ComputeInstanceState::Failed,
+        VmState::Deleting => pb::ComputeInstanceState::Deleting,
+        VmState::Progressing if stopping => pb::ComputeInstanceState::Stopping,
+        VmState::Progressing => pb::ComputeInstanceState::Starting,
+    };
+    pb::ComputeInstanceStatus {
+        state: state.into(),
+        conditions: st.conditions.into_iter().filter_map(condition).collect(),
+        internal_ip_address: st.internal_ip.unwrap_or_default(),
+        external_ip_address: st.external_ip.unwrap_or_default(),
+        ..Default::default()
+    }
+}
+
+/// The view's condition of a VM condition, if it has one (the VM's
+/// progressing, failed and degraded conditions are in the state).
+fn condition(c: Condition) -> Option<pb::ComputeInstanceCondition> {
+    let kind = match c.kind {
+        ConditionType::Ready => pb::ComputeInstanceConditionType::Ready,
+        ConditionType::RestartRequired => pb::ComputeInstanceConditionType::RestartRequired,
+        _ => return None,
+    };
+    let status = pb::ConditionStatus::from_str_name(&format!("CONDITION_STATUS_{}", c.status.short())).unwrap_or_default();
+    Some(pb::ComputeInstanceCondition {
+        r#type: kind.into(),
+        status: status.into(),
+        last_transition_time: c.last_transition_time.map(time::to_pb),
+        reason: c.reason,
+        message: Some(c.message),
+    })
+}
+
+/// The spec fields of OSAC's compute instance vmaas does not serve, each
+/// named with why when it is set.
+fn unsupported(spec: &pb::ComputeInstanceSpec, mask: &Mask, errs: &mut ValidationErrors) {
+    let at = |f: &str| format!("object.spec.{f}");
+    if spec.boot_disk.as_ref().is_some_and(|d| d.size_gib != 0 || d.storage_tier.is_some()) && mask.wants("spec.boot_disk", true) {
+        errs.push(at("boot_disk"), "is not supported: size the boot disk with the template's parameters");
+    }
+    if !spec.additional_disks.is_empty() && mask.wants("spec.additional_disks", true) {
+        errs.push(at("additional_disks"), "is not supported: attach volumes (volume_attachments) instead");
+    }
+    if spec.auto_external_ip_attachment && mask.wants("spec.auto_external_ip_attachment", true) {
+        errs.push(at("auto_external_ip_attachment"), "is not supported: attach an external IP (external_ip_attachments) instead");
+    }
+    if spec.catalog_item.as_ref().and_then(|r| key(&r.id, &r.name)).is_some() {
+        errs.push(at("catalog_item"), "is not supported: create the instance from a template");
+    }
+}
+
+/// The power state a `run_strategy` asks for (`""`: none).
+fn power(strategy: &str, errs: &mut ValidationErrors) -> Option<PowerState> {
+    match strategy {
+        "" => None,
+        "Always" | "RerunOnFailure" => Some(PowerState::Started),
+        "Halted" => Some(PowerState::Stopped),
+        other => {
+            errs.push("object.spec.run_strategy", format!("must be Always or Halted, got \"{other}\""));
+            None
+        }
+    }
+}
+
+/// What a typed reference names: its id, else its name; none when empty.
+fn key(id: &str, name: &str) -> Option<String> {
+    let k = if id.is_empty() { name } else { id };
+    (!k.is_empty()).then(|| k.to_owned())
+}
+
+fn image(source_ref: String) -> VmImage {
+    VmImage { source_type: String::new(), source_ref }
+}
+
+fn instance_type(key: String) -> InstanceTypeReference {
+    InstanceTypeReference { id: String::new(), name: key }
+}
+
+fn attachment(a: pb::NetworkAttachment) -> NetworkAttachment {
+    let subnet = a.subnet.as_ref().and_then(|r| key(&r.id, &r.name)).unwrap_or_default();
+    let security_groups = a.security_groups.iter().map(|g| key(&g.id, &g.name).unwrap_or_default()).collect();
+    NetworkAttachment { subnet, security_groups, ip_address: a.ip_address }
+}
+
+fn non_empty(s: String) -> Option<String> {
+    (!s.is_empty()).then_some(s)
+}

@@ -1,0 +1,58 @@
+//! OSAC's VM services served typed: each call's prost request becomes the
+//! application layer's typed request ([`crate::app`]), and its model answer
+//! the prost response, with no JSON and no REST route in between.
+//! `fulfillment.v1.VirtualMachines` and `osac.public.v1.ComputeInstances`
+//! are served so; the other services go through the gateway.
+
+mod any;
+mod compute_instances;
+mod mask;
+mod time;
+mod virtual_machines;
+
+use prost_reflect::DescriptorPool;
+use tonic::Status;
+
+pub use compute_instances::ComputeInstances;
+pub use virtual_machines::VirtualMachines;
+
+use crate::auth::{Caller, CallerSlot, authenticate};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// What every typed call reaches: the server's state, and the descriptors
+/// errors' details and `Any` values are written with.
+#[derive(Clone)]
+pub struct Ctx {
+    state: AppState,
+    pool: DescriptorPool,
+}
+
+impl Ctx {
+    /// The context of calls on `state`.
+    pub fn new(state: AppState, pool: DescriptorPool) -> Self {
+        Self { state, pool }
+    }
+
+    /// The caller `req`'s `authorization` names, within its tenant's rate
+    /// (recorded for the audit log, when the call is audited).
+    async fn caller<T>(&self, req: &tonic::Request<T>) -> Result<Caller, Status> {
+        let header = req.metadata().get("authorization").map(|v| v.as_bytes());
+        authenticate(&self.state, header, req.extensions().get::<CallerSlot>()).await.map_err(|e| self.status(e))
+    }
+
+    /// `e` as a status, its field violations as a `BadRequest` detail.
+    fn status(&self, e: ApiError) -> Status {
+        super::status::from_api(&self.pool, e)
+    }
+}
+
+/// A count as an `int32` field holds it (a page is at most 1000 items).
+fn count(n: u64) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// A page's `offset` or `limit` as the application reads it.
+fn window_field(name: &str, v: Option<i32>) -> Result<Option<u64>, ApiError> {
+    v.map(|n| u64::try_from(n).map_err(|_| ApiError::field(name, format!("must not be negative, got {n}")))).transpose()
+}

@@ -1,0 +1,90 @@
+//! `fulfillment.v1.VirtualMachines`, typed: each call reads its request
+//! into the model's ([`convert`]), calls [`crate::app::vms`], and writes
+//! the VM it answers with as the message.
+
+mod convert;
+
+use std::sync::Arc;
+
+use tonic::{Request, Response, Status};
+use vmaas_model::VirtualMachine;
+
+use super::mask::Mask;
+use super::{Ctx, count, window_field};
+use crate::app::listing::{ListRequest, window};
+use crate::app::vms;
+use crate::error::ApiError;
+use crate::grpc::pb::fulfillment::v1 as pb;
+
+pub use convert::parameters;
+
+/// The service.
+pub struct VirtualMachines(pub Ctx);
+
+impl VirtualMachines {
+    /// A VM as the store holds it (its JSON), as the message.
+    fn stored(&self, json: &str) -> Result<pb::VirtualMachine, Status> {
+        let vm: VirtualMachine = serde_json::from_str(json).map_err(|e| self.0.status(ApiError::internal(e)))?;
+        Ok(convert::to_pb(&self.0.pool, vm))
+    }
+
+    /// The object of an update or create, required.
+    fn object(&self, object: Option<pb::VirtualMachine>) -> Result<pb::VirtualMachine, Status> {
+        object.ok_or_else(|| self.0.status(ApiError::field("object", "is required")))
+    }
+}
+
+#[tonic::async_trait]
+impl pb::virtual_machines_server::VirtualMachines for VirtualMachines {
+    async fn list(&self, req: Request<pb::VirtualMachinesListRequest>) -> Result<Response<pb::VirtualMachinesListResponse>, Status> {
+        let caller = self.0.caller(&req).await?;
+        let q = req.into_inner();
+        let list = async {
+            let (offset, limit) = window(window_field("offset", q.offset)?, window_field("limit", q.limit)?)?;
+            let lr = ListRequest { offset, limit, filter: q.filter, order: q.order, ..ListRequest::default() };
+            vms::list(&self.0.state, &caller, lr, |items| async { Ok(items) }).await
+        };
+        let listed = list.await.map_err(|e| self.0.status(e))?;
+        let items = listed.items.iter().map(|j: &Arc<str>| self.stored(j)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Response::new(pb::VirtualMachinesListResponse {
+            size: Some(count(items.len() as u64)),
+            total: Some(count(listed.total)),
+            items,
+        }))
+    }
+
+    async fn get(&self, req: Request<pb::VirtualMachinesGetRequest>) -> Result<Response<pb::VirtualMachinesGetResponse>, Status> {
+        let caller = self.0.caller(&req).await?;
+        let json = vms::read_json(&self.0.state, &caller, &req.get_ref().id).await.map_err(|e| self.0.status(e))?;
+        Ok(Response::new(pb::VirtualMachinesGetResponse { object: Some(self.stored(&json)?) }))
+    }
+
+    async fn create(&self, req: Request<pb::VirtualMachinesCreateRequest>) -> Result<Response<pb::VirtualMachinesCreateResponse>, Status> {
+        let caller = self.0.caller(&req).await?;
+        let object = self.object(req.into_inner().object)?;
+        let asked = convert::create(&self.0.pool, object).map_err(|e| self.0.status(ApiError::invalid(e)))?;
+        let made = vms::create(&self.0.state, &caller, asked).await.map_err(|e| self.0.status(e))?;
+        Ok(Response::new(pb::VirtualMachinesCreateResponse { object: Some(convert::to_pb(&self.0.pool, made.to_api())) }))
+    }
+
+    async fn update(&self, req: Request<pb::VirtualMachinesUpdateRequest>) -> Result<Response<pb::VirtualMachinesUpdateResponse>, Status> {
+        let caller = self.0.caller(&req).await?;
+        let q = req.into_inner();
+        let object = self.object(q.object)?;
+        let id = object.id.clone();
+        if id.is_empty() {
+            return Err(self.0.status(ApiError::field("object.id", "is required: it names the VM to change")));
+        }
+        let desc = self.0.pool.get_message_by_name("fulfillment.v1.VirtualMachine").ok_or_else(|| Status::internal("no descriptor"))?;
+        let mask = Mask::of(q.update_mask, &desc).map_err(|e| self.0.status(e))?;
+        let asked = convert::patch(&self.0.pool, object, &mask).map_err(|e| self.0.status(ApiError::invalid(e)))?;
+        let changed = vms::patch(&self.0.state, &caller, &id, asked).await.map_err(|e| self.0.status(e))?;
+        Ok(Response::new(pb::VirtualMachinesUpdateResponse { object: Some(convert::to_pb(&self.0.pool, changed.to_api())) }))
+    }
+
+    async fn delete(&self, req: Request<pb::VirtualMachinesDeleteRequest>) -> Result<Response<pb::VirtualMachinesDeleteResponse>, Status> {
+        let caller = self.0.caller(&req).await?;
+        vms::remove(&self.0.state, &caller, &req.get_ref().id, false).await.map_err(|e| self.0.status(e))?;
+        Ok(Response::new(pb::VirtualMachinesDeleteResponse {}))
+    }
+}
