@@ -30,7 +30,7 @@ pub async fn free_volume(store: &Store, scope: &Scope, reference: &str) -> Resul
         return Err(invalid(format!("volume {:?} failed: {why}", v.name)));
     }
     if let Some(h) = store.volume_holder(&v.id).await? {
-        let vm = store.get_vm(&h.spec.compute_instance, &Scope::All).await.map(|vm| vm.name).unwrap_or_default();
+        let vm = store.get_vm(&h.spec.compute_instance, &Scope::All).await.map(|vm| vm.record.name).unwrap_or_default();
         let message = format!("volume {:?} is attached to virtual machine {vm:?} by attachment {:?}; detach it first", v.name, h.name);
         return Err(AdmissionError::Held(message));
     }

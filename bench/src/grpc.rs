@@ -151,7 +151,9 @@ pub async fn figures(
     let mut ch = tonic::client::Grpc::new(Endpoint::from_shared(url.clone())?.connect().await?);
     let answer = call(&mut ch, method, get_request(&ids[0]), token).await.context("the first gRPC Get")?;
     let bare_url = serve_h2(bare(method, answer)).await?;
-    let name = format!("vmaas gRPC {}", method.trim_start_matches('/').split_once('.').map_or(method, |(_, m)| m));
+    // `/osac.public.v1.ComputeInstances/Get` is named `ComputeInstances/Get`.
+    let (service, call) = method.trim_start_matches('/').split_once('/').context("a method is /SERVICE/METHOD")?;
+    let name = format!("vmaas gRPC {}/{call}", service.rsplit('.').next().unwrap_or(service));
     let ids = Arc::new(ids);
     let (mut best_bare, mut best): (Option<Figures>, Option<Figures>) = (None, None);
     for _ in 0..2 {

@@ -1,4 +1,5 @@
-//! API writes: VM creates per second through the REST API, from
+//! API writes: VM creates per second through the REST API (and through
+//! gRPC's `ComputeInstances/Create`, on a server of its own), from
 //! `connections` clients at once, on SQLite and (when
 //! `VMAAS_BENCH_DATABASE_URL` names a PostgreSQL server) on PostgreSQL,
 //! each create acknowledged only once it is committed; beside a bare loop
@@ -15,14 +16,29 @@ use vmaas_server::auth::Role;
 use vmaas_server::none_backend::NoBackend;
 use vmaas_server::startup::{App, Config};
 
-use crate::{Figures, serve};
+use crate::{Figures, grpc_create, serve};
 
 /// Most creates one scenario makes, whatever its duration.
 const MAX_CREATES: u64 = 50_000;
 
+/// Which front the creates go through.
+#[derive(Clone, Copy, PartialEq)]
+enum Front {
+    /// `POST virtual_machines`.
+    Rest,
+    /// gRPC's `osac.public.v1.ComputeInstances/Create`.
+    Grpc,
+}
+
 /// Creates through a server on `database` (SQLite in a new data directory
-/// when `None`); the figures and the size of a created VM's JSON.
-async fn creates(name: &str, database: Option<String>, connections: usize, duration: Duration) -> anyhow::Result<(Figures, usize)> {
+/// when `None`) by `front`; the figures and the size of a created VM's JSON.
+async fn creates(
+    name: &str,
+    front: Front,
+    database: Option<String>,
+    connections: usize,
+    duration: Duration,
+) -> anyhow::Result<(Figures, usize)> {
     let dir = tempfile::tempdir()?;
     let config = Config {
         database_url: database,
@@ -34,7 +50,8 @@ async fn creates(name: &str, database: Option<String>, connections: usize, durat
     let app = App::open(config, Arc::new(NoBackend)).await?;
     let admin = app.state.keys.issue("ops", "ops", Role::Admin, Duration::from_secs(3600))?;
     let token = app.state.keys.issue("bench", "bench", Role::Tenant, Duration::from_secs(3600))?;
-    let base = format!("http://{}/api/fulfillment/v1", serve(app.router()).await?);
+    let addr = serve(app.router_with_grpc()?).await?;
+    let base = format!("http://{addr}/api/fulfillment/v1");
     let http = reqwest::Client::new();
     let tpl = json!({"object": {"id": "simple_vm", "parameters": [{"name": "vm_cpu_cores", "default": {"value": 2}}]}});
     http.post(format!("{base}/virtual_machine_templates")).bearer_auth(&admin).json(&tpl).send().await?.error_for_status()?;
@@ -53,17 +70,28 @@ async fn creates(name: &str, database: Option<String>, connections: usize, durat
     for w in 0..connections {
         let (url, token, made) = (format!("{base}/virtual_machines"), token.clone(), made.clone());
         let client = reqwest::Client::builder().pool_max_idle_per_host(1).build()?;
+        let mut grpc = match front {
+            Front::Grpc => Some(grpc_create::Client::connect(&format!("http://{addr}"), &token).await?),
+            Front::Rest => None,
+        };
         tasks.push(tokio::spawn(async move {
             let (mut lat, mut errors) = (Vec::new(), 0u64);
             for n in 0u64.. {
                 if Instant::now() >= end || made.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= MAX_CREATES {
                     break;
                 }
-                let body = json!({"object": {"id": format!("w{w}-{n}"), "spec": {"template": "simple_vm"}}});
+                let name = format!("w{w}-{n}");
                 let t0 = Instant::now();
-                match client.post(&url).bearer_auth(&token).json(&body).send().await {
-                    Ok(r) if r.status().as_u16() == 201 => lat.push(t0.elapsed().as_micros() as u32),
-                    _ => errors += 1,
+                let ok = match grpc.as_mut() {
+                    Some(g) => g.create(&name, "simple_vm").await.is_ok(),
+                    None => {
+                        let body = json!({"object": {"id": name, "spec": {"template": "simple_vm"}}});
+                        matches!(client.post(&url).bearer_auth(&token).json(&body).send().await, Ok(r) if r.status().as_u16() == 201)
+                    }
+                };
+                match ok {
+                    true => lat.push(t0.elapsed().as_micros() as u32),
+                    false => errors += 1,
                 }
             }
             (lat, errors)
@@ -108,13 +136,14 @@ pub(crate) async fn fresh_postgres(base: &str) -> anyhow::Result<String> {
 
 /// Prints the write figures.
 pub async fn figures(connections: usize, duration: Duration) -> anyhow::Result<Vec<Figures>> {
-    let (sqlite, size) = creates("vmaas POST virtual_machines, SQLite", None, connections, duration).await?;
+    let (sqlite, size) = creates("vmaas POST virtual_machines, SQLite", Front::Rest, None, connections, duration).await?;
     let bare = bare_sqlite(size, duration).await?;
-    let mut out = vec![bare, sqlite];
+    let (grpc, _) = creates("vmaas gRPC ComputeInstances/Create", Front::Grpc, None, connections, duration).await?;
+    let mut out = vec![bare, sqlite, grpc];
     match std::env::var("VMAAS_BENCH_DATABASE_URL").ok().filter(|u| !u.is_empty()) {
         Some(base) => {
             let url = fresh_postgres(&base).await?;
-            out.push(creates("vmaas POST virtual_machines, PostgreSQL", Some(url), connections, duration).await?.0);
+            out.push(creates("vmaas POST virtual_machines, PostgreSQL", Front::Rest, Some(url), connections, duration).await?.0);
         }
         None => println!("(PostgreSQL creates skipped: set VMAAS_BENCH_DATABASE_URL=postgres://… to measure them)"),
     }
@@ -129,5 +158,6 @@ pub async fn report(connections: usize, duration: Duration) -> anyhow::Result<()
         println!("{:<36} {:>10.0} {:>9.2} {:>9.2} {:>7}", f.name, f.rps, f.p50_ms, f.p99_ms, f.errors);
     }
     println!("ratio creates on SQLite / bare SQLite inserts: {:.0}% (goal >= 50%)", 100.0 * results[1].rps / results[0].rps);
+    println!("ratio gRPC creates / REST creates (SQLite): {:.0}% (goal >= 90%)", 100.0 * results[2].rps / results[1].rps);
     Ok(())
 }

@@ -12,7 +12,8 @@
 //! - [`api`]: the HTTP routes over [`app`], the OpenAPI document, health and
 //!   metrics; [`decode`]: JSON into typed requests, naming the bad field;
 //!   [`web`]: the web page at `/`.
-//! - [`grpc`]: OSAC's gRPC services on the same port, served through the REST routes.
+//! - [`grpc`]: OSAC's gRPC services on the same port: the VM services typed
+//!   over [`app`], the others through the REST routes.
 //! - [`auth`]: bearer tokens (JWT) with `tenant` and `role` claims; [`oidc`]:
 //!   those of an organisation's identity provider.
 //! - [`store`]: SQLite or PostgreSQL, one schema, migrated at start-up.

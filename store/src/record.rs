@@ -1,5 +1,6 @@
 //! The typed record of an object of a kind kept as a spec and a status
-//! (the model's [`Object`]: every kind but VMs and templates), over the
+//! (the model's [`Object`]: every kind but templates; a VM's record holds
+//! one, with what only a VM stores, `super::vm::VmRecord`), over the
 //! generic rows of [`super::objects`]. A new kind needs no code here: its
 //! `Record<K>` works once the model declares its `Object`.
 
@@ -102,31 +103,43 @@ impl<K: Object> Record<K> {
 
     /// The record a stored row holds.
     pub fn from_row(row: &Row) -> Result<Self, StoreError> {
-        Ok(Self {
+        Ok(Self::from_parts(row, serde_json::from_str(&row.spec)?, serde_json::from_str(&row.status)?))
+    }
+
+    /// The record of the row `row` whose spec and status are `spec` and
+    /// `status` (read already: a VM's row holds more than its spec).
+    pub(super) fn from_parts(row: &Row, spec: K::Spec, status: K::Status) -> Self {
+        Self {
             id: row.id.clone(),
             tenant: row.tenant.clone(),
             name: row.name.clone(),
-            spec: serde_json::from_str(&row.spec)?,
-            status: serde_json::from_str(&row.status)?,
+            spec,
+            status,
             observed_version: row.observed_version,
             creators: row.creators.clone(),
             version: row.version,
             created_at: row.created_at,
             deleted_at: row.deleted_at,
             labels: row.labels.clone(),
-        })
+        }
     }
 
     pub(super) fn to_row(&self) -> Result<Row, StoreError> {
+        self.row_with(serde_json::to_string(&self.spec)?, "{}".into())
+    }
+
+    /// The row of the record, its spec document and what was observed
+    /// written already (a VM's hold more than the record).
+    pub(super) fn row_with(&self, spec: String, observed: String) -> Result<Row, StoreError> {
         Ok(Row {
             id: self.id.clone(),
             kind: K::KIND,
             tenant: self.tenant.clone(),
             name: self.name.clone(),
-            spec: serde_json::to_string(&self.spec)?.into(),
+            spec: spec.into(),
             status: serde_json::to_string(&self.status)?.into(),
             state: K::state(&self.spec, &self.status).to_owned(),
-            observed: "{}".into(),
+            observed: observed.into(),
             observed_version: self.observed_version,
             creators: self.creators.clone(),
             version: self.version,

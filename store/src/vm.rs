@@ -4,11 +4,9 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vmaas_backend::Requests;
-use vmaas_model::vm::VM_TYPE_URL;
-use vmaas_model::{
-    Labels, MachineSpec, Metadata, ObjectKind, PowerState, VirtualMachine, VirtualMachineSpec, VirtualMachineStatus, initial_status,
-};
+use vmaas_model::{MachineSpec, ObjectKind, PowerState, VirtualMachine, VirtualMachineSpec, VirtualMachineStatus, initial_status};
 
+use super::record::Record;
 use super::row::{Filter, NewObject, Row};
 use super::{BootImage, Scope, Store, StoreError};
 use crate::template::object_id as template_id;
@@ -33,17 +31,13 @@ struct StoredSpec {
     retain_snapshots: bool,
 }
 
-/// A stored virtual machine.
+/// A stored virtual machine: the record every kind has (its id, owner,
+/// name, spec as written, status, versions, times and labels), and what
+/// only a VM stores beside them. It reads as its record (`Deref`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct VmRecord {
-    /// Server-assigned UUID.
-    pub id: String,
-    /// Owner.
-    pub tenant: String,
-    /// Unique per tenant.
-    pub name: String,
-    /// What the tenant asked for, as written.
-    pub spec: VirtualMachineSpec,
+    /// What every stored object has.
+    pub record: Record<VirtualMachine>,
     /// The machine the spec resolved to against its template when it was last set.
     pub machine: MachineSpec,
     /// One-off requests by generation (restart, migration).
@@ -54,22 +48,22 @@ pub struct VmRecord {
     pub restore_from: Option<String>,
     /// Whether its deletion keeps its snapshots.
     pub retain_snapshots: bool,
-    /// Last status written by the reconciler.
-    pub status: VirtualMachineStatus,
     /// The request generations the backend has acted on, as last observed.
     pub acted: Requests,
-    /// The version `status` was derived from.
-    pub observed_version: i64,
-    /// Who created it.
-    pub creators: Vec<String>,
-    /// Incremented on every change of the desired state (spec, requests, deletion).
-    pub version: i64,
-    /// Creation time.
-    pub created_at: DateTime<Utc>,
-    /// Set once deletion was requested.
-    pub deleted_at: Option<DateTime<Utc>>,
-    /// Labels and annotations.
-    pub labels: Labels,
+}
+
+impl std::ops::Deref for VmRecord {
+    type Target = Record<VirtualMachine>;
+
+    fn deref(&self) -> &Record<VirtualMachine> {
+        &self.record
+    }
+}
+
+impl std::ops::DerefMut for VmRecord {
+    fn deref_mut(&mut self) -> &mut Record<VirtualMachine> {
+        &mut self.record
+    }
 }
 
 impl VmRecord {
@@ -83,43 +77,21 @@ impl VmRecord {
         machine: MachineSpec,
         now: DateTime<Utc>,
     ) -> Self {
+        let status = initial_status(spec.state, now);
         Self {
-            id,
-            tenant: tenant.to_owned(),
-            name: name.to_owned(),
-            status: initial_status(spec.state, now),
-            spec,
+            record: Record { status, ..Record::new(id, tenant, name, creator, spec, now) },
             machine,
             requests: Requests::default(),
             migrate_to: None,
             restore_from: None,
             retain_snapshots: false,
             acted: Requests::default(),
-            observed_version: 0,
-            creators: vec![creator.to_owned()],
-            version: 1,
-            created_at: now,
-            deleted_at: None,
-            labels: Labels::default(),
         }
     }
 
     /// The VM as the API returns it.
     pub fn to_api(&self) -> VirtualMachine {
-        VirtualMachine {
-            type_url: VM_TYPE_URL.into(),
-            id: self.id.clone(),
-            metadata: Metadata::new(
-                &self.name,
-                &self.tenant,
-                (self.created_at, self.deleted_at),
-                &self.creators,
-                self.version,
-                &self.labels,
-            ),
-            spec: self.spec.clone(),
-            status: self.status.clone(),
-        }
+        self.record.to_api()
     }
 
     /// The power state asked for.
@@ -133,32 +105,17 @@ impl VmRecord {
         (self.requests.restore > self.acted.restore).then_some(self.restore_from.as_deref()).flatten()
     }
 
-    /// Whether the reconciler has not yet written a status for the current version.
-    pub fn unacknowledged(&self) -> bool {
-        self.observed_version < self.version
-    }
-
     /// The record of a stored row.
     pub fn from_row(row: &Row) -> Result<Self, StoreError> {
         let stored: StoredSpec = serde_json::from_str(&row.spec)?;
         Ok(Self {
-            id: row.id.clone(),
-            tenant: row.tenant.clone(),
-            name: row.name.clone(),
-            spec: stored.spec,
+            record: Record::from_parts(row, stored.spec, serde_json::from_str(&row.status)?),
             machine: stored.machine,
             requests: stored.requests,
             migrate_to: stored.migrate_to,
             restore_from: stored.restore_from,
             retain_snapshots: stored.retain_snapshots,
-            status: serde_json::from_str(&row.status)?,
             acted: serde_json::from_str(&row.observed).unwrap_or_default(),
-            observed_version: row.observed_version,
-            creators: row.creators.clone(),
-            version: row.version,
-            created_at: row.created_at,
-            deleted_at: row.deleted_at,
-            labels: row.labels.clone(),
         })
     }
 
@@ -174,23 +131,7 @@ impl VmRecord {
     }
 
     fn to_row(&self) -> Result<Row, StoreError> {
-        Ok(Row {
-            id: self.id.clone(),
-            kind: KIND,
-            tenant: self.tenant.clone(),
-            name: self.name.clone(),
-            spec: self.spec_doc()?.into(),
-            status: serde_json::to_string(&self.status)?.into(),
-            state: self.status.state.as_str().to_owned(),
-            observed: serde_json::to_string(&self.acted)?.into(),
-            observed_version: self.observed_version,
-            creators: self.creators.clone(),
-            version: self.version,
-            created_at: self.created_at,
-            updated_at: self.created_at,
-            deleted_at: self.deleted_at,
-            labels: self.labels.clone(),
-        })
+        self.record.row_with(self.spec_doc()?, serde_json::to_string(&self.acted)?)
     }
 }
 

@@ -120,3 +120,42 @@ async fn the_audit_log_goes_to_stdout_when_asked() {
     assert!(!dir.path().join("audit.log").exists(), "no file beside stdout");
     let _ = child.kill().await;
 }
+
+/// gRPC calls served typed are audited as the REST routes are: each call
+/// that changes something, under its method's path, with its caller and
+/// its outcome; a read is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_calls_that_change_something_are_audited() {
+    let s = Server::start_with(Db::Sqlite, &["--backend", "none"]).await.unwrap();
+    publish(&s, TINY);
+    let acme = s.token("acme", false);
+    let out =
+        vmaas_tests::osac::run_client(&s, "audit_client.py", &["--token", &acme], &["create code OK", "get code OK", "delete code OK"])
+            .await;
+    assert!(out.contains("bad code INVALID_ARGUMENT"), "{out}");
+    let service = "/osac.public.v1.ComputeInstances/";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let lines = loop {
+        let text = std::fs::read_to_string(s.data_dir.join("audit.log")).unwrap_or_default();
+        let ours: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["path"].as_str().is_some_and(|p| p.starts_with(service)))
+            .collect();
+        if ours.len() >= 3 || Instant::now() > deadline {
+            break ours;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let got: Vec<(String, u64, String, String)> = lines
+        .iter()
+        .map(|l| {
+            let text = |k: &str| l[k].as_str().unwrap_or_default().to_owned();
+            (text("path").trim_start_matches(service).to_owned(), l["status"].as_u64().unwrap_or(0), text("result"), text("subject"))
+        })
+        .collect();
+    let want = [("Create", 200, "ok"), ("Create", 400, "refused"), ("Delete", 200, "ok")]
+        .map(|(m, st, r)| (m.to_owned(), st, r.to_owned(), "acme".to_owned()));
+    assert_eq!(got, want, "{lines:#?}");
+}

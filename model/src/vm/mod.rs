@@ -394,7 +394,7 @@ impl VirtualMachineStatus {
 
 crate::api_object! {
     /// A virtual machine as the API returns it.
-    VirtualMachine { spec: VirtualMachineSpec, status: VirtualMachineStatus, type_url: "type.googleapis.com/fulfillment.v1.VirtualMachine" }
+    VirtualMachine { kind: VirtualMachine, spec: VirtualMachineSpec, status: VirtualMachineStatus, type_url: "type.googleapis.com/fulfillment.v1.VirtualMachine" }
 }
 
 /// The object of a create request. As in the seed design, `id` may carry the

@@ -10,7 +10,7 @@ mod codec;
 mod gateway;
 mod json;
 mod observe;
-mod pb;
+pub mod pb;
 mod proxy;
 mod rule;
 mod status;

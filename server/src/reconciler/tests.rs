@@ -100,7 +100,7 @@ async fn add_vm(store: &Store, name: &str, power: PowerState, machine: MachineSp
     let spec = VirtualMachineSpec { state: power, ..VirtualMachineSpec::new("tpl") };
     let rec = VmRecord::new(uuid::Uuid::new_v4().to_string(), "t1", name, "t1", spec, machine, Utc::now());
     store.insert_vm(&rec).await.unwrap();
-    rec.id
+    rec.record.id
 }
 
 async fn state(store: &Store, id: &str) -> VmState {

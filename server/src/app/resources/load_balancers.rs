@@ -100,7 +100,7 @@ async fn resolve_targets(s: &AppState, scope: &Scope, targets: &[String], subnet
         if ids.contains(&vm.id) {
             return Err(ApiError::field(field, format!("virtual machine {:?} is a target twice", vm.name)));
         }
-        ids.push(vm.id);
+        ids.push(vm.record.id);
     }
     Ok(ids)
 }

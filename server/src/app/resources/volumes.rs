@@ -72,7 +72,7 @@ impl Kind for Volume {
         let s = adm.state().clone();
         let volume = s.store.get_record::<Volume>(id, &crate::app::scope::scope(caller)).await?;
         if let Some(a) = s.store.volume_holder(&volume.id).await? {
-            let vm = s.store.get_vm(&a.spec.compute_instance, &crate::store::Scope::All).await.map(|v| v.name).unwrap_or_default();
+            let vm = s.store.get_vm(&a.spec.compute_instance, &crate::store::Scope::All).await.map(|v| v.record.name).unwrap_or_default();
             let message = format!(
                 "volume {:?} is attached to virtual machine {vm:?} ({}) by attachment {:?}; detach it first",
                 volume.name, a.spec.compute_instance, a.name

@@ -42,7 +42,7 @@ pub(super) async fn at_create(
             let row =
                 crate::app::simple::row(s, &owned_by(tenant), ObjectKind::VirtualMachine, r, &format!("{FIELD}.compute_instance")).await?;
             let vm = VmRecord::from_row(&row)?;
-            Some((vm.id.clone(), vm.spec.template, vm.spec.template_parameters))
+            Some((vm.record.id, vm.record.spec.template, vm.record.spec.template_parameters))
         }
         (None, None) => None,
     };
