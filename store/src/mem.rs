@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use vmaas_model::ObjectKind;
+use vmaas_model::{ObjectKind, VirtualMachine};
 
 use super::row::{Filter, Row};
 use super::usage::{Amounts, HostUsage, holds};
@@ -22,10 +22,23 @@ pub(super) fn api_json(row: &Row) -> Result<String, StoreError> {
     }
 }
 
+/// The API's object of a row: its JSON, and the VM itself when it is one
+/// (what the typed gRPC services write from, without reading the JSON).
+fn rendered(row: &Row) -> (Arc<str>, Option<Arc<VirtualMachine>>) {
+    if row.kind == ObjectKind::VirtualMachine
+        && let Ok(vm) = super::vm::VmRecord::from_row(row).map(|r| r.to_api())
+    {
+        return (serde_json::to_string(&vm).unwrap_or_default().into(), Some(Arc::new(vm)));
+    }
+    (api_json(row).unwrap_or_default().into(), None)
+}
+
 /// An object in memory, with its API representation.
 pub(super) struct Cached {
     pub(super) row: Row,
     pub(super) json: Arc<str>,
+    /// The VM as the API shows it, when the object is one.
+    pub(super) vm: Option<Arc<VirtualMachine>>,
     /// Its place in its kind's list order.
     pub(super) key: String,
 }
@@ -74,8 +87,8 @@ impl MemState {
             self.links.entry((row.kind, vm)).or_default().insert((key.clone(), row.id.clone()));
         }
         self.account(&row, true);
-        let json: Arc<str> = api_json(&row).unwrap_or_default().into();
-        self.objects.insert(row.id.clone(), Cached { row, json, key });
+        let (json, vm) = rendered(&row);
+        self.objects.insert(row.id.clone(), Cached { row, json, vm, key });
     }
 
     /// Counts `row` in (`add`) or out of its tenant's usage, the host's
@@ -162,7 +175,7 @@ impl MemState {
         c.row.status = status;
         c.row.observed = observed;
         c.row.observed_version = observed_version;
-        c.json = api_json(&c.row).unwrap_or_default().into();
+        (c.json, c.vm) = rendered(&c.row);
         let after = image.then(|| c.row.clone());
         match (before, after) {
             (Some(before), Some(after)) => {

@@ -191,6 +191,16 @@ impl Store {
         self.get_json(KIND, id, scope).await
     }
 
+    /// The VM `id` as the API shows it, if `scope` may see it: kept in
+    /// memory when the store keeps its objects there, else read.
+    pub async fn get_vm_api(&self, id: &str, scope: &Scope) -> Result<std::sync::Arc<VirtualMachine>, StoreError> {
+        match self.read_mem(|m| m.visible(KIND, id, scope).map(|c| c.vm.clone())) {
+            Some(Some(Some(vm))) => Ok(vm),
+            Some(None) => Err(StoreError::NotFound { kind: KIND.human(), id: id.to_owned() }),
+            _ => Ok(std::sync::Arc::new(self.get_vm(id, scope).await?.to_api())),
+        }
+    }
+
     /// A page of VMs as the API's JSON, and the total matching (`f.state`:
     /// a `VmState`'s wire name).
     pub async fn list_vms_json(&self, scope: &Scope, f: &Filter) -> Result<(Vec<std::sync::Arc<str>>, u64), StoreError> {

@@ -3,23 +3,17 @@
 test: a create, a read, a create with a bad name, and a delete. Prints one
 line per call: `CALL code CODE`."""
 
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from osac_client import with_stubs  # noqa: E402
+from osac_client import server_args, with_stubs  # noqa: E402
 
 LATEST = {"osac/public-v1-latest/proto/public": ["osac/public/v1/"]}
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--grpc", required=True, help="host:port")
-    ap.add_argument("--http", required=True)
-    ap.add_argument("--shared", required=True)
-    ap.add_argument("--token", required=True)
-    a = ap.parse_args()
+    a = server_args().parse_args()
     with_stubs(a.shared, LATEST, "public-v1-latest", lambda: run(a))
 
 

@@ -4,12 +4,11 @@ google.protobuf.Value nested DEPTH levels deep (lists in lists), from OSAC's
 current stubs: prints the status code and details the server answers with,
 as `code CODE details DETAILS`, one line per depth."""
 
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from osac_client import with_stubs  # noqa: E402
+from osac_client import server_args, with_stubs  # noqa: E402
 
 LATEST = {"osac/public-v1-latest/proto/public": ["osac/public/v1/"]}
 
@@ -40,11 +39,7 @@ def nested_value(depth):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--grpc", required=True, help="host:port")
-    ap.add_argument("--http", required=True)
-    ap.add_argument("--shared", required=True)
-    ap.add_argument("--token", required=True)
+    ap = server_args()
     ap.add_argument("depths", nargs="+", type=int)
     a = ap.parse_args()
     with_stubs(a.shared, LATEST, "public-v1-latest", lambda: run(a))

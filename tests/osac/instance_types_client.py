@@ -14,23 +14,18 @@ one line per step; exits non-zero at the first thing that is not as it
 should be.
 """
 
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from osac_client import check, rest, step, with_stubs  # noqa: E402
+from osac_client import check, rest, server_args, step, with_stubs  # noqa: E402
 
 LATEST = {"osac/public-v1-latest/proto/public": ["osac/public/v1/instance_type", "osac/public/v1/metadata_type"]}
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--grpc", required=True, help="host:port")
-    ap.add_argument("--http", required=True, help="http://host:port")
-    ap.add_argument("--token", required=True)
+    ap = server_args()
     ap.add_argument("--admin-token", required=True)
-    ap.add_argument("--shared", required=True)
     a = ap.parse_args()
     with_stubs(a.shared, LATEST, "public-v1-latest's instance types", lambda: run(a))
 

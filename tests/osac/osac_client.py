@@ -127,6 +127,18 @@ def with_stubs(shared, roots, what, run):
         shutil.rmtree(out, ignore_errors=True)
 
 
+def server_args():
+    """A parser of what every client is given: the server's gRPC and HTTP
+    addresses, the directory of OSAC's protos, and a tenant's token."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--grpc", required=True, help="host:port")
+    ap.add_argument("--http", required=True, help="http://host:port")
+    ap.add_argument("--shared", required=True)
+    ap.add_argument("--token", required=True)
+    return ap
+
+
 def step(text):
     print(f"ok: {text}", flush=True)
 

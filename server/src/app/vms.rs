@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use tracing::info;
-use vmaas_model::{CreateVirtualMachine, ObjectKind, PatchVirtualMachine, ValidationErrors, VmState};
+use vmaas_model::{CreateVirtualMachine, ObjectKind, PatchVirtualMachine, ValidationErrors, VirtualMachine, VmState};
 
 use super::images;
 use super::listing::{ListRequest, Listed};
@@ -55,6 +55,11 @@ where
 /// The VM `id` `caller` sees, as JSON.
 pub(crate) async fn read_json(s: &AppState, caller: &Caller, id: &str) -> Result<Arc<str>, ApiError> {
     Ok(s.store.get_vm_json(id, &scope(caller)).await?)
+}
+
+/// The VM `id` `caller` sees, as the API shows it.
+pub(crate) async fn read(s: &AppState, caller: &Caller, id: &str) -> Result<Arc<VirtualMachine>, ApiError> {
+    Ok(s.store.get_vm_api(id, &scope(caller)).await?)
 }
 
 /// Creates the VM `obj` asks for, from its template: the name is

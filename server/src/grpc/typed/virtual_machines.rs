@@ -55,8 +55,8 @@ impl pb::virtual_machines_server::VirtualMachines for VirtualMachines {
 
     async fn get(&self, req: Request<pb::VirtualMachinesGetRequest>) -> Result<Response<pb::VirtualMachinesGetResponse>, Status> {
         let caller = self.0.caller(&req).await?;
-        let json = vms::read_json(&self.0.state, &caller, &req.get_ref().id).await.map_err(|e| self.0.status(e))?;
-        Ok(Response::new(pb::VirtualMachinesGetResponse { object: Some(self.stored(&json)?) }))
+        let vm = vms::read(&self.0.state, &caller, &req.get_ref().id).await.map_err(|e| self.0.status(e))?;
+        Ok(Response::new(pb::VirtualMachinesGetResponse { object: Some(convert::to_pb(&self.0.pool, Arc::unwrap_or_clone(vm))) }))
     }
 
     async fn create(&self, req: Request<pb::VirtualMachinesCreateRequest>) -> Result<Response<pb::VirtualMachinesCreateResponse>, Status> {
