@@ -61,7 +61,9 @@ impl pb::compute_instances_server::ComputeInstances for ComputeInstances {
     async fn get(&self, req: Request<pb::ComputeInstancesGetRequest>) -> Result<Response<pb::ComputeInstancesGetResponse>, Status> {
         let caller = self.0.caller(&req).await?;
         let vm = vms::read(&self.0.state, &caller, &req.get_ref().id).await.map_err(|e| self.0.status(e))?;
-        Ok(Response::new(pb::ComputeInstancesGetResponse { object: Some(self.answer(&caller, std::sync::Arc::unwrap_or_clone(vm)).await?) }))
+        Ok(Response::new(pb::ComputeInstancesGetResponse {
+            object: Some(self.answer(&caller, std::sync::Arc::unwrap_or_clone(vm)).await?),
+        }))
     }
 
     async fn create(
