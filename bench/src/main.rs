@@ -395,14 +395,11 @@ async fn api(connections: usize, duration: Duration, vms: usize, page: usize) ->
     for f in &results {
         println!("{:<36} {:>10.0} {:>9.2} {:>9.2} {:>7}", f.name, f.rps, f.p50_ms, f.p99_ms, f.errors);
     }
-    let ratio = |of: &str, to: &str| {
-        let rps = |name: &str| results.iter().find(|f| f.name == name).map_or(f64::NAN, |f| f.rps);
-        100.0 * rps(of) / rps(to)
-    };
+    let rps = |name: &str| results.iter().find(|f| f.name == name).map_or(f64::NAN, |f| f.rps);
+    let ratio = |of: &str, to: &str| 100.0 * rps(of) / rps(to);
     println!("ratio GET by id / bare: {:.0}%", ratio("vmaas GET virtual_machines/{id}", "bare axum, one object"));
     println!("ratio list / bare:      {:.0}%", ratio("vmaas GET virtual_machines (list)", "bare axum, list-sized body"));
     let bare_tonic = |i: usize| results.iter().filter(|f| f.name == "bare tonic, one object").nth(i).map_or(f64::NAN, |f| f.rps);
-    let rps = |name: &str| results.iter().find(|f| f.name == name).map_or(f64::NAN, |f| f.rps);
     println!("ratio gRPC VirtualMachines/Get / bare tonic: {:.0}%", 100.0 * rps("vmaas gRPC VirtualMachines/Get") / bare_tonic(0));
     println!(
         "ratio gRPC ComputeInstances/Get / bare tonic: {:.0}% (goal >= 80%)",

@@ -136,10 +136,17 @@ pub fn de_opt_key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Strin
 
 /// The typed reference to the `kind` object held as `key`, named as `names` says.
 pub fn to(names: &Names, kind: Referred, key: &str) -> Value {
+    let (id, name) = named(names, kind, key);
+    typed(&id, &name)
+}
+
+/// The id and name of the `kind` object held as `key`, as `names` says;
+/// one not in it is what is held (an image's name, another kind's id).
+pub fn named(names: &Names, kind: Referred, key: &str) -> (String, String) {
     match names.get(&(kind, key.to_owned())) {
-        Some((id, name)) => typed(id, name),
-        None if kind == Referred::Image => typed("", key),
-        None => typed(key, ""),
+        Some((id, name)) => (id.clone(), name.clone()),
+        None if kind == Referred::Image => (String::new(), key.to_owned()),
+        None => (key.to_owned(), String::new()),
     }
 }
 

@@ -26,7 +26,7 @@ pub(super) fn api_json(row: &Row) -> Result<String, StoreError> {
 /// (what the typed gRPC services write from, without reading the JSON).
 fn rendered(row: &Row) -> (Arc<str>, Option<Arc<VirtualMachine>>) {
     if row.kind == ObjectKind::VirtualMachine
-        && let Ok(vm) = super::vm::VmRecord::from_row(row).map(|r| r.to_api())
+        && let Ok(vm) = super::vm::api_object(row)
     {
         return (serde_json::to_string(&vm).unwrap_or_default().into(), Some(Arc::new(vm)));
     }

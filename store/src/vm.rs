@@ -89,11 +89,6 @@ impl VmRecord {
         }
     }
 
-    /// The VM as the API returns it.
-    pub fn to_api(&self) -> VirtualMachine {
-        self.record.to_api()
-    }
-
     /// The power state asked for.
     pub fn power(&self) -> PowerState {
         self.spec.state
@@ -135,9 +130,14 @@ impl VmRecord {
     }
 }
 
+/// The API's object of a VM row.
+pub(super) fn api_object(row: &Row) -> Result<VirtualMachine, StoreError> {
+    Ok(VmRecord::from_row(row)?.to_api())
+}
+
 /// The API's JSON of a VM row.
 pub(super) fn api_json(row: &Row) -> Result<String, StoreError> {
-    Ok(serde_json::to_string(&VmRecord::from_row(row)?.to_api())?)
+    Ok(serde_json::to_string(&api_object(row)?)?)
 }
 
 /// A create's refusal for a reference it lacks, named for the VM `vm`.

@@ -24,20 +24,31 @@ use crate::store::StoreError;
 
 /// A page of the caller's compute instances, filtered and sorted in the view.
 pub(crate) async fn list(s: &AppState, caller: &Caller, req: ListRequest) -> Result<Listed, ApiError> {
-    Ok(list_both(s, caller, req).await?.0)
+    Ok(list_kept(s, caller, req, false).await?.0)
 }
 
 /// A page of the caller's compute instances, filtered and sorted in the
 /// view, as the VMs they are, with the names of what they refer to.
 pub(crate) async fn list_vms(s: &AppState, caller: &Caller, req: ListRequest) -> Result<(Vec<VirtualMachine>, Names, u64), ApiError> {
-    let (listed, mut vms, names) = list_both(s, caller, req).await?;
-    let page = listed.items.iter().filter_map(|item| vms.remove(&(Arc::as_ptr(item) as *const u8 as usize))).collect();
+    let (listed, mut vms, names) = list_kept(s, caller, req, true).await?;
+    let page = listed.items.iter().filter_map(|item| vms.remove(&address(item))).collect();
     Ok((page, names, listed.total))
 }
 
-/// The page in the view, each item's VM by the address of its rendering,
-/// and the names of what they refer to.
-async fn list_both(s: &AppState, caller: &Caller, req: ListRequest) -> Result<(Listed, HashMap<usize, VirtualMachine>, Names), ApiError> {
+/// Where a rendering is: what a page's item is known by, as the page keeps
+/// the renderings it was given.
+fn address(rendering: &Arc<str>) -> usize {
+    Arc::as_ptr(rendering) as *const u8 as usize
+}
+
+/// The page in the view; when `keep`, each item's VM by the [`address`]
+/// of its rendering, and the names of what they refer to.
+async fn list_kept(
+    s: &AppState,
+    caller: &Caller,
+    req: ListRequest,
+    keep: bool,
+) -> Result<(Listed, HashMap<usize, VirtualMachine>, Names), ApiError> {
     let kept = Mutex::new((HashMap::new(), Names::new()));
     let kept_ref = &kept;
     let listed = vms::list(s, caller, req, |items| async move {
@@ -46,9 +57,11 @@ async fn list_both(s: &AppState, caller: &Caller, req: ListRequest) -> Result<(L
         let mut rendered = Vec::with_capacity(items.len());
         let mut by_rendering = HashMap::with_capacity(items.len());
         for vm in items {
-            let typed: VirtualMachine = serde_json::from_value(vm.clone()).map_err(ApiError::internal)?;
+            let typed = keep.then(|| serde_json::from_value::<VirtualMachine>(vm.clone())).transpose().map_err(ApiError::internal)?;
             let view: Arc<str> = Arc::from(to_compute_instance(vm, &names).to_string());
-            by_rendering.insert(Arc::as_ptr(&view) as *const u8 as usize, typed);
+            if let Some(typed) = typed {
+                by_rendering.insert(address(&view), typed);
+            }
             rendered.push(view);
         }
         *kept_ref.lock().unwrap_or_else(|p| p.into_inner()) = (by_rendering, names);

@@ -28,12 +28,9 @@ use crate::state::AppState;
 /// The project's `.proto` files, compiled by `build.rs`.
 pub static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/vmaas_descriptor.bin"));
 
-/// The services served typed.
-const TYPED: [&str; 2] = ["fulfillment.v1.VirtualMachines", "osac.public.v1.ComputeInstances"];
-
-/// The route of the service `S`'s methods.
-fn typed_route<S: tonic::server::NamedService>(_: &S) -> String {
-    format!("/{}/{{method}}", S::NAME)
+/// The full name of the service `S` serves.
+fn name_of<S: tonic::server::NamedService>(_: &S) -> &'static str {
+    S::NAME
 }
 
 /// The standard services served beside OSAC's.
@@ -82,10 +79,11 @@ pub fn routes(state: AppState, rest: axum::Router, max_message: usize) -> Result
     let instances = pb::osac::public::v1::compute_instances_server::ComputeInstancesServer::new(typed::ComputeInstances(ctx))
         .max_decoding_message_size(max_message)
         .max_encoding_message_size(usize::MAX);
+    let typed = [name_of(&vms), name_of(&instances)];
     router = router
-        .route_service(&typed_route(&vms), observe::Observed::new(state.clone(), vms))
-        .route_service(&typed_route(&instances), observe::Observed::new(state, instances));
-    for service in services.iter().filter(|s| !TYPED.contains(&s.as_str())) {
+        .route_service(&format!("/{}/{{method}}", typed[0]), observe::Observed::new(state.clone(), vms))
+        .route_service(&format!("/{}/{{method}}", typed[1]), observe::Observed::new(state, instances));
+    for service in services.iter().filter(|s| !typed.contains(&s.as_str())) {
         router = router.route_service(&format!("/{service}/{{method}}"), gateway.clone());
     }
     Ok(router)

@@ -10,10 +10,8 @@ mod convert;
 use tonic::{Request, Response, Status};
 use vmaas_model::VirtualMachine;
 
-use super::mask::Mask;
-use super::{Ctx, count, window_field};
+use super::{Ctx, count};
 use crate::app::compute_instances::{image_by_name, in_view, list_vms, names, referred_by};
-use crate::app::listing::{ListRequest, window};
 use crate::app::vms;
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -27,11 +25,6 @@ impl ComputeInstances {
     async fn answer(&self, caller: &Caller, vm: VirtualMachine) -> Result<pb::ComputeInstance, Status> {
         let names = names(&self.0.state, caller, referred_by(&vm.spec).collect()).await.map_err(|e| self.0.status(e))?;
         Ok(convert::to_pb(&self.0.pool, vm, &names))
-    }
-
-    /// The object of an update or create, required.
-    fn object(&self, object: Option<pb::ComputeInstance>) -> Result<pb::ComputeInstance, Status> {
-        object.ok_or_else(|| self.0.status(ApiError::field("object", "is required")))
     }
 
     /// A disk image named by its id, as a VM names it: by its name.
@@ -48,12 +41,8 @@ impl pb::compute_instances_server::ComputeInstances for ComputeInstances {
     async fn list(&self, req: Request<pb::ComputeInstancesListRequest>) -> Result<Response<pb::ComputeInstancesListResponse>, Status> {
         let caller = self.0.caller(&req).await?;
         let q = req.into_inner();
-        let list = async {
-            let (offset, limit) = window(window_field("offset", q.offset)?, window_field("limit", q.limit)?)?;
-            let lr = ListRequest { offset, limit, filter: q.filter, order: q.order, ..ListRequest::default() };
-            list_vms(&self.0.state, &caller, lr).await
-        };
-        let (page, names, total) = list.await.map_err(|e| self.0.status(e))?;
+        let lr = self.0.list_request(q.offset, q.limit, q.filter, q.order)?;
+        let (page, names, total) = list_vms(&self.0.state, &caller, lr).await.map_err(|e| self.0.status(e))?;
         let items: Vec<_> = page.into_iter().map(|vm| convert::to_pb(&self.0.pool, vm, &names)).collect();
         Ok(Response::new(pb::ComputeInstancesListResponse { size: count(items.len() as u64), total: count(total), items }))
     }
@@ -71,7 +60,7 @@ impl pb::compute_instances_server::ComputeInstances for ComputeInstances {
         req: Request<pb::ComputeInstancesCreateRequest>,
     ) -> Result<Response<pb::ComputeInstancesCreateResponse>, Status> {
         let caller = self.0.caller(&req).await?;
-        let object = self.object(req.into_inner().object)?;
+        let object = self.0.required(req.into_inner().object)?;
         let mut asked = convert::create(&self.0.pool, object).map_err(|e| self.0.status(ApiError::invalid(e)))?;
         self.image_named(&caller, asked.vm.spec.image.as_mut()).await?;
         let made = vms::create(&self.0.state, &caller, asked.vm).await.map_err(|e| self.0.status(in_view(e)))?;
@@ -85,13 +74,9 @@ impl pb::compute_instances_server::ComputeInstances for ComputeInstances {
     ) -> Result<Response<pb::ComputeInstancesUpdateResponse>, Status> {
         let caller = self.0.caller(&req).await?;
         let q = req.into_inner();
-        let object = self.object(q.object)?;
+        let object = self.0.required(q.object)?;
         let id = object.id.clone();
-        if id.is_empty() {
-            return Err(self.0.status(ApiError::field("object.id", "is required: it names the instance to change")));
-        }
-        let desc = self.0.pool.get_message_by_name("osac.public.v1.ComputeInstance").ok_or_else(|| Status::internal("no descriptor"))?;
-        let mask = Mask::of(q.update_mask, &desc).map_err(|e| self.0.status(e))?;
+        let mask = self.0.update_mask(&id, "osac.public.v1.ComputeInstance", q.update_mask)?;
         let mut asked = convert::patch(&self.0.pool, object, &mask).map_err(|e| self.0.status(ApiError::invalid(e)))?;
         self.image_named(&caller, asked.vm.spec.image.as_mut()).await?;
         let mut changed = vms::patch(&self.0.state, &caller, &id, asked.vm).await.map_err(|e| self.0.status(in_view(e)))?;

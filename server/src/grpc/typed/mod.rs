@@ -10,12 +10,15 @@ mod mask;
 mod time;
 mod virtual_machines;
 
+use mask::Mask;
 use prost_reflect::DescriptorPool;
+use prost_types::FieldMask;
 use tonic::Status;
 
 pub use compute_instances::ComputeInstances;
 pub use virtual_machines::VirtualMachines;
 
+use crate::app::listing::{ListRequest, window};
 use crate::auth::{Caller, CallerSlot, authenticate};
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -45,6 +48,40 @@ impl Ctx {
     fn status(&self, e: ApiError) -> Status {
         super::status::from_api(&self.pool, e)
     }
+
+    /// The object of a create or update, which must be there.
+    fn required<T>(&self, object: Option<T>) -> Result<T, Status> {
+        object.ok_or_else(|| self.status(ApiError::field("object", "is required")))
+    }
+
+    /// A list's request, its page resolved (a negative or too large one is
+    /// INVALID_ARGUMENT naming it).
+    fn list_request(
+        &self,
+        offset: Option<i32>,
+        limit: Option<i32>,
+        filter: Option<String>,
+        order: Option<String>,
+    ) -> Result<ListRequest, Status> {
+        let page = || window(window_field("offset", offset)?, window_field("limit", limit)?);
+        let (offset, limit) = page().map_err(|e| self.status(e))?;
+        Ok(ListRequest { offset, limit, filter, order, ..ListRequest::default() })
+    }
+
+    /// What an update changes: the object `id` names (which it must), the
+    /// fields of the `message` its `mask` names.
+    fn update_mask(&self, id: &str, message: &str, mask: Option<FieldMask>) -> Result<Mask, Status> {
+        if id.is_empty() {
+            return Err(self.status(ApiError::field("object.id", "is required: it names the object to change")));
+        }
+        let desc = self.pool.get_message_by_name(message).ok_or_else(|| Status::internal(format!("no descriptor of {message}")))?;
+        Mask::of(mask, &desc).map_err(|e| self.status(e))
+    }
+}
+
+/// `s`, unless it is empty (proto3's unset string).
+fn non_empty(s: String) -> Option<String> {
+    (!s.is_empty()).then_some(s)
 }
 
 /// A count as an `int32` field holds it (a page is at most 1000 items).

@@ -9,9 +9,7 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 use vmaas_model::VirtualMachine;
 
-use super::mask::Mask;
-use super::{Ctx, count, window_field};
-use crate::app::listing::{ListRequest, window};
+use super::{Ctx, count};
 use crate::app::vms;
 use crate::error::ApiError;
 use crate::grpc::pb::fulfillment::v1 as pb;
@@ -27,11 +25,6 @@ impl VirtualMachines {
         let vm: VirtualMachine = serde_json::from_str(json).map_err(|e| self.0.status(ApiError::internal(e)))?;
         Ok(convert::to_pb(&self.0.pool, vm))
     }
-
-    /// The object of an update or create, required.
-    fn object(&self, object: Option<pb::VirtualMachine>) -> Result<pb::VirtualMachine, Status> {
-        object.ok_or_else(|| self.0.status(ApiError::field("object", "is required")))
-    }
 }
 
 #[tonic::async_trait]
@@ -39,12 +32,8 @@ impl pb::virtual_machines_server::VirtualMachines for VirtualMachines {
     async fn list(&self, req: Request<pb::VirtualMachinesListRequest>) -> Result<Response<pb::VirtualMachinesListResponse>, Status> {
         let caller = self.0.caller(&req).await?;
         let q = req.into_inner();
-        let list = async {
-            let (offset, limit) = window(window_field("offset", q.offset)?, window_field("limit", q.limit)?)?;
-            let lr = ListRequest { offset, limit, filter: q.filter, order: q.order, ..ListRequest::default() };
-            vms::list(&self.0.state, &caller, lr, |items| async { Ok(items) }).await
-        };
-        let listed = list.await.map_err(|e| self.0.status(e))?;
+        let lr = self.0.list_request(q.offset, q.limit, q.filter, q.order)?;
+        let listed = vms::list(&self.0.state, &caller, lr, |items| async { Ok(items) }).await.map_err(|e| self.0.status(e))?;
         let items = listed.items.iter().map(|j: &Arc<str>| self.stored(j)).collect::<Result<Vec<_>, _>>()?;
         Ok(Response::new(pb::VirtualMachinesListResponse {
             size: Some(count(items.len() as u64)),
@@ -61,7 +50,7 @@ impl pb::virtual_machines_server::VirtualMachines for VirtualMachines {
 
     async fn create(&self, req: Request<pb::VirtualMachinesCreateRequest>) -> Result<Response<pb::VirtualMachinesCreateResponse>, Status> {
         let caller = self.0.caller(&req).await?;
-        let object = self.object(req.into_inner().object)?;
+        let object = self.0.required(req.into_inner().object)?;
         let asked = convert::create(&self.0.pool, object).map_err(|e| self.0.status(ApiError::invalid(e)))?;
         let made = vms::create(&self.0.state, &caller, asked).await.map_err(|e| self.0.status(e))?;
         Ok(Response::new(pb::VirtualMachinesCreateResponse { object: Some(convert::to_pb(&self.0.pool, made.to_api())) }))
@@ -70,13 +59,9 @@ impl pb::virtual_machines_server::VirtualMachines for VirtualMachines {
     async fn update(&self, req: Request<pb::VirtualMachinesUpdateRequest>) -> Result<Response<pb::VirtualMachinesUpdateResponse>, Status> {
         let caller = self.0.caller(&req).await?;
         let q = req.into_inner();
-        let object = self.object(q.object)?;
+        let object = self.0.required(q.object)?;
         let id = object.id.clone();
-        if id.is_empty() {
-            return Err(self.0.status(ApiError::field("object.id", "is required: it names the VM to change")));
-        }
-        let desc = self.0.pool.get_message_by_name("fulfillment.v1.VirtualMachine").ok_or_else(|| Status::internal("no descriptor"))?;
-        let mask = Mask::of(q.update_mask, &desc).map_err(|e| self.0.status(e))?;
+        let mask = self.0.update_mask(&id, "fulfillment.v1.VirtualMachine", q.update_mask)?;
         let asked = convert::patch(&self.0.pool, object, &mask).map_err(|e| self.0.status(ApiError::invalid(e)))?;
         let changed = vms::patch(&self.0.state, &caller, &id, asked).await.map_err(|e| self.0.status(e))?;
         Ok(Response::new(pb::VirtualMachinesUpdateResponse { object: Some(convert::to_pb(&self.0.pool, changed.to_api())) }))

@@ -4,7 +4,7 @@
 //! names, and `restart_requested_at` asks for a restart.
 
 use prost_reflect::DescriptorPool;
-use vmaas_model::reference::{Names, Referred};
+use vmaas_model::reference::{self, Names, Referred};
 use vmaas_model::vm::{Condition, ConditionType, NetworkAttachment, VirtualMachineStatus, VmImage, VmState};
 use vmaas_model::{
     CreateVirtualMachine, InstanceTypeReference, Metadata, MetadataInput, PatchVirtualMachine, PowerState, ValidationErrors,
@@ -13,8 +13,8 @@ use vmaas_model::{
 
 use super::super::any::from_parameter;
 use super::super::mask::Mask;
-use super::super::time;
 use super::super::virtual_machines::parameters;
+use super::super::{non_empty, time};
 use crate::grpc::pb::osac::public::v1 as pb;
 
 /// A create's or an update's `object` read as a VM request.
@@ -81,14 +81,7 @@ pub fn patch(pool: &DescriptorPool, ci: pb::ComputeInstance, mask: &Mask) -> Res
 pub fn to_pb(pool: &DescriptorPool, vm: VirtualMachine, names: &Names) -> pb::ComputeInstance {
     let s = vm.spec;
     let stopping = s.state == PowerState::Stopped;
-    let named = |kind, key: &str| {
-        let (id, name) = match names.get(&(kind, key.to_owned())) {
-            Some((id, name)) => (id.clone(), name.clone()),
-            None if kind == Referred::Image => (String::new(), key.to_owned()),
-            None => (key.to_owned(), String::new()),
-        };
-        (id, name)
-    };
+    let named = |kind, key: &str| reference::named(names, kind, key);
     let nics = s.network_attachments.into_iter().map(|nic| {
         let (id, name) = named(Referred::Subnet, &nic.subnet);
         let groups = nic.security_groups.iter().map(|g| named(Referred::SecurityGroup, g));
@@ -237,8 +230,4 @@ fn attachment(a: pb::NetworkAttachment) -> NetworkAttachment {
     let subnet = a.subnet.as_ref().and_then(|r| key(&r.id, &r.name)).unwrap_or_default();
     let security_groups = a.security_groups.iter().map(|g| key(&g.id, &g.name).unwrap_or_default()).collect();
     NetworkAttachment { subnet, security_groups, ip_address: a.ip_address }
-}
-
-fn non_empty(s: String) -> Option<String> {
-    (!s.is_empty()).then_some(s)
 }

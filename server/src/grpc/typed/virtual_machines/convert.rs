@@ -14,7 +14,7 @@ use vmaas_model::{
 
 use super::super::any::{from_parameter, to_parameter};
 use super::super::mask::Mask;
-use super::super::time;
+use super::super::{non_empty, time};
 use crate::grpc::pb::fulfillment::v1 as pb;
 use crate::grpc::pb::shared::v1 as shared;
 
@@ -163,8 +163,4 @@ fn attachment(a: pb::VirtualMachineNetworkAttachment) -> NetworkAttachment {
 
 fn attachment_pb(a: NetworkAttachment) -> pb::VirtualMachineNetworkAttachment {
     pb::VirtualMachineNetworkAttachment { subnet: a.subnet, security_groups: a.security_groups, ip_address: a.ip_address }
-}
-
-fn non_empty(s: String) -> Option<String> {
-    (!s.is_empty()).then_some(s)
 }
