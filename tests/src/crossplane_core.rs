@@ -140,6 +140,9 @@ impl Core {
         let log = std::fs::File::create(dir.path().join("core.log")).unwrap();
         let child = Command::new(crossplane_core())
             .args(["core", "start", "--namespace", NAMESPACE, "--package-runtime", "External"])
+            // Checked every few seconds, not each minute: a watch event
+            // missed on a loaded machine costs seconds, not the test.
+            .args(["--poll-interval", "5s"])
             .arg("--tls-client-certs-dir")
             .arg(&client)
             .arg("--xpkg-cache-dir")
@@ -200,7 +203,17 @@ impl Core {
 
     /// Waits (up to `secs`) until `get` returns `Some`, republishing the
     /// endpoint meanwhile; panics with Crossplane's log tail otherwise.
-    pub async fn until<T, F, Fut>(&self, k: &Cluster, what: &str, secs: u64, mut get: F) -> T
+    pub async fn until<T, F, Fut>(&self, k: &Cluster, what: &str, secs: u64, get: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Option<T>>,
+    {
+        self.until_showing(k, what, secs, &[], get).await
+    }
+
+    /// [`Core::until`], and on failure also the status of each object at
+    /// `show` (what Crossplane made of them).
+    pub async fn until_showing<T, F, Fut>(&self, k: &Cluster, what: &str, secs: u64, show: &[&str], mut get: F) -> T
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Option<T>>,
@@ -212,9 +225,15 @@ impl Core {
                 return v;
             }
             if Instant::now() > deadline {
+                let mut seen = String::new();
+                for path in show {
+                    let status = get_any(k, path).await;
+                    seen.push_str(&format!("{path}: {status:#}\n"));
+                }
                 let log = self.log();
                 let tail: Vec<&str> = log.lines().rev().take(30).collect();
-                panic!("{what}: not within {secs} s; Crossplane's log ends:\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+                let tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
+                panic!("{what}: not within {secs} s;\n{seen}Crossplane's log ends:\n{tail}");
             }
             if last_publish.elapsed() > Duration::from_secs(5) {
                 self.publish_endpoint(k).await;
@@ -222,6 +241,16 @@ impl Core {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
+    }
+}
+
+/// The status at `path` (or what the API server answered).
+async fn get_any(k: &Cluster, path: &str) -> Value {
+    let (st, body) = k.request(Method::GET, path, None, None).await;
+    if st == 200 {
+        json!({"status": body["status"], "resourceRefs": body["spec"]["resourceRefs"]})
+    } else {
+        json!({"answer": st, "body": body})
     }
 }
 

@@ -119,15 +119,16 @@ async fn crossplane_core_makes_the_crds_binds_the_claims_and_calls_the_function(
     let (_, vm_path, _, vm_xr) = &bound[1];
     // (First `Creating`; once Crossplane observes the composed KubeVirt VM,
     // which nothing runs here, `Provisioning`.)
+    let xr_path = format!("/apis/vmaas.io/v1alpha1/xvirtualmachines/{vm_xr}");
     let vm = core
-        .until(&k, "the claim shows VirtualMachineReady, Provisioning", 90, || async {
+        .until_showing(&k, "the claim shows VirtualMachineReady, Provisioning", 90, &[vm_path, &xr_path], || async {
             get(&k, vm_path).await.filter(|c| condition(c, "VirtualMachineReady").is_some_and(|c| c["reason"] == "Provisioning"))
         })
         .await;
     let c = condition(&vm, "VirtualMachineReady").unwrap();
     assert!(c["status"] == "False" && c["message"] == "the KubeVirt VM has no status yet", "{c:#}");
     assert_eq!(condition(&vm, "Ready").unwrap()["reason"], "Waiting", "{vm:#}");
-    let xr = get(&k, &format!("/apis/vmaas.io/v1alpha1/xvirtualmachines/{vm_xr}")).await.unwrap();
+    let xr = get(&k, &xr_path).await.unwrap();
     let ns = xr["status"]["namespace"].as_str().expect("the VM's namespace on its XR");
     assert!(get(&k, &format!("/apis/kubevirt.io/v1/namespaces/{ns}/virtualmachines/myvm")).await.is_some(), "the KubeVirt VM");
 
