@@ -35,7 +35,7 @@ use std::sync::{Arc, LazyLock};
 use cel::common::ast::IdedExpr;
 use cel::{Context, Env, Value};
 
-pub use narrow::{Narrowing, TimeBound};
+pub use narrow::{Columns, Narrowing, TimeBound};
 pub use order::Order;
 
 /// The longest filter or order accepted, in bytes.

@@ -30,6 +30,7 @@ mod mem;
 mod migrations;
 mod narrow;
 pub mod objects;
+mod postings;
 pub mod quota;
 pub mod record;
 mod row;
@@ -245,6 +246,9 @@ impl Store {
             sqlx::query("PRAGMA journal_mode=WAL").execute(&pool).await?;
         }
         migrations::all().run(&pool).await?;
+        if dialect == Dialect::Postgres {
+            sqlx::query(migrations::POSTGRES_ONLY).execute(&pool).await?;
+        }
         let mut store = Self { pool, dialect, mem: None, commits: None, events: Arc::new(tokio::sync::watch::channel(0).0), pinned: None };
         store.count_usage_once().await?;
         store.index_links_once().await?;

@@ -5,8 +5,10 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use vmaas_model::query::Columns;
 use vmaas_model::{ObjectKind, VirtualMachine};
 
+use super::postings::{Postings, Term};
 use super::row::{Filter, Row};
 use super::usage::{Amounts, HostUsage, holds};
 use super::{Scope, StoreError, ts};
@@ -54,6 +56,8 @@ struct KindIndex {
     counts: HashMap<String, u64>,
     /// name → (sort key, id): the objects of each name, of every tenant, in list order.
     by_name: HashMap<String, BTreeSet<(String, String)>>,
+    /// The objects of each state and label value, per tenant, in list order.
+    postings: Postings,
 }
 
 #[derive(Default)]
@@ -83,6 +87,7 @@ impl MemState {
         idx.by_tenant.insert((row.tenant.clone(), key.clone(), row.id.clone()));
         idx.by_name.entry(row.name.clone()).or_default().insert((key.clone(), row.id.clone()));
         *idx.counts.entry(row.tenant.clone()).or_default() += 1;
+        idx.postings.add(&row, &key);
         for vm in super::links::targets_of(&row) {
             self.links.entry((row.kind, vm)).or_default().insert((key.clone(), row.id.clone()));
         }
@@ -159,6 +164,7 @@ impl MemState {
                     idx.by_name.remove(&c.row.name);
                 }
             }
+            idx.postings.remove(&c.row, &key);
             idx.by_tenant.remove(&(c.row.tenant.clone(), key, c.row.id));
             if let Some(n) = idx.counts.get_mut(&c.row.tenant) {
                 *n = n.saturating_sub(1);
@@ -176,6 +182,9 @@ impl MemState {
         c.row.observed = observed;
         c.row.observed_version = observed_version;
         (c.json, c.vm) = rendered(&c.row);
+        if let Some(idx) = self.kinds.get_mut(&kind) {
+            idx.postings.restate(&c.row, &c.key, &was);
+        }
         let after = image.then(|| c.row.clone());
         match (before, after) {
             (Some(before), Some(after)) => {
@@ -219,9 +228,8 @@ impl MemState {
         let n = &f.narrow;
         let matches = |c: &&Cached| {
             let r = &c.row;
-            f.name.as_deref().is_none_or(|name| name == r.name)
-                && f.state.as_deref().is_none_or(|s| s == r.state)
-                && n.admits(&r.id, &r.name, r.created_at, &r.labels.labels)
+            let columns = Columns { id: &r.id, name: &r.name, created: r.created_at, labels: &r.labels.labels, state: &r.state };
+            f.name.as_deref().is_none_or(|name| name == r.name) && f.state.as_deref().is_none_or(|s| s == r.state) && n.admits(columns)
         };
         let mut total = 0u64;
         let mut items = Vec::new();
@@ -257,9 +265,36 @@ impl MemState {
             (None, Some(ids)) => Some(ids.iter().filter_map(|id| self.objects.get_key_value(id)).map(|(id, c)| (&c.key, id)).collect()),
             (None, None) => None,
         };
-        match keyed {
-            Some(set) => set.into_iter().map(|(_, id)| id).collect(),
-            None => self.scope_ids(idx, tenant).collect(),
+        if let Some(set) = keyed {
+            return set.into_iter().map(|(_, id)| id).collect();
+        }
+        // The fewest of the state's or a label value's objects, when fewer
+        // than all in scope.
+        let in_scope = match tenant {
+            Some(t) => idx.counts.get(t).copied().unwrap_or(0),
+            None => idx.order.len() as u64,
+        };
+        let fewest = terms(f)
+            .into_iter()
+            .map(|ts| (ts.iter().map(|t| idx.postings.count(t, tenant) as u64).sum::<u64>(), ts))
+            .min_by_key(|(n, _)| *n);
+        match fewest {
+            Some((n, ts)) if n < in_scope => idx.postings.ids(&ts, tenant),
+            _ => self.scope_ids(idx, tenant).collect(),
         }
     }
+}
+
+/// The sets of terms a list's objects must have one of: the states it
+/// admits (the `state` asked for and the filter's), and each label value
+/// it names.
+fn terms(f: &Filter) -> Vec<Vec<Term>> {
+    let states: Option<Vec<&String>> = match (&f.state, &f.narrow.states) {
+        (Some(s), Some(set)) => Some(set.contains(s).then_some(s).into_iter().collect()),
+        (Some(s), None) => Some(vec![s]),
+        (None, Some(set)) => Some(set.iter().collect()),
+        (None, None) => None,
+    };
+    let labels = f.narrow.labels.iter().filter_map(|(k, v)| Some(vec![Term::Label(k.clone(), v.clone()?)]));
+    states.map(|s| s.into_iter().map(|s| Term::State(s.clone())).collect()).into_iter().chain(labels).collect()
 }

@@ -10,7 +10,7 @@ use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 
 /// Version, description (the file name's words) and SQL of each migration, in order.
-const MIGRATIONS: [(i64, &str, &str); 11] = [
+const MIGRATIONS: [(i64, &str, &str); 12] = [
     (1, "initial", include_str!("../migrations/0001_initial.sql")),
     (2, "restarts", include_str!("../migrations/0002_restarts.sql")),
     (3, "objects", include_str!("../migrations/0003_objects.sql")),
@@ -22,6 +22,7 @@ const MIGRATIONS: [(i64, &str, &str); 11] = [
     (9, "usage", include_str!("../migrations/0009_usage.sql")),
     (10, "links", include_str!("../migrations/0010_links.sql")),
     (11, "console tickets", include_str!("../migrations/0011_console_tickets.sql")),
+    (12, "states", include_str!("../migrations/0012_states.sql")),
 ];
 
 /// The schema's migrations, the first `count` of them.
@@ -37,6 +38,12 @@ pub(crate) fn first(count: usize) -> Migrator {
 pub(crate) fn all() -> Migrator {
     first(MIGRATIONS.len())
 }
+
+/// What only PostgreSQL can index, made once after the migrations (the
+/// migrations are one SQL for both databases): the labels, so a list
+/// filtered on a label's value reads the objects having it
+/// ([`super::narrow`] asks with `@>`).
+pub(crate) const POSTGRES_ONLY: &str = "CREATE INDEX IF NOT EXISTS objects_labels ON objects USING gin (((meta::jsonb) -> 'labels'))";
 
 #[cfg(test)]
 mod tests {

@@ -1,5 +1,5 @@
-//! A filter's narrowing as SQL: conditions on the id, name, creation time
-//! and labels of `objects`, with their values bound, on both databases.
+//! A filter's narrowing as SQL: conditions on the id, name, state, creation
+//! time and labels of `objects`, with their values bound, on both databases.
 
 use vmaas_model::query::Narrowing;
 
@@ -22,7 +22,7 @@ impl Where {
             w.binds.push(v);
             format!("${}", first + w.binds.len() - 1)
         };
-        for (column, set) in [("id", &n.ids), ("name", &n.names)] {
+        for (column, set) in [("id", &n.ids), ("name", &n.names), ("state", &n.states)] {
             if let Some(set) = set {
                 let marks: Vec<String> = set.iter().map(|v| bind(&mut w, v.clone())).collect();
                 // An empty set matches nothing; `IN ()` is not SQL.
@@ -40,6 +40,12 @@ impl Where {
             }
         }
         for (key, value) in &n.labels {
+            // On PostgreSQL, a value is asked with `@>`, which the labels' index answers.
+            if let (Dialect::Postgres, Some(v)) = (dialect, value) {
+                let m = bind(&mut w, serde_json::json!({ key: v }).to_string());
+                w.sql += &format!(" AND ((meta::jsonb) -> 'labels') @> CAST({m} AS jsonb)");
+                continue;
+            }
             let label = match dialect {
                 Dialect::Sqlite => format!("json_extract(meta, {})", bind(&mut w, format!("$.labels.\"{key}\""))),
                 Dialect::Postgres => format!("(meta::jsonb -> 'labels' ->> {})", bind(&mut w, key.clone())),

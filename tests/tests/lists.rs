@@ -42,6 +42,7 @@ on_both_databases! {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
         assert_eq!(stopped, 5);
+        state_filters_page_and_count(&s, &t).await;
         let (_, p) = s.raw(Method::GET, &format!("{V1}/virtual_machines?state=VIRTUAL_MACHINE_STATE_PROGRESSING&limit=3"), Some(&t), None).await;
         assert_eq!((p["total"].clone(), p["size"].clone()), (json!(20), json!(3)));
         for (q, field) in [("limit=0", "limit"), ("limit=5000", "limit"), ("offset=-1", "offset"), ("state=sleepy", "state")] {
@@ -83,6 +84,34 @@ async fn narrowed_filters_page_and_count(s: &Server, t: &str) {
     assert_eq!((names(&p), &p["total"]), (vec!["vm-10".to_owned()], &json!(15)), "{p}");
     let (_, p) = get(&format!("this.metadata.creation_timestamp < timestamp('{created}')"), "offset=9").await;
     assert_eq!((names(&p), &p["total"]), (vec!["vm-09".to_owned()], &json!(10)), "{p}");
+}
+
+/// Filters on `status.state` (alone, with labels, with `state=`), which the
+/// store reads through its index of states; and the compute instances'
+/// view, whose states are its own, filtered on them.
+async fn state_filters_page_and_count(s: &Server, t: &str) {
+    let get = |path: &str, filter: &str, page: &str| {
+        let q = format!("{V1}/{path}?filter={}&{page}", urlencoding(filter));
+        async move { s.raw(Method::GET, &q, Some(t), None).await }
+    };
+    let names =
+        |v: &Value| v["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+    let stopped = "this.status.state == 'VIRTUAL_MACHINE_STATE_STOPPED'";
+    let (st, p) = get("virtual_machines", stopped, "limit=2&offset=1").await;
+    assert_eq!((st, names(&p), &p["total"]), (200, vec!["vm-05".to_owned(), "vm-10".to_owned()], &json!(5)), "{p}");
+    for (path, filter, page, total) in [
+        ("virtual_machines", "this.status.state in ['VIRTUAL_MACHINE_STATE_STOPPED', 'X'] && this.metadata.labels.tier == 'a'", "", 3),
+        ("virtual_machines", "this.status.state == 'VIRTUAL_MACHINE_STATE_PROGRESSING'", "", 20),
+        ("virtual_machines", "this.status.state == 'VIRTUAL_MACHINE_STATE_PROGRESSING'", "state=stopped", 0),
+        ("virtual_machines", stopped, "state=stopped", 5),
+        ("virtual_machines", "this.status.state == 'STOPPED'", "", 0),
+        ("compute_instances", "this.status.state == 'COMPUTE_INSTANCE_STATE_STOPPED'", "", 5),
+        ("compute_instances", stopped, "", 0),
+    ] {
+        let (st, p) = get(path, filter, page).await;
+        assert_eq!((st, &p["total"]), (200, &json!(total)), "{path} {filter} {page}: {p}");
+        assert_eq!(p["items"].as_array().map(Vec::len), Some(total.min(100)), "{path} {filter}: {p}");
+    }
 }
 
 /// OSAC's `filter` (CEL) and `order` on lists, within what the caller may see.

@@ -1,5 +1,5 @@
 //! What a filter says of the columns every stored object has (its id,
-//! name, creation time and labels), so the store reads only the rows that
+//! name, creation time, labels and state), so the store reads only the rows that
 //! can match: the conjuncts of the filter's top-level `&&` that name one of
 //! them in a simple way. The rest of the filter is evaluated on what the
 //! store returns; when nothing is left over, the narrowing is the filter
@@ -14,6 +14,21 @@ use super::check::field_path;
 
 /// A bound on the creation time: the instant, and whether it is included.
 pub type TimeBound = (DateTime<Utc>, bool);
+
+/// The columns of a stored object a narrowing tests.
+#[derive(Debug, Clone, Copy)]
+pub struct Columns<'a> {
+    /// Its id.
+    pub id: &'a str,
+    /// Its name.
+    pub name: &'a str,
+    /// When it was made.
+    pub created: DateTime<Utc>,
+    /// Its labels.
+    pub labels: &'a std::collections::BTreeMap<String, String>,
+    /// Its `status.state`, as stored.
+    pub state: &'a str,
+}
 
 /// Conditions on an object's columns that every object a filter selects
 /// meets; [`Narrowing::exact`] when they are the whole filter.
@@ -31,6 +46,10 @@ pub struct Narrowing {
     pub created_before: Option<TimeBound>,
     /// Labels the object has: the key, and the value when one is named.
     pub labels: Vec<(String, Option<String>)>,
+    /// `status.state` is one of these (as the filter spells them: a view
+    /// whose states are not the stored ones drops them, see
+    /// [`Narrowing::without_states`]).
+    pub states: Option<BTreeSet<String>>,
     /// Whether these conditions are the whole filter.
     pub exact: bool,
 }
@@ -44,11 +63,23 @@ impl Narrowing {
             && self.created_after.is_none()
             && self.created_before.is_none()
             && self.labels.is_empty()
+            && self.states.is_none()
+    }
+
+    /// The narrowing without its states, for a view whose `status.state`
+    /// is not the stored state: the filter is then evaluated on each object.
+    pub fn without_states(mut self) -> Self {
+        if self.states.take().is_some() {
+            self.exact = false;
+        }
+        self
     }
 
     /// Whether an object with these columns meets every condition.
-    pub fn admits(&self, id: &str, name: &str, created: DateTime<Utc>, labels: &std::collections::BTreeMap<String, String>) -> bool {
+    pub fn admits(&self, row: Columns<'_>) -> bool {
+        let Columns { id, name, created, labels, state } = row;
         self.ids.as_ref().is_none_or(|s| s.contains(id))
+            && self.states.as_ref().is_none_or(|s| s.contains(state))
             && self.names.as_ref().is_none_or(|s| s.contains(name))
             && self.name_prefix.as_deref().is_none_or(|p| name.starts_with(p))
             && self.created_after.is_none_or(|(t, inc)| created > t || (inc && created == t))
@@ -93,12 +124,13 @@ impl Narrowing {
         }
     }
 
-    /// `FIELD == 'text'` for the id, the name or a label.
+    /// `FIELD == 'text'` for the id, the name, the state or a label.
     fn equals(&mut self, field: &IdedExpr, value: &IdedExpr) -> bool {
         let (Some(path), Some(v)) = (field_path(field), string(value)) else { return false };
         match path.as_slice() {
             [id] if id == "id" => intersect(&mut self.ids, [v]),
             [m, n] if m == "metadata" && n == "name" => intersect(&mut self.names, [v]),
+            [s, st] if s == "status" && st == "state" => intersect(&mut self.states, [v]),
             [m, l, key] if m == "metadata" && l == "labels" && plain_key(key) => {
                 self.labels.push((key.clone(), Some(v)));
                 true
@@ -107,7 +139,7 @@ impl Narrowing {
         }
     }
 
-    /// `FIELD in ['a', 'b']` for the id or the name; `'key' in this.metadata.labels`.
+    /// `FIELD in ['a', 'b']` for the id, the name or the state; `'key' in this.metadata.labels`.
     fn within(&mut self, item: &IdedExpr, set: &IdedExpr) -> bool {
         if let (Some(key), Some(path)) = (string(item), field_path(set)) {
             return match path.as_slice() {
@@ -123,6 +155,7 @@ impl Narrowing {
         match path.as_slice() {
             [id] if id == "id" => intersect(&mut self.ids, values),
             [m, n] if m == "metadata" && n == "name" => intersect(&mut self.names, values),
+            [s, st] if s == "status" && st == "state" => intersect(&mut self.states, values),
             _ => false,
         }
     }
@@ -219,19 +252,21 @@ mod tests {
     use super::super::Filter;
 
     fn object(id: &str, name: &str, created: &str, labels: Value) -> Value {
-        json!({"id": id, "metadata": {"name": name, "creation_timestamp": created, "labels": labels}, "spec": {}, "status": {}})
+        let state = if name.starts_with("web") { "READY" } else { "STOPPED" };
+        json!({"id": id, "metadata": {"name": name, "creation_timestamp": created, "labels": labels}, "spec": {}, "status": {"state": state}})
     }
 
     /// Whether the narrowing admits the object, from the object's JSON.
     fn admits(f: &Filter, o: &Value) -> bool {
         let labels: BTreeMap<String, String> = serde_json::from_value(o["metadata"]["labels"].clone()).unwrap_or_default();
         let created = chrono::DateTime::parse_from_rfc3339(o["metadata"]["creation_timestamp"].as_str().unwrap_or_default()).unwrap();
-        f.narrowing().admits(
-            o["id"].as_str().unwrap_or_default(),
-            o["metadata"]["name"].as_str().unwrap_or_default(),
-            created.into(),
-            &labels,
-        )
+        f.narrowing().admits(super::Columns {
+            id: o["id"].as_str().unwrap_or_default(),
+            name: o["metadata"]["name"].as_str().unwrap_or_default(),
+            created: created.into(),
+            labels: &labels,
+            state: o["status"]["state"].as_str().unwrap_or_default(),
+        })
     }
 
     #[test]
@@ -255,6 +290,9 @@ mod tests {
             ("this.metadata.creation_timestamp >= timestamp('2026-11-23T11:00:00+01:00')", true),
             ("timestamp('2026-11-24T00:00:00Z') > this.metadata.creation_timestamp", true),
             ("this.metadata.creation_timestamp <= timestamp('2026-11-23T10:00:00.5Z') && this.metadata.name.startsWith('w')", true),
+            ("this.status.state == 'READY'", true),
+            ("this.status.state in ['STOPPED', 'FAILED'] && this.metadata.labels.env == 'dev'", true),
+            ("this.status.state in ['STOPPED', 'READY'] && this.status.state == 'READY'", true),
             ("this.metadata.name.startsWith('web') && this.spec.x == 1", false),
             ("this.metadata.name == 'web-1' || this.id == 'c'", false),
             ("this.metadata.name.endsWith('-1')", false),

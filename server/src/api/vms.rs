@@ -12,6 +12,7 @@ use super::extract::ApiJson;
 use super::extract::ApiQuery;
 use super::query::{ListQuery, page};
 use super::shared::{enveloped, raw_json};
+use crate::app::listing::States;
 use crate::app::vms;
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -29,7 +30,7 @@ pub(super) fn routes() -> Router<AppState> {
     responses((status = 200, body = Page<VirtualMachine>), (status = 400, body = ApiError), (status = 401, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Response, ApiError> {
-    Ok(page(vms::list(&s, &caller, q.request()?, |items| async { Ok(items) }).await?))
+    Ok(page(vms::list(&s, &caller, q.request()?, States::Stored, |items| async { Ok(items) }).await?))
 }
 
 /// Get one virtual machine.

@@ -13,7 +13,7 @@ use vmaas_model::vm::compute_instance::{VmBody, from_compute_instance, to_comput
 use vmaas_model::{CreateVirtualMachine, Envelope, ObjectKind, PatchVirtualMachine, VirtualMachine, VirtualMachineSpec};
 
 use super::images::{self, Named};
-use super::listing::{ListRequest, Listed};
+use super::listing::{ListRequest, Listed, States};
 use super::scope::scope;
 use super::vms;
 use crate::auth::Caller;
@@ -51,7 +51,7 @@ async fn list_kept(
 ) -> Result<(Listed, HashMap<usize, VirtualMachine>, Names), ApiError> {
     let kept = Mutex::new((HashMap::new(), Names::new()));
     let kept_ref = &kept;
-    let listed = vms::list(s, caller, req, |items| async move {
+    let listed = vms::list(s, caller, req, States::Renamed, |items| async move {
         let items = items.iter().map(|vm| serde_json::from_str(vm).map_err(ApiError::internal)).collect::<Result<Vec<Value>, _>>()?;
         let names = names(s, caller, referred(&items)).await?;
         let mut rendered = Vec::with_capacity(items.len());

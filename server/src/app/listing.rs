@@ -1,6 +1,6 @@
 //! A list request: its page, name, state, OSAC's `filter` (CEL over the
 //! object) and `order`. The store reads only the rows the filter's
-//! narrowing admits (by id, name, creation time and labels); when the
+//! narrowing admits (by id, name, creation time, labels and state); when the
 //! narrowing is the whole filter and nothing is sorted, the store pages
 //! too. Otherwise the filter is evaluated over the JSON of what the store
 //! read, then sorted and paged.
@@ -54,6 +54,17 @@ pub(crate) struct Listed {
     pub total: u64,
 }
 
+/// Whether the objects a list's filter sees have the stored `status.state`
+/// (so a filter on it narrows what the store reads through its index), or
+/// a state of their own (it is then evaluated on each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum States {
+    /// `status.state` is the stored state, spelled the same.
+    Stored,
+    /// The view renames (or the kind derives) its states.
+    Renamed,
+}
+
 /// What the store is asked for one list: the narrowing it tests, and the
 /// window `(offset, limit)` it reads.
 pub(crate) struct Read {
@@ -71,12 +82,12 @@ impl ListRequest {
     /// matched in the store); what the store could not do (the rest of the
     /// filter, the order, the page) is done here. A bad `filter` or `order`
     /// is a 400 naming it.
-    pub(crate) async fn run<F, Fut>(&self, read: F) -> Result<Listed, ApiError>
+    pub(crate) async fn run<F, Fut>(&self, states: States, read: F) -> Result<Listed, ApiError>
     where
         F: FnOnce(Read) -> Fut,
         Fut: Future<Output = Result<(Vec<Arc<str>>, u64), ApiError>>,
     {
-        self.run_with(true, read).await
+        self.run_with(Some(states), read).await
     }
 
     /// Runs the list over a read that cannot narrow (`read` is given no
@@ -86,10 +97,10 @@ impl ListRequest {
         F: FnOnce(Read) -> Fut,
         Fut: Future<Output = Result<(Vec<Arc<str>>, u64), ApiError>>,
     {
-        self.run_with(false, read).await
+        self.run_with(None, read).await
     }
 
-    async fn run_with<F, Fut>(&self, narrows: bool, read: F) -> Result<Listed, ApiError>
+    async fn run_with<F, Fut>(&self, narrows: Option<States>, read: F) -> Result<Listed, ApiError>
     where
         F: FnOnce(Read) -> Fut,
         Fut: Future<Output = Result<(Vec<Arc<str>>, u64), ApiError>>,
@@ -100,10 +111,11 @@ impl ListRequest {
             return Ok(Listed { items, total });
         };
         let narrow = match (narrows, &sel.filter) {
-            (true, Some(f)) => f.narrowing(),
+            (Some(States::Stored), Some(f)) => f.narrowing(),
+            (Some(States::Renamed), Some(f)) => f.narrowing().without_states(),
             _ => Narrowing::default(),
         };
-        if narrows && sel.order.is_none() && narrow.exact {
+        if narrows.is_some() && sel.order.is_none() && narrow.exact {
             let (items, total) = read(page(narrow)).await?;
             return Ok(Listed { items, total });
         }

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use tracing::info;
 use vmaas_model::{MetadataInput, Object, ObjectKind, ValidationErrors, VirtualNetwork, reference};
 
-use super::listing::{ListRequest, Listed};
+use super::listing::{ListRequest, Listed, States};
 use super::scope::scope;
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -31,7 +31,8 @@ fn parse_state(text: &str, states: &[&'static str]) -> Result<&'static str, ApiE
 pub(crate) async fn list<K: Object>(s: &AppState, caller: &Caller, req: ListRequest, states: &[&'static str]) -> Result<Listed, ApiError> {
     let state = req.state.as_deref().map(|t| parse_state(t, states)).transpose()?.map(str::to_owned);
     let (scope, name) = (scope(caller), req.name.clone());
-    req.run(|r| async move {
+    // A kind may derive its stored state from its spec: evaluated on each.
+    req.run(States::Renamed, |r| async move {
         let filter = Filter { name, state, narrow: r.narrow, offset: r.offset, limit: r.limit };
         Ok(s.store.list_json(K::KIND, &scope, &filter).await?)
     })

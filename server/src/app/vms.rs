@@ -21,7 +21,7 @@ use tracing::info;
 use vmaas_model::{CreateVirtualMachine, ObjectKind, PatchVirtualMachine, ValidationErrors, VirtualMachine, VmState};
 
 use super::images;
-use super::listing::{ListRequest, Listed};
+use super::listing::{ListRequest, Listed, States};
 use super::scope::{checked_name, owned_by, scope};
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -36,15 +36,16 @@ use resolve::{check_no_shrink, check_placement, fits, image_field, resolve, same
 const ACK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A page of the VMs `caller` sees, as JSON; `view` renders each (the
-/// filter and order see the rendering).
-pub(crate) async fn list<F, Fut>(s: &AppState, caller: &Caller, req: ListRequest, view: F) -> Result<Listed, ApiError>
+/// filter and order see the rendering, whose `states` are the stored ones
+/// or its own).
+pub(crate) async fn list<F, Fut>(s: &AppState, caller: &Caller, req: ListRequest, states: States, view: F) -> Result<Listed, ApiError>
 where
     F: FnOnce(Vec<Arc<str>>) -> Fut,
     Fut: std::future::Future<Output = Result<Vec<Arc<str>>, ApiError>>,
 {
     let state = req.state.as_deref().map(str::parse::<VmState>).transpose().map_err(|e| ApiError::field("state", e))?;
     let (scope, name, state) = (scope(caller), req.name.clone(), state.map(|st| st.as_str().to_owned()));
-    req.run(|r| async move {
+    req.run(states, |r| async move {
         let filter = Filter { name, state, narrow: r.narrow, offset: r.offset, limit: r.limit };
         let (items, total) = s.store.list_vms_json(&scope, &filter).await?;
         Ok((view(items).await?, total))

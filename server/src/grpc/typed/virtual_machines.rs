@@ -10,6 +10,7 @@ use tonic::{Request, Response, Status};
 use vmaas_model::VirtualMachine;
 
 use super::{Ctx, count};
+use crate::app::listing::States;
 use crate::app::vms;
 use crate::error::ApiError;
 use crate::grpc::pb::fulfillment::v1 as pb;
@@ -33,7 +34,8 @@ impl pb::virtual_machines_server::VirtualMachines for VirtualMachines {
         let caller = self.0.caller(&req).await?;
         let q = req.into_inner();
         let lr = self.0.list_request(q.offset, q.limit, q.filter, q.order)?;
-        let listed = vms::list(&self.0.state, &caller, lr, |items| async { Ok(items) }).await.map_err(|e| self.0.status(e))?;
+        let listed =
+            vms::list(&self.0.state, &caller, lr, States::Stored, |items| async { Ok(items) }).await.map_err(|e| self.0.status(e))?;
         let items = listed.items.iter().map(|j: &Arc<str>| self.stored(j)).collect::<Result<Vec<_>, _>>()?;
         Ok(Response::new(pb::VirtualMachinesListResponse {
             size: Some(count(items.len() as u64)),
