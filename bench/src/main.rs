@@ -27,6 +27,7 @@ mod boot;
 mod debian;
 mod disk_snapshots;
 mod events;
+mod filtered;
 mod grpc;
 mod grpc_create;
 mod kubevirt;

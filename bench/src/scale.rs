@@ -3,7 +3,8 @@
 //! N VMs stored, on SQLite and (with `VMAAS_BENCH_DATABASE_URL`) on
 //! PostgreSQL: its CPU while nobody calls it, `/healthz` p99, and VM create
 //! p50 for a tenant without a quota and one with a quota (holding half of
-//! the VMs). On PostgreSQL a second replica then takes creates while the
+//! the VMs), and lists filtered on a label and on a state beside
+//! hand-written SQL ([`crate::filtered`]). On PostgreSQL a second replica then takes creates while the
 //! first is frozen with SIGSTOP for 20 s in the middle of its own burst.
 //! `--server` measures another build of the server, to compare.
 
@@ -32,7 +33,7 @@ const FREEZE: Duration = Duration::from_secs(20);
 /// One `vmaas-server` process.
 pub(crate) struct Server {
     pub(crate) child: Child,
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     pub(crate) base: String,
     pub(crate) http: reqwest::Client,
 }
@@ -227,7 +228,7 @@ async fn setup(s: &Server, bin: &Path) -> anyhow::Result<Tokens> {
     Ok(tokens)
 }
 
-fn verdict(met: bool) -> &'static str {
+pub(crate) fn verdict(met: bool) -> &'static str {
     if met { "met" } else { "NOT MET" }
 }
 
@@ -264,6 +265,11 @@ async fn one_database(bin: &Path, name: &str, database: Option<&str>, n: usize) 
         full.create_quota_p50_ms,
         verdict(full.create_quota_p50_ms <= 2.0 * empty.create_quota_p50_ms)
     );
+    let sql = match database {
+        Some(url) => crate::filtered::Sql { url: url.to_owned(), postgres: true },
+        None => crate::filtered::Sql { url: format!("sqlite://{}?mode=ro", s.dir.join("vmaas.db").display()), postgres: false },
+    };
+    crate::filtered::report(&s, name, &t.quota, "quota", &sql).await?;
     if let Some(url) = database {
         frozen(bin, &s, &t, url).await?;
     }

@@ -236,17 +236,25 @@ impl Store {
             let q = sqlx::query(AssertSqlSafe(sql)).bind(kind.as_str()).bind(tenant).bind(f.name.as_deref()).bind(f.state.as_deref());
             narrow.binds.iter().fold(q, |q, v| q.bind(v.as_str()))
         };
-        let (limit, offset) = (i64::try_from(f.limit).unwrap_or(i64::MAX), i64::try_from(f.offset).unwrap_or(i64::MAX));
+        // One row more than the page: when it does not come, the page is
+        // the last one and the total is known without counting.
+        let (limit, offset) = (i64::try_from(f.limit.saturating_add(1)).unwrap_or(i64::MAX), i64::try_from(f.offset).unwrap_or(i64::MAX));
         let page = format!("LIMIT ${} OFFSET ${}", 5 + narrow.binds.len(), 6 + narrow.binds.len());
         let mut c = self.conn().await?;
-        let rows = query(format!("SELECT {COLUMNS} FROM objects WHERE {cond} ORDER BY {} {page}", order_by(kind)))
+        let mut rows = query(format!("SELECT {COLUMNS} FROM objects WHERE {cond} ORDER BY {} {page}", order_by(kind)))
             .bind(limit)
             .bind(offset)
             .fetch_all(&mut *c)
             .await?;
-        let total: i64 = query(format!("SELECT COUNT(*) AS n FROM objects WHERE {cond}")).fetch_one(&mut *c).await?.try_get("n")?;
+        let total = if (rows.len() as u64) <= f.limit && (!rows.is_empty() || f.offset == 0) {
+            f.offset + rows.len() as u64
+        } else {
+            let n: i64 = query(format!("SELECT COUNT(*) AS n FROM objects WHERE {cond}")).fetch_one(&mut *c).await?.try_get("n")?;
+            u64::try_from(n).unwrap_or(0)
+        };
+        rows.truncate(usize::try_from(f.limit).unwrap_or(usize::MAX));
         let items = rows.iter().map(from_row).collect::<Result<_, _>>()?;
-        Ok((items, u64::try_from(total).unwrap_or(0)))
+        Ok((items, total))
     }
 
     /// A page of objects as the API's JSON, and the total matching.
