@@ -199,8 +199,11 @@ async fn fill(s: &Server, t: &Tokens, n: usize) -> anyhow::Result<f64> {
     Ok(started.elapsed().as_secs_f64())
 }
 
-/// Waits until the reconciler has seen everything (`/healthz`), then one resync period more.
-async fn settle(s: &Server) -> anyhow::Result<()> {
+/// Waits until the reconciler has seen everything (`/healthz`), then until
+/// it has worked through what the fill queued (its pass count still for
+/// [`STILL`]; at most [`CATCH_UP_LIMIT`]), then one resync period more;
+/// returns how long the catching up took.
+async fn settle(s: &Server) -> anyhow::Result<Duration> {
     let t = Instant::now();
     loop {
         let h: Value = s.http.get(format!("{}/healthz", s.base)).send().await?.json().await.unwrap_or_default();
@@ -209,8 +212,29 @@ async fn settle(s: &Server) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    let (mut last, mut still_since) = (passes(s).await?, Instant::now());
+    while still_since.elapsed() < STILL && t.elapsed() < CATCH_UP_LIMIT {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = passes(s).await?;
+        if now != last {
+            (last, still_since) = (now, Instant::now());
+        }
+    }
+    let caught_up = t.elapsed().saturating_sub(STILL);
     tokio::time::sleep(Duration::from_secs(15)).await;
-    Ok(())
+    Ok(caught_up)
+}
+
+/// How long the reconciler's pass count must stay the same to have caught up.
+const STILL: Duration = Duration::from_secs(3);
+/// The longest the reconciler is given to catch up.
+const CATCH_UP_LIMIT: Duration = Duration::from_secs(600);
+
+/// The reconcile passes the server has run (`vmaas_reconcile_passes_total`).
+async fn passes(s: &Server) -> anyhow::Result<f64> {
+    let text = s.http.get(format!("{}/metrics", s.base)).send().await?.text().await?;
+    let line = text.lines().find(|l| l.starts_with("vmaas_reconcile_passes_total")).context("vmaas_reconcile_passes_total in /metrics")?;
+    Ok(line.rsplit(' ').next().unwrap_or_default().parse()?)
 }
 
 async fn setup(s: &Server, bin: &Path) -> anyhow::Result<Tokens> {
@@ -241,7 +265,8 @@ async fn one_database(bin: &Path, name: &str, database: Option<&str>, n: usize) 
     let empty = measure(&s, &t, "empty").await?;
     let took = fill(&s, &t, n).await?;
     println!("{name}: {n} VMs stored in {took:.1} s ({:.0} creates/s from {FILLERS} clients)", n as f64 / took);
-    settle(&s).await?;
+    let caught_up = settle(&s).await?;
+    println!("{name}: the reconciler caught up {:.1} s after the fill", caught_up.as_secs_f64());
     let full = measure(&s, &t, "full").await?;
     println!("| {name} | empty | {n} VMs | goal at {n} |");
     println!("|---|---|---|---|");

@@ -14,9 +14,39 @@ pub(super) struct Where {
     pub(super) binds: Vec<String>,
 }
 
+/// What a list asks of the columns besides its narrowing: each condition
+/// is written only when asked (no `$N IS NULL OR …`), so PostgreSQL's
+/// cached plan for it uses the index the condition can.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Columns<'a> {
+    /// The kind's stored name.
+    pub(super) kind: &'a str,
+    /// Only this tenant's.
+    pub(super) tenant: Option<&'a str>,
+    /// Only of this name.
+    pub(super) name: Option<&'a str>,
+    /// Only in this state.
+    pub(super) state: Option<&'a str>,
+}
+
 impl Where {
+    /// `kind = $1` and the other conditions of `c` and `n`, placeholders numbered from 1.
+    pub(super) fn list(c: Columns<'_>, n: &Narrowing, dialect: Dialect) -> Self {
+        let mut w = Self { sql: "kind = $1".to_owned(), binds: vec![c.kind.to_owned()] };
+        for (column, value) in [("tenant", c.tenant), ("name", c.name), ("state", c.state)] {
+            if let Some(v) = value {
+                w.binds.push(v.to_owned());
+                w.sql += &format!(" AND {column} = ${}", w.binds.len());
+            }
+        }
+        let more = Self::of(n, dialect, w.binds.len() + 1);
+        w.sql += &more.sql;
+        w.binds.extend(more.binds);
+        w
+    }
+
     /// The conditions of `n`, numbering placeholders from `first`.
-    pub(super) fn of(n: &Narrowing, dialect: Dialect, first: usize) -> Self {
+    fn of(n: &Narrowing, dialect: Dialect, first: usize) -> Self {
         let mut w = Self { sql: String::new(), binds: Vec::new() };
         let bind = |w: &mut Self, v: String| {
             w.binds.push(v);

@@ -9,6 +9,7 @@ use sqlx::{AssertSqlSafe, Connection as _, Row as _};
 use vmaas_model::ObjectKind;
 
 use super::events::{self, EventType};
+use super::narrow::{Columns, Where};
 use super::usage;
 use super::{Dialect, Scope, Store, StoreError, ts};
 
@@ -228,18 +229,14 @@ impl Store {
         if let Some(page) = self.read_mem(|m| m.list(kind, scope, f, |c| c.row.clone())) {
             return Ok(page);
         }
-        let narrow = super::narrow::Where::of(&f.narrow, self.dialect, 5);
-        let cond =
-            format!("kind = $1 AND ($2 IS NULL OR tenant = $2) AND ($3 IS NULL OR name = $3) AND ($4 IS NULL OR state = $4){}", narrow.sql);
-        let tenant = tenant_of(kind, scope);
-        let query = |sql: String| {
-            let q = sqlx::query(AssertSqlSafe(sql)).bind(kind.as_str()).bind(tenant).bind(f.name.as_deref()).bind(f.state.as_deref());
-            narrow.binds.iter().fold(q, |q, v| q.bind(v.as_str()))
-        };
+        let columns = Columns { kind: kind.as_str(), tenant: tenant_of(kind, scope), name: f.name.as_deref(), state: f.state.as_deref() };
+        let cond = Where::list(columns, &f.narrow, self.dialect);
+        let query = |sql: String| cond.binds.iter().fold(sqlx::query(AssertSqlSafe(sql)), |q, v| q.bind(v.as_str()));
         // One row more than the page: when it does not come, the page is
         // the last one and the total is known without counting.
         let (limit, offset) = (i64::try_from(f.limit.saturating_add(1)).unwrap_or(i64::MAX), i64::try_from(f.offset).unwrap_or(i64::MAX));
-        let page = format!("LIMIT ${} OFFSET ${}", 5 + narrow.binds.len(), 6 + narrow.binds.len());
+        let page = format!("LIMIT ${} OFFSET ${}", cond.binds.len() + 1, cond.binds.len() + 2);
+        let cond = &cond.sql;
         let mut c = self.conn().await?;
         let mut rows = query(format!("SELECT {COLUMNS} FROM objects WHERE {cond} ORDER BY {} {page}", order_by(kind)))
             .bind(limit)

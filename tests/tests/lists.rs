@@ -13,6 +13,12 @@ on_both_databases! {
         let admin = s.token("ops", true);
         let t = s.token("acme", false);
         seed::publish(&s, &admin).await;
+        // Another tenant's stopped VM, with the same label: never in acme's lists.
+        let other = s.token("globex", false);
+        let mut theirs = seed::vm("vm-00");
+        theirs["object"]["spec"]["state"] = json!("stopped");
+        theirs["object"]["metadata"]["labels"] = json!({"tier": "a"});
+        assert_eq!(s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&other), Some(theirs)).await.0, 201);
         for i in 0..25 {
             let mut body = seed::vm(&format!("vm-{i:02}"));
             if i % 5 == 0 { body["object"]["spec"]["state"] = json!("stopped"); }
@@ -42,6 +48,11 @@ on_both_databases! {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
         assert_eq!(stopped, 5);
+        for _ in 0..100 {
+            let (_, p) = s.raw(Method::GET, &format!("{V1}/virtual_machines?state=stopped"), Some(&other), None).await;
+            if p["total"] == 1 { break }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
         state_filters_page_and_count(&s, &t).await;
         let (_, p) = s.raw(Method::GET, &format!("{V1}/virtual_machines?state=VIRTUAL_MACHINE_STATE_PROGRESSING&limit=3"), Some(&t), None).await;
         assert_eq!((p["total"].clone(), p["size"].clone()), (json!(20), json!(3)));
