@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Starts or stops a throwaway PostgreSQL cluster on loopback, for tests.
+# Starts or stops a throwaway PostgreSQL cluster on loopback, for tests
+# (with pg_stat_statements preloaded: vmaas-bench counts what a create sends).
 #   scripts/postgres.sh start DIR   prints the database URL
 #   scripts/postgres.sh stop DIR
 set -euo pipefail
@@ -29,7 +30,7 @@ start)
     [ "$(id -u)" = 0 ] && chown postgres: "$dir"
     run_pg "$bin/initdb" -D "$dir/data" -A trust -U vmaas -E UTF8 >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
     run_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c max_connections=300" start >/dev/null
+        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c max_connections=300 -c shared_preload_libraries=pg_stat_statements" start >/dev/null
     echo "postgres://vmaas@127.0.0.1:$port/postgres"
     ;;
 stop)

@@ -15,8 +15,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use sqlx::Row as _;
 
-use crate::percentile;
-use crate::scale::Server;
+use crate::{percentile, verdict};
 
 /// Requests of each kind measured.
 const ROUNDS: usize = 500;
@@ -27,6 +26,14 @@ const LABEL: (&str, &str) = ("bench", "twenty");
 /// The state they are in.
 const STOPPED: &str = "VIRTUAL_MACHINE_STATE_STOPPED";
 
+/// The server measured: its address and a client.
+pub(crate) struct Api<'a> {
+    /// `http://127.0.0.1:PORT`.
+    pub base: &'a str,
+    /// The client every request goes through.
+    pub http: &'a reqwest::Client,
+}
+
 /// Where the hand-written SQL reads: the database's URL and its dialect.
 pub(crate) struct Sql {
     /// `sqlite://…` or `postgres://…`.
@@ -36,7 +43,7 @@ pub(crate) struct Sql {
 }
 
 /// Makes the [`MATCHING`] VMs of `token`'s tenant and waits until they are stopped.
-async fn seed(s: &Server, token: &str) -> anyhow::Result<()> {
+async fn seed(s: &Api<'_>, token: &str) -> anyhow::Result<()> {
     let api = format!("{}/api/fulfillment/v1/virtual_machines", s.base);
     for i in 0..MATCHING {
         let body = json!({"object": {"metadata": {"name": format!("twenty-{i}"), "labels": {LABEL.0: LABEL.1}},
@@ -58,7 +65,7 @@ async fn seed(s: &Server, token: &str) -> anyhow::Result<()> {
 
 /// One list request (with the CEL `filter`, if any): its latency in ms,
 /// after checking it returned [`MATCHING`] items.
-async fn list(s: &Server, token: &str, filter: Option<&str>) -> anyhow::Result<f64> {
+async fn list(s: &Api<'_>, token: &str, filter: Option<&str>) -> anyhow::Result<f64> {
     let url = format!("{}/api/fulfillment/v1/virtual_machines", s.base);
     let limit = MATCHING.to_string();
     let query: Vec<(&str, &str)> = std::iter::once(("limit", limit.as_str())).chain(filter.map(|f| ("filter", f))).collect();
@@ -99,7 +106,7 @@ async fn sql(pool: &sqlx::AnyPool, query: &str, tenant: &str) -> anyhow::Result<
 }
 
 /// Seeds, measures and prints the table for database `name`.
-pub(crate) async fn report(s: &Server, name: &str, token: &str, tenant: &str, db: &Sql) -> anyhow::Result<()> {
+pub(crate) async fn report(s: &Api<'_>, name: &str, token: &str, tenant: &str, db: &Sql) -> anyhow::Result<()> {
     seed(s, token).await?;
     sqlx::any::install_default_drivers();
     let pool = sqlx::any::AnyPoolOptions::new().max_connections(2).connect(&db.url).await.context("the bench's own pool")?;
@@ -127,13 +134,13 @@ pub(crate) async fn report(s: &Server, name: &str, token: &str, tenant: &str, db
             "| filter on the {what} | {:.2} ms | {:.2} ms | p99 {to_plain:.2}× no filter (≤ 2×: {}) |",
             p(i, 0.5),
             p(i, 0.99),
-            crate::scale::verdict(to_plain <= 2.0)
+            verdict(to_plain <= 2.0)
         );
         println!(
             "| hand-written SQL, same rows ({what}) | {:.2} ms | {:.2} ms | vmaas {to_sql:.2} of it at p99 (≥ 0.5: {}) |",
             p(sql_i, 0.5),
             p(sql_i, 0.99),
-            crate::scale::verdict(to_sql >= 0.5)
+            verdict(to_sql >= 0.5)
         );
     }
     Ok(())

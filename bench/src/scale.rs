@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::percentile;
+use crate::{percentile, verdict};
 
 /// Creates measured one at a time, per tenant and store size.
 const SAMPLES: usize = 100;
@@ -33,7 +33,7 @@ const FREEZE: Duration = Duration::from_secs(20);
 /// One `vmaas-server` process.
 pub(crate) struct Server {
     pub(crate) child: Child,
-    pub(crate) dir: PathBuf,
+    dir: PathBuf,
     pub(crate) base: String,
     pub(crate) http: reqwest::Client,
 }
@@ -252,10 +252,6 @@ async fn setup(s: &Server, bin: &Path) -> anyhow::Result<Tokens> {
     Ok(tokens)
 }
 
-pub(crate) fn verdict(met: bool) -> &'static str {
-    if met { "met" } else { "NOT MET" }
-}
-
 /// The whole scenario on one database: empty, then `n` VMs.
 async fn one_database(bin: &Path, name: &str, database: Option<&str>, n: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
@@ -294,7 +290,8 @@ async fn one_database(bin: &Path, name: &str, database: Option<&str>, n: usize) 
         Some(url) => crate::filtered::Sql { url: url.to_owned(), postgres: true },
         None => crate::filtered::Sql { url: format!("sqlite://{}?mode=ro", s.dir.join("vmaas.db").display()), postgres: false },
     };
-    crate::filtered::report(&s, name, &t.quota, "quota", &sql).await?;
+    let api = crate::filtered::Api { base: &s.base, http: &s.http };
+    crate::filtered::report(&api, name, &t.quota, "quota", &sql).await?;
     if let Some(url) = database {
         frozen(bin, &s, &t, url).await?;
     }

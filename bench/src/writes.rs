@@ -16,7 +16,7 @@ use vmaas_server::auth::Role;
 use vmaas_server::none_backend::NoBackend;
 use vmaas_server::startup::{App, Config};
 
-use crate::{Figures, grpc_create, serve};
+use crate::{Figures, grpc_create, pg_writes, serve};
 
 /// Most creates one scenario makes, whatever its duration.
 const MAX_CREATES: u64 = 50_000;
@@ -38,6 +38,7 @@ async fn creates(
     database: Option<String>,
     connections: usize,
     duration: Duration,
+    statements: Option<&pg_writes::Statements>,
 ) -> anyhow::Result<(Figures, usize)> {
     let dir = tempfile::tempdir()?;
     let config = Config {
@@ -64,8 +65,12 @@ async fn creates(
         .error_for_status()?
         .text()
         .await?;
+    if let Some(s) = statements {
+        s.reset().await?;
+    }
     let made = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let end = Instant::now() + duration;
+    let started = Instant::now();
+    let end = started + duration;
     let mut tasks = Vec::new();
     for w in 0..connections {
         let (url, token, made) = (format!("{base}/virtual_machines"), token.clone(), made.clone());
@@ -97,7 +102,7 @@ async fn creates(
             (lat, errors)
         }));
     }
-    Ok((Figures::gather(name, tasks, duration).await?, sample.len()))
+    Ok((Figures::gather_since(name, tasks, Some(started), duration).await?, sample.len()))
 }
 
 /// Inserts rows of `size` bytes into a new SQLite file for `duration`, one
@@ -112,7 +117,8 @@ async fn bare_sqlite(size: usize, duration: Duration) -> anyhow::Result<Figures>
     let mut conn = sqlx::SqliteConnection::connect_with(&opts).await?;
     sqlx::query("CREATE TABLE t (id TEXT PRIMARY KEY, body TEXT NOT NULL)").execute(&mut conn).await?;
     let body = "x".repeat(size);
-    let end = Instant::now() + duration;
+    let started = Instant::now();
+    let end = started + duration;
     let mut lat = Vec::new();
     for n in 0u64..MAX_CREATES {
         let t0 = Instant::now();
@@ -122,7 +128,7 @@ async fn bare_sqlite(size: usize, duration: Duration) -> anyhow::Result<Figures>
         sqlx::query("INSERT INTO t (id, body) VALUES ($1, $2)").bind(n.to_string()).bind(&body).execute(&mut conn).await?;
         lat.push(t0.elapsed().as_micros() as u32);
     }
-    Figures::gather("bare SQLite insert loop", vec![tokio::spawn(async move { (lat, 0) })], duration).await
+    Figures::gather_since("bare SQLite insert loop", vec![tokio::spawn(async move { (lat, 0) })], Some(started), duration).await
 }
 
 /// A new database on the PostgreSQL server of `base` (a `postgres://` URL).
@@ -136,18 +142,41 @@ pub(crate) async fn fresh_postgres(base: &str) -> anyhow::Result<String> {
 
 /// Prints the write figures.
 pub async fn figures(connections: usize, duration: Duration) -> anyhow::Result<Vec<Figures>> {
-    let (sqlite, size) = creates("vmaas POST virtual_machines, SQLite", Front::Rest, None, connections, duration).await?;
+    let (sqlite, size) = creates("vmaas POST virtual_machines, SQLite", Front::Rest, None, connections, duration, None).await?;
     let bare = bare_sqlite(size, duration).await?;
-    let (grpc, _) = creates("vmaas gRPC ComputeInstances/Create", Front::Grpc, None, connections, duration).await?;
+    let (grpc, _) = creates("vmaas gRPC ComputeInstances/Create", Front::Grpc, None, connections, duration, None).await?;
     let mut out = vec![bare, sqlite, grpc];
     match std::env::var("VMAAS_BENCH_DATABASE_URL").ok().filter(|u| !u.is_empty()) {
-        Some(base) => {
-            let url = fresh_postgres(&base).await?;
-            out.push(creates("vmaas POST virtual_machines, PostgreSQL", Front::Rest, Some(url), connections, duration).await?.0);
-        }
+        Some(base) => out.extend(postgres(&base, size, connections, duration).await?),
         None => println!("(PostgreSQL creates skipped: set VMAAS_BENCH_DATABASE_URL=postgres://… to measure them)"),
     }
     Ok(out)
+}
+
+/// The server's creates on PostgreSQL, what it sends per create, and the
+/// bare insert loop beside them.
+async fn postgres(base: &str, size: usize, connections: usize, duration: Duration) -> anyhow::Result<[Figures; 2]> {
+    let url = fresh_postgres(base).await?;
+    let statements = pg_writes::Statements::open(&url).await;
+    let name = "vmaas POST virtual_machines, PostgreSQL";
+    let (made, _) = creates(name, Front::Rest, Some(url), connections, duration, statements.as_ref()).await?;
+    match statements {
+        Some(s) => {
+            let (calls, top, vms) = s.report().await?;
+            // The sample VM was made before the counts were reset.
+            let creates = vms.saturating_sub(1).max(1);
+            println!(
+                "PostgreSQL: {calls} statements for {creates} creates: {:.1} per create; the most called:",
+                calls as f64 / creates as f64
+            );
+            for (q, n) in top {
+                println!("  {:>6.2} per create  {q}", n as f64 / creates as f64);
+            }
+        }
+        None => println!("(statements per create not counted: the PostgreSQL server does not preload pg_stat_statements)"),
+    }
+    let bare = pg_writes::bare_inserts(&fresh_postgres(base).await?, size, connections, duration, MAX_CREATES).await?;
+    Ok([bare, made])
 }
 
 /// Prints the write figures alone, and their ratio.
@@ -159,5 +188,10 @@ pub async fn report(connections: usize, duration: Duration) -> anyhow::Result<()
     }
     println!("ratio creates on SQLite / bare SQLite inserts: {:.0}% (goal >= 50%)", 100.0 * results[1].rps / results[0].rps);
     println!("ratio gRPC creates / REST creates (SQLite): {:.0}% (goal >= 90%)", 100.0 * results[2].rps / results[1].rps);
+    if let [.., bare, pg] = results.as_slice()
+        && results.len() == 5
+    {
+        println!("ratio creates on PostgreSQL / bare PostgreSQL inserts: {:.0}% (goal >= 50%)", 100.0 * pg.rps / bare.rps);
+    }
     Ok(())
 }
