@@ -269,17 +269,21 @@ pub(super) async fn record(
     let (old, new) = (old.map(holds).unwrap_or_default(), new.map(holds).unwrap_or_default());
     let on_host = old.host.named().into_iter().zip(new.host.named()).map(|((name, o), (_, n))| (HOST, name, signed(n) - signed(o)));
     let of_tenant = difference(old.quota, new.quota).map(|(name, d)| (tenant, name, d)).filter(|_| !tenant.is_empty());
-    for (tenant, resource, d) in on_host.chain(of_tenant).filter(|(_, _, d)| *d != 0) {
-        sqlx::query(
-            "INSERT INTO usage (tenant, resource, amount) VALUES ($1, $2, $3) \
-             ON CONFLICT (tenant, resource) DO UPDATE SET amount = usage.amount + excluded.amount",
-        )
-        .bind(tenant)
-        .bind(resource)
-        .bind(d)
-        .execute(&mut **tx)
-        .await?;
+    // One statement for every counter (each (tenant, resource) once: the
+    // host's tenant is empty, a tenant's never is), one round trip inside
+    // the admission's lock.
+    let changes: Vec<(&str, &str, i64)> = on_host.chain(of_tenant).filter(|(_, _, d)| *d != 0).collect();
+    if changes.is_empty() {
+        return Ok(());
     }
+    let rows: Vec<String> = (0..changes.len()).map(|i| format!("(${}, ${}, ${})", 3 * i + 1, 3 * i + 2, 3 * i + 3)).collect();
+    let sql = format!(
+        "INSERT INTO usage (tenant, resource, amount) VALUES {} \
+         ON CONFLICT (tenant, resource) DO UPDATE SET amount = usage.amount + excluded.amount",
+        rows.join(", ")
+    );
+    let q = changes.iter().fold(sqlx::query(sqlx::AssertSqlSafe(sql)), |q, (t, r, d)| q.bind(*t).bind(*r).bind(*d));
+    q.execute(&mut **tx).await?;
     Ok(())
 }
 
