@@ -10,6 +10,8 @@
 //! and measures from the API server's acknowledgement of the last status
 //! write until the vmaas API reports the VM READY (polled every 2 ms).
 //! The server's resident memory is read with the N VMs stored and applied.
+//! Then the same KubeVirt VMs are applied by a bare kube-rs client to
+//! fresh API servers ([`crate::kubevirt_bare`]): the baseline of the rate.
 //! All of it runs twice in one report: on one cluster, then on two
 //! clusters behind the one server (`--cluster`), each a kube-apiserver of
 //! its own whose node has room for every VM, so that placement spreads them.
@@ -151,6 +153,8 @@ fn verdict(met: bool) -> &'static str {
 /// What one run measured.
 struct Figures {
     rate: f64,
+    /// The bare kube-rs client's rate applying the same VMs.
+    bare: f64,
     lat: Vec<f64>,
     changes: Vec<f64>,
     rss: f64,
@@ -222,7 +226,17 @@ async fn run(bin: &std::path::Path, n: usize, clusters: usize) -> anyhow::Result
     }
     changes.sort_by(f64::total_cmp);
     let rss_after = rss_mib(s.child.id())?;
-    Ok(Figures { rate, lat, changes, rss, rss_after })
+    // The baseline: the same VMs applied by a bare client to fresh API
+    // servers, once vmaas and its clusters are gone.
+    let objects = crate::kubevirt_bare::capture(&ks).await;
+    drop(s);
+    drop(ks);
+    let mut fresh = Vec::new();
+    for _ in 0..clusters {
+        fresh.push(cluster().await);
+    }
+    let bare = crate::kubevirt_bare::rate(&fresh, objects, CLIENTS).await?;
+    Ok(Figures { rate, bare, lat, changes, rss, rss_after })
 }
 
 /// Runs the benchmark with `n` VMs on `server` (default: beside this
@@ -240,6 +254,12 @@ pub async fn report(n: usize, server: Option<PathBuf>) -> anyhow::Result<()> {
         rate(&two),
         verdict(one.rate.min(two.rate) >= 200.0)
     );
+    println!(
+        "| a bare kube-rs client applying the same VMs ({CLIENTS} tasks), per second | {:.0} | {:.0} | baseline |",
+        one.bare, two.bare
+    );
+    let (r1, r2) = (one.rate / one.bare, two.rate / two.bare);
+    println!("| vmaas / bare (issue 57, goal 3) | {r1:.2} | {r2:.2} | ≥ 0.9: {} |", verdict(r1.min(r2) >= 0.9));
     let lat = |f: &Figures| format!("{:.0} / {:.0} ms", percentile(&f.lat, 0.5), percentile(&f.lat, 0.99));
     println!("| create → applied, p50 / p99 | {} | {} | — |", lat(&one), lat(&two));
     let change = |f: &Figures| format!("{:.1} / {:.1} ms", percentile(&f.changes, 0.5), percentile(&f.changes, 0.99));

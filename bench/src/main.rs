@@ -31,6 +31,7 @@ mod filtered;
 mod grpc;
 mod grpc_create;
 mod kubevirt;
+mod kubevirt_bare;
 mod migration;
 mod network;
 mod pg_writes;
