@@ -72,16 +72,24 @@ for name, rel in by_name.items():
 # (its framebuffer console is the graphical console's screen).
 wanted = ["virtio_pci", "virtio_balloon", "vmgenid", "virtio_net", "virtio_blk", "ext4", "crc32c_generic", "button", "evdev", "vfat", "nls_cp437", "nls_utf8", "nls_ascii",
           "efivarfs", "virtio_mem", "virtio_console", "bochs"]
-order = []
-def visit(m):
-    if m in order:
-        return
-    for d in deps[m]:
-        visit(d)
-    order.append(m)
-for w in wanted:
-    if w in by_name:
-        visit(by_name[w])
+def load_order(names, done):
+    order = []
+    def visit(m):
+        if m in order or m in done:
+            return
+        for d in deps[m]:
+            visit(d)
+        order.append(m)
+    for w in names:
+        if w in by_name:
+            visit(by_name[w])
+    return order
+order = load_order(wanted, [])
+# Drivers of the hardware a template may ask for, each loaded by /init only
+# when its device is on the PCI bus (/etc/modules.NAME): SATA (AHCI), the
+# e1000e NIC, virtio-scsi.
+extra = {"ahci": ["ahci", "sd_mod"], "e1000e": ["e1000e"], "virtio_scsi": ["virtio_scsi", "sd_mod"]}
+extra_order = {k: load_order(v, order) for k, v in extra.items()}
 
 # A newc cpio archive, written directly.
 entries = []
@@ -95,9 +103,11 @@ add("etc/udhcpc.script", stat.S_IFREG | 0o755, open(f"{guest}/udhcpc.script", "r
 add("bin/vmaas-tpm", stat.S_IFREG | 0o755, open(f"{guest}/tpm", "rb").read())
 add("bin/vmaas-hotplug", stat.S_IFREG | 0o755, open(f"{guest}/hotplug", "rb").read())
 add("etc/modules", stat.S_IFREG | 0o644, "".join(os.path.basename(m) + "\n" for m in order).encode())
+for k, ms in extra_order.items():
+    add(f"etc/modules.{k}", stat.S_IFREG | 0o644, "".join(os.path.basename(m) + "\n" for m in ms).encode())
 add("etc/passwd", stat.S_IFREG | 0o644, b"root:x:0:0:root:/root:/bin/sh\n")
 add("dev/console", stat.S_IFCHR | 0o600)
-for m in order:
+for m in order + sorted({m for ms in extra_order.values() for m in ms} - set(order)):
     add("lib/modules/" + os.path.basename(m), stat.S_IFREG | 0o644, open(f"{moddir}/{m}", "rb").read())
 out = bytearray()
 def pad(n):

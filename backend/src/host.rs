@@ -81,7 +81,7 @@ impl Room {
         for g in &machine.gpus {
             *devices.entry(g.device_name.clone()).or_insert(0) += 1;
         }
-        Demand { cpu_millis: u64::from(machine.cpu.cores) * 1000, memory_bytes: machine.memory.to_units_ceil().unwrap_or(0), devices }
+        Demand { cpu_millis: u64::from(machine.cpu.vcpus()) * 1000, memory_bytes: machine.memory.to_units_ceil().unwrap_or(0), devices }
     }
 
     /// Why `d` does not fit, if it does not.

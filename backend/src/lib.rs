@@ -95,6 +95,13 @@ pub trait Backend: Send + Sync + 'static {
     /// What it can do.
     fn capabilities(&self) -> Capabilities;
 
+    /// What of `machine`'s virtual hardware it cannot express: each field
+    /// as a template names it (`disk_storage_class`) and why. A VM asking
+    /// for any of it is refused at the API, never built without it.
+    fn unsupported(&self, _machine: &vmaas_model::MachineSpec) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
     /// Gives the backend a way to wake the reconciler for one object when
     /// something changes (a guest becomes ready, a process exits).
     fn attach(&self, _wake: Wake) {}

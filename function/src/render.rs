@@ -18,8 +18,12 @@ use vmaas_model::{ExposedPort, Protocol, Template, ValidationErrors};
 
 use crate::xr::{FunctionInput, NetworkXrSpec, Owner, PhysicalNetworkXrSpec, VmXrSpec};
 
-/// The VM's NIC on its physical network.
-pub const PHYSICAL_NIC: &str = "physical";
+/// The VM's NIC on its physical network `network`: named after it, as
+/// seed 002 writes it (`vlan2003`), but `physical` for a network named
+/// `default`, the first NIC's name.
+pub fn physical_nic(network: &str) -> &str {
+    if network == "default" { "physical" } else { network }
+}
 
 /// What a VM's `spec.network` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,7 +172,7 @@ pub fn render_vm(
         power: xr.state,
         network: if xr.network.is_some() { PodNetwork::PrimaryUdn } else { PodNetwork::Masquerade },
         address: None,
-        attachments: xr.physical_network.iter().map(|p| Attachment { name: PHYSICAL_NIC.into(), network_name: p.clone() }).collect(),
+        attachments: xr.physical_network.iter().map(|p| Attachment { name: physical_nic(p).into(), network_name: p.clone() }).collect(),
         data_source_namespace: input.data_source_namespace.clone(),
         storage_class: input.storage_class.clone(),
         floating_ip: input.floating_ip.clone(),

@@ -66,7 +66,9 @@ pub fn apply(
         return Err(ValidationErrors::one("spec.instanceType", why));
     }
     let mut errs = ValidationErrors::default();
-    t.spec.size(name, template, given, &|p| format!("spec.templateParameters.{p}"), machine, &mut errs);
+    let parameter = |p: &str| format!("spec.templateParameters.{p}");
+    let fields = vmaas_model::instance_type::SizingFields { parameter: &parameter, instance_type: "spec.instanceType" };
+    t.spec.size(name, template, given, &fields, machine, &mut errs);
     errs.into_result(())
 }
 

@@ -14,7 +14,7 @@ use vmaas_model::k8s::observe::observe_vm;
 use vmaas_model::{Desired, Phase, PowerState, Template, VirtualMachineStatus, VirtualMachineTemplate, derive_status};
 
 use crate::call::{Call, fatal, put, require_private, require_tenants};
-use crate::render::{NetworkRef, PHYSICAL_NIC, RenderedVm, render_vm};
+use crate::render::{NetworkRef, RenderedVm, physical_nic, render_vm};
 use crate::shape::INSTANCE_TYPE_LABEL;
 use crate::status::{self, NetworkState};
 use crate::usage::{usage, usage_of};
@@ -197,7 +197,10 @@ pub(crate) fn run(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFu
     let vmi = request::get_required_resource(call.req, "vmi");
     // The internal address is the one on the VM's first network: its private
     // one (the primary UDN, NIC `default`), else its physical one.
-    let nic = if spec.network.is_none() && spec.physical_network.is_some() { PHYSICAL_NIC } else { "default" };
+    let nic = match (&spec.network, &spec.physical_network) {
+        (None, Some(p)) => physical_nic(p),
+        _ => "default",
+    };
     let obs = observe_vm(call.observed("vm").as_ref(), vmi.as_ref(), call.observed("service").as_ref(), started, nic);
     let vm_ready = matches!(obs.phase, Phase::Ready) || (!started && matches!(obs.phase, Phase::Stopped));
     put(&mut rsp, "vm", &r.vm, vm_ready && waiting.is_empty())?;

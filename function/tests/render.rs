@@ -239,7 +239,7 @@ fn a_vm_on_a_named_network_lives_in_its_namespace_and_a_physical_one_is_a_second
     assert_valid(&json_schema("kubevirt.io_virtualmachine_v1.json"), &vm, "the KubeVirt VirtualMachine");
     assert_eq!(
         vm["spec"]["template"]["spec"]["networks"],
-        json!([{"name": "default", "pod": {}}, {"name": "physical", "multus": {"networkName": "lab"}}])
+        json!([{"name": "default", "pod": {}}, {"name": "lab", "multus": {"networkName": "lab"}}])
     );
     // The same network name of another team is another namespace.
     assert_ne!(network_namespace("team-b", "example"), r.namespace_name);

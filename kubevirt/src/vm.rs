@@ -105,7 +105,7 @@ impl Shared {
         if vm["spec"].get("instancetype").is_some() {
             // What the instance type gives (its domain has none of it), for
             // the cluster's room (`room.rs`).
-            vm["metadata"]["annotations"][crate::room::VCPUS_ANNOTATION] = json!(machine.cpu.cores.to_string());
+            vm["metadata"]["annotations"][crate::room::VCPUS_ANNOTATION] = json!(machine.cpu.vcpus().to_string());
             vm["metadata"]["annotations"][crate::room::MEMORY_ANNOTATION] = json!(machine.memory.as_str());
             if !machine.gpus.is_empty() {
                 let gpus = crate::room::gpus_annotation(machine.gpus.iter().map(|g| g.device_name.as_str()));

@@ -27,7 +27,7 @@ impl BootShape {
     /// The shape of `m`.
     pub fn of(m: &MachineSpec) -> Self {
         Self {
-            cpu_cores: m.cpu.cores,
+            cpu_cores: m.cpu.vcpus(),
             memory_bytes: m.memory_bytes(),
             disks: m.disks.iter().map(|d| (d.name.clone(), bytes(&d.size))).collect(),
         }

@@ -139,6 +139,14 @@ pub struct InstanceTypeSpec {
     pub gpu: Option<GpuSpec>,
 }
 
+/// How a caller names the fields a sizing error is about.
+pub struct SizingFields<'a> {
+    /// The field of a template parameter, by its name.
+    pub parameter: &'a dyn Fn(&str) -> String,
+    /// The field naming the instance type.
+    pub instance_type: &'a str,
+}
+
 impl InstanceTypeSpec {
     /// Checks what the spec says by itself, naming fields under `prefix`.
     pub fn check(&self, prefix: &str) -> Result<(), ValidationErrors> {
@@ -250,14 +258,16 @@ impl InstanceTypeSpec {
     /// and memory replace what the template's defaults gave. A parameter the
     /// tenant gave in `given` that sets the cores or the memory otherwise is
     /// a conflict, reported in `errs` naming the parameter's field
-    /// (`param_field` of its name): the tenant gives one of them, or both
-    /// the same.
+    /// (`fields.parameter` of its name): the tenant gives one of them, or both
+    /// the same. A template's sockets and threads stay: the instance
+    /// type's vCPUs must divide by them (else an error naming
+    /// `fields.instance_type`).
     pub fn size(
         &self,
         name: &str,
         template: &crate::Template,
         given: &std::collections::BTreeMap<String, crate::ParameterValue>,
-        param_field: &dyn Fn(&str) -> String,
+        fields: &SizingFields<'_>,
         machine: &mut crate::MachineSpec,
         errs: &mut ValidationErrors,
     ) {
@@ -265,7 +275,7 @@ impl InstanceTypeSpec {
         let given_by = |field: &str| template.parameter_setting(field).filter(|p| given.contains_key(*p));
         if let Some(p) = given_by("cpu_cores").filter(|_| machine.cpu.cores != self.cores) {
             errs.push(
-                param_field(p),
+                (fields.parameter)(p),
                 format!(
                     "is {} cores, but instance type {name:?} has {}: give one of them, or both the same",
                     machine.cpu.cores, self.cores
@@ -274,14 +284,26 @@ impl InstanceTypeSpec {
         }
         if let Some(p) = given_by("memory").filter(|_| machine.memory_bytes() != memory) {
             errs.push(
-                param_field(p),
+                (fields.parameter)(p),
                 format!(
                     "is {}, but instance type {name:?} has {} GiB: give one of them, or both the same",
                     machine.memory, self.memory_gib
                 ),
             );
         }
-        machine.cpu.cores = self.cores;
+        // The template's topology stays, its cores per socket taken from the
+        // instance type's vCPUs.
+        let per_core = machine.cpu.sockets.max(1) * machine.cpu.threads.max(1);
+        if !self.cores.is_multiple_of(per_core) {
+            errs.push(
+                fields.instance_type,
+                format!(
+                    "instance type {name:?} has {} vCPUs, which the template's {} sockets of {} threads per core do not divide",
+                    self.cores, machine.cpu.sockets, machine.cpu.threads
+                ),
+            );
+        }
+        machine.cpu.cores = (self.cores / per_core).max(1);
         machine.memory = crate::Quantity::from_bytes(memory);
         machine.instance_type = Some(name.to_owned());
         // A GPU type's GPUs take the place of the template's.

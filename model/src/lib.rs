@@ -13,6 +13,8 @@
 //! - [`spec`]: what a template publishes about the machine.
 //! - [`machine`]: the [`MachineSpec`] a backend builds: boot source, CPU,
 //!   memory, disks, NICs, GPUs, cloud-init, exposed ports, probe.
+//! - [`hardware`]: the virtual hardware beyond those, as KubeVirt writes it:
+//!   disk buses, NIC models, machine type, architecture, devices, grace period.
 //! - [`nocloud`]: cloud-init's NoCloud seed of a VM (meta-data, user-data,
 //!   network-config) and the checks of SSH keys and user data.
 //! - [`image`]: OS images VMs boot from (the backend's public catalog).
@@ -47,6 +49,7 @@
 pub mod api_json;
 pub mod boot_shape;
 pub mod external_ip;
+pub mod hardware;
 pub mod image;
 pub mod instance_type;
 #[cfg(feature = "kubernetes")]
@@ -79,6 +82,7 @@ pub use external_ip::{
     ExternalIp, ExternalIpAttachment, ExternalIpAttachmentSpec, ExternalIpAttachmentState, ExternalIpAttachmentStatus, ExternalIpPool,
     ExternalIpSpec, ExternalIpState, ExternalIpStatus, PatchExternalIpAttachment,
 };
+pub use hardware::{DiskBus, Hardware, NicModel};
 pub use instance_type::{
     InstanceType, InstanceTypeDeprecation, InstanceTypePatchSpec, InstanceTypeReference, InstanceTypeSpec, InstanceTypeState,
     InstanceTypeStatus, PatchInstanceType,

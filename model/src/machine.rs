@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::hardware::{DiskBus, Hardware, NicModel};
 use crate::profile::GuestProfile;
 use crate::quantity::Quantity;
 use crate::spec::{ExposedPort, Gpu, Probe};
@@ -72,12 +73,43 @@ impl From<UrlError> for String {
     }
 }
 
-/// The virtual CPUs.
+/// The virtual CPUs: `cores` per socket, `threads` per core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Cpu {
-    /// Virtual CPU cores.
+    /// Cores (per socket).
     pub cores: u32,
+    /// Sockets (default 1).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub sockets: u32,
+    /// Threads per core (default 1).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub threads: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+impl Cpu {
+    /// `cores` cores in one socket, one thread each.
+    pub fn cores(cores: u32) -> Self {
+        Self { cores, sockets: 1, threads: 1 }
+    }
+
+    /// The vCPUs the guest sees: cores × sockets × threads.
+    pub fn vcpus(&self) -> u32 {
+        self.cores.saturating_mul(self.sockets).saturating_mul(self.threads)
+    }
+
+    /// Whether the vCPUs are laid out beyond one socket of single-thread cores.
+    pub fn has_topology(&self) -> bool {
+        self.sockets != 1 || self.threads != 1
+    }
 }
 
 /// Where a disk's content comes from.
@@ -100,6 +132,22 @@ pub struct Disk {
     pub size: Quantity,
     /// Initial content.
     pub source: DiskSource,
+    /// The bus it is on (default virtio).
+    #[serde(default, skip_serializing_if = "DiskBus::is_virtio")]
+    pub bus: DiskBus,
+    /// The storage class its volume is made in (KubeVirt; default the cluster's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
+    /// Whether its space is allocated when it is made (CDI's `preallocation`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preallocation: Option<bool>,
+}
+
+impl Disk {
+    /// A disk of `size` on virtio, in the default storage class.
+    pub fn new(name: impl Into<String>, size: Quantity, source: DiskSource) -> Self {
+        Self { name: name.into(), size, source, bus: DiskBus::Virtio, storage_class: None, preallocation: None }
+    }
 }
 
 /// The network a NIC is on.
@@ -118,6 +166,9 @@ pub struct Nic {
     pub name: String,
     /// What it is plugged into.
     pub network: NicNetwork,
+    /// Its model (default virtio).
+    #[serde(default, skip_serializing_if = "NicModel::is_virtio")]
+    pub model: NicModel,
 }
 
 pub use crate::nocloud::CloudInit;
@@ -153,6 +204,9 @@ pub struct MachineSpec {
     /// The name of the instance type that gave its shape, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_type: Option<String>,
+    /// Machine type, architecture, devices beyond disks and NICs, grace period.
+    #[serde(default, skip_serializing_if = "Hardware::is_empty")]
+    pub hardware: Hardware,
 }
 
 /// How far a running guest can grow (or shrink back) without a restart:
@@ -185,10 +239,10 @@ impl Default for MachineSpec {
     fn default() -> Self {
         Self {
             boot: BootSource { image: DEFAULT_IMAGE.into() },
-            cpu: Cpu { cores: 1 },
+            cpu: Cpu::cores(1),
             memory: Quantity::from_bytes(1 << 30),
-            disks: vec![Disk { name: ROOT_DISK.into(), size: Quantity::from_bytes(10 << 30), source: DiskSource::Image }],
-            nics: vec![Nic { name: DEFAULT_NIC.into(), network: NicNetwork::Default }],
+            disks: vec![Disk::new(ROOT_DISK, Quantity::from_bytes(10 << 30), DiskSource::Image)],
+            nics: vec![Nic { name: DEFAULT_NIC.into(), network: NicNetwork::Default, model: NicModel::Virtio }],
             gpus: Vec::new(),
             cloud_init: CloudInit::default(),
             exposed_ports: Vec::new(),
@@ -196,6 +250,7 @@ impl Default for MachineSpec {
             profile: GuestProfile::default(),
             live: LiveLimits::default(),
             instance_type: None,
+            hardware: Hardware::default(),
         }
     }
 }
@@ -216,7 +271,7 @@ impl MachineSpec {
         let i = match self.disks.iter().position(|d| d.source == DiskSource::Image) {
             Some(i) => i,
             None => {
-                self.disks.insert(0, Disk { name: ROOT_DISK.into(), size: Quantity::from_bytes(10 << 30), source: DiskSource::Image });
+                self.disks.insert(0, Disk::new(ROOT_DISK, Quantity::from_bytes(10 << 30), DiskSource::Image));
                 0
             }
         };
@@ -232,9 +287,12 @@ impl MachineSpec {
     /// `spec.<field>` in the names templates use (`cpu_cores`, `disk_size`, …).
     pub fn check(&self) -> Result<(), ValidationErrors> {
         let mut errs = ValidationErrors::default();
-        if self.cpu.cores == 0 {
-            errs.push("spec.cpu_cores", "must be at least 1, got 0");
+        for (n, field) in [(self.cpu.cores, "cpu_cores"), (self.cpu.sockets, "cpu_sockets"), (self.cpu.threads, "cpu_threads")] {
+            if n == 0 {
+                errs.push(format!("spec.{field}"), "must be at least 1, got 0");
+            }
         }
+        self.hardware.check("spec", &mut errs);
         match self.memory.to_units_ceil() {
             Some(b) if b >= MIN_MEMORY_BYTES => {}
             _ => errs.push("spec.memory", format!("must be at least 64Mi, got {}", self.memory)),
@@ -274,6 +332,11 @@ impl MachineSpec {
 impl MachineSpec {
     /// The CPU count and memory within the live-resize limits.
     fn check_live(&self, errs: &mut ValidationErrors) {
+        if self.live.max_cpu_cores.is_some() && self.cpu.has_topology() {
+            let why =
+                "a VM resized live counts its vCPUs in sockets of one core: give max_cpu_cores or cpu_sockets and cpu_threads, not both";
+            errs.push("spec.cpu_sockets", why);
+        }
         if let Some(max) = self.live.max_cpu_cores
             && self.cpu.cores > max
         {
@@ -339,6 +402,8 @@ impl<'de> Deserialize<'de> for MachineSpec {
             live: LiveLimits,
             #[serde(default)]
             instance_type: Option<String>,
+            #[serde(default)]
+            hardware: Hardware,
         }
         #[derive(Deserialize)]
         struct Flat {
@@ -366,11 +431,12 @@ impl<'de> Deserialize<'de> for MachineSpec {
                 profile: c.profile,
                 live: c.live,
                 instance_type: c.instance_type,
+                hardware: c.hardware,
             },
             Stored::Flat(f) => {
                 let mut m = Self {
                     boot: BootSource { image: f.image },
-                    cpu: Cpu { cores: f.cpu_cores },
+                    cpu: Cpu::cores(f.cpu_cores),
                     memory: f.memory,
                     gpus: f.gpus,
                     cloud_init: CloudInit { user_data: f.user_data, ssh_keys: f.ssh_keys },
@@ -410,7 +476,7 @@ mod tests {
         let mut m = MachineSpec::default();
         m.cpu.cores = 0;
         m.root_disk_mut().size = Quantity::from_bytes(0);
-        m.disks.push(Disk { name: ROOT_DISK.into(), size: Quantity::from_bytes(1 << 30), source: DiskSource::Blank });
+        m.disks.push(Disk::new(ROOT_DISK, Quantity::from_bytes(1 << 30), DiskSource::Blank));
         m.cloud_init = CloudInit { user_data: Some("a\0b".into()), ssh_keys: vec!["not a key".into()] };
         m.boot.image = "ftp://mirror/disk.qcow2".into();
         let e = m.check().unwrap_err();

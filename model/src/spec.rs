@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::hardware::{DiskBus, NicModel};
 use crate::quantity::Quantity;
 use crate::validation::ValidationErrors;
 
@@ -79,6 +80,46 @@ pub struct SpecDefaults {
     /// `linux` or `windows` (default: the image's, else `linux`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guest_os_family: Option<crate::profile::GuestOsFamily>,
+    /// CPU sockets (default 1); the vCPUs are cores × sockets × threads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_sockets: Option<u32>,
+    /// Threads per core (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_threads: Option<u32>,
+    /// The boot disk's bus: `virtio` (default), `sata` or `scsi`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_bus: Option<DiskBus>,
+    /// The storage class of the boot disk's volume (KubeVirt only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_storage_class: Option<String>,
+    /// Whether the boot disk's space is allocated when it is made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_preallocation: Option<bool>,
+    /// The first NIC's model: `virtio` (default), `e1000e`, `e1000` or `rtl8139`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_model: Option<NicModel>,
+    /// One queue per vCPU on each virtio NIC (KubeVirt's `networkInterfaceMultiqueue`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_interface_multiqueue: Option<bool>,
+    /// A virtio random number generator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rng: Option<bool>,
+    /// A USB tablet (an absolute pointer for the graphical console).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tablet: Option<bool>,
+    /// Whether the serial console is logged (default on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_serial_console: Option<bool>,
+    /// Seconds the guest has to power off when stopped, before it is
+    /// stopped hard (default: the backend's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<u32>,
+    /// The machine type, e.g. `q35` or `pc-q35-rhel9.2.0` (default: the backend's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_type: Option<String>,
+    /// The architecture: `amd64` (or `x86_64`), the only one here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
 }
 
 impl SpecDefaults {
@@ -108,6 +149,15 @@ pub struct DataDisk {
     /// Its size, e.g. `120Gi`.
     #[cfg_attr(feature = "openapi", schema(value_type = String, example = "120Gi"))]
     pub size: Quantity,
+    /// Its bus: `virtio` (default), `sata` or `scsi`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bus: Option<DiskBus>,
+    /// The storage class of its volume (KubeVirt only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
+    /// Whether its space is allocated when it is made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preallocation: Option<bool>,
 }
 
 /// A GPU request, as KubeVirt writes it: `{name, device_name}`.

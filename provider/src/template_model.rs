@@ -6,8 +6,8 @@
 use rmpv::Value;
 use vmaas_model::spec::{HttpProbe, TcpProbe};
 use vmaas_model::{
-    DataDisk, ExposedPort, Firmware, Gpu, GuestOsFamily, ParameterDefinition, ParameterType, ParameterValue, Protocol, Quantity,
-    ReadinessProbe, SpecDefaults, SpecField, VirtualMachineTemplate,
+    DataDisk, DiskBus, ExposedPort, Firmware, Gpu, GuestOsFamily, NicModel, ParameterDefinition, ParameterType, ParameterValue, Protocol,
+    Quantity, ReadinessProbe, SpecDefaults, SpecField, VirtualMachineTemplate,
 };
 
 use crate::value::{get, object, string};
@@ -40,6 +40,10 @@ fn typed(ty: Option<ParameterType>, count_like: bool, text: &str) -> serde_json:
 /// A word of `spec_defaults` (`firmware = "efi"`) read by `parse`, if set.
 fn word<T>(sd: &Value, key: &str, parse: fn(&str) -> Option<T>) -> Result<Option<T>, String> {
     string(get(sd, key)).map(|w| parse(&w).ok_or_else(|| format!("spec_defaults.{key}: unknown value {w:?}"))).transpose()
+}
+
+fn count(v: &Value, key: &str) -> Option<u32> {
+    num(get(v, key)).map(|n| n.clamp(0, i64::from(u32::MAX)) as u32)
 }
 
 /// The template a configuration or state describes. Parameter types not
@@ -124,7 +128,13 @@ pub fn from_tf(v: &Value) -> Result<VirtualMachineTemplate, String> {
             .map(|d| {
                 let size = string(get(d, "size")).unwrap_or_default();
                 let size = Quantity::parse(&size).map_err(|e| format!("spec_defaults.data_disk.size: {e}"))?;
-                Ok(DataDisk { name: string(get(d, "name")).unwrap_or_default(), size })
+                Ok(DataDisk {
+                    name: string(get(d, "name")).unwrap_or_default(),
+                    size,
+                    bus: word(d, "bus", DiskBus::parse).map_err(|e| e.replace("spec_defaults.bus", "spec_defaults.data_disk.bus"))?,
+                    storage_class: string(get(d, "storage_class")),
+                    preallocation: get(d, "preallocation").as_bool(),
+                })
             })
             .collect::<Result<_, String>>()?,
         instance_type: string(get(sd, "instance_type")),
@@ -135,6 +145,19 @@ pub fn from_tf(v: &Value) -> Result<VirtualMachineTemplate, String> {
         secure_boot: get(sd, "secure_boot").as_bool(),
         tpm: get(sd, "tpm").as_bool(),
         guest_os_family: word(sd, "guest_os_family", GuestOsFamily::parse)?,
+        cpu_sockets: count(sd, "cpu_sockets"),
+        cpu_threads: count(sd, "cpu_threads"),
+        disk_bus: word(sd, "disk_bus", DiskBus::parse)?,
+        disk_storage_class: string(get(sd, "disk_storage_class")),
+        disk_preallocation: get(sd, "disk_preallocation").as_bool(),
+        nic_model: word(sd, "nic_model", NicModel::parse)?,
+        network_interface_multiqueue: get(sd, "network_interface_multiqueue").as_bool(),
+        rng: get(sd, "rng").as_bool(),
+        tablet: get(sd, "tablet").as_bool(),
+        log_serial_console: get(sd, "log_serial_console").as_bool(),
+        termination_grace_period_seconds: count(sd, "termination_grace_period_seconds"),
+        machine_type: string(get(sd, "machine_type")),
+        architecture: string(get(sd, "architecture")),
     };
     Ok(VirtualMachineTemplate {
         type_url: None,
@@ -169,6 +192,10 @@ fn text(j: &serde_json::Value) -> String {
 
 fn opt_str(s: Option<&str>) -> Value {
     s.map(Value::from).unwrap_or(Value::Nil)
+}
+
+fn opt_bool(b: Option<bool>) -> Value {
+    b.map(Value::Boolean).unwrap_or(Value::Nil)
 }
 
 fn opt_num(n: Option<i64>) -> Value {
@@ -237,6 +264,19 @@ pub fn to_tf(t: &VirtualMachineTemplate, like: &Value) -> Value {
             ("secure_boot", sd.secure_boot.map(Value::Boolean).unwrap_or(Value::Nil)),
             ("tpm", sd.tpm.map(Value::Boolean).unwrap_or(Value::Nil)),
             ("guest_os_family", opt_str(sd.guest_os_family.map(GuestOsFamily::as_str))),
+            ("cpu_sockets", opt_num(sd.cpu_sockets.map(i64::from))),
+            ("cpu_threads", opt_num(sd.cpu_threads.map(i64::from))),
+            ("disk_bus", opt_str(sd.disk_bus.map(DiskBus::as_str))),
+            ("disk_storage_class", opt_str(sd.disk_storage_class.as_deref())),
+            ("disk_preallocation", opt_bool(sd.disk_preallocation)),
+            ("nic_model", opt_str(sd.nic_model.map(NicModel::as_str))),
+            ("network_interface_multiqueue", opt_bool(sd.network_interface_multiqueue)),
+            ("rng", opt_bool(sd.rng)),
+            ("tablet", opt_bool(sd.tablet)),
+            ("log_serial_console", opt_bool(sd.log_serial_console)),
+            ("termination_grace_period_seconds", opt_num(sd.termination_grace_period_seconds.map(i64::from))),
+            ("machine_type", opt_str(sd.machine_type.as_deref())),
+            ("architecture", opt_str(sd.architecture.as_deref())),
             ("readiness_probe", probe.unwrap_or(Value::Nil)),
             (
                 "exposed_port",
@@ -265,7 +305,15 @@ pub fn to_tf(t: &VirtualMachineTemplate, like: &Value) -> Value {
                 Value::Array(
                     sd.data_disks
                         .iter()
-                        .map(|d| object(vec![("name", Value::from(d.name.as_str())), ("size", Value::from(d.size.as_str()))]))
+                        .map(|d| {
+                            object(vec![
+                                ("name", Value::from(d.name.as_str())),
+                                ("size", Value::from(d.size.as_str())),
+                                ("bus", opt_str(d.bus.map(DiskBus::as_str))),
+                                ("storage_class", opt_str(d.storage_class.as_deref())),
+                                ("preallocation", opt_bool(d.preallocation)),
+                            ])
+                        })
                         .collect(),
                 ),
             ),

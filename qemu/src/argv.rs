@@ -6,9 +6,10 @@ use std::ffi::OsString;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
-use vmaas_model::{ExposedPort, MachineSpec, Protocol};
+use vmaas_model::{DiskBus, ExposedPort, MachineSpec, NicModel, Protocol};
 
 use crate::accel::Accel;
+pub use crate::hardware::HardwareArgs;
 use crate::live::LiveArgs;
 use crate::platform::PlatformArgs;
 
@@ -32,6 +33,8 @@ pub struct DiskArg {
     pub file: PathBuf,
     /// Boot order, for the boot disk.
     pub boot_index: Option<u32>,
+    /// The bus it is on.
+    pub bus: DiskBus,
 }
 
 /// A volume: a qcow2 file on virtio-blk carrying the volume's serial,
@@ -127,6 +130,8 @@ pub struct UserNicArg {
     /// Whether the guest may open connections beyond its network (as the
     /// host): off by default (`restrict=on`); forwards work either way.
     pub egress: bool,
+    /// Its model.
+    pub model: NicModel,
 }
 
 impl UserNicArg {
@@ -147,8 +152,13 @@ impl UserNicArg {
 /// The device of the NIC on netdev `id` with `mac`, as `-device` takes it,
 /// at PCI slot `slot` if one is given.
 pub fn nic_device_arg(id: &str, mac: &str, slot: Option<u32>) -> String {
+    nic_device(NicModel::Virtio, id, mac, slot)
+}
+
+/// [`nic_device_arg`] for a NIC of `model`.
+pub fn nic_device(model: NicModel, id: &str, mac: &str, slot: Option<u32>) -> String {
     let addr = slot.map(|s| format!(",addr={s:#x}")).unwrap_or_default();
-    format!("virtio-net-pci,netdev={id},id=dev-{id},mac={mac}{addr}")
+    format!("{},netdev={id},id=dev-{id},mac={mac}{addr}", crate::hardware::nic_driver(model))
 }
 
 /// One NIC on a subnet: a port of the subnet's segment in the user-space
@@ -231,6 +241,8 @@ pub struct QemuArgs {
     pub platform: PlatformArgs,
     /// How far the guest can be resized while it runs.
     pub live: Option<LiveArgs>,
+    /// CPU topology, machine type, RNG and tablet.
+    pub hardware: HardwareArgs,
 }
 
 /// PCI slot of the guest agent's virtio-serial controller, on every VM
@@ -282,9 +294,9 @@ impl QemuArgs {
         f
     }
 
-    /// CPU and memory from the machine spec.
+    /// vCPUs and memory from the machine spec.
     pub fn shape(spec: &MachineSpec) -> (u32, u64) {
-        (spec.cpu.cores, spec.memory_bytes().div_ceil(1 << 20))
+        (spec.cpu.vcpus(), spec.memory_bytes().div_ceil(1 << 20))
     }
 
     /// The arguments, in order.
@@ -292,7 +304,7 @@ impl QemuArgs {
         let mut a: Vec<OsString> = Vec::new();
         let mut push = |parts: &[&str]| a.extend(parts.iter().map(OsString::from));
         push(&["-name", &self.name]);
-        let mut machine = self.platform.machine().to_owned();
+        let mut machine = self.hardware.machine(self.platform.machine());
         if self.ram.is_some() {
             machine.push_str(",memory-backend=ram0");
         }
@@ -301,14 +313,19 @@ impl QemuArgs {
             _ => self.accel.as_str().to_owned(),
         };
         push(&["-machine", &machine, "-accel", &accel]);
-        let model = if self.accel == Accel::Kvm { "host" } else { "max" };
-        match self.platform.cpu_options() {
-            Some(o) => push(&["-cpu", &format!("{model},{o}")]),
-            None => push(&["-cpu", model]),
+        let mut cpu = if self.accel == Accel::Kvm { "host" } else { "max" }.to_owned();
+        if let Some(o) = self.platform.cpu_options() {
+            cpu.push_str(&format!(",{o}"));
         }
+        // TCG's `max` is an AMD CPU without TopologyExtensions, whose guest
+        // sees threads as cores: as an Intel one it sees them as threads.
+        if self.accel == Accel::Tcg && self.hardware.threads > 1 {
+            cpu.push_str(",vendor=GenuineIntel");
+        }
+        push(&["-cpu", &cpu]);
         match &self.live {
             Some(l) => push(&["-smp", &l.smp(self.cpus), "-m", &l.memory()]),
-            None => push(&["-smp", &self.cpus.to_string(), "-m", &format!("{}M", self.memory_mib)]),
+            None => push(&["-smp", &self.hardware.smp(self.cpus), "-m", &format!("{}M", self.memory_mib)]),
         }
         push(&["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]);
         push(&["-chardev", &format!("socket,id=qga0,path={},server=on,wait=off", self.agent.display())]);
@@ -318,6 +335,9 @@ impl QemuArgs {
         push(&platform.iter().map(String::as_str).collect::<Vec<_>>());
         let live = self.live.as_ref().map(LiveArgs::devices).unwrap_or_default();
         push(&live.iter().map(String::as_str).collect::<Vec<_>>());
+        let mut devices = self.hardware.devices();
+        devices.extend(crate::hardware::controllers(self.disks.iter().map(|d| d.bus)));
+        push(&devices.iter().map(String::as_str).collect::<Vec<_>>());
         if let Some(r) = &self.ram {
             // A clone opens the file read-only (its writes stay its own
             // pages): QEMU discards a private file mapping's freed pages by
@@ -345,14 +365,15 @@ impl QemuArgs {
             }
             push(&["-append", &k.append]);
         }
-        for d in &self.disks {
+        for (i, d) in self.disks.iter().enumerate() {
             let node = format!(
                 "{{\"driver\":\"qcow2\",\"node-name\":\"{id}\",\"discard\":\"unmap\",\"file\":{{\"driver\":\"file\",\"filename\":{file},\"cache\":{{\"direct\":false}}}}}}",
                 id = d.id,
                 file = serde_json::Value::String(d.file.to_string_lossy().into_owned())
             );
             push(&["-blockdev", &node]);
-            let mut dev = format!("virtio-blk-pci,drive={},id=dev-{}", d.id, d.id);
+            let port = self.disks[..i].iter().filter(|o| o.bus == d.bus).count();
+            let mut dev = crate::hardware::disk_device(d.bus, &d.id, port);
             if let Some(b) = d.boot_index {
                 dev.push_str(&format!(",bootindex={b}"));
             }
@@ -371,7 +392,7 @@ impl QemuArgs {
         }
         for (i, n) in self.nics.iter().enumerate() {
             let slot = self.fixed_slots.then_some(USER_NIC_SLOT + i as u32);
-            push(&["-netdev", &n.netdev_arg(true), "-device", &nic_device_arg(&n.id, &n.mac, slot)]);
+            push(&["-netdev", &n.netdev_arg(true), "-device", &nic_device(n.model, &n.id, &n.mac, slot)]);
         }
         for n in &self.segment_nics {
             push(&["-netdev", &n.netdev_arg(), "-device", &nic_device_arg(&n.id, &n.mac, None)]);
@@ -405,8 +426,8 @@ mod tests {
             tcg_cache_mib: None,
             kernel: None,
             disks: vec![
-                DiskArg { id: "disk-root".into(), file: "/v/disk.qcow2".into(), boot_index: Some(1) },
-                DiskArg { id: "disk-data".into(), file: "/v/data.qcow2".into(), boot_index: None },
+                DiskArg { id: "disk-root".into(), file: "/v/disk.qcow2".into(), boot_index: Some(1), bus: DiskBus::Virtio },
+                DiskArg { id: "disk-data".into(), file: "/v/data.qcow2".into(), boot_index: None, bus: DiskBus::Virtio },
             ],
             nics: vec![UserNicArg {
                 id: "nic-default".into(),
@@ -418,6 +439,7 @@ mod tests {
                 ),
                 mac: "52:54:00:12:34:56".into(),
                 egress: false,
+                model: NicModel::Virtio,
             }],
             segment_nics: vec![],
             fixed_slots: false,
@@ -431,6 +453,7 @@ mod tests {
             pidfile: "/v/qemu.pid".into(),
             platform: PlatformArgs::default(),
             live: None,
+            hardware: HardwareArgs::default(),
         }
     }
 

@@ -57,6 +57,10 @@ pub enum Cold {
     /// A snapshot's guest cannot take vCPUs or memory while it runs.
     #[error("it can be resized while it runs")]
     Resizable,
+    /// A template's hardware is every VM's: virtio disks and NICs, one
+    /// socket of single-thread cores, the platform's machine, no extra device.
+    #[error("its hardware is not a template's (a topology, a bus, a NIC model, a machine type or a device of its own)")]
+    Hardware,
     /// Only a root disk is in a template.
     #[error("it has data disks")]
     DataDisks,
@@ -163,6 +167,10 @@ impl Clones {
         }
         if args.live.is_some() {
             return Err(Cold::Resizable);
+        }
+        let plain_nics = args.nics.iter().all(|n| n.model == vmaas_model::NicModel::Virtio);
+        if !args.hardware.is_plain() || args.disks.iter().any(|d| d.bus != vmaas_model::DiskBus::Virtio) || !plain_nics {
+            return Err(Cold::Hardware);
         }
         let [root] = machine.disks.as_slice() else { return Err(Cold::DataDisks) };
         let disk_bytes = root.size.to_units_ceil().unwrap_or(0);

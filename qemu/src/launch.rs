@@ -302,7 +302,7 @@ impl Launcher {
                     .await
                     .map_err(|m| LaunchError::Disk(format!("creating disk {} ({}): {m}", d.name, d.size)))?;
             }
-            out.push(DiskArg { id: crate::argv::disk_node(&d.name), file, boot_index: is_root.then_some(1) });
+            out.push(DiskArg { id: crate::argv::disk_node(&d.name), file, boot_index: is_root.then_some(1), bus: d.bus });
         }
         Ok(out)
     }
@@ -334,6 +334,7 @@ impl Launcher {
                 hostname: t.name.clone(),
                 forwards: if i == 0 { forwards.clone() } else { Vec::new() },
                 egress: self.egress,
+                model: n.model,
             })
             .collect();
         Ok(UserNet { nics, extra, probe_port })
@@ -395,6 +396,7 @@ impl Launcher {
             pidfile: vm.path("qemu.pid"),
             platform,
             live: crate::live::LiveArgs::of(machine),
+            hardware: crate::hardware::HardwareArgs::of(machine),
         };
         Ok(Plan { args, plugged, extra, probe_port })
     }

@@ -67,6 +67,7 @@ mod export;
 mod forwards;
 mod gateway;
 pub mod gpus;
+pub mod hardware;
 pub mod host;
 mod hotplug;
 pub mod images;
@@ -231,10 +232,7 @@ impl QemuBackend {
         };
         let accel = accel::detect(cfg.accel, &cfg.qemu, &cfg.state_dir).await;
         info!(accelerator = accel.accel.as_str(), reason = %accel.reason, "qemu accelerator chosen");
-        let sysfs = cfg.sysfs.clone();
-        let host =
-            tokio::task::spawn_blocking(move || Host::probe(&sysfs)).await.unwrap_or(Host { cpus: 1, memory_bytes: 0, gpus: Vec::new() });
-        info!(gpus = ?host.gpus, "host GPUs bound to vfio-pci");
+        let host = Host::detect(cfg.sysfs.clone(), cfg.qemu.clone()).await;
         let data = cfg.state_dir.parent().unwrap_or(&cfg.state_dir).to_owned();
         let subnets = Arc::new(subnet::Subnets::new(data.join("subnets"), &cfg.uplinks));
         let volumes = Arc::new(volumes::Volumes::new(data.join("volumes"), cfg.images.clone(), cfg.qemu_img.clone(), data.join("images")));
@@ -397,6 +395,10 @@ impl Vms {
 impl Backend for QemuBackend {
     fn name(&self) -> &'static str {
         "qemu"
+    }
+
+    fn unsupported(&self, machine: &vmaas_model::MachineSpec) -> Vec<(String, String)> {
+        hardware::unsupported(machine, &self.vms.host.machine_types)
     }
 
     fn capabilities(&self) -> Capabilities {

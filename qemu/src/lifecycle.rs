@@ -61,7 +61,7 @@ impl Vms {
             return Ok((vm.observation(Phase::Failed(reason)), Requeue::AwaitChange));
         }
         if t.spec.power == PowerState::Stopped {
-            return Ok(self.ensure_stopped(vm).await);
+            return Ok(self.ensure_stopped(vm, self.grace(t)).await);
         }
         if let Some((version, reason)) = &vm.failed {
             if *version == t.version {
@@ -80,13 +80,20 @@ impl Vms {
         }
     }
 
-    async fn ensure_stopped(&self, vm: &mut Vm) -> (Observation, Requeue) {
+    /// How long `t`'s guest has to power off: its template's grace
+    /// period, else the server's `--stop-grace`.
+    fn grace(&self, t: &VmTarget) -> std::time::Duration {
+        let asked = t.spec.machine.hardware.termination_grace_period_seconds;
+        asked.map(|s| std::time::Duration::from_secs(s.into())).unwrap_or(self.cfg.stop_grace)
+    }
+
+    async fn ensure_stopped(&self, vm: &mut Vm, grace: std::time::Duration) -> (Observation, Requeue) {
         vm.failed = None;
         vm.degraded = None;
         vm.crashes.clear();
         match vm.running() {
             Some(p) => {
-                self.stop_step(vm, &p).await;
+                self.stop_step(vm, &p, grace).await;
                 (vm.observation(starting_stop()), Requeue::after(STEP))
             }
             None => {
@@ -106,7 +113,7 @@ impl Vms {
             vm.file.save(&vm.dir).await?;
             if let Some(p) = vm.running() {
                 info!(vm = %t.id, "restarting the guest");
-                self.power_off(vm, &p).await;
+                self.power_off(vm, &p, self.grace(t)).await;
                 vm.stop_runtime();
                 self.boot(vm, t).await?;
                 let phase = starting("Restarting", "the guest was restarted as asked and is booting");
@@ -276,10 +283,10 @@ impl Vms {
     }
 
     /// Asks the guest to power off (ACPI), or stops it hard once the grace period is over.
-    async fn stop_step(&self, vm: &mut Vm, p: &Process) {
+    async fn stop_step(&self, vm: &mut Vm, p: &Process, grace: std::time::Duration) {
         match vm.stop_deadline {
             None => {
-                vm.stop_deadline = Some(Instant::now() + self.cfg.stop_grace);
+                vm.stop_deadline = Some(Instant::now() + grace);
                 match press_power_button(&vm.path("qmp.sock")).await {
                     Ok(()) => info!(vm = %vm.file.id, "ACPI power-down sent"),
                     Err(e) => {
@@ -289,7 +296,7 @@ impl Vms {
                 }
             }
             Some(deadline) if Instant::now() >= deadline => {
-                warn!(vm = %vm.file.id, grace = ?self.cfg.stop_grace, "the guest did not power off in time; stopping hard");
+                warn!(vm = %vm.file.id, ?grace, "the guest did not power off in time; stopping hard");
                 quit(&vm.path("qmp.sock"), p).await;
             }
             Some(_) => {}
@@ -337,8 +344,8 @@ impl Vms {
     /// disks and power off (with `-no-reboot` QEMU then exits); only then
     /// a hard stop. Pulling the plug at once would lose what the guest had
     /// not written yet (a Debian guest's fresh SSH host keys, say).
-    async fn power_off(&self, vm: &Vm, p: &Process) {
-        shut_down(&vm.file.id, &vm.path("qmp.sock"), p, self.cfg.stop_grace).await;
+    async fn power_off(&self, vm: &Vm, p: &Process, grace: std::time::Duration) {
+        shut_down(&vm.file.id, &vm.path("qmp.sock"), p, grace).await;
     }
 }
 

@@ -481,6 +481,7 @@ mod tests {
             hostname: "web".into(),
             forwards,
             egress: false,
+            model: vmaas_model::NicModel::Virtio,
         };
         let nics = [user("nic-default", "52:54:00:12:34:56", vec![fwd.clone()]), user("nic-other", "52:54:00:12:34:57", vec![fwd])];
         let seg = [SegmentNicArg { id: "nic-subnet0".into(), addr: vmaas_switch::PortAddr::Tcp(40007), mac: "02:00:00:00:00:07".into() }];

@@ -49,7 +49,7 @@ impl Amounts {
     pub fn vm(machine: &MachineSpec) -> Self {
         Self {
             virtual_machines: 1,
-            cores: u64::from(machine.cpu.cores),
+            cores: u64::from(machine.cpu.vcpus()),
             memory_bytes: machine.memory_bytes(),
             disk_bytes: disk_bytes(machine),
             external_ips: 0,
@@ -137,7 +137,7 @@ impl HostUsage {
     pub fn of(machine: &MachineSpec, power: PowerState) -> Self {
         let running = power != PowerState::Stopped;
         Self {
-            cpus: if running { u64::from(machine.cpu.cores) } else { 0 },
+            cpus: if running { u64::from(machine.cpu.vcpus()) } else { 0 },
             memory_bytes: if running { machine.memory_bytes() } else { 0 },
             disk_bytes: disk_bytes(machine),
         }

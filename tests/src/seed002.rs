@@ -42,7 +42,9 @@ pub fn vcpus(cpu: &Value) -> u64 {
     ["cores", "sockets", "threads"].iter().map(|k| cpu[k].as_u64().unwrap_or(1)).product()
 }
 
-/// What the model covers of a VirtualMachine, in one comparable value.
+/// What the model covers of a VirtualMachine, in one comparable value:
+/// every field seed 002 writes but the names of its objects, its finalizer,
+/// its labels and annotations, and its pod network's binding.
 pub fn covered(vm: &Value) -> Value {
     let t = &vm["spec"]["template"]["spec"];
     let d = &t["domain"];
@@ -52,7 +54,38 @@ pub fn covered(vm: &Value) -> Value {
     let efi = d["firmware"]["bootloader"].get("efi");
     let bridged = d["devices"]["interfaces"].as_array().into_iter().flatten().filter(|i| i.get("bridge").is_some()).count();
     let running = vm["spec"]["running"] == true || vm["spec"]["runStrategy"] == "Always";
+    let dev = &d["devices"];
+    let by_name = |list: &Value, key: &dyn Fn(&Value) -> Value| -> Value {
+        list.as_array().into_iter().flatten().map(|x| (x["name"].as_str().unwrap_or_default().to_owned(), key(x))).collect()
+    };
+    // KubeVirt's defaults, written out: one socket and thread, virtio.
+    let or = |v: &Value, default: Value| if v.is_null() { default } else { v.clone() };
+    let disks: Vec<String> = t["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("dataVolume").is_some())
+        .map(|v| v["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let buses: Value = by_name(&dev["disks"], &|x| or(&x["disk"]["bus"], "virtio".into()))
+        .as_object()
+        .map(|o| o.iter().filter(|(k, _)| disks.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    let dv_class: Vec<Value> = dvs.iter().map(|dv| dv["spec"]["storage"]["storageClassName"].clone()).collect();
+    let dv_prealloc: Vec<Value> = dvs.iter().map(|dv| dv["spec"]["preallocation"].clone()).collect();
     serde_json::json!({
+        "cpu": [or(&d["cpu"]["cores"], 1.into()), or(&d["cpu"]["sockets"], 1.into()), or(&d["cpu"]["threads"], 1.into())],
+        "disk_buses": buses,
+        "nic_models": by_name(&dev["interfaces"], &|x| or(&x["model"], "virtio".into())),
+        "multiqueue": or(&dev["networkInterfaceMultiqueue"], false.into()),
+        "rng": dev.get("rng").is_some(),
+        "inputs": or(&dev["inputs"], serde_json::json!([])),
+        "log_serial_console": dev["logSerialConsole"],
+        "machine_type": d["machine"]["type"],
+        "architecture": t["architecture"],
+        "grace": t["terminationGracePeriodSeconds"],
+        "storage_classes": dv_class,
+        "preallocation": dv_prealloc,
         "vcpus": vcpus(&d["cpu"]),
         "memory": d["memory"]["guest"],
         "root_disk": dvs.first().map(size),

@@ -212,7 +212,7 @@ async fn every_shipped_example_composes_and_reports_ready_once_the_cluster_runs_
     assert_eq!(o.composed["vm"]["spec"]["template"]["spec"]["networks"][1]["multus"]["networkName"], "lab");
 
     ovn_created(&k, &o.composed["udn"], "userdefinednetworks").await;
-    kubevirt_runs(&k, &o, &[("default", "10.200.0.5"), ("physical", "192.168.50.7")]).await;
+    kubevirt_runs(&k, &o, &[("default", "10.200.0.5"), ("lab", "192.168.50.7")]).await;
     let floating = address_of(&k, &o.composed["service"]).await;
     assert!(floating.starts_with("192.0.2."), "from the pool the composition names: {floating}");
     let o = vm_xp.reconcile_claim("virtualmachines", "xvirtualmachines", &vm).await;

@@ -4,9 +4,11 @@
 //! templates (`examples/seed-002/`), once as Crossplane claims rendered by
 //! the function and once as a Terraform configuration applied (on both
 //! Terraform versions) to the kubevirt backend before a real kube-apiserver:
-//! each KubeVirt VirtualMachine matches the seed's on every field the model
-//! covers ([`vmaas_tests::seed002::covered`]), but for the bridged second
-//! NIC, which the kubevirt backend does not make yet (`docs/backends.md`).
+//! each KubeVirt VirtualMachine matches the seed's on every field it writes
+//! ([`vmaas_tests::seed002::covered`]: shapes, buses, NIC models, devices,
+//! machine type, architecture, grace periods, storage classes), but for the
+//! bridged second NIC, which the kubevirt backend does not make yet
+//! (`docs/backends.md`).
 
 use serde_json::Value;
 use vmaas_function::render::render_vm;
@@ -27,6 +29,14 @@ fn assert_matches_seed(name: &str, got: &Value, but: &[&str]) {
     let mut skip = but.to_vec();
     if want_c["hyperv_spinlocks"].is_null() {
         skip.push("hyperv_spinlocks");
+    }
+    // Without the bridged NIC, only the first NIC's model is compared.
+    if skip.contains(&"bridged_nics") {
+        for c in [&mut got_c, &mut want_c] {
+            if let Some(o) = c["nic_models"].as_object_mut() {
+                o.retain(|k, _| k == "default");
+            }
+        }
     }
     for k in skip {
         got_c[k] = Value::Null;

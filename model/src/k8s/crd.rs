@@ -69,6 +69,9 @@ pub struct DataVolumeSpec {
     pub source: Option<Value>,
     /// Size (and class) of the volume.
     pub storage: Storage,
+    /// Whether its space is allocated when it is made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preallocation: Option<bool>,
 }
 
 /// A reference to a CDI DataSource.
@@ -127,6 +130,12 @@ pub struct VmiSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<serde_json::Value>")]
     pub readiness_probe: Option<Value>,
+    /// `amd64`, when the template names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
+    /// Seconds the guest has to shut down when stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<u32>,
 }
 
 /// Domain (subset).
@@ -150,6 +159,17 @@ pub struct Domain {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<serde_json::Value>")]
     pub clock: Option<Value>,
+    /// The machine type, when the template names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<Machine>,
+}
+
+/// The emulated machine.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Machine {
+    /// e.g. `pc-q35-rhel9.2.0`.
+    #[serde(rename = "type")]
+    pub kind: String,
 }
 
 /// CPU topology.
@@ -158,9 +178,13 @@ pub struct Domain {
 pub struct Cpu {
     /// Cores (per socket).
     pub cores: u32,
-    /// Sockets, for a VM resized live (KubeVirt's `LiveUpdate` adds sockets).
+    /// Sockets (a VM resized live has one core in each, and KubeVirt's
+    /// `LiveUpdate` adds sockets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sockets: Option<u32>,
+    /// Threads per core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
     /// The most sockets the running VM can grow to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_sockets: Option<u32>,
@@ -190,6 +214,40 @@ pub struct Devices {
     /// A persistent TPM 2.0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tpm: Option<super::platform::Tpm>,
+    /// A tablet, an RNG, multiqueue, serial console logging.
+    #[serde(flatten)]
+    pub extra: ExtraDevices,
+}
+
+/// The devices beyond disks, interfaces, GPUs and the TPM.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtraDevices {
+    /// A USB tablet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<Input>,
+    /// One queue per vCPU on each virtio NIC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_interface_multiqueue: Option<bool>,
+    /// `{}`: a virtio RNG.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub rng: Option<Value>,
+    /// Whether the serial console is logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_serial_console: Option<bool>,
+}
+
+/// An input device.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Input {
+    /// `usb`.
+    pub bus: String,
+    /// `tablet`.
+    pub name: String,
+    /// `tablet`.
+    #[serde(rename = "type")]
+    pub kind: String,
 }
 
 /// A disk.
@@ -230,6 +288,9 @@ pub struct Interface {
     /// Guest ports (masquerade).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<Port>,
+    /// `virtio`, `e1000e`…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// A network binding plugin.

@@ -2,7 +2,9 @@
 //! Crossplane, and what a KubeVirt backend applies and watches.
 //!
 //! - [`crd`]: typed subsets of KubeVirt, CDI and OVN-K UDN objects.
-//! - [`render`]: a machine spec plus plain options into those objects.
+//! - [`render`]: a machine spec plus plain options into those objects;
+//!   [`options`] what it takes besides the machine, [`devices`] the disks,
+//!   interfaces, CPU and other devices, [`cloud_init`] the user data.
 //! - [`observe`]: their reported status back into an observation.
 //! - [`names`]: names of rendered objects that always fit.
 //! - [`platform`]: a guest profile as KubeVirt's firmware, features, clock and TPM.
@@ -13,10 +15,13 @@
 
 pub mod balancer;
 pub mod clone;
+pub mod cloud_init;
 pub mod crd;
+pub mod devices;
 pub mod export;
 pub mod names;
 pub mod observe;
+pub mod options;
 pub mod platform;
 pub mod policy;
 pub mod render;

@@ -152,7 +152,7 @@ pub fn preference(p: &Platform) -> Option<Value> {
 /// whose shape `m` has: its vCPUs, memory and GPUs (`vmaas-general.small`).
 pub fn instancetype(name: &str, m: &crate::MachineSpec) -> Value {
     let gpus: Vec<Value> = m.gpus.iter().map(|g| json!({"name": g.name, "deviceName": g.device_name})).collect();
-    let mut spec = json!({"cpu": {"guest": m.cpu.cores}, "memory": {"guest": m.memory.as_str()}});
+    let mut spec = json!({"cpu": {"guest": m.cpu.vcpus()}, "memory": {"guest": m.memory.as_str()}});
     if !gpus.is_empty() {
         spec["gpus"] = json!(gpus);
     }

@@ -8,15 +8,17 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Namespace, Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta as K8sMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+pub use super::cloud_init::cloud_init_user_data;
 use super::crd::*;
+use super::devices::{cpu, disks, extra_devices, interfaces, machine, proto};
 use super::names::derived;
+pub use super::options::{Attachment, FloatingIp, PodNetwork, RenderedVm, VmOptions};
 use super::platform::Matcher;
 pub use super::platform::Shapes;
-use crate::machine::{DiskSource, MachineSpec};
-use crate::{PowerState, ProbeCheck, Protocol};
+use crate::machine::MachineSpec;
+use crate::{PowerState, ProbeCheck};
 
 /// Label on the launcher pod that the LoadBalancer selects.
 pub const VM_LABEL: &str = "vmaas.io/vm";
@@ -28,98 +30,6 @@ pub const TENANT_LABEL: &str = "vmaas.io/tenant";
 /// by the VM's network name: `{"default": ["10.0.0.5/24"]}` (KubeVirt's
 /// IPAM extensions turn it into the launcher pod's network request).
 pub const ADDRESSES_ANNOTATION: &str = "network.kubevirt.io/addresses";
-
-/// How floating IPs are implemented.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct FloatingIp {
-    /// `metallb` (default) or `esi`.
-    #[serde(default = "metallb")]
-    pub provider: String,
-    /// MetalLB address pool (or ESI network) to take the IP from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub address_pool: Option<String>,
-}
-
-fn metallb() -> String {
-    "metallb".into()
-}
-
-impl FloatingIp {
-    /// The annotations that ask the cluster's load balancer for an address
-    /// of this kind, on a Service of type `LoadBalancer`.
-    pub fn annotations(&self) -> BTreeMap<String, String> {
-        let mut a = BTreeMap::from([("vmaas.io/floating-ip-provider".to_owned(), self.provider.clone())]);
-        if let Some(pool) = &self.address_pool {
-            let key = if self.provider == "esi" { "vmaas.io/esi-network" } else { "metallb.io/address-pool" };
-            a.insert(key.into(), pool.clone());
-        }
-        a
-    }
-}
-
-/// How a VM's first NIC is attached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PodNetwork {
-    /// The cluster's pod network, masqueraded.
-    Masquerade,
-    /// The namespace's primary user-defined network, bridged at layer 2.
-    PrimaryUdn,
-}
-
-/// A secondary NIC: bridged onto a Multus network, the attachment
-/// definition OVN-K creates for a user-defined network.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Attachment {
-    /// The interface's (and network's) name in the VM.
-    pub name: String,
-    /// The network attachment definition, `[namespace/]name`.
-    pub network_name: String,
-}
-
-/// Everything besides the machine that decides how a VM renders.
-#[derive(Debug, Clone)]
-pub struct VmOptions {
-    /// Name of the KubeVirt VM (and prefix of its other objects).
-    pub name: String,
-    /// Namespace of the VM and its Service.
-    pub namespace: String,
-    /// Run or stay off.
-    pub power: PowerState,
-    /// How the first NIC (`default`, which carries the floating IP and the
-    /// readiness probe) is attached.
-    pub network: PodNetwork,
-    /// The first NIC's fixed address on a primary UDN, in CIDR form
-    /// (`10.0.0.5/24`): the guest gets exactly it from OVN-K's IPAM.
-    pub address: Option<String>,
-    /// NICs beside the first one (a physical network).
-    pub attachments: Vec<Attachment>,
-    /// Namespace of the CDI DataSources that images name.
-    pub data_source_namespace: String,
-    /// Storage class of the disks (the cluster default when absent).
-    pub storage_class: Option<String>,
-    /// How the floating IP is implemented.
-    pub floating_ip: FloatingIp,
-    /// Whether the VM carries its instance type and guest profile in its
-    /// domain or references KubeVirt objects for them, cluster-wide or its own.
-    pub shapes: Shapes,
-    /// Claims the VM's disks already are, by disk (volume) name: a clone's,
-    /// made by KubeVirt's clone from its source (`rootdisk` → `restore-…`).
-    /// A disk named here keeps its DataVolume template under that name.
-    pub claims: BTreeMap<String, String>,
-}
-
-/// Everything rendered for one VM.
-#[derive(Debug, Clone, Serialize)]
-pub struct RenderedVm {
-    /// The KubeVirt VM.
-    pub vm: VirtualMachine,
-    /// The floating IP, when ports are exposed.
-    pub service: Option<Service>,
-    /// The instance type and preference the VM references (unless
-    /// [`VmOptions::shapes`] is inline), to apply before it.
-    pub shape_objects: Vec<Value>,
-}
 
 /// A namespace managed by vmaas for `tenant`, labelled for a primary UDN when asked.
 pub fn namespace(name: &str, primary_udn: bool, tenant: &str) -> Namespace {
@@ -188,60 +98,6 @@ pub fn localnet_cudn(name: &str, net: &Localnet<'_>) -> ClusterUserDefinedNetwor
     )
 }
 
-/// Boundary of the MIME multipart user data (cloud-init's own format for
-/// several parts).
-const BOUNDARY: &str = "vmaas-user-data-part";
-
-/// A `#cloud-config` document holding only `keys`.
-fn keys_config(keys: &[String]) -> String {
-    let mut s = String::from("#cloud-config\n");
-    if !keys.is_empty() {
-        s.push_str("ssh_authorized_keys:\n");
-        for k in keys {
-            s.push_str(&format!("  - {k}\n"));
-        }
-    }
-    s
-}
-
-/// cloud-init's MIME type of a user-data document, from its first line.
-fn user_data_type(u: &str) -> &'static str {
-    const TYPES: [(&str, &str); 5] = [
-        ("#!", "text/x-shellscript"),
-        ("#cloud-boothook", "text/cloud-boothook"),
-        ("#include", "text/x-include-url"),
-        ("#part-handler", "text/part-handler"),
-        ("## template: jinja", "text/jinja2"),
-    ];
-    TYPES.iter().find(|(prefix, _)| u.starts_with(prefix)).map(|(_, t)| *t).unwrap_or("text/plain")
-}
-
-/// The cloud-init user data of a machine: its user data as written, with
-/// its SSH keys added: into a `#cloud-config`, or, beside any other kind of
-/// user data (a script), as a second part of a MIME multipart document, so
-/// that neither is lost.
-pub fn cloud_init_user_data(c: &crate::machine::CloudInit) -> String {
-    match &c.user_data {
-        Some(u) if c.ssh_keys.is_empty() => u.clone(),
-        Some(u) if u.starts_with("#cloud-config") => {
-            let list: Vec<String> = c.ssh_keys.iter().map(|k| format!("  - {k}")).collect();
-            format!("{}\nssh_authorized_keys:\n{}\n", u.trim_end(), list.join("\n"))
-        }
-        Some(u) => format!(
-            "Content-Type: multipart/mixed; boundary=\"{BOUNDARY}\"\nMIME-Version: 1.0\n\n\
-             --{BOUNDARY}\nContent-Type: text/cloud-config; charset=\"utf-8\"\n\n{keys}\n\
-             --{BOUNDARY}\nContent-Type: {kind}; charset=\"utf-8\"\n\n{u}\n--{BOUNDARY}--\n",
-            keys = keys_config(&c.ssh_keys),
-            kind = user_data_type(u),
-        ),
-        None => keys_config(&c.ssh_keys),
-    }
-}
-
-fn proto(p: Protocol) -> String {
-    if p == Protocol::Udp { "UDP" } else { "TCP" }.to_owned()
-}
-
 /// Missed probes before a running guest counts as not ready.
 const PROBE_FAILURES: u32 = 3;
 
@@ -259,99 +115,11 @@ fn readiness_probe(spec: &MachineSpec) -> Option<Value> {
     })
 }
 
-/// One DataVolume template, disk and volume per machine disk; the root disk
-/// is named `rootdisk` and clones the boot image's DataSource (or imports
-/// it over HTTP when the image is a URL).
-fn disks(spec: &MachineSpec, o: &VmOptions) -> (Vec<DataVolumeTemplate>, Vec<Disk>, Vec<Volume>) {
-    let (mut dvs, mut disks, mut volumes) = (Vec::new(), Vec::new(), Vec::new());
-    for d in &spec.disks {
-        let (disk_name, dv_name, source_ref, source) = match d.source {
-            // An image given as a URL is imported by CDI on demand (seed
-            // 004's vmDiskImageTemplate); a name clones a DataSource.
-            DiskSource::Image if spec.boot.is_url() => {
-                ("rootdisk".to_owned(), derived(&o.name, "root"), None, Some(json!({"http": {"url": spec.boot.image}})))
-            }
-            DiskSource::Image => (
-                "rootdisk".to_owned(),
-                derived(&o.name, "root"),
-                Some(SourceRef {
-                    kind: "DataSource".into(),
-                    name: spec.boot.image.clone(),
-                    namespace: Some(o.data_source_namespace.clone()),
-                }),
-                None,
-            ),
-            DiskSource::Blank => (d.name.clone(), derived(&o.name, &d.name), None, Some(json!({"blank": {}}))),
-        };
-        let dv_name = o.claims.get(&disk_name).cloned().unwrap_or(dv_name);
-        dvs.push(DataVolumeTemplate {
-            metadata: ObjectMeta { name: Some(dv_name.clone()), ..Default::default() },
-            spec: DataVolumeSpec {
-                source_ref,
-                source,
-                storage: Storage {
-                    resources: Resources { requests: BTreeMap::from([("storage".to_owned(), d.size.as_str().to_owned())]) },
-                    storage_class_name: o.storage_class.clone(),
-                },
-            },
-        });
-        disks.push(Disk { name: disk_name.clone(), disk: DiskTarget { bus: "virtio".into() }, serial: None });
-        let data_volume = Some(DataVolumeRef { name: dv_name, hotpluggable: false });
-        volumes.push(Volume { name: disk_name, data_volume, cloud_init_no_cloud: None });
-    }
-    disks.push(Disk { name: "cloudinitdisk".into(), disk: DiskTarget { bus: "virtio".into() }, serial: None });
-    volumes.push(Volume {
-        name: "cloudinitdisk".into(),
-        data_volume: None,
-        cloud_init_no_cloud: Some(CloudInit { user_data: cloud_init_user_data(&spec.cloud_init) }),
-    });
-    (dvs, disks, volumes)
-}
-
-/// The first NIC (`default`: the pod network masqueraded, or the primary
-/// UDN bridged) and one bridged NIC per attachment.
-fn interfaces(spec: &MachineSpec, o: &VmOptions) -> (Vec<Interface>, Vec<Network>) {
-    let nic = |name: &str| Interface { name: name.into(), masquerade: None, bridge: None, binding: None, ports: vec![] };
-    let first = match o.network {
-        PodNetwork::PrimaryUdn => Interface { binding: Some(Binding { name: "l2bridge".into() }), ..nic("default") },
-        PodNetwork::Masquerade => Interface { masquerade: Some(json!({})), ports: masquerade_ports(spec), ..nic("default") },
-    };
-    let mut nics = vec![first];
-    let mut nets = vec![Network { name: "default".into(), pod: Some(json!({})), multus: None }];
-    for a in &o.attachments {
-        nics.push(Interface { bridge: Some(json!({})), ..nic(&a.name) });
-        nets.push(Network { name: a.name.clone(), pod: None, multus: Some(Multus { network_name: a.network_name.clone() }) });
-    }
-    (nics, nets)
-}
-
-/// The ports KubeVirt forwards into a masqueraded guest: the exposed ones,
-/// plus the readiness probe's (else the probe never reaches the guest).
-fn masquerade_ports(spec: &MachineSpec) -> Vec<Port> {
-    let mut ports: Vec<Port> = spec.exposed_ports.iter().map(|p| Port { port: p.port, protocol: proto(p.protocol) }).collect();
-    if let Some(p) = &spec.readiness_probe {
-        let port = p.check.port();
-        if !ports.iter().any(|x| x.port == port && x.protocol == "TCP") {
-            ports.push(Port { port, protocol: "TCP".into() });
-        }
-    }
-    ports
-}
-
 /// How the VM leaves a node being drained: live migration needs a VM that
 /// can move (no host GPU); `LiveMigrateIfPossible` does not block the drain
 /// when its storage cannot follow it (no ReadWriteMany).
 fn eviction_strategy(spec: &MachineSpec) -> &'static str {
     if spec.gpus.is_empty() { "LiveMigrateIfPossible" } else { "None" }
-}
-
-/// The CPU topology: a VM resized live counts its vCPUs in sockets of one
-/// core, which KubeVirt's `LiveUpdate` rollout adds up to `maxSockets`.
-fn cpu(spec: &MachineSpec) -> Cpu {
-    match spec.live.max_cpu_cores {
-        Some(max) => Cpu { cores: 1, sockets: Some(spec.cpu.cores), max_sockets: Some(max) },
-        None => Cpu { cores: spec.cpu.cores, sockets: None, max_sockets: None },
-    }
 }
 
 /// Renders the KubeVirt VM of `spec`, and its floating-IP Service when ports are exposed.
@@ -391,15 +159,19 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
                                 .map(|g| GpuDevice { name: g.name.clone(), device_name: g.device_name.clone() })
                                 .collect(),
                             tpm: platform.tpm,
+                            extra: extra_devices(spec),
                         },
                         firmware: platform.firmware,
                         features: platform.features,
                         clock: platform.clock,
+                        machine: machine(spec),
                     },
                     eviction_strategy: eviction_strategy(spec).into(),
                     networks,
                     volumes,
                     readiness_probe: readiness_probe(spec),
+                    architecture: spec.hardware.architecture.clone(),
+                    termination_grace_period_seconds: spec.hardware.termination_grace_period_seconds,
                 },
             },
         },
@@ -417,7 +189,11 @@ fn shape_objects(spec: &MachineSpec, o: &VmOptions) -> (Vec<Value>, Option<Match
     if o.shapes == Shapes::Inline {
         return (Vec::new(), None, None);
     }
-    let typed = spec.instance_type.as_deref().filter(|_| spec.live.is_empty()).map(|n| super::platform::instancetype(n, spec));
+    let typed = spec
+        .instance_type
+        .as_deref()
+        .filter(|_| spec.live.is_empty() && !spec.cpu.has_topology())
+        .map(|n| super::platform::instancetype(n, spec));
     let preferred = super::platform::preference(&spec.profile.platform());
     let scoped = |obj: Value| if o.shapes == Shapes::Namespaced { super::platform::owned(obj, &o.name, &o.namespace) } else { obj };
     let (typed, preferred) = (typed.map(scoped), preferred.map(scoped));
@@ -459,6 +235,7 @@ fn service(spec: &MachineSpec, o: &VmOptions) -> Option<Service> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Protocol;
     use crate::machine::CloudInit as Ci;
     use crate::spec::{ExposedPort, Gpu, Probe};
 
@@ -543,18 +320,52 @@ mod tests {
     }
 
     #[test]
+    fn the_machine_s_hardware_renders_as_kubevirt_writes_it() {
+        let mut m = probed_on(22);
+        m.cpu = crate::Cpu { cores: 4, sockets: 2, threads: 2 };
+        m.disks[0].bus = crate::DiskBus::Sata;
+        let mut data = crate::Disk::new("data0", crate::Quantity::parse("120Gi").unwrap(), crate::DiskSource::Blank);
+        (data.storage_class, data.preallocation) = (Some("ocs-rbd".into()), Some(false));
+        m.disks.push(data);
+        m.nics[0].model = crate::NicModel::E1000e;
+        m.hardware = crate::Hardware {
+            machine_type: Some("pc-q35-rhel9.2.0".into()),
+            architecture: Some("amd64".into()),
+            termination_grace_period_seconds: Some(3600),
+            network_interface_multiqueue: true,
+            rng: true,
+            tablet: true,
+            log_serial_console: Some(false),
+        };
+        let vm = serde_json::to_value(render_vm(&m, &options(PowerState::Started)).vm).unwrap();
+        let t = &vm["spec"]["template"]["spec"];
+        let d = &t["domain"];
+        assert_eq!(d["cpu"], json!({"cores": 4, "sockets": 2, "threads": 2}));
+        assert_eq!(d["machine"], json!({"type": "pc-q35-rhel9.2.0"}));
+        assert_eq!((&t["architecture"], &t["terminationGracePeriodSeconds"]), (&json!("amd64"), &json!(3600)));
+        let dev = &d["devices"];
+        assert_eq!(dev["disks"][0]["disk"]["bus"], "sata");
+        assert_eq!(dev["disks"][1]["disk"]["bus"], "virtio");
+        assert_eq!(dev["interfaces"][0]["model"], "e1000e");
+        assert_eq!(dev["inputs"], json!([{"bus": "usb", "name": "tablet", "type": "tablet"}]));
+        assert_eq!((&dev["rng"], &dev["networkInterfaceMultiqueue"], &dev["logSerialConsole"]), (&json!({}), &json!(true), &json!(false)));
+        let dv = &vm["spec"]["dataVolumeTemplates"][1]["spec"];
+        assert_eq!((&dv["storage"]["storageClassName"], &dv["preallocation"]), (&json!("ocs-rbd"), &json!(false)));
+    }
+
+    #[test]
     fn attachments_are_bridged_multus_nics_beside_the_pod_network() {
         let mut o = options(PowerState::Started);
         o.attachments = vec![Attachment { name: "physical".into(), network_name: "lab".into() }];
         let vm = serde_json::to_value(render_vm(&probed_on(22), &o).vm).unwrap();
         let t = &vm["spec"]["template"]["spec"];
-        assert_eq!(t["domain"]["devices"]["interfaces"][1], json!({"name": "physical", "bridge": {}}));
+        assert_eq!(t["domain"]["devices"]["interfaces"][1], json!({"name": "physical", "bridge": {}, "model": "virtio"}));
         assert_eq!(t["networks"], json!([{"name": "default", "pod": {}}, {"name": "physical", "multus": {"networkName": "lab"}}]));
         assert!(t["domain"]["devices"]["interfaces"][0]["masquerade"].is_object(), "the pod network stays first");
         o.network = PodNetwork::PrimaryUdn;
         let vm = serde_json::to_value(render_vm(&probed_on(22), &o).vm).unwrap();
         let first = &vm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][0];
-        assert_eq!(first, &json!({"name": "default", "binding": {"name": "l2bridge"}}), "a primary UDN is bridged");
+        assert_eq!(first, &json!({"name": "default", "binding": {"name": "l2bridge"}, "model": "virtio"}), "a primary UDN is bridged");
     }
 
     #[test]

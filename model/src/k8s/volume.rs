@@ -39,7 +39,7 @@ pub fn data_volume(name: &str, namespace: &str, spec: &VolumeSpec, sources: &Ima
         resources: Resources { requests: BTreeMap::from([("storage".to_owned(), spec.size.as_str().to_owned())]) },
         storage_class_name: sources.storage_class.clone(),
     };
-    let mut dv = DataVolume::new(&data_volume_name(name), DataVolumeSpec { source_ref, source, storage });
+    let mut dv = DataVolume::new(&data_volume_name(name), DataVolumeSpec { source_ref, source, storage, preallocation: None });
     dv.metadata.namespace = Some(namespace.to_owned());
     dv
 }

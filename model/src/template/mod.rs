@@ -6,6 +6,7 @@
 //! - [`fields`]: the spec fields a parameter can set.
 
 mod fields;
+mod hardware;
 mod parameter;
 pub mod view;
 
@@ -274,9 +275,10 @@ impl SpecDefaults {
             } else if d.name == crate::machine::ROOT_DISK {
                 errs.push(format!("{field}.name"), "\"root\" is the boot disk's name");
             } else {
-                spec.disks.push(crate::Disk { name: d.name.clone(), size: d.size.clone(), source: crate::DiskSource::Blank });
+                spec.disks.push(hardware::data_disk(d, &field, &mut errs));
             }
         }
+        self.apply_hardware(&mut spec, &mut errs);
         spec.live = crate::machine::LiveLimits { max_cpu_cores: self.max_cpu_cores, max_memory: self.max_memory.clone() };
         spec.profile = self.profile();
         spec.profile.check("spec_defaults", &mut errs);

@@ -40,6 +40,12 @@ pub(super) async fn resolve(
             shape::apply(s, spec, &template, &mut r.spec, previous, creating, errs).await?;
             spec.apply_guest_config(&mut r.spec, "object.spec", errs);
             apply_image(&template, spec, &mut r.spec, errs);
+            for (field, why) in s.backend.unsupported(&r.spec) {
+                errs.push(
+                    "object.spec.template",
+                    format!("template {:?} sets {field}, which the {} backend cannot honour: {why}", spec.template, s.backend.name()),
+                );
+            }
             Ok((errs.0.len() == before).then_some((template, r)))
         }
         Err(e) => {

@@ -39,7 +39,8 @@ pub(super) async fn apply(
         return Ok(());
     }
     let param_field = |p: &str| format!("object.spec.template_parameters.{p}.value");
-    t.spec.size(&t.name, template, &spec.template_parameters, &param_field, machine, errs);
+    let fields = vmaas_model::instance_type::SizingFields { parameter: &param_field, instance_type: "object.spec.instance_type" };
+    t.spec.size(&t.name, template, &spec.template_parameters, &fields, machine, errs);
     spec.instance_type = Some(InstanceTypeReference { id: t.id, name: t.name });
     Ok(())
 }

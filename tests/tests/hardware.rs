@@ -1,0 +1,95 @@
+//! A template's virtual hardware on the qemu backend with real QEMU and the
+//! real test guest: the guest boots from a SATA disk, serves through an
+//! e1000e NIC and sees the sockets and threads asked for; the RNG and the
+//! tablet are on QEMU's command line; what QEMU cannot express here (a
+//! storage class, multiqueue, a machine type it lacks) is refused at create,
+//! naming the field and the backend, and nothing is made.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use vmaas_tests::vms::{V1, console_log_with, create, wait_ready};
+use vmaas_tests::{Server, qemu_pids};
+
+const WINDOWS_LIKE: &str = "id: windows-like
+spec_defaults:
+  image: test-guest
+  memory: 256Mi
+  disk_size: 1Gi
+  cpu_cores: 1
+  cpu_sockets: 2
+  cpu_threads: 2
+  disk_bus: sata
+  nic_model: e1000e
+  rng: true
+  tablet: true
+  machine_type: q35
+  termination_grace_period_seconds: 30
+  exposed_ports: [{port: 80}]
+  readiness_probe: {http: {port: 80}, period_seconds: 1, timeout_seconds: 180}
+---
+id: on-ceph
+spec_defaults: {image: test-guest, disk_storage_class: ceph-rbd}
+---
+id: multiqueue
+spec_defaults: {image: test-guest, network_interface_multiqueue: true}
+---
+id: rhel-machine
+spec_defaults: {image: test-guest, machine_type: pc-q35-rhel9.2.0}
+";
+
+/// Runs `cmd` on the VM's console; what it printed.
+fn console(s: &Server, token: &str, vm: &str, cmd: &str) -> String {
+    let out = s.cli_with_stdin(token, &["vm", "console", vm, "--batch", "--idle", "3s"], format!("\n{cmd}\n").as_bytes());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The text between `<<` and `>>` in `out`.
+fn marked(out: &str) -> &str {
+    out.rsplit("<<").next().and_then(|r| r.split(">>").next()).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_boots_on_sata_with_an_e1000e_nic_and_its_topology() {
+    let s = Server::start_qemu().await;
+    let admin = s.token("ops", true);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hardware.yaml"), WINDOWS_LIKE).unwrap();
+    let out = s.cli(&admin, &["template", "sync", dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let t = s.token("acme", false);
+
+    // What QEMU cannot express here is refused at create, naming it.
+    for (template, field) in
+        [("on-ceph", "disk_storage_class"), ("multiqueue", "network_interface_multiqueue"), ("rhel-machine", "machine_type")]
+    {
+        let body = json!({"object": {"metadata": {"name": template}, "spec": {"template": template}}});
+        let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
+        assert_eq!(st, 400, "{template}: {err}");
+        let e = &err["details"][0];
+        assert_eq!(e["field"], "object.spec.template", "{err}");
+        let why = e["reason"].as_str().unwrap_or_default();
+        assert!(why.contains(field) && why.contains("qemu backend"), "{template}: {err}");
+    }
+    let (_, list) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&t), None).await;
+    assert_eq!(list["size"], 0, "nothing was made: {list}");
+
+    // The guest is READY: its HTTP server answered through the e1000e NIC.
+    let id = create(&s, &t, "win", "windows-like").await;
+    let vm: Value = wait_ready(&s, &t, &id).await;
+    assert_eq!(vm["status"]["state"], "VIRTUAL_MACHINE_STATE_READY");
+    let log = console_log_with(&s, &t, "win", "mounted on /data", std::time::Duration::from_secs(60)).await;
+    assert!(log.contains("disk /dev/sda mounted on /data"), "the boot disk is on SATA: {log}");
+    let cmd = "echo \"<<$(basename $(readlink /sys/class/net/eth0/device/driver)) $(cat /sys/block/sda/device/vendor) \
+               $(grep -c ^processor /proc/cpuinfo) $(cat /sys/devices/system/cpu/cpu*/topology/physical_package_id | sort -u | wc -l) \
+               $(cat /sys/devices/system/cpu/cpu0/topology/thread_siblings_list) $(cat /sys/devices/system/cpu/cpu*/topology/core_id | tr '\\n' ,)>>\"";
+    let out = console(&s, &t, "win", cmd);
+    let seen: Vec<&str> = marked(&out).split_whitespace().collect();
+    assert_eq!(seen, ["e1000e", "ATA", "4", "2", "0-1", "0,0,0,0,"], "driver, disk vendor, vCPUs, sockets, cpu0's threads, cores: {out}");
+
+    // The RNG and the tablet are QEMU devices of this VM.
+    let pid = qemu_pids(&id)[0];
+    let cmdline = String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap()).replace('\0', " ");
+    for device in ["virtio-rng-pci", "usb-tablet", "-machine q35", "ahci,id=sata0", "e1000e,netdev="] {
+        assert!(cmdline.contains(device), "{device} in {cmdline}");
+    }
+}
