@@ -90,7 +90,7 @@ def main():
     check(status["internalIP"] == "10.200.0.5", "internalIP: the VM's address on its network, from the VMI")
     check(status["namespace"] == vm_ns, "the XR says where its VM lives")
     nic = vm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][0]
-    check(nic == {"name": "default", "binding": {"name": "l2bridge"}}, f"bridged onto the primary UDN: {nic}")
+    check(nic == {"name": "default", "binding": {"name": "l2bridge"}, "model": "virtio"}, f"bridged onto the primary UDN: {nic}")
     check(status["externalIP"] == "193.1.2.3", "externalIP from the LoadBalancer")
     check(all(r.severity == fnv1.SEVERITY_NORMAL for r in rsp.results), "normal results only")
     sel = rsp.requirements.resources["vmi"]

@@ -57,7 +57,7 @@ async fn a_subnet_is_a_primary_udn_and_security_groups_are_network_policies() {
     assert_eq!(kv["metadata"]["namespace"], ns.as_str(), "the VM runs in its subnet's namespace");
     assert_eq!(
         kv["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][0],
-        json!({"name": "default", "binding": {"name": "l2bridge"}})
+        json!({"name": "default", "binding": {"name": "l2bridge"}, "model": "virtio"})
     );
     assert_eq!(ready["status"]["internalIPs"][0], ready["status"]["internalIP"], "{ready:#}");
     // The fixed address is asked of OVN-K's IPAM, which gives the guest exactly it.
