@@ -31,7 +31,10 @@ fn parse_doc(doc: serde_norway::Deserializer<'_>) -> Result<VirtualMachineTempla
     if let Some(inner) = v.get_mut("object").map(serde_json::Value::take) {
         v = inner;
     }
-    serde_json::from_value(v).map_err(|e| e.to_string())
+    serde_path_to_error::deserialize(v).map_err(|e| match e.path().to_string().as_str() {
+        "." => e.into_inner().to_string(),
+        path => format!("{path}: {}", e.into_inner()),
+    })
 }
 
 /// Reads and checks every `*.yaml`, `*.yml` and `*.json` file in `dir`.

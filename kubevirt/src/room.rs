@@ -49,16 +49,19 @@ pub fn room(nodes: &[std::sync::Arc<DynamicObject>], vms: &[std::sync::Arc<Dynam
     }
     for vm in vms {
         let domain = &vm.data["spec"]["template"]["spec"]["domain"];
-        // vCPUs are cores × sockets (a VM resized live counts sockets); a
+        // vCPUs are cores × sockets × threads (a VM resized live counts sockets); a
         // VM of an instance type says its shape in its annotations.
         let cpu = &domain["cpu"];
         // (A DynamicObject's metadata is its own field, not in `data`.)
         let note = |key: &str| vm.metadata.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str);
         let vcpus = note(VCPUS_ANNOTATION).and_then(|v| v.parse::<u64>().ok());
-        r.cpu_millis.used += vcpus.unwrap_or(cpu["cores"].as_u64().unwrap_or(1) * cpu["sockets"].as_u64().unwrap_or(1)) * 1000;
+        let topology = ["cores", "sockets", "threads"].iter().map(|k| cpu[*k].as_u64().unwrap_or(1)).product::<u64>();
+        r.cpu_millis.used += vcpus.unwrap_or(topology) * 1000;
         let memory = note(MEMORY_ANNOTATION).or(domain["memory"]["guest"].as_str());
         r.memory_bytes.used += memory.and_then(|q| Quantity::parse(q).ok()).and_then(|q| q.to_units_ceil()).unwrap_or(0);
-        for g in domain["devices"]["gpus"].as_array().into_iter().flatten() {
+        // GPUs as host devices, or as `gpus` (how VMs made before wrote them).
+        let devices = &domain["devices"];
+        for g in ["hostDevices", "gpus"].iter().flat_map(|k| devices[*k].as_array()).flatten() {
             if let Some(name) = g["deviceName"].as_str() {
                 r.devices.entry(name.to_owned()).or_default().used += 1;
             }
@@ -115,8 +118,8 @@ mod tests {
             node("down", "64", "512Gi", false, json!({})),
         ];
         let vm = obj(json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "v", "namespace": "t"},
-            "spec": {"template": {"spec": {"domain": {"cpu": {"cores": 2}, "memory": {"guest": "1Gi"},
-                "devices": {"gpus": [{"name": "g", "deviceName": "nvidia.com/A10"}]}}}}}}));
+            "spec": {"template": {"spec": {"domain": {"cpu": {"cores": 1, "threads": 2}, "memory": {"guest": "1Gi"},
+                "devices": {"hostDevices": [{"name": "g", "deviceName": "nvidia.com/A10"}]}}}}}}));
         // A VM of an instance type: its shape and GPUs in its annotations.
         let mut typed = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "w", "namespace": "t"},
             "spec": {"instancetype": {"kind": "VirtualMachineClusterInstancetype", "name": "vmaas-gpu"}, "template": {"spec": {"domain": {"devices": {}}}}}});

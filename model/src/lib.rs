@@ -15,6 +15,8 @@
 //!   memory, disks, NICs, GPUs, cloud-init, exposed ports, probe.
 //! - [`hardware`]: the virtual hardware beyond those, as KubeVirt writes it:
 //!   disk buses, NIC models, machine type, architecture, devices, grace period.
+//! - [`scheduling`]: where a VM may run and what it holds there (node
+//!   selectors, tolerations, affinity, dedicated CPUs, huge pages).
 //! - [`nocloud`]: cloud-init's NoCloud seed of a VM (meta-data, user-data,
 //!   network-config) and the checks of SSH keys and user data.
 //! - [`image`]: OS images VMs boot from (the backend's public catalog).
@@ -67,6 +69,7 @@ pub mod profile;
 pub mod quantity;
 pub mod query;
 pub mod reference;
+pub mod scheduling;
 pub mod security_group;
 pub mod snapshot;
 pub mod spec;

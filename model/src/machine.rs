@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::hardware::{DiskBus, Hardware, NicModel};
 use crate::profile::GuestProfile;
 use crate::quantity::Quantity;
+use crate::scheduling::Scheduling;
 use crate::spec::{ExposedPort, Gpu, Probe};
 use crate::validation::ValidationErrors;
 
@@ -207,6 +208,9 @@ pub struct MachineSpec {
     /// Machine type, architecture, devices beyond disks and NICs, grace period.
     #[serde(default, skip_serializing_if = "Hardware::is_empty")]
     pub hardware: Hardware,
+    /// Where it may run and what it holds there.
+    #[serde(default, skip_serializing_if = "Scheduling::is_empty")]
+    pub scheduling: Scheduling,
 }
 
 /// How far a running guest can grow (or shrink back) without a restart:
@@ -251,6 +255,7 @@ impl Default for MachineSpec {
             live: LiveLimits::default(),
             instance_type: None,
             hardware: Hardware::default(),
+            scheduling: Scheduling::default(),
         }
     }
 }
@@ -293,6 +298,7 @@ impl MachineSpec {
             }
         }
         self.hardware.check("spec", &mut errs);
+        self.scheduling.check("spec", &mut errs);
         match self.memory.to_units_ceil() {
             Some(b) if b >= MIN_MEMORY_BYTES => {}
             _ => errs.push("spec.memory", format!("must be at least 64Mi, got {}", self.memory)),
@@ -378,6 +384,8 @@ fn check_unique<'a>(path: &str, names: impl Iterator<Item = &'a str>, errs: &mut
 /// first release (`cpu_cores`, `disk_size`, `image`, `user_data`, `ssh_keys`).
 impl<'de> Deserialize<'de> for MachineSpec {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Lives only while one spec is read.
+        #[allow(clippy::large_enum_variant)]
         #[derive(Deserialize)]
         #[serde(untagged)]
         enum Stored {
@@ -404,6 +412,8 @@ impl<'de> Deserialize<'de> for MachineSpec {
             instance_type: Option<String>,
             #[serde(default)]
             hardware: Hardware,
+            #[serde(default)]
+            scheduling: Scheduling,
         }
         #[derive(Deserialize)]
         struct Flat {
@@ -432,6 +442,7 @@ impl<'de> Deserialize<'de> for MachineSpec {
                 live: c.live,
                 instance_type: c.instance_type,
                 hardware: c.hardware,
+                scheduling: c.scheduling,
             },
             Stored::Flat(f) => {
                 let mut m = Self {

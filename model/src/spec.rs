@@ -120,6 +120,22 @@ pub struct SpecDefaults {
     /// The architecture: `amd64` (or `x86_64`), the only one here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub architecture: Option<String>,
+    /// Node labels a node must have to run the VM (KubeVirt only).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub node_selector: std::collections::BTreeMap<String, String>,
+    /// Taints the VM tolerates (KubeVirt only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<crate::scheduling::Toleration>,
+    /// Kubernetes' `affinity`, as Kubernetes writes it (KubeVirt only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub affinity: Option<serde_json::Value>,
+    /// Each vCPU pinned to a host CPU of its own (KubeVirt only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedicated_cpus: Option<bool>,
+    /// Guest memory on huge pages of this size: `2Mi` or `1Gi` (KubeVirt only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hugepages: Option<String>,
 }
 
 impl SpecDefaults {

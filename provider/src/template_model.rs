@@ -7,7 +7,7 @@ use rmpv::Value;
 use vmaas_model::spec::{HttpProbe, TcpProbe};
 use vmaas_model::{
     DataDisk, DiskBus, ExposedPort, Firmware, Gpu, GuestOsFamily, NicModel, ParameterDefinition, ParameterType, ParameterValue, Protocol,
-    Quantity, ReadinessProbe, SpecDefaults, SpecField, VirtualMachineTemplate,
+    Quantity, ReadinessProbe, SpecDefaults, SpecField, VirtualMachineTemplate, scheduling::Toleration,
 };
 
 use crate::value::{get, object, string};
@@ -158,6 +158,13 @@ pub fn from_tf(v: &Value) -> Result<VirtualMachineTemplate, String> {
         termination_grace_period_seconds: count(sd, "termination_grace_period_seconds"),
         machine_type: string(get(sd, "machine_type")),
         architecture: string(get(sd, "architecture")),
+        node_selector: string_map(get(sd, "node_selector")),
+        tolerations: items(get(sd, "toleration")).iter().map(toleration).collect::<Result<_, String>>()?,
+        affinity: string(get(sd, "affinity"))
+            .map(|a| serde_json::from_str(&a).map_err(|e| format!("spec_defaults.affinity: not JSON: {e}")))
+            .transpose()?,
+        dedicated_cpus: get(sd, "dedicated_cpus").as_bool(),
+        hugepages: string(get(sd, "hugepages")),
     };
     Ok(VirtualMachineTemplate {
         type_url: None,
@@ -192,6 +199,42 @@ fn text(j: &serde_json::Value) -> String {
 
 fn opt_str(s: Option<&str>) -> Value {
     s.map(Value::from).unwrap_or(Value::Nil)
+}
+
+fn string_map(v: &Value) -> std::collections::BTreeMap<String, String> {
+    v.as_map().into_iter().flatten().filter_map(|(k, v)| Some((k.as_str()?.to_owned(), v.as_str()?.to_owned()))).collect()
+}
+
+/// A `toleration` block as the model's toleration.
+fn toleration(t: &Value) -> Result<Toleration, String> {
+    let word = |key: &str| string(get(t, key)).map(serde_json::Value::String);
+    let unknown = |key: &str| format!("spec_defaults.toleration.{key}: unknown value {:?}", string(get(t, key)).unwrap_or_default());
+    Ok(Toleration {
+        key: string(get(t, "key")),
+        operator: word("operator").map(serde_json::from_value).transpose().map_err(|_| unknown("operator"))?,
+        value: string(get(t, "value")),
+        effect: word("effect").map(serde_json::from_value).transpose().map_err(|_| unknown("effect"))?,
+        toleration_seconds: num(get(t, "toleration_seconds")),
+    })
+}
+
+/// A toleration as its `toleration` block.
+fn toleration_tf(t: &Toleration) -> Value {
+    let word = |w: Option<serde_json::Value>| w.and_then(|w| w.as_str().map(Value::from)).unwrap_or(Value::Nil);
+    object(vec![
+        ("key", opt_str(t.key.as_deref())),
+        ("operator", word(t.operator.map(|o| serde_json::json!(o)))),
+        ("value", opt_str(t.value.as_deref())),
+        ("effect", word(t.effect.map(|e| serde_json::json!(e)))),
+        ("toleration_seconds", opt_num(t.toleration_seconds)),
+    ])
+}
+
+/// The affinity as JSON text: the user's own text where it says the same.
+fn keep_affinity(a: Option<&serde_json::Value>, like: &Value) -> Value {
+    let Some(a) = a else { return Value::Nil };
+    let same = string(like).and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok()).is_some_and(|l| &l == a);
+    if same { like.clone() } else { Value::from(a.to_string()) }
 }
 
 fn opt_bool(b: Option<bool>) -> Value {
@@ -277,6 +320,17 @@ pub fn to_tf(t: &VirtualMachineTemplate, like: &Value) -> Value {
             ("termination_grace_period_seconds", opt_num(sd.termination_grace_period_seconds.map(i64::from))),
             ("machine_type", opt_str(sd.machine_type.as_deref())),
             ("architecture", opt_str(sd.architecture.as_deref())),
+            (
+                "node_selector",
+                keep_null(
+                    Value::Map(sd.node_selector.iter().map(|(k, v)| (Value::from(k.as_str()), Value::from(v.as_str()))).collect()),
+                    get(like_sd, "node_selector"),
+                ),
+            ),
+            ("toleration", Value::Array(sd.tolerations.iter().map(toleration_tf).collect())),
+            ("affinity", keep_affinity(sd.affinity.as_ref(), get(like_sd, "affinity"))),
+            ("dedicated_cpus", opt_bool(sd.dedicated_cpus)),
+            ("hugepages", opt_str(sd.hugepages.as_deref())),
             ("readiness_probe", probe.unwrap_or(Value::Nil)),
             (
                 "exposed_port",

@@ -18,6 +18,7 @@ const STRING: &str = "\"string\"";
 const NUMBER: &str = "\"number\"";
 const BOOL: &str = "\"bool\"";
 const STRING_LIST: &str = "[\"list\",\"string\"]";
+use crate::schema::STRING_MAP;
 
 fn attr(name: &str, ty: &str, required: bool, description: &str) -> Attribute {
     Attribute {
@@ -129,6 +130,19 @@ fn schema() -> Schema {
         ],
         vec![],
     );
+    let toleration = nested(
+        "toleration",
+        NestingMode::List,
+        "A taint the VM tolerates (kubevirt backend only).",
+        vec![
+            attr("key", STRING, false, "The taint's key (every key when unset, with `Exists`)."),
+            attr("operator", STRING, false, "`Equal` (default) or `Exists`."),
+            attr("value", STRING, false, "The value `Equal` compares."),
+            attr("effect", STRING, false, "`NoSchedule`, `PreferNoSchedule` or `NoExecute` (every effect when unset)."),
+            attr("toleration_seconds", NUMBER, false, "How long a `NoExecute` taint is tolerated."),
+        ],
+        vec![],
+    );
     let defaults = nested(
         "spec_defaults",
         NestingMode::Single,
@@ -165,8 +179,17 @@ fn schema() -> Schema {
             attr("termination_grace_period_seconds", NUMBER, false, "Seconds a guest has to power off before it is stopped hard."),
             attr("machine_type", STRING, false, "The machine type, e.g. `q35` or `pc-q35-rhel9.2.0`."),
             attr("architecture", STRING, false, "The architecture: `amd64` (`x86_64`), the only one served."),
+            attr("node_selector", STRING_MAP, false, "Node labels a node must have to run the VM (kubevirt backend only)."),
+            attr(
+                "affinity",
+                STRING,
+                false,
+                "Kubernetes' `affinity` as JSON, e.g. `jsonencode({nodeAffinity = {...}})` (kubevirt backend only).",
+            ),
+            attr("dedicated_cpus", BOOL, false, "Each vCPU pinned to a host CPU of its own (kubevirt backend only)."),
+            attr("hugepages", STRING, false, "Guest memory on huge pages of this size: `2Mi` or `1Gi` (kubevirt backend only)."),
         ],
-        vec![probe, port, gpu, data_disk],
+        vec![probe, port, gpu, data_disk, toleration],
     );
     Schema {
         version: 0,

@@ -1,8 +1,9 @@
 //! A machine's virtual hardware ([`vmaas_model::hardware`]) on QEMU: the
 //! CPU topology (`-smp`), the machine type, each disk on its bus (virtio-blk,
 //! SATA on an AHCI controller, SCSI on virtio-scsi), the first NIC's model,
-//! a virtio RNG and a USB tablet; and what of it this backend cannot
-//! express ([`unsupported`]), refused at the API naming the field.
+//! a virtio RNG and a USB tablet; and what of it (and of where a VM may
+//! run) this backend cannot express ([`unsupported`]), refused at the API
+//! naming the field.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -149,6 +150,23 @@ pub fn unsupported(m: &MachineSpec, known: &BTreeSet<String>) -> Vec<(String, St
     if m.hardware.log_serial_console == Some(false) {
         no("log_serial_console".into(), "the qemu backend reads the serial console's log to see a guest boot or panic: it is always kept");
     }
+    let sched = &m.scheduling;
+    let one_host = "the qemu backend runs every VM on this one host: there are no nodes to choose among";
+    for (set, field) in [
+        (!sched.node_selector.is_empty(), "node_selector"),
+        (!sched.tolerations.is_empty(), "tolerations"),
+        (sched.affinity.is_some(), "affinity"),
+    ] {
+        if set {
+            no(field.into(), one_host);
+        }
+    }
+    if sched.dedicated_cpus {
+        no("dedicated_cpus".into(), "the qemu backend does not pin vCPUs to host CPUs");
+    }
+    if sched.hugepages.is_some() {
+        no("hugepages".into(), "the qemu backend does not back guest memory with huge pages");
+    }
     if let Some(t) = &m.hardware.machine_type {
         if !known.is_empty() && !known.contains(t) {
             no("machine_type".into(), &format!("QEMU here has no machine type {t:?} (`qemu-system-x86_64 -machine help` lists them)"));
@@ -184,10 +202,16 @@ mod tests {
         m.hardware.network_interface_multiqueue = true;
         m.hardware.machine_type = Some("pc-q35-rhel9.2.0".into());
         m.hardware.log_serial_console = Some(false);
+        m.scheduling.node_selector.insert("zone".into(), "a".into());
+        m.scheduling.hugepages = Some("2Mi".into());
         let known: BTreeSet<String> = ["pc-q35-8.2", "q35", "pc"].map(String::from).into();
         let fields: Vec<String> = unsupported(&m, &known).into_iter().map(|(f, _)| f).collect();
-        assert_eq!(fields, ["disk_storage_class", "network_interface_multiqueue", "log_serial_console", "machine_type"]);
+        assert_eq!(
+            fields,
+            ["disk_storage_class", "network_interface_multiqueue", "log_serial_console", "node_selector", "hugepages", "machine_type"]
+        );
         m.hardware = Default::default();
+        m.scheduling = Default::default();
         m.disks[0].storage_class = None;
         assert!(unsupported(&m, &known).is_empty());
     }

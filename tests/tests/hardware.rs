@@ -2,12 +2,13 @@
 //! real test guest: the guest boots from a SATA disk, serves through an
 //! e1000e NIC and sees the sockets and threads asked for; the RNG and the
 //! tablet are on QEMU's command line; what QEMU cannot express here (a
-//! storage class, multiqueue, a machine type it lacks) is refused at create,
+//! storage class, multiqueue, a machine type it lacks, where on a cluster a
+//! VM may run, pinned CPUs, huge pages) is refused at create,
 //! naming the field and the backend, and nothing is made.
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use vmaas_tests::vms::{V1, console_log_with, create, wait_ready};
+use vmaas_tests::vms::{V1, console, console_log_with, create, wait_ready};
 use vmaas_tests::{Server, qemu_pids};
 
 const WINDOWS_LIKE: &str = "id: windows-like
@@ -35,13 +36,16 @@ spec_defaults: {image: test-guest, network_interface_multiqueue: true}
 ---
 id: rhel-machine
 spec_defaults: {image: test-guest, machine_type: pc-q35-rhel9.2.0}
+---
+id: gpu-nodes
+spec_defaults: {image: test-guest, node_selector: {gpu: a10}}
+---
+id: pinned
+spec_defaults: {image: test-guest, dedicated_cpus: true}
+---
+id: huge
+spec_defaults: {image: test-guest, hugepages: 2Mi}
 ";
-
-/// Runs `cmd` on the VM's console; what it printed.
-fn console(s: &Server, token: &str, vm: &str, cmd: &str) -> String {
-    let out = s.cli_with_stdin(token, &["vm", "console", vm, "--batch", "--idle", "3s"], format!("\n{cmd}\n").as_bytes());
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// The text between `<<` and `>>` in `out`.
 fn marked(out: &str) -> &str {
@@ -59,9 +63,14 @@ async fn a_guest_boots_on_sata_with_an_e1000e_nic_and_its_topology() {
     let t = s.token("acme", false);
 
     // What QEMU cannot express here is refused at create, naming it.
-    for (template, field) in
-        [("on-ceph", "disk_storage_class"), ("multiqueue", "network_interface_multiqueue"), ("rhel-machine", "machine_type")]
-    {
+    for (template, field) in [
+        ("on-ceph", "disk_storage_class"),
+        ("multiqueue", "network_interface_multiqueue"),
+        ("rhel-machine", "machine_type"),
+        ("gpu-nodes", "node_selector"),
+        ("pinned", "dedicated_cpus"),
+        ("huge", "hugepages"),
+    ] {
         let body = json!({"object": {"metadata": {"name": template}, "spec": {"template": template}}});
         let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
         assert_eq!(st, 400, "{template}: {err}");

@@ -42,6 +42,64 @@ spec_defaults:
   tpm: true
 "#;
 
+const PLACED: &str = r#"
+id: placed
+spec_defaults:
+  image: test-guest
+  cpu_cores: 2
+  memory: 1Gi
+  disk_size: 1Gi
+  node_selector: {vmaas.io/pool: gpu, topology.kubernetes.io/zone: zone-a}
+  tolerations:
+    - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}
+    - {key: dedicated, operator: Equal, value: vms, effect: NoExecute, toleration_seconds: 300}
+  affinity:
+    podAntiAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+        - weight: 100
+          podAffinityTerm:
+            topologyKey: kubernetes.io/hostname
+            labelSelector: {matchLabels: {app: db}}
+  dedicated_cpus: true
+  hugepages: 2Mi
+  gpus: [{name: gpu0, device_name: nvidia.com/A10}]
+"#;
+
+/// Where a VM may run, pinned CPUs, huge pages and host devices reach the
+/// KubeVirt VM as KubeVirt writes them, accepted Strict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn where_a_vm_may_run_reaches_kubevirt() {
+    let (k, _kubevirt, s) = env().await;
+    publish(&s, PLACED);
+    let t = s.token("acme", false);
+    let id = vms::create(&s, &t, "placed", "placed").await;
+    vms::wait_ready(&s, &t, &id).await;
+    let spec = the_vm(&k, &id).await["spec"]["template"]["spec"].clone();
+    assert_eq!(spec["nodeSelector"], json!({"vmaas.io/pool": "gpu", "topology.kubernetes.io/zone": "zone-a"}), "{spec:#}");
+    assert_eq!(
+        spec["tolerations"],
+        json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+               {"key": "dedicated", "operator": "Equal", "value": "vms", "effect": "NoExecute", "tolerationSeconds": 300}])
+    );
+    let term = &spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(term["weight"], 100, "{spec:#}");
+    assert_eq!(term["podAffinityTerm"]["labelSelector"], json!({"matchLabels": {"app": "db"}}));
+    let d = &spec["domain"];
+    assert_eq!(d["cpu"]["dedicatedCpuPlacement"], true, "{d:#}");
+    assert_eq!(d["cpu"]["cores"], 2);
+    assert_eq!(d["memory"]["hugepages"], json!({"pageSize": "2Mi"}));
+    assert_eq!(d["devices"]["hostDevices"], json!([{"name": "gpu0", "deviceName": "nvidia.com/A10"}]));
+
+    // A bad one is refused by name before anything is made.
+    let bad = "id: bad-toleration\nspec_defaults: {image: test-guest, tolerations: [{key: a, operator: Sometimes}]}\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bad.yaml"), bad).unwrap();
+    let out = s.cli(&s.token("ops", true), &["template", "sync", dir.path().to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("spec_defaults.tolerations[0].operator: unknown variant `Sometimes`"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn profiles_render_as_kubevirt_firmware_features_clock_and_tpm() {
     let (k, _kubevirt, s) = env().await;
@@ -97,7 +155,7 @@ async fn profiles_render_as_kubevirt_firmware_features_clock_and_tpm() {
     let it = cluster_object(&k, "virtualmachineclusterinstancetypes", "vmaas-g1.large").await;
     assert_eq!(it["spec"]["cpu"], json!({"guest": 4}), "{it:#}");
     assert_eq!(it["spec"]["memory"], json!({"guest": "8Gi"}));
-    assert_eq!(it["spec"]["gpus"], json!([{"name": "gpu0", "deviceName": "nvidia.com/A10"}]));
+    assert_eq!(it["spec"]["hostDevices"], json!([{"name": "gpu0", "deviceName": "nvidia.com/A10"}]), "{it:#}");
 
     // Live resize limits: KubeVirt's LiveUpdate counts vCPUs in sockets.
     let big = vms::create(&s, &t, "big", "resizable").await;

@@ -6,7 +6,7 @@ use futures::{SinkExt, StreamExt};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
-use vmaas_tests::vms::{V1, console_log_with, create, get, state, wait_ready, wait_until};
+use vmaas_tests::vms::{V1, console, console_log_with, create, get, state, wait_ready, wait_until};
 use vmaas_tests::{Server, qemu_pids};
 
 const TINY: &str = include_str!("../../examples/templates/tiny.yaml");
@@ -294,12 +294,6 @@ async fn bad_inputs_fail_clearly() {
     assert!(condition(&vm, "FAILED")["message"].as_str().unwrap().contains("a TCP connection to port 81"), "{vm:#}");
     assert!(failed["message"].as_str().unwrap().contains("panic"), "{vm:#}");
     assert!(qemu_pids(&id).is_empty(), "the hung guest was stopped");
-}
-
-/// Runs `cmd` on the VM's console; what it printed.
-fn console(s: &Server, token: &str, vm: &str, cmd: &str) -> String {
-    let out = s.cli_with_stdin(token, &["vm", "console", vm, "--batch", "--idle", "3s"], format!("\n{cmd}\n").as_bytes());
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// CPU and memory change at the next restart (the template sets no live

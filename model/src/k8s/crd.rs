@@ -136,6 +136,17 @@ pub struct VmiSpec {
     /// Seconds the guest has to shut down when stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub termination_grace_period_seconds: Option<u32>,
+    /// Node labels a node must have.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Taints tolerated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<serde_json::Value>")]
+    pub tolerations: Vec<Value>,
+    /// Kubernetes' affinity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub affinity: Option<Value>,
 }
 
 /// Domain (subset).
@@ -188,6 +199,9 @@ pub struct Cpu {
     /// The most sockets the running VM can grow to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_sockets: Option<u32>,
+    /// Each vCPU pinned to a host CPU of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedicated_cpu_placement: Option<bool>,
 }
 
 /// Guest memory.
@@ -199,6 +213,17 @@ pub struct Memory {
     /// The most memory the running VM can grow to (`LiveUpdate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_guest: Option<String>,
+    /// Huge pages backing it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hugepages: Option<Hugepages>,
+}
+
+/// Huge pages.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Hugepages {
+    /// `2Mi` or `1Gi`.
+    pub page_size: String,
 }
 
 /// Devices (subset).
@@ -208,9 +233,10 @@ pub struct Devices {
     pub disks: Vec<Disk>,
     /// Interfaces.
     pub interfaces: Vec<Interface>,
-    /// GPUs passed through.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub gpus: Vec<GpuDevice>,
+    /// GPUs passed through, as host devices (KubeVirt's current way: the
+    /// cluster's KubeVirt CR lists them in `permittedHostDevices`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty", rename = "hostDevices")]
+    pub host_devices: Vec<GpuDevice>,
     /// A persistent TPM 2.0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tpm: Option<super::platform::Tpm>,

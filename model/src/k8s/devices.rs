@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::cloud_init::cloud_init_user_data;
 use super::crd::*;
@@ -114,13 +114,35 @@ fn masquerade_ports(spec: &MachineSpec) -> Vec<Port> {
 /// its vCPUs in sockets of one core, which KubeVirt's `LiveUpdate` rollout
 /// adds up to `maxSockets`.
 pub(super) fn cpu(spec: &MachineSpec) -> Cpu {
-    match spec.live.max_cpu_cores {
-        Some(max) => Cpu { cores: 1, sockets: Some(spec.cpu.cores), threads: None, max_sockets: Some(max) },
-        None if spec.cpu.has_topology() => {
-            Cpu { cores: spec.cpu.cores, sockets: Some(spec.cpu.sockets), threads: Some(spec.cpu.threads), max_sockets: None }
+    let topology = match spec.live.max_cpu_cores {
+        Some(max) => Cpu { cores: 1, sockets: Some(spec.cpu.cores), threads: None, max_sockets: Some(max), dedicated_cpu_placement: None },
+        None if spec.cpu.has_topology() => Cpu {
+            cores: spec.cpu.cores,
+            sockets: Some(spec.cpu.sockets),
+            threads: Some(spec.cpu.threads),
+            max_sockets: None,
+            dedicated_cpu_placement: None,
+        },
+        None => Cpu { cores: spec.cpu.cores, sockets: None, threads: None, max_sockets: None, dedicated_cpu_placement: None },
+    };
+    Cpu { dedicated_cpu_placement: spec.scheduling.dedicated_cpus.then_some(true), ..topology }
+}
+
+/// A toleration as Kubernetes writes it.
+pub(super) fn toleration(t: &crate::scheduling::Toleration) -> Value {
+    let mut v = json!({});
+    for (k, x) in [
+        ("key", t.key.as_ref().map(|k| json!(k))),
+        ("operator", t.operator.map(|o| json!(o))),
+        ("value", t.value.as_ref().map(|v| json!(v))),
+        ("effect", t.effect.map(|e| json!(e))),
+        ("tolerationSeconds", t.toleration_seconds.map(|s| json!(s))),
+    ] {
+        if let Some(x) = x {
+            v[k] = x;
         }
-        None => Cpu { cores: spec.cpu.cores, sockets: None, threads: None, max_sockets: None },
     }
+    v
 }
 
 /// The devices beyond disks and interfaces that the machine's hardware

@@ -149,12 +149,13 @@ pub fn preference(p: &Platform) -> Option<Value> {
 }
 
 /// The `VirtualMachineClusterInstancetype` of vmaas's instance type `name`,
-/// whose shape `m` has: its vCPUs, memory and GPUs (`vmaas-general.small`).
+/// whose shape `m` has: its vCPUs, memory and GPUs as host devices
+/// (`vmaas-general.small`).
 pub fn instancetype(name: &str, m: &crate::MachineSpec) -> Value {
     let gpus: Vec<Value> = m.gpus.iter().map(|g| json!({"name": g.name, "deviceName": g.device_name})).collect();
     let mut spec = json!({"cpu": {"guest": m.cpu.vcpus()}, "memory": {"guest": m.memory.as_str()}});
     if !gpus.is_empty() {
-        spec["gpus"] = json!(gpus);
+        spec["hostDevices"] = json!(gpus);
     }
     json!({"apiVersion": INSTANCETYPE_API, "kind": "VirtualMachineClusterInstancetype",
         "metadata": {"name": format!("vmaas-{name}")}, "spec": spec})

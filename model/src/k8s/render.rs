@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 pub use super::cloud_init::cloud_init_user_data;
 use super::crd::*;
-use super::devices::{cpu, disks, extra_devices, interfaces, machine, proto};
+use super::devices::{cpu, disks, extra_devices, interfaces, machine, proto, toleration};
 use super::names::derived;
 pub use super::options::{Attachment, FloatingIp, PodNetwork, RenderedVm, VmOptions};
 use super::platform::Matcher;
@@ -148,11 +148,12 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
                         memory: instancetype.is_none().then(|| Memory {
                             guest: spec.memory.as_str().to_owned(),
                             max_guest: spec.live.max_memory.as_ref().map(|m| m.as_str().to_owned()),
+                            hugepages: spec.scheduling.hugepages.clone().map(|page_size| Hugepages { page_size }),
                         }),
                         devices: Devices {
                             disks,
                             interfaces,
-                            gpus: spec
+                            host_devices: spec
                                 .gpus
                                 .iter()
                                 .filter(|_| instancetype.is_none())
@@ -172,6 +173,9 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
                     readiness_probe: readiness_probe(spec),
                     architecture: spec.hardware.architecture.clone(),
                     termination_grace_period_seconds: spec.hardware.termination_grace_period_seconds,
+                    node_selector: spec.scheduling.node_selector.clone(),
+                    tolerations: spec.scheduling.tolerations.iter().map(toleration).collect(),
+                    affinity: spec.scheduling.affinity.clone(),
                 },
             },
         },
@@ -189,11 +193,10 @@ fn shape_objects(spec: &MachineSpec, o: &VmOptions) -> (Vec<Value>, Option<Match
     if o.shapes == Shapes::Inline {
         return (Vec::new(), None, None);
     }
-    let typed = spec
-        .instance_type
-        .as_deref()
-        .filter(|_| spec.live.is_empty() && !spec.cpu.has_topology())
-        .map(|n| super::platform::instancetype(n, spec));
+    // A topology, dedicated CPUs or huge pages stay in the domain: a
+    // cluster instance type's `cpu.guest` and `memory.guest` have none.
+    let inline = spec.cpu.has_topology() || spec.scheduling.dedicated_cpus || spec.scheduling.hugepages.is_some();
+    let typed = spec.instance_type.as_deref().filter(|_| spec.live.is_empty() && !inline).map(|n| super::platform::instancetype(n, spec));
     let preferred = super::platform::preference(&spec.profile.platform());
     let scoped = |obj: Value| if o.shapes == Shapes::Namespaced { super::platform::owned(obj, &o.name, &o.namespace) } else { obj };
     let (typed, preferred) = (typed.map(scoped), preferred.map(scoped));
@@ -291,7 +294,10 @@ mod tests {
             gpus: vec![Gpu { name: "g".into(), device_name: "nvidia.com/A10".into(), pci_device_selector: None }],
             ..MachineSpec::default()
         };
-        assert_eq!(vm_json(&gpu, PowerState::Started)["spec"]["template"]["spec"]["evictionStrategy"], "None");
+        let vm = vm_json(&gpu, PowerState::Started);
+        assert_eq!(vm["spec"]["template"]["spec"]["evictionStrategy"], "None");
+        let devices = &vm["spec"]["template"]["spec"]["domain"]["devices"];
+        assert_eq!(devices["hostDevices"], json!([{"name": "g", "deviceName": "nvidia.com/A10"}]), "a GPU is a host device");
     }
 
     #[test]
@@ -351,6 +357,30 @@ mod tests {
         assert_eq!((&dev["rng"], &dev["networkInterfaceMultiqueue"], &dev["logSerialConsole"]), (&json!({}), &json!(true), &json!(false)));
         let dv = &vm["spec"]["dataVolumeTemplates"][1]["spec"];
         assert_eq!((&dv["storage"]["storageClassName"], &dv["preallocation"]), (&json!("ocs-rbd"), &json!(false)));
+    }
+
+    #[test]
+    fn where_a_vm_may_run_renders_as_kubevirt_writes_it() {
+        let mut m = probed_on(22);
+        m.scheduling = serde_json::from_value(json!({
+            "node_selector": {"zone": "a"},
+            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoExecute", "toleration_seconds": 30}],
+            "affinity": {"nodeAffinity": {}},
+            "dedicated_cpus": true,
+            "hugepages": "1Gi"
+        }))
+        .unwrap();
+        m.instance_type = Some("general.small".into());
+        let o = VmOptions { shapes: Shapes::Cluster, ..options(PowerState::Started) };
+        let r = render_vm(&m, &o);
+        assert!(r.vm.spec.instancetype.is_none(), "dedicated CPUs and huge pages keep the shape inline");
+        let vm = serde_json::to_value(r.vm).unwrap();
+        let t = &vm["spec"]["template"]["spec"];
+        assert_eq!(t["nodeSelector"], json!({"zone": "a"}));
+        assert_eq!(t["tolerations"], json!([{"key": "gpu", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}]));
+        assert_eq!(t["affinity"], json!({"nodeAffinity": {}}));
+        assert_eq!(t["domain"]["cpu"]["dedicatedCpuPlacement"], true);
+        assert_eq!(t["domain"]["memory"]["hugepages"], json!({"pageSize": "1Gi"}));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! A template's virtual hardware ([`crate::hardware`]) onto its machine:
 //! the CPU topology, the disks' buses, storage classes and preallocation,
-//! the first NIC's model, and the machine-wide [`crate::Hardware`].
+//! the first NIC's model, the machine-wide [`crate::Hardware`] and where it
+//! may run ([`crate::scheduling::Scheduling`]).
 
 use crate::hardware::{Hardware, architecture};
 use crate::machine::{DiskSource, MachineSpec};
@@ -27,6 +28,13 @@ impl SpecDefaults {
             rng: self.rng.unwrap_or(false),
             tablet: self.tablet.unwrap_or(false),
             log_serial_console: self.log_serial_console,
+        };
+        spec.scheduling = crate::scheduling::Scheduling {
+            node_selector: self.node_selector.clone(),
+            tolerations: self.tolerations.clone(),
+            affinity: self.affinity.clone(),
+            dedicated_cpus: self.dedicated_cpus.unwrap_or(false),
+            hugepages: self.hugepages.clone(),
         };
     }
 }
