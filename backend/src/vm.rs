@@ -56,6 +56,11 @@ pub struct VmSpec {
     pub placement: vmaas_model::Placement,
     /// The cluster it was placed on, as its status names it.
     pub cluster: Option<String>,
+    /// The tenant's labels of the VM (a backend with Kubernetes objects
+    /// carries them under the tenant's domain).
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// The tenant's annotations of the VM, likewise.
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 /// What a clone's disks are copied from, by id.

@@ -178,6 +178,8 @@ pub fn render_vm(
         floating_ip: input.floating_ip.clone(),
         shapes: render::Shapes::Namespaced,
         claims: Default::default(),
+        tenant_labels: Default::default(),
+        tenant_annotations: Default::default(),
     };
     let r = render::render_vm(&spec, &options);
     Ok(RenderedVm {

@@ -85,6 +85,8 @@ impl Shared {
             floating_ip: self.cfg.floating_ip.clone(),
             shapes: vmaas_model::k8s::render::Shapes::Cluster,
             claims: r.claims.clone(),
+            tenant_labels: t.spec.labels.clone(),
+            tenant_annotations: t.spec.annotations.clone(),
         };
         let mut rendered = render_vm(&machine, &options);
         let disks: Vec<KubeDisk> = t.spec.volumes.iter().map(|v| KubeDisk { volume: v.volume.clone(), serial: v.serial.clone() }).collect();
@@ -97,8 +99,11 @@ impl Shared {
             vm["metadata"]["labels"][k] = json!(v);
             vm["spec"]["template"]["metadata"]["labels"][k] = json!(v);
         }
-        vm["metadata"]["annotations"] = json!({ RESTART_ANNOTATION: r.acted.restart.to_string(),
-            migration::ANNOTATION: r.acted.migrate.to_string(), restore::ANNOTATION: r.acted.restore.to_string() });
+        for (k, v) in
+            [(RESTART_ANNOTATION, r.acted.restart), (migration::ANNOTATION, r.acted.migrate), (restore::ANNOTATION, r.acted.restore)]
+        {
+            vm["metadata"]["annotations"][k] = json!(v.to_string());
+        }
         if !r.claims.is_empty() {
             vm["metadata"]["annotations"][clone::CLAIMS] = json!(serde_json::to_string(&r.claims).map_err(invalid)?);
         }

@@ -15,6 +15,8 @@
 //!   memory, disks, NICs, GPUs, cloud-init, exposed ports, probe.
 //! - [`hardware`]: the virtual hardware beyond those, as KubeVirt writes it:
 //!   disk buses, NIC models, machine type, architecture, devices, grace period.
+//! - [`kube_metadata`]: labels and annotations that travel to a VM's
+//!   Kubernetes objects (a template's, and a tenant's under its own domain).
 //! - [`scheduling`]: where a VM may run and what it holds there (node
 //!   selectors, tolerations, affinity, dedicated CPUs, huge pages).
 //! - [`nocloud`]: cloud-init's NoCloud seed of a VM (meta-data, user-data,
@@ -57,6 +59,7 @@ pub mod instance_type;
 #[cfg(feature = "kubernetes")]
 pub mod k8s;
 pub mod kind;
+pub mod kube_metadata;
 pub mod labels;
 pub mod load_balancer;
 pub mod machine;

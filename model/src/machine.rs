@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::hardware::{DiskBus, Hardware, NicModel};
+use crate::kube_metadata::KubeMetadata;
 use crate::profile::GuestProfile;
 use crate::quantity::Quantity;
 use crate::scheduling::Scheduling;
@@ -211,6 +212,9 @@ pub struct MachineSpec {
     /// Where it may run and what it holds there.
     #[serde(default, skip_serializing_if = "Scheduling::is_empty")]
     pub scheduling: Scheduling,
+    /// Labels and annotations its template puts on its Kubernetes objects.
+    #[serde(default, skip_serializing_if = "KubeMetadata::is_empty")]
+    pub kube_metadata: KubeMetadata,
 }
 
 /// How far a running guest can grow (or shrink back) without a restart:
@@ -256,6 +260,7 @@ impl Default for MachineSpec {
             instance_type: None,
             hardware: Hardware::default(),
             scheduling: Scheduling::default(),
+            kube_metadata: KubeMetadata::default(),
         }
     }
 }
@@ -299,6 +304,7 @@ impl MachineSpec {
         }
         self.hardware.check("spec", &mut errs);
         self.scheduling.check("spec", &mut errs);
+        self.kube_metadata.check("spec", &mut errs);
         match self.memory.to_units_ceil() {
             Some(b) if b >= MIN_MEMORY_BYTES => {}
             _ => errs.push("spec.memory", format!("must be at least 64Mi, got {}", self.memory)),
@@ -414,6 +420,8 @@ impl<'de> Deserialize<'de> for MachineSpec {
             hardware: Hardware,
             #[serde(default)]
             scheduling: Scheduling,
+            #[serde(default)]
+            kube_metadata: KubeMetadata,
         }
         #[derive(Deserialize)]
         struct Flat {
@@ -443,6 +451,7 @@ impl<'de> Deserialize<'de> for MachineSpec {
                 instance_type: c.instance_type,
                 hardware: c.hardware,
                 scheduling: c.scheduling,
+                kube_metadata: c.kube_metadata,
             },
             Stored::Flat(f) => {
                 let mut m = Self {

@@ -136,6 +136,20 @@ pub struct SpecDefaults {
     /// Guest memory on huge pages of this size: `2Mi` or `1Gi` (KubeVirt only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hugepages: Option<String>,
+    /// Labels of the KubeVirt `VirtualMachine` (`vm.kubevirt.io/template`;
+    /// not under `vmaas.io`; KubeVirt only).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Annotations of the KubeVirt `VirtualMachine` (KubeVirt only).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub annotations: std::collections::BTreeMap<String, String>,
+    /// Labels of its instance template, so of its pod (`kubevirt.io/size`;
+    /// KubeVirt only).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub instance_labels: std::collections::BTreeMap<String, String>,
+    /// Annotations of its instance template (`vm.kubevirt.io/os`; KubeVirt only).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub instance_annotations: std::collections::BTreeMap<String, String>,
 }
 
 impl SpecDefaults {

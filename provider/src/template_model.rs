@@ -165,6 +165,10 @@ pub fn from_tf(v: &Value) -> Result<VirtualMachineTemplate, String> {
             .transpose()?,
         dedicated_cpus: get(sd, "dedicated_cpus").as_bool(),
         hugepages: string(get(sd, "hugepages")),
+        labels: string_map(get(sd, "labels")),
+        annotations: string_map(get(sd, "annotations")),
+        instance_labels: string_map(get(sd, "instance_labels")),
+        instance_annotations: string_map(get(sd, "instance_annotations")),
     };
     Ok(VirtualMachineTemplate {
         type_url: None,
@@ -184,6 +188,7 @@ fn keep_null(value: Value, like: &Value) -> Value {
         Value::String(s) => s.as_str().is_some_and(str::is_empty),
         Value::Boolean(b) => !b,
         Value::Array(a) => a.is_empty(),
+        Value::Map(m) => m.is_empty(),
         _ => false,
     };
     if empty && like.is_nil() { Value::Nil } else { value }
@@ -231,6 +236,11 @@ fn toleration_tf(t: &Toleration) -> Value {
 }
 
 /// The affinity as JSON text: the user's own text where it says the same.
+/// A string map as Terraform holds it (null when empty and `like` is null).
+fn map_tf(m: &std::collections::BTreeMap<String, String>, like: &Value) -> Value {
+    keep_null(Value::Map(m.iter().map(|(k, v)| (Value::from(k.as_str()), Value::from(v.as_str()))).collect()), like)
+}
+
 fn keep_affinity(a: Option<&serde_json::Value>, like: &Value) -> Value {
     let Some(a) = a else { return Value::Nil };
     let same = string(like).and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok()).is_some_and(|l| &l == a);
@@ -320,13 +330,11 @@ pub fn to_tf(t: &VirtualMachineTemplate, like: &Value) -> Value {
             ("termination_grace_period_seconds", opt_num(sd.termination_grace_period_seconds.map(i64::from))),
             ("machine_type", opt_str(sd.machine_type.as_deref())),
             ("architecture", opt_str(sd.architecture.as_deref())),
-            (
-                "node_selector",
-                keep_null(
-                    Value::Map(sd.node_selector.iter().map(|(k, v)| (Value::from(k.as_str()), Value::from(v.as_str()))).collect()),
-                    get(like_sd, "node_selector"),
-                ),
-            ),
+            ("node_selector", map_tf(&sd.node_selector, get(like_sd, "node_selector"))),
+            ("labels", map_tf(&sd.labels, get(like_sd, "labels"))),
+            ("annotations", map_tf(&sd.annotations, get(like_sd, "annotations"))),
+            ("instance_labels", map_tf(&sd.instance_labels, get(like_sd, "instance_labels"))),
+            ("instance_annotations", map_tf(&sd.instance_annotations, get(like_sd, "instance_annotations"))),
             ("toleration", Value::Array(sd.tolerations.iter().map(toleration_tf).collect())),
             ("affinity", keep_affinity(sd.affinity.as_ref(), get(like_sd, "affinity"))),
             ("dedicated_cpus", opt_bool(sd.dedicated_cpus)),

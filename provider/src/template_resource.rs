@@ -188,6 +188,25 @@ fn schema() -> Schema {
             ),
             attr("dedicated_cpus", BOOL, false, "Each vCPU pinned to a host CPU of its own (kubevirt backend only)."),
             attr("hugepages", STRING, false, "Guest memory on huge pages of this size: `2Mi` or `1Gi` (kubevirt backend only)."),
+            attr(
+                "labels",
+                STRING_MAP,
+                false,
+                "Labels of the KubeVirt VirtualMachine, e.g. `vm.kubevirt.io/template` (kubevirt backend only).",
+            ),
+            attr("annotations", STRING_MAP, false, "Annotations of the KubeVirt VirtualMachine (kubevirt backend only)."),
+            attr(
+                "instance_labels",
+                STRING_MAP,
+                false,
+                "Labels of its instance template and pod, e.g. `kubevirt.io/size` (kubevirt backend only).",
+            ),
+            attr(
+                "instance_annotations",
+                STRING_MAP,
+                false,
+                "Annotations of its instance template, e.g. `vm.kubevirt.io/os` (kubevirt backend only).",
+            ),
         ],
         vec![probe, port, gpu, data_disk, toleration],
     );

@@ -167,6 +167,9 @@ pub fn unsupported(m: &MachineSpec, known: &BTreeSet<String>) -> Vec<(String, St
     if sched.hugepages.is_some() {
         no("hugepages".into(), "the qemu backend does not back guest memory with huge pages");
     }
+    for field in m.kube_metadata.fields() {
+        no(field.into(), "the qemu backend makes no Kubernetes objects to carry them");
+    }
     if let Some(t) = &m.hardware.machine_type {
         if !known.is_empty() && !known.contains(t) {
             no("machine_type".into(), &format!("QEMU here has no machine type {t:?} (`qemu-system-x86_64 -machine help` lists them)"));
@@ -204,13 +207,23 @@ mod tests {
         m.hardware.log_serial_console = Some(false);
         m.scheduling.node_selector.insert("zone".into(), "a".into());
         m.scheduling.hugepages = Some("2Mi".into());
+        m.kube_metadata.instance_labels.insert("kubevirt.io/size".into(), "small".into());
         let known: BTreeSet<String> = ["pc-q35-8.2", "q35", "pc"].map(String::from).into();
         let fields: Vec<String> = unsupported(&m, &known).into_iter().map(|(f, _)| f).collect();
         assert_eq!(
             fields,
-            ["disk_storage_class", "network_interface_multiqueue", "log_serial_console", "node_selector", "hugepages", "machine_type"]
+            [
+                "disk_storage_class",
+                "network_interface_multiqueue",
+                "log_serial_console",
+                "node_selector",
+                "hugepages",
+                "instance_labels",
+                "machine_type"
+            ]
         );
         m.hardware = Default::default();
+        m.kube_metadata = Default::default();
         m.scheduling = Default::default();
         m.disks[0].storage_class = None;
         assert!(unsupported(&m, &known).is_empty());

@@ -44,7 +44,8 @@ pub fn vcpus(cpu: &Value) -> u64 {
 
 /// What the model covers of a VirtualMachine, in one comparable value:
 /// every field seed 002 writes but the names of its objects, its finalizer,
-/// its labels and annotations, and its pod network's binding.
+/// its `app` label (a tenant's, which travels as `tenant.vmaas.io/app`),
+/// and its pod network's binding.
 pub fn covered(vm: &Value) -> Value {
     let t = &vm["spec"]["template"]["spec"];
     let d = &t["domain"];
@@ -73,7 +74,20 @@ pub fn covered(vm: &Value) -> Value {
         .unwrap_or_default();
     let dv_class: Vec<Value> = dvs.iter().map(|dv| dv["spec"]["storage"]["storageClassName"].clone()).collect();
     let dv_prealloc: Vec<Value> = dvs.iter().map(|dv| dv["spec"]["preallocation"].clone()).collect();
+    let kubevirt_keys = |m: &Value, prefixes: &[&str]| -> Value {
+        m.as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| prefixes.iter().any(|p| k.starts_with(p)))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    let instance = &vm["spec"]["template"]["metadata"];
     serde_json::json!({
+        "labels": kubevirt_keys(&vm["metadata"]["labels"], &["vm.kubevirt.io/", "kubevirt.io/"]),
+        "instance_labels": kubevirt_keys(&instance["labels"], &["kubevirt.io/"]),
+        "instance_annotations": kubevirt_keys(&instance["annotations"], &["vm.kubevirt.io/"]),
         "cpu": [or(&d["cpu"]["cores"], 1.into()), or(&d["cpu"]["sockets"], 1.into()), or(&d["cpu"]["threads"], 1.into())],
         "disk_buses": buses,
         "nic_models": by_name(&dev["interfaces"], &|x| or(&x["model"], "virtio".into())),

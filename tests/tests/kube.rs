@@ -31,6 +31,8 @@ fn options(power: PowerState) -> VmOptions {
         floating_ip: FloatingIp::default(),
         shapes: Default::default(),
         claims: Default::default(),
+        tenant_labels: Default::default(),
+        tenant_annotations: Default::default(),
     }
 }
 

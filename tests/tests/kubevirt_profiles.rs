@@ -63,18 +63,42 @@ spec_defaults:
   dedicated_cpus: true
   hugepages: 2Mi
   gpus: [{name: gpu0, device_name: nvidia.com/A10}]
+  labels: {vm.kubevirt.io/template: placed, app: from-template}
+  instance_labels: {kubevirt.io/size: large}
+  instance_annotations: {vm.kubevirt.io/os: rhel9}
 "#;
 
-/// Where a VM may run, pinned CPUs, huge pages and host devices reach the
-/// KubeVirt VM as KubeVirt writes them, accepted Strict.
+/// Where a VM may run, pinned CPUs, huge pages, host devices and the
+/// template's labels and annotations reach the KubeVirt VM as KubeVirt
+/// writes them, accepted Strict; the tenant's labels and annotations travel
+/// under the tenant's domain, and vmaas's own stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn where_a_vm_may_run_reaches_kubevirt() {
     let (k, _kubevirt, s) = env().await;
     publish(&s, PLACED);
     let t = s.token("acme", false);
-    let id = vms::create(&s, &t, "placed", "placed").await;
+    let body = json!({"object": {"metadata": {"name": "placed",
+        "labels": {"app": "shop", "example.com/team": "payments", "vmaas.io/vm": "forged"},
+        "annotations": {"note": "hello"}}, "spec": {"template": "placed"}}});
+    let (st, b) = s.raw(reqwest::Method::POST, "/api/fulfillment/v1/virtual_machines", Some(&t), Some(body)).await;
+    assert_eq!(st, 201, "{b}");
+    let id = b["object"]["id"].as_str().unwrap().to_owned();
     vms::wait_ready(&s, &t, &id).await;
-    let spec = the_vm(&k, &id).await["spec"]["template"]["spec"].clone();
+    let vm = the_vm(&k, &id).await;
+    let labels = &vm["metadata"]["labels"];
+    assert_eq!(labels["tenant.vmaas.io/app"], "shop", "{vm:#}");
+    assert_eq!(labels["example.com.tenant.vmaas.io/team"], "payments");
+    assert_eq!(labels["vmaas.io.tenant.vmaas.io/vm"], "forged", "a tenant never writes vmaas's keys");
+    assert_eq!(labels["vmaas.io/vm"], "placed", "vmaas's own stay");
+    assert_eq!(labels["vm.kubevirt.io/template"], "placed");
+    assert_eq!(labels["app"], "from-template");
+    assert_eq!(vm["metadata"]["annotations"]["tenant.vmaas.io/note"], "hello");
+    let inst = &vm["spec"]["template"]["metadata"];
+    assert_eq!(inst["labels"]["kubevirt.io/size"], "large", "{inst:#}");
+    assert_eq!(inst["labels"]["kubevirt.io/domain"], "placed");
+    assert_eq!(inst["labels"]["tenant.vmaas.io/app"], "shop");
+    assert_eq!(inst["annotations"], json!({"vm.kubevirt.io/os": "rhel9"}), "the tenant's annotations stay on the VM");
+    let spec = vm["spec"]["template"]["spec"].clone();
     assert_eq!(spec["nodeSelector"], json!({"vmaas.io/pool": "gpu", "topology.kubernetes.io/zone": "zone-a"}), "{spec:#}");
     assert_eq!(
         spec["tolerations"],
@@ -92,6 +116,13 @@ async fn where_a_vm_may_run_reaches_kubevirt() {
 
     // A bad one is refused by name before anything is made.
     let bad = "id: bad-toleration\nspec_defaults: {image: test-guest, tolerations: [{key: a, operator: Sometimes}]}\n";
+    let own = "id: own-label\nspec_defaults: {image: test-guest, labels: {vmaas.io/tenant: other}}\n";
+    let admin = s.token("ops", true);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("own.yaml"), own).unwrap();
+    let out = s.cli(&admin, &["template", "sync", dir.path().to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("labels.vmaas.io/tenant") && err.contains("vmaas's own"), "{err}");
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("bad.yaml"), bad).unwrap();
     let out = s.cli(&s.token("ops", true), &["template", "sync", dir.path().to_str().unwrap()]);

@@ -5,7 +5,7 @@
 use std::process::Command;
 
 use reqwest::Method;
-use serde_json::Value;
+use serde_json::{Value, json};
 use vmaas_tests::tf::{Tf, Workspace, repo, tf103};
 use vmaas_tests::{Server, bin};
 
@@ -146,7 +146,21 @@ resource "vmaas_template" "small" {
     default = "256Mi"
   }
   spec_defaults {
-    image = "test-guest"
+    image         = "test-guest"
+    cpu_sockets   = 2
+    disk_bus      = "sata"
+    nic_model     = "e1000e"
+    node_selector = { "topology.kubernetes.io/zone" = "zone-a" }
+    affinity      = jsonencode({ nodeAffinity = { requiredDuringSchedulingIgnoredDuringExecution = { nodeSelectorTerms = [{ matchExpressions = [{ key = "gpu", operator = "Exists" }] }] } } })
+    hugepages     = "2Mi"
+    labels        = { "vm.kubevirt.io/template" = "small" }
+    instance_annotations = { "vm.kubevirt.io/os" = "rhel9" }
+    toleration {
+      key      = "dedicated"
+      operator = "Equal"
+      value    = "vms"
+      effect   = "NoSchedule"
+    }
     exposed_port {
       port = 80
       name = "http"
@@ -167,7 +181,22 @@ async fn template_scenario(tf: Tf) {
     assert_eq!(t["object"]["title"], "Small VM");
     assert_eq!(t["object"]["parameters"][0]["default"]["value"], 1, "typed as an integer");
     assert_eq!(t["object"]["parameters"][1]["min"], "128Mi");
-    assert_eq!(t["object"]["spec_defaults"]["exposed_ports"][0]["port"], 80);
+    let sd = &t["object"]["spec_defaults"];
+    assert_eq!(sd["exposed_ports"][0]["port"], 80);
+    assert_eq!(
+        (&sd["cpu_sockets"], &sd["disk_bus"], &sd["nic_model"], &sd["hugepages"]),
+        (&json!(2), &json!("sata"), &json!("e1000e"), &json!("2Mi"))
+    );
+    assert_eq!(sd["node_selector"], json!({"topology.kubernetes.io/zone": "zone-a"}));
+    assert_eq!(sd["tolerations"], json!([{"key": "dedicated", "operator": "Equal", "value": "vms", "effect": "NoSchedule"}]));
+    assert_eq!(
+        sd["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]["key"],
+        "gpu"
+    );
+    assert_eq!(
+        (&sd["labels"], &sd["instance_annotations"]),
+        (&json!({"vm.kubevirt.io/template": "small"}), &json!({"vm.kubevirt.io/os": "rhel9"}))
+    );
     assert_eq!(w.plan_code(&[]).0, 0, "no drift");
     let text = w.apply(&["-var", "title=Renamed"]);
     assert!(text.contains("0 added, 1 changed, 0 destroyed"), "{text}");

@@ -90,6 +90,12 @@ pub struct VmOptions {
     /// made by KubeVirt's clone from its source (`rootdisk` → `restore-…`).
     /// A disk named here keeps its DataVolume template under that name.
     pub claims: BTreeMap<String, String>,
+    /// The tenant's labels of the VM, as the tenant wrote them: they travel
+    /// to the VM and its pod under the tenant's domain
+    /// ([`crate::kube_metadata::tenant_key`]).
+    pub tenant_labels: BTreeMap<String, String>,
+    /// The tenant's annotations of the VM: they travel to the VM likewise.
+    pub tenant_annotations: BTreeMap<String, String>,
 }
 
 /// Everything rendered for one VM.

@@ -22,6 +22,9 @@ use crate::{PowerState, ProbeCheck};
 
 /// Label on the launcher pod that the LoadBalancer selects.
 pub const VM_LABEL: &str = "vmaas.io/vm";
+/// KubeVirt's label of a VM's instances by the VM's name, as its common
+/// templates write it.
+pub const DOMAIN_LABEL: &str = "kubevirt.io/domain";
 /// Label of a namespace whose primary network is a user-defined network.
 pub const PRIMARY_UDN_LABEL: &str = "k8s.ovn.org/primary-user-defined-network";
 /// Label naming the tenant (a team's namespace) a vmaas namespace serves.
@@ -124,13 +127,9 @@ fn eviction_strategy(spec: &MachineSpec) -> &'static str {
 
 /// Renders the KubeVirt VM of `spec`, and its floating-IP Service when ports are exposed.
 pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
-    let labels = BTreeMap::from([(VM_LABEL.to_owned(), o.name.clone())]);
+    let meta = Metadata::of(spec, o);
     let (data_volume_templates, disks, volumes) = disks(spec, o);
     let (interfaces, networks) = interfaces(spec, o);
-    let mut annotations = BTreeMap::new();
-    if let (PodNetwork::PrimaryUdn, Some(address)) = (o.network, &o.address) {
-        annotations.insert(ADDRESSES_ANNOTATION.to_owned(), json!({"default": [address]}).to_string());
-    }
     let (shapes, instancetype, preference) = shape_objects(spec, o);
     let platform = if preference.is_some() { Default::default() } else { super::platform::render(&spec.profile.platform()) };
     let mut vm = VirtualMachine::new(
@@ -141,7 +140,7 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
             instancetype: None,
             preference: None,
             template: VmiTemplate {
-                metadata: ObjectMeta { name: None, labels: labels.clone(), annotations },
+                metadata: ObjectMeta { name: None, labels: meta.instance_labels, annotations: meta.instance_annotations },
                 spec: VmiSpec {
                     domain: Domain {
                         cpu: instancetype.is_none().then(|| cpu(spec)),
@@ -181,9 +180,43 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
         },
     );
     vm.metadata.namespace = Some(o.namespace.clone());
-    vm.metadata.labels = Some(labels);
+    vm.metadata.labels = Some(meta.labels);
+    vm.metadata.annotations = (!meta.annotations.is_empty()).then_some(meta.annotations);
     (vm.spec.instancetype, vm.spec.preference) = (instancetype, preference);
     RenderedVm { vm, service: service(spec, o), shape_objects: shapes }
+}
+
+/// The labels and annotations of a VM and its instance template: the
+/// tenant's (under the tenant domain), then the template's, then vmaas's own.
+struct Metadata {
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    instance_labels: BTreeMap<String, String>,
+    instance_annotations: BTreeMap<String, String>,
+}
+
+impl Metadata {
+    fn of(spec: &MachineSpec, o: &VmOptions) -> Self {
+        use crate::kube_metadata::tenant_map;
+        let k = &spec.kube_metadata;
+        let layered = |tenant: BTreeMap<String, String>, template: &BTreeMap<String, String>| {
+            let mut m = tenant;
+            m.extend(template.iter().map(|(k, v)| (k.clone(), v.clone())));
+            m
+        };
+        let mut labels = layered(tenant_map(&o.tenant_labels), &k.labels);
+        let mut by_domain = tenant_map(&o.tenant_labels);
+        by_domain.insert(DOMAIN_LABEL.to_owned(), o.name.clone());
+        let mut instance_labels = layered(by_domain, &k.instance_labels);
+        for l in [&mut labels, &mut instance_labels] {
+            l.insert(VM_LABEL.to_owned(), o.name.clone());
+        }
+        let mut instance_annotations = k.instance_annotations.clone();
+        if let (PodNetwork::PrimaryUdn, Some(address)) = (o.network, &o.address) {
+            instance_annotations.insert(ADDRESSES_ANNOTATION.to_owned(), json!({"default": [address]}).to_string());
+        }
+        Self { labels, annotations: layered(tenant_map(&o.tenant_annotations), &k.annotations), instance_labels, instance_annotations }
+    }
 }
 
 /// Unless [`VmOptions::shapes`] is inline: the instance type (a VM of a
@@ -255,6 +288,8 @@ mod tests {
             floating_ip: FloatingIp::default(),
             shapes: Shapes::Inline,
             claims: Default::default(),
+            tenant_labels: Default::default(),
+            tenant_annotations: Default::default(),
         }
     }
 

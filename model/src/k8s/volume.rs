@@ -129,6 +129,8 @@ mod tests {
             floating_ip: Default::default(),
             shapes: Default::default(),
             claims: Default::default(),
+            tenant_labels: Default::default(),
+            tenant_annotations: Default::default(),
         };
         let mut vm = render_vm(&MachineSpec::default(), &o).vm;
         attach(&mut vm, &[VolumeDisk { volume: "data".into(), serial: "dataxyz".into() }]);

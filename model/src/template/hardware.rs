@@ -36,6 +36,12 @@ impl SpecDefaults {
             dedicated_cpus: self.dedicated_cpus.unwrap_or(false),
             hugepages: self.hugepages.clone(),
         };
+        spec.kube_metadata = crate::kube_metadata::KubeMetadata {
+            labels: self.labels.clone(),
+            annotations: self.annotations.clone(),
+            instance_labels: self.instance_labels.clone(),
+            instance_annotations: self.instance_annotations.clone(),
+        };
     }
 }
 

@@ -142,6 +142,8 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Opti
         imported_image,
         placement: vm.spec.placement.clone().unwrap_or_default(),
         cluster: vm.status.cluster.clone(),
+        labels: vm.labels.labels.clone(),
+        annotations: vm.labels.annotations.clone(),
     };
     let target = VmTarget { id: vm.id.clone(), tenant: vm.tenant.clone(), name: vm.name.clone(), version: vm.version, spec };
     match r.backend.vms().ensure(&target).await {
