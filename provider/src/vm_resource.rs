@@ -337,7 +337,7 @@ impl Resource for VmResource {
                     "conditions",
                     &conditions,
                     Mode::Computed,
-                    "PROGRESSING, READY, FAILED and DEGRADED (and RESTART_REQUIRED once it held), each with `status`, `reason` and `message`.",
+                    "PROGRESSING, READY, FAILED and DEGRADED (and RESTART_REQUIRED once it held, and LIVE_MIGRATABLE while it runs), each with `status`, `reason` and `message`.",
                 ),
             ],
             vec![timeouts, nic_block()],

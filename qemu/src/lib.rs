@@ -543,8 +543,7 @@ impl Driver<VmSpec, VmObservation> for Vms {
             r => r?,
         };
         let (mut observation, mut requeue) = ensured;
-        observation.restart_required = vm.restart_required(&t.spec.machine);
-        observation.boot = vm.boot_note();
+        vm.describe(&t.spec.machine, &mut observation);
         if unplugging && !matches!(requeue, Requeue::After(d) if d <= hotplug::UNPLUG_STEP) {
             requeue = Requeue::after(hotplug::UNPLUG_STEP);
         }

@@ -134,8 +134,16 @@ impl Vm {
         o
     }
 
+    /// What the running guest adds to `o`: whether it needs a restart to
+    /// match `machine`, how it booted, and whether it can live-migrate.
+    pub(crate) fn describe(&self, machine: &vmaas_model::MachineSpec, o: &mut Observation) {
+        o.restart_required = self.restart_required(machine);
+        o.boot = self.boot_note();
+        o.migratable = self.running().map(|_| vmaas_model::vm::migratable::Migratability::of_machine(machine));
+    }
+
     /// Why the running guest needs a restart to match `machine`, if it does.
-    pub(crate) fn restart_required(&self, machine: &vmaas_model::MachineSpec) -> Option<Reason> {
+    fn restart_required(&self, machine: &vmaas_model::MachineSpec) -> Option<Reason> {
         self.running()?;
         let changes = self.file.booted.as_ref()?.pending(&vmaas_model::boot_shape::BootShape::of(machine))?;
         Some(Reason::new("ConfigurationChanged", format!("{changes}: takes effect at the next restart")))

@@ -142,7 +142,7 @@ pub async fn play_vm(api: &KubeApi, vm: &Value, vmi: Option<&Value>, address: &s
             let (st, _) = api.apply(&vmi, "virtualmachineinstances", "virt-controller").await;
             if st < 300 {
                 let ready = json!({"type": "Ready", "status": "True", "lastProbeTime": null, "lastTransitionTime": null});
-                let status = json!({"phase": "Running", "nodeName": "node-1", "conditions": [ready],
+                let status = json!({"phase": "Running", "nodeName": "node-1", "conditions": [ready, live_migratable(&vm["spec"]["template"]["spec"])],
                     "interfaces": [{"name": "default", "ipAddress": address}]});
                 api.write_status(&vmi, "virtualmachineinstances", status).await;
                 api.write_status(vm, "virtualmachines", json!({"printableStatus": "Running", "ready": true, "created": true})).await;
@@ -157,6 +157,17 @@ pub async fn play_vm(api: &KubeApi, vm: &Value, vmi: Option<&Value>, address: &s
         }
         _ => {}
     }
+}
+
+/// KubeVirt's `LiveMigratable` condition of a VMI of `spec`, by the one
+/// rule played here: host devices (GPUs) never move.
+fn live_migratable(spec: &Value) -> Value {
+    let devices = spec["domain"]["devices"]["hostDevices"].as_array().map_or(0, Vec::len);
+    if devices == 0 {
+        return json!({"type": "LiveMigratable", "status": "True", "lastProbeTime": null, "lastTransitionTime": null});
+    }
+    json!({"type": "LiveMigratable", "status": "False", "reason": "HostDeviceNotLiveMigratable",
+        "message": "VMI uses a host device, which cannot be live-migrated", "lastProbeTime": null, "lastTransitionTime": null})
 }
 
 /// What CDI does for one DataVolume: it fills it.

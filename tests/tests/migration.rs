@@ -59,6 +59,9 @@ async fn a_running_guest_moves_to_a_new_qemu_without_noticing() {
     assert_eq!(boot_id.len(), 36, "a boot id: {before}");
     let old = qemu_pids(&id);
     assert_eq!(old.len(), 1);
+    let movable =
+        ready["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "VIRTUAL_MACHINE_CONDITION_TYPE_LIVE_MIGRATABLE");
+    assert_eq!(movable.map(|c| &c["status"]), Some(&json!("CONDITION_STATUS_TRUE")), "the status says it can move: {ready:#}");
 
     let (st, body) = s.raw(Method::POST, &format!("{V1}/virtual_machines/{id}/migrate"), Some(&admin), Some(json!({}))).await;
     assert_eq!(st, 202, "{body}");

@@ -306,7 +306,8 @@ async fn a_new_shape_waits_for_a_restart_and_disks_only_grow() {
     let t = s.token("acme", false);
     let id = create(&s, &t, "grow", "tiny").await;
     let before = wait_ready(&s, &t, &id).await;
-    assert_eq!(before["status"]["conditions"].as_array().unwrap().len(), 4, "RESTART_REQUIRED is listed once it holds");
+    let kinds: Vec<&str> = before["status"]["conditions"].as_array().unwrap().iter().filter_map(|c| c["type"].as_str()).collect();
+    assert!(!kinds.contains(&"VIRTUAL_MACHINE_CONDITION_TYPE_RESTART_REQUIRED"), "RESTART_REQUIRED is listed once it holds: {kinds:?}");
     let path = format!("{V1}/virtual_machines/{id}");
     let bigger = json!({"vm_cpu_cores": {"value": 2}, "vm_memory": {"value": "320Mi"}, "vm_disk_size": {"value": "2Gi"}});
     let (st, vm) = s.raw(Method::PATCH, &path, Some(&t), Some(json!({"object": {"spec": {"template_parameters": bigger}}}))).await;

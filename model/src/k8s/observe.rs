@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use crate::vm::migratable::Migratability;
 use crate::{Observation, Phase, Reason};
 
 /// `printableStatus` values after which KubeVirt will not start the VM without a change.
@@ -46,7 +47,20 @@ pub fn observe_vm(vm: Option<&Value>, vmi: Option<&Value>, service: Option<&Valu
     obs.internal_ip = vmi.and_then(|v| vmi_address(v, nic));
     obs.external_ip = service.and_then(service_address);
     obs.restart_required = vm.and_then(restart_required);
+    obs.migratable = vmi.and_then(live_migratable);
     obs
+}
+
+/// KubeVirt's `LiveMigratable` condition on the VMI, when it has one.
+fn live_migratable(vmi: &Value) -> Option<Migratability> {
+    let c = vmi["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == "LiveMigratable")?;
+    Some(match c["status"].as_str() {
+        Some("True") => Migratability::Yes,
+        _ => Migratability::No(Reason::new(
+            c["reason"].as_str().filter(|r| !r.is_empty()).unwrap_or("NotLiveMigratable"),
+            c["message"].as_str().unwrap_or("KubeVirt says it cannot live-migrate"),
+        )),
+    })
 }
 
 /// KubeVirt's own `RestartRequired` condition on the VM: a change to its

@@ -5,7 +5,9 @@
 pub mod compute_instance;
 pub mod expiry;
 pub mod image;
+pub mod migratable;
 pub mod placement;
+pub mod reason;
 pub mod status;
 
 use std::collections::BTreeMap;
@@ -287,11 +289,15 @@ pub enum ConditionType {
     /// from the first time it holds.
     #[serde(rename = "VIRTUAL_MACHINE_CONDITION_TYPE_RESTART_REQUIRED")]
     RestartRequired,
+    /// Whether the running VM can move to another host without stopping
+    /// (KubeVirt's `LiveMigratable`); false says why. Listed while it runs.
+    #[serde(rename = "VIRTUAL_MACHINE_CONDITION_TYPE_LIVE_MIGRATABLE")]
+    LiveMigratable,
 }
 
 impl ConditionType {
     /// Every condition type, in the order they are reported.
-    pub const ALL: [Self; 5] = [Self::Progressing, Self::Ready, Self::Failed, Self::Degraded, Self::RestartRequired];
+    pub const ALL: [Self; 6] = [Self::Progressing, Self::Ready, Self::Failed, Self::Degraded, Self::RestartRequired, Self::LiveMigratable];
 
     /// The short name, e.g. `READY`.
     pub fn short(self) -> &'static str {
@@ -301,6 +307,7 @@ impl ConditionType {
             Self::Failed => "FAILED",
             Self::Degraded => "DEGRADED",
             Self::RestartRequired => "RESTART_REQUIRED",
+            Self::LiveMigratable => "LIVE_MIGRATABLE",
         }
     }
 }

@@ -6,21 +6,7 @@ use chrono::{DateTime, Utc};
 
 use super::{Condition, ConditionStatus, ConditionType, PowerState, VirtualMachineStatus, VmState};
 
-/// A CamelCase reason and a human message, as conditions carry them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reason {
-    /// Machine-readable, e.g. `Booting`, `NoGPUAvailable`.
-    pub reason: String,
-    /// For humans.
-    pub message: String,
-}
-
-impl Reason {
-    /// A reason with a message.
-    pub fn new(reason: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { reason: reason.into(), message: message.into() }
-    }
-}
+pub use super::reason::Reason;
 
 /// Where a VM is, as a backend sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +49,8 @@ pub struct Observation {
     pub boot: Option<String>,
     /// The cluster it is on, when the backend drives several; none: the one it was.
     pub cluster: Option<String>,
+    /// Whether it can live-migrate, when the backend says (while it runs).
+    pub migratable: Option<super::migratable::Migratability>,
 }
 
 impl Observation {
@@ -77,6 +65,7 @@ impl Observation {
             restart_required: None,
             boot: None,
             cluster: None,
+            migratable: None,
         }
     }
 }
@@ -135,7 +124,7 @@ pub fn derive_status(
         (C::Degraded, if state == VmState::Deleting { None } else { observed.degraded.clone() }),
         (C::RestartRequired, if state == VmState::Ready { observed.restart_required.clone() } else { None }),
     ];
-    let conditions = wanted
+    let mut conditions: Vec<Condition> = wanted
         .into_iter()
         // RESTART_REQUIRED is listed once it has held (OSAC's VirtualMachine,
         // and seed 000's example, list the other four only).
@@ -151,6 +140,7 @@ pub fn derive_status(
             Condition { kind, status, last_transition_time, reason, message }
         })
         .collect();
+    conditions.extend(super::migratable::condition(state, observed.migratable.as_ref(), previous, now));
     let keep_ips = !matches!(state, VmState::Stopped | VmState::Deleting);
     VirtualMachineStatus {
         state,

@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 use tracing::info;
-use vmaas_model::PowerState;
+use vmaas_model::{ConditionStatus, ConditionType, PowerState};
 
 use crate::app::scope::scope;
 use crate::auth::Caller;
@@ -51,6 +51,10 @@ pub(crate) async fn migrate(s: &AppState, caller: &Caller, id: &str, req: Migrat
     let current = s.store.get_vm(id, &sc).await?;
     if current.spec.state == PowerState::Stopped {
         return Err(ApiError::precondition(format!("virtual machine {:?} is stopped: only a running VM migrates", current.name)));
+    }
+    if let Some(c) = current.status.condition(ConditionType::LiveMigratable).filter(|c| c.status == ConditionStatus::False) {
+        let why = c.reason.as_deref().unwrap_or("NotLiveMigratable");
+        return Err(ApiError::precondition(format!("virtual machine {:?} cannot live-migrate ({why}): {}", current.name, c.message)));
     }
     let requested = s.store.request_migration(id, &sc, req.target_node.clone()).await?;
     info!(vm = %id, migrate = requested.requests.migrate, node = ?req.target_node, by = %caller.subject, "virtual machine migration requested");
