@@ -38,8 +38,10 @@ fn typed(ty: Option<ParameterType>, count_like: bool, text: &str) -> serde_json:
 }
 
 /// A word of `spec_defaults` (`firmware = "efi"`) read by `parse`, if set.
-fn word<T>(sd: &Value, key: &str, parse: fn(&str) -> Option<T>) -> Result<Option<T>, String> {
-    string(get(sd, key)).map(|w| parse(&w).ok_or_else(|| format!("spec_defaults.{key}: unknown value {w:?}"))).transpose()
+/// The word at `key` of `v`, parsed; an unknown one is an error naming
+/// `block.key` (`spec_defaults.data_disk.bus`).
+fn word<T>(v: &Value, block: &str, key: &str, parse: fn(&str) -> Option<T>) -> Result<Option<T>, String> {
+    string(get(v, key)).map(|w| parse(&w).ok_or_else(|| format!("{block}.{key}: unknown value {w:?}"))).transpose()
 }
 
 fn count(v: &Value, key: &str) -> Option<u32> {
@@ -131,7 +133,7 @@ pub fn from_tf(v: &Value) -> Result<VirtualMachineTemplate, String> {
                 Ok(DataDisk {
                     name: string(get(d, "name")).unwrap_or_default(),
                     size,
-                    bus: word(d, "bus", DiskBus::parse).map_err(|e| e.replace("spec_defaults.bus", "spec_defaults.data_disk.bus"))?,
+                    bus: word(d, "spec_defaults.data_disk", "bus", DiskBus::parse)?,
                     storage_class: string(get(d, "storage_class")),
                     preallocation: get(d, "preallocation").as_bool(),
                 })
@@ -141,16 +143,16 @@ pub fn from_tf(v: &Value) -> Result<VirtualMachineTemplate, String> {
         instance_types: strings(get(sd, "instance_types")),
         max_cpu_cores: num(get(sd, "max_cpu_cores")).map(|n| n as u32),
         max_memory: quantity("max_memory")?,
-        firmware: word(sd, "firmware", Firmware::parse)?,
+        firmware: word(sd, "spec_defaults", "firmware", Firmware::parse)?,
         secure_boot: get(sd, "secure_boot").as_bool(),
         tpm: get(sd, "tpm").as_bool(),
-        guest_os_family: word(sd, "guest_os_family", GuestOsFamily::parse)?,
+        guest_os_family: word(sd, "spec_defaults", "guest_os_family", GuestOsFamily::parse)?,
         cpu_sockets: count(sd, "cpu_sockets"),
         cpu_threads: count(sd, "cpu_threads"),
-        disk_bus: word(sd, "disk_bus", DiskBus::parse)?,
+        disk_bus: word(sd, "spec_defaults", "disk_bus", DiskBus::parse)?,
         disk_storage_class: string(get(sd, "disk_storage_class")),
         disk_preallocation: get(sd, "disk_preallocation").as_bool(),
-        nic_model: word(sd, "nic_model", NicModel::parse)?,
+        nic_model: word(sd, "spec_defaults", "nic_model", NicModel::parse)?,
         network_interface_multiqueue: get(sd, "network_interface_multiqueue").as_bool(),
         rng: get(sd, "rng").as_bool(),
         tablet: get(sd, "tablet").as_bool(),

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use vmaas_model::hardware::is_q35;
-use vmaas_model::{DiskBus, MachineSpec, NicModel};
+use vmaas_model::{DiskBus, DiskSource, MachineSpec, NicModel};
 
 /// The AHCI controller SATA disks sit on (its ports are `sata0.0`…).
 const SATA: &str = "sata0";
@@ -132,8 +132,11 @@ pub fn machines(qemu: &Path) -> BTreeSet<String> {
 pub fn unsupported(m: &MachineSpec, known: &BTreeSet<String>) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut no = |field: String, why: &str| out.push((field, why.to_owned()));
-    for (i, d) in m.disks.iter().enumerate() {
-        let field = if i == 0 { "disk_storage_class".to_owned() } else { format!("data_disks[{}].storage_class", i - 1) };
+    for d in &m.disks {
+        let field = match d.source {
+            DiskSource::Image => "disk_storage_class".to_owned(),
+            _ => format!("data_disks.{}.storage_class", d.name),
+        };
         if d.storage_class.is_some() {
             no(field, "the qemu backend keeps disks as files on this host: it has no storage classes");
         }
