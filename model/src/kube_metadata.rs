@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::labels::{check_key, check_name};
 use crate::validation::ValidationErrors;
 
 /// The domain tenant keys travel under.
@@ -74,15 +73,10 @@ impl KubeMetadata {
             ("instance_labels", &self.instance_labels, true),
             ("instance_annotations", &self.instance_annotations, false),
         ] {
-            for (k, v) in map {
-                let at = format!("{prefix}.{field}.{k}");
-                if let Err(e) = check_key(k) {
-                    errs.push(at, e.to_string());
-                } else if is_own(k) {
-                    errs.push(at, format!("keys under {OWN_DOMAIN} are vmaas's own"));
-                } else if let Some(Err(e)) = labels.then(|| check_name(v, true)) {
-                    errs.push(at, format!("value {v:?}: {e}"));
-                }
+            let at = format!("{prefix}.{field}");
+            crate::labels::check_map(&at, map, labels, errs);
+            for k in map.keys().filter(|k| is_own(k)) {
+                errs.push(format!("{at}.{k}"), format!("keys under {OWN_DOMAIN} are vmaas's own"));
             }
         }
     }

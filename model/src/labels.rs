@@ -63,16 +63,11 @@ impl Labels {
         let mut out = self.clone();
         let Some(m) = input else { return out };
         if let Some(labels) = &m.labels {
-            for (k, v) in labels {
-                check("object.metadata.labels", k, errs);
-                if let Err(reason) = check_name(v, true) {
-                    errs.push(format!("object.metadata.labels.{k}"), format!("is not a valid label value: {reason}"));
-                }
-            }
+            check_map("object.metadata.labels", labels, true, errs);
             out.labels = labels.clone();
         }
         if let Some(annotations) = &m.annotations {
-            annotations.keys().for_each(|k| check("object.metadata.annotations", k, errs));
+            check_map("object.metadata.annotations", annotations, false, errs);
             let size: usize = annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
             if size > ANNOTATIONS_MAX {
                 errs.push("object.metadata.annotations", format!("take {size} bytes, more than the {ANNOTATIONS_MAX} allowed"));
@@ -93,10 +88,16 @@ impl Labels {
     }
 }
 
-/// Checks a key (`[prefix/]name`) of the map at `field`.
-fn check(field: &str, key: &str, errs: &mut ValidationErrors) {
-    if let Err(reason) = check_key(key) {
-        errs.push(format!("{field}.{key}"), format!("is not a valid key: {reason}"));
+/// Checks the keys (`[prefix/]name`) of the map at `field` and, when
+/// `values` (a map of labels), its values; each problem goes into `errs`
+/// under `field.key`.
+pub fn check_map(field: &str, map: &StringMap, values: bool, errs: &mut ValidationErrors) {
+    for (k, v) in map {
+        if let Err(reason) = check_key(k) {
+            errs.push(format!("{field}.{k}"), format!("is not a valid key: {reason}"));
+        } else if let Some(Err(reason)) = values.then(|| check_name(v, true)) {
+            errs.push(format!("{field}.{k}"), format!("is not a valid label value: {reason}"));
+        }
     }
 }
 

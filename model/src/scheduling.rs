@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::labels::{check_key, check_name};
+use crate::labels::check_key;
 use crate::validation::ValidationErrors;
 
 /// How a toleration matches a taint.
@@ -90,14 +90,7 @@ impl Scheduling {
 
     /// Checks it, naming fields under `prefix` (`spec_defaults`).
     pub fn check(&self, prefix: &str, errs: &mut ValidationErrors) {
-        for (k, v) in &self.node_selector {
-            let field = format!("{prefix}.node_selector.{k}");
-            if let Err(e) = check_key(k) {
-                errs.push(field, e.to_string());
-            } else if let Err(e) = check_name(v, true) {
-                errs.push(field, format!("value {v:?}: {e}"));
-            }
-        }
+        crate::labels::check_map(&format!("{prefix}.node_selector"), &self.node_selector, true, errs);
         for (i, t) in self.tolerations.iter().enumerate() {
             check_toleration(t, &format!("{prefix}.tolerations[{i}]"), errs);
         }

@@ -142,7 +142,7 @@ pub struct VmiSpec {
     /// Taints tolerated.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(with = "Vec<serde_json::Value>")]
-    pub tolerations: Vec<Value>,
+    pub tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
     /// Kubernetes' affinity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<serde_json::Value>")]

@@ -114,35 +114,24 @@ fn masquerade_ports(spec: &MachineSpec) -> Vec<Port> {
 /// its vCPUs in sockets of one core, which KubeVirt's `LiveUpdate` rollout
 /// adds up to `maxSockets`.
 pub(super) fn cpu(spec: &MachineSpec) -> Cpu {
-    let topology = match spec.live.max_cpu_cores {
-        Some(max) => Cpu { cores: 1, sockets: Some(spec.cpu.cores), threads: None, max_sockets: Some(max), dedicated_cpu_placement: None },
-        None if spec.cpu.has_topology() => Cpu {
-            cores: spec.cpu.cores,
-            sockets: Some(spec.cpu.sockets),
-            threads: Some(spec.cpu.threads),
-            max_sockets: None,
-            dedicated_cpu_placement: None,
-        },
-        None => Cpu { cores: spec.cpu.cores, sockets: None, threads: None, max_sockets: None, dedicated_cpu_placement: None },
+    let (cores, sockets, threads, max_sockets) = match spec.live.max_cpu_cores {
+        Some(max) => (1, Some(spec.cpu.cores), None, Some(max)),
+        None if spec.cpu.has_topology() => (spec.cpu.cores, Some(spec.cpu.sockets), Some(spec.cpu.threads), None),
+        None => (spec.cpu.cores, None, None, None),
     };
-    Cpu { dedicated_cpu_placement: spec.scheduling.dedicated_cpus.then_some(true), ..topology }
+    Cpu { cores, sockets, threads, max_sockets, dedicated_cpu_placement: spec.scheduling.dedicated_cpus.then_some(true) }
 }
 
 /// A toleration as Kubernetes writes it.
-pub(super) fn toleration(t: &crate::scheduling::Toleration) -> Value {
-    let mut v = json!({});
-    for (k, x) in [
-        ("key", t.key.as_ref().map(|k| json!(k))),
-        ("operator", t.operator.map(|o| json!(o))),
-        ("value", t.value.as_ref().map(|v| json!(v))),
-        ("effect", t.effect.map(|e| json!(e))),
-        ("tolerationSeconds", t.toleration_seconds.map(|s| json!(s))),
-    ] {
-        if let Some(x) = x {
-            v[k] = x;
-        }
+pub(super) fn toleration(t: &crate::scheduling::Toleration) -> k8s_openapi::api::core::v1::Toleration {
+    let word = |v: Value| v.as_str().map(str::to_owned);
+    k8s_openapi::api::core::v1::Toleration {
+        key: t.key.clone(),
+        operator: t.operator.and_then(|o| word(json!(o))),
+        value: t.value.clone(),
+        effect: t.effect.and_then(|e| word(json!(e))),
+        toleration_seconds: t.toleration_seconds,
     }
-    v
 }
 
 /// The devices beyond disks and interfaces that the machine's hardware

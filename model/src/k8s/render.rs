@@ -204,9 +204,10 @@ impl Metadata {
             m.extend(template.iter().map(|(k, v)| (k.clone(), v.clone())));
             m
         };
-        let mut labels = layered(tenant_map(&o.tenant_labels), &k.labels);
-        let mut by_domain = tenant_map(&o.tenant_labels);
+        let tenant = tenant_map(&o.tenant_labels);
+        let mut by_domain = tenant.clone();
         by_domain.insert(DOMAIN_LABEL.to_owned(), o.name.clone());
+        let mut labels = layered(tenant, &k.labels);
         let mut instance_labels = layered(by_domain, &k.instance_labels);
         for l in [&mut labels, &mut instance_labels] {
             l.insert(VM_LABEL.to_owned(), o.name.clone());

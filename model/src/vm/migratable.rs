@@ -51,17 +51,7 @@ pub(super) fn condition(
         Migratability::Yes => (ConditionStatus::True, Reason::new("Migratable", "it can move to another host without stopping its guest")),
         Migratability::No(r) => (ConditionStatus::False, r.clone()),
     };
-    let last_transition_time = match prev {
-        Some(p) if p.status == status => p.last_transition_time.or(Some(now)),
-        _ => Some(now),
-    };
-    Some(Condition {
-        kind: ConditionType::LiveMigratable,
-        status,
-        last_transition_time,
-        reason: Some(reason.reason),
-        message: reason.message,
-    })
+    Some(Condition::observed(ConditionType::LiveMigratable, status, Some(reason), prev, now))
 }
 
 #[cfg(test)]

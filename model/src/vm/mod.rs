@@ -365,6 +365,25 @@ pub struct Condition {
     pub message: String,
 }
 
+impl Condition {
+    /// A condition `kind` of `status` for `reason`, observed at `now`: its
+    /// transition time kept from `previous` unless its status changed.
+    pub fn observed(
+        kind: ConditionType,
+        status: ConditionStatus,
+        reason: Option<reason::Reason>,
+        previous: Option<&Self>,
+        now: DateTime<Utc>,
+    ) -> Self {
+        let last_transition_time = match previous {
+            Some(p) if p.status == status => p.last_transition_time.or(Some(now)),
+            _ => Some(now),
+        };
+        let (reason, message) = reason.map(|r| (Some(r.reason), r.message)).unwrap_or_default();
+        Self { kind, status, last_transition_time, reason, message }
+    }
+}
+
 /// What the VM is now.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -40,14 +40,7 @@ impl Placement {
         {
             errs.push(format!("{prefix}.cluster"), reason);
         }
-        for (k, v) in &self.labels {
-            if let Err(reason) = crate::labels::check_key(k) {
-                errs.push(format!("{prefix}.labels.{k}"), format!("is not a valid key: {reason}"));
-            }
-            if let Err(reason) = crate::labels::check_name(v, true) {
-                errs.push(format!("{prefix}.labels.{k}"), format!("is not a valid label value: {reason}"));
-            }
-        }
+        crate::labels::check_map(&format!("{prefix}.labels"), &self.labels, true, errs);
     }
 
     /// Why none of `clusters` (each a name and its labels) admits it, if

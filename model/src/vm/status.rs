@@ -131,13 +131,7 @@ pub fn derive_status(
         .filter(|(kind, holds)| *kind != C::RestartRequired || holds.is_some() || previous.condition(*kind).is_some())
         .map(|(kind, holds)| {
             let status = ConditionStatus::from(holds.is_some());
-            let prev = previous.condition(kind);
-            let last_transition_time = match prev {
-                Some(p) if p.status == status => p.last_transition_time.or(Some(now)),
-                _ => Some(now),
-            };
-            let (reason, message) = holds.map(|r| (Some(r.reason), r.message)).unwrap_or_default();
-            Condition { kind, status, last_transition_time, reason, message }
+            Condition::observed(kind, status, holds, previous.condition(kind), now)
         })
         .collect();
     conditions.extend(super::migratable::condition(state, observed.migratable.as_ref(), previous, now));
