@@ -81,6 +81,16 @@ impl ListArgs {
     }
 }
 
+/// A disk as `SIZE_GIB[:TIER]`, e.g. `40` or `40:fast`.
+pub(crate) fn parse_disk(s: &str) -> Result<vmaas_model::VmDisk, String> {
+    let (size, tier) = match s.split_once(':') {
+        Some((size, tier)) => (size, Some(tier.to_owned())),
+        None => (s, None),
+    };
+    let size_gib = size.trim().parse().map_err(|_| format!("expected SIZE_GIB[:TIER] with a whole number of GiB, got {s:?}"))?;
+    Ok(vmaas_model::VmDisk { size_gib, storage_tier: tier })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,5 +107,12 @@ mod tests {
             Some("(this.metadata.name == 'a') && this.metadata.labels['env'] == 'prod' && 'team' in this.metadata.labels")
         );
         assert!(args(None, &["env='x"]).filter().is_err(), "a quote cannot end the string early");
+    }
+
+    #[test]
+    fn disks_are_a_size_and_a_tier() {
+        assert_eq!(parse_disk("40").unwrap(), vmaas_model::VmDisk { size_gib: 40, storage_tier: None });
+        assert_eq!(parse_disk("40:fast").unwrap().storage_tier.as_deref(), Some("fast"));
+        assert!(parse_disk("40G").unwrap_err().contains("whole number of GiB"));
     }
 }

@@ -70,6 +70,7 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant, reason = "parsed once per run: boxing `Vm` saves nothing")]
 enum Command {
     /// Virtual machines.
     #[command(subcommand, alias = "vms")]
@@ -313,6 +314,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 ttl,
                 cluster,
                 placement_labels,
+                boot_disk,
+                disks,
                 wait: do_wait,
                 timeout,
             } => {
@@ -347,6 +350,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         ttl,
                         expires_at: None,
                         clone_of,
+                        boot_disk,
+                        additional_disks: disks,
                     },
                     status: None,
                 };

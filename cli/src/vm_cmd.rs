@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
-use vmaas_model::NetworkAttachment;
+use vmaas_model::{NetworkAttachment, VmDisk};
 
 use crate::{args, ssh};
 
@@ -54,6 +54,12 @@ pub(crate) enum VmCmd {
         /// A label the cluster it runs on must have, as KEY=VALUE; repeat for several.
         #[arg(long = "placement-label", value_name = "KEY=VALUE", value_parser = args::parse_label)]
         placement_labels: Vec<(String, String)>,
+        /// Its boot disk, when not the template's: SIZE_GIB[:TIER] (at least the template's size).
+        #[arg(long, value_name = "SIZE_GIB[:TIER]", value_parser = args::parse_disk)]
+        boot_disk: Option<VmDisk>,
+        /// An empty disk beside the template's, as SIZE_GIB[:TIER]; repeat for several (disk1, disk2, …).
+        #[arg(long = "disk", value_name = "SIZE_GIB[:TIER]", value_parser = args::parse_disk)]
+        disks: Vec<VmDisk>,
         /// Wait until it is READY (or STOPPED with --stopped).
         #[arg(long)]
         wait: bool,

@@ -144,7 +144,25 @@ fn machine(
     if let Some(u) = &xr.user_data {
         spec.cloud_init.user_data = Some(u.clone());
     }
+    disks(xr, &mut spec)?;
     Ok(spec)
+}
+
+/// The claim's boot disk and additional disks, each problem named as the
+/// claim writes it (`spec.bootDisk.sizeGib`).
+fn disks(xr: &VmXrSpec, spec: &mut vmaas_model::MachineSpec) -> Result<(), ValidationErrors> {
+    let boot = xr.boot_disk.as_ref().map(vmaas_model::VmDisk::from);
+    let additional: Vec<vmaas_model::VmDisk> = xr.additional_disks.iter().map(Into::into).collect();
+    let mut errs = ValidationErrors::default();
+    vmaas_model::vm::disks::apply_disks(boot.as_ref(), &additional, spec, "spec", &mut errs);
+    for e in &mut errs.0 {
+        for (snake, camel) in
+            [("boot_disk", "bootDisk"), ("additional_disks", "additionalDisks"), ("size_gib", "sizeGib"), ("storage_tier", "storageTier")]
+        {
+            e.field = e.field.replace(snake, camel);
+        }
+    }
+    errs.into_result(())
 }
 
 /// Renders the VM of `owner`: validates its parameters and instance type

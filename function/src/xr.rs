@@ -96,6 +96,29 @@ pub struct VmXrSpec {
     /// network: hotplugged while it runs.
     #[serde(default)]
     pub volumes: Vec<String>,
+    /// Its boot disk, when not as the template makes it (OSAC's `boot_disk`).
+    #[serde(default)]
+    pub boot_disk: Option<XrDisk>,
+    /// Empty disks beside the template's (OSAC's `additional_disks`).
+    #[serde(default)]
+    pub additional_disks: Vec<XrDisk>,
+}
+
+/// A disk of a VM claim, as the API's `VmDisk` in the claim's camel case.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct XrDisk {
+    /// Its size in GiB.
+    pub size_gib: u32,
+    /// The storage class its DataVolume is made in.
+    #[serde(default)]
+    pub storage_tier: Option<String>,
+}
+
+impl From<&XrDisk> for vmaas_model::VmDisk {
+    fn from(d: &XrDisk) -> Self {
+        Self { size_gib: d.size_gib, storage_tier: d.storage_tier.clone() }
+    }
 }
 
 /// The `spec` of a `Volume` (claim or XR): block storage that outlives VMs,

@@ -164,3 +164,17 @@ fn an_obsolete_unknown_or_conflicting_instance_type_is_refused_naming_the_field(
     let e = claim("two", json!({"instanceType": "general.large", "templateParameters": {"instanceType": "o1.small"}}), None).err().unwrap();
     assert!(e.contains("spec.instanceType") && e.contains("give one"), "{e}");
 }
+
+#[test]
+fn a_claims_boot_disk_and_additional_disks_are_data_volumes_of_their_sizes() {
+    let disks = json!({"bootDisk": {"sizeGib": 30, "storageTier": "fast"}, "additionalDisks": [{"sizeGib": 4}]});
+    let vm = serde_json::to_value(&claim("disks", disks, None).unwrap().vm).unwrap();
+    schema_checked(&vm, "kubevirt.io_virtualmachine_v1.json");
+    let storage =
+        |dv: &Value| (dv["spec"]["storage"]["resources"]["requests"]["storage"].clone(), dv["spec"]["storage"]["storageClassName"].clone());
+    let dvs: Vec<_> = vm["spec"]["dataVolumeTemplates"].as_array().unwrap().iter().map(storage).collect();
+    assert_eq!(dvs, [(json!("30Gi"), json!("fast")), (json!("4Gi"), Value::Null)], "{vm:#}");
+    let e = claim("small", json!({"bootDisk": {"sizeGib": 1}, "additionalDisks": [{"sizeGib": 0}]}), None).err().unwrap();
+    assert!(e.contains("spec.bootDisk.sizeGib") && e.contains("at least the template's boot disk"), "{e}");
+    assert!(e.contains("spec.additionalDisks[0].sizeGib"), "{e}");
+}

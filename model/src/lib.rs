@@ -117,7 +117,7 @@ pub use value::{ParameterValue, TypedValue};
 pub use vm::status::{Desired, Observation, Phase, Reason, derive_status, initial_status};
 pub use vm::{
     Condition, ConditionStatus, ConditionType, CreateVirtualMachine, NetworkAttachment, PatchVirtualMachine, Placement, PowerState,
-    VirtualMachine, VirtualMachineSpec, VirtualMachineStatus, VmState,
+    VirtualMachine, VirtualMachineSpec, VirtualMachineStatus, VmDisk, VmState,
 };
 pub use volume::{
     PatchVolume, Volume, VolumeAttachment, VolumeAttachmentSpec, VolumeAttachmentState, VolumeAttachmentStatus, VolumeSpec, VolumeState,

@@ -41,6 +41,7 @@ pub mod template_model;
 pub mod template_resource;
 pub mod timeouts;
 pub mod value;
+pub mod vm_disks;
 pub mod vm_model;
 pub mod vm_resource;
 pub mod vm_state;

@@ -11,7 +11,7 @@ use vmaas_client::WaitFor;
 use vmaas_model::vm::{MetadataInput, SpecPatch, VmImage};
 use vmaas_model::{
     CreateVirtualMachine, InstanceTypeReference, NetworkAttachment, ParameterValue, PatchVirtualMachine, Placement, PowerState,
-    VirtualMachineSpec,
+    VirtualMachineSpec, VmDisk,
 };
 
 use crate::value::{get, string};
@@ -48,6 +48,10 @@ pub struct VmModel {
     pub ttl: Option<String>,
     /// The snapshot its disks start as, by id or name (a clone).
     pub clone_of_snapshot: Option<String>,
+    /// Its boot disk, when not the template's.
+    pub boot_disk: Option<VmDisk>,
+    /// Its disks beside the template's.
+    pub additional_disks: Vec<VmDisk>,
     /// How long each operation waits.
     pub timeouts: Timeouts,
 }
@@ -70,6 +74,8 @@ impl VmModel {
             instance_type: string(get(v, "instance_type")),
             ttl: string(get(v, "ttl")),
             clone_of_snapshot: string(get(v, "clone_of_snapshot")),
+            boot_disk: crate::vm_disks::planned_boot_disk(v),
+            additional_disks: crate::vm_disks::planned_additional_disks(v),
             timeouts: Timeouts::decode(v, &crate::timeouts::TEN_MINUTES),
         }
     }
@@ -98,6 +104,8 @@ impl VmModel {
                 ttl: self.ttl.clone(),
                 expires_at: None,
                 clone_of: self.clone_of_snapshot.clone().map(|s| vmaas_model::CloneOf { snapshot: Some(s), compute_instance: None }),
+                boot_disk: self.boot_disk.clone(),
+                additional_disks: self.additional_disks.clone(),
             },
             status: None,
         }
@@ -108,7 +116,9 @@ impl VmModel {
     /// removes the end); anything else replaces the VM.
     pub fn patch(&self, prior: &VmModel) -> PatchVirtualMachine {
         let ttl = (self.ttl != prior.ttl).then(|| self.ttl.clone().unwrap_or_default());
-        let spec = SpecPatch { state: Some(self.power), instance_type: self.instance_type_reference(), ttl, ..Default::default() };
+        let boot_disk = self.boot_disk.clone().filter(|d| Some(d) != prior.boot_disk.as_ref());
+        let spec =
+            SpecPatch { state: Some(self.power), instance_type: self.instance_type_reference(), ttl, boot_disk, ..Default::default() };
         PatchVirtualMachine { spec, ..Default::default() }
     }
 

@@ -112,7 +112,11 @@ impl VmResource {
                 "cluster",
                 "placement_labels",
                 "clone_of_snapshot",
+                "additional_disk",
             ];
+            if crate::vm_disks::boot_disk_replaces(prior, proposed) {
+                replace.push(path(&["boot_disk"]));
+            }
             for attr in fixed {
                 let (a, b) = (get(prior, attr), get(proposed, attr));
                 let empty = |v: &Value| v.is_nil() || matches!(v, Value::Map(m) if m.is_empty());
@@ -121,7 +125,7 @@ impl VmResource {
                 }
             }
         }
-        let in_place = ["state", "instance_type"];
+        let in_place = ["state", "instance_type", "boot_disk"];
         let state_changed = !creating && in_place.iter().any(|a| get(prior, a) != get(&planned, a));
         if creating || !replace.is_empty() {
             for attr in ["id", "status", "internal_ip", "external_ip", "conditions", "placed_on", "expires_at"] {
@@ -340,7 +344,7 @@ impl Resource for VmResource {
                     "PROGRESSING, READY, FAILED and DEGRADED (and RESTART_REQUIRED once it held, and LIVE_MIGRATABLE while it runs), each with `status`, `reason` and `message`.",
                 ),
             ],
-            vec![timeouts, nic_block()],
+            [vec![timeouts, nic_block()], crate::vm_disks::disk_blocks().into()].concat(),
         )
     }
 

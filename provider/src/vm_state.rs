@@ -77,7 +77,7 @@ pub(crate) fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
             })
             .collect(),
     );
-    object(vec![
+    let mut fields = vec![
         ("id", Value::from(vm.id.as_str())),
         ("name", Value::from(vm.metadata.name.as_str())),
         ("template", Value::from(vm.spec.template.as_str())),
@@ -101,7 +101,9 @@ pub(crate) fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
         ("clone_of_snapshot", clone_state(vm, like)),
         ("expires_at", value::opt_string(vm.spec.expires_at.map(|t| t.to_rfc3339()).as_deref())),
         ("timeouts", get(like, "timeouts").clone()),
-    ])
+    ];
+    fields.extend(crate::vm_disks::disks_state(vm));
+    object(fields)
 }
 
 /// `user_data` as written (none when it came write-only, as

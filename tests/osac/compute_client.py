@@ -9,9 +9,10 @@ disk image a typed reference); the tenant lists instance types, imports a
 disk image from a loopback URL and lists it; makes a network, a subnet and a
 security group (their networks typed references too); creates a compute
 instance with typed references to its template, instance type, disk image,
-subnet and security group, reads them back the same, lists it with a CEL
-filter over a reference, watches it to RUNNING, stops it with an update
-mask (its references untouched) and deletes it. OSAC's status codes for the
+subnet and security group, and a boot disk and an additional disk, reads
+them back the same, lists it with a CEL filter over a reference, watches it
+to RUNNING, grows its boot disk and stops it with update masks (its
+references untouched; a smaller boot disk refused) and deletes it. OSAC's status codes for the
 usual mistakes: no metadata.name, an unknown reference, another tenant's
 subnet, a tenant creating an instance type. A NAT gateway on the network
 (typed references, one per network, its external IP held). Prints one line per step; exits
@@ -49,6 +50,7 @@ def run(a):
     from osac.public.v1 import compute_instance_type_pb2 as cit, compute_instances_service_pb2 as cis
     from osac.public.v1 import compute_instances_service_pb2_grpc as cis_grpc, metadata_type_pb2 as md
     from osac.public.v1 import compute_instance_template_type_pb2 as ctt, compute_instance_templates_service_pb2 as cts
+    from osac.public.v1 import compute_instance_common_type_pb2 as cct
     from osac.public.v1 import compute_instance_templates_service_pb2_grpc as cts_grpc
     from osac.public.v1 import disk_image_type_pb2 as dit, disk_images_service_pb2 as dis, disk_images_service_pb2_grpc as dis_grpc
     from osac.public.v1 import instance_type_type_pb2 as itt, instance_types_service_pb2 as its
@@ -102,7 +104,8 @@ def run(a):
         return cit.ComputeInstance(metadata=md.Metadata(name=name, display_name="OSAC VM", description="made by OSAC's current client"),
             spec=cit.ComputeInstanceSpec(template=ctt.ComputeInstanceTemplateReference(name="osac-current"),
                 instance_type=itt.InstanceTypeReference(name="osac-small"), disk_image=dit.DiskImageReference(name="osac-disk"),
-                run_strategy="Always", network_attachments=[cit.NetworkAttachment(subnet=subnet,
+                run_strategy="Always", boot_disk=cct.ComputeInstanceDisk(size_gib=12),
+                additional_disks=[cct.ComputeInstanceDisk(size_gib=1)], network_attachments=[cit.NetworkAttachment(subnet=subnet,
                     security_groups=[sgt.SecurityGroupLocalReference(name="osac-ssh")])]))
 
     def create(obj, who=user):
@@ -137,6 +140,7 @@ def run(a):
         check(nic.subnet.name == "osac-sub" and nic.subnet.id == sub, f"{what}: the subnet ({nic.subnet})")
         check([(g.id, g.name) for g in nic.security_groups] == [(sg, "osac-ssh")], f"{what}: the group ({nic.security_groups})")
         check(ci.metadata.display_name == "OSAC VM" and ci.metadata.description.startswith("made by"), f"{what}: {ci.metadata}")
+        check(s.boot_disk.size_gib >= 12 and [d.size_gib for d in s.additional_disks] == [1], f"{what}: its disks ({s})")
 
     same_references(vm, "created")
     same_references(instances.Get(cis.ComputeInstancesGetRequest(id=vm.id), metadata=user, timeout=30).object, "read back")
@@ -145,7 +149,16 @@ def run(a):
     step("a compute instance created with typed references, read back the same, listed with a CEL filter")
 
     last = watch(ch, user, vm.id, cit.COMPUTE_INSTANCE_STATE_RUNNING, "0")
-    step("watched to RUNNING")
+    step("watched to RUNNING, with its boot disk and an additional disk")
+    grow = cit.ComputeInstance(id=vm.id, spec=cit.ComputeInstanceSpec(boot_disk=cct.ComputeInstanceDisk(size_gib=14)))
+    mask = field_mask_pb2.FieldMask(paths=["spec.boot_disk"])
+    grown = instances.Update(cis.ComputeInstancesUpdateRequest(object=grow, update_mask=mask), metadata=user, timeout=60).object
+    check(grown.spec.boot_disk.size_gib == 14 and [d.size_gib for d in grown.spec.additional_disks] == [1], f"grown ({grown.spec})")
+    shrink = cit.ComputeInstance(id=vm.id, spec=cit.ComputeInstanceSpec(boot_disk=cct.ComputeInstanceDisk(size_gib=13)))
+    e = refused(lambda: instances.Update(cis.ComputeInstancesUpdateRequest(object=shrink, update_mask=mask), metadata=user, timeout=60),
+                grpc.StatusCode.INVALID_ARGUMENT, "a smaller boot disk")
+    check("object.spec.boot_disk.size_gib" in field_of(e), f"names the boot disk's size ({field_of(e)})")
+    step("the boot disk grown with an update mask; a smaller one is INVALID_ARGUMENT naming it")
     stop = cit.ComputeInstance(id=vm.id, spec=cit.ComputeInstanceSpec(run_strategy="Halted",
         template=ctt.ComputeInstanceTemplateReference(name="ignored-by-the-mask")))
     mask = field_mask_pb2.FieldMask(paths=["spec.run_strategy"])

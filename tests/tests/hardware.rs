@@ -4,7 +4,8 @@
 //! tablet are on QEMU's command line; what QEMU cannot express here (a
 //! storage class, multiqueue, a machine type it lacks, where on a cluster a
 //! VM may run, pinned CPUs, huge pages) is refused at create,
-//! naming the field and the backend, and nothing is made.
+//! naming the field and the backend, and nothing is made. A VM's own boot
+//! disk and additional disks (OSAC's) reach the guest at their sizes.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -101,4 +102,67 @@ async fn a_guest_boots_on_sata_with_an_e1000e_nic_and_its_topology() {
     for device in ["virtio-rng-pci", "usb-tablet", "-machine q35", "ahci,id=sata0", "e1000e,netdev="] {
         assert!(cmdline.contains(device), "{device} in {cmdline}");
     }
+}
+
+/// OSAC's `boot_disk` and `additional_disks` on the qemu backend: the guest
+/// boots on a boot disk larger than its template's and sees each
+/// additional disk at its size; a storage tier (no storage classes on one
+/// host), a boot disk smaller than the template's, and a change to the
+/// additional disks are refused by field; the boot disk grows in place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_sees_its_boot_disk_and_additional_disks() {
+    let s = Server::start_qemu().await;
+    let admin = s.token("ops", true);
+    let dir = tempfile::tempdir().unwrap();
+    let template = "id: small-disk\nspec_defaults: {image: test-guest, memory: 256Mi, disk_size: 1Gi}\n";
+    std::fs::write(dir.path().join("t.yaml"), template).unwrap();
+    let out = s.cli(&admin, &["template", "sync", dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let t = s.token("acme", false);
+    let vms = format!("{V1}/virtual_machines");
+    let body = |name: &str, spec: Value| {
+        let mut spec = spec;
+        spec["template"] = json!("small-disk");
+        json!({"object": {"metadata": {"name": name}, "spec": spec}})
+    };
+
+    for (spec, field) in [
+        (json!({"additional_disks": [{"size_gib": 1, "storage_tier": "fast"}]}), "object.spec.additional_disks[0].storage_tier"),
+        (json!({"boot_disk": {"size_gib": 2, "storage_tier": "fast"}}), "object.spec.boot_disk.storage_tier"),
+        (json!({"boot_disk": {"size_gib": 0}}), "object.spec.boot_disk.size_gib"),
+    ] {
+        let (st, err) = s.raw(Method::POST, &vms, Some(&t), Some(body("refused", spec.clone()))).await;
+        assert_eq!(st, 400, "{spec}: {err}");
+        let fields: Vec<&str> = err["details"].as_array().into_iter().flatten().filter_map(|e| e["field"].as_str()).collect();
+        assert_eq!(fields, [field], "{spec}: {err}");
+    }
+    let (_, list) = s.raw(Method::GET, &vms, Some(&t), None).await;
+    assert_eq!(list["size"], 0, "nothing was made: {list}");
+
+    let spec = json!({"boot_disk": {"size_gib": 2}, "additional_disks": [{"size_gib": 1}, {"size_gib": 3}]});
+    let (st, vm) = s.raw(Method::POST, &vms, Some(&t), Some(body("disks", spec.clone()))).await;
+    assert_eq!(st, 201, "{vm}");
+    assert_eq!(
+        (&vm["object"]["spec"]["boot_disk"], &vm["object"]["spec"]["additional_disks"]),
+        (&spec["boot_disk"], &spec["additional_disks"])
+    );
+    let id = vm["object"]["id"].as_str().unwrap().to_owned();
+    wait_ready(&s, &t, &id).await;
+    console_log_with(&s, &t, "disks", "vmaas-guest: ready", std::time::Duration::from_secs(120)).await;
+    let out = console(&s, &t, "disks", "echo \"<<$(for d in /sys/block/vd*; do echo $(basename $d)=$(cat $d/size); done)>>\"");
+    let seen: Vec<&str> = marked(&out).split_whitespace().collect();
+    let gib = |n: u64| n << 21;
+    assert!(seen.contains(&format!("vda={}", gib(2)).as_str()), "the boot disk is 2 GiB: {out}");
+    for size in [gib(1), gib(3)] {
+        assert!(seen.iter().any(|d| d.ends_with(&format!("={size}")) && !d.starts_with("vda")), "a {size}-sector disk: {out}");
+    }
+
+    let patch = |spec: Value| json!({"object": {"spec": spec}});
+    let (st, err) =
+        s.raw(Method::PATCH, &format!("{vms}/{id}"), Some(&t), Some(patch(json!({"additional_disks": [{"size_gib": 1}]})))).await;
+    assert_eq!((st, &err["details"][0]["field"]), (400, &json!("object.spec.additional_disks")), "{err}");
+    let (st, err) = s.raw(Method::PATCH, &format!("{vms}/{id}"), Some(&t), Some(patch(json!({"boot_disk": {"size_gib": 1}})))).await;
+    assert_eq!((st, &err["details"][0]["field"]), (400, &json!("object.spec.boot_disk.size_gib")), "shrinking: {err}");
+    let (st, vm) = s.raw(Method::PATCH, &format!("{vms}/{id}"), Some(&t), Some(patch(json!({"boot_disk": {"size_gib": 4}})))).await;
+    assert_eq!((st, &vm["object"]["spec"]["boot_disk"]["size_gib"]), (200, &json!(4)), "grown: {vm}");
 }

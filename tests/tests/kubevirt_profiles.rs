@@ -68,9 +68,10 @@ spec_defaults:
   instance_annotations: {vm.kubevirt.io/os: rhel9}
 "#;
 
-/// Where a VM may run, pinned CPUs, huge pages, host devices and the
-/// template's labels and annotations reach the KubeVirt VM as KubeVirt
-/// writes them, accepted Strict; the tenant's labels and annotations travel
+/// Where a VM may run, pinned CPUs, huge pages, host devices, the
+/// template's labels and annotations, and the VM's own boot disk and
+/// additional disk (OSAC's) reach the KubeVirt VM as KubeVirt writes them,
+/// accepted Strict; the tenant's labels and annotations travel
 /// under the tenant's domain, and vmaas's own stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn where_a_vm_may_run_reaches_kubevirt() {
@@ -79,7 +80,8 @@ async fn where_a_vm_may_run_reaches_kubevirt() {
     let t = s.token("acme", false);
     let body = json!({"object": {"metadata": {"name": "placed",
         "labels": {"app": "shop", "example.com/team": "payments", "vmaas.io/vm": "forged"},
-        "annotations": {"note": "hello"}}, "spec": {"template": "placed"}}});
+        "annotations": {"note": "hello"}}, "spec": {"template": "placed",
+        "boot_disk": {"size_gib": 20, "storage_tier": "fast"}, "additional_disks": [{"size_gib": 3, "storage_tier": "archive"}]}}});
     let (st, b) = s.raw(reqwest::Method::POST, "/api/fulfillment/v1/virtual_machines", Some(&t), Some(body)).await;
     assert_eq!(st, 201, "{b}");
     let id = b["object"]["id"].as_str().unwrap().to_owned();
@@ -113,6 +115,14 @@ async fn where_a_vm_may_run_reaches_kubevirt() {
     assert_eq!(d["cpu"]["cores"], 2);
     assert_eq!(d["memory"]["hugepages"], json!({"pageSize": "2Mi"}));
     assert_eq!(d["devices"]["hostDevices"], json!([{"name": "gpu0", "deviceName": "nvidia.com/A10"}]));
+    // OSAC's boot disk and additional disks: DataVolumes of their sizes in their tiers' storage classes.
+    let storage = |dv: &serde_json::Value| {
+        (dv["spec"]["storage"]["resources"]["requests"]["storage"].clone(), dv["spec"]["storage"]["storageClassName"].clone())
+    };
+    let dvs: Vec<_> = vm["spec"]["dataVolumeTemplates"].as_array().into_iter().flatten().map(storage).collect();
+    assert_eq!(dvs, [(json!("20Gi"), json!("fast")), (json!("3Gi"), json!("archive"))], "{vm:#}");
+    let disks: Vec<&str> = d["devices"]["disks"].as_array().into_iter().flatten().filter_map(|x| x["name"].as_str()).collect();
+    assert!(disks.contains(&"disk1"), "{disks:?}");
 
     // A bad one is refused by name before anything is made.
     let bad = "id: bad-toleration\nspec_defaults: {image: test-guest, tolerations: [{key: a, operator: Sometimes}]}\n";

@@ -5,8 +5,9 @@
 //! (their networks typed references, each tenant's name its own), and
 //! drives a real QEMU guest created with
 //! typed references to its template, instance type, disk image, subnet and
-//! security group: read back the same, listed with a CEL filter, watched to
-//! RUNNING, stopped through an update mask, deleted; OSAC's status codes for
+//! security group, with a boot disk and an additional disk: read back the
+//! same, listed with a CEL filter, watched to RUNNING, its boot disk grown
+//! and stopped through update masks, deleted; OSAC's status codes for
 //! the usual mistakes; then the gateway's JSON, old plain strings included.
 
 use vmaas_tests::Server;
@@ -29,6 +30,7 @@ async fn osacs_current_compute_client_drives_a_guest_by_typed_references() {
         "INVALID_ARGUMENT naming the field",
         "created with typed references, read back the same, listed with a CEL filter",
         "watched to RUNNING",
+        "the boot disk grown with an update mask; a smaller one is INVALID_ARGUMENT naming it",
         "stopped, its references untouched",
         "Get answers NOT_FOUND",
         "plain strings still read",

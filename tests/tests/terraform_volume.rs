@@ -2,7 +2,8 @@
 //! source with both Terraform versions (`examples/terraform/data-volume`):
 //! a file written on the volume survives `terraform apply -replace` of the
 //! VM, growing the volume is an in-place change the running guest sees,
-//! and destroy removes everything.
+//! the VM's own boot disk and additional disk plan without drift and the
+//! boot disk grows in place, and destroy removes everything.
 
 use reqwest::Method;
 use serde_json::Value;
@@ -67,14 +68,21 @@ async fn scenario(tf: Tf) {
     let text = console(&s, &t, "app", &format!("mkdir -p /m && mount /dev/{dev} /m && echo \"R=$(cat /m/f)\"; umount /m"));
     assert!(text.contains("R=survives"), "{text}");
 
-    // Growing is in place; the running guest sees it.
-    let text = w.apply(&["-var", "size=320Mi"]);
-    assert!(text.contains("0 added, 1 changed, 0 destroyed"), "{text}");
+    // Growing is in place; the running guest sees it. The VM's boot disk grows in place too.
+    let text = w.apply(&["-var", "size=320Mi", "-var", "boot_gib=2"]);
+    assert!(text.contains("0 added, 2 changed, 0 destroyed"), "{text}");
+    let vm = get(&s, &t, &format!("virtual_machines/{second}")).await;
+    let spec = &vm["object"]["spec"];
+    assert_eq!(
+        (&spec["boot_disk"], &spec["additional_disks"]),
+        (&serde_json::json!({"size_gib": 2}), &serde_json::json!([{"size_gib": 1}])),
+        "{vm}"
+    );
     let want = format!("S={}", (320u64 << 20) / 512);
     let seen = (0..10).map(|_| console(&s, &t, "app", &format!("echo S=$(cat /sys/block/{dev}/size)"))).find(|x| x.contains(&want));
     assert!(seen.is_some(), "the guest never saw {want}");
 
-    w.ok(&["destroy", "-auto-approve", "-no-color", "-var", "size=320Mi"]);
+    w.ok(&["destroy", "-auto-approve", "-no-color", "-var", "size=320Mi", "-var", "boot_gib=2"]);
     assert_eq!(get(&s, &t, "volumes").await["total"], 0);
     assert_eq!(get(&s, &t, "virtual_machines").await["total"], 0);
     assert!(!s.data_dir.join("volumes").join(format!("{volume}.qcow2")).exists(), "the volume's file is gone");

@@ -25,6 +25,11 @@ variable "size" {
   default = "256Mi"
 }
 
+variable "boot_gib" {
+  type    = number
+  default = 1
+}
+
 resource "vmaas_volume" "data" {
   name = "app-data"
   size = var.size
@@ -44,6 +49,15 @@ resource "vmaas_virtual_machine" "app" {
         blkid /dev/$dev || mkfs.ext4 -q /dev/$dev
         mkdir -p /srv/data && mount /dev/$dev /srv/data
   EOT
+  # The VM's own disks: its boot disk at a size of its own (growing it is
+  # an in-place change the guest sees at its next start), and a scratch
+  # disk beside it that goes with the VM.
+  boot_disk {
+    size_gib = var.boot_gib
+  }
+  additional_disk {
+    size_gib = 1
+  }
   timeouts {
     create = "10m"
   }

@@ -21,11 +21,8 @@ use crate::reference::{self, Names, Referred};
 pub const COMPUTE_INSTANCE_TYPE_URL: &str = "type.googleapis.com/osac.public.v1.ComputeInstance";
 
 /// Spec fields of OSAC's compute instance vmaas does not serve, and why.
-const UNSUPPORTED: &[(&str, &str)] = &[
-    ("boot_disk", "is not supported: size the boot disk with the template's parameters"),
-    ("additional_disks", "is not supported: attach volumes (volume_attachments) instead"),
-    ("auto_external_ip_attachment", "is not supported: attach an external IP (external_ip_attachments) instead"),
-];
+const UNSUPPORTED: &[(&str, &str)] =
+    &[("auto_external_ip_attachment", "is not supported: attach an external IP (external_ip_attachments) instead")];
 
 /// A compute instance body read as a VM body.
 #[derive(Debug, Clone, PartialEq)]

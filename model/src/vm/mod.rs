@@ -3,6 +3,7 @@
 //! machine from backend observations to their status.
 
 pub mod compute_instance;
+pub mod disks;
 pub mod expiry;
 pub mod image;
 pub mod migratable;
@@ -20,6 +21,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::object::{Metadata, MetadataInput};
 use crate::validation::ValidationErrors;
 use crate::value::ParameterValue;
+pub use disks::VmDisk;
 pub use image::VmImage;
 pub use placement::Placement;
 
@@ -127,6 +129,14 @@ pub struct VirtualMachineSpec {
     /// given). It gets its own identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clone_of: Option<crate::snapshot::CloneOf>,
+    /// Its boot disk (OSAC's `boot_disk`): larger than its template's, or
+    /// in a storage tier. It can grow later, never shrink.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_disk: Option<VmDisk>,
+    /// Empty disks beside its template's (OSAC's `additional_disks`),
+    /// named `disk1`, `disk2`, … in the guest's order; fixed at create.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_disks: Vec<VmDisk>,
 }
 
 impl VirtualMachineSpec {
@@ -145,6 +155,8 @@ impl VirtualMachineSpec {
             ttl: None,
             expires_at: None,
             clone_of: None,
+            boot_disk: None,
+            additional_disks: Vec::new(),
         }
     }
 
@@ -490,6 +502,12 @@ pub struct SpecPatch {
     /// A new end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// A larger boot disk.
+    #[serde(default)]
+    pub boot_disk: Option<VmDisk>,
+    /// Must equal the current additional disks: they are fixed at create.
+    #[serde(default)]
+    pub additional_disks: Option<Vec<VmDisk>>,
 }
 
 /// The object of a PATCH request.

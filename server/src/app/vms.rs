@@ -150,6 +150,9 @@ pub(crate) async fn patch(s: &AppState, caller: &Caller, id: &str, p: PatchVirtu
     if let Some(pl) = p.spec.placement.as_ref().filter(|pl| Some(*pl) != current.spec.placement.as_ref()) {
         errs.push("object.spec.placement", format!("cannot change to {} in place: a VM is placed once", pl.describe()));
     }
+    if p.spec.additional_disks.as_ref().is_some_and(|d| *d != current.spec.additional_disks) {
+        errs.push("object.spec.additional_disks", "cannot change in place: additional disks are fixed at create; attach volumes instead");
+    }
     let expected = p.metadata.as_ref().and_then(|m| m.version).unwrap_or(current.version);
     if expected != current.version {
         return Err(StoreError::stale_vm(&current.name, expected, current.version).into());
@@ -164,6 +167,13 @@ pub(crate) async fn patch(s: &AppState, caller: &Caller, id: &str, p: PatchVirtu
     }
     if let Some(u) = p.spec.user_data {
         next.spec.user_data = Some(u).filter(|u| !u.is_empty());
+    }
+    if let Some(d) = p.spec.boot_disk {
+        let tier = |d: Option<&vmaas_model::VmDisk>| d.and_then(|d| d.storage_tier.clone());
+        if tier(Some(&d)) != tier(current.spec.boot_disk.as_ref()) {
+            errs.push("object.spec.boot_disk.storage_tier", "cannot change in place: a disk stays in the tier it was made in");
+        }
+        next.spec.boot_disk = Some(d);
     }
     if let Some(k) = p.spec.ssh_public_key {
         next.spec.ssh_public_key = Some(k).filter(|k| !k.trim().is_empty());
@@ -183,7 +193,7 @@ pub(crate) async fn patch(s: &AppState, caller: &Caller, id: &str, p: PatchVirtu
     if !same_machine_inputs(&next.spec, &current.spec)
         && let Some((template, r)) = resolve(s, &mut next.spec, previous_type, false, &mut errs).await?
     {
-        check_no_shrink(&template, &current.machine, &r.spec, &mut errs);
+        check_no_shrink(&template, &next.spec, &current.machine, &r.spec, &mut errs);
         let kept = Some(current.machine.boot.image.as_str());
         images::check_image(s, caller, &r.spec, &image_field(&template, &next.spec), kept, &mut errs).await?;
         next.machine = r.spec;

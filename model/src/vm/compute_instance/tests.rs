@@ -60,11 +60,23 @@ fn a_compute_instance_body_reads_as_a_vm_body() {
 
 #[test]
 fn unsupported_fields_are_named() {
-    let body = json!({"spec": {"template": "t", "boot_disk": {"size_gib": 20}, "is_windows": true, "run_strategy": "Manual"}});
+    let body = json!({"spec": {"template": "t", "auto_external_ip_attachment": true, "is_windows": true, "run_strategy": "Manual"}});
     let errs = from_compute_instance(body, "object").unwrap_err();
     let fields: Vec<&str> = errs.0.iter().map(|e| e.field.as_str()).collect();
-    assert_eq!(fields, ["object.spec.boot_disk", "object.spec.is_windows", "object.spec.run_strategy"]);
+    assert_eq!(fields, ["object.spec.auto_external_ip_attachment", "object.spec.is_windows", "object.spec.run_strategy"]);
     assert!(errs.0[2].reason.contains("Always or Halted"), "{}", errs.0[2].reason);
+}
+
+#[test]
+fn disks_pass_as_the_vm_holds_them() {
+    let disks = json!({"boot_disk": {"size_gib": 20, "storage_tier": "fast"}, "additional_disks": [{"size_gib": 5}]});
+    let mut body = json!({"spec": {"template": "t"}});
+    body["spec"].as_object_mut().unwrap().extend(disks.as_object().unwrap().clone());
+    let vm = from_compute_instance(body, "object").unwrap().vm;
+    assert_eq!(vm["spec"]["boot_disk"], disks["boot_disk"]);
+    assert_eq!(vm["spec"]["additional_disks"], disks["additional_disks"]);
+    let ci = to_compute_instance(vm, &Names::default());
+    assert_eq!(ci["spec"]["additional_disks"], disks["additional_disks"]);
 }
 
 #[test]

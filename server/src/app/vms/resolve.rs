@@ -40,11 +40,16 @@ pub(super) async fn resolve(
             shape::apply(s, spec, &template, &mut r.spec, previous, creating, errs).await?;
             spec.apply_guest_config(&mut r.spec, "object.spec", errs);
             apply_image(&template, spec, &mut r.spec, errs);
+            vmaas_model::vm::disks::apply(spec, &mut r.spec, "object.spec", errs);
             for (field, why) in s.backend.unsupported(&r.spec) {
-                errs.push(
-                    "object.spec.template",
-                    format!("template {:?} sets {field}, which the {} backend cannot honour: {why}", spec.template, s.backend.name()),
-                );
+                let backend = s.backend.name();
+                match vmaas_model::vm::disks::field_of(spec, &field, "object.spec") {
+                    Some(own) => errs.push(own, format!("the {backend} backend cannot honour it: {why}")),
+                    None => errs.push(
+                        "object.spec.template",
+                        format!("template {:?} sets {field}, which the {backend} backend cannot honour: {why}", spec.template),
+                    ),
+                }
             }
             Ok((errs.0.len() == before).then_some((template, r)))
         }
@@ -105,15 +110,22 @@ pub(super) fn image_field(template: &Template, spec: &VirtualMachineSpec) -> Str
 
 /// Whether the parts of two specs the machine is resolved from are equal.
 pub(super) fn same_machine_inputs(a: &VirtualMachineSpec, b: &VirtualMachineSpec) -> bool {
-    (&a.template_parameters, &a.user_data, &a.ssh_public_key, &a.instance_type)
-        == (&b.template_parameters, &b.user_data, &b.ssh_public_key, &b.instance_type)
+    (&a.template_parameters, &a.user_data, &a.ssh_public_key, &a.instance_type, &a.boot_disk)
+        == (&b.template_parameters, &b.user_data, &b.ssh_public_key, &b.instance_type, &b.boot_disk)
 }
 
 /// Refuses a change that makes a disk smaller: disks only grow (a smaller
 /// overlay would cut the guest's file system short).
-pub(super) fn check_no_shrink(template: &Template, current: &MachineSpec, next: &MachineSpec, errs: &mut ValidationErrors) {
+pub(super) fn check_no_shrink(
+    template: &Template,
+    spec: &VirtualMachineSpec,
+    current: &MachineSpec,
+    next: &MachineSpec,
+    errs: &mut ValidationErrors,
+) {
     for (disk, from, to) in vmaas_model::boot_shape::shrunk_disks(current, next) {
         let field = match template.parameter_setting("disk_size") {
+            _ if disk == vmaas_model::machine::ROOT_DISK && spec.boot_disk.is_some() => "object.spec.boot_disk.size_gib".into(),
             Some(p) => format!("object.spec.template_parameters.{p}"),
             None => "object.spec.template_parameters".into(),
         };

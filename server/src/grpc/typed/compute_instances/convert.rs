@@ -5,7 +5,7 @@
 
 use prost_reflect::DescriptorPool;
 use vmaas_model::reference::{self, Names, Referred};
-use vmaas_model::vm::{Condition, ConditionType, NetworkAttachment, VirtualMachineStatus, VmImage, VmState};
+use vmaas_model::vm::{Condition, ConditionType, NetworkAttachment, VirtualMachineStatus, VmDisk, VmImage, VmState};
 use vmaas_model::{
     CreateVirtualMachine, InstanceTypeReference, Metadata, MetadataInput, PatchVirtualMachine, PowerState, ValidationErrors,
     VirtualMachine, VirtualMachineSpec,
@@ -43,6 +43,8 @@ pub fn create(pool: &DescriptorPool, ci: pb::ComputeInstance) -> Result<Asked<Cr
             ssh_public_key: spec.ssh_public_key,
             image: spec.disk_image.as_ref().and_then(|r| key(&r.id, &r.name)).map(image),
             instance_type: spec.instance_type.as_ref().and_then(|r| key(&r.id, &r.name)).map(instance_type),
+            boot_disk: spec.boot_disk.and_then(|d| disk(d, "object.spec.boot_disk", &mut errs)),
+            additional_disks: additional_disks(spec.additional_disks, &mut errs),
             ..VirtualMachineSpec::new(spec.template.as_ref().and_then(|r| key(&r.id, &r.name)).unwrap_or_default())
         },
         status: None,
@@ -69,10 +71,15 @@ pub fn patch(pool: &DescriptorPool, ci: pb::ComputeInstance, mask: &Mask) -> Res
     p.state = spec.run_strategy.filter(|_| mask.wants("spec.run_strategy", true)).and_then(|r| power(&r, &mut errs));
     p.user_data = spec.user_data.filter(|_| mask.wants("spec.user_data", true));
     p.ssh_public_key = spec.ssh_public_key.filter(|_| mask.wants("spec.ssh_public_key", true));
-    let disk = spec.disk_image.as_ref().and_then(|r| key(&r.id, &r.name));
-    p.image = disk.filter(|_| mask.wants("spec.disk_image", true)).map(image);
+    let disk_image = spec.disk_image.as_ref().and_then(|r| key(&r.id, &r.name));
+    p.image = disk_image.filter(|_| mask.wants("spec.disk_image", true)).map(image);
     let shape = spec.instance_type.as_ref().and_then(|r| key(&r.id, &r.name));
     p.instance_type = shape.filter(|_| mask.wants("spec.instance_type", true)).map(instance_type);
+    let boot = spec.boot_disk.filter(|_| mask.wants("spec.boot_disk", true));
+    p.boot_disk = boot.and_then(|d| disk(d, "object.spec.boot_disk", &mut errs));
+    if mask.wants("spec.additional_disks", !spec.additional_disks.is_empty()) {
+        p.additional_disks = Some(additional_disks(spec.additional_disks, &mut errs));
+    }
     let restart = spec.restart_requested_at.is_some() && mask.wants("spec.restart_requested_at", true);
     errs.into_result(Asked { vm: out, restart })
 }
@@ -105,6 +112,8 @@ pub fn to_pb(pool: &DescriptorPool, vm: VirtualMachine, names: &Names) -> pb::Co
             network_attachments: nics.collect(),
             instance_type: s.instance_type.map(|t| pb::InstanceTypeReference { id: t.id, name: t.name, ..Default::default() }),
             disk_image,
+            boot_disk: s.boot_disk.map(disk_pb),
+            additional_disks: s.additional_disks.into_iter().map(disk_pb).collect(),
             ..Default::default()
         }),
         status: Some(status(vm.status, stopping)),
@@ -185,12 +194,6 @@ fn condition(c: Condition) -> Option<pb::ComputeInstanceCondition> {
 /// named with why when it is set.
 fn unsupported(spec: &pb::ComputeInstanceSpec, mask: &Mask, errs: &mut ValidationErrors) {
     let at = |f: &str| format!("object.spec.{f}");
-    if spec.boot_disk.as_ref().is_some_and(|d| d.size_gib != 0 || d.storage_tier.is_some()) && mask.wants("spec.boot_disk", true) {
-        errs.push(at("boot_disk"), "is not supported: size the boot disk with the template's parameters");
-    }
-    if !spec.additional_disks.is_empty() && mask.wants("spec.additional_disks", true) {
-        errs.push(at("additional_disks"), "is not supported: attach volumes (volume_attachments) instead");
-    }
     if spec.auto_external_ip_attachment && mask.wants("spec.auto_external_ip_attachment", true) {
         errs.push(at("auto_external_ip_attachment"), "is not supported: attach an external IP (external_ip_attachments) instead");
     }
@@ -230,4 +233,30 @@ fn attachment(a: pb::NetworkAttachment) -> NetworkAttachment {
     let subnet = a.subnet.as_ref().and_then(|r| key(&r.id, &r.name)).unwrap_or_default();
     let security_groups = a.security_groups.iter().map(|g| key(&g.id, &g.name).unwrap_or_default()).collect();
     NetworkAttachment { subnet, security_groups, ip_address: a.ip_address }
+}
+
+/// A disk as the model holds it; none for an empty one (size 0, no tier),
+/// a negative size is named under `field`.
+fn disk(d: pb::ComputeInstanceDisk, field: &str, errs: &mut ValidationErrors) -> Option<VmDisk> {
+    if d.size_gib == 0 && d.storage_tier.is_none() {
+        return None;
+    }
+    match u32::try_from(d.size_gib) {
+        Ok(size_gib) => Some(VmDisk { size_gib, storage_tier: d.storage_tier.filter(|t| !t.is_empty()) }),
+        Err(_) => {
+            errs.push(format!("{field}.size_gib"), format!("must be a positive number of GiB, got {}", d.size_gib));
+            None
+        }
+    }
+}
+
+/// The additional disks, each named by its index when refused.
+fn additional_disks(disks: Vec<pb::ComputeInstanceDisk>, errs: &mut ValidationErrors) -> Vec<VmDisk> {
+    let each = disks.into_iter().enumerate();
+    each.map(|(i, d)| disk(d, &format!("object.spec.additional_disks[{i}]"), errs).unwrap_or(VmDisk { size_gib: 0, storage_tier: None }))
+        .collect()
+}
+
+fn disk_pb(d: VmDisk) -> pb::ComputeInstanceDisk {
+    pb::ComputeInstanceDisk { size_gib: i32::try_from(d.size_gib).unwrap_or(i32::MAX), storage_tier: d.storage_tier }
 }
