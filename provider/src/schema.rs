@@ -1,6 +1,6 @@
 //! The provider's schemas, with descriptions written for generated docs.
 
-use crate::proto::schema::{Attribute, Block, NestedBlock};
+use crate::proto::schema::{Attribute, Block, NestedBlock, nested_block::NestingMode};
 use crate::proto::{Schema, StringKind};
 
 pub(crate) const STRING: &str = "\"string\"";
@@ -75,4 +75,28 @@ pub(crate) fn template_fields() -> Vec<Attribute> {
             "The parameters VMs may set: `name`, `title`, `description`, `type` (bool, integer, string, quantity, list), `required`, and `default` as text.",
         ),
     ]
+}
+
+/// A nested block `name` of `attributes` and `blocks`, nested as `nesting`.
+pub(crate) fn nested(
+    name: &str,
+    nesting: NestingMode,
+    description: &str,
+    attributes: Vec<Attribute>,
+    blocks: Vec<NestedBlock>,
+) -> NestedBlock {
+    NestedBlock {
+        type_name: name.into(),
+        block: Some(Block {
+            version: 0,
+            attributes,
+            block_types: blocks,
+            description: description.into(),
+            description_kind: StringKind::Markdown as i32,
+            deprecated: false,
+        }),
+        nesting: nesting as i32,
+        min_items: 0,
+        max_items: 0,
+    }
 }

@@ -7,7 +7,7 @@ use rmpv::Value;
 use vmaas_model::Template;
 
 use crate::diag::{api_error, error, path};
-use crate::proto::schema::{Attribute, Block, NestedBlock, nested_block::NestingMode};
+use crate::proto::schema::{Attribute, Block, nested_block::NestingMode};
 use crate::proto::{AttributePath, Diagnostic};
 use crate::proto::{Schema, StringKind};
 use crate::resource::{Ctx, Resource};
@@ -18,7 +18,7 @@ const STRING: &str = "\"string\"";
 const NUMBER: &str = "\"number\"";
 const BOOL: &str = "\"bool\"";
 const STRING_LIST: &str = "[\"list\",\"string\"]";
-use crate::schema::STRING_MAP;
+use crate::schema::{STRING_MAP, nested};
 
 fn attr(name: &str, ty: &str, required: bool, description: &str) -> Attribute {
     Attribute {
@@ -32,23 +32,6 @@ fn attr(name: &str, ty: &str, required: bool, description: &str) -> Attribute {
         description_kind: StringKind::Markdown as i32,
         deprecated: false,
         write_only: false,
-    }
-}
-
-fn nested(name: &str, nesting: NestingMode, description: &str, attributes: Vec<Attribute>, blocks: Vec<NestedBlock>) -> NestedBlock {
-    NestedBlock {
-        type_name: name.into(),
-        block: Some(Block {
-            version: 0,
-            attributes,
-            block_types: blocks,
-            description: description.into(),
-            description_kind: StringKind::Markdown as i32,
-            deprecated: false,
-        }),
-        nesting: nesting as i32,
-        min_items: 0,
-        max_items: 0,
     }
 }
 

@@ -6,9 +6,8 @@
 use rmpv::Value;
 use vmaas_model::{VirtualMachine, VmDisk};
 
-use crate::proto::StringKind;
-use crate::proto::schema::{Block, NestedBlock, nested_block::NestingMode};
-use crate::schema::{Mode, NUMBER, STRING, attr};
+use crate::proto::schema::{NestedBlock, nested_block::NestingMode};
+use crate::schema::{Mode, NUMBER, STRING, attr, nested};
 use crate::value::{self, get, object, string};
 
 /// The two blocks.
@@ -28,28 +27,16 @@ pub(crate) fn disk_blocks() -> [NestedBlock; 2] {
 }
 
 fn block(name: &str, nesting: NestingMode, description: &str) -> NestedBlock {
-    NestedBlock {
-        type_name: name.into(),
-        block: Some(Block {
-            version: 0,
-            attributes: vec![
-                attr("size_gib", NUMBER, Mode::Required, "Its size in GiB."),
-                attr(
-                    "storage_tier",
-                    STRING,
-                    Mode::Optional,
-                    "Its storage tier: the storage class its volume is made in (KubeVirt; the qemu backend refuses one).",
-                ),
-            ],
-            block_types: vec![],
-            description: description.into(),
-            description_kind: StringKind::Markdown as i32,
-            deprecated: false,
-        }),
-        nesting: nesting as i32,
-        min_items: 0,
-        max_items: 0,
-    }
+    let attributes = vec![
+        attr("size_gib", NUMBER, Mode::Required, "Its size in GiB."),
+        attr(
+            "storage_tier",
+            STRING,
+            Mode::Optional,
+            "Its storage tier: the storage class its volume is made in (KubeVirt; the qemu backend refuses one).",
+        ),
+    ];
+    nested(name, nesting, description, attributes, vec![])
 }
 
 /// One block as the model's disk.

@@ -122,15 +122,22 @@ mod tests {
         VmDisk { size_gib, storage_tier: tier.map(str::to_owned) }
     }
 
+    /// The default machine with a 1 GiB data disk `name` of its template,
+    /// and the problems of applying `spec`'s disks to it.
+    fn applied(name: &str, spec: &VirtualMachineSpec) -> (MachineSpec, ValidationErrors) {
+        let mut m = MachineSpec::default();
+        m.disks.push(Disk::new(name, Quantity::from_bytes(1 << 30), DiskSource::Blank));
+        let mut errs = ValidationErrors::default();
+        apply(spec, &mut m, "object.spec", &mut errs);
+        (m, errs)
+    }
+
     #[test]
     fn the_boot_disk_grows_and_additional_disks_follow_the_templates() {
-        let mut m = MachineSpec::default();
-        m.disks.push(Disk::new("data0", Quantity::from_bytes(1 << 30), DiskSource::Blank));
         let mut spec = VirtualMachineSpec::new("t");
         spec.boot_disk = Some(disk(20, Some("fast")));
         spec.additional_disks = vec![disk(5, None), disk(7, Some("archive"))];
-        let mut errs = ValidationErrors::default();
-        apply(&spec, &mut m, "object.spec", &mut errs);
+        let (m, errs) = applied("data0", &spec);
         assert!(errs.is_empty(), "{errs:?}");
         let root = m.root_disk().unwrap();
         assert_eq!((root.size.to_units_ceil(), root.storage_class.as_deref()), (Some(20 << 30), Some("fast")));
@@ -148,13 +155,10 @@ mod tests {
 
     #[test]
     fn bad_disks_are_named() {
-        let mut m = MachineSpec::default();
-        m.disks.push(Disk::new("disk2", Quantity::from_bytes(1 << 30), DiskSource::Blank));
         let mut spec = VirtualMachineSpec::new("t");
         spec.boot_disk = Some(disk(5, Some("Not_A_Class")));
         spec.additional_disks = vec![disk(0, None), disk(3, None)];
-        let mut errs = ValidationErrors::default();
-        apply(&spec, &mut m, "object.spec", &mut errs);
+        let (_, errs) = applied("disk2", &spec);
         let fields: Vec<&str> = errs.0.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(
             fields,
