@@ -71,6 +71,8 @@ pub struct Capabilities {
     pub restores: bool,
     /// Whether a new VM can start as a copy of a VM or a snapshot.
     pub clones: bool,
+    /// Whether a running VM can be paused and resumed.
+    pub pause: bool,
 }
 
 /// One cluster of several, as a placement names it (what it has for VMs

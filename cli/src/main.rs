@@ -220,7 +220,11 @@ async fn set_power(client: &Client, args: &PowerArgs, state: PowerState, format:
     };
     let mut vm = client.patch_vm(&vm.id, &patch).await?;
     if args.wait {
-        let target = if state == PowerState::Started { WaitFor::Ready } else { WaitFor::Stopped };
+        let target = match state {
+            PowerState::Started => WaitFor::Ready,
+            PowerState::Stopped => WaitFor::Stopped,
+            PowerState::Paused => WaitFor::Paused,
+        };
         if let Some(v) = wait(client, &vm, target, args.timeout).await? {
             vm = v;
         }
@@ -372,6 +376,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             VmCmd::Get { vm, watch: false } => output::vm(format, &client.find_vm(&vm).await?),
             VmCmd::Start(args) => set_power(&client, &args, PowerState::Started, format).await,
             VmCmd::Stop(args) => set_power(&client, &args, PowerState::Stopped, format).await,
+            VmCmd::Pause(args) => set_power(&client, &args, PowerState::Paused, format).await,
+            VmCmd::Resume(args) => set_power(&client, &args, PowerState::Started, format).await,
             VmCmd::Restart(args) => {
                 let vm = client.find_vm(&args.vm).await?;
                 let mut vm = client.restart_vm(&vm.id).await?;

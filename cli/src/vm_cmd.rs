@@ -97,6 +97,10 @@ pub(crate) enum VmCmd {
     Start(PowerArgs),
     /// Power a VM off.
     Stop(PowerArgs),
+    /// Freeze a running VM: its vCPUs stop, its memory and devices are kept (qemu backend).
+    Pause(PowerArgs),
+    /// Let a paused VM go on where it was.
+    Resume(PowerArgs),
     /// Restart a running VM (its guest is stopped and booted again).
     Restart(PowerArgs),
     /// Move a running VM to another host without stopping it (administrators).

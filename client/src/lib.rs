@@ -134,6 +134,8 @@ pub enum WaitFor {
     Ready,
     /// STOPPED.
     Stopped,
+    /// PAUSED.
+    Paused,
     /// Gone (404).
     Deleted,
 }
@@ -528,6 +530,7 @@ impl Client {
         let what = match target {
             WaitFor::Ready => format!("virtual machine {id} to be READY (running, with its guest answering its readiness probe)"),
             WaitFor::Stopped => format!("virtual machine {id} to be STOPPED"),
+            WaitFor::Paused => format!("virtual machine {id} to be PAUSED"),
             WaitFor::Deleted => format!("virtual machine {id} to be deleted"),
         };
         let mut last_line = String::from("nothing yet");
@@ -544,8 +547,10 @@ impl Client {
                     }
                     let st = vm.status.state;
                     match (target, st) {
-                        (WaitFor::Ready, VmState::Ready) | (WaitFor::Stopped, VmState::Stopped) => return Ok(Some(vm)),
-                        (WaitFor::Ready | WaitFor::Stopped, VmState::Failed) => {
+                        (WaitFor::Ready, VmState::Ready) | (WaitFor::Stopped, VmState::Stopped) | (WaitFor::Paused, VmState::Paused) => {
+                            return Ok(Some(vm));
+                        }
+                        (WaitFor::Ready | WaitFor::Stopped | WaitFor::Paused, VmState::Failed) => {
                             let reason = vm
                                 .status
                                 .condition(ConditionType::Failed)
@@ -553,7 +558,7 @@ impl Client {
                                 .unwrap_or_default();
                             return Err(Error::Failed { what, reason });
                         }
-                        (WaitFor::Ready | WaitFor::Stopped, VmState::Deleting) => {
+                        (WaitFor::Ready | WaitFor::Stopped | WaitFor::Paused, VmState::Deleting) => {
                             return Err(Error::Failed { what, reason: "the VM is being deleted".into() });
                         }
                         _ => {}

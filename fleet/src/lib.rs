@@ -177,6 +177,7 @@ impl Backend for Fleet {
             console: all.iter().all(|c| c.console),
             restores: all.iter().all(|c| c.restores),
             clones: all.iter().all(|c| c.clones),
+            pause: all.iter().all(|c| c.pause),
         }
     }
 

@@ -112,6 +112,9 @@ fn check_xr(xr: &VmXrSpec) -> Result<(), ValidationErrors> {
     if let Some(Err(e)) = xr.physical_network.as_deref().map(check_dns_label) {
         errs.push("spec.physicalNetwork", e);
     }
+    if xr.state == vmaas_model::PowerState::Paused {
+        errs.push("spec.state", "a claim's VM is \"started\" or \"stopped\": pausing is the vmaas API's (KubeVirt's pause is imperative)");
+    }
     if errs.0.is_empty() { Ok(()) } else { Err(errs) }
 }
 

@@ -167,7 +167,7 @@ impl Backend for KubevirtBackend {
             ObjectKind::Image,
             ObjectKind::ComputeInstanceSnapshot,
         ];
-        Capabilities { kinds, live_migration: true, gpus: true, console: true, restores: true, clones: true }
+        Capabilities { kinds, live_migration: true, gpus: true, console: true, restores: true, clones: true, pause: false }
     }
 
     /// Watches wake every object whose cluster objects change, and the

@@ -16,7 +16,7 @@ pub(crate) fn disk_blocks() -> [NestedBlock; 2] {
         block(
             "boot_disk",
             NestingMode::Single,
-            "Its boot disk, when not as the template makes it: at least the template's size. Growing it changes the VM in place (the guest sees the new size at its next start); a smaller size or another tier replaces the VM.",
+            "Its boot disk, when not as the template makes it: at least the template's size. Growing it changes the VM in place (on qemu the running guest sees the new size at once); a smaller size or another tier replaces the VM.",
         ),
         block(
             "additional_disk",

@@ -64,7 +64,7 @@ impl VmModel {
             name: string(get(v, "name")).unwrap_or_default(),
             template: string(get(v, "template")).unwrap_or_default(),
             template_parameters: get(v, "template_parameters").clone(),
-            power: if string(get(v, "state")).as_deref() == Some("stopped") { PowerState::Stopped } else { PowerState::Started },
+            power: string(get(v, "state")).and_then(|s| s.parse().ok()).unwrap_or(PowerState::Started),
             network_attachments: nics(v),
             // The write-only value, when the apply has it, else the kept one.
             user_data: string(get(v, "user_data_wo")).or_else(|| string(get(v, "user_data"))),
@@ -82,7 +82,11 @@ impl VmModel {
 
     /// What an apply waits for: READY, or STOPPED for a stopped VM.
     pub fn wait_for(&self) -> WaitFor {
-        if self.power == PowerState::Stopped { WaitFor::Stopped } else { WaitFor::Ready }
+        match self.power {
+            PowerState::Started => WaitFor::Ready,
+            PowerState::Stopped => WaitFor::Stopped,
+            PowerState::Paused => WaitFor::Paused,
+        }
     }
 
     /// The create request, with the parameters typed against the template.

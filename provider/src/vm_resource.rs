@@ -197,7 +197,11 @@ impl VmResource {
                     format!(
                         "virtual machine {:?} did not become {}",
                         vm.metadata.name,
-                        if target == WaitFor::Ready { "READY" } else { "STOPPED" }
+                        match target {
+                            WaitFor::Ready => "READY",
+                            WaitFor::Paused => "PAUSED",
+                            _ => "STOPPED",
+                        }
                     ),
                     detail,
                     None,
@@ -333,8 +337,13 @@ impl Resource for VmResource {
                     Mode::Computed,
                     "When the server deletes it (RFC 3339): from `ttl`, or the tenant's maximum TTL.",
                 ),
-                attr("state", STRING, Mode::OptionalComputed, "`started` (default) or `stopped`. Changes in place."),
-                attr("status", STRING, Mode::Computed, "READY, PROGRESSING, STOPPED, FAILED or DELETING."),
+                attr(
+                    "state",
+                    STRING,
+                    Mode::OptionalComputed,
+                    "`started` (default), `stopped`, or `paused` (a running VM frozen, its memory kept; the qemu backend). Changes in place.",
+                ),
+                attr("status", STRING, Mode::Computed, "READY, PROGRESSING, STOPPED, PAUSED, FAILED or DELETING."),
                 attr("internal_ip", STRING, Mode::Computed, "The address of the VM itself."),
                 attr("external_ip", STRING, Mode::Computed, "The floating address pointing to the VM."),
                 attr(
@@ -351,11 +360,8 @@ impl Resource for VmResource {
     fn validate(&self, config: &Value) -> Vec<Diagnostic> {
         let config = config.clone();
         let mut diagnostics = Vec::new();
-        if let Some(s) = string(get(&config, "state"))
-            && s != "started"
-            && s != "stopped"
-        {
-            diagnostics.push(error("invalid state", format!("expected \"started\" or \"stopped\", got {s:?}"), Some(path(&["state"]))));
+        if let Some(Err(e)) = string(get(&config, "state")).map(|s| s.parse::<vmaas_model::PowerState>()) {
+            diagnostics.push(error("invalid state", e.to_string(), Some(path(&["state"]))));
         }
         if let Some(n) = string(get(&config, "name"))
             && let Err(reason) = vmaas_model::validation::check_dns_label(&n)

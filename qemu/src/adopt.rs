@@ -120,6 +120,7 @@ impl Vms {
         };
         info!(vm = %vm.file.id, name = %vm.file.name, pid = p.pid(), qemu_status = %status, "re-adopted a running VM");
         vm.adopt(p, console);
+        vm.paused = crate::pause::is_paused(status);
     }
 
     /// Quarantines the VMs on the host that no stored object owns and the

@@ -32,7 +32,7 @@
 //! - `launch`: a VM's QEMU started (image, disks, seed, command line), and
 //!   the external IPs and GPUs launches take from the host;
 //! - `clone`: template snapshots and the clones restored from them;
-//! - `hotplug`: volumes put on and taken off running guests;
+//! - `hotplug`: volumes put on and taken off running guests; `pause`: guests frozen and let go on (QMP);
 //! - `ports`: NICs on subnets, ports of the switch's segments;
 //! - [`migrate`]: live migration of a running guest to a new QEMU process;
 //! - [`live`] and [`resize`]: the limits a guest starts with to grow live,
@@ -44,9 +44,8 @@
 //! Each VM has a directory `STATE/<id>/` with its disks (the root disk a
 //! copy-on-write overlay of the image's base disk), its QMP and serial
 //! sockets, its display's VNC socket, its pid file, its console log and
-//! `vm.json`. QEMU runs
-//! daemonized, so VMs outlive a server restart; the server re-adopts them
-//! from their pid files and sockets.
+//! `vm.json`. QEMU runs daemonized, so VMs outlive a server restart; the
+//! server re-adopts them from their pid files and sockets.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -79,6 +78,7 @@ pub mod memory;
 pub mod migrate;
 pub mod nat;
 pub mod network;
+mod pause;
 pub mod platform;
 pub mod pool;
 mod ports;
@@ -422,6 +422,7 @@ impl Backend for QemuBackend {
             console: true,
             restores: true,
             clones: true,
+            pause: true,
         }
     }
 

@@ -60,8 +60,14 @@ impl Vms {
             vm.failed = Some((t.version, reason.clone()));
             return Ok((vm.observation(Phase::Failed(reason)), Requeue::AwaitChange));
         }
+        if t.spec.power != PowerState::Paused {
+            crate::pause::resume(vm).await?;
+        }
         if t.spec.power == PowerState::Stopped {
             return Ok(self.ensure_stopped(vm, self.grace(t)).await);
+        }
+        if t.spec.power == PowerState::Paused && vm.running().is_some() && vm.stop_deadline.is_none() {
+            return Ok((crate::pause::pause(vm).await?, Requeue::AwaitChange));
         }
         if let Some((version, reason)) = &vm.failed {
             if *version == t.version {

@@ -53,6 +53,8 @@ pub(crate) struct Vm {
     pub(crate) migration_failed: Option<Reason>,
     /// How the running QEMU was started, when this server started it.
     pub(crate) boot: Option<crate::clone::BootPath>,
+    /// Its guest was frozen by a pause (QMP `stop`), and not let go on yet.
+    pub(crate) paused: bool,
 }
 
 impl Vm {
@@ -78,6 +80,7 @@ impl Vm {
             nic_ips: Vec::new(),
             migration_failed: None,
             boot: None,
+            paused: false,
         }
     }
 

@@ -42,7 +42,7 @@ impl Driver<VmSpec, VmObservation> for NoVms {
     async fn ensure(&self, target: &VmTarget) -> Result<(VmObservation, Requeue), BackendError> {
         let observation = Observation::new(match target.spec.power {
             PowerState::Stopped => Phase::Stopped,
-            PowerState::Started => {
+            PowerState::Started | PowerState::Paused => {
                 Phase::Starting(Reason::new("NoBackend", "this server runs with --backend none: VMs are recorded but never started"))
             }
         });

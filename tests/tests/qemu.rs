@@ -345,3 +345,55 @@ async fn a_new_shape_waits_for_a_restart_and_disks_only_grow() {
     let (_, now) = get(&s, &t, &id).await;
     assert_eq!(now["object"]["spec"]["template_parameters"]["vm_disk_size"]["value"], "2Gi");
 }
+
+/// Pausing (`spec.state: paused`, `vmaas vm pause`): the guest is frozen
+/// (QMP `stop`: its console says nothing, its QEMU and memory stay), PAUSED
+/// in both views; resuming lets the same boot go on; what a paused VM cannot
+/// do (restart, migrate) is a 409; a new or stopped VM cannot be paused;
+/// stopping a paused VM powers it off cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_guest_is_frozen_and_resumes_where_it_was() {
+    let s = Server::start_qemu().await;
+    publish(&s).await;
+    let t = s.token("acme", false);
+    let body = json!({"object": {"metadata": {"name": "born-paused"}, "spec": {"template": "tiny", "state": "paused"}}});
+    let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(body)).await;
+    assert_eq!((st, &err["details"][0]["field"]), (400, &json!("object.spec.state")), "{err}");
+
+    let id = create(&s, &t, "nap", "tiny").await;
+    wait_ready(&s, &t, &id).await;
+    console_log_with(&s, &t, "nap", "vmaas-guest: ready", Duration::from_secs(120)).await;
+    let boot_id = |text: &str| text.split("BOOT=").nth(1).map(|r| r.chars().take(36).collect::<String>());
+    let before = boot_id(&console(&s, &t, "nap", "echo BOOT=$(cat /proc/sys/kernel/random/boot_id)")).expect("a boot id");
+    let pids = qemu_pids(&id);
+
+    let out = s.cli(&t, &["vm", "pause", "nap", "--wait", "--timeout", "60s"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_, vm) = get(&s, &t, &id).await;
+    assert_eq!((state(&vm["object"]), &vm["object"]["spec"]["state"]), ("VIRTUAL_MACHINE_STATE_PAUSED", &json!("paused")), "{vm}");
+    let (_, ci) = s.raw(Method::GET, &format!("{V1}/compute_instances/{id}"), Some(&t), None).await;
+    assert_eq!(ci["object"]["status"]["state"], "COMPUTE_INSTANCE_STATE_PAUSED", "{ci}");
+    let frozen = console(&s, &t, "nap", "echo AWAKE=$((40+2))");
+    assert!(!frozen.contains("AWAKE=42"), "a frozen guest runs nothing: {frozen}");
+    assert_eq!(qemu_pids(&id), pids, "its QEMU stays");
+    let path = format!("{V1}/virtual_machines/{id}");
+    let (st, body) = s.raw(Method::POST, &format!("{path}/restart"), Some(&t), None).await;
+    assert!(st == 409 && body.to_string().contains("is paused"), "{st} {body}");
+
+    let out = s.cli(&t, &["vm", "resume", "nap", "--wait", "--timeout", "60s"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let after = console(&s, &t, "nap", "echo BOOT=$(cat /proc/sys/kernel/random/boot_id)");
+    assert_eq!(boot_id(&after).as_deref(), Some(before.as_str()), "the same boot goes on: {after}");
+
+    let stop = |st: &str| json!({"object": {"spec": {"state": st}}});
+    let (st, vm) = s.raw(Method::PATCH, &path, Some(&t), Some(stop("paused"))).await;
+    assert_eq!(st, 200, "{vm}");
+    wait_until(&s, &t, &id, "PAUSED", 60, |v| state(v) == "VIRTUAL_MACHINE_STATE_PAUSED").await;
+    let (st, vm) = s.raw(Method::PATCH, &path, Some(&t), Some(stop("stopped"))).await;
+    assert_eq!(st, 200, "{vm}");
+    wait_until(&s, &t, &id, "STOPPED", 120, |v| state(v) == "VIRTUAL_MACHINE_STATE_STOPPED").await;
+    let log = String::from_utf8_lossy(&s.cli(&t, &["vm", "logs", "nap"]).stdout).into_owned();
+    assert!(log.contains("power button pressed, powering off"), "a paused VM stops cleanly: {log}");
+    let (st, body) = s.raw(Method::PATCH, &path, Some(&t), Some(stop("paused"))).await;
+    assert!(st == 409 && body.to_string().contains("is stopped"), "{st} {body}");
+}

@@ -135,7 +135,7 @@ pub fn render_vm(spec: &MachineSpec, o: &VmOptions) -> RenderedVm {
     let mut vm = VirtualMachine::new(
         &o.name,
         VirtualMachineSpec {
-            run_strategy: if o.power == PowerState::Started { "Always" } else { "Halted" }.into(),
+            run_strategy: if o.power == PowerState::Stopped { "Halted" } else { "Always" }.into(),
             data_volume_templates,
             instancetype: None,
             preference: None,

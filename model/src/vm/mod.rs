@@ -38,26 +38,36 @@ pub enum PowerState {
     Started,
     /// Powered off; disks are kept.
     Stopped,
+    /// Running but frozen: its vCPUs do not run, its memory and devices
+    /// are kept (QMP `stop` on qemu, KubeVirt's `pause`); only a running
+    /// VM can be paused.
+    Paused,
 }
 
 impl PowerState {
-    /// `started` or `stopped`.
+    /// `started`, `stopped` or `paused`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Started => "started",
             Self::Stopped => "stopped",
+            Self::Paused => "paused",
         }
+    }
+
+    /// Whether the VM holds the host's CPUs and memory (started or paused).
+    pub fn holds_host(self) -> bool {
+        self != Self::Stopped
     }
 }
 
 /// A word that is no power state or VM state.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StateError {
-    /// Not `started` or `stopped`.
-    #[error("expected \"started\" or \"stopped\", got {0:?}")]
+    /// Not `started`, `stopped` or `paused`.
+    #[error("expected \"started\", \"stopped\" or \"paused\", got {0:?}")]
     Power(String),
     /// No VM state, by its wire or short name.
-    #[error("unknown state {0:?}: expected one of PROGRESSING, READY, STOPPED, FAILED, DELETING")]
+    #[error("unknown state {0:?}: expected one of PROGRESSING, READY, STOPPED, FAILED, DELETING, MIGRATING, PAUSED")]
     Vm(String),
 }
 
@@ -74,6 +84,7 @@ impl FromStr for PowerState {
         match s {
             "started" => Ok(Self::Started),
             "stopped" => Ok(Self::Stopped),
+            "paused" => Ok(Self::Paused),
             _ => Err(StateError::Power(s.to_owned())),
         }
     }
@@ -240,11 +251,14 @@ pub enum VmState {
     /// migration); READY again once it is there.
     #[serde(rename = "VIRTUAL_MACHINE_STATE_MIGRATING")]
     Migrating,
+    /// Paused as asked: frozen, its memory kept; `started` resumes it.
+    #[serde(rename = "VIRTUAL_MACHINE_STATE_PAUSED")]
+    Paused,
 }
 
 impl VmState {
     /// Every state.
-    pub const ALL: [Self; 6] = [Self::Progressing, Self::Ready, Self::Stopped, Self::Failed, Self::Deleting, Self::Migrating];
+    pub const ALL: [Self; 7] = [Self::Progressing, Self::Ready, Self::Stopped, Self::Failed, Self::Deleting, Self::Migrating, Self::Paused];
 
     /// The wire name, e.g. `VIRTUAL_MACHINE_STATE_READY`.
     pub fn as_str(self) -> &'static str {
@@ -255,6 +269,7 @@ impl VmState {
             Self::Failed => "VIRTUAL_MACHINE_STATE_FAILED",
             Self::Deleting => "VIRTUAL_MACHINE_STATE_DELETING",
             Self::Migrating => "VIRTUAL_MACHINE_STATE_MIGRATING",
+            Self::Paused => "VIRTUAL_MACHINE_STATE_PAUSED",
         }
     }
 

@@ -24,6 +24,8 @@ pub enum Phase {
     /// Running, and being moved to another host (live migration); the
     /// guest keeps running.
     Migrating(Reason),
+    /// Running but frozen (paused): its vCPUs stopped, its memory kept.
+    Paused,
     /// Cannot be made to match the spec without a change from the tenant or the provider.
     Failed(Reason),
 }
@@ -103,8 +105,18 @@ pub fn derive_status(
         }
         (Desired::Power(PowerState::Stopped), Phase::Stopped | Phase::Absent) => (VmState::Stopped, none(), none()),
         (Desired::Power(PowerState::Stopped), Phase::Stopping(r)) => (VmState::Progressing, Some(r.clone()), none()),
-        (Desired::Power(PowerState::Stopped), Phase::Ready | Phase::Starting(_) | Phase::Migrating(_)) => {
+        (Desired::Power(PowerState::Stopped), Phase::Ready | Phase::Starting(_) | Phase::Migrating(_) | Phase::Paused) => {
             (VmState::Progressing, Some(Reason::new("Stopping", "the VM is being powered off")), none())
+        }
+        (Desired::Power(PowerState::Started), Phase::Paused) => {
+            (VmState::Progressing, Some(Reason::new("Resuming", "the VM is being resumed")), none())
+        }
+        (Desired::Power(PowerState::Paused), Phase::Paused) => (VmState::Paused, none(), none()),
+        (Desired::Power(PowerState::Paused), Phase::Absent | Phase::Stopping(_) | Phase::Stopped) => {
+            (VmState::Progressing, Some(Reason::new("Starting", "the VM is being started, to be paused")), none())
+        }
+        (Desired::Power(PowerState::Paused), Phase::Ready | Phase::Starting(_) | Phase::Migrating(_)) => {
+            (VmState::Progressing, Some(Reason::new("Pausing", "the VM is being paused")), none())
         }
     };
     let ready_reason = match state {
@@ -198,6 +210,19 @@ mod tests {
         assert_eq!(s.conditions.len(), 5);
         let s = derive_status(Desired::Power(PowerState::Stopped), &Observation { phase: Phase::Stopped, ..obs }, &s, t(2));
         assert_eq!(cond(&s, ConditionType::RestartRequired).status, ConditionStatus::False);
+    }
+
+    #[test]
+    fn paused_is_its_own_state_and_not_ready() {
+        let paused = Observation::new(Phase::Paused);
+        let s = derive_status(Desired::Power(PowerState::Paused), &paused, &VirtualMachineStatus::default(), t(0));
+        assert_eq!((s.state, cond(&s, ConditionType::Ready).status), (VmState::Paused, ConditionStatus::False));
+        let s = derive_status(Desired::Power(PowerState::Started), &paused, &s, t(1));
+        assert_eq!((s.state, cond(&s, ConditionType::Progressing).reason.as_deref()), (VmState::Progressing, Some("Resuming")));
+        let s = derive_status(Desired::Power(PowerState::Paused), &Observation::new(Phase::Ready), &s, t(2));
+        assert_eq!((s.state, cond(&s, ConditionType::Progressing).reason.as_deref()), (VmState::Progressing, Some("Pausing")));
+        assert_eq!("paused".parse::<PowerState>(), Ok(PowerState::Paused));
+        assert!(PowerState::Paused.holds_host() && !PowerState::Stopped.holds_host());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 mod clone;
 mod expiry;
 mod migrate;
+mod power;
 mod resolve;
 mod restore;
 mod shape;
@@ -74,6 +75,7 @@ pub(crate) async fn create(s: &AppState, caller: &Caller, mut obj: CreateVirtual
         m.check_owned(&caller.tenant, std::slice::from_ref(&caller.subject), true, &mut errs);
     }
     clone::at_create(s, &caller.tenant, &mut obj.spec, &mut errs).await?;
+    power::at_create(s, obj.spec.state, &mut errs);
     let resolved = resolve(s, &mut obj.spec, None, true, &mut errs).await?;
     check_placement(s.backend.as_ref(), obj.spec.placement.as_ref(), &mut errs);
     expiry::at_create(s, &caller.tenant, &mut obj.spec, &mut errs).await?;
@@ -160,6 +162,7 @@ pub(crate) async fn patch(s: &AppState, caller: &Caller, id: &str, p: PatchVirtu
     let mut next = current.clone();
     expiry::on_patch(s, &current.tenant, &p.spec, &mut next.spec, &mut errs).await?;
     if let Some(state) = p.spec.state {
+        power::at_change(s, &current, state, &mut errs)?;
         next.spec.state = state;
     }
     if let Some(params) = p.spec.template_parameters {
@@ -254,8 +257,14 @@ pub(crate) async fn remove(s: &AppState, caller: &Caller, id: &str, retain_snaps
 pub(crate) async fn restart(s: &AppState, caller: &Caller, id: &str) -> Result<VmRecord, ApiError> {
     let sc = scope(caller);
     let current = s.store.get_vm(id, &sc).await?;
-    if current.spec.state == vmaas_model::PowerState::Stopped {
-        return Err(ApiError::precondition(format!("virtual machine {:?} is stopped: start it instead", current.name)));
+    match current.spec.state {
+        vmaas_model::PowerState::Stopped => {
+            return Err(ApiError::precondition(format!("virtual machine {:?} is stopped: start it instead", current.name)));
+        }
+        vmaas_model::PowerState::Paused => {
+            return Err(ApiError::precondition(format!("virtual machine {:?} is paused: resume it (state started) first", current.name)));
+        }
+        vmaas_model::PowerState::Started => {}
     }
     let requested = s.store.request_restart(id, &sc).await?;
     info!(vm = %id, restart = requested.requests.restart, "virtual machine restart requested");

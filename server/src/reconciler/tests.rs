@@ -39,6 +39,7 @@ impl Driver<VmSpec, VmObservation> for ScriptedVms {
                 *entry = (PowerState::Stopped, 0);
                 Phase::Stopped
             }
+            PowerState::Paused => Phase::Paused,
             PowerState::Started => {
                 entry.0 = PowerState::Started;
                 entry.1 += 1;

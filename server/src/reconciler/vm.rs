@@ -56,6 +56,7 @@ fn acknowledgement(vm: &VmRecord) -> Option<Observation> {
         (vm.power(), vm.status.state),
         (PowerState::Started, VmState::Ready | VmState::Progressing | VmState::Failed | VmState::Migrating)
             | (PowerState::Stopped, VmState::Stopped)
+            | (PowerState::Paused, VmState::Paused | VmState::Progressing | VmState::Failed)
     );
     if consistent {
         return None;
@@ -63,6 +64,7 @@ fn acknowledgement(vm: &VmRecord) -> Option<Observation> {
     let phase = match vm.status.state {
         VmState::Ready => Phase::Ready,
         VmState::Stopped => Phase::Stopped,
+        VmState::Paused => Phase::Paused,
         _ => Phase::Absent,
     };
     Some(last_observation(vm, phase))

@@ -49,8 +49,9 @@ pub(crate) async fn migrate(s: &AppState, caller: &Caller, id: &str, req: Migrat
     }
     let sc = scope(caller);
     let current = s.store.get_vm(id, &sc).await?;
-    if current.spec.state == PowerState::Stopped {
-        return Err(ApiError::precondition(format!("virtual machine {:?} is stopped: only a running VM migrates", current.name)));
+    if current.spec.state != PowerState::Started {
+        let what = current.spec.state.as_str();
+        return Err(ApiError::precondition(format!("virtual machine {:?} is {what}: only a running VM migrates", current.name)));
     }
     if let Some(c) = current.status.condition(ConditionType::LiveMigratable).filter(|c| c.status == ConditionStatus::False) {
         let why = c.reason.as_deref().unwrap_or("NotLiveMigratable");

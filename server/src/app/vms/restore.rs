@@ -2,7 +2,7 @@
 //! the snapshot holds (a running VM only when asked to stop for it).
 
 use tracing::info;
-use vmaas_model::{PowerState, RestoreRequest};
+use vmaas_model::RestoreRequest;
 
 use crate::app::resources::snapshots;
 use crate::app::scope::scope;
@@ -36,7 +36,7 @@ pub(crate) async fn restore(s: &AppState, caller: &Caller, id: &str, req: Restor
         return Err(ApiError::precondition(format!("virtual machine {:?} is being deleted", vm.name)));
     }
     let snap = snapshot_of(&st, &vm, &req.snapshot).await?;
-    if vm.power() == PowerState::Started && !req.stop {
+    if vm.power().holds_host() && !req.stop {
         return Err(ApiError::precondition(format!(
             "virtual machine {:?} is running: stop it first, or send \"stop\": true to have it stopped for the restore",
             vm.name

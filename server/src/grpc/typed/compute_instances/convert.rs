@@ -157,6 +157,7 @@ fn status(st: VirtualMachineStatus, stopping: bool) -> pb::ComputeInstanceStatus
     let state = match st.state {
         // A migrating guest keeps running.
         VmState::Ready | VmState::Migrating => pb::ComputeInstanceState::Running,
+        VmState::Paused => pb::ComputeInstanceState::Paused,
         VmState::Stopped => pb::ComputeInstanceState::Stopped,
         VmState::Failed => pb::ComputeInstanceState::Failed,
         VmState::Deleting => pb::ComputeInstanceState::Deleting,
