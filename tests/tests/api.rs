@@ -203,10 +203,14 @@ on_both_databases! {
         assert_eq!(err["details"][0]["field"], "object.spec.template");
         assert!(err["details"][0]["reason"].as_str().unwrap().contains("template \"nope\" does not exist"));
         let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t),
-            Some(json!({"object": {"id": "x", "spec": {"template": "simple_vm", "state": "paused"}}}))).await;
+            Some(json!({"object": {"id": "x", "spec": {"template": "simple_vm", "state": "sleeping"}}}))).await;
         assert_eq!(st, 400);
         assert_eq!(err["details"][0]["field"], "object.spec.state");
-        assert!(err["details"][0]["reason"].as_str().unwrap().contains("unknown variant `paused`"), "{err}");
+        assert!(err["details"][0]["reason"].as_str().unwrap().contains("unknown variant `sleeping`"), "{err}");
+        let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t),
+            Some(json!({"object": {"id": "x", "spec": {"template": "simple_vm", "state": "paused"}}}))).await;
+        assert_eq!((st, &err["details"][0]["field"]), (400, &json!("object.spec.state")), "{err}");
+        assert!(err["details"][0]["reason"].as_str().unwrap().contains("the none backend cannot pause VMs"), "{err}");
         let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(json!({"object": {"spec": {"template": "simple_vm"}}}))).await;
         assert_eq!(st, 400);
         assert_eq!(err["details"][0]["field"], "object.metadata.name");
