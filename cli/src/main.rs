@@ -219,15 +219,10 @@ async fn set_power(client: &Client, args: &PowerArgs, state: PowerState, format:
         ..Default::default()
     };
     let mut vm = client.patch_vm(&vm.id, &patch).await?;
-    if args.wait {
-        let target = match state {
-            PowerState::Started => WaitFor::Ready,
-            PowerState::Stopped => WaitFor::Stopped,
-            PowerState::Paused => WaitFor::Paused,
-        };
-        if let Some(v) = wait(client, &vm, target, args.timeout).await? {
-            vm = v;
-        }
+    if args.wait
+        && let Some(v) = wait(client, &vm, state.into(), args.timeout).await?
+    {
+        vm = v;
     }
     output::vm(format, &vm)
 }
@@ -360,11 +355,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     status: None,
                 };
                 let mut vm = client.create_vm(&req).await?;
-                if do_wait {
-                    let target = if stopped { WaitFor::Stopped } else { WaitFor::Ready };
-                    if let Some(v) = wait(&client, &vm, target, timeout).await? {
-                        vm = v;
-                    }
+                if do_wait && let Some(v) = wait(&client, &vm, vm.spec.state.into(), timeout).await? {
+                    vm = v;
                 }
                 output::vm(format, &vm)
             }

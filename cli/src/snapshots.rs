@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use clap::Subcommand;
-use vmaas_client::{Client, WaitFor};
+use vmaas_client::Client;
 use vmaas_model::{ComputeInstanceSnapshot, ComputeInstanceSnapshotSpec, ComputeInstanceSnapshotState, CreateObject};
 
 use crate::Format;
@@ -120,8 +120,7 @@ async fn restore(client: &Client, snapshot: &str, stop: bool, wait: bool, timeou
     if !wait {
         return crate::output::vm(format, &vm);
     }
-    let target = if vm.spec.state == vmaas_model::PowerState::Stopped { WaitFor::Stopped } else { WaitFor::Ready };
-    let done = crate::wait(client, &vm, target, timeout).await?.unwrap_or(vm);
+    let done = crate::wait(client, &vm, vm.spec.state.into(), timeout).await?.unwrap_or(vm);
     crate::output::vm(format, &done)
 }
 

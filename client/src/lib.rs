@@ -140,6 +140,17 @@ pub enum WaitFor {
     Deleted,
 }
 
+impl From<vmaas_model::PowerState> for WaitFor {
+    /// What a VM asked to be in `state` is waited for until.
+    fn from(state: vmaas_model::PowerState) -> Self {
+        match state {
+            vmaas_model::PowerState::Started => Self::Ready,
+            vmaas_model::PowerState::Stopped => Self::Stopped,
+            vmaas_model::PowerState::Paused => Self::Paused,
+        }
+    }
+}
+
 /// Filters of a VM list.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct VmQuery {

@@ -82,11 +82,7 @@ impl VmModel {
 
     /// What an apply waits for: READY, or STOPPED for a stopped VM.
     pub fn wait_for(&self) -> WaitFor {
-        match self.power {
-            PowerState::Started => WaitFor::Ready,
-            PowerState::Stopped => WaitFor::Stopped,
-            PowerState::Paused => WaitFor::Paused,
-        }
+        self.power.into()
     }
 
     /// The create request, with the parameters typed against the template.

@@ -17,8 +17,8 @@ const PAUSED: &str = "paused";
 /// Freezes `vm`'s running guest, if it is not frozen yet; its observation
 /// is PAUSED.
 pub(crate) async fn pause(vm: &mut Vm) -> Result<Observation, BackendError> {
-    let mut q = connect(vm).await?;
-    if q.status().await.map_err(|e| BackendError::transient("reading the guest's status", e))? != PAUSED {
+    let (mut q, status) = status(vm).await?;
+    if status != PAUSED {
         q.execute("stop", None).await.map_err(|e| BackendError::transient("pausing the guest (QMP stop)", e))?;
         info!(vm = %vm.file.id, "guest paused");
     }
@@ -32,8 +32,8 @@ pub(crate) async fn resume(vm: &mut Vm) -> Result<(), BackendError> {
         vm.paused = false;
         return Ok(());
     }
-    let mut q = connect(vm).await?;
-    if q.status().await.map_err(|e| BackendError::transient("reading the guest's status", e))? == PAUSED {
+    let (mut q, status) = status(vm).await?;
+    if status == PAUSED {
         q.execute("cont", None).await.map_err(|e| BackendError::transient("resuming the guest (QMP cont)", e))?;
         info!(vm = %vm.file.id, "guest resumed");
     }
@@ -46,6 +46,9 @@ pub(crate) fn is_paused(status: &str) -> bool {
     status == PAUSED
 }
 
-async fn connect(vm: &Vm) -> Result<Qmp, BackendError> {
-    Qmp::connect(&vm.path("qmp.sock")).await.map_err(|e| BackendError::transient("connecting to QMP", e))
+/// A QMP connection to `vm`'s QEMU, and what `query-status` says of its guest.
+async fn status(vm: &Vm) -> Result<(Qmp, String), BackendError> {
+    let mut q = Qmp::connect(&vm.path("qmp.sock")).await.map_err(|e| BackendError::transient("connecting to QMP", e))?;
+    let status = q.status().await.map_err(|e| BackendError::transient("reading the guest's status", e))?;
+    Ok((q, status))
 }

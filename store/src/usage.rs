@@ -135,7 +135,7 @@ pub struct HostUsage {
 impl HostUsage {
     /// What one machine asks for; a stopped one holds only its disks.
     pub fn of(machine: &MachineSpec, power: PowerState) -> Self {
-        let running = power != PowerState::Stopped;
+        let running = power.holds_host();
         Self {
             cpus: if running { u64::from(machine.cpu.vcpus()) } else { 0 },
             memory_bytes: if running { machine.memory_bytes() } else { 0 },

@@ -268,11 +268,15 @@ impl Store {
     }
 
     /// Raises the restore generation of a VM that is not being deleted,
-    /// with the snapshot (its id) its disks return to.
+    /// with the snapshot (its id) its disks return to. A paused VM comes
+    /// back started: its frozen memory does not survive the restore.
     pub async fn request_restore(&self, id: &str, scope: &Scope, snapshot: &str) -> Result<VmRecord, StoreError> {
         self.request(id, scope, |vm| {
             vm.requests.restore += 1;
             vm.restore_from = Some(snapshot.to_owned());
+            if vm.spec.state == PowerState::Paused {
+                vm.spec.state = PowerState::Started;
+            }
         })
         .await
     }

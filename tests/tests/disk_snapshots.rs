@@ -1,10 +1,11 @@
 //! Snapshots of a VM's disks and restores in place, on the qemu backend
 //! with real guests: a guest writes a file, an online snapshot is taken
 //! (the guest keeps running), the guest deletes the file and writes
-//! another, and a restore (stopping the VM for it) brings back exactly the
-//! first state, checked in the guest. A stopped VM's snapshot is offline;
-//! deleting a VM deletes its snapshots unless it asks to keep them; bad
-//! input is a 400 or 409 naming the field, leaving nothing half-made.
+//! another, and a restore (stopping the VM for it, paused or running)
+//! brings back exactly the first state, checked in the guest. A stopped
+//! VM's snapshot is offline; deleting a VM deletes its snapshots unless it
+//! asks to keep them; bad input is a 400 or 409 naming the field, leaving
+//! nothing half-made.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -69,9 +70,19 @@ async fn an_online_snapshot_restores_the_guest_to_exactly_its_first_state() {
     assert_eq!(st, 400, "{body}");
     assert_eq!(body["details"][0]["field"], "snapshot", "{body}");
 
-    // The restore: stopped for it, the disks back, running again.
+    // Paused, it is refused the same way, and told it comes back started.
+    let path = format!("{V1}/virtual_machines/{vm}");
+    let (st, body) = s.raw(Method::PATCH, &path, Some(&t), Some(json!({"object": {"spec": {"state": "paused"}}}))).await;
+    assert_eq!(st, 200, "{body}");
+    wait_until(&s, &t, &vm, "PAUSED", 60, |v| state(Some(v)) == "VIRTUAL_MACHINE_STATE_PAUSED").await;
+    let (st, body) = restore(&s, &t, &vm, json!({"snapshot": "before"})).await;
+    let message = body["message"].as_str().unwrap_or("");
+    assert!(st == 409 && message.contains("is paused") && message.contains("comes back started"), "{st} {body}");
+
+    // The restore: stopped for it (paused, its memory is let go), the disks
+    // back, running again.
     let (st, body) = restore(&s, &t, &vm, json!({"snapshot": "before", "stop": true})).await;
-    assert_eq!(st, 202, "{body}");
+    assert_eq!((st, &body["object"]["spec"]["state"]), (202, &json!("started")), "{body}");
     assert_eq!(body["object"]["status"]["state"], "VIRTUAL_MACHINE_STATE_PROGRESSING", "{body}");
     wait_ready(&s, &t, &vm).await;
     let text =

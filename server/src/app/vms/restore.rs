@@ -2,7 +2,7 @@
 //! the snapshot holds (a running VM only when asked to stop for it).
 
 use tracing::info;
-use vmaas_model::RestoreRequest;
+use vmaas_model::{PowerState, RestoreRequest};
 
 use crate::app::resources::snapshots;
 use crate::app::scope::scope;
@@ -37,8 +37,12 @@ pub(crate) async fn restore(s: &AppState, caller: &Caller, id: &str, req: Restor
     }
     let snap = snapshot_of(&st, &vm, &req.snapshot).await?;
     if vm.power().holds_host() && !req.stop {
+        let (now, after) = match vm.power() {
+            PowerState::Paused => ("paused", " (it comes back started: its frozen memory does not survive a restore)"),
+            _ => ("running", ""),
+        };
         return Err(ApiError::precondition(format!(
-            "virtual machine {:?} is running: stop it first, or send \"stop\": true to have it stopped for the restore",
+            "virtual machine {:?} is {now}: stop it first, or send \"stop\": true to have it stopped for the restore{after}",
             vm.name
         )));
     }
