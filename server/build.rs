@@ -16,6 +16,7 @@ const FILES: &[&str] = &[
     "events/v1/events.proto",
     "osac/public/v1/compute_instances.proto",
     "osac/public/v1/compute_instance_templates.proto",
+    "osac/public/v1/compute_instance_catalog_items.proto",
     "osac/public/v1/networking.proto",
     "osac/public/v1/external_ips.proto",
     "osac/public/v1/nat_gateways.proto",

@@ -1,6 +1,7 @@
 //! `vmaas`: the command line for tenants and administrators.
 
 mod args;
+mod catalog_items;
 mod config;
 mod console;
 mod exit;
@@ -31,8 +32,8 @@ use clap::{CommandFactory, Parser, Subcommand};
 use vmaas_client::{Client, VmQuery, WaitFor, describe_status};
 use vmaas_model::vm::MetadataInput;
 use vmaas_model::{
-    CreateVirtualMachine, ParameterValue, PatchVirtualMachine, PowerState, Template, VirtualMachine, VirtualMachineSpec,
-    VirtualMachineTemplate,
+    ComputeInstanceCatalogItem, CreateVirtualMachine, ParameterValue, PatchVirtualMachine, PowerState, Template, VirtualMachine,
+    VirtualMachineSpec, VirtualMachineTemplate,
 };
 
 use crate::output::Format;
@@ -108,6 +109,9 @@ enum Command {
     /// Instance types: named machine shapes.
     #[command(subcommand, name = "instance-type", alias = "instance-types")]
     InstanceType(instance_types::InstanceTypeCmd),
+    /// Catalog items: curated offerings over a template.
+    #[command(subcommand, name = "catalog-item", alias = "catalog-items")]
+    CatalogItem(catalog_items::CatalogItemCmd),
     /// A tenant's quota: limits (set by administrators) and usage.
     #[command(subcommand, alias = "quotas")]
     Quota(quota::QuotaCmd),
@@ -296,11 +300,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Volume(cmd) => volumes::volume(&client, cmd, format).await,
         Command::Snapshot(cmd) => snapshots::snapshot(&client, cmd, format).await,
         Command::InstanceType(cmd) => instance_types::instance_type(&client, cmd, format).await,
+        Command::CatalogItem(cmd) => catalog_items::catalog_item(&client, cmd, format).await,
         Command::Quota(cmd) => quota::quota(&client, cmd, format).await,
         Command::Vm(cmd) => match cmd {
             VmCmd::Create {
                 name,
                 template,
+                catalog_item,
                 clone_of,
                 clone_of_snapshot,
                 params,
@@ -319,7 +325,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 timeout,
             } => {
                 let placement = vmaas_model::Placement { cluster, labels: placement_labels.into_iter().collect() };
-                let template_parameters = match &template {
+                let item = match &catalog_item {
+                    Some(i) => Some(client.find_object::<ComputeInstanceCatalogItem>(catalog_items::PATH, i).await?),
+                    None => None,
+                };
+                let template_parameters = match item.as_ref().map(|i| &i.spec.template).or(template.as_ref()) {
                     Some(t) => typed_params(&client, t, &params).await?,
                     None if params.is_empty() => BTreeMap::new(),
                     None => {
@@ -338,6 +348,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     metadata: Some(MetadataInput { name: Some(name), ..Default::default() }),
                     spec: VirtualMachineSpec {
                         template: template.unwrap_or_default(),
+                        catalog_item: item.map(|i| i.id),
                         template_parameters,
                         state: if stopped { PowerState::Stopped } else { PowerState::Started },
                         network_attachments: subnets,

@@ -16,8 +16,11 @@ pub(crate) enum VmCmd {
         /// Name, unique in your tenant.
         name: String,
         /// Template id (a clone takes its source's unless given).
-        #[arg(short, long, required_unless_present_any = ["clone_of", "clone_of_snapshot"])]
+        #[arg(short, long, required_unless_present_any = ["clone_of", "clone_of_snapshot", "catalog_item"])]
         template: Option<String>,
+        /// Make it from this catalog item (name or id): its template and defaults, and the fields it fixes.
+        #[arg(long, value_name = "ITEM", conflicts_with = "template")]
+        catalog_item: Option<String>,
         /// Make it a clone of this VM (name or id): its disks copied, its own identity.
         #[arg(long, value_name = "VM", conflicts_with = "clone_of_snapshot")]
         clone_of: Option<String>,

@@ -35,6 +35,7 @@ impl ObjectKind {
             K::Image => object_json::<crate::image::Image>,
             K::ComputeInstanceSnapshot => object_json::<crate::snapshot::ComputeInstanceSnapshot>,
             K::InstanceType => object_json::<crate::instance_type::InstanceType>,
+            K::ComputeInstanceCatalogItem => object_json::<crate::catalog_item::ComputeInstanceCatalogItem>,
         })
     }
 }

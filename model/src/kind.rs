@@ -172,6 +172,16 @@ kinds! {
         name_rule: check_dns_subdomain,
         ..tenant_kind(ObjectKind::InstanceType, "instance_type", "instance type", "instance_types")
     },
+    /// A curated offering over a template (global, published by administrators).
+    ComputeInstanceCatalogItem => Descriptor {
+        human_plural: "catalog items",
+        grpc_service: Some("osac.public.v1.ComputeInstanceCatalogItems"),
+        terraform: "vmaas_catalog_item",
+        cli: "catalog-item",
+        tenant_scoped: false,
+        references: &[reference("template", ObjectKind::Template)],
+        ..tenant_kind(ObjectKind::ComputeInstanceCatalogItem, "compute_instance_catalog_item", "catalog item", "compute_instance_catalog_items")
+    },
 }
 
 impl ObjectKind {

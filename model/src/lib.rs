@@ -52,6 +52,7 @@
 
 pub mod api_json;
 pub mod boot_shape;
+pub mod catalog_item;
 pub mod external_ip;
 pub mod hardware;
 pub mod image;
@@ -84,6 +85,7 @@ pub mod vm;
 pub mod volume;
 
 pub use api_json::{ApiJson, object_json};
+pub use catalog_item::{CatalogItemSpec, ComputeInstanceCatalogItem, FieldDefinition};
 pub use external_ip::{
     ExternalIp, ExternalIpAttachment, ExternalIpAttachmentSpec, ExternalIpAttachmentState, ExternalIpAttachmentStatus, ExternalIpPool,
     ExternalIpSpec, ExternalIpState, ExternalIpStatus, PatchExternalIpAttachment,

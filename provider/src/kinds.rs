@@ -1,7 +1,7 @@
 //! The kinds the provider manages from a description, for
 //! [`crate::object_resource`]: subnets, security groups, external IPs and
 //! their attachments, NAT gateways, load balancers, volumes and their attachments,
-//! snapshots, images and instance types.
+//! snapshots, images, instance types and catalog items.
 
 use vmaas_model::ObjectKind;
 
@@ -43,6 +43,7 @@ pub static SUBNET: Kind = Kind {
     ready: &["SUBNET_STATE_READY"],
     timeouts: TEN_MINUTES,
     noun: "the subnet",
+    flat: false,
 };
 
 /// `vmaas_security_group`.
@@ -58,6 +59,7 @@ pub static SECURITY_GROUP: Kind = Kind {
     ready: &["SECURITY_GROUP_STATE_READY"],
     timeouts: TEN_MINUTES,
     noun: "the security group",
+    flat: false,
 };
 
 /// `vmaas_external_ip`.
@@ -79,6 +81,7 @@ pub static EXTERNAL_IP: Kind = Kind {
     ready: &["EXTERNAL_IP_STATE_ALLOCATED"],
     timeouts: TEN_MINUTES,
     noun: "the external IP",
+    flat: false,
 };
 
 /// `vmaas_external_ip_attachment`.
@@ -94,6 +97,7 @@ pub static EXTERNAL_IP_ATTACHMENT: Kind = Kind {
     ready: &["EXTERNAL_IP_ATTACHMENT_STATE_READY"],
     timeouts: TEN_MINUTES,
     noun: "the attachment",
+    flat: false,
 };
 
 /// `vmaas_nat_gateway`.
@@ -109,6 +113,7 @@ pub static NAT_GATEWAY: Kind = Kind {
     ready: &["NAT_GATEWAY_STATE_READY"],
     timeouts: TEN_MINUTES,
     noun: "the NAT gateway",
+    flat: false,
 };
 
 /// `vmaas_load_balancer`.
@@ -126,6 +131,7 @@ pub static LOAD_BALANCER: Kind = Kind {
     ready: &["LOAD_BALANCER_STATE_READY"],
     timeouts: TEN_MINUTES,
     noun: "the load balancer",
+    flat: false,
 };
 
 /// `vmaas_volume`.
@@ -141,6 +147,7 @@ pub static VOLUME: Kind = Kind {
     ready: &["VOLUME_STATE_READY", "VOLUME_STATE_ATTACHED"],
     timeouts: TEN_MINUTES,
     noun: "the volume",
+    flat: false,
 };
 
 /// `vmaas_volume_attachment`.
@@ -157,6 +164,7 @@ pub static VOLUME_ATTACHMENT: Kind = Kind {
     ready: &["VOLUME_ATTACHMENT_STATE_READY"],
     timeouts: TEN_MINUTES,
     noun: "the attachment",
+    flat: false,
 };
 
 /// `vmaas_snapshot`.
@@ -180,6 +188,7 @@ pub static SNAPSHOT: Kind = Kind {
     ready: &["COMPUTE_INSTANCE_SNAPSHOT_STATE_READY"],
     timeouts: TEN_MINUTES,
     noun: "the snapshot",
+    flat: false,
 };
 
 /// `vmaas_image`.
@@ -202,6 +211,7 @@ pub static IMAGE: Kind = Kind {
     ready: &["IMAGE_STATE_READY"],
     timeouts: IMPORT,
     noun: "the image",
+    flat: false,
 };
 
 /// `vmaas_instance_type`.
@@ -247,6 +257,40 @@ pub static INSTANCE_TYPE: Kind = Kind {
     ready: &[],
     timeouts: TEN_MINUTES,
     noun: "the instance type",
+    flat: false,
+};
+
+const DEFINITION: Ty = Ty::Blocks(&[
+    (
+        "path",
+        Ty::Str,
+        "The VM field, in OSAC's compute instance names: `template_parameters.NAME`, `run_strategy`, `ssh_public_key`, `user_data`, `boot_disk.size_gib`, `boot_disk.storage_tier`, `instance_type` or `disk_image`.",
+    ),
+    ("display_name", Ty::Str, "Its label in a UI."),
+    ("editable", Ty::Bool, "Whether a tenant may set it; if not, the item's value (or the template's) is the VM's for its life."),
+    ("default", Ty::Json, "The value when the tenant gives none: a string as it is, anything else as JSON (`3`, `true`)."),
+    (
+        "validation_schema",
+        Ty::Str,
+        "A JSON Schema (draft 2020-12) a tenant's value must meet, e.g. `jsonencode({type = \"integer\", maximum = 4})`.",
+    ),
+]);
+
+/// `vmaas_catalog_item`.
+pub static CATALOG_ITEM: Kind = Kind {
+    kind: ObjectKind::ComputeInstanceCatalogItem,
+    doc: "A curated offering over a template (OSAC's `ComputeInstanceCatalogItem`), made by administrators: tenants see it once published, and a VM made from it (`catalog_item`) gets its template and its defaults, and keeps the fields it fixes. Every attribute changes in place; VMs made already keep their template.",
+    fields: &[
+        field("template", Ty::Str, Change::Patch, "/template", "The template its VMs are made of, by name."),
+        field("title", Ty::Str, Change::Patch, "/title", "A one-line description."),
+        field("description", Ty::Str, Change::Patch, "/description", "A long description, in Markdown."),
+        field("published", Ty::Bool, Change::Patch, "/published", "Whether tenants see it (default false)."),
+        field("field_definition", DEFINITION, Change::Patch, "/field_definitions", "What it says of one field of its VMs; one block each."),
+    ],
+    ready: &[],
+    timeouts: TEN_MINUTES,
+    noun: "the catalog item",
+    flat: true,
 };
 
 /// Every kind described here, each a resource and a data source.
@@ -262,6 +306,7 @@ pub static ALL: &[&Kind] = &[
     &SNAPSHOT,
     &IMAGE,
     &INSTANCE_TYPE,
+    &CATALOG_ITEM,
 ];
 
 /// The `vmaas_virtual_network` data source (its resource has its own module).
@@ -276,4 +321,5 @@ pub static NETWORK_DATA: Kind = Kind {
     ready: &["VIRTUAL_NETWORK_STATE_READY"],
     timeouts: TEN_MINUTES,
     noun: "the network",
+    flat: false,
 };

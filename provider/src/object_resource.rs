@@ -33,6 +33,9 @@ pub enum Ty {
     Bool,
     /// A list of strings.
     StrList,
+    /// Any JSON value, as a string: a string as it is, anything else as
+    /// JSON text (`3`, `true`, `jsonencode([…])`).
+    Json,
     /// Nested blocks of these scalar attributes (name, type, doc).
     Blocks(&'static [(&'static str, Ty, &'static str)]),
 }
@@ -40,7 +43,7 @@ pub enum Ty {
 impl Ty {
     fn cty(self) -> &'static str {
         match self {
-            Ty::Str => STRING,
+            Ty::Str | Ty::Json => STRING,
             Ty::Int => "\"number\"",
             Ty::Bool => "\"bool\"",
             Ty::StrList => "[\"list\",\"string\"]",
@@ -111,6 +114,9 @@ pub struct Kind {
     pub timeouts: Defaults,
     /// What the `timeouts` block's text calls one, e.g. `the image`.
     pub noun: &'static str,
+    /// Its API object is flat, as OSAC's catalog items: its fields sit
+    /// beside `metadata`, with no `spec`.
+    pub flat: bool,
 }
 
 impl Kind {
@@ -131,6 +137,9 @@ fn scalar_to_json(v: &Value, ty: Ty) -> Option<Json> {
         (Ty::Str, v) => v.as_str().map(Json::from),
         (Ty::Int, v) => v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)).map(Json::from),
         (Ty::Bool, v) => v.as_bool().map(Json::from),
+        (Ty::Json, v) => {
+            v.as_str().map(|t| serde_json::from_str::<Json>(t).ok().filter(|j| !j.is_string()).unwrap_or_else(|| Json::from(t)))
+        }
         (Ty::StrList, Value::Array(items)) => Some(Json::Array(items.iter().filter_map(|i| i.as_str().map(Json::from)).collect())),
         (Ty::Blocks(attrs), Value::Array(items)) => Some(Json::Array(
             items
@@ -161,6 +170,7 @@ fn json_to_value(j: Option<&Json>, ty: Ty) -> Value {
                 .map(|item| object(attrs.iter().map(|(n, t, _)| (*n, json_to_value(item.get(*n), *t))).collect()))
                 .collect(),
         ),
+        Ty::Json => Value::String(j.as_str().map_or_else(|| j.to_string(), str::to_owned).into()),
         // OSAC's typed reference (`{"id"}` or `{"name"}`): what it names.
         Ty::Str if j.is_object() => match vmaas_model::reference::key(j) {
             Ok(Some(k)) => Value::String(k.into()),
@@ -188,13 +198,19 @@ fn put(root: &mut Json, pointer: &str, v: Json) {
 }
 
 impl Kind {
+    /// A request's object before its fields: `{"spec": {}}`, or `{}` when flat.
+    fn empty_body(&self) -> Json {
+        if self.flat { serde_json::json!({}) } else { serde_json::json!({ "spec": {} }) }
+    }
+
     fn inputs(&self) -> impl Iterator<Item = &Field> {
         self.fields.iter().filter(|f| f.change != Change::Output)
     }
 
     /// The create request's object from the planned values.
     fn create_body(&self, planned: &Value) -> Json {
-        let mut body = serde_json::json!({ "metadata": { "name": get(planned, "name").as_str().unwrap_or_default() }, "spec": {} });
+        let mut body = self.empty_body();
+        put(&mut body, "/metadata/name", Json::from(get(planned, "name").as_str().unwrap_or_default()));
         for f in self.inputs() {
             if let Some(v) = scalar_to_json(get(planned, f.name), f.ty) {
                 put(&mut body, f.json, v);
@@ -335,13 +351,13 @@ impl ObjectResource {
             // Only the `timeouts` block changed: nothing to ask of the server.
             return crate::timeouts::only_block_changed(prior, planned);
         }
-        let mut body = serde_json::json!({ "spec": {} });
+        let mut body = k.empty_body();
         for f in k.fields.iter().filter(|f| f.change.patches() && get(prior, f.name) != get(planned, f.name)) {
             // A string removed from the configuration is left to the server (an
             // instance type made ACTIVE again drops its replacement); a list, emptied.
             match (scalar_to_json(get(planned, f.name), f.ty), f.ty) {
                 (Some(v), _) => put(&mut body, f.json, v),
-                (None, Ty::Str | Ty::Int | Ty::Bool) => {}
+                (None, Ty::Str | Ty::Int | Ty::Bool | Ty::Json) => {}
                 (None, _) => put(&mut body, f.json, Json::Array(Vec::new())),
             }
         }

@@ -93,6 +93,7 @@ impl VmModel {
             metadata: Some(MetadataInput { name: Some(self.name.clone()), ..Default::default() }),
             spec: VirtualMachineSpec {
                 template: self.template.clone(),
+                catalog_item: None,
                 template_parameters,
                 state: self.power,
                 network_attachments: self.network_attachments.clone(),

@@ -51,13 +51,13 @@ pub(super) fn targets_of(row: &Row) -> Vec<String> {
 }
 
 /// What a stored VM document links to: the [`image_link`] of the image it
-/// boots, the id of its instance type and of the snapshot it is a clone of
-/// (so that a type's VMs, and a snapshot's clones, are found without
-/// reading every VM). The document is read once, for both.
+/// boots, the id of its instance type, of its catalog item and of the
+/// snapshot it is a clone of (so that a type's or an item's VMs, and a
+/// snapshot's clones, are found without reading every VM). The document is read once, for both.
 fn vm_targets(doc: &str) -> Vec<String> {
     let Some(d) = VmDoc::parse(doc) else { return Vec::new() };
     let image = d.boot_image().map(|i| image_link(&i));
-    image.into_iter().chain(d.instance_type()).chain(d.clone_of()).collect()
+    image.into_iter().chain(d.instance_type()).chain(d.catalog_item()).chain(d.clone_of()).collect()
 }
 
 /// What links need of a stored VM document, read without decoding the
@@ -73,6 +73,8 @@ struct VmDoc {
 #[derive(serde::Deserialize)]
 struct VmSpec {
     instance_type: Option<Reference>,
+    #[serde(default)]
+    catalog_item: Option<Reference>,
     #[serde(default)]
     clone_of: Option<CloneOf>,
 }
@@ -115,6 +117,11 @@ impl VmDoc {
     /// The snapshot (its id) it is a clone of (`spec.clone_of.snapshot`).
     fn clone_of(&self) -> Option<String> {
         self.spec.as_ref()?.clone_of.as_ref()?.snapshot.clone()
+    }
+
+    /// The id of its catalog item (`spec.catalog_item.id`).
+    fn catalog_item(&self) -> Option<String> {
+        self.spec.as_ref()?.catalog_item.as_ref().map(|t| t.id.clone()).filter(|id| !id.is_empty())
     }
 
     /// The id of its instance type (`spec.instance_type.id`).

@@ -178,17 +178,12 @@ fn spec_from_view(spec: &mut Map<String, Value>, prefix: &str, errs: &mut Valida
 
 /// The spec's references (typed, or plain strings) as the VM holds them.
 fn references_from_view(spec: &mut Map<String, Value>, prefix: &str, errs: &mut ValidationErrors) {
-    for field in ["template", "instance_type"] {
+    for field in ["template", "instance_type", "catalog_item"] {
         if let Some(v) = spec.remove(field)
             && let Some(k) = read(&v, format!("{prefix}.{field}"), errs)
         {
             spec.insert(field.into(), Value::from(k));
         }
-    }
-    if let Some(v) = spec.remove("catalog_item")
-        && read(&v, format!("{prefix}.catalog_item"), errs).is_some()
-    {
-        errs.push(format!("{prefix}.catalog_item"), "is not supported: create the instance from a template");
     }
     if let Some(v) = spec.remove("disk_image")
         && let Some(k) = read(&v, format!("{prefix}.disk_image"), errs)

@@ -95,9 +95,16 @@ impl FromStr for PowerState {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct VirtualMachineSpec {
-    /// Template id; a clone without one takes its source's.
+    /// Template id; a clone without one takes its source's, a VM of a
+    /// catalog item its item's.
     #[serde(default)]
     pub template: String,
+    /// The catalog item it is made from (OSAC's `catalog_item`, by name or
+    /// id; stored as the id): its template, its defaults, and the fields it
+    /// fixes for the VM's life. Fixed at create.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::reference::opt_key")]
+    pub catalog_item: Option<String>,
     /// Parameter values, each wrapped as `{"value": ...}`, returned exactly as written.
     #[serde(default)]
     pub template_parameters: BTreeMap<String, ParameterValue>,
@@ -155,6 +162,7 @@ impl VirtualMachineSpec {
     pub fn new(template: impl Into<String>) -> Self {
         Self {
             template: template.into(),
+            catalog_item: None,
             template_parameters: BTreeMap::new(),
             state: PowerState::Started,
             network_attachments: Vec::new(),
@@ -489,6 +497,10 @@ pub struct SpecPatch {
     /// Must equal the current template: a VM cannot change template in place.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<String>,
+    /// Must name the VM's catalog item, by name or id: it keeps the one it was made from.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::reference::opt_key")]
+    pub catalog_item: Option<String>,
     /// New parameters (the whole map).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template_parameters: Option<BTreeMap<String, ParameterValue>>,

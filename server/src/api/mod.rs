@@ -1,6 +1,7 @@
 //! The REST/JSON API under `/api/fulfillment/v1`, plus `/healthz`,
 //! `/metrics` and the OpenAPI document at `/api/openapi.json`.
 
+mod catalog_items;
 mod compute_instance_templates;
 mod compute_instances;
 mod console;
@@ -63,6 +64,7 @@ pub fn router(state: AppState, limits: &crate::serve::HttpLimits) -> Router {
         .merge(compute_instances::routes())
         .merge(disk_images::routes())
         .merge(compute_instance_templates::routes())
+        .merge(catalog_items::routes())
         .merge(resources::routes())
         .merge(resources::external_ips::routes())
         .merge(images::routes())

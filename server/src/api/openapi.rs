@@ -3,6 +3,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
+use super::catalog_items;
 use super::compute_instance_templates;
 use super::compute_instances;
 use super::console;
@@ -31,6 +32,7 @@ use super::vms;
         vms::list, vms::read, vms::create, vms::patch, vms::remove, vms::restart, migrate::migrate, restore::restore, exports::vm, exports::volume, exports::snapshot,
         compute_instance_templates::list, compute_instance_templates::read, compute_instance_templates::create,
         compute_instance_templates::patch, compute_instance_templates::remove,
+        catalog_items::list, catalog_items::read, catalog_items::create, catalog_items::patch, catalog_items::remove,
         compute_instances::list, compute_instances::read, compute_instances::create, compute_instances::patch, compute_instances::remove,
         disk_images::list, disk_images::read, disk_images::create, disk_images::update, disk_images::remove,
         external_ips::list_pools, external_ips::read_pool,
@@ -42,6 +44,7 @@ use super::vms;
     tags(
         (name = "templates", description = "Virtual machine templates: published by administrators, used by tenants"),
         (name = "virtual machines", description = "A tenant's virtual machines"),
+        (name = "catalog items", description = "Curated offerings over a template (OSAC's ComputeInstanceCatalogItem): administrators publish them; a VM made from one gets its template and defaults and keeps the fields it fixes"),
         (name = "compute instances", description = "The same virtual machines in OSAC's public names (osac.public.v1 ComputeInstance): run_strategy for the power state, COMPUTE_INSTANCE_STATE_*"),
         (name = "disk images", description = "The same images in OSAC's public names (osac.public.v1 DiskImage): imported from an http(s) source_ref"),
         (name = "virtual networks", description = "A tenant's virtual networks (OSAC's VirtualNetwork)"),

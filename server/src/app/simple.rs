@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use axum::http::StatusCode;
 use chrono::Utc;
 use serde::Deserialize;
 use tracing::info;
@@ -12,7 +13,7 @@ use vmaas_model::{MetadataInput, Object, ObjectKind, ValidationErrors, VirtualNe
 use super::listing::{ListRequest, Listed, States};
 use super::scope::scope;
 use crate::auth::Caller;
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::state::AppState;
 use crate::store::record::Record;
 use crate::store::{Filter, NetworkRecord, Row, Scope, StoreError};
@@ -53,6 +54,19 @@ pub(crate) async fn remove<K: Object>(s: &AppState, caller: &Caller, id: &str) -
     s.queue.enqueue(K::KIND, id);
     info!(id = %id, name = %rec.name, kind = K::KIND.as_str(), "deletion requested");
     Ok(rec)
+}
+
+/// A 409 naming the VMs that use the `what` `name` (its id `target`), if
+/// any do; `instead` says what to do.
+pub(crate) async fn unused_by_vms(s: &AppState, target: &str, what: &str, name: &str, instead: &str) -> Result<(), ApiError> {
+    let users = s.store.linked_to(ObjectKind::VirtualMachine, target).await?;
+    if users.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = users.iter().take(5).map(|v| format!("{:?} ({})", v.name, v.tenant)).collect();
+    let more = if users.len() > 5 { format!(" and {} more", users.len() - 5) } else { String::new() };
+    let message = format!("{what} {name:?} is used by virtual machines {}{more}: {instead}", names.join(", "));
+    Err(ApiError::new(StatusCode::CONFLICT, Code::FailedPrecondition, message))
 }
 
 /// A change of an object whose spec is fixed at create: its labels and

@@ -23,6 +23,7 @@ use vmaas_model::{CreateVirtualMachine, ObjectKind, PatchVirtualMachine, Validat
 
 use super::images;
 use super::listing::{ListRequest, Listed, States};
+use super::resources::catalog_items;
 use super::scope::{checked_name, owned_by, scope};
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -74,6 +75,7 @@ pub(crate) async fn create(s: &AppState, caller: &Caller, mut obj: CreateVirtual
     if let Some(m) = &obj.metadata {
         m.check_owned(&caller.tenant, std::slice::from_ref(&caller.subject), true, &mut errs);
     }
+    catalog_items::at_create(s, caller, &mut obj.spec, &mut errs).await?;
     clone::at_create(s, &caller.tenant, &mut obj.spec, &mut errs).await?;
     power::at_create(s, obj.spec.state, &mut errs);
     let resolved = resolve(s, &mut obj.spec, None, true, &mut errs).await?;
@@ -189,6 +191,7 @@ pub(crate) async fn patch(s: &AppState, caller: &Caller, id: &str, p: PatchVirtu
     if let Some(m) = &p.metadata {
         m.check_owned(&current.tenant, &current.creators, false, &mut errs);
     }
+    catalog_items::at_patch(s, &current.spec, &next.spec, p.spec.catalog_item.as_deref(), &mut errs).await?;
     if next.spec == current.spec && next.labels == current.labels {
         return if errs.is_empty() { Ok(current) } else { Err(ApiError::invalid(errs)) };
     }

@@ -82,12 +82,12 @@ fn disks_pass_as_the_vm_holds_them() {
 #[test]
 fn references_are_typed_in_answers_and_read_in_both_forms() {
     let body = json!({"spec": {"template": {"name": "small"}, "instance_type": {"name": "general.small"},
-        "disk_image": {"name": "debian"}, "catalog_item": {},
+        "disk_image": {"name": "debian"}, "catalog_item": {"name": "web-offer"},
         "network_attachments": [{"subnet": {"name": "web"}, "security_groups": [{"id": "sg-1"}, "ssh"]}]}});
     let vm = from_compute_instance(body, "object").unwrap().vm;
     assert_eq!(
         vm["spec"],
-        json!({"template": "small", "instance_type": "general.small", "image": {"source_ref": "debian"},
+        json!({"template": "small", "instance_type": "general.small", "catalog_item": "web-offer", "image": {"source_ref": "debian"},
         "network_attachments": [{"subnet": "web", "security_groups": ["sg-1", "ssh"]}]})
     );
 
@@ -109,7 +109,7 @@ fn references_are_typed_in_answers_and_read_in_both_forms() {
 
 #[test]
 fn bad_references_are_named() {
-    let body = json!({"spec": {"template": 3, "disk_image": {"name": "a"}, "image": {"source_ref": "b"}, "catalog_item": {"name": "c"},
+    let body = json!({"spec": {"template": 3, "disk_image": {"name": "a"}, "image": {"source_ref": "b"}, "catalog_item": {"nmae": "c"},
         "network_attachments": [{"subnet": {"nmae": "web"}, "security_groups": [[]]}]}});
     let errs = from_compute_instance(body, "object").unwrap_err();
     let fields: Vec<&str> = errs.0.iter().map(|e| e.field.as_str()).collect();

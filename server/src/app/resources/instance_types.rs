@@ -4,7 +4,6 @@
 //! them. Their shape is fixed at create. Nothing runs them: they are READY
 //! as stored, so the reconciler has nothing to do.
 
-use axum::http::StatusCode;
 use chrono::Utc;
 use tracing::info;
 use vmaas_model::{
@@ -14,7 +13,7 @@ use vmaas_model::{
 use crate::app::kind::Kind;
 use crate::app::simple;
 use crate::auth::Caller;
-use crate::error::{ApiError, Code};
+use crate::error::ApiError;
 use crate::reconciler::{Outcome, PassFuture, Reconciler};
 use crate::state::AppState;
 use crate::store::{Record, Scope};
@@ -68,14 +67,7 @@ impl Kind for InstanceType {
 
     async fn remove(s: &AppState, _caller: &Caller, id: &str) -> Result<InstanceTypeRecord, ApiError> {
         let rec = s.store.get_record::<Self>(id, &Scope::All).await?;
-        let users = s.store.linked_to(ObjectKind::VirtualMachine, &rec.id).await?;
-        if !users.is_empty() {
-            let names: Vec<String> = users.iter().take(5).map(|v| format!("{:?} ({})", v.name, v.tenant)).collect();
-            let more = if users.len() > 5 { format!(" and {} more", users.len() - 5) } else { String::new() };
-            let message =
-                format!("instance type {:?} is used by virtual machines {}{more}: deprecate it instead", rec.name, names.join(", "));
-            return Err(ApiError::new(StatusCode::CONFLICT, Code::FailedPrecondition, message));
-        }
+        simple::unused_by_vms(s, &rec.id, "instance type", &rec.name, "deprecate it instead").await?;
         s.store.delete_now(Self::KIND, &rec.id).await?;
         info!(instance_type = %rec.id, name = %rec.name, "instance type deleted");
         Ok(rec)

@@ -8,6 +8,7 @@ use vmaas_model::ObjectKind;
 use super::kind::Kind;
 use crate::reconciler::ReconcileFn;
 
+pub(crate) mod catalog_items;
 pub(crate) mod external_ips;
 mod instance_types;
 pub(crate) mod ip_attachments;
@@ -46,5 +47,7 @@ pub(crate) fn reconcilers() -> Vec<(ObjectKind, ReconcileFn)> {
         all.push((K::KIND, K::reconcile));
     }
     each_kind!(add(&mut all));
+    // Served by its own routes (its object is flat): reconciled the same way.
+    add::<vmaas_model::ComputeInstanceCatalogItem>(&mut all);
     all
 }

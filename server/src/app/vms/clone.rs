@@ -23,8 +23,11 @@ pub(super) async fn at_create(
     errs: &mut ValidationErrors,
 ) -> Result<(), ApiError> {
     let Some(mut c) = spec.clone_of.take() else {
-        if spec.template.trim().is_empty() {
-            errs.push("object.spec.template", "is required: a template id (or spec.clone_of, whose template a clone takes)");
+        if spec.template.trim().is_empty() && spec.catalog_item.is_none() {
+            errs.push(
+                "object.spec.template",
+                "is required: a template id (or spec.catalog_item, or spec.clone_of, whose template a clone takes)",
+            );
         }
         return Ok(());
     };

@@ -23,6 +23,8 @@ pub(super) async fn resolve(
 ) -> Result<Option<(Template, Resolved)>, ApiError> {
     let record = match s.store.get_template(&spec.template).await {
         Ok(r) => r,
+        // None named: the create's checks say what names one.
+        Err(StoreError::NotFound { .. }) if spec.template.trim().is_empty() => return Ok(None),
         Err(StoreError::NotFound { .. }) => {
             errs.push(
                 "object.spec.template",

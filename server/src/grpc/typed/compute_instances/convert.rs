@@ -45,6 +45,7 @@ pub fn create(pool: &DescriptorPool, ci: pb::ComputeInstance) -> Result<Asked<Cr
             instance_type: spec.instance_type.as_ref().and_then(|r| key(&r.id, &r.name)).map(instance_type),
             boot_disk: spec.boot_disk.and_then(|d| disk(d, "object.spec.boot_disk", &mut errs)),
             additional_disks: additional_disks(spec.additional_disks, &mut errs),
+            catalog_item: spec.catalog_item.as_ref().and_then(|r| key(&r.id, &r.name)),
             ..VirtualMachineSpec::new(spec.template.as_ref().and_then(|r| key(&r.id, &r.name)).unwrap_or_default())
         },
         status: None,
@@ -65,6 +66,8 @@ pub fn patch(pool: &DescriptorPool, ci: pb::ComputeInstance, mask: &Mask) -> Res
     let p = &mut out.spec;
     let template = spec.template.as_ref().and_then(|r| key(&r.id, &r.name));
     p.template = template.filter(|_| mask.wants("spec.template", true));
+    let item = spec.catalog_item.as_ref().and_then(|r| key(&r.id, &r.name));
+    p.catalog_item = item.filter(|_| mask.wants("spec.catalog_item", true));
     if mask.wants("spec.template_parameters", !spec.template_parameters.is_empty()) {
         p.template_parameters = Some(parameters(pool, spec.template_parameters, &mut errs));
     }
@@ -114,6 +117,7 @@ pub fn to_pb(pool: &DescriptorPool, vm: VirtualMachine, names: &Names) -> pb::Co
             disk_image,
             boot_disk: s.boot_disk.map(disk_pb),
             additional_disks: s.additional_disks.into_iter().map(disk_pb).collect(),
+            catalog_item: s.catalog_item.map(|id| pb::ComputeInstanceCatalogItemReference { id, ..Default::default() }),
             ..Default::default()
         }),
         status: Some(status(vm.status, stopping)),
@@ -197,9 +201,6 @@ fn unsupported(spec: &pb::ComputeInstanceSpec, mask: &Mask, errs: &mut Validatio
     let at = |f: &str| format!("object.spec.{f}");
     if spec.auto_external_ip_attachment && mask.wants("spec.auto_external_ip_attachment", true) {
         errs.push(at("auto_external_ip_attachment"), "is not supported: attach an external IP (external_ip_attachments) instead");
-    }
-    if spec.catalog_item.as_ref().and_then(|r| key(&r.id, &r.name)).is_some() {
-        errs.push(at("catalog_item"), "is not supported: create the instance from a template");
     }
 }
 
