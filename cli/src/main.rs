@@ -311,6 +311,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 clone_of_snapshot,
                 params,
                 stopped,
+                auto_external_ip,
                 subnets,
                 ssh_keys,
                 user_data,
@@ -362,6 +363,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         clone_of,
                         boot_disk,
                         additional_disks: disks,
+                        auto_external_ip_attachment: auto_external_ip,
                     },
                     status: None,
                 };

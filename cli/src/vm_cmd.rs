@@ -33,6 +33,9 @@ pub(crate) enum VmCmd {
         /// Create it powered off.
         #[arg(long)]
         stopped: bool,
+        /// Give it an external IP from the default pool, attached as it is made, named as the VM and deleted with it.
+        #[arg(long)]
+        auto_external_ip: bool,
         /// A NIC on a subnet, as NAME[,ip=ADDR][,sg=GROUP…]; repeat for several NICs.
         #[arg(long = "subnet", value_name = "NAME[,ip=ADDR][,sg=GROUP]", value_parser = args::parse_attachment)]
         subnets: Vec<NetworkAttachment>,

@@ -16,6 +16,11 @@ pub const EXTERNAL_IP_TYPE_URL: &str = "type.googleapis.com/osac.public.v1.Exter
 /// The `@type` of an attachment in API responses.
 pub const EXTERNAL_IP_ATTACHMENT_TYPE_URL: &str = "type.googleapis.com/osac.public.v1.ExternalIPAttachment";
 
+/// The label of an external IP, and of its attachment, that a VM asked
+/// for with `auto_external_ip_attachment`: the VM's id. They are deleted
+/// with the VM.
+pub const AUTO_LABEL: &str = "vmaas.io/auto-external-ip-of";
+
 /// An address family.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -52,6 +52,8 @@ pub struct VmModel {
     pub boot_disk: Option<VmDisk>,
     /// Its disks beside the template's.
     pub additional_disks: Vec<VmDisk>,
+    /// Whether an external IP is made and attached with it.
+    pub auto_external_ip_attachment: bool,
     /// How long each operation waits.
     pub timeouts: Timeouts,
 }
@@ -76,6 +78,7 @@ impl VmModel {
             clone_of_snapshot: string(get(v, "clone_of_snapshot")),
             boot_disk: crate::vm_disks::planned_boot_disk(v),
             additional_disks: crate::vm_disks::planned_additional_disks(v),
+            auto_external_ip_attachment: get(v, "auto_external_ip_attachment").as_bool().unwrap_or(false),
             timeouts: Timeouts::decode(v, &crate::timeouts::TEN_MINUTES),
         }
     }
@@ -107,6 +110,7 @@ impl VmModel {
                 clone_of: self.clone_of_snapshot.clone().map(|s| vmaas_model::CloneOf { snapshot: Some(s), compute_instance: None }),
                 boot_disk: self.boot_disk.clone(),
                 additional_disks: self.additional_disks.clone(),
+                auto_external_ip_attachment: self.auto_external_ip_attachment,
             },
             status: None,
         }

@@ -13,7 +13,7 @@ use vmaas_model::{ParameterValue, Template};
 use crate::diag::{api_error, error, map_key_path, path};
 use crate::proto::{AttributePath, Diagnostic, Schema};
 use crate::resource::{Ctx, Resource};
-use crate::schema::{Mode, NUMBER, STRING, STRING_MAP, attr, block, list_of_objects};
+use crate::schema::{BOOL, Mode, NUMBER, STRING, STRING_MAP, attr, block, list_of_objects};
 use crate::value::{self, get, is_unknown, set, string, unknown};
 use crate::vm_model::{Timeouts, VmModel};
 use crate::vm_state::{nic_block, vm_state};
@@ -113,13 +113,14 @@ impl VmResource {
                 "placement_labels",
                 "clone_of_snapshot",
                 "additional_disk",
+                "auto_external_ip_attachment",
             ];
             if crate::vm_disks::boot_disk_replaces(prior, proposed) {
                 replace.push(path(&["boot_disk"]));
             }
             for attr in fixed {
                 let (a, b) = (get(prior, attr), get(proposed, attr));
-                let empty = |v: &Value| v.is_nil() || matches!(v, Value::Map(m) if m.is_empty());
+                let empty = |v: &Value| v.is_nil() || *v == Value::Boolean(false) || matches!(v, Value::Map(m) if m.is_empty());
                 if a != b && !(empty(a) && empty(b)) {
                     replace.push(path(&[attr]));
                 }
@@ -307,6 +308,12 @@ impl Resource for VmResource {
                     "The cluster it must run on, when the server drives several (`--cluster`); absent: the server places it. Changing it replaces the VM.",
                 ),
                 attr("placed_on", STRING, Mode::Computed, "The cluster it runs on, when the server drives several."),
+                attr(
+                    "auto_external_ip_attachment",
+                    BOOL,
+                    Mode::Optional,
+                    "Give it an external IP from the server's default pool, attached as it is made, named as the VM and deleted with it (OSAC's `auto_external_ip_attachment`); its address is `external_ip`. Changing it replaces the VM.",
+                ),
                 attr(
                     "placement_labels",
                     STRING_MAP,

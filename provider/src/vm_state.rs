@@ -95,6 +95,7 @@ pub(crate) fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
         ("image", value::opt_string(vm.spec.image.as_ref().map(|i| i.source_ref.as_str()))),
         ("cluster", value::opt_string(vm.spec.placement.as_ref().and_then(|p| p.cluster.as_deref()))),
         ("placed_on", value::opt_string(vm.status.cluster.as_deref())),
+        ("auto_external_ip_attachment", auto_ip_state(vm, like)),
         ("placement_labels", labels_state(vm, like)),
         ("instance_type", instance_type_state(vm, like)),
         ("ttl", value::opt_string(vm.spec.ttl.as_deref())),
@@ -104,6 +105,17 @@ pub(crate) fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
     ];
     fields.extend(crate::vm_disks::disks_state(vm));
     object(fields)
+}
+
+/// `auto_external_ip_attachment`: true when the server holds it; false as
+/// written, else absent (an import of a VM without it plans nothing).
+fn auto_ip_state(vm: &VirtualMachine, like: &Value) -> Value {
+    let written = get(like, "auto_external_ip_attachment");
+    match (vm.spec.auto_external_ip_attachment, written.as_bool()) {
+        (true, _) => Value::from(true),
+        (false, Some(false)) => written.clone(),
+        (false, _) => Value::Nil,
+    }
 }
 
 /// `user_data` as written (none when it came write-only, as

@@ -8,8 +8,8 @@ published yet): a parameter a tenant may set up to a JSON Schema's
 maximum, a run strategy and an SSH key it fixes, a boot disk size it
 defaults. A tenant neither sees it nor may make one; bad definitions are
 INVALID_ARGUMENT naming each field. Published through an update mask, the
-tenant lists it and creates a compute instance from it alone: the
-instance gets the template and the defaults. Values the item fixes, or
+tenant lists it and creates a compute instance from it alone (with an
+automatic external IP): the instance gets the template and the defaults. Values the item fixes, or
 its schema refuses, and another template are refused by field; a fixed
 field cannot change later, an editable one can. The gateway's JSON is
 flat as OSAC's. Deleting the item while the instance uses it is
@@ -118,13 +118,16 @@ def run(a):
     def create(obj):
         return instances.Create(cis.ComputeInstancesCreateRequest(object=obj), metadata=user, timeout=60).object
 
-    vm = create(instance("from-the-catalog"))
+    vm = create(instance("from-the-catalog", auto_external_ip_attachment=True))
     s = vm.spec
     check(s.template.name == "tiny" and s.catalog_item.id == item.id, f"the item's template, and the item ({s})")
+    check(s.auto_external_ip_attachment, f"an automatic external IP asked for ({s})")
+    code, ips = rest(a.http, "GET", "/api/fulfillment/v1/external_ips", a.token)
+    check(code == 200 and [i["metadata"]["name"] for i in ips["items"]] == ["from-the-catalog"], f"its external IP, named as it ({ips})")
     check(s.run_strategy == "Halted" and s.boot_disk.size_gib == 3, f"the item's defaults ({s})")
     code, body = rest(a.http, "GET", f"/api/fulfillment/v1/compute_instances/{vm.id}", a.token)
     check(code == 200 and body["object"]["spec"]["template_parameters"]["vm_cpu_cores"]["value"] == 1, f"the parameter's default ({body})")
-    step("a compute instance made from the item alone gets its template and defaults")
+    step("a compute instance made from the item alone gets its template and defaults, and its automatic external IP")
 
     wrong = instance("refused", template=ctt.ComputeInstanceTemplateReference(name="other"), ssh_public_key="ssh-ed25519 AAAA me")
     wrong.spec.template_parameters["vm_cpu_cores"].Pack(wrappers_pb2.Int32Value(value=4))
@@ -156,6 +159,9 @@ def run(a):
     check("from-the-catalog" in e.details(), f"names the instance ({e.details()})")
     instances.Delete(cis.ComputeInstancesDeleteRequest(id=vm.id), metadata=user, timeout=60)
     deadline = time.monotonic() + 60
+    while rest(a.http, "GET", "/api/fulfillment/v1/external_ips", a.token)[1].get("total") != 0:
+        check(time.monotonic() < deadline, "the automatic external IP goes with the instance within a minute")
+        time.sleep(0.2)
     while True:
         try:
             instances.Get(cis.ComputeInstancesGetRequest(id=vm.id), metadata=user, timeout=10)

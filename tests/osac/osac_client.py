@@ -372,8 +372,8 @@ def gateway_json(a, tid):
     code, got = rest(a.http, "GET", f"/api/fulfillment/v1/virtual_machines/{made['id']}", a.token)
     check(code == 200 and got["object"]["spec"]["state"] == "stopped", f"the same object as a VM ({got})")
     code, err = rest(a.http, "POST", "/api/fulfillment/v1/compute_instances", a.token,
-                     {"metadata": {"name": "x"}, "spec": {"template": tid, "auto_external_ip_attachment": True}})
-    check(code == 400 and err["details"][0]["field"] == "object.spec.auto_external_ip_attachment", f"unsupported field named ({err})")
+                     {"metadata": {"name": "x"}, "spec": {"template": tid, "is_windows": True}})
+    check(code == 400 and err["details"][0]["field"] == "object.spec.is_windows", f"unsupported field named ({err})")
     code, _ = rest(a.http, "DELETE", f"/api/fulfillment/v1/compute_instances/{made['id']}", a.token)
     check(code == 202, f"deleted through the view ({code})")
     deadline = time.monotonic() + 120

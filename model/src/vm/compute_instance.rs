@@ -20,10 +20,6 @@ use crate::reference::{self, Names, Referred};
 /// The `@type` of a compute instance.
 pub const COMPUTE_INSTANCE_TYPE_URL: &str = "type.googleapis.com/osac.public.v1.ComputeInstance";
 
-/// Spec fields of OSAC's compute instance vmaas does not serve, and why.
-const UNSUPPORTED: &[(&str, &str)] =
-    &[("auto_external_ip_attachment", "is not supported: attach an external IP (external_ip_attachments) instead")];
-
 /// A compute instance body read as a VM body.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VmBody {
@@ -150,11 +146,6 @@ pub fn from_compute_instance(ci: Value, prefix: &str) -> Result<VmBody, Validati
 
 /// Renames and checks the compute instance spec fields in place.
 fn spec_from_view(spec: &mut Map<String, Value>, prefix: &str, errs: &mut ValidationErrors) {
-    for (field, reason) in UNSUPPORTED {
-        if spec.remove(*field).is_some_and(|v| !is_empty(&v)) {
-            errs.push(format!("{prefix}.{field}"), *reason);
-        }
-    }
     if spec.remove("is_windows") == Some(Value::Bool(true)) {
         errs.push(format!("{prefix}.is_windows"), "is not supported: vmaas boots Linux guests");
     }
@@ -210,17 +201,6 @@ fn references_from_view(spec: &mut Map<String, Value>, prefix: &str, errs: &mut 
 /// What reference `v` names; why it is not one goes into `errs` under `field`.
 fn read(v: &Value, field: String, errs: &mut ValidationErrors) -> Option<String> {
     reference::key(v).map_err(|reason| errs.push(field, reason)).ok().flatten()
-}
-
-fn is_empty(v: &Value) -> bool {
-    match v {
-        Value::Null => true,
-        Value::String(s) => s.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
-        Value::Number(n) => n.as_f64() == Some(0.0),
-        Value::Bool(b) => !b,
-    }
 }
 
 #[cfg(test)]

@@ -155,6 +155,11 @@ pub struct VirtualMachineSpec {
     /// named `disk1`, `disk2`, … in the guest's order; fixed at create.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub additional_disks: Vec<VmDisk>,
+    /// OSAC's `auto_external_ip_attachment`: an external IP from the
+    /// default pool, attached to the VM as it is made, named as the VM,
+    /// and deleted with it. Fixed at create.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auto_external_ip_attachment: bool,
 }
 
 impl VirtualMachineSpec {
@@ -176,6 +181,7 @@ impl VirtualMachineSpec {
             clone_of: None,
             boot_disk: None,
             additional_disks: Vec::new(),
+            auto_external_ip_attachment: false,
         }
     }
 
@@ -535,6 +541,9 @@ pub struct SpecPatch {
     /// Must equal the current additional disks: they are fixed at create.
     #[serde(default)]
     pub additional_disks: Option<Vec<VmDisk>>,
+    /// Must equal the current `auto_external_ip_attachment`: fixed at create.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_external_ip_attachment: Option<bool>,
 }
 
 /// The object of a PATCH request.

@@ -4,6 +4,7 @@
 //! ([`expiry`]) and instance type ([`shape`]), and takes what it needs in
 //! one admission; a change does the same for what changes.
 
+mod auto_ip;
 mod clone;
 mod expiry;
 mod migrate;
@@ -100,16 +101,21 @@ pub(crate) async fn create(s: &AppState, caller: &Caller, mut obj: CreateVirtual
     if !errs.is_empty() {
         return Err(ApiError::invalid(errs));
     }
+    let auto_ip = auto_ip::plan(adm.state(), caller, &rec).await?;
     let image = images::boot_image(&adm, caller, &rec.machine).await?;
     let staged = adm.state().store.stage_vm_booting(&rec, image.as_ref()).await?;
     // Admission counts the VM from here (on SQLite, staged: the group
     // commit goes on meanwhile); an image made for it is looked for by
-    // name, so that one is stored before the next request looks.
-    let committed = if image.as_ref().is_none_or(|i| i.new.is_none()) {
+    // name, so that one is stored before the next request looks, and an
+    // external IP made with it holds its address before the next takes one.
+    let committed = if auto_ip.is_none() && image.as_ref().is_none_or(|i| i.new.is_none()) {
         adm.commit().await?;
         staged.committed().await
     } else {
         let committed = staged.committed().await;
+        if let (Ok(()), Some(planned)) = (&committed, auto_ip) {
+            auto_ip::store(adm.state(), &rec, planned).await?;
+        }
         adm.commit().await?;
         committed
     };
@@ -153,6 +159,9 @@ pub(crate) async fn patch(s: &AppState, caller: &Caller, id: &str, p: PatchVirtu
     }
     if let Some(pl) = p.spec.placement.as_ref().filter(|pl| Some(*pl) != current.spec.placement.as_ref()) {
         errs.push("object.spec.placement", format!("cannot change to {} in place: a VM is placed once", pl.describe()));
+    }
+    if p.spec.auto_external_ip_attachment.is_some_and(|a| a != current.spec.auto_external_ip_attachment) {
+        errs.push("object.spec.auto_external_ip_attachment", "cannot change in place: it is fixed at create; attach external IPs instead");
     }
     if p.spec.additional_disks.as_ref().is_some_and(|d| *d != current.spec.additional_disks) {
         errs.push("object.spec.additional_disks", "cannot change in place: additional disks are fixed at create; attach volumes instead");

@@ -8,8 +8,10 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
+use chrono::Utc;
 use tracing::{info, warn};
 use vmaas_backend::{BalancerObservation, BalancerProblem, BalancerSpec, Cleanup, Mapping, Requeue, Target};
+use vmaas_model::external_ip::AUTO_LABEL;
 use vmaas_model::load_balancer::LbProtocol;
 use vmaas_model::{
     ExternalIp, ExternalIpAttachment, ExternalIpAttachmentState, ExternalIpAttachmentStatus, LoadBalancer, LoadBalancerState,
@@ -48,6 +50,27 @@ pub(super) async fn exposure(r: &Reconciler, vm: &VmRecord) -> Result<(Vec<Ipv4A
     ports.sort_unstable();
     ports.dedup();
     Ok((ips, ports))
+}
+
+/// Deletes what VM `vm` (gone) was given with `auto_external_ip_attachment`:
+/// the attachments linked to it that carry [`AUTO_LABEL`] with its id, and
+/// their external IPs that carry it too.
+pub(super) async fn release_auto(r: &Reconciler, vm: &str) -> Result<(), StoreError> {
+    let mine = |labels: &vmaas_model::Labels| labels.labels.get(AUTO_LABEL).map(String::as_str) == Some(vm);
+    for a in r.store.linked_records::<ExternalIpAttachment>(vm).await?.into_iter().filter(|a| mine(&a.labels)) {
+        r.store.mark_record_deleted::<ExternalIpAttachment>(&a.id, &Scope::All, Utc::now()).await?;
+        r.store.remove(&a.id).await?;
+        match r.store.get_record::<ExternalIp>(&a.spec.external_ip, &Scope::All).await {
+            Ok(ip) if mine(&ip.labels) => {
+                r.store.mark_record_deleted::<ExternalIp>(&ip.id, &Scope::All, Utc::now()).await?;
+            }
+            Ok(_) | Err(StoreError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        r.queue.enqueue(ObjectKind::ExternalIp, &a.spec.external_ip);
+        info!(attachment = %a.id, external_ip = %a.spec.external_ip, "the automatic external IP goes with its VM");
+    }
+    Ok(())
 }
 
 /// An external IP: released when deleted; `attached` while an attachment holds it.

@@ -206,6 +206,7 @@ async fn delete(r: &Reconciler, vm: &VmRecord) -> Result<(Outcome, Option<Durati
     match r.backend.vms().delete(&vm.id).await {
         Ok(Cleanup::Done) => {
             super::volume::detach_all(r, &vm.id).await?;
+            super::external::release_auto(r, &vm.id).await?;
             super::snapshot::with_vm(r, vm).await?;
             r.store.remove_vm(&vm.id).await?;
             for a in &vm.spec.network_attachments {

@@ -29,7 +29,6 @@ pub struct Asked<T> {
 pub fn create(pool: &DescriptorPool, ci: pb::ComputeInstance) -> Result<Asked<CreateVirtualMachine>, ValidationErrors> {
     let mut errs = ValidationErrors::default();
     let spec = ci.spec.unwrap_or_default();
-    unsupported(&spec, &Mask::none(), &mut errs);
     let restart = spec.restart_requested_at.is_some();
     let out = CreateVirtualMachine {
         type_url: None,
@@ -46,6 +45,7 @@ pub fn create(pool: &DescriptorPool, ci: pb::ComputeInstance) -> Result<Asked<Cr
             boot_disk: spec.boot_disk.and_then(|d| disk(d, "object.spec.boot_disk", &mut errs)),
             additional_disks: additional_disks(spec.additional_disks, &mut errs),
             catalog_item: spec.catalog_item.as_ref().and_then(|r| key(&r.id, &r.name)),
+            auto_external_ip_attachment: spec.auto_external_ip_attachment,
             ..VirtualMachineSpec::new(spec.template.as_ref().and_then(|r| key(&r.id, &r.name)).unwrap_or_default())
         },
         status: None,
@@ -57,7 +57,6 @@ pub fn create(pool: &DescriptorPool, ci: pb::ComputeInstance) -> Result<Asked<Cr
 pub fn patch(pool: &DescriptorPool, ci: pb::ComputeInstance, mask: &Mask) -> Result<Asked<PatchVirtualMachine>, ValidationErrors> {
     let mut errs = ValidationErrors::default();
     let spec = ci.spec.unwrap_or_default();
-    unsupported(&spec, mask, &mut errs);
     if mask.wants("spec.network_attachments", !spec.network_attachments.is_empty()) {
         errs.push("object.spec.network_attachments", "cannot be changed: a VM keeps the NICs it was created with");
     }
@@ -68,6 +67,8 @@ pub fn patch(pool: &DescriptorPool, ci: pb::ComputeInstance, mask: &Mask) -> Res
     p.template = template.filter(|_| mask.wants("spec.template", true));
     let item = spec.catalog_item.as_ref().and_then(|r| key(&r.id, &r.name));
     p.catalog_item = item.filter(|_| mask.wants("spec.catalog_item", true));
+    let auto = spec.auto_external_ip_attachment;
+    p.auto_external_ip_attachment = mask.wants("spec.auto_external_ip_attachment", auto).then_some(auto);
     if mask.wants("spec.template_parameters", !spec.template_parameters.is_empty()) {
         p.template_parameters = Some(parameters(pool, spec.template_parameters, &mut errs));
     }
@@ -118,6 +119,7 @@ pub fn to_pb(pool: &DescriptorPool, vm: VirtualMachine, names: &Names) -> pb::Co
             boot_disk: s.boot_disk.map(disk_pb),
             additional_disks: s.additional_disks.into_iter().map(disk_pb).collect(),
             catalog_item: s.catalog_item.map(|id| pb::ComputeInstanceCatalogItemReference { id, ..Default::default() }),
+            auto_external_ip_attachment: s.auto_external_ip_attachment,
             ..Default::default()
         }),
         status: Some(status(vm.status, stopping)),
@@ -193,15 +195,6 @@ fn condition(c: Condition) -> Option<pb::ComputeInstanceCondition> {
         reason: c.reason,
         message: Some(c.message),
     })
-}
-
-/// The spec fields of OSAC's compute instance vmaas does not serve, each
-/// named with why when it is set.
-fn unsupported(spec: &pb::ComputeInstanceSpec, mask: &Mask, errs: &mut ValidationErrors) {
-    let at = |f: &str| format!("object.spec.{f}");
-    if spec.auto_external_ip_attachment && mask.wants("spec.auto_external_ip_attachment", true) {
-        errs.push(at("auto_external_ip_attachment"), "is not supported: attach an external IP (external_ip_attachments) instead");
-    }
 }
 
 /// The power state a `run_strategy` asks for (`""`: none).
