@@ -155,7 +155,7 @@ fn simple_vm_with_image(input: &FunctionInput, image: &str) -> Result<Template, 
 }
 
 #[test]
-fn an_image_url_is_imported_by_cdi_and_other_schemes_are_refused() {
+fn an_image_url_or_registry_reference_is_imported_by_cdi_and_other_schemes_are_refused() {
     let input = input();
     let spec: VmXrSpec = serde_json::from_value(json!({"template": "simple_vm"})).unwrap();
     let url = "https://images.example/debian-12.qcow2";
@@ -167,8 +167,17 @@ fn an_image_url_is_imported_by_cdi_and_other_schemes_are_refused() {
     assert!(dv["spec"].get("sourceRef").is_none(), "{dv}");
     let datavolume = json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "metadata": dv["metadata"], "spec": dv["spec"]});
     assert_valid(&json_schema("cdi.kubevirt.io_datavolume_v1beta1.json"), &datavolume, "the CDI DataVolume template");
+    // A containerDisk in an OCI registry: CDI's registry source.
+    let reference = "docker://127.0.0.1:5000/disks/debian:12";
+    let r = render_vm(&team_a("fromoci"), &spec, &simple_vm_with_image(&input, reference).unwrap(), &input, None).unwrap();
+    let dv = serde_json::to_value(&r.vm).unwrap()["spec"]["dataVolumeTemplates"][0].clone();
+    assert_eq!(dv["spec"]["source"], json!({"registry": {"url": reference}}));
+    let datavolume = json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "metadata": dv["metadata"], "spec": dv["spec"]});
+    assert_valid(&json_schema("cdi.kubevirt.io_datavolume_v1beta1.json"), &datavolume, "the CDI DataVolume template (registry)");
     let errs = simple_vm_with_image(&input, "file:///etc/shadow").unwrap_err().to_string();
     assert!(errs.contains("spec_defaults.image: an image URL must be http or https, got \"file\""), "{errs}");
+    let errs = simple_vm_with_image(&input, "docker://127.0.0.1:5000/Disks/x:1").unwrap_err().to_string();
+    assert!(errs.contains("spec_defaults.image: \"docker://127.0.0.1:5000/Disks/x:1\" is not an OCI image reference"), "{errs}");
 }
 
 #[test]

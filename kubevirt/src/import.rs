@@ -1,5 +1,6 @@
 //! Images imported through the API, on a cluster: CDI imports the URL into
-//! a DataVolume in the images namespace (`image-<id>`), and a `DataSource`
+//! a DataVolume in the images namespace (an `http` source, or a `registry`
+//! source for a `docker://` containerDisk) (`image-<id>`), and a `DataSource`
 //! of the same name points at its PVC, so VMs and volumes clone it like a
 //! catalog image. CDI converts to raw; its HTTP source has no checksum, so
 //! an import that asks for a SHA-256 is refused rather than left unchecked.
@@ -34,7 +35,7 @@ impl Shared {
         let dv = json!({
             "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
             "metadata": {"name": name, "namespace": ns, "labels": own},
-            "spec": {"source": {"http": {"url": url}}, "storage": storage},
+            "spec": {"source": vmaas_model::k8s::volume::import_source(url), "storage": storage},
         });
         let ds = json!({
             "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",

@@ -2,7 +2,8 @@
 //! available base OS images"). Public images are the administrators': the
 //! backend's catalog (the qemu backend's images directory), and images an
 //! administrator imports with `spec.public`. A tenant imports its own from
-//! an `http(s)` URL (`spec.source`) or by uploading it, optionally checked
+//! an `http(s)` URL or an OCI registry (`docker://`, a containerDisk) in
+//! `spec.source`, or by uploading it, optionally checked
 //! against `spec.sha256`. An image is named by `vm_image` in a template or
 //! a VM's parameters; `status.references` counts the VMs booting from it
 //! and the volumes starting as it.
@@ -76,7 +77,8 @@ pub struct ImageSpec {
     /// What it holds, as its publisher describes it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
-    /// An `http(s)` URL to import it from; absent: uploaded with
+    /// An `http(s)` URL to import it from, or a `docker://` reference to
+    /// a containerDisk in an OCI registry; absent: uploaded with
     /// `PUT /images/{id}/content`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
@@ -124,7 +126,9 @@ impl ImageSpec {
         if let Some(url) = &self.source {
             let as_boot = crate::BootSource { image: url.clone() };
             let problem = match (as_boot.is_url(), as_boot.check_url()) {
-                (false, _) => Some(format!("{url:?} is not a URL: give an http(s) URL, or none and upload the file")),
+                (false, _) => Some(format!(
+                    "{url:?} is not a URL: give an http(s) URL, a docker:// reference into an OCI registry, or none and upload the file"
+                )),
                 (true, Err(e)) => Some(e.to_string()),
                 (true, Ok(())) => None,
             };

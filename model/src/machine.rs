@@ -22,6 +22,9 @@ pub const DEFAULT_IMAGE: &str = "default";
 /// Smallest guest memory accepted, in bytes (64 MiB).
 pub const MIN_MEMORY_BYTES: u64 = 64 << 20;
 
+/// The scheme of an image in an OCI registry.
+pub const REGISTRY_SCHEME: &str = "docker://";
+
 /// Name of the disk a VM boots from.
 pub const ROOT_DISK: &str = "root";
 
@@ -33,7 +36,8 @@ pub const DEFAULT_NIC: &str = "default";
 #[serde(deny_unknown_fields)]
 pub struct BootSource {
     /// Base image name; each backend maps [`DEFAULT_IMAGE`] to its own
-    /// default. An `http(s)://` URL names an image to import on demand.
+    /// default. An `http(s)://` URL names an image to import on demand, and
+    /// a `docker://` reference a containerDisk in an OCI registry.
     pub image: String,
 }
 
@@ -43,9 +47,28 @@ impl BootSource {
         self.image.contains("://")
     }
 
-    /// Checks an image URL: `http` or `https`, with a host, no spaces.
+    /// Whether the image is a reference into an OCI registry (`docker://`).
+    pub fn is_registry(&self) -> bool {
+        self.image.starts_with(REGISTRY_SCHEME)
+    }
+
+    /// The registry reference without its scheme (`HOST/REPOSITORY:TAG`),
+    /// as a containerDisk or a CDI registry source names it.
+    pub fn registry_reference(&self) -> Option<&str> {
+        self.image.strip_prefix(REGISTRY_SCHEME)
+    }
+
+    /// Checks an image URL: `http` or `https`, with a host, no spaces; or
+    /// an OCI image reference after `docker://`.
     pub fn check_url(&self) -> Result<(), UrlError> {
         let Some((scheme, rest)) = self.image.split_once("://") else { return Ok(()) };
+        if scheme == "docker" {
+            return match rest.parse::<oci_spec::distribution::Reference>() {
+                Ok(_) if rest.chars().all(|c| c.is_ascii_graphic()) => Ok(()),
+                Ok(_) => Err(UrlError::Reference(self.image.clone(), "it has blanks or control characters".into())),
+                Err(e) => Err(UrlError::Reference(self.image.clone(), e.to_string())),
+            };
+        }
         if scheme != "http" && scheme != "https" {
             return Err(UrlError::Scheme(scheme.to_owned()));
         }
@@ -60,9 +83,12 @@ impl BootSource {
 /// Why an image URL is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UrlError {
-    /// A scheme other than `http` and `https`.
-    #[error("an image URL must be http or https, got {0:?}")]
+    /// A scheme other than `http`, `https` and `docker`.
+    #[error("an image URL must be http or https, got {0:?} (docker:// names an image in an OCI registry)")]
     Scheme(String),
+    /// `docker://` and what follows is not an image reference.
+    #[error("{0:?} is not an OCI image reference (docker://HOST/REPOSITORY:TAG or @sha256:DIGEST): {1}")]
+    Reference(String, String),
     /// No host, or blanks or control characters in it.
     #[error("{0:?} is not a URL with a host")]
     NoHost(String),
@@ -513,5 +539,12 @@ mod tests {
         assert!(b("file:///etc/shadow").check_url().unwrap_err().to_string().contains("http or https"));
         assert!(b("http:///nohost").check_url().unwrap_err().to_string().contains("with a host"));
         assert!(b("http://a b/c").check_url().is_err());
+        assert!(b("docker://127.0.0.1:5000/disks/guest:1").check_url().is_ok());
+        assert_eq!(b("docker://127.0.0.1:5000/disks/guest:1").registry_reference(), Some("127.0.0.1:5000/disks/guest:1"));
+        let digest = format!("docker://quay.io/x/y@sha256:{}", "a".repeat(64));
+        assert!(b(&digest).check_url().is_ok() && b(&digest).is_registry());
+        for bad in ["docker://UPPER/Case:1", "docker://x/y@sha256:short", "docker://"] {
+            assert!(b(bad).check_url().unwrap_err().to_string().contains("OCI image reference"), "{bad}");
+        }
     }
 }

@@ -25,6 +25,10 @@ use crate::atomic::write_atomic;
 use crate::images::{Image, ImageError, ImageManifest};
 use crate::sources::{FETCH_FAILED, MAX_REDIRECTS, SourcePolicy, describe};
 
+mod registry;
+
+pub use registry::SCHEME as REGISTRY_SCHEME;
+
 const DONE: &str = "import.json";
 const FAILED: &str = "failed.txt";
 const PART: &str = "disk.part";
@@ -193,7 +197,13 @@ impl Imports {
     /// [`FETCH_FAILED`], whatever the reason.
     async fn download(&self, id: &str, url: &str, spec: &ImageImport, job: &Job) -> Result<(String, u64), ImportError> {
         let total = self.sources.limits.total;
-        let outcome = match tokio::time::timeout(total, self.fetch_into(id, url, spec, job)).await {
+        let fetch = async {
+            match url.starts_with(registry::SCHEME) {
+                true => self.pull_into(id, url, spec, job).await,
+                false => self.fetch_into(id, url, spec, job).await,
+            }
+        };
+        let outcome = match tokio::time::timeout(total, fetch).await {
             Ok(outcome) => outcome,
             Err(_) => Err(Fetch::Failed(format!("the download took longer than {total:?}"))),
         };

@@ -21,10 +21,10 @@
 //! - [`balancer`] and [`proxy`]: load balancers, a TCP proxy per port over
 //!   the targets that pass their probe; `forwards`: external IPs and
 //!   balanced ports forwarded into running guests.
-//! - [`import`] and [`vetting`]: images imported from a URL or uploaded,
-//!   streamed, hashed and checked (qcow2 or raw, reading no other file).
-//! - [`volumes`]: volumes, one qcow2 file each outside every VM's
-//!   directory.
+//! - [`import`] and [`vetting`]: images imported from a URL, an OCI
+//!   registry (through `fetch_proxy`) or uploaded, streamed, hashed and
+//!   checked (qcow2 or raw, reading no other file).
+//! - [`volumes`]: volumes, one qcow2 file each outside every VM's directory.
 //!
 //! The VM driver, [`Vms`], keeps the table of VMs (each one's runtime
 //! state in `vm`) and moves each towards its spec (`lifecycle`), through
@@ -32,11 +32,10 @@
 //! - `launch`: a VM's QEMU started (image, disks, seed, command line), and
 //!   the external IPs and GPUs launches take from the host;
 //! - `clone`: template snapshots and the clones restored from them;
-//! - `hotplug`: volumes put on and taken off running guests; `pause`: guests frozen and let go on (QMP);
+//! - `hotplug`: volumes on and off running guests; `pause`: guests frozen (QMP);
 //! - `ports`: NICs on subnets, ports of the switch's segments;
 //! - [`migrate`]: live migration of a running guest to a new QEMU process;
-//! - [`live`] and [`resize`]: the limits a guest starts with to grow live,
-//!   and the steps that grow it;
+//! - [`live`] and [`resize`]: the limits to grow live, and the steps that grow it;
 //! - `adopt` and `recover`: guests found on the host at start (state files
 //!   rebuilt from the running QEMU), and the quarantine of VMs the store
 //!   does not know, which are kept, never deleted behind an operator's back.
@@ -63,6 +62,7 @@ pub mod disk_snapshots;
 pub mod display;
 pub mod egress;
 mod export;
+mod fetch_proxy;
 mod forwards;
 mod gateway;
 pub mod gpus;

@@ -51,6 +51,8 @@ pub struct SourcePolicy {
     allow: Vec<Cidr>,
     /// The server's own listening sockets, once it listens: never fetched from.
     own: Arc<OnceLock<Vec<SocketAddr>>>,
+    /// Registries (`HOST:PORT`) spoken to over plain HTTP rather than HTTPS.
+    plain_http: Vec<String>,
     /// Time limits of a download.
     pub limits: FetchLimits,
 }
@@ -58,7 +60,7 @@ pub struct SourcePolicy {
 impl Default for SourcePolicy {
     /// Public addresses only.
     fn default() -> Self {
-        Self { public: true, allow: Vec::new(), own: Arc::default(), limits: FetchLimits::default() }
+        Self { public: true, allow: Vec::new(), own: Arc::default(), plain_http: Vec::new(), limits: FetchLimits::default() }
     }
 }
 
@@ -139,6 +141,18 @@ impl SourcePolicy {
     pub fn with_limits(mut self, limits: FetchLimits) -> Self {
         self.limits = limits;
         self
+    }
+
+    /// The same policy, pulling from the registries `hosts` (`HOST:PORT`)
+    /// over plain HTTP; their addresses must still be allowed.
+    pub fn with_plain_http(mut self, hosts: Vec<String>) -> Self {
+        self.plain_http = hosts;
+        self
+    }
+
+    /// The registries pulled from over plain HTTP.
+    pub fn plain_http_registries(&self) -> &[String] {
+        &self.plain_http
     }
 
     fn listed(&self) -> String {

@@ -260,6 +260,11 @@ struct ServeArgs {
     /// server's own listening socket never.
     #[arg(long, env = "VMAAS_IMAGE_SOURCE_ALLOW", value_delimiter = ',', default_value = "public")]
     image_source_allow: Vec<String>,
+    /// OCI registries (`HOST:PORT`, comma-separated) that `docker://`
+    /// images are pulled from over plain HTTP rather than HTTPS; their
+    /// addresses must still be allowed by --image-source-allow.
+    #[arg(long, env = "VMAAS_IMAGE_REGISTRY_PLAIN_HTTP", value_delimiter = ',')]
+    image_registry_plain_http: Vec<String>,
     /// The longest an image download waits for its next bytes.
     #[arg(long, env = "VMAAS_IMAGE_FETCH_READ_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     image_fetch_read_timeout: Duration,
@@ -465,6 +470,7 @@ async fn qemu_backend(args: &ServeArgs, data_dir: &std::path::Path, listening: &
         image_sources: vmaas_qemu::sources::SourcePolicy::parse(&args.image_source_allow)
             .context("--image-source-allow")?
             .with_listening(listening.clone())
+            .with_plain_http(args.image_registry_plain_http.clone())
             .with_limits(FetchLimits { read: args.image_fetch_read_timeout, total: args.image_fetch_timeout }),
         nat: Arc::new(
             EgressPolicy::new(&args.nat_allow, args.nat_netns.as_deref())

@@ -86,9 +86,14 @@ def run(a):
     found = images.List(dis.DiskImagesListRequest(filter="this.metadata.name == 'osac-disk'"), metadata=user, timeout=30)
     check([d.id for d in found.items] == [disk.id], f"listed with a filter ({found})")
     check(found.items[0].spec.architecture == [dit.ARCHITECTURE_AMD64], f"amd64 ({found.items[0].spec})")
+    # An OCI registry source (nothing listens there: the reference is data here).
+    oci = images.Create(dis.DiskImagesCreateRequest(object=dit.DiskImage(metadata=md.Metadata(name="oci"), spec=dit.DiskImageSpec(
+        source_type=dit.SOURCE_TYPE_REGISTRY, source_ref="127.0.0.1:1/disks/y:1"))), metadata=user, timeout=30).object
+    check((oci.spec.source_type, oci.spec.source_ref) == (dit.SOURCE_TYPE_REGISTRY, "127.0.0.1:1/disks/y:1"), f"a registry source ({oci.spec})")
+    images.Delete(dis.DiskImagesDeleteRequest(id=oci.id), metadata=user, timeout=30)
     refused(lambda: images.Create(dis.DiskImagesCreateRequest(object=dit.DiskImage(metadata=md.Metadata(name="oci"), spec=dit.DiskImageSpec(
-        source_type=dit.SOURCE_TYPE_REGISTRY, source_ref="quay.io/x/y:1"))), metadata=user, timeout=30),
-        grpc.StatusCode.INVALID_ARGUMENT, "an OCI registry source")
+        source_type=dit.SOURCE_TYPE_REGISTRY, source_ref="https://127.0.0.1:1/disks/y:1"))), metadata=user, timeout=30),
+        grpc.StatusCode.INVALID_ARGUMENT, "a registry source with a URL scheme")
     step("a disk image imported and listed")
 
     tpl = ctt.ComputeInstanceTemplate(metadata=md.Metadata(name="osac-current"), title="current shapes",

@@ -15,12 +15,17 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Starts the registry and waits until it answers `/v2/`.
+    /// Starts the registry on 127.0.0.1 and waits until it answers `/v2/`.
     pub async fn start() -> Self {
+        Self::start_on("127.0.0.1").await
+    }
+
+    /// Starts the registry on loopback address `ip` and waits until it answers `/v2/`.
+    pub async fn start_on(ip: &str) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = crate::k8s::free_port();
         let config = format!(
-            "version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n  delete: {{enabled: true}}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+            "version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n  delete: {{enabled: true}}\nhttp:\n  addr: {ip}:{port}\n",
             dir.path().join("data").display()
         );
         std::fs::write(dir.path().join("config.yml"), config).expect("registry config");
@@ -33,7 +38,7 @@ impl Registry {
             .stderr(log)
             .spawn()
             .expect("docker-registry (Debian's docker-registry; scripts/test.sh installs it)");
-        let r = Self { child, host: format!("127.0.0.1:{port}"), _dir: dir };
+        let r = Self { child, host: format!("{ip}:{port}"), _dir: dir };
         let deadline = Instant::now() + Duration::from_secs(30);
         while reqwest::get(format!("http://{}/v2/", r.host)).await.map(|a| a.status().as_u16()).ok() != Some(200) {
             assert!(Instant::now() < deadline, "the registry did not answer in 30 s: {}", r.log());
@@ -94,4 +99,34 @@ pub fn files_under(root: &Path) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+/// Pushes `disk` to `to` (`docker://HOST/NAME:TAG`) as a KubeVirt
+/// containerDisk, built with umoci: one layer holding `disk/disk.qcow2`
+/// (or, with `None`, a layer with no disk). The manifest's digest.
+pub fn push_container_disk(disk: Option<&Path>, to: &str) -> String {
+    let work = tempfile::tempdir().expect("tempdir");
+    let (layout, root) = (work.path().join("layout"), work.path().join("root"));
+    match disk {
+        Some(d) => {
+            std::fs::create_dir_all(root.join("disk")).expect("disk/");
+            std::fs::copy(d, root.join("disk/disk.qcow2")).expect("the disk");
+        }
+        None => {
+            std::fs::create_dir_all(root.join("etc")).expect("etc/");
+            // 512 bytes: Debian's umoci 0.4.7 writes no tar trailer, nor the
+            // padding of a last file shorter than a block.
+            std::fs::write(root.join("etc/hostname"), format!("{:<511}\n", "no-disk")).expect("etc/hostname");
+        }
+    }
+    let image = format!("{}:1", layout.display());
+    let umoci = |args: &[&str]| {
+        let out = Command::new("umoci").args(args).output().expect("umoci (Debian's umoci; scripts/test.sh installs it)");
+        assert!(out.status.success(), "umoci {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    umoci(&["init", "--layout", &layout.to_string_lossy()]);
+    umoci(&["new", "--image", &image]);
+    umoci(&["insert", "--image", &image, &root.to_string_lossy(), "/"]);
+    copy(&format!("oci:{image}"), to);
+    inspect(to, false)["Digest"].as_str().expect("the pushed image's digest").to_owned()
 }

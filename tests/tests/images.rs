@@ -61,7 +61,10 @@ async fn public_images_are_listed_counted_and_checked() {
     let (st, err) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&acme), Some(body)).await;
     assert_eq!(st, 400, "{err}");
     assert_eq!(err["details"][0]["field"], "object.spec.template_parameters.vm_image.value", "{err}");
-    assert_eq!(err["details"][0]["reason"], "an image URL must be http or https, got \"file\"", "{err}");
+    assert_eq!(
+        err["details"][0]["reason"], "an image URL must be http or https, got \"file\" (docker:// names an image in an OCI registry)",
+        "{err}"
+    );
     let (_, vms) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&acme), None).await;
     assert_eq!(vms["total"], 1, "{vms}");
 

@@ -126,6 +126,16 @@ async fn an_imported_image_is_a_cdi_import_and_a_data_source() {
     let root = the_vm(&k, &vm).await["spec"]["dataVolumeTemplates"][0]["spec"]["sourceRef"].clone();
     assert_eq!(root, json!({"kind": "DataSource", "name": ds[0]["metadata"]["name"], "namespace": IMAGES}), "cloned from the import");
 
+    // A containerDisk in an OCI registry: CDI's registry source, accepted Strict.
+    let reference = "docker://127.0.0.1:9/disks/alpine:3";
+    let body = json!({"object": {"metadata": {"name": "alpine-oci"}, "spec": {"source": reference}}});
+    let (st, img) = s.raw(Method::POST, &format!("{V1}/images"), Some(&t), Some(body)).await;
+    assert_eq!(st, 201, "{img}");
+    let oci = img["object"]["id"].as_str().unwrap().to_owned();
+    api_until(&s, &t, &format!("images/{oci}"), "READY", |v| state(v) == "IMAGE_STATE_READY").await;
+    let dv = objects_of(&k, "/apis/cdi.kubevirt.io/v1beta1/datavolumes", &oci).await;
+    assert_eq!(dv[0]["spec"]["source"], json!({"registry": {"url": reference}}));
+
     let checked = json!({"object": {"metadata": {"name": "checked"}, "spec": {"source": url, "sha256": "0".repeat(64)}}});
     let (st, img) = s.raw(Method::POST, &format!("{V1}/images"), Some(&t), Some(checked)).await;
     assert_eq!(st, 201, "{img}");

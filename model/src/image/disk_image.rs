@@ -2,10 +2,10 @@
 //! vmaas's images: an image read as a disk image, and a disk image's
 //! create body read as an image import.
 //!
-//! The differences: vmaas imports over `http(s)`, so a disk image's
-//! `source_ref` is the URL to import (its `source_type` left unspecified);
-//! OSAC's `SOURCE_TYPE_REGISTRY` (an OCI artifact) is refused, naming the
-//! field. The architecture is `ARCHITECTURE_AMD64`, the only one this host
+//! A disk image's `source_ref` is the `http(s)` URL to import (its
+//! `source_type` left unspecified), or with `SOURCE_TYPE_REGISTRY` an OCI
+//! image reference (`HOST/REPOSITORY:TAG` or `@sha256:DIGEST`, a
+//! containerDisk), kept as the image's `docker://` source. The architecture is `ARCHITECTURE_AMD64`, the only one this host
 //! runs. An import is `DISK_IMAGE_LIFECYCLE_AVAILABLE`; an update moves
 //! its lifecycle ([`patch_of_disk_image`], [`super::lifecycle`]).
 //! The import's progress is in the status, which OSAC leaves empty
@@ -14,12 +14,16 @@
 use serde_json::{Map, Value, json};
 
 use crate::ValidationErrors;
+use crate::machine::REGISTRY_SCHEME;
 use crate::profile::GuestOsFamily;
 
 use super::Image;
 
 /// The `@type` of a disk image.
 pub const DISK_IMAGE_TYPE_URL: &str = "type.googleapis.com/osac.public.v1.DiskImage";
+
+/// OSAC's source type of an image in an OCI registry.
+const REGISTRY: &str = "SOURCE_TYPE_REGISTRY";
 
 /// The one architecture vmaas's guests have.
 const AMD64: &str = "ARCHITECTURE_AMD64";
@@ -43,12 +47,16 @@ pub fn to_disk_image(i: &Image) -> Value {
     if let Some(why) = &i.status.message {
         status["message"] = Value::from(why.as_str());
     }
+    let source = i.spec.source.clone().unwrap_or_else(|| i.metadata.name.clone());
     let mut spec = json!({
-        "source_ref": i.spec.source.clone().unwrap_or_else(|| i.metadata.name.clone()),
+        "source_ref": source.strip_prefix(REGISTRY_SCHEME).unwrap_or(&source),
         "guest_os_family": family,
         "architecture": [AMD64],
         "lifecycle": i.spec.lifecycle,
     });
+    if source.starts_with(REGISTRY_SCHEME) {
+        spec["source_type"] = Value::from(REGISTRY);
+    }
     if let Some(d) = &i.spec.deprecation {
         spec["deprecation"] = serde_json::to_value(d).unwrap_or_default();
     }
@@ -114,13 +122,22 @@ pub fn from_disk_image(di: Value, prefix: &str) -> Result<Value, ValidationError
     }
     let text = |f: &str| spec.get(f).and_then(Value::as_str).unwrap_or_default().to_owned();
     let mut image = Map::new();
-    match text("source_type").as_str() {
-        "" | "SOURCE_TYPE_UNSPECIFIED" => {}
-        "SOURCE_TYPE_REGISTRY" => errs.push(at("source_type"), "OCI registries are not supported: give an http(s) URL as source_ref"),
-        other => errs.push(at("source_type"), format!("unknown source type {other:?}")),
-    }
+    let registry = match text("source_type").as_str() {
+        "" | "SOURCE_TYPE_UNSPECIFIED" => false,
+        REGISTRY => true,
+        other => {
+            errs.push(at("source_type"), format!("unknown source type {other:?}"));
+            false
+        }
+    };
     match text("source_ref") {
+        r if r.is_empty() && registry => errs.push(at("source_ref"), "is required: the image's reference, HOST/REPOSITORY:TAG"),
         r if r.is_empty() => errs.push(at("source_ref"), "is required: the http(s) URL to import the image from"),
+        r if registry && r.contains("://") && !r.starts_with(REGISTRY_SCHEME) => errs.push(
+            at("source_ref"),
+            "is an OCI image reference with SOURCE_TYPE_REGISTRY: HOST/REPOSITORY:TAG, with no scheme but docker://",
+        ),
+        r if registry && !r.starts_with(REGISTRY_SCHEME) => _ = image.insert("source".into(), Value::from(format!("{REGISTRY_SCHEME}{r}"))),
         r => _ = image.insert("source".into(), Value::from(r)),
     }
     if let Some(family) = spec.get("guest_os_family").filter(|v| !v.is_null() && *v != "GUEST_OS_FAMILY_UNSPECIFIED") {
@@ -172,11 +189,29 @@ mod tests {
 
     #[test]
     fn what_vmaas_cannot_import_is_named() {
-        let di = json!({"spec": {"source_type": "SOURCE_TYPE_REGISTRY", "architecture": ["ARCHITECTURE_ARM64"],
+        let di = json!({"spec": {"source_type": "SOURCE_TYPE_OCI", "architecture": ["ARCHITECTURE_ARM64"],
             "lifecycle": "DISK_IMAGE_LIFECYCLE_OBSOLETE"}});
         let errs = from_disk_image(di, "object").unwrap_err();
         let fields: Vec<&str> = errs.0.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["object.spec.source_type", "object.spec.source_ref", "object.spec.architecture[0]", "object.spec.lifecycle"]);
+        let https = json!({"spec": {"source_type": "SOURCE_TYPE_REGISTRY", "source_ref": "https://quay.io/x/y:1"}});
+        assert_eq!(from_disk_image(https, "object").unwrap_err().0[0].field, "object.spec.source_ref");
+    }
+
+    #[test]
+    fn a_registry_image_is_a_docker_source_and_answers_as_one() {
+        let di = json!({"metadata": {"name": "c"}, "spec": {"source_type": "SOURCE_TYPE_REGISTRY", "source_ref": "127.0.0.1:5000/d/g:1"}});
+        let body = from_disk_image(di, "object").unwrap();
+        assert_eq!(body["spec"], json!({"source": "docker://127.0.0.1:5000/d/g:1"}));
+        let image = Image {
+            type_url: crate::image::IMAGE_TYPE_URL.into(),
+            id: "i".into(),
+            metadata: crate::image::ImageMetadata::catalog("c"),
+            spec: serde_json::from_value(body["spec"].clone()).unwrap(),
+            status: Default::default(),
+        };
+        let back = to_disk_image(&image);
+        assert_eq!((&back["spec"]["source_type"], &back["spec"]["source_ref"]), (&json!(REGISTRY), &json!("127.0.0.1:5000/d/g:1")));
     }
 
     #[test]

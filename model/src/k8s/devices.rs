@@ -26,10 +26,11 @@ pub(super) fn disks(spec: &MachineSpec, o: &VmOptions) -> (Vec<DataVolumeTemplat
     let (mut dvs, mut disks, mut volumes) = (Vec::new(), Vec::new(), Vec::new());
     for d in &spec.disks {
         let (disk_name, dv_name, source_ref, source) = match d.source {
-            // An image given as a URL is imported by CDI on demand (seed
-            // 004's vmDiskImageTemplate); a name clones a DataSource.
+            // An image given as a URL (or a docker:// reference) is imported
+            // by CDI on demand (seed 004's vmDiskImageTemplate); a name
+            // clones a DataSource.
             DiskSource::Image if spec.boot.is_url() => {
-                ("rootdisk".to_owned(), derived(&o.name, "root"), None, Some(json!({"http": {"url": spec.boot.image}})))
+                ("rootdisk".to_owned(), derived(&o.name, "root"), None, Some(super::volume::import_source(&spec.boot.image)))
             }
             DiskSource::Image => (
                 "rootdisk".to_owned(),

@@ -25,10 +25,17 @@ pub struct ImageSources {
     pub storage_class: Option<String>,
 }
 
+/// The CDI source importing `url`: an `http` source for an `http(s)` URL,
+/// a `registry` source for a `docker://` reference (a containerDisk, which
+/// CDI pulls and converts like any other import).
+pub fn import_source(url: &str) -> Value {
+    if url.starts_with(crate::machine::REGISTRY_SCHEME) { json!({"registry": {"url": url}}) } else { json!({"http": {"url": url}}) }
+}
+
 /// The DataVolume of volume `name` in `namespace`.
 pub fn data_volume(name: &str, namespace: &str, spec: &VolumeSpec, sources: &ImageSources) -> DataVolume {
     let (source_ref, source) = match spec.source_image.as_deref() {
-        Some(url) if url.starts_with("http://") || url.starts_with("https://") => (None, Some(json!({"http": {"url": url}}))),
+        Some(url) if url.contains("://") => (None, Some(import_source(url))),
         Some(image) => (
             Some(SourceRef { kind: "DataSource".into(), name: image.to_owned(), namespace: Some(sources.data_source_namespace.clone()) }),
             None,
@@ -113,6 +120,7 @@ mod tests {
         let url: VolumeSpec = serde_json::from_value(json!({"size": "20Gi", "source_image": "https://example.com/a.qcow2"})).unwrap();
         let dv = serde_json::to_value(data_volume("imp", "ns1", &url, &sources())).unwrap();
         assert_eq!(dv["spec"]["source"]["http"]["url"], "https://example.com/a.qcow2");
+        assert_eq!(import_source("docker://127.0.0.1:5000/d/g:1"), json!({"registry": {"url": "docker://127.0.0.1:5000/d/g:1"}}));
     }
 
     #[test]

@@ -5,6 +5,9 @@
 //! fixes for their life ([`at_patch`]). Nothing runs them: the reconciler
 //! has nothing to do. An item is refused deletion while VMs use it.
 
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
 use chrono::Utc;
 use serde_json::Value;
 use tracing::info;
@@ -194,9 +197,33 @@ fn compile(schema: &str) -> Result<jsonschema::Validator, String> {
 
 /// Whether `value` meets `schema` (one compiled at the item's create).
 fn valid(schema: &str, value: &Value) -> Result<(), String> {
-    let schema = compile(schema)?;
+    let schema = compiled(schema)?;
     match schema.iter_errors(value).next() {
         Some(e) => Err(e.to_string()),
         None => Ok(()),
     }
+}
+
+/// Schema text kept compiled at most, in bytes: past it the cache starts over.
+const COMPILED_BYTES: usize = 4 << 20;
+
+/// Compiled schemas by their text, and the bytes of text they hold.
+type Compiled = (HashMap<String, Arc<jsonschema::Validator>>, usize);
+
+/// `schema` compiled, from a cache of the schemas VMs were checked
+/// against lately: a VM's create does not compile its item's schemas again.
+fn compiled(schema: &str) -> Result<Arc<jsonschema::Validator>, String> {
+    static CACHE: LazyLock<Mutex<Compiled>> = LazyLock::new(Mutex::default);
+    if let Some(v) = CACHE.lock().unwrap_or_else(|p| p.into_inner()).0.get(schema) {
+        return Ok(v.clone());
+    }
+    let v = Arc::new(compile(schema)?);
+    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    if cache.1 + schema.len() > COMPILED_BYTES {
+        *cache = Default::default();
+    }
+    if cache.0.insert(schema.to_owned(), v.clone()).is_none() {
+        cache.1 += schema.len();
+    }
+    Ok(v)
 }
