@@ -50,6 +50,15 @@ async fn container_disks_are_pulled_checked_and_booted() {
         assert!(!s.data_dir.join("images").join(&id).join("layer.part").exists(), "the layer is not kept");
     }
 
+    // The CLI imports from a registry as from a URL, following the import.
+    let out = s.cli(&t, &["image", "import", "cli-oci", &at(&allowed, "guest:1"), "-o", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(
+        (got["status"]["state"].as_str(), got["status"]["sha256"].as_str()),
+        (Some("IMAGE_STATE_READY"), Some(sha256(&disk).as_str()))
+    );
+
     // What fails, fails with its reason, and leaves no disk behind.
     let wrong = format!("sha256:{}", "0".repeat(64));
     let own = format!("docker://{}/disks/guest:1", s.endpoint.trim_start_matches("http://").trim_start_matches("https://"));
@@ -95,4 +104,23 @@ async fn container_disks_are_pulled_checked_and_booted() {
     let info = vmaas_tests::disk_info(&s.data_dir.join("vms").join(&vm).join("disk.qcow2"));
     let id = made["id"].as_str().unwrap_or_default();
     assert!(info["backing-filename"].as_str().unwrap_or_default().ends_with(&format!("images/{id}/disk.qcow2")), "{info}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_past_the_size_limit_is_refused_before_its_layers_are_pulled() {
+    let registry = Registry::start().await;
+    let disk = vmaas_tests::images_dir().join("test-guest/bios.qcow2");
+    let source = format!("docker://{}/disks/guest:1", registry.host);
+    push_container_disk(Some(&disk), &source);
+    let flags = ["--image-source-allow", "127.0.0.1", "--image-registry-plain-http", &registry.host, "--image-max-size", "1Mi"];
+    let s = Server::start_qemu_with(&flags).await;
+    let t = s.token("acme", false);
+    let pulled = registry.log().len();
+    let id = import(&s, &t, "too-big", json!({"source": source})).await;
+    let img = settled(&s, &t, &id).await;
+    assert_eq!(img["status"]["state"], "IMAGE_STATE_FAILED", "{img}");
+    let why = img["status"]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("more than the 1048576 bytes this server accepts"), "{img}");
+    let asked = registry.log().get(pulled..).unwrap_or_default().to_owned();
+    assert!(asked.contains("/manifests/1") && !asked.contains("/blobs/"), "only the manifest was read: {asked}");
 }

@@ -2,9 +2,9 @@
 //! laid out as KubeVirt's containerDisks: the disk is the one file under
 //! `/disk/` in the image's layers. The manifest (of `linux/amd64` in an
 //! index) is fetched and, when the reference names a digest, checked
-//! against it; each layer is verified by its digest as it streams in, kept
-//! no longer than it takes to find the disk, and counted against the
-//! import's byte limit like a download. Every request goes through a
+//! against it; the layers together may not exceed the import's byte limit,
+//! and each is verified by its digest as it streams in and kept no longer
+//! than it takes to look for the disk. Every request goes through a
 //! [`FetchProxy`] that enforces the image source policy.
 
 use std::io::Read;
@@ -37,7 +37,7 @@ enum LayerError {
     #[error("reading the layer: {0}")]
     Read(#[from] std::io::Error),
     /// The disk is larger than the import may be.
-    #[error("its disk has {0} bytes, more than the {1} this server accepts")]
+    #[error("its disk has {0} bytes, more than the {1} bytes this server accepts")]
     TooLarge(u64, u64),
 }
 
@@ -113,14 +113,18 @@ impl Imports {
     }
 }
 
-/// Refuses a manifest with too many layers, or a layer larger than the limit.
+/// Refuses a manifest with too many layers, or layers larger in all than
+/// the limit: however many are pulled before the disk is found, the
+/// download stays within it.
 fn check_layers(manifest: &OciImageManifest, max: u64) -> Result<(), Fetch> {
     if manifest.layers.len() > MAX_LAYERS {
         return Err(Fetch::File(format!("the image has {} layers, more than {MAX_LAYERS}", manifest.layers.len())));
     }
-    match manifest.layers.iter().find(|l| u64::try_from(l.size).map_or(true, |s| s > max)) {
-        Some(l) => Err(Fetch::File(format!("layer {} has {} bytes, more than the {max} this server accepts", l.digest, l.size))),
-        None => Ok(()),
+    let total = manifest.layers.iter().try_fold(0u64, |sum, l| u64::try_from(l.size).ok().and_then(|s| sum.checked_add(s)));
+    match total {
+        Some(n) if n <= max => Ok(()),
+        Some(n) => Err(Fetch::File(format!("the image's layers have {n} bytes, more than the {max} bytes this server accepts"))),
+        None => Err(Fetch::File("the image's manifest gives a layer a size that is no size".into())),
     }
 }
 
