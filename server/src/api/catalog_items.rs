@@ -72,9 +72,7 @@ pub(super) async fn patch(
     ApiJson(req): ApiJson<Envelope<Value>>,
 ) -> Result<Json<Envelope<ComputeInstanceCatalogItem>>, ApiError> {
     let flat = Flat::<PatchCatalogItem>::read(req.object).map_err(ApiError::invalid)?;
-    if let Some(other) = flat.id.as_deref().filter(|other| *other != id) {
-        return Err(ApiError::field("object.id", format!("must match the id in the path ({id:?}), got {other:?}")));
-    }
+    crate::app::simple::require_id(&id, flat.id.as_deref())?;
     let change = PatchCatalogItem { metadata: flat.metadata, ..flat.rest };
     let rec = kind::patch::<ComputeInstanceCatalogItem>(&s, &caller, &id, change).await?;
     Ok(Json(Envelope { object: rec.to_api() }))

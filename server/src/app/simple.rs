@@ -95,14 +95,26 @@ pub(crate) struct Relabel {
     status: Option<serde_json::Value>,
 }
 
+/// A body's `object.id`, when sent, must be `path`, the id in the path.
+pub(crate) fn check_id(path: &str, sent: Option<&str>, errs: &mut ValidationErrors) {
+    if let Some(other) = sent.filter(|other| *other != path) {
+        errs.push("object.id", format!("must match the id in the path ({path:?}), got {other:?}"));
+    }
+}
+
+/// [`check_id`] as an error of its own.
+pub(crate) fn require_id(path: &str, sent: Option<&str>) -> Result<(), ApiError> {
+    let mut errs = ValidationErrors::default();
+    check_id(path, sent, &mut errs);
+    errs.into_result(()).map_err(ApiError::invalid)
+}
+
 /// Replaces the labels and annotations of one of the caller's objects of
 /// kind `K`; a spec field that differs from the object's is a 400 naming it.
 pub(crate) async fn relabel<K: Object>(s: &AppState, caller: &Caller, id: &str, r: Relabel) -> Result<Record<K>, ApiError> {
     let mut current = s.store.get_record::<K>(id, &scope(caller)).await?;
     let mut errs = ValidationErrors::default();
-    if let Some(other) = r.id.as_deref().filter(|other| *other != id) {
-        errs.push("object.id", format!("must match the id in the path ({id:?}), got {other:?}"));
-    }
+    check_id(id, r.id.as_deref(), &mut errs);
     let now = serde_json::to_value(&current.spec).map_err(ApiError::internal)?;
     for (field, sent) in r.spec.as_ref().and_then(|v| v.as_object()).into_iter().flatten() {
         let held = now.get(field).unwrap_or(&serde_json::Value::Null);

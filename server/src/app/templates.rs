@@ -63,9 +63,7 @@ pub(crate) async fn update(
     t: &VirtualMachineTemplate,
 ) -> Result<VirtualMachineTemplate, ApiError> {
     caller.require_admin("change templates")?;
-    if t.id != id {
-        return Err(ApiError::field("object.id", format!("must match the id in the path ({id:?}), got {:?}", t.id)));
-    }
+    crate::app::simple::require_id(id, Some(&t.id))?;
     replace(s, caller, t, t.metadata.as_ref().and_then(|m| m.version)).await
 }
 
@@ -95,9 +93,8 @@ pub(crate) async fn patch(
     mask: Option<&str>,
 ) -> Result<VirtualMachineTemplate, ApiError> {
     caller.require_admin("change templates")?;
-    if let Some(pid) = fields.get("id").filter(|v| v.as_str() != Some(id)) {
-        return Err(ApiError::field("object.id", format!("must match the id in the path ({id:?}), got {pid}")));
-    }
+    let sent = fields.get("id").map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned));
+    crate::app::simple::require_id(id, sent.as_deref())?;
     let current = s.store.get_template(id).await?;
     let sent = fields.get("metadata").and_then(|m| m.get("version")).and_then(Value::as_i64);
     let mut merged = serde_json::to_value(current.to_api()).map_err(ApiError::internal)?;

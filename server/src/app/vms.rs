@@ -145,9 +145,7 @@ pub(crate) async fn patch(s: &AppState, caller: &Caller, id: &str, p: PatchVirtu
         return Err(ApiError::precondition(format!("virtual machine {:?} is being deleted", current.name)));
     }
     let mut errs = ValidationErrors::default();
-    if let Some(pid) = p.id.as_deref().filter(|pid| *pid != id) {
-        errs.push("object.id", format!("must match the id in the path ({id:?}), got {pid:?}"));
-    }
+    crate::app::simple::check_id(id, p.id.as_deref(), &mut errs);
     if let Some(t) = p.spec.template.as_deref().filter(|t| *t != current.spec.template) {
         errs.push(
             "object.spec.template",
