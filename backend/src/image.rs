@@ -20,12 +20,32 @@ pub struct CatalogImage {
 /// The desired state of one imported image.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageImport {
-    /// The `http(s)` URL to import it from; none: it is uploaded.
+    /// The `http(s)` URL or `docker://` reference to import it from;
+    /// none: it is uploaded.
     pub source: Option<String>,
     /// The SHA-256 the file must have, in lower-case hex.
     pub sha256: Option<String>,
     /// The largest file accepted, in bytes.
     pub max_bytes: u64,
+    /// What a registry that refuses anonymous pulls is asked with, while
+    /// the import goes on (none: anonymous).
+    pub credentials: Option<Credentials>,
+}
+
+/// A user name and password, in the clear only in memory, only while an
+/// import needs them; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// The user name.
+    pub username: String,
+    /// The password or token.
+    pub password: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials").field("username", &self.username).field("password", &"<redacted>").finish()
+    }
 }
 
 /// One imported image as a driver sees it.

@@ -48,7 +48,7 @@ pub use driver::{Cleanup, Driver, Requeue, Target, Wake};
 pub use error::{BackendError, ErrorKind};
 pub use export::{ExportFile, ExportSource, Exports};
 pub use host::{Demand, HostCapacity, Quarantined, Room, Usage, VmMemory};
-pub use image::{CatalogImage, ImageDriver, ImageFile, ImageImport, ImageObservation, ImageTarget, ImageUploads, Upload};
+pub use image::{CatalogImage, Credentials, ImageDriver, ImageFile, ImageImport, ImageObservation, ImageTarget, ImageUploads, Upload};
 pub use nat::{NatDriver, NatObservation, NatSpec, NatTarget};
 pub use network::{NetworkDriver, NetworkObservation, NetworkSpec, NetworkTarget, SubnetDriver, SubnetSpec, SubnetTarget};
 pub use snapshot::{SnapshotDriver, SnapshotObservation, SnapshotSpec, SnapshotTarget, Taken};

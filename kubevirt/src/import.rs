@@ -94,6 +94,11 @@ impl Driver<ImageImport, ImageObservation> for Imports {
             let why = "CDI's HTTP import cannot check a SHA-256: import without `sha256`, or check the file at its source";
             return Ok((ImageObservation::Failed(why.into()), Requeue::AwaitChange));
         }
+        if t.spec.credentials.is_some() {
+            let why = "the kubevirt backend pulls anonymously: CDI would read registry credentials from a Secret, which this server does not make yet; \
+                       import from a registry that allows anonymous pulls, or upload the image";
+            return Ok((ImageObservation::Failed(why.into()), Requeue::AwaitChange));
+        }
         let (dv, ds) = s.import_manifests(t, url);
         let name = data_source_name(&t.id);
         let seen = s.data_volumes.get(&s.cfg.images_namespace, &name);

@@ -108,7 +108,57 @@ pub struct ImageSpec {
     /// When it was deprecated, and when it becomes (or became) obsolete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deprecation: Option<ImageDeprecation>,
+    /// Credentials for a registry that refuses anonymous pulls (a
+    /// `docker://` source only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry_credentials: Option<RegistryCredentials>,
 }
+
+/// Credentials an image is pulled from its registry with. The password is
+/// taken at import, sealed by the server and kept apart from the image, and
+/// forgotten once the import ended: it is never answered (the username is).
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RegistryCredentials {
+    /// The user name.
+    pub username: String,
+    /// The password or token (write-only: never serialised).
+    #[serde(default, skip_serializing)]
+    pub password: String,
+}
+
+impl std::fmt::Debug for RegistryCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistryCredentials").field("username", &self.username).field("password", &"<redacted>").finish()
+    }
+}
+
+impl RegistryCredentials {
+    /// Checks the credentials of an import from `source`, under `prefix`.
+    fn check(&self, source: Option<&str>, prefix: &str, errs: &mut ValidationErrors) {
+        if !source.is_some_and(|s| s.starts_with(crate::machine::REGISTRY_SCHEME)) {
+            errs.push(prefix, "are for an image pulled from an OCI registry: give a docker:// source");
+        }
+        let bad = |t: &str| t.chars().any(char::is_control);
+        match self.username.as_str() {
+            "" => errs.push(format!("{prefix}.username"), "is required"),
+            u if u.len() > MAX_CREDENTIAL || bad(u) || u.contains(':') => errs
+                .push(format!("{prefix}.username"), format!("must be at most {MAX_CREDENTIAL} bytes, with no ':' or control characters")),
+            _ => {}
+        }
+        match self.password.as_str() {
+            "" => errs.push(format!("{prefix}.password"), "is required"),
+            p if p.len() > MAX_CREDENTIAL || bad(p) => {
+                errs.push(format!("{prefix}.password"), format!("must be at most {MAX_CREDENTIAL} bytes, with no control characters"));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The longest user name or password of registry credentials, in bytes.
+pub const MAX_CREDENTIAL: usize = 4096;
 
 impl ImageSpec {
     /// What the image says of its guest's platform; a VM's template lays its own over it.
@@ -135,6 +185,9 @@ impl ImageSpec {
             if let Some(p) = problem {
                 errs.push(format!("{prefix}.source"), p);
             }
+        }
+        if let Some(c) = &self.registry_credentials {
+            c.check(self.source.as_deref(), &format!("{prefix}.registry_credentials"), &mut errs);
         }
         self.profile().check(prefix, &mut errs);
         if !self.lifecycle.is_available() || self.deprecation.is_some() {
@@ -271,6 +324,24 @@ mod tests {
         assert_eq!(v["status"]["virtual_size"], 1u64 << 30);
         assert!(v["spec"].get("description").is_none());
         assert_eq!(serde_json::from_value::<Image>(v).unwrap(), i);
+    }
+
+    #[test]
+    fn registry_credentials_are_checked_and_their_password_never_written() {
+        let spec = |v: serde_json::Value| serde_json::from_value::<ImageSpec>(v).unwrap().checked("object.spec");
+        let ok = spec(serde_json::json!({"source": "docker://127.0.0.1:5000/d/g:1",
+            "registry_credentials": {"username": "puller", "password": "s3cret"}}))
+        .unwrap();
+        let written = serde_json::to_string(&ok).unwrap();
+        assert!(written.contains("puller") && !written.contains("s3cret"), "{written}");
+        assert!(!format!("{ok:?}").contains("s3cret"));
+        let errs = spec(serde_json::json!({"source": "https://x/a.qcow2", "registry_credentials": {"username": "a:b", "password": ""}}))
+            .unwrap_err();
+        let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            ["object.spec.registry_credentials", "object.spec.registry_credentials.username", "object.spec.registry_credentials.password"]
+        );
     }
 
     #[test]

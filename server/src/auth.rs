@@ -70,6 +70,8 @@ pub struct Keys {
     verified: Arc<RwLock<HashMap<String, (Caller, u64)>>>,
     /// The identity providers trusted beside the server's own key.
     oidc: Option<Arc<crate::oidc::Verifier>>,
+    /// Seals the secrets tenants give, with a key derived from the same secret.
+    sealer: Arc<crate::seal::Sealer>,
 }
 
 /// Most tokens remembered as verified; the memory is cleared when full.
@@ -123,6 +125,7 @@ impl Keys {
             validation,
             verified: Default::default(),
             oidc: None,
+            sealer: Arc::new(crate::seal::Sealer::from_secret(secret)),
         }
     }
 
@@ -130,6 +133,12 @@ impl Keys {
     pub fn with_oidc(mut self, oidc: Arc<crate::oidc::Verifier>) -> Self {
         self.oidc = Some(oidc);
         self
+    }
+
+    /// Seals and opens the secrets tenants give (shared by every replica
+    /// that shares the key file).
+    pub fn sealer(&self) -> &Arc<crate::seal::Sealer> {
+        &self.sealer
     }
 
     /// The identity providers trusted, if any.

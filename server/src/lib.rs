@@ -15,7 +15,8 @@
 //! - [`grpc`]: OSAC's gRPC services on the same port: the VM services typed
 //!   over [`app`], the others through the REST routes.
 //! - [`auth`]: bearer tokens (JWT) with `tenant` and `role` claims; [`oidc`]:
-//!   those of an organisation's identity provider.
+//!   those of an organisation's identity provider; [`seal`]: the secrets
+//!   tenants give, sealed with a key derived from the same secret.
 //! - [`store`]: SQLite or PostgreSQL, one schema, migrated at start-up.
 //! - [`reconciler`]: the level-triggered loop from spec to status.
 //! - [`none_backend`]: the API-only backend (the trait is in `vmaas-backend`,
@@ -62,6 +63,7 @@ pub mod process_metrics;
 pub mod prune;
 pub mod rate;
 pub mod reconciler;
+pub mod seal;
 pub mod serve;
 pub mod startup;
 pub mod state;

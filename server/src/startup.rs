@@ -304,6 +304,7 @@ impl App {
                 interval: self.config.reconcile_interval,
                 image_max_bytes: self.config.image_max_bytes,
                 image_retention: self.config.image_retention,
+                sealer: Some(self.state.keys.sealer().clone()),
                 ..Default::default()
             },
         )

@@ -17,6 +17,7 @@
 //! - [`vm`], [`template`] and [`image`]: what VMs, templates and images add on top.
 //! - [`tickets`] and [`console_clients`]: console tickets, and the console
 //!   connection each client holds, shared by every replica.
+//! - [`secrets`]: sealed secrets objects hold, outside their JSON.
 
 #![forbid(unsafe_code)]
 
@@ -34,6 +35,7 @@ mod postings;
 pub mod quota;
 pub mod record;
 mod row;
+pub mod secrets;
 pub mod template;
 pub mod tickets;
 pub mod usage;

@@ -10,7 +10,7 @@ use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 
 /// Version, description (the file name's words) and SQL of each migration, in order.
-const MIGRATIONS: [(i64, &str, &str); 12] = [
+const MIGRATIONS: [(i64, &str, &str); 13] = [
     (1, "initial", include_str!("../migrations/0001_initial.sql")),
     (2, "restarts", include_str!("../migrations/0002_restarts.sql")),
     (3, "objects", include_str!("../migrations/0003_objects.sql")),
@@ -23,6 +23,7 @@ const MIGRATIONS: [(i64, &str, &str); 12] = [
     (10, "links", include_str!("../migrations/0010_links.sql")),
     (11, "console tickets", include_str!("../migrations/0011_console_tickets.sql")),
     (12, "states", include_str!("../migrations/0012_states.sql")),
+    (13, "secrets", include_str!("../migrations/0013_secrets.sql")),
 ];
 
 /// The schema's migrations, the first `count` of them.

@@ -22,12 +22,27 @@ impl Registry {
 
     /// Starts the registry on loopback address `ip` and waits until it answers `/v2/`.
     pub async fn start_on(ip: &str) -> Self {
+        Self::start_with(ip, None).await
+    }
+
+    /// Starts a registry on 127.0.0.1 that lets in `user` with `password`
+    /// only (htpasswd, bcrypt), for pulls and pushes alike.
+    pub async fn start_with_auth(user: &str, password: &str) -> Self {
+        Self::start_with("127.0.0.1", Some((user, password))).await
+    }
+
+    async fn start_with(ip: &str, auth: Option<(&str, &str)>) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = crate::k8s::free_port();
-        let config = format!(
+        let mut config = format!(
             "version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n  delete: {{enabled: true}}\nhttp:\n  addr: {ip}:{port}\n",
             dir.path().join("data").display()
         );
+        if let Some((user, password)) = auth {
+            let htpasswd = dir.path().join("htpasswd");
+            std::fs::write(&htpasswd, format!("{user}:{}\n", bcrypt(password))).expect("htpasswd");
+            config.push_str(&format!("auth:\n  htpasswd: {{realm: vmaas-tests, path: {}}}\n", htpasswd.display()));
+        }
         std::fs::write(dir.path().join("config.yml"), config).expect("registry config");
         let log = std::fs::File::create(dir.path().join("registry.log")).expect("log");
         let child = Command::new("docker-registry")
@@ -40,7 +55,8 @@ impl Registry {
             .expect("docker-registry (Debian's docker-registry; scripts/test.sh installs it)");
         let r = Self { child, host: format!("{ip}:{port}"), _dir: dir };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while reqwest::get(format!("http://{}/v2/", r.host)).await.map(|a| a.status().as_u16()).ok() != Some(200) {
+        let up = if auth.is_some() { 401 } else { 200 };
+        while reqwest::get(format!("http://{}/v2/", r.host)).await.map(|a| a.status().as_u16()).ok() != Some(up) {
             assert!(Instant::now() < deadline, "the registry did not answer in 30 s: {}", r.log());
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -60,6 +76,15 @@ impl Drop for Registry {
     }
 }
 
+/// The bcrypt hash of `password`, as htpasswd files hold them (glibc's
+/// crypt, through Python's standard library).
+fn bcrypt(password: &str) -> String {
+    let script = "import crypt, sys; print(crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH)))";
+    let out = Command::new("python3").args(["-W", "ignore", "-c", script, password]).output().expect("python3");
+    assert!(out.status.success(), "bcrypt: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
 /// `skopeo ARGS` (plain HTTP to the loopback registry); its standard output.
 pub fn skopeo(args: &[&str]) -> String {
     let out = Command::new("skopeo").args(args).output().expect("skopeo (Debian's skopeo; scripts/test.sh installs it)");
@@ -71,6 +96,11 @@ pub fn skopeo(args: &[&str]) -> String {
 /// asking TLS of the loopback registry.
 pub fn copy(from: &str, to: &str) {
     skopeo(&["copy", "--quiet", "--src-tls-verify=false", "--dest-tls-verify=false", from, to]);
+}
+
+/// [`copy`] to a registry that asks for `creds` (`USER:PASSWORD`).
+pub fn copy_as(from: &str, to: &str, creds: &str) {
+    skopeo(&["copy", "--quiet", "--src-tls-verify=false", "--dest-tls-verify=false", "--dest-creds", creds, from, to]);
 }
 
 /// `skopeo inspect` of `reference` (`--config` for the image's config).
@@ -105,6 +135,11 @@ pub fn files_under(root: &Path) -> Vec<String> {
 /// containerDisk, built with umoci: one layer holding `disk/disk.qcow2`
 /// (or, with `None`, a layer with no disk). The manifest's digest.
 pub fn push_container_disk(disk: Option<&Path>, to: &str) -> String {
+    push_container_disk_as(disk, to, None)
+}
+
+/// [`push_container_disk`] to a registry that asks for `creds` (`USER:PASSWORD`).
+pub fn push_container_disk_as(disk: Option<&Path>, to: &str, creds: Option<&str>) -> String {
     let work = tempfile::tempdir().expect("tempdir");
     let (layout, root) = (work.path().join("layout"), work.path().join("root"));
     match disk {
@@ -127,6 +162,12 @@ pub fn push_container_disk(disk: Option<&Path>, to: &str) -> String {
     umoci(&["init", "--layout", &layout.to_string_lossy()]);
     umoci(&["new", "--image", &image]);
     umoci(&["insert", "--image", &image, &root.to_string_lossy(), "/"]);
-    copy(&format!("oci:{image}"), to);
-    inspect(to, false)["Digest"].as_str().expect("the pushed image's digest").to_owned()
+    let Some(creds) = creds else {
+        copy(&format!("oci:{image}"), to);
+        return inspect(to, false)["Digest"].as_str().expect("the pushed image's digest").to_owned();
+    };
+    copy_as(&format!("oci:{image}"), to, creds);
+    let out = skopeo(&["inspect", "--tls-verify=false", "--creds", creds, to]);
+    let got: serde_json::Value = serde_json::from_str(&out).expect("skopeo inspect's JSON");
+    got["Digest"].as_str().expect("the pushed image's digest").to_owned()
 }

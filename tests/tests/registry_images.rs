@@ -124,3 +124,90 @@ async fn an_image_past_the_size_limit_is_refused_before_its_layers_are_pulled() 
     let asked = registry.log().get(pulled..).unwrap_or_default().to_owned();
     assert!(asked.contains("/manifests/1") && !asked.contains("/blobs/"), "only the manifest was read: {asked}");
 }
+
+/// Files under `dir` whose bytes hold `needle`.
+fn files_holding(dir: &Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for e in walk(dir) {
+        if std::fs::read(&e).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle)) {
+            found.push(e);
+        }
+    }
+    found
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        match e.file_type() {
+            Ok(t) if t.is_dir() => out.extend(walk(&p)),
+            Ok(t) if t.is_file() => out.push(p),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_registry_asking_for_credentials_gets_them_and_they_are_never_answered() {
+    const PASSWORD: &str = "pull-s3cret-7c1e";
+    let registry = Registry::start_with_auth("puller", PASSWORD).await;
+    let disk = vmaas_tests::images_dir().join("test-guest/bios.qcow2");
+    let source = format!("docker://{}/disks/guest:1", registry.host);
+    vmaas_tests::registry::push_container_disk_as(Some(&disk), &source, Some(&format!("puller:{PASSWORD}")));
+    let s = Server::start_qemu_with(&["--image-source-allow", "127.0.0.1", "--image-registry-plain-http", &registry.host]).await;
+    let t = s.token("acme", false);
+
+    for (name, creds, why) in [
+        ("anonymous", None, "asks for credentials"),
+        ("wrong", Some(json!({"username": "puller", "password": "not-it"})), "refused the credentials given"),
+    ] {
+        let mut spec = json!({"source": source});
+        if let Some(c) = creds {
+            spec["registry_credentials"] = c;
+        }
+        let id = import(&s, &t, name, spec).await;
+        let img = settled(&s, &t, &id).await;
+        assert_eq!(img["status"]["state"], "IMAGE_STATE_FAILED", "{name}: {img}");
+        assert!(img["status"]["message"].as_str().unwrap_or_default().contains(why), "{name}: {img}");
+    }
+    let creds = json!({"username": "puller", "password": PASSWORD});
+    let (st, made) =
+        post(&s, &t, "images", json!({"metadata": {"name": "private"}, "spec": {"source": source, "registry_credentials": creds}})).await;
+    assert_eq!(st, 201, "{made}");
+    assert_eq!(made["object"]["spec"]["registry_credentials"], json!({"username": "puller"}), "the password is never answered: {made}");
+    let id = made["object"]["id"].as_str().unwrap_or_default().to_owned();
+    let img = settled(&s, &t, &id).await;
+    assert_eq!(img["status"]["state"], "IMAGE_STATE_READY", "{img}\n{}", s.log());
+    assert_eq!(sha256(&s.data_dir.join("images").join(&id).join("disk.qcow2")), sha256(&disk));
+
+    // Nowhere to be read back: not the image, the list, the events or the
+    // CLI; not in the clear in any file of the server's, nor its log.
+    let (_, list) = s.raw(Method::GET, &format!("{V1}/images"), Some(&t), None).await;
+    let (_, events) = s.raw(Method::GET, "/api/events/v1/events?after=0", Some(&t), None).await;
+    let cli = s.cli(&t, &["image", "get", "private", "-o", "json"]);
+    for (what, text) in [
+        ("the image", img.to_string()),
+        ("the list", list.to_string()),
+        ("the events", events.to_string()),
+        ("the CLI", String::from_utf8_lossy(&cli.stdout).into_owned()),
+    ] {
+        assert!(!text.contains(PASSWORD), "{what} holds the password: {text}");
+    }
+    assert!(events.to_string().contains(&id), "the events were read: {events}");
+    assert_eq!(files_holding(&s.data_dir, PASSWORD.as_bytes()), Vec::<std::path::PathBuf>::new());
+    assert!(!s.log().contains(PASSWORD), "the server's log holds the password");
+
+    // Credentials are for registries only, and named when wrong.
+    let (st, e) = post(
+        &s,
+        &t,
+        "images",
+        json!({"metadata": {"name": "bad"}, "spec": {"source": "http://127.0.0.1:9/a.qcow2",
+        "registry_credentials": {"username": "", "password": PASSWORD}}}),
+    )
+    .await;
+    let fields: Vec<&str> = e["details"].as_array().into_iter().flatten().filter_map(|d| d["field"].as_str()).collect();
+    assert_eq!((st, fields), (400, vec!["object.spec.registry_credentials", "object.spec.registry_credentials.username"]), "{e}");
+}

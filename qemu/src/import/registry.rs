@@ -82,13 +82,18 @@ impl Imports {
         spec: &ImageImport,
         job: &Job,
     ) -> Result<(String, u64), Fetch> {
-        let (manifest, digest) = client.pull_image_manifest(reference, &RegistryAuth::Anonymous).await.map_err(|e| told(reference, e))?;
+        let auth = match &spec.credentials {
+            Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.clone()),
+            None => RegistryAuth::Anonymous,
+        };
+        let authed = spec.credentials.is_some();
+        let (manifest, digest) = client.pull_image_manifest(reference, &auth).await.map_err(|e| told(reference, authed, e))?;
         tracing::info!(image = %id, reference = %reference, %digest, layers = manifest.layers.len(), "pulling a registry image");
         check_layers(&manifest, spec.max_bytes)?;
         let d = self.dir.join(id);
         // The topmost layer holding a disk wins, as it would in the container's file system.
         for layer in manifest.layers.iter().rev() {
-            let stream = client.pull_blob_stream(reference, layer).await.map_err(|e| told(reference, e))?;
+            let stream = client.pull_blob_stream(reference, layer).await.map_err(|e| told(reference, authed, e))?;
             if let Some(len) = stream.content_length {
                 *job.total.lock().unwrap_or_else(|p| p.into_inner()) = Some(len);
             }
@@ -131,7 +136,7 @@ fn check_layers(manifest: &OciImageManifest, max: u64) -> Result<(), Fetch> {
 /// What the tenant is told of a failed pull: the registry's own answer
 /// (it is at an allowed address), or, for a connection that failed, the
 /// words of any failed fetch.
-fn told(reference: &Reference, e: OciDistributionError) -> Fetch {
+fn told(reference: &Reference, authed: bool, e: OciDistributionError) -> Fetch {
     use OciDistributionError as E;
     use oci_client::errors::OciErrorCode as Code;
     match e {
@@ -142,10 +147,19 @@ fn told(reference: &Reference, e: OciDistributionError) -> Fetch {
         {
             Fetch::File(format!("the registry has no image {reference}: {envelope}"))
         }
-        E::RegistryError { envelope, .. } => Fetch::File(format!("the registry refused {reference}: {envelope}")),
-        E::UnauthorizedError { .. } | E::AuthenticationFailure(_) => {
-            Fetch::File(format!("the registry asks for credentials to pull {reference}, and anonymous pulls are refused"))
+        E::UnauthorizedError { .. } | E::AuthenticationFailure(_) if authed => {
+            Fetch::File(format!("the registry refused the credentials given (spec.registry_credentials) to pull {reference}"))
         }
+        E::UnauthorizedError { .. } | E::AuthenticationFailure(_) => Fetch::File(format!(
+            "the registry asks for credentials to pull {reference}, and anonymous pulls are refused: give spec.registry_credentials"
+        )),
+        E::RegistryError { envelope, .. } if envelope.errors.iter().any(|e| matches!(e.code, Code::Unauthorized | Code::Denied)) => {
+            Fetch::File(match authed {
+                true => format!("the registry refused the credentials given (spec.registry_credentials) to pull {reference}: {envelope}"),
+                false => format!("the registry asks for credentials to pull {reference}: give spec.registry_credentials ({envelope})"),
+            })
+        }
+        E::RegistryError { envelope, .. } => Fetch::File(format!("the registry refused {reference}: {envelope}")),
         E::DigestError(d) => Fetch::File(format!("{reference}: the registry's answer is not the one its digest names: {d}")),
         other => Fetch::File(format!("pulling {reference}: {other}")),
     }

@@ -54,21 +54,41 @@ pub(crate) async fn create(s: &AppState, caller: &Caller, obj: CreateObject<Imag
     if let Some(m) = &obj.metadata {
         m.check_owned(&caller.tenant, std::slice::from_ref(&caller.subject), true, &mut errs);
     }
-    let (Some(name), Some(spec), true) = (name, spec, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
+    let (Some(name), Some(mut spec), true) = (name, spec, errs.is_empty()) else { return Err(ApiError::invalid(errs)) };
     if spec.public {
         caller.require_admin("publish images (spec.public)")?;
     }
+    let id = uuid::Uuid::new_v4().to_string();
+    // The password is sealed and kept apart before the image exists, and
+    // taken out of the spec: no copy of the image holds it.
+    let sealed = match spec.registry_credentials.as_mut() {
+        Some(c) => Some(s.keys.sealer().seal(&id, &std::mem::take(&mut c.password)).map_err(ApiError::internal)?),
+        None => None,
+    };
+    if let Some(sealed) = &sealed {
+        s.store.put_secret(&id, sealed).await?;
+    }
+    let made =
+        admit_import(s, caller, ImageRecord::new(id.clone(), &caller.tenant, &name, &caller.subject, spec, Utc::now()), labels).await;
+    if made.is_err() && sealed.is_some() {
+        s.store.delete_secret(&id).await?;
+    }
+    let rec = made?;
+    s.queue.enqueue(ObjectKind::Image, &rec.id);
+    info!(image = %rec.id, name = %rec.name, source = ?rec.spec.source, tenant = %rec.tenant, "image import requested");
+    Ok(rec)
+}
+
+/// Stores `rec` under admission: its name free, the tenant's imports within bounds.
+async fn admit_import(s: &AppState, caller: &Caller, mut rec: ImageRecord, labels: vmaas_model::Labels) -> Result<ImageRecord, ApiError> {
     let adm = s.admit().await?;
     let s = adm.state().clone();
-    check_free(&s, caller, &name).await?;
-    let (limit, from_url) = (s.image_imports_per_tenant, spec.source.is_some());
+    check_free(&s, caller, &rec.name).await?;
+    let (limit, from_url) = (s.image_imports_per_tenant, rec.spec.source.is_some());
     vmaas_admission::images::require_import_room(&s.store, &caller.tenant, limit, from_url, "object.spec.source").await?;
-    let mut rec = ImageRecord::new(uuid::Uuid::new_v4().to_string(), &caller.tenant, &name, &caller.subject, spec, Utc::now());
     rec.labels = labels;
     s.store.insert_record(&rec, Vec::new()).await?;
     adm.commit().await?;
-    s.queue.enqueue(ObjectKind::Image, &rec.id);
-    info!(image = %rec.id, name = %rec.name, source = ?rec.spec.source, tenant = %rec.tenant, "image import requested");
     Ok(rec)
 }
 
@@ -119,7 +139,7 @@ pub(crate) async fn upload(s: &AppState, caller: &Caller, id: &str, body: Upload
     let uploads = s.backend.image_uploads().ok_or_else(|| {
         ApiError::field("backend", format!("the {} backend does not take uploaded images (see docs/backends.md)", s.backend.name()))
     })?;
-    let spec = ImageImport { source: None, sha256: img.spec.sha256.clone(), max_bytes: s.image_max_bytes };
+    let spec = ImageImport { source: None, sha256: img.spec.sha256.clone(), max_bytes: s.image_max_bytes, credentials: None };
     let target = Target { id: img.id.clone(), tenant: img.tenant.clone(), name: img.name.clone(), version: img.version, spec };
     let seen = uploads.upload(&target, body).await.map_err(|e| conflict(e.to_string()))?;
     s.queue.enqueue(ObjectKind::Image, &img.id);

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use tracing::{info, warn};
-use vmaas_backend::{Cleanup, ImageImport, ImageObservation, Target};
+use vmaas_backend::{Cleanup, Credentials, ImageImport, ImageObservation, Target};
 use vmaas_model::Reason;
 use vmaas_model::image::{Image, ImageState, ImageStatus};
 
@@ -68,6 +68,24 @@ async fn wake_users(r: &Reconciler, img: &ImageRecord) -> Result<(), StoreError>
     Ok(())
 }
 
+/// The registry credentials `img` is pulled with, opened, while its import
+/// goes on (none once it ended and its password was forgotten); or why
+/// they cannot be opened.
+async fn credentials(r: &Reconciler, img: &ImageRecord) -> Result<Result<Option<Credentials>, String>, StoreError> {
+    let Some(given) = &img.spec.registry_credentials else { return Ok(Ok(None)) };
+    let Some(sealed) = r.store.secret(&img.id).await? else { return Ok(Ok(None)) };
+    let Some(sealer) = &r.config.sealer else {
+        return Ok(Err("this server holds no key to open the registry credentials with".into()));
+    };
+    Ok(match sealer.open(&img.id, &sealed) {
+        Ok(password) => Ok(Some(Credentials { username: given.username.clone(), password })),
+        Err(e) => {
+            warn!(image = %img.id, error = %e, "registry credentials do not open: was the server's key file replaced?");
+            Err(format!("the registry credentials cannot be opened: {e}; import the image again"))
+        }
+    })
+}
+
 /// One imported image: its import through the driver, then its status.
 pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Pass {
     let Some(img) = get::<Image>(r, id).await? else { return Ok((Outcome::Unchanged, None)) };
@@ -83,6 +101,7 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Pass {
                 }
             }
         }
+        r.store.delete_secret(&img.id).await?;
         r.store.remove(&img.id).await?;
         info!(image = %img.id, name = %img.name, "image removed");
         return Ok((Outcome::Removed, None));
@@ -91,7 +110,12 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Pass {
         let message = format!("the {} backend does not import images", r.backend.name());
         return Ok((write(r, &img, status_of(ImageObservation::Failed(message))).await?, None));
     };
-    let spec = ImageImport { source: img.spec.source.clone(), sha256: img.spec.sha256.clone(), max_bytes: r.config.image_max_bytes };
+    let credentials = match credentials(r, &img).await? {
+        Ok(c) => c,
+        Err(why) => return Ok((write(r, &img, status_of(ImageObservation::Failed(why))).await?, None)),
+    };
+    let (source, sha256, max_bytes) = (img.spec.source.clone(), img.spec.sha256.clone(), r.config.image_max_bytes);
+    let spec = ImageImport { source, sha256, max_bytes, credentials };
     let target = Target { id: img.id.clone(), tenant: img.tenant.clone(), name: img.name.clone(), version: img.version, spec };
     let (seen, next) = match driver.ensure(&target).await {
         Ok((seen, next)) => (seen, next.delay()),
@@ -103,6 +127,10 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Pass {
     let mut status = status_of(seen);
     if status.state != img.status.state {
         wake_users(r, &img).await?;
+    }
+    if matches!(status.state, ImageState::Ready | ImageState::Failed) && img.spec.registry_credentials.is_some() {
+        // The import ended: its password is needed no more.
+        r.store.delete_secret(&img.id).await?;
     }
     let unused = r.store.image_users(&img).await?.is_empty();
     status.unused_since = unused.then(|| img.status.unused_since.unwrap_or_else(chrono::Utc::now));

@@ -71,6 +71,8 @@ pub struct ReconcilerConfig {
     pub image_max_bytes: u64,
     /// How long an imported image may go unused before it is pruned.
     pub image_retention: Option<Duration>,
+    /// Opens the registry credentials images are pulled with.
+    pub sealer: Option<std::sync::Arc<crate::seal::Sealer>>,
 }
 
 impl Default for ReconcilerConfig {
@@ -82,6 +84,7 @@ impl Default for ReconcilerConfig {
             holder: lease::holder(),
             image_max_bytes: 64 << 30,
             image_retention: None,
+            sealer: None,
         }
     }
 }
