@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use clap::Subcommand;
 use tokio::io::AsyncReadExt;
 use vmaas_client::Client;
-use vmaas_model::image::{Image, ImageSpec, ImageState};
+use vmaas_model::image::{Image, ImageSpec, ImageState, RegistryCredentials};
 use vmaas_model::{CreateObject, MetadataInput};
 
 use crate::Format;
@@ -29,7 +29,8 @@ pub enum ImageCmd {
         /// Its name (or an imported image's id).
         name: String,
     },
-    /// Import an image from an http(s) URL or a local file (qcow2 or raw).
+    /// Import an image from an http(s) URL, a `docker://` registry reference
+    /// (a containerDisk) or a local file (qcow2 or raw).
     Import {
         /// Its name, for `vm_image`.
         name: String,
@@ -44,6 +45,15 @@ pub enum ImageCmd {
         /// A description.
         #[arg(long, default_value = "")]
         description: String,
+        /// The user name a `docker://` registry that refuses anonymous
+        /// pulls is asked with; its password is read from
+        /// `VMAAS_REGISTRY_PASSWORD`, or from standard input with
+        /// `--registry-password-stdin`.
+        #[arg(long)]
+        registry_username: Option<String>,
+        /// Read the registry password from standard input (one line).
+        #[arg(long, requires = "registry_username")]
+        registry_password_stdin: bool,
     },
     /// Delete your imported images no VM or volume uses.
     Prune {
@@ -131,7 +141,19 @@ async fn upload(client: &Client, id: &str, path: &Path) -> anyhow::Result<Image>
     Ok(done?)
 }
 
-async fn import(client: &Client, name: String, source: String, spec: ImageSpec) -> anyhow::Result<Image> {
+/// The registry password: `VMAAS_REGISTRY_PASSWORD`, or a line of
+/// standard input when `stdin`.
+fn registry_password(stdin: bool) -> anyhow::Result<String> {
+    if stdin {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).context("reading the registry password from standard input")?;
+        return Ok(line.trim_end_matches(['\r', '\n']).to_owned());
+    }
+    std::env::var("VMAAS_REGISTRY_PASSWORD")
+        .context("--registry-username needs a password: set VMAAS_REGISTRY_PASSWORD or pass --registry-password-stdin")
+}
+
+async fn import(client: &Client, name: String, source: String, spec: ImageSpec, password: Option<String>) -> anyhow::Result<Image> {
     let is_url = source.contains("://");
     let spec = ImageSpec { source: is_url.then(|| source.clone()), ..spec };
     let req = CreateObject {
@@ -141,7 +163,12 @@ async fn import(client: &Client, name: String, source: String, spec: ImageSpec) 
         spec,
         status: None,
     };
-    let created: Image = client.create_object(IMAGES, &req).await?;
+    // The model never writes a password out, so it is put in here.
+    let mut body = serde_json::to_value(&req)?;
+    if let Some(p) = password {
+        body["spec"]["registry_credentials"]["password"] = p.into();
+    }
+    let created: Image = client.create_object(IMAGES, &body).await?;
     if is_url { follow(client, &created.id).await } else { upload(client, &created.id, Path::new(&source)).await }
 }
 
@@ -153,8 +180,11 @@ pub async fn image(client: &Client, cmd: ImageCmd, format: Format) -> anyhow::Re
             let i: Image = client.get_object(IMAGES, &name).await?;
             one(format, &i, row(&i), &HEADER)
         }
-        ImageCmd::Import { name, source, sha256, public, description } => {
-            let i = import(client, name, source, ImageSpec { description, sha256, public, source: None, ..Default::default() }).await?;
+        ImageCmd::Import { name, source, sha256, public, description, registry_username, registry_password_stdin } => {
+            let password = registry_username.as_ref().map(|_| registry_password(registry_password_stdin)).transpose()?;
+            let registry_credentials = registry_username.map(|username| RegistryCredentials { username, password: String::new() });
+            let spec = ImageSpec { description, sha256, public, registry_credentials, ..Default::default() };
+            let i = import(client, name, source, spec, password).await?;
             one(format, &i, row(&i), &HEADER)
         }
         ImageCmd::Prune { dry_run, unused_for } => {

@@ -12,7 +12,8 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use vmaas_backend::{BackendError, Cleanup, Driver, ImageFile, ImageImport, ImageObservation, ImageTarget, Requeue};
 use vmaas_model::ObjectKind;
-use vmaas_model::k8s::volume::observe_data_volume;
+use vmaas_model::k8s::names::derived;
+use vmaas_model::k8s::volume::{import_source, observe_data_volume, pull_secret, registry_source};
 use vmaas_model::volume::VolumeState;
 
 use crate::cluster::as_json;
@@ -24,8 +25,9 @@ use crate::shared::Shared;
 pub struct Imports(pub(crate) Arc<Shared>);
 
 impl Shared {
-    /// The DataVolume and DataSource of imported image `t` with URL `url`.
-    pub(crate) fn import_manifests(&self, t: &ImageTarget, url: &str) -> (Value, Value) {
+    /// The DataVolume and DataSource of imported image `t` with URL `url`
+    /// (its registry credentials in Secret `secret`, if any).
+    pub(crate) fn import_manifests(&self, t: &ImageTarget, url: &str, secret: Option<&str>) -> (Value, Value) {
         let (name, ns) = (data_source_name(&t.id), self.cfg.images_namespace.clone());
         let own = labels(ObjectKind::Image, &t.id);
         let mut storage = json!({"resources": {"requests": {"storage": self.cfg.image_volume_size}}});
@@ -35,7 +37,7 @@ impl Shared {
         let dv = json!({
             "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
             "metadata": {"name": name, "namespace": ns, "labels": own},
-            "spec": {"source": vmaas_model::k8s::volume::import_source(url), "storage": storage},
+            "spec": {"source": source(url, secret), "storage": storage},
         });
         let ds = json!({
             "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
@@ -69,6 +71,20 @@ impl Shared {
     }
 }
 
+/// The CDI source of `url`, pulled with the credentials in `secret`.
+fn source(url: &str, secret: Option<&str>) -> Value {
+    match secret {
+        Some(secret) => registry_source(url, secret),
+        None => import_source(url),
+    }
+}
+
+/// The name of the Secret holding imported image `id`'s registry
+/// credentials while CDI pulls it.
+fn pull_secret_name(id: &str) -> String {
+    derived(&data_source_name(id), "pull")
+}
+
 /// The image as CDI reports its DataVolume.
 fn observe(dv: Option<&Value>, size: &str) -> (ImageObservation, Requeue) {
     let (state, message) = observe_data_volume(dv);
@@ -94,27 +110,36 @@ impl Driver<ImageImport, ImageObservation> for Imports {
             let why = "CDI's HTTP import cannot check a SHA-256: import without `sha256`, or check the file at its source";
             return Ok((ImageObservation::Failed(why.into()), Requeue::AwaitChange));
         }
-        if t.spec.credentials.is_some() {
-            let why = "the kubevirt backend pulls anonymously: CDI would read registry credentials from a Secret, which this server does not make yet; \
-                       import from a registry that allows anonymous pulls, or upload the image";
-            return Ok((ImageObservation::Failed(why.into()), Requeue::AwaitChange));
-        }
-        let (dv, ds) = s.import_manifests(t, url);
-        let name = data_source_name(&t.id);
-        let seen = s.data_volumes.get(&s.cfg.images_namespace, &name);
+        let (name, ns) = (data_source_name(&t.id), s.cfg.images_namespace.clone());
+        let seen = s.data_volumes.get(&ns, &name);
+        let secret = pull_secret_name(&t.id);
+        let credentials = t.spec.credentials.as_ref();
         if seen.is_none() {
+            if let Some(c) = credentials {
+                let mut manifest = pull_secret(&secret, &ns, &c.username, &c.password);
+                manifest["metadata"]["labels"] = json!(labels(ObjectKind::Image, &t.id));
+                s.cluster.apply(&s.cluster.res.secret, &manifest).await?;
+            }
+            let (dv, _) = s.import_manifests(t, url, credentials.map(|_| secret.as_str()));
             s.cluster.apply(&s.cluster.res.data_volume, &dv).await?;
         }
-        if s.data_sources.get(&s.cfg.images_namespace, &name).is_none() {
+        if s.data_sources.get(&ns, &name).is_none() {
+            let (_, ds) = s.import_manifests(t, url, None);
             s.cluster.apply(&s.cluster.res.data_source, &ds).await?;
         }
-        Ok(observe(seen.map(|o| as_json(&o)).as_ref(), &s.cfg.image_volume_size))
+        let (observed, next) = observe(seen.map(|o| as_json(&o)).as_ref(), &s.cfg.image_volume_size);
+        if credentials.is_some() && !matches!(observed, ImageObservation::Pending(_)) {
+            // CDI has pulled (or given up): the password leaves the cluster.
+            s.cluster.delete(&s.cluster.res.secret, &ns, &secret).await?;
+        }
+        Ok((observed, next))
     }
 
     async fn delete(&self, id: &str) -> Result<Cleanup, BackendError> {
         let s = &self.0;
         let res = &s.cluster.res;
         let mut left = 0;
+        s.cluster.delete(&res.secret, &s.cfg.images_namespace, &pull_secret_name(id)).await?;
         for ar in [&res.data_source, &res.data_volume] {
             left += s.cluster.delete_all_of(ar, id).await?;
         }

@@ -2,6 +2,10 @@
 //! task playing KubeVirt and CDI (`vmaas_tests::kubevirt`): volumes as
 //! hotplugged DataVolumes, and images imported by CDI.
 
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use reqwest::Method;
 use serde_json::{Value, json};
 use vmaas_tests::kubevirt::{IMAGES, PICK, api_until, env, objects_of, the_vm};
@@ -90,7 +94,7 @@ async fn volumes_are_data_volumes_hotplugged_into_kubevirt_vms() {
 /// it deletes both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_imported_image_is_a_cdi_import_and_a_data_source() {
-    let (k, _kubevirt, s) = env().await;
+    let (k, kubevirt, s) = env().await;
     vms::publish(&s, PICK);
     let t = s.token("acme", false);
     let state = |v: Option<&Value>| v.and_then(|v| v["status"]["state"].as_str()).unwrap_or("").to_owned();
@@ -136,6 +140,25 @@ async fn an_imported_image_is_a_cdi_import_and_a_data_source() {
     let dv = objects_of(&k, "/apis/cdi.kubevirt.io/v1beta1/datavolumes", &oci).await;
     assert_eq!(dv[0]["spec"]["source"], json!({"registry": {"url": reference}}));
 
+    // A registry asking for credentials: CDI reads them from a Secret made
+    // for the pull, which is gone once the DataVolume is filled.
+    kubevirt.pause(true);
+    let creds = json!({"username": "puller", "password": "s3cret-pw"});
+    let body = json!({"object": {"metadata": {"name": "private"}, "spec": {"source": reference, "registry_credentials": creds}}});
+    let (st, img) = s.raw(Method::POST, &format!("{V1}/images"), Some(&t), Some(body)).await;
+    assert_eq!(st, 201, "{img}");
+    assert!(!img.to_string().contains("s3cret-pw"), "the password is never answered: {img}");
+    let private = img["object"]["id"].as_str().unwrap().to_owned();
+    let secrets = format!("/api/v1/namespaces/{IMAGES}/secrets");
+    let secret = pull_secret(&k, &secrets, &private, true).await.expect("a pull Secret");
+    let data = |key: &str| secret["data"][key].as_str().and_then(|v| STANDARD.decode(v).ok()).and_then(|v| String::from_utf8(v).ok());
+    assert_eq!((data("accessKeyId").as_deref(), data("secretKey").as_deref()), (Some("puller"), Some("s3cret-pw")));
+    let dv = objects_of(&k, "/apis/cdi.kubevirt.io/v1beta1/datavolumes", &private).await;
+    assert_eq!(dv[0]["spec"]["source"], json!({"registry": {"url": reference, "secretRef": secret["metadata"]["name"]}}));
+    kubevirt.pause(false);
+    api_until(&s, &t, &format!("images/{private}"), "READY", |v| state(v) == "IMAGE_STATE_READY").await;
+    assert_eq!(pull_secret(&k, &secrets, &private, false).await, None, "the Secret is deleted once CDI pulled");
+
     let checked = json!({"object": {"metadata": {"name": "checked"}, "spec": {"source": url, "sha256": "0".repeat(64)}}});
     let (st, img) = s.raw(Method::POST, &format!("{V1}/images"), Some(&t), Some(checked)).await;
     assert_eq!(st, 201, "{img}");
@@ -150,5 +173,19 @@ async fn an_imported_image_is_a_cdi_import_and_a_data_source() {
     api_until(&s, &t, &format!("images/{id}"), "the image gone", |v| v.is_none()).await;
     for path in ["/apis/cdi.kubevirt.io/v1beta1/datavolumes", "/apis/cdi.kubevirt.io/v1beta1/datasources"] {
         assert_eq!(objects_of(&k, path, &id).await, Vec::<Value>::new(), "{path} left behind");
+    }
+}
+
+/// Image `id`'s pull Secret once it is there (`present`), or `None` once it
+/// is gone; the test fails after a minute.
+async fn pull_secret(k: &vmaas_tests::k8s::KubeApi, secrets: &str, id: &str, present: bool) -> Option<Value> {
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        let found = objects_of(k, secrets, id).await.into_iter().next();
+        if found.is_some() == present {
+            return found;
+        }
+        assert!(Instant::now() < end, "image {id}'s pull Secret still {}", if present { "missing" } else { "there" });
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

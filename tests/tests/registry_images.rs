@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use reqwest::Method;
-use serde_json::json;
+use serde_json::{Value, json};
 use vmaas_tests::Server;
 use vmaas_tests::images::{FETCH_FAILED, import, settled};
 use vmaas_tests::objects::post;
@@ -198,6 +198,20 @@ async fn a_registry_asking_for_credentials_gets_them_and_they_are_never_answered
     assert!(events.to_string().contains(&id), "the events were read: {events}");
     assert_eq!(files_holding(&s.data_dir, PASSWORD.as_bytes()), Vec::<std::path::PathBuf>::new());
     assert!(!s.log().contains(PASSWORD), "the server's log holds the password");
+
+    // The CLI reads the password from standard input (never an argument),
+    // and follows the pull until the image is READY.
+    let args = ["image", "import", "cli-private", &source, "--registry-username", "puller", "--registry-password-stdin", "-o", "json"];
+    let out = s.cli_with_stdin(&t, &args, format!("{PASSWORD}\n").as_bytes());
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), s.log());
+    let by_cli: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(
+        (&by_cli["status"]["state"], &by_cli["spec"]["registry_credentials"]),
+        (&json!("IMAGE_STATE_READY"), &json!({"username": "puller"}))
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(PASSWORD));
+    let no_password = s.cli(&t, &["image", "import", "cli-none", &source, "--registry-username", "puller"]);
+    assert!(!no_password.status.success() && String::from_utf8_lossy(&no_password.stderr).contains("VMAAS_REGISTRY_PASSWORD"));
 
     // Credentials are for registries only, and named when wrong.
     let (st, e) = post(

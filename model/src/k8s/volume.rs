@@ -32,6 +32,22 @@ pub fn import_source(url: &str) -> Value {
     if url.starts_with(crate::machine::REGISTRY_SCHEME) { json!({"registry": {"url": url}}) } else { json!({"http": {"url": url}}) }
 }
 
+/// The CDI source pulling `url` from a registry with the credentials in
+/// Secret `secret` (see [`pull_secret`]).
+pub fn registry_source(url: &str, secret: &str) -> Value {
+    json!({"registry": {"url": url, "secretRef": secret}})
+}
+
+/// The Secret `name` in `namespace` CDI's registry importer reads a user
+/// name and password from (its `accessKeyId` and `secretKey` keys).
+pub fn pull_secret(name: &str, namespace: &str, username: &str, password: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": name, "namespace": namespace},
+        "stringData": {"accessKeyId": username, "secretKey": password},
+    })
+}
+
 /// The DataVolume of volume `name` in `namespace`.
 pub fn data_volume(name: &str, namespace: &str, spec: &VolumeSpec, sources: &ImageSources) -> DataVolume {
     let (source_ref, source) = match spec.source_image.as_deref() {
