@@ -194,9 +194,36 @@ pub static SNAPSHOT: Kind = Kind {
 /// `vmaas_image`.
 pub static IMAGE: Kind = Kind {
     kind: ObjectKind::Image,
-    doc: "An OS image imported from an http(s) URL, checked against `sha256` when given. Create waits until it is imported (READY); a failed import (bad checksum, not a qcow2 or raw disk, a qcow2 naming a backing file) is an error with the server's reason. Destroy is refused while VMs or volumes use it. VMs name it by `name` (`vm_image`).",
+    doc: "An OS image imported from an http(s) URL or a `docker://` registry reference (a containerDisk: the disk under `/disk/`), checked against `sha256` when given. Create waits until it is imported (READY); a failed import (bad checksum, not a qcow2 or raw disk, a qcow2 naming a backing file, a registry refusing the credentials) is an error with the server's reason. Destroy is refused while VMs or volumes use it. VMs name it by `name` (`vm_image`).",
     fields: &[
-        field("source", Ty::Str, Change::Replace, "/spec/source", "The http(s) URL the server imports it from."),
+        field(
+            "source",
+            Ty::Str,
+            Change::Replace,
+            "/spec/source",
+            "The http(s) URL or `docker://HOST/REPOSITORY:TAG` (or `@sha256:…`) the server imports it from.",
+        ),
+        field(
+            "registry_username",
+            Ty::Str,
+            Change::ReplaceOptional,
+            "/spec/registry_credentials/username",
+            "The user name a registry that refuses anonymous pulls is asked with (`docker://` sources only).",
+        ),
+        field(
+            "registry_password",
+            Ty::Secret,
+            Change::ReplaceOptional,
+            "/spec/registry_credentials/password",
+            "Its password or token, kept sensitive in the state; the server seals it and never answers it.",
+        ),
+        field(
+            "registry_password_wo",
+            Ty::WriteOnly,
+            Change::ReplaceOptional,
+            "/spec/registry_credentials/password",
+            "The same, write-only: never in a plan or the state (OpenTofu or Terraform 1.11 and later).",
+        ),
         field("sha256", Ty::Str, Change::ReplaceOptional, "/spec/sha256", "The file's SHA-256, in hex."),
         field("description", Ty::Str, Change::ReplaceOptional, "/spec/description", "What it holds."),
         field("public", Ty::Bool, Change::ReplaceOptional, "/spec/public", "Publish it for every tenant (administrators)."),

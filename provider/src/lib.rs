@@ -10,7 +10,7 @@
 //! - [`vm_resource`]: the `vmaas_virtual_machine` resource, over its typed
 //!   plan and state ([`vm_model`]).
 //! - [`network_resource`]: the `vmaas_virtual_network` resource.
-//! - [`object_resource`] over [`kinds`]: subnets, security groups, external
+//! - [`object_resource`] over [`kinds`] (each attribute a [`field::Field`]): subnets, security groups, external
 //!   IPs, their attachments, load balancers, volumes and their attachments,
 //!   each a resource and a data source from one description.
 //! - [`template_resource`]: `vmaas_template`, over its typed plan and state
@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 
 pub mod diag;
+pub mod field;
 pub mod image_data;
 pub mod kinds;
 pub mod network_resource;

@@ -11,93 +11,18 @@
 use std::time::{Duration, Instant};
 
 use rmpv::Value;
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 use vmaas_client::Client;
 
 use crate::diag::{api_error, error};
+pub use crate::field::{Change, Field, Ty};
+use crate::field::{json_to_value, put, scalar_to_json};
 use crate::proto::schema::{Block, NestedBlock, nested_block::NestingMode};
 use crate::proto::{AttributePath, Diagnostic, Schema};
 use crate::resource::{Ctx, DataSource, Resource};
 use crate::schema::{Mode, STRING, attr, block};
 use crate::timeouts::{Defaults, Timeouts};
-use crate::value::{self, get, is_unknown, object, set, unknown};
-
-/// The type of an attribute.
-#[derive(Debug, Clone, Copy)]
-pub enum Ty {
-    /// A string.
-    Str,
-    /// A whole number.
-    Int,
-    /// A boolean.
-    Bool,
-    /// A list of strings.
-    StrList,
-    /// Any JSON value, as a string: a string as it is, anything else as
-    /// JSON text (`3`, `true`, `jsonencode([…])`).
-    Json,
-    /// Nested blocks of these scalar attributes (name, type, doc).
-    Blocks(&'static [(&'static str, Ty, &'static str)]),
-}
-
-impl Ty {
-    fn cty(self) -> &'static str {
-        match self {
-            Ty::Str | Ty::Json => STRING,
-            Ty::Int => "\"number\"",
-            Ty::Bool => "\"bool\"",
-            Ty::StrList => "[\"list\",\"string\"]",
-            Ty::Blocks(_) => "",
-        }
-    }
-}
-
-/// What changing an attribute does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change {
-    /// A required input; a change replaces the object.
-    Replace,
-    /// An optional input; a change replaces the object.
-    ReplaceOptional,
-    /// An optional input the server fills in when absent (optional and
-    /// computed: an import, or a config that leaves it out, keeps the
-    /// server's value); a change replaces the object.
-    ReplaceDefaulted,
-    /// An input changed in place with a PATCH of its spec field.
-    Patch,
-    /// An optional input the server fills in when absent, changed in place
-    /// with a PATCH (optional and computed, as [`Change::ReplaceDefaulted`]).
-    PatchDefaulted,
-    /// The server's: computed.
-    Output,
-}
-
-impl Change {
-    /// Changed in place by a PATCH.
-    fn patches(self) -> bool {
-        matches!(self, Change::Patch | Change::PatchDefaulted)
-    }
-
-    /// Filled in by the server when the configuration leaves it out.
-    fn defaulted(self) -> bool {
-        matches!(self, Change::ReplaceDefaulted | Change::PatchDefaulted)
-    }
-}
-
-/// One attribute.
-#[derive(Debug, Clone, Copy)]
-pub struct Field {
-    /// The attribute's name.
-    pub name: &'static str,
-    /// Its type.
-    pub ty: Ty,
-    /// What a change does.
-    pub change: Change,
-    /// Where it is in the API's object, e.g. `/spec/ipv4_cidr`.
-    pub json: &'static str,
-    /// Its description.
-    pub doc: &'static str,
-}
+use crate::value::{get, is_unknown, object, set, unknown};
 
 /// One kind, described.
 #[derive(Debug)]
@@ -128,72 +53,6 @@ impl Kind {
     /// The collection, e.g. `/subnets`.
     pub fn path(&self) -> String {
         format!("/{}", self.kind.descriptor().plural)
-    }
-}
-
-fn scalar_to_json(v: &Value, ty: Ty) -> Option<Json> {
-    match (ty, v) {
-        (_, Value::Nil) => None,
-        (Ty::Str, v) => v.as_str().map(Json::from),
-        (Ty::Int, v) => v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)).map(Json::from),
-        (Ty::Bool, v) => v.as_bool().map(Json::from),
-        (Ty::Json, v) => {
-            v.as_str().map(|t| serde_json::from_str::<Json>(t).ok().filter(|j| !j.is_string()).unwrap_or_else(|| Json::from(t)))
-        }
-        (Ty::StrList, Value::Array(items)) => Some(Json::Array(items.iter().filter_map(|i| i.as_str().map(Json::from)).collect())),
-        (Ty::Blocks(attrs), Value::Array(items)) => Some(Json::Array(
-            items
-                .iter()
-                .map(|item| {
-                    let m: Map<String, Json> =
-                        attrs.iter().filter_map(|(n, t, _)| Some(((*n).to_owned(), scalar_to_json(get(item, n), *t)?))).collect();
-                    Json::Object(m)
-                })
-                .collect(),
-        )),
-        _ => None,
-    }
-}
-
-fn json_to_value(j: Option<&Json>, ty: Ty) -> Value {
-    let Some(j) = j.filter(|j| !j.is_null()) else {
-        return match ty {
-            Ty::StrList | Ty::Blocks(_) => Value::Array(Vec::new()),
-            _ => Value::Nil,
-        };
-    };
-    match ty {
-        Ty::Blocks(attrs) => Value::Array(
-            j.as_array()
-                .into_iter()
-                .flatten()
-                .map(|item| object(attrs.iter().map(|(n, t, _)| (*n, json_to_value(item.get(*n), *t))).collect()))
-                .collect(),
-        ),
-        Ty::Json => Value::String(j.as_str().map_or_else(|| j.to_string(), str::to_owned).into()),
-        // OSAC's typed reference (`{"id"}` or `{"name"}`): what it names.
-        Ty::Str if j.is_object() => match vmaas_model::reference::key(j) {
-            Ok(Some(k)) => Value::String(k.into()),
-            _ => Value::Nil,
-        },
-        _ => value::from_json(j),
-    }
-}
-
-/// Sets `pointer` (e.g. `/spec/pool`) in `root` to `v`.
-fn put(root: &mut Json, pointer: &str, v: Json) {
-    let mut at = root;
-    let parts: Vec<&str> = pointer.trim_start_matches('/').split('/').collect();
-    for (i, p) in parts.iter().enumerate() {
-        if !at.is_object() {
-            *at = Json::Object(Map::new());
-        }
-        let Json::Object(m) = at else { return };
-        if i + 1 == parts.len() {
-            m.insert((*p).to_owned(), v);
-            return;
-        }
-        at = m.entry((*p).to_owned()).or_insert_with(|| Json::Object(Map::new()));
     }
 }
 
@@ -243,7 +102,7 @@ impl Kind {
             attr("name", STRING, Mode::Required, "Name, unique in the tenant (a DNS label). Changing it replaces the object."),
         ];
         let mut blocks = Vec::new();
-        for f in self.fields {
+        for f in self.fields.iter().filter(|f| !(data && f.ty.input_only())) {
             let mode = match (data, f.change) {
                 (true, _) | (_, Change::Output) => Mode::Computed,
                 (_, Change::Replace) => Mode::Required,
@@ -256,13 +115,28 @@ impl Kind {
                     let fields: Vec<(&str, &str)> = inner.iter().map(|(n, t, _)| (*n, t.cty())).collect();
                     attrs.push(attr(f.name, &crate::schema::list_of_objects(&fields), Mode::Computed, f.doc));
                 }
-                ty => attrs.push(attr(f.name, ty.cty(), mode, f.doc)),
+                ty => {
+                    let mut a = attr(f.name, ty.cty(), mode, f.doc);
+                    (a.sensitive, a.write_only) = (ty.input_only(), matches!(ty, Ty::WriteOnly));
+                    attrs.push(a);
+                }
             }
         }
         if !data {
             blocks.push(crate::timeouts::block(self.noun, &self.timeouts));
         }
         block(self.doc, attrs, blocks)
+    }
+
+    /// A data source's state: [`Kind::state`] without what the user only
+    /// gives.
+    fn data_state(&self, api: &Json) -> Value {
+        match self.state(api, None) {
+            Value::Map(pairs) => Value::Map(
+                pairs.into_iter().filter(|(k, _)| !self.fields.iter().any(|f| f.ty.input_only() && k.as_str() == Some(f.name))).collect(),
+            ),
+            other => other,
+        }
     }
 
     /// The resource's state: [`Kind::state`] with the `timeouts` block
@@ -409,6 +283,14 @@ impl Resource for ObjectResource {
         if let Some(Err(reason)) = get(config, "name").as_str().map(self.0.kind.descriptor().name_rule) {
             diags.push(error("invalid name", reason, Some(crate::diag::path(&["name"]))));
         }
+        // Two ways of giving one value (`registry_password` and its `_wo`): one at most.
+        let given: Vec<&Field> = self.0.fields.iter().filter(|f| !get(config, f.name).is_nil()).collect();
+        for (i, f) in given.iter().enumerate() {
+            if let Some(g) = given[..i].iter().find(|g| g.json == f.json) {
+                let why = format!("{} and {} give the same value: set one of them", g.name, f.name);
+                diags.push(error("conflicting attributes", why, Some(crate::diag::path(&[f.name]))));
+            }
+        }
         diags
     }
 
@@ -423,6 +305,8 @@ impl Resource for ObjectResource {
             .chain(
                 k.fields
                     .iter()
+                    // A write-only value is never in the prior state: it cannot differ from it.
+                    .filter(|f| !matches!(f.ty, Ty::WriteOnly))
                     .filter(|f| matches!(f.change, Change::Replace | Change::ReplaceOptional | Change::ReplaceDefaulted))
                     .map(|f| f.name),
             )
@@ -489,7 +373,7 @@ impl DataSource for ObjectData {
         let Some(client) = ctx.client_or_diag(diags) else { return Value::Nil };
         let name = get(config, "name").as_str().unwrap_or_default();
         match client.find_object::<Json>(&self.0.path(), name).await {
-            Ok(o) => self.0.state(&o, None),
+            Ok(o) => self.0.data_state(&o),
             Err(e) => {
                 diags.push(api_error(format!("cannot read {} {name:?}", self.0.type_name()), &e));
                 Value::Nil
@@ -531,10 +415,10 @@ mod tests {
         assert!(replace.is_empty() && planned == prior, "no change, no plan");
         let (planned, replace) = r.plan(&ctx, &prior, &lb(&["a", "b"], "front"), &mut vec![]).await;
         assert!(replace.is_empty(), "targets change in place");
-        assert!(value::is_unknown(get(&planned, "healthy_targets")) && !value::is_unknown(get(&planned, "id")));
+        assert!(is_unknown(get(&planned, "healthy_targets")) && !is_unknown(get(&planned, "id")));
         let (planned, replace) = r.plan(&ctx, &prior, &lb(&["a"], "back"), &mut vec![]).await;
         assert_eq!(replace, vec![crate::diag::path(&["subnet"])]);
-        assert!(value::is_unknown(get(&planned, "id")));
+        assert!(is_unknown(get(&planned, "id")));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use reqwest::Method;
 use vmaas_tests::Server;
 use vmaas_tests::files::FileServer;
+use vmaas_tests::registry::Registry;
 use vmaas_tests::tf::{Tf, Workspace, repo};
 use vmaas_tests::vms::{V1, publish};
 
@@ -79,3 +80,52 @@ async fn import_timeout(tf: Tf) {
 }
 
 vmaas_tests::on_every_terraform!(import_timeout: image_timeout_tofu, image_timeout_terraform_1_0_3, image_timeout_terraform_1_15_5);
+
+/// A `docker://` image from a registry that asks for credentials: the
+/// password is given write-only on OpenTofu and Terraform 1.15 (never in a
+/// plan or the state file) and as the sensitive `registry_password` on
+/// Terraform 1.0.3; a wrong one fails the apply with the server's reason,
+/// and giving both ways at once is refused naming the attribute.
+async fn registry_image(tf: Tf) {
+    const PASSWORD: &str = "tf-pull-s3cret-51d0";
+    let registry = Registry::start_with_auth("puller", PASSWORD).await;
+    let disk = vmaas_tests::images_dir().join("test-guest/bios.qcow2");
+    let source = format!("docker://{}/disks/guest:1", registry.host);
+    vmaas_tests::registry::push_container_disk_as(Some(&disk), &source, Some(&format!("puller:{PASSWORD}")));
+    let s = Server::start_qemu_with(&["--image-source-allow", "127.0.0.1", "--image-registry-plain-http", &registry.host]).await;
+    let t = s.token("ci", false);
+    let attribute = if tf == Tf::V1_0_3 { "registry_password" } else { "registry_password_wo" };
+    let main_tf = format!(
+        "terraform {{\n  required_providers {{\n    vmaas = {{ source = \"vmaas/vmaas\" }}\n  }}\n}}\n\
+         variable \"password\" {{\n  type      = string\n  sensitive = true\n}}\n\
+         resource \"vmaas_image\" \"oci\" {{\n  name              = \"oci\"\n  source            = \"{source}\"\n  \
+         registry_username = \"puller\"\n  {attribute} = var.password\n}}\n"
+    );
+    let w = Workspace::new(tf, &s, &t, &main_tf);
+    let out = w.run(&["apply", "-auto-approve", "-no-color", "-input=false", "-var", "password=not-it"]);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success() && text.contains("refused the credentials given"), "{tf:?}: {text}");
+    w.ok(&["destroy", "-auto-approve", "-no-color", "-input=false", "-var", "password=not-it"]);
+
+    let password = format!("password={PASSWORD}");
+    w.apply(&["-var", &password]);
+    let (_, images) = s.raw(Method::GET, &format!("{V1}/images?name=oci"), Some(&t), None).await;
+    assert_eq!(images["items"][0]["status"]["state"], "IMAGE_STATE_READY", "{images}");
+    let (code, text) = w.plan_code(&["-var", &password]);
+    assert_eq!(code, 0, "a no-op re-plan:\n{text}");
+    if tf != Tf::V1_0_3 {
+        let state = std::fs::read_to_string(w.dir().join("terraform.tfstate")).unwrap_or_default();
+        assert!(state.contains("puller") && !state.contains(PASSWORD), "{tf:?}: the state holds the write-only password: {state}");
+    }
+    w.ok(&["destroy", "-auto-approve", "-no-color", "-input=false", "-var", &password]);
+
+    if tf == Tf::Tofu {
+        let both = main_tf.replace("registry_username = \"puller\"", "registry_username = \"puller\"\n  registry_password = var.password");
+        let w = Workspace::new(tf, &s, &t, &both);
+        let out = w.run(&["plan", "-no-color", "-input=false", "-var", &password]);
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success() && text.contains("registry_password and registry_password_wo give the same value"), "{text}");
+    }
+}
+
+vmaas_tests::on_every_terraform!(registry_image: registry_image_tofu, registry_image_terraform_1_0_3, registry_image_terraform_1_15_5);
