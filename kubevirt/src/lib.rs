@@ -24,7 +24,8 @@
 //! - [`image`]: the catalog of DataSources.
 //! - [`import`]: images imported from a URL by CDI into the images namespace;
 //!   [`upload`]: images uploaded through CDI's upload proxy.
-//! - [`migration`]: live migrations as VirtualMachineInstanceMigrations.
+//! - [`migration`]: live migrations as VirtualMachineInstanceMigrations;
+//!   `pause`: pausing and resuming through virt-api's `pause` and `unpause`.
 //! - [`subnet`]: subnets as namespaces with a primary layer-2 UDN.
 //! - [`balancer`]: load balancers as selectorless Services and EndpointSlices;
 //!   [`allocation`]: why MetalLB has not given a Service its address.
@@ -53,6 +54,7 @@ pub mod import;
 pub mod migration;
 mod monitor;
 pub mod names;
+mod pause;
 pub mod proxy;
 pub mod restore;
 pub mod room;
@@ -167,7 +169,7 @@ impl Backend for KubevirtBackend {
             ObjectKind::Image,
             ObjectKind::ComputeInstanceSnapshot,
         ];
-        Capabilities { kinds, live_migration: true, gpus: true, console: true, restores: true, clones: true, pause: false }
+        Capabilities { kinds, live_migration: true, gpus: true, console: true, restores: true, clones: true, pause: true }
     }
 
     /// Watches wake every object whose cluster objects change, and the

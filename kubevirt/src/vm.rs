@@ -367,7 +367,7 @@ impl Shared {
     fn observed(&self, t: &VmTarget, ns: &str, vm: Option<Value>) -> Observation {
         let vmi = self.vmis.get(ns, &t.name).map(|o| as_json(&o));
         let svc = self.services.of(&t.id).first().map(|o| as_json(o));
-        observe_vm(vm.as_ref(), vmi.as_ref(), svc.as_ref(), t.spec.power == PowerState::Started, FIRST_NIC)
+        observe_vm(vm.as_ref(), vmi.as_ref(), svc.as_ref(), t.spec.power.holds_host(), FIRST_NIC)
     }
 }
 
@@ -429,6 +429,7 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
         };
         s.sync_service(t, &m, applied.as_ref().or(current.as_deref())).await?;
         s.sync_policy(t, &m).await?;
+        s.sync_pause(t, &ns).await?;
         let vm = applied.as_ref().map(as_json).or_else(|| current.as_deref().map(as_json));
         let mut observation = s.observed(t, &ns, vm);
         if !t.spec.attachments.is_empty() {
@@ -457,7 +458,7 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
             observation.degraded = s.conflicts.lock().ok().and_then(|c| c.get(&t.id).cloned());
         }
         let requeue = match observation.phase {
-            Phase::Ready | Phase::Stopped => Requeue::AwaitChange,
+            Phase::Ready | Phase::Stopped | Phase::Paused => Requeue::AwaitChange,
             _ => Requeue::after(SETTLING),
         };
         Ok((VmObservation { observation, acted, volumes: s.presence(&ns, &t.spec.volumes) }, requeue))

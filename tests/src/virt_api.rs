@@ -5,7 +5,9 @@
 //! that exist (a serial line that greets with the VMI's name, echoes what
 //! is typed and answers a line with a prompt) and their `vnc` subresource
 //! (as virt-api does, the VNC socket of the QEMU that runs the VMI: here a
-//! real QEMU the test starts and names with [`show`]), and nothing else.
+//! real QEMU the test starts and names with [`show`]), and their `pause`
+//! and `unpause`, which it plays with virt-handler's part (the VMI's
+//! `Paused` condition), and nothing else.
 //!
 //! It runs in the test process ([`crate::aggregated`]), so the aggregator's
 //! packets never leave the cluster's namespace.
@@ -15,7 +17,7 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, put};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -33,6 +35,7 @@ pub async fn serve(cluster: &mut Cluster) {
         .route(&format!("/apis/{GROUP_VERSION}"), get(discovery))
         .route(&format!("/apis/{GROUP_VERSION}/namespaces/{{ns}}/virtualmachineinstances/{{name}}/console"), get(console))
         .route(&format!("/apis/{GROUP_VERSION}/namespaces/{{ns}}/virtualmachineinstances/{{name}}/vnc"), get(vnc))
+        .route(&format!("/apis/{GROUP_VERSION}/namespaces/{{ns}}/virtualmachineinstances/{{name}}/{{action}}"), put(pause))
         .with_state(cluster.api());
     let a = Aggregated { namespace: "kubevirt", service: "virt-api", port: 8443, group: "subresources.kubevirt.io", version: "v1" };
     crate::aggregated::serve(cluster, &a, app).await;
@@ -44,7 +47,11 @@ async fn discovery() -> axum::Json<Value> {
         "resources": [{"name": "virtualmachineinstances/console", "singularName": "", "namespaced": true,
             "kind": "VirtualMachineInstance", "verbs": ["get"]},
             {"name": "virtualmachineinstances/vnc", "singularName": "", "namespaced": true,
-            "kind": "VirtualMachineInstance", "verbs": ["get"]}]}))
+            "kind": "VirtualMachineInstance", "verbs": ["get"]},
+            {"name": "virtualmachineinstances/pause", "singularName": "", "namespaced": true,
+            "kind": "VirtualMachineInstance", "verbs": ["update"]},
+            {"name": "virtualmachineinstances/unpause", "singularName": "", "namespaced": true,
+            "kind": "VirtualMachineInstance", "verbs": ["update"]}]}))
 }
 
 /// The VNC sockets of the VMIs' QEMUs, by `ns/name`.
@@ -88,6 +95,61 @@ async fn relay(mut socket: WebSocket, mut qemu: tokio::net::UnixStream) {
             },
         }
     }
+}
+
+/// A refusal in a Kubernetes `Status`, as virt-api answers.
+fn refused(code: StatusCode, message: String) -> Response {
+    let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code.as_u16(), "message": message});
+    (code, axum::Json(status)).into_response()
+}
+
+/// `pause` and `unpause` of VMI `ns/name`, as virt-api and virt-handler
+/// do them together: a running VMI gets (or loses) the `Paused` condition
+/// (`PausedByUser`), its Ready condition following, and its VM's
+/// printable status says `Paused` (or `Running`); asking what already is
+/// so is a 409, as KubeVirt's.
+async fn pause(State(k): State<KubeApi>, Path((ns, name, action)): Path<(String, String, String)>) -> Response {
+    let wanted = match action.as_str() {
+        "pause" => true,
+        "unpause" => false,
+        _ => return refused(StatusCode::NOT_FOUND, format!("no subresource {action}")),
+    };
+    let path = format!("/apis/kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances/{name}");
+    let (st, vmi) = k.request(Method::GET, &path, None, None).await;
+    if st != 200 {
+        return refused(StatusCode::NOT_FOUND, format!("virtualmachineinstance {ns}/{name} not found"));
+    }
+    if vmi["status"]["phase"] != "Running" {
+        return refused(StatusCode::CONFLICT, "VMI is not running".into());
+    }
+    let conditions = vmi["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    let is_paused = conditions.iter().any(|c| c["type"] == "Paused" && c["status"] == "True");
+    if is_paused == wanted {
+        return refused(StatusCode::CONFLICT, format!("VMI is {}", if wanted { "already paused" } else { "not paused" }));
+    }
+    let mut conditions: Vec<Value> = conditions.into_iter().filter(|c| c["type"] != "Paused" && c["type"] != "Ready").collect();
+    let ready = if wanted {
+        json!({"type": "Ready", "status": "False", "reason": "PodConditionMissing"})
+    } else {
+        json!({"type": "Ready", "status": "True"})
+    };
+    conditions.push(ready);
+    if wanted {
+        conditions.push(json!({"type": "Paused", "status": "True", "reason": "PausedByUser", "message": "VMI was paused by user"}));
+    }
+    for c in &mut conditions {
+        c["lastProbeTime"] = Value::Null;
+        c["lastTransitionTime"] = Value::Null;
+    }
+    let (st, body) = k.write_status(&vmi, "virtualmachineinstances", json!({"conditions": conditions})).await;
+    if st != 200 {
+        return refused(StatusCode::INTERNAL_SERVER_ERROR, body.to_string());
+    }
+    let vm = json!({"apiVersion": "kubevirt.io/v1", "metadata": {"namespace": ns, "name": name}});
+    let printable =
+        if wanted { json!({"printableStatus": "Paused", "ready": false}) } else { json!({"printableStatus": "Running", "ready": true}) };
+    k.write_status(&vm, "virtualmachines", printable).await;
+    StatusCode::OK.into_response()
 }
 
 /// A 404 like virt-api's when VMI `ns/name` does not exist.

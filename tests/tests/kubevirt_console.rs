@@ -81,6 +81,24 @@ async fn the_console_is_virt_apis_subresource_through_the_aggregator() {
     assert_eq!(st, 404);
     drop((ws, second));
 
+    // Pausing is virt-api's `pause` through the aggregator: the VMI is held
+    // (KubeVirt's Paused condition), PAUSED in both views, and resumes as
+    // the same VMI.
+    let vmi_path = vmaas_tests::k8s::KubeApi::path_of(&kv, "virtualmachineinstances");
+    let uid = k.request(Method::GET, &vmi_path, None, None).await.1["metadata"]["uid"].clone();
+    let out = s.cli(&t, &["vm", "pause", "shell", "--wait", "--timeout", "60s"]);
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), s.log());
+    let held = k.request(Method::GET, &vmi_path, None, None).await.1;
+    let paused = held["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "Paused" && c["status"] == "True");
+    assert!(paused, "KubeVirt holds the VMI: {held:#}");
+    let (_, ci) = s.raw(Method::GET, &format!("{V1}/compute_instances/{id}"), Some(&t), None).await;
+    assert_eq!(ci["object"]["status"]["state"], "COMPUTE_INSTANCE_STATE_PAUSED", "{ci}");
+    let out = s.cli(&t, &["vm", "resume", "shell", "--wait", "--timeout", "60s"]);
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), s.log());
+    let resumed = k.request(Method::GET, &vmi_path, None, None).await.1;
+    assert_eq!(resumed["metadata"]["uid"], uid, "the same VMI goes on");
+    assert!(!resumed["status"]["conditions"].to_string().contains("Paused"), "{resumed:#}");
+
     // A stopped VM has no VMI, so no console: a clear error, not a hang.
     let (st, body) = refused_once_stopped(&s, &t, &id, None).await;
     assert_eq!(st, 409, "a failed precondition");

@@ -40,10 +40,33 @@ pub fn service_address(svc: &Value) -> Option<String> {
     first["ip"].as_str().or(first["hostname"].as_str()).map(str::to_owned)
 }
 
+/// Why KubeVirt holds a VMI's vCPUs (its `Paused` condition).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paused {
+    /// Asked (`PausedByUser`, or no reason given).
+    ByUser,
+    /// KubeVirt paused it on a disk's I/O error (`PausedIOError`).
+    IoError,
+}
+
+/// Whether (and why) VMI `vmi` is paused.
+pub fn paused(vmi: &Value) -> Option<Paused> {
+    let c = vmi["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == "Paused" && c["status"] == "True")?;
+    Some(if c["reason"] == "PausedIOError" { Paused::IoError } else { Paused::ByUser })
+}
+
 /// Everything observed of one VM: the KubeVirt VM, its VMI (`nic` names
 /// the NIC whose address is the VM's internal one) and its Service.
+/// `started`: the VM should run (started or paused).
 pub fn observe_vm(vm: Option<&Value>, vmi: Option<&Value>, service: Option<&Value>, started: bool, nic: &str) -> Observation {
     let mut obs = Observation::new(vm_phase(vm, started));
+    match vmi.and_then(paused) {
+        Some(Paused::ByUser) => obs.phase = Phase::Paused,
+        Some(Paused::IoError) => {
+            obs.degraded = Some(Reason::new("PausedIOError", "KubeVirt paused the guest on a disk's I/O error (a full or failed volume)"));
+        }
+        None => {}
+    }
     obs.internal_ip = vmi.and_then(|v| vmi_address(v, nic));
     obs.external_ip = service.and_then(service_address);
     obs.restart_required = vm.and_then(restart_required);
