@@ -28,6 +28,8 @@ pub struct VmModel {
     pub name: String,
     /// The template, by id.
     pub template: String,
+    /// The catalog item it is made from, by name or id.
+    pub catalog_item: Option<String>,
     /// The parameters as written (text, typed against the template later).
     pub template_parameters: Value,
     /// Started or stopped.
@@ -65,6 +67,7 @@ impl VmModel {
             id: string(get(v, "id")),
             name: string(get(v, "name")).unwrap_or_default(),
             template: string(get(v, "template")).unwrap_or_default(),
+            catalog_item: string(get(v, "catalog_item")),
             template_parameters: get(v, "template_parameters").clone(),
             power: string(get(v, "state")).and_then(|s| s.parse().ok()).unwrap_or(PowerState::Started),
             network_attachments: nics(v),
@@ -96,7 +99,7 @@ impl VmModel {
             metadata: Some(MetadataInput { name: Some(self.name.clone()), ..Default::default() }),
             spec: VirtualMachineSpec {
                 template: self.template.clone(),
-                catalog_item: None,
+                catalog_item: self.catalog_item.clone(),
                 template_parameters,
                 state: self.power,
                 network_attachments: self.network_attachments.clone(),

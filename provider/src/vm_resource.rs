@@ -8,7 +8,7 @@ use std::time::Duration;
 use rmpv::Value;
 use vmaas_client::{Client, WaitFor, describe_status};
 use vmaas_model::vm::VmImage;
-use vmaas_model::{ParameterValue, Template};
+use vmaas_model::{ObjectKind, ParameterValue, Template};
 
 use crate::diag::{api_error, error, map_key_path, path};
 use crate::proto::{AttributePath, Diagnostic, Schema};
@@ -25,6 +25,24 @@ pub const VM: &str = vmaas_model::ObjectKind::VirtualMachine.descriptor().terraf
 pub struct VmResource;
 
 impl VmResource {
+    /// The template a VM of `template` or catalog item `item` is made of:
+    /// the template named, else the item's.
+    async fn template_of(client: &Client, template: Option<String>, item: Option<String>, diags: &mut Vec<Diagnostic>) -> Option<String> {
+        if let Some(t) = template.filter(|t| !t.is_empty()) {
+            return Some(t);
+        }
+        let item = item?;
+        let path_of = ObjectKind::ComputeInstanceCatalogItem.descriptor().plural;
+        match client.find_object::<serde_json::Value>(&format!("/{path_of}"), &item).await {
+            Ok(i) => vmaas_model::reference::key(&i["template"]).ok().flatten(),
+            Err(e) => {
+                let why = if e.is_not_found() { "list the catalog items with `vmaas catalog-item list`".to_owned() } else { e.to_string() };
+                diags.push(error(format!("cannot read catalog item {item:?}"), why, Some(path(&["catalog_item"]))));
+                None
+            }
+        }
+    }
+
     /// Types the text parameters in `params` with `template`'s declared
     /// types; every problem becomes a diagnostic on its map key.
     async fn typed_params(
@@ -114,6 +132,7 @@ impl VmResource {
                 "clone_of_snapshot",
                 "additional_disk",
                 "auto_external_ip_attachment",
+                "catalog_item",
             ];
             if crate::vm_disks::boot_disk_replaces(prior, proposed) {
                 replace.push(path(&["boot_disk"]));
@@ -141,8 +160,14 @@ impl VmResource {
                 set(&mut planned, attr, unknown());
             }
         }
+        if (creating || !replace.is_empty()) && get(&planned, "template").is_nil() {
+            // The catalog item's: the server says which.
+            set(&mut planned, "template", unknown());
+        }
         if (creating || !replace.is_empty())
-            && let (Some(client), Some(template)) = (ctx.client(), string(get(proposed, "template")))
+            && let Some(client) = ctx.client()
+            && let Some(template) =
+                Self::template_of(client, string(get(proposed, "template")), string(get(proposed, "catalog_item")), diags).await
         {
             Self::typed_params(client, &template, get(proposed, "template_parameters"), diags).await;
         }
@@ -156,7 +181,8 @@ impl VmResource {
         }
         let model = VmModel::decode(planned);
         let (vm, which) = if prior.is_nil() {
-            let Some(params) = Self::typed_params(client, &model.template, &model.template_parameters, diags).await else {
+            let template = Self::template_of(client, Some(model.template.clone()), model.catalog_item.clone(), diags).await;
+            let Some(params) = Self::typed_params(client, &template.unwrap_or_default(), &model.template_parameters, diags).await else {
                 return Value::Nil;
             };
             match client.create_vm(&model.create_request(params)).await {
@@ -253,7 +279,18 @@ impl Resource for VmResource {
             vec![
                 attr("id", STRING, Mode::Computed, "The VM's id (a UUID)."),
                 attr("name", STRING, Mode::Required, "Name, unique in the tenant (a DNS label). Changing it replaces the VM."),
-                attr("template", STRING, Mode::Required, "Template id. Changing it replaces the VM."),
+                attr(
+                    "template",
+                    STRING,
+                    Mode::OptionalComputed,
+                    "Template id; with `catalog_item`, the item's (giving another is refused). Changing it replaces the VM.",
+                ),
+                attr(
+                    "catalog_item",
+                    STRING,
+                    Mode::Optional,
+                    "The catalog item it is made from (OSAC's `catalog_item`, by name or id): its template, and its defaults for the fields the VM leaves out (the state keeps what you wrote). Changing it replaces the VM.",
+                ),
                 attr(
                     "template_parameters",
                     STRING_MAP,
@@ -393,6 +430,10 @@ impl Resource for VmResource {
                 "give the user data once: user_data, or user_data_wo (write-only)",
                 Some(path(&["user_data_wo"])),
             ));
+        }
+        if get(&config, "template").is_nil() && get(&config, "catalog_item").is_nil() {
+            let why = "a VM is made of a template or a catalog item: set template or catalog_item";
+            diagnostics.push(error("no template", why, Some(path(&["template"]))));
         }
         if let Some(Err(e)) = string(get(&config, "image")).map(|r| VmImage { source_type: String::new(), source_ref: r }.boot_source()) {
             diagnostics.push(error("invalid image", e.reason, Some(path(&["image"]))));

@@ -104,7 +104,28 @@ pub(crate) fn vm_state(vm: &VirtualMachine, like: &Value) -> Value {
         ("timeouts", get(like, "timeouts").clone()),
     ];
     fields.extend(crate::vm_disks::disks_state(vm));
+    fields.push(("catalog_item", catalog_item_state(vm, like)));
+    if !like.is_nil() && !get(like, "catalog_item").is_nil() {
+        // The item's defaults are the server's: the state keeps what was written.
+        for (name, v) in &mut fields {
+            if ITEM_FILLED.contains(name) {
+                *v = get(like, name).clone();
+            }
+        }
+    }
     object(fields)
+}
+
+/// What a catalog item's defaults may fill in of a VM.
+const ITEM_FILLED: [&str; 6] = ["template_parameters", "ssh_keys", "user_data", "image", "instance_type", "boot_disk"];
+
+/// `catalog_item` as written (the server keeps the item's id); on an
+/// import, the server's.
+fn catalog_item_state(vm: &VirtualMachine, like: &Value) -> Value {
+    if like.is_nil() {
+        return value::opt_string(vm.spec.catalog_item.as_deref());
+    }
+    get(like, "catalog_item").clone()
 }
 
 /// `auto_external_ip_attachment`: true when the server holds it; false as

@@ -107,6 +107,32 @@ output "id" {
 }
 "#;
 
+const VMS_TF: &str = r#"
+terraform {
+  required_providers {
+    vmaas = { source = "vmaas/vmaas" }
+  }
+}
+provider "vmaas" {}
+
+resource "vmaas_virtual_machine" "a" {
+  name                = "a-box"
+  catalog_item        = "tiny-ci"
+  state               = "stopped"
+  template_parameters = { vm_cpu_cores = "2" }
+}
+
+resource "vmaas_virtual_machine" "b" {
+  name         = "b-box"
+  catalog_item = "tiny-ci"
+  state        = "stopped"
+}
+
+output "template" {
+  value = vmaas_virtual_machine.b.template
+}
+"#;
+
 async fn terraform_scenario(tf: Tf) {
     let s = Server::start(Db::Sqlite).await.unwrap();
     publish(&s, TINY);
@@ -119,6 +145,35 @@ async fn terraform_scenario(tf: Tf) {
     assert_eq!((&defs[0]["default"], &defs[1]["default"], &defs[1]["editable"]), (&json!(1), &json!("Halted"), &json!(false)), "{o}");
     assert_eq!(o["object"]["published"], true, "{o}");
     assert_eq!(w.plan_code(&[]).0, 0, "no drift");
+    // A tenant's VMs from the item: its template (typing the parameters),
+    // its defaults for what they leave out, no drift from either.
+    let acme = s.token("acme", false);
+    let vms = Workspace::new(tf, &s, &acme, VMS_TF);
+    vms.apply(&[]);
+    let (_, list) = s.raw(Method::GET, VMS, Some(&acme), None).await;
+    let mut by_name: Vec<&Value> = list["items"].as_array().into_iter().flatten().collect();
+    by_name.sort_by_key(|v| v["metadata"]["name"].as_str().unwrap_or_default().to_owned());
+    let made: Vec<(&Value, &Value, &Value, &Value)> = by_name
+        .iter()
+        .map(|v| {
+            (
+                &v["spec"]["catalog_item"]["id"],
+                &v["spec"]["template"],
+                &v["spec"]["state"],
+                &v["spec"]["template_parameters"]["vm_cpu_cores"]["value"],
+            )
+        })
+        .collect();
+    let item = json!(id);
+    assert_eq!(
+        made,
+        vec![(&item, &json!("tiny"), &json!("stopped"), &json!(2)), (&item, &json!("tiny"), &json!("stopped"), &json!(1))],
+        "{list}"
+    );
+    assert_eq!(vms.output("template"), "tiny", "the item's template, computed");
+    assert_eq!(vms.plan_code(&[]).0, 0, "no drift from the item's defaults");
+    vms.ok(&["destroy", "-auto-approve", "-no-color"]);
+
     let text = w.apply(&["-var", "title=Runner"]);
     assert!(text.contains("0 added, 1 changed, 0 destroyed"), "{text}");
     let (_, o) = s.raw(Method::GET, &format!("{ITEMS}/{id}"), Some(&admin), None).await;
