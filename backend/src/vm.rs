@@ -94,6 +94,8 @@ pub type VmDriver = dyn Driver<VmSpec, VmObservation>;
 pub struct Attachment {
     /// The subnet's id.
     pub subnet: String,
+    /// The id of the subnet's virtual network.
+    pub network: String,
     /// The NIC's address (the server's IPAM, kept for the VM's life).
     pub ip: std::net::Ipv4Addr,
     /// The NIC's MAC, stable for the VM's life (`52:54:…`).

@@ -193,7 +193,12 @@ pub fn render_vm(
         power: xr.state,
         network: if xr.network.is_some() { PodNetwork::PrimaryUdn } else { PodNetwork::Masquerade },
         address: None,
-        attachments: xr.physical_network.iter().map(|p| Attachment { name: physical_nic(p).into(), network_name: p.clone() }).collect(),
+        attachments: xr
+            .physical_network
+            .iter()
+            .map(|p| Attachment { name: physical_nic(p).into(), network_name: p.clone(), mac: None, address: None })
+            .collect(),
+        pod_mac: None,
         data_source_namespace: input.data_source_namespace.clone(),
         storage_class: input.storage_class.clone(),
         floating_ip: input.floating_ip.clone(),

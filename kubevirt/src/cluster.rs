@@ -59,8 +59,14 @@ pub struct Resources {
     pub vm_clone: ApiResource,
     /// KubeVirt's VirtualMachineExports.
     pub vm_export: ApiResource,
-    /// Secrets (export tokens).
+    /// Secrets (export tokens, registry credentials).
     pub secret: ApiResource,
+    /// OVN-K's ClusterUserDefinedNetworks (subnets as secondary networks).
+    pub cudn: ApiResource,
+    /// MultiNetworkPolicies (security groups on secondary networks).
+    pub multi_policy: ApiResource,
+    /// OVN-K's EgressIPs (NAT gateways).
+    pub egress_ip: ApiResource,
 }
 
 fn crd(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -93,6 +99,9 @@ impl Default for Resources {
             secret: ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()),
             vm_clone: crd("clone.kubevirt.io", "v1beta1", "VirtualMachineClone", "virtualmachineclones"),
             vm_restore: crd("snapshot.kubevirt.io", "v1beta1", "VirtualMachineRestore", "virtualmachinerestores"),
+            cudn: crd("k8s.ovn.org", "v1", "ClusterUserDefinedNetwork", "clusteruserdefinednetworks"),
+            multi_policy: crd("k8s.cni.cncf.io", "v1beta1", "MultiNetworkPolicy", "multi-networkpolicies"),
+            egress_ip: crd("k8s.ovn.org", "v1", "EgressIP", "egressips"),
         }
     }
 }

@@ -28,4 +28,21 @@ pub struct KubevirtConfig {
     pub export_proxy: Option<Proxy>,
     /// Where exports are written before they are streamed.
     pub scratch_dir: PathBuf,
+    /// How subnets are networks of the cluster.
+    pub subnets: SubnetMode,
+}
+
+/// How subnets are OVN-Kubernetes networks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SubnetMode {
+    /// Each subnet is its own namespace's primary layer-2 UDN: OVN-K's
+    /// IPAM gives the fixed addresses, NetworkPolicies apply; a VM is on
+    /// one subnet.
+    #[default]
+    PrimaryUdn,
+    /// Each subnet is a secondary layer-2 CUDN over its tenant's
+    /// namespace: a VM is on the pod network (its exposure and egress)
+    /// and on any number of subnets, one bridged NIC each, addresses from
+    /// the server's IPAM told by cloud-init; MultiNetworkPolicies apply.
+    Secondary,
 }

@@ -26,7 +26,9 @@
 //!   [`upload`]: images uploaded through CDI's upload proxy.
 //! - [`migration`]: live migrations as VirtualMachineInstanceMigrations;
 //!   `pause`: pausing and resuming through virt-api's `pause` and `unpause`.
-//! - [`subnet`]: subnets as namespaces with a primary layer-2 UDN.
+//! - [`nat`]: NAT gateways as OVN-K EgressIPs (subnets as secondary networks).
+//! - [`subnet`]: subnets as namespaces with a primary layer-2 UDN, or as
+//!   secondary layer-2 CUDNs over their tenant's namespace ([`SubnetMode`]).
 //! - [`balancer`]: load balancers as selectorless Services and EndpointSlices;
 //!   [`allocation`]: why MetalLB has not given a Service its address.
 //! - [`volume`]: volumes as DataVolumes, hotplugged into VMs.
@@ -54,10 +56,12 @@ pub mod import;
 pub mod migration;
 mod monitor;
 pub mod names;
+pub mod nat;
 mod pause;
 pub mod proxy;
 pub mod restore;
 pub mod room;
+pub mod secondary;
 mod shared;
 pub mod snapshot;
 pub mod subnet;
@@ -80,7 +84,7 @@ use vmaas_model::ObjectKind;
 pub use vmaas_model::k8s::render::FloatingIp;
 
 use crate::cluster::Cluster;
-pub use crate::config::KubevirtConfig;
+pub use crate::config::{KubevirtConfig, SubnetMode};
 use crate::shared::Shared;
 use crate::watch::{Waker, Watched};
 
@@ -113,7 +117,12 @@ impl KubevirtBackend {
             vmis: watch(&r.vmi, "", Some(&selector)),
             services: watch(&r.service, "", Some(&selector)),
             migrations: watch(&r.migration, "", Some(&selector)),
-            udns: watch(&r.udn, "", Some(&selector)),
+            udns: match cfg.subnets {
+                SubnetMode::PrimaryUdn => watch(&r.udn, "", Some(&selector)),
+                SubnetMode::Secondary => watch(&r.cudn, "", Some(&selector)),
+            },
+            multi_policies: (cfg.subnets == SubnetMode::Secondary).then(|| watch(&r.multi_policy, "", Some(&selector))),
+            egress_ips: (cfg.subnets == SubnetMode::Secondary).then(|| watch(&r.egress_ip, "", Some(&selector))),
             data_volumes: watch(&r.data_volume, "", Some(&selector)),
             snapshots: watch(&r.vm_snapshot, "", Some(&selector)),
             restores: watch(&r.vm_restore, "", Some(&selector)),
@@ -169,6 +178,10 @@ impl Backend for KubevirtBackend {
             ObjectKind::Image,
             ObjectKind::ComputeInstanceSnapshot,
         ];
+        let mut kinds = kinds;
+        if self.shared.egress_ips.is_some() {
+            kinds.push(ObjectKind::NatGateway);
+        }
         Capabilities { kinds, live_migration: true, gpus: true, console: true, restores: true, clones: true, pause: true }
     }
 
@@ -203,6 +216,10 @@ impl Backend for KubevirtBackend {
 
     fn subnets(&self) -> Option<Arc<SubnetDriver>> {
         Some(Arc::new(subnet::Subnets(self.shared.clone())))
+    }
+
+    fn nat_gateways(&self) -> Option<Arc<vmaas_backend::NatDriver>> {
+        Some(Arc::new(nat::Nats(self.shared.clone())))
     }
 
     fn load_balancers(&self) -> Option<Arc<BalancerDriver>> {

@@ -23,7 +23,12 @@ pub struct Shared {
     pub(crate) vmis: Watched,
     pub(crate) services: Watched,
     pub(crate) migrations: Watched,
+    /// The subnets' networks: UDNs, or CUDNs ([`crate::SubnetMode`]).
     pub(crate) udns: Watched,
+    /// MultiNetworkPolicies, when subnets are secondary networks.
+    pub(crate) multi_policies: Option<Watched>,
+    /// EgressIPs (NAT gateways), when subnets are secondary networks.
+    pub(crate) egress_ips: Option<Watched>,
     pub(crate) data_volumes: Watched,
     pub(crate) snapshots: Watched,
     pub(crate) restores: Watched,
@@ -68,7 +73,7 @@ impl Shared {
             &self.data_sources,
             &self.nodes,
         ];
-        for w in all {
+        for w in all.into_iter().chain(self.multi_policies.as_ref()).chain(self.egress_ips.as_ref()) {
             w.ready(timeout).await?;
         }
         Ok(())
@@ -96,7 +101,10 @@ impl Shared {
 
     /// The namespace of `tenant`'s objects (of its subnet `subnet`, when
     /// given): [`homes::Homes::find`].
+    /// With subnets as secondary networks, every object of a tenant is in
+    /// its namespace.
     pub(crate) async fn home(&self, tenant: &str, subnet: Option<&str>) -> Result<String, BackendError> {
+        let subnet = subnet.filter(|_| self.cfg.subnets == crate::SubnetMode::PrimaryUdn);
         self.homes.find(&self.cluster, &self.cfg.namespace_prefix, tenant, subnet).await
     }
 }

@@ -2,8 +2,10 @@
 //! its own whose primary network is a layer-2 OVN-K `UserDefinedNetwork`
 //! with the subnet's range: the VMs attached to the subnet run in that
 //! namespace, bridged onto it, and its security groups are NetworkPolicies
-//! there (OVN-K enforces NetworkPolicies on a primary UDN). A virtual
-//! network has nothing of its own in the cluster: its subnets are it.
+//! there (OVN-K enforces NetworkPolicies on a primary UDN). With
+//! [`SubnetMode::Secondary`] a subnet is a secondary CUDN instead
+//! ([`crate::secondary`]). A virtual network has nothing of its own in the
+//! cluster: its subnets are it.
 
 use std::sync::Arc;
 
@@ -13,6 +15,7 @@ use vmaas_backend::{BackendError, Cleanup, Driver, NetworkObservation, NetworkSp
 use vmaas_model::ObjectKind;
 use vmaas_model::k8s::render::udn;
 
+use crate::SubnetMode;
 use crate::cluster::as_json;
 use crate::names::{labels, selector_of};
 use crate::shared::Shared;
@@ -37,8 +40,8 @@ impl Driver<NetworkSpec, NetworkObservation> for Networks {
 /// The driver of subnets.
 pub struct Subnets(pub(crate) Arc<Shared>);
 
-/// Where OVN-K says the UDN `udn` is (its `NetworkCreated` condition).
-fn observe(udn: Option<&serde_json::Value>) -> NetworkObservation {
+/// Where OVN-K says the (C)UDN `udn` is (its `NetworkCreated` condition).
+pub(crate) fn observe(udn: Option<&serde_json::Value>) -> NetworkObservation {
     let conditions = udn.and_then(|u| u["status"]["conditions"].as_array());
     let created = conditions.and_then(|c| c.iter().find(|c| c["type"] == "NetworkCreated" || c["type"] == "NetworkReady"));
     match created {
@@ -51,10 +54,20 @@ fn observe(udn: Option<&serde_json::Value>) -> NetworkObservation {
     }
 }
 
+/// `observed`, looked at again in 15 s until OVN-K has made the network.
+pub(crate) fn settled(observed: NetworkObservation) -> (NetworkObservation, Requeue) {
+    let next =
+        if observed == NetworkObservation::Ready { Requeue::AwaitChange } else { Requeue::after(std::time::Duration::from_secs(15)) };
+    (observed, next)
+}
+
 #[async_trait]
 impl Driver<SubnetSpec, NetworkObservation> for Subnets {
     async fn ensure(&self, t: &SubnetTarget) -> Result<(NetworkObservation, Requeue), BackendError> {
         let s = &self.0;
+        if s.cfg.subnets == SubnetMode::Secondary {
+            return s.ensure_secondary(t).await;
+        }
         s.listed()?;
         let ns = s.home(&t.tenant, Some(&t.id)).await?;
         let own = labels(ObjectKind::Subnet, &t.id);
@@ -71,10 +84,7 @@ impl Driver<SubnetSpec, NetworkObservation> for Subnets {
             s.cluster.apply(&s.cluster.res.udn, &u).await?;
         }
         let seen = s.udns.get(&ns, UDN).map(|o| as_json(&o));
-        let observed = observe(seen.as_ref());
-        let next =
-            if observed == NetworkObservation::Ready { Requeue::AwaitChange } else { Requeue::after(std::time::Duration::from_secs(15)) };
-        Ok((observed, next))
+        Ok(settled(observe(seen.as_ref())))
     }
 
     /// Deletes the UDN, then the namespace (done once it is going: its
@@ -83,6 +93,11 @@ impl Driver<SubnetSpec, NetworkObservation> for Subnets {
         let s = &self.0;
         let res = &s.cluster.res;
         let selector = selector_of(id);
+        if s.cfg.subnets == SubnetMode::Secondary {
+            // Its attachment definitions are OVN-K's to remove with it.
+            let left = s.cluster.delete_all_of(&res.cudn, id).await?;
+            return Ok(if left == 0 { Cleanup::Done } else { Cleanup::InProgress });
+        }
         s.cluster.delete_all_of(&res.udn, id).await?;
         let namespaces = s.cluster.list(&res.namespace, &selector).await?;
         for n in &namespaces {

@@ -22,6 +22,7 @@ use vmaas_model::k8s::volume::{VolumeDisk as KubeDisk, attach};
 use vmaas_model::machine::DEFAULT_IMAGE;
 use vmaas_model::{ObjectKind, Observation, Phase, PowerState, Reason};
 
+use crate::SubnetMode;
 use crate::clone::{self, Cloning};
 use crate::cluster::as_json;
 use crate::names::{FINALIZER, ID_LABEL, METALLB_IPS, RESTART_ANNOTATION, generation, label_value, labels, selector_of};
@@ -52,6 +53,8 @@ struct Manifests {
     vm: Value,
     service: Option<Value>,
     policy: Option<Value>,
+    /// Its NICs' MultiNetworkPolicies (subnets as secondary networks).
+    multi_policies: Vec<Value>,
     /// The cluster instance type and preference the VM references.
     shapes: Vec<Value>,
 }
@@ -65,7 +68,11 @@ fn hash(v: &Value) -> u64 {
 impl Shared {
     /// The objects of `t` as `r` has them.
     fn manifests(&self, t: &VmTarget, r: &Render<'_>, (ns, network): (String, PodNetwork)) -> Result<Manifests, BackendError> {
-        let address = self.fixed_address(t, &ns)?;
+        let secondary = self.cfg.subnets == SubnetMode::Secondary;
+        let (address, nics) = match secondary {
+            true => (None, self.secondary_nics(t, &ns)?),
+            false => (self.fixed_address(t, &ns)?, vec![]),
+        };
         let mut machine = t.spec.machine.clone();
         if machine.boot.image == DEFAULT_IMAGE {
             machine.boot.image = self.cfg.default_image.clone();
@@ -79,7 +86,8 @@ impl Shared {
             power: if r.halted { PowerState::Stopped } else { t.spec.power },
             network,
             address,
-            attachments: vec![],
+            pod_mac: (!nics.is_empty()).then(|| vmaas_backend::Attachment::mac_for(&format!("{}/pod", t.id), 0)),
+            attachments: nics,
             data_source_namespace: self.cfg.images_namespace.clone(),
             storage_class: self.cfg.storage_class.clone(),
             floating_ip: self.cfg.floating_ip.clone(),
@@ -117,6 +125,12 @@ impl Shared {
                 vm["metadata"]["annotations"][crate::room::GPUS_ANNOTATION] = json!(gpus);
             }
         }
+        if secondary {
+            // A NAT gateway's EgressIP selects the pods of its network's VMs.
+            for a in &t.spec.attachments {
+                vm["spec"]["template"]["metadata"]["labels"][crate::nat::network_label(&a.network)] = json!("true");
+            }
+        }
         vm["metadata"]["finalizers"] = json!([FINALIZER]);
         let service = match rendered.service {
             Some(s) => {
@@ -140,18 +154,23 @@ impl Shared {
             p["metadata"]["labels"] = json!(own);
             p
         });
-        Ok(Manifests { ns, vm, service, policy, shapes })
+        let multi_policies = if secondary { self.multi_policies(t, &ns)? } else { vec![] };
+        Ok(Manifests { ns, vm, service, policy, multi_policies, shapes })
     }
 
     /// Where VM `t` runs: its subnet's namespace, on the subnet's network
-    /// (a primary UDN), or its tenant's on the pod network.
+    /// (a primary UDN), or its tenant's on the pod network (and, subnets
+    /// being secondary networks, on each of its subnets).
     async fn placement(&self, t: &VmTarget) -> Result<(String, PodNetwork), BackendError> {
+        if self.cfg.subnets == SubnetMode::Secondary {
+            return Ok((self.home(&t.tenant, None).await?, PodNetwork::Masquerade));
+        }
         match t.spec.attachments.as_slice() {
             [] => Ok((self.home(&t.tenant, None).await?, PodNetwork::Masquerade)),
             [a] => Ok((self.home(&t.tenant, Some(&a.subnet)).await?, PodNetwork::PrimaryUdn)),
             _ => Err(BackendError::invalid(
                 "placing the VM",
-                "on the kubevirt backend a VM is on one subnet (its namespace's primary network); it has several",
+                "with subnets as primary UDNs (--subnet-networks primary-udn) a VM is on one subnet, its namespace's primary network; it has several (--subnet-networks secondary puts a VM on several)",
             )),
         }
     }
@@ -429,10 +448,15 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
         };
         s.sync_service(t, &m, applied.as_ref().or(current.as_deref())).await?;
         s.sync_policy(t, &m).await?;
+        s.sync_multi_policies(t, &ns, &m.multi_policies).await?;
         s.sync_pause(t, &ns).await?;
         let vm = applied.as_ref().map(as_json).or_else(|| current.as_deref().map(as_json));
         let mut observation = s.observed(t, &ns, vm);
-        if !t.spec.attachments.is_empty() {
+        if s.cfg.subnets == SubnetMode::Secondary && !t.spec.attachments.is_empty() {
+            // The server's addresses, which the guest is told: its first NIC's is its own.
+            observation.nic_ips = t.spec.attachments.iter().map(|a| a.ip.to_string()).collect();
+            observation.internal_ip = observation.nic_ips.first().cloned();
+        } else if !t.spec.attachments.is_empty() {
             observation.nic_ips = observation.internal_ip.iter().cloned().collect();
         }
         if observation.phase == Phase::Ready && m.service.is_some() && observation.external_ip.is_none() {
@@ -470,6 +494,9 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
         let selector = selector_of(id);
         for ar in [&res.service, &res.migration, &res.network_policy, &res.vm_restore, &res.vm_clone] {
             s.cluster.delete_all_of(ar, id).await?;
+        }
+        if s.multi_policies.is_some() {
+            s.cluster.delete_all_of(&res.multi_policy, id).await?;
         }
         for vm in s.cluster.list(&res.vm, &selector).await? {
             if vm.metadata.deletion_timestamp.is_none() {

@@ -86,6 +86,11 @@ impl Watched {
         self.store.get(&ObjectRef::new_with(name, self.ar.clone()).within(ns))
     }
 
+    /// Cluster-scoped object `name`, as last seen.
+    pub fn get_cluster(&self, name: &str) -> Option<Arc<DynamicObject>> {
+        self.store.get(&ObjectRef::new_with(name, self.ar.clone()))
+    }
+
     /// The objects of vmaas object `id`, as last seen.
     pub fn of(&self, id: &str) -> Vec<Arc<DynamicObject>> {
         let id = crate::names::label_value(id);

@@ -107,6 +107,17 @@ struct KubevirtArgs {
     /// kubevirt: a label of a --cluster, as NAME:KEY=VALUE (repeatable), for spec.placement.labels.
     #[arg(long = "cluster-label", value_parser = clusters::parse_cluster_label, requires = "clusters")]
     cluster_labels: Vec<clusters::ClusterLabel>,
+    /// kubevirt: how subnets are OVN-K networks (docs/backends.md).
+    #[arg(long, env = "VMAAS_SUBNET_NETWORKS", value_enum, default_value = "primary-udn")]
+    subnet_networks: SubnetNetworks,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum SubnetNetworks {
+    /// Each subnet its namespace's primary layer-2 UDN; a VM on one subnet.
+    PrimaryUdn,
+    /// Each subnet a secondary layer-2 CUDN; a VM on the pod network and any number of subnets.
+    Secondary,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -441,6 +452,10 @@ async fn kubevirt_backend(
             .clone()
             .map(|url| vmaas_kubevirt::proxy::Proxy { url, ca: k.kubevirt_export_proxy_ca.clone() }),
         scratch_dir: data_dir.join("exports"),
+        subnets: match k.subnet_networks {
+            SubnetNetworks::PrimaryUdn => vmaas_kubevirt::SubnetMode::PrimaryUdn,
+            SubnetNetworks::Secondary => vmaas_kubevirt::SubnetMode::Secondary,
+        },
     };
     vmaas_kubevirt::KubevirtBackend::new(cfg).await.context("starting the kubevirt backend")
 }

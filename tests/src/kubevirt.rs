@@ -6,8 +6,9 @@
 //! `Always` gets a VMI (labelled from the VM's template, owned by the VM)
 //! with an address on its first NIC, and both report running and ready; a
 //! `Halted` one loses its VMI and reports stopped; a DataVolume is filled;
-//! a UDN reports its network made. The addresses are data: nothing
-//! connects to them.
+//! a UDN reports its network made, and a CUDN too, once the
+//! NetworkAttachmentDefinitions OVN-K makes of it are there. The addresses
+//! are data: nothing connects to them.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -111,6 +112,50 @@ async fn round(api: &KubeApi) {
     for udn in list(api, "/apis/k8s.ovn.org/v1/userdefinednetworks").await {
         ovn_k(api, &udn).await;
     }
+    for cudn in list(api, "/apis/k8s.ovn.org/v1/clusteruserdefinednetworks").await {
+        ovn_k_cluster(api, &cudn).await;
+    }
+    for eip in list(api, "/apis/k8s.ovn.org/v1/egressips").await {
+        ovn_k_egress(api, &eip).await;
+    }
+}
+
+/// What OVN-Kubernetes does for one EgressIP: it gives its addresses to
+/// `node-1` (an egress-assignable node). The CRD has no status subresource,
+/// so the status is written with the object, as OVN-K does.
+async fn ovn_k_egress(api: &KubeApi, eip: &Value) {
+    if eip["status"]["items"].as_array().is_some_and(|i| !i.is_empty()) || !eip["metadata"]["deletionTimestamp"].is_null() {
+        return;
+    }
+    let items: Vec<Value> =
+        eip["spec"]["egressIPs"].as_array().into_iter().flatten().map(|a| json!({"egressIP": a, "node": "node-1"})).collect();
+    let path = format!("{}?fieldValidation=Strict", KubeApi::path_of(eip, "egressips"));
+    api.request(Method::PATCH, &path, Some(&json!({"status": {"items": items}})), Some("application/merge-patch+json")).await;
+}
+
+/// What OVN-Kubernetes does for one CUDN: a NetworkAttachmentDefinition of
+/// its name in each namespace its selector's `In` expression names by
+/// `vmaas.io/tenant`, then the network reported made.
+async fn ovn_k_cluster(api: &KubeApi, cudn: &Value) {
+    if cudn["status"]["conditions"].as_array().is_some_and(|c| !c.is_empty()) || !cudn["metadata"]["deletionTimestamp"].is_null() {
+        return;
+    }
+    let tenants = &cudn["spec"]["namespaceSelector"]["matchExpressions"][0]["values"];
+    let name = cudn["metadata"]["name"].as_str().unwrap_or_default();
+    for ns in list(api, "/api/v1/namespaces").await {
+        let label = &ns["metadata"]["labels"]["vmaas.io/tenant"];
+        if !tenants.as_array().is_some_and(|t| t.contains(label)) {
+            continue;
+        }
+        let config = json!({"cniVersion": "1.0.0", "type": "ovn-k8s-cni-overlay", "name": name, "topology": "layer2",
+            "netAttachDefName": format!("{}/{name}", ns["metadata"]["name"].as_str().unwrap_or_default())});
+        let nad = json!({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+            "metadata": {"name": name, "namespace": ns["metadata"]["name"]}, "spec": {"config": config.to_string()}});
+        api.apply(&nad, "network-attachment-definitions", "ovnkube-controller").await;
+    }
+    let made = json!({"type": "NetworkCreated", "status": "True", "reason": "NetworkAttachmentDefinitionCreated",
+        "message": "NetworkAttachmentDefinition has been created", "lastTransitionTime": "2026-01-01T00:00:00Z"});
+    api.write_status(cudn, "clusteruserdefinednetworks", json!({"conditions": [made]})).await;
 }
 
 /// The address a VM asks OVN-K for on its first NIC
@@ -130,6 +175,8 @@ pub async fn play_vm(api: &KubeApi, vm: &Value, vmi: Option<&Value>, address: &s
     }
     let run = vm["spec"]["runStrategy"] == "Always";
     match (run, vmi) {
+        // Multus cannot start the launcher pod until each network it names exists.
+        (true, None) if !networks_exist(api, vm).await => {}
         (true, None) => {
             let meta = &vm["metadata"];
             let vmi = json!({
@@ -157,6 +204,20 @@ pub async fn play_vm(api: &KubeApi, vm: &Value, vmi: Option<&Value>, address: &s
         }
         _ => {}
     }
+}
+
+/// Whether every Multus network (`namespace/name`) VM `vm` names has its
+/// NetworkAttachmentDefinition.
+async fn networks_exist(api: &KubeApi, vm: &Value) -> bool {
+    let networks = vm["spec"]["template"]["spec"]["networks"].as_array().cloned().unwrap_or_default();
+    for n in networks.iter().filter_map(|n| n["multus"]["networkName"].as_str()) {
+        let Some((ns, name)) = n.split_once('/') else { continue };
+        let path = format!("/apis/k8s.cni.cncf.io/v1/namespaces/{ns}/network-attachment-definitions/{name}");
+        if api.request(Method::GET, &path, None, None).await.0 != 200 {
+            return false;
+        }
+    }
+    true
 }
 
 /// KubeVirt's `LiveMigratable` condition of a VMI of `spec`, by the one
@@ -266,6 +327,14 @@ pub async fn start_with(k: &Cluster, extra: &[&str]) -> Server {
     let s = Server::start_with(Db::Sqlite, &args).await.expect("sqlite");
     vms::publish(&s, TINY);
     s
+}
+
+/// POSTs `body` to `path` (under the API) as `token`, which must make it: its id.
+pub async fn made(s: &Server, token: &str, path: &str, body: Value) -> String {
+    let path = format!("{V1}/{path}");
+    let (st, b) = s.raw(Method::POST, &path, Some(token), Some(body)).await;
+    assert_eq!(st, 201, "{path}: {b}");
+    b["object"]["id"].as_str().unwrap_or_default().to_owned()
 }
 
 /// Waits until `path` (under the API) satisfies `pred` (`None`: it is gone).

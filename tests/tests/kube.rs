@@ -26,6 +26,7 @@ fn options(power: PowerState) -> VmOptions {
         network: PodNetwork::Masquerade,
         address: None,
         attachments: vec![],
+        pod_mac: None,
         data_source_namespace: "os-images".into(),
         storage_class: None,
         floating_ip: FloatingIp::default(),

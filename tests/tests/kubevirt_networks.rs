@@ -6,7 +6,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use vmaas_tests::k8s::KubeApi;
-use vmaas_tests::kubevirt::{SERVICES, VMIS, VMS, env, objects_of, the_vm};
+use vmaas_tests::kubevirt::{SERVICES, VMIS, VMS, env, made, objects_of, the_vm};
 use vmaas_tests::vms::{self, V1};
 
 /// A subnet is a namespace with a primary layer-2 UDN; a VM on it runs
@@ -16,14 +16,7 @@ use vmaas_tests::vms::{self, V1};
 async fn a_subnet_is_a_primary_udn_and_security_groups_are_network_policies() {
     let (k, _kubevirt, s) = env().await;
     let acme = s.token("acme", false);
-    let post = |path: &str, body: Value| {
-        let (s, acme, path) = (&s, acme.clone(), format!("{V1}/{path}"));
-        async move {
-            let (st, b) = s.raw(Method::POST, &path, Some(&acme), Some(body)).await;
-            assert_eq!(st, 201, "{path}: {b}");
-            b["object"]["id"].as_str().unwrap().to_owned()
-        }
-    };
+    let post = |path: &'static str, body: Value| made(&s, &acme, path, body);
     post("virtual_networks", json!({"object": {"metadata": {"name": "app"}, "spec": {"ipv4_cidr": "10.60.0.0/16"}}})).await;
     let subnet = post(
         "subnets",

@@ -1,5 +1,6 @@
-//! A machine's cloud-init user data as KubeVirt's `cloudInitNoCloud` volume
-//! takes it: its user data with its SSH keys added.
+//! A machine's cloud-init data as KubeVirt's `cloudInitNoCloud` volume
+//! takes it: its user data with its SSH keys added, and the network
+//! configuration of NICs whose addresses vmaas gives.
 
 /// Boundary of the MIME multipart user data (cloud-init's own format for
 /// several parts).
@@ -49,4 +50,18 @@ pub fn cloud_init_user_data(c: &crate::machine::CloudInit) -> String {
         ),
         None => keys_config(&c.ssh_keys),
     }
+}
+
+/// The network configuration (version 2) of a VM whose attachments carry
+/// fixed addresses: each NIC named by its MAC, the pod network's by DHCP
+/// (its default route), each attachment with its address; none when no
+/// attachment has one (cloud-init's own fallback, DHCP on the first NIC).
+pub fn network_data(o: &super::options::VmOptions) -> Option<String> {
+    let fixed: Vec<(&str, &str)> = o.attachments.iter().filter_map(|a| Some((a.mac.as_deref()?, a.address.as_deref()?))).collect();
+    let pod = o.pod_mac.as_deref().filter(|_| !fixed.is_empty())?;
+    let mut s = format!("version: 2\nethernets:\n  pod:\n    match:\n      macaddress: \"{pod}\"\n    dhcp4: true\n");
+    for (i, (mac, address)) in fixed.iter().enumerate() {
+        s.push_str(&format!("  nic{i}:\n    match:\n      macaddress: \"{mac}\"\n    addresses: [\"{address}\"]\n"));
+    }
+    Some(s)
 }

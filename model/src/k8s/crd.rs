@@ -317,6 +317,9 @@ pub struct Interface {
     /// `virtio`, `e1000e`…
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Its MAC; none: KubeVirt picks one.
+    #[serde(default, rename = "macAddress", skip_serializing_if = "Option::is_none")]
+    pub mac_address: Option<String>,
 }
 
 /// A network binding plugin.
@@ -398,6 +401,10 @@ pub struct DataVolumeRef {
 pub struct CloudInit {
     /// User data (with the SSH keys).
     pub user_data: String,
+    /// Network configuration (version 2), when the guest's NICs are not
+    /// all configured by DHCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_data: Option<String>,
 }
 
 /// `k8s.ovn.org/v1` UserDefinedNetwork spec.

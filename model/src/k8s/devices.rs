@@ -65,7 +65,10 @@ pub(super) fn disks(spec: &MachineSpec, o: &VmOptions) -> (Vec<DataVolumeTemplat
     volumes.push(Volume {
         name: "cloudinitdisk".into(),
         data_volume: None,
-        cloud_init_no_cloud: Some(CloudInit { user_data: cloud_init_user_data(&spec.cloud_init) }),
+        cloud_init_no_cloud: Some(CloudInit {
+            user_data: cloud_init_user_data(&spec.cloud_init),
+            network_data: super::cloud_init::network_data(o),
+        }),
     });
     (dvs, disks, volumes)
 }
@@ -81,17 +84,18 @@ pub(super) fn interfaces(spec: &MachineSpec, o: &VmOptions) -> (Vec<Interface>, 
         binding: None,
         ports: vec![],
         model: Some(crate::NicModel::Virtio.as_str().into()),
+        mac_address: None,
     };
     let model = spec.nics.first().map(|n| n.model).unwrap_or_default();
     let first = match o.network {
         PodNetwork::PrimaryUdn => Interface { binding: Some(Binding { name: "l2bridge".into() }), ..nic("default") },
         PodNetwork::Masquerade => Interface { masquerade: Some(json!({})), ports: masquerade_ports(spec), ..nic("default") },
     };
-    let first = Interface { model: Some(model.as_str().into()), ..first };
+    let first = Interface { model: Some(model.as_str().into()), mac_address: o.pod_mac.clone(), ..first };
     let mut nics = vec![first];
     let mut nets = vec![Network { name: "default".into(), pod: Some(json!({})), multus: None }];
     for a in &o.attachments {
-        nics.push(Interface { bridge: Some(json!({})), ..nic(&a.name) });
+        nics.push(Interface { bridge: Some(json!({})), mac_address: a.mac.clone(), ..nic(&a.name) });
         nets.push(Network { name: a.name.clone(), pod: None, multus: Some(Multus { network_name: a.network_name.clone() }) });
     }
     (nics, nets)

@@ -58,6 +58,11 @@ pub struct Attachment {
     pub name: String,
     /// The network attachment definition, `[namespace/]name`.
     pub network_name: String,
+    /// Its MAC; none: KubeVirt picks one.
+    pub mac: Option<String>,
+    /// The address the guest sets on it (`10.0.1.5/24`, told by
+    /// cloud-init's network configuration); none: the network's own (DHCP).
+    pub address: Option<String>,
 }
 
 /// Everything besides the machine that decides how a VM renders.
@@ -77,6 +82,9 @@ pub struct VmOptions {
     pub address: Option<String>,
     /// NICs beside the first one (a physical network).
     pub attachments: Vec<Attachment>,
+    /// The MAC of the pod network's NIC: given when some attachment has a
+    /// fixed address, so the network configuration can name each NIC.
+    pub pod_mac: Option<String>,
     /// Namespace of the CDI DataSources that images name.
     pub data_source_namespace: String,
     /// Storage class of the disks (the cluster default when absent).

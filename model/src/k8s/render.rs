@@ -64,6 +64,22 @@ pub fn udn(name: &str, ns: &str, cidr: &str) -> UserDefinedNetwork {
     u
 }
 
+/// Subnet `name` as a secondary layer-2 CUDN for its tenant's namespaces
+/// (`tenants`: their [`TENANT_LABEL`] values), so that a VM may have a NIC
+/// on it beside others. OVN-K keeps no addresses on it (`ipam` disabled):
+/// the server's IPAM gives them, and cloud-init tells each guest its own
+/// ([`super::cloud_init::network_data`]). OVN-K makes a
+/// NetworkAttachmentDefinition named `name` in each namespace it selects.
+pub fn subnet_cudn(name: &str, tenants: &[String]) -> ClusterUserDefinedNetwork {
+    ClusterUserDefinedNetwork::new(
+        name,
+        ClusterUserDefinedNetworkSpec {
+            namespace_selector: json!({"matchExpressions": [{"key": TENANT_LABEL, "operator": "In", "values": tenants}]}),
+            network: json!({"topology": "Layer2", "layer2": {"role": "Secondary", "ipam": {"mode": "Disabled"}}}),
+        },
+    )
+}
+
 /// A physical (localnet) network as OVN-K offers it to namespaces.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Localnet<'a> {
@@ -284,6 +300,7 @@ mod tests {
             network: PodNetwork::Masquerade,
             address: None,
             attachments: vec![],
+            pod_mac: None,
             data_source_namespace: "images".into(),
             storage_class: None,
             floating_ip: FloatingIp::default(),
@@ -422,7 +439,7 @@ mod tests {
     #[test]
     fn attachments_are_bridged_multus_nics_beside_the_pod_network() {
         let mut o = options(PowerState::Started);
-        o.attachments = vec![Attachment { name: "physical".into(), network_name: "lab".into() }];
+        o.attachments = vec![Attachment { name: "physical".into(), network_name: "lab".into(), mac: None, address: None }];
         let vm = serde_json::to_value(render_vm(&probed_on(22), &o).vm).unwrap();
         let t = &vm["spec"]["template"]["spec"];
         assert_eq!(t["domain"]["devices"]["interfaces"][1], json!({"name": "physical", "bridge": {}, "model": "virtio"}));
@@ -447,6 +464,32 @@ mod tests {
         let vm = serde_json::to_value(render_vm(&probed_on(22), &o).vm).unwrap();
         let asked = vm["spec"]["template"]["metadata"]["annotations"][ADDRESSES_ANNOTATION].as_str().unwrap();
         assert_eq!(serde_json::from_str::<Value>(asked).unwrap(), json!({"default": ["10.0.0.5/24"]}));
+    }
+
+    #[test]
+    fn a_subnet_as_a_secondary_network_is_told_to_the_guest_by_mac() {
+        let c = serde_json::to_value(subnet_cudn("subnet-a", &["acme".to_owned()])).unwrap();
+        assert_eq!(c["spec"]["network"], json!({"topology": "Layer2", "layer2": {"role": "Secondary", "ipam": {"mode": "Disabled"}}}));
+        let mut o = options(PowerState::Started);
+        let nic = |i: u8, address: Option<&str>| Attachment {
+            name: format!("subnet-{i}"),
+            network_name: format!("ns/subnet-{i}"),
+            mac: Some(format!("52:54:00:00:00:0{i}")),
+            address: address.map(str::to_owned),
+        };
+        o.attachments = vec![nic(1, Some("10.0.1.5/24")), nic(2, None)];
+        o.pod_mac = Some("52:54:00:00:00:00".into());
+        let vm = serde_json::to_value(render_vm(&probed_on(22), &o).vm).unwrap();
+        let t = &vm["spec"]["template"]["spec"];
+        assert_eq!(t["domain"]["devices"]["interfaces"][0]["macAddress"], "52:54:00:00:00:00");
+        assert_eq!(t["domain"]["devices"]["interfaces"][1]["macAddress"], "52:54:00:00:00:01");
+        let data = t["volumes"].as_array().unwrap().iter().find_map(|v| v["cloudInitNoCloud"]["networkData"].as_str()).unwrap();
+        assert!(data.starts_with("version: 2\n") && data.contains("52:54:00:00:00:00\"\n    dhcp4: true"), "{data}");
+        assert!(data.contains("macaddress: \"52:54:00:00:00:01\"\n    addresses: [\"10.0.1.5/24\"]") && !data.contains(":02"), "{data}");
+        o.attachments = vec![nic(2, None)];
+        let vm = serde_json::to_value(render_vm(&probed_on(22), &o).vm).unwrap();
+        let vols = vm["spec"]["template"]["spec"]["volumes"].clone();
+        assert!(!vols.to_string().contains("networkData"), "no fixed address: cloud-init's own DHCP");
     }
 
     #[test]

@@ -148,6 +148,7 @@ mod tests {
             network: PodNetwork::PrimaryUdn,
             address: None,
             attachments: vec![],
+            pod_mac: None,
             data_source_namespace: "os-images".into(),
             storage_class: None,
             floating_ip: Default::default(),

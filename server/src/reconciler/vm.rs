@@ -164,7 +164,13 @@ async fn attachments(r: &Reconciler, vm: &VmRecord) -> Result<Vec<Attachment>, S
     for (i, a) in vm.spec.network_attachments.iter().enumerate() {
         let Some(ip) = a.ip_address.as_deref().and_then(|ip| ip.parse().ok()) else { continue };
         let firewall = if a.security_groups.is_empty() { None } else { Some(firewall(r, &a.security_groups).await?) };
-        out.push(Attachment { subnet: a.subnet.clone(), ip, mac: Attachment::mac_for(&vm.id, i), firewall });
+        let network = match r.store.get_record::<vmaas_model::Subnet>(&a.subnet, &Scope::All).await {
+            Ok(s) => s.spec.virtual_network,
+            // Going with the VM: its NIC is named without its network.
+            Err(StoreError::NotFound { .. }) => String::new(),
+            Err(e) => return Err(e),
+        };
+        out.push(Attachment { subnet: a.subnet.clone(), network, ip, mac: Attachment::mac_for(&vm.id, i), firewall });
     }
     Ok(out)
 }
