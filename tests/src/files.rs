@@ -101,3 +101,10 @@ impl FileServer {
         Self { url: format!("http://{addr}"), task }
     }
 }
+
+/// The SHA-256 of file `path`, in lower-case hex (`sha256sum`'s).
+pub fn sha256_of(path: &std::path::Path) -> String {
+    let out = std::process::Command::new("sha256sum").arg(path).output().expect("sha256sum");
+    assert!(out.status.success(), "sha256sum {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap_or_default().to_owned()
+}

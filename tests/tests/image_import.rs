@@ -5,13 +5,13 @@
 //! and a VM that names an image still importing waits for it, then boots
 //! from it by BIOS (the imported disk carries its own boot loader).
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use reqwest::Method;
 use serde_json::{Value, json};
 use vmaas_tests::Server;
 use vmaas_tests::files::FileServer;
+use vmaas_tests::files::sha256_of;
 use vmaas_tests::images::{FETCH_FAILED, import, settled};
 use vmaas_tests::objects::post;
 use vmaas_tests::vms::{V1, publish, wait_ready, wait_until};
@@ -19,11 +19,6 @@ use vmaas_tests::vms::{V1, publish, wait_ready, wait_until};
 /// The tests' file servers listen on loopback, which images are fetched
 /// from only when an administrator allows it.
 const LOOPBACK_FILES: [&str; 2] = ["--image-source-allow", "127.0.0.1"];
-
-fn sha256(path: &Path) -> String {
-    let out = std::process::Command::new("sha256sum").arg(path).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_owned()
-}
 
 fn qemu_img(args: &[&str]) {
     let out = std::process::Command::new("qemu-img").args(args).output().expect("qemu-img");
@@ -45,13 +40,13 @@ async fn imports_are_checked_private_and_kept_while_used() {
     let url = |n: &str| format!("{}/{n}", web.url);
 
     // A qcow2 from a URL, its SHA-256 checked: READY, stored as fetched.
-    let good = import(&s, &a, "good", json!({"source": url("good.qcow2"), "sha256": sha256(&f("good.qcow2"))})).await;
+    let good = import(&s, &a, "good", json!({"source": url("good.qcow2"), "sha256": sha256_of(&f("good.qcow2"))})).await;
     let img = settled(&s, &a, &good).await;
     assert_eq!(img["status"]["state"], "IMAGE_STATE_READY", "{img}");
     assert_eq!((img["status"]["format"].as_str(), img["status"]["virtual_size"].as_u64()), (Some("qcow2"), Some(64 << 20)));
     let stored = s.data_dir.join("images").join(&good).join("disk.qcow2");
-    assert_eq!(sha256(&stored), sha256(&f("good.qcow2")));
-    assert_eq!(img["status"]["sha256"], sha256(&f("good.qcow2")));
+    assert_eq!(sha256_of(&stored), sha256_of(&f("good.qcow2")));
+    assert_eq!(img["status"]["sha256"], sha256_of(&f("good.qcow2")));
 
     // What fails, fails with its reason, and leaves no disk behind.
     for (name, spec, why) in [

@@ -11,17 +11,13 @@ use std::path::Path;
 use reqwest::Method;
 use serde_json::{Value, json};
 use vmaas_tests::Server;
+use vmaas_tests::files::sha256_of;
 use vmaas_tests::images::{FETCH_FAILED, import, settled};
 use vmaas_tests::objects::post;
 use vmaas_tests::registry::{Registry, push_container_disk};
 use vmaas_tests::vms::{V1, publish, wait_ready};
 
 const PICK: &str = "id: pick\nparameters:\n  - {name: vm_image, type: string, default: {value: test-guest}}\nspec_defaults:\n  memory: 256Mi\n  exposed_ports:\n    - { port: 80, protocol: tcp }\n  readiness_probe:\n    http: { port: 80, path: / }\n    timeout_seconds: 180\n";
-
-fn sha256(path: &Path) -> String {
-    let out = std::process::Command::new("sha256sum").arg(path).output().expect("sha256sum");
-    String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap_or_default().to_owned()
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn container_disks_are_pulled_checked_and_booted() {
@@ -42,11 +38,11 @@ async fn container_disks_are_pulled_checked_and_booted() {
 
     // By tag and by digest: the disk that went in, byte for byte.
     for (name, source) in [("by-tag", at(&allowed, "guest:1")), ("by-digest", at(&allowed, &format!("guest@{digest}")))] {
-        let id = import(&s, &t, name, json!({"source": source, "sha256": sha256(&disk)})).await;
+        let id = import(&s, &t, name, json!({"source": source, "sha256": sha256_of(&disk)})).await;
         let img = settled(&s, &t, &id).await;
         assert_eq!(img["status"]["state"], "IMAGE_STATE_READY", "{name}: {img}\n{}", s.log());
-        assert_eq!((img["status"]["format"].as_str(), img["status"]["sha256"].as_str()), (Some("qcow2"), Some(sha256(&disk).as_str())));
-        assert_eq!(sha256(&s.data_dir.join("images").join(&id).join("disk.qcow2")), sha256(&disk));
+        assert_eq!((img["status"]["format"].as_str(), img["status"]["sha256"].as_str()), (Some("qcow2"), Some(sha256_of(&disk).as_str())));
+        assert_eq!(sha256_of(&s.data_dir.join("images").join(&id).join("disk.qcow2")), sha256_of(&disk));
         assert!(!s.data_dir.join("images").join(&id).join("layer.part").exists(), "the layer is not kept");
     }
 
@@ -56,7 +52,7 @@ async fn container_disks_are_pulled_checked_and_booted() {
     let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     assert_eq!(
         (got["status"]["state"].as_str(), got["status"]["sha256"].as_str()),
-        (Some("IMAGE_STATE_READY"), Some(sha256(&disk).as_str()))
+        (Some("IMAGE_STATE_READY"), Some(sha256_of(&disk).as_str()))
     );
 
     // What fails, fails with its reason, and leaves no disk behind.
@@ -128,25 +124,12 @@ async fn an_image_past_the_size_limit_is_refused_before_its_layers_are_pulled() 
 /// Files under `dir` whose bytes hold `needle`.
 fn files_holding(dir: &Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
-    for e in walk(dir) {
+    for e in vmaas_tests::registry::files_under(dir).into_iter().map(|f| dir.join(f)) {
         if std::fs::read(&e).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle)) {
             found.push(e);
         }
     }
     found
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        match e.file_type() {
-            Ok(t) if t.is_dir() => out.extend(walk(&p)),
-            Ok(t) if t.is_file() => out.push(p),
-            _ => {}
-        }
-    }
-    out
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -180,7 +163,7 @@ async fn a_registry_asking_for_credentials_gets_them_and_they_are_never_answered
     let id = made["object"]["id"].as_str().unwrap_or_default().to_owned();
     let img = settled(&s, &t, &id).await;
     assert_eq!(img["status"]["state"], "IMAGE_STATE_READY", "{img}\n{}", s.log());
-    assert_eq!(sha256(&s.data_dir.join("images").join(&id).join("disk.qcow2")), sha256(&disk));
+    assert_eq!(sha256_of(&s.data_dir.join("images").join(&id).join("disk.qcow2")), sha256_of(&disk));
 
     // Nowhere to be read back: not the image, the list, the events or the
     // CLI; not in the clear in any file of the server's, nor its log.

@@ -6,14 +6,10 @@
 use reqwest::Method;
 use vmaas_tests::Server;
 use vmaas_tests::files::FileServer;
+use vmaas_tests::files::sha256_of;
 use vmaas_tests::registry::Registry;
 use vmaas_tests::tf::{Tf, Workspace, repo};
 use vmaas_tests::vms::{V1, publish};
-
-fn sha256(path: &std::path::Path) -> String {
-    let out = std::process::Command::new("sha256sum").arg(path).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_owned()
-}
 
 async fn scenario(tf: Tf) {
     let s = Server::start_qemu_with(&["--image-source-allow", "127.0.0.1"]).await;
@@ -29,7 +25,7 @@ async fn scenario(tf: Tf) {
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(!out.status.success() && text.contains("checksum mismatch"), "{text}");
 
-    let sum = format!("image_sha256={}", sha256(&bios));
+    let sum = format!("image_sha256={}", sha256_of(&bios));
     w.apply(&["-var", &url, "-var", &sum]);
     assert_eq!(
         (w.output("image_state"), w.output("image_format"), w.output("status")),
