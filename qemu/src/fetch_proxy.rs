@@ -8,7 +8,6 @@
 //! of its one client, so nothing else on the host can use it.
 
 use std::convert::Infallible;
-use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
 use base64::prelude::{BASE64_STANDARD, Engine as _};
@@ -133,16 +132,12 @@ async fn handle(mut req: Request<Incoming>, state: Arc<State>) -> Result<Respons
 /// A connection to `host:port` at an address the policy allows; refusals
 /// are kept, and answered 403, failures 502.
 async fn dial(state: &State, host: &str, port: u16) -> Result<TcpStream, StatusCode> {
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
-        Ok(ip) => vec![SocketAddr::new(ip, port)],
-        Err(_) => match tokio::net::lookup_host((host, port)).await {
-            Ok(a) => a.collect(),
-            Err(e) => {
-                debug!(host, error = %e, "fetch proxy cannot resolve");
-                return Err(StatusCode::BAD_GATEWAY);
-            }
-        },
+    let addrs = match crate::sources::sockets(host, port).await {
+        Ok(a) => a,
+        Err(e) => {
+            debug!(host, error = %e, "fetch proxy cannot resolve");
+            return Err(StatusCode::BAD_GATEWAY);
+        }
     };
     let mut refused = None;
     for a in addrs {

@@ -195,12 +195,7 @@ impl SourcePolicy {
         let host = url.host_str().ok_or_else(|| UrlRefused::NoHost(url.to_string()))?;
         let port = url.port_or_known_default().ok_or_else(|| UrlRefused::NoPort(url.to_string()))?;
         let host = host.trim_start_matches('[').trim_end_matches(']');
-        let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
-            Ok(ip) => vec![SocketAddr::new(ip, port)],
-            Err(_) => {
-                tokio::net::lookup_host((host, port)).await.map_err(|e| UrlRefused::Resolve { host: host.to_owned(), source: e })?.collect()
-            }
-        };
+        let addrs = sockets(host, port).await.map_err(|e| UrlRefused::Resolve { host: host.to_owned(), source: e })?;
         // As the resolver dials only the allowed addresses, one is enough;
         // but a name that leads to the server itself is refused outright.
         let mut refused = None;
@@ -229,6 +224,16 @@ impl SourcePolicy {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_default()
+    }
+}
+
+/// The sockets `host` (an address, bracketed or not, or a name to
+/// resolve) and `port` name; what is dialled must then be checked.
+pub async fn sockets(host: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<IpAddr>() {
+        Ok(ip) => Ok(vec![SocketAddr::new(ip, port)]),
+        Err(_) => Ok(tokio::net::lookup_host((host, port)).await?.collect()),
     }
 }
 
