@@ -25,26 +25,29 @@ use crate::shared::Shared;
 pub struct Imports(pub(crate) Arc<Shared>);
 
 impl Shared {
-    /// The DataVolume and DataSource of imported image `t` with URL `url`
-    /// (its registry credentials in Secret `secret`, if any).
-    pub(crate) fn import_manifests(&self, t: &ImageTarget, url: &str, secret: Option<&str>) -> (Value, Value) {
-        let (name, ns) = (data_source_name(&t.id), self.cfg.images_namespace.clone());
-        let own = labels(ObjectKind::Image, &t.id);
+    /// The DataVolume of image `t`, filled from `source` (CDI's source: a
+    /// URL, a registry with the credentials of a Secret, or an upload).
+    pub(crate) fn data_volume(&self, t: &ImageTarget, source: Value) -> Value {
         let mut storage = json!({"resources": {"requests": {"storage": self.cfg.image_volume_size}}});
         if let Some(class) = &self.cfg.storage_class {
             storage["storageClassName"] = json!(class);
         }
-        let dv = json!({
+        json!({
             "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
-            "metadata": {"name": name, "namespace": ns, "labels": own},
-            "spec": {"source": source(url, secret), "storage": storage},
-        });
-        let ds = json!({
+            "metadata": {"name": data_source_name(&t.id), "namespace": self.cfg.images_namespace, "labels": labels(ObjectKind::Image, &t.id)},
+            "spec": {"source": source, "storage": storage},
+        })
+    }
+
+    /// The DataSource of image `t`: its DataVolume's volume, by which VMs
+    /// clone it.
+    pub(crate) fn data_source(&self, t: &ImageTarget) -> Value {
+        let (name, ns) = (data_source_name(&t.id), &self.cfg.images_namespace);
+        json!({
             "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
-            "metadata": {"name": name, "namespace": ns, "labels": own},
+            "metadata": {"name": name, "namespace": ns, "labels": labels(ObjectKind::Image, &t.id)},
             "spec": {"source": {"pvc": {"name": name, "namespace": ns}}},
-        });
-        (dv, ds)
+        })
     }
 }
 
@@ -120,12 +123,11 @@ impl Driver<ImageImport, ImageObservation> for Imports {
                 manifest["metadata"]["labels"] = json!(labels(ObjectKind::Image, &t.id));
                 s.cluster.apply(&s.cluster.res.secret, &manifest).await?;
             }
-            let (dv, _) = s.import_manifests(t, url, credentials.map(|_| secret.as_str()));
+            let dv = s.data_volume(t, source(url, credentials.map(|_| secret.as_str())));
             s.cluster.apply(&s.cluster.res.data_volume, &dv).await?;
         }
         if s.data_sources.get(&ns, &name).is_none() {
-            let (_, ds) = s.import_manifests(t, url, None);
-            s.cluster.apply(&s.cluster.res.data_source, &ds).await?;
+            s.cluster.apply(&s.cluster.res.data_source, &s.data_source(t)).await?;
         }
         let (observed, next) = observe(seen.map(|o| as_json(&o)).as_ref(), &s.cfg.image_volume_size);
         if credentials.is_some() && !matches!(observed, ImageObservation::Pending(_)) {

@@ -11,7 +11,6 @@
 //! that network (OVN-K enforces those, not NetworkPolicies, on secondary
 //! networks).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use kube::core::DynamicObject;
@@ -99,24 +98,5 @@ impl Shared {
             out.push(p);
         }
         Ok(out)
-    }
-
-    /// Applies `wanted` (VM `t`'s MultiNetworkPolicies in `ns`) where the
-    /// cluster's differ, and deletes the VM's others.
-    pub(crate) async fn sync_multi_policies(&self, t: &VmTarget, ns: &str, wanted: &[Value]) -> Result<(), BackendError> {
-        let Some(watched) = &self.multi_policies else { return Ok(()) };
-        let ar = &self.cluster.res.multi_policy;
-        let seen = watched.of(&t.id);
-        for p in wanted {
-            let current = seen.iter().find(|o| o.metadata.name.as_deref() == p["metadata"]["name"].as_str()).map(|o| as_json(o));
-            if current.is_none_or(|c| c["spec"] != p["spec"] || c["metadata"]["annotations"] != p["metadata"]["annotations"]) {
-                self.cluster.apply(ar, p).await?;
-            }
-        }
-        let names: BTreeSet<&str> = wanted.iter().filter_map(|p| p["metadata"]["name"].as_str()).collect();
-        for o in seen.iter().filter(|o| !names.contains(o.metadata.name.as_deref().unwrap_or_default())) {
-            self.cluster.delete(ar, ns, o.metadata.name.as_deref().unwrap_or_default()).await?;
-        }
-        Ok(())
     }
 }

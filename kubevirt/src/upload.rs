@@ -164,9 +164,7 @@ struct Sent {
 impl Shared {
     /// The DataVolume (an `upload` source) and DataSource of uploaded image `t`.
     pub(crate) fn upload_manifests(&self, t: &ImageTarget) -> (Value, Value) {
-        let (mut dv, ds) = self.import_manifests(t, "", None);
-        dv["spec"]["source"] = json!({"upload": {}});
-        (dv, ds)
+        (self.data_volume(t, json!({"upload": {}})), self.data_source(t))
     }
 }
 

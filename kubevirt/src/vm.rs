@@ -27,6 +27,7 @@ use crate::clone::{self, Cloning};
 use crate::cluster::as_json;
 use crate::names::{FINALIZER, ID_LABEL, METALLB_IPS, RESTART_ANNOTATION, generation, label_value, labels, selector_of};
 use crate::shared::Shared;
+use crate::watch::Watched;
 use crate::{migration, restore};
 
 /// The NIC whose address is the VM's internal one.
@@ -190,23 +191,25 @@ impl Shared {
         }
     }
 
-    /// Applies the NetworkPolicy of the VM's security groups, or deletes
-    /// it when its NIC has none (everything passes).
-    async fn sync_policy(&self, t: &VmTarget, m: &Manifests) -> Result<(), BackendError> {
-        let res = &self.cluster.res;
-        let seen = self.policies.of(&t.id);
-        match &m.policy {
-            Some(p) => {
-                let current = seen.iter().find(|o| o.metadata.name.as_deref() == p["metadata"]["name"].as_str());
-                if current.is_none_or(|c| as_json(c)["spec"] != p["spec"]) {
-                    self.cluster.apply(&res.network_policy, p).await?;
-                }
+    /// Applies `wanted` (VM `t`'s policies of the kind `watched` holds:
+    /// NetworkPolicies or MultiNetworkPolicies, in `ns`) where the
+    /// cluster's differ in spec or in an annotation vmaas sets, and deletes
+    /// the VM's others (a NIC without security groups: everything passes).
+    async fn sync_policies(&self, watched: &Watched, t: &VmTarget, ns: &str, wanted: &[Value]) -> Result<(), BackendError> {
+        let ar = watched.resource();
+        let seen = watched.of(&t.id);
+        let name = |o: &DynamicObject| o.metadata.name.clone().unwrap_or_default();
+        for p in wanted {
+            let current = seen.iter().find(|o| p["metadata"]["name"] == name(o).as_str()).map(|o| as_json(o));
+            let annotations = p["metadata"]["annotations"].as_object().into_iter().flatten();
+            let same =
+                current.is_some_and(|c| c["spec"] == p["spec"] && annotations.clone().all(|(k, v)| &c["metadata"]["annotations"][k] == v));
+            if !same {
+                self.cluster.apply(ar, p).await?;
             }
-            None => {
-                for o in seen {
-                    self.cluster.delete(&res.network_policy, &m.ns, o.metadata.name.as_deref().unwrap_or_default()).await?;
-                }
-            }
+        }
+        for o in seen.iter().filter(|o| !wanted.iter().any(|p| p["metadata"]["name"] == name(o).as_str())) {
+            self.cluster.delete(ar, ns, &name(o)).await?;
         }
         Ok(())
     }
@@ -447,8 +450,10 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
             false => s.apply_vm(t, &m, current.is_some()).await?,
         };
         s.sync_service(t, &m, applied.as_ref().or(current.as_deref())).await?;
-        s.sync_policy(t, &m).await?;
-        s.sync_multi_policies(t, &ns, &m.multi_policies).await?;
+        s.sync_policies(&s.policies, t, &ns, m.policy.as_slice()).await?;
+        if let Some(watched) = &s.multi_policies {
+            s.sync_policies(watched, t, &ns, &m.multi_policies).await?;
+        }
         s.sync_pause(t, &ns).await?;
         let vm = applied.as_ref().map(as_json).or_else(|| current.as_deref().map(as_json));
         let mut observation = s.observed(t, &ns, vm);

@@ -81,6 +81,11 @@ impl Watched {
         }
     }
 
+    /// The kind of object watched.
+    pub fn resource(&self) -> &ApiResource {
+        &self.ar
+    }
+
     /// Object `ns/name`, as last seen.
     pub fn get(&self, ns: &str, name: &str) -> Option<Arc<DynamicObject>> {
         self.store.get(&ObjectRef::new_with(name, self.ar.clone()).within(ns))

@@ -171,3 +171,27 @@ pub fn push_container_disk_as(disk: Option<&Path>, to: &str, creds: Option<&str>
     let got: serde_json::Value = serde_json::from_str(&out).expect("skopeo inspect's JSON");
     got["Digest"].as_str().expect("the pushed image's digest").to_owned()
 }
+
+/// A registry asking for credentials, holding the test guest's disk, and a
+/// qemu server allowed to pull from it ([`private_disk`]).
+pub struct PrivateDisk {
+    /// The registry; it lets in `puller` with the password given.
+    pub registry: Registry,
+    /// The disk's reference, `docker://127.0.0.1:PORT/disks/guest:1`.
+    pub source: String,
+    /// The server, with the registry allowed as a plain-HTTP source.
+    pub server: crate::Server,
+}
+
+/// Starts a registry that lets in `puller` with `password` only, pushes the
+/// test guest's BIOS disk to it as a containerDisk, and starts a qemu
+/// server allowed to pull from it.
+pub async fn private_disk(password: &str) -> PrivateDisk {
+    let registry = Registry::start_with_auth("puller", password).await;
+    let disk = crate::images_dir().join("test-guest/bios.qcow2");
+    let source = format!("docker://{}/disks/guest:1", registry.host);
+    push_container_disk_as(Some(&disk), &source, Some(&format!("puller:{password}")));
+    let server =
+        crate::Server::start_qemu_with(&["--image-source-allow", "127.0.0.1", "--image-registry-plain-http", &registry.host]).await;
+    PrivateDisk { registry, source, server }
+}

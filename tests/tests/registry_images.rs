@@ -14,7 +14,7 @@ use vmaas_tests::Server;
 use vmaas_tests::files::sha256_of;
 use vmaas_tests::images::{FETCH_FAILED, import, settled};
 use vmaas_tests::objects::post;
-use vmaas_tests::registry::{Registry, push_container_disk};
+use vmaas_tests::registry::{PrivateDisk, Registry, private_disk, push_container_disk};
 use vmaas_tests::vms::{V1, publish, wait_ready};
 
 const PICK: &str = "id: pick\nparameters:\n  - {name: vm_image, type: string, default: {value: test-guest}}\nspec_defaults:\n  memory: 256Mi\n  exposed_ports:\n    - { port: 80, protocol: tcp }\n  readiness_probe:\n    http: { port: 80, path: / }\n    timeout_seconds: 180\n";
@@ -135,11 +135,7 @@ fn files_holding(dir: &Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_registry_asking_for_credentials_gets_them_and_they_are_never_answered() {
     const PASSWORD: &str = "pull-s3cret-7c1e";
-    let registry = Registry::start_with_auth("puller", PASSWORD).await;
-    let disk = vmaas_tests::images_dir().join("test-guest/bios.qcow2");
-    let source = format!("docker://{}/disks/guest:1", registry.host);
-    vmaas_tests::registry::push_container_disk_as(Some(&disk), &source, Some(&format!("puller:{PASSWORD}")));
-    let s = Server::start_qemu_with(&["--image-source-allow", "127.0.0.1", "--image-registry-plain-http", &registry.host]).await;
+    let PrivateDisk { registry: _registry, source, server: s } = private_disk(PASSWORD).await;
     let t = s.token("acme", false);
 
     for (name, creds, why) in [
@@ -163,6 +159,7 @@ async fn a_registry_asking_for_credentials_gets_them_and_they_are_never_answered
     let id = made["object"]["id"].as_str().unwrap_or_default().to_owned();
     let img = settled(&s, &t, &id).await;
     assert_eq!(img["status"]["state"], "IMAGE_STATE_READY", "{img}\n{}", s.log());
+    let disk = vmaas_tests::images_dir().join("test-guest/bios.qcow2");
     assert_eq!(sha256_of(&s.data_dir.join("images").join(&id).join("disk.qcow2")), sha256_of(&disk));
 
     // Nowhere to be read back: not the image, the list, the events or the

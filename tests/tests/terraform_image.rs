@@ -7,7 +7,7 @@ use reqwest::Method;
 use vmaas_tests::Server;
 use vmaas_tests::files::FileServer;
 use vmaas_tests::files::sha256_of;
-use vmaas_tests::registry::Registry;
+use vmaas_tests::registry::{PrivateDisk, private_disk};
 use vmaas_tests::tf::{Tf, Workspace, repo};
 use vmaas_tests::vms::{V1, publish};
 
@@ -84,11 +84,7 @@ vmaas_tests::on_every_terraform!(import_timeout: image_timeout_tofu, image_timeo
 /// and giving both ways at once is refused naming the attribute.
 async fn registry_image(tf: Tf) {
     const PASSWORD: &str = "tf-pull-s3cret-51d0";
-    let registry = Registry::start_with_auth("puller", PASSWORD).await;
-    let disk = vmaas_tests::images_dir().join("test-guest/bios.qcow2");
-    let source = format!("docker://{}/disks/guest:1", registry.host);
-    vmaas_tests::registry::push_container_disk_as(Some(&disk), &source, Some(&format!("puller:{PASSWORD}")));
-    let s = Server::start_qemu_with(&["--image-source-allow", "127.0.0.1", "--image-registry-plain-http", &registry.host]).await;
+    let PrivateDisk { registry: _registry, source, server: s } = private_disk(PASSWORD).await;
     let t = s.token("ci", false);
     let attribute = if tf == Tf::V1_0_3 { "registry_password" } else { "registry_password_wo" };
     let main_tf = format!(
