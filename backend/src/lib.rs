@@ -73,6 +73,9 @@ pub struct Capabilities {
     pub clones: bool,
     /// Whether a running VM can be paused and resumed.
     pub pause: bool,
+    /// The network classes a virtual network may name, besides the
+    /// default (empty): on kubevirt, the physical networks declared.
+    pub network_classes: Vec<String>,
 }
 
 /// One cluster of several, as a placement names it (what it has for VMs

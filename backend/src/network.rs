@@ -38,6 +38,9 @@ pub struct SubnetSpec {
     pub network_name: String,
     /// The IPv4 range, checked (inside the network's, overlapping no sibling).
     pub ipv4_cidr: String,
+    /// The virtual network's class (empty: the default), one of the
+    /// backend's [`crate::Capabilities::network_classes`].
+    pub network_class: String,
 }
 
 /// One subnet as a driver sees it.

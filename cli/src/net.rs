@@ -28,6 +28,9 @@ pub enum NetworkCmd {
         /// Its IPv4 address space, e.g. 10.10.0.0/16.
         #[arg(long)]
         cidr: String,
+        /// Its network class, one the server offers (e.g. a physical network on kubevirt) [default: the backend's own].
+        #[arg(long)]
+        class: Option<String>,
     },
     /// List your virtual networks.
     #[command(alias = "ls")]
@@ -187,8 +190,8 @@ fn group_row(g: &SecurityGroup) -> Vec<String> {
 /// Runs a `vmaas network` command.
 pub async fn network(client: &Client, cmd: NetworkCmd, format: Format) -> anyhow::Result<()> {
     match cmd {
-        NetworkCmd::Create { name, cidr } => {
-            let spec = VirtualNetworkSpec { ipv4_cidr: Some(cidr), ..Default::default() };
+        NetworkCmd::Create { name, cidr, class } => {
+            let spec = VirtualNetworkSpec { ipv4_cidr: Some(cidr), network_class: class.unwrap_or_default(), ..Default::default() };
             let req = CreateVirtualNetwork { type_url: None, id: None, metadata: named(name), spec, status: None };
             let n: VirtualNetwork = client.create_object(NETWORKS, &req).await?;
             one(format, &n, net_row(&n), &NET_HEADER)

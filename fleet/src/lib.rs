@@ -178,6 +178,7 @@ impl Backend for Fleet {
             restores: all.iter().all(|c| c.restores),
             clones: all.iter().all(|c| c.clones),
             pause: all.iter().all(|c| c.pause),
+            network_classes: all[0].network_classes.iter().filter(|n| all.iter().all(|c| c.network_classes.contains(n))).cloned().collect(),
         }
     }
 

@@ -1,5 +1,6 @@
 //! How the backend reaches its cluster and lays objects out in it.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::proxy::Proxy;
@@ -30,6 +31,21 @@ pub struct KubevirtConfig {
     pub scratch_dir: PathBuf,
     /// How subnets are networks of the cluster.
     pub subnets: SubnetMode,
+    /// The physical networks offered as network classes, by class name
+    /// (with [`SubnetMode::Secondary`] only: a localnet is never a
+    /// namespace's primary network).
+    pub physical_networks: BTreeMap<String, PhysicalNetwork>,
+}
+
+/// A physical network of the nodes, offered to tenants as a network class:
+/// the subnets of a virtual network of that class are OVN-K localnet
+/// CUDNs on it, and their NICs are bridged onto it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PhysicalNetwork {
+    /// The nodes' bridge mapping (OVN-K's `physicalNetworkName`).
+    pub bridge_mapping: String,
+    /// The access VLAN its subnets are tagged with, if any.
+    pub vlan: Option<u16>,
 }
 
 /// How subnets are OVN-Kubernetes networks.

@@ -84,7 +84,7 @@ use vmaas_model::ObjectKind;
 pub use vmaas_model::k8s::render::FloatingIp;
 
 use crate::cluster::Cluster;
-pub use crate::config::{KubevirtConfig, SubnetMode};
+pub use crate::config::{KubevirtConfig, PhysicalNetwork, SubnetMode};
 use crate::shared::Shared;
 use crate::watch::{Waker, Watched};
 
@@ -182,7 +182,8 @@ impl Backend for KubevirtBackend {
         if self.shared.egress_ips.is_some() {
             kinds.push(ObjectKind::NatGateway);
         }
-        Capabilities { kinds, live_migration: true, gpus: true, console: true, restores: true, clones: true, pause: true }
+        let network_classes = self.shared.cfg.physical_networks.keys().cloned().collect();
+        Capabilities { kinds, live_migration: true, gpus: true, console: true, restores: true, clones: true, pause: true, network_classes }
     }
 
     /// Watches wake every object whose cluster objects change, and the

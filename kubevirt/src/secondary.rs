@@ -1,7 +1,10 @@
 //! Subnets as OVN-K secondary networks ([`crate::SubnetMode::Secondary`]),
 //! so that a VM may sit on several. Each subnet is a layer-2
 //! `ClusterUserDefinedNetwork` with the Secondary role over its tenant's
-//! namespace (`vmaas_model::k8s::render::subnet_cudn`), without OVN-K's
+//! namespace (`vmaas_model::k8s::render::subnet_cudn`), or, when its
+//! network's class is a physical network ([`crate::PhysicalNetwork`]), a
+//! localnet CUDN on that bridge mapping and VLAN (`localnet_cudn`): its
+//! NICs are bridged onto the physical network. Either is without OVN-K's
 //! IPAM: the server's IPAM gives each NIC its address, and cloud-init's
 //! network configuration tells the guest (each NIC by its MAC). OVN-K makes
 //! a NetworkAttachmentDefinition of the CUDN's name in the namespace, which
@@ -19,7 +22,7 @@ use vmaas_backend::{BackendError, NetworkObservation, Requeue, SubnetTarget, VmT
 use vmaas_model::ObjectKind;
 use vmaas_model::k8s::names::derived;
 use vmaas_model::k8s::policy::multi_network_policy;
-use vmaas_model::k8s::render::{Attachment as Nic, subnet_cudn};
+use vmaas_model::k8s::render::{Attachment as Nic, Localnet, localnet_cudn, subnet_cudn};
 
 use crate::cluster::as_json;
 use crate::names::{ID_LABEL, label_value, labels};
@@ -48,8 +51,19 @@ impl Shared {
         self.listed()?;
         let home = self.home(&t.tenant, None).await?;
         self.ensure_namespace(&home, &t.tenant).await?;
-        let mut c = serde_json::to_value(subnet_cudn(&network_name(&t.id), &[label_value(&t.tenant)]))
-            .map_err(|e| BackendError::invalid("rendering the subnet's network", e))?;
+        let tenants = [label_value(&t.tenant)];
+        let cudn = match t.spec.network_class.as_str() {
+            "" => subnet_cudn(&network_name(&t.id), &tenants),
+            class => {
+                let Some(p) = self.cfg.physical_networks.get(class) else {
+                    let why = format!("the network's class {class:?} is no physical network of this server (--physical-network)");
+                    return Ok((NetworkObservation::Failed(why), Requeue::AwaitChange));
+                };
+                let net = Localnet { physical_network: &p.bridge_mapping, cidr: None, vlan: p.vlan, tenants: &tenants };
+                localnet_cudn(&network_name(&t.id), &net)
+            }
+        };
+        let mut c = serde_json::to_value(cudn).map_err(|e| BackendError::invalid("rendering the subnet's network", e))?;
         c["metadata"]["labels"] = json!(labels(ObjectKind::Subnet, &t.id));
         c["metadata"]["annotations"] = json!({ CIDR_ANNOTATION: t.spec.ipv4_cidr });
         let seen = self.cudn(&t.id).map(|o| as_json(&o));

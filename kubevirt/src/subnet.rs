@@ -68,6 +68,13 @@ impl Driver<SubnetSpec, NetworkObservation> for Subnets {
         if s.cfg.subnets == SubnetMode::Secondary {
             return s.ensure_secondary(t).await;
         }
+        if !t.spec.network_class.is_empty() {
+            let why = format!(
+                "the network's class {:?} is a physical network, and a subnet here is its namespace's primary UDN: physical networks need --subnet-networks secondary",
+                t.spec.network_class
+            );
+            return Ok((NetworkObservation::Failed(why), Requeue::AwaitChange));
+        }
         s.listed()?;
         let ns = s.home(&t.tenant, Some(&t.id)).await?;
         let own = labels(ObjectKind::Subnet, &t.id);

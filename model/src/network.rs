@@ -17,7 +17,10 @@ pub const VIRTUAL_NETWORK_TYPE_URL: &str = "type.googleapis.com/osac.public.v1.V
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct VirtualNetworkSpec {
-    /// The network class; empty for the provider's default.
+    /// The network class: empty for the default (a network of the
+    /// backend's own), or one the server offers (on kubevirt, a physical
+    /// network an administrator declared: the subnets are OVN-K localnets
+    /// on it). A create naming a class not offered is refused.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub network_class: String,
     /// The IPv4 address space, e.g. `10.10.0.0/16`.
@@ -156,11 +159,10 @@ impl VirtualNetworkSpec {
                 errs.push(format!("{prefix}.{field}"), e.to_string());
             }
         }
-        if !self.network_class.is_empty() {
-            errs.push(
-                format!("{prefix}.network_class"),
-                format!("{:?} is not offered: leave it empty for the default", self.network_class),
-            );
+        if !self.network_class.is_empty()
+            && let Err(e) = crate::validation::check_dns_label(&self.network_class)
+        {
+            errs.push(format!("{prefix}.network_class"), format!("{e} (a class the server offers, or empty for the default)"));
         }
         errs.into_result(())
     }

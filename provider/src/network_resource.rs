@@ -32,6 +32,7 @@ fn network_state(n: &VirtualNetwork, inputs: Option<&Value>) -> Value {
         ("name", Value::from(n.metadata.name.as_str())),
         ("ipv4_cidr", value::opt_string(n.spec.ipv4_cidr.as_deref())),
         ("ipv6_cidr", value::opt_string(n.spec.ipv6_cidr.as_deref())),
+        ("network_class", value::opt_string(Some(n.spec.network_class.as_str()).filter(|c| !c.is_empty()))),
         ("state", Value::from(n.status.state.as_str().trim_start_matches("VIRTUAL_NETWORK_STATE_"))),
     ])
 }
@@ -45,7 +46,7 @@ impl NetworkResource {
             id: None,
             metadata: Some(MetadataInput { name: string(get(planned, "name")), ..Default::default() }),
             spec: VirtualNetworkSpec {
-                network_class: String::new(),
+                network_class: string(get(planned, "network_class")).unwrap_or_default(),
                 ipv4_cidr: string(get(planned, "ipv4_cidr")),
                 ipv6_cidr: string(get(planned, "ipv6_cidr")),
             },
@@ -104,6 +105,12 @@ impl Resource for NetworkResource {
                 attr("name", STRING, Mode::Required, "Name, unique in the tenant (a DNS label). Changing it replaces the network."),
                 attr("ipv4_cidr", STRING, Mode::Optional, "The IPv4 address space, e.g. `10.10.0.0/16`. Changing it replaces the network."),
                 attr("ipv6_cidr", STRING, Mode::Optional, "The IPv6 address space, e.g. `fd00:10::/48`. Changing it replaces the network."),
+                attr(
+                    "network_class",
+                    STRING,
+                    Mode::Optional,
+                    "The network class: unset for the default, or one the server offers (on kubevirt, a physical network an administrator declared with `--physical-network`: its subnets are bridged onto it). Changing it replaces the network.",
+                ),
                 attr("state", STRING, Mode::Computed, "PENDING, READY or FAILED."),
             ],
             vec![crate::timeouts::block("the network", &WAIT)],
@@ -118,11 +125,11 @@ impl Resource for NetworkResource {
             diags.push(error("invalid name", reason, Some(path(&["name"]))));
         }
         let spec = VirtualNetworkSpec {
-            network_class: String::new(),
+            network_class: string(get(config, "network_class")).unwrap_or_default(),
             ipv4_cidr: string(get(config, "ipv4_cidr")),
             ipv6_cidr: string(get(config, "ipv6_cidr")),
         };
-        let unknown_cidr = value::is_unknown(get(config, "ipv4_cidr")) || value::is_unknown(get(config, "ipv6_cidr"));
+        let unknown_cidr = ["ipv4_cidr", "ipv6_cidr", "network_class"].iter().any(|a| value::is_unknown(get(config, a)));
         if let (false, Err(errs)) = (unknown_cidr, spec.check("")) {
             for e in errs.iter() {
                 let field = e.field.trim_start_matches('.');
@@ -140,7 +147,11 @@ impl Resource for NetworkResource {
         let replace: Vec<AttributePath> = if prior.is_nil() {
             Vec::new()
         } else {
-            ["name", "ipv4_cidr", "ipv6_cidr"].into_iter().filter(|a| get(prior, a) != get(proposed, a)).map(|a| path(&[a])).collect()
+            ["name", "ipv4_cidr", "ipv6_cidr", "network_class"]
+                .into_iter()
+                .filter(|a| get(prior, a) != get(proposed, a))
+                .map(|a| path(&[a]))
+                .collect()
         };
         if prior.is_nil() || !replace.is_empty() {
             set(&mut planned, "id", unknown());
@@ -190,6 +201,7 @@ mod tests {
             ("name", Value::from(name)),
             ("ipv4_cidr", Value::from(v4)),
             ("ipv6_cidr", Value::Nil),
+            ("network_class", Value::Nil),
             ("state", Value::from("READY")),
         ])
     }

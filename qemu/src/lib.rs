@@ -58,6 +58,7 @@ pub mod balancer;
 pub mod cidata;
 mod clone;
 pub mod console;
+mod consoles;
 pub mod disk_snapshots;
 pub mod display;
 pub mod egress;
@@ -107,14 +108,13 @@ use async_trait::async_trait;
 use tokio::process::Command;
 use tracing::{info, warn};
 use vmaas_backend::{
-    Backend, BackendError, Capabilities, Cleanup, Console, Consoles, Driver, HostCapacity, NetworkDriver, Quarantined, Requests, Requeue,
+    Backend, BackendError, Capabilities, Cleanup, Consoles, Driver, HostCapacity, NetworkDriver, Quarantined, Requests, Requeue,
     SubnetDriver, VmDriver, VmObservation, VmSpec, VmTarget, Wake,
 };
 use vmaas_model::ObjectKind;
 
 use crate::accel::{AccelChoice, AccelDecision};
 pub use crate::argv::GUEST_IP;
-use crate::console::SerialConsole;
 use crate::host::Host;
 use crate::images::Catalog;
 use crate::pool::Cidr;
@@ -423,6 +423,8 @@ impl Backend for QemuBackend {
             restores: true,
             clones: true,
             pause: true,
+            // One host's networks are its own switches: no physical network to name.
+            network_classes: Vec::new(),
         }
     }
 
@@ -565,36 +567,5 @@ impl Driver<VmSpec, VmObservation> for Vms {
 
     async fn retain(&self, known: &[String]) -> Result<(), BackendError> {
         self.quarantine_unknown(known).await
-    }
-}
-
-#[async_trait]
-impl Consoles for Vms {
-    async fn open(&self, id: &str) -> Result<Console, BackendError> {
-        let h = self.handle(id).ok_or_else(|| BackendError::invalid("opening the console", "the VM has never run"))?;
-        let vm = h.lock().await;
-        vm.console.as_ref().map(SerialConsole::open).ok_or_else(|| BackendError::invalid("opening the console", "the VM is not running"))
-    }
-
-    async fn log(&self, id: &str) -> Result<Vec<u8>, BackendError> {
-        let Some(h) = self.handle(id) else { return Ok(Vec::new()) };
-        let vm = h.lock().await;
-        if let Some(c) = &vm.console {
-            return Ok(c.history());
-        }
-        let data = tokio::fs::read(vm.path("console.log")).await.unwrap_or_default();
-        Ok(data[data.len().saturating_sub(console::RING)..].to_vec())
-    }
-
-    async fn display(&self, id: &str) -> Result<vmaas_backend::Display, BackendError> {
-        let h = self.handle(id).ok_or_else(|| BackendError::invalid("opening the display", "the VM has never run"))?;
-        let path = {
-            let vm = h.lock().await;
-            if vm.console.is_none() {
-                return Err(BackendError::invalid("opening the display", "the VM is not running"));
-            }
-            vm.path(display::SOCKET)
-        };
-        display::connect(&path).await
     }
 }

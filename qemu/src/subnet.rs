@@ -205,7 +205,8 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let s = Subnets::new(d.path().join("subnets"), &[]);
         for (id, net, cidr) in [("s1", "n1", "10.10.1.0/24"), ("s2", "n1", "10.10.2.0/24"), ("s3", "n2", "10.20.1.0/24")] {
-            let spec = SubnetSpec { virtual_network: net.into(), network_name: net.into(), ipv4_cidr: cidr.into() };
+            let spec =
+                SubnetSpec { virtual_network: net.into(), network_name: net.into(), ipv4_cidr: cidr.into(), network_class: String::new() };
             let t = Target { id: id.into(), tenant: "acme".into(), name: id.into(), version: 1, spec };
             assert_eq!(s.ensure(&t).await.unwrap().0, NetworkObservation::Ready);
             s.ensure(&t).await.unwrap();
@@ -222,7 +223,12 @@ mod tests {
     async fn a_subnet_runs_a_segment_until_deleted() {
         let d = tempfile::tempdir().unwrap();
         let s = Subnets::new(d.path().join("subnets"), &[]);
-        let spec = SubnetSpec { virtual_network: "n1".into(), network_name: "lab".into(), ipv4_cidr: "10.10.1.0/24".into() };
+        let spec = SubnetSpec {
+            virtual_network: "n1".into(),
+            network_name: "lab".into(),
+            ipv4_cidr: "10.10.1.0/24".into(),
+            network_class: String::new(),
+        };
         let t = Target { id: "s1".into(), tenant: "acme".into(), name: "front".into(), version: 1, spec };
         assert_eq!(s.ensure(&t).await.unwrap().0, NetworkObservation::Ready);
         let seg = s.segment("s1").expect("a running segment");

@@ -49,6 +49,9 @@ pub enum FlagError {
     /// An audit log rotated below 4 KiB.
     #[error("--audit-log-max-size: at least 4Ki")]
     AuditLogSize,
+    /// Flags that do not go together, and why.
+    #[error("{0}")]
+    Conflict(&'static str),
 }
 
 /// Where the self-signed certificate is kept in the data directory.

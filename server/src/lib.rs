@@ -56,6 +56,7 @@ pub mod flags;
 pub mod gc;
 pub mod grpc;
 pub mod identity;
+pub mod kubevirt_flags;
 pub mod metrics;
 pub mod none_backend;
 pub mod oidc;

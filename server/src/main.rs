@@ -17,6 +17,7 @@ use vmaas_server::auth::{KEY_FILE, Keys, Role};
 use vmaas_server::capacity::Overcommit;
 use vmaas_server::clusters;
 use vmaas_server::flags::FlagError;
+use vmaas_server::kubevirt_flags::KubevirtArgs;
 use vmaas_server::none_backend::NoBackend;
 use vmaas_server::pools::Pools;
 use vmaas_server::serve::HttpLimits;
@@ -65,59 +66,6 @@ enum BackendKind {
     Kubevirt,
     /// Record VMs without running them (API only).
     None,
-}
-
-/// Where the kubevirt backend finds its cluster and how it lays objects out.
-#[derive(Args, Debug, Clone)]
-struct KubevirtArgs {
-    /// kubevirt: the kubeconfig [default: in-cluster, else KUBECONFIG or ~/.kube/config].
-    #[arg(long, env = "VMAAS_KUBECONFIG")]
-    kubeconfig: Option<PathBuf>,
-    /// kubevirt: prefix of each tenant's namespace.
-    #[arg(long, env = "VMAAS_NAMESPACE_PREFIX", default_value = "vmaas-")]
-    namespace_prefix: String,
-    /// kubevirt: namespace of the images' CDI DataSources (the catalog).
-    #[arg(long, env = "VMAAS_IMAGES_NAMESPACE", default_value = "vmaas-images")]
-    images_namespace: String,
-    /// kubevirt: storage class of VM disks [default: the cluster's].
-    #[arg(long, env = "VMAAS_STORAGE_CLASS")]
-    storage_class: Option<String>,
-    /// kubevirt: size of the volume each imported image is written to.
-    #[arg(long, env = "VMAAS_IMAGE_VOLUME_SIZE", default_value = "10Gi")]
-    image_volume_size: vmaas_model::Quantity,
-    /// kubevirt: MetalLB address pool of floating IPs and load balancers [default: MetalLB's choice].
-    #[arg(long, env = "VMAAS_METALLB_POOL")]
-    metallb_pool: Option<String>,
-    /// kubevirt: URL of CDI's upload proxy, for images uploaded through the API [default: no uploads].
-    #[arg(long, env = "VMAAS_CDI_UPLOAD_PROXY")]
-    cdi_upload_proxy: Option<String>,
-    /// kubevirt: PEM file of the CA that signed the upload proxy's certificate [default: the system's roots].
-    #[arg(long, env = "VMAAS_CDI_UPLOAD_PROXY_CA", requires = "cdi_upload_proxy")]
-    cdi_upload_proxy_ca: Option<PathBuf>,
-    /// kubevirt: URL of KubeVirt's export proxy (virt-exportproxy), for disk exports [default: no exports].
-    #[arg(long, env = "VMAAS_KUBEVIRT_EXPORT_PROXY")]
-    kubevirt_export_proxy: Option<String>,
-    /// kubevirt: PEM file of the CA that signed the export proxy's certificate [default: the system's roots].
-    #[arg(long, env = "VMAAS_KUBEVIRT_EXPORT_PROXY_CA", requires = "kubevirt_export_proxy")]
-    kubevirt_export_proxy_ca: Option<PathBuf>,
-    /// kubevirt: one of several clusters VMs are placed among, as NAME=KUBECONFIG, or NAME=host for
-    /// this host's qemu backend (repeatable) [default: one cluster, of --kubeconfig].
-    #[arg(long = "cluster", value_parser = clusters::parse_cluster, conflicts_with = "kubeconfig")]
-    clusters: Vec<clusters::ClusterFlag>,
-    /// kubevirt: a label of a --cluster, as NAME:KEY=VALUE (repeatable), for spec.placement.labels.
-    #[arg(long = "cluster-label", value_parser = clusters::parse_cluster_label, requires = "clusters")]
-    cluster_labels: Vec<clusters::ClusterLabel>,
-    /// kubevirt: how subnets are OVN-K networks (docs/backends.md).
-    #[arg(long, env = "VMAAS_SUBNET_NETWORKS", value_enum, default_value = "primary-udn")]
-    subnet_networks: SubnetNetworks,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum SubnetNetworks {
-    /// Each subnet its namespace's primary layer-2 UDN; a VM on one subnet.
-    PrimaryUdn,
-    /// Each subnet a secondary layer-2 CUDN; a VM on the pod network and any number of subnets.
-    Secondary,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -437,26 +385,7 @@ async fn kubevirt_backend(
     kubeconfig: Option<PathBuf>,
     data_dir: &std::path::Path,
 ) -> anyhow::Result<vmaas_kubevirt::KubevirtBackend> {
-    let k = &args.kubevirt;
-    let cfg = vmaas_kubevirt::KubevirtConfig {
-        kubeconfig,
-        namespace_prefix: k.namespace_prefix.clone(),
-        images_namespace: k.images_namespace.clone(),
-        default_image: args.default_image.clone(),
-        storage_class: k.storage_class.clone(),
-        image_volume_size: k.image_volume_size.to_string(),
-        floating_ip: vmaas_kubevirt::FloatingIp { provider: "metallb".into(), address_pool: k.metallb_pool.clone() },
-        upload_proxy: k.cdi_upload_proxy.clone().map(|url| vmaas_kubevirt::proxy::Proxy { url, ca: k.cdi_upload_proxy_ca.clone() }),
-        export_proxy: k
-            .kubevirt_export_proxy
-            .clone()
-            .map(|url| vmaas_kubevirt::proxy::Proxy { url, ca: k.kubevirt_export_proxy_ca.clone() }),
-        scratch_dir: data_dir.join("exports"),
-        subnets: match k.subnet_networks {
-            SubnetNetworks::PrimaryUdn => vmaas_kubevirt::SubnetMode::PrimaryUdn,
-            SubnetNetworks::Secondary => vmaas_kubevirt::SubnetMode::Secondary,
-        },
-    };
+    let cfg = args.kubevirt.config(kubeconfig, &args.default_image, data_dir)?;
     vmaas_kubevirt::KubevirtBackend::new(cfg).await.context("starting the kubevirt backend")
 }
 

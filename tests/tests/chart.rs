@@ -72,6 +72,15 @@ async fn the_chart_renders_and_applies_strict_with_default_and_production_values
         assert!(args.contains(&want), "production args lack {want}: {args:?}");
     }
     assert!(!args.contains(&"--insecure-listen"), "production serves TLS: {args:?}");
+    // Physical networks become one flag each, the VLAN when given.
+    let networks = r#"kubevirt.physicalNetworks=[{"class":"lab","bridgeMapping":"physnet-lab","vlan":120},{"class":"dmz","bridgeMapping":"physnet-dmz"}]"#;
+    let physical = render(&["--set", "kubevirt.subnetNetworks=secondary", "--set-json", networks]);
+    let pd = the(&physical, "Deployment");
+    let args: Vec<&str> =
+        pd["spec"]["template"]["spec"]["containers"][0]["args"].as_array().expect("args").iter().filter_map(Value::as_str).collect();
+    for want in ["--physical-network=lab=physnet-lab/120", "--physical-network=dmz=physnet-dmz"] {
+        assert!(args.contains(&want), "args lack {want}: {args:?}");
+    }
     assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["scheme"], "HTTPS");
     run_as_rendered(&k, &the(&default, "Deployment")).await;
 }

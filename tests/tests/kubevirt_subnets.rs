@@ -5,7 +5,9 @@
 //! secondary layer-2 CUDN, told its addresses by cloud-init; each NIC's
 //! security groups are a MultiNetworkPolicy for that network; everything
 //! is accepted Strict; a NAT gateway of the network is an EgressIP for
-//! the pods of the network's VMs; and deleting leaves nothing.
+//! the pods of the network's VMs; and deleting leaves nothing. A network
+//! of a physical network's class (`--physical-network`) has localnet
+//! subnets, its VMs' NICs bridged onto the physical network.
 
 use std::time::{Duration, Instant};
 
@@ -165,4 +167,53 @@ async fn a_vm_on_two_subnets_has_a_multus_nic_on_each_with_its_security_groups()
     for subnet in &subnets {
         assert_eq!(objects_of(&k, CUDNS, subnet).await, Vec::<Value>::new(), "a CUDN left behind");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_network_of_a_physical_class_has_localnet_subnets_and_bridged_nics() {
+    let flags = ["--subnet-networks", "secondary", "--physical-network", "lab=physnet-lab/120"];
+    let (k, _kubevirt, s) = env_with(Cluster::start().await, &flags).await;
+    let acme = s.token("acme", false);
+    let post = |path: &'static str, body: Value| made(&s, &acme, path, body);
+    let (_, health) = s.raw(Method::GET, "/healthz", None, None).await;
+    assert_eq!(health["backend"]["capabilities"]["network_classes"], json!(["lab"]), "{health}");
+    let network =
+        |class: &str| json!({"object": {"metadata": {"name": "floor"}, "spec": {"ipv4_cidr": "192.168.120.0/24", "network_class": class}}});
+    let (st, e) = s.raw(Method::POST, &format!("{V1}/virtual_networks"), Some(&acme), Some(network("office"))).await;
+    assert_eq!((st, &e["details"][0]["field"]), (400, &json!("object.spec.network_class")), "{e}");
+    assert!(e["details"][0]["reason"].as_str().unwrap().contains("it offers lab"), "{e}");
+    // The CLI names the class.
+    let floor = s.cli_json(&acme, &["network", "create", "floor", "--cidr", "192.168.120.0/24", "--class", "lab"]);
+    assert_eq!(floor["spec"]["network_class"], "lab", "{floor}");
+    let body = json!({"object": {"metadata": {"name": "desks"}, "spec": {"virtual_network": "floor", "ipv4_cidr": "192.168.120.0/24"}}});
+    let subnet = post("subnets", body).await;
+
+    // The subnet is a localnet CUDN on the bridge mapping, tagged, without OVN-K's IPAM.
+    let c = until("the localnet", || async { objects_of(&k, CUDNS, &subnet).await.pop() }).await;
+    let localnet = json!({"role": "Secondary", "physicalNetworkName": "physnet-lab", "ipam": {"mode": "Disabled"},
+        "vlan": {"mode": "Access", "access": {"id": 120}}});
+    assert_eq!(c["spec"]["network"], json!({"topology": "Localnet", "localnet": localnet}), "{c:#}");
+    vms::wait_state(&s, &acme, &format!("{V1}/subnets/{subnet}"), "SUBNET_STATE_READY", 30).await;
+
+    // A VM's NIC on it is bridged onto the physical network, its address told by cloud-init.
+    let body = json!({"object": {"metadata": {"name": "desk"}, "spec": {"template": "tiny",
+        "network_attachments": [{"subnet": "desks", "ip_address": "192.168.120.50"}]}}});
+    let vm = post("virtual_machines", body).await;
+    let ready = vms::wait_ready(&s, &acme, &vm).await;
+    assert_eq!(ready["status"]["internalIP"], "192.168.120.50", "{ready:#}");
+    let kv = the_vm(&k, &vm).await;
+    let spec = &kv["spec"]["template"]["spec"];
+    let ns = kv["metadata"]["namespace"].as_str().unwrap();
+    let nad = format!("{ns}/{}", c["metadata"]["name"].as_str().unwrap());
+    assert_eq!(spec["networks"][1], json!({"name": "subnet-0", "multus": {"networkName": nad}}), "{spec:#}");
+    assert!(spec["domain"]["devices"]["interfaces"][1]["bridge"].is_object(), "{spec:#}");
+    let data =
+        spec["volumes"].as_array().unwrap().iter().find_map(|v| v["cloudInitNoCloud"]["networkData"].as_str()).expect("network data");
+    assert!(data.contains("192.168.120.50/24"), "{data}");
+
+    for url in [format!("{V1}/virtual_machines/{vm}"), format!("{V1}/subnets/{subnet}")] {
+        assert!(s.raw(Method::DELETE, &url, Some(&acme), None).await.0 < 300);
+        until(&url, || async { (s.raw(Method::GET, &url, Some(&acme), None).await.0 == 404).then_some(()) }).await;
+    }
+    assert_eq!(objects_of(&k, CUDNS, &subnet).await, Vec::<Value>::new(), "the localnet goes with its subnet");
 }

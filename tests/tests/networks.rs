@@ -37,6 +37,11 @@ on_both_databases! {
         let (st, e) = s.raw(Method::POST, NETS, Some(&acme), Some(json!({"object": {"metadata": {"name": "x"}, "spec": {"ipv4": "10.0.0.0/8"}}}))).await;
         assert_eq!(st, 400, "{e}");
         assert!(e.to_string().contains("ipv4"), "{e}");
+        // A network class this backend does not offer is refused by name.
+        let classed = json!({"object": {"metadata": {"name": "phys"}, "spec": {"ipv4_cidr": "10.12.0.0/16", "network_class": "lab"}}});
+        let (st, e) = s.raw(Method::POST, NETS, Some(&acme), Some(classed)).await;
+        assert_eq!((st, &e["details"][0]["field"]), (400, &json!("object.spec.network_class")), "{e}");
+        assert!(e["details"][0]["reason"].as_str().unwrap().contains("not offered by the none backend (it offers none)"), "{e}");
         let (st, _) = s.raw(Method::POST, NETS, Some(&acme), Some(network("lab", "10.11.0.0/16"))).await;
         assert_eq!(st, 409, "the name is taken");
 

@@ -236,9 +236,15 @@ variable "cidr" {
   default = "10.10.0.0/16"
 }
 
+variable "class" {
+  type    = string
+  default = null
+}
+
 resource "vmaas_virtual_network" "lab" {
-  name      = "lab"
-  ipv4_cidr = var.cidr
+  name          = "lab"
+  ipv4_cidr     = var.cidr
+  network_class = var.class
 }
 
 output "id" {
@@ -275,6 +281,12 @@ async fn network_scenario(tf: Tf) {
     let (_, list) = s.raw(Method::GET, "/api/fulfillment/v1/virtual_networks", Some(&t), None).await;
     assert_eq!(list["total"], 0, "{list}");
     assert!(!s.data_dir.join("networks").join(&new_id).exists());
+    // A class the server does not offer fails the apply with its reason, and nothing is made.
+    let out = w.run(&["apply", "-auto-approve", "-no-color", "-input=false", "-var", "class=lab"]);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success() && text.contains("network_class") && text.contains("not offered by the qemu backend"), "{text}");
+    let (_, list) = s.raw(Method::GET, "/api/fulfillment/v1/virtual_networks", Some(&t), None).await;
+    assert_eq!(list["total"], 0, "{list}");
 }
 
 vmaas_tests::on_every_terraform!(network_scenario: network_resource_tofu, network_resource_terraform_1_0_3, network_resource_terraform_1_15_5);

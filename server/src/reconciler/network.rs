@@ -32,8 +32,9 @@ pub(crate) trait Simple: Object {
     const LOCAL: bool = false;
     /// The backend's driver of this kind, if it runs it.
     fn driver(b: &dyn Backend) -> Option<Arc<dyn Driver<Self::Target, NetworkObservation>>>;
-    /// The driver's spec.
-    fn target(spec: &Self::Spec, parent_name: &str) -> Self::Target;
+    /// The driver's spec (`parent`: its network, when it has one that is
+    /// still stored).
+    fn target(spec: &Self::Spec, parent: Option<&Record<VirtualNetwork>>) -> Self::Target;
     /// The status of what the driver saw, with the count of its users.
     fn status(seen: NetworkObservation, users: u32) -> Self::Status;
     /// The object whose count of users it is among (its network), if any.
@@ -50,7 +51,7 @@ impl Simple for VirtualNetwork {
         b.networks()
     }
 
-    fn target(spec: &Self::Spec, _: &str) -> NetworkSpec {
+    fn target(spec: &Self::Spec, _: Option<&Record<VirtualNetwork>>) -> NetworkSpec {
         NetworkSpec { ipv4_cidr: spec.ipv4_cidr.clone(), ipv6_cidr: spec.ipv6_cidr.clone() }
     }
 
@@ -73,7 +74,7 @@ impl Simple for SecurityGroup {
         None
     }
 
-    fn target(_: &Self::Spec, _: &str) {}
+    fn target(_: &Self::Spec, _: Option<&Record<VirtualNetwork>>) {}
 
     fn parent(spec: &Self::Spec) -> Option<&str> {
         Some(&spec.virtual_network)
@@ -101,11 +102,12 @@ impl Simple for Subnet {
         Some(&spec.virtual_network)
     }
 
-    fn target(spec: &Self::Spec, parent_name: &str) -> SubnetSpec {
+    fn target(spec: &Self::Spec, parent: Option<&Record<VirtualNetwork>>) -> SubnetSpec {
         SubnetSpec {
             virtual_network: spec.virtual_network.clone(),
-            network_name: parent_name.to_owned(),
+            network_name: parent.map(|p| p.name.clone()).unwrap_or_default(),
             ipv4_cidr: spec.ipv4_cidr.clone().unwrap_or_default(),
+            network_class: parent.map(|p| p.spec.network_class.clone()).unwrap_or_default(),
         }
     }
 
@@ -144,15 +146,15 @@ pub(crate) async fn reconcile<K: Simple>(r: &Reconciler, id: &str) -> Result<(Ou
             Err(e) => failed(r, &rec, e, users).await,
         };
     }
-    let parent_name = match K::parent(&rec.spec) {
-        Some(p) => match r.store.get(vmaas_model::ObjectKind::VirtualNetwork, p, &Scope::All).await {
-            Ok(row) => row.name,
-            Err(StoreError::NotFound { .. }) => String::new(),
+    let parent = match K::parent(&rec.spec) {
+        Some(p) => match r.store.get_record::<VirtualNetwork>(p, &Scope::All).await {
+            Ok(network) => Some(network),
+            Err(StoreError::NotFound { .. }) => None,
             Err(e) => return Err(e),
         },
-        None => String::new(),
+        None => None,
     };
-    let spec = K::target(&rec.spec, &parent_name);
+    let spec = K::target(&rec.spec, parent.as_ref());
     let target = Target { id: rec.id.clone(), tenant: rec.tenant.clone(), name: rec.name.clone(), version: rec.version, spec };
     match driver.ensure(&target).await {
         Ok((seen, next)) => {

@@ -19,6 +19,21 @@ impl Kind for VirtualNetwork {
         spec.check("object.spec")
     }
 
+    async fn check(s: &AppState, _caller: &Caller, spec: &Self::Spec, errs: &mut ValidationErrors) -> Result<(), ApiError> {
+        let class = &spec.network_class;
+        let offered = s.backend.capabilities().network_classes;
+        if !class.is_empty() && !offered.contains(class) {
+            let what = match offered.is_empty() {
+                true => "none".to_owned(),
+                false => offered.join(", "),
+            };
+            let why =
+                format!("{class:?} is not offered by the {} backend (it offers {what}): leave it empty for the default", s.backend.name());
+            errs.push("object.spec.network_class", why);
+        }
+        Ok(())
+    }
+
     async fn create(s: &AppState, _caller: &Caller, rec: NetworkRecord) -> Result<NetworkRecord, ApiError> {
         s.store.insert_record(&rec, Vec::new()).await?;
         s.queue.enqueue(ObjectKind::VirtualNetwork, &rec.id);
