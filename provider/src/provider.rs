@@ -11,7 +11,7 @@ use crate::diag::{error, path};
 use crate::proto::provider_server::Provider;
 use crate::proto::*;
 use crate::registry::Registry;
-use crate::resource::Ctx;
+use crate::resource::{Ctx, Templates};
 use crate::value::{self, get, string};
 use crate::write_only;
 
@@ -22,6 +22,8 @@ pub use crate::vm_resource::VM;
 /// The vmaas provider.
 pub struct VmaasProvider {
     client: RwLock<Option<Client>>,
+    /// The templates read so far.
+    templates: Templates,
     registry: Registry,
     /// Turned true by `StopProvider` (Ctrl-C): every wait in flight ends.
     stop: tokio::sync::watch::Sender<bool>,
@@ -29,7 +31,12 @@ pub struct VmaasProvider {
 
 impl Default for VmaasProvider {
     fn default() -> Self {
-        Self { client: RwLock::new(None), registry: Registry::standard(), stop: tokio::sync::watch::Sender::new(false) }
+        Self {
+            client: RwLock::new(None),
+            templates: Templates::default(),
+            registry: Registry::standard(),
+            stop: tokio::sync::watch::Sender::new(false),
+        }
     }
 }
 
@@ -40,7 +47,8 @@ fn bad(e: impl std::fmt::Display) -> Status {
 impl VmaasProvider {
     /// What a resource's call can reach.
     fn ctx(&self) -> Result<Ctx, Status> {
-        Ok(Ctx::new(self.client.read().map_err(|_| Status::internal("provider lock poisoned"))?.clone()))
+        let client = self.client.read().map_err(|_| Status::internal("provider lock poisoned"))?.clone();
+        Ok(Ctx::new(client, self.templates.clone()))
     }
 }
 

@@ -2,22 +2,46 @@
 //! one trait each and one file per type; [`crate::registry`] keys them by
 //! type name.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use rmpv::Value;
 use vmaas_client::Client;
+use vmaas_model::VirtualMachineTemplate;
 
 use crate::diag::error;
 use crate::proto::{AttributePath, Diagnostic, Schema};
 
-/// What a resource's calls can reach: the configured client, if any.
+/// The templates read in this provider process, by id: a plan or an apply
+/// of many VMs of one template reads it once (Terraform starts a provider
+/// process per command, so the next command reads it afresh).
+pub type Templates = Arc<Mutex<HashMap<String, Arc<VirtualMachineTemplate>>>>;
+
+/// What a resource's calls can reach: the configured client, if any, and
+/// the templates already read.
 #[derive(Clone, Default)]
 pub struct Ctx {
     client: Option<Client>,
+    templates: Templates,
 }
 
 impl Ctx {
-    /// A context with `client` (none before the provider is configured).
-    pub fn new(client: Option<Client>) -> Self {
-        Self { client }
+    /// A context with `client` (none before the provider is configured)
+    /// sharing the templates read in `templates`.
+    pub fn new(client: Option<Client>, templates: Templates) -> Self {
+        Self { client, templates }
+    }
+
+    /// Template `id` by `client`, read once per provider process.
+    pub async fn template(&self, client: &Client, id: &str) -> Result<Arc<VirtualMachineTemplate>, vmaas_client::Error> {
+        if let Some(t) = self.templates.lock().ok().and_then(|m| m.get(id).cloned()) {
+            return Ok(t);
+        }
+        let t = Arc::new(client.get_template(id).await?);
+        if let Ok(mut m) = self.templates.lock() {
+            m.insert(id.to_owned(), t.clone());
+        }
+        Ok(t)
     }
 
     /// The client, if the provider is configured.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use rmpv::Value;
 use vmaas_client::{Client, WaitFor, describe_status};
 use vmaas_model::vm::VmImage;
-use vmaas_model::{ObjectKind, ParameterValue, Template};
+use vmaas_model::{ObjectKind, ParameterValue, Template, VirtualMachineTemplate};
 
 use crate::diag::{api_error, error, map_key_path, path};
 use crate::proto::{AttributePath, Diagnostic, Schema};
@@ -46,12 +46,13 @@ impl VmResource {
     /// Types the text parameters in `params` with `template`'s declared
     /// types; every problem becomes a diagnostic on its map key.
     async fn typed_params(
+        ctx: &Ctx,
         client: &Client,
         template: &str,
         params: &Value,
         diags: &mut Vec<Diagnostic>,
     ) -> Option<BTreeMap<String, ParameterValue>> {
-        let wire = match client.get_template(template).await {
+        let wire = match ctx.template(client, template).await {
             Ok(t) => t,
             Err(e) if e.is_not_found() => {
                 diags.push(error(
@@ -66,7 +67,7 @@ impl VmResource {
                 return None;
             }
         };
-        let compiled = match Template::compile(wire.published()) {
+        let compiled = match Template::compile(VirtualMachineTemplate::clone(&wire).published()) {
             Ok(c) => c,
             Err(e) => {
                 diags.push(error(format!("template {template:?} is invalid"), e.to_string(), Some(path(&["template"]))));
@@ -169,7 +170,7 @@ impl VmResource {
             && let Some(template) =
                 Self::template_of(client, string(get(proposed, "template")), string(get(proposed, "catalog_item")), diags).await
         {
-            Self::typed_params(client, &template, get(proposed, "template_parameters"), diags).await;
+            Self::typed_params(ctx, client, &template, get(proposed, "template_parameters"), diags).await;
         }
         (planned, replace)
     }
@@ -182,7 +183,8 @@ impl VmResource {
         let model = VmModel::decode(planned);
         let (vm, which) = if prior.is_nil() {
             let template = Self::template_of(client, Some(model.template.clone()), model.catalog_item.clone(), diags).await;
-            let Some(params) = Self::typed_params(client, &template.unwrap_or_default(), &model.template_parameters, diags).await else {
+            let Some(params) = Self::typed_params(ctx, client, &template.unwrap_or_default(), &model.template_parameters, diags).await
+            else {
                 return Value::Nil;
             };
             match client.create_vm(&model.create_request(params)).await {
