@@ -30,6 +30,7 @@ mod events;
 mod filtered;
 mod grpc;
 mod grpc_create;
+mod import;
 mod kubevirt;
 mod kubevirt_bare;
 mod migration;
@@ -107,6 +108,18 @@ enum Cmd {
     Terraform(terraform::TerraformArgs),
     /// OpenTofu's plan of N VMs and apply of M against `terraform_data`'s (`--backend none`).
     TerraformPlan(tf_plan::PlanArgs),
+    /// An image import over HTTP against `curl` plus `qemu-img check` of the same file.
+    Import {
+        /// MiB of data in the qcow2.
+        #[arg(long, default_value_t = 1024)]
+        megabytes: u64,
+        /// Rounds of each, alternating.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Images directory [default: ~/.local/share/vmaas/images].
+        #[arg(long)]
+        images_dir: Option<std::path::PathBuf>,
+    },
     /// The user-space switch: forwarding rate in process and through unix sockets, DHCP answer time.
     Network {
         /// Frames forwarded in process.
@@ -567,6 +580,7 @@ async fn main() -> anyhow::Result<()> {
             let dir = images(a.images_dir.clone());
             terraform::run(a, dir).await
         }
+        Cmd::Import { megabytes, rounds, images_dir } => import::import_bench(megabytes, rounds, images(images_dir)).await,
         Cmd::TerraformPlan(a) => tf_plan::plan_bench(a.vms, a.apply, a.tofu, &a.plugins, a.server).await,
         Cmd::Recovery { vms, rounds, images_dir, server } => recovery::recovery(vms, rounds, images(images_dir), server).await,
         Cmd::Snapshots { rounds, images_dir } => disk_snapshots::snapshots(rounds, images(images_dir)).await,
