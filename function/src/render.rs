@@ -11,7 +11,9 @@ use k8s_openapi::api::core::v1::{Namespace, Service};
 use serde::Serialize;
 use vmaas_model::k8s::crd::{ClusterUserDefinedNetwork, UserDefinedNetwork, VirtualMachine};
 use vmaas_model::k8s::names::unique;
-use vmaas_model::k8s::render::{self, Attachment, Localnet, PodNetwork, VmOptions, localnet_cudn, namespace, udn};
+use vmaas_model::k8s::render::{
+    self, Attachment, Localnet, PodNetwork, VmOptions, check_bridge_mapping, check_vlan, localnet_cudn, namespace, udn,
+};
 use vmaas_model::network::Cidr;
 use vmaas_model::validation::check_dns_label;
 use vmaas_model::{ExposedPort, Protocol, Template, ValidationErrors};
@@ -250,11 +252,11 @@ pub fn render_physical(name: &str, spec: &PhysicalNetworkXrSpec) -> Result<Clust
             errs.push(format!("spec.namespaces[{i}]"), e);
         }
     }
-    if spec.physical_network_name.is_empty() || spec.physical_network_name.contains([',', ':']) {
-        errs.push("spec.physicalNetworkName", "must be a bridge mapping's name, without ',' or ':'");
+    if let Err(e) = check_bridge_mapping(&spec.physical_network_name) {
+        errs.push("spec.physicalNetworkName", e.to_string());
     }
-    if spec.vlan.is_some_and(|v| !(1..=4094).contains(&v)) {
-        errs.push("spec.vlan", "must be between 1 and 4094");
+    if let Some(Err(e)) = spec.vlan.map(check_vlan) {
+        errs.push("spec.vlan", e.to_string());
     }
     if !errs.0.is_empty() {
         return Err(errs);

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::proxy::Proxy;
-use vmaas_model::k8s::render::FloatingIp;
+use vmaas_model::k8s::render::{FloatingIp, LocalnetError, check_bridge_mapping, check_vlan};
 
 /// How the backend reaches its cluster and lays objects out in it.
 #[derive(Debug, Clone)]
@@ -46,6 +46,16 @@ pub struct PhysicalNetwork {
     pub bridge_mapping: String,
     /// The access VLAN its subnets are tagged with, if any.
     pub vlan: Option<u16>,
+}
+
+impl PhysicalNetwork {
+    /// The physical network of bridge mapping `bridge_mapping`, tagged
+    /// with `vlan` if given, once both are ones OVN-K takes.
+    pub fn new(bridge_mapping: &str, vlan: Option<u16>) -> Result<Self, LocalnetError> {
+        check_bridge_mapping(bridge_mapping)?;
+        vlan.map(check_vlan).transpose()?;
+        Ok(Self { bridge_mapping: bridge_mapping.to_owned(), vlan })
+    }
 }
 
 /// How subnets are OVN-Kubernetes networks.

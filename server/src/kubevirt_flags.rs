@@ -85,13 +85,11 @@ pub fn parse_physical_network(text: &str) -> Result<PhysicalNetworkFlag, FlagErr
     let (class, rest) = text.split_once('=').ok_or_else(form)?;
     vmaas_model::validation::check_dns_label(class).map_err(|_| form())?;
     let (mapping, vlan) = match rest.split_once('/') {
-        Some((m, v)) => (m, Some(v.parse::<u16>().ok().filter(|v| (1..=4094).contains(v)).ok_or_else(form)?)),
+        Some((m, v)) => (m, Some(v.parse::<u16>().map_err(|_| form())?)),
         None => (rest, None),
     };
-    if mapping.is_empty() || mapping.contains([',', ':', '/']) {
-        return Err(form());
-    }
-    Ok(PhysicalNetworkFlag { class: class.to_owned(), network: PhysicalNetwork { bridge_mapping: mapping.to_owned(), vlan } })
+    let network = PhysicalNetwork::new(mapping, vlan).map_err(|_| form())?;
+    Ok(PhysicalNetworkFlag { class: class.to_owned(), network })
 }
 
 impl KubevirtArgs {

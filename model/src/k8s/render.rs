@@ -95,6 +95,35 @@ pub struct Localnet<'a> {
     pub tenants: &'a [String],
 }
 
+/// Why a physical network cannot carry a localnet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LocalnetError {
+    /// Not a bridge mapping's name.
+    #[error("must be a bridge mapping's name, without ',' or ':'")]
+    BridgeMapping,
+    /// Not a VLAN id.
+    #[error("must be between 1 and 4094")]
+    Vlan,
+}
+
+/// Checks that `name` can be a bridge mapping's name (OVN-K's
+/// `physicalNetworkName`): not empty, without `,` or `:` (OVN-K's own
+/// separators in its bridge mappings).
+pub fn check_bridge_mapping(name: &str) -> Result<(), LocalnetError> {
+    if name.is_empty() || name.contains([',', ':']) {
+        return Err(LocalnetError::BridgeMapping);
+    }
+    Ok(())
+}
+
+/// Checks that `id` is a VLAN id a localnet may be tagged with (1 to 4094).
+pub fn check_vlan(id: u16) -> Result<(), LocalnetError> {
+    if !(1..=4094).contains(&id) {
+        return Err(LocalnetError::Vlan);
+    }
+    Ok(())
+}
+
 /// A secondary localnet CUDN `name` on `net`, selecting its tenants' namespaces.
 pub fn localnet_cudn(name: &str, net: &Localnet<'_>) -> ClusterUserDefinedNetwork {
     let mut localnet = json!({"role": "Secondary", "physicalNetworkName": net.physical_network});
