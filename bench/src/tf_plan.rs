@@ -9,6 +9,8 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
+
 use crate::scale::{Server, cpu_seconds_of, server_binary};
 use crate::terraform::{TERRAFORM_DATA, Terraform, Workspace, apply_counted};
 use crate::{percentile, verdict};
@@ -64,13 +66,9 @@ fn plans(w: &Workspace, api: (&str, &str), tf: &Terraform, n: usize, held: bool,
 }
 
 /// CPU seconds of this process's waited-for children: the tool and,
-/// through it, the provider (`/proc/self/stat`'s `cutime` and `cstime`).
+/// through it, the provider.
 fn children_cpu() -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat")?;
-    let fields: Vec<&str> = stat.rsplit_once(") ").map(|(_, rest)| rest.split(' ').collect()).unwrap_or_default();
-    // After the command: state is field 3, cutime 16 and cstime 17 (1-based).
-    let ticks = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
-    Ok((ticks(16) + ticks(17)) / 100.0)
+    vmaas_server::process_metrics::waited_children_cpu_seconds().context("reading /proc/self/stat")
 }
 
 /// A plan's time and the CPU it took, per plan.

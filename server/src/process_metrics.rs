@@ -53,6 +53,22 @@ pub fn cpu_seconds_of(pid: &str) -> Option<f64> {
     ProcessFigures::parse(&stat, sysconf(), 0.0, 0.0, 0.0).map(|f| f.cpu_seconds)
 }
 
+/// The CPU time, user and system, of the children this process has waited
+/// for (and theirs), in seconds, if `/proc` has it: `cutime` and `cstime`.
+pub fn waited_children_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let field = stat_field(&stat)?;
+    Some((field(16)? + field(17)?) / sysconf().0)
+}
+
+/// Field `n` (1-based, as `proc(5)` numbers them) of a `/proc/PID/stat`
+/// line, read after the command's closing parenthesis (the command may
+/// hold spaces and parentheses), from field 3 (state) on.
+fn stat_field(stat: &str) -> Option<impl Fn(usize) -> Option<f64> + '_> {
+    let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    Some(move |n: usize| rest.get(n.checked_sub(3)?).and_then(|v| v.parse::<f64>().ok()))
+}
+
 impl ProcessFigures {
     /// This process's figures now, if `/proc` has them.
     pub fn now() -> Option<Self> {
@@ -74,9 +90,7 @@ impl ProcessFigures {
     /// The figures of a `/proc/PID/stat` line, given the clock ticks and
     /// page size, and when the host booted (seconds since the epoch).
     fn parse(stat: &str, (ticks, page): (f64, f64), booted: f64, open_fds: f64, max_fds: f64) -> Option<Self> {
-        // Fields after the command's closing parenthesis, from field 3 (state).
-        let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-        let field = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<f64>().ok());
+        let field = stat_field(stat)?;
         Some(Self {
             cpu_seconds: (field(14)? + field(15)?) / ticks,
             start_time_seconds: booted + field(22)? / ticks,
