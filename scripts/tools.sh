@@ -110,6 +110,10 @@ tool() {
 }
 
 mkdir -p "$TOOLS"
+# One build at a time per machine: a second run (another checkout's CI, a
+# developer's shell) waits for the first, then finds the tools built.
+exec 9>"$TOOLS/.lock"
+flock 9
 for t in "${@:-tofu crossplane metallb helm monitoring idp}"; do
     for one in $t; do tool "$one"; done
 done

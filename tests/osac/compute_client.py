@@ -155,6 +155,7 @@ def run(a):
 
     last = watch(ch, user, vm.id, cit.COMPUTE_INSTANCE_STATE_RUNNING, "0")
     step("watched to RUNNING, with its boot disk and an additional disk")
+    attach_external_ip(ch, user, vm.id)
     grow = cit.ComputeInstance(id=vm.id, spec=cit.ComputeInstanceSpec(boot_disk=cct.ComputeInstanceDisk(size_gib=14)))
     mask = field_mask_pb2.FieldMask(paths=["spec.boot_disk"])
     grown = instances.Update(cis.ComputeInstancesUpdateRequest(object=grow, update_mask=mask), metadata=user, timeout=60).object
@@ -285,6 +286,51 @@ def nat_gateway(ch, user, net_id):
         check(False, "the NAT gateway is gone after its delete")
     ips.Delete(eis.ExternalIPsDeleteRequest(id=ip.id), metadata=user, timeout=30)
     step("a NAT gateway with typed references: READY, one per network, its external IP held; listed by its network, deleted")
+
+
+def attach_external_ip(ch, user, vm_id):
+    """An external IP attached to the running VM by typed references: READY with the IP's address, the VM answered
+    by id; its external IP cannot be swapped (INVALID_ARGUMENT naming it); detached, released."""
+    import grpc
+    from google.protobuf import field_mask_pb2
+    from osac.public.v1 import compute_instance_type_pb2 as cit, external_ip_type_pb2 as eit, external_ips_service_pb2 as eis
+    from osac.public.v1 import external_ips_service_pb2_grpc as eis_grpc, metadata_type_pb2 as md
+    from osac.public.v1 import external_ip_attachment_type_pb2 as eat, external_ip_attachments_service_pb2 as eas
+    from osac.public.v1 import external_ip_attachments_service_pb2_grpc as eas_grpc
+    ips, attachments = eis_grpc.ExternalIPsStub(ch), eas_grpc.ExternalIPAttachmentsStub(ch)
+    ip = ips.Create(eis.ExternalIPsCreateRequest(object=eit.ExternalIP(metadata=md.Metadata(name="osac-pub"))), metadata=user, timeout=30).object
+    spec = eat.ExternalIPAttachmentSpec(external_ip=eit.ExternalIPLocalReference(name="osac-pub"),
+                                        compute_instance=cit.ComputeInstanceLocalReference(name="osac-current-vm"))
+    att = attachments.Create(eas.ExternalIPAttachmentsCreateRequest(object=eat.ExternalIPAttachment(
+        metadata=md.Metadata(name="osac-pub-vm"), spec=spec)), metadata=user, timeout=30).object
+    check(att.spec.external_ip.id == ip.id and att.spec.compute_instance.id == vm_id, f"references answered by id ({att.spec})")
+    deadline = time.monotonic() + 60
+    while att.status.state != eat.EXTERNAL_IP_ATTACHMENT_STATE_READY and time.monotonic() < deadline:
+        time.sleep(0.2)
+        att = attachments.Get(eas.ExternalIPAttachmentsGetRequest(id=att.id), metadata=user, timeout=30).object
+    ip = ips.Get(eis.ExternalIPsGetRequest(id=ip.id), metadata=user, timeout=30).object
+    check(att.status.state == eat.EXTERNAL_IP_ATTACHMENT_STATE_READY and att.status.external_ip_address == ip.status.address
+          and ip.status.attached, f"READY with the IP's address ({att.status}, {ip.status})")
+    swap = eat.ExternalIPAttachment(id=att.id, spec=eat.ExternalIPAttachmentSpec(external_ip=eit.ExternalIPLocalReference(name="other")))
+    mask = field_mask_pb2.FieldMask(paths=["spec.external_ip"])
+    try:
+        attachments.Update(eas.ExternalIPAttachmentsUpdateRequest(object=swap, update_mask=mask), metadata=user, timeout=30)
+        check(False, "an attachment's external IP is not swapped")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "external_ip" in e.details(), f"refused ({e.details()})")
+    attachments.Delete(eas.ExternalIPAttachmentsDeleteRequest(id=att.id), metadata=user, timeout=30)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            attachments.Get(eas.ExternalIPAttachmentsGetRequest(id=att.id), metadata=user, timeout=30)
+            time.sleep(0.2)
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.NOT_FOUND, f"detached ({e.code()})")
+            break
+    else:
+        check(False, "the attachment is gone after its delete")
+    ips.Delete(eis.ExternalIPsDeleteRequest(id=ip.id), metadata=user, timeout=30)
+    step("an external IP attached to the VM by typed references: READY with its address; its IP not swapped; detached")
 
 
 def lifecycle(ch, user, stranger, disk_id):

@@ -6,7 +6,8 @@
 //! drives a real QEMU guest created with
 //! typed references to its template, instance type, disk image, subnet and
 //! security group, with a boot disk and an additional disk: read back the
-//! same, listed with a CEL filter, watched to RUNNING, its boot disk grown
+//! same, listed with a CEL filter, watched to RUNNING, given an external IP
+//! through an attachment, its boot disk grown
 //! and stopped through update masks, deleted; OSAC's status codes for
 //! the usual mistakes; then the gateway's JSON, old plain strings included.
 
@@ -30,6 +31,7 @@ async fn osacs_current_compute_client_drives_a_guest_by_typed_references() {
         "INVALID_ARGUMENT naming the field",
         "created with typed references, read back the same, listed with a CEL filter",
         "watched to RUNNING",
+        "an external IP attached to the VM by typed references",
         "the boot disk grown with an update mask; a smaller one is INVALID_ARGUMENT naming it",
         "stopped, its references untouched",
         "Get answers NOT_FOUND",

@@ -95,6 +95,15 @@ pub(crate) struct Relabel {
     status: Option<serde_json::Value>,
 }
 
+impl Relabel {
+    /// A relabel of the object `id` (when given): its new `metadata`, and
+    /// the `spec` fields sent (each must equal the object's).
+    pub(crate) fn new(id: Option<String>, metadata: Option<MetadataInput>, spec: serde_json::Map<String, serde_json::Value>) -> Self {
+        let spec = (!spec.is_empty()).then_some(serde_json::Value::Object(spec));
+        Self { type_url: None, id, metadata, spec, status: None }
+    }
+}
+
 /// A body's `object.id`, when sent, must be `path`, the id in the path.
 pub(crate) fn check_id(path: &str, sent: Option<&str>, errs: &mut ValidationErrors) {
     if let Some(other) = sent.filter(|other| *other != path) {

@@ -73,16 +73,26 @@ pub fn routes(state: AppState, rest: axum::Router, max_message: usize) -> Result
     for service in STANDARD {
         router = router.route_service(&format!("/{service}/{{method}}"), standard.clone());
     }
-    let vms = pb::fulfillment::v1::virtual_machines_server::VirtualMachinesServer::new(typed::VirtualMachines(ctx.clone()))
-        .max_decoding_message_size(max_message)
-        .max_encoding_message_size(usize::MAX);
-    let instances = pb::osac::public::v1::compute_instances_server::ComputeInstancesServer::new(typed::ComputeInstances(ctx))
-        .max_decoding_message_size(max_message)
-        .max_encoding_message_size(usize::MAX);
-    let typed = [name_of(&vms), name_of(&instances)];
-    router = router
-        .route_service(&format!("/{}/{{method}}", typed[0]), observe::Observed::new(state.clone(), vms))
-        .route_service(&format!("/{}/{{method}}", typed[1]), observe::Observed::new(state, instances));
+    let mut typed = Vec::new();
+    macro_rules! serve_typed {
+        ($($server:expr),* $(,)?) => {$(
+            let server = $server.max_decoding_message_size(max_message).max_encoding_message_size(usize::MAX);
+            let name = name_of(&server);
+            typed.push(name);
+            router = router.route_service(&format!("/{name}/{{method}}"), observe::Observed::new(state.clone(), server));
+        )*};
+    }
+    use pb::osac::public::v1 as osac;
+    serve_typed!(
+        pb::fulfillment::v1::virtual_machines_server::VirtualMachinesServer::new(typed::VirtualMachines(ctx.clone())),
+        osac::compute_instances_server::ComputeInstancesServer::new(typed::ComputeInstances(ctx.clone())),
+        osac::virtual_networks_server::VirtualNetworksServer::new(typed::VirtualNetworks(ctx.clone())),
+        osac::subnets_server::SubnetsServer::new(typed::Subnets(ctx.clone())),
+        osac::security_groups_server::SecurityGroupsServer::new(typed::SecurityGroups(ctx.clone())),
+        osac::external_i_ps_server::ExternalIPsServer::new(typed::ExternalIps(ctx.clone())),
+        osac::external_ip_attachments_server::ExternalIpAttachmentsServer::new(typed::ExternalIpAttachments(ctx.clone())),
+        osac::nat_gateways_server::NatGatewaysServer::new(typed::NatGateways(ctx)),
+    );
     for service in services.iter().filter(|s| !typed.contains(&s.as_str())) {
         router = router.route_service(&format!("/{service}/{{method}}"), gateway.clone());
     }

@@ -1,12 +1,17 @@
 //! OSAC's VM services served typed: each call's prost request becomes the
 //! application layer's typed request ([`crate::app`]), and its model answer
 //! the prost response, with no JSON and no REST route in between.
-//! `fulfillment.v1.VirtualMachines` and `osac.public.v1.ComputeInstances`
-//! are served so; the other services go through the gateway.
+//! `fulfillment.v1.VirtualMachines`, `osac.public.v1.ComputeInstances`
+//! and the networking and address services (`kinds`: any kind of the
+//! shared operations) are served so; the other services go through the gateway.
 
+mod addresses;
 mod any;
 mod compute_instances;
+mod kinds;
 mod mask;
+mod meta;
+mod networking;
 mod time;
 mod virtual_machines;
 
@@ -15,7 +20,9 @@ use prost_reflect::DescriptorPool;
 use prost_types::FieldMask;
 use tonic::Status;
 
+pub use addresses::{ExternalIpAttachments, ExternalIps, NatGateways};
 pub use compute_instances::ComputeInstances;
+pub use networking::{SecurityGroups, Subnets, VirtualNetworks};
 pub use virtual_machines::VirtualMachines;
 
 use crate::app::listing::{ListRequest, window};

@@ -7,12 +7,12 @@ use prost_reflect::DescriptorPool;
 use vmaas_model::reference::{self, Names, Referred};
 use vmaas_model::vm::{Condition, ConditionType, NetworkAttachment, VirtualMachineStatus, VmDisk, VmImage, VmState};
 use vmaas_model::{
-    CreateVirtualMachine, InstanceTypeReference, Metadata, MetadataInput, PatchVirtualMachine, PowerState, ValidationErrors,
-    VirtualMachine, VirtualMachineSpec,
+    CreateVirtualMachine, InstanceTypeReference, PatchVirtualMachine, PowerState, ValidationErrors, VirtualMachine, VirtualMachineSpec,
 };
 
 use super::super::any::from_parameter;
 use super::super::mask::Mask;
+use super::super::meta::{changed_metadata, key, metadata, metadata_input};
 use super::super::virtual_machines::parameters;
 use super::super::{non_empty, time};
 use crate::grpc::pb::osac::public::v1 as pb;
@@ -61,7 +61,7 @@ pub fn patch(pool: &DescriptorPool, ci: pb::ComputeInstance, mask: &Mask) -> Res
         errs.push("object.spec.network_attachments", "cannot be changed: a VM keeps the NICs it was created with");
     }
     let mut out = PatchVirtualMachine { id: non_empty(ci.id), ..PatchVirtualMachine::default() };
-    out.metadata = ci.metadata.map(|m| metadata_input(m, mask)).filter(|m| *m != MetadataInput::default());
+    out.metadata = changed_metadata(ci.metadata, mask);
     let p = &mut out.spec;
     let template = spec.template.as_ref().and_then(|r| key(&r.id, &r.name));
     p.template = template.filter(|_| mask.wants("spec.template", true));
@@ -126,39 +126,6 @@ pub fn to_pb(pool: &DescriptorPool, vm: VirtualMachine, names: &Names) -> pb::Co
     }
 }
 
-/// The metadata as `osac.public.v1` has it.
-fn metadata(m: Metadata) -> pb::Metadata {
-    pb::Metadata {
-        creation_timestamp: Some(time::to_pb(m.creation_timestamp)),
-        deletion_timestamp: m.deletion_timestamp.map(time::to_pb),
-        creator: m.creators.into_iter().next().unwrap_or_default(),
-        name: m.name,
-        tenant: m.tenant,
-        labels: m.labels.into_iter().collect(),
-        annotations: m.annotations.into_iter().collect(),
-        version: i32::try_from(m.version).unwrap_or(i32::MAX),
-        project: String::new(),
-        display_name: m.display_name,
-        description: m.description,
-    }
-}
-
-/// What a request's metadata may say (the rest is the server's), the
-/// fields `mask` wants.
-fn metadata_input(m: pb::Metadata, mask: &Mask) -> MetadataInput {
-    let text = |path: &str, v: String| (mask.wants(path, !v.is_empty())).then_some(v);
-    let map = |path: &str, v: std::collections::HashMap<String, String>| mask.wants(path, !v.is_empty()).then(|| v.into_iter().collect());
-    MetadataInput {
-        name: text("metadata.name", m.name),
-        version: (m.version != 0).then_some(i64::from(m.version)),
-        labels: map("metadata.labels", m.labels),
-        annotations: map("metadata.annotations", m.annotations),
-        display_name: text("metadata.display_name", m.display_name),
-        description: text("metadata.description", m.description),
-        ..MetadataInput::default()
-    }
-}
-
 fn status(st: VirtualMachineStatus, stopping: bool) -> pb::ComputeInstanceStatus {
     let state = match st.state {
         // A migrating guest keeps running.
@@ -208,12 +175,6 @@ fn power(strategy: &str, errs: &mut ValidationErrors) -> Option<PowerState> {
             None
         }
     }
-}
-
-/// What a typed reference names: its id, else its name; none when empty.
-fn key(id: &str, name: &str) -> Option<String> {
-    let k = if id.is_empty() { name } else { id };
-    (!k.is_empty()).then(|| k.to_owned())
 }
 
 fn image(source_ref: String) -> VmImage {
