@@ -91,7 +91,9 @@ pub fn routes(state: AppState, rest: axum::Router, max_message: usize) -> Result
         osac::security_groups_server::SecurityGroupsServer::new(typed::SecurityGroups(ctx.clone())),
         osac::external_i_ps_server::ExternalIPsServer::new(typed::ExternalIps(ctx.clone())),
         osac::external_ip_attachments_server::ExternalIpAttachmentsServer::new(typed::ExternalIpAttachments(ctx.clone())),
-        osac::nat_gateways_server::NatGatewaysServer::new(typed::NatGateways(ctx)),
+        osac::nat_gateways_server::NatGatewaysServer::new(typed::NatGateways(ctx.clone())),
+        osac::instance_types_server::InstanceTypesServer::new(typed::InstanceTypes(ctx.clone())),
+        pb::vmaas::v1::compute_instance_snapshots_server::ComputeInstanceSnapshotsServer::new(typed::ComputeInstanceSnapshots(ctx)),
     );
     for service in services.iter().filter(|s| !typed.contains(&s.as_str())) {
         router = router.route_service(&format!("/{service}/{{method}}"), gateway.clone());

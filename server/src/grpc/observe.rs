@@ -16,7 +16,7 @@ use crate::state::AppState;
 
 /// The methods served typed; any other name is counted as `unmatched`, so
 /// that clients cannot grow the label set.
-const METHODS: [&str; 5] = ["List", "Get", "Create", "Update", "Delete"];
+const METHODS: [&str; 6] = ["List", "Get", "Create", "Update", "Delete", "Restore"];
 
 /// `inner` with each call recorded.
 #[derive(Clone)]

@@ -27,3 +27,10 @@ pub mod osac {
         }
     }
 }
+
+/// `vmaas.v1`: what vmaas serves beyond OSAC (snapshots).
+pub mod vmaas {
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/vmaas.v1.rs"));
+    }
+}

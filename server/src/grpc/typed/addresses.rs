@@ -2,6 +2,7 @@
 //! attachments and NAT gateways, each a [`Served`] kind served by
 //! [`served!`].
 
+use prost_reflect::DescriptorPool;
 use vmaas_model::external_ip::{ExternalIpAttachmentPatchSpec, PatchExternalIpAttachment};
 use vmaas_model::{
     CreateObject, ExternalIp, ExternalIpAttachment, ExternalIpAttachmentSpec, ExternalIpSpec, NatGateway, NatGatewaySpec, ValidationErrors,
@@ -31,7 +32,7 @@ impl Served for ExternalIp {
     type Pb = pb::ExternalIp;
     const MESSAGE: &'static str = "osac.public.v1.ExternalIP";
 
-    fn to_pb(ip: Self) -> pb::ExternalIp {
+    fn to_pb(_: &DescriptorPool, ip: Self) -> pb::ExternalIp {
         let (spec, st) = (ip.spec, ip.status);
         let pool = (!spec.pool.is_empty()).then(|| pb::ExternalIpPoolReference { name: spec.pool, ..Default::default() });
         pb::ExternalIp {
@@ -69,7 +70,7 @@ impl Served for ExternalIpAttachment {
     type Pb = pb::ExternalIpAttachment;
     const MESSAGE: &'static str = "osac.public.v1.ExternalIPAttachment";
 
-    fn to_pb(a: Self) -> pb::ExternalIpAttachment {
+    fn to_pb(_: &DescriptorPool, a: Self) -> pb::ExternalIpAttachment {
         let (spec, st) = (a.spec, a.status);
         let target = spec.compute_instance.map(|k| {
             let (id, name) = reference(&k);
@@ -138,7 +139,7 @@ impl Served for NatGateway {
     type Pb = pb::NatGateway;
     const MESSAGE: &'static str = "osac.public.v1.NATGateway";
 
-    fn to_pb(g: Self) -> pb::NatGateway {
+    fn to_pb(_: &DescriptorPool, g: Self) -> pb::NatGateway {
         let (spec, st) = (g.spec, g.status);
         pb::NatGateway {
             id: g.id,

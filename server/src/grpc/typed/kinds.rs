@@ -4,6 +4,7 @@
 //! over the five shared calls here (list, get, create, update, delete),
 //! each one call into the application layer.
 
+use prost_reflect::DescriptorPool;
 use prost_types::FieldMask;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -26,8 +27,9 @@ pub trait Served: Kind + serde::de::DeserializeOwned {
     /// Its full name (an update's mask is checked against it).
     const MESSAGE: &'static str;
 
-    /// The object as the message.
-    fn to_pb(obj: Self) -> Self::Pb;
+    /// The object as the message (`pool`: the descriptors `Any` values
+    /// are written with).
+    fn to_pb(pool: &DescriptorPool, obj: Self) -> Self::Pb;
 
     /// The id a message names (an update's object).
     fn id(pb: &Self::Pb) -> &str;
@@ -48,7 +50,7 @@ pub fn relabel<S: Serialize>(id: String, metadata: Option<pb::Metadata>, spec: &
         Ok(Value::Object(fields)) => fields,
         _ => Map::new(),
     };
-    let sent = fields.into_iter().filter(|(field, v)| mask.wants(&format!("spec.{field}"), is_set(v))).collect();
+    let sent = fields.into_iter().filter(|(field, v)| mask.touches(&format!("spec.{field}"), is_set(v))).collect();
     Ok(Relabel::new(non_empty(id), changed_metadata(metadata, mask), sent))
 }
 
@@ -101,7 +103,7 @@ impl Ctx {
     pub(super) async fn create_kind<K: Served>(&self, caller: &Caller, object: Option<K::Pb>) -> Result<K::Pb, Status> {
         let asked = K::create_request(self.required(object)?).map_err(|e| self.status(ApiError::invalid(e)))?;
         let made = kind::create::<K>(&self.state, caller, asked).await.map_err(|e| self.status(e))?;
-        Ok(K::to_pb(made.to_api()))
+        Ok(K::to_pb(&self.pool, made.to_api()))
     }
 
     /// Changes the fields of the caller's `K` that `mask` names.
@@ -116,7 +118,7 @@ impl Ctx {
         let mask = self.update_mask(&id, K::MESSAGE, mask)?;
         let asked = K::patch_request(object, &mask).map_err(|e| self.status(ApiError::invalid(e)))?;
         let changed = kind::patch::<K>(&self.state, caller, &id, asked).await.map_err(|e| self.status(e))?;
-        Ok(K::to_pb(changed.to_api()))
+        Ok(K::to_pb(&self.pool, changed.to_api()))
     }
 
     /// Starts deleting the caller's `K` `id`.
@@ -128,7 +130,7 @@ impl Ctx {
     /// A `K` as the store holds it (its JSON), as the message.
     fn stored<K: Served>(&self, json: &str) -> Result<K::Pb, Status> {
         let obj: K = serde_json::from_str(json).map_err(|e| self.status(ApiError::internal(e)))?;
-        Ok(K::to_pb(obj))
+        Ok(K::to_pb(&self.pool, obj))
     }
 }
 

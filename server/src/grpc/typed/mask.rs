@@ -37,6 +37,12 @@ impl Mask {
         let Some(paths) = &self.0 else { return set };
         paths.iter().any(|p| p == path || path.strip_prefix(p.as_str()).is_some_and(|rest| rest.starts_with('.')))
     }
+
+    /// Whether the field at `path`, or a field inside it, changes.
+    pub fn touches(&self, path: &str, set: bool) -> bool {
+        let Some(paths) = &self.0 else { return set };
+        self.wants(path, set) || paths.iter().any(|p| p.strip_prefix(path).is_some_and(|rest| rest.starts_with('.')))
+    }
 }
 
 #[cfg(test)]
@@ -62,6 +68,9 @@ mod tests {
         assert!(m.wants("metadata.name", false));
         assert!(!m.wants("spec.template", true));
         assert!(!m.wants("spec.stat", true));
+        let inner = Mask::of(Some(FieldMask { paths: vec!["spec.template_parameters.cpu".into()] }), &desc()).unwrap();
+        assert!(inner.touches("spec.template_parameters", false) && !inner.wants("spec.template_parameters", false));
+        assert!(!inner.touches("spec.state", true));
     }
 
     #[test]

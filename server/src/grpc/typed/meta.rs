@@ -65,3 +65,23 @@ pub fn reference(key: &str) -> (String, String) {
 pub fn wire_enum<E: Into<i32>>(name: &str, from_name: impl Fn(&str) -> Option<E>) -> i32 {
     from_name(name).map_or(0, Into::into)
 }
+
+/// The model's value of the wire name `name`, given every value and its
+/// wire name in the same order (`ALL`, `NAMES`); none for an unknown one.
+pub fn model_enum<T: Copy>(name: &str, all: &[T], names: &[&str]) -> Option<T> {
+    names.iter().position(|n| *n == name).and_then(|i| all.get(i).copied())
+}
+
+/// A count a message holds as `int32`, which the model holds unsigned: a
+/// negative one is named under `field`.
+pub fn unsigned(n: i32, field: &str, errs: &mut vmaas_model::ValidationErrors) -> u32 {
+    u32::try_from(n).unwrap_or_else(|_| {
+        errs.push(field, format!("must not be negative, got {n}"));
+        0
+    })
+}
+
+/// A count the model holds unsigned, as an `int32` field holds it.
+pub fn signed(n: u32) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}

@@ -12,6 +12,7 @@ mod kinds;
 mod mask;
 mod meta;
 mod networking;
+mod shapes;
 mod time;
 mod virtual_machines;
 
@@ -23,6 +24,7 @@ use tonic::Status;
 pub use addresses::{ExternalIpAttachments, ExternalIps, NatGateways};
 pub use compute_instances::ComputeInstances;
 pub use networking::{SecurityGroups, Subnets, VirtualNetworks};
+pub use shapes::{ComputeInstanceSnapshots, InstanceTypes};
 pub use virtual_machines::VirtualMachines;
 
 use crate::app::listing::{ListRequest, window};

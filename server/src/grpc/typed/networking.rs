@@ -2,6 +2,7 @@
 //! subnets and security groups, each a [`Served`] kind (its message and
 //! the model's object converted field by field) served by [`served!`].
 
+use prost_reflect::DescriptorPool;
 use vmaas_model::{
     CreateObject, PatchSecurityGroup, SecurityGroup, SecurityGroupSpec, SecurityRule, Subnet, SubnetSpec, ValidationErrors, VirtualNetwork,
     VirtualNetworkSpec,
@@ -36,7 +37,7 @@ impl Served for VirtualNetwork {
     type Pb = pb::VirtualNetwork;
     const MESSAGE: &'static str = "osac.public.v1.VirtualNetwork";
 
-    fn to_pb(n: Self) -> pb::VirtualNetwork {
+    fn to_pb(_: &DescriptorPool, n: Self) -> pb::VirtualNetwork {
         let (spec, st) = (n.spec, n.status);
         pb::VirtualNetwork {
             id: n.id,
@@ -71,7 +72,7 @@ impl Served for Subnet {
     type Pb = pb::Subnet;
     const MESSAGE: &'static str = "osac.public.v1.Subnet";
 
-    fn to_pb(n: Self) -> pb::Subnet {
+    fn to_pb(_: &DescriptorPool, n: Self) -> pb::Subnet {
         let (spec, st) = (n.spec, n.status);
         pb::Subnet {
             id: n.id,
@@ -110,7 +111,7 @@ impl Served for SecurityGroup {
     type Pb = pb::SecurityGroup;
     const MESSAGE: &'static str = "osac.public.v1.SecurityGroup";
 
-    fn to_pb(g: Self) -> pb::SecurityGroup {
+    fn to_pb(_: &DescriptorPool, g: Self) -> pb::SecurityGroup {
         let (spec, st) = (g.spec, g.status);
         pb::SecurityGroup {
             id: g.id,
