@@ -253,6 +253,16 @@ def nat_gateway(ch, user, net_id):
     from osac.public.v1 import metadata_type_pb2 as md, nat_gateway_type_pb2 as ngt, nat_gateways_service_pb2 as ngs
     from osac.public.v1 import nat_gateways_service_pb2_grpc as ngs_grpc, virtual_network_type_pb2 as vnt
     ips, gateways = eis_grpc.ExternalIPsStub(ch), ngs_grpc.NATGatewaysStub(ch)
+    from osac.public.v1 import external_ip_pools_service_pb2 as eps, external_ip_pools_service_pb2_grpc as eps_grpc
+    from osac.public.v1 import ip_family_type_pb2 as ipf
+    pools = eps_grpc.ExternalIPPoolsStub(ch)
+    listed = pools.List(eps.ExternalIPPoolsListRequest(), metadata=user, timeout=30)
+    check(listed.total >= 1 and listed.items[0].status.available > 0
+          and listed.items[0].spec.ip_family == ipf.IP_FAMILY_IPV4, f"the pools, with the addresses left ({listed})")
+    one = pools.Get(eps.ExternalIPPoolsGetRequest(id=listed.items[0].id), metadata=user, timeout=30).object
+    check(one.metadata.name == listed.items[0].metadata.name, f"a pool read by its name ({one})")
+    refused(lambda: pools.List(eps.ExternalIPPoolsListRequest(filter="true"), metadata=user, timeout=30),
+            grpc.StatusCode.INVALID_ARGUMENT, "a filter on pools")
     ip = ips.Create(eis.ExternalIPsCreateRequest(object=eit.ExternalIP(metadata=md.Metadata(name="osac-out"), spec=eit.ExternalIPSpec())),
                     metadata=user, timeout=30).object
     spec = ngt.NATGatewaySpec(virtual_network=vnt.VirtualNetworkLocalReference(name="osac-net"),
@@ -285,7 +295,7 @@ def nat_gateway(ch, user, net_id):
     else:
         check(False, "the NAT gateway is gone after its delete")
     ips.Delete(eis.ExternalIPsDeleteRequest(id=ip.id), metadata=user, timeout=30)
-    step("a NAT gateway with typed references: READY, one per network, its external IP held; listed by its network, deleted")
+    step("the external IP pools listed and read; a NAT gateway with typed references: READY, one per network, its external IP held; listed by its network, deleted")
 
 
 def attach_external_ip(ch, user, vm_id):

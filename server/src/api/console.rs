@@ -85,9 +85,14 @@ pub(super) async fn session(
     client_id: &str,
 ) -> Result<ConsoleSession, ApiError> {
     let issued = consoles::open_session(s, caller, id, kind, client_id).await?;
-    let path = if kind == ConsoleType::Vnc { "vnc" } else { "console" };
-    let url = format!("{PREFIX}/virtual_machines/{id}/{path}?ticket={}", issued.ticket);
+    let url = url_of(id, kind, &issued.ticket);
     Ok(ConsoleSession { ticket: issued.ticket, expires_at: issued.expires_at, url, kind })
+}
+
+/// The path of VM `id`'s `kind` of console's WebSocket, `ticket` included.
+pub(super) fn url_of(id: &str, kind: ConsoleType, ticket: &str) -> String {
+    let path = if kind == ConsoleType::Vnc { "vnc" } else { "console" };
+    format!("{PREFIX}/virtual_machines/{id}/{path}?ticket={ticket}")
 }
 
 /// The query of a console's WebSocket.

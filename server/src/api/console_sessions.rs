@@ -11,7 +11,7 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use vmaas_model::Envelope;
 
-use super::console::session;
+use super::console::url_of;
 use super::extract::ApiJson;
 use crate::app::consoles;
 use crate::app::consoles::tickets::ConsoleType;
@@ -76,22 +76,17 @@ pub(super) async fn create(
     caller: Caller,
     ApiJson(Envelope { object: req }): ApiJson<Envelope<OsacConsoleSession>>,
 ) -> Result<(StatusCode, Json<Envelope<OsacConsoleSession>>), ApiError> {
-    if req.resource_type == ConsoleResourceType::Host {
-        return Err(ApiError::field("object.resource_type", "is not served by vmaas: only compute instances have consoles"));
-    }
-    if req.resource_id.trim().is_empty() {
-        return Err(ApiError::field("object.resource_id", "must name a compute instance by id or name"));
-    }
-    let id = consoles::vm_id(&s, &caller, &req.resource_id).await?;
-    let session = session(&s, &caller, &id, req.kind, &req.client_id).await?;
+    let host = req.resource_type == ConsoleResourceType::Host;
+    let (id, issued) = consoles::session_of(&s, &caller, host, &req.resource_id, req.kind, &req.client_id).await?;
+    let url = url_of(&id, req.kind, &issued.ticket);
     let answer = OsacConsoleSession {
         resource_type: ConsoleResourceType::ComputeInstance,
         resource_id: id,
         kind: req.kind,
         client_id: req.client_id,
-        ticket: session.ticket,
-        expires_at: Some(session.expires_at),
-        url: session.url,
+        ticket: issued.ticket,
+        expires_at: Some(issued.expires_at),
+        url,
     };
     Ok((StatusCode::CREATED, Json(Envelope { object: answer })))
 }

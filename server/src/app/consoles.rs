@@ -40,6 +40,29 @@ pub(crate) async fn open_session(s: &AppState, caller: &Caller, id: &str, kind: 
     Ok(Issued { ticket, expires_at })
 }
 
+/// OSAC's console session (`ConsoleSessions.Create`): a new session of
+/// the console of the caller's compute instance `resource` names (its id
+/// or name); `host`: the session is asked of a bare-metal host, which is
+/// not served. Answers the instance's id and the ticket.
+pub(crate) async fn session_of(
+    s: &AppState,
+    caller: &Caller,
+    host: bool,
+    resource: &str,
+    kind: ConsoleType,
+    client_id: &str,
+) -> Result<(String, Issued), ApiError> {
+    if host {
+        return Err(ApiError::field("object.resource_type", "is not served by vmaas: only compute instances have consoles"));
+    }
+    if resource.trim().is_empty() {
+        return Err(ApiError::field("object.resource_id", "must name a compute instance by id or name"));
+    }
+    let id = vm_id(s, caller, resource).await?;
+    let issued = open_session(s, caller, &id, kind, client_id).await?;
+    Ok((id, issued))
+}
+
 /// The id of the caller's VM `reference` names (its id, else its name).
 pub(crate) async fn vm_id(s: &AppState, caller: &Caller, reference: &str) -> Result<String, ApiError> {
     match simple::by_id_or_name(s, &scope(caller), ObjectKind::VirtualMachine, reference).await?.as_slice() {

@@ -93,6 +93,8 @@ pub fn routes(state: AppState, rest: axum::Router, max_message: usize) -> Result
         osac::external_ip_attachments_server::ExternalIpAttachmentsServer::new(typed::ExternalIpAttachments(ctx.clone())),
         osac::nat_gateways_server::NatGatewaysServer::new(typed::NatGateways(ctx.clone())),
         osac::instance_types_server::InstanceTypesServer::new(typed::InstanceTypes(ctx.clone())),
+        osac::external_ip_pools_server::ExternalIpPoolsServer::new(typed::ExternalIpPools(ctx.clone())),
+        osac::console_sessions_server::ConsoleSessionsServer::new(typed::ConsoleSessions(ctx.clone())),
         pb::vmaas::v1::compute_instance_snapshots_server::ComputeInstanceSnapshotsServer::new(typed::ComputeInstanceSnapshots(ctx)),
     );
     for service in services.iter().filter(|s| !typed.contains(&s.as_str())) {

@@ -8,6 +8,7 @@
 mod addresses;
 mod any;
 mod compute_instances;
+mod consoles;
 mod kinds;
 mod mask;
 mod meta;
@@ -23,6 +24,7 @@ use tonic::Status;
 
 pub use addresses::{ExternalIpAttachments, ExternalIps, NatGateways};
 pub use compute_instances::ComputeInstances;
+pub use consoles::{ConsoleSessions, ExternalIpPools};
 pub use networking::{SecurityGroups, Subnets, VirtualNetworks};
 pub use shapes::{ComputeInstanceSnapshots, InstanceTypes};
 pub use virtual_machines::VirtualMachines;
