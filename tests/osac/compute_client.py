@@ -26,7 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from instance_types_client import refused  # noqa: E402
-from osac_client import check, rest, step, with_stubs  # noqa: E402
+from osac_client import check, rest, step, until_gone, with_stubs  # noqa: E402
 
 LATEST = {"osac/public-v1-latest/proto/public": ["osac/public/v1/"]}
 
@@ -175,15 +175,7 @@ def run(a):
     step("updated with a field mask: stopped, its references untouched")
 
     instances.Delete(cis.ComputeInstancesDeleteRequest(id=vm.id), metadata=user, timeout=60)
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            instances.Get(cis.ComputeInstancesGetRequest(id=vm.id), metadata=user, timeout=10)
-        except grpc.RpcError as e:
-            check(e.code() == grpc.StatusCode.NOT_FOUND, f"gone: NOT_FOUND ({e.code()})")
-            break
-        check(time.monotonic() < deadline, "deleted within 120 s")
-        time.sleep(0.5)
+    until_gone(lambda: instances.Get(cis.ComputeInstancesGetRequest(id=vm.id), metadata=user, timeout=10), "the compute instance", 120)
     step("deleted; Get answers NOT_FOUND")
     gateway_json(a, disk.id)
     lifecycle(ch, user, [("authorization", f"Bearer {a.other_token}")], disk.id)
@@ -284,16 +276,7 @@ def nat_gateway(ch, user, net_id):
     listed = gateways.List(ngs.NATGatewaysListRequest(filter=f"this.spec.virtual_network.id == '{net_id}'"), metadata=user, timeout=30)
     check([g.id for g in listed.items] == [gw.id], f"listed by its network ({listed})")
     gateways.Delete(ngs.NATGatewaysDeleteRequest(id=gw.id), metadata=user, timeout=30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            gateways.Get(ngs.NATGatewaysGetRequest(id=gw.id), metadata=user, timeout=30)
-            time.sleep(0.2)
-        except grpc.RpcError as e:
-            check(e.code() == grpc.StatusCode.NOT_FOUND, f"gone ({e.code()})")
-            break
-    else:
-        check(False, "the NAT gateway is gone after its delete")
+    until_gone(lambda: gateways.Get(ngs.NATGatewaysGetRequest(id=gw.id), metadata=user, timeout=30), "the NAT gateway", 30)
     ips.Delete(eis.ExternalIPsDeleteRequest(id=ip.id), metadata=user, timeout=30)
     step("the external IP pools listed and read; a NAT gateway with typed references: READY, one per network, its external IP held; listed by its network, deleted")
 
@@ -329,16 +312,7 @@ def attach_external_ip(ch, user, vm_id):
     except grpc.RpcError as e:
         check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "external_ip" in e.details(), f"refused ({e.details()})")
     attachments.Delete(eas.ExternalIPAttachmentsDeleteRequest(id=att.id), metadata=user, timeout=30)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            attachments.Get(eas.ExternalIPAttachmentsGetRequest(id=att.id), metadata=user, timeout=30)
-            time.sleep(0.2)
-        except grpc.RpcError as e:
-            check(e.code() == grpc.StatusCode.NOT_FOUND, f"detached ({e.code()})")
-            break
-    else:
-        check(False, "the attachment is gone after its delete")
+    until_gone(lambda: attachments.Get(eas.ExternalIPAttachmentsGetRequest(id=att.id), metadata=user, timeout=30), "the attachment", 60)
     ips.Delete(eis.ExternalIPsDeleteRequest(id=ip.id), metadata=user, timeout=30)
     step("an external IP attached to the VM by typed references: READY with its address; its IP not swapped; detached")
 

@@ -148,6 +148,20 @@ def check(cond, what):
         raise SystemExit(f"FAILED: {what}")
 
 
+def until_gone(read, what, seconds):
+    """Calls read() until it answers NOT_FOUND (any other error fails), within seconds."""
+    import grpc
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            read()
+            time.sleep(0.2)
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.NOT_FOUND, f"{what} gone: NOT_FOUND ({e.code()})")
+            return
+    check(False, f"{what} is gone within {seconds} s of its delete")
+
+
 def rest(endpoint, method, path, token, body=None):
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(endpoint + path, data=data, method=method)
@@ -325,16 +339,7 @@ def run(a):
     step(f"fulfillment.v1 reads it READY at {got.status.ip_address}")
 
     machines.Delete(vms.VirtualMachinesDeleteRequest(id=created.id), metadata=user, timeout=60)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            machines.Get(vms.VirtualMachinesGetRequest(id=created.id), metadata=user, timeout=10)
-            time.sleep(0.5)
-        except grpc.RpcError as e:
-            check(e.code() == grpc.StatusCode.NOT_FOUND, f"gone: NOT_FOUND ({e.code()})")
-            break
-    else:
-        raise SystemExit("FAILED: the VM was not deleted within 120 s")
+    until_gone(lambda: machines.Get(vms.VirtualMachinesGetRequest(id=created.id), metadata=user, timeout=10), "the VM", 120)
     step("deleted; Get answers NOT_FOUND")
 
     gateway_json(a, tid)

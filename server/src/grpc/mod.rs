@@ -1,9 +1,10 @@
 //! gRPC on the same port as REST: OSAC's services (`fulfillment.v1`,
 //! `events.v1`, `osac.public.v1`) as the project's own `.proto` files state
-//! them. The VM services are served typed (`typed`: prost messages to the
-//! application layer and back); the others by a gateway onto the REST routes
-//! their HTTP rules name (and `ConsoleProxy.Connect`, a bidirectional
-//! stream, by `proxy`); plus server reflection and the gRPC health service.
+//! them. Most services are served typed (`typed`: prost messages to the
+//! application layer and back); the template, catalog-item and disk-image
+//! services by a gateway onto the REST routes their HTTP rules name (and
+//! `ConsoleProxy.Connect`, a bidirectional stream, by `proxy`; the event
+//! streams by `watch`); plus server reflection and the gRPC health service.
 
 mod cache;
 mod codec;
