@@ -344,7 +344,11 @@ def lifecycle(ch, user, stranger, disk_id):
           f"deprecated, with its time ({old.spec})")
     check(old.spec.source_ref.startswith("http"), f"the rest kept ({old.spec.source_ref})")
     still = new_instance("on-deprecated")
-    step("a disk image deprecated with an update mask; a new compute instance still boots it")
+    elsewhere = dit.DiskImage(id=disk_id, spec=dit.DiskImageSpec(source_ref="http://127.0.0.1:1/other.qcow2"))
+    e = refused(lambda: images.Update(dis.DiskImagesUpdateRequest(object=elsewhere, update_mask=field_mask_pb2.FieldMask(
+        paths=["spec.source_ref"])), metadata=user, timeout=30), grpc.StatusCode.INVALID_ARGUMENT, "a new source of an imported image")
+    check("object.spec.source_ref" in e.details(), f"names the source ({e.details()})")
+    step("a disk image deprecated with an update mask; a new compute instance still boots it; its source is fixed")
     gone = move(dit.DISK_IMAGE_LIFECYCLE_OBSOLETE)
     check(gone.spec.deprecation.obsolescence_timestamp.seconds > 0, f"obsolete, with its time ({gone.spec})")
     e = refused(lambda: new_instance("on-obsolete"), grpc.StatusCode.INVALID_ARGUMENT, "a new compute instance of an obsolete image")

@@ -17,7 +17,7 @@ use crate::ValidationErrors;
 use crate::machine::REGISTRY_SCHEME;
 use crate::profile::GuestOsFamily;
 
-use super::Image;
+use super::{Image, ImageSpec};
 
 /// The `@type` of a disk image.
 pub const DISK_IMAGE_TYPE_URL: &str = "type.googleapis.com/osac.public.v1.DiskImage";
@@ -28,12 +28,34 @@ const REGISTRY: &str = "SOURCE_TYPE_REGISTRY";
 /// The one architecture vmaas's guests have.
 const AMD64: &str = "ARCHITECTURE_AMD64";
 
-/// Image `i` as a disk image.
-pub fn to_disk_image(i: &Image) -> Value {
-    let family = match i.spec.guest_os_family.unwrap_or_default() {
+/// What a disk image's spec shows of an image, by OSAC's wire names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shown {
+    /// `SOURCE_TYPE_REGISTRY` for an OCI image, else none (unspecified).
+    pub source_type: Option<&'static str>,
+    /// The URL, or the OCI reference without `docker://`.
+    pub source_ref: String,
+    /// `GUEST_OS_FAMILY_LINUX` or `_WINDOWS`.
+    pub guest_os_family: &'static str,
+    /// `ARCHITECTURE_AMD64`, the one there is.
+    pub architecture: &'static str,
+}
+
+/// What image `i` shows as a disk image's spec.
+pub fn shown(i: &Image) -> Shown {
+    let guest_os_family = match i.spec.guest_os_family.unwrap_or_default() {
         GuestOsFamily::Linux => "GUEST_OS_FAMILY_LINUX",
         GuestOsFamily::Windows => "GUEST_OS_FAMILY_WINDOWS",
     };
+    let source = i.spec.source.clone().unwrap_or_else(|| i.metadata.name.clone());
+    match source.strip_prefix(REGISTRY_SCHEME) {
+        Some(r) => Shown { source_type: Some(REGISTRY), source_ref: r.to_owned(), guest_os_family, architecture: AMD64 },
+        None => Shown { source_type: None, source_ref: source, guest_os_family, architecture: AMD64 },
+    }
+}
+
+/// Image `i` as a disk image.
+pub fn to_disk_image(i: &Image) -> Value {
     let mut metadata = serde_json::to_value(&i.metadata).unwrap_or_else(|_| json!({}));
     if let Some(m) = metadata.as_object_mut() {
         m.remove("public");
@@ -47,15 +69,15 @@ pub fn to_disk_image(i: &Image) -> Value {
     if let Some(why) = &i.status.message {
         status["message"] = Value::from(why.as_str());
     }
-    let source = i.spec.source.clone().unwrap_or_else(|| i.metadata.name.clone());
+    let view = shown(i);
     let mut spec = json!({
-        "source_ref": source.strip_prefix(REGISTRY_SCHEME).unwrap_or(&source),
-        "guest_os_family": family,
-        "architecture": [AMD64],
+        "source_ref": view.source_ref,
+        "guest_os_family": view.guest_os_family,
+        "architecture": [view.architecture],
         "lifecycle": i.spec.lifecycle,
     });
-    if source.starts_with(REGISTRY_SCHEME) {
-        spec["source_type"] = Value::from(REGISTRY);
+    if let Some(t) = view.source_type {
+        spec["source_type"] = Value::from(t);
     }
     if let Some(d) = &i.spec.deprecation {
         spec["deprecation"] = serde_json::to_value(d).unwrap_or_default();
@@ -85,7 +107,7 @@ pub fn patch_of_disk_image(di: Value, now: &Value, prefix: &str) -> Result<Value
             match f.as_str() {
                 "lifecycle" | "deprecation" => _ = spec.insert(f, v),
                 _ if now["spec"].get(&f) == Some(&v) => {}
-                _ => errs.push(format!("{prefix}.spec.{f}"), "is fixed at import: only lifecycle and deprecation change"),
+                _ => errs.push(format!("{prefix}.spec.{f}"), FIXED_AT_IMPORT),
             }
         }
     }
@@ -93,8 +115,78 @@ pub fn patch_of_disk_image(di: Value, now: &Value, prefix: &str) -> Result<Value
     if errs.is_empty() { Ok(Value::Object(out)) } else { Err(errs) }
 }
 
+/// Why a field of an imported disk image does not change.
+pub const FIXED_AT_IMPORT: &str = "is fixed at import: only lifecycle and deprecation change";
+
+/// A disk image's spec as a create asks for it, by OSAC's wire names
+/// (empty: not given).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Asked {
+    /// `SOURCE_TYPE_REGISTRY`, or empty or `SOURCE_TYPE_UNSPECIFIED`.
+    pub source_type: String,
+    /// The URL, or the OCI reference.
+    pub source_ref: String,
+    /// `GUEST_OS_FAMILY_*`, or empty.
+    pub guest_os_family: String,
+    /// `ARCHITECTURE_*`, each.
+    pub architecture: Vec<String>,
+    /// `DISK_IMAGE_LIFECYCLE_*`, or empty.
+    pub lifecycle: String,
+    /// A description (vmaas's).
+    pub description: Option<String>,
+    /// A deprecation was given.
+    pub deprecation: bool,
+}
+
+/// The image import a disk image's spec asks for; what vmaas cannot honour
+/// goes into `errs`, named under `prefix` (the object).
+pub fn import_spec(asked: Asked, prefix: &str, errs: &mut ValidationErrors) -> ImageSpec {
+    let at = |f: &str| format!("{prefix}.spec.{f}");
+    let mut image = ImageSpec { description: asked.description.unwrap_or_default(), ..ImageSpec::default() };
+    if asked.deprecation {
+        errs.push(at("deprecation"), "cannot be set at import: deprecate the image with an update once imported");
+    }
+    let registry = match asked.source_type.as_str() {
+        "" | "SOURCE_TYPE_UNSPECIFIED" => false,
+        REGISTRY => true,
+        other => {
+            errs.push(at("source_type"), format!("unknown source type {other:?}"));
+            false
+        }
+    };
+    match asked.source_ref {
+        r if r.is_empty() && registry => errs.push(at("source_ref"), "is required: the image's reference, HOST/REPOSITORY:TAG"),
+        r if r.is_empty() => errs.push(at("source_ref"), "is required: the http(s) URL to import the image from"),
+        r if registry && r.contains("://") && !r.starts_with(REGISTRY_SCHEME) => errs.push(
+            at("source_ref"),
+            "is an OCI image reference with SOURCE_TYPE_REGISTRY: HOST/REPOSITORY:TAG, with no scheme but docker://",
+        ),
+        r if registry && !r.starts_with(REGISTRY_SCHEME) => image.source = Some(format!("{REGISTRY_SCHEME}{r}")),
+        r => image.source = Some(r),
+    }
+    image.guest_os_family = match asked.guest_os_family.as_str() {
+        "" | "GUEST_OS_FAMILY_UNSPECIFIED" => None,
+        "GUEST_OS_FAMILY_LINUX" => Some(GuestOsFamily::Linux),
+        "GUEST_OS_FAMILY_WINDOWS" => Some(GuestOsFamily::Windows),
+        other => {
+            errs.push(at("guest_os_family"), format!("must be GUEST_OS_FAMILY_LINUX or GUEST_OS_FAMILY_WINDOWS, got {other}"));
+            None
+        }
+    };
+    for (i, a) in asked.architecture.iter().enumerate() {
+        if a != AMD64 {
+            errs.push(format!("{}[{i}]", at("architecture")), format!("must be {AMD64}: this host runs x86_64 guests, got {a}"));
+        }
+    }
+    match asked.lifecycle.as_str() {
+        "" | "DISK_IMAGE_LIFECYCLE_UNSPECIFIED" | "DISK_IMAGE_LIFECYCLE_AVAILABLE" => {}
+        other => errs.push(at("lifecycle"), format!("cannot be {other} at import: deprecate the image with an update once imported")),
+    }
+    image
+}
+
 /// The disk image body `di` (the object of a create) read as an image
-/// import's body (`{metadata, spec: {source, guest_os_family}}`); what
+/// import's body (`{metadata, spec}`, the spec an [`ImageSpec`]); what
 /// vmaas cannot honour is an error under `prefix`.
 pub fn from_disk_image(di: Value, prefix: &str) -> Result<Value, ValidationErrors> {
     let mut errs = ValidationErrors::default();
@@ -111,51 +203,35 @@ pub fn from_disk_image(di: Value, prefix: &str) -> Result<Value, ValidationError
         errs.push(format!("{prefix}.{f}"), "is not a field of a disk image");
     }
     let at = |f: &str| format!("{prefix}.spec.{f}");
-    for (f, v) in spec.as_object().into_iter().flatten() {
+    for (f, _) in spec.as_object().into_iter().flatten() {
         match f.as_str() {
-            "source_type" | "source_ref" | "guest_os_family" | "architecture" | "lifecycle" | "description" => {}
-            "deprecation" if v.is_null() || *v == json!({}) => {}
-            "deprecation" => errs.push(at(f), "cannot be set at import: deprecate the image with an update once imported"),
+            "source_type" | "source_ref" | "guest_os_family" | "architecture" | "lifecycle" | "description" | "deprecation" => {}
             "public" => errs.push(at(f), "is not a disk image field: an administrator publishes an image with spec.public of POST /images"),
             _ => errs.push(at(f), "is not a field of a disk image's spec"),
         }
     }
-    let text = |f: &str| spec.get(f).and_then(Value::as_str).unwrap_or_default().to_owned();
-    let mut image = Map::new();
-    let registry = match text("source_type").as_str() {
-        "" | "SOURCE_TYPE_UNSPECIFIED" => false,
-        REGISTRY => true,
-        other => {
-            errs.push(at("source_type"), format!("unknown source type {other:?}"));
-            false
-        }
+    let text = |f: &str| match spec.get(f) {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(t)) => t.clone(),
+        Some(other) => other.to_string(),
     };
-    match text("source_ref") {
-        r if r.is_empty() && registry => errs.push(at("source_ref"), "is required: the image's reference, HOST/REPOSITORY:TAG"),
-        r if r.is_empty() => errs.push(at("source_ref"), "is required: the http(s) URL to import the image from"),
-        r if registry && r.contains("://") && !r.starts_with(REGISTRY_SCHEME) => errs.push(
-            at("source_ref"),
-            "is an OCI image reference with SOURCE_TYPE_REGISTRY: HOST/REPOSITORY:TAG, with no scheme but docker://",
-        ),
-        r if registry && !r.starts_with(REGISTRY_SCHEME) => _ = image.insert("source".into(), Value::from(format!("{REGISTRY_SCHEME}{r}"))),
-        r => _ = image.insert("source".into(), Value::from(r)),
-    }
-    if let Some(family) = spec.get("guest_os_family").filter(|v| !v.is_null() && *v != "GUEST_OS_FAMILY_UNSPECIFIED") {
-        image.insert("guest_os_family".into(), family.clone());
-    }
-    for (i, a) in spec.get("architecture").and_then(Value::as_array).into_iter().flatten().enumerate() {
-        if a != AMD64 {
-            errs.push(format!("{}[{i}]", at("architecture")), format!("must be {AMD64}: this host runs x86_64 guests, got {a}"));
-        }
-    }
-    match text("lifecycle").as_str() {
-        "" | "DISK_IMAGE_LIFECYCLE_UNSPECIFIED" | "DISK_IMAGE_LIFECYCLE_AVAILABLE" => {}
-        other => errs.push(at("lifecycle"), format!("cannot be {other} at import: deprecate the image with an update once imported")),
-    }
-    if let Some(d) = spec.get("description").and_then(Value::as_str) {
-        image.insert("description".into(), Value::from(d));
-    }
-    out.insert("spec".into(), Value::Object(image));
+    let asked = Asked {
+        source_type: text("source_type"),
+        source_ref: text("source_ref"),
+        guest_os_family: text("guest_os_family"),
+        architecture: spec
+            .get("architecture")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|a| a.as_str().map_or_else(|| a.to_string(), str::to_owned))
+            .collect(),
+        lifecycle: text("lifecycle"),
+        description: spec.get("description").and_then(Value::as_str).map(str::to_owned),
+        deprecation: spec.get("deprecation").is_some_and(|d| !d.is_null() && *d != json!({})),
+    };
+    let image = import_spec(asked, prefix, &mut errs);
+    out.insert("spec".into(), serde_json::to_value(image).unwrap_or_default());
     if errs.is_empty() { Ok(Value::Object(out)) } else { Err(errs) }
 }
 
@@ -171,7 +247,7 @@ mod tests {
         assert_eq!(
             body,
             json!({"metadata": {"name": "deb", "display_name": "Debian"},
-            "spec": {"source": "http://127.0.0.1:8/d.qcow2", "guest_os_family": "GUEST_OS_FAMILY_LINUX"}})
+            "spec": {"source": "http://127.0.0.1:8/d.qcow2", "guest_os_family": "linux"}})
         );
     }
 

@@ -15,6 +15,7 @@ use vmaas_model::{CreateObject, Envelope};
 
 use super::extract::{ApiJson, ApiQuery};
 use super::query::{PageQuery, page};
+use crate::app::disk_images::{self, in_view};
 use crate::app::image_imports::{self, PatchImage};
 use crate::app::images;
 use crate::auth::Caller;
@@ -31,17 +32,7 @@ pub(super) fn routes() -> Router<AppState> {
     responses((status = 200, description = "`{\"items\": [disk images], \"size\", \"total\"}`"), (status = 400, body = ApiError)),
     security(("bearer" = [])))]
 pub(super) async fn list(State(s): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<PageQuery>) -> Result<Response, ApiError> {
-    let req = q.request()?;
-    let (s, caller) = (&s, &caller);
-    let listed = req
-        .run_unnarrowed(|r| async move {
-            let all = images::list(s, caller, None).await?;
-            let total = all.len() as u64;
-            let window =
-                all.iter().skip(usize::try_from(r.offset).unwrap_or(usize::MAX)).take(usize::try_from(r.limit).unwrap_or(usize::MAX));
-            Ok((window.map(|i| to_disk_image(i).to_string().into()).collect(), total))
-        })
-        .await?;
+    let (listed, _) = disk_images::list(&s, &caller, q.request()?).await?;
     Ok(page(listed))
 }
 
@@ -69,8 +60,8 @@ pub(super) async fn create(
     let body = from_disk_image(req.object, "object").map_err(ApiError::invalid)?;
     let import: Envelope<CreateObject<ImageSpec>> =
         decode(&serde_json::to_vec(&json!({"object": body})).map_err(ApiError::internal)?).map_err(in_view)?;
-    let made = image_imports::create(&s, &caller, import.object).await.map_err(in_view)?;
-    Ok(answer(StatusCode::CREATED, &made.to_api()))
+    let made = disk_images::create(&s, &caller, import.object).await?;
+    Ok(answer(StatusCode::CREATED, &made))
 }
 
 /// Update an imported disk image: its labels, and its lifecycle
@@ -106,14 +97,4 @@ pub(super) async fn remove(State(s): State<AppState>, caller: Caller, Path(id): 
 /// `{"object": image}` in the view, with `status`.
 fn answer(status: StatusCode, image: &Image) -> Response {
     (status, Json(json!({"object": to_disk_image(image)}))).into_response()
-}
-
-/// An error of the image handlers in the view's field names.
-fn in_view(mut e: ApiError) -> ApiError {
-    for d in &mut e.details {
-        if d.field == "object.spec.source" {
-            d.field = "object.spec.source_ref".into();
-        }
-    }
-    e
 }

@@ -215,6 +215,14 @@ pub(crate) struct PatchImage {
     spec: Option<ImageLifecyclePatch>,
 }
 
+impl PatchImage {
+    /// A change of the image `id` (when given): its new `metadata`, and
+    /// its lifecycle as `spec` says.
+    pub(crate) fn new(id: Option<String>, metadata: Option<MetadataInput>, spec: Option<ImageLifecyclePatch>) -> Self {
+        Self { type_url: None, id, metadata, spec }
+    }
+}
+
 /// Changes the caller's imported image `id`: its labels, or its lifecycle.
 pub(crate) async fn change(s: &AppState, caller: &Caller, id: &str, p: PatchImage) -> Result<ImageRecord, ApiError> {
     if in_catalog_named(s, id).await? {

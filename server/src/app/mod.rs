@@ -17,6 +17,7 @@
 pub(crate) mod catalog;
 pub(crate) mod compute_instances;
 pub(crate) mod consoles;
+pub(crate) mod disk_images;
 pub(crate) mod events;
 pub(crate) mod exports;
 pub(crate) mod health;

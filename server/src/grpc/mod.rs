@@ -1,8 +1,8 @@
 //! gRPC on the same port as REST: OSAC's services (`fulfillment.v1`,
 //! `events.v1`, `osac.public.v1`) as the project's own `.proto` files state
 //! them. Most services are served typed (`typed`: prost messages to the
-//! application layer and back); the template, catalog-item and disk-image
-//! services by a gateway onto the REST routes their HTTP rules name (and
+//! application layer and back); the template and catalog-item services
+//! by a gateway onto the REST routes their HTTP rules name (and
 //! `ConsoleProxy.Connect`, a bidirectional stream, by `proxy`; the event
 //! streams by `watch`); plus server reflection and the gRPC health service.
 
@@ -95,6 +95,7 @@ pub fn routes(state: AppState, rest: axum::Router, max_message: usize) -> Result
         osac::nat_gateways_server::NatGatewaysServer::new(typed::NatGateways(ctx.clone())),
         osac::instance_types_server::InstanceTypesServer::new(typed::InstanceTypes(ctx.clone())),
         osac::external_ip_pools_server::ExternalIpPoolsServer::new(typed::ExternalIpPools(ctx.clone())),
+        osac::disk_images_server::DiskImagesServer::new(typed::DiskImages(ctx.clone())),
         osac::console_sessions_server::ConsoleSessionsServer::new(typed::ConsoleSessions(ctx.clone())),
         pb::vmaas::v1::compute_instance_snapshots_server::ComputeInstanceSnapshotsServer::new(typed::ComputeInstanceSnapshots(ctx)),
     );
