@@ -248,7 +248,20 @@ def run(a):
         check(e.code() == grpc.StatusCode.PERMISSION_DENIED, f"a tenant publishing gets PERMISSION_DENIED ({e.code()})")
     listed = templates.List(ts.VirtualMachineTemplatesListRequest(filter=f"this.id == '{tid}'"), metadata=user, timeout=30)
     check([t.id for t in listed.items] == [tid] and listed.total == 1, f"the tenant lists the template by filter ({listed})")
-    step("template created by an administrator, listed by the tenant with a CEL filter")
+    from google.protobuf import field_mask_pb2
+    retitle = tt.VirtualMachineTemplate(id=tid, title="OSAC small, retitled", description="ignored-by-the-mask")
+    mask = field_mask_pb2.FieldMask(paths=["title"])
+    retitled = templates.Update(ts.VirtualMachineTemplatesUpdateRequest(object=retitle, update_mask=mask), metadata=admin, timeout=30).object
+    check(retitled.title == "OSAC small, retitled" and retitled.description == "made by OSAC's own client"
+          and [p.name for p in retitled.parameters] == ["vm_cpu_cores", "vm_memory"], f"retitled, the rest kept ({retitled})")
+    try:
+        bad = tt.VirtualMachineTemplate(id=tid, parameters=[tt.VirtualMachineTemplateParameterDefinition(name="vm_memory", type="colour")])
+        templates.Update(ts.VirtualMachineTemplatesUpdateRequest(object=bad, update_mask=field_mask_pb2.FieldMask(paths=["parameters"])),
+                         metadata=admin, timeout=30)
+        check(False, "a parameter of an unknown type is refused")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "parameters[0].type" in e.details(), f"names the type ({e.details()})")
+    step("template created by an administrator, retitled with an update mask, listed by the tenant with a CEL filter")
     public_templates(a, ch, tid, admin, user)
 
     machines = vms_grpc.VirtualMachinesStub(ch)

@@ -1,8 +1,8 @@
 //! gRPC on the same port as REST: OSAC's services (`fulfillment.v1`,
 //! `events.v1`, `osac.public.v1`) as the project's own `.proto` files state
 //! them. Most services are served typed (`typed`: prost messages to the
-//! application layer and back); the template and catalog-item services
-//! by a gateway onto the REST routes their HTTP rules name (and
+//! application layer and back); `ComputeInstanceTemplates` and the
+//! catalog items by a gateway onto the REST routes their HTTP rules name (and
 //! `ConsoleProxy.Connect`, a bidirectional stream, by `proxy`; the event
 //! streams by `watch`); plus server reflection and the gRPC health service.
 
@@ -86,6 +86,9 @@ pub fn routes(state: AppState, rest: axum::Router, max_message: usize) -> Result
     use pb::osac::public::v1 as osac;
     serve_typed!(
         pb::fulfillment::v1::virtual_machines_server::VirtualMachinesServer::new(typed::VirtualMachines(ctx.clone())),
+        pb::fulfillment::v1::virtual_machine_templates_server::VirtualMachineTemplatesServer::new(typed::VirtualMachineTemplates(
+            ctx.clone()
+        )),
         osac::compute_instances_server::ComputeInstancesServer::new(typed::ComputeInstances(ctx.clone())),
         osac::virtual_networks_server::VirtualNetworksServer::new(typed::VirtualNetworks(ctx.clone())),
         osac::subnets_server::SubnetsServer::new(typed::Subnets(ctx.clone())),

@@ -38,6 +38,12 @@ impl Mask {
         paths.iter().any(|p| p == path || path.strip_prefix(p.as_str()).is_some_and(|rest| rest.starts_with('.')))
     }
 
+    /// The paths named, comma-separated (OSAC's `update_mask` as a REST
+    /// query writes it); none without a mask.
+    pub fn joined(&self) -> Option<String> {
+        self.0.as_ref().map(|p| p.join(","))
+    }
+
     /// Whether the field at `path`, or a field inside it, changes.
     pub fn touches(&self, path: &str, set: bool) -> bool {
         let Some(paths) = &self.0 else { return set };

@@ -15,6 +15,7 @@ mod mask;
 mod meta;
 mod networking;
 mod shapes;
+mod templates;
 mod time;
 mod virtual_machines;
 
@@ -29,6 +30,7 @@ pub use consoles::{ConsoleSessions, ExternalIpPools};
 pub use images::DiskImages;
 pub use networking::{SecurityGroups, Subnets, VirtualNetworks};
 pub use shapes::{ComputeInstanceSnapshots, InstanceTypes};
+pub use templates::VirtualMachineTemplates;
 pub use virtual_machines::VirtualMachines;
 
 use crate::app::listing::{ListRequest, window};
