@@ -100,7 +100,14 @@ def run(a):
         spec_defaults=ctt.ComputeInstanceTemplateSpecDefaults(instance_type=itt.InstanceTypeReference(name="osac-small")))
     got = templates.Create(cts.ComputeInstanceTemplatesCreateRequest(object=tpl), metadata=admin, timeout=30).object
     check(got.id == "osac-current" and got.spec_defaults.instance_type.name == "osac-small", f"template with a typed default ({got})")
-    step("a template published with a typed instance type")
+    from google.protobuf import field_mask_pb2
+    sized = ctt.ComputeInstanceTemplate(id="osac-current", title="ignored-by-the-mask",
+        spec_defaults=ctt.ComputeInstanceTemplateSpecDefaults(boot_disk=cct.ComputeInstanceDisk(size_gib=11)))
+    mask = field_mask_pb2.FieldMask(paths=["spec_defaults.boot_disk"])
+    got = templates.Update(cts.ComputeInstanceTemplatesUpdateRequest(object=sized, update_mask=mask), metadata=admin, timeout=30).object
+    check(got.spec_defaults.boot_disk.size_gib == 11 and got.spec_defaults.instance_type.name == "osac-small"
+          and got.title == "current shapes", f"a default disk set with an update mask, the rest kept ({got})")
+    step("a template published with a typed instance type, its boot disk set with an update mask")
 
     net, sub, sg, theirs = networks(ch, user, [("authorization", f"Bearer {a.other_token}")])
     nat_gateway(ch, user, net)

@@ -6,14 +6,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde::Deserialize;
 use vmaas_model::CreateObject;
 use vmaas_model::image::disk_image::to_disk_image;
 use vmaas_model::image::{Image, ImageSpec};
 
 use super::image_imports;
 use super::images;
-use super::listing::{ListRequest, Listed};
+use super::listing::{ListRequest, Listed, id_of};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -33,14 +32,8 @@ pub(crate) async fn list(s: &AppState, caller: &Caller, req: ListRequest) -> Res
         })
         .await?;
     let mut by_id: HashMap<String, Image> = all.into_iter().map(|i| (i.id.clone(), i)).collect();
-    let page = listed.items.iter().filter_map(|j| serde_json::from_str::<Id>(j).ok()).filter_map(|i| by_id.remove(&i.id)).collect();
+    let page = listed.items.iter().filter_map(|j| id_of(j)).filter_map(|id| by_id.remove(&id)).collect();
     Ok((listed, page))
-}
-
-/// An object's id, read from its JSON.
-#[derive(Deserialize)]
-struct Id {
-    id: String,
 }
 
 /// Imports the image a disk image's create asks for (`obj`, read from the

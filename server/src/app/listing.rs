@@ -165,3 +165,12 @@ impl Selection {
         Listed { items, total }
     }
 }
+
+/// The `id` of an object a list gave (its JSON).
+pub(crate) fn id_of(json: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Id {
+        id: String,
+    }
+    serde_json::from_str::<Id>(json).ok().map(|i| i.id)
+}

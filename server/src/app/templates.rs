@@ -1,6 +1,7 @@
 //! Templates: everyone lists and reads them; administrators publish,
 //! replace, change (OSAC's `Update` with a field mask) and remove them.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::Utc;
@@ -8,7 +9,7 @@ use serde_json::{Map, Value};
 use tracing::info;
 use vmaas_model::{Envelope, Template, ValidationErrors, VirtualMachineTemplate};
 
-use super::listing::{ListRequest, Listed};
+use super::listing::{ListRequest, Listed, id_of};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -28,16 +29,32 @@ fn check(t: &VirtualMachineTemplate) -> Result<VirtualMachineTemplate, ApiError>
 
 /// A page of templates, each rendered by `view` (filtered and sorted in that view).
 pub(crate) async fn list(s: &AppState, req: ListRequest, view: fn(Value) -> Value) -> Result<Listed, ApiError> {
-    req.run_unnarrowed(|r| async move {
-        let (items, total) = s.store.list_templates(r.offset, r.limit).await?;
-        let items = items
-            .iter()
-            .map(|t| serde_json::to_value(t.to_api()).map(|v| Arc::from(view(v).to_string())))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(ApiError::internal)?;
-        Ok((items, total))
-    })
-    .await
+    Ok(list_viewed(s, req, view).await?.0)
+}
+
+/// [`list`], and the page's templates themselves (each as the model has it).
+pub(crate) async fn list_viewed(
+    s: &AppState,
+    req: ListRequest,
+    view: fn(Value) -> Value,
+) -> Result<(Listed, Vec<VirtualMachineTemplate>), ApiError> {
+    let read = std::sync::Mutex::new(Vec::new());
+    let seen = &read;
+    let listed = req
+        .run_unnarrowed(|r| async move {
+            let (items, total) = s.store.list_templates(r.offset, r.limit).await?;
+            let mut shown = Vec::with_capacity(items.len());
+            for t in items.iter().map(|t| t.to_api()) {
+                shown.push(Arc::from(view(serde_json::to_value(&t).map_err(ApiError::internal)?).to_string()));
+                seen.lock().map_err(|_| ApiError::internal("a template list was poisoned"))?.push(t);
+            }
+            Ok((shown, total))
+        })
+        .await?;
+    let all = read.into_inner().map_err(|_| ApiError::internal("a template list was poisoned"))?;
+    let mut by_id: HashMap<String, VirtualMachineTemplate> = all.into_iter().map(|t| (t.id.clone(), t)).collect();
+    let page = listed.items.iter().filter_map(|j| id_of(j)).filter_map(|id| by_id.remove(&id)).collect();
+    Ok((listed, page))
 }
 
 /// The template `id`.

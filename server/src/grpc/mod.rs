@@ -1,8 +1,7 @@
 //! gRPC on the same port as REST: OSAC's services (`fulfillment.v1`,
 //! `events.v1`, `osac.public.v1`) as the project's own `.proto` files state
 //! them. Most services are served typed (`typed`: prost messages to the
-//! application layer and back); `ComputeInstanceTemplates` and the
-//! catalog items by a gateway onto the REST routes their HTTP rules name (and
+//! application layer and back); the catalog items by a gateway onto the REST routes their HTTP rules name (and
 //! `ConsoleProxy.Connect`, a bidirectional stream, by `proxy`; the event
 //! streams by `watch`); plus server reflection and the gRPC health service.
 
@@ -90,6 +89,7 @@ pub fn routes(state: AppState, rest: axum::Router, max_message: usize) -> Result
             ctx.clone()
         )),
         osac::compute_instances_server::ComputeInstancesServer::new(typed::ComputeInstances(ctx.clone())),
+        osac::compute_instance_templates_server::ComputeInstanceTemplatesServer::new(typed::ComputeInstanceTemplates(ctx.clone())),
         osac::virtual_networks_server::VirtualNetworksServer::new(typed::VirtualNetworks(ctx.clone())),
         osac::subnets_server::SubnetsServer::new(typed::Subnets(ctx.clone())),
         osac::security_groups_server::SecurityGroupsServer::new(typed::SecurityGroups(ctx.clone())),

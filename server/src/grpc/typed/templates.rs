@@ -6,16 +6,13 @@
 use std::sync::Arc;
 
 use prost_reflect::DescriptorPool;
-use serde::Deserialize;
-use serde::de::IntoDeserializer;
 use serde_json::Value;
 use tonic::{Request, Response, Status};
 use vmaas_model::spec::{ExposedPort, Protocol, SpecDefaults};
-use vmaas_model::template::{ParameterDefinition, ParameterType, SpecField, TemplateMetadata};
-use vmaas_model::{Quantity, ValidationErrors, VirtualMachineTemplate};
+use vmaas_model::{ValidationErrors, VirtualMachineTemplate};
 
-use super::any::{from_parameter, to_parameter};
-use super::{Ctx, count, non_empty, time};
+use super::template_parts::{metadata_of, parameters, parameters_pb, quantity, word};
+use super::{Ctx, count, time};
 use crate::app::templates;
 use crate::error::ApiError;
 use crate::grpc::pb::fulfillment::v1 as pb;
@@ -95,59 +92,20 @@ impl pb::virtual_machine_templates_server::VirtualMachineTemplates for VirtualMa
 
 /// A request's template: what the message says, each problem named under `object.`.
 fn from_pb(pool: &DescriptorPool, t: pb::VirtualMachineTemplate, errs: &mut ValidationErrors) -> VirtualMachineTemplate {
-    let parameters = t.parameters.into_iter().enumerate().map(|(i, p)| parameter(pool, p, &format!("object.parameters[{i}]"), errs));
     VirtualMachineTemplate {
         type_url: None,
         id: t.id,
         title: t.title,
         description: t.description,
-        parameters: parameters.collect(),
+        parameters: parameters(pool, t.parameters, errs),
         spec_defaults: t.spec_defaults.map(|d| defaults(d, errs)).unwrap_or_default(),
-        metadata: t.metadata.map(|m| TemplateMetadata {
-            creation_timestamp: None,
-            update_timestamp: None,
-            version: (m.version != 0).then_some(i64::from(m.version)),
-            name: non_empty(m.name),
-        }),
-    }
-}
-
-/// A word of the model's (a type, a field, a protocol) read as its serde
-/// name, or an error under `field`.
-fn word<T: for<'de> Deserialize<'de>>(text: &str, field: &str, errs: &mut ValidationErrors) -> Option<T> {
-    let read: Result<T, serde::de::value::Error> = T::deserialize(text.into_deserializer());
-    read.map_err(|e| errs.push(field, e.to_string())).ok()
-}
-
-fn parameter(
-    pool: &DescriptorPool,
-    p: pb::VirtualMachineTemplateParameterDefinition,
-    at: &str,
-    errs: &mut ValidationErrors,
-) -> ParameterDefinition {
-    let default =
-        p.default.as_ref().and_then(|any| to_parameter(pool, any).map_err(|e| errs.push(format!("{at}.default"), e.to_string())).ok());
-    ParameterDefinition {
-        name: p.name,
-        title: p.title,
-        description: p.description,
-        kind: (!p.r#type.is_empty()).then(|| word::<ParameterType>(&p.r#type, &format!("{at}.type"), errs)).flatten(),
-        required: p.required,
-        default,
-        min: None,
-        max: None,
-        allowed: None,
-        pattern: None,
-        maps_to: (!p.maps_to.is_empty()).then(|| word::<SpecField>(&p.maps_to, &format!("{at}.maps_to"), errs)).flatten(),
+        metadata: t.metadata.map(|m| metadata_of(m.version, m.name)),
     }
 }
 
 fn defaults(d: pb::VirtualMachineTemplateSpecDefaults, errs: &mut ValidationErrors) -> SpecDefaults {
-    let mut quantity = |q: Option<String>, field: &str| {
-        q.and_then(|q| Quantity::parse(&q).map_err(|e| errs.push(format!("object.spec_defaults.{field}"), e.to_string())).ok())
-    };
-    let memory = quantity(d.memory, "memory");
-    let disk_size = quantity(d.disk_size, "disk_size");
+    let memory = quantity(d.memory, "memory", errs);
+    let disk_size = quantity(d.disk_size, "disk_size", errs);
     let ports = d.exposed_ports.into_iter().enumerate().filter_map(|(i, p)| {
         let at = format!("object.spec_defaults.exposed_ports[{i}]");
         let port =
@@ -181,19 +139,7 @@ fn to_pb(pool: &DescriptorPool, t: VirtualMachineTemplate) -> pb::VirtualMachine
         }),
         title: t.title,
         description: t.description,
-        parameters: t
-            .parameters
-            .into_iter()
-            .map(|p| pb::VirtualMachineTemplateParameterDefinition {
-                name: p.name,
-                title: p.title,
-                description: p.description,
-                required: p.required,
-                r#type: p.kind.map(|k| k.as_str().to_owned()).unwrap_or_default(),
-                default: p.default.as_ref().map(|v| from_parameter(pool, v)),
-                maps_to: p.maps_to.map(|f| f.as_str().to_owned()).unwrap_or_default(),
-            })
-            .collect(),
+        parameters: parameters_pb(pool, t.parameters),
         spec_defaults: Some(pb::VirtualMachineTemplateSpecDefaults {
             cpu_cores: d.cpu_cores,
             memory: d.memory.map(|q| q.as_str().to_owned()),
