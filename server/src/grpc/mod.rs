@@ -90,6 +90,9 @@ pub fn routes(state: AppState, rest: axum::Router, max_message: usize) -> Result
         )),
         osac::compute_instances_server::ComputeInstancesServer::new(typed::ComputeInstances(ctx.clone())),
         osac::compute_instance_templates_server::ComputeInstanceTemplatesServer::new(typed::ComputeInstanceTemplates(ctx.clone())),
+        osac::compute_instance_catalog_items_server::ComputeInstanceCatalogItemsServer::new(typed::ComputeInstanceCatalogItems(
+            ctx.clone()
+        )),
         osac::virtual_networks_server::VirtualNetworksServer::new(typed::VirtualNetworks(ctx.clone())),
         osac::subnets_server::SubnetsServer::new(typed::Subnets(ctx.clone())),
         osac::security_groups_server::SecurityGroupsServer::new(typed::SecurityGroups(ctx.clone())),

@@ -7,6 +7,7 @@
 
 mod addresses;
 mod any;
+mod catalog_items;
 mod compute_instances;
 mod consoles;
 mod images;
@@ -27,6 +28,7 @@ use prost_types::FieldMask;
 use tonic::Status;
 
 pub use addresses::{ExternalIpAttachments, ExternalIps, NatGateways};
+pub use catalog_items::ComputeInstanceCatalogItems;
 pub use compute_instances::ComputeInstances;
 pub use consoles::{ConsoleSessions, ExternalIpPools};
 pub use images::DiskImages;
