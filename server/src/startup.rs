@@ -252,11 +252,10 @@ impl App {
         router(self.state.clone(), &self.config.http)
     }
 
-    /// REST and, beside it, gRPC (served through the REST router).
+    /// REST and, beside it, gRPC.
     pub fn router_with_grpc(&self) -> Result<axum::Router, StartError> {
-        let rest = self.router();
-        let grpc = crate::grpc::routes(self.state.clone(), rest.clone(), self.config.http.max_body_bytes)?;
-        Ok(rest.merge(grpc))
+        let grpc = crate::grpc::routes(self.state.clone(), self.config.http.max_body_bytes)?;
+        Ok(self.router().merge(grpc))
     }
 
     /// The TLS the configuration asks for, checked against the listen

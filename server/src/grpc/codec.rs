@@ -1,9 +1,8 @@
-//! A tonic codec for messages known only by their descriptors: every
-//! service the gateway serves is read from the project's `.proto` files at
-//! run time, so requests decode into `DynamicMessage`s; replies are
-//! messages, or bytes encoded already.
+//! A tonic codec for messages known only by their descriptors: the
+//! streaming methods (`super::streams`) are read from the project's
+//! `.proto` files at run time, so requests decode into `DynamicMessage`s
+//! and replies are `DynamicMessage`s too.
 
-use bytes::{BufMut, Bytes};
 use prost::Message;
 use prost_reflect::{DynamicMessage, MessageDescriptor};
 use tonic::Status;
@@ -22,16 +21,8 @@ impl DynamicCodec {
     }
 }
 
-/// A reply: a message, or one encoded already.
-pub enum Reply {
-    /// To encode.
-    Message(DynamicMessage),
-    /// Encoded.
-    Encoded(Bytes),
-}
-
 impl Codec for DynamicCodec {
-    type Encode = Reply;
+    type Encode = DynamicMessage;
     type Decode = DynamicMessage;
     type Encoder = DynamicEncoder;
     type Decoder = DynamicDecoder;
@@ -49,17 +40,11 @@ impl Codec for DynamicCodec {
 pub struct DynamicEncoder;
 
 impl Encoder for DynamicEncoder {
-    type Item = Reply;
+    type Item = DynamicMessage;
     type Error = Status;
 
-    fn encode(&mut self, item: Reply, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        match item {
-            Reply::Message(m) => m.encode(dst).map_err(|e| Status::internal(format!("cannot encode the response: {e}"))),
-            Reply::Encoded(b) => {
-                dst.put_slice(&b);
-                Ok(())
-            }
-        }
+    fn encode(&mut self, item: DynamicMessage, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        item.encode(dst).map_err(|e| Status::internal(format!("cannot encode the response: {e}")))
     }
 }
 

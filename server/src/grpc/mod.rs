@@ -1,19 +1,18 @@
 //! gRPC on the same port as REST: OSAC's services (`fulfillment.v1`,
 //! `events.v1`, `osac.public.v1`) as the project's own `.proto` files state
-//! them. Most services are served typed (`typed`: prost messages to the
-//! application layer and back); the catalog items by a gateway onto the REST routes their HTTP rules name (and
-//! `ConsoleProxy.Connect`, a bidirectional stream, by `proxy`; the event
-//! streams by `watch`); plus server reflection and the gRPC health service.
+//! them. Every unary method is served typed (`typed`: prost messages to
+//! the application layer and back, no JSON and no REST route between);
+//! the streams by their descriptors (`streams`: the event streams by
+//! `watch`, `ConsoleProxy.Connect` by `proxy`); plus server reflection and
+//! the gRPC health service.
 
-mod cache;
 mod codec;
-mod gateway;
 mod json;
 mod observe;
 pub mod pb;
 mod proxy;
-mod rule;
 mod status;
+mod streams;
 mod typed;
 mod watch;
 mod wire;
@@ -21,7 +20,7 @@ mod wire;
 use prost_reflect::DescriptorPool;
 use tonic_health::ServingStatus;
 
-pub use gateway::Gateway;
+pub use streams::Streams;
 
 use crate::state::AppState;
 
@@ -47,14 +46,14 @@ pub enum GrpcError {
     Reflection(#[from] tonic_reflection::server::Error),
 }
 
-/// The gRPC routes: every service of the project's `.proto` files (each
-/// call served by `rest`), reflection (v1 and v1alpha) and health. Messages
-/// are at most `max_message` bytes.
-pub fn routes(state: AppState, rest: axum::Router, max_message: usize) -> Result<axum::Router, GrpcError> {
+/// The gRPC routes: every service of the project's `.proto` files (the
+/// unary methods typed, the streams by their descriptors), reflection (v1
+/// and v1alpha) and health. Messages are at most `max_message` bytes.
+pub fn routes(state: AppState, max_message: usize) -> Result<axum::Router, GrpcError> {
     let pool = DescriptorPool::decode(DESCRIPTORS)?;
     let ctx = typed::Ctx::new(state.clone(), pool.clone());
-    let gateway = Gateway::new(pool, state.clone(), rest, max_message);
-    let services = gateway.services();
+    let streams = Streams::new(pool, state.clone(), max_message);
+    let services = streams.services();
     let (reporter, health) = tonic_health::server::health_reporter();
     let names = services.clone();
     tokio::spawn(async move {
@@ -106,7 +105,7 @@ pub fn routes(state: AppState, rest: axum::Router, max_message: usize) -> Result
         pb::vmaas::v1::compute_instance_snapshots_server::ComputeInstanceSnapshotsServer::new(typed::ComputeInstanceSnapshots(ctx)),
     );
     for service in services.iter().filter(|s| !typed.contains(&s.as_str())) {
-        router = router.route_service(&format!("/{service}/{{method}}"), gateway.clone());
+        router = router.route_service(&format!("/{service}/{{method}}"), streams.clone());
     }
     Ok(router)
 }

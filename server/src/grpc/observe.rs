@@ -1,5 +1,4 @@
-//! The metrics and audit log of calls served typed (the gateway's calls are
-//! recorded by the REST routes they reach): each call counted under its
+//! The metrics and audit log of unary calls: each call counted under its
 //! method's path, and each that changes something audited with its caller.
 
 use std::convert::Infallible;

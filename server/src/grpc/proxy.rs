@@ -17,14 +17,13 @@ use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 use tracing::{debug, info};
 
-use super::codec::Reply;
 use crate::app::consoles;
 use crate::app::consoles::clients::{EVICTED, Hold, evicted};
 use crate::app::consoles::tickets::{ConsoleType, Used};
 use crate::state::AppState;
 
 /// The responses of a connection.
-pub type ProxyStream = Pin<Box<dyn Stream<Item = Result<Reply, Status>> + Send>>;
+pub type ProxyStream = Pin<Box<dyn Stream<Item = Result<DynamicMessage, Status>> + Send>>;
 
 /// Typed input waiting to reach the console.
 const INPUT_QUEUE: usize = 64;
@@ -171,21 +170,21 @@ impl Out {
     }
 
     /// A response whose `field` is a message of that field's type with `set` applied.
-    fn with(&self, field: &str, set: impl FnOnce(&mut DynamicMessage)) -> Reply {
+    fn with(&self, field: &str, set: impl FnOnce(&mut DynamicMessage)) -> DynamicMessage {
         let mut out = DynamicMessage::new(self.response.clone());
         if let Some(kind) = self.response.get_field_by_name(field).and_then(|f| f.kind().as_message().cloned()) {
             let mut inner = DynamicMessage::new(kind);
             set(&mut inner);
             out.set_field_by_name(field, Field::Message(inner));
         }
-        Reply::Message(out)
+        out
     }
 
-    fn output(&self, chunk: Bytes) -> Reply {
+    fn output(&self, chunk: Bytes) -> DynamicMessage {
         self.with("output", |m| m.set_field_by_name("data", Field::Bytes(chunk)))
     }
 
-    fn status(&self, state: &str, message: &str) -> Reply {
+    fn status(&self, state: &str, message: &str) -> DynamicMessage {
         self.with("status", |m| {
             if let Some(n) =
                 m.descriptor().get_field_by_name("state").and_then(|f| f.kind().as_enum().and_then(|e| e.get_value_by_name(state)))

@@ -1,37 +1,25 @@
-//! REST errors as gRPC statuses: the same code and message, and the field
-//! violations as a `google.rpc.BadRequest` detail in `grpc-status-details-bin`
-//! (what gRPC clients decode rich errors from).
+//! The API's errors as gRPC statuses: the same code and message as the
+//! REST API's, and the field violations as a `google.rpc.BadRequest`
+//! detail in `grpc-status-details-bin` (what gRPC clients decode rich
+//! errors from).
 
 use prost::Message;
 use prost_reflect::{DescriptorPool, DynamicMessage, Value as Field};
-use serde::Deserialize;
 use tonic::{Code, Status};
 
 use crate::error::ApiError;
 
-/// The REST API's error body.
-#[derive(Deserialize)]
+/// An error as the REST API writes it.
 struct RestError {
     code: i32,
     message: String,
-    #[serde(default)]
     details: Vec<Violation>,
 }
 
-#[derive(Deserialize)]
+/// A field the error names, and why.
 struct Violation {
-    #[serde(default)]
     field: String,
-    #[serde(default)]
     description: String,
-}
-
-/// The status of a REST answer with `http` status and error `body`.
-pub fn from_rest(pool: &DescriptorPool, http: axum::http::StatusCode, body: &[u8]) -> Status {
-    match serde_json::from_slice::<RestError>(body) {
-        Ok(err) => with_details(pool, err),
-        Err(_) => Status::new(code_of_http(http), String::from_utf8_lossy(body).into_owned()),
-    }
 }
 
 /// The status of an error the server raised itself.
@@ -82,20 +70,4 @@ fn prost_types_any(type_url: &str, value: Vec<u8>, pool: &DescriptorPool) -> Opt
     any.set_field_by_name("type_url", Field::String(type_url.to_owned()));
     any.set_field_by_name("value", Field::Bytes(value.into()));
     Some(any)
-}
-
-/// The gRPC code of an HTTP status, for answers without the API's error body.
-fn code_of_http(s: axum::http::StatusCode) -> Code {
-    match s.as_u16() {
-        400 | 413 => Code::InvalidArgument,
-        401 => Code::Unauthenticated,
-        403 => Code::PermissionDenied,
-        404 => Code::NotFound,
-        405 | 501 => Code::Unimplemented,
-        408 | 504 => Code::DeadlineExceeded,
-        409 => Code::Aborted,
-        429 => Code::ResourceExhausted,
-        503 => Code::Unavailable,
-        _ => Code::Internal,
-    }
 }

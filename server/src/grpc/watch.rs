@@ -13,7 +13,6 @@ use tonic::Status;
 use vmaas_model::template::view::to_compute_instance_template;
 use vmaas_model::vm::compute_instance::to_compute_instance;
 
-use super::codec::Reply;
 use super::{json, status};
 use crate::app::events::{self, Followed};
 use crate::error::ApiError;
@@ -22,7 +21,7 @@ use crate::serve::conns::ConnMark;
 use crate::state::AppState;
 
 /// The responses of a watch.
-pub type EventStream = Pin<Box<dyn Stream<Item = Result<Reply, Status>> + Send>>;
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<DynamicMessage, Status>> + Send>>;
 
 /// Starts a watch for the caller `req` authenticates.
 pub async fn watch(
@@ -76,7 +75,7 @@ struct View {
 
 impl View {
     /// The response for `e`, if this stream sends it.
-    fn render(&self, e: &Published) -> Option<Result<Reply, Status>> {
+    fn render(&self, e: &Published) -> Option<Result<DynamicMessage, Status>> {
         let value = self.in_view(&e.value)?;
         if !self.audience.sees(&e.row.tenant, &value) {
             return None;
@@ -84,7 +83,7 @@ impl View {
         Some(json::from_rest(self.event.clone(), value).map(|event| {
             let mut out = DynamicMessage::new(self.response.clone());
             out.set_field_by_name("event", Field::Message(event));
-            Reply::Message(out)
+            out
         }))
     }
 

@@ -1,9 +1,16 @@
-//! OSAC's VM services served typed: each call's prost request becomes the
+//! Every unary gRPC method, typed: each call's prost request becomes the
 //! application layer's typed request ([`crate::app`]), and its model answer
 //! the prost response, with no JSON and no REST route in between.
-//! `fulfillment.v1.VirtualMachines`, `osac.public.v1.ComputeInstances`
-//! and the networking and address services (`kinds`: any kind of the
-//! shared operations) are served so; the other services go through the gateway.
+//!
+//! - the VM services: `virtual_machines`, `compute_instances`;
+//! - the kinds of the shared operations, through one generic set of calls
+//!   (`kinds`): `networking`, `addresses`, `shapes` (instance types and
+//!   snapshots), `catalog_items`;
+//! - the templates (`templates`, OSAC's view `instance_templates`, what both
+//!   share in `template_parts`), the disk images (`images`), console
+//!   sessions and external IP pools (`consoles`);
+//! - what they share: `meta` (metadata, references, enums), `mask`
+//!   (update masks), `any` (parameter values), `time`.
 
 mod addresses;
 mod any;
