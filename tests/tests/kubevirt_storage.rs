@@ -150,14 +150,15 @@ async fn an_imported_image_is_a_cdi_import_and_a_data_source() {
     assert!(!img.to_string().contains("s3cret-pw"), "the password is never answered: {img}");
     let private = img["object"]["id"].as_str().unwrap().to_owned();
     let secrets = format!("/api/v1/namespaces/{IMAGES}/secrets");
-    let secret = pull_secret(&k, &secrets, &private, true).await.expect("a pull Secret");
+    let secret = labelled(&k, &secrets, &private, true).await.expect("a pull Secret");
     let data = |key: &str| secret["data"][key].as_str().and_then(|v| STANDARD.decode(v).ok()).and_then(|v| String::from_utf8(v).ok());
     assert_eq!((data("accessKeyId").as_deref(), data("secretKey").as_deref()), (Some("puller"), Some("s3cret-pw")));
-    let dv = objects_of(&k, "/apis/cdi.kubevirt.io/v1beta1/datavolumes", &private).await;
-    assert_eq!(dv[0]["spec"]["source"], json!({"registry": {"url": reference, "secretRef": secret["metadata"]["name"]}}));
+    // The Secret is made first, then the DataVolume naming it.
+    let dv = labelled(&k, "/apis/cdi.kubevirt.io/v1beta1/datavolumes", &private, true).await.expect("a DataVolume");
+    assert_eq!(dv["spec"]["source"], json!({"registry": {"url": reference, "secretRef": secret["metadata"]["name"]}}));
     kubevirt.pause(false);
     api_until(&s, &t, &format!("images/{private}"), "READY", |v| state(v) == "IMAGE_STATE_READY").await;
-    assert_eq!(pull_secret(&k, &secrets, &private, false).await, None, "the Secret is deleted once CDI pulled");
+    assert_eq!(labelled(&k, &secrets, &private, false).await, None, "the Secret is deleted once CDI pulled");
 
     let checked = json!({"object": {"metadata": {"name": "checked"}, "spec": {"source": url, "sha256": "0".repeat(64)}}});
     let (st, img) = s.raw(Method::POST, &format!("{V1}/images"), Some(&t), Some(checked)).await;
@@ -176,16 +177,17 @@ async fn an_imported_image_is_a_cdi_import_and_a_data_source() {
     }
 }
 
-/// Image `id`'s pull Secret once it is there (`present`), or `None` once it
-/// is gone; the test fails after a minute.
-async fn pull_secret(k: &vmaas_tests::k8s::KubeApi, secrets: &str, id: &str, present: bool) -> Option<Value> {
+/// Image `id`'s object at `path` (its pull Secret, its DataVolume) once it
+/// is there (`present`), or `None` once it is gone; the test fails after a
+/// minute.
+async fn labelled(k: &vmaas_tests::k8s::KubeApi, path: &str, id: &str, present: bool) -> Option<Value> {
     let end = Instant::now() + Duration::from_secs(60);
     loop {
-        let found = objects_of(k, secrets, id).await.into_iter().next();
+        let found = objects_of(k, path, id).await.into_iter().next();
         if found.is_some() == present {
             return found;
         }
-        assert!(Instant::now() < end, "image {id}'s pull Secret still {}", if present { "missing" } else { "there" });
+        assert!(Instant::now() < end, "image {id}'s object at {path} still {}", if present { "missing" } else { "there" });
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
