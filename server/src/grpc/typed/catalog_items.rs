@@ -3,26 +3,21 @@
 //! `google.protobuf.Value` and JSON), a [`Served`] kind whose list and read
 //! are the catalog's own (a tenant sees published items only).
 
-use std::sync::Arc;
-
 use prost_reflect::DescriptorPool;
 use prost_types::value::Kind as ValueKind;
 use serde_json::{Number, Value as Json};
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response};
 use vmaas_model::catalog_item::PatchCatalogItem;
 use vmaas_model::{CatalogItemSpec, ComputeInstanceCatalogItem, CreateObject, FieldDefinition, ValidationErrors};
 
+use super::Reply;
 use super::kinds::Served;
 use super::mask::Mask;
 use super::meta::{changed_metadata, key, metadata, reference};
 use super::networking::create;
 use super::{Ctx, count};
 use crate::app::resources::catalog_items;
-use crate::error::ApiError;
 use crate::grpc::pb::osac::public::v1 as pb;
-
-/// A call's answer.
-type Reply<T> = Result<Response<T>, Status>;
 
 impl Served for ComputeInstanceCatalogItem {
     type Pb = pb::ComputeInstanceCatalogItem;
@@ -124,14 +119,6 @@ fn value_of(v: Json) -> prost_types::Value {
 /// The service.
 pub struct ComputeInstanceCatalogItems(pub Ctx);
 
-impl ComputeInstanceCatalogItems {
-    /// An item as the catalog gives it (its JSON), as the message.
-    fn stored(&self, json: &Arc<str>) -> Result<pb::ComputeInstanceCatalogItem, Status> {
-        let item: ComputeInstanceCatalogItem = serde_json::from_str(json).map_err(|e| self.0.status(ApiError::internal(e)))?;
-        Ok(Served::to_pb(&self.0.pool, item))
-    }
-}
-
 #[tonic::async_trait]
 impl pb::compute_instance_catalog_items_server::ComputeInstanceCatalogItems for ComputeInstanceCatalogItems {
     async fn list(&self, req: Request<pb::ComputeInstanceCatalogItemsListRequest>) -> Reply<pb::ComputeInstanceCatalogItemsListResponse> {
@@ -139,7 +126,7 @@ impl pb::compute_instance_catalog_items_server::ComputeInstanceCatalogItems for 
         let q = req.into_inner();
         let lr = self.0.list_request(q.offset, q.limit, q.filter, q.order)?;
         let listed = catalog_items::list(&self.0.state, &caller, lr).await.map_err(|e| self.0.status(e))?;
-        let items = listed.items.iter().map(|j| self.stored(j)).collect::<Result<Vec<_>, _>>()?;
+        let items = listed.items.iter().map(|j| self.0.stored::<ComputeInstanceCatalogItem>(j)).collect::<Result<Vec<_>, _>>()?;
         Ok(Response::new(pb::ComputeInstanceCatalogItemsListResponse {
             size: count(items.len() as u64),
             total: count(listed.total),
@@ -150,7 +137,7 @@ impl pb::compute_instance_catalog_items_server::ComputeInstanceCatalogItems for 
     async fn get(&self, req: Request<pb::ComputeInstanceCatalogItemsGetRequest>) -> Reply<pb::ComputeInstanceCatalogItemsGetResponse> {
         let caller = self.0.caller(&req).await?;
         let json = catalog_items::read(&self.0.state, &caller, &req.get_ref().id).await.map_err(|e| self.0.status(e))?;
-        Ok(Response::new(pb::ComputeInstanceCatalogItemsGetResponse { object: Some(self.stored(&json)?) }))
+        Ok(Response::new(pb::ComputeInstanceCatalogItemsGetResponse { object: Some(self.0.stored::<ComputeInstanceCatalogItem>(&json)?) }))
     }
 
     async fn create(

@@ -2,18 +2,16 @@
 //! services that are not a kind of the shared operations, each call one
 //! call into the application layer.
 
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response};
 use vmaas_model::external_ip::{ExternalIpPool, IpFamily};
 
+use super::Reply;
 use super::meta::wire_enum;
 use super::{Ctx, count, time};
 use crate::app::consoles::{self, tickets::ConsoleType};
 use crate::app::resources::external_ips::{pool, pools};
 use crate::error::ApiError;
 use crate::grpc::pb::osac::public::v1 as pb;
-
-/// A call's answer.
-type Reply<T> = Result<Response<T>, Status>;
 
 /// `osac.public.v1.ConsoleSessions`.
 pub struct ConsoleSessions(pub Ctx);

@@ -3,11 +3,12 @@
 //! the messages field by field; each call one call into the application
 //! layer ([`crate::app::disk_images`], [`crate::app::image_imports`]).
 
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response};
 use vmaas_model::image::disk_image::{Asked, FIXED_AT_IMPORT, import_spec, shown};
 use vmaas_model::image::{Image, ImageDeprecation, ImageLifecycle, ImageLifecyclePatch};
 use vmaas_model::{CreateObject, ValidationErrors};
 
+use super::Reply;
 use super::mask::Mask;
 use super::meta::{changed_metadata, metadata_input, model_enum, wire_enum};
 use super::{Ctx, count, non_empty, time};
@@ -15,9 +16,6 @@ use crate::app::image_imports::{self, PatchImage};
 use crate::app::{disk_images, images};
 use crate::error::ApiError;
 use crate::grpc::pb::osac::public::v1 as pb;
-
-/// A call's answer.
-type Reply<T> = Result<Response<T>, Status>;
 
 /// The service.
 pub struct DiskImages(pub Ctx);

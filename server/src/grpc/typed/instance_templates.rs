@@ -11,6 +11,7 @@ use tonic::{Request, Response, Status};
 use vmaas_model::spec::SpecDefaults;
 use vmaas_model::{ValidationErrors, VirtualMachineTemplate};
 
+use super::Reply;
 use super::mask::Mask;
 use super::meta::key;
 use super::template_parts::{metadata_of, parameters, parameters_pb, quantity};
@@ -18,9 +19,6 @@ use super::{Ctx, count, time};
 use crate::app::templates;
 use crate::error::ApiError;
 use crate::grpc::pb::osac::public::v1 as pb;
-
-/// A call's answer.
-type Reply<T> = Result<Response<T>, Status>;
 
 /// Bytes in a GiB.
 const GIB: u64 = 1 << 30;

@@ -128,7 +128,7 @@ impl Ctx {
     }
 
     /// A `K` as the store holds it (its JSON), as the message.
-    fn stored<K: Served>(&self, json: &str) -> Result<K::Pb, Status> {
+    pub(super) fn stored<K: Served>(&self, json: &str) -> Result<K::Pb, Status> {
         let obj: K = serde_json::from_str(json).map_err(|e| self.status(ApiError::internal(e)))?;
         Ok(K::to_pb(&self.pool, obj))
     }

@@ -50,6 +50,9 @@ use crate::auth::{Caller, CallerSlot, authenticate};
 use crate::error::ApiError;
 use crate::state::AppState;
 
+/// A call's answer.
+type Reply<T> = Result<tonic::Response<T>, Status>;
+
 /// What every typed call reaches: the server's state, and the descriptors
 /// errors' details and `Any` values are written with.
 #[derive(Clone)]

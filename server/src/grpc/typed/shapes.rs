@@ -9,9 +9,10 @@ use vmaas_model::{
     InstanceTypeState, ValidationErrors,
 };
 
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response};
 use vmaas_model::snapshot::RestoreRequest;
 
+use super::Reply;
 use super::any::from_parameter;
 use super::kinds::{Served, relabel, served};
 use super::mask::Mask;
@@ -240,6 +241,3 @@ impl vpb::compute_instance_snapshots_server::ComputeInstanceSnapshots for Comput
         Ok(Response::new(vpb::ComputeInstanceSnapshotsRestoreResponse {}))
     }
 }
-
-/// A call's answer.
-type Reply<T> = Result<Response<T>, Status>;

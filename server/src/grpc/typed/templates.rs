@@ -11,14 +11,12 @@ use tonic::{Request, Response, Status};
 use vmaas_model::spec::{ExposedPort, Protocol, SpecDefaults};
 use vmaas_model::{ValidationErrors, VirtualMachineTemplate};
 
+use super::Reply;
 use super::template_parts::{metadata_of, parameters, parameters_pb, quantity, word};
 use super::{Ctx, count, time};
 use crate::app::templates;
 use crate::error::ApiError;
 use crate::grpc::pb::fulfillment::v1 as pb;
-
-/// A call's answer.
-type Reply<T> = Result<Response<T>, Status>;
 
 /// The service.
 pub struct VirtualMachineTemplates(pub Ctx);
