@@ -82,6 +82,17 @@ check_file_sizes() {
 $over"
 }
 
+# check_string_errors: fails naming every `Result<_, String>` in the
+# crates that keep their errors typed (model, server, qemu, kubevirt): an
+# error there is an enum that says what went wrong, not a sentence.
+check_string_errors() {
+    local found
+    found=$(cd "$ROOT" && git ls-files -- 'model/*.rs' 'server/*.rs' 'qemu/*.rs' 'kubevirt/*.rs' \
+        | xargs perl -0777 -ne 'while (/Result<((?:[^<>]|<(?:[^<>]|<[^<>]*>)*>)*?),\s*String\s*>/g) { my $l = 1 + (substr($_, 0, pos($_)) =~ tr/\n//); print "  $ARGV:$l\n" }' || true)
+    [ -z "$found" ] || die "Result<_, String> in a crate that types its errors (write an error enum):
+$found"
+}
+
 # workspace_version: the version of the workspace's crates (Cargo.toml's
 # [workspace.package]), which images, the provider release and the function
 # package are tagged with.

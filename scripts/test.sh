@@ -23,6 +23,8 @@ log "checking formatting (cargo fmt --check)"
 cargo fmt --all --check || die "cargo fmt --check: run cargo fmt and commit"
 log "checking file sizes (600 lines at most)"
 check_file_sizes
+log "checking for errors written as strings"
+check_string_errors
 log "checking for circles of imports inside each crate"
 python3 "$ROOT/scripts/circles.py"
 build_bins

@@ -249,37 +249,57 @@ impl CatalogField {
     }
 
     /// Sets it in `spec` to `value`, or says why `value` does not fit it.
-    pub fn set(&self, spec: &mut VirtualMachineSpec, value: &Value) -> Result<(), String> {
+    pub fn set(&self, spec: &mut VirtualMachineSpec, value: &Value) -> Result<(), FieldValueError> {
         let value = &whole(value.clone());
-        let text = || value.as_str().map(str::to_owned).ok_or_else(|| format!("must be a string, got {value}"));
+        let text = || value.as_str().map(str::to_owned).ok_or_else(|| FieldValueError::NotText(value.clone()));
         match self {
             Self::Parameter(name) => drop(spec.template_parameters.insert(name.clone(), ParameterValue::new(value.clone()))),
             Self::RunStrategy => {
                 spec.state = match value.as_str() {
                     Some("Always") => PowerState::Started,
                     Some("Halted") => PowerState::Stopped,
-                    _ => return Err(format!("must be Always or Halted, got {value}")),
+                    _ => return Err(FieldValueError::RunStrategy(value.clone())),
                 }
             }
             Self::SshPublicKey => spec.ssh_public_key = Some(text()?),
             Self::UserData => spec.user_data = Some(text()?),
             Self::BootDiskSize => {
-                let gib =
-                    value.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| format!("must be a size in GiB, got {value}"))?;
+                let gib = value.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| FieldValueError::Size(value.clone()))?;
                 let tier = spec.boot_disk.take().and_then(|d| d.storage_tier);
                 spec.boot_disk = Some(VmDisk { size_gib: gib, storage_tier: tier });
             }
             Self::BootDiskTier => match spec.boot_disk.as_mut() {
                 Some(d) => d.storage_tier = Some(text()?),
-                None => return Err("applies to a boot disk: give boot_disk.size_gib too".into()),
+                None => return Err(FieldValueError::TierWithoutDisk),
             },
             Self::InstanceType => {
-                spec.instance_type = Some(serde_json::from_value::<InstanceTypeReference>(value.clone()).map_err(|e| e.to_string())?);
+                spec.instance_type =
+                    Some(serde_json::from_value::<InstanceTypeReference>(value.clone()).map_err(FieldValueError::InstanceType)?);
             }
             Self::DiskImage => spec.image = Some(VmImage { source_type: String::new(), source_ref: text()? }),
         }
         Ok(())
     }
+}
+
+/// Why a value does not fit a [`CatalogField`].
+#[derive(Debug, thiserror::Error)]
+pub enum FieldValueError {
+    /// A text field given something else.
+    #[error("must be a string, got {0}")]
+    NotText(Value),
+    /// A run strategy other than the two a VM asks for.
+    #[error("must be Always or Halted, got {0}")]
+    RunStrategy(Value),
+    /// A disk size that is not a whole number of GiB.
+    #[error("must be a size in GiB, got {0}")]
+    Size(Value),
+    /// A storage tier with no boot disk to apply to.
+    #[error("applies to a boot disk: give boot_disk.size_gib too")]
+    TierWithoutDisk,
+    /// Not an instance type reference.
+    #[error("{0}")]
+    InstanceType(serde_json::Error),
 }
 
 /// `v` with its whole numbers as integers: ProtoJSON's `Value` carries
@@ -333,7 +353,7 @@ impl CatalogItemSpec {
                 Some(_) if !seen.insert(d.path.as_str()) => errs.push(format!("{at}.path"), format!("{:?} is defined twice", d.path)),
                 Some(field) => {
                     if let Some(Err(why)) = d.default.as_ref().map(|v| field.set(&mut VirtualMachineSpec::new(""), v)) {
-                        errs.push(format!("{at}.default"), why);
+                        errs.push(format!("{at}.default"), why.to_string());
                     } else if field == CatalogField::RunStrategy && d.editable && d.default.as_ref().is_some_and(|v| v != "Always") {
                         // A VM asking for Always is not told from one asking nothing.
                         errs.push(
@@ -353,9 +373,14 @@ impl CatalogItemSpec {
     /// Applies the item to the VM `spec` a tenant asked for: a field it
     /// fixes must be unset (or set to the item's value), a field the
     /// tenant sets must meet its schema (`valid` checks a value against a
-    /// schema), and unset fields take their defaults. Problems name the
-    /// VM's fields under `object.spec`.
-    pub fn apply(&self, spec: &mut VirtualMachineSpec, valid: impl Fn(&str, &Value) -> Result<(), String>, errs: &mut ValidationErrors) {
+    /// schema, and says why not), and unset fields take their defaults.
+    /// Problems name the VM's fields under `object.spec`.
+    pub fn apply<E: std::fmt::Display>(
+        &self,
+        spec: &mut VirtualMachineSpec,
+        valid: impl Fn(&str, &Value) -> Result<(), E>,
+        errs: &mut ValidationErrors,
+    ) {
         for d in &self.field_definitions {
             let Some(field) = CatalogField::parse(&d.path) else { continue };
             let at = format!("object.spec.{}", field.vm_field());
@@ -371,7 +396,7 @@ impl CatalogItemSpec {
                 Some(_) => {}
                 None => {
                     if let Some(Err(why)) = d.default.as_ref().map(|v| field.set(spec, v)) {
-                        errs.push(at, why);
+                        errs.push(at, why.to_string());
                     }
                 }
             }

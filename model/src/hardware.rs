@@ -135,7 +135,7 @@ impl Hardware {
         if let Some(t) = &self.machine_type
             && let Err(why) = check_machine_type(t)
         {
-            errs.push(format!("{prefix}.machine_type"), why);
+            errs.push(format!("{prefix}.machine_type"), why.to_string());
         }
         if let Some(a) = &self.architecture
             && a != ARCHITECTURE
@@ -163,15 +163,26 @@ pub fn architecture(word: &str) -> String {
 /// A machine type: a `q35` or `pc` machine (`q35`, `pc-q35-rhel9.2.0`,
 /// `pc-i440fx-8.2`), at most 63 characters of lower-case letters, digits,
 /// dots, dashes and underscores.
-fn check_machine_type(t: &str) -> Result<(), String> {
+fn check_machine_type(t: &str) -> Result<(), MachineTypeError> {
     let family = t == "q35" || t == "pc" || t.starts_with("pc-q35-") || t.starts_with("pc-i440fx-");
     if !family {
-        return Err(format!("{t:?} is not an x86 machine type: expected q35, pc, pc-q35-… or pc-i440fx-…"));
+        return Err(MachineTypeError::Family(t.to_owned()));
     }
     if t.len() > 63 || !t.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '-' | '_')) {
-        return Err(format!("{t:?} has characters a machine type does not: lower-case letters, digits, '.', '-' and '_', at most 63"));
+        return Err(MachineTypeError::Characters(t.to_owned()));
     }
     Ok(())
+}
+
+/// Why a word is not a machine type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MachineTypeError {
+    /// Not of the q35 or i440fx family.
+    #[error("{0:?} is not an x86 machine type: expected q35, pc, pc-q35-… or pc-i440fx-…")]
+    Family(String),
+    /// Too long, or characters a machine type does not have.
+    #[error("{0:?} has characters a machine type does not: lower-case letters, digits, '.', '-' and '_', at most 63")]
+    Characters(String),
 }
 
 /// Whether the machine type is a `q35` one (PCI Express, built-in AHCI).

@@ -97,7 +97,7 @@ impl Scheduling {
         if let Some(a) = &self.affinity
             && let Err(why) = check_affinity(a)
         {
-            errs.push(format!("{prefix}.affinity"), why);
+            errs.push(format!("{prefix}.affinity"), why.to_string());
         }
         if let Some(p) = &self.hugepages
             && !HUGEPAGE_SIZES.contains(&p.as_str())
@@ -125,14 +125,28 @@ fn check_toleration(t: &Toleration, field: &str, errs: &mut ValidationErrors) {
 
 /// An affinity is an object of `nodeAffinity`, `podAffinity` and
 /// `podAntiAffinity`, each as Kubernetes types it.
-fn check_affinity(a: &Value) -> Result<(), String> {
-    let Some(o) = a.as_object() else { return Err("must be an object".into()) };
+fn check_affinity(a: &Value) -> Result<(), AffinityError> {
+    let Some(o) = a.as_object() else { return Err(AffinityError::NotObject) };
     if let Some(k) = o.keys().find(|k| !["nodeAffinity", "podAffinity", "podAntiAffinity"].contains(&k.as_str())) {
-        return Err(format!("has {k:?}: expected nodeAffinity, podAffinity or podAntiAffinity"));
+        return Err(AffinityError::Key(k.clone()));
     }
     #[cfg(feature = "kubernetes")]
-    serde_json::from_value::<k8s_openapi::api::core::v1::Affinity>(a.clone()).map_err(|e| format!("is not a Kubernetes affinity: {e}"))?;
+    serde_json::from_value::<k8s_openapi::api::core::v1::Affinity>(a.clone()).map_err(AffinityError::Kubernetes)?;
     Ok(())
+}
+
+/// Why a value is not an affinity.
+#[derive(Debug, thiserror::Error)]
+pub enum AffinityError {
+    /// Not a JSON object.
+    #[error("must be an object")]
+    NotObject,
+    /// A key other than the three kinds of affinity.
+    #[error("has {0:?}: expected nodeAffinity, podAffinity or podAntiAffinity")]
+    Key(String),
+    /// Not what Kubernetes' `Affinity` type reads.
+    #[error("is not a Kubernetes affinity: {0}")]
+    Kubernetes(serde_json::Error),
 }
 
 #[cfg(test)]

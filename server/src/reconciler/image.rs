@@ -71,19 +71,28 @@ async fn wake_users(r: &Reconciler, img: &ImageRecord) -> Result<(), StoreError>
 /// The registry credentials `img` is pulled with, opened, while its import
 /// goes on (none once it ended and its password was forgotten); or why
 /// they cannot be opened.
-async fn credentials(r: &Reconciler, img: &ImageRecord) -> Result<Result<Option<Credentials>, String>, StoreError> {
+async fn credentials(r: &Reconciler, img: &ImageRecord) -> Result<Result<Option<Credentials>, Unopened>, StoreError> {
     let Some(given) = &img.spec.registry_credentials else { return Ok(Ok(None)) };
     let Some(sealed) = r.store.secret(&img.id).await? else { return Ok(Ok(None)) };
-    let Some(sealer) = &r.config.sealer else {
-        return Ok(Err("this server holds no key to open the registry credentials with".into()));
-    };
+    let Some(sealer) = &r.config.sealer else { return Ok(Err(Unopened::NoKey)) };
     Ok(match sealer.open(&img.id, &sealed) {
         Ok(password) => Ok(Some(Credentials { username: given.username.clone(), password })),
         Err(e) => {
             warn!(image = %img.id, error = %e, "registry credentials do not open: was the server's key file replaced?");
-            Err(format!("the registry credentials cannot be opened: {e}; import the image again"))
+            Err(Unopened::Seal(e))
         }
     })
+}
+
+/// Why an image's registry credentials cannot be opened.
+#[derive(Debug, thiserror::Error)]
+enum Unopened {
+    /// The server has no key file.
+    #[error("this server holds no key to open the registry credentials with")]
+    NoKey,
+    /// The key does not open them.
+    #[error("the registry credentials cannot be opened: {0}; import the image again")]
+    Seal(crate::seal::SealError),
 }
 
 /// One imported image: its import through the driver, then its status.
@@ -112,7 +121,7 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Pass {
     };
     let credentials = match credentials(r, &img).await? {
         Ok(c) => c,
-        Err(why) => return Ok((write(r, &img, status_of(ImageObservation::Failed(why))).await?, None)),
+        Err(why) => return Ok((write(r, &img, status_of(ImageObservation::Failed(why.to_string()))).await?, None)),
     };
     let (source, sha256, max_bytes) = (img.spec.source.clone(), img.spec.sha256.clone(), r.config.image_max_bytes);
     let spec = ImageImport { source, sha256, max_bytes, credentials };

@@ -167,7 +167,7 @@ async fn check_against(s: &AppState, spec: &CatalogItemSpec, errs: &mut Validati
     for (i, d) in spec.field_definitions.iter().enumerate().filter(|(_, d)| !d.validation_schema.is_empty()) {
         let at = format!("object.field_definitions[{i}]");
         match compile(&d.validation_schema) {
-            Err(why) => errs.push(format!("{at}.validation_schema"), why),
+            Err(why) => errs.push(format!("{at}.validation_schema"), why.to_string()),
             Ok(schema) => {
                 let default = d.default.clone().filter(|_| CatalogField::parse(&d.path).is_some()).map(whole);
                 if let Some(why) = default.as_ref().and_then(|v| schema.iter_errors(v).next()) {
@@ -190,18 +190,32 @@ async fn template_id(s: &AppState, reference: &str) -> Result<Option<String>, Ap
 
 /// A validation schema compiled as draft 2020-12 (references to other
 /// documents are not fetched), or why it does not compile.
-fn compile(schema: &str) -> Result<jsonschema::Validator, String> {
-    let doc: Value = serde_json::from_str(schema).map_err(|e| format!("is not JSON: {e}"))?;
-    jsonschema::options().with_draft(jsonschema::Draft::Draft202012).build(&doc).map_err(|e| format!("is not a JSON Schema: {e}"))
+fn compile(schema: &str) -> Result<jsonschema::Validator, SchemaError> {
+    let doc: Value = serde_json::from_str(schema).map_err(SchemaError::NotJson)?;
+    jsonschema::options().with_draft(jsonschema::Draft::Draft202012).build(&doc).map_err(|e| SchemaError::NotSchema(Box::new(e)))
 }
 
 /// Whether `value` meets `schema` (one compiled at the item's create).
-fn valid(schema: &str, value: &Value) -> Result<(), String> {
+fn valid(schema: &str, value: &Value) -> Result<(), SchemaError> {
     let schema = compiled(schema)?;
     match schema.iter_errors(value).next() {
-        Some(e) => Err(e.to_string()),
+        Some(e) => Err(SchemaError::Unmet(e.to_string())),
         None => Ok(()),
     }
+}
+
+/// Why a validation schema does not compile, or a value does not meet it.
+#[derive(Debug, thiserror::Error)]
+enum SchemaError {
+    /// The schema's text is not JSON.
+    #[error("is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    /// The schema is JSON but not a JSON Schema.
+    #[error("is not a JSON Schema: {0}")]
+    NotSchema(Box<jsonschema::ValidationError<'static>>),
+    /// The value breaks it: the first rule it breaks.
+    #[error("{0}")]
+    Unmet(String),
 }
 
 /// Schema text kept compiled at most, in bytes: past it the cache starts over.
@@ -212,7 +226,7 @@ type Compiled = (HashMap<String, Arc<jsonschema::Validator>>, usize);
 
 /// `schema` compiled, from a cache of the schemas VMs were checked
 /// against lately: a VM's create does not compile its item's schemas again.
-fn compiled(schema: &str) -> Result<Arc<jsonschema::Validator>, String> {
+fn compiled(schema: &str) -> Result<Arc<jsonschema::Validator>, SchemaError> {
     static CACHE: LazyLock<Mutex<Compiled>> = LazyLock::new(Mutex::default);
     if let Some(v) = CACHE.lock().unwrap_or_else(|p| p.into_inner()).0.get(schema) {
         return Ok(v.clone());

@@ -41,7 +41,7 @@ pub fn to_parameter(pool: &DescriptorPool, any: &Any) -> Result<ParameterValue, 
         "FloatValue" => float(f64::from(f32::decode(bytes).map_err(|e| bad(&e))?)),
         "DoubleValue" => float(f64::decode(bytes).map_err(|e| bad(&e))?),
         "StringValue" => Value::from(String::decode(bytes).map_err(|e| bad(&e))?),
-        "Value" | "ListValue" | "Struct" => reflected(pool, name, bytes).map_err(|e| bad(&e))?,
+        "Value" | "ListValue" | "Struct" => reflected(pool, name, bytes)?,
         _ => return Err(AnyError::Type(any.type_url.clone())),
     };
     Ok(ParameterValue { type_url: Some(any.type_url.clone()), value })
@@ -81,10 +81,11 @@ fn float(f: f64) -> Value {
 }
 
 /// The JSON of the `google.protobuf.{name}` message `bytes`.
-fn reflected(pool: &DescriptorPool, name: &str, bytes: &[u8]) -> Result<Value, String> {
-    let desc = pool.get_message_by_name(&format!("google.protobuf.{name}")).ok_or_else(|| format!("no descriptor of {name}"))?;
-    let msg = DynamicMessage::decode(desc, bytes).map_err(|e| e.to_string())?;
-    msg.serialize_with_options(serde_json::value::Serializer, &JSON).map_err(|e| e.to_string())
+fn reflected(pool: &DescriptorPool, name: &str, bytes: &[u8]) -> Result<Value, AnyError> {
+    let bad = |e: &dyn std::fmt::Display| AnyError::Decode(name.to_owned(), e.to_string());
+    let desc = pool.get_message_by_name(&format!("google.protobuf.{name}")).ok_or_else(|| bad(&"no descriptor of it is served"))?;
+    let msg = DynamicMessage::decode(desc, bytes).map_err(|e| bad(&e))?;
+    msg.serialize_with_options(serde_json::value::Serializer, &JSON).map_err(|e| bad(&e))
 }
 
 /// `v` encoded as a `google.protobuf.{name}` message, if it is one.
