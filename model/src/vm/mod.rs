@@ -466,33 +466,7 @@ crate::api_object! {
 
 /// The object of a create request. As in the seed design, `id` may carry the
 /// name the tenant wants (`"id": "myvm"`); the server assigns the real id.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct CreateVirtualMachine {
-    /// Accepted and ignored.
-    #[serde(rename = "@type", default, skip_serializing)]
-    pub type_url: Option<String>,
-    /// The name the tenant wants, when `metadata.name` is not given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    /// `name` here wins over `id`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<MetadataInput>,
-    /// What the tenant wants.
-    pub spec: VirtualMachineSpec,
-    /// Accepted and ignored: status is the server's.
-    #[serde(default, skip_serializing)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
-    pub status: Option<serde_json::Value>,
-}
-
-impl CreateVirtualMachine {
-    /// The name asked for (`metadata.name`, else `id`), and the field it came from.
-    pub fn requested_name(&self) -> Option<(&str, &'static str)> {
-        crate::object::requested_name(self.metadata.as_ref(), self.id.as_deref())
-    }
-}
+pub type CreateVirtualMachine = crate::CreateObject<VirtualMachineSpec>;
 
 /// The spec fields a PATCH may change; absent fields are left alone.
 /// `template_parameters`, when present, replaces the whole map.
