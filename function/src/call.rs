@@ -61,15 +61,21 @@ pub(crate) fn is_named(xr: &Value, owner: &Owner, name: &str) -> bool {
     o.name == name && o.tenant == owner.tenant
 }
 
+/// Whether a private network's XR is of role `Secondary` (a second NIC's
+/// network, with no namespace of its own).
+pub(crate) fn is_secondary(net: &serde_json::Value) -> bool {
+    net["spec"]["role"] == "Secondary"
+}
+
 /// Asks Crossplane for the private network `network` of `owner`'s tenant
 /// (by its claim's labels; an XR made directly names another by name), as
-/// the required resource `network`.
-pub(crate) fn require_private(rsp: &mut RunFunctionResponse, owner: &Owner, network: &str) {
+/// the required resource `key`.
+pub(crate) fn require_private(rsp: &mut RunFunctionResponse, owner: &Owner, key: &str, network: &str) {
     let m = if owner.tenant.is_empty() {
         ResourceMatch::Name(network.to_owned())
     } else {
         let labels = [(CLAIM_NAMESPACE_LABEL, owner.tenant.as_str()), (CLAIM_NAME_LABEL, network)];
         ResourceMatch::Labels(labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect())
     };
-    response::require_resources(rsp, "network", XR_API, "XVirtualPrivateSubnet", Some(m), None);
+    response::require_resources(rsp, key, XR_API, "XVirtualPrivateSubnet", Some(m), None);
 }

@@ -1,16 +1,17 @@
 //! Network XRs: a tenant's private network (`XVirtualPrivateSubnet`, from
 //! a `VirtualPrivateSubnet` claim: a namespace with a primary layer-2 UDN,
-//! where the VMs on it live) and a platform team's `PhysicalNetwork` (a
-//! localnet CUDN offered to the tenants it lists).
+//! where the VMs on it live; or, of role `Secondary`, a layer-2 CUDN over
+//! the tenant's namespaces, a second NIC's network) and a platform team's
+//! `PhysicalNetwork` (a localnet CUDN offered to the tenants it lists).
 
 use function_sdk_rust::proto::v1::RunFunctionResponse;
 use function_sdk_rust::{resource, response};
 use serde_json::json;
 
 use crate::call::{Call, fatal, put};
-use crate::render::{render_network, render_physical};
+use crate::render::{render_network, render_physical, render_secondary};
 use crate::status::NetworkState;
-use crate::xr::{NetworkXrSpec, Owner, PhysicalNetworkXrSpec};
+use crate::xr::{NetworkRole, NetworkXrSpec, Owner, PhysicalNetworkXrSpec};
 
 /// Composes an `XVirtualPrivateSubnet`.
 pub(crate) fn private(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
@@ -19,6 +20,9 @@ pub(crate) fn private(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<R
         Ok(s) => s,
         Err(e) => return fatal(rsp, format!("spec: {e}")),
     };
+    if spec.role == NetworkRole::Secondary {
+        return secondary(call, rsp, &owner, &spec);
+    }
     let net = match render_network(&owner, &spec) {
         Ok(n) => n,
         Err(e) => return fatal(rsp, format!("invalid VirtualPrivateSubnet: {e}")),
@@ -30,6 +34,26 @@ pub(crate) fn private(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<R
     resource::update_status(response::desired_composite(&mut rsp), &state.to_status(fields))?;
     state.condition(&mut rsp);
     response::normal(&mut rsp, format!("rendered private network of {}: {}", owner.describe(), state.state));
+    Ok(rsp)
+}
+
+/// Composes an `XVirtualPrivateSubnet` of role `Secondary`: its CUDN.
+fn secondary(
+    call: &Call<'_>,
+    mut rsp: RunFunctionResponse,
+    owner: &Owner,
+    spec: &NetworkXrSpec,
+) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
+    let cudn = match render_secondary(owner, spec) {
+        Ok(c) => c,
+        Err(e) => return fatal(rsp, format!("invalid VirtualPrivateSubnet: {e}")),
+    };
+    let state = NetworkState::of(call.observed("cudn").as_ref());
+    put(&mut rsp, "cudn", &cudn, state.ready())?;
+    let fields = json!({"ipv4Cidr": spec.ipv4_cidr, "networkName": cudn.metadata.name});
+    resource::update_status(response::desired_composite(&mut rsp), &state.to_status(fields))?;
+    state.condition(&mut rsp);
+    response::normal(&mut rsp, format!("rendered secondary network of {}: {}", owner.describe(), state.state));
     Ok(rsp)
 }
 

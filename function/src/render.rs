@@ -12,7 +12,7 @@ use serde::Serialize;
 use vmaas_model::k8s::crd::{ClusterUserDefinedNetwork, UserDefinedNetwork, VirtualMachine};
 use vmaas_model::k8s::names::unique;
 use vmaas_model::k8s::render::{
-    self, Attachment, Localnet, PodNetwork, VmOptions, check_bridge_mapping, check_vlan, localnet_cudn, namespace, udn,
+    self, Attachment, Localnet, PodNetwork, VmOptions, check_bridge_mapping, check_vlan, localnet_cudn, namespace, subnet_cudn, udn,
 };
 use vmaas_model::network::Cidr;
 use vmaas_model::validation::check_dns_label;
@@ -54,6 +54,16 @@ pub fn vm_namespace(owner: &Owner) -> String {
 pub fn network_namespace(tenant: &str, network: &str) -> String {
     unique(&["vmaas-net", tenant, network])
 }
+
+/// The name of the secondary network `network` of `tenant`: its CUDN's,
+/// and the NetworkAttachmentDefinition's OVN-K makes of it in each of the
+/// tenant's namespaces, which a VM's NIC on it names.
+pub fn subnet_network_name(tenant: &str, network: &str) -> String {
+    unique(&["vmaas-sub", tenant, network])
+}
+
+/// Most secondary networks one VM may list (`spec.subnets`).
+pub const MAX_SUBNETS: usize = 8;
 
 /// The namespace the VM of `owner` lives in: its named network's, or its
 /// own (no network, or an inline one).
@@ -114,10 +124,33 @@ fn check_xr(xr: &VmXrSpec) -> Result<(), ValidationErrors> {
     if let Some(Err(e)) = xr.physical_network.as_deref().map(check_dns_label) {
         errs.push("spec.physicalNetwork", e);
     }
+    check_subnets(xr, &mut errs);
     if xr.state == vmaas_model::PowerState::Paused {
         errs.push("spec.state", "a claim's VM is \"started\" or \"stopped\": pausing is the vmaas API's (KubeVirt's pause is imperative)");
     }
     if errs.0.is_empty() { Ok(()) } else { Err(errs) }
+}
+
+/// The secondary networks a VM lists: names, each once, not its own
+/// network, at most [`MAX_SUBNETS`].
+fn check_subnets(xr: &VmXrSpec, errs: &mut ValidationErrors) {
+    if xr.subnets.len() > MAX_SUBNETS {
+        errs.push("spec.subnets", format!("lists {} networks: a VM has at most {MAX_SUBNETS} beside its first", xr.subnets.len()));
+    }
+    let own = match xr.network_ref() {
+        Some(NetworkRef::Named(n)) => Some(n),
+        _ => None,
+    };
+    for (i, n) in xr.subnets.iter().enumerate() {
+        let at = format!("spec.subnets[{i}]");
+        if let Err(e) = check_dns_label(n) {
+            errs.push(at, format!("{n:?} is not a network's name: {e}"));
+        } else if xr.subnets[..i].contains(n) {
+            errs.push(at, format!("{n:?} is listed twice: a VM has one NIC on a network"));
+        } else if own == Some(n.as_str()) {
+            errs.push(at, format!("{n:?} is the VM's own network (spec.network): a network is a primary or a secondary one"));
+        }
+    }
 }
 
 /// The machine the XR asks for: the template resolved with its
@@ -195,11 +228,7 @@ pub fn render_vm(
         power: xr.state,
         network: if xr.network.is_some() { PodNetwork::PrimaryUdn } else { PodNetwork::Masquerade },
         address: None,
-        attachments: xr
-            .physical_network
-            .iter()
-            .map(|p| Attachment { name: physical_nic(p).into(), network_name: p.clone(), mac: None, address: None })
-            .collect(),
+        attachments: attachments(owner, xr),
         pod_mac: None,
         data_source_namespace: input.data_source_namespace.clone(),
         storage_class: input.storage_class.clone(),
@@ -221,6 +250,21 @@ pub fn render_vm(
     })
 }
 
+/// The VM's NICs beside its first: on its physical network, then one on
+/// each secondary network it lists (`sub0`, `sub1`, …: OVN-K gives their
+/// addresses and keeps them for the VM's life).
+fn attachments(owner: &Owner, xr: &VmXrSpec) -> Vec<Attachment> {
+    let physical =
+        xr.physical_network.iter().map(|p| Attachment { name: physical_nic(p).into(), network_name: p.clone(), mac: None, address: None });
+    let subnets = xr.subnets.iter().enumerate().map(|(i, n)| Attachment {
+        name: format!("sub{i}"),
+        network_name: subnet_network_name(&owner.tenant, n),
+        mac: None,
+        address: None,
+    });
+    physical.chain(subnets).collect()
+}
+
 /// A composed instance type labelled with the vmaas type it is.
 fn labelled(mut obj: serde_json::Value, instance_type: Option<&str>) -> serde_json::Value {
     if let (Some(name), true) = (instance_type, obj["kind"] == "VirtualMachineInstancetype") {
@@ -235,6 +279,16 @@ pub fn render_network(owner: &Owner, spec: &NetworkXrSpec) -> Result<RenderedNet
     Cidr::parse(&spec.ipv4_cidr, 4).map_err(|e| ValidationErrors::one("spec.ipv4Cidr", e.to_string()))?;
     let ns = network_namespace(&owner.tenant, &owner.name);
     Ok(RenderedNetwork { namespace: namespace(&ns, true, &owner.tenant), udn: udn(&owner.name, &ns, &spec.ipv4_cidr) })
+}
+
+/// Renders the secondary network of `owner`: a layer-2 CUDN with OVN-K's
+/// persistent IPAM on its range, over the namespaces of its tenant
+/// (`vmaas.io/tenant`: each VM's and each primary network's namespace is
+/// labelled with the claims' namespace).
+pub fn render_secondary(owner: &Owner, spec: &NetworkXrSpec) -> Result<ClusterUserDefinedNetwork, ValidationErrors> {
+    Cidr::parse(&spec.ipv4_cidr, 4).map_err(|e| ValidationErrors::one("spec.ipv4Cidr", e.to_string()))?;
+    let tenants = [owner.tenant.clone()];
+    Ok(subnet_cudn(&subnet_network_name(&owner.tenant, &owner.name), Some(&spec.ipv4_cidr), &tenants))
 }
 
 /// Renders the `PhysicalNetwork` XR `name`: a localnet CUDN of the same

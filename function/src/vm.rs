@@ -13,7 +13,7 @@ use vmaas_model::k8s::balancer::{MEMBER, balancer_label};
 use vmaas_model::k8s::observe::observe_vm;
 use vmaas_model::{Desired, Phase, PowerState, Template, VirtualMachineStatus, VirtualMachineTemplate, derive_status};
 
-use crate::call::{Call, fatal, put, require_private, require_tenants};
+use crate::call::{Call, fatal, is_secondary, put, require_private, require_tenants};
 use crate::render::{NetworkRef, RenderedVm, physical_nic, render_vm};
 use crate::shape::INSTANCE_TYPE_LABEL;
 use crate::status::{self, NetworkState};
@@ -28,11 +28,19 @@ fn require(rsp: &mut RunFunctionResponse, owner: &Owner, spec: &VmXrSpec, r: &Re
     let ns = Some(r.namespace_name.clone());
     response::require_resources(rsp, "vmi", "kubevirt.io/v1", "VirtualMachineInstance", by_name(&owner.name), ns);
     if let Some(NetworkRef::Named(n)) = spec.network_ref() {
-        require_private(rsp, owner, n);
+        require_private(rsp, owner, "network", n);
+    }
+    for (i, n) in spec.subnets.iter().enumerate() {
+        require_private(rsp, owner, &subnet_key(i), n);
     }
     if let Some(p) = &spec.physical_network {
         response::require_resources(rsp, "physical-network", XR_API, "PhysicalNetwork", by_name(p), None);
     }
+}
+
+/// The required resource of the VM's `i`th secondary network.
+fn subnet_key(i: usize) -> String {
+    format!("subnet-{i}")
 }
 
 /// The catalog: the input's templates, plus the cluster's when asked
@@ -78,12 +86,16 @@ fn check_networks(call: &Call<'_>, owner: &Owner, spec: &VmXrSpec) -> Result<Net
         let Some(net) = found.first() else {
             return Ok(Networks::Wait(format!("spec.network: no VirtualPrivateSubnet {n:?} in namespace {:?} (yet)", owner.tenant)));
         };
+        if is_secondary(net) {
+            return Err(format!("spec.network: VirtualPrivateSubnet {n:?} is of role Secondary: list it in spec.subnets"));
+        }
         let state = NetworkState::of_xr(net);
         if !state.ready() {
             waiting.push(format!("spec.network: VirtualPrivateSubnet {n:?} is {}", state.state));
         }
         used = Some(net.clone());
     }
+    check_subnets(call, owner, spec, &mut waiting)?;
     if let Some(p) = &spec.physical_network {
         match request::get_required_resource(call.req, "physical-network") {
             Some(net) => {
@@ -100,6 +112,30 @@ fn check_networks(call: &Call<'_>, owner: &Owner, spec: &VmXrSpec) -> Result<Net
         }
     }
     Ok(Networks::Compose { waiting, used })
+}
+
+/// Checks the secondary networks the VM lists: each of role `Secondary`
+/// (else `Err`, fatal), and those not there or not ready yet in `waiting`.
+fn check_subnets(call: &Call<'_>, owner: &Owner, spec: &VmXrSpec, waiting: &mut Vec<String>) -> Result<(), String> {
+    for (i, n) in spec.subnets.iter().enumerate() {
+        let found = request::get_required_resources(call.req, &subnet_key(i)).unwrap_or_default();
+        let at = format!("spec.subnets[{i}]");
+        match found.first() {
+            None => waiting.push(format!("{at}: no VirtualPrivateSubnet {n:?} in namespace {:?} (yet)", owner.tenant)),
+            Some(net) if !is_secondary(net) => {
+                return Err(format!(
+                    "{at}: VirtualPrivateSubnet {n:?} is of role Primary (the network of the VMs that live in it): a second NIC is on a network of role Secondary"
+                ));
+            }
+            Some(net) => {
+                let state = NetworkState::of_xr(net);
+                if !state.ready() {
+                    waiting.push(format!("{at}: VirtualPrivateSubnet {n:?} is {}", state.state));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Labels the VM's pods for each load balancer of its tenant that names it.

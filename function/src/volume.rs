@@ -13,7 +13,7 @@ use vmaas_model::validation::check_dns_label;
 use vmaas_model::volume::disk_serial;
 use vmaas_model::{ValidationErrors, VolumeSpec, VolumeState};
 
-use crate::call::{Call, fatal, is_named, put, require_private, require_tenants};
+use crate::call::{Call, fatal, is_named, is_secondary, put, require_private, require_tenants};
 use crate::render::network_namespace;
 use crate::status::NetworkState;
 use crate::usage::usage;
@@ -66,13 +66,20 @@ pub(crate) fn run(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFu
         Ok(v) => v,
         Err(e) => return fatal(rsp, format!("invalid Volume: {e}")),
     };
-    require_private(&mut rsp, &owner, &spec.network);
+    require_private(&mut rsp, &owner, "network", &spec.network);
     require_tenants(&mut rsp, "vms", "XVirtualMachine", &owner);
     let Some(net) = request::get_required_resources(call.req, "network").unwrap_or_default().into_iter().next() else {
         let why = format!("spec.network: no VirtualPrivateSubnet {:?} in namespace {:?} (yet)", spec.network, owner.tenant);
         response::warning(&mut rsp, format!("{why}: the volume is created once it exists"));
         return Ok(rsp);
     };
+    if is_secondary(&net) {
+        let why = format!(
+            "spec.network: VirtualPrivateSubnet {:?} is of role Secondary: a volume lives in a primary network's namespace",
+            spec.network
+        );
+        return fatal(rsp, why);
+    }
     let ns = network_namespace(&owner.tenant, &spec.network);
     let sources =
         ImageSources { data_source_namespace: call.input.data_source_namespace.clone(), storage_class: call.input.storage_class.clone() };

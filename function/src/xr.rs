@@ -83,6 +83,11 @@ pub struct VmXrSpec {
     /// must admit the VM claim's namespace).
     #[serde(default)]
     pub physical_network: Option<String>,
+    /// `VirtualPrivateSubnet` claims of role `Secondary` in the VM claim's
+    /// namespace, by name: a NIC on each, in order, after the first NIC
+    /// and the physical network's.
+    #[serde(default)]
+    pub subnets: Vec<String>,
     /// Ports exposed on the floating IP (the template's when empty).
     #[serde(default)]
     pub expose: Vec<u16>,
@@ -191,6 +196,23 @@ impl NetworkXrSpec {
 pub struct NetworkXrSpec {
     /// The subnet, e.g. `192.168.100.0/24`.
     pub ipv4_cidr: String,
+    /// `Primary` (the default): a namespace whose VMs it is the network
+    /// of; `Secondary`: a second NIC's network for any of the tenant's VMs
+    /// that list it (`VmXrSpec::subnets`). Fixed at create.
+    #[serde(default)]
+    pub role: NetworkRole,
+}
+
+/// What a private network is to the VMs on it, in OVN-K's words.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NetworkRole {
+    /// Its own namespace's primary UDN: the VMs that name it
+    /// (`spec.network`) live there, and it is their first NIC.
+    #[default]
+    Primary,
+    /// A secondary layer-2 CUDN over the tenant's namespaces: a NIC of
+    /// each VM that lists it (`spec.subnets`), beside its first.
+    Secondary,
 }
 
 /// The `spec` of a (cluster-scoped) `PhysicalNetwork` XR: a physical L2

@@ -4,8 +4,10 @@
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
-use vmaas_function::render::{network_namespace, render_network, render_physical, render_vm, vm_namespace};
-use vmaas_function::xr::{FunctionInput, NetworkXrSpec, Owner, PhysicalNetworkXrSpec, VmXrSpec};
+use vmaas_function::render::{
+    network_namespace, render_network, render_physical, render_secondary, render_vm, subnet_network_name, vm_namespace,
+};
+use vmaas_function::xr::{FunctionInput, NetworkRole, NetworkXrSpec, Owner, PhysicalNetworkXrSpec, VmXrSpec};
 use vmaas_model::k8s::observe::vm_phase;
 use vmaas_model::{Phase, Template};
 
@@ -219,7 +221,7 @@ fn networks_render_valid_udn_and_localnet_cudn() {
 
 #[test]
 fn bad_networks_name_their_fields() {
-    let bad = NetworkXrSpec { ipv4_cidr: "10.0.0.1/8".into() };
+    let bad = NetworkXrSpec { ipv4_cidr: "10.0.0.1/8".into(), role: NetworkRole::Primary };
     let e = render_network(&team_a("n"), &bad).unwrap_err().to_string();
     assert!(e.contains("spec.ipv4Cidr") && e.contains("host bits"), "{e}");
     let e =
@@ -252,6 +254,51 @@ fn a_vm_on_a_named_network_lives_in_its_namespace_and_a_physical_one_is_a_second
     );
     // The same network name of another team is another namespace.
     assert_ne!(network_namespace("team-b", "example"), r.namespace_name);
+}
+
+#[test]
+fn a_secondary_network_is_a_cudn_over_the_team_and_a_nic_of_each_vm_that_lists_it() {
+    let spec = NetworkXrSpec::from_xr(&json!({"ipv4Cidr": "10.60.0.0/24", "role": "Secondary"})).unwrap();
+    let cudn = serde_json::to_value(render_secondary(&team_a("backend"), &spec).unwrap()).unwrap();
+    assert_valid(&crd_schema("k8s.ovn.org_clusteruserdefinednetworks.yaml"), &cudn, "the secondary ClusterUserDefinedNetwork");
+    assert_eq!(cudn["metadata"]["name"], subnet_network_name("team-a", "backend"));
+    assert_eq!(
+        cudn["spec"]["network"],
+        json!({"topology": "Layer2", "layer2": {"role": "Secondary", "subnets": ["10.60.0.0/24"], "ipam": {"lifecycle": "Persistent"}}})
+    );
+    assert_eq!(cudn["spec"]["namespaceSelector"]["matchExpressions"][0]["values"], json!(["team-a"]));
+    assert_ne!(subnet_network_name("team-b", "backend"), subnet_network_name("team-a", "backend"), "teams never share one");
+
+    let input = input();
+    let vm = json!({"template": "simple_vm", "network": "example", "physicalNetwork": "lab", "subnets": ["backend", "db"]});
+    let r = render_vm(&team_a("web"), &serde_json::from_value(vm).unwrap(), &template(&input, "simple_vm"), &input, None).unwrap();
+    let vm = serde_json::to_value(&r.vm).unwrap();
+    assert_valid(&json_schema("kubevirt.io_virtualmachine_v1.json"), &vm, "the KubeVirt VirtualMachine");
+    let nets = &vm["spec"]["template"]["spec"]["networks"];
+    assert_eq!(nets[1], json!({"name": "lab", "multus": {"networkName": "lab"}}), "the physical NIC first");
+    assert_eq!(nets[2], json!({"name": "sub0", "multus": {"networkName": subnet_network_name("team-a", "backend")}}));
+    assert_eq!(nets[3], json!({"name": "sub1", "multus": {"networkName": subnet_network_name("team-a", "db")}}));
+    let ifaces: Vec<&str> = vm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(ifaces, ["default", "lab", "sub0", "sub1"]);
+
+    let bad =
+        json!({"template": "simple_vm", "network": "example", "subnets": ["backend", "backend", "example", "No", "a", "b", "c", "d", "e"]});
+    let e = render_vm(&team_a("web"), &serde_json::from_value(bad).unwrap(), &template(&input, "simple_vm"), &input, None)
+        .unwrap_err()
+        .to_string();
+    for (field, why) in [
+        ("spec.subnets:", "at most 8"),
+        ("spec.subnets[1]", "listed twice"),
+        ("spec.subnets[2]", "own network"),
+        ("spec.subnets[3]", "not a network's name"),
+    ] {
+        assert!(e.contains(field) && e.contains(why), "{field} ({why}) in {e}");
+    }
 }
 
 #[test]
@@ -295,8 +342,10 @@ fn the_schema_check_catches_bad_objects() {
     vm["spec"]["template"]["spec"]["domain"]["devices"]["gpus"] = json!([{"deviceName": "nvidia.com/A10"}]);
     let validator = jsonschema::validator_for(&json_schema("kubevirt.io_virtualmachine_v1.json")).unwrap();
     assert!(validator.iter_errors(&vm).count() >= 2, "a number runStrategy and a GPU without a name are refused");
-    let mut udn =
-        serde_json::to_value(render_network(&team_a("n"), &NetworkXrSpec { ipv4_cidr: "10.0.0.0/8".into() }).unwrap().udn).unwrap();
+    let mut udn = serde_json::to_value(
+        render_network(&team_a("n"), &NetworkXrSpec { ipv4_cidr: "10.0.0.0/8".into(), role: NetworkRole::Primary }).unwrap().udn,
+    )
+    .unwrap();
     udn["spec"]["topology"] = json!("Mesh");
     assert!(!jsonschema::validator_for(&crd_schema("k8s.ovn.org_userdefinednetworks.yaml")).unwrap().is_valid(&udn));
 }

@@ -53,7 +53,7 @@ impl Shared {
         self.ensure_namespace(&home, &t.tenant).await?;
         let tenants = [label_value(&t.tenant)];
         let cudn = match t.spec.network_class.as_str() {
-            "" => subnet_cudn(&network_name(&t.id), &tenants),
+            "" => subnet_cudn(&network_name(&t.id), None, &tenants),
             class => {
                 let Some(p) = self.cfg.physical_networks.get(class) else {
                     let why = format!("the network's class {class:?} is no physical network of this server (--physical-network)");

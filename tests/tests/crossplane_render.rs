@@ -20,12 +20,16 @@ use vmaas_tests::k8s::Cluster;
 use vmaas_tests::tools::{crank, crossplane_crds, validate_cache, yaml_documents, yaml_stream};
 use vmaas_tests::xcrd::xr_crd;
 
-/// One composition, the XR it renders, and what the function asks for.
+/// One composition, an XR it renders, and what the function asks for.
 struct Example {
+    /// The composition's kind (`virtualmachine`).
     kind: String,
+    /// The kind, and the XR's variant when it is not the first
+    /// (`virtualmachine-subnets`, from `render/xr-virtualmachine-subnets.yaml`).
+    name: String,
     composition: PathBuf,
     xr: PathBuf,
-    required: Option<PathBuf>,
+    required: Vec<PathBuf>,
 }
 
 fn examples() -> Vec<Example> {
@@ -40,15 +44,29 @@ fn examples() -> Vec<Example> {
             .unwrap_or_else(|| panic!("composition-{kind}.yaml has no XR to render (render/xr-{kind}.yaml)"));
         let composition = dir.join(&name);
         let from_cluster = yaml_documents(&composition)[0]["spec"]["pipeline"][0]["input"]["templatesFromCluster"] == true;
-        let required = Some(dir.join(format!("render/required-{kind}.yaml")))
-            .filter(|p| p.exists())
-            .or_else(|| from_cluster.then(|| dir.join("templates.yaml")));
-        out.push(Example { kind: kind.to_owned(), composition, xr, required });
+        let templates = from_cluster.then(|| dir.join("templates.yaml"));
+        let required = |name: &str| {
+            let own = Some(dir.join(format!("render/required-{name}.yaml"))).filter(|p| p.exists());
+            own.into_iter().chain(templates.clone()).collect::<Vec<_>>()
+        };
+        out.push(Example { kind: kind.to_owned(), name: kind.to_owned(), composition: composition.clone(), xr, required: required(kind) });
+        // Variants: render/xr-KIND-VARIANT.yaml, with render/required-KIND-VARIANT.yaml.
+        for v in std::fs::read_dir(dir.join("render")).unwrap() {
+            let file = v.unwrap().file_name().to_string_lossy().into_owned();
+            let Some(variant) = file.strip_prefix(&format!("xr-{kind}-")).and_then(|n| n.strip_suffix(".yaml")) else { continue };
+            let name = format!("{kind}-{variant}");
+            let (xr, required) = (dir.join("render").join(&file), required(&name));
+            out.push(Example { kind: kind.to_owned(), name, composition: composition.clone(), xr, required });
+        }
     }
     // Networks first, as a team would: the others live in their namespaces.
     let rank = |k: &str| ["physicalnetwork", "virtualprivatesubnet", "virtualmachine", "volume"].iter().position(|x| *x == k);
-    out.sort_by_key(|e| (rank(&e.kind).unwrap_or(usize::MAX), e.kind.clone()));
-    assert_eq!(out.len(), 5, "five example compositions");
+    out.sort_by_key(|e| (rank(&e.kind).unwrap_or(usize::MAX), e.name.clone()));
+    let kinds: std::collections::BTreeSet<&str> = out.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds.len(), 5, "five example compositions");
+    for variant in ["virtualprivatesubnet-secondary", "virtualmachine-subnets"] {
+        assert!(out.iter().any(|e| e.name == variant), "render/xr-{variant}.yaml is rendered");
+    }
     out
 }
 
@@ -59,12 +77,17 @@ fn render(e: &Example, addr: &str) -> Vec<Value> {
         .args([&e.xr, &e.composition, &compositions_dir().join("render/functions.yaml")])
         .args(["--include-function-results", "--include-full-xr"])
         .args(["-a", &format!("render.crossplane.io/runtime-development-target={addr}")]);
-    if let Some(r) = &e.required {
-        c.arg("--required-resources").arg(r);
+    // Several files of what it asks for go in one directory.
+    let required = tempfile::tempdir().unwrap();
+    for (i, r) in e.required.iter().enumerate() {
+        std::fs::copy(r, required.path().join(format!("{i}.yaml"))).unwrap();
+    }
+    if !e.required.is_empty() {
+        c.arg("--required-resources").arg(required.path());
     }
     let out = c.output().expect("run crossplane render");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "crossplane render of {}: {}\n{text}", e.kind, String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "crossplane render of {}: {}\n{text}", e.name, String::from_utf8_lossy(&out.stderr));
     yaml_stream(&text)
 }
 
@@ -223,26 +246,26 @@ async fn every_example_renders_in_crossplane_validates_applies_strict_and_matche
         // Crossplane renders it.
         let docs = render(&e, &f.addr);
         let results: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "Result").collect();
-        assert!(results.iter().all(|r| r["severity"] != "SEVERITY_FATAL"), "{}: {results:#?}", e.kind);
+        assert!(results.iter().all(|r| r["severity"] != "SEVERITY_FATAL"), "{}: {results:#?}", e.name);
         let xr = docs.iter().find(|d| d["kind"] == xr_in["kind"]).expect("the XR in the output").clone();
         let composed: Vec<Value> = docs.iter().filter(|d| d["metadata"]["annotations"][RESOURCE_NAME].is_string()).cloned().collect();
-        assert!(!composed.is_empty(), "{}: nothing composed:\n{docs:#?}", e.kind);
+        assert!(!composed.is_empty(), "{}: nothing composed:\n{docs:#?}", e.name);
 
         // Validated against the real CRDs and the XRDs.
         let mut resources = vec![xr.clone()];
         resources.extend(composed.iter().cloned());
-        validate(&e.kind, &resources, &tmp.path().join(format!("{}.yaml", e.kind)));
+        validate(&e.name, &resources, &tmp.path().join(format!("{}.yaml", e.name)));
 
         // The stand-in, for the same XR, composes the same.
         let stored = applied(&k, &xr_in, &plural).await;
         let o = xp.reconcile(&plural, &stored).await;
-        assert!(o.fatal.is_empty(), "{}: {:?}", e.kind, o.fatal);
+        assert!(o.fatal.is_empty(), "{}: {:?}", e.name, o.fatal);
         let keys = |c: &[Value]| {
             let mut k: Vec<String> = c.iter().map(|d| d["metadata"]["annotations"][RESOURCE_NAME].as_str().unwrap().to_owned()).collect();
             k.sort();
             k
         };
-        assert_eq!(keys(&composed), o.composed.keys().cloned().collect::<Vec<_>>(), "{}: the composed resources", e.kind);
+        assert_eq!(keys(&composed), o.composed.keys().cloned().collect::<Vec<_>>(), "{}: the composed resources", e.name);
         let mut diff = Vec::new();
         for c in &composed {
             let key = c["metadata"]["annotations"][RESOURCE_NAME].as_str().unwrap();
@@ -251,8 +274,8 @@ async fn every_example_renders_in_crossplane_validates_applies_strict_and_matche
         let mut status = xr["status"].clone();
         status.as_object_mut().map(|s| s.remove("conditions"));
         differences(&status, &o.xr["status"], "XR status", &mut diff);
-        assert!(diff.is_empty(), "{}: the stand-in differs from Crossplane:\n{}", e.kind, diff.join("\n"));
-        assert_eq!(conditions(&xr), conditions(&o.xr), "{}: the XR's conditions", e.kind);
+        assert!(diff.is_empty(), "{}: the stand-in differs from Crossplane:\n{}", e.name, diff.join("\n"));
+        assert_eq!(conditions(&xr), conditions(&o.xr), "{}: the XR's conditions", e.name);
 
         // Crossplane's output applies Strict (its owner references filled
         // in with the XR's uid, as Crossplane does when it applies).

@@ -66,16 +66,22 @@ pub fn udn(name: &str, ns: &str, cidr: &str) -> UserDefinedNetwork {
 
 /// Subnet `name` as a secondary layer-2 CUDN for its tenant's namespaces
 /// (`tenants`: their [`TENANT_LABEL`] values), so that a VM may have a NIC
-/// on it beside others. OVN-K keeps no addresses on it (`ipam` disabled):
-/// the server's IPAM gives them, and cloud-init tells each guest its own
-/// ([`super::cloud_init::network_data`]). OVN-K makes a
-/// NetworkAttachmentDefinition named `name` in each namespace it selects.
-pub fn subnet_cudn(name: &str, tenants: &[String]) -> ClusterUserDefinedNetwork {
+/// on it beside others. OVN-K makes a NetworkAttachmentDefinition named
+/// `name` in each namespace it selects. With `ipam` (the subnet's range),
+/// OVN-K gives the addresses and keeps each VM's for its life (persistent
+/// IPAM: IPAMClaims); without, OVN-K keeps none (`ipam` disabled): the
+/// server's IPAM gives them, and cloud-init tells each guest its own
+/// ([`super::cloud_init::network_data`]).
+pub fn subnet_cudn(name: &str, ipam: Option<&str>, tenants: &[String]) -> ClusterUserDefinedNetwork {
+    let layer2 = match ipam {
+        Some(cidr) => json!({"role": "Secondary", "subnets": [cidr], "ipam": {"lifecycle": "Persistent"}}),
+        None => json!({"role": "Secondary", "ipam": {"mode": "Disabled"}}),
+    };
     ClusterUserDefinedNetwork::new(
         name,
         ClusterUserDefinedNetworkSpec {
             namespace_selector: json!({"matchExpressions": [{"key": TENANT_LABEL, "operator": "In", "values": tenants}]}),
-            network: json!({"topology": "Layer2", "layer2": {"role": "Secondary", "ipam": {"mode": "Disabled"}}}),
+            network: json!({"topology": "Layer2", "layer2": layer2}),
         },
     )
 }
@@ -497,7 +503,7 @@ mod tests {
 
     #[test]
     fn a_subnet_as_a_secondary_network_is_told_to_the_guest_by_mac() {
-        let c = serde_json::to_value(subnet_cudn("subnet-a", &["acme".to_owned()])).unwrap();
+        let c = serde_json::to_value(subnet_cudn("subnet-a", None, &["acme".to_owned()])).unwrap();
         assert_eq!(c["spec"]["network"], json!({"topology": "Layer2", "layer2": {"role": "Secondary", "ipam": {"mode": "Disabled"}}}));
         let mut o = options(PowerState::Started);
         let nic = |i: u8, address: Option<&str>| Attachment {
