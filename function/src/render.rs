@@ -18,7 +18,7 @@ use vmaas_model::network::Cidr;
 use vmaas_model::validation::check_dns_label;
 use vmaas_model::{ExposedPort, Protocol, Template, ValidationErrors};
 
-use crate::xr::{FunctionInput, NetworkXrSpec, Owner, PhysicalNetworkXrSpec, VmXrSpec};
+use crate::xr::{FunctionInput, NetworkXrSpec, Owner, PhysicalNetworkXrSpec, Topology, VmXrSpec};
 
 /// The VM's NIC on its physical network `network`: named after it, as
 /// seed 002 writes it (`vlan2003`), but `physical` for a network named
@@ -276,9 +276,25 @@ fn labelled(mut obj: serde_json::Value, instance_type: Option<&str>) -> serde_js
 /// Renders the private network of `owner`: its namespace, labelled for a
 /// primary UDN, and a layer-2 UDN of the claim's name in it.
 pub fn render_network(owner: &Owner, spec: &NetworkXrSpec) -> Result<RenderedNetwork, ValidationErrors> {
-    Cidr::parse(&spec.ipv4_cidr, 4).map_err(|e| ValidationErrors::one("spec.ipv4Cidr", e.to_string()))?;
+    check_network(spec)?;
     let ns = network_namespace(&owner.tenant, &owner.name);
     Ok(RenderedNetwork { namespace: namespace(&ns, true, &owner.tenant), udn: udn(&owner.name, &ns, &spec.ipv4_cidr) })
+}
+
+/// Why a VM cannot be on a Layer3 network: the reason `spec.topology:
+/// Layer3` is refused with.
+pub const LAYER3_REFUSED: &str = "Layer3 is refused: KubeVirt runs VMs on OVN-K's Layer2 (and Localnet) topologies only. A Layer3 network gives each node a slice of its range (hostSubnet), so a VM's address would be its node's and change when it moves, and live migration could not keep it; use Layer2";
+
+/// Checks a private network's range and topology.
+fn check_network(spec: &NetworkXrSpec) -> Result<(), ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    if let Err(e) = Cidr::parse(&spec.ipv4_cidr, 4) {
+        errs.push("spec.ipv4Cidr", e.to_string());
+    }
+    if spec.topology == Topology::Layer3 {
+        errs.push("spec.topology", LAYER3_REFUSED);
+    }
+    errs.into_result(())
 }
 
 /// Renders the secondary network of `owner`: a layer-2 CUDN with OVN-K's
@@ -286,7 +302,7 @@ pub fn render_network(owner: &Owner, spec: &NetworkXrSpec) -> Result<RenderedNet
 /// (`vmaas.io/tenant`: each VM's and each primary network's namespace is
 /// labelled with the claims' namespace).
 pub fn render_secondary(owner: &Owner, spec: &NetworkXrSpec) -> Result<ClusterUserDefinedNetwork, ValidationErrors> {
-    Cidr::parse(&spec.ipv4_cidr, 4).map_err(|e| ValidationErrors::one("spec.ipv4Cidr", e.to_string()))?;
+    check_network(spec)?;
     let tenants = [owner.tenant.clone()];
     Ok(subnet_cudn(&subnet_network_name(&owner.tenant, &owner.name), Some(&spec.ipv4_cidr), &tenants))
 }

@@ -201,6 +201,21 @@ pub struct NetworkXrSpec {
     /// that list it (`VmXrSpec::subnets`). Fixed at create.
     #[serde(default)]
     pub role: NetworkRole,
+    /// OVN-K's topology: `Layer2` (the default), the one KubeVirt's VMs
+    /// run on. `Layer3` (seed 001's `hostSubnet`: a slice of the range per
+    /// node) is taken only to be refused with the reason.
+    #[serde(default)]
+    pub topology: Topology,
+}
+
+/// An OVN-K network topology a claim may name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Topology {
+    /// One segment across the nodes: a VM keeps its address wherever it runs.
+    #[default]
+    Layer2,
+    /// A segment per node, routed: an address belongs to its node's slice.
+    Layer3,
 }
 
 /// What a private network is to the VMs on it, in OVN-K's words.

@@ -221,7 +221,7 @@ fn networks_render_valid_udn_and_localnet_cudn() {
 
 #[test]
 fn bad_networks_name_their_fields() {
-    let bad = NetworkXrSpec { ipv4_cidr: "10.0.0.1/8".into(), role: NetworkRole::Primary };
+    let bad = NetworkXrSpec { ipv4_cidr: "10.0.0.1/8".into(), role: NetworkRole::Primary, topology: Default::default() };
     let e = render_network(&team_a("n"), &bad).unwrap_err().to_string();
     assert!(e.contains("spec.ipv4Cidr") && e.contains("host bits"), "{e}");
     let e =
@@ -268,6 +268,15 @@ fn a_secondary_network_is_a_cudn_over_the_team_and_a_nic_of_each_vm_that_lists_i
     );
     assert_eq!(cudn["spec"]["namespaceSelector"]["matchExpressions"][0]["values"], json!(["team-a"]));
     assert_ne!(subnet_network_name("team-b", "backend"), subnet_network_name("team-a", "backend"), "teams never share one");
+    for role in ["Primary", "Secondary"] {
+        let layer3 = NetworkXrSpec::from_xr(&json!({"ipv4Cidr": "10.200.0.0/16", "role": role, "topology": "Layer3"})).unwrap();
+        let e = match role {
+            "Primary" => render_network(&team_a("routed"), &layer3).map(|_| ()),
+            _ => render_secondary(&team_a("routed"), &layer3).map(|_| ()),
+        };
+        let e = e.unwrap_err().to_string();
+        assert!(e.contains("spec.topology") && e.contains("hostSubnet") && e.contains("use Layer2"), "{e}");
+    }
 
     let input = input();
     let vm = json!({"template": "simple_vm", "network": "example", "physicalNetwork": "lab", "subnets": ["backend", "db"]});
@@ -343,7 +352,12 @@ fn the_schema_check_catches_bad_objects() {
     let validator = jsonschema::validator_for(&json_schema("kubevirt.io_virtualmachine_v1.json")).unwrap();
     assert!(validator.iter_errors(&vm).count() >= 2, "a number runStrategy and a GPU without a name are refused");
     let mut udn = serde_json::to_value(
-        render_network(&team_a("n"), &NetworkXrSpec { ipv4_cidr: "10.0.0.0/8".into(), role: NetworkRole::Primary }).unwrap().udn,
+        render_network(
+            &team_a("n"),
+            &NetworkXrSpec { ipv4_cidr: "10.0.0.0/8".into(), role: NetworkRole::Primary, topology: Default::default() },
+        )
+        .unwrap()
+        .udn,
     )
     .unwrap();
     udn["spec"]["topology"] = json!("Mesh");
