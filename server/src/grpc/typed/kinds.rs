@@ -129,8 +129,13 @@ impl Ctx {
 
     /// A `K` as the store holds it (its JSON), as the message.
     pub(super) fn stored<K: Served>(&self, json: &str) -> Result<K::Pb, Status> {
-        let obj: K = serde_json::from_str(json).map_err(|e| self.status(ApiError::internal(e)))?;
-        Ok(K::to_pb(&self.pool, obj))
+        Ok(K::to_pb(&self.pool, self.parsed(json)?))
+    }
+
+    /// An object the store or a list holds as JSON, read back into its
+    /// model type (INTERNAL if it does not read: the server wrote it).
+    pub(super) fn parsed<T: serde::de::DeserializeOwned>(&self, json: &str) -> Result<T, Status> {
+        serde_json::from_str(json).map_err(|e| self.status(ApiError::internal(e)))
     }
 }
 

@@ -24,8 +24,7 @@ pub struct VirtualMachineTemplates(pub Ctx);
 impl VirtualMachineTemplates {
     /// A template as the list gives it (its JSON), as the message.
     fn listed(&self, json: &Arc<str>) -> Result<pb::VirtualMachineTemplate, Status> {
-        let t: VirtualMachineTemplate = serde_json::from_str(json).map_err(|e| self.0.status(ApiError::internal(e)))?;
-        Ok(to_pb(&self.0.pool, t))
+        Ok(to_pb(&self.0.pool, self.0.parsed(json)?))
     }
 
     /// A request's template, or INVALID_ARGUMENT naming what is wrong.

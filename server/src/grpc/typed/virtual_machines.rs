@@ -23,8 +23,7 @@ pub struct VirtualMachines(pub Ctx);
 impl VirtualMachines {
     /// A VM as the store holds it (its JSON), as the message.
     fn stored(&self, json: &str) -> Result<pb::VirtualMachine, Status> {
-        let vm: VirtualMachine = serde_json::from_str(json).map_err(|e| self.0.status(ApiError::internal(e)))?;
-        Ok(convert::to_pb(&self.0.pool, vm))
+        Ok(convert::to_pb(&self.0.pool, self.0.parsed::<VirtualMachine>(json)?))
     }
 }
 
