@@ -83,3 +83,19 @@ pub trait Exports: Send + Sync {
     /// The export of `what`, made now (or kept from before when it cannot have changed).
     async fn export(&self, what: &ExportSource) -> Result<ExportFile, BackendError>;
 }
+
+/// Takes VMs moved here from another cluster: the other side of an
+/// export.
+#[async_trait]
+pub trait Arrivals: Send + Sync {
+    /// Makes the boot disk of VM `t` (stopped, moving here) from `disk`, an
+    /// export of its boot disk on the cluster it leaves; once this
+    /// returns, the VM's driver makes `t` with that disk rather than one
+    /// from its image. A disk half made is removed before an error is
+    /// returned.
+    async fn arrive(&self, t: &crate::VmTarget, disk: &ExportFile) -> Result<(), BackendError>;
+
+    /// Removes whatever a move of VM `id` made here (its disk, its VM),
+    /// a move that did not finish: done once nothing is left.
+    async fn abandon(&self, id: &str) -> Result<crate::Cleanup, BackendError>;
+}

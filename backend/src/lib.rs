@@ -46,7 +46,7 @@ pub use balancer::{BalancerDriver, BalancerObservation, BalancerProblem, Balance
 pub use console::{Console, Consoles, Display, DisplayStream};
 pub use driver::{Cleanup, Driver, Requeue, Target, Wake};
 pub use error::{BackendError, ErrorKind};
-pub use export::{ExportFile, ExportSource, Exports};
+pub use export::{Arrivals, ExportFile, ExportSource, Exports};
 pub use host::{Demand, HostCapacity, Quarantined, Room, Usage, VmMemory};
 pub use image::{CatalogImage, Credentials, ImageDriver, ImageFile, ImageImport, ImageObservation, ImageTarget, ImageUploads, Upload};
 pub use nat::{NatDriver, NatObservation, NatSpec, NatTarget};
@@ -169,6 +169,11 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Exports of disks, if the backend makes them.
     fn exports(&self) -> Option<Arc<dyn Exports>> {
+        None
+    }
+
+    /// Boot disks of VMs moved here from another cluster, if the backend takes them.
+    fn arrivals(&self) -> Option<Arc<dyn Arrivals>> {
         None
     }
 

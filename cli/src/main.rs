@@ -231,6 +231,21 @@ async fn set_power(client: &Client, args: &PowerArgs, state: PowerState, format:
     output::vm(format, &vm)
 }
 
+/// Stops VM `args.vm` with a new `placement`: the server moves it to a
+/// cluster that placement admits (waited for with `--wait`: STOPPED there).
+async fn move_vm(client: &Client, args: &PowerArgs, placement: vmaas_model::Placement, format: Format) -> anyhow::Result<()> {
+    let vm = client.find_vm(&args.vm).await?;
+    let spec = vmaas_model::vm::SpecPatch { state: Some(PowerState::Stopped), placement: Some(placement), ..Default::default() };
+    let metadata = Some(MetadataInput { version: Some(vm.metadata.version), ..Default::default() });
+    let mut vm = client.patch_vm(&vm.id, &PatchVirtualMachine { metadata, spec, ..Default::default() }).await?;
+    if args.wait
+        && let Some(v) = wait(client, &vm, WaitFor::Stopped, args.timeout).await?
+    {
+        vm = v;
+    }
+    output::vm(format, &vm)
+}
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let cfg_path = cli.config.clone().unwrap_or_else(config::default_path);
     let format = cli.output;
@@ -402,6 +417,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     vm = v;
                 }
                 output::vm(format, &vm)
+            }
+            VmCmd::Move { cluster, placement_labels, power: args } => {
+                let placement = vmaas_model::Placement { cluster, labels: placement_labels.into_iter().collect() };
+                move_vm(&client, &args, placement, format).await
             }
             VmCmd::Delete { vm, retain_snapshots, wait: do_wait, timeout } => {
                 let vm = client.find_vm(&vm).await?;

@@ -117,6 +117,18 @@ pub(crate) enum VmCmd {
         #[command(flatten)]
         power: PowerArgs,
     },
+    /// Move a VM to another cluster, when the server drives several: it is
+    /// stopped, its boot disk copied there, and it stays stopped there.
+    Move {
+        /// The cluster to move it to.
+        #[arg(long, required_unless_present = "placement_labels")]
+        cluster: Option<String>,
+        /// A label the cluster must have, as KEY=VALUE; repeat for several.
+        #[arg(long = "placement-label", value_name = "KEY=VALUE", value_parser = args::parse_label)]
+        placement_labels: Vec<(String, String)>,
+        #[command(flatten)]
+        power: PowerArgs,
+    },
     /// Delete a VM and everything it has.
     #[command(alias = "rm")]
     Delete {

@@ -29,17 +29,18 @@ mod objects;
 pub mod retry;
 mod stop;
 pub mod tls;
+mod wait;
 
 pub use retry::RetryPolicy;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use vmaas_model::{
     ConditionStatus, ConditionType, CreateVirtualMachine, Envelope, FieldError, Page, PatchVirtualMachine, VirtualMachine,
-    VirtualMachineTemplate, VmState,
+    VirtualMachineTemplate,
 };
 
 /// Prefix of every API route.
@@ -523,75 +524,5 @@ impl Client {
     pub async fn console_log(&self, id: &str) -> Result<Vec<u8>, Error> {
         let (_, bytes) = self.send::<()>(Method::GET, &format!("/virtual_machines/{id}/console_log"), None, None).await?;
         Ok(bytes.to_vec())
-    }
-
-    /// Waits until VM `id` reaches `target`, woken by its events (polling
-    /// every `every` without an event stream, ten times slower with one), calling
-    /// `progress` on every change of its status line. Fails at once if the VM
-    /// is FAILED while waiting for READY, and after `timeout` otherwise.
-    pub async fn wait_vm(
-        &self,
-        id: &str,
-        target: WaitFor,
-        timeout: Duration,
-        every: Duration,
-        mut progress: impl FnMut(&VirtualMachine),
-    ) -> Result<Option<VirtualMachine>, Error> {
-        let started = Instant::now();
-        let what = match target {
-            WaitFor::Ready => format!("virtual machine {id} to be READY (running, with its guest answering its readiness probe)"),
-            WaitFor::Stopped => format!("virtual machine {id} to be STOPPED"),
-            WaitFor::Paused => format!("virtual machine {id} to be PAUSED"),
-            WaitFor::Deleted => format!("virtual machine {id} to be deleted"),
-        };
-        let mut last_line = String::from("nothing yet");
-        // Woken by the VM's events; polling stays as the fallback, slower
-        // while the stream is open (and at `every` without one).
-        let mut watch = self.watch_events(&format!("event.virtual_machine.id == '{id}'"), timeout).await.ok();
-        loop {
-            match self.get_vm(id).await {
-                Ok(vm) => {
-                    let line = describe_status(&vm);
-                    if line != last_line {
-                        progress(&vm);
-                        last_line = line;
-                    }
-                    let st = vm.status.state;
-                    match (target, st) {
-                        (WaitFor::Ready, VmState::Ready) | (WaitFor::Stopped, VmState::Stopped) | (WaitFor::Paused, VmState::Paused) => {
-                            return Ok(Some(vm));
-                        }
-                        (WaitFor::Ready | WaitFor::Stopped | WaitFor::Paused, VmState::Failed) => {
-                            let reason = vm
-                                .status
-                                .condition(ConditionType::Failed)
-                                .map(|c| format!("{}: {}", c.reason.as_deref().unwrap_or("-"), c.message))
-                                .unwrap_or_default();
-                            return Err(Error::Failed { what, reason });
-                        }
-                        (WaitFor::Ready | WaitFor::Stopped | WaitFor::Paused, VmState::Deleting) => {
-                            return Err(Error::Failed { what, reason: "the VM is being deleted".into() });
-                        }
-                        _ => {}
-                    }
-                }
-                Err(e) if e.is_not_found() && target == WaitFor::Deleted => return Ok(None),
-                Err(e) => return Err(e),
-            }
-            if started.elapsed() >= timeout {
-                return Err(Error::Timeout { what, waited: timeout, last: last_line });
-            }
-            let pause = if watch.is_some() { every * 10 } else { every };
-            let pause = pause.min(timeout.saturating_sub(started.elapsed())).max(Duration::from_millis(10));
-            match watch.as_mut() {
-                Some(w) => tokio::select! {
-                    next = tokio::time::timeout(pause, w.next()) => if let Ok(None) = next {
-                        watch = None;
-                    },
-                    () = self.stopped() => return Err(Error::Interrupted),
-                },
-                None => self.pause(pause).await?,
-            }
-        }
     }
 }

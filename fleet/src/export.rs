@@ -10,7 +10,7 @@ use vmaas_model::ObjectKind;
 use crate::Inner;
 
 /// The exports of every cluster (each cluster's, if it makes them).
-pub struct Exports(pub(crate) Arc<Inner>, pub(crate) Vec<Option<Arc<dyn ExportsApi>>>);
+pub struct Exports(pub(crate) Arc<Inner>);
 
 impl Exports {
     /// The exports of the cluster holding `what`.
@@ -22,7 +22,7 @@ impl Exports {
             ExportSource::Snapshot { id, .. } => inner.holders(ObjectKind::ComputeInstanceSnapshot, id).next(),
         };
         let m = at.ok_or_else(|| BackendError::invalid("exporting", "what is exported is on no cluster"))?;
-        self.1[m]
+        inner.exports[m]
             .as_ref()
             .ok_or_else(|| BackendError::unsupported("exporting", format!("cluster {:?} does not export disks", inner.members[m].name)))
     }

@@ -4,12 +4,13 @@
 //! host's qemu backend) with a name and labels. A VM is placed once, on the
 //! cluster its `spec.placement` admits with the most room for it (CPU,
 //! memory, GPUs), and stays there: its status names the cluster, and every
-//! later call for it goes there. What a VM needs follows it: its subnets
+//! later call for it goes there, until a new placement no longer admits
+//! that cluster while it is stopped: then it moves. What a VM needs follows it: its subnets
 //! are made on the clusters its VMs run on, a volume on the cluster of the
 //! first VM it is attached to, a load balancer on every cluster running one
 //! of its targets. Images are imported (or uploaded) on every cluster, so any VM can boot
 //! them wherever it lands. A cluster that stops answering keeps its VMs
-//! (DEGRADED, as its own backend reports them); nothing is moved or made twice.
+//! (DEGRADED, as its own backend reports them); nothing is moved for that, or made twice.
 //!
 //! - [`place`]: choosing a cluster.
 //! - [`vm`]: VMs, routed to their cluster; their consoles.
@@ -17,7 +18,8 @@
 //! - [`follow`]: volumes and load balancers made where their VMs run.
 //! - [`fanout`]: networks and images, on every cluster;
 //!   [`upload`]: uploaded images, sent to every cluster.
-//! - [`export`]: exports, made by the cluster that holds the disk.
+//! - [`export`]: exports, made by the cluster that holds the disk;
+//!   `moving`: a stopped VM moved to another cluster when its placement changes.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -26,6 +28,7 @@ pub mod export;
 pub mod fanout;
 pub mod follow;
 mod made;
+mod moving;
 pub mod place;
 pub mod subnet;
 pub mod upload;
@@ -71,6 +74,12 @@ pub enum FleetError {
 pub(crate) struct Inner {
     members: Vec<Member>,
     vms: Vec<Arc<VmDriver>>,
+    /// Each cluster's exports, if it makes them.
+    exports: Vec<Option<Arc<dyn vmaas_backend::Exports>>>,
+    /// Each cluster's arrivals, if it takes moved VMs' disks.
+    arrivals: Vec<Option<Arc<dyn vmaas_backend::Arrivals>>>,
+    /// The VMs whose move was reported and is to be made, by id.
+    moving: Mutex<HashMap<String, moving::Tries>>,
     /// The cluster of each VM placed (or found), by VM id.
     homes: Mutex<HashMap<String, usize>>,
     /// Placements made in the last moments, counted against their
@@ -136,9 +145,14 @@ impl Fleet {
             }
         }
         let vms = members.iter().map(|m| m.backend.vms()).collect();
+        let exports = members.iter().map(|m| m.backend.exports()).collect();
+        let arrivals = members.iter().map(|m| m.backend.arrivals()).collect();
         let inner = Arc::new(Inner {
             members,
             vms,
+            exports,
+            arrivals,
+            moving: Mutex::default(),
             homes: Mutex::new(homes),
             recent: Mutex::default(),
             demands: Mutex::default(),
@@ -252,8 +266,11 @@ impl Backend for Fleet {
     }
 
     fn exports(&self) -> Option<Arc<dyn vmaas_backend::Exports>> {
-        let each: Vec<_> = self.inner.members.iter().map(|m| m.backend.exports()).collect();
-        each.iter().any(Option::is_some).then(|| Arc::new(export::Exports(self.inner.clone(), each)) as Arc<dyn vmaas_backend::Exports>)
+        self.inner
+            .exports
+            .iter()
+            .any(Option::is_some)
+            .then(|| Arc::new(export::Exports(self.inner.clone())) as Arc<dyn vmaas_backend::Exports>)
     }
 
     fn consoles(&self) -> Option<Arc<dyn vmaas_backend::Consoles>> {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use tracing::info;
 use vmaas_backend::{BackendError, Cleanup, CloneFrom, Demand, Driver, Requeue, Room, VmObservation, VmSpec, VmTarget};
-use vmaas_model::{ObjectKind, Observation, Phase, Reason};
+use vmaas_model::{ObjectKind, Observation, Phase, PowerState, Reason};
 
 use crate::Inner;
 use crate::place::{Candidate, Choice, choose};
@@ -72,8 +72,21 @@ impl Inner {
             recent.push(Recent { member: m, id: t.id.clone(), demand, at: Instant::now() });
             return Ok(Ok(m));
         }
-        let candidates: Vec<Candidate<'_>> = self
-            .members
+        Ok(match choose(&self.candidates(&recent), &t.spec.placement, &demand) {
+            Choice::On(m) => {
+                info!(vm = %t.id, cluster = %self.members[m].name, "placed");
+                homes.insert(t.id.clone(), m);
+                recent.push(Recent { member: m, id: t.id.clone(), demand, at: Instant::now() });
+                Ok(m)
+            }
+            Choice::Wait(why) => Err(Unplaced(Observation::new(Phase::Starting(why)), Requeue::after(WAIT))),
+            Choice::Refuse(why) => Err(Unplaced(Observation::new(Phase::Failed(why)), Requeue::AwaitChange)),
+        })
+    }
+
+    /// Every cluster as placement sees it, the `recent` placements counted.
+    fn candidates(&self, recent: &[Recent]) -> Vec<Candidate<'_>> {
+        self.members
             .iter()
             .enumerate()
             .map(|(i, m)| Candidate {
@@ -85,17 +98,32 @@ impl Inner {
                     room
                 }),
             })
-            .collect();
-        Ok(match choose(&candidates, &t.spec.placement, &demand) {
-            Choice::On(m) => {
-                info!(vm = %t.id, cluster = %self.members[m].name, "placed");
-                homes.insert(t.id.clone(), m);
-                recent.push(Recent { member: m, id: t.id.clone(), demand, at: Instant::now() });
-                Ok(m)
-            }
-            Choice::Wait(why) => Err(Unplaced(Observation::new(Phase::Starting(why)), Requeue::after(WAIT))),
-            Choice::Refuse(why) => Err(Unplaced(Observation::new(Phase::Failed(why)), Requeue::AwaitChange)),
-        })
+            .collect()
+    }
+
+    /// Where VM `t`, on cluster `from` that its placement no longer
+    /// admits, moves to: the choice among the others, placed there (its
+    /// room taken) when one is chosen.
+    pub(crate) fn choose_move(&self, t: &VmTarget, from: usize) -> Result<Choice, BackendError> {
+        let mut recent = self.recent.lock().map_err(poisoned)?;
+        recent.retain(|r| r.at.elapsed() < RECENT);
+        let demand = Room::demand(&t.spec.machine);
+        // An earlier try of this move counts no more.
+        recent.retain(|r| r.id != t.id);
+        let mut candidates = self.candidates(&recent);
+        candidates[from].reachable = false;
+        let choice = choose(&candidates, &t.spec.placement, &demand);
+        if let Choice::On(m) = choice {
+            recent.push(Recent { member: m, id: t.id.clone(), demand, at: Instant::now() });
+        }
+        Ok(choice)
+    }
+
+    /// VM `id` is now on cluster `m` (moved there).
+    pub(crate) fn moved(&self, id: &str, m: usize) {
+        if let Ok(mut h) = self.homes.lock() {
+            h.insert(id.to_owned(), m);
+        }
     }
 
     /// What cluster `m` has: as it reports it, else (this host) its
@@ -164,10 +192,15 @@ impl Driver<VmSpec, VmObservation> for Vms {
             // not name (one not listed at a restart could hold it unseen).
             return Ok(placed(&self.0.members[m].name));
         }
+        if t.spec.power == PowerState::Stopped && !self.0.admits(t, m) {
+            return crate::moving::step(&self.0, t, m).await;
+        }
+        crate::moving::done(&self.0, &t.id);
         self.0.note_demand(&t.id, m, Room::demand(&t.spec.machine));
         crate::subnet::make_on(&self.0, m, &t.spec.attachments).await?;
         let (mut seen, next) = self.0.vms[m].ensure(t).await?;
         seen.observation.cluster = Some(self.0.members[m].name.clone());
+        let next = crate::moving::leave_others(&self.0, &t.id, m).await?.unwrap_or(next);
         Ok((seen, next))
     }
 
@@ -184,6 +217,7 @@ impl Driver<VmSpec, VmObservation> for Vms {
         let done = self.0.vms[m].delete(id).await?;
         if done == Cleanup::Done {
             self.0.unplace(id);
+            crate::moving::done(&self.0, id);
         }
         Ok(done)
     }

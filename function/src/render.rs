@@ -235,6 +235,7 @@ pub fn render_vm(
         floating_ip: input.floating_ip.clone(),
         shapes: render::Shapes::Namespaced,
         claims: Default::default(),
+        arrived: Default::default(),
         tenant_labels: Default::default(),
         tenant_annotations: Default::default(),
     };

@@ -35,12 +35,14 @@
 //! - [`snapshot`]: snapshots as VirtualMachineSnapshots.
 //! - [`restore`]: restores in place as VirtualMachineRestores.
 //! - [`clone`]: clones as VirtualMachineClones, their VMs taken over.
-//! - [`export`]: disks taken away through VirtualMachineExports and the export proxy.
+//! - [`export`]: disks taken away through VirtualMachineExports and the export proxy;
+//!   [`arrive`]: the boot disks of VMs moved here from another cluster, through CDI's upload proxy.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod allocation;
+pub mod arrive;
 pub mod balancer;
 pub mod clone;
 pub mod cluster;
@@ -93,6 +95,7 @@ pub struct KubevirtBackend {
     shared: Arc<Shared>,
     uploads: Option<Arc<upload::Uploads>>,
     exports: Option<Arc<export::Exports>>,
+    arrivals: Option<Arc<arrive::Arrivals>>,
     /// The open console connections.
     consoles: Arc<console::Sessions>,
 }
@@ -153,11 +156,12 @@ impl KubevirtBackend {
             Some(proxy) => Some(Arc::new(upload::Uploads::new(shared.clone(), proxy)?)),
             None => None,
         };
+        let arrivals = uploads.clone().map(|u| Arc::new(arrive::Arrivals::new(shared.clone(), u)));
         let exports = match shared.cfg.export_proxy.clone() {
             Some(proxy) => Some(Arc::new(export::Exports::new(shared.clone(), proxy, shared.cfg.scratch_dir.clone())?)),
             None => None,
         };
-        Ok(Self { shared, uploads, exports, consoles: Arc::default() })
+        Ok(Self { shared, uploads, exports, arrivals, consoles: Arc::default() })
     }
 }
 
@@ -245,6 +249,10 @@ impl Backend for KubevirtBackend {
 
     fn image_uploads(&self) -> Option<Arc<dyn vmaas_backend::ImageUploads>> {
         self.uploads.clone().map(|u| u as Arc<dyn vmaas_backend::ImageUploads>)
+    }
+
+    fn arrivals(&self) -> Option<Arc<dyn vmaas_backend::Arrivals>> {
+        self.arrivals.clone().map(|a| a as Arc<dyn vmaas_backend::Arrivals>)
     }
 
     fn image_imports(&self) -> Option<Arc<ImageDriver>> {

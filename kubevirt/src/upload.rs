@@ -41,7 +41,7 @@ pub struct Uploads {
 
 /// Why an upload did not go through CDI.
 #[derive(Debug, thiserror::Error)]
-enum UploadRefused {
+pub(crate) enum UploadRefused {
     /// The DataVolume was filled already.
     #[error("the image was uploaded already")]
     Done,
@@ -72,12 +72,12 @@ impl Uploads {
         Ok(Self { shared, http, proxy })
     }
 
-    /// Waits until CDI says the DataVolume `name` takes the upload.
-    async fn ready(&self, name: &str) -> Result<(), UploadRefused> {
+    /// Waits until CDI says the DataVolume `ns/name` takes the upload.
+    pub(crate) async fn ready(&self, ns: &str, name: &str) -> Result<(), UploadRefused> {
         let s = &self.shared;
         let deadline = Instant::now() + READY_WAIT;
         loop {
-            let dv = s.data_volumes.get(&s.cfg.images_namespace, name).map(|o| as_json(&o));
+            let dv = s.data_volumes.get(ns, name).map(|o| as_json(&o));
             match dv.as_ref().and_then(|d| d["status"]["phase"].as_str()) {
                 Some("UploadReady") => return Ok(()),
                 Some("Succeeded") => return Err(UploadRefused::Done),
@@ -88,9 +88,8 @@ impl Uploads {
         }
     }
 
-    /// A token for uploading into PVC `name`, from CDI's aggregated API.
-    async fn token(&self, name: &str) -> Result<String, BackendError> {
-        let ns = &self.shared.cfg.images_namespace;
+    /// A token for uploading into PVC `ns/name`, from CDI's aggregated API.
+    pub(crate) async fn token(&self, ns: &str, name: &str) -> Result<String, BackendError> {
         let body = json!({"apiVersion": "upload.cdi.kubevirt.io/v1beta1", "kind": "UploadTokenRequest",
             "metadata": {"name": name, "namespace": ns}, "spec": {"pvcName": name}});
         let request = http::Request::post(format!("/apis/upload.cdi.kubevirt.io/v1beta1/namespaces/{ns}/uploadtokenrequests"))
@@ -110,11 +109,11 @@ impl Uploads {
             .ok_or_else(|| BackendError::transient("asking CDI for an upload token", "the answer has no status.token"))
     }
 
-    /// Sends `body` to the upload proxy with `token`: what was sent, or why it was refused.
-    async fn send(&self, t: &ImageTarget, token: &str, body: Upload) -> Result<Sent, UploadRefused> {
+    /// Sends `body` (at most `max` bytes) to the upload proxy with
+    /// `token`: what was sent, or why it was refused.
+    pub(crate) async fn send(&self, max: u64, token: &str, body: Upload) -> Result<Sent, UploadRefused> {
         let count = Arc::new(AtomicU64::new(0));
         let hasher = Arc::new(std::sync::Mutex::new(Sha256::new()));
-        let max = t.spec.max_bytes;
         let (c, h) = (count.clone(), hasher.clone());
         let counted = body.map(move |chunk| {
             let chunk = chunk?;
@@ -156,9 +155,11 @@ impl Uploads {
 }
 
 /// What reached the upload proxy.
-struct Sent {
-    bytes: u64,
-    sha256: String,
+pub(crate) struct Sent {
+    /// How many bytes.
+    pub bytes: u64,
+    /// Their SHA-256, in hex.
+    pub sha256: String,
 }
 
 impl Shared {
@@ -177,11 +178,12 @@ impl ImageUploads for Uploads {
         s.cluster.apply(&s.cluster.res.data_volume, &dv).await?;
         s.cluster.apply(&s.cluster.res.data_source, &ds).await?;
         let name = data_source_name(&t.id);
-        if let Err(why) = self.ready(&name).await {
+        let ns = &s.cfg.images_namespace;
+        if let Err(why) = self.ready(ns, &name).await {
             return Ok(ImageObservation::Failed(why.to_string()));
         }
-        let token = self.token(&name).await?;
-        let sent = match self.send(t, &token, body).await {
+        let token = self.token(ns, &name).await?;
+        let sent = match self.send(t.spec.max_bytes, &token, body).await {
             Ok(sent) => sent,
             Err(why) => return self.refuse(t, why).await,
         };

@@ -44,8 +44,10 @@ struct Render<'a> {
     acted: Requests,
     /// A restore is under way: the VM is rendered stopped.
     halted: bool,
-    /// The claims its disks are, by disk (a clone's).
+    /// The claims its disks are, by disk (a clone's, a moved VM's).
     claims: &'a BTreeMap<String, String>,
+    /// Its disks that arrived with it from another cluster.
+    arrived: std::collections::BTreeSet<String>,
 }
 
 /// What one VM renders into, ready to apply.
@@ -94,6 +96,7 @@ impl Shared {
             floating_ip: self.cfg.floating_ip.clone(),
             shapes: vmaas_model::k8s::render::Shapes::Cluster,
             claims: r.claims.clone(),
+            arrived: r.arrived.clone(),
             tenant_labels: t.spec.labels.clone(),
             tenant_annotations: t.spec.annotations.clone(),
         };
@@ -162,7 +165,7 @@ impl Shared {
     /// Where VM `t` runs: its subnet's namespace, on the subnet's network
     /// (a primary UDN), or its tenant's on the pod network (and, subnets
     /// being secondary networks, on each of its subnets).
-    async fn placement(&self, t: &VmTarget) -> Result<(String, PodNetwork), BackendError> {
+    pub(crate) async fn placement(&self, t: &VmTarget) -> Result<(String, PodNetwork), BackendError> {
         if self.cfg.subnets == SubnetMode::Secondary {
             return Ok((self.home(&t.tenant, None).await?, PodNetwork::Masquerade));
         }
@@ -428,7 +431,7 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
                 return Ok(waiting("Recreating", "the KubeVirt VM was deleted in the cluster; it is made again"));
             }
         }
-        let (claims, take_over) = match s.clone_step(t, &ns, current.as_deref()).await? {
+        let (mut claims, take_over) = match s.clone_step(t, &ns, current.as_deref()).await? {
             Cloning::Claims(claims) => (claims, false),
             Cloning::TakeOver(claims) => (claims, true),
             Cloning::Waiting(why) => return Ok(waiting("Cloning", why)),
@@ -437,13 +440,19 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
                 return Ok((VmObservation { observation, acted: Requests::default(), volumes: Default::default() }, Requeue::AwaitChange));
             }
         };
+        let mut arrived = std::collections::BTreeSet::new();
+        if let Some(dv) = s.arrived(&t.id) {
+            claims.insert("rootdisk".to_owned(), dv);
+            arrived.insert("rootdisk".to_owned());
+        }
         let restoring = s.restore(t, &ns, current.as_deref()).await?;
         let acted = Requests {
             restart: s.restart(t, &ns, current.as_deref()).await?,
             migrate: s.migrate(t, &ns, current.as_deref()).await?,
             restore: restoring.acted,
         };
-        let m = s.manifests(t, &Render { acted, halted: restoring.under_way.is_some(), claims: &claims }, (ns.clone(), network))?;
+        let m =
+            s.manifests(t, &Render { acted, halted: restoring.under_way.is_some(), claims: &claims, arrived }, (ns.clone(), network))?;
         s.apply_shapes(&m).await?;
         let applied = match take_over {
             true => Some(s.take_over_vm(t, &m).await?),
@@ -521,6 +530,8 @@ impl vmaas_backend::Driver<VmSpec, VmObservation> for Vms {
         if let Ok(mut a) = s.applied.lock() {
             a.remove(id);
         }
-        Ok(if vms.is_empty() { Cleanup::Done } else { Cleanup::InProgress })
+        // A moved VM's boot disk, made from no template of the VM's.
+        let disks = s.cluster.delete_all_of(&res.data_volume, id).await?;
+        Ok(if vms.is_empty() && disks == 0 { Cleanup::Done } else { Cleanup::InProgress })
     }
 }

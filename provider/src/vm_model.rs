@@ -120,13 +120,21 @@ impl VmModel {
     }
 
     /// The change an update from `prior` makes: its power state, its
-    /// instance type and, when it changed, its TTL (counted from now; none
-    /// removes the end); anything else replaces the VM.
+    /// instance type, its placement (a move) and, when it changed, its TTL
+    /// (counted from now; none removes the end); anything else replaces the VM.
     pub fn patch(&self, prior: &VmModel) -> PatchVirtualMachine {
         let ttl = (self.ttl != prior.ttl).then(|| self.ttl.clone().unwrap_or_default());
         let boot_disk = self.boot_disk.clone().filter(|d| Some(d) != prior.boot_disk.as_ref());
-        let spec =
-            SpecPatch { state: Some(self.power), instance_type: self.instance_type_reference(), ttl, boot_disk, ..Default::default() };
+        // A new placement (with the VM stopped, else the plan replaced it): it moves.
+        let placement = (self.placement != prior.placement).then(|| self.placement.clone().unwrap_or_default());
+        let spec = SpecPatch {
+            state: Some(self.power),
+            instance_type: self.instance_type_reference(),
+            ttl,
+            boot_disk,
+            placement,
+            ..Default::default()
+        };
         PatchVirtualMachine { spec, ..Default::default() }
     }
 

@@ -128,13 +128,15 @@ impl VmResource {
                 "user_data",
                 "user_data_wo_version",
                 "image",
-                "cluster",
-                "placement_labels",
                 "clone_of_snapshot",
                 "additional_disk",
                 "auto_external_ip_attachment",
                 "catalog_item",
             ];
+            // A placement changes in place only with the VM stopped: it moves.
+            if string(get(&planned, "state")).as_deref() != Some("stopped") {
+                replace.extend(crate::vm_state::placement_changes(prior, proposed).into_iter().map(|a| path(&[a])));
+            }
             if crate::vm_disks::boot_disk_replaces(prior, proposed) {
                 replace.push(path(&["boot_disk"]));
             }
@@ -146,7 +148,7 @@ impl VmResource {
                 }
             }
         }
-        let in_place = ["state", "instance_type", "boot_disk"];
+        let in_place = ["state", "instance_type", "boot_disk", "cluster", "placement_labels"];
         let state_changed = !creating && in_place.iter().any(|a| get(prior, a) != get(&planned, a));
         if creating || !replace.is_empty() {
             for attr in ["id", "status", "internal_ip", "external_ip", "conditions", "placed_on", "expires_at"] {
@@ -157,7 +159,7 @@ impl VmResource {
             set(&mut planned, "expires_at", unknown());
         }
         if !creating && replace.is_empty() && state_changed {
-            for attr in ["status", "internal_ip", "external_ip", "conditions"] {
+            for attr in ["status", "internal_ip", "external_ip", "conditions", "placed_on"] {
                 set(&mut planned, attr, unknown());
             }
         }
@@ -344,7 +346,7 @@ impl Resource for VmResource {
                     "cluster",
                     STRING,
                     Mode::Optional,
-                    "The cluster it must run on, when the server drives several (`--cluster`); absent: the server places it. Changing it replaces the VM.",
+                    "The cluster it must run on, when the server drives several (`--cluster`); absent: the server places it. Changed with `state = \"stopped\"`, the VM moves there (its boot disk copied); otherwise changing it replaces the VM.",
                 ),
                 attr("placed_on", STRING, Mode::Computed, "The cluster it runs on, when the server drives several."),
                 attr(
@@ -357,7 +359,7 @@ impl Resource for VmResource {
                     "placement_labels",
                     STRING_MAP,
                     Mode::Optional,
-                    "Labels the cluster it runs on must have (`--cluster-label` on the server). Changing them replaces the VM.",
+                    "Labels the cluster it runs on must have (`--cluster-label` on the server). Changed with `state = \"stopped\"`, the VM moves to a cluster that has them; otherwise changing them replaces the VM.",
                 ),
                 attr(
                     "instance_type",
@@ -548,6 +550,13 @@ mod tests {
         // An empty map and no map are the same parameters.
         let (_, replace) = p.plan_vm(&ctx, &vm(Value::Nil, "started"), &vm(Value::Map(vec![]), "started"), &mut vec![]).await;
         assert!(replace.is_empty());
+        // Another cluster: moved in place when stopped, else replaced.
+        let mut moved = vm(params(&[("vm_memory", "4Gi")]), "stopped");
+        set(&mut moved, "cluster", Value::from("west"));
+        let (planned, replace) = p.plan_vm(&ctx, &prior, &moved, &mut vec![]).await;
+        assert!(replace.is_empty() && is_unknown(get(&planned, "placed_on")), "{replace:?}");
+        set(&mut moved, "state", Value::from("started"));
+        assert_eq!(names(&p.plan_vm(&ctx, &prior, &moved, &mut vec![]).await.1), ["cluster"]);
         // Destroy.
         assert!(p.plan_vm(&ctx, &prior, &Value::Nil, &mut vec![]).await.0.is_nil());
     }

@@ -227,6 +227,18 @@ pub(crate) fn placement(planned: &Value) -> Option<Placement> {
     Some(Placement { cluster: string(get(planned, "cluster")), labels }).filter(|p| !p.is_empty())
 }
 
+/// Which of `cluster` and `placement_labels` differ from `prior` to `proposed`.
+pub(crate) fn placement_changes(prior: &Value, proposed: &Value) -> Vec<&'static str> {
+    let empty = |v: &Value| v.is_nil() || matches!(v, Value::Map(m) if m.is_empty());
+    ["cluster", "placement_labels"]
+        .into_iter()
+        .filter(|a| {
+            let (x, y) = (get(prior, a), get(proposed, a));
+            x != y && !(empty(x) && empty(y))
+        })
+        .collect()
+}
+
 /// `placement_labels` as the VM has them (null when unset and not written).
 pub(crate) fn labels_state(vm: &VirtualMachine, like: &Value) -> Value {
     let labels = vm.spec.placement.as_ref().map(|p| p.labels.clone()).unwrap_or_default();

@@ -1,5 +1,6 @@
 //! `--cluster NAME=KUBECONFIG` and `--cluster-label NAME:KEY=VALUE`: the
-//! clusters a server places VMs among, as the flags give them.
+//! clusters a server places VMs among, as the flags give them; and the
+//! flags of one cluster each (`--cluster-cdi-upload-proxy NAME=URL`, …).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -66,11 +67,46 @@ pub fn labels_by_cluster(
     let mut out: BTreeMap<String, BTreeMap<String, String>> = clusters.iter().map(|c| (c.name.clone(), BTreeMap::new())).collect();
     for l in labels {
         let Some(of) = out.get_mut(&l.cluster) else {
-            return Err(FlagError::UnknownCluster { label: format!("{}:{}={}", l.cluster, l.key, l.value), cluster: l.cluster.clone() });
+            return Err(FlagError::UnknownCluster {
+                flag: "--cluster-label",
+                label: format!("{}:{}={}", l.cluster, l.key, l.value),
+                cluster: l.cluster.clone(),
+            });
         };
         of.insert(l.key.clone(), l.value.clone());
     }
     Ok(out)
+}
+
+/// A value of one cluster: `NAME=VALUE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterValue {
+    /// The cluster.
+    pub cluster: String,
+    /// Its value.
+    pub value: String,
+}
+
+/// `NAME=VALUE`, the name a cluster's.
+pub fn parse_cluster_value(s: &str) -> Result<ClusterValue, FlagError> {
+    let Some((cluster, value)) = s.split_once('=').filter(|(_, v)| !v.is_empty()) else {
+        return Err(FlagError::Form { given: s.to_owned(), expected: "NAME=VALUE, e.g. east=https://cdi-uploadproxy.east.example" });
+    };
+    vmaas_model::vm::placement::check_cluster_name(cluster)?;
+    Ok(ClusterValue { cluster: cluster.to_owned(), value: value.to_owned() })
+}
+
+/// The value `values` give cluster `name`, if any (the last given).
+pub fn value_of<'a>(values: &'a [ClusterValue], name: &str) -> Option<&'a str> {
+    values.iter().rev().find(|v| v.cluster == name).map(|v| v.value.as_str())
+}
+
+/// Every one of `values` (of `flag`) names one of `clusters`.
+pub fn check_named(flag: &'static str, values: &[ClusterValue], clusters: &[ClusterFlag]) -> Result<(), FlagError> {
+    match values.iter().find(|v| !clusters.iter().any(|c| c.name == v.cluster)) {
+        Some(v) => Err(FlagError::UnknownCluster { flag, label: format!("{}={}", v.cluster, v.value), cluster: v.cluster.clone() }),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -97,6 +133,15 @@ mod tests {
                 .to_string()
                 .contains("west")
         );
-        assert_eq!(labels_by_cluster(&[east], &[l]).unwrap()["east"]["topology.kubernetes.io/zone"], "eu-1");
+        assert_eq!(labels_by_cluster(std::slice::from_ref(&east), &[l]).unwrap()["east"]["topology.kubernetes.io/zone"], "eu-1");
+        let v = parse_cluster_value("east=https://cdi.east:8443").unwrap();
+        assert_eq!((v.cluster.as_str(), v.value.as_str()), ("east", "https://cdi.east:8443"));
+        assert!(parse_cluster_value("east=").is_err() && parse_cluster_value("East=x").is_err());
+        let values = [v, parse_cluster_value("west=https://cdi.west").unwrap()];
+        assert_eq!(value_of(&values, "west"), Some("https://cdi.west"));
+        assert_eq!(value_of(&values, "north"), None);
+        let e = check_named("--cluster-cdi-upload-proxy", &values, std::slice::from_ref(&east)).unwrap_err().to_string();
+        assert!(e.contains("--cluster-cdi-upload-proxy") && e.contains("\"west\""), "{e}");
+        assert!(check_named("--x", &values[..1], &[east]).is_ok());
     }
 }

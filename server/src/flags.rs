@@ -38,10 +38,12 @@ pub enum FlagError {
         /// Why.
         reason: vmaas_model::labels::LabelError,
     },
-    /// A label of a cluster no `--cluster` names.
-    #[error("--cluster-label {label}: no --cluster is named {cluster:?}")]
+    /// A value of a cluster no `--cluster` names.
+    #[error("{flag} {label}: no --cluster is named {cluster:?}")]
     UnknownCluster {
-        /// The label, as given.
+        /// The flag.
+        flag: &'static str,
+        /// The value, as given.
         label: String,
         /// The cluster it names.
         cluster: String,

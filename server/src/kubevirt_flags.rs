@@ -49,6 +49,18 @@ pub struct KubevirtArgs {
     /// kubevirt: a label of a --cluster, as NAME:KEY=VALUE (repeatable), for spec.placement.labels.
     #[arg(long = "cluster-label", value_parser = clusters::parse_cluster_label, requires = "clusters")]
     pub cluster_labels: Vec<clusters::ClusterLabel>,
+    /// kubevirt: CDI's upload proxy of one --cluster, as NAME=URL (repeatable) [default: --cdi-upload-proxy].
+    #[arg(long = "cluster-cdi-upload-proxy", value_parser = clusters::parse_cluster_value, requires = "clusters")]
+    pub cluster_cdi_upload_proxies: Vec<clusters::ClusterValue>,
+    /// kubevirt: the CA of one --cluster's upload proxy, as NAME=PEM_FILE (repeatable) [default: --cdi-upload-proxy-ca].
+    #[arg(long = "cluster-cdi-upload-proxy-ca", value_parser = clusters::parse_cluster_value, requires = "clusters")]
+    pub cluster_cdi_upload_proxy_cas: Vec<clusters::ClusterValue>,
+    /// kubevirt: KubeVirt's export proxy of one --cluster, as NAME=URL (repeatable) [default: --kubevirt-export-proxy].
+    #[arg(long = "cluster-kubevirt-export-proxy", value_parser = clusters::parse_cluster_value, requires = "clusters")]
+    pub cluster_kubevirt_export_proxies: Vec<clusters::ClusterValue>,
+    /// kubevirt: the CA of one --cluster's export proxy, as NAME=PEM_FILE (repeatable) [default: --kubevirt-export-proxy-ca].
+    #[arg(long = "cluster-kubevirt-export-proxy-ca", value_parser = clusters::parse_cluster_value, requires = "clusters")]
+    pub cluster_kubevirt_export_proxy_cas: Vec<clusters::ClusterValue>,
     /// kubevirt: how subnets are OVN-K networks (docs/backends.md).
     #[arg(long, env = "VMAAS_SUBNET_NETWORKS", value_enum, default_value = "primary-udn")]
     pub subnet_networks: SubnetNetworks,
@@ -93,10 +105,51 @@ pub fn parse_physical_network(text: &str) -> Result<PhysicalNetworkFlag, FlagErr
 }
 
 impl KubevirtArgs {
-    /// The backend's configuration on the cluster of `kubeconfig`, with
-    /// `default_image` for templates' `default` and exports' scratch space
-    /// under `data_dir`. Physical networks need secondary subnets.
-    pub fn config(&self, kubeconfig: Option<PathBuf>, default_image: &str, data_dir: &Path) -> Result<KubevirtConfig, FlagError> {
+    /// Every per-cluster flag names a `--cluster`.
+    pub fn check_cluster_values(&self) -> Result<(), FlagError> {
+        let each = [
+            ("--cluster-cdi-upload-proxy", &self.cluster_cdi_upload_proxies),
+            ("--cluster-cdi-upload-proxy-ca", &self.cluster_cdi_upload_proxy_cas),
+            ("--cluster-kubevirt-export-proxy", &self.cluster_kubevirt_export_proxies),
+            ("--cluster-kubevirt-export-proxy-ca", &self.cluster_kubevirt_export_proxy_cas),
+        ];
+        each.into_iter().try_for_each(|(flag, values)| clusters::check_named(flag, values, &self.clusters))
+    }
+
+    /// The upload and export proxies of cluster `name` (none: the one
+    /// cluster of `--kubeconfig`): its own flags', else the shared ones.
+    fn proxies(&self, name: Option<&str>) -> [Option<vmaas_kubevirt::proxy::Proxy>; 2] {
+        fn own<'a>(values: &'a [clusters::ClusterValue], name: Option<&str>) -> Option<&'a str> {
+            name.and_then(|n| clusters::value_of(values, n))
+        }
+        let proxy = |url: Option<&str>, ca: Option<&str>, shared: (&Option<String>, &Option<PathBuf>)| {
+            let url = url.map(str::to_owned).or_else(|| shared.0.clone())?;
+            Some(vmaas_kubevirt::proxy::Proxy { url, ca: ca.map(PathBuf::from).or_else(|| shared.1.clone()) })
+        };
+        [
+            proxy(
+                own(&self.cluster_cdi_upload_proxies, name),
+                own(&self.cluster_cdi_upload_proxy_cas, name),
+                (&self.cdi_upload_proxy, &self.cdi_upload_proxy_ca),
+            ),
+            proxy(
+                own(&self.cluster_kubevirt_export_proxies, name),
+                own(&self.cluster_kubevirt_export_proxy_cas, name),
+                (&self.kubevirt_export_proxy, &self.kubevirt_export_proxy_ca),
+            ),
+        ]
+    }
+
+    /// The backend's configuration on the cluster of `kubeconfig` (named
+    /// `name` among several), with `default_image` for templates'
+    /// `default` and exports' scratch space under `data_dir`. Physical
+    /// networks need secondary subnets.
+    pub fn config(
+        &self,
+        (name, kubeconfig): (Option<&str>, Option<PathBuf>),
+        default_image: &str,
+        data_dir: &Path,
+    ) -> Result<KubevirtConfig, FlagError> {
         let subnets = match self.subnet_networks {
             SubnetNetworks::PrimaryUdn => SubnetMode::PrimaryUdn,
             SubnetNetworks::Secondary => SubnetMode::Secondary,
@@ -112,8 +165,7 @@ impl KubevirtArgs {
                 return Err(FlagError::Form { given: p.class.clone(), expected: "a class named by one --physical-network only" });
             }
         }
-        let proxy =
-            |url: &Option<String>, ca: &Option<PathBuf>| url.clone().map(|url| vmaas_kubevirt::proxy::Proxy { url, ca: ca.clone() });
+        let [upload_proxy, export_proxy] = self.proxies(name);
         Ok(KubevirtConfig {
             kubeconfig,
             namespace_prefix: self.namespace_prefix.clone(),
@@ -122,8 +174,8 @@ impl KubevirtArgs {
             storage_class: self.storage_class.clone(),
             image_volume_size: self.image_volume_size.to_string(),
             floating_ip: FloatingIp { provider: "metallb".into(), address_pool: self.metallb_pool.clone() },
-            upload_proxy: proxy(&self.cdi_upload_proxy, &self.cdi_upload_proxy_ca),
-            export_proxy: proxy(&self.kubevirt_export_proxy, &self.kubevirt_export_proxy_ca),
+            upload_proxy,
+            export_proxy,
             scratch_dir: data_dir.join("exports"),
             subnets,
             physical_networks,

@@ -355,7 +355,7 @@ async fn backend(args: &ServeArgs, data_dir: &std::path::Path, listening: &Liste
     Ok(match args.backend {
         BackendKind::None => Arc::new(NoBackend),
         BackendKind::Kubevirt if !args.kubevirt.clusters.is_empty() => fleet(args, data_dir, listening).await?,
-        BackendKind::Kubevirt => Arc::new(kubevirt_backend(args, args.kubevirt.kubeconfig.clone(), data_dir).await?),
+        BackendKind::Kubevirt => Arc::new(kubevirt_backend(args, (None, args.kubevirt.kubeconfig.clone()), data_dir).await?),
         BackendKind::Qemu => Arc::new(qemu_backend(args, data_dir, listening).await?),
     })
 }
@@ -364,11 +364,13 @@ async fn backend(args: &ServeArgs, data_dir: &std::path::Path, listening: &Liste
 async fn fleet(args: &ServeArgs, data_dir: &std::path::Path, listening: &Listening) -> anyhow::Result<Arc<dyn Backend>> {
     let k = &args.kubevirt;
     let mut labels = clusters::labels_by_cluster(&k.clusters, &k.cluster_labels)?;
+    k.check_cluster_values()?;
     let mut members = Vec::new();
     for c in &k.clusters {
         let backend: Arc<dyn Backend> = match &c.source {
             clusters::ClusterSource::Kubeconfig(path) => {
-                Arc::new(kubevirt_backend(args, Some(path.clone()), data_dir).await.with_context(|| format!("cluster {:?}", c.name))?)
+                let on = (Some(c.name.as_str()), Some(path.clone()));
+                Arc::new(kubevirt_backend(args, on, data_dir).await.with_context(|| format!("cluster {:?}", c.name))?)
             }
             clusters::ClusterSource::Host => {
                 Arc::new(qemu_backend(args, data_dir, listening).await.with_context(|| format!("cluster {:?}", c.name))?)
@@ -379,13 +381,13 @@ async fn fleet(args: &ServeArgs, data_dir: &std::path::Path, listening: &Listeni
     Ok(Arc::new(vmaas_fleet::Fleet::new(members)?.with_upload_spool(data_dir.join("uploads"))))
 }
 
-/// The kubevirt backend on the cluster of `kubeconfig`.
+/// The kubevirt backend on the cluster of `kubeconfig` (named, among several).
 async fn kubevirt_backend(
     args: &ServeArgs,
-    kubeconfig: Option<PathBuf>,
+    on: (Option<&str>, Option<PathBuf>),
     data_dir: &std::path::Path,
 ) -> anyhow::Result<vmaas_kubevirt::KubevirtBackend> {
-    let cfg = args.kubevirt.config(kubeconfig, &args.default_image, data_dir)?;
+    let cfg = args.kubevirt.config(on, &args.default_image, data_dir)?;
     vmaas_kubevirt::KubevirtBackend::new(cfg).await.context("starting the kubevirt backend")
 }
 

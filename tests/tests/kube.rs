@@ -32,6 +32,7 @@ fn options(power: PowerState) -> VmOptions {
         floating_ip: FloatingIp::default(),
         shapes: Default::default(),
         claims: Default::default(),
+        arrived: Default::default(),
         tenant_labels: Default::default(),
         tenant_annotations: Default::default(),
     }

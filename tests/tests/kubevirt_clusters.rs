@@ -103,7 +103,7 @@ async fn vms_are_placed_among_two_clusters_and_survive_one_going_away() {
     assert!(v.to_string().contains("west: 0 of 1000 CPU millicores free"), "{v:#}");
     assert!(v["status"]["cluster"].is_null(), "{v:#}");
     assert_eq!(held(&e, &w, &waits).await, (0, 0));
-    // A VM is placed once.
+    // A VM to run is not moved.
     let patch = json!({"object": {"spec": {"placement": {"cluster": "east"}}}});
     let (st, body) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{waits}"), Some(&t), Some(patch)).await;
     assert_eq!(st, 400, "{body}");

@@ -45,8 +45,14 @@ pub(super) fn disks(spec: &MachineSpec, o: &VmOptions) -> (Vec<DataVolumeTemplat
             DiskSource::Blank => (d.name.clone(), derived(&o.name, &d.name), None, Some(json!({"blank": {}}))),
         };
         let dv_name = o.claims.get(&disk_name).cloned().unwrap_or(dv_name);
+        disks.push(Disk { name: disk_name.clone(), disk: DiskTarget { bus: d.bus.as_str().into() }, serial: None });
+        let data_volume = Some(DataVolumeRef { name: dv_name.clone(), hotpluggable: false });
+        volumes.push(Volume { name: disk_name.clone(), data_volume, cloud_init_no_cloud: None });
+        if o.arrived.contains(&disk_name) {
+            continue;
+        }
         dvs.push(DataVolumeTemplate {
-            metadata: ObjectMeta { name: Some(dv_name.clone()), ..Default::default() },
+            metadata: ObjectMeta { name: Some(dv_name), ..Default::default() },
             spec: DataVolumeSpec {
                 source_ref,
                 source,
@@ -57,9 +63,6 @@ pub(super) fn disks(spec: &MachineSpec, o: &VmOptions) -> (Vec<DataVolumeTemplat
                 preallocation: d.preallocation,
             },
         });
-        disks.push(Disk { name: disk_name.clone(), disk: DiskTarget { bus: d.bus.as_str().into() }, serial: None });
-        let data_volume = Some(DataVolumeRef { name: dv_name, hotpluggable: false });
-        volumes.push(Volume { name: disk_name, data_volume, cloud_init_no_cloud: None });
     }
     disks.push(Disk { name: "cloudinitdisk".into(), disk: DiskTarget { bus: "virtio".into() }, serial: None });
     volumes.push(Volume {

@@ -98,6 +98,10 @@ pub struct VmOptions {
     /// made by KubeVirt's clone from its source (`rootdisk` → `restore-…`).
     /// A disk named here keeps its DataVolume template under that name.
     pub claims: BTreeMap<String, String>,
+    /// Disks whose DataVolume exists already, made from no template (a
+    /// moved VM's boot disk, filled through CDI's upload proxy): the VM
+    /// names it, and renders no DataVolume template for it.
+    pub arrived: std::collections::BTreeSet<String>,
     /// The tenant's labels of the VM, as the tenant wrote them: they travel
     /// to the VM and its pod under the tenant's domain
     /// ([`crate::kube_metadata::tenant_key`]).

@@ -341,6 +341,7 @@ mod tests {
             floating_ip: FloatingIp::default(),
             shapes: Shapes::Inline,
             claims: Default::default(),
+            arrived: Default::default(),
             tenant_labels: Default::default(),
             tenant_annotations: Default::default(),
         }

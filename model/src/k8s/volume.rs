@@ -154,6 +154,7 @@ mod tests {
             floating_ip: Default::default(),
             shapes: Default::default(),
             claims: Default::default(),
+            arrived: Default::default(),
             tenant_labels: Default::default(),
             tenant_annotations: Default::default(),
         };

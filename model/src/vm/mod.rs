@@ -126,7 +126,8 @@ pub struct VirtualMachineSpec {
     /// fixed at create.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<VmImage>,
-    /// Where it may run, when the server drives several clusters; fixed at create.
+    /// Where it may run, when the server drives several clusters; changed
+    /// while it is stopped, it moves to a cluster the new one admits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Placement>,
     /// Its machine shape: an instance type by name or id (`"general.small"`
@@ -496,7 +497,8 @@ pub struct SpecPatch {
     /// Must equal the current image: a VM cannot change image in place.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<VmImage>,
-    /// Must equal the current placement: a VM is placed once.
+    /// A new placement, only while the VM is to be stopped: a VM whose
+    /// cluster it no longer admits moves to one it does, once STOPPED.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Placement>,
     /// A new instance type: the VM takes its shape at its next start.

@@ -154,7 +154,8 @@ pub fn derive_status(
         internal_ip: observed.internal_ip.clone().filter(|_| keep_ips),
         external_ip: observed.external_ip.clone().filter(|_| keep_ips),
         internal_ips: if keep_ips { observed.nic_ips.clone() } else { Vec::new() },
-        // Placed once: the cluster stays named until the VM is gone.
+        // Placed once: the cluster stays named until the VM is gone (or
+        // moved: then the one it moved to is).
         cluster: observed.cluster.clone().or_else(|| previous.cluster.clone()),
         // The reconciler's, from the instance type; kept until it writes anew.
         instance_type_deprecation: previous.instance_type_deprecation.clone(),

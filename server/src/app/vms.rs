@@ -8,6 +8,7 @@ mod auto_ip;
 mod clone;
 mod expiry;
 mod migrate;
+mod moving;
 mod power;
 mod resolve;
 mod restore;
@@ -155,9 +156,6 @@ pub(crate) async fn patch(s: &AppState, caller: &Caller, id: &str, p: PatchVirtu
     if let Some(i) = p.spec.image.as_ref().filter(|i| Some(*i) != current.spec.image.as_ref()) {
         errs.push("object.spec.image", format!("cannot change to {:?} in place; delete the VM and create a new one", i.source_ref));
     }
-    if let Some(pl) = p.spec.placement.as_ref().filter(|pl| Some(*pl) != current.spec.placement.as_ref()) {
-        errs.push("object.spec.placement", format!("cannot change to {} in place: a VM is placed once", pl.describe()));
-    }
     if p.spec.auto_external_ip_attachment.is_some_and(|a| a != current.spec.auto_external_ip_attachment) {
         errs.push("object.spec.auto_external_ip_attachment", "cannot change in place: it is fixed at create; attach external IPs instead");
     }
@@ -173,6 +171,12 @@ pub(crate) async fn patch(s: &AppState, caller: &Caller, id: &str, p: PatchVirtu
     if let Some(state) = p.spec.state {
         power::at_change(s, &current, state, &mut errs)?;
         next.spec.state = state;
+    }
+    // None and no placement are the same: placed anywhere.
+    let placement = p.spec.placement.map(|pl| Some(pl).filter(|pl| !pl.is_empty()));
+    if let Some(pl) = placement.filter(|pl| *pl != current.spec.placement) {
+        moving::check(s.backend.as_ref(), &current, &next, pl.as_ref(), &mut errs);
+        next.spec.placement = pl;
     }
     if let Some(params) = p.spec.template_parameters {
         next.spec.template_parameters = params;
