@@ -89,6 +89,25 @@ pub type ImageDriver = dyn crate::driver::Driver<ImageImport, ImageObservation>;
 /// A stream of bytes uploaded by a client.
 pub type Upload = std::pin::Pin<Box<dyn futures::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send>>;
 
+/// The file at `path` as an [`Upload`], read `chunk` bytes at a time.
+pub async fn file_upload(path: &std::path::Path, chunk: usize) -> std::io::Result<Upload> {
+    let file = tokio::fs::File::open(path).await?;
+    let chunks = futures::stream::unfold(Some(file), move |file| async move {
+        use tokio::io::AsyncReadExt;
+        let mut file = file?;
+        let mut buf = vec![0; chunk];
+        match file.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(bytes::Bytes::from(buf)), Some(file)))
+            }
+            Err(e) => Some((Err(e), None)),
+        }
+    });
+    Ok(Box::pin(chunks))
+}
+
 /// Takes uploaded images.
 #[async_trait::async_trait]
 pub trait ImageUploads: Send + Sync {

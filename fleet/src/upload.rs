@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tracing::info;
 use vmaas_backend::{BackendError, ImageObservation, ImageTarget, ImageUploads, Upload};
 
@@ -47,24 +47,6 @@ impl Uploads {
     }
 }
 
-/// The file at `path`, as a stream of chunks.
-async fn replay(path: &std::path::Path) -> std::io::Result<Upload> {
-    let file = tokio::fs::File::open(path).await?;
-    let chunks = futures::stream::unfold(Some(file), |file| async move {
-        let mut file = file?;
-        let mut buf = vec![0; CHUNK];
-        match file.read(&mut buf).await {
-            Ok(0) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok(bytes::Bytes::from(buf)), Some(file)))
-            }
-            Err(e) => Some((Err(e), None)),
-        }
-    });
-    Ok(Box::pin(chunks))
-}
-
 #[async_trait]
 impl ImageUploads for Uploads {
     async fn upload(&self, t: &ImageTarget, body: Upload) -> Result<ImageObservation, BackendError> {
@@ -75,7 +57,7 @@ impl ImageUploads for Uploads {
             Self::receive(&path, body, t.spec.max_bytes.saturating_add(1)).await.map_err(io)?;
             let mut seen = None;
             for (name, uploads) in self.names.iter().zip(&self.each) {
-                match uploads.upload(t, replay(&path).await.map_err(io)?).await? {
+                match uploads.upload(t, vmaas_backend::image::file_upload(&path, CHUNK).await.map_err(io)?).await? {
                     ImageObservation::Failed(why) => return Ok(ImageObservation::Failed(format!("on cluster {name}: {why}"))),
                     o => {
                         info!(image = %t.id, cluster = %name, "upload made on the cluster");

@@ -6,7 +6,6 @@
 //! then made with that DataVolume as its boot disk (no template: nothing
 //! is cloned from its image), for as long as the DataVolume is there.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -62,7 +61,7 @@ impl Arrivals {
         let context = format!("taking the moved disk into DataVolume {ns}/{name}");
         self.uploads.ready(ns, name).await.map_err(|e| BackendError::transient(context.clone(), e))?;
         let token = self.uploads.token(ns, name).await?;
-        let body = file_stream(&disk.path).await.map_err(|e| BackendError::transient(context.clone(), e))?;
+        let body = vmaas_backend::image::file_upload(&disk.path, 1 << 20).await.map_err(|e| BackendError::transient(context.clone(), e))?;
         let sent = self.uploads.send(disk.size, &token, body).await.map_err(|e| BackendError::transient(context.clone(), e))?;
         if sent.sha256 != disk.sha256 || sent.bytes != disk.size {
             let why =
@@ -82,25 +81,6 @@ impl Arrivals {
             }
         }
     }
-}
-
-/// The file at `path`, as an upload body in chunks of 1 MiB.
-async fn file_stream(path: &Path) -> std::io::Result<vmaas_backend::Upload> {
-    let file = tokio::fs::File::open(path).await?;
-    let chunks = futures::stream::unfold(Some(file), |file| async move {
-        use tokio::io::AsyncReadExt;
-        let mut file = file?;
-        let mut buf = vec![0; 1 << 20];
-        match file.read(&mut buf).await {
-            Ok(0) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok(bytes::Bytes::from(buf)), Some(file)))
-            }
-            Err(e) => Some((Err(e), None)),
-        }
-    });
-    Ok(Box::pin(chunks))
 }
 
 impl Shared {
