@@ -82,6 +82,13 @@ pub async fn sha256_of(path: &Path) -> Result<(String, u64), BackendError> {
 pub trait Exports: Send + Sync {
     /// The export of `what`, made now (or kept from before when it cannot have changed).
     async fn export(&self, what: &ExportSource) -> Result<ExportFile, BackendError>;
+
+    /// Whether the disk of `what` is made yet (a VM never started may have
+    /// none: then it has nothing to carry when it moves).
+    async fn made(&self, what: &ExportSource) -> Result<bool, BackendError> {
+        let _ = what;
+        Ok(true)
+    }
 }
 
 /// Takes VMs moved here from another cluster: the other side of an

@@ -33,4 +33,8 @@ impl ExportsApi for Exports {
     async fn export(&self, what: &ExportSource) -> Result<ExportFile, BackendError> {
         self.of(what)?.export(what).await
     }
+
+    async fn made(&self, what: &ExportSource) -> Result<bool, BackendError> {
+        self.of(what)?.made(what).await
+    }
 }

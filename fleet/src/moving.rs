@@ -81,9 +81,13 @@ pub(crate) async fn step(inner: &Inner, t: &VmTarget, from: usize) -> Result<(Vm
             let why = format!("an earlier move's half-made copy on cluster {to_name} is being removed");
             return Err(BackendError::transient(format!("moving VM {:?}", t.name), why));
         }
-        let disk = exports.export(&ExportSource::VmDisk(t.id.clone())).await?;
-        let _removed = disk.temporary.then(|| vmaas_backend::export::Partial::new(&disk.path));
-        arrivals.arrive(&target, &disk).await?;
+        let boot = ExportSource::VmDisk(t.id.clone());
+        // A VM that never ran has no disk yet: it is made where it goes as it would have been.
+        if exports.made(&boot).await? {
+            let disk = exports.export(&boot).await?;
+            let _removed = disk.temporary.then(|| vmaas_backend::export::Partial::new(&disk.path));
+            arrivals.arrive(&target, &disk).await?;
+        }
         inner.vms[to].ensure(&target).await
     }
     .await;

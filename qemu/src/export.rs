@@ -84,6 +84,16 @@ impl Exporter {
 
 #[async_trait]
 impl Exports for Exporter {
+    async fn made(&self, what: &ExportSource) -> Result<bool, BackendError> {
+        Ok(match what {
+            ExportSource::VmDisk(id) => match self.0.handle(id) {
+                Some(h) => tokio::fs::try_exists(h.lock().await.path(crate::vm::BOOT_DISK)).await.unwrap_or(false),
+                None => false,
+            },
+            _ => true,
+        })
+    }
+
     async fn export(&self, what: &ExportSource) -> Result<ExportFile, BackendError> {
         let vms = &self.0;
         let temp = || vms.data_dir().join("exports").join(format!("{}.qcow2", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));

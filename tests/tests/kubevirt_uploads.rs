@@ -6,7 +6,8 @@
 //! `--cdi-upload-proxy-ca`). The bytes CDI receives are the bytes uploaded;
 //! a file with another SHA-256 than asked is refused and a right one then
 //! replaces it; a VM boots from the upload. With this host and a cluster
-//! as two clusters of one server, an upload is made on both.
+//! as two clusters of one server, an upload is made on both, and a stopped
+//! VM of this host moves to the cluster with its disk (`vmaas vm move`).
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -139,4 +140,45 @@ async fn an_upload_is_made_on_every_cluster() {
     let message = e["message"].as_str().unwrap_or_default();
     assert!(e["details"][0]["field"] == "content" && message.contains("on cluster dev") && message.contains("SHA-256"), "{e}");
     assert!(objects_of(&k.api(), "/apis/cdi.kubevirt.io/v1beta1/datavolumes", &other).await.is_empty(), "nothing sent on once refused");
+
+    // VMs of this host moved to the cluster (`vmaas vm move`). One that
+    // never ran has no disk: it is made there from its image.
+    vms::publish(&s, vmaas_tests::vms::TINY);
+    let create = |name: &str, state: &str| json!({"object": {"metadata": {"name": name}, "spec": {"template": "tiny", "state": state, "placement": {"cluster": "dev"}}}});
+    let (st, fresh) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(create("fresh", "stopped"))).await;
+    assert_eq!(st, 201, "{fresh}");
+    let fresh = fresh["object"]["id"].as_str().unwrap().to_owned();
+    vms::wait_state(&s, &t, &format!("{V1}/virtual_machines/{fresh}"), "VIRTUAL_MACHINE_STATE_STOPPED", 60).await;
+    let out = s.cli(&t, &["vm", "move", "fresh", "--cluster", "k8s", "--wait", "--timeout", "90s"]);
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), s.log());
+    let on_k8s = objects_of(&k.api(), vmaas_tests::kubevirt::VMS, &fresh).await;
+    assert_eq!(on_k8s.len(), 1, "made on the cluster");
+    assert_eq!(on_k8s[0]["spec"]["dataVolumeTemplates"][0]["spec"]["sourceRef"]["name"], "test-guest", "{on_k8s:#?}");
+    assert!(objects_of(&k.api(), "/apis/cdi.kubevirt.io/v1beta1/datavolumes", &fresh).await.is_empty(), "nothing carried");
+
+    // One that ran: its disk exported here, taken in through the cluster's
+    // upload proxy, with what its guest wrote.
+    let (st, vm) = s.raw(Method::POST, &format!("{V1}/virtual_machines"), Some(&t), Some(create("mover", "started"))).await;
+    assert_eq!(st, 201, "{vm}");
+    let vm = vm["object"]["id"].as_str().unwrap().to_owned();
+    vms::wait_ready(&s, &t, &vm).await;
+    let wrote = vms::console(&s, &t, &vm, "echo moved-$((6*7)) > /data/marker && sync && echo wrote-marker");
+    assert!(wrote.contains("wrote-marker"), "{wrote}");
+    let out = s.cli(&t, &["vm", "move", "mover", "--cluster", "k8s", "--wait", "--timeout", "90s"]);
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), s.log());
+    let (_, moved) = s.raw(Method::GET, &format!("{V1}/virtual_machines/{vm}"), Some(&t), None).await;
+    assert_eq!(moved["object"]["status"]["cluster"], "k8s", "{moved:#}");
+    let dvs = objects_of(&k.api(), "/apis/cdi.kubevirt.io/v1beta1/datavolumes", &vm).await;
+    assert_eq!(dvs.len(), 1, "{dvs:#?}");
+    let pvc = format!("{}/{}", dvs[0]["metadata"]["namespace"].as_str().unwrap(), dvs[0]["metadata"]["name"].as_str().unwrap());
+    let received = proxy.received.lock().unwrap().get(&pvc).cloned().expect("the cluster's CDI took the disk");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("moved.qcow2"), received).unwrap();
+    let raw = dir.path().join("moved.raw");
+    let convert = ["convert", "-f", "qcow2", "-O", "raw"];
+    let out = std::process::Command::new("qemu-img").args(convert).arg(dir.path().join("moved.qcow2")).arg(&raw).output().unwrap();
+    assert!(out.status.success(), "the moved disk is a qcow2: {}", String::from_utf8_lossy(&out.stderr));
+    let raw = std::fs::read(raw).unwrap();
+    assert!(raw.windows(8).any(|w| w == b"moved-42"), "the moved disk holds what the guest wrote");
+    assert!(objects_of(&k.api(), vmaas_tests::kubevirt::VMS, &vm).await.len() == 1, "made on the cluster");
 }
