@@ -64,7 +64,7 @@ pub(crate) fn is_named(xr: &Value, owner: &Owner, name: &str) -> bool {
 /// Whether a private network's XR is of role `Secondary` (a second NIC's
 /// network, with no namespace of its own).
 pub(crate) fn is_secondary(net: &serde_json::Value) -> bool {
-    net["spec"]["role"] == "Secondary"
+    serde_json::from_value::<crate::xr::NetworkRole>(net["spec"]["role"].clone()).is_ok_and(|r| r == crate::xr::NetworkRole::Secondary)
 }
 
 /// Asks Crossplane for the private network `network` of `owner`'s tenant

@@ -40,7 +40,7 @@ pub(crate) fn private(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<R
 /// Composes an `XVirtualPrivateSubnet` of role `Secondary`: its CUDN.
 fn secondary(
     call: &Call<'_>,
-    mut rsp: RunFunctionResponse,
+    rsp: RunFunctionResponse,
     owner: &Owner,
     spec: &NetworkXrSpec,
 ) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
@@ -48,17 +48,29 @@ fn secondary(
         Ok(c) => c,
         Err(e) => return fatal(rsp, format!("invalid VirtualPrivateSubnet: {e}")),
     };
-    let state = NetworkState::of(call.observed("cudn").as_ref());
-    put(&mut rsp, "cudn", &cudn, state.ready())?;
     let fields = json!({"ipv4Cidr": spec.ipv4_cidr, "networkName": cudn.metadata.name});
+    compose_cudn(call, rsp, &cudn, fields, &format!("secondary network of {}", owner.describe()))
+}
+
+/// Puts `cudn` in the desired state (ready once OVN-K says so), with
+/// `fields` and its state in the composite's status and condition.
+fn compose_cudn<T: serde::Serialize>(
+    call: &Call<'_>,
+    mut rsp: RunFunctionResponse,
+    cudn: &T,
+    fields: serde_json::Value,
+    what: &str,
+) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
+    let state = NetworkState::of(call.observed("cudn").as_ref());
+    put(&mut rsp, "cudn", cudn, state.ready())?;
     resource::update_status(response::desired_composite(&mut rsp), &state.to_status(fields))?;
     state.condition(&mut rsp);
-    response::normal(&mut rsp, format!("rendered secondary network of {}: {}", owner.describe(), state.state));
+    response::normal(&mut rsp, format!("rendered {what}: {}", state.state));
     Ok(rsp)
 }
 
 /// Composes a `PhysicalNetwork` XR.
-pub(crate) fn physical(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
+pub(crate) fn physical(call: &Call<'_>, rsp: RunFunctionResponse) -> Result<RunFunctionResponse, function_sdk_rust::Error> {
     let spec = match PhysicalNetworkXrSpec::from_xr(&call.xr["spec"]) {
         Ok(s) => s,
         Err(e) => return fatal(rsp, format!("spec: {e}")),
@@ -67,11 +79,6 @@ pub(crate) fn physical(call: &Call<'_>, mut rsp: RunFunctionResponse) -> Result<
         Ok(c) => c,
         Err(e) => return fatal(rsp, format!("invalid PhysicalNetwork: {e}")),
     };
-    let state = NetworkState::of(call.observed("cudn").as_ref());
-    put(&mut rsp, "cudn", &cudn, state.ready())?;
     let fields = json!({"physicalNetworkName": spec.physical_network_name, "namespaces": spec.namespaces});
-    resource::update_status(response::desired_composite(&mut rsp), &state.to_status(fields))?;
-    state.condition(&mut rsp);
-    response::normal(&mut rsp, format!("rendered physical network {}: {}", call.name, state.state));
-    Ok(rsp)
+    compose_cudn(call, rsp, &cudn, fields, &format!("physical network {}", call.name))
 }

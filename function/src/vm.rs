@@ -82,18 +82,11 @@ enum Networks {
 fn check_networks(call: &Call<'_>, owner: &Owner, spec: &VmXrSpec) -> Result<Networks, String> {
     let (mut waiting, mut used) = (Vec::new(), None);
     if let Some(NetworkRef::Named(n)) = spec.network_ref() {
-        let found = request::get_required_resources(call.req, "network").unwrap_or_default();
-        let Some(net) = found.first() else {
-            return Ok(Networks::Wait(format!("spec.network: no VirtualPrivateSubnet {n:?} in namespace {:?} (yet)", owner.tenant)));
+        let at = Private { key: "network", field: "spec.network".into(), name: n };
+        let Some(net) = at.found(call, owner, false, &mut waiting)? else {
+            return Ok(Networks::Wait(waiting.join("; ")));
         };
-        if is_secondary(net) {
-            return Err(format!("spec.network: VirtualPrivateSubnet {n:?} is of role Secondary: list it in spec.subnets"));
-        }
-        let state = NetworkState::of_xr(net);
-        if !state.ready() {
-            waiting.push(format!("spec.network: VirtualPrivateSubnet {n:?} is {}", state.state));
-        }
-        used = Some(net.clone());
+        used = Some(net);
     }
     check_subnets(call, owner, spec, &mut waiting)?;
     if let Some(p) = &spec.physical_network {
@@ -118,24 +111,45 @@ fn check_networks(call: &Call<'_>, owner: &Owner, spec: &VmXrSpec) -> Result<Net
 /// (else `Err`, fatal), and those not there or not ready yet in `waiting`.
 fn check_subnets(call: &Call<'_>, owner: &Owner, spec: &VmXrSpec, waiting: &mut Vec<String>) -> Result<(), String> {
     for (i, n) in spec.subnets.iter().enumerate() {
-        let found = request::get_required_resources(call.req, &subnet_key(i)).unwrap_or_default();
-        let at = format!("spec.subnets[{i}]");
-        match found.first() {
-            None => waiting.push(format!("{at}: no VirtualPrivateSubnet {n:?} in namespace {:?} (yet)", owner.tenant)),
-            Some(net) if !is_secondary(net) => {
+        let key = subnet_key(i);
+        Private { key: &key, field: format!("spec.subnets[{i}]"), name: n }.found(call, owner, true, waiting)?;
+    }
+    Ok(())
+}
+
+/// A private network a VM names: the required resource `key`, named
+/// `name` in the VM's `field`.
+struct Private<'a> {
+    key: &'a str,
+    field: String,
+    name: &'a str,
+}
+
+impl Private<'_> {
+    /// Its XR, once Crossplane fetched it and it has the role asked
+    /// (`Err`, fatal, otherwise); not there or not ready yet: said in `waiting`.
+    fn found(&self, call: &Call<'_>, owner: &Owner, secondary: bool, waiting: &mut Vec<String>) -> Result<Option<Value>, String> {
+        let (at, n) = (&self.field, self.name);
+        let found = request::get_required_resources(call.req, self.key).unwrap_or_default();
+        let Some(net) = found.into_iter().next() else {
+            waiting.push(format!("{at}: no VirtualPrivateSubnet {n:?} in namespace {:?} (yet)", owner.tenant));
+            return Ok(None);
+        };
+        match (secondary, is_secondary(&net)) {
+            (false, true) => return Err(format!("{at}: VirtualPrivateSubnet {n:?} is of role Secondary: list it in spec.subnets")),
+            (true, false) => {
                 return Err(format!(
                     "{at}: VirtualPrivateSubnet {n:?} is of role Primary (the network of the VMs that live in it): a second NIC is on a network of role Secondary"
                 ));
             }
-            Some(net) => {
-                let state = NetworkState::of_xr(net);
-                if !state.ready() {
-                    waiting.push(format!("{at}: VirtualPrivateSubnet {n:?} is {}", state.state));
-                }
-            }
+            _ => {}
         }
+        let state = NetworkState::of_xr(&net);
+        if !state.ready() {
+            waiting.push(format!("{at}: VirtualPrivateSubnet {n:?} is {}", state.state));
+        }
+        Ok(Some(net))
     }
-    Ok(())
 }
 
 /// Labels the VM's pods for each load balancer of its tenant that names it.
