@@ -92,12 +92,13 @@ pub(crate) async fn step(inner: &Inner, t: &VmTarget, from: usize) -> Result<(Vm
     }
     .await;
     match moved {
-        Ok((mut moved, next)) => {
+        Ok((mut moved, _)) => {
             tracing::info!(vm = %t.id, from = %from_name, to = %to_name, "moved");
             done(inner, &t.id);
             inner.moved(&t.id, to);
             moved.observation.cluster = Some(to_name.clone());
-            Ok((moved, next))
+            // Looked at again soon: the cluster it left still holds it.
+            Ok((moved, Requeue::after(LEAVING)))
         }
         Err(e) => {
             tracing::warn!(vm = %t.id, from = %from_name, to = %to_name, error = %e, "the move failed; what it made is removed");

@@ -214,7 +214,11 @@ impl Driver<VmSpec, VmObservation> for Vms {
             // Never placed: nothing to remove.
             return Ok(Cleanup::Done);
         };
-        let done = self.0.vms[m].delete(id).await?;
+        let mut done = self.0.vms[m].delete(id).await?;
+        // A VM just moved may still be on the cluster it left.
+        if crate::moving::leave_others(&self.0, id, m).await?.is_some() {
+            done = Cleanup::InProgress;
+        }
         if done == Cleanup::Done {
             self.0.unplace(id);
             crate::moving::done(&self.0, id);
