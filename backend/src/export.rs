@@ -1,6 +1,7 @@
 //! Disks taken away: a stopped VM's disk, a volume or a snapshot as one
 //! self-contained qcow2 file (no backing file: what `image import` takes
-//! back), with its SHA-256, for the server to stream.
+//! back), with its SHA-256 when it is known before it is sent, for the
+//! server to stream.
 
 use std::path::{Path, PathBuf};
 
@@ -31,11 +32,26 @@ pub struct ExportFile {
     pub path: PathBuf,
     /// Its length.
     pub size: u64,
-    /// Its SHA-256, in lowercase hex.
-    pub sha256: String,
+    /// Its SHA-256, in lowercase hex, when known already (a kept export's);
+    /// `None`: whoever sends it hashes it as it reads it (no pass over the
+    /// file before its first byte), or calls [`ExportFile::hashed`].
+    pub sha256: Option<String>,
     /// Whether it is the caller's to remove once streamed (else the
     /// backend keeps it, e.g. beside a snapshot, which never changes).
     pub temporary: bool,
+}
+
+impl ExportFile {
+    /// This export with its SHA-256 known (computed now if it was not).
+    pub async fn hashed(self) -> Result<(Self, String), BackendError> {
+        match self.sha256.clone() {
+            Some(d) => Ok((self, d)),
+            None => {
+                let (d, _) = sha256_of(&self.path).await?;
+                Ok((Self { sha256: Some(d.clone()), ..self }, d))
+            }
+        }
+    }
 }
 
 /// A file being made: removed when dropped (its making failed, or its

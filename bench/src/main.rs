@@ -27,6 +27,7 @@ mod boot;
 mod debian;
 mod disk_snapshots;
 mod events;
+mod export;
 mod filtered;
 mod grpc;
 mod grpc_create;
@@ -174,6 +175,9 @@ enum Cmd {
         /// Snapshot and restore rounds, one after another.
         #[arg(long, default_value_t = 5)]
         rounds: usize,
+        /// Only exports of a stopped VM's disk grown by 1 GiB, against `qemu-img convert` (issue 57's goal 1).
+        #[arg(long)]
+        export_only: bool,
         /// Images directory [default: ~/.local/share/vmaas/images].
         #[arg(long)]
         images_dir: Option<std::path::PathBuf>,
@@ -583,7 +587,8 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Import { megabytes, rounds, images_dir } => import::import_bench(megabytes, rounds, images(images_dir)).await,
         Cmd::TerraformPlan(a) => tf_plan::plan_bench(a.vms, a.apply, a.tofu, &a.plugins, a.server).await,
         Cmd::Recovery { vms, rounds, images_dir, server } => recovery::recovery(vms, rounds, images(images_dir), server).await,
-        Cmd::Snapshots { rounds, images_dir } => disk_snapshots::snapshots(rounds, images(images_dir)).await,
+        Cmd::Snapshots { rounds, images_dir, export_only: true } => export::report(rounds, images(images_dir)).await,
+        Cmd::Snapshots { rounds, images_dir, .. } => disk_snapshots::snapshots(rounds, images(images_dir)).await,
         Cmd::Migration { rounds, images_dir } => migration::migration(rounds, images(images_dir)).await,
         Cmd::Qemu { image: Guest::Debian, vms, images_dir, .. } => debian::debian(vms, images(images_dir)).await,
         Cmd::Qemu { vms, burst, idle, tcg_caches, images_dir, .. } => boot::qemu(vms, burst, idle, &tcg_caches, images(images_dir)).await,

@@ -86,6 +86,8 @@ pub(crate) async fn step(inner: &Inner, t: &VmTarget, from: usize) -> Result<(Vm
         if exports.made(&boot).await? {
             let disk = exports.export(&boot).await?;
             let _removed = disk.temporary.then(|| vmaas_backend::export::Partial::new(&disk.path));
+            // Hashed before it goes: the target checks what it was sent against it.
+            let (disk, _) = disk.hashed().await?;
             arrivals.arrive(&target, &disk).await?;
         }
         inner.vms[to].ensure(&target).await

@@ -63,9 +63,9 @@ impl Arrivals {
         let token = self.uploads.token(ns, name).await?;
         let body = vmaas_backend::image::file_upload(&disk.path, 1 << 20).await.map_err(|e| BackendError::transient(context.clone(), e))?;
         let sent = self.uploads.send(disk.size, &token, body).await.map_err(|e| BackendError::transient(context.clone(), e))?;
-        if sent.sha256 != disk.sha256 || sent.bytes != disk.size {
-            let why =
-                format!("sent {} bytes of SHA-256 {}; the export has {} bytes of {}", sent.bytes, sent.sha256, disk.size, disk.sha256);
+        let said = disk.sha256.as_deref().unwrap_or(&sent.sha256);
+        if sent.sha256 != said || sent.bytes != disk.size {
+            let why = format!("sent {} bytes of SHA-256 {}; the export has {} bytes of {said}", sent.bytes, sent.sha256, disk.size);
             return Err(BackendError::transient(context, why));
         }
         let deadline = Instant::now() + FILL_WAIT;

@@ -1,12 +1,13 @@
 //! Exports on this host: the disk asked for, converted by `qemu-img
 //! convert` into one qcow2 file without a backing file (the image under the
-//! disk folded in), hashed, under `DATA_DIR/exports/`. A VM's disk and a
-//! volume are converted for each export and the file is the server's to
-//! remove once streamed; a snapshot never changes, so its export is kept
-//! beside it and served again.
+//! disk folded in), under `DATA_DIR/exports/`. A VM's disk and a volume are
+//! converted for each export, not hashed (the server hashes the bytes as it
+//! sends them), and the file is the server's to remove once streamed; a
+//! snapshot never changes, so its export is hashed once and kept beside it
+//! with its digest, and served again.
 //!
 //! Every conversion writes a file of its own (`<out>.<nonce>.part`),
-//! renamed into place only once whole and hashed; exports of one snapshot
+//! renamed into place only once whole (and, kept, hashed); exports of one snapshot
 //! disk at once wait for the first (one conversion, then each finds it
 //! kept). A conversion whose caller goes away (the client left) kills its
 //! `qemu-img` and removes its file.
@@ -48,7 +49,8 @@ fn flight(out: &Path) -> Arc<tokio::sync::Mutex<()>> {
 pub(crate) struct Exporter(pub(crate) Arc<Vms>);
 
 impl Exporter {
-    /// Converts `source` into `out` (through a temporary name) and hashes it.
+    /// Converts `source` into `out` (through a temporary name); a kept
+    /// export is hashed, its digest written beside it.
     async fn convert(&self, source: &Path, out: PathBuf, temporary: bool) -> Result<ExportFile, BackendError> {
         if !tokio::fs::try_exists(source).await.unwrap_or(false) {
             return Err(BackendError::invalid("exporting a disk", "the disk is not made yet: its VM has never started"));
@@ -61,16 +63,20 @@ impl Exporter {
         let guard = Partial::new(&part);
         let args = ["convert".as_ref(), "-U".as_ref(), "-O".as_ref(), "qcow2".as_ref(), source.as_os_str(), part.as_os_str()];
         crate::volumes::qemu_img(&self.0.cfg.qemu_img, &args).await.map_err(|e| BackendError::transient("converting the disk", e))?;
-        let (sha256, size) = vmaas_backend::export::sha256_of(&part).await?;
-        if !temporary {
+        let (sha256, size) = if temporary {
+            let size = tokio::fs::metadata(&part).await.map_err(|e| BackendError::transient("reading the export's size", e))?.len();
+            (None, size)
+        } else {
+            let (sha256, size) = vmaas_backend::export::sha256_of(&part).await?;
             // Written first: a kept export is whole once its file is in place.
             tokio::fs::write(out.with_extension("sha256"), &sha256)
                 .await
                 .map_err(|e| BackendError::transient("writing the export's digest", e))?;
-        }
+            (Some(sha256), size)
+        };
         tokio::fs::rename(&part, &out).await.map_err(|e| BackendError::transient("moving the export into place", e))?;
         guard.keep();
-        info!(source = %source.display(), bytes = size, %sha256, "disk exported");
+        info!(source = %source.display(), bytes = size, sha256 = sha256.as_deref().unwrap_or("(hashed as sent)"), "disk exported");
         Ok(ExportFile { path: out, size, sha256, temporary })
     }
 
@@ -78,7 +84,7 @@ impl Exporter {
     async fn kept(out: &Path) -> Option<ExportFile> {
         let sha256 = tokio::fs::read_to_string(out.with_extension("sha256")).await.ok()?;
         let size = tokio::fs::metadata(out).await.ok()?.len();
-        Some(ExportFile { path: out.to_owned(), size, sha256: sha256.trim().to_owned(), temporary: false })
+        Some(ExportFile { path: out.to_owned(), size, sha256: Some(sha256.trim().to_owned()), temporary: false })
     }
 }
 

@@ -1,7 +1,10 @@
 //! Exports: a stopped VM's disk, a volume not on a running VM, or a
 //! snapshot's disk, made into one self-contained qcow2 file (the image
-//! under it folded in, so an image import takes it back) and hashed before
-//! anything is sent; a conversion that fails is an error. Each export
+//! under it folded in, so an image import takes it back); a conversion
+//! that fails is an error. Its SHA-256 comes before the body when known
+//! (a snapshot's kept export) or asked for first ([`DigestAt::First`]:
+//! the file is hashed before its first byte is sent), else after it
+//! ([`DigestAt::After`]: hashed as it is read and sent). Each export
 //! holds a place among its tenant's exports under way, and its file's
 //! bytes count against the tenant's disk quota, until the file is sent or
 //! the stream is dropped ([`crate::export_slots`]); dropping it removes a
@@ -21,20 +24,40 @@ use crate::error::ApiError;
 use crate::export_slots::ExportSlot;
 use crate::state::AppState;
 
-/// An export made: the file's name, size and SHA-256 (hex), and its bytes.
+/// Where the caller takes an export's SHA-256.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DigestAt {
+    /// Before the body: a file not hashed yet is hashed before it is sent.
+    First,
+    /// After the body, when it is not known before: hashed as it is sent.
+    After,
+}
+
+/// An export made: the file's name, size and SHA-256 (hex) when known
+/// before its bytes, and its bytes.
 pub(crate) struct Export {
     /// What is exported (the file is `{name}.qcow2`).
     pub name: String,
     /// Its size in bytes.
     pub size: u64,
-    /// Its SHA-256, in hex.
-    pub sha256: String,
+    /// Its SHA-256, in hex, when known before the body; else the body's
+    /// last piece is [`Piece::Digest`].
+    pub sha256: Option<String>,
     /// Its bytes, in chunks of 1 MiB.
-    pub body: Pin<Box<dyn Stream<Item = std::io::Result<Bytes>> + Send>>,
+    pub body: Pin<Box<dyn Stream<Item = std::io::Result<Piece>> + Send>>,
+}
+
+/// A piece of an export's body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Piece {
+    /// Bytes of the file, in order.
+    Bytes(Bytes),
+    /// After the last bytes, the SHA-256 (hex) of them all.
+    Digest(String),
 }
 
 /// The boot disk of the caller's stopped VM `id`.
-pub(crate) async fn vm(s: &AppState, caller: &Caller, id: &str) -> Result<Export, ApiError> {
+pub(crate) async fn vm(s: &AppState, caller: &Caller, id: &str, at: DigestAt) -> Result<Export, ApiError> {
     let vm = s.store.get_vm(id, &scope(caller)).await?;
     if vm.power() != PowerState::Stopped || vm.status.state != VmState::Stopped {
         return Err(ApiError::field(
@@ -43,11 +66,11 @@ pub(crate) async fn vm(s: &AppState, caller: &Caller, id: &str) -> Result<Export
         ));
     }
     let bytes = vm.machine.disks.first().and_then(|d| d.size.to_units_ceil()).unwrap_or(0);
-    export(s, caller, ExportSource::VmDisk(vm.id.clone()), &vm.name, bytes).await
+    export(s, caller, ExportSource::VmDisk(vm.id.clone()), (&vm.name, bytes), at).await
 }
 
 /// The caller's volume `id` (not attached to a running VM).
-pub(crate) async fn volume(s: &AppState, caller: &Caller, id: &str) -> Result<Export, ApiError> {
+pub(crate) async fn volume(s: &AppState, caller: &Caller, id: &str, at: DigestAt) -> Result<Export, ApiError> {
     let v = s.store.get_record::<Volume>(id, &scope(caller)).await?;
     if let Some(a) = s.store.volume_holder(&v.id).await? {
         let vm = s.store.get_vm(&a.spec.compute_instance, &crate::store::Scope::All).await?;
@@ -62,12 +85,12 @@ pub(crate) async fn volume(s: &AppState, caller: &Caller, id: &str) -> Result<Ex
         }
     }
     let bytes = v.spec.size.to_units_ceil().unwrap_or(0);
-    export(s, caller, ExportSource::Volume(v.id.clone()), &v.name, bytes).await
+    export(s, caller, ExportSource::Volume(v.id.clone()), (&v.name, bytes), at).await
 }
 
 /// One disk of the caller's snapshot `id` (`wanted`: as its `status.disks`
 /// names it; by default its first, the boot disk).
-pub(crate) async fn snapshot(s: &AppState, caller: &Caller, id: &str, wanted: Option<String>) -> Result<Export, ApiError> {
+pub(crate) async fn snapshot(s: &AppState, caller: &Caller, id: &str, wanted: Option<String>, at: DigestAt) -> Result<Export, ApiError> {
     let snap = s.store.get_record::<ComputeInstanceSnapshot>(id, &scope(caller)).await?;
     if snap.status.state != ComputeInstanceSnapshotState::Ready {
         return Err(ApiError::field("status.state", format!("snapshot {:?} is {}, not READY", snap.name, snap.status.state)));
@@ -78,7 +101,7 @@ pub(crate) async fn snapshot(s: &AppState, caller: &Caller, id: &str, wanted: Op
     }
     let disk = wanted.as_deref().or_else(|| snap.status.disks.first().map(|d| d.name.as_str()));
     let bytes = snap.status.disks.iter().find(|d| Some(d.name.as_str()) == disk).map_or(0, |d| d.size_bytes);
-    export(s, caller, ExportSource::Snapshot { id: snap.id.clone(), disk: wanted }, &snap.name, bytes).await
+    export(s, caller, ExportSource::Snapshot { id: snap.id.clone(), disk: wanted }, (&snap.name, bytes), at).await
 }
 
 /// A place among the caller's exports under way for one expected to hold
@@ -93,9 +116,9 @@ async fn slot(s: &AppState, caller: &Caller, bytes: u64) -> Result<ExportSlot, A
     s.exports.take(&caller.tenant, bytes, room)
 }
 
-/// Makes the export of `what` (expected to hold `bytes`) in a place among
-/// the caller's exports.
-async fn export(s: &AppState, caller: &Caller, what: ExportSource, name: &str, bytes: u64) -> Result<Export, ApiError> {
+/// Makes the export of `what` (named `name`, expected to hold `bytes`)
+/// in a place among the caller's exports, its digest where `at` says.
+async fn export(s: &AppState, caller: &Caller, what: ExportSource, (name, bytes): (&str, u64), at: DigestAt) -> Result<Export, ApiError> {
     let exports =
         s.backend.exports().ok_or_else(|| ApiError::precondition(format!("the {} backend does not export disks", s.backend.name())))?;
     let mut slot = slot(s, caller, bytes).await?;
@@ -104,12 +127,15 @@ async fn export(s: &AppState, caller: &Caller, what: ExportSource, name: &str, b
         _ => ApiError::unavailable(format!("the export failed: {e}; try again")),
     })?;
     // Taken at once: dropped from here on (the client gone), the file goes.
-    let file = Sent(file);
+    let mut file = Sent(file);
     slot.resize(file.0.size);
-    info!(?what, bytes = file.0.size, sha256 = %file.0.sha256, "export streamed");
-    let f = tokio::fs::File::open(&file.0.path).await.map_err(ApiError::internal)?;
+    if at == DigestAt::First && file.0.sha256.is_none() {
+        let digest = vmaas_backend::export::sha256_of(&file.0.path).await.map_err(ApiError::internal)?.0;
+        file.0.sha256 = Some(digest);
+    }
+    info!(?what, bytes = file.0.size, sha256 = file.0.sha256.as_deref().unwrap_or("(after the body)"), "export streamed");
     let (size, sha256) = (file.0.size, file.0.sha256.clone());
-    Ok(Export { name: name.to_owned(), size, sha256, body: Box::pin(chunks(f, file, slot)) })
+    Ok(Export { name: name.to_owned(), size, sha256, body: Box::pin(pieces(file, slot)) })
 }
 
 /// An export being sent: a temporary file is removed when dropped.
@@ -123,19 +149,152 @@ impl Drop for Sent {
     }
 }
 
-/// The file in chunks of 1 MiB; the file (if temporary) and the export's
-/// place go when the stream ends or is dropped (the client went away).
-fn chunks(f: tokio::fs::File, file: Sent, slot: ExportSlot) -> impl futures::Stream<Item = std::io::Result<Bytes>> + Send {
-    futures::stream::unfold((f, (file, slot)), |(mut f, guard)| async move {
-        use tokio::io::AsyncReadExt;
-        let mut buf = vec![0u8; 1 << 20];
-        match f.read(&mut buf).await {
-            Ok(0) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok(Bytes::from(buf)), (f, guard)))
+/// The file in chunks of 1 MiB, each read (and, its digest not known,
+/// hashed: then the digest comes last) on the blocking pool, up to four
+/// chunks ahead of the client: a task waits while the client is slow, so
+/// a client reading slowly holds no thread. The file (if temporary) and
+/// the export's place go when the stream ends or is dropped (the client
+/// went away).
+fn pieces(file: Sent, slot: ExportSlot) -> impl Stream<Item = std::io::Result<Piece>> + Send {
+    use sha2::Digest;
+    let hash = file.0.sha256.is_none().then(sha2::Sha256::new);
+    let mut reading = Reading { file: None, hash, done: false, held: (file, slot) };
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(async move {
+        loop {
+            let Ok((r, piece)) = tokio::task::spawn_blocking(move || {
+                let piece = reading.next();
+                (reading, piece)
+            })
+            .await
+            else {
+                return;
+            };
+            reading = r;
+            // The client gone, or nothing left: the file and place go.
+            let Some(piece) = piece else { return };
+            if tx.send(piece).await.is_err() {
+                return;
             }
-            Err(e) => Some((Err(e), (f, guard))),
         }
-    })
+    });
+    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|p| (p, rx)) })
+}
+
+/// An export's file being read out.
+struct Reading {
+    /// The file, opened at the first read.
+    file: Option<std::fs::File>,
+    /// The digest of what was read so far, if it is to be sent last.
+    hash: Option<sha2::Sha256>,
+    /// Whether the last piece went.
+    done: bool,
+    /// The file's removal and the export's place, both let go with this.
+    held: (Sent, ExportSlot),
+}
+
+impl Reading {
+    /// The next piece (blocking: file reads): up to 1 MiB, or the digest
+    /// after the last bytes, or an error; `None` at the end.
+    fn next(&mut self) -> Option<std::io::Result<Piece>> {
+        use sha2::Digest;
+        if self.done {
+            return None;
+        }
+        match self.read() {
+            Ok(Some(b)) => {
+                if let Some(h) = self.hash.as_mut() {
+                    h.update(&b);
+                }
+                Some(Ok(Piece::Bytes(b)))
+            }
+            Ok(None) => {
+                self.done = true;
+                self.hash.take().map(|h| Ok(Piece::Digest(format!("{:x}", h.finalize()))))
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+
+    /// Up to 1 MiB of the file, `None` at its end.
+    fn read(&mut self) -> std::io::Result<Option<Bytes>> {
+        use std::io::Read;
+        let f = match &mut self.file {
+            Some(f) => f,
+            None => self.file.insert(std::fs::File::open(&self.held.0.0.path)?),
+        };
+        let mut buf = vec![0u8; 1 << 20];
+        let mut n = 0;
+        while n < buf.len() {
+            match f.read(&mut buf[n..])? {
+                0 => break,
+                k => n += k,
+            }
+        }
+        buf.truncate(n);
+        Ok((n > 0).then(|| Bytes::from(buf)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use sha2::Digest;
+
+    use super::*;
+
+    /// A temporary export of `bytes`, its place taken among `slots`.
+    fn sent(
+        dir: &std::path::Path,
+        bytes: &[u8],
+        sha256: Option<String>,
+    ) -> (Sent, ExportSlot, std::sync::Arc<crate::export_slots::ExportSlots>) {
+        let path = dir.join("e.qcow2");
+        std::fs::write(&path, bytes).expect("write");
+        let slots = crate::export_slots::ExportSlots::new(4);
+        let slot = slots.take("acme", bytes.len() as u64, None).expect("a place");
+        (Sent(ExportFile { path, size: bytes.len() as u64, sha256, temporary: true }), slot, slots)
+    }
+
+    #[tokio::test]
+    async fn an_unhashed_export_comes_in_mib_chunks_then_its_digest_and_its_file_and_place_go() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bytes: Vec<u8> = (0..(2 << 20) + 12345u32).map(|i| (i % 251) as u8).collect();
+        let (file, slot, slots) = sent(dir.path(), &bytes, None);
+        let path = file.0.path.clone();
+        let got: Vec<Piece> = pieces(file, slot).map(|p| p.expect("a piece")).collect().await;
+        let sizes: Vec<usize> = got.iter().filter_map(|p| if let Piece::Bytes(b) = p { Some(b.len()) } else { None }).collect();
+        assert_eq!(sizes, [1 << 20, 1 << 20, 12345]);
+        let body: Vec<u8> = got.iter().filter_map(|p| if let Piece::Bytes(b) = p { Some(b.to_vec()) } else { None }).flatten().collect();
+        assert_eq!(body, bytes);
+        assert_eq!(got.last(), Some(&Piece::Digest(format!("{:x}", sha2::Sha256::digest(&bytes)))));
+        assert!(!path.exists(), "a temporary export's file goes once sent");
+        assert_eq!(slots.bytes_of("acme"), 0, "and its place");
+    }
+
+    #[tokio::test]
+    async fn a_hashed_export_sends_no_digest_after_it_and_one_dropped_early_lets_go_too() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bytes = vec![7u8; 3 << 20];
+        let (file, slot, _slots) = sent(dir.path(), &bytes, Some("known".into()));
+        let got: Vec<Piece> = pieces(file, slot).map(|p| p.expect("a piece")).collect().await;
+        assert_eq!(got.len(), 3, "three MiB, nothing after them");
+        assert!(got.iter().all(|p| matches!(p, Piece::Bytes(_))));
+        let (file, slot, slots) = sent(dir.path(), &bytes, None);
+        let path = file.0.path.clone();
+        let mut stream = Box::pin(pieces(file, slot));
+        assert!(matches!(stream.next().await, Some(Ok(Piece::Bytes(_)))));
+        drop(stream);
+        // The read under way when the client left ends on the blocking pool.
+        for _ in 0..100 {
+            if !path.exists() && slots.bytes_of("acme") == 0 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("an export dropped half sent keeps its file or its place");
+    }
 }
