@@ -16,7 +16,8 @@ ensure_runtime_deps
 export_from "$ROOT/scripts/terraform.sh"
 export VMAAS_TF103 VMAAS_TF115_PYTHON
 # OpenTofu, Crossplane's CLI and core, MetalLB's controller and Helm, built
-# from their Go modules once per machine (cached under ~/.cache/vmaas/tools).
+# from their Go modules, and cargo-nextest, built from crates.io, once per
+# machine (cached under ~/.cache/vmaas/tools).
 export_from "$ROOT/scripts/tools.sh"
 
 log "checking formatting (cargo fmt --check)"
@@ -61,12 +62,10 @@ export RUST_BACKTRACE=0
 auditdir=$(mktemp -d "${TMPDIR:-/tmp}/vmaas-audit.XXXXXX")
 trap 'scripts/postgres.sh stop "$pgdir"; rm -rf "$auditdir"' EXIT
 export VMAAS_KEEP_AUDIT_LOGS=$auditdir
-if cargo nextest --version >/dev/null 2>&1; then
-    cargo nextest run --locked --workspace --no-fail-fast --failure-output final "$@"
-    cargo test --locked --workspace --doc -q
-else
-    cargo test --locked --workspace --no-fail-fast "$@"
-fi
+# cargo-nextest (scripts/tools.sh) runs several tests at once across binaries
+# (.config/nextest.toml); doctests are cargo test's.
+"$VMAAS_NEXTEST" nextest run --locked --workspace --no-fail-fast "$@"
+[ $# -gt 0 ] || cargo test --locked --workspace --doc -q
 if [ $# -eq 0 ]; then
     log "checking the chart's ClusterRole against every request of the suite (both ways)"
     VMAAS_RBAC_AUDIT_DIR=$auditdir VMAAS_REQUIRE_RBAC_AUDIT=1 \

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Go tools the tests run (OpenTofu, Crossplane's CLI and core,
 # MetalLB's controller, Helm, prometheus-operator's ServiceMonitor CRD, and the
-# tests' OpenID provider over zitadel/oidc) from their Go modules, pinned, once per
-# machine: each lands in ~/.cache/vmaas/tools/<tool>-<version>/ and is never
-# committed. Prints `export VMAAS_<TOOL>=path` lines for eval.
+# tests' OpenID provider over zitadel/oidc) from their Go modules, and the
+# test runner cargo-nextest from crates.io, pinned, once per machine: each
+# lands in ~/.cache/vmaas/tools/<tool>-<version>/ and is never committed. Prints `export VMAAS_<TOOL>=path` lines for eval.
 #
 #   eval "$(scripts/tools.sh)"          # every tool
 #   eval "$(scripts/tools.sh tofu)"     # one
@@ -23,6 +23,9 @@ HELM_VERSION=v3.19.0
 # The ServiceMonitor CRD the chart's optional ServiceMonitor is checked
 # against (the newest root module of prometheus-operator served here).
 PROMETHEUS_OPERATOR_VERSION=v0.85.0
+# The test runner (Rust, from crates.io): runs the suite's tests several at
+# once across binaries (.config/nextest.toml).
+NEXTEST_VERSION=0.9.151
 
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 command -v go >/dev/null || die "go is not installed (the polyglot machine has it at /usr/local/go/bin)"
@@ -105,7 +108,17 @@ tool() {
             rm -rf "$dir" && mv "$dir.tmp" "$dir"
         fi
         echo "export VMAAS_IDP=$dir/idp" ;;
-    *) die "unknown tool $1 (tofu, crossplane, metallb, helm, monitoring, idp)" ;;
+    nextest)
+        local dir=$TOOLS/cargo-nextest-$NEXTEST_VERSION
+        if [ ! -x "$dir/bin/cargo-nextest" ]; then
+            log "building cargo-nextest $NEXTEST_VERSION from crates.io (Rust, once; cached in $dir)"
+            rm -rf "$dir.tmp" "$dir.build"
+            CARGO_TARGET_DIR=$dir.build cargo install --quiet --locked --no-default-features \
+                --version "$NEXTEST_VERSION" --root "$dir.tmp" cargo-nextest >&2
+            rm -rf "$dir" "$dir.build" && mv "$dir.tmp" "$dir"
+        fi
+        echo "export VMAAS_NEXTEST=$dir/bin/cargo-nextest" ;;
+    *) die "unknown tool $1 (tofu, crossplane, metallb, helm, monitoring, idp, nextest)" ;;
     esac
 }
 
@@ -114,6 +127,6 @@ mkdir -p "$TOOLS"
 # developer's shell) waits for the first, then finds the tools built.
 exec 9>"$TOOLS/.lock"
 flock 9
-for t in "${@:-tofu crossplane metallb helm monitoring idp}"; do
+for t in "${@:-tofu crossplane metallb helm monitoring idp nextest}"; do
     for one in $t; do tool "$one"; done
 done

@@ -34,7 +34,7 @@ pub struct ExportFile {
     pub size: u64,
     /// Its SHA-256, in lowercase hex, when known already (a kept export's);
     /// `None`: whoever sends it hashes it as it reads it (no pass over the
-    /// file before its first byte), or calls [`ExportFile::hashed`].
+    /// file before its first byte), or calls [`ExportFile::hash`].
     pub sha256: Option<String>,
     /// Whether it is the caller's to remove once streamed (else the
     /// backend keeps it, e.g. beside a snapshot, which never changes).
@@ -42,15 +42,12 @@ pub struct ExportFile {
 }
 
 impl ExportFile {
-    /// This export with its SHA-256 known (computed now if it was not).
-    pub async fn hashed(self) -> Result<(Self, String), BackendError> {
-        match self.sha256.clone() {
-            Some(d) => Ok((self, d)),
-            None => {
-                let (d, _) = sha256_of(&self.path).await?;
-                Ok((Self { sha256: Some(d.clone()), ..self }, d))
-            }
+    /// Its SHA-256, computed now (and kept) if it was not known.
+    pub async fn hash(&mut self) -> Result<&str, BackendError> {
+        if self.sha256.is_none() {
+            self.sha256 = Some(sha256_of(&self.path).await?.0);
         }
+        Ok(self.sha256.as_deref().unwrap_or_default())
     }
 }
 
@@ -114,8 +111,9 @@ pub trait Arrivals: Send + Sync {
     /// Makes the boot disk of VM `t` (stopped, moving here) from `disk`, an
     /// export of its boot disk on the cluster it leaves; once this
     /// returns, the VM's driver makes `t` with that disk rather than one
-    /// from its image. A disk half made is removed before an error is
-    /// returned.
+    /// from its image. `disk` must be hashed ([`ExportFile::hash`]): what
+    /// arrives is checked against its digest. A disk half made is removed
+    /// before an error is returned.
     async fn arrive(&self, t: &crate::VmTarget, disk: &ExportFile) -> Result<(), BackendError>;
 
     /// Removes whatever a move of VM `id` made here (its disk, its VM),

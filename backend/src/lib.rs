@@ -88,6 +88,17 @@ pub struct ClusterInfo {
     pub labels: std::collections::BTreeMap<String, String>,
 }
 
+/// Why a VM on cluster `on` (its `status.cluster`) is moving, when it is:
+/// `on` is one of `clusters`, and `placement` no longer admits it.
+pub fn moving_from(clusters: &[ClusterInfo], on: Option<&str>, placement: Option<&vmaas_model::Placement>) -> Option<vmaas_model::Reason> {
+    let (on, placement) = (on?, placement?);
+    let here = clusters.iter().find(|c| c.name == on)?;
+    (!placement.admits(&here.name, &here.labels)).then(|| {
+        let to = placement.describe();
+        vmaas_model::Reason::new("Moving", format!("moving off cluster {on}: its placement asks for {to}"))
+    })
+}
+
 /// How often a backend whose objects can change unseen has every object
 /// looked at again ([`Backend::resync`]).
 pub const RESYNC: std::time::Duration = std::time::Duration::from_secs(10);
@@ -117,6 +128,12 @@ pub trait Backend: Send + Sync + 'static {
     /// back). By default every [`RESYNC`].
     fn resync(&self) -> Option<std::time::Duration> {
         Some(RESYNC)
+    }
+
+    /// How many objects the reconciler works on at once unless told
+    /// (`--reconcile-workers`): what suits the work the backend waits on.
+    fn workers(&self) -> usize {
+        8
     }
 
     /// Details for `/healthz`, e.g. the accelerator in use.

@@ -237,13 +237,31 @@ async fn move_vm(client: &Client, args: &PowerArgs, placement: vmaas_model::Plac
     let vm = client.find_vm(&args.vm).await?;
     let spec = vmaas_model::vm::SpecPatch { state: Some(PowerState::Stopped), placement: Some(placement), ..Default::default() };
     let metadata = Some(MetadataInput { version: Some(vm.metadata.version), ..Default::default() });
+    let to = spec.placement.as_ref().and_then(|p| p.cluster.clone());
     let mut vm = client.patch_vm(&vm.id, &PatchVirtualMachine { metadata, spec, ..Default::default() }).await?;
-    if args.wait
-        && let Some(v) = wait(client, &vm, WaitFor::Stopped, args.timeout).await?
-    {
-        vm = v;
+    if args.wait {
+        vm = moved(client, vm, to, args.timeout).await?;
     }
     output::vm(format, &vm)
+}
+
+/// VM `vm` once STOPPED, and on cluster `to` when the move named one (a
+/// move acknowledged late still shows the VM STOPPED where it was).
+async fn moved(client: &Client, mut vm: VirtualMachine, to: Option<String>, timeout: Duration) -> anyhow::Result<VirtualMachine> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = wait(client, &vm, WaitFor::Stopped, deadline.saturating_duration_since(std::time::Instant::now())).await? {
+            vm = v;
+        }
+        if to.is_none() || vm.status.cluster == to {
+            return Ok(vm);
+        }
+        if std::time::Instant::now() >= deadline {
+            let on = vm.status.cluster.as_deref().unwrap_or("none");
+            anyhow::bail!("virtual machine {:?} is still on cluster {on} after {timeout:?}", vm.metadata.name);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {

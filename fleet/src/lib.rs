@@ -208,6 +208,11 @@ impl Backend for Fleet {
         self.inner.members.iter().filter_map(|m| m.backend.resync()).min()
     }
 
+    /// Each cluster's API server answers its own: the members' workers together.
+    fn workers(&self) -> usize {
+        self.inner.members.iter().map(|m| m.backend.workers()).sum::<usize>().max(1)
+    }
+
     fn health(&self) -> serde_json::Value {
         let clusters: serde_json::Map<String, serde_json::Value> = self
             .inner

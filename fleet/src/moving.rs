@@ -84,10 +84,10 @@ pub(crate) async fn step(inner: &Inner, t: &VmTarget, from: usize) -> Result<(Vm
         let boot = ExportSource::VmDisk(t.id.clone());
         // A VM that never ran has no disk yet: it is made where it goes as it would have been.
         if exports.made(&boot).await? {
-            let disk = exports.export(&boot).await?;
+            let mut disk = exports.export(&boot).await?;
             let _removed = disk.temporary.then(|| vmaas_backend::export::Partial::new(&disk.path));
             // Hashed before it goes: the target checks what it was sent against it.
-            let (disk, _) = disk.hashed().await?;
+            disk.hash().await?;
             arrivals.arrive(&target, &disk).await?;
         }
         inner.vms[to].ensure(&target).await

@@ -106,10 +106,9 @@ impl Inner {
     /// room taken) when one is chosen.
     pub(crate) fn choose_move(&self, t: &VmTarget, from: usize) -> Result<Choice, BackendError> {
         let mut recent = self.recent.lock().map_err(poisoned)?;
-        recent.retain(|r| r.at.elapsed() < RECENT);
+        // Places taken long ago, and an earlier try of this move, count no more.
+        recent.retain(|r| r.at.elapsed() < RECENT && r.id != t.id);
         let demand = Room::demand(&t.spec.machine);
-        // An earlier try of this move counts no more.
-        recent.retain(|r| r.id != t.id);
         let mut candidates = self.candidates(&recent);
         candidates[from].reachable = false;
         let choice = choose(&candidates, &t.spec.placement, &demand);

@@ -39,8 +39,8 @@ impl Arrivals {
         Self { shared, uploads }
     }
 
-    /// The DataVolume of `t`'s arriving boot disk, in `ns`.
-    fn data_volume(&self, t: &VmTarget, ns: &str) -> Value {
+    /// DataVolume `ns/name`, for `t`'s arriving boot disk.
+    fn data_volume(&self, t: &VmTarget, ns: &str, name: &str) -> Value {
         let root = t.spec.machine.disks.first();
         let mut labels = labels(ObjectKind::VirtualMachine, &t.id);
         labels.insert(ARRIVED.to_owned(), "rootdisk".to_owned());
@@ -53,17 +53,19 @@ impl Arrivals {
             spec["preallocation"] = json!(p);
         }
         json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
-            "metadata": {"name": derived(&t.name, "root"), "namespace": ns, "labels": labels}, "spec": spec})
+            "metadata": {"name": name, "namespace": ns, "labels": labels}, "spec": spec})
     }
 
     /// Sends `disk` into DataVolume `ns/name` and waits until CDI has filled it.
     async fn fill(&self, ns: &str, name: &str, disk: &ExportFile) -> Result<(), BackendError> {
         let context = format!("taking the moved disk into DataVolume {ns}/{name}");
+        let Some(said) = disk.sha256.as_deref() else {
+            return Err(BackendError::invalid(context, "the disk's SHA-256 is not known: it is hashed before it is sent"));
+        };
         self.uploads.ready(ns, name).await.map_err(|e| BackendError::transient(context.clone(), e))?;
         let token = self.uploads.token(ns, name).await?;
         let body = vmaas_backend::image::file_upload(&disk.path, 1 << 20).await.map_err(|e| BackendError::transient(context.clone(), e))?;
         let sent = self.uploads.send(disk.size, &token, body).await.map_err(|e| BackendError::transient(context.clone(), e))?;
-        let said = disk.sha256.as_deref().unwrap_or(&sent.sha256);
         if sent.sha256 != said || sent.bytes != disk.size {
             let why = format!("sent {} bytes of SHA-256 {}; the export has {} bytes of {said}", sent.bytes, sent.sha256, disk.size);
             return Err(BackendError::transient(context, why));
@@ -103,8 +105,8 @@ impl vmaas_backend::Arrivals for Arrivals {
         if t.spec.attachments.is_empty() {
             s.ensure_namespace(&ns, &t.tenant).await?;
         }
-        let dv = self.data_volume(t, &ns);
         let name = derived(&t.name, "root");
+        let dv = self.data_volume(t, &ns, &name);
         s.cluster.apply(&s.cluster.res.data_volume, &dv).await?;
         if let Err(e) = self.fill(&ns, &name, disk).await {
             s.cluster.delete(&s.cluster.res.data_volume, &ns, &name).await?;

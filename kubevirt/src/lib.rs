@@ -55,6 +55,7 @@ pub mod health;
 pub mod homes;
 pub mod image;
 pub mod import;
+mod index;
 pub mod migration;
 mod monitor;
 pub mod names;
@@ -103,6 +104,11 @@ pub struct KubevirtBackend {
 /// How often every object is looked at again, besides what the watches wake.
 pub const RESYNC: Duration = Duration::from_secs(300);
 
+/// Objects the reconciler works on at once by default on this backend
+/// (`vmaas-bench kubevirt`: 8 in flight applied about half what a bare
+/// client's 16 did, each waiting on the API server).
+pub const WORKERS: usize = 32;
+
 impl KubevirtBackend {
     /// Connects, starts the watches and waits for their first lists (so
     /// that what the cluster already holds is known before anything is
@@ -116,7 +122,7 @@ impl KubevirtBackend {
         let r = cluster.res.clone();
         let watch = |ar, ns: &str, sel: Option<&str>| Watched::start(&cluster, ar, ns, sel, waker.clone());
         let shared = Shared {
-            vms: watch(&r.vm, "", Some(&selector)),
+            vms: Watched::tallying(&cluster, &r.vm, "", Some(&selector), waker.clone(), Some(room::held_by)),
             vmis: watch(&r.vmi, "", Some(&selector)),
             services: watch(&r.service, "", Some(&selector)),
             migrations: watch(&r.migration, "", Some(&selector)),
@@ -198,6 +204,12 @@ impl Backend for KubevirtBackend {
         Some(RESYNC)
     }
 
+    /// A reconcile waits on round trips to the clusters' API servers,
+    /// which answer many at once: as many in flight as a busy client keeps.
+    fn workers(&self) -> usize {
+        WORKERS
+    }
+
     fn attach(&self, wake: Wake) {
         let _ = self.shared.waker.set(wake);
     }
@@ -267,7 +279,7 @@ impl Backend for KubevirtBackend {
     }
 
     fn room(&self) -> Option<vmaas_backend::Room> {
-        room::room(&self.shared.nodes.all(), &self.shared.vms.all())
+        room::room(&self.shared.nodes.all(), &self.shared.vms.held())
     }
 
     fn holds(&self, kind: ObjectKind, id: &str) -> bool {

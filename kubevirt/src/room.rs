@@ -26,9 +26,72 @@ pub fn gpus_annotation<'a>(gpus: impl IntoIterator<Item = &'a str>) -> String {
     counts.iter().map(|(name, n)| format!("{name}={n}")).collect::<Vec<_>>().join(",")
 }
 
-/// The room of a cluster with `nodes` and `vms`; none when no node is Ready
-/// (nothing known).
-pub fn room(nodes: &[std::sync::Arc<DynamicObject>], vms: &[std::sync::Arc<DynamicObject>]) -> Option<Room> {
+/// What vmaas's VMs on a cluster ask, together.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    /// vCPUs, in thousandths of a core.
+    pub cpu_millis: u64,
+    /// Memory, in bytes.
+    pub memory_bytes: u64,
+    /// Devices (GPUs) by resource name.
+    pub devices: std::collections::BTreeMap<String, u64>,
+}
+
+impl Held {
+    /// Counts `other` in.
+    pub fn add(&mut self, other: &Held) {
+        self.cpu_millis += other.cpu_millis;
+        self.memory_bytes += other.memory_bytes;
+        for (name, n) in &other.devices {
+            *self.devices.entry(name.clone()).or_default() += n;
+        }
+    }
+
+    /// Counts `other` (counted in before) out.
+    pub fn remove(&mut self, other: &Held) {
+        self.cpu_millis = self.cpu_millis.saturating_sub(other.cpu_millis);
+        self.memory_bytes = self.memory_bytes.saturating_sub(other.memory_bytes);
+        for (name, n) in &other.devices {
+            if let Some(held) = self.devices.get_mut(name) {
+                *held = held.saturating_sub(*n);
+                if *held == 0 {
+                    self.devices.remove(name);
+                }
+            }
+        }
+    }
+}
+
+/// What KubeVirt VM `vm` asks: its vCPUs (cores × sockets × threads, a VM
+/// resized live counting sockets, or its instance type's in its
+/// annotations), memory and GPUs.
+pub fn held_by(vm: &DynamicObject) -> Held {
+    let mut h = Held::default();
+    let domain = &vm.data["spec"]["template"]["spec"]["domain"];
+    let cpu = &domain["cpu"];
+    // (A DynamicObject's metadata is its own field, not in `data`.)
+    let note = |key: &str| vm.metadata.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str);
+    let vcpus = note(VCPUS_ANNOTATION).and_then(|v| v.parse::<u64>().ok());
+    let topology = ["cores", "sockets", "threads"].iter().map(|k| cpu[*k].as_u64().unwrap_or(1)).product::<u64>();
+    h.cpu_millis = vcpus.unwrap_or(topology) * 1000;
+    let memory = note(MEMORY_ANNOTATION).or(domain["memory"]["guest"].as_str());
+    h.memory_bytes = memory.and_then(|q| Quantity::parse(q).ok()).and_then(|q| q.to_units_ceil()).unwrap_or(0);
+    // GPUs as host devices, or as `gpus` (how VMs made before wrote them).
+    let devices = &domain["devices"];
+    for g in ["hostDevices", "gpus"].iter().flat_map(|k| devices[*k].as_array()).flatten() {
+        if let Some(name) = g["deviceName"].as_str() {
+            *h.devices.entry(name.to_owned()).or_default() += 1;
+        }
+    }
+    for (name, n) in note(GPUS_ANNOTATION).into_iter().flat_map(|a| a.split(',')).filter_map(|p| p.split_once('=')) {
+        *h.devices.entry(name.to_owned()).or_default() += n.parse::<u64>().unwrap_or(0);
+    }
+    h
+}
+
+/// The room of a cluster with `nodes` whose VMs ask `held` together; none
+/// when no node is Ready (nothing known).
+pub fn room(nodes: &[std::sync::Arc<DynamicObject>], held: &Held) -> Option<Room> {
     let mut r = Room::default();
     let mut any = false;
     for n in nodes.iter().filter(|n| usable(&n.data)) {
@@ -47,28 +110,10 @@ pub fn room(nodes: &[std::sync::Arc<DynamicObject>], vms: &[std::sync::Arc<Dynam
     if !any {
         return None;
     }
-    for vm in vms {
-        let domain = &vm.data["spec"]["template"]["spec"]["domain"];
-        // vCPUs are cores × sockets × threads (a VM resized live counts sockets); a
-        // VM of an instance type says its shape in its annotations.
-        let cpu = &domain["cpu"];
-        // (A DynamicObject's metadata is its own field, not in `data`.)
-        let note = |key: &str| vm.metadata.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str);
-        let vcpus = note(VCPUS_ANNOTATION).and_then(|v| v.parse::<u64>().ok());
-        let topology = ["cores", "sockets", "threads"].iter().map(|k| cpu[*k].as_u64().unwrap_or(1)).product::<u64>();
-        r.cpu_millis.used += vcpus.unwrap_or(topology) * 1000;
-        let memory = note(MEMORY_ANNOTATION).or(domain["memory"]["guest"].as_str());
-        r.memory_bytes.used += memory.and_then(|q| Quantity::parse(q).ok()).and_then(|q| q.to_units_ceil()).unwrap_or(0);
-        // GPUs as host devices, or as `gpus` (how VMs made before wrote them).
-        let devices = &domain["devices"];
-        for g in ["hostDevices", "gpus"].iter().flat_map(|k| devices[*k].as_array()).flatten() {
-            if let Some(name) = g["deviceName"].as_str() {
-                r.devices.entry(name.to_owned()).or_default().used += 1;
-            }
-        }
-        for (name, n) in note(GPUS_ANNOTATION).into_iter().flat_map(|a| a.split(',')).filter_map(|p| p.split_once('=')) {
-            r.devices.entry(name.to_owned()).or_default().used += n.parse::<u64>().unwrap_or(0);
-        }
+    r.cpu_millis.used = held.cpu_millis;
+    r.memory_bytes.used = held.memory_bytes;
+    for (name, n) in &held.devices {
+        r.devices.entry(name.clone()).or_default().used += n;
     }
     Some(r)
 }
@@ -128,16 +173,26 @@ mod tests {
         notes[MEMORY_ANNOTATION] = json!("2Gi");
         notes[GPUS_ANNOTATION] = json!(gpus_annotation(["nvidia.com/A10"]));
         let typed = obj(typed);
-        let r = room(&nodes, &[vm, typed]).unwrap();
+        let mut held = Held::default();
+        for v in [&vm, &typed] {
+            held.add(&held_by(v));
+        }
+        let r = room(&nodes, &held).unwrap();
         assert_eq!(r.cpu_millis, Usage { total: 7500, used: 5000 });
         assert_eq!(r.memory_bytes, Usage { total: 16 << 30, used: 3 << 30 });
         assert_eq!(r.devices["nvidia.com/A10"], Usage { total: 2, used: 2 }, "the instance type's GPU counts");
         assert_eq!(gpus_annotation(["b/x", "a/y", "b/x"]), "a/y=1,b/x=2");
         assert!(!r.devices.contains_key("pods"));
+        held.remove(&held_by(&vm));
+        assert_eq!(
+            (held.cpu_millis, held.memory_bytes, held.devices["nvidia.com/A10"]),
+            (3000, 2 << 30, 1),
+            "a VM gone gives its room back"
+        );
     }
 
     #[test]
     fn no_ready_node_is_nothing_known() {
-        assert_eq!(room(&[node("down", "4", "8Gi", false, json!({}))], &[]), None);
+        assert_eq!(room(&[node("down", "4", "8Gi", false, json!({}))], &Held::default()), None);
     }
 }

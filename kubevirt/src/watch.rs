@@ -1,9 +1,10 @@
 //! Status comes from watches, not polling: one reflector per kind of
 //! object, cluster-wide and label-selected, kept in memory; each change
 //! wakes the reconciler for the vmaas object the changed object's labels
-//! name.
+//! name. Beside each store, an [`Index`] of each vmaas object's objects
+//! (and, for VMs, what they ask together), followed from the same events.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -13,9 +14,12 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tracing::{debug, warn};
 use vmaas_backend::{BackendError, Wake};
 use vmaas_model::ObjectKind;
+use watcher::Event;
 
 use crate::cluster::Cluster;
+use crate::index::Index;
 use crate::names::{ID_LABEL, KIND_LABEL};
+use crate::room::Held;
 
 /// Where the reconciler's waker will be once the server attaches it.
 pub type Waker = Arc<OnceLock<Wake>>;
@@ -24,6 +28,7 @@ pub type Waker = Arc<OnceLock<Wake>>;
 #[derive(Clone)]
 pub struct Watched {
     store: Store<DynamicObject>,
+    index: Arc<Mutex<Index>>,
     ar: ApiResource,
     task: Arc<tokio::task::AbortHandle>,
 }
@@ -46,6 +51,18 @@ impl Watched {
     /// Starts watching `ar` objects (in namespace `ns`, or all when empty)
     /// that match `selector`, waking the owner of each one that changes.
     pub fn start(cluster: &Cluster, ar: &ApiResource, ns: &str, selector: Option<&str>, waker: Waker) -> Self {
+        Self::tallying(cluster, ar, ns, selector, waker, None)
+    }
+
+    /// As [`Watched::start`], each object counted by `tally` (see [`Watched::held`]).
+    pub fn tallying(
+        cluster: &Cluster,
+        ar: &ApiResource,
+        ns: &str,
+        selector: Option<&str>,
+        waker: Waker,
+        tally: Option<fn(&DynamicObject) -> Held>,
+    ) -> Self {
         let writer = Writer::new(ar.clone());
         let store = writer.as_reader();
         let mut config = watcher::Config::default();
@@ -53,13 +70,19 @@ impl Watched {
             config = config.labels(s);
         }
         let kind = ar.kind.clone();
-        let stream = reflector::reflector(writer, watcher(cluster.api(ar, ns), config)).default_backoff().touched_objects();
+        let index = Arc::new(Mutex::new(Index::new(ar.clone(), tally)));
+        let stream = reflector::reflector(writer, watcher(cluster.api(ar, ns), config)).default_backoff();
+        let follower = index.clone();
         let task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = stream.next().await {
                 match item {
-                    Ok(o) => {
-                        if let (Some((k, id)), Some(w)) = (owner_of(&o), waker.get()) {
+                    Ok(event) => {
+                        if let Ok(mut i) = follower.lock() {
+                            i.apply(&event);
+                        }
+                        let (Event::Apply(o) | Event::InitApply(o) | Event::Delete(o)) = &event else { continue };
+                        if let (Some((k, id)), Some(w)) = (owner_of(o), waker.get()) {
                             debug!(kind = %kind, name = ?o.metadata.name, owner = id, "changed");
                             w.wake(k, id);
                         }
@@ -68,7 +91,7 @@ impl Watched {
                 }
             }
         });
-        Self { store, ar: ar.clone(), task: Arc::new(task.abort_handle()) }
+        Self { store, index, ar: ar.clone(), task: Arc::new(task.abort_handle()) }
     }
 
     /// Waits until the first full list is in, for at most `timeout`.
@@ -98,8 +121,14 @@ impl Watched {
 
     /// The objects of vmaas object `id`, as last seen.
     pub fn of(&self, id: &str) -> Vec<Arc<DynamicObject>> {
-        let id = crate::names::label_value(id);
-        self.store.state_filter(|o| o.metadata.labels.as_ref().and_then(|l| l.get(ID_LABEL)) == Some(&id))
+        let refs = self.index.lock().map(|i| i.owned_by(&crate::names::label_value(id))).unwrap_or_default();
+        refs.iter().filter_map(|r| self.store.get(r)).collect()
+    }
+
+    /// What the objects seen ask together, as the tally given at the
+    /// start counts each (nothing without one).
+    pub fn held(&self) -> Held {
+        self.index.lock().map(|i| i.total().clone()).unwrap_or_default()
     }
 
     /// The objects of vmaas object `id`: as last seen or, when the watch

@@ -139,12 +139,17 @@ impl Vms {
     }
 
     /// Acts on a live-migration request: a ready guest moves to a new QEMU;
-    /// a failure leaves it where it was, DEGRADED saying why.
+    /// a failure leaves it where it was, DEGRADED saying why. A guest that
+    /// still boots moves once it is ready; one that does not run stays.
     async fn migrate_step(&self, vm: &mut Vm, t: &VmTarget) -> Result<(), Stop> {
+        if vm.running().is_some() && !vm.ready.load(Ordering::SeqCst) {
+            info!(vm = %t.id, "live migration waits: the guest is not ready yet");
+            return Ok(());
+        }
         vm.file.migrations = t.spec.requests.migrate;
         vm.file.save(&vm.dir).await?;
-        if vm.running().is_none() || !vm.ready.load(Ordering::SeqCst) {
-            info!(vm = %t.id, "live migration dropped: the guest is not running and ready");
+        if vm.running().is_none() {
+            info!(vm = %t.id, "live migration dropped: the guest is not running");
             return Ok(());
         }
         match self.migrations.migrate(vm, t).await {

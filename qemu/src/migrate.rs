@@ -5,7 +5,8 @@
 //! (the old QEMU holds those ports) and `-incoming defer`; QMP `migrate`
 //! sends the guest's state over a unix socket in the VM's directory (the
 //! disks are the same files: shared storage), planning to pause the guest
-//! at most [`DOWNTIME_LIMIT`] for the last copy. QEMU waits before that
+//! at most [`DOWNTIME_LIMIT`] for the last copy (doubled every [`ROUND`]
+//! the state does not converge, up to [`DOWNTIME_CAP`]). QEMU waits before that
 //! switchover (`pause-before-switchover`) while the old QEMU's host
 //! forwards close, so that a client is refused at once rather than left
 //! on a guest that no longer runs there (they open again if the migration
@@ -39,8 +40,17 @@ const NEXT: [&str; 5] = ["qmp.sock", "serial.sock", crate::agent::SOCKET, crate:
 /// How long the state may take to move.
 const LIMIT: Duration = Duration::from_secs(300);
 
-/// The longest pause QEMU may plan for its last copy (its default is 300 ms).
+/// The longest pause QEMU may plan for its last copy at first (its
+/// default is 300 ms).
 const DOWNTIME_LIMIT: Duration = Duration::from_millis(50);
+
+/// How long the state may take to converge at one downtime limit before
+/// the limit doubles (a busy guest on a loaded host dirties memory faster
+/// than a 50 ms pause can copy).
+const ROUND: Duration = Duration::from_secs(10);
+
+/// The longest pause a migration that does not converge is allowed.
+const DOWNTIME_CAP: Duration = Duration::from_secs(2);
 
 /// How often the migration's end and the new QEMU's resume are looked at.
 const POLL: Duration = Duration::from_millis(5);
@@ -200,7 +210,38 @@ fn qmp(what: impl Into<String>) -> impl FnOnce(crate::qmp::QmpError) -> MigrateE
 /// Waits until the source's migration is at `status`; its last answer. One
 /// that outlives [`LIMIT`] is cancelled.
 async fn until_status(src: &mut Qmp, status: &str) -> Result<Value, MigrateError> {
-    match migration_at(src, status, LIMIT, POLL).await {
+    let r = migration_at(src, status, LIMIT, POLL).await;
+    finished(src, r).await
+}
+
+/// Waits until the source pauses before the switchover, doubling the
+/// downtime limit after each [`ROUND`] without getting there (up to
+/// [`DOWNTIME_CAP`]); one that outlives [`LIMIT`] is cancelled.
+async fn until_converged(src: &mut Qmp, vm: &str) -> Result<Value, MigrateError> {
+    let start = Instant::now();
+    let mut downtime = DOWNTIME_LIMIT;
+    loop {
+        let left = LIMIT.saturating_sub(start.elapsed());
+        let round = if downtime < DOWNTIME_CAP { ROUND.min(left) } else { left };
+        match migration_at(src, "pre-switchover", round, POLL).await {
+            Err(Unfinished::TimedOut) if !left.is_zero() && downtime < DOWNTIME_CAP => {
+                downtime = (downtime * 2).min(DOWNTIME_CAP);
+                let limit = json!({ "downtime-limit": downtime.as_millis() as u64 });
+                src.execute("migrate-set-parameters", Some(limit)).await.map_err(qmp("raising the migration's downtime limit"))?;
+                info!(
+                    vm,
+                    downtime_limit_ms = downtime.as_millis() as u64,
+                    "the guest's state is not converging: a longer last pause is allowed"
+                );
+            }
+            done => return finished(src, done).await,
+        }
+    }
+}
+
+/// What [`migration_at`]'s answer `r` means; a migration that timed out is cancelled.
+async fn finished(src: &mut Qmp, r: Result<Value, Unfinished>) -> Result<Value, MigrateError> {
+    match r {
         Ok(r) => Ok(r),
         Err(Unfinished::Failed(why)) => Err(MigrateError::Failed(why)),
         Err(Unfinished::Unasked(e)) => Err(MigrateError::Unasked(e)),
@@ -316,7 +357,7 @@ impl Migrations {
         let pause = json!({"capabilities": [{"capability": "pause-before-switchover", "state": true}]});
         src.execute("migrate-set-capabilities", Some(pause)).await.map_err(qmp("asking for a pause before the switchover"))?;
         src.execute("migrate", Some(json!({ "uri": uri }))).await.map_err(qmp("starting the migration"))?;
-        until_status(&mut src, "pre-switchover").await?;
+        until_converged(&mut src, &t.id).await?;
         let (nic, list) = forwards_of(vm, t).unwrap_or_default();
         let moved = match hostfwd(&mut src, "hostfwd_remove", &nic, &list, Forward::host_side).await {
             Ok(()) => self.switch_over(&mut src, &mut target).await,

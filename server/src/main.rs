@@ -121,6 +121,10 @@ struct ServeArgs {
     /// Time between reconcile passes when nothing changes (e.g. 1s, 500ms).
     #[arg(long, env = "VMAAS_RECONCILE_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration)]
     reconcile_interval: Duration,
+    /// Objects reconciled at once (one object never twice at once); by
+    /// default the backend's: 8 for qemu, 32 per cluster for kubevirt.
+    #[arg(long, env = "VMAAS_RECONCILE_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    reconcile_workers: Option<u16>,
     /// qemu: networks whose guests may open connections beyond them, as the
     /// host (`default` is the network every VM has). Closed unless listed.
     #[arg(long, env = "VMAAS_GUEST_EGRESS", value_delimiter = ',')]
@@ -436,6 +440,7 @@ fn config(args: &ServeArgs, data_dir: PathBuf, listening: Listening) -> anyhow::
         database_url: args.database_url.clone(),
         key_file: args.jwt_key_file.clone(),
         reconcile_interval: args.reconcile_interval,
+        reconcile_workers: args.reconcile_workers.map(usize::from),
         adopt_store: args.adopt_store,
         http: HttpLimits {
             header_timeout: args.http_header_timeout,

@@ -36,6 +36,8 @@ pub struct Config {
     pub key_file: Option<PathBuf>,
     /// Time between reconcile passes when nothing changes.
     pub reconcile_interval: Duration,
+    /// Objects reconciled at once; the backend's choice when absent.
+    pub reconcile_workers: Option<usize>,
     /// Accept a database other than the one the host state records (or an
     /// empty one while the host holds VMs); unknown VMs are quarantined.
     pub adopt_store: bool,
@@ -86,6 +88,7 @@ impl Config {
             database_url: None,
             key_file: None,
             reconcile_interval: Duration::from_secs(1),
+            reconcile_workers: None,
             adopt_store: false,
             http: HttpLimits::default(),
             overcommit: Overcommit::default(),
@@ -301,6 +304,7 @@ impl App {
             self.state.metrics.clone(),
             ReconcilerConfig {
                 interval: self.config.reconcile_interval,
+                concurrency: self.config.reconcile_workers.unwrap_or_else(|| self.state.backend.workers()),
                 image_max_bytes: self.config.image_max_bytes,
                 image_retention: self.config.image_retention,
                 sealer: Some(self.state.keys.sealer().clone()),

@@ -31,6 +31,7 @@ mod mem;
 mod migrations;
 mod narrow;
 pub mod objects;
+mod open;
 mod postings;
 pub mod quota;
 pub mod record;
@@ -47,7 +48,6 @@ use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use sqlx::AnyPool;
-use sqlx::any::AnyPoolOptions;
 use vmaas_model::ObjectKind;
 
 pub use commit::Staged;
@@ -65,17 +65,6 @@ use self::mem::MemState;
 
 #[cfg(test)]
 mod tests;
-
-/// How long a request waits for a database connection; past it the
-/// database counts as unavailable (503), not as broken.
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// How long a PostgreSQL statement waits for a lock another session holds.
-const LOCK_TIMEOUT: &str = "SET lock_timeout = '5s'";
-
-/// How long a PostgreSQL session may sit in a transaction doing nothing
-/// before the server ends it (and its locks with it).
-const IDLE_IN_TRANSACTION_TIMEOUT: &str = "SET idle_in_transaction_session_timeout = '1s'";
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -214,35 +203,7 @@ impl Store {
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let dialect = if url.starts_with("postgres:") || url.starts_with("postgresql:") { Dialect::Postgres } else { Dialect::Sqlite };
-        let max = match dialect {
-            Dialect::Sqlite => 8,
-            Dialect::Postgres => 16,
-        };
-        let pool = AnyPoolOptions::new()
-            .max_connections(max)
-            .min_connections(1)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .after_connect(move |conn, _| {
-                Box::pin(async move {
-                    match dialect {
-                        // Per connection: SQLite enforces the references only when asked.
-                        Dialect::Sqlite => {
-                            sqlx::query("PRAGMA foreign_keys = ON").execute(conn).await?;
-                        }
-                        // A session waits for a lock, or holds a transaction
-                        // open doing nothing, only so long: a frozen replica
-                        // cannot hold the others' writes for longer.
-                        Dialect::Postgres => {
-                            for set in [LOCK_TIMEOUT, IDLE_IN_TRANSACTION_TIMEOUT] {
-                                sqlx::query(set).execute(&mut *conn).await?;
-                            }
-                        }
-                    }
-                    Ok(())
-                })
-            })
-            .connect(url)
-            .await?;
+        let pool = open::pool(url, dialect).await?;
         if dialect == Dialect::Sqlite {
             // Persistent for the file: readers never block the writer.
             sqlx::query("PRAGMA journal_mode=WAL").execute(&pool).await?;

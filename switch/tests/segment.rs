@@ -100,9 +100,15 @@ async fn two_nics_talk_and_get_their_addresses_over_dhcp() {
 #[tokio::test]
 async fn nics_on_loopback_tcp_talk_and_a_port_keeps_its_number() {
     let seg = Segment::start(subnet());
-    let PortAddr::Tcp(one) = seg.add_port(1, PortKind::Guest(nic(1)), &PortAddr::Tcp(0)).await.unwrap() else { panic!("not TCP") };
-    let PortAddr::Tcp(two) = seg.add_port(2, PortKind::Guest(nic(2)), &PortAddr::Tcp(0)).await.unwrap() else { panic!("not TCP") };
-    assert!(one != 0 && two != 0 && one != two, "{one} {two}");
+    // A port the kernel chooses (0) is named back.
+    let PortAddr::Tcp(chosen) = seg.add_port(9, PortKind::Guest(nic(9)), &PortAddr::Tcp(0)).await.unwrap() else { panic!("not TCP") };
+    assert_ne!(chosen, 0);
+    seg.remove_port(9).await.unwrap();
+    // The ports taken again after the restart are below the ephemeral
+    // range, where no other process's connection can take them meanwhile.
+    let (one, two) = (unephemeral_port(), unephemeral_port());
+    assert_eq!(seg.add_port(1, PortKind::Guest(nic(1)), &PortAddr::Tcp(one)).await.unwrap(), PortAddr::Tcp(one));
+    assert_eq!(seg.add_port(2, PortKind::Guest(nic(2)), &PortAddr::Tcp(two)).await.unwrap(), PortAddr::Tcp(two));
     let connect = |port: u16| TcpStream::connect(("127.0.0.1", port));
     let (mut a, mut b) = (connect(one).await.unwrap(), connect(two).await.unwrap());
     let hello = udp_frame((nic(1).mac, nic(1).ip, 4000), (nic(2).mac, nic(2).ip, 80), b"hello");
@@ -126,6 +132,18 @@ async fn nics_on_loopback_tcp_talk_and_a_port_keeps_its_number() {
     assert!(err.to_string().contains(&format!("Tcp({port})")), "{err}");
     seg.remove_port(1).await.unwrap();
     assert!(closes(one).await, "a removed port stops listening");
+}
+
+/// A free loopback port from 20000 to 29999, below Linux's ephemeral range
+/// (32768 and up), so none other's `bind(0)` or `connect` takes it while
+/// the test lets it go and takes it again, as a restarted server does.
+fn unephemeral_port() -> u16 {
+    static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    let base = (std::process::id() % 10_000) as u16;
+    (0..10_000)
+        .map(|_| 20_000 + (base + NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) % 10_000)
+        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .expect("a free loopback port from 20000 to 29999")
 }
 
 /// Whether loopback `port` stops taking connections within a second (a

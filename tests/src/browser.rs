@@ -45,7 +45,8 @@ impl Browser {
             return None;
         }
         let profile = tempfile::tempdir().expect("profile dir");
-        let child = Command::new(chromium())
+        let stderr = tempfile::NamedTempFile::new().expect("a file for chromium's stderr");
+        let mut child = Command::new(chromium())
             .args([
                 "--headless",
                 "--no-sandbox",
@@ -63,10 +64,10 @@ impl Browser {
             .arg(format!("--user-data-dir={}", profile.path().display()))
             .arg("about:blank")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr.reopen().expect("chromium's stderr"))
             .spawn()
             .expect("start chromium");
-        let port = devtools_port(profile.path()).await;
+        let port = devtools_port(profile.path(), &mut child, stderr.path()).await;
         let targets: Value = reqwest::get(format!("http://127.0.0.1:{port}/json/list")).await.expect("targets").json().await.expect("json");
         let page = targets.as_array().and_then(|t| t.iter().find(|t| t["type"] == "page")).expect("a page target").clone();
         let url = page["webSocketDebuggerUrl"].as_str().expect("debugger url");
@@ -203,16 +204,27 @@ impl Browser {
     }
 }
 
-/// Waits for Chromium to write its DevTools port into the profile.
-async fn devtools_port(profile: &Path) -> u16 {
-    let deadline = Instant::now() + Duration::from_secs(30);
+/// How long Chromium may take to open its DevTools port (seconds when the
+/// machine is idle; a loaded CI machine has been seen past 30 s).
+const DEVTOOLS_WITHIN: Duration = Duration::from_secs(90);
+
+/// Waits for Chromium to write its DevTools port into the profile; when it
+/// does not, says whether it exited and what it wrote on stderr.
+async fn devtools_port(profile: &Path, child: &mut Child, stderr: &Path) -> u16 {
+    let deadline = Instant::now() + DEVTOOLS_WITHIN;
     loop {
         if let Ok(text) = std::fs::read_to_string(profile.join("DevToolsActivePort"))
             && let Some(port) = text.lines().next().and_then(|l| l.trim().parse().ok())
         {
             return port;
         }
-        assert!(Instant::now() < deadline, "chromium did not open its DevTools port in 30 s");
+        let exited = child.try_wait().ok().flatten();
+        if exited.is_some() || Instant::now() > deadline {
+            let said = std::fs::read_to_string(stderr).unwrap_or_default();
+            let tail = crate::scratch::tail(&said, 2000);
+            let how = exited.map_or_else(|| format!("still running after {DEVTOOLS_WITHIN:?}"), |st| format!("exited ({st})"));
+            panic!("chromium did not open its DevTools port: {how}; its stderr ends:\n{tail}");
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

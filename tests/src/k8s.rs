@@ -23,6 +23,9 @@ pub struct Cluster {
     apiserver: PathBuf,
     ports: [u16; 4],
     _dir: tempfile::TempDir,
+    /// etcd's data, in memory: etcd syncs every write, and on a disk
+    /// busy with other tests' GiBs a sync has taken past its 5 s limit.
+    _etcd_data: tempfile::TempDir,
     api: KubeApi,
 }
 
@@ -59,7 +62,7 @@ pub fn free_port() -> u16 {
 /// etcd's arguments: data in `d`, client, peer and metrics ports from `ports`.
 fn etcd_args<'a>(cmd: &'a mut Command, d: &std::path::Path, [ep, pp, mp, _]: [u16; 4]) -> &'a mut Command {
     cmd.arg("--data-dir")
-        .arg(d.join("etcd"))
+        .arg(d)
         .args(["--listen-client-urls", &format!("http://127.0.0.1:{ep}"), "--advertise-client-urls", &format!("http://127.0.0.1:{ep}")])
         .args(["--listen-peer-urls", &format!("http://127.0.0.1:{pp}"), "--initial-advertise-peer-urls", &format!("http://127.0.0.1:{pp}")])
         .args(["--initial-cluster", &format!("default=http://127.0.0.1:{pp}"), "--listen-metrics-urls", &format!("http://127.0.0.1:{mp}")])
@@ -139,6 +142,12 @@ pub fn k8s_dir() -> PathBuf {
     env_path("VMAAS_K8S_DIR", PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/k8s"))
 }
 
+/// Whether `child` has exited (a zombie, or gone); it is not reaped here.
+fn exited(child: &Child) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+    stat.rsplit_once(") ").is_none_or(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'))
+}
+
 impl Cluster {
     /// Starts etcd and kube-apiserver on free loopback ports and installs
     /// every CRD in the shared `k8s/crds`. Panics with what to run when the
@@ -151,7 +160,7 @@ impl Cluster {
                 return c;
             }
         }
-        panic!("etcd or kube-apiserver found its loopback ports taken three times in a row")
+        panic!("etcd or kube-apiserver did not come up three times in a row (a port taken, or an exit: see above)")
     }
 
     /// Starts etcd and kube-apiserver, with the API server's aggregation
@@ -180,7 +189,8 @@ impl Cluster {
             Some(n) => n.command(program),
             None => Command::new(program),
         };
-        let mut children = vec![spawn(etcd_args(&mut command(&etcd), d, ports), &d.join("etcd.log"))];
+        let etcd_data = crate::scratch::in_memory_dir();
+        let mut children = vec![spawn(etcd_args(&mut command(&etcd), etcd_data.path(), ports), &d.join("etcd.log"))];
         keys(d);
         children.push(spawn(&mut apiserver_command(netns.as_ref(), &apiserver, d, ports), &d.join("apiserver.log")));
         let mut tasks = Vec::new();
@@ -195,7 +205,7 @@ impl Cluster {
             None => format!("https://127.0.0.1:{}", ports[3]),
         };
         let http = reqwest::Client::builder().danger_accept_invalid_certs(true).timeout(Duration::from_secs(30)).build().expect("client");
-        let c = Self { children, tasks, netns, apiserver, ports, api: KubeApi { url, http }, _dir: dir };
+        let c = Self { children, tasks, netns, apiserver, ports, api: KubeApi { url, http }, _dir: dir, _etcd_data: etcd_data };
         if !c.wait_ready().await {
             return None;
         }
@@ -204,7 +214,8 @@ impl Cluster {
     }
 
     /// Waits for the API server to be ready; false if it or etcd could not
-    /// bind its port.
+    /// bind its port, or exited (the API server exits when etcd is too slow
+    /// for one of its start hooks).
     async fn wait_ready(&self) -> bool {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
@@ -219,7 +230,14 @@ impl Cluster {
             if log.contains("address already in use") || etcd.contains("address already in use") {
                 return false;
             }
-            assert!(Instant::now() < deadline, "kube-apiserver not ready in 120 s:\n{}", &log[log.len().saturating_sub(3000)..]);
+            if self.children.iter().take(2).any(exited) {
+                eprintln!(
+                    "etcd or kube-apiserver exited while starting; starting both again. The API server's log ends:\n{}",
+                    crate::scratch::tail(&log, 3000)
+                );
+                return false;
+            }
+            assert!(Instant::now() < deadline, "kube-apiserver not ready in 120 s:\n{}", crate::scratch::tail(&log, 3000));
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }

@@ -11,6 +11,7 @@ pub mod cdi_upload;
 pub mod chart;
 pub mod crossplane;
 pub mod crossplane_core;
+mod failure;
 pub mod files;
 pub mod guest;
 pub mod images;
@@ -23,6 +24,7 @@ pub mod oidc;
 pub mod osac;
 pub mod registry;
 pub mod rfb;
+pub mod scratch;
 pub mod seed;
 pub mod seed002;
 pub mod ssh;
@@ -194,11 +196,21 @@ impl Server {
 
     /// Same, with extra command-line arguments.
     pub async fn start_with(db: Db, extra: &[&str]) -> Option<Self> {
+        Self::start_in(db, extra, tempfile::tempdir().expect("tempdir")).await
+    }
+
+    /// Same, with its data directory in memory (`/dev/shm`), for a test
+    /// that bounds a latency: a commit's sync then costs nothing, however
+    /// busy the disk is with what other tests wrote.
+    pub async fn start_in_memory(db: Db, extra: &[&str]) -> Option<Self> {
+        Self::start_in(db, extra, scratch::in_memory_dir()).await
+    }
+
+    async fn start_in(db: Db, extra: &[&str], tmp: tempfile::TempDir) -> Option<Self> {
         let database_url = match db {
             Db::Sqlite => None,
             Db::Postgres => Some(fresh_postgres_db(&postgres_url()?).await),
         };
-        let tmp = tempfile::tempdir().expect("tempdir");
         let mut s = Self {
             child: None,
             data_dir: tmp.path().to_owned(),
@@ -255,6 +267,7 @@ impl Server {
     }
 
     async fn launch(&mut self) {
+        failure::remember();
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path()).expect("log file");
         let start_len = log.metadata().map(|m| m.len()).unwrap_or(0) as usize;
         let mut cmd = Command::new(bin("vmaas-server"));
@@ -486,6 +499,7 @@ impl Drop for Server {
         }
         if std::thread::panicking() {
             self.print_log_tail(80);
+            failure::repeat();
         }
         // Guests run daemonized: stop any this server left behind.
         for pid in qemu_pids(&self.data_dir.display().to_string()) {

@@ -19,7 +19,7 @@ pub async fn run_client(s: &Server, script: &str, args: &[&str], steps: &[&str])
         .await
         .expect("run the OSAC client");
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the OSAC client {script} failed:\n{stdout}\n{stderr}\nserver log:\n{}", s.log());
+    assert!(out.status.success(), "the OSAC client {script} failed:\n{stdout}\n{stderr}{}\n{}", crate::scratch::SERVER_LOG, s.log());
     for step in steps {
         assert!(stdout.contains(step), "no step {step:?} in:\n{stdout}");
     }

@@ -39,7 +39,7 @@ pub async fn wait_object(s: &Server, token: &str, path: &str, what: &str, secs: 
             return v["object"].clone();
         }
         if Instant::now() > deadline {
-            panic!("timed out waiting for {path} to be {what}; last: {st} {v:#}\nserver log:\n{}", s.log());
+            panic!("timed out waiting for {path} to be {what}; last: {st} {v}{}\n{}", crate::scratch::SERVER_LOG, s.log());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

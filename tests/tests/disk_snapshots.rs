@@ -451,7 +451,7 @@ async fn snapshots_over_grpc_from_a_generated_client() {
         .await
         .expect("run the client");
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the gRPC client failed:\n{stdout}\n{stderr}\nserver log:\n{}", s.log());
+    assert!(out.status.success(), "the gRPC client failed:\n{stdout}\n{stderr}{}\n{}", vmaas_tests::scratch::SERVER_LOG, s.log());
     for step in
         ["READY over gRPC", "listed with a CEL filter", "NOT_FOUND", "FAILED_PRECONDITION", "restore with stop requested", "deleted"]
     {

@@ -156,8 +156,10 @@ async fn abandoned_exports_leave_nothing_and_held_ones_count_against_the_limits(
         let (url, t) = (format!("{}{V1}/volumes/{vol}/export", s.endpoint), t.clone());
         started.spawn(async move { reqwest::Client::new().get(url).bearer_auth(t).send().await.map(|r| r.status().as_u16()) });
     }
+    // A qemu-img is seen once it runs, its file only once it opened the
+    // disk and made it (later on a machine busy writing): both are waited for.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while pids_of("", &needle).len() < 20 && Instant::now() < deadline {
+    while (pids_of("", &needle).len() < 20 || leftovers(&s).is_empty()) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let converting = pids_of("", &needle).len();

@@ -170,6 +170,7 @@ async fn vms_are_placed_among_two_clusters_and_survive_one_going_away() {
     assert_eq!(held(&east.api(), &w, &waits).await, (0, 1));
     let (_, health) = s.raw(Method::GET, "/healthz", None, None).await;
     assert_eq!(health["backend"]["details"]["clusters"]["east"]["reachable"], true, "{health:#}");
+    assert_eq!(health["reconciler"]["workers"], 64, "32 reconciled at once per cluster: {health:#}");
 }
 
 /// A cluster whose API server does not answer when the server starts: the

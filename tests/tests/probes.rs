@@ -44,3 +44,31 @@ async fn probes_answer_and_metrics_show_tenants_to_administrators_only() {
     let api = reqwest::get(format!("http://{at}{V1}/virtual_machines")).await.unwrap();
     assert_eq!(api.status(), 404, "only /metrics is served there");
 }
+
+/// The reconciler works on as many objects at once as `--reconcile-workers`
+/// says, else as the backend asks; `/healthz` shows it, and a count that
+/// cannot be is refused naming the flag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reconcilers_workers_are_the_backends_unless_told() {
+    let default = Server::start_with(Db::Sqlite, &["--backend", "none"]).await.expect("server");
+    assert_eq!(workers(&default).await, json!(8));
+    let told = Server::start_with(Db::Sqlite, &["--backend", "none", "--reconcile-workers", "3"]).await.expect("server");
+    assert_eq!(workers(&told).await, json!(3));
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(vmaas_tests::bin("vmaas-server"))
+        .args(["--listen", "127.0.0.1:0", "--backend", "none", "--reconcile-workers", "0"])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("--reconcile-workers"), "{said}");
+    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none(), "nothing made in the data directory");
+}
+
+/// How many objects the reconciler of `s` works on at once, as `/healthz` says.
+async fn workers(s: &Server) -> serde_json::Value {
+    let (_, health) = s.raw(Method::GET, "/healthz", None, None).await;
+    health["reconciler"]["workers"].clone()
+}

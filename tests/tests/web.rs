@@ -121,7 +121,12 @@ async fn a_person_signs_in_creates_a_vm_and_types_into_its_console() {
     let (_, left) = s.raw(Method::GET, &format!("{V1}/virtual_machines"), Some(&token), None).await;
     if gone.is_none() {
         // Which side kept it: the server (its log says why) or the page's live list.
-        panic!("the VM is still on the page after 120 s:\n{}\nthe API lists: {left:#}\nserver log:\n{}", b.text().await, s.log());
+        panic!(
+            "the VM is still on the page after 120 s:\n{}\nthe API lists: {left:#}{}\n{}",
+            b.text().await,
+            vmaas_tests::scratch::SERVER_LOG,
+            s.log()
+        );
     }
     assert_eq!(left["total"], 0, "{left}");
 }

@@ -70,6 +70,16 @@ impl Observation {
             migratable: None,
         }
     }
+
+    /// An observation of `phase` that keeps the addresses `status` shows:
+    /// what the status says before the backend has looked again.
+    pub fn keeping(status: &VirtualMachineStatus, phase: Phase) -> Self {
+        let mut o = Self::new(phase);
+        o.internal_ip = status.internal_ip.clone();
+        o.external_ip = status.external_ip.clone();
+        o.nic_ips = status.internal_ips.clone();
+        o
+    }
 }
 
 /// What the reconciler knows of the tenant's wishes for one VM.

@@ -129,9 +129,8 @@ async fn export(s: &AppState, caller: &Caller, what: ExportSource, (name, bytes)
     // Taken at once: dropped from here on (the client gone), the file goes.
     let mut file = Sent(file);
     slot.resize(file.0.size);
-    if at == DigestAt::First && file.0.sha256.is_none() {
-        let digest = vmaas_backend::export::sha256_of(&file.0.path).await.map_err(ApiError::internal)?.0;
-        file.0.sha256 = Some(digest);
+    if at == DigestAt::First {
+        file.0.hash().await.map_err(ApiError::internal)?;
     }
     info!(?what, bytes = file.0.size, sha256 = file.0.sha256.as_deref().unwrap_or("(after the body)"), "export streamed");
     let (size, sha256) = (file.0.size, file.0.sha256.clone());

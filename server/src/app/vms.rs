@@ -240,11 +240,17 @@ pub(crate) async fn patch(s: &AppState, caller: &Caller, id: &str, p: PatchVirtu
 }
 
 /// Enqueues a changed VM and waits briefly for the reconciler to acknowledge
-/// the change, so the answer shows where the VM is going.
+/// the change, so the answer shows where the VM is going. A reconciler
+/// still busy after the wait does not change the answer: it shows the
+/// status the reconciler's acknowledgement will write.
 pub(crate) async fn settle(s: &AppState, changed: &VmRecord) -> Result<VmRecord, ApiError> {
     s.queue.enqueue(ObjectKind::VirtualMachine, &changed.id);
     match reconciler::acknowledged(&s.store, &s.queue, &changed.id, changed.version, ACK_WAIT).await {
-        Ok(vm) => Ok(vm),
+        Ok(vm) if vm.observed_version >= changed.version => Ok(vm),
+        Ok(mut vm) => {
+            vm.status = reconciler::acknowledged_status(s.backend.as_ref(), &vm);
+            Ok(vm)
+        }
         // Deleted and cleaned up already: show it as the reconciler last wrote it.
         Err(StoreError::NotFound { .. }) => {
             let mut gone = changed.clone();

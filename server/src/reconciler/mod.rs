@@ -40,7 +40,7 @@ use vmaas_model::ObjectKind;
 
 pub use progress::{Progress, ProgressReport};
 pub use queue::{Key, Queue};
-pub(crate) use vm::deleting_status;
+pub(crate) use vm::{acknowledged_status, deleting_status};
 
 use crate::metrics::Metrics;
 use crate::store::events::EventType;
@@ -163,6 +163,7 @@ impl Reconciler {
 
     /// Reports its progress into `progress` (shown by `/healthz`).
     pub fn with_progress(mut self, progress: Arc<Progress>) -> Self {
+        progress.set_workers(self.config.concurrency.max(1));
         self.progress = progress;
         self
     }

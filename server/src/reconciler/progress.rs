@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use serde::Serialize;
 
@@ -14,6 +14,8 @@ use super::Key;
 #[derive(Debug, Default)]
 pub struct Progress {
     leader: AtomicBool,
+    /// How many objects are reconciled at once.
+    workers: AtomicUsize,
     /// Objects of the first full sweep not reconciled yet; `None` before it.
     first: Mutex<Option<HashSet<Key>>>,
 }
@@ -27,11 +29,17 @@ pub struct ProgressReport {
     pub synced: bool,
     /// How many of those are still to do.
     pub pending: usize,
+    /// How many objects are reconciled at once (`--reconcile-workers`).
+    pub workers: usize,
 }
 
 impl Progress {
     pub(super) fn set_leader(&self, leader: bool) {
         self.leader.store(leader, Ordering::SeqCst);
+    }
+
+    pub(super) fn set_workers(&self, workers: usize) {
+        self.workers.store(workers, Ordering::SeqCst);
     }
 
     fn first(&self) -> std::sync::MutexGuard<'_, Option<HashSet<Key>>> {
@@ -62,6 +70,11 @@ impl Progress {
     pub fn report(&self) -> ProgressReport {
         let first = self.first();
         let pending = first.as_ref().map(HashSet::len).unwrap_or(0);
-        ProgressReport { leader: self.leader.load(Ordering::SeqCst), synced: first.is_some() && pending == 0, pending }
+        ProgressReport {
+            leader: self.leader.load(Ordering::SeqCst),
+            synced: first.is_some() && pending == 0,
+            pending,
+            workers: self.workers.load(Ordering::SeqCst),
+        }
     }
 }

@@ -166,6 +166,26 @@ async fn a_change_is_acknowledged_before_the_backend_acts() {
 }
 
 #[tokio::test]
+async fn the_api_foresees_the_acknowledgement_the_reconciler_writes() {
+    let (_d, store, backend, r) = setup().await;
+    let id = add_vm(&store, "a", PowerState::Started, MachineSpec::default()).await;
+    for _ in 0..3 {
+        r.pass().await.unwrap();
+    }
+    let vm = store.request_migration(&id, &Scope::All, Some("node-b".into())).await.unwrap();
+    let foreseen = acknowledged_status(&Scripted(backend.clone()), &vm);
+    assert_eq!(foreseen.state, VmState::Migrating, "a requested migration shows at once: {foreseen:?}");
+    let mut acked = vm.clone();
+    vm::acknowledge(&r, &mut acked).await.unwrap();
+    let written = store.get_vm(&id, &Scope::All).await.unwrap().status.clone();
+    assert!(!acked.unacknowledged() && written == acked.status, "written: {written:?}");
+    assert_eq!(written.state, foreseen.state);
+    let ready = |s: &vmaas_model::VirtualMachineStatus| s.condition(ConditionType::Ready).map(|c| (c.status, c.message.clone()));
+    assert_eq!(ready(&written), ready(&foreseen));
+    assert_eq!(written.external_ip, foreseen.external_ip, "the addresses are kept");
+}
+
+#[tokio::test]
 async fn failures_and_backend_errors_are_reported() {
     let (_d, store, backend, r) = setup().await;
     let mut gpu = MachineSpec::default();

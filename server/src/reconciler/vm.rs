@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use chrono::Utc;
 use tracing::{info, warn};
-use vmaas_backend::{Attachment, BackendError, Cleanup, ErrorKind, Firewall, Requests, VmSpec, VmTarget};
+use vmaas_backend::{Attachment, Backend, BackendError, Cleanup, ErrorKind, Firewall, Requests, VmSpec, VmTarget};
 use vmaas_model::{
-    Desired, InstanceType, InstanceTypeDeprecation, InstanceTypeState, Observation, Phase, PowerState, Reason, SecurityGroup, VmState,
-    derive_status,
+    Desired, InstanceType, InstanceTypeDeprecation, InstanceTypeState, Observation, Phase, PowerState, Reason, SecurityGroup,
+    VirtualMachineStatus, VmState, derive_status,
 };
 
 use super::{Outcome, Reconciler};
@@ -25,18 +25,18 @@ fn desired(vm: &VmRecord) -> Desired {
 
 /// The observation the last status stands for, keeping its addresses.
 fn last_observation(vm: &VmRecord, phase: Phase) -> Observation {
-    let mut o = Observation::new(phase);
-    o.internal_ip = vm.status.internal_ip.clone();
-    o.external_ip = vm.status.external_ip.clone();
-    o.nic_ips = vm.status.internal_ips.clone();
-    o
+    Observation::keeping(&vm.status, phase)
 }
 
 /// What the status says at once when the desired state changed, before the
-/// backend has done anything: where the VM is going.
-fn acknowledgement(vm: &VmRecord) -> Option<Observation> {
+/// backend has done anything: where the VM is going (`moving`: off the
+/// cluster it is on, which its placement no longer admits).
+fn acknowledgement(vm: &VmRecord, moving: Option<Reason>) -> Option<Observation> {
     if vm.deleted_at.is_some() {
         return Some(deleting());
+    }
+    if let Some(why) = moving.filter(|_| vm.power() == PowerState::Stopped) {
+        return Some(last_observation(vm, Phase::Stopping(why)));
     }
     if vm.power() == PowerState::Started && vm.requests.restart > vm.acted.restart {
         return Some(last_observation(vm, Phase::Starting(Reason::new("Restarting", "a restart was requested"))));
@@ -70,6 +70,17 @@ fn acknowledgement(vm: &VmRecord) -> Option<Observation> {
     Some(last_observation(vm, phase))
 }
 
+/// The status VM `vm` has once its desired state is acknowledged: what the
+/// reconciler writes first, and what the API shows of a change the
+/// reconciler has not come to yet.
+pub(crate) fn acknowledged_status(backend: &dyn Backend, vm: &VmRecord) -> VirtualMachineStatus {
+    let moving = vmaas_backend::moving_from(&backend.clusters(), vm.status.cluster.as_deref(), vm.spec.placement.as_ref());
+    match acknowledgement(vm, moving) {
+        Some(obs) => derive_status(desired(vm), &obs, &vm.status, Utc::now()),
+        None => vm.status.clone(),
+    }
+}
+
 /// What a VM being deleted is observed as until its backend is done.
 fn deleting() -> Observation {
     Observation::new(Phase::Absent)
@@ -91,6 +102,18 @@ fn clone_from(vm: &VmRecord) -> Option<vmaas_backend::CloneFrom> {
     }
 }
 
+/// Writes the acknowledgement of VM `vm`'s new desired state, and takes it
+/// into `vm` when no other write came first.
+pub(super) async fn acknowledge(r: &Reconciler, vm: &mut VmRecord) -> Result<(), StoreError> {
+    let status = acknowledged_status(r.backend.as_ref(), vm);
+    if r.store.write_vm_status(vm, &status, vm.acted).await? {
+        vm.status = status;
+        vm.observed_version = vm.version;
+        r.queue.status_written();
+    }
+    Ok(())
+}
+
 /// One pass over VM `id`.
 pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Option<Duration>), StoreError> {
     let mut vm = match r.store.get_vm(id, &Scope::All).await {
@@ -99,15 +122,7 @@ pub(super) async fn reconcile(r: &Reconciler, id: &str) -> Result<(Outcome, Opti
         Err(e) => return Err(e),
     };
     if vm.unacknowledged() {
-        let status = match acknowledgement(&vm) {
-            Some(obs) => derive_status(desired(&vm), &obs, &vm.status, Utc::now()),
-            None => vm.status.clone(),
-        };
-        if r.store.write_vm_status(&vm, &status, vm.acted).await? {
-            vm.status = status;
-            vm.observed_version = vm.version;
-            r.queue.status_written();
-        }
+        acknowledge(r, &mut vm).await?;
     }
     if vm.deleted_at.is_some() {
         return delete(r, &vm).await;
