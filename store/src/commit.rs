@@ -5,19 +5,22 @@
 //! creates one at a time cost one commit each. Instead, a create is
 //! *staged* — queued, and counted by admission checks ([`Store::usage`](super::Store::usage),
 //! [`Store::vms_referring`](super::Store::vms_referring)) — and one task commits every create queued meanwhile in one
-//! transaction, then tells each its result. Should the batch fail, each of
-//! its creates is tried again alone, so one create's error (a name taken, a
-//! reference gone) is its own.
+//! transaction, then tells each its result. The reconciler's status writes
+//! go the same way: each waits for the commit that holds it, but hundreds
+//! of VMs coming up at once share a sync instead of queueing for one each.
+//! Should a batch fail, each of its requests is tried again alone, so one
+//! create's error (a name taken, a reference gone) is its own.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::objects::{NewObject, Row, insert_created};
+use super::events::{self, EventType};
+use super::objects::{NewObject, Row, StatusWrite, insert_created, update_status};
 use super::{Dialect, Mem, StoreError};
 
-/// Most creates in one transaction.
+/// Most requests in one transaction.
 const MAX_BATCH: usize = 256;
 
 /// Creates staged and not committed yet.
@@ -30,10 +33,28 @@ impl Pending {
     }
 }
 
-/// One create: its objects, inserted in order, all or none.
+/// What one request writes.
+enum Work {
+    /// A create: its objects, inserted in order, all or none.
+    Create(Vec<NewObject>),
+    /// A status, written unless its row changed since it was seen.
+    Status(Box<StatusWrite>),
+}
+
+/// One request, told whether it wrote (a create always does).
 struct Request {
-    objects: Vec<NewObject>,
-    done: oneshot::Sender<Result<(), StoreError>>,
+    work: Work,
+    done: oneshot::Sender<Result<bool, StoreError>>,
+}
+
+impl Request {
+    /// The objects a create stages (none for a status write).
+    fn objects(&self) -> &[NewObject] {
+        match &self.work {
+            Work::Create(objects) => objects,
+            Work::Status(_) => &[],
+        }
+    }
 }
 
 /// The queue of the committing task.
@@ -47,7 +68,7 @@ pub struct Staged(StagedInner);
 enum StagedInner {
     /// Already committed (or refused): PostgreSQL, or no committer.
     Done(Result<(), StoreError>),
-    Queued(oneshot::Receiver<Result<(), StoreError>>),
+    Queued(oneshot::Receiver<Result<bool, StoreError>>),
 }
 
 impl Staged {
@@ -60,7 +81,7 @@ impl Staged {
     pub async fn committed(self) -> Result<(), StoreError> {
         match self.0 {
             StagedInner::Done(r) => r,
-            StagedInner::Queued(rx) => rx.await.unwrap_or_else(|_| Err(StoreError::Database(sqlx::Error::PoolClosed))),
+            StagedInner::Queued(rx) => received(rx).await.map(|_| ()),
         }
     }
 }
@@ -80,12 +101,26 @@ impl Committer {
         let objects: Vec<NewObject> = objects.iter().map(|o| (*o).clone()).collect();
         let mut pending = mem.pending.lock();
         pending.extend(objects.iter().map(|o| (o.row.id.clone(), o.row.clone())));
-        if let Err(mpsc::error::SendError(req)) = self.0.send(Request { objects, done }) {
-            req.objects.iter().for_each(|o| drop(pending.remove(&o.row.id)));
+        if let Err(mpsc::error::SendError(req)) = self.0.send(Request { work: Work::Create(objects), done }) {
+            req.objects().iter().for_each(|o| drop(pending.remove(&o.row.id)));
             return Staged::done(Err(StoreError::Database(sqlx::Error::PoolClosed)));
         }
         Staged(StagedInner::Queued(rx))
     }
+
+    /// Writes a status with the next commit; whether it was written.
+    pub(super) async fn write_status(&self, write: StatusWrite) -> Result<bool, StoreError> {
+        let (done, rx) = oneshot::channel();
+        if self.0.send(Request { work: Work::Status(Box::new(write)), done }).is_err() {
+            return Err(StoreError::Database(sqlx::Error::PoolClosed));
+        }
+        received(rx).await
+    }
+}
+
+/// What the committer said of one request (closed: the store is gone).
+async fn received(rx: oneshot::Receiver<Result<bool, StoreError>>) -> Result<bool, StoreError> {
+    rx.await.unwrap_or_else(|_| Err(StoreError::Database(sqlx::Error::PoolClosed)))
 }
 
 impl Mem {
@@ -137,9 +172,9 @@ async fn run(pool: sqlx::AnyPool, mem: Arc<Mem>, signal: Arc<tokio::sync::watch:
         }
         let _w = mem.write.lock().await;
         let results = commit(&pool, &batch).await;
-        settle(&mem, &batch, &results);
+        let evented = settle(&mem, &batch, &results);
         drop(_w);
-        if results.iter().any(Result::is_ok) {
+        if evented {
             signal.send_modify(|n| *n = n.wrapping_add(1));
         }
         for (req, result) in batch.into_iter().zip(results) {
@@ -150,40 +185,68 @@ async fn run(pool: sqlx::AnyPool, mem: Arc<Mem>, signal: Arc<tokio::sync::watch:
 }
 
 /// Commits `batch` in one transaction; should that fail, each request alone.
-async fn commit(pool: &sqlx::AnyPool, batch: &[Request]) -> Vec<Result<(), StoreError>> {
-    let all: Vec<&NewObject> = batch.iter().flat_map(|r| &r.objects).collect();
-    match insert(pool, &all).await {
-        Ok(()) => batch.iter().map(|_| Ok(())).collect(),
+async fn commit(pool: &sqlx::AnyPool, batch: &[Request]) -> Vec<Result<bool, StoreError>> {
+    match write(pool, batch.iter()).await {
+        Ok(written) => written.into_iter().map(Ok).collect(),
         Err(e) if batch.len() == 1 => vec![Err(e)],
         Err(_) => {
             let mut out = Vec::with_capacity(batch.len());
             for r in batch {
-                out.push(insert(pool, &r.objects.iter().collect::<Vec<_>>()).await);
+                out.push(write(pool, std::iter::once(r)).await.map(|w| w.first().copied().unwrap_or(false)));
             }
             out
         }
     }
 }
 
-/// Inserts `objects`, in order, with their events, in one transaction.
-async fn insert(pool: &sqlx::AnyPool, objects: &[&NewObject]) -> Result<(), StoreError> {
+/// Writes `requests`, in order, with their events, in one transaction:
+/// whether each wrote.
+async fn write(pool: &sqlx::AnyPool, requests: impl Iterator<Item = &Request>) -> Result<Vec<bool>, StoreError> {
     let mut tx = pool.begin().await?;
-    insert_created(&mut tx, Dialect::Sqlite, objects).await?;
+    let mut written = Vec::new();
+    for r in requests {
+        written.push(match &r.work {
+            Work::Create(objects) => {
+                insert_created(&mut tx, Dialect::Sqlite, &objects.iter().collect::<Vec<_>>()).await?;
+                true
+            }
+            Work::Status(w) => {
+                let (wrote, changed) = update_status(&mut tx, &w.seen, &w.status, &w.state, &w.observed).await?;
+                if let Some(row) = changed {
+                    events::record(&mut tx, Dialect::Sqlite, &row, EventType::Updated).await?;
+                }
+                wrote
+            }
+        });
+    }
     tx.commit().await?;
-    Ok(())
+    Ok(written)
 }
 
-/// Moves the committed rows of `batch` from pending into memory, and drops
-/// the refused ones, in one step for readers of both.
-fn settle(mem: &Mem, batch: &[Request], results: &[Result<(), StoreError>]) {
+/// Moves the committed rows of `batch` from pending into memory, drops
+/// the refused ones, and takes the statuses written into memory, in one
+/// step for readers of both; whether any event was recorded.
+fn settle(mem: &Mem, batch: &[Request], results: &[Result<bool, StoreError>]) -> bool {
     let mut pending = mem.pending.lock();
     let mut state = mem.state.write().unwrap_or_else(|p| p.into_inner());
+    let mut evented = false;
     for (req, result) in batch.iter().zip(results) {
-        for o in &req.objects {
-            pending.remove(&o.row.id);
-            if result.is_ok() {
-                state.put(o.row.clone());
+        match (&req.work, result) {
+            (Work::Create(objects), _) => {
+                for o in objects {
+                    pending.remove(&o.row.id);
+                    if result.is_ok() {
+                        state.put(o.row.clone());
+                    }
+                }
+                evented |= result.is_ok();
             }
+            (Work::Status(w), Ok(true)) => {
+                evented |= *w.seen.status != *w.status;
+                state.set_status(&w.seen.id, w.status.as_str().into(), &w.state, w.observed.as_str().into(), w.seen.version);
+            }
+            (Work::Status(_), _) => {}
         }
     }
+    evented
 }

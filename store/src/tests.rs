@@ -289,3 +289,45 @@ fn visible_images_are_the_tenants_and_the_public_ones() {
     assert_eq!(image::visible(&all, "c", "os").map(|i| i.id.as_str()), Some("2"), "else a public one");
     assert!(image::visible(&all, "a", "other").is_none(), "never another tenant's");
 }
+
+#[tokio::test]
+async fn status_writes_share_commits_and_each_is_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_sqlite(dir.path()).await.unwrap();
+    store.insert_template(&template("tpl"), Utc::now()).await.unwrap();
+    let mut vms = Vec::new();
+    for i in 0..40 {
+        let v = vm(&format!("vm-{i}"), "tpl");
+        store.insert_vm(&v).await.unwrap();
+        vms.push(v);
+    }
+    // One VM moved on since it was seen: its status must not land.
+    let newer = store.request_restart(&vms[0].id, &Scope::All).await.unwrap();
+    let before = store.events_after(0, 10_000).await.unwrap().len();
+    let mut ready = vms[0].status.clone();
+    ready.state = VmState::Ready;
+    let tasks: Vec<_> = vms
+        .iter()
+        .map(|v| {
+            let (store, v, ready) = (store.clone(), v.clone(), ready.clone());
+            tokio::spawn(async move { store.write_vm_status(&v, &ready, Requests::default()).await })
+        })
+        .collect();
+    let mut written = Vec::new();
+    for t in tasks {
+        written.push(t.await.unwrap());
+    }
+    assert!(!*written[0].as_ref().unwrap(), "a status of an old version is refused");
+    assert!(written[1..].iter().all(|w| *w.as_ref().unwrap()), "{written:?}");
+    let events = store.events_after(0, 10_000).await.unwrap();
+    assert_eq!(events.len() - before, 39, "one event per status changed");
+    assert!(events[before..].iter().all(|e| e.kind_of_change.ends_with("UPDATED")), "{:?}", events[before].kind_of_change);
+    assert_eq!(store.get_vm(&vms[0].id, &Scope::All).await.unwrap().status.state, newer.status.state);
+    // Durable: a store opened again reads them from the file.
+    drop(store);
+    let again = Store::open_sqlite(dir.path()).await.unwrap();
+    for v in &vms[1..] {
+        let read = again.get_vm(&v.id, &Scope::All).await.unwrap();
+        assert_eq!((read.status.state, read.observed_version), (VmState::Ready, v.version), "{}", v.name);
+    }
+}
