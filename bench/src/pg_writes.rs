@@ -67,21 +67,38 @@ impl Statements {
     }
 
     /// The statements run on this database since [`Statements::reset`]
-    /// (what was sent, whatever sent it), the five most called, and the
-    /// VMs stored.
-    pub(crate) async fn report(&self) -> anyhow::Result<(u64, Vec<(String, u64)>, u64)> {
+    /// (what was sent, whatever sent it), the eight most called with the
+    /// milliseconds the database spent on each call, and the VMs stored.
+    pub(crate) async fn report(&self) -> anyhow::Result<(u64, Vec<Called>, u64)> {
         let here = "dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND query NOT LIKE '%pg_stat_statements%'";
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 90) AS q, calls FROM pg_stat_statements WHERE {here} ORDER BY calls DESC"
+            "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 90) AS q, calls, mean_exec_time AS mean \
+             FROM pg_stat_statements WHERE {here} ORDER BY calls DESC"
         )))
         .fetch_all(&self.pool)
         .await?;
-        let calls: Vec<(String, u64)> = rows
+        let calls: Vec<Called> = rows
             .iter()
-            .map(|r| Ok((r.try_get("q")?, u64::try_from(r.try_get::<i64, _>("calls")?).unwrap_or(0))))
+            .map(|r| {
+                Ok(Called {
+                    query: r.try_get("q")?,
+                    calls: u64::try_from(r.try_get::<i64, _>("calls")?).unwrap_or(0),
+                    mean_ms: r.try_get("mean")?,
+                })
+            })
             .collect::<anyhow::Result<_>>()?;
         let vms: i64 =
             sqlx::query("SELECT COUNT(*) AS n FROM objects WHERE kind = 'virtual_machine'").fetch_one(&self.pool).await?.try_get("n")?;
-        Ok((calls.iter().map(|(_, n)| n).sum(), calls.into_iter().take(5).collect(), u64::try_from(vms).unwrap_or(0)))
+        Ok((calls.iter().map(|c| c.calls).sum(), calls.into_iter().take(8).collect(), u64::try_from(vms).unwrap_or(0)))
     }
+}
+
+/// One statement as `pg_stat_statements` counted it.
+pub(crate) struct Called {
+    /// Its text, whitespace folded, cut at 90 characters.
+    pub(crate) query: String,
+    /// How many times it ran.
+    pub(crate) calls: u64,
+    /// Milliseconds the database took per call.
+    pub(crate) mean_ms: f64,
 }

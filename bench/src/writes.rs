@@ -169,8 +169,8 @@ async fn postgres(base: &str, size: usize, connections: usize, duration: Duratio
                 "PostgreSQL: {calls} statements for {creates} creates: {:.1} per create; the most called:",
                 calls as f64 / creates as f64
             );
-            for (q, n) in top {
-                println!("  {:>6.2} per create  {q}", n as f64 / creates as f64);
+            for c in top {
+                println!("  {:>6.2} per create, {:>6.3} ms each  {}", c.calls as f64 / creates as f64, c.mean_ms, c.query);
             }
         }
         None => println!("(statements per create not counted: the PostgreSQL server does not preload pg_stat_statements)"),

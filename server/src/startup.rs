@@ -229,7 +229,6 @@ impl App {
             metrics: Arc::new(Metrics::new()),
             backend,
             overcommit: config.overcommit,
-            admission: Default::default(),
             progress: Default::default(),
             pools: Arc::new(config.pools.clone()),
             image_max_bytes: config.image_max_bytes,

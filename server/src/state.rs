@@ -8,16 +8,16 @@
 //! take the last of anything.
 //!
 //! [`AppState::admit`] serialises admissions: first within this process
-//! (a mutex, so one waits here rather than holding a database connection),
+//! (a mutex, so one waits there rather than holding a database connection),
 //! then across replicas on PostgreSQL (a transaction holding an advisory
-//! lock; see [`crate::store::Admission`]). The state it hands back reads
-//! and writes in that transaction, so what the checks saw and what the
-//! write stored commit together, or not at all. On SQLite one process owns
-//! the database and the mutex alone decides.
+//! lock, shared by this process's admissions queued together; see
+//! [`crate::store::Admission`]). The state it hands back reads and writes
+//! in that transaction, so what the checks saw and what the write stored
+//! commit together, or not at all. On SQLite one process owns the
+//! database and the mutex alone decides.
 
 use std::sync::Arc;
 
-use tokio::sync::{Mutex, OwnedMutexGuard};
 use vmaas_backend::Backend;
 
 use crate::auth::{HasKeys, Keys};
@@ -66,9 +66,6 @@ pub struct Services {
     pub overcommit: crate::capacity::Overcommit,
     /// How far the reconciler has caught up since start.
     pub progress: Arc<crate::reconciler::Progress>,
-    /// Serialises the checks and the write of creates and changes that
-    /// take something ([`AppState::admit`]).
-    pub admission: Gate,
     /// The external IP pools.
     pub pools: Arc<crate::pools::Pools>,
     /// The largest image file imported or uploaded.
@@ -99,10 +96,6 @@ impl HasKeys for AppState {
     }
 }
 
-/// The in-process half of admission: one admission at a time per process.
-#[derive(Clone, Default)]
-pub struct Gate(Arc<Mutex<()>>);
-
 /// An admission under way: check and write through [`Admitted::state`],
 /// then [`Admitted::commit`]. Dropped without a commit, its writes are undone
 /// (PostgreSQL) and the next admission goes ahead.
@@ -110,7 +103,6 @@ pub struct Gate(Arc<Mutex<()>>);
 pub struct Admitted {
     state: AppState,
     tx: store::Admission,
-    _local: OwnedMutexGuard<()>,
 }
 
 impl Admitted {
@@ -128,15 +120,16 @@ impl Admitted {
 
 impl AppState {
     /// Begins an admission: waits for this process's and then the other
-    /// replicas' admissions under way.
+    /// replicas' admissions under way (on PostgreSQL, this process's
+    /// admissions queued together share one transaction: see
+    /// [`store::Admission`]).
     pub async fn admit(&self) -> Result<Admitted, ApiError> {
-        let local = self.admission.0.clone().lock_owned().await;
         let tx = self.store.admission().await?;
         let state = match tx.is_transaction() {
             true => AppState::new(Services { store: tx.store().clone(), ..Services::clone(self) }),
             // SQLite: the store itself, so the state as it is.
             false => self.clone(),
         };
-        Ok(Admitted { state, tx, _local: local })
+        Ok(Admitted { state, tx })
     }
 }

@@ -160,16 +160,43 @@ async fn number_queued(pool: &sqlx::AnyPool) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// This process's numbering task (PostgreSQL): writers ask it to number
+/// and go on; asks made while it numbers are served by one more pass.
+#[derive(Clone)]
+pub(super) struct Numberer(tokio::sync::mpsc::Sender<()>);
+
+impl Numberer {
+    /// Starts the task numbering `pool`'s queue; it ends when the last
+    /// [`Numberer`] is dropped.
+    pub(super) fn start(pool: sqlx::AnyPool) -> Self {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+        tokio::spawn(async move {
+            while rx.recv().await.is_some() {
+                if let Err(e) = number_queued(&pool).await {
+                    tracing::debug!(error = %e, "numbering events (the next reader will)");
+                }
+            }
+        });
+        Self(tx)
+    }
+
+    /// Asks for a pass (one already asked for serves this ask too).
+    fn ask(&self) {
+        let _ = self.0.try_send(());
+    }
+}
+
 impl Store {
-    /// After a commit that wrote events: numbers them (PostgreSQL; not in
-    /// an admission, whose commit numbers them) and tells this process's
-    /// watchers. A numbering that fails is only late: the next reader numbers.
-    pub(super) async fn events_written(&self) {
-        if self.dialect == Dialect::Postgres
-            && self.pinned.is_none()
-            && let Err(e) = number_queued(&self.pool).await
+    /// After a commit that wrote events: has them numbered (PostgreSQL;
+    /// not in an admission, whose commit asks) and tells this process's
+    /// watchers. The writer does not wait for the numbering: its events
+    /// are numbered by the next pass of this process's numbering task, or
+    /// by the next reader, whichever comes first.
+    pub(super) fn events_written(&self) {
+        if self.pinned.is_none()
+            && let Some(n) = &self.numberer
         {
-            tracing::debug!(error = %e, "numbering events (the next reader will)");
+            n.ask();
         }
         self.events_changed();
     }

@@ -9,6 +9,8 @@
 //! set of queries serve both databases, through sqlx's `Any` driver.
 //!
 //! - [`objects`]: the generic operations every kind uses.
+//! - [`Admission`]: checks and the writes they allow as one step, in turn
+//!   (on PostgreSQL across replicas, queued admissions sharing a transaction).
 //! - `mem`: the in-memory read path over an exclusively owned SQLite file.
 //! - [`links`]: the objects each VM is named by without being pinned
 //!   (attachments, load balancers), found without reading their kind.
@@ -21,6 +23,7 @@
 
 #![forbid(unsafe_code)]
 
+mod admit;
 mod commit;
 mod conn;
 pub mod console_clients;
@@ -50,8 +53,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use sqlx::AnyPool;
 use vmaas_model::ObjectKind;
 
+pub use admit::{Admission, MAX_GROUP};
 pub use commit::Staged;
-pub use conn::Admission;
 pub use image::{BootImage, ImageUser};
 pub use objects::{Filter, NewObject, Row};
 pub use record::{
@@ -169,6 +172,10 @@ pub struct Store {
     events: Arc<tokio::sync::watch::Sender<u64>>,
     /// In an admission's copy of the store (PostgreSQL): its transaction.
     pinned: Option<conn::Pinned>,
+    /// Numbers the events this process queued (PostgreSQL).
+    numberer: Option<events::Numberer>,
+    /// This process's admissions, taken in turn.
+    gate: Arc<admit::Gate>,
 }
 
 /// The in-memory copy of an exclusively owned database.
@@ -212,7 +219,10 @@ impl Store {
         if dialect == Dialect::Postgres {
             sqlx::query(migrations::POSTGRES_ONLY).execute(&pool).await?;
         }
-        let mut store = Self { pool, dialect, mem: None, commits: None, events: Arc::new(tokio::sync::watch::channel(0).0), pinned: None };
+        let numberer = (dialect == Dialect::Postgres).then(|| events::Numberer::start(pool.clone()));
+        let events = Arc::new(tokio::sync::watch::channel(0).0);
+        let gate = Default::default();
+        let mut store = Self { pool, dialect, mem: None, commits: None, events, pinned: None, numberer, gate };
         store.count_usage_once().await?;
         store.index_links_once().await?;
         if dialect == Dialect::Sqlite {

@@ -155,7 +155,10 @@ pub(super) async fn record(
     if old.is_some_and(|o| targets_of(o) == targets) || (old.is_none() && targets.is_empty()) {
         return Ok(());
     }
-    sqlx::query("DELETE FROM links WHERE source = $1").bind(&new.id).execute(&mut **tx).await?;
+    // A new object has no links yet: one round trip fewer in the admission.
+    if old.is_some() {
+        sqlx::query("DELETE FROM links WHERE source = $1").bind(&new.id).execute(&mut **tx).await?;
+    }
     insert(tx, &new.id, &targets).await
 }
 

@@ -165,7 +165,7 @@ impl Store {
         }
         tx.commit().await?;
         if changed.is_some() {
-            self.events_written().await;
+            self.events_written();
         }
         Ok(())
     }
@@ -227,7 +227,7 @@ impl Store {
         insert_created(&mut tx, self.dialect, new).await?;
         tx.commit().await?;
         drop(c);
-        self.events_written().await;
+        self.events_written();
         self.with_mem(|m| new.iter().for_each(|n| m.put(n.row.clone())));
         Ok(())
     }
@@ -363,10 +363,7 @@ impl Store {
         let mut c = self.conn().await?;
         let mut tx = c.begin().await?;
         if let Some(n) = also {
-            insert_row(&mut tx, n).await?;
-            usage::record(&mut tx, self.dialect, None, Some(&n.row)).await?;
-            super::links::record(&mut tx, self.dialect, None, &n.row).await?;
-            events::record(&mut tx, self.dialect, &n.row, EventType::Created).await?;
+            insert_created(&mut tx, self.dialect, &[n]).await?;
         }
         let r = sqlx::query(
             "UPDATE objects SET spec = $1, version = version + 1, updated_at = $2, meta = $5, state = COALESCE($6, state) \

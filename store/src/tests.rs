@@ -331,3 +331,65 @@ async fn status_writes_share_commits_and_each_is_its_own() {
         assert_eq!((read.status.state, read.observed_version), (VmState::Ready, v.version), "{}", v.name);
     }
 }
+
+/// Admissions queued together on PostgreSQL (`VMAAS_TEST_DATABASE_URL`)
+/// share a transaction, yet each decides on what the ones before it
+/// wrote, and one that gives up after writing takes only its own write
+/// with it; on SQLite, the same through the store itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admissions_decide_in_turn_and_give_up_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    admissions_in_turn(Store::open_sqlite(dir.path()).await.unwrap(), false).await;
+    if let Some(url) = fresh_postgres().await {
+        admissions_in_turn(Store::connect(&url).await.unwrap(), true).await;
+        // What was acknowledged is what another connection finds.
+        let again = Store::connect(&url).await.unwrap();
+        assert_eq!(again.usage("acme").await.unwrap().virtual_machines, 12);
+    }
+}
+
+/// 40 admissions at once, each storing a VM while the tenant holds fewer
+/// than 12; every third one gives up, after its write when `undone` (a
+/// write in an admission is undone only on PostgreSQL: on SQLite it is
+/// the admission's last step).
+async fn admissions_in_turn(store: Store, undone: bool) {
+    store.insert_template(&template("tpl"), Utc::now()).await.unwrap();
+    let tasks: Vec<_> = (0..40)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let adm = store.admission().await.unwrap();
+                if adm.store().usage("acme").await.unwrap().virtual_machines >= 12 {
+                    return None;
+                }
+                let v = vm(&format!("vm{i}"), "tpl");
+                if i % 3 == 0 && !undone {
+                    return Some((v.name.clone(), false));
+                }
+                adm.store().insert_vm(&v).await.unwrap();
+                if i % 3 == 0 {
+                    return Some((v.name.clone(), false));
+                }
+                adm.commit().await.unwrap();
+                Some((v.name.clone(), true))
+            })
+        })
+        .collect();
+    let mut kept = Vec::new();
+    let mut gave_up = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Some((name, true)) => kept.push(name),
+            Some((_, false)) => gave_up += 1,
+            None => {}
+        }
+    }
+    assert_eq!(kept.len(), 12, "a limit of 12 decided in turn: {kept:?}");
+    assert!(gave_up > 0, "some gave up after writing");
+    let (rows, _) = store.list(ObjectKind::VirtualMachine, &Scope::All, &Filter { limit: 100, ..Default::default() }).await.unwrap();
+    let mut stored: Vec<String> = rows.into_iter().map(|r| r.name).collect();
+    stored.sort();
+    kept.sort();
+    assert_eq!(stored, kept, "what was kept is stored, and nothing else");
+    assert_eq!(store.usage("acme").await.unwrap().virtual_machines, 12);
+}
