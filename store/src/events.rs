@@ -110,17 +110,30 @@ static QUEUED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(
 /// among the queue is the database's clock when written: a change that
 /// waited for another's row lock writes its event after that one committed.
 async fn queue(tx: &mut sqlx::Transaction<'_, sqlx::Any>, row: &Row, what: EventType, object: String) -> Result<(), StoreError> {
-    let n = QUEUED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let insert = sqlx::query(
-        "INSERT INTO event_queue (ord, id, kind, object_id, tenant, type, object, at) \
-         VALUES ((extract(epoch FROM clock_timestamp()) * 1000000)::bigint, $7, $1, $2, $3, $4, $5, $6)",
-    );
-    bind_event(insert, row, what, object).bind(format!("{n:020}-{}", uuid::Uuid::new_v4())).execute(&mut **tx).await?;
+    let insert = sqlx::query(AssertSqlSafe(queue_sql(1)));
+    bind_event(insert, row, what, object).bind(queue_id()).execute(&mut **tx).await?;
     Ok(())
 }
 
+/// The insert into the queue with its placeholders numbered from `$first`:
+/// kind, object id, tenant, type, object, time, then the id ([`queue_id`]).
+pub(super) fn queue_sql(first: usize) -> String {
+    let [k, o, t, ty, obj, at, id] = std::array::from_fn(|i| first + i);
+    format!(
+        "INSERT INTO event_queue (ord, id, kind, object_id, tenant, type, object, at) \
+         VALUES ((extract(epoch FROM clock_timestamp()) * 1000000)::bigint, ${id}, ${k}, ${o}, ${t}, ${ty}, ${obj}, ${at})"
+    )
+}
+
+/// A queued event's id: this process's count first, which orders the
+/// events of one transaction should the database's clock not tick between them.
+pub(super) fn queue_id() -> String {
+    let n = QUEUED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{n:020}-{}", uuid::Uuid::new_v4())
+}
+
 /// Binds the event of `row` to `$1`…`$6` of `q`: kind, object id, tenant, type, object, time.
-fn bind_event<'q>(
+pub(super) fn bind_event<'q>(
     q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
     row: &Row,
     what: EventType,

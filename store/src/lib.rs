@@ -27,6 +27,7 @@ mod admit;
 mod commit;
 mod conn;
 pub mod console_clients;
+mod create_pg;
 pub mod events;
 pub mod image;
 pub mod links;

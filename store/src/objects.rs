@@ -26,7 +26,7 @@ fn not_found(kind: ObjectKind, id: &str) -> StoreError {
 }
 
 /// Maps the database's refusals: a taken name, a missing reference.
-fn refused(e: sqlx::Error, taken: impl FnOnce() -> String, missing: impl FnOnce() -> String) -> StoreError {
+pub(super) fn refused(e: sqlx::Error, taken: impl FnOnce() -> String, missing: impl FnOnce() -> String) -> StoreError {
     match &e {
         sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::AlreadyExists(taken()),
         sqlx::Error::Database(d) if d.is_foreign_key_violation() || d.message().contains("FOREIGN KEY") => {
@@ -74,6 +74,10 @@ pub(super) async fn insert_created(
     new: &[&NewObject],
 ) -> Result<(), StoreError> {
     for n in new {
+        if dialect == Dialect::Postgres {
+            super::create_pg::insert(tx, n).await?;
+            continue;
+        }
         insert_row(tx, n).await?;
         usage::record(tx, dialect, None, Some(&n.row)).await?;
         super::links::record(tx, dialect, None, &n.row).await?;

@@ -266,25 +266,35 @@ pub(super) async fn record(
     if dialect != Dialect::Postgres {
         return Ok(());
     }
-    let (old, new) = (old.map(holds).unwrap_or_default(), new.map(holds).unwrap_or_default());
-    let on_host = old.host.named().into_iter().zip(new.host.named()).map(|((name, o), (_, n))| (HOST, name, signed(n) - signed(o)));
-    let of_tenant = difference(old.quota, new.quota).map(|(name, d)| (tenant, name, d)).filter(|_| !tenant.is_empty());
-    // One statement for every counter (each (tenant, resource) once: the
-    // host's tenant is empty, a tenant's never is), one round trip inside
-    // the admission's lock.
-    let changes: Vec<(&str, &str, i64)> = on_host.chain(of_tenant).filter(|(_, _, d)| *d != 0).collect();
+    let changes = changes(tenant, old, new);
     if changes.is_empty() {
         return Ok(());
     }
-    let rows: Vec<String> = (0..changes.len()).map(|i| format!("(${}, ${}, ${})", 3 * i + 1, 3 * i + 2, 3 * i + 3)).collect();
-    let sql = format!(
-        "INSERT INTO usage (tenant, resource, amount) VALUES {} \
-         ON CONFLICT (tenant, resource) DO UPDATE SET amount = usage.amount + excluded.amount",
-        rows.join(", ")
-    );
+    let sql = upsert_sql(changes.len(), 1);
     let q = changes.iter().fold(sqlx::query(sqlx::AssertSqlSafe(sql)), |q, (t, r, d)| q.bind(*t).bind(*r).bind(*d));
     q.execute(&mut **tx).await?;
     Ok(())
+}
+
+/// The counters a change from `old` to `new` (of `tenant`) moves, each
+/// `(tenant, resource, by)` once (the host's tenant is empty, a tenant's
+/// never is): one statement for all of them, one round trip inside the
+/// admission's lock.
+pub(super) fn changes<'a>(tenant: &'a str, old: Option<&Row>, new: Option<&Row>) -> Vec<(&'a str, &'static str, i64)> {
+    let (old, new) = (old.map(holds).unwrap_or_default(), new.map(holds).unwrap_or_default());
+    let on_host = old.host.named().into_iter().zip(new.host.named()).map(|((name, o), (_, n))| (HOST, name, signed(n) - signed(o)));
+    let of_tenant = difference(old.quota, new.quota).map(|(name, d)| (tenant, name, d)).filter(|_| !tenant.is_empty());
+    on_host.chain(of_tenant).filter(|(_, _, d)| *d != 0).collect()
+}
+
+/// The upsert of `changes` with its placeholders numbered from `$first`.
+pub(super) fn upsert_sql(changes: usize, first: usize) -> String {
+    let rows: Vec<String> = (0..changes).map(|i| format!("(${}, ${}, ${})", first + 3 * i, first + 3 * i + 1, first + 3 * i + 2)).collect();
+    format!(
+        "INSERT INTO usage (tenant, resource, amount) VALUES {} \
+         ON CONFLICT (tenant, resource) DO UPDATE SET amount = usage.amount + excluded.amount",
+        rows.join(", ")
+    )
 }
 
 /// What the rows hold: per tenant, and of the host.
