@@ -11,8 +11,7 @@ use sqlx::any::AnyArguments;
 use sqlx::query::Query;
 
 use super::events::{self, EventType};
-use super::objects::refused;
-use super::row::{COLUMNS, NewObject};
+use super::row::{COLUMNS, NewObject, refused};
 use super::{StoreError, links, ts, usage};
 
 /// One value bound to the statement.

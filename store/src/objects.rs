@@ -13,7 +13,7 @@ use super::narrow::{Columns, Where};
 use super::usage;
 use super::{Dialect, Scope, Store, StoreError, ts};
 
-pub(super) use super::row::{COLUMNS, from_row, order_by};
+pub(super) use super::row::{COLUMNS, from_row, order_by, refused};
 pub use super::row::{Filter, NewObject, Row};
 
 /// The tenant a query is limited to, if any.
@@ -23,17 +23,6 @@ fn tenant_of(kind: ObjectKind, scope: &Scope) -> Option<&str> {
 
 fn not_found(kind: ObjectKind, id: &str) -> StoreError {
     StoreError::NotFound { kind: kind.human(), id: id.to_owned() }
-}
-
-/// Maps the database's refusals: a taken name, a missing reference.
-pub(super) fn refused(e: sqlx::Error, taken: impl FnOnce() -> String, missing: impl FnOnce() -> String) -> StoreError {
-    match &e {
-        sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::AlreadyExists(taken()),
-        sqlx::Error::Database(d) if d.is_foreign_key_violation() || d.message().contains("FOREIGN KEY") => {
-            StoreError::MissingReference(missing())
-        }
-        _ => e.into(),
-    }
 }
 
 /// Inserts `new` and its references within `tx`.

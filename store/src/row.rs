@@ -116,3 +116,14 @@ pub(super) fn from_row(r: &AnyRow) -> Result<Row, StoreError> {
         labels: serde_json::from_str(&r.try_get::<String, _>("meta")?)?,
     })
 }
+
+/// Maps the database's refusals: a taken name, a missing reference.
+pub(super) fn refused(e: sqlx::Error, taken: impl FnOnce() -> String, missing: impl FnOnce() -> String) -> StoreError {
+    match &e {
+        sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::AlreadyExists(taken()),
+        sqlx::Error::Database(d) if d.is_foreign_key_violation() || d.message().contains("FOREIGN KEY") => {
+            StoreError::MissingReference(missing())
+        }
+        _ => e.into(),
+    }
+}
