@@ -7,14 +7,15 @@
 //! write that stores it, made as one step, so that two requests never both
 //! take the last of anything.
 //!
-//! [`AppState::admit`] serialises admissions: first within this process
-//! (a mutex, so one waits there rather than holding a database connection),
-//! then across replicas on PostgreSQL (a transaction holding an advisory
-//! lock, shared by this process's admissions queued together; see
+//! [`AppState::admit`] serialises admissions through the store's gate
+//! (`vmaas_store::Store::admission`): first within this process (a turn,
+//! so one waits there rather than holding a database connection), then
+//! across replicas on PostgreSQL (a transaction holding an advisory lock,
+//! shared by this process's admissions queued together; see
 //! [`crate::store::Admission`]). The state it hands back reads and writes
 //! in that transaction, so what the checks saw and what the write stored
 //! commit together, or not at all. On SQLite one process owns the
-//! database and the mutex alone decides.
+//! database and the turn alone decides.
 
 use std::sync::Arc;
 

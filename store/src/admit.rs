@@ -37,7 +37,7 @@ const ADMISSION_IDLE_TIMEOUT: &str = "SET LOCAL idle_in_transaction_session_time
 
 /// Most admissions one transaction holds: bounds how long the lock is
 /// held for the other replicas, and how long the first member waits.
-pub const MAX_GROUP: usize = 32;
+pub(crate) const MAX_GROUP: usize = 32;
 
 /// How a group ended, told to its members: committed, or why not.
 type Outcome = watch::Sender<Option<Result<(), Arc<str>>>>;

@@ -41,6 +41,7 @@ pub mod quota;
 pub mod record;
 mod row;
 pub mod secrets;
+mod statement;
 pub mod template;
 pub mod tickets;
 pub mod usage;
@@ -54,7 +55,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use sqlx::AnyPool;
 use vmaas_model::ObjectKind;
 
-pub use admit::{Admission, MAX_GROUP};
+pub use admit::Admission;
 pub use commit::Staged;
 pub use image::{BootImage, ImageUser};
 pub use objects::{Filter, NewObject, Row};

@@ -141,24 +141,14 @@ const LINKING: [ObjectKind; 7] = [
     ObjectKind::Image,
 ];
 
-/// Writes the links of `new` (which replaces `old`, if any) in `tx`, on PostgreSQL.
-pub(super) async fn record(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    dialect: Dialect,
-    old: Option<&Row>,
-    new: &Row,
-) -> Result<(), StoreError> {
-    if dialect != Dialect::Postgres {
-        return Ok(());
-    }
+/// Writes the links of `new`, which replaces `old`, in `tx`, on PostgreSQL
+/// (a new object's are written with it: `create_pg`).
+pub(super) async fn record(tx: &mut sqlx::Transaction<'_, sqlx::Any>, dialect: Dialect, old: &Row, new: &Row) -> Result<(), StoreError> {
     let targets = targets_of(new);
-    if old.is_some_and(|o| targets_of(o) == targets) || (old.is_none() && targets.is_empty()) {
+    if dialect != Dialect::Postgres || targets_of(old) == targets {
         return Ok(());
     }
-    // A new object has no links yet: one round trip fewer in the admission.
-    if old.is_some() {
-        sqlx::query("DELETE FROM links WHERE source = $1").bind(&new.id).execute(&mut **tx).await?;
-    }
+    sqlx::query("DELETE FROM links WHERE source = $1").bind(&new.id).execute(&mut **tx).await?;
     insert(tx, &new.id, &targets).await
 }
 

@@ -10,6 +10,7 @@ use vmaas_model::ObjectKind;
 
 use super::events::{self, EventType};
 use super::narrow::{Columns, Where};
+use super::statement::Statement;
 use super::usage;
 use super::{Dialect, Scope, Store, StoreError, ts};
 
@@ -29,26 +30,9 @@ fn not_found(kind: ObjectKind, id: &str) -> StoreError {
 async fn insert_row(tx: &mut sqlx::Transaction<'_, sqlx::Any>, new: &NewObject) -> Result<(), StoreError> {
     let r = &new.row;
     let taken = || format!("a {} named {:?} already exists", r.kind.human(), r.name);
-    sqlx::query(AssertSqlSafe(format!(
-        "INSERT INTO objects ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL, $14)"
-    )))
-    .bind(&r.id)
-    .bind(r.kind.as_str())
-    .bind(&r.tenant)
-    .bind(&r.name)
-    .bind(&*r.spec)
-    .bind(&*r.status)
-    .bind(&r.state)
-    .bind(&*r.observed)
-    .bind(r.observed_version)
-    .bind(serde_json::to_string(&r.creators)?)
-    .bind(r.version)
-    .bind(ts(r.created_at))
-    .bind(ts(r.updated_at))
-    .bind(serde_json::to_string(&r.labels)?)
-    .execute(&mut **tx)
-    .await
-    .map_err(|e| refused(e, taken, String::new))?;
+    let mut st = Statement::default();
+    let sql = format!("INSERT INTO objects ({COLUMNS}) VALUES {}", new.bind_values(&mut st)?);
+    st.bind(&sql).execute(&mut **tx).await.map_err(|e| refused(e, taken, String::new))?;
     for (target, role) in &new.refs {
         insert_ref(tx, &r.id, target, role, taken).await?;
     }
@@ -69,7 +53,6 @@ pub(super) async fn insert_created(
         }
         insert_row(tx, n).await?;
         usage::record(tx, dialect, None, Some(&n.row)).await?;
-        super::links::record(tx, dialect, None, &n.row).await?;
         events::record(tx, dialect, &n.row, EventType::Created).await?;
     }
     Ok(())
@@ -390,7 +373,7 @@ impl Store {
         out.version = expected + 1;
         out.updated_at = now;
         usage::record(&mut tx, self.dialect, Some(current), Some(&out)).await?;
-        super::links::record(&mut tx, self.dialect, Some(current), &out).await?;
+        super::links::record(&mut tx, self.dialect, current, &out).await?;
         self.commit_recording(tx, Some(&out), EventType::Updated).await?;
         self.with_mem(|m| {
             also.into_iter().for_each(|n| m.put(n.row.clone()));

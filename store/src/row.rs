@@ -11,7 +11,8 @@ use sqlx::any::AnyRow;
 use vmaas_model::query::Narrowing;
 use vmaas_model::{Labels, Metadata, ObjectKind};
 
-use super::{StoreError, parse_ts};
+use super::statement::Statement;
+use super::{StoreError, parse_ts, ts};
 
 /// One stored object, its documents kept as JSON text.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,6 +63,27 @@ pub struct NewObject {
     pub row: Row,
     /// `(target id, role)`: the objects it refers to, which must exist.
     pub refs: Vec<(String, String)>,
+}
+
+impl NewObject {
+    /// Binds the row's values in `st`, in [`COLUMNS`]' order (its deletion
+    /// mark `NULL`): the `VALUES` row that takes them.
+    pub(super) fn bind_values(&self, st: &mut Statement) -> Result<String, StoreError> {
+        let r = &self.row;
+        let first = st.next();
+        for v in [r.id.as_str(), r.kind.as_str(), r.tenant.as_str(), r.name.as_str(), &*r.spec, &*r.status, r.state.as_str(), &*r.observed]
+        {
+            st.text(v);
+        }
+        st.int(r.observed_version);
+        st.text(serde_json::to_string(&r.creators)?);
+        st.int(r.version);
+        st.text(ts(r.created_at));
+        st.text(ts(r.updated_at));
+        st.text(serde_json::to_string(&r.labels)?);
+        let p = |i: usize| format!("${}", first + i);
+        Ok(format!("({}, NULL, {})", (0..13).map(p).collect::<Vec<_>>().join(", "), p(13)))
+    }
 }
 
 /// Filters and paging for lists.

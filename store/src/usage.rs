@@ -289,11 +289,10 @@ pub(super) fn changes<'a>(tenant: &'a str, old: Option<&Row>, new: Option<&Row>)
 
 /// The upsert of `changes` with its placeholders numbered from `$first`.
 pub(super) fn upsert_sql(changes: usize, first: usize) -> String {
-    let rows: Vec<String> = (0..changes).map(|i| format!("(${}, ${}, ${})", first + 3 * i, first + 3 * i + 1, first + 3 * i + 2)).collect();
     format!(
         "INSERT INTO usage (tenant, resource, amount) VALUES {} \
          ON CONFLICT (tenant, resource) DO UPDATE SET amount = usage.amount + excluded.amount",
-        rows.join(", ")
+        super::statement::placeholders(first, changes, 3)
     )
 }
 
