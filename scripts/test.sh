@@ -8,8 +8,32 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
-apt_install postgresql curl ca-certificates openssl iproute2 chromium umoci skopeo docker-registry
+log "checking formatting (cargo fmt --check)"
+cargo fmt --all --check || die "cargo fmt --check: run cargo fmt and commit"
+log "checking file sizes (600 lines at most)"
+check_file_sizes
+log "checking for errors written as strings"
+check_string_errors
+log "checking for circles of imports inside each crate"
+python3 "$ROOT/scripts/circles.py"
+
+# The workspace is built (every binary, clippy, every test binary) in the
+# background while the rest is installed: that is mostly downloading and
+# unpacking, the build is CPU. Its output is printed once it is done.
 . "$ROOT/scripts/deps.sh"
+ensure_npm # server/build.rs installs the web page's packages with npm
+buildlog=$(mktemp "${TMPDIR:-/tmp}/vmaas-build.XXXXXX")
+(
+    build_bins
+    log "linting (cargo clippy -D warnings)"
+    cargo clippy --locked --workspace --all-targets -- -D warnings
+    log "building the tests"
+    cargo test --locked --workspace --no-run
+) >"$buildlog" 2>&1 &
+build=$!
+trap 'kill "$build" 2>/dev/null || true; rm -f "$buildlog"' EXIT
+
+apt_install postgresql curl ca-certificates openssl iproute2 chromium umoci skopeo docker-registry
 ensure_runtime_deps
 "$ROOT/scripts/guest-image.sh"
 "$ROOT/scripts/debian-image.sh"
@@ -20,17 +44,13 @@ export VMAAS_TF103 VMAAS_TF115_PYTHON
 # machine (cached under ~/.cache/vmaas/tools).
 export_from "$ROOT/scripts/tools.sh"
 
-log "checking formatting (cargo fmt --check)"
-cargo fmt --all --check || die "cargo fmt --check: run cargo fmt and commit"
-log "checking file sizes (600 lines at most)"
-check_file_sizes
-log "checking for errors written as strings"
-check_string_errors
-log "checking for circles of imports inside each crate"
-python3 "$ROOT/scripts/circles.py"
-build_bins
-log "linting (cargo clippy -D warnings)"
-cargo clippy --locked --workspace --all-targets -- -D warnings
+log "waiting for the build, clippy and the test binaries (their output follows)"
+status=0
+wait "$build" || status=$?
+cat "$buildlog"
+[ "$status" = 0 ] || die "the build, clippy or the test binaries failed (exit $status; see above)"
+trap - EXIT
+rm -f "$buildlog"
 
 # The upstream schemas the function's output is checked against live in the
 # shared directory beside the repository (or beside the one it was cloned from).
@@ -69,6 +89,6 @@ export VMAAS_KEEP_AUDIT_LOGS=$auditdir
 if [ $# -eq 0 ]; then
     log "checking the chart's ClusterRole against every request of the suite (both ways)"
     VMAAS_RBAC_AUDIT_DIR=$auditdir VMAAS_REQUIRE_RBAC_AUDIT=1 \
-        cargo test --locked -q -p vmaas-tests --test chart the_cluster_role_matches_the_backends_calls
+        cargo test --locked -q -p vmaas-tests --test e2e chart::the_cluster_role_matches_the_backends_calls
 fi
 log "all tests passed"
