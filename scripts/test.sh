@@ -31,7 +31,7 @@ buildlog=$(mktemp "${TMPDIR:-/tmp}/vmaas-build.XXXXXX")
     cargo test --locked --workspace --no-run
 ) >"$buildlog" 2>&1 &
 build=$!
-trap 'kill "$build" 2>/dev/null || true; rm -f "$buildlog"' EXIT
+trap 'pkill -P "$build" 2>/dev/null; kill "$build" 2>/dev/null; rm -f "$buildlog"' EXIT
 
 apt_install postgresql curl ca-certificates openssl iproute2 chromium umoci skopeo docker-registry
 ensure_runtime_deps
