@@ -15,6 +15,8 @@
 //! All of it runs twice in one report: on one cluster, then on two
 //! clusters behind the one server (`--cluster`), each a kube-apiserver of
 //! its own whose node has room for every VM, so that placement spreads them.
+//! Each ends with what vmaas's phase and the bare client's cost per VM
+//! (requests by verb and resource, CPU seconds: [`crate::kubevirt_cost`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -26,6 +28,7 @@ use serde_json::{Value, json};
 use vmaas_tests::k8s::{Cluster, KubeApi};
 use vmaas_tests::kubevirt::{IMAGES, data_source, node, play_vm};
 
+use crate::kubevirt_cost::Cost;
 use crate::percentile;
 use crate::scale::{Server, server_binary};
 
@@ -161,6 +164,9 @@ struct Figures {
     changes: Vec<f64>,
     rss: f64,
     rss_after: f64,
+    /// What vmaas's creates and applies cost, and the bare client's applies.
+    cost: Cost,
+    bare_cost: Cost,
 }
 
 /// A cluster with the catalog's image and a node with room for every VM.
@@ -203,12 +209,14 @@ async fn run(bin: &std::path::Path, n: usize, clusters: usize) -> anyhow::Result
 
     let urls: Vec<&str> = ks.iter().map(|k| k.url.as_str()).collect();
     println!("vmaas-bench kubevirt --vms {n}: {} (SQLite) on {clusters} kube-apiserver(s) {}", bin.display(), urls.join(", "));
+    let before = crate::kubevirt_cost::snapshot(&ks, Some(s.child.id())).await;
     let started = Instant::now();
     let made = create(&s, &tokens, n).await?;
     let creates = n as f64 / started.elapsed().as_secs_f64();
     applied(&seen, &made, started).await?;
     let last = seen.lock().map(|s| made.iter().filter_map(|(id, ..)| s.get(id)).max().copied()).ok().flatten().context("seen")?;
     let rate = n as f64 / last.duration_since(started).as_secs_f64();
+    let cost = before.until(&crate::kubevirt_cost::snapshot(&ks, Some(s.child.id())).await);
     let mut lat: Vec<f64> = {
         let s = seen.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
         made.iter().map(|(id, sent, _)| s[id].saturating_duration_since(*sent).as_secs_f64() * 1000.0).collect()
@@ -238,8 +246,8 @@ async fn run(bin: &std::path::Path, n: usize, clusters: usize) -> anyhow::Result
     for _ in 0..clusters {
         fresh.push(cluster().await);
     }
-    let bare = crate::kubevirt_bare::rate(&fresh, objects, CLIENTS).await?;
-    Ok(Figures { rate, creates, bare, lat, changes, rss, rss_after })
+    let (bare, bare_cost) = crate::kubevirt_bare::rate(&fresh, objects, CLIENTS).await?;
+    Ok(Figures { rate, creates, bare, lat, changes, rss, rss_after, cost, bare_cost })
 }
 
 /// Runs the benchmark with `n` VMs on `server` (default: beside this
@@ -277,5 +285,9 @@ pub async fn report(n: usize, server: Option<PathBuf>) -> anyhow::Result<()> {
     let rss = |f: &Figures| format!("{:.0} MiB ({:.0} after the status changes)", f.rss, f.rss_after);
     let most = one.rss.max(one.rss_after).max(two.rss).max(two.rss_after);
     println!("| server RSS with {n} VMs applied | {} | {} | ≤ 200 MiB: {} |", rss(&one), rss(&two), verdict(most <= 200.0));
+    println!();
+    crate::kubevirt_cost::print("one cluster", n, &one.cost, &one.bare_cost);
+    println!();
+    crate::kubevirt_cost::print("two clusters", n, &two.cost, &two.bare_cost);
     Ok(())
 }

@@ -15,6 +15,8 @@ use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use vmaas_tests::k8s::Cluster;
 
+use crate::kubevirt_cost::Cost;
+
 /// The field manager of the bare applies.
 const MANAGER: &str = "bench-bare";
 
@@ -53,8 +55,8 @@ async fn client(path: &Path) -> anyhow::Result<kube::Client> {
 }
 
 /// Applies `objects` (each to its cluster among the fresh `clusters`) from
-/// `tasks` tasks; VMs per second.
-pub(crate) async fn rate(clusters: &[Cluster], objects: Vec<(usize, Value)>, tasks: usize) -> anyhow::Result<f64> {
+/// `tasks` tasks: VMs per second, and what the applies cost.
+pub(crate) async fn rate(clusters: &[Cluster], objects: Vec<(usize, Value)>, tasks: usize) -> anyhow::Result<(f64, Cost)> {
     let mut clients = Vec::new();
     for c in clusters {
         clients.push(client(&c.kubeconfig()).await?);
@@ -65,6 +67,7 @@ pub(crate) async fn rate(clusters: &[Cluster], objects: Vec<(usize, Value)>, tas
         clusters[i].namespace(&ns).await;
     }
     let (objects, clients, next) = (Arc::new(objects), Arc::new(clients), Arc::new(AtomicUsize::new(0)));
+    let before = crate::kubevirt_cost::snapshot(clusters, None).await;
     let started = Instant::now();
     let workers: Vec<_> = (0..tasks)
         .map(|_| {
@@ -83,5 +86,6 @@ pub(crate) async fn rate(clusters: &[Cluster], objects: Vec<(usize, Value)>, tas
     for w in workers {
         w.await??;
     }
-    Ok(objects.len() as f64 / started.elapsed().as_secs_f64())
+    let rate = objects.len() as f64 / started.elapsed().as_secs_f64();
+    Ok((rate, before.until(&crate::kubevirt_cost::snapshot(clusters, None).await)))
 }

@@ -34,6 +34,7 @@ mod grpc_create;
 mod import;
 mod kubevirt;
 mod kubevirt_bare;
+mod kubevirt_cost;
 mod migration;
 mod network;
 mod pg_writes;

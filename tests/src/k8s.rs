@@ -290,6 +290,11 @@ impl Cluster {
         self.children.push(child);
     }
 
+    /// The process id of the API server (for its CPU time, in benches).
+    pub fn apiserver_pid(&self) -> u32 {
+        self.children[1].id()
+    }
+
     /// Stops the API server (etcd keeps the data): the cluster is gone for its clients.
     pub fn stop_apiserver(&mut self) {
         let _ = self.children[1].kill();
@@ -355,6 +360,12 @@ impl KubeApi {
         let resp = req.send().await.expect("request to kube-apiserver");
         let st = resp.status().as_u16();
         (st, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    /// A GET with the admin token whose answer is text (`/metrics`): `(status, body)`.
+    pub async fn text(&self, path: &str) -> (u16, String) {
+        let resp = self.http.get(format!("{}{path}", self.url)).bearer_auth(TOKEN).send().await.expect("request to kube-apiserver");
+        (resp.status().as_u16(), resp.text().await.unwrap_or_default())
     }
 
     /// A watch of `path` (`…?watch=1`): the streaming response, one JSON event per line.
