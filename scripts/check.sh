@@ -7,14 +7,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
-log "checking formatting (cargo fmt --check)"
-cargo fmt --all --check || die "cargo fmt --check: run cargo fmt and commit"
-log "checking file sizes (600 lines at most)"
-check_file_sizes
-log "checking for errors written as strings"
-check_string_errors
-log "checking for circles of imports inside each crate"
-python3 "$ROOT/scripts/circles.py"
+house_checks
 log "linting (cargo clippy -D warnings)"
 cargo clippy --locked --workspace --all-targets -- -D warnings
 log "unit tests (every crate but the end-to-end tests)"

@@ -48,6 +48,19 @@ trim_target() {
     find "$CARGO_TARGET_DIR"/*/deps -maxdepth 1 -type f -executable ! -name '*.so' -mmin +1440 -delete 2>/dev/null || true
 }
 
+# house_checks: the house rules that need no build: formatting, file sizes,
+# errors written as strings, circles of imports.
+house_checks() {
+    log "checking formatting (cargo fmt --check)"
+    (cd "$ROOT" && cargo fmt --all --check) || die "cargo fmt --check: run cargo fmt and commit"
+    log "checking file sizes (600 lines at most)"
+    check_file_sizes
+    log "checking for errors written as strings"
+    check_string_errors
+    log "checking for circles of imports inside each crate"
+    python3 "$ROOT/scripts/circles.py"
+}
+
 # build_bins [PACKAGE...]: builds the binaries of the named packages, else
 # of the whole workspace (debug profile).
 build_bins() {

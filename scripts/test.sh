@@ -8,14 +8,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
-log "checking formatting (cargo fmt --check)"
-cargo fmt --all --check || die "cargo fmt --check: run cargo fmt and commit"
-log "checking file sizes (600 lines at most)"
-check_file_sizes
-log "checking for errors written as strings"
-check_string_errors
-log "checking for circles of imports inside each crate"
-python3 "$ROOT/scripts/circles.py"
+house_checks
 
 # The workspace is built (every binary, clippy, every test binary) in the
 # background while the rest is installed: that is mostly downloading and
