@@ -209,14 +209,14 @@ async fn run(bin: &std::path::Path, n: usize, clusters: usize) -> anyhow::Result
 
     let urls: Vec<&str> = ks.iter().map(|k| k.url.as_str()).collect();
     println!("vmaas-bench kubevirt --vms {n}: {} (SQLite) on {clusters} kube-apiserver(s) {}", bin.display(), urls.join(", "));
-    let before = crate::kubevirt_cost::snapshot(&ks, Some(s.child.id())).await;
+    let before = crate::kubevirt_cost::snapshot(&ks, Some(s.child.id())).await?;
     let started = Instant::now();
     let made = create(&s, &tokens, n).await?;
     let creates = n as f64 / started.elapsed().as_secs_f64();
     applied(&seen, &made, started).await?;
     let last = seen.lock().map(|s| made.iter().filter_map(|(id, ..)| s.get(id)).max().copied()).ok().flatten().context("seen")?;
     let rate = n as f64 / last.duration_since(started).as_secs_f64();
-    let cost = before.until(&crate::kubevirt_cost::snapshot(&ks, Some(s.child.id())).await);
+    let cost = before.until(&crate::kubevirt_cost::snapshot(&ks, Some(s.child.id())).await?);
     let mut lat: Vec<f64> = {
         let s = seen.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
         made.iter().map(|(id, sent, _)| s[id].saturating_duration_since(*sent).as_secs_f64() * 1000.0).collect()

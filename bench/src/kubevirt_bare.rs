@@ -67,7 +67,7 @@ pub(crate) async fn rate(clusters: &[Cluster], objects: Vec<(usize, Value)>, tas
         clusters[i].namespace(&ns).await;
     }
     let (objects, clients, next) = (Arc::new(objects), Arc::new(clients), Arc::new(AtomicUsize::new(0)));
-    let before = crate::kubevirt_cost::snapshot(clusters, None).await;
+    let before = crate::kubevirt_cost::snapshot(clusters, None).await?;
     let started = Instant::now();
     let workers: Vec<_> = (0..tasks)
         .map(|_| {
@@ -87,5 +87,5 @@ pub(crate) async fn rate(clusters: &[Cluster], objects: Vec<(usize, Value)>, tas
         w.await??;
     }
     let rate = objects.len() as f64 / started.elapsed().as_secs_f64();
-    Ok((rate, before.until(&crate::kubevirt_cost::snapshot(clusters, None).await)))
+    Ok((rate, before.until(&crate::kubevirt_cost::snapshot(clusters, None).await?)))
 }

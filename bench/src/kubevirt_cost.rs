@@ -9,8 +9,7 @@ use std::collections::BTreeMap;
 
 use vmaas_tests::k8s::Cluster;
 
-/// Linux's clock ticks per second in `/proc/PID/stat` (`USER_HZ`).
-const TICKS: f64 = 100.0;
+use crate::scale::cpu_seconds_of;
 
 /// The requests served so far, `"VERB resource[/subresource]"` → count,
 /// summed over the clusters and every answer code.
@@ -32,15 +31,6 @@ pub(crate) struct Cost {
     pub(crate) bench: f64,
 }
 
-/// CPU seconds (user and system) process `pid` has spent, 0 once it is gone.
-fn cpu_seconds(pid: &str) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
-    let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
-    let tick = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
-    (tick(11) + tick(12)) / TICKS
-}
-
 /// The request counters of one API server's `/metrics` text.
 fn parse(metrics: &str, into: &mut Requests) {
     for line in metrics.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
@@ -57,17 +47,18 @@ fn parse(metrics: &str, into: &mut Requests) {
 }
 
 /// What `clusters`, the server `server` (its pid, if it runs) and this process have spent so far.
-pub(crate) async fn snapshot(clusters: &[Cluster], server: Option<u32>) -> Snapshot {
+pub(crate) async fn snapshot(clusters: &[Cluster], server: Option<u32>) -> anyhow::Result<Snapshot> {
     let mut requests = Requests::new();
+    let mut apiservers = 0.0;
     for c in clusters {
         parse(&c.text("/metrics").await.1, &mut requests);
+        apiservers += cpu_seconds_of(&c.apiserver_pid().to_string())?;
     }
-    Snapshot {
-        requests,
-        apiservers: clusters.iter().map(|c| cpu_seconds(&c.apiserver_pid().to_string())).sum(),
-        server: server.map_or(0.0, |pid| cpu_seconds(&pid.to_string())),
-        bench: cpu_seconds("self"),
-    }
+    let server = match server {
+        Some(pid) => cpu_seconds_of(&pid.to_string())?,
+        None => 0.0,
+    };
+    Ok(Snapshot { requests, apiservers, server, bench: cpu_seconds_of("self")? })
 }
 
 impl Snapshot {
@@ -120,6 +111,5 @@ mod tests {
         parse(text, &mut r);
         assert_eq!(r.get("APPLY virtualmachines"), Some(&10.0));
         assert_eq!(r.get("PATCH virtualmachines/status"), Some(&2.0));
-        assert!(cpu_seconds("self") >= 0.0 && cpu_seconds("no-such-process") == 0.0);
     }
 }
