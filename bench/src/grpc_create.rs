@@ -22,11 +22,12 @@ impl Client {
         Ok(Self { grpc: tonic::client::Grpc::new(channel), auth: format!("Bearer {token}").parse()? })
     }
 
-    /// Creates the compute instance `name` from `template`.
-    pub async fn create(&mut self, name: &str, template: &str) -> Result<pb::ComputeInstance, Status> {
+    /// Creates the compute instance `id` from `template`: the same object
+    /// as the REST scenario's `{"object": {"id", "spec": {"template"}}}`.
+    pub async fn create(&mut self, id: &str, template: &str) -> Result<pb::ComputeInstance, Status> {
         self.grpc.ready().await.map_err(|e| Status::unavailable(e.to_string()))?;
         let object = pb::ComputeInstance {
-            metadata: Some(pb::Metadata { name: name.to_owned(), ..Default::default() }),
+            id: id.to_owned(),
             spec: Some(pb::ComputeInstanceSpec {
                 template: Some(pb::ComputeInstanceTemplateReference { name: template.to_owned(), ..Default::default() }),
                 ..Default::default()

@@ -3,12 +3,15 @@
 //! rendered and applied, from as many tasks as vmaas has clients, each to
 //! the cluster vmaas put it on, on fresh API servers of the same kind (the
 //! namespaces made beforehand, untimed). Its rate is the VMs over the time
-//! from the first apply sent to the last one acknowledged.
+//! from the first apply sent to the last one seen by the same watch that
+//! times vmaas's phase ([`crate::kubevirt_watch`]), so that both phases pay
+//! for the same measuring; the rate to the last apply acknowledged is kept
+//! beside it.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
@@ -16,6 +19,10 @@ use serde_json::{Value, json};
 use vmaas_tests::k8s::Cluster;
 
 use crate::kubevirt_cost::Cost;
+use crate::kubevirt_watch::{Seen, all_seen, follow};
+
+/// The longest the applies may take.
+const LIMIT: Duration = Duration::from_secs(900);
 
 /// The field manager of the bare applies.
 const MANAGER: &str = "bench-bare";
@@ -54,9 +61,19 @@ async fn client(path: &Path) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
+/// What the bare client measured.
+pub(crate) struct Bare {
+    /// VMs per second, until the last was seen by the watch.
+    pub seen: f64,
+    /// VMs per second, until the last apply was acknowledged.
+    pub acknowledged: f64,
+    /// What the applies (and the watch) cost.
+    pub cost: Cost,
+}
+
 /// Applies `objects` (each to its cluster among the fresh `clusters`) from
-/// `tasks` tasks: VMs per second, and what the applies cost.
-pub(crate) async fn rate(clusters: &[Cluster], objects: Vec<(usize, Value)>, tasks: usize) -> anyhow::Result<(f64, Cost)> {
+/// `tasks` tasks, watched as vmaas's phase is.
+pub(crate) async fn rate(clusters: &[Cluster], objects: Vec<(usize, Value)>, tasks: usize) -> anyhow::Result<Bare> {
     let mut clients = Vec::new();
     for c in clusters {
         clients.push(client(&c.kubeconfig()).await?);
@@ -66,6 +83,13 @@ pub(crate) async fn rate(clusters: &[Cluster], objects: Vec<(usize, Value)>, tas
     for (i, ns) in namespaces {
         clusters[i].namespace(&ns).await;
     }
+    let seen: Seen = Arc::default();
+    for c in clusters {
+        tokio::spawn(follow(c.api(), seen.clone()));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ids: Vec<String> = objects.iter().filter_map(|(_, o)| Some(o["metadata"]["labels"]["vmaas.io/id"].as_str()?.to_owned())).collect();
+    anyhow::ensure!(ids.len() == objects.len(), "an applied VM without its vmaas.io/id label");
     let (objects, clients, next) = (Arc::new(objects), Arc::new(clients), Arc::new(AtomicUsize::new(0)));
     let before = crate::kubevirt_cost::snapshot(clusters, None).await?;
     let started = Instant::now();
@@ -86,6 +110,8 @@ pub(crate) async fn rate(clusters: &[Cluster], objects: Vec<(usize, Value)>, tas
     for w in workers {
         w.await??;
     }
-    let rate = objects.len() as f64 / started.elapsed().as_secs_f64();
-    Ok((rate, before.until(&crate::kubevirt_cost::snapshot(clusters, None).await?)))
+    let acknowledged = objects.len() as f64 / started.elapsed().as_secs_f64();
+    let last = all_seen(&seen, ids.iter().map(String::as_str), started, LIMIT).await?;
+    let seen = objects.len() as f64 / last.duration_since(started).as_secs_f64();
+    Ok(Bare { seen, acknowledged, cost: before.until(&crate::kubevirt_cost::snapshot(clusters, None).await?) })
 }

@@ -35,6 +35,7 @@ mod import;
 mod kubevirt;
 mod kubevirt_bare;
 mod kubevirt_cost;
+mod kubevirt_watch;
 mod migration;
 mod network;
 mod pg_writes;
