@@ -29,7 +29,7 @@ use vmaas_tests::k8s::Cluster;
 use vmaas_tests::kubevirt::{IMAGES, data_source, node, play_vm};
 
 use crate::kubevirt_cost::Cost;
-use crate::kubevirt_watch::{Seen, all_seen, follow};
+use crate::kubevirt_watch::{LIMIT, Seen, all_seen, follow};
 use crate::percentile;
 use crate::scale::{Server, server_binary};
 
@@ -39,8 +39,6 @@ const CLIENTS: usize = 16;
 const TENANTS: usize = 10;
 /// VMs whose status change is measured.
 const SAMPLES: usize = 100;
-/// The longest the creates and applies may take.
-const LIMIT: Duration = Duration::from_secs(900);
 
 /// The server's resident memory, in MiB.
 fn rss_mib(pid: u32) -> anyhow::Result<f64> {

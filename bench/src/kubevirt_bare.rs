@@ -19,10 +19,7 @@ use serde_json::{Value, json};
 use vmaas_tests::k8s::Cluster;
 
 use crate::kubevirt_cost::Cost;
-use crate::kubevirt_watch::{Seen, all_seen, follow};
-
-/// The longest the applies may take.
-const LIMIT: Duration = Duration::from_secs(900);
+use crate::kubevirt_watch::{LIMIT, Seen, all_seen, follow};
 
 /// The field manager of the bare applies.
 const MANAGER: &str = "bench-bare";

@@ -11,12 +11,16 @@ use anyhow::bail;
 use serde_json::Value;
 use vmaas_tests::k8s::KubeApi;
 
+/// The longest the creates and applies of one phase may take.
+pub(crate) const LIMIT: Duration = Duration::from_secs(900);
+
 /// When each vmaas VM's KubeVirt VM was first seen, by vmaas id.
 pub(crate) type Seen = Arc<Mutex<HashMap<String, Instant>>>;
 
 /// Follows the cluster's VirtualMachines, recording when each first appears.
 /// A fresh API server may not serve the resource yet: the watch is asked
-/// again until it is (for at most 10 s).
+/// again until it is, for at most 10 s; after that an error is recorded
+/// (under the id `""`), which [`all_seen`] reports at once.
 pub(crate) async fn follow(k: KubeApi, seen: Seen) {
     let path = "/apis/kubevirt.io/v1/virtualmachines?watch=1";
     let mut watch = k.watch(path).await;
@@ -26,6 +30,12 @@ pub(crate) async fn follow(k: KubeApi, seen: Seen) {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
         watch = k.watch(path).await;
+    }
+    if !watch.status().is_success() {
+        if let Ok(mut s) = seen.lock() {
+            s.insert(String::new(), Instant::now());
+        }
+        return;
     }
     let mut buf = Vec::new();
     while let Ok(Some(chunk)) = watch.chunk().await {
@@ -51,6 +61,9 @@ pub(crate) async fn all_seen<'a>(
     limit: Duration,
 ) -> anyhow::Result<Instant> {
     loop {
+        if seen.lock().is_ok_and(|s| s.contains_key("")) {
+            bail!("a watch of the API server's VirtualMachines was refused for 10 s");
+        }
         let (missing, last) = match seen.lock() {
             Ok(s) => ids.clone().fold((0usize, started), |(m, last), id| match s.get(id) {
                 Some(t) => (m, last.max(*t)),

@@ -166,7 +166,7 @@ fn best(a: Option<Figures>, b: Figures) -> Figures {
 /// The write figures on SQLite, then on PostgreSQL if named. The creates
 /// through REST and gRPC and the bare loop run in turn, twice, and the
 /// better of each pair counts (as for the gRPC Gets): runs of the same
-/// build spread by ±8 % here, more than the difference measured.
+/// build spread by ±8 % here.
 pub async fn figures(connections: usize, duration: Duration) -> anyhow::Result<Vec<Figures>> {
     let (mut sqlite, mut bare, mut grpc, mut size) = (None, None, None, 0);
     for _ in 0..2 {
