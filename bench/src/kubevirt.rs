@@ -29,7 +29,7 @@ use vmaas_tests::k8s::Cluster;
 use vmaas_tests::kubevirt::{IMAGES, data_source, node, play_vm};
 
 use crate::kubevirt_cost::Cost;
-use crate::kubevirt_watch::{LIMIT, Seen, all_seen, follow};
+use crate::kubevirt_watch::{Seen, all_seen, follow};
 use crate::percentile;
 use crate::scale::{Server, server_binary};
 
@@ -166,7 +166,7 @@ async fn run(bin: &std::path::Path, n: usize, clusters: usize) -> anyhow::Result
     s.http.post(format!("{api}/virtual_machine_templates")).bearer_auth(&admin).json(&tpl).send().await?.error_for_status()?;
     let seen: Seen = Arc::default();
     for k in &ks {
-        tokio::spawn(follow(k.api(), seen.clone()));
+        follow(&k.api(), seen.clone()).await?;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
 
@@ -176,7 +176,7 @@ async fn run(bin: &std::path::Path, n: usize, clusters: usize) -> anyhow::Result
     let started = Instant::now();
     let made = create(&s, &tokens, n).await?;
     let creates = n as f64 / started.elapsed().as_secs_f64();
-    let last = all_seen(&seen, made.iter().map(|(id, ..)| id.as_str()), started, LIMIT).await?;
+    let last = all_seen(&seen, made.iter().map(|(id, ..)| id.as_str()), started).await?;
     let rate = n as f64 / last.duration_since(started).as_secs_f64();
     let cost = before.until(&crate::kubevirt_cost::snapshot(&ks, Some(s.child.id())).await?);
     let mut lat: Vec<f64> = {

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use vmaas_tests::k8s::Cluster;
 
 use crate::kubevirt_cost::Cost;
-use crate::kubevirt_watch::{LIMIT, Seen, all_seen, follow};
+use crate::kubevirt_watch::{Seen, all_seen, follow};
 
 /// The field manager of the bare applies.
 const MANAGER: &str = "bench-bare";
@@ -82,7 +82,7 @@ pub(crate) async fn rate(clusters: &[Cluster], objects: Vec<(usize, Value)>, tas
     }
     let seen: Seen = Arc::default();
     for c in clusters {
-        tokio::spawn(follow(c.api(), seen.clone()));
+        follow(&c.api(), seen.clone()).await?;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let ids: Vec<String> = objects.iter().filter_map(|(_, o)| Some(o["metadata"]["labels"]["vmaas.io/id"].as_str()?.to_owned())).collect();
@@ -108,7 +108,7 @@ pub(crate) async fn rate(clusters: &[Cluster], objects: Vec<(usize, Value)>, tas
         w.await??;
     }
     let acknowledged = objects.len() as f64 / started.elapsed().as_secs_f64();
-    let last = all_seen(&seen, ids.iter().map(String::as_str), started, LIMIT).await?;
+    let last = all_seen(&seen, ids.iter().map(String::as_str), started).await?;
     let seen = objects.len() as f64 / last.duration_since(started).as_secs_f64();
     Ok(Bare { seen, acknowledged, cost: before.until(&crate::kubevirt_cost::snapshot(clusters, None).await?) })
 }

@@ -12,16 +12,16 @@ use serde_json::Value;
 use vmaas_tests::k8s::KubeApi;
 
 /// The longest the creates and applies of one phase may take.
-pub(crate) const LIMIT: Duration = Duration::from_secs(900);
+const LIMIT: Duration = Duration::from_secs(900);
 
 /// When each vmaas VM's KubeVirt VM was first seen, by vmaas id.
 pub(crate) type Seen = Arc<Mutex<HashMap<String, Instant>>>;
 
-/// Follows the cluster's VirtualMachines, recording when each first appears.
-/// A fresh API server may not serve the resource yet: the watch is asked
-/// again until it is, for at most 10 s; after that an error is recorded
-/// (under the id `""`), which [`all_seen`] reports at once.
-pub(crate) async fn follow(k: KubeApi, seen: Seen) {
+/// Opens a watch of the cluster's VirtualMachines and follows it in a task
+/// of its own, recording in `seen` when each first appears. A fresh API
+/// server may not serve the resource yet: the watch is asked again until
+/// it is, for at most 10 s, and is an error after that.
+pub(crate) async fn follow(k: &KubeApi, seen: Seen) -> anyhow::Result<()> {
     let path = "/apis/kubevirt.io/v1/virtualmachines?watch=1";
     let mut watch = k.watch(path).await;
     for _ in 0..100 {
@@ -32,11 +32,14 @@ pub(crate) async fn follow(k: KubeApi, seen: Seen) {
         watch = k.watch(path).await;
     }
     if !watch.status().is_success() {
-        if let Ok(mut s) = seen.lock() {
-            s.insert(String::new(), Instant::now());
-        }
-        return;
+        bail!("a watch of the API server's VirtualMachines was refused for 10 s: HTTP {}", watch.status());
     }
+    tokio::spawn(record(watch, seen));
+    Ok(())
+}
+
+/// Reads the watch's events, one JSON object a line, into `seen`.
+async fn record(mut watch: reqwest::Response, seen: Seen) {
     let mut buf = Vec::new();
     while let Ok(Some(chunk)) = watch.chunk().await {
         buf.extend_from_slice(&chunk);
@@ -52,18 +55,10 @@ pub(crate) async fn follow(k: KubeApi, seen: Seen) {
     }
 }
 
-/// Waits until every one of `ids` was seen, at most `limit` after
+/// Waits until every one of `ids` was seen, at most [`LIMIT`] after
 /// `started`; when the last of them was.
-pub(crate) async fn all_seen<'a>(
-    seen: &Seen,
-    ids: impl Iterator<Item = &'a str> + Clone,
-    started: Instant,
-    limit: Duration,
-) -> anyhow::Result<Instant> {
+pub(crate) async fn all_seen<'a>(seen: &Seen, ids: impl Iterator<Item = &'a str> + Clone, started: Instant) -> anyhow::Result<Instant> {
     loop {
-        if seen.lock().is_ok_and(|s| s.contains_key("")) {
-            bail!("a watch of the API server's VirtualMachines was refused for 10 s");
-        }
         let (missing, last) = match seen.lock() {
             Ok(s) => ids.clone().fold((0usize, started), |(m, last), id| match s.get(id) {
                 Some(t) => (m, last.max(*t)),
@@ -74,8 +69,8 @@ pub(crate) async fn all_seen<'a>(
         if missing == 0 {
             return Ok(last);
         }
-        if started.elapsed() > limit {
-            bail!("{missing} VMs not applied in {limit:?}");
+        if started.elapsed() > LIMIT {
+            bail!("{missing} VMs not applied in {LIMIT:?}");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
