@@ -7,11 +7,13 @@
 //! - On PostgreSQL an admission runs in a transaction holding an advisory
 //!   lock that every replica's admissions take. The admissions of this
 //!   process that queue behind one another share that transaction: each
-//!   runs after a savepoint following the one before, so its checks see
-//!   what those wrote, and the last of the group (the one nobody queues
+//!   runs after a savepoint (the first too), following the one before, so
+//!   its checks see what those wrote, and the last of the group (the one nobody queues
 //!   behind, or the [`MAX_GROUP`]th) commits it for all. Each is answered
 //!   only once the group is committed. One that fails is rolled back to
-//!   its savepoint, and the group goes on without it. So creates under
+//!   its savepoint, and the group goes on without it. A create in an
+//!   admission takes no savepoint of its own ([`Store::insert_admitted`]):
+//!   one that fails takes its admission back to where it began. So creates under
 //!   load share one transaction (its lock, its commit) instead of taking
 //!   them one each, and nothing one stored can outlive the lock it was
 //!   decided under: should the replica die or freeze, the transaction
@@ -25,6 +27,8 @@ use sqlx::{Any, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard, watch};
 
 use super::conn::Pinned;
+use super::objects::insert_created;
+use super::row::NewObject;
 use super::{Store, StoreError};
 
 /// The advisory lock every admission takes (any number, the same in every replica).
@@ -34,6 +38,12 @@ const ADMISSION_LOCK: i64 = 0x766d_6161_735f_6164;
 /// statements before PostgreSQL ends it: a replica frozen holding the
 /// admission lock holds the others' admissions no longer than this.
 const ADMISSION_IDLE_TIMEOUT: &str = "SET LOCAL idle_in_transaction_session_timeout = '800ms'";
+
+/// Where each admission in a group begins.
+const MARK: &str = "SAVEPOINT vmaas_admission";
+
+/// Takes the group's transaction back to where the admission under way began.
+const UNDO: &str = "ROLLBACK TO SAVEPOINT vmaas_admission";
 
 /// Most admissions one transaction holds: bounds how long the lock is
 /// held for the other replicas, and how long the first member waits.
@@ -142,7 +152,7 @@ impl Drop for Admission {
         let base = Store { pinned: None, ..self.store.clone() };
         rt.spawn(async move {
             let mut group = Group { tx, members: member.before, outcome: member.outcome };
-            match sqlx::query("ROLLBACK TO SAVEPOINT vmaas_admission").execute(&mut *group.tx).await {
+            match sqlx::query(UNDO).execute(&mut *group.tx).await {
                 Ok(_) => pass_on(gate, group, &base, false).await,
                 Err(e) => tracing::warn!(error = %e, "an admission could not be rolled back alone: its group is undone"),
             }
@@ -158,7 +168,7 @@ impl Drop for Admission {
 /// group is never released (the commit does that).
 async fn pass_on(gate: TurnGuard, mut group: Group, store: &Store, mark: bool) {
     if store.gate.queued.load(Ordering::SeqCst) > 0 && group.members < MAX_GROUP {
-        if mark && let Err(e) = sqlx::query("SAVEPOINT vmaas_admission").execute(&mut *group.tx).await {
+        if mark && let Err(e) = sqlx::query(MARK).execute(&mut *group.tx).await {
             // The group is undone: its members are told so.
             return tracing::warn!(error = %e, "an admission group could not go on");
         }
@@ -241,11 +251,30 @@ impl Store {
         Ok(Admission { store, turn: Some(Turn { gate, member: Some(member) }) })
     }
 
-    /// A new transaction holding the admission lock (PostgreSQL).
+    /// A new transaction holding the admission lock (PostgreSQL), at the
+    /// savepoint its first admission begins at.
     async fn locked_transaction(&self) -> Result<Transaction<'static, Any>, StoreError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(ADMISSION_IDLE_TIMEOUT).execute(&mut *tx).await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(ADMISSION_LOCK).execute(&mut *tx).await?;
+        sqlx::query(MARK).execute(&mut *tx).await?;
         Ok(tx)
+    }
+
+    /// Stores new objects in the admission whose transaction is `pinned`
+    /// (PostgreSQL) with no savepoint of their own (two round trips fewer
+    /// while every replica's admissions wait): a create that fails takes
+    /// the admission back to its savepoint, where it began, so that the
+    /// transaction stays good for the rest of its group. Should even that
+    /// fail, the transaction is let go, and none of its group is told it
+    /// was stored. `None`: the admission holds no transaction any more.
+    pub(super) async fn insert_admitted(&self, pinned: &Pinned, new: &[&NewObject]) -> Option<Result<(), StoreError>> {
+        let mut held = pinned.lock().await;
+        let tx = held.as_mut()?;
+        let inserted = insert_created(tx, self.dialect, new).await;
+        if inserted.is_err() && sqlx::query(UNDO).execute(&mut **tx).await.is_err() {
+            held.take();
+        }
+        Some(inserted)
     }
 }

@@ -1,7 +1,8 @@
 //! Where a store operation runs: on a connection of the pool, or, inside
 //! an admission on PostgreSQL ([`Store::admission`]), on the admission's
 //! transaction: the admission's copy of the store runs every read and
-//! write there (a write is a savepoint in it).
+//! write there (a write is a savepoint in it; a create is not, see
+//! [`Store::insert_admitted`]).
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;

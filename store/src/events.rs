@@ -200,15 +200,18 @@ impl Numberer {
 }
 
 impl Store {
-    /// After a commit that wrote events: has them numbered (PostgreSQL;
-    /// not in an admission, whose commit asks) and tells this process's
-    /// watchers. The writer does not wait for the numbering: its events
-    /// are numbered by the next pass of this process's numbering task, or
-    /// by the next reader, whichever comes first.
+    /// After a commit that wrote events: has them numbered (PostgreSQL)
+    /// and tells this process's watchers. The writer does not wait for the
+    /// numbering: its events are numbered by the next pass of this
+    /// process's numbering task, or by the next reader, whichever comes
+    /// first. In an admission nothing is committed yet, and nobody is told:
+    /// its group's commit tells them once (a watcher woken before would
+    /// only read, and number, nothing).
     pub(super) fn events_written(&self) {
-        if self.pinned.is_none()
-            && let Some(n) = &self.numberer
-        {
+        if self.pinned.is_some() {
+            return;
+        }
+        if let Some(n) = &self.numberer {
             n.ask();
         }
         self.events_changed();

@@ -195,8 +195,14 @@ impl Store {
         }
     }
 
-    /// Stores new objects, in order, in one transaction of their own.
+    /// Stores new objects, in order, in one transaction of their own (in
+    /// an admission's, as [`Store::insert_admitted`] says).
     async fn insert_now(&self, new: &[&NewObject]) -> Result<(), StoreError> {
+        if let Some(pinned) = &self.pinned
+            && let Some(inserted) = self.insert_admitted(pinned, new).await
+        {
+            return inserted;
+        }
         let _w = self.write_lock().await;
         let mut c = self.conn().await?;
         let mut tx = c.begin().await?;

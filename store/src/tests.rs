@@ -393,3 +393,51 @@ async fn admissions_in_turn(store: Store, undone: bool) {
     assert_eq!(stored, kept, "what was kept is stored, and nothing else");
     assert_eq!(store.usage("acme").await.unwrap().virtual_machines, 12);
 }
+
+/// A create that fails in an admission (its name taken) leaves the
+/// admission's transaction good: committed after the failure, as a VM
+/// create does, it stores nothing of its own, and the admissions sharing
+/// the transaction (PostgreSQL, `VMAAS_TEST_DATABASE_URL`) keep theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_create_leaves_its_admissions_group_good() {
+    let dir = tempfile::tempdir().unwrap();
+    failed_creates_in_turn(Store::open_sqlite(dir.path()).await.unwrap()).await;
+    if let Some(url) = fresh_postgres().await {
+        failed_creates_in_turn(Store::connect(&url).await.unwrap()).await;
+        let again = Store::connect(&url).await.unwrap();
+        assert_eq!(again.usage("acme").await.unwrap().virtual_machines, 31, "what was acknowledged is what another connection finds");
+    }
+}
+
+/// 40 admissions at once, each creating a VM and committing whatever
+/// came of it; every fourth names the VM already called `taken`.
+async fn failed_creates_in_turn(store: Store) {
+    store.insert_template(&template("tpl"), Utc::now()).await.unwrap();
+    store.insert_vm(&vm("taken", "tpl")).await.unwrap();
+    let tasks: Vec<_> = (0..40)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let adm = store.admission().await.unwrap();
+                let name = if i % 4 == 0 { "taken".to_owned() } else { format!("vm{i}") };
+                let inserted = adm.store().insert_vm(&vm(&name, "tpl")).await;
+                adm.commit().await.unwrap();
+                (name, inserted.map_err(|e| e.to_string()))
+            })
+        })
+        .collect();
+    let mut kept = vec!["taken".to_owned()];
+    for t in tasks {
+        match t.await.unwrap() {
+            (name, Ok(())) => kept.push(name),
+            (name, Err(e)) => assert!(name == "taken" && e.contains("already exists"), "{name}: {e}"),
+        }
+    }
+    assert_eq!(kept.len(), 31, "every create but the ten of a taken name: {kept:?}");
+    let (rows, _) = store.list(ObjectKind::VirtualMachine, &Scope::All, &Filter { limit: 100, ..Default::default() }).await.unwrap();
+    let mut stored: Vec<String> = rows.into_iter().map(|r| r.name).collect();
+    stored.sort();
+    kept.sort();
+    assert_eq!(stored, kept, "what was kept is stored, and nothing else");
+    assert_eq!(store.usage("acme").await.unwrap().virtual_machines, 31);
+}
