@@ -186,7 +186,7 @@ impl Store {
 
     /// Hands new objects to be stored as [`Self::insert_all`] does, and
     /// returns once admission checks count them ([`Self::usage`], [`Self::vms_referring`]); they
-    /// are stored once [`Staged::committed`] says so. On SQLite they are
+    /// are stored once [`super::Staged::committed`] says so. On SQLite they are
     /// committed together with the others staged meanwhile (group commit).
     pub async fn stage_all(&self, new: &[&NewObject]) -> super::Staged {
         match (&self.mem, &self.commits) {
