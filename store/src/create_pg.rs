@@ -51,7 +51,7 @@ pub(super) async fn insert(tx: &mut sqlx::Transaction<'_, sqlx::Any>, new: &NewO
 }
 
 /// What a reference that failed names: the one the object has, or each of them.
-fn missing(new: &NewObject) -> String {
+pub(super) fn missing(new: &NewObject) -> String {
     let named: Vec<String> = new.refs.iter().map(|(target, role)| format!("{role} {target:?}")).collect();
     match named.as_slice() {
         [one] => format!("{one} does not exist"),

@@ -87,11 +87,24 @@ pub(super) async fn record(
     if dialect == Dialect::Postgres {
         return queue(tx, row, what, object).await;
     }
-    let insert = sqlx::query(
+    let insert = record_sql(1);
+    let seq: i64 = bind_event(sqlx::query(AssertSqlSafe(insert)), row, what, object).fetch_one(&mut **tx).await?.try_get("seq")?;
+    trim(tx, seq).await
+}
+
+/// The insert of an event numbered after the last (SQLite), returning
+/// its `seq`, its values placeholders from `$first` in [`bind_event`]'s order.
+pub(super) fn record_sql(first: usize) -> String {
+    let [k, o, t, ty, obj, at] = std::array::from_fn(|i| first + i);
+    format!(
         "INSERT INTO events (seq, kind, object_id, tenant, type, object, at) \
-         SELECT COALESCE(MAX(seq), 0) + 1, $1, $2, $3, $4, $5, $6 FROM events RETURNING seq",
-    );
-    let seq: i64 = bind_event(insert, row, what, object).fetch_one(&mut **tx).await?.try_get("seq")?;
+         SELECT COALESCE(MAX(seq), 0) + 1, ${k}, ${o}, ${t}, ${ty}, ${obj}, ${at} FROM events RETURNING seq"
+    )
+}
+
+/// After the event numbered `seq` was recorded (SQLite): every 1024th
+/// drops those more than [`KEPT`] behind.
+pub(super) async fn trim(tx: &mut sqlx::Transaction<'_, sqlx::Any>, seq: i64) -> Result<(), StoreError> {
     if seq % 1024 == 0 {
         sqlx::query("DELETE FROM events WHERE seq <= $1").bind(seq - KEPT).execute(&mut **tx).await?;
     }

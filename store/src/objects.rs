@@ -10,7 +10,6 @@ use vmaas_model::ObjectKind;
 
 use super::events::{self, EventType};
 use super::narrow::{Columns, Where};
-use super::statement::Statement;
 use super::usage;
 use super::{Dialect, Scope, Store, StoreError, ts};
 
@@ -26,19 +25,6 @@ fn not_found(kind: ObjectKind, id: &str) -> StoreError {
     StoreError::NotFound { kind: kind.human(), id: id.to_owned() }
 }
 
-/// Inserts `new` and its references within `tx`.
-async fn insert_row(tx: &mut sqlx::Transaction<'_, sqlx::Any>, new: &NewObject) -> Result<(), StoreError> {
-    let r = &new.row;
-    let taken = || format!("a {} named {:?} already exists", r.kind.human(), r.name);
-    let mut st = Statement::default();
-    let sql = format!("INSERT INTO objects ({COLUMNS}) VALUES {}", new.bind_values(&mut st)?);
-    st.bind(&sql).execute(&mut **tx).await.map_err(|e| refused(e, taken, String::new))?;
-    for (target, role) in &new.refs {
-        insert_ref(tx, &r.id, target, role, taken).await?;
-    }
-    Ok(())
-}
-
 /// Inserts `new`, in order, each with its references and its creation
 /// event, within `tx`.
 pub(super) async fn insert_created(
@@ -47,13 +33,10 @@ pub(super) async fn insert_created(
     new: &[&NewObject],
 ) -> Result<(), StoreError> {
     for n in new {
-        if dialect == Dialect::Postgres {
-            super::create_pg::insert(tx, n).await?;
-            continue;
+        match dialect {
+            Dialect::Postgres => super::create_pg::insert(tx, n).await?,
+            Dialect::Sqlite => super::create_sqlite::insert(tx, n).await?,
         }
-        insert_row(tx, n).await?;
-        usage::record(tx, dialect, None, Some(&n.row)).await?;
-        events::record(tx, dialect, &n.row, EventType::Created).await?;
     }
     Ok(())
 }
