@@ -16,9 +16,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::events::{self, EventType};
-use super::objects::{NewObject, Row, StatusWrite, insert_created, update_status};
-use super::{Dialect, Mem, StoreError};
+use super::objects::{NewObject, Row, StatusWrite, insert_created};
+use super::{Dialect, Mem, StoreError, sqlite_writes};
 
 /// Most requests in one transaction.
 const MAX_BATCH: usize = 256;
@@ -210,13 +209,7 @@ async fn write(pool: &sqlx::AnyPool, requests: impl Iterator<Item = &Request>) -
                 insert_created(&mut tx, Dialect::Sqlite, &objects.iter().collect::<Vec<_>>()).await?;
                 true
             }
-            Work::Status(w) => {
-                let (wrote, changed) = update_status(&mut tx, &w.seen, &w.status, &w.state, &w.observed).await?;
-                if let Some(row) = changed {
-                    events::record(&mut tx, Dialect::Sqlite, &row, EventType::Updated).await?;
-                }
-                wrote
-            }
+            Work::Status(w) => sqlite_writes::write_status(&mut tx, w).await?,
         });
     }
     tx.commit().await?;

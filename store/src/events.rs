@@ -93,12 +93,22 @@ pub(super) async fn record(
 }
 
 /// The insert of an event numbered after the last (SQLite), returning
-/// its `seq`, its values placeholders from `$first` in [`bind_event`]'s order.
+/// its `seq`, its values' placeholders from `$first` in [`bind_event`]'s order.
 pub(super) fn record_sql(first: usize) -> String {
+    numbered_insert(first, "")
+}
+
+/// [`record_sql`], inserting only if the statement before it in the same
+/// query changed a row (`changes()`): no row is returned otherwise.
+pub(super) fn record_if_written_sql(first: usize) -> String {
+    numbered_insert(first, " HAVING changes() > 0")
+}
+
+fn numbered_insert(first: usize, having: &str) -> String {
     let [k, o, t, ty, obj, at] = std::array::from_fn(|i| first + i);
     format!(
         "INSERT INTO events (seq, kind, object_id, tenant, type, object, at) \
-         SELECT COALESCE(MAX(seq), 0) + 1, ${k}, ${o}, ${t}, ${ty}, ${obj}, ${at} FROM events RETURNING seq"
+         SELECT COALESCE(MAX(seq), 0) + 1, ${k}, ${o}, ${t}, ${ty}, ${obj}, ${at} FROM events{having} RETURNING seq"
     )
 }
 

@@ -35,7 +35,7 @@ pub(super) async fn insert_created(
     for n in new {
         match dialect {
             Dialect::Postgres => super::create_pg::insert(tx, n).await?,
-            Dialect::Sqlite => super::create_sqlite::insert(tx, n).await?,
+            Dialect::Sqlite => super::sqlite_writes::insert(tx, n).await?,
         }
     }
     Ok(())
