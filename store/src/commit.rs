@@ -16,7 +16,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::objects::{NewObject, Row, StatusWrite, insert_created};
+use super::objects::{NewObject, Row, insert_created};
+use super::row::StatusWrite;
 use super::{Dialect, Mem, StoreError, sqlite_writes};
 
 /// Most requests in one transaction.

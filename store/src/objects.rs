@@ -10,6 +10,7 @@ use vmaas_model::ObjectKind;
 
 use super::events::{self, EventType};
 use super::narrow::{Columns, Where};
+use super::row::StatusWrite;
 use super::usage;
 use super::{Dialect, Scope, Store, StoreError, ts};
 
@@ -39,15 +40,6 @@ pub(super) async fn insert_created(
         }
     }
     Ok(())
-}
-
-/// A status seen on a row at its version, to write unless the row changed since.
-#[derive(Debug, Clone)]
-pub(super) struct StatusWrite {
-    pub(super) seen: Row,
-    pub(super) status: String,
-    pub(super) state: String,
-    pub(super) observed: String,
 }
 
 /// Writes `status` on `seen`'s row within `tx` unless the row's version

@@ -149,3 +149,12 @@ pub(super) fn refused(e: sqlx::Error, taken: impl FnOnce() -> String, missing: i
         _ => e.into(),
     }
 }
+
+/// A status seen on a row at its version, to write unless the row changed since.
+#[derive(Debug, Clone)]
+pub(super) struct StatusWrite {
+    pub(super) seen: Row,
+    pub(super) status: String,
+    pub(super) state: String,
+    pub(super) observed: String,
+}

@@ -14,8 +14,7 @@ use sqlx::query::Query;
 use super::StoreError;
 use super::create_pg::missing;
 use super::events::{self, EventType};
-use super::objects::StatusWrite;
-use super::row::{COLUMNS, NewObject, Row, refused};
+use super::row::{COLUMNS, NewObject, Row, StatusWrite, refused};
 use super::statement::Statement;
 
 /// Inserts `new` with its references and its creation event, within `tx`.
