@@ -18,12 +18,8 @@ pub(super) async fn insert(tx: &mut sqlx::Transaction<'_, sqlx::Any>, new: &NewO
     let object = new.bind_values(&mut st)?;
     st.parts.push(format!("o AS (INSERT INTO objects ({COLUMNS}) VALUES {object})"));
     if !new.refs.is_empty() {
-        st.parts.push(format!("r AS (INSERT INTO refs (source, target, role) VALUES {})", st.rows(new.refs.len(), 3)));
-        for (target, role) in &new.refs {
-            st.text(r.id.as_str());
-            st.text(&**target);
-            st.text(&**role);
-        }
+        let refs = new.bind_refs(&mut st);
+        st.parts.push(format!("r AS (INSERT INTO refs (source, target, role) VALUES {refs})"));
     }
     let changes = usage::changes(&r.tenant, None, Some(r));
     if !changes.is_empty() {

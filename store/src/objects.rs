@@ -42,27 +42,12 @@ pub(super) async fn insert_created(
     Ok(())
 }
 
-/// Writes `status` on `seen`'s row within `tx` unless the row's version
+/// Writes `w`'s status on its row within `tx` unless the row's version
 /// moved on: whether it was written, and the row as it now is when its
 /// status changed (for its event).
-pub(super) async fn update_status(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    seen: &Row,
-    status: &str,
-    state: &str,
-    observed: &str,
-) -> Result<(bool, Option<Row>), StoreError> {
-    let r = sqlx::query("UPDATE objects SET status = $1, state = $2, observed = $3, observed_version = $4 WHERE id = $5 AND version = $4")
-        .bind(status)
-        .bind(state)
-        .bind(observed)
-        .bind(seen.version)
-        .bind(&seen.id)
-        .execute(&mut **tx)
-        .await?;
-    let written = r.rows_affected() > 0;
-    let changed = (written && *seen.status != *status).then(|| Row { status: status.into(), state: state.to_owned(), ..seen.clone() });
-    Ok((written, changed))
+pub(super) async fn update_status(tx: &mut sqlx::Transaction<'_, sqlx::Any>, w: &StatusWrite) -> Result<(bool, Option<Row>), StoreError> {
+    let written = w.bind(sqlx::query(StatusWrite::UPDATE)).execute(&mut **tx).await?.rows_affected() > 0;
+    Ok((written, (written && w.changes_status()).then(|| w.written())))
 }
 
 /// Inserts the reference of role `role` from `source` to `target` within
@@ -400,21 +385,22 @@ impl Store {
     /// Writes the status derived from `seen`, unless the object changed
     /// since (a new version, or removed): the next pass observes it afresh.
     pub async fn write_status(&self, seen: &Row, status: String, state: &str, observed: String) -> Result<bool, StoreError> {
+        let write = StatusWrite { seen: seen.clone(), status, state: state.to_owned(), observed };
         if let Some(commits) = &self.commits {
-            let write = StatusWrite { seen: seen.clone(), status, state: state.to_owned(), observed };
             return commits.write_status(write).await;
         }
         let _w = self.write_lock().await;
         let mut c = self.conn().await?;
         let mut tx = c.begin().await?;
         let before = self.status_held(&mut tx, seen).await?;
-        let (written, changed) = update_status(&mut tx, seen, &status, state, &observed).await?;
+        let (written, changed) = update_status(&mut tx, &write).await?;
         if let (Some(before), Some(after)) = (&before, &changed) {
             usage::record(&mut tx, self.dialect, Some(before), Some(after)).await?;
         }
         self.commit_recording(tx, changed.as_ref(), EventType::Updated).await?;
         if written {
-            self.with_mem(|m| m.set_status(&seen.id, status.into(), state, observed.into(), seen.version));
+            let StatusWrite { status, state, observed, .. } = write;
+            self.with_mem(|m| m.set_status(&seen.id, status.into(), &state, observed.into(), seen.version));
         }
         Ok(written)
     }

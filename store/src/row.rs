@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use sqlx::Row as _;
-use sqlx::any::AnyRow;
+use sqlx::any::{AnyArguments, AnyRow};
+use sqlx::query::Query;
 use vmaas_model::query::Narrowing;
 use vmaas_model::{Labels, Metadata, ObjectKind};
 
@@ -84,6 +85,18 @@ impl NewObject {
         let p = |i: usize| format!("${}", first + i);
         Ok(format!("({}, NULL, {})", (0..13).map(p).collect::<Vec<_>>().join(", "), p(13)))
     }
+
+    /// Binds its references in `st`, `(source, target, role)` each: the
+    /// `VALUES` rows of an insert into `refs` that take them (none: no rows).
+    pub(super) fn bind_refs(&self, st: &mut Statement) -> String {
+        let rows = st.rows(self.refs.len(), 3);
+        for (target, role) in &self.refs {
+            st.text(self.row.id.as_str());
+            st.text(&**target);
+            st.text(&**role);
+        }
+        rows
+    }
 }
 
 /// Filters and paging for lists.
@@ -157,4 +170,26 @@ pub(super) struct StatusWrite {
     pub(super) status: String,
     pub(super) state: String,
     pub(super) observed: String,
+}
+
+impl StatusWrite {
+    /// The update that writes it unless the row's version moved on, its
+    /// values `$1` to `$5` ([`Self::bind`]).
+    pub(super) const UPDATE: &'static str =
+        "UPDATE objects SET status = $1, state = $2, observed = $3, observed_version = $4 WHERE id = $5 AND version = $4";
+
+    /// `q` with its values bound, `$1` to `$5`, as [`Self::UPDATE`] takes them.
+    pub(super) fn bind<'q>(&self, q: Query<'q, sqlx::Any, AnyArguments>) -> Query<'q, sqlx::Any, AnyArguments> {
+        q.bind(self.status.clone()).bind(self.state.clone()).bind(self.observed.clone()).bind(self.seen.version).bind(self.seen.id.clone())
+    }
+
+    /// Whether it changes the status (not only the version it was derived from).
+    pub(super) fn changes_status(&self) -> bool {
+        *self.seen.status != *self.status
+    }
+
+    /// The row once it is written.
+    pub(super) fn written(&self) -> Row {
+        Row { status: self.status.as_str().into(), state: self.state.clone(), ..self.seen.clone() }
+    }
 }

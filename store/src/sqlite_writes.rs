@@ -8,13 +8,11 @@
 //! again one by one.
 
 use sqlx::Row as _;
-use sqlx::any::AnyArguments;
-use sqlx::query::Query;
 
 use super::StoreError;
 use super::create_pg::missing;
 use super::events::{self, EventType};
-use super::row::{COLUMNS, NewObject, Row, StatusWrite, refused};
+use super::row::{COLUMNS, NewObject, StatusWrite, refused};
 use super::statement::Statement;
 
 /// Inserts `new` with its references and its creation event, within `tx`.
@@ -24,12 +22,7 @@ pub(super) async fn insert(tx: &mut sqlx::Transaction<'_, sqlx::Any>, new: &NewO
     let object = new.bind_values(&mut st)?;
     let mut sql = format!("INSERT INTO objects ({COLUMNS}) VALUES {object}; ");
     if !new.refs.is_empty() {
-        sql.push_str(&format!("INSERT INTO refs (source, target, role) VALUES {}; ", st.rows(new.refs.len(), 3)));
-        for (target, role) in &new.refs {
-            st.text(r.id.as_str());
-            st.text(&**target);
-            st.text(&**role);
-        }
+        sql.push_str(&format!("INSERT INTO refs (source, target, role) VALUES {}; ", new.bind_refs(&mut st)));
     }
     sql.push_str(&events::record_sql(st.next()));
     let object = super::mem::api_json(r)?;
@@ -44,21 +37,15 @@ pub(super) async fn insert(tx: &mut sqlx::Transaction<'_, sqlx::Any>, new: &NewO
 /// moved on, with the event of the change when the status changed: whether
 /// it was written.
 pub(super) async fn write_status(tx: &mut sqlx::Transaction<'_, sqlx::Any>, w: &StatusWrite) -> Result<bool, StoreError> {
-    const UPDATE: &str = "UPDATE objects SET status = $1, state = $2, observed = $3, observed_version = $4 WHERE id = $5 AND version = $4";
-    if *w.seen.status == *w.status {
-        return Ok(bind_status(sqlx::query(UPDATE), w).execute(&mut **tx).await?.rows_affected() > 0);
+    if !w.changes_status() {
+        return Ok(w.bind(sqlx::query(StatusWrite::UPDATE)).execute(&mut **tx).await?.rows_affected() > 0);
     }
-    let changed = Row { status: w.status.as_str().into(), state: w.state.clone(), ..w.seen.clone() };
-    let sql = format!("{UPDATE}; {}", events::record_if_written_sql(6));
-    let q = bind_status(sqlx::query(sqlx::AssertSqlSafe(sql)), w);
+    let changed = w.written();
+    let sql = format!("{}; {}", StatusWrite::UPDATE, events::record_if_written_sql(6));
+    let q = w.bind(sqlx::query(sqlx::AssertSqlSafe(sql)));
     let q = events::bind_event(q, &changed, EventType::Updated, super::mem::api_json(&changed)?);
     // Every statement's rows (`fetch_optional` would stop at the update's result).
     let Some(row) = q.fetch_all(&mut **tx).await?.pop() else { return Ok(false) };
     events::trim(tx, row.try_get("seq")?).await?;
     Ok(true)
-}
-
-/// `q` with `w`'s values bound, `$1` to `$5`.
-fn bind_status<'q>(q: Query<'q, sqlx::Any, AnyArguments>, w: &StatusWrite) -> Query<'q, sqlx::Any, AnyArguments> {
-    q.bind(w.status.clone()).bind(w.state.clone()).bind(w.observed.clone()).bind(w.seen.version).bind(w.seen.id.clone())
 }

@@ -386,11 +386,8 @@ async fn admissions_in_turn(store: Store, undone: bool) {
     }
     assert_eq!(kept.len(), 12, "a limit of 12 decided in turn: {kept:?}");
     assert!(gave_up > 0, "some gave up after writing");
-    let (rows, _) = store.list(ObjectKind::VirtualMachine, &Scope::All, &Filter { limit: 100, ..Default::default() }).await.unwrap();
-    let mut stored: Vec<String> = rows.into_iter().map(|r| r.name).collect();
-    stored.sort();
     kept.sort();
-    assert_eq!(stored, kept, "what was kept is stored, and nothing else");
+    assert_eq!(stored_vm_names(&store).await, kept, "what was kept is stored, and nothing else");
     assert_eq!(store.usage("acme").await.unwrap().virtual_machines, 12);
 }
 
@@ -434,10 +431,15 @@ async fn failed_creates_in_turn(store: Store) {
         }
     }
     assert_eq!(kept.len(), 31, "every create but the ten of a taken name: {kept:?}");
-    let (rows, _) = store.list(ObjectKind::VirtualMachine, &Scope::All, &Filter { limit: 100, ..Default::default() }).await.unwrap();
-    let mut stored: Vec<String> = rows.into_iter().map(|r| r.name).collect();
-    stored.sort();
     kept.sort();
-    assert_eq!(stored, kept, "what was kept is stored, and nothing else");
+    assert_eq!(stored_vm_names(&store).await, kept, "what was kept is stored, and nothing else");
     assert_eq!(store.usage("acme").await.unwrap().virtual_machines, 31);
+}
+
+/// The names of the VMs `store` holds (at most 100), sorted.
+async fn stored_vm_names(store: &Store) -> Vec<String> {
+    let (rows, _) = store.list(ObjectKind::VirtualMachine, &Scope::All, &Filter { limit: 100, ..Default::default() }).await.unwrap();
+    let mut names: Vec<String> = rows.into_iter().map(|r| r.name).collect();
+    names.sort();
+    names
 }
