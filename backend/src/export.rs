@@ -90,11 +90,49 @@ pub async fn sha256_of(path: &Path) -> Result<(String, u64), BackendError> {
     hashed.await.map_err(|e| BackendError::transient(context.clone(), e))?.map_err(|e| BackendError::transient(context, e))
 }
 
+/// An export composed as it is read ([`crate::qcow2`]): no file of its
+/// own, its length known before its first byte, and its source held
+/// unchanged (a VM kept from booting) until this is dropped.
+pub struct ExportStream {
+    /// The image.
+    pub image: std::sync::Arc<crate::qcow2::Composed>,
+    /// What keeps the disk under it unchanged while it is read.
+    pub held: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for ExportStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExportStream").field("size", &self.image.size()).finish_non_exhaustive()
+    }
+}
+
+impl ExportStream {
+    /// The SHA-256 (lowercase hex) of the whole image, read off the async runtime.
+    pub async fn sha256(&self) -> Result<String, BackendError> {
+        let mut r = self.image.reader();
+        let hashed = tokio::task::spawn_blocking(move || -> std::io::Result<String> {
+            use sha2::Digest;
+            let mut h = sha2::Sha256::new();
+            std::io::copy(&mut r, &mut h)?;
+            Ok(format!("{:x}", h.finalize()))
+        });
+        let context = "hashing the composed export";
+        hashed.await.map_err(|e| BackendError::transient(context, e))?.map_err(|e| BackendError::transient(context, e))
+    }
+}
+
 /// Makes exports.
 #[async_trait]
 pub trait Exports: Send + Sync {
     /// The export of `what`, made now (or kept from before when it cannot have changed).
     async fn export(&self, what: &ExportSource) -> Result<ExportFile, BackendError>;
+
+    /// The export of `what` composed as it is read, when this backend can
+    /// compose it (else `None`: [`Exports::export`] makes its file).
+    async fn stream(&self, what: &ExportSource) -> Result<Option<ExportStream>, BackendError> {
+        let _ = what;
+        Ok(None)
+    }
 
     /// Whether the disk of `what` is made yet (a VM never started may have
     /// none: then it has nothing to carry when it moves).

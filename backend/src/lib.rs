@@ -23,6 +23,7 @@
 //! - [`volume`]: what a volume driver is given and reports, and volumes on VMs.
 //! - [`snapshot`]: what a snapshot driver is given and reports.
 //! - [`export`]: disks taken away as self-contained qcow2 files.
+//! - [`qcow2`]: a qcow2 image composed from a chain of disk files as it is read.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -36,6 +37,7 @@ pub mod host;
 pub mod image;
 pub mod nat;
 pub mod network;
+pub mod qcow2;
 pub mod snapshot;
 pub mod vm;
 pub mod volume;
@@ -46,7 +48,7 @@ pub use balancer::{BalancerDriver, BalancerObservation, BalancerProblem, Balance
 pub use console::{Console, Consoles, Display, DisplayStream};
 pub use driver::{Cleanup, Driver, Requeue, Target, Wake};
 pub use error::{BackendError, ErrorKind};
-pub use export::{Arrivals, ExportFile, ExportSource, Exports};
+pub use export::{Arrivals, ExportFile, ExportSource, ExportStream, Exports};
 pub use host::{Demand, HostCapacity, Quarantined, Room, Usage, VmMemory};
 pub use image::{CatalogImage, Credentials, ImageDriver, ImageFile, ImageImport, ImageObservation, ImageTarget, ImageUploads, Upload};
 pub use nat::{NatDriver, NatObservation, NatSpec, NatTarget};

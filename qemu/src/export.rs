@@ -1,4 +1,7 @@
-//! Exports on this host: the disk asked for, converted by `qemu-img
+//! Exports on this host. A stopped VM's disk is composed as it is read
+//! ([`crate::export_map`]): no file, the VM kept from booting until the
+//! export ends. Otherwise (a volume, a snapshot's disk, a chain with
+//! compressed clusters) the disk asked for is converted by `qemu-img
 //! convert` into one qcow2 file without a backing file (the image under the
 //! disk folded in), under `DATA_DIR/exports/`. A VM's disk and a volume are
 //! converted for each export, not hashed (the server hashes the bytes as it
@@ -19,7 +22,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use async_trait::async_trait;
 use tracing::info;
 use vmaas_backend::export::Partial;
-use vmaas_backend::{BackendError, ExportFile, ExportSource, Exports};
+use vmaas_backend::{BackendError, ExportFile, ExportSource, ExportStream, Exports};
 
 use crate::Vms;
 use crate::volumes::Volumes;
@@ -80,6 +83,18 @@ impl Exporter {
         Ok(ExportFile { path: out, size, sha256, temporary })
     }
 
+    /// The stopped VM `id`, locked.
+    async fn stopped(&self, id: &str) -> Result<tokio::sync::OwnedMutexGuard<crate::vm::Vm>, BackendError> {
+        let Some(h) = self.0.handle(id) else {
+            return Err(BackendError::invalid("exporting a disk", "the disk is not made yet: its VM has never started"));
+        };
+        let vm = h.lock_owned().await;
+        if vm.running().is_some() {
+            return Err(BackendError::invalid("exporting a disk", "the VM is running: stop it first"));
+        }
+        Ok(vm)
+    }
+
     /// A snapshot's export kept from before, if whole.
     async fn kept(out: &Path) -> Option<ExportFile> {
         let sha256 = tokio::fs::read_to_string(out.with_extension("sha256")).await.ok()?;
@@ -100,19 +115,28 @@ impl Exports for Exporter {
         })
     }
 
+    /// A stopped VM's disk is composed as it is read, the VM kept from
+    /// booting (and from a restore) until the export ends; a volume or a
+    /// snapshot's disk is converted into a file.
+    async fn stream(&self, what: &ExportSource) -> Result<Option<ExportStream>, BackendError> {
+        let ExportSource::VmDisk(id) = what else { return Ok(None) };
+        let vm = self.stopped(id).await?;
+        let disk = vm.path(crate::vm::BOOT_DISK);
+        if !tokio::fs::try_exists(&disk).await.unwrap_or(false) {
+            return Err(BackendError::invalid("exporting a disk", "the disk is not made yet: its VM has never started"));
+        }
+        let Some(image) = crate::export_map::composed(&self.0.cfg.qemu_img, &disk).await? else { return Ok(None) };
+        info!(vm = %id, bytes = image.size(), "disk exported as it is read");
+        Ok(Some(ExportStream { image: Arc::new(image), held: Box::new(vm.exporting.clone()) }))
+    }
+
     async fn export(&self, what: &ExportSource) -> Result<ExportFile, BackendError> {
         let vms = &self.0;
         let temp = || vms.data_dir().join("exports").join(format!("{}.qcow2", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
         match what {
             ExportSource::VmDisk(id) => {
-                let Some(h) = vms.handle(id) else {
-                    return Err(BackendError::invalid("exporting a disk", "the disk is not made yet: its VM has never started"));
-                };
                 // Held while converting: the VM is not started meanwhile.
-                let vm = h.lock().await;
-                if vm.running().is_some() {
-                    return Err(BackendError::invalid("exporting a disk", "the VM is running: stop it first"));
-                }
+                let vm = self.stopped(id).await?;
                 self.convert(&vm.path(crate::vm::BOOT_DISK), temp(), true).await
             }
             ExportSource::Volume(id) => self.convert(&Volumes::path(&vms.volume_dir(), id), temp(), true).await,

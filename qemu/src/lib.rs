@@ -63,6 +63,7 @@ pub mod disk_snapshots;
 pub mod display;
 pub mod egress;
 mod export;
+mod export_map;
 mod fetch_proxy;
 mod forwards;
 mod gateway;

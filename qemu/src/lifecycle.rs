@@ -56,6 +56,10 @@ fn starting(reason: &str, message: &str) -> Phase {
 impl Vms {
     /// Makes one step towards `t` for `vm`.
     pub(crate) async fn ensure_vm(&self, vm: &mut Vm, t: &VmTarget) -> Result<(Observation, Requeue), BackendError> {
+        if vm.exported() && (t.spec.power != PowerState::Stopped || vm.restore_asked(t)) {
+            let phase = starting("DiskExported", "its disk is being exported; it boots (or is restored) once the export ends");
+            return Ok((vm.observation(phase), Requeue::after(STEP)));
+        }
         if let Err(reason) = self.restore_step(vm, t).await {
             vm.failed = Some((t.version, reason.clone()));
             return Ok((vm.observation(Phase::Failed(reason)), Requeue::AwaitChange));

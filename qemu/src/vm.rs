@@ -55,6 +55,9 @@ pub(crate) struct Vm {
     pub(crate) boot: Option<crate::clone::BootPath>,
     /// Its guest was frozen by a pause (QMP `stop`), and not let go on yet.
     pub(crate) paused: bool,
+    /// Held by each export of its disk under way that reads the disk in
+    /// place ([`Vm::exported`]).
+    pub(crate) exporting: Arc<()>,
 }
 
 impl Vm {
@@ -81,7 +84,19 @@ impl Vm {
             migration_failed: None,
             boot: None,
             paused: false,
+            exporting: Arc::new(()),
         }
+    }
+
+    /// Whether an export reads its disk in place now: until it ends, the
+    /// guest does not boot and no restore writes the disk.
+    pub(crate) fn exported(&self) -> bool {
+        Arc::strong_count(&self.exporting) > 1
+    }
+
+    /// Whether `t` asks for a restore of this VM not made yet.
+    pub(crate) fn restore_asked(&self, t: &vmaas_backend::VmTarget) -> bool {
+        t.spec.restore_from.is_some() && t.spec.requests.restore > self.file.restores
     }
 
     /// How its running QEMU was started, for its status (after a server

@@ -137,7 +137,7 @@ impl Vms {
     /// starts the guest again if it should run. A snapshot that is not
     /// here fails the VM, saying so.
     pub(crate) async fn restore_step(&self, vm: &mut Vm, t: &VmTarget) -> Result<(), Reason> {
-        let (Some(snapshot), true) = (t.spec.restore_from.as_deref(), t.spec.requests.restore > vm.file.restores) else {
+        let (Some(snapshot), true) = (t.spec.restore_from.as_deref(), vm.restore_asked(t)) else {
             return Ok(());
         };
         if let Some(p) = vm.running() {

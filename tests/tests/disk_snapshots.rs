@@ -358,6 +358,7 @@ async fn an_exported_disk_imports_again_and_boots_to_the_same_content() {
     let (st, _) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{vm}"), Some(&t), Some(stop)).await;
     assert_eq!(st, 200);
     wait_until(&s, &t, &vm, "STOPPED", 60, |v| state(Some(v)) == "VIRTUAL_MACHINE_STATE_STOPPED").await;
+    grow_by_128_mib(&s.data_dir.join("vms").join(&vm).join("disk.qcow2"));
 
     // Exported through the CLI: one qcow2 file, no backing file, its SHA-256 checked.
     let dir = tempfile::tempdir().unwrap();
@@ -372,14 +373,40 @@ async fn an_exported_disk_imports_again_and_boots_to_the_same_content() {
     let sum = std::process::Command::new("sha256sum").arg(&file).output().unwrap();
     let sum = String::from_utf8_lossy(&sum.stdout).split_whitespace().next().unwrap_or_default().to_owned();
     assert!(said.contains(&sum), "the CLI reports the file's SHA-256 {sum}: {said}");
-    assert!(!s.data_dir.join("exports").read_dir().map(|mut d| d.next().is_some()).unwrap_or(false), "the export's temporary file is gone");
+    assert!(!s.data_dir.join("exports").read_dir().map(|mut d| d.next().is_some()).unwrap_or(false), "no file was made for it");
 
-    // Imported again, it boots to the same content.
+    // An export under way (its disk read in place) keeps the VM from
+    // booting until it ends.
+    let url = format!("{}{V1}/virtual_machines/{vm}/export", s.endpoint);
+    let held = reqwest::Client::new().get(url).header("te", "trailers").bearer_auth(&t).send().await.unwrap();
+    assert_eq!(held.status(), 200);
+    let start = json!({"object": {"spec": {"state": "started"}}});
+    let (st, e) = s.raw(Method::PATCH, &format!("{V1}/virtual_machines/{vm}"), Some(&t), Some(start)).await;
+    assert_eq!(st, 200, "{e}");
+    let waiting = wait_until(&s, &t, &vm, "waiting for its export", 30, |v| v.to_string().contains("DiskExported")).await;
+    assert_ne!(state(Some(&waiting)), "VIRTUAL_MACHINE_STATE_RUNNING", "{waiting}");
+    drop(held);
+
+    // Imported again, it boots to the same content; the first boots too.
     let out = s.cli(&t, &["image", "import", "copy", file.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     booted(&s, &t, "again", "copy").await;
     let text = run(&s, &t, "again", READ_MARK);
     assert!(text.contains(&format!("MARK={}|", &mark[..32])), "the re-imported disk lacks what the guest wrote:\n{text}");
+    wait_ready(&s, &t, &vm).await;
+}
+
+/// Grows the qcow2 file `disk` (of a stopped VM) by 128 MiB, written
+/// with a pattern: an export of it is then far more than every buffer
+/// between the server and a client that holds it unread.
+fn grow_by_128_mib(disk: &std::path::Path) {
+    let info = std::process::Command::new("qemu-img").args(["info", "--output=json"]).arg(disk).output().unwrap();
+    let end = serde_json::from_slice::<Value>(&info.stdout).unwrap()["virtual-size"].as_u64().unwrap();
+    let st = std::process::Command::new("qemu-img").arg("resize").arg(disk).arg("+128M").status().unwrap();
+    assert!(st.success());
+    let write = format!("write -q -P 0x5a {end} 128M");
+    let st = std::process::Command::new("qemu-io").args(["-f", "qcow2", "-c", &write]).arg(disk).status().unwrap();
+    assert!(st.success());
 }
 
 /// Whether the ext4 file system in qcow2 `file` (and its backing chain)

@@ -5,12 +5,15 @@
 //! says `TE: trailers` gets them as trailers after the body when they are
 //! not known before it (the file hashed as it is sent, chunked, its length
 //! in `X-Export-Length`); any other gets them before the body, the file
-//! hashed first. The body is sent only once the file is whole; a
-//! conversion that fails is an error, never a 200. Each export holds a place among
-//! its tenant's exports under way, and its file's bytes count against the
-//! tenant's disk quota, until the body is sent or the client goes away
-//! ([`crate::export_slots`]); a client that goes away stops the conversion
-//! and its file is removed.
+//! hashed first. A disk the backend composes as it is read (a stopped
+//! VM's on the qemu backend) is sent from its first byte with no file of
+//! its own, and a read failing mid-way cuts the body short (never a
+//! whole-looking body with a wrong digest); any other is sent only once
+//! its file is whole, and a conversion that fails is an error, never a
+//! 200. Each export holds a place among its tenant's exports under way,
+//! and a file made for it counts against the tenant's disk quota, until
+//! the body is sent or the client goes away ([`crate::export_slots`]); a
+//! client that goes away stops the conversion and its file is removed.
 
 use axum::body::Body;
 use axum::extract::{Path, Query, State};

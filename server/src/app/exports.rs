@@ -1,21 +1,24 @@
 //! Exports: a stopped VM's disk, a volume not on a running VM, or a
-//! snapshot's disk, made into one self-contained qcow2 file (the image
-//! under it folded in, so an image import takes it back); a conversion
-//! that fails is an error. Its SHA-256 comes before the body when known
-//! (a snapshot's kept export) or asked for first ([`DigestAt::First`]:
-//! the file is hashed before its first byte is sent), else after it
-//! ([`DigestAt::After`]: hashed as it is read and sent). Each export
-//! holds a place among its tenant's exports under way, and its file's
-//! bytes count against the tenant's disk quota, until the file is sent or
-//! the stream is dropped ([`crate::export_slots`]); dropping it removes a
-//! temporary file.
+//! snapshot's disk, as one self-contained qcow2 (the image under it folded
+//! in, so an image import takes it back). A backend that can compose it
+//! as it is read ([`vmaas_backend::ExportStream`]: a stopped VM's disk on
+//! this host) sends it from its first byte with no file of its own; else
+//! it is converted into a file first, and a conversion that fails is an
+//! error. Its SHA-256 comes before the body when known (a snapshot's kept
+//! export) or asked for first ([`DigestAt::First`]: the bytes are hashed
+//! before the first is sent), else after it ([`DigestAt::After`]: hashed
+//! as they are read and sent). Each export holds a place among its
+//! tenant's exports under way, and a file made for it counts against the
+//! tenant's disk quota, until it is sent or the stream is dropped
+//! ([`crate::export_slots`]); dropping it removes a temporary file and
+//! lets a disk held unchanged go.
 
 use std::pin::Pin;
 
 use bytes::Bytes;
 use futures::Stream;
 use tracing::info;
-use vmaas_backend::{ExportFile, ExportSource};
+use vmaas_backend::{ExportFile, ExportSource, ExportStream};
 use vmaas_model::{ComputeInstanceSnapshot, ComputeInstanceSnapshotState, PowerState, VmState, Volume};
 
 use super::scope::scope;
@@ -117,15 +120,25 @@ async fn slot(s: &AppState, caller: &Caller, bytes: u64) -> Result<ExportSlot, A
 }
 
 /// Makes the export of `what` (named `name`, expected to hold `bytes`)
-/// in a place among the caller's exports, its digest where `at` says.
+/// in a place among the caller's exports, its digest where `at` says:
+/// composed as it is read when the backend can (no file, so nothing held
+/// against the disk quota), else converted into a file first.
 async fn export(s: &AppState, caller: &Caller, what: ExportSource, (name, bytes): (&str, u64), at: DigestAt) -> Result<Export, ApiError> {
     let exports =
         s.backend.exports().ok_or_else(|| ApiError::precondition(format!("the {} backend does not export disks", s.backend.name())))?;
+    if let Some(stream) = exports.stream(&what).await.map_err(failed)? {
+        let slot = s.exports.take(&caller.tenant, 0, None)?;
+        let sha256 = match at {
+            DigestAt::First => Some(stream.sha256().await.map_err(ApiError::internal)?),
+            DigestAt::After => None,
+        };
+        let size = stream.image.size();
+        info!(?what, bytes = size, sha256 = sha256.as_deref().unwrap_or("(after the body)"), "export composed as it is streamed");
+        let after = sha256.is_none();
+        return Ok(Export { name: name.to_owned(), size, sha256, body: Box::pin(pieces(Held::Composed(stream), slot, after)) });
+    }
     let mut slot = slot(s, caller, bytes).await?;
-    let file = exports.export(&what).await.map_err(|e| match e.kind {
-        vmaas_backend::ErrorKind::Invalid => ApiError::precondition(e.to_string()),
-        _ => ApiError::unavailable(format!("the export failed: {e}; try again")),
-    })?;
+    let file = exports.export(&what).await.map_err(failed)?;
     // Taken at once: dropped from here on (the client gone), the file goes.
     let mut file = Sent(file);
     slot.resize(file.0.size);
@@ -134,7 +147,16 @@ async fn export(s: &AppState, caller: &Caller, what: ExportSource, (name, bytes)
     }
     info!(?what, bytes = file.0.size, sha256 = file.0.sha256.as_deref().unwrap_or("(after the body)"), "export streamed");
     let (size, sha256) = (file.0.size, file.0.sha256.clone());
-    Ok(Export { name: name.to_owned(), size, sha256, body: Box::pin(pieces(file, slot)) })
+    let after = sha256.is_none();
+    Ok(Export { name: name.to_owned(), size, sha256, body: Box::pin(pieces(Held::File(file), slot, after)) })
+}
+
+/// The answer to a backend's failed export.
+fn failed(e: vmaas_backend::BackendError) -> ApiError {
+    match e.kind {
+        vmaas_backend::ErrorKind::Invalid => ApiError::precondition(e.to_string()),
+        _ => ApiError::unavailable(format!("the export failed: {e}; try again")),
+    }
 }
 
 /// An export being sent: a temporary file is removed when dropped.
@@ -148,16 +170,34 @@ impl Drop for Sent {
     }
 }
 
-/// The file in chunks of 1 MiB, each read (and, its digest not known,
-/// hashed: then the digest comes last) on the blocking pool, up to four
-/// chunks ahead of the client: a task waits while the client is slow, so
-/// a client reading slowly holds no thread. The file (if temporary) and
-/// the export's place go when the stream ends or is dropped (the client
-/// went away).
-fn pieces(file: Sent, slot: ExportSlot) -> impl Stream<Item = std::io::Result<Piece>> + Send {
+/// What an export's bytes are read from, held until they are sent.
+enum Held {
+    /// A file made for it (or kept).
+    File(Sent),
+    /// An image composed as it is read (its disk held unchanged meanwhile).
+    Composed(ExportStream),
+}
+
+impl Held {
+    /// Its bytes from the first (blocking: it may open a file).
+    fn open(&self) -> std::io::Result<Box<dyn std::io::Read + Send>> {
+        Ok(match self {
+            Self::File(f) => Box::new(std::fs::File::open(&f.0.path)?),
+            Self::Composed(c) => Box::new(c.image.reader()),
+        })
+    }
+}
+
+/// The export's bytes in chunks of 1 MiB, each read (and, with
+/// `digest_after`, hashed: then the digest comes last) on the blocking
+/// pool, up to four chunks ahead of the client: a task waits while the
+/// client is slow, so a client reading slowly holds no thread. What is
+/// held (a temporary file, a disk kept unchanged) and the export's place
+/// go when the stream ends or is dropped (the client went away).
+fn pieces(held: Held, slot: ExportSlot, digest_after: bool) -> impl Stream<Item = std::io::Result<Piece>> + Send {
     use sha2::Digest;
-    let hash = file.0.sha256.is_none().then(sha2::Sha256::new);
-    let mut reading = Reading { file: None, hash, done: false, held: (file, slot) };
+    let hash = digest_after.then(sha2::Sha256::new);
+    let mut reading = Reading { file: None, hash, done: false, held: (held, slot) };
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tokio::spawn(async move {
         loop {
@@ -180,16 +220,16 @@ fn pieces(file: Sent, slot: ExportSlot) -> impl Stream<Item = std::io::Result<Pi
     futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|p| (p, rx)) })
 }
 
-/// An export's file being read out.
+/// An export's bytes being read out.
 struct Reading {
-    /// The file, opened at the first read.
-    file: Option<std::fs::File>,
+    /// Its bytes, opened at the first read.
+    file: Option<Box<dyn std::io::Read + Send>>,
     /// The digest of what was read so far, if it is to be sent last.
     hash: Option<sha2::Sha256>,
     /// Whether the last piece went.
     done: bool,
-    /// The file's removal and the export's place, both let go with this.
-    held: (Sent, ExportSlot),
+    /// What its bytes come from and the export's place, both let go with this.
+    held: (Held, ExportSlot),
 }
 
 impl Reading {
@@ -223,7 +263,7 @@ impl Reading {
         use std::io::Read;
         let f = match &mut self.file {
             Some(f) => f,
-            None => self.file.insert(std::fs::File::open(&self.held.0.0.path)?),
+            None => self.file.insert(self.held.0.open()?),
         };
         let mut buf = vec![0u8; 1 << 20];
         let mut n = 0;
@@ -264,7 +304,7 @@ mod tests {
         let bytes: Vec<u8> = (0..(2 << 20) + 12345u32).map(|i| (i % 251) as u8).collect();
         let (file, slot, slots) = sent(dir.path(), &bytes, None);
         let path = file.0.path.clone();
-        let got: Vec<Piece> = pieces(file, slot).map(|p| p.expect("a piece")).collect().await;
+        let got: Vec<Piece> = pieces(Held::File(file), slot, true).map(|p| p.expect("a piece")).collect().await;
         let sizes: Vec<usize> = got.iter().filter_map(|p| if let Piece::Bytes(b) = p { Some(b.len()) } else { None }).collect();
         assert_eq!(sizes, [1 << 20, 1 << 20, 12345]);
         let body: Vec<u8> = got.iter().filter_map(|p| if let Piece::Bytes(b) = p { Some(b.to_vec()) } else { None }).flatten().collect();
@@ -279,12 +319,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let bytes = vec![7u8; 3 << 20];
         let (file, slot, _slots) = sent(dir.path(), &bytes, Some("known".into()));
-        let got: Vec<Piece> = pieces(file, slot).map(|p| p.expect("a piece")).collect().await;
+        let got: Vec<Piece> = pieces(Held::File(file), slot, false).map(|p| p.expect("a piece")).collect().await;
         assert_eq!(got.len(), 3, "three MiB, nothing after them");
         assert!(got.iter().all(|p| matches!(p, Piece::Bytes(_))));
         let (file, slot, slots) = sent(dir.path(), &bytes, None);
         let path = file.0.path.clone();
-        let mut stream = Box::pin(pieces(file, slot));
+        let mut stream = Box::pin(pieces(Held::File(file), slot, true));
         assert!(matches!(stream.next().await, Some(Ok(Piece::Bytes(_)))));
         drop(stream);
         // The read under way when the client left ends on the blocking pool.
