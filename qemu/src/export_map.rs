@@ -50,7 +50,7 @@ pub(crate) async fn composed(qemu_img: &Path, disk: &Path) -> Result<Option<Comp
     let (size, extents, files) = match plan(&chain, &mapped) {
         Ok(p) => p,
         Err(why) => {
-            info!(disk = %disk.display(), why, "the export is converted into a file: its data is not all in place");
+            info!(disk = %disk.display(), %why, "the export is converted into a file: its data is not all in place");
             return Ok(None);
         }
     };
@@ -61,28 +61,37 @@ pub(crate) async fn composed(qemu_img: &Path, disk: &Path) -> Result<Option<Comp
         .map_err(|e| BackendError::transient("composing the export", e))
 }
 
+/// Why a chain's data is not all in place.
+#[derive(Debug, thiserror::Error)]
+enum NotInPlace {
+    /// A file of the chain is of another format, encrypted or with a data file.
+    #[error("{file} is {format}, encrypted: {encrypted}, with a data file: {data_file}")]
+    Layer { file: String, format: String, encrypted: bool, data_file: bool },
+    /// `qemu-img info` named no file.
+    #[error("qemu-img named no file")]
+    NoFile,
+    /// A range reads from no place in a file (compressed clusters).
+    #[error("the {length} bytes at {start} are not in place (compressed, or not data)")]
+    Range { start: u64, length: u64 },
+}
+
 /// The guest's size, its extents and the chain's files, if every byte of
 /// data lies in place in a file of the chain; else why not.
-fn plan(chain: &[Layer], mapped: &[Mapped]) -> Result<(u64, Vec<Extent>, Vec<PathBuf>), String> {
+fn plan(chain: &[Layer], mapped: &[Mapped]) -> Result<(u64, Vec<Extent>, Vec<PathBuf>), NotInPlace> {
     for l in chain {
         let data_file = l.specific.as_ref().and_then(|s| s.pointer("/data/data-file")).is_some();
         if !matches!(l.format.as_str(), "qcow2" | "raw") || l.encrypted || data_file {
-            return Err(format!(
-                "{} is {}{}{}",
-                l.filename.display(),
-                l.format,
-                if l.encrypted { ", encrypted" } else { "" },
-                if data_file { ", with a data file" } else { "" }
-            ));
+            let file = l.filename.display().to_string();
+            return Err(NotInPlace::Layer { file, format: l.format.clone(), encrypted: l.encrypted, data_file });
         }
     }
-    let top = chain.first().ok_or("qemu-img named no file")?;
+    let top = chain.first().ok_or(NotInPlace::NoFile)?;
     let mut extents = Vec::with_capacity(mapped.len());
     for m in mapped {
         let source = match (m.zero || !m.present, m.data, m.offset) {
             (true, _, _) => Source::Zero,
             (false, true, Some(offset)) if !m.compressed && m.depth < chain.len() => Source::File { file: m.depth, offset },
-            _ => return Err(format!("the {} bytes at {} are not in place (compressed, or not data)", m.length, m.start)),
+            _ => return Err(NotInPlace::Range { start: m.start, length: m.length }),
         };
         extents.push(Extent { start: m.start, length: m.length, source });
     }

@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::error::ApiError;
 
@@ -14,6 +15,7 @@ use crate::error::ApiError;
 #[derive(Debug)]
 pub struct ExportSlots {
     per_tenant: usize,
+    stall: Duration,
     held: Mutex<HashMap<String, Held>>,
 }
 
@@ -32,9 +34,10 @@ pub struct ExportSlot {
 }
 
 impl ExportSlots {
-    /// At most `per_tenant` exports under way per tenant.
-    pub fn new(per_tenant: usize) -> Arc<Self> {
-        Arc::new(Self { per_tenant: per_tenant.max(1), held: Mutex::default() })
+    /// At most `per_tenant` exports under way per tenant, each waiting
+    /// at most `stall` for its client to take more of it.
+    pub fn new(per_tenant: usize, stall: Duration) -> Arc<Self> {
+        Arc::new(Self { per_tenant: per_tenant.max(1), stall, held: Mutex::default() })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
@@ -77,6 +80,11 @@ impl ExportSlots {
 }
 
 impl ExportSlot {
+    /// The longest its export waits for its client to take more of it.
+    pub fn stall(&self) -> Duration {
+        self.slots.stall
+    }
+
     /// The export's file turned out to hold `bytes`: counted from now on.
     pub fn resize(&mut self, bytes: u64) {
         let mut held = self.slots.lock();
@@ -106,7 +114,7 @@ mod tests {
 
     #[test]
     fn a_tenant_has_its_share_of_exports_and_of_its_disk_quota() {
-        let slots = ExportSlots::new(2);
+        let slots = ExportSlots::new(2, Duration::from_secs(300));
         let mut a = slots.take("acme", 100, Some(250)).unwrap();
         let e = slots.take("acme", 200, Some(250)).unwrap_err();
         assert_eq!(e.details[0].field, "quota.disk");

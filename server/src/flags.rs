@@ -176,6 +176,11 @@ pub struct TenantLimitArgs {
     /// Disk exports one tenant may have under way (converting or being sent).
     #[arg(long, env = "VMAAS_EXPORTS_PER_TENANT", default_value_t = crate::startup::EXPORTS_PER_TENANT)]
     pub exports_per_tenant: usize,
+    /// The longest a disk export waits for its client to take more of it;
+    /// past it the export is cut short, and its place, any file made for
+    /// it and a disk held for it are let go.
+    #[arg(long, env = "VMAAS_EXPORT_STALL_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub export_stall_timeout: std::time::Duration,
     /// Requests per second one tenant may make (REST, gRPC, event streams
     /// opened); past it: 429 with Retry-After. 0: unlimited.
     #[arg(long, env = "VMAAS_TENANT_RATE_LIMIT", default_value_t = crate::rate::DEFAULT_PER_SECOND)]

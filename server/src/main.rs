@@ -456,6 +456,7 @@ fn config(args: &ServeArgs, data_dir: PathBuf, listening: Listening) -> anyhow::
         image_retention: args.image_retention,
         image_imports_per_tenant: args.image_imports_per_tenant.max(1),
         exports_per_tenant: args.limits.exports_per_tenant.max(1),
+        export_stall: args.limits.export_stall_timeout.max(Duration::from_secs(1)),
         watches: args.limits.watches(),
         tenant_rate: args.limits.rate(),
         metrics_listen: args.metrics.metrics_listen,

@@ -53,6 +53,8 @@ pub struct Config {
     pub image_imports_per_tenant: usize,
     /// Disk exports one tenant may have under way at once.
     pub exports_per_tenant: usize,
+    /// The longest a disk export waits for its client to take more of it.
+    pub export_stall: Duration,
     /// How many event streams may be open.
     pub watches: crate::watches::WatchLimits,
     /// Requests per second each tenant may make, and in what bursts; none: unlimited.
@@ -96,6 +98,7 @@ impl Config {
             image_max_bytes: 64 << 30,
             image_imports_per_tenant: 4,
             exports_per_tenant: EXPORTS_PER_TENANT,
+            export_stall: Duration::from_secs(300),
             watches: Default::default(),
             tenant_rate: crate::rate::RateConfig::new(crate::rate::DEFAULT_PER_SECOND, 0),
             image_retention: None,
@@ -233,7 +236,7 @@ impl App {
             pools: Arc::new(config.pools.clone()),
             image_max_bytes: config.image_max_bytes,
             image_imports_per_tenant: config.image_imports_per_tenant,
-            exports: crate::export_slots::ExportSlots::new(config.exports_per_tenant),
+            exports: crate::export_slots::ExportSlots::new(config.exports_per_tenant, config.export_stall),
             watches: crate::watches::Watches::new(config.watches),
             rate: config.tenant_rate.map(|c| {
                 let rate = crate::rate::TenantRate::new(c);

@@ -193,12 +193,17 @@ impl Held {
 /// pool, up to four chunks ahead of the client: a task waits while the
 /// client is slow, so a client reading slowly holds no thread. What is
 /// held (a temporary file, a disk kept unchanged) and the export's place
-/// go when the stream ends or is dropped (the client went away).
+/// go when the stream ends or is dropped (the client went away), or once
+/// the client has taken nothing for the slot's stall time: then the body
+/// ends in an error, cut short, never looking whole.
 fn pieces(held: Held, slot: ExportSlot, digest_after: bool) -> impl Stream<Item = std::io::Result<Piece>> + Send {
     use sha2::Digest;
     let hash = digest_after.then(sha2::Sha256::new);
+    let stall = slot.stall();
     let mut reading = Reading { file: None, hash, done: false, held: (held, slot) };
     let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let whole = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ended = whole.clone();
     tokio::spawn(async move {
         loop {
             let Ok((r, piece)) = tokio::task::spawn_blocking(move || {
@@ -210,14 +215,32 @@ fn pieces(held: Held, slot: ExportSlot, digest_after: bool) -> impl Stream<Item 
                 return;
             };
             reading = r;
-            // The client gone, or nothing left: the file and place go.
-            let Some(piece) = piece else { return };
-            if tx.send(piece).await.is_err() {
+            // Nothing left, the client gone, or stalled: the file and place go.
+            let Some(piece) = piece else {
+                ended.store(true, std::sync::atomic::Ordering::SeqCst);
                 return;
+            };
+            match tokio::time::timeout(stall, tx.send(piece)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return,
+                Err(_) => {
+                    tracing::warn!(stall = ?stall, "an export's client took nothing for its stall time: the export is cut short");
+                    return;
+                }
             }
         }
     });
-    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|p| (p, rx)) })
+    futures::stream::unfold(Some(rx), move |rx| {
+        let whole = whole.clone();
+        async move {
+            let mut rx = rx?;
+            match rx.recv().await {
+                Some(p) => Some((p, Some(rx))),
+                None if whole.load(std::sync::atomic::Ordering::SeqCst) => None,
+                None => Some((Err(std::io::Error::other("the export was cut short: its client took nothing for too long")), None)),
+            }
+        }
+    })
 }
 
 /// An export's bytes being read out.
@@ -291,9 +314,19 @@ mod tests {
         bytes: &[u8],
         sha256: Option<String>,
     ) -> (Sent, ExportSlot, std::sync::Arc<crate::export_slots::ExportSlots>) {
+        stalling(dir, bytes, sha256, std::time::Duration::from_secs(300))
+    }
+
+    /// As [`sent`], its export waiting at most `stall` for its client.
+    fn stalling(
+        dir: &std::path::Path,
+        bytes: &[u8],
+        sha256: Option<String>,
+        stall: std::time::Duration,
+    ) -> (Sent, ExportSlot, std::sync::Arc<crate::export_slots::ExportSlots>) {
         let path = dir.join("e.qcow2");
         std::fs::write(&path, bytes).expect("write");
-        let slots = crate::export_slots::ExportSlots::new(4);
+        let slots = crate::export_slots::ExportSlots::new(4, stall);
         let slot = slots.take("acme", bytes.len() as u64, None).expect("a place");
         (Sent(ExportFile { path, size: bytes.len() as u64, sha256, temporary: true }), slot, slots)
     }
@@ -335,5 +368,24 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         panic!("an export dropped half sent keeps its file or its place");
+    }
+
+    #[tokio::test]
+    async fn an_export_its_client_stops_taking_is_cut_short_with_an_error_and_lets_go() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bytes = vec![9u8; 12 << 20];
+        let (file, slot, slots) = stalling(dir.path(), &bytes, None, std::time::Duration::from_millis(200));
+        let path = file.0.path.clone();
+        let mut stream = Box::pin(pieces(Held::File(file), slot, true));
+        assert!(matches!(stream.next().await, Some(Ok(Piece::Bytes(_)))));
+        // The client takes nothing for longer than the stall time.
+        tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+        assert!(!path.exists() && slots.bytes_of("acme") == 0, "a stalled export keeps its file or its place");
+        let rest: Vec<std::io::Result<Piece>> = stream.collect().await;
+        let taken = 1 + rest.iter().filter(|p| matches!(p, Ok(Piece::Bytes(_)))).count();
+        assert!(taken < 12, "all {taken} MiB came: nothing was cut");
+        let last = rest.last().expect("the stream ends with something");
+        assert!(last.as_ref().is_err_and(|e| e.to_string().contains("cut short")), "it ends in an error, not whole: {last:?}");
+        assert!(!rest.iter().any(|p| matches!(p, Ok(Piece::Digest(_)))), "no digest for a body cut short");
     }
 }
