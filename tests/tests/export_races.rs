@@ -7,7 +7,8 @@
 //! exports abandoned while converting leave no file and no `qemu-img`
 //! behind within 5 s; exports held unread count against the tenant's
 //! export limit, and an export past its disk quota is refused, each a 429
-//! naming the limit.
+//! naming the limit; one its client stops taking is cut short after
+//! `--export-stall-timeout`, its place let go.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -211,4 +212,33 @@ async fn abandoned_exports_leave_nothing_and_held_ones_count_against_the_limits(
     assert_eq!(e["details"][0]["field"], "quota.disk", "{e}");
     let (st, announced, received, _) = export(&http, &s, &t, &format!("volumes/{small}/export"), true).await;
     assert_eq!((st, &announced), (200, &received), "within its quota, a small export passes");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_export_its_client_stops_taking_is_cut_short_and_its_place_comes_back() {
+    let s = Server::start_qemu_with(&["--exports-per-tenant", "1", "--export-stall-timeout", "1s"]).await;
+    publish(&s, TINY);
+    let t = s.token("acme", false);
+    let (vol, file) = ready_volume(&s, &t, "held", "64Mi").await;
+    fill(&file, 48);
+    let path = format!("{V1}/volumes/{vol}/export");
+    let held = reqwest::Client::new().get(format!("{}{path}", s.endpoint)).bearer_auth(&t).send().await.unwrap();
+    assert_eq!(held.status(), 200);
+    let (st, e) = s.raw(Method::GET, &path, Some(&t), None).await;
+    assert_eq!(st, 429, "the second export while the first is held: {:.200}", e.to_string());
+    // Held unread past the stall time: the first is cut and its place comes back.
+    let since = Instant::now();
+    let mut again = 0;
+    while since.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        again = s.raw(Method::GET, &path, Some(&t), None).await.0;
+        if again == 200 {
+            break;
+        }
+    }
+    assert_eq!(again, 200, "the place of an export its client stopped taking comes back");
+    assert!(since.elapsed() >= Duration::from_millis(500), "the place came back before the stall time");
+    use http_body_util::BodyExt;
+    let got = reqwest::Body::from(held).collect().await;
+    assert!(got.is_err(), "a body cut short ends in an error, never looking whole");
 }
