@@ -80,13 +80,21 @@ impl Drop for Partial {
 /// off the async runtime: what an [`ExportFile`] says of its file.
 pub async fn sha256_of(path: &Path) -> Result<(String, u64), BackendError> {
     let p = path.to_owned();
+    sha256_read(format!("hashing {}", path.display()), move || std::fs::File::open(p)).await
+}
+
+/// The SHA-256 (lowercase hex) and length of what `open` gives to read,
+/// opened and read on the blocking pool; `context` names it in an error.
+async fn sha256_read<R: std::io::Read>(
+    context: String,
+    open: impl FnOnce() -> std::io::Result<R> + Send + 'static,
+) -> Result<(String, u64), BackendError> {
     let hashed = tokio::task::spawn_blocking(move || -> std::io::Result<(String, u64)> {
         use sha2::Digest;
         let mut h = sha2::Sha256::new();
-        let n = std::io::copy(&mut std::fs::File::open(&p)?, &mut h)?;
+        let n = std::io::copy(&mut open()?, &mut h)?;
         Ok((format!("{:x}", h.finalize()), n))
     });
-    let context = format!("hashing {}", path.display());
     hashed.await.map_err(|e| BackendError::transient(context.clone(), e))?.map_err(|e| BackendError::transient(context, e))
 }
 
@@ -109,15 +117,8 @@ impl std::fmt::Debug for ExportStream {
 impl ExportStream {
     /// The SHA-256 (lowercase hex) of the whole image, read off the async runtime.
     pub async fn sha256(&self) -> Result<String, BackendError> {
-        let mut r = self.image.reader();
-        let hashed = tokio::task::spawn_blocking(move || -> std::io::Result<String> {
-            use sha2::Digest;
-            let mut h = sha2::Sha256::new();
-            std::io::copy(&mut r, &mut h)?;
-            Ok(format!("{:x}", h.finalize()))
-        });
-        let context = "hashing the composed export";
-        hashed.await.map_err(|e| BackendError::transient(context, e))?.map_err(|e| BackendError::transient(context, e))
+        let r = self.image.reader();
+        Ok(sha256_read("hashing the composed export".into(), move || Ok(r)).await?.0)
     }
 }
 

@@ -151,8 +151,8 @@ impl Layout {
 
 /// Writes `v` big-endian into `buf` at `at`.
 fn put(buf: &mut [u8], at: u64, v: &[u8]) {
-    let at = usize::try_from(at).unwrap_or(usize::MAX);
-    if let Some(dst) = buf.get_mut(at..at + v.len()) {
+    let range = usize::try_from(at).ok().and_then(|a| Some(a..a.checked_add(v.len())?));
+    if let Some(dst) = range.and_then(|r| buf.get_mut(r)) {
         dst.copy_from_slice(v);
     }
 }

@@ -228,7 +228,8 @@ impl DiskSnapshots {
         }
         args.extend([target.to_string_lossy().into_owned(), size]);
         let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
-        Ok(crate::volumes::qemu_img(&self.qemu_img, &args).await?)
+        crate::volumes::qemu_img(&self.qemu_img, &args).await?;
+        Ok(())
     }
 
     /// Copies the disks of snapshot `id` named in `dests` back over their
@@ -278,16 +279,8 @@ impl DiskSnapshots {
 
 /// What `qemu-img info` says of `file` (shared: QEMU may have it open).
 async fn qemu_img_info(bin: &Path, file: &Path) -> Result<Value, SnapshotError> {
-    let out = tokio::process::Command::new(bin)
-        .args(["info", "-U", "--output=json"])
-        .arg(file)
-        .output()
-        .await
-        .map_err(|source| DiskError::Run { bin: bin.to_owned(), source })?;
-    if !out.status.success() {
-        return Err(DiskError::QemuImg(String::from_utf8_lossy(&out.stderr).trim().to_owned()).into());
-    }
-    serde_json::from_slice(&out.stdout).map_err(|e| DiskError::QemuImg(format!("reading qemu-img info: {e}")).into())
+    let out = crate::volumes::qemu_img(bin, &["info".as_ref(), "-U".as_ref(), "--output=json".as_ref(), file.as_os_str()]).await?;
+    serde_json::from_slice(&out).map_err(|e| DiskError::QemuImg(format!("reading qemu-img info: {e}")).into())
 }
 
 /// The bytes `file` holds on disk.

@@ -3,8 +3,8 @@
 //! export ends. Otherwise (a volume, a snapshot's disk, a chain with
 //! compressed clusters) the disk asked for is converted by `qemu-img
 //! convert` into one qcow2 file without a backing file (the image under the
-//! disk folded in), under `DATA_DIR/exports/`. A VM's disk and a volume are
-//! converted for each export, not hashed (the server hashes the bytes as it
+//! disk folded in), under `DATA_DIR/exports/`. A volume (or a VM's disk
+//! not composed) is converted for each export, not hashed (the server hashes the bytes as it
 //! sends them), and the file is the server's to remove once streamed; a
 //! snapshot never changes, so its export is hashed once and kept beside it
 //! with its digest, and served again.

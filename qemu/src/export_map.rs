@@ -42,8 +42,12 @@ struct Mapped {
 /// The export of the chain whose top is `disk`, composed (its files
 /// opened); `None` when its data cannot be read in place.
 pub(crate) async fn composed(qemu_img: &Path, disk: &Path) -> Result<Option<Composed>, BackendError> {
-    let info = output(qemu_img, &["info", "-U", "--backing-chain", "--output=json"], disk).await?;
-    let map = output(qemu_img, &["map", "-U", "--output=json"], disk).await?;
+    let run = |args: &'static [&'static str]| async move {
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).chain([disk.as_os_str()]).collect();
+        crate::volumes::qemu_img(qemu_img, &args).await.map_err(|e| BackendError::transient("mapping the disk", e))
+    };
+    let info = run(&["info", "-U", "--backing-chain", "--output=json"]).await?;
+    let map = run(&["map", "-U", "--output=json"]).await?;
     let parse = |e: serde_json::Error| BackendError::transient("reading qemu-img's account of the disk", e);
     let chain: Vec<Layer> = serde_json::from_slice(&info).map_err(parse)?;
     let mapped: Vec<Mapped> = serde_json::from_slice(&map).map_err(parse)?;
@@ -96,22 +100,6 @@ fn plan(chain: &[Layer], mapped: &[Mapped]) -> Result<(u64, Vec<Extent>, Vec<Pat
         extents.push(Extent { start: m.start, length: m.length, source });
     }
     Ok((top.virtual_size, extents, chain.iter().map(|l| l.filename.clone()).collect()))
-}
-
-/// The standard output of `qemu-img ARGS disk`, killed if its caller goes.
-async fn output(bin: &Path, args: &[&str], disk: &Path) -> Result<Vec<u8>, BackendError> {
-    let out = tokio::process::Command::new(bin)
-        .args(args)
-        .arg(disk)
-        .kill_on_drop(true)
-        .output()
-        .await
-        .map_err(|e| BackendError::transient(format!("running {}", bin.display()), e))?;
-    if !out.status.success() {
-        let why = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-        return Err(BackendError::transient("mapping the disk", std::io::Error::other(why)));
-    }
-    Ok(out.stdout)
 }
 
 #[cfg(test)]

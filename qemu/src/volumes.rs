@@ -62,13 +62,14 @@ pub enum DiskError {
     Task(#[from] tokio::task::JoinError),
 }
 
-/// Runs `qemu-img` (`bin`) with `args`; its error output on failure.
-pub(crate) async fn qemu_img(bin: &Path, args: &[&OsStr]) -> Result<(), DiskError> {
+/// Runs `qemu-img` (`bin`) with `args`: its standard output, or its error
+/// output on failure.
+pub(crate) async fn qemu_img(bin: &Path, args: &[&OsStr]) -> Result<Vec<u8>, DiskError> {
     // Killed if its caller goes away (an export whose client left).
     let mut cmd = tokio::process::Command::new(bin);
     cmd.args(args).kill_on_drop(true);
     let out = cmd.output().await.map_err(|e| DiskError::Run { bin: bin.to_owned(), source: e })?;
-    if out.status.success() { Ok(()) } else { Err(DiskError::QemuImg(String::from_utf8_lossy(&out.stderr).trim().to_owned())) }
+    if out.status.success() { Ok(out.stdout) } else { Err(DiskError::QemuImg(String::from_utf8_lossy(&out.stderr).trim().to_owned())) }
 }
 
 /// What the header of the qcow2 or raw file at `path` says, off the runtime.

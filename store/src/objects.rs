@@ -46,7 +46,7 @@ pub(super) async fn insert_created(
 /// moved on: whether it was written, and the row as it now is when its
 /// status changed (for its event).
 pub(super) async fn update_status(tx: &mut sqlx::Transaction<'_, sqlx::Any>, w: &StatusWrite) -> Result<(bool, Option<Row>), StoreError> {
-    let written = w.bind(sqlx::query(StatusWrite::UPDATE)).execute(&mut **tx).await?.rows_affected() > 0;
+    let written = w.apply(tx).await?;
     Ok((written, (written && w.changes_status()).then(|| w.written())))
 }
 

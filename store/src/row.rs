@@ -183,6 +183,11 @@ impl StatusWrite {
         q.bind(self.status.clone()).bind(self.state.clone()).bind(self.observed.clone()).bind(self.seen.version).bind(self.seen.id.clone())
     }
 
+    /// Runs [`Self::UPDATE`] alone within `tx`: whether it wrote.
+    pub(super) async fn apply(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>) -> Result<bool, super::StoreError> {
+        Ok(self.bind(sqlx::query(Self::UPDATE)).execute(&mut **tx).await?.rows_affected() > 0)
+    }
+
     /// Whether it changes the status (not only the version it was derived from).
     pub(super) fn changes_status(&self) -> bool {
         *self.seen.status != *self.status

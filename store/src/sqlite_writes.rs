@@ -38,7 +38,7 @@ pub(super) async fn insert(tx: &mut sqlx::Transaction<'_, sqlx::Any>, new: &NewO
 /// it was written.
 pub(super) async fn write_status(tx: &mut sqlx::Transaction<'_, sqlx::Any>, w: &StatusWrite) -> Result<bool, StoreError> {
     if !w.changes_status() {
-        return Ok(w.bind(sqlx::query(StatusWrite::UPDATE)).execute(&mut **tx).await?.rows_affected() > 0);
+        return w.apply(tx).await;
     }
     let changed = w.written();
     let sql = format!("{}; {}", StatusWrite::UPDATE, events::record_if_written_sql(6));

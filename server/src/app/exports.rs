@@ -126,29 +126,25 @@ async fn slot(s: &AppState, caller: &Caller, bytes: u64) -> Result<ExportSlot, A
 async fn export(s: &AppState, caller: &Caller, what: ExportSource, (name, bytes): (&str, u64), at: DigestAt) -> Result<Export, ApiError> {
     let exports =
         s.backend.exports().ok_or_else(|| ApiError::precondition(format!("the {} backend does not export disks", s.backend.name())))?;
-    if let Some(stream) = exports.stream(&what).await.map_err(failed)? {
-        let slot = s.exports.take(&caller.tenant, 0, None)?;
-        let sha256 = match at {
-            DigestAt::First => Some(stream.sha256().await.map_err(ApiError::internal)?),
-            DigestAt::After => None,
-        };
-        let size = stream.image.size();
-        info!(?what, bytes = size, sha256 = sha256.as_deref().unwrap_or("(after the body)"), "export composed as it is streamed");
-        let after = sha256.is_none();
-        return Ok(Export { name: name.to_owned(), size, sha256, body: Box::pin(pieces(Held::Composed(stream), slot, after)) });
-    }
-    let mut slot = slot(s, caller, bytes).await?;
-    let file = exports.export(&what).await.map_err(failed)?;
-    // Taken at once: dropped from here on (the client gone), the file goes.
-    let mut file = Sent(file);
-    slot.resize(file.0.size);
-    if at == DigestAt::First {
-        file.0.hash().await.map_err(ApiError::internal)?;
-    }
-    info!(?what, bytes = file.0.size, sha256 = file.0.sha256.as_deref().unwrap_or("(after the body)"), "export streamed");
-    let (size, sha256) = (file.0.size, file.0.sha256.clone());
+    let (held, slot) = match exports.stream(&what).await.map_err(failed)? {
+        Some(stream) => (Held::Composed(stream), s.exports.take(&caller.tenant, 0, None)?),
+        None => {
+            let mut slot = slot(s, caller, bytes).await?;
+            // Taken at once: dropped from here on (the client gone), the file goes.
+            let file = Sent(exports.export(&what).await.map_err(failed)?);
+            slot.resize(file.0.size);
+            (Held::File(file), slot)
+        }
+    };
+    let sha256 = match (held.known_sha256(), at) {
+        (Some(known), _) => Some(known),
+        (None, DigestAt::First) => Some(held.sha256().await.map_err(ApiError::internal)?),
+        (None, DigestAt::After) => None,
+    };
+    let size = held.size();
+    info!(?what, bytes = size, sha256 = sha256.as_deref().unwrap_or("(after the body)"), "export streamed");
     let after = sha256.is_none();
-    Ok(Export { name: name.to_owned(), size, sha256, body: Box::pin(pieces(Held::File(file), slot, after)) })
+    Ok(Export { name: name.to_owned(), size, sha256, body: Box::pin(pieces(held, slot, after)) })
 }
 
 /// The answer to a backend's failed export.
@@ -179,6 +175,30 @@ enum Held {
 }
 
 impl Held {
+    /// Its length.
+    fn size(&self) -> u64 {
+        match self {
+            Self::File(f) => f.0.size,
+            Self::Composed(c) => c.image.size(),
+        }
+    }
+
+    /// Its SHA-256 (hex) if known before its bytes are read (a kept file's).
+    fn known_sha256(&self) -> Option<String> {
+        match self {
+            Self::File(f) => f.0.sha256.clone(),
+            Self::Composed(_) => None,
+        }
+    }
+
+    /// Its SHA-256 (hex), read through once now.
+    async fn sha256(&self) -> Result<String, vmaas_backend::BackendError> {
+        match self {
+            Self::File(f) => Ok(vmaas_backend::export::sha256_of(&f.0.path).await?.0),
+            Self::Composed(c) => c.sha256().await,
+        }
+    }
+
     /// Its bytes from the first (blocking: it may open a file).
     fn open(&self) -> std::io::Result<Box<dyn std::io::Read + Send>> {
         Ok(match self {
@@ -230,15 +250,12 @@ fn pieces(held: Held, slot: ExportSlot, digest_after: bool) -> impl Stream<Item 
             }
         }
     });
-    futures::stream::unfold(Some(rx), move |rx| {
-        let whole = whole.clone();
-        async move {
-            let mut rx = rx?;
-            match rx.recv().await {
-                Some(p) => Some((p, Some(rx))),
-                None if whole.load(std::sync::atomic::Ordering::SeqCst) => None,
-                None => Some((Err(std::io::Error::other("the export was cut short: its client took nothing for too long")), None)),
-            }
+    futures::stream::unfold(Some((rx, whole)), |state| async move {
+        let (mut rx, whole) = state?;
+        match rx.recv().await {
+            Some(p) => Some((p, Some((rx, whole)))),
+            None if whole.load(std::sync::atomic::Ordering::SeqCst) => None,
+            None => Some((Err(std::io::Error::other("the export was cut short: its client took nothing for too long")), None)),
         }
     })
 }
