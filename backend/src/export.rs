@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
+use vmaas_model::checksum::Checksum;
 
 use crate::error::BackendError;
 
@@ -79,21 +80,36 @@ impl Drop for Partial {
 /// The SHA-256 of the file at `path` (lowercase hex) and its length, read
 /// off the async runtime: what an [`ExportFile`] says of its file.
 pub async fn sha256_of(path: &Path) -> Result<(String, u64), BackendError> {
-    let p = path.to_owned();
-    sha256_read(format!("hashing {}", path.display()), move || std::fs::File::open(p)).await
+    digest_of(path, Checksum::Sha256).await
 }
 
-/// The SHA-256 (lowercase hex) and length of what `open` gives to read,
-/// opened and read on the blocking pool; `context` names it in an error.
-async fn sha256_read<R: std::io::Read>(
+/// The checksum `c` (lowercase hex) and length of the file at `path`, read off the async runtime.
+pub async fn digest_of(path: &Path, c: Checksum) -> Result<(String, u64), BackendError> {
+    let p = path.to_owned();
+    digest_read(format!("hashing {}", path.display()), move || std::fs::File::open(p), c).await
+}
+
+/// The checksum `c` (lowercase hex) and length of what `open` gives to
+/// read, opened and read on the blocking pool; `context` names it in an error.
+async fn digest_read<R: std::io::Read>(
     context: String,
     open: impl FnOnce() -> std::io::Result<R> + Send + 'static,
+    c: Checksum,
 ) -> Result<(String, u64), BackendError> {
     let hashed = tokio::task::spawn_blocking(move || -> std::io::Result<(String, u64)> {
-        use sha2::Digest;
-        let mut h = sha2::Sha256::new();
-        let n = std::io::copy(&mut open()?, &mut h)?;
-        Ok((format!("{:x}", h.finalize()), n))
+        let (mut r, mut h, mut n) = (open()?, c.hasher(), 0u64);
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) => return Ok((h.hex(), n)),
+                Ok(k) => {
+                    h.update(&buf[..k]);
+                    n += k as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
     });
     hashed.await.map_err(|e| BackendError::transient(context.clone(), e))?.map_err(|e| BackendError::transient(context, e))
 }
@@ -115,10 +131,10 @@ impl std::fmt::Debug for ExportStream {
 }
 
 impl ExportStream {
-    /// The SHA-256 (lowercase hex) of the whole image, read off the async runtime.
-    pub async fn sha256(&self) -> Result<String, BackendError> {
+    /// The checksum `c` (lowercase hex) of the whole image, read off the async runtime.
+    pub async fn digest(&self, c: Checksum) -> Result<String, BackendError> {
         let r = self.image.reader();
-        Ok(sha256_read("hashing the composed export".into(), move || Ok(r)).await?.0)
+        Ok(digest_read("hashing the composed export".into(), move || Ok(r), c).await?.0)
     }
 }
 

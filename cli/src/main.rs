@@ -461,9 +461,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 vnc::run(&client, &vm.id, &vm.metadata.name, listen, once).await
             }
             VmCmd::Ssh(args) => ssh::run(&client, args).await,
-            VmCmd::Export { vm, file } => {
+            VmCmd::Export { vm, file, checksum } => {
                 let vm = client.find_vm(&vm).await?;
-                snapshots::download(&client, &format!("/virtual_machines/{}/export", vm.id), &file).await
+                snapshots::download(&client, &format!("/virtual_machines/{}/export", vm.id), &file, checksum).await
             }
             VmCmd::Logs { vm } => {
                 let vm = client.find_vm(&vm).await?;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::Subcommand;
 use vmaas_client::Client;
+use vmaas_model::checksum::Checksum;
 use vmaas_model::{ComputeInstanceSnapshot, ComputeInstanceSnapshotSpec, ComputeInstanceSnapshotState, CreateObject};
 
 use crate::Format;
@@ -55,7 +56,7 @@ pub enum SnapshotCmd {
         #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
         timeout: Duration,
     },
-    /// Download one of its disks as one qcow2 file (SHA-256 checked); `vmaas image import` takes it back.
+    /// Download one of its disks as one qcow2 file (its checksum checked); `vmaas image import` takes it back.
     Export {
         /// The snapshot, by name or id.
         snapshot: String,
@@ -65,6 +66,9 @@ pub enum SnapshotCmd {
         /// The disk, as `vmaas snapshot get -o json` names it (default: the boot disk).
         #[arg(long)]
         disk: Option<String>,
+        /// The checksum the download is checked against: sha256, or crc32 (a sixth of the cost, on both sides).
+        #[arg(long, default_value = "sha256", value_parser = str::parse::<Checksum>)]
+        checksum: Checksum,
     },
     /// Delete one and its data.
     #[command(alias = "rm")]
@@ -124,13 +128,14 @@ async fn restore(client: &Client, snapshot: &str, stop: bool, wait: bool, timeou
     crate::output::vm(format, &done)
 }
 
-/// Downloads the export at `path` into `output`, showing progress on a terminal.
-pub(crate) async fn download(client: &Client, path: &str, output: &std::path::Path) -> anyhow::Result<()> {
+/// Downloads the export at `path` into `output`, checked against its
+/// checksum `c`, showing progress on a terminal.
+pub(crate) async fn download(client: &Client, path: &str, output: &std::path::Path, c: Checksum) -> anyhow::Result<()> {
     let mut bar = crate::progress::Bar::new();
-    eprintln!("exporting to {} (the server converts the disk first)", output.display());
-    let done = client.download_export(path, output, |n, total| bar.show(n, Some(total))).await?;
+    eprintln!("exporting to {}", output.display());
+    let done = client.download_export_checked(path, output, c, |n, total| bar.show(n, Some(total))).await?;
     bar.end();
-    eprintln!("wrote {} ({}), SHA-256 {}", output.display(), crate::output::bytes(done.bytes), done.sha256);
+    eprintln!("wrote {} ({}), {} {}", output.display(), crate::output::bytes(done.bytes), done.checksum, done.digest);
     Ok(())
 }
 
@@ -155,10 +160,10 @@ pub async fn snapshot(client: &Client, cmd: SnapshotCmd, format: Format) -> anyh
             one(format, &s, row(&s), &HEADER)
         }
         SnapshotCmd::Restore { snapshot, stop, wait, timeout } => restore(client, &snapshot, stop, wait, timeout, format).await,
-        SnapshotCmd::Export { snapshot, file, disk } => {
+        SnapshotCmd::Export { snapshot, file, disk, checksum } => {
             let s: ComputeInstanceSnapshot = client.find_object(SNAPSHOTS, &snapshot).await?;
             let query = disk.map(|d| format!("?disk={d}")).unwrap_or_default();
-            download(client, &format!("{SNAPSHOTS}/{}/export{query}", s.id), &file).await
+            download(client, &format!("{SNAPSHOTS}/{}/export{query}", s.id), &file, checksum).await
         }
         SnapshotCmd::Delete { snapshot } => {
             let s: ComputeInstanceSnapshot = client.find_object(SNAPSHOTS, &snapshot).await?;

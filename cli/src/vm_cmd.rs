@@ -176,13 +176,16 @@ pub(crate) enum VmCmd {
     },
     /// SSH to a VM's external address (`-- COMMAND` runs one command).
     Ssh(ssh::SshArgs),
-    /// Download a stopped VM's boot disk as one qcow2 file (SHA-256 checked); `vmaas image import` takes it back.
+    /// Download a stopped VM's boot disk as one qcow2 file (its checksum checked); `vmaas image import` takes it back.
     Export {
         /// Name or id.
         vm: String,
         /// The file to write (`-o` is the output format, as everywhere).
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
+        /// The checksum the download is checked against: sha256, or crc32 (a sixth of the cost, on both sides).
+        #[arg(long, default_value = "sha256", value_parser = str::parse::<vmaas_model::checksum::Checksum>)]
+        checksum: vmaas_model::checksum::Checksum,
     },
     /// Print a VM's buffered serial console output.
     Logs {

@@ -177,7 +177,8 @@ impl Cluster {
         // Each round leaves the fields the last refusal named; a few suffice.
         for _ in 0..4 {
             match api.patch(name, &PatchParams::apply(MANAGER).validation_strict(), &Patch::Apply(&yielded)).await {
-                Ok(object) => {
+                Ok(mut object) => {
+                    strip(&mut object);
                     if !conflicts.is_empty() {
                         warn!(kind = %ar.kind, namespace = ns, name, conflicts = %Conflict::describe(&conflicts), "applied without the fields other managers hold");
                     }
@@ -204,10 +205,13 @@ impl Cluster {
         let name = obj["metadata"]["name"].as_str().unwrap_or_default();
         let ns = obj["metadata"]["namespace"].as_str().unwrap_or_default();
         let params = PatchParams::apply(MANAGER).validation_strict().force();
-        self.api(ar, ns)
+        let mut object = self
+            .api(ar, ns)
             .patch(name, &params, &Patch::Apply(obj))
             .await
-            .map_err(|e| failure(format!("taking over {} {ns}/{name}", ar.kind), e))
+            .map_err(|e| failure(format!("taking over {} {ns}/{name}", ar.kind), e))?;
+        strip(&mut object);
+        Ok(object)
     }
 
     /// Deletes `ns/name` of `ar` (already gone is done).
@@ -290,4 +294,11 @@ pub fn place_of(o: &DynamicObject) -> (String, String) {
 /// An object as JSON (what the model's `observe` functions read).
 pub fn as_json(o: &DynamicObject) -> Value {
     serde_json::to_value(o).unwrap_or(Value::Null)
+}
+
+/// Drops `o`'s `managedFields`: the API server's record of which manager
+/// set which field, which vmaas never reads (conflicts come from the apply's
+/// answer) and which for a VM is as large as its spec.
+pub fn strip(o: &mut DynamicObject) {
+    o.metadata.managed_fields = None;
 }

@@ -9,11 +9,12 @@
 //! The backend never connects to a VM's addresses: they are data.
 //!
 //! - `config`: how the backend reaches its cluster ([`KubevirtConfig`]);
-//!   `shared`: what every driver takes (the client, the watches, what was applied).
+//!   `shared`: what every driver takes (the client, the watches, what was applied);
+//!   `fingerprint`: what is kept of the last VM applied, to skip the same again.
 //! - [`names`]: namespaces, labels, the finalizer.
 //! - [`cluster`]: the client and its verbs (apply, delete, release);
 //!   [`conflict`]: the fields other managers hold, left to them and reported.
-//! - [`watch`]: one reflector per kind, waking the reconciler;
+//! - [`watch`]: one reflector per kind (without `managedFields`), waking the reconciler;
 //!   [`health`]: whether the cluster answers (its VMs DEGRADED while not),
 //!   kept by `monitor`'s loops.
 //! - [`room`]: what its nodes have for VMs, for placing them among clusters.
@@ -51,6 +52,7 @@ pub mod conflict;
 pub mod console;
 mod display;
 pub mod export;
+mod fingerprint;
 pub mod health;
 pub mod homes;
 pub mod image;

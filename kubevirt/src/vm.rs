@@ -4,8 +4,6 @@
 //! generation; observed from the watched VM, VMI and floating-IP Service.
 
 use std::collections::BTreeMap;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,12 +58,6 @@ struct Manifests {
     multi_policies: Vec<Value>,
     /// The cluster instance type and preference the VM references.
     shapes: Vec<Value>,
-}
-
-fn hash(v: &Value) -> u64 {
-    let mut h = DefaultHasher::new();
-    v.to_string().hash(&mut h);
-    h.finish()
 }
 
 impl Shared {
@@ -287,7 +279,7 @@ impl Shared {
 
     /// Applies the VM when it differs from what was last applied (or is not there).
     async fn apply_vm(&self, t: &VmTarget, m: &Manifests, present: bool) -> Result<Option<DynamicObject>, BackendError> {
-        let h = hash(&m.vm);
+        let h = crate::fingerprint::of(&m.vm);
         if present && self.applied.lock().map(|a| a.get(&t.id) == Some(&h)).unwrap_or(false) {
             return Ok(None);
         }
@@ -310,7 +302,7 @@ impl Shared {
     async fn take_over_vm(&self, t: &VmTarget, m: &Manifests) -> Result<DynamicObject, BackendError> {
         let applied = self.cluster.take_over(&self.cluster.res.vm, &m.vm).await?;
         if let Ok(mut a) = self.applied.lock() {
-            a.insert(t.id.clone(), hash(&m.vm));
+            a.insert(t.id.clone(), crate::fingerprint::of(&m.vm));
         }
         info!(vm = %t.id, namespace = %m.ns, name = %t.name, "took over the KubeVirt VM its clone made");
         Ok(applied)

@@ -71,7 +71,10 @@ impl Watched {
         }
         let kind = ar.kind.clone();
         let index = Arc::new(Mutex::new(Index::new(ar.clone(), tally)));
-        let stream = reflector::reflector(writer, watcher(cluster.api(ar, ns), config)).default_backoff();
+        // Who set which field is the API server's bookkeeping, never read
+        // here: kept out of memory, and out of every object's JSON.
+        let events = watcher(cluster.api(ar, ns), config).modify(crate::cluster::strip);
+        let stream = reflector::reflector(writer, events).default_backoff();
         let follower = index.clone();
         let task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);

@@ -37,6 +37,7 @@
 //!   (seed 001's block storage).
 //! - [`vm`]: virtual machines, the request shapes of the API, and
 //!   [`vm::status`], the state machine from backend observations to status.
+//! - [`checksum`]: the checksum an export comes with (SHA-256 or CRC-32), the client's choice.
 //! - [`quantity`]: `4Gi` and `4096Mi`, equal in value, each kept as written.
 //! - [`query`]: list `filter`s (a subset of CEL, as OSAC's clients send) and `order`s.
 //! - [`value`]: parameter values, `{"value": ...}` or a `google.protobuf.Any`
@@ -53,6 +54,7 @@
 pub mod api_json;
 pub mod boot_shape;
 pub mod catalog_item;
+pub mod checksum;
 pub mod external_ip;
 pub mod hardware;
 pub mod image;

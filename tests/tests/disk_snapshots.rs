@@ -374,6 +374,7 @@ async fn an_exported_disk_imports_again_and_boots_to_the_same_content() {
     let sum = String::from_utf8_lossy(&sum.stdout).split_whitespace().next().unwrap_or_default().to_owned();
     assert!(said.contains(&sum), "the CLI reports the file's SHA-256 {sum}: {said}");
     assert!(!s.data_dir.join("exports").read_dir().map(|mut d| d.next().is_some()).unwrap_or(false), "no file was made for it");
+    crc32_checked(&s, &t, &vm, &file).await;
 
     // An export under way (its disk read in place) keeps the VM from
     // booting until it ends.
@@ -394,6 +395,45 @@ async fn an_exported_disk_imports_again_and_boots_to_the_same_content() {
     let text = run(&s, &t, "again", READ_MARK);
     assert!(text.contains(&format!("MARK={}|", &mark[..32])), "the re-imported disk lacks what the guest wrote:\n{text}");
     wait_ready(&s, &t, &vm).await;
+}
+
+/// The stopped VM `vm`'s export, `file` already, asked with CRC-32 as its
+/// checksum: through the CLI (after the body) the same bytes, the CRC-32
+/// reported; asked directly (before the body) `X-Checksum-Crc32` says the
+/// same; a checksum there is none of is refused naming the parameter.
+async fn crc32_checked(s: &Server, t: &str, vm: &str, file: &std::path::Path) {
+    let mut h = crc32fast::Hasher::new();
+    let mut f = std::fs::File::open(file).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    while let n @ 1.. = std::io::Read::read(&mut f, &mut buf).unwrap() {
+        h.update(&buf[..n]);
+    }
+    let crc = format!("{:08x}", h.finalize());
+    let again = file.with_extension("crc32.qcow2");
+    let out = s.cli(t, &["vm", "export", "orig", "--checksum", "crc32", "-f", again.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains(&format!("CRC-32 {crc}")), "the CLI reports the CRC-32 {crc}: {said}");
+    let same = std::process::Command::new("cmp").arg("-s").arg(file).arg(&again).status().unwrap();
+    assert!(same.success(), "the same bytes whichever checksum");
+    std::fs::remove_file(&again).unwrap();
+    let url = format!("{}{V1}/virtual_machines/{vm}/export?checksum=crc32", s.endpoint);
+    let mut rsp = reqwest::Client::new().get(url).bearer_auth(t).send().await.unwrap();
+    assert_eq!(rsp.status(), 200);
+    let before = rsp.headers().get("x-checksum-crc32").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    assert!(rsp.headers().get("x-checksum-sha256").is_none(), "one checksum, the one asked for");
+    let mut h = crc32fast::Hasher::new();
+    while let Some(chunk) = rsp.chunk().await.unwrap() {
+        h.update(&chunk);
+    }
+    assert_eq!((before.as_deref(), format!("{:08x}", h.finalize())), (Some(crc.as_str()), crc.clone()));
+    let url = format!("{}{V1}/virtual_machines/{vm}/export?checksum=crc32", s.endpoint);
+    let mut rsp = reqwest::Client::new().get(url).bearer_auth(t).header("te", "trailers").send().await.unwrap();
+    let trailer = rsp.headers().get("trailer").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    assert_eq!(trailer.as_deref(), Some("x-checksum-crc32"), "the trailer to come is announced, and only it");
+    while rsp.chunk().await.unwrap().is_some() {}
+    let (st, e) = s.raw(Method::GET, &format!("{V1}/virtual_machines/{vm}/export?checksum=md5"), Some(t), None).await;
+    assert_eq!((st, e["details"][0]["field"].as_str()), (400, Some("checksum")), "{e}");
 }
 
 /// Grows the qcow2 file `disk` (of a stopped VM) by 128 MiB, written

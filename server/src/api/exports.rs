@@ -1,9 +1,10 @@
 //! `GET …/export`: a stopped VM's disk, a volume not on a running VM, or a
 //! snapshot's disk, streamed as one self-contained qcow2 file (the image
 //! under it folded in, so `image import` takes it back), with its SHA-256
-//! in `X-Checksum-Sha256` (and `Digest: sha-256=`, base64). A client that
-//! says `TE: trailers` gets them as trailers after the body when they are
-//! not known before it (the file hashed as it is sent, chunked, its length
+//! in `X-Checksum-Sha256` (and `Digest: sha-256=`, base64), or with
+//! `?checksum=crc32` its CRC-32 in `X-Checksum-Crc32` (a sixth of the
+//! cost on both sides). A client that says `TE: trailers` gets them as
+//! trailers after the body when they are not known before it (the file hashed as it is sent, chunked, its length
 //! in `X-Export-Length`); any other gets them before the body, the file
 //! hashed first. A disk the backend composes as it is read (a stopped
 //! VM's on the qemu backend) is sent from its first byte with no file of
@@ -16,14 +17,17 @@
 //! client that goes away stops the conversion and its file is removed.
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::{Router, routing::get};
 use futures::StreamExt;
 use hyper::body::Frame;
 
-use crate::app::exports::{self, DigestAt, Export, Piece};
+use vmaas_model::checksum::Checksum;
+
+use super::ApiQuery;
+use crate::app::exports::{self, Asked, DigestAt, Export, Piece};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -35,7 +39,18 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/compute_instance_snapshots/{id}/export", get(snapshot))
 }
 
-/// Which of a snapshot's disks.
+/// Which checksum an export comes with.
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(super) struct ChecksumQuery {
+    /// `sha256` (the default: `X-Checksum-Sha256` and `Digest`) or `crc32` (`X-Checksum-Crc32`).
+    #[serde(default)]
+    #[param(inline)]
+    checksum: Option<Checksum>,
+}
+
+/// Which of a snapshot's disks, and which checksum it comes with.
 #[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
@@ -43,34 +58,38 @@ pub(super) struct DiskQuery {
     /// The disk, as the snapshot's `status.disks` names it (default: its first, the boot disk).
     #[serde(default)]
     disk: Option<String>,
+    /// `sha256` (the default: `X-Checksum-Sha256` and `Digest`) or `crc32` (`X-Checksum-Crc32`).
+    #[serde(default)]
+    #[param(inline)]
+    checksum: Option<Checksum>,
 }
 
 /// Export a stopped virtual machine's boot disk as qcow2.
 #[utoipa::path(get, path = "/api/fulfillment/v1/virtual_machines/{id}/export", tag = "snapshots",
-    params(("id" = String, Path, description = "VM id (UUID)")),
-    responses((status = 200, description = "The disk, `application/octet-stream` (qcow2), `X-Checksum-Sha256` before the body, or after it as a trailer (with `TE: trailers`)"),
+    params(("id" = String, Path, description = "VM id (UUID)"), ChecksumQuery),
+    responses((status = 200, description = "The disk, `application/octet-stream` (qcow2), `X-Checksum-Sha256` (or with `checksum=crc32` `X-Checksum-Crc32`) before the body, or after it as a trailer (with `TE: trailers`)"),
         (status = 400, body = ApiError, description = "The VM is running"), (status = 404, body = ApiError),
         (status = 429, body = ApiError, description = "Past --exports-per-tenant or the disk quota"), (status = 503, body = ApiError, description = "The conversion failed")),
     security(("bearer" = [])))]
-pub(super) async fn vm(State(s): State<AppState>, caller: Caller, h: HeaderMap, Path(id): Path<String>) -> Result<Response, ApiError> {
-    Ok(streamed(exports::vm(&s, &caller, &id, digest_at(&h)).await?))
+pub(super) async fn vm(State(s): State<AppState>, caller: Caller, Path(id): Path<String>, w: Wanted) -> Result<Response, ApiError> {
+    Ok(streamed(exports::vm(&s, &caller, &id, w.0).await?))
 }
 
 /// Export a volume (not attached to a running VM) as qcow2.
 #[utoipa::path(get, path = "/api/fulfillment/v1/volumes/{id}/export", tag = "snapshots",
-    params(("id" = String, Path, description = "Volume id (UUID)")),
-    responses((status = 200, description = "The volume, `application/octet-stream` (qcow2), `X-Checksum-Sha256` before the body, or after it as a trailer (with `TE: trailers`)"),
+    params(("id" = String, Path, description = "Volume id (UUID)"), ChecksumQuery),
+    responses((status = 200, description = "The volume, `application/octet-stream` (qcow2), `X-Checksum-Sha256` (or with `checksum=crc32` `X-Checksum-Crc32`) before the body, or after it as a trailer (with `TE: trailers`)"),
         (status = 400, body = ApiError, description = "It is on a running VM"), (status = 404, body = ApiError),
         (status = 429, body = ApiError, description = "Past --exports-per-tenant or the disk quota"), (status = 503, body = ApiError, description = "The conversion failed")),
     security(("bearer" = [])))]
-pub(super) async fn volume(State(s): State<AppState>, caller: Caller, h: HeaderMap, Path(id): Path<String>) -> Result<Response, ApiError> {
-    Ok(streamed(exports::volume(&s, &caller, &id, digest_at(&h)).await?))
+pub(super) async fn volume(State(s): State<AppState>, caller: Caller, Path(id): Path<String>, w: Wanted) -> Result<Response, ApiError> {
+    Ok(streamed(exports::volume(&s, &caller, &id, w.0).await?))
 }
 
 /// Export one disk of a snapshot as qcow2.
 #[utoipa::path(get, path = "/api/fulfillment/v1/compute_instance_snapshots/{id}/export", tag = "snapshots",
     params(("id" = String, Path, description = "Snapshot id (UUID)"), DiskQuery),
-    responses((status = 200, description = "The disk, `application/octet-stream` (qcow2), `X-Checksum-Sha256` before the body, or after it as a trailer (with `TE: trailers`)"),
+    responses((status = 200, description = "The disk, `application/octet-stream` (qcow2), `X-Checksum-Sha256` (or with `checksum=crc32` `X-Checksum-Crc32`) before the body, or after it as a trailer (with `TE: trailers`)"),
         (status = 400, body = ApiError, description = "Not READY, or no such disk"), (status = 404, body = ApiError),
         (status = 429, body = ApiError, description = "Past --exports-per-tenant or the disk quota"), (status = 503, body = ApiError, description = "The conversion failed")),
     security(("bearer" = [])))]
@@ -79,38 +98,51 @@ pub(super) async fn snapshot(
     caller: Caller,
     h: HeaderMap,
     Path(id): Path<String>,
-    Query(q): Query<DiskQuery>,
+    ApiQuery(q): ApiQuery<DiskQuery>,
 ) -> Result<Response, ApiError> {
-    Ok(streamed(exports::snapshot(&s, &caller, &id, q.disk, digest_at(&h)).await?))
+    Ok(streamed(exports::snapshot(&s, &caller, &id, q.disk, asked(&h, q.checksum)).await?))
 }
 
-/// Where the client takes the digest: after the body if it says
-/// `TE: trailers`, else before it.
-fn digest_at(h: &HeaderMap) -> DigestAt {
+/// What a client asks of an export with no other parameter: [`ChecksumQuery`] and `TE`.
+pub(super) struct Wanted(Asked);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Wanted {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, ApiError> {
+        let ApiQuery(q) = ApiQuery::<ChecksumQuery>::from_request_parts(parts, state).await?;
+        Ok(Self(asked(&parts.headers, q.checksum)))
+    }
+}
+
+/// The checksum the client asks for (SHA-256 unless `checksum` says),
+/// and where: after the body if it says `TE: trailers`, else before it.
+fn asked(h: &HeaderMap, checksum: Option<Checksum>) -> Asked {
     let trailers = h
         .get_all(header::TE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .any(|t| t.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("trailers"));
-    if trailers { DigestAt::After } else { DigestAt::First }
+    let at = if trailers { DigestAt::After } else { DigestAt::First };
+    Asked { at, checksum: checksum.unwrap_or_default() }
 }
 
 /// The header naming the export's length when the body is chunked.
 const EXPORT_LENGTH: HeaderName = HeaderName::from_static("x-export-length");
-/// The header (or trailer) of the SHA-256 in hex.
-const CHECKSUM: HeaderName = HeaderName::from_static("x-checksum-sha256");
 /// The header (or trailer) of the SHA-256 in base64.
 const DIGEST: HeaderName = HeaderName::from_static("digest");
 
 /// The export as the answer: its bytes, with its file name and length,
-/// and its SHA-256 (`X-Checksum-Sha256`, and `Digest: sha-256=` in
-/// base64) before the body when known, else as trailers after it.
+/// and its checksum (`X-Checksum-Sha256` and `Digest: sha-256=` in
+/// base64, or `X-Checksum-Crc32`) before the body when known, else as
+/// trailers after it.
 fn streamed(e: Export) -> Response {
-    let body = e.body.map(|p| {
+    let checksum = e.checksum;
+    let body = e.body.map(move |p| {
         p.map(|piece| match piece {
             Piece::Bytes(b) => Frame::data(b),
-            Piece::Digest(hex) => Frame::trailers(digest_headers(&hex)),
+            Piece::Digest(hex) => Frame::trailers(digest_headers(checksum, &hex)),
         })
     });
     let mut resp = Response::new(Body::new(http_body_util::StreamBody::new(body)));
@@ -120,27 +152,36 @@ fn streamed(e: Export) -> Response {
     if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{}.qcow2\"", e.name)) {
         h.insert(header::CONTENT_DISPOSITION, v);
     }
-    match &e.sha256 {
+    match &e.digest {
         Some(hex) => {
             h.insert(header::CONTENT_LENGTH, HeaderValue::from(e.size));
-            h.extend(digest_headers(hex));
+            h.extend(digest_headers(checksum, hex));
         }
         None => {
             // Trailers need a chunked body: the length is said apart.
             h.insert(EXPORT_LENGTH, HeaderValue::from(e.size));
-            h.insert(header::TRAILER, HeaderValue::from_static("x-checksum-sha256, digest"));
+            // The trailers to come are named by the headers they will be.
+            let to_come = digest_headers(checksum, "");
+            let names: Vec<&str> = to_come.keys().map(HeaderName::as_str).collect();
+            if let Ok(v) = HeaderValue::from_str(&names.join(", ")) {
+                h.insert(header::TRAILER, v);
+            }
         }
     }
     resp
 }
 
-/// `X-Checksum-Sha256` and `Digest` of the SHA-256 `hex`.
-fn digest_headers(hex: &str) -> HeaderMap {
+/// The headers of checksum `c`, `hex`: `X-Checksum-Sha256` and
+/// `Digest` of a SHA-256, `X-Checksum-Crc32` of a CRC-32 (which `Digest`
+/// has no name for).
+fn digest_headers(c: Checksum, hex: &str) -> HeaderMap {
     let mut h = HeaderMap::new();
     if let Ok(v) = HeaderValue::from_str(hex) {
-        h.insert(CHECKSUM, v);
+        h.insert(HeaderName::from_static(c.header()), v);
     }
-    if let Ok(v) = HeaderValue::from_str(&format!("sha-256={}", base64_of_hex(hex))) {
+    if c == Checksum::Sha256
+        && let Ok(v) = HeaderValue::from_str(&format!("sha-256={}", base64_of_hex(hex)))
+    {
         h.insert(DIGEST, v);
     }
     h

@@ -4,10 +4,11 @@
 //! as it is read ([`vmaas_backend::ExportStream`]: a stopped VM's disk on
 //! this host) sends it from its first byte with no file of its own; else
 //! it is converted into a file first, and a conversion that fails is an
-//! error. Its SHA-256 comes before the body when known (a snapshot's kept
-//! export) or asked for first ([`DigestAt::First`]: the bytes are hashed
-//! before the first is sent), else after it ([`DigestAt::After`]: hashed
-//! as they are read and sent). Each export holds a place among its
+//! error. Its checksum (SHA-256, or CRC-32 when the client asks:
+//! [`Checksum`]) comes before the body when known (a snapshot's kept
+//! export's SHA-256) or asked for first ([`DigestAt::First`]: the bytes
+//! are hashed before the first is sent), else after it
+//! ([`DigestAt::After`]: hashed as they are read and sent). Each export holds a place among its
 //! tenant's exports under way, and a file made for it counts against the
 //! tenant's disk quota, until it is sent or the stream is dropped
 //! ([`crate::export_slots`]); dropping it removes a temporary file and
@@ -19,6 +20,7 @@ use bytes::Bytes;
 use futures::Stream;
 use tracing::info;
 use vmaas_backend::{ExportFile, ExportSource, ExportStream};
+use vmaas_model::checksum::{Checksum, Hasher};
 use vmaas_model::{ComputeInstanceSnapshot, ComputeInstanceSnapshotState, PowerState, VmState, Volume};
 
 use super::scope::scope;
@@ -27,7 +29,7 @@ use crate::error::ApiError;
 use crate::export_slots::ExportSlot;
 use crate::state::AppState;
 
-/// Where the caller takes an export's SHA-256.
+/// Where the caller takes an export's checksum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum DigestAt {
     /// Before the body: a file not hashed yet is hashed before it is sent.
@@ -36,16 +38,27 @@ pub(crate) enum DigestAt {
     After,
 }
 
-/// An export made: the file's name, size and SHA-256 (hex) when known
+/// The checksum a client asks an export to come with, and where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Asked {
+    /// Before the body or after it.
+    pub at: DigestAt,
+    /// Which.
+    pub checksum: Checksum,
+}
+
+/// An export made: the file's name, size and checksum (hex) when known
 /// before its bytes, and its bytes.
 pub(crate) struct Export {
     /// What is exported (the file is `{name}.qcow2`).
     pub name: String,
     /// Its size in bytes.
     pub size: u64,
-    /// Its SHA-256, in hex, when known before the body; else the body's
+    /// Which checksum it comes with.
+    pub checksum: Checksum,
+    /// That checksum, in hex, when known before the body; else the body's
     /// last piece is [`Piece::Digest`].
-    pub sha256: Option<String>,
+    pub digest: Option<String>,
     /// Its bytes, in chunks of 1 MiB.
     pub body: Pin<Box<dyn Stream<Item = std::io::Result<Piece>> + Send>>,
 }
@@ -55,12 +68,12 @@ pub(crate) struct Export {
 pub(crate) enum Piece {
     /// Bytes of the file, in order.
     Bytes(Bytes),
-    /// After the last bytes, the SHA-256 (hex) of them all.
+    /// After the last bytes, the export's checksum (hex) of them all.
     Digest(String),
 }
 
 /// The boot disk of the caller's stopped VM `id`.
-pub(crate) async fn vm(s: &AppState, caller: &Caller, id: &str, at: DigestAt) -> Result<Export, ApiError> {
+pub(crate) async fn vm(s: &AppState, caller: &Caller, id: &str, asked: Asked) -> Result<Export, ApiError> {
     let vm = s.store.get_vm(id, &scope(caller)).await?;
     if vm.power() != PowerState::Stopped || vm.status.state != VmState::Stopped {
         return Err(ApiError::field(
@@ -69,11 +82,11 @@ pub(crate) async fn vm(s: &AppState, caller: &Caller, id: &str, at: DigestAt) ->
         ));
     }
     let bytes = vm.machine.disks.first().and_then(|d| d.size.to_units_ceil()).unwrap_or(0);
-    export(s, caller, ExportSource::VmDisk(vm.id.clone()), (&vm.name, bytes), at).await
+    export(s, caller, ExportSource::VmDisk(vm.id.clone()), (&vm.name, bytes), asked).await
 }
 
 /// The caller's volume `id` (not attached to a running VM).
-pub(crate) async fn volume(s: &AppState, caller: &Caller, id: &str, at: DigestAt) -> Result<Export, ApiError> {
+pub(crate) async fn volume(s: &AppState, caller: &Caller, id: &str, asked: Asked) -> Result<Export, ApiError> {
     let v = s.store.get_record::<Volume>(id, &scope(caller)).await?;
     if let Some(a) = s.store.volume_holder(&v.id).await? {
         let vm = s.store.get_vm(&a.spec.compute_instance, &crate::store::Scope::All).await?;
@@ -88,12 +101,12 @@ pub(crate) async fn volume(s: &AppState, caller: &Caller, id: &str, at: DigestAt
         }
     }
     let bytes = v.spec.size.to_units_ceil().unwrap_or(0);
-    export(s, caller, ExportSource::Volume(v.id.clone()), (&v.name, bytes), at).await
+    export(s, caller, ExportSource::Volume(v.id.clone()), (&v.name, bytes), asked).await
 }
 
 /// One disk of the caller's snapshot `id` (`wanted`: as its `status.disks`
 /// names it; by default its first, the boot disk).
-pub(crate) async fn snapshot(s: &AppState, caller: &Caller, id: &str, wanted: Option<String>, at: DigestAt) -> Result<Export, ApiError> {
+pub(crate) async fn snapshot(s: &AppState, caller: &Caller, id: &str, wanted: Option<String>, asked: Asked) -> Result<Export, ApiError> {
     let snap = s.store.get_record::<ComputeInstanceSnapshot>(id, &scope(caller)).await?;
     if snap.status.state != ComputeInstanceSnapshotState::Ready {
         return Err(ApiError::field("status.state", format!("snapshot {:?} is {}, not READY", snap.name, snap.status.state)));
@@ -104,7 +117,7 @@ pub(crate) async fn snapshot(s: &AppState, caller: &Caller, id: &str, wanted: Op
     }
     let disk = wanted.as_deref().or_else(|| snap.status.disks.first().map(|d| d.name.as_str()));
     let bytes = snap.status.disks.iter().find(|d| Some(d.name.as_str()) == disk).map_or(0, |d| d.size_bytes);
-    export(s, caller, ExportSource::Snapshot { id: snap.id.clone(), disk: wanted }, (&snap.name, bytes), at).await
+    export(s, caller, ExportSource::Snapshot { id: snap.id.clone(), disk: wanted }, (&snap.name, bytes), asked).await
 }
 
 /// A place among the caller's exports under way for one expected to hold
@@ -120,10 +133,10 @@ async fn slot(s: &AppState, caller: &Caller, bytes: u64) -> Result<ExportSlot, A
 }
 
 /// Makes the export of `what` (named `name`, expected to hold `bytes`)
-/// in a place among the caller's exports, its digest where `at` says:
+/// in a place among the caller's exports, its checksum as `asked`:
 /// composed as it is read when the backend can (no file, so nothing held
 /// against the disk quota), else converted into a file first.
-async fn export(s: &AppState, caller: &Caller, what: ExportSource, (name, bytes): (&str, u64), at: DigestAt) -> Result<Export, ApiError> {
+async fn export(s: &AppState, caller: &Caller, what: ExportSource, (name, bytes): (&str, u64), asked: Asked) -> Result<Export, ApiError> {
     let exports =
         s.backend.exports().ok_or_else(|| ApiError::precondition(format!("the {} backend does not export disks", s.backend.name())))?;
     let (held, slot) = match exports.stream(&what).await.map_err(failed)? {
@@ -136,15 +149,16 @@ async fn export(s: &AppState, caller: &Caller, what: ExportSource, (name, bytes)
             (Held::File(file), slot)
         }
     };
-    let sha256 = match (held.known_sha256(), at) {
+    let checksum = asked.checksum;
+    let digest = match (held.known_sha256().filter(|_| checksum == Checksum::Sha256), asked.at) {
         (Some(known), _) => Some(known),
-        (None, DigestAt::First) => Some(held.sha256().await.map_err(ApiError::internal)?),
+        (None, DigestAt::First) => Some(held.digest(checksum).await.map_err(ApiError::internal)?),
         (None, DigestAt::After) => None,
     };
     let size = held.size();
-    info!(?what, bytes = size, sha256 = sha256.as_deref().unwrap_or("(after the body)"), "export streamed");
-    let after = sha256.is_none();
-    Ok(Export { name: name.to_owned(), size, sha256, body: Box::pin(pieces(held, slot, after)) })
+    info!(?what, bytes = size, %checksum, digest = digest.as_deref().unwrap_or("(after the body)"), "export streamed");
+    let after = digest.is_none().then_some(checksum);
+    Ok(Export { name: name.to_owned(), size, checksum, digest, body: Box::pin(pieces(held, slot, after)) })
 }
 
 /// The answer to a backend's failed export.
@@ -191,11 +205,11 @@ impl Held {
         }
     }
 
-    /// Its SHA-256 (hex), read through once now.
-    async fn sha256(&self) -> Result<String, vmaas_backend::BackendError> {
+    /// Its checksum `c` (hex), read through once now.
+    async fn digest(&self, c: Checksum) -> Result<String, vmaas_backend::BackendError> {
         match self {
-            Self::File(f) => Ok(vmaas_backend::export::sha256_of(&f.0.path).await?.0),
-            Self::Composed(c) => c.sha256().await,
+            Self::File(f) => Ok(vmaas_backend::export::digest_of(&f.0.path, c).await?.0),
+            Self::Composed(s) => s.digest(c).await,
         }
     }
 
@@ -209,16 +223,15 @@ impl Held {
 }
 
 /// The export's bytes in chunks of 1 MiB, each read (and, with
-/// `digest_after`, hashed: then the digest comes last) on the blocking
+/// `digest_after`, hashed: then that checksum comes last) on the blocking
 /// pool, up to four chunks ahead of the client: a task waits while the
 /// client is slow, so a client reading slowly holds no thread. What is
 /// held (a temporary file, a disk kept unchanged) and the export's place
 /// go when the stream ends or is dropped (the client went away), or once
 /// the client has taken nothing for the slot's stall time: then the body
 /// ends in an error, cut short, never looking whole.
-fn pieces(held: Held, slot: ExportSlot, digest_after: bool) -> impl Stream<Item = std::io::Result<Piece>> + Send {
-    use sha2::Digest;
-    let hash = digest_after.then(sha2::Sha256::new);
+fn pieces(held: Held, slot: ExportSlot, digest_after: Option<Checksum>) -> impl Stream<Item = std::io::Result<Piece>> + Send {
+    let hash = digest_after.map(Checksum::hasher);
     let stall = slot.stall();
     let mut reading = Reading { file: None, hash, done: false, held: (held, slot) };
     let (tx, rx) = tokio::sync::mpsc::channel(4);
@@ -265,7 +278,7 @@ struct Reading {
     /// Its bytes, opened at the first read.
     file: Option<Box<dyn std::io::Read + Send>>,
     /// The digest of what was read so far, if it is to be sent last.
-    hash: Option<sha2::Sha256>,
+    hash: Option<Hasher>,
     /// Whether the last piece went.
     done: bool,
     /// What its bytes come from and the export's place, both let go with this.
@@ -276,7 +289,6 @@ impl Reading {
     /// The next piece (blocking: file reads): up to 1 MiB, or the digest
     /// after the last bytes, or an error; `None` at the end.
     fn next(&mut self) -> Option<std::io::Result<Piece>> {
-        use sha2::Digest;
         if self.done {
             return None;
         }
@@ -289,7 +301,7 @@ impl Reading {
             }
             Ok(None) => {
                 self.done = true;
-                self.hash.take().map(|h| Ok(Piece::Digest(format!("{:x}", h.finalize()))))
+                self.hash.take().map(|h| Ok(Piece::Digest(h.hex())))
             }
             Err(e) => {
                 self.done = true;
@@ -354,7 +366,7 @@ mod tests {
         let bytes: Vec<u8> = (0..(2 << 20) + 12345u32).map(|i| (i % 251) as u8).collect();
         let (file, slot, slots) = sent(dir.path(), &bytes, None);
         let path = file.0.path.clone();
-        let got: Vec<Piece> = pieces(Held::File(file), slot, true).map(|p| p.expect("a piece")).collect().await;
+        let got: Vec<Piece> = pieces(Held::File(file), slot, Some(Checksum::Sha256)).map(|p| p.expect("a piece")).collect().await;
         let sizes: Vec<usize> = got.iter().filter_map(|p| if let Piece::Bytes(b) = p { Some(b.len()) } else { None }).collect();
         assert_eq!(sizes, [1 << 20, 1 << 20, 12345]);
         let body: Vec<u8> = got.iter().filter_map(|p| if let Piece::Bytes(b) = p { Some(b.to_vec()) } else { None }).flatten().collect();
@@ -365,16 +377,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_client_asking_for_crc32_gets_it_after_the_body_or_before_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bytes: Vec<u8> = (0..(1 << 20) + 7u32).map(|i| (i % 253) as u8).collect();
+        let crc = format!("{:08x}", crc32fast::hash(&bytes));
+        let (file, slot, _slots) = sent(dir.path(), &bytes, Some("a kept SHA-256".into()));
+        let got: Vec<Piece> = pieces(Held::File(file), slot, Some(Checksum::Crc32)).map(|p| p.expect("a piece")).collect().await;
+        assert_eq!(got.last(), Some(&Piece::Digest(crc.clone())));
+        let (file, _slot, _slots) = sent(dir.path(), &bytes, None);
+        assert_eq!(Held::File(file).digest(Checksum::Crc32).await.expect("read through"), crc);
+    }
+
+    #[tokio::test]
     async fn a_hashed_export_sends_no_digest_after_it_and_one_dropped_early_lets_go_too() {
         let dir = tempfile::tempdir().expect("tempdir");
         let bytes = vec![7u8; 3 << 20];
         let (file, slot, _slots) = sent(dir.path(), &bytes, Some("known".into()));
-        let got: Vec<Piece> = pieces(Held::File(file), slot, false).map(|p| p.expect("a piece")).collect().await;
+        let got: Vec<Piece> = pieces(Held::File(file), slot, None).map(|p| p.expect("a piece")).collect().await;
         assert_eq!(got.len(), 3, "three MiB, nothing after them");
         assert!(got.iter().all(|p| matches!(p, Piece::Bytes(_))));
         let (file, slot, slots) = sent(dir.path(), &bytes, None);
         let path = file.0.path.clone();
-        let mut stream = Box::pin(pieces(Held::File(file), slot, true));
+        let mut stream = Box::pin(pieces(Held::File(file), slot, Some(Checksum::Sha256)));
         assert!(matches!(stream.next().await, Some(Ok(Piece::Bytes(_)))));
         drop(stream);
         // The read under way when the client left ends on the blocking pool.
@@ -393,7 +417,7 @@ mod tests {
         let bytes = vec![9u8; 12 << 20];
         let (file, slot, slots) = stalling(dir.path(), &bytes, None, std::time::Duration::from_millis(200));
         let path = file.0.path.clone();
-        let mut stream = Box::pin(pieces(Held::File(file), slot, true));
+        let mut stream = Box::pin(pieces(Held::File(file), slot, Some(Checksum::Sha256)));
         assert!(matches!(stream.next().await, Some(Ok(Piece::Bytes(_)))));
         // The client takes nothing for longer than the stall time.
         tokio::time::sleep(std::time::Duration::from_millis(800)).await;
