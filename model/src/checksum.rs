@@ -57,12 +57,17 @@ impl fmt::Display for Checksum {
     }
 }
 
+/// A name that is no checksum's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a checksum: sha256 or crc32")]
+pub struct UnknownChecksum(pub String);
+
 impl FromStr for Checksum {
-    type Err = String;
+    type Err = UnknownChecksum;
 
     /// `sha256` or `crc32`, as a query or `--checksum` names it.
-    fn from_str(s: &str) -> Result<Self, String> {
-        [Self::Sha256, Self::Crc32].into_iter().find(|c| c.as_str() == s).ok_or_else(|| format!("{s:?} is not a checksum: sha256 or crc32"))
+    fn from_str(s: &str) -> Result<Self, UnknownChecksum> {
+        [Self::Sha256, Self::Crc32].into_iter().find(|c| c.as_str() == s).ok_or_else(|| UnknownChecksum(s.to_owned()))
     }
 }
 
@@ -121,6 +126,6 @@ mod tests {
         assert_eq!(Checksum::Crc32.as_str(), "crc32");
         assert_eq!("crc32".parse::<Checksum>(), Ok(Checksum::Crc32));
         assert_eq!("sha256".parse::<Checksum>(), Ok(Checksum::Sha256));
-        assert!("CRC32".parse::<Checksum>().unwrap_err().contains("sha256 or crc32"));
+        assert!("CRC32".parse::<Checksum>().unwrap_err().to_string().contains("sha256 or crc32"));
     }
 }
