@@ -251,11 +251,24 @@ impl Store {
         self.events.subscribe()
     }
 
-    /// Up to `limit` events after `after`, in order, of every tenant.
+    /// Held while the log is read when memory mirrors the database: a
+    /// write commits its event and then updates memory, both under the
+    /// write lock, so a read of the log between the two would find an
+    /// event whose change a read of the object does not show yet (a caller
+    /// reading the object and then watching for its next event would wait
+    /// for a change it already missed).
+    async fn settled(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        self.write_lock().await
+    }
+
+    /// Up to `limit` events after `after`, in order, of every tenant. With
+    /// memory mirroring the database, only events whose change reads
+    /// already show (see [`Self::settled`]).
     pub async fn events_after(&self, after: i64, limit: i64) -> Result<Vec<EventRow>, StoreError> {
         if self.dialect == Dialect::Postgres {
             number_queued(&self.pool).await?;
         }
+        let _settled = self.settled().await;
         let rows = sqlx::query(AssertSqlSafe(
             "SELECT seq, kind, object_id, tenant, type, object FROM events WHERE seq > $1 ORDER BY seq LIMIT $2".to_owned(),
         ))
@@ -279,8 +292,12 @@ impl Store {
             .collect()
     }
 
-    /// The last event's seq (0 when there is none).
+    /// The last event's seq (0 when there is none): with memory mirroring
+    /// the database, the last whose change reads already show, so a caller
+    /// that watches from here after reading an object misses none of its
+    /// changes (see [`Self::settled`]).
     pub async fn last_event(&self) -> Result<i64, StoreError> {
+        let _settled = self.settled().await;
         let n: Option<i64> = sqlx::query("SELECT MAX(seq) AS n FROM events").fetch_one(&mut *self.conn().await?).await?.try_get("n")?;
         Ok(n.unwrap_or(0))
     }

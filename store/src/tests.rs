@@ -332,6 +332,51 @@ async fn status_writes_share_commits_and_each_is_its_own() {
     }
 }
 
+/// A watcher starts after the last event whose change reads already show:
+/// were the log's last event ahead of what a read shows, a change
+/// committed and not yet in memory would be missed by a caller that reads
+/// the object and then watches for its next event (as every wait does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_log_never_runs_ahead_of_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_sqlite(dir.path()).await.unwrap();
+    store.insert_template(&template("tpl"), Utc::now()).await.unwrap();
+    let v = vm("vm", "tpl");
+    store.insert_vm(&v).await.unwrap();
+    // Each status write numbers itself in the status (as its cluster).
+    let writer = {
+        let (store, v) = (store.clone(), v.clone());
+        tokio::spawn(async move {
+            let mut status = v.status.clone();
+            for k in 1..=400 {
+                status.cluster = Some(k.to_string());
+                assert!(store.write_vm_status(&v, &status, Requests::default()).await.unwrap());
+            }
+        })
+    };
+    let number = |cluster: Option<&str>| cluster.map_or(0, |c| c.parse::<u32>().unwrap());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut compared = 0;
+    while !writer.is_finished() {
+        assert!(std::time::Instant::now() < deadline, "400 status writes took over a minute");
+        let last = store.last_event().await.unwrap();
+        let read = store.get_vm(&v.id, &Scope::All).await.unwrap();
+        let Some(event) = store.events_after(last - 1, 1).await.unwrap().pop().filter(|e| e.seq == last && e.object_id == v.id) else {
+            continue;
+        };
+        let shown: serde_json::Value = serde_json::from_str(&event.object).unwrap();
+        let logged = number(shown["status"]["cluster"].as_str());
+        assert!(
+            number(read.status.cluster.as_deref()) >= logged,
+            "event {last} shows write {logged}; a read after it shows {:?}",
+            read.status.cluster
+        );
+        compared += 1;
+    }
+    writer.await.unwrap();
+    assert!(compared > 0, "no read was compared with the log");
+}
+
 /// Admissions queued together on PostgreSQL (`VMAAS_TEST_DATABASE_URL`)
 /// share a transaction, yet each decides on what the ones before it
 /// wrote, and one that gives up after writing takes only its own write
