@@ -16,26 +16,30 @@ use vmaas_model::k8s::render::TENANT_LABEL;
 
 use crate::cluster::Cluster;
 use crate::names::{TENANT_ANNOTATION, legacy_subnet_namespace, legacy_tenant_namespace, subnet_namespace, tenant_namespace};
+use crate::turns::Turns;
 
 /// The namespaces found since start: by the name this release gives, the
-/// one in use.
+/// one in use; and the turns of the looks under way (one per name).
 #[derive(Debug, Default)]
-pub(crate) struct Homes(Mutex<HashMap<String, String>>);
+pub(crate) struct Homes {
+    found: Mutex<HashMap<String, String>>,
+    turns: Turns,
+}
 
 impl Homes {
     fn get(&self, wanted: &str) -> Option<String> {
-        self.0.lock().ok().and_then(|m| m.get(wanted).cloned())
+        self.found.lock().ok().and_then(|m| m.get(wanted).cloned())
     }
 
     fn put(&self, wanted: &str, found: &str) {
-        if let Ok(mut m) = self.0.lock() {
+        if let Ok(mut m) = self.found.lock() {
             m.insert(wanted.to_owned(), found.to_owned());
         }
     }
 
     /// Forgets namespace `ns` (deleted): the next look finds it again.
     pub(crate) fn forget(&self, ns: &str) {
-        if let Ok(mut m) = self.0.lock() {
+        if let Ok(mut m) = self.found.lock() {
             m.retain(|_, v| v != ns);
         }
     }
@@ -65,6 +69,11 @@ impl Homes {
             None => (tenant_namespace(prefix, tenant), legacy_tenant_namespace(prefix, tenant)),
             Some(id) => (subnet_namespace(prefix, tenant, id), legacy_subnet_namespace(prefix, tenant, id)),
         };
+        if let Some(found) = self.get(&wanted) {
+            return Ok(found);
+        }
+        // One look per name at a time: the others find its answer.
+        let _turn = self.turns.take(&wanted).await;
         if let Some(found) = self.get(&wanted) {
             return Ok(found);
         }

@@ -71,6 +71,7 @@ mod shared;
 pub mod snapshot;
 pub mod subnet;
 mod subresource;
+mod turns;
 pub mod upload;
 pub mod vm;
 pub mod volume;
@@ -148,6 +149,7 @@ impl KubevirtBackend {
             refused: Mutex::default(),
             conflicts: Mutex::default(),
             namespaces: Mutex::default(),
+            making: Default::default(),
             homes: homes::Homes::default(),
             health: health::Health::default(),
         };

@@ -46,6 +46,8 @@ pub struct Shared {
     pub(crate) conflicts: Mutex<HashMap<String, vmaas_model::Reason>>,
     /// Namespaces made (or found) since start.
     pub(crate) namespaces: Mutex<HashSet<String>>,
+    /// The turns of the namespaces being made (one apply per name at a time).
+    pub(crate) making: crate::turns::Turns,
     /// Where each tenant's (and subnet's) objects live.
     pub(crate) homes: homes::Homes,
     /// Whether the cluster answers.
@@ -87,9 +89,15 @@ impl Shared {
         }
     }
 
-    /// Makes the tenant's namespace once per server run.
+    /// Makes the tenant's namespace once per server run (callers making
+    /// the same one meanwhile wait for that apply).
     pub(crate) async fn ensure_namespace(&self, ns: &str, tenant: &str) -> Result<(), BackendError> {
-        if self.namespaces.lock().map(|n| n.contains(ns)).unwrap_or(false) {
+        let made = || self.namespaces.lock().map(|n| n.contains(ns)).unwrap_or(false);
+        if made() {
+            return Ok(());
+        }
+        let _turn = self.making.take(ns).await;
+        if made() {
             return Ok(());
         }
         self.cluster.namespace(ns, tenant, false, &Default::default()).await?;

@@ -49,3 +49,24 @@ pub(super) async fn write_status(tx: &mut sqlx::Transaction<'_, sqlx::Any>, w: &
     events::trim(tx, row.try_get("seq")?).await?;
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An event's seq is read from the end of the events' index, never by
+    /// reading every event kept: with a `HAVING` SQLite read them all, and
+    /// each status write of the reconciler took 6 ms at 100 000 events.
+    #[tokio::test]
+    async fn an_event_is_numbered_without_reading_the_events_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::Store::open_sqlite(dir.path()).await.unwrap();
+        for sql in [events::record_sql(1), events::record_if_written_sql(1)] {
+            let explain = sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")));
+            let rows = (0..6).fold(explain, |q, _| q.bind("x")).fetch_all(&store.pool).await.unwrap();
+            let plan: Vec<String> = rows.iter().map(|r| r.try_get("detail").unwrap()).collect();
+            assert!(plan.iter().any(|step| step.starts_with("SEARCH events")), "{sql}: {plan:?}");
+            assert!(!plan.iter().any(|step| step.starts_with("SCAN events")), "{sql}: {plan:?}");
+        }
+    }
+}

@@ -370,8 +370,15 @@ impl KubeApi {
 
     /// A watch of `path` (`…?watch=1`): the streaming response, one JSON event per line.
     pub async fn watch(&self, path: &str) -> reqwest::Response {
-        let http = reqwest::Client::builder().danger_accept_invalid_certs(true).build().expect("client");
-        http.get(format!("{}{path}", self.url)).bearer_auth(TOKEN).send().await.expect("a watch of kube-apiserver")
+        self.get_streaming(path).await.expect("a watch of kube-apiserver")
+    }
+
+    /// A GET with the admin token on a connection of its own, its body
+    /// read as it comes (a watch streams); an error when the API server
+    /// does not answer (it may be gone).
+    pub async fn get_streaming(&self, path: &str) -> reqwest::Result<reqwest::Response> {
+        let http = reqwest::Client::builder().danger_accept_invalid_certs(true).build()?;
+        http.get(format!("{}{path}", self.url)).bearer_auth(TOKEN).send().await
     }
 
     /// The path of an object: `/api/v1/namespaces/NS/services/NAME` or `/apis/GROUP/VERSION/…`.
