@@ -1,7 +1,7 @@
 //! What the drivers share: the client, the watched objects, what was
 //! applied, and the cluster's health. Every driver module takes it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -92,6 +92,20 @@ impl Shared {
     /// Makes the tenant's namespace once per server run (callers making
     /// the same one meanwhile wait for that apply).
     pub(crate) async fn ensure_namespace(&self, ns: &str, tenant: &str) -> Result<(), BackendError> {
+        self.ensure_namespace_as(ns, tenant, false, &BTreeMap::new()).await
+    }
+
+    /// Makes namespace `ns` of `tenant` once per server run, labelled for a
+    /// primary UDN when `primary_udn` and with `labels` (those of the vmaas
+    /// object it is made for): one apply per name at a time, callers making
+    /// the same one meanwhile wait for it ([`Shared::ensure_namespace`]).
+    pub(crate) async fn ensure_namespace_as(
+        &self,
+        ns: &str,
+        tenant: &str,
+        primary_udn: bool,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), BackendError> {
         let made = || self.namespaces.lock().map(|n| n.contains(ns)).unwrap_or(false);
         if made() {
             return Ok(());
@@ -100,7 +114,7 @@ impl Shared {
         if made() {
             return Ok(());
         }
-        self.cluster.namespace(ns, tenant, false, &Default::default()).await?;
+        self.cluster.namespace(ns, tenant, primary_udn, labels).await?;
         if let Ok(mut n) = self.namespaces.lock() {
             n.insert(ns.to_owned());
         }

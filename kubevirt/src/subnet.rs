@@ -78,13 +78,8 @@ impl Driver<SubnetSpec, NetworkObservation> for Subnets {
         s.listed()?;
         let ns = s.home(&t.tenant, Some(&t.id)).await?;
         let own = labels(ObjectKind::Subnet, &t.id);
-        if !s.namespaces.lock().map(|n| n.contains(&ns)).unwrap_or(false) {
-            // The primary-UDN label must be there when the namespace is made.
-            s.cluster.namespace(&ns, &t.tenant, true, &own).await?;
-            if let Ok(mut known) = s.namespaces.lock() {
-                known.insert(ns.clone());
-            }
-        }
+        // The primary-UDN label must be there when the namespace is made.
+        s.ensure_namespace_as(&ns, &t.tenant, true, &own).await?;
         let mut u = serde_json::to_value(udn(UDN, &ns, &t.spec.ipv4_cidr)).map_err(|e| BackendError::invalid("rendering the UDN", e))?;
         u["metadata"]["labels"] = json!(own);
         if s.udns.get(&ns, UDN).is_none_or(|seen| as_json(&seen)["spec"] != u["spec"]) {

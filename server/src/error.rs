@@ -176,37 +176,13 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict(m) => Self::new(StatusCode::CONFLICT, Code::Aborted, m),
             StoreError::InUse(m) => Self::precondition(m),
             StoreError::MissingReference(m) => Self::precondition(m),
-            StoreError::Database(e) if unavailable(&e) => {
+            e if e.is_unavailable() => {
                 tracing::warn!(error = %e, "the database does not answer");
                 Self::unavailable("the database does not answer: retry later")
             }
             other => Self::internal(other),
         }
     }
-}
-
-/// Whether `e` says the database cannot be reached now (down, restarting,
-/// the connection lost, no connection free in time, a lock not granted in
-/// time) rather than that the request or the data is wrong.
-fn unavailable(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_) | sqlx::Error::WorkerCrashed => true,
-        // Connection exceptions (08), operator intervention such as a
-        // shutdown (57), a lock not granted within lock_timeout (55P03), and a
-        // transaction ended for idling (25P03: its replica stalled in an admission).
-        sqlx::Error::Database(d) => {
-            d.code().is_some_and(|c| c.starts_with("08") || c.starts_with("57") || c == "55P03" || c == "25P03" || sqlite_busy(&c))
-        }
-        _ => false,
-    }
-}
-
-/// Whether SQLite's (extended) result code `code` is BUSY or LOCKED: the
-/// file stayed locked past the busy timeout (a sync held up by a slow
-/// disk), and the same write goes through once it is free. PostgreSQL's
-/// codes are five characters; SQLite's are numbers of at most four digits.
-fn sqlite_busy(code: &str) -> bool {
-    code.len() < 5 && code.parse::<u32>().is_ok_and(|n| matches!(n & 0xff, 5 | 6))
 }
 
 impl IntoResponse for ApiError {
@@ -226,15 +202,4 @@ impl IntoResponse for ApiError {
 pub fn retry_after_value(wait: std::time::Duration) -> HeaderValue {
     let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
     HeaderValue::from(secs.max(1))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::sqlite_busy;
-
-    #[test]
-    fn sqlite_busy_and_locked_are_unavailable_and_postgres_codes_are_not_taken_for_them() {
-        assert!(sqlite_busy("5") && sqlite_busy("517") && sqlite_busy("6") && sqlite_busy("262"));
-        assert!(!sqlite_busy("19") && !sqlite_busy("2067") && !sqlite_busy("23505") && !sqlite_busy("55P03"));
-    }
 }

@@ -6,8 +6,9 @@
 //! object made in it; a name taken or a reference missing fails the
 //! statement, and nothing of it stays.
 
+use super::db_errors::refused;
 use super::events::{self, EventType};
-use super::row::{COLUMNS, NewObject, refused};
+use super::row::{COLUMNS, NewObject};
 use super::statement::Statement;
 use super::{StoreError, links, usage};
 

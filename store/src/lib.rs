@@ -28,6 +28,7 @@ mod commit;
 mod conn;
 pub mod console_clients;
 mod create_pg;
+mod db_errors;
 pub mod events;
 pub mod image;
 pub mod links;

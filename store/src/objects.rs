@@ -14,7 +14,8 @@ use super::row::StatusWrite;
 use super::usage;
 use super::{Dialect, Scope, Store, StoreError, ts};
 
-pub(super) use super::row::{COLUMNS, from_row, order_by, refused};
+pub(super) use super::db_errors::refused;
+pub(super) use super::row::{COLUMNS, from_row, order_by};
 pub use super::row::{Filter, NewObject, Row};
 
 /// The tenant a query is limited to, if any.

@@ -11,6 +11,7 @@ use sqlx::any::AnyPoolOptions;
 use tracing::warn;
 
 use super::Dialect;
+use super::db_errors::not_ready;
 
 /// How long a request waits for a database connection; past it the
 /// database counts as unavailable (503), not as broken.
@@ -45,17 +46,6 @@ pub(crate) async fn pool(url: &str, dialect: Dialect) -> Result<AnyPool, sqlx::E
         .await
 }
 
-/// Whether `e` says the database cannot take a connection yet (it may
-/// later), rather than that it never will (a bad URL, a refused password).
-fn not_ready(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) => true,
-        // too_many_connections, cannot_connect_now (starting up or shutting down).
-        sqlx::Error::Database(d) => matches!(d.code().as_deref(), Some("53300" | "57P03")),
-        _ => false,
-    }
-}
-
 /// The pool's size and every new connection's session settings.
 fn options(dialect: Dialect) -> AnyPoolOptions {
     let max = match dialect {
@@ -81,17 +71,4 @@ fn options(dialect: Dialect) -> AnyPoolOptions {
             Ok(())
         })
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_database_not_ready_yet_is_waited_for() {
-        assert!(not_ready(&sqlx::Error::PoolTimedOut));
-        assert!(not_ready(&sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))));
-        assert!(!not_ready(&sqlx::Error::Configuration("bad URL".into())));
-        assert!(!not_ready(&sqlx::Error::RowNotFound));
-    }
 }

@@ -152,17 +152,6 @@ pub(super) fn from_row(r: &AnyRow) -> Result<Row, StoreError> {
     })
 }
 
-/// Maps the database's refusals: a taken name, a missing reference.
-pub(super) fn refused(e: sqlx::Error, taken: impl FnOnce() -> String, missing: impl FnOnce() -> String) -> StoreError {
-    match &e {
-        sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::AlreadyExists(taken()),
-        sqlx::Error::Database(d) if d.is_foreign_key_violation() || d.message().contains("FOREIGN KEY") => {
-            StoreError::MissingReference(missing())
-        }
-        _ => e.into(),
-    }
-}
-
 /// A status seen on a row at its version, to write unless the row changed since.
 #[derive(Debug, Clone)]
 pub(super) struct StatusWrite {

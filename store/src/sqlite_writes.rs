@@ -11,8 +11,9 @@ use sqlx::Row as _;
 
 use super::StoreError;
 use super::create_pg::missing;
+use super::db_errors::refused;
 use super::events::{self, EventType};
-use super::row::{COLUMNS, NewObject, StatusWrite, refused};
+use super::row::{COLUMNS, NewObject, StatusWrite};
 use super::statement::Statement;
 
 /// Inserts `new` with its references and its creation event, within `tx`.
