@@ -16,7 +16,7 @@ use vmaas_model::k8s::render::TENANT_LABEL;
 
 use crate::cluster::Cluster;
 use crate::names::{TENANT_ANNOTATION, legacy_subnet_namespace, legacy_tenant_namespace, subnet_namespace, tenant_namespace};
-use crate::turns::Turns;
+use crate::turns::{Look, Turns};
 
 /// The namespaces found since start: by the name this release gives, the
 /// one in use; and the turns of the looks under way (one per name).
@@ -69,14 +69,11 @@ impl Homes {
             None => (tenant_namespace(prefix, tenant), legacy_tenant_namespace(prefix, tenant)),
             Some(id) => (subnet_namespace(prefix, tenant, id), legacy_subnet_namespace(prefix, tenant, id)),
         };
-        if let Some(found) = self.get(&wanted) {
-            return Ok(found);
-        }
         // One look per name at a time: the others find its answer.
-        let _turn = self.turns.take(&wanted).await;
-        if let Some(found) = self.get(&wanted) {
-            return Ok(found);
-        }
+        let _turn = match self.turns.look(&wanted, || self.get(&wanted)).await {
+            Look::Remembered(found) => return Ok(found),
+            Look::Ask(turn) => turn,
+        };
         let found = match get_namespace(cluster, &wanted).await? {
             Some(ns) => {
                 let recorded = recorded_tenant(&ns);

@@ -9,6 +9,7 @@ use vmaas_backend::BackendError;
 
 use crate::cluster::Cluster;
 use crate::config::KubevirtConfig;
+use crate::turns::Look;
 use crate::watch::{Waker, Watched};
 use crate::{health, homes};
 
@@ -106,14 +107,11 @@ impl Shared {
         primary_udn: bool,
         labels: &BTreeMap<String, String>,
     ) -> Result<(), BackendError> {
-        let made = || self.namespaces.lock().map(|n| n.contains(ns)).unwrap_or(false);
-        if made() {
-            return Ok(());
-        }
-        let _turn = self.making.take(ns).await;
-        if made() {
-            return Ok(());
-        }
+        let made = || self.namespaces.lock().ok().filter(|n| n.contains(ns)).map(drop);
+        let _turn = match self.making.look(ns, made).await {
+            Look::Remembered(()) => return Ok(()),
+            Look::Ask(turn) => turn,
+        };
         self.cluster.namespace(ns, tenant, primary_udn, labels).await?;
         if let Ok(mut n) = self.namespaces.lock() {
             n.insert(ns.to_owned());

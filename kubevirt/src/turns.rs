@@ -14,10 +14,32 @@ use tokio::sync::OwnedMutexGuard;
 #[derive(Debug, Default)]
 pub(crate) struct Turns(Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
 
+/// What a [`Turns::look`] found: the answer remembered, or the turn to ask for it.
+pub(crate) enum Look<T> {
+    /// Remembered already (perhaps by the caller whose turn came first).
+    Remembered(T),
+    /// Not remembered: this caller asks, and remembers the answer before
+    /// dropping the turn.
+    Ask(OwnedMutexGuard<()>),
+}
+
 impl Turns {
-    /// Waits for the turn of `key`: held until dropped, while nobody else
-    /// holds it. Look for the remembered answer again once it is held.
-    pub(crate) async fn take(&self, key: &str) -> OwnedMutexGuard<()> {
+    /// The answer `remembered` gives for `key`, looked at before and again
+    /// after waiting for `key`'s turn (the caller before may have found
+    /// it), or that turn, held, when there is still none.
+    pub(crate) async fn look<T>(&self, key: &str, remembered: impl Fn() -> Option<T>) -> Look<T> {
+        if let Some(found) = remembered() {
+            return Look::Remembered(found);
+        }
+        let turn = self.take(key).await;
+        match remembered() {
+            Some(found) => Look::Remembered(found),
+            None => Look::Ask(turn),
+        }
+    }
+
+    /// Waits for the turn of `key`: held until dropped, while nobody else holds it.
+    async fn take(&self, key: &str) -> OwnedMutexGuard<()> {
         let turn = {
             let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
             all.entry(key.to_owned()).or_default().clone()
@@ -40,13 +62,10 @@ mod tests {
         let callers = (0..16).map(|_| {
             let (turns, remembered, asked) = (turns.clone(), remembered.clone(), asked.clone());
             tokio::spawn(async move {
-                if let Some(v) = *remembered.lock().unwrap() {
-                    return v;
-                }
-                let _turn = turns.take("ns").await;
-                if let Some(v) = *remembered.lock().unwrap() {
-                    return v;
-                }
+                let _turn = match turns.look("ns", || *remembered.lock().unwrap()).await {
+                    Look::Remembered(v) => return v,
+                    Look::Ask(turn) => turn,
+                };
                 asked.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                 *remembered.lock().unwrap() = Some(7);
