@@ -192,6 +192,10 @@ pub struct RamFile {
     pub shared: bool,
 }
 
+/// The QMP socket kept for events, beside [`QemuArgs::qmp`] (what listens
+/// on it: `io_error.rs`).
+pub const EVENTS_SOCKET: &str = "qmp-events.sock";
+
 /// A whole QEMU invocation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QemuArgs {
@@ -400,6 +404,8 @@ impl QemuArgs {
         push(&["-chardev", &format!("socket,id=serial0,path={},server=on,wait=off", self.serial.display())]);
         push(&["-serial", "chardev:serial0"]);
         push(&["-qmp", &format!("unix:{},server=on,wait=off", self.qmp.display())]);
+        // A second monitor, kept for events (see io_error.rs).
+        push(&["-qmp", &format!("unix:{},server=on,wait=off", self.qmp.with_file_name(EVENTS_SOCKET).display())]);
         for (i, addr) in self.gpus.iter().enumerate() {
             push(&["-device", &format!("vfio-pci,host={addr},id=gpu{i}")]);
         }

@@ -357,7 +357,7 @@ impl Launcher {
     async fn args(&self, vm: &Vm, t: &VmTarget, image: &Image, disks: Vec<DiskArg>, external: Ipv4Addr) -> Result<Plan, LaunchError> {
         let machine = &t.spec.machine;
         let UserNet { nics, extra, probe_port } = self.user_nics(t, external)?;
-        for f in ["qmp.sock", "serial.sock", crate::display::SOCKET, "qemu.pid"] {
+        for f in ["qmp.sock", crate::io_error::SOCKET, "serial.sock", crate::display::SOCKET, "qemu.pid"] {
             let _ = tokio::fs::remove_file(vm.path(f)).await;
         }
         let fixed: Vec<_> = (0..nics.len()).map(|i| crate::argv::user_nic_address(i == 0)).collect();

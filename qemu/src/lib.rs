@@ -73,6 +73,7 @@ pub mod host;
 mod hotplug;
 pub mod images;
 pub mod import;
+mod io_error;
 mod launch;
 mod lifecycle;
 pub mod live;

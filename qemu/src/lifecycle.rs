@@ -53,6 +53,22 @@ fn starting(reason: &str, message: &str) -> Phase {
     Phase::Starting(Reason::new(reason, message))
 }
 
+/// A guest frozen by a write its host could not take: still READY if it
+/// was, else still booting (its readiness time counted again from now,
+/// not while frozen); DEGRADED saying why either way, and looked at again
+/// soon, to let it go on once there is room.
+fn frozen(vm: &mut Vm, reason: Reason) -> (Observation, Requeue) {
+    let phase = if vm.ready.load(Ordering::SeqCst) {
+        Phase::Ready
+    } else {
+        vm.started = Some(Instant::now());
+        Phase::Starting(reason.clone())
+    };
+    let mut o = vm.observation(phase);
+    o.degraded = Some(reason);
+    (o, Requeue::after(crate::io_error::RECHECK))
+}
+
 impl Vms {
     /// Makes one step towards `t` for `vm`.
     pub(crate) async fn ensure_vm(&self, vm: &mut Vm, t: &VmTarget) -> Result<(Observation, Requeue), BackendError> {
@@ -181,10 +197,17 @@ impl Vms {
             }
             self.start_probe(vm, t);
             self.watch_exit(vm, p);
+            self.watch_events(vm);
+            if crate::io_error::frozen_now(vm).await {
+                vm.io_frozen.store(true, Ordering::SeqCst);
+            }
         }
         if vm.stop_deadline.is_some() {
             let phase = Phase::Stopping(Reason::new("PoweringOff", "finishing the previous power-off before starting"));
             return Ok((vm.observation(phase), Requeue::after(STEP)));
+        }
+        if let Some(reason) = crate::io_error::check(vm).await? {
+            return Ok(frozen(vm, reason));
         }
         if vm.ready.load(Ordering::SeqCst) {
             if vm.file.ready_pid != Some(p.pid()) {
@@ -266,6 +289,7 @@ impl Vms {
         vm.process = Some(process.clone());
         self.start_probe(vm, t);
         self.watch_exit(vm, &process);
+        self.watch_events(vm);
         info!(vm = %t.id, name = %t.name, pid = process.pid(), accel = self.accel.accel.as_str(), "guest started");
         Ok(())
     }
@@ -295,6 +319,18 @@ impl Vms {
             p.exited().await;
             wake.wake(ObjectKind::VirtualMachine, &id);
         }));
+    }
+
+    /// Wakes the reconciler for this VM as soon as a write the host cannot
+    /// take freezes its guest, and when the guest goes on again.
+    fn watch_events(&self, vm: &mut Vm) {
+        let Some(wake) = self.wake.get().cloned() else { return };
+        if let Some(w) = vm.event_watch.take() {
+            w.abort();
+        }
+        let id = vm.file.id.clone();
+        let socket = vm.path(crate::io_error::SOCKET);
+        vm.event_watch = Some(crate::io_error::watch(socket, vm.io_frozen.clone(), move || wake.wake(ObjectKind::VirtualMachine, &id)));
     }
 
     /// Asks the guest to power off (ACPI), or stops it hard once the grace period is over.

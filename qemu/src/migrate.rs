@@ -36,7 +36,7 @@ use crate::qmp::{Qmp, Unfinished, migration_at};
 use crate::vm::Vm;
 
 /// The files a migration target has before it takes the usual names.
-const NEXT: [&str; 5] = ["qmp.sock", "serial.sock", crate::agent::SOCKET, crate::display::SOCKET, "qemu.pid"];
+const NEXT: [&str; 6] = ["qmp.sock", crate::io_error::SOCKET, "serial.sock", crate::agent::SOCKET, crate::display::SOCKET, "qemu.pid"];
 /// How long the state may take to move.
 const LIMIT: Duration = Duration::from_secs(300);
 
@@ -397,7 +397,13 @@ impl Migrations {
         }
         let tpm_files = [TPM_SOCKET, TPM_PID].into_iter().filter(|_| tpm.is_some());
         for f in NEXT.into_iter().chain(tpm_files) {
-            tokio::fs::rename(vm.path(&format!("{f}.next")), vm.path(f)).await.map_err(|e| MigrateError::Rename { file: f, source: e })?;
+            match tokio::fs::rename(vm.path(&format!("{f}.next")), vm.path(f)).await {
+                Ok(()) => {}
+                // A QEMU started before the event socket existed has none,
+                // and neither has the target its command line gave.
+                Err(e) if f == crate::io_error::SOCKET && e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(MigrateError::Rename { file: f, source: e }),
+            }
         }
         let _ = tokio::fs::remove_file(vm.path("migrate.sock")).await;
         let console = SerialConsole::attach(&vm.path("serial.sock"), vm.path("console.log")).await.ok();

@@ -92,6 +92,22 @@ impl Qmp {
         }
     }
 
+    /// Waits, however long it takes, for QEMU's next event (an answer
+    /// cannot come: nothing is asked meanwhile); `None` once QEMU closes
+    /// the socket.
+    pub async fn next_event(&mut self) -> Result<Option<Value>, QmpError> {
+        loop {
+            let mut line = String::new();
+            if self.reader.read_line(&mut line).await? == 0 {
+                return Ok(None);
+            }
+            let m: Value = serde_json::from_str(&line).map_err(|e| QmpError::Protocol(format!("{e}: {line}")))?;
+            if m.get("event").is_some() {
+                return Ok(Some(m));
+            }
+        }
+    }
+
     /// `query-status`: e.g. `running`, `paused`, `shutdown`.
     pub async fn status(&mut self) -> Result<String, QmpError> {
         let r = self.execute("query-status", None).await?;

@@ -28,6 +28,11 @@ pub(crate) struct Vm {
     pub(crate) ready: Arc<AtomicBool>,
     pub(crate) probe: Option<JoinHandle<()>>,
     pub(crate) exit_watch: Option<JoinHandle<()>>,
+    /// Listens to its QEMU's events ([`crate::io_error::watch`]).
+    pub(crate) event_watch: Option<JoinHandle<()>>,
+    /// Its guest was frozen by a write the host could not take, and has
+    /// not gone on since, as QEMU's events said.
+    pub(crate) io_frozen: Arc<AtomicBool>,
     pub(crate) started: Option<Instant>,
     /// Set when a stop was asked: the moment to stop hard.
     pub(crate) stop_deadline: Option<Instant>,
@@ -70,6 +75,8 @@ impl Vm {
             ready: Arc::new(AtomicBool::new(false)),
             probe: None,
             exit_watch: None,
+            event_watch: None,
+            io_frozen: Arc::new(AtomicBool::new(false)),
             started: None,
             stop_deadline: None,
             crashes: Vec::new(),
@@ -131,9 +138,10 @@ impl Vm {
     }
 
     pub(crate) fn stop_runtime(&mut self) {
-        for t in [self.probe.take(), self.exit_watch.take()].into_iter().flatten() {
+        for t in [self.probe.take(), self.exit_watch.take(), self.event_watch.take()].into_iter().flatten() {
             t.abort();
         }
+        self.io_frozen.store(false, Ordering::SeqCst);
         self.console = None;
         self.process = None;
         self.started = None;

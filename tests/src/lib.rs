@@ -189,9 +189,19 @@ impl Server {
 
     /// Same, with the base images in `images`.
     pub async fn start_qemu_images(images: &Path, more: &[&str]) -> Self {
+        Self::start_qemu_at(images, more, tempfile::tempdir().expect("tempdir")).await
+    }
+
+    /// Same as [`Server::start_qemu_with`], in data directory `tmp` (one
+    /// whose `vms/` is a file system the test mounted, say).
+    pub async fn start_qemu_in(tmp: tempfile::TempDir, more: &[&str]) -> Self {
+        Self::start_qemu_at(&images_dir(), more, tmp).await
+    }
+
+    async fn start_qemu_at(images: &Path, more: &[&str], tmp: tempfile::TempDir) -> Self {
         let host = qemu_args(images);
         let all: Vec<&str> = ["--backend", "qemu"].into_iter().chain(host.iter().map(String::as_str)).chain(more.iter().copied()).collect();
-        Self::start_with(Db::Sqlite, &all).await.expect("sqlite")
+        Self::start_in(Db::Sqlite, &all, tmp).await.expect("sqlite")
     }
 
     /// Same, with extra command-line arguments.

@@ -32,6 +32,7 @@ mod gpus;
 mod guest_profiles;
 mod hardening;
 mod hardware;
+mod host_disk_full;
 mod hostile;
 mod image_import;
 mod image_prune;
